@@ -1,0 +1,11 @@
+# The README's two commands. Both install what is missing and build first.
+.PHONY: setup demo test
+
+setup:
+	scripts/setup.sh
+
+demo: setup
+	./build/tessera train
+
+test: setup
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ctest --test-dir build --output-on-failure --timeout 900 -j $$(nproc)

@@ -1,0 +1,2 @@
+// tessera: the command-line entry point.
+int main() { return 0; }

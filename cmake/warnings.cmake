@@ -1,0 +1,8 @@
+# Warnings are errors in our own targets; tessera_set_options() applies them plus the CPU tuning flags.
+function(tessera_set_options target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror -Wno-unused-parameter>)
+  if(TESSERA_NATIVE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  endif()
+endfunction()

@@ -1,0 +1,40 @@
+// Error reporting: TS_CHECK(cond, msg...) throws tessera::Error with a message a user can act on.
+// The message names the thing that is wrong and the fix; where() keeps the source location for
+// debugging. The CLI prints what() as one line and exits non-zero.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace tessera {
+
+class Error : public std::runtime_error {
+ public:
+  Error(std::string message, std::string where)
+      : std::runtime_error(std::move(message)), where_(std::move(where)) {}
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
+};
+
+namespace detail {
+template <typename... Parts>
+[[noreturn]] void throw_error(const char* file, int line, const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  throw Error(message.str(), std::string(file) + ":" + std::to_string(line));
+}
+}  // namespace detail
+
+}  // namespace tessera
+
+// Throws tessera::Error built from the streamed parts when cond is false.
+#define TS_CHECK(cond, ...)                                                  \
+  do {                                                                       \
+    if (!(cond)) ::tessera::detail::throw_error(__FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+
+// Throws unconditionally.
+#define TS_FAIL(...) ::tessera::detail::throw_error(__FILE__, __LINE__, __VA_ARGS__)

@@ -1,0 +1,60 @@
+// Test helpers: scratch directories under the build tree, deterministic random data, subprocesses.
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+#include "core/rng.h"
+
+namespace tessera::testing {
+
+std::filesystem::path scratch_dir() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "scratch";
+  for (char& c : name)
+    if (c == '/') c = '_';
+  std::filesystem::path dir = std::filesystem::path(TESSERA_BINARY_DIR) / "test-scratch" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::vector<float> random_floats(int64_t n, uint64_t seed, float lo, float hi) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = lo + (hi - lo) * uniform_at(seed, 7, uint64_t(i));
+  return v;
+}
+
+CommandResult run_command(const std::string& command_line) {
+  CommandResult result;
+  FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");
+  if (!pipe) {
+    result.exit_code = -1;
+    return result;
+  }
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace tessera::testing
