@@ -1,0 +1,17 @@
+// Fused softmax + cross-entropy over a padded vocabulary, one pass over the logits per row.
+// logits (N,Vp) hold Vp >= V columns; columns [V, Vp) are padding and are never predicted (they get
+// probability 0 and gradient 0). targets (N) i32 in [0, V).
+//   losses (N) = -log softmax(logits[n, :V])[targets[n]]
+//   If dloss != 0: logits is overwritten in place with dL/dlogits for L = dloss * sum_n losses[n],
+//   i.e. dloss * (softmax - onehot(target)), padding columns 0. With dloss == 0 logits are untouched.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tessera {
+
+void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, int64_t vocab_size, float dloss);
+
+}  // namespace tessera

@@ -1,0 +1,14 @@
+// Token + position embedding.
+//   forward:  out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+//   backward: dwte[tokens[b,t],:] += dout[b,t,:];  dwpe[t,:] += dout[b,t,:]   (parameter grads accumulate)
+// Shapes: tokens (B,T) i32, wte (Vp,C), wpe (maxT,C) with T <= maxT, out/dout (B,T,C).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tessera {
+
+void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
+void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
+
+}  // namespace tessera
