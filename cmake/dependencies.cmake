@@ -1,10 +1,13 @@
 # Third-party libraries, all from Debian packages installed by scripts/setup.sh.
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(PkgConfig REQUIRED)
-set(BLA_VENDOR OpenBLAS)
-find_package(BLAS REQUIRED)
-find_path(CBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-openmp
-          /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas REQUIRED)
+# OpenBLAS built with OpenMP threading (Debian's libopenblas-openmp-dev): a GEMM called inside one of
+# our OpenMP parallel regions then runs on the calling thread instead of fighting for a pthread pool.
+find_library(OPENBLAS_LIBRARY openblas PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp
+             NO_DEFAULT_PATH REQUIRED)
+find_path(CBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp
+          NO_DEFAULT_PATH REQUIRED)
+set(BLAS_LIBRARIES ${OPENBLAS_LIBRARY})
 include_directories(SYSTEM ${CBLAS_INCLUDE_DIR})
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 find_package(nlohmann_json 3.10 REQUIRED)

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libopenblas-dev libomp-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  libopenblas-openmp-dev libomp-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev
   openmpi-bin libopenmpi-dev
   fortunes fortunes-min
