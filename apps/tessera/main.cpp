@@ -1,2 +1,36 @@
-// tessera: the command-line entry point.
-int main() { return 0; }
+// tessera: the command-line entry point. Parses the subcommand and turns every error into one
+// line on stderr and a non-zero exit.
+#include <cstdio>
+
+#include "commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: train transformer language models (GPT-2) on CPU and GPU", "tessera"};
+  app.require_subcommand(1, 1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
+  tessera::cli::add_train_command(app);
+  tessera::cli::add_eval_command(app);
+  tessera::cli::add_generate_command(app);
+  tessera::cli::add_tokenize_command(app);
+  tessera::cli::add_tokenizer_train_command(app);
+  tessera::cli::add_convert_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tessera: error: %s\n", e.what());
+    return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
+  } catch (const tessera::Error& e) {
+    std::fprintf(stdout, "\n");
+    std::fprintf(stderr, "tessera: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -23,6 +23,7 @@ int64_t GPT2Config::num_parameters() const {
 
 GPT2Config gpt2_preset(const std::string& name) {
   if (name == "gpt2-tiny") return GPT2Config{2, 2, 32, 256, 64};
+  if (name == "gpt2-mini") return GPT2Config{4, 4, 192, 50257, 256};
   if (name == "gpt2-124m") return GPT2Config{12, 12, 768, 50257, 1024};
   if (name == "gpt2-350m") return GPT2Config{24, 16, 1024, 50257, 1024};
   if (name == "gpt2-774m") return GPT2Config{36, 20, 1280, 50257, 1024};
@@ -33,7 +34,7 @@ GPT2Config gpt2_preset(const std::string& name) {
 }
 
 std::vector<std::string> gpt2_preset_names() {
-  return {"gpt2-tiny", "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1558m"};
+  return {"gpt2-tiny", "gpt2-mini", "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1558m"};
 }
 
 }  // namespace tessera

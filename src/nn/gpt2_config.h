@@ -23,7 +23,7 @@ struct GPT2Config {
   int64_t num_parameters() const;
 };
 
-// Presets: gpt2-tiny (tests), gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m.
+// Presets: gpt2-tiny (tests), gpt2-mini (the CPU demo), gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m.
 GPT2Config gpt2_preset(const std::string& name);
 std::vector<std::string> gpt2_preset_names();
 

@@ -1,0 +1,48 @@
+// tessera eval: mean loss of a checkpoint (or Hugging Face model) over token shards.
+#include <cstdio>
+
+#include "commands.h"
+#include "data/batch_sampler.h"
+#include "data/token_dataset.h"
+#include "train/model_setup.h"
+
+namespace tessera::cli {
+
+void add_eval_command(CLI::App& app) {
+  struct Options {
+    std::string checkpoint, init_from, data;
+    int64_t batch_size = 8, seq_len = 1024, batches = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate the loss of a model on token shards");
+  cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
+  cmd->add_option("--init-from", o->init_from, "Hugging Face GPT-2 folder instead of a checkpoint");
+  cmd->add_option("--val-data", o->data, "Glob of token shards")->required();
+  cmd->add_option("--batch-size", o->batch_size, "Sequences per forward pass")->capture_default_str();
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
+  cmd->add_option("--batches", o->batches, "Batches to evaluate (0 = the whole data once)")->capture_default_str();
+  enable_toml_config(*cmd);
+  cmd->callback([o] {
+    TS_CHECK(o->batch_size > 0, "--batch-size must be positive, got ", o->batch_size);
+    TS_CHECK(o->seq_len > 0, "--seq-len must be positive, got ", o->seq_len);
+    TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);
+    LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, "");
+    GPT2& model = *loaded.model;
+    TS_CHECK(o->seq_len <= model.config().max_seq_len, "--seq-len ", o->seq_len, " exceeds the model's context of ",
+             model.config().max_seq_len);
+    TokenDataset data = TokenDataset::open(o->data, model.config().vocab_size, "--val-data");
+    BatchSampler sampler(data, o->batch_size, o->seq_len, DataOrder::sequential, 0);
+    int64_t batches = o->batches > 0 ? std::min(o->batches, sampler.batches_per_epoch()) : sampler.batches_per_epoch();
+    Tensor inputs = Tensor::zeros({o->batch_size, o->seq_len}, DType::i32);
+    Tensor targets = Tensor::zeros({o->batch_size, o->seq_len}, DType::i32);
+    double sum = 0;
+    for (int64_t k = 0; k < batches; ++k) {
+      sampler.fill(k, 0, o->batch_size, inputs.data<int32_t>(), targets.data<int32_t>());
+      sum += model.forward(inputs, targets);
+    }
+    std::printf("val_loss %.6f over %lld batches of %lld x %lld tokens\n", sum / double(batches), (long long)batches,
+                (long long)o->batch_size, (long long)o->seq_len);
+  });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,49 @@
+// tessera generate: sample text from a checkpoint (or a Hugging Face GPT-2 folder).
+#include <cstdio>
+
+#include "checkpoint/hf_gpt2.h"
+#include "checkpoint/train_checkpoint.h"
+#include "commands.h"
+#include "data/tokenizer.h"
+#include "train/generate.h"
+#include "train/model_setup.h"
+
+namespace tessera::cli {
+
+void add_generate_command(CLI::App& app) {
+  struct Options {
+    std::string checkpoint, init_from, tokenizer, prompt;
+    SamplingOptions sampling;
+    uint64_t seed = 1337;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("generate", "Sample text from a trained model");
+  cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
+  cmd->add_option("--init-from", o->init_from, "Hugging Face GPT-2 folder instead of a checkpoint");
+  cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer (default: the checkpoint's tokenizer.json)");
+  cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document)");
+  cmd->add_option("--max-new-tokens", o->sampling.max_new_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", o->sampling.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+  enable_toml_config(*cmd);
+  cmd->callback([o] {
+    LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
+    TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (the checkpoint holds no tokenizer.json)");
+    Tokenizer& tokenizer = *loaded.tokenizer;
+    std::vector<int32_t> prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.eot_token()}
+                                                    : tokenizer.encode(o->prompt);
+    o->sampling.stop_token = tokenizer.eot_token();
+    Rng rng(o->seed, stream_id("generate"));
+    std::printf("%s", o->prompt.c_str());
+    generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {
+      if (token == tokenizer.eot_token()) return;
+      std::string text = tokenizer.token_text(token);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    });
+    std::printf("\n");
+  });
+}
+
+}  // namespace tessera::cli

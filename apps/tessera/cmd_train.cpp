@@ -1,0 +1,91 @@
+// tessera train: every TrainConfig field as a flag (and --config key). With no data flags it runs
+// the embedded default: a small GPT trained on Debian's fortunes corpus with its own tokenizer.
+#include <cstdio>
+
+#include "commands.h"
+#include "data/tokenizer.h"
+#include "nn/gpt2_config.h"
+#include "train/default_run.h"
+#include "train/generate.h"
+#include "train/trainer.h"
+
+namespace tessera::cli {
+namespace {
+
+void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
+  cmd.add_option("--model", c.model, "Model preset: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m")
+      ->capture_default_str();
+  cmd.add_option("--init-from", c.init_from, "Start from a Hugging Face GPT-2 folder (config.json + model.safetensors)");
+  cmd.add_option("--train-data", c.train_data, "Glob of llm.c token shards to train on");
+  cmd.add_option("--val-data", c.val_data, "Glob of token shards for validation");
+  cmd.add_option("--tokenizer", c.tokenizer,
+                 "tokenizer.json, or a folder with encoder.json + vocab.bpe; a preset's vocabulary follows it");
+  cmd.add_option("--batch-size", c.batch_size, "Global batch in sequences")->capture_default_str();
+  cmd.add_option("--micro-batch-size", c.micro_batch_size, "Sequences per forward pass (0 = --batch-size)")
+      ->capture_default_str();
+  cmd.add_option("--seq-len", c.seq_len, "Tokens per sequence")->capture_default_str();
+  cmd.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
+  cmd.add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
+  cmd.add_option("--min-lr", c.min_lr, "Final learning rate of cosine/wsd")->capture_default_str();
+  cmd.add_option("--lr-schedule", c.lr_schedule, "constant, cosine or wsd")->capture_default_str();
+  cmd.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str();
+  cmd.add_option("--decay-fraction", c.decay_fraction, "wsd: fraction of steps spent decaying")->capture_default_str();
+  cmd.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay (matrices and embeddings only)")
+      ->capture_default_str();
+  cmd.add_option("--beta1", c.beta1, "AdamW beta1")->capture_default_str();
+  cmd.add_option("--beta2", c.beta2, "AdamW beta2")->capture_default_str();
+  cmd.add_option("--eps", c.eps, "AdamW epsilon")->capture_default_str();
+  cmd.add_option("--grad-clip", c.grad_clip, "Clip the global gradient norm to this (0 = off)")->capture_default_str();
+  cmd.add_option("--data-order", c.data_order, "sequential or shuffled")->capture_default_str();
+  cmd.add_option("--seed", c.seed, "Seed of initialisation and data order")->capture_default_str();
+  cmd.add_option("--eval-every", c.eval_every, "Validate every N steps (0 = at the end only)")->capture_default_str();
+  cmd.add_option("--eval-batches", c.eval_batches, "Micro-batches per validation")->capture_default_str();
+  cmd.add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0 = at the end only)")
+      ->capture_default_str();
+  cmd.add_option("--sample-every", c.sample_every, "Print a generated sample every N steps (0 = never)")
+      ->capture_default_str();
+  cmd.add_option("--out-dir", c.out_dir, "Run folder: checkpoints, metrics, tokenizer")->capture_default_str();
+  cmd.add_option("--metrics-file", c.metrics_file, "JSON lines per step (default <out-dir>/metrics.jsonl)");
+  cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  cmd.add_flag("--resume", c.resume, "Continue from <out-dir>/ckpt-latest when it exists");
+  cmd.add_flag("--quiet", c.quiet, "No live progress line");
+}
+
+void print_final_sample(Trainer& trainer, const TrainConfig& c) {
+  Tokenizer tokenizer = Tokenizer::load(c.tokenizer);
+  Rng rng(c.seed, stream_id("final-sample"));
+  SamplingOptions options{std::min<int64_t>(200, trainer.model().config().max_seq_len), 0.8f, 40,
+                          tokenizer.eot_token()};
+  std::printf("\n--- sample ---\n");
+  std::fflush(stdout);
+  generate(trainer.model(), {tokenizer.eot_token()}, options, rng, [&](int32_t token) {
+    if (token == tokenizer.eot_token()) return;
+    std::string text = tokenizer.token_text(token);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::printf("\n--------------\n");
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto config = std::make_shared<TrainConfig>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model (no data flags: the embedded fortunes demo)");
+  bind_train_flags(*cmd, *config);
+  enable_toml_config(*cmd);
+  cmd->callback([config, cmd] {
+    TrainConfig& c = *config;
+    if (c.train_data.empty() && c.init_from.empty()) apply_default_run(c, [cmd](const std::string& flag) {
+      return cmd->count(flag) > 0;
+    });
+    Trainer trainer(c);
+    TrainResult result = trainer.run();
+    std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));
+    if (result.last_val_loss) std::printf(", val_loss %.4f", double(*result.last_val_loss));
+    std::printf("\ncheckpoint: %s\n", result.last_checkpoint.string().c_str());
+    if (!c.tokenizer.empty()) print_final_sample(trainer, c);
+  });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,36 @@
+// Single-process training checkpoints: <out_dir>/ckpt-<step>/ holding model.safetensors (the
+// parameters), optimizer.safetensors (Adam moments), state.json (step, data position, seed, model
+// config) and, when the run has one, tokenizer.json. A checkpoint is written under a temporary
+// name, synced, renamed, and only then does <out_dir>/latest point at it (DESIGN.md invariant 4);
+// the previous checkpoint is removed after that, so a crash at any moment leaves a loadable one.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/gpt2.h"
+#include "optim/adamw_optimizer.h"
+
+namespace tessera {
+
+struct CheckpointState {
+  int64_t step = 0;        // optimizer steps taken
+  int64_t next_batch = 0;  // the data loader's position: index of the next global batch
+  uint64_t seed = 0;
+  nlohmann::json run_config;  // the TrainConfig that produced it, for the record
+};
+
+// Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Returns its path.
+std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const GPT2& model, const AdamW* optimizer,
+                                      const CheckpointState& state, const std::filesystem::path& tokenizer_json);
+
+// The checkpoint <out_dir>/latest points at, if any; also accepts a checkpoint folder itself.
+std::optional<std::filesystem::path> find_checkpoint(const std::filesystem::path& path);
+
+GPT2Config read_checkpoint_model_config(const std::filesystem::path& checkpoint);
+// Loads weights (and, when optimizer is non-null, its moments and step count); returns the state.
+CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, GPT2& model, AdamW* optimizer);
+
+}  // namespace tessera

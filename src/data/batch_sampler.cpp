@@ -1,0 +1,89 @@
+// BatchSampler: window arithmetic and the per-epoch Fisher-Yates permutation, drawn from Philox
+// keyed on the seed with the epoch as stream, so the order never depends on the process layout.
+#include "data/batch_sampler.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace tessera {
+
+DataOrder parse_data_order(std::string_view text) {
+  if (text == "sequential") return DataOrder::sequential;
+  if (text == "shuffled") return DataOrder::shuffled;
+  TS_FAIL("--data-order: unknown value '", text, "'; use 'shuffled' or 'sequential'");
+}
+
+std::string_view data_order_name(DataOrder order) {
+  return order == DataOrder::sequential ? "sequential" : "shuffled";
+}
+
+BatchSampler::BatchSampler(const TokenDataset& dataset, int64_t batch_size, int64_t seq_len, DataOrder order,
+                           uint64_t seed)
+    : dataset_(&dataset), batch_size_(batch_size), seq_len_(seq_len), order_(order), seed_(seed) {
+  TS_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
+  TS_CHECK(seq_len > 0, "--seq-len must be positive, got ", seq_len);
+  TS_CHECK(batch_size <= (std::numeric_limits<int64_t>::max() - 1) / seq_len, "--batch-size ", batch_size,
+           " times --seq-len ", seq_len, " overflows a 64-bit token count; lower them");
+  const int64_t n = dataset.num_tokens();
+  num_windows_ = n > 0 ? (n - 1) / seq_len : 0;
+  batches_per_epoch_ = num_windows_ / batch_size;
+  TS_CHECK(batches_per_epoch_ > 0, dataset.flag_name(), ": ", n, " tokens are not enough for one global batch of ",
+           batch_size, " sequences of ", seq_len, " tokens, which needs ", batch_size * seq_len + 1,
+           "; add data or lower --batch-size or --seq-len");
+}
+
+int64_t BatchSampler::window_of(int64_t batch_index, int64_t sequence) const {
+  check_range(batch_index, sequence, 1);
+  return window_in(permutation_for(batch_index).get(), batch_index, sequence);
+}
+
+void BatchSampler::fill(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int32_t* inputs,
+                        int32_t* targets) const {
+  check_range(batch_index, first_sequence, num_sequences);
+  const std::shared_ptr<const Permutation> permutation = permutation_for(batch_index);
+  const int64_t T = seq_len_;
+  std::vector<int32_t> window(size_t(T + 1));  // (T + 1)
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    const int64_t w = window_in(permutation.get(), batch_index, first_sequence + i);
+    dataset_->read(w * T, T + 1, window.data());
+    std::copy(window.begin(), window.end() - 1, inputs + i * T);
+    std::copy(window.begin() + 1, window.end(), targets + i * T);
+  }
+}
+
+void BatchSampler::check_range(int64_t batch_index, int64_t first_sequence, int64_t num_sequences) const {
+  TS_CHECK(batch_index >= 0, "data loader: batch index must be non-negative, got ", batch_index);
+  TS_CHECK(first_sequence >= 0 && num_sequences >= 0 && first_sequence <= batch_size_ - num_sequences,
+           "data loader: sequences [", first_sequence, ", ", first_sequence + num_sequences,
+           ") are outside the global batch of ", batch_size_, " (--batch-size)");
+}
+
+std::shared_ptr<const BatchSampler::Permutation> BatchSampler::permutation_for(int64_t batch_index) const {
+  if (order_ == DataOrder::sequential) return nullptr;
+  const int64_t epoch = batch_index / batches_per_epoch_;
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (epoch != cached_epoch_) {
+    // Fisher-Yates over all W windows; the epoch is the Philox stream, so every epoch differs.
+    auto permutation = std::make_shared<Permutation>(size_t(num_windows_));
+    std::iota(permutation->begin(), permutation->end(), int64_t(0));
+    Rng rng(seed_, stream_id("data.order") ^ uint64_t(epoch));
+    Permutation& p = *permutation;
+    for (int64_t i = num_windows_ - 1; i > 0; --i) std::swap(p[size_t(i)], p[rng.below(uint64_t(i + 1))]);
+    cached_permutation_ = std::move(permutation);
+    cached_epoch_ = epoch;
+  }
+  return cached_permutation_;
+}
+
+int64_t BatchSampler::window_in(const Permutation* permutation, int64_t batch_index, int64_t sequence) const {
+  const int64_t slot = (batch_index % batches_per_epoch_) * batch_size_ + sequence;
+  return permutation ? (*permutation)[size_t(slot)] : slot;
+}
+
+}  // namespace tessera

@@ -1,0 +1,178 @@
+// Token shard I/O: the header is read and checked with pread before the file is mapped, so a bad
+// shard throws without leaving a mapping behind; writes go to a temporary name, fsync, then rename.
+#include "data/token_shard.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <limits>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace tessera {
+
+static_assert(std::endian::native == std::endian::little,
+              "token shards are little-endian; a big-endian host needs a byte swap in TokenShard");
+
+namespace {
+
+std::string errno_text(int err) { return std::generic_category().message(err); }
+
+// Closes the descriptor when it goes out of scope.
+struct FileDescriptor {
+  int fd = -1;
+  explicit FileDescriptor(int f) : fd(f) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release_and_close() {
+    int rc = ::close(fd);
+    fd = -1;
+    return rc;
+  }
+};
+
+int64_t bytes_per_token(int version) { return version == 1 ? 2 : 4; }
+
+void write_all(int fd, const void* data, size_t bytes, const std::string& name) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    TS_CHECK(n > 0, "shard ", name, ": write failed (", errno_text(errno), "); check free disk space");
+    p += n;
+    bytes -= size_t(n);
+  }
+}
+
+// Writes the tokens as uint16 in bounded chunks, so a large shard needs no full-size copy.
+void write_uint16_tokens(int fd, std::span<const uint32_t> tokens, const std::string& name) {
+  constexpr size_t kChunk = size_t(1) << 20;
+  std::vector<uint16_t> narrow;
+  for (size_t begin = 0; begin < tokens.size(); begin += kChunk) {
+    size_t end = std::min(tokens.size(), begin + kChunk);
+    narrow.assign(tokens.begin() + ptrdiff_t(begin), tokens.begin() + ptrdiff_t(end));
+    write_all(fd, narrow.data(), narrow.size() * 2, name);
+  }
+}
+
+}  // namespace
+
+TokenShard::TokenShard(const std::filesystem::path& path) : path_(path) {
+  const std::string name = path.string();
+  FileDescriptor file(::open(name.c_str(), O_RDONLY | O_CLOEXEC));
+  TS_CHECK(file.fd >= 0, "shard ", name, ": cannot open (", errno_text(errno),
+           "); check the path and its permissions");
+  struct stat info {};
+  TS_CHECK(::fstat(file.fd, &info) == 0, "shard ", name, ": cannot stat (", errno_text(errno), ")");
+  TS_CHECK(S_ISREG(info.st_mode), "shard ", name,
+           ": not a regular file; the data pattern must match token shard files only");
+  const int64_t file_bytes = int64_t(info.st_size);
+  TS_CHECK(file_bytes >= kTokenShardHeaderBytes, "shard ", name, ": the file holds ", file_bytes,
+           " bytes, less than the ", kTokenShardHeaderBytes, "-byte header; it is not a token shard or was truncated");
+
+  std::array<int32_t, kTokenShardHeaderInts> header{};
+  ssize_t got = ::pread(file.fd, header.data(), size_t(kTokenShardHeaderBytes), 0);
+  TS_CHECK(got == kTokenShardHeaderBytes, "shard ", name, ": cannot read the header (",
+           got < 0 ? errno_text(errno) : "short read", ")");
+  TS_CHECK(header[0] == kTokenShardMagic, "shard ", name, ": bad magic number ", header[0], " (expected ",
+           kTokenShardMagic, "); it is not an llm.c token shard");
+  TS_CHECK(header[1] == 1 || header[1] == 2, "shard ", name, ": unsupported version ", header[1],
+           " (expected 1 for uint16 tokens or 2 for uint32 tokens)");
+  TS_CHECK(header[2] >= 0, "shard ", name, ": the header says a negative token count (", header[2],
+           "); the file is corrupt, re-create it");
+  const int64_t width = bytes_per_token(header[1]);
+  const int64_t held = (file_bytes - kTokenShardHeaderBytes) / width;
+  TS_CHECK(held >= header[2], "shard ", name, ": header says ", header[2], " tokens but the file holds only ", held,
+           "; the file is truncated, re-create it");
+
+  void* mapping = ::mmap(nullptr, size_t(file_bytes), PROT_READ, MAP_PRIVATE, file.fd, 0);
+  TS_CHECK(mapping != MAP_FAILED, "shard ", name, ": mmap of ", file_bytes, " bytes failed (", errno_text(errno), ")");
+  // Nothing below throws, so the destructor always owns the mapping.
+  mapping_ = mapping;
+  mapping_bytes_ = size_t(file_bytes);
+  tokens_ = static_cast<const unsigned char*>(mapping) + kTokenShardHeaderBytes;
+  version_ = header[1];
+  num_tokens_ = header[2];
+}
+
+TokenShard::~TokenShard() { unmap(); }
+
+TokenShard::TokenShard(TokenShard&& other) noexcept
+    : path_(std::move(other.path_)),
+      mapping_(std::exchange(other.mapping_, nullptr)),
+      mapping_bytes_(std::exchange(other.mapping_bytes_, 0)),
+      tokens_(std::exchange(other.tokens_, nullptr)),
+      version_(std::exchange(other.version_, 0)),
+      num_tokens_(std::exchange(other.num_tokens_, 0)) {}
+
+TokenShard& TokenShard::operator=(TokenShard&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    path_ = std::move(other.path_);
+    mapping_ = std::exchange(other.mapping_, nullptr);
+    mapping_bytes_ = std::exchange(other.mapping_bytes_, 0);
+    tokens_ = std::exchange(other.tokens_, nullptr);
+    version_ = std::exchange(other.version_, 0);
+    num_tokens_ = std::exchange(other.num_tokens_, 0);
+  }
+  return *this;
+}
+
+void TokenShard::unmap() {
+  if (mapping_) ::munmap(mapping_, mapping_bytes_);
+  mapping_ = nullptr;
+  mapping_bytes_ = 0;
+}
+
+void write_token_shard(const std::filesystem::path& path, std::span<const uint32_t> tokens, int version) {
+  const std::string name = path.string();
+  TS_CHECK(version == 1 || version == 2, "shard ", name,
+           ": version must be 1 (uint16 tokens) or 2 (uint32 tokens), got ", version);
+  TS_CHECK(tokens.size() <= size_t(std::numeric_limits<int32_t>::max()), "shard ", name, ": ", tokens.size(),
+           " tokens do not fit the header's int32 count; split them across several shards");
+  if (version == 1) {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      TS_CHECK(tokens[i] <= 0xFFFFu, "shard ", name, ": token ", tokens[i], " at position ", i,
+               " does not fit in uint16; write version 2 for vocabularies above 65536 tokens");
+  }
+  std::array<int32_t, kTokenShardHeaderInts> header{};
+  header[0] = kTokenShardMagic;
+  header[1] = version;
+  header[2] = int32_t(tokens.size());
+
+  const std::string temp = name + ".tmp." + std::to_string(::getpid());
+  FileDescriptor file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  TS_CHECK(file.fd >= 0, "shard ", name, ": cannot create ", temp, " (", errno_text(errno),
+           "); check that the directory exists and is writable");
+  try {
+    write_all(file.fd, header.data(), size_t(kTokenShardHeaderBytes), name);
+    if (version == 1)
+      write_uint16_tokens(file.fd, tokens, name);
+    else
+      write_all(file.fd, tokens.data(), tokens.size_bytes(), name);
+    TS_CHECK(::fsync(file.fd) == 0, "shard ", name, ": fsync failed (", errno_text(errno), ")");
+    TS_CHECK(file.release_and_close() == 0, "shard ", name, ": close failed (", errno_text(errno), ")");
+    TS_CHECK(::rename(temp.c_str(), name.c_str()) == 0, "shard ", name, ": cannot rename ", temp, " into place (",
+             errno_text(errno), ")");
+  } catch (...) {
+    ::unlink(temp.c_str());
+    throw;
+  }
+  // Make the rename itself durable. Best effort: some filesystems refuse fsync on a directory.
+  std::filesystem::path parent = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  FileDescriptor dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.fd >= 0) ::fsync(dir.fd);
+}
+
+}  // namespace tessera

@@ -1,0 +1,186 @@
+// GPT-2 forward and backward, composed from the ops in src/ops/.
+#include "nn/gpt2.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/rng.h"
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/encoder.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+#include "ops/residual.h"
+
+namespace tessera {
+namespace {
+
+ParameterLayout gpt2_layout(const GPT2Config& c) {
+  const int64_t C = c.channels;
+  ParameterLayout layout;
+  layout.add("wte", {c.padded_vocab_size(), C});
+  layout.add("wpe", {c.max_seq_len, C});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    layout.add(p + "ln_1.weight", {C});
+    layout.add(p + "ln_1.bias", {C});
+    layout.add(p + "attn.c_attn.weight", {3 * C, C});
+    layout.add(p + "attn.c_attn.bias", {3 * C});
+    layout.add(p + "attn.c_proj.weight", {C, C});
+    layout.add(p + "attn.c_proj.bias", {C});
+    layout.add(p + "ln_2.weight", {C});
+    layout.add(p + "ln_2.bias", {C});
+    layout.add(p + "mlp.c_fc.weight", {4 * C, C});
+    layout.add(p + "mlp.c_fc.bias", {4 * C});
+    layout.add(p + "mlp.c_proj.weight", {C, 4 * C});
+    layout.add(p + "mlp.c_proj.bias", {C});
+  }
+  layout.add("ln_f.weight", {C});
+  layout.add("ln_f.bias", {C});
+  return layout;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void fill_constant(Tensor& t, float value) {
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = value;
+}
+
+}  // namespace
+
+GPT2::GPT2(const GPT2Config& config) : config_(config), layout_(gpt2_layout(config)) {
+  config_.validate();
+  params_ = Tensor::zeros({layout_.total()});
+  grads_ = Tensor::zeros({layout_.total()});
+  named_params_ = layout_.views(params_);
+  named_grads_ = layout_.views(grads_);
+  w_ = weights_of(named_params_);
+  g_ = weights_of(named_grads_);
+}
+
+GPT2Weights GPT2::weights_of(const NamedTensors& named) const {
+  size_t i = 0;
+  auto next = [&] { return named[i++].tensor; };
+  GPT2Weights w;
+  w.wte = next();
+  w.wpe = next();
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    GPT2LayerWeights lw;
+    lw.ln1_w = next(), lw.ln1_b = next();
+    lw.qkv_w = next(), lw.qkv_b = next();
+    lw.attproj_w = next(), lw.attproj_b = next();
+    lw.ln2_w = next(), lw.ln2_b = next();
+    lw.fc_w = next(), lw.fc_b = next();
+    lw.fcproj_w = next(), lw.fcproj_b = next();
+    w.layers.push_back(lw);
+  }
+  w.lnf_w = next(), w.lnf_b = next();
+  return w;
+}
+
+void GPT2::init_weights(uint64_t seed) {
+  const float residual_std = 0.02f / std::sqrt(2.0f * float(config_.num_layers));
+  for (NamedTensor& p : named_params_) {
+    Tensor& t = p.tensor;
+    if (p.name == "wte") {
+      fill_normal(t.f32(), config_.vocab_size * config_.channels, seed, p.name, 0.0f, 0.02f);
+    } else if (ends_with(p.name, ".bias")) {
+      fill_constant(t, 0.0f);
+    } else if (ends_with(p.name, "ln_1.weight") || ends_with(p.name, "ln_2.weight") || p.name == "ln_f.weight") {
+      fill_constant(t, 1.0f);
+    } else {
+      bool residual_projection = ends_with(p.name, "attn.c_proj.weight") || ends_with(p.name, "mlp.c_proj.weight");
+      fill_normal(t.f32(), t.numel(), seed, p.name, 0.0f, residual_projection ? residual_std : 0.02f);
+    }
+  }
+}
+
+float GPT2::forward(const Tensor& tokens, const Tensor& targets, float dloss) {
+  TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
+  acts_.ensure(config_, B, T);
+  tokens_ = tokens;
+  const int NH = int(config_.num_heads);
+
+  encoder_forward(acts_.encoded, tokens, w_.wte, w_.wpe);
+  Tensor* residual = &acts_.encoded;
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    GPT2LayerWeights& lw = w_.layers[l];
+    GPT2LayerActivations& a = acts_.layers[l];
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, *residual, lw.ln1_w, lw.ln1_b);
+    matmul_forward(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b);
+    attention_forward(a.atty, a.lse, a.qkv, NH);
+    matmul_forward(a.attproj, a.atty, lw.attproj_w, lw.attproj_b);
+    residual_forward(a.residual2, *residual, a.attproj);
+    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, lw.ln2_w, lw.ln2_b);
+    matmul_forward(a.fch, a.ln2, lw.fc_w, lw.fc_b);
+    gelu_forward(a.fch_gelu, a.fch);
+    matmul_forward(a.fcproj, a.fch_gelu, lw.fcproj_w, lw.fcproj_b);
+    residual_forward(a.residual3, a.residual2, a.fcproj);
+    residual = &a.residual3;
+  }
+  layernorm_forward(acts_.lnf, acts_.lnf_mean, acts_.lnf_rstd, *residual, w_.lnf_w, w_.lnf_b);
+  matmul_forward(acts_.logits, acts_.lnf, w_.wte, Tensor());
+
+  grad_ready_ = false;
+  if (!targets.defined()) return 0.0f;
+  TS_CHECK(targets.shape() == tokens.shape(), "targets ", shape_string(targets.shape()), " must match tokens ",
+           shape_string(tokens.shape()));
+  softmax_cross_entropy(acts_.losses, acts_.logits, targets, config_.vocab_size, dloss);
+  grad_ready_ = dloss != 0.0f;
+  double sum = 0.0;
+  const float* losses = acts_.losses.f32();
+  for (int64_t i = 0; i < B * T; ++i) sum += losses[i];
+  return float(sum / double(B * T));
+}
+
+void GPT2::backward() {
+  TS_CHECK(grad_ready_, "GPT2::backward needs a forward with targets and a non-zero loss scale first");
+  grad_ready_ = false;
+  const int NH = int(config_.num_heads);
+  const int64_t B = acts_.B, T = acts_.T, C = config_.channels;
+  Tensor& dres = acts_.dresidual;  // gradient of the residual stream, flowing down
+  Tensor& dbtc = acts_.dbtc;       // gradient into a norm's output / attention output
+  Tensor& dnorm = acts_.dnorm;     // gradient out of a norm, to add into dres
+  Tensor dqkv = acts_.dwide.view(0, {B, T, 3 * C});
+  Tensor dfc = acts_.dwide;
+
+  Tensor no_bias;  // the classifier (tied to wte) has none
+  matmul_backward(dbtc, g_.wte, no_bias, acts_.logits, acts_.lnf, w_.wte);
+  const Tensor& last = w_.layers.empty() ? acts_.encoded : acts_.layers.back().residual3;
+  layernorm_backward(dres, g_.lnf_w, g_.lnf_b, dbtc, last, w_.lnf_w, acts_.lnf_mean, acts_.lnf_rstd);
+
+  for (size_t l = w_.layers.size(); l-- > 0;) {
+    GPT2LayerWeights& lw = w_.layers[l];
+    GPT2LayerWeights& lg = g_.layers[l];
+    GPT2LayerActivations& a = acts_.layers[l];
+    const Tensor& residual = l == 0 ? acts_.encoded : acts_.layers[l - 1].residual3;
+    // MLP: residual3 = residual2 + c_proj(gelu(c_fc(ln_2(residual2))))
+    matmul_backward(dfc, lg.fcproj_w, lg.fcproj_b, dres, a.fch_gelu, lw.fcproj_w);
+    gelu_backward(dfc, dfc, a.fch);
+    matmul_backward(dbtc, lg.fc_w, lg.fc_b, dfc, a.ln2, lw.fc_w);
+    layernorm_backward(dnorm, lg.ln2_w, lg.ln2_b, dbtc, a.residual2, lw.ln2_w, a.ln2_mean, a.ln2_rstd);
+    add_inplace(dres, dnorm);
+    // Attention: residual2 = residual + c_proj(attention(c_attn(ln_1(residual))))
+    matmul_backward(dbtc, lg.attproj_w, lg.attproj_b, dres, a.atty, lw.attproj_w);
+    attention_backward(dqkv, dbtc, a.qkv, a.atty, a.lse, NH);
+    matmul_backward(dbtc, lg.qkv_w, lg.qkv_b, dqkv, a.ln1, lw.qkv_w);
+    layernorm_backward(dnorm, lg.ln1_w, lg.ln1_b, dbtc, residual, lw.ln1_w, a.ln1_mean, a.ln1_rstd);
+    add_inplace(dres, dnorm);
+  }
+  encoder_backward(g_.wte, g_.wpe, dres, tokens_);
+}
+
+void GPT2::zero_grad() {
+  float* g = grads_.f32();
+  const int64_t n = grads_.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) g[i] = 0.0f;
+}
+
+}  // namespace tessera

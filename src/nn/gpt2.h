@@ -1,0 +1,74 @@
+// GPT-2 with hand-written forward and backward over one flat parameter buffer and one flat
+// gradient buffer. forward() saves the activations backward() needs; the fused classifier turns the
+// logits into their gradient in place when a loss scale is given, so backward starts from there.
+// Gradients accumulate (+=) across micro-batches until zero_grad().
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/gpt2_config.h"
+#include "nn/gpt2_activations.h"
+#include "nn/named_tensor.h"
+#include "nn/parameter_layout.h"
+
+namespace tessera {
+
+// Views of one layer's parameters (or gradients): Linear weights are (out, in).
+struct GPT2LayerWeights {
+  Tensor ln1_w, ln1_b;          // (C)
+  Tensor qkv_w, qkv_b;          // (3C, C), (3C)
+  Tensor attproj_w, attproj_b;  // (C, C), (C)
+  Tensor ln2_w, ln2_b;          // (C)
+  Tensor fc_w, fc_b;            // (4C, C), (4C)
+  Tensor fcproj_w, fcproj_b;    // (C, 4C), (C)
+};
+
+struct GPT2Weights {
+  Tensor wte;  // (Vp, C), tied with the classifier
+  Tensor wpe;  // (maxT, C)
+  std::vector<GPT2LayerWeights> layers;
+  Tensor lnf_w, lnf_b;  // (C)
+};
+
+class GPT2 {
+ public:
+  explicit GPT2(const GPT2Config& config);
+
+  // normal(0, 0.02) keyed on (seed, name, index); residual projections scaled by 1/sqrt(2L);
+  // biases 0, norm gains 1, padding rows of wte 0.
+  void init_weights(uint64_t seed);
+
+  // tokens, targets: (B,T) i32 with T <= maxT. Computes the logits (B,T,Vp); with targets, also the
+  // per-token losses and returns their mean. With dloss != 0 the logits are replaced by the gradient
+  // of dloss * sum(losses), ready for backward(). targets may be undefined (inference).
+  float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
+  // Accumulates parameter gradients of the last forward (which must have had dloss != 0).
+  void backward();
+  void zero_grad();
+
+  const GPT2Config& config() const { return config_; }
+  const ParameterLayout& layout() const { return layout_; }
+  Tensor& params() { return params_; }  // flat (num_parameters)
+  Tensor& grads() { return grads_; }    // flat (num_parameters)
+  NamedTensors& named_params() { return named_params_; }
+  const NamedTensors& named_params() const { return named_params_; }
+  NamedTensors& named_grads() { return named_grads_; }
+  const Tensor& logits() const { return acts_.logits; }  // (B,T,Vp) after forward
+  const Tensor& losses() const { return acts_.losses; }  // (B,T)
+
+ private:
+  GPT2Weights weights_of(const NamedTensors& named) const;
+
+  GPT2Config config_;
+  ParameterLayout layout_;
+  Tensor params_, grads_;
+  NamedTensors named_params_, named_grads_;
+  GPT2Weights w_, g_;
+  GPT2Activations acts_;
+  Tensor tokens_;  // the last forward's input, for the embedding backward
+  bool grad_ready_ = false;
+};
+
+}  // namespace tessera

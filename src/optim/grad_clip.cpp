@@ -1,0 +1,17 @@
+// Global gradient norm and clipping factor.
+#include "optim/grad_clip.h"
+
+#include <cmath>
+
+#include "ops/norm.h"
+
+namespace tessera {
+
+float global_grad_norm(const Tensor& grads) { return float(std::sqrt(squared_norm(grads))); }
+
+float clip_scale(float norm, float max_norm) {
+  if (max_norm <= 0.0f || !(norm > max_norm)) return 1.0f;
+  return max_norm / (norm + 1e-6f);
+}
+
+}  // namespace tessera

@@ -1,0 +1,51 @@
+// Temperature / top-k sampling.
+#include "train/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tessera {
+
+int32_t sample_token(const float* logits, int64_t vocab_size, const SamplingOptions& options, Rng& rng) {
+  std::vector<int32_t> ids(static_cast<size_t>(vocab_size));
+  std::iota(ids.begin(), ids.end(), 0);
+  if (options.temperature <= 0.0f)
+    return *std::max_element(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[a] < logits[b]; });
+  size_t k = options.top_k > 0 ? size_t(std::min<int64_t>(options.top_k, vocab_size)) : ids.size();
+  std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  std::vector<double> weights(k);
+  const double top = logits[ids[0]];
+  for (size_t i = 0; i < k; ++i) weights[i] = std::exp((logits[ids[i]] - top) / options.temperature);
+  double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  double r = double(rng.uniform()) * total;
+  for (size_t i = 0; i < k; ++i) {
+    r -= weights[i];
+    if (r < 0) return ids[i];
+  }
+  return ids[k - 1];
+}
+
+std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SamplingOptions& options,
+                              Rng& rng, const std::function<void(int32_t)>& on_token) {
+  const GPT2Config& config = model.config();
+  std::vector<int32_t> context = prompt;
+  if (context.empty()) context.push_back(int32_t(config.vocab_size - 1));
+  std::vector<int32_t> produced;
+  for (int64_t n = 0; n < options.max_new_tokens; ++n) {
+    int64_t T = std::min<int64_t>(int64_t(context.size()), config.max_seq_len);
+    Tensor tokens = Tensor::zeros({1, T}, DType::i32);
+    std::copy(context.end() - T, context.end(), tokens.data<int32_t>());
+    model.forward(tokens, Tensor());
+    const float* last = model.logits().f32() + (T - 1) * config.padded_vocab_size();
+    int32_t next = sample_token(last, config.vocab_size, options, rng);
+    context.push_back(next);
+    produced.push_back(next);
+    if (on_token) on_token(next);
+    if (next == options.stop_token) break;
+  }
+  return produced;
+}
+
+}  // namespace tessera

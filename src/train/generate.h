@@ -1,0 +1,28 @@
+// Autoregressive sampling from a GPT-2: temperature and top-k over the real (unpadded)
+// vocabulary. Each new token re-runs the forward over the last maxT tokens (no KV cache yet).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/rng.h"
+#include "nn/gpt2.h"
+
+namespace tessera {
+
+struct SamplingOptions {
+  int64_t max_new_tokens = 64;
+  float temperature = 1.0f;  // 0 = greedy
+  int64_t top_k = 40;        // 0 = the whole vocabulary
+  int32_t stop_token = -1;   // stop after emitting this token (e.g. <|endoftext|>); -1 = never
+};
+
+// Returns only the new tokens; on_token (optional) sees each as it is produced.
+std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SamplingOptions& options,
+                              Rng& rng, const std::function<void(int32_t)>& on_token = {});
+
+// Picks a token from one row of logits (only the first vocab_size entries count).
+int32_t sample_token(const float* logits, int64_t vocab_size, const SamplingOptions& options, Rng& rng);
+
+}  // namespace tessera

@@ -1,0 +1,90 @@
+// Model construction for a training run.
+#include "train/model_setup.h"
+
+#include "checkpoint/hf_gpt2.h"
+#include "checkpoint/train_checkpoint.h"
+#include "data/tokenizer.h"
+
+namespace tessera {
+
+GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
+                                const std::optional<std::filesystem::path>& checkpoint) {
+  GPT2Config mc;
+  if (checkpoint) {
+    mc = read_checkpoint_model_config(*checkpoint);
+  } else if (!config.init_from.empty()) {
+    mc = read_hf_gpt2_config(std::filesystem::path(config.init_from) / "config.json");
+  } else {
+    mc = gpt2_preset(config.model);
+    if (tokenizer) mc.vocab_size = tokenizer->vocab_size();
+  }
+  if (tokenizer)
+    TS_CHECK(tokenizer->vocab_size() <= mc.vocab_size, "--tokenizer: ", config.tokenizer, " has ",
+             tokenizer->vocab_size(), " tokens but the model's vocabulary holds only ", mc.vocab_size);
+  mc.validate();
+  return mc;
+}
+
+std::unique_ptr<GPT2> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
+                                  const std::optional<std::filesystem::path>& checkpoint) {
+  auto model = std::make_unique<GPT2>(resolve_model_config(config, tokenizer, checkpoint));
+  if (checkpoint) return model;
+  if (!config.init_from.empty())
+    load_hf_gpt2(config.init_from, model->config(), model->named_params());
+  else
+    model->init_weights(config.seed);
+  return model;
+}
+
+LoadedModel::LoadedModel() = default;
+LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
+LoadedModel::~LoadedModel() = default;
+
+LoadedModel load_model_for_inference(const std::string& checkpoint, const std::string& init_from,
+                                     const std::string& tokenizer_path) {
+  TS_CHECK(checkpoint.empty() != init_from.empty(), "give exactly one of --checkpoint and --init-from");
+  LoadedModel loaded;
+  std::filesystem::path source_dir;
+  if (!checkpoint.empty()) {
+    std::optional<std::filesystem::path> found = find_checkpoint(checkpoint);
+    TS_CHECK(found, "--checkpoint: no checkpoint at '", checkpoint, "' (expected state.json or ckpt-latest there)");
+    loaded.model = std::make_unique<GPT2>(read_checkpoint_model_config(*found));
+    load_checkpoint(*found, *loaded.model, nullptr);
+    source_dir = *found;
+  } else {
+    loaded.model = std::make_unique<GPT2>(read_hf_gpt2_config(std::filesystem::path(init_from) / "config.json"));
+    load_hf_gpt2(init_from, loaded.model->config(), loaded.model->named_params());
+    source_dir = init_from;
+  }
+  std::filesystem::path tokenizer = tokenizer_path;
+  if (tokenizer.empty() && std::filesystem::exists(source_dir / "tokenizer.json")) tokenizer = source_dir / "tokenizer.json";
+  if (tokenizer.empty() && std::filesystem::exists(source_dir / "vocab.bpe")) tokenizer = source_dir;
+  if (!tokenizer.empty()) loaded.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer));
+  return loaded;
+}
+
+nlohmann::json run_config_json(const TrainConfig& c) {
+  return {{"model", c.model},
+          {"init-from", c.init_from},
+          {"train-data", c.train_data},
+          {"val-data", c.val_data},
+          {"tokenizer", c.tokenizer},
+          {"data-order", c.data_order},
+          {"batch-size", c.batch_size},
+          {"micro-batch-size", c.micro_batch()},
+          {"seq-len", c.seq_len},
+          {"steps", c.steps},
+          {"lr", c.lr},
+          {"min-lr", c.min_lr},
+          {"lr-schedule", c.lr_schedule},
+          {"warmup", c.warmup},
+          {"decay-fraction", c.decay_fraction},
+          {"weight-decay", c.weight_decay},
+          {"beta1", c.beta1},
+          {"beta2", c.beta2},
+          {"eps", c.eps},
+          {"grad-clip", c.grad_clip},
+          {"seed", c.seed}};
+}
+
+}  // namespace tessera

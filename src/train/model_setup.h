@@ -1,0 +1,45 @@
+// Building models: the one a run starts from (a checkpoint being resumed, a Hugging Face folder
+// given by --init-from, or a named preset whose vocabulary follows --tokenizer), and the one
+// eval/generate/convert load for inference.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/gpt2.h"
+#include "train/train_config.h"
+
+namespace tessera {
+
+class Tokenizer;
+
+// The model's config without allocating it.
+GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
+                                const std::optional<std::filesystem::path>& checkpoint);
+
+// The model with its initial weights (the checkpoint's weights are loaded by the caller with the
+// optimizer state).
+std::unique_ptr<GPT2> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
+                                  const std::optional<std::filesystem::path>& checkpoint);
+
+// A model ready for inference, with its tokenizer when one is known.
+struct LoadedModel {
+  std::unique_ptr<GPT2> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  LoadedModel();
+  LoadedModel(LoadedModel&&) noexcept;
+  ~LoadedModel();
+};
+
+// From a checkpoint (or run folder) or a Hugging Face folder — exactly one of the two. The
+// tokenizer is `tokenizer_path` when given, else the one stored beside the weights, if any.
+LoadedModel load_model_for_inference(const std::string& checkpoint, const std::string& init_from,
+                                     const std::string& tokenizer_path);
+
+// The run's configuration as JSON, stored in checkpoints.
+nlohmann::json run_config_json(const TrainConfig& config);
+
+}  // namespace tessera

@@ -1,0 +1,29 @@
+// The console's live progress line: step/steps, loss, tokens/s and ETA, redrawn in place on a
+// terminal and printed every few seconds otherwise (logs stay readable).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+class ProgressLine {
+ public:
+  ProgressLine(int64_t total_steps, bool quiet);
+  void update(int64_t step, float loss, float lr, double tokens_per_s, double elapsed_s);
+  // Prints a message on its own line without garbling the live line.
+  void message(const std::string& text);
+  void finish();
+
+ private:
+  int64_t total_;
+  bool quiet_;
+  bool tty_;
+  bool line_open_ = false;
+  double last_print_s_ = -1e9;
+  int64_t first_step_ = -1;
+  double first_elapsed_ = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,37 @@
+// Validation of the training configuration: each error names the flag and the fix.
+#include "train/train_config.h"
+
+#include "core/error.h"
+#include "optim/lr_schedule.h"
+
+namespace tessera {
+
+void TrainConfig::validate() const {
+  TS_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
+  TS_CHECK(micro_batch_size >= 0, "--micro-batch-size must be positive, got ", micro_batch_size);
+  TS_CHECK(batch_size % micro_batch() == 0, "--batch-size ", batch_size, " is not a multiple of --micro-batch-size ",
+           micro_batch(), "; choose a micro-batch that divides the global batch");
+  TS_CHECK(seq_len > 0, "--seq-len must be positive, got ", seq_len);
+  TS_CHECK(steps > 0, "--steps must be positive, got ", steps);
+  TS_CHECK(lr > 0, "--lr must be positive, got ", lr);
+  TS_CHECK(min_lr >= 0 && min_lr <= lr, "--min-lr must be between 0 and --lr, got ", min_lr);
+  TS_CHECK(warmup >= 0, "--warmup must not be negative, got ", warmup);
+  TS_CHECK(decay_fraction > 0 && decay_fraction <= 1, "--decay-fraction must be in (0, 1], got ", decay_fraction);
+  TS_CHECK(weight_decay >= 0, "--weight-decay must not be negative, got ", weight_decay);
+  TS_CHECK(beta1 >= 0 && beta1 < 1, "--beta1 must be in [0, 1), got ", beta1);
+  TS_CHECK(beta2 >= 0 && beta2 < 1, "--beta2 must be in [0, 1), got ", beta2);
+  TS_CHECK(eps > 0, "--eps must be positive, got ", eps);
+  TS_CHECK(grad_clip >= 0, "--grad-clip must not be negative (0 turns clipping off), got ", grad_clip);
+  TS_CHECK(eval_every >= 0, "--eval-every must not be negative, got ", eval_every);
+  TS_CHECK(eval_batches > 0, "--eval-batches must be positive, got ", eval_batches);
+  TS_CHECK(checkpoint_every >= 0, "--checkpoint-every must not be negative, got ", checkpoint_every);
+  TS_CHECK(sample_every >= 0, "--sample-every must not be negative, got ", sample_every);
+  TS_CHECK(threads >= 0, "--threads must not be negative, got ", threads);
+  TS_CHECK(data_order == "sequential" || data_order == "shuffled", "--data-order must be sequential or shuffled, got '",
+           data_order, "'");
+  TS_CHECK(!train_data.empty(), "--train-data is required (a glob of token shards)");
+  TS_CHECK(!out_dir.empty(), "--out-dir must not be empty");
+  parse_lr_schedule(lr_schedule);
+}
+
+}  // namespace tessera

@@ -1,0 +1,53 @@
+// Everything a training run is configured by. Each field is a `tessera train` flag and a key of the
+// TOML config file with the same name (apps/tessera binds them); validate() checks the values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+struct TrainConfig {
+  // model
+  std::string model = "gpt2-124m";  // preset name
+  std::string init_from;            // Hugging Face GPT-2 folder
+  // data
+  std::string train_data;  // glob of llm.c token shards
+  std::string val_data;
+  std::string tokenizer;   // tokenizer.json or a folder with encoder.json + vocab.bpe
+  std::string data_order = "shuffled";
+  // batch
+  int64_t batch_size = 8;        // global batch, in sequences
+  int64_t micro_batch_size = 0;  // sequences per forward pass; 0 = batch_size
+  int64_t seq_len = 1024;
+  // optimisation
+  int64_t steps = 100;
+  float lr = 6e-4f;
+  float min_lr = 6e-5f;
+  std::string lr_schedule = "cosine";
+  int64_t warmup = 0;
+  float decay_fraction = 0.2f;
+  float weight_decay = 0.1f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float grad_clip = 1.0f;
+  uint64_t seed = 1337;
+  // bookkeeping
+  int64_t eval_every = 0;  // 0 = only at the end when --val-data is given
+  int64_t eval_batches = 8;
+  int64_t checkpoint_every = 0;  // 0 = only at the end
+  int64_t sample_every = 0;      // print a generated sample every N steps (needs a tokenizer)
+  std::string out_dir = "runs/default";
+  std::string metrics_file;      // JSON lines; default <out_dir>/metrics.jsonl
+  int threads = 0;               // 0 = all cores
+  bool resume = false;
+  bool quiet = false;            // no live progress line
+
+  int64_t micro_batch() const { return micro_batch_size > 0 ? micro_batch_size : batch_size; }
+  int64_t accumulation_steps() const { return batch_size / micro_batch(); }
+  // Throws tessera::Error naming the flag for zero/negative sizes, an indivisible batch, etc.
+  void validate() const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,148 @@
+// Training loop, evaluation and checkpoint cadence.
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "checkpoint/train_checkpoint.h"
+#include "data/tokenizer.h"
+#include "optim/grad_clip.h"
+#include "train/generate.h"
+#include "train/metrics_log.h"
+#include "train/model_setup.h"
+
+namespace tessera {
+
+Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
+  config_.validate();
+  if (config_.threads > 0) omp_set_num_threads(config_.threads);
+  if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
+
+  std::optional<std::filesystem::path> checkpoint;
+  if (config_.resume) checkpoint = find_checkpoint(config_.out_dir);
+  model_ = build_model(config_, tokenizer_.get(), checkpoint);
+  const GPT2Config& mc = model_->config();
+  TS_CHECK(config_.seq_len <= mc.max_seq_len, "--seq-len ", config_.seq_len, " exceeds the model's context of ",
+           mc.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
+
+  optimizer_ = std::make_unique<AdamW>(model_->layout(),
+                                       AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
+  if (checkpoint) start_step_ = load_checkpoint(*checkpoint, *model_, optimizer_.get()).step;
+
+  DataOrder order = parse_data_order(config_.data_order);
+  train_data_.emplace(TokenDataset::open(config_.train_data, mc.vocab_size, "--train-data"));
+  train_sampler_.emplace(*train_data_, config_.batch_size, config_.seq_len, order, config_.seed);
+  if (!config_.val_data.empty()) {
+    val_data_.emplace(TokenDataset::open(config_.val_data, mc.vocab_size, "--val-data"));
+    val_sampler_.emplace(*val_data_, config_.micro_batch(), config_.seq_len, DataOrder::sequential, config_.seed);
+  }
+  schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
+                         config_.steps, config_.decay_fraction};
+  inputs_ = Tensor::zeros({config_.micro_batch(), config_.seq_len}, DType::i32);
+  targets_ = Tensor::zeros({config_.micro_batch(), config_.seq_len}, DType::i32);
+}
+
+Trainer::~Trainer() = default;
+
+float Trainer::accumulate_gradients(int64_t batch_index) {
+  const int64_t micro = config_.micro_batch(), B = config_.batch_size, T = config_.seq_len;
+  // Each token's loss enters the step's loss with weight 1/(B*T), whatever the micro-batch split.
+  const float dloss = 1.0f / float(B * T);
+  model_->zero_grad();
+  double loss_sum = 0.0;
+  for (int64_t first = 0; first < B; first += micro) {
+    train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
+    loss_sum += double(model_->forward(inputs_, targets_, dloss)) * double(micro);
+    model_->backward();
+  }
+  return float(loss_sum / double(B));
+}
+
+float Trainer::evaluate() {
+  int64_t batches = std::min(config_.eval_batches, val_sampler_->batches_per_epoch());
+  double sum = 0.0;
+  for (int64_t k = 0; k < batches; ++k) {
+    val_sampler_->fill(k, 0, config_.micro_batch(), inputs_.data<int32_t>(), targets_.data<int32_t>());
+    sum += model_->forward(inputs_, targets_);
+  }
+  return float(sum / double(batches));
+}
+
+std::filesystem::path Trainer::save_checkpoint(int64_t step) {
+  CheckpointState state{step, step, config_.seed, run_config_json(config_)};
+  std::filesystem::path tokenizer_json;
+  if (tokenizer_) tokenizer_json = std::filesystem::path(config_.out_dir) / "tokenizer.json";
+  if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
+  return tessera::save_checkpoint(config_.out_dir, *model_, optimizer_.get(), state, tokenizer_json);
+}
+
+void Trainer::print_sample(ProgressLine& progress) {
+  if (!tokenizer_) return;
+  Rng rng(config_.seed, stream_id("sample"));
+  SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token()};
+  std::vector<int32_t> tokens = generate(*model_, {tokenizer_->eot_token()}, options, rng);
+  if (!tokens.empty() && tokens.back() == tokenizer_->eot_token()) tokens.pop_back();
+  progress.message("sample: " + tokenizer_->decode(tokens));
+}
+
+TrainResult Trainer::run() {
+  using Clock = std::chrono::steady_clock;
+  std::filesystem::create_directories(config_.out_dir);
+  std::filesystem::path metrics_path =
+      config_.metrics_file.empty() ? std::filesystem::path(config_.out_dir) / "metrics.jsonl"
+                                   : std::filesystem::path(config_.metrics_file);
+  MetricsLog metrics(metrics_path, start_step_ > 0, start_step_);
+  ProgressLine progress(config_.steps, config_.quiet);
+  TrainResult result;
+  result.last_step = start_step_;
+  if (start_step_ > 0) progress.message("resumed from step " + std::to_string(start_step_));
+
+  const auto start = Clock::now();
+  const double tokens_per_step = double(config_.batch_size * config_.seq_len);
+  for (int64_t step = start_step_ + 1; step <= config_.steps; ++step) {
+    const auto step_start = Clock::now();
+    const float lr = schedule_.at(step);
+    const float loss = accumulate_gradients(step - 1);
+    const float grad_norm = global_grad_norm(model_->grads());
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      progress.finish();
+      std::optional<std::filesystem::path> found = find_checkpoint(config_.out_dir);
+      std::string kept = found ? found->string() : "none";
+      TS_FAIL("step ", step, ": ", std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss,
+              ", grad norm ", grad_norm, "); stopped without updating. Last good checkpoint: ", kept,
+              "; lower --lr or raise --warmup and resume");
+    }
+    optimizer_->step(model_->params(), model_->grads(), lr, clip_scale(grad_norm, config_.grad_clip));
+
+    const auto now = Clock::now();
+    const double step_s = std::chrono::duration<double>(now - step_start).count();
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double tokens_per_s = tokens_per_step / step_s;
+    metrics.write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                   {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}});
+    progress.update(step, loss, lr, tokens_per_s, elapsed);
+    result.last_step = step;
+    result.last_loss = loss;
+
+    const bool last = step == config_.steps;
+    if (val_sampler_ && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
+      float val_loss = evaluate();
+      metrics.write({{"step", step}, {"val_loss", val_loss}});
+      std::ostringstream line;
+      line << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << val_loss;
+      progress.message(line.str());
+      result.last_val_loss = val_loss;
+    }
+    if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last) print_sample(progress);
+    if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last)
+      result.last_checkpoint = save_checkpoint(step);
+  }
+  progress.finish();
+  return result;
+}
+
+}  // namespace tessera

@@ -1,0 +1,54 @@
+// The training loop of one process: for each optimizer step, accumulate gradients over the
+// micro-batches of the global batch, measure the global grad-norm, clip, step AdamW on the
+// scheduled learning rate, then log, evaluate and checkpoint as configured.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "data/batch_sampler.h"
+#include "data/token_dataset.h"
+#include "nn/gpt2.h"
+#include "optim/adamw_optimizer.h"
+#include "optim/lr_schedule.h"
+#include "train/progress.h"
+#include "train/train_config.h"
+
+namespace tessera {
+
+class Tokenizer;
+
+struct TrainResult {
+  int64_t last_step = 0;
+  float last_loss = 0.0f;
+  std::optional<float> last_val_loss;
+  std::filesystem::path last_checkpoint;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainConfig config);
+  ~Trainer();
+  TrainResult run();
+  GPT2& model() { return *model_; }
+
+ private:
+  // Forward + backward over one global batch; returns its mean loss.
+  float accumulate_gradients(int64_t batch_index);
+  float evaluate();
+  std::filesystem::path save_checkpoint(int64_t step);
+  void print_sample(ProgressLine& progress);
+
+  TrainConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<GPT2> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::optional<TokenDataset> train_data_, val_data_;
+  std::optional<BatchSampler> train_sampler_, val_sampler_;
+  LrSchedule schedule_;
+  int64_t start_step_ = 0;  // optimizer steps already taken (resume)
+  Tensor inputs_, targets_;  // (micro_batch, T) i32
+};
+
+}  // namespace tessera

@@ -1,0 +1,301 @@
+# Plain-PyTorch GPT-2 (fp32, nn.Linear layout) that Tessera is checked against, plus the file formats
+# the C++ side reads: safetensors (F32 write; F32/F16/BF16 read), the Hugging Face GPT-2 folder
+# (Conv1D weights stored transposed, (in, out)), and llm.c token shards (256 int32 header, then tokens).
+# Module names mirror the HF tensor names (wte, h.{i}.attn.c_attn, ...), so state_dict() keys are the
+# HF keys. Logits use the first V rows of the tied wte only; Tessera's padded rows are never predicted.
+import json
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+LAYER_NORM_EPS = 1e-5
+
+
+@dataclass
+class GPT2Config:
+    num_layers: int = 2     # L
+    num_heads: int = 2      # NH
+    channels: int = 32      # C
+    vocab_size: int = 300   # V
+    max_seq_len: int = 32   # maxT
+
+    @property
+    def head_size(self):    # HS
+        return self.channels // self.num_heads
+
+
+class CausalSelfAttention(nn.Module):
+    """qkv = x W_attn^T + b (B,T,3C), split q|k|v, each into NH heads of HS; y = softmax(q k^T / sqrt(HS)
+    + causal mask) v, heads concatenated back to (B,T,C), then c_proj."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.num_heads = cfg.num_heads
+        self.c_attn = nn.Linear(cfg.channels, 3 * cfg.channels)
+        self.c_proj = nn.Linear(cfg.channels, cfg.channels)
+        # Additive mask (maxT, maxT): 0 on and below the diagonal, -inf above. Not a parameter.
+        mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
+        self.register_buffer("mask_bias", mask, persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        NH, HS = self.num_heads, C // self.num_heads
+        q, k, v = self.c_attn(x).split(C, dim=2)                              # each (B,T,C)
+        q, k, v = (t.view(B, T, NH, HS).transpose(1, 2).reshape(B * NH, T, HS) for t in (q, k, v))
+        # torch 1.13 has no public F.scaled_dot_product_attention, so this is the standard masked
+        # softmax; baddbmm folds the 1/sqrt(HS) scale and the causal mask into the QK^T GEMM.
+        att = torch.baddbmm(self.mask_bias[:T, :T], q, k.transpose(1, 2), beta=1.0,
+                            alpha=1.0 / math.sqrt(HS))                         # (B*NH,T,T)
+        y = torch.bmm(att.softmax(dim=-1), v)                                  # (B*NH,T,HS)
+        y = y.view(B, NH, T, HS).transpose(1, 2).reshape(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.channels, 4 * cfg.channels)
+        self.c_proj = nn.Linear(4 * cfg.channels, cfg.channels)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.channels, eps=LAYER_NORM_EPS)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.channels, eps=LAYER_NORM_EPS)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.channels)     # (V,C), tied with the output layer
+        self.wpe = nn.Embedding(cfg.max_seq_len, cfg.channels)    # (maxT,C)
+        self.h = nn.ModuleList([Block(cfg) for _ in range(cfg.num_layers)])
+        self.ln_f = nn.LayerNorm(cfg.channels, eps=LAYER_NORM_EPS)
+
+    def forward(self, idx, targets=None):
+        """idx, targets: (B,T) int64. Returns logits (B,T,V) and, with targets, the mean token loss."""
+        B, T = idx.shape
+        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for block in self.h:
+            x = block(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))
+        return logits, loss
+
+
+def init_weights(model, generator, random_affine=True):
+    """GPT-2 init: Linear/embedding weights N(0, 0.02), the residual projections (attn.c_proj,
+    mlp.c_proj) N(0, 0.02/sqrt(2L)). With random_affine, biases are N(0, 0.02) and LayerNorm gains
+    1 + N(0, 0.1) so that a test exercises them; otherwise biases 0 and gains 1."""
+    std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            is_layernorm = name.startswith("ln_") or ".ln_" in name
+            if p.dim() >= 2:
+                p.normal_(0.0, std_resid if name.endswith("c_proj.weight") else 0.02, generator=generator)
+            elif is_layernorm and name.endswith(".weight"):
+                p.fill_(1.0)
+                if random_affine:
+                    p.add_(0.1 * torch.randn(p.shape, generator=generator))
+            elif random_affine:
+                p.normal_(0.0, 0.02, generator=generator)
+            else:
+                p.zero_()
+
+
+def make_optimizer(model, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, foreach=None):
+    """AdamW with decoupled weight decay on tensors of >= 2 dims (wte, wpe, Linear weights) only."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, foreach=foreach)
+
+
+def lr_at(step, lr, num_steps, schedule="constant", warmup=0, min_lr=0.0):
+    """Learning rate of step (counting from 1). cosine: linear warm-up lr*step/warmup for
+    step <= warmup, then lr -> min_lr along a half cosine, reaching min_lr at step num_steps."""
+    if schedule == "constant":
+        return lr
+    if step <= warmup:
+        return lr * step / warmup
+    progress = (step - warmup) / max(1, num_steps - warmup)
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+# ---------------------------------------------------------------- safetensors
+
+_NP_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "F64": np.dtype("<f8"),
+              "I32": np.dtype("<i4"), "I64": np.dtype("<i8"), "BF16": np.dtype("<u2")}
+
+
+def _float32_to_bf16_bits(a):
+    """Round-to-nearest-even of float32 to bfloat16, as uint16 bit patterns (NaN kept NaN)."""
+    flat = np.array(a, dtype="<f4").reshape(-1)  # 1-d so that 0-d inputs stay arrays
+    u = flat.view("<u4").astype(np.uint64)
+    one, sixteen = np.uint64(1), np.uint64(16)
+    bits = ((u + np.uint64(0x7FFF) + ((u >> sixteen) & one)) >> sixteen).astype("<u2")
+    bits[np.isnan(flat)] = 0x7FC0
+    return bits.reshape(np.shape(a))
+
+
+def _bf16_bits_to_float32(bits):
+    flat = bits.reshape(-1).astype("<u4") << np.uint32(16)
+    return flat.view("<f4").reshape(bits.shape)
+
+
+def save_safetensors(path, tensors, dtype="F32", metadata=None):
+    """tensors: name -> tensor/array, written in the given order. Header = 8-byte LE length, then
+    JSON {name: {dtype, shape, data_offsets [begin, end) relative to the data}}, space-padded to a
+    multiple of 8; then the raw little-endian data. dtype F32 (default), F16 or BF16."""
+    header, blobs, offset = {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name, t in tensors.items():
+        a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+        a = np.array(a, dtype=np.float32, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+        if dtype == "BF16":
+            raw = _float32_to_bf16_bits(a).tobytes()
+        elif dtype in ("F32", "F16"):
+            raw = a.astype(_NP_DTYPES[dtype]).tobytes()
+        else:
+            raise ValueError(f"save_safetensors: unsupported dtype {dtype}")
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for raw in blobs:
+            f.write(raw)
+
+
+def load_safetensors(path, with_dtypes=False):
+    """name -> float32 torch tensor (F32, F16 and BF16 widened; I32/I64 kept as integers).
+    Checks every tensor's byte range against its shape and the file size."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    n = int.from_bytes(buf[:8], "little")
+    if 8 + n > len(buf):
+        raise ValueError(f"{path}: header length {n} runs past the end of the file")
+    header = json.loads(buf[8:8 + n].decode("utf-8"))
+    data = memoryview(buf)[8 + n:]
+    out, dtypes = {}, {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dt, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+        if dt not in _NP_DTYPES:
+            raise ValueError(f"{path}: tensor {name} has unsupported dtype {dt}")
+        nbytes = int(np.prod(shape, dtype=np.int64)) * _NP_DTYPES[dt].itemsize
+        if end - begin != nbytes or end > len(data) or begin < 0:
+            raise ValueError(f"{path}: tensor {name} offsets [{begin},{end}) do not fit shape {shape}")
+        a = np.frombuffer(data[begin:end], dtype=_NP_DTYPES[dt]).reshape(shape)
+        if dt == "BF16":
+            a = _bf16_bits_to_float32(a)
+        elif dt in ("F16", "F64"):
+            a = a.astype(np.float32)
+        out[name] = torch.from_numpy(a.copy())
+        dtypes[name] = dt
+    return (out, dtypes) if with_dtypes else out
+
+
+# ---------------------------------------------------------------- Hugging Face GPT-2 folder
+
+_CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def _is_conv1d_weight(name):
+    return name.endswith(_CONV1D_SUFFIXES)
+
+
+def save_hf(model, folder, dtype="F32"):
+    """folder/config.json + folder/model.safetensors with HF GPT2Model names (no 'transformer.'
+    prefix, no lm_head: it is tied). Conv1D weights are written as the transpose (in, out)."""
+    os.makedirs(folder, exist_ok=True)
+    cfg = model.cfg
+    config = {
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+        "n_layer": cfg.num_layers, "n_head": cfg.num_heads, "n_embd": cfg.channels,
+        "vocab_size": cfg.vocab_size, "n_positions": cfg.max_seq_len, "n_ctx": cfg.max_seq_len,
+        "activation_function": "gelu_new", "layer_norm_epsilon": LAYER_NORM_EPS,
+        "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+        "initializer_range": 0.02, "tie_word_embeddings": True,
+    }
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    tensors = {name: (t.t().contiguous() if _is_conv1d_weight(name) else t)
+               for name, t in model.state_dict().items()}
+    save_safetensors(os.path.join(folder, "model.safetensors"), tensors, dtype=dtype,
+                     metadata={"format": "pt"})
+
+
+def load_hf(folder):
+    """Builds a GPT2 from an HF folder. Accepts the 'transformer.' prefix and ignores lm_head.weight
+    (tied) and the attn.bias / attn.masked_bias buffers that older checkpoints carry."""
+    with open(os.path.join(folder, "config.json")) as f:
+        c = json.load(f)
+    if c.get("model_type", "gpt2") != "gpt2" or c.get("activation_function", "gelu_new") != "gelu_new":
+        raise ValueError(f"{folder}: not a gelu_new GPT-2 config")
+    cfg = GPT2Config(num_layers=c["n_layer"], num_heads=c["n_head"], channels=c["n_embd"],
+                     vocab_size=c["vocab_size"], max_seq_len=c["n_positions"])
+    model = GPT2(cfg)
+    state = {}
+    for name, t in load_safetensors(os.path.join(folder, "model.safetensors")).items():
+        name = name[len("transformer."):] if name.startswith("transformer.") else name
+        if name == "lm_head.weight" or name.endswith((".attn.bias", ".attn.masked_bias")):
+            continue
+        state[name] = t.t().contiguous() if _is_conv1d_weight(name) else t
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+# ---------------------------------------------------------------- llm.c token shards
+
+SHARD_MAGIC = 20240520
+
+
+def write_token_shard(path, tokens, version=2):
+    """256 int32 LE header (magic, version, token count, zeros), then tokens as uint16 (version 1)
+    or uint32 (version 2), little-endian."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    limit = 1 << (16 if version == 1 else 32)
+    if version not in (1, 2) or tokens.size and (tokens.min() < 0 or tokens.max() >= limit):
+        raise ValueError(f"write_token_shard: tokens do not fit version {version}")
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = (SHARD_MAGIC, version, tokens.size)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype("<u2" if version == 1 else "<u4").tobytes())
+
+
+def read_token_shard(path):
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(1024), dtype="<i4")
+        if header[0] != SHARD_MAGIC or header[1] not in (1, 2):
+            raise ValueError(f"{path}: not an llm.c token shard")
+        tokens = np.frombuffer(f.read(), dtype="<u2" if header[1] == 1 else "<u4")
+    if tokens.size != header[2]:
+        raise ValueError(f"{path}: header says {header[2]} tokens, file holds {tokens.size}")
+    return tokens.astype(np.int64)
