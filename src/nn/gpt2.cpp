@@ -131,12 +131,14 @@ float GPT2::forward(const Tensor& tokens, const Tensor& targets, float dloss) {
   if (!targets.defined()) return 0.0f;
   TS_CHECK(targets.shape() == tokens.shape(), "targets ", shape_string(targets.shape()), " must match tokens ",
            shape_string(tokens.shape()));
-  softmax_cross_entropy(acts_.losses, acts_.logits, targets, config_.vocab_size, dloss);
+  const int64_t N = B * T;
+  Tensor losses = acts_.losses.reshape({N}), logits = acts_.logits.reshape({N, config_.padded_vocab_size()});
+  softmax_cross_entropy(losses, logits, targets.reshape({N}), config_.vocab_size, dloss);
   grad_ready_ = dloss != 0.0f;
   double sum = 0.0;
-  const float* losses = acts_.losses.f32();
-  for (int64_t i = 0; i < B * T; ++i) sum += losses[i];
-  return float(sum / double(B * T));
+  const float* loss_values = acts_.losses.f32();
+  for (int64_t i = 0; i < N; ++i) sum += loss_values[i];
+  return float(sum / double(N));
 }
 
 void GPT2::backward() {

@@ -27,7 +27,7 @@ float LrSchedule::at(int64_t step) const {
       return float(min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(std::numbers::pi * progress)));
     }
     case LrScheduleKind::wsd: {
-      int64_t decay_steps = std::max<int64_t>(1, int64_t(std::ceil(decay_fraction * double(total_steps))));
+      int64_t decay_steps = std::max<int64_t>(1, std::llround(double(decay_fraction) * double(total_steps)));
       int64_t decay_start = total_steps - decay_steps;
       if (step <= decay_start) return lr;
       double progress = std::clamp(double(step - decay_start) / double(decay_steps), 0.0, 1.0);

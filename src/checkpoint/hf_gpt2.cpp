@@ -1,0 +1,266 @@
+// The GPT-2 name and layout map between our parameters and Hugging Face's GPT2LMHeadModel, and the
+// config.json translation. A loaded file must hold exactly the tensors this config expects (plus
+// HF's attention-mask buffers and the tied lm_head); anything else is an error, never ignored.
+#include "checkpoint/hf_gpt2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include "checkpoint/safetensors.h"
+#include "core/error.h"
+
+namespace tessera {
+
+namespace {
+
+using nlohmann::json;
+
+// One parameter: our name and shape, the HF name (without "transformer.") and HF shape.
+// Conv1D weights are transposed: ours (out, in), HF (in, out). Otherwise the HF tensor is the
+// leading elements of ours (wte: the first V of Vp rows) and the rest of ours is zero.
+struct HFTensor {
+  std::string ours;
+  std::string hf;
+  Shape shape;
+  Shape hf_shape;
+  bool transpose = false;
+};
+
+std::vector<HFTensor> hf_gpt2_tensors(const GPT2Config& config) {
+  int64_t C = config.channels, V = config.vocab_size;
+  std::vector<HFTensor> tensors = {
+      {"wte", "wte.weight", {config.padded_vocab_size(), C}, {V, C}},
+      {"wpe", "wpe.weight", {config.max_seq_len, C}, {config.max_seq_len, C}},
+  };
+  auto same = [&](const std::string& name, Shape shape) { tensors.push_back({name, name, shape, shape}); };
+  auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+    tensors.push_back({name + ".weight", name + ".weight", {out, in}, {in, out}, true});
+    same(name + ".bias", {out});
+  };
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    std::string h = "h." + std::to_string(i) + ".";
+    same(h + "ln_1.weight", {C});
+    same(h + "ln_1.bias", {C});
+    linear(h + "attn.c_attn", 3 * C, C);
+    linear(h + "attn.c_proj", C, C);
+    same(h + "ln_2.weight", {C});
+    same(h + "ln_2.bias", {C});
+    linear(h + "mlp.c_fc", 4 * C, C);
+    linear(h + "mlp.c_proj", C, 4 * C);
+  }
+  same("ln_f.weight", {C});
+  same("ln_f.bias", {C});
+  return tensors;
+}
+
+// Our parameter `name`, checked to be a CPU fp32 tensor of `shape`.
+const Tensor& find_param(const NamedTensors& params, const std::string& name, const Shape& shape,
+                         const char* caller) {
+  for (const NamedTensor& p : params) {
+    if (p.name != name) continue;
+    TS_CHECK(p.tensor.shape() == shape, caller, ": parameter '", name, "' has shape ", shape_string(p.tensor.shape()),
+             ", expected ", shape_string(shape));
+    TS_CHECK(p.tensor.dtype() == DType::f32 && p.tensor.device() == Device::cpu, caller, ": parameter '", name,
+             "' must be an fp32 CPU tensor");
+    return p.tensor;
+  }
+  TS_FAIL(caller, ": the model has no parameter '", name, "'");
+}
+
+// HF (rows, cols) row-major -> (cols, rows) row-major.
+void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
+int64_t config_int(const json& config, const std::filesystem::path& path, const char* field) {
+  auto it = config.find(field);
+  TS_CHECK(it != config.end(), "Hugging Face config ", path, ": missing field '", field, "'");
+  TS_CHECK(it->is_number_integer(), "Hugging Face config ", path, ": field '", field, "' must be an integer, got ",
+           it->dump());
+  return it->get<int64_t>();
+}
+
+// The optional string field `field`, when present, must be one of `allowed`.
+void check_config_string(const json& config, const std::filesystem::path& path, const char* field,
+                         std::initializer_list<const char*> allowed, const char* why) {
+  auto it = config.find(field);
+  if (it == config.end() || it->is_null()) return;
+  for (const char* value : allowed)
+    if (it->is_string() && it->get<std::string>() == value) return;
+  TS_FAIL("Hugging Face config ", path, ": field '", field, "' is ", it->dump(), "; ", why);
+}
+
+// The optional boolean field `field`, when present, must equal `expected`.
+void check_config_bool(const json& config, const std::filesystem::path& path, const char* field, bool expected,
+                       const char* why) {
+  auto it = config.find(field);
+  if (it == config.end()) return;
+  TS_CHECK(it->is_boolean() && it->get<bool>() == expected, "Hugging Face config ", path, ": field '", field,
+           "' is ", it->dump(), "; ", why);
+}
+
+}  // namespace
+
+GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
+  const std::filesystem::path& path = config_json;
+  std::ifstream in(path, std::ios::binary);
+  TS_CHECK(in, "Hugging Face config ", path, ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  json config;
+  try {
+    config = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    TS_FAIL("Hugging Face config ", path, ": not valid JSON (error at byte ", e.byte, ")");
+  }
+  TS_CHECK(config.is_object(), "Hugging Face config ", path, ": expected a JSON object");
+
+  check_config_string(config, path, "model_type", {"gpt2"}, "only GPT-2 checkpoints load as GPT-2");
+  // gelu_new and gelu_pytorch_tanh are both the tanh approximation our GELU computes.
+  check_config_string(config, path, "activation_function", {"gelu_new", "gelu_pytorch_tanh"},
+                      "Tessera's GPT-2 uses the tanh GELU (gelu_new)");
+  if (auto it = config.find("layer_norm_epsilon"); it != config.end()) {
+    TS_CHECK(it->is_number() && std::abs(it->get<double>() - 1e-5) <= 1e-9, "Hugging Face config ", path,
+             ": field 'layer_norm_epsilon' is ", it->dump(), "; Tessera's layernorm uses 1e-5");
+  }
+  check_config_bool(config, path, "scale_attn_weights", true, "Tessera scales attention by 1/sqrt(head size)");
+  check_config_bool(config, path, "scale_attn_by_inverse_layer_idx", false,
+                    "Tessera does not scale attention by layer index");
+  check_config_bool(config, path, "tie_word_embeddings", true, "Tessera's GPT-2 ties lm_head to wte");
+
+  GPT2Config result;
+  result.num_layers = config_int(config, path, "n_layer");
+  result.num_heads = config_int(config, path, "n_head");
+  result.channels = config_int(config, path, "n_embd");
+  result.vocab_size = config_int(config, path, "vocab_size");
+  bool has_positions = config.contains("n_positions");
+  TS_CHECK(has_positions || config.contains("n_ctx"), "Hugging Face config ", path,
+           ": missing field 'n_positions' (or 'n_ctx')");
+  result.max_seq_len = config_int(config, path, has_positions ? "n_positions" : "n_ctx");
+  if (auto it = config.find("n_inner"); it != config.end() && !it->is_null()) {
+    TS_CHECK(it->is_number_integer() && it->get<int64_t>() == 4 * result.channels, "Hugging Face config ", path,
+             ": field 'n_inner' is ", it->dump(), "; Tessera's MLP width is 4 * n_embd = ", 4 * result.channels);
+  }
+  try {
+    result.validate();
+  } catch (const Error& e) {
+    TS_FAIL("Hugging Face config ", path, ": ", e.what());
+  }
+  return result;
+}
+
+void load_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, NamedTensors& params) {
+  config.validate();
+  TS_CHECK(std::filesystem::exists(dir / "model.safetensors"), "load_hf_gpt2: ", dir,
+           " has no model.safetensors (only single-file safetensors checkpoints load)");
+  SafetensorsFile file(dir / "model.safetensors");
+  // GPT2LMHeadModel files name parameters "transformer.*"; GPT2Model files (the OpenAI upload) do not.
+  bool prefixed = std::any_of(file.tensors().begin(), file.tensors().end(),
+                              [](const SafetensorsInfo& t) { return t.name.starts_with("transformer."); });
+  const std::string prefix = prefixed ? "transformer." : "";
+  std::vector<HFTensor> tensors = hf_gpt2_tensors(config);
+
+  // Every tensor in the file is a parameter, a mask buffer, or the tied lm_head.
+  std::set<std::string> known;
+  for (const HFTensor& t : tensors) known.insert(prefix + t.hf);
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    known.insert(prefix + "h." + std::to_string(i) + ".attn.bias");
+    known.insert(prefix + "h." + std::to_string(i) + ".attn.masked_bias");
+  }
+  known.insert("lm_head.weight");
+  for (const SafetensorsInfo& info : file.tensors())
+    TS_CHECK(known.count(info.name), "safetensors file ", file.path(), ": unexpected tensor '", info.name,
+             "' for a GPT-2 with ", config.num_layers, " layers (checkpoint of another model?)");
+
+  // Check everything before writing anything.
+  std::vector<Tensor> targets;
+  for (const HFTensor& t : tensors) {
+    std::string name = prefix + t.hf;
+    TS_CHECK(file.contains(name), "safetensors file ", file.path(), ": tensor '", name, "' is missing (expected shape ",
+             shape_string(t.hf_shape), ")");
+    const SafetensorsInfo& info = file.info(name);
+    TS_CHECK(info.shape == t.hf_shape, "safetensors file ", file.path(), ": tensor '", name, "' has shape ",
+             shape_string(info.shape), ", expected ", shape_string(t.hf_shape));
+    TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "safetensors file ",
+             file.path(), ": tensor '", name, "' is ", info.dtype, "; expected F32, BF16 or F16");
+    targets.push_back(find_param(params, t.ours, t.shape, "load_hf_gpt2"));
+  }
+  TS_CHECK(targets.size() == params.size(), "load_hf_gpt2: the model has ", params.size(), " parameters but GPT-2 ",
+           "with this config has ", targets.size(), "; some would be left unloaded");
+  if (file.contains("lm_head.weight")) {
+    const SafetensorsInfo& head = file.info("lm_head.weight");
+    const SafetensorsInfo& wte = file.info(prefix + "wte.weight");
+    TS_CHECK(head.dtype == wte.dtype && head.shape == wte.shape &&
+                 std::ranges::equal(file.bytes(head.name), file.bytes(wte.name)),
+             "safetensors file ", file.path(), ": lm_head.weight differs from ", wte.name,
+             "; Tessera's GPT-2 needs tied embeddings");
+  }
+
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const HFTensor& t = tensors[k];
+    std::vector<float> values = file.read_f32(prefix + t.hf);
+    float* dst = targets[k].f32();
+    if (t.transpose) {
+      transpose_into(values.data(), t.hf_shape[0], t.hf_shape[1], dst);
+    } else {
+      std::memcpy(dst, values.data(), values.size() * sizeof(float));
+      std::fill(dst + values.size(), dst + targets[k].numel(), 0.0f);
+    }
+  }
+}
+
+void save_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, const NamedTensors& params) {
+  config.validate();
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  TS_CHECK(!error, "save_hf_gpt2: cannot create folder ", dir, ": ", error.message());
+
+  std::vector<HFTensor> tensors = hf_gpt2_tensors(config);
+  std::vector<std::vector<float>> transposed;  // owns the HF-layout copies until written
+  transposed.reserve(tensors.size());
+  std::vector<SafetensorsEntry> entries;
+  for (const HFTensor& t : tensors) {
+    const Tensor& param = find_param(params, t.ours, t.shape, "save_hf_gpt2");
+    const float* data = param.f32();
+    if (t.transpose) {
+      transposed.emplace_back(size_t(param.numel()));
+      transpose_into(data, t.shape[0], t.shape[1], transposed.back().data());
+      data = transposed.back().data();
+    }
+    // wte: its first V rows are the leading elements, so no copy is needed.
+    entries.push_back({"transformer." + t.hf, DType::f32, t.hf_shape, data});
+  }
+  write_safetensors(dir / "model.safetensors", entries, {{"format", "pt"}});
+
+  int64_t special_token = config.vocab_size >= 50257 ? 50256 : config.vocab_size - 1;
+  json hf = {
+      {"architectures", json::array({"GPT2LMHeadModel"})},
+      {"model_type", "gpt2"},
+      {"n_layer", config.num_layers},
+      {"n_head", config.num_heads},
+      {"n_embd", config.channels},
+      {"n_positions", config.max_seq_len},
+      {"n_ctx", config.max_seq_len},
+      {"vocab_size", config.vocab_size},
+      {"activation_function", "gelu_new"},
+      {"layer_norm_epsilon", 1e-5},
+      {"bos_token_id", special_token},
+      {"eos_token_id", special_token},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"initializer_range", 0.02},
+      {"tie_word_embeddings", true},
+      {"torch_dtype", "float32"},
+  };
+  write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
+}
+
+}  // namespace tessera

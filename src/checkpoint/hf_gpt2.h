@@ -1,0 +1,27 @@
+// GPT-2 <-> Hugging Face (config.json + model.safetensors, the files GPT2LMHeadModel reads and
+// writes). Our Linear weights are (out, in); HF's Conv1D weights are (in, out), so c_attn, c_proj
+// and c_fc weights are transposed both ways. Our wte has Vp >= V rows: the first V come from HF,
+// the padding rows are zero. lm_head is tied to wte and never stored separately.
+#pragma once
+
+#include <filesystem>
+
+#include "nn/gpt2_config.h"
+#include "nn/named_tensor.h"
+
+namespace tessera {
+
+// Reads a Hugging Face GPT-2 config.json (n_layer, n_head, n_embd, vocab_size, n_positions or
+// n_ctx) and checks that the model is one we implement; errors name the file and the field.
+GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json);
+
+// Fills `params` (our names, fp32, CPU) in place from dir/model.safetensors (F32, BF16 or F16;
+// names with or without the "transformer." prefix). Every tensor is checked before any is
+// written, so on error `params` are untouched.
+void load_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, NamedTensors& params);
+
+// Writes dir/config.json and dir/model.safetensors ("transformer." names, HF layout, metadata
+// {"format": "pt"}) atomically, creating `dir` if needed.
+void save_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, const NamedTensors& params);
+
+}  // namespace tessera

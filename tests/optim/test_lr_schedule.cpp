@@ -1,0 +1,44 @@
+// Learning-rate schedules and the clipping factor.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
+
+namespace tessera {
+
+TEST(LrSchedule, WarmupIsLinear) {
+  LrSchedule s{LrScheduleKind::constant, 1.0f, 0.0f, 4, 100};
+  EXPECT_FLOAT_EQ(s.at(1), 0.25f);
+  EXPECT_FLOAT_EQ(s.at(4), 1.0f);
+  EXPECT_FLOAT_EQ(s.at(50), 1.0f);
+}
+
+TEST(LrSchedule, CosineEndsAtMinLr) {
+  LrSchedule s{LrScheduleKind::cosine, 1.0f, 0.1f, 10, 110};
+  EXPECT_FLOAT_EQ(s.at(10), 1.0f);
+  EXPECT_NEAR(s.at(60), 0.55f, 1e-6);  // half way: (max + min) / 2
+  EXPECT_NEAR(s.at(110), 0.1f, 1e-6);
+  EXPECT_GT(s.at(30), s.at(31));
+}
+
+TEST(LrSchedule, WsdHoldsThenDecays) {
+  LrSchedule s{LrScheduleKind::wsd, 1.0f, 0.0f, 10, 100, 0.2f};
+  EXPECT_FLOAT_EQ(s.at(50), 1.0f);
+  EXPECT_FLOAT_EQ(s.at(80), 1.0f);
+  EXPECT_NEAR(s.at(90), 0.5f, 1e-6);
+  EXPECT_NEAR(s.at(100), 0.0f, 1e-6);
+}
+
+TEST(LrSchedule, UnknownNameIsAnError) {
+  EXPECT_EQ(parse_lr_schedule("wsd"), LrScheduleKind::wsd);
+  EXPECT_THROW(parse_lr_schedule("step"), Error);
+}
+
+TEST(GradClip, ScaleOnlyAboveTheThreshold) {
+  EXPECT_EQ(clip_scale(0.5f, 1.0f), 1.0f);
+  EXPECT_EQ(clip_scale(5.0f, 0.0f), 1.0f);
+  EXPECT_NEAR(clip_scale(4.0f, 1.0f), 0.25f, 1e-6);
+}
+
+}  // namespace tessera

@@ -1,0 +1,160 @@
+// Training loop: gradient accumulation does not change the result, resume continues exactly,
+// metrics carry the documented fields, NaN stops the run keeping the last checkpoint.
+#include <gtest/gtest.h>
+
+#include "checkpoint/train_checkpoint.h"
+#include "support/test_support.h"
+#include "train/train_fixtures.h"
+#include "train/trainer.h"
+
+namespace tessera {
+namespace {
+
+std::vector<float> final_params(Trainer& trainer) {
+  Tensor& p = trainer.model().params();
+  return std::vector<float>(p.f32(), p.f32() + p.numel());
+}
+
+// Weights agree to float rounding: relative `rel`, or 1e-3 of one step's update size (lr) where
+// Adam's normalisation amplifies rounding in gradients that are sums of cancelling terms. (The
+// gradients themselves are compared tightly in tests/nn: GPT2.MicroBatchesSumToTheFullBatch.)
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel, float lr) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + 1e-3f * lr) << "element " << i;
+}
+
+}  // namespace
+
+TEST(Trainer, MicroBatchSizeDoesNotChangeTheResult) {
+  auto dir = testing::scratch_dir();
+  std::vector<std::vector<float>> params;
+  std::vector<std::vector<nlohmann::json>> metrics;
+  for (int64_t micro : {4, 2, 1}) {
+    TrainConfig c = testing::tiny_run(dir);
+    c.micro_batch_size = micro;
+    c.out_dir = (dir / ("micro" + std::to_string(micro))).string();
+    Trainer trainer(c);
+    trainer.run();
+    params.push_back(final_params(trainer));
+    metrics.push_back(testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl"));
+  }
+  for (size_t run = 1; run < params.size(); ++run) {
+    expect_close(params[run], params[0], 1e-5f, testing::tiny_run(dir).lr);
+    for (size_t s = 0; s < 3; ++s) {
+      EXPECT_NEAR(metrics[run][s]["loss"].get<double>(), metrics[0][s]["loss"].get<double>(), 1e-5);
+      EXPECT_NEAR(metrics[run][s]["grad_norm"].get<double>(), metrics[0][s]["grad_norm"].get<double>(), 1e-5);
+    }
+  }
+}
+
+TEST(Trainer, MetricsLinesHaveTheDocumentedFields) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.val_data = c.train_data;
+  c.eval_every = 2;
+  c.steps = 4;
+  Trainer(c).run();
+  auto lines = testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 6u);  // 4 train lines, eval after steps 2 and 4
+  EXPECT_EQ(lines[0]["step"], 1);
+  for (const char* key : {"loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) EXPECT_TRUE(lines[0].contains(key));
+  EXPECT_NEAR(lines[0]["lr"].get<double>(), 1e-2, 1e-9);  // warmup 1: step 1 at the peak
+  EXPECT_TRUE(lines[2].contains("val_loss"));
+  EXPECT_EQ(lines[2]["step"], 2);
+  EXPECT_NEAR(lines[0]["loss"].get<double>(), std::log(256.0), 0.1);
+}
+
+TEST(Trainer, ResumeContinuesExactly) {
+  // A constant schedule, so that a run stopped after 2 of 4 steps sees the same learning rates.
+  auto dir = testing::scratch_dir();
+  TrainConfig straight = testing::tiny_run(dir);
+  straight.steps = 4;
+  straight.lr_schedule = "constant";
+  straight.out_dir = (dir / "straight").string();
+  Trainer reference(straight);
+  reference.run();
+
+  TrainConfig part = straight;
+  part.out_dir = (dir / "resumed").string();
+  part.steps = 2;
+  Trainer(part).run();
+  ASSERT_TRUE(find_checkpoint(part.out_dir));
+  TrainConfig rest = part;
+  rest.steps = 4;
+  rest.resume = true;
+  Trainer resumed(rest);
+  resumed.run();
+
+  EXPECT_EQ(final_params(resumed), final_params(reference));
+  auto lines = testing::read_metrics(std::filesystem::path(rest.out_dir) / "metrics.jsonl");
+  auto ref_lines = testing::read_metrics(std::filesystem::path(straight.out_dir) / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 4u);
+  for (size_t s = 0; s < 4; ++s) EXPECT_EQ(lines[s]["loss"], ref_lines[s]["loss"]) << "step " << s + 1;
+}
+
+TEST(Trainer, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.steps = 30;
+  c.lr = 1e30f;
+  c.min_lr = 0;
+  c.lr_schedule = "constant";
+  c.warmup = 0;
+  c.grad_clip = 0;
+  c.checkpoint_every = 1;
+  try {
+    Trainer(c).run();
+    FAIL() << "expected the run to stop";
+  } catch (const Error& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("step "), std::string::npos) << message;
+    EXPECT_NE(message.find("not finite"), std::string::npos) << message;
+  }
+  auto checkpoint = find_checkpoint(c.out_dir);
+  ASSERT_TRUE(checkpoint);
+  GPT2 model(read_checkpoint_model_config(*checkpoint));
+  CheckpointState state = load_checkpoint(*checkpoint, model, nullptr);
+  EXPECT_GE(state.step, 1);
+  bool finite = true;
+  for (int64_t i = 0; i < model.params().numel(); ++i) finite &= std::isfinite(model.params().f32()[i]);
+  EXPECT_TRUE(finite);
+}
+
+TEST(Trainer, RejectsBadConfiguration) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  auto expect_error = [](TrainConfig config, const std::string& needle) {
+    try {
+      Trainer(config).run();
+      FAIL() << "expected an error mentioning " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  TrainConfig bad = c;
+  bad.micro_batch_size = 3;
+  expect_error(bad, "--micro-batch-size");
+  bad = c;
+  bad.seq_len = 65;  // gpt2-tiny context is 64
+  expect_error(bad, "--seq-len");
+  bad = c;
+  bad.batch_size = 0;
+  expect_error(bad, "--batch-size");
+  bad = c;
+  bad.steps = -1;
+  expect_error(bad, "--steps");
+  bad = c;
+  bad.train_data = (dir / "missing_*.bin").string();
+  expect_error(bad, "--train-data");
+  bad = c;
+  bad.lr_schedule = "linear";
+  expect_error(bad, "--lr-schedule");
+  bad = c;
+  bad.model = "gpt2-huge";
+  expect_error(bad, "--model");
+  bad = c;
+  bad.train_data = testing::write_random_shard(dir, 4096, 300, 1).string();  // ids beyond vocab 256
+  expect_error(bad, "vocab");
+}
+
+}  // namespace tessera

@@ -1,0 +1,51 @@
+// Shared set-up for training tests: a shard of random tokens and a tiny run configuration.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.h"
+#include "data/token_shard.h"
+#include "train/train_config.h"
+
+namespace tessera::testing {
+
+// A version-2 shard of n tokens drawn from [0, vocab).
+inline std::filesystem::path write_random_shard(const std::filesystem::path& dir, int64_t n, int64_t vocab,
+                                                uint64_t seed) {
+  std::vector<uint32_t> tokens(static_cast<size_t>(n));
+  Rng rng(seed);
+  for (uint32_t& t : tokens) t = uint32_t(rng.below(uint64_t(vocab)));
+  std::filesystem::path path = dir / "train_000000.bin";
+  write_token_shard(path, tokens, 2);
+  return path;
+}
+
+// gpt2-tiny on random tokens, small enough to train in milliseconds.
+inline TrainConfig tiny_run(const std::filesystem::path& dir) {
+  TrainConfig c;
+  c.model = "gpt2-tiny";
+  c.train_data = write_random_shard(dir, 4096, 256, 17).string();
+  c.batch_size = 4;
+  c.seq_len = 16;
+  c.steps = 3;
+  c.lr = 1e-2f;
+  c.min_lr = 1e-3f;
+  c.warmup = 1;
+  c.out_dir = (dir / "run").string();
+  c.quiet = true;
+  c.threads = 1;
+  return c;
+}
+
+inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& file) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+}  // namespace tessera::testing
