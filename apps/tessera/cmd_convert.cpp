@@ -15,13 +15,14 @@ void add_convert_command(CLI::App& app) {
     std::string checkpoint, from_hf, to_hf, out;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("convert", "Convert between Tessera checkpoints and Hugging Face folders");
+  CLI::App* cmd = add_command(app, "convert", "Convert between Tessera checkpoints and Hugging Face folders");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run folder to export (with --to-hf)");
   cmd->add_option("--to-hf", o->to_hf, "Write a Hugging Face GPT-2 folder here");
   cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2 folder to import (with --out)");
   cmd->add_option("--out", o->out, "Run folder to write the imported checkpoint into");
   enable_toml_config(*cmd);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    apply_toml_config(*cmd);
     if (!o->to_hf.empty()) {
       TS_CHECK(!o->checkpoint.empty() && o->from_hf.empty(), "convert --to-hf needs --checkpoint");
       LoadedModel loaded = load_model_for_inference(o->checkpoint, "", "");

@@ -14,7 +14,7 @@ void add_eval_command(CLI::App& app) {
     int64_t batch_size = 8, seq_len = 1024, batches = 0;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("eval", "Evaluate the loss of a model on token shards");
+  CLI::App* cmd = add_command(app, "eval", "Evaluate the loss of a model on token shards");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
   cmd->add_option("--init-from", o->init_from, "Hugging Face GPT-2 folder instead of a checkpoint");
   cmd->add_option("--val-data", o->data, "Glob of token shards")->required();
@@ -22,7 +22,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
   cmd->add_option("--batches", o->batches, "Batches to evaluate (0 = the whole data once)")->capture_default_str();
   enable_toml_config(*cmd);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    apply_toml_config(*cmd);
     TS_CHECK(o->batch_size > 0, "--batch-size must be positive, got ", o->batch_size);
     TS_CHECK(o->seq_len > 0, "--seq-len must be positive, got ", o->seq_len);
     TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);

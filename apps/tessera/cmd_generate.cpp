@@ -17,7 +17,7 @@ void add_generate_command(CLI::App& app) {
     uint64_t seed = 1337;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("generate", "Sample text from a trained model");
+  CLI::App* cmd = add_command(app, "generate", "Sample text from a trained model");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
   cmd->add_option("--init-from", o->init_from, "Hugging Face GPT-2 folder instead of a checkpoint");
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer (default: the checkpoint's tokenizer.json)");
@@ -27,7 +27,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
   enable_toml_config(*cmd);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    apply_toml_config(*cmd);
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
     TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (the checkpoint holds no tokenizer.json)");
     Tokenizer& tokenizer = *loaded.tokenizer;

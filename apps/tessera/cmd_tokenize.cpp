@@ -15,7 +15,7 @@ void add_tokenize_command(CLI::App& app) {
     ShardOptions shards;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("tokenize", "Encode text files into llm.c token shards");
+  CLI::App* cmd = add_command(app, "tokenize", "Encode text files into llm.c token shards");
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json, or a folder with encoder.json + vocab.bpe")->required();
   cmd->add_option("--in", o->inputs, "Text files")->required();
   cmd->add_option("--out", o->out, "Output folder for train_*.bin / val_*.bin")->required();
@@ -24,7 +24,8 @@ void add_tokenize_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--shard-tokens", o->shards.shard_tokens, "Tokens per shard file")->capture_default_str();
   enable_toml_config(*cmd);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    apply_toml_config(*cmd);
     Tokenizer tokenizer = Tokenizer::load(o->tokenizer);
     std::vector<std::filesystem::path> files(o->inputs.begin(), o->inputs.end());
     CorpusStats stats = tokenize_to_shards(tokenizer, files, o->out, o->shards);
@@ -40,13 +41,14 @@ void add_tokenizer_train_command(CLI::App& app) {
     int64_t vocab_size = 4096;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("tokenizer-train", "Train a byte-level BPE tokenizer on text files");
+  CLI::App* cmd = add_command(app, "tokenizer-train", "Train a byte-level BPE tokenizer on text files");
   cmd->add_option("--in", o->inputs, "Text files")->required();
   cmd->add_option("--vocab-size", o->vocab_size, "Tokens in the vocabulary, <|endoftext|> included")
       ->capture_default_str();
   cmd->add_option("--out", o->out, "Where to write tokenizer.json")->capture_default_str();
   enable_toml_config(*cmd);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    apply_toml_config(*cmd);
     std::vector<std::filesystem::path> files(o->inputs.begin(), o->inputs.end());
     Tokenizer tokenizer = train_bpe(files, o->vocab_size, [](int64_t done, int64_t total) {
       if (done == total || done % 256 == 0) std::printf("\rmerges %lld/%lld", (long long)done, (long long)total);

@@ -71,10 +71,11 @@ void print_final_sample(Trainer& trainer, const TrainConfig& c) {
 
 void add_train_command(CLI::App& app) {
   auto config = std::make_shared<TrainConfig>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model (no data flags: the embedded fortunes demo)");
+  CLI::App* cmd = add_command(app, "train", "Train a model (no data flags: the embedded fortunes demo)");
   bind_train_flags(*cmd, *config);
   enable_toml_config(*cmd);
   cmd->callback([config, cmd] {
+    apply_toml_config(*cmd);
     TrainConfig& c = *config;
     if (c.train_data.empty() && c.init_from.empty()) apply_default_run(c, [cmd](const std::string& flag) {
       return cmd->count(flag) > 0;

@@ -14,6 +14,12 @@ void add_tokenizer_train_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 
 // --config FILE on a subcommand: TOML whose keys are the subcommand's long flag names.
+// enable_toml_config adds the flag; apply_toml_config, first thing in the subcommand's callback,
+// fills the flags not given on the command line from the file.
 void enable_toml_config(CLI::App& command);
+void apply_toml_config(CLI::App& command);
+
+// A subcommand whose repeated flags take the last value, as in most command-line tools.
+CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description);
 
 }  // namespace tessera::cli

@@ -5,6 +5,16 @@
 #include "commands.h"
 #include "core/error.h"
 
+namespace tessera::cli {
+
+CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description) {
+  CLI::App* command = app.add_subcommand(name, description);
+  command->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  return command;
+}
+
+}  // namespace tessera::cli
+
 int main(int argc, char** argv) {
   CLI::App app{"Tessera: train transformer language models (GPT-2) on CPU and GPU", "tessera"};
   app.require_subcommand(1, 1);

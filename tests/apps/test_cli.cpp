@@ -1,0 +1,168 @@
+// The tessera binary on bad input: every case ends with a non-zero exit and exactly one line on
+// stderr that names the flag or file at fault. Plus the TOML config path and a short real run.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "data/token_shard.h"
+#include "support/test_support.h"
+#include "train/train_fixtures.h"
+
+namespace tessera {
+namespace {
+
+struct Outcome {
+  int exit_code;
+  std::string stderr_text;
+};
+
+// Runs tessera with `args`, keeping only stderr.
+Outcome tessera_run(const std::string& args) {
+  testing::CommandResult r = testing::run_command("{ OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " " + args +
+                                                  " > /dev/null; }");
+  return {r.exit_code, r.output};
+}
+
+void expect_one_line_error(const std::string& args, const std::string& needle) {
+  Outcome o = tessera_run(args);
+  EXPECT_NE(o.exit_code, 0) << args;
+  EXPECT_LT(o.exit_code, 128) << "crashed: " << args;
+  ASSERT_FALSE(o.stderr_text.empty()) << args;
+  EXPECT_EQ(std::count(o.stderr_text.begin(), o.stderr_text.end(), '\n'), 1) << o.stderr_text;
+  EXPECT_NE(o.stderr_text.find("tessera: error: "), std::string::npos) << o.stderr_text;
+  EXPECT_NE(o.stderr_text.find(needle), std::string::npos) << "'" << needle << "' not in: " << o.stderr_text;
+}
+
+class CliBadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = testing::scratch_dir();
+    shard = testing::write_random_shard(dir, 4096, 256, 3).string();
+    base = "train --model gpt2-tiny --quiet --steps 2 --batch-size 2 --seq-len 16 --out-dir " + (dir / "run").string() +
+           " --train-data " + shard;
+  }
+  std::filesystem::path dir;
+  std::string shard, base;
+};
+
+}  // namespace
+
+TEST_F(CliBadInput, UnknownFlag) { expect_one_line_error(base + " --learning-rate 3", "--learning-rate"); }
+
+TEST_F(CliBadInput, MissingData) {
+  expect_one_line_error("train --model gpt2-tiny --seq-len 16 --train-data " + (dir / "nothing_*.bin").string(),
+                        "--train-data");
+}
+
+TEST_F(CliBadInput, ShardWithWrongMagic) {
+  std::filesystem::path bad = dir / "bad.bin";
+  std::vector<int32_t> header(256, 0);
+  header[0] = 12345;
+  std::ofstream(bad, std::ios::binary).write(reinterpret_cast<char*>(header.data()), 1024);
+  expect_one_line_error(base + " --train-data " + bad.string(), "bad.bin");
+}
+
+TEST_F(CliBadInput, ShardWithWrongVersion) {
+  std::filesystem::path bad = dir / "v3.bin";
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 3;
+  std::ofstream(bad, std::ios::binary).write(reinterpret_cast<char*>(header.data()), 1024);
+  expect_one_line_error(base + " --train-data " + bad.string(), "v3.bin");
+}
+
+TEST_F(CliBadInput, ShardShorterThanItsHeader) {
+  std::filesystem::path bad = dir / "short.bin";
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 2, header[2] = 1000;
+  std::ofstream(bad, std::ios::binary).write(reinterpret_cast<char*>(header.data()), 1024 + 40);
+  expect_one_line_error(base + " --train-data " + bad.string(), "short.bin");
+}
+
+TEST_F(CliBadInput, TokenIdBeyondTheVocabulary) {
+  std::filesystem::path wide = dir / "wide";
+  std::filesystem::create_directories(wide);
+  std::string big = testing::write_random_shard(wide, 4096, 1000, 5).string();
+  expect_one_line_error(base + " --train-data " + big, "vocab");
+}
+
+TEST_F(CliBadInput, ZeroAndNegativeSizes) {
+  expect_one_line_error(base + " --batch-size 0", "--batch-size");
+  expect_one_line_error(base + " --steps -3", "--steps");
+  expect_one_line_error(base + " --seq-len 0", "--seq-len");
+  expect_one_line_error(base + " --micro-batch-size -1", "--micro-batch-size");
+}
+
+TEST_F(CliBadInput, MicroBatchThatDoesNotDivideTheBatch) {
+  expect_one_line_error(base + " --batch-size 6 --micro-batch-size 4", "--micro-batch-size");
+}
+
+TEST_F(CliBadInput, SequenceLongerThanTheContext) { expect_one_line_error(base + " --seq-len 65", "--seq-len"); }
+
+TEST_F(CliBadInput, HeadsThatDoNotDivideTheWidth) {
+  std::filesystem::path hf = dir / "hf";
+  std::filesystem::create_directories(hf);
+  testing::write_text(hf / "config.json",
+                      R"({"model_type": "gpt2", "n_layer": 2, "n_head": 3, "n_embd": 32, "vocab_size": 256,
+                          "n_positions": 64})");
+  expect_one_line_error(base + " --init-from " + hf.string(), "num_heads");
+}
+
+TEST_F(CliBadInput, BrokenConfigJson) {
+  std::filesystem::path hf = dir / "hf";
+  std::filesystem::create_directories(hf);
+  testing::write_text(hf / "config.json", "{\"n_layer\": 2,");
+  expect_one_line_error(base + " --init-from " + hf.string(), "config.json");
+}
+
+TEST_F(CliBadInput, TruncatedSafetensors) {
+  std::filesystem::path hf = dir / "hf";
+  std::filesystem::create_directories(hf);
+  testing::write_text(hf / "config.json",
+                      R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 256,
+                          "n_positions": 64})");
+  testing::write_text(hf / "model.safetensors", std::string("\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13));
+  expect_one_line_error(base + " --init-from " + hf.string(), "model.safetensors");
+}
+
+TEST_F(CliBadInput, BrokenToml) {
+  std::filesystem::path toml = dir / "run.toml";
+  testing::write_text(toml, "lr = 0.001\nsteps = = 3\n");
+  expect_one_line_error(base + " --config " + toml.string(), "run.toml");
+}
+
+TEST_F(CliBadInput, UnknownTomlKey) {
+  std::filesystem::path toml = dir / "run.toml";
+  testing::write_text(toml, "learning_rate = 0.001\n");
+  expect_one_line_error(base + " --config " + toml.string(), "learning_rate");
+}
+
+TEST_F(CliBadInput, NonFiniteLossNamesTheStep) {
+  expect_one_line_error(base + " --steps 30 --lr 1e30 --grad-clip 0 --lr-schedule constant", "step ");
+}
+
+TEST(Cli, TomlConfigWithFlagOverrides) {
+  auto dir = testing::scratch_dir();
+  std::string shard = testing::write_random_shard(dir, 4096, 256, 3).string();
+  std::filesystem::path toml = dir / "run.toml";
+  testing::write_text(toml, "model = \"gpt2-tiny\"\nsteps = 5\nbatch-size = 2\nseq-len = 16\nlr = 0.001\n"
+                            "lr-schedule = \"constant\"\n"
+                            "train-data = \"" + shard + "\"\nout-dir = \"" + (dir / "run").string() + "\"\n");
+  Outcome o = tessera_run("train --config " + toml.string() + " --steps 3 --quiet");
+  ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
+  auto lines = testing::read_metrics(dir / "run" / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 3u);  // the flag won over the file
+  EXPECT_NEAR(lines[0]["lr"].get<double>(), 0.001, 1e-9);  // from the file
+}
+
+TEST(Cli, HelpListsTheTrainFlags) {
+  testing::CommandResult r = testing::run_command(std::string(TESSERA_EXE) + " train --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--config", "--init-from", "--model", "--train-data", "--val-data", "--tokenizer",
+                           "--batch-size", "--micro-batch-size", "--seq-len", "--steps", "--lr", "--min-lr",
+                           "--lr-schedule", "--warmup", "--weight-decay", "--beta1", "--beta2", "--eps", "--grad-clip",
+                           "--data-order", "--seed", "--eval-every", "--checkpoint-every", "--out-dir",
+                           "--metrics-file", "--threads"})
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+}
+
+}  // namespace tessera
