@@ -1,0 +1,140 @@
+// Tokenizer construction (vocabulary checks), encoding and decoding. Merged pieces are cached:
+// natural text repeats its words, so most pieces skip BPE after the first few kilobytes.
+#include "data/tokenizer.h"
+
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+// The cache is emptied when it grows past this many pieces, bounding its memory on huge corpora.
+constexpr size_t kMaxCachedPieces = size_t(1) << 20;
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace
+
+struct Tokenizer::PieceCache {
+  std::shared_mutex mutex;
+  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> pieces;
+};
+
+Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merges, std::vector<SpecialToken> specials,
+                     std::string source)
+    : tokens_(std::move(tokens)),
+      merges_(std::move(merges)),
+      specials_(std::move(specials)),
+      source_(std::move(source)),
+      cache_(std::make_shared<PieceCache>()) {
+  const auto n = int64_t(tokens_.size());
+  TS_CHECK(n > 0 && n < int64_t(INT32_MAX), source_, ": vocabulary size ", n, " is out of range");
+  for (const SpecialToken& s : specials_) {
+    TS_CHECK(!s.text.empty(), source_, ": special token ", s.id, " has empty text");
+    TS_CHECK(s.id >= 0 && s.id < n && tokens_[size_t(s.id)] == s.text, source_, ": special token '", s.text,
+             "' must have an id in [0, ", n, ") whose token is its text; got id ", s.id);
+    if (s.text == kEndOfText) eot_ = s.id;
+  }
+  std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
+  for (int32_t id = int32_t(n) - 1; id >= 0; --id)  // the lowest id wins when a byte repeats
+    if (tokens_[size_t(id)].size() == 1) byte_token_[static_cast<unsigned char>(tokens_[size_t(id)][0])] = id;
+  for (int b = 0; b < 256; ++b)
+    TS_CHECK(byte_token_[b] >= 0, source_, ": no token for byte 0x", std::hex, b,
+             "; a byte-level BPE vocabulary needs all 256 single-byte tokens");
+  for (size_t r = 0; r < merges_.size(); ++r) {
+    const BpeMerge& m = merges_[r];
+    bool in_range = m.left >= 0 && m.left < n && m.right >= 0 && m.right < n && m.merged >= 0 && m.merged < n;
+    TS_CHECK(in_range && tokens_[size_t(m.merged)] == tokens_[size_t(m.left)] + tokens_[size_t(m.right)], source_,
+             ": merge ", r + 1, " (ids ", m.left, " + ", m.right, " -> ", m.merged,
+             ") does not join two tokens into the third");
+  }
+  merger_ = BpeMerger(merges_);
+}
+
+int32_t Tokenizer::eot_token() const {
+  TS_CHECK(eot_ >= 0, source_, ": this vocabulary has no ", kEndOfText, " token");
+  return eot_;
+}
+
+void Tokenizer::check_id(int32_t id) const {
+  TS_CHECK(id >= 0 && id < int32_t(tokens_.size()), "token id ", id, " is outside the vocabulary of ", source_,
+           " (size ", tokens_.size(), ")");
+}
+
+std::string Tokenizer::token_text(int32_t id) const {
+  check_id(id);
+  return tokens_[size_t(id)];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    check_id(id);
+    out += tokens_[size_t(id)];
+  }
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  constexpr size_t npos = std::string_view::npos;
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3);
+  // next_at[k]: the next occurrence of special k at or after `done` (npos: none). It is searched
+  // again only once `done` passes it, so each special costs one scan of the text overall.
+  std::vector<size_t> next_at(specials_.size());
+  for (size_t k = 0; k < specials_.size(); ++k) next_at[k] = text.find(specials_[k].text);
+  size_t done = 0;
+  while (true) {
+    size_t at = npos;
+    const SpecialToken* found = nullptr;  // the earliest special; the longest among those at `at`
+    for (size_t k = 0; k < specials_.size(); ++k) {
+      if (next_at[k] < done) next_at[k] = text.find(specials_[k].text, done);
+      if (next_at[k] == npos) continue;
+      if (next_at[k] < at || (next_at[k] == at && specials_[k].text.size() > found->text.size())) {
+        at = next_at[k];
+        found = &specials_[k];
+      }
+    }
+    encode_ordinary(text.substr(done, at == npos ? npos : at - done), out);
+    if (found == nullptr) return out;
+    out.push_back(found->id);
+    done = at + found->text.size();
+  }
+}
+
+void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  std::vector<std::string_view> pieces;
+  pretokenizer_.split(text, pieces);
+  for (std::string_view piece : pieces) encode_piece(piece, out);
+}
+
+void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+  if (piece.size() == 1) {
+    out.push_back(byte_token_[static_cast<unsigned char>(piece[0])]);
+    return;
+  }
+  {
+    std::shared_lock lock(cache_->mutex);
+    auto it = cache_->pieces.find(piece);
+    if (it != cache_->pieces.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int32_t> ids(piece.size());
+  for (size_t i = 0; i < piece.size(); ++i) ids[i] = byte_token_[static_cast<unsigned char>(piece[i])];
+  merger_.merge(ids);
+  out.insert(out.end(), ids.begin(), ids.end());
+  std::unique_lock lock(cache_->mutex);
+  if (cache_->pieces.size() >= kMaxCachedPieces) cache_->pieces.clear();
+  cache_->pieces.emplace(std::string(piece), std::move(ids));
+}
+
+}  // namespace tessera
