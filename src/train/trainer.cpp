@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <fstream>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "data/tokenizer.h"
 #include "optim/grad_clip.h"
 #include "train/generate.h"
+#include "train/loss_plot.h"
 #include "train/metrics_log.h"
 #include "train/model_setup.h"
 
@@ -89,6 +91,11 @@ void Trainer::print_sample(ProgressLine& progress) {
   progress.message("sample: " + tokenizer_->decode(tokens));
 }
 
+void Trainer::write_loss_plot(const std::filesystem::path& metrics_path) {
+  std::ofstream(std::filesystem::path(config_.out_dir) / "loss.svg")
+      << loss_plot_svg(read_loss_curves(metrics_path), "Tessera: " + config_.out_dir);
+}
+
 TrainResult Trainer::run() {
   using Clock = std::chrono::steady_clock;
   std::filesystem::create_directories(config_.out_dir);
@@ -140,6 +147,7 @@ TrainResult Trainer::run() {
     if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last) print_sample(progress);
     if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last)
       result.last_checkpoint = save_checkpoint(step);
+    if (last || (config_.eval_every > 0 && step % config_.eval_every == 0)) write_loss_plot(metrics_path);
   }
   progress.finish();
   return result;

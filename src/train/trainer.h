@@ -39,6 +39,7 @@ class Trainer {
   float evaluate();
   std::filesystem::path save_checkpoint(int64_t step);
   void print_sample(ProgressLine& progress);
+  void write_loss_plot(const std::filesystem::path& metrics_path);
 
   TrainConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;

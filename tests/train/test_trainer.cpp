@@ -62,6 +62,9 @@ TEST(Trainer, MetricsLinesHaveTheDocumentedFields) {
   EXPECT_TRUE(lines[2].contains("val_loss"));
   EXPECT_EQ(lines[2]["step"], 2);
   EXPECT_NEAR(lines[0]["loss"].get<double>(), std::log(256.0), 0.1);
+  std::string svg = testing::read_text(std::filesystem::path(c.out_dir) / "loss.svg");
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  EXPECT_NE(svg.find("<circle cx"), std::string::npos);  // the validation points
 }
 
 TEST(Trainer, ResumeContinuesExactly) {

@@ -1,0 +1,81 @@
+// SVG rendering of loss curves: axes with ticks, the train curve, validation points.
+#include "train/loss_plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera {
+namespace {
+
+constexpr double kWidth = 720, kHeight = 420, kLeft = 60, kRight = 20, kTop = 40, kBottom = 50;
+
+std::string fmt(const char* pattern, double a, double b = 0, double c = 0, double d = 0) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, pattern, a, b, c, d);
+  return buffer;
+}
+
+}  // namespace
+
+LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
+  LossCurves curves;
+  std::ifstream in(metrics_file);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step")) continue;
+    if (j.contains("loss")) curves.train.emplace_back(j["step"].get<int64_t>(), j["loss"].get<float>());
+    if (j.contains("val_loss")) curves.val.emplace_back(j["step"].get<int64_t>(), j["val_loss"].get<float>());
+  }
+  return curves;
+}
+
+std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
+  double max_step = 1, lo = INFINITY, hi = -INFINITY;
+  for (const auto* series : {&curves.train, &curves.val})
+    for (auto [step, loss] : *series) {
+      if (!std::isfinite(loss)) continue;
+      max_step = std::max(max_step, double(step));
+      lo = std::min(lo, double(loss));
+      hi = std::max(hi, double(loss));
+    }
+  if (!(lo < hi)) lo = (std::isfinite(lo) ? lo : 0) - 1, hi = lo + 2;
+  const double pad = 0.05 * (hi - lo);
+  lo -= pad, hi += pad;
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  auto x = [&](double step) { return kLeft + plot_w * step / max_step; };
+  auto y = [&](double loss) { return kTop + plot_h * (hi - loss) / (hi - lo); };
+
+  std::string svg = fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" font-family=\"sans-serif\" "
+                        "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+                        kWidth, kHeight);
+  svg += "<text x=\"" + fmt("%g", kWidth / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" + title + "</text>\n";
+  for (int i = 0; i <= 5; ++i) {
+    double loss = lo + (hi - lo) * i / 5, step = max_step * i / 5;
+    svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>", kLeft, y(loss), kWidth - kRight, y(loss));
+    svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.2f</text>\n", kLeft - 6, y(loss) + 4, loss);
+    svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%.0f</text>\n", x(step), kHeight - kBottom + 18, step);
+  }
+  svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n", kLeft + plot_w / 2, kHeight - 12);
+  svg += fmt("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#444\"/>\n", kLeft, kTop, plot_w,
+             plot_h);
+  if (!curves.train.empty()) {
+    svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"";
+    for (auto [step, loss] : curves.train)
+      if (std::isfinite(loss)) svg += fmt("%.1f,%.1f ", x(double(step)), y(loss));
+    svg += "\"/>\n";
+  }
+  for (auto [step, loss] : curves.val)
+    if (std::isfinite(loss)) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#d62728\"/>\n", x(double(step)), y(loss));
+  svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#1f77b4\" stroke-width=\"2\"/>", kWidth - 170, kTop + 14,
+             kWidth - 150, kTop + 14);
+  svg += fmt("<text x=\"%g\" y=\"%g\">train loss</text>", kWidth - 145, kTop + 18);
+  svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"3.5\" fill=\"#d62728\"/>", kWidth - 160, kTop + 32);
+  svg += fmt("<text x=\"%g\" y=\"%g\">val loss</text>\n</svg>\n", kWidth - 145, kTop + 36);
+  return svg;
+}
+
+}  // namespace tessera

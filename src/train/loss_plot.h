@@ -1,0 +1,24 @@
+// A loss-curve picture: <out_dir>/loss.svg, train loss per step and validation loss at each eval,
+// redrawn from the metrics whenever the run evaluates or ends. Plain SVG, viewable in a browser.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera {
+
+struct LossCurves {
+  std::vector<std::pair<int64_t, float>> train;  // (step, loss)
+  std::vector<std::pair<int64_t, float>> val;    // (step, val_loss)
+};
+
+// Reads the curves back from a metrics.jsonl file (missing file: empty curves).
+LossCurves read_loss_curves(const std::filesystem::path& metrics_file);
+
+// The SVG document of the curves.
+std::string loss_plot_svg(const LossCurves& curves, const std::string& title);
+
+}  // namespace tessera
