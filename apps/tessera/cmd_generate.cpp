@@ -1,4 +1,5 @@
-// tessera generate: sample text from a checkpoint (or a Hugging Face GPT-2 folder).
+// tessera generate: sample text from a checkpoint (or a Hugging Face GPT-2 folder), printing each
+// token as it comes (print_token_text, also used by train for its final sample).
 #include <cstdio>
 
 #include "checkpoint/hf_gpt2.h"
@@ -37,14 +38,18 @@ void add_generate_command(CLI::App& app) {
     o->sampling.stop_token = tokenizer.eot_token();
     Rng rng(o->seed, stream_id("generate"));
     std::printf("%s", o->prompt.c_str());
-    generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {
-      if (token == tokenizer.eot_token()) return;
-      std::string text = tokenizer.token_text(token);
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    });
+    generate(*loaded.model, prompt, o->sampling, rng, print_token_text(tokenizer));
     std::printf("\n");
   });
+}
+
+std::function<void(int32_t)> print_token_text(const Tokenizer& tokenizer) {
+  return [&tokenizer](int32_t token) {
+    if (token == tokenizer.eot_token()) return;
+    std::string text = tokenizer.token_text(token);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
 }
 
 }  // namespace tessera::cli

@@ -58,12 +58,7 @@ void print_final_sample(Trainer& trainer, const TrainConfig& c) {
                           tokenizer.eot_token()};
   std::printf("\n--- sample ---\n");
   std::fflush(stdout);
-  generate(trainer.model(), {tokenizer.eot_token()}, options, rng, [&](int32_t token) {
-    if (token == tokenizer.eot_token()) return;
-    std::string text = tokenizer.token_text(token);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-  });
+  generate(trainer.model(), {tokenizer.eot_token()}, options, rng, print_token_text(tokenizer));
   std::printf("\n--------------\n");
 }
 

@@ -3,6 +3,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+
+namespace tessera {
+class Tokenizer;
+}
 
 namespace tessera::cli {
 
@@ -18,6 +24,10 @@ void add_convert_command(CLI::App& app);
 // fills the flags not given on the command line from the file.
 void enable_toml_config(CLI::App& command);
 void apply_toml_config(CLI::App& command);
+
+// A generate() callback that prints each token's text to stdout as it comes; end-of-text prints
+// nothing. `tokenizer` must outlive the callback.
+std::function<void(int32_t)> print_token_text(const Tokenizer& tokenizer);
 
 // A subcommand whose repeated flags take the last value, as in most command-line tools.
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description);

@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <system_error>
 
 #include "checkpoint/safetensors.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/whole_file.h"
 
 namespace tessera {
 
@@ -110,13 +110,10 @@ void check_config_bool(const json& config, const std::filesystem::path& path, co
 
 GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
   const std::filesystem::path& path = config_json;
-  std::ifstream in(path, std::ios::binary);
-  TS_CHECK(in, "Hugging Face config ", path, ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text = read_whole_file(path, "Hugging Face config");
   json config;
   try {
-    config = json::parse(text.str());
+    config = json::parse(text);
   } catch (const json::parse_error& e) {
     TS_FAIL("Hugging Face config ", path, ": not valid JSON (error at byte ", e.byte, ")");
   }

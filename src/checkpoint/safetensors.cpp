@@ -8,13 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <system_error>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace tessera {
@@ -54,76 +53,14 @@ std::string_view safetensors_dtype(DType type) {
   TS_FAIL("safetensors: no safetensors name for dtype ", dtype_name(type));
 }
 
-std::string errno_message() { return std::error_code(errno, std::generic_category()).message(); }
-
-// A file written under a temporary name in the destination folder and renamed over `path` by
-// commit(); destroyed uncommitted, it removes the temporary file and leaves `path` untouched.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
-    static std::atomic<uint64_t> counter{0};
-    std::filesystem::path folder = path_.parent_path().empty() ? "." : path_.parent_path();
-    // Built with += : GCC 12 warns falsely (-Wrestrict) on "." + std::string.
-    std::string name = ".";
-    name += path_.filename().string();
-    name += ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-    temp_ = folder / name;
-    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    TS_CHECK(fd_ >= 0, "writing ", path_, ": cannot create ", temp_, ": ", errno_message());
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(temp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const void* data, size_t bytes) {
-    const char* p = static_cast<const char*>(data);
-    while (bytes > 0) {
-      ssize_t n = ::write(fd_, p, std::min<size_t>(bytes, size_t(1) << 30));
-      if (n < 0 && errno == EINTR) continue;
-      TS_CHECK(n > 0, "writing ", path_, ": write to ", temp_, " failed: ", errno_message());
-      p += n;
-      bytes -= size_t(n);
-    }
-  }
-
-  void commit() {
-    TS_CHECK(::fsync(fd_) == 0, "writing ", path_, ": fsync failed: ", errno_message());
-    int fd = fd_;
-    fd_ = -1;
-    TS_CHECK(::close(fd) == 0, "writing ", path_, ": close failed: ", errno_message());
-    TS_CHECK(::rename(temp_.c_str(), path_.c_str()) == 0, "writing ", path_, ": cannot rename ", temp_,
-             " into place: ", errno_message());
-    committed_ = true;
-    // Make the rename itself durable; file systems that cannot sync a folder answer EINVAL.
-    std::filesystem::path folder = path_.parent_path().empty() ? "." : path_.parent_path();
-    int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      int rc = ::fsync(dir);
-      int sync_errno = errno;
-      ::close(dir);
-      errno = sync_errno;
-      TS_CHECK(rc == 0 || errno == EINVAL, "writing ", path_, ": fsync of ", folder, " failed: ", errno_message());
-    }
-  }
-
- private:
-  std::filesystem::path path_;
-  std::filesystem::path temp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TS_CHECK(fd >= 0, "safetensors file ", path, ": cannot open: ", errno_message());
+  TS_CHECK(fd >= 0, "safetensors file ", path, ": cannot open: ", errno_text(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    std::string message = errno_message();
+    std::string message = errno_text(errno);
     ::close(fd);
     TS_FAIL("safetensors file ", path, ": cannot stat: ", message);
   }
@@ -137,7 +74,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     TS_FAIL("safetensors file ", path, ": ", file_bytes, " bytes is too short to hold the 8-byte header length");
   }
   void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  std::string map_error = map == MAP_FAILED ? errno_message() : "";
+  std::string map_error = map == MAP_FAILED ? errno_text(errno) : "";
   ::close(fd);
   TS_CHECK(map != MAP_FAILED, "safetensors file ", path, ": cannot map: ", map_error);
   map_ = static_cast<const std::byte*>(map);
@@ -299,16 +236,10 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   text.append((8 - text.size() % 8) % 8, ' ');
   uint64_t header_bytes = text.size();
 
-  AtomicFile file(path);
+  AtomicFileWriter file(path);
   file.write(&header_bytes, 8);
   file.write(text.data(), text.size());
   for (const SafetensorsEntry* e : sorted) file.write(e->data, size_t(shape_numel(e->shape)) * dtype_size(e->dtype));
-  file.commit();
-}
-
-void write_file_atomic(const std::filesystem::path& path, std::string_view contents) {
-  AtomicFile file(path);
-  file.write(contents.data(), contents.size());
   file.commit();
 }
 

@@ -11,7 +11,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -76,8 +75,5 @@ struct SafetensorsEntry {
 // Writes `entries` (any order; sorted by name in the file) and `metadata` to `path` atomically.
 void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorsEntry>& entries,
                        const std::map<std::string, std::string>& metadata = {});
-
-// Replaces `path` with `contents` atomically: a temp file in the same folder, fsync, rename.
-void write_file_atomic(const std::filesystem::path& path, std::string_view contents);
 
 }  // namespace tessera

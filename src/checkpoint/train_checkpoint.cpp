@@ -1,27 +1,17 @@
 // Checkpoint save/load with an atomic commit: temp folder -> fsync -> rename -> repoint ckpt-latest.
 #include "checkpoint/train_checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "checkpoint/safetensors.h"
+#include "core/atomic_file.h"
+#include "data/whole_file.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kLatest = "ckpt-latest";
-
-void fsync_path(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
 
 std::string step_dir_name(int64_t step) {
   char name[32];
@@ -51,9 +41,7 @@ nlohmann::json model_config_json(const GPT2Config& c) {
 
 nlohmann::json read_state_json(const fs::path& checkpoint) {
   fs::path path = checkpoint / "state.json";
-  std::ifstream in(path);
-  TS_CHECK(in.good(), "checkpoint ", checkpoint.string(), ": cannot read state.json");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(read_whole_file(path, "checkpoint state"), nullptr, false);
   TS_CHECK(!j.is_discarded() && j.is_object(), "checkpoint ", path.string(), ": not valid JSON");
   return j;
 }
@@ -83,8 +71,9 @@ fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const AdamW
                       {"model", model_config_json(model.config())},
                       {"run_config", state.run_config}};
   write_file_atomic(temp_dir / "state.json", j.dump(2) + "\n");
-  if (!tokenizer_json.empty() && fs::exists(tokenizer_json)) fs::copy_file(tokenizer_json, temp_dir / "tokenizer.json");
-  fsync_path(temp_dir);
+  if (!tokenizer_json.empty() && fs::exists(tokenizer_json))
+    write_file_atomic(temp_dir / "tokenizer.json", read_whole_file(tokenizer_json, "tokenizer"));
+  fsync_directory(temp_dir);
 
   // Commit: the new folder appears under its final name, then ckpt-latest moves to it, then the
   // previous checkpoints go. Until the rename of ckpt-latest, the old checkpoint is the live one.
@@ -96,7 +85,7 @@ fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const AdamW
   fs::remove(link_temp);
   fs::create_directory_symlink(name, link_temp);
   fs::rename(link_temp, out_dir / kLatest);
-  fsync_path(out_dir);
+  fsync_directory(out_dir);
   fs::remove_all(replaced);
   for (const fs::directory_entry& e : fs::directory_iterator(out_dir)) {
     std::string n = e.path().filename().string();

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace tessera {
 
@@ -18,6 +19,9 @@ class Error : public std::runtime_error {
  private:
   std::string where_;
 };
+
+// The OS's text for an errno value ("No such file or directory"), as strerror gives it.
+inline std::string errno_text(int err) { return std::generic_category().message(err); }
 
 namespace detail {
 template <typename... Parts>

@@ -2,12 +2,12 @@
 #include "data/corpus.h"
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
+#include "data/whole_file.h"
 
 namespace tessera {
 namespace {
@@ -52,11 +52,7 @@ class ShardWriter {
 }  // namespace
 
 std::vector<std::string> read_documents(const std::filesystem::path& file, const std::string& delimiter) {
-  std::ifstream in(file, std::ios::binary);
-  TS_CHECK(in.good(), "cannot read text file '", file.string(), "'");
-  std::ostringstream whole;
-  whole << in.rdbuf();
-  std::string text = whole.str();
+  std::string text = read_whole_file(file, "text file");
   std::vector<std::string> documents;
   if (delimiter.empty()) {
     if (!text.empty()) documents.push_back(std::move(text));

@@ -1,5 +1,5 @@
 // Token shard I/O: the header is read and checked with pread before the file is mapped, so a bad
-// shard throws without leaving a mapping behind; writes go to a temporary name, fsync, then rename.
+// shard throws without leaving a mapping behind; writes go through AtomicFileWriter.
 #include "data/token_shard.h"
 
 #include <fcntl.h>
@@ -13,9 +13,10 @@
 #include <cerrno>
 #include <limits>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
+
+#include "core/atomic_file.h"
 
 namespace tessera {
 
@@ -23,8 +24,6 @@ static_assert(std::endian::native == std::endian::little,
               "token shards are little-endian; a big-endian host needs a byte swap in TokenShard");
 
 namespace {
-
-std::string errno_text(int err) { return std::generic_category().message(err); }
 
 // Closes the descriptor when it goes out of scope.
 struct FileDescriptor {
@@ -35,34 +34,18 @@ struct FileDescriptor {
   ~FileDescriptor() {
     if (fd >= 0) ::close(fd);
   }
-  int release_and_close() {
-    int rc = ::close(fd);
-    fd = -1;
-    return rc;
-  }
 };
 
 int64_t bytes_per_token(int version) { return version == 1 ? 2 : 4; }
 
-void write_all(int fd, const void* data, size_t bytes, const std::string& name) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    TS_CHECK(n > 0, "shard ", name, ": write failed (", errno_text(errno), "); check free disk space");
-    p += n;
-    bytes -= size_t(n);
-  }
-}
-
 // Writes the tokens as uint16 in bounded chunks, so a large shard needs no full-size copy.
-void write_uint16_tokens(int fd, std::span<const uint32_t> tokens, const std::string& name) {
+void write_uint16_tokens(AtomicFileWriter& file, std::span<const uint32_t> tokens) {
   constexpr size_t kChunk = size_t(1) << 20;
   std::vector<uint16_t> narrow;
   for (size_t begin = 0; begin < tokens.size(); begin += kChunk) {
     size_t end = std::min(tokens.size(), begin + kChunk);
     narrow.assign(tokens.begin() + ptrdiff_t(begin), tokens.begin() + ptrdiff_t(end));
-    write_all(fd, narrow.data(), narrow.size() * 2, name);
+    file.write(narrow.data(), narrow.size() * 2);
   }
 }
 
@@ -151,28 +134,13 @@ void write_token_shard(const std::filesystem::path& path, std::span<const uint32
   header[1] = version;
   header[2] = int32_t(tokens.size());
 
-  const std::string temp = name + ".tmp." + std::to_string(::getpid());
-  FileDescriptor file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  TS_CHECK(file.fd >= 0, "shard ", name, ": cannot create ", temp, " (", errno_text(errno),
-           "); check that the directory exists and is writable");
-  try {
-    write_all(file.fd, header.data(), size_t(kTokenShardHeaderBytes), name);
-    if (version == 1)
-      write_uint16_tokens(file.fd, tokens, name);
-    else
-      write_all(file.fd, tokens.data(), tokens.size_bytes(), name);
-    TS_CHECK(::fsync(file.fd) == 0, "shard ", name, ": fsync failed (", errno_text(errno), ")");
-    TS_CHECK(file.release_and_close() == 0, "shard ", name, ": close failed (", errno_text(errno), ")");
-    TS_CHECK(::rename(temp.c_str(), name.c_str()) == 0, "shard ", name, ": cannot rename ", temp, " into place (",
-             errno_text(errno), ")");
-  } catch (...) {
-    ::unlink(temp.c_str());
-    throw;
-  }
-  // Make the rename itself durable. Best effort: some filesystems refuse fsync on a directory.
-  std::filesystem::path parent = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  FileDescriptor dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.fd >= 0) ::fsync(dir.fd);
+  AtomicFileWriter file(path);
+  file.write(header.data(), size_t(kTokenShardHeaderBytes));
+  if (version == 1)
+    write_uint16_tokens(file, tokens);
+  else
+    file.write(tokens.data(), tokens.size_bytes());
+  file.commit();
 }
 
 }  // namespace tessera

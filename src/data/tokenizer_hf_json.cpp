@@ -4,10 +4,10 @@
 // rather than ignored. Written: the same layout as GPT-2's own tokenizer.json.
 #include <string>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/byte_level.h"
 #include "data/tokenizer_files.h"
-#include "data/whole_file.h"
 
 namespace tessera {
 namespace vocab_files {
@@ -152,7 +152,7 @@ void Tokenizer::save_json(const std::filesystem::path& file) const {
   } catch (const Json::type_error& e) {
     TS_FAIL("cannot save ", file.string(), ": a special token's text is not valid UTF-8 (", e.what(), ")");
   }
-  write_whole_file_atomically(file, text + "\n");
+  write_file_atomic(file, text + "\n");
 }
 
 }  // namespace tessera

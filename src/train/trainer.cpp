@@ -4,12 +4,12 @@
 #include <omp.h>
 
 #include <chrono>
-#include <fstream>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
 
 #include "checkpoint/train_checkpoint.h"
+#include "core/atomic_file.h"
 #include "data/tokenizer.h"
 #include "optim/grad_clip.h"
 #include "train/generate.h"
@@ -92,8 +92,8 @@ void Trainer::print_sample(ProgressLine& progress) {
 }
 
 void Trainer::write_loss_plot(const std::filesystem::path& metrics_path) {
-  std::ofstream(std::filesystem::path(config_.out_dir) / "loss.svg")
-      << loss_plot_svg(read_loss_curves(metrics_path), "Tessera: " + config_.out_dir);
+  write_file_atomic(std::filesystem::path(config_.out_dir) / "loss.svg",
+                    loss_plot_svg(read_loss_curves(metrics_path), "Tessera: " + config_.out_dir));
 }
 
 TrainResult Trainer::run() {

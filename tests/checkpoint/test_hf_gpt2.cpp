@@ -51,16 +51,7 @@ const Tensor& param(const NamedTensors& params, const std::string& name) {
   throw std::runtime_error("no parameter " + name);
 }
 
-// Error message of `body`, which must throw tessera::Error.
-template <typename Body> std::string error_of(Body body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no tessera::Error thrown";
-  return "";
-}
+using testing::error_of;
 
 GPT2Config tiny() { return gpt2_preset("gpt2-tiny"); }  // L=2, NH=2, C=32, V=256, maxT=64
 

@@ -19,18 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tessera::Error";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testing::contains;
+using testing::error_of;
 
 // A dataset whose token at stream position p is p + 1000, split over shards of the given sizes.
 TokenDataset position_dataset(const std::vector<uint32_t>& shard_sizes) {

@@ -17,19 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The message of the tessera::Error that `f` throws ("" and a test failure when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tessera::Error";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testing::contains;
+using testing::error_of;
 
 // A file holding the llm.c header (magic, version, count; the rest zero) followed by raw payload bytes.
 void write_raw_shard(const fs::path& path, int32_t magic, int32_t version, int32_t count, size_t payload_bytes) {

@@ -17,17 +17,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The message of the tessera::Error that `action` throws ("" and a test failure when none).
+// testing::error_of, also checking that the message is one line.
 std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
-    return message;
-  }
-  ADD_FAILURE() << "no tessera::Error thrown";
-  return "";
+  std::string message = testing::error_of(action);
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+  return message;
 }
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)

@@ -57,4 +57,6 @@ std::string read_text(const std::filesystem::path& path) {
   return s.str();
 }
 
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 }  // namespace tessera::testing

@@ -1,10 +1,15 @@
-// Helpers shared by the tests: scratch directories, random tensors, running the tessera binary.
+// Helpers shared by the tests: scratch directories, random tensors, running the tessera binary,
+// and the message of an expected tessera::Error.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace tessera::testing {
 
@@ -24,5 +29,19 @@ CommandResult run_command(const std::string& command_line);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
 std::string read_text(const std::filesystem::path& path);
+
+// The message of the tessera::Error that `f` throws ("" and a test failure when it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a tessera::Error";
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part);
 
 }  // namespace tessera::testing
