@@ -1,0 +1,44 @@
+// Softmax + cross-entropy on the CPU, parallel over rows. A row is read once for its max and once
+// for exp(x - max), which is stored in place when a gradient is asked for and then scaled into it:
+//   loss = log(sum_v exp(x_v - max)) - (x_target - max);   grad = dloss * (softmax - onehot(target)).
+#include "ops/cpu/cross_entropy_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cpu/kernel_util.h"
+
+namespace tessera::cpu {
+
+void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
+                           float dloss) {
+#pragma omp parallel for schedule(static) if (N * V >= kMinParallelElements)
+  for (int64_t n = 0; n < N; n++) {
+    float* x = logits + n * Vp;  // (Vp)
+    const int64_t target = targets[n];
+    float max_x = -INFINITY;
+#pragma omp simd reduction(max : max_x)
+    for (int64_t v = 0; v < V; v++) max_x = std::max(max_x, x[v]);
+    const float x_target = x[target];
+    float sum = 0.0f;
+    if (dloss == 0.0f) {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t v = 0; v < V; v++) sum += exp_approx(x[v] - max_x);
+    } else {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t v = 0; v < V; v++) {
+        x[v] = exp_approx(x[v] - max_x);
+        sum += x[v];
+      }
+    }
+    losses[n] = std::log(sum) - (x_target - max_x);  // subtract first: both can be huge
+    if (dloss == 0.0f) continue;
+    const float grad_scale = dloss / sum;
+#pragma omp simd
+    for (int64_t v = 0; v < V; v++) x[v] *= grad_scale;
+    x[target] -= dloss;
+    std::fill(x + V, x + Vp, 0.0f);
+  }
+}
+
+}  // namespace tessera::cpu

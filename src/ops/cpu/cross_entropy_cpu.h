@@ -1,0 +1,13 @@
+// CPU kernel of the fused softmax + cross-entropy (contract in ops/cross_entropy.h).
+#pragma once
+
+#include <cstdint>
+
+namespace tessera::cpu {
+
+// losses (N) from logits (N,Vp) over the first V columns and targets (N) in [0,V). With dloss != 0
+// logits is overwritten with dloss * (softmax - onehot), padding columns 0.
+void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
+                           float dloss);
+
+}  // namespace tessera::cpu

@@ -1,0 +1,40 @@
+// Fused softmax + cross-entropy: shape, dtype and target-range checks, then dispatch by device.
+#include "ops/cross_entropy.h"
+
+#include "ops/cpu/cross_entropy_cpu.h"
+#include "ops/op_checks.h"
+
+namespace tessera {
+namespace {
+
+// A target outside [0, V) would index padding or memory past the row.
+void check_target_range(const Tensor& targets, int64_t V) {
+  const int32_t* ids = targets.data<int32_t>();
+  for (int64_t n = 0; n < targets.numel(); n++)
+    TS_CHECK(ids[n] >= 0 && ids[n] < V, "softmax_cross_entropy: target ", ids[n], " of row ", n,
+             " is outside the vocabulary [0, ", V, ")");
+}
+
+}  // namespace
+
+void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, int64_t vocab_size, float dloss) {
+  const char* op = "softmax_cross_entropy";
+  const Device device =
+      detail::check_args(op, {{"losses", losses}, {"logits", logits}, {"targets", targets, DType::i32}});
+  TS_CHECK(logits.ndim() == 2, op, ": logits must be (N,Vp), got ", shape_string(logits.shape()));
+  const int64_t N = logits.size(0), Vp = logits.size(1);
+  TS_CHECK(vocab_size > 0 && vocab_size <= Vp, op, ": vocab_size ", vocab_size, " must be in [1, ", Vp,
+           "], the padded width of logits");
+  detail::check_shape(op, "targets", targets, {N});
+  detail::check_shape(op, "losses", losses, {N});
+  switch (device) {
+    case Device::cpu:
+      check_target_range(targets, vocab_size);
+      cpu::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,68 @@
+// Token + position embedding: shape, dtype and token-range checks, then dispatch by device.
+#include "ops/encoder.h"
+
+#include "ops/cpu/encoder_cpu.h"
+#include "ops/op_checks.h"
+
+namespace tessera {
+namespace {
+
+struct EncoderDims {
+  int64_t B, T, C, Vp;
+};
+
+// tokens (B,T); the embedding tables (or their gradients) (Vp,C) and (maxT,C) with T <= maxT.
+EncoderDims encoder_dims(const char* op, const Tensor& tokens, const detail::Arg& wte, const detail::Arg& wpe) {
+  TS_CHECK(tokens.ndim() == 2, op, ": tokens must be (B,T), got ", shape_string(tokens.shape()));
+  TS_CHECK(wte.tensor.ndim() == 2, op, ": ", wte.name, " must be (Vp,C), got ", shape_string(wte.tensor.shape()));
+  const int64_t Vp = wte.tensor.size(0), C = wte.tensor.size(1);
+  TS_CHECK(wpe.tensor.ndim() == 2 && wpe.tensor.size(1) == C, op, ": ", wpe.name, " must be (maxT,", C, "), got ",
+           shape_string(wpe.tensor.shape()));
+  TS_CHECK(tokens.size(1) <= wpe.tensor.size(0), op, ": sequence length ", tokens.size(1), " exceeds the ",
+           wpe.tensor.size(0), " positions of ", wpe.name);
+  return {tokens.size(0), tokens.size(1), C, Vp};
+}
+
+// Token ids index rows of wte: one out of range would read or write outside it.
+void check_token_range(const char* op, const Tensor& tokens, int64_t Vp) {
+  const int32_t* ids = tokens.data<int32_t>();
+  for (int64_t i = 0; i < tokens.numel(); i++)
+    TS_CHECK(ids[i] >= 0 && ids[i] < Vp, op, ": token id ", ids[i], " at position ", i, " is outside [0, ", Vp,
+             ")");
+}
+
+}  // namespace
+
+void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+  const char* op = "encoder_forward";
+  const Device device =
+      detail::check_args(op, {{"out", out}, {"tokens", tokens, DType::i32}, {"wte", wte}, {"wpe", wpe}});
+  const EncoderDims d = encoder_dims(op, tokens, {"wte", wte}, {"wpe", wpe});
+  detail::check_shape(op, "out", out, {d.B, d.T, d.C});
+  switch (device) {
+    case Device::cpu:
+      check_token_range(op, tokens, d.Vp);
+      cpu::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), d.B, d.T, d.C);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+  const char* op = "encoder_backward";
+  const Device device =
+      detail::check_args(op, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout}, {"tokens", tokens, DType::i32}});
+  const EncoderDims d = encoder_dims(op, tokens, {"dwte", dwte}, {"dwpe", dwpe});
+  detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
+  switch (device) {
+    case Device::cpu:
+      check_token_range(op, tokens, d.Vp);
+      cpu::encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.data<int32_t>(), d.B, d.T, d.C);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,31 @@
+// Gradient-clipping reductions: dtype checks, then dispatch by device.
+#include "ops/norm.h"
+
+#include "ops/cpu/norm_cpu.h"
+#include "ops/op_checks.h"
+
+namespace tessera {
+
+double squared_norm(const Tensor& x) {
+  const char* op = "squared_norm";
+  switch (detail::check_args(op, {{"x", x}})) {
+    case Device::cpu:
+      return cpu::squared_norm(x.f32(), x.numel());
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+  return 0.0;  // unreachable: every device is handled above
+}
+
+void scale_inplace(Tensor& x, float factor) {
+  const char* op = "scale_inplace";
+  switch (detail::check_args(op, {{"x", x}})) {
+    case Device::cpu:
+      cpu::scale_inplace(x.f32(), x.numel(), factor);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+}  // namespace tessera

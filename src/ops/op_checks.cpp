@@ -1,0 +1,36 @@
+// Argument checks shared by the op entry points.
+#include "ops/op_checks.h"
+
+namespace tessera::detail {
+
+Device check_args(const char* op, std::initializer_list<Arg> args) {
+  Device device = Device::cpu;
+  bool first = true;
+  for (const Arg& a : args) {
+    if (a.optional && !a.tensor.defined()) continue;
+    TS_CHECK(a.tensor.defined(), op, ": ", a.name, " is undefined");
+    TS_CHECK(a.tensor.dtype() == a.dtype, op, ": ", a.name, " must be ", dtype_name(a.dtype), ", got ",
+             dtype_name(a.tensor.dtype()));
+    TS_CHECK(first || a.tensor.device() == device, op, ": ", a.name,
+             " lives on another device than the arguments before it; put all of them on one device");
+    device = a.tensor.device();
+    first = false;
+  }
+  return device;
+}
+
+void check_shape(const char* op, const char* name, const Tensor& t, const Shape& shape) {
+  TS_CHECK(t.shape() == shape, op, ": ", name, " has shape ", shape_string(t.shape()), " but must be ",
+           shape_string(shape));
+}
+
+Shape leading_shape(const Tensor& t) {
+  if (t.ndim() == 0) return {};
+  return Shape(t.shape().begin(), t.shape().end() - 1);
+}
+
+void fail_no_cuda_kernel(const char* op) {
+  TS_FAIL(op, ": this build has no CUDA kernel for this op yet; run it on CPU tensors");
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,28 @@
+// Argument checks shared by the op entry points: dtype, shape and device rules whose messages name
+// the op and the argument, and the one failure an op raises on a device it has no kernel for yet.
+#pragma once
+
+#include <initializer_list>
+
+#include "core/tensor.h"
+
+namespace tessera::detail {
+
+struct Arg {
+  const char* name;
+  const Tensor& tensor;
+  DType dtype = DType::f32;
+  bool optional = false;  // an undefined optional argument is skipped
+};
+
+// Each argument is defined (unless optional) and holds its dtype, and all defined arguments live
+// on one device, which is returned.
+Device check_args(const char* op, std::initializer_list<Arg> args);
+// t has exactly `shape`.
+void check_shape(const char* op, const char* name, const Tensor& t, const Shape& shape);
+// All dimensions of t but the last: the rows of a (..., C) tensor.
+Shape leading_shape(const Tensor& t);
+// Raised by an op's Device::cuda branch until its CUDA kernel lands.
+[[noreturn]] void fail_no_cuda_kernel(const char* op);
+
+}  // namespace tessera::detail

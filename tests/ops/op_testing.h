@@ -1,0 +1,102 @@
+// Helpers for the op tests: tensors from values, double-precision sums and comparisons, and the
+// central-difference derivative of a scalar loss with respect to every element of a tensor.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "core/tensor.h"
+#include "support/test_support.h"
+
+namespace tessera::testing {
+
+inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = Tensor::zeros(shape);
+  std::vector<float> values = random_floats(t.numel(), seed, lo, hi);
+  std::copy(values.begin(), values.end(), t.f32());
+  return t;
+}
+
+inline Tensor tensor_of(Shape shape, const std::vector<float>& values) {
+  Tensor t = Tensor::zeros(std::move(shape));
+  EXPECT_EQ(int64_t(values.size()), t.numel());
+  std::copy(values.begin(), values.end(), t.f32());
+  return t;
+}
+
+inline Tensor copy_of(const Tensor& t) {
+  Tensor c = Tensor::zeros(t.shape(), t.dtype());
+  std::copy(t.f32(), t.f32() + t.numel(), c.f32());
+  return c;
+}
+
+inline void fill(Tensor& t, float value) { std::fill(t.f32(), t.f32() + t.numel(), value); }
+
+// sum_i a[i] * b[i] in double: the loss whose gradient with respect to a is b.
+inline double dot(const Tensor& a, const Tensor& b) {
+  double s = 0.0;
+  for (int64_t i = 0; i < a.numel(); i++) s += double(a.f32()[i]) * double(b.f32()[i]);
+  return s;
+}
+
+// d loss / d t[i] for every i, by central differences with step h; t is restored afterwards.
+inline std::vector<double> numeric_gradient(Tensor& t, const std::function<double()>& loss, float h) {
+  std::vector<double> grad(size_t(t.numel()));
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); i++) {
+    const float saved = p[i];
+    p[i] = saved + h;
+    const double up = loss();
+    p[i] = saved - h;
+    const double down = loss();
+    p[i] = saved;
+    grad[size_t(i)] = (up - down) / (2.0 * double(h));
+  }
+  return grad;
+}
+
+// Every actual[i] within atol + rtol * |expected[i]|.
+inline void expect_close(const float* actual, const std::vector<double>& expected, double atol, double rtol,
+                         const char* what) {
+  int reported = 0;
+  for (size_t i = 0; i < expected.size(); i++) {
+    const double err = std::fabs(double(actual[i]) - expected[i]);
+    if (!(err <= atol + rtol * std::fabs(expected[i])) && reported++ < 5)
+      ADD_FAILURE() << what << "[" << i << "] = " << actual[i] << ", expected " << expected[i];
+  }
+  EXPECT_EQ(reported, 0) << what << ": elements out of tolerance";
+}
+
+inline void expect_close(const Tensor& actual, const std::vector<double>& expected, double atol, double rtol,
+                         const char* what) {
+  ASSERT_EQ(actual.numel(), int64_t(expected.size())) << what;
+  expect_close(actual.f32(), expected, atol, rtol, what);
+}
+
+// Runs fn with OpenMP teams of `threads` threads, then restores the previous setting. Kernels split
+// work by thread count (rows, column slices), so results on one thread and on several must agree.
+inline void with_threads(int threads, const std::function<void()>& fn) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  fn();
+  omp_set_num_threads(saved);
+}
+
+// Every element of a equals the one of b, bit for bit.
+inline void expect_identical(const Tensor& a, const Tensor& b, const char* what) {
+  ASSERT_EQ(a.numel(), b.numel()) << what;
+  int64_t differing = 0;
+  for (int64_t i = 0; i < a.numel(); i++) differing += a.f32()[i] != b.f32()[i];
+  EXPECT_EQ(differing, 0) << what << ": elements differ";
+}
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+}  // namespace tessera::testing

@@ -1,0 +1,125 @@
+// Fused softmax + cross-entropy: losses against a double reference, the in-place gradient by finite
+// differences, padded vocabulary, huge logits, dloss == 0 leaving logits alone, bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/cross_entropy.h"
+#include "ops/op_testing.h"
+
+namespace tessera {
+namespace {
+
+struct CrossEntropyCase {
+  int64_t N = 6, V = 37, Vp = 48;
+  Tensor logits = testing::random_tensor({N, Vp}, 101, -4.0f, 4.0f);
+  Tensor targets = Tensor::zeros({N}, DType::i32);
+  Tensor losses = Tensor::zeros({N});
+  CrossEntropyCase() {
+    const int32_t ids[] = {0, 36, 5, 5, 17, 30};
+    std::copy(std::begin(ids), std::end(ids), targets.data<int32_t>());
+    for (int64_t n = 0; n < N; n++)  // padding holds large values that must not count
+      for (int64_t v = V; v < Vp; v++) logits.f32()[n * Vp + v] = 50.0f;
+  }
+  // -log softmax(logits[n, :V])[target] in double.
+  std::vector<double> reference_losses() const {
+    std::vector<double> ref;
+    for (int64_t n = 0; n < N; n++) {
+      const float* x = logits.f32() + n * Vp;
+      double max_x = x[0], sum = 0.0;
+      for (int64_t v = 0; v < V; v++) max_x = std::max(max_x, double(x[v]));
+      for (int64_t v = 0; v < V; v++) sum += std::exp(double(x[v]) - max_x);
+      ref.push_back(std::log(sum) + max_x - x[targets.data<int32_t>()[n]]);
+    }
+    return ref;
+  }
+};
+
+TEST(CrossEntropy, LossesMatchDoubleReferenceAndLeaveLogitsAlone) {
+  CrossEntropyCase e;
+  const Tensor before = testing::copy_of(e.logits);
+  softmax_cross_entropy(e.losses, e.logits, e.targets, e.V, 0.0f);
+  testing::expect_close(e.losses, e.reference_losses(), 1e-5, 1e-5, "losses");
+  for (int64_t i = 0; i < e.logits.numel(); i++) ASSERT_EQ(e.logits.f32()[i], before.f32()[i]) << i;
+}
+
+TEST(CrossEntropy, GradientMatchesFiniteDifferencesAndPaddingIsZero) {
+  CrossEntropyCase e;
+  const float dloss = 0.25f;
+  auto loss = [&] {
+    softmax_cross_entropy(e.losses, e.logits, e.targets, e.V, 0.0f);
+    double total = 0.0;
+    for (int64_t n = 0; n < e.N; n++) total += dloss * double(e.losses.f32()[n]);
+    return total;
+  };
+  const std::vector<double> grad_fd = testing::numeric_gradient(e.logits, loss, 1e-2f);
+  const std::vector<double> losses = e.reference_losses();
+  softmax_cross_entropy(e.losses, e.logits, e.targets, e.V, dloss);
+  testing::expect_close(e.losses, losses, 1e-5, 1e-5, "losses with gradient");
+  testing::expect_close(e.logits, grad_fd, 2e-4, 2e-3, "dlogits");
+  for (int64_t n = 0; n < e.N; n++) {
+    double row_sum = 0.0;
+    for (int64_t v = 0; v < e.Vp; v++) {
+      const float g = e.logits.f32()[n * e.Vp + v];
+      if (v >= e.V) {
+        EXPECT_EQ(g, 0.0f) << "padding column " << v << " of row " << n;
+      }
+      // probability = g / dloss + onehot: padding has none, the rest is a distribution
+      const double p = g / dloss + (v == e.targets.data<int32_t>()[n] ? 1.0 : 0.0);
+      EXPECT_GE(p, 0.0);
+      row_sum += p;
+    }
+    EXPECT_NEAR(row_sum, 1.0, 1e-5) << "row " << n;
+  }
+}
+
+TEST(CrossEntropy, HugeLogitsStayFinite) {
+  const int64_t N = 3, V = 5, Vp = 8;
+  Tensor logits = testing::tensor_of({N, Vp}, {1000, -1000, 0, 999, -1000, 0, 0, 0,        //
+                                               -1000, -1000, -1000, -1000, -1000, 0, 0, 0,  //
+                                               -1000, 1000, 1000, -1000, 0, 0, 0, 0});
+  Tensor targets = Tensor::zeros({N}, DType::i32), losses = Tensor::zeros({N});
+  targets.data<int32_t>()[0] = 1;  // a target 2000 below the max
+  targets.data<int32_t>()[1] = 4;
+  targets.data<int32_t>()[2] = 2;
+  softmax_cross_entropy(losses, logits, targets, V, 1.0f);
+  EXPECT_NEAR(losses.f32()[0], 2000.0 + std::log1p(std::exp(-1.0)), 1e-2);
+  EXPECT_NEAR(losses.f32()[1], std::log(5.0), 1e-5);
+  EXPECT_NEAR(losses.f32()[2], std::log(2.0), 1e-5);
+  for (int64_t i = 0; i < logits.numel(); i++) EXPECT_TRUE(std::isfinite(logits.f32()[i])) << i;
+  EXPECT_NEAR(logits.f32()[1], -1.0f, 1e-6);       // target with probability ~0
+  EXPECT_NEAR(logits.f32()[Vp + 4], -0.8f, 1e-6);  // uniform row: 0.2 - 1
+  EXPECT_NEAR(logits.f32()[2 * Vp + 2], -0.5f, 1e-6);
+}
+
+TEST(CrossEntropy, OneThreadAndSeveralAgree) {
+  const int64_t N = 64, V = 1000, Vp = 1024;  // above the parallel threshold
+  const Tensor logits = testing::random_tensor({N, Vp}, 105, -5.0f, 5.0f);
+  Tensor targets = Tensor::zeros({N}, DType::i32);
+  for (int64_t n = 0; n < N; n++) targets.data<int32_t>()[n] = int32_t((n * 37) % V);
+  Tensor grads[2], losses[2];
+  for (int run = 0; run < 2; run++) {
+    grads[run] = testing::copy_of(logits);
+    losses[run] = Tensor::zeros({N});
+    testing::with_threads(run == 0 ? 1 : 3,
+                          [&] { softmax_cross_entropy(losses[run], grads[run], targets, V, 1.0f / float(N)); });
+  }
+  testing::expect_identical(losses[0], losses[1], "losses");
+  testing::expect_identical(grads[0], grads[1], "dlogits");
+}
+
+TEST(CrossEntropy, RejectsBadInput) {
+  CrossEntropyCase e;
+  EXPECT_THROW(softmax_cross_entropy(e.losses, e.logits, e.targets, e.Vp + 1, 1.0f), Error);
+  Tensor short_losses = Tensor::zeros({e.N - 1});
+  EXPECT_THROW(softmax_cross_entropy(short_losses, e.logits, e.targets, e.V, 1.0f), Error);
+  Tensor float_targets = Tensor::zeros({e.N});
+  EXPECT_THROW(softmax_cross_entropy(e.losses, e.logits, float_targets, e.V, 1.0f), Error);
+  e.targets.data<int32_t>()[2] = int32_t(e.V);  // a padding column is never a target
+  EXPECT_THROW(softmax_cross_entropy(e.losses, e.logits, e.targets, e.V, 1.0f), Error);
+  Tensor flat = Tensor::zeros({e.N * e.Vp});
+  EXPECT_THROW(softmax_cross_entropy(e.losses, flat, e.targets, e.V, 1.0f), Error);
+}
+
+}  // namespace
+}  // namespace tessera

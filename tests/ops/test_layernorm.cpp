@@ -1,0 +1,114 @@
+// LayerNorm: values and statistics against a double reference, gradients by finite differences,
+// the write/accumulate contract, bad shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/layernorm.h"
+#include "ops/op_testing.h"
+
+namespace tessera {
+namespace {
+
+using testing::random_tensor;
+
+struct LayerNormCase {
+  int64_t B = 2, T = 3, C = 37;
+  Tensor x = random_tensor({B, T, C}, 11, -2.0f, 3.0f);
+  Tensor weight = random_tensor({C}, 12, 0.5f, 1.5f);
+  Tensor bias = random_tensor({C}, 13);
+  Tensor dout = random_tensor({B, T, C}, 14);
+  Tensor out = Tensor::zeros({B, T, C});
+  Tensor mean = Tensor::zeros({B, T});
+  Tensor rstd = Tensor::zeros({B, T});
+
+  double loss() {
+    layernorm_forward(out, mean, rstd, x, weight, bias);
+    return testing::dot(out, dout);
+  }
+};
+
+TEST(LayerNorm, ForwardMatchesDoubleReference) {
+  LayerNormCase l;
+  layernorm_forward(l.out, l.mean, l.rstd, l.x, l.weight, l.bias);
+  for (int64_t n = 0; n < l.B * l.T; n++) {
+    const float* x = l.x.f32() + n * l.C;
+    double m = 0.0, var = 0.0;
+    for (int64_t c = 0; c < l.C; c++) m += x[c];
+    m /= double(l.C);
+    for (int64_t c = 0; c < l.C; c++) var += (x[c] - m) * (x[c] - m);
+    const double s = 1.0 / std::sqrt(var / double(l.C) + 1e-5);
+    EXPECT_NEAR(l.mean.f32()[n], m, 1e-5);
+    EXPECT_NEAR(l.rstd.f32()[n], s, 1e-5 * s);
+    for (int64_t c = 0; c < l.C; c++)
+      EXPECT_NEAR(l.out.f32()[n * l.C + c], (x[c] - m) * s * l.weight.f32()[c] + l.bias.f32()[c], 1e-5);
+  }
+}
+
+TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
+  LayerNormCase l;
+  auto loss = [&] { return l.loss(); };
+  const std::vector<double> dx_fd = testing::numeric_gradient(l.x, loss, 1e-2f);
+  const std::vector<double> dw_fd = testing::numeric_gradient(l.weight, loss, 1e-2f);
+  const std::vector<double> db_fd = testing::numeric_gradient(l.bias, loss, 1e-2f);
+  l.loss();
+  Tensor dx = Tensor::zeros({l.B, l.T, l.C}), dw = Tensor::zeros({l.C}), db = Tensor::zeros({l.C});
+  layernorm_backward(dx, dw, db, l.dout, l.x, l.weight, l.mean, l.rstd);
+  testing::expect_close(dx, dx_fd, 2e-3, 1e-2, "dx");
+  testing::expect_close(dw, dw_fd, 2e-3, 1e-2, "dweight");
+  testing::expect_close(db, db_fd, 2e-3, 1e-2, "dbias");
+}
+
+TEST(LayerNorm, BackwardWritesDxAndAccumulatesParameterGradients) {
+  LayerNormCase l;
+  l.loss();
+  Tensor dx = Tensor::zeros({l.B, l.T, l.C}), dw = Tensor::zeros({l.C}), db = Tensor::zeros({l.C});
+  layernorm_backward(dx, dw, db, l.dout, l.x, l.weight, l.mean, l.rstd);
+  const Tensor dx1 = testing::copy_of(dx), dw1 = testing::copy_of(dw), db1 = testing::copy_of(db);
+  testing::fill(dx, testing::kNaN);  // a written gradient must not read what was there
+  layernorm_backward(dx, dw, db, l.dout, l.x, l.weight, l.mean, l.rstd);
+  for (int64_t i = 0; i < dx.numel(); i++) EXPECT_EQ(dx.f32()[i], dx1.f32()[i]);
+  for (int64_t c = 0; c < l.C; c++) {
+    EXPECT_FLOAT_EQ(dw.f32()[c], 2.0f * dw1.f32()[c]);
+    EXPECT_FLOAT_EQ(db.f32()[c], 2.0f * db1.f32()[c]);
+  }
+}
+
+TEST(LayerNorm, OneThreadAndSeveralAgree) {
+  const int64_t N = 128, C = 300;  // above the parallel threshold; C not a multiple of 16
+  Tensor x = random_tensor({N, C}, 15), weight = random_tensor({C}, 16), bias = random_tensor({C}, 17);
+  Tensor dout = random_tensor({N, C}, 18);
+  Tensor out[2], dx[2], dw[2], db[2];
+  for (int run = 0; run < 2; run++) {
+    out[run] = Tensor::zeros({N, C});
+    dx[run] = Tensor::zeros({N, C});
+    dw[run] = Tensor::zeros({C});
+    db[run] = Tensor::zeros({C});
+    Tensor mean = Tensor::zeros({N}), rstd = Tensor::zeros({N});
+    testing::with_threads(run == 0 ? 1 : 3, [&] {
+      layernorm_forward(out[run], mean, rstd, x, weight, bias);
+      layernorm_backward(dx[run], dw[run], db[run], dout, x, weight, mean, rstd);
+    });
+  }
+  testing::expect_identical(out[0], out[1], "out");
+  testing::expect_identical(dx[0], dx[1], "dx");
+  testing::expect_identical(dw[0], dw[1], "dweight");
+  testing::expect_identical(db[0], db[1], "dbias");
+}
+
+TEST(LayerNorm, RejectsBadShapes) {
+  LayerNormCase l;
+  Tensor short_weight = Tensor::zeros({l.C - 1});
+  EXPECT_THROW(layernorm_forward(l.out, l.mean, l.rstd, l.x, short_weight, l.bias), Error);
+  Tensor short_mean = Tensor::zeros({l.B});
+  EXPECT_THROW(layernorm_forward(l.out, short_mean, l.rstd, l.x, l.weight, l.bias), Error);
+  Tensor wrong_out = Tensor::zeros({l.B * l.T, l.C + 1});
+  EXPECT_THROW(layernorm_forward(wrong_out, l.mean, l.rstd, l.x, l.weight, l.bias), Error);
+  Tensor dx = Tensor::zeros({l.B, l.T, l.C}), dw = Tensor::zeros({l.C}), wrong_db = Tensor::zeros({l.C + 1});
+  EXPECT_THROW(layernorm_backward(dx, dw, wrong_db, l.dout, l.x, l.weight, l.mean, l.rstd), Error);
+  Tensor int_x = Tensor::zeros({l.B, l.T, l.C}, DType::i32);
+  EXPECT_THROW(layernorm_forward(l.out, l.mean, l.rstd, int_x, l.weight, l.bias), Error);
+}
+
+}  // namespace
+}  // namespace tessera

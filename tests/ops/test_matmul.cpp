@@ -1,0 +1,117 @@
+// Linear layer: values against a double reference (with and without bias, (B,T,C) input),
+// gradients by finite differences, the write/accumulate contract, optional dx/dbias, bad shapes.
+#include <gtest/gtest.h>
+
+#include "ops/matmul.h"
+#include "ops/op_testing.h"
+
+namespace tessera {
+namespace {
+
+using testing::random_tensor;
+
+struct MatmulCase {
+  int64_t B = 2, T = 3, C = 19, OC = 11;
+  Tensor x = random_tensor({B, T, C}, 21);
+  Tensor weight = random_tensor({OC, C}, 22);
+  Tensor bias = random_tensor({OC}, 23);
+  Tensor dout = random_tensor({B, T, OC}, 24);
+  Tensor out = Tensor::zeros({B, T, OC});
+
+  std::vector<double> reference(bool with_bias) const {
+    std::vector<double> ref(size_t(B * T * OC));
+    for (int64_t n = 0; n < B * T; n++)
+      for (int64_t o = 0; o < OC; o++) {
+        double s = with_bias ? bias.f32()[o] : 0.0;
+        for (int64_t c = 0; c < C; c++) s += double(x.f32()[n * C + c]) * weight.f32()[o * C + c];
+        ref[size_t(n * OC + o)] = s;
+      }
+    return ref;
+  }
+};
+
+TEST(Matmul, ForwardMatchesDoubleReference) {
+  MatmulCase m;
+  testing::fill(m.out, testing::kNaN);  // out is written, never read
+  matmul_forward(m.out, m.x, m.weight, m.bias);
+  testing::expect_close(m.out, m.reference(true), 1e-5, 1e-5, "out with bias");
+  testing::fill(m.out, testing::kNaN);
+  matmul_forward(m.out, m.x, m.weight, Tensor());
+  testing::expect_close(m.out, m.reference(false), 1e-5, 1e-5, "out without bias");
+}
+
+TEST(Matmul, BackwardMatchesFiniteDifferences) {
+  MatmulCase m;
+  auto loss = [&] {
+    matmul_forward(m.out, m.x, m.weight, m.bias);
+    return testing::dot(m.out, m.dout);
+  };
+  const std::vector<double> dx_fd = testing::numeric_gradient(m.x, loss, 1e-2f);
+  const std::vector<double> dw_fd = testing::numeric_gradient(m.weight, loss, 1e-2f);
+  const std::vector<double> db_fd = testing::numeric_gradient(m.bias, loss, 1e-2f);
+  Tensor dx = Tensor::zeros({m.B, m.T, m.C}), dw = Tensor::zeros({m.OC, m.C}), db = Tensor::zeros({m.OC});
+  matmul_backward(dx, dw, db, m.dout, m.x, m.weight);
+  testing::expect_close(dx, dx_fd, 1e-3, 1e-3, "dx");
+  testing::expect_close(dw, dw_fd, 1e-3, 1e-3, "dweight");
+  testing::expect_close(db, db_fd, 1e-3, 1e-3, "dbias");
+}
+
+TEST(Matmul, BackwardWritesDxAndAccumulatesParameterGradients) {
+  MatmulCase m;
+  Tensor dx = Tensor::zeros({m.B, m.T, m.C}), dw = Tensor::zeros({m.OC, m.C}), db = Tensor::zeros({m.OC});
+  matmul_backward(dx, dw, db, m.dout, m.x, m.weight);
+  const Tensor dx1 = testing::copy_of(dx), dw1 = testing::copy_of(dw), db1 = testing::copy_of(db);
+  testing::fill(dx, testing::kNaN);
+  matmul_backward(dx, dw, db, m.dout, m.x, m.weight);
+  for (int64_t i = 0; i < dx.numel(); i++) EXPECT_EQ(dx.f32()[i], dx1.f32()[i]);
+  for (int64_t i = 0; i < dw.numel(); i++) EXPECT_FLOAT_EQ(dw.f32()[i], 2.0f * dw1.f32()[i]);
+  for (int64_t i = 0; i < db.numel(); i++) EXPECT_FLOAT_EQ(db.f32()[i], 2.0f * db1.f32()[i]);
+}
+
+TEST(Matmul, BackwardSkipsUndefinedDxAndDbias) {
+  MatmulCase m;
+  Tensor dx, db, dw = Tensor::zeros({m.OC, m.C}), dw_full = Tensor::zeros({m.OC, m.C});
+  matmul_backward(dx, dw, db, m.dout, m.x, m.weight);
+  Tensor dx_full = Tensor::zeros({m.B, m.T, m.C}), db_full = Tensor::zeros({m.OC});
+  matmul_backward(dx_full, dw_full, db_full, m.dout, m.x, m.weight);
+  for (int64_t i = 0; i < dw.numel(); i++) EXPECT_EQ(dw.f32()[i], dw_full.f32()[i]);
+  EXPECT_FALSE(dx.defined());
+}
+
+TEST(Matmul, OneThreadAndSeveralAgree) {
+  const int64_t N = 256, C = 24, OC = 200;  // bias fill and dbias above the parallel threshold
+  Tensor x = random_tensor({N, C}, 25), weight = random_tensor({OC, C}, 26), bias = random_tensor({OC}, 27);
+  Tensor dout = random_tensor({N, OC}, 28);
+  Tensor out[2], db[2];
+  for (int run = 0; run < 2; run++) {
+    out[run] = Tensor::zeros({N, OC});
+    db[run] = Tensor::zeros({OC});
+    Tensor dw = Tensor::zeros({OC, C}), dx;
+    testing::with_threads(run == 0 ? 1 : 3, [&] {
+      matmul_forward(out[run], x, weight, bias);
+      matmul_backward(dx, dw, db[run], dout, x, weight);
+    });
+  }
+  testing::expect_close(out[1], std::vector<double>(out[0].f32(), out[0].f32() + out[0].numel()), 1e-6, 1e-6,
+                        "out");
+  testing::expect_identical(db[0], db[1], "dbias");
+}
+
+TEST(Matmul, RejectsBadShapes) {
+  MatmulCase m;
+  Tensor wrong_weight = Tensor::zeros({m.OC, m.C + 1});
+  EXPECT_THROW(matmul_forward(m.out, m.x, wrong_weight, m.bias), Error);
+  Tensor wrong_bias = Tensor::zeros({m.OC + 1});
+  EXPECT_THROW(matmul_forward(m.out, m.x, m.weight, wrong_bias), Error);
+  Tensor wrong_out = Tensor::zeros({m.B * m.T, m.OC});  // leading shape must follow x
+  EXPECT_THROW(matmul_forward(wrong_out, m.x, m.weight, m.bias), Error);
+  Tensor dx = Tensor::zeros({m.B, m.T, m.C}), db = Tensor::zeros({m.OC}), wrong_dw = Tensor::zeros({m.C, m.OC});
+  EXPECT_THROW(matmul_backward(dx, wrong_dw, db, m.dout, m.x, m.weight), Error);
+  Tensor dw = Tensor::zeros({m.OC, m.C}), wrong_dout = Tensor::zeros({m.B, m.T, m.OC + 1});
+  EXPECT_THROW(matmul_backward(dx, dw, db, wrong_dout, m.x, m.weight), Error);
+  Tensor undefined_dweight;
+  EXPECT_THROW(matmul_backward(dx, undefined_dweight, db, m.dout, m.x, m.weight), Error);
+}
+
+}  // namespace
+}  // namespace tessera
