@@ -107,22 +107,14 @@ void BM_adamw_update(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * params);
 }
 
-BENCHMARK(BM_matmul_forward)
-    ->Args({C, 3 * C})
-    ->Args({C, C})
-    ->Args({C, 4 * C})
-    ->Args({4 * C, C})
-    ->Args({C, V})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-BENCHMARK(BM_matmul_backward)
-    ->Args({C, 3 * C})
-    ->Args({C, C})
-    ->Args({C, 4 * C})
-    ->Args({4 * C, C})
-    ->Args({C, V})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+// The GPT-2 linear layers: (in, out) of c_attn, attn c_proj, c_fc, mlp c_proj, and the classifier.
+void gpt2_linear_shapes(benchmark::internal::Benchmark* b) {
+  for (auto [in, out] : {std::pair{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, V}}) b->Args({in, out});
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_matmul_forward)->Apply(gpt2_linear_shapes);
+BENCHMARK(BM_matmul_backward)->Apply(gpt2_linear_shapes);
 BENCHMARK(BM_attention_forward)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_backward)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_softmax_cross_entropy)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -45,8 +45,8 @@ void add_generate_command(CLI::App& app) {
 
 std::function<void(int32_t)> print_token_text(const Tokenizer& tokenizer) {
   return [&tokenizer](int32_t token) {
-    if (token == tokenizer.eot_token()) return;
-    std::string text = tokenizer.token_text(token);
+    // a document boundary inside a sample shows as a blank line
+    std::string text = token == tokenizer.eot_token() ? std::string("\n\n") : tokenizer.token_text(token);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };

@@ -54,8 +54,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
 void print_final_sample(Trainer& trainer, const TrainConfig& c) {
   Tokenizer tokenizer = Tokenizer::load(c.tokenizer);
   Rng rng(c.seed, stream_id("final-sample"));
-  SamplingOptions options{std::min<int64_t>(200, trainer.model().config().max_seq_len), 0.8f, 40,
-                          tokenizer.eot_token()};
+  // Runs on past document ends (several short documents rather than one that may stop at once).
+  SamplingOptions options{std::min<int64_t>(160, trainer.model().config().max_seq_len), 0.8f, 40, -1};
   std::printf("\n--- sample ---\n");
   std::fflush(stdout);
   generate(trainer.model(), {tokenizer.eot_token()}, options, rng, print_token_text(tokenizer));

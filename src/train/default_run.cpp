@@ -64,7 +64,7 @@ void apply_default_run(TrainConfig& c, const std::function<bool(const std::strin
   set("--model", c.model, std::string("gpt2-mini"));
   set("--batch-size", c.batch_size, int64_t(16));
   set("--seq-len", c.seq_len, int64_t(128));
-  set("--steps", c.steps, int64_t(600));
+  set("--steps", c.steps, int64_t(1000));
   set("--lr", c.lr, 2e-3f);
   set("--min-lr", c.min_lr, 2e-4f);
   set("--warmup", c.warmup, int64_t(30));

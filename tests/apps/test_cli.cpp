@@ -41,6 +41,14 @@ class CliBadInput : public ::testing::Test {
     base = "train --model gpt2-tiny --quiet --steps 2 --batch-size 2 --seq-len 16 --out-dir " + (dir / "run").string() +
            " --train-data " + shard;
   }
+  // A Hugging Face folder holding only config.json for a gpt2-tiny-sized model with `heads` heads.
+  std::filesystem::path hf_folder(int heads) {
+    std::filesystem::path hf = dir / "hf";
+    std::filesystem::create_directories(hf);
+    testing::write_text(hf / "config.json", R"({"model_type": "gpt2", "n_layer": 2, "n_head": )" + std::to_string(heads) +
+                                                R"(, "n_embd": 32, "vocab_size": 256, "n_positions": 64})");
+    return hf;
+  }
   std::filesystem::path dir;
   std::string shard, base;
 };
@@ -99,27 +107,18 @@ TEST_F(CliBadInput, MicroBatchThatDoesNotDivideTheBatch) {
 TEST_F(CliBadInput, SequenceLongerThanTheContext) { expect_one_line_error(base + " --seq-len 65", "--seq-len"); }
 
 TEST_F(CliBadInput, HeadsThatDoNotDivideTheWidth) {
-  std::filesystem::path hf = dir / "hf";
-  std::filesystem::create_directories(hf);
-  testing::write_text(hf / "config.json",
-                      R"({"model_type": "gpt2", "n_layer": 2, "n_head": 3, "n_embd": 32, "vocab_size": 256,
-                          "n_positions": 64})");
+  std::filesystem::path hf = hf_folder(3);
   expect_one_line_error(base + " --init-from " + hf.string(), "num_heads");
 }
 
 TEST_F(CliBadInput, BrokenConfigJson) {
-  std::filesystem::path hf = dir / "hf";
-  std::filesystem::create_directories(hf);
+  std::filesystem::path hf = hf_folder(2);
   testing::write_text(hf / "config.json", "{\"n_layer\": 2,");
   expect_one_line_error(base + " --init-from " + hf.string(), "config.json");
 }
 
 TEST_F(CliBadInput, TruncatedSafetensors) {
-  std::filesystem::path hf = dir / "hf";
-  std::filesystem::create_directories(hf);
-  testing::write_text(hf / "config.json",
-                      R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 256,
-                          "n_positions": 64})");
+  std::filesystem::path hf = hf_folder(2);
   testing::write_text(hf / "model.safetensors", std::string("\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13));
   expect_one_line_error(base + " --init-from " + hf.string(), "model.safetensors");
 }
