@@ -1,0 +1,65 @@
+// Every subcommand end to end on a small corpus: tokenizer-train -> tokenize -> train -> eval ->
+// generate -> convert --to-hf -> train --init-from the export, whose loss must equal the checkpoint's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+
+#include "support/test_support.h"
+
+namespace tessera {
+namespace {
+
+testing::CommandResult tessera_ok(const std::string& args) {
+  testing::CommandResult r = testing::run_command("OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  return r;
+}
+
+double val_loss_of(const std::string& output) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(output, m, std::regex("val_loss ([0-9.]+)"))) << output;
+  return m.empty() ? -1 : std::stod(m[1]);
+}
+
+}  // namespace
+
+TEST(Workflow, EverySubcommandOnASmallCorpus) {
+  auto dir = testing::scratch_dir();
+  std::string text;
+  for (int i = 0; i < 300; ++i)
+    text += "The quick brown fox " + std::to_string(i % 17) + " jumps over the lazy dog.\n%\nA stitch in time saves " +
+            std::to_string(i % 9) + ".\n%\n";
+  testing::write_text(dir / "corpus.txt", text);
+  const std::string d = dir.string();
+
+  tessera_ok("tokenizer-train --in " + d + "/corpus.txt --vocab-size 300 --out " + d + "/tokenizer.json");
+  testing::CommandResult tok = tessera_ok("tokenize --tokenizer " + d + "/tokenizer.json --in " + d +
+                                          "/corpus.txt --out " + d + "/data --delimiter % --val-every 10");
+  EXPECT_NE(tok.output.find("600 documents"), std::string::npos) << tok.output;
+
+  tessera_ok("train --model gpt2-tiny --tokenizer " + d + "/tokenizer.json --train-data '" + d +
+             "/data/train_*.bin' --val-data '" + d + "/data/val_*.bin' --batch-size 4 --seq-len 32 --steps 20 "
+             "--lr 3e-3 --out-dir " + d + "/run --quiet");
+  double checkpoint_loss = val_loss_of(
+      tessera_ok("eval --checkpoint " + d + "/run --val-data '" + d + "/data/val_*.bin' --batch-size 4 --seq-len 32").output);
+  EXPECT_LT(checkpoint_loss, std::log(300.0));  // it learned something
+
+  testing::CommandResult sample = tessera_ok("generate --checkpoint " + d + "/run --prompt 'The quick' --max-new-tokens 8");
+  EXPECT_NE(sample.output.find("The quick"), std::string::npos);
+
+  tessera_ok("convert --checkpoint " + d + "/run --to-hf " + d + "/hf");
+  EXPECT_TRUE(std::filesystem::exists(dir / "hf" / "model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "hf" / "tokenizer.json"));
+  double exported_loss = val_loss_of(
+      tessera_ok("eval --init-from " + d + "/hf --val-data '" + d + "/data/val_*.bin' --batch-size 4 --seq-len 32").output);
+  EXPECT_EQ(exported_loss, checkpoint_loss);
+
+  tessera_ok("convert --from-hf " + d + "/hf --out " + d + "/imported");
+  double imported_loss = val_loss_of(
+      tessera_ok("eval --checkpoint " + d + "/imported --val-data '" + d + "/data/val_*.bin' --batch-size 4 --seq-len 32")
+          .output);
+  EXPECT_EQ(imported_loss, checkpoint_loss);
+}
+
+}  // namespace tessera
