@@ -33,7 +33,11 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
 
   optimizer_ = std::make_unique<AdamW>(model_->layout(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
-  if (checkpoint) start_step_ = load_checkpoint(*checkpoint, *model_, optimizer_.get()).step;
+  if (checkpoint) {
+    CheckpointState state = load_checkpoint(*checkpoint, *model_, optimizer_.get());
+    start_step_ = state.step;
+    next_batch_ = state.next_batch;
+  }
 
   DataOrder order = parse_data_order(config_.data_order);
   train_data_.emplace(TokenDataset::open(config_.train_data, mc.vocab_size, "--train-data"));
@@ -75,7 +79,7 @@ float Trainer::evaluate() {
 }
 
 std::filesystem::path Trainer::save_checkpoint(int64_t step) {
-  CheckpointState state{step, step, config_.seed, run_config_json(config_)};
+  CheckpointState state{step, next_batch_, config_.seed, run_config_json(config_)};
   std::filesystem::path tokenizer_json;
   if (tokenizer_) tokenizer_json = std::filesystem::path(config_.out_dir) / "tokenizer.json";
   if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
@@ -113,7 +117,7 @@ TrainResult Trainer::run() {
   for (int64_t step = start_step_ + 1; step <= config_.steps; ++step) {
     const auto step_start = Clock::now();
     const float lr = schedule_.at(step);
-    const float loss = accumulate_gradients(step - 1);
+    const float loss = accumulate_gradients(next_batch_++);
     const float grad_norm = global_grad_norm(model_->grads());
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       progress.finish();

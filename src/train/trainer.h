@@ -49,6 +49,7 @@ class Trainer {
   std::optional<BatchSampler> train_sampler_, val_sampler_;
   LrSchedule schedule_;
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
+  int64_t next_batch_ = 0;  // the data loader's position: the global batch the next step reads
   Tensor inputs_, targets_;  // (micro_batch, T) i32
 };
 
