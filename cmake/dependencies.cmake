@@ -16,6 +16,7 @@ find_package(CLI11 REQUIRED)
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(Threads REQUIRED)
+find_package(MPI REQUIRED COMPONENTS CXX)
 
 if(TESSERA_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
@@ -31,3 +32,10 @@ else()
   set(TESSERA_WITH_CUDA OFF)
 endif()
 message(STATUS "Tessera CUDA backend: ${TESSERA_WITH_CUDA}")
+
+# NCCL ships with the CUDA toolkit here (/usr/local/cuda); the NCCL backend builds when both are found.
+if(TESSERA_WITH_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+endif()
