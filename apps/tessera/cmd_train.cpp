@@ -7,6 +7,8 @@
 #include "nn/gpt2_config.h"
 #include "train/default_run.h"
 #include "train/generate.h"
+#include "train/launch.h"
+#include "train/model_setup.h"
 #include "train/trainer.h"
 
 namespace tessera::cli {
@@ -47,6 +49,17 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--out-dir", c.out_dir, "Run folder: checkpoints, metrics, tokenizer")->capture_default_str();
   cmd.add_option("--metrics-file", c.metrics_file, "JSON lines per step (default <out-dir>/metrics.jsonl)");
   cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--dp", c.dp, "Data-parallel degree (0 = the world size / (tp·pp·cp))")->capture_default_str();
+  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
+  cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->capture_default_str();
+  cmd.add_option("--cp", c.cp, "Context-parallel degree")->capture_default_str();
+  cmd.add_option("--ep", c.ep, "Expert-parallel degree")->capture_default_str();
+  cmd.add_option("--zero", c.zero, "ZeRO stage: 0, 1 (shard optimizer state) or 2 (and gradients)")
+      ->capture_default_str();
+  cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB")->capture_default_str();
+  cmd.add_flag("!--no-overlap", c.overlap, "Reduce gradients after backward instead of during it");
+  cmd.add_option("--comm-timeout", c.comm_timeout, "Seconds before a collective counts as hung")
+      ->capture_default_str();
   cmd.add_flag("--resume", c.resume, "Continue from <out-dir>/ckpt-latest when it exists");
   cmd.add_flag("--quiet", c.quiet, "No live progress line");
 }
@@ -75,12 +88,21 @@ void add_train_command(CLI::App& app) {
     if (c.train_data.empty() && c.init_from.empty()) apply_default_run(c, [cmd](const std::string& flag) {
       return cmd->count(flag) > 0;
     });
-    Trainer trainer(c);
-    TrainResult result = trainer.run();
+    Runtime runtime(nullptr, nullptr);
+    std::unique_ptr<Trainer> trainer;
+    try {
+      ProcessGrid grid = setup_process_grid(runtime, c, model_config_for_run(c));
+      trainer = std::make_unique<Trainer>(c, grid);
+    } catch (const Error&) {
+      if (runtime.world_rank() != 0) throw QuietExit{1};  // rank 0 reports the same error
+      throw;
+    }
+    TrainResult result = trainer->run();
+    if (runtime.world_rank() != 0) return;
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));
     if (result.last_val_loss) std::printf(", val_loss %.4f", double(*result.last_val_loss));
     std::printf("\ncheckpoint: %s\n", result.last_checkpoint.string().c_str());
-    if (!c.tokenizer.empty()) print_final_sample(trainer, c);
+    if (!c.tokenizer.empty()) print_final_sample(*trainer, c);
   });
 }
 

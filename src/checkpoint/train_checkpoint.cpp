@@ -48,7 +48,7 @@ nlohmann::json read_state_json(const fs::path& checkpoint) {
 
 }  // namespace
 
-fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const AdamW* optimizer,
+fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
                          const CheckpointState& state, const fs::path& tokenizer_json) {
   fs::create_directories(out_dir);
   const std::string name = step_dir_name(state.step);
@@ -59,15 +59,15 @@ fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const AdamW
 
   write_safetensors(temp_dir / "model.safetensors", entries_of(model.named_params(), ""), {{"format", "pt"}});
   if (optimizer) {
-    std::vector<SafetensorsEntry> moments = entries_of(model.layout().views(optimizer->first_moment()), "m.");
-    std::vector<SafetensorsEntry> second = entries_of(model.layout().views(optimizer->second_moment()), "v.");
+    std::vector<SafetensorsEntry> moments = entries_of(model.layout().views(optimizer->m), "m.");
+    std::vector<SafetensorsEntry> second = entries_of(model.layout().views(optimizer->v), "v.");
     moments.insert(moments.end(), second.begin(), second.end());
     write_safetensors(temp_dir / "optimizer.safetensors", moments);
   }
   nlohmann::json j = {{"step", state.step},
                       {"next_batch", state.next_batch},
                       {"seed", state.seed},
-                      {"optimizer_steps", optimizer ? optimizer->steps_taken() : 0},
+                      {"optimizer_steps", optimizer ? optimizer->steps : 0},
                       {"model", model_config_json(model.config())},
                       {"run_config", state.run_config}};
   write_file_atomic(temp_dir / "state.json", j.dump(2) + "\n");
@@ -115,7 +115,7 @@ GPT2Config read_checkpoint_model_config(const fs::path& checkpoint) {
   }
 }
 
-CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, AdamW* optimizer) {
+CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, OptimizerState* optimizer) {
   nlohmann::json j = read_state_json(checkpoint);
   CheckpointState state;
   try {
@@ -130,11 +130,13 @@ CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, AdamW* 
   for (NamedTensor& p : model.named_params()) read_into(weights, p.name, p.tensor);
   if (optimizer) {
     SafetensorsFile moments(checkpoint / "optimizer.safetensors");
-    NamedTensors m = model.layout().views(optimizer->first_moment());
-    NamedTensors v = model.layout().views(optimizer->second_moment());
+    optimizer->m = Tensor::zeros({model.layout().total()});
+    optimizer->v = Tensor::zeros({model.layout().total()});
+    NamedTensors m = model.layout().views(optimizer->m);
+    NamedTensors v = model.layout().views(optimizer->v);
     for (NamedTensor& t : m) read_into(moments, "m." + t.name, t.tensor);
     for (NamedTensor& t : v) read_into(moments, "v." + t.name, t.tensor);
-    optimizer->set_steps_taken(j.value("optimizer_steps", state.step));
+    optimizer->steps = j.value("optimizer_steps", state.step);
   }
   return state;
 }

@@ -11,9 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/gpt2.h"
-#include "optim/adamw_optimizer.h"
 
 namespace tessera {
+
+// AdamW's moments in the parameters' layout (full size, even when training shards them).
+struct OptimizerState {
+  Tensor m, v;
+  int64_t steps = 0;
+};
 
 struct CheckpointState {
   int64_t step = 0;        // optimizer steps taken
@@ -23,14 +28,16 @@ struct CheckpointState {
 };
 
 // Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Returns its path.
-std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const GPT2& model, const AdamW* optimizer,
+std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const GPT2& model,
+                                      const OptimizerState* optimizer,
                                       const CheckpointState& state, const std::filesystem::path& tokenizer_json);
 
 // The checkpoint <out_dir>/latest points at, if any; also accepts a checkpoint folder itself.
 std::optional<std::filesystem::path> find_checkpoint(const std::filesystem::path& path);
 
 GPT2Config read_checkpoint_model_config(const std::filesystem::path& checkpoint);
-// Loads weights (and, when optimizer is non-null, its moments and step count); returns the state.
-CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, GPT2& model, AdamW* optimizer);
+// Loads weights (and, when optimizer is non-null, its moments — into full-size m and v, which are
+// allocated here — and step count); returns the state.
+CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, GPT2& model, OptimizerState* optimizer);
 
 }  // namespace tessera

@@ -156,6 +156,10 @@ void GPT2::backward() {
   matmul_backward(dbtc, g_.wte, no_bias, acts_.logits, acts_.lnf, w_.wte);
   const Tensor& last = w_.layers.empty() ? acts_.encoded : acts_.layers.back().residual3;
   layernorm_backward(dres, g_.lnf_w, g_.lnf_b, dbtc, last, w_.lnf_w, acts_.lnf_mean, acts_.lnf_rstd);
+  auto grads_final_from = [&](const std::string& first_param) {
+    if (grad_ready_hook_) grad_ready_hook_(layout_.find(first_param).offset);
+  };
+  grads_final_from("ln_f.weight");
 
   for (size_t l = w_.layers.size(); l-- > 0;) {
     GPT2LayerWeights& lw = w_.layers[l];
@@ -174,8 +178,10 @@ void GPT2::backward() {
     matmul_backward(dbtc, lg.qkv_w, lg.qkv_b, dqkv, a.ln1, lw.qkv_w);
     layernorm_backward(dnorm, lg.ln1_w, lg.ln1_b, dbtc, residual, lw.ln1_w, a.ln1_mean, a.ln1_rstd);
     add_inplace(dres, dnorm);
+    grads_final_from("h." + std::to_string(l) + ".ln_1.weight");
   }
   encoder_backward(g_.wte, g_.wpe, dres, tokens_);
+  grads_final_from("wte");
 }
 
 void GPT2::zero_grad() {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -46,6 +47,11 @@ class GPT2 {
   float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
   // Accumulates parameter gradients of the last forward (which must have had dloss != 0).
   void backward();
+  // Gradients become final from the end of the flat buffer towards its start (final norm, last
+  // layer, ..., first layer, embeddings). During backward the hook is told each new watermark: every
+  // gradient at an offset >= it is final. Data parallelism starts reducing buckets from there.
+  using GradReadyHook = std::function<void(int64_t first_final_offset)>;
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
   void zero_grad();
 
   const GPT2Config& config() const { return config_; }
@@ -68,6 +74,7 @@ class GPT2 {
   GPT2Weights w_, g_;
   GPT2Activations acts_;
   Tensor tokens_;  // the last forward's input, for the embedding backward
+  GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
 };
 

@@ -1,11 +1,14 @@
-// AdamW over a flat parameter buffer: fp32 first and second moments in flat buffers with the
-// parameters' layout. Weight decay applies only to parameters the layout marks as decayed (2+ dims).
+// AdamW over a flat parameter buffer. Its state (fp32 first and second moments) covers a list of
+// segments: runs of parameter elements with one weight-decay setting, laid out one after another in
+// the state. Without sharding that is every parameter (state offset = parameter offset); under ZeRO
+// it is only the elements this rank owns, and the gradient given to step() is the rank's shard.
+// Weight decay applies to parameters the layout marks as decayed (2+ dims).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
-#include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
 
 namespace tessera {
@@ -17,23 +20,40 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
 };
 
+// params[param_offset, +length) is updated from grads/moments at [state_offset, +length).
+struct OptimSegment {
+  int64_t param_offset = 0;
+  int64_t state_offset = 0;
+  int64_t length = 0;
+  bool decayed = false;
+};
+
+// One segment per parameter, state laid out like the parameters.
+std::vector<OptimSegment> full_segments(const ParameterLayout& layout);
+// The segments of the element range [begin, end) of the parameters, with state starting at
+// state_offset: split at parameter boundaries.
+void append_segments(const ParameterLayout& layout, int64_t begin, int64_t end, int64_t state_offset,
+                     std::vector<OptimSegment>& out);
+
 class AdamW {
  public:
-  AdamW(const ParameterLayout& layout, const AdamWConfig& config);
+  AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config);
 
-  // One update of every parameter: grads are multiplied by grad_scale (clipping) before use.
+  // One update of every segment; `grads` is indexed like the state; grad_scale folds in clipping.
   void step(Tensor& params, const Tensor& grads, float lr, float grad_scale);
 
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }
-  Tensor& first_moment() { return m_; }   // flat, like the parameters
-  Tensor& second_moment() { return v_; }  // flat, like the parameters
-  const Tensor& first_moment() const { return m_; }
-  const Tensor& second_moment() const { return v_; }
+  int64_t state_size() const { return m_.numel(); }
   const AdamWConfig& config() const { return config_; }
 
+  // Moments in the parameters' layout (full size): export writes this rank's segments into them
+  // (other elements untouched), import reads this rank's segments from them.
+  void export_moments(Tensor& m_full, Tensor& v_full) const;
+  void import_moments(const Tensor& m_full, const Tensor& v_full);
+
  private:
-  const ParameterLayout& layout_;
+  std::vector<OptimSegment> segments_;
   AdamWConfig config_;
   Tensor m_, v_;
   int64_t steps_ = 0;

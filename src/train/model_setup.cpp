@@ -25,6 +25,14 @@ GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* toke
   return mc;
 }
 
+GPT2Config model_config_for_run(const TrainConfig& config) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!config.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(config.tokenizer));
+  std::optional<std::filesystem::path> checkpoint;
+  if (config.resume) checkpoint = find_checkpoint(config.out_dir);
+  return resolve_model_config(config, tokenizer.get(), checkpoint);
+}
+
 std::unique_ptr<GPT2> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
                                   const std::optional<std::filesystem::path>& checkpoint) {
   auto model = std::make_unique<GPT2>(resolve_model_config(config, tokenizer, checkpoint));
@@ -84,7 +92,9 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"beta2", c.beta2},
           {"eps", c.eps},
           {"grad-clip", c.grad_clip},
-          {"seed", c.seed}};
+          {"seed", c.seed},
+          {"dp", c.dp},
+          {"zero", c.zero}};
 }
 
 }  // namespace tessera

@@ -20,6 +20,10 @@ class Tokenizer;
 GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
                                 const std::optional<std::filesystem::path>& checkpoint);
 
+// resolve_model_config for a run before it starts: loads its tokenizer (if any) and finds the
+// checkpoint --resume would continue from.
+GPT2Config model_config_for_run(const TrainConfig& config);
+
 // The model with its initial weights (the checkpoint's weights are loaded by the caller with the
 // optimizer state).
 std::unique_ptr<GPT2> build_model(const TrainConfig& config, const Tokenizer* tokenizer,

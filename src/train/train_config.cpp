@@ -29,6 +29,11 @@ void TrainConfig::validate() const {
   TS_CHECK(threads >= 0, "--threads must not be negative, got ", threads);
   TS_CHECK(data_order == "sequential" || data_order == "shuffled", "--data-order must be sequential or shuffled, got '",
            data_order, "'");
+  TS_CHECK(zero >= 0 && zero <= 2, "--zero must be 0, 1 or 2, got ", zero);
+  TS_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
+  TS_CHECK(comm_timeout > 0, "--comm-timeout must be positive, got ", comm_timeout);
+  TS_CHECK(tp == 1 && pp == 1 && cp == 1 && ep == 1,
+           "--tp, --pp, --cp and --ep above 1 are not implemented yet; use --dp (data parallel) only");
   TS_CHECK(!train_data.empty(), "--train-data is required (a glob of token shards)");
   TS_CHECK(!out_dir.empty(), "--out-dir must not be empty");
   parse_lr_schedule(lr_schedule);

@@ -33,6 +33,12 @@ struct TrainConfig {
   float eps = 1e-8f;
   float grad_clip = 1.0f;
   uint64_t seed = 1337;
+  // parallelism
+  int dp = 0, tp = 1, pp = 1, cp = 1, ep = 1;  // dp 0 = whatever the world leaves
+  int zero = 0;                                 // ZeRO stage: 0, 1 or 2
+  double bucket_mb = 25.0;                      // gradient bucket size
+  bool overlap = true;                          // reduce buckets during backward
+  double comm_timeout = 300.0;                  // seconds before a collective is declared hung
   // bookkeeping
   int64_t eval_every = 0;  // 0 = only at the end when --val-data is given
   int64_t eval_batches = 8;

@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "data/tokenizer.h"
 #include "optim/grad_clip.h"
+#include "parallel/mpi_comm.h"
 #include "train/generate.h"
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
@@ -19,8 +20,12 @@
 
 namespace tessera {
 
-Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
+Trainer::Trainer(TrainConfig config, ProcessGrid grid) : config_(std::move(config)), grid_(std::move(grid)) {
   config_.validate();
+  const int dp = grid_.dims.dp;
+  TS_CHECK(config_.batch_size % (int64_t(dp) * config_.micro_batch()) == 0, "--batch-size ", config_.batch_size,
+           " must be a multiple of --dp ", dp, " × --micro-batch-size ", config_.micro_batch(),
+           " (each data-parallel rank takes an equal number of whole micro-batches)");
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
 
@@ -31,10 +36,16 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
   TS_CHECK(config_.seq_len <= mc.max_seq_len, "--seq-len ", config_.seq_len, " exceeds the model's context of ",
            mc.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
 
-  optimizer_ = std::make_unique<AdamW>(model_->layout(),
+  data_parallel_ = std::make_unique<DataParallel>(
+      grid_, *model_,
+      DataParallelOptions{config_.zero, int64_t(config_.bucket_mb * double(1 << 20)), config_.overlap});
+  optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
   if (checkpoint) {
-    CheckpointState state = load_checkpoint(*checkpoint, *model_, optimizer_.get());
+    OptimizerState moments;
+    CheckpointState state = load_checkpoint(*checkpoint, *model_, &moments);
+    optimizer_->import_moments(moments.m, moments.v);
+    optimizer_->set_steps_taken(moments.steps);
     start_step_ = state.step;
     next_batch_ = state.next_batch;
   }
@@ -54,36 +65,53 @@ Trainer::Trainer(TrainConfig config) : config_(std::move(config)) {
 
 Trainer::~Trainer() = default;
 
+ProcessGrid single_process_grid() {
+  CommOptions options;
+  ProcessGrid grid;
+  grid.world = grid.tp = grid.cp = grid.dp = grid.pp = grid.ep = make_self_comm("world", 0, options);
+  return grid;
+}
+
 float Trainer::accumulate_gradients(int64_t batch_index) {
   const int64_t micro = config_.micro_batch(), B = config_.batch_size, T = config_.seq_len;
-  // Each token's loss enters the step's loss with weight 1/(B*T), whatever the micro-batch split.
+  // This dp rank's share of global batch k: sequences [rank·B/dp, (rank+1)·B/dp).
+  const int64_t share = B / data_parallel_->size(), first_sequence = data_parallel_->rank() * share;
+  // Each token's loss enters the step's loss with weight 1/(B*T), whatever the micro-batch split
+  // and the dp degree; summing over dp ranks then gives the full batch's gradient.
   const float dloss = 1.0f / float(B * T);
   model_->zero_grad();
   double loss_sum = 0.0;
-  for (int64_t first = 0; first < B; first += micro) {
+  for (int64_t first = first_sequence; first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
     loss_sum += double(model_->forward(inputs_, targets_, dloss)) * double(micro);
+    // Only the last micro-batch's backward reduces: its buckets start as they complete.
+    if (first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
     model_->backward();
   }
-  return float(loss_sum / double(B));
+  comm_wait_s_ = data_parallel_->finish_reduction();
+  return float(data_parallel_->sum(loss_sum) / double(B));
 }
 
 float Trainer::evaluate() {
+  // The same validation batches for any dp degree, dealt round-robin over the dp ranks.
   int64_t batches = std::min(config_.eval_batches, val_sampler_->batches_per_epoch());
   double sum = 0.0;
-  for (int64_t k = 0; k < batches; ++k) {
+  for (int64_t k = data_parallel_->rank(); k < batches; k += data_parallel_->size()) {
     val_sampler_->fill(k, 0, config_.micro_batch(), inputs_.data<int32_t>(), targets_.data<int32_t>());
     sum += model_->forward(inputs_, targets_);
   }
-  return float(sum / double(batches));
+  return float(data_parallel_->sum(sum) / double(batches));
 }
 
 std::filesystem::path Trainer::save_checkpoint(int64_t step) {
+  OptimizerState moments = data_parallel_->gather_optimizer_state(*optimizer_);  // collective
+  std::filesystem::path dir = std::filesystem::path(config_.out_dir) / "ckpt-latest";
+  if (!is_reporting_rank()) return dir;
   CheckpointState state{step, next_batch_, config_.seed, run_config_json(config_)};
   std::filesystem::path tokenizer_json;
   if (tokenizer_) tokenizer_json = std::filesystem::path(config_.out_dir) / "tokenizer.json";
   if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
-  return tessera::save_checkpoint(config_.out_dir, *model_, optimizer_.get(), state, tokenizer_json);
+  return tessera::save_checkpoint(config_.out_dir, *model_, &moments, state, tokenizer_json);
 }
 
 void Trainer::print_sample(ProgressLine& progress) {
@@ -106,8 +134,10 @@ TrainResult Trainer::run() {
   std::filesystem::path metrics_path =
       config_.metrics_file.empty() ? std::filesystem::path(config_.out_dir) / "metrics.jsonl"
                                    : std::filesystem::path(config_.metrics_file);
-  MetricsLog metrics(metrics_path, start_step_ > 0, start_step_);
-  ProgressLine progress(config_.steps, config_.quiet);
+  // Rank 0 reports (metrics, progress, plots, checkpoint files); every rank computes.
+  std::optional<MetricsLog> metrics;
+  if (is_reporting_rank()) metrics.emplace(metrics_path, start_step_ > 0, start_step_);
+  ProgressLine progress(config_.steps, config_.quiet || !is_reporting_rank());
   TrainResult result;
   result.last_step = start_step_;
   if (start_step_ > 0) progress.message("resumed from step " + std::to_string(start_step_));
@@ -118,7 +148,7 @@ TrainResult Trainer::run() {
     const auto step_start = Clock::now();
     const float lr = schedule_.at(step);
     const float loss = accumulate_gradients(next_batch_++);
-    const float grad_norm = global_grad_norm(model_->grads());
+    const float grad_norm = data_parallel_->grad_norm();
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       progress.finish();
       std::optional<std::filesystem::path> found = find_checkpoint(config_.out_dir);
@@ -127,14 +157,17 @@ TrainResult Trainer::run() {
               ", grad norm ", grad_norm, "); stopped without updating. Last good checkpoint: ", kept,
               "; lower --lr or raise --warmup and resume");
     }
-    optimizer_->step(model_->params(), model_->grads(), lr, clip_scale(grad_norm, config_.grad_clip));
+    optimizer_->step(model_->params(), data_parallel_->optimizer_grads(), lr, clip_scale(grad_norm, config_.grad_clip));
+    data_parallel_->after_update();
 
     const auto now = Clock::now();
     const double step_s = std::chrono::duration<double>(now - step_start).count();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     const double tokens_per_s = tokens_per_step / step_s;
-    metrics.write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                   {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}});
+    if (metrics)
+      metrics->write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                      {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}, {"step_s", step_s},
+                      {"comm_wait_s", comm_wait_s_}});
     progress.update(step, loss, lr, tokens_per_s, elapsed);
     result.last_step = step;
     result.last_loss = loss;
@@ -142,16 +175,18 @@ TrainResult Trainer::run() {
     const bool last = step == config_.steps;
     if (val_sampler_ && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
       float val_loss = evaluate();
-      metrics.write({{"step", step}, {"val_loss", val_loss}});
+      if (metrics) metrics->write({{"step", step}, {"val_loss", val_loss}});
       std::ostringstream line;
       line << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << val_loss;
       progress.message(line.str());
       result.last_val_loss = val_loss;
     }
-    if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last) print_sample(progress);
+    if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last && is_reporting_rank())
+      print_sample(progress);
     if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last)
       result.last_checkpoint = save_checkpoint(step);
-    if (last || (config_.eval_every > 0 && step % config_.eval_every == 0)) write_loss_plot(metrics_path);
+    if (is_reporting_rank() && (last || (config_.eval_every > 0 && step % config_.eval_every == 0)))
+      write_loss_plot(metrics_path);
   }
   progress.finish();
   return result;

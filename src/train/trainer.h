@@ -12,6 +12,8 @@
 #include "nn/gpt2.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
+#include "parallel/process_grid.h"
+#include "train/data_parallel.h"
 #include "train/progress.h"
 #include "train/train_config.h"
 
@@ -26,9 +28,12 @@ struct TrainResult {
   std::filesystem::path last_checkpoint;
 };
 
+// A grid of one process whose groups all have size 1 (tests, and runs without a launcher).
+ProcessGrid single_process_grid();
+
 class Trainer {
  public:
-  explicit Trainer(TrainConfig config);
+  explicit Trainer(TrainConfig config, ProcessGrid grid = single_process_grid());
   ~Trainer();
   TrainResult run();
   GPT2& model() { return *model_; }
@@ -40,11 +45,15 @@ class Trainer {
   std::filesystem::path save_checkpoint(int64_t step);
   void print_sample(ProgressLine& progress);
   void write_loss_plot(const std::filesystem::path& metrics_path);
+  bool is_reporting_rank() const { return grid_.world_rank == 0; }
 
   TrainConfig config_;
+  ProcessGrid grid_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<GPT2> model_;
+  std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
   std::unique_ptr<AdamW> optimizer_;
+  double comm_wait_s_ = 0;  // exposed communication of the last step
   std::optional<TokenDataset> train_data_, val_data_;
   std::optional<BatchSampler> train_sampler_, val_sampler_;
   LrSchedule schedule_;

@@ -1,0 +1,88 @@
+// Bucketed gradient reduction: all-reduce (ZeRO 0) or reduce-scatter into shards (ZeRO 1/2).
+#include "parallel/dp/grad_reducer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tessera {
+namespace {
+
+void copy_elements(float* dst, const float* src, int64_t n) {
+  if (n > 0) std::memcpy(dst, src, size_t(n) * sizeof(float));
+}
+
+}  // namespace
+
+GradReducer::GradReducer(Comm& dp, std::vector<Bucket> buckets, int zero_stage, bool overlap)
+    : comm_(dp), buckets_(std::move(buckets)), zero_stage_(zero_stage), overlap_(overlap) {}
+
+int64_t GradReducer::shard_size() const { return tessera::shard_size(buckets_); }
+
+void GradReducer::begin(Tensor& grads, Tensor& shard) {
+  TS_CHECK(in_flight_.empty() && next_ == 0, "GradReducer::begin while a reduction is in flight");
+  grads_ = grads;
+  shard_ = shard;
+}
+
+void GradReducer::grads_final_from(int64_t offset) {
+  if (!overlap_) return;
+  while (next_ < buckets_.size() && buckets_[next_].begin >= offset) launch(next_++);
+}
+
+void GradReducer::launch(size_t index) {
+  const Bucket& b = buckets_[index];
+  const int dp = comm_.size();
+  InFlight f;
+  f.bucket = index;
+  Tensor region = grads_.view(b.begin, {b.size()});
+  if (zero_stage_ == 0) {
+    f.work = comm_.all_reduce_async(region);
+  } else {
+    // Reduce-scatter needs dp equal chunks: pad the bucket when its length does not divide.
+    Tensor in = region;
+    if (b.size() != b.chunk * dp) {
+      f.padded_in = Tensor::zeros({b.chunk * dp});
+      copy_elements(f.padded_in.f32(), region.f32(), b.size());
+      in = f.padded_in;
+    }
+    f.padded_out = Tensor::zeros({b.chunk});
+    f.work = comm_.reduce_scatter_async(in, f.padded_out);
+  }
+  in_flight_.push_back(std::move(f));
+}
+
+void GradReducer::finish() {
+  while (next_ < buckets_.size()) launch(next_++);
+  for (InFlight& f : in_flight_) {
+    f.work.wait();
+    if (zero_stage_ > 0) {
+      const Bucket& b = buckets_[f.bucket];
+      copy_elements(shard_.f32() + b.shard_offset, f.padded_out.f32(), b.owned());
+    }
+  }
+  in_flight_.clear();
+  next_ = 0;
+}
+
+void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
+  const int dp = comm_.size();
+  std::vector<InFlight> gathers;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const Bucket& b = buckets_[i];
+    InFlight f;
+    f.bucket = i;
+    f.padded_in = Tensor::zeros({b.chunk});
+    const float* owned = shard ? shard->f32() + b.shard_offset : full.f32() + b.owned_begin;
+    copy_elements(f.padded_in.f32(), owned, b.owned());
+    f.padded_out = Tensor::zeros({b.chunk * dp});
+    f.work = comm_.all_gather_async(f.padded_in, f.padded_out);
+    gathers.push_back(std::move(f));
+  }
+  for (InFlight& f : gathers) {
+    f.work.wait();
+    const Bucket& b = buckets_[f.bucket];
+    copy_elements(full.f32() + b.begin, f.padded_out.f32(), b.size());
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,82 @@
+// Data-parallel step pieces: bucketed reduction hooked into backward, sharded update, norms.
+#include "train/data_parallel.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "ops/norm.h"
+
+namespace tessera {
+namespace {
+
+std::vector<Bucket> model_buckets(const GPT2& model, const Comm& dp, int64_t bucket_bytes) {
+  std::vector<int64_t> starts;
+  for (const ParamSpec& spec : model.layout().specs()) starts.push_back(spec.offset);
+  return make_buckets(starts, model.layout().total(), std::max<int64_t>(1, bucket_bytes / int64_t(sizeof(float))),
+                      dp.rank(), dp.size());
+}
+
+}  // namespace
+
+DataParallel::DataParallel(const ProcessGrid& grid, GPT2& model, const DataParallelOptions& options)
+    : dp_(grid.dp),
+      model_(model),
+      options_(options),
+      reducer_(*grid.dp, model_buckets(model, *grid.dp, options.bucket_bytes), options.zero_stage, options.overlap) {
+  TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 2, "--zero must be 0, 1 or 2, got ", options.zero_stage);
+  if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()});
+}
+
+std::vector<OptimSegment> DataParallel::optimizer_segments() const {
+  if (options_.zero_stage == 0) return full_segments(model_.layout());
+  std::vector<OptimSegment> segments;
+  for (const Bucket& b : reducer_.buckets())
+    append_segments(model_.layout(), b.owned_begin, b.owned_end, b.shard_offset, segments);
+  return segments;
+}
+
+void DataParallel::reduce_during_next_backward() {
+  reducer_.begin(model_.grads(), shard_);
+  model_.set_grad_ready_hook([this](int64_t offset) { reducer_.grads_final_from(offset); });
+}
+
+double DataParallel::finish_reduction() {
+  model_.set_grad_ready_hook({});
+  auto start = std::chrono::steady_clock::now();
+  reducer_.finish();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+const Tensor& DataParallel::optimizer_grads() const { return options_.zero_stage == 0 ? model_.grads() : shard_; }
+
+float DataParallel::grad_norm() {
+  if (options_.zero_stage == 0) return float(std::sqrt(squared_norm(model_.grads())));
+  return float(std::sqrt(sum(squared_norm(shard_))));
+}
+
+void DataParallel::after_update() {
+  if (options_.zero_stage > 0) reducer_.all_gather(model_.params(), nullptr);
+}
+
+double DataParallel::sum(double value) {
+  // Two floats carry the value exactly enough for reporting: the sum of a double split into a float
+  // and its rounding error.
+  Tensor t = Tensor::zeros({2});
+  t.f32()[0] = float(value);
+  t.f32()[1] = float(value - double(t.f32()[0]));
+  dp_->all_reduce(t);
+  return double(t.f32()[0]) + double(t.f32()[1]);
+}
+
+OptimizerState DataParallel::gather_optimizer_state(const AdamW& optimizer) {
+  OptimizerState state{Tensor::zeros({model_.layout().total()}), Tensor::zeros({model_.layout().total()}),
+                       optimizer.steps_taken()};
+  optimizer.export_moments(state.m, state.v);
+  if (options_.zero_stage > 0) {
+    reducer_.all_gather(state.m, nullptr);
+    reducer_.all_gather(state.v, nullptr);
+  }
+  return state;
+}
+
+}  // namespace tessera

@@ -1,0 +1,56 @@
+// Data parallelism for the training loop, over the grid's dp group (size 1 takes the same path and
+// communicates nothing). Gradients of the last micro-batch are reduced in buckets while backward
+// runs; ZeRO 1/2 shard the optimizer state (and the reduced gradient) over dp and all-gather the
+// updated parameters. Also the global reductions the loop reports: loss sums and the grad-norm.
+#pragma once
+
+#include <memory>
+
+#include "checkpoint/train_checkpoint.h"
+#include "nn/gpt2.h"
+#include "optim/adamw_optimizer.h"
+#include "parallel/dp/grad_reducer.h"
+#include "parallel/process_grid.h"
+
+namespace tessera {
+
+struct DataParallelOptions {
+  int zero_stage = 0;
+  int64_t bucket_bytes = 25 << 20;
+  bool overlap = true;
+};
+
+class DataParallel {
+ public:
+  DataParallel(const ProcessGrid& grid, GPT2& model, const DataParallelOptions& options);
+
+  int rank() const { return dp_->rank(); }
+  int size() const { return dp_->size(); }
+  int zero_stage() const { return options_.zero_stage; }
+  // The optimizer's segments: every parameter (ZeRO 0) or this rank's shard (ZeRO 1/2).
+  std::vector<OptimSegment> optimizer_segments() const;
+
+  // Call before the backward whose gradients complete the step: buckets then reduce as they finish.
+  void reduce_during_next_backward();
+  // Waits for (and starts what is left of) the reduction; returns the seconds spent waiting.
+  double finish_reduction();
+  // The reduced gradient the optimizer reads: the full buffer (ZeRO 0) or the shard (ZeRO 1/2).
+  const Tensor& optimizer_grads() const;
+  // The global gradient norm, exact under sharding.
+  float grad_norm();
+  // After the optimizer step: all-gather the updated parameters under ZeRO.
+  void after_update();
+  // Sum of a value over the dp group.
+  double sum(double value);
+  // AdamW's moments in full layout on every rank (gathered under ZeRO), for a checkpoint.
+  OptimizerState gather_optimizer_state(const AdamW& optimizer);
+
+ private:
+  std::shared_ptr<Comm> dp_;
+  GPT2& model_;
+  DataParallelOptions options_;
+  GradReducer reducer_;
+  Tensor shard_;  // ZeRO: this rank's part of the reduced gradient
+};
+
+}  // namespace tessera

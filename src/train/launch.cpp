@@ -1,0 +1,37 @@
+// Grid set-up and the configuration agreement check.
+#include "train/launch.h"
+
+#include "core/rng.h"
+#include "train/model_setup.h"
+
+namespace tessera {
+namespace {
+
+// Every rank must run the same configuration: compare a hash of it (as four exact 16-bit pieces in
+// fp32) through a max and a min over the world.
+void check_same_config(Comm& world, const TrainConfig& config) {
+  const uint64_t hash = stream_id(run_config_json(config).dump());
+  Tensor high = Tensor::zeros({4}), low = Tensor::zeros({4});
+  for (int i = 0; i < 4; ++i) high.f32()[i] = low.f32()[i] = float((hash >> (16 * i)) & 0xffff);
+  world.all_reduce(high, ReduceOp::max);
+  world.all_reduce(low, ReduceOp::min);
+  for (int i = 0; i < 4; ++i)
+    TS_CHECK(high.f32()[i] == low.f32()[i], "the ranks were started with different configurations (rank ",
+             world.rank(), " differs from another rank); give every rank the same flags and config file");
+}
+
+}  // namespace
+
+ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const GPT2Config& model) {
+  ParallelDims dims = ParallelDims::resolve({config.dp, config.tp, config.pp, config.cp, config.ep},
+                                            runtime.world_size());
+  dims.check_model(ModelShape{model.num_layers, model.num_heads, model.channels, 4 * model.channels}, config.seq_len,
+                   config.batch_size, config.micro_batch());
+  CommOptions options;
+  options.timeout_s = config.comm_timeout;
+  ProcessGrid grid = build_process_grid(runtime, dims, options);
+  check_same_config(*grid.world, config);
+  return grid;
+}
+
+}  // namespace tessera

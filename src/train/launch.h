@@ -1,0 +1,15 @@
+// Turning the launcher's world into a run's process grid: resolve --dp/--tp/--pp/--cp/--ep against
+// the world size and the model, check that every rank was started with the same configuration (a
+// hash compared over the world), and build the groups.
+#pragma once
+
+#include "nn/gpt2_config.h"
+#include "parallel/process_grid.h"
+#include "parallel/runtime.h"
+#include "train/train_config.h"
+
+namespace tessera {
+
+ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const GPT2Config& model);
+
+}  // namespace tessera
