@@ -10,7 +10,14 @@
 
 namespace tessera {
 
-struct GPT2Config;
+// The model sizes a layout must divide, as plain numbers so that parallel/ stays beneath nn/:
+// train/ fills it from the model config (GPT-2: ffn_channels = 4·C).
+struct ModelShape {
+  int64_t num_layers = 1;    // L
+  int64_t num_heads = 1;     // NH
+  int64_t channels = 1;      // C
+  int64_t ffn_channels = 4;  // the MLP's hidden width
+};
 
 enum class Axis { tp, cp, dp, pp };  // innermost first; ep is derived
 
@@ -21,9 +28,11 @@ struct ParallelDims {
   // Fills dp when it is 0 (= whatever the world leaves) and checks every rule, naming the flags
   // and the numbers: each degree ≥ 1, dp·tp·pp·cp == world, ep divides dp·cp·tp.
   static ParallelDims resolve(ParallelDims requested, int world_size);
-  // Checks the degrees against the model: tp divides the heads, pp ≤ the layers, cp divides the
-  // sequence length, and so on. Throws naming the flag and the model dimension.
-  void check_model(const GPT2Config& model, int64_t seq_len, int64_t batch_size, int64_t micro_batch) const;
+  // Checks the degrees against the model and the batch: tp divides the heads, the channels and the
+  // MLP width, pp ≤ the layers, cp divides seq_len, and dp·micro_batch divides the global batch
+  // (batch_size sequences; micro_batch = sequences per forward pass on one rank). Throws naming
+  // the flag and the model dimension.
+  void check_model(const ModelShape& model, int64_t seq_len, int64_t batch_size, int64_t micro_batch) const;
   std::string to_string() const;  // "dp=2 tp=1 pp=1 cp=1 ep=1"
 };
 

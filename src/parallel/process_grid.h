@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "parallel/comm.h"
 #include "parallel/parallel_dims.h"
@@ -16,13 +17,23 @@ struct ProcessGrid {
   ParallelDims dims;
   GridCoord coord;
   int world_rank = 0;
-  std::shared_ptr<Comm> world, tp, cp, dp, pp, ep;
+  std::shared_ptr<Comm> world, tp, cp, dp, dp_cp, pp, ep;
 
   bool is_first_stage() const { return coord.pp == 0; }
   bool is_last_stage() const { return coord.pp == dims.pp - 1; }
 };
 
+// The world ranks of one rank's groups, each in group-rank order (ascending world rank). An axis
+// group holds the ranks that differ from this one only in that axis' coordinate (dp_cp: in dp or
+// cp, the replicas a gradient is reduced over); ep is a block of ep consecutive ranks, which lies
+// inside the stage's dp×cp×tp slice because pp is outermost and ep divides that slice.
+struct GroupLayout {
+  std::vector<int> world, tp, cp, dp, dp_cp, pp, ep;
+};
+GroupLayout group_layout(const ParallelDims& dims, int world_rank);
+
 // Splits the runtime's world into the groups of `dims` (already resolved against the world size).
+// Collective: every rank creates the groups in the same order — world, tp, cp, dp, dp_cp, pp, ep.
 ProcessGrid build_process_grid(Runtime& runtime, const ParallelDims& dims, const CommOptions& options);
 
 }  // namespace tessera

@@ -1,7 +1,9 @@
-// The process runtime: world size and rank from the launcher (mpirun / Open MPI, Slurm srun, or
-// none: a single process of world 1 that never touches MPI), MPI initialised with thread support
-// MPI_THREAD_MULTIPLE when launched, the local rank (which GPU to use), and creation of MPI groups.
-// One Runtime per process, created in main and passed down.
+// The process runtime: world size and rank from the launcher (mpirun / Open MPI, Slurm srun, a PMI
+// launcher, or none: a single process of world 1 that never touches MPI), MPI initialised with
+// thread support MPI_THREAD_MULTIPLE when launched, the local rank (which GPU to use), and creation
+// of MPI groups. One Runtime per process, created in main and passed down. MPI is finalised when it
+// goes out of scope normally; when an exception unwinds through it, it is not (other ranks may be
+// blocked in a collective), the process exits non-zero and the launcher ends the job.
 #pragma once
 
 #include <memory>
@@ -14,8 +16,8 @@ namespace tessera {
 
 class Runtime {
  public:
-  // Detects the launcher from the environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE / SLURM_NTASKS) and
-  // initialises MPI only then.
+  // Detects the launcher from the environment (OMPI_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS, PMI_SIZE)
+  // and initialises MPI only then; MPI's world must match the launcher's. argc/argv may be null.
   Runtime(int* argc, char*** argv);
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -25,10 +27,13 @@ class Runtime {
   int world_rank() const { return world_rank_; }
   int local_rank() const { return local_rank_; }
   bool launched() const { return launched_; }  // false: a plain single process
-  const std::string& launcher() const { return launcher_; }  // "mpirun", "srun" or "none"
+  const std::string& launcher() const { return launcher_; }  // "mpirun", "srun", "pmi" or "none"
 
-  // A communicator over `world_ranks` (every rank of the world calls this collectively with the
-  // same groups, in the same order); the calling rank must be a member.
+  // A communicator over `world_ranks`, in that group-rank order; the calling rank must be a member.
+  // Collective over the whole world (MPI_Comm_split of MPI_COMM_WORLD): every rank calls it the
+  // same number of times in the same order, each passing the group it belongs to, and the groups of
+  // one call partition the world into groups of one size (as a grid axis does). Groups of one rank
+  // are make_self_comm and communicate with no one.
   std::shared_ptr<Comm> make_comm(const std::string& name, const std::vector<int>& world_ranks,
                                   const CommOptions& options);
 

@@ -26,7 +26,7 @@ ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, cons
   ParallelDims dims = ParallelDims::resolve({config.dp, config.tp, config.pp, config.cp, config.ep},
                                             runtime.world_size());
   dims.check_model(ModelShape{model.num_layers, model.num_heads, model.channels, 4 * model.channels}, config.seq_len,
-                   config.batch_size, config.micro_batch());
+                   config.batch_size, config.micro_batch(dims.dp));
   CommOptions options;
   options.timeout_s = config.comm_timeout;
   ProcessGrid grid = build_process_grid(runtime, dims, options);

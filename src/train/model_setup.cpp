@@ -79,7 +79,7 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"tokenizer", c.tokenizer},
           {"data-order", c.data_order},
           {"batch-size", c.batch_size},
-          {"micro-batch-size", c.micro_batch()},
+          {"micro-batch-size", c.micro_batch_size},
           {"seq-len", c.seq_len},
           {"steps", c.steps},
           {"lr", c.lr},

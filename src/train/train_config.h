@@ -50,8 +50,9 @@ struct TrainConfig {
   bool resume = false;
   bool quiet = false;            // no live progress line
 
-  int64_t micro_batch() const { return micro_batch_size > 0 ? micro_batch_size : batch_size; }
-  int64_t accumulation_steps() const { return batch_size / micro_batch(); }
+  // Sequences per forward pass on one rank: --micro-batch-size, or by default a data-parallel
+  // rank's whole share of the global batch.
+  int64_t micro_batch(int dp = 1) const { return micro_batch_size > 0 ? micro_batch_size : batch_size / dp; }
   // Throws tessera::Error naming the flag for zero/negative sizes, an indivisible batch, etc.
   void validate() const;
 };

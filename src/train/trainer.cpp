@@ -23,9 +23,10 @@ namespace tessera {
 Trainer::Trainer(TrainConfig config, ProcessGrid grid) : config_(std::move(config)), grid_(std::move(grid)) {
   config_.validate();
   const int dp = grid_.dims.dp;
-  TS_CHECK(config_.batch_size % (int64_t(dp) * config_.micro_batch()) == 0, "--batch-size ", config_.batch_size,
-           " must be a multiple of --dp ", dp, " × --micro-batch-size ", config_.micro_batch(),
-           " (each data-parallel rank takes an equal number of whole micro-batches)");
+  TS_CHECK(config_.batch_size % dp == 0 && config_.batch_size % (int64_t(dp) * config_.micro_batch(dp)) == 0,
+           "--batch-size ", config_.batch_size, " must be a multiple of --dp ", dp, " × --micro-batch-size ",
+           config_.micro_batch(dp), " (each data-parallel rank takes an equal number of whole micro-batches)");
+  micro_batch_ = config_.micro_batch(dp);
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
 
@@ -55,12 +56,12 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid) : config_(std::move(confi
   train_sampler_.emplace(*train_data_, config_.batch_size, config_.seq_len, order, config_.seed);
   if (!config_.val_data.empty()) {
     val_data_.emplace(TokenDataset::open(config_.val_data, mc.vocab_size, "--val-data"));
-    val_sampler_.emplace(*val_data_, config_.micro_batch(), config_.seq_len, DataOrder::sequential, config_.seed);
+    val_sampler_.emplace(*val_data_, micro_batch_, config_.seq_len, DataOrder::sequential, config_.seed);
   }
   schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
                          config_.steps, config_.decay_fraction};
-  inputs_ = Tensor::zeros({config_.micro_batch(), config_.seq_len}, DType::i32);
-  targets_ = Tensor::zeros({config_.micro_batch(), config_.seq_len}, DType::i32);
+  inputs_ = Tensor::zeros({micro_batch_, config_.seq_len}, DType::i32);
+  targets_ = Tensor::zeros({micro_batch_, config_.seq_len}, DType::i32);
 }
 
 Trainer::~Trainer() = default;
@@ -68,12 +69,12 @@ Trainer::~Trainer() = default;
 ProcessGrid single_process_grid() {
   CommOptions options;
   ProcessGrid grid;
-  grid.world = grid.tp = grid.cp = grid.dp = grid.pp = grid.ep = make_self_comm("world", 0, options);
+  grid.world = grid.tp = grid.cp = grid.dp = grid.dp_cp = grid.pp = grid.ep = make_self_comm("world", 0, options);
   return grid;
 }
 
 float Trainer::accumulate_gradients(int64_t batch_index) {
-  const int64_t micro = config_.micro_batch(), B = config_.batch_size, T = config_.seq_len;
+  const int64_t micro = micro_batch_, B = config_.batch_size, T = config_.seq_len;
   // This dp rank's share of global batch k: sequences [rank·B/dp, (rank+1)·B/dp).
   const int64_t share = B / data_parallel_->size(), first_sequence = data_parallel_->rank() * share;
   // Each token's loss enters the step's loss with weight 1/(B*T), whatever the micro-batch split
@@ -97,7 +98,7 @@ float Trainer::evaluate() {
   int64_t batches = std::min(config_.eval_batches, val_sampler_->batches_per_epoch());
   double sum = 0.0;
   for (int64_t k = data_parallel_->rank(); k < batches; k += data_parallel_->size()) {
-    val_sampler_->fill(k, 0, config_.micro_batch(), inputs_.data<int32_t>(), targets_.data<int32_t>());
+    val_sampler_->fill(k, 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
     sum += model_->forward(inputs_, targets_);
   }
   return float(data_parallel_->sum(sum) / double(batches));

@@ -59,6 +59,7 @@ class Trainer {
   LrSchedule schedule_;
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
   int64_t next_batch_ = 0;  // the data loader's position: the global batch the next step reads
+  int64_t micro_batch_ = 1;  // sequences per forward pass on this rank
   Tensor inputs_, targets_;  // (micro_batch, T) i32
 };
 

@@ -1,0 +1,112 @@
+// Under mpirun (ctest runs -np 4 and -np 8; any count works): the Runtime sees the launcher, and for
+// every layout of the world the grid's groups have the expected size and members, and an all-reduce
+// of the world rank over each group sums exactly its members — the communicators are those groups.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "parallel/process_grid.h"
+#include "parallel/runtime.h"
+
+namespace tessera {
+
+namespace {
+
+Runtime* runtime = nullptr;  // one per process, made in main
+
+// A failed check on one rank must not leave the others waiting for the test's whole timeout.
+CommOptions options() {
+  CommOptions o;
+  o.timeout_s = 30.0;
+  return o;
+}
+
+ParallelDims dims(int dp, int tp, int pp, int cp, int ep) {
+  ParallelDims d;
+  d.dp = dp, d.tp = tp, d.pp = pp, d.cp = cp, d.ep = ep;
+  return d;
+}
+
+// Size, members, group rank and an all-reduce of the world rank, checked for one group.
+void check_group(Comm& comm, const std::vector<int>& expected, int world_rank) {
+  SCOPED_TRACE("group " + comm.name());
+  ASSERT_EQ(comm.size(), static_cast<int>(expected.size()));
+  EXPECT_EQ(comm.world_ranks(), expected);
+  EXPECT_EQ(expected[comm.rank()], world_rank);
+  Tensor value = Tensor::zeros({1});
+  value.f32()[0] = static_cast<float>(world_rank);
+  comm.all_reduce(value);
+  EXPECT_EQ(value.f32()[0], static_cast<float>(std::accumulate(expected.begin(), expected.end(), 0)));
+}
+
+}  // namespace
+
+TEST(MpiGrid, RuntimeSeesTheLauncher) {
+  EXPECT_TRUE(runtime->launched());
+  EXPECT_EQ(runtime->launcher(), "mpirun");
+  int size = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  EXPECT_EQ(runtime->world_size(), size);
+  EXPECT_EQ(runtime->world_rank(), rank);
+  EXPECT_GE(runtime->local_rank(), 0);
+  EXPECT_LT(runtime->local_rank(), size);
+}
+
+TEST(MpiGrid, EveryLayoutBuildsItsGroups) {
+  const int world = runtime->world_size(), me = runtime->world_rank();
+  // Every way to write the world as dp·tp·pp·cp, half of them asking for dp = 0 (fill the world),
+  // with ep cycling through the divisors of dp·cp·tp.
+  std::vector<ParallelDims> layouts;
+  for (int tp = 1; tp <= world; ++tp)
+    for (int cp = 1; cp <= world; ++cp)
+      for (int pp = 1; pp <= world; ++pp) {
+        if (world % (tp * cp * pp) != 0) continue;
+        const int dp = world / (tp * cp * pp), slice = dp * cp * tp;
+        int ep = 1 + static_cast<int>(layouts.size()) % slice;
+        while (slice % ep != 0) --ep;
+        layouts.push_back(dims(layouts.size() % 2 == 0 ? dp : 0, tp, pp, cp, ep));
+      }
+  for (const ParallelDims& requested : layouts) {
+    const ParallelDims d = ParallelDims::resolve(requested, world);
+    SCOPED_TRACE(d.to_string());
+    const ProcessGrid grid = build_process_grid(*runtime, d, options());
+    const GroupLayout expected = group_layout(d, me);
+    EXPECT_EQ(grid.world_rank, me);
+    EXPECT_EQ(grid_rank(d, grid.coord), me);
+    EXPECT_EQ(grid.is_first_stage(), grid.coord.pp == 0);
+    EXPECT_EQ(grid.is_last_stage(), grid.coord.pp == d.pp - 1);
+    check_group(*grid.world, expected.world, me);
+    check_group(*grid.tp, expected.tp, me);
+    check_group(*grid.cp, expected.cp, me);
+    check_group(*grid.dp, expected.dp, me);
+    check_group(*grid.dp_cp, expected.dp_cp, me);
+    check_group(*grid.pp, expected.pp, me);
+    check_group(*grid.ep, expected.ep, me);
+    EXPECT_EQ(grid.dp->rank(), grid.coord.dp);
+    EXPECT_EQ(grid.tp->rank(), grid.coord.tp);
+    EXPECT_EQ(grid.pp->rank(), grid.coord.pp);
+  }
+}
+
+TEST(MpiGrid, Dp2Tp2Pp2GroupsByWorldRank) {
+  if (runtime->world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  const ProcessGrid grid = build_process_grid(*runtime, dims(2, 2, 2, 1, 1), options());
+  const int me = runtime->world_rank();
+  // rank = (pp_i·2 + dp_i)·2 + tp_i: tp pairs are neighbours, dp pairs 2 apart, pp pairs 4 apart.
+  EXPECT_EQ(grid.tp->world_ranks(), (std::vector<int>{me & ~1, (me & ~1) + 1}));
+  EXPECT_EQ(grid.dp->world_ranks(), (std::vector<int>{me & ~2, (me & ~2) + 2}));
+  EXPECT_EQ(grid.pp->world_ranks(), (std::vector<int>{me & ~4, (me & ~4) + 4}));
+}
+
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  tessera::Runtime runtime(&argc, &argv);
+  tessera::runtime = &runtime;
+  return RUN_ALL_TESTS();
+}
