@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
 
   GPT2 model(GPT2Config{layers, heads, channels, vocab, seq_len});
   model.init_weights(0);
-  AdamW optimizer(model.layout(), AdamWConfig{0.9f, 0.95f, 1e-8f, 0.1f});
+  AdamW optimizer(full_segments(model.layout()), AdamWConfig{0.9f, 0.95f, 1e-8f, 0.1f});
   Tensor tokens = Tensor::zeros({batch, seq_len}, DType::i32), targets = Tensor::zeros({batch, seq_len}, DType::i32);
   Rng rng(0);
   for (int64_t i = 0; i < batch * seq_len; ++i) {

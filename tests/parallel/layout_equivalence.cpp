@@ -38,56 +38,37 @@ struct RunResult {
   std::vector<std::pair<std::string, std::vector<float>>> weights;  // the final checkpoint's tensors
 };
 
-class LayoutEquivalence : public ::testing::TestWithParam<Layout> {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::filesystem::path(std::filesystem::path(TESSERA_BINARY_DIR) / "test-scratch" / "layout-equivalence");
-    std::filesystem::remove_all(*dir_);
-    std::filesystem::create_directories(*dir_);
-    shard_ = new std::string(testing::write_random_shard(*dir_, 8192, 256, 23).string());
-    reference_ = new RunResult(train(Layout{1, 1, 0, 8}, "reference"));
+// Trains `layout` in `dir` on `shard`; returns its metrics and final weights.
+RunResult train(const Layout& l, const std::filesystem::path& dir, const std::string& shard) {
+  std::ostringstream cmd;
+  cmd << "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ";
+  if (l.ranks > 1) cmd << "mpirun --oversubscribe --allow-run-as-root -np " << l.ranks << " ";
+  cmd << TESSERA_EXE << " train --quiet --model gpt2-tiny --train-data " << shard
+      << " --batch-size 8 --seq-len 16 --steps 4 --lr 1e-3 --warmup 1 --min-lr 1e-4 --comm-timeout 60"
+      << " --bucket-mb 0.01 --dp " << l.dp << " --zero " << l.zero << " --micro-batch-size " << l.micro_batch
+      << " --out-dir " << dir.string();
+  testing::CommandResult r = testing::run_command(cmd.str());
+  EXPECT_EQ(r.exit_code, 0) << cmd.str() << "\n" << r.output;
+  RunResult result;
+  result.metrics = testing::read_metrics(dir / "metrics.jsonl");
+  if (std::filesystem::exists(dir / "ckpt-latest" / "model.safetensors")) {
+    SafetensorsFile file(dir / "ckpt-latest" / "model.safetensors");
+    for (const SafetensorsInfo& t : file.tensors()) result.weights.emplace_back(t.name, file.read_f32(t.name));
   }
-  static void TearDownTestSuite() {
-    delete reference_;
-    delete shard_;
-    delete dir_;
-  }
+  return result;
+}
 
-  static RunResult train(const Layout& l, const std::string& name) {
-    std::filesystem::path out = *dir_ / name;
-    std::ostringstream cmd;
-    cmd << "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ";
-    if (l.ranks > 1) cmd << "mpirun --oversubscribe --allow-run-as-root -np " << l.ranks << " ";
-    cmd << TESSERA_EXE << " train --quiet --model gpt2-tiny --train-data " << *shard_
-        << " --batch-size 8 --seq-len 16 --steps 4 --lr 1e-3 --warmup 1 --min-lr 1e-4 --comm-timeout 60"
-        << " --bucket-mb 0.01 --dp " << l.dp << " --zero " << l.zero << " --micro-batch-size " << l.micro_batch
-        << " --out-dir " << out.string();
-    testing::CommandResult r = testing::run_command(cmd.str());
-    EXPECT_EQ(r.exit_code, 0) << cmd.str() << "\n" << r.output;
-    RunResult result;
-    result.metrics = testing::read_metrics(out / "metrics.jsonl");
-    if (std::filesystem::exists(out / "ckpt-latest" / "model.safetensors")) {
-      SafetensorsFile file(out / "ckpt-latest" / "model.safetensors");
-      for (const SafetensorsInfo& t : file.tensors()) result.weights.emplace_back(t.name, file.read_f32(t.name));
-    }
-    return result;
-  }
-
-  static std::filesystem::path* dir_;
-  static std::string* shard_;
-  static RunResult* reference_;
-};
-
-std::filesystem::path* LayoutEquivalence::dir_ = nullptr;
-std::string* LayoutEquivalence::shard_ = nullptr;
-RunResult* LayoutEquivalence::reference_ = nullptr;
+class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
 
 }  // namespace
 
 TEST_P(LayoutEquivalence, MatchesOneProcess) {
+  // Each case trains its own one-process reference (a few milliseconds), so cases run independently.
   const Layout layout = GetParam();
-  RunResult run = train(layout, layout_name(layout));
-  const RunResult& ref = *reference_;
+  const std::filesystem::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
+  const RunResult ref = train(Layout{1, 1, 0, 8}, dir / "reference", shard);
+  const RunResult run = train(layout, dir / layout_name(layout), shard);
   ASSERT_EQ(run.metrics.size(), ref.metrics.size());
   for (size_t s = 0; s < ref.metrics.size(); ++s)
     for (const char* key : {"loss", "grad_norm"}) {
