@@ -55,11 +55,21 @@ void fill_constant(Tensor& t, float value) {
 GPT2::GPT2(const GPT2Config& config) : config_(config), layout_(gpt2_layout(config)) {
   config_.validate();
   params_ = Tensor::zeros({layout_.total()});
-  grads_ = Tensor::zeros({layout_.total()});
   named_params_ = layout_.views(params_);
-  named_grads_ = layout_.views(grads_);
   w_ = weights_of(named_params_);
+  allocate_grads();
+}
+
+void GPT2::allocate_grads() {
+  grads_ = Tensor::zeros({layout_.total()});
+  named_grads_ = layout_.views(grads_);
   g_ = weights_of(named_grads_);
+}
+
+void GPT2::release_grads() {
+  grads_ = Tensor();
+  named_grads_.clear();
+  g_ = GPT2Weights();
 }
 
 GPT2Weights GPT2::weights_of(const NamedTensors& named) const {
@@ -185,6 +195,7 @@ void GPT2::backward() {
 }
 
 void GPT2::zero_grad() {
+  if (!grads_.defined()) return allocate_grads();  // zero-filled
   float* g = grads_.f32();
   const int64_t n = grads_.numel();
 #pragma omp parallel for schedule(static)

@@ -52,7 +52,10 @@ class GPT2 {
   // gradient at an offset >= it is final. Data parallelism starts reducing buckets from there.
   using GradReadyHook = std::function<void(int64_t first_final_offset)>;
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
+  // Zeroes the gradients, allocating them again after release_grads().
   void zero_grad();
+  // Frees the gradient buffer until the next zero_grad() (ZeRO-2 keeps only its reduced shard).
+  void release_grads();
 
   const GPT2Config& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
@@ -66,6 +69,7 @@ class GPT2 {
 
  private:
   GPT2Weights weights_of(const NamedTensors& named) const;
+  void allocate_grads();
 
   GPT2Config config_;
   ParameterLayout layout_;

@@ -78,11 +78,14 @@ std::vector<Arrival> ArrivalChannel::probe(uint64_t seq, double bound_s) {
     MPI_Isend(query.data(), 2, MPI_INT64_T, r, kQueryTag, comm_, &sends[size_t(r)]);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(bound_s);
-  for (;;) {
-    int all_done = 0;
-    if (MPI_Testall(size_, receives.data(), &all_done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
-    if (all_done || std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<int> indices(receives.size());
+  for (int waiting = size_ - 1; waiting > 0 && std::chrono::steady_clock::now() < deadline;) {
+    int completed = 0;  // MPI_Testall would complete none until all answered
+    if (MPI_Testsome(size_, receives.data(), &completed, indices.data(), MPI_STATUSES_IGNORE) != MPI_SUCCESS ||
+        completed == MPI_UNDEFINED)
+      break;
+    waiting -= completed;
+    if (waiting > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;

@@ -3,11 +3,8 @@
 // other ranks how far they got (arrival channel), and throws one line naming who is missing.
 #include "parallel/mpi_comm.h"
 
-#include <algorithm>
-#include <cstdio>
-#include <sstream>
-
 #include "parallel/arrival_channel.h"
+#include "parallel/comm_timeout.h"
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_progress.h"
 #include "parallel/work_state.h"
@@ -61,14 +58,7 @@ struct MpiGroup {
     if (!finalized && abandoned == 0) MPI_Comm_free(&comm);
   }
 
-  // "2" or "2 (world 6)".
-  std::string rank_label(int r) const {
-    std::string label = std::to_string(r);
-    if (world_ranks[size_t(r)] != r) label += " (world " + std::to_string(world_ranks[size_t(r)]) + ")";
-    return label;
-  }
-
-  [[noreturn]] void fail_timeout(CommOp op, uint64_t record, int peer, size_t bytes);
+  std::string rank_label(int r) const { return comm_rank_label(world_ranks, r); }
 
   std::string name;
   std::vector<int> world_ranks;
@@ -81,46 +71,6 @@ struct MpiGroup {
   MpiProgress progress;    // last: its thread starts once everything above exists
 };
 
-std::string join_ranks(const std::vector<std::string>& labels) {
-  std::string text = labels.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < labels.size(); ++i) text += (i ? ", " : "") + labels[i];
-  return labels.empty() ? "none" : text;
-}
-
-void MpiGroup::fail_timeout(CommOp op, uint64_t record, int peer, size_t bytes) {
-  const bool p2p = op == CommOp::send || op == CommOp::recv;
-  recorder.finish(record, p2p, FlightState::timed_out);
-  std::string title = "tessera: flight recorder of comm '" + name + "' on rank " + rank_label(rank) + " of " +
-                      std::to_string(size);
-  std::fputs(recorder.dump(title).c_str(), stderr);
-  std::string head = "comm '" + name + "' (rank " + rank_label(rank) + " of " + std::to_string(size) + "): ";
-  std::ostringstream what;
-  what << comm_op_name(op) << (p2p ? "" : " #" + std::to_string(record)) << " (" << bytes
-       << " bytes) did not complete within " << options.timeout_s << " s";
-  if (p2p)
-    TS_FAIL(head, what.str(), op == CommOp::send ? " to rank " : " from rank ", rank_label(peer), "; that rank has not ",
-            op == CommOp::send ? "received" : "sent", " it (skipped, stuck or dead)");
-
-  std::vector<Arrival> found = arrivals.probe(record, std::clamp(options.timeout_s / 2, 0.2, 2.0));
-  std::vector<std::string> arrived, missing, mismatched;
-  for (int r = 0; r < size; ++r) {
-    const Arrival& a = found[size_t(r)];
-    if (!a.known) {
-      missing.push_back(rank_label(r) + " (no answer)");
-    } else if (a.reached < record) {
-      missing.push_back(rank_label(r) + " (at #" + std::to_string(a.reached) + ")");
-    } else {
-      arrived.push_back(rank_label(r));
-      if (a.op_at_seq && *a.op_at_seq != op)
-        mismatched.push_back(rank_label(r) + " issued " + std::string(comm_op_name(*a.op_at_seq)));
-    }
-  }
-  std::string order = mismatched.empty() ? "" : "; order differs: " + join_ranks(mismatched) + " as #" +
-                                                     std::to_string(record);
-  TS_FAIL(head, what.str(), "; arrived: ", join_ranks(arrived), "; not arrived: ", join_ranks(missing), order,
-          " (every rank must issue this group's collectives in the same order)");
-}
-
 class MpiWork final : public Work::State {
  public:
   MpiWork(std::shared_ptr<MpiGroup> group, std::shared_ptr<MpiRequest> request, CommOp op, int peer, size_t bytes)
@@ -129,14 +79,16 @@ class MpiWork final : public Work::State {
   // The timeout runs from the call to wait(): a reduction started early in backward is not
   // charged for the compute that overlapped it.
   void wait() override {
+    MpiGroup& g = *group_;
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(group_->options.timeout_s));
-    if (!group_->progress.wait_until(*request_, deadline))
-      group_->fail_timeout(op_, request_->record, peer_, bytes_);
-    TS_CHECK(request_->error == MPI_SUCCESS, "comm '", group_->name, "' ", comm_op_name(op_),
-             request_->p2p ? "" : " #" + std::to_string(request_->record), " failed on rank ",
-             group_->rank_label(group_->rank), ": ", detail::mpi_error_text(request_->error));
+                        std::chrono::duration<double>(g.options.timeout_s));
+    if (!g.progress.wait_until(*request_, deadline))
+      throw_comm_timeout({g.name, g.world_ranks, g.rank, g.options.timeout_s}, {op_, request_->record, peer_, bytes_},
+                         g.recorder, &g.arrivals);
+    TS_CHECK(request_->error == MPI_SUCCESS, "comm '", g.name, "' ", comm_op_name(op_),
+             request_->p2p ? "" : " #" + std::to_string(request_->record), " failed on rank ", g.rank_label(g.rank),
+             ": ", detail::mpi_error_text(request_->error));
   }
   bool done() const override { return request_->done; }
 

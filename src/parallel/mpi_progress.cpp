@@ -68,6 +68,7 @@ bool MpiProgress::test_active() {
       request.error = code == MPI_SUCCESS ? MPI_SUCCESS : statuses[size_t(k)].MPI_ERROR;
       recorder_.finish(request.record, request.p2p,
                        request.error == MPI_SUCCESS ? FlightState::done : FlightState::failed);
+      request.buffers.clear();  // MPI is done with them: free them now, not when the handle dies
       request.done = true;
       finished[i] = true;
     }

@@ -44,6 +44,8 @@ double DataParallel::finish_reduction() {
   model_.set_grad_ready_hook({});
   auto start = std::chrono::steady_clock::now();
   reducer_.finish();
+  // ZeRO-2: the full local gradient is dead once reduced; only the shard lives until the update.
+  if (options_.zero_stage == 2) model_.release_grads();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "checkpoint/train_checkpoint.h"
+#include "core/allocator.h"
 #include "core/atomic_file.h"
 #include "data/tokenizer.h"
 #include "optim/grad_clip.h"
@@ -168,7 +169,8 @@ TrainResult Trainer::run() {
     if (metrics)
       metrics->write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                       {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}, {"step_s", step_s},
-                      {"comm_wait_s", comm_wait_s_}});
+                      {"comm_wait_s", comm_wait_s_}, {"mem_mb", double(host_allocator_stats().current_bytes) / 1e6},
+                      {"peak_mem_mb", double(host_allocator_stats().peak_bytes) / 1e6}});
     progress.update(step, loss, lr, tokens_per_s, elapsed);
     result.last_step = step;
     result.last_loss = loss;

@@ -62,6 +62,8 @@ void GradReducer::finish() {
   }
   in_flight_.clear();
   next_ = 0;
+  grads_ = Tensor();  // hold no buffer past the reduction (ZeRO-2 frees the gradient)
+  shard_ = Tensor();
 }
 
 void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
