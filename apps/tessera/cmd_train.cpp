@@ -17,6 +17,11 @@ namespace {
 void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--model", c.model, "Model preset: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m")
       ->capture_default_str();
+  cmd.add_option("--layers", c.layers, "Override the preset's number of layers");
+  cmd.add_option("--heads", c.heads, "Override the preset's attention heads");
+  cmd.add_option("--channels", c.channels, "Override the preset's width");
+  cmd.add_option("--vocab-size", c.vocab_size, "Override the vocabulary size (default: the preset's or the tokenizer's)");
+  cmd.add_option("--context", c.context, "Override the preset's context length");
   cmd.add_option("--init-from", c.init_from, "Start from a Hugging Face GPT-2 folder (config.json + model.safetensors)");
   cmd.add_option("--train-data", c.train_data, "Glob of llm.c token shards to train on");
   cmd.add_option("--val-data", c.val_data, "Glob of token shards for validation");

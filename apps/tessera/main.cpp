@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_tokenize_command(app);
   tessera::cli::add_tokenizer_train_command(app);
   tessera::cli::add_convert_command(app);
+  tessera::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

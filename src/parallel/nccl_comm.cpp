@@ -175,8 +175,8 @@ class NcclComm final : public Comm {
 
   Work all_to_all_async(const Tensor& in, Tensor& out) override {
     check_all_to_all(*this, kNccl, in, out);
-    const size_t chunk = in.bytes() / size_t(size());
-    std::vector<int64_t> counts(size_t(size()), int64_t(chunk));
+    const size_t peers = size_t(size());
+    const std::vector<int64_t> counts(peers, int64_t(in.bytes() / peers));  // bytes per peer
     return issue(CommOp::all_to_all, in.bytes(), -1, {in, out},
                  [&](ncclComm_t c, cudaStream_t s) { return exchange(in, counts, out, counts, 1, c, s); });
   }

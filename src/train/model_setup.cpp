@@ -17,6 +17,11 @@ GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* toke
   } else {
     mc = gpt2_preset(config.model);
     if (tokenizer) mc.vocab_size = tokenizer->vocab_size();
+    if (config.layers > 0) mc.num_layers = config.layers;
+    if (config.heads > 0) mc.num_heads = config.heads;
+    if (config.channels > 0) mc.channels = config.channels;
+    if (config.vocab_size > 0) mc.vocab_size = config.vocab_size;
+    if (config.context > 0) mc.max_seq_len = config.context;
   }
   if (tokenizer)
     TS_CHECK(tokenizer->vocab_size() <= mc.vocab_size, "--tokenizer: ", config.tokenizer, " has ",
@@ -73,6 +78,11 @@ LoadedModel load_model_for_inference(const std::string& checkpoint, const std::s
 
 nlohmann::json run_config_json(const TrainConfig& c) {
   return {{"model", c.model},
+          {"layers", c.layers},
+          {"heads", c.heads},
+          {"channels", c.channels},
+          {"vocab-size", c.vocab_size},
+          {"context", c.context},
           {"init-from", c.init_from},
           {"train-data", c.train_data},
           {"val-data", c.val_data},

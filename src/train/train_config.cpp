@@ -29,6 +29,9 @@ void TrainConfig::validate() const {
   TS_CHECK(threads >= 0, "--threads must not be negative, got ", threads);
   TS_CHECK(data_order == "sequential" || data_order == "shuffled", "--data-order must be sequential or shuffled, got '",
            data_order, "'");
+  for (auto [flag, value] : {std::pair{"--layers", layers}, {"--heads", heads}, {"--channels", channels},
+                              {"--vocab-size", vocab_size}, {"--context", context}})
+    TS_CHECK(value >= 0, flag, " must be positive (or 0 for the preset's value), got ", value);
   TS_CHECK(zero >= 0 && zero <= 2, "--zero must be 0, 1 or 2, got ", zero);
   TS_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
   TS_CHECK(comm_timeout > 0, "--comm-timeout must be positive, got ", comm_timeout);

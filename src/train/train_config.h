@@ -11,6 +11,8 @@ struct TrainConfig {
   // model
   std::string model = "gpt2-124m";  // preset name
   std::string init_from;            // Hugging Face GPT-2 folder
+  // overrides of the preset's shape (0 = the preset's value)
+  int64_t layers = 0, heads = 0, channels = 0, vocab_size = 0, context = 0;
   // data
   std::string train_data;  // glob of llm.c token shards
   std::string val_data;

@@ -67,8 +67,17 @@ void GradReducer::finish() {
 }
 
 void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
+  // Two buckets in flight at most: one gathering while the previous one is copied out, so the
+  // staging never holds more than two buckets (the point of ZeRO is not to hold the whole model).
   const int dp = comm_.size();
-  std::vector<InFlight> gathers;
+  std::vector<InFlight> window;
+  auto complete_oldest = [&] {
+    InFlight& f = window.front();
+    f.work.wait();
+    const Bucket& b = buckets_[f.bucket];
+    copy_elements(full.f32() + b.begin, f.padded_out.f32(), b.size());
+    window.erase(window.begin());
+  };
   for (size_t i = 0; i < buckets_.size(); ++i) {
     const Bucket& b = buckets_[i];
     InFlight f;
@@ -78,13 +87,10 @@ void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
     copy_elements(f.padded_in.f32(), owned, b.owned());
     f.padded_out = Tensor::zeros({b.chunk * dp});
     f.work = comm_.all_gather_async(f.padded_in, f.padded_out);
-    gathers.push_back(std::move(f));
+    window.push_back(std::move(f));
+    if (window.size() == 2) complete_oldest();
   }
-  for (InFlight& f : gathers) {
-    f.work.wait();
-    const Bucket& b = buckets_[f.bucket];
-    copy_elements(full.f32() + b.begin, f.padded_out.f32(), b.size());
-  }
+  while (!window.empty()) complete_oldest();
 }
 
 }  // namespace tessera
