@@ -1,0 +1,52 @@
+// `tessera train` under mpirun with bad launches: a layout that does not match the world, ranks
+// started with different configurations, an axis not implemented yet. Each ends non-zero, quickly,
+// with exactly one "tessera: error" line (from rank 0) naming the problem — never a hang.
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+#include "train/train_fixtures.h"
+
+namespace tessera {
+namespace {
+
+class LaunchErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = testing::scratch_dir();
+    shard = testing::write_random_shard(dir, 4096, 256, 5).string();
+  }
+  std::string train(const std::string& flags) const {
+    return std::string(TESSERA_EXE) + " train --quiet --model gpt2-tiny --batch-size 4 --seq-len 16 --steps 2" +
+           " --comm-timeout 20 --train-data " + shard + " --out-dir " + (dir / "run").string() + " " + flags;
+  }
+  void expect_one_error(const std::string& mpirun_args, const std::string& needle) const {
+    testing::CommandResult r = testing::run_command("OMP_NUM_THREADS=1 timeout 90 mpirun --oversubscribe "
+                                                    "--allow-run-as-root " + mpirun_args);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.exit_code, 124) << "timed out (hang): " << r.output;
+    size_t count = 0;
+    for (size_t at = r.output.find("tessera: error: "); at != std::string::npos;
+         at = r.output.find("tessera: error: ", at + 1))
+      ++count;
+    EXPECT_EQ(count, 1u) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "'" << needle << "' not in: " << r.output;
+  }
+  std::filesystem::path dir;
+  std::string shard;
+};
+
+}  // namespace
+
+TEST_F(LaunchErrors, LayoutThatDoesNotMatchTheWorld) { expect_one_error("-np 2 " + train("--dp 3"), "--dp 3"); }
+
+TEST_F(LaunchErrors, BatchThatTheDataParallelDegreeDoesNotDivide) {
+  expect_one_error("-np 4 " + train("--batch-size 6 --micro-batch-size 1"), "--batch-size");
+}
+
+TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
+  expect_one_error("-np 1 " + train("--lr 1e-3") + " : -np 1 " + train("--lr 2e-3"), "different configurations");
+}
+
+TEST_F(LaunchErrors, AxesNotImplementedYet) { expect_one_error("-np 2 " + train("--tp 2 --dp 1"), "--tp"); }
+
+}  // namespace tessera
