@@ -55,15 +55,15 @@ void run_bench_comm(const BenchCommFlags& flags) {
   comm_options.timeout_s = flags.comm_timeout;
   std::vector<int> ranks(static_cast<size_t>(runtime.world_size()));
   std::iota(ranks.begin(), ranks.end(), 0);
-  std::shared_ptr<Comm> world =
-      flags.backend == "nccl"
-          ? make_nccl_comm(runtime.world_size() > 1 ? MPI_COMM_WORLD : MPI_COMM_NULL, "world", ranks,
-                           runtime.local_rank(), comm_options)
-          : runtime.make_comm("world", ranks, comm_options);
+  std::shared_ptr<Comm> world = flags.backend == "nccl"
+                                    ? make_nccl_comm(runtime.world_size() > 1 ? MPI_COMM_WORLD : MPI_COMM_NULL, "world",
+                                                     ranks, runtime.local_rank(), comm_options)
+                                    : runtime.make_comm("world", ranks, comm_options);
   if (rank0) {
-    std::printf("# tessera bench comm: %s backend, %d rank(s) (%s), fp32, mean of %d calls after %d warm-up, "
-                "each size timed between two barriers\n",
-                flags.backend.c_str(), runtime.world_size(), runtime.launcher().c_str(), options.iters, options.warmup);
+    std::printf(
+        "# tessera bench comm: %s backend, %d rank(s) (%s), fp32, mean of %d calls after %d warm-up, "
+        "each size timed between two barriers\n",
+        flags.backend.c_str(), runtime.world_size(), runtime.launcher().c_str(), options.iters, options.warmup);
     if (capped)
       std::printf("# sizes above %s skipped: each rank's share of memory holds buffers of at most that size\n",
                   format_byte_size(cap).c_str());
@@ -80,8 +80,8 @@ void add_bench_command(CLI::App& app) {
   CLI::App* bench = add_command(app, "bench", "Benchmarks: comm (collectives over the world)");
   bench->require_subcommand(1, 1);
   auto flags = std::make_shared<BenchCommFlags>();
-  CLI::App* comm = add_command(*bench, "comm",
-                               "Time all-reduce, reduce-scatter and all-gather at doubling sizes, nccl-tests style");
+  CLI::App* comm =
+      add_command(*bench, "comm", "Time all-reduce, reduce-scatter and all-gather at doubling sizes, nccl-tests style");
   comm->add_option("--min-bytes", flags->min_bytes, "Smallest message; K, M, G suffixes (1K = 1024)")
       ->capture_default_str();
   comm->add_option("--max-bytes", flags->max_bytes, "Largest message, capped at what memory allows")

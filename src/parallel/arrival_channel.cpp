@@ -93,8 +93,8 @@ std::vector<Arrival> ArrivalChannel::probe(uint64_t seq, double bound_s) {
     if (receive == MPI_REQUEST_NULL) {
       const Reply& reply = replies[size_t(r)];
       if (reply[0] == query[0])
-        arrivals[size_t(r)] = Arrival{true, uint64_t(reply[1]),
-                                      reply[2] >= 0 ? std::optional<CommOp>(CommOp(reply[2])) : std::nullopt};
+        arrivals[size_t(r)] =
+            Arrival{true, uint64_t(reply[1]), reply[2] >= 0 ? std::optional<CommOp>(CommOp(reply[2])) : std::nullopt};
     } else {
       MPI_Cancel(&receive);
       MPI_Wait(&receive, MPI_STATUS_IGNORE);

@@ -21,8 +21,8 @@
 namespace tessera {
 
 struct Arrival {
-  bool known = false;              // the rank answered in time
-  uint64_t reached = 0;            // the last collective it issued
+  bool known = false;               // the rank answered in time
+  uint64_t reached = 0;             // the last collective it issued
   std::optional<CommOp> op_at_seq;  // what it issued under the asked sequence number
 };
 

@@ -21,15 +21,6 @@ std::string_view comm_op_name(CommOp op) {
   return "?";
 }
 
-std::string_view reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-  }
-  return "?";
-}
-
 void* tensor_data(const Tensor& t) {
   auto* mutable_t = const_cast<Tensor*>(&t);
   switch (t.dtype()) {
@@ -43,14 +34,15 @@ void* tensor_data(const Tensor& t) {
   return nullptr;
 }
 
+namespace {
+
+// True when the two tensors' byte ranges overlap.
 bool tensors_overlap(const Tensor& a, const Tensor& b) {
   if (a.bytes() == 0 || b.bytes() == 0) return false;
   auto* pa = static_cast<const char*>(tensor_data(a));
   auto* pb = static_cast<const char*>(tensor_data(b));
   return pa < pb + b.bytes() && pb < pa + a.bytes();
 }
-
-namespace {
 
 // "comm 'dp' all_gather: " — the start of every message.
 std::string where(const Comm& comm, CommOp op) {
@@ -60,22 +52,22 @@ std::string where(const Comm& comm, CommOp op) {
 void check_tensor(const Comm& comm, const CommBackend& backend, CommOp op, const char* what, const Tensor& t) {
   TS_CHECK(t.defined(), where(comm, op), "the ", what, " tensor is undefined");
   TS_CHECK(t.device() == backend.device, where(comm, op), "the ", what, " tensor is on ",
-           t.device() == Device::cpu ? "the CPU" : "a CUDA device", " but the ", backend.name,
-           " backend takes ", backend.device == Device::cpu ? "CPU" : "CUDA", " tensors");
+           t.device() == Device::cpu ? "the CPU" : "a CUDA device", " but the ", backend.name, " backend takes ",
+           backend.device == Device::cpu ? "CPU" : "CUDA", " tensors");
   // MPI counts are C ints; keep every backend to the same limit so layouts behave alike.
   TS_CHECK(t.numel() <= INT_MAX, where(comm, op), "the ", what, " tensor has ", t.numel(),
            " elements, more than one collective can carry (", INT_MAX, "); split it");
 }
 
 void check_same_dtype(const Comm& comm, CommOp op, const Tensor& in, const Tensor& out) {
-  TS_CHECK(in.dtype() == out.dtype(), where(comm, op), "the output is ", dtype_name(out.dtype()),
-           " but the input is ", dtype_name(in.dtype()), "; both must have the same dtype");
+  TS_CHECK(in.dtype() == out.dtype(), where(comm, op), "the output is ", dtype_name(out.dtype()), " but the input is ",
+           dtype_name(in.dtype()), "; both must have the same dtype");
 }
 
 void check_reducible(const Comm& comm, const CommBackend& backend, CommOp op, DType dtype) {
   bool is_16bit_float = dtype == DType::bf16 || dtype == DType::f16;
-  TS_CHECK(dtype != DType::u16 && (!is_16bit_float || backend.reduces_16bit_floats), where(comm, op),
-           "the ", backend.name, " backend cannot reduce ", dtype_name(dtype), " tensors; reduce in f32");
+  TS_CHECK(dtype != DType::u16 && (!is_16bit_float || backend.reduces_16bit_floats), where(comm, op), "the ",
+           backend.name, " backend cannot reduce ", dtype_name(dtype), " tensors; reduce in f32");
 }
 
 void check_no_overlap(const Comm& comm, CommOp op, const Tensor& in, const Tensor& out) {
@@ -107,8 +99,8 @@ void check_reduce_scatter(const Comm& comm, const CommBackend& backend, const Te
   check_same_dtype(comm, kind, in, out);
   check_reducible(comm, backend, kind, in.dtype());
   TS_CHECK(in.numel() == out.numel() * comm.size(), where(comm, kind), "the input has ", in.numel(),
-           " elements but must hold one output-sized chunk (", out.numel(), ") per rank, ",
-           out.numel() * comm.size(), " for ", comm.size(), " ranks; pad it to a multiple of ", comm.size());
+           " elements but must hold one output-sized chunk (", out.numel(), ") per rank, ", out.numel() * comm.size(),
+           " for ", comm.size(), " ranks; pad it to a multiple of ", comm.size());
   check_no_overlap(comm, kind, in, out);
 }
 
@@ -118,8 +110,8 @@ void check_all_gather(const Comm& comm, const CommBackend& backend, const Tensor
   check_tensor(comm, backend, kind, "output", out);
   check_same_dtype(comm, kind, in, out);
   TS_CHECK(out.numel() == in.numel() * comm.size(), where(comm, kind), "the output has ", out.numel(),
-           " elements but must hold one input-sized chunk (", in.numel(), ") per rank, ",
-           in.numel() * comm.size(), " for ", comm.size(), " ranks");
+           " elements but must hold one input-sized chunk (", in.numel(), ") per rank, ", in.numel() * comm.size(),
+           " for ", comm.size(), " ranks");
   TS_CHECK(!tensors_overlap(in, out) || all_gather_in_place(comm, in, out), where(comm, kind),
            "the input overlaps the output other than as this rank's chunk ", comm.rank(),
            "; use separate buffers or a view of chunk ", comm.rank());

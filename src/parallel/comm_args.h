@@ -15,7 +15,6 @@ namespace tessera {
 enum class CommOp { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, all_to_allv, send, recv, barrier };
 
 std::string_view comm_op_name(CommOp op);
-std::string_view reduce_op_name(ReduceOp op);
 
 // What a backend accepts: its device, and whether it reduces 16-bit floats (NCCL does, MPI not).
 struct CommBackend {
@@ -26,8 +25,6 @@ struct CommBackend {
 
 // The first byte of a tensor's elements, whatever its dtype.
 void* tensor_data(const Tensor& t);
-// True when the two tensors' byte ranges overlap.
-bool tensors_overlap(const Tensor& a, const Tensor& b);
 
 void check_all_reduce(const Comm& comm, const CommBackend& backend, const Tensor& t);
 void check_reduce_scatter(const Comm& comm, const CommBackend& backend, const Tensor& in, const Tensor& out);

@@ -50,9 +50,8 @@ int64_t parse_byte_size(const std::string& text, const std::string& flag) {
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   std::string suffix;
   for (char c : text.substr(digits)) suffix += char(std::tolower(static_cast<unsigned char>(c)));
-  static const std::map<std::string, int> shifts{{"", 0},    {"b", 0},   {"k", 10},  {"kb", 10},
-                                                 {"kib", 10}, {"m", 20},  {"mb", 20}, {"mib", 20},
-                                                 {"g", 30},  {"gb", 30}, {"gib", 30}};
+  static const std::map<std::string, int> shifts{{"", 0},    {"b", 0},    {"k", 10}, {"kb", 10}, {"kib", 10}, {"m", 20},
+                                                 {"mb", 20}, {"mib", 20}, {"g", 30}, {"gb", 30}, {"gib", 30}};
   auto shift = shifts.find(suffix);
   TS_CHECK(digits > 0 && digits <= 12 && shift != shifts.end(), flag, ": '", text,
            "' is not a size; give bytes with an optional K, M or G suffix (1K = 1024)");
@@ -75,8 +74,8 @@ double bus_bandwidth_factor(CommOp op, int ranks) {
 }
 
 int64_t comm_bench_size_cap(Device device, int cuda_device) {
-  int64_t memory = device == Device::cuda ? int64_t(cuda_free_memory(cuda_device))
-                                          : host_memory_available() / ranks_on_this_node();
+  int64_t memory =
+      device == Device::cuda ? int64_t(cuda_free_memory(cuda_device)) : host_memory_available() / ranks_on_this_node();
   if (mpi_running()) MPI_Allreduce(MPI_IN_PLACE, &memory, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
   int64_t cap = 4;
   while (cap * 2 * 3 <= memory) cap *= 2;
@@ -101,9 +100,12 @@ std::vector<CommBenchRow> run_comm_bench(Comm& comm, const CommBenchOptions& opt
       Tensor full = Tensor::zeros({count}, DType::f32, options.device);
       Tensor part = op == CommOp::all_reduce ? Tensor() : Tensor::zeros({count / n}, DType::f32, options.device);
       auto call = [&] {
-        if (op == CommOp::all_reduce) comm.all_reduce(full);
-        else if (op == CommOp::reduce_scatter) comm.reduce_scatter(full, part);
-        else comm.all_gather(part, full);
+        if (op == CommOp::all_reduce)
+          comm.all_reduce(full);
+        else if (op == CommOp::reduce_scatter)
+          comm.reduce_scatter(full, part);
+        else
+          comm.all_gather(part, full);
       };
       for (int i = 0; i < options.warmup; ++i) call();
       comm.barrier();

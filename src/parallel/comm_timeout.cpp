@@ -31,8 +31,9 @@ void throw_comm_timeout(const CommGroupInfo& group, const TimedOutCall& call, Fl
   const int size = int(group.world_ranks.size());
   auto label = [&](int r) { return comm_rank_label(group.world_ranks, r); };
   recorder.finish(call.record, p2p, FlightState::timed_out);
-  std::fputs(recorder.dump("tessera: flight recorder of comm '" + group.name + "' on rank " + label(group.rank) +
-                           " of " + std::to_string(size))
+  std::fputs(recorder
+                 .dump("tessera: flight recorder of comm '" + group.name + "' on rank " + label(group.rank) + " of " +
+                       std::to_string(size))
                  .c_str(),
              stderr);
 
@@ -41,8 +42,8 @@ void throw_comm_timeout(const CommGroupInfo& group, const TimedOutCall& call, Fl
        << (p2p ? "" : " #" + std::to_string(call.record)) << " (" << call.bytes << " bytes) did not complete within "
        << group.timeout_s << " s";
   if (p2p)
-    TS_FAIL(what.str(), call.op == CommOp::send ? " to rank " : " from rank ", label(call.peer),
-            "; that rank has not ", call.op == CommOp::send ? "received" : "sent", " it (skipped, stuck or dead)");
+    TS_FAIL(what.str(), call.op == CommOp::send ? " to rank " : " from rank ", label(call.peer), "; that rank has not ",
+            call.op == CommOp::send ? "received" : "sent", " it (skipped, stuck or dead)");
 
   std::vector<Arrival> found(size_t(size), Arrival{});
   if (arrivals)

@@ -62,8 +62,8 @@ std::string FlightRecorder::dump(const std::string& title) const {
   const Clock::time_point now = Clock::now();
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   size_t held = std::min<uint64_t>(recorded_, ring_.size());
-  std::string text = title + ": last " + std::to_string(held) + " of " + std::to_string(recorded_) +
-                     " communications, oldest first\n";
+  std::string text =
+      title + ": last " + std::to_string(held) + " of " + std::to_string(recorded_) + " communications, oldest first\n";
   for (size_t back = held; back >= 1; --back) {
     const Entry& e = ring_[(recorded_ - back) % ring_.size()];
     std::string kind = std::string(comm_op_name(e.op));
@@ -72,8 +72,12 @@ std::string FlightRecorder::dump(const std::string& title) const {
     switch (e.state) {
       case FlightState::pending: std::snprintf(state, sizeof state, "pending"); break;
       case FlightState::timed_out: std::snprintf(state, sizeof state, "TIMED OUT"); break;
-      case FlightState::failed: std::snprintf(state, sizeof state, "failed after %.3f ms", 1e3 * seconds(e.end - e.start)); break;
-      case FlightState::done: std::snprintf(state, sizeof state, "done in %.3f ms", 1e3 * seconds(e.end - e.start)); break;
+      case FlightState::failed:
+        std::snprintf(state, sizeof state, "failed after %.3f ms", 1e3 * seconds(e.end - e.start));
+        break;
+      case FlightState::done:
+        std::snprintf(state, sizeof state, "done in %.3f ms", 1e3 * seconds(e.end - e.start));
+        break;
     }
     char line[256];
     std::snprintf(line, sizeof line, "  %s%-6llu %-20s %12zu bytes  started %9.3f s ago  %s\n", e.p2p ? "p2p " : "#",

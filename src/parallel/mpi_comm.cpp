@@ -19,7 +19,9 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::f32: return MPI_FLOAT;
     case DType::i32: return MPI_INT32_T;
     case DType::u32: return MPI_UINT32_T;
-    case DType::bf16: case DType::f16: case DType::u16: return MPI_UINT16_T;  // moved, never reduced
+    case DType::bf16:
+    case DType::f16:
+    case DType::u16: return MPI_UINT16_T;  // moved, never reduced
   }
   return MPI_DATATYPE_NULL;
 }
@@ -80,9 +82,8 @@ class MpiWork final : public Work::State {
   // charged for the compute that overlapped it.
   void wait() override {
     MpiGroup& g = *group_;
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(g.options.timeout_s));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                           std::chrono::duration<double>(g.options.timeout_s));
     if (!g.progress.wait_until(*request_, deadline))
       throw_comm_timeout({g.name, g.world_ranks, g.rank, g.options.timeout_s}, {op_, request_->record, peer_, bytes_},
                          g.recorder, &g.arrivals);
@@ -232,6 +233,12 @@ std::shared_ptr<Comm> make_mpi_comm(MPI_Comm comm, std::string name, std::vector
   MPI_CHECK(MPI_Comm_size(comm, &size));
   TS_CHECK(int(world_ranks.size()) == size, "comm '", name, "': ", world_ranks.size(),
            " world ranks given for a communicator of ", size);
+  int rank = 0, world_rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  TS_CHECK(world_ranks[size_t(rank)] == world_rank, "comm '", name, "': world rank ", world_rank, " is rank ", rank,
+           " of the communicator, but the member list has world rank ", world_ranks[size_t(rank)],
+           " there; list the members in communicator rank order");
   if (size == 1) {
     MPI_CHECK(MPI_Comm_free(&comm));
     return make_self_comm(std::move(name), world_ranks[0], options);

@@ -14,7 +14,9 @@
 
 namespace tessera {
 
-// Takes ownership of `comm` (freed with the Comm). world_ranks: the members' world ranks.
+// Takes ownership of `comm` (freed with the Comm; a one-rank comm is freed at once and a self Comm
+// returned). world_ranks: the members' world ranks, in communicator rank order. Needs MPI initialised
+// with MPI_THREAD_MULTIPLE; destroy the Comm, and drop its Work, before MPI_Finalize.
 std::shared_ptr<Comm> make_mpi_comm(MPI_Comm comm, std::string name, std::vector<int> world_ranks,
                                     const CommOptions& options);
 

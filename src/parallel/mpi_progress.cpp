@@ -3,16 +3,22 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
+
 namespace tessera {
 namespace {
 
-// After a pass that completed nothing, the thread yields this many times before it starts sleeping.
+using std::chrono::microseconds;
+
+// Passes that complete nothing before the thread starts pausing (yielding in between).
 constexpr int kSpinPasses = 16;
-// Sleep between passes while requests are pending: short against the microseconds a round of a
-// collective takes over shared memory, long enough to leave the core to compute.
-constexpr auto kBusySleep = std::chrono::microseconds(20);
+// Pause between passes while requests are pending and nobody waits: from the microseconds a round
+// of a collective takes over shared memory, doubling up to a bound that keeps a long overlapped
+// reduction from costing compute more than a few percent of a core.
+constexpr microseconds kMinPause(20);
+constexpr microseconds kMaxPause(1000);
 // Wake-up period with nothing pending, to answer arrival queries.
-constexpr auto kIdleSleep = std::chrono::milliseconds(2);
+constexpr microseconds kIdlePause(5000);
 
 }  // namespace
 
@@ -31,7 +37,11 @@ void MpiProgress::submit(std::shared_ptr<MpiRequest> request) {
 
 bool MpiProgress::wait_until(const MpiRequest& request, std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  return completed_.wait_until(lock, deadline, [&] { return request.done.load(); });
+  ++waiters_;
+  wake_.notify_one();  // end a pause: poll without pausing while this thread waits
+  bool done = completed_.wait_until(lock, deadline, [&] { return request.done.load(); });
+  --waiters_;
+  return done;
 }
 
 size_t MpiProgress::stop() {
@@ -87,29 +97,37 @@ bool MpiProgress::test_active() {
 }
 
 void MpiProgress::run() {
-  prctl(PR_SET_TIMERSLACK, 1UL);  // let the short sleeps below be short
+  prctl(PR_SET_TIMERSLACK, 1UL);  // let the short pauses below be short
   int quiet_passes = 0;
+  microseconds pause(0);
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      if (active_.empty() && incoming_.empty() && !stopping_) wake_.wait_for(lock, kIdleSleep);
+      const microseconds timeout = active_.empty() && incoming_.empty() ? kIdlePause : pause;
+      if (timeout.count() > 0)
+        wake_.wait_for(lock, timeout, [&] { return stopping_ || !incoming_.empty() || waiters_ > 0; });
       if (stopping_) return;
+      if (!incoming_.empty()) {  // a new request: poll it closely again
+        quiet_passes = 0;
+        pause = microseconds(0);
+      }
       for (auto& request : incoming_) {
         handles_.push_back(request->handle);
         active_.push_back(std::move(request));
-        quiet_passes = 0;
       }
       incoming_.clear();
     }
     serve_();
     if (active_.empty()) continue;
-    if (test_active()) {
+    // While a thread waits nothing computes on its behalf: poll without pausing, as a blocking MPI
+    // call would. Otherwise pause longer and longer while passes complete nothing.
+    if (test_active() || waiters_ > 0) {
       quiet_passes = 0;
-    } else if (++quiet_passes < kSpinPasses) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(kBusySleep);
+      pause = microseconds(0);
+    } else if (++quiet_passes >= kSpinPasses) {
+      pause = std::clamp(pause * 2, kMinPause, kMaxPause);
     }
+    if (pause.count() == 0) std::this_thread::yield();
   }
 }
 

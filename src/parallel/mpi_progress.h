@@ -1,7 +1,9 @@
 // The progress thread of one MPI communicator. Open MPI here has no asynchronous progress: a
 // non-blocking collective only advances while some thread is inside MPI. This thread tests the
-// group's pending requests in a loop (yielding, then sleeping briefly between passes, so it does not
-// take a core away from compute), marks them complete in the flight recorder and wakes the waiters.
+// group's pending requests in a loop, marks them complete in the flight recorder and wakes the
+// waiters. While a thread waits on a request it polls without pausing (nothing computes then);
+// otherwise, after a few passes that complete nothing, it pauses between passes for 20 µs doubling
+// up to 1 ms, so a reduction overlapped with compute costs it a few percent of a core.
 // When nothing is pending it sleeps on a condition variable, waking every few milliseconds to run
 // `serve` (the arrival channel's answers).
 #pragma once
@@ -60,6 +62,7 @@ class MpiProgress {
   std::condition_variable completed_;  // some request completed
   std::vector<std::shared_ptr<MpiRequest>> incoming_;
   bool stopping_ = false;
+  std::atomic<int> waiters_{0};  // threads blocked in wait_until
   // Owned by the thread while it runs.
   std::vector<std::shared_ptr<MpiRequest>> active_;
   std::vector<MPI_Request> handles_;

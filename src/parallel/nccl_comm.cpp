@@ -104,10 +104,12 @@ class NcclWork final : public Work::State {
   void wait() override {
     NcclGroup& g = *group_;
     const bool p2p = call_.op == CommOp::send || call_.op == CommOp::recv;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                              std::chrono::duration<double>(g.options.timeout_s));
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(g.options.timeout_s));
     for (;;) {
+      TS_CHECK(!g.aborted, "comm '", g.name, "' ", comm_op_name(call_.op),
+               ": the communicator was aborted after an earlier timeout");
       cudaError_t state = cudaEventQuery(event_);
       if (state == cudaSuccess) break;
       TS_CHECK(state == cudaErrorNotReady, "comm '", g.name, "' ", comm_op_name(call_.op),
@@ -192,16 +194,14 @@ class NcclComm final : public Comm {
 
   Work send_async(const Tensor& t, int peer) override {
     check_peer(*this, kNccl, CommOp::send, t, peer);
-    return issue(CommOp::send, t.bytes(), peer, {t}, [&](ncclComm_t c, cudaStream_t s) {
-      return ncclSend(bytes_of(t), t.bytes(), ncclUint8, peer, c, s);
-    });
+    return issue(CommOp::send, t.bytes(), peer, {t},
+                 [&](ncclComm_t c, cudaStream_t s) { return ncclSend(bytes_of(t), t.bytes(), ncclUint8, peer, c, s); });
   }
 
   Work recv_async(Tensor& t, int peer) override {
     check_peer(*this, kNccl, CommOp::recv, t, peer);
-    return issue(CommOp::recv, t.bytes(), peer, {t}, [&](ncclComm_t c, cudaStream_t s) {
-      return ncclRecv(bytes_of(t), t.bytes(), ncclUint8, peer, c, s);
-    });
+    return issue(CommOp::recv, t.bytes(), peer, {t},
+                 [&](ncclComm_t c, cudaStream_t s) { return ncclRecv(bytes_of(t), t.bytes(), ncclUint8, peer, c, s); });
   }
 
   // NCCL has no barrier: an all-reduce of one float stands in.
@@ -249,8 +249,9 @@ class NcclComm final : public Comm {
     ncclResult_t code = start(g.comm, g.stream);
     if (code != ncclSuccess) {
       g.recorder.finish(record, p2p, FlightState::failed);
-      TS_FAIL("comm '", g.name, "' ", comm_op_name(op), " could not start on rank ", comm_rank_label(g.world_ranks, g.rank),
-              ": ", ncclGetErrorString(code), " (", ncclGetLastError(g.comm), ")");
+      TS_FAIL("comm '", g.name, "' ", comm_op_name(op), " could not start on rank ",
+              comm_rank_label(g.world_ranks, g.rank), ": ", ncclGetErrorString(code), " (", ncclGetLastError(g.comm),
+              ")");
     }
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(done, g.stream));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "comm_testing.h"
+#include "parallel/nccl_comm.h"
 #include "support/test_support.h"
 
 namespace tessera::testing {
@@ -48,8 +49,10 @@ TEST(CommArgs, BadArgumentsFailWithOneLine) {
   Tensor t = Tensor::zeros({10});
   Tensor three = Tensor::zeros({3});
   std::string message = error_of([&] { comm->reduce_scatter(t, three); });
-  EXPECT_TRUE(contains(message, "comm 'dp' reduce_scatter: the input has 10 elements but must hold one "
-                                "output-sized chunk (3) per rank")) << message;
+  EXPECT_TRUE(contains(message,
+                       "comm 'dp' reduce_scatter: the input has 10 elements but must hold one "
+                       "output-sized chunk (3) per rank"))
+      << message;
   message = error_of([&] { comm->all_gather(t, three); });
   EXPECT_TRUE(contains(message, "comm 'dp' all_gather: the output has 3 elements")) << message;
   Tensor half = Tensor::zeros({8}, DType::bf16);
@@ -61,8 +64,9 @@ TEST(CommArgs, BadArgumentsFailWithOneLine) {
   EXPECT_TRUE(contains(message, "got 1 send counts for a group of " + std::to_string(n) + " ranks")) << message;
   std::vector<int64_t> too_many(size_t(n), 11);
   message = error_of([&] { comm->all_to_allv_async(t, too_many, three, std::vector<int64_t>(size_t(n), 0)); });
-  EXPECT_TRUE(contains(message, "send counts add up to " + std::to_string(11 * n) +
-                                " elements but the input tensor holds only 10")) << message;
+  EXPECT_TRUE(contains(
+      message, "send counts add up to " + std::to_string(11 * n) + " elements but the input tensor holds only 10"))
+      << message;
   Tensor ints = Tensor::zeros({10 * n}, DType::i32);
   message = error_of([&] { comm->all_gather(t, ints); });
   EXPECT_TRUE(contains(message, "the output is i32 but the input is f32")) << message;
@@ -88,6 +92,17 @@ TEST(CommArgs, MpiCommNeedsAConsistentGroup) {
   MPI_Comm_free(&comm);
   message = error_of([&] { make_mpi_comm(MPI_COMM_NULL, "world", {0}, CommOptions{}); });
   EXPECT_TRUE(contains(message, "no MPI communicator")) << message;
+}
+
+TEST(CommArgs, NcclWithoutAGpuSaysSo) {
+  if (cuda_device_available()) GTEST_SKIP() << "this machine has a GPU";
+  std::vector<int> ranks(static_cast<size_t>(world_size()));
+  for (size_t r = 0; r < ranks.size(); ++r) ranks[r] = int(r);
+  std::string message = error_of([&] { make_nccl_comm(MPI_COMM_WORLD, "world", ranks, 0, CommOptions{}); });
+  EXPECT_TRUE(contains(message, "comm 'world': the NCCL backend needs a CUDA GPU and this machine has none") ||
+              contains(message, "comm 'world': this tessera was built without CUDA and NCCL"))
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
 }
 
 }  // namespace

@@ -82,7 +82,9 @@ TEST(CommAsync, SkippedCollectiveTimesOutNamingTheMissingRank) {
     EXPECT_LT(elapsed, timeout + 3.0);
     EXPECT_TRUE(contains(message, "comm 'stuck'")) << message;
     EXPECT_TRUE(contains(message, "all_reduce #2 (64 bytes) did not complete within 1 s")) << message;
-    EXPECT_TRUE(contains(message, "not arrived: rank " + std::to_string(skipper) + " (last issued #1); every rank must")) << message;
+    EXPECT_TRUE(
+        contains(message, "not arrived: rank " + std::to_string(skipper) + " (last issued #1); every rank must"))
+        << message;
     std::string arrived = "arrived: rank";
     for (int q = 0; q < skipper; ++q) arrived += std::string(q ? ", " : (skipper > 1 ? "s " : " ")) + std::to_string(q);
     EXPECT_TRUE(contains(message, arrived + ";")) << message;
@@ -91,9 +93,9 @@ TEST(CommAsync, SkippedCollectiveTimesOutNamingTheMissingRank) {
     EXPECT_TRUE(contains(dump, "#2")) << dump;
     EXPECT_TRUE(contains(dump, "TIMED OUT")) << dump;
   }
-  MPI_Barrier(MPI_COMM_WORLD);  // the skipper waits here until the others have given up
+  MPI_Barrier(MPI_COMM_WORLD);                       // the skipper waits here until the others have given up
   if (comm->rank() == skipper) comm->all_reduce(t);  // #2, late: the others' pending request completes
-  comm->barrier();                                    // #3: the group is usable again
+  comm->barrier();                                   // #3: the group is usable again
 }
 
 TEST(CommAsync, UnmatchedReceiveTimesOutNamingThePeer) {

@@ -35,8 +35,9 @@ TEST(RankFailure, StoppedRankIsNamedAndTheJobEnds) {
   EXPECT_NE(job.command.exit_code, 124) << "the job hung\n" << job.command.output;
   EXPECT_LT(job.seconds, kTimeout + kMargin) << job.command.output;
   EXPECT_TRUE(contains(job.command.output, "tessera: error: comm 'world' (rank ")) << job.command.output;
-  EXPECT_TRUE(contains(job.command.output, "did not complete within 2 s; arrived: ranks 0, 1, 2; "
-                                           "not arrived: rank 3 (no answer: stuck or dead)"))
+  EXPECT_TRUE(contains(job.command.output,
+                       "did not complete within 2 s; arrived: ranks 0, 1, 2; "
+                       "not arrived: rank 3 (no answer: stuck or dead)"))
       << job.command.output;
 }
 
