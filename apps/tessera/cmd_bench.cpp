@@ -41,8 +41,8 @@ void run_bench_comm(const BenchCommFlags& flags) {
     options.device = flags.backend == "nccl" ? Device::cuda : Device::cpu;
     TS_CHECK(flags.backend != "nccl" || cuda_device_available(),
              "--backend nccl needs a CUDA GPU and this machine has none; use --backend mpi");
-  } catch (const Error&) {
-    if (!rank0) throw QuietExit{1};
+  } catch (const Error& e) {
+    if (!rank0) throw QuietError(e.what(), e.where());  // rank 0 reports it
     throw;
   }
   const int64_t cap = comm_bench_size_cap(options.device, runtime.local_rank());

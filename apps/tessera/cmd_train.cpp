@@ -98,8 +98,8 @@ void add_train_command(CLI::App& app) {
     try {
       ProcessGrid grid = setup_process_grid(runtime, c, model_config_for_run(c));
       trainer = std::make_unique<Trainer>(c, grid);
-    } catch (const Error&) {
-      if (runtime.world_rank() != 0) throw QuietExit{1};  // rank 0 reports the same error
+    } catch (const Error& e) {
+      if (runtime.world_rank() != 0) throw QuietError(e.what(), e.where());  // rank 0 reports it
       throw;
     }
     TrainResult result = trainer->run();

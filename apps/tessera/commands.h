@@ -30,12 +30,6 @@ void apply_toml_config(CLI::App& command);
 // nothing. `tokenizer` must outlive the callback.
 std::function<void(int32_t)> print_token_text(const Tokenizer& tokenizer);
 
-// Ends the process with `code` without printing: ranks other than 0 raise it for errors that every
-// rank hits alike (a bad flag, layout or config), so the user reads one line, from rank 0.
-struct QuietExit {
-  int code = 1;
-};
-
 // A subcommand whose repeated flags take the last value, as in most command-line tools.
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description);
 

@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
-  } catch (const tessera::cli::QuietExit& e) {
-    return e.code;
+  } catch (const tessera::QuietError&) {
+    return 1;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "tessera: error: %s\n", e.what());
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;

@@ -23,6 +23,14 @@ class Error : public std::runtime_error {
 // The OS's text for an errno value ("No such file or directory"), as strerror gives it.
 inline std::string errno_text(int err) { return std::generic_category().message(err); }
 
+// An error every rank of a run hits alike (a bad flag, layout, config, or a NaN loss): ranks other
+// than 0 raise it instead of Error so the user reads the message once, from rank 0; the CLI exits
+// non-zero without printing it.
+class QuietError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 template <typename... Parts>
 [[noreturn]] void throw_error(const char* file, int line, const Parts&... parts) {

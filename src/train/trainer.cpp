@@ -155,9 +155,13 @@ TrainResult Trainer::run() {
       progress.finish();
       std::optional<std::filesystem::path> found = find_checkpoint(config_.out_dir);
       std::string kept = found ? found->string() : "none";
-      TS_FAIL("step ", step, ": ", std::isfinite(loss) ? "gradient norm" : "loss", " is not finite (loss ", loss,
-              ", grad norm ", grad_norm, "); stopped without updating. Last good checkpoint: ", kept,
-              "; lower --lr or raise --warmup and resume");
+      // Loss and norm are global, so every rank stops here; rank 0 tells the user.
+      std::ostringstream message;
+      message << "step " << step << ": " << (std::isfinite(loss) ? "gradient norm" : "loss") << " is not finite (loss "
+              << loss << ", grad norm " << grad_norm << "); stopped without updating. Last good checkpoint: " << kept
+              << "; lower --lr or raise --warmup and resume";
+      if (!is_reporting_rank()) throw QuietError(message.str(), __FILE__);
+      throw Error(message.str(), __FILE__);
     }
     optimizer_->step(model_->params(), data_parallel_->optimizer_grads(), lr, clip_scale(grad_norm, config_.grad_clip));
     data_parallel_->after_update();
