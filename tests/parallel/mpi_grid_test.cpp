@@ -10,12 +10,12 @@
 
 #include "parallel/process_grid.h"
 #include "parallel/runtime.h"
+#include "runtime_test_main.h"
 
 namespace tessera {
 
 namespace {
 
-Runtime* runtime = nullptr;  // one per process, made in main
 
 // A failed check on one rank must not leave the others waiting for the test's whole timeout.
 CommOptions options() {
@@ -45,19 +45,19 @@ void check_group(Comm& comm, const std::vector<int>& expected, int world_rank) {
 }  // namespace
 
 TEST(MpiGrid, RuntimeSeesTheLauncher) {
-  EXPECT_TRUE(runtime->launched());
-  EXPECT_EQ(runtime->launcher(), "mpirun");
+  EXPECT_TRUE(testing::test_runtime().launched());
+  EXPECT_EQ(testing::test_runtime().launcher(), "mpirun");
   int size = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  EXPECT_EQ(runtime->world_size(), size);
-  EXPECT_EQ(runtime->world_rank(), rank);
-  EXPECT_GE(runtime->local_rank(), 0);
-  EXPECT_LT(runtime->local_rank(), size);
+  EXPECT_EQ(testing::test_runtime().world_size(), size);
+  EXPECT_EQ(testing::test_runtime().world_rank(), rank);
+  EXPECT_GE(testing::test_runtime().local_rank(), 0);
+  EXPECT_LT(testing::test_runtime().local_rank(), size);
 }
 
 TEST(MpiGrid, EveryLayoutBuildsItsGroups) {
-  const int world = runtime->world_size(), me = runtime->world_rank();
+  const int world = testing::test_runtime().world_size(), me = testing::test_runtime().world_rank();
   // Every way to write the world as dp·tp·pp·cp, half of them asking for dp = 0 (fill the world),
   // with ep cycling through the divisors of dp·cp·tp.
   std::vector<ParallelDims> layouts;
@@ -73,7 +73,7 @@ TEST(MpiGrid, EveryLayoutBuildsItsGroups) {
   for (const ParallelDims& requested : layouts) {
     const ParallelDims d = ParallelDims::resolve(requested, world);
     SCOPED_TRACE(d.to_string());
-    const ProcessGrid grid = build_process_grid(*runtime, d, options());
+    const ProcessGrid grid = build_process_grid(testing::test_runtime(), d, options());
     const GroupLayout expected = group_layout(d, me);
     EXPECT_EQ(grid.world_rank, me);
     EXPECT_EQ(grid_rank(d, grid.coord), me);
@@ -93,9 +93,9 @@ TEST(MpiGrid, EveryLayoutBuildsItsGroups) {
 }
 
 TEST(MpiGrid, Dp2Tp2Pp2GroupsByWorldRank) {
-  if (runtime->world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
-  const ProcessGrid grid = build_process_grid(*runtime, dims(2, 2, 2, 1, 1), options());
-  const int me = runtime->world_rank();
+  if (testing::test_runtime().world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  const ProcessGrid grid = build_process_grid(testing::test_runtime(), dims(2, 2, 2, 1, 1), options());
+  const int me = testing::test_runtime().world_rank();
   // rank = (pp_i·2 + dp_i)·2 + tp_i: tp pairs are neighbours, dp pairs 2 apart, pp pairs 4 apart.
   EXPECT_EQ(grid.tp->world_ranks(), (std::vector<int>{me & ~1, (me & ~1) + 1}));
   EXPECT_EQ(grid.dp->world_ranks(), (std::vector<int>{me & ~2, (me & ~2) + 2}));
@@ -103,10 +103,3 @@ TEST(MpiGrid, Dp2Tp2Pp2GroupsByWorldRank) {
 }
 
 }  // namespace tessera
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  tessera::Runtime runtime(&argc, &argv);
-  tessera::runtime = &runtime;
-  return RUN_ALL_TESTS();
-}

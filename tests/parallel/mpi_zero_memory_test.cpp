@@ -7,12 +7,12 @@
 #include "core/rng.h"
 #include "parallel/process_grid.h"
 #include "parallel/runtime.h"
+#include "runtime_test_main.h"
 #include "train/data_parallel.h"
 
 namespace tessera {
 namespace {
 
-Runtime* runtime = nullptr;  // one per process, made in main
 
 struct Measured {
   int64_t optimizer_bytes;  // what the AdamW state allocated
@@ -21,10 +21,10 @@ struct Measured {
 
 Measured measure(int zero) {
   ParallelDims dims;
-  dims.dp = runtime->world_size();
+  dims.dp = testing::test_runtime().world_size();
   CommOptions options;
   options.timeout_s = 30;
-  ProcessGrid grid = build_process_grid(*runtime, dims, options);
+  ProcessGrid grid = build_process_grid(testing::test_runtime(), dims, options);
   GPT2 model(GPT2Config{2, 2, 64, 500, 32});
   model.init_weights(1);
   DataParallel dp(grid, model, DataParallelOptions{zero, 16 << 10, true});
@@ -49,7 +49,7 @@ Measured measure(int zero) {
 }
 
 TEST(ZeroMemory, StateShrinksByTheDataParallelDegree) {
-  const int dp = runtime->world_size();
+  const int dp = testing::test_runtime().world_size();
   const int64_t n = GPT2Config{2, 2, 64, 500, 32}.num_parameters();
   Measured zero0 = measure(0), zero1 = measure(1), zero2 = measure(2);
 
@@ -68,10 +68,3 @@ TEST(ZeroMemory, StateShrinksByTheDataParallelDegree) {
 
 }  // namespace
 }  // namespace tessera
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  tessera::Runtime runtime(&argc, &argv);
-  tessera::runtime = &runtime;
-  return RUN_ALL_TESTS();
-}
