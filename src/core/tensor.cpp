@@ -2,6 +2,7 @@
 #include "core/tensor.h"
 
 #include "core/allocator.h"
+#include "core/cuda/device.h"
 
 namespace tessera {
 
@@ -18,11 +19,24 @@ std::string shape_string(const Shape& shape) {
 }
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  TS_CHECK(device == Device::cpu, "CUDA tensors need a build with the CUDA backend");
-  data_ = host_allocate(bytes);
+  if (device == Device::cpu) {
+    data_ = host_allocate(bytes);
+    return;
+  }
+#ifdef TESSERA_WITH_CUDA
+  data_ = device_allocate(bytes);
+  device_memset_zero(data_, bytes);
+#else
+  TS_FAIL("CUDA tensors need a build with the CUDA backend (configure with -DTESSERA_CUDA=ON); run on CPU tensors");
+#endif
 }
 
-Storage::~Storage() { host_free(data_, bytes_); }
+Storage::~Storage() {
+  if (device_ == Device::cpu)
+    host_free(data_, bytes_);
+  else
+    device_free(data_, bytes_);
+}
 
 Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
   for (int64_t d : shape) TS_CHECK(d >= 0, "tensor shape ", shape_string(shape), " has a negative size");

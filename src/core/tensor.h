@@ -22,7 +22,8 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);
 
-// Owns one allocation on one device.
+// Owns one allocation on one device: host memory, or device memory from the caching allocator
+// (core/cuda/device.h) on a build with the CUDA backend. Both start zero-filled.
 class Storage {
  public:
   Storage(size_t bytes, Device device);
@@ -59,6 +60,8 @@ class Tensor {
     check_dtype(dtype_of<T>());
     return reinterpret_cast<const T*>(raw());
   }
+  // The first byte of this tensor, untyped (for copies and memset); on Device::cuda a device pointer.
+  void* raw_data() const { return raw(); }
   float* f32() { return data<float>(); }
   const float* f32() const { return data<float>(); }
 

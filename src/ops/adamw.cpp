@@ -6,6 +6,11 @@
 #include "ops/cpu/adamw_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/adamw_cuda.h"
+#endif
+
 namespace tessera {
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) {
@@ -26,7 +31,13 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const
                         p.grad_scale, bias1, bias2);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay,
+                         p.grad_scale, bias1, bias2, cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

@@ -4,6 +4,11 @@
 #include "ops/cpu/cross_entropy_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/cross_entropy_cuda.h"
+#endif
+
 namespace tessera {
 namespace {
 
@@ -33,7 +38,14 @@ void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets
       cpu::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      check_target_range(copy_to_host(targets), vocab_size);  // one synchronising copy of N ids
+      cuda::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss,
+                                  cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

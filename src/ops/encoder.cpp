@@ -4,6 +4,11 @@
 #include "ops/cpu/encoder_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/encoder_cuda.h"
+#endif
+
 namespace tessera {
 namespace {
 
@@ -45,7 +50,13 @@ void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const
       cpu::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), d.B, d.T, d.C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      check_token_range(op, copy_to_host(tokens), d.Vp);  // one synchronising copy of B*T ids
+      cuda::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), d.B, d.T, d.C, cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -61,7 +72,13 @@ void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tens
       cpu::encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.data<int32_t>(), d.B, d.T, d.C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      check_token_range(op, copy_to_host(tokens), d.Vp);
+      cuda::encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.data<int32_t>(), d.B, d.T, d.C, cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

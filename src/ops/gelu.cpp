@@ -4,6 +4,11 @@
 #include "ops/cpu/gelu_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/gelu_cuda.h"
+#endif
+
 namespace tessera {
 
 void gelu_forward(Tensor& out, const Tensor& x) {
@@ -15,7 +20,12 @@ void gelu_forward(Tensor& out, const Tensor& x) {
       cpu::gelu_forward(out.f32(), x.f32(), x.numel());
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::gelu_forward(out.f32(), x.f32(), x.numel(), cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -29,7 +39,12 @@ void gelu_backward(Tensor& dx, const Tensor& dout, const Tensor& x) {
       cpu::gelu_backward(dx.f32(), dout.f32(), x.f32(), x.numel());
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::gelu_backward(dx.f32(), dout.f32(), x.f32(), x.numel(), cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

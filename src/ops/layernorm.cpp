@@ -4,6 +4,11 @@
 #include "ops/cpu/layernorm_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/layernorm_cuda.h"
+#endif
+
 namespace tessera {
 namespace {
 
@@ -34,7 +39,13 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& x,
                              C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), weight.f32(), bias.f32(), x.numel() / C,
+                              C, cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -60,7 +71,13 @@ void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor
                               rstd.f32(), x.numel() / C, C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::layernorm_backward(dx.f32(), dweight.f32(), dbias.f32(), dout.f32(), x.f32(), weight.f32(), mean.f32(),
+                               rstd.f32(), x.numel() / C, C, cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

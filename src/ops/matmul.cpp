@@ -6,6 +6,11 @@
 #include "ops/cpu/matmul_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/matmul_cuda.h"
+#endif
+
 namespace tessera {
 namespace {
 
@@ -47,7 +52,13 @@ void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Te
       cpu::matmul_forward(out.f32(), x.f32(), weight.f32(), bias.defined() ? bias.f32() : nullptr, d.N, d.C, d.OC);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::matmul_forward(out.f32(), x.f32(), weight.f32(), bias.defined() ? bias.f32() : nullptr, d.N, d.C, d.OC,
+                           cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -71,7 +82,13 @@ void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& d
                            dout.f32(), x.f32(), weight.f32(), d.N, d.C, d.OC);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::matmul_backward(dx.defined() ? dx.f32() : nullptr, dweight.f32(), dbias.defined() ? dbias.f32() : nullptr,
+                            dout.f32(), x.f32(), weight.f32(), d.N, d.C, d.OC, cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

@@ -4,6 +4,11 @@
 #include "ops/cpu/norm_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/norm_cuda.h"
+#endif
+
 namespace tessera {
 
 double squared_norm(const Tensor& x) {
@@ -12,7 +17,11 @@ double squared_norm(const Tensor& x) {
     case Device::cpu:
       return cpu::squared_norm(x.f32(), x.numel());
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      return cuda::squared_norm(x.f32(), x.numel(), cuda_compute_stream());
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
   return 0.0;  // unreachable: every device is handled above
 }
@@ -24,7 +33,12 @@ void scale_inplace(Tensor& x, float factor) {
       cpu::scale_inplace(x.f32(), x.numel(), factor);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::scale_inplace(x.f32(), x.numel(), factor, cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

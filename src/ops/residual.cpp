@@ -4,6 +4,11 @@
 #include "ops/cpu/residual_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/residual_cuda.h"
+#endif
+
 namespace tessera {
 
 void residual_forward(Tensor& out, const Tensor& a, const Tensor& b) {
@@ -16,7 +21,12 @@ void residual_forward(Tensor& out, const Tensor& a, const Tensor& b) {
       cpu::residual_forward(out.f32(), a.f32(), b.f32(), a.numel());
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::residual_forward(out.f32(), a.f32(), b.f32(), a.numel(), cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -29,7 +39,12 @@ void add_inplace(Tensor& acc, const Tensor& x) {
       cpu::add_inplace(acc.f32(), x.f32(), acc.numel());
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::add_inplace(acc.f32(), x.f32(), acc.numel(), cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

@@ -1,0 +1,68 @@
+// The CUDA device as the rest of Tessera sees it: how many there are (0 without a driver or a
+// CUDA build, never an error), the compute stream every op runs on, a caching device allocator
+// with current/peak counters, and host<->device copies. Compiles in CPU-only builds, where every
+// call that would need a device throws a clear tessera::Error.
+#pragma once
+
+#include <cstddef>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tessera {
+
+// Visible CUDA devices; 0 when the build has no CUDA backend, no driver is loaded, or the driver
+// is too old for this runtime. Safe to call anywhere.
+int cuda_device_count();
+// One line for the user: why there is no device ("" when there is one).
+std::string cuda_unavailable_reason();
+
+// Device memory from a cache of freed blocks (rounded sizes, reused on exact size class);
+// cudaMalloc only on a miss. Out of memory empties the cache and retries once, then throws with the
+// bytes asked for, the bytes free and the knobs that lower memory. Zero bytes gives a valid block.
+void* device_allocate(size_t bytes);
+void device_free(void* ptr, size_t bytes);
+// current_bytes/peak_bytes count bytes handed out (not the cache), allocations counts cudaMallocs.
+AllocatorStats device_allocator_stats();
+void device_allocator_reset_peak();
+// Bytes held in the cache, not handed out.
+size_t device_allocator_cached_bytes();
+// Returns every cached block to the driver.
+void device_allocator_release_cached();
+
+// A scratch block from the allocator, returned when the scope ends (kernels queued on the compute
+// stream may still use it then: the next owner only touches it later in stream order).
+class DeviceScratch {
+ public:
+  explicit DeviceScratch(size_t bytes) : ptr_(device_allocate(bytes)), bytes_(bytes) {}
+  ~DeviceScratch() { device_free(ptr_, bytes_); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_;
+  size_t bytes_;
+};
+
+// Raw copies; both synchronise the compute stream, so the host side may be reused at once.
+void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
+void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
+// Tensor copies: a new tensor with the same shape and dtype on the other side.
+Tensor copy_to_device(const Tensor& host);
+Tensor copy_to_host(const Tensor& device);
+// Zero-fills device memory on the compute stream (asynchronous).
+void device_memset_zero(void* ptr, size_t bytes);
+// Waits for everything queued on the compute stream.
+void cuda_synchronize();
+
+#ifdef TESSERA_WITH_CUDA
+// The stream all ops run on (one per process for now, non-blocking; created on first use).
+cudaStream_t cuda_compute_stream();
+#endif
+
+}  // namespace tessera

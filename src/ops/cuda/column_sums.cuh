@@ -1,0 +1,79 @@
+// Deterministic column sums of a row-major (N,C) operand for parameter gradients (LayerNorm's
+// dweight/dbias, the linear layer's dbias): out_k[c] += sum_n load(n, c)[k] for K outputs.
+// Pass 1: a grid of (C/32 column tiles) x (R row chunks), R fixed by N alone; each block sums its
+// chunk into partial (K,R,C). Pass 2: one thread per column adds the R partials in order. No
+// atomics, so the result is the same on every run and every device.
+#pragma once
+
+#include <algorithm>
+
+#include "core/cuda/device.h"
+#include "ops/cuda/cuda_common.cuh"
+
+namespace tessera::cuda {
+
+constexpr int kColumnTile = 32;  // columns per block: one warp reads 128 contiguous bytes of a row
+constexpr int kColumnRows = 8;   // warps per block, each on its own rows
+constexpr int64_t kMaxRowChunks = 64;
+
+template <int K>
+struct ColumnOutputs {
+  float* out[K];
+};
+
+// partial (K,R,C); `load(n, c, v)` fills v[0..K) with the values of element (n, c).
+template <int K, typename Load>
+__global__ void column_sums_partial_kernel(float* partial, int64_t N, int64_t C, int64_t rows_per_chunk, Load load) {
+  __shared__ float tile[K][kColumnRows][kColumnTile + 1];
+  const int64_t c = int64_t(blockIdx.x) * kColumnTile + threadIdx.x;
+  const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
+  const int64_t end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
+  float acc[K] = {};
+  if (c < C) {
+    for (int64_t n = begin + threadIdx.y; n < end; n += kColumnRows) {
+      float v[K];
+      load(n, c, v);
+#pragma unroll
+      for (int k = 0; k < K; k++) acc[k] += v[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K; k++) tile[k][threadIdx.y][threadIdx.x] = acc[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    float sum = 0.0f;
+    for (int r = 0; r < kColumnRows; r++) sum += tile[k][r][threadIdx.x];
+    partial[(int64_t(k) * gridDim.y + blockIdx.y) * C + c] = sum;
+  }
+}
+
+template <int K>
+__global__ void column_sums_final_kernel(ColumnOutputs<K> outs, const float* partial, int64_t R, int64_t C) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    float sum = 0.0f;
+    for (int64_t r = 0; r < R; r++) sum += partial[(int64_t(k) * R + r) * C + c];
+    outs.out[k][c] += sum;
+  }
+}
+
+// Queues both passes on `stream`; the partials live in allocator scratch.
+template <int K, typename Load>
+void column_sums_accumulate(ColumnOutputs<K> outs, int64_t N, int64_t C, Load load, cudaStream_t stream) {
+  if (N == 0 || C == 0) return;
+  const int64_t R = std::min(kMaxRowChunks, ceil_div(N, 4 * kColumnRows));
+  const int64_t rows_per_chunk = ceil_div(N, R);
+  const DeviceScratch partial(size_t(K * R * C) * sizeof(float));
+  const dim3 grid(unsigned(ceil_div(C, kColumnTile)), unsigned(R));
+  column_sums_partial_kernel<K><<<grid, dim3(kColumnTile, kColumnRows), 0, stream>>>(partial.as<float>(), N, C,
+                                                                                     rows_per_chunk, load);
+  CUDA_CHECK_LAUNCH();
+  column_sums_final_kernel<K><<<unsigned(ceil_div(C, 256)), 256, 0, stream>>>(outs, partial.as<float>(), R, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,16 @@
+// CUDA launchers of the fused softmax + cross-entropy (contract in ops/cross_entropy.h).
+// Raw device pointers, fp32, queued on `stream`; each checks its launch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tessera::cuda {
+
+// losses (N) from logits (N,Vp) over the first V columns and targets (N) in [0,V). With dloss != 0
+// logits is overwritten with dloss * (softmax - onehot), padding columns 0.
+void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
+                           float dloss, cudaStream_t stream);
+
+}  // namespace tessera::cuda

@@ -1,0 +1,63 @@
+// Gradient-clipping reductions on the GPU. squared_norm: a fixed grid of kBlocks blocks strides
+// over x summing squares in fp64; block partials go to scratch, one block adds them in index
+// order. The grid never depends on the device or n, so the result is the same bit for bit on
+// every run. scale_inplace: one thread per element.
+#include "core/cuda/device.h"
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/norm_cuda.h"
+
+namespace tessera::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kBlocks = 512;  // partial sums; also the thread count of the final block
+
+// --- kernels ---
+
+// partial (kBlocks) = per-block sum of x[i]^2.
+__global__ void squared_norm_partial_kernel(double* partial, const float* x, int64_t n) {
+  __shared__ double scratch[kWarpSize];
+  double sum = 0.0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    sum += double(x[i]) * double(x[i]);
+  sum = block_sum(sum, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+}
+
+// out (1) = sum of partial (kBlocks), launched with kBlocks threads.
+__global__ void squared_norm_final_kernel(double* out, const double* partial) {
+  __shared__ double scratch[kWarpSize];
+  const double sum = block_sum(partial[threadIdx.x], scratch);
+  if (threadIdx.x == 0) *out = sum;
+}
+
+__global__ void scale_inplace_kernel(float* x, int64_t n, float factor) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+
+}  // namespace
+
+// --- launchers ---
+
+double squared_norm(const float* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return 0.0;
+  const DeviceScratch buffer((kBlocks + 1) * sizeof(double));
+  double* scratch = buffer.as<double>();  // (kBlocks) partials, then the total
+  squared_norm_partial_kernel<<<kBlocks, kBlock, 0, stream>>>(scratch, x, n);
+  CUDA_CHECK_LAUNCH();
+  squared_norm_final_kernel<<<1, kBlocks, 0, stream>>>(scratch + kBlocks, scratch);
+  CUDA_CHECK_LAUNCH();
+  double total = 0.0;
+  CUDA_CHECK(cudaMemcpyAsync(&total, scratch + kBlocks, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  return total;
+}
+
+void scale_inplace(float* x, int64_t n, float factor, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_inplace_kernel<<<ceil_div(n, kBlock), kBlock, 0, stream>>>(x, n, factor);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tessera::cuda

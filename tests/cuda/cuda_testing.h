@@ -1,0 +1,72 @@
+// Helpers for the CUDA op tests: a fixture that skips (reported as skipped by ctest) when there is
+// no CUDA device or no CUDA backend, copies between host and device, NaN-poisoned outputs (so an
+// element the kernel never writes fails the comparison), and a comparison with the CPU twin by
+// relative L2 error and per element.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "core/cuda/device.h"
+#include "ops/op_testing.h"
+
+namespace tessera::testing {
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << cuda_unavailable_reason();
+  }
+};
+
+// A seed drawn afresh for every run (the kernels must compute the same function on any input);
+// tests put it in a SCOPED_TRACE so a failure can be replayed.
+inline uint64_t fresh_seed() {
+  static std::random_device device;
+  return (uint64_t(device()) << 32) | device();
+}
+
+inline Tensor to_gpu(const Tensor& host) { return copy_to_device(host); }
+inline Tensor to_cpu(const Tensor& device) { return copy_to_host(device); }
+
+// A device tensor of `shape` full of NaN.
+inline Tensor poisoned_gpu(const Shape& shape) {
+  Tensor host = Tensor::zeros(shape);
+  fill(host, std::numeric_limits<float>::quiet_NaN());
+  return to_gpu(host);
+}
+
+// The device tensor `gpu` against the CPU result `cpu`: ||gpu - cpu|| / ||cpu|| <= rel_l2 and every
+// element within atol + rtol |cpu|; NaN never passes.
+inline void expect_matches_cpu(const Tensor& gpu, const Tensor& cpu, double rel_l2, double atol, double rtol,
+                               const char* what) {
+  ASSERT_EQ(gpu.device(), Device::cuda) << what;
+  const Tensor got = to_cpu(gpu);
+  ASSERT_EQ(got.numel(), cpu.numel()) << what;
+  double diff2 = 0.0, ref2 = 0.0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < got.numel(); i++) {
+    const double g = got.f32()[i], r = cpu.f32()[i];
+    diff2 += (g - r) * (g - r);
+    ref2 += r * r;
+    const bool ok = std::fabs(g - r) <= atol + rtol * std::fabs(r);  // false for NaN
+    if (!ok && bad++ < 5) ADD_FAILURE() << what << "[" << i << "] = " << g << " on the GPU, " << r << " on the CPU";
+  }
+  EXPECT_EQ(bad, 0) << what << ": elements out of tolerance";
+  const double rel = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  EXPECT_LE(rel, rel_l2) << what << ": relative L2 error";
+}
+
+// Token ids uniform in [0, vocab), as an i32 (B,T) host tensor; fresh for every seed.
+inline Tensor random_ids(Shape shape, int64_t vocab, uint64_t seed) {
+  Tensor t = Tensor::zeros(shape, DType::i32);
+  const std::vector<float> u = random_floats(t.numel(), seed, 0.0f, float(vocab));
+  for (int64_t i = 0; i < t.numel(); i++) t.data<int32_t>()[i] = std::min(int32_t(vocab - 1), int32_t(u[size_t(i)]));
+  return t;
+}
+
+}  // namespace tessera::testing
