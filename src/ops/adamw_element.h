@@ -1,0 +1,29 @@
+// One element of the AdamW update, shared by the CPU loop and the CUDA kernel so both do exactly
+// the same fp32 arithmetic (see ops/adamw.h for the formula). bias1/bias2 = 1 - beta^step.
+#pragma once
+
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define TS_HOST_DEVICE __host__ __device__
+#else
+#define TS_HOST_DEVICE
+#endif
+
+namespace tessera {
+
+struct AdamWElementParams {
+  float lr, beta1, beta2, eps, weight_decay, grad_scale, bias1, bias2;
+};
+
+TS_HOST_DEVICE inline void adamw_element(float& param, float grad, float& m, float& v, const AdamWElementParams& p) {
+  const float g = grad * p.grad_scale;
+  const float m_i = p.beta1 * m + (1.0f - p.beta1) * g;
+  const float v_i = p.beta2 * v + (1.0f - p.beta2) * g * g;
+  m = m_i;
+  v = v_i;
+  const float m_hat = m_i / p.bias1, v_hat = v_i / p.bias2;
+  param -= p.lr * (m_hat / (sqrtf(fmaxf(v_hat, 0.0f)) + p.eps) + p.weight_decay * param);
+}
+
+}  // namespace tessera
