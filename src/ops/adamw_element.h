@@ -23,7 +23,8 @@ TS_HOST_DEVICE inline void adamw_element(float& param, float grad, float& m, flo
   m = m_i;
   v = v_i;
   const float m_hat = m_i / p.bias1, v_hat = v_i / p.bias2;
-  param -= p.lr * (m_hat / (sqrtf(fmaxf(v_hat, 0.0f)) + p.eps) + p.weight_decay * param);
+  // a select, not fmaxf: fmaxf's NaN rules keep GCC from vectorising the CPU loop
+  param -= p.lr * (m_hat / (sqrtf(v_hat > 0.0f ? v_hat : 0.0f) + p.eps) + p.weight_decay * param);
 }
 
 }  // namespace tessera
