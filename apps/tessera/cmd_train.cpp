@@ -70,7 +70,7 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
 }
 
 void print_final_sample(Trainer& trainer, const TrainConfig& c) {
-  Tokenizer tokenizer = Tokenizer::load(c.tokenizer);
+  const Tokenizer& tokenizer = *trainer.tokenizer();
   Rng rng(c.seed, stream_id("final-sample"));
   // Runs on past document ends (several short documents rather than one that may stop at once).
   SamplingOptions options{std::min<int64_t>(160, trainer.model().config().max_seq_len), 0.8f, 40, -1};
@@ -107,7 +107,7 @@ void add_train_command(CLI::App& app) {
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));
     if (result.last_val_loss) std::printf(", val_loss %.4f", double(*result.last_val_loss));
     std::printf("\ncheckpoint: %s\n", result.last_checkpoint.string().c_str());
-    if (!c.tokenizer.empty()) print_final_sample(*trainer, c);
+    if (trainer->tokenizer()) print_final_sample(*trainer, c);
   });
 }
 

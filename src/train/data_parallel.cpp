@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/norm.h"
+#include "optim/grad_clip.h"
 
 namespace tessera {
 namespace {
@@ -52,7 +53,7 @@ double DataParallel::finish_reduction() {
 const Tensor& DataParallel::optimizer_grads() const { return options_.zero_stage == 0 ? model_.grads() : shard_; }
 
 float DataParallel::grad_norm() {
-  if (options_.zero_stage == 0) return float(std::sqrt(squared_norm(model_.grads())));
+  if (options_.zero_stage == 0) return global_grad_norm(model_.grads());
   return float(std::sqrt(sum(squared_norm(shard_))));
 }
 

@@ -23,11 +23,8 @@ namespace tessera {
 
 Trainer::Trainer(TrainConfig config, ProcessGrid grid) : config_(std::move(config)), grid_(std::move(grid)) {
   config_.validate();
-  const int dp = grid_.dims.dp;
-  TS_CHECK(config_.batch_size % dp == 0 && config_.batch_size % (int64_t(dp) * config_.micro_batch(dp)) == 0,
-           "--batch-size ", config_.batch_size, " must be a multiple of --dp ", dp, " × --micro-batch-size ",
-           config_.micro_batch(dp), " (each data-parallel rank takes an equal number of whole micro-batches)");
-  micro_batch_ = config_.micro_batch(dp);
+  // The grid was checked against the batch (ParallelDims::check_model): dp · micro divides it.
+  micro_batch_ = config_.micro_batch(grid_.dims.dp);
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
 

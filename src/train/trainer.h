@@ -37,6 +37,7 @@ class Trainer {
   ~Trainer();
   TrainResult run();
   GPT2& model() { return *model_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null when the run has none
 
  private:
   // Forward + backward over one global batch; returns its mean loss.
