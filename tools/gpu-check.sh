@@ -1,53 +1,89 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU: configure with the CUDA backend, build, run the `cuda` tests
-# (every CUDA op against its CPU twin) and write bench/results/gpu-check-<UTC date>.txt with the
-# device (nvidia-smi), the commit, the command and the ctest summary.
-#   tools/gpu-check.sh [build-dir]        default build-gpu
-#   CUDA_ARCHS=90a-real tools/gpu-check.sh   (default: 90a-real only, to halve nvcc time on Hopper)
-# Exits non-zero when the build or a test fails; a results file is written either way.
+# On a machine with an NVIDIA GPU, CUDA 13 and PyTorch but none of our Debian libraries: runs the
+# bundle that tools/gpu-bundle.sh made on the development machine (carried as .gpu-bundle/) and
+# writes one results file: the device, the commit, the command, then each section's output.
+#   tools/gpu-check.sh [section...]     sections: env tests train bench (default: all four)
+#   env    nvidia-smi, driver, the libraries found
+#   tests  every `cuda` test (each CUDA op against its CPU twin), gtest XML beside the results
+#   train  20 steps of gpt2-mini on the GPU and on the CPU, same seed and data: the loss curves
+#   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes
+# Results go to $OUT (the device tool's folder) when set, else bench/results/. Exits non-zero
+# when a section fails; the results file is written either way.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build-gpu}
-archs=${CUDA_ARCHS:-90a-real}
+bundle=${TESSERA_BUNDLE:-$root/.gpu-bundle}
+out=${OUT:-$root/bench/results}
 stamp=$(date -u +%Y-%m-%dT%H%MZ)
-results=$root/bench/results/gpu-check-$stamp.txt
-log=$(mktemp)
-mkdir -p "$root/bench/results"
-
-section() { printf '\n== %s\n' "$1" | tee -a "$results"; }
+results=$out/gpu-check-$stamp.txt
+sections=("$@")
+((${#sections[@]})) || sections=(env tests train bench)
+mkdir -p "$out"
 : > "$results"
-{
-  echo "# Tessera GPU check, $stamp"
-  echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with local changes)')"
-  echo "command: tools/gpu-check.sh $* (CUDA_ARCHS=$archs)"
-  echo "host: $(hostname), $(nproc) cores"
-} | tee -a "$results"
+status=0
 
-section "nvidia-smi"
-if command -v nvidia-smi > /dev/null; then
-  nvidia-smi 2>&1 | tee -a "$results"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee -a "$results"
-else
-  echo "nvidia-smi not found: no NVIDIA driver on this machine" | tee -a "$results"
-fi
-echo "nvcc: $(/usr/local/cuda/bin/nvcc --version 2>&1 | tail -1)" | tee -a "$results"
+say() { echo "$@" | tee -a "$results"; }
+section() { printf '\n== %s\n' "$1" | tee -a "$results"; }
+# Runs a command, its output into the results file and the terminal; remembers a failure.
+record() {
+  say "\$ $*"
+  "$@" 2>&1 | tee -a "$results"
+  local rc=${PIPESTATUS[0]}
+  ((rc == 0)) || { say "exit status $rc"; status=1; }
+  return "$rc"
+}
 
-section "configure and build"
-start=$(date +%s)
-if ! { cmake -S "$root" -B "$build" -G Ninja -DTESSERA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" &&
-       cmake --build "$build" -j "$(nproc)"; } > "$log" 2>&1; then
-  tail -50 "$log" | tee -a "$results"
-  echo "BUILD FAILED" | tee -a "$results"
-  exit 1
-fi
-echo "built in $(( $(date +%s) - start )) s" | tee -a "$results"
+[[ -x $bundle/bin/tessera ]] || { echo "gpu-check: no bundle at $bundle; run tools/gpu-bundle.sh on the build machine and carry .gpu-bundle" >&2; exit 2; }
 
-section "ctest -L cuda"
-(cd "$build" && ctest -L cuda --output-on-failure) > "$log" 2>&1
-status=$?
-cat "$log" >> "$results"
-grep -E "tests passed|tests failed|Skipped|Failed|\*\*\*" "$log"
-echo "ctest exit status: $status" | tee -a "$results"
+# Our libraries first, then the CUDA toolkit's and the ones PyTorch's wheels bring (NCCL, cuDNN).
+cuda_libs=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
+wheel_libs=$(python3 -c 'import nvidia, os; r = nvidia.__path__[0]; print(":".join(sorted(os.path.join(r, d, "lib") for d in os.listdir(r) if os.path.isdir(os.path.join(r, d, "lib")))))' 2>/dev/null)
+export LD_LIBRARY_PATH=$bundle/lib:$cuda_libs$wheel_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+tessera=$bundle/bin/tessera
+
+say "# Tessera GPU check, $stamp"
+say "bundle commit: $(tr '\n' ' ' < "$bundle/commit")"
+say "command: tools/gpu-check.sh ${sections[*]}"
+say "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1)"
+
+for s in "${sections[@]}"; do
+  case $s in
+    env)
+      section "env"
+      record nvidia-smi
+      say "nvcc: $(nvcc --version 2>&1 | tail -1)"
+      say "torch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>&1)"
+      record ldd "$tessera"
+      ;;
+    tests)
+      section "cuda tests"
+      record "$bundle/bin/test_cuda" --gtest_output=xml:"$out/gpu-tests-$stamp.xml"
+      ;;
+    train)
+      section "train: gpt2-mini, 20 steps, GPU vs CPU"
+      data=$(mktemp -d)
+      record "$tessera" train --model gpt2-mini --synthetic-data --steps 20 --batch-size 8 --seq-len 256 \
+        --device cuda --out-dir "$data/gpu" --quiet
+      record "$tessera" train --model gpt2-mini --synthetic-data --steps 20 --batch-size 8 --seq-len 256 \
+        --device cpu --out-dir "$data/cpu" --quiet
+      python3 "$root/tools/compare_loss_curves.py" "$data/cpu/metrics.jsonl" "$data/gpu/metrics.jsonl" 2>&1 |
+        tee -a "$results"
+      ((PIPESTATUS[0] == 0)) || status=1
+      cp "$data/gpu/metrics.jsonl" "$out/gpu-train-metrics-$stamp.jsonl"
+      ;;
+    bench)
+      section "bench: GPT-2 124M, T=1024"
+      for b in ${BENCH_BATCHES:-16}; do
+        record "$tessera" bench train --model gpt2-124m --micro-batch-size "$b" --seq-len 1024 --steps 20 --json
+        record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype bf16 --json
+        record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype fp32 --json
+      done
+      ;;
+    *) say "unknown section '$s' (env tests train bench)"; status=1 ;;
+  esac
+done
+say "gpu-check exit status: $status"
 echo "results: $results"
 exit $status
