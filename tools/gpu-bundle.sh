@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Here (the development machine, CUDA 13 but no GPU): builds Tessera for Hopper (sm_90a, portable
 # x86-64 host code) into build-gpu/ and packs what tools/gpu-check.sh runs on a GPU machine that
-# has CUDA and PyTorch but none of our Debian libraries: .gpu-bundle/bin (tessera, test_cuda,
-# the benchmarks) and .gpu-bundle/lib (every shared library they load that is not glibc's or the
-# CUDA toolkit's, which the GPU machine brings). The bundle is git-ignored; carry it to the device.
+# has CUDA and PyTorch but none of our Debian libraries: .gpu-bundle/bin (tessera, test_cuda) and
+# .gpu-bundle/lib (every shared library they load that is not glibc's or the CUDA toolkit's, which
+# the GPU machine brings; about 57 MB, under the device tool's 64 MiB). The bundle is git-ignored; carry it to the device.
 #   tools/gpu-bundle.sh            then, there: tools/gpu-check.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,11 +12,11 @@ bundle=$root/.gpu-bundle
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTESSERA_NATIVE=OFF > /dev/null
-cmake --build "$build" --parallel "$(nproc)" --target tessera test_cuda bench_train_step
+cmake --build "$build" --parallel "$(nproc)" --target tessera test_cuda
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
-binaries=("$build/tessera" "$build/tests/test_cuda" "$build/bench/bench_train_step")
+binaries=("$build/tessera" "$build/tests/test_cuda")
 cp "${binaries[@]}" "$bundle/bin/"
 
 # glibc and the CUDA libraries are the GPU machine's own; everything else travels.

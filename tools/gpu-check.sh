@@ -5,7 +5,8 @@
 #   tools/gpu-check.sh [section...]     sections: env tests train bench (default: all four)
 #   env    nvidia-smi, driver, the libraries found
 #   tests  every `cuda` test (each CUDA op against its CPU twin), gtest XML beside the results
-#   train  20 steps of gpt2-mini on the GPU and on the CPU, same seed and data: the loss curves
+#   train  20 steps of gpt2-mini on the GPU (bf16 and fp32) and on the CPU (fp32), same seed and
+#          synthetic data: the loss curves side by side, the bf16 one within 2% of the CPU's
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes
 # Results go to $OUT (the device tool's folder) when set, else bench/results/. Exits non-zero
 # when a section fails; the results file is written either way.
@@ -64,21 +65,24 @@ for s in "${sections[@]}"; do
     train)
       section "train: gpt2-mini, 20 steps, GPU vs CPU"
       data=$(mktemp -d)
-      record "$tessera" train --model gpt2-mini --synthetic-data --steps 20 --batch-size 8 --seq-len 256 \
-        --device cuda --out-dir "$data/gpu" --quiet
-      record "$tessera" train --model gpt2-mini --synthetic-data --steps 20 --batch-size 8 --seq-len 256 \
-        --device cpu --out-dir "$data/cpu" --quiet
-      python3 "$root/tools/compare_loss_curves.py" "$data/cpu/metrics.jsonl" "$data/gpu/metrics.jsonl" 2>&1 |
-        tee -a "$results"
-      ((PIPESTATUS[0] == 0)) || status=1
-      cp "$data/gpu/metrics.jsonl" "$out/gpu-train-metrics-$stamp.jsonl"
+      python3 "$root/tools/synthetic_shard.py" "$data/train_000000.bin" --tokens 1000000 --vocab 512
+      run=(train --model gpt2-mini --vocab-size 512 --train-data "$data/train_*.bin" --steps 20 --batch-size 8
+           --seq-len 256 --lr 1e-3 --warmup 2 --quiet)
+      record "$tessera" "${run[@]}" --device cpu --out-dir "$data/cpu"
+      for dtype in bf16 fp32; do
+        record "$tessera" "${run[@]}" --device cuda --dtype $dtype --out-dir "$data/gpu-$dtype"
+        say "loss: CPU fp32 vs GPU $dtype"
+        record python3 "$root/tools/compare_loss_curves.py" "$data/cpu/metrics.jsonl" "$data/gpu-$dtype/metrics.jsonl"
+      done
       ;;
     bench)
       section "bench: GPT-2 124M, T=1024"
       for b in ${BENCH_BATCHES:-16}; do
-        record "$tessera" bench train --model gpt2-124m --micro-batch-size "$b" --seq-len 1024 --steps 20 --json
-        record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype bf16 --json
-        record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype fp32 --json
+        for dtype in bf16 fp32; do
+          record "$tessera" bench train --model gpt2-124m --micro-batch-size "$b" --seq-len 1024 --steps 20 \
+            --dtype $dtype --json
+          record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype $dtype --json
+        done
       done
       ;;
     *) say "unknown section '$s' (env tests train bench)"; status=1 ;;

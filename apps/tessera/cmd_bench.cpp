@@ -77,8 +77,9 @@ void run_bench_comm(const BenchCommFlags& flags) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* bench = add_command(app, "bench", "Benchmarks: comm (collectives over the world)");
+  CLI::App* bench = add_command(app, "bench", "Benchmarks: train (training-step throughput), comm (collectives)");
   bench->require_subcommand(1, 1);
+  add_bench_train_command(*bench);
   auto flags = std::make_shared<BenchCommFlags>();
   CLI::App* comm =
       add_command(*bench, "comm", "Time all-reduce, reduce-scatter and all-gather at doubling sizes, nccl-tests style");

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
+#include "train/device_choice.h"
 #include "train/model_setup.h"
 
 namespace tessera::cli {
@@ -12,6 +13,7 @@ void add_eval_command(CLI::App& app) {
   struct Options {
     std::string checkpoint, init_from, data;
     int64_t batch_size = 8, seq_len = 1024, batches = 0;
+    std::string device = "auto";
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "eval", "Evaluate the loss of a model on token shards");
@@ -21,6 +23,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--batch-size", o->batch_size, "Sequences per forward pass")->capture_default_str();
   cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
   cmd->add_option("--batches", o->batches, "Batches to evaluate (0 = the whole data once)")->capture_default_str();
+  cmd->add_option("--device", o->device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
+      ->capture_default_str();
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
@@ -29,6 +33,7 @@ void add_eval_command(CLI::App& app) {
     TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, "");
     GPT2& model = *loaded.model;
+    model.to(choose_device_noting(o->device));
     TS_CHECK(o->seq_len <= model.config().max_seq_len, "--seq-len ", o->seq_len, " exceeds the model's context of ",
              model.config().max_seq_len);
     TokenDataset data = TokenDataset::open(o->data, model.config().vocab_size, "--val-data");

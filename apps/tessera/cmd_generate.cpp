@@ -6,6 +6,7 @@
 #include "checkpoint/train_checkpoint.h"
 #include "commands.h"
 #include "data/tokenizer.h"
+#include "train/device_choice.h"
 #include "train/generate.h"
 #include "train/model_setup.h"
 
@@ -16,6 +17,7 @@ void add_generate_command(CLI::App& app) {
     std::string checkpoint, init_from, tokenizer, prompt;
     SamplingOptions sampling;
     uint64_t seed = 1337;
+    std::string device = "auto";
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "generate", "Sample text from a trained model");
@@ -27,11 +29,14 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--temperature", o->sampling.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--device", o->device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
+      ->capture_default_str();
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
     TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (the checkpoint holds no tokenizer.json)");
+    loaded.model->to(choose_device_noting(o->device));
     Tokenizer& tokenizer = *loaded.tokenizer;
     std::vector<int32_t> prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.eot_token()}
                                                     : tokenizer.encode(o->prompt);

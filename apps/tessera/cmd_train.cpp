@@ -54,6 +54,10 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--out-dir", c.out_dir, "Run folder: checkpoints, metrics, tokenizer")->capture_default_str();
   cmd.add_option("--metrics-file", c.metrics_file, "JSON lines per step (default <out-dir>/metrics.jsonl)");
   cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--device", c.device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
+      ->capture_default_str();
+  cmd.add_option("--dtype", c.dtype, "Compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32 or bf16")
+      ->capture_default_str();
   cmd.add_option("--dp", c.dp, "Data-parallel degree (0 = the world size / (tp·pp·cp))")->capture_default_str();
   cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
   cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->capture_default_str();

@@ -19,6 +19,8 @@ void add_tokenize_command(CLI::App& app);
 void add_tokenizer_train_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+// `bench train`, registered under the bench command.
+void add_bench_train_command(CLI::App& bench);
 
 // --config FILE on a subcommand: TOML whose keys are the subcommand's long flag names.
 // enable_toml_config adds the flag; apply_toml_config, first thing in the subcommand's callback,

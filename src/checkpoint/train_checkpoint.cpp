@@ -5,6 +5,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "core/atomic_file.h"
+#include "core/cuda/device.h"
 #include "data/whole_file.h"
 
 namespace tessera {
@@ -57,7 +58,8 @@ fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const Optim
   fs::remove_all(temp_dir);
   fs::create_directories(temp_dir);
 
-  write_safetensors(temp_dir / "model.safetensors", entries_of(model.named_params(), ""), {{"format", "pt"}});
+  const Tensor params = tensor_to(model.params(), Device::cpu);  // staged through the host for a GPU model
+  write_safetensors(temp_dir / "model.safetensors", entries_of(model.layout().views(params), ""), {{"format", "pt"}});
   if (optimizer) {
     std::vector<SafetensorsEntry> moments = entries_of(model.layout().views(optimizer->m), "m.");
     std::vector<SafetensorsEntry> second = entries_of(model.layout().views(optimizer->v), "v.");
@@ -116,6 +118,7 @@ GPT2Config read_checkpoint_model_config(const fs::path& checkpoint) {
 }
 
 CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, OptimizerState* optimizer) {
+  TS_CHECK(model.device() == Device::cpu, "load_checkpoint: load into the model while it is on the CPU, then move it");
   nlohmann::json j = read_state_json(checkpoint);
   CheckpointState state;
   try {

@@ -4,11 +4,12 @@
 #include <cmath>
 #include <string>
 
+#include "core/cuda/device.h"
 #include "core/rng.h"
 #include "ops/attention.h"
+#include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/encoder.h"
-#include "ops/gelu.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/residual.h"
@@ -54,14 +55,39 @@ void fill_constant(Tensor& t, float value) {
 
 GPT2::GPT2(const GPT2Config& config) : config_(config), layout_(gpt2_layout(config)) {
   config_.validate();
-  params_ = Tensor::zeros({layout_.total()});
-  named_params_ = layout_.views(params_);
-  w_ = weights_of(named_params_);
+  set_params(Tensor::zeros({layout_.total()}));
   allocate_grads();
 }
 
+void GPT2::set_params(Tensor params) {
+  params_ = std::move(params);
+  named_params_ = layout_.views(params_);
+  compute_params_ = compute_dtype_ == DType::f32 ? params_ : Tensor::zeros(params_.shape(), compute_dtype_, device_);
+  w_ = weights_of(layout_.views(compute_params_));
+  params_updated();
+}
+
+void GPT2::params_updated() {
+  if (compute_dtype_ != DType::f32) cast_copy(compute_params_, params_);
+}
+
+void GPT2::to(Device device, DType compute) {
+  TS_CHECK(compute == DType::f32 || (compute == DType::bf16 && device == Device::cuda),
+           "GPT2: compute dtype ", dtype_name(compute), " on the ", device == Device::cpu ? "CPU" : "GPU",
+           " is not supported; the CPU computes in f32, the GPU in f32 or bf16");
+  if (device == device_ && compute == compute_dtype_) return;
+  device_ = device;
+  compute_dtype_ = compute;
+  set_params(tensor_to(params_, device));
+  const bool had_grads = grads_.defined();
+  release_grads();
+  acts_ = GPT2Activations();
+  tokens_ = targets_ = Tensor();
+  if (had_grads) allocate_grads();  // zero-filled: gradients never carry over a move
+}
+
 void GPT2::allocate_grads() {
-  grads_ = Tensor::zeros({layout_.total()});
+  grads_ = Tensor::zeros({layout_.total()}, DType::f32, device_);
   named_grads_ = layout_.views(grads_);
   g_ = weights_of(named_grads_);
 }
@@ -94,7 +120,9 @@ GPT2Weights GPT2::weights_of(const NamedTensors& named) const {
 
 void GPT2::init_weights(uint64_t seed) {
   const float residual_std = 0.02f / std::sqrt(2.0f * float(config_.num_layers));
-  for (NamedTensor& p : named_params_) {
+  // Filled on the host, then copied to the device in one go when the model lives there.
+  Tensor host = device_ == Device::cpu ? params_ : Tensor::zeros({layout_.total()});
+  for (NamedTensor& p : layout_.views(host)) {
     Tensor& t = p.tensor;
     if (p.name == "wte") {
       fill_normal(t.f32(), config_.vocab_size * config_.channels, seed, p.name, 0.0f, 0.02f);
@@ -107,34 +135,47 @@ void GPT2::init_weights(uint64_t seed) {
       fill_normal(t.f32(), t.numel(), seed, p.name, 0.0f, residual_projection ? residual_std : 0.02f);
     }
   }
+  if (device_ != Device::cpu) copy_tensor(params_, host);
+  params_updated();
 }
 
 float GPT2::forward(const Tensor& tokens, const Tensor& targets, float dloss) {
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
   TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
-  acts_.ensure(config_, B, T);
-  tokens_ = tokens;
+  acts_.ensure(config_, B, T, device_, compute_dtype_);
+  tokens_ = tensor_to(tokens, device_);
   const int NH = int(config_.num_heads);
 
-  encoder_forward(acts_.encoded, tokens, w_.wte, w_.wpe);
-  Tensor* residual = &acts_.encoded;
+  encoder_forward(acts_.encoded, tokens_, w_.wte, w_.wpe);
+  // Each residual add is fused with the LayerNorm that reads its sum: the attention branch's with
+  // ln_2, the MLP branch's with the next layer's ln_1 (ln_f after the last layer).
+  struct NormOut {
+    Tensor *out, *mean, *rstd;
+    const Tensor *weight, *bias;
+  };
+  auto norm_before = [&](size_t l) {
+    if (l == w_.layers.size()) return NormOut{&acts_.lnf, &acts_.lnf_mean, &acts_.lnf_rstd, &w_.lnf_w, &w_.lnf_b};
+    GPT2LayerActivations& a = acts_.layers[l];
+    return NormOut{&a.ln1, &a.ln1_mean, &a.ln1_rstd, &w_.layers[l].ln1_w, &w_.layers[l].ln1_b};
+  };
+  NormOut first = norm_before(0);
+  layernorm_forward(*first.out, *first.mean, *first.rstd, acts_.encoded, *first.weight, *first.bias);
+  const Tensor* residual = &acts_.encoded;
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     GPT2LayerWeights& lw = w_.layers[l];
     GPT2LayerActivations& a = acts_.layers[l];
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, *residual, lw.ln1_w, lw.ln1_b);
     matmul_forward(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b);
     attention_forward(a.atty, a.lse, a.qkv, NH);
     matmul_forward(a.attproj, a.atty, lw.attproj_w, lw.attproj_b);
-    residual_forward(a.residual2, *residual, a.attproj);
-    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, lw.ln2_w, lw.ln2_b);
-    matmul_forward(a.fch, a.ln2, lw.fc_w, lw.fc_b);
-    gelu_forward(a.fch_gelu, a.fch);
+    residual_layernorm_forward(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, *residual, a.attproj, lw.ln2_w, lw.ln2_b);
+    matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, lw.fc_w, lw.fc_b);
     matmul_forward(a.fcproj, a.fch_gelu, lw.fcproj_w, lw.fcproj_b);
-    residual_forward(a.residual3, a.residual2, a.fcproj);
+    NormOut next = norm_before(l + 1);
+    residual_layernorm_forward(a.residual3, *next.out, *next.mean, *next.rstd, a.residual2, a.fcproj, *next.weight,
+                               *next.bias);
     residual = &a.residual3;
   }
-  layernorm_forward(acts_.lnf, acts_.lnf_mean, acts_.lnf_rstd, *residual, w_.lnf_w, w_.lnf_b);
   matmul_forward(acts_.logits, acts_.lnf, w_.wte, Tensor());
 
   grad_ready_ = false;
@@ -143,10 +184,12 @@ float GPT2::forward(const Tensor& tokens, const Tensor& targets, float dloss) {
            shape_string(tokens.shape()));
   const int64_t N = B * T;
   Tensor losses = acts_.losses.reshape({N}), logits = acts_.logits.reshape({N, config_.padded_vocab_size()});
-  softmax_cross_entropy(losses, logits, targets.reshape({N}), config_.vocab_size, dloss);
+  targets_ = tensor_to(targets, device_);
+  softmax_cross_entropy(losses, logits, targets_.reshape({N}), config_.vocab_size, dloss);
   grad_ready_ = dloss != 0.0f;
   double sum = 0.0;
-  const float* loss_values = acts_.losses.f32();
+  const Tensor host_losses = tensor_to(acts_.losses, Device::cpu);
+  const float* loss_values = host_losses.f32();
   for (int64_t i = 0; i < N; ++i) sum += loss_values[i];
   return float(sum / double(N));
 }
@@ -177,8 +220,7 @@ void GPT2::backward() {
     GPT2LayerActivations& a = acts_.layers[l];
     const Tensor& residual = l == 0 ? acts_.encoded : acts_.layers[l - 1].residual3;
     // MLP: residual3 = residual2 + c_proj(gelu(c_fc(ln_2(residual2))))
-    matmul_backward(dfc, lg.fcproj_w, lg.fcproj_b, dres, a.fch_gelu, lw.fcproj_w);
-    gelu_backward(dfc, dfc, a.fch);
+    matmul_backward_dgelu(dfc, lg.fcproj_w, lg.fcproj_b, dres, a.fch_gelu, lw.fcproj_w, a.fch);
     matmul_backward(dbtc, lg.fc_w, lg.fc_b, dfc, a.ln2, lw.fc_w);
     layernorm_backward(dnorm, lg.ln2_w, lg.ln2_b, dbtc, a.residual2, lw.ln2_w, a.ln2_mean, a.ln2_rstd);
     add_inplace(dres, dnorm);
@@ -196,6 +238,7 @@ void GPT2::backward() {
 
 void GPT2::zero_grad() {
   if (!grads_.defined()) return allocate_grads();  // zero-filled
+  if (device_ != Device::cpu) return device_memset_zero(grads_.raw_data(), grads_.bytes());
   float* g = grads_.f32();
   const int64_t n = grads_.numel();
 #pragma omp parallel for schedule(static)

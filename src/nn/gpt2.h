@@ -1,7 +1,12 @@
 // GPT-2 with hand-written forward and backward over one flat parameter buffer and one flat
 // gradient buffer. forward() saves the activations backward() needs; the fused classifier turns the
 // logits into their gradient in place when a loss scale is given, so backward starts from there.
-// Gradients accumulate (+=) across micro-batches until zero_grad().
+// Gradients accumulate (+=) across micro-batches until zero_grad(). A model is built, initialised
+// and loaded on the CPU, then moved with to(); afterwards parameters, gradients and activations
+// live on that device, and forward() takes host token tensors, copying them over once per call.
+// Mixed precision (bf16 compute, GPU only): params() stay the fp32 master weights and gradients stay
+// fp32; forward/backward read a bf16 copy of the weights, refreshed by params_updated(), and keep
+// activations in bf16 (norm statistics, attention log-sum-exp and losses in fp32).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +45,15 @@ class GPT2 {
   // normal(0, 0.02) keyed on (seed, name, index); residual projections scaled by 1/sqrt(2L);
   // biases 0, norm gains 1, padding rows of wte 0.
   void init_weights(uint64_t seed);
+  // Moves parameters and gradients to `device` and sets the compute dtype (f32, or bf16 on the GPU);
+  // activations follow at the next forward.
+  void to(Device device, DType compute = DType::f32);
+  Device device() const { return device_; }
+  DType compute_dtype() const { return compute_dtype_; }
+  // Call after params() changed (an optimizer step, a load): refreshes the bf16 compute copy.
+  void params_updated();
 
-  // tokens, targets: (B,T) i32 with T <= maxT. Computes the logits (B,T,Vp); with targets, also the
+  // tokens, targets: (B,T) i32 host tensors with T <= maxT. Computes the logits (B,T,Vp); with targets, also the
   // per-token losses and returns their mean. With dloss != 0 the logits are replaced by the gradient
   // of dloss * sum(losses), ready for backward(). targets may be undefined (inference).
   float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
@@ -60,24 +72,29 @@ class GPT2 {
   const GPT2Config& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
   Tensor& params() { return params_; }  // flat (num_parameters)
+  const Tensor& params() const { return params_; }
   Tensor& grads() { return grads_; }    // flat (num_parameters)
   NamedTensors& named_params() { return named_params_; }
   const NamedTensors& named_params() const { return named_params_; }
   NamedTensors& named_grads() { return named_grads_; }
-  const Tensor& logits() const { return acts_.logits; }  // (B,T,Vp) after forward
-  const Tensor& losses() const { return acts_.losses; }  // (B,T)
+  const Tensor& logits() const { return acts_.logits; }  // (B,T,Vp) after forward, on device()
+  const Tensor& losses() const { return acts_.losses; }  // (B,T), on device()
 
  private:
   GPT2Weights weights_of(const NamedTensors& named) const;
   void allocate_grads();
+  void set_params(Tensor params);
 
   GPT2Config config_;
+  Device device_ = Device::cpu;
+  DType compute_dtype_ = DType::f32;
   ParameterLayout layout_;
   Tensor params_, grads_;
+  Tensor compute_params_;  // params_ itself in f32, else its bf16 copy; w_ views it
   NamedTensors named_params_, named_grads_;
   GPT2Weights w_, g_;
   GPT2Activations acts_;
-  Tensor tokens_;  // the last forward's input, for the embedding backward
+  Tensor tokens_, targets_;  // the last forward's inputs on device(), for the embedding backward
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
 };

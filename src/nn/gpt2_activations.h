@@ -23,6 +23,8 @@ struct GPT2LayerActivations {
 
 struct GPT2Activations {
   int64_t B = 0, T = 0;
+  Device device = Device::cpu;
+  DType dtype = DType::f32;  // of the (B,T,k·C) activations and logits; statistics stay f32
   Tensor encoded;                  // (B,T,C)
   std::vector<GPT2LayerActivations> layers;
   Tensor lnf, lnf_mean, lnf_rstd;  // (B,T,C), (B,T), (B,T)
@@ -32,8 +34,8 @@ struct GPT2Activations {
   Tensor dresidual, dbtc, dnorm;   // (B,T,C)
   Tensor dwide;                    // (B,T,4C); also holds dqkv (B,T,3C)
 
-  // (Re)allocates for a new (B,T); a no-op when the shape is unchanged.
-  void ensure(const GPT2Config& config, int64_t batch, int64_t seq_len);
+  // (Re)allocates for a new (B,T), device or dtype; a no-op when all are unchanged.
+  void ensure(const GPT2Config& config, int64_t batch, int64_t seq_len, Device on, DType activation_dtype);
 };
 
 }  // namespace tessera

@@ -1,8 +1,15 @@
-// Causal self-attention: shape and dtype checks, then dispatch by device.
+// Causal self-attention: shape and dtype checks, then dispatch by device and, on the GPU, by storage
+// type (f32, bf16) of qkv, out, dout and dqkv; lse is f32 on every device.
 #include "ops/attention.h"
 
 #include "ops/cpu/attention_cpu.h"
 #include "ops/op_checks.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/bf16_tensor.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -25,7 +32,9 @@ AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads) {
 
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads) {
   const char* op = "attention_forward";
-  const Device device = detail::check_args(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
+  detail::check_float_dtype(op, "qkv", qkv);
+  const DType dtype = qkv.dtype();
+  const Device device = detail::check_args(op, {{"out", out, dtype}, {"lse", lse}, {"qkv", qkv, dtype}});
   const AttentionDims d = attention_dims(op, qkv, num_heads);
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   detail::check_shape(op, "lse", lse, {d.B, d.NH, d.T});
@@ -34,15 +43,26 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
       cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      if (dtype == DType::bf16)
+        cuda::attention_forward(cuda::bf16_data(out), lse.f32(), cuda::bf16_data(qkv), d.B, d.T, d.C, d.NH,
+                                cuda_compute_stream());
+      else
+        cuda::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
 void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                         int num_heads) {
   const char* op = "attention_backward";
-  const Device device =
-      detail::check_args(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
+  detail::check_float_dtype(op, "qkv", qkv);
+  const DType dtype = qkv.dtype();
+  const Device device = detail::check_args(
+      op, {{"dqkv", dqkv, dtype}, {"dout", dout, dtype}, {"qkv", qkv, dtype}, {"out", out, dtype}, {"lse", lse}});
   const AttentionDims d = attention_dims(op, qkv, num_heads);
   detail::check_shape(op, "dqkv", dqkv, qkv.shape());
   detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
@@ -53,7 +73,17 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
       cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), d.B, d.T, d.C, d.NH);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      if (dtype == DType::bf16)
+        cuda::attention_backward(cuda::bf16_data(dqkv), cuda::bf16_data(dout), cuda::bf16_data(qkv),
+                                 cuda::bf16_data(out), lse.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
+      else
+        cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), d.B, d.T, d.C, d.NH,
+                                 cuda_compute_stream());
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

@@ -1,4 +1,5 @@
-// Fused softmax + cross-entropy: shape, dtype and target-range checks, then dispatch by device.
+// Fused softmax + cross-entropy: shape, dtype and target-range checks, then dispatch by device and,
+// on the GPU, by the logits' dtype (f32, bf16).
 #include "ops/cross_entropy.h"
 
 #include "ops/cpu/cross_entropy_cpu.h"
@@ -6,6 +7,7 @@
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
+#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/cross_entropy_cuda.h"
 #endif
 
@@ -24,8 +26,10 @@ void check_target_range(const Tensor& targets, int64_t V) {
 
 void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, int64_t vocab_size, float dloss) {
   const char* op = "softmax_cross_entropy";
+  detail::check_float_dtype(op, "logits", logits);
+  const DType dtype = logits.dtype();
   const Device device =
-      detail::check_args(op, {{"losses", losses}, {"logits", logits}, {"targets", targets, DType::i32}});
+      detail::check_args(op, {{"losses", losses}, {"logits", logits, dtype}, {"targets", targets, DType::i32}});
   TS_CHECK(logits.ndim() == 2, op, ": logits must be (N,Vp), got ", shape_string(logits.shape()));
   const int64_t N = logits.size(0), Vp = logits.size(1);
   TS_CHECK(vocab_size > 0 && vocab_size <= Vp, op, ": vocab_size ", vocab_size, " must be in [1, ", Vp,
@@ -40,8 +44,12 @@ void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       check_target_range(copy_to_host(targets), vocab_size);  // one synchronising copy of N ids
-      cuda::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss,
-                                  cuda_compute_stream());
+      if (dtype == DType::bf16)
+        cuda::softmax_cross_entropy(losses.f32(), cuda::bf16_data(logits), targets.data<int32_t>(), N, vocab_size,
+                                    Vp, dloss, cuda_compute_stream());
+      else
+        cuda::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss,
+                                    cuda_compute_stream());
       return;
 #else
       detail::fail_no_cuda_kernel(op);

@@ -4,6 +4,7 @@
 //   losses (N) = -log softmax(logits[n, :V])[targets[n]]
 //   If dloss != 0: logits is overwritten in place with dL/dlogits for L = dloss * sum_n losses[n],
 //   i.e. dloss * (softmax - onehot(target)), padding columns 0. With dloss == 0 logits are untouched.
+// Dtypes: logits f32, or bf16 on the GPU (read and written in bf16, computed in fp32); losses f32.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Token + position embedding: shape, dtype and token-range checks, then dispatch by device.
+// Token + position embedding: shape, dtype and token-range checks, then dispatch by device and, on
+// the GPU, by the activation dtype (f32, bf16).
 #include "ops/encoder.h"
 
 #include "ops/cpu/encoder_cpu.h"
@@ -6,6 +7,7 @@
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
+#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/encoder_cuda.h"
 #endif
 
@@ -40,8 +42,10 @@ void check_token_range(const char* op, const Tensor& tokens, int64_t Vp) {
 
 void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
   const char* op = "encoder_forward";
-  const Device device =
-      detail::check_args(op, {{"out", out}, {"tokens", tokens, DType::i32}, {"wte", wte}, {"wpe", wpe}});
+  detail::check_float_dtype(op, "out", out);
+  const DType dtype = out.dtype();
+  const Device device = detail::check_args(
+      op, {{"out", out, dtype}, {"tokens", tokens, DType::i32}, {"wte", wte, dtype}, {"wpe", wpe, dtype}});
   const EncoderDims d = encoder_dims(op, tokens, {"wte", wte}, {"wpe", wpe});
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   switch (device) {
@@ -52,7 +56,12 @@ void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       check_token_range(op, copy_to_host(tokens), d.Vp);  // one synchronising copy of B*T ids
-      cuda::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), d.B, d.T, d.C, cuda_compute_stream());
+      if (dtype == DType::bf16)
+        cuda::encoder_forward(cuda::bf16_data(out), tokens.data<int32_t>(), cuda::bf16_data(wte),
+                              cuda::bf16_data(wpe), d.B, d.T, d.C, cuda_compute_stream());
+      else
+        cuda::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), d.B, d.T, d.C,
+                              cuda_compute_stream());
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -62,8 +71,10 @@ void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const
 
 void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
   const char* op = "encoder_backward";
-  const Device device =
-      detail::check_args(op, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout}, {"tokens", tokens, DType::i32}});
+  detail::check_float_dtype(op, "dout", dout);
+  const DType dtype = dout.dtype();  // parameter gradients are f32 whatever the activations are
+  const Device device = detail::check_args(
+      op, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout, dtype}, {"tokens", tokens, DType::i32}});
   const EncoderDims d = encoder_dims(op, tokens, {"dwte", dwte}, {"dwpe", dwpe});
   detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
   switch (device) {
@@ -73,9 +84,18 @@ void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tens
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      check_token_range(op, copy_to_host(tokens), d.Vp);
-      cuda::encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.data<int32_t>(), d.B, d.T, d.C, cuda_compute_stream());
+    {
+      // The host ids serve the range check and the kernel's bucketing by token (one synchronising copy).
+      const Tensor tokens_host = copy_to_host(tokens);
+      check_token_range(op, tokens_host, d.Vp);
+      if (dtype == DType::bf16)
+        cuda::encoder_backward(dwte.f32(), dwpe.f32(), cuda::bf16_data(dout), tokens_host.data<int32_t>(), d.B, d.T,
+                               d.C, cuda_compute_stream());
+      else
+        cuda::encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens_host.data<int32_t>(), d.B, d.T, d.C,
+                               cuda_compute_stream());
       return;
+    }
 #else
       detail::fail_no_cuda_kernel(op);
 #endif

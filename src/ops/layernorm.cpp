@@ -1,25 +1,30 @@
-// LayerNorm: shape and dtype checks, then dispatch by device.
+// LayerNorm: shape and dtype checks, then dispatch by device and, on the GPU, by the activation
+// dtype (f32, bf16).
 #include "ops/layernorm.h"
 
 #include "ops/cpu/layernorm_cpu.h"
+#include "ops/cpu/residual_cpu.h"
 #include "ops/op_checks.h"
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
+#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/layernorm_cuda.h"
 #endif
 
 namespace tessera {
 namespace {
 
-// x is (..., C) with C > 0; weight (C); the statistics hold one value per row. Returns C.
-int64_t layernorm_channels(const char* op, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                           const Tensor& rstd) {
-  TS_CHECK(x.ndim() >= 2 && x.size(-1) > 0, op, ": x must be (N,C) or (B,T,C), got ", shape_string(x.shape()));
+// x (named x_name) is (..., C) with C > 0; weight (C); the statistics hold one value per row.
+// Returns C.
+int64_t layernorm_channels(const char* op, const char* x_name, const Tensor& x, const Tensor& weight,
+                           const Tensor& mean, const Tensor& rstd) {
+  TS_CHECK(x.ndim() >= 2 && x.size(-1) > 0, op, ": ", x_name, " must be (N,C) or (B,T,C), got ",
+           shape_string(x.shape()));
   const int64_t C = x.size(-1), N = x.numel() / C;
   detail::check_shape(op, "weight", weight, {C});
-  TS_CHECK(mean.numel() == N && rstd.numel() == N, op, ": mean and rstd must hold one value per row of x (", N,
-           "), got ", shape_string(mean.shape()), " and ", shape_string(rstd.shape()));
+  TS_CHECK(mean.numel() == N && rstd.numel() == N, op, ": mean and rstd must hold one value per row of ", x_name,
+           " (", N, "), got ", shape_string(mean.shape()), " and ", shape_string(rstd.shape()));
   return C;
 }
 
@@ -28,20 +33,70 @@ int64_t layernorm_channels(const char* op, const Tensor& x, const Tensor& weight
 void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight,
                        const Tensor& bias) {
   const char* op = "layernorm_forward";
-  const Device device = detail::check_args(
-      op, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"x", x}, {"weight", weight}, {"bias", bias}});
-  const int64_t C = layernorm_channels(op, x, weight, mean, rstd);
+  detail::check_float_dtype(op, "x", x);
+  const DType dtype = x.dtype();
+  const Device device = detail::check_args(op, {{"out", out, dtype},
+                                                {"mean", mean},
+                                                {"rstd", rstd},
+                                                {"x", x, dtype},
+                                                {"weight", weight, dtype},
+                                                {"bias", bias, dtype}});
+  const int64_t C = layernorm_channels(op, "x", x, weight, mean, rstd);
+  const int64_t N = x.numel() / C;
   detail::check_shape(op, "bias", bias, {C});
   detail::check_shape(op, "out", out, x.shape());
   switch (device) {
     case Device::cpu:
-      cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), weight.f32(), bias.f32(), x.numel() / C,
-                             C);
+      cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), weight.f32(), bias.f32(), N, C);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), weight.f32(), bias.f32(), x.numel() / C,
-                              C, cuda_compute_stream());
+      if (dtype == DType::bf16)
+        cuda::layernorm_forward(cuda::bf16_data(out), mean.f32(), rstd.f32(), cuda::bf16_data(x),
+                                cuda::bf16_data(weight), cuda::bf16_data(bias), N, C, cuda_compute_stream());
+      else
+        cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), weight.f32(), bias.f32(), N, C,
+                                cuda_compute_stream());
+      return;
+#else
+      detail::fail_no_cuda_kernel(op);
+#endif
+  }
+}
+
+void residual_layernorm_forward(Tensor& residual_out, Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& a,
+                                const Tensor& b, const Tensor& weight, const Tensor& bias) {
+  const char* op = "residual_layernorm_forward";
+  detail::check_float_dtype(op, "a", a);
+  const DType dtype = a.dtype();
+  const Device device = detail::check_args(op, {{"residual_out", residual_out, dtype},
+                                                {"out", out, dtype},
+                                                {"mean", mean},
+                                                {"rstd", rstd},
+                                                {"a", a, dtype},
+                                                {"b", b, dtype},
+                                                {"weight", weight, dtype},
+                                                {"bias", bias, dtype}});
+  const int64_t C = layernorm_channels(op, "a", a, weight, mean, rstd);
+  const int64_t N = a.numel() / C;
+  detail::check_shape(op, "b", b, a.shape());
+  detail::check_shape(op, "bias", bias, {C});
+  detail::check_shape(op, "residual_out", residual_out, a.shape());
+  detail::check_shape(op, "out", out, a.shape());
+  switch (device) {
+    case Device::cpu:
+      cpu::residual_forward(residual_out.f32(), a.f32(), b.f32(), a.numel());
+      cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), residual_out.f32(), weight.f32(), bias.f32(), N, C);
+      return;
+    case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      if (dtype == DType::bf16)
+        cuda::residual_layernorm_forward(cuda::bf16_data(residual_out), cuda::bf16_data(out), mean.f32(), rstd.f32(),
+                                         cuda::bf16_data(a), cuda::bf16_data(b), cuda::bf16_data(weight),
+                                         cuda::bf16_data(bias), N, C, cuda_compute_stream());
+      else
+        cuda::residual_layernorm_forward(residual_out.f32(), out.f32(), mean.f32(), rstd.f32(), a.f32(), b.f32(),
+                                         weight.f32(), bias.f32(), N, C, cuda_compute_stream());
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -52,15 +107,18 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& x,
 void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& x,
                         const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
   const char* op = "layernorm_backward";
-  const Device device = detail::check_args(op, {{"dx", dx},
+  detail::check_float_dtype(op, "x", x);
+  const DType dtype = x.dtype();
+  const Device device = detail::check_args(op, {{"dx", dx, dtype},
                                                 {"dweight", dweight},
                                                 {"dbias", dbias},
-                                                {"dout", dout},
-                                                {"x", x},
-                                                {"weight", weight},
+                                                {"dout", dout, dtype},
+                                                {"x", x, dtype},
+                                                {"weight", weight, dtype},
                                                 {"mean", mean},
                                                 {"rstd", rstd}});
-  const int64_t C = layernorm_channels(op, x, weight, mean, rstd);
+  const int64_t C = layernorm_channels(op, "x", x, weight, mean, rstd);
+  const int64_t N = x.numel() / C;
   detail::check_shape(op, "dx", dx, x.shape());
   detail::check_shape(op, "dout", dout, x.shape());
   detail::check_shape(op, "dweight", dweight, {C});
@@ -68,12 +126,17 @@ void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor
   switch (device) {
     case Device::cpu:
       cpu::layernorm_backward(dx.f32(), dweight.f32(), dbias.f32(), dout.f32(), x.f32(), weight.f32(), mean.f32(),
-                              rstd.f32(), x.numel() / C, C);
+                              rstd.f32(), N, C);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      cuda::layernorm_backward(dx.f32(), dweight.f32(), dbias.f32(), dout.f32(), x.f32(), weight.f32(), mean.f32(),
-                               rstd.f32(), x.numel() / C, C, cuda_compute_stream());
+      if (dtype == DType::bf16)
+        cuda::layernorm_backward(cuda::bf16_data(dx), dweight.f32(), dbias.f32(), cuda::bf16_data(dout),
+                                 cuda::bf16_data(x), cuda::bf16_data(weight), mean.f32(), rstd.f32(), N, C,
+                                 cuda_compute_stream());
+      else
+        cuda::layernorm_backward(dx.f32(), dweight.f32(), dbias.f32(), dout.f32(), x.f32(), weight.f32(),
+                                 mean.f32(), rstd.f32(), N, C, cuda_compute_stream());
       return;
 #else
       detail::fail_no_cuda_kernel(op);

@@ -1,13 +1,17 @@
-// Linear layer: shape and dtype checks, then dispatch by device.
+// Linear layer: shape and dtype checks, then dispatch by device and, on the GPU, by activation dtype.
+// The fused GELU ops are, on the CPU, literally their two-op compositions.
 #include "ops/matmul.h"
 
 #include <climits>
+#include <type_traits>
 
 #include "ops/cpu/matmul_cpu.h"
+#include "ops/gelu.h"
 #include "ops/op_checks.h"
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
+#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/matmul_cuda.h"
 #endif
 
@@ -38,23 +42,86 @@ Shape rows_by(const Tensor& x, int64_t OC) {
   return s;
 }
 
+// The activation dtype, x's: f32 anywhere, bf16 on the GPU. The other activations must match it.
+DType activation_dtype(const char* op, const Tensor& x) {
+  detail::check_float_dtype(op, "x", x);
+  return x.dtype();
+}
+
+struct Checked {
+  Device device;
+  MatmulDims d;
+};
+
+// out (..., OC) = x (..., C) weight^T + bias: dtypes, devices and shapes.
+Checked check_forward(const char* op, const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const DType t = activation_dtype(op, x);
+  const Device device =
+      detail::check_args(op, {{"out", out, t}, {"x", x, t}, {"weight", weight, t}, {"bias", bias, t, true}});
+  const MatmulDims d = matmul_dims(op, x, weight);
+  detail::check_shape(op, "out", out, rows_by(x, d.OC));
+  if (bias.defined()) detail::check_shape(op, "bias", bias, {d.OC});
+  return {device, d};
+}
+
+// dx (optional unless dx_required), dweight and dbias (optional) of out = x weight^T + bias.
+Checked check_backward(const char* op, const Tensor& dx, bool dx_required, const Tensor& dweight, const Tensor& dbias,
+                       const Tensor& dout, const Tensor& x, const Tensor& weight) {
+  const DType t = activation_dtype(op, x);
+  const Device device = detail::check_args(op, {{"dx", dx, t, /*optional=*/!dx_required},
+                                                {"dweight", dweight, DType::f32},
+                                                {"dbias", dbias, DType::f32, /*optional=*/true},
+                                                {"dout", dout, t},
+                                                {"x", x, t},
+                                                {"weight", weight, t}});
+  const MatmulDims d = matmul_dims(op, x, weight);
+  detail::check_shape(op, "dout", dout, rows_by(x, d.OC));
+  detail::check_shape(op, "dweight", dweight, weight.shape());
+  if (dx.defined()) detail::check_shape(op, "dx", dx, x.shape());
+  if (dbias.defined()) detail::check_shape(op, "dbias", dbias, {d.OC});
+  return {device, d};
+}
+
+float* f32_or_null(Tensor& t) { return t.defined() ? t.f32() : nullptr; }
+
+#ifdef TESSERA_WITH_CUDA
+// A tensor's device pointer in the launchers' type T (float or __nv_bfloat16); null when undefined.
+template <typename T>
+const T* typed(const Tensor& t) {
+  if (!t.defined()) return nullptr;
+  if constexpr (std::is_same_v<T, float>) return t.f32();
+  else return cuda::bf16_data(t);
+}
+template <typename T>
+T* typed(Tensor& t) {
+  if (!t.defined()) return nullptr;
+  if constexpr (std::is_same_v<T, float>) return t.f32();
+  else return cuda::bf16_data(t);
+}
+// Calls fn(T{}) with T the launchers' type for the activation dtype.
+template <typename Fn>
+void with_activation_type(DType dtype, Fn&& fn) {
+  if (dtype == DType::bf16) fn(__nv_bfloat16{});
+  else fn(float{});
+}
+#endif
+
 }  // namespace
 
 void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const char* op = "matmul_forward";
-  const Device device = detail::check_args(
-      op, {{"out", out}, {"x", x}, {"weight", weight}, {"bias", bias, DType::f32, /*optional=*/true}});
-  const MatmulDims d = matmul_dims(op, x, weight);
-  detail::check_shape(op, "out", out, rows_by(x, d.OC));
-  if (bias.defined()) detail::check_shape(op, "bias", bias, {d.OC});
-  switch (device) {
+  const Checked c = check_forward(op, out, x, weight, bias);
+  const MatmulDims d = c.d;
+  switch (c.device) {
     case Device::cpu:
       cpu::matmul_forward(out.f32(), x.f32(), weight.f32(), bias.defined() ? bias.f32() : nullptr, d.N, d.C, d.OC);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      cuda::matmul_forward(out.f32(), x.f32(), weight.f32(), bias.defined() ? bias.f32() : nullptr, d.N, d.C, d.OC,
-                           cuda_compute_stream());
+      with_activation_type(x.dtype(), [&]<typename T>(T) {
+        cuda::matmul_forward<T>(typed<T>(out), typed<T>(x), typed<T>(weight), typed<T>(bias), d.N, d.C, d.OC,
+                                cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -65,26 +132,68 @@ void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Te
 void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& x,
                      const Tensor& weight) {
   const char* op = "matmul_backward";
-  const Device device = detail::check_args(op, {{"dx", dx, DType::f32, /*optional=*/true},
-                                                {"dweight", dweight},
-                                                {"dbias", dbias, DType::f32, /*optional=*/true},
-                                                {"dout", dout},
-                                                {"x", x},
-                                                {"weight", weight}});
-  const MatmulDims d = matmul_dims(op, x, weight);
-  detail::check_shape(op, "dout", dout, rows_by(x, d.OC));
-  detail::check_shape(op, "dweight", dweight, weight.shape());
-  if (dx.defined()) detail::check_shape(op, "dx", dx, x.shape());
-  if (dbias.defined()) detail::check_shape(op, "dbias", dbias, {d.OC});
-  switch (device) {
+  const Checked c = check_backward(op, dx, /*dx_required=*/false, dweight, dbias, dout, x, weight);
+  const MatmulDims d = c.d;
+  switch (c.device) {
     case Device::cpu:
-      cpu::matmul_backward(dx.defined() ? dx.f32() : nullptr, dweight.f32(), dbias.defined() ? dbias.f32() : nullptr,
-                           dout.f32(), x.f32(), weight.f32(), d.N, d.C, d.OC);
+      cpu::matmul_backward(f32_or_null(dx), dweight.f32(), f32_or_null(dbias), dout.f32(),
+                           x.f32(), weight.f32(), d.N, d.C, d.OC);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      cuda::matmul_backward(dx.defined() ? dx.f32() : nullptr, dweight.f32(), dbias.defined() ? dbias.f32() : nullptr,
-                            dout.f32(), x.f32(), weight.f32(), d.N, d.C, d.OC, cuda_compute_stream());
+      with_activation_type(x.dtype(), [&]<typename T>(T) {
+        cuda::matmul_backward<T>(typed<T>(dx), dweight.f32(), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
+                                 typed<T>(weight), d.N, d.C, d.OC, cuda_compute_stream());
+      });
+      return;
+#else
+      detail::fail_no_cuda_kernel(op);
+#endif
+  }
+}
+
+void matmul_gelu_forward(Tensor& out, Tensor& pre_gelu, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* op = "matmul_gelu_forward";
+  const Checked c = check_forward(op, out, x, weight, bias);
+  const MatmulDims d = c.d;
+  detail::check_args(op, {{"x", x, x.dtype()}, {"pre_gelu", pre_gelu, x.dtype()}});
+  detail::check_shape(op, "pre_gelu", pre_gelu, out.shape());
+  switch (c.device) {
+    case Device::cpu:
+      matmul_forward(pre_gelu, x, weight, bias);
+      gelu_forward(out, pre_gelu);
+      return;
+    case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      with_activation_type(x.dtype(), [&]<typename T>(T) {
+        cuda::matmul_gelu_forward<T>(typed<T>(out), typed<T>(pre_gelu), typed<T>(x), typed<T>(weight), typed<T>(bias),
+                                     d.N, d.C, d.OC, cuda_compute_stream());
+      });
+      return;
+#else
+      detail::fail_no_cuda_kernel(op);
+#endif
+  }
+}
+
+void matmul_backward_dgelu(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& x,
+                           const Tensor& weight, const Tensor& x_pre_gelu) {
+  const char* op = "matmul_backward_dgelu";
+  const Checked c = check_backward(op, dx, /*dx_required=*/true, dweight, dbias, dout, x, weight);
+  const MatmulDims d = c.d;
+  detail::check_args(op, {{"x", x, x.dtype()}, {"x_pre_gelu", x_pre_gelu, x.dtype()}});
+  detail::check_shape(op, "x_pre_gelu", x_pre_gelu, x.shape());
+  switch (c.device) {
+    case Device::cpu:
+      matmul_backward(dx, dweight, dbias, dout, x, weight);
+      gelu_backward(dx, dx, x_pre_gelu);  // elementwise, so in place is safe
+      return;
+    case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      with_activation_type(x.dtype(), [&]<typename T>(T) {
+        cuda::matmul_backward_dgelu<T>(typed<T>(dx), dweight.f32(), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
+                                       typed<T>(weight), typed<T>(x_pre_gelu), d.N, d.C, d.OC, cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);

@@ -29,6 +29,12 @@ Shape leading_shape(const Tensor& t) {
   return Shape(t.shape().begin(), t.shape().end() - 1);
 }
 
+void check_float_dtype(const char* op, const char* name, const Tensor& t) {
+  TS_CHECK(t.dtype() == DType::f32 || (t.dtype() == DType::bf16 && t.device() == Device::cuda), op, ": ", name,
+           " is ", dtype_name(t.dtype()), t.device() == Device::cpu ? " on the CPU" : " on the GPU",
+           "; ops compute in f32 on the CPU and in f32 or bf16 on the GPU");
+}
+
 void fail_no_cuda_kernel(const char* op) {
   TS_FAIL(op, ": this build has no CUDA kernel for this op yet; run it on CPU tensors");
 }

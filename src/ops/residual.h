@@ -1,5 +1,6 @@
 // Residual connection: out = a + b (forward). Its backward sends dout to both inputs, so the model
-// only needs the in-place accumulation: acc += x. Same shapes.
+// only needs the in-place accumulation: acc += x. Same shapes, and one dtype: f32, or bf16 on the
+// GPU (the sum is taken in fp32 and rounded once).
 #pragma once
 
 #include "core/tensor.h"

@@ -2,8 +2,8 @@
 #include "optim/adamw_optimizer.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "core/cuda/device.h"
 #include "ops/adamw.h"
 
 namespace tessera {
@@ -23,12 +23,12 @@ void append_segments(const ParameterLayout& layout, int64_t begin, int64_t end, 
   }
 }
 
-AdamW::AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config)
+AdamW::AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config, Device device)
     : segments_(std::move(segments)), config_(config) {
   int64_t size = 0;
   for (const OptimSegment& s : segments_) size = std::max(size, s.state_offset + s.length);
-  m_ = Tensor::zeros({size});
-  v_ = Tensor::zeros({size});
+  m_ = Tensor::zeros({size}, DType::f32, device);
+  v_ = Tensor::zeros({size}, DType::f32, device);
 }
 
 void AdamW::step(Tensor& params, const Tensor& grads, float lr, float grad_scale) {
@@ -46,15 +46,17 @@ void AdamW::step(Tensor& params, const Tensor& grads, float lr, float grad_scale
 
 void AdamW::export_moments(Tensor& m_full, Tensor& v_full) const {
   for (const OptimSegment& s : segments_) {
-    std::memcpy(m_full.f32() + s.param_offset, m_.f32() + s.state_offset, size_t(s.length) * sizeof(float));
-    std::memcpy(v_full.f32() + s.param_offset, v_.f32() + s.state_offset, size_t(s.length) * sizeof(float));
+    Tensor m = m_full.view(s.param_offset, {s.length}), v = v_full.view(s.param_offset, {s.length});
+    copy_tensor(m, m_.view(s.state_offset, {s.length}));
+    copy_tensor(v, v_.view(s.state_offset, {s.length}));
   }
 }
 
 void AdamW::import_moments(const Tensor& m_full, const Tensor& v_full) {
   for (const OptimSegment& s : segments_) {
-    std::memcpy(m_.f32() + s.state_offset, m_full.f32() + s.param_offset, size_t(s.length) * sizeof(float));
-    std::memcpy(v_.f32() + s.state_offset, v_full.f32() + s.param_offset, size_t(s.length) * sizeof(float));
+    Tensor m = m_.view(s.state_offset, {s.length}), v = v_.view(s.state_offset, {s.length});
+    copy_tensor(m, m_full.view(s.param_offset, {s.length}));
+    copy_tensor(v, v_full.view(s.param_offset, {s.length}));
   }
 }
 

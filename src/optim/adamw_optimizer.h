@@ -37,7 +37,8 @@ void append_segments(const ParameterLayout& layout, int64_t begin, int64_t end, 
 
 class AdamW {
  public:
-  AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config);
+  // The moments live on `device`, with the parameters they update.
+  AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config, Device device = Device::cpu);
 
   // One update of every segment; `grads` is indexed like the state; grad_scale folds in clipping.
   void step(Tensor& params, const Tensor& grads, float lr, float grad_scale);
@@ -47,8 +48,8 @@ class AdamW {
   int64_t state_size() const { return m_.numel(); }
   const AdamWConfig& config() const { return config_; }
 
-  // Moments in the parameters' layout (full size): export writes this rank's segments into them
-  // (other elements untouched), import reads this rank's segments from them.
+  // Moments in the parameters' layout (full size, on any device): export writes this rank's segments
+  // into them (other elements untouched), import reads this rank's segments from them.
   void export_moments(Tensor& m_full, Tensor& v_full) const;
   void import_moments(const Tensor& m_full, const Tensor& v_full);
 

@@ -1,7 +1,9 @@
 // The communicator of a group of one rank: every collective is complete when issued, and the ones
 // with a separate output copy the input there. It never calls MPI, so a process started without a
-// launcher runs the same code as rank 0 of a job.
+// launcher runs the same code as rank 0 of a job. Tensors may live on the CPU or the GPU.
 #include <cstring>
+
+#include "core/cuda/device.h"
 
 #include "parallel/comm_args.h"
 #include "parallel/mpi_comm.h"
@@ -9,11 +11,19 @@
 namespace tessera {
 namespace {
 
-constexpr CommBackend kSelf{"self", Device::cpu, true};
+constexpr CommBackend kSelfCpu{"self", Device::cpu, true};
+constexpr CommBackend kSelfCuda{"self", Device::cuda, true};
+
+// The backend description matching a tensor's device: a group of one takes either.
+const CommBackend& self_backend(const Tensor& t) { return t.device() == Device::cuda ? kSelfCuda : kSelfCpu; }
 
 void copy_elements(const Tensor& from, Tensor& to, int64_t count) {
-  if (count > 0 && tensor_data(from) != tensor_data(to))
-    std::memcpy(tensor_data(to), tensor_data(from), size_t(count) * dtype_size(from.dtype()));
+  if (count <= 0 || tensor_data(from) == tensor_data(to)) return;
+  const size_t bytes = size_t(count) * dtype_size(from.dtype());
+  if (to.device() == Device::cuda)
+    copy_device_to_device(tensor_data(to), tensor_data(from), bytes);
+  else
+    std::memcpy(tensor_data(to), tensor_data(from), bytes);
 }
 
 class SelfComm final : public Comm {
@@ -26,42 +36,42 @@ class SelfComm final : public Comm {
   const std::vector<int>& world_ranks() const override { return world_ranks_; }
 
   Work all_reduce_async(Tensor& t, ReduceOp) override {
-    check_all_reduce(*this, kSelf, t);
+    check_all_reduce(*this, self_backend(t), t);
     return Work();
   }
   Work reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp) override {
-    check_reduce_scatter(*this, kSelf, in, out);
+    check_reduce_scatter(*this, self_backend(in), in, out);
     copy_elements(in, out, out.numel());
     return Work();
   }
   Work all_gather_async(const Tensor& in, Tensor& out) override {
-    check_all_gather(*this, kSelf, in, out);
+    check_all_gather(*this, self_backend(in), in, out);
     copy_elements(in, out, in.numel());
     return Work();
   }
   Work broadcast_async(Tensor& t, int root) override {
-    check_broadcast(*this, kSelf, t, root);
+    check_broadcast(*this, self_backend(t), t, root);
     return Work();
   }
   Work all_to_all_async(const Tensor& in, Tensor& out) override {
-    check_all_to_all(*this, kSelf, in, out);
+    check_all_to_all(*this, self_backend(in), in, out);
     copy_elements(in, out, in.numel());
     return Work();
   }
   Work all_to_allv_async(const Tensor& in, const std::vector<int64_t>& send_counts, Tensor& out,
                          const std::vector<int64_t>& recv_counts) override {
-    check_all_to_allv(*this, kSelf, in, send_counts, out, recv_counts);
+    check_all_to_allv(*this, self_backend(in), in, send_counts, out, recv_counts);
     TS_CHECK(send_counts[0] == recv_counts[0], "comm '", name_, "' all_to_allv: this rank sends itself ",
              send_counts[0], " elements but expects to receive ", recv_counts[0]);
     copy_elements(in, out, send_counts[0]);
     return Work();
   }
   Work send_async(const Tensor& t, int peer) override {
-    check_peer(*this, kSelf, CommOp::send, t, peer);
+    check_peer(*this, self_backend(t), CommOp::send, t, peer);
     return Work();
   }
   Work recv_async(Tensor& t, int peer) override {
-    check_peer(*this, kSelf, CommOp::recv, t, peer);
+    check_peer(*this, self_backend(t), CommOp::recv, t, peer);
     return Work();
   }
   Work barrier_async() override { return Work(); }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/cuda/device.h"
+
 namespace tessera {
 
 int32_t sample_token(const float* logits, int64_t vocab_size, const SamplingOptions& options, Rng& rng) {
@@ -38,8 +40,9 @@ std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, c
     Tensor tokens = Tensor::zeros({1, T}, DType::i32);
     std::copy(context.end() - T, context.end(), tokens.data<int32_t>());
     model.forward(tokens, Tensor());
-    const float* last = model.logits().f32() + (T - 1) * config.padded_vocab_size();
-    int32_t next = sample_token(last, config.vocab_size, options, rng);
+    const int64_t Vp = config.padded_vocab_size();
+    const Tensor last = tensor_to(model.logits().view((T - 1) * Vp, {Vp}), Device::cpu);
+    int32_t next = sample_token(last.f32(), config.vocab_size, options, rng);
     context.push_back(next);
     produced.push_back(next);
     if (on_token) on_token(next);

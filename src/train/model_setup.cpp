@@ -104,7 +104,9 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"grad-clip", c.grad_clip},
           {"seed", c.seed},
           {"dp", c.dp},
-          {"zero", c.zero}};
+          {"zero", c.zero},
+          {"device", c.device},
+          {"dtype", c.dtype}};
 }
 
 }  // namespace tessera

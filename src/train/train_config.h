@@ -35,6 +35,9 @@ struct TrainConfig {
   float eps = 1e-8f;
   float grad_clip = 1.0f;
   uint64_t seed = 1337;
+  // hardware
+  std::string device = "auto";   // auto (the GPU when usable, else the CPU), cuda or cpu
+  std::string dtype = "auto";    // compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16
   // parallelism
   int dp = 0, tp = 1, pp = 1, cp = 1, ep = 1;  // dp 0 = whatever the world leaves
   int zero = 0;                                 // ZeRO stage: 0, 1 or 2

@@ -11,6 +11,7 @@
 #include "checkpoint/train_checkpoint.h"
 #include "core/allocator.h"
 #include "core/atomic_file.h"
+#include "core/cuda/device.h"
 #include "data/tokenizer.h"
 #include "optim/grad_clip.h"
 #include "parallel/mpi_comm.h"
@@ -25,6 +26,12 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid) : config_(std::move(confi
   config_.validate();
   // The grid was checked against the batch (ParallelDims::check_model): dp · micro divides it.
   micro_batch_ = config_.micro_batch(grid_.dims.dp);
+  device_ = choose_device(config_.device);
+  compute_dtype_ = choose_compute_dtype(config_.dtype, device_.device);
+  // TODO(issue 11, item 5): device buffers through the dp communicator (NCCL, or MPI staged via host).
+  TS_CHECK(device_.device == Device::cpu || (grid_.dims.dp == 1 && config_.zero == 0),
+           "--device cuda trains on one GPU for now (data parallelism over GPUs is not wired in yet); use "
+           "--device cpu with --dp ", grid_.dims.dp, " --zero ", config_.zero, ", or one rank without --zero");
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
 
@@ -34,15 +41,19 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid) : config_(std::move(confi
   const GPT2Config& mc = model_->config();
   TS_CHECK(config_.seq_len <= mc.max_seq_len, "--seq-len ", config_.seq_len, " exceeds the model's context of ",
            mc.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
+  // Weights and moments load on the host; the model then moves to its device once.
+  OptimizerState moments;
+  CheckpointState state;
+  if (checkpoint) state = load_checkpoint(*checkpoint, *model_, &moments);
+  model_->to(device_.device, compute_dtype_);
 
   data_parallel_ = std::make_unique<DataParallel>(
       grid_, *model_,
       DataParallelOptions{config_.zero, int64_t(config_.bucket_mb * double(1 << 20)), config_.overlap});
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
-                                       AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay});
+                                       AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
+                                       device_.device);
   if (checkpoint) {
-    OptimizerState moments;
-    CheckpointState state = load_checkpoint(*checkpoint, *model_, &moments);
     optimizer_->import_moments(moments.m, moments.v);
     optimizer_->set_steps_taken(moments.steps);
     start_step_ = state.step;
@@ -139,6 +150,7 @@ TrainResult Trainer::run() {
   ProgressLine progress(config_.steps, config_.quiet || !is_reporting_rank());
   TrainResult result;
   result.last_step = start_step_;
+  if (!device_.notice.empty() && is_reporting_rank()) progress.message(device_.notice);
   if (start_step_ > 0) progress.message("resumed from step " + std::to_string(start_step_));
 
   const auto start = Clock::now();
@@ -162,16 +174,20 @@ TrainResult Trainer::run() {
     }
     optimizer_->step(model_->params(), data_parallel_->optimizer_grads(), lr, clip_scale(grad_norm, config_.grad_clip));
     data_parallel_->after_update();
+    model_->params_updated();
 
     const auto now = Clock::now();
     const double step_s = std::chrono::duration<double>(now - step_start).count();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     const double tokens_per_s = tokens_per_step / step_s;
+    // Memory of the device the model computes on: host RAM on the CPU, GPU memory on a GPU.
+    const AllocatorStats memory =
+        device_.device == Device::cpu ? host_allocator_stats() : device_allocator_stats();
     if (metrics)
       metrics->write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                       {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}, {"step_s", step_s},
-                      {"comm_wait_s", comm_wait_s_}, {"mem_mb", double(host_allocator_stats().current_bytes) / 1e6},
-                      {"peak_mem_mb", double(host_allocator_stats().peak_bytes) / 1e6}});
+                      {"comm_wait_s", comm_wait_s_}, {"mem_mb", double(memory.current_bytes) / 1e6},
+                      {"peak_mem_mb", double(memory.peak_bytes) / 1e6}});
     progress.update(step, loss, lr, tokens_per_s, elapsed);
     result.last_step = step;
     result.last_loss = loss;

@@ -14,6 +14,7 @@
 #include "optim/lr_schedule.h"
 #include "parallel/process_grid.h"
 #include "train/data_parallel.h"
+#include "train/device_choice.h"
 #include "train/progress.h"
 #include "train/train_config.h"
 
@@ -50,6 +51,8 @@ class Trainer {
 
   TrainConfig config_;
   ProcessGrid grid_;
+  DeviceChoice device_;
+  DType compute_dtype_ = DType::f32;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<GPT2> model_;
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_

@@ -1,51 +1,207 @@
-// The linear layer through cuBLASLt against OpenBLAS on the CPU (fp32, no TF32): forward with and
-// without the bias epilogue, dx written over poison, dweight and dbias accumulated onto existing
-// values, and a weight view at an offset of one element (4-byte alignment).
+// The linear layer through cuBLASLt against OpenBLAS on the CPU, in f32 (fp32 compute, no TF32)
+// and in bf16 (bf16 storage, fp32 accumulation; the CPU runs in f32 on the same bf16-rounded
+// inputs): forward with and without the bias epilogue, dx written over poison, dweight and dbias
+// accumulated onto existing values, a weight view at an offset of one element (4- or 2-byte
+// alignment); the fused GELU forward and DGELU backward against their CPU compositions, their
+// refusal of rows cuBLASLt cannot fuse, and the plan cache (a repeat is a hit, bitwise the same).
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "cuda/cuda_testing.h"
 #include "ops/matmul.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include "ops/cuda/matmul_cuda.h"
+#endif
 
 namespace tessera {
 namespace {
 
 using testing::random_tensor;
 using testing::to_gpu;
+using testing::to_gpu_as;
 
-class MatmulCuda : public testing::CudaTest, public ::testing::WithParamInterface<bool> {};
+struct Tolerance {
+  double rel_l2, atol, rtol;
+};
+
+// A K-term fp32 sum of products of values in [-1,1] differs from the CPU's only in summation order:
+// a few ulps (2^-24) of the partial sums per term at worst, typically sqrt(K) of them.
+double sum_order_atol(int64_t K) { return 4.0 * double(K) * std::ldexp(1.0, -24); }
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); i++) m = std::max(m, std::fabs(double(t.f32()[i])));
+  return m;
+}
+
+// An output `ref` stored in the activation dtype after a K-term reduction. bf16 adds roundings to
+// nearest of 2^-8 each: cuBLASLt's epilogues (bias, GELU, DGELU) may round the fp32 accumulator to
+// bf16 before they apply, so an element sees up to two, relative to the magnitude of its terms
+// (bounded by the output's largest magnitude), not to their possibly cancelling sum (seen on an H100).
+Tolerance activation_tolerance(DType dtype, int64_t K, const Tensor& ref) {
+  const double half_ulp = std::ldexp(1.0, -8);
+  if (dtype == DType::f32) return {1e-6, sum_order_atol(K), 1e-5};
+  return {2 * half_ulp, sum_order_atol(K) + half_ulp * max_abs(ref), 2 * half_ulp};
+}
+
+// dweight and dbias are fp32 sums of products of bf16 values, which are exact in fp32: bf16 is held
+// to the same bound as f32.
+Tolerance parameter_grad_tolerance(int64_t K) { return {1e-6, sum_order_atol(K), 1e-5}; }
+
+// Through the GELU epilogue: gelu' <= 1.13 scales the reduction's error, and cuBLASLt's GELU differs
+// from the CPU's tanh-based one in the last bits (relative L2 2e-6 to 4e-6 seen on an H100 in f32).
+Tolerance after_gelu(Tolerance t) { return {t.rel_l2 + 1e-5, 1.2 * t.atol + 1e-5, t.rtol}; }
+
+void expect_matches(const Tensor& gpu, const Tensor& cpu, Tolerance t, const char* what) {
+  testing::expect_matches_cpu(gpu, cpu, t.rel_l2, t.atol, t.rtol, what);
+}
+
+// What the GPU really computes on: the host values rounded to bf16 for bf16, as they are for f32.
+Tensor as_seen(const Tensor& host, DType dtype) {
+  return dtype == DType::bf16 ? testing::rounded_to_bf16(host) : host;
+}
+
+// Both results back on the host in f32 (bf16 widens exactly), element for element identical.
+void expect_bitwise_equal(const Tensor& a_gpu, const Tensor& b_gpu, const char* what) {
+  testing::expect_identical(testing::to_f32(testing::to_cpu(a_gpu)), testing::to_f32(testing::to_cpu(b_gpu)), what);
+}
+
+std::string dtype_and_bias_name(const ::testing::TestParamInfo<std::tuple<DType, bool>>& info) {
+  return std::string(std::get<0>(info.param) == DType::bf16 ? "Bf16" : "F32") +
+         (std::get<1>(info.param) ? "WithBias" : "NoBias");
+}
+
+class MatmulCuda : public testing::CudaTest, public ::testing::WithParamInterface<std::tuple<DType, bool>> {};
 
 TEST_P(MatmulCuda, ForwardAndBackwardMatchCpu) {
-  const bool with_bias = GetParam();
+  const auto [dtype, with_bias] = GetParam();
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const int64_t B = 2, T = 65, C = 100, OC = 70;
-  const Tensor x = random_tensor({B, T, C}, seed), dout = random_tensor({B, T, OC}, seed + 1);
+  const int64_t B = 2, T = 65, C = 100, OC = 70, N = B * T;
+  const Tensor x = as_seen(random_tensor({B, T, C}, seed), dtype);
+  const Tensor dout = as_seen(random_tensor({B, T, OC}, seed + 1), dtype);
   // weight: a view one element into a larger buffer, as parameters are views into one flat buffer
-  const Tensor flat = random_tensor({OC * C + 1}, seed + 2);
+  const Tensor flat = as_seen(random_tensor({OC * C + 1}, seed + 2), dtype);
   const Tensor weight = flat.view(1, {OC, C});
-  const Tensor weight_gpu = to_gpu(flat).view(1, {OC, C});
-  const Tensor bias = with_bias ? random_tensor({OC}, seed + 3) : Tensor();
-  const Tensor bias_gpu = with_bias ? to_gpu(bias) : Tensor();
+  const Tensor weight_gpu = to_gpu_as(flat, dtype).view(1, {OC, C});
+  const Tensor bias = with_bias ? as_seen(random_tensor({OC}, seed + 3), dtype) : Tensor();
+  const Tensor bias_gpu = with_bias ? to_gpu_as(bias, dtype) : Tensor();
+  const Tensor x_gpu = to_gpu_as(x, dtype), dout_gpu = to_gpu_as(dout, dtype);
 
   Tensor out = Tensor::zeros({B, T, OC});
   matmul_forward(out, x, weight, bias);
-  Tensor out_gpu = testing::poisoned_gpu({B, T, OC});
-  const Tensor x_gpu = to_gpu(x);
+  Tensor out_gpu = testing::poisoned_gpu({B, T, OC}, dtype);
   matmul_forward(out_gpu, x_gpu, weight_gpu, bias_gpu);
-  testing::expect_matches_cpu(out_gpu, out, 1e-6, 1e-5, 1e-5, "matmul out");
+  expect_matches(out_gpu, out, activation_tolerance(dtype, C, out), "matmul out");
 
   Tensor dx = Tensor::zeros({B, T, C}), dw = random_tensor({OC, C}, seed + 4);
   Tensor db = with_bias ? random_tensor({OC}, seed + 5) : Tensor();
-  Tensor dx_gpu = testing::poisoned_gpu({B, T, C}), dw_gpu = to_gpu(dw);
+  Tensor dx_gpu = testing::poisoned_gpu({B, T, C}, dtype), dw_gpu = to_gpu(dw);  // parameter grads: f32
   Tensor db_gpu = with_bias ? to_gpu(db) : Tensor();
   matmul_backward(dx, dw, db, dout, x, weight);
-  matmul_backward(dx_gpu, dw_gpu, db_gpu, to_gpu(dout), x_gpu, weight_gpu);
-  testing::expect_matches_cpu(dx_gpu, dx, 1e-6, 1e-5, 1e-5, "matmul dx");
-  testing::expect_matches_cpu(dw_gpu, dw, 1e-6, 1e-5, 1e-5, "matmul dweight");
-  if (with_bias) testing::expect_matches_cpu(db_gpu, db, 1e-6, 1e-5, 1e-5, "matmul dbias");
+  matmul_backward(dx_gpu, dw_gpu, db_gpu, dout_gpu, x_gpu, weight_gpu);
+  expect_matches(dx_gpu, dx, activation_tolerance(dtype, OC, dx), "matmul dx");
+  expect_matches(dw_gpu, dw, parameter_grad_tolerance(N), "matmul dweight");
+  if (with_bias) expect_matches(db_gpu, db, parameter_grad_tolerance(N), "matmul dbias");
 }
 
-INSTANTIATE_TEST_SUITE_P(Bias, MatmulCuda, ::testing::Bool());
+TEST_P(MatmulCuda, FusedGeluOpsMatchTheirCpuCompositions) {
+  const auto [dtype, with_bias] = GetParam();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  // C and OC multiples of 8 (the pre-GELU rows), N odd; weight scaled so pre-GELU values are O(1)
+  const int64_t B = 3, T = 41, C = 104, OC = 72, N = B * T;
+  const Tensor x = as_seen(random_tensor({B, T, C}, seed), dtype);
+  const Tensor weight = as_seen(random_tensor({OC, C}, seed + 1, -0.3f, 0.3f), dtype);
+  const Tensor bias = with_bias ? as_seen(random_tensor({OC}, seed + 2), dtype) : Tensor();
+  const Tensor x_gpu = to_gpu_as(x, dtype), weight_gpu = to_gpu_as(weight, dtype);
+  const Tensor bias_gpu = with_bias ? to_gpu_as(bias, dtype) : Tensor();
+
+  Tensor out = Tensor::zeros({B, T, OC}), pre = Tensor::zeros({B, T, OC});
+  matmul_gelu_forward(out, pre, x, weight, bias);  // on the CPU: matmul_forward then gelu_forward
+  Tensor out_gpu = testing::poisoned_gpu({B, T, OC}, dtype), pre_gpu = testing::poisoned_gpu({B, T, OC}, dtype);
+  matmul_gelu_forward(out_gpu, pre_gpu, x_gpu, weight_gpu, bias_gpu);
+  expect_matches(pre_gpu, pre, activation_tolerance(dtype, C, pre), "fused pre_gelu");
+  expect_matches(out_gpu, out, after_gelu(activation_tolerance(dtype, C, pre)), "fused gelu out");
+
+  // The layer after the GELU: its input x = gelu(x_pre_gelu); dx is the gradient of x_pre_gelu.
+  const Tensor dout = as_seen(random_tensor({B, T, OC}, seed + 3), dtype);
+  const Tensor x_pre_gelu = as_seen(random_tensor({B, T, C}, seed + 4, -3.0f, 3.0f), dtype);
+  Tensor dx = Tensor::zeros({B, T, C}), dw = random_tensor({OC, C}, seed + 5);
+  Tensor db = with_bias ? random_tensor({OC}, seed + 6) : Tensor();
+  Tensor dx_gpu = testing::poisoned_gpu({B, T, C}, dtype), dw_gpu = to_gpu(dw);
+  Tensor db_gpu = with_bias ? to_gpu(db) : Tensor();
+  matmul_backward_dgelu(dx, dw, db, dout, x, weight, x_pre_gelu);  // matmul_backward then gelu_backward
+  matmul_backward_dgelu(dx_gpu, dw_gpu, db_gpu, to_gpu_as(dout, dtype), x_gpu, weight_gpu,
+                        to_gpu_as(x_pre_gelu, dtype));
+  expect_matches(dx_gpu, dx, after_gelu(activation_tolerance(dtype, OC, dx)), "dgelu dx");
+  expect_matches(dw_gpu, dw, parameter_grad_tolerance(N), "dgelu dweight");
+  if (with_bias) expect_matches(db_gpu, db, parameter_grad_tolerance(N), "dgelu dbias");
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypeAndBias, MatmulCuda,
+                         ::testing::Combine(::testing::Values(DType::f32, DType::bf16), ::testing::Bool()),
+                         dtype_and_bias_name);
+
+class MatmulCudaRules : public testing::CudaTest {};
+
+// cuBLASLt's GELU epilogues need the pre-GELU matrix's leading dimension divisible by 8.
+TEST_F(MatmulCudaRules, FusedGeluRefusesRowsNotAMultipleOf8) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype == DType::bf16 ? "bf16" : "f32");
+    const int64_t N = 16, C = 100, OC = 70;
+    const Tensor x = to_gpu_as(random_tensor({N, C}, 1), dtype), weight = to_gpu_as(random_tensor({OC, C}, 2), dtype);
+    Tensor out = testing::poisoned_gpu({N, OC}, dtype), pre = testing::poisoned_gpu({N, OC}, dtype);
+    const std::string forward = testing::error_of([&] { matmul_gelu_forward(out, pre, x, weight, Tensor()); });
+    EXPECT_TRUE(testing::contains(forward, "OC = 70 to be a multiple of 8")) << forward;
+    EXPECT_TRUE(testing::contains(forward, "x (16,100) times weight (70,100)")) << forward;
+
+    Tensor dx = testing::poisoned_gpu({N, C}, dtype), dw = to_gpu(Tensor::zeros({OC, C})), db;
+    const Tensor dout = to_gpu_as(random_tensor({N, OC}, 3), dtype), x_pre = to_gpu_as(random_tensor({N, C}, 4), dtype);
+    const std::string backward =
+        testing::error_of([&] { matmul_backward_dgelu(dx, dw, db, dout, x, weight, x_pre); });
+    EXPECT_TRUE(testing::contains(backward, "C = 100 to be a multiple of 8")) << backward;
+  }
+}
+
+#ifdef TESSERA_WITH_CUDA
+// A repeated problem reuses its plan (no new heuristic call) and gives bitwise the same result; a
+// differently aligned operand is another problem, so it gets its own plan.
+TEST_F(MatmulCudaRules, PlanCacheHitsGiveBitwiseTheSameResult) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype == DType::bf16 ? "bf16" : "f32");
+    const int64_t N = 57, C = 48, OC = 40;  // a shape no other test uses
+    const Tensor x = to_gpu_as(random_tensor({N, C}, 5), dtype), bias = to_gpu_as(random_tensor({OC}, 6), dtype);
+    const Tensor flat = to_gpu_as(random_tensor({OC * C + 1}, 7), dtype);
+    const Tensor weight = flat.view(0, {OC, C}), weight_offset = flat.view(1, {OC, C});
+    Tensor first = testing::poisoned_gpu({N, OC}, dtype), second = testing::poisoned_gpu({N, OC}, dtype);
+
+    matmul_forward(first, x, weight, bias);
+    const cuda::MatmulPlanCacheStats before = cuda::matmul_plan_cache_stats();
+    matmul_forward(second, x, weight, bias);
+    const cuda::MatmulPlanCacheStats after = cuda::matmul_plan_cache_stats();
+    EXPECT_EQ(after.misses, before.misses);
+    EXPECT_EQ(after.hits, before.hits + 1);
+    expect_bitwise_equal(first, second, "forward, second call");
+
+    Tensor third = testing::poisoned_gpu({N, OC}, dtype);
+    matmul_forward(third, x, weight_offset, bias);
+    EXPECT_EQ(cuda::matmul_plan_cache_stats().misses, after.misses + 1) << "a new alignment is a new plan";
+
+    const Tensor dout = to_gpu_as(random_tensor({N, OC}, 8), dtype);
+    Tensor dx1 = testing::poisoned_gpu({N, C}, dtype), dx2 = testing::poisoned_gpu({N, C}, dtype);
+    Tensor dw1 = to_gpu(Tensor::zeros({OC, C})), dw2 = to_gpu(Tensor::zeros({OC, C})), db;
+    matmul_backward(dx1, dw1, db, dout, x, weight);
+    matmul_backward(dx2, dw2, db, dout, x, weight);
+    expect_bitwise_equal(dx1, dx2, "dx, second call");
+    expect_bitwise_equal(dw1, dw2, "dweight, second call");
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace tessera

@@ -1,11 +1,13 @@
 // LayerNorm: values and statistics against a double reference, gradients by finite differences,
-// the write/accumulate contract, bad shapes.
+// the write/accumulate contract, bad shapes; the fused residual + LayerNorm forward against the two
+// ops in sequence.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ops/layernorm.h"
 #include "ops/op_testing.h"
+#include "ops/residual.h"
 
 namespace tessera {
 namespace {
@@ -108,6 +110,25 @@ TEST(LayerNorm, RejectsBadShapes) {
   EXPECT_THROW(layernorm_backward(dx, dw, wrong_db, l.dout, l.x, l.weight, l.mean, l.rstd), Error);
   Tensor int_x = Tensor::zeros({l.B, l.T, l.C}, DType::i32);
   EXPECT_THROW(layernorm_forward(l.out, l.mean, l.rstd, int_x, l.weight, l.bias), Error);
+}
+
+TEST(LayerNorm, ResidualLayerNormForwardIsResidualThenLayerNorm) {
+  LayerNormCase l;
+  const Tensor b = random_tensor({l.B, l.T, l.C}, 19);
+  Tensor residual = Tensor::zeros({l.B, l.T, l.C});
+  residual_forward(residual, l.x, b);
+  layernorm_forward(l.out, l.mean, l.rstd, residual, l.weight, l.bias);
+  Tensor fused_residual = Tensor::zeros({l.B, l.T, l.C}), fused_out = Tensor::zeros({l.B, l.T, l.C});
+  Tensor fused_mean = Tensor::zeros({l.B, l.T}), fused_rstd = Tensor::zeros({l.B, l.T});
+  residual_layernorm_forward(fused_residual, fused_out, fused_mean, fused_rstd, l.x, b, l.weight, l.bias);
+  testing::expect_identical(fused_residual, residual, "residual_out");
+  testing::expect_identical(fused_out, l.out, "out");
+  testing::expect_identical(fused_mean, l.mean, "mean");
+  testing::expect_identical(fused_rstd, l.rstd, "rstd");
+  Tensor short_b = Tensor::zeros({l.B, l.T, l.C - 1});
+  EXPECT_THROW(residual_layernorm_forward(fused_residual, fused_out, fused_mean, fused_rstd, l.x, short_b, l.weight,
+                                          l.bias),
+               Error);
 }
 
 }  // namespace

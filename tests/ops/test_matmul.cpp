@@ -1,7 +1,9 @@
 // Linear layer: values against a double reference (with and without bias, (B,T,C) input),
-// gradients by finite differences, the write/accumulate contract, optional dx/dbias, bad shapes.
+// gradients by finite differences, the write/accumulate contract, optional dx/dbias, bad shapes;
+// the fused GELU ops bit for bit against their compositions, and their bad arguments.
 #include <gtest/gtest.h>
 
+#include "ops/gelu.h"
 #include "ops/matmul.h"
 #include "ops/op_testing.h"
 
@@ -111,6 +113,70 @@ TEST(Matmul, RejectsBadShapes) {
   EXPECT_THROW(matmul_backward(dx, dw, db, wrong_dout, m.x, m.weight), Error);
   Tensor undefined_dweight;
   EXPECT_THROW(matmul_backward(dx, undefined_dweight, db, m.dout, m.x, m.weight), Error);
+}
+
+TEST(Matmul, RejectsBf16OnTheCpu) {
+  MatmulCase m;
+  const Tensor x16 = Tensor::zeros({m.B, m.T, m.C}, DType::bf16), w16 = Tensor::zeros({m.OC, m.C}, DType::bf16);
+  Tensor out16 = Tensor::zeros({m.B, m.T, m.OC}, DType::bf16);
+  const std::string message = testing::error_of([&] { matmul_forward(out16, x16, w16, Tensor()); });
+  EXPECT_TRUE(testing::contains(message, "bf16 on the CPU")) << message;
+}
+
+TEST(Matmul, GeluForwardIsMatmulThenGelu) {
+  for (const bool with_bias : {true, false}) {
+    SCOPED_TRACE(with_bias ? "with bias" : "without bias");
+    MatmulCase m;
+    const Tensor bias = with_bias ? m.bias : Tensor();
+    Tensor pre = Tensor::zeros({m.B, m.T, m.OC}), out = Tensor::zeros({m.B, m.T, m.OC});
+    testing::fill(pre, testing::kNaN);  // both outputs are written, never read
+    testing::fill(out, testing::kNaN);
+    matmul_gelu_forward(out, pre, m.x, m.weight, bias);
+    Tensor pre_ref = Tensor::zeros({m.B, m.T, m.OC}), out_ref = Tensor::zeros({m.B, m.T, m.OC});
+    matmul_forward(pre_ref, m.x, m.weight, bias);
+    gelu_forward(out_ref, pre_ref);
+    testing::expect_identical(pre, pre_ref, "pre_gelu");
+    testing::expect_identical(out, out_ref, "out");
+  }
+}
+
+TEST(Matmul, BackwardDgeluIsMatmulBackwardThenGeluBackward) {
+  for (const bool with_bias : {true, false}) {
+    SCOPED_TRACE(with_bias ? "with bias" : "without bias");
+    MatmulCase m;
+    const Tensor x_pre_gelu = random_tensor({m.B, m.T, m.C}, 29, -3.0f, 3.0f);
+    Tensor dx = Tensor::zeros({m.B, m.T, m.C}), dw = random_tensor({m.OC, m.C}, 30);
+    Tensor db = with_bias ? random_tensor({m.OC}, 31) : Tensor();
+    Tensor dx_ref = Tensor::zeros({m.B, m.T, m.C}), dw_ref = testing::copy_of(dw);
+    Tensor db_ref = with_bias ? testing::copy_of(db) : Tensor();
+    testing::fill(dx, testing::kNaN);  // dx is written; dweight and dbias accumulate onto their values
+    matmul_backward_dgelu(dx, dw, db, m.dout, m.x, m.weight, x_pre_gelu);
+    Tensor d_x = Tensor::zeros({m.B, m.T, m.C});  // the gradient of x, before the GELU
+    matmul_backward(d_x, dw_ref, db_ref, m.dout, m.x, m.weight);
+    gelu_backward(dx_ref, d_x, x_pre_gelu);
+    testing::expect_identical(dx, dx_ref, "dx");
+    testing::expect_identical(dw, dw_ref, "dweight");
+    if (with_bias) testing::expect_identical(db, db_ref, "dbias");
+  }
+}
+
+TEST(Matmul, FusedGeluOpsRejectBadArguments) {
+  MatmulCase m;
+  Tensor out = Tensor::zeros({m.B, m.T, m.OC}), wrong_pre = Tensor::zeros({m.B, m.T, m.OC + 1});
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { matmul_gelu_forward(out, wrong_pre, m.x, m.weight, m.bias); }),
+                                "pre_gelu"));
+  Tensor undefined_pre;
+  EXPECT_THROW(matmul_gelu_forward(out, undefined_pre, m.x, m.weight, m.bias), Error);
+  Tensor dx = Tensor::zeros({m.B, m.T, m.C}), dw = Tensor::zeros({m.OC, m.C}), db = Tensor::zeros({m.OC});
+  const Tensor wrong_x_pre = Tensor::zeros({m.B * m.T, m.C});  // leading shape must follow x
+  EXPECT_TRUE(testing::contains(
+      testing::error_of([&] { matmul_backward_dgelu(dx, dw, db, m.dout, m.x, m.weight, wrong_x_pre); }),
+      "x_pre_gelu"));
+  Tensor undefined_dx;  // the fused backward always writes dx: it is the point of the fusion
+  const Tensor x_pre = Tensor::zeros({m.B, m.T, m.C});
+  EXPECT_TRUE(testing::contains(
+      testing::error_of([&] { matmul_backward_dgelu(undefined_dx, dw, db, m.dout, m.x, m.weight, x_pre); }),
+      "dx is undefined"));
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ inline TrainConfig tiny_run(const std::filesystem::path& dir) {
   c.out_dir = (dir / "run").string();
   c.quiet = true;
   c.threads = 1;
+  c.device = "cpu";  // the CPU reference, also on a machine with a GPU
   return c;
 }
 

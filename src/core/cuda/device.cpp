@@ -4,6 +4,7 @@
 // handed out again is only touched in stream order and needs no event.
 #include "core/cuda/device.h"
 
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -93,6 +94,15 @@ int cuda_device_count() { return probe().count; }
 
 std::string cuda_unavailable_reason() { return probe().reason; }
 
+std::string cuda_device_name() {
+  if (cuda_device_count() == 0) return "";
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp props{};
+  CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+  return props.name;
+}
+
 cudaStream_t cuda_compute_stream() {
   static const cudaStream_t stream = [] {
     require_device();
@@ -181,6 +191,11 @@ void copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+void copy_device_to_device(void* device_dst, const void* device_src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice, cuda_compute_stream()));
+}
+
 void device_memset_zero(void* ptr, size_t bytes) {
   if (bytes == 0) return;
   CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, cuda_compute_stream()));
@@ -199,6 +214,7 @@ namespace {
 
 int cuda_device_count() { return 0; }
 std::string cuda_unavailable_reason() { return "this build has no CUDA backend"; }
+std::string cuda_device_name() { return ""; }
 void* device_allocate(size_t) { fail_no_backend(); }
 void device_free(void*, size_t) {}
 AllocatorStats device_allocator_stats() { return {}; }
@@ -207,6 +223,7 @@ size_t device_allocator_cached_bytes() { return 0; }
 void device_allocator_release_cached() {}
 void copy_to_device(void*, const void*, size_t) { fail_no_backend(); }
 void copy_to_host(void*, const void*, size_t) { fail_no_backend(); }
+void copy_device_to_device(void*, const void*, size_t) { fail_no_backend(); }
 void device_memset_zero(void*, size_t) { fail_no_backend(); }
 void cuda_synchronize() {}
 
@@ -224,6 +241,26 @@ Tensor copy_to_host(const Tensor& device) {
   Tensor t = Tensor::zeros(device.shape(), device.dtype(), Device::cpu);
   copy_to_host(t.raw_data(), device.raw_data(), device.bytes());
   return t;
+}
+
+Tensor tensor_to(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  return device == Device::cuda ? copy_to_device(t) : copy_to_host(t);
+}
+
+void copy_tensor(Tensor& dst, const Tensor& src) {
+  TS_CHECK(dst.numel() == src.numel() && dst.dtype() == src.dtype(), "copy_tensor: ", shape_string(src.shape()),
+           " ", dtype_name(src.dtype()), " into ", shape_string(dst.shape()), " ", dtype_name(dst.dtype()));
+  const bool to_gpu = dst.device() == Device::cuda, from_gpu = src.device() == Device::cuda;
+  if (!to_gpu && !from_gpu) {
+    if (src.bytes() > 0) std::memcpy(dst.raw_data(), src.raw_data(), src.bytes());
+  } else if (to_gpu && !from_gpu) {
+    copy_to_device(dst.raw_data(), src.raw_data(), src.bytes());
+  } else if (!to_gpu) {
+    copy_to_host(dst.raw_data(), src.raw_data(), src.bytes());
+  } else {
+    copy_device_to_device(dst.raw_data(), src.raw_data(), src.bytes());
+  }
 }
 
 }  // namespace tessera

@@ -20,6 +20,8 @@ namespace tessera {
 int cuda_device_count();
 // One line for the user: why there is no device ("" when there is one).
 std::string cuda_unavailable_reason();
+// The current device's name as the driver reports it ("NVIDIA H100 80GB HBM3"); "" without one.
+std::string cuda_device_name();
 
 // Device memory from a cache of freed blocks (rounded sizes, reused on exact size class);
 // cudaMalloc only on a miss. Out of memory empties the cache and retries once, then throws with the
@@ -52,9 +54,15 @@ class DeviceScratch {
 // Raw copies; both synchronise the compute stream, so the host side may be reused at once.
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
+// Queued on the compute stream (asynchronous).
+void copy_device_to_device(void* device_dst, const void* device_src, size_t bytes);
 // Tensor copies: a new tensor with the same shape and dtype on the other side.
 Tensor copy_to_device(const Tensor& host);
 Tensor copy_to_host(const Tensor& device);
+// `t` itself when it already lives on `device`, else a copy there (synchronous).
+Tensor tensor_to(const Tensor& t, Device device);
+// Copies all of `src` into `dst` (same element count and dtype, either device on either side).
+void copy_tensor(Tensor& dst, const Tensor& src);
 // Zero-fills device memory on the compute stream (asynchronous).
 void device_memset_zero(void* ptr, size_t bytes);
 // Waits for everything queued on the compute stream.

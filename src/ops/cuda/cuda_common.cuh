@@ -1,7 +1,9 @@
-// Device helpers shared by the kernels in this folder: warp and block reductions (fp32 and fp64)
-// and the launch-size arithmetic. Included by .cu files only.
+// Device helpers shared by the kernels in this folder: warp and block reductions (fp32 and fp64),
+// fp32 <-> storage-type conversions for kernels templated on float / __nv_bfloat16, and the
+// launch-size arithmetic. Included by .cu files only.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -13,6 +15,14 @@ namespace tessera::cuda {
 constexpr int kWarpSize = 32;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Storage types hold activations and weights; arithmetic is fp32. load_f32 widens, store_as rounds
+// to nearest even.
+__device__ __forceinline__ float load_f32(float v) { return v; }
+__device__ __forceinline__ float load_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T store_as(float v);
+template <> __device__ __forceinline__ float store_as<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 template <typename T>
 __device__ inline T warp_sum(T v) {

@@ -1,10 +1,19 @@
-// Token + position embedding on the GPU, fp32, one thread per output element (b,t,c):
-//   forward:  out[b,t,c] = wte[tokens[b,t],c] + wpe[t,c]
-//   backward: dwpe[t,c] += sum_b dout[b,t,c]   one thread per (t,c), b in order: deterministic;
-//             dwte[tokens[b,t],c] += dout[b,t,c]   atomics: a token repeated in the batch adds in
-//             an unspecified order (a sorted, deterministic scheme is future work).
+// Token + position embedding on the GPU, storage S = float or bf16 for out/dout/wte/wpe (S, not T:
+// T is the sequence length here), fp32 arithmetic, parameter gradients fp32:
+//   forward:  out[b,t,c] = wte[tokens[b,t],c] + wpe[t,c], W channels per thread (16 bytes when C
+//             and the pointers allow, else 1).
+//   backward: dwpe[t,c] += sum_b dout[b,t,c]   one thread per (t,c), b in order.
+//             dwte[v,c] += dout[b,t,c] over the (b,t) with tokens[b,t] = v: the rows are bucketed
+//             by token id on the host (counting sort, ascending (b,t) within a token), then one
+//             block per distinct token adds its rows onto dwte in that order, one thread per c.
+// No atomics: both gradients are the same bits on every run; dwte adds in the CPU's order.
+#include <algorithm>
+#include <vector>
+
+#include "core/cuda/device.h"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/encoder_cuda.h"
+#include "ops/cuda/vector_io.cuh"
 
 namespace tessera::cuda {
 namespace {
@@ -13,28 +22,101 @@ constexpr int kBlock = 256;
 
 // --- kernels ---
 
-__global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                                       int64_t BT, int64_t T, int64_t C) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+// Elements [i, i + W) of one row, i = thread index * W (C is a multiple of W).
+template <typename S, int W>
+__global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t BT,
+                                       int64_t T, int64_t C) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
   if (i >= BT * C) return;
   const int64_t bt = i / C, c = i % C, t = bt % T;
-  out[i] = wte[int64_t(tokens[bt]) * C + c] + wpe[t * C + c];
+  float e[W], p[W];
+  load_f32_vec(e, wte + int64_t(tokens[bt]) * C + c);
+  load_f32_vec(p, wpe + t * C + c);
+#pragma unroll
+  for (int k = 0; k < W; k++) e[k] += p[k];
+  store_f32_vec(out + i, e);
 }
 
-__global__ void encoder_backward_wpe_kernel(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
+template <typename S>
+__global__ void encoder_backward_wpe_kernel(float* dwpe, const S* dout, int64_t B, int64_t T, int64_t C) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // t * C + c
   if (i >= T * C) return;
   float sum = 0.0f;
-  for (int64_t b = 0; b < B; b++) sum += dout[b * T * C + i];
+  for (int64_t b = 0; b < B; b++) sum += load_f32(dout[b * T * C + i]);
   dwpe[i] += sum;
 }
 
-__global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, const int32_t* tokens, int64_t BT,
-                                            int64_t C) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= BT * C) return;
-  const int64_t bt = i / C, c = i % C;
-  atomicAdd(&dwte[int64_t(tokens[bt]) * C + c], dout[i]);
+// Block u: token ids[u], whose rows of dout are rows[starts[u] .. starts[u+1]).
+template <typename S>
+__global__ void encoder_backward_wte_kernel(float* dwte, const S* dout, const int32_t* rows, const int32_t* starts,
+                                            const int32_t* ids, int64_t C) {
+  const int64_t u = blockIdx.x;
+  const int32_t begin = starts[u], end = starts[u + 1];
+  float* dwte_row = dwte + int64_t(ids[u]) * C;  // (C)
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = dwte_row[c];
+    for (int32_t j = begin; j < end; j++) acc += load_f32(dout[int64_t(rows[j]) * C + c]);
+    dwte_row[c] = acc;
+  }
+}
+
+// --- host side of the launchers ---
+
+// The rows 0..BT of dout grouped by token, as one int32 array [rows (BT) | starts (U+1) | ids (U)]
+// for the U distinct tokens, ascending; within a token the rows keep their order.
+std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t* distinct) {
+  const int32_t max_id = *std::max_element(tokens, tokens + BT);
+  std::vector<int32_t> next(size_t(max_id) + 2, 0);  // counts, then the next free slot per id
+  for (int64_t bt = 0; bt < BT; bt++) next[size_t(tokens[bt]) + 1]++;
+  int64_t U = 0;
+  for (size_t v = 1; v < next.size(); v++) U += next[v] > 0;
+  std::vector<int32_t> plan(size_t(BT + 2 * U + 1));
+  int32_t* starts = plan.data() + BT;
+  int32_t* ids = starts + U + 1;
+  int64_t u = 0;
+  for (int32_t v = 0; v <= max_id; v++) {
+    const int32_t count = next[size_t(v) + 1];
+    next[size_t(v) + 1] += next[size_t(v)];  // prefix sum: next[v] is now the first slot of id v
+    if (count == 0) continue;
+    starts[u] = next[size_t(v)];
+    ids[u++] = v;
+  }
+  starts[U] = int32_t(BT);
+  for (int64_t bt = 0; bt < BT; bt++) plan[size_t(next[size_t(tokens[bt])]++)] = int32_t(bt);
+  *distinct = U;
+  return plan;
+}
+
+template <typename S>
+void launch_encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T,
+                            int64_t C, cudaStream_t stream) {
+  const int64_t n = B * T * C;
+  if (n == 0) return;
+  constexpr int W = kVec<S>;
+  if (C % W == 0 && is_aligned16(out) && is_aligned16(wte) && is_aligned16(wpe))
+    encoder_forward_kernel<S, W><<<unsigned(ceil_div(n / W, kBlock)), kBlock, 0, stream>>>(out, tokens, wte, wpe,
+                                                                                          B * T, T, C);
+  else
+    encoder_forward_kernel<S, 1><<<unsigned(ceil_div(n, kBlock)), kBlock, 0, stream>>>(out, tokens, wte, wpe, B * T,
+                                                                                      T, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename S>
+void launch_encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B,
+                             int64_t T, int64_t C, cudaStream_t stream) {
+  const int64_t BT = B * T;
+  if (BT * C == 0) return;
+  encoder_backward_wpe_kernel<S><<<unsigned(ceil_div(T * C, kBlock)), kBlock, 0, stream>>>(dwpe, dout, B, T, C);
+  CUDA_CHECK_LAUNCH();
+  int64_t U = 0;
+  const std::vector<int32_t> plan = token_buckets(tokens_host, BT, &U);
+  const DeviceScratch plan_device(plan.size() * sizeof(int32_t));
+  copy_to_device(plan_device.as<void>(), plan.data(), plan.size() * sizeof(int32_t));  // synchronous
+  const int32_t* rows = plan_device.as<int32_t>();
+  encoder_backward_wte_kernel<S><<<unsigned(U), kBlock, 0, stream>>>(dwte, dout, rows, rows + BT, rows + BT + U + 1,
+                                                                     C);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -43,19 +125,20 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, cons
 
 void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
                      int64_t C, cudaStream_t stream) {
-  const int64_t n = B * T * C;
-  if (n == 0) return;
-  encoder_forward_kernel<<<ceil_div(n, kBlock), kBlock, 0, stream>>>(out, tokens, wte, wpe, B * T, T, C);
-  CUDA_CHECK_LAUNCH();
+  launch_encoder_forward(out, tokens, wte, wpe, B, T, C, stream);
+}
+void encoder_forward(__nv_bfloat16* out, const int32_t* tokens, const __nv_bfloat16* wte, const __nv_bfloat16* wpe,
+                     int64_t B, int64_t T, int64_t C, cudaStream_t stream) {
+  launch_encoder_forward(out, tokens, wte, wpe, B, T, C, stream);
 }
 
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens_host, int64_t B, int64_t T,
                       int64_t C, cudaStream_t stream) {
-  if (B * T * C == 0) return;
-  encoder_backward_wpe_kernel<<<ceil_div(T * C, kBlock), kBlock, 0, stream>>>(dwpe, dout, B, T, C);
-  CUDA_CHECK_LAUNCH();
-  encoder_backward_wte_kernel<<<ceil_div(B * T * C, kBlock), kBlock, 0, stream>>>(dwte, dout, tokens, B * T, C);
-  CUDA_CHECK_LAUNCH();
+  launch_encoder_backward(dwte, dwpe, dout, tokens_host, B, T, C, stream);
+}
+void encoder_backward(float* dwte, float* dwpe, const __nv_bfloat16* dout, const int32_t* tokens_host, int64_t B,
+                      int64_t T, int64_t C, cudaStream_t stream) {
+  launch_encoder_backward(dwte, dwpe, dout, tokens_host, B, T, C, stream);
 }
 
 }  // namespace tessera::cuda

@@ -1,8 +1,11 @@
-// GELU (tanh approximation) on the GPU, one thread per element, fp32:
+// GELU (tanh approximation) on the GPU, elementwise, storage T = float or bf16, fp32 arithmetic:
 //   gelu(x) = 0.5 x (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3)
 //   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx.  dx is written, not accumulated.
+// Each thread takes W consecutive elements: 16 bytes when every pointer is 16-byte aligned, else 1;
+// the result of an element does not depend on W.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/gelu_cuda.h"
+#include "ops/cuda/vector_io.cuh"
 
 namespace tessera::cuda {
 namespace {
@@ -11,24 +14,75 @@ constexpr float kSqrt2OverPi = 0.7978845608f;
 constexpr float kCubic = 0.044715f;
 constexpr int kBlock = 256;
 
-// --- kernels ---
-
-__global__ void gelu_forward_kernel(float* out, const float* x, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float xi = x[i];
-  const float u = kSqrt2OverPi * (xi + kCubic * xi * xi * xi);
-  out[i] = 0.5f * xi * (1.0f + tanhf(u));
+__device__ __forceinline__ float gelu(float x) {
+  const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(u));
 }
 
-__global__ void gelu_backward_kernel(float* dx, const float* dout, const float* x, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float xi = x[i];
-  const float u = kSqrt2OverPi * (xi + kCubic * xi * xi * xi);
+__device__ __forceinline__ float gelu_backward_of(float dout, float x) {
+  const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
   const float th = tanhf(u);
-  const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * xi * xi);
-  dx[i] = dout[i] * (0.5f * (1.0f + th) + 0.5f * xi * (1.0f - th * th) * du_dx);
+  const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+  return dout * (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du_dx);
+}
+
+// --- kernels ---
+
+// Elements [i, i + W) of the thread, i = thread index * W; the last, partial group one by one.
+template <typename T, int W>
+__global__ void gelu_forward_kernel(T* out, const T* x, int64_t n) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
+  if (i + W <= n) {
+    float v[W];
+    load_f32_vec(v, x + i);
+#pragma unroll
+    for (int k = 0; k < W; k++) v[k] = gelu(v[k]);
+    store_f32_vec(out + i, v);
+  } else {
+    for (int64_t j = i; j < n; j++) out[j] = store_as<T>(gelu(load_f32(x[j])));
+  }
+}
+
+template <typename T, int W>
+__global__ void gelu_backward_kernel(T* dx, const T* dout, const T* x, int64_t n) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
+  if (i + W <= n) {
+    float d[W], v[W];
+    load_f32_vec(d, dout + i);
+    load_f32_vec(v, x + i);
+#pragma unroll
+    for (int k = 0; k < W; k++) v[k] = gelu_backward_of(d[k], v[k]);
+    store_f32_vec(dx + i, v);
+  } else {
+    for (int64_t j = i; j < n; j++) dx[j] = store_as<T>(gelu_backward_of(load_f32(dout[j]), load_f32(x[j])));
+  }
+}
+
+// --- launch helpers, shared by the float and bf16 launchers ---
+
+template <int W>
+unsigned blocks_for(int64_t n) {
+  return unsigned(ceil_div(ceil_div(n, W), kBlock));
+}
+
+template <typename T>
+void launch_gelu_forward(T* out, const T* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (is_aligned16(out) && is_aligned16(x))
+    gelu_forward_kernel<T, kVec<T>><<<blocks_for<kVec<T>>(n), kBlock, 0, stream>>>(out, x, n);
+  else
+    gelu_forward_kernel<T, 1><<<blocks_for<1>(n), kBlock, 0, stream>>>(out, x, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_gelu_backward(T* dx, const T* dout, const T* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (is_aligned16(dx) && is_aligned16(dout) && is_aligned16(x))
+    gelu_backward_kernel<T, kVec<T>><<<blocks_for<kVec<T>>(n), kBlock, 0, stream>>>(dx, dout, x, n);
+  else
+    gelu_backward_kernel<T, 1><<<blocks_for<1>(n), kBlock, 0, stream>>>(dx, dout, x, n);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -36,15 +90,18 @@ __global__ void gelu_backward_kernel(float* dx, const float* dout, const float* 
 // --- launchers ---
 
 void gelu_forward(float* out, const float* x, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  gelu_forward_kernel<<<ceil_div(n, kBlock), kBlock, 0, stream>>>(out, x, n);
-  CUDA_CHECK_LAUNCH();
+  launch_gelu_forward(out, x, n, stream);
+}
+void gelu_forward(__nv_bfloat16* out, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
+  launch_gelu_forward(out, x, n, stream);
 }
 
 void gelu_backward(float* dx, const float* dout, const float* x, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  gelu_backward_kernel<<<ceil_div(n, kBlock), kBlock, 0, stream>>>(dx, dout, x, n);
-  CUDA_CHECK_LAUNCH();
+  launch_gelu_backward(dx, dout, x, n, stream);
+}
+void gelu_backward(__nv_bfloat16* dx, const __nv_bfloat16* dout, const __nv_bfloat16* x, int64_t n,
+                   cudaStream_t stream) {
+  launch_gelu_backward(dx, dout, x, n, stream);
 }
 
 }  // namespace tessera::cuda

@@ -1,12 +1,21 @@
-// LayerNorm on the GPU, fp32, eps = 1e-5. One warp per row (8 rows per block): forward takes the
-// mean, then the variance around it (two passes over the row, as the CPU does), then writes out,
-// mean and rstd. Backward writes dx per row the same way, then adds dweight and dbias as
+// LayerNorm on the GPU, eps = 1e-5, storage T = float or bf16 for the activations, weight and bias,
+// fp32 arithmetic and statistics. One warp per row (8 rows per block): forward takes the mean, then
+// the variance around it (two passes over the row, as the CPU does), then writes out, mean and
+// rstd. Backward writes dx per row the same way, then adds dweight and dbias (fp32) as
 // deterministic column sums (column_sums.cuh):
 //   dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)),  dnorm = dout * weight
 //   dweight += sum_n dout * xhat;  dbias += sum_n dout.
+// The fused residual_layernorm_forward writes r = a + b (rounded to T) and normalises the rounded r
+// in the same kernel: the same bits as residual_forward then layernorm_forward.
+// Each lane takes W consecutive channels at a time: 16 bytes for bf16 rows when C and the pointers
+// allow, else 1. fp32 rows always use W = 1, which keeps their summation order (and bits) unchanged.
+#include <initializer_list>
+#include <type_traits>
+
 #include "ops/cuda/column_sums.cuh"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/layernorm_cuda.h"
+#include "ops/cuda/vector_io.cuh"
 
 namespace tessera::cuda {
 namespace {
@@ -16,62 +25,190 @@ constexpr float kEps = 1e-5f;
 
 // --- kernels ---
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* x, const float* weight,
-                                         const float* bias, int64_t N, int64_t C) {
+// Given this lane's partial sum of the row x_n (C), finishes the mean and the variance, writes
+// out_n = (x_n - mean) * rstd * weight + bias and, from lane 0, mean[n] and rstd[n].
+template <typename T, int W>
+__device__ void layernorm_finish_row(T* out_n, float* mean, float* rstd, const T* x_n, const T* weight,
+                                     const T* bias, int64_t n, int64_t C, float lane_sum) {
   const int lane = threadIdx.x % kWarpSize;
-  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
-  if (n >= N) return;  // a whole warp leaves together
-  const float* x_n = x + n * C;  // (C)
-  float* out_n = out + n * C;    // (C)
-  float sum = 0.0f;
-  for (int64_t c = lane; c < C; c += kWarpSize) sum += x_n[c];
-  const float m = warp_sum(sum) / float(C);
+  const float m = warp_sum(lane_sum) / float(C);
   float var = 0.0f;
-  for (int64_t c = lane; c < C; c += kWarpSize) var += (x_n[c] - m) * (x_n[c] - m);
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float v[W];
+    load_f32_vec(v, x_n + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) var += (v[k] - m) * (v[k] - m);
+  }
   const float s = rsqrtf(warp_sum(var) / float(C) + kEps);
-  for (int64_t c = lane; c < C; c += kWarpSize) out_n[c] = (x_n[c] - m) * s * weight[c] + bias[c];
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float v[W], w[W], b[W];
+    load_f32_vec(v, x_n + c);
+    load_f32_vec(w, weight + c);
+    load_f32_vec(b, bias + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) v[k] = (v[k] - m) * s * w[k] + b[k];
+    store_f32_vec(out_n + c, v);
+  }
   if (lane == 0) {
     mean[n] = m;
     rstd[n] = s;
   }
 }
 
-__global__ void layernorm_backward_dx_kernel(float* dx, const float* dout, const float* x, const float* weight,
-                                             const float* mean, const float* rstd, int64_t N, int64_t C) {
+template <typename T, int W>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* weight,
+                                         const T* bias, int64_t N, int64_t C) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  if (n >= N) return;  // a whole warp leaves together
+  const T* x_n = x + n * C;  // (C)
+  float sum = 0.0f;
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float v[W];
+    load_f32_vec(v, x_n + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) sum += v[k];
+  }
+  layernorm_finish_row<T, W>(out + n * C, mean, rstd, x_n, weight, bias, n, C, sum);
+}
+
+// r = a + b rounded to T, then LayerNorm of r. Each lane reads back only the channels it wrote, so
+// no barrier is needed between the passes.
+template <typename T, int W>
+__global__ void residual_layernorm_forward_kernel(T* residual_out, T* out, float* mean, float* rstd, const T* a,
+                                                  const T* b, const T* weight, const T* bias, int64_t N,
+                                                  int64_t C) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   if (n >= N) return;
-  const float* dout_n = dout + n * C;  // (C)
-  const float* x_n = x + n * C;        // (C)
-  float* dx_n = dx + n * C;            // (C)
+  T* r_n = residual_out + n * C;  // (C)
+  float sum = 0.0f;
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float va[W], vb[W];
+    load_f32_vec(va, a + n * C + c);
+    load_f32_vec(vb, b + n * C + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) va[k] += vb[k];
+    store_f32_vec(r_n + c, va);
+#pragma unroll
+    for (int k = 0; k < W; k++) sum += load_f32(store_as<T>(va[k]));  // the stored (rounded) value
+  }
+  layernorm_finish_row<T, W>(out + n * C, mean, rstd, r_n, weight, bias, n, C, sum);
+}
+
+template <typename T, int W>
+__global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* weight, const float* mean,
+                                             const float* rstd, int64_t N, int64_t C) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  if (n >= N) return;
+  const T* dout_n = dout + n * C;  // (C)
+  const T* x_n = x + n * C;        // (C)
+  T* dx_n = dx + n * C;            // (C)
   const float m = mean[n], s = rstd[n];
   float dnorm_sum = 0.0f, dnorm_xhat_sum = 0.0f;
-  for (int64_t c = lane; c < C; c += kWarpSize) {
-    const float dnorm = dout_n[c] * weight[c];
-    dnorm_sum += dnorm;
-    dnorm_xhat_sum += dnorm * (x_n[c] - m) * s;
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float d[W], v[W], w[W];
+    load_f32_vec(d, dout_n + c);
+    load_f32_vec(v, x_n + c);
+    load_f32_vec(w, weight + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+      const float dnorm = d[k] * w[k];
+      dnorm_sum += dnorm;
+      dnorm_xhat_sum += dnorm * (v[k] - m) * s;
+    }
   }
   const float dnorm_mean = warp_sum(dnorm_sum) / float(C);
   const float dnorm_xhat_mean = warp_sum(dnorm_xhat_sum) / float(C);
-  for (int64_t c = lane; c < C; c += kWarpSize) {
-    const float xhat = (x_n[c] - m) * s;
-    dx_n[c] = s * (dout_n[c] * weight[c] - dnorm_mean - xhat * dnorm_xhat_mean);
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float d[W], v[W], w[W];
+    load_f32_vec(d, dout_n + c);
+    load_f32_vec(v, x_n + c);
+    load_f32_vec(w, weight + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+      const float xhat = (v[k] - m) * s;
+      v[k] = s * (d[k] * w[k] - dnorm_mean - xhat * dnorm_xhat_mean);
+    }
+    store_f32_vec(dx_n + c, v);
   }
 }
 
 // (dout * xhat, dout) at (n, c): the terms of dweight and dbias.
+template <typename T>
 struct LayerNormParamGradLoad {
-  const float* dout;
-  const float* x;
+  const T* dout;
+  const T* x;
   const float* mean;
   const float* rstd;
   int64_t C;
   __device__ void operator()(int64_t n, int64_t c, float (&v)[2]) const {
-    const float d = dout[n * C + c];
-    v[0] = d * (x[n * C + c] - mean[n]) * rstd[n];
+    const float d = load_f32(dout[n * C + c]);
+    v[0] = d * (load_f32(x[n * C + c]) - mean[n]) * rstd[n];
     v[1] = d;
   }
 };
+
+// --- launch helpers, shared by the float and bf16 launchers ---
+
+// Channels a lane takes at a time on the 16-byte path: 8 for bf16; 1 for fp32, whose rows keep
+// the scalar summation order (and so their bits).
+template <typename T>
+constexpr int kRowVec = std::is_same_v<T, __nv_bfloat16> ? kVec<T> : 1;
+
+// Whether rows of C channels take the kRowVec<T> path: C a multiple of it, every pointer 16-byte
+// aligned (row n starts n*C elements in).
+template <typename T>
+bool vector_rows(int64_t C, std::initializer_list<const void*> pointers) {
+  bool ok = C % kRowVec<T> == 0;
+  for (const void* p : pointers) ok = ok && is_aligned16(p);
+  return ok;
+}
+
+unsigned row_blocks(int64_t N) { return unsigned(ceil_div(N, kRowsPerBlock)); }
+constexpr unsigned kRowThreads = kRowsPerBlock * kWarpSize;
+
+template <typename T>
+void launch_layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
+                              int64_t N, int64_t C, cudaStream_t stream) {
+  if (N == 0) return;
+  if (vector_rows<T>(C, {out, x, weight, bias}))
+    layernorm_forward_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(out, mean, rstd, x, weight,
+                                                                                    bias, N, C);
+  else
+    layernorm_forward_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(out, mean, rstd, x, weight, bias, N,
+                                                                              C);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                       const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream) {
+  if (N == 0) return;
+  if (vector_rows<T>(C, {residual_out, out, a, b, weight, bias}))
+    residual_layernorm_forward_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(
+        residual_out, out, mean, rstd, a, b, weight, bias, N, C);
+  else
+    residual_layernorm_forward_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(
+        residual_out, out, mean, rstd, a, b, weight, bias, N, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
+                               const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
+  if (N == 0) return;
+  if (vector_rows<T>(C, {dx, dout, x, weight}))
+    layernorm_backward_dx_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean,
+                                                                                        rstd, N, C);
+  else
+    layernorm_backward_dx_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean, rstd,
+                                                                                  N, C);
+  CUDA_CHECK_LAUNCH();
+  column_sums_accumulate<2>(ColumnOutputs<2>{{dweight, dbias}}, N, C,
+                            LayerNormParamGradLoad<T>{dout, x, mean, rstd, C}, stream);
+}
 
 }  // namespace
 
@@ -79,21 +216,34 @@ struct LayerNormParamGradLoad {
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
                        int64_t N, int64_t C, cudaStream_t stream) {
-  if (N == 0) return;
-  layernorm_forward_kernel<<<ceil_div(N, kRowsPerBlock), kRowsPerBlock * kWarpSize, 0, stream>>>(
-      out, mean, rstd, x, weight, bias, N, C);
-  CUDA_CHECK_LAUNCH();
+  launch_layernorm_forward(out, mean, rstd, x, weight, bias, N, C, stream);
+}
+void layernorm_forward(__nv_bfloat16* out, float* mean, float* rstd, const __nv_bfloat16* x,
+                       const __nv_bfloat16* weight, const __nv_bfloat16* bias, int64_t N, int64_t C,
+                       cudaStream_t stream) {
+  launch_layernorm_forward(out, mean, rstd, x, weight, bias, N, C, stream);
+}
+
+void residual_layernorm_forward(float* residual_out, float* out, float* mean, float* rstd, const float* a,
+                                const float* b, const float* weight, const float* bias, int64_t N, int64_t C,
+                                cudaStream_t stream) {
+  launch_residual_layernorm_forward(residual_out, out, mean, rstd, a, b, weight, bias, N, C, stream);
+}
+void residual_layernorm_forward(__nv_bfloat16* residual_out, __nv_bfloat16* out, float* mean, float* rstd,
+                                const __nv_bfloat16* a, const __nv_bfloat16* b, const __nv_bfloat16* weight,
+                                const __nv_bfloat16* bias, int64_t N, int64_t C, cudaStream_t stream) {
+  launch_residual_layernorm_forward(residual_out, out, mean, rstd, a, b, weight, bias, N, C, stream);
 }
 
 void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                         const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
                         cudaStream_t stream) {
-  if (N == 0) return;
-  layernorm_backward_dx_kernel<<<ceil_div(N, kRowsPerBlock), kRowsPerBlock * kWarpSize, 0, stream>>>(
-      dx, dout, x, weight, mean, rstd, N, C);
-  CUDA_CHECK_LAUNCH();
-  column_sums_accumulate<2>(ColumnOutputs<2>{{dweight, dbias}}, N, C, LayerNormParamGradLoad{dout, x, mean, rstd, C},
-                            stream);
+  launch_layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, stream);
+}
+void layernorm_backward(__nv_bfloat16* dx, float* dweight, float* dbias, const __nv_bfloat16* dout,
+                        const __nv_bfloat16* x, const __nv_bfloat16* weight, const float* mean, const float* rstd,
+                        int64_t N, int64_t C, cudaStream_t stream) {
+  launch_layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, stream);
 }
 
 }  // namespace tessera::cuda

@@ -1,12 +1,16 @@
-// The linear layer on the GPU through cuBLASLt, fp32 operands with fp32 compute (no TF32, so the
-// result holds to the CPU's). Row-major (N,C) is column-major (C,N), so every product is written
-// for cuBLAS's column-major view:
-//   forward:  out^T (OC,N) = W^T' (OC,C) x^T (C,N) + bias   (bias fused as the BIAS epilogue)
-//   dx:       dx^T  (C,N)  = W (C,OC)^col dout^T (OC,N)      beta = 0: written
-//   dweight:  dW^T  (C,OC) = x^T (C,N) dout (N,OC)           beta = 1: accumulated
-//   dbias:    dbias (OC)  += sum_n dout[n,:]                 deterministic column sums
-// The heuristic is told each pointer's real alignment: parameter views sit at any offset.
+// The linear layer on the GPU through cuBLASLt: activations and weights in T (fp32 or bf16), fp32
+// compute (CUBLAS_COMPUTE_32F: no TF32, so fp32 holds to the CPU), parameter gradients fp32.
+// Row-major (N,C) is column-major (C,N), so every product is written for cuBLAS's column-major view:
+//   forward:  out^T (OC,N) = W^T' (OC,C) x^T (C,N) + bias   BIAS, or GELU_AUX_BIAS (aux = pre_gelu)
+//   dx:       dx^T  (C,N)  = W (C,OC)^col dout^T (OC,N)      beta = 0: written; DGELU (aux = x_pre_gelu)
+//   dweight:  dW^T  (C,OC) = x^T (C,N) dout (N,OC)           A/B in T, C/D fp32, beta = 1: accumulated
+//   dbias:    dbias (OC)  += sum_n dout[n,:]                 deterministic column sums, read as T
+// Each problem's descriptors and algorithm are made once and cached (the heuristic sees each
+// pointer's real alignment, which is part of the key: parameter views sit at any offset).
+#include <memory>
 #include <mutex>
+#include <type_traits>
+#include <vector>
 
 #include "core/cuda/device.h"
 #include "ops/cuda/column_sums.cuh"
@@ -16,7 +20,12 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // Hopper's split-K/stream-K kernels like 32 MiB+
+constexpr size_t kMaxPlans = 128;                     // GPT-2 needs ~12; a bound for shape-varying callers
+constexpr int64_t kGeluAuxLdMultiple = 8;              // cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
+
+template <typename T>
+constexpr cudaDataType_t kDataType = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
 
 struct LtContext {
   cublasLtHandle_t handle = nullptr;
@@ -35,21 +44,65 @@ const LtContext& lt_context() {
   return ctx;
 }
 
-// The largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
+// The largest power of two (2 to 256) dividing the address: what cuBLASLt may assume. Null (an
+// unused bias or aux) counts as 256.
 uint32_t alignment_of(const void* p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
   uint32_t align = 256;
-  while (align > 4 && address % align != 0) align /= 2;
+  while (align > 2 && address % align != 0) align /= 2;
   return align;
 }
 
-// Owns the descriptors of one call, so an error midway frees them.
-struct LtCall {
+const char* type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : "bf16"; }
+
+const char* epilogue_name(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+    default: return "DEFAULT";
+  }
+}
+
+bool uses_bias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool uses_aux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+}
+
+// One problem, column-major: D (m,n) = op(A) op(B) [+ beta D], op(A) (m,k) stored (k,m) when
+// trans_a, op(B) (k,n) stored (n,k) when trans_b. Everything the heuristic sees: the cache key.
+struct LtProblem {
+  int64_t m, n, k, lda, ldb, ldd;
+  bool trans_a, trans_b;
+  cudaDataType_t ab_type, d_type;  // C = D (same layout and type)
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  int64_t aux_ld = 0;  // the GELU epilogues' aux matrix is (m,n) with this leading dimension
+  uint32_t align_a = 0, align_b = 0, align_d = 0, align_bias = 0, align_aux = 0;
+  bool operator==(const LtProblem&) const = default;
+};
+
+// The pointers of one call. bias (m) in d_type is read by the BIAS epilogues; aux is written by
+// GELU_AUX (pre-GELU values) and read by DGELU.
+struct LtOperands {
+  void* D;
+  const void* A;
+  const void* B;
+  const void* bias = nullptr;
+  const void* aux = nullptr;
+  float beta = 0.0f;
+};
+
+// A problem's descriptors and the heuristic's algorithm; only bias/aux pointers change per call.
+struct LtPlan {
+  LtProblem problem{};
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  ~LtCall() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatmulAlgo_t algo{};
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  ~LtPlan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -57,76 +110,209 @@ struct LtCall {
   }
 };
 
-// D (m,n) = op(A) op(B) + beta D (+ bias (m) broadcast over columns), column-major, fp32.
-// op(A) is (m,k): A is stored (k,m) when trans_a, else (m,k); likewise op(B) (k,n).
-void lt_matmul(float* D, const float* A, const float* B, const float* bias, int64_t m, int64_t n, int64_t k,
-               bool trans_a, bool trans_b, int64_t lda, int64_t ldb, int64_t ldd, float beta, cudaStream_t stream) {
-  const LtContext& ctx = lt_context();
-  LtCall call;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&call.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  if (bias != nullptr) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  }
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.a, CUDA_R_32F, trans_a ? k : m, trans_a ? m : k, lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.b, CUDA_R_32F, trans_b ? n : k, trans_b ? k : n, ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.d, CUDA_R_32F, m, n, ldd));
+// Plans oldest first; the mutex also covers setting a plan's pointers and queueing its matmul, so
+// two host threads never interleave on one descriptor. All matmuls run on the compute stream in
+// order, and cublasLtMatmul reads the descriptor when it queues, so re-pointing a plan for the
+// next call (or evicting it) never affects a queued one.
+struct LtPlanCache {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<LtPlan>> plans;
+  int64_t hits = 0, misses = 0;
+};
 
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
+LtPlanCache& plan_cache() {
+  static LtPlanCache cache;
+  return cache;
+}
+
+void set_pointers(const LtPlan& plan, const LtOperands& ops) {
+  if (uses_bias(plan.problem.epilogue))
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ops.bias, sizeof(ops.bias)));
+  if (uses_aux(plan.problem.epilogue))
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ops.aux,
+                                                sizeof(ops.aux)));
+}
+
+void set_min_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, uint32_t align) {
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+}
+
+// Creates the descriptors and asks the heuristic once; `ops` supplies the bias/aux pointers whose
+// alignment the heuristic reads.
+std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops) {
+  auto plan = std::make_unique<LtPlan>();
+  plan->problem = p;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue, sizeof(p.epilogue)));
+  if (uses_aux(p.epilogue))  // aux type: D's by default, which is what we store pre_gelu in
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.aux_ld,
+                                                sizeof(p.aux_ld)));
+  set_pointers(*plan, ops);
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, p.ab_type, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, p.ab_type, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, p.d_type, p.m, p.n, p.ldd));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(&cublasLtMatmulPreferenceDestroy)>
+      pref_owner(pref, cublasLtMatmulPreferenceDestroy);
   const size_t workspace = kWorkspaceBytes;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                     sizeof(workspace)));
-  const uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                    sizeof(align_a)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                    sizeof(align_b)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                                    sizeof(align_d)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                                                    sizeof(align_d)));
+  set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.align_a);
+  set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_b);
+  set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_d);
+  set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_d);
 
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.handle, call.desc, call.a, call.b, call.d, call.d, call.pref, 1,
-                                              &heuristic, &found));
-  TS_CHECK(found > 0, "matmul: cuBLASLt has no fp32 algorithm for m=", m, " n=", n, " k=", k,
-           bias ? " with a bias epilogue" : "", " at alignments ", align_a, "/", align_b, "/", align_d, " bytes");
-  const float alpha = 1.0f;
-  CUBLAS_CHECK(cublasLtMatmul(ctx.handle, call.desc, &alpha, A, call.a, B, call.b, &beta, D, call.d, D, call.d,
-                              &heuristic.algo, ctx.workspace, kWorkspaceBytes, stream));
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_context().handle, plan->desc, plan->a, plan->b, plan->d, plan->d,
+                                              pref, 1, &heuristic, &found));
+  TS_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for m=", p.m, " n=", p.n, " k=", p.k, " with A/B in ",
+           type_name(p.ab_type), ", D in ", type_name(p.d_type), " and the ", epilogue_name(p.epilogue),
+           " epilogue at alignments A/B/D/bias/aux ", p.align_a, "/", p.align_b, "/", p.align_d, "/", p.align_bias,
+           "/", p.align_aux, " bytes; align the tensors to 16 bytes");
+  plan->algo = heuristic.algo;
+  return plan;
 }
 
-// dout at (n, c): the term of dbias.
+// D = op(A) op(B) (+ epilogue) + beta D on `stream`, through the cached plan of `p`.
+void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream) {
+  p.align_a = alignment_of(ops.A);
+  p.align_b = alignment_of(ops.B);
+  p.align_d = alignment_of(ops.D);
+  p.align_bias = alignment_of(ops.bias);
+  p.align_aux = alignment_of(ops.aux);
+  const LtContext& ctx = lt_context();
+  LtPlanCache& cache = plan_cache();
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  LtPlan* plan = nullptr;
+  for (const auto& candidate : cache.plans)
+    if (candidate->problem == p) plan = candidate.get();
+  if (plan != nullptr) {
+    cache.hits++;
+    set_pointers(*plan, ops);
+  } else {
+    cache.misses++;
+    std::unique_ptr<LtPlan> made = make_plan(p, ops);  // throws before the cache changes
+    if (cache.plans.size() >= kMaxPlans) cache.plans.erase(cache.plans.begin());
+    cache.plans.push_back(std::move(made));
+    plan = cache.plans.back().get();
+  }
+  const float alpha = 1.0f;
+  CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan->desc, &alpha, ops.A, plan->a, ops.B, plan->b, &ops.beta, ops.D,
+                              plan->d, ops.D, plan->d, &plan->algo, ctx.workspace, kWorkspaceBytes, stream));
+}
+
+// cuBLASLt's rule for the GELU epilogues' aux matrix: its leading dimension (in elements) must be
+// divisible by 8 (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD).
+void check_gelu_aux_ld(const char* op, const char* dim, int64_t ld, int64_t N, int64_t C, int64_t OC) {
+  TS_CHECK(ld % kGeluAuxLdMultiple == 0, op, ": x (", N, ",", C, ") times weight (", OC, ",", C,
+           ") cannot fuse GELU on the GPU: cuBLASLt needs the pre-GELU row length ", dim, " = ", ld,
+           " to be a multiple of ", kGeluAuxLdMultiple, "; pad it, or run the matmul and GELU ops unfused");
+}
+
+// out^T (OC,N) = (weight stored (C,OC) column-major, transposed) x^T (C,N) (+ epilogue).
+template <typename T>
+void forward_matmul(T* out, const T* x, const T* weight, const T* bias, T* pre_gelu, int64_t N, int64_t C, int64_t OC,
+                    cudaStream_t stream) {
+  LtProblem p{OC, N, C, C, C, OC, /*trans_a=*/true, /*trans_b=*/false, kDataType<T>, kDataType<T>};
+  if (pre_gelu != nullptr) {
+    p.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    p.aux_ld = OC;
+  } else if (bias != nullptr) {
+    p.epilogue = CUBLASLT_EPILOGUE_BIAS;
+  }
+  lt_matmul(p, {out, weight, x, bias, pre_gelu}, stream);
+}
+
+// dout at (n, c), widened to fp32: the term of dbias.
+template <typename T>
 struct BiasGradLoad {
-  const float* dout;
+  const T* dout;
   int64_t OC;
-  __device__ void operator()(int64_t n, int64_t c, float (&v)[1]) const { v[0] = dout[n * OC + c]; }
+  __device__ void operator()(int64_t n, int64_t c, float (&v)[1]) const { v[0] = load_f32(dout[n * OC + c]); }
 };
+
+// dweight^T (C,OC) += x^T (C,N) (dout^T (OC,N))^T in fp32; dbias += column sums of dout.
+template <typename T>
+void parameter_grads(float* dweight, float* dbias, const T* dout, const T* x, int64_t N, int64_t C, int64_t OC,
+                     cudaStream_t stream) {
+  const LtProblem p{C, OC, N, C, OC, C, false, /*trans_b=*/true, kDataType<T>, /*d_type=*/CUDA_R_32F};
+  lt_matmul(p, {.D = dweight, .A = x, .B = dout, .beta = 1.0f}, stream);
+  if (dbias != nullptr)
+    column_sums_accumulate<1>(ColumnOutputs<1>{{dbias}}, N, OC, BiasGradLoad<T>{dout, OC}, stream);
+}
+
+// dx^T (C,N) = weight (C,OC column-major) dout^T (OC,N), times gelu'(x_pre_gelu) when given.
+template <typename T>
+void input_grad(T* dx, const T* dout, const T* weight, const T* x_pre_gelu, int64_t N, int64_t C, int64_t OC,
+                cudaStream_t stream) {
+  LtProblem p{C, N, OC, C, OC, C, false, false, kDataType<T>, kDataType<T>};
+  if (x_pre_gelu != nullptr) {
+    p.epilogue = CUBLASLT_EPILOGUE_DGELU;
+    p.aux_ld = C;
+  }
+  lt_matmul(p, {dx, weight, dout, nullptr, x_pre_gelu}, stream);
+}
 
 }  // namespace
 
 // --- launchers ---
 
-void matmul_forward(float* out, const float* x, const float* weight, const float* bias, int64_t N, int64_t C,
-                    int64_t OC, cudaStream_t stream) {
+template <typename T>
+void matmul_forward(T* out, const T* x, const T* weight, const T* bias, int64_t N, int64_t C, int64_t OC,
+                    cudaStream_t stream) {
   if (N == 0) return;
-  // out^T (OC,N) = (weight stored (C,OC) column-major, transposed) x^T (C,N).
-  lt_matmul(out, weight, x, bias, OC, N, C, /*trans_a=*/true, /*trans_b=*/false, C, C, OC, 0.0f, stream);
+  forward_matmul<T>(out, x, weight, bias, nullptr, N, C, OC, stream);
 }
 
-void matmul_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
-                     const float* weight, int64_t N, int64_t C, int64_t OC, cudaStream_t stream) {
+template <typename T>
+void matmul_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight, int64_t N,
+                     int64_t C, int64_t OC, cudaStream_t stream) {
   if (N == 0) return;
-  // dx^T (C,N) = weight (C,OC column-major) dout^T (OC,N).
-  if (dx != nullptr) lt_matmul(dx, weight, dout, nullptr, C, N, OC, false, false, C, OC, C, 0.0f, stream);
-  // dweight^T (C,OC) += x^T (C,N) (dout^T (OC,N))^T.
-  lt_matmul(dweight, x, dout, nullptr, C, OC, N, false, true, C, OC, C, 1.0f, stream);
-  if (dbias != nullptr) column_sums_accumulate<1>(ColumnOutputs<1>{{dbias}}, N, OC, BiasGradLoad{dout, OC}, stream);
+  if (dx != nullptr) input_grad<T>(dx, dout, weight, nullptr, N, C, OC, stream);
+  parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream);
 }
+
+template <typename T>
+void matmul_gelu_forward(T* out, T* pre_gelu, const T* x, const T* weight, const T* bias, int64_t N, int64_t C,
+                         int64_t OC, cudaStream_t stream) {
+  check_gelu_aux_ld("matmul_gelu_forward", "OC", OC, N, C, OC);
+  if (N == 0) return;
+  forward_matmul<T>(out, x, weight, bias, pre_gelu, N, C, OC, stream);
+}
+
+template <typename T>
+void matmul_backward_dgelu(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
+                           const T* x_pre_gelu, int64_t N, int64_t C, int64_t OC, cudaStream_t stream) {
+  check_gelu_aux_ld("matmul_backward_dgelu", "C", C, N, C, OC);
+  if (N == 0) return;
+  input_grad<T>(dx, dout, weight, x_pre_gelu, N, C, OC, stream);
+  parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream);
+}
+
+MatmulPlanCacheStats matmul_plan_cache_stats() {
+  LtPlanCache& cache = plan_cache();
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  return {cache.hits, cache.misses, cache.plans.size()};
+}
+
+#define TESSERA_MATMUL_INSTANTIATE(T)                                                                              \
+  template void matmul_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, cudaStream_t);     \
+  template void matmul_backward<T>(T*, float*, float*, const T*, const T*, const T*, int64_t, int64_t, int64_t,   \
+                                   cudaStream_t);                                                                  \
+  template void matmul_gelu_forward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,           \
+                                       cudaStream_t);                                                              \
+  template void matmul_backward_dgelu<T>(T*, float*, float*, const T*, const T*, const T*, const T*, int64_t,     \
+                                         int64_t, int64_t, cudaStream_t);
+TESSERA_MATMUL_INSTANTIATE(float)
+TESSERA_MATMUL_INSTANTIATE(__nv_bfloat16)
+#undef TESSERA_MATMUL_INSTANTIATE
 
 }  // namespace tessera::cuda

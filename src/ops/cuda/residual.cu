@@ -1,7 +1,10 @@
-// Residual connection on the GPU, one thread per element, fp32: out = a + b, and the in-place
-// accumulation acc += x that carries its gradient to both branches.
+// Residual connection on the GPU, elementwise, storage T = float or bf16, fp32 arithmetic:
+// out = a + b, and the in-place accumulation acc += x that carries its gradient to both branches.
+// Each thread takes W consecutive elements: 16 bytes when every pointer is 16-byte aligned, else 1;
+// the result of an element does not depend on W.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/residual_cuda.h"
+#include "ops/cuda/vector_io.cuh"
 
 namespace tessera::cuda {
 namespace {
@@ -10,14 +13,62 @@ constexpr int kBlock = 256;
 
 // --- kernels ---
 
-__global__ void residual_forward_kernel(float* out, const float* a, const float* b, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i];
+// Elements [i, i + W) of the thread, i = thread index * W; the last, partial group one by one.
+template <typename T, int W>
+__global__ void residual_forward_kernel(T* out, const T* a, const T* b, int64_t n) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
+  if (i + W <= n) {
+    float va[W], vb[W];
+    load_f32_vec(va, a + i);
+    load_f32_vec(vb, b + i);
+#pragma unroll
+    for (int k = 0; k < W; k++) va[k] += vb[k];
+    store_f32_vec(out + i, va);
+  } else {
+    for (int64_t j = i; j < n; j++) out[j] = store_as<T>(load_f32(a[j]) + load_f32(b[j]));
+  }
 }
 
-__global__ void add_inplace_kernel(float* acc, const float* x, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) acc[i] += x[i];
+template <typename T, int W>
+__global__ void add_inplace_kernel(T* acc, const T* x, int64_t n) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
+  if (i + W <= n) {
+    float va[W], vx[W];
+    load_f32_vec(va, acc + i);
+    load_f32_vec(vx, x + i);
+#pragma unroll
+    for (int k = 0; k < W; k++) va[k] += vx[k];
+    store_f32_vec(acc + i, va);
+  } else {
+    for (int64_t j = i; j < n; j++) acc[j] = store_as<T>(load_f32(acc[j]) + load_f32(x[j]));
+  }
+}
+
+// --- launch helpers, shared by the float and bf16 launchers ---
+
+template <int W>
+unsigned blocks_for(int64_t n) {
+  return unsigned(ceil_div(ceil_div(n, W), kBlock));
+}
+
+template <typename T>
+void launch_residual_forward(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (is_aligned16(out) && is_aligned16(a) && is_aligned16(b))
+    residual_forward_kernel<T, kVec<T>><<<blocks_for<kVec<T>>(n), kBlock, 0, stream>>>(out, a, b, n);
+  else
+    residual_forward_kernel<T, 1><<<blocks_for<1>(n), kBlock, 0, stream>>>(out, a, b, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_add_inplace(T* acc, const T* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (is_aligned16(acc) && is_aligned16(x))
+    add_inplace_kernel<T, kVec<T>><<<blocks_for<kVec<T>>(n), kBlock, 0, stream>>>(acc, x, n);
+  else
+    add_inplace_kernel<T, 1><<<blocks_for<1>(n), kBlock, 0, stream>>>(acc, x, n);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -25,15 +76,16 @@ __global__ void add_inplace_kernel(float* acc, const float* x, int64_t n) {
 // --- launchers ---
 
 void residual_forward(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  residual_forward_kernel<<<ceil_div(n, kBlock), kBlock, 0, stream>>>(out, a, b, n);
-  CUDA_CHECK_LAUNCH();
+  launch_residual_forward(out, a, b, n, stream);
+}
+void residual_forward(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
+                      cudaStream_t stream) {
+  launch_residual_forward(out, a, b, n, stream);
 }
 
-void add_inplace(float* acc, const float* x, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  add_inplace_kernel<<<ceil_div(n, kBlock), kBlock, 0, stream>>>(acc, x, n);
-  CUDA_CHECK_LAUNCH();
+void add_inplace(float* acc, const float* x, int64_t n, cudaStream_t stream) { launch_add_inplace(acc, x, n, stream); }
+void add_inplace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
+  launch_add_inplace(acc, x, n, stream);
 }
 
 }  // namespace tessera::cuda

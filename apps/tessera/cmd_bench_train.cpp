@@ -1,0 +1,79 @@
+// tessera bench train: training-step throughput of a model preset on random tokens — tokens/s, MFU
+// (llm.c's 6·N + 6·L·C·T FLOPs per token against the GPU's bf16 dense peak), peak memory and the
+// median time of each phase. --json prints one line for scripts (bench/, tools/gpu-check.sh).
+#include <cstdio>
+
+#include "commands.h"
+#include "train/device_choice.h"
+#include "train/model_setup.h"
+#include "train/train_bench.h"
+
+namespace tessera::cli {
+namespace {
+
+struct BenchTrainFlags {
+  TrainConfig shape;  // --model and the shape overrides, resolved as `tessera train` does
+  int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3;
+  std::string device = "auto", dtype = "auto";
+  double peak_tflops = 0;
+  bool json = false;
+};
+
+void run_bench_train(const BenchTrainFlags& f) {
+  TrainBenchOptions o;
+  o.model = resolve_model_config(f.shape, nullptr, std::nullopt);
+  o.model_name = f.shape.model;
+  o.micro_batch = f.micro_batch;
+  o.seq_len = f.seq_len;
+  o.grad_accum = f.grad_accum;
+  o.steps = f.steps;
+  o.warmup = f.warmup;
+  o.peak_tflops = f.peak_tflops;
+  o.device = choose_device_noting(f.device);
+  o.dtype = choose_compute_dtype(f.dtype, o.device);
+  const TrainBenchResult r = run_train_bench(o);
+  if (f.json) {
+    std::printf("%s\n", train_bench_json(o, r).dump().c_str());
+    return;
+  }
+  const nlohmann::json j = train_bench_json(o, r);
+  std::printf("tessera bench train: %s in %s on %s, B=%lld T=%lld x%lld accumulation, %lld timed steps\n",
+              o.model_name.c_str(), j["dtype"].get<std::string>().c_str(), j["device_name"].get<std::string>().c_str(),
+              (long long)o.micro_batch,
+              (long long)o.seq_len, (long long)o.grad_accum, (long long)o.steps);
+  std::printf("  %.0f tokens/s, %.2f ms/step (min %.2f, max %.2f)\n", r.tokens_per_s, r.ms_per_step, r.ms_min,
+              r.ms_max);
+  std::printf("  forward %.2f ms, backward %.2f ms, grad-norm + AdamW %.2f ms\n", r.forward_ms, r.backward_ms,
+              r.optimizer_ms);
+  if (r.peak_flops > 0)
+    std::printf("  MFU %.1f%% of %.0f TFLOP/s (%.3g FLOPs/token)\n", 100 * r.mfu, r.peak_flops / 1e12,
+                r.flops_per_token);
+  else
+    std::printf("  MFU: peak unknown for this device; give --peak-tflops\n");
+  std::printf("  peak memory %.2f GiB, final loss %.4f\n", j["peak_mem_gib"].get<double>(), double(r.final_loss));
+}
+
+}  // namespace
+
+void add_bench_train_command(CLI::App& bench) {
+  auto f = std::make_shared<BenchTrainFlags>();
+  CLI::App* cmd = add_command(bench, "train", "Time training steps of a model on random tokens: tokens/s, MFU, memory");
+  cmd->add_option("--model", f->shape.model, "Model preset")->capture_default_str();
+  cmd->add_option("--layers", f->shape.layers, "Override the preset's number of layers");
+  cmd->add_option("--heads", f->shape.heads, "Override the preset's attention heads");
+  cmd->add_option("--channels", f->shape.channels, "Override the preset's width");
+  cmd->add_option("--vocab-size", f->shape.vocab_size, "Override the preset's vocabulary size");
+  cmd->add_option("--context", f->shape.context, "Override the preset's context length");
+  cmd->add_option("--micro-batch-size", f->micro_batch, "Sequences per forward pass")->capture_default_str();
+  cmd->add_option("--seq-len", f->seq_len, "Tokens per sequence")->capture_default_str();
+  cmd->add_option("--grad-accum", f->grad_accum, "Micro-batches per optimizer step")->capture_default_str();
+  cmd->add_option("--steps", f->steps, "Timed steps")->capture_default_str();
+  cmd->add_option("--warmup", f->warmup, "Untimed steps first")->capture_default_str();
+  cmd->add_option("--device", f->device, "auto, cuda or cpu")->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "auto (bf16 on the GPU, fp32 on the CPU), fp32 or bf16")->capture_default_str();
+  cmd->add_option("--peak-tflops", f->peak_tflops, "Peak TFLOP/s for MFU (default: the GPU's bf16 dense peak)");
+  cmd->add_flag("--json", f->json, "Print one JSON line");
+  cmd->callback([f] { run_bench_train(*f); });
+}
+
+}  // namespace tessera::cli

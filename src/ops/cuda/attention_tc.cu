@@ -1,0 +1,565 @@
+// Causal self-attention in bf16 on tensor cores (sm_80+), FlashAttention-2 style; contract in ops/attention.h,
+// launchers in attention_tc_cuda.h. Blocks of 4 warps take one (64-row tile, head, batch), each warp 16 rows;
+// products by mma.sync m16n8k16 (bf16 operands, fp32 accumulators), operands from padded shared tiles by
+// ldmatrix, tiles streamed in by cp.async two stages deep; no (T,T) matrix reaches global memory. Forward:
+// online softmax in registers, P rounded to bf16 for P v. Backward, deterministic (no atomics): delta =
+// rowsum(dout * out), one kernel per key tile for dk, dv and one per query tile for dq, P from lse.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <type_traits>
+
+#include "core/cuda/device.h"
+#include "ops/cuda/attention_tc_cuda.h"
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/vector_io.cuh"
+
+namespace tessera::cuda {
+namespace {
+
+using bf16x = __nv_bfloat16;
+
+constexpr int kTile = 64;  // query and key rows per tile
+constexpr int kWarps = 4;  // 16 rows of a tile each
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kDeltaBlock = 256;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2 = 0.693147180559945309f;
+
+// A (kTile, HS) bf16 tile in shared memory, rows padded by 16 bytes: the 8 row addresses of one
+// ldmatrix 8x8 matrix (same column, consecutive rows, (HS + 8) * 2 bytes apart) then fall in 8 distinct
+// 16-byte bank groups, and every row start stays 16-byte aligned for cp.async and ldmatrix.
+template <int HS>
+struct Tile {
+  static_assert(HS == 32 || HS == 64 || HS == 128, "tensor-core attention covers HS = 32, 64, 128");
+  static constexpr int kLd = HS + 8;
+  static constexpr int kElems = kTile * kLd;
+};
+
+// --- PTX wrappers ---
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; zeros when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ldmatrix .x4: lanes 8i..8i+7 give the row addresses (16 bytes each) of 8x8 bf16 matrix i; afterwards
+// r[i] of lane l holds matrix i's row l/4, columns 2(l%4), 2(l%4)+1 (low half first). With .trans lane
+// l gets rows 2(l%4), 2(l%4)+1 of column l/4 instead, i.e. the same slots of the transposed matrix.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16x* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16x* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+
+// c (16x8, fp32) += a (16x16, bf16, row-major) b (16x8, bf16, column-major). Fragments (PTX ISA,
+// "Matrix Fragments for mma.m16n8k16"), with g = lane / 4, t = lane % 4, each register two bf16 with
+// the lower column (A) or lower row (B) in the low half:
+//   a[0]: A[g][2t..2t+1]   a[1]: A[g+8][2t..2t+1]   a[2]: A[g][2t+8..2t+9]   a[3]: A[g+8][2t+8..2t+9]
+//   b0:   B[2t..2t+1][g]   b1:   B[2t+8..2t+9][g]
+//   c[0], c[1]: C[g][2t], C[g][2t+1]               c[2], c[3]: C[g+8][2t], C[g+8][2t+1]
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) at the lower address = low half
+  uint32_t bits;
+  memcpy(&bits, &v, sizeof(bits));
+  return bits;
+}
+
+// --- warp-level fragments and products ---
+// A warp's (16, N) fp32 accumulator is acc[N/8][4]: acc[n][e] is row g + 8 (e / 2), column 8 n + 2 t + e % 2.
+
+__device__ __forceinline__ int lane_id() { return int(threadIdx.x) % kWarpSize; }
+
+// A fragments of rows [row0, row0 + 16) x columns [0, K) of a shared tile (row stride ld), one per 16
+// columns: matrices 0..3 of the ldmatrix are (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8) = a[0..3];
+// lane l addresses row row0 + l % 16, column 16 kk + 8 (l / 16).
+template <int K>
+__device__ __forceinline__ void load_a_frags(uint32_t (&a)[K / 16][4], const bf16x* tile, int ld, int row0) {
+  const int lane = lane_id();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; kk++) ldmatrix_x4(a[kk], tile + (row0 + lane % 16) * ld + 16 * kk + lane / 16 * 8);
+}
+
+// B fragments of two n8 blocks with B[k][n] = tile[n0 + n][k0 + k] (tile rows are B's columns, as k
+// for q k^T): matrices (rows n0+0..7, cols k0+0..7), (n0+0..7, k0+8..15), (n0+8..15, k0), (n0+8..15,
+// k0+8) = b[0..3], i.e. (b0, b1) of block n0 then of block n0 + 8. Non-transposed: lane g's register
+// holds tile[n0 + g][k0 + 2t..], which is B[2t..][g], as the b0 slot asks.
+__device__ __forceinline__ void load_b_rows(uint32_t (&b)[4], const bf16x* tile, int ld, int n0, int k0) {
+  const int lane = lane_id();
+  ldmatrix_x4(b, tile + (n0 + lane % 8 + lane / 16 * 8) * ld + k0 + lane / 8 % 2 * 8);
+}
+
+// B fragments of two n8 blocks with B[k][n] = tile[k0 + k][n0 + n] (tile rows are B's rows, as v for
+// p v), transposed on load: matrices (k0+0..7, n0+0..7), (k0+8..15, n0), (k0, n0+8..15), (k0+8, n0+8)
+// = b[0..3]; .trans gives lane (g, t) tile[k0 + 2t..][n0 + g] = B[2t..][g].
+__device__ __forceinline__ void load_b_cols(uint32_t (&b)[4], const bf16x* tile, int ld, int k0, int n0) {
+  const int lane = lane_id();
+  ldmatrix_x4_trans(b, tile + (k0 + lane % 16) * ld + n0 + lane / 16 * 8);
+}
+
+// acc (16, N) += a (16, K) b^T, b = rows [0, N) x columns [0, K) of a shared tile (row stride ld).
+template <int K, int N>
+__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16x* b,
+                                        int ld) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; kk++)
+#pragma unroll
+    for (int n = 0; n < N / 16; n++) {
+      uint32_t f[4];
+      load_b_rows(f, b, ld, 16 * n, 16 * kk);
+      mma_bf16(acc[2 * n], a[kk], f[0], f[1]);
+      mma_bf16(acc[2 * n + 1], a[kk], f[2], f[3]);
+    }
+}
+
+// acc (16, N) += a (16, K) b, b = rows [0, K) x columns [0, N) of a shared tile (row stride ld).
+template <int K, int N>
+__device__ __forceinline__ void mma_ab(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16x* b,
+                                       int ld) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; kk++)
+#pragma unroll
+    for (int n = 0; n < N / 16; n++) {
+      uint32_t f[4];
+      load_b_cols(f, b, ld, 16 * kk, 16 * n);
+      mma_bf16(acc[2 * n], a[kk], f[0], f[1]);
+      mma_bf16(acc[2 * n + 1], a[kk], f[2], f[3]);
+    }
+}
+
+// A (16, N) accumulator as A fragments in bf16: columns 16 j .. 16 j + 15 are accumulator blocks 2 j
+// (a[j][0], a[j][1]: rows g, g + 8) and 2 j + 1 (a[j][2], a[j][3]), the same (row, column) slots.
+template <int N>
+__device__ __forceinline__ void to_a_frags(uint32_t (&a)[N / 16][4], const float (&c)[N / 8][4]) {
+#pragma unroll
+  for (int j = 0; j < N / 16; j++) {
+    a[j][0] = pack_bf16x2(c[2 * j][0], c[2 * j][1]);
+    a[j][1] = pack_bf16x2(c[2 * j][2], c[2 * j][3]);
+    a[j][2] = pack_bf16x2(c[2 * j + 1][0], c[2 * j + 1][1]);
+    a[j][3] = pack_bf16x2(c[2 * j + 1][2], c[2 * j + 1][3]);
+  }
+}
+
+// Max and sum over the 4 lanes (t = 0..3) that share a row.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// dst (kTile, HS), row stride kLd, = rows [row0, row0 + kTile) of src (T, HS), row stride ld, queued
+// by cp.async (the caller commits); rows at or past T are zeros.
+template <int HS>
+__device__ __forceinline__ void load_tile_async(bf16x* dst, const bf16x* src, int64_t ld, int row0, int T) {
+  constexpr int kChunks = HS / 8;  // 16-byte chunks per row
+  static_assert(kTile * kChunks % kThreads == 0);
+#pragma unroll
+  for (int n = 0; n < kTile * kChunks / kThreads; n++) {
+    const int idx = n * kThreads + int(threadIdx.x), r = idx / kChunks, c = idx % kChunks * 8;
+    const bool valid = row0 + r < T;
+    cp_async16(dst + r * Tile<HS>::kLd + c, valid ? src + int64_t(row0 + r) * ld + c : src, valid);
+  }
+}
+
+// factor * a warp's (16, HS) accumulator, rows row0 + g + 8 r below T, to dst (T, HS) with row stride ld.
+template <int HS>
+__device__ __forceinline__ void store_rows(bf16x* dst, int64_t ld, const float (&acc)[HS / 8][4], int row0, int T,
+                                           const float (&factor)[2]) {
+  const int g = lane_id() / 4, t = lane_id() % 4;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int row = row0 + g + 8 * r;
+    if (row >= T) continue;
+#pragma unroll
+    for (int n = 0; n < HS / 8; n++)
+      *reinterpret_cast<uint32_t*>(dst + row * ld + 8 * n + 2 * t) =
+          pack_bf16x2(acc[n][2 * r] * factor[r], acc[n][2 * r + 1] * factor[r]);
+  }
+}
+
+// --- kernels ---
+
+// Grid (B NH, query tiles), last query tile first (it sees the most keys). out (B,T,C), lse (B,NH,T)
+// from qkv (B,T,3C). Scores in log2 units, s log2(e) / sqrt(HS), for exp2f. Key tile kt is read from
+// stage kt % 2 while tile kt + 1 streams into the other.
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    attention_tc_forward_kernel(bf16x* out, float* lse, const bf16x* qkv, int T, int NH, float scale_log2) {
+  using S = Tile<HS>;
+  extern __shared__ float4 shared_quads[];
+  bf16x* q_s = reinterpret_cast<bf16x*>(shared_quads);  // (kTile, kLd)
+  bf16x* k_s = q_s + S::kElems;                          // 2 stages of (kTile, kLd)
+  bf16x* v_s = k_s + 2 * S::kElems;                      // 2 stages of (kTile, kLd)
+  const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
+  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
+  const int C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;  // this warp's rows row0 + g + 8 r
+  const int64_t ld = 3 * int64_t(C);
+  const bf16x* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
+
+  load_tile_async<HS>(q_s, q, ld, q0, T);
+  load_tile_async<HS>(k_s, q + C, ld, 0, T);
+  load_tile_async<HS>(v_s, q + 2 * C, ld, 0, T);
+  cp_async_commit();
+  uint32_t qf[HS / 16][4];
+  float o[HS / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max (log2 units), this lane's row sums
+  for (int kt = 0; kt <= qt; kt++) {
+    const int stage = kt % 2, k0 = kt * kTile;
+    if (kt < qt) {
+      const int next = (kt + 1) * kTile;
+      load_tile_async<HS>(k_s + (1 - stage) * S::kElems, q + C, ld, next, T);
+      load_tile_async<HS>(v_s + (1 - stage) * S::kElems, q + 2 * C, ld, next, T);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // stage kt has landed for every thread
+    if (kt == 0) load_a_frags<HS>(qf, q_s, S::kLd, 16 * warp);
+    float s[kTile / 8][4] = {};
+    mma_abt<HS, kTile>(s, qf, k_s + stage * S::kElems, S::kLd);
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kTile / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        // Only the diagonal tile has keys past a row; keys past T lie past every row below T.
+        const bool visible = kt < qt || k0 + 8 * n + 2 * t + e % 2 <= row0 + g + 8 * (e / 2);
+        s[n][e] = visible ? s[n][e] * scale_log2 : -INFINITY;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {  // key k0 is visible to every row of the tile, so m_new is finite
+      const float m_new = fmaxf(m[r], quad_max(tile_max[r]));
+      alpha[r] = exp2f(m[r] - m_new);
+      m[r] = m_new;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kTile / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        s[n][e] = exp2f(s[n][e] - m[e / 2]);
+        l[e / 2] += s[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < HS / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) o[n][e] *= alpha[e / 2];
+    uint32_t pf[kTile / 16][4];
+    to_a_frags<kTile>(pf, s);
+    mma_ab<kTile, HS>(o, pf, v_s + stage * S::kElems, S::kLd);
+    __syncthreads();  // stage kt is refilled (with tile kt + 2) next iteration
+  }
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] = quad_sum(l[r]);
+    inv[r] = 1.0f / l[r];
+    const int row = row0 + g + 8 * r;
+    if (t == 0 && row < T) lse[(int64_t(b) * NH + h) * T + row] = m[r] * kLn2 + logf(l[r]);
+  }
+  store_rows<HS>(out + int64_t(b) * T * C + h * HS, C, o, row0, T, inv);
+}
+
+// delta (B,NH,T) = sum over a head's HS channels of dout * out, both (B,T,C); one thread per (b,t,h).
+__global__ void attention_tc_delta_kernel(float* delta, const bf16x* dout, const bf16x* out, int64_t B, int T,
+                                          int NH, int HS) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b * T + t) * NH + h
+  if (idx >= B * T * NH) return;
+  const int64_t bt = idx / NH, b = bt / T;
+  const int h = int(idx % NH), t = int(bt % T);
+  const bf16x* dout_row = dout + idx * HS;  // = (b * T + t) * C + h * HS
+  const bf16x* out_row = out + idx * HS;
+  float sum = 0.0f;
+  for (int d = 0; d < HS; d += 8) {
+    float x[8], y[8];
+    load_f32_vec(x, dout_row + d);
+    load_f32_vec(y, out_row + d);
+#pragma unroll
+    for (int k = 0; k < 8; k++) sum = fmaf(x[k], y[k], sum);
+  }
+  delta[(b * NH + h) * T + t] = sum;
+}
+
+// Grid (B NH, key tiles), first key tile first (it sees the most queries). dk and dv rows of dqkv
+// (B,T,3C) for one key tile, summing over the query tiles at or below the diagonal in order, on
+// transposed scores (this warp's 16 keys as rows, a tile's 64 queries as columns):
+//   P^T = exp(k q^T scale - lse),  dv = P^T dout,  dS^T = P^T (v dout^T - delta),  dk = scale dS^T q.
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    attention_tc_backward_dkdv_kernel(bf16x* dqkv, const bf16x* dout, const bf16x* qkv, const float* lse,
+                                      const float* delta, int T, int NH, float scale) {
+  using S = Tile<HS>;
+  extern __shared__ float4 shared_quads[];
+  bf16x* k_s = reinterpret_cast<bf16x*>(shared_quads);  // (kTile, kLd)
+  bf16x* v_s = k_s + S::kElems;                          // (kTile, kLd)
+  bf16x* q_s = v_s + S::kElems;                          // 2 stages of (kTile, kLd)
+  bf16x* do_s = q_s + 2 * S::kElems;                     // 2 stages of (kTile, kLd)
+  float* lse_s = reinterpret_cast<float*>(do_s + 2 * S::kElems);  // 2 stages of (kTile), log2 units
+  float* delta_s = lse_s + 2 * kTile;                              // 2 stages of (kTile)
+  const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
+  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, kt = int(blockIdx.y);
+  const int C = NH * HS, k0 = kt * kTile, row0 = k0 + 16 * warp, query_tiles = (T + kTile - 1) / kTile;
+  const int64_t ld = 3 * int64_t(C);
+  const bf16x* q = qkv + int64_t(b) * T * ld + h * HS;        // (T, HS), row stride 3C; k, v at +C, +2C
+  const bf16x* dout_bh = dout + int64_t(b) * T * C + h * HS;  // (T, HS), row stride C
+  const float* lse_bh = lse + (int64_t(b) * NH + h) * T;      // (T)
+  const float* delta_bh = delta + (int64_t(b) * NH + h) * T;  // (T)
+  const float scale_log2 = scale * kLog2e;
+  // Query tile qt into stage s: q and dout by cp.async, lse and delta by plain loads (seen by all after
+  // the barrier that follows the wait). Rows past T get lse = delta = 0 and are masked.
+  auto load_query_tile = [&](int qt, int s) {
+    load_tile_async<HS>(q_s + s * S::kElems, q, ld, qt * kTile, T);
+    load_tile_async<HS>(do_s + s * S::kElems, dout_bh, C, qt * kTile, T);
+    cp_async_commit();
+    if (threadIdx.x < kTile) {
+      const int row = qt * kTile + int(threadIdx.x);
+      lse_s[s * kTile + threadIdx.x] = row < T ? lse_bh[row] * kLog2e : 0.0f;
+      delta_s[s * kTile + threadIdx.x] = row < T ? delta_bh[row] : 0.0f;
+    }
+  };
+
+  load_tile_async<HS>(k_s, q + C, ld, k0, T);
+  load_tile_async<HS>(v_s, q + 2 * C, ld, k0, T);
+  load_query_tile(kt, 0);
+  float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+  for (int qt = kt; qt < query_tiles; qt++) {
+    const int stage = (qt - kt) % 2, q0 = qt * kTile;
+    const bf16x* qs = q_s + stage * S::kElems;
+    const bf16x* dos = do_s + stage * S::kElems;
+    if (qt + 1 < query_tiles) {
+      load_query_tile(qt + 1, 1 - stage);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    float p[kTile / 8][4] = {};  // P^T (16 keys, kTile queries)
+    {
+      uint32_t kf[HS / 16][4];
+      load_a_frags<HS>(kf, k_s, S::kLd, 16 * warp);
+      mma_abt<HS, kTile>(p, kf, qs, S::kLd);
+    }
+    const bool masked = qt == kt || q0 + kTile > T;  // the diagonal tile, or queries past T
+#pragma unroll
+    for (int n = 0; n < kTile / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int col = 8 * n + 2 * t + e % 2, key = row0 + g + 8 * (e / 2);
+        const bool visible = !masked || (q0 + col < T && key <= q0 + col);
+        p[n][e] = visible ? exp2f(fmaf(p[n][e], scale_log2, -lse_s[stage * kTile + col])) : 0.0f;
+      }
+    uint32_t pf[kTile / 16][4];
+    to_a_frags<kTile>(pf, p);
+    mma_ab<kTile, HS>(dv, pf, dos, S::kLd);
+    float dp[kTile / 8][4] = {};  // (dout v^T)^T
+    {
+      uint32_t vf[HS / 16][4];
+      load_a_frags<HS>(vf, v_s, S::kLd, 16 * warp);
+      mma_abt<HS, kTile>(dp, vf, dos, S::kLd);
+    }
+#pragma unroll
+    for (int n = 0; n < kTile / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - delta_s[stage * kTile + 8 * n + 2 * t + e % 2]);
+    to_a_frags<kTile>(pf, dp);
+    mma_ab<kTile, HS>(dk, pf, qs, S::kLd);
+    __syncthreads();  // this stage is refilled next iteration
+  }
+  bf16x* dk_bh = dqkv + int64_t(b) * T * ld + C + h * HS;  // (T, HS), row stride 3C; dv at +C
+  store_rows<HS>(dk_bh, ld, dk, row0, T, {scale, scale});
+  store_rows<HS>(dk_bh + C, ld, dv, row0, T, {1.0f, 1.0f});
+}
+
+// Grid (B NH, query tiles), last query tile first. dq rows of dqkv (B,T,3C) for one query tile, summing
+// over the key tiles at or below the diagonal in order: P = exp(q k^T scale - lse), dS = P (dout v^T -
+// delta), dq = scale dS k.
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    attention_tc_backward_dq_kernel(bf16x* dqkv, const bf16x* dout, const bf16x* qkv, const float* lse,
+                                    const float* delta, int T, int NH, float scale) {
+  using S = Tile<HS>;
+  extern __shared__ float4 shared_quads[];
+  bf16x* q_s = reinterpret_cast<bf16x*>(shared_quads);  // (kTile, kLd)
+  bf16x* do_s = q_s + S::kElems;                         // (kTile, kLd)
+  bf16x* k_s = do_s + S::kElems;                         // 2 stages of (kTile, kLd)
+  bf16x* v_s = k_s + 2 * S::kElems;                      // 2 stages of (kTile, kLd)
+  const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
+  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
+  const int C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;
+  const int64_t ld = 3 * int64_t(C);
+  const bf16x* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
+  const float scale_log2 = scale * kLog2e;
+
+  load_tile_async<HS>(q_s, q, ld, q0, T);
+  load_tile_async<HS>(do_s, dout + int64_t(b) * T * C + h * HS, C, q0, T);
+  load_tile_async<HS>(k_s, q + C, ld, 0, T);
+  load_tile_async<HS>(v_s, q + 2 * C, ld, 0, T);
+  cp_async_commit();
+  float row_lse[2], row_delta[2];  // rows past T get finite values and are never stored
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int row = row0 + g + 8 * r;
+    row_lse[r] = row < T ? lse[(int64_t(b) * NH + h) * T + row] * kLog2e : 0.0f;
+    row_delta[r] = row < T ? delta[(int64_t(b) * NH + h) * T + row] : 0.0f;
+  }
+  float dq[HS / 8][4] = {};
+  for (int kt = 0; kt <= qt; kt++) {
+    const int stage = kt % 2, k0 = kt * kTile;
+    const bf16x* ks = k_s + stage * S::kElems;
+    const bf16x* vs = v_s + stage * S::kElems;
+    if (kt < qt) {
+      load_tile_async<HS>(k_s + (1 - stage) * S::kElems, q + C, ld, k0 + kTile, T);
+      load_tile_async<HS>(v_s + (1 - stage) * S::kElems, q + 2 * C, ld, k0 + kTile, T);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    float p[kTile / 8][4] = {};
+    {
+      uint32_t qf[HS / 16][4];
+      load_a_frags<HS>(qf, q_s, S::kLd, 16 * warp);
+      mma_abt<HS, kTile>(p, qf, ks, S::kLd);
+    }
+#pragma unroll
+    for (int n = 0; n < kTile / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const bool visible = kt < qt || k0 + 8 * n + 2 * t + e % 2 <= row0 + g + 8 * (e / 2);
+        p[n][e] = visible ? exp2f(fmaf(p[n][e], scale_log2, -row_lse[e / 2])) : 0.0f;
+      }
+    float dp[kTile / 8][4] = {};
+    {
+      uint32_t dof[HS / 16][4];
+      load_a_frags<HS>(dof, do_s, S::kLd, 16 * warp);
+      mma_abt<HS, kTile>(dp, dof, vs, S::kLd);
+    }
+#pragma unroll
+    for (int n = 0; n < kTile / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - row_delta[e / 2]);
+    uint32_t dsf[kTile / 16][4];
+    to_a_frags<kTile>(dsf, dp);
+    mma_ab<kTile, HS>(dq, dsf, ks, S::kLd);
+    __syncthreads();  // this stage is refilled next iteration
+  }
+  store_rows<HS>(dqkv + int64_t(b) * T * ld + h * HS, ld, dq, row0, T, {scale, scale});
+}
+
+// --- launch configuration ---
+
+constexpr size_t forward_shared_bytes(int HS) { return sizeof(bf16x) * 5 * kTile * (HS + 8); }
+constexpr size_t dkdv_shared_bytes(int HS) { return sizeof(bf16x) * 6 * kTile * (HS + 8) + sizeof(float) * 4 * kTile; }
+constexpr size_t dq_shared_bytes(int HS) { return sizeof(bf16x) * 6 * kTile * (HS + 8); }
+
+// Calls f(std::integral_constant<int, HS>{}) for a head size with a kernel.
+template <typename F>
+void with_head_size(int64_t HS, F&& f) {
+  switch (HS) {
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    default: TS_FAIL("tensor-core attention: no kernel for head size ", HS, " (32, 64, 128)");
+  }
+}
+
+void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH,
+                  std::initializer_list<const void*> pointers) {
+  TS_CHECK(NH > 0 && C % NH == 0, op, ": ", NH, " heads do not split C = ", C, " channels evenly");
+  TS_CHECK(attention_tc_supported(C / NH, pointers), op, ": head size ", C / NH,
+           ", these pointers or this device are not covered by the tensor-core kernels; check "
+           "attention_tc_supported first and use the CUDA-core attention otherwise");
+  TS_CHECK(B * NH <= INT32_MAX && ceil_div(T, kTile) <= 65535, op, ": B = ", B, ", NH = ", NH, ", T = ", T,
+           " exceed the kernel's grid (B NH < 2^31, T <= ", 65535 * kTile, ")");
+}
+
+// Opts a kernel into `bytes` of dynamic shared memory (needed above 48 KB), then launches it.
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, size_t bytes, cudaStream_t stream, Args... args) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  kernel<<<grid, kThreads, bytes, stream>>>(args...);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+// --- launchers ---
+
+bool attention_tc_supported(int64_t HS, std::initializer_list<const void*> pointers) {
+  if (HS != 32 && HS != 64 && HS != 128) return false;
+  for (const void* p : pointers)
+    if (!is_aligned16(p)) return false;
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+}
+
+void attention_tc_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int64_t B, int64_t T,
+                          int64_t C, int64_t NH, cudaStream_t stream) {
+  check_launch("attention_tc_forward", B, T, C, NH, {out, lse, qkv});
+  if (B == 0 || T == 0) return;
+  const float scale_log2 = kLog2e / std::sqrt(float(C / NH));
+  const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
+  with_head_size(C / NH, [&](auto hs) {
+    constexpr int kHS = decltype(hs)::value;
+    launch(attention_tc_forward_kernel<kHS>, grid, forward_shared_bytes(kHS), stream, out, lse, qkv, int(T),
+           int(NH), scale_log2);
+  });
+}
+
+void attention_tc_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
+                           const __nv_bfloat16* out, const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                           cudaStream_t stream) {
+  check_launch("attention_tc_backward", B, T, C, NH, {dqkv, dout, qkv, out, lse});
+  if (B == 0 || T == 0) return;
+  const int HS = int(C / NH);
+  const float scale = 1.0f / std::sqrt(float(HS));
+  const DeviceScratch delta_buffer(size_t(B * NH * T) * sizeof(float));
+  float* delta = delta_buffer.as<float>();  // (B,NH,T)
+  attention_tc_delta_kernel<<<unsigned(ceil_div(B * T * NH, kDeltaBlock)), kDeltaBlock, 0, stream>>>(
+      delta, dout, out, B, int(T), int(NH), HS);
+  CUDA_CHECK_LAUNCH();
+  const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
+  with_head_size(HS, [&](auto hs) {
+    constexpr int kHS = decltype(hs)::value;
+    // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
+    launch(attention_tc_backward_dkdv_kernel<kHS>, grid, dkdv_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
+           static_cast<const float*>(delta), int(T), int(NH), scale);
+    launch(attention_tc_backward_dq_kernel<kHS>, grid, dq_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
+           static_cast<const float*>(delta), int(T), int(NH), scale);
+  });
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,23 @@
+// Which device a run computes on, from --device: cpu, cuda (an error naming why when no GPU is
+// usable) or auto (the GPU when one is usable, else the CPU with a notice saying why); and in which
+// precision, from --dtype: auto (bf16 on the GPU, fp32 on the CPU), fp32 or bf16.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace tessera {
+
+struct DeviceChoice {
+  Device device = Device::cpu;
+  std::string notice;  // non-empty when auto fell back to the CPU
+};
+
+DeviceChoice choose_device(const std::string& flag);
+// choose_device for commands without a progress line: the notice, if any, goes to stderr.
+Device choose_device_noting(const std::string& flag);
+// The compute dtype for --dtype on `device`; throws naming the flag when the pair is not supported.
+DType choose_compute_dtype(const std::string& flag, Device device);
+
+}  // namespace tessera

@@ -1,0 +1,151 @@
+// Training-step benchmark: the loop of Trainer::accumulate_gradients + the update, without data
+// files, timed per phase. On a GPU each phase ends with a stream synchronisation, so the phase
+// times are real; the step time includes them (a few microseconds of launch gap per phase).
+#include "train/train_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/cuda/device.h"
+#include "core/rng.h"
+#include "nn/gpt2.h"
+#include "optim/adamw_optimizer.h"
+#include "optim/grad_clip.h"
+
+namespace tessera {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0.0 : n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Milliseconds since `start`, once the device has finished what was queued.
+double elapsed_ms(Clock::time_point start, Device device) {
+  if (device == Device::cuda) cuda_synchronize();
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void fill_random_tokens(Tensor& tokens, int64_t vocab, Rng& rng) {
+  int32_t* ids = tokens.data<int32_t>();
+  for (int64_t i = 0; i < tokens.numel(); ++i) ids[i] = int32_t(rng.below(uint64_t(vocab)));
+}
+
+}  // namespace
+
+double gpu_peak_bf16_flops(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("H200") || has("GH200")) return 989e12;
+  if (has("H100")) return has("PCIe") ? 756e12 : has("NVL") ? 835e12 : 989e12;
+  if (has("H800")) return 989e12;
+  if (has("A100")) return 312e12;
+  if (has("L40S")) return 362e12;
+  return 0;
+}
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
+  TS_CHECK(o.micro_batch > 0 && o.seq_len > 0 && o.grad_accum > 0 && o.steps > 0 && o.warmup >= 0,
+           "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
+  TS_CHECK(o.seq_len <= o.model.max_seq_len, "bench train: --seq-len ", o.seq_len, " exceeds the model's context of ",
+           o.model.max_seq_len);
+  GPT2 model(o.model);
+  model.init_weights(o.seed);
+  model.to(o.device, o.dtype);
+  AdamW optimizer(full_segments(model.layout()), AdamWConfig{}, o.device);
+  Tensor inputs = Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32);
+  Tensor targets = Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32);
+  Rng rng(o.seed, stream_id("bench-tokens"));
+  const float dloss = 1.0f / float(o.micro_batch * o.seq_len * o.grad_accum);
+
+  std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
+  TrainBenchResult r;
+  for (int64_t step = 0; step < o.warmup + o.steps; ++step) {
+    if (step == o.warmup) {  // peak memory of the timed steps only (the warm-up sized every buffer)
+      device_allocator_reset_peak();
+      host_allocator_reset_peak();
+    }
+    double forward = 0, backward = 0;
+    const auto step_start = Clock::now();
+    model.zero_grad();
+    float loss = 0;
+    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
+      fill_random_tokens(inputs, o.model.vocab_size, rng);
+      fill_random_tokens(targets, o.model.vocab_size, rng);
+      auto t = Clock::now();
+      loss += model.forward(inputs, targets, dloss) / float(o.grad_accum);  // reads the losses back: synchronised
+      forward += elapsed_ms(t, o.device);
+      t = Clock::now();
+      model.backward();
+      backward += elapsed_ms(t, o.device);
+    }
+    const auto t = Clock::now();
+    const float norm = global_grad_norm(model.grads());
+    optimizer.step(model.params(), model.grads(), 6e-4f, clip_scale(norm, 1.0f));
+    model.params_updated();
+    const double update = elapsed_ms(t, o.device);
+    const double total = elapsed_ms(step_start, o.device);
+    r.final_loss = loss;
+    if (step < o.warmup) continue;
+    step_ms.push_back(total);
+    forward_ms.push_back(forward);
+    backward_ms.push_back(backward);
+    optimizer_ms.push_back(update);
+  }
+  r.ms_per_step = median(step_ms);
+  r.ms_min = *std::min_element(step_ms.begin(), step_ms.end());
+  r.ms_max = *std::max_element(step_ms.begin(), step_ms.end());
+  r.forward_ms = median(forward_ms);
+  r.backward_ms = median(backward_ms);
+  r.optimizer_ms = median(optimizer_ms);
+  r.tokens_per_s = double(o.micro_batch * o.seq_len * o.grad_accum) / (r.ms_per_step / 1e3);
+  const GPT2Config& c = o.model;
+  r.flops_per_token = 6.0 * double(c.num_parameters()) + 6.0 * double(c.num_layers * c.channels * o.seq_len);
+  r.peak_flops = o.peak_tflops > 0 ? o.peak_tflops * 1e12
+                 : o.device == Device::cuda ? gpu_peak_bf16_flops(cuda_device_name())
+                                            : 0.0;
+  r.mfu = r.peak_flops > 0 ? r.tokens_per_s * r.flops_per_token / r.peak_flops : 0.0;
+  r.peak_memory_bytes =
+      o.device == Device::cuda ? device_allocator_stats().peak_bytes : host_allocator_stats().peak_bytes;
+  return r;
+}
+
+nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResult& r) {
+  const GPT2Config& c = o.model;
+  nlohmann::json j = {
+      {"impl", "tessera"},
+      {"device", o.device == Device::cuda ? "cuda" : "cpu"},
+      {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
+      {"dtype", o.dtype == DType::bf16 ? "bf16" : "fp32"},
+      {"model", o.model_name},
+      {"layers", c.num_layers},
+      {"heads", c.num_heads},
+      {"channels", c.channels},
+      {"vocab", c.vocab_size},
+      {"padded_vocab", c.padded_vocab_size()},
+      {"seq_len", o.seq_len},
+      {"batch", o.micro_batch},
+      {"grad_accum", o.grad_accum},
+      {"steps", o.steps},
+      {"warmup", o.warmup},
+      {"num_params", c.num_parameters()},
+      {"tokens_per_s", r.tokens_per_s},
+      {"ms_per_step", r.ms_per_step},
+      {"ms_per_step_min", r.ms_min},
+      {"ms_per_step_max", r.ms_max},
+      {"forward_ms", r.forward_ms},
+      {"backward_ms", r.backward_ms},
+      {"optimizer_ms", r.optimizer_ms},
+      {"peak_mem_gib", double(r.peak_memory_bytes) / double(1 << 30)},
+      {"flops_per_token", r.flops_per_token},
+      {"final_loss", r.final_loss}};
+  j["peak_tflops"] = r.peak_flops > 0 ? nlohmann::json(r.peak_flops / 1e12) : nlohmann::json(nullptr);
+  j["mfu"] = r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr);
+  return j;
+}
+
+}  // namespace tessera

@@ -1,0 +1,44 @@
+// tessera bench train: times full training steps (forward, backward, grad-norm + clip, AdamW) of a
+// model preset on random tokens, and reports tokens/s, MFU, peak memory and time per phase.
+// MFU follows llm.c: 6·N + 6·L·C·T FLOPs per token (N = every parameter, padded vocabulary
+// included), against the bf16 dense peak of the detected GPU (or --peak-tflops).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+#include "nn/gpt2_config.h"
+
+namespace tessera {
+
+struct TrainBenchOptions {
+  GPT2Config model;
+  std::string model_name;
+  int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1;
+  int64_t steps = 20, warmup = 3;
+  Device device = Device::cpu;
+  DType dtype = DType::f32;  // compute dtype (bf16 on the GPU: fp32 master weights and optimizer)
+  double peak_tflops = 0;  // 0 = looked up from the GPU's name (none on CPU)
+  uint64_t seed = 1337;
+};
+
+struct TrainBenchResult {
+  double tokens_per_s = 0, ms_per_step = 0, ms_min = 0, ms_max = 0;  // median step, and the spread
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;          // medians per phase
+  double flops_per_token = 0, peak_flops = 0, mfu = 0;               // mfu 0 when the peak is unknown
+  size_t peak_memory_bytes = 0;
+  float final_loss = 0;
+};
+
+// Dense bf16 peak FLOP/s of a GPU from its name (H100 SXM 989e12, ...); 0 when not known.
+double gpu_peak_bf16_flops(const std::string& device_name);
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& options);
+
+// One JSON object with the options, the device and the result.
+nlohmann::json train_bench_json(const TrainBenchOptions& options, const TrainBenchResult& result);
+
+}  // namespace tessera

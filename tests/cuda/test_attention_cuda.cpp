@@ -1,0 +1,178 @@
+// Causal attention on the GPU against the CPU: out, lse and dqkv written over NaN poison, for every
+// head size with a kernel, on shapes spanning several 64-row tiles with T not a multiple of 64 (and
+// GPT-2 small's T = 1024, NH = 12), in fp32 and in bf16 storage (against the fp32 CPU op on the same
+// bf16-rounded inputs); dqkv bit for bit from run to run in both; a head size without a kernel or a
+// misaligned tensor throws before anything is written; bf16 on the CPU is refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cuda/cuda_testing.h"
+#include "ops/attention.h"
+
+namespace tessera {
+namespace {
+
+using testing::random_tensor;
+using testing::to_gpu;
+
+struct AttentionCase {
+  int64_t B, T, NH, HS;
+};
+
+std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
+  const AttentionCase& c = info.param;
+  return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_NH" + std::to_string(c.NH) + "_HS" +
+         std::to_string(c.HS);
+}
+
+// Per element (atol and rtol alike): fp32 rounding over the reductions behind it, HS terms for a
+// score and up to T for a softmax sum or a sum over keys or queries, with a margin of 4.
+double tolerance_for(int64_t T, int64_t HS) { return 4.0 * double(T + HS) * std::ldexp(1.0, -24); }
+
+// Half a bf16 ulp, relative: the error of rounding an fp32 result to bf16 once.
+constexpr double kBf16Rounding = 1.0 / 256;
+
+double max_abs(const Tensor& t) {
+  double m = 0.0;
+  for (int64_t i = 0; i < t.numel(); i++) m = std::max(m, double(std::fabs(t.f32()[i])));
+  return m;
+}
+
+// A bf16 output of the GPU against the f32 CPU op on the same inputs: the GPU's fp32 result is within
+// the fp32 tolerance `tol` of the CPU's (relative to the largest element, whose size the terms of a
+// sum near zero share), then rounded once to bf16.
+void expect_bf16_matches_cpu(const Tensor& gpu, const Tensor& cpu, double tol, const char* what) {
+  testing::expect_matches_cpu(gpu, cpu, 1e-2, tol * max_abs(cpu), kBf16Rounding + tol, what);
+}
+
+class AttentionCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const auto [B, T, NH, HS] = GetParam();
+  const int64_t C = NH * HS;
+  const Tensor qkv = random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f), dout = random_tensor({B, T, C}, seed + 1);
+  Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
+  attention_forward(out, lse, qkv, int(NH));
+  Tensor out_gpu = testing::poisoned_gpu({B, T, C}), lse_gpu = testing::poisoned_gpu({B, NH, T});
+  const Tensor qkv_gpu = to_gpu(qkv);
+  attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH));
+  const double tol = tolerance_for(T, HS);
+  testing::expect_matches_cpu(out_gpu, out, 1e-5, tol, tol, "attention out");
+  testing::expect_matches_cpu(lse_gpu, lse, 1e-5, tol, tol, "attention lse");
+
+  // Both backward passes start from the CPU's out and lse, so they compute the same function.
+  Tensor dqkv = Tensor::zeros({B, T, 3 * C}), dqkv_gpu = testing::poisoned_gpu({B, T, 3 * C});
+  attention_backward(dqkv, dout, qkv, out, lse, int(NH));
+  attention_backward(dqkv_gpu, to_gpu(dout), qkv_gpu, to_gpu(out), to_gpu(lse), int(NH));
+  testing::expect_matches_cpu(dqkv_gpu, dqkv, 1e-5, tol, tol, "attention dqkv");
+}
+
+// bf16 storage, fp32 arithmetic: the same function of the bf16 inputs as the fp32 CPU op, with each
+// output rounded once; lse stays fp32 and keeps the fp32 tolerance.
+TEST_P(AttentionCuda, Bf16MatchesCpuOnRoundedInputs) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const auto [B, T, NH, HS] = GetParam();
+  const int64_t C = NH * HS;
+  const Tensor qkv = testing::rounded_to_bf16(random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f));
+  const Tensor dout = testing::rounded_to_bf16(random_tensor({B, T, C}, seed + 1));
+  Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
+  attention_forward(out, lse, qkv, int(NH));
+  Tensor out_gpu = testing::poisoned_gpu({B, T, C}, DType::bf16), lse_gpu = testing::poisoned_gpu({B, NH, T});
+  const Tensor qkv_gpu = testing::to_gpu_as(qkv, DType::bf16);
+  attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH));
+  const double tol = tolerance_for(T, HS);
+  expect_bf16_matches_cpu(out_gpu, out, tol, "attention bf16 out");
+  testing::expect_matches_cpu(lse_gpu, lse, 1e-5, tol, tol, "attention bf16 lse");
+
+  // Both backward passes start from the CPU's out, rounded to bf16 as a bf16 forward stores it, and lse.
+  const Tensor out_rounded = testing::rounded_to_bf16(out);
+  Tensor dqkv = Tensor::zeros({B, T, 3 * C}), dqkv_gpu = testing::poisoned_gpu({B, T, 3 * C}, DType::bf16);
+  attention_backward(dqkv, dout, qkv, out_rounded, lse, int(NH));
+  attention_backward(dqkv_gpu, testing::to_gpu_as(dout, DType::bf16), qkv_gpu,
+                     testing::to_gpu_as(out_rounded, DType::bf16), to_gpu(lse), int(NH));
+  expect_bf16_matches_cpu(dqkv_gpu, dqkv, tol, "attention bf16 dqkv");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCuda,
+                         ::testing::Values(AttentionCase{2, 131, 3, 16}, AttentionCase{1, 70, 2, 32},
+                                           AttentionCase{1, 257, 4, 48}, AttentionCase{2, 200, 2, 64},
+                                           AttentionCase{1, 65, 1, 80}, AttentionCase{1, 130, 1, 96},
+                                           AttentionCase{1, 64, 1, 128}, AttentionCase{1, 1, 2, 64},
+                                           AttentionCase{1, 1024, 12, 64}),
+                         case_name);
+
+using AttentionCudaRuns = testing::CudaTest;
+
+TEST_F(AttentionCudaRuns, BackwardIsBitwiseDeterministic) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t B = 2, T = 200, NH = 2, C = 128;
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor qkv = testing::to_gpu_as(random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f), dtype);
+    const Tensor dout = testing::to_gpu_as(random_tensor({B, T, C}, seed + 1), dtype);
+    Tensor out = testing::poisoned_gpu({B, T, C}, dtype), lse = testing::poisoned_gpu({B, NH, T});
+    attention_forward(out, lse, qkv, int(NH));
+    Tensor dqkv[2] = {testing::poisoned_gpu({B, T, 3 * C}, dtype), testing::poisoned_gpu({B, T, 3 * C}, dtype)};
+    for (Tensor& d : dqkv) attention_backward(d, dout, qkv, out, lse, int(NH));
+    // bf16 -> f32 is exact and one to one, so equal floats mean equal bits (and NaN poison fails)
+    const Tensor first = testing::to_f32(testing::to_cpu(dqkv[0]));
+    const Tensor second = testing::to_f32(testing::to_cpu(dqkv[1]));
+    for (int64_t i = 0; i < first.numel(); i++) ASSERT_EQ(first.f32()[i], second.f32()[i]) << i;
+  }
+}
+
+TEST_F(AttentionCudaRuns, HeadSizeWithoutKernelThrowsBeforeWriting) {
+  for (const int64_t HS : {int64_t(8), int64_t(20)}) {
+    SCOPED_TRACE(HS);
+    const int64_t B = 1, T = 10, NH = 2, C = NH * HS;
+    const Tensor qkv = to_gpu(random_tensor({B, T, 3 * C}, 81)), dout = to_gpu(random_tensor({B, T, C}, 82));
+    Tensor out = testing::poisoned_gpu({B, T, C}), lse = testing::poisoned_gpu({B, NH, T});
+    const std::string message = testing::error_of([&] { attention_forward(out, lse, qkv, int(NH)); });
+    EXPECT_TRUE(testing::contains(message, "head size HS = C/NH = " + std::to_string(HS))) << message;
+    EXPECT_TRUE(testing::contains(message, "16, 32, 48, 64, 80, 96, 128")) << message;
+    Tensor dqkv = testing::poisoned_gpu({B, T, 3 * C});
+    EXPECT_THROW(attention_backward(dqkv, dout, qkv, out, lse, int(NH)), Error);
+    for (const Tensor* t : {&out, &lse, &dqkv}) {
+      const Tensor host = testing::to_cpu(*t);
+      for (int64_t i = 0; i < host.numel(); i++) ASSERT_TRUE(std::isnan(host.f32()[i])) << i;
+    }
+  }
+}
+
+// A tensor starting 1 element into its storage is refused, naming the tensor and the fix.
+TEST_F(AttentionCudaRuns, MisalignedTensorThrowsNamingTheFix) {
+  const int64_t B = 1, T = 10, NH = 2, C = 128;
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor qkv = Tensor::zeros({B * T * 3 * C + 1}, dtype, Device::cuda).view(1, {B, T, 3 * C});
+    copy_tensor(qkv, testing::to_gpu_as(random_tensor({B, T, 3 * C}, 83), dtype));
+    Tensor out = testing::poisoned_gpu({B, T, C}, dtype), lse = testing::poisoned_gpu({B, NH, T});
+    const std::string message = testing::error_of([&] { attention_forward(out, lse, qkv, int(NH)); });
+    EXPECT_TRUE(testing::contains(message, "16-byte aligned")) << message;
+    EXPECT_TRUE(testing::contains(message, "qkv starts")) << message;
+    EXPECT_TRUE(testing::contains(message, "copy into a fresh tensor")) << message;
+  }
+}
+
+// CPU kernels are the fp32 reference: bf16 activations on the CPU are an error naming the dtype.
+TEST(AttentionDtype, Bf16OnTheCpuIsRefused) {
+  const int64_t B = 1, T = 4, NH = 2, C = 32;
+  const Tensor qkv = testing::to_bf16(random_tensor({B, T, 3 * C}, 84));
+  const Tensor dout = testing::to_bf16(random_tensor({B, T, C}, 85));
+  Tensor out = Tensor::zeros({B, T, C}, DType::bf16), lse = Tensor::zeros({B, NH, T});
+  Tensor dqkv = Tensor::zeros({B, T, 3 * C}, DType::bf16);
+  std::string message = testing::error_of([&] { attention_forward(out, lse, qkv, int(NH)); });
+  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
+  message = testing::error_of([&] { attention_backward(dqkv, dout, qkv, out, lse, int(NH)); });
+  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
+}
+
+}  // namespace
+}  // namespace tessera
