@@ -36,6 +36,7 @@ record() {
 
 [[ -x $bundle/bin/tessera ]] || { echo "gpu-check: no bundle at $bundle; run tools/gpu-bundle.sh on the build machine and carry .gpu-bundle" >&2; exit 2; }
 
+[[ -d $bundle/lib ]] || tar -C "$bundle" -xzf "$bundle/lib.tar.gz"
 # Our libraries first, then the CUDA toolkit's and the ones PyTorch's wheels bring (NCCL, cuDNN).
 cuda_libs=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
 wheel_libs=$(python3 -c 'import nvidia, os; r = nvidia.__path__[0]; print(":".join(sorted(os.path.join(r, d, "lib") for d in os.listdir(r) if os.path.isdir(os.path.join(r, d, "lib")))))' 2>/dev/null)
