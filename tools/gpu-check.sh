@@ -8,6 +8,8 @@
 #   train  20 steps of gpt2-mini on the GPU (bf16 and fp32) and on the CPU (fp32), same seed and
 #          synthetic data: the loss curves side by side, the bf16 one within 2% of the CPU's
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes
+#   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
+#          (MFU), each beside PyTorch
 # Results go to $OUT (the device tool's folder) when set, else bench/results/. Exits non-zero
 # when a section fails; the results file is written either way.
 set -uo pipefail
@@ -86,7 +88,15 @@ for s in "${sections[@]}"; do
         done
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench)"; status=1 ;;
+    large)
+      section "bench: GPT-2 124M B=64 and 1558M B=16, T=1024, bf16"
+      for shape in "gpt2-124m 64" "gpt2-1558m 16"; do
+        read -r model b <<< "$shape"
+        record "$tessera" bench train --model "$model" --micro-batch-size "$b" --seq-len 1024 --steps 10 --json
+        record python3 "$root/bench/torch_gpt2_cuda.py" --preset "$model" --batch "$b" --dtype bf16 --steps 10 --json
+      done
+      ;;
+    *) say "unknown section '$s' (env tests train bench large)"; status=1 ;;
   esac
 done
 say "gpu-check exit status: $status"

@@ -1,5 +1,6 @@
 // Causal self-attention: shape and dtype checks, then dispatch by device and, on the GPU, by storage
-// type (f32, bf16) of qkv, out, dout and dqkv; lse is f32 on every device.
+// type (f32, bf16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 runs on the tensor
+// cores (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core kernels.
 #include "ops/attention.h"
 
 #include "ops/cpu/attention_cpu.h"
@@ -8,6 +9,7 @@
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
 #include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/bf16_tensor.h"
 #endif
 
@@ -44,7 +46,10 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
+      if (dtype == DType::bf16 && cuda::attention_tc_supported(d.C / d.NH, {qkv.raw_data(), out.raw_data()}))
+        cuda::attention_tc_forward(cuda::bf16_data(out), lse.f32(), cuda::bf16_data(qkv), d.B, d.T, d.C, d.NH,
+                                   cuda_compute_stream());
+      else if (dtype == DType::bf16)
         cuda::attention_forward(cuda::bf16_data(out), lse.f32(), cuda::bf16_data(qkv), d.B, d.T, d.C, d.NH,
                                 cuda_compute_stream());
       else
@@ -74,7 +79,11 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
+      if (dtype == DType::bf16 && cuda::attention_tc_supported(d.C / d.NH, {dqkv.raw_data(), dout.raw_data(),
+                                                                             qkv.raw_data(), out.raw_data()}))
+        cuda::attention_tc_backward(cuda::bf16_data(dqkv), cuda::bf16_data(dout), cuda::bf16_data(qkv),
+                                    cuda::bf16_data(out), lse.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
+      else if (dtype == DType::bf16)
         cuda::attention_backward(cuda::bf16_data(dqkv), cuda::bf16_data(dout), cuda::bf16_data(qkv),
                                  cuda::bf16_data(out), lse.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
       else

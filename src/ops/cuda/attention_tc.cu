@@ -95,14 +95,18 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 __device__ __forceinline__ int lane_id() { return int(threadIdx.x) % kWarpSize; }
 
-// A fragments of rows [row0, row0 + 16) x columns [0, K) of a shared tile (row stride ld), one per 16
-// columns: matrices 0..3 of the ldmatrix are (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8) = a[0..3];
-// lane l addresses row row0 + l % 16, column 16 kk + 8 (l / 16).
+// The A fragment of rows [row0, row0 + 16) x columns [k0, k0 + 16) of a shared tile (row stride ld):
+// matrices 0..3 of the ldmatrix are (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8) = a[0..3]; lane l
+// addresses row row0 + l % 16, column k0 + 8 (l / 16).
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16x* tile, int ld, int row0, int k0) {
+  const int lane = lane_id();
+  ldmatrix_x4(a, tile + (row0 + lane % 16) * ld + k0 + lane / 16 * 8);
+}
+// All K / 16 A fragments of rows [row0, row0 + 16) x columns [0, K).
 template <int K>
 __device__ __forceinline__ void load_a_frags(uint32_t (&a)[K / 16][4], const bf16x* tile, int ld, int row0) {
-  const int lane = lane_id();
 #pragma unroll
-  for (int kk = 0; kk < K / 16; kk++) ldmatrix_x4(a[kk], tile + (row0 + lane % 16) * ld + 16 * kk + lane / 16 * 8);
+  for (int kk = 0; kk < K / 16; kk++) load_a(a[kk], tile, ld, row0, 16 * kk);
 }
 
 // B fragments of two n8 blocks with B[k][n] = tile[n0 + n][k0 + k] (tile rows are B's columns, as k
@@ -122,19 +126,38 @@ __device__ __forceinline__ void load_b_cols(uint32_t (&b)[4], const bf16x* tile,
   ldmatrix_x4_trans(b, tile + (k0 + lane % 16) * ld + n0 + lane / 16 * 8);
 }
 
+// acc (16, N) += a (16, 16) b^T, b = rows [0, N) x columns [k0, k0 + 16) of a shared tile (row stride ld).
+template <int N>
+__device__ __forceinline__ void mma_abt_block(float (&acc)[N / 8][4], const uint32_t (&a)[4], const bf16x* b, int ld,
+                                              int k0) {
+#pragma unroll
+  for (int n = 0; n < N / 16; n++) {
+    uint32_t f[4];
+    load_b_rows(f, b, ld, 16 * n, k0);
+    mma_bf16(acc[2 * n], a, f[0], f[1]);
+    mma_bf16(acc[2 * n + 1], a, f[2], f[3]);
+  }
+}
+
 // acc (16, N) += a (16, K) b^T, b = rows [0, N) x columns [0, K) of a shared tile (row stride ld).
 template <int K, int N>
 __device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16x* b,
                                         int ld) {
 #pragma unroll
-  for (int kk = 0; kk < K / 16; kk++)
+  for (int kk = 0; kk < K / 16; kk++) mma_abt_block<N>(acc, a[kk], b, ld, 16 * kk);
+}
+
+// The same with a = rows [row0, row0 + 16) of a shared tile too, read one fragment at a time (fewer
+// registers than holding all K / 16).
+template <int K, int N>
+__device__ __forceinline__ void mma_abt_shared(float (&acc)[N / 8][4], const bf16x* a, int row0, const bf16x* b,
+                                               int ld) {
 #pragma unroll
-    for (int n = 0; n < N / 16; n++) {
-      uint32_t f[4];
-      load_b_rows(f, b, ld, 16 * n, 16 * kk);
-      mma_bf16(acc[2 * n], a[kk], f[0], f[1]);
-      mma_bf16(acc[2 * n + 1], a[kk], f[2], f[3]);
-    }
+  for (int kk = 0; kk < K / 16; kk++) {
+    uint32_t f[4];
+    load_a(f, a, ld, row0, 16 * kk);
+    mma_abt_block<N>(acc, f, b, ld, 16 * kk);
+  }
 }
 
 // acc (16, N) += a (16, K) b, b = rows [0, K) x columns [0, N) of a shared tile (row stride ld).
@@ -365,11 +388,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     float p[kTile / 8][4] = {};  // P^T (16 keys, kTile queries)
-    {
-      uint32_t kf[HS / 16][4];
-      load_a_frags<HS>(kf, k_s, S::kLd, 16 * warp);
-      mma_abt<HS, kTile>(p, kf, qs, S::kLd);
-    }
+    mma_abt_shared<HS, kTile>(p, k_s, 16 * warp, qs, S::kLd);
     const bool masked = qt == kt || q0 + kTile > T;  // the diagonal tile, or queries past T
 #pragma unroll
     for (int n = 0; n < kTile / 8; n++)
@@ -383,11 +402,7 @@ __global__ void __launch_bounds__(kThreads)
     to_a_frags<kTile>(pf, p);
     mma_ab<kTile, HS>(dv, pf, dos, S::kLd);
     float dp[kTile / 8][4] = {};  // (dout v^T)^T
-    {
-      uint32_t vf[HS / 16][4];
-      load_a_frags<HS>(vf, v_s, S::kLd, 16 * warp);
-      mma_abt<HS, kTile>(dp, vf, dos, S::kLd);
-    }
+    mma_abt_shared<HS, kTile>(dp, v_s, 16 * warp, dos, S::kLd);
 #pragma unroll
     for (int n = 0; n < kTile / 8; n++)
 #pragma unroll
@@ -448,11 +463,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     float p[kTile / 8][4] = {};
-    {
-      uint32_t qf[HS / 16][4];
-      load_a_frags<HS>(qf, q_s, S::kLd, 16 * warp);
-      mma_abt<HS, kTile>(p, qf, ks, S::kLd);
-    }
+    mma_abt_shared<HS, kTile>(p, q_s, 16 * warp, ks, S::kLd);
 #pragma unroll
     for (int n = 0; n < kTile / 8; n++)
 #pragma unroll
@@ -461,11 +472,7 @@ __global__ void __launch_bounds__(kThreads)
         p[n][e] = visible ? exp2f(fmaf(p[n][e], scale_log2, -row_lse[e / 2])) : 0.0f;
       }
     float dp[kTile / 8][4] = {};
-    {
-      uint32_t dof[HS / 16][4];
-      load_a_frags<HS>(dof, do_s, S::kLd, 16 * warp);
-      mma_abt<HS, kTile>(dp, dof, vs, S::kLd);
-    }
+    mma_abt_shared<HS, kTile>(dp, do_s, 16 * warp, vs, S::kLd);
 #pragma unroll
     for (int n = 0; n < kTile / 8; n++)
 #pragma unroll
