@@ -8,6 +8,7 @@
 #   train  20 steps of gpt2-mini on the GPU (bf16 and fp32) and on the CPU (fp32), same seed and
 #          synthetic data: the loss curves side by side, the bf16 one within 2% of the CPU's
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes
+#   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
 #          (MFU), each beside PyTorch
 # Results go to $OUT (the device tool's folder) when set, else bench/results/. Exits non-zero
@@ -88,6 +89,15 @@ for s in "${sections[@]}"; do
         done
       done
       ;;
+    profile)
+      section "profile: one bf16 step of GPT-2 124M, B=16, T=1024, time per kernel (ncu)"
+      ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      # The warm-up step is skipped by launch count: one step is about 580 launches (148 of them AdamW).
+      record "$ncu" --csv --metrics gpu__time_duration.sum --launch-skip "${PROFILE_SKIP:-600}" \
+        --launch-count "${PROFILE_COUNT:-600}" --log-file "$out/ncu-$stamp.csv" \
+        "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 3 --warmup 1
+      record python3 "$root/tools/kernel_times.py" "$out/ncu-$stamp.csv"
+      ;;
     large)
       section "bench: GPT-2 124M B=64 and 1558M B=16, T=1024, bf16"
       for shape in "gpt2-124m 64" "gpt2-1558m 16"; do
@@ -96,7 +106,7 @@ for s in "${sections[@]}"; do
         record python3 "$root/bench/torch_gpt2_cuda.py" --preset "$model" --batch "$b" --dtype bf16 --steps 10 --json
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench large)"; status=1 ;;
+    *) say "unknown section '$s' (env tests train bench profile large)"; status=1 ;;
   esac
 done
 say "gpu-check exit status: $status"

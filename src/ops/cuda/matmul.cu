@@ -4,9 +4,11 @@
 //   forward:  out^T (OC,N) = W^T' (OC,C) x^T (C,N) + bias   BIAS, or GELU_AUX_BIAS (aux = pre_gelu)
 //   dx:       dx^T  (C,N)  = W (C,OC)^col dout^T (OC,N)      beta = 0: written; DGELU (aux = x_pre_gelu)
 //   dweight:  dW^T  (C,OC) = x^T (C,N) dout (N,OC)           A/B in T, C/D fp32, beta = 1: accumulated
-//   dbias:    dbias (OC)  += sum_n dout[n,:]                 deterministic column sums, read as T
+//   dbias:    dbias (OC)  += sum_n dout[n,:]                 BGRADB epilogue of the dweight GEMM (column
+//                                                            sums where cuBLASLt lacks it)
 // Each problem's descriptors and algorithm are made once and cached (the heuristic sees each
 // pointer's real alignment, which is part of the key: parameter views sit at any offset).
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -61,11 +63,15 @@ const char* epilogue_name(cublasLtEpilogue_t e) {
     case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
     case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+    case CUBLASLT_EPILOGUE_BGRADB: return "BGRADB";
     default: return "DEFAULT";
   }
 }
 
-bool uses_bias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+// The bias pointer: read by BIAS and GELU_AUX_BIAS, written (the bias gradient, in D's type) by BGRADB.
+bool uses_bias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_BGRADB;
+}
 bool uses_aux(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
 }
@@ -239,11 +245,34 @@ struct BiasGradLoad {
   __device__ void operator()(int64_t n, int64_t c, float (&v)[1]) const { v[0] = load_f32(dout[n * OC + c]); }
 };
 
-// dweight^T (C,OC) += x^T (C,N) (dout^T (OC,N))^T in fp32; dbias += column sums of dout.
+__global__ void accumulate_kernel(float* acc, const float* x, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) acc[i] += x[i];
+}
+
+// Whether cuBLASLt offered no algorithm for the BGRADB epilogue once: then column sums from then on.
+std::atomic<bool> bias_grad_epilogue_unavailable{false};
+
+// dweight^T (C,OC) += x^T (C,N) (dout^T (OC,N))^T in fp32. dbias += sum_n dout[n,:]: the BGRADB
+// epilogue reduces dout during the same GEMM into a scratch (it overwrites, and dbias accumulates),
+// which is then added; where cuBLASLt has no such algorithm, deterministic column sums instead.
 template <typename T>
 void parameter_grads(float* dweight, float* dbias, const T* dout, const T* x, int64_t N, int64_t C, int64_t OC,
                      cudaStream_t stream) {
-  const LtProblem p{C, OC, N, C, OC, C, false, /*trans_b=*/true, kDataType<T>, /*d_type=*/CUDA_R_32F};
+  LtProblem p{C, OC, N, C, OC, C, false, /*trans_b=*/true, kDataType<T>, /*d_type=*/CUDA_R_32F};
+  if (dbias != nullptr && !bias_grad_epilogue_unavailable) {
+    DeviceScratch column_sums(size_t(OC) * sizeof(float));
+    p.epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    try {
+      lt_matmul(p, {.D = dweight, .A = x, .B = dout, .bias = column_sums.as<float>(), .beta = 1.0f}, stream);
+      accumulate_kernel<<<unsigned(ceil_div(OC, 256)), 256, 0, stream>>>(dbias, column_sums.as<float>(), OC);
+      CUDA_CHECK_LAUNCH();
+      return;
+    } catch (const Error&) {  // no algorithm (thrown before anything was queued)
+      bias_grad_epilogue_unavailable = true;
+      p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    }
+  }
   lt_matmul(p, {.D = dweight, .A = x, .B = dout, .beta = 1.0f}, stream);
   if (dbias != nullptr)
     column_sums_accumulate<1>(ColumnOutputs<1>{{dbias}}, N, OC, BiasGradLoad<T>{dout, OC}, stream);
