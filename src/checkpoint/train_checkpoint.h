@@ -36,8 +36,9 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, cons
 std::optional<std::filesystem::path> find_checkpoint(const std::filesystem::path& path);
 
 GPT2Config read_checkpoint_model_config(const std::filesystem::path& checkpoint);
-// Loads weights into a model on the CPU (move it to its device afterwards) (and, when optimizer is non-null, its moments — into full-size m and v, which are
-// allocated here — and step count); returns the state.
+// Loads weights (and, when optimizer is non-null, its moments — into full-size m and v, which are
+// allocated here — and step count) into a model still on the CPU (move it to its device afterwards);
+// returns the state.
 CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, GPT2& model, OptimizerState* optimizer);
 
 }  // namespace tessera

@@ -4,6 +4,9 @@
 
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "core/cuda/device.h"
 #include "data/token_shard.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
@@ -137,6 +140,36 @@ TEST_F(CliBadInput, UnknownTomlKey) {
 
 TEST_F(CliBadInput, NonFiniteLossNamesTheStep) {
   expect_one_line_error(base + " --steps 30 --lr 1e30 --grad-clip 0 --lr-schedule constant", "step ");
+}
+
+TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
+  expect_one_line_error(base + " --device gpu", "--device must be auto, cuda or cpu");
+  expect_one_line_error(base + " --device cpu --dtype bf16", "--dtype bf16 computes on the GPU only");
+  expect_one_line_error(base + " --dtype fp16", "--dtype fp16 (with dynamic loss scaling) is not implemented yet");
+  expect_one_line_error(base + " --dtype half", "--dtype must be auto, fp32, bf16 or fp16");
+}
+
+TEST_F(CliBadInput, CudaWithoutAGpuSaysWhy) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  expect_one_line_error(base + " --device cuda", "--device cuda: ");
+  expect_one_line_error("bench train --model gpt2-tiny --device cuda", "--device cuda: ");
+}
+
+// bench train on the CPU: one JSON line with the figures a GPU run reports (MFU needs a peak there).
+TEST(Cli, BenchTrainReportsThroughputAsJson) {
+  const testing::CommandResult r = testing::run_command(
+      "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) +
+      " bench train --model gpt2-tiny --micro-batch-size 2 --seq-len 16 --steps 2 --warmup 1 --device cpu --json"
+      " --peak-tflops 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["dtype"], "fp32");
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["forward_ms"].get<double>(), 0.0);
+  EXPECT_NEAR(j["mfu"].get<double>(), j["tokens_per_s"].get<double>() * j["flops_per_token"].get<double>() / 1e12,
+              1e-9);
+  EXPECT_GT(j["final_loss"].get<double>(), 5.0);  // about ln(256) for a fresh gpt2-tiny
 }
 
 TEST(Cli, TomlConfigWithFlagOverrides) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -50,6 +51,13 @@ inline Tensor to_f32(const Tensor& host) {
 inline Tensor rounded_to_bf16(const Tensor& f32) { return to_f32(to_bf16(f32)); }
 // A device copy of the f32 host tensor in `dtype` (f32 or bf16).
 inline Tensor to_gpu_as(const Tensor& f32, DType dtype) { return to_gpu(dtype == DType::bf16 ? to_bf16(f32) : f32); }
+
+// The largest |element| of an f32 host tensor: the scale of absolute tolerances.
+inline double max_abs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); i++) m = std::max(m, std::fabs(double(t.f32()[i])));
+  return m;
+}
 
 // Half a bf16 ulp, relative: the error of rounding an fp32 result to bf16 once.
 constexpr double kBf16Rounding = 1.0 / 256;

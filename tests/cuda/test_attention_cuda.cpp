@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "cuda/attention_cases.h"
 #include "cuda/cuda_testing.h"
 #include "ops/attention.h"
 
@@ -18,15 +19,7 @@ namespace {
 using testing::random_tensor;
 using testing::to_gpu;
 
-struct AttentionCase {
-  int64_t B, T, NH, HS;
-};
-
-std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
-  const AttentionCase& c = info.param;
-  return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_NH" + std::to_string(c.NH) + "_HS" +
-         std::to_string(c.HS);
-}
+using testing::AttentionCase;
 
 // Per element (atol and rtol alike): fp32 rounding over the reductions behind it, HS terms for a
 // score and up to T for a softmax sum or a sum over keys or queries, with a margin of 4.
@@ -34,17 +27,11 @@ double tolerance_for(int64_t T, int64_t HS) { return 4.0 * double(T + HS) * std:
 
 using testing::kBf16Rounding;
 
-double max_abs(const Tensor& t) {
-  double m = 0.0;
-  for (int64_t i = 0; i < t.numel(); i++) m = std::max(m, double(std::fabs(t.f32()[i])));
-  return m;
-}
-
 // A bf16 output of the GPU against the f32 CPU op on the same inputs: the GPU's fp32 result is within
 // the fp32 tolerance `tol` of the CPU's (relative to the largest element, whose size the terms of a
 // sum near zero share), then rounded once to bf16.
 void expect_bf16_matches_cpu(const Tensor& gpu, const Tensor& cpu, double tol, const char* what) {
-  testing::expect_matches_cpu(gpu, cpu, 1e-2, tol * max_abs(cpu), kBf16Rounding + tol, what);
+  testing::expect_matches_cpu(gpu, cpu, 1e-2, tol * testing::max_abs(cpu), kBf16Rounding + tol, what);
 }
 
 // Head sizes the op sends to the tensor-core kernels (attention_tc.cu) in bf16: there P and dS also
@@ -53,7 +40,7 @@ void expect_bf16_matches_cpu(const Tensor& gpu, const Tensor& cpu, double tol, c
 bool on_tensor_cores(int64_t HS) { return HS == 32 || HS == 64 || HS == 128; }
 
 void expect_tensor_core_matches_cpu(const Tensor& gpu, const Tensor& cpu, const char* what) {
-  testing::expect_matches_cpu(gpu, cpu, 1e-2, kBf16Rounding * max_abs(cpu), 2 * kBf16Rounding, what);
+  testing::expect_matches_cpu(gpu, cpu, 1e-2, kBf16Rounding * testing::max_abs(cpu), 2 * kBf16Rounding, what);
 }
 
 class AttentionCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
@@ -118,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCuda,
                                            AttentionCase{1, 65, 1, 80}, AttentionCase{1, 130, 1, 96},
                                            AttentionCase{1, 64, 1, 128}, AttentionCase{1, 1, 2, 64},
                                            AttentionCase{1, 1024, 12, 64}),
-                         case_name);
+                         testing::attention_case_name);
 
 using AttentionCudaRuns = testing::CudaTest;
 

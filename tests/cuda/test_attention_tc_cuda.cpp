@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "cuda/attention_cases.h"
 #include "cuda/cuda_testing.h"
 #include "ops/attention.h"
 
@@ -27,27 +28,13 @@ using testing::random_tensor;
 using testing::rounded_to_bf16;
 using testing::to_gpu_as;
 
-struct AttentionCase {
-  int64_t B, T, NH, HS;
-};
-
-std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
-  const AttentionCase& c = info.param;
-  return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_NH" + std::to_string(c.NH) + "_HS" +
-         std::to_string(c.HS);
-}
-
-double max_abs(const Tensor& t) {
-  double m = 0.0;
-  for (int64_t i = 0; i < t.numel(); i++) m = std::max(m, std::fabs(double(t.f32()[i])));
-  return m;
-}
+using testing::AttentionCase;
 
 // A bf16 output against its fp32 reference: P (forward) and dS (backward) enter their products rounded to
 // bf16 (2^-9 relative each) and the result is rounded once more, so an element is held to 2^-7 of itself
 // plus 2^-8 of the tensor's largest magnitude (sums over up to T keys may cancel), the whole to 1e-2.
 void expect_bf16_close(const Tensor& gpu, const Tensor& cpu, const char* what) {
-  testing::expect_matches_cpu(gpu, cpu, 1e-2, std::ldexp(max_abs(cpu), -8), std::ldexp(1.0, -7), what);
+  testing::expect_matches_cpu(gpu, cpu, 1e-2, std::ldexp(testing::max_abs(cpu), -8), std::ldexp(1.0, -7), what);
 }
 
 class AttentionTcCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
@@ -88,7 +75,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTcCuda,
                          ::testing::Values(AttentionCase{2, 131, 3, 64}, AttentionCase{1, 1024, 12, 64},
                                            AttentionCase{1, 1, 2, 64}, AttentionCase{2, 200, 2, 128},
                                            AttentionCase{1, 70, 2, 32}, AttentionCase{1, 64, 1, 64}),
-                         case_name);
+                         testing::attention_case_name);
 
 using AttentionTcCudaRuns = testing::CudaTest;
 

@@ -32,12 +32,6 @@ struct Tolerance {
 // a few ulps (2^-24) of the partial sums per term at worst, typically sqrt(K) of them.
 double sum_order_atol(int64_t K) { return 4.0 * double(K) * std::ldexp(1.0, -24); }
 
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (int64_t i = 0; i < t.numel(); i++) m = std::max(m, std::fabs(double(t.f32()[i])));
-  return m;
-}
-
 // An output `ref` stored in the activation dtype after a K-term reduction. bf16 adds roundings to
 // nearest of 2^-8 each: cuBLASLt's epilogues (bias, GELU, DGELU) may round the fp32 accumulator to
 // bf16 before they apply, so an element sees up to two, relative to the magnitude of its terms
@@ -45,7 +39,7 @@ double max_abs(const Tensor& t) {
 Tolerance activation_tolerance(DType dtype, int64_t K, const Tensor& ref) {
   const double half_ulp = std::ldexp(1.0, -8);
   if (dtype == DType::f32) return {1e-6, sum_order_atol(K), 1e-5};
-  return {2 * half_ulp, sum_order_atol(K) + half_ulp * max_abs(ref), 2 * half_ulp};
+  return {2 * half_ulp, sum_order_atol(K) + half_ulp * testing::max_abs(ref), 2 * half_ulp};
 }
 
 // dweight and dbias are fp32 sums of products of bf16 values, which are exact in fp32: bf16 is held
