@@ -17,7 +17,7 @@ DeviceChoice choose_device(const std::string& flag) {
     return {Device::cuda, ""};
   }
   if (usable) return {Device::cuda, ""};
-  return {Device::cpu, "--device auto: " + cuda_unavailable_reason() + "; training on the CPU"};
+  return {Device::cpu, "--device auto: " + cuda_unavailable_reason() + "; running on the CPU"};
 }
 
 Device choose_device_noting(const std::string& flag) {

@@ -31,9 +31,12 @@ const DeviceProbe& probe() {
     const cudaError_t status = cudaGetDeviceCount(&p.count);
     if (status != cudaSuccess) {
       p.count = 0;
-      p.reason = std::string("no usable CUDA device: ") + cudaGetErrorString(status) +
-                 " (is the NVIDIA driver installed and new enough for CUDA " + std::to_string(CUDART_VERSION / 1000) +
-                 "?)";
+      const std::string cuda = "CUDA " + std::to_string(CUDART_VERSION / 1000);
+      // cudaErrorInsufficientDriver is also what a machine without any NVIDIA driver reports.
+      p.reason = status == cudaErrorInsufficientDriver
+                     ? "no usable CUDA device: no NVIDIA driver is loaded, or it is older than " + cuda + " needs"
+                     : std::string("no usable CUDA device: ") + cudaGetErrorString(status) +
+                           " (is the NVIDIA driver installed and new enough for " + cuda + "?)";
       cudaGetLastError();  // clear the sticky error the probe left
     } else if (p.count == 0) {
       p.reason = "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)";

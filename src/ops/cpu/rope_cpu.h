@@ -1,0 +1,16 @@
+// CPU kernels of rotary position embeddings (contract in ops/rope.h).
+#pragma once
+
+#include <cstdint>
+
+namespace tessera::cpu {
+
+// qkv (B, T, (NH + 2*NKV) * HS): the NH q heads and NKV k heads of every token rotated in place by
+// positions[t] * inv_freq (HS/2); v untouched. positions (T) are non-negative.
+void rope_forward(float* qkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T, int64_t NH,
+                  int64_t NKV, int64_t HS);
+// The transpose: dq and dk heads of dqkv (B, T, (NH + 2*NKV) * HS) rotated in place by -angle.
+void rope_backward(float* dqkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T, int64_t NH,
+                   int64_t NKV, int64_t HS);
+
+}  // namespace tessera::cpu

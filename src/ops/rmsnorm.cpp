@@ -1,0 +1,104 @@
+// RMSNorm: shape, dtype and eps checks, then dispatch by device. The CUDA kernels are still to come,
+// so a GPU tensor gets detail::fail_no_cuda_kernel.
+#include "ops/rmsnorm.h"
+
+#include <cmath>
+
+#include "ops/cpu/residual_cpu.h"
+#include "ops/cpu/rmsnorm_cpu.h"
+#include "ops/op_checks.h"
+
+namespace tessera {
+namespace {
+
+// x (named x_name) is (..., C) with C > 0; weight (C); rstd holds one value per row. Returns C.
+int64_t rmsnorm_channels(const char* op, const char* x_name, const Tensor& x, const Tensor& weight,
+                         const Tensor& rstd) {
+  TS_CHECK(x.ndim() >= 2 && x.size(-1) > 0, op, ": ", x_name, " must be (N,C) or (B,T,C), got ",
+           shape_string(x.shape()));
+  const int64_t C = x.size(-1), N = x.numel() / C;
+  detail::check_shape(op, "weight", weight, {C});
+  TS_CHECK(rstd.numel() == N, op, ": rstd must hold one value per row of ", x_name, " (", N, "), got ",
+           shape_string(rstd.shape()));
+  return C;
+}
+
+void check_eps(const char* op, float eps) {
+  TS_CHECK(std::isfinite(eps) && eps > 0.0f, op, ": eps must be a positive finite number (Llama uses 1e-5 or 1e-6), got ",
+           eps);
+}
+
+}  // namespace
+
+void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& x, const Tensor& weight, float eps) {
+  const char* op = "rmsnorm_forward";
+  detail::check_float_dtype(op, "x", x);
+  const DType dtype = x.dtype();
+  const Device device =
+      detail::check_args(op, {{"out", out, dtype}, {"rstd", rstd}, {"x", x, dtype}, {"weight", weight, dtype}});
+  const int64_t C = rmsnorm_channels(op, "x", x, weight, rstd);
+  const int64_t N = x.numel() / C;
+  detail::check_shape(op, "out", out, x.shape());
+  check_eps(op, eps);
+  switch (device) {
+    case Device::cpu:
+      cpu::rmsnorm_forward(out.f32(), rstd.f32(), x.f32(), weight.f32(), N, C, eps);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+void residual_rmsnorm_forward(Tensor& residual_out, Tensor& out, Tensor& rstd, const Tensor& a, const Tensor& b,
+                              const Tensor& weight, float eps) {
+  const char* op = "residual_rmsnorm_forward";
+  detail::check_float_dtype(op, "a", a);
+  const DType dtype = a.dtype();
+  const Device device = detail::check_args(op, {{"residual_out", residual_out, dtype},
+                                                {"out", out, dtype},
+                                                {"rstd", rstd},
+                                                {"a", a, dtype},
+                                                {"b", b, dtype},
+                                                {"weight", weight, dtype}});
+  const int64_t C = rmsnorm_channels(op, "a", a, weight, rstd);
+  const int64_t N = a.numel() / C;
+  detail::check_shape(op, "b", b, a.shape());
+  detail::check_shape(op, "residual_out", residual_out, a.shape());
+  detail::check_shape(op, "out", out, a.shape());
+  check_eps(op, eps);
+  switch (device) {
+    case Device::cpu:
+      cpu::residual_forward(residual_out.f32(), a.f32(), b.f32(), a.numel());
+      cpu::rmsnorm_forward(out.f32(), rstd.f32(), residual_out.f32(), weight.f32(), N, C, eps);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                      const Tensor& rstd) {
+  const char* op = "rmsnorm_backward";
+  detail::check_float_dtype(op, "x", x);
+  const DType dtype = x.dtype();
+  const Device device = detail::check_args(op, {{"dx", dx, dtype},
+                                                {"dweight", dweight},
+                                                {"dout", dout, dtype},
+                                                {"x", x, dtype},
+                                                {"weight", weight, dtype},
+                                                {"rstd", rstd}});
+  const int64_t C = rmsnorm_channels(op, "x", x, weight, rstd);
+  const int64_t N = x.numel() / C;
+  detail::check_shape(op, "dx", dx, x.shape());
+  detail::check_shape(op, "dout", dout, x.shape());
+  detail::check_shape(op, "dweight", dweight, {C});
+  switch (device) {
+    case Device::cpu:
+      cpu::rmsnorm_backward(dx.f32(), dweight.f32(), dout.f32(), x.f32(), weight.f32(), rstd.f32(), N, C);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+}  // namespace tessera

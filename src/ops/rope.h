@@ -1,0 +1,41 @@
+// Rotary position embeddings (RoPE), Hugging Face Llama's non-interleaved "rotate_half" convention,
+// applied in place to the q and k heads of a packed qkv tensor with grouped-query attention's layout.
+//   qkv (B, T, (NH + 2*NKV) * HS) packs per token [q (NH heads) | k (NKV heads) | v (NKV heads)],
+//   each head HS contiguous channels, HS even, NKV dividing NH (NKV == NH: multi-head attention).
+//   For head channel i in [0, HS/2) and a token at absolute position p, with a = p * inv_freq[i]:
+//     x'[i] = x[i] cos a - x[i + HS/2] sin a,   x'[i + HS/2] = x[i + HS/2] cos a + x[i] sin a.
+// So q_m . k_n after RoPE depends on the positions only through m - n. v is never touched.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tessera {
+
+struct RopeConfig {
+  float theta = 10000;  // Llama 2: 10000; Llama 3: 500000
+  // Llama 3.1 frequency scaling (HF rope_type "llama3"); factor 0 = none. Llama 3.1: 8, 1, 4, 8192.
+  float factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+  int64_t original_max_positions = 8192;
+};
+
+// inv_freq (HS/2) f32 on the CPU: inv_freq[i] = theta^(-2i/HS), then the llama3 scaling when
+// config.factor > 0. Computed in double and rounded once to f32.
+Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config);
+
+// Rotates the q and k heads of qkv (B, T, (NH+2NKV)*HS) in place by the angles of positions (T) i32
+// (each token's absolute position, >= 0, shared by every sequence of the batch; a context-parallel
+// rank passes its true offsets) and inv_freq (HS/2) f32 from rope_inv_freq. v is left untouched.
+// qkv: f32 (bf16 on the GPU once its kernel lands); positions and inv_freq on qkv's device.
+void rope_forward(Tensor& qkv, const Tensor& positions, int64_t num_heads, int64_t num_kv_heads,
+                  const Tensor& inv_freq);
+
+// Gradient contract: forward is the linear map y = R x with R orthogonal (block rotations), so
+// dx = R^T dy: each (dq, dk) pair is rotated by -a, in place, turning dqkv = d loss / d (rotated
+// qkv) into d loss / d (qkv before RoPE). dv passes through untouched (v is not rotated). Written
+// in place, never accumulated; same shapes and arguments as rope_forward.
+void rope_backward(Tensor& dqkv, const Tensor& positions, int64_t num_heads, int64_t num_kv_heads,
+                   const Tensor& inv_freq);
+
+}  // namespace tessera
