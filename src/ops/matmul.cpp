@@ -155,7 +155,6 @@ void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& d
 void matmul_gelu_forward(Tensor& out, Tensor& pre_gelu, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const char* op = "matmul_gelu_forward";
   const Checked c = check_forward(op, out, x, weight, bias);
-  const MatmulDims d = c.d;
   detail::check_args(op, {{"x", x, x.dtype()}, {"pre_gelu", pre_gelu, x.dtype()}});
   detail::check_shape(op, "pre_gelu", pre_gelu, out.shape());
   switch (c.device) {
@@ -167,7 +166,7 @@ void matmul_gelu_forward(Tensor& out, Tensor& pre_gelu, const Tensor& x, const T
 #ifdef TESSERA_WITH_CUDA
       with_activation_type(x.dtype(), [&]<typename T>(T) {
         cuda::matmul_gelu_forward<T>(typed<T>(out), typed<T>(pre_gelu), typed<T>(x), typed<T>(weight), typed<T>(bias),
-                                     d.N, d.C, d.OC, cuda_compute_stream());
+                                     c.d.N, c.d.C, c.d.OC, cuda_compute_stream());
       });
       return;
 #else
@@ -180,7 +179,6 @@ void matmul_backward_dgelu(Tensor& dx, Tensor& dweight, Tensor& dbias, const Ten
                            const Tensor& weight, const Tensor& x_pre_gelu) {
   const char* op = "matmul_backward_dgelu";
   const Checked c = check_backward(op, dx, /*dx_required=*/true, dweight, dbias, dout, x, weight);
-  const MatmulDims d = c.d;
   detail::check_args(op, {{"x", x, x.dtype()}, {"x_pre_gelu", x_pre_gelu, x.dtype()}});
   detail::check_shape(op, "x_pre_gelu", x_pre_gelu, x.shape());
   switch (c.device) {
@@ -192,7 +190,8 @@ void matmul_backward_dgelu(Tensor& dx, Tensor& dweight, Tensor& dbias, const Ten
 #ifdef TESSERA_WITH_CUDA
       with_activation_type(x.dtype(), [&]<typename T>(T) {
         cuda::matmul_backward_dgelu<T>(typed<T>(dx), dweight.f32(), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
-                                       typed<T>(weight), typed<T>(x_pre_gelu), d.N, d.C, d.OC, cuda_compute_stream());
+                                       typed<T>(weight), typed<T>(x_pre_gelu), c.d.N, c.d.C, c.d.OC,
+                                       cuda_compute_stream());
       });
       return;
 #else

@@ -1,0 +1,113 @@
+// RoPE: the inverse frequencies (with Llama 3.1's scaling), shape, dtype and position checks, then
+// dispatch by device. The GPU kernel comes later: Device::cuda fails with the usual message until then.
+#include "ops/rope.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "ops/cpu/rope_cpu.h"
+#include "ops/op_checks.h"
+
+namespace tessera {
+namespace {
+
+struct RopeDims {
+  int64_t B, T, NH, NKV, HS;
+};
+
+// Checks every argument but the position values; returns the dimensions.
+RopeDims rope_dims(const char* op, const char* qkv_name, const Tensor& qkv, const Tensor& positions,
+                   int64_t num_heads, int64_t num_kv_heads, const Tensor& inv_freq) {
+  detail::check_float_dtype(op, qkv_name, qkv);
+  detail::check_args(op, {{qkv_name, qkv, qkv.dtype()}, {"positions", positions, DType::i32}, {"inv_freq", inv_freq}});
+  TS_CHECK(num_heads > 0 && num_kv_heads > 0 && num_heads % num_kv_heads == 0, op, ": num_kv_heads = ", num_kv_heads,
+           " must be positive and divide num_heads = ", num_heads);
+  TS_CHECK(qkv.ndim() == 3, op, ": ", qkv_name, " must be (B, T, (num_heads + 2*num_kv_heads) * HS), got ",
+           shape_string(qkv.shape()));
+  const int64_t heads = num_heads + 2 * num_kv_heads, C = qkv.size(2);
+  TS_CHECK(C > 0 && C % heads == 0, op, ": the last dim of ", qkv_name, " ", shape_string(qkv.shape()),
+           " must be (num_heads + 2*num_kv_heads) * HS = ", heads, " * HS (q, k and v heads of HS channels)");
+  const int64_t HS = C / heads;
+  TS_CHECK(HS % 2 == 0, op, ": the head size HS = ", HS, " (last dim of ", qkv_name, " ", shape_string(qkv.shape()),
+           " / ", heads, " heads) must be even: RoPE rotates channel pairs (i, i + HS/2)");
+  detail::check_shape(op, "positions", positions, {qkv.size(1)});
+  detail::check_shape(op, "inv_freq", inv_freq, {HS / 2});
+  return {qkv.size(0), qkv.size(1), num_heads, num_kv_heads, HS};
+}
+
+// Positions are absolute token positions: a negative one is a caller's bug (a bad offset).
+void check_positions(const char* op, const Tensor& positions) {
+  const int32_t* p = positions.data<int32_t>();
+  for (int64_t t = 0; t < positions.numel(); t++)
+    TS_CHECK(p[t] >= 0, op, ": positions[", t, "] = ", p[t], " is negative; positions are absolute token positions");
+}
+
+}  // namespace
+
+// Follows Hugging Face transformers' `_compute_llama3_parameters` (src/transformers/modeling_rope_utils.py,
+// commit 0044e3b3facff1a1ad60b235c69d5b45beae75a4) on top of `_compute_default_rope_parameters`
+// (inv_freq = 1 / theta^(arange(0, HS, 2) / HS)), with its boundaries: a wavelength below
+// original/high_freq_factor is kept, one above original/low_freq_factor is divided by factor, and one
+// in [original/high, original/low] (both ends included) is smoothed. HF computes in fp32; we compute
+// in double and round once, so values may differ from HF's by an fp32 ulp.
+Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config) {
+  const char* op = "rope_inv_freq";
+  TS_CHECK(head_size > 0 && head_size % 2 == 0, op, ": head_size = ", head_size,
+           " must be positive and even: RoPE rotates channel pairs (i, i + HS/2)");
+  TS_CHECK(std::isfinite(config.theta) && config.theta > 0, op, ": theta = ", config.theta, " must be positive");
+  const bool scaled = config.factor != 0;
+  if (scaled) {
+    TS_CHECK(config.factor >= 1, op, ": factor = ", config.factor, " must be >= 1 (or 0 for no llama3 scaling)");
+    TS_CHECK(config.low_freq_factor > 0 && config.high_freq_factor > config.low_freq_factor, op,
+             ": need 0 < low_freq_factor < high_freq_factor, got low_freq_factor = ", config.low_freq_factor,
+             " and high_freq_factor = ", config.high_freq_factor);
+    TS_CHECK(config.original_max_positions > 0, op, ": original_max_positions = ", config.original_max_positions,
+             " must be positive");
+  }
+  const double factor = config.factor, low = config.low_freq_factor, high = config.high_freq_factor;
+  const double original = double(config.original_max_positions);
+  const double low_freq_wavelen = original / low, high_freq_wavelen = original / high;
+  Tensor inv_freq = Tensor::zeros({head_size / 2});
+  for (int64_t i = 0; i < head_size / 2; i++) {
+    double f = 1.0 / std::pow(double(config.theta), double(2 * i) / double(head_size));
+    const double wavelen = 2.0 * std::numbers::pi / f;
+    if (scaled && wavelen > low_freq_wavelen) {
+      f = f / factor;
+    } else if (scaled && !(wavelen < high_freq_wavelen)) {
+      const double smooth = (original / wavelen - low) / (high - low);
+      f = (1.0 - smooth) * f / factor + smooth * f;
+    }
+    inv_freq.f32()[i] = float(f);
+  }
+  return inv_freq;
+}
+
+void rope_forward(Tensor& qkv, const Tensor& positions, int64_t num_heads, int64_t num_kv_heads,
+                  const Tensor& inv_freq) {
+  const char* op = "rope_forward";
+  const RopeDims d = rope_dims(op, "qkv", qkv, positions, num_heads, num_kv_heads, inv_freq);
+  switch (qkv.device()) {
+    case Device::cpu:
+      check_positions(op, positions);
+      cpu::rope_forward(qkv.f32(), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH, d.NKV, d.HS);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+void rope_backward(Tensor& dqkv, const Tensor& positions, int64_t num_heads, int64_t num_kv_heads,
+                   const Tensor& inv_freq) {
+  const char* op = "rope_backward";
+  const RopeDims d = rope_dims(op, "dqkv", dqkv, positions, num_heads, num_kv_heads, inv_freq);
+  switch (dqkv.device()) {
+    case Device::cpu:
+      check_positions(op, positions);
+      cpu::rope_backward(dqkv.f32(), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH, d.NKV, d.HS);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+}  // namespace tessera
