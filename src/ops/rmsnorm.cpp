@@ -24,8 +24,8 @@ int64_t rmsnorm_channels(const char* op, const char* x_name, const Tensor& x, co
 }
 
 void check_eps(const char* op, float eps) {
-  TS_CHECK(std::isfinite(eps) && eps > 0.0f, op, ": eps must be a positive finite number (Llama uses 1e-5 or 1e-6), got ",
-           eps);
+  TS_CHECK(std::isfinite(eps) && eps > 0.0f, op,
+           ": eps must be a positive finite number (Llama uses 1e-5 or 1e-6), got ", eps);
 }
 
 }  // namespace

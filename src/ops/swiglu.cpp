@@ -1,0 +1,58 @@
+// SwiGLU: shape and dtype checks, then dispatch by device. The CUDA kernels are still to come, so a
+// GPU tensor gets detail::fail_no_cuda_kernel.
+#include "ops/swiglu.h"
+
+#include "ops/cpu/swiglu_cpu.h"
+#include "ops/op_checks.h"
+
+namespace tessera {
+namespace {
+
+// h is (..., 2F) with F > 0; returns the shape (..., F) of out and dout.
+Shape swiglu_out_shape(const char* op, const Tensor& h) {
+  TS_CHECK(h.ndim() >= 1 && h.size(-1) > 0 && h.size(-1) % 2 == 0, op,
+           ": h must be (..., 2F) holding [gate | up] with an even, non-zero last dimension, got ",
+           shape_string(h.shape()));
+  Shape shape = h.shape();
+  shape.back() /= 2;
+  return shape;
+}
+
+}  // namespace
+
+void swiglu_forward(Tensor& out, const Tensor& h) {
+  const char* op = "swiglu_forward";
+  detail::check_float_dtype(op, "h", h);
+  const DType dtype = h.dtype();
+  const Device device = detail::check_args(op, {{"out", out, dtype}, {"h", h, dtype}});
+  const Shape out_shape = swiglu_out_shape(op, h);
+  detail::check_shape(op, "out", out, out_shape);
+  const int64_t F = out_shape.back(), N = out.numel() / F;
+  switch (device) {
+    case Device::cpu:
+      cpu::swiglu_forward(out.f32(), h.f32(), N, F);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+void swiglu_backward(Tensor& dh, const Tensor& dout, const Tensor& h) {
+  const char* op = "swiglu_backward";
+  detail::check_float_dtype(op, "h", h);
+  const DType dtype = h.dtype();
+  const Device device = detail::check_args(op, {{"dh", dh, dtype}, {"dout", dout, dtype}, {"h", h, dtype}});
+  const Shape out_shape = swiglu_out_shape(op, h);
+  detail::check_shape(op, "dh", dh, h.shape());
+  detail::check_shape(op, "dout", dout, out_shape);
+  const int64_t F = out_shape.back(), N = dout.numel() / F;
+  switch (device) {
+    case Device::cpu:
+      cpu::swiglu_backward(dh.f32(), dout.f32(), h.f32(), N, F);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+}  // namespace tessera
