@@ -1,6 +1,7 @@
 // Causal self-attention: shape and dtype checks, then dispatch by device and, on the GPU, by storage
 // type (f32, bf16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 runs on the tensor
 // cores (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core kernels.
+// Grouped-query attention (num_kv_heads < num_heads) runs on the CPU only; the GPU refuses it.
 #include "ops/attention.h"
 
 #include "ops/cpu/attention_cpu.h"
@@ -17,34 +18,48 @@ namespace tessera {
 namespace {
 
 struct AttentionDims {
-  int64_t B, T, C, NH;
+  int64_t B, T, C, NH, NKV;  // C = NH * HS: the width of q, out and dout
 };
 
-// qkv (B,T,3C) with C split evenly over num_heads.
-AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads) {
-  TS_CHECK(qkv.ndim() == 3 && qkv.size(2) % 3 == 0, op, ": qkv must be (B,T,3C), got ",
+// qkv (B, T, (NH + 2*NKV) * HS); num_kv_heads = 0 means num_heads (multi-head attention).
+AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads, int num_kv_heads) {
+  TS_CHECK(num_heads > 0, op, ": num_heads = ", num_heads, " must be positive");
+  TS_CHECK(num_kv_heads >= 0, op, ": num_kv_heads = ", num_kv_heads,
+           " must be positive (or 0 for num_heads, i.e. multi-head attention)");
+  const int64_t NH = num_heads, NKV = num_kv_heads == 0 ? num_heads : num_kv_heads;
+  TS_CHECK(NH % NKV == 0, op, ": num_kv_heads = ", NKV, " must divide num_heads = ", NH,
+           " (each kv head serves num_heads / num_kv_heads query heads); pick a divisor of num_heads");
+  TS_CHECK(qkv.ndim() == 3, op, ": qkv must be (B, T, (num_heads + 2*num_kv_heads) * HS), got ",
            shape_string(qkv.shape()));
-  const int64_t C = qkv.size(2) / 3;
-  TS_CHECK(num_heads > 0 && C > 0 && C % num_heads == 0, op, ": ", num_heads,
-           " heads do not split the C = ", C, " channels of qkv ", shape_string(qkv.shape()), " evenly");
-  return {qkv.size(0), qkv.size(1), C, num_heads};
+  const int64_t heads = NH + 2 * NKV, width = qkv.size(2);
+  TS_CHECK(width > 0 && width % heads == 0, op, ": the last dim of qkv ", shape_string(qkv.shape()),
+           " must be (num_heads + 2*num_kv_heads) * HS = ", heads, " * HS for num_heads = ", NH,
+           " and num_kv_heads = ", NKV, " (q, k and v heads of HS channels)");
+  return {qkv.size(0), qkv.size(1), NH * (width / heads), NH, NKV};
+}
+
+// The CUDA kernels cover multi-head attention only; refused before any launcher runs.
+void check_cuda_supports(const char* op, const AttentionDims& d) {
+  TS_CHECK(d.NKV == d.NH, op, ": grouped-query attention (num_kv_heads = ", d.NKV, " < num_heads = ", d.NH,
+           ") has no CUDA kernel yet; run on the CPU");
 }
 
 }  // namespace
 
-void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads) {
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads) {
   const char* op = "attention_forward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
   const Device device = detail::check_args(op, {{"out", out, dtype}, {"lse", lse}, {"qkv", qkv, dtype}});
-  const AttentionDims d = attention_dims(op, qkv, num_heads);
+  const AttentionDims d = attention_dims(op, qkv, num_heads, num_kv_heads);
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   detail::check_shape(op, "lse", lse, {d.B, d.NH, d.T});
   switch (device) {
     case Device::cpu:
-      cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH);
+      cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH, d.NKV);
       return;
     case Device::cuda:
+      check_cuda_supports(op, d);
 #ifdef TESSERA_WITH_CUDA
       if (dtype == DType::bf16 && cuda::attention_tc_supported(d.C / d.NH, {qkv.raw_data(), out.raw_data()}))
         cuda::attention_tc_forward(cuda::bf16_data(out), lse.f32(), cuda::bf16_data(qkv), d.B, d.T, d.C, d.NH,
@@ -62,22 +77,24 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
 }
 
 void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int num_heads) {
+                        int num_heads, int num_kv_heads) {
   const char* op = "attention_backward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
   const Device device = detail::check_args(
       op, {{"dqkv", dqkv, dtype}, {"dout", dout, dtype}, {"qkv", qkv, dtype}, {"out", out, dtype}, {"lse", lse}});
-  const AttentionDims d = attention_dims(op, qkv, num_heads);
+  const AttentionDims d = attention_dims(op, qkv, num_heads, num_kv_heads);
   detail::check_shape(op, "dqkv", dqkv, qkv.shape());
   detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   detail::check_shape(op, "lse", lse, {d.B, d.NH, d.T});
   switch (device) {
     case Device::cpu:
-      cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), d.B, d.T, d.C, d.NH);
+      cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), d.B, d.T, d.C, d.NH,
+                               d.NKV);
       return;
     case Device::cuda:
+      check_cuda_supports(op, d);
 #ifdef TESSERA_WITH_CUDA
       if (dtype == DType::bf16 && cuda::attention_tc_supported(d.C / d.NH, {dqkv.raw_data(), dout.raw_data(),
                                                                              qkv.raw_data(), out.raw_data()}))

@@ -1,18 +1,23 @@
-// Causal multi-head self-attention, flash style: no (B,NH,T,T) tensor is kept. Forward saves the
-// row log-sum-exp of the scaled scores; backward recomputes one head's (T,T) probabilities at a time.
-//   qkv (B,T,3C) packs [q | k | v], each split into NH heads of HS = C/NH channels.
-//   forward:  out (B,T,C) = softmax(q k^T / sqrt(HS) + causal mask) v, heads concatenated; lse (B,NH,T).
-//   backward: dqkv (B,T,3C) written, from dout (B,T,C), qkv, out and lse.
+// Causal self-attention, multi-head or grouped-query, flash style: no (B,NH,T,T) tensor is kept.
+// Forward saves the row log-sum-exp of the scaled scores; backward recomputes one head's (T,T)
+// probabilities at a time.
+//   qkv (B, T, (NH + 2*NKV) * HS) packs per token [q (NH heads) | k (NKV heads) | v (NKV heads)], each
+//   head HS contiguous channels (the layout rope_forward rotates). Query head h attends with kv head
+//   h / (NH / NKV); NKV divides NH. NKV == NH is multi-head attention, qkv (B,T,3C) with C = NH*HS.
+//   forward:  out (B,T,NH*HS) = softmax(q k^T / sqrt(HS) + causal mask) v, heads concatenated; lse (B,NH,T).
+//   backward: dqkv (like qkv) written (=), from dout (B,T,NH*HS), qkv, out and lse; dk and dv of a kv
+//             head are the sums over the NH / NKV query heads of its group.
 // qkv, out, dout and dqkv share one dtype: f32, or bf16 on the GPU (storage only, fp32 arithmetic);
-// lse is f32 in both. On the CPU bf16 is refused.
+// lse is f32 in both. On the CPU bf16 is refused. The GPU runs multi-head attention only (NKV == NH).
 #pragma once
 
 #include "core/tensor.h"
 
 namespace tessera {
 
-void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads);
+// num_kv_heads = 0 means num_heads (multi-head attention).
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads = 0);
 void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int num_heads);
+                        int num_heads, int num_kv_heads = 0);
 
 }  // namespace tessera

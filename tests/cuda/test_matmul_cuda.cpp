@@ -59,11 +59,6 @@ Tensor as_seen(const Tensor& host, DType dtype) {
   return dtype == DType::bf16 ? testing::rounded_to_bf16(host) : host;
 }
 
-// Both results back on the host in f32 (bf16 widens exactly), element for element identical.
-void expect_bitwise_equal(const Tensor& a_gpu, const Tensor& b_gpu, const char* what) {
-  testing::expect_identical(testing::to_f32(testing::to_cpu(a_gpu)), testing::to_f32(testing::to_cpu(b_gpu)), what);
-}
-
 std::string dtype_and_bias_name(const ::testing::TestParamInfo<std::tuple<DType, bool>>& info) {
   return std::string(std::get<0>(info.param) == DType::bf16 ? "Bf16" : "F32") +
          (std::get<1>(info.param) ? "WithBias" : "NoBias");
@@ -163,6 +158,11 @@ TEST_F(MatmulCudaRules, FusedGeluRefusesRowsNotAMultipleOf8) {
 }
 
 #ifdef TESSERA_WITH_CUDA
+// Both results back on the host in f32 (bf16 widens exactly), element for element identical.
+void expect_bitwise_equal(const Tensor& a_gpu, const Tensor& b_gpu, const char* what) {
+  testing::expect_identical(testing::to_f32(testing::to_cpu(a_gpu)), testing::to_f32(testing::to_cpu(b_gpu)), what);
+}
+
 // A repeated problem reuses its plan (no new heuristic call) and gives bitwise the same result; a
 // differently aligned operand is another problem, so it gets its own plan.
 TEST_F(MatmulCudaRules, PlanCacheHitsGiveBitwiseTheSameResult) {
