@@ -27,6 +27,9 @@ void TrainConfig::validate() const {
   TS_CHECK(checkpoint_every >= 0, "--checkpoint-every must not be negative, got ", checkpoint_every);
   TS_CHECK(sample_every >= 0, "--sample-every must not be negative, got ", sample_every);
   TS_CHECK(threads >= 0, "--threads must not be negative, got ", threads);
+  // OpenMP's runtime crashes when asked for tens of thousands of threads; no machine has that many cores.
+  TS_CHECK(threads <= kMaxThreads, "--threads ", threads, " is more than ", kMaxThreads,
+           "; use at most the machine's cores (0 = all of them)");
   TS_CHECK(data_order == "sequential" || data_order == "shuffled", "--data-order must be sequential or shuffled, got '",
            data_order, "'");
   for (auto [flag, value] : {std::pair{"--layers", layers}, {"--heads", heads}, {"--channels", channels},

@@ -7,6 +7,9 @@
 
 namespace tessera {
 
+// The most CPU threads --threads accepts.
+inline constexpr int kMaxThreads = 1024;
+
 struct TrainConfig {
   // model
   std::string model = "gpt2-124m";  // preset name

@@ -142,6 +142,8 @@ TEST_F(CliBadInput, NonFiniteLossNamesTheStep) {
   expect_one_line_error(base + " --steps 30 --lr 1e30 --grad-clip 0 --lr-schedule constant", "step ");
 }
 
+TEST_F(CliBadInput, AbsurdThreadCount) { expect_one_line_error(base + " --threads 100000", "--threads 100000"); }
+
 TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   expect_one_line_error(base + " --device gpu", "--device must be auto, cuda or cpu");
   expect_one_line_error(base + " --device cpu --dtype bf16", "--dtype bf16 computes on the GPU only");
