@@ -2,6 +2,7 @@
 // file fill every flag that was not given on the command line (flags win); a syntax error names
 // the file, line and column, an unknown key names the key.
 #include <charconv>
+#include <filesystem>
 #include <toml++/toml.h>
 
 #include "commands.h"
@@ -33,6 +34,10 @@ void apply_toml_config(CLI::App& command) {
   CLI::Option* config = command.get_option("--config");
   if (config->count() == 0) return;
   const std::string path = config->as<std::string>();
+  // A directory, a device or a FIFO would read as an empty (or endless) config: only regular files.
+  std::error_code ec;
+  TS_CHECK(std::filesystem::is_regular_file(path, ec), "--config ", path, ": ",
+           std::filesystem::exists(path, ec) ? "not a regular file" : "no such file", "; give a TOML file");
   toml::table table;
   try {
     table = toml::parse_file(path);

@@ -142,6 +142,12 @@ TEST_F(CliBadInput, NonFiniteLossNamesTheStep) {
   expect_one_line_error(base + " --steps 30 --lr 1e30 --grad-clip 0 --lr-schedule constant", "step ");
 }
 
+TEST_F(CliBadInput, ConfigThatIsNotAFile) {
+  expect_one_line_error(base + " --config " + dir.string(), "not a regular file");
+  expect_one_line_error(base + " --config /dev/null", "not a regular file");
+  expect_one_line_error(base + " --config " + (dir / "missing.toml").string(), "no such file");
+}
+
 TEST_F(CliBadInput, AbsurdThreadCount) { expect_one_line_error(base + " --threads 100000", "--threads 100000"); }
 
 TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
