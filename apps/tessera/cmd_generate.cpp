@@ -34,6 +34,7 @@ void add_generate_command(CLI::App& app) {
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
+    o->sampling.validate();  // before the model loads
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
     TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (the checkpoint holds no tokenizer.json)");
     loaded.model->to(choose_device_noting(o->device));

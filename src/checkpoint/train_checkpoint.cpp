@@ -1,6 +1,7 @@
 // Checkpoint save/load with an atomic commit: temp folder -> fsync -> rename -> repoint ckpt-latest.
 #include "checkpoint/train_checkpoint.h"
 
+#include <cstdint>
 #include <cstdio>
 
 #include "checkpoint/safetensors.h"
@@ -38,6 +39,17 @@ void read_into(const SafetensorsFile& file, const std::string& name, Tensor& ten
 nlohmann::json model_config_json(const GPT2Config& c) {
   return {{"num_layers", c.num_layers}, {"num_heads", c.num_heads}, {"channels", c.channels},
           {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}};
+}
+
+// A count in state.json (step, data position): a fractional, negative, out-of-range or non-numeric
+// value would silently become another position in the run, so it is refused.
+int64_t count_field(const nlohmann::json& state, const char* key, const fs::path& checkpoint) {
+  const nlohmann::json& v = state.at(key);
+  const bool in_range = v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX)
+                                                                          : v.get<int64_t>() >= 0);
+  TS_CHECK(in_range, "checkpoint ", (checkpoint / "state.json").string(), ": '", key,
+           "' must be a non-negative integer, got ", v.dump().substr(0, 40));
+  return v.get<int64_t>();
 }
 
 nlohmann::json read_state_json(const fs::path& checkpoint) {
@@ -122,8 +134,8 @@ CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, Optimiz
   nlohmann::json j = read_state_json(checkpoint);
   CheckpointState state;
   try {
-    state.step = j.at("step").get<int64_t>();
-    state.next_batch = j.at("next_batch").get<int64_t>();
+    state.step = count_field(j, "step", checkpoint);
+    state.next_batch = count_field(j, "next_batch", checkpoint);
     state.seed = j.at("seed").get<uint64_t>();
     state.run_config = j.value("run_config", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {

@@ -29,8 +29,16 @@ int32_t sample_token(const float* logits, int64_t vocab_size, const SamplingOpti
   return ids[k - 1];
 }
 
+void SamplingOptions::validate() const {
+  TS_CHECK(std::isfinite(temperature) && temperature >= 0.0f,
+           "--temperature must be a finite number >= 0 (0 = greedy), got ", temperature);
+  TS_CHECK(top_k >= 0, "--top-k must not be negative (0 = the whole vocabulary), got ", top_k);
+  TS_CHECK(max_new_tokens >= 0, "--max-new-tokens must not be negative, got ", max_new_tokens);
+}
+
 std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SamplingOptions& options,
                               Rng& rng, const std::function<void(int32_t)>& on_token) {
+  options.validate();
   const GPT2Config& config = model.config();
   std::vector<int32_t> context = prompt;
   if (context.empty()) context.push_back(int32_t(config.vocab_size - 1));

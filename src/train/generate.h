@@ -16,6 +16,10 @@ struct SamplingOptions {
   float temperature = 1.0f;  // 0 = greedy
   int64_t top_k = 40;        // 0 = the whole vocabulary
   int32_t stop_token = -1;   // stop after emitting this token (e.g. <|endoftext|>); -1 = never
+
+  // Throws naming the flag: a temperature that is negative or not finite, a negative top-k or
+  // token count.
+  void validate() const;
 };
 
 // Returns only the new tokens; on_token (optional) sees each as it is produced.

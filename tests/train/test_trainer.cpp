@@ -160,4 +160,24 @@ TEST(Trainer, RejectsBadConfiguration) {
   expect_error(bad, "vocab");
 }
 
+// A checkpoint's step and data position are counts: a fractional, negative or huge value in
+// state.json would resume at some other point of the run, so loading refuses it.
+TEST(Trainer, CheckpointWithABadStepIsRefused) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.steps = 1;
+  const std::filesystem::path checkpoint = Trainer(c).run().last_checkpoint;
+  const std::filesystem::path state_file = checkpoint / "state.json";
+  const nlohmann::json good = nlohmann::json::parse(testing::read_text(state_file));
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"step", -3}, {"step", 1.5}, {"step", "2"}, {"next_batch", -1}, {"next_batch", 18446744073709551615ull}}) {
+    nlohmann::json bad = good;
+    bad[key] = value;
+    testing::write_text(state_file, bad.dump());
+    GPT2 model(read_checkpoint_model_config(checkpoint));
+    const std::string message = testing::error_of([&] { load_checkpoint(checkpoint, model, nullptr); });
+    EXPECT_NE(message.find("'" + key + "' must be a non-negative integer"), std::string::npos) << message;
+  }
+}
+
 }  // namespace tessera
