@@ -39,8 +39,7 @@ void run_bench_train(const BenchTrainFlags& f) {
   const nlohmann::json j = train_bench_json(o, r);
   std::printf("tessera bench train: %s in %s on %s, B=%lld T=%lld x%lld accumulation, %lld timed steps\n",
               o.model_name.c_str(), j["dtype"].get<std::string>().c_str(), j["device_name"].get<std::string>().c_str(),
-              (long long)o.micro_batch,
-              (long long)o.seq_len, (long long)o.grad_accum, (long long)o.steps);
+              (long long)o.micro_batch, (long long)o.seq_len, (long long)o.grad_accum, (long long)o.steps);
   std::printf("  %.0f tokens/s, %.2f ms/step (min %.2f, max %.2f)\n", r.tokens_per_s, r.ms_per_step, r.ms_min,
               r.ms_max);
   std::printf("  forward %.2f ms, backward %.2f ms, grad-norm + AdamW %.2f ms\n", r.forward_ms, r.backward_ms,

@@ -82,7 +82,7 @@ void GPT2::to(Device device, DType compute) {
   const bool had_grads = grads_.defined();
   release_grads();
   acts_ = GPT2Activations();
-  tokens_ = targets_ = Tensor();
+  tokens_ = Tensor();
   if (had_grads) allocate_grads();  // zero-filled: gradients never carry over a move
 }
 
@@ -184,8 +184,8 @@ float GPT2::forward(const Tensor& tokens, const Tensor& targets, float dloss) {
            shape_string(tokens.shape()));
   const int64_t N = B * T;
   Tensor losses = acts_.losses.reshape({N}), logits = acts_.logits.reshape({N, config_.padded_vocab_size()});
-  targets_ = tensor_to(targets, device_);
-  softmax_cross_entropy(losses, logits, targets_.reshape({N}), config_.vocab_size, dloss);
+  const Tensor device_targets = tensor_to(targets, device_);
+  softmax_cross_entropy(losses, logits, device_targets.reshape({N}), config_.vocab_size, dloss);
   grad_ready_ = dloss != 0.0f;
   double sum = 0.0;
   const Tensor host_losses = tensor_to(acts_.losses, Device::cpu);

@@ -94,7 +94,7 @@ class GPT2 {
   NamedTensors named_params_, named_grads_;
   GPT2Weights w_, g_;
   GPT2Activations acts_;
-  Tensor tokens_, targets_;  // the last forward's inputs on device(), for the embedding backward
+  Tensor tokens_;  // the last forward's input on device(), for the embedding backward
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
 };

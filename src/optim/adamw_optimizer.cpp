@@ -44,19 +44,23 @@ void AdamW::step(Tensor& params, const Tensor& grads, float lr, float grad_scale
   }
 }
 
+// Both move the state across devices once (when the two sides differ), then copy segment by
+// segment on one device.
 void AdamW::export_moments(Tensor& m_full, Tensor& v_full) const {
+  const Tensor m_here = tensor_to(m_, m_full.device()), v_here = tensor_to(v_, v_full.device());
   for (const OptimSegment& s : segments_) {
     Tensor m = m_full.view(s.param_offset, {s.length}), v = v_full.view(s.param_offset, {s.length});
-    copy_tensor(m, m_.view(s.state_offset, {s.length}));
-    copy_tensor(v, v_.view(s.state_offset, {s.length}));
+    copy_tensor(m, m_here.view(s.state_offset, {s.length}));
+    copy_tensor(v, v_here.view(s.state_offset, {s.length}));
   }
 }
 
 void AdamW::import_moments(const Tensor& m_full, const Tensor& v_full) {
+  const Tensor m_here = tensor_to(m_full, m_.device()), v_here = tensor_to(v_full, v_.device());
   for (const OptimSegment& s : segments_) {
     Tensor m = m_.view(s.state_offset, {s.length}), v = v_.view(s.state_offset, {s.length});
-    copy_tensor(m, m_full.view(s.param_offset, {s.length}));
-    copy_tensor(v, v_full.view(s.param_offset, {s.length}));
+    copy_tensor(m, m_here.view(s.param_offset, {s.length}));
+    copy_tensor(v, v_here.view(s.param_offset, {s.length}));
   }
 }
 

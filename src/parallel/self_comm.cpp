@@ -1,10 +1,7 @@
 // The communicator of a group of one rank: every collective is complete when issued, and the ones
 // with a separate output copy the input there. It never calls MPI, so a process started without a
 // launcher runs the same code as rank 0 of a job. Tensors may live on the CPU or the GPU.
-#include <cstring>
-
 #include "core/cuda/device.h"
-
 #include "parallel/comm_args.h"
 #include "parallel/mpi_comm.h"
 
@@ -17,13 +14,11 @@ constexpr CommBackend kSelfCuda{"self", Device::cuda, true};
 // The backend description matching a tensor's device: a group of one takes either.
 const CommBackend& self_backend(const Tensor& t) { return t.device() == Device::cuda ? kSelfCuda : kSelfCpu; }
 
+// The first `count` elements of `from` into `to`, on whichever device the two live.
 void copy_elements(const Tensor& from, Tensor& to, int64_t count) {
   if (count <= 0 || tensor_data(from) == tensor_data(to)) return;
-  const size_t bytes = size_t(count) * dtype_size(from.dtype());
-  if (to.device() == Device::cuda)
-    copy_device_to_device(tensor_data(to), tensor_data(from), bytes);
-  else
-    std::memcpy(tensor_data(to), tensor_data(from), bytes);
+  Tensor prefix = to.view(0, {count});
+  copy_tensor(prefix, from.view(0, {count}));
 }
 
 class SelfComm final : public Comm {

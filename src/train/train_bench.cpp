@@ -109,8 +109,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
                  : o.device == Device::cuda ? gpu_peak_bf16_flops(cuda_device_name())
                                             : 0.0;
   r.mfu = r.peak_flops > 0 ? r.tokens_per_s * r.flops_per_token / r.peak_flops : 0.0;
-  r.peak_memory_bytes =
-      o.device == Device::cuda ? device_allocator_stats().peak_bytes : host_allocator_stats().peak_bytes;
+  r.peak_memory_bytes = allocator_stats(o.device).peak_bytes;
   return r;
 }
 

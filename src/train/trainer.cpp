@@ -181,8 +181,7 @@ TrainResult Trainer::run() {
     const double elapsed = std::chrono::duration<double>(now - start).count();
     const double tokens_per_s = tokens_per_step / step_s;
     // Memory of the device the model computes on: host RAM on the CPU, GPU memory on a GPU.
-    const AllocatorStats memory =
-        device_.device == Device::cpu ? host_allocator_stats() : device_allocator_stats();
+    const AllocatorStats memory = allocator_stats(device_.device);
     if (metrics)
       metrics->write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                       {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}, {"step_s", step_s},

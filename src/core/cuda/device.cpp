@@ -246,6 +246,10 @@ Tensor copy_to_host(const Tensor& device) {
   return t;
 }
 
+AllocatorStats allocator_stats(Device device) {
+  return device == Device::cuda ? device_allocator_stats() : host_allocator_stats();
+}
+
 Tensor tensor_to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   return device == Device::cuda ? copy_to_device(t) : copy_to_host(t);

@@ -30,6 +30,8 @@ void* device_allocate(size_t bytes);
 void device_free(void* ptr, size_t bytes);
 // current_bytes/peak_bytes count bytes handed out (not the cache), allocations counts cudaMallocs.
 AllocatorStats device_allocator_stats();
+// The counters of the allocator serving `device`: host_allocator_stats() or device_allocator_stats().
+AllocatorStats allocator_stats(Device device);
 void device_allocator_reset_peak();
 // Bytes held in the cache, not handed out.
 size_t device_allocator_cached_bytes();
