@@ -4,7 +4,8 @@
 # The model is the GPT-2 of tests/reference/torch_gpt2.py (tied wte, learned wpe, pre-LN blocks, tanh GELU,
 # LayerNorm eps 1e-5) written for torch >= 2: F.scaled_dot_product_attention(is_causal=True), and wte padded
 # to a multiple of 128 rows (as llm.c and Tessera do). It is self-contained: that reference targets torch 1.13.
-# --dtype bf16 = torch.autocast(bfloat16) over fp32 master weights; --dtype fp32 = true fp32 (TF32 off).
+# --dtype bf16 = torch.autocast(bfloat16) over fp32 master weights; --dtype fp16 = autocast(float16)
+# with torch.amp.GradScaler; --dtype fp32 = true fp32 (TF32 off).
 # Random tokens are drawn on the device before timing; --warmup steps (torch.compile happens there) are
 # untimed, then --steps steps are timed: wall clock (time.perf_counter between synchronizes) and per-step
 # CUDA events; the median per-step time gives ms/step, tokens/s and MFU.
@@ -135,7 +136,7 @@ def parse_args():
         p.add_argument(flag, type=int, default=None, help="overrides the preset")
     p.add_argument("--batch", type=int, default=16, help="micro-batch B")
     p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
     p.add_argument("--compile", choices=("on", "off"), default="on")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: smoke test only")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
@@ -187,9 +188,13 @@ def run(args):
         model = torch.compile(model)
 
     def autocast():
-        if args.dtype == "bf16":
-            return torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+        if args.dtype in ("bf16", "fp16"):
+            half = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+            return torch.autocast(device_type=dev.type, dtype=half)
         return contextlib.nullcontext()
+
+    # fp16 trains with dynamic loss scaling, as Tessera does (initial scale 2^16); otherwise a no-op.
+    scaler = torch.amp.GradScaler(dev.type, enabled=args.dtype == "fp16")
 
     # Tokens for every (step, micro-step), drawn once on the device before any timing.
     n = args.warmup + args.steps
@@ -203,10 +208,12 @@ def run(args):
         for k in range(accum):
             with autocast():
                 loss = model(xs[i][k], ys[i][k])
-            (loss / accum).backward()
+            scaler.scale(loss / accum).backward()
             total = total + loss.detach()
+        scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         opt.zero_grad(set_to_none=True)
         return total / accum
 

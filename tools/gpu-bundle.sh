@@ -4,7 +4,8 @@
 # has CUDA and PyTorch but none of our Debian libraries: .gpu-bundle/bin (tessera, test_cuda) and
 # .gpu-bundle/lib.tar.gz (every shared library they load that is not glibc's or the CUDA toolkit's,
 # which the GPU machine brings), binaries stripped, so the whole stays well under the device tool's
-# 64 MiB. The bundle is git-ignored; carry it to the device.
+# 64 MiB. Also .gpu-bundle/openmpi.tar.gz: Open MPI's launcher and plugins, for runs of several
+# ranks there. The bundle is git-ignored; carry it to the device.
 #   tools/gpu-bundle.sh            then, there: tools/gpu-check.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +30,13 @@ done | sort -u | while read -r name path; do
   [[ $name =~ $system ]] || cp -L "$path" "$bundle/lib/$name"
 done
 tar -C "$bundle" -czf "$bundle/lib.tar.gz" lib && rm -r "$bundle/lib"
+
+# Open MPI's launcher, plugins and data files (and PMIx's), for several ranks on the GPU machine:
+# tools/gpu-check.sh relocates them with OPAL_*/PMIX_* variables.
+ompi_files=$(dpkg -L openmpi-bin libopenmpi3 libpmix2 openmpi-common 2>/dev/null |
+  grep -E '^/(usr/bin/(orterun|orted|mpirun)|usr/lib/x86_64-linux-gnu/(openmpi/lib/openmpi3|pmix2)/|usr/share/(openmpi|pmix)/|etc/openmpi/)' |
+  while read -r f; do [[ -f $f ]] && echo "${f#/}"; done)
+tar -C / -czhf "$bundle/openmpi.tar.gz" $ompi_files
 git -C "$root" rev-parse HEAD > "$bundle/commit"
 git -C "$root" diff --quiet || echo "(with local changes)" >> "$bundle/commit"
 du -sh "$bundle"

@@ -5,12 +5,15 @@
 #   tools/gpu-check.sh [section...]     sections: env tests train bench (default: all four)
 #   env    nvidia-smi, driver, the libraries found
 #   tests  every `cuda` test (each CUDA op against its CPU twin), gtest XML beside the results
-#   train  20 steps of gpt2-mini on the GPU (bf16 and fp32) and on the CPU (fp32), same seed and
-#          synthetic data: the loss curves side by side, the bf16 one within 2% of the CPU's
-#   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes
+#   train  20 steps of gpt2-mini on the GPU (bf16, fp16 with loss scaling, fp32) and on the CPU
+#          (fp32), same seed and synthetic data: each GPU loss curve against the CPU's (within 2%)
+#   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes,
+#          micro-batches $BENCH_BATCHES (16), dtypes $BENCH_DTYPES (bf16 fp16 fp32)
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
 #          (MFU), each beside PyTorch
+#   multirank  dp2 and dp2 zero1 with two ranks on the one GPU (mpirun from the bundle's Open MPI,
+#          buffers staged through host memory) against one rank: the fp32 loss curves agree
 # Results go to $OUT (the device tool's folder) when set, else bench/results/. Exits non-zero
 # when a section fails; the results file is written either way.
 set -uo pipefail
@@ -73,7 +76,7 @@ for s in "${sections[@]}"; do
       run=(train --model gpt2-mini --vocab-size 512 --train-data "$data/train_*.bin" --steps 20 --batch-size 8
            --seq-len 256 --lr 1e-3 --warmup 2 --quiet)
       record "$tessera" "${run[@]}" --device cpu --out-dir "$data/cpu"
-      for dtype in bf16 fp32; do
+      for dtype in bf16 fp16 fp32; do
         record "$tessera" "${run[@]}" --device cuda --dtype $dtype --out-dir "$data/gpu-$dtype"
         say "loss: CPU fp32 vs GPU $dtype"
         record python3 "$root/tools/compare_loss_curves.py" "$data/cpu/metrics.jsonl" "$data/gpu-$dtype/metrics.jsonl"
@@ -82,7 +85,7 @@ for s in "${sections[@]}"; do
     bench)
       section "bench: GPT-2 124M, T=1024"
       for b in ${BENCH_BATCHES:-16}; do
-        for dtype in bf16 fp32; do
+        for dtype in ${BENCH_DTYPES:-bf16 fp16 fp32}; do
           record "$tessera" bench train --model gpt2-124m --micro-batch-size "$b" --seq-len 1024 --steps 20 \
             --dtype $dtype --json
           record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype $dtype --json
@@ -106,7 +109,32 @@ for s in "${sections[@]}"; do
         record python3 "$root/bench/torch_gpt2_cuda.py" --preset "$model" --batch "$b" --dtype bf16 --steps 10 --json
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench profile large)"; status=1 ;;
+    multirank)
+      section "multirank: dp2 and dp2 zero1 on one GPU (MPI, staged through host) vs one rank, fp32"
+      ompi=$bundle/openmpi
+      [[ -d $ompi ]] || { mkdir -p "$ompi" && tar -C "$ompi" -xzf "$bundle/openmpi.tar.gz"; }
+      # Debian's Open MPI and PMIx, relocated from / to $ompi.
+      multiarch=$ompi/usr/lib/x86_64-linux-gnu
+      export OPAL_PREFIX=$ompi/usr OPAL_EXEC_PREFIX=$ompi/usr OPAL_BINDIR=$ompi/usr/bin
+      export OPAL_LIBDIR=$multiarch/openmpi/lib OPAL_PKGLIBDIR=$multiarch/openmpi/lib/openmpi3
+      export OPAL_DATAROOTDIR=$ompi/usr/share OPAL_DATADIR=$ompi/usr/share OPAL_PKGDATADIR=$ompi/usr/share/openmpi
+      export OPAL_SYSCONFDIR=$ompi/etc/openmpi PMIX_INSTALL_PREFIX=$multiarch/pmix2
+      export PMIX_MCA_mca_base_component_path=$multiarch/pmix2/lib/pmix
+      export OMPI_MCA_mca_base_component_path=$multiarch/openmpi/lib/openmpi3
+      export LD_LIBRARY_PATH=$multiarch/openmpi/lib:$multiarch/pmix2/lib:$LD_LIBRARY_PATH
+      mpirun=("$ompi/usr/bin/orterun" --allow-run-as-root --oversubscribe -x LD_LIBRARY_PATH -x OMP_NUM_THREADS=4)
+      data=$(mktemp -d)
+      python3 "$root/tools/synthetic_shard.py" "$data/train_000000.bin" --tokens 1000000 --vocab 512
+      run=(train --model gpt2-mini --vocab-size 512 --train-data "$data/train_*.bin" --steps 10 --batch-size 8
+           --seq-len 256 --lr 1e-3 --warmup 2 --quiet --device cuda --dtype fp32)
+      record "$tessera" "${run[@]}" --out-dir "$data/one"
+      for layout in "0" "1"; do
+        record "${mpirun[@]}" -np 2 "$tessera" "${run[@]}" --dp 2 --zero "$layout" --out-dir "$data/dp2-zero$layout" &&
+          record python3 "$root/tools/compare_loss_curves.py" "$data/one/metrics.jsonl" \
+            "$data/dp2-zero$layout/metrics.jsonl" --tolerance 1e-4
+      done
+      ;;
+    *) say "unknown section '$s' (env tests train bench profile large multirank)"; status=1 ;;
   esac
 done
 say "gpu-check exit status: $status"

@@ -69,7 +69,8 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--steps", f->steps, "Timed steps")->capture_default_str();
   cmd->add_option("--warmup", f->warmup, "Untimed steps first")->capture_default_str();
   cmd->add_option("--device", f->device, "auto, cuda or cpu")->capture_default_str();
-  cmd->add_option("--dtype", f->dtype, "auto (bf16 on the GPU, fp32 on the CPU), fp32 or bf16")->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16")
+      ->capture_default_str();
   cmd->add_option("--peak-tflops", f->peak_tflops, "Peak TFLOP/s for MFU (default: the GPU's bf16 dense peak)");
   cmd->add_flag("--json", f->json, "Print one JSON line");
   cmd->callback([f] { run_bench_train(*f); });

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "core/cuda/device.h"
 #include "data/tokenizer.h"
 #include "nn/gpt2_config.h"
 #include "train/default_run.h"
@@ -56,7 +57,12 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)")->capture_default_str();
   cmd.add_option("--device", c.device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
       ->capture_default_str();
-  cmd.add_option("--dtype", c.dtype, "Compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32 or bf16")
+  cmd.add_option("--dtype", c.dtype, "Compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16")
+      ->capture_default_str();
+  cmd.add_option("--loss-scaling", c.loss_scaling, "auto (dynamic for fp16, off otherwise), dynamic or off")
+      ->capture_default_str();
+  cmd.add_option("--loss-scale", c.loss_scale, "Initial dynamic loss scale")->capture_default_str();
+  cmd.add_option("--loss-scale-window", c.loss_scale_window, "Overflow-free steps before the loss scale doubles")
       ->capture_default_str();
   cmd.add_option("--dp", c.dp, "Data-parallel degree (0 = the world size / (tp·pp·cp))")->capture_default_str();
   cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
@@ -98,6 +104,7 @@ void add_train_command(CLI::App& app) {
       return cmd->count(flag) > 0;
     });
     Runtime runtime(nullptr, nullptr);
+    cuda_select_device_for_local_rank(runtime.local_rank());
     std::unique_ptr<Trainer> trainer;
     try {
       ProcessGrid grid = setup_process_grid(runtime, c, model_config_for_run(c));

@@ -1,6 +1,7 @@
 // Checkpoint save/load with an atomic commit: temp folder -> fsync -> rename -> repoint ckpt-latest.
 #include "checkpoint/train_checkpoint.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -84,6 +85,7 @@ fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const Optim
                       {"optimizer_steps", optimizer ? optimizer->steps : 0},
                       {"model", model_config_json(model.config())},
                       {"run_config", state.run_config}};
+  if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
   write_file_atomic(temp_dir / "state.json", j.dump(2) + "\n");
   if (!tokenizer_json.empty() && fs::exists(tokenizer_json))
     write_file_atomic(temp_dir / "tokenizer.json", read_whole_file(tokenizer_json, "tokenizer"));
@@ -138,6 +140,10 @@ CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, Optimiz
     state.next_batch = count_field(j, "next_batch", checkpoint);
     state.seed = j.at("seed").get<uint64_t>();
     state.run_config = j.value("run_config", nlohmann::json::object());
+    state.loss_scale = j.value("loss_scale", 0.0);
+    TS_CHECK(std::isfinite(state.loss_scale) && state.loss_scale >= 0, "checkpoint ",
+             (checkpoint / "state.json").string(), ": loss_scale ", state.loss_scale,
+             " must be a non-negative number; the file is damaged");
   } catch (const nlohmann::json::exception& e) {
     TS_FAIL("checkpoint ", (checkpoint / "state.json").string(), ": missing field (", e.what(), ")");
   }

@@ -25,6 +25,7 @@ struct CheckpointState {
   int64_t next_batch = 0;  // the data loader's position: index of the next global batch
   uint64_t seed = 0;
   nlohmann::json run_config;  // the TrainConfig that produced it, for the record
+  double loss_scale = 0;      // fp16's dynamic loss scale at the save (0: not scaling)
 };
 
 // Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Returns its path.

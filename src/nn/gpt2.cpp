@@ -72,9 +72,10 @@ void GPT2::params_updated() {
 }
 
 void GPT2::to(Device device, DType compute) {
-  TS_CHECK(compute == DType::f32 || (compute == DType::bf16 && device == Device::cuda),
-           "GPT2: compute dtype ", dtype_name(compute), " on the ", device == Device::cpu ? "CPU" : "GPU",
-           " is not supported; the CPU computes in f32, the GPU in f32 or bf16");
+  const bool half = compute == DType::bf16 || compute == DType::f16;
+  TS_CHECK(compute == DType::f32 || (half && device == Device::cuda), "GPT2: compute dtype ", dtype_name(compute),
+           " on the ", device == Device::cpu ? "CPU" : "GPU",
+           " is not supported; the CPU computes in f32, the GPU in f32, bf16 or f16");
   if (device == device_ && compute == compute_dtype_) return;
   device_ = device;
   compute_dtype_ = compute;

@@ -4,9 +4,10 @@
 // Gradients accumulate (+=) across micro-batches until zero_grad(). A model is built, initialised
 // and loaded on the CPU, then moved with to(); afterwards parameters, gradients and activations
 // live on that device, and forward() takes host token tensors, copying them over once per call.
-// Mixed precision (bf16 compute, GPU only): params() stay the fp32 master weights and gradients stay
-// fp32; forward/backward read a bf16 copy of the weights, refreshed by params_updated(), and keep
-// activations in bf16 (norm statistics, attention log-sum-exp and losses in fp32).
+// Mixed precision (bf16 or f16 compute, GPU only): params() stay the fp32 master weights and
+// gradients stay fp32; forward/backward read a 16-bit copy of the weights, refreshed by
+// params_updated(), and keep activations in 16 bits (norm statistics, attention log-sum-exp and
+// losses in fp32).
 #pragma once
 
 #include <cstdint>
@@ -45,12 +46,12 @@ class GPT2 {
   // normal(0, 0.02) keyed on (seed, name, index); residual projections scaled by 1/sqrt(2L);
   // biases 0, norm gains 1, padding rows of wte 0.
   void init_weights(uint64_t seed);
-  // Moves parameters and gradients to `device` and sets the compute dtype (f32, or bf16 on the GPU);
+  // Moves parameters and gradients to `device` and sets the compute dtype (f32, or bf16 / f16 on the GPU);
   // activations follow at the next forward.
   void to(Device device, DType compute = DType::f32);
   Device device() const { return device_; }
   DType compute_dtype() const { return compute_dtype_; }
-  // Call after params() changed (an optimizer step, a load): refreshes the bf16 compute copy.
+  // Call after params() changed (an optimizer step, a load): refreshes the 16-bit compute copy.
   void params_updated();
 
   // tokens, targets: (B,T) i32 host tensors with T <= maxT. Computes the logits (B,T,Vp); with targets, also the
@@ -90,7 +91,7 @@ class GPT2 {
   DType compute_dtype_ = DType::f32;
   ParameterLayout layout_;
   Tensor params_, grads_;
-  Tensor compute_params_;  // params_ itself in f32, else its bf16 copy; w_ views it
+  Tensor compute_params_;  // params_ itself in f32, else its 16-bit copy; w_ views it
   NamedTensors named_params_, named_grads_;
   GPT2Weights w_, g_;
   GPT2Activations acts_;

@@ -1,8 +1,11 @@
 // Causal self-attention: shape and dtype checks, then dispatch by device and, on the GPU, by storage
-// type (f32, bf16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 runs on the tensor
-// cores (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core kernels.
+// type (f32, bf16, f16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 and f16 run on
+// the tensor cores (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core
+// kernels.
 // Grouped-query attention (num_kv_heads < num_heads) runs on the CPU only; the GPU refuses it.
 #include "ops/attention.h"
+
+#include <type_traits>
 
 #include "ops/cpu/attention_cpu.h"
 #include "ops/op_checks.h"
@@ -11,7 +14,7 @@
 #include "core/cuda/device.h"
 #include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/attention_tc_cuda.h"
-#include "ops/cuda/bf16_tensor.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
@@ -61,14 +64,15 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
     case Device::cuda:
       check_cuda_supports(op, d);
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16 && cuda::attention_tc_supported(d.C / d.NH, {qkv.raw_data(), out.raw_data()}))
-        cuda::attention_tc_forward(cuda::bf16_data(out), lse.f32(), cuda::bf16_data(qkv), d.B, d.T, d.C, d.NH,
-                                   cuda_compute_stream());
-      else if (dtype == DType::bf16)
-        cuda::attention_forward(cuda::bf16_data(out), lse.f32(), cuda::bf16_data(qkv), d.B, d.T, d.C, d.NH,
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        // 16-bit storage takes the tensor-core kernels where they cover the head size and pointers.
+        if constexpr (!std::is_same_v<T, float>)
+          if (cuda::attention_tc_supported(d.C / d.NH, {qkv.raw_data(), out.raw_data()}))
+            return cuda::attention_tc_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
+                                              d.T, d.C, d.NH, cuda_compute_stream());
+        cuda::attention_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B, d.T, d.C, d.NH,
                                 cuda_compute_stream());
-      else
-        cuda::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -96,16 +100,16 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
     case Device::cuda:
       check_cuda_supports(op, d);
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16 && cuda::attention_tc_supported(d.C / d.NH, {dqkv.raw_data(), dout.raw_data(),
-                                                                             qkv.raw_data(), out.raw_data()}))
-        cuda::attention_tc_backward(cuda::bf16_data(dqkv), cuda::bf16_data(dout), cuda::bf16_data(qkv),
-                                    cuda::bf16_data(out), lse.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
-      else if (dtype == DType::bf16)
-        cuda::attention_backward(cuda::bf16_data(dqkv), cuda::bf16_data(dout), cuda::bf16_data(qkv),
-                                 cuda::bf16_data(out), lse.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
-      else
-        cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), d.B, d.T, d.C, d.NH,
-                                 cuda_compute_stream());
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        if constexpr (!std::is_same_v<T, float>)
+          if (cuda::attention_tc_supported(d.C / d.NH,
+                                           {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data()}))
+            return cuda::attention_tc_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
+                                               cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,
+                                               d.T, d.C, d.NH, cuda_compute_stream());
+        cuda::attention_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout), cuda::typed_data<T>(qkv),
+                                 cuda::typed_data<T>(out), lse.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);

@@ -1,5 +1,5 @@
 // Fused softmax + cross-entropy: shape, dtype and target-range checks, then dispatch by device and,
-// on the GPU, by the logits' dtype (f32, bf16).
+// on the GPU, by the logits' dtype (f32, bf16, f16).
 #include "ops/cross_entropy.h"
 
 #include "ops/cpu/cross_entropy_cpu.h"
@@ -7,8 +7,8 @@
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
-#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/cross_entropy_cuda.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
@@ -44,12 +44,10 @@ void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       check_target_range(copy_to_host(targets), vocab_size);  // one synchronising copy of N ids
-      if (dtype == DType::bf16)
-        cuda::softmax_cross_entropy(losses.f32(), cuda::bf16_data(logits), targets.data<int32_t>(), N, vocab_size,
-                                    Vp, dloss, cuda_compute_stream());
-      else
-        cuda::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss,
-                                    cuda_compute_stream());
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::softmax_cross_entropy(losses.f32(), cuda::typed_data<T>(logits), targets.data<int32_t>(), N,
+                                    vocab_size, Vp, dloss, cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);

@@ -1,5 +1,5 @@
 // Token + position embedding: shape, dtype and token-range checks, then dispatch by device and, on
-// the GPU, by the activation dtype (f32, bf16).
+// the GPU, by the activation dtype (f32, bf16, f16).
 #include "ops/encoder.h"
 
 #include "ops/cpu/encoder_cpu.h"
@@ -7,8 +7,8 @@
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
-#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/encoder_cuda.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
@@ -56,12 +56,10 @@ void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       check_token_range(op, copy_to_host(tokens), d.Vp);  // one synchronising copy of B*T ids
-      if (dtype == DType::bf16)
-        cuda::encoder_forward(cuda::bf16_data(out), tokens.data<int32_t>(), cuda::bf16_data(wte),
-                              cuda::bf16_data(wpe), d.B, d.T, d.C, cuda_compute_stream());
-      else
-        cuda::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), d.B, d.T, d.C,
-                              cuda_compute_stream());
+      cuda::with_storage_type(dtype, [&]<typename S>(S) {
+        cuda::encoder_forward(cuda::typed_data<S>(out), tokens.data<int32_t>(), cuda::typed_data<S>(wte),
+                              cuda::typed_data<S>(wpe), d.B, d.T, d.C, cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -88,12 +86,10 @@ void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tens
       // The host ids serve the range check and the kernel's bucketing by token (one synchronising copy).
       const Tensor tokens_host = copy_to_host(tokens);
       check_token_range(op, tokens_host, d.Vp);
-      if (dtype == DType::bf16)
-        cuda::encoder_backward(dwte.f32(), dwpe.f32(), cuda::bf16_data(dout), tokens_host.data<int32_t>(), d.B, d.T,
-                               d.C, cuda_compute_stream());
-      else
-        cuda::encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens_host.data<int32_t>(), d.B, d.T, d.C,
-                               cuda_compute_stream());
+      cuda::with_storage_type(dtype, [&]<typename S>(S) {
+        cuda::encoder_backward(dwte.f32(), dwpe.f32(), cuda::typed_data<S>(dout), tokens_host.data<int32_t>(), d.B,
+                               d.T, d.C, cuda_compute_stream());
+      });
       return;
     }
 #else

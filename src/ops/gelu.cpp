@@ -1,4 +1,4 @@
-// GELU: shape and dtype checks, then dispatch by device and, on the GPU, by storage type (f32, bf16).
+// GELU: shape and dtype checks, then dispatch by device and, on the GPU, by storage type (f32, bf16, f16).
 #include "ops/gelu.h"
 
 #include "ops/cpu/gelu_cpu.h"
@@ -6,8 +6,8 @@
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
-#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/gelu_cuda.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
@@ -24,10 +24,9 @@ void gelu_forward(Tensor& out, const Tensor& x) {
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
-        cuda::gelu_forward(cuda::bf16_data(out), cuda::bf16_data(x), x.numel(), cuda_compute_stream());
-      else
-        cuda::gelu_forward(out.f32(), x.f32(), x.numel(), cuda_compute_stream());
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::gelu_forward(cuda::typed_data<T>(out), cuda::typed_data<T>(x), x.numel(), cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -48,11 +47,10 @@ void gelu_backward(Tensor& dx, const Tensor& dout, const Tensor& x) {
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
-        cuda::gelu_backward(cuda::bf16_data(dx), cuda::bf16_data(dout), cuda::bf16_data(x), x.numel(),
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::gelu_backward(cuda::typed_data<T>(dx), cuda::typed_data<T>(dout), cuda::typed_data<T>(x), x.numel(),
                             cuda_compute_stream());
-      else
-        cuda::gelu_backward(dx.f32(), dout.f32(), x.f32(), x.numel(), cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);

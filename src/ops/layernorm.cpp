@@ -1,5 +1,5 @@
 // LayerNorm: shape and dtype checks, then dispatch by device and, on the GPU, by the activation
-// dtype (f32, bf16).
+// dtype (f32, bf16, f16).
 #include "ops/layernorm.h"
 
 #include "ops/cpu/layernorm_cpu.h"
@@ -8,8 +8,8 @@
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
-#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/layernorm_cuda.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
@@ -51,12 +51,10 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& x,
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
-        cuda::layernorm_forward(cuda::bf16_data(out), mean.f32(), rstd.f32(), cuda::bf16_data(x),
-                                cuda::bf16_data(weight), cuda::bf16_data(bias), N, C, cuda_compute_stream());
-      else
-        cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), weight.f32(), bias.f32(), N, C,
-                                cuda_compute_stream());
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::layernorm_forward(cuda::typed_data<T>(out), mean.f32(), rstd.f32(), cuda::typed_data<T>(x),
+                                cuda::typed_data<T>(weight), cuda::typed_data<T>(bias), N, C, cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -90,13 +88,12 @@ void residual_layernorm_forward(Tensor& residual_out, Tensor& out, Tensor& mean,
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
-        cuda::residual_layernorm_forward(cuda::bf16_data(residual_out), cuda::bf16_data(out), mean.f32(), rstd.f32(),
-                                         cuda::bf16_data(a), cuda::bf16_data(b), cuda::bf16_data(weight),
-                                         cuda::bf16_data(bias), N, C, cuda_compute_stream());
-      else
-        cuda::residual_layernorm_forward(residual_out.f32(), out.f32(), mean.f32(), rstd.f32(), a.f32(), b.f32(),
-                                         weight.f32(), bias.f32(), N, C, cuda_compute_stream());
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::residual_layernorm_forward(cuda::typed_data<T>(residual_out), cuda::typed_data<T>(out), mean.f32(),
+                                         rstd.f32(), cuda::typed_data<T>(a), cuda::typed_data<T>(b),
+                                         cuda::typed_data<T>(weight), cuda::typed_data<T>(bias), N, C,
+                                         cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -130,13 +127,11 @@ void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
-        cuda::layernorm_backward(cuda::bf16_data(dx), dweight.f32(), dbias.f32(), cuda::bf16_data(dout),
-                                 cuda::bf16_data(x), cuda::bf16_data(weight), mean.f32(), rstd.f32(), N, C,
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::layernorm_backward(cuda::typed_data<T>(dx), dweight.f32(), dbias.f32(), cuda::typed_data<T>(dout),
+                                 cuda::typed_data<T>(x), cuda::typed_data<T>(weight), mean.f32(), rstd.f32(), N, C,
                                  cuda_compute_stream());
-      else
-        cuda::layernorm_backward(dx.f32(), dweight.f32(), dbias.f32(), dout.f32(), x.f32(), weight.f32(),
-                                 mean.f32(), rstd.f32(), N, C, cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);

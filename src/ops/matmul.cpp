@@ -3,7 +3,6 @@
 #include "ops/matmul.h"
 
 #include <climits>
-#include <type_traits>
 
 #include "ops/cpu/matmul_cpu.h"
 #include "ops/gelu.h"
@@ -11,8 +10,8 @@
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
-#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/matmul_cuda.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
@@ -42,7 +41,7 @@ Shape rows_by(const Tensor& x, int64_t OC) {
   return s;
 }
 
-// The activation dtype, x's: f32 anywhere, bf16 on the GPU. The other activations must match it.
+// The activation dtype, x's: f32 anywhere, bf16 or f16 on the GPU. The other activations must match it.
 DType activation_dtype(const char* op, const Tensor& x) {
   detail::check_float_dtype(op, "x", x);
   return x.dtype();
@@ -85,24 +84,14 @@ Checked check_backward(const char* op, const Tensor& dx, bool dx_required, const
 float* f32_or_null(Tensor& t) { return t.defined() ? t.f32() : nullptr; }
 
 #ifdef TESSERA_WITH_CUDA
-// A tensor's device pointer in the launchers' type T (float or __nv_bfloat16); null when undefined.
+// A tensor's device pointer in the launchers' storage type T; null when undefined.
 template <typename T>
 const T* typed(const Tensor& t) {
-  if (!t.defined()) return nullptr;
-  if constexpr (std::is_same_v<T, float>) return t.f32();
-  else return cuda::bf16_data(t);
+  return t.defined() ? cuda::typed_data<T>(t) : nullptr;
 }
 template <typename T>
 T* typed(Tensor& t) {
-  if (!t.defined()) return nullptr;
-  if constexpr (std::is_same_v<T, float>) return t.f32();
-  else return cuda::bf16_data(t);
-}
-// Calls fn(T{}) with T the launchers' type for the activation dtype.
-template <typename Fn>
-void with_activation_type(DType dtype, Fn&& fn) {
-  if (dtype == DType::bf16) fn(__nv_bfloat16{});
-  else fn(float{});
+  return t.defined() ? cuda::typed_data<T>(t) : nullptr;
 }
 #endif
 
@@ -118,7 +107,7 @@ void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Te
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      with_activation_type(x.dtype(), [&]<typename T>(T) {
+      cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
         cuda::matmul_forward<T>(typed<T>(out), typed<T>(x), typed<T>(weight), typed<T>(bias), d.N, d.C, d.OC,
                                 cuda_compute_stream());
       });
@@ -141,7 +130,7 @@ void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& d
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      with_activation_type(x.dtype(), [&]<typename T>(T) {
+      cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
         cuda::matmul_backward<T>(typed<T>(dx), dweight.f32(), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
                                  typed<T>(weight), d.N, d.C, d.OC, cuda_compute_stream());
       });
@@ -164,7 +153,7 @@ void matmul_gelu_forward(Tensor& out, Tensor& pre_gelu, const Tensor& x, const T
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      with_activation_type(x.dtype(), [&]<typename T>(T) {
+      cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
         cuda::matmul_gelu_forward<T>(typed<T>(out), typed<T>(pre_gelu), typed<T>(x), typed<T>(weight), typed<T>(bias),
                                      c.d.N, c.d.C, c.d.OC, cuda_compute_stream());
       });
@@ -188,7 +177,7 @@ void matmul_backward_dgelu(Tensor& dx, Tensor& dweight, Tensor& dbias, const Ten
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      with_activation_type(x.dtype(), [&]<typename T>(T) {
+      cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
         cuda::matmul_backward_dgelu<T>(typed<T>(dx), dweight.f32(), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
                                        typed<T>(weight), typed<T>(x_pre_gelu), c.d.N, c.d.C, c.d.OC,
                                        cuda_compute_stream());

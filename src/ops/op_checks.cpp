@@ -30,9 +30,10 @@ Shape leading_shape(const Tensor& t) {
 }
 
 void check_float_dtype(const char* op, const char* name, const Tensor& t) {
-  TS_CHECK(t.dtype() == DType::f32 || (t.dtype() == DType::bf16 && t.device() == Device::cuda), op, ": ", name,
-           " is ", dtype_name(t.dtype()), t.device() == Device::cpu ? " on the CPU" : " on the GPU",
-           "; ops compute in f32 on the CPU and in f32 or bf16 on the GPU");
+  const bool half = t.dtype() == DType::bf16 || t.dtype() == DType::f16;
+  TS_CHECK(t.dtype() == DType::f32 || (half && t.device() == Device::cuda), op, ": ", name, " is ",
+           dtype_name(t.dtype()), t.device() == Device::cpu ? " on the CPU" : " on the GPU",
+           "; ops compute in f32 on the CPU and in f32, bf16 or f16 on the GPU");
 }
 
 void fail_no_cuda_kernel(const char* op) {

@@ -1,5 +1,5 @@
 // Residual connection: shape and dtype checks, then dispatch by device and, on the GPU, by storage
-// type (f32, bf16).
+// type (f32, bf16, f16).
 #include "ops/residual.h"
 
 #include "ops/cpu/residual_cpu.h"
@@ -7,8 +7,8 @@
 
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
-#include "ops/cuda/bf16_tensor.h"
 #include "ops/cuda/residual_cuda.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
@@ -26,11 +26,10 @@ void residual_forward(Tensor& out, const Tensor& a, const Tensor& b) {
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
-        cuda::residual_forward(cuda::bf16_data(out), cuda::bf16_data(a), cuda::bf16_data(b), a.numel(),
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::residual_forward(cuda::typed_data<T>(out), cuda::typed_data<T>(a), cuda::typed_data<T>(b), a.numel(),
                                cuda_compute_stream());
-      else
-        cuda::residual_forward(out.f32(), a.f32(), b.f32(), a.numel(), cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);
@@ -50,10 +49,9 @@ void add_inplace(Tensor& acc, const Tensor& x) {
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (dtype == DType::bf16)
-        cuda::add_inplace(cuda::bf16_data(acc), cuda::bf16_data(x), acc.numel(), cuda_compute_stream());
-      else
-        cuda::add_inplace(acc.f32(), x.f32(), acc.numel(), cuda_compute_stream());
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::add_inplace(cuda::typed_data<T>(acc), cuda::typed_data<T>(x), acc.numel(), cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "parallel/mpi_check.h"
+#include "parallel/host_staged_comm.h"
 #include "parallel/mpi_comm.h"
 
 namespace tessera {
@@ -132,7 +133,8 @@ std::shared_ptr<Comm> Runtime::make_comm(const std::string& name, const std::vec
             joined_size, " ranks joined it, not in the listed order; every rank must create the same groups in "
             "the same order");
   }
-  return make_mpi_comm(comm, name, world_ranks, options);
+  // Device tensors are staged through host memory: this MPI is not CUDA-aware.
+  return make_host_staged_comm(make_mpi_comm(comm, name, world_ranks, options));
 }
 
 }  // namespace tessera

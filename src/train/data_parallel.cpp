@@ -25,7 +25,7 @@ DataParallel::DataParallel(const ProcessGrid& grid, GPT2& model, const DataParal
       options_(options),
       reducer_(*grid.dp, model_buckets(model, *grid.dp, options.bucket_bytes), options.zero_stage, options.overlap) {
   TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 2, "--zero must be 0, 1 or 2, got ", options.zero_stage);
-  if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()});
+  if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
 }
 
 std::vector<OptimSegment> DataParallel::optimizer_segments() const {

@@ -29,11 +29,11 @@ Device choose_device_noting(const std::string& flag) {
 DType choose_compute_dtype(const std::string& flag, Device device) {
   TS_CHECK(flag == "auto" || flag == "fp32" || flag == "bf16" || flag == "fp16",
            "--dtype must be auto, fp32, bf16 or fp16, got '", flag, "'");
-  TS_CHECK(flag != "fp16", "--dtype fp16 (with dynamic loss scaling) is not implemented yet; use --dtype bf16");
   if (flag == "auto") return device == Device::cuda ? DType::bf16 : DType::f32;
-  TS_CHECK(flag == "fp32" || device == Device::cuda,
-           "--dtype bf16 computes on the GPU only (the CPU is the fp32 reference); use --dtype fp32 or --device cuda");
-  return flag == "bf16" ? DType::bf16 : DType::f32;
+  TS_CHECK(flag == "fp32" || device == Device::cuda, "--dtype ", flag,
+           " computes on the GPU only (the CPU is the fp32 reference); use --dtype fp32 or --device cuda");
+  if (flag == "bf16") return DType::bf16;
+  return flag == "fp16" ? DType::f16 : DType::f32;
 }
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // Which device a run computes on, from --device: cpu, cuda (an error naming why when no GPU is
 // usable) or auto (the GPU when one is usable, else the CPU with a notice saying why); and in which
-// precision, from --dtype: auto (bf16 on the GPU, fp32 on the CPU), fp32 or bf16.
+// precision, from --dtype: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16 (the GPU's
+// 16-bit types; fp16 trains with dynamic loss scaling).
 #pragma once
 
 #include <string>

@@ -13,6 +13,7 @@
 #include "nn/gpt2.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/grad_clip.h"
+#include "train/loss_scaler.h"
 
 namespace tessera {
 namespace {
@@ -60,7 +61,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   Tensor inputs = Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32);
   Tensor targets = Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32);
   Rng rng(o.seed, stream_id("bench-tokens"));
-  const float dloss = 1.0f / float(o.micro_batch * o.seq_len * o.grad_accum);
+  // fp16 scales the loss as training does, so its gradients do not underflow (a skipped step still counts).
+  LossScaler scaler(LossScalerConfig{o.dtype == DType::f16});
 
   std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
   TrainBenchResult r;
@@ -77,6 +79,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
       fill_random_tokens(inputs, o.model.vocab_size, rng);
       fill_random_tokens(targets, o.model.vocab_size, rng);
       auto t = Clock::now();
+      const float dloss = scaler.scale() / float(o.micro_batch * o.seq_len * o.grad_accum);
       loss += model.forward(inputs, targets, dloss) / float(o.grad_accum);  // reads the losses back: synchronised
       forward += elapsed_ms(t, o.device);
       t = Clock::now();
@@ -84,9 +87,11 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
       backward += elapsed_ms(t, o.device);
     }
     const auto t = Clock::now();
-    const float norm = global_grad_norm(model.grads());
-    optimizer.step(model.params(), model.grads(), 6e-4f, clip_scale(norm, 1.0f));
-    model.params_updated();
+    const float scale = scaler.scale(), norm = global_grad_norm(model.grads());
+    if (scaler.update(norm) == LossScaler::Verdict::step) {
+      optimizer.step(model.params(), model.grads(), 6e-4f, clip_scale(norm / scale, 1.0f) / scale);
+      model.params_updated();
+    }
     const double update = elapsed_ms(t, o.device);
     const double total = elapsed_ms(step_start, o.device);
     r.final_loss = loss;
@@ -119,7 +124,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
       {"impl", "tessera"},
       {"device", o.device == Device::cuda ? "cuda" : "cpu"},
       {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
-      {"dtype", o.dtype == DType::bf16 ? "bf16" : "fp32"},
+      {"dtype", std::string(dtype_name(o.dtype))},
       {"model", o.model_name},
       {"layers", c.num_layers},
       {"heads", c.num_heads},

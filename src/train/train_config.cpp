@@ -35,6 +35,8 @@ void TrainConfig::validate() const {
   for (auto [flag, value] : {std::pair{"--layers", layers}, {"--heads", heads}, {"--channels", channels},
                               {"--vocab-size", vocab_size}, {"--context", context}})
     TS_CHECK(value >= 0, flag, " must be positive (or 0 for the preset's value), got ", value);
+  TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
+           "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
   TS_CHECK(zero >= 0 && zero <= 2, "--zero must be 0, 1 or 2, got ", zero);
   TS_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
   TS_CHECK(comm_timeout > 0, "--comm-timeout must be positive, got ", comm_timeout);

@@ -40,7 +40,10 @@ struct TrainConfig {
   uint64_t seed = 1337;
   // hardware
   std::string device = "auto";   // auto (the GPU when usable, else the CPU), cuda or cpu
-  std::string dtype = "auto";    // compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16
+  std::string dtype = "auto";    // compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16, fp16
+  std::string loss_scaling = "auto";  // auto (dynamic for fp16, off otherwise), dynamic or off
+  double loss_scale = 65536.0;        // the dynamic loss scale's initial value
+  int64_t loss_scale_window = 1000;   // clean steps before the loss scale doubles
   // parallelism
   int dp = 0, tp = 1, pp = 1, cp = 1, ep = 1;  // dp 0 = whatever the world leaves
   int zero = 0;                                 // ZeRO stage: 0, 1 or 2

@@ -22,16 +22,23 @@
 
 namespace tessera {
 
-Trainer::Trainer(TrainConfig config, ProcessGrid grid) : config_(std::move(config)), grid_(std::move(grid)) {
+namespace {
+
+LossScalerConfig loss_scaler_config(const TrainConfig& c, DType compute) {
+  const bool dynamic = c.loss_scaling == "dynamic" || (c.loss_scaling == "auto" && compute == DType::f16);
+  return LossScalerConfig{dynamic, c.loss_scale, c.loss_scale_window};
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainConfig config, ProcessGrid grid)
+    : config_(std::move(config)), grid_(std::move(grid)), loss_scaler_(LossScalerConfig{}) {
   config_.validate();
   // The grid was checked against the batch (ParallelDims::check_model): dp · micro divides it.
   micro_batch_ = config_.micro_batch(grid_.dims.dp);
   device_ = choose_device(config_.device);
   compute_dtype_ = choose_compute_dtype(config_.dtype, device_.device);
-  // TODO(issue 11, item 5): device buffers through the dp communicator (NCCL, or MPI staged via host).
-  TS_CHECK(device_.device == Device::cpu || (grid_.dims.dp == 1 && config_.zero == 0),
-           "--device cuda trains on one GPU for now (data parallelism over GPUs is not wired in yet); use "
-           "--device cpu with --dp ", grid_.dims.dp, " --zero ", config_.zero, ", or one rank without --zero");
+  loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
 
@@ -58,6 +65,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid) : config_(std::move(confi
     optimizer_->set_steps_taken(moments.steps);
     start_step_ = state.step;
     next_batch_ = state.next_batch;
+    loss_scaler_.restore(state.loss_scale);
   }
 
   DataOrder order = parse_data_order(config_.data_order);
@@ -87,8 +95,9 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   // This dp rank's share of global batch k: sequences [rank·B/dp, (rank+1)·B/dp).
   const int64_t share = B / data_parallel_->size(), first_sequence = data_parallel_->rank() * share;
   // Each token's loss enters the step's loss with weight 1/(B*T), whatever the micro-batch split
-  // and the dp degree; summing over dp ranks then gives the full batch's gradient.
-  const float dloss = 1.0f / float(B * T);
+  // and the dp degree; summing over dp ranks then gives the full batch's gradient (times the loss
+  // scale, which update_parameters divides out again).
+  const float dloss = loss_scaler_.scale() / float(B * T);
   model_->zero_grad();
   double loss_sum = 0.0;
   for (int64_t first = first_sequence; first < first_sequence + share; first += micro) {
@@ -117,7 +126,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step) {
   OptimizerState moments = data_parallel_->gather_optimizer_state(*optimizer_);  // collective
   std::filesystem::path dir = std::filesystem::path(config_.out_dir) / "ckpt-latest";
   if (!is_reporting_rank()) return dir;
-  CheckpointState state{step, next_batch_, config_.seed, run_config_json(config_)};
+  CheckpointState state{step, next_batch_, config_.seed, run_config_json(config_),
+                        loss_scaler_.enabled() ? double(loss_scaler_.scale()) : 0.0};
   std::filesystem::path tokenizer_json;
   if (tokenizer_) tokenizer_json = std::filesystem::path(config_.out_dir) / "tokenizer.json";
   if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
@@ -136,6 +146,38 @@ void Trainer::print_sample(ProgressLine& progress) {
 void Trainer::write_loss_plot(const std::filesystem::path& metrics_path) {
   write_file_atomic(std::filesystem::path(config_.out_dir) / "loss.svg",
                     loss_plot_svg(read_loss_curves(metrics_path), "Tessera: " + config_.out_dir));
+}
+
+std::optional<float> Trainer::update_parameters(int64_t step, float loss, float lr, ProgressLine& progress) {
+  const float scale = loss_scaler_.scale();
+  const float scaled_norm = data_parallel_->grad_norm();
+  // An fp16 overflow: the scaler halves the scale (or throws when it cannot) and the step is skipped.
+  if (std::isfinite(loss) && loss_scaler_.update(scaled_norm) == LossScaler::Verdict::skip) {
+    std::ostringstream line;
+    line << "step " << step << ": fp16 gradients overflowed at loss scale " << scale
+         << "; update skipped, loss scale now " << loss_scaler_.scale();
+    if (is_reporting_rank()) progress.message(line.str());
+    return std::nullopt;
+  }
+  const float grad_norm = scaled_norm / scale;
+  if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    progress.finish();
+    std::optional<std::filesystem::path> found = find_checkpoint(config_.out_dir);
+    std::string kept = found ? found->string() : "none";
+    // Loss and norm are global, so every rank stops here; rank 0 tells the user.
+    std::ostringstream message;
+    message << "step " << step << ": " << (std::isfinite(loss) ? "gradient norm" : "loss") << " is not finite (loss "
+            << loss << ", grad norm " << grad_norm << "); stopped without updating. Last good checkpoint: " << kept
+            << "; lower --lr or raise --warmup and resume";
+    if (!is_reporting_rank()) throw QuietError(message.str(), __FILE__);
+    throw Error(message.str(), __FILE__);
+  }
+  // The optimizer sees the scaled gradients: its factor clips and divides the scale out at once.
+  optimizer_->step(model_->params(), data_parallel_->optimizer_grads(), lr,
+                   clip_scale(grad_norm, config_.grad_clip) / scale);
+  data_parallel_->after_update();
+  model_->params_updated();
+  return grad_norm;
 }
 
 TrainResult Trainer::run() {
@@ -159,22 +201,7 @@ TrainResult Trainer::run() {
     const auto step_start = Clock::now();
     const float lr = schedule_.at(step);
     const float loss = accumulate_gradients(next_batch_++);
-    const float grad_norm = data_parallel_->grad_norm();
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-      progress.finish();
-      std::optional<std::filesystem::path> found = find_checkpoint(config_.out_dir);
-      std::string kept = found ? found->string() : "none";
-      // Loss and norm are global, so every rank stops here; rank 0 tells the user.
-      std::ostringstream message;
-      message << "step " << step << ": " << (std::isfinite(loss) ? "gradient norm" : "loss") << " is not finite (loss "
-              << loss << ", grad norm " << grad_norm << "); stopped without updating. Last good checkpoint: " << kept
-              << "; lower --lr or raise --warmup and resume";
-      if (!is_reporting_rank()) throw QuietError(message.str(), __FILE__);
-      throw Error(message.str(), __FILE__);
-    }
-    optimizer_->step(model_->params(), data_parallel_->optimizer_grads(), lr, clip_scale(grad_norm, config_.grad_clip));
-    data_parallel_->after_update();
-    model_->params_updated();
+    const std::optional<float> grad_norm = update_parameters(step, loss, lr, progress);
 
     const auto now = Clock::now();
     const double step_s = std::chrono::duration<double>(now - step_start).count();
@@ -182,11 +209,16 @@ TrainResult Trainer::run() {
     const double tokens_per_s = tokens_per_step / step_s;
     // Memory of the device the model computes on: host RAM on the CPU, GPU memory on a GPU.
     const AllocatorStats memory = allocator_stats(device_.device);
-    if (metrics)
-      metrics->write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                      {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed}, {"step_s", step_s},
-                      {"comm_wait_s", comm_wait_s_}, {"mem_mb", double(memory.current_bytes) / 1e6},
-                      {"peak_mem_mb", double(memory.peak_bytes) / 1e6}});
+    if (metrics) {
+      nlohmann::json line = {{"step", step}, {"loss", loss}, {"lr", lr}, {"tokens_per_s", tokens_per_s},
+                             {"elapsed_s", elapsed}, {"step_s", step_s}, {"comm_wait_s", comm_wait_s_},
+                             {"mem_mb", double(memory.current_bytes) / 1e6},
+                             {"peak_mem_mb", double(memory.peak_bytes) / 1e6}};
+      if (grad_norm) line["grad_norm"] = *grad_norm;
+      else line["skipped"] = true;
+      if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
+      metrics->write(line);
+    }
     progress.update(step, loss, lr, tokens_per_s, elapsed);
     result.last_step = step;
     result.last_loss = loss;

@@ -1,6 +1,7 @@
 // The training loop of one process: for each optimizer step, accumulate gradients over the
 // micro-batches of the global batch, measure the global grad-norm, clip, step AdamW on the
-// scheduled learning rate, then log, evaluate and checkpoint as configured.
+// scheduled learning rate, then log, evaluate and checkpoint as configured. fp16 runs scale the loss
+// (train/loss_scaler.h) and skip the update of a step whose gradients overflowed.
 #pragma once
 
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "parallel/process_grid.h"
 #include "train/data_parallel.h"
 #include "train/device_choice.h"
+#include "train/loss_scaler.h"
 #include "train/progress.h"
 #include "train/train_config.h"
 
@@ -43,6 +45,10 @@ class Trainer {
  private:
   // Forward + backward over one global batch; returns its mean loss.
   float accumulate_gradients(int64_t batch_index);
+  // Unscales and clips the gradients of the last accumulate_gradients and steps the optimizer;
+  // returns the global gradient norm, or nothing when fp16 overflowed and the update was skipped.
+  // Throws (every rank alike) when the loss or the unscaled norm is not finite.
+  std::optional<float> update_parameters(int64_t step, float loss, float lr, ProgressLine& progress);
   float evaluate();
   std::filesystem::path save_checkpoint(int64_t step);
   void print_sample(ProgressLine& progress);
@@ -57,6 +63,7 @@ class Trainer {
   std::unique_ptr<GPT2> model_;
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
   std::unique_ptr<AdamW> optimizer_;
+  LossScaler loss_scaler_;
   double comm_wait_s_ = 0;  // exposed communication of the last step
   std::optional<TokenDataset> train_data_, val_data_;
   std::optional<BatchSampler> train_sampler_, val_sampler_;

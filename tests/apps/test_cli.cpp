@@ -162,7 +162,8 @@ TEST_F(CliBadInput, AbsurdThreadCount) { expect_one_line_error(base + " --thread
 TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   expect_one_line_error(base + " --device gpu", "--device must be auto, cuda or cpu");
   expect_one_line_error(base + " --device cpu --dtype bf16", "--dtype bf16 computes on the GPU only");
-  expect_one_line_error(base + " --dtype fp16", "--dtype fp16 (with dynamic loss scaling) is not implemented yet");
+  expect_one_line_error(base + " --device cpu --dtype fp16", "--dtype fp16 computes on the GPU only");
+  expect_one_line_error(base + " --loss-scaling always", "--loss-scaling must be auto, dynamic or off");
   expect_one_line_error(base + " --dtype half", "--dtype must be auto, fp32, bf16 or fp16");
 }
 

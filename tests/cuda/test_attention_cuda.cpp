@@ -1,8 +1,8 @@
 // Causal attention on the GPU against the CPU: out, lse and dqkv written over NaN poison, for every
 // head size with a kernel, on shapes spanning several 64-row tiles with T not a multiple of 64 (and
-// GPT-2 small's T = 1024, NH = 12), in fp32 and in bf16 storage (against the fp32 CPU op on the same
-// bf16-rounded inputs); dqkv bit for bit from run to run in both; a head size without a kernel or a
-// misaligned tensor throws before anything is written; bf16 on the CPU is refused.
+// GPT-2 small's T = 1024, NH = 12), in fp32 and in bf16 and f16 storage (against the fp32 CPU op on
+// the same rounded inputs); dqkv bit for bit from run to run in all three; a head size without a
+// kernel or a misaligned tensor throws before anything is written; bf16 and f16 on the CPU are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,22 +25,23 @@ using testing::AttentionCase;
 // score and up to T for a softmax sum or a sum over keys or queries, with a margin of 4.
 double tolerance_for(int64_t T, int64_t HS) { return 4.0 * double(T + HS) * std::ldexp(1.0, -24); }
 
-using testing::kBf16Rounding;
-
-// A bf16 output of the GPU against the f32 CPU op on the same inputs: the GPU's fp32 result is within
-// the fp32 tolerance `tol` of the CPU's (relative to the largest element, whose size the terms of a
-// sum near zero share), then rounded once to bf16.
-void expect_bf16_matches_cpu(const Tensor& gpu, const Tensor& cpu, double tol, const char* what) {
-  testing::expect_matches_cpu(gpu, cpu, 1e-2, tol * testing::max_abs(cpu), kBf16Rounding + tol, what);
+// An output in `dtype` (bf16 or f16) of the GPU against the f32 CPU op on the same inputs: the GPU's
+// fp32 result is within the fp32 tolerance `tol` of the CPU's (relative to the largest element, whose
+// size the terms of a sum near zero share), then rounded once to the dtype.
+void expect_rounded_matches_cpu(const Tensor& gpu, const Tensor& cpu, DType dtype, double tol, const char* what) {
+  testing::expect_matches_cpu(gpu, cpu, testing::scaled_from_bf16(1e-2, dtype), tol * testing::max_abs(cpu),
+                              testing::rounding_of(dtype) + tol, what);
 }
 
-// Head sizes the op sends to the tensor-core kernels (attention_tc.cu) in bf16: there P and dS also
-// enter their products in bf16, so outputs carry one more rounding, relative to the magnitude of the
-// terms (tests/cuda/test_attention_tc_cuda.cpp holds those kernels to the same bound).
+// Head sizes the op sends to the tensor-core kernels (attention_tc.cu) in bf16 and f16: there P and dS
+// also enter their products in the 16-bit dtype, so outputs carry one more rounding, relative to the
+// magnitude of the terms (tests/cuda/test_attention_tc_cuda.cpp holds those kernels to the same bound).
 bool on_tensor_cores(int64_t HS) { return HS == 32 || HS == 64 || HS == 128; }
 
-void expect_tensor_core_matches_cpu(const Tensor& gpu, const Tensor& cpu, const char* what) {
-  testing::expect_matches_cpu(gpu, cpu, 1e-2, kBf16Rounding * testing::max_abs(cpu), 2 * kBf16Rounding, what);
+void expect_tensor_core_matches_cpu(const Tensor& gpu, const Tensor& cpu, DType dtype, const char* what) {
+  const double rounding = testing::rounding_of(dtype);
+  testing::expect_matches_cpu(gpu, cpu, testing::scaled_from_bf16(1e-2, dtype), rounding * testing::max_abs(cpu),
+                              2 * rounding, what);
 }
 
 class AttentionCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
@@ -67,36 +68,39 @@ TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) {
   testing::expect_matches_cpu(dqkv_gpu, dqkv, 1e-5, tol, tol, "attention dqkv");
 }
 
-// bf16 storage, fp32 arithmetic: the same function of the bf16 inputs as the fp32 CPU op, with each
-// output rounded once; lse stays fp32 and keeps the fp32 tolerance.
-TEST_P(AttentionCuda, Bf16MatchesCpuOnRoundedInputs) {
+// bf16 or f16 storage, fp32 arithmetic: the same function of the rounded inputs as the fp32 CPU op,
+// with each output rounded once; lse stays fp32 and keeps the fp32 tolerance.
+TEST_P(AttentionCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   const auto [B, T, NH, HS] = GetParam();
   const int64_t C = NH * HS;
-  const Tensor qkv = testing::rounded_to_bf16(random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f));
-  const Tensor dout = testing::rounded_to_bf16(random_tensor({B, T, C}, seed + 1));
-  Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
-  attention_forward(out, lse, qkv, int(NH));
-  Tensor out_gpu = testing::poisoned_gpu({B, T, C}, DType::bf16), lse_gpu = testing::poisoned_gpu({B, NH, T});
-  const Tensor qkv_gpu = testing::to_gpu_as(qkv, DType::bf16);
-  attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH));
   const double tol = tolerance_for(T, HS);
-  auto expect_bf16 = [&](const Tensor& gpu, const Tensor& cpu, const char* what) {
-    if (on_tensor_cores(HS)) return expect_tensor_core_matches_cpu(gpu, cpu, what);
-    expect_bf16_matches_cpu(gpu, cpu, tol, what);
-  };
-  expect_bf16(out_gpu, out, "attention bf16 out");
-  const double lse_tol = on_tensor_cores(HS) ? 1e-4 : tol;  // tensor-core fp32 accumulation order
-  testing::expect_matches_cpu(lse_gpu, lse, 1e-5, lse_tol, lse_tol, "attention bf16 lse");
+  for (const DType dtype : testing::kLowPrecisionDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor qkv = testing::rounded_to(random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f), dtype);
+    const Tensor dout = testing::rounded_to(random_tensor({B, T, C}, seed + 1), dtype);
+    Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
+    attention_forward(out, lse, qkv, int(NH));
+    Tensor out_gpu = testing::poisoned_gpu({B, T, C}, dtype), lse_gpu = testing::poisoned_gpu({B, NH, T});
+    const Tensor qkv_gpu = testing::to_gpu_as(qkv, dtype);
+    attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH));
+    auto expect_rounded = [&](const Tensor& gpu, const Tensor& cpu, const char* what) {
+      if (on_tensor_cores(HS)) return expect_tensor_core_matches_cpu(gpu, cpu, dtype, what);
+      expect_rounded_matches_cpu(gpu, cpu, dtype, tol, what);
+    };
+    expect_rounded(out_gpu, out, "attention out");
+    const double lse_tol = on_tensor_cores(HS) ? 1e-4 : tol;  // tensor-core fp32 accumulation order
+    testing::expect_matches_cpu(lse_gpu, lse, 1e-5, lse_tol, lse_tol, "attention lse");
 
-  // Both backward passes start from the CPU's out, rounded to bf16 as a bf16 forward stores it, and lse.
-  const Tensor out_rounded = testing::rounded_to_bf16(out);
-  Tensor dqkv = Tensor::zeros({B, T, 3 * C}), dqkv_gpu = testing::poisoned_gpu({B, T, 3 * C}, DType::bf16);
-  attention_backward(dqkv, dout, qkv, out_rounded, lse, int(NH));
-  attention_backward(dqkv_gpu, testing::to_gpu_as(dout, DType::bf16), qkv_gpu,
-                     testing::to_gpu_as(out_rounded, DType::bf16), to_gpu(lse), int(NH));
-  expect_bf16(dqkv_gpu, dqkv, "attention bf16 dqkv");
+    // Both backward passes start from the CPU's out, rounded to the dtype as the forward stores it, and lse.
+    const Tensor out_rounded = testing::rounded_to(out, dtype);
+    Tensor dqkv = Tensor::zeros({B, T, 3 * C}), dqkv_gpu = testing::poisoned_gpu({B, T, 3 * C}, dtype);
+    attention_backward(dqkv, dout, qkv, out_rounded, lse, int(NH));
+    attention_backward(dqkv_gpu, testing::to_gpu_as(dout, dtype), qkv_gpu, testing::to_gpu_as(out_rounded, dtype),
+                       to_gpu(lse), int(NH));
+    expect_rounded(dqkv_gpu, dqkv, "attention dqkv");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCuda,
@@ -113,7 +117,7 @@ TEST_F(AttentionCudaRuns, BackwardIsBitwiseDeterministic) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   const int64_t B = 2, T = 200, NH = 2, C = 128;
-  for (const DType dtype : {DType::f32, DType::bf16}) {
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dtype));
     const Tensor qkv = testing::to_gpu_as(random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f), dtype);
     const Tensor dout = testing::to_gpu_as(random_tensor({B, T, C}, seed + 1), dtype);
@@ -121,7 +125,7 @@ TEST_F(AttentionCudaRuns, BackwardIsBitwiseDeterministic) {
     attention_forward(out, lse, qkv, int(NH));
     Tensor dqkv[2] = {testing::poisoned_gpu({B, T, 3 * C}, dtype), testing::poisoned_gpu({B, T, 3 * C}, dtype)};
     for (Tensor& d : dqkv) attention_backward(d, dout, qkv, out, lse, int(NH));
-    // bf16 -> f32 is exact and one to one, so equal floats mean equal bits (and NaN poison fails)
+    // bf16 or f16 -> f32 is exact and one to one, so equal floats mean equal bits (and NaN poison fails)
     const Tensor first = testing::to_f32(testing::to_cpu(dqkv[0]));
     const Tensor second = testing::to_f32(testing::to_cpu(dqkv[1]));
     for (int64_t i = 0; i < first.numel(); i++) ASSERT_EQ(first.f32()[i], second.f32()[i]) << i;
@@ -149,7 +153,7 @@ TEST_F(AttentionCudaRuns, HeadSizeWithoutKernelThrowsBeforeWriting) {
 // A tensor starting 1 element into its storage is refused, naming the tensor and the fix.
 TEST_F(AttentionCudaRuns, MisalignedTensorThrowsNamingTheFix) {
   const int64_t B = 1, T = 10, NH = 2, C = 128;
-  for (const DType dtype : {DType::f32, DType::bf16}) {
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dtype));
     Tensor qkv = Tensor::zeros({B * T * 3 * C + 1}, dtype, Device::cuda).view(1, {B, T, 3 * C});
     copy_tensor(qkv, testing::to_gpu_as(random_tensor({B, T, 3 * C}, 83), dtype));
@@ -161,17 +165,20 @@ TEST_F(AttentionCudaRuns, MisalignedTensorThrowsNamingTheFix) {
   }
 }
 
-// CPU kernels are the fp32 reference: bf16 activations on the CPU are an error naming the dtype.
-TEST(AttentionDtype, Bf16OnTheCpuIsRefused) {
+// CPU kernels are the fp32 reference: bf16 or f16 activations on the CPU are an error naming the dtype.
+TEST(AttentionDtype, LowPrecisionOnTheCpuIsRefused) {
   const int64_t B = 1, T = 4, NH = 2, C = 32;
-  const Tensor qkv = testing::to_bf16(random_tensor({B, T, 3 * C}, 84));
-  const Tensor dout = testing::to_bf16(random_tensor({B, T, C}, 85));
-  Tensor out = Tensor::zeros({B, T, C}, DType::bf16), lse = Tensor::zeros({B, NH, T});
-  Tensor dqkv = Tensor::zeros({B, T, 3 * C}, DType::bf16);
-  std::string message = testing::error_of([&] { attention_forward(out, lse, qkv, int(NH)); });
-  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
-  message = testing::error_of([&] { attention_backward(dqkv, dout, qkv, out, lse, int(NH)); });
-  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
+  for (const DType dtype : testing::kLowPrecisionDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor qkv = testing::to_storage(random_tensor({B, T, 3 * C}, 84), dtype);
+    const Tensor dout = testing::to_storage(random_tensor({B, T, C}, 85), dtype);
+    Tensor out = Tensor::zeros({B, T, C}, dtype), lse = Tensor::zeros({B, NH, T});
+    Tensor dqkv = Tensor::zeros({B, T, 3 * C}, dtype);
+    std::string message = testing::error_of([&] { attention_forward(out, lse, qkv, int(NH)); });
+    EXPECT_TRUE(testing::names_dtype_on_cpu(message, dtype)) << message;
+    message = testing::error_of([&] { attention_backward(dqkv, dout, qkv, out, lse, int(NH)); });
+    EXPECT_TRUE(testing::names_dtype_on_cpu(message, dtype)) << message;
+  }
 }
 
 }  // namespace

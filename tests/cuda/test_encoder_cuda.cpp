@@ -1,6 +1,7 @@
 // Token + position embedding on the GPU against the CPU: forward exact, backward accumulating
 // onto existing gradients with repeated tokens (bucketed by token, no atomics), the same bits on
-// every run; bf16 activations with fp32 gradients; out-of-range ids and CPU bf16 refused.
+// every run; bf16 and f16 activations with fp32 gradients; out-of-range ids, and bf16 and f16 on
+// the CPU, refused.
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_testing.h"
@@ -36,35 +37,41 @@ TEST_F(EncoderCuda, ForwardAndBackwardMatchCpu) {
   testing::expect_matches_cpu(dwpe_gpu, dwpe, 1e-6, 1e-5, 1e-5, "encoder dwpe");
 }
 
-// bf16 out/wte/wpe/dout, f32 dwte/dwpe. Forward: the fp32 sum of two stored values, rounded once
-// to nearest even: the CPU result on the same inputs rounded to bf16, bit for bit. Backward: fp32
-// sums of the same bf16 values the CPU sums, so the fp32 tolerances hold. C = 72 takes the 16-byte
-// path, C = 70 the scalar one.
-TEST_F(EncoderCuda, Bf16MatchesCpuOnRoundedInputs) {
+// bf16 or f16 out/wte/wpe/dout, f32 dwte/dwpe. Forward: the fp32 sum of two stored values, rounded
+// once to nearest even: the CPU result on the same inputs rounded to the dtype, bit for bit. Backward:
+// fp32 sums of the same stored values the CPU sums, so the fp32 tolerances hold. C = 72 takes the
+// 16-byte path, C = 70 the scalar one.
+using EncoderCudaLowPrecision = testing::CudaLowPrecisionTest;
+
+TEST_P(EncoderCudaLowPrecision, MatchesCpuOnRoundedInputs) {
+  const DType dtype = GetParam();
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   for (const int64_t C : {int64_t(72), int64_t(70)}) {
     SCOPED_TRACE(C);
     const int64_t B = 3, T = 17, Vp = 24, maxT = 20;
     const Tensor tokens = testing::random_ids({B, T}, Vp, seed);
-    const Tensor wte = testing::rounded_to_bf16(random_tensor({Vp, C}, seed + 1));
-    const Tensor wpe = testing::rounded_to_bf16(random_tensor({maxT, C}, seed + 2));
-    const Tensor dout = testing::rounded_to_bf16(random_tensor({B, T, C}, seed + 3));
+    const Tensor wte = testing::rounded_to(random_tensor({Vp, C}, seed + 1), dtype);
+    const Tensor wpe = testing::rounded_to(random_tensor({maxT, C}, seed + 2), dtype);
+    const Tensor dout = testing::rounded_to(random_tensor({B, T, C}, seed + 3), dtype);
     Tensor out = Tensor::zeros({B, T, C});
     encoder_forward(out, tokens, wte, wpe);
-    Tensor out_gpu = testing::poisoned_gpu({B, T, C}, DType::bf16);
+    Tensor out_gpu = testing::poisoned_gpu({B, T, C}, dtype);
     const Tensor tokens_gpu = to_gpu(tokens);
-    encoder_forward(out_gpu, tokens_gpu, testing::to_gpu_as(wte, DType::bf16), testing::to_gpu_as(wpe, DType::bf16));
-    testing::expect_matches_cpu(out_gpu, testing::rounded_to_bf16(out), 0.0, 0.0, 0.0, "encoder bf16 out");
+    encoder_forward(out_gpu, tokens_gpu, testing::to_gpu_as(wte, dtype), testing::to_gpu_as(wpe, dtype));
+    testing::expect_matches_cpu(out_gpu, testing::rounded_to(out, dtype), 0.0, 0.0, 0.0, "encoder out");
 
     Tensor dwte = random_tensor({Vp, C}, seed + 4), dwpe = random_tensor({maxT, C}, seed + 5);
     Tensor dwte_gpu = to_gpu(dwte), dwpe_gpu = to_gpu(dwpe);
     encoder_backward(dwte, dwpe, dout, tokens);
-    encoder_backward(dwte_gpu, dwpe_gpu, testing::to_gpu_as(dout, DType::bf16), tokens_gpu);
-    testing::expect_matches_cpu(dwte_gpu, dwte, 1e-6, 1e-5, 1e-5, "encoder dwte from bf16 dout");
-    testing::expect_matches_cpu(dwpe_gpu, dwpe, 1e-6, 1e-5, 1e-5, "encoder dwpe from bf16 dout");
+    encoder_backward(dwte_gpu, dwpe_gpu, testing::to_gpu_as(dout, dtype), tokens_gpu);
+    testing::expect_matches_cpu(dwte_gpu, dwte, 1e-6, 1e-5, 1e-5, "encoder dwte");
+    testing::expect_matches_cpu(dwpe_gpu, dwpe, 1e-6, 1e-5, 1e-5, "encoder dwpe");
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Storage, EncoderCudaLowPrecision, ::testing::ValuesIn(testing::kLowPrecisionDTypes),
+                         testing::dtype_param_name);
 
 // Every dwte element is summed by one thread, starting from its old value and adding the rows of
 // its token in (b,t) order, as the CPU does: two runs give the same bits, and the CPU's bits too.
@@ -75,12 +82,12 @@ TEST_F(EncoderCuda, BackwardIsDeterministic) {
   const int64_t B = 8, T = 64, C = 300, Vp = 5;
   const Tensor tokens = testing::random_ids({B, T}, Vp, seed);
   const Tensor tokens_gpu = to_gpu(tokens);
-  const Tensor dout = testing::rounded_to_bf16(random_tensor({B, T, C}, seed + 1));
   const Tensor dwte0 = random_tensor({Vp, C}, seed + 2), dwpe0 = random_tensor({T, C}, seed + 3);
-  Tensor dwte_cpu = testing::copy_of(dwte0), dwpe_cpu = testing::copy_of(dwpe0);
-  encoder_backward(dwte_cpu, dwpe_cpu, dout, tokens);
-  for (const DType dtype : {DType::f32, DType::bf16}) {
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dtype));
+    const Tensor dout = testing::rounded_to(random_tensor({B, T, C}, seed + 1), dtype);  // what the GPU reads
+    Tensor dwte_cpu = testing::copy_of(dwte0), dwpe_cpu = testing::copy_of(dwpe0);
+    encoder_backward(dwte_cpu, dwpe_cpu, dout, tokens);
     const Tensor dout_gpu = testing::to_gpu_as(dout, dtype);
     Tensor dwte[2], dwpe[2];
     for (int run = 0; run < 2; run++) {
@@ -105,16 +112,19 @@ TEST_F(EncoderCuda, OutOfRangeTokenIsRefused) {
   EXPECT_TRUE(testing::contains(message, "token id 9")) << message;
 }
 
-// CPU kernels are the fp32 reference: bf16 activations on the CPU are an error naming the dtype.
-TEST(EncoderDtype, Bf16OnTheCpuIsRefused) {
-  const Tensor tokens = Tensor::zeros({1, 2}, DType::i32);
-  Tensor out = Tensor::zeros({1, 2, 4}, DType::bf16);
-  const Tensor wte = Tensor::zeros({8, 4}, DType::bf16), wpe = Tensor::zeros({2, 4}, DType::bf16);
-  std::string message = testing::error_of([&] { encoder_forward(out, tokens, wte, wpe); });
-  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
-  Tensor dwte = Tensor::zeros({8, 4}), dwpe = Tensor::zeros({2, 4});
-  message = testing::error_of([&] { encoder_backward(dwte, dwpe, out, tokens); });
-  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
+// CPU kernels are the fp32 reference: bf16 or f16 activations on the CPU are an error naming the dtype.
+TEST(EncoderDtype, LowPrecisionOnTheCpuIsRefused) {
+  for (const DType dtype : testing::kLowPrecisionDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor tokens = Tensor::zeros({1, 2}, DType::i32);
+    Tensor out = Tensor::zeros({1, 2, 4}, dtype);
+    const Tensor wte = Tensor::zeros({8, 4}, dtype), wpe = Tensor::zeros({2, 4}, dtype);
+    std::string message = testing::error_of([&] { encoder_forward(out, tokens, wte, wpe); });
+    EXPECT_TRUE(testing::names_dtype_on_cpu(message, dtype)) << message;
+    Tensor dwte = Tensor::zeros({8, 4}), dwpe = Tensor::zeros({2, 4});
+    message = testing::error_of([&] { encoder_backward(dwte, dwpe, out, tokens); });
+    EXPECT_TRUE(testing::names_dtype_on_cpu(message, dtype)) << message;
+  }
 }
 
 }  // namespace

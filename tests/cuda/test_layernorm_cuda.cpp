@@ -1,8 +1,8 @@
 // LayerNorm on the GPU against the CPU: out, mean, rstd; dx written over poison; dweight and dbias
-// accumulated onto existing values; the fused residual + LayerNorm forward. fp32, and bf16 storage
-// against the fp32 CPU op on the same (bf16-rounded) inputs. Widths below, at and above a warp, and
-// GPT-2's 768 (32 and 768 take the 16-byte bf16 path, 7 and 37 the scalar one). bf16 tensors on
-// the CPU are refused.
+// accumulated onto existing values; the fused residual + LayerNorm forward. fp32, and bf16 and f16
+// storage against the fp32 CPU op on the same (rounded) inputs. Widths below, at and above a warp,
+// and GPT-2's 768 (32 and 768 take the 16-byte path of the 16-bit dtypes, 7 and 37 the scalar one).
+// bf16 and f16 tensors on the CPU are refused.
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_testing.h"
@@ -42,35 +42,40 @@ TEST_P(LayerNormCuda, ForwardAndBackwardMatchCpu) {
   testing::expect_matches_cpu(db_gpu, db, 1e-5, 1e-4, 1e-4, "layernorm dbias");
 }
 
-// bf16 x/out/dout/dx/weight/bias, f32 statistics and parameter gradients. The GPU sums the same
-// rounded values in fp32 (in another order) and rounds out and dx once: bf16 outputs get the fp32
-// tolerances above doubled plus half a bf16 ulp; the fp32 outputs keep the fp32 tolerances.
-TEST_P(LayerNormCuda, Bf16MatchesCpuOnRoundedInputs) {
+// bf16 or f16 x/out/dout/dx/weight/bias, f32 statistics and parameter gradients. The GPU sums the
+// same rounded values in fp32 (in another order) and rounds out and dx once: they get the fp32
+// tolerances above doubled plus half an ulp of the dtype; the fp32 outputs keep the fp32 tolerances.
+TEST_P(LayerNormCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   const int64_t B = 4, T = 67, C = GetParam();
-  const Tensor x = testing::rounded_to_bf16(random_tensor({B, T, C}, seed, -2.0f, 3.0f));
-  const Tensor dout = testing::rounded_to_bf16(random_tensor({B, T, C}, seed + 1));
-  const Tensor weight = testing::rounded_to_bf16(random_tensor({C}, seed + 2, 0.5f, 1.5f));
-  const Tensor bias = testing::rounded_to_bf16(random_tensor({C}, seed + 3));
-  Tensor out = Tensor::zeros({B, T, C}), mean = Tensor::zeros({B, T}), rstd = Tensor::zeros({B, T});
-  layernorm_forward(out, mean, rstd, x, weight, bias);
-  Tensor out_gpu = testing::poisoned_gpu({B, T, C}, DType::bf16), mean_gpu = testing::poisoned_gpu({B, T}),
-         rstd_gpu = testing::poisoned_gpu({B, T});
-  const Tensor x_gpu = testing::to_gpu_as(x, DType::bf16), weight_gpu = testing::to_gpu_as(weight, DType::bf16);
-  layernorm_forward(out_gpu, mean_gpu, rstd_gpu, x_gpu, weight_gpu, testing::to_gpu_as(bias, DType::bf16));
-  testing::expect_matches_cpu(out_gpu, out, 1e-2, 2e-5, testing::kBf16Rounding + 2e-5, "layernorm bf16 out");
-  testing::expect_matches_cpu(mean_gpu, mean, 1e-6, 1e-6, 1e-5, "layernorm mean from bf16 x");
-  testing::expect_matches_cpu(rstd_gpu, rstd, 1e-6, 1e-6, 1e-5, "layernorm rstd from bf16 x");
+  for (const DType dtype : testing::kLowPrecisionDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const auto rounded = [dtype](const Tensor& t) { return testing::rounded_to(t, dtype); };
+    const auto on_gpu = [dtype](const Tensor& t) { return testing::to_gpu_as(t, dtype); };
+    const Tensor x = rounded(random_tensor({B, T, C}, seed, -2.0f, 3.0f));
+    const Tensor dout = rounded(random_tensor({B, T, C}, seed + 1));
+    const Tensor weight = rounded(random_tensor({C}, seed + 2, 0.5f, 1.5f));
+    const Tensor bias = rounded(random_tensor({C}, seed + 3));
+    Tensor out = Tensor::zeros({B, T, C}), mean = Tensor::zeros({B, T}), rstd = Tensor::zeros({B, T});
+    layernorm_forward(out, mean, rstd, x, weight, bias);
+    Tensor out_gpu = testing::poisoned_gpu({B, T, C}, dtype), mean_gpu = testing::poisoned_gpu({B, T}),
+           rstd_gpu = testing::poisoned_gpu({B, T});
+    const Tensor x_gpu = on_gpu(x), weight_gpu = on_gpu(weight);
+    layernorm_forward(out_gpu, mean_gpu, rstd_gpu, x_gpu, weight_gpu, on_gpu(bias));
+    const double rel_l2 = testing::scaled_from_bf16(1e-2, dtype), rounding = testing::rounding_of(dtype);
+    testing::expect_matches_cpu(out_gpu, out, rel_l2, 2e-5, rounding + 2e-5, "layernorm out");
+    testing::expect_matches_cpu(mean_gpu, mean, 1e-6, 1e-6, 1e-5, "layernorm mean");
+    testing::expect_matches_cpu(rstd_gpu, rstd, 1e-6, 1e-6, 1e-5, "layernorm rstd");
 
-  Tensor dx = Tensor::zeros({B, T, C}), dw = random_tensor({C}, seed + 4), db = random_tensor({C}, seed + 5);
-  Tensor dx_gpu = testing::poisoned_gpu({B, T, C}, DType::bf16), dw_gpu = to_gpu(dw), db_gpu = to_gpu(db);
-  layernorm_backward(dx, dw, db, dout, x, weight, mean, rstd);
-  layernorm_backward(dx_gpu, dw_gpu, db_gpu, testing::to_gpu_as(dout, DType::bf16), x_gpu, weight_gpu, to_gpu(mean),
-                     to_gpu(rstd));
-  testing::expect_matches_cpu(dx_gpu, dx, 1e-2, 2e-5, testing::kBf16Rounding + 2e-4, "layernorm bf16 dx");
-  testing::expect_matches_cpu(dw_gpu, dw, 1e-5, 1e-4, 1e-4, "layernorm dweight from bf16");
-  testing::expect_matches_cpu(db_gpu, db, 1e-5, 1e-4, 1e-4, "layernorm dbias from bf16");
+    Tensor dx = Tensor::zeros({B, T, C}), dw = random_tensor({C}, seed + 4), db = random_tensor({C}, seed + 5);
+    Tensor dx_gpu = testing::poisoned_gpu({B, T, C}, dtype), dw_gpu = to_gpu(dw), db_gpu = to_gpu(db);
+    layernorm_backward(dx, dw, db, dout, x, weight, mean, rstd);
+    layernorm_backward(dx_gpu, dw_gpu, db_gpu, on_gpu(dout), x_gpu, weight_gpu, to_gpu(mean), to_gpu(rstd));
+    testing::expect_matches_cpu(dx_gpu, dx, rel_l2, 2e-5, rounding + 2e-4, "layernorm dx");
+    testing::expect_matches_cpu(dw_gpu, dw, 1e-5, 1e-4, 1e-4, "layernorm dweight");
+    testing::expect_matches_cpu(db_gpu, db, 1e-5, 1e-4, 1e-4, "layernorm dbias");
+  }
 }
 
 // The fused kernel against (1) the CPU: residual_out is a + b rounded to the dtype, exactly, and
@@ -80,17 +85,17 @@ TEST_P(LayerNormCuda, ResidualLayerNormForwardMatchesUnfused) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   const int64_t B = 4, T = 67, C = GetParam();
-  const Tensor a = testing::rounded_to_bf16(random_tensor({B, T, C}, seed, -2.0f, 3.0f));
-  const Tensor b = testing::rounded_to_bf16(random_tensor({B, T, C}, seed + 1));
-  const Tensor weight = testing::rounded_to_bf16(random_tensor({C}, seed + 2, 0.5f, 1.5f));
-  const Tensor bias = testing::rounded_to_bf16(random_tensor({C}, seed + 3));
-  for (const DType dtype : {DType::f32, DType::bf16}) {
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dtype));
-    const bool bf16 = dtype == DType::bf16;
+    const auto rounded = [dtype](const Tensor& t) { return testing::rounded_to(t, dtype); };  // what the GPU stores
+    const Tensor a = rounded(random_tensor({B, T, C}, seed, -2.0f, 3.0f));
+    const Tensor b = rounded(random_tensor({B, T, C}, seed + 1));
+    const Tensor weight = rounded(random_tensor({C}, seed + 2, 0.5f, 1.5f));
+    const Tensor bias = rounded(random_tensor({C}, seed + 3));
     Tensor sum = Tensor::zeros({B, T, C}), out = Tensor::zeros({B, T, C});
     Tensor mean = Tensor::zeros({B, T}), rstd = Tensor::zeros({B, T});
     residual_forward(sum, a, b);
-    const Tensor residual = bf16 ? testing::rounded_to_bf16(sum) : sum;  // what the GPU stores
+    const Tensor residual = rounded(sum);
     layernorm_forward(out, mean, rstd, residual, weight, bias);
 
     const Tensor a_gpu = testing::to_gpu_as(a, dtype), b_gpu = testing::to_gpu_as(b, dtype);
@@ -99,10 +104,11 @@ TEST_P(LayerNormCuda, ResidualLayerNormForwardMatchesUnfused) {
     Tensor mean_gpu = testing::poisoned_gpu({B, T}), rstd_gpu = testing::poisoned_gpu({B, T});
     residual_layernorm_forward(residual_gpu, out_gpu, mean_gpu, rstd_gpu, a_gpu, b_gpu, weight_gpu, bias_gpu);
     testing::expect_matches_cpu(residual_gpu, residual, 0.0, 0.0, 0.0, "fused residual_out");
-    if (bf16)
-      testing::expect_matches_cpu(out_gpu, out, 1e-2, 2e-5, testing::kBf16Rounding + 2e-5, "fused out");
-    else
+    if (dtype == DType::f32)
       testing::expect_matches_cpu(out_gpu, out, 1e-6, 1e-5, 1e-5, "fused out");
+    else
+      testing::expect_matches_cpu(out_gpu, out, testing::scaled_from_bf16(1e-2, dtype), 2e-5,
+                                  testing::rounding_of(dtype) + 2e-5, "fused out");
     testing::expect_matches_cpu(mean_gpu, mean, 1e-6, 1e-6, 1e-5, "fused mean");
     testing::expect_matches_cpu(rstd_gpu, rstd, 1e-6, 1e-6, 1e-5, "fused rstd");
 
@@ -119,18 +125,21 @@ TEST_P(LayerNormCuda, ResidualLayerNormForwardMatchesUnfused) {
 
 INSTANTIATE_TEST_SUITE_P(Widths, LayerNormCuda, ::testing::Values(int64_t(7), int64_t(32), int64_t(37), int64_t(768)));
 
-// CPU kernels are the fp32 reference: bf16 activations on the CPU are an error naming the dtype.
-TEST(LayerNormDtype, Bf16OnTheCpuIsRefused) {
+// CPU kernels are the fp32 reference: bf16 or f16 activations on the CPU are an error naming the dtype.
+TEST(LayerNormDtype, LowPrecisionOnTheCpuIsRefused) {
   const int64_t N = 2, C = 8;
-  const Tensor x = Tensor::zeros({N, C}, DType::bf16), weight = Tensor::zeros({C}, DType::bf16);
-  Tensor out = Tensor::zeros({N, C}, DType::bf16), residual = Tensor::zeros({N, C}, DType::bf16);
-  Tensor mean = Tensor::zeros({N}), rstd = Tensor::zeros({N}), dw = Tensor::zeros({C}), db = Tensor::zeros({C});
-  std::string message = testing::error_of([&] { layernorm_forward(out, mean, rstd, x, weight, weight); });
-  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
-  message = testing::error_of([&] { residual_layernorm_forward(residual, out, mean, rstd, x, x, weight, weight); });
-  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
-  message = testing::error_of([&] { layernorm_backward(out, dw, db, x, x, weight, mean, rstd); });
-  EXPECT_TRUE(testing::contains(message, "bf16")) << message;
+  for (const DType dtype : testing::kLowPrecisionDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = Tensor::zeros({N, C}, dtype), weight = Tensor::zeros({C}, dtype);
+    Tensor out = Tensor::zeros({N, C}, dtype), residual = Tensor::zeros({N, C}, dtype);
+    Tensor mean = Tensor::zeros({N}), rstd = Tensor::zeros({N}), dw = Tensor::zeros({C}), db = Tensor::zeros({C});
+    std::string message = testing::error_of([&] { layernorm_forward(out, mean, rstd, x, weight, weight); });
+    EXPECT_TRUE(testing::names_dtype_on_cpu(message, dtype)) << message;
+    message = testing::error_of([&] { residual_layernorm_forward(residual, out, mean, rstd, x, x, weight, weight); });
+    EXPECT_TRUE(testing::names_dtype_on_cpu(message, dtype)) << message;
+    message = testing::error_of([&] { layernorm_backward(out, dw, db, x, x, weight, mean, rstd); });
+    EXPECT_TRUE(testing::names_dtype_on_cpu(message, dtype)) << message;
+  }
 }
 
 }  // namespace

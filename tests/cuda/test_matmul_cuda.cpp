@@ -1,5 +1,5 @@
 // The linear layer through cuBLASLt against OpenBLAS on the CPU, in f32 (fp32 compute, no TF32)
-// and in bf16 (bf16 storage, fp32 accumulation; the CPU runs in f32 on the same bf16-rounded
+// and in bf16 and f16 (16-bit storage, fp32 accumulation; the CPU runs in f32 on the same rounded
 // inputs): forward with and without the bias epilogue, dx written over poison, dweight and dbias
 // accumulated onto existing values, a weight view at an offset of one element (4- or 2-byte
 // alignment); the fused GELU forward and DGELU backward against their CPU compositions, their
@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -21,6 +22,7 @@ namespace tessera {
 namespace {
 
 using testing::random_tensor;
+using testing::rounded_to;  // what the GPU really computes on: the host values rounded to the dtype
 using testing::to_gpu;
 using testing::to_gpu_as;
 
@@ -32,18 +34,19 @@ struct Tolerance {
 // a few ulps (2^-24) of the partial sums per term at worst, typically sqrt(K) of them.
 double sum_order_atol(int64_t K) { return 4.0 * double(K) * std::ldexp(1.0, -24); }
 
-// An output `ref` stored in the activation dtype after a K-term reduction. bf16 adds roundings to
-// nearest of 2^-8 each: cuBLASLt's epilogues (bias, GELU, DGELU) may round the fp32 accumulator to
-// bf16 before they apply, so an element sees up to two, relative to the magnitude of its terms
-// (bounded by the output's largest magnitude), not to their possibly cancelling sum (seen on an H100).
+// An output `ref` stored in the activation dtype after a K-term reduction. bf16 and f16 add roundings
+// to nearest of half an ulp each: cuBLASLt's epilogues (bias, GELU, DGELU) may round the fp32
+// accumulator to the dtype before they apply, so an element sees up to two, relative to the magnitude
+// of its terms (bounded by the output's largest magnitude), not to their possibly cancelling sum (seen
+// on an H100 in bf16).
 Tolerance activation_tolerance(DType dtype, int64_t K, const Tensor& ref) {
-  const double half_ulp = std::ldexp(1.0, -8);
+  const double half_ulp = testing::rounding_of(dtype);
   if (dtype == DType::f32) return {1e-6, sum_order_atol(K), 1e-5};
   return {2 * half_ulp, sum_order_atol(K) + half_ulp * testing::max_abs(ref), 2 * half_ulp};
 }
 
-// dweight and dbias are fp32 sums of products of bf16 values, which are exact in fp32: bf16 is held
-// to the same bound as f32.
+// dweight and dbias are fp32 sums of products of bf16 or f16 values (8 or 11 significant bits), which
+// are exact in fp32: both are held to the same bound as f32.
 Tolerance parameter_grad_tolerance(int64_t K) { return {1e-6, sum_order_atol(K), 1e-5}; }
 
 // Through the GELU epilogue: gelu' <= 1.13 scales the reduction's error, and cuBLASLt's GELU differs
@@ -54,14 +57,11 @@ void expect_matches(const Tensor& gpu, const Tensor& cpu, Tolerance t, const cha
   testing::expect_matches_cpu(gpu, cpu, t.rel_l2, t.atol, t.rtol, what);
 }
 
-// What the GPU really computes on: the host values rounded to bf16 for bf16, as they are for f32.
-Tensor as_seen(const Tensor& host, DType dtype) {
-  return dtype == DType::bf16 ? testing::rounded_to_bf16(host) : host;
-}
-
+// "F32WithBias", "Bf16NoBias", "F16WithBias", ...
 std::string dtype_and_bias_name(const ::testing::TestParamInfo<std::tuple<DType, bool>>& info) {
-  return std::string(std::get<0>(info.param) == DType::bf16 ? "Bf16" : "F32") +
-         (std::get<1>(info.param) ? "WithBias" : "NoBias");
+  std::string dtype(dtype_name(std::get<0>(info.param)));
+  dtype[0] = char(std::toupper(static_cast<unsigned char>(dtype[0])));
+  return dtype + (std::get<1>(info.param) ? "WithBias" : "NoBias");
 }
 
 class MatmulCuda : public testing::CudaTest, public ::testing::WithParamInterface<std::tuple<DType, bool>> {};
@@ -71,13 +71,13 @@ TEST_P(MatmulCuda, ForwardAndBackwardMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   const int64_t B = 2, T = 65, C = 100, OC = 70, N = B * T;
-  const Tensor x = as_seen(random_tensor({B, T, C}, seed), dtype);
-  const Tensor dout = as_seen(random_tensor({B, T, OC}, seed + 1), dtype);
+  const Tensor x = rounded_to(random_tensor({B, T, C}, seed), dtype);
+  const Tensor dout = rounded_to(random_tensor({B, T, OC}, seed + 1), dtype);
   // weight: a view one element into a larger buffer, as parameters are views into one flat buffer
-  const Tensor flat = as_seen(random_tensor({OC * C + 1}, seed + 2), dtype);
+  const Tensor flat = rounded_to(random_tensor({OC * C + 1}, seed + 2), dtype);
   const Tensor weight = flat.view(1, {OC, C});
   const Tensor weight_gpu = to_gpu_as(flat, dtype).view(1, {OC, C});
-  const Tensor bias = with_bias ? as_seen(random_tensor({OC}, seed + 3), dtype) : Tensor();
+  const Tensor bias = with_bias ? rounded_to(random_tensor({OC}, seed + 3), dtype) : Tensor();
   const Tensor bias_gpu = with_bias ? to_gpu_as(bias, dtype) : Tensor();
   const Tensor x_gpu = to_gpu_as(x, dtype), dout_gpu = to_gpu_as(dout, dtype);
 
@@ -104,9 +104,9 @@ TEST_P(MatmulCuda, FusedGeluOpsMatchTheirCpuCompositions) {
   SCOPED_TRACE(seed);
   // C and OC multiples of 8 (the pre-GELU rows), N odd; weight scaled so pre-GELU values are O(1)
   const int64_t B = 3, T = 41, C = 104, OC = 72, N = B * T;
-  const Tensor x = as_seen(random_tensor({B, T, C}, seed), dtype);
-  const Tensor weight = as_seen(random_tensor({OC, C}, seed + 1, -0.3f, 0.3f), dtype);
-  const Tensor bias = with_bias ? as_seen(random_tensor({OC}, seed + 2), dtype) : Tensor();
+  const Tensor x = rounded_to(random_tensor({B, T, C}, seed), dtype);
+  const Tensor weight = rounded_to(random_tensor({OC, C}, seed + 1, -0.3f, 0.3f), dtype);
+  const Tensor bias = with_bias ? rounded_to(random_tensor({OC}, seed + 2), dtype) : Tensor();
   const Tensor x_gpu = to_gpu_as(x, dtype), weight_gpu = to_gpu_as(weight, dtype);
   const Tensor bias_gpu = with_bias ? to_gpu_as(bias, dtype) : Tensor();
 
@@ -118,8 +118,8 @@ TEST_P(MatmulCuda, FusedGeluOpsMatchTheirCpuCompositions) {
   expect_matches(out_gpu, out, after_gelu(activation_tolerance(dtype, C, pre)), "fused gelu out");
 
   // The layer after the GELU: its input x = gelu(x_pre_gelu); dx is the gradient of x_pre_gelu.
-  const Tensor dout = as_seen(random_tensor({B, T, OC}, seed + 3), dtype);
-  const Tensor x_pre_gelu = as_seen(random_tensor({B, T, C}, seed + 4, -3.0f, 3.0f), dtype);
+  const Tensor dout = rounded_to(random_tensor({B, T, OC}, seed + 3), dtype);
+  const Tensor x_pre_gelu = rounded_to(random_tensor({B, T, C}, seed + 4, -3.0f, 3.0f), dtype);
   Tensor dx = Tensor::zeros({B, T, C}), dw = random_tensor({OC, C}, seed + 5);
   Tensor db = with_bias ? random_tensor({OC}, seed + 6) : Tensor();
   Tensor dx_gpu = testing::poisoned_gpu({B, T, C}, dtype), dw_gpu = to_gpu(dw);
@@ -133,15 +133,16 @@ TEST_P(MatmulCuda, FusedGeluOpsMatchTheirCpuCompositions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DTypeAndBias, MatmulCuda,
-                         ::testing::Combine(::testing::Values(DType::f32, DType::bf16), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values(DType::f32, DType::bf16, DType::f16),
+                                            ::testing::Bool()),
                          dtype_and_bias_name);
 
 class MatmulCudaRules : public testing::CudaTest {};
 
 // cuBLASLt's GELU epilogues need the pre-GELU matrix's leading dimension divisible by 8.
 TEST_F(MatmulCudaRules, FusedGeluRefusesRowsNotAMultipleOf8) {
-  for (const DType dtype : {DType::f32, DType::bf16}) {
-    SCOPED_TRACE(dtype == DType::bf16 ? "bf16" : "f32");
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
     const int64_t N = 16, C = 100, OC = 70;
     const Tensor x = to_gpu_as(random_tensor({N, C}, 1), dtype), weight = to_gpu_as(random_tensor({OC, C}, 2), dtype);
     Tensor out = testing::poisoned_gpu({N, OC}, dtype), pre = testing::poisoned_gpu({N, OC}, dtype);
@@ -158,7 +159,7 @@ TEST_F(MatmulCudaRules, FusedGeluRefusesRowsNotAMultipleOf8) {
 }
 
 #ifdef TESSERA_WITH_CUDA
-// Both results back on the host in f32 (bf16 widens exactly), element for element identical.
+// Both results back on the host in f32 (bf16 and f16 widen exactly), element for element identical.
 void expect_bitwise_equal(const Tensor& a_gpu, const Tensor& b_gpu, const char* what) {
   testing::expect_identical(testing::to_f32(testing::to_cpu(a_gpu)), testing::to_f32(testing::to_cpu(b_gpu)), what);
 }
@@ -166,8 +167,8 @@ void expect_bitwise_equal(const Tensor& a_gpu, const Tensor& b_gpu, const char* 
 // A repeated problem reuses its plan (no new heuristic call) and gives bitwise the same result; a
 // differently aligned operand is another problem, so it gets its own plan.
 TEST_F(MatmulCudaRules, PlanCacheHitsGiveBitwiseTheSameResult) {
-  for (const DType dtype : {DType::f32, DType::bf16}) {
-    SCOPED_TRACE(dtype == DType::bf16 ? "bf16" : "f32");
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
     const int64_t N = 57, C = 48, OC = 40;  // a shape no other test uses
     const Tensor x = to_gpu_as(random_tensor({N, C}, 5), dtype), bias = to_gpu_as(random_tensor({OC}, 6), dtype);
     const Tensor flat = to_gpu_as(random_tensor({OC * C + 1}, 7), dtype);

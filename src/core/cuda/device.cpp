@@ -106,6 +106,11 @@ std::string cuda_device_name() {
   return props.name;
 }
 
+void cuda_select_device_for_local_rank(int local_rank) {
+  const int count = cuda_device_count();
+  if (count > 0) CUDA_CHECK(cudaSetDevice(local_rank % count));
+}
+
 cudaStream_t cuda_compute_stream() {
   static const cudaStream_t stream = [] {
     require_device();
@@ -218,6 +223,7 @@ namespace {
 int cuda_device_count() { return 0; }
 std::string cuda_unavailable_reason() { return "this build has no CUDA backend"; }
 std::string cuda_device_name() { return ""; }
+void cuda_select_device_for_local_rank(int) {}
 void* device_allocate(size_t) { fail_no_backend(); }
 void device_free(void*, size_t) {}
 AllocatorStats device_allocator_stats() { return {}; }

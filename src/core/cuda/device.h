@@ -22,6 +22,9 @@ int cuda_device_count();
 std::string cuda_unavailable_reason();
 // The current device's name as the driver reports it ("NVIDIA H100 80GB HBM3"); "" without one.
 std::string cuda_device_name();
+// Makes device local_rank % cuda_device_count() current, so the ranks of a node spread over its GPUs
+// (and share one when there is one). Call before any other CUDA work; no-op without a device.
+void cuda_select_device_for_local_rank(int local_rank);
 
 // Device memory from a cache of freed blocks (rounded sizes, reused on exact size class);
 // cudaMalloc only on a miss. Out of memory empties the cache and retries once, then throws with the

@@ -1,5 +1,5 @@
 // Causal self-attention on the GPU, FlashAttention-2 style (contract in ops/attention.h); storage Elem =
-// float or bf16 for qkv, out, dout, dqkv (lse and delta always fp32), math in fp32: tiles are widened
+// float, bf16 or fp16 for qkv, out, dout, dqkv (lse and delta always fp32), math in fp32: tiles are widened
 // to fp32 as they enter shared memory, results rounded once as they leave. Blocks of 128 threads take
 // one (64-row tile, head, batch); q, k, v, dout tiles sit in shared memory, score tiles in registers,
 // and no (T,T) matrix reaches global memory. Forward: online softmax over the key tiles at or below
@@ -86,7 +86,7 @@ __device__ __forceinline__ float row_sum(float v) {
 // --- tile building blocks ---
 
 // dst (kTile, HS) in fp32, row stride kLd, = rows [row0, row0 + kTile) of src (T, HS), row stride
-// ld; rows at or past T are zeros. One 16-byte global load (4 floats or 8 bf16) per step.
+// ld; rows at or past T are zeros. One 16-byte global load (4 floats or 8 bf16/fp16) per step.
 template <int HS, typename Elem>
 __device__ __forceinline__ void load_tile(float* dst, const Elem* src, int64_t ld, int row0, int T) {
   constexpr int kW = kVec<Elem>, kLoads = HS / kW, kPerThread = kTile * kLoads / kThreads;
@@ -456,7 +456,7 @@ void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH,
     TS_CHECK(is_aligned16(pointer), op, ": the CUDA kernel needs 16-byte aligned tensors, but ", name, " starts ",
              reinterpret_cast<uintptr_t>(pointer) % 16,
              " bytes past a 16-byte boundary; pass a tensor that starts at its allocation, or a view whose offset "
-             "is a multiple of 16 bytes (4 f32 or 8 bf16 elements), e.g. a copy into a fresh tensor");
+             "is a multiple of 16 bytes (4 f32 or 8 bf16 or f16 elements), e.g. a copy into a fresh tensor");
 }
 
 // Opts a kernel into `bytes` of dynamic shared memory (needed above 48 KB), then launches it.
@@ -467,10 +467,12 @@ void launch(void (*kernel)(Params...), dim3 grid, size_t bytes, cudaStream_t str
   CUDA_CHECK_LAUNCH();
 }
 
-// --- launch helpers, shared by the float and bf16 launchers ---
+}  // namespace
+
+// --- launchers ---
 
 template <typename Elem>
-void launch_attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+void attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                               cudaStream_t stream) {
   const char* op = "attention_forward";
   check_launch(op, B, T, C, NH, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
@@ -485,7 +487,7 @@ void launch_attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B,
 }
 
 template <typename Elem>
-void launch_attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Elem* out, const float* lse,
+void attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Elem* out, const float* lse,
                                int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream) {
   const char* op = "attention_backward";
   check_launch(op, B, T, C, NH, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
@@ -509,27 +511,9 @@ void launch_attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, co
   });
 }
 
-}  // namespace
-
-// --- launchers ---
-
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
-                       cudaStream_t stream) {
-  launch_attention_forward(out, lse, qkv, B, T, C, NH, stream);
-}
-void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH, cudaStream_t stream) {
-  launch_attention_forward(out, lse, qkv, B, T, C, NH, stream);
-}
-
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream) {
-  launch_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, stream);
-}
-void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                        const __nv_bfloat16* out, const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
-                        cudaStream_t stream) {
-  launch_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, stream);
-}
+#define INSTANTIATE(Elem) \
+  template void attention_forward<Elem>(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream); \
+  template void attention_backward<Elem>(Elem* dqkv, const Elem* dout, const Elem* qkv, const Elem* out, const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream);
+TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -1,8 +1,8 @@
-// Causal self-attention in bf16 on tensor cores (sm_80+), FlashAttention-2 style; contract in ops/attention.h,
-// launchers in attention_tc_cuda.h. Blocks of 4 warps take one (64-row tile, head, batch), each warp 16 rows;
-// products by mma.sync m16n8k16 (bf16 operands, fp32 accumulators), operands from padded shared tiles by
-// ldmatrix, tiles streamed in by cp.async two stages deep; no (T,T) matrix reaches global memory. Forward:
-// online softmax in registers, P rounded to bf16 for P v. Backward, deterministic (no atomics): delta =
+// Causal self-attention in bf16 or fp16 (element type E) on tensor cores (sm_80+), FlashAttention-2 style;
+// contract in ops/attention.h, launchers in attention_tc_cuda.h. Blocks of 4 warps take one (64-row tile,
+// head, batch), each warp 16 rows; products by mma.sync m16n8k16 (E operands, fp32 accumulators), operands
+// from padded shared tiles by ldmatrix, tiles streamed in by cp.async two stages deep; no (T,T) matrix
+// reaches global memory. Forward: online softmax in registers, P rounded to E for P v. Backward, deterministic (no atomics): delta =
 // rowsum(dout * out), one kernel per key tile for dk, dv and one per query tile for dq, P from lse.
 #include <cmath>
 #include <cstdint>
@@ -18,8 +18,6 @@
 namespace tessera::cuda {
 namespace {
 
-using bf16x = __nv_bfloat16;
-
 constexpr int kTile = 64;  // query and key rows per tile
 constexpr int kWarps = 4;  // 16 rows of a tile each
 constexpr int kThreads = kWarps * kWarpSize;
@@ -27,7 +25,7 @@ constexpr int kDeltaBlock = 256;
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
 
-// A (kTile, HS) bf16 tile in shared memory, rows padded by 16 bytes: the 8 row addresses of one
+// A (kTile, HS) tile of 16-bit elements in shared memory, rows padded by 16 bytes: the 8 row addresses of one
 // ldmatrix 8x8 matrix (same column, consecutive rows, (HS + 8) * 2 bytes apart) then fall in 8 distinct
 // 16-byte bank groups, and every row start stays 16-byte aligned for cp.async and ldmatrix.
 template <int HS>
@@ -55,38 +53,55 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// ldmatrix .x4: lanes 8i..8i+7 give the row addresses (16 bytes each) of 8x8 bf16 matrix i; afterwards
+// ldmatrix .x4: lanes 8i..8i+7 give the row addresses (16 bytes each) of 8x8 16-bit matrix i; afterwards
 // r[i] of lane l holds matrix i's row l/4, columns 2(l%4), 2(l%4)+1 (low half first). With .trans lane
 // l gets rows 2(l%4), 2(l%4)+1 of column l/4 instead, i.e. the same slots of the transposed matrix.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16x* p) {
+template <typename E>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const E* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(shared_address(p)));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16x* p) {
+template <typename E>
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const E* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(shared_address(p)));
 }
 
-// c (16x8, fp32) += a (16x16, bf16, row-major) b (16x8, bf16, column-major). Fragments (PTX ISA,
-// "Matrix Fragments for mma.m16n8k16"), with g = lane / 4, t = lane % 4, each register two bf16 with
+// c (16x8, fp32) += a (16x16, E, row-major) b (16x8, E, column-major). Fragments (PTX ISA,
+// "Matrix Fragments for mma.m16n8k16"), with g = lane / 4, t = lane % 4, each register two E with
 // the lower column (A) or lower row (B) in the low half:
 //   a[0]: A[g][2t..2t+1]   a[1]: A[g+8][2t..2t+1]   a[2]: A[g][2t+8..2t+9]   a[3]: A[g+8][2t+8..2t+9]
 //   b0:   B[2t..2t+1][g]   b1:   B[2t+8..2t+9][g]
 //   c[0], c[1]: C[g][2t], C[g][2t+1]               c[2], c[3]: C[g+8][2t], C[g+8][2t+1]
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+template <typename E>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<E, __half>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) at the lower address = low half
+// (lo, hi) rounded to E, lo in the low half (the lower address).
+template <typename E>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   uint32_t bits;
-  memcpy(&bits, &v, sizeof(bits));
+  if constexpr (std::is_same_v<E, __half>) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    memcpy(&bits, &v, sizeof(bits));
+  } else {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    memcpy(&bits, &v, sizeof(bits));
+  }
   return bits;
 }
 
@@ -98,13 +113,14 @@ __device__ __forceinline__ int lane_id() { return int(threadIdx.x) % kWarpSize; 
 // The A fragment of rows [row0, row0 + 16) x columns [k0, k0 + 16) of a shared tile (row stride ld):
 // matrices 0..3 of the ldmatrix are (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8) = a[0..3]; lane l
 // addresses row row0 + l % 16, column k0 + 8 (l / 16).
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16x* tile, int ld, int row0, int k0) {
+template <typename E>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const E* tile, int ld, int row0, int k0) {
   const int lane = lane_id();
   ldmatrix_x4(a, tile + (row0 + lane % 16) * ld + k0 + lane / 16 * 8);
 }
 // All K / 16 A fragments of rows [row0, row0 + 16) x columns [0, K).
-template <int K>
-__device__ __forceinline__ void load_a_frags(uint32_t (&a)[K / 16][4], const bf16x* tile, int ld, int row0) {
+template <int K, typename E>
+__device__ __forceinline__ void load_a_frags(uint32_t (&a)[K / 16][4], const E* tile, int ld, int row0) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; kk++) load_a(a[kk], tile, ld, row0, 16 * kk);
 }
@@ -113,7 +129,8 @@ __device__ __forceinline__ void load_a_frags(uint32_t (&a)[K / 16][4], const bf1
 // for q k^T): matrices (rows n0+0..7, cols k0+0..7), (n0+0..7, k0+8..15), (n0+8..15, k0), (n0+8..15,
 // k0+8) = b[0..3], i.e. (b0, b1) of block n0 then of block n0 + 8. Non-transposed: lane g's register
 // holds tile[n0 + g][k0 + 2t..], which is B[2t..][g], as the b0 slot asks.
-__device__ __forceinline__ void load_b_rows(uint32_t (&b)[4], const bf16x* tile, int ld, int n0, int k0) {
+template <typename E>
+__device__ __forceinline__ void load_b_rows(uint32_t (&b)[4], const E* tile, int ld, int n0, int k0) {
   const int lane = lane_id();
   ldmatrix_x4(b, tile + (n0 + lane % 8 + lane / 16 * 8) * ld + k0 + lane / 8 % 2 * 8);
 }
@@ -121,37 +138,36 @@ __device__ __forceinline__ void load_b_rows(uint32_t (&b)[4], const bf16x* tile,
 // B fragments of two n8 blocks with B[k][n] = tile[k0 + k][n0 + n] (tile rows are B's rows, as v for
 // p v), transposed on load: matrices (k0+0..7, n0+0..7), (k0+8..15, n0), (k0, n0+8..15), (k0+8, n0+8)
 // = b[0..3]; .trans gives lane (g, t) tile[k0 + 2t..][n0 + g] = B[2t..][g].
-__device__ __forceinline__ void load_b_cols(uint32_t (&b)[4], const bf16x* tile, int ld, int k0, int n0) {
+template <typename E>
+__device__ __forceinline__ void load_b_cols(uint32_t (&b)[4], const E* tile, int ld, int k0, int n0) {
   const int lane = lane_id();
   ldmatrix_x4_trans(b, tile + (k0 + lane % 16) * ld + n0 + lane / 16 * 8);
 }
 
 // acc (16, N) += a (16, 16) b^T, b = rows [0, N) x columns [k0, k0 + 16) of a shared tile (row stride ld).
-template <int N>
-__device__ __forceinline__ void mma_abt_block(float (&acc)[N / 8][4], const uint32_t (&a)[4], const bf16x* b, int ld,
+template <int N, typename E>
+__device__ __forceinline__ void mma_abt_block(float (&acc)[N / 8][4], const uint32_t (&a)[4], const E* b, int ld,
                                               int k0) {
 #pragma unroll
   for (int n = 0; n < N / 16; n++) {
     uint32_t f[4];
     load_b_rows(f, b, ld, 16 * n, k0);
-    mma_bf16(acc[2 * n], a, f[0], f[1]);
-    mma_bf16(acc[2 * n + 1], a, f[2], f[3]);
+    mma<E>(acc[2 * n], a, f[0], f[1]);
+    mma<E>(acc[2 * n + 1], a, f[2], f[3]);
   }
 }
 
 // acc (16, N) += a (16, K) b^T, b = rows [0, N) x columns [0, K) of a shared tile (row stride ld).
-template <int K, int N>
-__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16x* b,
-                                        int ld) {
+template <int K, int N, typename E>
+__device__ __forceinline__ void mma_abt(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const E* b, int ld) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; kk++) mma_abt_block<N>(acc, a[kk], b, ld, 16 * kk);
 }
 
 // The same with a = rows [row0, row0 + 16) of a shared tile too, read one fragment at a time (fewer
 // registers than holding all K / 16).
-template <int K, int N>
-__device__ __forceinline__ void mma_abt_shared(float (&acc)[N / 8][4], const bf16x* a, int row0, const bf16x* b,
-                                               int ld) {
+template <int K, int N, typename E>
+__device__ __forceinline__ void mma_abt_shared(float (&acc)[N / 8][4], const E* a, int row0, const E* b, int ld) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; kk++) {
     uint32_t f[4];
@@ -161,30 +177,29 @@ __device__ __forceinline__ void mma_abt_shared(float (&acc)[N / 8][4], const bf1
 }
 
 // acc (16, N) += a (16, K) b, b = rows [0, K) x columns [0, N) of a shared tile (row stride ld).
-template <int K, int N>
-__device__ __forceinline__ void mma_ab(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16x* b,
-                                       int ld) {
+template <int K, int N, typename E>
+__device__ __forceinline__ void mma_ab(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const E* b, int ld) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; kk++)
 #pragma unroll
     for (int n = 0; n < N / 16; n++) {
       uint32_t f[4];
       load_b_cols(f, b, ld, 16 * kk, 16 * n);
-      mma_bf16(acc[2 * n], a[kk], f[0], f[1]);
-      mma_bf16(acc[2 * n + 1], a[kk], f[2], f[3]);
+      mma<E>(acc[2 * n], a[kk], f[0], f[1]);
+      mma<E>(acc[2 * n + 1], a[kk], f[2], f[3]);
     }
 }
 
-// A (16, N) accumulator as A fragments in bf16: columns 16 j .. 16 j + 15 are accumulator blocks 2 j
+// A (16, N) accumulator as A fragments in E: columns 16 j .. 16 j + 15 are accumulator blocks 2 j
 // (a[j][0], a[j][1]: rows g, g + 8) and 2 j + 1 (a[j][2], a[j][3]), the same (row, column) slots.
-template <int N>
+template <int N, typename E>
 __device__ __forceinline__ void to_a_frags(uint32_t (&a)[N / 16][4], const float (&c)[N / 8][4]) {
 #pragma unroll
   for (int j = 0; j < N / 16; j++) {
-    a[j][0] = pack_bf16x2(c[2 * j][0], c[2 * j][1]);
-    a[j][1] = pack_bf16x2(c[2 * j][2], c[2 * j][3]);
-    a[j][2] = pack_bf16x2(c[2 * j + 1][0], c[2 * j + 1][1]);
-    a[j][3] = pack_bf16x2(c[2 * j + 1][2], c[2 * j + 1][3]);
+    a[j][0] = pack2<E>(c[2 * j][0], c[2 * j][1]);
+    a[j][1] = pack2<E>(c[2 * j][2], c[2 * j][3]);
+    a[j][2] = pack2<E>(c[2 * j + 1][0], c[2 * j + 1][1]);
+    a[j][3] = pack2<E>(c[2 * j + 1][2], c[2 * j + 1][3]);
   }
 }
 
@@ -200,8 +215,8 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // dst (kTile, HS), row stride kLd, = rows [row0, row0 + kTile) of src (T, HS), row stride ld, queued
 // by cp.async (the caller commits); rows at or past T are zeros.
-template <int HS>
-__device__ __forceinline__ void load_tile_async(bf16x* dst, const bf16x* src, int64_t ld, int row0, int T) {
+template <int HS, typename E>
+__device__ __forceinline__ void load_tile_async(E* dst, const E* src, int64_t ld, int row0, int T) {
   constexpr int kChunks = HS / 8;  // 16-byte chunks per row
   static_assert(kTile * kChunks % kThreads == 0);
 #pragma unroll
@@ -213,8 +228,8 @@ __device__ __forceinline__ void load_tile_async(bf16x* dst, const bf16x* src, in
 }
 
 // factor * a warp's (16, HS) accumulator, rows row0 + g + 8 r below T, to dst (T, HS) with row stride ld.
-template <int HS>
-__device__ __forceinline__ void store_rows(bf16x* dst, int64_t ld, const float (&acc)[HS / 8][4], int row0, int T,
+template <int HS, typename E>
+__device__ __forceinline__ void store_rows(E* dst, int64_t ld, const float (&acc)[HS / 8][4], int row0, int T,
                                            const float (&factor)[2]) {
   const int g = lane_id() / 4, t = lane_id() % 4;
 #pragma unroll
@@ -224,7 +239,7 @@ __device__ __forceinline__ void store_rows(bf16x* dst, int64_t ld, const float (
 #pragma unroll
     for (int n = 0; n < HS / 8; n++)
       *reinterpret_cast<uint32_t*>(dst + row * ld + 8 * n + 2 * t) =
-          pack_bf16x2(acc[n][2 * r] * factor[r], acc[n][2 * r + 1] * factor[r]);
+          pack2<E>(acc[n][2 * r] * factor[r], acc[n][2 * r + 1] * factor[r]);
   }
 }
 
@@ -233,19 +248,19 @@ __device__ __forceinline__ void store_rows(bf16x* dst, int64_t ld, const float (
 // Grid (B NH, query tiles), last query tile first (it sees the most keys). out (B,T,C), lse (B,NH,T)
 // from qkv (B,T,3C). Scores in log2 units, s log2(e) / sqrt(HS), for exp2f. Key tile kt is read from
 // stage kt % 2 while tile kt + 1 streams into the other.
-template <int HS>
+template <typename E, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_tc_forward_kernel(bf16x* out, float* lse, const bf16x* qkv, int T, int NH, float scale_log2) {
+    attention_tc_forward_kernel(E* out, float* lse, const E* qkv, int T, int NH, float scale_log2) {
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
-  bf16x* q_s = reinterpret_cast<bf16x*>(shared_quads);  // (kTile, kLd)
-  bf16x* k_s = q_s + S::kElems;                          // 2 stages of (kTile, kLd)
-  bf16x* v_s = k_s + 2 * S::kElems;                      // 2 stages of (kTile, kLd)
+  E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
+  E* k_s = q_s + S::kElems;                          // 2 stages of (kTile, kLd)
+  E* v_s = k_s + 2 * S::kElems;                      // 2 stages of (kTile, kLd)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
   const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
   const int C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;  // this warp's rows row0 + g + 8 r
   const int64_t ld = 3 * int64_t(C);
-  const bf16x* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
+  const E* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
 
   load_tile_async<HS>(q_s, q, ld, q0, T);
   load_tile_async<HS>(k_s, q + C, ld, 0, T);
@@ -299,7 +314,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; e++) o[n][e] *= alpha[e / 2];
     uint32_t pf[kTile / 16][4];
-    to_a_frags<kTile>(pf, s);
+    to_a_frags<kTile, E>(pf, s);
     mma_ab<kTile, HS>(o, pf, v_s + stage * S::kElems, S::kLd);
     __syncthreads();  // stage kt is refilled (with tile kt + 2) next iteration
   }
@@ -315,14 +330,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // delta (B,NH,T) = sum over a head's HS channels of dout * out, both (B,T,C); one thread per (b,t,h).
-__global__ void attention_tc_delta_kernel(float* delta, const bf16x* dout, const bf16x* out, int64_t B, int T,
-                                          int NH, int HS) {
+template <typename E>
+__global__ void attention_tc_delta_kernel(float* delta, const E* dout, const E* out, int64_t B, int T, int NH,
+                                          int HS) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b * T + t) * NH + h
   if (idx >= B * T * NH) return;
   const int64_t bt = idx / NH, b = bt / T;
   const int h = int(idx % NH), t = int(bt % T);
-  const bf16x* dout_row = dout + idx * HS;  // = (b * T + t) * C + h * HS
-  const bf16x* out_row = out + idx * HS;
+  const E* dout_row = dout + idx * HS;  // = (b * T + t) * C + h * HS
+  const E* out_row = out + idx * HS;
   float sum = 0.0f;
   for (int d = 0; d < HS; d += 8) {
     float x[8], y[8];
@@ -338,24 +354,24 @@ __global__ void attention_tc_delta_kernel(float* delta, const bf16x* dout, const
 // (B,T,3C) for one key tile, summing over the query tiles at or below the diagonal in order, on
 // transposed scores (this warp's 16 keys as rows, a tile's 64 queries as columns):
 //   P^T = exp(k q^T scale - lse),  dv = P^T dout,  dS^T = P^T (v dout^T - delta),  dk = scale dS^T q.
-template <int HS>
+template <typename E, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_tc_backward_dkdv_kernel(bf16x* dqkv, const bf16x* dout, const bf16x* qkv, const float* lse,
+    attention_tc_backward_dkdv_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse,
                                       const float* delta, int T, int NH, float scale) {
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
-  bf16x* k_s = reinterpret_cast<bf16x*>(shared_quads);  // (kTile, kLd)
-  bf16x* v_s = k_s + S::kElems;                          // (kTile, kLd)
-  bf16x* q_s = v_s + S::kElems;                          // 2 stages of (kTile, kLd)
-  bf16x* do_s = q_s + 2 * S::kElems;                     // 2 stages of (kTile, kLd)
+  E* k_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
+  E* v_s = k_s + S::kElems;                          // (kTile, kLd)
+  E* q_s = v_s + S::kElems;                          // 2 stages of (kTile, kLd)
+  E* do_s = q_s + 2 * S::kElems;                     // 2 stages of (kTile, kLd)
   float* lse_s = reinterpret_cast<float*>(do_s + 2 * S::kElems);  // 2 stages of (kTile), log2 units
   float* delta_s = lse_s + 2 * kTile;                              // 2 stages of (kTile)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
   const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, kt = int(blockIdx.y);
   const int C = NH * HS, k0 = kt * kTile, row0 = k0 + 16 * warp, query_tiles = (T + kTile - 1) / kTile;
   const int64_t ld = 3 * int64_t(C);
-  const bf16x* q = qkv + int64_t(b) * T * ld + h * HS;        // (T, HS), row stride 3C; k, v at +C, +2C
-  const bf16x* dout_bh = dout + int64_t(b) * T * C + h * HS;  // (T, HS), row stride C
+  const E* q = qkv + int64_t(b) * T * ld + h * HS;        // (T, HS), row stride 3C; k, v at +C, +2C
+  const E* dout_bh = dout + int64_t(b) * T * C + h * HS;  // (T, HS), row stride C
   const float* lse_bh = lse + (int64_t(b) * NH + h) * T;      // (T)
   const float* delta_bh = delta + (int64_t(b) * NH + h) * T;  // (T)
   const float scale_log2 = scale * kLog2e;
@@ -378,8 +394,8 @@ __global__ void __launch_bounds__(kThreads)
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   for (int qt = kt; qt < query_tiles; qt++) {
     const int stage = (qt - kt) % 2, q0 = qt * kTile;
-    const bf16x* qs = q_s + stage * S::kElems;
-    const bf16x* dos = do_s + stage * S::kElems;
+    const E* qs = q_s + stage * S::kElems;
+    const E* dos = do_s + stage * S::kElems;
     if (qt + 1 < query_tiles) {
       load_query_tile(qt + 1, 1 - stage);
       cp_async_wait<1>();
@@ -399,7 +415,7 @@ __global__ void __launch_bounds__(kThreads)
         p[n][e] = visible ? exp2f(fmaf(p[n][e], scale_log2, -lse_s[stage * kTile + col])) : 0.0f;
       }
     uint32_t pf[kTile / 16][4];
-    to_a_frags<kTile>(pf, p);
+    to_a_frags<kTile, E>(pf, p);
     mma_ab<kTile, HS>(dv, pf, dos, S::kLd);
     float dp[kTile / 8][4] = {};  // (dout v^T)^T
     mma_abt_shared<HS, kTile>(dp, v_s, 16 * warp, dos, S::kLd);
@@ -407,11 +423,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kTile / 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - delta_s[stage * kTile + 8 * n + 2 * t + e % 2]);
-    to_a_frags<kTile>(pf, dp);
+    to_a_frags<kTile, E>(pf, dp);
     mma_ab<kTile, HS>(dk, pf, qs, S::kLd);
     __syncthreads();  // this stage is refilled next iteration
   }
-  bf16x* dk_bh = dqkv + int64_t(b) * T * ld + C + h * HS;  // (T, HS), row stride 3C; dv at +C
+  E* dk_bh = dqkv + int64_t(b) * T * ld + C + h * HS;  // (T, HS), row stride 3C; dv at +C
   store_rows<HS>(dk_bh, ld, dk, row0, T, {scale, scale});
   store_rows<HS>(dk_bh + C, ld, dv, row0, T, {1.0f, 1.0f});
 }
@@ -419,21 +435,21 @@ __global__ void __launch_bounds__(kThreads)
 // Grid (B NH, query tiles), last query tile first. dq rows of dqkv (B,T,3C) for one query tile, summing
 // over the key tiles at or below the diagonal in order: P = exp(q k^T scale - lse), dS = P (dout v^T -
 // delta), dq = scale dS k.
-template <int HS>
+template <typename E, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_tc_backward_dq_kernel(bf16x* dqkv, const bf16x* dout, const bf16x* qkv, const float* lse,
+    attention_tc_backward_dq_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse,
                                     const float* delta, int T, int NH, float scale) {
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
-  bf16x* q_s = reinterpret_cast<bf16x*>(shared_quads);  // (kTile, kLd)
-  bf16x* do_s = q_s + S::kElems;                         // (kTile, kLd)
-  bf16x* k_s = do_s + S::kElems;                         // 2 stages of (kTile, kLd)
-  bf16x* v_s = k_s + 2 * S::kElems;                      // 2 stages of (kTile, kLd)
+  E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
+  E* do_s = q_s + S::kElems;                         // (kTile, kLd)
+  E* k_s = do_s + S::kElems;                         // 2 stages of (kTile, kLd)
+  E* v_s = k_s + 2 * S::kElems;                      // 2 stages of (kTile, kLd)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
   const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
   const int C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;
   const int64_t ld = 3 * int64_t(C);
-  const bf16x* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
+  const E* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
   const float scale_log2 = scale * kLog2e;
 
   load_tile_async<HS>(q_s, q, ld, q0, T);
@@ -451,8 +467,8 @@ __global__ void __launch_bounds__(kThreads)
   float dq[HS / 8][4] = {};
   for (int kt = 0; kt <= qt; kt++) {
     const int stage = kt % 2, k0 = kt * kTile;
-    const bf16x* ks = k_s + stage * S::kElems;
-    const bf16x* vs = v_s + stage * S::kElems;
+    const E* ks = k_s + stage * S::kElems;
+    const E* vs = v_s + stage * S::kElems;
     if (kt < qt) {
       load_tile_async<HS>(k_s + (1 - stage) * S::kElems, q + C, ld, k0 + kTile, T);
       load_tile_async<HS>(v_s + (1 - stage) * S::kElems, q + 2 * C, ld, k0 + kTile, T);
@@ -478,7 +494,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - row_delta[e / 2]);
     uint32_t dsf[kTile / 16][4];
-    to_a_frags<kTile>(dsf, dp);
+    to_a_frags<kTile, E>(dsf, dp);
     mma_ab<kTile, HS>(dq, dsf, ks, S::kLd);
     __syncthreads();  // this stage is refilled next iteration
   }
@@ -487,9 +503,11 @@ __global__ void __launch_bounds__(kThreads)
 
 // --- launch configuration ---
 
-constexpr size_t forward_shared_bytes(int HS) { return sizeof(bf16x) * 5 * kTile * (HS + 8); }
-constexpr size_t dkdv_shared_bytes(int HS) { return sizeof(bf16x) * 6 * kTile * (HS + 8) + sizeof(float) * 4 * kTile; }
-constexpr size_t dq_shared_bytes(int HS) { return sizeof(bf16x) * 6 * kTile * (HS + 8); }
+constexpr size_t kElemBytes = 2;  // bf16 and fp16
+
+constexpr size_t forward_shared_bytes(int HS) { return kElemBytes * 5 * kTile * (HS + 8); }
+constexpr size_t dkdv_shared_bytes(int HS) { return kElemBytes * 6 * kTile * (HS + 8) + sizeof(float) * 4 * kTile; }
+constexpr size_t dq_shared_bytes(int HS) { return kElemBytes * 6 * kTile * (HS + 8); }
 
 // Calls f(std::integral_constant<int, HS>{}) for a head size with a kernel.
 template <typename F>
@@ -533,40 +551,48 @@ bool attention_tc_supported(int64_t HS, std::initializer_list<const void*> point
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
 }
 
-void attention_tc_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int64_t B, int64_t T,
-                          int64_t C, int64_t NH, cudaStream_t stream) {
+template <typename E>
+void attention_tc_forward(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          cudaStream_t stream) {
   check_launch("attention_tc_forward", B, T, C, NH, {out, lse, qkv});
   if (B == 0 || T == 0) return;
   const float scale_log2 = kLog2e / std::sqrt(float(C / NH));
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
   with_head_size(C / NH, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
-    launch(attention_tc_forward_kernel<kHS>, grid, forward_shared_bytes(kHS), stream, out, lse, qkv, int(T),
+    launch(attention_tc_forward_kernel<E, kHS>, grid, forward_shared_bytes(kHS), stream, out, lse, qkv, int(T),
            int(NH), scale_log2);
   });
 }
 
-void attention_tc_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                           const __nv_bfloat16* out, const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
-                           cudaStream_t stream) {
+template <typename E>
+void attention_tc_backward(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, int64_t B, int64_t T,
+                           int64_t C, int64_t NH, cudaStream_t stream) {
   check_launch("attention_tc_backward", B, T, C, NH, {dqkv, dout, qkv, out, lse});
   if (B == 0 || T == 0) return;
   const int HS = int(C / NH);
   const float scale = 1.0f / std::sqrt(float(HS));
   const DeviceScratch delta_buffer(size_t(B * NH * T) * sizeof(float));
   float* delta = delta_buffer.as<float>();  // (B,NH,T)
-  attention_tc_delta_kernel<<<unsigned(ceil_div(B * T * NH, kDeltaBlock)), kDeltaBlock, 0, stream>>>(
+  attention_tc_delta_kernel<E><<<unsigned(ceil_div(B * T * NH, kDeltaBlock)), kDeltaBlock, 0, stream>>>(
       delta, dout, out, B, int(T), int(NH), HS);
   CUDA_CHECK_LAUNCH();
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
   with_head_size(HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
     // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
-    launch(attention_tc_backward_dkdv_kernel<kHS>, grid, dkdv_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
+    launch(attention_tc_backward_dkdv_kernel<E, kHS>, grid, dkdv_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
            static_cast<const float*>(delta), int(T), int(NH), scale);
-    launch(attention_tc_backward_dq_kernel<kHS>, grid, dq_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
+    launch(attention_tc_backward_dq_kernel<E, kHS>, grid, dq_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
            static_cast<const float*>(delta), int(T), int(NH), scale);
   });
 }
+
+#define INSTANTIATE(E)                                                                                            \
+  template void attention_tc_forward<E>(E*, float*, const E*, int64_t, int64_t, int64_t, int64_t, cudaStream_t); \
+  template void attention_tc_backward<E>(E*, const E*, const E*, const E*, const float*, int64_t, int64_t, int64_t, \
+                                         int64_t, cudaStream_t);
+INSTANTIATE(__nv_bfloat16)
+INSTANTIATE(__half)
 
 }  // namespace tessera::cuda

@@ -1,12 +1,12 @@
-// CUDA launchers of causal self-attention in bf16 on tensor cores (mma.sync, sm_80+), FlashAttention-2
-// style; the contract of ops/attention.h, the same results as attention_cuda.h's bf16 launchers up to
-// rounding (P and dS enter their products in bf16; accumulation is fp32). Raw device pointers, queued on
-// `stream`. Head sizes HS = C/NH in {32, 64, 128} and 16-byte aligned pointers only: ask
-// attention_tc_supported first and fall back to attention_cuda.h otherwise (the launchers throw
-// tessera::Error before queueing anything). No (T,T) matrix is stored; the backward is deterministic.
+// CUDA launchers of causal self-attention in bf16 or fp16 (E = __nv_bfloat16 or __half) on tensor
+// cores (mma.sync, sm_80+), FlashAttention-2 style; the contract of ops/attention.h, the same results as
+// attention_cuda.h's launchers of the same type up to rounding (P and dS enter their products in E;
+// accumulation is fp32). Raw device pointers, queued on `stream`. Head sizes HS = C/NH in {32, 64, 128}
+// and 16-byte aligned pointers only: ask attention_tc_supported first and fall back to attention_cuda.h
+// otherwise (the launchers throw tessera::Error before queueing anything). No (T,T) matrix is stored;
+// the backward is deterministic.
 #pragma once
 
-#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -19,12 +19,13 @@ namespace tessera::cuda {
 bool attention_tc_supported(int64_t HS, std::initializer_list<const void*> pointers);
 
 // out (B,T,C) and lse (B,NH,T), the natural-log row log-sum-exp of the scaled scores, from qkv (B,T,3C).
-void attention_tc_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int64_t B, int64_t T,
-                          int64_t C, int64_t NH, cudaStream_t stream);
+template <typename E>
+void attention_tc_forward(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          cudaStream_t stream);
 // dqkv (B,T,3C) written, from dout (B,T,C), qkv (B,T,3C), out (B,T,C) and lse (B,NH,T). Uses a
 // (B,NH,T) fp32 scratch from the device allocator, so `stream` must be the compute stream.
-void attention_tc_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                           const __nv_bfloat16* out, const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
-                           cudaStream_t stream);
+template <typename E>
+void attention_tc_backward(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, int64_t B, int64_t T,
+                           int64_t C, int64_t NH, cudaStream_t stream);
 
 }  // namespace tessera::cuda

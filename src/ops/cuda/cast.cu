@@ -1,5 +1,5 @@
-// f32 <-> bf16 conversion on the GPU: a grid-stride loop, one element per thread per iteration.
-// Memory-bound (6 bytes per element); the rounding is __float2bfloat16_rn, round to nearest even.
+// f32 <-> bf16 / fp16 conversion on the GPU: a grid-stride loop, one element per thread per
+// iteration. Memory-bound (6 bytes per element); the rounding is round to nearest even.
 #include "ops/cuda/cast_cuda.h"
 #include "ops/cuda/cuda_common.cuh"
 
@@ -16,24 +16,21 @@ __global__ void cast_kernel(To* dst, const From* src, int64_t n) {
     dst[i] = store_as<To>(load_f32(src[i]));
 }
 
+}  // namespace
+
+// --- launchers ---
+
 template <typename To, typename From>
-void launch_cast(To* dst, const From* src, int64_t n, cudaStream_t stream) {
+void cast_copy(To* dst, const From* src, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   const int64_t blocks = std::min<int64_t>(ceil_div(n, kBlock), 132 * 16);
   cast_kernel<<<blocks, kBlock, 0, stream>>>(dst, src, n);
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-// --- launchers ---
-
-void cast_copy(__nv_bfloat16* dst, const float* src, int64_t n, cudaStream_t stream) {
-  launch_cast(dst, src, n, stream);
-}
-
-void cast_copy(float* dst, const __nv_bfloat16* src, int64_t n, cudaStream_t stream) {
-  launch_cast(dst, src, n, stream);
-}
+template void cast_copy<__nv_bfloat16, float>(__nv_bfloat16*, const float*, int64_t, cudaStream_t);
+template void cast_copy<float, __nv_bfloat16>(float*, const __nv_bfloat16*, int64_t, cudaStream_t);
+template void cast_copy<__half, float>(__half*, const float*, int64_t, cudaStream_t);
+template void cast_copy<float, __half>(float*, const __half*, int64_t, cudaStream_t);
 
 }  // namespace tessera::cuda

@@ -1,14 +1,13 @@
-// CUDA launchers of the f32 <-> bf16 conversion (contract in ops/cast.h); queued on `stream`.
+// CUDA launchers of the f32 <-> bf16 / fp16 conversion (contract in ops/cast.h); queued on `stream`.
 #pragma once
 
-#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 namespace tessera::cuda {
 
-void cast_copy(__nv_bfloat16* dst, const float* src, int64_t n, cudaStream_t stream);
-void cast_copy(float* dst, const __nv_bfloat16* src, int64_t n, cudaStream_t stream);
+// dst (n) = src (n) converted; one of To, From is float, the other __nv_bfloat16 or __half.
+template <typename To, typename From> void cast_copy(To* dst, const From* src, int64_t n, cudaStream_t stream);
 
 }  // namespace tessera::cuda

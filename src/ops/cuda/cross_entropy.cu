@@ -1,5 +1,5 @@
 // Fused softmax + cross-entropy on the GPU, one block per row of the padded logits (N,Vp); logits
-// (and the dlogits written over them) in storage T = float or bf16, arithmetic and losses fp32.
+// (and the dlogits written over them) in storage T = float, bf16 or fp16, arithmetic and losses fp32.
 // Pass 1 reads the row once (16-byte vector loads when aligned) with an online softmax: each thread
 // keeps its running max m and sum s of exp(x - m); the block merges them (max, then rescaled sums). Pass 2, only
 // when a gradient is asked for, overwrites the row with dloss * (softmax - onehot(target)) and
@@ -59,8 +59,12 @@ __global__ void softmax_cross_entropy_kernel(float* losses, T* logits, const int
   }
 }
 
+}  // namespace
+
+// --- launchers ---
+
 template <typename T>
-void launch_softmax_cross_entropy(float* losses, T* logits, const int32_t* targets, int64_t N, int64_t V,
+void softmax_cross_entropy(float* losses, T* logits, const int32_t* targets, int64_t N, int64_t V,
                                   int64_t Vp, float dloss, cudaStream_t stream) {
   if (N == 0) return;
   if (is_aligned16(logits) && Vp % kVec<T> == 0)
@@ -70,17 +74,8 @@ void launch_softmax_cross_entropy(float* losses, T* logits, const int32_t* targe
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-// --- launchers ---
-
-void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
-                           float dloss, cudaStream_t stream) {
-  launch_softmax_cross_entropy(losses, logits, targets, N, V, Vp, dloss, stream);
-}
-void softmax_cross_entropy(float* losses, __nv_bfloat16* logits, const int32_t* targets, int64_t N, int64_t V,
-                           int64_t Vp, float dloss, cudaStream_t stream) {
-  launch_softmax_cross_entropy(losses, logits, targets, N, V, Vp, dloss, stream);
-}
+#define INSTANTIATE(T) \
+  template void softmax_cross_entropy<T>(float* losses, T* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp, float dloss, cudaStream_t stream);
+TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -1,9 +1,11 @@
 // Device helpers shared by the kernels in this folder: warp and block reductions (fp32 and fp64),
-// fp32 <-> storage-type conversions for kernels templated on float / __nv_bfloat16, and the
-// launch-size arithmetic. Included by .cu files only.
+// fp32 <-> storage-type conversions for kernels templated on float / __nv_bfloat16 / __half, the
+// explicit instantiation of launchers for those three, and the launch-size arithmetic. Included by
+// .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -20,9 +22,15 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // to nearest even.
 __device__ __forceinline__ float load_f32(float v) { return v; }
 __device__ __forceinline__ float load_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float load_f32(__half v) { return __half2float(v); }
 template <typename T> __device__ __forceinline__ T store_as(float v);
 template <> __device__ __forceinline__ float store_as<float>(float v) { return v; }
 template <> __device__ __forceinline__ __nv_bfloat16 store_as<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half store_as<__half>(float v) { return __float2half_rn(v); }
+
+// INSTANTIATE(T) for every storage type: a .cu file defines its launcher templates, then
+// instantiates them with a local INSTANTIATE macro passed here.
+#define TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE) INSTANTIATE(float) INSTANTIATE(__nv_bfloat16) INSTANTIATE(__half)
 
 template <typename T>
 __device__ inline T warp_sum(T v) {

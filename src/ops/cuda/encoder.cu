@@ -1,4 +1,4 @@
-// Token + position embedding on the GPU, storage S = float or bf16 for out/dout/wte/wpe (S, not T:
+// Token + position embedding on the GPU, storage S = float, bf16 or fp16 for out/dout/wte/wpe (S, not T:
 // T is the sequence length here), fp32 arithmetic, parameter gradients fp32:
 //   forward:  out[b,t,c] = wte[tokens[b,t],c] + wpe[t,c], W channels per thread (16 bytes when C
 //             and the pointers allow, else 1).
@@ -87,8 +87,12 @@ std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t* d
   return plan;
 }
 
+}  // namespace
+
+// --- launchers ---
+
 template <typename S>
-void launch_encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T,
+void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T,
                             int64_t C, cudaStream_t stream) {
   const int64_t n = B * T * C;
   if (n == 0) return;
@@ -103,7 +107,7 @@ void launch_encoder_forward(S* out, const int32_t* tokens, const S* wte, const S
 }
 
 template <typename S>
-void launch_encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B,
+void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B,
                              int64_t T, int64_t C, cudaStream_t stream) {
   const int64_t BT = B * T;
   if (BT * C == 0) return;
@@ -119,26 +123,9 @@ void launch_encoder_backward(float* dwte, float* dwpe, const S* dout, const int3
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-// --- launchers ---
-
-void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
-                     int64_t C, cudaStream_t stream) {
-  launch_encoder_forward(out, tokens, wte, wpe, B, T, C, stream);
-}
-void encoder_forward(__nv_bfloat16* out, const int32_t* tokens, const __nv_bfloat16* wte, const __nv_bfloat16* wpe,
-                     int64_t B, int64_t T, int64_t C, cudaStream_t stream) {
-  launch_encoder_forward(out, tokens, wte, wpe, B, T, C, stream);
-}
-
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens_host, int64_t B, int64_t T,
-                      int64_t C, cudaStream_t stream) {
-  launch_encoder_backward(dwte, dwpe, dout, tokens_host, B, T, C, stream);
-}
-void encoder_backward(float* dwte, float* dwpe, const __nv_bfloat16* dout, const int32_t* tokens_host, int64_t B,
-                      int64_t T, int64_t C, cudaStream_t stream) {
-  launch_encoder_backward(dwte, dwpe, dout, tokens_host, B, T, C, stream);
-}
+#define INSTANTIATE(S) \
+  template void encoder_forward<S>(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t stream); \
+  template void encoder_backward<S>(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -1,9 +1,8 @@
 // CUDA launchers of the token + position embedding (contract in ops/encoder.h).
-// Device pointers, activations and tables fp32 or bf16 (arithmetic fp32), parameter gradients fp32,
-// queued on `stream`; each checks its launch.
+// Device pointers, activations and tables of storage S = float, __nv_bfloat16 or __half (arithmetic
+// fp32), parameter gradients fp32, queued on `stream`; each checks its launch.
 #pragma once
 
-#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -11,16 +10,14 @@
 namespace tessera::cuda {
 
 // out (B,T,C), tokens (B,T) on the device, each in [0,Vp), wte (Vp,C), wpe (>=T,C).
-void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
-                     int64_t C, cudaStream_t stream);
-void encoder_forward(__nv_bfloat16* out, const int32_t* tokens, const __nv_bfloat16* wte, const __nv_bfloat16* wpe,
-                     int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+template <typename S>
+void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T, int64_t C,
+                     cudaStream_t stream);
 // dwte (Vp,C) +=, dwpe (>=T,C) +=, from dout (B,T,C) on the device and tokens_host (B,T), a HOST
 // copy of the ids (each in [0,Vp)): it buckets rows by token there and uploads the buckets (one
 // synchronous copy). Deterministic: every element is summed by one thread in a fixed order.
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens_host, int64_t B, int64_t T,
+template <typename S>
+void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B, int64_t T,
                       int64_t C, cudaStream_t stream);
-void encoder_backward(float* dwte, float* dwpe, const __nv_bfloat16* dout, const int32_t* tokens_host, int64_t B,
-                      int64_t T, int64_t C, cudaStream_t stream);
 
 }  // namespace tessera::cuda

@@ -1,4 +1,5 @@
-// GELU (tanh approximation) on the GPU, elementwise, storage T = float or bf16, fp32 arithmetic:
+// GELU (tanh approximation) on the GPU, elementwise, storage T = float, bf16 or fp16, fp32
+// arithmetic:
 //   gelu(x) = 0.5 x (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3)
 //   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx.  dx is written, not accumulated.
 // Each thread takes W consecutive elements: 16 bytes when every pointer is 16-byte aligned, else 1;
@@ -58,15 +59,17 @@ __global__ void gelu_backward_kernel(T* dx, const T* dout, const T* x, int64_t n
   }
 }
 
-// --- launch helpers, shared by the float and bf16 launchers ---
-
 template <int W>
 unsigned blocks_for(int64_t n) {
   return unsigned(ceil_div(ceil_div(n, W), kBlock));
 }
 
+}  // namespace
+
+// --- launchers ---
+
 template <typename T>
-void launch_gelu_forward(T* out, const T* x, int64_t n, cudaStream_t stream) {
+void gelu_forward(T* out, const T* x, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   if (is_aligned16(out) && is_aligned16(x))
     gelu_forward_kernel<T, kVec<T>><<<blocks_for<kVec<T>>(n), kBlock, 0, stream>>>(out, x, n);
@@ -76,7 +79,7 @@ void launch_gelu_forward(T* out, const T* x, int64_t n, cudaStream_t stream) {
 }
 
 template <typename T>
-void launch_gelu_backward(T* dx, const T* dout, const T* x, int64_t n, cudaStream_t stream) {
+void gelu_backward(T* dx, const T* dout, const T* x, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   if (is_aligned16(dx) && is_aligned16(dout) && is_aligned16(x))
     gelu_backward_kernel<T, kVec<T>><<<blocks_for<kVec<T>>(n), kBlock, 0, stream>>>(dx, dout, x, n);
@@ -85,23 +88,9 @@ void launch_gelu_backward(T* dx, const T* dout, const T* x, int64_t n, cudaStrea
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-// --- launchers ---
-
-void gelu_forward(float* out, const float* x, int64_t n, cudaStream_t stream) {
-  launch_gelu_forward(out, x, n, stream);
-}
-void gelu_forward(__nv_bfloat16* out, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
-  launch_gelu_forward(out, x, n, stream);
-}
-
-void gelu_backward(float* dx, const float* dout, const float* x, int64_t n, cudaStream_t stream) {
-  launch_gelu_backward(dx, dout, x, n, stream);
-}
-void gelu_backward(__nv_bfloat16* dx, const __nv_bfloat16* dout, const __nv_bfloat16* x, int64_t n,
-                   cudaStream_t stream) {
-  launch_gelu_backward(dx, dout, x, n, stream);
-}
+#define INSTANTIATE(T)                                                              \
+  template void gelu_forward<T>(T*, const T*, int64_t, cudaStream_t);               \
+  template void gelu_backward<T>(T*, const T*, const T*, int64_t, cudaStream_t);
+TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

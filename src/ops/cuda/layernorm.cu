@@ -1,5 +1,5 @@
-// LayerNorm on the GPU, eps = 1e-5, storage T = float or bf16 for the activations, weight and bias,
-// fp32 arithmetic and statistics. One warp per row (8 rows per block): forward takes the mean, then
+// LayerNorm on the GPU, eps = 1e-5, storage T = float, bf16 or fp16 for the activations, weight
+// and bias, fp32 arithmetic and statistics. One warp per row (8 rows per block): forward takes the mean, then
 // the variance around it (two passes over the row, as the CPU does), then writes out, mean and
 // rstd. Backward writes dx per row the same way, then adds dweight and dbias (fp32) as
 // deterministic column sums (column_sums.cuh):
@@ -7,8 +7,9 @@
 //   dweight += sum_n dout * xhat;  dbias += sum_n dout.
 // The fused residual_layernorm_forward writes r = a + b (rounded to T) and normalises the rounded r
 // in the same kernel: the same bits as residual_forward then layernorm_forward.
-// Each lane takes W consecutive channels at a time: 16 bytes for bf16 rows when C and the pointers
-// allow, else 1. fp32 rows always use W = 1, which keeps their summation order (and bits) unchanged.
+// Each lane takes W consecutive channels at a time: 16 bytes for bf16 and fp16 rows when C and the
+// pointers allow, else 1. fp32 rows always use W = 1, which keeps their summation order (and bits)
+// unchanged.
 #include <initializer_list>
 #include <type_traits>
 
@@ -150,12 +151,10 @@ struct LayerNormParamGradLoad {
   }
 };
 
-// --- launch helpers, shared by the float and bf16 launchers ---
-
-// Channels a lane takes at a time on the 16-byte path: 8 for bf16; 1 for fp32, whose rows keep
-// the scalar summation order (and so their bits).
+// Channels a lane takes at a time on the 16-byte path: 8 for bf16 and fp16; 1 for fp32, whose rows
+// keep the scalar summation order (and so their bits).
 template <typename T>
-constexpr int kRowVec = std::is_same_v<T, __nv_bfloat16> ? kVec<T> : 1;
+constexpr int kRowVec = std::is_same_v<T, float> ? 1 : kVec<T>;
 
 // Whether rows of C channels take the kRowVec<T> path: C a multiple of it, every pointer 16-byte
 // aligned (row n starts n*C elements in).
@@ -169,8 +168,12 @@ bool vector_rows(int64_t C, std::initializer_list<const void*> pointers) {
 unsigned row_blocks(int64_t N) { return unsigned(ceil_div(N, kRowsPerBlock)); }
 constexpr unsigned kRowThreads = kRowsPerBlock * kWarpSize;
 
+}  // namespace
+
+// --- launchers ---
+
 template <typename T>
-void launch_layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
+void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
                               int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   if (vector_rows<T>(C, {out, x, weight, bias}))
@@ -183,7 +186,7 @@ void launch_layernorm_forward(T* out, float* mean, float* rstd, const T* x, cons
 }
 
 template <typename T>
-void launch_residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
+void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
                                        const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   if (vector_rows<T>(C, {residual_out, out, a, b, weight, bias}))
@@ -196,7 +199,7 @@ void launch_residual_layernorm_forward(T* residual_out, T* out, float* mean, flo
 }
 
 template <typename T>
-void launch_layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
+void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
                                const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   if (vector_rows<T>(C, {dx, dout, x, weight}))
@@ -210,40 +213,10 @@ void launch_layernorm_backward(T* dx, float* dweight, float* dbias, const T* dou
                             LayerNormParamGradLoad<T>{dout, x, mean, rstd, C}, stream);
 }
 
-}  // namespace
-
-// --- launchers ---
-
-void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight, const float* bias,
-                       int64_t N, int64_t C, cudaStream_t stream) {
-  launch_layernorm_forward(out, mean, rstd, x, weight, bias, N, C, stream);
-}
-void layernorm_forward(__nv_bfloat16* out, float* mean, float* rstd, const __nv_bfloat16* x,
-                       const __nv_bfloat16* weight, const __nv_bfloat16* bias, int64_t N, int64_t C,
-                       cudaStream_t stream) {
-  launch_layernorm_forward(out, mean, rstd, x, weight, bias, N, C, stream);
-}
-
-void residual_layernorm_forward(float* residual_out, float* out, float* mean, float* rstd, const float* a,
-                                const float* b, const float* weight, const float* bias, int64_t N, int64_t C,
-                                cudaStream_t stream) {
-  launch_residual_layernorm_forward(residual_out, out, mean, rstd, a, b, weight, bias, N, C, stream);
-}
-void residual_layernorm_forward(__nv_bfloat16* residual_out, __nv_bfloat16* out, float* mean, float* rstd,
-                                const __nv_bfloat16* a, const __nv_bfloat16* b, const __nv_bfloat16* weight,
-                                const __nv_bfloat16* bias, int64_t N, int64_t C, cudaStream_t stream) {
-  launch_residual_layernorm_forward(residual_out, out, mean, rstd, a, b, weight, bias, N, C, stream);
-}
-
-void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
-                        cudaStream_t stream) {
-  launch_layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, stream);
-}
-void layernorm_backward(__nv_bfloat16* dx, float* dweight, float* dbias, const __nv_bfloat16* dout,
-                        const __nv_bfloat16* x, const __nv_bfloat16* weight, const float* mean, const float* rstd,
-                        int64_t N, int64_t C, cudaStream_t stream) {
-  launch_layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, stream);
-}
+#define INSTANTIATE(T) \
+  template void layernorm_forward<T>(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream); \
+  template void residual_layernorm_forward<T>(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b, const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream); \
+  template void layernorm_backward<T>(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream);
+TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -1,4 +1,5 @@
-// The linear layer on the GPU through cuBLASLt: activations and weights in T (fp32 or bf16), fp32
+// The linear layer on the GPU through cuBLASLt: activations and weights in T (fp32, bf16 or
+// fp16), fp32
 // compute (CUBLAS_COMPUTE_32F: no TF32, so fp32 holds to the CPU), parameter gradients fp32.
 // Row-major (N,C) is column-major (C,N), so every product is written for cuBLAS's column-major view:
 //   forward:  out^T (OC,N) = W^T' (OC,C) x^T (C,N) + bias   BIAS, or GELU_AUX_BIAS (aux = pre_gelu)
@@ -27,7 +28,9 @@ constexpr size_t kMaxPlans = 128;                     // GPT-2 needs ~12; a boun
 constexpr int64_t kGeluAuxLdMultiple = 8;              // cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
 
 template <typename T>
-constexpr cudaDataType_t kDataType = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+constexpr cudaDataType_t kDataType = std::is_same_v<T, float>           ? CUDA_R_32F
+                                     : std::is_same_v<T, __nv_bfloat16> ? CUDA_R_16BF
+                                                                        : CUDA_R_16F;
 
 struct LtContext {
   cublasLtHandle_t handle = nullptr;
@@ -55,7 +58,7 @@ uint32_t alignment_of(const void* p) {
   return align;
 }
 
-const char* type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : "bf16"; }
+const char* type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : t == CUDA_R_16BF ? "bf16" : "f16"; }
 
 const char* epilogue_name(cublasLtEpilogue_t e) {
   switch (e) {
@@ -340,8 +343,6 @@ MatmulPlanCacheStats matmul_plan_cache_stats() {
                                        cudaStream_t);                                                              \
   template void matmul_backward_dgelu<T>(T*, float*, float*, const T*, const T*, const T*, const T*, int64_t,     \
                                          int64_t, int64_t, cudaStream_t);
-TESSERA_MATMUL_INSTANTIATE(float)
-TESSERA_MATMUL_INSTANTIATE(__nv_bfloat16)
-#undef TESSERA_MATMUL_INSTANTIATE
+TS_FOR_EACH_STORAGE_TYPE(TESSERA_MATMUL_INSTANTIATE)
 
 }  // namespace tessera::cuda

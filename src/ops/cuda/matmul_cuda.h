@@ -1,9 +1,8 @@
 // CUDA launchers of the linear layer Y = X W^T + b through cuBLASLt (contract in ops/matmul.h).
 // Raw device pointers queued on `stream`. T, the activation type of x, weight, bias, out, dout, dx
-// and pre_gelu, is float or __nv_bfloat16; accumulation is fp32 and parameter gradients are fp32.
+// and pre_gelu, is float, __nv_bfloat16 or __half; accumulation is fp32 and parameter gradients are fp32.
 #pragma once
 
-#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

@@ -1,4 +1,5 @@
-// Residual connection on the GPU, elementwise, storage T = float or bf16, fp32 arithmetic:
+// Residual connection on the GPU, elementwise, storage T = float, bf16 or
+// fp16, fp32 arithmetic:
 // out = a + b, and the in-place accumulation acc += x that carries its gradient to both branches.
 // Each thread takes W consecutive elements: 16 bytes when every pointer is 16-byte aligned, else 1;
 // the result of an element does not depend on W.
@@ -44,15 +45,17 @@ __global__ void add_inplace_kernel(T* acc, const T* x, int64_t n) {
   }
 }
 
-// --- launch helpers, shared by the float and bf16 launchers ---
-
 template <int W>
 unsigned blocks_for(int64_t n) {
   return unsigned(ceil_div(ceil_div(n, W), kBlock));
 }
 
+}  // namespace
+
+// --- launchers ---
+
 template <typename T>
-void launch_residual_forward(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
+void residual_forward(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   if (is_aligned16(out) && is_aligned16(a) && is_aligned16(b))
     residual_forward_kernel<T, kVec<T>><<<blocks_for<kVec<T>>(n), kBlock, 0, stream>>>(out, a, b, n);
@@ -62,7 +65,7 @@ void launch_residual_forward(T* out, const T* a, const T* b, int64_t n, cudaStre
 }
 
 template <typename T>
-void launch_add_inplace(T* acc, const T* x, int64_t n, cudaStream_t stream) {
+void add_inplace(T* acc, const T* x, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   if (is_aligned16(acc) && is_aligned16(x))
     add_inplace_kernel<T, kVec<T>><<<blocks_for<kVec<T>>(n), kBlock, 0, stream>>>(acc, x, n);
@@ -71,21 +74,9 @@ void launch_add_inplace(T* acc, const T* x, int64_t n, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-// --- launchers ---
-
-void residual_forward(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
-  launch_residual_forward(out, a, b, n, stream);
-}
-void residual_forward(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
-                      cudaStream_t stream) {
-  launch_residual_forward(out, a, b, n, stream);
-}
-
-void add_inplace(float* acc, const float* x, int64_t n, cudaStream_t stream) { launch_add_inplace(acc, x, n, stream); }
-void add_inplace(__nv_bfloat16* acc, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
-  launch_add_inplace(acc, x, n, stream);
-}
+#define INSTANTIATE(T)                                                              \
+  template void residual_forward<T>(T*, const T*, const T*, int64_t, cudaStream_t); \
+  template void add_inplace<T>(T*, const T*, int64_t, cudaStream_t);
+TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

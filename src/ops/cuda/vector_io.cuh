@@ -1,4 +1,4 @@
-// Vector loads and stores for kernels templated on the storage type T (float or __nv_bfloat16):
+// Vector loads and stores for kernels templated on the storage type T (float, __nv_bfloat16, __half):
 // kVec<T> consecutive elements (16 bytes) move in one instruction and are widened to / rounded from
 // fp32 registers. A kernel taking a width W runs the same code with W = 1 (scalar, any alignment)
 // or W = kVec<T> (pointers 16-byte aligned, run lengths multiples of W); launchers pick with
@@ -12,7 +12,7 @@
 
 namespace tessera::cuda {
 
-// Elements of T in 16 bytes: 4 floats, 8 bf16.
+// Elements of T in 16 bytes: 4 floats, 8 bf16 or fp16.
 template <typename T> constexpr int kVec = int(16 / sizeof(T));
 
 inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

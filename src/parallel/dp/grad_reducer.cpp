@@ -1,14 +1,19 @@
-// Bucketed gradient reduction: all-reduce (ZeRO 0) or reduce-scatter into shards (ZeRO 1/2).
+// Bucketed gradient reduction: all-reduce (ZeRO 0) or reduce-scatter into shards (ZeRO 1/2), with
+// buffers on the gradients' device.
 #include "parallel/dp/grad_reducer.h"
 
 #include <algorithm>
-#include <cstring>
+
+#include "core/cuda/device.h"
 
 namespace tessera {
 namespace {
 
-void copy_elements(float* dst, const float* src, int64_t n) {
-  if (n > 0) std::memcpy(dst, src, size_t(n) * sizeof(float));
+// dst[dst_offset, +n) = src[src_offset, +n), on the device both live on.
+void copy_elements(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t n) {
+  if (n <= 0) return;
+  Tensor to = dst.view(dst_offset, {n});
+  copy_tensor(to, src.view(src_offset, {n}));
 }
 
 }  // namespace
@@ -41,11 +46,11 @@ void GradReducer::launch(size_t index) {
     // Reduce-scatter needs dp equal chunks: pad the bucket when its length does not divide.
     Tensor in = region;
     if (b.size() != b.chunk * dp) {
-      f.padded_in = Tensor::zeros({b.chunk * dp});
-      copy_elements(f.padded_in.f32(), region.f32(), b.size());
+      f.padded_in = Tensor::zeros({b.chunk * dp}, DType::f32, grads_.device());
+      copy_elements(f.padded_in, 0, region, 0, b.size());
       in = f.padded_in;
     }
-    f.padded_out = Tensor::zeros({b.chunk});
+    f.padded_out = Tensor::zeros({b.chunk}, DType::f32, grads_.device());
     f.work = comm_.reduce_scatter_async(in, f.padded_out);
   }
   in_flight_.push_back(std::move(f));
@@ -57,7 +62,7 @@ void GradReducer::finish() {
     f.work.wait();
     if (zero_stage_ > 0) {
       const Bucket& b = buckets_[f.bucket];
-      copy_elements(shard_.f32() + b.shard_offset, f.padded_out.f32(), b.owned());
+      copy_elements(shard_, b.shard_offset, f.padded_out, 0, b.owned());
     }
   }
   in_flight_.clear();
@@ -75,17 +80,19 @@ void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
     InFlight& f = window.front();
     f.work.wait();
     const Bucket& b = buckets_[f.bucket];
-    copy_elements(full.f32() + b.begin, f.padded_out.f32(), b.size());
+    copy_elements(full, b.begin, f.padded_out, 0, b.size());
     window.erase(window.begin());
   };
   for (size_t i = 0; i < buckets_.size(); ++i) {
     const Bucket& b = buckets_[i];
     InFlight f;
     f.bucket = i;
-    f.padded_in = Tensor::zeros({b.chunk});
-    const float* owned = shard ? shard->f32() + b.shard_offset : full.f32() + b.owned_begin;
-    copy_elements(f.padded_in.f32(), owned, b.owned());
-    f.padded_out = Tensor::zeros({b.chunk * dp});
+    f.padded_in = Tensor::zeros({b.chunk}, DType::f32, full.device());
+    if (shard)
+      copy_elements(f.padded_in, 0, *shard, b.shard_offset, b.owned());
+    else
+      copy_elements(f.padded_in, 0, full, b.owned_begin, b.owned());
+    f.padded_out = Tensor::zeros({b.chunk * dp}, DType::f32, full.device());
     f.work = comm_.all_gather_async(f.padded_in, f.padded_out);
     window.push_back(std::move(f));
     if (window.size() == 2) complete_oldest();

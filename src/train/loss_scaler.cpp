@@ -1,0 +1,40 @@
+// Dynamic loss scaling: halve on overflow, double after a run of clean steps.
+#include "train/loss_scaler.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace tessera {
+
+LossScaler::LossScaler(const LossScalerConfig& config)
+    : config_(config), scale_(config.enabled ? config.initial_scale : 1.0) {
+  if (!config_.enabled) return;
+  TS_CHECK(std::isfinite(config_.initial_scale) && config_.initial_scale >= 1.0 && config_.initial_scale <= 0x1p100,
+           "--loss-scale ", config_.initial_scale, " must be a number in [1, 2^100]");
+  TS_CHECK(config_.growth_interval > 0, "--loss-scale-window ", config_.growth_interval, " must be positive");
+  TS_CHECK(config_.min_scale > 0 && config_.min_scale <= config_.initial_scale, "the minimum loss scale ",
+           config_.min_scale, " must be positive and at most --loss-scale ", config_.initial_scale);
+}
+
+void LossScaler::restore(double scale) {
+  if (config_.enabled && scale > 0) scale_ = scale;
+}
+
+LossScaler::Verdict LossScaler::update(float scaled_grad_norm) {
+  if (!config_.enabled) return Verdict::step;
+  if (std::isfinite(scaled_grad_norm)) {
+    if (++clean_steps_ == config_.growth_interval) {
+      scale_ = std::min(scale_ * 2.0, 0x1p100);
+      clean_steps_ = 0;
+    }
+    return Verdict::step;
+  }
+  clean_steps_ = 0;
+  TS_CHECK(scale_ / 2.0 >= config_.min_scale, "fp16 gradients overflow even at loss scale ", scale_,
+           ": the run has diverged; lower --lr, raise --warmup, or train in bf16 (--dtype bf16)");
+  scale_ /= 2.0;
+  return Verdict::skip;
+}
+
+}  // namespace tessera
