@@ -119,7 +119,7 @@ for s in "${sections[@]}"; do
       export OPAL_LIBDIR=$multiarch/openmpi/lib OPAL_PKGLIBDIR=$multiarch/openmpi/lib/openmpi3
       export OPAL_DATAROOTDIR=$ompi/usr/share OPAL_DATADIR=$ompi/usr/share OPAL_PKGDATADIR=$ompi/usr/share/openmpi
       export OPAL_SYSCONFDIR=$ompi/etc/openmpi PMIX_INSTALL_PREFIX=$multiarch/pmix2
-      export PMIX_MCA_mca_base_component_path=$multiarch/pmix2/lib/pmix
+      export PMIX_MCA_mca_base_component_path=$multiarch/pmix2/lib/pmix PMIX_MCA_pcompress_base_silence_warning=1
       export OMPI_MCA_mca_base_component_path=$multiarch/openmpi/lib/openmpi3
       export LD_LIBRARY_PATH=$multiarch/openmpi/lib:$multiarch/pmix2/lib:$LD_LIBRARY_PATH
       mpirun=("$ompi/usr/bin/orterun" --allow-run-as-root --oversubscribe -x LD_LIBRARY_PATH -x OMP_NUM_THREADS=4)
