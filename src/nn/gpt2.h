@@ -53,6 +53,9 @@ class GPT2 {
   DType compute_dtype() const { return compute_dtype_; }
   // Call after params() changed (an optimizer step, a load): refreshes the 16-bit compute copy.
   void params_updated();
+  // That 16-bit copy (params()' layout), for an optimizer that writes it in its own pass instead;
+  // null in f32 compute, where the weights are params() itself.
+  Tensor* compute_copy() { return compute_dtype_ == DType::f32 ? nullptr : &compute_params_; }
 
   // tokens, targets: (B,T) i32 host tensors with T <= maxT. Computes the logits (B,T,Vp); with targets, also the
   // per-token losses and returns their mean. With dloss != 0 the logits are replaced by the gradient

@@ -1,4 +1,5 @@
-// AdamW: size, dtype and hyper-parameter checks, bias corrections, then dispatch by device.
+// AdamW: size, dtype and hyper-parameter checks, bias corrections, then dispatch by device; the
+// multi-tensor form checks every segment against the buffers once per call.
 #include "ops/adamw.h"
 
 #include <cmath>
@@ -9,9 +10,28 @@
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
 #include "ops/cuda/adamw_cuda.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
+namespace {
+
+// The hyper-parameters checked, with the bias corrections of p.step, for a segment with or without decay.
+AdamWElementParams element_params(const char* op, const AdamWParams& p, bool decayed) {
+  TS_CHECK(p.step >= 1, op, ": step counts from 1, got ", p.step);
+  TS_CHECK(p.beta1 >= 0.0f && p.beta1 < 1.0f && p.beta2 >= 0.0f && p.beta2 < 1.0f, op,
+           ": beta1 and beta2 must be in [0, 1), got ", p.beta1, " and ", p.beta2);
+  const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
+  const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
+  return {p.lr, p.beta1, p.beta2, p.eps, decayed ? p.weight_decay : 0.0f, p.grad_scale, bias1, bias2};
+}
+
+void cpu_update(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWElementParams& e) {
+  cpu::adamw_update(param, grad, m, v, n, e.lr, e.beta1, e.beta2, e.eps, e.weight_decay, e.grad_scale, e.bias1,
+                    e.bias2);
+}
+
+}  // namespace
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) {
   const char* op = "adamw_update";
@@ -20,20 +40,57 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const
   TS_CHECK(grad.numel() == n && m.numel() == n && v.numel() == n, op, ": param ", shape_string(param.shape()),
            ", grad ", shape_string(grad.shape()), ", m ", shape_string(m.shape()), " and v ",
            shape_string(v.shape()), " must hold the same number of elements");
-  TS_CHECK(p.step >= 1, op, ": step counts from 1, got ", p.step);
-  TS_CHECK(p.beta1 >= 0.0f && p.beta1 < 1.0f && p.beta2 >= 0.0f && p.beta2 < 1.0f, op,
-           ": beta1 and beta2 must be in [0, 1), got ", p.beta1, " and ", p.beta2);
-  const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
-  const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
+  const AdamWElementParams e = element_params(op, p, true);
   switch (device) {
     case Device::cpu:
-      cpu::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay,
-                        p.grad_scale, bias1, bias2);
+      cpu_update(param.f32(), grad.f32(), m.f32(), v.f32(), n, e);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      cuda::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay,
-                         p.grad_scale, bias1, bias2, cuda_compute_stream());
+      cuda::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), n, e, cuda_compute_stream());
+      return;
+#else
+      detail::fail_no_cuda_kernel(op);
+#endif
+  }
+}
+
+void adamw_update_segments(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                           const std::vector<AdamWSegment>& segments, const AdamWParams& p, Tensor* mirror) {
+  const char* op = "adamw_update_segments";
+  const Device device = detail::check_args(op, {{"param", param}, {"grad", grad}, {"m", m}, {"v", v}});
+  TS_CHECK(m.numel() == grad.numel() && v.numel() == grad.numel(), op, ": grad ", shape_string(grad.shape()), ", m ",
+           shape_string(m.shape()), " and v ", shape_string(v.shape()), " must hold the same number of elements");
+  for (const AdamWSegment& s : segments)
+    TS_CHECK(s.length >= 0 && s.param_offset >= 0 && s.state_offset >= 0 &&
+                 s.param_offset + s.length <= param.numel() && s.state_offset + s.length <= grad.numel(),
+             op, ": segment (param ", s.param_offset, ", state ", s.state_offset, ", length ", s.length,
+             ") lies outside param (", param.numel(), ") or the state (", grad.numel(), ")");
+  if (mirror) {
+    TS_CHECK(device == Device::cuda && (mirror->dtype() == DType::bf16 || mirror->dtype() == DType::f16), op,
+             ": the mirror is the GPU's 16-bit compute copy: a bf16 or f16 tensor on the GPU, got ",
+             dtype_name(mirror->dtype()), device == Device::cpu ? " with CPU tensors" : "");
+    detail::check_args(op, {{"mirror", *mirror, mirror->dtype()}, {"param", param}});
+    TS_CHECK(mirror->numel() == param.numel(), op, ": the mirror holds ", mirror->numel(), " elements, param ",
+             param.numel());
+  }
+  const AdamWElementParams decayed = element_params(op, p, true), plain = element_params(op, p, false);
+  switch (device) {
+    case Device::cpu:
+      for (const AdamWSegment& s : segments)
+        cpu_update(param.f32() + s.param_offset, grad.f32() + s.state_offset, m.f32() + s.state_offset,
+                   v.f32() + s.state_offset, s.length, s.decayed ? decayed : plain);
+      return;
+    case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      if (!mirror)
+        return cuda::adamw_update_segments<float>(param.f32(), grad.f32(), m.f32(), v.f32(), nullptr, segments.data(),
+                                                  int64_t(segments.size()), decayed, plain, cuda_compute_stream());
+      cuda::with_storage_type(mirror->dtype(), [&]<typename T>(T) {
+        cuda::adamw_update_segments<T>(param.f32(), grad.f32(), m.f32(), v.f32(), cuda::typed_data<T>(*mirror),
+                                       segments.data(), int64_t(segments.size()), decayed, plain,
+                                       cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);

@@ -1,8 +1,10 @@
 // One element of the AdamW update, shared by the CPU loop and the CUDA kernel so both do exactly
-// the same fp32 arithmetic (see ops/adamw.h for the formula). bias1/bias2 = 1 - beta^step.
+// the same fp32 arithmetic (see ops/adamw.h for the formula). bias1/bias2 = 1 - beta^step. Also the
+// segment a multi-tensor update covers, shared by the op and its CUDA launcher.
 #pragma once
 
 #include <math.h>
+#include <stdint.h>
 
 #if defined(__CUDACC__)
 #define TS_HOST_DEVICE __host__ __device__
@@ -11,6 +13,15 @@
 #endif
 
 namespace tessera {
+
+// param[param_offset, +length) is updated from grad, m and v at [state_offset, +length); weight
+// decay applies when `decayed`.
+struct AdamWSegment {
+  int64_t param_offset = 0;
+  int64_t state_offset = 0;
+  int64_t length = 0;
+  bool decayed = false;
+};
 
 struct AdamWElementParams {
   float lr, beta1, beta2, eps, weight_decay, grad_scale, bias1, bias2;

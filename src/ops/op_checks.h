@@ -22,7 +22,7 @@ Device check_args(const char* op, std::initializer_list<Arg> args);
 void check_shape(const char* op, const char* name, const Tensor& t, const Shape& shape);
 // All dimensions of t but the last: the rows of a (..., C) tensor.
 Shape leading_shape(const Tensor& t);
-// The compute dtype of an op's activations: f32 on any device, bf16 on the GPU only (CPU kernels
+// The compute dtype of an op's activations: f32 on any device, bf16 or f16 on the GPU only (CPU kernels
 // are the fp32 reference). Throws naming the op and the argument otherwise.
 void check_float_dtype(const char* op, const char* name, const Tensor& t);
 // Raised by an op's Device::cuda branch until its CUDA kernel lands.

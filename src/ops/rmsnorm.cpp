@@ -1,5 +1,5 @@
-// RMSNorm: shape, dtype and eps checks, then dispatch by device. The CUDA kernels are still to come,
-// so a GPU tensor gets detail::fail_no_cuda_kernel.
+// RMSNorm: shape, dtype and eps checks, then dispatch by device and, on the GPU, by the activation
+// dtype (f32, bf16, f16).
 #include "ops/rmsnorm.h"
 
 #include <cmath>
@@ -7,6 +7,12 @@
 #include "ops/cpu/residual_cpu.h"
 #include "ops/cpu/rmsnorm_cpu.h"
 #include "ops/op_checks.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/rmsnorm_cuda.h"
+#include "ops/cuda/storage_types.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -45,7 +51,15 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& x, const Tensor& w
       cpu::rmsnorm_forward(out.f32(), rstd.f32(), x.f32(), weight.f32(), N, C, eps);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::rmsnorm_forward(cuda::typed_data<T>(out), rstd.f32(), cuda::typed_data<T>(x),
+                              cuda::typed_data<T>(weight), N, C, eps, cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -72,7 +86,16 @@ void residual_rmsnorm_forward(Tensor& residual_out, Tensor& out, Tensor& rstd, c
       cpu::rmsnorm_forward(out.f32(), rstd.f32(), residual_out.f32(), weight.f32(), N, C, eps);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::residual_rmsnorm_forward(cuda::typed_data<T>(residual_out), cuda::typed_data<T>(out), rstd.f32(),
+                                       cuda::typed_data<T>(a), cuda::typed_data<T>(b), cuda::typed_data<T>(weight),
+                                       N, C, eps, cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -97,7 +120,16 @@ void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Ten
       cpu::rmsnorm_backward(dx.f32(), dweight.f32(), dout.f32(), x.f32(), weight.f32(), rstd.f32(), N, C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::rmsnorm_backward(cuda::typed_data<T>(dx), dweight.f32(), cuda::typed_data<T>(dout),
+                               cuda::typed_data<T>(x), cuda::typed_data<T>(weight), rstd.f32(), N, C,
+                               cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

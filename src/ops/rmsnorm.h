@@ -3,7 +3,8 @@
 //   residual_rmsnorm_forward: residual_out = a + b, then rmsnorm_forward of residual_out; the same
 //   values as residual_forward followed by rmsnorm_forward (the CPU runs exactly those two kernels).
 // Shapes: x/out/dout/dx (N,C) or (B,T,C), weight (C), rstd (N) or (B,T). eps > 0 (Llama: 1e-5 or 1e-6).
-// Dtypes: x, out, dout, dx and weight share one (f32; the CPU is the fp32 reference); rstd and dweight are f32.
+// Dtypes: x, out, dout, dx and weight share one (f32, or bf16 or f16 on the GPU: 16-bit storage, fp32
+// arithmetic; the CPU is the fp32 reference); rstd and dweight are f32.
 #pragma once
 
 #include "core/tensor.h"

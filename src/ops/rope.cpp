@@ -1,5 +1,6 @@
 // RoPE: the inverse frequencies (with Llama 3.1's scaling), shape, dtype and position checks, then
-// dispatch by device. The GPU kernel comes later: Device::cuda fails with the usual message until then.
+// dispatch by device and, on the GPU, by storage type (f32, bf16, f16). Position values are checked
+// on the CPU only: on the GPU that would take a synchronising copy per call.
 #include "ops/rope.h"
 
 #include <cmath>
@@ -7,6 +8,12 @@
 
 #include "ops/cpu/rope_cpu.h"
 #include "ops/op_checks.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/rope_cuda.h"
+#include "ops/cuda/storage_types.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -92,7 +99,15 @@ void rope_forward(Tensor& qkv, const Tensor& positions, int64_t num_heads, int64
       cpu::rope_forward(qkv.f32(), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH, d.NKV, d.HS);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(qkv.dtype(), [&]<typename S>(S) {
+        cuda::rope_forward(cuda::typed_data<S>(qkv), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH,
+                           d.NKV, d.HS, cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -106,7 +121,15 @@ void rope_backward(Tensor& dqkv, const Tensor& positions, int64_t num_heads, int
       cpu::rope_backward(dqkv.f32(), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH, d.NKV, d.HS);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(dqkv.dtype(), [&]<typename S>(S) {
+        cuda::rope_backward(cuda::typed_data<S>(dqkv), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH,
+                            d.NKV, d.HS, cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

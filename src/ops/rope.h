@@ -27,7 +27,8 @@ Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config);
 // Rotates the q and k heads of qkv (B, T, (NH+2NKV)*HS) in place by the angles of positions (T) i32
 // (each token's absolute position, >= 0, shared by every sequence of the batch; a context-parallel
 // rank passes its true offsets) and inv_freq (HS/2) f32 from rope_inv_freq. v is left untouched.
-// qkv: f32 (bf16 on the GPU once its kernel lands); positions and inv_freq on qkv's device.
+// qkv: f32, or bf16 or f16 on the GPU (16-bit storage, fp32 arithmetic); positions and inv_freq on
+// qkv's device. Negative positions are refused on the CPU; the GPU does not read them back to check.
 void rope_forward(Tensor& qkv, const Tensor& positions, int64_t num_heads, int64_t num_kv_heads,
                   const Tensor& inv_freq);
 

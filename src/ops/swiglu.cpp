@@ -1,9 +1,15 @@
-// SwiGLU: shape and dtype checks, then dispatch by device. The CUDA kernels are still to come, so a
-// GPU tensor gets detail::fail_no_cuda_kernel.
+// SwiGLU: shape and dtype checks, then dispatch by device and, on the GPU, by storage type (f32,
+// bf16, f16).
 #include "ops/swiglu.h"
 
 #include "ops/cpu/swiglu_cpu.h"
 #include "ops/op_checks.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include "core/cuda/device.h"
+#include "ops/cuda/storage_types.h"
+#include "ops/cuda/swiglu_cuda.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -33,7 +39,14 @@ void swiglu_forward(Tensor& out, const Tensor& h) {
       cpu::swiglu_forward(out.f32(), h.f32(), N, F);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::swiglu_forward(cuda::typed_data<T>(out), cuda::typed_data<T>(h), N, F, cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -51,7 +64,15 @@ void swiglu_backward(Tensor& dh, const Tensor& dout, const Tensor& h) {
       cpu::swiglu_backward(dh.f32(), dout.f32(), h.f32(), N, F);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(dtype, [&]<typename T>(T) {
+        cuda::swiglu_backward(cuda::typed_data<T>(dh), cuda::typed_data<T>(dout), cuda::typed_data<T>(h), N, F,
+                              cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

@@ -3,7 +3,8 @@
 //   forward:  out (..., F) = silu(gate) * up.
 //   backward: dh (..., 2F) written: dgate = dout * up * silu'(gate), dup = dout * silu(gate);
 //             silu'(g) = sigmoid(g) * (1 + g * (1 - sigmoid(g))).
-// All tensors share h's dtype: f32 (the CPU is the fp32 reference).
+// All tensors share h's dtype: f32, or bf16 or f16 on the GPU (16-bit storage, fp32 arithmetic; the
+// CPU is the fp32 reference).
 #pragma once
 
 #include "core/tensor.h"

@@ -1,10 +1,9 @@
-// AdamW step over segments: one fused update per segment (ops/adamw), decay chosen per segment.
+// AdamW step over segments: one multi-tensor update (ops/adamw), decay chosen per segment.
 #include "optim/adamw_optimizer.h"
 
 #include <algorithm>
 
 #include "core/cuda/device.h"
-#include "ops/adamw.h"
 
 namespace tessera {
 
@@ -31,17 +30,10 @@ AdamW::AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config, Devi
   v_ = Tensor::zeros({size}, DType::f32, device);
 }
 
-void AdamW::step(Tensor& params, const Tensor& grads, float lr, float grad_scale) {
+void AdamW::step(Tensor& params, const Tensor& grads, float lr, float grad_scale, Tensor* compute_copy) {
   ++steps_;
-  for (const OptimSegment& s : segments_) {
-    Tensor p = params.view(s.param_offset, {s.length});
-    Tensor g = grads.view(s.state_offset, {s.length});
-    Tensor m = m_.view(s.state_offset, {s.length});
-    Tensor v = v_.view(s.state_offset, {s.length});
-    AdamWParams hp{lr, config_.beta1, config_.beta2, config_.eps, s.decayed ? config_.weight_decay : 0.0f,
-                   grad_scale, steps_};
-    adamw_update(p, g, m, v, hp);
-  }
+  const AdamWParams hp{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, grad_scale, steps_};
+  adamw_update_segments(params, grads, m_, v_, segments_, hp, compute_copy);
 }
 
 // Both move the state across devices once (when the two sides differ), then copy segment by

@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "nn/parameter_layout.h"
+#include "ops/adamw.h"
 
 namespace tessera {
 
@@ -20,13 +21,9 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
 };
 
-// params[param_offset, +length) is updated from grads/moments at [state_offset, +length).
-struct OptimSegment {
-  int64_t param_offset = 0;
-  int64_t state_offset = 0;
-  int64_t length = 0;
-  bool decayed = false;
-};
+// params[param_offset, +length) is updated from grads/moments at [state_offset, +length): the
+// multi-tensor AdamW op's segment.
+using OptimSegment = AdamWSegment;
 
 // One segment per parameter, state laid out like the parameters.
 std::vector<OptimSegment> full_segments(const ParameterLayout& layout);
@@ -40,8 +37,10 @@ class AdamW {
   // The moments live on `device`, with the parameters they update.
   AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config, Device device = Device::cpu);
 
-  // One update of every segment; `grads` is indexed like the state; grad_scale folds in clipping.
-  void step(Tensor& params, const Tensor& grads, float lr, float grad_scale);
+  // One update of every segment (one multi-tensor pass); `grads` is indexed like the state;
+  // grad_scale folds in clipping. compute_copy, when given (GPU, bf16 or f16, the parameters'
+  // layout), receives the updated parameters of the segments rounded, in the same pass.
+  void step(Tensor& params, const Tensor& grads, float lr, float grad_scale, Tensor* compute_copy = nullptr);
 
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t steps) { steps_ = steps; }

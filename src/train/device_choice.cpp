@@ -36,4 +36,9 @@ DType choose_compute_dtype(const std::string& flag, Device device) {
   return flag == "fp16" ? DType::f16 : DType::f32;
 }
 
+std::string compute_dtype_flag(DType dtype) {
+  if (dtype == DType::bf16) return "bf16";
+  return dtype == DType::f16 ? "fp16" : "fp32";
+}
+
 }  // namespace tessera

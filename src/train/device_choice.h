@@ -20,5 +20,7 @@ DeviceChoice choose_device(const std::string& flag);
 Device choose_device_noting(const std::string& flag);
 // The compute dtype for --dtype on `device`; throws naming the flag when the pair is not supported.
 DType choose_compute_dtype(const std::string& flag, Device device);
+// The --dtype value naming a compute dtype: fp32, bf16 or fp16 (as PyTorch's benchmarks name them).
+std::string compute_dtype_flag(DType dtype);
 
 }  // namespace tessera

@@ -13,6 +13,7 @@
 #include "nn/gpt2.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/grad_clip.h"
+#include "train/device_choice.h"
 #include "train/loss_scaler.h"
 
 namespace tessera {
@@ -89,8 +90,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     const auto t = Clock::now();
     const float scale = scaler.scale(), norm = global_grad_norm(model.grads());
     if (scaler.update(norm) == LossScaler::Verdict::step) {
-      optimizer.step(model.params(), model.grads(), 6e-4f, clip_scale(norm / scale, 1.0f) / scale);
-      model.params_updated();
+      optimizer.step(model.params(), model.grads(), 6e-4f, clip_scale(norm / scale, 1.0f) / scale,
+                     model.compute_copy());
     }
     const double update = elapsed_ms(t, o.device);
     const double total = elapsed_ms(step_start, o.device);
@@ -124,7 +125,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
       {"impl", "tessera"},
       {"device", o.device == Device::cuda ? "cuda" : "cpu"},
       {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
-      {"dtype", std::string(dtype_name(o.dtype))},
+      {"dtype", compute_dtype_flag(o.dtype)},
       {"model", o.model_name},
       {"layers", c.num_layers},
       {"heads", c.num_heads},

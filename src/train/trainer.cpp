@@ -173,10 +173,13 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
     throw Error(message.str(), __FILE__);
   }
   // The optimizer sees the scaled gradients: its factor clips and divides the scale out at once.
+  // Unsharded, it also refreshes the 16-bit compute copy in its pass; under ZeRO the copy follows
+  // the all-gather of the other ranks' updates.
+  const bool sharded = config_.zero > 0;
   optimizer_->step(model_->params(), data_parallel_->optimizer_grads(), lr,
-                   clip_scale(grad_norm, config_.grad_clip) / scale);
+                   clip_scale(grad_norm, config_.grad_clip) / scale, sharded ? nullptr : model_->compute_copy());
   data_parallel_->after_update();
-  model_->params_updated();
+  if (sharded) model_->params_updated();
   return grad_norm;
 }
 

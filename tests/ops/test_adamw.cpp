@@ -1,8 +1,10 @@
 // AdamW: several steps against the scalar formula in double (bias correction, decoupled decay,
-// grad_scale), and bad arguments.
+// grad_scale); the multi-tensor form equal, bit for bit, to one update per segment; bad arguments.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "ops/adamw.h"
 #include "ops/op_testing.h"
@@ -65,6 +67,52 @@ TEST(AdamW, RejectsBadArguments) {
   EXPECT_THROW(adamw_update(param, grad, m, v, bad_beta), Error);
   Tensor int_grad = Tensor::zeros({4}, DType::i32);
   EXPECT_THROW(adamw_update(param, int_grad, m, v, AdamWParams{}), Error);
+}
+
+// Segments as a ZeRO shard has them: parameters at scattered offsets, state packed from 0, decay on
+// some; the elements no segment covers stay untouched.
+std::vector<AdamWSegment> scattered_segments() {
+  return {{10, 0, 300, true}, {400, 300, 7, false}, {600, 307, 1000, true}, {1700, 1307, 1, false}};
+}
+
+TEST(AdamW, SegmentsEqualOneUpdatePerSegment) {
+  const std::vector<AdamWSegment> segments = scattered_segments();
+  const int64_t state = 1308;
+  Tensor param = testing::random_tensor({2000}, 7), grad = testing::random_tensor({state}, 8, -2.0f, 2.0f);
+  Tensor m = testing::random_tensor({state}, 9, 0.0f, 0.1f), v = testing::random_tensor({state}, 10, 0.0f, 0.1f);
+  Tensor param_ref = testing::random_tensor({2000}, 7), m_ref = testing::random_tensor({state}, 9, 0.0f, 0.1f);
+  Tensor v_ref = testing::random_tensor({state}, 10, 0.0f, 0.1f);
+  AdamWParams hp;
+  hp.lr = 1e-2f;
+  hp.weight_decay = 0.1f;
+  hp.grad_scale = 0.25f;
+  hp.step = 3;
+  adamw_update_segments(param, grad, m, v, segments, hp);
+  for (const AdamWSegment& s : segments) {
+    Tensor p = param_ref.view(s.param_offset, {s.length}), mm = m_ref.view(s.state_offset, {s.length});
+    Tensor vv = v_ref.view(s.state_offset, {s.length});
+    AdamWParams one = hp;
+    one.weight_decay = s.decayed ? hp.weight_decay : 0.0f;
+    adamw_update(p, grad.view(s.state_offset, {s.length}), mm, vv, one);
+  }
+  for (int64_t i = 0; i < 2000; ++i) ASSERT_EQ(param.f32()[i], param_ref.f32()[i]) << "param " << i;
+  for (int64_t i = 0; i < state; ++i) {
+    ASSERT_EQ(m.f32()[i], m_ref.f32()[i]) << "m " << i;
+    ASSERT_EQ(v.f32()[i], v_ref.f32()[i]) << "v " << i;
+  }
+  EXPECT_EQ(param.f32()[5], testing::random_tensor({2000}, 7).f32()[5]) << "outside every segment";
+}
+
+TEST(AdamW, SegmentsOutsideTheBuffersOrACpuMirrorAreRefused) {
+  Tensor param = Tensor::zeros({100}), grad = Tensor::zeros({50}), m = Tensor::zeros({50}), v = Tensor::zeros({50});
+  for (const AdamWSegment& bad : {AdamWSegment{90, 0, 20, false}, AdamWSegment{0, 40, 20, false},
+                                  AdamWSegment{-1, 0, 5, false}})
+    EXPECT_TRUE(testing::contains(
+        testing::error_of([&] { adamw_update_segments(param, grad, m, v, {bad}, AdamWParams{}); }), "lies outside"));
+  Tensor mirror = Tensor::zeros({100}, DType::bf16);
+  const std::string message =
+      testing::error_of([&] { adamw_update_segments(param, grad, m, v, {}, AdamWParams{}, &mirror); });
+  EXPECT_TRUE(testing::contains(message, "the mirror is the GPU's 16-bit compute copy")) << message;
 }
 
 }  // namespace

@@ -1,0 +1,197 @@
+// RMSNorm on the GPU, storage T = float, bf16 or fp16 for the activations and weight, fp32
+// arithmetic, rstd and dweight. One warp per row (8 rows per block): forward sums x^2, then writes
+// out = x * rstd * weight and rstd = 1 / sqrtf(mean(x^2) + eps) (correctly rounded sqrt and
+// division, as the CPU's 1.0f / std::sqrt). Backward writes dx per row, then adds dweight (fp32)
+// as a deterministic column sum (column_sums.cuh):
+//   dx = rstd * (dnorm - xhat * mean(dnorm * xhat)),  xhat = x * rstd, dnorm = dout * weight
+//   dweight += sum_n dout * xhat.
+// The fused residual_rmsnorm_forward writes r = a + b (rounded to T) and normalises the rounded r
+// in the same kernel: the same bits as residual_forward then rmsnorm_forward.
+// Each lane takes W consecutive channels at a time: 16 bytes for bf16 and fp16 rows when C and the
+// pointers allow, else 1; fp32 rows always use W = 1 (as layernorm.cu).
+#include <initializer_list>
+#include <type_traits>
+
+#include "ops/cuda/column_sums.cuh"
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/rmsnorm_cuda.h"
+#include "ops/cuda/vector_io.cuh"
+
+namespace tessera::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 8;
+
+// --- kernels ---
+
+// Given this lane's partial sum of squares of the row x_n (C), finishes rstd, writes
+// out_n = x_n * rstd * weight and, from lane 0, rstd[n].
+template <typename T, int W>
+__device__ void rmsnorm_finish_row(T* out_n, float* rstd, const T* x_n, const T* weight, int64_t n, int64_t C,
+                                   float eps, float lane_sum_sq) {
+  const int lane = threadIdx.x % kWarpSize;
+  const float s = 1.0f / sqrtf(warp_sum(lane_sum_sq) / float(C) + eps);
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float v[W], w[W];
+    load_f32_vec(v, x_n + c);
+    load_f32_vec(w, weight + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) v[k] = v[k] * s * w[k];
+    store_f32_vec(out_n + c, v);
+  }
+  if (lane == 0) rstd[n] = s;
+}
+
+template <typename T, int W>
+__global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* x, const T* weight, int64_t N, int64_t C,
+                                       float eps) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  if (n >= N) return;  // a whole warp leaves together
+  const T* x_n = x + n * C;  // (C)
+  float sum_sq = 0.0f;
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float v[W];
+    load_f32_vec(v, x_n + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) sum_sq += v[k] * v[k];
+  }
+  rmsnorm_finish_row<T, W>(out + n * C, rstd, x_n, weight, n, C, eps, sum_sq);
+}
+
+// r = a + b rounded to T, then RMSNorm of r. Each lane reads back only the channels it wrote, so
+// no barrier is needed between the passes.
+template <typename T, int W>
+__global__ void residual_rmsnorm_forward_kernel(T* residual_out, T* out, float* rstd, const T* a, const T* b,
+                                                const T* weight, int64_t N, int64_t C, float eps) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  if (n >= N) return;
+  T* r_n = residual_out + n * C;  // (C)
+  float sum_sq = 0.0f;
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float va[W], vb[W];
+    load_f32_vec(va, a + n * C + c);
+    load_f32_vec(vb, b + n * C + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) va[k] += vb[k];
+    store_f32_vec(r_n + c, va);
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+      const float r = load_f32(store_as<T>(va[k]));  // the stored (rounded) value
+      sum_sq += r * r;
+    }
+  }
+  rmsnorm_finish_row<T, W>(out + n * C, rstd, r_n, weight, n, C, eps, sum_sq);
+}
+
+template <typename T, int W>
+__global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* weight, const float* rstd,
+                                           int64_t N, int64_t C) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  if (n >= N) return;
+  const T* dout_n = dout + n * C;  // (C)
+  const T* x_n = x + n * C;        // (C)
+  T* dx_n = dx + n * C;            // (C)
+  const float s = rstd[n];
+  float dnorm_xhat_sum = 0.0f;
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float d[W], v[W], w[W];
+    load_f32_vec(d, dout_n + c);
+    load_f32_vec(v, x_n + c);
+    load_f32_vec(w, weight + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) dnorm_xhat_sum += d[k] * w[k] * (v[k] * s);
+  }
+  const float dnorm_xhat_mean = warp_sum(dnorm_xhat_sum) / float(C);
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float d[W], v[W], w[W];
+    load_f32_vec(d, dout_n + c);
+    load_f32_vec(v, x_n + c);
+    load_f32_vec(w, weight + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) v[k] = s * (d[k] * w[k] - v[k] * s * dnorm_xhat_mean);
+    store_f32_vec(dx_n + c, v);
+  }
+}
+
+// dout * xhat at (n, c): the term of dweight.
+template <typename T>
+struct RmsNormParamGradLoad {
+  const T* dout;
+  const T* x;
+  const float* rstd;
+  int64_t C;
+  __device__ void operator()(int64_t n, int64_t c, float (&v)[1]) const {
+    v[0] = load_f32(dout[n * C + c]) * (load_f32(x[n * C + c]) * rstd[n]);
+  }
+};
+
+// Channels a lane takes at a time on the 16-byte path: 8 for bf16 and fp16; 1 for fp32.
+template <typename T>
+constexpr int kRowVec = std::is_same_v<T, float> ? 1 : kVec<T>;
+
+// Whether rows of C channels take the kRowVec<T> path: C a multiple of it, every pointer 16-byte
+// aligned (row n starts n*C elements in).
+template <typename T>
+bool vector_rows(int64_t C, std::initializer_list<const void*> pointers) {
+  bool ok = C % kRowVec<T> == 0;
+  for (const void* p : pointers) ok = ok && is_aligned16(p);
+  return ok;
+}
+
+unsigned row_blocks(int64_t N) { return unsigned(ceil_div(N, kRowsPerBlock)); }
+constexpr unsigned kRowThreads = kRowsPerBlock * kWarpSize;
+
+}  // namespace
+
+// --- launchers ---
+
+template <typename T>
+void rmsnorm_forward(T* out, float* rstd, const T* x, const T* weight, int64_t N, int64_t C, float eps,
+                     cudaStream_t stream) {
+  if (N == 0) return;
+  if (vector_rows<T>(C, {out, x, weight}))
+    rmsnorm_forward_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(out, rstd, x, weight, N, C,
+                                                                                      eps);
+  else
+    rmsnorm_forward_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(out, rstd, x, weight, N, C, eps);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void residual_rmsnorm_forward(T* residual_out, T* out, float* rstd, const T* a, const T* b, const T* weight,
+                              int64_t N, int64_t C, float eps, cudaStream_t stream) {
+  if (N == 0) return;
+  if (vector_rows<T>(C, {residual_out, out, a, b, weight}))
+    residual_rmsnorm_forward_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(
+        residual_out, out, rstd, a, b, weight, N, C, eps);
+  else
+    residual_rmsnorm_forward_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(residual_out, out, rstd, a, b,
+                                                                                     weight, N, C, eps);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void rmsnorm_backward(T* dx, float* dweight, const T* dout, const T* x, const T* weight, const float* rstd,
+                      int64_t N, int64_t C, cudaStream_t stream) {
+  if (N == 0) return;
+  if (vector_rows<T>(C, {dx, dout, x, weight}))
+    rmsnorm_backward_dx_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, rstd,
+                                                                                          N, C);
+  else
+    rmsnorm_backward_dx_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, rstd, N, C);
+  CUDA_CHECK_LAUNCH();
+  column_sums_accumulate<1>(ColumnOutputs<1>{{dweight}}, N, C, RmsNormParamGradLoad<T>{dout, x, rstd, C}, stream);
+}
+
+#define INSTANTIATE(T)                                                                                          \
+  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int64_t, int64_t, float, cudaStream_t);      \
+  template void residual_rmsnorm_forward<T>(T*, T*, float*, const T*, const T*, const T*, int64_t, int64_t,     \
+                                            float, cudaStream_t);                                               \
+  template void rmsnorm_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int64_t, int64_t,   \
+                                    cudaStream_t);
+TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
+
+}  // namespace tessera::cuda

@@ -1,0 +1,25 @@
+// CUDA launchers of RMSNorm over the last dimension (contract in ops/rmsnorm.h).
+// Raw device pointers; activations and weight of storage T = float, __nv_bfloat16 or __half
+// (arithmetic fp32), rstd and dweight fp32; queued on `stream`; each checks its launch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tessera::cuda {
+
+// out (N,C), rstd (N) from x (N,C), weight (C).
+template <typename T>
+void rmsnorm_forward(T* out, float* rstd, const T* x, const T* weight, int64_t N, int64_t C, float eps,
+                     cudaStream_t stream);
+// residual_out (N,C) = a (N,C) + b (N,C), then out, rstd = RMSNorm(residual_out) as above, in one kernel.
+template <typename T>
+void residual_rmsnorm_forward(T* residual_out, T* out, float* rstd, const T* a, const T* b, const T* weight,
+                              int64_t N, int64_t C, float eps, cudaStream_t stream);
+// dx (N,C) written; dweight (C) accumulated, summed over rows in a fixed order.
+template <typename T>
+void rmsnorm_backward(T* dx, float* dweight, const T* dout, const T* x, const T* weight, const float* rstd,
+                      int64_t N, int64_t C, cudaStream_t stream);
+
+}  // namespace tessera::cuda
