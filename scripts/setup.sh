@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-openmp-dev libomp-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-  nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev
+  nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
   fortunes fortunes-min
   python3 python3-numpy python3-torch

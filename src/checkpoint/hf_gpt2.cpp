@@ -110,7 +110,7 @@ void check_config_bool(const json& config, const std::filesystem::path& path, co
 
 GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
   const std::filesystem::path& path = config_json;
-  std::string text = read_whole_file(path, "Hugging Face config");
+  std::string text = read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes);
   json config;
   try {
     config = json::parse(text);

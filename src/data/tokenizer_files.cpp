@@ -12,7 +12,7 @@ namespace tessera {
 namespace vocab_files {
 
 nlohmann::json parse_json_file(const std::filesystem::path& file) {
-  std::string text = read_whole_file(file, "tokenizer file");
+  std::string text = read_whole_file(file, "tokenizer file", kMaxTokenizerFileBytes);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {

@@ -25,6 +25,7 @@ void TrainConfig::validate() const {
   TS_CHECK(eval_every >= 0, "--eval-every must not be negative, got ", eval_every);
   TS_CHECK(eval_batches > 0, "--eval-batches must be positive, got ", eval_batches);
   TS_CHECK(checkpoint_every >= 0, "--checkpoint-every must not be negative, got ", checkpoint_every);
+  TS_CHECK(keep_checkpoints >= 0, "--keep-checkpoints must not be negative (0 keeps all), got ", keep_checkpoints);
   TS_CHECK(sample_every >= 0, "--sample-every must not be negative, got ", sample_every);
   TS_CHECK(threads >= 0, "--threads must not be negative, got ", threads);
   // OpenMP's runtime crashes when asked for tens of thousands of threads; no machine has that many cores.
