@@ -9,6 +9,9 @@ namespace tessera {
 
 // The most CPU threads --threads accepts.
 inline constexpr int kMaxThreads = 1024;
+// The largest gradient bucket (MiB; 1 TiB) and communication timeout (seconds; about 115 days) accepted.
+inline constexpr double kMaxBucketMb = 1 << 20;
+inline constexpr double kMaxCommTimeout = 1e7;
 
 struct TrainConfig {
   // model

@@ -150,9 +150,9 @@ TEST_F(CliBadInput, ConfigThatIsNotAFile) {
 
 TEST_F(CliBadInput, SamplingFlagsOutOfRange) {
   const std::string generate = "generate --checkpoint " + (dir / "none").string();
-  expect_one_line_error(generate + " --temperature nan", "--temperature must be a finite number >= 0");
+  expect_one_line_error(generate + " --temperature nan", "--temperature: must be a finite number, got 'nan'");
   expect_one_line_error(generate + " --temperature -1", "--temperature must be a finite number >= 0");
-  expect_one_line_error(generate + " --temperature inf", "--temperature must be a finite number >= 0");
+  expect_one_line_error(generate + " --temperature inf", "--temperature: must be a finite number, got 'inf'");
   expect_one_line_error(generate + " --top-k -1", "--top-k must not be negative");
   expect_one_line_error(generate + " --max-new-tokens -5", "--max-new-tokens must not be negative");
 }
