@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/user_text.h"
+#include "data/json_excerpt.h"
 #include "data/whole_file.h"
 
 namespace tessera {
@@ -41,14 +42,14 @@ nlohmann::json read_state_json(const fs::path& checkpoint) {
 int64_t state_count(const nlohmann::json& state, const char* key, const fs::path& checkpoint) {
   const nlohmann::json& v = field(state, key, checkpoint);
   TS_CHECK(is_non_negative_integer(v), "checkpoint ", state_path(checkpoint), ": '", key,
-           "' must be a non-negative integer, got ", quoted_text(v.dump(), 40));
+           "' must be a non-negative integer, got ", json_excerpt(v));
   return v.get<int64_t>();
 }
 
 uint64_t state_seed(const nlohmann::json& state, const fs::path& checkpoint) {
   const nlohmann::json& v = field(state, "seed", checkpoint);
   TS_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), "checkpoint ",
-           state_path(checkpoint), ": 'seed' must be a non-negative integer, got ", quoted_text(v.dump(), 40));
+           state_path(checkpoint), ": 'seed' must be a non-negative integer, got ", json_excerpt(v));
   return v.get<uint64_t>();
 }
 
@@ -58,7 +59,7 @@ GPT2Config state_model_config(const nlohmann::json& state, const fs::path& check
   auto positive = [&](const char* key) {
     const nlohmann::json& v = field(m, key, checkpoint, "model.");
     TS_CHECK(is_non_negative_integer(v) && v.get<int64_t>() > 0, "checkpoint ", state_path(checkpoint), ": 'model.",
-             key, "' must be a positive integer, got ", quoted_text(v.dump(), 40));
+             key, "' must be a positive integer, got ", json_excerpt(v));
     return v.get<int64_t>();
   };
   GPT2Config c{positive("num_layers"), positive("num_heads"), positive("channels"), positive("vocab_size"),
@@ -83,7 +84,7 @@ std::map<std::string, FileDigest> state_files(const nlohmann::json& state, const
                        std::all_of(crc->get_ref<const std::string&>().begin(), crc->get_ref<const std::string&>().end(),
                                    [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
     TS_CHECK(valid, "checkpoint ", state_path(checkpoint), ": 'files.", name,
-             "' must be {\"bytes\": <size>, \"crc32\": \"<8 hex digits>\"}, got ", quoted_text(entry.dump(), 80));
+             "' must be {\"bytes\": <size>, \"crc32\": \"<8 hex digits>\"}, got ", json_excerpt(entry));
     files[name] = FileDigest{bytes->get<uint64_t>(), crc->get<std::string>()};
   }
   return files;

@@ -13,6 +13,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/file_checks.h"
+#include "data/json_excerpt.h"
 
 namespace tessera {
 
@@ -119,12 +120,12 @@ void SafetensorsFile::parse_header(size_t header_bytes) {
     TS_CHECK(shape != entry.end() && shape->is_array(), where(), " has no shape array");
     uint64_t numel = 1;
     for (const json& dim : *shape) {
-      TS_CHECK(dim.is_number_integer(), where(), " has a shape entry that is not an integer: ", dim.dump());
+      TS_CHECK(dim.is_number_integer(), where(), " has a shape entry that is not an integer: ", json_excerpt(dim));
       TS_CHECK(dim.is_number_unsigned() && dim.get<uint64_t>() <= uint64_t(INT64_MAX), where(),
-               " has a negative or oversized shape entry: ", dim.dump());
+               " has a negative or oversized shape entry: ", json_excerpt(dim));
       info.shape.push_back(dim.get<int64_t>());
       TS_CHECK(!__builtin_mul_overflow(numel, dim.get<uint64_t>(), &numel), where(), " has a shape ",
-               shape->dump(), " whose element count overflows");
+               json_excerpt(*shape), " whose element count overflows");
     }
 
     auto offsets = entry.find("data_offsets");

@@ -162,6 +162,7 @@ void check_checkpoint_complete(const fs::path& checkpoint) {
 }
 
 GPT2Config read_checkpoint_model_config(const fs::path& checkpoint) {
+  check_checkpoint_complete(checkpoint);  // a truncated file is named as such, not as a bad header
   const GPT2Config c = state_model_config(read_state_json(checkpoint), checkpoint);
   // Every dimension must fit in the tensors actually stored: a state claiming 10^9 layers is refused
   // here, before a model of that size is allocated.

@@ -57,4 +57,9 @@ std::string quoted_text(std::string_view text, size_t max_chars) {
 
 std::string one_line(std::string_view message, size_t max_chars) { return escaped(message, max_chars); }
 
+std::string library_detail(std::string_view what) {
+  if (what.starts_with('[') && what.find("] ") != std::string_view::npos) what.remove_prefix(what.find("] ") + 2);
+  return escaped(what, 300);
+}
+
 }  // namespace tessera

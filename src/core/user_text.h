@@ -14,6 +14,10 @@ namespace tessera {
 // with "... (N bytes)" appended.
 std::string quoted_text(std::string_view text, size_t max_chars = 200);
 
+// A library exception's text without its "[json.exception.type_error.302] " tag, escaped and cut, to
+// follow our own words about where the error is.
+std::string library_detail(std::string_view what);
+
 // The message itself escaped the same way (no quotes), cut after max_chars bytes.
 std::string one_line(std::string_view message, size_t max_chars = 2000);
 
