@@ -203,13 +203,24 @@ TEST(Cli, TomlConfigWithFlagOverrides) {
   EXPECT_NEAR(lines[0]["lr"].get<double>(), 0.001, 1e-9);  // from the file
 }
 
+// Re-running a finished run says so and succeeds; shape flags equal to the checkpoint's are fine.
+TEST_F(CliBadInput, ResumingAFinishedRunSaysSo) {
+  ASSERT_EQ(tessera_run(base).exit_code, 0);
+  const testing::CommandResult r =
+      testing::run_command("OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " " + base + " --resume --layers 2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "already finished at step 2 (--steps 2)")) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "checkpoint: " + (dir / "run" / "ckpt-00000002").string())) << r.output;
+  EXPECT_FALSE(testing::contains(r.output, "loss 0.0000")) << r.output;
+}
+
 TEST(Cli, HelpListsTheTrainFlags) {
   testing::CommandResult r = testing::run_command(std::string(TESSERA_EXE) + " train --help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* flag : {"--config", "--init-from", "--model", "--train-data", "--val-data", "--tokenizer",
                            "--batch-size", "--micro-batch-size", "--seq-len", "--steps", "--lr", "--min-lr",
                            "--lr-schedule", "--warmup", "--weight-decay", "--beta1", "--beta2", "--eps", "--grad-clip",
-                           "--data-order", "--seed", "--eval-every", "--checkpoint-every", "--out-dir",
+                           "--data-order", "--seed", "--eval-every", "--checkpoint-every", "--keep-checkpoints", "--out-dir",
                            "--metrics-file", "--threads"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
