@@ -1,6 +1,8 @@
 // Model construction for a training run.
 #include "train/model_setup.h"
 
+#include <tuple>
+
 #include "checkpoint/hf_gpt2.h"
 #include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
@@ -42,6 +44,23 @@ void check_shape_flags(const TrainConfig& config, const GPT2Config& stored, cons
            "); drop them to continue with the checkpoint's shape, or train a new model in another --out-dir");
 }
 
+// Far above any model trained today (Llama 3 405B: 126 layers, 16384 wide, 128256 tokens, 131072
+// context) and low enough that the parameter count cannot overflow: a typo such as --layers
+// 1000000000 is refused at once instead of building a layout for a billion layers.
+constexpr int64_t kMaxLayers = 10000, kMaxChannels = int64_t(1) << 17, kMaxVocab = INT32_MAX,
+                  kMaxContext = int64_t(1) << 24;
+
+// `origin` names where the shape came from ("" for the flags, which are then named one by one).
+void check_model_limits(const GPT2Config& mc, const std::string& origin) {
+  for (auto [field, flag, value, limit] : {std::tuple{"num_layers", "--layers", mc.num_layers, kMaxLayers},
+                                           {"num_heads", "--heads", mc.num_heads, kMaxChannels},
+                                           {"channels", "--channels", mc.channels, kMaxChannels},
+                                           {"vocab_size", "--vocab-size", mc.vocab_size, kMaxVocab},
+                                           {"max_seq_len", "--context", mc.max_seq_len, kMaxContext}})
+    TS_CHECK(value <= limit, origin.empty() ? std::string(flag) : origin + ": " + field, " ", value, " is above ",
+             limit, ", the largest Tessera builds");
+}
+
 }  // namespace
 
 ResumePoint run_start_point(const TrainConfig& config) {
@@ -59,10 +78,13 @@ GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* toke
   if (checkpoint) {
     mc = read_checkpoint_model_config(*checkpoint);
     check_shape_flags(config, mc, *checkpoint);
+    check_model_limits(mc, "checkpoint " + checkpoint->string());
   } else if (!config.init_from.empty()) {
     mc = read_hf_gpt2_config(std::filesystem::path(config.init_from) / "config.json");
+    check_model_limits(mc, "--init-from " + config.init_from);
   } else {
     mc = shape_from_flags(config, tokenizer, gpt2_preset(config.model.empty() ? TrainConfig{}.model : config.model));
+    check_model_limits(mc, "");
   }
   if (tokenizer)
     TS_CHECK(tokenizer->vocab_size() <= mc.vocab_size, "--tokenizer: ", config.tokenizer, " has ",

@@ -313,6 +313,9 @@ std::vector<BadInput> number_cases() {
       flag("AbsurdThreads", "--threads 100000", "--threads 100000"),
       flag("NegativeKeep", "--keep-checkpoints -1", "--keep-checkpoints must not be negative"),
       flag("FractionalSteps", "--steps 1.5", "--steps"),
+      flag("BillionLayers", "--layers 1000000000", "--layers 1000000000 is above 10000"),
+      flag("VocabularyPastInt32", "--vocab-size 9000000000000000000", "--vocab-size 9000000000000000000 is above"),
+      flag("ContextPastItsLimit", "--context 9000000000000000000", "--context 9000000000000000000 is above"),
       {"number", "EvalBatchPastInt64",
        [](auto d) {
          return "eval --checkpoint " + (d / "run").string() + " --val-data " + (d / "train_000000.bin").string() +

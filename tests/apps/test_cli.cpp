@@ -214,6 +214,21 @@ TEST_F(CliBadInput, ResumingAFinishedRunSaysSo) {
   EXPECT_FALSE(testing::contains(r.output, "loss 0.0000")) << r.output;
 }
 
+// A model vocabulary larger than the tokenizer's: samples draw only ids the tokenizer can decode
+// (the closing sample used to fail the run after all its work).
+TEST_F(CliBadInput, TokenizerSmallerThanTheModelSamplesItsOwnTokens) {
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
+  testing::write_text(dir / "corpus.txt", text);
+  const std::string exe = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE);
+  ASSERT_EQ(testing::run_command(exe + " tokenizer-train --vocab-size 300 --in " + (dir / "corpus.txt").string() +
+                                 " --out " + (dir / "tok.json").string()).exit_code, 0);
+  const testing::CommandResult r =
+      testing::run_command(exe + " " + base + " --tokenizer " + (dir / "tok.json").string() + " --vocab-size 4000");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "--- sample ---")) << r.output;
+}
+
 TEST(Cli, HelpListsTheTrainFlags) {
   testing::CommandResult r = testing::run_command(std::string(TESSERA_EXE) + " train --help");
   EXPECT_EQ(r.exit_code, 0);
