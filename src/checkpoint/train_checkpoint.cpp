@@ -86,10 +86,8 @@ int64_t layers_in(const SafetensorsFile& file) {
   return layers;
 }
 
-}  // namespace
-
-fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
-                         const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
+fs::path write_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
+                          const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
   create_folder(out_dir, "checkpoint folder");
   const std::string name = checkpoint_dir_name(state.step);
   const fs::path final_dir = out_dir / name;
@@ -134,6 +132,19 @@ fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const Optim
   fs::remove_all(replaced);
   prune_checkpoints(out_dir, state.step, keep_checkpoints);
   return final_dir;
+}
+
+}  // namespace
+
+fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
+                         const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
+  try {
+    return write_checkpoint(out_dir, model, optimizer, state, tokenizer_json, keep_checkpoints);
+  } catch (const fs::filesystem_error& e) {  // a folder operation (create, rename, link, remove) failed
+    TS_FAIL("saving checkpoint ", checkpoint_dir_name(state.step), " in ", quoted_text(out_dir.string()), ": ",
+            e.code().message(), " on ", quoted_text(e.path1().string()),
+            "; free space or fix the folder's permissions, then resume from the newest complete checkpoint");
+  }
 }
 
 std::optional<fs::path> find_checkpoint(const fs::path& path) {
