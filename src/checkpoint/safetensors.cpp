@@ -103,7 +103,7 @@ void SafetensorsFile::parse_header(size_t header_bytes) {
       }
       continue;
     }
-    auto where = [&] { return "safetensors file \"" + path_.string() + "\": tensor '" + name + "'"; };
+    auto where = [&, &tensor = name] { return "safetensors file \"" + path_.string() + "\": tensor '" + tensor + "'"; };
     TS_CHECK(entry.is_object(), where(), " is not an object");
     SafetensorsInfo info;
     info.name = name;
