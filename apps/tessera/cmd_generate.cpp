@@ -42,6 +42,7 @@ void add_generate_command(CLI::App& app) {
     std::vector<int32_t> prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.eot_token()}
                                                     : tokenizer.encode(o->prompt);
     o->sampling.stop_token = tokenizer.eot_token();
+    o->sampling.vocab_limit = tokenizer.vocab_size();
     Rng rng(o->seed, stream_id("generate"));
     std::printf("%s", o->prompt.c_str());
     generate(*loaded.model, prompt, o->sampling, rng, print_token_text(tokenizer));

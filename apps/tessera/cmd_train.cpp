@@ -16,7 +16,8 @@ namespace tessera::cli {
 namespace {
 
 void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
-  cmd.add_option("--model", c.model, "Model preset: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m")
+  cmd.add_option("--model", c.model,
+                 "Model preset: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m (with --resume: the checkpoint's)")
       ->capture_default_str();
   cmd.add_option("--layers", c.layers, "Override the preset's number of layers");
   cmd.add_option("--heads", c.heads, "Override the preset's attention heads");
@@ -50,6 +51,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--eval-batches", c.eval_batches, "Micro-batches per validation")->capture_default_str();
   cmd.add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0 = at the end only)")
       ->capture_default_str();
+  cmd.add_option("--keep-checkpoints", c.keep_checkpoints, "Keep the newest N checkpoints in --out-dir (0 = all)")
+      ->capture_default_str();
   cmd.add_option("--sample-every", c.sample_every, "Print a generated sample every N steps (0 = never)")
       ->capture_default_str();
   cmd.add_option("--out-dir", c.out_dir, "Run folder: checkpoints, metrics, tokenizer")->capture_default_str();
@@ -75,7 +78,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_flag("!--no-overlap", c.overlap, "Reduce gradients after backward instead of during it");
   cmd.add_option("--comm-timeout", c.comm_timeout, "Seconds before a collective counts as hung")
       ->capture_default_str();
-  cmd.add_flag("--resume", c.resume, "Continue from <out-dir>/ckpt-latest when it exists");
+  cmd.add_flag("--resume", c.resume,
+               "Continue from the newest complete checkpoint in --out-dir (start at step 0 when it holds none)");
   cmd.add_flag("--quiet", c.quiet, "No live progress line");
 }
 
@@ -83,7 +87,8 @@ void print_final_sample(Trainer& trainer, const TrainConfig& c) {
   const Tokenizer& tokenizer = *trainer.tokenizer();
   Rng rng(c.seed, stream_id("final-sample"));
   // Runs on past document ends (several short documents rather than one that may stop at once).
-  SamplingOptions options{std::min<int64_t>(160, trainer.model().config().max_seq_len), 0.8f, 40, -1};
+  SamplingOptions options{std::min<int64_t>(160, trainer.model().config().max_seq_len), 0.8f, 40, -1,
+                          tokenizer.vocab_size()};
   std::printf("\n--- sample ---\n");
   std::fflush(stdout);
   generate(trainer.model(), {tokenizer.eot_token()}, options, rng, print_token_text(tokenizer));
@@ -103,6 +108,7 @@ void add_train_command(CLI::App& app) {
     if (c.train_data.empty() && c.init_from.empty()) apply_default_run(c, [cmd](const std::string& flag) {
       return cmd->count(flag) > 0;
     });
+    if (c.resume && cmd->count("--model") == 0) c.model.clear();  // the checkpoint's shape
     Runtime runtime(nullptr, nullptr);
     cuda_select_device_for_local_rank(runtime.local_rank());
     std::unique_ptr<Trainer> trainer;
@@ -115,6 +121,14 @@ void add_train_command(CLI::App& app) {
     }
     TrainResult result = trainer->run();
     if (runtime.world_rank() != 0) return;
+    if (result.already_finished) {
+      std::printf("%s already finished at step %lld (--steps %lld); nothing to train: raise --steps to continue it\n"
+                  "checkpoint: %s\n",
+                  c.out_dir.c_str(), (long long)result.last_step, (long long)c.steps,
+                  result.last_checkpoint.string().c_str());
+      if (trainer->tokenizer()) print_final_sample(*trainer, c);
+      return;
+    }
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));
     if (result.last_val_loss) std::printf(", val_loss %.4f", double(*result.last_val_loss));
     std::printf("\ncheckpoint: %s\n", result.last_checkpoint.string().c_str());

@@ -32,6 +32,10 @@ void apply_toml_config(CLI::App& command);
 // nothing. `tokenizer` must outlive the callback.
 std::function<void(int32_t)> print_token_text(const Tokenizer& tokenizer);
 
+// Adds range checks to every integer and floating-point flag of `app` and its subcommands (64-bit
+// overflow, a negative unsigned value, NaN, infinity): call once, after every command is added.
+void check_number_flags(CLI::App& app);
+
 // A subcommand whose repeated flags take the last value, as in most command-line tools.
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description);
 

@@ -1,9 +1,12 @@
 // tessera: the command-line entry point. Parses the subcommand and turns every error into one
-// line on stderr and a non-zero exit.
+// line on stderr and a non-zero exit; errors are worded where they arise, this is the last net.
 #include <cstdio>
+#include <filesystem>
+#include <new>
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/user_text.h"
 
 namespace tessera::cli {
 
@@ -26,6 +29,12 @@ int main(int argc, char** argv) {
   tessera::cli::add_tokenizer_train_command(app);
   tessera::cli::add_convert_command(app);
   tessera::cli::add_bench_command(app);
+  tessera::cli::check_number_flags(app);
+  // Every message is printed through one_line: control characters escaped, length bounded.
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "tessera: error: %s\n", tessera::one_line(message).c_str());
+    return 1;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -35,15 +44,18 @@ int main(int argc, char** argv) {
   } catch (const tessera::QuietError&) {
     return 1;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "tessera: error: %s\n", e.what());
+    fail(e.what());
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
   } catch (const tessera::Error& e) {
     std::fprintf(stdout, "\n");
-    std::fprintf(stderr, "tessera: error: %s\n", e.what());
-    return 1;
+    return fail(e.what());
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory; lower the sizes asked for (--batch-size, --seq-len, the model's shape)");
+  } catch (const std::filesystem::filesystem_error& e) {
+    return fail(e.code().message() + ": " + tessera::quoted_text(e.path1().string()) +
+                (e.path2().empty() ? "" : " -> " + tessera::quoted_text(e.path2().string())));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tessera: error: %s\n", e.what());
-    return 1;
+    return fail(e.what());
   }
   return 0;
 }

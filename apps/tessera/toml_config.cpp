@@ -2,11 +2,13 @@
 // file fill every flag that was not given on the command line (flags win); a syntax error names
 // the file, line and column, an unknown key names the key.
 #include <charconv>
-#include <filesystem>
 #include <toml++/toml.h>
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/user_text.h"
+#include "data/whole_file.h"
+#include "toml_bounds.h"
 
 namespace tessera::cli {
 namespace {
@@ -20,7 +22,7 @@ std::string scalar_text(const toml::node& node, const std::string& path, const s
     auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, *d);
     return std::string(buffer, end);
   }
-  TS_FAIL("--config ", path, ": key '", key, "' must be a string, number or boolean");
+  TS_FAIL("--config ", quoted_text(path), ": key ", quoted_text(key, 80), " must be a string, number or boolean");
 }
 
 }  // namespace
@@ -34,16 +36,16 @@ void apply_toml_config(CLI::App& command) {
   CLI::Option* config = command.get_option("--config");
   if (config->count() == 0) return;
   const std::string path = config->as<std::string>();
-  // A directory, a device or a FIFO would read as an empty (or endless) config: only regular files.
-  std::error_code ec;
-  TS_CHECK(std::filesystem::is_regular_file(path, ec), "--config ", path, ": ",
-           std::filesystem::exists(path, ec) ? "not a regular file" : "no such file", "; give a TOML file");
+  // A directory, a device or a FIFO would read as an empty (or endless) config: only regular files,
+  // of bounded size, nesting and key length (toml_bounds.h).
+  const std::string text = read_whole_file(path, "--config", kMaxConfigFileBytes);
+  check_toml_bounds(text, path);
   toml::table table;
   try {
-    table = toml::parse_file(path);
+    table = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
-    TS_FAIL("--config ", path, ": line ", e.source().begin.line, ", column ", e.source().begin.column, ": ",
-            e.description());
+    TS_FAIL("--config ", quoted_text(path), ": line ", e.source().begin.line, ", column ", e.source().begin.column,
+            ": ", one_line(e.description(), 300));
   }
   for (auto&& [key, node] : table) {
     const std::string name(key.str());
@@ -52,7 +54,7 @@ void apply_toml_config(CLI::App& command) {
       option = command.get_option("--" + name);
     } catch (const CLI::OptionNotFound&) {
     }
-    TS_CHECK(option && name != "config", "--config ", path, ": unknown key '", name, "'; keys are the flag names of '",
+    TS_CHECK(option && name != "config", "--config ", quoted_text(path), ": unknown key ", quoted_text(name, 80), "; keys are the flag names of '",
              command.get_name(), "' without the leading dashes");
     if (option->count() > 0) continue;  // given on the command line
     std::vector<std::string> values;
@@ -64,7 +66,7 @@ void apply_toml_config(CLI::App& command) {
       for (const std::string& v : values) option->add_result(v);
       option->run_callback();
     } catch (const CLI::Error& e) {
-      TS_FAIL("--config ", path, ": key '", name, "': ", e.what());
+      TS_FAIL("--config ", quoted_text(path), ": key ", quoted_text(name, 80), ": ", e.what());
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/json_excerpt.h"
 #include "data/whole_file.h"
 
 namespace tessera {
@@ -83,7 +84,7 @@ int64_t config_int(const json& config, const std::filesystem::path& path, const 
   auto it = config.find(field);
   TS_CHECK(it != config.end(), "Hugging Face config ", path, ": missing field '", field, "'");
   TS_CHECK(it->is_number_integer(), "Hugging Face config ", path, ": field '", field, "' must be an integer, got ",
-           it->dump());
+           json_excerpt(*it));
   return it->get<int64_t>();
 }
 
@@ -94,7 +95,7 @@ void check_config_string(const json& config, const std::filesystem::path& path, 
   if (it == config.end() || it->is_null()) return;
   for (const char* value : allowed)
     if (it->is_string() && it->get<std::string>() == value) return;
-  TS_FAIL("Hugging Face config ", path, ": field '", field, "' is ", it->dump(), "; ", why);
+  TS_FAIL("Hugging Face config ", path, ": field '", field, "' is ", json_excerpt(*it), "; ", why);
 }
 
 // The optional boolean field `field`, when present, must equal `expected`.
@@ -103,14 +104,14 @@ void check_config_bool(const json& config, const std::filesystem::path& path, co
   auto it = config.find(field);
   if (it == config.end()) return;
   TS_CHECK(it->is_boolean() && it->get<bool>() == expected, "Hugging Face config ", path, ": field '", field,
-           "' is ", it->dump(), "; ", why);
+           "' is ", json_excerpt(*it), "; ", why);
 }
 
 }  // namespace
 
 GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
   const std::filesystem::path& path = config_json;
-  std::string text = read_whole_file(path, "Hugging Face config");
+  std::string text = read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes);
   json config;
   try {
     config = json::parse(text);
@@ -125,7 +126,7 @@ GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
                       "Tessera's GPT-2 uses the tanh GELU (gelu_new)");
   if (auto it = config.find("layer_norm_epsilon"); it != config.end()) {
     TS_CHECK(it->is_number() && std::abs(it->get<double>() - 1e-5) <= 1e-9, "Hugging Face config ", path,
-             ": field 'layer_norm_epsilon' is ", it->dump(), "; Tessera's layernorm uses 1e-5");
+             ": field 'layer_norm_epsilon' is ", json_excerpt(*it), "; Tessera's layernorm uses 1e-5");
   }
   check_config_bool(config, path, "scale_attn_weights", true, "Tessera scales attention by 1/sqrt(head size)");
   check_config_bool(config, path, "scale_attn_by_inverse_layer_idx", false,
@@ -143,7 +144,7 @@ GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
   result.max_seq_len = config_int(config, path, has_positions ? "n_positions" : "n_ctx");
   if (auto it = config.find("n_inner"); it != config.end() && !it->is_null()) {
     TS_CHECK(it->is_number_integer() && it->get<int64_t>() == 4 * result.channels, "Hugging Face config ", path,
-             ": field 'n_inner' is ", it->dump(), "; Tessera's MLP width is 4 * n_embd = ", 4 * result.channels);
+             ": field 'n_inner' is ", json_excerpt(*it), "; Tessera's MLP width is 4 * n_embd = ", 4 * result.channels);
   }
   try {
     result.validate();

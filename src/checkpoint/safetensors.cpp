@@ -2,10 +2,7 @@
 // Multi-byte values are little-endian in the file; we require a little-endian host.
 #include "checkpoint/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -15,6 +12,8 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/file_checks.h"
+#include "data/json_excerpt.h"
 
 namespace tessera {
 
@@ -56,26 +55,12 @@ std::string_view safetensors_dtype(DType type) {
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TS_CHECK(fd >= 0, "safetensors file ", path, ": cannot open: ", errno_text(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    std::string message = errno_text(errno);
-    ::close(fd);
-    TS_FAIL("safetensors file ", path, ": cannot stat: ", message);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    TS_FAIL("safetensors file ", path, ": not a regular file");
-  }
-  size_t file_bytes = size_t(st.st_size);
-  if (file_bytes < 8) {
-    ::close(fd);
-    TS_FAIL("safetensors file ", path, ": ", file_bytes, " bytes is too short to hold the 8-byte header length");
-  }
-  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  RegularFile file(path, "safetensors file");
+  const size_t file_bytes = size_t(file.size());
+  TS_CHECK(file_bytes >= 8, "safetensors file ", path, ": ", file_bytes,
+           " bytes is too short to hold the 8-byte header length");
+  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, file.fd(), 0);
   std::string map_error = map == MAP_FAILED ? errno_text(errno) : "";
-  ::close(fd);
   TS_CHECK(map != MAP_FAILED, "safetensors file ", path, ": cannot map: ", map_error);
   map_ = static_cast<const std::byte*>(map);
   map_bytes_ = file_bytes;
@@ -118,7 +103,7 @@ void SafetensorsFile::parse_header(size_t header_bytes) {
       }
       continue;
     }
-    auto where = [&] { return "safetensors file \"" + path_.string() + "\": tensor '" + name + "'"; };
+    auto where = [&, &tensor = name] { return "safetensors file \"" + path_.string() + "\": tensor '" + tensor + "'"; };
     TS_CHECK(entry.is_object(), where(), " is not an object");
     SafetensorsInfo info;
     info.name = name;
@@ -135,12 +120,12 @@ void SafetensorsFile::parse_header(size_t header_bytes) {
     TS_CHECK(shape != entry.end() && shape->is_array(), where(), " has no shape array");
     uint64_t numel = 1;
     for (const json& dim : *shape) {
-      TS_CHECK(dim.is_number_integer(), where(), " has a shape entry that is not an integer: ", dim.dump());
+      TS_CHECK(dim.is_number_integer(), where(), " has a shape entry that is not an integer: ", json_excerpt(dim));
       TS_CHECK(dim.is_number_unsigned() && dim.get<uint64_t>() <= uint64_t(INT64_MAX), where(),
-               " has a negative or oversized shape entry: ", dim.dump());
+               " has a negative or oversized shape entry: ", json_excerpt(dim));
       info.shape.push_back(dim.get<int64_t>());
       TS_CHECK(!__builtin_mul_overflow(numel, dim.get<uint64_t>(), &numel), where(), " has a shape ",
-               shape->dump(), " whose element count overflows");
+               json_excerpt(*shape), " whose element count overflows");
     }
 
     auto offsets = entry.find("data_offsets");

@@ -1,26 +1,23 @@
-// Checkpoint save/load with an atomic commit: temp folder -> fsync -> rename -> repoint ckpt-latest.
+// Checkpoint save/load with an atomic commit: temp folder -> fsync -> rename -> repoint ckpt-latest
+// -> prune; load verifies checksums, shapes and finiteness before copying a value into the model.
 #include "checkpoint/train_checkpoint.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/run_folder.h"
 #include "checkpoint/safetensors.h"
 #include "core/atomic_file.h"
 #include "core/cuda/device.h"
+#include "core/file_checks.h"
+#include "core/user_text.h"
 #include "data/whole_file.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
 namespace {
-
-constexpr const char* kLatest = "ckpt-latest";
-
-std::string step_dir_name(int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "ckpt-%08lld", (long long)step);
-  return name;
-}
 
 std::vector<SafetensorsEntry> entries_of(const NamedTensors& tensors, const std::string& prefix) {
   std::vector<SafetensorsEntry> entries;
@@ -29,70 +26,101 @@ std::vector<SafetensorsEntry> entries_of(const NamedTensors& tensors, const std:
   return entries;
 }
 
-void read_into(const SafetensorsFile& file, const std::string& name, Tensor& tensor) {
+// The file must hold exactly `expected` tensors, so none is left over (a state describing fewer
+// layers than the file holds would otherwise drop some silently).
+void check_tensor_count(const SafetensorsFile& file, size_t expected) {
+  TS_CHECK(file.tensors().size() == expected, "checkpoint file ", quoted_text(file.path().string()), " holds ",
+           file.tensors().size(), " tensors, the model described by state.json has ", expected,
+           "; the files do not belong together");
+}
+
+// Copies tensor `name` into `tensor` after checking its shape and that every value is finite
+// (and, for Adam's second moment, non-negative).
+void read_into(const SafetensorsFile& file, const std::string& name, Tensor& tensor, bool non_negative = false) {
   const SafetensorsInfo& info = file.info(name);
-  TS_CHECK(info.shape == tensor.shape(), "checkpoint ", file.path().string(), ": tensor '", name, "' has shape ",
-           shape_string(info.shape), ", the model needs ", shape_string(tensor.shape()));
+  TS_CHECK(info.shape == tensor.shape(), "checkpoint file ", quoted_text(file.path().string()), ": tensor '", name,
+           "' has shape ", shape_string(info.shape), ", the model needs ", shape_string(tensor.shape()));
   std::vector<float> values = file.read_f32(name);
+  for (size_t i = 0; i < values.size(); ++i)
+    TS_CHECK(std::isfinite(values[i]) && !(non_negative && values[i] < 0), "checkpoint file ",
+             quoted_text(file.path().string()), ": tensor '", name, "' holds ", values[i], " at element ", i,
+             "; the file is corrupt, restore it or resume from an older checkpoint");
   std::copy(values.begin(), values.end(), tensor.f32());
 }
 
-nlohmann::json model_config_json(const GPT2Config& c) {
-  return {{"num_layers", c.num_layers}, {"num_heads", c.num_heads}, {"channels", c.channels},
-          {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}};
+// Compares the size and (when `checksums`) CRC-32 of each named file with those state.json records.
+void verify_files(const fs::path& checkpoint, const std::map<std::string, FileDigest>& recorded,
+                  const std::vector<std::string>& names, bool checksums) {
+  for (const std::string& name : names) {
+    const fs::path file = checkpoint / name;
+    auto it = recorded.find(name);
+    if (it == recorded.end()) {
+      TS_CHECK(recorded.empty(), "checkpoint ", quoted_text(checkpoint.string()), ": state.json records no checksum for ",
+               name, "; the checkpoint is incomplete");
+      continue;  // written before checksums were recorded
+    }
+    std::error_code ec;
+    const uint64_t bytes = fs::file_size(file, ec);
+    TS_CHECK(!ec, "checkpoint file ", quoted_text(file.string()), " is missing (", ec.message(),
+             "); the checkpoint is incomplete");
+    TS_CHECK(bytes == it->second.bytes, "checkpoint file ", quoted_text(file.string()), " holds ", bytes,
+             " bytes, state.json records ", it->second.bytes, "; the file is truncated or replaced");
+    if (!checksums) continue;
+    const FileDigest digest = file_digest(file, "checkpoint file");
+    TS_CHECK(digest.crc32 == it->second.crc32, "checkpoint file ", quoted_text(file.string()), " is corrupt: its CRC-32 ",
+             digest.crc32, " differs from the ", it->second.crc32,
+             " recorded in state.json; restore it, or delete this checkpoint to resume from an older one");
+  }
 }
 
-// A count in state.json (step, data position): a fractional, negative, out-of-range or non-numeric
-// value would silently become another position in the run, so it is refused.
-int64_t count_field(const nlohmann::json& state, const char* key, const fs::path& checkpoint) {
-  const nlohmann::json& v = state.at(key);
-  const bool in_range = v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX)
-                                                                          : v.get<int64_t>() >= 0);
-  TS_CHECK(in_range, "checkpoint ", (checkpoint / "state.json").string(), ": '", key,
-           "' must be a non-negative integer, got ", v.dump().substr(0, 40));
-  return v.get<int64_t>();
+// The highest layer index + 1 among names "h.<index>.*".
+int64_t layers_in(const SafetensorsFile& file) {
+  int64_t layers = 0;
+  for (const SafetensorsInfo& t : file.tensors()) {
+    if (!t.name.starts_with("h.")) continue;
+    const char* last = t.name.data() + std::min(t.name.find('.', 2), t.name.size());
+    int64_t index = 0;
+    auto [end, ec] = std::from_chars(t.name.data() + 2, last, index);
+    if (ec == std::errc() && index >= 0 && index < INT64_MAX) layers = std::max(layers, index + 1);
+  }
+  return layers;
 }
 
-nlohmann::json read_state_json(const fs::path& checkpoint) {
-  fs::path path = checkpoint / "state.json";
-  nlohmann::json j = nlohmann::json::parse(read_whole_file(path, "checkpoint state"), nullptr, false);
-  TS_CHECK(!j.is_discarded() && j.is_object(), "checkpoint ", path.string(), ": not valid JSON");
-  return j;
-}
-
-}  // namespace
-
-fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
-                         const CheckpointState& state, const fs::path& tokenizer_json) {
-  fs::create_directories(out_dir);
-  const std::string name = step_dir_name(state.step);
+fs::path write_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
+                          const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
+  create_folder(out_dir, "checkpoint folder");
+  const std::string name = checkpoint_dir_name(state.step);
   const fs::path final_dir = out_dir / name;
   const fs::path temp_dir = out_dir / ("." + name + ".tmp");
   fs::remove_all(temp_dir);
   fs::create_directories(temp_dir);
 
   const Tensor params = tensor_to(model.params(), Device::cpu);  // staged through the host for a GPU model
-  write_safetensors(temp_dir / "model.safetensors", entries_of(model.layout().views(params), ""), {{"format", "pt"}});
+  write_safetensors(temp_dir / kModelFile, entries_of(model.layout().views(params), ""), {{"format", "pt"}});
   if (optimizer) {
     std::vector<SafetensorsEntry> moments = entries_of(model.layout().views(optimizer->m), "m.");
     std::vector<SafetensorsEntry> second = entries_of(model.layout().views(optimizer->v), "v.");
     moments.insert(moments.end(), second.begin(), second.end());
-    write_safetensors(temp_dir / "optimizer.safetensors", moments);
+    write_safetensors(temp_dir / kOptimizerFile, moments);
   }
+  if (!tokenizer_json.empty() && fs::exists(tokenizer_json))
+    write_file_atomic(temp_dir / kTokenizerFile, read_whole_file(tokenizer_json, "tokenizer", kMaxTokenizerFileBytes));
+  std::map<std::string, FileDigest> files;
+  for (const char* file : {kModelFile, kOptimizerFile, kTokenizerFile})
+    if (fs::exists(temp_dir / file)) files[file] = file_digest(temp_dir / file, "checkpoint file");
   nlohmann::json j = {{"step", state.step},
                       {"next_batch", state.next_batch},
                       {"seed", state.seed},
                       {"optimizer_steps", optimizer ? optimizer->steps : 0},
                       {"model", model_config_json(model.config())},
+                      {"files", files_json(files)},
                       {"run_config", state.run_config}};
   if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
   write_file_atomic(temp_dir / "state.json", j.dump(2) + "\n");
-  if (!tokenizer_json.empty() && fs::exists(tokenizer_json))
-    write_file_atomic(temp_dir / "tokenizer.json", read_whole_file(tokenizer_json, "tokenizer"));
   fsync_directory(temp_dir);
 
-  // Commit: the new folder appears under its final name, then ckpt-latest moves to it, then the
-  // previous checkpoints go. Until the rename of ckpt-latest, the old checkpoint is the live one.
+  // Commit: the new folder appears under its final name, then ckpt-latest moves to it, then old
+  // checkpoints beyond the newest few go. Until the rename of ckpt-latest, the old one is live.
   const fs::path replaced = out_dir / ("." + name + ".old");
   fs::remove_all(replaced);
   if (fs::exists(final_dir)) fs::rename(final_dir, replaced);
@@ -100,64 +128,109 @@ fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const Optim
   const fs::path link_temp = out_dir / ".ckpt-latest.tmp";
   fs::remove(link_temp);
   fs::create_directory_symlink(name, link_temp);
-  fs::rename(link_temp, out_dir / kLatest);
+  fs::rename(link_temp, out_dir / kLatestCheckpoint);
   fsync_directory(out_dir);
   fs::remove_all(replaced);
-  for (const fs::directory_entry& e : fs::directory_iterator(out_dir)) {
-    std::string n = e.path().filename().string();
-    if (n.starts_with("ckpt-") && n != name && n != kLatest && e.is_directory() && !e.is_symlink())
-      fs::remove_all(e.path());
-  }
+  prune_checkpoints(out_dir, state.step, keep_checkpoints);
   return final_dir;
+}
+
+}  // namespace
+
+fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
+                         const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
+  try {
+    return write_checkpoint(out_dir, model, optimizer, state, tokenizer_json, keep_checkpoints);
+  } catch (const fs::filesystem_error& e) {  // a folder operation (create, rename, link, remove) failed
+    TS_FAIL("saving checkpoint ", checkpoint_dir_name(state.step), " in ", quoted_text(out_dir.string()), ": ",
+            e.code().message(), " on ", quoted_text(e.path1().string()),
+            "; free space or fix the folder's permissions, then resume from the newest complete checkpoint");
+  }
 }
 
 std::optional<fs::path> find_checkpoint(const fs::path& path) {
   if (fs::exists(path / "state.json")) return path;
-  fs::path latest = path / kLatest;
+  fs::path latest = path / kLatestCheckpoint;
   if (fs::exists(latest / "state.json")) return fs::canonical(latest);
   return std::nullopt;
 }
 
-GPT2Config read_checkpoint_model_config(const fs::path& checkpoint) {
-  nlohmann::json j = read_state_json(checkpoint);
+void check_checkpoint_complete(const fs::path& checkpoint) {
+  const std::string name = checkpoint.filename().string();
   try {
-    const nlohmann::json& m = j.at("model");
-    GPT2Config c{m.at("num_layers").get<int64_t>(), m.at("num_heads").get<int64_t>(), m.at("channels").get<int64_t>(),
-                 m.at("vocab_size").get<int64_t>(), m.at("max_seq_len").get<int64_t>()};
-    c.validate();
-    return c;
-  } catch (const nlohmann::json::exception& e) {
-    TS_FAIL("checkpoint ", (checkpoint / "state.json").string(), ": bad model config (", e.what(), ")");
+    nlohmann::json j = read_state_json(checkpoint);
+    state_count(j, "step", checkpoint);
+    state_count(j, "next_batch", checkpoint);
+    state_model_config(j, checkpoint);
+    std::error_code ec;
+    TS_CHECK(fs::exists(checkpoint / kModelFile, ec), "no ", kModelFile);
+    const std::map<std::string, FileDigest> files = state_files(j, checkpoint);
+    std::vector<std::string> names{kModelFile};
+    for (const auto& [name, digest] : files) names.push_back(name);
+    verify_files(checkpoint, files, names, false);
+  } catch (const Error& e) {
+    TS_FAIL(name, " is incomplete (", e.what(), ")");
   }
+}
+
+GPT2Config read_checkpoint_model_config(const fs::path& checkpoint) {
+  check_checkpoint_complete(checkpoint);  // a truncated file is named as such, not as a bad header
+  const GPT2Config c = state_model_config(read_state_json(checkpoint), checkpoint);
+  // Every dimension must fit in the tensors actually stored: a state claiming 10^9 layers is refused
+  // here, before a model of that size is allocated.
+  const SafetensorsFile weights(checkpoint / kModelFile);
+  uint64_t stored = 0;
+  for (const SafetensorsInfo& t : weights.tensors()) stored += uint64_t(t.numel());
+  for (auto [key, value] : {std::pair{"num_layers", c.num_layers}, {"channels", c.channels},
+                            {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}})
+    TS_CHECK(uint64_t(value) <= stored, "checkpoint ", quoted_text(checkpoint.string()), ": state.json says model.", key,
+             " ", value, ", more than the ", stored, " values ", kModelFile, " holds; the files do not belong together");
+  const int64_t layers = layers_in(weights);
+  TS_CHECK(layers == c.num_layers, "checkpoint ", quoted_text(checkpoint.string()), ": state.json says ", c.num_layers,
+           " layers but ", kModelFile, " holds ", layers, "; the files do not belong together");
+  const Shape wte = weights.info("wte").shape, wpe = weights.info("wpe").shape;
+  const Shape wte_needed = {c.padded_vocab_size(), c.channels}, wpe_needed = {c.max_seq_len, c.channels};
+  TS_CHECK(wte == wte_needed && wpe == wpe_needed, "checkpoint ",
+           quoted_text(checkpoint.string()), ": state.json describes vocab_size ", c.vocab_size, ", channels ", c.channels,
+           ", max_seq_len ", c.max_seq_len, " but ", kModelFile, " holds wte ", shape_string(wte), " and wpe ",
+           shape_string(wpe), "; the files do not belong together");
+  return c;
 }
 
 CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, OptimizerState* optimizer) {
   TS_CHECK(model.device() == Device::cpu, "load_checkpoint: load into the model while it is on the CPU, then move it");
   nlohmann::json j = read_state_json(checkpoint);
   CheckpointState state;
-  try {
-    state.step = count_field(j, "step", checkpoint);
-    state.next_batch = count_field(j, "next_batch", checkpoint);
-    state.seed = j.at("seed").get<uint64_t>();
-    state.run_config = j.value("run_config", nlohmann::json::object());
-    state.loss_scale = j.value("loss_scale", 0.0);
-    TS_CHECK(std::isfinite(state.loss_scale) && state.loss_scale >= 0, "checkpoint ",
-             (checkpoint / "state.json").string(), ": loss_scale ", state.loss_scale,
-             " must be a non-negative number; the file is damaged");
-  } catch (const nlohmann::json::exception& e) {
-    TS_FAIL("checkpoint ", (checkpoint / "state.json").string(), ": missing field (", e.what(), ")");
-  }
-  SafetensorsFile weights(checkpoint / "model.safetensors");
+  state.step = state_count(j, "step", checkpoint);
+  state.next_batch = state_count(j, "next_batch", checkpoint);
+  state.seed = state_seed(j, checkpoint);
+  state.run_config = j.value("run_config", nlohmann::json::object());
+  state.loss_scale = state_loss_scale(j, checkpoint);
+  const GPT2Config recorded = state_model_config(j, checkpoint);
+  const GPT2Config& into = model.config();
+  TS_CHECK(recorded.num_layers == into.num_layers && recorded.num_heads == into.num_heads &&
+               recorded.channels == into.channels && recorded.vocab_size == into.vocab_size &&
+               recorded.max_seq_len == into.max_seq_len,
+           "checkpoint ", quoted_text(checkpoint.string()), ": its model shape differs from the model it is loaded into");
+  const std::map<std::string, FileDigest> files = state_files(j, checkpoint);
+  std::vector<std::string> needed{kModelFile};
+  if (optimizer) needed.push_back(kOptimizerFile);
+  verify_files(checkpoint, files, needed, true);
+
+  const size_t params = model.layout().specs().size();
+  SafetensorsFile weights(checkpoint / kModelFile);
+  check_tensor_count(weights, params);
   for (NamedTensor& p : model.named_params()) read_into(weights, p.name, p.tensor);
   if (optimizer) {
-    SafetensorsFile moments(checkpoint / "optimizer.safetensors");
+    SafetensorsFile moments(checkpoint / kOptimizerFile);
+    check_tensor_count(moments, 2 * params);
     optimizer->m = Tensor::zeros({model.layout().total()});
     optimizer->v = Tensor::zeros({model.layout().total()});
     NamedTensors m = model.layout().views(optimizer->m);
     NamedTensors v = model.layout().views(optimizer->v);
     for (NamedTensor& t : m) read_into(moments, "m." + t.name, t.tensor);
-    for (NamedTensor& t : v) read_into(moments, "v." + t.name, t.tensor);
-    optimizer->steps = j.value("optimizer_steps", state.step);
+    for (NamedTensor& t : v) read_into(moments, "v." + t.name, t.tensor, /*non_negative=*/true);
+    optimizer->steps = j.contains("optimizer_steps") ? state_count(j, "optimizer_steps", checkpoint) : state.step;
   }
   return state;
 }

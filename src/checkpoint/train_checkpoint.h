@@ -1,8 +1,12 @@
 // Single-process training checkpoints: <out_dir>/ckpt-<step>/ holding model.safetensors (the
 // parameters), optimizer.safetensors (Adam moments), state.json (step, data position, seed, model
-// config) and, when the run has one, tokenizer.json. A checkpoint is written under a temporary
-// name, synced, renamed, and only then does <out_dir>/latest point at it (DESIGN.md invariant 4);
-// the previous checkpoint is removed after that, so a crash at any moment leaves a loadable one.
+// config, and the size and CRC-32 of every other file) and, when the run has one, tokenizer.json.
+// A checkpoint is written under a temporary name, synced, renamed, and only then does
+// <out_dir>/ckpt-latest point at it (DESIGN.md invariant 4); older checkpoints beyond the newest
+// few are removed after that, so a crash at any moment leaves a loadable one.
+// Loading trusts nothing: state.json's fields are range-checked, its model shape is checked against
+// the tensors before anything is allocated, every file's checksum is verified, and a non-finite
+// weight or moment is refused, all before a value reaches the model.
 #pragma once
 
 #include <filesystem>
@@ -28,14 +32,21 @@ struct CheckpointState {
   double loss_scale = 0;      // fp16's dynamic loss scale at the save (0: not scaling)
 };
 
-// Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Returns its path.
+// Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Then removes older
+// checkpoints beyond the newest keep_checkpoints (0 keeps all; see prune_checkpoints). Returns its path.
 std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const GPT2& model,
-                                      const OptimizerState* optimizer,
-                                      const CheckpointState& state, const std::filesystem::path& tokenizer_json);
+                                      const OptimizerState* optimizer, const CheckpointState& state,
+                                      const std::filesystem::path& tokenizer_json, int64_t keep_checkpoints);
 
-// The checkpoint <out_dir>/latest points at, if any; also accepts a checkpoint folder itself.
+// The checkpoint <out_dir>/ckpt-latest points at, if any; also accepts a checkpoint folder itself.
 std::optional<std::filesystem::path> find_checkpoint(const std::filesystem::path& path);
 
+// Throws (one line, naming the file) unless the checkpoint is complete: state.json valid and every
+// file it records present with its recorded size. Cheap: no checksum is computed.
+void check_checkpoint_complete(const std::filesystem::path& checkpoint);
+
+// The model shape in state.json, checked against model.safetensors' tensors (layers, width,
+// vocabulary, context) before anything of that size is allocated.
 GPT2Config read_checkpoint_model_config(const std::filesystem::path& checkpoint);
 // Loads weights (and, when optimizer is non-null, its moments — into full-size m and v, which are
 // allocated here — and step count) into a model still on the CPU (move it to its device afterwards);

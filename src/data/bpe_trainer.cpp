@@ -31,7 +31,7 @@ std::vector<Word> count_words(const std::vector<std::filesystem::path>& files) {
   std::unordered_map<std::string, int64_t> counts;  // most pieces fit std::string's inline buffer
   std::vector<std::string_view> pieces;
   for (const std::filesystem::path& file : files) {
-    std::string text = read_whole_file(file, "training text");
+    std::string text = read_whole_file(file, "training text", kMaxTextFileBytes);
     std::string_view rest = text;
     while (!rest.empty()) {
       size_t boundary = std::min(rest.find(kEndOfText), rest.size());

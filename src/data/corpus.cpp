@@ -52,7 +52,7 @@ class ShardWriter {
 }  // namespace
 
 std::vector<std::string> read_documents(const std::filesystem::path& file, const std::string& delimiter) {
-  std::string text = read_whole_file(file, "text file");
+  std::string text = read_whole_file(file, "text file", kMaxTextFileBytes);
   std::vector<std::string> documents;
   if (delimiter.empty()) {
     if (!text.empty()) documents.push_back(std::move(text));

@@ -2,9 +2,7 @@
 // shard throws without leaving a mapping behind; writes go through AtomicFileWriter.
 #include "data/token_shard.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "core/atomic_file.h"
+#include "core/file_checks.h"
 
 namespace tessera {
 
@@ -24,17 +23,6 @@ static_assert(std::endian::native == std::endian::little,
               "token shards are little-endian; a big-endian host needs a byte swap in TokenShard");
 
 namespace {
-
-// Closes the descriptor when it goes out of scope.
-struct FileDescriptor {
-  int fd = -1;
-  explicit FileDescriptor(int f) : fd(f) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 int64_t bytes_per_token(int version) { return version == 1 ? 2 : 4; }
 
@@ -53,19 +41,13 @@ void write_uint16_tokens(AtomicFileWriter& file, std::span<const uint32_t> token
 
 TokenShard::TokenShard(const std::filesystem::path& path) : path_(path) {
   const std::string name = path.string();
-  FileDescriptor file(::open(name.c_str(), O_RDONLY | O_CLOEXEC));
-  TS_CHECK(file.fd >= 0, "shard ", name, ": cannot open (", errno_text(errno),
-           "); check the path and its permissions");
-  struct stat info {};
-  TS_CHECK(::fstat(file.fd, &info) == 0, "shard ", name, ": cannot stat (", errno_text(errno), ")");
-  TS_CHECK(S_ISREG(info.st_mode), "shard ", name,
-           ": not a regular file; the data pattern must match token shard files only");
-  const int64_t file_bytes = int64_t(info.st_size);
+  RegularFile file(path, "shard");
+  const int64_t file_bytes = int64_t(file.size());
   TS_CHECK(file_bytes >= kTokenShardHeaderBytes, "shard ", name, ": the file holds ", file_bytes,
            " bytes, less than the ", kTokenShardHeaderBytes, "-byte header; it is not a token shard or was truncated");
 
   std::array<int32_t, kTokenShardHeaderInts> header{};
-  ssize_t got = ::pread(file.fd, header.data(), size_t(kTokenShardHeaderBytes), 0);
+  ssize_t got = ::pread(file.fd(), header.data(), size_t(kTokenShardHeaderBytes), 0);
   TS_CHECK(got == kTokenShardHeaderBytes, "shard ", name, ": cannot read the header (",
            got < 0 ? errno_text(errno) : "short read", ")");
   TS_CHECK(header[0] == kTokenShardMagic, "shard ", name, ": bad magic number ", header[0], " (expected ",
@@ -79,7 +61,7 @@ TokenShard::TokenShard(const std::filesystem::path& path) : path_(path) {
   TS_CHECK(held >= header[2], "shard ", name, ": header says ", header[2], " tokens but the file holds only ", held,
            "; the file is truncated, re-create it");
 
-  void* mapping = ::mmap(nullptr, size_t(file_bytes), PROT_READ, MAP_PRIVATE, file.fd, 0);
+  void* mapping = ::mmap(nullptr, size_t(file_bytes), PROT_READ, MAP_PRIVATE, file.fd(), 0);
   TS_CHECK(mapping != MAP_FAILED, "shard ", name, ": mmap of ", file_bytes, " bytes failed (", errno_text(errno), ")");
   // Nothing below throws, so the destructor always owns the mapping.
   mapping_ = mapping;

@@ -5,18 +5,20 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/user_text.h"
 #include "data/byte_level.h"
+#include "data/json_excerpt.h"
 #include "data/whole_file.h"
 
 namespace tessera {
 namespace vocab_files {
 
 nlohmann::json parse_json_file(const std::filesystem::path& file) {
-  std::string text = read_whole_file(file, "tokenizer file");
+  std::string text = read_whole_file(file, "tokenizer file", kMaxTokenizerFileBytes);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    TS_FAIL(file.string(), ": not valid JSON (", e.what(), ")");
+    TS_FAIL(quoted_text(file.string()), ": not valid JSON (syntax error at byte ", e.byte, ")");
   }
 }
 
@@ -34,7 +36,7 @@ TextVocab::TextVocab(const nlohmann::json& vocab, const std::map<int32_t, std::s
     size = std::max(size, size_t(id) + 1);
   };
   for (const auto& [text, value] : vocab.items()) {
-    TS_CHECK(value.is_number_integer(), file_, ": token '", text, "' has id ", value.dump(), ", not an integer");
+    TS_CHECK(value.is_number_integer(), file_, ": token '", text, "' has id ", json_excerpt(value), ", not an integer");
     auto id = value.get<int64_t>();
     TS_CHECK(id >= 0 && size_t(id) < limit, file_, ": token '", text, "' has id ", id,
              "; ids must run from 0 to the vocabulary size - 1");
@@ -105,7 +107,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   try {
     return load_by_layout(path);
   } catch (const nlohmann::json::exception& e) {  // a JSON value of a type no check above expected
-    TS_FAIL("tokenizer ", path.string(), ": unexpected JSON content (", e.what(), ")");
+    TS_FAIL("tokenizer ", quoted_text(path.string()), ": unexpected JSON content (", library_detail(e.what()), ")");
   }
 }
 

@@ -7,6 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/byte_level.h"
+#include "data/json_excerpt.h"
 #include "data/tokenizer_files.h"
 
 namespace tessera {
@@ -30,7 +31,7 @@ bool option_empty(const Json& object, const char* key) {
 // The "type" of a tokenizer component, or the start of its JSON when it has none (for messages).
 std::string type_of(const Json& object) {
   if (object.is_object() && object.contains("type") && object["type"].is_string()) return object["type"];
-  return object.dump().substr(0, 60);
+  return json_excerpt(object);
 }
 
 void check_supported(const Json& root, const std::string& name) {

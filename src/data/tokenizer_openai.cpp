@@ -12,7 +12,7 @@ namespace tessera::vocab_files {
 
 Tokenizer load_openai_files(const std::filesystem::path& encoder_json, const std::filesystem::path& vocab_bpe) {
   TextVocab vocab(parse_json_file(encoder_json), {}, encoder_json.string());
-  std::string text = read_whole_file(vocab_bpe, "tokenizer file");
+  std::string text = read_whole_file(vocab_bpe, "tokenizer file", kMaxTokenizerFileBytes);
   std::vector<BpeMerge> merges;
   size_t line_number = 0;
   for (size_t start = 0; start < text.size();) {

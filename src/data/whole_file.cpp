@@ -1,30 +1,30 @@
 // Whole-file reads with POSIX calls, so a failed read is reported instead of lost in a stream.
 #include "data/whole_file.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include "core/error.h"
+#include "core/file_checks.h"
+#include "core/user_text.h"
 
 namespace tessera {
 
-std::string read_whole_file(const std::filesystem::path& file, std::string_view what) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  TS_CHECK(fd >= 0, "cannot read ", what, " ", file.string(), ": ", errno_text(errno));
+std::string read_whole_file(const std::filesystem::path& file, std::string_view what, uint64_t max_bytes) {
+  RegularFile source(file, what, max_bytes);
   std::string bytes;
-  std::string failure;
+  bytes.reserve(size_t(source.size()));
   char buffer[1 << 16];
   while (true) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    ssize_t n = ::read(source.fd(), buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) failure = errno_text(errno);
-    if (n <= 0) break;
+    TS_CHECK(n >= 0, "cannot read ", what, " ", quoted_text(file.string()), ": ", errno_text(errno));
+    if (n == 0) break;
     bytes.append(buffer, size_t(n));
+    TS_CHECK(bytes.size() <= max_bytes, what, " ", quoted_text(file.string()), " grew past the ", max_bytes,
+             "-byte limit while being read");
   }
-  ::close(fd);
-  TS_CHECK(failure.empty(), "cannot read ", what, " ", file.string(), ": ", failure);
   return bytes;
 }
 

@@ -56,6 +56,9 @@ void apply_default_run(TrainConfig& c, const std::function<bool(const std::strin
     if (!given(flag)) field = value;
   };
   set("--out-dir", c.out_dir, std::string("runs/demo"));
+  // Running the demo again continues its run folder (a finished one says so and samples again)
+  // instead of refusing a folder that holds checkpoints.
+  c.resume = true;
   const fs::path data_dir = fs::path(c.out_dir) / "data";
   prepare_corpus(data_dir);
   c.train_data = (data_dir / "train_*.bin").string();

@@ -14,7 +14,7 @@ namespace tessera {
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
 // Prepares the corpus and sets data, tokenizer and the demo's defaults on every field for which
-// `given(flag)` is false (flags the user set keep their values).
+// `given(flag)` is false (flags the user set keep their values); the demo always resumes its folder.
 void apply_default_run(TrainConfig& config, const std::function<bool(const std::string&)>& given);
 
 }  // namespace tessera

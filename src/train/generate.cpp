@@ -50,7 +50,8 @@ std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, c
     model.forward(tokens, Tensor());
     const int64_t Vp = config.padded_vocab_size();
     const Tensor last = tensor_to(model.logits().view((T - 1) * Vp, {Vp}), Device::cpu);
-    int32_t next = sample_token(last.f32(), config.vocab_size, options, rng);
+    const int64_t V = options.vocab_limit > 0 ? std::min(options.vocab_limit, config.vocab_size) : config.vocab_size;
+    int32_t next = sample_token(last.f32(), V, options, rng);
     context.push_back(next);
     produced.push_back(next);
     if (on_token) on_token(next);

@@ -16,6 +16,9 @@ struct SamplingOptions {
   float temperature = 1.0f;  // 0 = greedy
   int64_t top_k = 40;        // 0 = the whole vocabulary
   int32_t stop_token = -1;   // stop after emitting this token (e.g. <|endoftext|>); -1 = never
+  // Draw only ids below this: the tokenizer's size when the model's vocabulary is larger (ids the
+  // tokenizer cannot decode); 0 = the model's whole vocabulary.
+  int64_t vocab_limit = 0;
 
   // Throws naming the flag: a temperature that is negative or not finite, a negative top-k or
   // token count.

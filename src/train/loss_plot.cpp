@@ -24,11 +24,18 @@ std::string fmt(const char* pattern, double a, double b = 0, double c = 0, doubl
 LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
   LossCurves curves;
   std::ifstream in(metrics_file);
+  // A run resumed from an older checkpoint appends steps it had logged before: a step at or
+  // before the last one drawn starts the curve again from there. Lines that are not metrics are skipped.
+  auto add = [](std::vector<std::pair<int64_t, float>>& curve, const nlohmann::json& step, const nlohmann::json& loss) {
+    if (!step.is_number_integer() || !loss.is_number()) return;
+    while (!curve.empty() && curve.back().first >= step.get<int64_t>()) curve.pop_back();
+    curve.emplace_back(step.get<int64_t>(), loss.get<float>());
+  };
   for (std::string line; std::getline(in, line);) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("step")) continue;
-    if (j.contains("loss")) curves.train.emplace_back(j["step"].get<int64_t>(), j["loss"].get<float>());
-    if (j.contains("val_loss")) curves.val.emplace_back(j["step"].get<int64_t>(), j["val_loss"].get<float>());
+    if (!j.is_object() || !j.contains("step")) continue;
+    if (j.contains("loss")) add(curves.train, j["step"], j["loss"]);
+    if (j.contains("val_loss")) add(curves.val, j["step"], j["val_loss"]);
   }
   return curves;
 }

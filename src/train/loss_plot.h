@@ -15,7 +15,8 @@ struct LossCurves {
   std::vector<std::pair<int64_t, float>> val;    // (step, val_loss)
 };
 
-// Reads the curves back from a metrics.jsonl file (missing file: empty curves).
+// Reads the curves back from a metrics.jsonl file (missing file: empty curves); where a resumed run
+// logged a step again, its later lines win.
 LossCurves read_loss_curves(const std::filesystem::path& metrics_file);
 
 // The SVG document of the curves.

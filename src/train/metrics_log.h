@@ -1,6 +1,7 @@
 // The metrics file: one JSON object per line (JSONL), flushed after every line so a crashed run
 // keeps everything up to its last step. Train lines: step, loss, lr, grad_norm, tokens_per_s,
-// elapsed_s; eval lines: step, val_loss.
+// elapsed_s; eval lines: step, val_loss. The file is only ever appended to: a resumed or restarted
+// run adds its lines after those already there, never truncating them.
 #pragma once
 
 #include <filesystem>
@@ -12,11 +13,13 @@ namespace tessera {
 
 class MetricsLog {
  public:
-  // append: keep the lines already there (a resumed run), dropping those past `keep_until_step`.
-  MetricsLog(const std::filesystem::path& path, bool append, int64_t keep_until_step);
+  // Opens `path` for appending; it must be a regular file or not exist yet.
+  explicit MetricsLog(const std::filesystem::path& path);
+  // Throws when the line cannot be written (a full disk), naming the file.
   void write(const nlohmann::json& line);
 
  private:
+  std::filesystem::path path_;
   std::ofstream out_;
 };
 

@@ -1,27 +1,90 @@
 // Model construction for a training run.
 #include "train/model_setup.h"
 
+#include <tuple>
+
 #include "checkpoint/hf_gpt2.h"
+#include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
 #include "data/tokenizer.h"
 
 namespace tessera {
+
+namespace {
+
+// The shape the flags describe on top of `base`: the vocabulary follows the tokenizer, then each
+// override given (non-zero) replaces the base's value.
+GPT2Config shape_from_flags(const TrainConfig& config, const Tokenizer* tokenizer, GPT2Config base) {
+  if (tokenizer) base.vocab_size = tokenizer->vocab_size();
+  if (config.layers > 0) base.num_layers = config.layers;
+  if (config.heads > 0) base.num_heads = config.heads;
+  if (config.channels > 0) base.channels = config.channels;
+  if (config.vocab_size > 0) base.vocab_size = config.vocab_size;
+  if (config.context > 0) base.max_seq_len = config.context;
+  return base;
+}
+
+// A resumed run keeps its checkpoint's shape: --model and the shape overrides, when given, must
+// describe the same model (the vocabulary only when --vocab-size is given: a preset's follows the tokenizer).
+void check_shape_flags(const TrainConfig& config, const GPT2Config& stored, const std::filesystem::path& checkpoint) {
+  const GPT2Config flags = shape_from_flags(config, nullptr, config.model.empty() ? stored : gpt2_preset(config.model));
+  std::string differences;
+  auto compare = [&](const char* field, const char* flag, int64_t override_value, int64_t wanted, int64_t held) {
+    if (wanted == held) return;
+    const std::string source = override_value > 0 ? std::string(flag) : "--model " + config.model;
+    differences += (differences.empty() ? "" : ", ") + source + " gives " + field + " " + std::to_string(wanted) +
+                   ", the checkpoint has " + std::to_string(held);
+  };
+  compare("layers", "--layers", config.layers, flags.num_layers, stored.num_layers);
+  compare("heads", "--heads", config.heads, flags.num_heads, stored.num_heads);
+  compare("channels", "--channels", config.channels, flags.channels, stored.channels);
+  compare("context", "--context", config.context, flags.max_seq_len, stored.max_seq_len);
+  if (config.vocab_size > 0) compare("vocab_size", "--vocab-size", config.vocab_size, flags.vocab_size, stored.vocab_size);
+  TS_CHECK(differences.empty(), "--resume: the shape flags disagree with ", checkpoint.string(), " (", differences,
+           "); drop them to continue with the checkpoint's shape, or train a new model in another --out-dir");
+}
+
+// Far above any model trained today (Llama 3 405B: 126 layers, 16384 wide, 128256 tokens, 131072
+// context) and low enough that the parameter count cannot overflow: a typo such as --layers
+// 1000000000 is refused at once instead of building a layout for a billion layers.
+constexpr int64_t kMaxLayers = 10000, kMaxChannels = int64_t(1) << 17, kMaxVocab = INT32_MAX,
+                  kMaxContext = int64_t(1) << 24;
+
+// `origin` names where the shape came from ("" for the flags, which are then named one by one).
+void check_model_limits(const GPT2Config& mc, const std::string& origin) {
+  for (auto [field, flag, value, limit] : {std::tuple{"num_layers", "--layers", mc.num_layers, kMaxLayers},
+                                           {"num_heads", "--heads", mc.num_heads, kMaxChannels},
+                                           {"channels", "--channels", mc.channels, kMaxChannels},
+                                           {"vocab_size", "--vocab-size", mc.vocab_size, kMaxVocab},
+                                           {"max_seq_len", "--context", mc.max_seq_len, kMaxContext}})
+    TS_CHECK(value <= limit, origin.empty() ? std::string(flag) : origin + ": " + field, " ", value, " is above ",
+             limit, ", the largest Tessera builds");
+}
+
+}  // namespace
+
+ResumePoint run_start_point(const TrainConfig& config) {
+  if (config.resume) return choose_resume_checkpoint(config.out_dir);
+  std::vector<CheckpointFolder> existing = list_checkpoints(config.out_dir);
+  TS_CHECK(!holds_checkpoints(config.out_dir), "--out-dir ", config.out_dir, " already holds checkpoints",
+           existing.empty() ? std::string() : " (newest " + existing.front().path.filename().string() + ")",
+           "; pass --resume to continue that run, or choose another --out-dir (nothing was changed)");
+  return {};
+}
 
 GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
                                 const std::optional<std::filesystem::path>& checkpoint) {
   GPT2Config mc;
   if (checkpoint) {
     mc = read_checkpoint_model_config(*checkpoint);
+    check_shape_flags(config, mc, *checkpoint);
+    check_model_limits(mc, "checkpoint " + checkpoint->string());
   } else if (!config.init_from.empty()) {
     mc = read_hf_gpt2_config(std::filesystem::path(config.init_from) / "config.json");
+    check_model_limits(mc, "--init-from " + config.init_from);
   } else {
-    mc = gpt2_preset(config.model);
-    if (tokenizer) mc.vocab_size = tokenizer->vocab_size();
-    if (config.layers > 0) mc.num_layers = config.layers;
-    if (config.heads > 0) mc.num_heads = config.heads;
-    if (config.channels > 0) mc.channels = config.channels;
-    if (config.vocab_size > 0) mc.vocab_size = config.vocab_size;
-    if (config.context > 0) mc.max_seq_len = config.context;
+    mc = shape_from_flags(config, tokenizer, gpt2_preset(config.model.empty() ? TrainConfig{}.model : config.model));
+    check_model_limits(mc, "");
   }
   if (tokenizer)
     TS_CHECK(tokenizer->vocab_size() <= mc.vocab_size, "--tokenizer: ", config.tokenizer, " has ",
@@ -33,9 +96,7 @@ GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* toke
 GPT2Config model_config_for_run(const TrainConfig& config) {
   std::unique_ptr<Tokenizer> tokenizer;
   if (!config.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(config.tokenizer));
-  std::optional<std::filesystem::path> checkpoint;
-  if (config.resume) checkpoint = find_checkpoint(config.out_dir);
-  return resolve_model_config(config, tokenizer.get(), checkpoint);
+  return resolve_model_config(config, tokenizer.get(), run_start_point(config).checkpoint);
 }
 
 std::unique_ptr<GPT2> build_model(const TrainConfig& config, const Tokenizer* tokenizer,

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/run_folder.h"
 #include "nn/gpt2.h"
 #include "train/train_config.h"
 
@@ -16,12 +17,18 @@ namespace tessera {
 
 class Tokenizer;
 
-// The model's config without allocating it.
+// The checkpoint a run starts from. With --resume: the newest complete one in --out-dir (none, with
+// a notice, when the folder holds no checkpoint at all). Without: none, and an --out-dir that holds
+// checkpoints is refused, so a new run never overwrites or prunes an old run's checkpoints.
+ResumePoint run_start_point(const TrainConfig& config);
+
+// The model's config without allocating it; with a checkpoint, its shape, which the shape flags
+// given (--model, --layers, ...) must agree with.
 GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
                                 const std::optional<std::filesystem::path>& checkpoint);
 
 // resolve_model_config for a run before it starts: loads its tokenizer (if any) and finds the
-// checkpoint --resume would continue from.
+// checkpoint it starts from (run_start_point).
 GPT2Config model_config_for_run(const TrainConfig& config);
 
 // The model with its initial weights (the checkpoint's weights are loaded by the caller with the

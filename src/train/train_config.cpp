@@ -1,12 +1,22 @@
 // Validation of the training configuration: each error names the flag and the fix.
 #include "train/train_config.h"
 
+#include <cmath>
+#include <utility>
+
 #include "core/error.h"
 #include "optim/lr_schedule.h"
 
 namespace tessera {
 
 void TrainConfig::validate() const {
+  // A value that overflowed float (--lr 1e40) arrives as infinity; none of these has a meaning there.
+  for (auto [flag, value] : {std::pair{"--lr", double(lr)}, {"--min-lr", double(min_lr)},
+                              {"--decay-fraction", double(decay_fraction)}, {"--weight-decay", double(weight_decay)},
+                              {"--beta1", double(beta1)}, {"--beta2", double(beta2)}, {"--eps", double(eps)},
+                              {"--grad-clip", double(grad_clip)}, {"--bucket-mb", bucket_mb},
+                              {"--comm-timeout", comm_timeout}})
+    TS_CHECK(std::isfinite(value), flag, " must be a finite number, got ", value);
   TS_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
   TS_CHECK(micro_batch_size >= 0, "--micro-batch-size must be positive, got ", micro_batch_size);
   TS_CHECK(batch_size % micro_batch() == 0, "--batch-size ", batch_size, " is not a multiple of --micro-batch-size ",
@@ -25,6 +35,7 @@ void TrainConfig::validate() const {
   TS_CHECK(eval_every >= 0, "--eval-every must not be negative, got ", eval_every);
   TS_CHECK(eval_batches > 0, "--eval-batches must be positive, got ", eval_batches);
   TS_CHECK(checkpoint_every >= 0, "--checkpoint-every must not be negative, got ", checkpoint_every);
+  TS_CHECK(keep_checkpoints >= 0, "--keep-checkpoints must not be negative (0 keeps all), got ", keep_checkpoints);
   TS_CHECK(sample_every >= 0, "--sample-every must not be negative, got ", sample_every);
   TS_CHECK(threads >= 0, "--threads must not be negative, got ", threads);
   // OpenMP's runtime crashes when asked for tens of thousands of threads; no machine has that many cores.
@@ -38,8 +49,10 @@ void TrainConfig::validate() const {
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
            "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
   TS_CHECK(zero >= 0 && zero <= 2, "--zero must be 0, 1 or 2, got ", zero);
-  TS_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
-  TS_CHECK(comm_timeout > 0, "--comm-timeout must be positive, got ", comm_timeout);
+  TS_CHECK(bucket_mb > 0 && bucket_mb <= kMaxBucketMb, "--bucket-mb must be in (0, ", kMaxBucketMb, "], got ",
+           bucket_mb);
+  TS_CHECK(comm_timeout > 0 && comm_timeout <= kMaxCommTimeout, "--comm-timeout must be in (0, ", kMaxCommTimeout,
+           "] seconds, got ", comm_timeout);
   TS_CHECK(tp == 1 && pp == 1 && cp == 1 && ep == 1,
            "--tp, --pp, --cp and --ep above 1 are not implemented yet; use --dp (data parallel) only");
   TS_CHECK(!train_data.empty(), "--train-data is required (a glob of token shards)");

@@ -9,10 +9,13 @@ namespace tessera {
 
 // The most CPU threads --threads accepts.
 inline constexpr int kMaxThreads = 1024;
+// The largest gradient bucket (MiB; 1 TiB) and communication timeout (seconds; about 115 days) accepted.
+inline constexpr double kMaxBucketMb = 1 << 20;
+inline constexpr double kMaxCommTimeout = 1e7;
 
 struct TrainConfig {
   // model
-  std::string model = "gpt2-124m";  // preset name
+  std::string model = "gpt2-124m";  // preset name; empty on --resume: the checkpoint's shape
   std::string init_from;            // Hugging Face GPT-2 folder
   // overrides of the preset's shape (0 = the preset's value)
   int64_t layers = 0, heads = 0, channels = 0, vocab_size = 0, context = 0;
@@ -54,6 +57,7 @@ struct TrainConfig {
   int64_t eval_every = 0;  // 0 = only at the end when --val-data is given
   int64_t eval_batches = 8;
   int64_t checkpoint_every = 0;  // 0 = only at the end
+  int64_t keep_checkpoints = 3;  // newest checkpoints kept in out_dir (0 = all)
   int64_t sample_every = 0;      // print a generated sample every N steps (needs a tokenizer)
   std::string out_dir = "runs/default";
   std::string metrics_file;      // JSON lines; default <out_dir>/metrics.jsonl

@@ -12,6 +12,7 @@
 #include "core/allocator.h"
 #include "core/atomic_file.h"
 #include "core/cuda/device.h"
+#include "core/file_checks.h"
 #include "data/tokenizer.h"
 #include "optim/grad_clip.h"
 #include "parallel/mpi_comm.h"
@@ -42,8 +43,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
 
-  std::optional<std::filesystem::path> checkpoint;
-  if (config_.resume) checkpoint = find_checkpoint(config_.out_dir);
+  ResumePoint start = run_start_point(config_);
+  const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
+  resume_notice_ = start.notice;
   model_ = build_model(config_, tokenizer_.get(), checkpoint);
   const GPT2Config& mc = model_->config();
   TS_CHECK(config_.seq_len <= mc.max_seq_len, "--seq-len ", config_.seq_len, " exceeds the model's context of ",
@@ -66,6 +68,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     start_step_ = state.step;
     next_batch_ = state.next_batch;
     loss_scaler_.restore(state.loss_scale);
+    resumed_from_ = *checkpoint;
+    TS_CHECK(start_step_ <= config_.steps, "--steps ", config_.steps, " is below step ", start_step_, " of ",
+             checkpoint->string(), "; give --steps above ", start_step_, " to train further");
   }
 
   DataOrder order = parse_data_order(config_.data_order);
@@ -131,13 +136,13 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step) {
   std::filesystem::path tokenizer_json;
   if (tokenizer_) tokenizer_json = std::filesystem::path(config_.out_dir) / "tokenizer.json";
   if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
-  return tessera::save_checkpoint(config_.out_dir, *model_, &moments, state, tokenizer_json);
+  return tessera::save_checkpoint(config_.out_dir, *model_, &moments, state, tokenizer_json, config_.keep_checkpoints);
 }
 
 void Trainer::print_sample(ProgressLine& progress) {
   if (!tokenizer_) return;
   Rng rng(config_.seed, stream_id("sample"));
-  SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token()};
+  SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token(), tokenizer_->vocab_size()};
   std::vector<int32_t> tokens = generate(*model_, {tokenizer_->eot_token()}, options, rng);
   if (!tokens.empty() && tokens.back() == tokenizer_->eot_token()) tokens.pop_back();
   progress.message("sample: " + tokenizer_->decode(tokens));
@@ -185,17 +190,20 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
 
 TrainResult Trainer::run() {
   using Clock = std::chrono::steady_clock;
-  std::filesystem::create_directories(config_.out_dir);
+  create_folder(config_.out_dir, "--out-dir");
   std::filesystem::path metrics_path =
       config_.metrics_file.empty() ? std::filesystem::path(config_.out_dir) / "metrics.jsonl"
                                    : std::filesystem::path(config_.metrics_file);
   // Rank 0 reports (metrics, progress, plots, checkpoint files); every rank computes.
   std::optional<MetricsLog> metrics;
-  if (is_reporting_rank()) metrics.emplace(metrics_path, start_step_ > 0, start_step_);
+  if (is_reporting_rank()) metrics.emplace(metrics_path);
   ProgressLine progress(config_.steps, config_.quiet || !is_reporting_rank());
   TrainResult result;
   result.last_step = start_step_;
+  result.last_checkpoint = resumed_from_;
+  result.already_finished = start_step_ == config_.steps;
   if (!device_.notice.empty() && is_reporting_rank()) progress.message(device_.notice);
+  if (!resume_notice_.empty() && is_reporting_rank()) progress.message(resume_notice_);
   if (start_step_ > 0) progress.message("resumed from step " + std::to_string(start_step_));
 
   const auto start = Clock::now();

@@ -28,7 +28,8 @@ struct TrainResult {
   int64_t last_step = 0;
   float last_loss = 0.0f;
   std::optional<float> last_val_loss;
-  std::filesystem::path last_checkpoint;
+  std::filesystem::path last_checkpoint;  // the last one saved, or the one resumed from
+  bool already_finished = false;          // resumed at --steps: nothing was left to train
 };
 
 // A grid of one process whose groups all have size 1 (tests, and runs without a launcher).
@@ -69,6 +70,8 @@ class Trainer {
   std::optional<BatchSampler> train_sampler_, val_sampler_;
   LrSchedule schedule_;
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
+  std::filesystem::path resumed_from_;  // the checkpoint resumed from, if any
+  std::string resume_notice_;           // what --resume skipped, or that it starts afresh
   int64_t next_batch_ = 0;  // the data loader's position: the global batch the next step reads
   int64_t micro_batch_ = 1;  // sequences per forward pass on this rank
   Tensor inputs_, targets_;  // (micro_batch, T) i32

@@ -150,9 +150,9 @@ TEST_F(CliBadInput, ConfigThatIsNotAFile) {
 
 TEST_F(CliBadInput, SamplingFlagsOutOfRange) {
   const std::string generate = "generate --checkpoint " + (dir / "none").string();
-  expect_one_line_error(generate + " --temperature nan", "--temperature must be a finite number >= 0");
+  expect_one_line_error(generate + " --temperature nan", "--temperature: must be a finite number, got 'nan'");
   expect_one_line_error(generate + " --temperature -1", "--temperature must be a finite number >= 0");
-  expect_one_line_error(generate + " --temperature inf", "--temperature must be a finite number >= 0");
+  expect_one_line_error(generate + " --temperature inf", "--temperature: must be a finite number, got 'inf'");
   expect_one_line_error(generate + " --top-k -1", "--top-k must not be negative");
   expect_one_line_error(generate + " --max-new-tokens -5", "--max-new-tokens must not be negative");
 }
@@ -204,13 +204,39 @@ TEST(Cli, TomlConfigWithFlagOverrides) {
   EXPECT_NEAR(lines[0]["lr"].get<double>(), 0.001, 1e-9);  // from the file
 }
 
+// Re-running a finished run says so and succeeds; shape flags equal to the checkpoint's are fine.
+TEST_F(CliBadInput, ResumingAFinishedRunSaysSo) {
+  ASSERT_EQ(tessera_run(base).exit_code, 0);
+  const testing::CommandResult r =
+      testing::run_command("OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " " + base + " --resume --layers 2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "already finished at step 2 (--steps 2)")) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "checkpoint: " + (dir / "run" / "ckpt-00000002").string())) << r.output;
+  EXPECT_FALSE(testing::contains(r.output, "loss 0.0000")) << r.output;
+}
+
+// A model vocabulary larger than the tokenizer's: samples draw only ids the tokenizer can decode
+// (the closing sample used to fail the run after all its work).
+TEST_F(CliBadInput, TokenizerSmallerThanTheModelSamplesItsOwnTokens) {
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
+  testing::write_text(dir / "corpus.txt", text);
+  const std::string exe = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE);
+  ASSERT_EQ(testing::run_command(exe + " tokenizer-train --vocab-size 300 --in " + (dir / "corpus.txt").string() +
+                                 " --out " + (dir / "tok.json").string()).exit_code, 0);
+  const testing::CommandResult r =
+      testing::run_command(exe + " " + base + " --tokenizer " + (dir / "tok.json").string() + " --vocab-size 4000");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "--- sample ---")) << r.output;
+}
+
 TEST(Cli, HelpListsTheTrainFlags) {
   testing::CommandResult r = testing::run_command(std::string(TESSERA_EXE) + " train --help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* flag : {"--config", "--init-from", "--model", "--train-data", "--val-data", "--tokenizer",
                            "--batch-size", "--micro-batch-size", "--seq-len", "--steps", "--lr", "--min-lr",
                            "--lr-schedule", "--warmup", "--weight-decay", "--beta1", "--beta2", "--eps", "--grad-clip",
-                           "--data-order", "--seed", "--eval-every", "--checkpoint-every", "--out-dir",
+                           "--data-order", "--seed", "--eval-every", "--checkpoint-every", "--keep-checkpoints", "--out-dir",
                            "--metrics-file", "--threads"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }

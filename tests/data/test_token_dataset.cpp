@@ -85,12 +85,12 @@ TEST(TokenDataset, RejectsUnreadableMatches) {
   write_token_shard(dir / "train_0.bin", range_tokens(0, 4), 1);
   fs::create_directory(dir / "train_1.bin");
   std::string message = error_of([&] { TokenDataset::open((dir / "train_*.bin").string(), 100, "--train-data"); });
-  EXPECT_TRUE(contains(message, "--train-data: shard " + (dir / "train_1.bin").string() + ": not a regular file"))
+  EXPECT_TRUE(contains(message, "--train-data: shard '" + (dir / "train_1.bin").string() + "' is a directory, not a regular file"))
       << message;
   fs::remove(dir / "train_1.bin");
   fs::create_symlink(dir / "gone.bin", dir / "train_2.bin");  // glob(3) lists a dangling link
   message = error_of([&] { TokenDataset::open((dir / "train_*.bin").string(), 100, "--train-data"); });
-  EXPECT_TRUE(contains(message, "--train-data: shard " + (dir / "train_2.bin").string() + ": cannot open")) << message;
+  EXPECT_TRUE(contains(message, "--train-data: shard '" + (dir / "train_2.bin").string() + "': no such file")) << message;
 }
 
 TEST(TokenDataset, RejectsBadShardNamingFlagAndFile) {

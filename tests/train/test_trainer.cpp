@@ -174,8 +174,10 @@ TEST(Trainer, CheckpointWithABadStepIsRefused) {
     nlohmann::json bad = good;
     bad[key] = value;
     testing::write_text(state_file, bad.dump());
-    GPT2 model(read_checkpoint_model_config(checkpoint));
-    const std::string message = testing::error_of([&] { load_checkpoint(checkpoint, model, nullptr); });
+    const std::string message = testing::error_of([&] {
+      GPT2 model(read_checkpoint_model_config(checkpoint));
+      load_checkpoint(checkpoint, model, nullptr);
+    });
     EXPECT_NE(message.find("'" + key + "' must be a non-negative integer"), std::string::npos) << message;
   }
 }

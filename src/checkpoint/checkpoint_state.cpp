@@ -1,0 +1,113 @@
+// Reading state.json: nlohmann's exceptions never escape; a missing or mistyped field is reported
+// with the key and (shortened, escaped) value.
+#include "checkpoint/checkpoint_state.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/user_text.h"
+#include "data/json_excerpt.h"
+#include "data/whole_file.h"
+
+namespace tessera {
+namespace fs = std::filesystem;
+namespace {
+
+std::string state_path(const fs::path& checkpoint) { return quoted_text((checkpoint / "state.json").string()); }
+
+const nlohmann::json& field(const nlohmann::json& object, const char* key, const fs::path& checkpoint,
+                            const std::string& within = "") {
+  auto it = object.find(key);
+  TS_CHECK(it != object.end(), "checkpoint ", state_path(checkpoint), ": missing '", within, key,
+           "'; the file is damaged or not a Tessera checkpoint state");
+  return *it;
+}
+
+bool is_non_negative_integer(const nlohmann::json& v) {
+  return v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX)
+                                : v.is_number_integer() && v.get<int64_t>() >= 0;
+}
+
+}  // namespace
+
+nlohmann::json read_state_json(const fs::path& checkpoint) {
+  const fs::path path = checkpoint / "state.json";
+  nlohmann::json j = nlohmann::json::parse(read_whole_file(path, "checkpoint state", kMaxConfigFileBytes), nullptr,
+                                           false);
+  TS_CHECK(!j.is_discarded() && j.is_object(), "checkpoint ", quoted_text(path.string()),
+           ": not a JSON object; the file is damaged");
+  return j;
+}
+
+int64_t state_count(const nlohmann::json& state, const char* key, const fs::path& checkpoint) {
+  const nlohmann::json& v = field(state, key, checkpoint);
+  TS_CHECK(is_non_negative_integer(v), "checkpoint ", state_path(checkpoint), ": '", key,
+           "' must be a non-negative integer, got ", json_excerpt(v));
+  return v.get<int64_t>();
+}
+
+uint64_t state_seed(const nlohmann::json& state, const fs::path& checkpoint) {
+  const nlohmann::json& v = field(state, "seed", checkpoint);
+  TS_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), "checkpoint ",
+           state_path(checkpoint), ": 'seed' must be a non-negative integer, got ", json_excerpt(v));
+  return v.get<uint64_t>();
+}
+
+double state_loss_scale(const nlohmann::json& state, const fs::path& checkpoint) {
+  if (!state.contains("loss_scale")) return 0.0;
+  const nlohmann::json& v = state["loss_scale"];
+  TS_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 1.0, "checkpoint ",
+           state_path(checkpoint), ": 'loss_scale' must be a finite number >= 1, got ", json_excerpt(v));
+  return v.get<double>();
+}
+
+GPT2Config state_model_config(const nlohmann::json& state, const fs::path& checkpoint) {
+  const nlohmann::json& m = field(state, "model", checkpoint);
+  TS_CHECK(m.is_object(), "checkpoint ", state_path(checkpoint), ": 'model' must be an object");
+  auto positive = [&](const char* key) {
+    const nlohmann::json& v = field(m, key, checkpoint, "model.");
+    TS_CHECK(is_non_negative_integer(v) && v.get<int64_t>() > 0, "checkpoint ", state_path(checkpoint), ": 'model.",
+             key, "' must be a positive integer, got ", json_excerpt(v));
+    return v.get<int64_t>();
+  };
+  GPT2Config c{positive("num_layers"), positive("num_heads"), positive("channels"), positive("vocab_size"),
+               positive("max_seq_len")};
+  TS_CHECK(c.channels % c.num_heads == 0, "checkpoint ", state_path(checkpoint), ": 'model.num_heads' ",
+           c.num_heads, " does not divide 'model.channels' ", c.channels, "; the file is damaged");
+  return c;
+}
+
+std::map<std::string, FileDigest> state_files(const nlohmann::json& state, const fs::path& checkpoint) {
+  std::map<std::string, FileDigest> files;
+  auto it = state.find("files");
+  if (it == state.end()) return files;
+  TS_CHECK(it->is_object(), "checkpoint ", state_path(checkpoint), ": 'files' must be an object");
+  for (const auto& [name, entry] : it->items()) {
+    TS_CHECK(name == kModelFile || name == kOptimizerFile || name == kTokenizerFile, "checkpoint ",
+             state_path(checkpoint), ": 'files' names ", quoted_text(name, 60), ", which is not a checkpoint file");
+    const nlohmann::json* bytes = entry.is_object() && entry.contains("bytes") ? &entry["bytes"] : nullptr;
+    const nlohmann::json* crc = entry.is_object() && entry.contains("crc32") ? &entry["crc32"] : nullptr;
+    const bool valid = bytes && is_non_negative_integer(*bytes) && crc && crc->is_string() &&
+                       crc->get_ref<const std::string&>().size() == 8 &&
+                       std::all_of(crc->get_ref<const std::string&>().begin(), crc->get_ref<const std::string&>().end(),
+                                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    TS_CHECK(valid, "checkpoint ", state_path(checkpoint), ": 'files.", name,
+             "' must be {\"bytes\": <size>, \"crc32\": \"<8 hex digits>\"}, got ", json_excerpt(entry));
+    files[name] = FileDigest{bytes->get<uint64_t>(), crc->get<std::string>()};
+  }
+  return files;
+}
+
+nlohmann::json model_config_json(const GPT2Config& c) {
+  return {{"num_layers", c.num_layers}, {"num_heads", c.num_heads}, {"channels", c.channels},
+          {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}};
+}
+
+nlohmann::json files_json(const std::map<std::string, FileDigest>& files) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, digest] : files) j[name] = {{"bytes", digest.bytes}, {"crc32", digest.crc32}};
+  return j;
+}
+
+}  // namespace tessera

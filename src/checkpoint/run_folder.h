@@ -1,0 +1,44 @@
+// A run folder's checkpoints: ckpt-<step> folders (8+ digits) and the ckpt-latest symlink. Lists
+// them, prunes all but the newest few after a save, and picks the checkpoint --resume continues
+// from: the newest complete one, naming every newer one it had to skip.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+inline constexpr const char* kLatestCheckpoint = "ckpt-latest";
+
+// "ckpt-00000042" for step 42.
+std::string checkpoint_dir_name(int64_t step);
+
+struct CheckpointFolder {
+  int64_t step = 0;
+  std::filesystem::path path;
+};
+
+// The ckpt-<step> folders of run_dir, newest first (none when run_dir does not exist).
+std::vector<CheckpointFolder> list_checkpoints(const std::filesystem::path& run_dir);
+
+// True when run_dir holds a ckpt-<step> folder or a ckpt-latest link (even a dangling one).
+bool holds_checkpoints(const std::filesystem::path& run_dir);
+
+// After ckpt-<saved_step> was committed: removes the ckpt-<step> folders with step <= saved_step
+// beyond the newest `keep` of them (keep 0 keeps all). Folders of later steps (a run resumed from
+// an older checkpoint) are never removed.
+void prune_checkpoints(const std::filesystem::path& run_dir, int64_t saved_step, int64_t keep);
+
+struct ResumePoint {
+  std::optional<std::filesystem::path> checkpoint;  // none: run_dir holds no checkpoint at all
+  std::string notice;  // what was skipped, or that the run starts afresh; empty when nothing to say
+};
+
+// The newest complete checkpoint of run_dir (state.json readable, every file present at its
+// recorded size); throws naming what is wrong when run_dir holds checkpoints but none is complete.
+ResumePoint choose_resume_checkpoint(const std::filesystem::path& run_dir);
+
+}  // namespace tessera

@@ -1,0 +1,14 @@
+// Error-message excerpts of JSON values.
+#include "data/json_excerpt.h"
+
+#include "core/user_text.h"
+
+namespace tessera {
+
+std::string json_excerpt(const nlohmann::json& value) {
+  if (value.is_array()) return "an array of " + std::to_string(value.size()) + " elements";
+  if (value.is_object()) return "an object of " + std::to_string(value.size()) + " keys";
+  return quoted_text(value.dump(), 60);
+}
+
+}  // namespace tessera

@@ -1,0 +1,553 @@
+// Issue 13's robustness table: bad input of every kind (run-folder mistakes, corrupt checkpoints,
+// numbers, files of the wrong kind, hostile TOML, library text) given to the tessera binary. Every
+// case starts from a finished 2-step run of its own, breaks one thing, and must end with an exit code
+// in 1..127, exactly one printable line on stderr naming the culprit, no raw library text, and the
+// run folder byte-for-byte as it was before tessera ran.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+#include "train/train_fixtures.h"
+
+namespace tessera {
+namespace {
+namespace fs = std::filesystem;
+
+const std::string kTessera = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE);
+
+// What every case starts from, in `dir`: run/ (a finished run with checkpoints at steps 1 and 2),
+// hf/ (its export) and train_000000.bin.
+void prepare_run(const fs::path& dir) {
+  testing::write_random_shard(dir, 4096, 256, 3);
+  const testing::CommandResult train = testing::run_command(
+      kTessera + " train --model gpt2-tiny --quiet --device cpu --steps 2 --checkpoint-every 1 --batch-size 2 "
+                 "--seq-len 16 --train-data " + (dir / "train_000000.bin").string() + " --out-dir " +
+      (dir / "run").string());
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const testing::CommandResult hf = testing::run_command(kTessera + " convert --checkpoint " + (dir / "run").string() +
+                                                         " --to-hf " + (dir / "hf").string());
+  ASSERT_EQ(hf.exit_code, 0) << hf.output;
+}
+
+// Every path under `root` with its bytes (a link: its target), to compare before and after.
+std::map<std::string, std::string> snapshot(const fs::path& root) {
+  std::map<std::string, std::string> files;
+  if (!fs::exists(root)) return files;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(root)) {
+    const std::string name = fs::relative(e.path(), root).string();
+    if (e.is_symlink())
+      files[name] = "-> " + fs::read_symlink(e.path()).string();
+    else if (e.is_regular_file())
+      files[name] = testing::read_text(e.path());
+    else
+      files[name] = "(folder or special file)";
+  }
+  return files;
+}
+
+void edit_json(const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = nlohmann::json::parse(testing::read_text(file));
+  edit(j);
+  testing::write_text(file, j.dump());
+}
+
+// Overwrites 4 bytes at `from_end` bytes before the end of `file` with `value`.
+void poke_float(const fs::path& file, size_t from_end, float value) {
+  std::string bytes = testing::read_text(file);
+  std::memcpy(bytes.data() + bytes.size() - from_end, &value, 4);
+  testing::write_text(file, bytes);
+}
+
+// Records the file's current size and CRC-32 in its checkpoint's state.json, as if it had been
+// written so: the damage is then for the finiteness checks to find.
+void rerecord(const fs::path& checkpoint, const std::string& file) {
+  const std::string bytes = testing::read_text(checkpoint / file);
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08lx",
+                static_cast<unsigned long>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size()))));
+  edit_json(checkpoint / "state.json", [&](nlohmann::json& j) {
+    j["files"][file] = {{"bytes", bytes.size()}, {"crc32", crc}};
+  });
+}
+
+void make_fifo(const fs::path& path) {
+  fs::remove_all(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << path;
+}
+
+struct BadInput {
+  std::string kind;  // the issue's kinds: run folder, checkpoint, number, file, toml, message
+  std::string name;
+  // Breaks something under `dir` (a copy of the template) and returns the tessera arguments.
+  std::function<std::string(const fs::path& dir)> setup;
+  std::string needle;  // must appear in the error line
+};
+
+std::string base_train(const fs::path& dir) {
+  return "train --model gpt2-tiny --quiet --device cpu --batch-size 2 --seq-len 16 --train-data " +
+         (dir / "train_000000.bin").string() + " --out-dir " + (dir / "run").string();
+}
+std::string fresh_train(const fs::path& dir) {
+  return "train --model gpt2-tiny --quiet --device cpu --steps 1 --batch-size 2 --seq-len 16 --train-data " +
+         (dir / "train_000000.bin").string() + " --out-dir " + (dir / "fresh").string();
+}
+std::string resume(const fs::path& dir) { return base_train(dir) + " --steps 4 --resume"; }
+fs::path ckpt(const fs::path& dir, int step) { return dir / "run" / ("ckpt-0000000" + std::to_string(step)); }
+std::string generate(const fs::path& checkpoint) {
+  return "generate --checkpoint " + checkpoint.string() + " --max-new-tokens 1 --tokenizer " +
+         (checkpoint / "missing").string();
+}
+std::string with_toml(const fs::path& dir, const std::string& text) {
+  testing::write_text(dir / "c.toml", text);
+  return fresh_train(dir) + " --config " + (dir / "c.toml").string();
+}
+std::string with_toml_bytes(const fs::path& dir, const std::string& head, size_t repeat, const std::string& unit,
+                            const std::string& tail) {
+  std::string text = head;
+  for (size_t i = 0; i < repeat; ++i) text += unit;
+  return with_toml(dir, text + tail);
+}
+
+std::vector<BadInput> run_folder_cases() {
+  return {
+      {"run folder", "TrainWithoutResumeIntoARun", [](auto d) { return base_train(d) + " --steps 4"; },
+       "already holds checkpoints"},
+      {"run folder", "ResumeBelowTheCheckpointStep", [](auto d) { return base_train(d) + " --steps 1 --resume"; },
+       "--steps 1 is below step 2"},
+      {"run folder", "ResumeWithOtherLayers", [](auto d) { return resume(d) + " --layers 3"; },
+       "--layers gives layers 3, the checkpoint has 2"},
+      {"run folder", "ResumeWithOtherPreset",
+       [](auto d) { return resume(d) + " --model gpt2-mini"; }, "--model gpt2-mini gives layers 4"},
+      {"run folder", "ResumeWithOtherVocabulary", [](auto d) { return resume(d) + " --vocab-size 300"; },
+       "--vocab-size gives vocab_size 300"},
+      {"run folder", "ResumeWhenNoCheckpointIsComplete",
+       [](auto d) {
+         fs::remove(ckpt(d, 1) / "model.safetensors");
+         fs::remove(ckpt(d, 2) / "state.json");
+         return resume(d);
+       },
+       "no complete checkpoint"},
+      {"run folder", "ResumeWithOnlyADanglingLatest",
+       [](auto d) {
+         fs::remove_all(ckpt(d, 1));
+         fs::remove_all(ckpt(d, 2));
+         return resume(d);
+       },
+       "ckpt-latest points at 'ckpt-00000002', which does not exist"},
+      {"run folder", "ResumeWithATruncatedOnlyCheckpoint",
+       [](auto d) {
+         fs::remove_all(ckpt(d, 1));
+         fs::resize_file(ckpt(d, 2) / "optimizer.safetensors", 100);
+         return resume(d);
+       },
+       "the file is truncated or replaced"},
+      {"run folder", "ExportIntoACheckpoint",
+       [](auto d) { return "convert --checkpoint " + (d / "run").string() + " --to-hf " + ckpt(d, 1).string(); },
+       "is not empty"},
+      {"run folder", "ExportOverAFile",
+       [](auto d) {
+         return "convert --checkpoint " + (d / "run").string() + " --to-hf " + (d / "run" / "metrics.jsonl").string();
+       },
+       "exists and is not a folder"},
+      {"run folder", "ImportIntoATrainedRun",
+       [](auto d) { return "convert --from-hf " + (d / "hf").string() + " --out " + (d / "run").string(); },
+       "already holds a checkpoint"},
+      {"run folder", "ImportIntoACheckpointFolder",
+       [](auto d) { return "convert --from-hf " + (d / "hf").string() + " --out " + ckpt(d, 2).string(); },
+       "already holds a checkpoint"},
+  };
+}
+
+std::vector<BadInput> checkpoint_cases() {
+  return {
+      {"checkpoint", "NanBytesInTheOptimizer",
+       [](auto d) {
+         poke_float(ckpt(d, 2) / "optimizer.safetensors", 400, std::numeric_limits<float>::quiet_NaN());
+         return resume(d);
+       },
+       "optimizer.safetensors' is corrupt: its CRC-32"},
+      {"checkpoint", "NanBytesInTheModelWithMatchingChecksum",
+       [](auto d) {
+         poke_float(ckpt(d, 2) / "model.safetensors", 400, std::numeric_limits<float>::quiet_NaN());
+         rerecord(ckpt(d, 2), "model.safetensors");
+         return generate(ckpt(d, 2));
+       },
+       "holds nan"},
+      {"checkpoint", "InfinityInTheOptimizerWithMatchingChecksum",
+       [](auto d) {
+         poke_float(ckpt(d, 2) / "optimizer.safetensors", 8, std::numeric_limits<float>::infinity());
+         rerecord(ckpt(d, 2), "optimizer.safetensors");
+         return resume(d);
+       },
+       "holds inf"},
+      {"checkpoint", "NegativeSecondMoment",
+       [](auto d) {
+         poke_float(ckpt(d, 2) / "optimizer.safetensors", 8, -1.0f);
+         rerecord(ckpt(d, 2), "optimizer.safetensors");
+         return resume(d);
+       },
+       "holds -1"},
+      {"checkpoint", "StateWithFewerLayers",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["model"]["num_layers"] = 1; });
+         return generate(ckpt(d, 2));
+       },
+       "state.json says 1 layers but model.safetensors holds 2"},
+      {"checkpoint", "StateWithABillionLayers",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["model"]["num_layers"] = 1000000000; });
+         return resume(d);
+       },
+       "model.num_layers 1000000000, more than"},
+      {"checkpoint", "StateWithOtherWidth",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) {
+           j["model"]["channels"] = 64;
+           j["model"]["num_heads"] = 2;
+         });
+         return generate(ckpt(d, 2));
+       },
+       "the files do not belong together"},
+      {"checkpoint", "StateWithAStringWidth",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["model"]["channels"] = "32"; });
+         return generate(ckpt(d, 2));
+       },
+       "'model.channels' must be a positive integer"},
+      {"checkpoint", "StateWithANegativeStep",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["step"] = -3; });
+         return generate(ckpt(d, 2));
+       },
+       "'step' must be a non-negative integer"},
+      {"checkpoint", "StateWithAFractionalDataPosition",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["next_batch"] = 1.5; });
+         return generate(ckpt(d, 2));
+       },
+       "'next_batch' must be a non-negative integer"},
+      {"checkpoint", "StateWithANegativeSeed",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["seed"] = -1; });
+         return generate(ckpt(d, 2));
+       },
+       "'seed' must be a non-negative integer"},
+      {"checkpoint", "StateNamingAFileOutsideTheCheckpoint",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json",
+                   [](auto& j) { j["files"]["../../etc/passwd"] = {{"bytes", 1}, {"crc32", "00000000"}}; });
+         return generate(ckpt(d, 2));
+       },
+       "which is not a checkpoint file"},
+      {"checkpoint", "StateWithABadChecksumField",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["files"]["model.safetensors"]["crc32"] = 7; });
+         return generate(ckpt(d, 2));
+       },
+       "'files.model.safetensors' must be"},
+      {"checkpoint", "StateThatIsNotJson",
+       [](auto d) {
+         testing::write_text(ckpt(d, 2) / "state.json", "{\"step\": 2,");
+         return generate(ckpt(d, 2));
+       },
+       "not a JSON object"},
+      {"checkpoint", "StateThatIsAnArray",
+       [](auto d) {
+         testing::write_text(ckpt(d, 2) / "state.json", "[1, 2]");
+         return generate(ckpt(d, 2));
+       },
+       "not a JSON object"},
+      {"checkpoint", "StateLargerThanItsBound",
+       [](auto d) {
+         fs::resize_file(ckpt(d, 2) / "state.json", uint64_t(17) << 20);
+         return generate(ckpt(d, 2));
+       },
+       "-byte limit"},
+      {"checkpoint", "TruncatedModelFile",
+       [](auto d) {
+         fs::resize_file(ckpt(d, 2) / "model.safetensors", 1000);
+         return generate(ckpt(d, 2));
+       },
+       "model.safetensors' holds 1000 bytes, state.json records"},
+      {"checkpoint", "ModelFileReplacedByAnother",
+       [](auto d) {
+         fs::copy_file(ckpt(d, 1) / "model.safetensors", ckpt(d, 2) / "model.safetensors",
+                       fs::copy_options::overwrite_existing);
+         return generate(ckpt(d, 2));
+       },
+       "is corrupt: its CRC-32"},
+  };
+}
+
+std::vector<BadInput> number_cases() {
+  auto flag = [](std::string name, std::string flags, std::string needle) {
+    return BadInput{"number", std::move(name), [flags](auto d) { return fresh_train(d) + " " + flags; },
+                    std::move(needle)};
+  };
+  return {
+      flag("StepsPastInt64", "--steps 9223372036854775808", "--steps: '9223372036854775808' does not fit"),
+      flag("StepsFarPastInt64", "--steps 99999999999999999999", "--steps: '99999999999999999999' does not fit"),
+      flag("StepsBelowInt64", "--steps -9223372036854775809", "does not fit a 64-bit integer"),
+      flag("HexStepsPastInt64", "--steps 0xFFFFFFFFFFFFFFFFF", "does not fit a 64-bit integer"),
+      flag("NegativeSeed", "--seed -1", "--seed: must not be negative"),
+      flag("SeedPastUint64", "--seed 18446744073709551616", "--seed: '18446744073709551616' does not fit"),
+      flag("DpPastInt32", "--dp 2147483648", "--dp"),
+      flag("LrOverflowingFloat", "--lr 1e40", "--lr must be a finite number"),
+      flag("InfiniteLr", "--lr inf", "--lr: must be a finite number"),
+      flag("NanLr", "--lr nan", "--lr: must be a finite number"),
+      flag("InfiniteWeightDecay", "--weight-decay inf", "--weight-decay: must be a finite number"),
+      flag("NanBeta1", "--beta1 nan", "--beta1: must be a finite number"),
+      flag("InfiniteGradClip", "--grad-clip inf", "--grad-clip: must be a finite number"),
+      flag("InfiniteEps", "--eps inf", "--eps: must be a finite number"),
+      flag("HugeBucket", "--bucket-mb 1e300", "--bucket-mb must be in"),
+      flag("InfiniteCommTimeout", "--comm-timeout inf", "--comm-timeout: must be a finite number"),
+      flag("AbsurdThreads", "--threads 100000", "--threads 100000"),
+      flag("NegativeKeep", "--keep-checkpoints -1", "--keep-checkpoints must not be negative"),
+      flag("FractionalSteps", "--steps 1.5", "--steps"),
+      flag("BillionLayers", "--layers 1000000000", "--layers 1000000000 is above 10000"),
+      flag("VocabularyPastInt32", "--vocab-size 9000000000000000000", "--vocab-size 9000000000000000000 is above"),
+      flag("ContextPastItsLimit", "--context 9000000000000000000", "--context 9000000000000000000 is above"),
+      {"number", "EvalBatchPastInt64",
+       [](auto d) {
+         return "eval --checkpoint " + (d / "run").string() + " --val-data " + (d / "train_000000.bin").string() +
+                " --batch-size 9223372036854775808";
+       },
+       "--batch-size: '9223372036854775808' does not fit"},
+      {"number", "GenerateNanTemperature", [](auto d) { return generate(ckpt(d, 2)) + " --temperature nan"; },
+       "--temperature: must be a finite number"},
+      {"number", "TomlStepsPastInt64", [](auto d) { return with_toml(d, "steps = 9223372036854775808\n"); },
+       "not representable in 64 bits"},
+      {"number", "TomlInfiniteLr", [](auto d) { return with_toml(d, "lr = inf\n"); }, "key 'lr': --lr: must be a finite"},
+      {"number", "TomlNanLr", [](auto d) { return with_toml(d, "lr = nan\n"); }, "key 'lr': --lr: must be a finite"},
+      {"number", "TomlNegativeSeed", [](auto d) { return with_toml(d, "seed = -1\n"); }, "--seed: must not be negative"},
+  };
+}
+
+std::vector<BadInput> file_cases() {
+  return {
+      {"file", "ConfigFifo",
+       [](auto d) {
+         make_fifo(d / "c.toml");
+         return fresh_train(d) + " --config " + (d / "c.toml").string();
+       },
+       "is a FIFO (named pipe), not a regular file"},
+      {"file", "ConfigDevice", [](auto d) { return fresh_train(d) + " --config /dev/zero"; },
+       "is a character device, not a regular file"},
+      {"file", "ConfigLargerThanItsBound",
+       [](auto d) {
+         testing::write_text(d / "c.toml", "");
+         fs::resize_file(d / "c.toml", uint64_t(17) << 20);
+         return fresh_train(d) + " --config " + (d / "c.toml").string();
+       },
+       "-byte limit"},
+      {"file", "ShardFifo",
+       [](auto d) {
+         make_fifo(d / "fifo.bin");
+         return fresh_train(d) + " --train-data " + (d / "fifo.bin").string();
+       },
+       "is a FIFO (named pipe)"},
+      {"file", "ShardDevice", [](auto d) { return fresh_train(d) + " --train-data /dev/zero"; },
+       "is a character device"},
+      {"file", "ShardDirectory",
+       [](auto d) {
+         fs::create_directories(d / "dir.bin");
+         return fresh_train(d) + " --train-data " + (d / "dir.bin").string();
+       },
+       "is a directory"},
+      {"file", "TokenizerFifo",
+       [](auto d) {
+         make_fifo(d / "tokenizer.json");
+         return fresh_train(d) + " --tokenizer " + (d / "tokenizer.json").string();
+       },
+       "is a FIFO (named pipe)"},
+      {"file", "TokenizerDevice", [](auto d) { return fresh_train(d) + " --tokenizer /dev/zero"; },
+       "is a character device"},
+      {"file", "EncoderJsonFifo",
+       [](auto d) {
+         fs::create_directories(d / "gpt2");
+         make_fifo(d / "gpt2" / "encoder.json");
+         testing::write_text(d / "gpt2" / "vocab.bpe", "#version: 0.2\n");
+         return fresh_train(d) + " --tokenizer " + (d / "gpt2").string();
+       },
+       "is a FIFO (named pipe)"},
+      {"file", "CheckpointModelFifo",
+       [](auto d) {
+         make_fifo(ckpt(d, 2) / "model.safetensors");
+         return generate(ckpt(d, 2));
+       },
+       "model.safetensors"},
+      {"file", "CheckpointStateDirectory",
+       [](auto d) {
+         fs::remove(ckpt(d, 2) / "state.json");
+         fs::create_directories(ckpt(d, 2) / "state.json");
+         return generate(ckpt(d, 2));
+       },
+       "is a directory, not a regular file"},
+      {"file", "HfWeightsDirectory",
+       [](auto d) {
+         fs::remove(d / "hf" / "model.safetensors");
+         fs::create_directories(d / "hf" / "model.safetensors");
+         return fresh_train(d) + " --init-from " + (d / "hf").string();
+       },
+       "is a directory, not a regular file"},
+      {"file", "TextDevice",
+       [](auto d) {
+         std::string text;
+         for (int i = 0; i < 50; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
+         testing::write_text(d / "corpus.txt", text);
+         testing::run_command(kTessera + " tokenizer-train --vocab-size 300 --in " + (d / "corpus.txt").string() +
+                              " --out " + (d / "tok.json").string());
+         return "tokenize --tokenizer " + (d / "tok.json").string() + " --in /dev/zero --out " + (d / "shards").string();
+       },
+       "is a character device"},
+      {"file", "MetricsFifo",
+       [](auto d) {
+         make_fifo(d / "metrics.fifo");
+         return fresh_train(d) + " --metrics-file " + (d / "metrics.fifo").string();
+       },
+       "--metrics-file '"},
+      {"file", "MetricsDevice", [](auto d) { return fresh_train(d) + " --metrics-file /dev/full"; },
+       "is a character device"},
+      {"file", "OutDirIsAFile",
+       [](auto d) {
+         return "train --model gpt2-tiny --quiet --device cpu --steps 1 --batch-size 2 --seq-len 16 --train-data " +
+                (d / "train_000000.bin").string() + " --out-dir " + (d / "train_000000.bin").string();
+       },
+       "is a file, not a folder"},
+  };
+}
+
+std::vector<BadInput> toml_cases() {
+  return {
+      {"toml", "TableHeaderNestedDeep", [](auto d) { return with_toml_bytes(d, "", 100000, "[", "\n"); },
+       "brackets nested deeper than 16 levels"},
+      {"toml", "ArrayNestedDeep", [](auto d) { return with_toml_bytes(d, "steps = ", 100000, "[", "\n"); },
+       "brackets nested deeper than 16 levels"},
+      {"toml", "InlineTableNestedDeep", [](auto d) { return with_toml_bytes(d, "steps = ", 100000, "{a=", "\n"); },
+       "brackets nested deeper than 16 levels"},
+      {"toml", "DottedKeyDeep", [](auto d) { return with_toml_bytes(d, "a", 100000, ".a", " = 1\n"); },
+       "a key or value of 200001 characters"},
+      {"toml", "SpacedDottedKeyDeep", [](auto d) { return with_toml_bytes(d, "a", 100000, " . a", " = 1\n"); },
+       "a key dotted deeper than 64 levels"},
+      {"toml", "TenMegabyteKey", [](auto d) { return with_toml_bytes(d, "", 10000000, "k", " = 1\n"); },
+       "a key or value of 10000000 characters"},
+      {"toml", "HugeQuotedKey", [](auto d) { return with_toml_bytes(d, "\"", 100000, "k", "\" = 1\n"); },
+       "a string longer than 65536 bytes"},
+      {"toml", "UnknownKeyWithControlCharacters",
+       [](auto d) { return with_toml(d, "\"\\u001b[31mred\\u0007\" = 1\n"); }, "unknown key '\\x1B[31mred\\x07'"},
+      {"toml", "TableThatIsNoFlag", [](auto d) { return with_toml(d, "[optimizer]\nlr = 2\n"); },
+       "unknown key 'optimizer'"},
+  };
+}
+
+std::vector<BadInput> message_cases() {
+  return {
+      {"message", "BinaryTokenizerJson",
+       [](auto d) {
+         testing::write_text(d / "tokenizer.json", std::string("\x1b[2J\x00\x01\xff binary", 14));
+         return fresh_train(d) + " --tokenizer " + (d / "tokenizer.json").string();
+       },
+       "tokenizer.json"},
+      {"message", "TokenizerJsonOfTheWrongShape",
+       [](auto d) {
+         testing::write_text(d / "tokenizer.json", R"({"model": {"type": "BPE", "vocab": [1, 2], "merges": 3}})");
+         return fresh_train(d) + " --tokenizer " + (d / "tokenizer.json").string();
+       },
+       "tokenizer.json"},
+      {"message", "TokenizerJsonNestedDeep",
+       [](auto d) {
+         testing::write_text(d / "tokenizer.json", std::string(100000, '[') + std::string(100000, ']'));
+         return fresh_train(d) + " --tokenizer " + (d / "tokenizer.json").string();
+       },
+       "tokenizer.json"},
+      {"message", "StateJsonNestedDeep",
+       [](auto d) {
+         testing::write_text(ckpt(d, 2) / "state.json",
+                             "{\"step\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+         return generate(ckpt(d, 2));
+       },
+       "'step' must be a non-negative integer"},
+      {"message", "SafetensorsHeaderNestedDeep",
+       [](auto d) {
+         const std::string header = "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+         const uint64_t n = header.size();
+         testing::write_text(d / "hf" / "model.safetensors", std::string(reinterpret_cast<const char*>(&n), 8) + header);
+         return fresh_train(d) + " --init-from " + (d / "hf").string();
+       },
+       "model.safetensors"},
+      {"message", "SafetensorsShapeNestedDeep",
+       [](auto d) {
+         const std::string header = "{\"wte\": {\"dtype\": \"F32\", \"shape\": [" + std::string(100000, '[') +
+                                    std::string(100000, ']') + "], \"data_offsets\": [0, 0]}}";
+         const uint64_t n = header.size();
+         testing::write_text(d / "hf" / "model.safetensors", std::string(reinterpret_cast<const char*>(&n), 8) + header);
+         return fresh_train(d) + " --init-from " + (d / "hf").string();
+       },
+       "not an integer: an array of 1 elements"},
+      {"message", "HfConfigFieldNestedDeep",
+       [](auto d) {
+         edit_json(d / "hf" / "config.json", [](auto& j) { j["model_type"] = nlohmann::json::array(); });
+         std::string text = testing::read_text(d / "hf" / "config.json");
+         text.replace(text.find("[]"), 2, std::string(100000, '[') + std::string(100000, ']'));
+         testing::write_text(d / "hf" / "config.json", text);
+         return fresh_train(d) + " --init-from " + (d / "hf").string();
+       },
+       "field 'model_type' is an array of 1 elements"},
+      {"message", "HfConfigWithAStringLayerCount",
+       [](auto d) {
+         edit_json(d / "hf" / "config.json", [](auto& j) { j["n_layer"] = "2"; });
+         return fresh_train(d) + " --init-from " + (d / "hf").string();
+       },
+       "config.json"},
+      {"message", "BinaryShardPattern",
+       [](auto d) { return fresh_train(d) + " --train-data '" + (d / "\x1b[31m*.bin").string() + "'"; },
+       "--train-data"},
+  };
+}
+
+std::vector<BadInput> all_cases() {
+  std::vector<BadInput> cases;
+  for (auto part : {run_folder_cases(), checkpoint_cases(), number_cases(), file_cases(), toml_cases(),
+                    message_cases()})
+    cases.insert(cases.end(), part.begin(), part.end());
+  return cases;
+}
+
+class BadInputTable : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputTable, OneLineNonZeroExitRunFolderUnchanged) {
+  const BadInput& c = GetParam();
+  const fs::path dir = testing::scratch_dir();
+  ASSERT_NO_FATAL_FAILURE(prepare_run(dir));
+  const std::string args = c.setup(dir);
+  const auto before = snapshot(dir / "run");
+  const testing::CommandResult r = testing::run_command("{ timeout 60 env OMP_NUM_THREADS=1 " +
+                                                        std::string(TESSERA_EXE) + " " + args + " > /dev/null; }");
+  const std::string& err = r.output;
+  EXPECT_GE(r.exit_code, 1) << args;
+  EXPECT_LT(r.exit_code, 124) << "crashed or hung: " << args << "\n" << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_TRUE(err.starts_with("tessera: error: ")) << err;
+  EXPECT_TRUE(testing::contains(err, c.needle)) << "'" << c.needle << "' not in: " << err;
+  EXPECT_LT(err.size(), 2100u) << err;
+  for (const char* raw : {"[json.exception", "filesystem error", "std::bad_alloc", "basic_string"})
+    EXPECT_FALSE(testing::contains(err, raw)) << err;
+  EXPECT_TRUE(std::all_of(err.begin(), err.end() - 1, [](char ch) { return ch == '\t' || ch >= 0x20 || ch < 0; }))
+      << "control characters in: " << err;
+  EXPECT_TRUE(before == snapshot(dir / "run")) << "the run folder changed: " << args;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BadInputTable, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace tessera
