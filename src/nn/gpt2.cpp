@@ -1,6 +1,7 @@
 // GPT-2 forward and backward, composed from the ops in src/ops/.
 #include "nn/gpt2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -177,22 +178,57 @@ float GPT2::forward(const Tensor& tokens, const Tensor& targets, float dloss) {
                                *next.bias);
     residual = &a.residual3;
   }
-  matmul_forward(acts_.logits, acts_.lnf, w_.wte, Tensor());
 
   grad_ready_ = false;
-  if (!targets.defined()) return 0.0f;
+  const int64_t N = B * T, C = config_.channels, Vp = config_.padded_vocab_size();
+  const Tensor lnf = acts_.lnf.reshape({N, C});
+  Tensor no_bias;  // the classifier (tied to wte) has none
+  if (!targets.defined()) {  // inference: every row's logits, kept for logits()
+    matmul_forward(logits_buffer(N), lnf, w_.wte, no_bias);
+    return 0.0f;
+  }
   TS_CHECK(targets.shape() == tokens.shape(), "targets ", shape_string(targets.shape()), " must match tokens ",
            shape_string(tokens.shape()));
-  const int64_t N = B * T;
-  Tensor losses = acts_.losses.reshape({N}), logits = acts_.logits.reshape({N, config_.padded_vocab_size()});
-  const Tensor device_targets = tensor_to(targets, device_);
-  softmax_cross_entropy(losses, logits, device_targets.reshape({N}), config_.vocab_size, dloss);
+  TS_CHECK(dloss == 0.0f || grads_.defined(),
+           "GPT2::forward with a loss gradient accumulates into the gradients; call zero_grad() first");
+  // The fused classifier, a chunk of rows at a time: logits, losses and dlogits in place, then at
+  // once (when training) dlnf for backward() and wte's gradient, so only a chunk's logits exist.
+  Tensor losses = acts_.losses.reshape({N}), dlnf = acts_.dbtc.reshape({N, C});
+  const Tensor device_targets = tensor_to(targets, device_).reshape({N});
+  const int64_t chunk = classifier_chunk(N);
+  for (int64_t row = 0; row < N; row += chunk) {
+    const int64_t rows = std::min(chunk, N - row);
+    Tensor logits = logits_buffer(chunk).view(0, {rows, Vp}), chunk_losses = losses.view(row, {rows});
+    const Tensor x = lnf.view(row * C, {rows, C});
+    matmul_forward(logits, x, w_.wte, no_bias);
+    softmax_cross_entropy(chunk_losses, logits, device_targets.view(row, {rows}), config_.vocab_size, dloss);
+    if (dloss == 0.0f) continue;
+    Tensor dx = dlnf.view(row * C, {rows, C});
+    matmul_backward(dx, g_.wte, no_bias, logits, x, w_.wte);
+  }
   grad_ready_ = dloss != 0.0f;
   double sum = 0.0;
   const Tensor host_losses = tensor_to(acts_.losses, Device::cpu);
   const float* loss_values = host_losses.f32();
   for (int64_t i = 0; i < N; ++i) sum += loss_values[i];
   return float(sum / double(N));
+}
+
+int64_t GPT2::classifier_chunk(int64_t rows) const {
+  if (classifier_chunk_rows_ > 0) return std::min(classifier_chunk_rows_, rows);
+  const int64_t budget = int64_t(1) << 30;  // bytes of logits at a time
+  const int64_t row_bytes = config_.padded_vocab_size() * int64_t(dtype_size(compute_dtype_));
+  return std::clamp<int64_t>(budget / row_bytes, 1, rows);
+}
+
+Tensor& GPT2::logits_buffer(int64_t rows) {
+  const int64_t Vp = config_.padded_vocab_size();
+  Tensor& t = acts_.logits;
+  if (!t.defined() || t.numel() != rows * Vp || t.device() != device_ || t.dtype() != compute_dtype_) {
+    t = Tensor();  // free the old buffer first
+    t = Tensor::zeros({rows, Vp}, compute_dtype_, device_);
+  }
+  return t;
 }
 
 void GPT2::backward() {
@@ -206,8 +242,7 @@ void GPT2::backward() {
   Tensor dqkv = acts_.dwide.view(0, {B, T, 3 * C});
   Tensor dfc = acts_.dwide;
 
-  Tensor no_bias;  // the classifier (tied to wte) has none
-  matmul_backward(dbtc, g_.wte, no_bias, acts_.logits, acts_.lnf, w_.wte);
+  // The classifier's backward ran in forward: dbtc holds the gradient into ln_f's output.
   const Tensor& last = w_.layers.empty() ? acts_.encoded : acts_.layers.back().residual3;
   layernorm_backward(dres, g_.lnf_w, g_.lnf_b, dbtc, last, w_.lnf_w, acts_.lnf_mean, acts_.lnf_rstd);
   auto grads_final_from = [&](const std::string& first_param) {

@@ -1,6 +1,7 @@
 // GPT-2 with hand-written forward and backward over one flat parameter buffer and one flat
-// gradient buffer. forward() saves the activations backward() needs; the fused classifier turns the
-// logits into their gradient in place when a loss scale is given, so backward starts from there.
+// gradient buffer. forward() saves the activations backward() needs; its fused classifier goes
+// through the tokens a chunk at a time (logits -> loss -> dlogits -> the classifier's gradients), so
+// the (B·T, Vp) logits never exist in training and backward starts below the classifier.
 // Gradients accumulate (+=) across micro-batches until zero_grad(). A model is built, initialised
 // and loaded on the CPU, then moved with to(); afterwards parameters, gradients and activations
 // live on that device, and forward() takes host token tensors, copying them over once per call.
@@ -57,9 +58,11 @@ class GPT2 {
   // null in f32 compute, where the weights are params() itself.
   Tensor* compute_copy() { return compute_dtype_ == DType::f32 ? nullptr : &compute_params_; }
 
-  // tokens, targets: (B,T) i32 host tensors with T <= maxT. Computes the logits (B,T,Vp); with targets, also the
-  // per-token losses and returns their mean. With dloss != 0 the logits are replaced by the gradient
-  // of dloss * sum(losses), ready for backward(). targets may be undefined (inference).
+  // tokens, targets: (B,T) i32 host tensors with T <= maxT. Without targets (inference) computes
+  // the logits of every position, logits(). With targets computes the per-token losses and returns
+  // their mean, through a fused classifier that holds the logits of one chunk of rows at a time;
+  // with dloss != 0 it also takes the classifier's backward there (wte's gradient accumulated, the
+  // gradient of dloss * sum(losses) into ln_f's output kept for backward()).
   float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
   // Accumulates parameter gradients of the last forward (which must have had dloss != 0).
   void backward();
@@ -81,11 +84,16 @@ class GPT2 {
   NamedTensors& named_params() { return named_params_; }
   const NamedTensors& named_params() const { return named_params_; }
   NamedTensors& named_grads() { return named_grads_; }
-  const Tensor& logits() const { return acts_.logits; }  // (B,T,Vp) after forward, on device()
+  // (B·T, Vp) after an inference forward, on device().
+  const Tensor& logits() const { return acts_.logits; }
+  // Rows of logits the fused classifier computes at once; 0 (the default) sizes chunks to 1 GiB.
+  void set_classifier_chunk_rows(int64_t rows) { classifier_chunk_rows_ = rows; }
   const Tensor& losses() const { return acts_.losses; }  // (B,T), on device()
 
  private:
   GPT2Weights weights_of(const NamedTensors& named) const;
+  int64_t classifier_chunk(int64_t rows) const;
+  Tensor& logits_buffer(int64_t rows);  // acts_.logits as (rows, Vp), reallocated when that changes
   void allocate_grads();
   void set_params(Tensor params);
 
@@ -101,6 +109,7 @@ class GPT2 {
   Tensor tokens_;  // the last forward's input on device(), for the embedding backward
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
+  int64_t classifier_chunk_rows_ = 0;
 };
 
 }  // namespace tessera

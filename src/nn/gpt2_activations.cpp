@@ -11,7 +11,7 @@ void GPT2Activations::ensure(const GPT2Config& config, int64_t batch, int64_t se
   T = seq_len;
   device = on;
   dtype = activation_dtype;
-  const int64_t C = config.channels, NH = config.num_heads, Vp = config.padded_vocab_size();
+  const int64_t C = config.channels, NH = config.num_heads;
   auto zeros = [&](Shape shape) { return Tensor::zeros(std::move(shape), DType::f32, device); };
   auto btc = [&](int64_t k) { return Tensor::zeros({B, T, k * C}, dtype, device); };
   auto bt = [&] { return zeros({B, T}); };
@@ -29,7 +29,6 @@ void GPT2Activations::ensure(const GPT2Config& config, int64_t batch, int64_t se
     layers.push_back(std::move(a));
   }
   lnf = btc(1), lnf_mean = bt(), lnf_rstd = bt();
-  logits = Tensor::zeros({B, T, Vp}, dtype, device);
   losses = bt();
   dresidual = btc(1), dbtc = btc(1), dnorm = btc(1);
   dwide = btc(4);

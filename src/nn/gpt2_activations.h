@@ -28,7 +28,8 @@ struct GPT2Activations {
   Tensor encoded;                  // (B,T,C)
   std::vector<GPT2LayerActivations> layers;
   Tensor lnf, lnf_mean, lnf_rstd;  // (B,T,C), (B,T), (B,T)
-  Tensor logits;                   // (B,T,Vp); holds dlogits after a training forward
+  Tensor logits;                   // (rows, Vp), sized by GPT2::forward: a chunk of rows (training,
+                                   // evaluation) or all B*T (inference)
   Tensor losses;                   // (B,T)
   // backward scratch
   Tensor dresidual, dbtc, dnorm;   // (B,T,C)
