@@ -10,18 +10,15 @@
 // Each lane takes W consecutive channels at a time: 16 bytes for bf16 and fp16 rows when C and the
 // pointers allow, else 1. fp32 rows always use W = 1, which keeps their summation order (and bits)
 // unchanged.
-#include <initializer_list>
-#include <type_traits>
-
 #include "ops/cuda/column_sums.cuh"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/layernorm_cuda.h"
 #include "ops/cuda/vector_io.cuh"
+#include "ops/cuda/warp_rows.cuh"
 
 namespace tessera::cuda {
 namespace {
 
-constexpr int kRowsPerBlock = 8;
 constexpr float kEps = 1e-5f;
 
 // --- kernels ---
@@ -60,7 +57,7 @@ template <typename T, int W>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* weight,
                                          const T* bias, int64_t N, int64_t C) {
   const int lane = threadIdx.x % kWarpSize;
-  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t n = warp_row();
   if (n >= N) return;  // a whole warp leaves together
   const T* x_n = x + n * C;  // (C)
   float sum = 0.0f;
@@ -79,21 +76,10 @@ template <typename T, int W>
 __global__ void residual_layernorm_forward_kernel(T* residual_out, T* out, float* mean, float* rstd, const T* a,
                                                   const T* b, const T* weight, const T* bias, int64_t N,
                                                   int64_t C) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t n = warp_row();
   if (n >= N) return;
   T* r_n = residual_out + n * C;  // (C)
-  float sum = 0.0f;
-  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
-    float va[W], vb[W];
-    load_f32_vec(va, a + n * C + c);
-    load_f32_vec(vb, b + n * C + c);
-#pragma unroll
-    for (int k = 0; k < W; k++) va[k] += vb[k];
-    store_f32_vec(r_n + c, va);
-#pragma unroll
-    for (int k = 0; k < W; k++) sum += load_f32(store_as<T>(va[k]));  // the stored (rounded) value
-  }
+  const float sum = add_row_rounded<T, W>(r_n, a + n * C, b + n * C, C, [](float r) { return r; });
   layernorm_finish_row<T, W>(out + n * C, mean, rstd, r_n, weight, bias, n, C, sum);
 }
 
@@ -101,7 +87,7 @@ template <typename T, int W>
 __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* weight, const float* mean,
                                              const float* rstd, int64_t N, int64_t C) {
   const int lane = threadIdx.x % kWarpSize;
-  const int64_t n = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t n = warp_row();
   if (n >= N) return;
   const T* dout_n = dout + n * C;  // (C)
   const T* x_n = x + n * C;        // (C)
@@ -150,23 +136,6 @@ struct LayerNormParamGradLoad {
     v[1] = d;
   }
 };
-
-// Channels a lane takes at a time on the 16-byte path: 8 for bf16 and fp16; 1 for fp32, whose rows
-// keep the scalar summation order (and so their bits).
-template <typename T>
-constexpr int kRowVec = std::is_same_v<T, float> ? 1 : kVec<T>;
-
-// Whether rows of C channels take the kRowVec<T> path: C a multiple of it, every pointer 16-byte
-// aligned (row n starts n*C elements in).
-template <typename T>
-bool vector_rows(int64_t C, std::initializer_list<const void*> pointers) {
-  bool ok = C % kRowVec<T> == 0;
-  for (const void* p : pointers) ok = ok && is_aligned16(p);
-  return ok;
-}
-
-unsigned row_blocks(int64_t N) { return unsigned(ceil_div(N, kRowsPerBlock)); }
-constexpr unsigned kRowThreads = kRowsPerBlock * kWarpSize;
 
 }  // namespace
 
