@@ -43,6 +43,18 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const tessera::QuietError&) {
     return 1;
+  } catch (const CLI::ConversionError& e) {
+    // CLI11 words it "Could not convert: --threads = 4294967297": a value past the flag's own
+    // (32- or 64-bit) range, or not a number of its kind.
+    std::string message = e.what();
+    const std::string prefix = "Could not convert: ";
+    if (message.starts_with(prefix)) message = message.substr(prefix.size());
+    const size_t equals = message.find(" = ");
+    if (equals != std::string::npos)
+      message = message.substr(0, equals) + ": " + tessera::quoted_text(message.substr(equals + 3)) +
+                " is not a number this flag takes (a whole number within its range, or a number of its kind)";
+    fail(message);
+    return 2;
   } catch (const CLI::ParseError& e) {
     fail(e.what());
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;

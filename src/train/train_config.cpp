@@ -53,6 +53,9 @@ void TrainConfig::validate() const {
            bucket_mb);
   TS_CHECK(comm_timeout > 0 && comm_timeout <= kMaxCommTimeout, "--comm-timeout must be in (0, ", kMaxCommTimeout,
            "] seconds, got ", comm_timeout);
+  TS_CHECK(dp >= 0, "--dp must not be negative (0 = what the world leaves), got ", dp);
+  for (auto [flag, value] : {std::pair{"--tp", tp}, {"--pp", pp}, {"--cp", cp}, {"--ep", ep}})
+    TS_CHECK(value >= 1, flag, " must be at least 1, got ", value);
   TS_CHECK(tp == 1 && pp == 1 && cp == 1 && ep == 1,
            "--tp, --pp, --cp and --ep above 1 are not implemented yet; use --dp (data parallel) only");
   TS_CHECK(!train_data.empty(), "--train-data is required (a glob of token shards)");
