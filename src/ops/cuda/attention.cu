@@ -13,6 +13,7 @@
 
 #include "core/cuda/device.h"
 #include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/vector_io.cuh"
 
@@ -30,7 +31,6 @@ constexpr int kGridY = kThreads / kGridX;  // ty
 constexpr int kRows = kTile / kGridY;      // rows per thread: 4
 constexpr int kCols = kTile / kGridX;      // score columns per thread: 8
 constexpr int kLdScores = kTile + 8;       // row stride of a shared score tile: conflict-free stores
-constexpr int kDeltaBlock = 256;
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
 constexpr const char* kHeadSizes = "16, 32, 48, 64, 80, 96, 128";
@@ -252,28 +252,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// delta (B,NH,T) = sum over a head's HS channels of dout * out, both (B,T,C); one thread per (b,t,h).
-template <typename Elem>
-__global__ void attention_delta_kernel(float* delta, const Elem* dout, const Elem* out, int64_t B, int T, int NH,
-                                       int HS) {
-  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b * T + t) * NH + h
-  if (idx >= B * T * NH) return;
-  const int64_t bt = idx / NH, b = bt / T;
-  const int h = int(idx % NH), t = int(bt % T);
-  const Elem* dout_row = dout + idx * HS;  // = (b * T + t) * C + h * HS
-  const Elem* out_row = out + idx * HS;
-  constexpr int kW = kVec<Elem>;  // HS is a multiple of 16
-  float sum = 0.0f;
-  for (int d = 0; d < HS; d += kW) {
-    float x[kW], y[kW];
-    load_f32_vec(x, dout_row + d);
-    load_f32_vec(y, out_row + d);
-#pragma unroll
-    for (int k = 0; k < kW; k++) sum = fmaf(x[k], y[k], sum);
-  }
-  delta[(b * NH + h) * T + t] = sum;
-}
-
 // Grid (B NH, key tiles), first key tile first (it sees the most queries). dk and dv rows of dqkv
 // (B,T,3C) for one key tile, summing over the query tiles at or below the diagonal in order:
 //   dv = P^T dout,  dk = scale dS^T q,  P = exp(s - lse),  dS = P (dout v^T - delta).
@@ -459,21 +437,13 @@ void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH,
              "is a multiple of 16 bytes (4 f32 or 8 bf16 or f16 elements), e.g. a copy into a fresh tensor");
 }
 
-// Opts a kernel into `bytes` of dynamic shared memory (needed above 48 KB), then launches it.
-template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, size_t bytes, cudaStream_t stream, Args... args) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  kernel<<<grid, kThreads, bytes, stream>>>(args...);
-  CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 // --- launchers ---
 
 template <typename Elem>
 void attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
-                              cudaStream_t stream) {
+                       cudaStream_t stream) {
   const char* op = "attention_forward";
   check_launch(op, B, T, C, NH, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
   if (B == 0 || T == 0) return;
@@ -481,14 +451,14 @@ void attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
   with_head_size(op, C / NH, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
-    launch(attention_forward_kernel<Elem, kHS>, grid, forward_shared_bytes(kHS), stream, out, lse, qkv, int(T),
-           int(NH), scale);
+    launch_with_shared(attention_forward_kernel<Elem, kHS>, grid, kThreads, forward_shared_bytes(kHS), stream, out,
+                       lse, qkv, int(T), int(NH), scale);
   });
 }
 
 template <typename Elem>
 void attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Elem* out, const float* lse,
-                               int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream) {
+                        int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream) {
   const char* op = "attention_backward";
   check_launch(op, B, T, C, NH, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
   if (B == 0 || T == 0) return;
@@ -496,24 +466,23 @@ void attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Ele
   const float scale = 1.0f / std::sqrt(float(HS));
   const DeviceScratch delta_buffer(size_t(B * NH * T) * sizeof(float));
   float* delta = delta_buffer.as<float>();  // (B,NH,T)
-  attention_delta_kernel<Elem>
-      <<<unsigned(ceil_div(B * T * NH, kDeltaBlock)), kDeltaBlock, 0, stream>>>(delta, dout, out, B, int(T),
-                                                                                 int(NH), HS);
-  CUDA_CHECK_LAUNCH();
+  launch_attention_delta(delta, dout, out, B, T, NH, HS, stream);
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
   with_head_size(op, HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
     // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
-    launch(attention_backward_dkdv_kernel<Elem, kHS>, grid, backward_shared_bytes(kHS), stream, dqkv, dout, qkv,
-           lse, static_cast<const float*>(delta), int(T), int(NH), scale);
-    launch(attention_backward_dq_kernel<Elem, kHS>, grid, backward_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
-           static_cast<const float*>(delta), int(T), int(NH), scale);
+    launch_with_shared(attention_backward_dkdv_kernel<Elem, kHS>, grid, kThreads, backward_shared_bytes(kHS), stream,
+                       dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T), int(NH), scale);
+    launch_with_shared(attention_backward_dq_kernel<Elem, kHS>, grid, kThreads, backward_shared_bytes(kHS), stream,
+                       dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T), int(NH), scale);
   });
 }
 
-#define INSTANTIATE(Elem) \
-  template void attention_forward<Elem>(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream); \
-  template void attention_backward<Elem>(Elem* dqkv, const Elem* dout, const Elem* qkv, const Elem* out, const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream);
+#define INSTANTIATE(Elem)                                                                                    \
+  template void attention_forward<Elem>(Elem*, float*, const Elem*, int64_t, int64_t, int64_t, int64_t,           \
+                                        cudaStream_t);                                                           \
+  template void attention_backward<Elem>(Elem*, const Elem*, const Elem*, const Elem*, const float*, int64_t,      \
+                                         int64_t, int64_t, int64_t, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -2,8 +2,9 @@
 // contract in ops/attention.h, launchers in attention_tc_cuda.h. Blocks of 4 warps take one (64-row tile,
 // head, batch), each warp 16 rows; products by mma.sync m16n8k16 (E operands, fp32 accumulators), operands
 // from padded shared tiles by ldmatrix, tiles streamed in by cp.async two stages deep; no (T,T) matrix
-// reaches global memory. Forward: online softmax in registers, P rounded to E for P v. Backward, deterministic (no atomics): delta =
-// rowsum(dout * out), one kernel per key tile for dk, dv and one per query tile for dq, P from lse.
+// reaches global memory. Forward: online softmax in registers, P rounded to E for P v. Backward,
+// deterministic (no atomics): delta = rowsum(dout * out), one kernel per key tile for dk, dv and one
+// per query tile for dq, P from lse.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "core/cuda/device.h"
 #include "ops/cuda/attention_tc_cuda.h"
+#include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/vector_io.cuh"
 
@@ -21,7 +23,6 @@ namespace {
 constexpr int kTile = 64;  // query and key rows per tile
 constexpr int kWarps = 4;  // 16 rows of a tile each
 constexpr int kThreads = kWarps * kWarpSize;
-constexpr int kDeltaBlock = 256;
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
 
@@ -254,8 +255,8 @@ __global__ void __launch_bounds__(kThreads)
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
-  E* k_s = q_s + S::kElems;                          // 2 stages of (kTile, kLd)
-  E* v_s = k_s + 2 * S::kElems;                      // 2 stages of (kTile, kLd)
+  E* k_s = q_s + S::kElems;                     // 2 stages of (kTile, kLd)
+  E* v_s = k_s + 2 * S::kElems;                 // 2 stages of (kTile, kLd)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
   const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
   const int C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;  // this warp's rows row0 + g + 8 r
@@ -329,27 +330,6 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<HS>(out + int64_t(b) * T * C + h * HS, C, o, row0, T, inv);
 }
 
-// delta (B,NH,T) = sum over a head's HS channels of dout * out, both (B,T,C); one thread per (b,t,h).
-template <typename E>
-__global__ void attention_tc_delta_kernel(float* delta, const E* dout, const E* out, int64_t B, int T, int NH,
-                                          int HS) {
-  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b * T + t) * NH + h
-  if (idx >= B * T * NH) return;
-  const int64_t bt = idx / NH, b = bt / T;
-  const int h = int(idx % NH), t = int(bt % T);
-  const E* dout_row = dout + idx * HS;  // = (b * T + t) * C + h * HS
-  const E* out_row = out + idx * HS;
-  float sum = 0.0f;
-  for (int d = 0; d < HS; d += 8) {
-    float x[8], y[8];
-    load_f32_vec(x, dout_row + d);
-    load_f32_vec(y, out_row + d);
-#pragma unroll
-    for (int k = 0; k < 8; k++) sum = fmaf(x[k], y[k], sum);
-  }
-  delta[(b * NH + h) * T + t] = sum;
-}
-
 // Grid (B NH, key tiles), first key tile first (it sees the most queries). dk and dv rows of dqkv
 // (B,T,3C) for one key tile, summing over the query tiles at or below the diagonal in order, on
 // transposed scores (this warp's 16 keys as rows, a tile's 64 queries as columns):
@@ -360,18 +340,18 @@ __global__ void __launch_bounds__(kThreads)
                                       const float* delta, int T, int NH, float scale) {
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
-  E* k_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
-  E* v_s = k_s + S::kElems;                          // (kTile, kLd)
-  E* q_s = v_s + S::kElems;                          // 2 stages of (kTile, kLd)
-  E* do_s = q_s + 2 * S::kElems;                     // 2 stages of (kTile, kLd)
+  E* k_s = reinterpret_cast<E*>(shared_quads);                    // (kTile, kLd)
+  E* v_s = k_s + S::kElems;                                       // (kTile, kLd)
+  E* q_s = v_s + S::kElems;                                       // 2 stages of (kTile, kLd)
+  E* do_s = q_s + 2 * S::kElems;                                  // 2 stages of (kTile, kLd)
   float* lse_s = reinterpret_cast<float*>(do_s + 2 * S::kElems);  // 2 stages of (kTile), log2 units
-  float* delta_s = lse_s + 2 * kTile;                              // 2 stages of (kTile)
+  float* delta_s = lse_s + 2 * kTile;                             // 2 stages of (kTile)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
   const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, kt = int(blockIdx.y);
   const int C = NH * HS, k0 = kt * kTile, row0 = k0 + 16 * warp, query_tiles = (T + kTile - 1) / kTile;
   const int64_t ld = 3 * int64_t(C);
-  const E* q = qkv + int64_t(b) * T * ld + h * HS;        // (T, HS), row stride 3C; k, v at +C, +2C
-  const E* dout_bh = dout + int64_t(b) * T * C + h * HS;  // (T, HS), row stride C
+  const E* q = qkv + int64_t(b) * T * ld + h * HS;            // (T, HS), row stride 3C; k, v at +C, +2C
+  const E* dout_bh = dout + int64_t(b) * T * C + h * HS;      // (T, HS), row stride C
   const float* lse_bh = lse + (int64_t(b) * NH + h) * T;      // (T)
   const float* delta_bh = delta + (int64_t(b) * NH + h) * T;  // (T)
   const float scale_log2 = scale * kLog2e;
@@ -442,9 +422,9 @@ __global__ void __launch_bounds__(kThreads)
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
-  E* do_s = q_s + S::kElems;                         // (kTile, kLd)
-  E* k_s = do_s + S::kElems;                         // 2 stages of (kTile, kLd)
-  E* v_s = k_s + 2 * S::kElems;                      // 2 stages of (kTile, kLd)
+  E* do_s = q_s + S::kElems;                    // (kTile, kLd)
+  E* k_s = do_s + S::kElems;                    // 2 stages of (kTile, kLd)
+  E* v_s = k_s + 2 * S::kElems;                 // 2 stages of (kTile, kLd)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
   const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
   const int C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;
@@ -530,14 +510,6 @@ void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH,
            " exceed the kernel's grid (B NH < 2^31, T <= ", 65535 * kTile, ")");
 }
 
-// Opts a kernel into `bytes` of dynamic shared memory (needed above 48 KB), then launches it.
-template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, size_t bytes, cudaStream_t stream, Args... args) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  kernel<<<grid, kThreads, bytes, stream>>>(args...);
-  CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 // --- launchers ---
@@ -560,8 +532,8 @@ void attention_tc_forward(E* out, float* lse, const E* qkv, int64_t B, int64_t T
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
   with_head_size(C / NH, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
-    launch(attention_tc_forward_kernel<E, kHS>, grid, forward_shared_bytes(kHS), stream, out, lse, qkv, int(T),
-           int(NH), scale_log2);
+    launch_with_shared(attention_tc_forward_kernel<E, kHS>, grid, kThreads, forward_shared_bytes(kHS), stream, out,
+                       lse, qkv, int(T), int(NH), scale_log2);
   });
 }
 
@@ -574,17 +546,15 @@ void attention_tc_backward(E* dqkv, const E* dout, const E* qkv, const E* out, c
   const float scale = 1.0f / std::sqrt(float(HS));
   const DeviceScratch delta_buffer(size_t(B * NH * T) * sizeof(float));
   float* delta = delta_buffer.as<float>();  // (B,NH,T)
-  attention_tc_delta_kernel<E><<<unsigned(ceil_div(B * T * NH, kDeltaBlock)), kDeltaBlock, 0, stream>>>(
-      delta, dout, out, B, int(T), int(NH), HS);
-  CUDA_CHECK_LAUNCH();
+  launch_attention_delta(delta, dout, out, B, T, NH, HS, stream);
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
   with_head_size(HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
     // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
-    launch(attention_tc_backward_dkdv_kernel<E, kHS>, grid, dkdv_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
-           static_cast<const float*>(delta), int(T), int(NH), scale);
-    launch(attention_tc_backward_dq_kernel<E, kHS>, grid, dq_shared_bytes(kHS), stream, dqkv, dout, qkv, lse,
-           static_cast<const float*>(delta), int(T), int(NH), scale);
+    launch_with_shared(attention_tc_backward_dkdv_kernel<E, kHS>, grid, kThreads, dkdv_shared_bytes(kHS), stream, dqkv,
+                       dout, qkv, lse, static_cast<const float*>(delta), int(T), int(NH), scale);
+    launch_with_shared(attention_tc_backward_dq_kernel<E, kHS>, grid, kThreads, dq_shared_bytes(kHS), stream, dqkv,
+                       dout, qkv, lse, static_cast<const float*>(delta), int(T), int(NH), scale);
   });
 }
 

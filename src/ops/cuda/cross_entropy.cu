@@ -65,7 +65,7 @@ __global__ void softmax_cross_entropy_kernel(float* losses, T* logits, const int
 
 template <typename T>
 void softmax_cross_entropy(float* losses, T* logits, const int32_t* targets, int64_t N, int64_t V,
-                                  int64_t Vp, float dloss, cudaStream_t stream) {
+                           int64_t Vp, float dloss, cudaStream_t stream) {
   if (N == 0) return;
   if (is_aligned16(logits) && Vp % kVec<T> == 0)
     softmax_cross_entropy_kernel<kVec<T>, T><<<unsigned(N), kBlock, 0, stream>>>(losses, logits, targets, V, Vp, dloss);
@@ -74,8 +74,8 @@ void softmax_cross_entropy(float* losses, T* logits, const int32_t* targets, int
   CUDA_CHECK_LAUNCH();
 }
 
-#define INSTANTIATE(T) \
-  template void softmax_cross_entropy<T>(float* losses, T* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp, float dloss, cudaStream_t stream);
+#define INSTANTIATE(T)                                                                                         \
+  template void softmax_cross_entropy<T>(float*, T*, const int32_t*, int64_t, int64_t, int64_t, float, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

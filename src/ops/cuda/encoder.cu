@@ -93,7 +93,7 @@ std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t* d
 
 template <typename S>
 void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T,
-                            int64_t C, cudaStream_t stream) {
+                     int64_t C, cudaStream_t stream) {
   const int64_t n = B * T * C;
   if (n == 0) return;
   constexpr int W = kVec<S>;
@@ -108,7 +108,7 @@ void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, 
 
 template <typename S>
 void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B,
-                             int64_t T, int64_t C, cudaStream_t stream) {
+                      int64_t T, int64_t C, cudaStream_t stream) {
   const int64_t BT = B * T;
   if (BT * C == 0) return;
   encoder_backward_wpe_kernel<S><<<unsigned(ceil_div(T * C, kBlock)), kBlock, 0, stream>>>(dwpe, dout, B, T, C);
@@ -123,9 +123,9 @@ void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* to
   CUDA_CHECK_LAUNCH();
 }
 
-#define INSTANTIATE(S) \
-  template void encoder_forward<S>(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t stream); \
-  template void encoder_backward<S>(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+#define INSTANTIATE(S)                                                                                          \
+  template void encoder_forward<S>(S*, const int32_t*, const S*, const S*, int64_t, int64_t, int64_t, cudaStream_t); \
+  template void encoder_backward<S>(float*, float*, const S*, const int32_t*, int64_t, int64_t, int64_t, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

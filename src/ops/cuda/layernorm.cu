@@ -56,17 +56,10 @@ __device__ void layernorm_finish_row(T* out_n, float* mean, float* rstd, const T
 template <typename T, int W>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* weight,
                                          const T* bias, int64_t N, int64_t C) {
-  const int lane = threadIdx.x % kWarpSize;
   const int64_t n = warp_row();
   if (n >= N) return;  // a whole warp leaves together
   const T* x_n = x + n * C;  // (C)
-  float sum = 0.0f;
-  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
-    float v[W];
-    load_f32_vec(v, x_n + c);
-#pragma unroll
-    for (int k = 0; k < W; k++) sum += v[k];
-  }
+  const float sum = row_lane_sum<W>(x_n, C, [](float v) { return v; });
   layernorm_finish_row<T, W>(out + n * C, mean, rstd, x_n, weight, bias, n, C, sum);
 }
 
@@ -143,7 +136,7 @@ struct LayerNormParamGradLoad {
 
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
-                              int64_t N, int64_t C, cudaStream_t stream) {
+                       int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   if (vector_rows<T>(C, {out, x, weight, bias}))
     layernorm_forward_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(out, mean, rstd, x, weight,
@@ -156,7 +149,7 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* we
 
 template <typename T>
 void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
-                                       const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream) {
+                                const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   if (vector_rows<T>(C, {residual_out, out, a, b, weight, bias}))
     residual_layernorm_forward_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(
@@ -169,7 +162,7 @@ void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rst
 
 template <typename T>
 void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
-                               const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
+                        const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   if (vector_rows<T>(C, {dx, dout, x, weight}))
     layernorm_backward_dx_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean,
@@ -182,10 +175,13 @@ void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, cons
                             LayerNormParamGradLoad<T>{dout, x, mean, rstd, C}, stream);
 }
 
-#define INSTANTIATE(T) \
-  template void layernorm_forward<T>(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream); \
-  template void residual_layernorm_forward<T>(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b, const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream); \
-  template void layernorm_backward<T>(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream);
+#define INSTANTIATE(T)                                                                                           \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int64_t, int64_t,            \
+                                     cudaStream_t);                                                                \
+  template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*, const T*, const T*,       \
+                                              int64_t, int64_t, cudaStream_t);                                     \
+  template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*, const float*, const float*, \
+                                      int64_t, int64_t, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -42,17 +42,10 @@ __device__ void rmsnorm_finish_row(T* out_n, float* rstd, const T* x_n, const T*
 template <typename T, int W>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* x, const T* weight, int64_t N, int64_t C,
                                        float eps) {
-  const int lane = threadIdx.x % kWarpSize;
   const int64_t n = warp_row();
   if (n >= N) return;  // a whole warp leaves together
   const T* x_n = x + n * C;  // (C)
-  float sum_sq = 0.0f;
-  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
-    float v[W];
-    load_f32_vec(v, x_n + c);
-#pragma unroll
-    for (int k = 0; k < W; k++) sum_sq += v[k] * v[k];
-  }
+  const float sum_sq = row_lane_sum<W>(x_n, C, [](float v) { return v * v; });
   rmsnorm_finish_row<T, W>(out + n * C, rstd, x_n, weight, n, C, eps, sum_sq);
 }
 

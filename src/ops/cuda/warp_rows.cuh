@@ -1,8 +1,8 @@
 // Launch geometry of the row-wise kernels (LayerNorm, RMSNorm): one warp per row, kRowsPerBlock
 // rows per block; each lane takes kRowVec<T> consecutive channels at a time on the 16-byte path
 // (8 for bf16 and fp16; 1 for fp32, whose rows keep the scalar summation order and so their
-// bits), which rows take when C and every pointer allow (vector_rows); and the fused residual add
-// the norms share. Included by .cu files only.
+// bits), which rows take when C and every pointer allow (vector_rows); and the row sums and fused
+// residual add the norms share. Included by .cu files only.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,21 @@ bool vector_rows(int64_t C, std::initializer_list<const void*> pointers) {
 }
 
 inline unsigned row_blocks(int64_t N) { return unsigned(ceil_div(N, kRowsPerBlock)); }
+
+// This lane's sum of f(x) over its share of the C channels of row x_n: the start of a norm's
+// statistics.
+template <int W, typename T, typename F>
+__device__ __forceinline__ float row_lane_sum(const T* x_n, int64_t C, F f) {
+  const int lane = threadIdx.x % kWarpSize;
+  float sum = 0.0f;
+  for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
+    float v[W];
+    load_f32_vec(v, x_n + c);
+#pragma unroll
+    for (int k = 0; k < W; k++) sum += f(v[k]);
+  }
+  return sum;
+}
 
 // The fused residual of a norm: r_n = a_n + b_n (C channels, this lane's share), rounded to T and
 // stored; returns the lane's sum of f(r) over the stored (rounded) values, which the norm's
