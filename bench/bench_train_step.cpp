@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/grad_clip.h"
 
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   omp_set_num_threads(threads);
 
-  GPT2 model(GPT2Config{layers, heads, channels, vocab, seq_len});
+  Decoder model(ModelConfig{layers, heads, channels, vocab, seq_len});
   model.init_weights(0);
   AdamW optimizer(full_segments(model.layout()), AdamWConfig{0.9f, 0.95f, 1e-8f, 0.1f});
   Tensor tokens = Tensor::zeros({batch, seq_len}, DType::i32), targets = Tensor::zeros({batch, seq_len}, DType::i32);

@@ -1,9 +1,9 @@
-// tessera convert: checkpoint -> Hugging Face GPT-2 folder (--to-hf), or Hugging Face folder ->
+// tessera convert: checkpoint -> Hugging Face folder (GPT-2, Llama or Mixtral; --to-hf), or Hugging Face folder ->
 // checkpoint (--from-hf). Neither overwrites anything: --to-hf writes only into a new or empty
 // folder, --from-hf only into a run folder that holds no checkpoint.
 #include <cstdio>
 
-#include "checkpoint/hf_gpt2.h"
+#include "checkpoint/hf_model.h"
 #include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
 #include "commands.h"
@@ -35,8 +35,8 @@ void add_convert_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "convert", "Convert between Tessera checkpoints and Hugging Face folders");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run folder to export (with --to-hf)");
-  cmd->add_option("--to-hf", o->to_hf, "Write a Hugging Face GPT-2 folder here");
-  cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2 folder to import (with --out)");
+  cmd->add_option("--to-hf", o->to_hf, "Write a Hugging Face folder (GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM) here");
+  cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2, Llama or Mixtral folder to import (with --out)");
   cmd->add_option("--out", o->out, "Run folder to write the imported checkpoint into");
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
@@ -45,10 +45,10 @@ void add_convert_command(CLI::App& app) {
       TS_CHECK(!o->checkpoint.empty() && o->from_hf.empty(), "convert --to-hf needs --checkpoint");
       require_new_or_empty_folder(o->to_hf);
       LoadedModel loaded = load_model_for_inference(o->checkpoint, "", "");
-      save_hf_gpt2(o->to_hf, loaded.model->config(), loaded.model->named_params());
+      save_hf_model(o->to_hf, loaded.model->config(), loaded.model->named_params());
       std::filesystem::path tokenizer = std::filesystem::path(o->checkpoint) / "tokenizer.json";
       if (std::filesystem::exists(tokenizer)) Tokenizer::load(tokenizer).save_json(std::filesystem::path(o->to_hf) / "tokenizer.json");
-      std::printf("wrote %s/config.json and model.safetensors\n", o->to_hf.c_str());
+      std::printf("wrote %s (config.json and safetensors weights)\n", o->to_hf.c_str());
       return;
     }
     TS_CHECK(!o->from_hf.empty() && !o->out.empty(), "convert: give --checkpoint and --to-hf, or --from-hf and --out");

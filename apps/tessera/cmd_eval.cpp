@@ -32,7 +32,7 @@ void add_eval_command(CLI::App& app) {
     TS_CHECK(o->seq_len > 0, "--seq-len must be positive, got ", o->seq_len);
     TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, "");
-    GPT2& model = *loaded.model;
+    Decoder& model = *loaded.model;
     model.to(choose_device_noting(o->device));
     TS_CHECK(o->seq_len <= model.config().max_seq_len, "--seq-len ", o->seq_len, " exceeds the model's context of ",
              model.config().max_seq_len);

@@ -1,8 +1,8 @@
-// tessera generate: sample text from a checkpoint (or a Hugging Face GPT-2 folder), printing each
+// tessera generate: sample text from a checkpoint (or a Hugging Face GPT-2, Llama or Mixtral folder), printing each
 // token as it comes (print_token_text, also used by train for its final sample).
 #include <cstdio>
 
-#include "checkpoint/hf_gpt2.h"
+#include "checkpoint/hf_model.h"
 #include "checkpoint/train_checkpoint.h"
 #include "commands.h"
 #include "data/tokenizer.h"
@@ -22,7 +22,7 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "generate", "Sample text from a trained model");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
-  cmd->add_option("--init-from", o->init_from, "Hugging Face GPT-2 folder instead of a checkpoint");
+  cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mixtral) instead of a checkpoint");
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer (default: the checkpoint's tokenizer.json)");
   cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document)");
   cmd->add_option("--max-new-tokens", o->sampling.max_new_tokens, "Tokens to generate")->capture_default_str();

@@ -5,7 +5,7 @@
 #include "commands.h"
 #include "core/cuda/device.h"
 #include "data/tokenizer.h"
-#include "nn/gpt2_config.h"
+#include "nn/model_presets.h"
 #include "train/default_run.h"
 #include "train/generate.h"
 #include "train/launch.h"

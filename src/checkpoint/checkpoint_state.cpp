@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "checkpoint/model_config_json.h"
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/json_excerpt.h"
@@ -62,20 +63,8 @@ double state_loss_scale(const nlohmann::json& state, const fs::path& checkpoint)
   return v.get<double>();
 }
 
-GPT2Config state_model_config(const nlohmann::json& state, const fs::path& checkpoint) {
-  const nlohmann::json& m = field(state, "model", checkpoint);
-  TS_CHECK(m.is_object(), "checkpoint ", state_path(checkpoint), ": 'model' must be an object");
-  auto positive = [&](const char* key) {
-    const nlohmann::json& v = field(m, key, checkpoint, "model.");
-    TS_CHECK(is_non_negative_integer(v) && v.get<int64_t>() > 0, "checkpoint ", state_path(checkpoint), ": 'model.",
-             key, "' must be a positive integer, got ", json_excerpt(v));
-    return v.get<int64_t>();
-  };
-  GPT2Config c{positive("num_layers"), positive("num_heads"), positive("channels"), positive("vocab_size"),
-               positive("max_seq_len")};
-  TS_CHECK(c.channels % c.num_heads == 0, "checkpoint ", state_path(checkpoint), ": 'model.num_heads' ",
-           c.num_heads, " does not divide 'model.channels' ", c.channels, "; the file is damaged");
-  return c;
+ModelConfig state_model_config(const nlohmann::json& state, const fs::path& checkpoint) {
+  return model_config_from_json(field(state, "model", checkpoint), "checkpoint " + state_path(checkpoint));
 }
 
 std::map<std::string, FileDigest> state_files(const nlohmann::json& state, const fs::path& checkpoint) {
@@ -97,11 +86,6 @@ std::map<std::string, FileDigest> state_files(const nlohmann::json& state, const
     files[name] = FileDigest{bytes->get<uint64_t>(), crc->get<std::string>()};
   }
   return files;
-}
-
-nlohmann::json model_config_json(const GPT2Config& c) {
-  return {{"num_layers", c.num_layers}, {"num_heads", c.num_heads}, {"channels", c.channels},
-          {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}};
 }
 
 nlohmann::json files_json(const std::map<std::string, FileDigest>& files) {

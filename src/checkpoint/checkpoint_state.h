@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/file_checksum.h"
-#include "nn/gpt2_config.h"
+#include "nn/model_config.h"
 
 namespace tessera {
 
@@ -28,11 +28,10 @@ int64_t state_count(const nlohmann::json& state, const char* key, const std::fil
 uint64_t state_seed(const nlohmann::json& state, const std::filesystem::path& checkpoint);
 // fp16's dynamic loss scale: a finite number >= 1, or 0 when the run did not scale (key absent).
 double state_loss_scale(const nlohmann::json& state, const std::filesystem::path& checkpoint);
-GPT2Config state_model_config(const nlohmann::json& state, const std::filesystem::path& checkpoint);
+ModelConfig state_model_config(const nlohmann::json& state, const std::filesystem::path& checkpoint);
 // The recorded size and CRC-32 of each file; empty for a checkpoint written before they were recorded.
 std::map<std::string, FileDigest> state_files(const nlohmann::json& state, const std::filesystem::path& checkpoint);
 
-nlohmann::json model_config_json(const GPT2Config& c);
 nlohmann::json files_json(const std::map<std::string, FileDigest>& files);
 
 }  // namespace tessera

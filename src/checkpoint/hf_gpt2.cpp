@@ -33,7 +33,7 @@ struct HFTensor {
   bool transpose = false;
 };
 
-std::vector<HFTensor> hf_gpt2_tensors(const GPT2Config& config) {
+std::vector<HFTensor> hf_gpt2_tensors(const ModelConfig& config) {
   int64_t C = config.channels, V = config.vocab_size;
   std::vector<HFTensor> tensors = {
       {"wte", "wte.weight", {config.padded_vocab_size(), C}, {V, C}},
@@ -109,7 +109,7 @@ void check_config_bool(const json& config, const std::filesystem::path& path, co
 
 }  // namespace
 
-GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
+ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json) {
   const std::filesystem::path& path = config_json;
   std::string text = read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes);
   json config;
@@ -133,7 +133,7 @@ GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
                     "Tessera does not scale attention by layer index");
   check_config_bool(config, path, "tie_word_embeddings", true, "Tessera's GPT-2 ties lm_head to wte");
 
-  GPT2Config result;
+  ModelConfig result;
   result.num_layers = config_int(config, path, "n_layer");
   result.num_heads = config_int(config, path, "n_head");
   result.channels = config_int(config, path, "n_embd");
@@ -154,7 +154,7 @@ GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json) {
   return result;
 }
 
-void load_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, NamedTensors& params) {
+void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params) {
   config.validate();
   TS_CHECK(std::filesystem::exists(dir / "model.safetensors"), "load_hf_gpt2: ", dir,
            " has no model.safetensors (only single-file safetensors checkpoints load)");
@@ -214,7 +214,7 @@ void load_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, Na
   }
 }
 
-void save_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, const NamedTensors& params) {
+void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params) {
   config.validate();
   std::error_code error;
   std::filesystem::create_directories(dir, error);

@@ -6,22 +6,22 @@
 
 #include <filesystem>
 
-#include "nn/gpt2_config.h"
+#include "nn/model_config.h"
 #include "nn/named_tensor.h"
 
 namespace tessera {
 
 // Reads a Hugging Face GPT-2 config.json (n_layer, n_head, n_embd, vocab_size, n_positions or
 // n_ctx) and checks that the model is one we implement; errors name the file and the field.
-GPT2Config read_hf_gpt2_config(const std::filesystem::path& config_json);
+ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json);
 
 // Fills `params` (our names, fp32, CPU) in place from dir/model.safetensors (F32, BF16 or F16;
 // names with or without the "transformer." prefix). Every tensor is checked before any is
 // written, so on error `params` are untouched.
-void load_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, NamedTensors& params);
+void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params);
 
 // Writes dir/config.json and dir/model.safetensors ("transformer." names, HF layout, metadata
 // {"format": "pt"}) atomically, creating `dir` if needed.
-void save_hf_gpt2(const std::filesystem::path& dir, const GPT2Config& config, const NamedTensors& params);
+void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "checkpoint/checkpoint_state.h"
+#include "checkpoint/model_config_json.h"
 #include "checkpoint/run_folder.h"
 #include "checkpoint/safetensors.h"
 #include "core/atomic_file.h"
@@ -14,6 +15,7 @@
 #include "core/file_checks.h"
 #include "core/user_text.h"
 #include "data/whole_file.h"
+#include "nn/decoder_layout.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
@@ -74,19 +76,24 @@ void verify_files(const fs::path& checkpoint, const std::map<std::string, FileDi
 }
 
 // The highest layer index + 1 among names "h.<index>.*".
+// The number of transformer blocks a weights file holds: one past the largest N of its "h.N." (GPT-2)
+// or "layers.N." (Llama, MoE) tensor names.
 int64_t layers_in(const SafetensorsFile& file) {
   int64_t layers = 0;
   for (const SafetensorsInfo& t : file.tensors()) {
-    if (!t.name.starts_with("h.")) continue;
-    const char* last = t.name.data() + std::min(t.name.find('.', 2), t.name.size());
-    int64_t index = 0;
-    auto [end, ec] = std::from_chars(t.name.data() + 2, last, index);
-    if (ec == std::errc() && index >= 0 && index < INT64_MAX) layers = std::max(layers, index + 1);
+    for (std::string_view prefix : {"h.", "layers."}) {
+      if (!t.name.starts_with(prefix)) continue;
+      const char* first = t.name.data() + prefix.size();
+      const char* last = t.name.data() + std::min(t.name.find('.', prefix.size()), t.name.size());
+      int64_t index = 0;
+      auto [end, ec] = std::from_chars(first, last, index);
+      if (ec == std::errc() && end == last && index >= 0 && index < INT64_MAX) layers = std::max(layers, index + 1);
+    }
   }
   return layers;
 }
 
-fs::path write_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
+fs::path write_checkpoint(const fs::path& out_dir, const Decoder& model, const OptimizerState* optimizer,
                           const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
   create_folder(out_dir, "checkpoint folder");
   const std::string name = checkpoint_dir_name(state.step);
@@ -112,7 +119,7 @@ fs::path write_checkpoint(const fs::path& out_dir, const GPT2& model, const Opti
                       {"next_batch", state.next_batch},
                       {"seed", state.seed},
                       {"optimizer_steps", optimizer ? optimizer->steps : 0},
-                      {"model", model_config_json(model.config())},
+                      {"model", model_config_to_json(model.config())},
                       {"files", files_json(files)},
                       {"run_config", state.run_config}};
   if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
@@ -137,7 +144,7 @@ fs::path write_checkpoint(const fs::path& out_dir, const GPT2& model, const Opti
 
 }  // namespace
 
-fs::path save_checkpoint(const fs::path& out_dir, const GPT2& model, const OptimizerState* optimizer,
+fs::path save_checkpoint(const fs::path& out_dir, const Decoder& model, const OptimizerState* optimizer,
                          const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
   try {
     return write_checkpoint(out_dir, model, optimizer, state, tokenizer_json, keep_checkpoints);
@@ -173,9 +180,9 @@ void check_checkpoint_complete(const fs::path& checkpoint) {
   }
 }
 
-GPT2Config read_checkpoint_model_config(const fs::path& checkpoint) {
+ModelConfig read_checkpoint_model_config(const fs::path& checkpoint) {
   check_checkpoint_complete(checkpoint);  // a truncated file is named as such, not as a bad header
-  const GPT2Config c = state_model_config(read_state_json(checkpoint), checkpoint);
+  const ModelConfig c = state_model_config(read_state_json(checkpoint), checkpoint);
   // Every dimension must fit in the tensors actually stored: a state claiming 10^9 layers is refused
   // here, before a model of that size is allocated.
   const SafetensorsFile weights(checkpoint / kModelFile);
@@ -188,16 +195,21 @@ GPT2Config read_checkpoint_model_config(const fs::path& checkpoint) {
   const int64_t layers = layers_in(weights);
   TS_CHECK(layers == c.num_layers, "checkpoint ", quoted_text(checkpoint.string()), ": state.json says ", c.num_layers,
            " layers but ", kModelFile, " holds ", layers, "; the files do not belong together");
-  const Shape wte = weights.info("wte").shape, wpe = weights.info("wpe").shape;
-  const Shape wte_needed = {c.padded_vocab_size(), c.channels}, wpe_needed = {c.max_seq_len, c.channels};
-  TS_CHECK(wte == wte_needed && wpe == wpe_needed, "checkpoint ",
-           quoted_text(checkpoint.string()), ": state.json describes vocab_size ", c.vocab_size, ", channels ", c.channels,
-           ", max_seq_len ", c.max_seq_len, " but ", kModelFile, " holds wte ", shape_string(wte), " and wpe ",
-           shape_string(wpe), "; the files do not belong together");
+  const ParameterLayout layout = decoder_layout(c);
+  for (const ParamSpec& spec : layout.specs()) {
+    TS_CHECK(weights.contains(spec.name), "checkpoint ", quoted_text(checkpoint.string()), ": state.json describes a ",
+             model_family(c), " model with '", spec.name, "' but ", kModelFile,
+             " lacks it; the files do not belong together");
+    const Shape stored_shape = weights.info(spec.name).shape;
+    TS_CHECK(stored_shape == spec.shape, "checkpoint ", quoted_text(checkpoint.string()), ": state.json describes ",
+             model_family(c), " with vocab_size ", c.vocab_size, ", channels ", c.channels, ", max_seq_len ",
+             c.max_seq_len, ", so '", spec.name, "' should be ", shape_string(spec.shape), ", but ", kModelFile,
+             " holds ", shape_string(stored_shape), "; the files do not belong together");
+  }
   return c;
 }
 
-CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, OptimizerState* optimizer) {
+CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, OptimizerState* optimizer) {
   TS_CHECK(model.device() == Device::cpu, "load_checkpoint: load into the model while it is on the CPU, then move it");
   nlohmann::json j = read_state_json(checkpoint);
   CheckpointState state;
@@ -206,12 +218,9 @@ CheckpointState load_checkpoint(const fs::path& checkpoint, GPT2& model, Optimiz
   state.seed = state_seed(j, checkpoint);
   state.run_config = j.value("run_config", nlohmann::json::object());
   state.loss_scale = state_loss_scale(j, checkpoint);
-  const GPT2Config recorded = state_model_config(j, checkpoint);
-  const GPT2Config& into = model.config();
-  TS_CHECK(recorded.num_layers == into.num_layers && recorded.num_heads == into.num_heads &&
-               recorded.channels == into.channels && recorded.vocab_size == into.vocab_size &&
-               recorded.max_seq_len == into.max_seq_len,
-           "checkpoint ", quoted_text(checkpoint.string()), ": its model shape differs from the model it is loaded into");
+  const ModelConfig recorded = state_model_config(j, checkpoint);
+  const ModelConfig& into = model.config();
+  TS_CHECK(recorded == into, "checkpoint ", quoted_text(checkpoint.string()), ": its model shape differs from the model it is loaded into");
   const std::map<std::string, FileDigest> files = state_files(j, checkpoint);
   std::vector<std::string> needed{kModelFile};
   if (optimizer) needed.push_back(kOptimizerFile);

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
 
 namespace tessera {
 
@@ -34,7 +34,7 @@ struct CheckpointState {
 
 // Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Then removes older
 // checkpoints beyond the newest keep_checkpoints (0 keeps all; see prune_checkpoints). Returns its path.
-std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const GPT2& model,
+std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const Decoder& model,
                                       const OptimizerState* optimizer, const CheckpointState& state,
                                       const std::filesystem::path& tokenizer_json, int64_t keep_checkpoints);
 
@@ -47,10 +47,10 @@ void check_checkpoint_complete(const std::filesystem::path& checkpoint);
 
 // The model shape in state.json, checked against model.safetensors' tensors (layers, width,
 // vocabulary, context) before anything of that size is allocated.
-GPT2Config read_checkpoint_model_config(const std::filesystem::path& checkpoint);
+ModelConfig read_checkpoint_model_config(const std::filesystem::path& checkpoint);
 // Loads weights (and, when optimizer is non-null, its moments — into full-size m and v, which are
 // allocated here — and step count) into a model still on the CPU (move it to its device afterwards);
 // returns the state.
-CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, GPT2& model, OptimizerState* optimizer);
+CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, Decoder& model, OptimizerState* optimizer);
 
 }  // namespace tessera

@@ -3,8 +3,10 @@
 
 namespace tessera {
 
-void ParameterLayout::add(std::string name, Shape shape) {
-  ParamSpec spec{std::move(name), std::move(shape), total_};
+void ParameterLayout::add(std::string name, Shape shape, ParamInit init, int64_t block) {
+  TS_CHECK(specs_.empty() || block >= specs_.back().block, "parameter '", name, "' of block ", block,
+           " added after block ", specs_.back().block, "; a layout holds its blocks in order");
+  ParamSpec spec{std::move(name), std::move(shape), total_, init, block};
   total_ += spec.numel();
   specs_.push_back(std::move(spec));
 }
@@ -13,6 +15,16 @@ const ParamSpec& ParameterLayout::find(const std::string& name) const {
   for (const ParamSpec& s : specs_)
     if (s.name == name) return s;
   TS_FAIL("no parameter named '", name, "'");
+}
+
+OffsetRange ParameterLayout::block_range(int64_t first, int64_t last) const {
+  OffsetRange range{-1, -1};
+  for (const ParamSpec& s : specs_) {
+    if (s.block < first || s.block > last) continue;
+    if (range.begin < 0) range.begin = s.offset;
+    range.end = s.offset + s.numel();
+  }
+  return range.begin < 0 ? OffsetRange{} : range;
 }
 
 NamedTensors ParameterLayout::views(const Tensor& flat) const {

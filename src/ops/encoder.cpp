@@ -23,6 +23,7 @@ EncoderDims encoder_dims(const char* op, const Tensor& tokens, const detail::Arg
   TS_CHECK(tokens.ndim() == 2, op, ": tokens must be (B,T), got ", shape_string(tokens.shape()));
   TS_CHECK(wte.tensor.ndim() == 2, op, ": ", wte.name, " must be (Vp,C), got ", shape_string(wte.tensor.shape()));
   const int64_t Vp = wte.tensor.size(0), C = wte.tensor.size(1);
+  if (!wpe.tensor.defined()) return {tokens.size(0), tokens.size(1), C, Vp};  // no position table
   TS_CHECK(wpe.tensor.ndim() == 2 && wpe.tensor.size(1) == C, op, ": ", wpe.name, " must be (maxT,", C, "), got ",
            shape_string(wpe.tensor.shape()));
   TS_CHECK(tokens.size(1) <= wpe.tensor.size(0), op, ": sequence length ", tokens.size(1), " exceeds the ",
@@ -45,20 +46,20 @@ void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const
   detail::check_float_dtype(op, "out", out);
   const DType dtype = out.dtype();
   const Device device = detail::check_args(
-      op, {{"out", out, dtype}, {"tokens", tokens, DType::i32}, {"wte", wte, dtype}, {"wpe", wpe, dtype}});
+      op, {{"out", out, dtype}, {"tokens", tokens, DType::i32}, {"wte", wte, dtype}, {"wpe", wpe, dtype, true}});
   const EncoderDims d = encoder_dims(op, tokens, {"wte", wte}, {"wpe", wpe});
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   switch (device) {
     case Device::cpu:
       check_token_range(op, tokens, d.Vp);
-      cpu::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), d.B, d.T, d.C);
+      cpu::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.defined() ? wpe.f32() : nullptr, d.B, d.T, d.C);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       check_token_range(op, copy_to_host(tokens), d.Vp);  // one synchronising copy of B*T ids
       cuda::with_storage_type(dtype, [&]<typename S>(S) {
         cuda::encoder_forward(cuda::typed_data<S>(out), tokens.data<int32_t>(), cuda::typed_data<S>(wte),
-                              cuda::typed_data<S>(wpe), d.B, d.T, d.C, cuda_compute_stream());
+                              wpe.defined() ? cuda::typed_data<S>(wpe) : nullptr, d.B, d.T, d.C, cuda_compute_stream());
       });
       return;
 #else
@@ -72,13 +73,13 @@ void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tens
   detail::check_float_dtype(op, "dout", dout);
   const DType dtype = dout.dtype();  // parameter gradients are f32 whatever the activations are
   const Device device = detail::check_args(
-      op, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout, dtype}, {"tokens", tokens, DType::i32}});
+      op, {{"dwte", dwte}, {"dwpe", dwpe, DType::f32, true}, {"dout", dout, dtype}, {"tokens", tokens, DType::i32}});
   const EncoderDims d = encoder_dims(op, tokens, {"dwte", dwte}, {"dwpe", dwpe});
   detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
   switch (device) {
     case Device::cpu:
       check_token_range(op, tokens, d.Vp);
-      cpu::encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.data<int32_t>(), d.B, d.T, d.C);
+      cpu::encoder_backward(dwte.f32(), dwpe.defined() ? dwpe.f32() : nullptr, dout.f32(), tokens.data<int32_t>(), d.B, d.T, d.C);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
@@ -87,7 +88,7 @@ void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tens
       const Tensor tokens_host = copy_to_host(tokens);
       check_token_range(op, tokens_host, d.Vp);
       cuda::with_storage_type(dtype, [&]<typename S>(S) {
-        cuda::encoder_backward(dwte.f32(), dwpe.f32(), cuda::typed_data<S>(dout), tokens_host.data<int32_t>(), d.B,
+        cuda::encoder_backward(dwte.f32(), dwpe.defined() ? dwpe.f32() : nullptr, cuda::typed_data<S>(dout), tokens_host.data<int32_t>(), d.B,
                                d.T, d.C, cuda_compute_stream());
       });
       return;

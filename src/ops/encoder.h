@@ -1,4 +1,5 @@
-// Token + position embedding.
+// Token + position embedding; without a position table (RoPE models: wpe and dwpe undefined) the
+// token embedding alone.
 //   forward:  out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
 //   backward: dwte[tokens[b,t],:] += dout[b,t,:];  dwpe[t,:] += dout[b,t,:]   (parameter grads accumulate)
 // Shapes: tokens (B,T) i32, wte (Vp,C), wpe (maxT,C) with T <= maxT, out/dout (B,T,C).

@@ -18,6 +18,7 @@ struct RopeConfig {
   // Llama 3.1 frequency scaling (HF rope_type "llama3"); factor 0 = none. Llama 3.1: 8, 1, 4, 8192.
   float factor = 0, low_freq_factor = 1, high_freq_factor = 4;
   int64_t original_max_positions = 8192;
+  bool operator==(const RopeConfig&) const = default;
 };
 
 // inv_freq (HS/2) f32 on the CPU: inv_freq[i] = theta^(-2i/HS), then the llama3 scaling when

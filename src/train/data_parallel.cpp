@@ -10,7 +10,7 @@
 namespace tessera {
 namespace {
 
-std::vector<Bucket> model_buckets(const GPT2& model, const Comm& dp, int64_t bucket_bytes) {
+std::vector<Bucket> model_buckets(const Decoder& model, const Comm& dp, int64_t bucket_bytes) {
   std::vector<int64_t> starts;
   for (const ParamSpec& spec : model.layout().specs()) starts.push_back(spec.offset);
   return make_buckets(starts, model.layout().total(), std::max<int64_t>(1, bucket_bytes / int64_t(sizeof(float))),
@@ -19,7 +19,7 @@ std::vector<Bucket> model_buckets(const GPT2& model, const Comm& dp, int64_t buc
 
 }  // namespace
 
-DataParallel::DataParallel(const ProcessGrid& grid, GPT2& model, const DataParallelOptions& options)
+DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options)
     : dp_(grid.dp),
       model_(model),
       options_(options),

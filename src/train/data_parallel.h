@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "checkpoint/train_checkpoint.h"
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "parallel/dp/grad_reducer.h"
 #include "parallel/process_grid.h"
@@ -22,7 +22,7 @@ struct DataParallelOptions {
 
 class DataParallel {
  public:
-  DataParallel(const ProcessGrid& grid, GPT2& model, const DataParallelOptions& options);
+  DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options);
 
   int rank() const { return dp_->rank(); }
   int size() const { return dp_->size(); }
@@ -47,7 +47,7 @@ class DataParallel {
 
  private:
   std::shared_ptr<Comm> dp_;
-  GPT2& model_;
+  Decoder& model_;
   DataParallelOptions options_;
   GradReducer reducer_;
   Tensor shard_;  // ZeRO: this rank's part of the reduced gradient

@@ -36,10 +36,10 @@ void SamplingOptions::validate() const {
   TS_CHECK(max_new_tokens >= 0, "--max-new-tokens must not be negative, got ", max_new_tokens);
 }
 
-std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SamplingOptions& options,
+std::vector<int32_t> generate(Decoder& model, const std::vector<int32_t>& prompt, const SamplingOptions& options,
                               Rng& rng, const std::function<void(int32_t)>& on_token) {
   options.validate();
-  const GPT2Config& config = model.config();
+  const ModelConfig& config = model.config();
   std::vector<int32_t> context = prompt;
   if (context.empty()) context.push_back(int32_t(config.vocab_size - 1));
   std::vector<int32_t> produced;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
 
 namespace tessera {
 
@@ -26,7 +26,7 @@ struct SamplingOptions {
 };
 
 // Returns only the new tokens; on_token (optional) sees each as it is produced.
-std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SamplingOptions& options,
+std::vector<int32_t> generate(Decoder& model, const std::vector<int32_t>& prompt, const SamplingOptions& options,
                               Rng& rng, const std::function<void(int32_t)>& on_token = {});
 
 // Picks a token from one row of logits (only the first vocab_size entries count).

@@ -22,7 +22,7 @@ void check_same_config(Comm& world, const TrainConfig& config) {
 
 }  // namespace
 
-ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const GPT2Config& model) {
+ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const ModelConfig& model) {
   config.validate();  // the flags' own rules first, then how they meet the world and the model
   ParallelDims dims = ParallelDims::resolve({config.dp, config.tp, config.pp, config.cp, config.ep},
                                             runtime.world_size());

@@ -3,13 +3,13 @@
 // hash compared over the world), and build the groups.
 #pragma once
 
-#include "nn/gpt2_config.h"
+#include "nn/model_config.h"
 #include "parallel/process_grid.h"
 #include "parallel/runtime.h"
 #include "train/train_config.h"
 
 namespace tessera {
 
-ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const GPT2Config& model);
+ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const ModelConfig& model);
 
 }  // namespace tessera

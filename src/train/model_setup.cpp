@@ -3,9 +3,10 @@
 
 #include <tuple>
 
-#include "checkpoint/hf_gpt2.h"
+#include "checkpoint/hf_model.h"
 #include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
+#include "nn/model_presets.h"
 #include "data/tokenizer.h"
 
 namespace tessera {
@@ -14,7 +15,7 @@ namespace {
 
 // The shape the flags describe on top of `base`: the vocabulary follows the tokenizer, then each
 // override given (non-zero) replaces the base's value.
-GPT2Config shape_from_flags(const TrainConfig& config, const Tokenizer* tokenizer, GPT2Config base) {
+ModelConfig shape_from_flags(const TrainConfig& config, const Tokenizer* tokenizer, ModelConfig base) {
   if (tokenizer) base.vocab_size = tokenizer->vocab_size();
   if (config.layers > 0) base.num_layers = config.layers;
   if (config.heads > 0) base.num_heads = config.heads;
@@ -26,8 +27,8 @@ GPT2Config shape_from_flags(const TrainConfig& config, const Tokenizer* tokenize
 
 // A resumed run keeps its checkpoint's shape: --model and the shape overrides, when given, must
 // describe the same model (the vocabulary only when --vocab-size is given: a preset's follows the tokenizer).
-void check_shape_flags(const TrainConfig& config, const GPT2Config& stored, const std::filesystem::path& checkpoint) {
-  const GPT2Config flags = shape_from_flags(config, nullptr, config.model.empty() ? stored : gpt2_preset(config.model));
+void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, const std::filesystem::path& checkpoint) {
+  const ModelConfig flags = shape_from_flags(config, nullptr, config.model.empty() ? stored : model_preset(config.model));
   std::string differences;
   auto compare = [&](const char* field, const char* flag, int64_t override_value, int64_t wanted, int64_t held) {
     if (wanted == held) return;
@@ -51,7 +52,7 @@ constexpr int64_t kMaxLayers = 10000, kMaxChannels = int64_t(1) << 17, kMaxVocab
                   kMaxContext = int64_t(1) << 24;
 
 // `origin` names where the shape came from ("" for the flags, which are then named one by one).
-void check_model_limits(const GPT2Config& mc, const std::string& origin) {
+void check_model_limits(const ModelConfig& mc, const std::string& origin) {
   for (auto [field, flag, value, limit] : {std::tuple{"num_layers", "--layers", mc.num_layers, kMaxLayers},
                                            {"num_heads", "--heads", mc.num_heads, kMaxChannels},
                                            {"channels", "--channels", mc.channels, kMaxChannels},
@@ -72,18 +73,18 @@ ResumePoint run_start_point(const TrainConfig& config) {
   return {};
 }
 
-GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
+ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
                                 const std::optional<std::filesystem::path>& checkpoint) {
-  GPT2Config mc;
+  ModelConfig mc;
   if (checkpoint) {
     mc = read_checkpoint_model_config(*checkpoint);
     check_shape_flags(config, mc, *checkpoint);
     check_model_limits(mc, "checkpoint " + checkpoint->string());
   } else if (!config.init_from.empty()) {
-    mc = read_hf_gpt2_config(std::filesystem::path(config.init_from) / "config.json");
+    mc = read_hf_config(config.init_from);
     check_model_limits(mc, "--init-from " + config.init_from);
   } else {
-    mc = shape_from_flags(config, tokenizer, gpt2_preset(config.model.empty() ? TrainConfig{}.model : config.model));
+    mc = shape_from_flags(config, tokenizer, model_preset(config.model.empty() ? TrainConfig{}.model : config.model));
     check_model_limits(mc, "");
   }
   if (tokenizer)
@@ -93,18 +94,18 @@ GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* toke
   return mc;
 }
 
-GPT2Config model_config_for_run(const TrainConfig& config) {
+ModelConfig model_config_for_run(const TrainConfig& config) {
   std::unique_ptr<Tokenizer> tokenizer;
   if (!config.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(config.tokenizer));
   return resolve_model_config(config, tokenizer.get(), run_start_point(config).checkpoint);
 }
 
-std::unique_ptr<GPT2> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
+std::unique_ptr<Decoder> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
                                   const std::optional<std::filesystem::path>& checkpoint) {
-  auto model = std::make_unique<GPT2>(resolve_model_config(config, tokenizer, checkpoint));
+  auto model = std::make_unique<Decoder>(resolve_model_config(config, tokenizer, checkpoint));
   if (checkpoint) return model;
   if (!config.init_from.empty())
-    load_hf_gpt2(config.init_from, model->config(), model->named_params());
+    load_hf_model(config.init_from, model->config(), model->named_params());
   else
     model->init_weights(config.seed);
   return model;
@@ -122,12 +123,12 @@ LoadedModel load_model_for_inference(const std::string& checkpoint, const std::s
   if (!checkpoint.empty()) {
     std::optional<std::filesystem::path> found = find_checkpoint(checkpoint);
     TS_CHECK(found, "--checkpoint: no checkpoint at '", checkpoint, "' (expected state.json or ckpt-latest there)");
-    loaded.model = std::make_unique<GPT2>(read_checkpoint_model_config(*found));
+    loaded.model = std::make_unique<Decoder>(read_checkpoint_model_config(*found));
     load_checkpoint(*found, *loaded.model, nullptr);
     source_dir = *found;
   } else {
-    loaded.model = std::make_unique<GPT2>(read_hf_gpt2_config(std::filesystem::path(init_from) / "config.json"));
-    load_hf_gpt2(init_from, loaded.model->config(), loaded.model->named_params());
+    loaded.model = std::make_unique<Decoder>(read_hf_config(init_from));
+    load_hf_model(init_from, loaded.model->config(), loaded.model->named_params());
     source_dir = init_from;
   }
   std::filesystem::path tokenizer = tokenizer_path;

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/run_folder.h"
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
 #include "train/train_config.h"
 
 namespace tessera {
@@ -24,21 +24,21 @@ ResumePoint run_start_point(const TrainConfig& config);
 
 // The model's config without allocating it; with a checkpoint, its shape, which the shape flags
 // given (--model, --layers, ...) must agree with.
-GPT2Config resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
+ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
                                 const std::optional<std::filesystem::path>& checkpoint);
 
 // resolve_model_config for a run before it starts: loads its tokenizer (if any) and finds the
 // checkpoint it starts from (run_start_point).
-GPT2Config model_config_for_run(const TrainConfig& config);
+ModelConfig model_config_for_run(const TrainConfig& config);
 
 // The model with its initial weights (the checkpoint's weights are loaded by the caller with the
 // optimizer state).
-std::unique_ptr<GPT2> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
+std::unique_ptr<Decoder> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
                                   const std::optional<std::filesystem::path>& checkpoint);
 
 // A model ready for inference, with its tokenizer when one is known.
 struct LoadedModel {
-  std::unique_ptr<GPT2> model;
+  std::unique_ptr<Decoder> model;
   std::unique_ptr<Tokenizer> tokenizer;
   LoadedModel();
   LoadedModel(LoadedModel&&) noexcept;

@@ -10,7 +10,7 @@
 #include "core/allocator.h"
 #include "core/cuda/device.h"
 #include "core/rng.h"
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/grad_clip.h"
 #include "train/device_choice.h"
@@ -55,7 +55,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
            "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
   TS_CHECK(o.seq_len <= o.model.max_seq_len, "bench train: --seq-len ", o.seq_len, " exceeds the model's context of ",
            o.model.max_seq_len);
-  GPT2 model(o.model);
+  Decoder model(o.model);
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);
   AdamW optimizer(full_segments(model.layout()), AdamWConfig{}, o.device);
@@ -109,7 +109,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   r.backward_ms = median(backward_ms);
   r.optimizer_ms = median(optimizer_ms);
   r.tokens_per_s = double(o.micro_batch * o.seq_len * o.grad_accum) / (r.ms_per_step / 1e3);
-  const GPT2Config& c = o.model;
+  const ModelConfig& c = o.model;
   r.flops_per_token = 6.0 * double(c.num_parameters()) + 6.0 * double(c.num_layers * c.channels * o.seq_len);
   r.peak_flops = o.peak_tflops > 0 ? o.peak_tflops * 1e12
                  : o.device == Device::cuda ? gpu_peak_bf16_flops(cuda_device_name())
@@ -120,7 +120,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
 }
 
 nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResult& r) {
-  const GPT2Config& c = o.model;
+  const ModelConfig& c = o.model;
   nlohmann::json j = {
       {"impl", "tessera"},
       {"device", o.device == Device::cuda ? "cuda" : "cpu"},

@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
-#include "nn/gpt2_config.h"
+#include "nn/model_config.h"
 
 namespace tessera {
 
 struct TrainBenchOptions {
-  GPT2Config model;
+  ModelConfig model;
   std::string model_name;
   int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1;
   int64_t steps = 20, warmup = 3;

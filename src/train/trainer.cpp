@@ -47,7 +47,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
   resume_notice_ = start.notice;
   model_ = build_model(config_, tokenizer_.get(), checkpoint);
-  const GPT2Config& mc = model_->config();
+  const ModelConfig& mc = model_->config();
   TS_CHECK(config_.seq_len <= mc.max_seq_len, "--seq-len ", config_.seq_len, " exceeds the model's context of ",
            mc.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
   // Weights and moments load on the host; the model then moves to its device once.

@@ -10,7 +10,7 @@
 
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "parallel/process_grid.h"
@@ -40,7 +40,7 @@ class Trainer {
   explicit Trainer(TrainConfig config, ProcessGrid grid = single_process_grid());
   ~Trainer();
   TrainResult run();
-  GPT2& model() { return *model_; }
+  Decoder& model() { return *model_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null when the run has none
 
  private:
@@ -61,7 +61,7 @@ class Trainer {
   DeviceChoice device_;
   DType compute_dtype_ = DType::f32;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<GPT2> model_;
+  std::unique_ptr<Decoder> model_;
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
   std::unique_ptr<AdamW> optimizer_;
   LossScaler loss_scaler_;

@@ -10,6 +10,7 @@
 #include "checkpoint/hf_gpt2.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "nn/model_presets.h"
 #include "support/test_support.h"
 
 namespace tessera {
@@ -19,7 +20,7 @@ using nlohmann::json;
 using testing::scratch_dir;
 
 // Our GPT-2 parameters as views into one flat buffer, written out here independently of the adapter.
-NamedTensors make_params(const GPT2Config& config, Tensor& flat) {
+NamedTensors make_params(const ModelConfig& config, Tensor& flat) {
   int64_t C = config.channels;
   std::vector<std::pair<std::string, Shape>> layout = {{"wte", {config.padded_vocab_size(), C}},
                                                        {"wpe", {config.max_seq_len, C}}};
@@ -53,17 +54,17 @@ const Tensor& param(const NamedTensors& params, const std::string& name) {
 
 using testing::error_of;
 
-GPT2Config tiny() { return gpt2_preset("gpt2-tiny"); }  // L=2, NH=2, C=32, V=256, maxT=64
+ModelConfig tiny() { return model_preset("gpt2-tiny"); }  // L=2, NH=2, C=32, V=256, maxT=64
 
 // Tiny with V = 200, so that wte has 56 padding rows.
-GPT2Config tiny_padded() {
-  GPT2Config config = tiny();
+ModelConfig tiny_padded() {
+  ModelConfig config = tiny();
   config.vocab_size = 200;
   return config;
 }
 
 TEST(HFGPT2, SaveLoadRoundTripsEveryValueAndZeroesPadding) {
-  GPT2Config config = tiny_padded();
+  ModelConfig config = tiny_padded();
   Tensor flat_a, flat_b;
   NamedTensors a = make_params(config, flat_a), b = make_params(config, flat_b);
   std::vector<float> values = testing::random_floats(flat_a.numel(), 11);
@@ -83,7 +84,7 @@ TEST(HFGPT2, SaveLoadRoundTripsEveryValueAndZeroesPadding) {
     for (int64_t i = real; i < a[k].tensor.numel(); ++i) ASSERT_EQ(y[i], 0.0f) << "padding element " << i;
   }
 
-  GPT2Config back = read_hf_gpt2_config(dir / "config.json");
+  ModelConfig back = read_hf_gpt2_config(dir / "config.json");
   EXPECT_EQ(back.num_layers, config.num_layers);
   EXPECT_EQ(back.num_heads, config.num_heads);
   EXPECT_EQ(back.channels, config.channels);
@@ -97,7 +98,7 @@ TEST(HFGPT2, SaveLoadRoundTripsEveryValueAndZeroesPadding) {
 }
 
 TEST(HFGPT2, SavesHuggingFaceNamesAndConv1DLayout) {
-  GPT2Config config = tiny_padded();
+  ModelConfig config = tiny_padded();
   Tensor flat;
   NamedTensors params = make_params(config, flat);
   std::vector<float> values = testing::random_floats(flat.numel(), 12);
@@ -118,7 +119,7 @@ TEST(HFGPT2, SavesHuggingFaceNamesAndConv1DLayout) {
 }
 
 TEST(HFGPT2, LoadsUnprefixedBf16WithBuffersAndTiedHead) {
-  GPT2Config config = tiny();
+  ModelConfig config = tiny();
   Tensor flat_a, flat_b;
   NamedTensors a = make_params(config, flat_a), b = make_params(config, flat_b);
   std::vector<float> values = testing::random_floats(flat_a.numel(), 13);
@@ -190,14 +191,14 @@ TEST(HFGPT2, ConfigErrorsNameTheFileAndField) {
 }
 
 TEST(HFGPT2, MismatchedTensorsNameTheTensorAndFile) {
-  GPT2Config config = tiny();
+  ModelConfig config = tiny();
   Tensor flat;
   NamedTensors params = make_params(config, flat);
   std::filesystem::path dir = scratch_dir();
   save_hf_gpt2(dir, config, params);
   std::string file = (dir / "model.safetensors").string();
 
-  GPT2Config longer = config;
+  ModelConfig longer = config;
   longer.max_seq_len = 128;
   Tensor flat_longer;
   NamedTensors params_longer = make_params(longer, flat_longer);
@@ -207,7 +208,7 @@ TEST(HFGPT2, MismatchedTensorsNameTheTensorAndFile) {
   EXPECT_NE(message.find("(128, 32)"), std::string::npos) << message;
   EXPECT_NE(message.find(file), std::string::npos) << message;
 
-  GPT2Config shallower = config;
+  ModelConfig shallower = config;
   shallower.num_layers = 1;
   Tensor flat_shallower;
   NamedTensors params_shallower = make_params(shallower, flat_shallower);
@@ -281,7 +282,7 @@ TEST(PyTorchCrossCheck, ReadsOurF32Bf16F16Values) {
 }
 
 TEST(PyTorchCrossCheck, SeesHuggingFaceGpt2Layout) {
-  GPT2Config config = tiny_padded();
+  ModelConfig config = tiny_padded();
   Tensor flat;
   NamedTensors params = make_params(config, flat);
   std::vector<float> values = testing::random_floats(flat.numel(), 22);

@@ -8,7 +8,7 @@
 
 #include "core/rng.h"
 #include "cuda/cuda_testing.h"
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "train/train_fixtures.h"
 #include "train/trainer.h"
@@ -19,7 +19,7 @@ namespace {
 class GPT2Cuda : public testing::CudaTest {};
 
 // Head size 16 with T spanning several attention tiles; Vp = 384 pads a vocabulary of 300.
-GPT2Config cuda_test_config() { return GPT2Config{2, 4, 64, 300, 160}; }
+ModelConfig cuda_test_config() { return ModelConfig{2, 4, 64, 300, 160}; }
 
 Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   Tensor t = Tensor::zeros({B, T}, DType::i32);
@@ -31,7 +31,7 @@ Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
 TEST_F(GPT2Cuda, LossGradientsAndUpdateMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  GPT2 cpu(cuda_test_config()), gpu(cuda_test_config());
+  Decoder cpu(cuda_test_config()), gpu(cuda_test_config());
   cpu.init_weights(seed);
   gpu.init_weights(seed);
   gpu.to(Device::cuda);
@@ -39,7 +39,7 @@ TEST_F(GPT2Cuda, LossGradientsAndUpdateMatchCpu) {
   const int64_t B = 3, T = 150, V = cpu.config().vocab_size;
   const Tensor tokens = random_ids(B, T, V, seed + 1), targets = random_ids(B, T, V, seed + 2);
   const float dloss = 1.0f / float(B * T);
-  for (GPT2* m : {&cpu, &gpu}) m->zero_grad();
+  for (Decoder* m : {&cpu, &gpu}) m->zero_grad();
   // Two micro-batches accumulate into the gradients on both sides.
   float cpu_loss = 0, gpu_loss = 0;
   for (int micro = 0; micro < 2; ++micro) {
@@ -143,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(Storage, GPT2CudaLowPrecision, ::testing::ValuesIn(test
 
 TEST(GPT2Precision, LowPrecisionOnTheCpuIsRefused) {
   for (const DType dtype : testing::kLowPrecisionDTypes) {
-    GPT2 model(cuda_test_config());
+    Decoder model(cuda_test_config());
     EXPECT_THROW(model.to(Device::cpu, dtype), Error) << dtype_name(dtype);
   }
 }

@@ -5,12 +5,13 @@
 #include <cmath>
 
 #include "core/rng.h"
-#include "nn/gpt2.h"
+#include "nn/decoder.h"
+#include "nn/model_presets.h"
 
 namespace tessera {
 namespace {
 
-GPT2Config small_config() { return GPT2Config{2, 2, 16, 50, 8}; }  // Vp = 128
+ModelConfig small_config() { return ModelConfig{2, 2, 16, 50, 8}; }  // Vp = 128
 
 struct Batch {
   Tensor tokens, targets;
@@ -27,29 +28,29 @@ Batch make_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
 }
 
 // Randomises every parameter (biases and gains too) so every gradient path is exercised.
-void randomise(GPT2& model, uint64_t seed) {
+void randomise(Decoder& model, uint64_t seed) {
   Tensor& p = model.params();
   for (int64_t i = 0; i < p.numel(); ++i) p.f32()[i] = 0.3f * normal_at(seed, 1, uint64_t(i));
   // keep padding rows of wte at zero, as the model keeps them
-  const GPT2Config& c = model.config();
+  const ModelConfig& c = model.config();
   for (int64_t i = c.vocab_size * c.channels; i < c.padded_vocab_size() * c.channels; ++i) p.f32()[i] = 0.0f;
 }
 
 }  // namespace
 
-TEST(GPT2, LayoutCountsEveryParameter) {
-  GPT2 model(gpt2_preset("gpt2-tiny"));
+TEST(Decoder, LayoutCountsEveryParameter) {
+  Decoder model(model_preset("gpt2-tiny"));
   EXPECT_EQ(model.layout().total(), model.config().num_parameters());
   EXPECT_EQ(model.layout().find("h.1.mlp.c_fc.weight").shape, (Shape{128, 32}));
   EXPECT_TRUE(model.layout().find("wte").decayed());
   EXPECT_FALSE(model.layout().find("h.0.ln_1.weight").decayed());
   EXPECT_FALSE(model.layout().find("h.0.attn.c_attn.bias").decayed());
   // GPT-2 124M: the well-known 124,439,808 parameters plus 47 padding rows of 768.
-  EXPECT_EQ(gpt2_preset("gpt2-124m").num_parameters(), 124439808 + 47 * 768);
+  EXPECT_EQ(model_preset("gpt2-124m").num_parameters(), 124439808 + 47 * 768);
 }
 
-TEST(GPT2, InitDependsOnSeedNameAndIndexOnly) {
-  GPT2 a(small_config()), b(small_config());
+TEST(Decoder, InitDependsOnSeedNameAndIndexOnly) {
+  Decoder a(small_config()), b(small_config());
   a.init_weights(7);
   b.init_weights(7);
   for (int64_t i = 0; i < a.params().numel(); ++i) ASSERT_EQ(a.params().f32()[i], b.params().f32()[i]);
@@ -63,19 +64,19 @@ TEST(GPT2, InitDependsOnSeedNameAndIndexOnly) {
   EXPECT_NEAR(std::sqrt(sq / double(proj.numel())), 0.02 / 2.0, 0.002);  // scaled by 1/sqrt(2L) = 1/2
   EXPECT_EQ(a.params().f32()[a.layout().find("ln_f.weight").offset], 1.0f);
   EXPECT_EQ(a.params().f32()[a.layout().find("h.0.attn.c_attn.bias").offset], 0.0f);
-  const GPT2Config& c = a.config();
+  const ModelConfig& c = a.config();
   EXPECT_EQ(a.params().f32()[c.vocab_size * c.channels], 0.0f);  // padding row
 }
 
-TEST(GPT2, InitialLossIsNearLogVocab) {
-  GPT2 model(small_config());
+TEST(Decoder, InitialLossIsNearLogVocab) {
+  Decoder model(small_config());
   model.init_weights(1);
   Batch b = make_batch(2, 8, 50, 3);
   EXPECT_NEAR(model.forward(b.tokens, b.targets), std::log(50.0), 0.1);
 }
 
-TEST(GPT2, GradientMatchesFiniteDifferences) {
-  GPT2 model(small_config());
+TEST(Decoder, GradientMatchesFiniteDifferences) {
+  Decoder model(small_config());
   randomise(model, 11);
   const int64_t B = 2, T = 5;
   Batch b = make_batch(B, T, 50, 5);
@@ -123,8 +124,8 @@ TEST(GPT2, GradientMatchesFiniteDifferences) {
   EXPECT_NEAR(g_dot_d, fd, 0.01 * std::fabs(fd));
 }
 
-TEST(GPT2, GradientsAccumulateUntilZeroed) {
-  GPT2 model(small_config());
+TEST(Decoder, GradientsAccumulateUntilZeroed) {
+  Decoder model(small_config());
   model.init_weights(2);
   Batch b = make_batch(1, 4, 50, 8);
   model.zero_grad();
@@ -137,8 +138,8 @@ TEST(GPT2, GradientsAccumulateUntilZeroed) {
   EXPECT_THROW(model.backward(), Error);  // the logits' gradient was consumed
 }
 
-TEST(GPT2, MicroBatchesSumToTheFullBatch) {
-  GPT2 model(small_config());
+TEST(Decoder, MicroBatchesSumToTheFullBatch) {
+  Decoder model(small_config());
   randomise(model, 6);
   Batch b = make_batch(4, 6, 50, 12);
   model.zero_grad();
@@ -158,11 +159,11 @@ TEST(GPT2, MicroBatchesSumToTheFullBatch) {
 // The fused classifier's chunking (here 5 rows at a time over 24, the last chunk short) changes
 // only the order in which wte's gradient sums rows: the losses are equal, the gradients agree to
 // rounding, and the logits of a whole batch are never allocated.
-TEST(GPT2, ClassifierChunksGiveTheUnchunkedResult) {
+TEST(Decoder, ClassifierChunksGiveTheUnchunkedResult) {
   Batch b = make_batch(4, 6, 50, 13);
   std::vector<float> losses, grads;
   for (const int64_t chunk : {int64_t(0), int64_t(5)}) {
-    GPT2 model(small_config());
+    Decoder model(small_config());
     randomise(model, 7);
     model.set_classifier_chunk_rows(chunk);
     model.zero_grad();
@@ -180,8 +181,8 @@ TEST(GPT2, ClassifierChunksGiveTheUnchunkedResult) {
   EXPECT_EQ(losses[0], losses[1]);
 }
 
-TEST(GPT2, OutputsAreCausal) {
-  GPT2 model(small_config());
+TEST(Decoder, OutputsAreCausal) {
+  Decoder model(small_config());
   randomise(model, 4);
   Batch b = make_batch(1, 6, 50, 9);
   model.forward(b.tokens, Tensor());
@@ -195,23 +196,23 @@ TEST(GPT2, OutputsAreCausal) {
   EXPECT_TRUE(last_changed);
 }
 
-TEST(GPT2, PaddedVocabularyGetsNoGradient) {
-  GPT2 model(small_config());
+TEST(Decoder, PaddedVocabularyGetsNoGradient) {
+  Decoder model(small_config());
   model.init_weights(3);
   Batch b = make_batch(2, 8, 50, 4);
   model.zero_grad();
   model.forward(b.tokens, b.targets, 1.0f / 16);
   model.backward();
-  const GPT2Config& c = model.config();
+  const ModelConfig& c = model.config();
   for (int64_t i = c.vocab_size * c.channels; i < c.padded_vocab_size() * c.channels; ++i)
     ASSERT_EQ(model.grads().f32()[i], 0.0f);
 }
 
-TEST(GPT2, RejectsBadShapes) {
-  GPT2Config bad = small_config();
+TEST(Decoder, RejectsBadShapes) {
+  ModelConfig bad = small_config();
   bad.num_heads = 3;
-  EXPECT_THROW(GPT2{bad}, Error);
-  GPT2 model(small_config());
+  EXPECT_THROW(Decoder{bad}, Error);
+  Decoder model(small_config());
   Batch b = make_batch(1, 9, 50, 1);  // T = 9 > context 8
   EXPECT_THROW(model.forward(b.tokens, b.targets), Error);
 }

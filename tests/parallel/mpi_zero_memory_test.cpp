@@ -25,7 +25,7 @@ Measured measure(int zero) {
   CommOptions options;
   options.timeout_s = 30;
   ProcessGrid grid = build_process_grid(testing::test_runtime(), dims, options);
-  GPT2 model(GPT2Config{2, 2, 64, 500, 32});
+  Decoder model(ModelConfig{2, 2, 64, 500, 32});
   model.init_weights(1);
   DataParallel dp(grid, model, DataParallelOptions{zero, 16 << 10, true});
 
@@ -50,7 +50,7 @@ Measured measure(int zero) {
 
 TEST(ZeroMemory, StateShrinksByTheDataParallelDegree) {
   const int dp = testing::test_runtime().world_size();
-  const int64_t n = GPT2Config{2, 2, 64, 500, 32}.num_parameters();
+  const int64_t n = ModelConfig{2, 2, 64, 500, 32}.num_parameters();
   Measured zero0 = measure(0), zero1 = measure(1), zero2 = measure(2);
 
   // Stage 0: both moments of every parameter.

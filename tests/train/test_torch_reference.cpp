@@ -52,7 +52,7 @@ TEST(TorchReference, HuggingFaceGpt2TrainsLikePyTorch) {
     EXPECT_NEAR(lines[s]["lr"].get<double>(), lr, 1e-6 * lr) << "step " << s + 1;
   }
 
-  GPT2 torch_final(read_hf_gpt2_config(dir / "hf_final" / "config.json"));
+  Decoder torch_final(read_hf_gpt2_config(dir / "hf_final" / "config.json"));
   load_hf_gpt2(dir / "hf_final", torch_final.config(), torch_final.named_params());
   const Tensor& ours = trainer.model().params();
   const Tensor& theirs = torch_final.params();

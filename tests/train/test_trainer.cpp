@@ -17,7 +17,7 @@ std::vector<float> final_params(Trainer& trainer) {
 
 // Weights agree to float rounding: relative `rel`, or 1e-3 of one step's update size (lr) where
 // Adam's normalisation amplifies rounding in gradients that are sums of cancelling terms. (The
-// gradients themselves are compared tightly in tests/nn: GPT2.MicroBatchesSumToTheFullBatch.)
+// gradients themselves are compared tightly in tests/nn: Decoder.MicroBatchesSumToTheFullBatch.)
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel, float lr) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + 1e-3f * lr) << "element " << i;
@@ -115,7 +115,7 @@ TEST(Trainer, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   }
   auto checkpoint = find_checkpoint(c.out_dir);
   ASSERT_TRUE(checkpoint);
-  GPT2 model(read_checkpoint_model_config(*checkpoint));
+  Decoder model(read_checkpoint_model_config(*checkpoint));
   CheckpointState state = load_checkpoint(*checkpoint, model, nullptr);
   EXPECT_GE(state.step, 1);
   bool finite = true;
@@ -175,7 +175,7 @@ TEST(Trainer, CheckpointWithABadStepIsRefused) {
     bad[key] = value;
     testing::write_text(state_file, bad.dump());
     const std::string message = testing::error_of([&] {
-      GPT2 model(read_checkpoint_model_config(checkpoint));
+      Decoder model(read_checkpoint_model_config(checkpoint));
       load_checkpoint(checkpoint, model, nullptr);
     });
     EXPECT_NE(message.find("'" + key + "' must be a non-negative integer"), std::string::npos) << message;

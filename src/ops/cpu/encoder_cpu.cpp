@@ -3,6 +3,8 @@
 // atomics and its order fixed.
 #include "ops/cpu/encoder_cpu.h"
 
+#include <algorithm>
+
 #include "ops/cpu/kernel_util.h"
 
 namespace tessera::cpu {
@@ -14,7 +16,11 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
     for (int64_t t = 0; t < T; t++) {
       float* out_bt = out + (b * T + t) * C;                         // (C)
       const float* wte_row = wte + int64_t(tokens[b * T + t]) * C;  // (C)
-      const float* wpe_row = wpe + t * C;                            // (C)
+      if (!wpe) {
+        std::copy(wte_row, wte_row + C, out_bt);
+        continue;
+      }
+      const float* wpe_row = wpe + t * C;  // (C)
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) out_bt[c] = wte_row[c] + wpe_row[c];
     }
@@ -24,8 +30,8 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
                       int64_t C) {
   // dwpe: position t owns its row.
-#pragma omp parallel for if (B * T * C >= kMinParallelElements)
-  for (int64_t t = 0; t < T; t++) {
+#pragma omp parallel for if (dwpe && B * T * C >= kMinParallelElements)
+  for (int64_t t = 0; t < (dwpe ? T : 0); t++) {
     float* dwpe_row = dwpe + t * C;  // (C)
     for (int64_t b = 0; b < B; b++) {
       const float* dout_bt = dout + (b * T + t) * C;

@@ -1,8 +1,8 @@
 // Token + position embedding on the GPU, storage S = float, bf16 or fp16 for out/dout/wte/wpe (S, not T:
 // T is the sequence length here), fp32 arithmetic, parameter gradients fp32:
-//   forward:  out[b,t,c] = wte[tokens[b,t],c] + wpe[t,c], W channels per thread (16 bytes when C
-//             and the pointers allow, else 1).
-//   backward: dwpe[t,c] += sum_b dout[b,t,c]   one thread per (t,c), b in order.
+//   forward:  out[b,t,c] = wte[tokens[b,t],c] + wpe[t,c] (wpe null: no position table), W channels
+//             per thread (16 bytes when C and the pointers allow, else 1).
+//   backward: dwpe[t,c] += sum_b dout[b,t,c]   one thread per (t,c), b in order (skipped when null).
 //             dwte[v,c] += dout[b,t,c] over the (b,t) with tokens[b,t] = v: the rows are bucketed
 //             by token id on the host (counting sort, ascending (b,t) within a token), then one
 //             block per distinct token adds its rows onto dwte in that order, one thread per c.
@@ -31,9 +31,11 @@ __global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const S* w
   const int64_t bt = i / C, c = i % C, t = bt % T;
   float e[W], p[W];
   load_f32_vec(e, wte + int64_t(tokens[bt]) * C + c);
-  load_f32_vec(p, wpe + t * C + c);
+  if (wpe) {
+    load_f32_vec(p, wpe + t * C + c);
 #pragma unroll
-  for (int k = 0; k < W; k++) e[k] += p[k];
+    for (int k = 0; k < W; k++) e[k] += p[k];
+  }
   store_f32_vec(out + i, e);
 }
 
@@ -97,7 +99,7 @@ void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, 
   const int64_t n = B * T * C;
   if (n == 0) return;
   constexpr int W = kVec<S>;
-  if (C % W == 0 && is_aligned16(out) && is_aligned16(wte) && is_aligned16(wpe))
+  if (C % W == 0 && is_aligned16(out) && is_aligned16(wte) && (!wpe || is_aligned16(wpe)))
     encoder_forward_kernel<S, W><<<unsigned(ceil_div(n / W, kBlock)), kBlock, 0, stream>>>(out, tokens, wte, wpe,
                                                                                           B * T, T, C);
   else
@@ -111,8 +113,10 @@ void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* to
                       int64_t T, int64_t C, cudaStream_t stream) {
   const int64_t BT = B * T;
   if (BT * C == 0) return;
-  encoder_backward_wpe_kernel<S><<<unsigned(ceil_div(T * C, kBlock)), kBlock, 0, stream>>>(dwpe, dout, B, T, C);
-  CUDA_CHECK_LAUNCH();
+  if (dwpe) {
+    encoder_backward_wpe_kernel<S><<<unsigned(ceil_div(T * C, kBlock)), kBlock, 0, stream>>>(dwpe, dout, B, T, C);
+    CUDA_CHECK_LAUNCH();
+  }
   int64_t U = 0;
   const std::vector<int32_t> plan = token_buckets(tokens_host, BT, &U);
   const DeviceScratch plan_device(plan.size() * sizeof(int32_t));

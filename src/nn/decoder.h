@@ -1,5 +1,6 @@
-// GPT-2 with hand-written forward and backward over one flat parameter buffer and one flat
-// gradient buffer. forward() saves the activations backward() needs; its fused classifier goes
+// The decoder every model family is built on: embedding -> blocks -> final norm -> head, with
+// hand-written forward and backward over one flat parameter buffer and one flat gradient buffer.
+// GPT-2, Llama and the MoE models differ only by their ModelConfig. forward() saves the activations backward() needs; its fused classifier goes
 // through the tokens a chunk at a time (logits -> loss -> dlogits -> the classifier's gradients), so
 // the (B·T, Vp) logits never exist in training and backward starts below the classifier.
 // Gradients accumulate (+=) across micro-batches until zero_grad(). A model is built, initialised
@@ -16,36 +17,20 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "nn/gpt2_config.h"
-#include "nn/gpt2_activations.h"
+#include "nn/decoder_activations.h"
+#include "nn/decoder_layout.h"
+#include "nn/model_config.h"
 #include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
 
 namespace tessera {
 
-// Views of one layer's parameters (or gradients): Linear weights are (out, in).
-struct GPT2LayerWeights {
-  Tensor ln1_w, ln1_b;          // (C)
-  Tensor qkv_w, qkv_b;          // (3C, C), (3C)
-  Tensor attproj_w, attproj_b;  // (C, C), (C)
-  Tensor ln2_w, ln2_b;          // (C)
-  Tensor fc_w, fc_b;            // (4C, C), (4C)
-  Tensor fcproj_w, fcproj_b;    // (C, 4C), (C)
-};
-
-struct GPT2Weights {
-  Tensor wte;  // (Vp, C), tied with the classifier
-  Tensor wpe;  // (maxT, C)
-  std::vector<GPT2LayerWeights> layers;
-  Tensor lnf_w, lnf_b;  // (C)
-};
-
-class GPT2 {
+class Decoder {
  public:
-  explicit GPT2(const GPT2Config& config);
+  explicit Decoder(const ModelConfig& config);
 
-  // normal(0, 0.02) keyed on (seed, name, index); residual projections scaled by 1/sqrt(2L);
-  // biases 0, norm gains 1, padding rows of wte 0.
+  // Each parameter by its ParamInit, keyed on (seed, name, index): normal(0, 0.02), residual
+  // projections scaled by 1/sqrt(2L), biases 0, norm gains 1, padding rows of the embedding and head 0.
   void init_weights(uint64_t seed);
   // Moves parameters and gradients to `device` and sets the compute dtype (f32, or bf16 / f16 on the GPU);
   // activations follow at the next forward.
@@ -61,13 +46,13 @@ class GPT2 {
   // tokens, targets: (B,T) i32 host tensors with T <= maxT. Without targets (inference) computes
   // the logits of every position, logits(). With targets computes the per-token losses and returns
   // their mean, through a fused classifier that holds the logits of one chunk of rows at a time;
-  // with dloss != 0 it also takes the classifier's backward there (wte's gradient accumulated, the
-  // gradient of dloss * sum(losses) into ln_f's output kept for backward()).
+  // with dloss != 0 it also takes the classifier's backward there (the head's gradient accumulated,
+  // the gradient of dloss * sum(losses) into the final norm's output kept for backward()).
   float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
   // Accumulates parameter gradients of the last forward (which must have had dloss != 0).
   void backward();
-  // Gradients become final from the end of the flat buffer towards its start (final norm, last
-  // layer, ..., first layer, embeddings). During backward the hook is told each new watermark: every
+  // Gradients become final from the end of the flat buffer towards its start (head and final norm,
+  // last block, ..., first block, embeddings). During backward the hook is told each new watermark: every
   // gradient at an offset >= it is final. Data parallelism starts reducing buckets from there.
   using GradReadyHook = std::function<void(int64_t first_final_offset)>;
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
@@ -76,7 +61,7 @@ class GPT2 {
   // Frees the gradient buffer until the next zero_grad() (ZeRO-2 keeps only its reduced shard).
   void release_grads();
 
-  const GPT2Config& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
   Tensor& params() { return params_; }  // flat (num_parameters)
   const Tensor& params() const { return params_; }
@@ -91,21 +76,22 @@ class GPT2 {
   const Tensor& losses() const { return acts_.losses; }  // (B,T), on device()
 
  private:
-  GPT2Weights weights_of(const NamedTensors& named) const;
+  const Tensor& block_input(size_t l) const;  // the embedding's output, or block l-1's
   int64_t classifier_chunk(int64_t rows) const;
   Tensor& logits_buffer(int64_t rows);  // acts_.logits as (rows, Vp), reallocated when that changes
   void allocate_grads();
   void set_params(Tensor params);
 
-  GPT2Config config_;
+  ModelConfig config_;
+  DecoderNames names_;
   Device device_ = Device::cpu;
   DType compute_dtype_ = DType::f32;
   ParameterLayout layout_;
   Tensor params_, grads_;
   Tensor compute_params_;  // params_ itself in f32, else its 16-bit copy; w_ views it
   NamedTensors named_params_, named_grads_;
-  GPT2Weights w_, g_;
-  GPT2Activations acts_;
+  DecoderWeights w_, g_;
+  DecoderActivations acts_;
   Tensor tokens_;  // the last forward's input on device(), for the embedding backward
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;

@@ -1,0 +1,275 @@
+// The Llama / Mixtral name map and config.json translation. Each HF tensor is a contiguous piece of
+// one of our packed parameters (a block of rows, or one expert's slice); see hf_llama.h.
+#include "checkpoint/hf_llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <system_error>
+
+#include "checkpoint/hf_weight_files.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/user_text.h"
+#include "data/json_excerpt.h"
+#include "nn/decoder_layout.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+// One HF tensor: its name and shape, and where it lives in ours: parameter `ours`, from element `offset`.
+struct HfPiece {
+  std::string hf;
+  Shape hf_shape;
+  std::string ours;
+  int64_t offset = 0;
+};
+
+std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
+  const DecoderNames names = decoder_names(c);
+  const int64_t C = c.channels, V = c.vocab_size, HS = c.head_size();
+  const int64_t q = c.num_heads * HS, kv = c.kv_heads() * HS, F = c.hidden(), Fe = c.moe.expert_hidden;
+  std::vector<HfPiece> pieces = {{"model.embed_tokens.weight", {V, C}, names.embed, 0}};
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const BlockNames& b = names.blocks[size_t(l)];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});
+    pieces.push_back({p + "self_attn.q_proj.weight", {q, C}, b.qkv.weight, 0});
+    pieces.push_back({p + "self_attn.k_proj.weight", {kv, C}, b.qkv.weight, q * C});
+    pieces.push_back({p + "self_attn.v_proj.weight", {kv, C}, b.qkv.weight, (q + kv) * C});
+    pieces.push_back({p + "self_attn.o_proj.weight", {C, q}, b.attn_out.weight, 0});
+    pieces.push_back({p + "post_attention_layernorm.weight", {C}, b.norm2.weight, 0});
+    if (!c.is_moe_block(l)) {
+      pieces.push_back({p + "mlp.gate_proj.weight", {F, C}, b.mlp_in.weight, 0});
+      pieces.push_back({p + "mlp.up_proj.weight", {F, C}, b.mlp_in.weight, F * C});
+      pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
+      continue;
+    }
+    const std::string m = p + "block_sparse_moe.";
+    pieces.push_back({m + "gate.weight", {c.moe.num_experts, C}, b.router, 0});
+    for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+      const std::string x = m + "experts." + std::to_string(e) + ".";
+      pieces.push_back({x + "w1.weight", {Fe, C}, b.experts_in, (2 * e) * Fe * C});
+      pieces.push_back({x + "w3.weight", {Fe, C}, b.experts_in, (2 * e + 1) * Fe * C});
+      pieces.push_back({x + "w2.weight", {C, Fe}, b.experts_out, e * C * Fe});
+    }
+  }
+  pieces.push_back({"model.norm.weight", {C}, names.final_norm.weight, 0});
+  if (!c.tied_embeddings) pieces.push_back({"lm_head.weight", {V, C}, names.head, 0});
+  return pieces;
+}
+
+// The index of our parameter `name`, checked to be a CPU fp32 tensor.
+size_t param_index(const NamedTensors& params, const std::string& name, const char* caller) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].name != name) continue;
+    TS_CHECK(params[i].tensor.dtype() == DType::f32 && params[i].tensor.device() == Device::cpu, caller,
+             ": parameter '", name, "' must be an fp32 CPU tensor");
+    return i;
+  }
+  TS_FAIL(caller, ": the model has no parameter '", name, "'");
+}
+
+class ConfigReader {
+ public:
+  ConfigReader(const json& config, const std::filesystem::path& path)
+      : config_(config), where_("Hugging Face config " + quoted_text(path.string())) {}
+
+  const json* find(const char* key) const {
+    auto it = config_.find(key);
+    return it == config_.end() || it->is_null() ? nullptr : &*it;
+  }
+  int64_t integer(const char* key, int64_t fallback = -1) const {
+    const json* v = find(key);
+    TS_CHECK(v || fallback >= 0, where_, ": missing field '", key, "'");
+    if (!v) return fallback;
+    TS_CHECK(v->is_number_integer() && v->get<int64_t>() > 0, where_, ": field '", key,
+             "' must be a positive integer, got ", json_excerpt(*v));
+    return v->get<int64_t>();
+  }
+  float number(const char* key, float fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    TS_CHECK(v->is_number() && std::isfinite(v->get<double>()) && v->get<double>() > 0, where_, ": field '", key,
+             "' must be a positive number, got ", json_excerpt(*v));
+    return v->get<float>();
+  }
+  bool boolean(const char* key, bool fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    TS_CHECK(v->is_boolean(), where_, ": field '", key, "' must be true or false, got ", json_excerpt(*v));
+    return v->get<bool>();
+  }
+  // An optional field that must hold `expected` when present.
+  void expect(const char* key, const json& expected, const char* why) const {
+    const json* v = find(key);
+    TS_CHECK(!v || *v == expected, where_, ": field '", key, "' is ", json_excerpt(*v), ", expected ",
+             expected.dump(), "; ", why);
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  const json& config_;
+  std::string where_;
+};
+
+void read_rope_scaling(const ConfigReader& r, const json& scaling, RopeConfig& rope) {
+  TS_CHECK(scaling.is_object(), r.where(), ": field 'rope_scaling' must be an object or null, got ",
+           json_excerpt(scaling));
+  const json* type = scaling.contains("rope_type") ? &scaling["rope_type"] : scaling.contains("type") ? &scaling["type"]
+                                                                                                    : nullptr;
+  TS_CHECK(type && *type == "llama3", r.where(), ": rope_scaling type ", type ? json_excerpt(*type) : "(none)",
+           " is not supported; expected \"llama3\" (Llama 3.1 frequency scaling) or no rope_scaling");
+  auto get = [&](const char* key) {
+    TS_CHECK(scaling.contains(key) && scaling[key].is_number() && scaling[key].get<double>() > 0, r.where(),
+             ": rope_scaling needs a positive number '", key, "', got ",
+             scaling.contains(key) ? json_excerpt(scaling[key]) : "nothing");
+    return scaling[key].get<double>();
+  };
+  rope.factor = float(get("factor"));
+  rope.low_freq_factor = float(get("low_freq_factor"));
+  rope.high_freq_factor = float(get("high_freq_factor"));
+  rope.original_max_positions = int64_t(get("original_max_position_embeddings"));
+}
+
+}  // namespace
+
+ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
+  const ConfigReader r(config, path);
+  const json* type = r.find("model_type");
+  TS_CHECK(type && (*type == "llama" || *type == "mixtral"), r.where(), ": field 'model_type' is ",
+           type ? json_excerpt(*type) : "missing", "; expected \"llama\" or \"mixtral\"");
+  const bool mixtral = *type == "mixtral";
+  r.expect("hidden_act", "silu", "Llama and Mixtral MLPs are SwiGLU (silu)");
+  r.expect("attention_bias", false, "Tessera's Llama has no attention biases");
+  r.expect("mlp_bias", false, "Tessera's Llama has no MLP biases");
+  r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
+
+  ModelConfig c;
+  c.naming = Naming::llama;
+  c.norm = NormKind::rmsnorm;
+  c.positions = PositionKind::rope;
+  c.mlp = MlpKind::swiglu;
+  c.bias = false;
+  c.num_layers = r.integer("num_hidden_layers");
+  c.num_heads = r.integer("num_attention_heads");
+  c.channels = r.integer("hidden_size");
+  c.vocab_size = r.integer("vocab_size");
+  c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : 2048);
+  c.num_kv_heads = r.integer("num_key_value_heads", c.num_heads);
+  c.mlp_hidden = r.integer("intermediate_size");
+  c.norm_eps = r.number("rms_norm_eps", mixtral ? 1e-5f : 1e-6f);
+  c.rope.theta = r.number("rope_theta", mixtral ? 1e6f : 1e4f);
+  c.tied_embeddings = r.boolean("tie_word_embeddings", false);
+  if (const json* head_dim = r.find("head_dim"))
+    TS_CHECK(c.channels % c.num_heads == 0 && *head_dim == c.channels / c.num_heads, r.where(), ": field 'head_dim' is ",
+             json_excerpt(*head_dim), "; Tessera needs hidden_size / num_attention_heads = ",
+             c.channels / std::max<int64_t>(c.num_heads, 1));
+  if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.rope);
+  if (mixtral) {
+    c.moe.num_experts = r.integer("num_local_experts", 8);
+    c.moe.top_k = r.integer("num_experts_per_tok", 2);
+    c.moe.expert_hidden = c.mlp_hidden;
+  }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    TS_FAIL(r.where(), ": ", e.what());
+  }
+  return c;
+}
+
+void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params) {
+  config.validate();
+  const HfWeightFiles files(dir);
+  const std::vector<HfPiece> pieces = hf_llama_pieces(config);
+  const std::string family = model_family(config);
+  std::set<std::string> expected;
+  for (const HfPiece& p : pieces) expected.insert(p.hf);
+  for (const std::string& name : files.names()) {
+    if (expected.count(name) || name.ends_with(".rotary_emb.inv_freq")) continue;  // a buffer older exports keep
+    const bool tied_head = name == "lm_head.weight" && config.tied_embeddings;
+    TS_CHECK(tied_head, "Hugging Face weights ", files.description(), ": unexpected tensor ", quoted_text(name, 80),
+             " for a ", family, " with ", config.num_layers, " layers",
+             config.moe.enabled() ? "" : " and dense MLPs", " (weights of another model?)");
+  }
+  // Check everything before writing anything.
+  std::vector<size_t> targets;
+  for (const HfPiece& p : pieces) {
+    TS_CHECK(files.contains(p.hf), "Hugging Face weights ", files.description(), ": tensor ", quoted_text(p.hf),
+             " is missing (expected shape ", shape_string(p.hf_shape), ")");
+    const SafetensorsInfo& info = files.file_of(p.hf).info(p.hf);
+    TS_CHECK(info.shape == p.hf_shape, "Hugging Face weights ", files.description(), ": tensor ", quoted_text(p.hf),
+             " has shape ", shape_string(info.shape), ", expected ", shape_string(p.hf_shape));
+    TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
+             files.description(), ": tensor ", quoted_text(p.hf), " is ", info.dtype, "; expected F32, BF16 or F16");
+    const size_t target = param_index(params, p.ours, "load_hf_llama");
+    TS_CHECK(p.offset + shape_numel(p.hf_shape) <= params[target].tensor.numel(), "load_hf_llama: parameter '",
+             p.ours, "' is too small for ", p.hf);
+    targets.push_back(target);
+  }
+  for (NamedTensor& p : params) std::fill(p.tensor.f32(), p.tensor.f32() + p.tensor.numel(), 0.0f);
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const std::vector<float> values = files.file_of(pieces[k].hf).read_f32(pieces[k].hf);
+    std::memcpy(params[targets[k]].tensor.f32() + pieces[k].offset, values.data(), values.size() * sizeof(float));
+  }
+}
+
+void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params,
+                   int64_t max_shard_bytes) {
+  config.validate();
+  TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
+               config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
+               config.moe.num_shared_experts == 0 && config.moe.first_dense_layers == 0 &&
+               config.moe.router == RouterKind::softmax_topk,
+           "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM or MixtralForCausalLM form");
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
+  std::vector<SafetensorsEntry> entries;
+  for (const HfPiece& p : hf_llama_pieces(config)) {
+    const Tensor& param = params[param_index(params, p.ours, "save_hf_llama")].tensor;
+    entries.push_back({p.hf, DType::f32, p.hf_shape, param.f32() + p.offset});
+  }
+  write_hf_weights(dir, entries, max_shard_bytes);
+
+  const bool mixtral = config.moe.enabled();
+  json rope_scaling = nullptr;
+  if (config.rope.factor > 0)
+    rope_scaling = {{"rope_type", "llama3"},
+                    {"factor", config.rope.factor},
+                    {"low_freq_factor", config.rope.low_freq_factor},
+                    {"high_freq_factor", config.rope.high_freq_factor},
+                    {"original_max_position_embeddings", config.rope.original_max_positions}};
+  json hf = {{"architectures", json::array({mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM"})},
+             {"model_type", mixtral ? "mixtral" : "llama"},
+             {"hidden_size", config.channels},
+             {"intermediate_size", mixtral ? config.moe.expert_hidden : config.hidden()},
+             {"num_hidden_layers", config.num_layers},
+             {"num_attention_heads", config.num_heads},
+             {"num_key_value_heads", config.kv_heads()},
+             {"head_dim", config.head_size()},
+             {"vocab_size", config.vocab_size},
+             {"max_position_embeddings", config.max_seq_len},
+             {"rms_norm_eps", config.norm_eps},
+             {"rope_theta", config.rope.theta},
+             {"rope_scaling", rope_scaling},
+             {"hidden_act", "silu"},
+             {"attention_bias", false},
+             {"tie_word_embeddings", config.tied_embeddings},
+             {"initializer_range", 0.02},
+             {"torch_dtype", "float32"}};
+  if (mixtral) {
+    hf["num_local_experts"] = config.moe.num_experts;
+    hf["num_experts_per_tok"] = config.moe.top_k;
+    hf["output_router_logits"] = true;
+  } else {
+    hf["mlp_bias"] = false;
+  }
+  write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
+}
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// Llama and Mixtral <-> Hugging Face folders (config.json plus model.safetensors, or a sharded
+// model.safetensors.index.json with its shard files: the folders LlamaForCausalLM and
+// MixtralForCausalLM read and write). HF keeps q/k/v, gate/up and each expert as separate (out, in)
+// tensors; ours pack them (decoder_layout.h): every HF tensor is one contiguous range of one of our
+// parameters, so loading and saving copy without transposes. Mixtral's experts: w1 = gate, w3 = up,
+// w2 = down. The embedding and an untied head hold the first V of our Vp rows; padding rows are 0.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "nn/model_config.h"
+#include "nn/named_tensor.h"
+
+namespace tessera {
+
+// A config.json object of model_type "llama" or "mixtral" as our config; `path` names the file in
+// errors. Unsupported features (another hidden_act or rope_scaling type, attention or MLP biases, a
+// head_dim other than hidden_size / num_attention_heads) are refused naming the key.
+ModelConfig hf_llama_config(const nlohmann::json& config, const std::filesystem::path& path);
+
+// Fills `params` (our names, fp32, CPU) from dir's safetensors (F32, BF16 or F16), single-file or
+// sharded. Every tensor is checked (present, shape, dtype; no tensor of another model) before any is
+// written, so on error `params` are untouched.
+void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params);
+
+// Writes dir/config.json and the weights (F32): one model.safetensors, or shards of at most
+// `max_shard_bytes` plus model.safetensors.index.json when they do not fit in one. Each file is
+// written atomically; `dir` is created if needed.
+void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params,
+                   int64_t max_shard_bytes = int64_t(5) << 30);
+
+}  // namespace tessera

@@ -1,0 +1,41 @@
+// Dispatch on the model family for Hugging Face import and export.
+#include "checkpoint/hf_model.h"
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/hf_gpt2.h"
+#include "checkpoint/hf_llama.h"
+#include "core/error.h"
+#include "core/user_text.h"
+#include "data/json_excerpt.h"
+#include "data/whole_file.h"
+
+namespace tessera {
+
+ModelConfig read_hf_config(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / "config.json";
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));
+  } catch (const nlohmann::json::parse_error& e) {
+    TS_FAIL("Hugging Face config ", quoted_text(path.string()), ": not valid JSON (error at byte ", e.byte, ")");
+  }
+  TS_CHECK(config.is_object(), "Hugging Face config ", quoted_text(path.string()), ": expected a JSON object");
+  auto type = config.find("model_type");
+  if (type == config.end() || *type == "gpt2") return read_hf_gpt2_config(path);
+  TS_CHECK(*type == "llama" || *type == "mixtral", "Hugging Face config ", quoted_text(path.string()),
+           ": field 'model_type' is ", json_excerpt(*type), ", not a model Tessera loads (\"gpt2\", \"llama\" or \"mixtral\")");
+  return hf_llama_config(config, path);
+}
+
+void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params) {
+  if (config.naming == Naming::gpt2) return load_hf_gpt2(dir, config, params);
+  load_hf_llama(dir, config, params);
+}
+
+void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params) {
+  if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, params);
+  save_hf_llama(dir, config, params);
+}
+
+}  // namespace tessera

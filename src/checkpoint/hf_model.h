@@ -1,0 +1,17 @@
+// Hugging Face folders of every family we train: config.json's model_type picks GPT-2
+// (checkpoint/hf_gpt2.h) or Llama / Mixtral (checkpoint/hf_llama.h).
+#pragma once
+
+#include <filesystem>
+
+#include "nn/model_config.h"
+#include "nn/named_tensor.h"
+
+namespace tessera {
+
+// Reads dir/config.json; an unknown model_type is refused naming the ones we load.
+ModelConfig read_hf_config(const std::filesystem::path& dir);
+void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params);
+void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
+
+}  // namespace tessera

@@ -1,0 +1,109 @@
+// Single-file and sharded Hugging Face weights.
+#include "checkpoint/hf_weight_files.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/file_checks.h"
+#include "core/user_text.h"
+#include "data/json_excerpt.h"
+#include "data/whole_file.h"
+
+namespace tessera {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+}  // namespace
+
+HfWeightFiles::HfWeightFiles(const fs::path& dir) {
+  const fs::path index_path = dir / kIndexFile;
+  if (!fs::exists(index_path)) {
+    TS_CHECK(fs::exists(dir / kSingleFile), "Hugging Face folder ", quoted_text(dir.string()), " has neither ",
+             kSingleFile, " nor ", kIndexFile);
+    description_ = quoted_text((dir / kSingleFile).string());
+    files_.push_back(std::make_unique<SafetensorsFile>(dir / kSingleFile));
+    for (const SafetensorsInfo& t : files_.back()->tensors()) by_name_[t.name] = files_.back().get();
+    return;
+  }
+  description_ = quoted_text(index_path.string());
+  const nlohmann::json index =
+      nlohmann::json::parse(read_whole_file(index_path, "safetensors index", kMaxConfigFileBytes), nullptr, false);
+  TS_CHECK(!index.is_discarded() && index.is_object() && index.contains("weight_map") &&
+               index["weight_map"].is_object(),
+           "safetensors index ", description_, ": expected a JSON object with a 'weight_map' object");
+  std::map<std::string, const SafetensorsFile*> shards;
+  for (const auto& [tensor, shard] : index["weight_map"].items()) {
+    TS_CHECK(shard.is_string() && !shard.get<std::string>().empty() &&
+                 shard.get<std::string>().find('/') == std::string::npos,
+             "safetensors index ", description_, ": 'weight_map' entry ", quoted_text(tensor, 80),
+             " must name a shard file in the same folder, got ", json_excerpt(shard));
+    const std::string name = shard.get<std::string>();
+    if (!shards.count(name)) {
+      TS_CHECK(fs::exists(dir / name), "safetensors index ", description_, " names shard ", quoted_text(name),
+               ", which is missing from the folder");
+      files_.push_back(std::make_unique<SafetensorsFile>(dir / name));
+      shards[name] = files_.back().get();
+    }
+    const SafetensorsFile* file = shards[name];
+    TS_CHECK(file->contains(tensor), "safetensors index ", description_, " places ", quoted_text(tensor, 80), " in ",
+             quoted_text(name), ", which does not hold it");
+    by_name_[tensor] = file;
+  }
+  for (const auto& [name, file] : shards)
+    for (const SafetensorsInfo& t : file->tensors())
+      TS_CHECK(by_name_.count(t.name) && by_name_[t.name] == file, "safetensors shard ", quoted_text(name),
+               " holds ", quoted_text(t.name, 80), ", which the index ", description_, " does not place there");
+}
+
+std::vector<std::string> HfWeightFiles::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, file] : by_name_) out.push_back(name);
+  return out;
+}
+
+bool HfWeightFiles::contains(const std::string& name) const { return by_name_.count(name) > 0; }
+
+const SafetensorsFile& HfWeightFiles::file_of(const std::string& name) const {
+  auto it = by_name_.find(name);
+  TS_CHECK(it != by_name_.end(), "Hugging Face weights ", description_, " lack tensor ", quoted_text(name, 80));
+  return *it->second;
+}
+
+void write_hf_weights(const fs::path& dir, const std::vector<SafetensorsEntry>& entries, int64_t max_shard_bytes) {
+  std::vector<std::vector<SafetensorsEntry>> shards(1);
+  int64_t shard_bytes = 0, total_bytes = 0;
+  for (const SafetensorsEntry& e : entries) {
+    const int64_t bytes = shape_numel(e.shape) * int64_t(dtype_size(e.dtype));
+    if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(e);
+    shard_bytes += bytes;
+    total_bytes += bytes;
+  }
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  if (shards.size() == 1) {
+    write_safetensors(dir / kSingleFile, entries, metadata);
+    fs::remove(dir / kIndexFile);  // a stale index would shadow the new single file
+    return;
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+    write_safetensors(dir / name, shards[k], metadata);
+    for (const SafetensorsEntry& e : shards[k]) weight_map[e.name] = name;
+  }
+  const nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+  write_file_atomic(dir / kIndexFile, index.dump(2) + "\n");
+  fs::remove(dir / kSingleFile);  // a stale single file would be read instead of the shards by some tools
+}
+
+}  // namespace tessera

@@ -1,0 +1,42 @@
+// The weights of a Hugging Face model folder: one model.safetensors, or the shards listed by
+// model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}). Reading
+// opens every shard up front and checks that the index and the shards agree; writing splits the
+// tensors into shards of at most a given size and writes the index when there is more than one.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+
+namespace tessera {
+
+class HfWeightFiles {
+ public:
+  // Throws naming the folder (or the index, or a shard) when the weights are missing or damaged.
+  explicit HfWeightFiles(const std::filesystem::path& dir);
+
+  // Every tensor name, sorted.
+  std::vector<std::string> names() const;
+  bool contains(const std::string& name) const;
+  // The file holding `name`; throws naming the folder when absent.
+  const SafetensorsFile& file_of(const std::string& name) const;
+  // What errors call the weights: the single file or the index.
+  std::string description() const { return description_; }
+
+ private:
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const SafetensorsFile*> by_name_;
+  std::string description_;
+};
+
+// Writes `entries` into dir as model.safetensors, or as model-0000k-of-0000n.safetensors shards of at
+// most max_shard_bytes (a larger single tensor gets a shard of its own) with the index.
+void write_hf_weights(const std::filesystem::path& dir, const std::vector<SafetensorsEntry>& entries,
+                      int64_t max_shard_bytes);
+
+}  // namespace tessera

@@ -1,0 +1,167 @@
+// ModelConfig <-> state.json's "model" object.
+#include "checkpoint/model_config_json.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "data/json_excerpt.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+template <typename Enum>
+using Names = std::vector<std::pair<Enum, const char*>>;
+
+const Names<NormKind> kNorms = {{NormKind::layernorm, "layernorm"}, {NormKind::rmsnorm, "rmsnorm"}};
+const Names<PositionKind> kPositions = {{PositionKind::learned, "learned"}, {PositionKind::rope, "rope"}};
+const Names<MlpKind> kMlps = {{MlpKind::gelu, "gelu"}, {MlpKind::swiglu, "swiglu"}};
+const Names<Naming> kNamings = {{Naming::gpt2, "gpt2"}, {Naming::llama, "llama"}};
+const Names<RouterKind> kRouters = {{RouterKind::softmax_topk, "softmax_topk"},
+                                    {RouterKind::sigmoid_bias, "sigmoid_bias"}};
+
+template <typename Enum>
+const char* name_of(const Names<Enum>& names, Enum value) {
+  for (const auto& [v, name] : names)
+    if (v == value) return name;
+  return "?";
+}
+
+// Reads optional keys of one JSON object into a config, naming the key in every error.
+class Reader {
+ public:
+  // Keys are named prefix + key (e.g. 'model.rope.theta') in errors that start with `where`.
+  Reader(const json& object, std::string where, std::string prefix)
+      : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {}
+
+  void integer(const char* key, int64_t& out, int64_t min) {
+    const json* v = find(key);
+    if (!v) return;
+    TS_CHECK(v->is_number_integer() && v->get<int64_t>() >= min, where_, ": '", prefix_, key, "' must be ",
+             min == 1 ? std::string("a positive integer") : "an integer >= " + std::to_string(min), ", got ",
+             json_excerpt(*v));
+    out = v->get<int64_t>();
+  }
+  void number(const char* key, float& out) {
+    const json* v = find(key);
+    if (!v) return;
+    TS_CHECK(v->is_number() && std::isfinite(v->get<double>()), where_, ": '", prefix_, key, "' must be a finite number, got ",
+             json_excerpt(*v));
+    out = v->get<float>();
+  }
+  void boolean(const char* key, bool& out) {
+    const json* v = find(key);
+    if (!v) return;
+    TS_CHECK(v->is_boolean(), where_, ": '", prefix_, key, "' must be true or false, got ", json_excerpt(*v));
+    out = v->get<bool>();
+  }
+  template <typename Enum>
+  void choice(const char* key, const Names<Enum>& names, Enum& out) {
+    const json* v = find(key);
+    if (!v) return;
+    std::string known;
+    for (const auto& [value, name] : names) {
+      if (v->is_string() && v->get<std::string>() == name) {
+        out = value;
+        return;
+      }
+      known += (known.empty() ? "" : ", ") + std::string(name);
+    }
+    TS_FAIL(where_, ": '", prefix_, key, "' must be one of ", known, ", got ", json_excerpt(*v));
+  }
+  Reader object(const char* key) {
+    const json* v = find(key);
+    static const json empty = json::object();
+    if (!v) return Reader(empty, where_, prefix_ + key + ".");
+    TS_CHECK(v->is_object(), where_, ": '", prefix_, key, "' must be an object, got ", json_excerpt(*v));
+    return Reader(*v, where_, prefix_ + key + ".");
+  }
+
+ private:
+  const json* find(const char* key) const {
+    auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+  const json& object_;
+  std::string where_, prefix_;
+};
+
+}  // namespace
+
+json model_config_to_json(const ModelConfig& c) {
+  json j = {{"num_layers", c.num_layers},
+            {"num_heads", c.num_heads},
+            {"channels", c.channels},
+            {"vocab_size", c.vocab_size},
+            {"max_seq_len", c.max_seq_len},
+            {"naming", name_of(kNamings, c.naming)},
+            {"num_kv_heads", c.kv_heads()},
+            {"mlp_hidden", c.hidden()},
+            {"norm", name_of(kNorms, c.norm)},
+            {"norm_eps", c.norm_eps},
+            {"positions", name_of(kPositions, c.positions)},
+            {"mlp", name_of(kMlps, c.mlp)},
+            {"bias", c.bias},
+            {"tied_embeddings", c.tied_embeddings}};
+  if (c.positions == PositionKind::rope)
+    j["rope"] = {{"theta", c.rope.theta},
+                 {"factor", c.rope.factor},
+                 {"low_freq_factor", c.rope.low_freq_factor},
+                 {"high_freq_factor", c.rope.high_freq_factor},
+                 {"original_max_positions", c.rope.original_max_positions}};
+  if (c.moe.enabled())
+    j["moe"] = {{"num_experts", c.moe.num_experts},
+                {"top_k", c.moe.top_k},
+                {"expert_hidden", c.moe.expert_hidden},
+                {"num_shared_experts", c.moe.num_shared_experts},
+                {"router", name_of(kRouters, c.moe.router)},
+                {"first_dense_layers", c.moe.first_dense_layers}};
+  return j;
+}
+
+ModelConfig model_config_from_json(const json& model, const std::string& where) {
+  TS_CHECK(model.is_object(), where, ": 'model' must be an object, got ", json_excerpt(model));
+  for (const char* key : {"num_layers", "num_heads", "channels", "vocab_size", "max_seq_len"})
+    TS_CHECK(model.contains(key), where, ": missing 'model.", key,
+             "'; the file is damaged or not a Tessera checkpoint state");
+  ModelConfig c;
+  Reader r(model, where, "model.");
+  r.integer("num_layers", c.num_layers, 1);
+  r.integer("num_heads", c.num_heads, 1);
+  r.integer("channels", c.channels, 1);
+  r.integer("vocab_size", c.vocab_size, 1);
+  r.integer("max_seq_len", c.max_seq_len, 1);
+  r.choice("naming", kNamings, c.naming);
+  r.integer("num_kv_heads", c.num_kv_heads, 0);
+  r.integer("mlp_hidden", c.mlp_hidden, 0);
+  r.choice("norm", kNorms, c.norm);
+  r.number("norm_eps", c.norm_eps);
+  r.choice("positions", kPositions, c.positions);
+  r.choice("mlp", kMlps, c.mlp);
+  r.boolean("bias", c.bias);
+  r.boolean("tied_embeddings", c.tied_embeddings);
+  Reader rope = r.object("rope");
+  rope.number("theta", c.rope.theta);
+  rope.number("factor", c.rope.factor);
+  rope.number("low_freq_factor", c.rope.low_freq_factor);
+  rope.number("high_freq_factor", c.rope.high_freq_factor);
+  rope.integer("original_max_positions", c.rope.original_max_positions, 1);
+  Reader moe = r.object("moe");
+  moe.integer("num_experts", c.moe.num_experts, 0);
+  moe.integer("top_k", c.moe.top_k, 1);
+  moe.integer("expert_hidden", c.moe.expert_hidden, 0);
+  moe.integer("num_shared_experts", c.moe.num_shared_experts, 0);
+  moe.choice("router", kRouters, c.moe.router);
+  moe.integer("first_dense_layers", c.moe.first_dense_layers, 0);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    TS_FAIL(where, ": ", e.what(), "; the file is damaged");
+  }
+  return c;
+}
+
+}  // namespace tessera

@@ -1,0 +1,36 @@
+// Attention layer forward and backward, composed from ops/.
+#include "nn/attention_layer.h"
+
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/rope.h"
+
+namespace tessera {
+
+void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device) {
+  qkv = Tensor::zeros({B, T, config.qkv_width()}, dtype, device);
+  core = Tensor::zeros({B, T, config.channels}, dtype, device);
+  lse = Tensor::zeros({B, config.num_heads, T}, DType::f32, device);
+  out = Tensor::zeros({B, T, config.channels}, dtype, device);
+}
+
+void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
+                             const BlockWeights& w, const Rotary& rotary) {
+  const int NH = int(config.num_heads), NKV = int(config.kv_heads());
+  matmul_forward(a.qkv, x, w.qkv.weight, w.qkv.bias);
+  if (config.positions == PositionKind::rope) rope_forward(a.qkv, rotary.positions, NH, NKV, rotary.inv_freq);
+  attention_forward(a.core, a.lse, a.qkv, NH, NKV);
+  matmul_forward(a.out, a.core, w.attn_out.weight, w.attn_out.bias);
+}
+
+void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
+                              const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
+                              const Rotary& rotary, AttentionScratch& scratch) {
+  const int NH = int(config.num_heads), NKV = int(config.kv_heads());
+  matmul_backward(scratch.dcore, g.attn_out.weight, g.attn_out.bias, dout, a.core, w.attn_out.weight);
+  attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
+  if (config.positions == PositionKind::rope) rope_backward(scratch.dqkv, rotary.positions, NH, NKV, rotary.inv_freq);
+  matmul_backward(dx, g.qkv.weight, g.qkv.bias, scratch.dqkv, x, w.qkv.weight);
+}
+
+}  // namespace tessera

@@ -1,0 +1,38 @@
+// The attention half of a block, after its norm: qkv projection, rotary embeddings (when the config
+// uses RoPE), causal multi-head or grouped-query attention, output projection.
+//   forward:  out = o_proj(attention(rope(qkv_proj(x))))
+//   backward: dx written from dout; parameter gradients accumulate.
+// The saved qkv is the rotated one, which is what attention's backward reads.
+#pragma once
+
+#include "core/tensor.h"
+#include "nn/decoder_layout.h"
+#include "nn/model_config.h"
+
+namespace tessera {
+
+// The rotary tables for one sequence length: positions (T) i32 and inv_freq (HS/2) f32 on the device.
+struct Rotary {
+  Tensor positions, inv_freq;
+};
+
+struct AttentionActivations {
+  Tensor qkv;   // (B,T,(NH+2NKV)*HS), after RoPE
+  Tensor core;  // (B,T,C): attention's output, before o_proj
+  Tensor lse;   // (B,NH,T) f32
+  Tensor out;   // (B,T,C)
+  void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device);
+};
+
+// Scratch shared by every block's backward: dcore (B,T,C) and dqkv (B,T,qkv width).
+struct AttentionScratch {
+  Tensor dcore, dqkv;
+};
+
+void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
+                             const BlockWeights& w, const Rotary& rotary);
+void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
+                              const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
+                              const Rotary& rotary, AttentionScratch& scratch);
+
+}  // namespace tessera

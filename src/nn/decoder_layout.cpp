@@ -1,0 +1,131 @@
+// Names, shapes and initialisation of the decoder's parameters, and their views by role.
+#include "nn/decoder_layout.h"
+
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+LinearNames linear_names(const std::string& prefix, bool bias) { return {prefix + ".weight", bias ? prefix + ".bias" : ""}; }
+
+BlockNames gpt2_block_names(const ModelConfig& c, int64_t l) {
+  const std::string p = "h." + std::to_string(l) + ".";
+  const bool norm_bias = c.bias && c.norm == NormKind::layernorm;
+  BlockNames n;
+  n.norm1 = linear_names(p + "ln_1", norm_bias);
+  n.qkv = linear_names(p + "attn.c_attn", c.bias);
+  n.attn_out = linear_names(p + "attn.c_proj", c.bias);
+  n.norm2 = linear_names(p + "ln_2", norm_bias);
+  n.mlp_in = linear_names(p + "mlp.c_fc", c.bias);
+  n.mlp_out = linear_names(p + "mlp.c_proj", c.bias);
+  return n;
+}
+
+BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
+  const std::string p = "layers." + std::to_string(l) + ".";
+  const bool norm_bias = c.bias && c.norm == NormKind::layernorm;
+  BlockNames n;
+  n.norm1 = linear_names(p + "input_layernorm", norm_bias);
+  n.qkv = linear_names(p + "self_attn.qkv_proj", c.bias);
+  n.attn_out = linear_names(p + "self_attn.o_proj", c.bias);
+  n.norm2 = linear_names(p + "post_attention_layernorm", norm_bias);
+  const std::string in = c.mlp == MlpKind::swiglu ? "gate_up_proj" : "up_proj";
+  if (!c.is_moe_block(l)) {
+    n.mlp_in = linear_names(p + "mlp." + in, c.bias);
+    n.mlp_out = linear_names(p + "mlp.down_proj", c.bias);
+    return n;
+  }
+  n.router = p + "mlp.router.weight";
+  if (c.moe.router == RouterKind::sigmoid_bias) n.router_bias = p + "mlp.router.score_bias";
+  n.experts_in = p + "mlp.experts.gate_up_proj";
+  n.experts_out = p + "mlp.experts.down_proj";
+  if (c.moe.num_shared_experts > 0) {
+    n.shared_in = linear_names(p + "mlp.shared_experts.gate_up_proj", c.bias);
+    n.shared_out = linear_names(p + "mlp.shared_experts.down_proj", c.bias);
+  }
+  return n;
+}
+
+}  // namespace
+
+DecoderNames decoder_names(const ModelConfig& c) {
+  const bool gpt2 = c.naming == Naming::gpt2;
+  DecoderNames n;
+  n.embed = gpt2 ? "wte" : "embed_tokens.weight";
+  if (c.positions == PositionKind::learned) n.positions = gpt2 ? "wpe" : "embed_positions.weight";
+  if (!c.tied_embeddings) n.head = "lm_head.weight";
+  for (int64_t l = 0; l < c.num_layers; ++l) n.blocks.push_back(gpt2 ? gpt2_block_names(c, l) : llama_block_names(c, l));
+  n.final_norm = linear_names(gpt2 ? "ln_f" : "norm", c.bias && c.norm == NormKind::layernorm);
+  return n;
+}
+
+ParameterLayout decoder_layout(const ModelConfig& c) {
+  const DecoderNames n = decoder_names(c);
+  const int64_t C = c.channels, Vp = c.padded_vocab_size(), F = c.hidden();
+  const int64_t E = c.moe.num_experts, Fe = c.moe.expert_hidden, Fs = c.moe.num_shared_experts * Fe;
+  const int64_t swiglu = c.mlp == MlpKind::swiglu ? 2 : 1;  // the MLP input's rows per hidden unit
+  ParameterLayout layout;
+  int64_t block = kEmbeddingBlock;
+  auto add = [&](const std::string& name, Shape shape, ParamInit init) {
+    if (!name.empty()) layout.add(name, std::move(shape), init, block);
+  };
+  auto linear = [&](const LinearNames& names, int64_t out, int64_t in, ParamInit init) {
+    add(names.weight, {out, in}, init);
+    add(names.bias, {out}, ParamInit::zeros);
+  };
+  auto norm = [&](const LinearNames& names) {
+    add(names.weight, {C}, ParamInit::ones);
+    add(names.bias, {C}, ParamInit::zeros);
+  };
+  add(n.embed, {Vp, C}, ParamInit::vocab_rows);
+  add(n.positions, {c.max_seq_len, C}, ParamInit::normal);
+  for (block = 0; block < c.num_layers; ++block) {
+    const BlockNames& b = n.blocks[size_t(block)];
+    norm(b.norm1);
+    linear(b.qkv, c.qkv_width(), C, ParamInit::normal);
+    linear(b.attn_out, C, C, ParamInit::residual);
+    norm(b.norm2);
+    linear(b.mlp_in, swiglu * F, C, ParamInit::normal);
+    linear(b.mlp_out, C, F, ParamInit::residual);
+    add(b.router, {E, C}, ParamInit::normal);
+    add(b.router_bias, {E}, ParamInit::zeros);
+    add(b.experts_in, {E, 2 * Fe, C}, ParamInit::normal);
+    add(b.experts_out, {E, C, Fe}, ParamInit::residual);
+    linear(b.shared_in, 2 * Fs, C, ParamInit::normal);
+    linear(b.shared_out, C, Fs, ParamInit::residual);
+  }
+  norm(n.final_norm);
+  add(n.head, {Vp, C}, ParamInit::vocab_rows);
+  return layout;
+}
+
+DecoderWeights decoder_weights(const DecoderNames& names, const NamedTensors& named) {
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const NamedTensor& t : named) by_name[t.name] = &t.tensor;
+  auto get = [&](const std::string& name) {
+    if (name.empty()) return Tensor();
+    auto it = by_name.find(name);
+    TS_CHECK(it != by_name.end(), "decoder_weights: no tensor named '", name, "'");
+    return *it->second;
+  };
+  auto linear = [&](const LinearNames& n) { return LinearWeights{get(n.weight), get(n.bias)}; };
+  DecoderWeights w;
+  w.embed = get(names.embed);
+  w.positions = get(names.positions);
+  w.head = get(names.head);
+  for (const BlockNames& b : names.blocks) {
+    BlockWeights bw;
+    bw.norm1 = linear(b.norm1), bw.qkv = linear(b.qkv), bw.attn_out = linear(b.attn_out);
+    bw.norm2 = linear(b.norm2), bw.mlp_in = linear(b.mlp_in), bw.mlp_out = linear(b.mlp_out);
+    bw.router = get(b.router), bw.router_bias = get(b.router_bias);
+    bw.experts_in = get(b.experts_in), bw.experts_out = get(b.experts_out);
+    bw.shared_in = linear(b.shared_in), bw.shared_out = linear(b.shared_out);
+    w.blocks.push_back(std::move(bw));
+  }
+  w.final_norm = linear(names.final_norm);
+  return w;
+}
+
+}  // namespace tessera

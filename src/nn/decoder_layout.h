@@ -1,0 +1,59 @@
+// The decoder's parameters: their names (one family's naming, see Naming), shapes, initialisation
+// and block, and typed views of a flat buffer by role. Absent parameters (no bias, no learned
+// positions, a tied head, a dense block's experts) have an empty name and an undefined view.
+// Linear weights are (out, in). Packed weights: qkv rows [q (NH*HS) | k (NKV*HS) | v (NKV*HS)],
+// SwiGLU inputs rows [gate (F) | up (F)]; experts stacked on a leading E dimension.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/model_config.h"
+#include "nn/named_tensor.h"
+#include "nn/parameter_layout.h"
+
+namespace tessera {
+
+struct LinearNames {
+  std::string weight, bias;
+};
+
+struct BlockNames {
+  LinearNames norm1, qkv, attn_out, norm2;  // a norm's "weight" is its gain
+  LinearNames mlp_in, mlp_out;              // dense MLP: (F or 2F, C) and (C, F); empty in a MoE block
+  std::string router, router_bias;          // MoE: (E, C) and the balancing bias (E) of a sigmoid router
+  std::string experts_in, experts_out;      // MoE: (E, 2Fe, C) and (E, C, Fe)
+  LinearNames shared_in, shared_out;        // MoE shared experts: (2Fs, C) and (C, Fs), Fs = shared * Fe
+};
+
+struct DecoderNames {
+  std::string embed, positions, head;  // (Vp, C), (maxT, C) or empty, (Vp, C) or empty (tied)
+  std::vector<BlockNames> blocks;
+  LinearNames final_norm;
+};
+
+DecoderNames decoder_names(const ModelConfig& config);
+ParameterLayout decoder_layout(const ModelConfig& config);
+
+struct LinearWeights {
+  Tensor weight, bias;  // bias undefined when the model has none
+};
+
+struct BlockWeights {
+  LinearWeights norm1, qkv, attn_out, norm2, mlp_in, mlp_out;
+  Tensor router, router_bias, experts_in, experts_out;
+  LinearWeights shared_in, shared_out;
+};
+
+struct DecoderWeights {
+  Tensor embed, positions, head;  // head undefined when tied: the classifier reads embed
+  std::vector<BlockWeights> blocks;
+  LinearWeights final_norm;
+  const Tensor& classifier() const { return head.defined() ? head : embed; }
+};
+
+// Views of `named` (a layout's views of some flat buffer) by role.
+DecoderWeights decoder_weights(const DecoderNames& names, const NamedTensors& named);
+
+}  // namespace tessera

@@ -1,0 +1,39 @@
+// Dense MLP forward and backward, composed from ops/.
+#include "nn/mlp_layer.h"
+
+#include "ops/matmul.h"
+#include "ops/swiglu.h"
+
+namespace tessera {
+
+void MlpActivations::allocate(MlpKind kind, int64_t B, int64_t T, int64_t C, int64_t F, DType dtype,
+                              Device device) {
+  h = Tensor::zeros({B, T, kind == MlpKind::swiglu ? 2 * F : F}, dtype, device);
+  act = Tensor::zeros({B, T, F}, dtype, device);
+  out = Tensor::zeros({B, T, C}, dtype, device);
+}
+
+void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const LinearWeights& in,
+                       const LinearWeights& out) {
+  if (kind == MlpKind::gelu) {
+    matmul_gelu_forward(a.act, a.h, x, in.weight, in.bias);
+  } else {
+    matmul_forward(a.h, x, in.weight, in.bias);
+    swiglu_forward(a.act, a.h);
+  }
+  matmul_forward(a.out, a.act, out.weight, out.bias);
+}
+
+void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
+                        const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
+                        MlpScratch& scratch) {
+  if (kind == MlpKind::gelu) {
+    matmul_backward_dgelu(scratch.dh, g_out.weight, g_out.bias, dout, a.act, out.weight, a.h);
+  } else {
+    matmul_backward(scratch.dact, g_out.weight, g_out.bias, dout, a.act, out.weight);
+    swiglu_backward(scratch.dh, scratch.dact, a.h);
+  }
+  matmul_backward(dx, g_in.weight, g_in.bias, scratch.dh, x, in.weight);
+}
+
+}  // namespace tessera

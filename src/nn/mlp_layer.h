@@ -1,0 +1,32 @@
+// The dense MLP half of a block, after its norm, by the config's activation:
+//   gelu:   out = down(gelu(up(x)))                      (GPT-2: c_fc, c_proj)
+//   swiglu: out = down(silu(gate(x)) * up(x))            (Llama: gate_up_proj packed, down_proj)
+//   backward: dx written from dout; parameter gradients accumulate.
+// The same module runs DeepSeek's shared experts (a SwiGLU of their combined width).
+#pragma once
+
+#include "core/tensor.h"
+#include "nn/decoder_layout.h"
+#include "nn/model_config.h"
+
+namespace tessera {
+
+struct MlpActivations {
+  Tensor h;    // (B,T,F) pre-GELU, or (B,T,2F) [gate | up]
+  Tensor act;  // (B,T,F) the activation's output
+  Tensor out;  // (B,T,C)
+  void allocate(MlpKind kind, int64_t B, int64_t T, int64_t C, int64_t F, DType dtype, Device device);
+};
+
+// Scratch shared by every block's backward: dh (B,T,F or 2F) and, for SwiGLU, dact (B,T,F).
+struct MlpScratch {
+  Tensor dh, dact;
+};
+
+void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const LinearWeights& in,
+                       const LinearWeights& out);
+void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
+                        const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
+                        MlpScratch& scratch);
+
+}  // namespace tessera

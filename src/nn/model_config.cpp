@@ -1,0 +1,59 @@
+// Decoder config validation and parameter counts.
+#include "nn/model_config.h"
+
+#include "core/error.h"
+#include "nn/decoder_layout.h"
+
+namespace tessera {
+
+void ModelConfig::validate() const {
+  TS_CHECK(num_layers > 0, "model: num_layers must be positive, got ", num_layers);
+  TS_CHECK(num_heads > 0, "model: num_heads must be positive, got ", num_heads);
+  TS_CHECK(channels > 0, "model: channels must be positive, got ", channels);
+  TS_CHECK(vocab_size > 0, "model: vocab_size must be positive, got ", vocab_size);
+  TS_CHECK(max_seq_len > 0, "model: max_seq_len must be positive, got ", max_seq_len);
+  TS_CHECK(channels % num_heads == 0, "model: num_heads (", num_heads, ") does not divide channels (", channels,
+           "); choose heads so that channels / heads is a whole number");
+  TS_CHECK(num_kv_heads >= 0 && num_heads % kv_heads() == 0, "model: num_kv_heads (", num_kv_heads,
+           ") must divide num_heads (", num_heads, "); grouped-query attention shares each kv head among ",
+           "num_heads / num_kv_heads query heads");
+  TS_CHECK(mlp_hidden >= 0, "model: mlp_hidden must not be negative (0 = 4 x channels), got ", mlp_hidden);
+  TS_CHECK(norm_eps > 0.0f, "model: norm_eps must be positive, got ", norm_eps);
+  TS_CHECK(norm == NormKind::rmsnorm || (bias && norm_eps == 1e-5f),
+           "model: LayerNorm is implemented with biases and eps 1e-5 (GPT-2's); use RMSNorm otherwise");
+  if (positions == PositionKind::rope) {
+    TS_CHECK(head_size() % 2 == 0, "model: rotary embeddings need an even head size, got channels / num_heads = ",
+             head_size());
+    TS_CHECK(rope.theta > 1.0f, "model: rope_theta must be above 1, got ", rope.theta);
+    TS_CHECK(rope.factor == 0.0f || (rope.factor >= 1.0f && rope.high_freq_factor > rope.low_freq_factor &&
+                                     rope.original_max_positions > 0),
+             "model: llama3 rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor and a positive ",
+             "original_max_position_embeddings");
+  }
+  if (moe.enabled()) {
+    TS_CHECK(moe.top_k >= 1 && moe.top_k <= moe.num_experts, "model: moe top_k (", moe.top_k,
+             ") must be between 1 and the number of experts (", moe.num_experts, ")");
+    TS_CHECK(moe.expert_hidden > 0, "model: moe expert_hidden must be positive, got ", moe.expert_hidden);
+    TS_CHECK(moe.num_shared_experts >= 0, "model: moe num_shared_experts must not be negative, got ",
+             moe.num_shared_experts);
+    TS_CHECK(moe.first_dense_layers >= 0 && moe.first_dense_layers < num_layers, "model: moe first_dense_layers (",
+             moe.first_dense_layers, ") must leave at least one of the ", num_layers, " layers a MoE layer");
+    TS_CHECK(mlp == MlpKind::swiglu, "model: MoE experts are SwiGLU MLPs; set the MLP kind to swiglu");
+  }
+}
+
+int64_t ModelConfig::num_parameters() const { return decoder_layout(*this).total(); }
+
+int64_t ModelConfig::active_parameters() const {
+  if (!moe.enabled()) return num_parameters();
+  const int64_t per_expert = 3 * moe.expert_hidden * channels;
+  const int64_t moe_layers = num_layers - moe.first_dense_layers;
+  return num_parameters() - moe_layers * (moe.num_experts - moe.top_k) * per_expert;
+}
+
+std::string model_family(const ModelConfig& config) {
+  if (config.moe.enabled()) return config.moe.router == RouterKind::sigmoid_bias ? "deepseek-moe" : "mixtral";
+  return config.naming == Naming::gpt2 ? "gpt2" : "llama";
+}
+
+}  // namespace tessera

@@ -1,0 +1,75 @@
+// The decoder's hyper-parameters. GPT-2, Llama and the Mixture-of-Experts models are one decoder
+// (embedding -> blocks -> final norm -> head) that differs only by this data: the norm kind, the
+// position scheme, the MLP kind (dense GELU, dense SwiGLU, or a MoE of SwiGLU experts), biases,
+// grouped-query heads and tied embeddings. The vocabulary is padded internally to a multiple of 128
+// (padded_vocab_size); padding rows of the embedding and head are never predicted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ops/rope.h"
+
+namespace tessera {
+
+enum class NormKind { layernorm, rmsnorm };
+enum class PositionKind { learned, rope };  // a learned (maxT, C) table added to the embedding, or RoPE
+enum class MlpKind { gelu, swiglu };        // the dense MLP's activation (and the experts' when MoE)
+enum class RouterKind {
+  softmax_topk,  // Mixtral: softmax over experts, top-k, weights renormalised to sum to 1
+  sigmoid_bias,  // DeepSeek-V3: sigmoid scores, top-k picked on score + a balancing bias, renormalised
+};
+
+// Parameter names follow one family's Hugging Face-like naming (h.{l}.attn.c_attn for GPT-2,
+// layers.{l}.self_attn.qkv_proj for Llama and the MoE models).
+enum class Naming { gpt2, llama };
+
+struct MoeConfig {
+  int64_t num_experts = 0;         // E routed experts; 0 = a dense MLP
+  int64_t top_k = 2;               // experts per token
+  int64_t expert_hidden = 0;       // each expert's SwiGLU width F_e
+  int64_t num_shared_experts = 0;  // always-on experts (DeepSeek), one SwiGLU of num_shared * F_e
+  RouterKind router = RouterKind::softmax_topk;
+  int64_t first_dense_layers = 0;  // leading blocks with a dense MLP (DeepSeek's first_k_dense_replace)
+  bool enabled() const { return num_experts > 0; }
+  bool operator==(const MoeConfig&) const = default;
+};
+
+struct ModelConfig {
+  int64_t num_layers = 12;     // L
+  int64_t num_heads = 12;      // NH
+  int64_t channels = 768;      // C = NH * HS
+  int64_t vocab_size = 50257;  // V
+  int64_t max_seq_len = 1024;  // maxT (context)
+
+  Naming naming = Naming::gpt2;
+  int64_t num_kv_heads = 0;  // NKV dividing NH (grouped-query attention); 0 = NH
+  int64_t mlp_hidden = 0;    // the dense MLP's width F; 0 = 4C
+  NormKind norm = NormKind::layernorm;
+  float norm_eps = 1e-5f;
+  PositionKind positions = PositionKind::learned;
+  RopeConfig rope = {};
+  MlpKind mlp = MlpKind::gelu;
+  bool bias = true;             // biases on every linear layer and norm
+  bool tied_embeddings = true;  // the head reuses the token embedding
+  MoeConfig moe = {};
+  bool operator==(const ModelConfig&) const = default;
+
+  int64_t padded_vocab_size() const { return (vocab_size + 127) / 128 * 128; }  // Vp
+  int64_t head_size() const { return channels / num_heads; }                     // HS
+  int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  int64_t qkv_width() const { return (num_heads + 2 * kv_heads()) * head_size(); }
+  int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * channels; }  // dense F
+  bool is_moe_block(int64_t layer) const { return moe.enabled() && layer >= moe.first_dense_layers; }
+  // Throws tessera::Error naming the field when the config is unusable (e.g. heads not dividing C).
+  void validate() const;
+  // Number of parameters, padding rows included.
+  int64_t num_parameters() const;
+  // Parameters one token's forward multiplies by (MoE: only top_k routed experts), for MFU's 6N.
+  int64_t active_parameters() const;
+};
+
+// The family's name for messages and state.json: "gpt2", "llama", "mixtral" or "deepseek-moe".
+std::string model_family(const ModelConfig& config);
+
+}  // namespace tessera

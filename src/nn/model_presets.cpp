@@ -1,0 +1,95 @@
+// Preset shapes. Llama 3.x and Mixtral follow their published config.json files.
+#include "nn/model_presets.h"
+
+#include <functional>
+#include <utility>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+ModelConfig gpt2(int64_t layers, int64_t heads, int64_t channels, int64_t vocab, int64_t context) {
+  return ModelConfig{layers, heads, channels, vocab, context};
+}
+
+// Llama: RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases.
+ModelConfig llama(int64_t layers, int64_t heads, int64_t kv_heads, int64_t channels, int64_t hidden, int64_t vocab,
+                  int64_t context, float theta, bool tied) {
+  ModelConfig c{layers, heads, channels, vocab, context};
+  c.naming = Naming::llama;
+  c.num_kv_heads = kv_heads;
+  c.mlp_hidden = hidden;
+  c.norm = NormKind::rmsnorm;
+  c.positions = PositionKind::rope;
+  c.rope.theta = theta;
+  c.mlp = MlpKind::swiglu;
+  c.bias = false;
+  c.tied_embeddings = tied;
+  return c;
+}
+
+// Llama 3.1's long-context frequency scaling (rope_scaling rope_type "llama3").
+ModelConfig llama3_scaled(ModelConfig c, float factor) {
+  c.rope.factor = factor;
+  c.rope.low_freq_factor = 1.0f;
+  c.rope.high_freq_factor = 4.0f;
+  c.rope.original_max_positions = 8192;
+  return c;
+}
+
+ModelConfig with_experts(ModelConfig c, int64_t experts, int64_t top_k, int64_t expert_hidden) {
+  c.moe.num_experts = experts;
+  c.moe.top_k = top_k;
+  c.moe.expert_hidden = expert_hidden;
+  return c;
+}
+
+// DeepSeek-style: many small experts, shared experts, sigmoid router with bias balancing, dense first layer.
+ModelConfig deepseek_style(ModelConfig c, int64_t shared, int64_t first_dense) {
+  c.moe.num_shared_experts = shared;
+  c.moe.router = RouterKind::sigmoid_bias;
+  c.moe.first_dense_layers = first_dense;
+  return c;
+}
+
+const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets() {
+  static const std::vector<std::pair<std::string, std::function<ModelConfig()>>> table = {
+      {"gpt2-tiny", [] { return gpt2(2, 2, 32, 256, 64); }},
+      {"gpt2-mini", [] { return gpt2(4, 4, 192, 50257, 256); }},
+      {"gpt2-124m", [] { return gpt2(12, 12, 768, 50257, 1024); }},
+      {"gpt2-350m", [] { return gpt2(24, 16, 1024, 50257, 1024); }},
+      {"gpt2-774m", [] { return gpt2(36, 20, 1280, 50257, 1024); }},
+      {"gpt2-1558m", [] { return gpt2(48, 25, 1600, 50257, 1024); }},
+      {"llama-tiny", [] { return llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, false); }},
+      {"llama-mini", [] { return llama(4, 6, 2, 192, 512, 50257, 256, 10000.0f, true); }},
+      {"llama3.2-1b", [] { return llama3_scaled(llama(16, 32, 8, 2048, 8192, 128256, 131072, 5e5f, true), 32); }},
+      {"llama3.2-3b", [] { return llama3_scaled(llama(28, 24, 8, 3072, 8192, 128256, 131072, 5e5f, true), 32); }},
+      {"llama3.1-8b", [] { return llama3_scaled(llama(32, 32, 8, 4096, 14336, 128256, 131072, 5e5f, false), 8); }},
+      {"llama3.1-70b", [] { return llama3_scaled(llama(80, 64, 8, 8192, 28672, 128256, 131072, 5e5f, false), 8); }},
+      {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
+      {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
+      {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},
+      {"deepseek-moe-tiny",
+       [] { return deepseek_style(with_experts(llama(2, 4, 4, 32, 64, 256, 64, 10000.0f, false), 8, 2, 16), 1, 1); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+ModelConfig model_preset(const std::string& name) {
+  for (const auto& [preset, make] : presets())
+    if (preset == name) return make();
+  std::string known;
+  for (const std::string& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
+  TS_FAIL("--model: unknown model '", name, "'; known models: ", known);
+}
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : presets()) names.push_back(entry.first);
+  return names;
+}
+
+}  // namespace tessera

@@ -1,0 +1,187 @@
+# Writes a golden Llama or Mixtral training run for Tessera's integration tests, in float64 from
+# float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read
+# sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr,
+# MoE aux and z losses) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
+# accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is
+# computed per micro-batch.
+# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py --model llama|mixtral --out DIR [...]
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_hf_reference  # noqa: E402
+import torch_gpt2 as tg  # noqa: E402
+import torch_llama as tl  # noqa: E402
+
+MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="Write a golden Llama/Mixtral training run for Tessera.")
+    p.add_argument("--model", choices=("llama", "mixtral"), required=True)
+    p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--channels", type=int, default=32)
+    p.add_argument("--intermediate", type=int, default=48, help="F: the MLP's, or each expert's")
+    p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
+    p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
+    p.add_argument("--rms-eps", type=float, default=1e-5)
+    p.add_argument("--rope-theta", type=float, default=10000.0)
+    p.add_argument("--rope-scaling", choices=("none", "llama3"), default="none",
+                   help="llama3: Llama 3.1's factor 8 / 1 / 4 / 8192 (use --rope-theta 500000 to reach all bands)")
+    p.add_argument("--tie", type=int, choices=(0, 1), default=0, help="1: lm_head tied to embed_tokens")
+    p.add_argument("--experts", type=int, default=4, help="E (mixtral)")
+    p.add_argument("--top-k", type=int, default=2, help="experts per token (mixtral)")
+    p.add_argument("--aux-coef", "--moe-aux-coef", type=float, default=0.02, help="load-balancing loss weight")
+    p.add_argument("--z-coef", "--moe-z-coef", type=float, default=0.0, help="router z-loss weight")
+    p.add_argument("--router-std", type=float, default=1.0, help="router init std (large: stable top-k)")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--micro-batches", type=int, default=2, help="gradient accumulation steps; divides --batch")
+    p.add_argument("--seq-len", type=int, default=16)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--schedule", choices=("constant", "cosine"), default="constant")
+    p.add_argument("--warmup", type=int, default=0, help="warm-up steps (cosine schedule)")
+    p.add_argument("--min-lr", type=float, default=0.0, help="final lr (cosine schedule)")
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.95)
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0, help="global norm clip; <= 0 disables")
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args(argv)
+    if args.seq_len > args.context:
+        p.error("--seq-len must not exceed --context")
+    if args.channels % args.heads or (args.channels // args.heads) % 2:
+        p.error("--heads must divide --channels into an even head size (RoPE rotates channel pairs)")
+    if args.heads % args.kv_heads:
+        p.error("--kv-heads must divide --heads")
+    if args.batch % args.micro_batches:
+        p.error("--micro-batches must divide --batch")
+    if args.model == "mixtral" and not 1 <= args.top_k <= args.experts:
+        p.error("--top-k must be in [1, --experts]")
+    return args
+
+
+def model_config(args):
+    return tl.LlamaConfig(
+        num_layers=args.layers, num_heads=args.heads, num_kv_heads=args.kv_heads, channels=args.channels,
+        intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
+        rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
+        rope_scaling=dict(tl.LLAMA3_ROPE_SCALING) if args.rope_scaling == "llama3" else None,
+        tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model == "mixtral" else 0,
+        top_k=args.top_k)
+
+
+def router_margin(router_logits, top_k):
+    """Smallest gap between the k-th and (k+1)-th router logit over tokens and layers (None when k = E):
+    how far fp32 rounding is from flipping an expert choice."""
+    if not router_logits or top_k >= router_logits[0].size(1):
+        return None
+    top = [logits.topk(top_k + 1, dim=-1).values for logits in router_logits]   # (N, k+1) each, descending
+    return min((v[:, -2] - v[:, -1]).min().item() for v in top)
+
+
+def train(model, tokens, args):
+    """args.steps AdamW steps, each over args.micro_batches micro-batches whose objective is scaled by
+    1/micro_batches. Returns per-step histories (means over the micro-batches)."""
+    B, T, M = args.batch, args.seq_len, args.micro_batches
+    rows = B // M
+    moe = model.cfg.is_moe
+    aux_coef, z_coef = (args.aux_coef, args.z_coef) if moe else (0.0, 0.0)
+    opt = tg.make_optimizer(model, args.lr, (args.beta1, args.beta2), args.eps, args.weight_decay)
+    params = list(model.parameters())
+    hist = {"losses": [], "grad_norms": [], "lrs": [], "aux_losses": [], "z_losses": [], "router_margins": []}
+    for step in range(1, args.steps + 1):
+        start = (step - 1) * B * T
+        chunk = tokens[start:start + B * T + 1]
+        x, y = chunk[:-1].view(B, T), chunk[1:].view(B, T)
+        lr = tg.lr_at(step, args.lr, args.steps, args.schedule, args.warmup, args.min_lr)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        ce_sum, aux_sum, z_sum, margins = 0.0, 0.0, 0.0, []
+        for m in range(M):
+            total, ce, aux, z, router_logits = tl.objective(model, x[m * rows:(m + 1) * rows],
+                                                            y[m * rows:(m + 1) * rows], aux_coef, z_coef)
+            (total / M).backward()
+            ce_sum, aux_sum, z_sum = ce_sum + ce.item(), aux_sum + aux.item(), z_sum + z.item()
+            margins.append(router_margin(router_logits, model.cfg.top_k))
+        if args.grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip)  # returns the pre-clip norm
+        else:
+            norm = make_hf_reference.global_grad_norm(params)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        hist["losses"].append(ce_sum / M)
+        hist["grad_norms"].append(norm.item())
+        hist["lrs"].append(lr)
+        if moe:
+            hist["aux_losses"].append(aux_sum / M)
+            hist["z_losses"].append(z_sum / M)
+            hist["router_margins"].append(None if None in margins else min(margins))
+        extra = f"  aux {aux_sum / M:.6f}" if moe else ""
+        print(f"step {step}/{args.steps}  loss {ce_sum / M:.6f}{extra}  grad_norm {norm.item():.6f}  lr {lr:.3e}")
+    return hist
+
+
+def run_config(args, cfg, num_tokens):
+    config = {k: v for k, v in vars(args).items() if k != "out" and (cfg.is_moe or k not in MOE_ARGS)}
+    config.update({
+        "head_size": cfg.head_size, "padded_vocab": (args.vocab + 127) // 128 * 128, "num_tokens": num_tokens,
+        "tokens_per_step": args.batch * args.seq_len, "micro_batch_size": args.batch // args.micro_batches,
+        "dtype": "float64",
+        "init": "N(0,0.02) weights, o_proj/down_proj/w2 N(0,0.02/sqrt(2L)), RMSNorm gains 1+N(0,0.1), "
+                "router N(0,router_std); all rounded to float32 (hf/ holds them exactly)",
+        "data": "batch k = tokens[k*B*T : k*B*T+B*T+1], inputs first B*T, targets shifted by one; "
+                "micro-batch m = rows [m*B/M, (m+1)*B/M)",
+        "objective": "per micro-batch: CE + aux_coef*aux + z_coef*z, scaled by 1/micro_batches; "
+                     "losses = CE only, averaged over micro-batches",
+        "clip": "torch clip_grad_norm_: scale = grad_clip/(norm+1e-6) when that is < 1",
+        "torch_version": torch.__version__,
+    })
+    if cfg.is_moe:
+        config["aux"] = ("per MoE layer over the micro-batch's N tokens: E * sum_e (count_e/N) * mean_n p[n,e], "
+                         "count_e = top-k picks of e (sum N*k); mean over layers")
+        config["z"] = "per MoE layer: mean_n logsumexp(router logits[n])^2; mean over layers"
+    return config
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+
+    cfg = model_config(args)
+    model = tl.Llama(cfg).double()
+    tl.init_weights(model, gen, router_std=args.router_std)
+    num_tokens = args.steps * args.batch * args.seq_len + 1
+    tokens = torch.randint(0, args.vocab, (num_tokens,), generator=gen, dtype=torch.int64)
+
+    os.makedirs(args.out, exist_ok=True)
+    aux_coef = args.aux_coef if cfg.is_moe else None
+    tl.save_hf(model, os.path.join(args.out, "hf"), aux_coef)
+    tg.write_token_shard(os.path.join(args.out, "train.bin"), tokens.numpy(), version=2)
+
+    hist = train(model, tokens, args)
+    tl.save_hf(model, os.path.join(args.out, "hf_final"), aux_coef)
+
+    expected = dict(hist, config=run_config(args, cfg, num_tokens))
+    if not cfg.is_moe:
+        del expected["router_margins"]
+    with open(os.path.join(args.out, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=2)
+        f.write("\n")
+    if cfg.is_moe and any(m is not None and m < 1e-3 for m in hist["router_margins"]):
+        print("warning: a router margin is below 1e-3; fp32 may pick other experts (raise --router-std)")
+    print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+# Plain-PyTorch Llama (dense SwiGLU MLP) and Mixtral (dropless top-k MoE) in float64: the reference that
+# Tessera's Llama-family models are checked against. Module names are Hugging Face's LlamaForCausalLM /
+# MixtralForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (no lm_head
+# when the embeddings are tied). RoPE uses HF's non-interleaved rotate_half convention; query head h
+# reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_gpt2 as tg
+
+# Llama 3.1's rope_scaling, as its HF config.json spells it.
+LLAMA3_ROPE_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}
+
+
+@dataclass
+class LlamaConfig:
+    num_layers: int = 2             # L
+    num_heads: int = 4              # NH
+    num_kv_heads: int = 2           # NKV, divides NH
+    channels: int = 32              # C
+    intermediate: int = 48          # F (the dense MLP's, or each expert's)
+    vocab_size: int = 300           # V
+    max_seq_len: int = 32           # maxT (max_position_embeddings)
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    rope_scaling: Optional[dict] = None  # None or LLAMA3_ROPE_SCALING
+    tie_word_embeddings: bool = False
+    num_experts: int = 0            # E; 0 = dense Llama, > 0 = Mixtral
+    top_k: int = 2                  # experts per token (Mixtral)
+
+    @property
+    def head_size(self):            # HS
+        return self.channels // self.num_heads
+
+    @property
+    def is_moe(self):
+        return self.num_experts > 0
+
+
+# ---------------------------------------------------------------- ops
+
+class RMSNorm(nn.Module):
+    """out = x * rsqrt(mean(x^2 over C) + eps) * weight."""
+
+    def __init__(self, channels, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(channels))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope_inv_freq(head_size, theta, scaling=None):
+    """inv_freq (HS/2) float64, inv_freq[i] = theta^(-2i/HS); with scaling (rope_type llama3), HF's
+    _compute_llama3_parameters: wavelen = 2*pi/inv_freq; wavelen > orig/low_freq_factor: inv_freq/factor;
+    wavelen < orig/high_freq_factor: unchanged; in between (both ends included) (1-s)*inv_freq/factor
+    + s*inv_freq with s = (orig/wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)."""
+    inv_freq = theta ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
+    if scaling is None:
+        return inv_freq
+    if scaling.get("rope_type", scaling.get("type")) != "llama3":
+        raise ValueError(f"rope_scaling {scaling}: only rope_type 'llama3' is supported")
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    orig = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    smooth = (orig / wavelen - low) / (high - low)
+    blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    return torch.where(wavelen > orig / low, inv_freq / factor,
+                       torch.where(wavelen < orig / high, inv_freq, blended))
+
+
+def rope_cos_sin(inv_freq, T):
+    """cos, sin (T, HS) of angles p * inv_freq[i] for positions p = 0..T-1, each half repeated twice."""
+    angles = torch.outer(torch.arange(T, dtype=inv_freq.dtype), inv_freq)   # (T, HS/2)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x, cos, sin):
+    """x (B, H, T, HS). For i < HS/2: x'[i] = x[i] cos - x[i+HS/2] sin, x'[i+HS/2] = x[i+HS/2] cos + x[i] sin."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+# ---------------------------------------------------------------- blocks
+
+class Attention(nn.Module):
+    """Causal grouped-query attention: q (NH heads), k and v (NKV heads) of HS channels, RoPE on q and k,
+    query head h attends with kv head h // (NH/NKV), scale 1/sqrt(HS), then o_proj. No biases."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, HS, C = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.channels
+        self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=False)       # (NH*HS, C)
+        self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
+        self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
+        self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=False)       # (C, NH*HS)
+        mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
+        self.register_buffer("mask_bias", mask, persistent=False)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        NH, NKV = self.num_heads, self.num_kv_heads
+        HS = self.q_proj.out_features // NH
+        q = self.q_proj(x).view(B, T, NH, HS).transpose(1, 2)              # (B,NH,T,HS)
+        k = self.k_proj(x).view(B, T, NKV, HS).transpose(1, 2)             # (B,NKV,T,HS)
+        v = self.v_proj(x).view(B, T, NKV, HS).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # repeat_interleave puts kv head j at query heads j*group .. j*group+group-1: h // group.
+        group = NH // NKV
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        att = q @ k.transpose(-2, -1) / math.sqrt(HS) + self.mask_bias[:T, :T]   # (B,NH,T,T)
+        y = att.softmax(dim=-1) @ v                                               # (B,NH,T,HS)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, NH * HS))
+
+
+class MLP(nn.Module):
+    """Llama's SwiGLU: down(silu(gate x) * up x); gate, up (F, C), down (C, F)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
+        self.up_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate, cfg.channels, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Expert(nn.Module):
+    """Mixtral's expert, the same SwiGLU: w2(silu(w1 x) * w3 x); w1 gate (F, C), w3 up (F, C), w2 down (C, F)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
+        self.w2 = nn.Linear(cfg.intermediate, cfg.channels, bias=False)
+        self.w3 = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+def route(logits, top_k):
+    """logits (N, E) -> weights (N, k), chosen (N, k): the top-k experts by softmax probability, their
+    probabilities renormalised to sum to 1 per token."""
+    top, chosen = logits.softmax(dim=-1).topk(top_k, dim=-1)
+    return top / top.sum(dim=-1, keepdim=True), chosen
+
+
+class SparseMoe(nn.Module):
+    """Mixtral's block_sparse_moe, dropless: out[n] = sum over the k chosen e of weight[n, e] * expert_e(x[n]).
+    gate is the router (E, C). forward also returns the router logits (N, E), N = B*T, for the losses."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.top_k = cfg.top_k
+        self.gate = nn.Linear(cfg.channels, cfg.num_experts, bias=False)
+        self.experts = nn.ModuleList([Expert(cfg) for _ in range(cfg.num_experts)])
+
+    def forward(self, x):
+        B, T, C = x.shape
+        x = x.reshape(B * T, C)
+        logits = self.gate(x)                                                     # (N,E)
+        weights, chosen = route(logits, self.top_k)                               # (N,k)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            token, slot = torch.nonzero(chosen == e, as_tuple=True)
+            out.index_add_(0, token, weights[token, slot, None] * expert(x[token]))
+        return out.view(B, T, C), logits
+
+
+class DecoderLayer(nn.Module):
+    """x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) (or the MoE)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+        if cfg.is_moe:
+            self.block_sparse_moe = SparseMoe(cfg)
+        else:
+            self.mlp = MLP(cfg)
+
+    def forward(self, x, cos, sin):
+        """Returns the new x and the router logits (N, E), or None for a dense layer."""
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        h = self.post_attention_layernorm(x)
+        if hasattr(self, "block_sparse_moe"):
+            out, logits = self.block_sparse_moe(h)
+            return x + out, logits
+        return x + self.mlp(h), None
+
+
+class Decoder(nn.Module):
+    """HF's LlamaModel / MixtralModel: the tensors under the "model." prefix."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.channels)         # (V,C)
+        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.num_layers)])
+        self.norm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+
+
+class Llama(nn.Module):
+    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.model = Decoder(cfg)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
+        # float64 whatever the model's dtype (a plain attribute, not a buffer, so .to() leaves it).
+        self.inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta, cfg.rope_scaling)   # (HS/2)
+
+    def forward(self, idx):
+        """idx (B,T) int64 -> logits (B,T,V) and a list of router logits (B*T, E), one per MoE layer."""
+        B, T = idx.shape
+        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
+        dtype = self.model.norm.weight.dtype
+        cos, sin = (t.to(dtype) for t in rope_cos_sin(self.inv_freq, T))
+        x = self.model.embed_tokens(idx)
+        router_logits = []
+        for layer in self.model.layers:
+            x, logits = layer(x, cos, sin)
+            if logits is not None:
+                router_logits.append(logits)
+        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+        return F.linear(self.model.norm(x), head), router_logits
+
+
+def router_losses(router_logits, top_k):
+    """Per MoE layer l over its N tokens: aux_l = E * sum_e (count_e / N) * P_e, count_e = number of
+    (token, slot) picks of expert e among the top-k (sum_e count_e = N*k, so a balanced router gives k),
+    P_e = mean_n softmax(logits)[n, e]; z_l = mean_n logsumexp(logits[n])^2. Returns (aux, z), each
+    the mean over layers; counts carry no gradient. Zeros when there is no MoE layer."""
+    if not router_logits:
+        zero = torch.zeros((), dtype=torch.float64)
+        return zero, zero
+    aux, z = [], []
+    for logits in router_logits:
+        N, E = logits.shape
+        probs = logits.softmax(dim=-1)
+        counts = torch.bincount(route(logits, top_k)[1].reshape(-1), minlength=E).to(probs.dtype)
+        aux.append(E * torch.sum(counts / N * probs.mean(dim=0)))
+        z.append(torch.logsumexp(logits, dim=-1).pow(2).mean())
+    return torch.stack(aux).mean(), torch.stack(z).mean()
+
+
+def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
+    """One micro-batch: returns (ce + aux_coef*aux + z_coef*z, ce, aux, z, router logits), ce the mean
+    token cross-entropy over V."""
+    logits, router_logits = model(idx)
+    ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+    aux, z = router_losses(router_logits, model.cfg.top_k)
+    return ce + aux_coef * aux + z_coef * z, ce, aux, z, router_logits
+
+
+def init_weights(model, generator, router_std=1.0):
+    """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2)
+    N(0, 0.02/sqrt(2L)); RMSNorm gains 1 + N(0, 0.1); the router N(0, router_std), large so that fp32
+    and fp64 pick the same experts. Then rounds every parameter to float32 (kept in the model's dtype)."""
+    std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
+            elif name.endswith("block_sparse_moe.gate.weight"):
+                p.normal_(0.0, router_std, generator=generator)
+            elif name.endswith(("o_proj.weight", "down_proj.weight", "w2.weight")):
+                p.normal_(0.0, std_resid, generator=generator)
+            else:
+                p.normal_(0.0, 0.02, generator=generator)
+            p.copy_(p.float())
+
+
+# ---------------------------------------------------------------- Hugging Face folder
+
+def hf_config(cfg):
+    """The config.json of HF's LlamaForCausalLM (model_type llama) or MixtralForCausalLM (mixtral)."""
+    c = {
+        "architectures": ["MixtralForCausalLM" if cfg.is_moe else "LlamaForCausalLM"],
+        "model_type": "mixtral" if cfg.is_moe else "llama",
+        "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
+        "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
+        "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+        "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+        "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_bias": False,
+        "attention_dropout": 0.0, "initializer_range": 0.02, "torch_dtype": "float32",
+    }
+    if cfg.is_moe:
+        c.update({"num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
+                  "router_aux_loss_coef": 0.0, "output_router_logits": True, "router_jitter_noise": 0.0,
+                  "sliding_window": None})
+    else:
+        c.update({"mlp_bias": False, "pretraining_tp": 1})
+    return c
+
+
+def save_hf(model, folder, router_aux_loss_coef=None):
+    """folder/config.json + folder/model.safetensors (F32, HF names, no lm_head when tied)."""
+    os.makedirs(folder, exist_ok=True)
+    config = hf_config(model.cfg)
+    if model.cfg.is_moe and router_aux_loss_coef is not None:
+        config["router_aux_loss_coef"] = router_aux_loss_coef
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    tg.save_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict(), metadata={"format": "pt"})
+
+
+def config_from_hf(c):
+    if c.get("model_type") not in ("llama", "mixtral") or c.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"not a silu Llama/Mixtral config: model_type {c.get('model_type')}")
+    moe = c["model_type"] == "mixtral"
+    return LlamaConfig(
+        num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
+        num_kv_heads=c.get("num_key_value_heads", c["num_attention_heads"]), channels=c["hidden_size"],
+        intermediate=c["intermediate_size"], vocab_size=c["vocab_size"],
+        max_seq_len=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
+        rope_theta=c.get("rope_theta", 10000.0), rope_scaling=c.get("rope_scaling"),
+        tie_word_embeddings=c.get("tie_word_embeddings", False),
+        num_experts=c["num_local_experts"] if moe else 0, top_k=c.get("num_experts_per_tok", 2))
+
+
+def load_hf(folder, dtype=torch.float64):
+    """Builds a Llama/Mixtral from an HF folder (one model.safetensors); a tied model's lm_head.weight,
+    if the file has one, is ignored."""
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = config_from_hf(json.load(f))
+    model = Llama(cfg).to(dtype)
+    state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+    if cfg.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
+    return model
