@@ -15,16 +15,36 @@
 namespace tessera::cli {
 namespace {
 
+std::string preset_list() {
+  std::string names;
+  for (const std::string& name : model_preset_names()) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
 void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--model", c.model,
-                 "Model preset: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m (with --resume: the checkpoint's)")
+                 "Model preset (with --resume: the checkpoint's): " + preset_list())
       ->capture_default_str();
   cmd.add_option("--layers", c.layers, "Override the preset's number of layers");
   cmd.add_option("--heads", c.heads, "Override the preset's attention heads");
   cmd.add_option("--channels", c.channels, "Override the preset's width");
   cmd.add_option("--vocab-size", c.vocab_size, "Override the vocabulary size (default: the preset's or the tokenizer's)");
   cmd.add_option("--context", c.context, "Override the preset's context length");
-  cmd.add_option("--init-from", c.init_from, "Start from a Hugging Face GPT-2 folder (config.json + model.safetensors)");
+  cmd.add_option("--init-from", c.init_from,
+                 "Start from a Hugging Face GPT-2, Llama or Mixtral folder (config.json + safetensors)");
+  cmd.add_option("--recompute", c.recompute,
+                 "Activation recomputation: none, selective (attention core and activations) or full (whole blocks)")
+      ->capture_default_str();
+  cmd.add_option("--recompute-layers", c.recompute_layers, "Recompute only the first N blocks (0 = every block)")
+      ->capture_default_str();
+  cmd.add_option("--moe-aux-coef", c.moe_aux_coef, "MoE load-balancing loss coefficient")->capture_default_str();
+  cmd.add_option("--moe-z-coef", c.moe_z_coef, "MoE router z-loss coefficient (0 = off)")->capture_default_str();
+  cmd.add_option("--moe-capacity-factor", c.moe_capacity_factor,
+                 "MoE expert capacity as a multiple of an even share; tokens beyond it are dropped (0 = dropless)")
+      ->capture_default_str();
+  cmd.add_option("--moe-bias-rate", c.moe_bias_rate,
+                 "Sigmoid routers: step of the auxiliary-loss-free bias balancing (DeepSeek-V3)")
+      ->capture_default_str();
   cmd.add_option("--train-data", c.train_data, "Glob of llm.c token shards to train on");
   cmd.add_option("--val-data", c.val_data, "Glob of token shards for validation");
   cmd.add_option("--tokenizer", c.tokenizer,

@@ -2,15 +2,19 @@
 #include "nn/attention_layer.h"
 
 #include "ops/attention.h"
+#include "ops/attention_kv.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
 
 namespace tessera {
 
-void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device) {
+void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device,
+                                    bool with_core) {
   qkv = Tensor::zeros({B, T, config.qkv_width()}, dtype, device);
-  core = Tensor::zeros({B, T, config.channels}, dtype, device);
-  lse = Tensor::zeros({B, config.num_heads, T}, DType::f32, device);
+  if (with_core) {
+    core = Tensor::zeros({B, T, config.channels}, dtype, device);
+    lse = Tensor::zeros({B, config.num_heads, T}, DType::f32, device);
+  }
   out = Tensor::zeros({B, T, config.channels}, dtype, device);
 }
 
@@ -21,6 +25,20 @@ void attention_layer_forward(const ModelConfig& config, AttentionActivations& a,
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, rotary.positions, NH, NKV, rotary.inv_freq);
   attention_forward(a.core, a.lse, a.qkv, NH, NKV);
   matmul_forward(a.out, a.core, w.attn_out.weight, w.attn_out.bias);
+}
+
+void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
+                            const BlockWeights& w, const Rotary& rotary, Tensor& k_cache, Tensor& v_cache,
+                            int64_t past) {
+  const int NH = int(config.num_heads), NKV = int(config.kv_heads());
+  matmul_forward(a.qkv, x, w.qkv.weight, w.qkv.bias);
+  if (config.positions == PositionKind::rope) rope_forward(a.qkv, rotary.positions, NH, NKV, rotary.inv_freq);
+  attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV);
+  matmul_forward(a.out, a.core, w.attn_out.weight, w.attn_out.bias);
+}
+
+void attention_core_recompute(const ModelConfig& config, AttentionActivations& a) {
+  attention_forward(a.core, a.lse, a.qkv, int(config.num_heads), int(config.kv_heads()));
 }
 
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,

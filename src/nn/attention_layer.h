@@ -21,7 +21,8 @@ struct AttentionActivations {
   Tensor core;  // (B,T,C): attention's output, before o_proj
   Tensor lse;   // (B,NH,T) f32
   Tensor out;   // (B,T,C)
-  void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device);
+  // Without `with_core`, core and lse are left for the caller (selective recomputation shares them).
+  void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device, bool with_core = true);
 };
 
 // Scratch shared by every block's backward: dcore (B,T,C) and dqkv (B,T,qkv width).
@@ -31,6 +32,13 @@ struct AttentionScratch {
 
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
                              const BlockWeights& w, const Rotary& rotary);
+// Generation: the same layer for new tokens at positions past.., their keys and values appended to
+// the caches (B, capacity, NKV*HS) and attention taken over the cache (ops/attention_kv.h).
+void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
+                            const BlockWeights& w, const Rotary& rotary, Tensor& k_cache, Tensor& v_cache,
+                            int64_t past);
+// Selective recomputation: core and lse again from the saved (rotated) qkv.
+void attention_core_recompute(const ModelConfig& config, AttentionActivations& a);
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
                               const Rotary& rotary, AttentionScratch& scratch);

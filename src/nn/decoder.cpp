@@ -98,7 +98,7 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
   TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
-  acts_.ensure(config_, B, T, device_, compute_dtype_);
+  acts_.ensure(config_, B, T, device_, compute_dtype_, recompute_);
   tokens_ = tensor_to(tokens, device_);
 
   encoder_forward(acts_.embedded, tokens_, w_.embed, w_.positions);
@@ -110,8 +110,13 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
     return NextNorm{&acts_.blocks[l + 1].norm1, &w_.blocks[l + 1].norm1};
   };
   norm_forward(config_, acts_.blocks[0].norm1, acts_.embedded, w_.blocks[0].norm1);
+  // Inference (no targets) routes dropless; training and evaluation follow the capacity factor.
+  const MoeOptions dropless{};
+  const MoeOptions& moe = targets.defined() ? moe_options_ : dropless;
   for (size_t l = 0; l < L; ++l)
-    block_forward(config_, acts_.blocks[l], block_input(l), w_.blocks[l], acts_.rotary, norm_after(l));
+    block_forward(config_, moe, acts_.blocks[l], block_input(l), w_.blocks[l], acts_.rotary, norm_after(l));
+  dloss_ = dloss;
+  if (dloss != 0.0f) count_expert_load();
 
   grad_ready_ = false;
   const int64_t N = B * T, C = config_.channels, Vp = config_.padded_vocab_size();
@@ -185,8 +190,16 @@ void Decoder::backward() {
   norm_backward(config_, dres, g_.final_norm, acts_.scratch.dnormed, acts_.blocks[L - 1].out, w_.final_norm,
                 acts_.final_norm);
   grads_final_from(names_.final_norm.weight);
+  // Each MoE layer's aux and z losses enter the objective as coef * (mean over MoE layers), with the
+  // weight of this micro-batch's tokens: d objective / d loss_l = coef * dloss * tokens / layers.
+  const int64_t moe_layers = config_.num_layers - config_.moe.first_dense_layers;
+  const float per_layer = config_.moe.enabled() ? dloss_ * float(acts_.B * acts_.T) / float(moe_layers) : 0.0f;
+  const MoeLossScales moe{moe_options_.aux_coef * per_layer, moe_options_.z_coef * per_layer};
   for (size_t l = L; l-- > 0;) {
-    block_backward(config_, dres, g_.blocks[l], acts_.blocks[l], block_input(l), w_.blocks[l], acts_.rotary,
+    if (acts_.recompute.covers(int64_t(l)))
+      block_recompute(config_, acts_.recompute.mode, moe_options_, acts_.blocks[l], block_input(l), w_.blocks[l],
+                      acts_.rotary);
+    block_backward(config_, moe, dres, g_.blocks[l], acts_.blocks[l], block_input(l), w_.blocks[l], acts_.rotary,
                    acts_.scratch);
     grads_final_from(names_.blocks[l].norm1.weight);
   }
@@ -194,7 +207,58 @@ void Decoder::backward() {
   grads_final_from(names_.embed);
 }
 
+RouterLosses Decoder::moe_losses() const {
+  RouterLosses mean;
+  int64_t layers = 0;
+  for (const BlockActivations& a : acts_.blocks) {
+    if (!a.moe.out.defined()) continue;
+    mean.aux += a.moe.losses.aux;
+    mean.z += a.moe.losses.z;
+    ++layers;
+  }
+  if (layers > 0) mean.aux /= double(layers), mean.z /= double(layers);
+  return mean;
+}
+
+void Decoder::count_expert_load() {
+  if (!config_.moe.enabled()) return;
+  const size_t E = size_t(config_.moe.num_experts);
+  expert_load_.resize(size_t(config_.num_layers - config_.moe.first_dense_layers) * E, 0.0);
+  size_t k = 0;
+  for (const BlockActivations& a : acts_.blocks) {
+    if (!a.moe.out.defined()) continue;
+    for (int64_t load : moe_expert_load(a.moe)) expert_load_[k++] += double(load);
+    dropped_ += double(moe_dropped(a.moe, config_.moe.top_k));
+  }
+}
+
+void Decoder::balance_router_biases(const std::vector<double>& load, float rate) {
+  if (config_.moe.router != RouterKind::sigmoid_bias || !config_.moe.enabled()) return;
+  const size_t E = size_t(config_.moe.num_experts);
+  TS_CHECK(load.size() == expert_load_.size(), "balance_router_biases: ", load.size(), " loads for ",
+           expert_load_.size() / E, " MoE layers of ", E, " experts");
+  // The biases live in the fp32 master weights on the host or the device; a few values per layer.
+  Tensor host = tensor_to(params_, Device::cpu);
+  size_t k = 0;
+  for (const BlockNames& b : names_.blocks) {
+    if (b.router_bias.empty()) continue;
+    float* bias = host.f32() + layout_.find(b.router_bias).offset;
+    double mean = 0.0;
+    for (size_t e = 0; e < E; ++e) mean += load[k + e] / double(E);
+    for (size_t e = 0; e < E; ++e) {
+      const double gap = mean - load[k + e];
+      bias[e] += gap > 0 ? rate : gap < 0 ? -rate : 0.0f;
+    }
+    k += E;
+  }
+  if (device_ == Device::cpu) return params_updated();
+  copy_tensor(params_, host);
+  params_updated();
+}
+
 void Decoder::zero_grad() {
+  std::fill(expert_load_.begin(), expert_load_.end(), 0.0);
+  dropped_ = 0.0;
   if (!grads_.defined()) return allocate_grads();  // zero-filled
   if (device_ != Device::cpu) return device_memset_zero(grads_.raw_data(), grads_.bytes());
   float* g = grads_.f32();

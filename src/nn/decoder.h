@@ -19,6 +19,7 @@
 #include "core/tensor.h"
 #include "nn/decoder_activations.h"
 #include "nn/decoder_layout.h"
+#include "nn/kv_cache.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
@@ -49,6 +50,12 @@ class Decoder {
   // with dloss != 0 it also takes the classifier's backward there (the head's gradient accumulated,
   // the gradient of dloss * sum(losses) into the final norm's output kept for backward()).
   float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
+  // Generation with a key/value cache: kv_cache() makes an empty cache for `batch` sequences of up
+  // to max_seq_len positions; forward_cached() runs tokens (B,Tq) (host, i32) at positions
+  // cache.length.. through the model, appends their keys and values and returns their logits
+  // (B*Tq, Vp) on device(). The CPU only for now: on the GPU, generate by re-running forward().
+  KvCache kv_cache(int64_t batch) const;
+  const Tensor& forward_cached(const Tensor& tokens, KvCache& cache);
   // Accumulates parameter gradients of the last forward (which must have had dloss != 0).
   void backward();
   // Gradients become final from the end of the flat buffer towards its start (head and final norm,
@@ -71,12 +78,28 @@ class Decoder {
   NamedTensors& named_grads() { return named_grads_; }
   // (B·T, Vp) after an inference forward, on device().
   const Tensor& logits() const { return acts_.logits; }
+  // Activation recomputation for the next forward/backward (see nn/recompute.h); none by default.
+  void set_recompute(RecomputePolicy policy) { recompute_ = policy; }
+  // MoE training options (aux and z-loss coefficients, capacity factor); used by the next forward.
+  void set_moe_options(const MoeOptions& options) { moe_options_ = options; }
+  const MoeOptions& moe_options() const { return moe_options_; }
+  // The last forward's auxiliary losses, means over the MoE layers (0 for a dense model).
+  RouterLosses moe_losses() const;
+  // Routed rows per expert of each MoE layer (layer-major, E per layer) and dropped assignments,
+  // summed over the training forwards since zero_grad().
+  const std::vector<double>& expert_load() const { return expert_load_; }
+  double dropped_assignments() const { return dropped_; }
+  // DeepSeek-V3's auxiliary-loss-free balancing, after an optimizer step: each sigmoid router's
+  // selection bias moves by `rate` towards balance, bias_e += rate * sign(mean load - load_e), from
+  // `load` shaped like expert_load() (summed over the data-parallel ranks by the caller).
+  void balance_router_biases(const std::vector<double>& load, float rate);
   // Rows of logits the fused classifier computes at once; 0 (the default) sizes chunks to 1 GiB.
   void set_classifier_chunk_rows(int64_t rows) { classifier_chunk_rows_ = rows; }
   const Tensor& losses() const { return acts_.losses; }  // (B,T), on device()
 
  private:
-  const Tensor& block_input(size_t l) const;  // the embedding's output, or block l-1's
+  const Tensor& block_input(size_t l) const;
+  void count_expert_load();  // adds the last forward's routed rows and drops  // the embedding's output, or block l-1's
   int64_t classifier_chunk(int64_t rows) const;
   Tensor& logits_buffer(int64_t rows);  // acts_.logits as (rows, Vp), reallocated when that changes
   void allocate_grads();
@@ -96,6 +119,11 @@ class Decoder {
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
   int64_t classifier_chunk_rows_ = 0;
+  MoeOptions moe_options_;
+  RecomputePolicy recompute_;
+  float dloss_ = 0.0f;  // the last forward's loss gradient, which scales the auxiliary losses' gradients
+  std::vector<double> expert_load_;
+  double dropped_ = 0.0;
 };
 
 }  // namespace tessera

@@ -8,20 +8,75 @@
 #include "ops/rope.h"
 
 namespace tessera {
+namespace {
+
+// The shared buffers of recomputed blocks, one set per block kind (dense, MoE), made on first use:
+// a whole block's activations for full recomputation, only the dropped tensors for selective.
+class SharedBlocks {
+ public:
+  SharedBlocks(const ModelConfig& config, const DecoderActivations& acts) : config_(config), acts_(acts) {}
+
+  const BlockActivations& of(int64_t layer) {
+    const bool moe = config_.is_moe_block(layer);
+    BlockActivations& set = moe ? moe_ : dense_;
+    bool& made = moe ? moe_made_ : dense_made_;
+    if (made) return set;
+    made = true;
+    const int64_t B = acts_.B, T = acts_.T;
+    if (acts_.recompute.mode == Recompute::full) {
+      set.allocate(config_, layer, B, T, acts_.dtype, acts_.device);
+      return set;
+    }
+    set.attn.core = Tensor::zeros({B, T, config_.channels}, acts_.dtype, acts_.device);
+    set.attn.lse = Tensor::zeros({B, config_.num_heads, T}, DType::f32, acts_.device);
+    if (moe)
+      set.moe.act = Tensor::zeros({B * T * config_.moe.top_k, config_.moe.expert_hidden}, acts_.dtype, acts_.device);
+    else
+      set.mlp.act = Tensor::zeros({B, T, config_.hidden()}, acts_.dtype, acts_.device);
+    return set;
+  }
+
+ private:
+  const ModelConfig& config_;
+  const DecoderActivations& acts_;
+  BlockActivations dense_, moe_;
+  bool dense_made_ = false, moe_made_ = false;
+};
+
+}  // namespace
+
+void DecoderActivations::allocate_blocks(const ModelConfig& config) {
+  blocks.assign(size_t(config.num_layers), BlockActivations());
+  SharedBlocks shared(config, *this);
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    BlockActivations& a = blocks[size_t(l)];
+    if (!recompute.covers(l)) {
+      a.allocate(config, l, B, T, dtype, device);
+      continue;
+    }
+    const BlockActivations& set = shared.of(l);
+    if (recompute.mode == Recompute::full) {
+      a = set;  // every tensor shared ...
+      a.out = Tensor::zeros({B, T, config.channels}, dtype, device);  // ... but the output, kept
+      continue;
+    }
+    a.allocate(config, l, B, T, dtype, device, &set);
+  }
+}
 
 void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, Device on,
-                                DType activation_dtype) {
-  if (batch == B && seq_len == T && on == device && activation_dtype == dtype) return;
+                                DType activation_dtype, RecomputePolicy policy) {
+  if (batch == B && seq_len == T && on == device && activation_dtype == dtype && policy == recompute) return;
   *this = DecoderActivations();  // free the old buffers before the new ones are allocated
   B = batch;
   T = seq_len;
   device = on;
   dtype = activation_dtype;
+  recompute = policy;
   const int64_t C = config.channels, F = config.hidden();
   auto btc = [&](int64_t width) { return Tensor::zeros({B, T, width}, dtype, device); };
   embedded = btc(C);
-  blocks.resize(size_t(config.num_layers));
-  for (BlockActivations& a : blocks) a.allocate(config, B, T, dtype, device);
+  allocate_blocks(config);
   final_norm.allocate(config, B, T, dtype, device);
   losses = Tensor::zeros({B, T}, DType::f32, device);
   if (config.positions == PositionKind::rope) {
@@ -40,6 +95,7 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
   scratch.attn.dqkv = wide.view(0, {B, T, config.qkv_width()});
   scratch.mlp.dh = wide.view(0, {B, T, mlp_width});
   if (swiglu) scratch.mlp.dact = btc(F);
+  if (config.moe.enabled()) scratch.moe.allocate(config, B, T, dtype, device);
 }
 
 }  // namespace tessera

@@ -5,31 +5,72 @@
 
 namespace tessera {
 
-void BlockActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device) {
+void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_t B, int64_t T, DType dtype,
+                                Device device, const BlockActivations* selective) {
+  const bool own = selective == nullptr;
   norm1.allocate(config, B, T, dtype, device);
-  attn.allocate(config, B, T, dtype, device);
+  attn.allocate(config, B, T, dtype, device, own);
   mid = Tensor::zeros({B, T, config.channels}, dtype, device);
   norm2.allocate(config, B, T, dtype, device);
-  mlp.allocate(config.mlp, B, T, config.channels, config.hidden(), dtype, device);
+  if (config.is_moe_block(layer))
+    moe.allocate(config, B, T, dtype, device, own);
+  else
+    mlp.allocate(config.mlp, B, T, config.channels, config.hidden(), dtype, device, own);
   out = Tensor::zeros({B, T, config.channels}, dtype, device);
+  if (own) return;
+  attn.core = selective->attn.core;
+  attn.lse = selective->attn.lse;
+  mlp.act = selective->mlp.act;
+  moe.act = selective->moe.act;
 }
 
-void block_forward(const ModelConfig& config, BlockActivations& a, const Tensor& x,
+void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
                    const BlockWeights& w, const Rotary& rotary, NextNorm next) {
   attention_layer_forward(config, a.attn, a.norm1.out, w, rotary);
   residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
-  mlp_layer_forward(config.mlp, a.mlp, a.norm2.out, w.mlp_in, w.mlp_out);
-  if (next.acts)
-    residual_norm_forward(config, a.out, *next.acts, a.mid, a.mlp.out, *next.weights);
+  if (w.router.defined())
+    moe_layer_forward(config, moe, a.moe, a.norm2.out, w);
   else
-    residual_forward(a.out, a.mid, a.mlp.out);
+    mlp_layer_forward(config.mlp, a.mlp, a.norm2.out, w.mlp_in, w.mlp_out);
+  if (next.acts)
+    residual_norm_forward(config, a.out, *next.acts, a.mid, a.mlp_out(), *next.weights);
+  else
+    residual_forward(a.out, a.mid, a.mlp_out());
 }
 
-void block_backward(const ModelConfig& config, Tensor& dres, BlockWeights& g,
+void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w,
+                  const Rotary& rotary, Tensor& k_cache, Tensor& v_cache, int64_t past) {
+  norm_forward(config, a.norm1, x, w.norm1);
+  attention_layer_decode(config, a.attn, a.norm1.out, w, rotary, k_cache, v_cache, past);
+  residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
+  if (w.router.defined())
+    moe_layer_forward(config, MoeOptions{}, a.moe, a.norm2.out, w);  // inference is dropless
+  else
+    mlp_layer_forward(config.mlp, a.mlp, a.norm2.out, w.mlp_in, w.mlp_out);
+  residual_forward(a.out, a.mid, a.mlp_out());
+}
+
+void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
+                     const Tensor& x, const BlockWeights& w, const Rotary& rotary) {
+  if (mode == Recompute::full) {
+    norm_forward(config, a.norm1, x, w.norm1);
+    return block_forward(config, moe, a, x, w, rotary, NextNorm{});
+  }
+  attention_core_recompute(config, a.attn);
+  if (w.router.defined())
+    moe_activation_recompute(a.moe);
+  else
+    mlp_activation_recompute(config.mlp, a.mlp);
+}
+
+void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
                     BlockScratch& scratch) {
-  mlp_layer_backward(config.mlp, scratch.dnormed, g.mlp_in, g.mlp_out, dres, a.mlp, a.norm2.out, w.mlp_in, w.mlp_out,
-                     scratch.mlp);
+  if (w.router.defined())
+    moe_layer_backward(config, scratch.dnormed, g, dres, a.moe, a.norm2.out, w, moe, scratch.moe);
+  else
+    mlp_layer_backward(config.mlp, scratch.dnormed, g.mlp_in, g.mlp_out, dres, a.mlp, a.norm2.out, w.mlp_in,
+                       w.mlp_out, scratch.mlp);
   norm_backward(config, scratch.dnorm, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2);
   add_inplace(dres, scratch.dnorm);
   attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, rotary, scratch.attn);

@@ -3,14 +3,17 @@
 // norm1(x) is computed before forward() (by the previous block's fused add, or by the decoder for
 // block 0), and forward() fuses its last add with the norm that reads `out` when it is given one
 // (the next block's norm1, or the final norm). backward() takes the gradient of `out` in dres and
-// leaves the gradient of x there; parameter gradients accumulate.
+// leaves the gradient of x there; parameter gradients accumulate. The MLP is dense or MoE, as the
+// block's weights say (a MoE block has a router).
 #pragma once
 
 #include "nn/attention_layer.h"
 #include "nn/decoder_layout.h"
 #include "nn/mlp_layer.h"
 #include "nn/model_config.h"
+#include "nn/moe_layer.h"
 #include "nn/norm_layer.h"
+#include "nn/recompute.h"
 
 namespace tessera {
 
@@ -19,9 +22,14 @@ struct BlockActivations {
   AttentionActivations attn;
   Tensor mid;  // (B,T,C): x + attention
   NormActivations norm2;
-  MlpActivations mlp;
-  Tensor out;  // (B,T,C): the block's output, the next block's input
-  void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device);
+  MlpActivations mlp;  // a dense block's
+  MoeActivations moe;  // a MoE block's
+  Tensor out;          // (B,T,C): the block's output, the next block's input
+  // With `selective`, the tensors selective recomputation drops (attention core and log-sum-exp,
+  // the MLP activation's output) are not allocated but shared with that set.
+  void allocate(const ModelConfig& config, int64_t layer, int64_t B, int64_t T, DType dtype, Device device,
+                const BlockActivations* selective = nullptr);
+  const Tensor& mlp_out() const { return moe.out.defined() ? moe.out : mlp.out; }
 };
 
 // Backward scratch shared by every block: dnormed and dnorm (B,T,C) plus the layers' own.
@@ -29,6 +37,7 @@ struct BlockScratch {
   Tensor dnormed, dnorm;
   AttentionScratch attn;
   MlpScratch mlp;
+  MoeScratch moe;  // allocated when the model has MoE blocks
 };
 
 // The norm that reads a block's output, fused with its last add.
@@ -37,9 +46,17 @@ struct NextNorm {
   const LinearWeights* weights = nullptr;
 };
 
-void block_forward(const ModelConfig& config, BlockActivations& a, const Tensor& x,
+void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
                    const BlockWeights& w, const Rotary& rotary, NextNorm next);
-void block_backward(const ModelConfig& config, Tensor& dres, BlockWeights& g,
+// Generation: the block for new tokens at positions past.. over its key/value cache; no fusion
+// with the next norm (a.norm1 is computed here).
+void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w,
+                  const Rotary& rotary, Tensor& k_cache, Tensor& v_cache, int64_t past);
+// Before block_backward of a recomputed block: re-runs what `mode` dropped (see Recompute): the
+// whole forward from x (full), or the attention core and the MLP activation (selective).
+void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
+                     const Tensor& x, const BlockWeights& w, const Rotary& rotary);
+void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
                     BlockScratch& scratch);
 

@@ -1,15 +1,16 @@
 // Dense MLP forward and backward, composed from ops/.
 #include "nn/mlp_layer.h"
 
+#include "ops/gelu.h"
 #include "ops/matmul.h"
 #include "ops/swiglu.h"
 
 namespace tessera {
 
 void MlpActivations::allocate(MlpKind kind, int64_t B, int64_t T, int64_t C, int64_t F, DType dtype,
-                              Device device) {
+                              Device device, bool with_act) {
   h = Tensor::zeros({B, T, kind == MlpKind::swiglu ? 2 * F : F}, dtype, device);
-  act = Tensor::zeros({B, T, F}, dtype, device);
+  if (with_act) act = Tensor::zeros({B, T, F}, dtype, device);
   out = Tensor::zeros({B, T, C}, dtype, device);
 }
 
@@ -22,6 +23,11 @@ void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const L
     swiglu_forward(a.act, a.h);
   }
   matmul_forward(a.out, a.act, out.weight, out.bias);
+}
+
+void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
+  if (kind == MlpKind::gelu) return gelu_forward(a.act, a.h);
+  swiglu_forward(a.act, a.h);
 }
 
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,

@@ -15,7 +15,9 @@ struct MlpActivations {
   Tensor h;    // (B,T,F) pre-GELU, or (B,T,2F) [gate | up]
   Tensor act;  // (B,T,F) the activation's output
   Tensor out;  // (B,T,C)
-  void allocate(MlpKind kind, int64_t B, int64_t T, int64_t C, int64_t F, DType dtype, Device device);
+  // Without `with_act`, act is left for the caller (selective recomputation shares it).
+  void allocate(MlpKind kind, int64_t B, int64_t T, int64_t C, int64_t F, DType dtype, Device device,
+                bool with_act = true);
 };
 
 // Scratch shared by every block's backward: dh (B,T,F or 2F) and, for SwiGLU, dact (B,T,F).
@@ -25,6 +27,8 @@ struct MlpScratch {
 
 void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const LinearWeights& in,
                        const LinearWeights& out);
+// Selective recomputation: act again from the saved h.
+void mlp_activation_recompute(MlpKind kind, MlpActivations& a);
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
                         const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
                         MlpScratch& scratch);

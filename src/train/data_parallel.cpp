@@ -61,14 +61,21 @@ void DataParallel::after_update() {
   if (options_.zero_stage > 0) reducer_.all_gather(model_.params(), nullptr);
 }
 
-double DataParallel::sum(double value) {
-  // Two floats carry the value exactly enough for reporting: the sum of a double split into a float
-  // and its rounding error.
-  Tensor t = Tensor::zeros({2});
-  t.f32()[0] = float(value);
-  t.f32()[1] = float(value - double(t.f32()[0]));
-  dp_->all_reduce(t);
-  return double(t.f32()[0]) + double(t.f32()[1]);
+double DataParallel::sum(double value) { return sum(std::vector<double>{value})[0]; }
+
+std::vector<double> DataParallel::sum(const std::vector<double>& values) {
+  // Two floats carry each value exactly enough for reporting (and counts below 2^48 exactly): the
+  // value split into a float and its rounding error.
+  const int64_t n = int64_t(values.size());
+  Tensor t = Tensor::zeros({2 * n});
+  for (int64_t i = 0; i < n; ++i) {
+    t.f32()[2 * i] = float(values[size_t(i)]);
+    t.f32()[2 * i + 1] = float(values[size_t(i)] - double(t.f32()[2 * i]));
+  }
+  if (n > 0) dp_->all_reduce(t);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = double(t.f32()[2 * i]) + double(t.f32()[2 * i + 1]);
+  return out;
 }
 
 OptimizerState DataParallel::gather_optimizer_state(const AdamW& optimizer) {

@@ -40,8 +40,9 @@ class DataParallel {
   float grad_norm();
   // After the optimizer step: all-gather the updated parameters under ZeRO.
   void after_update();
-  // Sum of a value over the dp group.
+  // Sum of a value (of each value) over the dp group.
   double sum(double value);
+  std::vector<double> sum(const std::vector<double>& values);
   // AdamW's moments in full layout on every rank (gathered under ZeRO), for a checkpoint.
   OptimizerState gather_optimizer_state(const AdamW& optimizer);
 

@@ -55,7 +55,8 @@ void apply_default_run(TrainConfig& c, const std::function<bool(const std::strin
   auto set = [&](const std::string& flag, auto& field, auto value) {
     if (!given(flag)) field = value;
   };
-  set("--out-dir", c.out_dir, std::string("runs/demo"));
+  // Another model (--model llama-mini, mixtral-mini, ...) gets a run folder of its own.
+  set("--out-dir", c.out_dir, given("--model") ? "runs/demo-" + c.model : std::string("runs/demo"));
   // Running the demo again continues its run folder (a finished one says so and samples again)
   // instead of refusing a folder that holds checkpoints.
   c.resume = true;

@@ -29,6 +29,10 @@ ModelConfig shape_from_flags(const TrainConfig& config, const Tokenizer* tokeniz
 // describe the same model (the vocabulary only when --vocab-size is given: a preset's follows the tokenizer).
 void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, const std::filesystem::path& checkpoint) {
   const ModelConfig flags = shape_from_flags(config, nullptr, config.model.empty() ? stored : model_preset(config.model));
+  TS_CHECK(model_family(flags) == model_family(stored), "--resume: --model ", config.model, " is a ",
+           model_family(flags), " model but the checkpoint holds a ", model_family(stored), " model (",
+           checkpoint.string(), "); drop --model to continue with the checkpoint's, or train the new model in ",
+           "another --out-dir");
   std::string differences;
   auto compare = [&](const char* field, const char* flag, int64_t override_value, int64_t wanted, int64_t held) {
     if (wanted == held) return;
@@ -165,6 +169,12 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"eps", c.eps},
           {"grad-clip", c.grad_clip},
           {"seed", c.seed},
+          {"recompute", c.recompute},
+          {"recompute-layers", c.recompute_layers},
+          {"moe-aux-coef", c.moe_aux_coef},
+          {"moe-z-coef", c.moe_z_coef},
+          {"moe-capacity-factor", c.moe_capacity_factor},
+          {"moe-bias-rate", c.moe_bias_rate},
           {"dp", c.dp},
           {"zero", c.zero},
           {"device", c.device},

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "nn/recompute.h"
 #include "optim/lr_schedule.h"
 
 namespace tessera {
@@ -15,7 +16,9 @@ void TrainConfig::validate() const {
                               {"--decay-fraction", double(decay_fraction)}, {"--weight-decay", double(weight_decay)},
                               {"--beta1", double(beta1)}, {"--beta2", double(beta2)}, {"--eps", double(eps)},
                               {"--grad-clip", double(grad_clip)}, {"--bucket-mb", bucket_mb},
-                              {"--comm-timeout", comm_timeout}})
+                              {"--comm-timeout", comm_timeout}, {"--moe-aux-coef", double(moe_aux_coef)},
+                              {"--moe-z-coef", double(moe_z_coef)}, {"--moe-capacity-factor", double(moe_capacity_factor)},
+                              {"--moe-bias-rate", double(moe_bias_rate)}})
     TS_CHECK(std::isfinite(value), flag, " must be a finite number, got ", value);
   TS_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
   TS_CHECK(micro_batch_size >= 0, "--micro-batch-size must be positive, got ", micro_batch_size);
@@ -58,6 +61,14 @@ void TrainConfig::validate() const {
     TS_CHECK(value >= 1, flag, " must be at least 1, got ", value);
   TS_CHECK(tp == 1 && pp == 1 && cp == 1 && ep == 1,
            "--tp, --pp, --cp and --ep above 1 are not implemented yet; use --dp (data parallel) only");
+  for (auto [flag, value] : {std::pair{"--moe-aux-coef", moe_aux_coef}, {"--moe-z-coef", moe_z_coef},
+                              {"--moe-bias-rate", moe_bias_rate}})
+    TS_CHECK(value >= 0, flag, " must not be negative, got ", value);
+  TS_CHECK(moe_capacity_factor == 0 || moe_capacity_factor >= 0.01f,
+           "--moe-capacity-factor must be 0 (dropless) or at least 0.01 (1.0 = an even share per expert), got ",
+           moe_capacity_factor);
+  parse_recompute(recompute);
+  TS_CHECK(recompute_layers >= 0, "--recompute-layers must not be negative (0 = every block), got ", recompute_layers);
   TS_CHECK(!train_data.empty(), "--train-data is required (a glob of token shards)");
   TS_CHECK(!out_dir.empty(), "--out-dir must not be empty");
   parse_lr_schedule(lr_schedule);

@@ -16,9 +16,17 @@ inline constexpr double kMaxCommTimeout = 1e7;
 struct TrainConfig {
   // model
   std::string model = "gpt2-124m";  // preset name; empty on --resume: the checkpoint's shape
-  std::string init_from;            // Hugging Face GPT-2 folder
+  std::string init_from;            // Hugging Face folder (GPT-2, Llama, Mixtral)
   // overrides of the preset's shape (0 = the preset's value)
   int64_t layers = 0, heads = 0, channels = 0, vocab_size = 0, context = 0;
+  // activation recomputation
+  std::string recompute = "none";  // none, selective or full
+  int64_t recompute_layers = 0;    // the first N blocks; 0 = all
+  // mixture of experts
+  float moe_aux_coef = 0.01f;         // load-balancing loss coefficient
+  float moe_z_coef = 0.0f;            // router z-loss coefficient
+  float moe_capacity_factor = 0.0f;   // 0 = dropless
+  float moe_bias_rate = 1e-3f;        // sigmoid routers' bias balancing step (DeepSeek-V3's gamma)
   // data
   std::string train_data;  // glob of llm.c token shards
   std::string val_data;

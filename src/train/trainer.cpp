@@ -47,6 +47,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
   resume_notice_ = start.notice;
   model_ = build_model(config_, tokenizer_.get(), checkpoint);
+  TS_CHECK(config_.recompute_layers <= model_->config().num_layers, "--recompute-layers ", config_.recompute_layers,
+           " is more than the model's ", model_->config().num_layers, " blocks; give at most that (0 = every block)");
+  model_->set_recompute(RecomputePolicy{parse_recompute(config_.recompute), config_.recompute_layers});
+  model_->set_moe_options(MoeOptions{config_.moe_aux_coef, config_.moe_z_coef, config_.moe_capacity_factor});
   const ModelConfig& mc = model_->config();
   TS_CHECK(config_.seq_len <= mc.max_seq_len, "--seq-len ", config_.seq_len, " exceeds the model's context of ",
            mc.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
@@ -104,15 +108,22 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   // scale, which update_parameters divides out again).
   const float dloss = loss_scaler_.scale() / float(B * T);
   model_->zero_grad();
-  double loss_sum = 0.0;
+  double loss_sum = 0.0, aux_sum = 0.0, z_sum = 0.0;
   for (int64_t first = first_sequence; first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
     loss_sum += double(model_->forward(inputs_, targets_, dloss)) * double(micro);
+    const RouterLosses moe = model_->moe_losses();
+    aux_sum += moe.aux * double(micro);
+    z_sum += moe.z * double(micro);
     // Only the last micro-batch's backward reduces: its buckets start as they complete.
     if (first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
     model_->backward();
   }
   comm_wait_s_ = data_parallel_->finish_reduction();
+  if (model_->config().moe.enabled()) {
+    const std::vector<double> sums = data_parallel_->sum(std::vector<double>{aux_sum, z_sum, model_->dropped_assignments()});
+    moe_step_ = MoeStepStats{sums[0] / double(B), sums[1] / double(B), sums[2], data_parallel_->sum(model_->expert_load())};
+  }
   return float(data_parallel_->sum(loss_sum) / double(B));
 }
 
@@ -125,6 +136,21 @@ float Trainer::evaluate() {
     sum += model_->forward(inputs_, targets_);
   }
   return float(data_parallel_->sum(sum) / double(batches));
+}
+
+void Trainer::add_moe_metrics(nlohmann::json& line) const {
+  line["aux_loss"] = moe_step_.aux;
+  if (config_.moe_z_coef > 0) line["z_loss"] = moe_step_.z;
+  line["dropped_tokens"] = moe_step_.dropped;
+  // Per MoE layer: the busiest expert's routed rows over the mean (1 = perfectly balanced).
+  const size_t E = size_t(model_->config().moe.num_experts);
+  nlohmann::json balance = nlohmann::json::array();
+  for (size_t first = 0; first + E <= moe_step_.expert_load.size(); first += E) {
+    double max = 0.0, sum = 0.0;
+    for (size_t e = first; e < first + E; ++e) max = std::max(max, moe_step_.expert_load[e]), sum += moe_step_.expert_load[e];
+    balance.push_back(sum > 0 ? max * double(E) / sum : 0.0);
+  }
+  line["expert_load_max_over_mean"] = balance;
 }
 
 std::filesystem::path Trainer::save_checkpoint(int64_t step) {
@@ -185,6 +211,7 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
                    clip_scale(grad_norm, config_.grad_clip) / scale, sharded ? nullptr : model_->compute_copy());
   data_parallel_->after_update();
   if (sharded) model_->params_updated();
+  model_->balance_router_biases(moe_step_.expert_load, config_.moe_bias_rate);
   return grad_norm;
 }
 
@@ -228,6 +255,7 @@ TrainResult Trainer::run() {
       if (grad_norm) line["grad_norm"] = *grad_norm;
       else line["skipped"] = true;
       if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
+      if (model_->config().moe.enabled()) add_moe_metrics(line);
       metrics->write(line);
     }
     progress.update(step, loss, lr, tokens_per_s, elapsed);

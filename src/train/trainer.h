@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
@@ -66,6 +68,13 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   LossScaler loss_scaler_;
   double comm_wait_s_ = 0;  // exposed communication of the last step
+  // The MoE layers' statistics of the last step, over its micro-batches and the dp ranks.
+  struct MoeStepStats {
+    double aux = 0, z = 0, dropped = 0;
+    std::vector<double> expert_load;  // routed rows per expert, layer-major
+  };
+  MoeStepStats moe_step_;
+  void add_moe_metrics(nlohmann::json& line) const;
   std::optional<TokenDataset> train_data_, val_data_;
   std::optional<BatchSampler> train_sampler_, val_sampler_;
   LrSchedule schedule_;

@@ -92,6 +92,9 @@ struct BadInput {
   std::string needle;  // must appear in the error line
 };
 
+// gtest prints a case by its name instead of its bytes.
+void PrintTo(const BadInput& c, std::ostream* os) { *os << c.kind << "/" << c.name; }
+
 std::string base_train(const fs::path& dir) {
   return "train --model gpt2-tiny --quiet --device cpu --batch-size 2 --seq-len 16 --train-data " +
          (dir / "train_000000.bin").string() + " --out-dir " + (dir / "run").string();

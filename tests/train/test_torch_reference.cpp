@@ -1,22 +1,24 @@
-// Step-by-step agreement with PyTorch: a GPT-2 Hugging Face folder written by
-// tests/reference/make_hf_reference.py (Debian's python3-torch) is loaded with --init-from and
-// trained with AdamW, cosine schedule, clipping and gradient accumulation; losses, grad norms and
-// the final weights must match PyTorch's to 1e-4 relative in fp32.
+// Step-by-step agreement with PyTorch: a Hugging Face folder written by a golden-run script under
+// tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
+// lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
+// match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
+// PyTorch, Llama and Mixtral against float64 (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
-#include "checkpoint/hf_gpt2.h"
+#include "checkpoint/hf_model.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
 #include "train/trainer.h"
 
 namespace tessera {
+namespace {
 
-TEST(TorchReference, HuggingFaceGpt2TrainsLikePyTorch) {
+// Runs `script args` into a scratch folder, trains on its golden run and compares.
+void expect_trains_like_pytorch(const std::string& script, const std::string& args) {
   auto dir = testing::scratch_dir();
-  const std::string script = std::string(TESSERA_SOURCE_DIR) + "/tests/reference/make_hf_reference.py";
-  testing::CommandResult made = testing::run_command(
-      "/usr/bin/python3 " + script + " --out " + dir.string() +
-      " --steps 6 --schedule cosine --warmup 2 --lr 2e-3 --min-lr 1e-4 --grad-clip 1.0 --weight-decay 0.1");
+  testing::CommandResult made = testing::run_command("/usr/bin/python3 " + std::string(TESSERA_SOURCE_DIR) +
+                                                     "/tests/reference/" + script + " --out " + dir.string() + " " +
+                                                     args);
   ASSERT_EQ(made.exit_code, 0) << made.output;
   nlohmann::json expected = nlohmann::json::parse(testing::read_text(dir / "expected.json"));
   const nlohmann::json& rc = expected["config"];
@@ -26,7 +28,7 @@ TEST(TorchReference, HuggingFaceGpt2TrainsLikePyTorch) {
   c.train_data = (dir / "train.bin").string();
   c.data_order = "sequential";
   c.batch_size = rc["batch"].get<int64_t>();
-  c.micro_batch_size = c.batch_size / 2;  // accumulation must not change anything
+  c.micro_batch_size = c.batch_size / rc.value("micro_batches", int64_t(2));  // accumulation must not change anything
   c.seq_len = rc["seq_len"].get<int64_t>();
   c.steps = rc["steps"].get<int64_t>();
   c.lr = rc["lr"].get<float>();
@@ -38,6 +40,8 @@ TEST(TorchReference, HuggingFaceGpt2TrainsLikePyTorch) {
   c.beta2 = rc["beta2"].get<float>();
   c.eps = rc["eps"].get<float>();
   c.grad_clip = rc["grad_clip"].get<float>();
+  c.moe_aux_coef = rc.value("aux_coef", 0.0f);
+  c.moe_z_coef = rc.value("z_coef", 0.0f);
   c.out_dir = (dir / "run").string();
   c.quiet = true;
   Trainer trainer(c);
@@ -50,10 +54,16 @@ TEST(TorchReference, HuggingFaceGpt2TrainsLikePyTorch) {
     EXPECT_NEAR(lines[s]["loss"].get<double>(), loss, 1e-4 * loss) << "step " << s + 1;
     EXPECT_NEAR(lines[s]["grad_norm"].get<double>(), norm, 1e-4 * norm) << "step " << s + 1;
     EXPECT_NEAR(lines[s]["lr"].get<double>(), lr, 1e-6 * lr) << "step " << s + 1;
+    if (expected["aux_losses"].empty()) continue;
+    const double aux = expected["aux_losses"][s];
+    EXPECT_NEAR(lines[s]["aux_loss"].get<double>(), aux, 1e-4 * aux) << "step " << s + 1;
+    if (c.moe_z_coef == 0.0f) continue;
+    const double z = expected["z_losses"][s];
+    EXPECT_NEAR(lines[s]["z_loss"].get<double>(), z, 1e-4 * z) << "step " << s + 1;
   }
 
-  Decoder torch_final(read_hf_gpt2_config(dir / "hf_final" / "config.json"));
-  load_hf_gpt2(dir / "hf_final", torch_final.config(), torch_final.named_params());
+  Decoder torch_final(read_hf_config(dir / "hf_final"));
+  load_hf_model(dir / "hf_final", torch_final.config(), torch_final.named_params());
   const Tensor& ours = trainer.model().params();
   const Tensor& theirs = torch_final.params();
   ASSERT_EQ(ours.numel(), theirs.numel());
@@ -63,6 +73,33 @@ TEST(TorchReference, HuggingFaceGpt2TrainsLikePyTorch) {
     max_abs = std::max(max_abs, double(std::fabs(theirs.f32()[i])));
   }
   EXPECT_LT(max_diff, 1e-4 * max_abs) << "largest weight difference " << max_diff;
+}
+
+}  // namespace
+
+TEST(TorchReference, HuggingFaceGpt2TrainsLikePyTorch) {
+  expect_trains_like_pytorch("make_hf_reference.py",
+                             "--steps 6 --schedule cosine --warmup 2 --lr 2e-3 --min-lr 1e-4 --grad-clip 1.0 "
+                             "--weight-decay 0.1");
+}
+
+// Untied head, grouped-query attention, Llama 3.1 frequency scaling across all three bands.
+TEST(TorchReference, HuggingFaceLlamaTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model llama --steps 10 --rope-theta 500000 --rope-scaling llama3 --schedule cosine "
+                             "--warmup 2 --lr 2e-3 --min-lr 1e-4 --grad-clip 1.0 --weight-decay 0.1");
+}
+
+// Tied embeddings, multi-head attention (kv heads = heads).
+TEST(TorchReference, HuggingFaceTiedLlamaTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py", "--model llama --tie 1 --kv-heads 4 --steps 10 --lr 3e-3");
+}
+
+// Mixtral: softmax top-2 routing over 4 experts, load-balancing and z losses in the objective.
+TEST(TorchReference, HuggingFaceMixtralTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model mixtral --steps 10 --aux-coef 0.02 --z-coef 0.001 --schedule cosine --warmup 2 "
+                             "--lr 2e-3 --min-lr 1e-4 --grad-clip 1.0 --weight-decay 0.1");
 }
 
 }  // namespace tessera

@@ -1,0 +1,73 @@
+// The Mixture-of-Experts MLP half of a block, after its norm (Mixtral; DeepSeek-style with shared
+// experts and a sigmoid router):
+//   router:  logits = x Wr^T (N,E); each token picks top_k experts (ops/moe_router.h) with weights
+//            renormalised to sum to 1;
+//   experts: the routed tokens are permuted into expert order, each expert's SwiGLU runs as one
+//            GEMM over its rows (ops/grouped_matmul.h), and the outputs are combined back per token
+//            weighted by the router (ops/moe_dispatch.h); no per-token loops;
+//   shared:  DeepSeek's always-on experts, one dense SwiGLU over every token, added.
+// Dropless by default; a capacity factor keeps at most ceil(factor * N * top_k / E) rows per
+// expert and drops the rest (those tokens' other choices still count). The auxiliary losses
+// (load balancing, router z-loss) are reported per forward and enter backward through the scales
+// the decoder computes from their coefficients.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/decoder_layout.h"
+#include "nn/mlp_layer.h"
+#include "nn/model_config.h"
+#include "ops/moe_router.h"
+
+namespace tessera {
+
+// Training options of the MoE layers (run flags, not architecture).
+struct MoeOptions {
+  float aux_coef = 0.01f;       // load-balancing loss coefficient (--moe-aux-coef)
+  float z_coef = 0.0f;          // router z-loss coefficient (--moe-z-coef)
+  float capacity_factor = 0.0f; // 0 = dropless (--moe-capacity-factor)
+};
+
+struct MoeActivations {
+  Tensor logits, scores, lse;  // (N,E), (N,E), (N) f32
+  Tensor experts, weights;     // (N,K) i32, (N,K) f32
+  Tensor order, offsets;       // (N*K) i32, (E+1) i32 on the host
+  int64_t kept = 0;            // M: routed rows actually computed
+  Tensor xs, h, act, ys;       // (N*K, C), (N*K, 2Fe), (N*K, Fe), (N*K, C): rows < kept used
+  MlpActivations shared;       // the shared experts, when the model has them
+  Tensor out;                  // (B,T,C)
+  RouterLosses losses;         // this forward's aux and z
+  // Without `with_act`, act is left for the caller (selective recomputation shares it).
+  void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device, bool with_act = true);
+};
+
+// Backward scratch shared by every MoE block.
+struct MoeScratch {
+  Tensor dys, dact, dh, dxs;  // like ys, act, h, xs
+  Tensor dweights, dlogits;   // (N,K), (N,E)
+  Tensor dpart;               // (B,T,C): one contribution to dx at a time
+  MlpScratch shared;
+  void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device);
+};
+
+// The gradient weights of this layer's auxiliary losses in the objective.
+struct MoeLossScales {
+  float aux = 0.0f, z = 0.0f;
+};
+
+void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
+                       const BlockWeights& w);
+// Selective recomputation: the experts' SwiGLU output again from the saved h.
+void moe_activation_recompute(MoeActivations& a);
+void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
+                        const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
+                        MoeScratch& scratch);
+
+// Tokens per expert of the last forward (from the plan's offsets: kept rows), and how many
+// assignments the capacity dropped.
+std::vector<int64_t> moe_expert_load(const MoeActivations& a);
+int64_t moe_dropped(const MoeActivations& a, int64_t top_k);
+
+}  // namespace tessera

@@ -1,0 +1,35 @@
+// Attention over a key/value cache: argument checks, then the CPU kernel.
+#include "ops/attention_kv.h"
+
+#include "ops/cpu/attention_kv_cpu.h"
+#include "ops/op_checks.h"
+
+namespace tessera {
+
+void attention_kv_forward(Tensor& out, Tensor& k_cache, Tensor& v_cache, const Tensor& qkv, int64_t past,
+                          int num_heads, int num_kv_heads) {
+  const char* op = "attention_kv_forward";
+  const Device device = detail::check_args(
+      op, {{"out", out}, {"k_cache", k_cache}, {"v_cache", v_cache}, {"qkv", qkv}});
+  TS_CHECK(num_heads > 0 && num_kv_heads > 0 && num_heads % num_kv_heads == 0, op, ": num_kv_heads = ",
+           num_kv_heads, " must divide num_heads = ", num_heads);
+  TS_CHECK(qkv.ndim() == 3 && k_cache.ndim() == 3, op, ": qkv must be (B,Tq,W) and the caches (B,capacity,NKV*HS)");
+  const int64_t B = qkv.size(0), Tq = qkv.size(1), NH = num_heads, NKV = num_kv_heads;
+  const int64_t HS = qkv.size(2) / (NH + 2 * NKV), capacity = k_cache.size(1);
+  TS_CHECK(HS * (NH + 2 * NKV) == qkv.size(2), op, ": qkv width ", qkv.size(2), " is not (NH + 2*NKV) * HS");
+  detail::check_shape(op, "k_cache", k_cache, {B, capacity, NKV * HS});
+  detail::check_shape(op, "v_cache", v_cache, {B, capacity, NKV * HS});
+  detail::check_shape(op, "out", out, {B, Tq, NH * HS});
+  TS_CHECK(past >= 0 && past + Tq <= capacity, op, ": tokens at positions ", past, "..", past + Tq - 1,
+           " do not fit a cache of ", capacity, " positions");
+  switch (device) {
+    case Device::cpu:
+      cpu::attention_kv_forward(out.f32(), k_cache.f32(), v_cache.f32(), qkv.f32(), B, Tq, past, capacity, NH, NKV,
+                                HS);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,20 @@
+// Causal attention of new tokens over a key/value cache (generation without re-running the prefix).
+//   qkv (B, Tq, (NH + 2*NKV) * HS): the new tokens' packed q | k | v (after RoPE), at absolute
+//   positions past .. past+Tq-1. Their k and v are first written into the cache rows
+//   [past, past+Tq) of k_cache and v_cache (B, capacity, NKV*HS); then
+//   out (B, Tq, NH*HS) = softmax(q k^T / sqrt(HS) + causal mask) v over cache rows [0, past+Tq),
+//   query t seeing keys 0 .. past+t, query head h using kv head h / (NH / NKV).
+// The same values as attention_forward over the whole sequence, up to summation order. f32 on the CPU;
+// the GPU refuses it (generation on the GPU re-runs the prefix until its kernel lands).
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tessera {
+
+void attention_kv_forward(Tensor& out, Tensor& k_cache, Tensor& v_cache, const Tensor& qkv, int64_t past,
+                          int num_heads, int num_kv_heads);
+
+}  // namespace tessera

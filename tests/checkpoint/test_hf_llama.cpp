@@ -1,0 +1,94 @@
+// Llama and Mixtral <-> Hugging Face folders: export and import keep every tensor bit for bit, in
+// one file or sharded with an index; the HF names and shapes are the ones transformers writes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "checkpoint/hf_llama.h"
+#include "checkpoint/hf_model.h"
+#include "checkpoint/safetensors.h"
+#include "core/rng.h"
+#include "nn/decoder.h"
+#include "nn/model_presets.h"
+#include "support/test_support.h"
+
+namespace tessera {
+namespace {
+
+void randomise(Decoder& model, uint64_t seed) {
+  const ModelConfig& c = model.config();
+  for (NamedTensor& p : model.named_params()) {
+    for (int64_t i = 0; i < p.tensor.numel(); ++i) p.tensor.f32()[i] = normal_at(seed, stream_id(p.name), uint64_t(i));
+    if (p.name == "embed_tokens.weight" || p.name == "lm_head.weight")
+      for (int64_t i = c.vocab_size * c.channels; i < p.tensor.numel(); ++i) p.tensor.f32()[i] = 0.0f;
+  }
+}
+
+void expect_same_bits(const Decoder& a, const Decoder& b) {
+  ASSERT_EQ(a.params().numel(), b.params().numel());
+  for (int64_t i = 0; i < a.params().numel(); ++i)
+    ASSERT_EQ(a.params().f32()[i], b.params().f32()[i]) << "element " << i;
+}
+
+class HfLlama : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfLlama, ExportImportExportKeepsEveryBit) {
+  const ModelConfig config = model_preset(GetParam());
+  Decoder original(config);
+  randomise(original, 4);
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir / "one", config, original.named_params());
+  save_hf_llama(dir / "sharded", config, original.named_params(), 20000);  // bytes per shard: several shards
+  EXPECT_TRUE(std::filesystem::exists(dir / "one" / "model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "sharded" / "model.safetensors"));
+  const nlohmann::json index =
+      nlohmann::json::parse(testing::read_text(dir / "sharded" / "model.safetensors.index.json"));
+  std::set<std::string> shards;
+  for (const auto& [tensor, shard] : index["weight_map"].items()) shards.insert(shard.get<std::string>());
+  EXPECT_GT(shards.size(), 2u);
+
+  for (const char* folder : {"one", "sharded"}) {
+    const ModelConfig read = read_hf_config(dir / folder);
+    EXPECT_TRUE(read == config) << folder;
+    Decoder imported(read);
+    load_hf_model(dir / folder, read, imported.named_params());
+    expect_same_bits(original, imported);
+    save_hf_model(dir / (std::string(folder) + "-again"), read, imported.named_params());
+    EXPECT_EQ(testing::read_text(dir / (std::string(folder) + "-again") / "model.safetensors"),
+              testing::read_text(dir / "one" / "model.safetensors"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfLlama, ::testing::Values("llama-tiny", "mixtral-tiny"),
+                         [](const auto& info) { return info.param == "llama-tiny" ? "Llama" : "Mixtral"; });
+
+TEST(HfLlama, NamesAndShapesAreTransformers) {
+  const ModelConfig config = model_preset("mixtral-tiny");
+  Decoder model(config);
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, model.named_params());
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.embed_tokens.weight").shape, (Shape{256, 32}));
+  EXPECT_EQ(file.info("model.layers.0.self_attn.q_proj.weight").shape, (Shape{32, 32}));
+  EXPECT_EQ(file.info("model.layers.0.self_attn.k_proj.weight").shape, (Shape{16, 32}));
+  EXPECT_EQ(file.info("model.layers.1.block_sparse_moe.gate.weight").shape, (Shape{4, 32}));
+  EXPECT_EQ(file.info("model.layers.1.block_sparse_moe.experts.3.w1.weight").shape, (Shape{48, 32}));
+  EXPECT_EQ(file.info("model.layers.1.block_sparse_moe.experts.3.w2.weight").shape, (Shape{32, 48}));
+  EXPECT_EQ(file.info("lm_head.weight").shape, (Shape{256, 32}));
+  const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "MixtralForCausalLM");
+  EXPECT_EQ(hf["num_local_experts"], 4);
+  EXPECT_EQ(hf["num_experts_per_tok"], 2);
+  EXPECT_EQ(hf["num_key_value_heads"], 2);
+}
+
+// A DeepSeek-style model (shared experts, sigmoid router) has no Mixtral form: refused, not mangled.
+TEST(HfLlama, ExportRefusesDeepSeekStyle) {
+  const ModelConfig config = model_preset("deepseek-moe-tiny");
+  Decoder model(config);
+  EXPECT_THROW(save_hf_llama(testing::scratch_dir(), config, model.named_params()), Error);
+}
+
+}  // namespace
+}  // namespace tessera

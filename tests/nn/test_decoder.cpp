@@ -1,0 +1,228 @@
+// The block-structured decoder across families (GPT-2, Llama, Mixtral, DeepSeek-style MoE): every
+// gradient against finite differences, bitwise-equal gradients under activation recomputation,
+// KV-cache generation against full re-computation, published preset sizes and block ranges.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/rng.h"
+#include "nn/decoder.h"
+#include "nn/model_presets.h"
+
+namespace tessera {
+namespace {
+
+// Small models of each family; T up to 8, vocab 50 (Vp 128).
+ModelConfig family(const std::string& name) {
+  ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : name == "llama" || name == "llama-tied" ? "llama-tiny"
+                                                : name == "mixtral"                                  ? "mixtral-tiny"
+                                                                                                     : "deepseek-moe-tiny");
+  c.num_layers = name == "deepseek" ? 3 : 2;
+  c.vocab_size = 50;
+  c.max_seq_len = 8;
+  if (name == "llama") {  // Llama 3.1 scaling with every band in use at head size 8
+    c.rope.theta = 500000.0f;
+    c.rope.factor = 8.0f;
+    c.rope.original_max_positions = 64;
+  }
+  if (name == "llama-tied") c.tied_embeddings = true, c.num_kv_heads = 4;
+  return c;
+}
+
+struct Batch {
+  Tensor tokens, targets;
+};
+
+Batch make_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+  Batch b{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
+  Rng rng(seed);
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.tokens.data<int32_t>()[i] = int32_t(rng.below(uint64_t(V)));
+    b.targets.data<int32_t>()[i] = int32_t(rng.below(uint64_t(V)));
+  }
+  return b;
+}
+
+// Every parameter random (gains and biases too); padding rows stay 0; routers get large weights so
+// a small perturbation never changes which experts a token picks.
+void randomise(Decoder& model, uint64_t seed) {
+  const ModelConfig& c = model.config();
+  for (NamedTensor& p : model.named_params()) {
+    const bool router = p.name.find("router.weight") != std::string::npos;
+    const bool vocab = p.name == "embed_tokens.weight" || p.name == "lm_head.weight" || p.name == "wte";
+    for (int64_t i = 0; i < p.tensor.numel(); ++i)
+      p.tensor.f32()[i] = (router ? 3.0f : 0.3f) * normal_at(seed, stream_id(p.name), uint64_t(i));
+    if (vocab)
+      for (int64_t i = c.vocab_size * c.channels; i < p.tensor.numel(); ++i) p.tensor.f32()[i] = 0.0f;
+  }
+  model.params_updated();
+}
+
+std::vector<float> gradients_of(Decoder& model, const Batch& b, float dloss) {
+  model.zero_grad();
+  model.forward(b.tokens, b.targets, dloss);
+  model.backward();
+  return std::vector<float>(model.grads().f32(), model.grads().f32() + model.grads().numel());
+}
+
+class Families : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Families, GradientMatchesFiniteDifferences) {
+  Decoder model(family(GetParam()));
+  model.set_moe_options(MoeOptions{0.1f, 0.01f, 0.0f});  // the aux and z-loss gradients are checked too
+  randomise(model, 11);
+  const int64_t B = 2, T = 5;
+  Batch b = make_batch(B, T, 50, 5);
+  const float dloss = 1.0f / float(B * T);
+  const std::vector<float> grad = gradients_of(model, b, dloss);
+  // The objective whose gradient backward took: mean cross-entropy plus the weighted router losses.
+  auto objective = [&] {
+    const double loss = model.forward(b.tokens, b.targets);
+    const RouterLosses moe = model.moe_losses();
+    return loss + 0.1 * moe.aux + 0.01 * moe.z;
+  };
+  float* p = model.params().f32();
+  auto objective_at = [&](int64_t i, float value) {
+    const float saved = p[i];
+    p[i] = value;
+    const double o = objective();
+    p[i] = saved;
+    return o;
+  };
+  for (const ParamSpec& spec : model.layout().specs()) {
+    if (spec.name.find("score_bias") != std::string::npos) continue;  // selection only: no gradient
+    for (int k = 0; k < 3; ++k) {
+      int64_t i = spec.offset + int64_t(uniform_at(99, stream_id(spec.name), uint64_t(k)) * float(spec.numel()));
+      if (spec.init == ParamInit::vocab_rows) i = spec.offset + (k * 7 % 50) * model.config().channels + k;
+      const float h = 1e-2f;
+      const double fd = (objective_at(i, p[i] + h) - objective_at(i, p[i] - h)) / (2.0 * h);
+      EXPECT_NEAR(grad[size_t(i)], fd, 2e-3 + 0.03 * std::fabs(fd)) << spec.name << " element " << i - spec.offset;
+    }
+  }
+  // The directional derivative along a random direction over all parameters, more tightly.
+  const int64_t n = model.params().numel();
+  std::vector<float> saved(p, p + n), dir(static_cast<size_t>(n));
+  double g_dot_d = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    dir[size_t(i)] = normal_at(5, 5, uint64_t(i));
+    g_dot_d += double(grad[size_t(i)]) * dir[size_t(i)];
+  }
+  auto along = [&](float t) {
+    for (int64_t i = 0; i < n; ++i) p[i] = saved[size_t(i)] + t * dir[size_t(i)];
+    return objective();
+  };
+  const float h = 1e-3f;
+  const double fd = (along(h) - along(-h)) / (2.0 * h);
+  EXPECT_NEAR(g_dot_d, fd, 0.01 * std::fabs(fd));
+}
+
+// Recomputation re-runs the same arithmetic: the gradients are the same bits.
+TEST_P(Families, RecomputationGivesBitwiseEqualGradients) {
+  Batch b = make_batch(2, 8, 50, 21);
+  std::vector<float> reference;
+  for (RecomputePolicy policy : {RecomputePolicy{Recompute::none, 0}, RecomputePolicy{Recompute::selective, 0},
+                                 RecomputePolicy{Recompute::full, 0}, RecomputePolicy{Recompute::full, 1},
+                                 RecomputePolicy{Recompute::selective, 1}}) {
+    Decoder model(family(GetParam()));
+    randomise(model, 3);
+    model.set_recompute(policy);
+    const std::vector<float> grads = gradients_of(model, b, 1.0f / 16);
+    if (reference.empty()) {
+      reference = grads;
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(grads.data(), reference.data(), grads.size() * sizeof(float)), 0)
+        << "recompute mode " << int(policy.mode) << ", layers " << policy.layers;
+  }
+}
+
+// Logits of a cached decode, token by token after a prompt, against full forwards of each prefix.
+TEST_P(Families, KvCacheMatchesFullRecomputation) {
+  Decoder model(family(GetParam()));
+  randomise(model, 8);
+  Batch b = make_batch(1, 8, 50, 2);
+  KvCache cache = model.kv_cache(1);
+  const int64_t Vp = model.config().padded_vocab_size();
+  model.forward_cached(b.tokens.view(0, {1, 3}), cache);  // the prompt: 3 tokens at once
+  for (int64_t t = 3; t <= 8; ++t) {
+    const Tensor cached = cache.acts.logits;
+    const int64_t rows = cached.size(0);
+    model.forward(b.tokens.view(0, {1, t}), Tensor());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t v = 0; v < Vp; ++v)
+        ASSERT_NEAR(cached.f32()[r * Vp + v], model.logits().f32()[(t - rows + r) * Vp + v], 1e-4f)
+            << "position " << t - rows + r << " logit " << v;
+    if (t < 8) model.forward_cached(b.tokens.view(t, {1, 1}), cache);
+  }
+  EXPECT_EQ(cache.length, 8);
+  EXPECT_THROW(model.forward_cached(b.tokens.view(0, {1, 1}), cache), Error);  // the context is full
+}
+
+INSTANTIATE_TEST_SUITE_P(Decoder, Families, ::testing::Values("gpt2", "llama", "llama-tied", "mixtral", "deepseek"));
+
+TEST(Presets, PublishedParameterCounts) {
+  EXPECT_EQ(model_preset("llama3.2-1b").num_parameters(), 1235814400);
+  EXPECT_EQ(model_preset("llama3.2-3b").num_parameters(), 3212749824);
+  EXPECT_EQ(model_preset("llama3.1-8b").num_parameters(), 8030261248);
+  EXPECT_EQ(model_preset("llama3.1-70b").num_parameters(), 70553706496);
+  EXPECT_EQ(model_preset("mixtral-8x7b").num_parameters(), 46702792704);
+  EXPECT_EQ(model_preset("mixtral-8x7b").active_parameters(), 12879925248);
+  for (const std::string& name : model_preset_names()) EXPECT_NO_THROW(model_preset(name).validate()) << name;
+}
+
+TEST(Presets, LlamaNamesShapesAndBlockRanges) {
+  Decoder model(model_preset("llama-tiny"));
+  const ParameterLayout& layout = model.layout();
+  EXPECT_EQ(layout.find("layers.1.self_attn.qkv_proj.weight").shape, (Shape{(4 + 2 * 2) * 8, 32}));
+  EXPECT_EQ(layout.find("layers.0.mlp.gate_up_proj.weight").shape, (Shape{128, 32}));
+  EXPECT_EQ(layout.find("lm_head.weight").block, 2);
+  EXPECT_THROW(layout.find("layers.0.self_attn.qkv_proj.bias"), Error);  // Llama has no biases
+  const OffsetRange embed = layout.block_range(kEmbeddingBlock, kEmbeddingBlock);
+  const OffsetRange blocks = layout.block_range(0, 1), tail = layout.block_range(2, 2);
+  EXPECT_EQ(embed.begin, 0);
+  EXPECT_EQ(embed.end, blocks.begin);
+  EXPECT_EQ(blocks.end, tail.begin);
+  EXPECT_EQ(tail.end, layout.total());
+  EXPECT_EQ(layout.block_range(1, 1).begin, layout.find("layers.1.input_layernorm.weight").offset);
+}
+
+TEST(Moe, CapacityDropsAssignmentsAndDroplessKeepsAll) {
+  Batch b = make_batch(2, 8, 50, 4);
+  for (float factor : {0.0f, 0.5f}) {
+    Decoder model(family("mixtral"));
+    randomise(model, 9);
+    model.set_moe_options(MoeOptions{0.01f, 0.0f, factor});
+    gradients_of(model, b, 1.0f / 16);
+    double routed = 0;
+    for (double load : model.expert_load()) routed += load;
+    const double assignments = 2 * 16 * 2;  // layers x tokens x top_k
+    if (factor == 0.0f) {
+      EXPECT_EQ(routed, assignments);
+      EXPECT_EQ(model.dropped_assignments(), 0.0);
+    } else {  // capacity ceil(0.5 * 32 / 4) = 4 rows per expert and layer
+      EXPECT_LE(routed, 2 * 4 * 4);
+      EXPECT_EQ(model.dropped_assignments(), assignments - routed);
+    }
+  }
+}
+
+TEST(Moe, SigmoidRouterBiasesMoveTowardsBalance) {
+  Decoder model(family("deepseek"));
+  model.init_weights(1);
+  Batch b = make_batch(2, 8, 50, 4);
+  gradients_of(model, b, 1.0f / 16);
+  ASSERT_EQ(model.expert_load().size(), 2u * 8u);  // two MoE layers (the first block is dense)
+  std::vector<double> load(16, 4.0);
+  load[0] = 10.0, load[1] = 0.0;  // layer 1: expert 0 overloaded, expert 1 idle
+  model.balance_router_biases(load, 0.5f);
+  const float* bias = model.params().f32() + model.layout().find("layers.1.mlp.router.score_bias").offset;
+  EXPECT_EQ(bias[0], -0.5f);
+  EXPECT_EQ(bias[1], 0.5f);
+  EXPECT_EQ(bias[2], 0.5f);  // the mean is 34 / 8 = 4.25: expert 2's 4 is below it
+  const float* balanced = model.params().f32() + model.layout().find("layers.2.mlp.router.score_bias").offset;
+  for (int e = 0; e < 8; ++e) EXPECT_EQ(balanced[e], 0.0f);  // layer 2: every expert at the mean
+}
+
+}  // namespace
+}  // namespace tessera
