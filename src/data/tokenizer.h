@@ -20,7 +20,7 @@
 
 namespace tessera {
 
-inline constexpr std::string_view kEndOfText = "<|endoftext|>";       // GPT-2, cl100k, o200k
+inline constexpr std::string_view kEndOfText = "<|endoftext|>";         // GPT-2, cl100k, o200k
 inline constexpr std::string_view kLlamaEndOfText = "<|end_of_text|>";  // Llama 3
 
 // Transparent hashing, so a map keyed by std::string can be searched with a string_view.

@@ -86,8 +86,8 @@ Tokenizer load_by_layout(const std::filesystem::path& path) {
   std::error_code ec;
   fs::file_status status = fs::status(path, ec);
   TS_CHECK(fs::exists(status), "tokenizer path ", path.string(),
-           " does not exist; give a tokenizer.json or *.tiktoken file, or a folder with tokenizer.json or encoder.json + "
-           "vocab.bpe");
+           " does not exist; give a tokenizer.json or *.tiktoken file, or a folder with tokenizer.json or "
+           "encoder.json + vocab.bpe");
   fs::path folder = fs::is_directory(status) ? path : path.parent_path();
   std::string name = path.filename().string();
   if (!fs::is_directory(status) && path.extension() == ".tiktoken") return vocab_files::load_tiktoken(path);

@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/user_text.h"
 #include "data/byte_level.h"
 #include "data/json_excerpt.h"
 #include "data/tokenizer_files.h"
@@ -58,12 +59,14 @@ bool byte_level_uses_regex(const Json& pre, const std::string& where) {
 // The regex of a Split pre-tokenizer at `key` that keeps matches as pieces of their own.
 std::string split_regex(const Json& split, const std::string& key) {
   const Json pattern = split.value("pattern", Json());
+  TS_CHECK(!(pattern.is_object() && pattern.contains("String")), key,
+           ".pattern: {\"String\": ...} is not supported; Tessera splits by {\"Regex\": ...}");
   TS_CHECK(pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string(), key,
-           ".pattern: expected {\"Regex\": \"...\"}; got ", json_excerpt(pattern),
-           " (only regex Split patterns are supported)");
+           ".pattern: expected {\"Regex\": \"...\"}, got ", json_excerpt(pattern));
   const Json behavior = split.value("behavior", Json("Isolated"));
-  TS_CHECK(behavior == "Isolated", key, ".behavior: ", json_excerpt(behavior),
-           " is not supported; Tessera splits with behavior \"Isolated\"");
+  TS_CHECK(behavior == "Isolated", key, ".behavior ",
+           behavior.is_string() ? quoted_text(behavior.get<std::string>(), 60) : json_excerpt(behavior),
+           " is not supported; Tessera splits with behavior Isolated");
   TS_CHECK(!option_flag(split, "invert", false, key), key, ".invert: true is not supported");
   return pattern["Regex"].get<std::string>();
 }
@@ -74,6 +77,7 @@ Pretokenizer read_pre_tokenizer(const Json& root, const std::string& name) {
   const Json pre = root.value("pre_tokenizer", Json());
   const std::string key = name + ": pre_tokenizer";
   const std::string supported = "; Tessera reads ByteLevel, or a Sequence of a regex Split and ByteLevel";
+  TS_CHECK(!pre.is_null(), name, ": no pre_tokenizer", supported);
   if (type_of(pre) == "ByteLevel") {
     TS_CHECK(byte_level_uses_regex(pre, key), key, ": ByteLevel with use_regex false needs a Split before it",
              supported);
@@ -84,8 +88,8 @@ Pretokenizer read_pre_tokenizer(const Json& root, const std::string& name) {
   TS_CHECK(steps.is_array(), key, ".pretokenizers must be an array");
   for (size_t i = 0; i < steps.size(); ++i) {
     std::string type = type_of(steps[i]);
-    TS_CHECK(type == "Split" || type == "ByteLevel", key, ".pretokenizers[", i, "] type ", type,
-             " is not supported", supported);
+    TS_CHECK(type == "Split" || type == "ByteLevel", key, ".pretokenizers[", i, "] type ", type, " is not supported",
+             supported);
   }
   TS_CHECK(steps.size() == 2 && type_of(steps[0]) == "Split" && type_of(steps[1]) == "ByteLevel", key,
            ".pretokenizers: a Sequence of ", steps.size(), " steps is not supported", supported);
@@ -126,7 +130,8 @@ void read_post_processor(const Json& processor, const std::string& key, Encoding
   if (type == "Sequence") {
     const Json steps = processor.value("processors", Json());
     TS_CHECK(steps.is_array(), key, ".processors must be an array");
-    for (size_t i = 0; i < steps.size(); ++i) read_post_processor(steps[i], key + ".processors[" + std::to_string(i) + "]", rules);
+    for (size_t i = 0; i < steps.size(); ++i)
+      read_post_processor(steps[i], key + ".processors[" + std::to_string(i) + "]", rules);
     return;
   }
   TS_CHECK(type == "TemplateProcessing", key, " type ", type,
@@ -282,12 +287,9 @@ void Tokenizer::save_json(const std::filesystem::path& file) const {
                 {"ignore_merges", rules_.ignore_merges},
                 {"vocab", std::move(vocab)},
                 {"merges", std::move(merges)}};
-  Json root = {{"version", "1.0"},
-               {"truncation", nullptr},
-               {"padding", nullptr},
-               {"added_tokens", std::move(added)},
-               {"normalizer", nullptr},
-               {"model", std::move(model)}};
+  Json root = {{"version", "1.0"},      {"truncation", nullptr},
+               {"padding", nullptr},    {"added_tokens", std::move(added)},
+               {"normalizer", nullptr}, {"model", std::move(model)}};
   write_rules(rules_, tokens_, root);
   std::string text;
   try {

