@@ -55,8 +55,8 @@ struct EncodingRules {
 class Tokenizer {
  public:
   // tokens[id] holds the raw bytes of token id: every single byte must be some token's text.
-  // merges are in rank order; every special's id must hold its text. `source` (a file name)
-  // prefixes the errors about this vocabulary.
+  // merges are in rank order unless rules.merge_ranks ranks them; every special's id must hold its
+  // text. `source` (a file name) prefixes the errors about this vocabulary.
   Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merges, std::vector<SpecialToken> specials,
             std::string source, EncodingRules rules = {});
 

@@ -4,8 +4,10 @@
 // adjacent parts whose bytes are a token, lowest such rank first, and takes a piece that is a token
 // whole; here every split of a token into two tokens becomes a merge ranked by that token, and
 // ignore_merges is on. Ids no token uses hold "<|unused_ID|>", which no pattern leaves whole.
+#include <algorithm>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 #include "core/user_text.h"
@@ -69,11 +71,16 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
+// Ranks may leave at most this many ids unused (cl100k leaves one), so a rank file cannot make us
+// allocate far more than it holds.
+constexpr size_t kMaxUnusedRanks = 1024;
+
 // The tokens of the rank file by rank; ranks no line gives are left empty (`used` false).
 std::vector<std::string> read_ranks(const std::filesystem::path& file, std::vector<bool>& used) {
   const std::string name = file.string();
   std::string text = read_whole_file(file, "tokenizer file", kMaxTokenizerFileBytes);
-  std::vector<std::string> tokens;
+  std::vector<std::pair<int32_t, std::string>> lines;
+  int32_t max_rank = -1;
   size_t line_number = 0;
   for (size_t start = 0; start < text.size();) {
     size_t end = std::min(text.find('\n', start), text.size());
@@ -88,21 +95,24 @@ std::vector<std::string> read_ranks(const std::filesystem::path& file, std::vect
     std::optional<std::string> bytes = base64_decode(line.substr(0, space));
     TS_CHECK(bytes.has_value() && !bytes->empty(), where, ": ", quoted_text(line.substr(0, space), 80),
              " is not base64 of a token");
-    int64_t rank = -1;
     std::string_view digits = line.substr(space + 1);
-    if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string_view::npos)
-      rank = std::stoll(std::string(digits));
-    TS_CHECK(rank >= 0 && rank < (int64_t(1) << 24), where, ": rank ", quoted_text(digits, 40),
-             " is not a whole number below 2^24");
-    if (size_t(rank) >= tokens.size()) {
-      tokens.resize(size_t(rank) + 1);
-      used.resize(size_t(rank) + 1, false);
-    }
-    TS_CHECK(!used[size_t(rank)], where, ": rank ", rank, " is given to two tokens");
-    tokens[size_t(rank)] = std::move(*bytes);
+    bool whole =
+        !digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string_view::npos;
+    TS_CHECK(whole, where, ": rank ", quoted_text(digits, 40), " is not a whole number below 10^9");
+    auto rank = int32_t(std::stol(std::string(digits)));
+    lines.emplace_back(rank, std::move(*bytes));
+    max_rank = std::max(max_rank, rank);
+  }
+  TS_CHECK(!lines.empty(), name, ": no tokens; expected one '<base64 token> <rank>' line per token");
+  TS_CHECK(size_t(max_rank) < lines.size() + kMaxUnusedRanks, name, ": rank ", max_rank, " leaves more than ",
+           kMaxUnusedRanks, " of the ", max_rank + 1, " ids unused; tiktoken ranks run from 0 with few gaps");
+  std::vector<std::string> tokens(size_t(max_rank) + 1);
+  used.assign(tokens.size(), false);
+  for (auto& [rank, bytes] : lines) {
+    TS_CHECK(!used[size_t(rank)], name, ": rank ", rank, " is given to two tokens");
+    tokens[size_t(rank)] = std::move(bytes);
     used[size_t(rank)] = true;
   }
-  TS_CHECK(!tokens.empty(), name, ": no tokens; expected one '<base64 token> <rank>' line per token");
   return tokens;
 }
 

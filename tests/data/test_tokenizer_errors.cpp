@@ -225,6 +225,8 @@ TEST(TokenizerErrors, BadTiktokenFiles) {
   EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "line 2");
   testing::write_text(file, "IQ== 0\nIg== 0\n");
   EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "rank 0 is given to two tokens");
+  testing::write_text(file, "IQ== 0\nIg== 999999999\n");
+  EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "rank 999999999 leaves more than 1024");
   testing::write_text(file, "IQ== 0\n");  // one token: the byte 0x00 has none
   EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "no token for byte 0x0");
 }

@@ -143,6 +143,8 @@ inline const Texts& varied_texts() {
                               "ﬁ ligature ½ ¾ ²³ ①②",
                               "zero\u200bwidth\u200djoiner",
                               "combining e\u0301 a\u0308",
+                              "a\u0085b a \u0085 b x\ufeff y a\u180eb a\u2028b\u2029c \u1680x \u205fy a\vb\fc",
+                              "it'\u017f IT'\u017f \u212a 'K 12\u0660\u06f1\uff13",
                               "aaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                               "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!",
                               "                                        x"};
