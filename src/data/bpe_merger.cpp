@@ -20,10 +20,13 @@ struct Candidate {
 
 }  // namespace
 
-BpeMerger::BpeMerger(std::span<const BpeMerge> merges) {
+BpeMerger::BpeMerger(std::span<const BpeMerge> merges, std::span<const int32_t> ranks) {
   rules_.reserve(merges.size());
-  for (size_t r = 0; r < merges.size(); ++r)
-    rules_.try_emplace(pair_key(merges[r].left, merges[r].right), Rule{int32_t(r), merges[r].merged});
+  for (size_t r = 0; r < merges.size(); ++r) {
+    int32_t rank = ranks.empty() ? int32_t(r) : ranks[r];
+    auto [it, added] = rules_.try_emplace(pair_key(merges[r].left, merges[r].right), Rule{rank, merges[r].merged});
+    if (!added && rank < it->second.rank) it->second = Rule{rank, merges[r].merged};
+  }
 }
 
 const BpeMerger::Rule* BpeMerger::find(int32_t left, int32_t right) const {

@@ -21,8 +21,9 @@ struct BpeMerge {
 class BpeMerger {
  public:
   BpeMerger() = default;
-  // merges[r] has rank r (lower merges first).
-  explicit BpeMerger(std::span<const BpeMerge> merges);
+  // merges[r] has rank ranks[r], or r when `ranks` is empty (lower merges first). Merges may share
+  // a rank (tiktoken's, ranked by the token they make); the leftmost pair then goes first.
+  explicit BpeMerger(std::span<const BpeMerge> merges, std::span<const int32_t> ranks = {});
 
   // Rewrites `tokens` (the ids of a piece's bytes) into its merged tokens.
   void merge(std::vector<int32_t>& tokens) const;

@@ -1,5 +1,6 @@
-// Turning text files into llm.c token shards: each document is preceded by <|endoftext|> (the
-// GPT-2 / llm.c convention); every val_every-th document goes to the validation split.
+// Turning text files into llm.c token shards: each document is preceded by the tokenizer's BOS
+// when its post-processor adds one (Llama 3: <|begin_of_text|>), else by <|endoftext|> (the GPT-2 /
+// llm.c convention); every val_every-th document goes to the validation split.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Tokenizer construction (vocabulary checks), encoding and decoding. Merged pieces are cached:
 // natural text repeats its words, so most pieces skip BPE after the first few kilobytes.
+// With ignore_merges a piece that is a whole token is looked up before the cache and BPE.
 #include "data/tokenizer.h"
 
 #include <mutex>
@@ -14,24 +15,20 @@ namespace {
 // The cache is emptied when it grows past this many pieces, bounding its memory on huge corpora.
 constexpr size_t kMaxCachedPieces = size_t(1) << 20;
 
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
 }  // namespace
 
 struct Tokenizer::PieceCache {
   std::shared_mutex mutex;
-  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> pieces;
+  std::unordered_map<std::string, std::vector<int32_t>, TextHash, std::equal_to<>> pieces;
 };
 
 Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merges, std::vector<SpecialToken> specials,
-                     std::string source)
+                     std::string source, EncodingRules rules)
     : tokens_(std::move(tokens)),
       merges_(std::move(merges)),
       specials_(std::move(specials)),
       source_(std::move(source)),
+      rules_(std::move(rules)),
       cache_(std::make_shared<PieceCache>()) {
   const auto n = int64_t(tokens_.size());
   TS_CHECK(n > 0 && n < int64_t(INT32_MAX), source_, ": vocabulary size ", n, " is out of range");
@@ -39,8 +36,13 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merg
     TS_CHECK(!s.text.empty(), source_, ": special token ", s.id, " has empty text");
     TS_CHECK(s.id >= 0 && s.id < n && tokens_[size_t(s.id)] == s.text, source_, ": special token '", s.text,
              "' must have an id in [0, ", n, ") whose token is its text; got id ", s.id);
-    if (s.text == kEndOfText) eot_ = s.id;
+    if (s.text == kEndOfText || (s.text == kLlamaEndOfText && eot_ < 0)) eot_ = s.id;
   }
+  for (const auto* ids : {&rules_.prefix, &rules_.suffix})
+    for (int32_t id : *ids)
+      TS_CHECK(id >= 0 && id < n, source_, ": the post-processor adds token id ", id, ", outside [0, ", n, ")");
+  TS_CHECK(rules_.merge_ranks.empty() || rules_.merge_ranks.size() == merges_.size(), source_, ": ",
+           rules_.merge_ranks.size(), " merge ranks for ", merges_.size(), " merges");
   std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
   for (int32_t id = int32_t(n) - 1; id >= 0; --id)  // the lowest id wins when a byte repeats
     if (tokens_[size_t(id)].size() == 1) byte_token_[static_cast<unsigned char>(tokens_[size_t(id)][0])] = id;
@@ -54,12 +56,24 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merg
              ": merge ", r + 1, " (ids ", m.left, " + ", m.right, " -> ", m.merged,
              ") does not join two tokens into the third");
   }
-  merger_ = BpeMerger(merges_);
+  merger_ = BpeMerger(merges_, rules_.merge_ranks);
+  if (rules_.ignore_merges) {
+    std::vector<bool> special(size_t(n), false);
+    for (const SpecialToken& s : specials_) special[size_t(s.id)] = true;
+    whole_tokens_.reserve(size_t(n));
+    for (int32_t id = 0; id < int32_t(n); ++id)  // the lowest id wins when bytes repeat
+      if (!special[size_t(id)]) whole_tokens_.try_emplace(tokens_[size_t(id)], id);
+  }
 }
 
 int32_t Tokenizer::eot_token() const {
-  TS_CHECK(eot_ >= 0, source_, ": this vocabulary has no ", kEndOfText, " token");
+  TS_CHECK(eot_ >= 0, source_, ": this vocabulary has no ", kEndOfText, " (or ", kLlamaEndOfText, ") token");
   return eot_;
+}
+
+std::optional<int32_t> Tokenizer::bos_token() const {
+  if (rules_.prefix.empty()) return std::nullopt;
+  return rules_.prefix.front();
 }
 
 void Tokenizer::check_id(int32_t id) const {
@@ -108,10 +122,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   }
 }
 
+std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text) const {
+  std::vector<int32_t> out = rules_.prefix;
+  std::vector<int32_t> body = encode(text);
+  out.insert(out.end(), body.begin(), body.end());
+  out.insert(out.end(), rules_.suffix.begin(), rules_.suffix.end());
+  return out;
+}
+
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::vector<std::string_view> pieces;
-  pretokenizer_.split(text, pieces);
+  rules_.pretokenizer.split(text, pieces);
   for (std::string_view piece : pieces) encode_piece(piece, out);
 }
 
@@ -119,6 +141,13 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
   if (piece.size() == 1) {
     out.push_back(byte_token_[static_cast<unsigned char>(piece[0])]);
     return;
+  }
+  if (rules_.ignore_merges) {
+    auto whole = whole_tokens_.find(piece);
+    if (whole != whole_tokens_.end()) {
+      out.push_back(whole->second);
+      return;
+    }
   }
   {
     std::shared_lock lock(cache_->mutex);

@@ -1,15 +1,18 @@
-// Byte-level BPE tokenizer, GPT-2 compatible: reads OpenAI's encoder.json + vocab.bpe or a Hugging
-// Face tokenizer.json, writes tokenizer.json. Special tokens are matched whole in the text; the rest
-// is pre-tokenised with GPT-2's pattern and each piece merged by rank. decode(encode(s)) == s for
-// any bytes. Immutable after construction, so encode/decode are safe to call from many threads.
+// Byte-level BPE tokenizer (GPT-2, Llama 3, tiktoken's cl100k/o200k): reads OpenAI's encoder.json +
+// vocab.bpe, a Hugging Face tokenizer.json or a tiktoken rank file, writes tokenizer.json. Special
+// tokens are matched whole in the text; the rest is pre-tokenised with the vocabulary's pattern and
+// each piece merged by rank. decode(encode(s)) == s for any bytes. Immutable after construction, so
+// encode/decode are safe to call from many threads.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "data/bpe_merger.h"
@@ -17,7 +20,14 @@
 
 namespace tessera {
 
-inline constexpr std::string_view kEndOfText = "<|endoftext|>";
+inline constexpr std::string_view kEndOfText = "<|endoftext|>";         // GPT-2, cl100k, o200k
+inline constexpr std::string_view kLlamaEndOfText = "<|end_of_text|>";  // Llama 3
+
+// Transparent hashing, so a map keyed by std::string can be searched with a string_view.
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
 
 // A token recognised as a whole wherever its text occurs in the input (e.g. <|endoftext|>).
 struct SpecialToken {
@@ -25,29 +35,54 @@ struct SpecialToken {
   int32_t id = 0;
 };
 
+// What a vocabulary does besides merging: how text is cut into pieces, whether a piece that is
+// itself a token skips merging, and what goes around a text when special tokens are added.
+// The defaults are GPT-2's.
+struct EncodingRules {
+  Pretokenizer pretokenizer;  // GPT-2's pattern unless given another
+  // A piece whose bytes are one (non-special) token becomes that token without merging: Hugging
+  // Face's ignore_merges (Llama 3), and always so in tiktoken.
+  bool ignore_merges = false;
+  // The ids put before and after a text by encode_with_special_tokens (tokenizer.json's
+  // post_processor; Llama 3: <|begin_of_text|> before, nothing after).
+  std::vector<int32_t> prefix;
+  std::vector<int32_t> suffix;
+  // merge_ranks[r] is the rank of merges[r] (lower merges first); empty: the rank is r. tiktoken
+  // ranks a merge by the token it makes, so merges making one token share a rank.
+  std::vector<int32_t> merge_ranks;
+};
+
 class Tokenizer {
  public:
   // tokens[id] holds the raw bytes of token id: every single byte must be some token's text.
-  // merges are in rank order; every special's id must hold its text. `source` (a file name)
-  // prefixes the errors about this vocabulary.
+  // merges are in rank order unless rules.merge_ranks ranks them; every special's id must hold its
+  // text. `source` (a file name) prefixes the errors about this vocabulary.
   Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merges, std::vector<SpecialToken> specials,
-            std::string source);
+            std::string source, EncodingRules rules = {});
 
-  // `path`: a tokenizer.json file, or a folder holding tokenizer.json (read first when both are
-  // there) or OpenAI's encoder.json + vocab.bpe. Every added token of tokenizer.json is special.
+  // `path`: a tokenizer.json file, a tiktoken rank file (*.tiktoken), or a folder holding
+  // tokenizer.json (read first when both are there) or OpenAI's encoder.json + vocab.bpe. Every
+  // added token of tokenizer.json is special.
   static Tokenizer load(const std::filesystem::path& path);
-  // Writes a Hugging Face tokenizer.json (BPE model, byte-level pre-tokenizer and decoder) through
-  // a temporary file renamed into place.
+  // Writes a Hugging Face tokenizer.json (BPE model; the pre-tokenizer pattern, ignore_merges and
+  // post-processor of this vocabulary; byte-level decoder) through a temporary file renamed into place.
   void save_json(const std::filesystem::path& file) const;
 
+  // The tokens of `text` alone: nothing is added around it (Hugging Face's add_special_tokens=false).
   std::vector<int32_t> encode(std::string_view text) const;
+  // rules().prefix + encode(text) + rules().suffix, as Hugging Face encodes with add_special_tokens.
+  std::vector<int32_t> encode_with_special_tokens(std::string_view text) const;
   std::string decode(std::span<const int32_t> ids) const;
   // The raw bytes of one token (not necessarily valid UTF-8 on its own).
   std::string token_text(int32_t id) const;
 
   int64_t vocab_size() const { return int64_t(tokens_.size()); }
-  // Id of <|endoftext|>; throws when this vocabulary has none.
+  // Id of <|endoftext|>, or of Llama 3's <|end_of_text|>; throws when this vocabulary has neither.
   int32_t eot_token() const;
+  // The token the post-processor puts first (Llama 3: <|begin_of_text|>); nullopt when it adds none
+  // (GPT-2). A data pipeline starts each document with it when there is one.
+  std::optional<int32_t> bos_token() const;
+  const EncodingRules& rules() const { return rules_; }
   const std::vector<SpecialToken>& special_tokens() const { return specials_; }
   const std::vector<BpeMerge>& merges() const { return merges_; }
   const std::string& source() const { return source_; }
@@ -62,10 +97,12 @@ class Tokenizer {
   std::vector<BpeMerge> merges_;
   std::vector<SpecialToken> specials_;
   std::string source_;
+  EncodingRules rules_;
   int32_t byte_token_[256] = {};
   int32_t eot_ = -1;
   BpeMerger merger_;
-  Pretokenizer pretokenizer_;
+  // ignore_merges: the non-special tokens by their bytes.
+  std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> whole_tokens_;
   std::shared_ptr<PieceCache> cache_;  // merged pieces; shared by copies, which have the same rules
 };
 

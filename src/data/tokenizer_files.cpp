@@ -86,9 +86,11 @@ Tokenizer load_by_layout(const std::filesystem::path& path) {
   std::error_code ec;
   fs::file_status status = fs::status(path, ec);
   TS_CHECK(fs::exists(status), "tokenizer path ", path.string(),
-           " does not exist; give a tokenizer.json file or a folder with tokenizer.json or encoder.json + vocab.bpe");
+           " does not exist; give a tokenizer.json or *.tiktoken file, or a folder with tokenizer.json or "
+           "encoder.json + vocab.bpe");
   fs::path folder = fs::is_directory(status) ? path : path.parent_path();
   std::string name = path.filename().string();
+  if (!fs::is_directory(status) && path.extension() == ".tiktoken") return vocab_files::load_tiktoken(path);
   if (!fs::is_directory(status) && name != "encoder.json" && name != "vocab.bpe")
     return vocab_files::load_hf_json(path);
   if (fs::is_directory(status) && fs::exists(folder / "tokenizer.json"))

@@ -1,5 +1,5 @@
 // Reading vocabulary files (internal to src/data): the parts shared by OpenAI's encoder.json +
-// vocab.bpe and Hugging Face's tokenizer.json, and one loader per format. Every error names the
+// vocab.bpe and Hugging Face's tokenizer.json, and one loader per format (tiktoken's too). Every error names the
 // file, and the line or JSON entry, that is wrong.
 #pragma once
 
@@ -47,5 +47,7 @@ class TextVocab {
 
 Tokenizer load_openai_files(const std::filesystem::path& encoder_json, const std::filesystem::path& vocab_bpe);
 Tokenizer load_hf_json(const std::filesystem::path& file);
+// A tiktoken rank file named after its encoding (cl100k_base.tiktoken, o200k_base.tiktoken).
+Tokenizer load_tiktoken(const std::filesystem::path& file);
 
 }  // namespace tessera::vocab_files

@@ -1,11 +1,14 @@
 // Hugging Face tokenizer.json, read and written. Read: a BPE model with a byte-level pre-tokenizer
-// and no normalizer, i.e. the GPT-2 family; options that would change the encoding (prefix space,
-// dropout, byte fallback, subword affixes, stripping around added tokens) are refused by name
-// rather than ignored. Written: the same layout as GPT-2's own tokenizer.json.
+// (GPT-2's regex, or a Split regex before it as in Llama 3), ignore_merges, a TemplateProcessing
+// post-processor and no normalizer; options that would change the encoding (prefix space, dropout,
+// byte fallback, subword affixes, stripping around added tokens) are refused by name rather than
+// ignored. Written: GPT-2's own layout, or Llama 3's when the pattern or post-processor differ.
+#include <algorithm>
 #include <string>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/user_text.h"
 #include "data/byte_level.h"
 #include "data/json_excerpt.h"
 #include "data/tokenizer_files.h"
@@ -40,17 +43,112 @@ void check_supported(const Json& root, const std::string& name) {
   TS_CHECK(type == "BPE", name, ": model type ", type, " is not supported; Tessera reads byte-level BPE tokenizers");
   for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"})
     TS_CHECK(option_empty(model, key), name, ": model option \"", key, "\" is not supported");
-  for (const char* key : {"byte_fallback", "ignore_merges"})
-    TS_CHECK(!option_flag(model, key, false, name + " model"), name, ": model option \"", key,
-             "\": true is not supported");
+  TS_CHECK(!option_flag(model, "byte_fallback", false, name + " model"), name,
+           ": model option \"byte_fallback\": true is not supported");
   TS_CHECK(!root.contains("normalizer") || root["normalizer"].is_null(), name, ": normalizer ",
            type_of(root["normalizer"]), " is not supported; Tessera applies no normalisation");
+}
+
+// A ByteLevel pre-tokenizer at `key`: add_prefix_space must be off; returns use_regex.
+bool byte_level_uses_regex(const Json& pre, const std::string& where) {
+  TS_CHECK(!option_flag(pre, "add_prefix_space", false, where), where,
+           ": ByteLevel with add_prefix_space true is not supported");
+  return option_flag(pre, "use_regex", true, where);
+}
+
+// The regex of a Split pre-tokenizer at `key` that keeps matches as pieces of their own.
+std::string split_regex(const Json& split, const std::string& key) {
+  const Json pattern = split.value("pattern", Json());
+  TS_CHECK(!(pattern.is_object() && pattern.contains("String")), key,
+           ".pattern: {\"String\": ...} is not supported; Tessera splits by {\"Regex\": ...}");
+  TS_CHECK(pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string(), key,
+           ".pattern: expected {\"Regex\": \"...\"}, got ", json_excerpt(pattern));
+  const Json behavior = split.value("behavior", Json("Isolated"));
+  TS_CHECK(behavior == "Isolated", key, ".behavior ",
+           behavior.is_string() ? quoted_text(behavior.get<std::string>(), 60) : json_excerpt(behavior),
+           " is not supported; Tessera splits with behavior Isolated");
+  TS_CHECK(!option_flag(split, "invert", false, key), key, ".invert: true is not supported");
+  return pattern["Regex"].get<std::string>();
+}
+
+// The pre-tokenizer: ByteLevel with its GPT-2 regex, or a Sequence of one regex Split then ByteLevel
+// without its regex (Llama 3, and tiktoken vocabularies converted to tokenizer.json).
+Pretokenizer read_pre_tokenizer(const Json& root, const std::string& name) {
   const Json pre = root.value("pre_tokenizer", Json());
-  TS_CHECK(type_of(pre) == "ByteLevel", name, ": pre_tokenizer ", type_of(pre),
-           " is not supported; Tessera implements GPT-2's ByteLevel pre-tokenizer");
-  TS_CHECK(!option_flag(pre, "add_prefix_space", false, name + " pre_tokenizer") &&
-               option_flag(pre, "use_regex", true, name + " pre_tokenizer"),
-           name, ": the ByteLevel pre_tokenizer must have add_prefix_space false and use_regex true");
+  const std::string key = name + ": pre_tokenizer";
+  const std::string supported = "; Tessera reads ByteLevel, or a Sequence of a regex Split and ByteLevel";
+  TS_CHECK(!pre.is_null(), name, ": no pre_tokenizer", supported);
+  if (type_of(pre) == "ByteLevel") {
+    TS_CHECK(byte_level_uses_regex(pre, key), key, ": ByteLevel with use_regex false needs a Split before it",
+             supported);
+    return Pretokenizer();
+  }
+  TS_CHECK(type_of(pre) == "Sequence", key, " type ", type_of(pre), " is not supported", supported);
+  const Json steps = pre.value("pretokenizers", Json());
+  TS_CHECK(steps.is_array(), key, ".pretokenizers must be an array");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::string type = type_of(steps[i]);
+    TS_CHECK(type == "Split" || type == "ByteLevel", key, ".pretokenizers[", i, "] type ", type, " is not supported",
+             supported);
+  }
+  TS_CHECK(steps.size() == 2 && type_of(steps[0]) == "Split" && type_of(steps[1]) == "ByteLevel", key,
+           ".pretokenizers: a Sequence of ", steps.size(), " steps is not supported", supported);
+  TS_CHECK(!byte_level_uses_regex(steps[1], key + ".pretokenizers[1]"), key,
+           ".pretokenizers[1]: ByteLevel after a Split must have use_regex false");
+  std::string where = key + ".pretokenizers[0]";
+  std::string regex = split_regex(steps[0], where);
+  return Pretokenizer(regex, where + ".pattern.Regex");
+}
+
+// The ids one TemplateProcessing template piece stands for: a named special token's ids (empty for
+// the text itself, "Sequence").
+std::vector<int32_t> template_ids(const Json& piece, const Json& specials, const std::string& where, bool& is_text) {
+  is_text = piece.is_object() && piece.contains("Sequence");
+  if (is_text) return {};
+  TS_CHECK(piece.is_object() && piece.contains("SpecialToken") && piece["SpecialToken"].is_object() &&
+               piece["SpecialToken"].contains("id") && piece["SpecialToken"]["id"].is_string(),
+           where, ": expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
+  std::string token = piece["SpecialToken"]["id"];
+  TS_CHECK(specials.is_object() && specials.contains(token) && specials[token].is_object() &&
+               specials[token].contains("ids") && specials[token]["ids"].is_array(),
+           where, ": special token '", token, "' has no \"ids\" in the template's special_tokens");
+  std::vector<int32_t> ids;
+  for (const Json& id : specials[token]["ids"]) {
+    TS_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < INT32_MAX, where,
+             ": special token '", token, "' has id ", json_excerpt(id), ", not a token id");
+    ids.push_back(id.get<int32_t>());
+  }
+  return ids;
+}
+
+// What the post_processor adds around one text: TemplateProcessing's "single" template (ByteLevel
+// adds nothing to the ids; a Sequence applies its processors in turn).
+void read_post_processor(const Json& processor, const std::string& key, EncodingRules& rules) {
+  if (processor.is_null()) return;
+  std::string type = type_of(processor);
+  if (type == "ByteLevel") return;
+  if (type == "Sequence") {
+    const Json steps = processor.value("processors", Json());
+    TS_CHECK(steps.is_array(), key, ".processors must be an array");
+    for (size_t i = 0; i < steps.size(); ++i)
+      read_post_processor(steps[i], key + ".processors[" + std::to_string(i) + "]", rules);
+    return;
+  }
+  TS_CHECK(type == "TemplateProcessing", key, " type ", type,
+           " is not supported; Tessera reads ByteLevel, TemplateProcessing or a Sequence of them");
+  const Json single = processor.value("single", Json());
+  TS_CHECK(single.is_array(), key, ".single must be an array of template pieces");
+  const Json specials = processor.value("special_tokens", Json::object());
+  bool seen_text = false;
+  for (size_t i = 0; i < single.size(); ++i) {
+    bool is_text = false;
+    std::vector<int32_t> ids = template_ids(single[i], specials, key + ".single[" + std::to_string(i) + "]", is_text);
+    TS_CHECK(!(is_text && seen_text), key, ".single holds the text twice");
+    seen_text = seen_text || is_text;
+    std::vector<int32_t>& side = seen_text ? rules.suffix : rules.prefix;
+    side.insert(side.end(), ids.begin(), ids.end());
+  }
+  TS_CHECK(seen_text, key, ".single never places the text ({\"Sequence\": {\"id\": \"A\"}})");
 }
 
 // added_tokens: every entry becomes a special token, matched whole in the text.
@@ -101,22 +199,72 @@ Tokenizer load_hf_json(const std::filesystem::path& file) {
   merges.reserve(model["merges"].size());
   for (size_t i = 0; i < model["merges"].size(); ++i)
     merges.push_back(read_merge(vocab, model["merges"][i], name + " model.merges[" + std::to_string(i) + "]"));
-  return Tokenizer(vocab.take_tokens(), std::move(merges), std::move(specials), name);
+  EncodingRules rules;
+  rules.pretokenizer = read_pre_tokenizer(root, name);
+  rules.ignore_merges = option_flag(model, "ignore_merges", false, name + " model");
+  read_post_processor(root.value("post_processor", Json()), name + ": post_processor", rules);
+  return Tokenizer(vocab.take_tokens(), std::move(merges), std::move(specials), name, std::move(rules));
 }
 
 }  // namespace vocab_files
 
-void Tokenizer::save_json(const std::filesystem::path& file) const {
-  using Json = nlohmann::json;  // keys come out sorted; readers do not depend on their order
+namespace {
+
+// The pre_tokenizer and post_processor that reproduce `rules` (GPT-2's ByteLevel layout when they are
+// GPT-2's).
+void write_rules(const EncodingRules& rules, const std::vector<std::string>& tokens, nlohmann::json& root) {
+  using Json = nlohmann::json;
   auto byte_level = [](const Json& extra) {
     Json j = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
     j.update(extra);
     return j;
   };
+  if (rules.pretokenizer.pattern() == kGpt2Pattern) {
+    root["pre_tokenizer"] = byte_level(Json::object());
+  } else {
+    Json split = {{"type", "Split"},
+                  {"pattern", {{"Regex", rules.pretokenizer.pattern()}}},
+                  {"behavior", "Isolated"},
+                  {"invert", false}};
+    root["pre_tokenizer"] = {{"type", "Sequence"},
+                             {"pretokenizers", Json::array({split, byte_level({{"use_regex", false}})})}};
+  }
+  Json post = byte_level({{"add_prefix_space", true}, {"trim_offsets", false}});
+  if (!rules.prefix.empty() || !rules.suffix.empty()) {
+    Json single = Json::array(), specials = Json::object();
+    auto add_special = [&](int32_t id) {
+      const std::string& text = tokens[size_t(id)];
+      single.push_back({{"SpecialToken", {{"id", text}, {"type_id", 0}}}});
+      specials[text] = {{"id", text}, {"ids", {id}}, {"tokens", {text}}};
+    };
+    for (int32_t id : rules.prefix) add_special(id);
+    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+    for (int32_t id : rules.suffix) add_special(id);
+    Json pair = single;  // the second text after the first, with the same tokens around it
+    for (const Json& piece : single) {
+      Json second = piece;
+      if (second.contains("Sequence")) second["Sequence"]["id"] = "B";
+      second.begin()->at("type_id") = 1;
+      pair.push_back(second);
+    }
+    Json template_processing = {
+        {"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}};
+    post = {{"type", "Sequence"}, {"processors", Json::array({post, template_processing})}};
+  }
+  root["post_processor"] = post;
+  root["decoder"] = byte_level({{"add_prefix_space", true}});
+}
+
+}  // namespace
+
+void Tokenizer::save_json(const std::filesystem::path& file) const {
+  using Json = nlohmann::json;  // keys come out sorted; readers do not depend on their order
   Json vocab = Json::object();
   for (size_t id = 0; id < tokens_.size(); ++id) vocab[byte_level_encode(tokens_[id])] = id;
   TS_CHECK(vocab.size() == tokens_.size(), "cannot save ", file.string(), ": two tokens of ", source_,
            " have the same bytes");
+  TS_CHECK(rules_.merge_ranks.empty() || std::is_sorted(rules_.merge_ranks.begin(), rules_.merge_ranks.end()),
+           "cannot save ", file.string(), ": the merges of ", source_, " are not in rank order");
   Json merges = Json::array();
   for (const BpeMerge& m : merges_)
     merges.push_back(byte_level_encode(tokens_[size_t(m.left)]) + " " + byte_level_encode(tokens_[size_t(m.right)]));
@@ -136,17 +284,13 @@ void Tokenizer::save_json(const std::filesystem::path& file) const {
                 {"end_of_word_suffix", ""},
                 {"fuse_unk", false},
                 {"byte_fallback", false},
+                {"ignore_merges", rules_.ignore_merges},
                 {"vocab", std::move(vocab)},
                 {"merges", std::move(merges)}};
-  Json root = {{"version", "1.0"},
-               {"truncation", nullptr},
-               {"padding", nullptr},
-               {"added_tokens", std::move(added)},
-               {"normalizer", nullptr},
-               {"pre_tokenizer", byte_level(Json::object())},
-               {"post_processor", byte_level({{"add_prefix_space", true}, {"trim_offsets", false}})},
-               {"decoder", byte_level({{"add_prefix_space", true}})},
-               {"model", std::move(model)}};
+  Json root = {{"version", "1.0"},      {"truncation", nullptr},
+               {"padding", nullptr},    {"added_tokens", std::move(added)},
+               {"normalizer", nullptr}, {"model", std::move(model)}};
+  write_rules(rules_, tokens_, root);
   std::string text;
   try {
     text = root.dump(2);

@@ -1,5 +1,6 @@
 // Tokenizer building blocks on hand-made vocabularies (no downloads): the byte-level alphabet,
-// GPT-2 pre-tokenisation, BPE merge order, special-token matching, decode and id checks.
+// GPT-2's and cl100k's (Llama 3's) pre-tokenisation, BPE merge order (by position or shared ranks),
+// ignore_merges, special-token matching, the post-processor's BOS, decode and id checks.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -7,19 +8,24 @@
 #include "data/byte_level.h"
 #include "data/pretokenizer.h"
 #include "data/tokenizer.h"
+#include "support/test_support.h"
 
 namespace tessera {
 namespace {
 
-std::vector<std::string> split(std::string_view text) {
+std::vector<std::string> split(std::string_view text, const Pretokenizer& pretokenizer = Pretokenizer()) {
   std::vector<std::string_view> pieces;
-  Pretokenizer().split(text, pieces);
+  pretokenizer.split(text, pieces);
   return {pieces.begin(), pieces.end()};
+}
+
+std::vector<std::string> split_cl100k(std::string_view text) {
+  return split(text, Pretokenizer(kCl100kPattern, "cl100k"));
 }
 
 // The 256 byte tokens (id = byte value) followed by `extra`, with merges given as token texts.
 Tokenizer tiny_tokenizer(const std::vector<std::pair<std::string, std::string>>& merge_texts,
-                         std::vector<std::string> specials) {
+                         std::vector<std::string> specials, EncodingRules rules = {}) {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
   auto id_of = [&](const std::string& text) {
@@ -38,7 +44,7 @@ Tokenizer tiny_tokenizer(const std::vector<std::pair<std::string, std::string>>&
     tokens.push_back(s);
     special_tokens.push_back({s, int32_t(tokens.size() - 1)});
   }
-  return Tokenizer(tokens, merges, special_tokens, "tiny vocabulary");
+  return Tokenizer(tokens, merges, special_tokens, "tiny vocabulary", std::move(rules));
 }
 
 TEST(TokenizerByteLevel, MapsBytesLikeGpt2) {
@@ -68,6 +74,33 @@ TEST(TokenizerPretokenizer, SplitsLikeGpt2) {
   EXPECT_TRUE(split("").empty());
 }
 
+TEST(TokenizerPretokenizer, SplitsLikeCl100kAndLlama3) {
+  // Contractions in any case; at most three digits a piece; a letter run takes one non-letter before it.
+  EXPECT_EQ(split_cl100k("DON'T you'RE 1234567 x(word"),
+            (std::vector<std::string>{"DON", "'T", " you", "'RE", " ", "123", "456", "7", " x", "(word"}));
+  // Punctuation keeps the line ends after it; line ends gather the spaces before them.
+  EXPECT_EQ(split_cl100k("end.\r\n  \n\tnext"), (std::vector<std::string>{"end", ".\r\n", "  \n", "\tnext"}));
+  EXPECT_EQ(split_cl100k("a  b\u00a0\u00a0\u4e2d\u6587"),
+            (std::vector<std::string>{"a", " ", " b", "\u00a0", "\u00a0\u4e2d\u6587"}));
+  EXPECT_EQ(split_cl100k("x\xff\xfey"), (std::vector<std::string>{"x", "\xff\xfe", "y"}));
+}
+
+TEST(TokenizerPretokenizer, AnyPatternCoversTheText) {
+  // Text the pattern does not match stays, as its own pieces; empty matches are skipped.
+  Pretokenizer digits("[0-9]+|x*", "test pattern");
+  EXPECT_EQ(digits.pattern(), "[0-9]+|x*");
+  EXPECT_EQ(split("ab12cxx3", digits), (std::vector<std::string>{"ab", "12", "c", "xx", "3"}));
+  EXPECT_EQ(split("abc", digits), (std::vector<std::string>{"abc"}));
+  EXPECT_EQ(Pretokenizer().pattern(), kGpt2Pattern);
+}
+
+TEST(TokenizerPretokenizer, BadPatternNamesItsOrigin) {
+  std::string message = testing::error_of([] { Pretokenizer("(?i:'s|[a-", "my.json pre_tokenizer.pattern.Regex"); });
+  EXPECT_NE(message.find("my.json pre_tokenizer.pattern.Regex"), std::string::npos) << message;
+  EXPECT_NE(message.find("offset"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
 TEST(TokenizerPretokenizer, KeepsInvalidUtf8AsItsOwnPieces) {
   EXPECT_EQ(split("ab\xFF\xFE"
                   "cd \x80"),
@@ -90,6 +123,53 @@ TEST(TokenizerMerger, MergesLowestRankFirstAndLeftmostAmongEquals) {
   std::vector<int32_t> none{99, 98};
   merger.merge(none);
   EXPECT_EQ(none, (std::vector<int32_t>{99, 98}));
+}
+
+TEST(TokenizerMerger, SharedRanksMergeLeftmostFirst) {
+  // tiktoken's ranking: both ways of making "aaa" (302) share its rank, so the leftmost pair goes
+  // first; ranked by list position instead, (aa a) outranks (a aa) wherever it stands.
+  std::vector<BpeMerge> merges{{97, 97, 301}, {301, 97, 302}, {97, 301, 302}};
+  BpeMerger shared(merges, std::vector<int32_t>{301, 302, 302}), by_position(merges);
+  std::vector<int32_t> a_aa_a{97, 301, 97}, again = a_aa_a;
+  shared.merge(a_aa_a);
+  EXPECT_EQ(a_aa_a, (std::vector<int32_t>{302, 97}));
+  by_position.merge(again);
+  EXPECT_EQ(again, (std::vector<int32_t>{97, 302}));
+  std::vector<int32_t> aaaa{97, 97, 97, 97};  // (a a) outranks both: [aa][a][a], then [aa][aa]
+  shared.merge(aaaa);
+  EXPECT_EQ(aaaa, (std::vector<int32_t>{301, 301}));
+}
+
+TEST(TokenizerEncode, IgnoreMergesTakesWholeTokens) {
+  // "abc" is a token, but no merge reaches it from "ab" + "c" (only "a" + "bc", which "ab" outranks).
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
+  tokens.insert(tokens.end(), {"ab", "bc", "abc", "<s>"});
+  std::vector<BpeMerge> merges{{'a', 'b', 256}, {'b', 'c', 257}, {'a', 257, 258}};
+  EncodingRules rules;
+  rules.ignore_merges = true;
+  Tokenizer whole(tokens, merges, {{"<s>", 259}}, "ignore_merges", rules);
+  Tokenizer merging(tokens, merges, {{"<s>", 259}}, "merging");
+  EXPECT_EQ(merging.encode("abc"), (std::vector<int32_t>{256, 'c'}));
+  EXPECT_EQ(whole.encode("abc"), (std::vector<int32_t>{258}));
+  EXPECT_EQ(whole.encode("abcabc"), (std::vector<int32_t>{256, 'c', 256, 'c'}));   // one piece, no token: merges
+  EXPECT_EQ(whole.encode("abc abc"), (std::vector<int32_t>{258, ' ', 256, 'c'}));  // " abc" is no token
+  EXPECT_EQ(whole.encode("<s>"), (std::vector<int32_t>{259}));
+}
+
+TEST(TokenizerEncode, PostProcessorAddsBosOnlyWhenAsked) {
+  EncodingRules rules;
+  rules.prefix = {256};
+  rules.suffix = {257};
+  Tokenizer tok = tiny_tokenizer({}, {"<|begin_of_text|>", "<|end_of_text|>"}, rules);
+  EXPECT_EQ(tok.bos_token(), std::optional<int32_t>(256));
+  EXPECT_EQ(tok.eot_token(), 257);  // Llama 3's end of text stands in for <|endoftext|>
+  EXPECT_EQ(tok.encode("hi"), (std::vector<int32_t>{'h', 'i'}));
+  EXPECT_EQ(tok.encode_with_special_tokens("hi"), (std::vector<int32_t>{256, 'h', 'i', 257}));
+  EXPECT_EQ(tok.encode_with_special_tokens(""), (std::vector<int32_t>{256, 257}));
+  EXPECT_EQ(tiny_tokenizer({}, {}).bos_token(), std::nullopt);
+  rules.prefix = {999};
+  EXPECT_THROW(tiny_tokenizer({}, {}, rules), Error);
 }
 
 TEST(TokenizerEncode, MatchesSpecialTokensWholeAndPrefersTheLongest) {

@@ -1,9 +1,11 @@
 // Bad tokenizer input: each case throws tessera::Error whose one-line message names the file (or
-// setting) and what is wrong with it.
+// setting), the JSON key or line, and what is wrong with it. Also the tokenizer.json layouts beyond
+// GPT-2's that load (Split regex, ignore_merges, TemplateProcessing).
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
 #include "data/bpe_trainer.h"
@@ -123,6 +125,110 @@ TEST(TokenizerErrors, UnsupportedOrInconsistentTokenizerJson) {
   EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "not an integer");
   write_hf_json(dir, [](json& doc) { doc["added_tokens"][0]["lstrip"] = true; });
   EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "lstrip");
+}
+
+// Llama 3's pre_tokenizer layout around `split` (a Split step).
+json llama_pre_tokenizer(const json& split) {
+  return {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {split, {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+}
+
+json regex_split(const std::string& regex) {
+  return {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
+}
+
+TEST(TokenizerFiles, SplitRegexAndTemplateLoad) {
+  fs::path dir = testing::scratch_dir();
+  fs::path file = write_hf_json(dir, [](json& doc) {
+    doc["pre_tokenizer"] = llama_pre_tokenizer(regex_split(std::string(kCl100kPattern)));
+    doc["model"]["ignore_merges"] = true;
+    doc["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single",
+         {{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"special_tokens",
+         {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {258}}, {"tokens", {"<|endoftext|>"}}}}}}};
+  });
+  Tokenizer tok = Tokenizer::load(file);
+  EXPECT_EQ(tok.rules().pretokenizer.pattern(), kCl100kPattern);
+  EXPECT_TRUE(tok.rules().ignore_merges);
+  EXPECT_EQ(tok.bos_token(), std::optional<int32_t>(258));
+  EXPECT_EQ(tok.encode_with_special_tokens("hello"), (std::vector<int32_t>{258, 256, 257, 'o'}));
+}
+
+TEST(TokenizerErrors, UnknownPreTokenizerOrBadRegex) {
+  fs::path dir = testing::scratch_dir();
+  fs::path file = dir / "tokenizer.json";
+  auto expect_error = [&](const std::function<void(json&)>& edit, const std::vector<std::string>& parts) {
+    write_hf_json(dir, edit);
+    std::string message = error_of([&] { Tokenizer::load(file); });
+    EXPECT_CONTAINS(message, file.string());
+    for (const std::string& part : parts) EXPECT_CONTAINS(message, part);
+  };
+  expect_error([](json& doc) { doc["pre_tokenizer"] = {{"type", "Whitespace"}}; }, {"pre_tokenizer type Whitespace"});
+  expect_error([](json& doc) { doc.erase("pre_tokenizer"); }, {"no pre_tokenizer"});
+  expect_error(
+      [](json& doc) {
+        doc["pre_tokenizer"] = llama_pre_tokenizer({{"type", "Digits"}});
+      },
+      {"pre_tokenizer.pretokenizers[0] type Digits"});
+  expect_error([](json& doc) { doc["pre_tokenizer"] = llama_pre_tokenizer(regex_split("(?i:'s|[a-")); },
+               {"pre_tokenizer.pretokenizers[0].pattern.Regex", "PCRE2 cannot compile", "offset"});
+  expect_error([](json& doc) { doc["pre_tokenizer"] = llama_pre_tokenizer(regex_split("a{2,1}")); },
+               {"pre_tokenizer.pretokenizers[0].pattern.Regex"});
+  expect_error(
+      [](json& doc) {
+        json split = regex_split("\\s+");
+        split["behavior"] = "Removed";
+        doc["pre_tokenizer"] = llama_pre_tokenizer(split);
+      },
+      {"pre_tokenizer.pretokenizers[0].behavior", "Removed"});
+  expect_error(
+      [](json& doc) {
+        json split = regex_split("x");
+        split["pattern"] = {{"String", " "}};
+        doc["pre_tokenizer"] = llama_pre_tokenizer(split);
+      },
+      {"pre_tokenizer.pretokenizers[0].pattern", "Regex"});
+  expect_error([](json& doc) { doc["pre_tokenizer"]["use_regex"] = false; }, {"use_regex false"});
+  expect_error([](json& doc) { doc["pre_tokenizer"]["add_prefix_space"] = true; }, {"add_prefix_space"});
+  expect_error(
+      [](json& doc) {
+        doc["post_processor"] = {{"type", "RobertaProcessing"}};
+      },
+      {"post_processor type RobertaProcessing"});
+  expect_error(
+      [](json& doc) {
+        doc["post_processor"] = {{"type", "TemplateProcessing"},
+                                 {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}}},
+                                 {"special_tokens", json::object()}};
+      },
+      {"post_processor.single[0]", "'<s>'"});
+  expect_error([](json& doc) { doc["model"]["byte_fallback"] = true; }, {"byte_fallback"});
+}
+
+TEST(TokenizerErrors, BadTiktokenFiles) {
+  fs::path dir = testing::scratch_dir();
+  testing::write_text(dir / "mine.tiktoken", "IQ== 0\n");
+  std::string message = error_of([&] { Tokenizer::load(dir / "mine.tiktoken"); });
+  EXPECT_CONTAINS(message, (dir / "mine.tiktoken").string());
+  EXPECT_CONTAINS(message, "cl100k_base.tiktoken");
+  fs::path file = dir / "cl100k_base.tiktoken";
+  testing::write_text(file, "IQ== 0\nIg== seven\n");
+  message = error_of([&] { Tokenizer::load(file); });
+  EXPECT_CONTAINS(message, file.string() + " line 2");
+  EXPECT_CONTAINS(message, "seven");
+  testing::write_text(file, "IQ== 0\n!!!! 1\n");
+  EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "line 2");
+  testing::write_text(file, "IQ== 0\nIg== 0\n");
+  EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "rank 0 is given to two tokens");
+  testing::write_text(file, "IQ== 0\nIg== 999999999\n");
+  EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "rank 999999999 leaves more than 1024");
+  testing::write_text(file, "IQ== 0\n");  // one token: the byte 0x00 has none
+  EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }), "no token for byte 0x0");
 }
 
 TEST(BpeTrainerErrors, VocabTooSmallOrMissingText) {

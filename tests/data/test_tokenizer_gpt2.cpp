@@ -3,133 +3,23 @@
 // port of OpenAI's encoder; tokenizers is Hugging Face's Rust tokenizer, which must read the
 // tokenizer.json we write and encode alike. Without node, npm or the registry these tests skip.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include "core/error.h"
 #include "data/bpe_trainer.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_references.h"
 #include "support/test_support.h"
 
 namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
-using Texts = std::vector<std::string>;
-using IdLists = std::vector<std::vector<int32_t>>;
+using namespace testing;  // Texts, IdLists, npm_package, run_node and the texts of tokenizer_references.h
 
-const fs::path kScripts = fs::path(TESSERA_SOURCE_DIR) / "tests" / "data";
 constexpr int32_t kGpt2Eot = 50256;
-
-// Appends a space and `path` as one shell word (our paths hold no single quote).
-void append_word(std::string& line, const fs::path& path) {
-  line += " '";
-  line += path.string();
-  line += '\'';
-}
-
-// Unpacks the tar members `members` of npm package `spec` into <build>/test-cache/npm/<folder> on
-// first use and reuses them later. Returns the package folder, or an empty path and the reason.
-fs::path npm_package(const std::string& spec, const std::string& folder, const std::string& members, std::string& why) {
-  fs::path cache = fs::path(TESSERA_BINARY_DIR) / "test-cache" / "npm";
-  fs::path target = cache / folder;
-  if (testing::run_command("command -v node && command -v npm").exit_code != 0) {
-    why = "node and npm are needed to fetch and run the reference " + spec;
-    return {};
-  }
-  if (fs::exists(target / "package.json")) return target;
-  fs::path work = cache / (folder + ".fetching." + std::to_string(::getpid()));
-  fs::remove_all(work);
-  fs::create_directories(work);
-  std::string line = "(cd";
-  append_word(line, work);
-  line += " && npm pack --silent " + spec + " >/dev/null && tar xzf *.tgz --wildcards " + members + ")";
-  testing::CommandResult result = testing::run_command(line);
-  std::error_code ignored;  // a concurrent test process may have put its copy in place first
-  if (result.exit_code == 0) fs::rename(work / "package", target, ignored);
-  fs::remove_all(work);
-  why = "cannot fetch " + spec + " with npm: " + result.output;
-  return fs::exists(target / "package.json") ? target : fs::path();
-}
-
-// Random text drawn from pieces that exercise every branch of the pre-tokenisation pattern.
-Texts random_texts(int count, uint32_t seed) {
-  // clang-format off
-  const Texts pool = {"a", "Z", "q", "the", " ", "  ", "\n", "\t", "\r\n", "'", "'s", "'ll", "'T", ",", ".", "!?",
-                      "-", "$", "0", "7", "42", "é", "ß", "Ω", "ж", "中", "語", "한", "😀", "🏽", "٣", "½", "Ⅻ",
-                      "\u00a0", "\u3000", "→", "¿", "<|endoftext|>", "<|", "|>", "Ġ", "\u0301"};
-  // clang-format on
-  std::mt19937 rng(seed);
-  Texts texts;
-  for (int i = 0; i < count; ++i) {
-    std::string text;
-    for (int n = int(rng() % 40); n > 0; --n) text += pool[rng() % pool.size()];
-    texts.push_back(text);
-  }
-  return texts;
-}
-
-void append_utf8(uint32_t c, std::string& out) {
-  int tail = c < 0x80 ? 0 : c < 0x800 ? 1 : c < 0x10000 ? 2 : 3;
-  static constexpr unsigned char kLead[] = {0x00, 0xC0, 0xE0, 0xF0};
-  out.push_back(char(kLead[tail] | (c >> (6 * tail))));
-  for (int k = tail - 1; k >= 0; --k) out.push_back(char(0x80 | ((c >> (6 * k)) & 0x3F)));
-}
-
-const Texts& varied_texts() {
-  static const Texts texts = {"Hello world",
-                              "Hello, world! How are you today?",
-                              " leading space",
-                              "trailing space ",
-                              "I'm sure you'll see they've done what we'd said: it's John's, isn't it? I'M SHOUTING'S",
-                              "1234567890 3.14159 -42 1,000,000 2024-01-31 0x1F",
-                              "  multiple   spaces   here  ",
-                              "\n\nnew\nlines\n\n\n",
-                              "tabs\tand\t\tmore\t",
-                              "\r\n windows line endings\r\n",
-                              "emoji 😀🎉 👍🏽 family 👨‍👩‍👧 flags 🇫🇷",
-                              "中文字符测试，日本語のテキスト、한국어 문장",
-                              "café naïve résumé Ångström façade",
-                              "Ελληνικά русский العربية עברית हिन्दी ไทย",
-                              "punctuation!!! ??? ... --- ((())) [{}] @#$%^&*",
-                              "mixed123abc 4x4 h2o C3PO",
-                              "<|endoftext|>",
-                              "before<|endoftext|>after",
-                              "a <|endoftext|> <|endoftext|>b",
-                              "<|endoftext",
-                              "endoftext|>",
-                              " \t\n \u00a0nbsp\u3000ideographic",
-                              "   ",
-                              "https://example.com/path?q=1&r=2#frag",
-                              "def f(x):\n    return x ** 2\n\n\nclass A:\n\tpass\n",
-                              "    indented\n        more",
-                              "",
-                              "x",
-                              "'",
-                              "''''",
-                              "'s's",
-                              "don't'll",
-                              "ünïcödé'S",
-                              "Ġ Ċ ĉ",
-                              "ﬁ ligature ½ ¾ ²³ ①②",
-                              "zero\u200bwidth\u200djoiner",
-                              "combining e\u0301 a\u0308",
-                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-                              "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!",
-                              "                                        x"};
-  return texts;
-}
-
-// A few kilobytes of a fortunes file, cut at a line end; empty when the package is not installed.
-std::string fortune_sample() {
-  std::string text = testing::read_text("/usr/share/games/fortunes/fortunes");
-  if (text.size() > 6000) text.resize(text.rfind('\n', 6000) + 1);
-  return text;
-}
 
 class Gpt2Test : public ::testing::Test {
  protected:
@@ -147,21 +37,6 @@ class Gpt2Test : public ::testing::Test {
 
   const Tokenizer& gpt2() const { return *tokenizer_; }
 
-  // Runs one of our node scripts: `args` come first, then the texts file and the output file.
-  IdLists run_node(const std::string& script, const std::vector<fs::path>& args, const Texts& texts) const {
-    fs::path in = dir_ / "texts.json", out = dir_ / "ids.json";
-    testing::write_text(in, nlohmann::json(texts).dump());
-    std::string line = "node";
-    append_word(line, kScripts / script);
-    for (const fs::path& a : args) append_word(line, a);
-    append_word(line, in);
-    append_word(line, out);
-    testing::CommandResult result = testing::run_command(line);
-    EXPECT_EQ(result.exit_code, 0) << result.output;
-    if (result.exit_code != 0) return IdLists(texts.size());
-    return nlohmann::json::parse(testing::read_text(out)).get<IdLists>();
-  }
-
   // The JavaScript encoder knows no special tokens: it gets the text between <|endoftext|>
   // markers, and the marker's id goes between its results.
   IdLists reference_encode(const Texts& texts) const {
@@ -173,7 +48,7 @@ class Gpt2Test : public ::testing::Test {
         if (at == std::string::npos) break;
         start = at + kEndOfText.size();
       }
-    IdLists part_ids = run_node("gpt2_reference_encode.js", {package_}, parts), joined;
+    IdLists part_ids = run_node("gpt2_reference_encode.js", {package_}, parts, dir_), joined;
     size_t next = 0;
     for (const std::string& text : texts) {
       std::vector<int32_t> ids = part_ids[next++];
@@ -288,7 +163,7 @@ class HuggingFaceTest : public Gpt2Test {
     Texts texts = varied_texts();
     for (const std::string& text : random_texts(200, 3)) texts.push_back(text);
     texts.push_back(fortune_sample());
-    expect_same_encodings(tok, texts, run_node("hf_tokenizers_encode.js", {hf_, dir_ / "tokenizer.json"}, texts));
+    expect_same_encodings(tok, texts, run_node("hf_tokenizers_encode.js", {hf_, dir_ / "tokenizer.json"}, texts, dir_));
   }
 
   fs::path hf_;
