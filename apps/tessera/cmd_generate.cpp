@@ -39,8 +39,8 @@ void add_generate_command(CLI::App& app) {
     TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (the checkpoint holds no tokenizer.json)");
     loaded.model->to(choose_device_noting(o->device));
     Tokenizer& tokenizer = *loaded.tokenizer;
-    std::vector<int32_t> prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.eot_token()}
-                                                    : tokenizer.encode(o->prompt);
+    std::vector<int32_t> prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.document_start_token()}
+                                                    : tokenizer.encode_with_special_tokens(o->prompt);
     o->sampling.stop_token = tokenizer.eot_token();
     o->sampling.vocab_limit = tokenizer.vocab_size();
     Rng rng(o->seed, stream_id("generate"));

@@ -111,7 +111,7 @@ void print_final_sample(Trainer& trainer, const TrainConfig& c) {
                           tokenizer.vocab_size()};
   std::printf("\n--- sample ---\n");
   std::fflush(stdout);
-  generate(trainer.model(), {tokenizer.eot_token()}, options, rng, print_token_text(tokenizer));
+  generate(trainer.model(), {tokenizer.document_start_token()}, options, rng, print_token_text(tokenizer));
   std::printf("\n--------------\n");
 }
 

@@ -80,7 +80,7 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   TS_CHECK(options.val_every >= 0, "--val-every must not be negative, got ", options.val_every);
   std::filesystem::create_directories(out_dir);
   const int version = tokenizer.vocab_size() <= 65536 ? 1 : 2;
-  const int32_t first = tokenizer.bos_token().value_or(tokenizer.eot_token());
+  const int32_t first = tokenizer.document_start_token();
   CorpusStats stats;
   ShardWriter train(out_dir, "train", options.shard_tokens, version, stats);
   ShardWriter val(out_dir, "val", options.shard_tokens, version, stats);

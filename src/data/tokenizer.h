@@ -82,6 +82,9 @@ class Tokenizer {
   // The token the post-processor puts first (Llama 3: <|begin_of_text|>); nullopt when it adds none
   // (GPT-2). A data pipeline starts each document with it when there is one.
   std::optional<int32_t> bos_token() const;
+  // What a document starts with: the BOS when there is one, else the end-of-text token (GPT-2's
+  // documents are separated by it). Shards are written so, and generation starts from it.
+  int32_t document_start_token() const { return bos_token().value_or(eot_token()); }
   const EncodingRules& rules() const { return rules_; }
   const std::vector<SpecialToken>& special_tokens() const { return specials_; }
   const std::vector<BpeMerge>& merges() const { return merges_; }

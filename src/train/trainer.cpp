@@ -169,7 +169,7 @@ void Trainer::print_sample(ProgressLine& progress) {
   if (!tokenizer_) return;
   Rng rng(config_.seed, stream_id("sample"));
   SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token(), tokenizer_->vocab_size()};
-  std::vector<int32_t> tokens = generate(*model_, {tokenizer_->eot_token()}, options, rng);
+  std::vector<int32_t> tokens = generate(*model_, {tokenizer_->document_start_token()}, options, rng);
   if (!tokens.empty() && tokens.back() == tokenizer_->eot_token()) tokens.pop_back();
   progress.message("sample: " + tokenizer_->decode(tokens));
 }
