@@ -1,0 +1,19 @@
+// CPU kernels of the MoE router (contract in ops/moe_router.h). sigmoid selects the score kind
+// (false: softmax); pointers are row-major (N,E), (N,K) and (N); bias may be null.
+#pragma once
+
+#include <cstdint>
+
+namespace tessera::cpu {
+
+void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const float* logits,
+                        const float* bias, bool sigmoid, int64_t N, int64_t E, int64_t K);
+// Writes {aux, z} into losses[0..1]; count_e from experts (N,K), P_e from scores (N,E).
+void moe_router_losses(double* losses, const int32_t* experts, const float* scores, const float* lse, bool sigmoid,
+                       int64_t N, int64_t E, int64_t K);
+// dlogits (N,E) written.
+void moe_router_backward(float* dlogits, const float* dweights, const int32_t* experts, const float* weights,
+                         const float* scores, const float* lse, const float* logits, bool sigmoid, float aux_scale,
+                         float z_scale, int64_t N, int64_t E, int64_t K);
+
+}  // namespace tessera::cpu

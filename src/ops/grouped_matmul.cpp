@@ -1,0 +1,82 @@
+// The experts' grouped linear layers: shape, dtype and offsets checks, then dispatch by device. No
+// CUDA kernel yet: the Device::cuda branches raise fail_no_cuda_kernel.
+#include "ops/grouped_matmul.h"
+
+#include <climits>
+
+#include "ops/cpu/grouped_matmul_cpu.h"
+#include "ops/op_checks.h"
+
+namespace tessera {
+namespace {
+
+struct GroupedDims {
+  int64_t M_rows, C, OC, E;
+};
+
+// x (M_rows,C), weight (E,OC,C); offsets (E+1) i32 on the host, non-decreasing from 0 to at most M_rows.
+GroupedDims grouped_dims(const char* op, const Tensor& x, const Tensor& weight, const Tensor& offsets) {
+  TS_CHECK(x.ndim() == 2 && x.size(1) > 0, op, ": x must be (M_rows,C) with C > 0, got ", shape_string(x.shape()));
+  TS_CHECK(weight.ndim() == 3 && weight.size(2) == x.size(1) && weight.size(0) > 0 && weight.size(1) > 0, op,
+           ": weight must be (E,OC,", x.size(1), ") with E, OC > 0 to match x ", shape_string(x.shape()), ", got ",
+           shape_string(weight.shape()));
+  const GroupedDims d{x.size(0), x.size(1), weight.size(1), weight.size(0)};
+  TS_CHECK(d.M_rows <= INT_MAX && d.C <= INT_MAX && d.OC <= INT_MAX, op, ": x ", shape_string(x.shape()),
+           " times weight ", shape_string(weight.shape()), " has a dimension too large for 32-bit BLAS");
+  TS_CHECK(offsets.defined(), op, ": offsets is undefined");
+  TS_CHECK(offsets.dtype() == DType::i32, op, ": offsets must be i32, got ", dtype_name(offsets.dtype()));
+  TS_CHECK(offsets.device() == Device::cpu, op, ": offsets must be a host (CPU) tensor, got one on the GPU");
+  detail::check_shape(op, "offsets", offsets, {d.E + 1});
+  const int32_t* o = offsets.data<int32_t>();
+  TS_CHECK(o[0] == 0, op, ": offsets[0] = ", o[0], " must be 0: the groups tile rows [0, offsets[E])");
+  for (int64_t e = 0; e < d.E; e++)
+    TS_CHECK(o[e + 1] >= o[e], op, ": offsets[", e + 1, "] = ", o[e + 1], " is below offsets[", e, "] = ", o[e],
+             "; offsets must be non-decreasing");
+  TS_CHECK(o[d.E] <= d.M_rows, op, ": offsets[E] = ", o[d.E], " is past the ", d.M_rows, " rows of x ",
+           shape_string(x.shape()));
+  return d;
+}
+
+}  // namespace
+
+void grouped_matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& offsets) {
+  const char* op = "grouped_matmul_forward";
+  detail::check_float_dtype(op, "x", x);
+  const DType t = x.dtype();
+  const Device device = detail::check_args(op, {{"out", out, t}, {"x", x, t}, {"weight", weight, t}});
+  const GroupedDims d = grouped_dims(op, x, weight, offsets);
+  detail::check_shape(op, "out", out, {d.M_rows, d.OC});
+  switch (device) {
+    case Device::cpu:
+      cpu::grouped_matmul_forward(out.f32(), x.f32(), weight.f32(), offsets.data<int32_t>(), d.E, d.C, d.OC);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+void grouped_matmul_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                             const Tensor& offsets) {
+  const char* op = "grouped_matmul_backward";
+  detail::check_float_dtype(op, "x", x);
+  const DType t = x.dtype();
+  const Device device = detail::check_args(op, {{"dx", dx, t, /*optional=*/true},
+                                                {"dweight", dweight, DType::f32},
+                                                {"dout", dout, t},
+                                                {"x", x, t},
+                                                {"weight", weight, t}});
+  const GroupedDims d = grouped_dims(op, x, weight, offsets);
+  detail::check_shape(op, "dout", dout, {d.M_rows, d.OC});
+  detail::check_shape(op, "dweight", dweight, weight.shape());
+  if (dx.defined()) detail::check_shape(op, "dx", dx, x.shape());
+  switch (device) {
+    case Device::cpu:
+      cpu::grouped_matmul_backward(dx.defined() ? dx.f32() : nullptr, dweight.f32(), dout.f32(), x.f32(), weight.f32(),
+                                   offsets.data<int32_t>(), d.E, d.C, d.OC);
+      return;
+    case Device::cuda:
+      detail::fail_no_cuda_kernel(op);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,41 @@
+// The Mixture-of-Experts router: per token, scores over E experts from its logits, the top-K
+// experts and their renormalised weights; the load-balancing (aux) and z losses; the backward of
+// the weights and both losses to the logits. Selection is piecewise constant and carries no
+// gradient. N tokens, E experts, K choices per token. All float tensors f32 (fp32 routing).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tessera {
+
+enum class RouterScore { softmax, sigmoid };
+
+// logits (N,E). bias (E) or undefined: added to the scores for SELECTION only (DeepSeek-V3's
+// aux-loss-free balancing); sigmoid only, must be undefined for softmax.
+// Written:
+//   scores (N,E):  softmax(logits) per row, or sigmoid(logits) elementwise.
+//   lse (N):       logsumexp of each logits row (for the z-loss), for both kinds.
+//   experts (N,K) i32: the top-K experts by score + bias, in descending order of that value; ties go
+//                  to the lower expert index first.
+//   weights (N,K): the chosen experts' scores (without bias) divided by their sum over the row.
+void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor& lse, const Tensor& logits,
+                        const Tensor& bias, RouterScore kind);
+
+// The auxiliary losses of one routing, as doubles on the host:
+//   aux = E * sum_e (count_e / N) * P_e, count_e = #{(n,k) : experts[n,k] == e} (they sum to N*K),
+//         P_e = mean_n p[n,e], p = scores for softmax, p = scores / (row sum of scores) for sigmoid.
+//         Perfectly balanced routing with uniform p gives aux = K.
+//   z   = mean_n lse[n]^2.
+struct RouterLosses {
+  double aux = 0, z = 0;
+};
+RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, const Tensor& lse, RouterScore kind);
+
+// dlogits (N,E) WRITTEN: the gradient with respect to logits of
+//   sum_{n,k} dweights[n,k] * weights[n,k] + aux_scale * aux + z_scale * z,
+// the counts of aux held constant. dweights, weights (N,K); the rest as the forward wrote them.
+void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& experts, const Tensor& weights,
+                         const Tensor& scores, const Tensor& lse, const Tensor& logits, RouterScore kind,
+                         float aux_scale, float z_scale);
+
+}  // namespace tessera
