@@ -14,16 +14,10 @@ Tokenizer load_openai_files(const std::filesystem::path& encoder_json, const std
   TextVocab vocab(parse_json_file(encoder_json), {}, encoder_json.string());
   std::string text = read_whole_file(vocab_bpe, "tokenizer file", kMaxTokenizerFileBytes);
   std::vector<BpeMerge> merges;
-  size_t line_number = 0;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = std::min(text.find('\n', start), text.size());
-    std::string_view line(text.data() + start, end - start);
-    start = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty() || (line_number == 1 && line.starts_with("#version"))) continue;
+  for_each_line(text, [&](std::string_view line, size_t line_number) {
+    if (line.empty() || (line_number == 1 && line.starts_with("#version"))) return;
     merges.push_back(vocab.merge_line(line, vocab_bpe.string() + " line " + std::to_string(line_number)));
-  }
+  });
   std::vector<SpecialToken> specials;
   if (vocab.contains(kEndOfText)) specials.push_back({std::string(kEndOfText), vocab.id(kEndOfText)});
   return Tokenizer(vocab.take_tokens(), std::move(merges), std::move(specials), encoder_json.string());

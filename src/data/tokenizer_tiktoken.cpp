@@ -81,14 +81,8 @@ std::vector<std::string> read_ranks(const std::filesystem::path& file, std::vect
   std::string text = read_whole_file(file, "tokenizer file", kMaxTokenizerFileBytes);
   std::vector<std::pair<int32_t, std::string>> lines;
   int32_t max_rank = -1;
-  size_t line_number = 0;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = std::min(text.find('\n', start), text.size());
-    std::string_view line(text.data() + start, end - start);
-    start = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
+  for_each_line(text, [&](std::string_view line, size_t line_number) {
+    if (line.empty()) return;
     std::string where = name + " line " + std::to_string(line_number);
     size_t space = line.find(' ');
     TS_CHECK(space != std::string_view::npos, where, ": expected '<base64 token> <rank>', got ", quoted_text(line, 80));
@@ -102,7 +96,7 @@ std::vector<std::string> read_ranks(const std::filesystem::path& file, std::vect
     auto rank = int32_t(std::stol(std::string(digits)));
     lines.emplace_back(rank, std::move(*bytes));
     max_rank = std::max(max_rank, rank);
-  }
+  });
   TS_CHECK(!lines.empty(), name, ": no tokens; expected one '<base64 token> <rank>' line per token");
   TS_CHECK(size_t(max_rank) < lines.size() + kMaxUnusedRanks, name, ": rank ", max_rank, " leaves more than ",
            kMaxUnusedRanks, " of the ", max_rank + 1, " ids unused; tiktoken ranks run from 0 with few gaps");

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "core/error.h"
@@ -26,6 +27,17 @@ std::string read_whole_file(const std::filesystem::path& file, std::string_view 
              "-byte limit while being read");
   }
   return bytes;
+}
+
+void for_each_line(std::string_view text, const std::function<void(std::string_view line, size_t number)>& visit) {
+  size_t number = 0;
+  for (size_t start = 0; start < text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    visit(line, ++number);
+  }
 }
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -17,5 +18,9 @@ inline constexpr uint64_t kMaxTextFileBytes = uint64_t(4) << 30;         // one 
 // directory is refused by kind, see core/file_checks.h); `what` names the file's role in the error
 // ("tokenizer file", "training text").
 std::string read_whole_file(const std::filesystem::path& file, std::string_view what, uint64_t max_bytes);
+
+// Calls visit(line, number) for each line of `text` (number from 1), without its '\n' or a
+// trailing '\r'; empty lines included.
+void for_each_line(std::string_view text, const std::function<void(std::string_view line, size_t number)>& visit);
 
 }  // namespace tessera

@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
+#include "nn/nn_testing.h"
 
 namespace tessera {
 namespace {
@@ -30,19 +31,8 @@ ModelConfig family(const std::string& name) {
   return c;
 }
 
-struct Batch {
-  Tensor tokens, targets;
-};
-
-Batch make_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  Batch b{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
-  Rng rng(seed);
-  for (int64_t i = 0; i < B * T; ++i) {
-    b.tokens.data<int32_t>()[i] = int32_t(rng.below(uint64_t(V)));
-    b.targets.data<int32_t>()[i] = int32_t(rng.below(uint64_t(V)));
-  }
-  return b;
-}
+using testing::Batch;
+using testing::make_batch;
 
 // Every parameter random (gains and biases too); padding rows stay 0; routers get large weights so
 // a small perturbation never changes which experts a token picks.

@@ -7,25 +7,15 @@
 #include "core/rng.h"
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
+#include "nn/nn_testing.h"
 
 namespace tessera {
 namespace {
 
 ModelConfig small_config() { return ModelConfig{2, 2, 16, 50, 8}; }  // Vp = 128
 
-struct Batch {
-  Tensor tokens, targets;
-};
-
-Batch make_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  Batch b{Tensor::zeros({B, T}, DType::i32), Tensor::zeros({B, T}, DType::i32)};
-  Rng rng(seed);
-  for (int64_t i = 0; i < B * T; ++i) {
-    b.tokens.data<int32_t>()[i] = int32_t(rng.below(uint64_t(V)));
-    b.targets.data<int32_t>()[i] = int32_t(rng.below(uint64_t(V)));
-  }
-  return b;
-}
+using testing::Batch;
+using testing::make_batch;
 
 // Randomises every parameter (biases and gains too) so every gradient path is exercised.
 void randomise(Decoder& model, uint64_t seed) {

@@ -43,6 +43,9 @@ std::string layout_name(const Layout& l) {
   return s.str();
 }
 
+// gtest prints a row by its name instead of its bytes.
+void PrintTo(const Layout& l, std::ostream* os) { *os << layout_name(l); }
+
 struct RunResult {
   std::vector<nlohmann::json> metrics;
   std::vector<std::pair<std::string, std::vector<float>>> weights;  // the final checkpoint's tensors

@@ -130,6 +130,20 @@ def make_optimizer(model, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, for
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, foreach=foreach)
 
 
+def add_optimizer_args(p):
+    """The golden runs' shared flags: AdamW, the lr schedule, clipping and the seed."""
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--schedule", choices=("constant", "cosine"), default="constant")
+    p.add_argument("--warmup", type=int, default=0, help="warm-up steps (cosine schedule)")
+    p.add_argument("--min-lr", type=float, default=0.0, help="final lr (cosine schedule)")
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.95)
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0, help="global norm clip; <= 0 disables")
+    p.add_argument("--seed", type=int, default=1)
+
+
 def lr_at(step, lr, num_steps, schedule="constant", warmup=0, min_lr=0.0):
     """Learning rate of step (counting from 1). cosine: linear warm-up lr*step/warmup for
     step <= warmup, then lr -> min_lr along a half cosine, reaching min_lr at step num_steps."""
