@@ -2,6 +2,8 @@
 // metrics carry the documented fields, NaN stops the run keeping the last checkpoint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "checkpoint/train_checkpoint.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
@@ -67,10 +69,15 @@ TEST(Trainer, MetricsLinesHaveTheDocumentedFields) {
   EXPECT_NE(svg.find("<circle cx"), std::string::npos);  // the validation points
 }
 
-TEST(Trainer, ResumeContinuesExactly) {
+class EveryFamily : public ::testing::TestWithParam<std::string> {};
+
+// Every family: the checkpoint holds all a run needs (for DeepSeek-style routers the balancing
+// biases too), and MoE runs report their routing in the metrics.
+TEST_P(EveryFamily, ResumeContinuesExactly) {
   // A constant schedule, so that a run stopped after 2 of 4 steps sees the same learning rates.
   auto dir = testing::scratch_dir();
   TrainConfig straight = testing::tiny_run(dir);
+  straight.model = GetParam();
   straight.steps = 4;
   straight.lr_schedule = "constant";
   straight.out_dir = (dir / "straight").string();
@@ -93,7 +100,21 @@ TEST(Trainer, ResumeContinuesExactly) {
   auto ref_lines = testing::read_metrics(std::filesystem::path(straight.out_dir) / "metrics.jsonl");
   ASSERT_EQ(lines.size(), 4u);
   for (size_t s = 0; s < 4; ++s) EXPECT_EQ(lines[s]["loss"], ref_lines[s]["loss"]) << "step " << s + 1;
+  if (GetParam().starts_with("gpt2") || GetParam().starts_with("llama")) return;
+  for (const char* key : {"aux_loss", "dropped_tokens", "expert_load_max_over_mean"})
+    EXPECT_TRUE(lines[0].contains(key)) << key;
+  EXPECT_GT(lines[0]["aux_loss"].get<double>(), 0.5);  // about top_k when balanced
+  EXPECT_EQ(lines[0]["expert_load_max_over_mean"].size(), GetParam() == "mixtral-tiny" ? 2u : 1u);
+  for (size_t s = 0; s < 4; ++s) EXPECT_EQ(lines[s]["aux_loss"], ref_lines[s]["aux_loss"]) << "step " << s + 1;
 }
+
+INSTANTIATE_TEST_SUITE_P(Trainer, EveryFamily,
+                         ::testing::Values("gpt2-tiny", "llama-tiny", "mixtral-tiny", "deepseek-moe-tiny"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(Trainer, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   auto dir = testing::scratch_dir();
