@@ -62,7 +62,7 @@ void add_convert_command(CLI::App& app) {
       loaded.tokenizer->save_json(tokenizer_json);
     }
     std::filesystem::path written = save_checkpoint(o->out, *loaded.model, nullptr, CheckpointState{}, tokenizer_json,
-                                                    /*keep_checkpoints=*/0);
+                                                    Retention{0, 0});
     std::printf("wrote %s\n", written.string().c_str());
   });
 }

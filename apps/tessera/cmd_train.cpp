@@ -6,6 +6,7 @@
 #include "core/cuda/device.h"
 #include "data/tokenizer.h"
 #include "nn/model_presets.h"
+#include "train/stop_signal.h"
 #include "train/default_run.h"
 #include "train/generate.h"
 #include "train/launch.h"
@@ -72,6 +73,14 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0 = at the end only)")
       ->capture_default_str();
   cmd.add_option("--keep-checkpoints", c.keep_checkpoints, "Keep the newest N checkpoints in --out-dir (0 = all)")
+      ->capture_default_str();
+  cmd.add_option("--keep-every", c.keep_every, "Also keep every checkpoint whose step is a multiple of this (0 = none)")
+      ->capture_default_str();
+  cmd.add_option("--max-bad-steps", c.max_bad_steps,
+                 "Skipped steps in a row (non-finite loss or grad norm, spikes) that stop the run")
+      ->capture_default_str();
+  cmd.add_option("--spike-zscore", c.spike_zscore,
+                 "Skip a step whose loss or grad norm is this many standard deviations above the recent ones (0 = off)")
       ->capture_default_str();
   cmd.add_option("--sample-every", c.sample_every, "Print a generated sample every N steps (0 = never)")
       ->capture_default_str();
@@ -147,6 +156,12 @@ void add_train_command(CLI::App& app) {
                   c.out_dir.c_str(), (long long)result.last_step, (long long)c.steps,
                   result.last_checkpoint.string().c_str());
       if (trainer->tokenizer()) print_final_sample(*trainer, c);
+      return;
+    }
+    if (result.stopped_by != 0) {  // preempted: saved, and nothing else to do
+      std::printf("stopped by %s after step %lld of %lld; checkpoint: %s\ncontinue with the same command and --resume\n",
+                  StopSignals::name(result.stopped_by), (long long)result.last_step, (long long)c.steps,
+                  result.last_checkpoint.string().c_str());
       return;
     }
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));

@@ -52,12 +52,13 @@ bool holds_checkpoints(const fs::path& run_dir) {
   return !list_checkpoints(run_dir).empty() || fs::is_symlink(run_dir / kLatestCheckpoint, ec);
 }
 
-void prune_checkpoints(const fs::path& run_dir, int64_t saved_step, int64_t keep) {
-  if (keep <= 0) return;
+void prune_checkpoints(const fs::path& run_dir, int64_t saved_step, Retention retention) {
+  if (retention.keep <= 0) return;
   int64_t kept = 0;
   for (const CheckpointFolder& c : list_checkpoints(run_dir)) {
     if (c.step > saved_step) continue;
-    if (kept++ >= keep) fs::remove_all(c.path);
+    const bool milestone = retention.every > 0 && c.step % retention.every == 0;
+    if (kept++ >= retention.keep && !milestone) fs::remove_all(c.path);
   }
 }
 
@@ -71,7 +72,7 @@ ResumePoint choose_resume_checkpoint(const fs::path& run_dir) {
   ResumePoint point;
   for (const CheckpointFolder& c : list_checkpoints(run_dir)) {
     try {
-      check_checkpoint_complete(c.path);
+      check_checkpoint_complete(c.path, /*checksums=*/true);  // a damaged one is skipped like a partial one
       point.checkpoint = c.path;
       break;
     } catch (const Error& e) {

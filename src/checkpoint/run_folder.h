@@ -27,10 +27,17 @@ std::vector<CheckpointFolder> list_checkpoints(const std::filesystem::path& run_
 // True when run_dir holds a ckpt-<step> folder or a ckpt-latest link (even a dangling one).
 bool holds_checkpoints(const std::filesystem::path& run_dir);
 
+// Which checkpoints a run keeps: the newest `keep` (0 = all) and every milestone whose step is a
+// multiple of `every` (0 = none).
+struct Retention {
+  int64_t keep = 3;
+  int64_t every = 0;
+};
+
 // After ckpt-<saved_step> was committed: removes the ckpt-<step> folders with step <= saved_step
-// beyond the newest `keep` of them (keep 0 keeps all). Folders of later steps (a run resumed from
-// an older checkpoint) are never removed.
-void prune_checkpoints(const std::filesystem::path& run_dir, int64_t saved_step, int64_t keep);
+// beyond the newest retention.keep of them, except milestones. Folders of later steps (a run resumed
+// from an older checkpoint) are never removed.
+void prune_checkpoints(const std::filesystem::path& run_dir, int64_t saved_step, Retention retention);
 
 struct ResumePoint {
   std::optional<std::filesystem::path> checkpoint;  // none: run_dir holds no checkpoint at all
@@ -38,7 +45,7 @@ struct ResumePoint {
 };
 
 // The newest complete checkpoint of run_dir (state.json readable, every file present at its
-// recorded size); throws naming what is wrong when run_dir holds checkpoints but none is complete.
+// recorded size and CRC-32); throws naming what is wrong when run_dir holds checkpoints but none is.
 ResumePoint choose_resume_checkpoint(const std::filesystem::path& run_dir);
 
 }  // namespace tessera

@@ -94,7 +94,7 @@ int64_t layers_in(const SafetensorsFile& file) {
 }
 
 fs::path write_checkpoint(const fs::path& out_dir, const Decoder& model, const OptimizerState* optimizer,
-                          const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
+                          const CheckpointState& state, const fs::path& tokenizer_json, Retention retention) {
   create_folder(out_dir, "checkpoint folder");
   const std::string name = checkpoint_dir_name(state.step);
   const fs::path final_dir = out_dir / name;
@@ -138,16 +138,16 @@ fs::path write_checkpoint(const fs::path& out_dir, const Decoder& model, const O
   fs::rename(link_temp, out_dir / kLatestCheckpoint);
   fsync_directory(out_dir);
   fs::remove_all(replaced);
-  prune_checkpoints(out_dir, state.step, keep_checkpoints);
+  prune_checkpoints(out_dir, state.step, retention);
   return final_dir;
 }
 
 }  // namespace
 
 fs::path save_checkpoint(const fs::path& out_dir, const Decoder& model, const OptimizerState* optimizer,
-                         const CheckpointState& state, const fs::path& tokenizer_json, int64_t keep_checkpoints) {
+                         const CheckpointState& state, const fs::path& tokenizer_json, Retention retention) {
   try {
-    return write_checkpoint(out_dir, model, optimizer, state, tokenizer_json, keep_checkpoints);
+    return write_checkpoint(out_dir, model, optimizer, state, tokenizer_json, retention);
   } catch (const fs::filesystem_error& e) {  // a folder operation (create, rename, link, remove) failed
     TS_FAIL("saving checkpoint ", checkpoint_dir_name(state.step), " in ", quoted_text(out_dir.string()), ": ",
             e.code().message(), " on ", quoted_text(e.path1().string()),
@@ -162,7 +162,7 @@ std::optional<fs::path> find_checkpoint(const fs::path& path) {
   return std::nullopt;
 }
 
-void check_checkpoint_complete(const fs::path& checkpoint) {
+void check_checkpoint_complete(const fs::path& checkpoint, bool checksums) {
   const std::string name = checkpoint.filename().string();
   try {
     nlohmann::json j = read_state_json(checkpoint);
@@ -174,9 +174,9 @@ void check_checkpoint_complete(const fs::path& checkpoint) {
     const std::map<std::string, FileDigest> files = state_files(j, checkpoint);
     std::vector<std::string> names{kModelFile};
     for (const auto& [name, digest] : files) names.push_back(name);
-    verify_files(checkpoint, files, names, false);
+    verify_files(checkpoint, files, names, checksums);
   } catch (const Error& e) {
-    TS_FAIL(name, " is incomplete (", e.what(), ")");
+    TS_FAIL(name, " is incomplete or damaged (", e.what(), ")");
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/run_folder.h"
 #include "nn/decoder.h"
 
 namespace tessera {
@@ -33,17 +34,18 @@ struct CheckpointState {
 };
 
 // Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Then removes older
-// checkpoints beyond the newest keep_checkpoints (0 keeps all; see prune_checkpoints). Returns its path.
+// checkpoints beyond `retention` (see prune_checkpoints). Returns its path.
 std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const Decoder& model,
                                       const OptimizerState* optimizer, const CheckpointState& state,
-                                      const std::filesystem::path& tokenizer_json, int64_t keep_checkpoints);
+                                      const std::filesystem::path& tokenizer_json, Retention retention);
 
 // The checkpoint <out_dir>/ckpt-latest points at, if any; also accepts a checkpoint folder itself.
 std::optional<std::filesystem::path> find_checkpoint(const std::filesystem::path& path);
 
 // Throws (one line, naming the file) unless the checkpoint is complete: state.json valid and every
-// file it records present with its recorded size. Cheap: no checksum is computed.
-void check_checkpoint_complete(const std::filesystem::path& checkpoint);
+// file it records present with its recorded size, and with `checksums` its recorded CRC-32 too
+// (which reads every file; without, the check is cheap).
+void check_checkpoint_complete(const std::filesystem::path& checkpoint, bool checksums = false);
 
 // The model shape in state.json, checked against model.safetensors' tensors (layers, width,
 // vocabulary, context) before anything of that size is allocated.

@@ -78,6 +78,13 @@ std::vector<double> DataParallel::sum(const std::vector<double>& values) {
   return out;
 }
 
+double DataParallel::max(double value) {
+  Tensor t = Tensor::zeros({1});
+  t.f32()[0] = float(value);
+  dp_->all_reduce(t, ReduceOp::max);
+  return double(t.f32()[0]);
+}
+
 OptimizerState DataParallel::gather_optimizer_state(const AdamW& optimizer) {
   OptimizerState state{Tensor::zeros({model_.layout().total()}), Tensor::zeros({model_.layout().total()}),
                        optimizer.steps_taken()};

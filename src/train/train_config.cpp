@@ -38,6 +38,11 @@ void TrainConfig::validate() const {
   TS_CHECK(eval_every >= 0, "--eval-every must not be negative, got ", eval_every);
   TS_CHECK(eval_batches > 0, "--eval-batches must be positive, got ", eval_batches);
   TS_CHECK(checkpoint_every >= 0, "--checkpoint-every must not be negative, got ", checkpoint_every);
+  TS_CHECK(keep_every >= 0, "--keep-every must not be negative (0 keeps no milestones), got ", keep_every);
+  TS_CHECK(max_bad_steps >= 1, "--max-bad-steps must be at least 1 (1 stops at the first bad step), got ",
+           max_bad_steps);
+  TS_CHECK(std::isfinite(spike_zscore) && spike_zscore >= 0, "--spike-zscore must be 0 (off) or a positive number ",
+           "of standard deviations, got ", spike_zscore);
   TS_CHECK(keep_checkpoints >= 0, "--keep-checkpoints must not be negative (0 keeps all), got ", keep_checkpoints);
   TS_CHECK(sample_every >= 0, "--sample-every must not be negative, got ", sample_every);
   TS_CHECK(threads >= 0, "--threads must not be negative, got ", threads);

@@ -66,6 +66,10 @@ struct TrainConfig {
   int64_t eval_batches = 8;
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int64_t keep_checkpoints = 3;  // newest checkpoints kept in out_dir (0 = all)
+  int64_t keep_every = 0;        // also keep every checkpoint whose step is a multiple (0 = none)
+  // bad steps
+  int64_t max_bad_steps = 5;     // skipped steps in a row (non-finite or spikes) that stop the run
+  double spike_zscore = 0.0;     // skip steps whose loss or grad norm is this many std above the window (0 = off)
   int64_t sample_every = 0;      // print a generated sample every N steps (needs a tokenizer)
   std::string out_dir = "runs/default";
   std::string metrics_file;      // JSON lines; default <out_dir>/metrics.jsonl

@@ -20,6 +20,7 @@
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
 #include "train/model_setup.h"
+#include "train/stop_signal.h"
 
 namespace tessera {
 
@@ -33,7 +34,10 @@ LossScalerConfig loss_scaler_config(const TrainConfig& c, DType compute) {
 }  // namespace
 
 Trainer::Trainer(TrainConfig config, ProcessGrid grid)
-    : config_(std::move(config)), grid_(std::move(grid)), loss_scaler_(LossScalerConfig{}) {
+    : config_(std::move(config)),
+      grid_(std::move(grid)),
+      loss_scaler_(LossScalerConfig{}),
+      bad_steps_(config_.max_bad_steps, config_.spike_zscore) {
   config_.validate();
   // The grid was checked against the batch (ParallelDims::check_model): dp · micro divides it.
   micro_batch_ = config_.micro_batch(grid_.dims.dp);
@@ -162,7 +166,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step) {
   std::filesystem::path tokenizer_json;
   if (tokenizer_) tokenizer_json = std::filesystem::path(config_.out_dir) / "tokenizer.json";
   if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
-  return tessera::save_checkpoint(config_.out_dir, *model_, &moments, state, tokenizer_json, config_.keep_checkpoints);
+  return tessera::save_checkpoint(config_.out_dir, *model_, &moments, state, tokenizer_json,
+                                 Retention{config_.keep_checkpoints, config_.keep_every});
 }
 
 void Trainer::print_sample(ProgressLine& progress) {
@@ -187,18 +192,28 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
     std::ostringstream line;
     line << "step " << step << ": fp16 gradients overflowed at loss scale " << scale
          << "; update skipped, loss scale now " << loss_scaler_.scale();
+    skip_reason_ = "fp16 overflow";
     if (is_reporting_rank()) progress.message(line.str());
     return std::nullopt;
   }
   const float grad_norm = scaled_norm / scale;
-  if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+  // Loss and norm are global, so every rank judges the step alike.
+  if (std::optional<std::string> reason = bad_steps_.judge(loss, grad_norm)) {
+    skip_reason_ = *reason;
+    const bool stop = bad_steps_.skipped();
+    std::ostringstream line;
+    line << "step " << step << ": " << *reason << " (loss " << loss << ", grad norm " << grad_norm
+         << "); update skipped, " << bad_steps_.in_a_row() << " of --max-bad-steps " << bad_steps_.max_bad_steps()
+         << " in a row";
+    if (!stop) {
+      if (is_reporting_rank()) progress.message(line.str());
+      return std::nullopt;
+    }
     progress.finish();
     std::optional<std::filesystem::path> found = find_checkpoint(config_.out_dir);
-    std::string kept = found ? found->string() : "none";
-    // Loss and norm are global, so every rank stops here; rank 0 tells the user.
     std::ostringstream message;
-    message << "step " << step << ": " << (std::isfinite(loss) ? "gradient norm" : "loss") << " is not finite (loss "
-            << loss << ", grad norm " << grad_norm << "); stopped without updating. Last good checkpoint: " << kept
+    message << line.str() << ": stopped" << (std::isfinite(loss) && std::isfinite(grad_norm) ? "" : " (not finite)")
+            << ". Last good checkpoint: " << (found ? found->string() : "none")
             << "; lower --lr or raise --warmup and resume";
     if (!is_reporting_rank()) throw QuietError(message.str(), __FILE__);
     throw Error(message.str(), __FILE__);
@@ -212,6 +227,7 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
   data_parallel_->after_update();
   if (sharded) model_->params_updated();
   model_->balance_router_biases(moe_step_.expert_load, config_.moe_bias_rate);
+  bad_steps_.applied(loss, grad_norm);
   return grad_norm;
 }
 
@@ -233,12 +249,14 @@ TrainResult Trainer::run() {
   if (!resume_notice_.empty() && is_reporting_rank()) progress.message(resume_notice_);
   if (start_step_ > 0) progress.message("resumed from step " + std::to_string(start_step_));
 
+  const StopSignals stop_signals;  // SIGTERM/SIGINT: finish the step, save, stop
   const auto start = Clock::now();
   const double tokens_per_step = double(config_.batch_size * config_.seq_len);
   for (int64_t step = start_step_ + 1; step <= config_.steps; ++step) {
     const auto step_start = Clock::now();
     const float lr = schedule_.at(step);
-    const float loss = accumulate_gradients(next_batch_++);
+    float loss = accumulate_gradients(next_batch_++);
+    if (fault_hook_) fault_hook_(step, loss);
     const std::optional<float> grad_norm = update_parameters(step, loss, lr, progress);
 
     const auto now = Clock::now();
@@ -252,8 +270,13 @@ TrainResult Trainer::run() {
                              {"elapsed_s", elapsed}, {"step_s", step_s}, {"comm_wait_s", comm_wait_s_},
                              {"mem_mb", double(memory.current_bytes) / 1e6},
                              {"peak_mem_mb", double(memory.peak_bytes) / 1e6}};
-      if (grad_norm) line["grad_norm"] = *grad_norm;
-      else line["skipped"] = true;
+      if (grad_norm) {
+        line["grad_norm"] = *grad_norm;
+      } else {
+        line["skipped"] = true;
+        line["skip_reason"] = skip_reason_;
+      }
+      if (bad_steps_.total_skipped() > 0) line["bad_steps"] = bad_steps_.total_skipped();
       if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
       if (model_->config().moe.enabled()) add_moe_metrics(line);
       metrics->write(line);
@@ -273,10 +296,19 @@ TrainResult Trainer::run() {
     }
     if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last && is_reporting_rank())
       print_sample(progress);
-    if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last)
+    // A stop signal on any rank stops every rank after the same step (one tiny all-reduce).
+    const int signal = int(data_parallel_->max(double(stop_signals.received())));
+    if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last || signal != 0)
       result.last_checkpoint = save_checkpoint(step);
-    if (is_reporting_rank() && (last || (config_.eval_every > 0 && step % config_.eval_every == 0)))
+    if (is_reporting_rank() && (last || signal != 0 || (config_.eval_every > 0 && step % config_.eval_every == 0)))
       write_loss_plot(metrics_path);
+    if (signal != 0 && !last) {
+      result.stopped_by = signal;
+      progress.message(std::string(StopSignals::name(signal)) + " received: stopped after step " +
+                       std::to_string(step) + " and saved " + result.last_checkpoint.string() +
+                       "; continue with --resume");
+      break;
+    }
   }
   progress.finish();
   return result;

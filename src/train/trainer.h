@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "parallel/process_grid.h"
+#include "train/bad_step_guard.h"
 #include "train/data_parallel.h"
 #include "train/device_choice.h"
 #include "train/loss_scaler.h"
@@ -32,6 +34,7 @@ struct TrainResult {
   std::optional<float> last_val_loss;
   std::filesystem::path last_checkpoint;  // the last one saved, or the one resumed from
   bool already_finished = false;          // resumed at --steps: nothing was left to train
+  int stopped_by = 0;                     // the signal (SIGTERM, SIGINT) that stopped the run early, or 0
 };
 
 // A grid of one process whose groups all have size 1 (tests, and runs without a launcher).
@@ -43,14 +46,19 @@ class Trainer {
   ~Trainer();
   TrainResult run();
   Decoder& model() { return *model_; }
+  const AdamW& optimizer() const { return *optimizer_; }
+  // Fault injection for tests: called after each step's gradients are complete, before the update;
+  // it may change the loss or the gradients (model().grads()) to simulate a bad batch.
+  using FaultHook = std::function<void(int64_t step, float& loss)>;
+  void set_fault_hook(FaultHook hook) { fault_hook_ = std::move(hook); }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null when the run has none
 
  private:
   // Forward + backward over one global batch; returns its mean loss.
   float accumulate_gradients(int64_t batch_index);
   // Unscales and clips the gradients of the last accumulate_gradients and steps the optimizer;
-  // returns the global gradient norm, or nothing when fp16 overflowed and the update was skipped.
-  // Throws (every rank alike) when the loss or the unscaled norm is not finite.
+  // returns the global gradient norm, or nothing when the update was skipped (fp16 overflow, or a
+  // bad step: skip_reason_ says which). Throws (every rank alike) after --max-bad-steps in a row.
   std::optional<float> update_parameters(int64_t step, float loss, float lr, ProgressLine& progress);
   float evaluate();
   std::filesystem::path save_checkpoint(int64_t step);
@@ -67,6 +75,9 @@ class Trainer {
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
   std::unique_ptr<AdamW> optimizer_;
   LossScaler loss_scaler_;
+  BadStepGuard bad_steps_;
+  std::string skip_reason_;  // why the last step was skipped
+  FaultHook fault_hook_;
   double comm_wait_s_ = 0;  // exposed communication of the last step
   // The MoE layers' statistics of the last step, over its micro-batches and the dp ranks.
   struct MoeStepStats {

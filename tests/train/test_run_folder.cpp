@@ -1,5 +1,5 @@
-// What a run folder keeps across saves and restarts: the newest --keep-checkpoints checkpoints,
-// checksums in state.json, --resume falling back past a broken newest checkpoint (and saying so),
+// What a run folder keeps across saves and restarts: the newest --keep-checkpoints checkpoints and
+// the --keep-every milestones, checksums in state.json, --resume falling back past a broken newest checkpoint (and saying so),
 // metrics appended rather than truncated, and a new run refusing a folder that holds checkpoints.
 #include <gtest/gtest.h>
 
@@ -37,6 +37,32 @@ TEST(RunFolder, KeepsTheNewestCheckpoints) {
   Trainer(saving_every_step(dir / "all", 4, 0)).run();
   EXPECT_EQ(steps_kept(dir / "all" / "run"), (std::vector<int64_t>{4, 3, 2, 1}));
   EXPECT_EQ(fs::read_symlink(dir / "three" / "run" / kLatestCheckpoint), "ckpt-00000005");
+}
+
+// --keep-every milestones survive the pruning that keeps the newest --keep-checkpoints.
+TEST(RunFolder, KeepsMilestonesOfKeepEvery) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = saving_every_step(dir, 9, 2);
+  c.keep_every = 4;
+  Trainer(c).run();
+  EXPECT_EQ(steps_kept(c.out_dir), (std::vector<int64_t>{9, 8, 4}));
+}
+
+// A flipped byte in the newest checkpoint (its CRC-32 no longer matches): --resume continues from
+// the one before and names the damaged one.
+TEST(RunFolder, ResumeFallsBackPastADamagedCheckpoint) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = saving_every_step(dir, 3, 3);
+  Trainer(c).run();
+  const fs::path damaged = fs::path(c.out_dir) / "ckpt-00000003" / "optimizer.safetensors";
+  std::string bytes = testing::read_text(damaged);
+  bytes[bytes.size() - 9] ^= 0x40;
+  testing::write_text(damaged, bytes);
+  const ResumePoint point = choose_resume_checkpoint(c.out_dir);
+  ASSERT_TRUE(point.checkpoint);
+  EXPECT_EQ(point.checkpoint->filename(), "ckpt-00000002");
+  EXPECT_TRUE(testing::contains(point.notice, "ckpt-00000003 is incomplete or damaged")) << point.notice;
+  EXPECT_TRUE(testing::contains(point.notice, "CRC-32")) << point.notice;
 }
 
 TEST(RunFolder, StateRecordsSizeAndChecksumOfEveryFile) {
