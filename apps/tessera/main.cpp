@@ -19,7 +19,7 @@ CLI::App* add_command(CLI::App& app, const std::string& name, const std::string&
 }  // namespace tessera::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"Tessera: train transformer language models (GPT-2) on CPU and GPU", "tessera"};
+  CLI::App app{"Tessera: train transformer language models (GPT-2, Llama, MoE) on CPU and GPU", "tessera"};
   app.require_subcommand(1, 1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
   tessera::cli::add_train_command(app);
@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_tokenizer_train_command(app);
   tessera::cli::add_convert_command(app);
   tessera::cli::add_bench_command(app);
+  tessera::cli::add_launch_command(app);
   tessera::cli::check_number_flags(app);
   // Every message is printed through one_line: control characters escaped, length bounded.
   auto fail = [](const std::string& message) {

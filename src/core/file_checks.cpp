@@ -65,14 +65,15 @@ void require_regular_file(const std::filesystem::path& path, std::string_view wh
 }
 
 void create_folder(const std::filesystem::path& folder, std::string_view what) {
+  // Created first and judged after: several ranks may create the same folder at once.
   std::error_code ec;
-  if (std::filesystem::is_directory(folder, ec)) return;
+  std::filesystem::create_directories(folder, ec);
   struct stat st {};
+  if (::stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return;
   if (::stat(folder.c_str(), &st) == 0)
     TS_FAIL(what, " ", quoted_text(folder.string()), " is ", S_ISREG(st.st_mode) ? "a file" : kind_of(st.st_mode),
             ", not a folder; choose another path");
-  std::filesystem::create_directories(folder, ec);
-  TS_CHECK(!ec, what, " ", quoted_text(folder.string()), ": cannot create the folder (", ec.message(), ")");
+  TS_FAIL(what, " ", quoted_text(folder.string()), ": cannot create the folder (", ec.message(), ")");
 }
 
 }  // namespace tessera

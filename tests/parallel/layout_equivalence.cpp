@@ -51,13 +51,14 @@ struct RunResult {
   std::vector<std::pair<std::string, std::vector<float>>> weights;  // the final checkpoint's tensors
 };
 
-// Trains `layout` in `dir` on `shard`; returns its metrics and final weights.
-RunResult train(const Layout& l, const std::filesystem::path& dir, const std::string& shard) {
+// Trains `layout` in `dir` on `shard` (with `extra` flags); returns its metrics and final weights.
+RunResult train(const Layout& l, const std::filesystem::path& dir, const std::string& shard,
+                const std::string& extra = "--steps 4") {
   std::ostringstream cmd;
   cmd << "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ";
   if (l.ranks > 1) cmd << "mpirun --oversubscribe --allow-run-as-root -np " << l.ranks << " ";
   cmd << TESSERA_EXE << " train --quiet --model " << l.model << " --train-data " << shard
-      << " --batch-size 8 --seq-len 16 --steps 4 --lr 1e-3 --warmup 1 --min-lr 1e-4 --comm-timeout 60"
+      << " --batch-size 8 --seq-len 16 " << extra << " --lr 1e-3 --warmup 1 --min-lr 1e-4 --comm-timeout 60"
       << " --bucket-mb 0.01 --dp " << l.dp << " --zero " << l.zero << " --micro-batch-size " << l.micro_batch
       << " --out-dir " << dir.string();
   testing::CommandResult r = testing::run_command(cmd.str());
@@ -109,6 +110,57 @@ TEST_P(LayoutEquivalence, MatchesOneProcess) {
     EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + floor) << name << " (largest element difference " << worst << ")";
   }
 }
+
+// Resharding on resume and elastic restarts: two steps under one layout, a checkpoint, two more under
+// another (the world size changing with --dp 0 too), against four steps in one process. The
+// checkpoint holds full tensors and batch k's samples depend on (seed, k) only, so any layout
+// continues the same trajectory from the same token position.
+struct Reshard {
+  Layout before, after;
+};
+
+class ReshardOnResume : public ::testing::TestWithParam<Reshard> {};
+
+TEST_P(ReshardOnResume, ContinuesTheOneProcessTrajectory) {
+  const Reshard r = GetParam();
+  const std::filesystem::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
+  // A constant schedule, so that the first part's two steps see the rates of a four-step run.
+  const RunResult ref = train(Layout{1, 1, 0, 8}, dir / "reference", shard, "--steps 4 --lr-schedule constant");
+  train(r.before, dir / "run", shard, "--steps 2 --lr-schedule constant");
+  const RunResult run = train(r.after, dir / "run", shard, "--steps 4 --lr-schedule constant --resume");
+  ASSERT_EQ(run.metrics.size(), 4u);  // steps 1-2 of the first part, 3-4 of the second
+  for (size_t s = 0; s < 4; ++s)
+    for (const char* key : {"loss", "grad_norm"}) {
+      const double want = ref.metrics[s][key], got = run.metrics[s][key];
+      EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << key << " at step " << s + 1;
+    }
+  ASSERT_EQ(run.weights.size(), ref.weights.size());
+  for (size_t t = 0; t < ref.weights.size(); ++t) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < ref.weights[t].second.size(); ++i) {
+      const double d = double(run.weights[t].second[i]) - ref.weights[t].second[i];
+      diff += d * d, norm += double(ref.weights[t].second[i]) * ref.weights[t].second[i];
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-6 * std::sqrt(double(ref.weights[t].second.size())))
+        << ref.weights[t].first;
+  }
+}
+
+void PrintTo(const Reshard& r, std::ostream* os) { *os << layout_name(r.before) << "_to_" << layout_name(r.after); }
+
+const Reshard kReshards[] = {
+    {{2, 2, 1, 2}, {1, 1, 0, 2}},  // dp2·zero1 -> one process
+    {{1, 1, 0, 2}, {4, 4, 2, 1}},  // one process -> dp4·zero2
+    {{4, 4, 2, 1}, {2, 2, 1, 2}},  // dp4·zero2 -> dp2·zero1
+    {{4, 0, 0, 1}, {2, 0, 0, 2}},  // elastic: 4 ranks -> 2 ranks, --dp 0 takes the world
+};
+
+INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {
+  std::ostringstream s;
+  PrintTo(info.param, &s);
+  return s.str();
+});
 
 INSTANTIATE_TEST_SUITE_P(Table, LayoutEquivalence, ::testing::ValuesIn(kLayouts),
                          [](const ::testing::TestParamInfo<Layout>& info) { return layout_name(info.param); });

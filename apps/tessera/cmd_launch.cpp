@@ -1,0 +1,39 @@
+// tessera launch: run a training job and restart it after failures (train/restart_supervisor.h).
+#include <cstdio>
+#include <cstdlib>
+
+#include "commands.h"
+#include "core/error.h"
+#include "train/restart_supervisor.h"
+
+namespace tessera::cli {
+
+void add_launch_command(CLI::App& app) {
+  struct Options {
+    RestartPolicy policy;
+    std::vector<std::string> command;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = add_command(app, "launch",
+                              "Run a training job and restart it from its latest checkpoint when it fails: "
+                              "tessera launch --max-restarts 3 -- mpirun -np 8 tessera train ... --resume");
+  cmd->add_option("--max-restarts", o->policy.max_restarts, "Restarts after failures before giving up")
+      ->capture_default_str();
+  cmd->add_option("--restart-delay", o->policy.delay_s, "Seconds between a failure and the restart")
+      ->capture_default_str();
+  cmd->add_option("command", o->command, "The job's command line, after --")->required();
+  cmd->callback([o] {
+    TS_CHECK(o->policy.delay_s >= 0 && o->policy.delay_s <= 86400, "--restart-delay must be between 0 and 86400 s, got ",
+             o->policy.delay_s);
+    bool resumes = false;
+    for (const std::string& arg : o->command) resumes |= arg == "--resume";
+    if (!resumes)
+      std::fprintf(stderr, "tessera launch: the command has no --resume, so a restart begins again at step 0\n");
+    const int code = run_with_restarts(o->command, o->policy, [](const std::string& line) {
+      std::fprintf(stderr, "tessera launch: %s\n", line.c_str());
+    });
+    if (code != 0) std::exit(code);
+  });
+}
+
+}  // namespace tessera::cli
