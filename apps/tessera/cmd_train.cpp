@@ -76,6 +76,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
   cmd.add_option("--keep-every", c.keep_every, "Also keep every checkpoint whose step is a multiple of this (0 = none)")
       ->capture_default_str();
+  cmd.add_flag("--async-checkpoint", c.async_checkpoint,
+               "Write checkpoints on a background thread: training stalls only to copy the state to host memory");
   cmd.add_option("--max-bad-steps", c.max_bad_steps,
                  "Skipped steps in a row (non-finite loss or grad norm, spikes) that stop the run")
       ->capture_default_str();

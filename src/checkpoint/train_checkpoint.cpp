@@ -93,7 +93,7 @@ int64_t layers_in(const SafetensorsFile& file) {
   return layers;
 }
 
-fs::path write_checkpoint(const fs::path& out_dir, const Decoder& model, const OptimizerState* optimizer,
+fs::path write_checkpoint(const fs::path& out_dir, const ModelSnapshot& model, const OptimizerState* optimizer,
                           const CheckpointState& state, const fs::path& tokenizer_json, Retention retention) {
   create_folder(out_dir, "checkpoint folder");
   const std::string name = checkpoint_dir_name(state.step);
@@ -102,11 +102,10 @@ fs::path write_checkpoint(const fs::path& out_dir, const Decoder& model, const O
   fs::remove_all(temp_dir);
   fs::create_directories(temp_dir);
 
-  const Tensor params = tensor_to(model.params(), Device::cpu);  // staged through the host for a GPU model
-  write_safetensors(temp_dir / kModelFile, entries_of(model.layout().views(params), ""), {{"format", "pt"}});
+  write_safetensors(temp_dir / kModelFile, entries_of(model.layout.views(model.params), ""), {{"format", "pt"}});
   if (optimizer) {
-    std::vector<SafetensorsEntry> moments = entries_of(model.layout().views(optimizer->m), "m.");
-    std::vector<SafetensorsEntry> second = entries_of(model.layout().views(optimizer->v), "v.");
+    std::vector<SafetensorsEntry> moments = entries_of(model.layout.views(optimizer->m), "m.");
+    std::vector<SafetensorsEntry> second = entries_of(model.layout.views(optimizer->v), "v.");
     moments.insert(moments.end(), second.begin(), second.end());
     write_safetensors(temp_dir / kOptimizerFile, moments);
   }
@@ -119,7 +118,7 @@ fs::path write_checkpoint(const fs::path& out_dir, const Decoder& model, const O
                       {"next_batch", state.next_batch},
                       {"seed", state.seed},
                       {"optimizer_steps", optimizer ? optimizer->steps : 0},
-                      {"model", model_config_to_json(model.config())},
+                      {"model", model_config_to_json(model.config)},
                       {"files", files_json(files)},
                       {"run_config", state.run_config}};
   if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
@@ -144,7 +143,20 @@ fs::path write_checkpoint(const fs::path& out_dir, const Decoder& model, const O
 
 }  // namespace
 
+ModelSnapshot snapshot_of(const Decoder& model) {
+  Tensor params = Tensor::zeros({model.layout().total()});
+  copy_tensor(params, model.params());
+  return ModelSnapshot{model.config(), model.layout(), params};
+}
+
 fs::path save_checkpoint(const fs::path& out_dir, const Decoder& model, const OptimizerState* optimizer,
+                         const CheckpointState& state, const fs::path& tokenizer_json, Retention retention) {
+  // Staged through the host for a GPU model; the CPU model's own buffer otherwise.
+  const ModelSnapshot view{model.config(), model.layout(), tensor_to(model.params(), Device::cpu)};
+  return save_checkpoint(out_dir, view, optimizer, state, tokenizer_json, retention);
+}
+
+fs::path save_checkpoint(const fs::path& out_dir, const ModelSnapshot& model, const OptimizerState* optimizer,
                          const CheckpointState& state, const fs::path& tokenizer_json, Retention retention) {
   try {
     return write_checkpoint(out_dir, model, optimizer, state, tokenizer_json, retention);

@@ -33,8 +33,23 @@ struct CheckpointState {
   double loss_scale = 0;      // fp16's dynamic loss scale at the save (0: not scaling)
 };
 
+// The model part of a checkpoint apart from a live model: what an asynchronous save writes while
+// training goes on. params is a host tensor in layout's order.
+struct ModelSnapshot {
+  ModelConfig config;
+  ParameterLayout layout;
+  Tensor params;
+};
+
+// The model's parameters copied into fresh host memory (a copy the training cannot change).
+ModelSnapshot snapshot_of(const Decoder& model);
+
 // Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Then removes older
 // checkpoints beyond `retention` (see prune_checkpoints). Returns its path.
+std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const ModelSnapshot& model,
+                                      const OptimizerState* optimizer, const CheckpointState& state,
+                                      const std::filesystem::path& tokenizer_json, Retention retention);
+// The same for a live model, read while it is written (no copy on the CPU).
 std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const Decoder& model,
                                       const OptimizerState* optimizer, const CheckpointState& state,
                                       const std::filesystem::path& tokenizer_json, Retention retention);

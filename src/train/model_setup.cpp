@@ -170,6 +170,7 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"grad-clip", c.grad_clip},
           {"seed", c.seed},
           {"keep-every", c.keep_every},
+          {"async-checkpoint", c.async_checkpoint},
           {"max-bad-steps", c.max_bad_steps},
           {"spike-zscore", c.spike_zscore},
           {"recompute", c.recompute},

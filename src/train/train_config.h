@@ -67,6 +67,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int64_t keep_checkpoints = 3;  // newest checkpoints kept in out_dir (0 = all)
   int64_t keep_every = 0;        // also keep every checkpoint whose step is a multiple (0 = none)
+  bool async_checkpoint = false;  // write checkpoints on a background thread
   // bad steps
   int64_t max_bad_steps = 5;     // skipped steps in a row (non-finite or spikes) that stop the run
   double spike_zscore = 0.0;     // skip steps whose loss or grad norm is this many std above the window (0 = off)

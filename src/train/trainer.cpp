@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
 #include "core/allocator.h"
 #include "core/atomic_file.h"
@@ -157,17 +158,30 @@ void Trainer::add_moe_metrics(nlohmann::json& line) const {
   line["expert_load_max_over_mean"] = balance;
 }
 
-std::filesystem::path Trainer::save_checkpoint(int64_t step) {
+std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   OptimizerState moments = data_parallel_->gather_optimizer_state(*optimizer_);  // collective
-  std::filesystem::path dir = std::filesystem::path(config_.out_dir) / "ckpt-latest";
+  const std::filesystem::path dir = std::filesystem::path(config_.out_dir) / checkpoint_dir_name(step);
   if (!is_reporting_rank()) return dir;
   CheckpointState state{step, next_batch_, config_.seed, run_config_json(config_),
                         loss_scaler_.enabled() ? double(loss_scaler_.scale()) : 0.0};
   std::filesystem::path tokenizer_json;
   if (tokenizer_) tokenizer_json = std::filesystem::path(config_.out_dir) / "tokenizer.json";
   if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
-  return tessera::save_checkpoint(config_.out_dir, *model_, &moments, state, tokenizer_json,
-                                 Retention{config_.keep_checkpoints, config_.keep_every});
+  const Retention retention{config_.keep_checkpoints, config_.keep_every};
+  if (!config_.async_checkpoint || now) {
+    checkpoint_writer_.wait();  // an earlier background save lands first
+    tessera::save_checkpoint(config_.out_dir, *model_, &moments, state, tokenizer_json, retention);
+  } else {
+    // The stall: the gather above, the previous save if it is still writing, and the host copy.
+    checkpoint_writer_.start([out_dir = config_.out_dir, snapshot = snapshot_of(*model_), moments = std::move(moments),
+                              state, tokenizer_json, retention] {
+      tessera::save_checkpoint(out_dir, snapshot, &moments, state, tokenizer_json, retention);
+    });
+  }
+  checkpoint_stall_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+  return dir;
 }
 
 void Trainer::print_sample(ProgressLine& progress) {
@@ -210,6 +224,7 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
       return std::nullopt;
     }
     progress.finish();
+    checkpoint_writer_.wait();  // the newest checkpoint is complete before it is named
     std::optional<std::filesystem::path> found = find_checkpoint(config_.out_dir);
     std::ostringstream message;
     message << line.str() << ": stopped" << (std::isfinite(loss) && std::isfinite(grad_norm) ? "" : " (not finite)")
@@ -277,6 +292,8 @@ TrainResult Trainer::run() {
         line["skip_reason"] = skip_reason_;
       }
       if (bad_steps_.total_skipped() > 0) line["bad_steps"] = bad_steps_.total_skipped();
+      if (checkpoint_stall_s_ >= 0) line["checkpoint_stall_s"] = checkpoint_stall_s_;  // the previous step's save
+      checkpoint_stall_s_ = -1;
       if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
       if (model_->config().moe.enabled()) add_moe_metrics(line);
       metrics->write(line);
@@ -299,7 +316,7 @@ TrainResult Trainer::run() {
     // A stop signal on any rank stops every rank after the same step (one tiny all-reduce).
     const int signal = int(data_parallel_->max(double(stop_signals.received())));
     if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last || signal != 0)
-      result.last_checkpoint = save_checkpoint(step);
+      result.last_checkpoint = save_checkpoint(step, /*now=*/last || signal != 0);
     if (is_reporting_rank() && (last || signal != 0 || (config_.eval_every > 0 && step % config_.eval_every == 0)))
       write_loss_plot(metrics_path);
     if (signal != 0 && !last) {
@@ -310,6 +327,7 @@ TrainResult Trainer::run() {
       break;
     }
   }
+  checkpoint_writer_.wait();
   progress.finish();
   return result;
 }

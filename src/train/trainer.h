@@ -17,6 +17,7 @@
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "parallel/process_grid.h"
+#include "train/async_checkpoint.h"
 #include "train/bad_step_guard.h"
 #include "train/data_parallel.h"
 #include "train/device_choice.h"
@@ -61,7 +62,9 @@ class Trainer {
   // bad step: skip_reason_ says which). Throws (every rank alike) after --max-bad-steps in a row.
   std::optional<float> update_parameters(int64_t step, float loss, float lr, ProgressLine& progress);
   float evaluate();
-  std::filesystem::path save_checkpoint(int64_t step);
+  // Saves step's checkpoint (in the background with --async-checkpoint, unless `now`); returns its
+  // path and adds the training's stall to checkpoint_stall_s_.
+  std::filesystem::path save_checkpoint(int64_t step, bool now = false);
   void print_sample(ProgressLine& progress);
   void write_loss_plot(const std::filesystem::path& metrics_path);
   bool is_reporting_rank() const { return grid_.world_rank == 0; }
@@ -78,6 +81,8 @@ class Trainer {
   BadStepGuard bad_steps_;
   std::string skip_reason_;  // why the last step was skipped
   FaultHook fault_hook_;
+  AsyncCheckpointWriter checkpoint_writer_;
+  double checkpoint_stall_s_ = -1;  // the last save's stall, reported on the next metrics line (-1: none)
   double comm_wait_s_ = 0;  // exposed communication of the last step
   // The MoE layers' statistics of the last step, over its micro-batches and the dp ranks.
   struct MoeStepStats {

@@ -65,6 +65,26 @@ TEST(RunFolder, ResumeFallsBackPastADamagedCheckpoint) {
   EXPECT_TRUE(testing::contains(point.notice, "CRC-32")) << point.notice;
 }
 
+// --async-checkpoint writes the same bytes as a synchronous save, while training goes on, and
+// the metrics report each save's stall.
+TEST(RunFolder, AsyncCheckpointsEqualSynchronousOnes) {
+  auto dir = testing::scratch_dir();
+  for (const bool async : {false, true}) {
+    TrainConfig c = saving_every_step(dir / (async ? "async" : "sync"), 4, 0);
+    c.async_checkpoint = async;
+    Trainer(c).run();
+  }
+  for (int64_t step = 1; step <= 4; ++step)
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      const fs::path name = fs::path(checkpoint_dir_name(step)) / file;
+      EXPECT_EQ(testing::read_text(dir / "async" / "run" / name), testing::read_text(dir / "sync" / "run" / name))
+          << name;
+    }
+  const auto lines = testing::read_metrics(dir / "async" / "run" / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 4u);
+  for (size_t s = 1; s < 4; ++s) EXPECT_GE(lines[s]["checkpoint_stall_s"].get<double>(), 0.0) << "step " << s + 1;
+}
+
 TEST(RunFolder, StateRecordsSizeAndChecksumOfEveryFile) {
   auto dir = testing::scratch_dir();
   const fs::path checkpoint = Trainer(saving_every_step(dir, 1, 3)).run().last_checkpoint;

@@ -1,0 +1,29 @@
+// One background writer thread at a time.
+#include "train/async_checkpoint.h"
+
+namespace tessera {
+
+AsyncCheckpointWriter::~AsyncCheckpointWriter() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void AsyncCheckpointWriter::start(std::function<void()> write) {
+  wait();
+  thread_ = std::thread([this, write = std::move(write)] {
+    try {
+      write();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+}
+
+void AsyncCheckpointWriter::wait() {
+  if (thread_.joinable()) thread_.join();
+  if (!error_) return;
+  std::exception_ptr error = error_;
+  error_ = nullptr;
+  std::rethrow_exception(error);
+}
+
+}  // namespace tessera

@@ -1,0 +1,31 @@
+// Asynchronous checkpoint saves (--async-checkpoint): the trainer snapshots the state into host
+// memory at a step boundary, hands the write to one background thread and trains on; the next save
+// (and the end of the run) waits for the previous one. A failed background save is reported by that
+// wait, as the error the save would have raised.
+#pragma once
+
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+namespace tessera {
+
+class AsyncCheckpointWriter {
+ public:
+  AsyncCheckpointWriter() = default;
+  ~AsyncCheckpointWriter();  // waits, and drops an error nobody asked for (the destructor cannot throw)
+  AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
+  AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
+
+  // Waits for the previous write, then starts `write` on the background thread.
+  void start(std::function<void()> write);
+  // Waits for the write in flight, if any; rethrows its error.
+  void wait();
+
+ private:
+  std::thread thread_;
+  std::exception_ptr error_;
+};
+
+}  // namespace tessera
