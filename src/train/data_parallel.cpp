@@ -85,15 +85,16 @@ double DataParallel::max(double value) {
   return double(t.f32()[0]);
 }
 
-OptimizerState DataParallel::gather_optimizer_state(const AdamW& optimizer) {
-  OptimizerState state{Tensor::zeros({model_.layout().total()}), Tensor::zeros({model_.layout().total()}),
-                       optimizer.steps_taken()};
+void DataParallel::gather_optimizer_state(const AdamW& optimizer, OptimizerState& state) {
+  const int64_t total = model_.layout().total();
+  if (!state.m.defined() || state.m.numel() != total) state.m = Tensor::zeros({total});
+  if (!state.v.defined() || state.v.numel() != total) state.v = Tensor::zeros({total});
+  state.steps = optimizer.steps_taken();
   optimizer.export_moments(state.m, state.v);
   if (options_.zero_stage > 0) {
     reducer_.all_gather(state.m, nullptr);
     reducer_.all_gather(state.v, nullptr);
   }
-  return state;
 }
 
 }  // namespace tessera

@@ -45,8 +45,9 @@ class DataParallel {
   std::vector<double> sum(const std::vector<double>& values);
   // Largest of a small non-negative integer-valued number over the dp group.
   double max(double value);
-  // AdamW's moments in full layout on every rank (gathered under ZeRO), for a checkpoint.
-  OptimizerState gather_optimizer_state(const AdamW& optimizer);
+  // AdamW's moments in full layout on every rank (gathered under ZeRO), for a checkpoint, into
+  // `state` (its buffers reused when they have the size already).
+  void gather_optimizer_state(const AdamW& optimizer, OptimizerState& state);
 
  private:
   std::shared_ptr<Comm> dp_;

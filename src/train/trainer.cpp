@@ -71,6 +71,11 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
                                        device_.device);
+  if (config_.async_checkpoint && is_reporting_rank()) {
+    // The save buffers' first touch happens now rather than as the first save's stall.
+    snapshot_params_ = snapshot_of(*model_);
+    snapshot_moments_ = OptimizerState{Tensor::zeros({model_->layout().total()}), Tensor::zeros({model_->layout().total()})};
+  }
   if (checkpoint) {
     optimizer_->import_moments(moments.m, moments.v);
     optimizer_->set_steps_taken(moments.steps);
@@ -161,7 +166,9 @@ void Trainer::add_moe_metrics(nlohmann::json& line) const {
 std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  OptimizerState moments = data_parallel_->gather_optimizer_state(*optimizer_);  // collective
+  // An asynchronous save reuses the host buffers of the previous one, so it must have landed.
+  checkpoint_writer_.wait();
+  data_parallel_->gather_optimizer_state(*optimizer_, snapshot_moments_);  // collective
   const std::filesystem::path dir = std::filesystem::path(config_.out_dir) / checkpoint_dir_name(step);
   if (!is_reporting_rank()) return dir;
   CheckpointState state{step, next_batch_, config_.seed, run_config_json(config_),
@@ -171,13 +178,13 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
   if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
   const Retention retention{config_.keep_checkpoints, config_.keep_every};
   if (!config_.async_checkpoint || now) {
-    checkpoint_writer_.wait();  // an earlier background save lands first
-    tessera::save_checkpoint(config_.out_dir, *model_, &moments, state, tokenizer_json, retention);
+    tessera::save_checkpoint(config_.out_dir, *model_, &snapshot_moments_, state, tokenizer_json, retention);
   } else {
-    // The stall: the gather above, the previous save if it is still writing, and the host copy.
-    checkpoint_writer_.start([out_dir = config_.out_dir, snapshot = snapshot_of(*model_), moments = std::move(moments),
-                              state, tokenizer_json, retention] {
-      tessera::save_checkpoint(out_dir, snapshot, &moments, state, tokenizer_json, retention);
+    // The stall: the previous save if it is still writing, the gather above and the host copy.
+    if (!snapshot_params_.params.defined()) snapshot_params_ = snapshot_of(*model_);
+    copy_tensor(snapshot_params_.params, model_->params());
+    checkpoint_writer_.start([this, state, tokenizer_json, retention] {
+      tessera::save_checkpoint(config_.out_dir, snapshot_params_, &snapshot_moments_, state, tokenizer_json, retention);
     });
   }
   checkpoint_stall_s_ = std::chrono::duration<double>(Clock::now() - start).count();

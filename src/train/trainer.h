@@ -81,6 +81,10 @@ class Trainer {
   BadStepGuard bad_steps_;
   std::string skip_reason_;  // why the last step was skipped
   FaultHook fault_hook_;
+  // Host buffers of a save, allocated once: the moments (every save) and the parameters (async saves).
+  // Declared before the writer, so that its thread is joined before they go.
+  OptimizerState snapshot_moments_;
+  ModelSnapshot snapshot_params_;
   AsyncCheckpointWriter checkpoint_writer_;
   double checkpoint_stall_s_ = -1;  // the last save's stall, reported on the next metrics line (-1: none)
   double comm_wait_s_ = 0;  // exposed communication of the last step
