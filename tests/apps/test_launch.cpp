@@ -2,7 +2,6 @@
 // ranks are killed twice at random steps ends with the weights of a run that was never disturbed.
 #include <gtest/gtest.h>
 
-#include "checkpoint/safetensors.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
 
@@ -27,13 +26,6 @@ TEST(Launch, RestartsAFailedJobUntilItSucceedsOrRestartsRunOut) {
   EXPECT_TRUE(testing::contains(out.output, "no restarts are left")) << out.output;
 }
 
-std::vector<std::pair<std::string, std::vector<float>>> weights(const fs::path& checkpoint) {
-  SafetensorsFile file(checkpoint / "model.safetensors");
-  std::vector<std::pair<std::string, std::vector<float>>> all;
-  for (const SafetensorsInfo& t : file.tensors()) all.emplace_back(t.name, file.read_f32(t.name));
-  return all;
-}
-
 TEST(Launch, KilledRanksCostNothingButTime) {
   const fs::path dir = testing::scratch_dir();
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 9).string();
@@ -56,7 +48,8 @@ TEST(Launch, KilledRanksCostNothingButTime) {
       "; code=$?; wait; exit $code; }");
   ASSERT_EQ(supervised.exit_code, 0) << supervised.output;
   EXPECT_TRUE(testing::contains(supervised.output, "restart 2 of 4")) << supervised.output;
-  EXPECT_TRUE(weights(dir / "run" / "ckpt-latest") == weights(dir / "straight" / "ckpt-latest"));
+  EXPECT_TRUE(testing::checkpoint_tensors(dir / "run" / "ckpt-latest") ==
+              testing::checkpoint_tensors(dir / "straight" / "ckpt-latest"));
 }
 
 }  // namespace

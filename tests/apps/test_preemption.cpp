@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/run_folder.h"
-#include "checkpoint/safetensors.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
 
@@ -17,13 +16,6 @@ std::string train_command(const fs::path& dir, const std::string& out, int64_t s
          " train --model gpt2-tiny --quiet --device cpu --batch-size 2 --seq-len 16 --lr-schedule constant "
          "--train-data " + (dir / "train_000000.bin").string() + " --out-dir " + (dir / out).string() +
          " --steps " + std::to_string(steps);
-}
-
-std::vector<std::pair<std::string, std::vector<float>>> weights(const fs::path& checkpoint) {
-  SafetensorsFile file(checkpoint / "model.safetensors");
-  std::vector<std::pair<std::string, std::vector<float>>> all;
-  for (const SafetensorsInfo& t : file.tensors()) all.emplace_back(t.name, file.read_f32(t.name));
-  return all;
 }
 
 TEST(Preemption, SigtermSavesExitsZeroAndResumesBitwise) {
@@ -46,7 +38,8 @@ TEST(Preemption, SigtermSavesExitsZeroAndResumesBitwise) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const testing::CommandResult straight = testing::run_command(train_command(dir, "straight", step + 3));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  EXPECT_TRUE(weights(dir / "run" / "ckpt-latest") == weights(dir / "straight" / "ckpt-latest"));
+  EXPECT_TRUE(testing::checkpoint_tensors(dir / "run" / "ckpt-latest") ==
+              testing::checkpoint_tensors(dir / "straight" / "ckpt-latest"));
 }
 
 }  // namespace

@@ -65,10 +65,8 @@ RunResult train(const Layout& l, const std::filesystem::path& dir, const std::st
   EXPECT_EQ(r.exit_code, 0) << cmd.str() << "\n" << r.output;
   RunResult result;
   result.metrics = testing::read_metrics(dir / "metrics.jsonl");
-  if (std::filesystem::exists(dir / "ckpt-latest" / "model.safetensors")) {
-    SafetensorsFile file(dir / "ckpt-latest" / "model.safetensors");
-    for (const SafetensorsInfo& t : file.tensors()) result.weights.emplace_back(t.name, file.read_f32(t.name));
-  }
+  if (std::filesystem::exists(dir / "ckpt-latest" / "model.safetensors"))
+    result.weights = testing::checkpoint_tensors(dir / "ckpt-latest");
   return result;
 }
 

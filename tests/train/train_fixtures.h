@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.h"
 #include "core/rng.h"
 #include "data/token_shard.h"
 #include "train/train_config.h"
@@ -40,6 +41,15 @@ inline TrainConfig tiny_run(const std::filesystem::path& dir) {
   c.threads = 1;
   c.device = "cpu";  // the CPU reference, also on a machine with a GPU
   return c;
+}
+
+// Every tensor of a checkpoint's model.safetensors, by name, as fp32 values.
+inline std::vector<std::pair<std::string, std::vector<float>>> checkpoint_tensors(
+    const std::filesystem::path& checkpoint) {
+  SafetensorsFile file(checkpoint / "model.safetensors");
+  std::vector<std::pair<std::string, std::vector<float>>> all;
+  for (const SafetensorsInfo& t : file.tensors()) all.emplace_back(t.name, file.read_f32(t.name));
+  return all;
 }
 
 inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& file) {
