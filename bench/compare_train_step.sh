@@ -36,6 +36,7 @@ print(json.dumps({
     "machine": f"{cpu}, {subprocess.check_output(['nproc']).decode().strip()} cores",
     "command": f"bench/compare_train_step.sh {argv}".strip(),
     "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE") if k in os.environ},
+    "load_average_after": open("/proc/loadavg").read().split()[:3],  # 1/5/15 min; ours adds about threads
     "tessera": ours, "pytorch": theirs, "ratio": ours["tokens_per_s"] / theirs["tokens_per_s"]}))
 PY
 )

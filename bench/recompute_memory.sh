@@ -55,6 +55,7 @@ print(json.dumps({
     "machine": f"{cpu}, {subprocess.check_output(['nproc']).decode().strip()} cores", "commit": commit,
     "command": f"MODELS={model} {command}",
     "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE") if k in os.environ},
+    "load_average_after": open("/proc/loadavg").read().split()[:3],  # 1/5/15 min; ours adds about threads
     "model": model, "model_config": r0["model_config"], "modes": modes}))
 PY
   cat >> bench/results/cpu-recompute.jsonl
