@@ -288,7 +288,9 @@ TrainResult Trainer::run() {
     // Memory of the device the model computes on: host RAM on the CPU, GPU memory on a GPU.
     const AllocatorStats memory = allocator_stats(device_.device);
     if (metrics) {
-      nlohmann::json line = {{"step", step}, {"loss", loss}, {"lr", lr}, {"tokens_per_s", tokens_per_s},
+      // "batch": the global batch this step read (the data position; batch k's samples depend on (seed, k) only).
+      nlohmann::json line = {{"step", step}, {"batch", next_batch_ - 1}, {"loss", loss}, {"lr", lr},
+                             {"tokens_per_s", tokens_per_s},
                              {"elapsed_s", elapsed}, {"step_s", step_s}, {"comm_wait_s", comm_wait_s_},
                              {"mem_mb", double(memory.current_bytes) / 1e6},
                              {"peak_mem_mb", double(memory.peak_bytes) / 1e6}};

@@ -2,6 +2,8 @@
 // ranks are killed twice at random steps ends with the weights of a run that was never disturbed.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
 
@@ -48,6 +50,14 @@ TEST(Launch, KilledRanksCostNothingButTime) {
       "; code=$?; wait; exit $code; }");
   ASSERT_EQ(supervised.exit_code, 0) << supervised.output;
   EXPECT_TRUE(testing::contains(supervised.output, "restart 2 of 4")) << supervised.output;
+  // Steps after the last checkpoint of a killed job run again, reading the same batches: every
+  // line's batch is its step's, and every step 1..40 was trained.
+  std::set<int64_t> steps;
+  for (const nlohmann::json& line : testing::read_metrics(dir / "run" / "metrics.jsonl")) {
+    EXPECT_EQ(line["batch"].get<int64_t>(), line["step"].get<int64_t>() - 1) << line.dump();
+    steps.insert(line["step"].get<int64_t>());
+  }
+  EXPECT_EQ(steps.size(), 40u);
   EXPECT_TRUE(testing::checkpoint_tensors(dir / "run" / "ckpt-latest") ==
               testing::checkpoint_tensors(dir / "straight" / "ckpt-latest"));
 }

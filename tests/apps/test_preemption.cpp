@@ -38,6 +38,13 @@ TEST(Preemption, SigtermSavesExitsZeroAndResumesBitwise) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const testing::CommandResult straight = testing::run_command(train_command(dir, "straight", step + 3));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  // The data order continued exactly: every step 1..step+3 once, each reading global batch step - 1.
+  const auto all = testing::read_metrics(dir / "run" / "metrics.jsonl");
+  ASSERT_EQ(all.size(), size_t(step + 3));
+  for (size_t s = 0; s < all.size(); ++s) {
+    EXPECT_EQ(all[s]["step"].get<int64_t>(), int64_t(s) + 1);
+    EXPECT_EQ(all[s]["batch"].get<int64_t>(), int64_t(s)) << "step " << s + 1;
+  }
   EXPECT_TRUE(testing::checkpoint_tensors(dir / "run" / "ckpt-latest") ==
               testing::checkpoint_tensors(dir / "straight" / "ckpt-latest"));
 }
