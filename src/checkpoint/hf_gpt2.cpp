@@ -10,6 +10,7 @@
 #include <set>
 #include <system_error>
 
+#include "checkpoint/host_param.h"
 #include "checkpoint/safetensors.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -58,20 +59,6 @@ std::vector<HFTensor> hf_gpt2_tensors(const ModelConfig& config) {
   same("ln_f.weight", {C});
   same("ln_f.bias", {C});
   return tensors;
-}
-
-// Our parameter `name`, checked to be a CPU fp32 tensor of `shape`.
-const Tensor& find_param(const NamedTensors& params, const std::string& name, const Shape& shape,
-                         const char* caller) {
-  for (const NamedTensor& p : params) {
-    if (p.name != name) continue;
-    TS_CHECK(p.tensor.shape() == shape, caller, ": parameter '", name, "' has shape ", shape_string(p.tensor.shape()),
-             ", expected ", shape_string(shape));
-    TS_CHECK(p.tensor.dtype() == DType::f32 && p.tensor.device() == Device::cpu, caller, ": parameter '", name,
-             "' must be an fp32 CPU tensor");
-    return p.tensor;
-  }
-  TS_FAIL(caller, ": the model has no parameter '", name, "'");
 }
 
 // HF (rows, cols) row-major -> (cols, rows) row-major.
@@ -188,7 +175,7 @@ void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, N
              shape_string(info.shape), ", expected ", shape_string(t.hf_shape));
     TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "safetensors file ",
              file.path(), ": tensor '", name, "' is ", info.dtype, "; expected F32, BF16 or F16");
-    targets.push_back(find_param(params, t.ours, t.shape, "load_hf_gpt2"));
+    targets.push_back(host_param(params, t.ours, "load_hf_gpt2", t.shape));
   }
   TS_CHECK(targets.size() == params.size(), "load_hf_gpt2: the model has ", params.size(), " parameters but GPT-2 ",
            "with this config has ", targets.size(), "; some would be left unloaded");
@@ -225,7 +212,7 @@ void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, c
   transposed.reserve(tensors.size());
   std::vector<SafetensorsEntry> entries;
   for (const HFTensor& t : tensors) {
-    const Tensor& param = find_param(params, t.ours, t.shape, "save_hf_gpt2");
+    const Tensor& param = host_param(params, t.ours, "save_hf_gpt2", t.shape);
     const float* data = param.f32();
     if (t.transpose) {
       transposed.emplace_back(size_t(param.numel()));

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "checkpoint/hf_weight_files.h"
+#include "checkpoint/host_param.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/user_text.h"
@@ -60,17 +61,6 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   pieces.push_back({"model.norm.weight", {C}, names.final_norm.weight, 0});
   if (!c.tied_embeddings) pieces.push_back({"lm_head.weight", {V, C}, names.head, 0});
   return pieces;
-}
-
-// The index of our parameter `name`, checked to be a CPU fp32 tensor.
-size_t param_index(const NamedTensors& params, const std::string& name, const char* caller) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (params[i].name != name) continue;
-    TS_CHECK(params[i].tensor.dtype() == DType::f32 && params[i].tensor.device() == Device::cpu, caller,
-             ": parameter '", name, "' must be an fp32 CPU tensor");
-    return i;
-  }
-  TS_FAIL(caller, ": the model has no parameter '", name, "'");
 }
 
 class ConfigReader {
@@ -197,7 +187,7 @@ void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
              config.moe.enabled() ? "" : " and dense MLPs", " (weights of another model?)");
   }
   // Check everything before writing anything.
-  std::vector<size_t> targets;
+  std::vector<Tensor> targets;
   for (const HfPiece& p : pieces) {
     TS_CHECK(files.contains(p.hf), "Hugging Face weights ", files.description(), ": tensor ", quoted_text(p.hf),
              " is missing (expected shape ", shape_string(p.hf_shape), ")");
@@ -206,15 +196,15 @@ void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
              " has shape ", shape_string(info.shape), ", expected ", shape_string(p.hf_shape));
     TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
              files.description(), ": tensor ", quoted_text(p.hf), " is ", info.dtype, "; expected F32, BF16 or F16");
-    const size_t target = param_index(params, p.ours, "load_hf_llama");
-    TS_CHECK(p.offset + shape_numel(p.hf_shape) <= params[target].tensor.numel(), "load_hf_llama: parameter '",
-             p.ours, "' is too small for ", p.hf);
+    const Tensor& target = host_param(params, p.ours, "load_hf_llama");
+    TS_CHECK(p.offset + shape_numel(p.hf_shape) <= target.numel(), "load_hf_llama: parameter '", p.ours,
+             "' is too small for ", p.hf);
     targets.push_back(target);
   }
   for (NamedTensor& p : params) std::fill(p.tensor.f32(), p.tensor.f32() + p.tensor.numel(), 0.0f);
   for (size_t k = 0; k < pieces.size(); ++k) {
     const std::vector<float> values = files.file_of(pieces[k].hf).read_f32(pieces[k].hf);
-    std::memcpy(params[targets[k]].tensor.f32() + pieces[k].offset, values.data(), values.size() * sizeof(float));
+    std::memcpy(targets[k].f32() + pieces[k].offset, values.data(), values.size() * sizeof(float));
   }
 }
 
@@ -231,7 +221,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
   std::vector<SafetensorsEntry> entries;
   for (const HfPiece& p : hf_llama_pieces(config)) {
-    const Tensor& param = params[param_index(params, p.ours, "save_hf_llama")].tensor;
+    const Tensor& param = host_param(params, p.ours, "save_hf_llama");
     entries.push_back({p.hf, DType::f32, p.hf_shape, param.f32() + p.offset});
   }
   write_hf_weights(dir, entries, max_shard_bytes);
