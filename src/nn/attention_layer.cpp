@@ -1,12 +1,21 @@
 // Attention layer forward and backward, composed from ops/.
 #include "nn/attention_layer.h"
 
+#include <numeric>
+
+#include "core/cuda/device.h"
 #include "ops/attention.h"
 #include "ops/attention_kv.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
 
 namespace tessera {
+
+Tensor rope_positions(int64_t first, int64_t count, Device device) {
+  Tensor positions = Tensor::zeros({count}, DType::i32);
+  std::iota(positions.data<int32_t>(), positions.data<int32_t>() + count, int32_t(first));
+  return tensor_to(positions, device);
+}
 
 void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device,
                                     bool with_core) {

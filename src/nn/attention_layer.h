@@ -16,6 +16,9 @@ struct Rotary {
   Tensor positions, inv_freq;
 };
 
+// positions (count) i32 on `device`: first, first + 1, ..., the absolute positions of a run of tokens.
+Tensor rope_positions(int64_t first, int64_t count, Device device);
+
 struct AttentionActivations {
   Tensor qkv;   // (B,T,(NH+2NKV)*HS), after RoPE
   Tensor core;  // (B,T,C): attention's output, before o_proj

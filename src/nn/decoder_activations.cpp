@@ -2,7 +2,6 @@
 #include "nn/decoder_activations.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/cuda/device.h"
 #include "ops/rope.h"
@@ -80,9 +79,7 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
   final_norm.allocate(config, B, T, dtype, device);
   losses = Tensor::zeros({B, T}, DType::f32, device);
   if (config.positions == PositionKind::rope) {
-    Tensor positions = Tensor::zeros({T}, DType::i32);
-    std::iota(positions.data<int32_t>(), positions.data<int32_t>() + T, 0);
-    rotary = Rotary{tensor_to(positions, device), tensor_to(rope_inv_freq(config.head_size(), config.rope), device)};
+    rotary = Rotary{rope_positions(0, T, device), tensor_to(rope_inv_freq(config.head_size(), config.rope), device)};
   }
 
   dresidual = btc(C);

@@ -1,7 +1,5 @@
 // The decoder's generation path over a key/value cache: each block runs only the new tokens and
 // attends over the cached keys and values of every earlier position.
-#include <numeric>
-
 #include "core/cuda/device.h"
 #include "nn/decoder.h"
 #include "ops/encoder.h"
@@ -33,11 +31,7 @@ const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
   // Full recomputation's allocation: every block's internals share one set, only outputs are kept.
   DecoderActivations& a = cache.acts;
   a.ensure(config_, B, Tq, device_, compute_dtype_, RecomputePolicy{Recompute::full, 0});
-  if (config_.positions == PositionKind::rope) {
-    Tensor positions = Tensor::zeros({Tq}, DType::i32);
-    std::iota(positions.data<int32_t>(), positions.data<int32_t>() + Tq, int32_t(past));
-    a.rotary.positions = tensor_to(positions, device_);
-  }
+  if (config_.positions == PositionKind::rope) a.rotary.positions = rope_positions(past, Tq, device_);
   const Tensor device_tokens = tensor_to(tokens, device_);
   const Tensor positions = w_.positions.defined()
                                ? w_.positions.view(past * C, {config_.max_seq_len - past, C})
