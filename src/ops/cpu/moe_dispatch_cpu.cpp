@@ -21,6 +21,26 @@ std::vector<int32_t> positions_of(const int32_t* order, int64_t M, int64_t NK) {
   return pos;
 }
 
+// out[n] = sum over token n's kept assignments, in k order, of weight(n,k) * rows[pos(n,k)]; the
+// weight is 1 without `weights` (the gather's backward), which multiplies exactly. Parallel over tokens.
+void sum_token_rows(float* out, const float* rows, const float* weights, const int32_t* order, int64_t M, int64_t N,
+                    int64_t K, int64_t C) {
+  const std::vector<int32_t> pos = positions_of(order, M, N * K);
+#pragma omp parallel for schedule(static) if (N * K * C >= kMinParallelElements)
+  for (int64_t n = 0; n < N; n++) {
+    float* out_n = out + n * C;  // (C)
+    std::fill(out_n, out_n + C, 0.0f);
+    for (int64_t k = 0; k < K; k++) {
+      const int32_t p = pos[size_t(n * K + k)];
+      if (p < 0) continue;
+      const float w = weights ? weights[n * K + k] : 1.0f;
+      const float* row = rows + p * C;  // (C)
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) out_n[c] += w * row[c];
+    }
+  }
+}
+
 }  // namespace
 
 int64_t moe_dispatch_plan(int32_t* order, int32_t* offsets, const int32_t* experts, int64_t NK, int64_t E,
@@ -50,37 +70,12 @@ void moe_gather(float* xs, const float* x, const int32_t* order, int64_t M, int6
 
 void moe_gather_backward(float* dx, const float* dxs, const int32_t* order, int64_t M, int64_t N, int64_t K,
                          int64_t C) {
-  const std::vector<int32_t> pos = positions_of(order, M, N * K);
-#pragma omp parallel for schedule(static) if (N * K * C >= kMinParallelElements)
-  for (int64_t n = 0; n < N; n++) {
-    float* dx_n = dx + n * C;  // (C)
-    std::fill(dx_n, dx_n + C, 0.0f);
-    for (int64_t k = 0; k < K; k++) {
-      const int32_t p = pos[size_t(n * K + k)];
-      if (p < 0) continue;
-      const float* dxs_p = dxs + p * C;  // (C)
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) dx_n[c] += dxs_p[c];
-    }
-  }
+  sum_token_rows(dx, dxs, nullptr, order, M, N, K, C);
 }
 
 void moe_combine(float* out, const float* ys, const float* weights, const int32_t* order, int64_t M, int64_t N,
                  int64_t K, int64_t C) {
-  const std::vector<int32_t> pos = positions_of(order, M, N * K);
-#pragma omp parallel for schedule(static) if (N * K * C >= kMinParallelElements)
-  for (int64_t n = 0; n < N; n++) {
-    float* out_n = out + n * C;  // (C)
-    std::fill(out_n, out_n + C, 0.0f);
-    for (int64_t k = 0; k < K; k++) {
-      const int32_t p = pos[size_t(n * K + k)];
-      if (p < 0) continue;
-      const float w = weights[n * K + k];
-      const float* ys_p = ys + p * C;  // (C)
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) out_n[c] += w * ys_p[c];
-    }
-  }
+  sum_token_rows(out, ys, weights, order, M, N, K, C);
 }
 
 void moe_combine_backward(float* dys, float* dweights, const float* dout, const float* ys, const float* weights,
