@@ -78,13 +78,6 @@ std::vector<double> DataParallel::sum(const std::vector<double>& values) {
   return out;
 }
 
-double DataParallel::max(double value) {
-  Tensor t = Tensor::zeros({1});
-  t.f32()[0] = float(value);
-  dp_->all_reduce(t, ReduceOp::max);
-  return double(t.f32()[0]);
-}
-
 void DataParallel::gather_optimizer_state(const AdamW& optimizer, OptimizerState& state) {
   const int64_t total = model_.layout().total();
   if (!state.m.defined() || state.m.numel() != total) state.m = Tensor::zeros({total});

@@ -43,8 +43,6 @@ class DataParallel {
   // Sum of a value (of each value) over the dp group.
   double sum(double value);
   std::vector<double> sum(const std::vector<double>& values);
-  // Largest of a small non-negative integer-valued number over the dp group.
-  double max(double value);
   // AdamW's moments in full layout on every rank (gathered under ZeRO), for a checkpoint, into
   // `state` (its buffers reused when they have the size already).
   void gather_optimizer_state(const AdamW& optimizer, OptimizerState& state);

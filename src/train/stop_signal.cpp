@@ -35,6 +35,8 @@ StopSignals::~StopSignals() {
 
 int StopSignals::received() const { return g_received.load(); }
 
-const char* StopSignals::name(int signal) { return signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a signal"; }
+const char* StopSignals::name(int signal) {
+  return signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a stop signal";
+}
 
 }  // namespace tessera

@@ -5,6 +5,9 @@
 
 namespace tessera {
 
+// Stands for a signal another rank received (this one got none).
+inline constexpr int kSignalElsewhere = -1;
+
 class StopSignals {
  public:
   // Installs the handlers for the object's lifetime (one object at a time); the previous ones come back after.
@@ -15,7 +18,7 @@ class StopSignals {
 
   // The signal received (SIGTERM or SIGINT), or 0.
   int received() const;
-  // "SIGTERM" / "SIGINT".
+  // "SIGTERM" / "SIGINT" ("a stop signal" for kSignalElsewhere).
   static const char* name(int signal);
 };
 

@@ -130,11 +130,22 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     model_->backward();
   }
   comm_wait_s_ = data_parallel_->finish_reduction();
-  if (model_->config().moe.enabled()) {
-    const std::vector<double> sums = data_parallel_->sum(std::vector<double>{aux_sum, z_sum, model_->dropped_assignments()});
-    moe_step_ = MoeStepStats{sums[0] / double(B), sums[1] / double(B), sums[2], data_parallel_->sum(model_->expert_load())};
+  // One all-reduce carries the step's loss, whether any rank was asked to stop, and the MoE
+  // statistics: [loss, stop, aux, z, dropped, expert load...].
+  const int local_signal = stop_signals_ ? stop_signals_->received() : 0;
+  std::vector<double> values{loss_sum, local_signal != 0 ? 1.0 : 0.0};
+  const bool moe = model_->config().moe.enabled();
+  if (moe) {
+    values.insert(values.end(), {aux_sum, z_sum, model_->dropped_assignments()});
+    values.insert(values.end(), model_->expert_load().begin(), model_->expert_load().end());
   }
-  return float(data_parallel_->sum(loss_sum) / double(B));
+  const std::vector<double> sums = data_parallel_->sum(values);
+  // Every rank stops after this step when any was signalled; a rank that was not names it vaguely.
+  stop_signal_ = local_signal != 0 ? local_signal : sums[1] > 0 ? kSignalElsewhere : 0;
+  if (moe)
+    moe_step_ = MoeStepStats{sums[2] / double(B), sums[3] / double(B), sums[4],
+                             std::vector<double>(sums.begin() + 5, sums.end())};
+  return float(sums[0] / double(B));
 }
 
 float Trainer::evaluate() {
@@ -272,6 +283,7 @@ TrainResult Trainer::run() {
   if (start_step_ > 0) progress.message("resumed from step " + std::to_string(start_step_));
 
   const StopSignals stop_signals;  // SIGTERM/SIGINT: finish the step, save, stop
+  stop_signals_ = &stop_signals;
   const auto start = Clock::now();
   const double tokens_per_step = double(config_.batch_size * config_.seq_len);
   for (int64_t step = start_step_ + 1; step <= config_.steps; ++step) {
@@ -322,8 +334,7 @@ TrainResult Trainer::run() {
     }
     if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last && is_reporting_rank())
       print_sample(progress);
-    // A stop signal on any rank stops every rank after the same step (one tiny all-reduce).
-    const int signal = int(data_parallel_->max(double(stop_signals.received())));
+    const int signal = stop_signal_;  // agreed by every rank in accumulate_gradients
     if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last || signal != 0)
       result.last_checkpoint = save_checkpoint(step, /*now=*/last || signal != 0);
     if (is_reporting_rank() && (last || signal != 0 || (config_.eval_every > 0 && step % config_.eval_every == 0)))
@@ -337,6 +348,7 @@ TrainResult Trainer::run() {
     }
   }
   checkpoint_writer_.wait();
+  stop_signals_ = nullptr;
   progress.finish();
   return result;
 }

@@ -23,6 +23,7 @@
 #include "train/device_choice.h"
 #include "train/loss_scaler.h"
 #include "train/progress.h"
+#include "train/stop_signal.h"
 #include "train/train_config.h"
 
 namespace tessera {
@@ -88,6 +89,8 @@ class Trainer {
   AsyncCheckpointWriter checkpoint_writer_;
   double checkpoint_stall_s_ = -1;  // the last save's stall, reported on the next metrics line (-1: none)
   double comm_wait_s_ = 0;  // exposed communication of the last step
+  const StopSignals* stop_signals_ = nullptr;  // run()'s handlers, while it runs
+  int stop_signal_ = 0;  // the last step's stop request: the signal, kSignalElsewhere, or 0
   // The MoE layers' statistics of the last step, over its micro-batches and the dp ranks.
   struct MoeStepStats {
     double aux = 0, z = 0, dropped = 0;
