@@ -40,7 +40,8 @@ struct Retention {
 void prune_checkpoints(const std::filesystem::path& run_dir, int64_t saved_step, Retention retention);
 
 struct ResumePoint {
-  std::optional<std::filesystem::path> checkpoint;  // none: run_dir holds no checkpoint at all
+  std::optional<std::filesystem::path> checkpoint;  // none: run_dir holds no checkpoint at all; else its
+                                                    // files' sizes and CRC-32 are verified
   std::string notice;  // what was skipped, or that the run starts afresh; empty when nothing to say
 };
 

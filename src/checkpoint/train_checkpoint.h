@@ -67,7 +67,9 @@ void check_checkpoint_complete(const std::filesystem::path& checkpoint, bool che
 ModelConfig read_checkpoint_model_config(const std::filesystem::path& checkpoint);
 // Loads weights (and, when optimizer is non-null, its moments — into full-size m and v, which are
 // allocated here — and step count) into a model still on the CPU (move it to its device afterwards);
-// returns the state.
-CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, Decoder& model, OptimizerState* optimizer);
+// returns the state. The files' sizes and CRC-32 are verified first unless `checksums_verified`
+// says the caller just did (choose_resume_checkpoint), which saves reading the files twice.
+CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, Decoder& model, OptimizerState* optimizer,
+                                bool checksums_verified = false);
 
 }  // namespace tessera

@@ -62,7 +62,8 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   // Weights and moments load on the host; the model then moves to its device once.
   OptimizerState moments;
   CheckpointState state;
-  if (checkpoint) state = load_checkpoint(*checkpoint, *model_, &moments);
+  // run_start_point chose the checkpoint with its checksums verified.
+  if (checkpoint) state = load_checkpoint(*checkpoint, *model_, &moments, /*checksums_verified=*/true);
   model_->to(device_.device, compute_dtype_);
 
   data_parallel_ = std::make_unique<DataParallel>(
