@@ -91,20 +91,7 @@ TEST_P(Families, GradientMatchesFiniteDifferences) {
     }
   }
   // The directional derivative along a random direction over all parameters, more tightly.
-  const int64_t n = model.params().numel();
-  std::vector<float> saved(p, p + n), dir(static_cast<size_t>(n));
-  double g_dot_d = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    dir[size_t(i)] = normal_at(5, 5, uint64_t(i));
-    g_dot_d += double(grad[size_t(i)]) * dir[size_t(i)];
-  }
-  auto along = [&](float t) {
-    for (int64_t i = 0; i < n; ++i) p[i] = saved[size_t(i)] + t * dir[size_t(i)];
-    return objective();
-  };
-  const float h = 1e-3f;
-  const double fd = (along(h) - along(-h)) / (2.0 * h);
-  EXPECT_NEAR(g_dot_d, fd, 0.01 * std::fabs(fd));
+  testing::expect_directional_derivative(model, grad, objective);
 }
 
 // Recomputation re-runs the same arithmetic: the gradients are the same bits.

@@ -98,20 +98,7 @@ TEST(Decoder, GradientMatchesFiniteDifferences) {
   EXPECT_EQ(checked, 3 * int(model.layout().specs().size()));
 
   // The directional derivative along a random direction over all parameters, more tightly.
-  const int64_t n = model.params().numel();
-  std::vector<float> saved(p, p + n), dir(static_cast<size_t>(n));
-  double g_dot_d = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    dir[size_t(i)] = normal_at(5, 5, uint64_t(i));
-    g_dot_d += double(grad[size_t(i)]) * dir[size_t(i)];
-  }
-  auto loss_along = [&](float t) {
-    for (int64_t i = 0; i < n; ++i) p[i] = saved[size_t(i)] + t * dir[size_t(i)];
-    return double(model.forward(b.tokens, b.targets));
-  };
-  const float h = 1e-3f;
-  double fd = (loss_along(h) - loss_along(-h)) / (2.0 * h);
-  EXPECT_NEAR(g_dot_d, fd, 0.01 * std::fabs(fd));
+  testing::expect_directional_derivative(model, grad, [&] { return double(model.forward(b.tokens, b.targets)); });
 }
 
 TEST(Decoder, GradientsAccumulateUntilZeroed) {
