@@ -1,8 +1,7 @@
 // Causal self-attention: shape and dtype checks, then dispatch by device and, on the GPU, by storage
 // type (f32, bf16, f16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 and f16 run on
 // the tensor cores (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core
-// kernels.
-// Grouped-query attention (num_kv_heads < num_heads) runs on the CPU only; the GPU refuses it.
+// kernels. Both devices cover grouped-query attention (num_kv_heads < num_heads).
 #include "ops/attention.h"
 
 #include <type_traits>
@@ -41,12 +40,6 @@ AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads, i
   return {qkv.size(0), qkv.size(1), NH * (width / heads), NH, NKV};
 }
 
-// The CUDA kernels cover multi-head attention only; refused before any launcher runs.
-void check_cuda_supports(const char* op, const AttentionDims& d) {
-  TS_CHECK(d.NKV == d.NH, op, ": grouped-query attention (num_kv_heads = ", d.NKV, " < num_heads = ", d.NH,
-           ") has no CUDA kernel yet; run on the CPU");
-}
-
 }  // namespace
 
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads) {
@@ -62,16 +55,15 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
       cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH, d.NKV);
       return;
     case Device::cuda:
-      check_cuda_supports(op, d);
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         // 16-bit storage takes the tensor-core kernels where they cover the head size and pointers.
         if constexpr (!std::is_same_v<T, float>)
           if (cuda::attention_tc_supported(d.C / d.NH, {qkv.raw_data(), out.raw_data()}))
             return cuda::attention_tc_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
-                                              d.T, d.C, d.NH, cuda_compute_stream());
+                                              d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
         cuda::attention_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B, d.T, d.C, d.NH,
-                                cuda_compute_stream());
+                                d.NKV, cuda_compute_stream());
       });
       return;
 #else
@@ -98,7 +90,6 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
                                d.NKV);
       return;
     case Device::cuda:
-      check_cuda_supports(op, d);
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, float>)
@@ -106,9 +97,10 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
                                            {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data()}))
             return cuda::attention_tc_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
                                                cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,
-                                               d.T, d.C, d.NH, cuda_compute_stream());
+                                               d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
         cuda::attention_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout), cuda::typed_data<T>(qkv),
-                                 cuda::typed_data<T>(out), lse.f32(), d.B, d.T, d.C, d.NH, cuda_compute_stream());
+                                 cuda::typed_data<T>(out), lse.f32(), d.B, d.T, d.C, d.NH, d.NKV,
+                                 cuda_compute_stream());
       });
       return;
 #else

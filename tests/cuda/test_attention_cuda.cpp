@@ -1,6 +1,6 @@
 // Causal attention on the GPU against the CPU: out, lse and dqkv written over NaN poison, for every
 // head size with a kernel, on shapes spanning several 64-row tiles with T not a multiple of 64 (and
-// GPT-2 small's T = 1024, NH = 12), in fp32 and in bf16 and f16 storage (against the fp32 CPU op on
+// GPT-2 small's T = 1024, NH = 12; grouped-query heads too), in fp32 and in bf16 and f16 storage (against the fp32 CPU op on
 // the same rounded inputs); dqkv bit for bit from run to run in all three; a head size without a
 // kernel or a misaligned tensor throws before anything is written; bf16 and f16 on the CPU are refused.
 #include <gtest/gtest.h>
@@ -49,22 +49,23 @@ class AttentionCuda : public testing::CudaTest, public ::testing::WithParamInter
 TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const auto [B, T, NH, HS] = GetParam();
-  const int64_t C = NH * HS;
-  const Tensor qkv = random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f), dout = random_tensor({B, T, C}, seed + 1);
+  const AttentionCase c = GetParam();
+  const auto [B, T, NH, HS, NKV] = c;
+  const int64_t C = NH * HS, W = c.qkv_width();
+  const Tensor qkv = random_tensor({B, T, W}, seed, -2.0f, 2.0f), dout = random_tensor({B, T, C}, seed + 1);
   Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
-  attention_forward(out, lse, qkv, int(NH));
+  attention_forward(out, lse, qkv, int(NH), int(NKV));
   Tensor out_gpu = testing::poisoned_gpu({B, T, C}), lse_gpu = testing::poisoned_gpu({B, NH, T});
   const Tensor qkv_gpu = to_gpu(qkv);
-  attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH));
+  attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH), int(NKV));
   const double tol = tolerance_for(T, HS);
   testing::expect_matches_cpu(out_gpu, out, 1e-5, tol, tol, "attention out");
   testing::expect_matches_cpu(lse_gpu, lse, 1e-5, tol, tol, "attention lse");
 
   // Both backward passes start from the CPU's out and lse, so they compute the same function.
-  Tensor dqkv = Tensor::zeros({B, T, 3 * C}), dqkv_gpu = testing::poisoned_gpu({B, T, 3 * C});
-  attention_backward(dqkv, dout, qkv, out, lse, int(NH));
-  attention_backward(dqkv_gpu, to_gpu(dout), qkv_gpu, to_gpu(out), to_gpu(lse), int(NH));
+  Tensor dqkv = Tensor::zeros({B, T, W}), dqkv_gpu = testing::poisoned_gpu({B, T, W});
+  attention_backward(dqkv, dout, qkv, out, lse, int(NH), int(NKV));
+  attention_backward(dqkv_gpu, to_gpu(dout), qkv_gpu, to_gpu(out), to_gpu(lse), int(NH), int(NKV));
   testing::expect_matches_cpu(dqkv_gpu, dqkv, 1e-5, tol, tol, "attention dqkv");
 }
 
@@ -73,18 +74,19 @@ TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) {
 TEST_P(AttentionCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const auto [B, T, NH, HS] = GetParam();
-  const int64_t C = NH * HS;
+  const AttentionCase c = GetParam();
+  const auto [B, T, NH, HS, NKV] = c;
+  const int64_t C = NH * HS, W = c.qkv_width();
   const double tol = tolerance_for(T, HS);
   for (const DType dtype : testing::kLowPrecisionDTypes) {
     SCOPED_TRACE(dtype_name(dtype));
-    const Tensor qkv = testing::rounded_to(random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f), dtype);
+    const Tensor qkv = testing::rounded_to(random_tensor({B, T, W}, seed, -2.0f, 2.0f), dtype);
     const Tensor dout = testing::rounded_to(random_tensor({B, T, C}, seed + 1), dtype);
     Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
-    attention_forward(out, lse, qkv, int(NH));
+    attention_forward(out, lse, qkv, int(NH), int(NKV));
     Tensor out_gpu = testing::poisoned_gpu({B, T, C}, dtype), lse_gpu = testing::poisoned_gpu({B, NH, T});
     const Tensor qkv_gpu = testing::to_gpu_as(qkv, dtype);
-    attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH));
+    attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH), int(NKV));
     auto expect_rounded = [&](const Tensor& gpu, const Tensor& cpu, const char* what) {
       if (on_tensor_cores(HS)) return expect_tensor_core_matches_cpu(gpu, cpu, dtype, what);
       expect_rounded_matches_cpu(gpu, cpu, dtype, tol, what);
@@ -95,10 +97,10 @@ TEST_P(AttentionCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
 
     // Both backward passes start from the CPU's out, rounded to the dtype as the forward stores it, and lse.
     const Tensor out_rounded = testing::rounded_to(out, dtype);
-    Tensor dqkv = Tensor::zeros({B, T, 3 * C}), dqkv_gpu = testing::poisoned_gpu({B, T, 3 * C}, dtype);
-    attention_backward(dqkv, dout, qkv, out_rounded, lse, int(NH));
+    Tensor dqkv = Tensor::zeros({B, T, W}), dqkv_gpu = testing::poisoned_gpu({B, T, W}, dtype);
+    attention_backward(dqkv, dout, qkv, out_rounded, lse, int(NH), int(NKV));
     attention_backward(dqkv_gpu, testing::to_gpu_as(dout, dtype), qkv_gpu, testing::to_gpu_as(out_rounded, dtype),
-                       to_gpu(lse), int(NH));
+                       to_gpu(lse), int(NH), int(NKV));
     expect_rounded(dqkv_gpu, dqkv, "attention dqkv");
   }
 }
@@ -108,7 +110,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCuda,
                                            AttentionCase{1, 257, 4, 48}, AttentionCase{2, 200, 2, 64},
                                            AttentionCase{1, 65, 1, 80}, AttentionCase{1, 130, 1, 96},
                                            AttentionCase{1, 64, 1, 128}, AttentionCase{1, 1, 2, 64},
-                                           AttentionCase{1, 1024, 12, 64}),
+                                           AttentionCase{1, 1024, 12, 64}, AttentionCase{2, 131, 6, 16, 2},
+                                           AttentionCase{1, 200, 4, 48, 1}, AttentionCase{1, 130, 4, 64, 2}),
                          testing::attention_case_name);
 
 using AttentionCudaRuns = testing::CudaTest;

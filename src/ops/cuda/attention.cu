@@ -2,7 +2,8 @@
 // float, bf16 or fp16 for qkv, out, dout, dqkv (lse and delta always fp32), math in fp32: tiles are widened
 // to fp32 as they enter shared memory, results rounded once as they leave. Blocks of 128 threads take
 // one (64-row tile, head, batch); q, k, v, dout tiles sit in shared memory, score tiles in registers,
-// and no (T,T) matrix reaches global memory. Forward: online softmax over the key tiles at or below
+// and no (T,T) matrix reaches global memory. Grouped-query attention (NKV kv heads shared by NH / NKV
+// query heads each) reads a query head's kv head; its dk, dv sum over the group's query heads in order. Forward: online softmax over the key tiles at or below
 // the diagonal, then out and lse = ln sum_j exp(s_ij). Backward, deterministic (no atomics): delta =
 // rowsum(dout * out), one kernel per key tile for dk, dv, one per query tile for dq, P from lse.
 #include <cmath>
@@ -184,10 +185,10 @@ __device__ __forceinline__ void store_row(Elem* dst, const float (&acc)[HeadTile
 // --- kernels ---
 
 // Grid (B NH, query tiles), last query tile first (it sees the most keys). out (B,T,C), lse (B,NH,T)
-// from qkv (B,T,3C). Scores are kept in log2 units, s log2(e) / sqrt(HS), for exp2f.
+// from qkv (B,T,(NH+2NKV)HS). Scores are kept in log2 units, s log2(e) / sqrt(HS), for exp2f.
 template <typename Elem, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(Elem* out, float* lse, const Elem* qkv, int T, int NH, float scale) {
+    attention_forward_kernel(Elem* out, float* lse, const Elem* qkv, int T, QkvHeads heads, float scale) {
   using H = HeadTile<HS>;
   extern __shared__ float4 shared_quads[];
   float* q_s = reinterpret_cast<float*>(shared_quads);  // (kTile, kLd)
@@ -195,10 +196,13 @@ __global__ void __launch_bounds__(kThreads)
   float* v_s = k_s + H::kFloats;                         // (kTile, kLd)
   float* p_s = v_s + H::kFloats;                         // (kTile, kLdScores)
   const int ty = int(threadIdx.x) / kGridX, tx = int(threadIdx.x) % kGridX;
-  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
-  const int C = NH * HS, q0 = qt * kTile;
-  const int64_t ld = 3 * int64_t(C);
-  const Elem* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
+  const int NH = heads.NH, b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH;
+  const int qt = int(gridDim.y) - 1 - int(blockIdx.y), C = NH * HS, q0 = qt * kTile;
+  const int64_t ld = heads.row_stride();
+  const Elem* qkv_b = qkv + int64_t(b) * T * ld;
+  const Elem* q = qkv_b + heads.q_column(h);  // (T, HS) each, row stride ld
+  const Elem* k = qkv_b + heads.k_column(heads.kv_head(h));
+  const Elem* v = qkv_b + heads.v_column(heads.kv_head(h));
   const float scale_log2 = scale * kLog2e;
 
   load_tile<HS>(q_s, q, ld, q0, T);
@@ -209,8 +213,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= qt; kt++) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous key tile's k, v and p are no longer read
-    load_tile<HS>(k_s, q + C, ld, k0, T);
-    load_tile<HS>(v_s, q + 2 * C, ld, k0, T);
+    load_tile<HS>(k_s, k, ld, k0, T);
+    load_tile<HS>(v_s, v, ld, k0, T);
     __syncthreads();
     float s[kRows][kCols];
     tile_scores<HS>(s, q_s, k_s);
@@ -252,14 +256,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Grid (B NH, key tiles), first key tile first (it sees the most queries). dk and dv rows of dqkv
-// (B,T,3C) for one key tile, summing over the query tiles at or below the diagonal in order:
+// Grid (B NKV, key tiles), first key tile first (it sees the most queries). dk and dv rows of dqkv
+// (B,T,(NH+2NKV)HS) for one key tile of one kv head, summing over the group's query heads and, for
+// each, the query tiles at or below the diagonal, in order:
 //   dv = P^T dout,  dk = scale dS^T q,  P = exp(s - lse),  dS = P (dout v^T - delta).
 // Works on transposed score tiles (keys as rows) so a thread's score rows are its dk, dv rows.
 template <typename Elem, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(Elem* dqkv, const Elem* dout, const Elem* qkv, const float* lse,
-                                   const float* delta, int T, int NH, float scale) {
+                                   const float* delta, int T, QkvHeads heads, float scale) {
   using H = HeadTile<HS>;
   extern __shared__ float4 shared_quads[];
   float* k_s = reinterpret_cast<float*>(shared_quads);  // (kTile, kLd)
@@ -270,19 +275,22 @@ __global__ void __launch_bounds__(kThreads)
   float* lse_s = p_s + kTile * kLdScores;                // (kTile), log2 units
   float* delta_s = lse_s + kTile;                        // (kTile)
   const int ty = int(threadIdx.x) / kGridX, tx = int(threadIdx.x) % kGridX;
-  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, kt = int(blockIdx.y);
+  const int NH = heads.NH, b = int(blockIdx.x) / heads.NKV, kv = int(blockIdx.x) % heads.NKV, kt = int(blockIdx.y);
   const int C = NH * HS, k0 = kt * kTile, query_tiles = (T + kTile - 1) / kTile;
-  const int64_t ld = 3 * int64_t(C);
-  const Elem* q = qkv + int64_t(b) * T * ld + h * HS;     // (T, HS), row stride 3C; k, v at +C, +2C
-  const Elem* dout_bh = dout + int64_t(b) * T * C + h * HS;  // (T, HS), row stride C
-  const float* lse_bh = lse + (int64_t(b) * NH + h) * T;     // (T)
-  const float* delta_bh = delta + (int64_t(b) * NH + h) * T;  // (T)
+  const int64_t ld = heads.row_stride();
+  const Elem* qkv_b = qkv + int64_t(b) * T * ld;
   const float scale_log2 = scale * kLog2e;
 
-  load_tile<HS>(k_s, q + C, ld, k0, T);
-  load_tile<HS>(v_s, q + 2 * C, ld, k0, T);
+  load_tile<HS>(k_s, qkv_b + heads.k_column(kv), ld, k0, T);
+  load_tile<HS>(v_s, qkv_b + heads.v_column(kv), ld, k0, T);
   float dk[kRows][H::kAcc] = {}, dv[kRows][H::kAcc] = {};
-  for (int qt = kt; qt < query_tiles; qt++) {
+  const int tiles_per_head = query_tiles - kt;  // query tiles at or below the diagonal
+  for (int step = 0; step < heads.group() * tiles_per_head; step++) {
+    const int h = kv * heads.group() + step / tiles_per_head, qt = kt + step % tiles_per_head;
+    const Elem* q = qkv_b + heads.q_column(h);                 // (T, HS), row stride ld
+    const Elem* dout_bh = dout + int64_t(b) * T * C + h * HS;  // (T, HS), row stride C
+    const float* lse_bh = lse + (int64_t(b) * NH + h) * T;     // (T)
+    const float* delta_bh = delta + (int64_t(b) * NH + h) * T;  // (T)
     const int q0 = qt * kTile;
     __syncthreads();  // the previous query tile's q, dout and p_s are no longer read
     load_tile<HS>(q_s, q, ld, q0, T);
@@ -324,18 +332,18 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kRows; i++) {
     const int row = k0 + ty + kGridY * i;
     if (row >= T) continue;
-    Elem* dq_row = dqkv + (int64_t(b) * T + row) * ld + h * HS;
-    store_row<HS>(dq_row + C, dk[i], scale);
-    store_row<HS>(dq_row + 2 * C, dv[i], 1.0f);
+    Elem* dqkv_row = dqkv + (int64_t(b) * T + row) * ld;
+    store_row<HS>(dqkv_row + heads.k_column(kv), dk[i], scale);
+    store_row<HS>(dqkv_row + heads.v_column(kv), dv[i], 1.0f);
   }
 }
 
-// Grid (B NH, query tiles), last query tile first. dq rows of dqkv (B,T,3C) for one query tile,
+// Grid (B NH, query tiles), last query tile first. dq rows of dqkv for one query tile,
 // summing over the key tiles at or below the diagonal in order: dq = scale dS k.
 template <typename Elem, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(Elem* dqkv, const Elem* dout, const Elem* qkv, const float* lse,
-                                 const float* delta, int T, int NH, float scale) {
+                                 const float* delta, int T, QkvHeads heads, float scale) {
   using H = HeadTile<HS>;
   extern __shared__ float4 shared_quads[];
   float* q_s = reinterpret_cast<float*>(shared_quads);  // (kTile, kLd)
@@ -346,10 +354,13 @@ __global__ void __launch_bounds__(kThreads)
   float* lse_s = ds_s + kTile * kLdScores;               // (kTile), log2 units
   float* delta_s = lse_s + kTile;                        // (kTile)
   const int ty = int(threadIdx.x) / kGridX, tx = int(threadIdx.x) % kGridX;
-  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
-  const int C = NH * HS, q0 = qt * kTile;
-  const int64_t ld = 3 * int64_t(C);
-  const Elem* q = qkv + int64_t(b) * T * ld + h * HS;     // (T, HS), row stride 3C; k, v at +C, +2C
+  const int NH = heads.NH, b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH;
+  const int qt = int(gridDim.y) - 1 - int(blockIdx.y), C = NH * HS, q0 = qt * kTile;
+  const int64_t ld = heads.row_stride();
+  const Elem* qkv_b = qkv + int64_t(b) * T * ld;
+  const Elem* q = qkv_b + heads.q_column(h);  // (T, HS) each, row stride ld
+  const Elem* k = qkv_b + heads.k_column(heads.kv_head(h));
+  const Elem* v = qkv_b + heads.v_column(heads.kv_head(h));
   const Elem* dout_bh = dout + int64_t(b) * T * C + h * HS;  // (T, HS), row stride C
   const float scale_log2 = scale * kLog2e;
 
@@ -364,8 +375,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= qt; kt++) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous key tile's k and dS are no longer read
-    load_tile<HS>(k_s, q + C, ld, k0, T);
-    load_tile<HS>(v_s, q + 2 * C, ld, k0, T);
+    load_tile<HS>(k_s, k, ld, k0, T);
+    load_tile<HS>(v_s, v, ld, k0, T);
     __syncthreads();
     float p[kRows][kCols], dp[kRows][kCols];
     tile_scores<HS>(p, q_s, k_s);
@@ -385,7 +396,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < kRows; i++) {
     const int row = q0 + ty + kGridY * i;
-    if (row < T) store_row<HS>(dqkv + (int64_t(b) * T + row) * ld + h * HS, dq[i], scale);
+    if (row < T) store_row<HS>(dqkv + (int64_t(b) * T + row) * ld + heads.q_column(h), dq[i], scale);
   }
 }
 
@@ -424,9 +435,10 @@ struct NamedPointer {
 // Everything the kernels assume about the sizes and pointers, checked before anything is queued.
 // Rows and head slices are 16-byte aligned whenever the tensors are (HS is a multiple of 16, so a
 // row of qkv, 3C elements, is a multiple of 96 bytes in bf16 and 192 in fp32).
-void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH,
+void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
                   std::initializer_list<NamedPointer> pointers) {
   TS_CHECK(NH > 0 && C % NH == 0, op, ": ", NH, " heads do not split C = ", C, " channels evenly");
+  TS_CHECK(NKV > 0 && NH % NKV == 0, op, ": ", NKV, " kv heads do not divide ", NH, " query heads");
   with_head_size(op, C / NH, [](auto) {});
   TS_CHECK(B * NH <= INT32_MAX && ceil_div(T, kTile) <= 65535, op, ": B = ", B, ", NH = ", NH, ", T = ", T,
            " exceed the CUDA kernel's grid (B NH < 2^31, T <= ", 65535 * kTile, ")");
@@ -443,46 +455,49 @@ void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH,
 
 template <typename Elem>
 void attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
-                       cudaStream_t stream) {
+                       int64_t NKV, cudaStream_t stream) {
   const char* op = "attention_forward";
-  check_launch(op, B, T, C, NH, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
+  check_launch(op, B, T, C, NH, NKV, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
   if (B == 0 || T == 0) return;
-  const float scale = 1.0f / std::sqrt(float(C / NH));
+  const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
+  const float scale = 1.0f / std::sqrt(float(heads.HS));
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
-  with_head_size(op, C / NH, [&](auto hs) {
+  with_head_size(op, heads.HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
     launch_with_shared(attention_forward_kernel<Elem, kHS>, grid, kThreads, forward_shared_bytes(kHS), stream, out,
-                       lse, qkv, int(T), int(NH), scale);
+                       lse, qkv, int(T), heads, scale);
   });
 }
 
 template <typename Elem>
 void attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Elem* out, const float* lse,
-                        int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream) {
+                        int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, cudaStream_t stream) {
   const char* op = "attention_backward";
-  check_launch(op, B, T, C, NH, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
+  check_launch(op, B, T, C, NH, NKV, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
   if (B == 0 || T == 0) return;
-  const int HS = int(C / NH);
-  const float scale = 1.0f / std::sqrt(float(HS));
+  const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
+  const float scale = 1.0f / std::sqrt(float(heads.HS));
   const DeviceScratch delta_buffer(size_t(B * NH * T) * sizeof(float));
   float* delta = delta_buffer.as<float>();  // (B,NH,T)
-  launch_attention_delta(delta, dout, out, B, T, NH, HS, stream);
-  const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
-  with_head_size(op, HS, [&](auto hs) {
+  launch_attention_delta(delta, dout, out, B, T, NH, heads.HS, stream);
+  const unsigned tiles = unsigned(ceil_div(T, kTile));  // tiles vary slowest: heavy ones first
+  with_head_size(op, heads.HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
     // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
-    launch_with_shared(attention_backward_dkdv_kernel<Elem, kHS>, grid, kThreads, backward_shared_bytes(kHS), stream,
-                       dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T), int(NH), scale);
-    launch_with_shared(attention_backward_dq_kernel<Elem, kHS>, grid, kThreads, backward_shared_bytes(kHS), stream,
-                       dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T), int(NH), scale);
+    launch_with_shared(attention_backward_dkdv_kernel<Elem, kHS>, dim3(unsigned(B * NKV), tiles), kThreads,
+                       backward_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta),
+                       int(T), heads, scale);
+    launch_with_shared(attention_backward_dq_kernel<Elem, kHS>, dim3(unsigned(B * NH), tiles), kThreads,
+                       backward_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta),
+                       int(T), heads, scale);
   });
 }
 
 #define INSTANTIATE(Elem)                                                                                    \
-  template void attention_forward<Elem>(Elem*, float*, const Elem*, int64_t, int64_t, int64_t, int64_t,           \
+  template void attention_forward<Elem>(Elem*, float*, const Elem*, int64_t, int64_t, int64_t, int64_t, int64_t,  \
                                         cudaStream_t);                                                           \
   template void attention_backward<Elem>(Elem*, const Elem*, const Elem*, const Elem*, const float*, int64_t,      \
-                                         int64_t, int64_t, int64_t, cudaStream_t);
+                                         int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -1,6 +1,7 @@
 // Pieces both causal-attention implementations share (attention.cu on CUDA cores, attention_tc.cu on
-// tensor cores): the backward's row term delta = rowsum(dout * out) and the launch of a kernel that
-// needs more than 48 KB of dynamic shared memory. Included by .cu files only.
+// tensor cores): where a head's q, k and v columns sit in the packed qkv, the backward's row term
+// delta = rowsum(dout * out) and the launch of a kernel that needs more than 48 KB of dynamic shared
+// memory. Included by .cu files only.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,19 @@
 #include "ops/cuda/vector_io.cuh"
 
 namespace tessera::cuda {
+
+// The packed qkv (B, T, (NH + 2 NKV) HS): NH query heads, then NKV key heads, then NKV value heads.
+// Query head h shares kv head h / (NH / NKV) with the other query heads of its group (NKV = NH is
+// multi-head attention, NKV < NH grouped-query attention).
+struct QkvHeads {
+  int NH, NKV, HS;
+  __host__ __device__ int64_t row_stride() const { return int64_t(NH + 2 * NKV) * HS; }
+  __host__ __device__ int group() const { return NH / NKV; }
+  __device__ int kv_head(int h) const { return h / group(); }
+  __device__ int64_t q_column(int h) const { return int64_t(h) * HS; }
+  __device__ int64_t k_column(int kv) const { return int64_t(NH + kv) * HS; }
+  __device__ int64_t v_column(int kv) const { return int64_t(NH + NKV + kv) * HS; }
+};
 
 // delta (B,NH,T) = sum over a head's HS channels of dout * out, both (B,T,C); one thread per (b,t,h).
 // HS is a multiple of kVec<E> (the head sizes of both kernels are multiples of 16).

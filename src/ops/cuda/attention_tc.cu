@@ -4,7 +4,8 @@
 // from padded shared tiles by ldmatrix, tiles streamed in by cp.async two stages deep; no (T,T) matrix
 // reaches global memory. Forward: online softmax in registers, P rounded to E for P v. Backward,
 // deterministic (no atomics): delta = rowsum(dout * out), one kernel per key tile for dk, dv and one
-// per query tile for dq, P from lse.
+// per query tile for dq, P from lse. Grouped-query attention reads a query head's kv head; dk, dv of a
+// kv head sum over its group's query heads in order.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -247,25 +248,29 @@ __device__ __forceinline__ void store_rows(E* dst, int64_t ld, const float (&acc
 // --- kernels ---
 
 // Grid (B NH, query tiles), last query tile first (it sees the most keys). out (B,T,C), lse (B,NH,T)
-// from qkv (B,T,3C). Scores in log2 units, s log2(e) / sqrt(HS), for exp2f. Key tile kt is read from
-// stage kt % 2 while tile kt + 1 streams into the other.
+// from qkv (B,T,(NH+2NKV)HS). Scores in log2 units, s log2(e) / sqrt(HS), for exp2f. Key tile kt is read
+// from stage kt % 2 while tile kt + 1 streams into the other.
 template <typename E, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_tc_forward_kernel(E* out, float* lse, const E* qkv, int T, int NH, float scale_log2) {
+    attention_tc_forward_kernel(E* out, float* lse, const E* qkv, int T, QkvHeads heads, float scale_log2) {
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
   E* k_s = q_s + S::kElems;                     // 2 stages of (kTile, kLd)
   E* v_s = k_s + 2 * S::kElems;                 // 2 stages of (kTile, kLd)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
-  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
-  const int C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;  // this warp's rows row0 + g + 8 r
-  const int64_t ld = 3 * int64_t(C);
-  const E* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
+  const int NH = heads.NH, b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH;
+  const int qt = int(gridDim.y) - 1 - int(blockIdx.y), C = NH * HS;
+  const int q0 = qt * kTile, row0 = q0 + 16 * warp;  // this warp's rows row0 + g + 8 r
+  const int64_t ld = heads.row_stride();
+  const E* qkv_b = qkv + int64_t(b) * T * ld;
+  const E* q = qkv_b + heads.q_column(h);  // (T, HS) each, row stride ld
+  const E* k = qkv_b + heads.k_column(heads.kv_head(h));
+  const E* v = qkv_b + heads.v_column(heads.kv_head(h));
 
   load_tile_async<HS>(q_s, q, ld, q0, T);
-  load_tile_async<HS>(k_s, q + C, ld, 0, T);
-  load_tile_async<HS>(v_s, q + 2 * C, ld, 0, T);
+  load_tile_async<HS>(k_s, k, ld, 0, T);
+  load_tile_async<HS>(v_s, v, ld, 0, T);
   cp_async_commit();
   uint32_t qf[HS / 16][4];
   float o[HS / 8][4] = {};
@@ -274,8 +279,8 @@ __global__ void __launch_bounds__(kThreads)
     const int stage = kt % 2, k0 = kt * kTile;
     if (kt < qt) {
       const int next = (kt + 1) * kTile;
-      load_tile_async<HS>(k_s + (1 - stage) * S::kElems, q + C, ld, next, T);
-      load_tile_async<HS>(v_s + (1 - stage) * S::kElems, q + 2 * C, ld, next, T);
+      load_tile_async<HS>(k_s + (1 - stage) * S::kElems, k, ld, next, T);
+      load_tile_async<HS>(v_s + (1 - stage) * S::kElems, v, ld, next, T);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -330,14 +335,15 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<HS>(out + int64_t(b) * T * C + h * HS, C, o, row0, T, inv);
 }
 
-// Grid (B NH, key tiles), first key tile first (it sees the most queries). dk and dv rows of dqkv
-// (B,T,3C) for one key tile, summing over the query tiles at or below the diagonal in order, on
-// transposed scores (this warp's 16 keys as rows, a tile's 64 queries as columns):
+// Grid (B NKV, key tiles), first key tile first (it sees the most queries). dk and dv rows of dqkv
+// (B,T,(NH+2NKV)HS) for one key tile of one kv head, summing over the group's query heads and, for each,
+// the query tiles at or below the diagonal, in order, on transposed scores (this warp's 16 keys as rows,
+// a tile's 64 queries as columns):
 //   P^T = exp(k q^T scale - lse),  dv = P^T dout,  dS^T = P^T (v dout^T - delta),  dk = scale dS^T q.
 template <typename E, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_tc_backward_dkdv_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse,
-                                      const float* delta, int T, int NH, float scale) {
+                                      const float* delta, int T, QkvHeads heads, float scale) {
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* k_s = reinterpret_cast<E*>(shared_quads);                    // (kTile, kLd)
@@ -347,37 +353,41 @@ __global__ void __launch_bounds__(kThreads)
   float* lse_s = reinterpret_cast<float*>(do_s + 2 * S::kElems);  // 2 stages of (kTile), log2 units
   float* delta_s = lse_s + 2 * kTile;                             // 2 stages of (kTile)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
-  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, kt = int(blockIdx.y);
+  const int NH = heads.NH, b = int(blockIdx.x) / heads.NKV, kv = int(blockIdx.x) % heads.NKV, kt = int(blockIdx.y);
   const int C = NH * HS, k0 = kt * kTile, row0 = k0 + 16 * warp, query_tiles = (T + kTile - 1) / kTile;
-  const int64_t ld = 3 * int64_t(C);
-  const E* q = qkv + int64_t(b) * T * ld + h * HS;            // (T, HS), row stride 3C; k, v at +C, +2C
-  const E* dout_bh = dout + int64_t(b) * T * C + h * HS;      // (T, HS), row stride C
-  const float* lse_bh = lse + (int64_t(b) * NH + h) * T;      // (T)
-  const float* delta_bh = delta + (int64_t(b) * NH + h) * T;  // (T)
+  const int64_t ld = heads.row_stride();
+  const E* qkv_b = qkv + int64_t(b) * T * ld;
   const float scale_log2 = scale * kLog2e;
-  // Query tile qt into stage s: q and dout by cp.async, lse and delta by plain loads (seen by all after
-  // the barrier that follows the wait). Rows past T get lse = delta = 0 and are masked.
-  auto load_query_tile = [&](int qt, int s) {
-    load_tile_async<HS>(q_s + s * S::kElems, q, ld, qt * kTile, T);
-    load_tile_async<HS>(do_s + s * S::kElems, dout_bh, C, qt * kTile, T);
+  // Step i of the loop visits query head kv G + i / n, query tile kt + i % n (G = group, n = the query
+  // tiles at or below the diagonal).
+  const int tiles_per_head = query_tiles - kt, steps = heads.group() * tiles_per_head;
+  auto head_of = [&](int step) { return kv * heads.group() + step / tiles_per_head; };
+  auto tile_of = [&](int step) { return kt + step % tiles_per_head; };
+  // Step i's query tile into stage i % 2: q and dout by cp.async, lse and delta by plain loads (seen by
+  // all after the barrier that follows the wait). Rows past T get lse = delta = 0 and are masked.
+  auto load_query_tile = [&](int step) {
+    const int h = head_of(step), q0 = tile_of(step) * kTile, s = step % 2;
+    load_tile_async<HS>(q_s + s * S::kElems, qkv_b + heads.q_column(h), ld, q0, T);
+    load_tile_async<HS>(do_s + s * S::kElems, dout + int64_t(b) * T * C + h * HS, C, q0, T);
     cp_async_commit();
     if (threadIdx.x < kTile) {
-      const int row = qt * kTile + int(threadIdx.x);
-      lse_s[s * kTile + threadIdx.x] = row < T ? lse_bh[row] * kLog2e : 0.0f;
-      delta_s[s * kTile + threadIdx.x] = row < T ? delta_bh[row] : 0.0f;
+      const int row = q0 + int(threadIdx.x);
+      const int64_t at = (int64_t(b) * NH + h) * T + row;
+      lse_s[s * kTile + threadIdx.x] = row < T ? lse[at] * kLog2e : 0.0f;
+      delta_s[s * kTile + threadIdx.x] = row < T ? delta[at] : 0.0f;
     }
   };
 
-  load_tile_async<HS>(k_s, q + C, ld, k0, T);
-  load_tile_async<HS>(v_s, q + 2 * C, ld, k0, T);
-  load_query_tile(kt, 0);
+  load_tile_async<HS>(k_s, qkv_b + heads.k_column(kv), ld, k0, T);
+  load_tile_async<HS>(v_s, qkv_b + heads.v_column(kv), ld, k0, T);
+  load_query_tile(0);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
-  for (int qt = kt; qt < query_tiles; qt++) {
-    const int stage = (qt - kt) % 2, q0 = qt * kTile;
+  for (int step = 0; step < steps; step++) {
+    const int qt = tile_of(step), stage = step % 2, q0 = qt * kTile;
     const E* qs = q_s + stage * S::kElems;
     const E* dos = do_s + stage * S::kElems;
-    if (qt + 1 < query_tiles) {
-      load_query_tile(qt + 1, 1 - stage);
+    if (step + 1 < steps) {
+      load_query_tile(step + 1);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -407,18 +417,18 @@ __global__ void __launch_bounds__(kThreads)
     mma_ab<kTile, HS>(dk, pf, qs, S::kLd);
     __syncthreads();  // this stage is refilled next iteration
   }
-  E* dk_bh = dqkv + int64_t(b) * T * ld + C + h * HS;  // (T, HS), row stride 3C; dv at +C
-  store_rows<HS>(dk_bh, ld, dk, row0, T, {scale, scale});
-  store_rows<HS>(dk_bh + C, ld, dv, row0, T, {1.0f, 1.0f});
+  E* dqkv_b = dqkv + int64_t(b) * T * ld;  // dk, dv: (T, HS) each, row stride ld
+  store_rows<HS>(dqkv_b + heads.k_column(kv), ld, dk, row0, T, {scale, scale});
+  store_rows<HS>(dqkv_b + heads.v_column(kv), ld, dv, row0, T, {1.0f, 1.0f});
 }
 
-// Grid (B NH, query tiles), last query tile first. dq rows of dqkv (B,T,3C) for one query tile, summing
+// Grid (B NH, query tiles), last query tile first. dq rows of dqkv for one query tile, summing
 // over the key tiles at or below the diagonal in order: P = exp(q k^T scale - lse), dS = P (dout v^T -
 // delta), dq = scale dS k.
 template <typename E, int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_tc_backward_dq_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse,
-                                    const float* delta, int T, int NH, float scale) {
+                                    const float* delta, int T, QkvHeads heads, float scale) {
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
@@ -426,16 +436,19 @@ __global__ void __launch_bounds__(kThreads)
   E* k_s = do_s + S::kElems;                    // 2 stages of (kTile, kLd)
   E* v_s = k_s + 2 * S::kElems;                 // 2 stages of (kTile, kLd)
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
-  const int b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH, qt = int(gridDim.y) - 1 - int(blockIdx.y);
-  const int C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;
-  const int64_t ld = 3 * int64_t(C);
-  const E* q = qkv + int64_t(b) * T * ld + h * HS;  // (T, HS), row stride 3C; k, v at +C, +2C
+  const int NH = heads.NH, b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH;
+  const int qt = int(gridDim.y) - 1 - int(blockIdx.y), C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;
+  const int64_t ld = heads.row_stride();
+  const E* qkv_b = qkv + int64_t(b) * T * ld;
+  const E* q = qkv_b + heads.q_column(h);  // (T, HS) each, row stride ld
+  const E* k = qkv_b + heads.k_column(heads.kv_head(h));
+  const E* v = qkv_b + heads.v_column(heads.kv_head(h));
   const float scale_log2 = scale * kLog2e;
 
   load_tile_async<HS>(q_s, q, ld, q0, T);
   load_tile_async<HS>(do_s, dout + int64_t(b) * T * C + h * HS, C, q0, T);
-  load_tile_async<HS>(k_s, q + C, ld, 0, T);
-  load_tile_async<HS>(v_s, q + 2 * C, ld, 0, T);
+  load_tile_async<HS>(k_s, k, ld, 0, T);
+  load_tile_async<HS>(v_s, v, ld, 0, T);
   cp_async_commit();
   float row_lse[2], row_delta[2];  // rows past T get finite values and are never stored
 #pragma unroll
@@ -450,8 +463,8 @@ __global__ void __launch_bounds__(kThreads)
     const E* ks = k_s + stage * S::kElems;
     const E* vs = v_s + stage * S::kElems;
     if (kt < qt) {
-      load_tile_async<HS>(k_s + (1 - stage) * S::kElems, q + C, ld, k0 + kTile, T);
-      load_tile_async<HS>(v_s + (1 - stage) * S::kElems, q + 2 * C, ld, k0 + kTile, T);
+      load_tile_async<HS>(k_s + (1 - stage) * S::kElems, k, ld, k0 + kTile, T);
+      load_tile_async<HS>(v_s + (1 - stage) * S::kElems, v, ld, k0 + kTile, T);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -478,7 +491,7 @@ __global__ void __launch_bounds__(kThreads)
     mma_ab<kTile, HS>(dq, dsf, ks, S::kLd);
     __syncthreads();  // this stage is refilled next iteration
   }
-  store_rows<HS>(dqkv + int64_t(b) * T * ld + h * HS, ld, dq, row0, T, {scale, scale});
+  store_rows<HS>(dqkv + int64_t(b) * T * ld + heads.q_column(h), ld, dq, row0, T, {scale, scale});
 }
 
 // --- launch configuration ---
@@ -500,9 +513,10 @@ void with_head_size(int64_t HS, F&& f) {
   }
 }
 
-void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH,
+void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
                   std::initializer_list<const void*> pointers) {
   TS_CHECK(NH > 0 && C % NH == 0, op, ": ", NH, " heads do not split C = ", C, " channels evenly");
+  TS_CHECK(NKV > 0 && NH % NKV == 0, op, ": ", NKV, " kv heads do not divide ", NH, " query heads");
   TS_CHECK(attention_tc_supported(C / NH, pointers), op, ": head size ", C / NH,
            ", these pointers or this device are not covered by the tensor-core kernels; check "
            "attention_tc_supported first and use the CUDA-core attention otherwise");
@@ -524,44 +538,48 @@ bool attention_tc_supported(int64_t HS, std::initializer_list<const void*> point
 }
 
 template <typename E>
-void attention_tc_forward(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+void attention_tc_forward(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
                           cudaStream_t stream) {
-  check_launch("attention_tc_forward", B, T, C, NH, {out, lse, qkv});
+  check_launch("attention_tc_forward", B, T, C, NH, NKV, {out, lse, qkv});
   if (B == 0 || T == 0) return;
-  const float scale_log2 = kLog2e / std::sqrt(float(C / NH));
+  const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
+  const float scale_log2 = kLog2e / std::sqrt(float(heads.HS));
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
-  with_head_size(C / NH, [&](auto hs) {
+  with_head_size(heads.HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
     launch_with_shared(attention_tc_forward_kernel<E, kHS>, grid, kThreads, forward_shared_bytes(kHS), stream, out,
-                       lse, qkv, int(T), int(NH), scale_log2);
+                       lse, qkv, int(T), heads, scale_log2);
   });
 }
 
 template <typename E>
 void attention_tc_backward(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, int64_t B, int64_t T,
-                           int64_t C, int64_t NH, cudaStream_t stream) {
-  check_launch("attention_tc_backward", B, T, C, NH, {dqkv, dout, qkv, out, lse});
+                           int64_t C, int64_t NH, int64_t NKV, cudaStream_t stream) {
+  check_launch("attention_tc_backward", B, T, C, NH, NKV, {dqkv, dout, qkv, out, lse});
   if (B == 0 || T == 0) return;
-  const int HS = int(C / NH);
-  const float scale = 1.0f / std::sqrt(float(HS));
+  const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
+  const float scale = 1.0f / std::sqrt(float(heads.HS));
   const DeviceScratch delta_buffer(size_t(B * NH * T) * sizeof(float));
   float* delta = delta_buffer.as<float>();  // (B,NH,T)
-  launch_attention_delta(delta, dout, out, B, T, NH, HS, stream);
-  const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
-  with_head_size(HS, [&](auto hs) {
+  launch_attention_delta(delta, dout, out, B, T, NH, heads.HS, stream);
+  const unsigned tiles = unsigned(ceil_div(T, kTile));  // tiles vary slowest: heavy ones first
+  with_head_size(heads.HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
     // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
-    launch_with_shared(attention_tc_backward_dkdv_kernel<E, kHS>, grid, kThreads, dkdv_shared_bytes(kHS), stream, dqkv,
-                       dout, qkv, lse, static_cast<const float*>(delta), int(T), int(NH), scale);
-    launch_with_shared(attention_tc_backward_dq_kernel<E, kHS>, grid, kThreads, dq_shared_bytes(kHS), stream, dqkv,
-                       dout, qkv, lse, static_cast<const float*>(delta), int(T), int(NH), scale);
+    launch_with_shared(attention_tc_backward_dkdv_kernel<E, kHS>, dim3(unsigned(B * NKV), tiles), kThreads,
+                       dkdv_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T),
+                       heads, scale);
+    launch_with_shared(attention_tc_backward_dq_kernel<E, kHS>, dim3(unsigned(B * NH), tiles), kThreads,
+                       dq_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T),
+                       heads, scale);
   });
 }
 
 #define INSTANTIATE(E)                                                                                            \
-  template void attention_tc_forward<E>(E*, float*, const E*, int64_t, int64_t, int64_t, int64_t, cudaStream_t); \
+  template void attention_tc_forward<E>(E*, float*, const E*, int64_t, int64_t, int64_t, int64_t, int64_t,       \
+                                        cudaStream_t);                                                             \
   template void attention_tc_backward<E>(E*, const E*, const E*, const E*, const float*, int64_t, int64_t, int64_t, \
-                                         int64_t, cudaStream_t);
+                                         int64_t, int64_t, cudaStream_t);
 INSTANTIATE(__nv_bfloat16)
 INSTANTIATE(__half)
 

@@ -1,14 +1,18 @@
-// GPT-2 on the GPU against the same model on the CPU: loss, every gradient, one AdamW update, and
-// a short training run whose per-step losses match (fp32 on both sides, so only summation order
-// differs); mixed-precision training runs in bf16 and in f16 (with its loss scaling) tracking the
-// fp32 CPU loss; bf16 and f16 compute on the CPU refused. Skipped without a GPU.
+// The decoder on the GPU against the same model on the CPU: loss, every gradient and one AdamW update
+// for GPT-2 and for Llama (grouped-query attention, RoPE, RMSNorm, SwiGLU) in fp32, and in bf16 within
+// its rounding; a short training run whose per-step losses match (fp32 on both sides, so only
+// summation order differs); mixed-precision training runs in bf16 and in f16 (with its loss scaling)
+// tracking the fp32 CPU loss; bf16 and f16 compute on the CPU refused; a model with experts refused on
+// the GPU. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
 
 #include "core/rng.h"
 #include "cuda/cuda_testing.h"
 #include "nn/decoder.h"
+#include "nn/model_presets.h"
 #include "optim/adamw_optimizer.h"
 #include "train/train_fixtures.h"
 #include "train/trainer.h"
@@ -16,10 +20,29 @@
 namespace tessera {
 namespace {
 
-class GPT2Cuda : public testing::CudaTest {};
+// GPT-2 with head size 16 (the CUDA-core attention in every dtype) and T spanning several attention
+// tiles; Vp = 384 pads a vocabulary of 300.
+ModelConfig gpt2_test_config() { return ModelConfig{2, 4, 64, 300, 160}; }
 
-// Head size 16 with T spanning several attention tiles; Vp = 384 pads a vocabulary of 300.
-ModelConfig cuda_test_config() { return ModelConfig{2, 4, 64, 300, 160}; }
+// Llama with 4 query heads on 2 kv heads of 32 (the tensor-core attention in bf16), an untied head.
+ModelConfig llama_test_config() {
+  ModelConfig config = model_preset("llama-tiny");
+  config.channels = 128;
+  config.num_heads = 4;
+  config.num_kv_heads = 2;
+  config.mlp_hidden = 256;
+  config.vocab_size = 300;
+  config.max_seq_len = 160;
+  config.tied_embeddings = false;
+  return config;
+}
+
+struct FamilyCase {
+  const char* name;
+  ModelConfig (*config)();
+};
+
+class DecoderCuda : public testing::CudaTest, public ::testing::WithParamInterface<FamilyCase> {};
 
 Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   Tensor t = Tensor::zeros({B, T}, DType::i32);
@@ -28,10 +51,10 @@ Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   return t;
 }
 
-TEST_F(GPT2Cuda, LossGradientsAndUpdateMatchCpu) {
+TEST_P(DecoderCuda, LossGradientsAndUpdateMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  Decoder cpu(cuda_test_config()), gpu(cuda_test_config());
+  Decoder cpu(GetParam().config()), gpu(GetParam().config());
   cpu.init_weights(seed);
   gpu.init_weights(seed);
   gpu.to(Device::cuda);
@@ -66,6 +89,39 @@ TEST_F(GPT2Cuda, LossGradientsAndUpdateMatchCpu) {
   gpu_opt.step(gpu.params(), gpu.grads(), 1e-3f, 1.0f);
   testing::expect_matches_cpu(gpu.params(), cpu.params(), 1e-5, 1e-5, 1e-4, "params after AdamW");
 }
+
+// bf16 compute (fp32 master weights and gradients): the loss within bf16's rounding of the fp32 CPU
+// loss, and each gradient close to the CPU's relative to its largest element.
+TEST_P(DecoderCuda, Bf16LossAndGradientsTrackCpu) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  Decoder cpu(GetParam().config()), gpu(GetParam().config());
+  cpu.init_weights(seed);
+  gpu.init_weights(seed);
+  gpu.to(Device::cuda, DType::bf16);
+  const int64_t B = 2, T = 150, V = cpu.config().vocab_size;
+  const Tensor tokens = random_ids(B, T, V, seed + 1), targets = random_ids(B, T, V, seed + 2);
+  const float dloss = 1.0f / float(B * T);
+  for (Decoder* m : {&cpu, &gpu}) m->zero_grad();
+  const float cpu_loss = cpu.forward(tokens, targets, dloss);
+  cpu.backward();
+  const float gpu_loss = gpu.forward(tokens, targets, dloss);
+  gpu.backward();
+  EXPECT_NEAR(gpu_loss, cpu_loss, 1e-2 * std::fabs(cpu_loss));
+  const NamedTensors cpu_grads = cpu.named_grads(), gpu_grads = gpu.named_grads();
+  for (size_t i = 0; i < cpu_grads.size(); ++i) {
+    const Tensor& g = cpu_grads[i].tensor;
+    double scale = 0;
+    for (int64_t k = 0; k < g.numel(); ++k) scale = std::max(scale, double(std::fabs(g.f32()[k])));
+    testing::expect_matches_cpu(gpu_grads[i].tensor, g, 3e-2, 5e-2 * scale + 1e-9, 1.0, cpu_grads[i].name.c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, DecoderCuda,
+                         ::testing::Values(FamilyCase{"gpt2", gpt2_test_config}, FamilyCase{"llama_gqa", llama_test_config}),
+                         [](const ::testing::TestParamInfo<FamilyCase>& info) { return std::string(info.param.name); });
+
+using GPT2Cuda = testing::CudaTest;
 
 TEST_F(GPT2Cuda, TrainerLossesMatchCpuAndCheckpointLoadsOnCpu) {
   const std::filesystem::path dir = testing::scratch_dir();
@@ -143,9 +199,16 @@ INSTANTIATE_TEST_SUITE_P(Storage, GPT2CudaLowPrecision, ::testing::ValuesIn(test
 
 TEST(GPT2Precision, LowPrecisionOnTheCpuIsRefused) {
   for (const DType dtype : testing::kLowPrecisionDTypes) {
-    Decoder model(cuda_test_config());
+    Decoder model(gpt2_test_config());
     EXPECT_THROW(model.to(Device::cpu, dtype), Error) << dtype_name(dtype);
   }
+}
+
+TEST_F(GPT2Cuda, ModelWithExpertsIsRefusedOnTheGpu) {
+  Decoder model(model_preset("mixtral-tiny"));
+  const std::string message = testing::error_of([&] { model.to(Device::cuda); });
+  EXPECT_TRUE(testing::contains(message, "experts has no GPU kernels yet")) << message;
+  EXPECT_EQ(model.device(), Device::cpu);
 }
 
 }  // namespace
