@@ -184,6 +184,39 @@ __device__ __forceinline__ void store_row(Elem* dst, const float (&acc)[HeadTile
 
 // --- kernels ---
 
+// delta (B,NH,T) = sum over a head's HS channels of dout * out, both (B,T,C); one thread per (b,t,h).
+// HS is a multiple of kVec<E> (every head size here is a multiple of 16).
+template <typename E>
+__global__ void attention_delta_kernel(float* delta, const E* dout, const E* out, int64_t B, int T, int NH, int HS) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b * T + t) * NH + h
+  if (idx >= B * T * NH) return;
+  const int64_t bt = idx / NH, b = bt / T;
+  const int h = int(idx % NH), t = int(bt % T);
+  const E* dout_row = dout + idx * HS;  // = (b * T + t) * C + h * HS
+  const E* out_row = out + idx * HS;
+  constexpr int kW = kVec<E>;
+  float sum = 0.0f;
+  for (int d = 0; d < HS; d += kW) {
+    float x[kW], y[kW];
+    load_f32_vec(x, dout_row + d);
+    load_f32_vec(y, out_row + d);
+#pragma unroll
+    for (int k = 0; k < kW; k++) sum = fmaf(x[k], y[k], sum);
+  }
+  delta[(b * NH + h) * T + t] = sum;
+}
+
+// Queues attention_delta_kernel over (B,T,NH) on `stream`.
+template <typename E>
+void launch_attention_delta(float* delta, const E* dout, const E* out, int64_t B, int64_t T, int64_t NH, int HS,
+                            cudaStream_t stream) {
+  constexpr int kBlock = 256;
+  attention_delta_kernel<E><<<unsigned(ceil_div(B * T * NH, kBlock)), kBlock, 0, stream>>>(delta, dout, out, B,
+                                                                                           int(T), int(NH), HS);
+  CUDA_CHECK_LAUNCH();
+}
+
+
 // Grid (B NH, query tiles), last query tile first (it sees the most keys). out (B,T,C), lse (B,NH,T)
 // from qkv (B,T,(NH+2NKV)HS). Scores are kept in log2 units, s log2(e) / sqrt(HS), for exp2f.
 template <typename Elem, int HS>

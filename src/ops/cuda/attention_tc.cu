@@ -1,11 +1,11 @@
 // Causal self-attention in bf16 or fp16 (element type E) on tensor cores (sm_80+), FlashAttention-2 style;
 // contract in ops/attention.h, launchers in attention_tc_cuda.h. Blocks of 4 warps take one (64-row tile,
-// head, batch), each warp 16 rows; products by mma.sync m16n8k16 (E operands, fp32 accumulators), operands
-// from padded shared tiles by ldmatrix, tiles streamed in by cp.async two stages deep; no (T,T) matrix
-// reaches global memory. Forward: online softmax in registers, P rounded to E for P v. Backward,
-// deterministic (no atomics): delta = rowsum(dout * out), one kernel per key tile for dk, dv and one
-// per query tile for dq, P from lse. Grouped-query attention reads a query head's kv head; dk, dv of a
-// kv head sum over its group's query heads in order.
+// head, batch), each warp 16 rows; products by mma.sync m16n8k16 (E operands, fp32 accumulators),
+// operands from padded shared tiles by ldmatrix, tiles streamed in by cp.async two stages deep; no (T,T)
+// matrix reaches global memory. Forward: online softmax in registers, P rounded to E for P v. Backward,
+// deterministic (no atomics): one kernel per query tile for dq, which also computes and stores delta =
+// rowsum(dout * out), then one per key tile for dk and dv, P from lse. Grouped-query attention reads a
+// query head's kv head; dk, dv of a kv head sum over its group's query heads in order.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -424,11 +424,12 @@ __global__ void __launch_bounds__(kThreads)
 
 // Grid (B NH, query tiles), last query tile first. dq rows of dqkv for one query tile, summing
 // over the key tiles at or below the diagonal in order: P = exp(q k^T scale - lse), dS = P (dout v^T -
-// delta), dq = scale dS k.
+// delta), dq = scale dS k. delta (B,NH,T) = rowsum(dout * out) of its rows is computed first and
+// stored for the dk, dv kernel.
 template <typename E, int HS>
 __global__ void __launch_bounds__(kThreads)
-    attention_tc_backward_dq_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse,
-                                    const float* delta, int T, QkvHeads heads, float scale) {
+    attention_tc_backward_dq_kernel(E* dqkv, float* delta, const E* dout, const E* out, const E* qkv,
+                                    const float* lse, int T, QkvHeads heads, float scale) {
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
@@ -450,12 +451,27 @@ __global__ void __launch_bounds__(kThreads)
   load_tile_async<HS>(k_s, k, ld, 0, T);
   load_tile_async<HS>(v_s, v, ld, 0, T);
   cp_async_commit();
-  float row_lse[2], row_delta[2];  // rows past T get finite values and are never stored
+  // Lane (g, t) sums columns [t HS/4, (t + 1) HS/4) of rows g and g + 8 of dout * out, then the quad
+  // adds its four parts. Rows past T get finite values and are never stored.
+  float row_lse[2], row_delta[2];
+  constexpr int kW = kVec<E>, kPart = HS / 4;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     const int row = row0 + g + 8 * r;
+    const int64_t at = (int64_t(b) * T + row) * C + h * HS + t * kPart;  // dout and out (B,T,C)
+    float sum = 0.0f;
+    if (row < T)
+#pragma unroll
+      for (int c = 0; c < kPart; c += kW) {
+        float x[kW], y[kW];
+        load_f32_vec(x, dout + at + c);
+        load_f32_vec(y, out + at + c);
+#pragma unroll
+        for (int e = 0; e < kW; e++) sum = fmaf(x[e], y[e], sum);
+      }
+    row_delta[r] = quad_sum(sum);
     row_lse[r] = row < T ? lse[(int64_t(b) * NH + h) * T + row] * kLog2e : 0.0f;
-    row_delta[r] = row < T ? delta[(int64_t(b) * NH + h) * T + row] : 0.0f;
+    if (t == 0 && row < T) delta[(int64_t(b) * NH + h) * T + row] = row_delta[r];
   }
   float dq[HS / 8][4] = {};
   for (int kt = 0; kt <= qt; kt++) {
@@ -560,17 +576,15 @@ void attention_tc_backward(E* dqkv, const E* dout, const E* qkv, const E* out, c
   const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
   const float scale = 1.0f / std::sqrt(float(heads.HS));
   const DeviceScratch delta_buffer(size_t(B * NH * T) * sizeof(float));
-  float* delta = delta_buffer.as<float>();  // (B,NH,T)
-  launch_attention_delta(delta, dout, out, B, T, NH, heads.HS, stream);
+  float* delta = delta_buffer.as<float>();  // (B,NH,T), written by the dq kernel
   const unsigned tiles = unsigned(ceil_div(T, kTile));  // tiles vary slowest: heavy ones first
   with_head_size(heads.HS, [&](auto hs) {
     constexpr int kHS = decltype(hs)::value;
-    // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
+    // The two kernels write disjoint parts of dqkv (dq, then dk and dv), every row from one block only.
+    launch_with_shared(attention_tc_backward_dq_kernel<E, kHS>, dim3(unsigned(B * NH), tiles), kThreads,
+                       dq_shared_bytes(kHS), stream, dqkv, delta, dout, out, qkv, lse, int(T), heads, scale);
     launch_with_shared(attention_tc_backward_dkdv_kernel<E, kHS>, dim3(unsigned(B * NKV), tiles), kThreads,
                        dkdv_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T),
-                       heads, scale);
-    launch_with_shared(attention_tc_backward_dq_kernel<E, kHS>, dim3(unsigned(B * NH), tiles), kThreads,
-                       dq_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T),
                        heads, scale);
   });
 }
