@@ -5,7 +5,7 @@
 #   tools/gpu-check.sh [section...]     sections: env tests train bench (default: all four)
 #   env    nvidia-smi, driver, the libraries found
 #   tests  every `cuda` test (each CUDA op against its CPU twin), gtest XML beside the results
-#   train  20 steps of $TRAIN_MODELS (gpt2-mini llama-mini) on the GPU (bf16, fp16 with loss scaling,
+#   train  20 steps of $TRAIN_MODELS (gpt2-mini llama-mini mixtral-mini) on the GPU (bf16, fp16 with loss scaling,
 #          fp32) and on the CPU (fp32), same seed and synthetic data: each GPU loss curve against the CPU's
 #          (within 2%)
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes,
@@ -71,10 +71,10 @@ for s in "${sections[@]}"; do
       record "$bundle/bin/test_cuda" --gtest_output=xml:"$out/gpu-tests-$stamp.xml"
       ;;
     train)
-      section "train: gpt2-mini and llama-mini, 20 steps, GPU vs CPU"
+      section "train: ${TRAIN_MODELS:-gpt2-mini llama-mini mixtral-mini}, 20 steps, GPU vs CPU"
       data=$(mktemp -d)
       python3 "$root/tools/synthetic_shard.py" "$data/train_000000.bin" --tokens 1000000 --vocab 512
-      for model in ${TRAIN_MODELS:-gpt2-mini llama-mini}; do
+      for model in ${TRAIN_MODELS:-gpt2-mini llama-mini mixtral-mini}; do
         run=(train --model "$model" --vocab-size 512 --train-data "$data/train_*.bin" --steps 20 --batch-size 8
              --seq-len 256 --lr 1e-3 --warmup 2 --quiet)
         record "$tessera" "${run[@]}" --device cpu --out-dir "$data/$model-cpu"

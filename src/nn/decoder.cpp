@@ -36,6 +36,10 @@ void Decoder::set_params(Tensor params) {
   named_params_ = layout_.views(params_);
   compute_params_ = compute_dtype_ == DType::f32 ? params_ : Tensor::zeros(params_.shape(), compute_dtype_, device_);
   w_ = decoder_weights(names_, layout_.views(compute_params_));
+  // The routers' selection biases stay fp32 in every compute dtype (a 16-bit copy would lose their
+  // small balancing steps): the blocks read them from the master weights.
+  const DecoderWeights master = decoder_weights(names_, named_params_);
+  for (size_t l = 0; l < w_.blocks.size(); ++l) w_.blocks[l].router_bias = master.blocks[l].router_bias;
   params_updated();
 }
 
@@ -48,9 +52,6 @@ void Decoder::to(Device device, DType compute) {
   TS_CHECK(compute == DType::f32 || (half && device == Device::cuda), "model: compute dtype ", dtype_name(compute),
            " on the ", device == Device::cpu ? "CPU" : "GPU",
            " is not supported; the CPU computes in f32, the GPU in f32, bf16 or f16");
-  // TODO(issue 11): CUDA kernels for the MoE ops (router, permutation, grouped GEMM).
-  TS_CHECK(device == Device::cpu || !config_.moe.enabled(), "model: a ", model_family(config_),
-           " model with experts has no GPU kernels yet; train it with --device cpu");
   if (device == device_ && compute == compute_dtype_) return;
   device_ = device;
   compute_dtype_ = compute;

@@ -50,7 +50,7 @@ void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType
   dh = Tensor::zeros({N * K, 2 * Fe}, dtype, device);
   dxs = Tensor::zeros({N * K, C}, dtype, device);
   dweights = Tensor::zeros({N, K}, DType::f32, device);
-  dlogits = Tensor::zeros({N, E}, DType::f32, device);
+  dlogits = Tensor::zeros({N, E}, dtype, device);
   dpart = Tensor::zeros({B, T, C}, dtype, device);
   if (Fs > 0) shared = MlpScratch{Tensor::zeros({B, T, 2 * Fs}, dtype, device), Tensor::zeros({B, T, Fs}, dtype, device)};
 }

@@ -1,10 +1,13 @@
-// The experts' grouped linear layers: shape, dtype and offsets checks, then dispatch by device. No
-// CUDA kernel yet: the Device::cuda branches raise fail_no_cuda_kernel.
+// The experts' grouped linear layers: shape, dtype and offsets checks, then dispatch by device. On the
+// GPU each non-empty group is one linear layer (ops/matmul.h, cuBLASLt) on views of its rows and its
+// expert's weight.
+// TODO(issue 11): one grouped cuBLASLt call instead of E launches when experts are many and small.
 #include "ops/grouped_matmul.h"
 
 #include <climits>
 
 #include "ops/cpu/grouped_matmul_cpu.h"
+#include "ops/matmul.h"
 #include "ops/op_checks.h"
 
 namespace tessera {
@@ -37,6 +40,14 @@ GroupedDims grouped_dims(const char* op, const Tensor& x, const Tensor& weight, 
   return d;
 }
 
+// Rows [offsets[e], offsets[e + 1]) of a (M_rows, width) tensor.
+Tensor group_rows(const Tensor& t, const int32_t* offsets, int64_t e) {
+  return t.view(offsets[e] * t.size(1), {offsets[e + 1] - offsets[e], t.size(1)});
+}
+
+// Expert e's (OC, C) matrix of an (E, OC, C) tensor.
+Tensor expert_matrix(const Tensor& t, int64_t e) { return t.view(e * t.size(1) * t.size(2), {t.size(1), t.size(2)}); }
+
 }  // namespace
 
 void grouped_matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& offsets) {
@@ -50,8 +61,16 @@ void grouped_matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, 
     case Device::cpu:
       cpu::grouped_matmul_forward(out.f32(), x.f32(), weight.f32(), offsets.data<int32_t>(), d.E, d.C, d.OC);
       return;
-    case Device::cuda:
-      detail::fail_no_cuda_kernel(op);
+    case Device::cuda: {
+      const int32_t* o = offsets.data<int32_t>();
+      const Tensor no_bias;
+      for (int64_t e = 0; e < d.E; e++) {
+        if (o[e + 1] == o[e]) continue;
+        Tensor out_e = group_rows(out, o, e);
+        matmul_forward(out_e, group_rows(x, o, e), expert_matrix(weight, e), no_bias);
+      }
+      return;
+    }
   }
 }
 
@@ -74,8 +93,16 @@ void grouped_matmul_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, co
       cpu::grouped_matmul_backward(dx.defined() ? dx.f32() : nullptr, dweight.f32(), dout.f32(), x.f32(), weight.f32(),
                                    offsets.data<int32_t>(), d.E, d.C, d.OC);
       return;
-    case Device::cuda:
-      detail::fail_no_cuda_kernel(op);
+    case Device::cuda: {
+      const int32_t* o = offsets.data<int32_t>();
+      Tensor no_bias;
+      for (int64_t e = 0; e < d.E; e++) {
+        if (o[e + 1] == o[e]) continue;
+        Tensor dx_e = dx.defined() ? group_rows(dx, o, e) : Tensor(), dweight_e = expert_matrix(dweight, e);
+        matmul_backward(dx_e, dweight_e, no_bias, group_rows(dout, o, e), group_rows(x, o, e), expert_matrix(weight, e));
+      }
+      return;
+    }
   }
 }
 

@@ -1,13 +1,20 @@
 // The MoE token permutation: shape, dtype and index checks (expert ids and order entries on the CPU,
-// where reading them is free), then dispatch by device. No CUDA kernel yet: the Device::cuda branches
-// raise fail_no_cuda_kernel.
+// where reading them is free), then dispatch by device. On the GPU the plan is made on the host (the
+// offsets that size the experts' GEMMs are needed there anyway: one small copy each way), the row
+// moves run as kernels.
 #include "ops/moe_dispatch.h"
 
 #include <climits>
 #include <vector>
 
+#include "core/cuda/device.h"
 #include "ops/cpu/moe_dispatch_cpu.h"
 #include "ops/op_checks.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include "ops/cuda/moe_cuda.h"
+#include "ops/cuda/storage_types.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -53,6 +60,22 @@ void check_order_values(const char* op, const Tensor& order, int64_t M) {
   }
 }
 
+#ifdef TESSERA_WITH_CUDA
+// out[n] = sum over token n's kept assignments, in k order, of w(n,k) rows[pos(n,k)] on the GPU (w = 1
+// without weights), pos built from order into a scratch.
+void sum_token_rows_cuda(Tensor& out, const Tensor& rows, const float* weights, const Tensor& order, int64_t M,
+                         int64_t K) {
+  const int64_t N = out.size(0), C = out.size(1);
+  const DeviceScratch pos_buffer(size_t(N * K) * sizeof(int32_t));
+  int32_t* pos = pos_buffer.as<int32_t>();
+  cuda::moe_positions(pos, order.data<int32_t>(), M, N * K, cuda_compute_stream());
+  cuda::with_storage_type(rows.dtype(), [&]<typename T>(T) {
+    cuda::moe_sum_token_rows(cuda::typed_data<T>(out), cuda::typed_data<T>(rows), weights, pos, N, K, C,
+                             cuda_compute_stream());
+  });
+}
+#endif
+
 }  // namespace
 
 int64_t moe_dispatch_plan(Tensor& order, Tensor& offsets, const Tensor& experts, int64_t num_experts,
@@ -70,18 +93,17 @@ int64_t moe_dispatch_plan(Tensor& order, Tensor& offsets, const Tensor& experts,
            " assignments, too many for i32 order entries");
   detail::check_shape(op, "order", order, {N * K});
   check_host_i32(op, "offsets", offsets, {E + 1});
-  switch (device) {
-    case Device::cpu: {
-      const int32_t* ids = experts.data<int32_t>();
-      for (int64_t a = 0; a < N * K; a++)
-        TS_CHECK(ids[a] >= 0 && ids[a] < E, op, ": experts[", a / K, ",", a % K, "] = ", ids[a],
-                 " is outside [0, num_experts = ", E, ")");
-      return cpu::moe_dispatch_plan(order.data<int32_t>(), offsets.data<int32_t>(), ids, N * K, E, capacity);
-    }
-    case Device::cuda:
-      detail::fail_no_cuda_kernel(op);
-  }
-  return 0;
+  // The plan is made on the host; a GPU's experts come over and its order goes back.
+  const Tensor host_experts = device == Device::cpu ? experts : tensor_to(experts, Device::cpu);
+  Tensor host_order = device == Device::cpu ? order : Tensor::zeros(order.shape(), DType::i32);
+  const int32_t* ids = host_experts.data<int32_t>();
+  for (int64_t a = 0; a < N * K; a++)
+    TS_CHECK(ids[a] >= 0 && ids[a] < E, op, ": experts[", a / K, ",", a % K, "] = ", ids[a],
+             " is outside [0, num_experts = ", E, ")");
+  const int64_t M =
+      cpu::moe_dispatch_plan(host_order.data<int32_t>(), offsets.data<int32_t>(), ids, N * K, E, capacity);
+  if (device == Device::cuda) copy_tensor(order, host_order);
+  return M;
 }
 
 void moe_gather(Tensor& xs, const Tensor& x, const Tensor& order, int64_t M, int64_t K) {
@@ -96,7 +118,15 @@ void moe_gather(Tensor& xs, const Tensor& x, const Tensor& order, int64_t M, int
       cpu::moe_gather(xs.f32(), x.f32(), order.data<int32_t>(), M, K, d.C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
+        cuda::moe_gather(cuda::typed_data<T>(xs), cuda::typed_data<T>(x), order.data<int32_t>(), M, K, d.C,
+                         cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -112,7 +142,12 @@ void moe_gather_backward(Tensor& dx, const Tensor& dxs, const Tensor& order, int
       cpu::moe_gather_backward(dx.f32(), dxs.f32(), order.data<int32_t>(), M, d.N, K, d.C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      sum_token_rows_cuda(dx, dxs, nullptr, order, M, K);
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -129,7 +164,12 @@ void moe_combine(Tensor& out, const Tensor& ys, const Tensor& weights, const Ten
       cpu::moe_combine(out.f32(), ys.f32(), weights.f32(), order.data<int32_t>(), M, d.N, K, d.C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      sum_token_rows_cuda(out, ys, weights.f32(), order, M, K);
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -155,7 +195,16 @@ void moe_combine_backward(Tensor& dys, Tensor& dweights, const Tensor& dout, con
                                 M, d.N, K, d.C);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(t, [&]<typename T>(T) {
+        cuda::moe_combine_backward(cuda::typed_data<T>(dys), dweights.f32(), cuda::typed_data<T>(dout),
+                                   cuda::typed_data<T>(ys), weights.f32(), order.data<int32_t>(), M, d.N, K, d.C,
+                                   cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

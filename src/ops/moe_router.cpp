@@ -1,11 +1,18 @@
-// The MoE router: shape, dtype and expert-index checks, then dispatch by device. No CUDA kernel yet:
-// the Device::cuda branches raise fail_no_cuda_kernel.
+// The MoE router: shape, dtype and expert-index checks, then dispatch by device. On the GPU the
+// forward and backward are kernels; the two scalar losses, wanted on the host, are summed there from
+// copies of the routing (N*(E+K+1) values).
 #include "ops/moe_router.h"
 
 #include <climits>
 
+#include "core/cuda/device.h"
 #include "ops/cpu/moe_router_cpu.h"
 #include "ops/op_checks.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include "ops/cuda/moe_cuda.h"
+#include "ops/cuda/storage_types.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -43,11 +50,12 @@ bool is_sigmoid(RouterScore kind) { return kind == RouterScore::sigmoid; }
 void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor& lse, const Tensor& logits,
                         const Tensor& bias, RouterScore kind) {
   const char* op = "moe_router_forward";
+  detail::check_float_dtype(op, "logits", logits);
   const Device device = detail::check_args(op, {{"experts", experts, DType::i32},
                                                 {"weights", weights},
                                                 {"scores", scores},
                                                 {"lse", lse},
-                                                {"logits", logits},
+                                                {"logits", logits, logits.dtype()},
                                                 {"bias", bias, DType::f32, /*optional=*/true}});
   const RouterDims d = router_dims(op, "logits", logits, experts);
   detail::check_shape(op, "weights", weights, {d.N, d.K});
@@ -62,7 +70,16 @@ void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor
                               bias.defined() ? bias.f32() : nullptr, is_sigmoid(kind), d.N, d.E, d.K);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      cuda::with_storage_type(logits.dtype(), [&]<typename T>(T) {
+        cuda::moe_router_forward(experts.data<int32_t>(), weights.f32(), scores.f32(), lse.f32(),
+                                 cuda::typed_data<T>(logits), bias.defined() ? bias.f32() : nullptr, is_sigmoid(kind),
+                                 d.N, d.E, d.K, cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 
@@ -71,33 +88,29 @@ RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, cons
   const Device device = detail::check_args(op, {{"experts", experts, DType::i32}, {"scores", scores}, {"lse", lse}});
   const RouterDims d = router_dims(op, "scores", scores, experts);
   detail::check_shape(op, "lse", lse, {d.N});
-  RouterLosses losses;
-  switch (device) {
-    case Device::cpu: {
-      check_expert_range(op, experts, d.E);
-      double values[2];
-      cpu::moe_router_losses(values, experts.data<int32_t>(), scores.f32(), lse.f32(), is_sigmoid(kind), d.N, d.E, d.K);
-      losses.aux = values[0];
-      losses.z = values[1];
-      return losses;
-    }
-    case Device::cuda:
-      detail::fail_no_cuda_kernel(op);
-  }
-  return losses;
+  // Summed on the host: a GPU's routing is copied over first.
+  const Tensor host_experts = device == Device::cpu ? experts : tensor_to(experts, Device::cpu);
+  const Tensor host_scores = device == Device::cpu ? scores : tensor_to(scores, Device::cpu);
+  const Tensor host_lse = device == Device::cpu ? lse : tensor_to(lse, Device::cpu);
+  check_expert_range(op, host_experts, d.E);
+  double values[2];
+  cpu::moe_router_losses(values, host_experts.data<int32_t>(), host_scores.f32(), host_lse.f32(), is_sigmoid(kind),
+                         d.N, d.E, d.K);
+  return RouterLosses{values[0], values[1]};
 }
 
 void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& experts, const Tensor& weights,
                          const Tensor& scores, const Tensor& lse, const Tensor& logits, RouterScore kind,
                          float aux_scale, float z_scale) {
   const char* op = "moe_router_backward";
-  const Device device = detail::check_args(op, {{"dlogits", dlogits},
+  detail::check_float_dtype(op, "logits", logits);
+  const Device device = detail::check_args(op, {{"dlogits", dlogits, logits.dtype()},
                                                 {"dweights", dweights},
                                                 {"experts", experts, DType::i32},
                                                 {"weights", weights},
                                                 {"scores", scores},
                                                 {"lse", lse},
-                                                {"logits", logits}});
+                                                {"logits", logits, logits.dtype()}});
   const RouterDims d = router_dims(op, "logits", logits, experts);
   detail::check_shape(op, "dlogits", dlogits, {d.N, d.E});
   detail::check_shape(op, "dweights", dweights, {d.N, d.K});
@@ -111,7 +124,17 @@ void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& 
                                lse.f32(), logits.f32(), is_sigmoid(kind), aux_scale, z_scale, d.N, d.E, d.K);
       return;
     case Device::cuda:
+#ifdef TESSERA_WITH_CUDA
+      // The experts come from moe_router_forward on the same device (ids in [0, E)).
+      cuda::with_storage_type(logits.dtype(), [&]<typename T>(T) {
+        cuda::moe_router_backward(cuda::typed_data<T>(dlogits), dweights.f32(), experts.data<int32_t>(),
+                                  weights.f32(), scores.f32(), lse.f32(), cuda::typed_data<T>(logits),
+                                  is_sigmoid(kind), aux_scale, z_scale, d.N, d.E, d.K, cuda_compute_stream());
+      });
+      return;
+#else
       detail::fail_no_cuda_kernel(op);
+#endif
   }
 }
 

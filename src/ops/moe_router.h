@@ -1,7 +1,8 @@
 // The Mixture-of-Experts router: per token, scores over E experts from its logits, the top-K
 // experts and their renormalised weights; the load-balancing (aux) and z losses; the backward of
 // the weights and both losses to the logits. Selection is piecewise constant and carries no
-// gradient. N tokens, E experts, K choices per token. All float tensors f32 (fp32 routing).
+// gradient. N tokens, E experts, K choices per token. logits and dlogits are in the activation
+// dtype (f32 anywhere, bf16 or f16 on the GPU); every other float tensor is f32 (fp32 routing).
 #pragma once
 
 #include "core/tensor.h"

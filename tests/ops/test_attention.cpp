@@ -295,21 +295,5 @@ TEST(Attention, RejectsBadKvHeadCounts) {
   EXPECT_THROW(attention_forward(out, kv_lse, qkv, 4, 2), Error);
 }
 
-TEST(Attention, CudaRefusesGroupedQuery) {
-  Tensor qkv;
-  try {
-    qkv = Tensor::zeros({1, 4, 16}, DType::f32, Device::cuda);
-  } catch (const Error&) {
-    GTEST_SKIP() << "no CUDA device";
-  }
-  Tensor out = Tensor::zeros({1, 4, 8}, DType::f32, Device::cuda);
-  Tensor lse = Tensor::zeros({1, 4, 4}, DType::f32, Device::cuda);
-  Tensor dqkv = Tensor::zeros({1, 4, 16}, DType::f32, Device::cuda);
-  const std::string forward = testing::error_of([&] { attention_forward(out, lse, qkv, 4, 2); });
-  EXPECT_TRUE(testing::contains(forward, "num_kv_heads = 2 < num_heads = 4) has no CUDA kernel yet")) << forward;
-  const std::string backward = testing::error_of([&] { attention_backward(dqkv, out, qkv, out, lse, 4, 2); });
-  EXPECT_TRUE(testing::contains(backward, "has no CUDA kernel yet; run on the CPU")) << backward;
-}
-
 }  // namespace
 }  // namespace tessera

@@ -311,11 +311,11 @@ TEST(MoeRouter, RejectsBadArguments) {
   const Tensor int_logits = Tensor::zeros({N, E}, DType::i32);
   expect_error_with(
       [&] { moe_router_forward(experts, weights, scores, lse, int_logits, Tensor(), RouterScore::softmax); },
-      {fwd, "logits must be f32"});
+      {fwd, "logits is i32", "in f32 on the CPU"});
   const Tensor bf16_logits = Tensor::zeros({N, E}, DType::bf16);
   expect_error_with(
       [&] { moe_router_forward(experts, weights, scores, lse, bf16_logits, Tensor(), RouterScore::softmax); },
-      {fwd, "logits must be f32"});
+      {fwd, "logits is bf16 on the CPU"});
   Tensor wrong_scores = Tensor::zeros({N, E + 1}), wrong_lse = Tensor::zeros({N + 1}),
          wrong_w = Tensor::zeros({N, K + 1});
   expect_error_with(

@@ -8,12 +8,15 @@
 //   dbias:    dbias (OC)  += sum_n dout[n,:]                 BGRADB epilogue of the dweight GEMM (column
 //                                                            sums where cuBLASLt lacks it)
 // Each problem's descriptors and algorithm are made once and cached (the heuristic sees each
-// pointer's real alignment, which is part of the key: parameter views sit at any offset).
+// pointer's real alignment, which is part of the key: parameter views sit at any offset), in a hash
+// map large enough for the experts' GEMMs, whose row counts change every step.
 #include <atomic>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <type_traits>
-#include <vector>
+#include <unordered_map>
 
 #include "core/cuda/device.h"
 #include "ops/cuda/column_sums.cuh"
@@ -24,7 +27,7 @@ namespace tessera::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // Hopper's split-K/stream-K kernels like 32 MiB+
-constexpr size_t kMaxPlans = 128;                     // GPT-2 needs ~12; a bound for shape-varying callers
+constexpr size_t kMaxPlans = 16384;                   // GPT-2 needs ~12; MoE's varying row counts many more
 constexpr int64_t kGeluAuxLdMultiple = 8;              // cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
 
 template <typename T>
@@ -91,6 +94,19 @@ struct LtProblem {
   bool operator==(const LtProblem&) const = default;
 };
 
+struct LtProblemHash {
+  size_t operator()(const LtProblem& p) const {
+    size_t h = 0;
+    auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    for (const int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.ldd, p.aux_ld}) mix(v);
+    for (const int64_t v : {int64_t(p.trans_a), int64_t(p.trans_b), int64_t(p.ab_type), int64_t(p.d_type),
+                            int64_t(p.epilogue), int64_t(p.align_a), int64_t(p.align_b), int64_t(p.align_d),
+                            int64_t(p.align_bias), int64_t(p.align_aux)})
+      mix(v);
+    return h;
+  }
+};
+
 // The pointers of one call. bias (m) in d_type is read by the BIAS epilogues; aux is written by
 // GELU_AUX (pre-GELU values) and read by DGELU.
 struct LtOperands {
@@ -119,13 +135,15 @@ struct LtPlan {
   }
 };
 
-// Plans oldest first; the mutex also covers setting a plan's pointers and queueing its matmul, so
-// two host threads never interleave on one descriptor. All matmuls run on the compute stream in
-// order, and cublasLtMatmul reads the descriptor when it queues, so re-pointing a plan for the
-// next call (or evicting it) never affects a queued one.
+// Plans by problem, and their problems oldest first (evicted first beyond kMaxPlans); the mutex also
+// covers setting a plan's pointers and queueing its matmul, so two host threads never interleave on
+// one descriptor. All matmuls run on the compute stream in order, and cublasLtMatmul reads the
+// descriptor when it queues, so re-pointing a plan for the next call (or evicting it) never affects a
+// queued one.
 struct LtPlanCache {
   std::mutex mutex;
-  std::vector<std::unique_ptr<LtPlan>> plans;
+  std::unordered_map<LtProblem, std::unique_ptr<LtPlan>, LtProblemHash> plans;
+  std::deque<LtProblem> age;
   int64_t hits = 0, misses = 0;
 };
 
@@ -201,17 +219,20 @@ void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream) {
   LtPlanCache& cache = plan_cache();
   const std::lock_guard<std::mutex> lock(cache.mutex);
   LtPlan* plan = nullptr;
-  for (const auto& candidate : cache.plans)
-    if (candidate->problem == p) plan = candidate.get();
-  if (plan != nullptr) {
+  if (const auto found = cache.plans.find(p); found != cache.plans.end()) {
     cache.hits++;
+    plan = found->second.get();
     set_pointers(*plan, ops);
   } else {
     cache.misses++;
     std::unique_ptr<LtPlan> made = make_plan(p, ops);  // throws before the cache changes
-    if (cache.plans.size() >= kMaxPlans) cache.plans.erase(cache.plans.begin());
-    cache.plans.push_back(std::move(made));
-    plan = cache.plans.back().get();
+    if (cache.plans.size() >= kMaxPlans) {
+      cache.plans.erase(cache.age.front());
+      cache.age.pop_front();
+    }
+    plan = made.get();
+    cache.plans.emplace(p, std::move(made));
+    cache.age.push_back(p);
   }
   const float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan->desc, &alpha, ops.A, plan->a, ops.B, plan->b, &ops.beta, ops.D,
