@@ -25,7 +25,7 @@ bool is_count(const nlohmann::json& v) {
   return v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX) : v.is_number_integer() && v.get<int64_t>() >= 0;
 }
 
-// One tensor of state.json's "tensors", with `where` ("state.json: 'tensors.wte.weight'") for errors.
+// One tensor of state.json's "tensors", with `where` ("... state.json: 'tensors' entry 'wte'") for errors.
 IndexedTensor parse_tensor(const nlohmann::json& entry, const std::string& where) {
   const auto fail = [&](const std::string& what, const nlohmann::json& got) {
     TS_FAIL(where, what, ", got ", json_excerpt(got), "; the index is damaged, restore it or resume from an older checkpoint");
@@ -33,17 +33,17 @@ IndexedTensor parse_tensor(const nlohmann::json& entry, const std::string& where
   if (!entry.is_object()) fail(" must be an object", entry);
   IndexedTensor t;
   const nlohmann::json& dtype = entry.contains("dtype") ? entry["dtype"] : nlohmann::json();
-  if (dtype != "F32") fail(".dtype' must be \"F32\"", dtype);
+  if (dtype != "F32") fail(" field 'dtype' must be \"F32\"", dtype);
   const nlohmann::json& shape = entry.contains("shape") ? entry["shape"] : nlohmann::json();
-  if (!shape.is_array() || shape.size() > 8) fail(".shape' must be an array of at most 8 sizes", shape);
+  if (!shape.is_array() || shape.size() > 8) fail(" field 'shape' must be an array of at most 8 sizes", shape);
   uint64_t numel = 1;
   for (const nlohmann::json& d : shape) {
     if (!is_count(d) || __builtin_mul_overflow(numel, d.get<uint64_t>(), &numel) || numel > uint64_t(INT64_MAX) / 4)
-      fail(".shape' must hold non-negative sizes of a tensor that fits in memory", shape);
+      fail(" field 'shape' must hold non-negative sizes of a tensor that fits in memory", shape);
     t.shape.push_back(d.get<int64_t>());
   }
   const nlohmann::json& slices = entry.contains("slices") ? entry["slices"] : nlohmann::json();
-  if (!slices.is_array()) fail(".slices' must be an array", slices);
+  if (!slices.is_array()) fail(" field 'slices' must be an array", slices);
   for (const nlohmann::json& s : slices) {
     const bool shaped = s.is_object() && s.contains("file") && s["file"].is_string() && s.contains("elements") &&
                         s["elements"].is_array() && s["elements"].size() == 2 && is_count(s["elements"][0]) &&
@@ -51,15 +51,15 @@ IndexedTensor parse_tensor(const nlohmann::json& entry, const std::string& where
                         s["bytes"].size() == 2 && is_count(s["bytes"][0]) && is_count(s["bytes"][1]) &&
                         s.contains("crc32") && s["crc32"].is_array();
     if (!shaped)
-      fail(".slices' entries must be {\"file\", \"elements\": [begin, end], \"bytes\": [begin, end], \"crc32\": [...]}", s);
+      fail(" field 'slices' entries must be {\"file\", \"elements\": [begin, end], \"bytes\": [begin, end], \"crc32\": [...]}", s);
     TensorSlice slice{s["file"].get<std::string>(), s["elements"][0].get<int64_t>(), s["elements"][1].get<int64_t>(),
                       s["bytes"][0].get<uint64_t>(), {}};
     if (slice.end < slice.begin || s["bytes"][1].get<uint64_t>() - slice.offset != slice.bytes())
-      fail(".slices' byte range must hold its elements as F32", s);
+      fail(" field 'slices': a byte range must hold its elements as F32", s);
     for (const nlohmann::json& crc : s["crc32"]) {
       uint32_t value = 0;
       if (!crc.is_string() || !parse_crc32_hex(crc.get_ref<const std::string&>(), value))
-        fail(".slices[].crc32' must hold CRC-32s of 8 lowercase hex digits", crc);
+        fail(" field 'slices': 'crc32' must hold CRC-32s of 8 lowercase hex digits", crc);
       slice.crcs.push_back(value);
     }
     t.slices.push_back(std::move(slice));
@@ -150,7 +150,7 @@ CheckpointIndex read_checkpoint_index(const fs::path& checkpoint, const nlohmann
            kCrcBlockBytes, ", got ", json_excerpt(block), "; the index is damaged or from a newer Tessera");
   TS_CHECK(tensors->is_object(), where, ": 'tensors' must be an object; the index is damaged");
   for (const auto& [name, entry] : tensors->items())
-    index[name] = parse_tensor(entry, where + ": 'tensors." + quoted_text(name, 80) + "'");
+    index[name] = parse_tensor(entry, where + ": 'tensors' entry " + quoted_text(name, 80));
   check_index(index, files, where);
   return index;
 }

@@ -48,7 +48,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
 
+  using Clock = std::chrono::steady_clock;
+  const auto choice_start = Clock::now();
   ResumePoint start = run_start_point(config_);
+  resume_times_.verify_s = std::chrono::duration<double>(Clock::now() - choice_start).count();
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
   resume_notice_ = start.notice;
   model_ = build_model(config_, tokenizer_.get(), checkpoint);
@@ -62,7 +65,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   // Weights load on the host; the model then moves to its device once. run_start_point chose the
   // checkpoint with its checksums verified.
   CheckpointState state;
+  const auto load_start = Clock::now();
   if (checkpoint) state = load_checkpoint(*checkpoint, *model_, /*checksums_verified=*/true);
+  resume_times_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
   model_->to(device_.device, compute_dtype_);
 
   data_parallel_ = std::make_unique<DataParallel>(
@@ -74,9 +79,11 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   checkpoint_saver_ = std::make_unique<CheckpointSaver>(config_, *data_parallel_, *model_, *optimizer_, tokenizer_.get());
   if (checkpoint) {
     // Each rank reads only its own share of the moments, whatever layout wrote them.
+    const auto moments_start = Clock::now();
     const OptimizerState moments =
         load_optimizer_state(*checkpoint, model_->layout(), optimizer_->segments(), /*checksums_verified=*/true);
     optimizer_->import_state(moments.m, moments.v);
+    resume_times_.load_s += std::chrono::duration<double>(Clock::now() - moments_start).count();
     optimizer_->set_steps_taken(state.optimizer_steps);
     start_step_ = state.step;
     next_batch_ = state.next_batch;
@@ -305,6 +312,10 @@ TrainResult Trainer::run() {
       if (bad_steps_.total_skipped() > 0) line["bad_steps"] = bad_steps_.total_skipped();
       if (checkpoint_stall_s_ >= 0) line["checkpoint_stall_s"] = checkpoint_stall_s_;  // the previous step's save
       checkpoint_stall_s_ = -1;
+      if (step == start_step_ + 1 && start_step_ > 0) {  // the resumed checkpoint's CRC pass and read
+        line["checkpoint_verify_s"] = resume_times_.verify_s;
+        line["checkpoint_load_s"] = resume_times_.load_s;
+      }
       if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
       if (model_->config().moe.enabled()) add_moe_metrics(line);
       metrics->write(line);

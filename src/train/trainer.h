@@ -83,6 +83,11 @@ class Trainer {
   BadStepGuard bad_steps_;
   std::string skip_reason_;  // why the last step was skipped
   FaultHook fault_hook_;
+  struct ResumeTimes {
+    double verify_s = 0;  // --resume's choice: every file's CRC-32
+    double load_s = 0;    // reading the weights and this rank's moments
+  };
+  ResumeTimes resume_times_;  // reported on a resumed run's first metrics line
   double checkpoint_stall_s_ = -1;  // the last save's stall, reported on the next metrics line (-1: none)
   double comm_wait_s_ = 0;  // exposed communication of the last step
   const StopSignals* stop_signals_ = nullptr;  // run()'s handlers, while it runs
