@@ -285,7 +285,11 @@ std::vector<BadInput> checkpoint_cases() {
        kShard + "' is corrupt: its CRC-32"},
       {"checkpoint", "IndexWithAGapBetweenSlices",
        [](auto d) {
-         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["tensors"]["m.wte"]["slices"][0]["elements"][0] = 1; });
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) {
+           nlohmann::json& slice = j["tensors"]["m.wte"]["slices"][0];
+           slice["elements"][0] = 1;
+           slice["bytes"][0] = slice["bytes"][0].get<uint64_t>() + 4;
+         });
          return generate(ckpt(d, 2));
        },
        "'m.wte' slice [1, "},
