@@ -7,9 +7,11 @@
 # CRC-32 pass over every file) and checkpoint_load_s (the weights and the rank's moments, read by
 # byte range), with the page cache dropped first where the machine allows it. Beside them, the
 # disk's own sequential write speed: dd of 1 GiB with conv=fsync, in the same run.
-# Usage: bench/checkpoint_save.sh [steps-per-run=2]   (writes bench/results/cpu-checkpoint-save-<date>.txt)
+# Usage: [TESSERA=build/tessera] [BENCH_DIR=.] bench/checkpoint_save.sh
+#   (writes bench/results/cpu-checkpoint-save-<date>.txt; BENCH_DIR: where the checkpoints are written)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tessera=${TESSERA:-build/tessera}
 work=$(mktemp -d -p "${BENCH_DIR:-$PWD}" .bench-checkpoint.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
@@ -29,7 +31,7 @@ train() {  # ranks out-dir flags...
   local ranks=$1 dir=$2; shift 2
   local launch=()
   ((ranks > 1)) && launch=(mpirun --oversubscribe --allow-run-as-root -np "$ranks")
-  "${launch[@]}" build/tessera train --quiet --device cpu --model gpt2-124m --train-data "$work/train.bin" \
+  "${launch[@]}" "$tessera" train --quiet --device cpu --model gpt2-124m --train-data "$work/train.bin" \
     --batch-size 4 --micro-batch-size $((4 / ranks)) --seq-len 64 --lr 1e-4 --dp "$ranks" --zero 1 \
     --checkpoint-every 1 --out-dir "$dir" "$@" > /dev/null
 }
@@ -39,8 +41,9 @@ measure() {  # name ranks: a save after step 1 (its stall is on step 2's line), 
   local cache; cache=$(drop_caches)
   train "$ranks" "$work/$name" --steps 3 --resume
   local bytes; bytes=$(du -cb "$work/$name/ckpt-00000001"/*.safetensors | tail -1 | cut -f1)
-  echo "$name $ranks $bytes $cache $work/$name/metrics.jsonl"
-  rm -rf "$work/$name"
+  mv "$work/$name/metrics.jsonl" "$work/$name.jsonl"
+  rm -rf "${work:?}/$name"
+  echo "$name $ranks $bytes $cache $work/$name.jsonl"
 }
 dd_line=$(dd if=/dev/zero of="$work/dd" bs=1M count=1024 conv=fsync 2>&1 | tail -1); rm -f "$work/dd"
 runs=$(measure parallel_4_ranks 4; measure one_writer 1)
@@ -52,7 +55,7 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 dirty = "+" if subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode else ""
 lines = [f"# Checkpoint save/load throughput, GPT-2 124M on the CPU (bench/checkpoint_save.sh)",
-         f"# date: {stamp}; machine: {cpu}, {subprocess.check_output(['nproc']).decode().strip()} cores, "
+         f"# date: {stamp}; machine: {cpu}, {subprocess.check_output(['nproc', '--all']).decode().strip()} cores, "
          f"{subprocess.check_output(['df', '-h', '--output=source,fstype', '.']).decode().split()[-2:]}",
          f"# commit: {commit}{dirty}",
          "# command: bench/checkpoint_save.sh (train --model gpt2-124m --batch-size 4 --seq-len 64 --zero 1 "
