@@ -2,9 +2,9 @@
 // with the key and (shortened, escaped) value.
 #include "checkpoint/checkpoint_state.h"
 
-#include <algorithm>
 #include <cmath>
 
+#include "checkpoint/checkpoint_index.h"
 #include "checkpoint/model_config_json.h"
 #include "core/error.h"
 #include "core/user_text.h"
@@ -73,14 +73,14 @@ std::map<std::string, FileDigest> state_files(const nlohmann::json& state, const
   if (it == state.end()) return files;
   TS_CHECK(it->is_object(), "checkpoint ", state_path(checkpoint), ": 'files' must be an object");
   for (const auto& [name, entry] : it->items()) {
-    TS_CHECK(name == kModelFile || name == kOptimizerFile || name == kTokenizerFile, "checkpoint ",
+    TS_CHECK(name == kModelFile || name == kOptimizerFile || name == kTokenizerFile || is_shard_file_name(name),
+             "checkpoint ",
              state_path(checkpoint), ": 'files' names ", quoted_text(name, 60), ", which is not a checkpoint file");
     const nlohmann::json* bytes = entry.is_object() && entry.contains("bytes") ? &entry["bytes"] : nullptr;
     const nlohmann::json* crc = entry.is_object() && entry.contains("crc32") ? &entry["crc32"] : nullptr;
+    uint32_t crc_value = 0;
     const bool valid = bytes && is_non_negative_integer(*bytes) && crc && crc->is_string() &&
-                       crc->get_ref<const std::string&>().size() == 8 &&
-                       std::all_of(crc->get_ref<const std::string&>().begin(), crc->get_ref<const std::string&>().end(),
-                                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+                       parse_crc32_hex(crc->get_ref<const std::string&>(), crc_value);
     TS_CHECK(valid, "checkpoint ", state_path(checkpoint), ": 'files.", name,
              "' must be {\"bytes\": <size>, \"crc32\": \"<8 hex digits>\"}, got ", json_excerpt(entry));
     files[name] = FileDigest{bytes->get<uint64_t>(), crc->get<std::string>()};

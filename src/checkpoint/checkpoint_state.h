@@ -1,6 +1,6 @@
 // state.json of a training checkpoint, read field by field: every count is a non-negative integer,
-// the model shape positive integers, the file table names only the checkpoint's own files with a
-// size and an 8-hex-digit CRC-32. Each error is one line naming state.json, the key and the value.
+// the model shape positive integers, the file table names only the checkpoint's own files (shard
+// files included) with a size and an 8-hex-digit CRC-32. Each error is one line naming state.json, the key and the value.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +15,9 @@
 
 namespace tessera {
 
-// The files a checkpoint may hold besides state.json.
+// The files a checkpoint may hold besides state.json and its shard files (checkpoint_index.h).
 inline constexpr const char* kModelFile = "model.safetensors";
-inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
+inline constexpr const char* kOptimizerFile = "optimizer.safetensors";  // the first format's moments
 inline constexpr const char* kTokenizerFile = "tokenizer.json";
 
 // checkpoint/state.json parsed (a bounded regular file holding a JSON object).

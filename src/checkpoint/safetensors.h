@@ -42,6 +42,9 @@ class SafetensorsFile {
   // Every tensor, sorted by name.
   const std::vector<SafetensorsInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // The 8-byte length and the JSON header: every byte before the data section, where a tensor's
+  // begin/end count from.
+  std::span<const std::byte> header() const { return {map_, size_t(data_ - map_)}; }
 
   bool contains(const std::string& name) const;
   // Throws naming the file and the tensor when it is absent.

@@ -1,11 +1,15 @@
-// Checkpoint save/load with an atomic commit: temp folder -> fsync -> rename -> repoint ckpt-latest
-// -> prune; load verifies checksums, shapes and finiteness before copying a value into the model.
+// Checkpoint save in two phases (every rank writes its part; one rank indexes and commits: temp
+// folder -> fsync -> rename -> repoint ckpt-latest -> prune) and load through the index, which
+// verifies checksums, shapes and finiteness before copying a value into the model or optimizer.
 #include "checkpoint/train_checkpoint.h"
 
+#include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/checkpoint_index.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_state.h"
 #include "checkpoint/model_config_json.h"
 #include "checkpoint/run_folder.h"
@@ -21,61 +25,125 @@ namespace tessera {
 namespace fs = std::filesystem;
 namespace {
 
-std::vector<SafetensorsEntry> entries_of(const NamedTensors& tensors, const std::string& prefix) {
+fs::path temp_dir_of(const fs::path& out_dir, int64_t step) {
+  const std::string name = checkpoint_dir_name(step);
+  return out_dir / ("." + name + ".tmp");
+}
+
+// The parameter whose elements include flat offset `offset`.
+const ParamSpec& spec_at(const ParameterLayout& layout, int64_t offset) {
+  const std::vector<ParamSpec>& specs = layout.specs();
+  auto it = std::upper_bound(specs.begin(), specs.end(), offset,
+                             [](int64_t o, const ParamSpec& spec) { return o < spec.offset; });
+  TS_CHECK(it != specs.begin() && offset < std::prev(it)->offset + std::prev(it)->numel(), "offset ", offset,
+           " lies outside the parameters");
+  return *std::prev(it);
+}
+
+// The moments of `optimizer`'s segments as slices "m.<name>[begin:end]" and "v.<name>[begin:end]".
+std::vector<SafetensorsEntry> moment_entries(const ParameterLayout& layout, const OptimizerState& optimizer) {
   std::vector<SafetensorsEntry> entries;
-  for (const NamedTensor& t : tensors)
-    entries.push_back({prefix + t.name, DType::f32, t.tensor.shape(), t.tensor.data<float>()});
+  for (const AdamWSegment& s : optimizer.segments) {
+    const ParamSpec& spec = spec_at(layout, s.param_offset);
+    const int64_t begin = s.param_offset - spec.offset, end = begin + s.length;
+    for (const auto& [prefix, moment] : {std::pair{"m.", &optimizer.m}, {"v.", &optimizer.v}})
+      entries.push_back({slice_name(prefix + spec.name, begin, end), DType::f32, {s.length},
+                         moment->data<float>() + s.state_offset});
+  }
   return entries;
 }
 
-// The file must hold exactly `expected` tensors, so none is left over (a state describing fewer
-// layers than the file holds would otherwise drop some silently).
-void check_tensor_count(const SafetensorsFile& file, size_t expected) {
-  TS_CHECK(file.tensors().size() == expected, "checkpoint file ", quoted_text(file.path().string()), " holds ",
-           file.tensors().size(), " tensors, the model described by state.json has ", expected,
-           "; the files do not belong together");
+// Commits temp_dir as out_dir/ckpt-<step>: the folder appears under its final name, then ckpt-latest
+// moves to it, then old checkpoints beyond the newest few go. Until the rename of ckpt-latest, the old
+// one is live.
+fs::path publish(const fs::path& out_dir, const fs::path& temp_dir, int64_t step, Retention retention) {
+  const std::string name = checkpoint_dir_name(step);
+  const fs::path final_dir = out_dir / name, replaced = out_dir / ("." + name + ".old");
+  fs::remove_all(replaced);
+  if (fs::exists(final_dir)) fs::rename(final_dir, replaced);
+  fs::rename(temp_dir, final_dir);
+  const fs::path link_temp = out_dir / ".ckpt-latest.tmp";
+  fs::remove(link_temp);
+  fs::create_directory_symlink(name, link_temp);
+  fs::rename(link_temp, out_dir / kLatestCheckpoint);
+  fsync_directory(out_dir);
+  fs::remove_all(replaced);
+  prune_checkpoints(out_dir, step, retention);
+  return final_dir;
 }
 
-// Copies tensor `name` into `tensor` after checking its shape and that every value is finite
-// (and, for Adam's second moment, non-negative).
-void read_into(const SafetensorsFile& file, const std::string& name, Tensor& tensor, bool non_negative = false) {
-  const SafetensorsInfo& info = file.info(name);
-  TS_CHECK(info.shape == tensor.shape(), "checkpoint file ", quoted_text(file.path().string()), ": tensor '", name,
-           "' has shape ", shape_string(info.shape), ", the model needs ", shape_string(tensor.shape()));
-  std::vector<float> values = file.read_f32(name);
-  for (size_t i = 0; i < values.size(); ++i)
-    TS_CHECK(std::isfinite(values[i]) && !(non_negative && values[i] < 0), "checkpoint file ",
-             quoted_text(file.path().string()), ": tensor '", name, "' holds ", values[i], " at element ", i,
-             "; the file is corrupt, restore it or resume from an older checkpoint");
-  std::copy(values.begin(), values.end(), tensor.f32());
+fs::path commit(const fs::path& out_dir, const ModelConfig& config, const CheckpointState& state, int shards,
+                Retention retention) {
+  const fs::path temp_dir = temp_dir_of(out_dir, state.step);
+  std::map<std::string, FileDigest> files;
+  CheckpointIndex index;
+  files[kModelFile] = index_written_file(temp_dir, kModelFile, index);
+  for (int r = 0; r < shards; ++r) files[shard_file_name(r, shards)] = index_written_file(temp_dir, shard_file_name(r, shards), index);
+  if (fs::exists(temp_dir / kTokenizerFile)) files[kTokenizerFile] = file_digest(temp_dir / kTokenizerFile, "checkpoint file");
+  // The moments' slices came without a shape: each is its parameter's.
+  const ParameterLayout layout = decoder_layout(config);
+  for (auto& [name, t] : index)
+    if (t.shape.empty() && (name.starts_with("m.") || name.starts_with("v.")))
+      t.shape = layout.find(name.substr(2)).shape;
+  const std::string context = "saving " + quoted_text(temp_dir.string());
+  TS_CHECK(index.size() == layout.specs().size() * (shards > 0 ? 3 : 1), context, ": the ranks' files hold ",
+           index.size(), " tensors, the model has ", layout.specs().size(), " parameters");
+  check_index(index, files, context);
+  // Files of an abandoned save of this step (another world size, a temporary file) are not part of it.
+  for (const fs::directory_entry& e : fs::directory_iterator(temp_dir))
+    if (!files.contains(e.path().filename().string())) fs::remove_all(e.path());
+
+  const std::string run_config = state.run_config.dump();
+  nlohmann::json j = {{"format", 2},
+                      {"step", state.step},
+                      {"next_batch", state.next_batch},
+                      {"seed", state.seed},
+                      {"optimizer_steps", state.optimizer_steps},
+                      {"model", model_config_to_json(config)},
+                      {"layout", {{"world_size", state.layout.world_size}, {"dp", state.layout.dp}, {"zero", state.layout.zero}}},
+                      {"run_config", state.run_config},
+                      {"config_hash", crc32_hex(crc32_of(run_config.data(), run_config.size()))},
+                      {"files", files_json(files)},
+                      {"crc_block_bytes", kCrcBlockBytes},
+                      {"tensors", index_json(index)}};
+  if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
+  write_file_atomic(temp_dir / "state.json", j.dump(1) + "\n");
+  fsync_directory(temp_dir);
+  return publish(out_dir, temp_dir, state.step, retention);
 }
 
-// Compares the size and (when `checksums`) CRC-32 of each named file with those state.json records.
-void verify_files(const fs::path& checkpoint, const std::map<std::string, FileDigest>& recorded,
-                  const std::vector<std::string>& names, bool checksums) {
-  for (const std::string& name : names) {
-    const fs::path file = checkpoint / name;
-    auto it = recorded.find(name);
-    if (it == recorded.end()) {
-      TS_CHECK(recorded.empty(), "checkpoint ", quoted_text(checkpoint.string()), ": state.json records no checksum for ",
-               name, "; the checkpoint is incomplete");
-      continue;  // written before checksums were recorded
-    }
-    std::error_code ec;
-    const uint64_t bytes = fs::file_size(file, ec);
-    TS_CHECK(!ec, "checkpoint file ", quoted_text(file.string()), " is missing (", ec.message(),
-             "); the checkpoint is incomplete");
-    TS_CHECK(bytes == it->second.bytes, "checkpoint file ", quoted_text(file.string()), " holds ", bytes,
-             " bytes, state.json records ", it->second.bytes, "; the file is truncated or replaced");
-    if (!checksums) continue;
-    const FileDigest digest = file_digest(file, "checkpoint file");
-    TS_CHECK(digest.crc32 == it->second.crc32, "checkpoint file ", quoted_text(file.string()), " is corrupt: its CRC-32 ",
-             digest.crc32, " differs from the ", it->second.crc32,
-             " recorded in state.json; restore it, or delete this checkpoint to resume from an older one");
+// A folder operation (create, rename, link, remove) failed: one line naming it and the way out.
+template <typename F>
+auto saving(const fs::path& out_dir, int64_t step, F&& f) {
+  try {
+    return f();
+  } catch (const fs::filesystem_error& e) {
+    TS_FAIL("saving checkpoint ", checkpoint_dir_name(step), " in ", quoted_text(out_dir.string()), ": ",
+            e.code().message(), " on ", quoted_text(e.path1().string()),
+            "; free space or fix the folder's permissions, then resume from the newest complete checkpoint");
   }
 }
 
-// The highest layer index + 1 among names "h.<index>.*".
+// state.json, its files table and its index, read once for a load.
+struct OpenedCheckpoint {
+  nlohmann::json state;
+  std::map<std::string, FileDigest> files;
+  CheckpointIndex index;
+};
+
+// A first-format checkpoint's `file` is verified against its CRC-32 before use, unless the caller just
+// did; the sharded format's blocks are verified as they are read.
+OpenedCheckpoint open_checkpoint(const fs::path& checkpoint, const char* file, bool checksums_verified) {
+  OpenedCheckpoint c;
+  c.state = read_state_json(checkpoint);
+  c.files = state_files(c.state, checkpoint);
+  c.index = read_checkpoint_index(checkpoint, c.state, c.files);
+  auto recorded = c.files.find(file);
+  if (!checksums_verified && !c.state.contains("tensors") && recorded != c.files.end())
+    verify_checkpoint_file(checkpoint, file, recorded->second, /*checksum=*/true);
+  return c;
+}
+
 // The number of transformer blocks a weights file holds: one past the largest N of its "h.N." (GPT-2)
 // or "layers.N." (Llama, MoE) tensor names.
 int64_t layers_in(const SafetensorsFile& file) {
@@ -93,54 +161,6 @@ int64_t layers_in(const SafetensorsFile& file) {
   return layers;
 }
 
-fs::path write_checkpoint(const fs::path& out_dir, const ModelSnapshot& model, const OptimizerState* optimizer,
-                          const CheckpointState& state, const fs::path& tokenizer_json, Retention retention) {
-  create_folder(out_dir, "checkpoint folder");
-  const std::string name = checkpoint_dir_name(state.step);
-  const fs::path final_dir = out_dir / name;
-  const fs::path temp_dir = out_dir / ("." + name + ".tmp");
-  fs::remove_all(temp_dir);
-  fs::create_directories(temp_dir);
-
-  write_safetensors(temp_dir / kModelFile, entries_of(model.layout.views(model.params), ""), {{"format", "pt"}});
-  if (optimizer) {
-    std::vector<SafetensorsEntry> moments = entries_of(model.layout.views(optimizer->m), "m.");
-    std::vector<SafetensorsEntry> second = entries_of(model.layout.views(optimizer->v), "v.");
-    moments.insert(moments.end(), second.begin(), second.end());
-    write_safetensors(temp_dir / kOptimizerFile, moments);
-  }
-  if (!tokenizer_json.empty() && fs::exists(tokenizer_json))
-    write_file_atomic(temp_dir / kTokenizerFile, read_whole_file(tokenizer_json, "tokenizer", kMaxTokenizerFileBytes));
-  std::map<std::string, FileDigest> files;
-  for (const char* file : {kModelFile, kOptimizerFile, kTokenizerFile})
-    if (fs::exists(temp_dir / file)) files[file] = file_digest(temp_dir / file, "checkpoint file");
-  nlohmann::json j = {{"step", state.step},
-                      {"next_batch", state.next_batch},
-                      {"seed", state.seed},
-                      {"optimizer_steps", optimizer ? optimizer->steps : 0},
-                      {"model", model_config_to_json(model.config)},
-                      {"files", files_json(files)},
-                      {"run_config", state.run_config}};
-  if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
-  write_file_atomic(temp_dir / "state.json", j.dump(2) + "\n");
-  fsync_directory(temp_dir);
-
-  // Commit: the new folder appears under its final name, then ckpt-latest moves to it, then old
-  // checkpoints beyond the newest few go. Until the rename of ckpt-latest, the old one is live.
-  const fs::path replaced = out_dir / ("." + name + ".old");
-  fs::remove_all(replaced);
-  if (fs::exists(final_dir)) fs::rename(final_dir, replaced);
-  fs::rename(temp_dir, final_dir);
-  const fs::path link_temp = out_dir / ".ckpt-latest.tmp";
-  fs::remove(link_temp);
-  fs::create_directory_symlink(name, link_temp);
-  fs::rename(link_temp, out_dir / kLatestCheckpoint);
-  fsync_directory(out_dir);
-  fs::remove_all(replaced);
-  prune_checkpoints(out_dir, state.step, retention);
-  return final_dir;
-}
-
 }  // namespace
 
 ModelSnapshot snapshot_of(const Decoder& model) {
@@ -149,22 +169,38 @@ ModelSnapshot snapshot_of(const Decoder& model) {
   return ModelSnapshot{model.config(), model.layout(), params};
 }
 
+void write_checkpoint_part(const fs::path& out_dir, int64_t step, const CheckpointPart& part) {
+  saving(out_dir, step, [&] {
+    create_folder(out_dir, "checkpoint folder");
+    const fs::path temp_dir = temp_dir_of(out_dir, step);
+    fs::create_directories(temp_dir);
+    if (part.model) {
+      std::vector<SafetensorsEntry> weights;
+      for (const NamedTensor& t : part.model->layout.views(part.model->params))
+        weights.push_back({t.name, DType::f32, t.tensor.shape(), t.tensor.data<float>()});
+      write_checkpoint_file(temp_dir / kModelFile, weights, {{"format", "pt"}});
+    }
+    if (part.optimizer)
+      write_checkpoint_file(temp_dir / shard_file_name(part.rank, part.ranks),
+                            moment_entries(*part.layout, *part.optimizer));
+    if (!part.tokenizer_json.empty() && fs::exists(part.tokenizer_json))
+      write_file_atomic(temp_dir / kTokenizerFile,
+                        read_whole_file(part.tokenizer_json, "tokenizer", kMaxTokenizerFileBytes));
+    return 0;
+  });
+}
+
+fs::path commit_checkpoint(const fs::path& out_dir, const ModelConfig& config, const CheckpointState& state, int shards,
+                           Retention retention) {
+  return saving(out_dir, state.step, [&] { return commit(out_dir, config, state, shards, retention); });
+}
+
 fs::path save_checkpoint(const fs::path& out_dir, const Decoder& model, const OptimizerState* optimizer,
                          const CheckpointState& state, const fs::path& tokenizer_json, Retention retention) {
   // Staged through the host for a GPU model; the CPU model's own buffer otherwise.
   const ModelSnapshot view{model.config(), model.layout(), tensor_to(model.params(), Device::cpu)};
-  return save_checkpoint(out_dir, view, optimizer, state, tokenizer_json, retention);
-}
-
-fs::path save_checkpoint(const fs::path& out_dir, const ModelSnapshot& model, const OptimizerState* optimizer,
-                         const CheckpointState& state, const fs::path& tokenizer_json, Retention retention) {
-  try {
-    return write_checkpoint(out_dir, model, optimizer, state, tokenizer_json, retention);
-  } catch (const fs::filesystem_error& e) {  // a folder operation (create, rename, link, remove) failed
-    TS_FAIL("saving checkpoint ", checkpoint_dir_name(state.step), " in ", quoted_text(out_dir.string()), ": ",
-            e.code().message(), " on ", quoted_text(e.path1().string()),
-            "; free space or fix the folder's permissions, then resume from the newest complete checkpoint");
-  }
+  write_checkpoint_part(out_dir, state.step, CheckpointPart{0, 1, &model.layout(), &view, optimizer, tokenizer_json});
+  return commit_checkpoint(out_dir, model.config(), state, optimizer ? 1 : 0, retention);
 }
 
 std::optional<fs::path> find_checkpoint(const fs::path& path) {
@@ -184,9 +220,8 @@ void check_checkpoint_complete(const fs::path& checkpoint, bool checksums) {
     std::error_code ec;
     TS_CHECK(fs::exists(checkpoint / kModelFile, ec), "no ", kModelFile);
     const std::map<std::string, FileDigest> files = state_files(j, checkpoint);
-    std::vector<std::string> names{kModelFile};
-    for (const auto& [name, digest] : files) names.push_back(name);
-    verify_files(checkpoint, files, names, checksums);
+    read_checkpoint_index(checkpoint, j, files);
+    for (const auto& [file, digest] : files) verify_checkpoint_file(checkpoint, file, digest, checksums);
   } catch (const Error& e) {
     TS_FAIL(name, " is incomplete or damaged (", e.what(), ")");
   }
@@ -221,38 +256,61 @@ ModelConfig read_checkpoint_model_config(const fs::path& checkpoint) {
   return c;
 }
 
-CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, OptimizerState* optimizer,
-                                bool checksums_verified) {
+CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, bool checksums_verified) {
   TS_CHECK(model.device() == Device::cpu, "load_checkpoint: load into the model while it is on the CPU, then move it");
-  nlohmann::json j = read_state_json(checkpoint);
+  const OpenedCheckpoint c = open_checkpoint(checkpoint, kModelFile, checksums_verified);
   CheckpointState state;
-  state.step = state_count(j, "step", checkpoint);
-  state.next_batch = state_count(j, "next_batch", checkpoint);
-  state.seed = state_seed(j, checkpoint);
-  state.run_config = j.value("run_config", nlohmann::json::object());
-  state.loss_scale = state_loss_scale(j, checkpoint);
-  const ModelConfig recorded = state_model_config(j, checkpoint);
-  const ModelConfig& into = model.config();
-  TS_CHECK(recorded == into, "checkpoint ", quoted_text(checkpoint.string()), ": its model shape differs from the model it is loaded into");
-  const std::map<std::string, FileDigest> files = state_files(j, checkpoint);
-  std::vector<std::string> needed{kModelFile};
-  if (optimizer) needed.push_back(kOptimizerFile);
-  if (!checksums_verified) verify_files(checkpoint, files, needed, true);
+  state.step = state_count(c.state, "step", checkpoint);
+  state.next_batch = state_count(c.state, "next_batch", checkpoint);
+  state.seed = state_seed(c.state, checkpoint);
+  state.run_config = c.state.value("run_config", nlohmann::json::object());
+  state.loss_scale = state_loss_scale(c.state, checkpoint);
+  state.optimizer_steps =
+      c.state.contains("optimizer_steps") ? state_count(c.state, "optimizer_steps", checkpoint) : state.step;
+  const ModelConfig recorded = state_model_config(c.state, checkpoint);
+  TS_CHECK(recorded == model.config(), "checkpoint ", quoted_text(checkpoint.string()),
+           ": its model shape differs from the model it is loaded into");
+  // The weights must be exactly the model's parameters, none left over (a state describing fewer
+  // layers than the files hold would otherwise drop some silently).
+  const size_t weights = size_t(std::count_if(c.index.begin(), c.index.end(), [](const auto& t) {
+    return !t.first.starts_with("m.") && !t.first.starts_with("v.");
+  }));
+  TS_CHECK(weights == model.layout().specs().size(), "checkpoint ", quoted_text(checkpoint.string()), " holds ", weights,
+           " weight tensors, the model described by state.json has ", model.layout().specs().size(),
+           "; the files do not belong together");
+  CheckpointReader reader(checkpoint, c.index, c.files);
+  for (NamedTensor& p : model.named_params()) {
+    auto stored = c.index.find(p.name);
+    TS_CHECK(stored != c.index.end() && stored->second.shape == p.tensor.shape(), "checkpoint ",
+             quoted_text(checkpoint.string()), ": tensor '", p.name, "' has shape ",
+             stored == c.index.end() ? "(absent)" : shape_string(stored->second.shape), ", the model needs ",
+             shape_string(p.tensor.shape()), "; the files do not belong together");
+    reader.read(p.name, 0, p.tensor.numel(), p.tensor.f32());
+  }
+  return state;
+}
 
-  const size_t params = model.layout().specs().size();
-  SafetensorsFile weights(checkpoint / kModelFile);
-  check_tensor_count(weights, params);
-  for (NamedTensor& p : model.named_params()) read_into(weights, p.name, p.tensor);
-  if (optimizer) {
-    SafetensorsFile moments(checkpoint / kOptimizerFile);
-    check_tensor_count(moments, 2 * params);
-    optimizer->m = Tensor::zeros({model.layout().total()});
-    optimizer->v = Tensor::zeros({model.layout().total()});
-    NamedTensors m = model.layout().views(optimizer->m);
-    NamedTensors v = model.layout().views(optimizer->v);
-    for (NamedTensor& t : m) read_into(moments, "m." + t.name, t.tensor);
-    for (NamedTensor& t : v) read_into(moments, "v." + t.name, t.tensor, /*non_negative=*/true);
-    optimizer->steps = j.contains("optimizer_steps") ? state_count(j, "optimizer_steps", checkpoint) : state.step;
+OptimizerState load_optimizer_state(const fs::path& checkpoint, const ParameterLayout& layout,
+                                    std::vector<AdamWSegment> segments, bool checksums_verified) {
+  const OpenedCheckpoint c = open_checkpoint(checkpoint, kOptimizerFile, checksums_verified);
+  int64_t size = 0;
+  for (const AdamWSegment& s : segments) size = std::max(size, s.state_offset + s.length);
+  OptimizerState state{std::move(segments), Tensor::zeros({size}), Tensor::zeros({size})};
+  CheckpointReader reader(checkpoint, c.index, c.files);
+  for (const AdamWSegment& s : state.segments) {
+    const ParamSpec& spec = spec_at(layout, s.param_offset);
+    for (const char* prefix : {"m.", "v."}) {
+      auto stored = c.index.find(prefix + spec.name);
+      TS_CHECK(stored != c.index.end(), "checkpoint ", quoted_text(checkpoint.string()),
+               " holds no optimizer state (no '", prefix, spec.name,
+               "'); it holds weights only: start a new run from it with --init-from after convert --to-hf");
+      TS_CHECK(stored->second.shape == spec.shape, "checkpoint ", quoted_text(checkpoint.string()), ": tensor '",
+               prefix, spec.name, "' has shape ", shape_string(stored->second.shape), ", the model needs ",
+               shape_string(spec.shape), "; the files do not belong together");
+      Tensor& moment = prefix[0] == 'm' ? state.m : state.v;
+      reader.read(prefix + spec.name, s.param_offset - spec.offset, s.param_offset - spec.offset + s.length,
+                  moment.f32() + s.state_offset, /*non_negative=*/prefix[0] == 'v');
+    }
   }
   return state;
 }

@@ -1,12 +1,18 @@
-// Single-process training checkpoints: <out_dir>/ckpt-<step>/ holding model.safetensors (the
-// parameters), optimizer.safetensors (Adam moments), state.json (step, data position, seed, model
-// config, and the size and CRC-32 of every other file) and, when the run has one, tokenizer.json.
-// A checkpoint is written under a temporary name, synced, renamed, and only then does
-// <out_dir>/ckpt-latest point at it (DESIGN.md invariant 4); older checkpoints beyond the newest
-// few are removed after that, so a crash at any moment leaves a loadable one.
-// Loading trusts nothing: state.json's fields are range-checked, its model shape is checked against
-// the tensors before anything is allocated, every file's checksum is verified, and a non-finite
-// weight or moment is refused, all before a value reaches the model.
+// Training checkpoints: <out_dir>/ckpt-<step>/ holding model.safetensors (every weight, whole, under
+// the model's parameter names: what Hugging Face tooling and `tessera generate` read), one
+// shard-<r>-of-<n>.safetensors per data-parallel rank (the slices of AdamW's moments that rank owns:
+// its ZeRO shard, or under ZeRO 0 the r-th of n contiguous ranges), state.json (the training state,
+// the layout it was written with, the size and CRC-32 of every file, and the index of every tensor's
+// slices, see checkpoint_index.h) and, when the run has one, tokenizer.json.
+// Every rank writes its part into one temporary folder in parallel; after all have synced, one rank
+// writes state.json, syncs the folder, renames it, and only then does <out_dir>/ckpt-latest point at
+// it (DESIGN.md invariant 4); older checkpoints beyond the newest few are removed after that, so a
+// crash at any moment leaves a loadable one. Checkpoints of the first format (whole tensors in
+// model.safetensors and optimizer.safetensors) still load.
+// Loading trusts nothing: state.json's fields and index are range-checked, its model shape is
+// checked against the tensors before anything is allocated, every byte read is checked against its
+// CRC-32, and a non-finite weight or moment is refused, all before a value reaches the model. A rank
+// reads only the byte ranges of its own share of the moments, whatever layout wrote them.
 #pragma once
 
 #include <filesystem>
@@ -16,21 +22,30 @@
 
 #include "checkpoint/run_folder.h"
 #include "nn/decoder.h"
+#include "ops/adamw.h"
 
 namespace tessera {
 
-// AdamW's moments in the parameters' layout (full size, even when training shards them).
+// AdamW's moments for `segments` of the parameters: state elements [state_offset, +length) of m and v
+// belong to parameter elements [param_offset, +length). One rank's share, or all of them.
 struct OptimizerState {
-  Tensor m, v;
-  int64_t steps = 0;
+  std::vector<AdamWSegment> segments;
+  Tensor m, v;  // fp32, on the host
+};
+
+// The parallel layout a checkpoint was written under (for the record: any layout loads it).
+struct CheckpointLayout {
+  int64_t world_size = 1, dp = 1, zero = 0;
 };
 
 struct CheckpointState {
   int64_t step = 0;        // optimizer steps taken
   int64_t next_batch = 0;  // the data loader's position: index of the next global batch
   uint64_t seed = 0;
-  nlohmann::json run_config;  // the TrainConfig that produced it, for the record
+  nlohmann::json run_config;  // the TrainConfig that produced it, for the record (state.json adds its hash)
   double loss_scale = 0;      // fp16's dynamic loss scale at the save (0: not scaling)
+  int64_t optimizer_steps = 0;  // AdamW's step count (its bias correction)
+  CheckpointLayout layout;
 };
 
 // The model part of a checkpoint apart from a live model: what an asynchronous save writes while
@@ -44,12 +59,26 @@ struct ModelSnapshot {
 // The model's parameters copied into fresh host memory (a copy the training cannot change).
 ModelSnapshot snapshot_of(const Decoder& model);
 
-// Writes ckpt-<step> under out_dir; optimizer may be null (weights only). Then removes older
-// checkpoints beyond `retention` (see prune_checkpoints). Returns its path.
-std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const ModelSnapshot& model,
-                                      const OptimizerState* optimizer, const CheckpointState& state,
-                                      const std::filesystem::path& tokenizer_json, Retention retention);
-// The same for a live model, read while it is written (no copy on the CPU).
+// What one rank writes of a checkpoint: rank 0 the weights and the tokenizer, every rank its share of
+// the moments.
+struct CheckpointPart {
+  int rank = 0, ranks = 1;                       // data-parallel rank and degree
+  const ParameterLayout* layout = nullptr;       // the parameters' names and offsets
+  const ModelSnapshot* model = nullptr;          // rank 0 only
+  const OptimizerState* optimizer = nullptr;     // null: a weights-only checkpoint
+  std::filesystem::path tokenizer_json;          // rank 0, when the run has one
+};
+
+// Phase 1, on every rank at once: writes (and syncs) the rank's part of ckpt-<step> into its
+// temporary folder under out_dir.
+void write_checkpoint_part(const std::filesystem::path& out_dir, int64_t step, const CheckpointPart& part);
+// Phase 2, on one rank once every rank's write_checkpoint_part has returned: builds the index from the
+// files' headers, writes state.json, commits the folder, repoints ckpt-latest, then removes older
+// checkpoints beyond `retention` (see prune_checkpoints). `shards`: the ranks that wrote moments (0
+// for a weights-only checkpoint). Returns the checkpoint's path.
+std::filesystem::path commit_checkpoint(const std::filesystem::path& out_dir, const ModelConfig& config,
+                                        const CheckpointState& state, int shards, Retention retention);
+// Both phases in one process, for a live model.
 std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, const Decoder& model,
                                       const OptimizerState* optimizer, const CheckpointState& state,
                                       const std::filesystem::path& tokenizer_json, Retention retention);
@@ -65,11 +94,15 @@ void check_checkpoint_complete(const std::filesystem::path& checkpoint, bool che
 // The model shape in state.json, checked against model.safetensors' tensors (layers, width,
 // vocabulary, context) before anything of that size is allocated.
 ModelConfig read_checkpoint_model_config(const std::filesystem::path& checkpoint);
-// Loads weights (and, when optimizer is non-null, its moments — into full-size m and v, which are
-// allocated here — and step count) into a model still on the CPU (move it to its device afterwards);
-// returns the state. The files' sizes and CRC-32 are verified first unless `checksums_verified`
-// says the caller just did (choose_resume_checkpoint), which saves reading the files twice.
-CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, Decoder& model, OptimizerState* optimizer,
+// Loads the weights into a model still on the CPU (move it to its device afterwards); returns the
+// state. Unless `checksums_verified` says the caller just did (choose_resume_checkpoint), which saves
+// reading the files twice, a first-format checkpoint's files are checked against their CRC-32 first;
+// the sharded format's block CRCs are checked as the bytes are read.
+CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, Decoder& model,
                                 bool checksums_verified = false);
+// AdamW's moments for `segments` (a rank's share: the ones its optimizer updates), read from whatever
+// files hold them under the layout that wrote the checkpoint.
+OptimizerState load_optimizer_state(const std::filesystem::path& checkpoint, const ParameterLayout& layout,
+                                    std::vector<AdamWSegment> segments, bool checksums_verified = false);
 
 }  // namespace tessera

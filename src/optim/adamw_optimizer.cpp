@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/cuda/device.h"
+#include "core/error.h"
 
 namespace tessera {
 
@@ -36,24 +37,11 @@ void AdamW::step(Tensor& params, const Tensor& grads, float lr, float grad_scale
   adamw_update_segments(params, grads, m_, v_, segments_, hp, compute_copy);
 }
 
-// Both move the state across devices once (when the two sides differ), then copy segment by
-// segment on one device.
-void AdamW::export_moments(Tensor& m_full, Tensor& v_full) const {
-  const Tensor m_here = tensor_to(m_, m_full.device()), v_here = tensor_to(v_, v_full.device());
-  for (const OptimSegment& s : segments_) {
-    Tensor m = m_full.view(s.param_offset, {s.length}), v = v_full.view(s.param_offset, {s.length});
-    copy_tensor(m, m_here.view(s.state_offset, {s.length}));
-    copy_tensor(v, v_here.view(s.state_offset, {s.length}));
-  }
-}
-
-void AdamW::import_moments(const Tensor& m_full, const Tensor& v_full) {
-  const Tensor m_here = tensor_to(m_full, m_.device()), v_here = tensor_to(v_full, v_.device());
-  for (const OptimSegment& s : segments_) {
-    Tensor m = m_.view(s.state_offset, {s.length}), v = v_.view(s.state_offset, {s.length});
-    copy_tensor(m, m_here.view(s.param_offset, {s.length}));
-    copy_tensor(v, v_here.view(s.param_offset, {s.length}));
-  }
+void AdamW::import_state(const Tensor& m, const Tensor& v) {
+  TS_CHECK(m.numel() == m_.numel() && v.numel() == v_.numel(), "AdamW::import_state: the moments hold ", m.numel(),
+           " and ", v.numel(), " elements, the optimizer's state ", m_.numel());
+  copy_tensor(m_, tensor_to(m, m_.device()));
+  copy_tensor(v_, tensor_to(v, v_.device()));
 }
 
 }  // namespace tessera

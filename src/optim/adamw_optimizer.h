@@ -47,10 +47,12 @@ class AdamW {
   int64_t state_size() const { return m_.numel(); }
   const AdamWConfig& config() const { return config_; }
 
-  // Moments in the parameters' layout (full size, on any device): export writes this rank's segments
-  // into them (other elements untouched), import reads this rank's segments from them.
-  void export_moments(Tensor& m_full, Tensor& v_full) const;
-  void import_moments(const Tensor& m_full, const Tensor& v_full);
+  const std::vector<OptimSegment>& segments() const { return segments_; }
+  // The moments, laid out as the segments' state offsets say, on the optimizer's device.
+  const Tensor& m() const { return m_; }
+  const Tensor& v() const { return v_; }
+  // Replaces the moments (state layout, state_size() elements, on any device): a checkpoint's.
+  void import_state(const Tensor& m, const Tensor& v);
 
  private:
   std::vector<OptimSegment> segments_;

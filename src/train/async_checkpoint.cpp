@@ -9,12 +9,14 @@ AsyncCheckpointWriter::~AsyncCheckpointWriter() {
 
 void AsyncCheckpointWriter::start(std::function<void()> write) {
   wait();
+  landed_.store(false, std::memory_order_release);
   thread_ = std::thread([this, write = std::move(write)] {
     try {
       write();
     } catch (...) {
       error_ = std::current_exception();
     }
+    landed_.store(true, std::memory_order_release);
   });
 }
 

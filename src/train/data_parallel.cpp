@@ -78,16 +78,13 @@ std::vector<double> DataParallel::sum(const std::vector<double>& values) {
   return out;
 }
 
-void DataParallel::gather_optimizer_state(const AdamW& optimizer, OptimizerState& state) {
-  const int64_t total = model_.layout().total();
-  if (!state.m.defined() || state.m.numel() != total) state.m = Tensor::zeros({total});
-  if (!state.v.defined() || state.v.numel() != total) state.v = Tensor::zeros({total});
-  state.steps = optimizer.steps_taken();
-  optimizer.export_moments(state.m, state.v);
-  if (options_.zero_stage > 0) {
-    reducer_.all_gather(state.m, nullptr);
-    reducer_.all_gather(state.v, nullptr);
-  }
+std::vector<OptimSegment> DataParallel::checkpoint_segments() const {
+  if (options_.zero_stage > 0) return optimizer_segments();
+  const int64_t total = model_.layout().total(), r = rank(), n = size();
+  const int64_t begin = total * r / n, end = total * (r + 1) / n;
+  std::vector<OptimSegment> segments;
+  append_segments(model_.layout(), begin, end, begin, segments);  // the state is laid out like the parameters
+  return segments;
 }
 
 }  // namespace tessera

@@ -6,7 +6,6 @@
 
 #include <memory>
 
-#include "checkpoint/train_checkpoint.h"
 #include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "parallel/dp/grad_reducer.h"
@@ -43,9 +42,10 @@ class DataParallel {
   // Sum of a value (of each value) over the dp group.
   double sum(double value);
   std::vector<double> sum(const std::vector<double>& values);
-  // AdamW's moments in full layout on every rank (gathered under ZeRO), for a checkpoint, into
-  // `state` (its buffers reused when they have the size already).
-  void gather_optimizer_state(const AdamW& optimizer, OptimizerState& state);
+  // The parameter elements this rank writes to a checkpoint, as segments of its optimizer state: its
+  // ZeRO shard, or under ZeRO 0 (every rank holding every moment) the rank-th of size() contiguous
+  // ranges of the flat buffer, so that the ranks share the writing.
+  std::vector<OptimSegment> checkpoint_segments() const;
 
  private:
   std::shared_ptr<Comm> dp_;

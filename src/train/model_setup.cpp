@@ -128,7 +128,7 @@ LoadedModel load_model_for_inference(const std::string& checkpoint, const std::s
     std::optional<std::filesystem::path> found = find_checkpoint(checkpoint);
     TS_CHECK(found, "--checkpoint: no checkpoint at '", checkpoint, "' (expected state.json or ckpt-latest there)");
     loaded.model = std::make_unique<Decoder>(read_checkpoint_model_config(*found));
-    load_checkpoint(*found, *loaded.model, nullptr);
+    load_checkpoint(*found, *loaded.model);
     source_dir = *found;
   } else {
     loaded.model = std::make_unique<Decoder>(read_hf_config(init_from));

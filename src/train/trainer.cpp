@@ -48,7 +48,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
 
+  using Clock = std::chrono::steady_clock;
+  const auto choice_start = Clock::now();
   ResumePoint start = run_start_point(config_);
+  resume_times_.verify_s = std::chrono::duration<double>(Clock::now() - choice_start).count();
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
   resume_notice_ = start.notice;
   model_ = build_model(config_, tokenizer_.get(), checkpoint);
@@ -59,11 +62,12 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   const ModelConfig& mc = model_->config();
   TS_CHECK(config_.seq_len <= mc.max_seq_len, "--seq-len ", config_.seq_len, " exceeds the model's context of ",
            mc.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
-  // Weights and moments load on the host; the model then moves to its device once.
-  OptimizerState moments;
+  // Weights load on the host; the model then moves to its device once. run_start_point chose the
+  // checkpoint with its checksums verified.
   CheckpointState state;
-  // run_start_point chose the checkpoint with its checksums verified.
-  if (checkpoint) state = load_checkpoint(*checkpoint, *model_, &moments, /*checksums_verified=*/true);
+  const auto load_start = Clock::now();
+  if (checkpoint) state = load_checkpoint(*checkpoint, *model_, /*checksums_verified=*/true);
+  resume_times_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
   model_->to(device_.device, compute_dtype_);
 
   data_parallel_ = std::make_unique<DataParallel>(
@@ -72,14 +76,15 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
                                        device_.device);
-  if (config_.async_checkpoint && is_reporting_rank()) {
-    // The save buffers' first touch happens now rather than as the first save's stall.
-    snapshot_params_ = snapshot_of(*model_);
-    snapshot_moments_ = OptimizerState{Tensor::zeros({model_->layout().total()}), Tensor::zeros({model_->layout().total()})};
-  }
+  checkpoint_saver_ = std::make_unique<CheckpointSaver>(config_, *data_parallel_, *model_, *optimizer_, tokenizer_.get());
   if (checkpoint) {
-    optimizer_->import_moments(moments.m, moments.v);
-    optimizer_->set_steps_taken(moments.steps);
+    // Each rank reads only its own share of the moments, whatever layout wrote them.
+    const auto moments_start = Clock::now();
+    const OptimizerState moments =
+        load_optimizer_state(*checkpoint, model_->layout(), optimizer_->segments(), /*checksums_verified=*/true);
+    optimizer_->import_state(moments.m, moments.v);
+    resume_times_.load_s += std::chrono::duration<double>(Clock::now() - moments_start).count();
+    optimizer_->set_steps_taken(state.optimizer_steps);
     start_step_ = state.step;
     next_batch_ = state.next_batch;
     loss_scaler_.restore(state.loss_scale);
@@ -131,10 +136,12 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     model_->backward();
   }
   comm_wait_s_ = data_parallel_->finish_reduction();
-  // One all-reduce carries the step's loss, whether any rank was asked to stop, and the MoE
-  // statistics: [loss, stop, aux, z, dropped, expert load...].
+  // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an
+  // asynchronous checkpoint save has got, and the MoE statistics:
+  // [loss, stop, save landed, save failed, aux, z, dropped, expert load...].
   const int local_signal = stop_signals_ ? stop_signals_->received() : 0;
-  std::vector<double> values{loss_sum, local_signal != 0 ? 1.0 : 0.0};
+  const std::array<double, 2> save = checkpoint_saver_->progress();
+  std::vector<double> values{loss_sum, local_signal != 0 ? 1.0 : 0.0, save[0], save[1]};
   const bool moe = model_->config().moe.enabled();
   if (moe) {
     values.insert(values.end(), {aux_sum, z_sum, model_->dropped_assignments()});
@@ -143,9 +150,10 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   const std::vector<double> sums = data_parallel_->sum(values);
   // Every rank stops after this step when any was signalled; a rank that was not names it vaguely.
   stop_signal_ = local_signal != 0 ? local_signal : sums[1] > 0 ? kSignalElsewhere : 0;
+  checkpoint_saver_->after_step(sums[2], sums[3]);
   if (moe)
-    moe_step_ = MoeStepStats{sums[2] / double(B), sums[3] / double(B), sums[4],
-                             std::vector<double>(sums.begin() + 5, sums.end())};
+    moe_step_ = MoeStepStats{sums[4] / double(B), sums[5] / double(B), sums[6],
+                             std::vector<double>(sums.begin() + 7, sums.end())};
   return float(sums[0] / double(B));
 }
 
@@ -178,27 +186,15 @@ void Trainer::add_moe_metrics(nlohmann::json& line) const {
 std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  // An asynchronous save reuses the host buffers of the previous one, so it must have landed.
-  checkpoint_writer_.wait();
-  data_parallel_->gather_optimizer_state(*optimizer_, snapshot_moments_);  // collective
-  const std::filesystem::path dir = std::filesystem::path(config_.out_dir) / checkpoint_dir_name(step);
-  if (!is_reporting_rank()) return dir;
-  CheckpointState state{step, next_batch_, config_.seed, run_config_json(config_),
-                        loss_scaler_.enabled() ? double(loss_scaler_.scale()) : 0.0};
-  std::filesystem::path tokenizer_json;
-  if (tokenizer_) tokenizer_json = std::filesystem::path(config_.out_dir) / "tokenizer.json";
-  if (tokenizer_ && !std::filesystem::exists(tokenizer_json)) tokenizer_->save_json(tokenizer_json);
-  const Retention retention{config_.keep_checkpoints, config_.keep_every};
-  if (!config_.async_checkpoint || now) {
-    tessera::save_checkpoint(config_.out_dir, *model_, &snapshot_moments_, state, tokenizer_json, retention);
-  } else {
-    // The stall: the previous save if it is still writing, the gather above and the host copy.
-    if (!snapshot_params_.params.defined()) snapshot_params_ = snapshot_of(*model_);
-    copy_tensor(snapshot_params_.params, model_->params());
-    checkpoint_writer_.start([this, state, tokenizer_json, retention] {
-      tessera::save_checkpoint(config_.out_dir, snapshot_params_, &snapshot_moments_, state, tokenizer_json, retention);
-    });
-  }
+  const CheckpointState state{step,
+                              next_batch_,
+                              config_.seed,
+                              run_config_json(config_),
+                              loss_scaler_.enabled() ? double(loss_scaler_.scale()) : 0.0,
+                              optimizer_->steps_taken(),
+                              CheckpointLayout{grid_.world->size(), data_parallel_->size(), config_.zero}};
+  // The stall: the previous save if it is still writing, and this one (or, async, its host copy).
+  const std::filesystem::path dir = checkpoint_saver_->save(state, now);
   checkpoint_stall_s_ = std::chrono::duration<double>(Clock::now() - start).count();
   return dir;
 }
@@ -243,7 +239,7 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
       return std::nullopt;
     }
     progress.finish();
-    checkpoint_writer_.wait();  // the newest checkpoint is complete before it is named
+    checkpoint_saver_->finish();  // the newest checkpoint is complete before it is named
     std::optional<std::filesystem::path> found = find_checkpoint(config_.out_dir);
     std::ostringstream message;
     message << line.str() << ": stopped" << (std::isfinite(loss) && std::isfinite(grad_norm) ? "" : " (not finite)")
@@ -316,6 +312,10 @@ TrainResult Trainer::run() {
       if (bad_steps_.total_skipped() > 0) line["bad_steps"] = bad_steps_.total_skipped();
       if (checkpoint_stall_s_ >= 0) line["checkpoint_stall_s"] = checkpoint_stall_s_;  // the previous step's save
       checkpoint_stall_s_ = -1;
+      if (step == start_step_ + 1 && start_step_ > 0) {  // the resumed checkpoint's CRC pass and read
+        line["checkpoint_verify_s"] = resume_times_.verify_s;
+        line["checkpoint_load_s"] = resume_times_.load_s;
+      }
       if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
       if (model_->config().moe.enabled()) add_moe_metrics(line);
       metrics->write(line);
@@ -348,7 +348,7 @@ TrainResult Trainer::run() {
       break;
     }
   }
-  checkpoint_writer_.wait();
+  checkpoint_saver_->finish();
   stop_signals_ = nullptr;
   progress.finish();
   return result;

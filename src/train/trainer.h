@@ -17,8 +17,8 @@
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "parallel/process_grid.h"
-#include "train/async_checkpoint.h"
 #include "train/bad_step_guard.h"
+#include "train/checkpoint_saver.h"
 #include "train/data_parallel.h"
 #include "train/device_choice.h"
 #include "train/loss_scaler.h"
@@ -78,15 +78,16 @@ class Trainer {
   std::unique_ptr<Decoder> model_;
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<CheckpointSaver> checkpoint_saver_;  // refers to the three above
   LossScaler loss_scaler_;
   BadStepGuard bad_steps_;
   std::string skip_reason_;  // why the last step was skipped
   FaultHook fault_hook_;
-  // Host buffers of a save, allocated once: the moments (every save) and the parameters (async saves).
-  // Declared before the writer, so that its thread is joined before they go.
-  OptimizerState snapshot_moments_;
-  ModelSnapshot snapshot_params_;
-  AsyncCheckpointWriter checkpoint_writer_;
+  struct ResumeTimes {
+    double verify_s = 0;  // --resume's choice: every file's CRC-32
+    double load_s = 0;    // reading the weights and this rank's moments
+  };
+  ResumeTimes resume_times_;  // reported on a resumed run's first metrics line
   double checkpoint_stall_s_ = -1;  // the last save's stall, reported on the next metrics line (-1: none)
   double comm_wait_s_ = 0;  // exposed communication of the last step
   const StopSignals* stop_signals_ = nullptr;  // run()'s handlers, while it runs

@@ -67,15 +67,27 @@ void poke_float(const fs::path& file, size_t from_end, float value) {
   testing::write_text(file, bytes);
 }
 
-// Records the file's current size and CRC-32 in its checkpoint's state.json, as if it had been
-// written so: the damage is then for the finiteness checks to find.
-void rerecord(const fs::path& checkpoint, const std::string& file) {
-  const std::string bytes = testing::read_text(checkpoint / file);
+std::string crc_hex(const std::string& bytes, size_t begin, size_t length) {
   char crc[16];
   std::snprintf(crc, sizeof crc, "%08lx",
-                static_cast<unsigned long>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size()))));
+                static_cast<unsigned long>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data() + begin), uInt(length))));
+  return crc;
+}
+
+// Records the file's current size and CRC-32, and the block CRCs of its slices, in its checkpoint's
+// state.json, as if it had been written so: the damage is then for the finiteness checks to find.
+void rerecord(const fs::path& checkpoint, const std::string& file) {
+  const std::string bytes = testing::read_text(checkpoint / file);
+  constexpr size_t kBlock = size_t(4) << 20;
   edit_json(checkpoint / "state.json", [&](nlohmann::json& j) {
-    j["files"][file] = {{"bytes", bytes.size()}, {"crc32", crc}};
+    j["files"][file] = {{"bytes", bytes.size()}, {"crc32", crc_hex(bytes, 0, bytes.size())}};
+    for (auto& [name, tensor] : j["tensors"].items())
+      for (nlohmann::json& slice : tensor["slices"]) {
+        if (slice["file"] != file) continue;
+        const size_t begin = slice["bytes"][0], end = slice["bytes"][1];
+        slice["crc32"] = nlohmann::json::array();
+        for (size_t at = begin; at < end; at += kBlock) slice["crc32"].push_back(crc_hex(bytes, at, std::min(kBlock, end - at)));
+      }
   });
 }
 
@@ -104,6 +116,7 @@ std::string fresh_train(const fs::path& dir) {
          (dir / "train_000000.bin").string() + " --out-dir " + (dir / "fresh").string();
 }
 std::string resume(const fs::path& dir) { return base_train(dir) + " --steps 4 --resume"; }
+const std::string kShard = "shard-00000-of-00001.safetensors";  // a one-process run's moments
 fs::path ckpt(const fs::path& dir, int step) { return dir / "run" / ("ckpt-0000000" + std::to_string(step)); }
 std::string generate(const fs::path& checkpoint) {
   return "generate --checkpoint " + checkpoint.string() + " --max-new-tokens 1 --tokenizer " +
@@ -149,7 +162,7 @@ std::vector<BadInput> run_folder_cases() {
       {"run folder", "ResumeWithATruncatedOnlyCheckpoint",
        [](auto d) {
          fs::remove_all(ckpt(d, 1));
-         fs::resize_file(ckpt(d, 2) / "optimizer.safetensors", 100);
+         fs::resize_file(ckpt(d, 2) / kShard, 100);
          return resume(d);
        },
        "the file is truncated or replaced"},
@@ -181,15 +194,15 @@ std::vector<BadInput> checkpoint_cases() {
        "holds nan"},
       {"checkpoint", "InfinityInTheOptimizerWithMatchingChecksum",
        [](auto d) {
-         poke_float(ckpt(d, 2) / "optimizer.safetensors", 8, std::numeric_limits<float>::infinity());
-         rerecord(ckpt(d, 2), "optimizer.safetensors");
+         poke_float(ckpt(d, 2) / kShard, 8, std::numeric_limits<float>::infinity());
+         rerecord(ckpt(d, 2), kShard);
          return resume(d);
        },
        "holds inf"},
       {"checkpoint", "NegativeSecondMoment",
        [](auto d) {
-         poke_float(ckpt(d, 2) / "optimizer.safetensors", 8, -1.0f);
-         rerecord(ckpt(d, 2), "optimizer.safetensors");
+         poke_float(ckpt(d, 2) / kShard, 8, -1.0f);
+         rerecord(ckpt(d, 2), kShard);
          return resume(d);
        },
        "holds -1"},
@@ -251,6 +264,56 @@ std::vector<BadInput> checkpoint_cases() {
          return generate(ckpt(d, 2));
        },
        "'files.model.safetensors' must be"},
+      {"checkpoint", "MissingShardFile",
+       [](auto d) {
+         fs::remove(ckpt(d, 2) / kShard);
+         return generate(ckpt(d, 2));
+       },
+       kShard + "' is missing"},
+      {"checkpoint", "TruncatedShardFile",
+       [](auto d) {
+         fs::resize_file(ckpt(d, 2) / kShard, fs::file_size(ckpt(d, 2) / kShard) / 2);
+         return generate(ckpt(d, 2));
+       },
+       kShard + "' holds"},
+      {"checkpoint", "ShardChecksumMismatch",
+       [](auto d) {
+         fs::remove_all(ckpt(d, 1));
+         poke_float(ckpt(d, 2) / kShard, 8, 0.5f);
+         return resume(d);
+       },
+       kShard + "' is corrupt: its CRC-32"},
+      {"checkpoint", "IndexWithAGapBetweenSlices",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) {
+           nlohmann::json& slice = j["tensors"]["m.wte"]["slices"][0];
+           slice["elements"][0] = 1;
+           slice["bytes"][0] = slice["bytes"][0].get<uint64_t>() + 4;
+         });
+         return generate(ckpt(d, 2));
+       },
+       "'m.wte' slice [1, "},
+      {"checkpoint", "IndexWithASlicePastItsFile",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) {
+           nlohmann::json& bytes = j["tensors"]["wte"]["slices"][0]["bytes"];
+           bytes = {bytes[0].get<uint64_t>() + 4096, bytes[1].get<uint64_t>() + 4096};
+         });
+         return generate(ckpt(d, 2));
+       },
+       "past the end of model.safetensors"},
+      {"checkpoint", "IndexThatIsNotAnObject",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["tensors"] = 5; });
+         return generate(ckpt(d, 2));
+       },
+       "'tensors' must be an object"},
+      {"checkpoint", "IndexWithABadBlockChecksum",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["tensors"]["wte"]["slices"][0]["crc32"][0] = "xyz"; });
+         return generate(ckpt(d, 2));
+       },
+       "must hold CRC-32s of 8 lowercase hex digits"},
       {"checkpoint", "StateThatIsNotJson",
        [](auto d) {
          testing::write_text(ckpt(d, 2) / "state.json", "{\"step\": 2,");
@@ -281,7 +344,7 @@ std::vector<BadInput> checkpoint_cases() {
                        fs::copy_options::overwrite_existing);
          return generate(ckpt(d, 2));
        },
-       "is corrupt: its CRC-32"},
+       "model.safetensors' is corrupt: bytes ["},
   };
 }
 

@@ -1,5 +1,6 @@
 // libFuzzer: a checkpoint's state.json on arbitrary bytes through every field reader (counts, seed,
-// model shape, the file table).
+// model shape, the file table, the tensor index).
+#include "checkpoint/checkpoint_index.h"
 #include "checkpoint/checkpoint_state.h"
 #include "core/error.h"
 #include "fuzz_input.h"
@@ -12,7 +13,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (auto read : {+[](const nlohmann::json& s, const std::filesystem::path& c) { tessera::state_count(s, "step", c); },
                       +[](const nlohmann::json& s, const std::filesystem::path& c) { tessera::state_seed(s, c); },
                       +[](const nlohmann::json& s, const std::filesystem::path& c) { tessera::state_model_config(s, c); },
-                      +[](const nlohmann::json& s, const std::filesystem::path& c) { tessera::state_files(s, c); }}) {
+                      +[](const nlohmann::json& s, const std::filesystem::path& c) { tessera::state_files(s, c); },
+                      +[](const nlohmann::json& s, const std::filesystem::path& c) {
+                        if (s.contains("tensors")) tessera::read_checkpoint_index(c, s, tessera::state_files(s, c));
+                      }}) {
       try {
         read(state, checkpoint);
       } catch (const tessera::Error&) {

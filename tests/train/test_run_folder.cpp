@@ -54,7 +54,7 @@ TEST(RunFolder, ResumeFallsBackPastADamagedCheckpoint) {
   auto dir = testing::scratch_dir();
   TrainConfig c = saving_every_step(dir, 3, 3);
   Trainer(c).run();
-  const fs::path damaged = fs::path(c.out_dir) / "ckpt-00000003" / "optimizer.safetensors";
+  const fs::path damaged = fs::path(c.out_dir) / "ckpt-00000003" / "shard-00000-of-00001.safetensors";
   std::string bytes = testing::read_text(damaged);
   bytes[bytes.size() - 9] ^= 0x40;
   testing::write_text(damaged, bytes);
@@ -75,7 +75,7 @@ TEST(RunFolder, AsyncCheckpointsEqualSynchronousOnes) {
     Trainer(c).run();
   }
   for (int64_t step = 1; step <= 4; ++step)
-    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    for (const char* file : {"model.safetensors", "shard-00000-of-00001.safetensors"}) {
       const fs::path name = fs::path(checkpoint_dir_name(step)) / file;
       EXPECT_EQ(testing::read_text(dir / "async" / "run" / name), testing::read_text(dir / "sync" / "run" / name))
           << name;
@@ -89,7 +89,7 @@ TEST(RunFolder, StateRecordsSizeAndChecksumOfEveryFile) {
   auto dir = testing::scratch_dir();
   const fs::path checkpoint = Trainer(saving_every_step(dir, 1, 3)).run().last_checkpoint;
   const nlohmann::json state = nlohmann::json::parse(testing::read_text(checkpoint / "state.json"));
-  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+  for (const char* file : {"model.safetensors", "shard-00000-of-00001.safetensors"}) {
     EXPECT_EQ(state["files"][file]["bytes"].get<uint64_t>(), fs::file_size(checkpoint / file)) << file;
     EXPECT_EQ(state["files"][file]["crc32"].get<std::string>().size(), 8u) << file;
   }

@@ -137,7 +137,7 @@ TEST(Trainer, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   auto checkpoint = find_checkpoint(c.out_dir);
   ASSERT_TRUE(checkpoint);
   Decoder model(read_checkpoint_model_config(*checkpoint));
-  CheckpointState state = load_checkpoint(*checkpoint, model, nullptr);
+  CheckpointState state = load_checkpoint(*checkpoint, model);
   EXPECT_GE(state.step, 1);
   bool finite = true;
   for (int64_t i = 0; i < model.params().numel(); ++i) finite &= std::isfinite(model.params().f32()[i]);
@@ -197,7 +197,7 @@ TEST(Trainer, CheckpointWithABadStepIsRefused) {
     testing::write_text(state_file, bad.dump());
     const std::string message = testing::error_of([&] {
       Decoder model(read_checkpoint_model_config(checkpoint));
-      load_checkpoint(checkpoint, model, nullptr);
+      load_checkpoint(checkpoint, model);
     });
     EXPECT_NE(message.find("'" + key + "' must be a non-negative integer"), std::string::npos) << message;
   }

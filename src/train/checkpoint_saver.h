@@ -1,0 +1,68 @@
+// Saving checkpoints from every data-parallel rank at once (checkpoint/train_checkpoint.h's two
+// phases): each rank writes its part (rank 0 the weights and the tokenizer, every rank its share of
+// the moments), the ranks agree that every part landed (a sum over the dp group that a failed rank
+// joins too, so none is left waiting), and rank 0 commits. With --async-checkpoint the parts are
+// copied into host buffers at the step boundary and a background thread writes them while training
+// goes on; the agreement then rides on each step's all-reduce (progress, after_step), and the next
+// save, a stop or the end of the run waits for it (finish).
+#pragma once
+
+#include <array>
+#include <filesystem>
+#include <optional>
+
+#include "checkpoint/train_checkpoint.h"
+#include "optim/adamw_optimizer.h"
+#include "train/async_checkpoint.h"
+#include "train/data_parallel.h"
+#include "train/train_config.h"
+
+namespace tessera {
+
+class Tokenizer;
+
+class CheckpointSaver {
+ public:
+  // Keeps references to all but `config`; tokenizer may be null.
+  CheckpointSaver(const TrainConfig& config, DataParallel& dp, const Decoder& model, const AdamW& optimizer,
+                  const Tokenizer* tokenizer);
+  ~CheckpointSaver();
+
+  // Collective. Saves the checkpoint of `state` (in the background with --async-checkpoint, unless
+  // `now`) after the previous one is committed; returns its path.
+  std::filesystem::path save(const CheckpointState& state, bool now);
+  // This rank's part of the step's all-reduce: {1 once its background write has landed, 1 if that
+  // write failed}; zeros when no save is in flight.
+  std::array<double, 2> progress() const;
+  // With the sums of progress() over the dp group: commits the save in flight once every rank's part
+  // has landed (every rank throws if one failed).
+  void after_step(double landed, double failed);
+  // Collective: waits for the save in flight, if any, and commits it.
+  void finish();
+
+ private:
+  // Joins the write in flight, which is then no longer pending: its state into `state`, and its error.
+  std::exception_ptr land(CheckpointState& state);
+  CheckpointPart part(const ModelSnapshot& weights, const OptimizerState& moments) const;
+  // After this rank's write ended (with `error`, or none) and `failed` ranks' writes failed: rank 0
+  // commits, or every rank throws.
+  void conclude(const CheckpointState& state, std::exception_ptr error, double failed);
+
+  std::filesystem::path out_dir_;
+  bool async_;
+  Retention retention_;
+  DataParallel& dp_;
+  const Decoder& model_;
+  const AdamW& optimizer_;
+  std::filesystem::path tokenizer_json_;  // empty when the run has no tokenizer
+  const Tokenizer* tokenizer_;
+  std::vector<OptimSegment> segments_;  // what this rank writes of the moments
+  // An asynchronous save's host copies, allocated once; declared before the writer, so that its
+  // thread is joined before they go.
+  ModelSnapshot weights_;
+  OptimizerState moments_;
+  AsyncCheckpointWriter writer_;
+  std::optional<CheckpointState> pending_;  // the save in flight
+};
+
+}  // namespace tessera

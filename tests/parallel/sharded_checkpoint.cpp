@@ -1,0 +1,110 @@
+// What a 2-rank run writes of a checkpoint: each rank's shard file holds exactly the moments it owns
+// (its ZeRO-1 shard; under ZeRO 0 half of the flat buffer) and nothing else, the index's byte ranges
+// and block CRCs point at the very bytes of each slice, and `tessera convert --to-hf` exports the
+// checkpoint to a Hugging Face folder that imports back to the same weights.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+
+#include "checkpoint/checkpoint_index.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/safetensors.h"
+#include "nn/decoder_layout.h"
+#include "parallel/dp/buckets.h"
+#include "parallel/train_runs.h"
+
+namespace tessera {
+namespace {
+namespace fs = std::filesystem;
+
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+
+// Sorted, with touching ranges joined.
+Ranges merged(Ranges ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  Ranges out;
+  for (const auto& r : ranges) {
+    if (!out.empty() && out.back().second == r.first) out.back().second = r.second;
+    else if (r.first < r.second) out.push_back(r);
+  }
+  return out;
+}
+
+// The flat elements dp rank `rank` of 2 owns: its ZeRO shard (the buckets of --bucket-mb 0.01), or
+// under ZeRO 0 the rank's half.
+Ranges owned(const ParameterLayout& layout, int zero, int rank) {
+  if (zero == 0) return {{layout.total() * rank / 2, layout.total() * (rank + 1) / 2}};
+  std::vector<int64_t> starts;
+  for (const ParamSpec& spec : layout.specs()) starts.push_back(spec.offset);
+  Ranges ranges;
+  for (const Bucket& b : make_buckets(starts, layout.total(), int64_t(0.01 * (1 << 20)) / 4, rank, 2))
+    ranges.push_back({b.owned_begin, b.owned_end});
+  return merged(ranges);
+}
+
+class ShardedCheckpoint : public ::testing::TestWithParam<int> {};
+
+}  // namespace
+
+TEST_P(ShardedCheckpoint, EachRankWritesOnlyItsShareAndTheIndexPointsAtIt) {
+  const int zero = GetParam();
+  const fs::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
+  train(Layout{2, 2, zero, 2}, dir / "run", shard, "--steps 1");
+  const fs::path checkpoint = fs::canonical(dir / "run" / "ckpt-latest");
+  const nlohmann::json state = read_state_json(checkpoint);
+  EXPECT_EQ(state["layout"], (nlohmann::json{{"world_size", 2}, {"dp", 2}, {"zero", zero}}));
+  const ParameterLayout layout = decoder_layout(state_model_config(state, checkpoint));
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string file = shard_file_name(rank, 2);
+    const SafetensorsFile stored(checkpoint / file);
+    std::map<std::string, Ranges> held;  // per moment, the flat elements the file holds
+    for (const SafetensorsInfo& t : stored.tensors()) {
+      std::string tensor;
+      int64_t begin = 0, end = 0;
+      ASSERT_TRUE(parse_slice_name(t.name, tensor, begin, end)) << t.name;
+      const int64_t offset = layout.find(tensor.substr(2)).offset;
+      held[tensor.substr(0, 2)].push_back({offset + begin, offset + end});
+    }
+    EXPECT_EQ(merged(held["m."]), owned(layout, zero, rank)) << file;
+    EXPECT_EQ(merged(held["v."]), owned(layout, zero, rank)) << file;
+    // Every slice the index places in this file: at the bytes the file's header gives, with their CRC.
+    size_t slices = 0;
+    for (const auto& [name, tensor] : state["tensors"].items())
+      for (const nlohmann::json& s : tensor["slices"]) {
+        if (s["file"] != file) continue;
+        ++slices;
+        const std::string stored_name = slice_name(name, s["elements"][0], s["elements"][1]);
+        const SafetensorsInfo& info = stored.info(stored_name);
+        EXPECT_EQ(s["bytes"][0].get<size_t>(), stored.header().size() + info.begin) << stored_name;
+        EXPECT_EQ(s["bytes"][1].get<size_t>(), stored.header().size() + info.end) << stored_name;
+        const std::span<const std::byte> bytes = stored.bytes(stored_name);
+        char crc[16];
+        std::snprintf(crc, sizeof crc, "%08lx",
+                      static_cast<unsigned long>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size()))));
+        EXPECT_EQ(s["crc32"], nlohmann::json::array({crc})) << stored_name;
+      }
+    EXPECT_EQ(slices, stored.tensors().size()) << file;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero, ShardedCheckpoint, ::testing::Values(0, 1),
+                         [](const auto& info) { return "zero" + std::to_string(info.param); });
+
+TEST(ShardedCheckpoint, ConvertsToHuggingFace) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
+  train(Layout{2, 2, 1, 2}, dir / "run", shard, "--steps 1");
+  const std::string exe = std::string("OMP_NUM_THREADS=1 ") + TESSERA_EXE;
+  testing::CommandResult r =
+      testing::run_command(exe + " convert --checkpoint " + (dir / "run").string() + " --to-hf " + (dir / "hf").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "hf" / "config.json"));
+  r = testing::run_command(exe + " convert --from-hf " + (dir / "hf").string() + " --out " + (dir / "back").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::checkpoint_tensors(dir / "back" / "ckpt-latest") ==
+              testing::checkpoint_tensors(dir / "run" / "ckpt-latest"));
+}
+
+}  // namespace tessera

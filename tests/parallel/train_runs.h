@@ -1,0 +1,70 @@
+// `tessera train` runs for the multi-rank tests: a layout (ranks under mpirun, dp, ZeRO stage,
+// micro-batch size, model) and a run of it on a token shard, with its metrics and final weights.
+#pragma once
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+#include "train/train_fixtures.h"
+
+namespace tessera {
+
+struct Layout {
+  int ranks;  // processes under mpirun (1 = no launcher)
+  int dp;
+  int zero;
+  int micro_batch;
+  const char* model = "gpt2-tiny";
+  bool moe() const { return std::string(model).find("moe") != std::string::npos || std::string(model).starts_with("mixtral"); }
+};
+
+inline std::string layout_name(const Layout& l) {
+  std::ostringstream s;
+  std::string model = l.model;
+  for (char& c : model)
+    if (c == '-' || c == '.') c = '_';
+  s << model << "_np" << l.ranks << "_dp" << l.dp << "_zero" << l.zero << "_micro" << l.micro_batch;
+  return s.str();
+}
+
+// gtest prints a row by its name instead of its bytes.
+inline void PrintTo(const Layout& l, std::ostream* os) { *os << layout_name(l); }
+
+struct RunResult {
+  std::vector<nlohmann::json> metrics;
+  std::vector<std::pair<std::string, std::vector<float>>> weights;  // the final checkpoint's tensors
+};
+
+// The command line that trains layout `l` in `dir` on `shard`, with `extra` flags.
+inline std::string train_command(const Layout& l, const std::filesystem::path& dir, const std::string& shard,
+                                 const std::string& extra) {
+  std::ostringstream cmd;
+  cmd << "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ";
+  if (l.ranks > 1) cmd << "mpirun --oversubscribe --allow-run-as-root -np " << l.ranks << " ";
+  cmd << TESSERA_EXE << " train --quiet --model " << l.model << " --train-data " << shard
+      << " --batch-size 8 --seq-len 16 " << extra << " --lr 1e-3 --warmup 1 --min-lr 1e-4 --comm-timeout 60"
+      << " --bucket-mb 0.01 --dp " << l.dp << " --zero " << l.zero << " --micro-batch-size " << l.micro_batch
+      << " --out-dir " << dir.string();
+  return cmd.str();
+}
+
+// Trains `layout` in `dir` on `shard` (with `extra` flags); returns its metrics and final weights.
+inline RunResult train(const Layout& l, const std::filesystem::path& dir, const std::string& shard,
+                       const std::string& extra = "--steps 4") {
+  const std::string cmd = train_command(l, dir, shard, extra);
+  testing::CommandResult r = testing::run_command(cmd);
+  EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  RunResult result;
+  result.metrics = testing::read_metrics(dir / "metrics.jsonl");
+  if (std::filesystem::exists(dir / "ckpt-latest" / "model.safetensors"))
+    result.weights = testing::checkpoint_tensors(dir / "ckpt-latest");
+  return result;
+}
+
+}  // namespace tessera
