@@ -22,6 +22,13 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, DataParallel& dp, co
   // The buffers' first touch happens now rather than as the first save's stall.
   if (dp_.rank() == 0) weights_ = snapshot_of(model);
   moments_ = OptimizerState{segments_, Tensor::zeros({optimizer.state_size()}), Tensor::zeros({optimizer.state_size()})};
+  if (model.device() != Device::cuda) return;
+  if (dp_.rank() == 0) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
+  device_m_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
+  device_v_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
+  if (dp_.rank() == 0) pinned_.push_back(std::make_unique<PinnedHost>(weights_.params));
+  pinned_.push_back(std::make_unique<PinnedHost>(moments_.m));
+  pinned_.push_back(std::make_unique<PinnedHost>(moments_.v));
 }
 
 CheckpointSaver::~CheckpointSaver() = default;
@@ -36,11 +43,20 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
   finish();  // an asynchronous save reuses the host buffers of the previous one, so it must have landed
   if (dp_.rank() == 0 && tokenizer_ && !std::filesystem::exists(tokenizer_json_)) tokenizer_->save_json(tokenizer_json_);
   if (async_ && !now) {
-    if (dp_.rank() == 0) copy_tensor(weights_.params, model_.params());
-    copy_tensor(moments_.m, optimizer_.m());
-    copy_tensor(moments_.v, optimizer_.v());
+    const bool from_gpu = device_m_.defined();
+    // Into the host buffers, or on a GPU into the device buffers (queued: no wait here).
+    if (dp_.rank() == 0) copy_tensor(from_gpu ? device_params_ : weights_.params, model_.params());
+    copy_tensor(from_gpu ? device_m_ : moments_.m, optimizer_.m());
+    copy_tensor(from_gpu ? device_v_ : moments_.v, optimizer_.v());
     pending_ = state;
-    writer_.start([this, step = state.step] { write_checkpoint_part(out_dir_, step, part(weights_, moments_)); });
+    writer_.start([this, from_gpu, step = state.step] {
+      if (from_gpu) {
+        if (dp_.rank() == 0) copy_tensor_to_host_beside_compute(weights_.params, device_params_);
+        copy_tensor_to_host_beside_compute(moments_.m, device_m_);
+        copy_tensor_to_host_beside_compute(moments_.v, device_v_);
+      }
+      write_checkpoint_part(out_dir_, step, part(weights_, moments_));
+    });
   } else {
     // The host's own buffers on the CPU; staged through the host from a GPU.
     const ModelSnapshot weights{model_.config(), model_.layout(),

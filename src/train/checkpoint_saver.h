@@ -3,15 +3,19 @@
 // the moments), the ranks agree that every part landed (a sum over the dp group that a failed rank
 // joins too, so none is left waiting), and rank 0 commits. With --async-checkpoint the parts are
 // copied into host buffers at the step boundary and a background thread writes them while training
-// goes on; the agreement then rides on each step's all-reduce (progress, after_step), and the next
+// goes on (from a GPU the step boundary copies into device buffers, queued on the compute stream,
+// and the background thread brings those to the host on a second stream beside the training); the agreement then rides on each step's all-reduce (progress, after_step), and the next
 // save, a stop or the end of the run waits for it (finish).
 #pragma once
 
 #include <array>
 #include <filesystem>
+#include <memory>
+#include <vector>
 #include <optional>
 
 #include "checkpoint/train_checkpoint.h"
+#include "core/cuda/device.h"
 #include "optim/adamw_optimizer.h"
 #include "train/async_checkpoint.h"
 #include "train/data_parallel.h"
@@ -57,10 +61,13 @@ class CheckpointSaver {
   std::filesystem::path tokenizer_json_;  // empty when the run has no tokenizer
   const Tokenizer* tokenizer_;
   std::vector<OptimSegment> segments_;  // what this rank writes of the moments
-  // An asynchronous save's host copies, allocated once; declared before the writer, so that its
-  // thread is joined before they go.
+  // An asynchronous save's host copies, allocated once, and from a GPU its device copies (params, m,
+  // v; undefined on the CPU, params on rank 0 only); declared before the writer, so that its thread
+  // is joined before they go.
   ModelSnapshot weights_;
   OptimizerState moments_;
+  Tensor device_params_, device_m_, device_v_;
+  std::vector<std::unique_ptr<PinnedHost>> pinned_;  // the host copies, page-locked from a GPU
   AsyncCheckpointWriter writer_;
   std::optional<CheckpointState> pending_;  // the save in flight
 };

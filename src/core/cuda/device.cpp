@@ -5,6 +5,7 @@
 #include "core/cuda/device.h"
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -111,9 +112,20 @@ void cuda_select_device_for_local_rank(int local_rank) {
   if (count > 0) CUDA_CHECK(cudaSetDevice(local_rank % count));
 }
 
+namespace {
+
+// The device the compute stream belongs to, for threads that did not select it themselves.
+int& compute_device() {
+  static int device = 0;
+  return device;
+}
+
+}  // namespace
+
 cudaStream_t cuda_compute_stream() {
   static const cudaStream_t stream = [] {
     require_device();
+    CUDA_CHECK(cudaGetDevice(&compute_device()));
     cudaStream_t s = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return s;
@@ -204,6 +216,38 @@ void copy_device_to_device(void* device_dst, const void* device_src, size_t byte
   CUDA_CHECK(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice, cuda_compute_stream()));
 }
 
+void copy_to_host_beside_compute(void* host_dst, const void* device_src, size_t bytes) {
+  if (bytes == 0) return;
+  const cudaStream_t compute = cuda_compute_stream();
+  CUDA_CHECK(cudaSetDevice(compute_device()));  // this thread's current device, which may be another
+  static const cudaStream_t side = [] {
+    cudaStream_t s = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  cudaEvent_t queued = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+  const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> owner(queued, cudaEventDestroy);
+  CUDA_CHECK(cudaEventRecord(queued, compute));
+  CUDA_CHECK(cudaStreamWaitEvent(side, queued, 0));
+  CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, side));
+  CUDA_CHECK(cudaStreamSynchronize(side));
+}
+
+PinnedHost::PinnedHost(const Tensor& host) {
+  TS_CHECK(host.device() == Device::cpu, "PinnedHost: the tensor lives on the GPU; only host memory is page-locked");
+  if (cuda_device_count() == 0 || host.bytes() == 0) return;
+  // Best effort: where the system refuses to lock this much memory, copies stay correct, only slower.
+  if (cudaHostRegister(host.raw_data(), host.bytes(), cudaHostRegisterDefault) == cudaSuccess)
+    ptr_ = host.raw_data();
+  else
+    cudaGetLastError();  // clears the error, which is not this program's to report
+}
+
+PinnedHost::~PinnedHost() {
+  if (ptr_ != nullptr) cudaHostUnregister(ptr_);
+}
+
 void device_memset_zero(void* ptr, size_t bytes) {
   if (bytes == 0) return;
   CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, cuda_compute_stream()));
@@ -233,6 +277,9 @@ void device_allocator_release_cached() {}
 void copy_to_device(void*, const void*, size_t) { fail_no_backend(); }
 void copy_to_host(void*, const void*, size_t) { fail_no_backend(); }
 void copy_device_to_device(void*, const void*, size_t) { fail_no_backend(); }
+void copy_to_host_beside_compute(void*, const void*, size_t) { fail_no_backend(); }
+PinnedHost::PinnedHost(const Tensor&) {}
+PinnedHost::~PinnedHost() = default;
 void device_memset_zero(void*, size_t) { fail_no_backend(); }
 void cuda_synchronize() {}
 
@@ -259,6 +306,15 @@ AllocatorStats allocator_stats(Device device) {
 Tensor tensor_to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   return device == Device::cuda ? copy_to_device(t) : copy_to_host(t);
+}
+
+void copy_tensor_to_host_beside_compute(Tensor& host_dst, const Tensor& device_src) {
+  TS_CHECK(host_dst.device() == Device::cpu && device_src.device() == Device::cuda &&
+               host_dst.numel() == device_src.numel() && host_dst.dtype() == device_src.dtype(),
+           "copy_tensor_to_host_beside_compute: ", shape_string(device_src.shape()), " on the ",
+           device_src.device() == Device::cuda ? "GPU" : "CPU", " into ", shape_string(host_dst.shape()), " on the ",
+           host_dst.device() == Device::cuda ? "GPU" : "CPU", "; it copies a GPU tensor into a host one of its size");
+  copy_to_host_beside_compute(host_dst.raw_data(), device_src.raw_data(), device_src.bytes());
 }
 
 void copy_tensor(Tensor& dst, const Tensor& src) {
