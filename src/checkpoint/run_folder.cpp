@@ -62,7 +62,8 @@ void prune_checkpoints(const fs::path& run_dir, int64_t saved_step, Retention re
   }
 }
 
-ResumePoint choose_resume_checkpoint(const fs::path& run_dir) {
+ResumePoint choose_resume_checkpoint(const fs::path& run_dir, FileShare share,
+                                     const std::function<bool(bool)>& all_agree) {
   const fs::path latest = run_dir / kLatestCheckpoint;
   std::error_code ec;
   std::vector<std::string> skipped;
@@ -71,13 +72,18 @@ ResumePoint choose_resume_checkpoint(const fs::path& run_dir) {
                       ", which does not exist");
   ResumePoint point;
   for (const CheckpointFolder& c : list_checkpoints(run_dir)) {
+    std::string damage;  // a damaged one is skipped like a partial one
     try {
-      check_checkpoint_complete(c.path, /*checksums=*/true);  // a damaged one is skipped like a partial one
+      check_checkpoint_complete(c.path, /*checksums=*/true, share);
+    } catch (const Error& e) {
+      damage = e.what();
+    }
+    if (all_agree ? all_agree(damage.empty()) : damage.empty()) {
       point.checkpoint = c.path;
       break;
-    } catch (const Error& e) {
-      skipped.push_back(e.what());
     }
+    skipped.push_back(damage.empty() ? c.path.filename().string() + " failed another process's checksum check"
+                                     : damage);
   }
   std::string reasons;
   for (const std::string& s : skipped) reasons += (reasons.empty() ? "" : "; ") + s;

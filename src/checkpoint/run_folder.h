@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ struct Retention {
 // from an older checkpoint) are never removed.
 void prune_checkpoints(const std::filesystem::path& run_dir, int64_t saved_step, Retention retention);
 
+// The files of a checkpoint one process checks by CRC-32 when several share the work: file i (in
+// name order) when i % count == index. The default is every file.
+struct FileShare {
+  int index = 0, count = 1;
+};
+
 struct ResumePoint {
   std::optional<std::filesystem::path> checkpoint;  // none: run_dir holds no checkpoint at all; else its
                                                     // files' sizes and CRC-32 are verified
@@ -47,6 +54,10 @@ struct ResumePoint {
 
 // The newest complete checkpoint of run_dir (state.json readable, every file present at its
 // recorded size and CRC-32); throws naming what is wrong when run_dir holds checkpoints but none is.
-ResumePoint choose_resume_checkpoint(const std::filesystem::path& run_dir);
+// Several processes share the CRC-32 reads: each checks the files of `share` of every candidate, and
+// `all_agree` (a collective AND over them; none for one process) turns the verdicts into one, so all
+// choose the same checkpoint while each file is read once.
+ResumePoint choose_resume_checkpoint(const std::filesystem::path& run_dir, FileShare share = {},
+                                     const std::function<bool(bool)>& all_agree = nullptr);
 
 }  // namespace tessera

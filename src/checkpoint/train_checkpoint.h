@@ -87,9 +87,9 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, cons
 std::optional<std::filesystem::path> find_checkpoint(const std::filesystem::path& path);
 
 // Throws (one line, naming the file) unless the checkpoint is complete: state.json valid and every
-// file it records present with its recorded size, and with `checksums` its recorded CRC-32 too
-// (which reads every file; without, the check is cheap).
-void check_checkpoint_complete(const std::filesystem::path& checkpoint, bool checksums = false);
+// file it records present with its recorded size, and with `checksums` its recorded CRC-32 too for
+// the files of `share` (which reads them; without, the check is cheap).
+void check_checkpoint_complete(const std::filesystem::path& checkpoint, bool checksums = false, FileShare share = {});
 
 // The model shape in state.json, checked against model.safetensors' tensors (layers, width,
 // vocabulary, context) before anything of that size is allocated.

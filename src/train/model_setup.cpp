@@ -68,8 +68,8 @@ void check_model_limits(const ModelConfig& mc, const std::string& origin) {
 
 }  // namespace
 
-ResumePoint run_start_point(const TrainConfig& config) {
-  if (config.resume) return choose_resume_checkpoint(config.out_dir);
+ResumePoint run_start_point(const TrainConfig& config, FileShare share, const std::function<bool(bool)>& all_agree) {
+  if (config.resume) return choose_resume_checkpoint(config.out_dir, share, all_agree);
   std::vector<CheckpointFolder> existing = list_checkpoints(config.out_dir);
   TS_CHECK(!holds_checkpoints(config.out_dir), "--out-dir ", config.out_dir, " already holds checkpoints",
            existing.empty() ? std::string() : " (newest " + existing.front().path.filename().string() + ")",

@@ -19,8 +19,10 @@ class Tokenizer;
 
 // The checkpoint a run starts from. With --resume: the newest complete one in --out-dir (none, with
 // a notice, when the folder holds no checkpoint at all). Without: none, and an --out-dir that holds
-// checkpoints is refused, so a new run never overwrites or prunes an old run's checkpoints.
-ResumePoint run_start_point(const TrainConfig& config);
+// checkpoints is refused, so a new run never overwrites or prunes an old run's checkpoints. The
+// ranks of a job share the checksum reads (share, all_agree: see choose_resume_checkpoint).
+ResumePoint run_start_point(const TrainConfig& config, FileShare share = {},
+                            const std::function<bool(bool)>& all_agree = nullptr);
 
 // The model's config without allocating it; with a checkpoint, its shape, which the shape flags
 // given (--model, --layers, ...) must agree with.

@@ -50,7 +50,14 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
 
   using Clock = std::chrono::steady_clock;
   const auto choice_start = Clock::now();
-  ResumePoint start = run_start_point(config_);
+  // Each rank checks the CRC-32 of its share of a candidate's files; the world agrees on the verdict.
+  const auto all_agree = [this](bool ok) {
+    Tensor flag = Tensor::zeros({1});
+    flag.f32()[0] = ok ? 0.0f : 1.0f;
+    grid_.world->all_reduce(flag);
+    return flag.f32()[0] == 0.0f;
+  };
+  ResumePoint start = run_start_point(config_, FileShare{grid_.world_rank, grid_.world->size()}, all_agree);
   resume_times_.verify_s = std::chrono::duration<double>(Clock::now() - choice_start).count();
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
   resume_notice_ = start.notice;

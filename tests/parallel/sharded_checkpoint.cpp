@@ -1,14 +1,17 @@
 // What a 2-rank run writes of a checkpoint: each rank's shard file holds exactly the moments it owns
 // (its ZeRO-1 shard; under ZeRO 0 half of the flat buffer) and nothing else, the index's byte ranges
 // and block CRCs point at the very bytes of each slice, and `tessera convert --to-hf` exports the
-// checkpoint to a Hugging Face folder that imports back to the same weights.
+// checkpoint to a Hugging Face folder that imports back to the same weights; resuming ranks share the
+// checksum reads and agree on a fallback.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "checkpoint/checkpoint_index.h"
 #include "checkpoint/checkpoint_state.h"
+#include "checkpoint/run_folder.h"
 #include "checkpoint/safetensors.h"
 #include "nn/decoder_layout.h"
 #include "parallel/dp/buckets.h"
@@ -91,6 +94,32 @@ TEST_P(ShardedCheckpoint, EachRankWritesOnlyItsShareAndTheIndexPointsAtIt) {
 
 INSTANTIATE_TEST_SUITE_P(Zero, ShardedCheckpoint, ::testing::Values(0, 1),
                          [](const auto& info) { return "zero" + std::to_string(info.param); });
+
+// Two ranks resuming share the checksum reads (file i of a candidate, in name order, is rank i % 2's
+// to check) and agree on the verdict: a damaged shard that only rank 1 checks makes both skip to the
+// previous checkpoint, and rank 0 names the skipped one.
+TEST(ShardedCheckpoint, RanksShareTheResumeChecksAndAgreeOnTheFallback) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 29).string();
+  const Layout layout{2, 2, 1, 2};
+  train(layout, dir / "run", shard, "--steps 4 --checkpoint-every 2");
+  // model.safetensors, shard-00000-of-00002, shard-00001-of-00002: the second is rank 1's.
+  const fs::path damaged = dir / "run" / checkpoint_dir_name(4) / shard_file_name(0, 2);
+  {
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff middle = f.tellg() / 2;
+    f.seekg(middle);
+    const char byte = char(f.get() ^ 0x5a);
+    f.seekp(middle);
+    f.put(byte);
+  }
+  const std::string cmd = train_command(layout, dir / "run", shard, "--steps 6 --checkpoint-every 2 --resume");
+  const testing::CommandResult r = testing::run_command(cmd);
+  ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  EXPECT_TRUE(testing::contains(r.output, checkpoint_dir_name(4))) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "resuming from " + checkpoint_dir_name(2))) << r.output;
+}
 
 TEST(ShardedCheckpoint, ConvertsToHuggingFace) {
   const fs::path dir = testing::scratch_dir();
