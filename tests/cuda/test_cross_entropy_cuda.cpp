@@ -25,46 +25,15 @@ constexpr Vocab kVocabs[] = {{1000, 1024}, {50257, 50304}, {70000, 70016}};
 // A loss sums V exponentials in fp32 in another order than the CPU: rounding grows like sqrt(V).
 double loss_tolerance(int64_t V) { return 4.0 * std::sqrt(double(V)) * std::ldexp(1.0, -24); }
 
-class CrossEntropyCuda : public testing::CudaTest {};
-
-TEST_F(CrossEntropyCuda, LossesAndGradientsMatchCpu) {
+// Logits in `dtype` on the GPU against the f32 CPU op on the same (rounded) logits, every vocabulary.
+// The GPU computes in fp32 from them: losses keep the fp32 tolerance; 16-bit dlogits, rounded once to
+// the dtype, get it doubled plus half an ulp. Logits in [-6, 6] and dlogits below 1/N stay far inside
+// f16's range; the many dlogits below its normal range (2^-14) are off by at most 2^-25, inside the
+// absolute tolerance.
+void expect_matches_cpu_in(DType dtype) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  for (const auto [V, Vp] : kVocabs) {
-    SCOPED_TRACE("V = " + std::to_string(V));
-    const int64_t N = 66;
-    const float dloss = 1.0f / float(N);
-    Tensor logits = random_tensor({N, Vp}, seed, -6.0f, 6.0f);
-    Tensor logits_gpu = to_gpu(logits);
-    const Tensor targets = testing::random_ids({N}, V, seed + 1);
-    const Tensor targets_gpu = to_gpu(targets);
-
-    Tensor losses = Tensor::zeros({N});
-    Tensor losses_gpu = testing::poisoned_gpu({N});
-    softmax_cross_entropy(losses_gpu, logits_gpu, targets_gpu, V, 0.0f);  // forward only
-    testing::expect_matches_cpu(logits_gpu, logits, 0.0, 0.0, 0.0, "logits after a forward-only call");
-
-    softmax_cross_entropy(losses, logits, targets, V, dloss);
-    softmax_cross_entropy(losses_gpu, logits_gpu, targets_gpu, V, dloss);
-    const double tol = loss_tolerance(V);
-    testing::expect_matches_cpu(losses_gpu, losses, tol, tol, tol, "losses");
-    testing::expect_matches_cpu(logits_gpu, logits, 1e-5, 1e-7, 1e-4, "dlogits");
-    const Tensor dlogits = testing::to_cpu(logits_gpu);
-    for (int64_t n = 0; n < N; n++)
-      for (int64_t v = V; v < Vp; v++) ASSERT_EQ(dlogits.f32()[n * Vp + v], 0.0f) << "padding at " << n << "," << v;
-  }
-}
-
-// bf16 or f16 logits, f32 losses. The GPU computes in fp32 from the same rounded logits as the CPU:
-// losses keep the fp32 tolerances; dlogits, rounded once to the dtype, get them doubled plus half an
-// ulp. Logits in [-6, 6] and dlogits below 1/N stay far inside f16's range; the many dlogits below
-// its normal range (2^-14) are off by at most 2^-25, inside the absolute tolerance.
-using CrossEntropyCudaLowPrecision = testing::CudaLowPrecisionTest;
-
-TEST_P(CrossEntropyCudaLowPrecision, MatchesCpuOnRoundedLogits) {
-  const DType dtype = GetParam();
-  const uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE(seed);
+  const bool f32 = dtype == DType::f32;
   for (const auto [V, Vp] : kVocabs) {
     SCOPED_TRACE("V = " + std::to_string(V));
     const int64_t N = 66;
@@ -83,13 +52,21 @@ TEST_P(CrossEntropyCudaLowPrecision, MatchesCpuOnRoundedLogits) {
     softmax_cross_entropy(losses_gpu, logits_gpu, targets_gpu, V, dloss);
     const double tol = loss_tolerance(V);
     testing::expect_matches_cpu(losses_gpu, losses, tol, tol, tol, "losses");
-    testing::expect_matches_cpu(logits_gpu, logits, testing::scaled_from_bf16(1e-2, dtype), 2e-7,
-                                testing::rounding_of(dtype) + 2e-4, "dlogits");
+    testing::expect_matches_cpu(logits_gpu, logits, f32 ? 1e-5 : testing::scaled_from_bf16(1e-2, dtype),
+                                f32 ? 1e-7 : 2e-7, f32 ? 1e-4 : testing::rounding_of(dtype) + 2e-4, "dlogits");
     const Tensor dlogits = testing::to_f32(testing::to_cpu(logits_gpu));
     for (int64_t n = 0; n < N; n++)
       for (int64_t v = V; v < Vp; v++) ASSERT_EQ(dlogits.f32()[n * Vp + v], 0.0f) << "padding at " << n << "," << v;
   }
 }
+
+class CrossEntropyCuda : public testing::CudaTest {};
+
+TEST_F(CrossEntropyCuda, LossesAndGradientsMatchCpu) { expect_matches_cpu_in(DType::f32); }
+
+using CrossEntropyCudaLowPrecision = testing::CudaLowPrecisionTest;
+
+TEST_P(CrossEntropyCudaLowPrecision, MatchesCpuOnRoundedLogits) { expect_matches_cpu_in(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Storage, CrossEntropyCudaLowPrecision, ::testing::ValuesIn(testing::kLowPrecisionDTypes),
                          testing::dtype_param_name);

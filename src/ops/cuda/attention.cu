@@ -232,10 +232,7 @@ __global__ void __launch_bounds__(kThreads)
   const int NH = heads.NH, b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH;
   const int qt = int(gridDim.y) - 1 - int(blockIdx.y), C = NH * HS, q0 = qt * kTile;
   const int64_t ld = heads.row_stride();
-  const Elem* qkv_b = qkv + int64_t(b) * T * ld;
-  const Elem* q = qkv_b + heads.q_column(h);  // (T, HS) each, row stride ld
-  const Elem* k = qkv_b + heads.k_column(heads.kv_head(h));
-  const Elem* v = qkv_b + heads.v_column(heads.kv_head(h));
+  const auto [q, k, v] = head_rows(heads, qkv, b, T, h);  // (T, HS) each, row stride ld
   const float scale_log2 = scale * kLog2e;
 
   load_tile<HS>(q_s, q, ld, q0, T);
@@ -390,10 +387,7 @@ __global__ void __launch_bounds__(kThreads)
   const int NH = heads.NH, b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH;
   const int qt = int(gridDim.y) - 1 - int(blockIdx.y), C = NH * HS, q0 = qt * kTile;
   const int64_t ld = heads.row_stride();
-  const Elem* qkv_b = qkv + int64_t(b) * T * ld;
-  const Elem* q = qkv_b + heads.q_column(h);  // (T, HS) each, row stride ld
-  const Elem* k = qkv_b + heads.k_column(heads.kv_head(h));
-  const Elem* v = qkv_b + heads.v_column(heads.kv_head(h));
+  const auto [q, k, v] = head_rows(heads, qkv, b, T, h);  // (T, HS) each, row stride ld
   const Elem* dout_bh = dout + int64_t(b) * T * C + h * HS;  // (T, HS), row stride C
   const float scale_log2 = scale * kLog2e;
 

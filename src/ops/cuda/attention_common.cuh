@@ -22,6 +22,19 @@ struct QkvHeads {
   __device__ int64_t v_column(int kv) const { return int64_t(NH + NKV + kv) * HS; }
 };
 
+// Query head h's q rows and its kv head's k and v rows in batch b of qkv: (T, HS) each, row stride
+// heads.row_stride().
+template <typename E>
+struct HeadRows {
+  const E *q, *k, *v;
+};
+template <typename E>
+__device__ inline HeadRows<E> head_rows(const QkvHeads& heads, const E* qkv, int b, int T, int h) {
+  const E* base = qkv + int64_t(b) * T * heads.row_stride();
+  const int kv = heads.kv_head(h);
+  return {base + heads.q_column(h), base + heads.k_column(kv), base + heads.v_column(kv)};
+}
+
 // Opts a kernel into `bytes` of dynamic shared memory (needed above 48 KB), then launches it with
 // `threads` threads per block.
 template <typename... Params, typename... Args>

@@ -271,10 +271,7 @@ __global__ void __launch_bounds__(kThreads)
   const int qt = int(gridDim.y) - 1 - int(blockIdx.y), C = NH * HS;
   const int q0 = qt * kTile, row0 = q0 + 16 * warp;  // this warp's rows row0 + g + 8 r
   const int64_t ld = heads.row_stride();
-  const E* qkv_b = qkv + int64_t(b) * T * ld;
-  const E* q = qkv_b + heads.q_column(h);  // (T, HS) each, row stride ld
-  const E* k = qkv_b + heads.k_column(heads.kv_head(h));
-  const E* v = qkv_b + heads.v_column(heads.kv_head(h));
+  const auto [q, k, v] = head_rows(heads, qkv, b, T, h);  // (T, HS) each, row stride ld
 
   load_tile_async<HS>(q_s, q, ld, q0, T);
   load_tile_async<HS>(k_s, k, ld, 0, T);
@@ -448,10 +445,7 @@ __global__ void __launch_bounds__(kThreads)
   const int NH = heads.NH, b = int(blockIdx.x) / NH, h = int(blockIdx.x) % NH;
   const int qt = int(gridDim.y) - 1 - int(blockIdx.y), C = NH * HS, q0 = qt * kTile, row0 = q0 + 16 * warp;
   const int64_t ld = heads.row_stride();
-  const E* qkv_b = qkv + int64_t(b) * T * ld;
-  const E* q = qkv_b + heads.q_column(h);  // (T, HS) each, row stride ld
-  const E* k = qkv_b + heads.k_column(heads.kv_head(h));
-  const E* v = qkv_b + heads.v_column(heads.kv_head(h));
+  const auto [q, k, v] = head_rows(heads, qkv, b, T, h);  // (T, HS) each, row stride ld
   const float scale_log2 = scale * kLog2e;
 
   load_tile_async<HS>(q_s, q, ld, q0, T);
