@@ -20,6 +20,7 @@ void add_tokenizer_train_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 // `bench train`, registered under the bench command.
 void add_bench_train_command(CLI::App& bench);
 

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_convert_command(app);
   tessera::cli::add_bench_command(app);
   tessera::cli::add_launch_command(app);
+  tessera::cli::add_plan_command(app);
   tessera::cli::check_number_flags(app);
   // Every message is printed through one_line: control characters escaped, length bounded.
   auto fail = [](const std::string& message) {

@@ -1,0 +1,57 @@
+// tessera plan: what a parallel layout will do, before a run. `plan pipeline` simulates a pipeline
+// schedule (parallel/pp): each rank's timeline, the bubble against the textbook value, and the most
+// micro-batches whose activations a stage holds at once.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "core/atomic_file.h"
+#include "parallel/pp/pipeline_render.h"
+#include "parallel/pp/pipeline_simulator.h"
+
+namespace tessera::cli {
+namespace {
+
+struct PipelineOptions {
+  int pp = 4, micro_batches = 8, virtual_stages = 1;
+  std::string schedule = "1f1b", svg;
+};
+
+void plan_pipeline(const PipelineOptions& o) {
+  const ScheduleKind kind = parse_schedule_kind(o.schedule);
+  const PipelineSchedule schedule = make_pipeline_schedule(kind, o.pp, o.micro_batches, o.virtual_stages);
+  const PipelineTimeline t = simulate_pipeline(schedule);
+  const std::string title = o.schedule + ", pp " + std::to_string(o.pp) + ", " + std::to_string(o.micro_batches) +
+                            " micro-batches, " + std::to_string(o.virtual_stages) + " virtual stage(s)";
+  std::printf("%s (forward 1, backward 2 per stage; zero-bubble: input and weight gradients 1 each)\n%s",
+              title.c_str(), timeline_text(t).c_str());
+  std::printf("bubble: %.4f of the ranks' time (textbook %.4f); makespan %.2f\n", t.bubble_fraction(),
+              analytic_bubble_fraction(kind, o.pp, o.micro_batches, o.virtual_stages), t.makespan);
+  std::printf("micro-batches in flight at most, per rank:");
+  for (int peak : t.peak_in_flight) std::printf(" %d", peak);
+  std::printf("\n");
+  if (!o.svg.empty()) {
+    write_file_atomic(o.svg, timeline_svg(t, title));
+    std::printf("timeline: %s\n", o.svg.c_str());
+  }
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  CLI::App* plan = add_command(app, "plan", "Plan a parallel layout before a run: pipeline (schedule timeline, bubble)");
+  plan->require_subcommand(1);
+  auto o = std::make_shared<PipelineOptions>();
+  CLI::App* pipeline =
+      add_command(*plan, "pipeline", "Simulate a pipeline schedule: each rank's timeline, the bubble, micro-batches in flight");
+  pipeline->add_option("--pp", o->pp, "Pipeline stages (ranks)")->capture_default_str();
+  pipeline->add_option("--microbatches", o->micro_batches, "Micro-batches per step")->capture_default_str();
+  pipeline->add_option("--virtual-stages", o->virtual_stages, "Model chunks per rank (interleaved schedule)")
+      ->capture_default_str();
+  pipeline->add_option("--schedule", o->schedule, "gpipe, 1f1b, interleaved or zero-bubble")->capture_default_str();
+  pipeline->add_option("--svg", o->svg, "Also draw the timeline into this SVG file");
+  pipeline->callback([o] { plan_pipeline(*o); });
+}
+
+}  // namespace tessera::cli
