@@ -1,12 +1,17 @@
 // tessera plan: what a parallel layout will do, before a run. `plan pipeline` simulates a pipeline
 // schedule (parallel/pp): each rank's timeline, the bubble against the textbook value, and the most
-// micro-batches whose activations a stage holds at once.
+// micro-batches whose activations a stage holds at once; with --model, which blocks each chunk holds
+// (nn/stage_partition: balanced by cost, or --pipeline-boundaries) and each chunk's share of the work.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "core/atomic_file.h"
+#include "nn/model_presets.h"
+#include "nn/stage_partition.h"
 #include "parallel/pp/pipeline_render.h"
 #include "parallel/pp/pipeline_simulator.h"
 
@@ -15,12 +20,42 @@ namespace {
 
 struct PipelineOptions {
   int pp = 4, micro_batches = 8, virtual_stages = 1;
-  std::string schedule = "1f1b", svg;
+  std::string schedule = "1f1b", svg, model;
+  int64_t seq_len = 1024;
+  std::vector<int64_t> boundaries;
 };
+
+// Which blocks each chunk of `model` holds, and its share of a step's work.
+std::string stages_text(const PipelineOptions& o) {
+  const ModelConfig config = model_preset(o.model);
+  const int chunks = o.pp * o.virtual_stages;
+  const StageBoundaries b = o.boundaries.empty() ? balanced_boundaries(config, o.seq_len, chunks)
+                                                 : explicit_boundaries(o.boundaries, config.num_layers, chunks);
+  const std::vector<double> costs = chunk_costs(config, o.seq_len, b);
+  double total = 0, most = 0;
+  for (double c : costs) total += c, most = std::max(most, c);
+  char line[200];
+  std::snprintf(line, sizeof line, "%s, T = %lld: %s stages\n", o.model.c_str(), static_cast<long long>(o.seq_len),
+                o.boundaries.empty() ? "cost-balanced" : "explicit");
+  std::string text = line;
+  for (int c = 0; c < chunks; ++c) {
+    std::snprintf(line, sizeof line, "  chunk %d (rank %d): blocks %lld-%lld%s, %.1f%% of the work\n", c, c % o.pp,
+                  static_cast<long long>(b[size_t(c)]), static_cast<long long>(b[size_t(c) + 1] - 1),
+                  c == 0 && c == chunks - 1 ? " + embedding, head"
+                  : c == 0                  ? " + embedding"
+                  : c == chunks - 1         ? " + head"
+                                            : "",
+                  100.0 * costs[size_t(c)] / total);
+    text += line;
+  }
+  std::snprintf(line, sizeof line, "  slowest chunk / mean: %.3f\n", most * chunks / total);
+  return text + line;
+}
 
 void plan_pipeline(const PipelineOptions& o) {
   const ScheduleKind kind = parse_schedule_kind(o.schedule);
   const PipelineSchedule schedule = make_pipeline_schedule(kind, o.pp, o.micro_batches, o.virtual_stages);
+  const std::string stages = o.model.empty() ? std::string() : stages_text(o);  // refused before any output
   const PipelineTimeline t = simulate_pipeline(schedule);
   const std::string title = o.schedule + ", pp " + std::to_string(o.pp) + ", " + std::to_string(o.micro_batches) +
                             " micro-batches, " + std::to_string(o.virtual_stages) + " virtual stage(s)";
@@ -35,6 +70,7 @@ void plan_pipeline(const PipelineOptions& o) {
     write_file_atomic(o.svg, timeline_svg(t, title));
     std::printf("timeline: %s\n", o.svg.c_str());
   }
+  std::printf("%s", stages.c_str());
 }
 
 }  // namespace
@@ -51,6 +87,11 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   pipeline->add_option("--schedule", o->schedule, "gpipe, 1f1b, interleaved or zero-bubble")->capture_default_str();
   pipeline->add_option("--svg", o->svg, "Also draw the timeline into this SVG file");
+  pipeline->add_option("--model", o->model, "A preset: also show which blocks each chunk holds");
+  pipeline->add_option("--seq-len", o->seq_len, "Tokens per sequence, for the attention cost")->capture_default_str();
+  pipeline->add_option("--pipeline-boundaries", o->boundaries,
+                       "The first block of each chunk after the first (default: balanced by cost)")
+      ->delimiter(',');
   pipeline->callback([o] { plan_pipeline(*o); });
 }
 
