@@ -15,20 +15,12 @@
 #include "nn/decoder_layout.h"
 #include "nn/model_presets.h"
 #include "nn/stage_partition.h"
+#include "support/test_support.h"
 
 namespace tessera {
 namespace {
 
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(StagePartition, BlockCostsFollowTheActiveParameters) {
   const ModelConfig gpt2 = model_preset("gpt2-124m");
@@ -87,14 +79,14 @@ TEST(StagePartition, TheHeadTakesBlocksOffTheLastChunk) {
 
 TEST(StagePartition, ImpossibleAndExplicitSplitsAreCheckedWithTheNumbers) {
   const ModelConfig c = model_preset("gpt2-mini");  // 4 blocks
-  std::string message = error_of([&] { balanced_boundaries(c, 64, 5); });
+  std::string message = testing::error_of([&] { balanced_boundaries(c, 64, 5); });
   EXPECT_NE(message.find("5 chunks but the model has 4 blocks"), std::string::npos) << message;
   EXPECT_EQ(explicit_boundaries({1, 3}, 4, 3), (StageBoundaries{0, 1, 3, 4}));
-  message = error_of([] { explicit_boundaries({2}, 4, 3); });
+  message = testing::error_of([] { explicit_boundaries({2}, 4, 3); });
   EXPECT_NE(message.find("gives 1 boundaries, but 3 chunks"), std::string::npos) << message;
-  message = error_of([] { explicit_boundaries({2, 2}, 4, 3); });
+  message = testing::error_of([] { explicit_boundaries({2, 2}, 4, 3); });
   EXPECT_NE(message.find("strictly increasing"), std::string::npos) << message;
-  message = error_of([] { explicit_boundaries({2, 4}, 4, 3); });
+  message = testing::error_of([] { explicit_boundaries({2, 4}, 4, 3); });
   EXPECT_NE(message.find("below the model's 4 blocks"), std::string::npos) << message;
 }
 

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "parallel/pp/pipeline_render.h"
 #include "parallel/pp/pipeline_simulator.h"
+#include "support/test_support.h"
 
 namespace tessera {
 namespace {
@@ -134,24 +135,15 @@ INSTANTIATE_TEST_SUITE_P(
                       ScheduleCase{ScheduleKind::zero_bubble, 8, 16, 1}),
     case_name);
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(PipelineSchedule, SchedulesThatCannotRunAreRefusedNamingTheFix) {
-  EXPECT_NE(error_of([] { make_pipeline_schedule(ScheduleKind::interleaved, 4, 6, 2); }).find("use 4 or 8 micro-batches"),
+  EXPECT_NE(testing::error_of([] { make_pipeline_schedule(ScheduleKind::interleaved, 4, 6, 2); }).find("use 4 or 8 micro-batches"),
             std::string::npos);
-  EXPECT_NE(error_of([] { make_pipeline_schedule(ScheduleKind::one_f_one_b, 4, 8, 2); }).find("--pipeline-schedule interleaved"),
+  EXPECT_NE(testing::error_of([] { make_pipeline_schedule(ScheduleKind::one_f_one_b, 4, 8, 2); }).find("--pipeline-schedule interleaved"),
             std::string::npos);
-  EXPECT_NE(error_of([] { make_pipeline_schedule(ScheduleKind::gpipe, 0, 8, 1); }).find("--pp 0"), std::string::npos);
-  EXPECT_NE(error_of([] { make_pipeline_schedule(ScheduleKind::gpipe, 2, 0, 1); }).find("at least 1 micro-batch"),
+  EXPECT_NE(testing::error_of([] { make_pipeline_schedule(ScheduleKind::gpipe, 0, 8, 1); }).find("--pp 0"), std::string::npos);
+  EXPECT_NE(testing::error_of([] { make_pipeline_schedule(ScheduleKind::gpipe, 2, 0, 1); }).find("at least 1 micro-batch"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_schedule_kind("zb"); }).find("gpipe, 1f1b, interleaved or zero-bubble"),
+  EXPECT_NE(testing::error_of([] { parse_schedule_kind("zb"); }).find("gpipe, 1f1b, interleaved or zero-bubble"),
             std::string::npos);
   EXPECT_EQ(parse_schedule_kind("zero-bubble"), ScheduleKind::zero_bubble);
 }
@@ -164,11 +156,11 @@ TEST(PipelineSchedule, TheSimulatorCatchesADeadlockAndALostSend) {
   ASSERT_EQ(first[1].kind, ActionKind::send_activation);
   ASSERT_EQ(first[4].kind, ActionKind::recv_gradient);
   std::swap(first[1], first[4]);
-  const std::string deadlock = error_of([&] { simulate_pipeline(s); });
+  const std::string deadlock = testing::error_of([&] { simulate_pipeline(s); });
   EXPECT_NE(deadlock.find("deadlocks"), std::string::npos) << deadlock;
   PipelineSchedule lost = make_pipeline_schedule(ScheduleKind::gpipe, 2, 1);
   lost.ranks[0].push_back({ActionKind::send_activation, 0, 0, 1});
-  const std::string message = error_of([&] { simulate_pipeline(lost); });
+  const std::string message = testing::error_of([&] { simulate_pipeline(lost); });
   EXPECT_NE(message.find("never received"), std::string::npos) << message;
 }
 
