@@ -101,6 +101,13 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--dp", c.dp, "Data-parallel degree (0 = the world size / (tp·pp·cp))")->capture_default_str();
   cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
   cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->capture_default_str();
+  cmd.add_option("--virtual-stages", c.virtual_stages, "Model chunks per pipeline rank (interleaved schedule)")
+      ->capture_default_str();
+  cmd.add_option("--pipeline-schedule", c.pipeline_schedule, "gpipe, 1f1b, interleaved or zero-bubble")
+      ->capture_default_str();
+  cmd.add_option("--pipeline-boundaries", c.pipeline_boundaries,
+                 "The first block of each pipeline chunk after the first (default: balanced by cost)")
+      ->delimiter(',');
   cmd.add_option("--cp", c.cp, "Context-parallel degree")->capture_default_str();
   cmd.add_option("--ep", c.ep, "Expert-parallel degree")->capture_default_str();
   cmd.add_option("--zero", c.zero, "ZeRO stage: 0, 1 (shard optimizer state) or 2 (and gradients)")
@@ -152,12 +159,13 @@ void add_train_command(CLI::App& app) {
     }
     TrainResult result = trainer->run();
     if (runtime.world_rank() != 0) return;
+    const bool whole_model = c.pp == 1;  // a pipeline rank holds a stage, too little to generate with
     if (result.already_finished) {
       std::printf("%s already finished at step %lld (--steps %lld); nothing to train: raise --steps to continue it\n"
                   "checkpoint: %s\n",
                   c.out_dir.c_str(), (long long)result.last_step, (long long)c.steps,
                   result.last_checkpoint.string().c_str());
-      if (trainer->tokenizer()) print_final_sample(*trainer, c);
+      if (trainer->tokenizer() && whole_model) print_final_sample(*trainer, c);
       return;
     }
     if (result.stopped_by != 0) {  // preempted: saved, and nothing else to do
@@ -169,7 +177,7 @@ void add_train_command(CLI::App& app) {
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));
     if (result.last_val_loss) std::printf(", val_loss %.4f", double(*result.last_val_loss));
     std::printf("\ncheckpoint: %s\n", result.last_checkpoint.string().c_str());
-    if (trainer->tokenizer()) print_final_sample(*trainer, c);
+    if (trainer->tokenizer() && whole_model) print_final_sample(*trainer, c);
   });
 }
 

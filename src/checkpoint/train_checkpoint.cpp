@@ -100,7 +100,8 @@ fs::path commit(const fs::path& out_dir, const ModelConfig& config, const Checkp
                       {"seed", state.seed},
                       {"optimizer_steps", state.optimizer_steps},
                       {"model", model_config_to_json(config)},
-                      {"layout", {{"world_size", state.layout.world_size}, {"dp", state.layout.dp}, {"zero", state.layout.zero}}},
+                      {"layout", {{"world_size", state.layout.world_size}, {"dp", state.layout.dp}, {"pp", state.layout.pp},
+                                  {"zero", state.layout.zero}}},
                       {"run_config", state.run_config},
                       {"config_hash", crc32_hex(crc32_of(run_config.data(), run_config.size()))},
                       {"files", files_json(files)},
@@ -272,14 +273,14 @@ CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, bool
   const ModelConfig recorded = state_model_config(c.state, checkpoint);
   TS_CHECK(recorded == model.config(), "checkpoint ", quoted_text(checkpoint.string()),
            ": its model shape differs from the model it is loaded into");
-  // The weights must be exactly the model's parameters, none left over (a state describing fewer
-  // layers than the files hold would otherwise drop some silently).
+  // The weights must be exactly the whole model's parameters, none left over (a state describing
+  // fewer layers than the files hold would otherwise drop some silently); a pipeline stage reads its own.
   const size_t weights = size_t(std::count_if(c.index.begin(), c.index.end(), [](const auto& t) {
     return !t.first.starts_with("m.") && !t.first.starts_with("v.");
   }));
-  TS_CHECK(weights == model.layout().specs().size(), "checkpoint ", quoted_text(checkpoint.string()), " holds ", weights,
-           " weight tensors, the model described by state.json has ", model.layout().specs().size(),
-           "; the files do not belong together");
+  const size_t parameters = decoder_layout(model.config()).specs().size();
+  TS_CHECK(weights == parameters, "checkpoint ", quoted_text(checkpoint.string()), " holds ", weights,
+           " weight tensors, the model described by state.json has ", parameters, "; the files do not belong together");
   CheckpointReader reader(checkpoint, c.index, c.files);
   for (NamedTensor& p : model.named_params()) {
     auto stored = c.index.find(p.name);

@@ -23,10 +23,14 @@ void fill_constant(Tensor& t, float value) {
 
 }  // namespace
 
-Decoder::Decoder(const ModelConfig& config) : config_(config) {
+Decoder::Decoder(const ModelConfig& config) : Decoder(config, whole_decoder(config.num_layers)) {}
+
+Decoder::Decoder(const ModelConfig& config, DecoderStage stage) : config_(config), stage_(std::move(stage)) {
   config_.validate();
-  names_ = decoder_names(config_);
-  layout_ = decoder_layout(config_);
+  TS_CHECK(!stage_.chunks.empty() && stage_.num_layers == config_.num_layers, "Decoder: a stage of ",
+           stage_.num_layers, " blocks for a model of ", config_.num_layers);
+  names_ = decoder_names(config_, stage_);
+  layout_ = decoder_layout(config_, stage_);
   set_params(Tensor::zeros({layout_.total()}));
   allocate_grads();
 }
@@ -59,7 +63,7 @@ void Decoder::to(Device device, DType compute) {
   const bool had_grads = grads_.defined();
   release_grads();
   acts_ = DecoderActivations();
-  tokens_ = Tensor();
+  in_flight_.clear();
   if (had_grads) allocate_grads();  // zero-filled: gradients never carry over a move
 }
 
@@ -99,46 +103,68 @@ void Decoder::init_weights(uint64_t seed) {
 }
 
 float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss) {
+  TS_CHECK(stage_.is_whole(), "Decoder::forward runs the whole model; a pipeline stage runs forward_chunk");
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
   TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
-  acts_.ensure(config_, B, T, device_, compute_dtype_, recompute_);
-  tokens_ = tensor_to(tokens, device_);
-
-  encoder_forward(acts_.embedded, tokens_, w_.embed, w_.positions);
-  // Each block's last residual add is fused with the norm that reads its output: the next block's
-  // norm1, or the final norm after the last block.
-  const size_t L = acts_.blocks.size();
-  auto norm_after = [&](size_t l) {
-    if (l + 1 == L) return NextNorm{&acts_.final_norm, &w_.final_norm};
-    return NextNorm{&acts_.blocks[l + 1].norm1, &w_.blocks[l + 1].norm1};
-  };
-  norm_forward(config_, acts_.blocks[0].norm1, acts_.embedded, w_.blocks[0].norm1);
+  acts_.ensure(config_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_);
+  embed(acts_, tokens);
   // Inference (no targets) routes dropless; training and evaluation follow the capacity factor.
   const MoeOptions dropless{};
-  const MoeOptions& moe = targets.defined() ? moe_options_ : dropless;
-  for (size_t l = 0; l < L; ++l)
-    block_forward(config_, moe, acts_.blocks[l], block_input(l), w_.blocks[l], acts_.rotary, norm_after(l));
-  dloss_ = dloss;
-  if (dloss != 0.0f) count_expert_load();
-
+  forward_blocks(acts_, targets.defined() ? moe_options_ : dropless);
+  acts_.dloss = dloss;
   grad_ready_ = false;
-  const int64_t N = B * T, C = config_.channels, Vp = config_.padded_vocab_size();
-  const Tensor normed = acts_.final_norm.out.reshape({N, C});
-  const Tensor& classifier = w_.classifier();
-  Tensor no_bias;  // the classifier has none
   if (!targets.defined()) {  // inference: every row's logits, kept for logits()
-    matmul_forward(logits_buffer(N), normed, classifier, no_bias);
+    const int64_t N = B * T;
+    Tensor no_bias;  // the classifier has none
+    matmul_forward(logits_buffer(N), acts_.final_norm.out.reshape({N, config_.channels}), w_.classifier(), no_bias);
     return 0.0f;
   }
-  TS_CHECK(targets.shape() == tokens.shape(), "targets ", shape_string(targets.shape()), " must match tokens ",
-           shape_string(tokens.shape()));
+  if (dloss != 0.0f) count_moe_statistics(acts_);
+  const double sum = classifier_forward(acts_, targets, dloss);
+  grad_ready_ = dloss != 0.0f;
+  return float(sum / double(B * T));
+}
+
+void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
+  // A copy, not a view of the caller's buffer: a pipeline refills that with the next micro-batch
+  // before this one's embedding backward reads it.
+  if (!a.tokens.defined() || a.tokens.shape() != tokens.shape() || a.tokens.device() != device_)
+    a.tokens = Tensor::zeros(tokens.shape(), DType::i32, device_);
+  copy_tensor(a.tokens, tokens);
+  encoder_forward(a.embedded, a.tokens, w_.embed, w_.positions);
+}
+
+void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
+  // Each block's last residual add is fused with the norm that reads its output: the next block's
+  // norm1, or the final norm after the last block; a chunk's last block before another chunk's
+  // first is not (that norm runs on the next chunk, from its input).
+  const BlockRange r = a.range;
+  auto norm_after = [&](int64_t l) {
+    if (l + 1 == config_.num_layers) return NextNorm{&a.final_norm, &w_.final_norm};
+    if (l + 1 == r.end) return NextNorm{};
+    return NextNorm{&a.blocks[size_t(l) + 1].norm1, &w_.blocks[size_t(l) + 1].norm1};
+  };
+  norm_forward(config_, a.blocks[size_t(r.first)].norm1, a.embedded, w_.blocks[size_t(r.first)].norm1);
+  for (int64_t l = r.first; l < r.end; ++l) {
+    const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
+    block_forward(config_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l));
+  }
+}
+
+double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets, float dloss) {
+  const int64_t N = a.B * a.T, C = config_.channels, Vp = config_.padded_vocab_size();
+  TS_CHECK(targets.ndim() == 2 && targets.size(0) == a.B && targets.size(1) == a.T, "targets ",
+           shape_string(targets.shape()), " must match tokens (", a.B, ", ", a.T, ")");
   TS_CHECK(dloss == 0.0f || grads_.defined(),
            "Decoder::forward with a loss gradient accumulates into the gradients; call zero_grad() first");
   // The fused classifier, a chunk of rows at a time: logits, losses and dlogits in place, then at
   // once (when training) the gradient into the final norm for backward() and the classifier's own,
   // so only a chunk's logits exist.
-  Tensor losses = acts_.losses.reshape({N}), dnormed = acts_.scratch.dnormed.reshape({N, C});
+  const Tensor normed = a.final_norm.out.reshape({N, C});
+  const Tensor& classifier = w_.classifier();
+  Tensor no_bias;  // the classifier has none
+  Tensor losses = a.losses.reshape({N}), dnormed = a.scratch.dnormed.reshape({N, C});
   Tensor& dclassifier = g_.head.defined() ? g_.head : g_.embed;
   const Tensor device_targets = tensor_to(targets, device_).reshape({N});
   const int64_t chunk = classifier_chunk(N);
@@ -152,16 +178,11 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
     Tensor dx = dnormed.view(row * C, {rows, C});
     matmul_backward(dx, dclassifier, no_bias, logits, x, classifier);
   }
-  grad_ready_ = dloss != 0.0f;
   double sum = 0.0;
-  const Tensor host_losses = tensor_to(acts_.losses, Device::cpu);
+  const Tensor host_losses = tensor_to(a.losses, Device::cpu);
   const float* loss_values = host_losses.f32();
   for (int64_t i = 0; i < N; ++i) sum += loss_values[i];
-  return float(sum / double(N));
-}
-
-const Tensor& Decoder::block_input(size_t l) const {
-  return l == 0 ? acts_.embedded : acts_.blocks[l - 1].out;
+  return sum;
 }
 
 int64_t Decoder::classifier_chunk(int64_t rows) const {
@@ -184,55 +205,102 @@ Tensor& Decoder::logits_buffer(int64_t rows) {
 void Decoder::backward() {
   TS_CHECK(grad_ready_, "Decoder::backward needs a forward with targets and a non-zero loss scale first");
   grad_ready_ = false;
-  Tensor& dres = acts_.dresidual;  // gradient of the residual stream, flowing down
-  auto grads_final_from = [&](const std::string& first_param) {
-    if (grad_ready_hook_) grad_ready_hook_(layout_.find(first_param).offset);
-  };
+  backward_blocks(acts_, /*announce=*/true);
+}
 
-  // The classifier's backward ran in forward: scratch.dnormed holds the gradient into the final norm's output.
-  const size_t L = acts_.blocks.size();
-  norm_backward(config_, dres, g_.final_norm, acts_.scratch.dnormed, acts_.blocks[L - 1].out, w_.final_norm,
-                acts_.final_norm);
-  grads_final_from(names_.final_norm.weight);
+void Decoder::backward_blocks(DecoderActivations& a, bool announce) {
+  Tensor& dres = a.dresidual;  // gradient of the residual stream, flowing down
+  auto grads_final_from = [&](const std::string& first_param) {
+    if (announce && grad_ready_hook_) grad_ready_hook_(layout_.find(first_param).offset);
+  };
+  const BlockRange r = a.range;
+  if (r.end == config_.num_layers) {
+    // The classifier's backward ran in forward: scratch.dnormed holds the gradient into the final norm's output.
+    norm_backward(config_, dres, g_.final_norm, a.scratch.dnormed, a.blocks[size_t(r.end) - 1].out, w_.final_norm,
+                  a.final_norm);
+    grads_final_from(names_.final_norm.weight);
+  }
   // Each MoE layer's aux and z losses enter the objective as coef * (mean over MoE layers), with the
   // weight of this micro-batch's tokens: d objective / d loss_l = coef * dloss * tokens / layers.
   const int64_t moe_layers = config_.num_layers - config_.moe.first_dense_layers;
-  const float per_layer = config_.moe.enabled() ? dloss_ * float(acts_.B * acts_.T) / float(moe_layers) : 0.0f;
+  const float per_layer = config_.moe.enabled() ? a.dloss * float(a.B * a.T) / float(moe_layers) : 0.0f;
   const MoeLossScales moe{moe_options_.aux_coef * per_layer, moe_options_.z_coef * per_layer};
-  for (size_t l = L; l-- > 0;) {
-    if (acts_.recompute.covers(int64_t(l)))
-      block_recompute(config_, acts_.recompute.mode, moe_options_, acts_.blocks[l], block_input(l), w_.blocks[l],
-                      acts_.rotary);
-    block_backward(config_, moe, dres, g_.blocks[l], acts_.blocks[l], block_input(l), w_.blocks[l], acts_.rotary,
-                   acts_.scratch);
-    grads_final_from(names_.blocks[l].norm1.weight);
+  for (int64_t l = r.end; l-- > r.first;) {
+    const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
+    BlockActivations& block = a.blocks[size_t(l)];
+    const BlockWeights& w = w_.blocks[size_t(l)];
+    if (a.recompute.covers(l)) block_recompute(config_, a.recompute.mode, moe_options_, block, x, w, a.rotary);
+    block_backward(config_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch);
+    grads_final_from(names_.blocks[size_t(l)].norm1.weight);
   }
-  encoder_backward(g_.embed, g_.positions, dres, tokens_);
+  if (r.first != 0) return;  // dres holds the gradient of the chunk's input
+  encoder_backward(g_.embed, g_.positions, dres, a.tokens);
   grads_final_from(names_.embed);
 }
 
-RouterLosses Decoder::moe_losses() const {
-  RouterLosses mean;
-  int64_t layers = 0;
-  for (const BlockActivations& a : acts_.blocks) {
-    if (!a.moe.out.defined()) continue;
-    mean.aux += a.moe.losses.aux;
-    mean.z += a.moe.losses.z;
-    ++layers;
-  }
-  if (layers > 0) mean.aux /= double(layers), mean.z /= double(layers);
-  return mean;
+DecoderActivations& Decoder::in_flight(int chunk, int micro) {
+  auto it = in_flight_.find({chunk, micro});
+  TS_CHECK(it != in_flight_.end(), "Decoder: chunk ", chunk, " has no forward of micro-batch ", micro, " in flight");
+  return it->second;
 }
 
-void Decoder::count_expert_load() {
+const DecoderActivations& Decoder::in_flight(int chunk, int micro) const {
+  auto it = in_flight_.find({chunk, micro});
+  TS_CHECK(it != in_flight_.end(), "Decoder: chunk ", chunk, " has no forward of micro-batch ", micro, " in flight");
+  return it->second;
+}
+
+Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_len) {
+  TS_CHECK(chunk >= 0 && size_t(chunk) < stage_.chunks.size(), "Decoder: chunk ", chunk, " of ", stage_.chunks.size());
+  TS_CHECK(seq_len <= config_.max_seq_len, "sequence length ", seq_len, " exceeds the model's context of ",
+           config_.max_seq_len);
+  DecoderActivations& a = in_flight_[{chunk, micro}];
+  a.ensure(config_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_);
+  return a.embedded;
+}
+
+double Decoder::forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss) {
+  TS_CHECK(dloss == 0.0f || grads_.defined(),
+           "Decoder::forward_chunk with a loss gradient accumulates into the gradients; call zero_grad() first");
+  const BlockRange r = stage_.chunks.at(size_t(chunk));
+  if (r.first == 0) {
+    TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
+    chunk_input(chunk, micro, tokens.size(0), tokens.size(1));
+  }
+  DecoderActivations& a = in_flight(chunk, micro);
+  if (r.first == 0) embed(a, tokens);
+  a.dloss = dloss;
+  forward_blocks(a, moe_options_);
+  if (dloss != 0.0f) count_moe_statistics(a);
+  return r.end == config_.num_layers ? classifier_forward(a, targets, dloss) : 0.0;
+}
+
+const Tensor& Decoder::chunk_output(int chunk, int micro) const {
+  const DecoderActivations& a = in_flight(chunk, micro);
+  return a.blocks[size_t(a.range.end) - 1].out;
+}
+
+Tensor& Decoder::chunk_output_grad(int chunk, int micro) { return in_flight(chunk, micro).dresidual; }
+
+void Decoder::backward_chunk(int chunk, int micro) { backward_blocks(in_flight(chunk, micro), /*announce=*/false); }
+
+const Tensor& Decoder::chunk_input_grad(int chunk, int micro) const { return in_flight(chunk, micro).dresidual; }
+
+void Decoder::release_chunk(int chunk, int micro) { in_flight_.erase({chunk, micro}); }
+
+void Decoder::count_moe_statistics(const DecoderActivations& a) {
   if (!config_.moe.enabled()) return;
+  // Each MoE layer's slot in expert_load(): its index among the model's MoE layers.
   const size_t E = size_t(config_.moe.num_experts);
   expert_load_.resize(size_t(config_.num_layers - config_.moe.first_dense_layers) * E, 0.0);
-  size_t k = 0;
-  for (const BlockActivations& a : acts_.blocks) {
-    if (!a.moe.out.defined()) continue;
-    for (int64_t load : moe_expert_load(a.moe)) expert_load_[k++] += double(load);
-    dropped_ += double(moe_dropped(a.moe, config_.moe.top_k));
+  for (int64_t l = a.range.first; l < a.range.end; ++l) {
+    const MoeActivations& moe = a.blocks[size_t(l)].moe;
+    if (!moe.out.defined()) continue;
+    size_t k = size_t(l - config_.moe.first_dense_layers) * E;
+    for (int64_t load : moe_expert_load(moe)) expert_load_[k++] += double(load);
+    dropped_ += double(moe_dropped(moe, config_.moe.top_k));
+    moe_loss_sums_.aux += moe.losses.aux * double(a.B);
+    moe_loss_sums_.z += moe.losses.z * double(a.B);
   }
 }
 
@@ -243,9 +311,10 @@ void Decoder::balance_router_biases(const std::vector<double>& load, float rate)
            expert_load_.size() / E, " MoE layers of ", E, " experts");
   // The biases live in the fp32 master weights on the host or the device; a few values per layer.
   Tensor host = tensor_to(params_, Device::cpu);
-  size_t k = 0;
-  for (const BlockNames& b : names_.blocks) {
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    const BlockNames& b = names_.blocks[size_t(l)];
     if (b.router_bias.empty()) continue;
+    const size_t k = size_t(l - config_.moe.first_dense_layers) * E;
     float* bias = host.f32() + layout_.find(b.router_bias).offset;
     double mean = 0.0;
     for (size_t e = 0; e < E; ++e) mean += load[k + e] / double(E);
@@ -253,7 +322,6 @@ void Decoder::balance_router_biases(const std::vector<double>& load, float rate)
       const double gap = mean - load[k + e];
       bias[e] += gap > 0 ? rate : gap < 0 ? -rate : 0.0f;
     }
-    k += E;
   }
   if (device_ == Device::cpu) return params_updated();
   copy_tensor(params_, host);
@@ -263,6 +331,7 @@ void Decoder::balance_router_biases(const std::vector<double>& load, float rate)
 void Decoder::zero_grad() {
   std::fill(expert_load_.begin(), expert_load_.end(), 0.0);
   dropped_ = 0.0;
+  moe_loss_sums_ = RouterLosses{};
   if (!grads_.defined()) return allocate_grads();  // zero-filled
   if (device_ != Device::cpu) return device_memset_zero(grads_.raw_data(), grads_.bytes());
   float* g = grads_.f32();

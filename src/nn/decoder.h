@@ -6,6 +6,9 @@
 // Gradients accumulate (+=) across micro-batches until zero_grad(). A model is built, initialised
 // and loaded on the CPU, then moved with to(); afterwards parameters, gradients and activations
 // live on that device, and forward() takes host token tensors, copying them over once per call.
+// A pipeline rank builds the decoder of its DecoderStage: only that stage's parameters exist (under
+// the whole model's names), and the chunk API below runs one chunk of one micro-batch at a time,
+// each pair with its own activations until release_chunk().
 // Mixed precision (bf16 or f16 compute, GPU only): params() stay the fp32 master weights and
 // gradients stay fp32; forward/backward read a 16-bit copy of the weights, refreshed by
 // params_updated(), and keep activations in 16 bits (norm statistics, attention log-sum-exp and
@@ -14,6 +17,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -23,12 +28,14 @@
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
+#include "nn/stage_partition.h"
 
 namespace tessera {
 
 class Decoder {
  public:
   explicit Decoder(const ModelConfig& config);
+  Decoder(const ModelConfig& config, DecoderStage stage);
 
   // Each parameter by its ParamInit, keyed on (seed, name, index): normal(0, 0.02), residual
   // projections scaled by 1/sqrt(2L), biases 0, norm gains 1, padding rows of the embedding and head 0.
@@ -58,6 +65,22 @@ class Decoder {
   const Tensor& forward_cached(const Tensor& tokens, KvCache& cache);
   // Accumulates parameter gradients of the last forward (which must have had dloss != 0).
   void backward();
+  // Pipeline execution. Chunk k is stage().chunks[k]. forward_chunk runs micro-batch `micro` through
+  // it: from `tokens` (host (B,T) i32) when it starts at block 0, else from chunk_input(), which the
+  // caller filled first; through the fused classifier with `targets` (and dloss, as in forward())
+  // when it ends at the last block, returning the sum of its token losses (0 otherwise); dloss 0
+  // evaluates (no gradients, no MoE statistics).
+  // backward_chunk takes the output's gradient from chunk_output_grad() (unless the chunk holds the
+  // head) and leaves the input's in chunk_input_grad(). release_chunk frees the pair's activations.
+  Tensor& chunk_input(int chunk, int micro, int64_t batch, int64_t seq_len);
+  double forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss);
+  const Tensor& chunk_output(int chunk, int micro) const;
+  Tensor& chunk_output_grad(int chunk, int micro);
+  void backward_chunk(int chunk, int micro);
+  const Tensor& chunk_input_grad(int chunk, int micro) const;
+  void release_chunk(int chunk, int micro);
+  int chunks_in_flight() const { return int(in_flight_.size()); }
+
   // Gradients become final from the end of the flat buffer towards its start (head and final norm,
   // last block, ..., first block, embeddings). During backward the hook is told each new watermark: every
   // gradient at an offset >= it is final. Data parallelism starts reducing buckets from there.
@@ -69,6 +92,7 @@ class Decoder {
   void release_grads();
 
   const ModelConfig& config() const { return config_; }
+  const DecoderStage& stage() const { return stage_; }
   const ParameterLayout& layout() const { return layout_; }
   Tensor& params() { return params_; }  // flat (num_parameters)
   const Tensor& params() const { return params_; }
@@ -83,8 +107,10 @@ class Decoder {
   // MoE training options (aux and z-loss coefficients, capacity factor); used by the next forward.
   void set_moe_options(const MoeOptions& options) { moe_options_ = options; }
   const MoeOptions& moe_options() const { return moe_options_; }
-  // The last forward's auxiliary losses, means over the MoE layers (0 for a dense model).
-  RouterLosses moe_losses() const;
+  // The MoE layers' auxiliary losses summed over this model's MoE layers and, weighted by their
+  // sequences, over the training forwards since zero_grad(): divided by (MoE layers · sequences)
+  // they are the means the objective adds (0 for a dense model).
+  RouterLosses moe_loss_sums() const { return moe_loss_sums_; }
   // Routed rows per expert of each MoE layer (layer-major, E per layer) and dropped assignments,
   // summed over the training forwards since zero_grad().
   const std::vector<double>& expert_load() const { return expert_load_; }
@@ -98,14 +124,26 @@ class Decoder {
   const Tensor& losses() const { return acts_.losses; }  // (B,T), on device()
 
  private:
-  const Tensor& block_input(size_t l) const;
-  void count_expert_load();  // adds the last forward's routed rows and drops  // the embedding's output, or block l-1's
+  // The blocks of a.range from a.embedded (the embedding already ran when the range starts at 0),
+  // the last one's add fused with the final norm when the range ends at the last block.
+  void forward_blocks(DecoderActivations& a, const MoeOptions& moe);
+  // The fused classifier over a's final norm output; returns the sum of the token losses.
+  double classifier_forward(DecoderActivations& a, const Tensor& targets, float dloss);
+  // a.range's backward from a.dresidual (or from the classifier's gradient when it holds the head),
+  // through the embedding when it starts at block 0; tells the hook as gradients become final.
+  void backward_blocks(DecoderActivations& a, bool announce);
+  void embed(DecoderActivations& a, const Tensor& tokens);
+  DecoderActivations& in_flight(int chunk, int micro);
+  const DecoderActivations& in_flight(int chunk, int micro) const;
+  // Adds the last training forward's routed rows, drops and auxiliary losses.
+  void count_moe_statistics(const DecoderActivations& a);
   int64_t classifier_chunk(int64_t rows) const;
   Tensor& logits_buffer(int64_t rows);  // acts_.logits as (rows, Vp), reallocated when that changes
   void allocate_grads();
   void set_params(Tensor params);
 
   ModelConfig config_;
+  DecoderStage stage_;
   DecoderNames names_;
   Device device_ = Device::cpu;
   DType compute_dtype_ = DType::f32;
@@ -114,14 +152,14 @@ class Decoder {
   Tensor compute_params_;  // params_ itself in f32, else its 16-bit copy; w_ views it
   NamedTensors named_params_, named_grads_;
   DecoderWeights w_, g_;
-  DecoderActivations acts_;
-  Tensor tokens_;  // the last forward's input on device(), for the embedding backward
+  DecoderActivations acts_;  // forward()'s and backward()'s
+  std::map<std::pair<int, int>, DecoderActivations> in_flight_;  // (chunk, micro): the pipeline's
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
   int64_t classifier_chunk_rows_ = 0;
   MoeOptions moe_options_;
   RecomputePolicy recompute_;
-  float dloss_ = 0.0f;  // the last forward's loss gradient, which scales the auxiliary losses' gradients
+  RouterLosses moe_loss_sums_;
   std::vector<double> expert_load_;
   double dropped_ = 0.0;
 };

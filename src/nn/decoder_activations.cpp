@@ -47,7 +47,7 @@ class SharedBlocks {
 void DecoderActivations::allocate_blocks(const ModelConfig& config) {
   blocks.assign(size_t(config.num_layers), BlockActivations());
   SharedBlocks shared(config, *this);
-  for (int64_t l = 0; l < config.num_layers; ++l) {
+  for (int64_t l = range.first; l < range.end; ++l) {
     BlockActivations& a = blocks[size_t(l)];
     if (!recompute.covers(l)) {
       a.allocate(config, l, B, T, dtype, device);
@@ -63,12 +63,14 @@ void DecoderActivations::allocate_blocks(const ModelConfig& config) {
   }
 }
 
-void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, Device on,
-                                DType activation_dtype, RecomputePolicy policy) {
-  if (batch == B && seq_len == T && on == device && activation_dtype == dtype && policy == recompute) return;
+void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, BlockRange blocks,
+                                Device on, DType activation_dtype, RecomputePolicy policy) {
+  if (batch == B && seq_len == T && blocks == range && on == device && activation_dtype == dtype && policy == recompute)
+    return;
   *this = DecoderActivations();  // free the old buffers before the new ones are allocated
   B = batch;
   T = seq_len;
+  range = blocks;
   device = on;
   dtype = activation_dtype;
   recompute = policy;
@@ -76,8 +78,10 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
   auto btc = [&](int64_t width) { return Tensor::zeros({B, T, width}, dtype, device); };
   embedded = btc(C);
   allocate_blocks(config);
-  final_norm.allocate(config, B, T, dtype, device);
-  losses = Tensor::zeros({B, T}, DType::f32, device);
+  if (range.end == config.num_layers) {
+    final_norm.allocate(config, B, T, dtype, device);
+    losses = Tensor::zeros({B, T}, DType::f32, device);
+  }
   if (config.positions == PositionKind::rope) {
     rotary = Rotary{rope_positions(0, T, device), tensor_to(rope_inv_freq(config.head_size(), config.rope), device)};
   }

@@ -1,4 +1,5 @@
-// Saved activations and backward scratch of the decoder for one (B,T), allocated once per shape.
+// Saved activations and backward scratch of the decoder, or of one pipeline chunk of it (a range of
+// blocks), for one (B,T), allocated once per shape.
 #pragma once
 
 #include <cstdint>
@@ -11,29 +12,34 @@
 #include "nn/model_config.h"
 #include "nn/norm_layer.h"
 #include "nn/recompute.h"
+#include "nn/stage_partition.h"
 
 namespace tessera {
 
 struct DecoderActivations {
   int64_t B = 0, T = 0;
+  BlockRange range;  // the blocks these activations are for; blocks outside it stay unallocated
   RecomputePolicy recompute;
   Device device = Device::cpu;
   DType dtype = DType::f32;  // of the (B,T,k·C) activations and logits; statistics stay f32
-  Tensor embedded;           // (B,T,C): the first block's input
+  Tensor embedded;           // (B,T,C): the first block's input (the embedding's output, or the previous chunk's)
+  Tensor tokens;             // the forward's tokens on the device, for the embedding's backward
+  float dloss = 0.0f;        // the forward's loss gradient, which scales the auxiliary losses' gradients
   std::vector<BlockActivations> blocks;
   NormActivations final_norm;
   Tensor logits;  // (rows, Vp), sized by Decoder::forward: a chunk of rows (training, evaluation) or
                   // all B*T (inference)
-  Tensor losses;  // (B,T) f32
+  Tensor losses;  // (B,T) f32, when the range ends at the last block
   Rotary rotary;  // positions 0..T-1 and the inverse frequencies, when the model uses RoPE
   // backward scratch
-  Tensor dresidual;  // (B,T,C): the residual stream's gradient, flowing down
+  Tensor dresidual;  // (B,T,C): the residual stream's gradient, flowing down (into a chunk: its
+                     // output's gradient; out of it after backward: its input's)
   BlockScratch scratch;  // scratch.dnormed also carries the classifier's gradient into the final norm
 
   void allocate_blocks(const ModelConfig& config);
-  // (Re)allocates for a new (B,T), device, dtype or policy; a no-op when all are unchanged.
-  void ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, Device on, DType activation_dtype,
-              RecomputePolicy policy);
+  // (Re)allocates for a new (B,T), range, device, dtype or policy; a no-op when all are unchanged.
+  void ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, BlockRange blocks, Device on,
+              DType activation_dtype, RecomputePolicy policy);
 };
 
 }  // namespace tessera

@@ -21,6 +21,7 @@ KvCache Decoder::kv_cache(int64_t batch) const {
 }
 
 const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
+  TS_CHECK(stage_.is_whole(), "forward_cached: generation needs the whole model, not a pipeline stage of it");
   TS_CHECK(tokens.ndim() == 2 && tokens.size(0) == cache.batch, "forward_cached: tokens must be (", cache.batch,
            ", T), got ", shape_string(tokens.shape()));
   TS_CHECK(!cache.keys.empty() && cache.keys[0].device() == device_ && cache.keys[0].dtype() == compute_dtype_,
@@ -30,7 +31,7 @@ const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
            " exceed the model's context of ", cache.capacity, "; reset() the cache and start again");
   // Full recomputation's allocation: every block's internals share one set, only outputs are kept.
   DecoderActivations& a = cache.acts;
-  a.ensure(config_, B, Tq, device_, compute_dtype_, RecomputePolicy{Recompute::full, 0});
+  a.ensure(config_, B, Tq, BlockRange{0, config_.num_layers}, device_, compute_dtype_, RecomputePolicy{Recompute::full, 0});
   if (config_.positions == PositionKind::rope) a.rotary.positions = rope_positions(past, Tq, device_);
   const Tensor device_tokens = tensor_to(tokens, device_);
   const Tensor positions = w_.positions.defined()

@@ -61,8 +61,29 @@ DecoderNames decoder_names(const ModelConfig& c) {
   return n;
 }
 
-ParameterLayout decoder_layout(const ModelConfig& c) {
-  const DecoderNames n = decoder_names(c);
+bool holds_tied_embedding_copy(const ModelConfig& c, const DecoderStage& stage) {
+  return c.tied_embeddings && stage.has_head() && !stage.has_embedding();
+}
+
+DecoderNames decoder_names(const ModelConfig& c, const DecoderStage& stage) {
+  DecoderNames n = decoder_names(c);
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (!stage.holds_block(l)) n.blocks[size_t(l)] = BlockNames{};
+  if (!stage.has_embedding()) {
+    if (!holds_tied_embedding_copy(c, stage)) n.embed.clear();
+    n.positions.clear();
+  }
+  if (!stage.has_head()) {
+    n.head.clear();
+    n.final_norm = LinearNames{};
+  }
+  return n;
+}
+
+ParameterLayout decoder_layout(const ModelConfig& c) { return decoder_layout(c, whole_decoder(c.num_layers)); }
+
+ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage) {
+  const DecoderNames n = decoder_names(c, stage);
   const int64_t C = c.channels, Vp = c.padded_vocab_size(), F = c.hidden();
   const int64_t E = c.moe.num_experts, Fe = c.moe.expert_hidden, Fs = c.moe.num_shared_experts * Fe;
   const int64_t swiglu = c.mlp == MlpKind::swiglu ? 2 : 1;  // the MLP input's rows per hidden unit

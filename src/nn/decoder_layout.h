@@ -12,6 +12,7 @@
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
+#include "nn/stage_partition.h"
 
 namespace tessera {
 
@@ -34,7 +35,14 @@ struct DecoderNames {
 };
 
 DecoderNames decoder_names(const ModelConfig& config);
+// A pipeline stage's names: those of the parts it does not hold are empty. A stage with the head but
+// not the embedding of a tied model holds a copy of the embedding under its name (Megatron's tied
+// copy: initialised alike, its gradient summed with the first stage's before every update).
+DecoderNames decoder_names(const ModelConfig& config, const DecoderStage& stage);
 ParameterLayout decoder_layout(const ModelConfig& config);
+ParameterLayout decoder_layout(const ModelConfig& config, const DecoderStage& stage);
+// Whether `stage` holds such a tied copy of the embedding.
+bool holds_tied_embedding_copy(const ModelConfig& config, const DecoderStage& stage);
 
 struct LinearWeights {
   Tensor weight, bias;  // bias undefined when the model has none

@@ -84,4 +84,18 @@ StageBoundaries explicit_boundaries(const std::vector<int64_t>& interior, int64_
   return b;
 }
 
+bool DecoderStage::holds_block(int64_t block) const {
+  return std::any_of(chunks.begin(), chunks.end(), [&](const BlockRange& r) { return r.contains(block); });
+}
+
+DecoderStage whole_decoder(int64_t num_layers) { return DecoderStage{{BlockRange{0, num_layers}}, num_layers}; }
+
+DecoderStage pipeline_stage(const StageBoundaries& b, int stages, int rank) {
+  TS_CHECK(b.size() >= 2 && stages >= 1 && rank >= 0 && rank < stages && (b.size() - 1) % size_t(stages) == 0,
+           "pipeline_stage: rank ", rank, " of ", stages, " over ", b.size() - 1, " chunks");
+  DecoderStage stage{{}, b.back()};
+  for (size_t c = size_t(rank); c + 1 < b.size(); c += size_t(stages)) stage.chunks.push_back({b[c], b[c + 1]});
+  return stage;
+}
+
 }  // namespace tessera

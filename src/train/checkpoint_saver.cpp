@@ -1,5 +1,7 @@
-// Every rank's part of a save, the agreement over the dp group, and rank 0's commit.
+// Every rank's part of a save, the agreement over the world, and rank 0's commit.
 #include "train/checkpoint_saver.h"
+
+#include <algorithm>
 
 #include "core/cuda/device.h"
 #include "core/error.h"
@@ -7,26 +9,36 @@
 
 namespace tessera {
 
-CheckpointSaver::CheckpointSaver(const TrainConfig& config, DataParallel& dp, const Decoder& model,
-                                 const AdamW& optimizer, const Tokenizer* tokenizer)
+CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& grid, DataParallel& dp,
+                                 const Decoder& model, const AdamW& optimizer, const Tokenizer* tokenizer,
+                                 const std::vector<DecoderStage>& stages, OffsetRange duplicate)
     : out_dir_(config.out_dir),
+      world_(grid.world),
+      pp_(grid.pp),
+      shard_(grid.coord.pp * dp.size() + dp.rank()),
+      shards_(grid.dims.pp * dp.size()),
       async_(config.async_checkpoint),
       retention_{config.keep_checkpoints, config.keep_every},
       dp_(dp),
       model_(model),
       optimizer_(optimizer),
       tokenizer_(tokenizer),
-      segments_(dp.checkpoint_segments()) {
+      segments_(dp.checkpoint_segments(duplicate)) {
   if (tokenizer_) tokenizer_json_ = out_dir_ / "tokenizer.json";
+  if (writes_weights()) {
+    full_layout_ = decoder_layout(model.config());
+    for (const DecoderStage& stage : stages) stage_layouts_.push_back(decoder_layout(model.config(), stage));
+  }
   if (!async_) return;
   // The buffers' first touch happens now rather than as the first save's stall.
-  if (dp_.rank() == 0) weights_ = snapshot_of(model);
+  if (writes_weights()) weights_ = ModelSnapshot{model.config(), full_layout_, Tensor::zeros({full_layout_.total()})};
   moments_ = OptimizerState{segments_, Tensor::zeros({optimizer.state_size()}), Tensor::zeros({optimizer.state_size()})};
   if (model.device() != Device::cuda) return;
-  if (dp_.rank() == 0) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
+  const bool pipeline = stage_layouts_.size() > 1 || grid.dims.pp > 1;
+  if (writes_weights() && !pipeline) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
   device_m_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
   device_v_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
-  if (dp_.rank() == 0) pinned_.push_back(std::make_unique<PinnedHost>(weights_.params));
+  if (writes_weights()) pinned_.push_back(std::make_unique<PinnedHost>(weights_.params));
   pinned_.push_back(std::make_unique<PinnedHost>(moments_.m));
   pinned_.push_back(std::make_unique<PinnedHost>(moments_.v));
 }
@@ -34,24 +46,46 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, DataParallel& dp, co
 CheckpointSaver::~CheckpointSaver() = default;
 
 CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const OptimizerState& moments) const {
-  const bool first = dp_.rank() == 0;
-  return CheckpointPart{dp_.rank(), dp_.size(), &model_.layout(), first ? &weights : nullptr, &moments,
+  const bool first = writes_weights();
+  return CheckpointPart{shard_, shards_, &model_.layout(), first ? &weights : nullptr, &moments,
                         first ? tokenizer_json_ : std::filesystem::path()};
+}
+
+void CheckpointSaver::gather_weights(Tensor& full) const {
+  if (dp_.rank() != 0) return;
+  if (!writes_weights()) return pp_->send(model_.params(), 0);  // a later pipeline stage's first dp rank
+  if (stage_layouts_.size() == 1) return copy_tensor(full, model_.params());
+  // Rank 0: each stage's parameters, placed by name (a tied copy lands on the embedding it copies).
+  for (size_t s = 0; s < stage_layouts_.size(); ++s) {
+    Tensor part = Tensor::zeros({stage_layouts_[s].total()}, DType::f32, model_.device());
+    if (s == 0)
+      copy_tensor(part, model_.params());
+    else
+      pp_->recv(part, int(s));
+    const Tensor host = tensor_to(part, Device::cpu);
+    for (const NamedTensor& t : stage_layouts_[s].views(host)) {
+      const ParamSpec& spec = full_layout_.find(t.name);
+      std::copy_n(t.tensor.f32(), t.tensor.numel(), full.f32() + spec.offset);
+    }
+  }
 }
 
 std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool now) {
   finish();  // an asynchronous save reuses the host buffers of the previous one, so it must have landed
-  if (dp_.rank() == 0 && tokenizer_ && !std::filesystem::exists(tokenizer_json_)) tokenizer_->save_json(tokenizer_json_);
+  if (writes_weights() && tokenizer_ && !std::filesystem::exists(tokenizer_json_)) tokenizer_->save_json(tokenizer_json_);
   if (async_ && !now) {
     const bool from_gpu = device_m_.defined();
     // Into the host buffers, or on a GPU into the device buffers (queued: no wait here).
-    if (dp_.rank() == 0) copy_tensor(from_gpu ? device_params_ : weights_.params, model_.params());
+    if (device_params_.defined())
+      copy_tensor(device_params_, model_.params());
+    else
+      gather_weights(weights_.params);
     copy_tensor(from_gpu ? device_m_ : moments_.m, optimizer_.m());
     copy_tensor(from_gpu ? device_v_ : moments_.v, optimizer_.v());
     pending_ = state;
     writer_.start([this, from_gpu, step = state.step] {
+      if (device_params_.defined()) copy_tensor_to_host_beside_compute(weights_.params, device_params_);
       if (from_gpu) {
-        if (dp_.rank() == 0) copy_tensor_to_host_beside_compute(weights_.params, device_params_);
         copy_tensor_to_host_beside_compute(moments_.m, device_m_);
         copy_tensor_to_host_beside_compute(moments_.v, device_v_);
       }
@@ -59,8 +93,9 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
     });
   } else {
     // The host's own buffers on the CPU; staged through the host from a GPU.
-    const ModelSnapshot weights{model_.config(), model_.layout(),
-                                dp_.rank() == 0 ? tensor_to(model_.params(), Device::cpu) : Tensor()};
+    ModelSnapshot weights{model_.config(), full_layout_, Tensor()};
+    if (writes_weights()) weights.params = Tensor::zeros({full_layout_.total()});
+    gather_weights(weights.params);
     const OptimizerState moments{segments_, tensor_to(optimizer_.m(), Device::cpu), tensor_to(optimizer_.v(), Device::cpu)};
     std::exception_ptr error;
     try {
@@ -68,7 +103,7 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
     } catch (...) {
       error = std::current_exception();
     }
-    conclude(state, error, dp_.sum(error ? 1.0 : 0.0));
+    conclude(state, error, sum_over(*world_, {error ? 1.0 : 0.0})[0]);
   }
   return out_dir_ / checkpoint_dir_name(state.step);
 }
@@ -90,7 +125,7 @@ std::exception_ptr CheckpointSaver::land(CheckpointState& state) {
 }
 
 void CheckpointSaver::after_step(double landed, double failed) {
-  if (!pending_ || landed < double(dp_.size())) return;
+  if (!pending_ || landed < double(world_->size())) return;
   CheckpointState state;
   const std::exception_ptr error = land(state);
   conclude(state, error, failed);
@@ -100,7 +135,7 @@ void CheckpointSaver::finish() {
   if (!pending_) return;
   CheckpointState state;
   const std::exception_ptr error = land(state);
-  conclude(state, error, dp_.sum(error ? 1.0 : 0.0));
+  conclude(state, error, sum_over(*world_, {error ? 1.0 : 0.0})[0]);
 }
 
 void CheckpointSaver::conclude(const CheckpointState& state, std::exception_ptr error, double failed) {
@@ -109,7 +144,7 @@ void CheckpointSaver::conclude(const CheckpointState& state, std::exception_ptr 
     throw QuietError("checkpoint " + checkpoint_dir_name(state.step) +
                          ": another rank could not write its part (its error says why); nothing was committed",
                      __FILE__);
-  if (dp_.rank() == 0) commit_checkpoint(out_dir_, model_.config(), state, dp_.size(), retention_);
+  if (writes_weights()) commit_checkpoint(out_dir_, model_.config(), state, shards_, retention_);
 }
 
 }  // namespace tessera

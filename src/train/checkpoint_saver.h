@@ -1,7 +1,9 @@
-// Saving checkpoints from every data-parallel rank at once (checkpoint/train_checkpoint.h's two
-// phases): each rank writes its part (rank 0 the weights and the tokenizer, every rank its share of
-// the moments), the ranks agree that every part landed (a sum over the dp group that a failed rank
-// joins too, so none is left waiting), and rank 0 commits. With --async-checkpoint the parts are
+// Saving checkpoints from every rank at once (checkpoint/train_checkpoint.h's two phases): each rank
+// writes its part (rank 0 the weights and the tokenizer, every rank its share of the moments: shard
+// pp_rank·dp + dp_rank of pp·dp), the ranks agree that every part landed (a sum over the world that a
+// failed rank joins too, so none is left waiting), and rank 0 commits. Under pipeline parallelism the
+// stages' first dp ranks send their weights to rank 0 at the save, which writes the whole model in
+// the single-process format; a stage's tied copy of the embedding is written by the first stage only. With --async-checkpoint the parts are
 // copied into host buffers at the step boundary and a background thread writes them while training
 // goes on (from a GPU the step boundary copies into device buffers, queued on the compute stream,
 // and the background thread brings those to the host on a second stream beside the training); the agreement then rides on each step's all-reduce (progress, after_step), and the next
@@ -20,6 +22,7 @@
 #include "train/async_checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/train_config.h"
+#include "parallel/process_grid.h"
 
 namespace tessera {
 
@@ -27,9 +30,12 @@ class Tokenizer;
 
 class CheckpointSaver {
  public:
-  // Keeps references to all but `config`; tokenizer may be null.
-  CheckpointSaver(const TrainConfig& config, DataParallel& dp, const Decoder& model, const AdamW& optimizer,
-                  const Tokenizer* tokenizer);
+  // Keeps references to dp, model, optimizer and tokenizer (which may be null). `stages`: every
+  // pipeline rank's DecoderStage (one for no pipeline); `duplicate`: this stage's parameters that
+  // another stage writes (PipelineParallel::duplicate_range).
+  CheckpointSaver(const TrainConfig& config, const ProcessGrid& grid, DataParallel& dp, const Decoder& model,
+                  const AdamW& optimizer, const Tokenizer* tokenizer, const std::vector<DecoderStage>& stages,
+                  OffsetRange duplicate = {});
   ~CheckpointSaver();
 
   // Collective. Saves the checkpoint of `state` (in the background with --async-checkpoint, unless
@@ -38,7 +44,7 @@ class CheckpointSaver {
   // This rank's part of the step's all-reduce: {1 once its background write has landed, 1 if that
   // write failed}; zeros when no save is in flight.
   std::array<double, 2> progress() const;
-  // With the sums of progress() over the dp group: commits the save in flight once every rank's part
+  // With the sums of progress() over the world: commits the save in flight once every rank's part
   // has landed (every rank throws if one failed).
   void after_step(double landed, double failed);
   // Collective: waits for the save in flight, if any, and commits it.
@@ -48,11 +54,19 @@ class CheckpointSaver {
   // Joins the write in flight, which is then no longer pending: its state into `state`, and its error.
   std::exception_ptr land(CheckpointState& state);
   CheckpointPart part(const ModelSnapshot& weights, const OptimizerState& moments) const;
+  // Collective over the stages' first dp ranks: rank 0 gets every stage's weights into `full` (a host
+  // tensor of the whole model's layout); the others send theirs. Without a pipeline rank 0 copies.
+  void gather_weights(Tensor& full) const;
+  bool writes_weights() const { return world_->rank() == 0; }
   // After this rank's write ended (with `error`, or none) and `failed` ranks' writes failed: rank 0
   // commits, or every rank throws.
   void conclude(const CheckpointState& state, std::exception_ptr error, double failed);
 
   std::filesystem::path out_dir_;
+  std::shared_ptr<Comm> world_, pp_;
+  int shard_ = 0, shards_ = 1;  // this rank's moments file, of how many
+  ParameterLayout full_layout_;                // the whole model's (rank 0)
+  std::vector<ParameterLayout> stage_layouts_;  // every pipeline stage's (rank 0)
   bool async_;
   Retention retention_;
   DataParallel& dp_;
@@ -62,7 +76,7 @@ class CheckpointSaver {
   const Tokenizer* tokenizer_;
   std::vector<OptimSegment> segments_;  // what this rank writes of the moments
   // An asynchronous save's host copies, allocated once, and from a GPU its device copies (params, m,
-  // v; undefined on the CPU, params on rank 0 only); declared before the writer, so that its thread
+  // v; undefined on the CPU, params on rank 0 only and without a pipeline); declared before the writer, so that its thread
   // is joined before they go.
   ModelSnapshot weights_;
   OptimizerState moments_;

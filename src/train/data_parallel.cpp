@@ -57,13 +57,34 @@ float DataParallel::grad_norm() {
   return float(std::sqrt(sum(squared_norm(shard_))));
 }
 
+double DataParallel::squared_grad_norm(OffsetRange excluded) {
+  auto overlap = [&](int64_t begin, int64_t end) {
+    return std::pair{std::max(begin, excluded.begin), std::min(end, excluded.end)};
+  };
+  if (options_.zero_stage == 0) {
+    const Tensor& grads = model_.grads();
+    double sq = squared_norm(grads);
+    const auto [begin, end] = overlap(0, grads.numel());
+    if (begin < end) sq -= squared_norm(grads.view(begin, {end - begin}));
+    return sq;
+  }
+  double sq = squared_norm(shard_);
+  for (const Bucket& b : reducer_.buckets()) {
+    const auto [begin, end] = overlap(b.owned_begin, b.owned_end);
+    if (begin < end) sq -= squared_norm(shard_.view(b.shard_offset + (begin - b.owned_begin), {end - begin}));
+  }
+  return sum(sq);
+}
+
 void DataParallel::after_update() {
   if (options_.zero_stage > 0) reducer_.all_gather(model_.params(), nullptr);
 }
 
 double DataParallel::sum(double value) { return sum(std::vector<double>{value})[0]; }
 
-std::vector<double> DataParallel::sum(const std::vector<double>& values) {
+std::vector<double> DataParallel::sum(const std::vector<double>& values) { return sum_over(*dp_, values); }
+
+std::vector<double> sum_over(Comm& group, const std::vector<double>& values) {
   // Two floats carry each value exactly enough for reporting (and counts below 2^48 exactly): the
   // value split into a float and its rounding error.
   const int64_t n = int64_t(values.size());
@@ -72,18 +93,26 @@ std::vector<double> DataParallel::sum(const std::vector<double>& values) {
     t.f32()[2 * i] = float(values[size_t(i)]);
     t.f32()[2 * i + 1] = float(values[size_t(i)] - double(t.f32()[2 * i]));
   }
-  if (n > 0) dp_->all_reduce(t);
+  if (n > 0) group.all_reduce(t);
   std::vector<double> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out[size_t(i)] = double(t.f32()[2 * i]) + double(t.f32()[2 * i + 1]);
   return out;
 }
 
-std::vector<OptimSegment> DataParallel::checkpoint_segments() const {
-  if (options_.zero_stage > 0) return optimizer_segments();
-  const int64_t total = model_.layout().total(), r = rank(), n = size();
-  const int64_t begin = total * r / n, end = total * (r + 1) / n;
+std::vector<OptimSegment> DataParallel::checkpoint_segments(OffsetRange excluded) const {
   std::vector<OptimSegment> segments;
-  append_segments(model_.layout(), begin, end, begin, segments);  // the state is laid out like the parameters
+  if (options_.zero_stage > 0) {
+    segments = optimizer_segments();
+  } else {
+    const int64_t total = model_.layout().total(), r = rank(), n = size();
+    const int64_t begin = total * r / n, end = total * (r + 1) / n;
+    append_segments(model_.layout(), begin, end, begin, segments);  // the state is laid out like the parameters
+  }
+  if (excluded.begin >= excluded.end) return segments;
+  // Segments never straddle parameters, and `excluded` is whole parameters: drop the ones inside it.
+  std::erase_if(segments, [&](const OptimSegment& s) {
+    return s.param_offset >= excluded.begin && s.param_offset + s.length <= excluded.end;
+  });
   return segments;
 }
 

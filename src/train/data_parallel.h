@@ -19,6 +19,9 @@ struct DataParallelOptions {
   bool overlap = true;
 };
 
+// Sum of each value over `group`, exact enough for reporting (counts below 2^48 exactly).
+std::vector<double> sum_over(Comm& group, const std::vector<double>& values);
+
 class DataParallel {
  public:
   DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options);
@@ -37,6 +40,9 @@ class DataParallel {
   const Tensor& optimizer_grads() const;
   // The global gradient norm, exact under sharding.
   float grad_norm();
+  // Its square over this stage's parameters, leaving out the elements in `excluded` (a pipeline
+  // stage's duplicate of another's parameter); summed over dp under sharding.
+  double squared_grad_norm(OffsetRange excluded = {});
   // After the optimizer step: all-gather the updated parameters under ZeRO.
   void after_update();
   // Sum of a value (of each value) over the dp group.
@@ -45,7 +51,8 @@ class DataParallel {
   // The parameter elements this rank writes to a checkpoint, as segments of its optimizer state: its
   // ZeRO shard, or under ZeRO 0 (every rank holding every moment) the rank-th of size() contiguous
   // ranges of the flat buffer, so that the ranks share the writing.
-  std::vector<OptimSegment> checkpoint_segments() const;
+  // Leaves out the elements in `excluded`: another stage writes them.
+  std::vector<OptimSegment> checkpoint_segments(OffsetRange excluded = {}) const;
 
  private:
   std::shared_ptr<Comm> dp_;

@@ -3,6 +3,7 @@
 
 #include "core/rng.h"
 #include "train/model_setup.h"
+#include "train/pipeline_plan.h"
 
 namespace tessera {
 namespace {
@@ -28,6 +29,7 @@ ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, cons
                                             runtime.world_size());
   dims.check_model(ModelShape{model.num_layers, model.num_heads, model.channels, 4 * model.channels}, config.seq_len,
                    config.batch_size, config.micro_batch(dims.dp));
+  if (dims.pp > 1) plan_pipeline(config, model, dims.dp);  // its stages and schedule fit, or one line says why
   CommOptions options;
   options.timeout_s = config.comm_timeout;
   ProcessGrid grid = build_process_grid(runtime, dims, options);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "parallel/pp/pipeline_schedule.h"
 #include "nn/recompute.h"
 #include "optim/lr_schedule.h"
 
@@ -64,8 +65,12 @@ void TrainConfig::validate() const {
   TS_CHECK(dp >= 0, "--dp must not be negative (0 = what the world leaves), got ", dp);
   for (auto [flag, value] : {std::pair{"--tp", tp}, {"--pp", pp}, {"--cp", cp}, {"--ep", ep}})
     TS_CHECK(value >= 1, flag, " must be at least 1, got ", value);
-  TS_CHECK(tp == 1 && pp == 1 && cp == 1 && ep == 1,
-           "--tp, --pp, --cp and --ep above 1 are not implemented yet; use --dp (data parallel) only");
+  TS_CHECK(tp == 1 && cp == 1 && ep == 1,
+           "--tp, --cp and --ep above 1 are not implemented yet; use --dp (data parallel) and --pp (pipeline)");
+  TS_CHECK(virtual_stages >= 1, "--virtual-stages must be at least 1, got ", virtual_stages);
+  parse_schedule_kind(pipeline_schedule);
+  TS_CHECK(pp > 1 || (virtual_stages == 1 && pipeline_boundaries.empty()),
+           "--virtual-stages and --pipeline-boundaries cut the model into pipeline stages; give --pp above 1 with them");
   for (auto [flag, value] : {std::pair{"--moe-aux-coef", moe_aux_coef}, {"--moe-z-coef", moe_z_coef},
                               {"--moe-bias-rate", moe_bias_rate}})
     TS_CHECK(value >= 0, flag, " must not be negative, got ", value);

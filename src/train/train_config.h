@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -58,6 +59,9 @@ struct TrainConfig {
   // parallelism
   int dp = 0, tp = 1, pp = 1, cp = 1, ep = 1;  // dp 0 = whatever the world leaves
   int zero = 0;                                 // ZeRO stage: 0, 1 or 2
+  int virtual_stages = 1;                       // model chunks per pipeline rank (interleaved)
+  std::string pipeline_schedule = "1f1b";       // gpipe, 1f1b, interleaved or zero-bubble
+  std::vector<int64_t> pipeline_boundaries;     // first block of each chunk after the first; empty = balanced
   double bucket_mb = 25.0;                      // gradient bucket size
   bool overlap = true;                          // reduce buckets during backward
   double comm_timeout = 300.0;                  // seconds before a collective is declared hung

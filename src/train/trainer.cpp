@@ -21,6 +21,7 @@
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
 #include "train/model_setup.h"
+#include "train/pipeline_plan.h"
 #include "train/stop_signal.h"
 
 namespace tessera {
@@ -61,7 +62,16 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   resume_times_.verify_s = std::chrono::duration<double>(Clock::now() - choice_start).count();
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
   resume_notice_ = start.notice;
-  model_ = build_model(config_, tokenizer_.get(), checkpoint);
+  // A pipeline rank builds only its stage; plan_pipeline's checks ran at start-up (launch.cpp).
+  std::optional<PipelinePlan> pipeline_plan;
+  if (grid_.dims.pp > 1)
+    pipeline_plan = plan_pipeline(config_, resolve_model_config(config_, tokenizer_.get(), checkpoint), grid_.dims.dp);
+  std::vector<DecoderStage> stages;
+  for (int s = 0; pipeline_plan && s < grid_.dims.pp; ++s)
+    stages.push_back(pipeline_stage(pipeline_plan->boundaries, grid_.dims.pp, s));
+  model_ = build_model(config_, tokenizer_.get(), checkpoint,
+                       pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt);
+  if (!pipeline_plan) stages.push_back(model_->stage());
   TS_CHECK(config_.recompute_layers <= model_->config().num_layers, "--recompute-layers ", config_.recompute_layers,
            " is more than the model's ", model_->config().num_layers, " blocks; give at most that (0 = every block)");
   model_->set_recompute(RecomputePolicy{parse_recompute(config_.recompute), config_.recompute_layers});
@@ -83,7 +93,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
                                        device_.device);
-  checkpoint_saver_ = std::make_unique<CheckpointSaver>(config_, *data_parallel_, *model_, *optimizer_, tokenizer_.get());
+  if (pipeline_plan) pipeline_ = std::make_unique<PipelineParallel>(grid_, *model_, pipeline_plan->schedule);
+  checkpoint_saver_ = std::make_unique<CheckpointSaver>(config_, grid_, *data_parallel_, *model_, *optimizer_,
+                                                        tokenizer_.get(), stages,
+                                                        pipeline_ ? pipeline_->duplicate_range() : OffsetRange{});
   if (checkpoint) {
     // Each rank reads only its own share of the moments, whatever layout wrote them.
     const auto moments_start = Clock::now();
@@ -131,13 +144,20 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   // scale, which update_parameters divides out again).
   const float dloss = loss_scaler_.scale() / float(B * T);
   model_->zero_grad();
-  double loss_sum = 0.0, aux_sum = 0.0, z_sum = 0.0;
-  for (int64_t first = first_sequence; first < first_sequence + share; first += micro) {
+  double loss_sum = 0.0;  // the step's token losses over T: its sequences' mean losses, summed
+  if (pipeline_) {
+    // The schedule runs the micro-batches; the dp reduction starts once the pipeline has drained.
+    const double token_losses = pipeline_->train_step(micro, T, dloss, [&](int m, Tensor& inputs, Tensor& targets) {
+      train_sampler_->fill(batch_index, first_sequence + int64_t(m) * micro, micro, inputs.data<int32_t>(),
+                           targets.data<int32_t>());
+    });
+    loss_sum = token_losses / double(T);
+    pipeline_->reduce_tied_embedding();
+    data_parallel_->reduce_during_next_backward();
+  }
+  for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
     loss_sum += double(model_->forward(inputs_, targets_, dloss)) * double(micro);
-    const RouterLosses moe = model_->moe_losses();
-    aux_sum += moe.aux * double(micro);
-    z_sum += moe.z * double(micro);
     // Only the last micro-batch's backward reduces: its buckets start as they complete.
     if (first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
     model_->backward();
@@ -151,15 +171,18 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   std::vector<double> values{loss_sum, local_signal != 0 ? 1.0 : 0.0, save[0], save[1]};
   const bool moe = model_->config().moe.enabled();
   if (moe) {
-    values.insert(values.end(), {aux_sum, z_sum, model_->dropped_assignments()});
+    const RouterLosses sums = model_->moe_loss_sums();
+    values.insert(values.end(), {sums.aux, sums.z, model_->dropped_assignments()});
     values.insert(values.end(), model_->expert_load().begin(), model_->expert_load().end());
   }
-  const std::vector<double> sums = data_parallel_->sum(values);
+  const std::vector<double> sums = sum_over_ranks(values);
   // Every rank stops after this step when any was signalled; a rank that was not names it vaguely.
   stop_signal_ = local_signal != 0 ? local_signal : sums[1] > 0 ? kSignalElsewhere : 0;
   checkpoint_saver_->after_step(sums[2], sums[3]);
+  const ModelConfig& mc = model_->config();
+  const double per_layer_sequence = double(B) * double(mc.num_layers - mc.moe.first_dense_layers);
   if (moe)
-    moe_step_ = MoeStepStats{sums[4] / double(B), sums[5] / double(B), sums[6],
+    moe_step_ = MoeStepStats{sums[4] / per_layer_sequence, sums[5] / per_layer_sequence, sums[6],
                              std::vector<double>(sums.begin() + 7, sums.end())};
   return float(sums[0] / double(B));
 }
@@ -168,11 +191,31 @@ float Trainer::evaluate() {
   // The same validation batches for any dp degree, dealt round-robin over the dp ranks.
   int64_t batches = std::min(config_.eval_batches, val_sampler_->batches_per_epoch());
   double sum = 0.0;
-  for (int64_t k = data_parallel_->rank(); k < batches; k += data_parallel_->size()) {
+  if (pipeline_) {
+    const int64_t mine = batches > data_parallel_->rank() ? (batches - data_parallel_->rank() - 1) / data_parallel_->size() + 1 : 0;
+    const double token_losses =
+        pipeline_->evaluate(int(mine), micro_batch_, config_.seq_len, [&](int m, Tensor& inputs, Tensor& targets) {
+          const int64_t k = data_parallel_->rank() + int64_t(m) * data_parallel_->size();
+          val_sampler_->fill(k, 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
+        });
+    sum = token_losses / double(micro_batch_ * config_.seq_len);  // each batch's mean, summed
+  }
+  for (int64_t k = data_parallel_->rank(); !pipeline_ && k < batches; k += data_parallel_->size()) {
     val_sampler_->fill(k, 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
     sum += model_->forward(inputs_, targets_);
   }
-  return float(data_parallel_->sum(sum) / double(batches));
+  return float(sum_over_ranks({sum})[0] / double(batches));
+}
+
+std::vector<double> Trainer::sum_over_ranks(const std::vector<double>& values) {
+  const std::vector<double> over_dp = data_parallel_->sum(values);
+  return pipeline_ ? sum_over(*grid_.pp, over_dp) : over_dp;
+}
+
+float Trainer::grad_norm() {
+  if (!pipeline_) return data_parallel_->grad_norm();
+  const double squared = data_parallel_->squared_grad_norm(pipeline_->duplicate_range());
+  return float(std::sqrt(sum_over(*grid_.pp, {squared})[0]));
 }
 
 void Trainer::add_moe_metrics(nlohmann::json& line) const {
@@ -199,7 +242,7 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
                               run_config_json(config_),
                               loss_scaler_.enabled() ? double(loss_scaler_.scale()) : 0.0,
                               optimizer_->steps_taken(),
-                              CheckpointLayout{grid_.world->size(), data_parallel_->size(), config_.zero}};
+                              CheckpointLayout{grid_.world->size(), data_parallel_->size(), grid_.dims.pp, config_.zero}};
   // The stall: the previous save if it is still writing, and this one (or, async, its host copy).
   const std::filesystem::path dir = checkpoint_saver_->save(state, now);
   checkpoint_stall_s_ = std::chrono::duration<double>(Clock::now() - start).count();
@@ -207,7 +250,7 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
 }
 
 void Trainer::print_sample(ProgressLine& progress) {
-  if (!tokenizer_) return;
+  if (!tokenizer_ || pipeline_) return;  // generation needs the whole model, which a pipeline stage is not
   Rng rng(config_.seed, stream_id("sample"));
   SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token(), tokenizer_->vocab_size()};
   std::vector<int32_t> tokens = generate(*model_, {tokenizer_->document_start_token()}, options, rng);
@@ -222,7 +265,7 @@ void Trainer::write_loss_plot(const std::filesystem::path& metrics_path) {
 
 std::optional<float> Trainer::update_parameters(int64_t step, float loss, float lr, ProgressLine& progress) {
   const float scale = loss_scaler_.scale();
-  const float scaled_norm = data_parallel_->grad_norm();
+  const float scaled_norm = grad_norm();
   // An fp16 overflow: the scaler halves the scale (or throws when it cannot) and the step is skipped.
   if (std::isfinite(loss) && loss_scaler_.update(scaled_norm) == LossScaler::Verdict::skip) {
     std::ostringstream line;

@@ -22,6 +22,7 @@
 #include "train/data_parallel.h"
 #include "train/device_choice.h"
 #include "train/loss_scaler.h"
+#include "train/pipeline_parallel.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
 #include "train/train_config.h"
@@ -69,6 +70,10 @@ class Trainer {
   void print_sample(ProgressLine& progress);
   void write_loss_plot(const std::filesystem::path& metrics_path);
   bool is_reporting_rank() const { return grid_.world_rank == 0; }
+  // Sums over the ranks that hold different parts of the step: dp, then the pipeline stages.
+  std::vector<double> sum_over_ranks(const std::vector<double>& values);
+  // The global gradient norm over every stage (a tied copy counted once).
+  float grad_norm();
 
   TrainConfig config_;
   ProcessGrid grid_;
@@ -77,6 +82,7 @@ class Trainer {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Decoder> model_;
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
+  std::unique_ptr<PipelineParallel> pipeline_;   // refers to *model_; with --pp above 1 only
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<CheckpointSaver> checkpoint_saver_;  // refers to the three above
   LossScaler loss_scaler_;

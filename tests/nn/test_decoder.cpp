@@ -1,11 +1,14 @@
 // The block-structured decoder across families (GPT-2, Llama, Mixtral, DeepSeek-style MoE): every
 // gradient against finite differences, bitwise-equal gradients under activation recomputation,
-// KV-cache generation against full re-computation, published preset sizes and block ranges.
+// KV-cache generation against full re-computation, pipeline stages run chunk by chunk against the
+// whole model, published preset sizes and block ranges.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 
+#include "core/cuda/device.h"
 #include "core/rng.h"
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
@@ -67,10 +70,15 @@ TEST_P(Families, GradientMatchesFiniteDifferences) {
   const float dloss = 1.0f / float(B * T);
   const std::vector<float> grad = gradients_of(model, b, dloss);
   // The objective whose gradient backward took: mean cross-entropy plus the weighted router losses.
+  // A training forward (its gradient unused) counts the router losses: sums over the MoE layers and
+  // the batch's sequences.
+  const ModelConfig& c = model.config();
+  const double per_layer_sequence = double(B) * double(std::max<int64_t>(1, c.num_layers - c.moe.first_dense_layers));
   auto objective = [&] {
-    const double loss = model.forward(b.tokens, b.targets);
-    const RouterLosses moe = model.moe_losses();
-    return loss + 0.1 * moe.aux + 0.01 * moe.z;
+    model.zero_grad();
+    const double loss = model.forward(b.tokens, b.targets, 1.0f);
+    const RouterLosses moe = model.moe_loss_sums();
+    return loss + (0.1 * moe.aux + 0.01 * moe.z) / per_layer_sequence;
   };
   float* p = model.params().f32();
   auto objective_at = [&](int64_t i, float value) {
@@ -112,6 +120,71 @@ TEST_P(Families, RecomputationGivesBitwiseEqualGradients) {
     ASSERT_EQ(std::memcmp(grads.data(), reference.data(), grads.size() * sizeof(float)), 0)
         << "recompute mode " << int(policy.mode) << ", layers " << policy.layers;
   }
+}
+
+// The model cut into 4 chunks on 2 pipeline ranks, run chunk by chunk with activations and gradients
+// handed over as the executor does, gives the whole model's loss and gradients. Every parameter
+// lives on exactly one stage, but for the tied embedding's copy on the last stage, whose gradient
+// and the first stage's sum to the whole model's.
+TEST_P(Families, PipelineStagesMatchTheWholeModel) {
+  ModelConfig c = family(GetParam());
+  c.num_layers = 4;
+  const int64_t B = 2, T = 8;
+  const float dloss = 1.0f / float(B * T);
+  Batch b = make_batch(B, T, 50, 31);
+  Decoder whole(c);
+  randomise(whole, 5);
+  whole.zero_grad();
+  const double whole_loss = whole.forward(b.tokens, b.targets, dloss);
+  whole.backward();
+
+  const int P = 2;
+  const StageBoundaries boundaries{0, 1, 2, 3, 4};  // chunk c holds block c, on rank c mod 2
+  std::vector<std::unique_ptr<Decoder>> stages;
+  for (int p = 0; p < P; ++p) {
+    stages.push_back(std::make_unique<Decoder>(c, pipeline_stage(boundaries, P, p)));
+    randomise(*stages.back(), 5);  // by name: the same values as the whole model's
+    stages.back()->zero_grad();
+  }
+  double loss = 0;
+  const Tensor* handed = nullptr;
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    Decoder& d = *stages[size_t(chunk % P)];
+    if (handed) copy_tensor(d.chunk_input(chunk / P, 0, B, T), *handed);
+    loss += d.forward_chunk(chunk / P, 0, b.tokens, b.targets, dloss);
+    handed = &d.chunk_output(chunk / P, 0);
+  }
+  EXPECT_NEAR(loss / double(B * T), whole_loss, 1e-6 * whole_loss);
+  handed = nullptr;
+  for (int chunk = 3; chunk >= 0; --chunk) {
+    Decoder& d = *stages[size_t(chunk % P)];
+    if (handed) copy_tensor(d.chunk_output_grad(chunk / P, 0), *handed);
+    d.backward_chunk(chunk / P, 0);
+    handed = &d.chunk_input_grad(chunk / P, 0);
+  }
+  for (int chunk = 0; chunk < 4; ++chunk) stages[size_t(chunk % P)]->release_chunk(chunk / P, 0);
+
+  size_t found = 0;
+  for (const NamedTensor& want : whole.named_grads()) {
+    std::vector<double> sum(size_t(want.tensor.numel()), 0.0);
+    int holders = 0;
+    for (auto& stage : stages)
+      for (const NamedTensor& got : stage->named_grads()) {
+        if (got.name != want.name) continue;
+        ++holders;
+        for (int64_t i = 0; i < got.tensor.numel(); ++i) sum[size_t(i)] += got.tensor.f32()[i];
+      }
+    const bool tied = c.tied_embeddings && want.name == decoder_names(c).embed;
+    ASSERT_EQ(holders, tied ? 2 : 1) << want.name;
+    double scale = 0;
+    for (int64_t i = 0; i < want.tensor.numel(); ++i) scale = std::max(scale, double(std::fabs(want.tensor.f32()[i])));
+    for (int64_t i = 0; i < want.tensor.numel(); ++i)
+      ASSERT_NEAR(sum[size_t(i)], want.tensor.f32()[i], 1e-5 * scale + 1e-12) << want.name << "[" << i << "]";
+    ++found;
+  }
+  size_t stage_tensors = 0;
+  for (auto& stage : stages) stage_tensors += stage->named_grads().size();
+  EXPECT_EQ(stage_tensors, found + (c.tied_embeddings ? 1 : 0));  // nothing a stage holds is unknown
 }
 
 // Logits of a cached decode, token by token after a prompt, against full forwards of each prefix.

@@ -3,6 +3,7 @@
 #include "parallel/pp/pipeline_simulator.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <string>
 #include <tuple>
@@ -44,6 +45,9 @@ PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const StepCosts& c
   std::vector<size_t> next(P, 0);
   std::vector<int> in_flight(P, 0);
   std::map<Message, double> sent;  // messages sent and not yet received, with their send time
+  // Each link (sender, receiver) delivers in the order of its sends, as MPI and NCCL do: a receive
+  // takes the oldest message on its link, which must be the one it expects.
+  std::map<std::pair<int, int>, std::deque<Message>> links;
   size_t remaining = 0;
   for (const auto& actions : s.ranks) remaining += actions.size();
   while (remaining > 0) {
@@ -52,11 +56,22 @@ PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const StepCosts& c
       for (; next[r] < s.ranks[r].size(); ++next[r], --remaining, moved = true) {
         const Action& a = s.ranks[r][next[r]];
         if (a.kind == ActionKind::send_activation || a.kind == ActionKind::send_gradient) {
-          sent[{a.kind == ActionKind::send_activation, a.chunk, a.micro}] = clock[r];
+          const Message m{a.kind == ActionKind::send_activation, a.chunk, a.micro};
+          sent[m] = clock[r];
+          links[{int(r), a.peer}].push_back(m);
         } else if (a.kind == ActionKind::recv_activation || a.kind == ActionKind::recv_gradient) {
           const bool activation = a.kind == ActionKind::recv_activation;
-          const auto it = sent.find({activation, activation ? a.chunk - 1 : a.chunk + 1, a.micro});
-          if (it == sent.end()) break;  // waits for its send
+          const Message want{activation, activation ? a.chunk - 1 : a.chunk + 1, a.micro};
+          std::deque<Message>& link = links[{a.peer, int(r)}];
+          if (link.empty()) break;  // waits for its send
+          if (link.front() != want) {
+            const auto& [front_activation, front_chunk, front_micro] = link.front();
+            TS_FAIL(schedule_kind_name(s.kind), " schedule: rank ", r, " at ", action_text(a), " would receive rank ",
+                    a.peer, "'s earlier ", front_activation ? "activation" : "gradient", " of chunk ", front_chunk,
+                    " micro-batch ", front_micro, ": the link's messages arrive in the order they were sent");
+          }
+          link.pop_front();
+          const auto it = sent.find(want);
           clock[r] = std::max(clock[r], it->second);
           sent.erase(it);
         } else {

@@ -33,7 +33,8 @@ struct PipelineTimeline {
 };
 
 // Throws tessera::Error naming the stuck ranks and the actions they wait at when no rank can move
-// (a deadlock), and naming any send that no receive took.
+// (a deadlock), naming any send that no receive took, and naming a receive that would take another
+// message than its own (a link delivers in the order of its sends, as MPI and NCCL do).
 PipelineTimeline simulate_pipeline(const PipelineSchedule& schedule, const StepCosts& costs = {});
 
 // The textbook bubble for uniform stages and free communication: (P-1)/(M+P-1) for gpipe and 1f1b,

@@ -1,0 +1,91 @@
+// A training step's micro-batches through the pipeline executor, the tied embedding's gradient
+// between the end stages, and forward-only evaluation.
+#include "train/pipeline_parallel.h"
+
+#include "core/error.h"
+#include "ops/residual.h"
+
+namespace tessera {
+
+PipelineParallel::PipelineParallel(const ProcessGrid& grid, Decoder& model, PipelineSchedule schedule)
+    : pp_(grid.pp), model_(model), schedule_(std::move(schedule)) {
+  TS_CHECK(int(model.stage().chunks.size()) == schedule_.virtual_stages && pp_->size() == schedule_.stages,
+           "PipelineParallel: a stage of ", model.stage().chunks.size(), " chunks on pp rank ", pp_->rank(), " of ",
+           pp_->size(), " for a schedule of ", schedule_.stages, " stages × ", schedule_.virtual_stages, " chunks");
+  if (holds_tied_embedding_copy(model.config(), model.stage())) {
+    const ParamSpec& copy = model.layout().find(decoder_names(model.config()).embed);
+    duplicate_ = OffsetRange{copy.offset, copy.offset + copy.numel()};
+  }
+}
+
+double PipelineParallel::train_step(int64_t micro_batch, int64_t seq_len, float dloss, const FillMicroBatch& fill) {
+  Tensor inputs = Tensor::zeros({micro_batch, seq_len}, DType::i32);
+  Tensor targets = Tensor::zeros({micro_batch, seq_len}, DType::i32);
+  double loss_sum = 0.0;
+  PipelineStageWork work;
+  work.forward = [&](int chunk, int micro) {
+    const BlockRange r = model_.stage().chunks[size_t(chunk_index(chunk))];
+    if (r.first == 0 || r.end == model_.config().num_layers) fill(micro, inputs, targets);
+    loss_sum += model_.forward_chunk(chunk_index(chunk), micro, inputs, targets, dloss);
+  };
+  work.backward = [&](int chunk, int micro) { model_.backward_chunk(chunk_index(chunk), micro); };
+  // TODO(issue 8): zero-bubble's split runs the whole backward in its input-gradient part for now;
+  // the weight-gradient part is then empty, so its schedule runs but does not yet fill the bubble.
+  work.backward_input = work.backward;
+  work.backward_weight = [](int, int) {};
+  work.release = [&](int chunk, int micro) { model_.release_chunk(chunk_index(chunk), micro); };
+  work.activation_to_send = [&](int chunk, int micro) -> const Tensor& {
+    return model_.chunk_output(chunk_index(chunk), micro);
+  };
+  work.gradient_to_send = [&](int chunk, int micro) -> const Tensor& {
+    return model_.chunk_input_grad(chunk_index(chunk), micro);
+  };
+  work.activation_buffer = [&](int chunk, int micro) -> Tensor& {
+    return model_.chunk_input(chunk_index(chunk), micro, micro_batch, seq_len);
+  };
+  work.gradient_buffer = [&](int chunk, int micro) -> Tensor& {
+    return model_.chunk_output_grad(chunk_index(chunk), micro);
+  };
+  last_run_ = run_pipeline(schedule_, *pp_, work);
+  return loss_sum;
+}
+
+double PipelineParallel::evaluate(int micro_batches, int64_t micro_batch, int64_t seq_len,
+                                  const FillMicroBatch& fill) {
+  Tensor inputs = Tensor::zeros({micro_batch, seq_len}, DType::i32);
+  Tensor targets = Tensor::zeros({micro_batch, seq_len}, DType::i32);
+  const int P = schedule_.stages, rank = pp_->rank(), L = int(model_.config().num_layers);
+  double loss_sum = 0.0;
+  for (int micro = 0; micro < micro_batches; ++micro) {
+    for (int chunk = rank; chunk < schedule_.chunks(); chunk += P) {
+      const int k = chunk_index(chunk);
+      const BlockRange r = model_.stage().chunks[size_t(k)];
+      if (r.first == 0 || r.end == L) fill(micro, inputs, targets);
+      if (r.first != 0) pp_->recv(model_.chunk_input(k, micro, micro_batch, seq_len), (chunk - 1) % P);
+      loss_sum += model_.forward_chunk(k, micro, inputs, targets, 0.0f);
+      if (r.end != L) pp_->send(model_.chunk_output(k, micro), (chunk + 1) % P);
+      model_.release_chunk(k, micro);
+    }
+  }
+  return loss_sum;
+}
+
+void PipelineParallel::reduce_tied_embedding() {
+  const ModelConfig& c = model_.config();
+  const int P = pp_->size(), rank = pp_->rank();
+  if (!c.tied_embeddings || P == 1 || (rank != 0 && rank != P - 1)) return;
+  // Each end sends its gradient to the other and adds the one it receives: a + b on both, bit for bit.
+  NamedTensors& grads = model_.named_grads();
+  const std::string& name = decoder_names(c).embed;
+  auto it = std::find_if(grads.begin(), grads.end(), [&](const NamedTensor& t) { return t.name == name; });
+  TS_CHECK(it != grads.end(), "reduce_tied_embedding: stage ", rank, " holds no '", name, "'");
+  Tensor& mine = it->tensor;
+  Tensor theirs = Tensor::zeros(mine.shape(), mine.dtype(), mine.device());
+  const int other = rank == 0 ? P - 1 : 0;
+  Work sent = pp_->send_async(mine, other);
+  pp_->recv(theirs, other);
+  sent.wait();
+  add_inplace(mine, theirs);
+}
+
+}  // namespace tessera
