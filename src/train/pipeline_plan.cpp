@@ -15,15 +15,19 @@ PipelinePlan plan_pipeline(const TrainConfig& config, const ModelConfig& model, 
   plan.boundaries = config.pipeline_boundaries.empty()
                         ? balanced_boundaries(model, config.seq_len, chunks)
                         : explicit_boundaries(config.pipeline_boundaries, model.num_layers, chunks);
-  try {
-    plan.schedule = make_pipeline_schedule(parse_schedule_kind(config.pipeline_schedule), P, int(micro_batches), V);
-  } catch (const Error& e) {
-    // The schedule counts micro-batches; the user sets them through the batch flags.
-    throw Error(std::string(e.what()) + " (micro-batches per step: --batch-size " + std::to_string(config.batch_size) +
-                    " / (--dp " + std::to_string(dp) + " × --micro-batch-size " + std::to_string(micro_batch) +
-                    ") = " + std::to_string(micro_batches) + ")",
-                e.where());
+  const ScheduleKind kind = parse_schedule_kind(config.pipeline_schedule);
+  if (kind == ScheduleKind::interleaved && micro_batches % P != 0) {
+    // In the batch flags' terms: the largest micro-batch size that gives a multiple of P, if any.
+    const int64_t share = config.batch_size / dp;
+    int64_t fitting = 0;
+    for (int64_t m = micro_batch; m >= 1 && fitting == 0; --m)
+      if (share % m == 0 && (share / m) % P == 0) fitting = m;
+    const std::string fix = fitting > 0 ? "use --micro-batch-size " + std::to_string(fitting)
+                                        : "use a --batch-size that is a multiple of --dp × --pp = " + std::to_string(dp * P);
+    TS_FAIL("the interleaved schedule runs micro-batches in groups of --pp ", P, ", but a step has --batch-size ",
+            config.batch_size, " / (--dp ", dp, " × --micro-batch-size ", micro_batch, ") = ", micro_batches, "; ", fix);
   }
+  plan.schedule = make_pipeline_schedule(kind, P, int(micro_batches), V);
   return plan;
 }
 

@@ -1,5 +1,6 @@
 // `tessera train` under mpirun with bad launches: a layout that does not match the world, ranks
-// started with different configurations, an axis not implemented yet. Each ends non-zero, quickly,
+// started with different configurations, an axis not implemented yet, pipeline layouts that do not
+// fit the model or the batch. Each ends non-zero, quickly,
 // with exactly one "tessera: error" line (from rank 0) naming the problem — never a hang.
 #include <gtest/gtest.h>
 
@@ -48,5 +49,22 @@ TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
 }
 
 TEST_F(LaunchErrors, AxesNotImplementedYet) { expect_one_error("-np 2 " + train("--tp 2 --dp 1"), "--tp"); }
+
+// gpt2-tiny has 2 blocks; --batch-size 4 with --micro-batch-size 1 is 4 micro-batches a step.
+TEST_F(LaunchErrors, PipelineLayoutsThatDoNotFit) {
+  expect_one_error("-np 4 " + train("--pp 4 --dp 1"), "--pp 4 is more than the model's 2 layers");
+  expect_one_error("-np 2 " + train("--pp 2 --dp 1 --virtual-stages 2 --pipeline-schedule interleaved"),
+                   "use at most 2 chunks");
+  expect_one_error("-np 2 " + train("--pp 2 --dp 1 --virtual-stages 2 --layers 4"),
+                   "--virtual-stages 2 needs the interleaved schedule");
+  expect_one_error("-np 2 " + train("--pp 2 --dp 1 --layers 4 --virtual-stages 2 --pipeline-schedule interleaved "
+                                    "--micro-batch-size 4"),
+                   "--batch-size 4 / (--dp 1 × --micro-batch-size 4) = 1; use --micro-batch-size 2");
+  expect_one_error("-np 2 " + train("--pp 2 --dp 1 --layers 4 --pipeline-boundaries 1,2"),
+                   "--pipeline-boundaries gives 2 boundaries, but 2 chunks");
+  expect_one_error("-np 2 " + train("--pp 2 --dp 1 --layers 4 --pipeline-boundaries 4"), "below the model's 4 blocks");
+  expect_one_error("-np 2 " + train("--pp 2 --dp 1 --pipeline-schedule 2f2b"), "'2f2b' is not a schedule");
+  expect_one_error("-np 2 " + train("--virtual-stages 2"), "give --pp above 1 with them");
+}
 
 }  // namespace tessera

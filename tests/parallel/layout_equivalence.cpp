@@ -1,6 +1,8 @@
 // The layout-equivalence harness (DESIGN.md invariant 1): train a tiny model for a few steps in one
 // process, then under mpirun in every layout of the table below, and require the same losses, grad
 // norms and final weights. Adding a parallel axis means adding columns and rows to kLayouts.
+// Pipeline rows run every schedule at pp 2 and 4 (interleaved with 2 chunks per rank), alone and
+// with dp and ZeRO, over models deepened with --layers so that every chunk has a block.
 // A MoE model's auxiliary loss (and capacity) is taken per micro-batch, as in Megatron and Hugging
 // Face, so its reference runs the row's micro-batch size; dense models compare to one forward of
 // the whole batch.
@@ -23,6 +25,16 @@ const Layout kLayouts[] = {
     {4, 4, 0, 1}, {4, 4, 0, 2}, {4, 4, 1, 1}, {4, 4, 1, 2}, {4, 4, 2, 1}, {4, 4, 2, 2},
     {1, 1, 0, 2, "llama-tiny"}, {2, 2, 1, 2, "llama-tiny"}, {4, 4, 2, 1, "llama-tiny"},         //
     {2, 2, 1, 2, "mixtral-tiny"}, {4, 4, 2, 1, "mixtral-tiny"}, {2, 2, 2, 1, "deepseek-moe-tiny"},
+    // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
+    {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
+    {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},
+    {4, 1, 0, 2, "gpt2-tiny", 4, "gpipe", 1, 4}, {4, 1, 0, 2, "gpt2-tiny", 4, "1f1b", 1, 4},
+    {4, 1, 0, 2, "gpt2-tiny", 4, "zero-bubble", 1, 4}, {4, 1, 0, 2, "gpt2-tiny", 4, "interleaved", 2, 8},
+    {4, 2, 1, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "--recompute full"}, {4, 2, 2, 1, "gpt2-tiny", 2, "interleaved", 2, 4},
+    {2, 1, 0, 2, "llama-tiny", 2, "1f1b"}, {4, 1, 0, 2, "llama-tiny", 4, "interleaved", 2, 8},
+    {4, 2, 1, 1, "llama-tiny", 2, "zero-bubble", 1, 4},
+    {2, 1, 0, 2, "mixtral-tiny", 2, "1f1b"}, {4, 1, 0, 2, "mixtral-tiny", 4, "gpipe", 1, 4},
+    {4, 2, 1, 2, "mixtral-tiny", 2, "interleaved", 2, 4}, {2, 1, 0, 2, "deepseek-moe-tiny", 2, "zero-bubble", 1, 4},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
@@ -34,8 +46,10 @@ TEST_P(LayoutEquivalence, MatchesOneProcess) {
   const Layout layout = GetParam();
   const std::filesystem::path dir = testing::scratch_dir();
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
-  const RunResult ref = train(Layout{1, 1, 0, layout.moe() ? layout.micro_batch : 8, layout.model}, dir / "reference",
-                              shard);
+  Layout one_process{1, 1, 0, layout.moe() ? layout.micro_batch : 8, layout.model};
+  one_process.layers = layout.layers;
+  one_process.extra = layout.extra;
+  const RunResult ref = train(one_process, dir / "reference", shard);
   const RunResult run = train(layout, dir / layout_name(layout), shard);
   ASSERT_EQ(run.metrics.size(), ref.metrics.size());
   for (size_t s = 0; s < ref.metrics.size(); ++s)
@@ -107,6 +121,8 @@ const Reshard kReshards[] = {
     {{1, 1, 0, 2}, {4, 4, 2, 1}},  // one process -> dp4·zero2
     {{4, 4, 2, 1}, {2, 2, 1, 2}},  // dp4·zero2 -> dp2·zero1
     {{4, 0, 0, 1}, {2, 0, 0, 2}},  // elastic: 4 ranks -> 2 ranks, --dp 0 takes the world
+    {{2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"}, {1, 1, 0, 2}},  // pp2 -> one process
+    {{2, 2, 1, 2}, {4, 2, 1, 1, "gpt2-tiny", 2, "zero-bubble"}},  // dp2·zero1 -> dp2·pp2·zero1
 };
 
 INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {

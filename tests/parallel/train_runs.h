@@ -1,7 +1,9 @@
 // `tessera train` runs for the multi-rank tests: a layout (ranks under mpirun, dp, ZeRO stage,
-// micro-batch size, model) and a run of it on a token shard, with its metrics and final weights.
+// micro-batch size, model, pipeline stages with their schedule and chunks per rank, blocks, extra
+// flags) and a run of it on a token shard, with its metrics and final weights.
 #pragma once
 
+#include <cctype>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -21,6 +23,11 @@ struct Layout {
   int zero;
   int micro_batch;
   const char* model = "gpt2-tiny";
+  int pp = 1;
+  const char* schedule = "1f1b";
+  int virtual_stages = 1;
+  int layers = 0;          // 0: the preset's
+  const char* extra = "";  // more flags, e.g. "--recompute full"
   bool moe() const { return std::string(model).find("moe") != std::string::npos || std::string(model).starts_with("mixtral"); }
 };
 
@@ -30,6 +37,14 @@ inline std::string layout_name(const Layout& l) {
   for (char& c : model)
     if (c == '-' || c == '.') c = '_';
   s << model << "_np" << l.ranks << "_dp" << l.dp << "_zero" << l.zero << "_micro" << l.micro_batch;
+  if (l.layers > 0) s << "_L" << l.layers;
+  if (l.pp > 1) {
+    std::string schedule = l.schedule;
+    for (char& c : schedule)
+      if (c == '-') c = '_';
+    s << "_pp" << l.pp << "_" << schedule << "_v" << l.virtual_stages;
+  }
+  for (const char* c = l.extra; *c; ++c) s << (std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_');
   return s.str();
 }
 
@@ -51,6 +66,10 @@ inline std::string train_command(const Layout& l, const std::filesystem::path& d
       << " --batch-size 8 --seq-len 16 " << extra << " --lr 1e-3 --warmup 1 --min-lr 1e-4 --comm-timeout 60"
       << " --bucket-mb 0.01 --dp " << l.dp << " --zero " << l.zero << " --micro-batch-size " << l.micro_batch
       << " --out-dir " << dir.string();
+  if (l.pp > 1)
+    cmd << " --pp " << l.pp << " --pipeline-schedule " << l.schedule << " --virtual-stages " << l.virtual_stages;
+  if (l.layers > 0) cmd << " --layers " << l.layers;
+  if (*l.extra) cmd << " " << l.extra;
   return cmd.str();
 }
 

@@ -102,7 +102,8 @@ PipelineSchedule make_pipeline_schedule(ScheduleKind kind, int P, int M, int V) 
   TS_CHECK(V == 1 || kind == ScheduleKind::interleaved, "--virtual-stages ", V, " needs the interleaved schedule, not ",
            name, "; use --pipeline-schedule interleaved or --virtual-stages 1");
   TS_CHECK(kind != ScheduleKind::interleaved || M % P == 0, "the interleaved schedule runs micro-batches in groups of --pp ",
-           P, ", but there are ", M, "; use ", std::max(P, M / P * P), " or ", (M / P + 1) * P, " micro-batches");
+           P, ", but there are ", M, "; use ", M < P ? "" : std::to_string(M / P * P) + " or ", (M / P + 1) * P,
+           " micro-batches");
   PipelineSchedule s{kind, P, M, V, std::vector<std::vector<Action>>(size_t(P))};
   const int C = P * V;
   for (int r = 0; r < P; ++r) {
