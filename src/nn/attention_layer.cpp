@@ -52,12 +52,12 @@ void attention_core_recompute(const ModelConfig& config, AttentionActivations& a
 
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
-                              const Rotary& rotary, AttentionScratch& scratch) {
+                              const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
-  matmul_backward(scratch.dcore, g.attn_out.weight, g.attn_out.bias, dout, a.core, w.attn_out.weight);
+  linear_backward(scratch.dcore, g.attn_out, dout, a.core, w.attn_out.weight, deferred);
   attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
   if (config.positions == PositionKind::rope) rope_backward(scratch.dqkv, rotary.positions, NH, NKV, rotary.inv_freq);
-  matmul_backward(dx, g.qkv.weight, g.qkv.bias, scratch.dqkv, x, w.qkv.weight);
+  linear_backward(dx, g.qkv, scratch.dqkv, x, w.qkv.weight, deferred);
 }
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "nn/decoder_layout.h"
+#include "nn/deferred_weight_grads.h"
 #include "nn/model_config.h"
 
 namespace tessera {
@@ -44,6 +45,6 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
 void attention_core_recompute(const ModelConfig& config, AttentionActivations& a);
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
-                              const Rotary& rotary, AttentionScratch& scratch);
+                              const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred = nullptr);
 
 }  // namespace tessera

@@ -208,7 +208,8 @@ void Decoder::backward() {
   backward_blocks(acts_, /*announce=*/true);
 }
 
-void Decoder::backward_blocks(DecoderActivations& a, bool announce) {
+void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) {
+  DeferredWeightGrads* deferred = defer ? &a.deferred : nullptr;
   Tensor& dres = a.dresidual;  // gradient of the residual stream, flowing down
   auto grads_final_from = [&](const std::string& first_param) {
     if (announce && grad_ready_hook_) grad_ready_hook_(layout_.find(first_param).offset);
@@ -230,7 +231,7 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce) {
     BlockActivations& block = a.blocks[size_t(l)];
     const BlockWeights& w = w_.blocks[size_t(l)];
     if (a.recompute.covers(l)) block_recompute(config_, a.recompute.mode, moe_options_, block, x, w, a.rotary);
-    block_backward(config_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch);
+    block_backward(config_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred);
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
@@ -283,6 +284,12 @@ const Tensor& Decoder::chunk_output(int chunk, int micro) const {
 Tensor& Decoder::chunk_output_grad(int chunk, int micro) { return in_flight(chunk, micro).dresidual; }
 
 void Decoder::backward_chunk(int chunk, int micro) { backward_blocks(in_flight(chunk, micro), /*announce=*/false); }
+
+void Decoder::backward_chunk_input(int chunk, int micro) {
+  backward_blocks(in_flight(chunk, micro), /*announce=*/false, /*defer=*/true);
+}
+
+void Decoder::backward_chunk_weight(int chunk, int micro) { in_flight(chunk, micro).deferred.run(); }
 
 const Tensor& Decoder::chunk_input_grad(int chunk, int micro) const { return in_flight(chunk, micro).dresidual; }
 

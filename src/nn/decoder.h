@@ -71,12 +71,16 @@ class Decoder {
   // when it ends at the last block, returning the sum of its token losses (0 otherwise); dloss 0
   // evaluates (no gradients, no MoE statistics).
   // backward_chunk takes the output's gradient from chunk_output_grad() (unless the chunk holds the
-  // head) and leaves the input's in chunk_input_grad(). release_chunk frees the pair's activations.
+  // head) and leaves the input's in chunk_input_grad(); zero-bubble splits it into
+  // backward_chunk_input (the same, but the linear layers' weight gradients are recorded) and
+  // backward_chunk_weight (runs those). release_chunk frees the pair's activations.
   Tensor& chunk_input(int chunk, int micro, int64_t batch, int64_t seq_len);
   double forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss);
   const Tensor& chunk_output(int chunk, int micro) const;
   Tensor& chunk_output_grad(int chunk, int micro);
   void backward_chunk(int chunk, int micro);
+  void backward_chunk_input(int chunk, int micro);
+  void backward_chunk_weight(int chunk, int micro);
   const Tensor& chunk_input_grad(int chunk, int micro) const;
   void release_chunk(int chunk, int micro);
   int chunks_in_flight() const { return int(in_flight_.size()); }
@@ -130,8 +134,9 @@ class Decoder {
   // The fused classifier over a's final norm output; returns the sum of the token losses.
   double classifier_forward(DecoderActivations& a, const Tensor& targets, float dloss);
   // a.range's backward from a.dresidual (or from the classifier's gradient when it holds the head),
-  // through the embedding when it starts at block 0; tells the hook as gradients become final.
-  void backward_blocks(DecoderActivations& a, bool announce);
+  // through the embedding when it starts at block 0; tells the hook as gradients become final. With
+  // `defer`, the linear layers' weight gradients go to a.deferred instead.
+  void backward_blocks(DecoderActivations& a, bool announce, bool defer = false);
   void embed(DecoderActivations& a, const Tensor& tokens);
   DecoderActivations& in_flight(int chunk, int micro);
   const DecoderActivations& in_flight(int chunk, int micro) const;

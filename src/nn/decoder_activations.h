@@ -35,6 +35,7 @@ struct DecoderActivations {
   Tensor dresidual;  // (B,T,C): the residual stream's gradient, flowing down (into a chunk: its
                      // output's gradient; out of it after backward: its input's)
   BlockScratch scratch;  // scratch.dnormed also carries the classifier's gradient into the final norm
+  DeferredWeightGrads deferred;  // zero-bubble: the weight gradients its backward left for later
 
   void allocate_blocks(const ModelConfig& config);
   // (Re)allocates for a new (B,T), range, device, dtype or policy; a no-op when all are unchanged.

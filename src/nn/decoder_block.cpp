@@ -65,15 +65,15 @@ void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions
 
 void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
-                    BlockScratch& scratch) {
+                    BlockScratch& scratch, DeferredWeightGrads* deferred) {
   if (w.router.defined())
-    moe_layer_backward(config, scratch.dnormed, g, dres, a.moe, a.norm2.out, w, moe, scratch.moe);
+    moe_layer_backward(config, scratch.dnormed, g, dres, a.moe, a.norm2.out, w, moe, scratch.moe, deferred);
   else
     mlp_layer_backward(config.mlp, scratch.dnormed, g.mlp_in, g.mlp_out, dres, a.mlp, a.norm2.out, w.mlp_in,
-                       w.mlp_out, scratch.mlp);
+                       w.mlp_out, scratch.mlp, deferred);
   norm_backward(config, scratch.dnorm, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2);
   add_inplace(dres, scratch.dnorm);
-  attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, rotary, scratch.attn);
+  attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, rotary, scratch.attn, deferred);
   norm_backward(config, scratch.dnorm, g.norm1, scratch.dnormed, x, w.norm1, a.norm1);
   add_inplace(dres, scratch.dnorm);
 }

@@ -56,8 +56,9 @@ void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& 
 // whole forward from x (full), or the attention core and the MLP activation (selective).
 void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
                      const Tensor& x, const BlockWeights& w, const Rotary& rotary);
+// With `deferred`, the linear layers' weight gradients are recorded there instead (zero-bubble).
 void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
-                    BlockScratch& scratch);
+                    BlockScratch& scratch, DeferredWeightGrads* deferred = nullptr);
 
 }  // namespace tessera

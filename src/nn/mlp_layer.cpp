@@ -32,14 +32,17 @@ void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
 
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
                         const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
-                        MlpScratch& scratch) {
+                        MlpScratch& scratch, DeferredWeightGrads* deferred) {
   if (kind == MlpKind::gelu) {
-    matmul_backward_dgelu(scratch.dh, g_out.weight, g_out.bias, dout, a.act, out.weight, a.h);
+    LinearWeights none;  // with `deferred`, the weight part waits there
+    LinearWeights& now = deferred ? none : g_out;
+    matmul_backward_dgelu(scratch.dh, now.weight, now.bias, dout, a.act, out.weight, a.h);
+    if (deferred) deferred->add_linear(g_out, dout, a.act, out.weight);
   } else {
-    matmul_backward(scratch.dact, g_out.weight, g_out.bias, dout, a.act, out.weight);
+    linear_backward(scratch.dact, g_out, dout, a.act, out.weight, deferred);
     swiglu_backward(scratch.dh, scratch.dact, a.h);
   }
-  matmul_backward(dx, g_in.weight, g_in.bias, scratch.dh, x, in.weight);
+  linear_backward(dx, g_in, scratch.dh, x, in.weight, deferred);
 }
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "nn/decoder_layout.h"
+#include "nn/deferred_weight_grads.h"
 #include "nn/model_config.h"
 
 namespace tessera {
@@ -31,6 +32,6 @@ void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const L
 void mlp_activation_recompute(MlpKind kind, MlpActivations& a);
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
                         const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
-                        MlpScratch& scratch);
+                        MlpScratch& scratch, DeferredWeightGrads* deferred = nullptr);
 
 }  // namespace tessera

@@ -88,24 +88,23 @@ void moe_activation_recompute(MoeActivations& a) {
 
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
-                        MoeScratch& s) {
+                        MoeScratch& s, DeferredWeightGrads* deferred) {
   const int64_t C = config.channels, N = x.numel() / C, K = config.moe.top_k, M = a.kept;
   const Tensor tokens = x.reshape({N, C}), dtokens_out = dout.reshape({N, C});
   Tensor dtokens = dx.reshape({N, C}), dpart = s.dpart.reshape({N, C});
   moe_combine_backward(s.dys, s.dweights, dtokens_out, a.ys, a.weights, a.order, M, K);
   Tensor dact = rows(s.dact, M), dh = rows(s.dh, M), dxs = rows(s.dxs, M);
-  grouped_matmul_backward(dact, g.experts_out, rows(s.dys, M), rows(a.act, M), w.experts_out, a.offsets);
+  grouped_linear_backward(dact, g.experts_out, rows(s.dys, M), rows(a.act, M), w.experts_out, a.offsets, deferred);
   swiglu_backward(dh, dact, rows(a.h, M));
-  grouped_matmul_backward(dxs, g.experts_in, dh, rows(a.xs, M), w.experts_in, a.offsets);
+  grouped_linear_backward(dxs, g.experts_in, dh, rows(a.xs, M), w.experts_in, a.offsets, deferred);
   moe_gather_backward(dtokens, s.dxs, a.order, M, K);
   moe_router_backward(s.dlogits, s.dweights, a.experts, a.weights, a.scores, a.lse, a.logits, score_kind(config),
                       scales.aux, scales.z);
-  Tensor no_bias;
-  matmul_backward(dpart, g.router, no_bias, s.dlogits, tokens, w.router);
+  linear_backward(dpart, LinearWeights{g.router, Tensor()}, s.dlogits, tokens, w.router, deferred);
   add_inplace(dtokens, dpart);
   if (w.shared_in.weight.defined()) {
     mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dout, a.shared, x, w.shared_in,
-                       w.shared_out, s.shared);
+                       w.shared_out, s.shared, deferred);
     add_inplace(dx, s.dpart);
   }
 }

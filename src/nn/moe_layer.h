@@ -63,7 +63,7 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
 void moe_activation_recompute(MoeActivations& a);
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
-                        MoeScratch& scratch);
+                        MoeScratch& scratch, DeferredWeightGrads* deferred = nullptr);
 
 // Tokens per expert of the last forward (from the plan's offsets: kept rows), and how many
 // assignments the capacity dropped.

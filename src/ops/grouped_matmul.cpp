@@ -80,17 +80,18 @@ void grouped_matmul_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, co
   detail::check_float_dtype(op, "x", x);
   const DType t = x.dtype();
   const Device device = detail::check_args(op, {{"dx", dx, t, /*optional=*/true},
-                                                {"dweight", dweight, DType::f32},
+                                                {"dweight", dweight, DType::f32, /*optional=*/true},
                                                 {"dout", dout, t},
                                                 {"x", x, t},
                                                 {"weight", weight, t}});
   const GroupedDims d = grouped_dims(op, x, weight, offsets);
   detail::check_shape(op, "dout", dout, {d.M_rows, d.OC});
-  detail::check_shape(op, "dweight", dweight, weight.shape());
+  if (dweight.defined()) detail::check_shape(op, "dweight", dweight, weight.shape());
   if (dx.defined()) detail::check_shape(op, "dx", dx, x.shape());
   switch (device) {
     case Device::cpu:
-      cpu::grouped_matmul_backward(dx.defined() ? dx.f32() : nullptr, dweight.f32(), dout.f32(), x.f32(), weight.f32(),
+      cpu::grouped_matmul_backward(dx.defined() ? dx.f32() : nullptr, dweight.defined() ? dweight.f32() : nullptr,
+                                   dout.f32(), x.f32(), weight.f32(),
                                    offsets.data<int32_t>(), d.E, d.C, d.OC);
       return;
     case Device::cuda: {
@@ -98,7 +99,8 @@ void grouped_matmul_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, co
       Tensor no_bias;
       for (int64_t e = 0; e < d.E; e++) {
         if (o[e + 1] == o[e]) continue;
-        Tensor dx_e = dx.defined() ? group_rows(dx, o, e) : Tensor(), dweight_e = expert_matrix(dweight, e);
+        Tensor dx_e = dx.defined() ? group_rows(dx, o, e) : Tensor();
+        Tensor dweight_e = dweight.defined() ? expert_matrix(dweight, e) : Tensor();
         matmul_backward(dx_e, dweight_e, no_bias, group_rows(dout, o, e), group_rows(x, o, e), expert_matrix(weight, e));
       }
       return;

@@ -13,7 +13,7 @@ namespace tessera {
 // out (M_rows,OC) rows < offsets[E] written; x (M_rows,C); weight (E,OC,C).
 void grouped_matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& offsets);
 // dx (M_rows,C) rows < offsets[E] written, or undefined when x needs no gradient; dweight (E,OC,C) f32
-// accumulates (+=); dout (M_rows,OC).
+// accumulates (+=), or undefined when a later call takes it; dout (M_rows,OC).
 void grouped_matmul_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
                              const Tensor& offsets);
 

@@ -68,14 +68,15 @@ Checked check_backward(const char* op, const Tensor& dx, bool dx_required, const
                        const Tensor& dout, const Tensor& x, const Tensor& weight) {
   const DType t = activation_dtype(op, x);
   const Device device = detail::check_args(op, {{"dx", dx, t, /*optional=*/!dx_required},
-                                                {"dweight", dweight, DType::f32},
+                                                {"dweight", dweight, DType::f32, /*optional=*/true},
                                                 {"dbias", dbias, DType::f32, /*optional=*/true},
                                                 {"dout", dout, t},
                                                 {"x", x, t},
                                                 {"weight", weight, t}});
   const MatmulDims d = matmul_dims(op, x, weight);
   detail::check_shape(op, "dout", dout, rows_by(x, d.OC));
-  detail::check_shape(op, "dweight", dweight, weight.shape());
+  if (dweight.defined()) detail::check_shape(op, "dweight", dweight, weight.shape());
+  TS_CHECK(dweight.defined() || !dbias.defined(), op, ": dbias without dweight; the weight part computes both");
   if (dx.defined()) detail::check_shape(op, "dx", dx, x.shape());
   if (dbias.defined()) detail::check_shape(op, "dbias", dbias, {d.OC});
   return {device, d};
@@ -125,13 +126,13 @@ void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& d
   const MatmulDims d = c.d;
   switch (c.device) {
     case Device::cpu:
-      cpu::matmul_backward(f32_or_null(dx), dweight.f32(), f32_or_null(dbias), dout.f32(),
+      cpu::matmul_backward(f32_or_null(dx), f32_or_null(dweight), f32_or_null(dbias), dout.f32(),
                            x.f32(), weight.f32(), d.N, d.C, d.OC);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
-        cuda::matmul_backward<T>(typed<T>(dx), dweight.f32(), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
+        cuda::matmul_backward<T>(typed<T>(dx), f32_or_null(dweight), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
                                  typed<T>(weight), d.N, d.C, d.OC, cuda_compute_stream());
       });
       return;
@@ -178,7 +179,7 @@ void matmul_backward_dgelu(Tensor& dx, Tensor& dweight, Tensor& dbias, const Ten
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
-        cuda::matmul_backward_dgelu<T>(typed<T>(dx), dweight.f32(), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
+        cuda::matmul_backward_dgelu<T>(typed<T>(dx), f32_or_null(dweight), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
                                        typed<T>(weight), typed<T>(x_pre_gelu), c.d.N, c.d.C, c.d.OC,
                                        cuda_compute_stream());
       });

@@ -11,7 +11,8 @@
 namespace tessera {
 
 void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias);
-// dx may be undefined when the input needs no gradient; dbias undefined when there is no bias.
+// dx may be undefined when the input needs no gradient; dbias undefined when there is no bias;
+// dweight (and dbias) undefined when the weight gradient is taken by a later call (zero-bubble's split).
 void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& x,
                      const Tensor& weight);
 

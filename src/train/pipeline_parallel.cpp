@@ -2,8 +2,10 @@
 // between the end stages, and forward-only evaluation.
 #include "train/pipeline_parallel.h"
 
+#include "core/cuda/device.h"
 #include "core/error.h"
 #include "ops/residual.h"
+#include "parallel/pp/pipeline_simulator.h"
 
 namespace tessera {
 
@@ -29,10 +31,8 @@ double PipelineParallel::train_step(int64_t micro_batch, int64_t seq_len, float 
     loss_sum += model_.forward_chunk(chunk_index(chunk), micro, inputs, targets, dloss);
   };
   work.backward = [&](int chunk, int micro) { model_.backward_chunk(chunk_index(chunk), micro); };
-  // TODO(issue 8): zero-bubble's split runs the whole backward in its input-gradient part for now;
-  // the weight-gradient part is then empty, so its schedule runs but does not yet fill the bubble.
-  work.backward_input = work.backward;
-  work.backward_weight = [](int, int) {};
+  work.backward_input = [&](int chunk, int micro) { model_.backward_chunk_input(chunk_index(chunk), micro); };
+  work.backward_weight = [&](int chunk, int micro) { model_.backward_chunk_weight(chunk_index(chunk), micro); };
   work.release = [&](int chunk, int micro) { model_.release_chunk(chunk_index(chunk), micro); };
   work.activation_to_send = [&](int chunk, int micro) -> const Tensor& {
     return model_.chunk_output(chunk_index(chunk), micro);
@@ -86,6 +86,49 @@ void PipelineParallel::reduce_tied_embedding() {
   pp_->recv(theirs, other);
   sent.wait();
   add_inplace(mine, theirs);
+}
+
+std::vector<double> PipelineParallel::step_values() const {
+  const size_t P = size_t(schedule_.stages), stage = size_t(pp_->rank());
+  std::vector<double> values(step_values_size(), 0.0);
+  values[stage] = last_run_.compute_s;
+  values[P + stage] = last_run_.total_s;
+  values[2 * P + stage] = double(last_run_.peak_in_flight);
+  values[3 * P + stage] = double(allocator_stats(model_.device()).peak_bytes) / 1e6;
+  for (size_t k = 0; k < 4; ++k) {
+    values[4 * P + 2 * k] = last_run_.kind_s[k];
+    values[4 * P + 2 * k + 1] = double(last_run_.kind_count[k]);
+  }
+  return values;
+}
+
+nlohmann::json PipelineParallel::step_metrics(const double* sums, int dp) const {
+  const size_t P = size_t(schedule_.stages);
+  double compute = 0, total = 0;
+  nlohmann::json peaks = nlohmann::json::array(), memory = nlohmann::json::array();
+  for (size_t s = 0; s < P; ++s) {
+    compute += sums[s];
+    total += sums[P + s];
+    peaks.push_back(sums[2 * P + s] / double(dp));
+    memory.push_back(sums[3 * P + s] / double(dp));
+  }
+  // The simulator's costs are a whole stage's (a chunk takes 1/V of them): the measured means per chunk × V.
+  auto mean = [&](ActionKind kind) {
+    const size_t k = size_t(kind);
+    const double count = sums[4 * P + 2 * k + 1];
+    return count > 0 ? sums[4 * P + 2 * k] / count * double(schedule_.virtual_stages) : 0.0;
+  };
+  StepCosts costs;
+  costs.forward = mean(ActionKind::forward);
+  costs.backward = mean(ActionKind::backward);
+  costs.backward_input = mean(ActionKind::backward_input);
+  costs.backward_weight = mean(ActionKind::backward_weight);
+  const PipelineTimeline simulated = simulate_pipeline(schedule_, costs);
+  return {{"bubble", total > 0 ? 1.0 - compute / total : 0.0},
+          {"bubble_simulated", simulated.bubble_fraction()},
+          {"peak_in_flight", peaks},
+          {"peak_in_flight_simulated", simulated.peak_in_flight},
+          {"peak_mem_mb", memory}};
 }
 
 }  // namespace tessera

@@ -164,11 +164,17 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   }
   comm_wait_s_ = data_parallel_->finish_reduction();
   // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an
-  // asynchronous checkpoint save has got, and the MoE statistics:
-  // [loss, stop, save landed, save failed, aux, z, dropped, expert load...].
+  // asynchronous checkpoint save has got, the pipeline's timings and the MoE statistics:
+  // [loss, stop, save landed, save failed, pipeline..., aux, z, dropped, expert load...].
   const int local_signal = stop_signals_ ? stop_signals_->received() : 0;
   const std::array<double, 2> save = checkpoint_saver_->progress();
   std::vector<double> values{loss_sum, local_signal != 0 ? 1.0 : 0.0, save[0], save[1]};
+  const size_t pipeline_at = values.size();
+  if (pipeline_) {
+    const std::vector<double> stage = pipeline_->step_values();
+    values.insert(values.end(), stage.begin(), stage.end());
+  }
+  const size_t moe_at = values.size();
   const bool moe = model_->config().moe.enabled();
   if (moe) {
     const RouterLosses sums = model_->moe_loss_sums();
@@ -181,9 +187,10 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   checkpoint_saver_->after_step(sums[2], sums[3]);
   const ModelConfig& mc = model_->config();
   const double per_layer_sequence = double(B) * double(mc.num_layers - mc.moe.first_dense_layers);
+  if (pipeline_) pipeline_step_ = pipeline_->step_metrics(sums.data() + pipeline_at, data_parallel_->size());
   if (moe)
-    moe_step_ = MoeStepStats{sums[4] / per_layer_sequence, sums[5] / per_layer_sequence, sums[6],
-                             std::vector<double>(sums.begin() + 7, sums.end())};
+    moe_step_ = MoeStepStats{sums[moe_at] / per_layer_sequence, sums[moe_at + 1] / per_layer_sequence,
+                             sums[moe_at + 2], std::vector<double>(sums.begin() + long(moe_at) + 3, sums.end())};
   return float(sums[0] / double(B));
 }
 
@@ -368,6 +375,7 @@ TrainResult Trainer::run() {
       }
       if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
       if (model_->config().moe.enabled()) add_moe_metrics(line);
+      if (pipeline_) line["pipeline"] = pipeline_step_;
       metrics->write(line);
     }
     progress.update(step, loss, lr, tokens_per_s, elapsed);

@@ -104,6 +104,7 @@ class Trainer {
     std::vector<double> expert_load;  // routed rows per expert, layer-major
   };
   MoeStepStats moe_step_;
+  nlohmann::json pipeline_step_;  // the last step's pipeline timings (PipelineParallel::step_metrics)
   void add_moe_metrics(nlohmann::json& line) const;
   std::optional<TokenDataset> train_data_, val_data_;
   std::optional<BatchSampler> train_sampler_, val_sampler_;

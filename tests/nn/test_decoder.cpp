@@ -123,11 +123,15 @@ TEST_P(Families, RecomputationGivesBitwiseEqualGradients) {
 }
 
 // The model cut into 4 chunks on 2 pipeline ranks, run chunk by chunk with activations and gradients
-// handed over as the executor does, gives the whole model's loss and gradients. Every parameter
-// lives on exactly one stage, but for the tied embedding's copy on the last stage, whose gradient
-// and the first stage's sum to the whole model's.
-TEST_P(Families, PipelineStagesMatchTheWholeModel) {
-  ModelConfig c = family(GetParam());
+// handed over as the executor does, gives the whole model's loss and gradients, with the backward
+// whole or split (zero-bubble: input gradients first, every weight gradient afterwards, in another
+// order). Every parameter lives on exactly one stage, but for the tied embedding's copy on the last
+// stage, whose gradient and the first stage's sum to the whole model's.
+class PipelineStages : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(PipelineStages, MatchTheWholeModel) {
+  const auto [name, split] = GetParam();
+  ModelConfig c = family(name);
   c.num_layers = 4;
   const int64_t B = 2, T = 8;
   const float dloss = 1.0f / float(B * T);
@@ -159,9 +163,13 @@ TEST_P(Families, PipelineStagesMatchTheWholeModel) {
   for (int chunk = 3; chunk >= 0; --chunk) {
     Decoder& d = *stages[size_t(chunk % P)];
     if (handed) copy_tensor(d.chunk_output_grad(chunk / P, 0), *handed);
-    d.backward_chunk(chunk / P, 0);
+    if (split)
+      d.backward_chunk_input(chunk / P, 0);
+    else
+      d.backward_chunk(chunk / P, 0);
     handed = &d.chunk_input_grad(chunk / P, 0);
   }
+  for (int chunk = 0; split && chunk < 4; ++chunk) stages[size_t(chunk % P)]->backward_chunk_weight(chunk / P, 0);
   for (int chunk = 0; chunk < 4; ++chunk) stages[size_t(chunk % P)]->release_chunk(chunk / P, 0);
 
   size_t found = 0;
@@ -210,6 +218,9 @@ TEST_P(Families, KvCacheMatchesFullRecomputation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families, ::testing::Values("gpt2", "llama", "llama-tied", "mixtral", "deepseek"));
+INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
+                         ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "mixtral", "deepseek"),
+                                            ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("llama3.2-1b").num_parameters(), 1235814400);

@@ -9,6 +9,7 @@
 
 #include "ops/grouped_matmul.h"
 #include "ops/matmul.h"
+#include "ops/norm.h"
 #include "ops/op_testing.h"
 
 namespace tessera {
@@ -218,8 +219,22 @@ TEST(GroupedMatmul, RejectsBadArguments) {
                     {bwd, "dx has shape"});
   expect_error_with([&] { grouped_matmul_backward(dx, dweight, wrong_dout, g.x, g.weight, g.offsets); },
                     {bwd, "dout has shape"});
-  expect_error_with([&] { grouped_matmul_backward(dx, undefined, g.dout, g.x, g.weight, g.offsets); },
-                    {bwd, "dweight is undefined"});
+  expect_error_with([&] { grouped_matmul_backward(dx, dweight, g.dout, undefined, g.weight, g.offsets); },
+                    {bwd, "x is undefined"});
+}
+
+// Zero-bubble's split: the input gradient alone, then the weight gradient alone, give the whole
+// backward's values bit for bit (the same GEMMs).
+TEST(GroupedMatmul, SplitBackwardEqualsTheWhole) {
+  GroupedCase g;
+  Tensor dx = Tensor::zeros({g.M_rows, g.C}), dweight = Tensor::zeros({g.E, g.OC, g.C});
+  grouped_matmul_backward(dx, dweight, g.dout, g.x, g.weight, g.offsets);
+  Tensor split_dx = Tensor::zeros({g.M_rows, g.C}), split_dweight = Tensor::zeros({g.E, g.OC, g.C}), none;
+  grouped_matmul_backward(split_dx, none, g.dout, g.x, g.weight, g.offsets);
+  testing::expect_identical(split_dx, dx, "dx");
+  EXPECT_EQ(squared_norm(split_dweight), 0.0);  // untouched by the input part
+  grouped_matmul_backward(none, split_dweight, g.dout, g.x, g.weight, g.offsets);
+  testing::expect_identical(split_dweight, dweight, "dweight");
 }
 
 }  // namespace

@@ -31,7 +31,8 @@ void grouped_matmul_backward(float* dx, float* dweight, const float* dout, const
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(C), int(OC), 1.0f, dout_e, int(OC),
                   weight + e * OC * C, int(C), 0.0f, dx + begin * C, int(C));
     // dweight[e] (OC,C) += dout_e^T (OC,rows) * x_e (rows,C)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(C), int(rows), 1.0f, dout_e, int(OC), x_e, int(C),
+    if (dweight != nullptr)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(C), int(rows), 1.0f, dout_e, int(OC), x_e, int(C),
                 1.0f, dweight + e * OC * C, int(C));
   }
 }

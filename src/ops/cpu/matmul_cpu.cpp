@@ -29,7 +29,8 @@ void matmul_backward(float* dx, float* dweight, float* dbias, const float* dout,
   if (dx != nullptr)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(N), int(C), int(OC), 1.0f, dout, int(OC), weight,
                 int(C), 0.0f, dx, int(C));
-  // dweight (OC,C) += dout^T (OC,N) * x (N,C)
+  // dweight (OC,C) += dout^T (OC,N) * x (N,C); none (nor dbias) when the caller takes it later
+  if (dweight == nullptr) return;
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(C), int(N), 1.0f, dout, int(OC), x, int(C),
               1.0f, dweight, int(C));
   if (dbias == nullptr) return;

@@ -330,7 +330,7 @@ void matmul_backward(T* dx, float* dweight, float* dbias, const T* dout, const T
                      int64_t C, int64_t OC, cudaStream_t stream) {
   if (N == 0) return;
   if (dx != nullptr) input_grad<T>(dx, dout, weight, nullptr, N, C, OC, stream);
-  parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream);
+  if (dweight != nullptr) parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream);
 }
 
 template <typename T>
@@ -347,7 +347,7 @@ void matmul_backward_dgelu(T* dx, float* dweight, float* dbias, const T* dout, c
   check_gelu_aux_ld("matmul_backward_dgelu", "C", C, N, C, OC);
   if (N == 0) return;
   input_grad<T>(dx, dout, weight, x_pre_gelu, N, C, OC, stream);
-  parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream);
+  if (dweight != nullptr) parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream);
 }
 
 MatmulPlanCacheStats matmul_plan_cache_stats() {

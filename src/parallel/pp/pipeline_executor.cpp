@@ -21,7 +21,11 @@ PipelineRunStats run_pipeline(const PipelineSchedule& schedule, Comm& pp, const 
   auto compute = [&](const std::function<void(int, int)>& step, const Action& a) {
     const auto t = Clock::now();
     step(a.chunk, a.micro);
-    stats.compute_s += seconds_since(t);
+    const double s = seconds_since(t);
+    stats.compute_s += s;
+    const size_t kind = size_t(a.kind);  // forward .. backward_weight are the first four kinds
+    stats.kind_s[kind] += s;
+    ++stats.kind_count[kind];
   };
   auto receive = [&](Tensor& buffer, const Action& a) {
     const auto t = Clock::now();

@@ -6,6 +6,7 @@
 // once, which the pipeline simulator predicts.
 #pragma once
 
+#include <array>
 #include <functional>
 
 #include "core/tensor.h"
@@ -26,6 +27,9 @@ struct PipelineStageWork {
 
 struct PipelineRunStats {
   double compute_s = 0;  // in the compute callbacks
+  // By compute kind (forward, backward, backward_input, backward_weight): seconds and actions.
+  std::array<double, 4> kind_s{};
+  std::array<int, 4> kind_count{};
   double wait_s = 0;     // waiting for receives and, at the end, for the last sends
   double total_s = 0;
   int peak_in_flight = 0;  // chunk micro-batches whose forward ran and that were not yet released

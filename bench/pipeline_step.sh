@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Pipeline parallelism on CPU under mpirun (issue 8): per-rank step time and peak memory of one model
+# (GPT-2 shape, L=8, C=256, H=4, T=128, V=8192, fp32; global batch 16, micro-batch 1) at dp4 and at pp4
+# under every schedule (interleaved with 2 chunks per rank), each on 4 ranks; and at pp2 on 2 ranks,
+# where this 2-core machine runs every rank on a core of its own, the executor's measured bubble (idle
+# share of the stages' time) against the simulator's for the same schedule at the measured compute
+# times, and the peak micro-batches in flight per stage, measured and simulated.
+# Usage: bench/pipeline_step.sh [steps=6]   (appends to bench/results/cpu-pipeline-step.jsonl)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-6}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+/usr/bin/python3 - "$work/train.bin" <<'PY'
+import sys, numpy as np
+n = 2_000_000
+header = np.zeros(256, dtype=np.int32); header[:3] = (20240520, 2, n)
+tokens = np.random.default_rng(0).integers(0, 8192, n, dtype=np.uint32)
+open(sys.argv[1], "wb").write(header.tobytes() + tokens.tobytes())
+PY
+
+tessera=${TESSERA:-build/tessera}
+model=(--model gpt2-124m --layers 8 --heads 4 --channels 256 --vocab-size 8192 --context 128 --seq-len 128)
+run() {  # name ranks [flags...]
+  local name=$1 ranks=$2; shift 2
+  mpirun --oversubscribe --allow-run-as-root -np "$ranks" "$tessera" train --quiet "${model[@]}" \
+    --train-data "$work/train.bin" --batch-size 16 --micro-batch-size 1 --steps "$steps" --lr 1e-4 \
+    --out-dir "$work/$name" "$@" > /dev/null
+  echo "$name $work/$name/metrics.jsonl"
+}
+results=$(
+  run dp4 4 --dp 4
+  for s in gpipe 1f1b zero-bubble; do run "pp4_$s" 4 --dp 1 --pp 4 --pipeline-schedule "$s"; done
+  run pp4_interleaved_v2 4 --dp 1 --pp 4 --pipeline-schedule interleaved --virtual-stages 2
+  for s in gpipe 1f1b zero-bubble; do run "pp2_$s" 2 --dp 1 --pp 2 --pipeline-schedule "$s"; done
+  run pp2_interleaved_v2 2 --dp 1 --pp 2 --pipeline-schedule interleaved --virtual-stages 2
+)
+/usr/bin/python3 - "$steps" <<PY
+import json, statistics, datetime, subprocess
+runs = dict(line.split() for line in """$results""".strip().splitlines())
+def load(name):
+    lines = [json.loads(l) for l in open(runs[name]) if '"loss"' in l]
+    timed = lines[2:]  # the first two steps warm up
+    r = {"step_s": statistics.median(l["step_s"] for l in timed), "peak_mem_mb": max(l["peak_mem_mb"] for l in lines)}
+    if "pipeline" in lines[-1]:
+        p = [l["pipeline"] for l in timed]
+        r.update(bubble=statistics.median(x["bubble"] for x in p),
+                 bubble_simulated=statistics.median(x["bubble_simulated"] for x in p),
+                 peak_in_flight=p[-1]["peak_in_flight"], peak_in_flight_simulated=p[-1]["peak_in_flight_simulated"],
+                 stage_peak_mem_mb=[max(x["peak_mem_mb"][s] for x in p) for s in range(len(p[-1]["peak_mem_mb"]))])
+    return r
+r = {name: load(name) for name in runs}
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+          "machine": f"{cpu}, {subprocess.check_output(['nproc']).decode().strip()} cores",
+          "command": "bench/pipeline_step.sh $steps", "runs": r}
+open("bench/results/cpu-pipeline-step.jsonl", "a").write(json.dumps(record) + "\n")
+print(f"{'run':20} {'step ms':>8} {'bubble':>7} {'simulated':>9}  {'in flight (sim)':24} stage peak MB")
+for name, v in r.items():
+    flight = f"{v['peak_in_flight']} ({v['peak_in_flight_simulated']})" if "bubble" in v else ""
+    bubble = f"{v['bubble']:7.3f} {v['bubble_simulated']:9.3f}" if "bubble" in v else f"{'':7} {'':9}"
+    mem = v.get("stage_peak_mem_mb", [v["peak_mem_mb"]])
+    print(f"{name:20} {1e3*v['step_s']:8.1f} {bubble}  {flight:24} {[round(m) for m in mem]}")
+PY
