@@ -40,15 +40,32 @@ const ParamSpec& spec_at(const ParameterLayout& layout, int64_t offset) {
   return *std::prev(it);
 }
 
-// The moments of `optimizer`'s segments as slices "m.<name>[begin:end]" and "v.<name>[begin:end]".
+// Elements [begin, end) of a parameter as held (a tensor-parallel rank's slice, or the whole) in
+// runs contiguous in the whole parameter: f(held offset, whole offset, count) for each.
+template <typename F>
+void whole_runs(const ParamSpec& spec, int64_t begin, int64_t end, F&& f) {
+  if (spec.slice.is_whole()) return f(begin, begin, end - begin);
+  spec.slice.for_each_run([&](int64_t held, int64_t whole, int64_t count) {
+    const int64_t lo = std::max(held, begin), hi = std::min(held + count, end);
+    if (lo < hi) f(lo, whole + (lo - held), hi - lo);
+  });
+}
+
+// The shape a parameter has whole (a tensor-parallel rank holds a slice of it).
+const Shape& whole_shape(const ParamSpec& spec) { return spec.slice.is_whole() ? spec.shape : spec.slice.whole; }
+
+// The moments of `optimizer`'s segments as slices "m.<name>[begin:end]" and "v.<name>[begin:end]" of
+// the whole parameter.
 std::vector<SafetensorsEntry> moment_entries(const ParameterLayout& layout, const OptimizerState& optimizer) {
   std::vector<SafetensorsEntry> entries;
   for (const AdamWSegment& s : optimizer.segments) {
     const ParamSpec& spec = spec_at(layout, s.param_offset);
-    const int64_t begin = s.param_offset - spec.offset, end = begin + s.length;
-    for (const auto& [prefix, moment] : {std::pair{"m.", &optimizer.m}, {"v.", &optimizer.v}})
-      entries.push_back({slice_name(prefix + spec.name, begin, end), DType::f32, {s.length},
-                         moment->data<float>() + s.state_offset});
+    const int64_t begin = s.param_offset - spec.offset;
+    whole_runs(spec, begin, begin + s.length, [&](int64_t held, int64_t whole, int64_t count) {
+      for (const auto& [prefix, moment] : {std::pair{"m.", &optimizer.m}, {"v.", &optimizer.v}})
+        entries.push_back({slice_name(prefix + spec.name, whole, whole + count), DType::f32, {count},
+                           moment->data<float>() + s.state_offset + (held - begin)});
+    });
   }
   return entries;
 }
@@ -282,13 +299,19 @@ CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, bool
   TS_CHECK(weights == parameters, "checkpoint ", quoted_text(checkpoint.string()), " holds ", weights,
            " weight tensors, the model described by state.json has ", parameters, "; the files do not belong together");
   CheckpointReader reader(checkpoint, c.index, c.files);
-  for (NamedTensor& p : model.named_params()) {
-    auto stored = c.index.find(p.name);
-    TS_CHECK(stored != c.index.end() && stored->second.shape == p.tensor.shape(), "checkpoint ",
-             quoted_text(checkpoint.string()), ": tensor '", p.name, "' has shape ",
+  const std::vector<ParamSpec>& specs = model.layout().specs();
+  NamedTensors& params = model.named_params();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& spec = specs[i];
+    auto stored = c.index.find(spec.name);
+    TS_CHECK(stored != c.index.end() && stored->second.shape == whole_shape(spec), "checkpoint ",
+             quoted_text(checkpoint.string()), ": tensor '", spec.name, "' has shape ",
              stored == c.index.end() ? "(absent)" : shape_string(stored->second.shape), ", the model needs ",
-             shape_string(p.tensor.shape()), "; the files do not belong together");
-    reader.read(p.name, 0, p.tensor.numel(), p.tensor.f32());
+             shape_string(whole_shape(spec)), "; the files do not belong together");
+    float* out = params[i].tensor.f32();
+    whole_runs(spec, 0, spec.numel(), [&](int64_t held, int64_t whole, int64_t count) {
+      reader.read(spec.name, whole, whole + count, out + held);
+    });
   }
   return state;
 }
@@ -307,12 +330,15 @@ OptimizerState load_optimizer_state(const fs::path& checkpoint, const ParameterL
       TS_CHECK(stored != c.index.end(), "checkpoint ", quoted_text(checkpoint.string()),
                " holds no optimizer state (no '", prefix, spec.name,
                "'); it holds weights only: start a new run from it with --init-from after convert --to-hf");
-      TS_CHECK(stored->second.shape == spec.shape, "checkpoint ", quoted_text(checkpoint.string()), ": tensor '",
-               prefix, spec.name, "' has shape ", shape_string(stored->second.shape), ", the model needs ",
-               shape_string(spec.shape), "; the files do not belong together");
+      TS_CHECK(stored->second.shape == whole_shape(spec), "checkpoint ", quoted_text(checkpoint.string()),
+               ": tensor '", prefix, spec.name, "' has shape ", shape_string(stored->second.shape),
+               ", the model needs ", shape_string(whole_shape(spec)), "; the files do not belong together");
       Tensor& moment = prefix[0] == 'm' ? state.m : state.v;
-      reader.read(prefix + spec.name, s.param_offset - spec.offset, s.param_offset - spec.offset + s.length,
-                  moment.f32() + s.state_offset, /*non_negative=*/prefix[0] == 'v');
+      const int64_t begin = s.param_offset - spec.offset;
+      whole_runs(spec, begin, begin + s.length, [&](int64_t held, int64_t whole, int64_t count) {
+        reader.read(prefix + spec.name, whole, whole + count, moment.f32() + s.state_offset + (held - begin),
+                    /*non_negative=*/prefix[0] == 'v');
+      });
     }
   }
   return state;

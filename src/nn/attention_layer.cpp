@@ -21,19 +21,20 @@ void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_
                                     bool with_core) {
   qkv = Tensor::zeros({B, T, config.qkv_width()}, dtype, device);
   if (with_core) {
-    core = Tensor::zeros({B, T, config.channels}, dtype, device);
+    core = Tensor::zeros({B, T, config.attention_width()}, dtype, device);
     lse = Tensor::zeros({B, config.num_heads, T}, DType::f32, device);
   }
   out = Tensor::zeros({B, T, config.channels}, dtype, device);
 }
 
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
-                             const BlockWeights& w, const Rotary& rotary) {
+                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
   matmul_forward(a.qkv, x, w.qkv.weight, w.qkv.bias);
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, rotary.positions, NH, NKV, rotary.inv_freq);
   attention_forward(a.core, a.lse, a.qkv, NH, NKV);
-  matmul_forward(a.out, a.core, w.attn_out.weight, w.attn_out.bias);
+  matmul_forward(a.out, a.core, w.attn_out.weight, row_parallel_bias(w.attn_out.bias, tp));
+  if (tp) tp->reduce_from_region_forward(a.out);
 }
 
 void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
@@ -52,12 +53,14 @@ void attention_core_recompute(const ModelConfig& config, AttentionActivations& a
 
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
-                              const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred) {
+                              const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred,
+                              TensorParallel* tp) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
   linear_backward(scratch.dcore, g.attn_out, dout, a.core, w.attn_out.weight, deferred);
   attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
   if (config.positions == PositionKind::rope) rope_backward(scratch.dqkv, rotary.positions, NH, NKV, rotary.inv_freq);
   linear_backward(dx, g.qkv, scratch.dqkv, x, w.qkv.weight, deferred);
+  if (tp) tp->copy_to_region_backward(dx);
 }
 
 }  // namespace tessera

@@ -8,6 +8,7 @@
 #include "core/tensor.h"
 #include "nn/decoder_layout.h"
 #include "nn/deferred_weight_grads.h"
+#include "nn/tensor_parallel.h"
 #include "nn/model_config.h"
 
 namespace tessera {
@@ -34,8 +35,9 @@ struct AttentionScratch {
   Tensor dcore, dqkv;
 };
 
+// With `tp`, a tensor-parallel rank's heads: the output reduced over the group, the input gradient too.
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
-                             const BlockWeights& w, const Rotary& rotary);
+                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp = nullptr);
 // Generation: the same layer for new tokens at positions past.., their keys and values appended to
 // the caches (B, capacity, NKV*HS) and attention taken over the cache (ops/attention_kv.h).
 void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
@@ -45,6 +47,7 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
 void attention_core_recompute(const ModelConfig& config, AttentionActivations& a);
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
-                              const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred = nullptr);
+                              const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred = nullptr,
+                              TensorParallel* tp = nullptr);
 
 }  // namespace tessera

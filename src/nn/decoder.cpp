@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/cuda/device.h"
 #include "core/rng.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
+#include "ops/cross_entropy_shard.h"
 #include "ops/encoder.h"
 #include "ops/matmul.h"
 
@@ -25,12 +27,14 @@ void fill_constant(Tensor& t, float value) {
 
 Decoder::Decoder(const ModelConfig& config) : Decoder(config, whole_decoder(config.num_layers)) {}
 
-Decoder::Decoder(const ModelConfig& config, DecoderStage stage) : config_(config), stage_(std::move(stage)) {
+Decoder::Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp)
+    : config_(config), stage_(std::move(stage)), tp_place_(tp) {
   config_.validate();
   TS_CHECK(!stage_.chunks.empty() && stage_.num_layers == config_.num_layers, "Decoder: a stage of ",
            stage_.num_layers, " blocks for a model of ", config_.num_layers);
+  local_ = tp_local_config(config_, tp);
   names_ = decoder_names(config_, stage_);
-  layout_ = decoder_layout(config_, stage_);
+  layout_ = decoder_layout(config_, stage_, tp);
   set_params(Tensor::zeros({layout_.total()}));
   allocate_grads();
 }
@@ -49,6 +53,13 @@ void Decoder::set_params(Tensor params) {
 
 void Decoder::params_updated() {
   if (compute_dtype_ != DType::f32) cast_copy(compute_params_, params_);
+}
+
+void Decoder::set_tensor_parallel(TensorParallel* mappings) {
+  TS_CHECK(mappings == nullptr ? tp_place_.size == 1
+                               : mappings->place().rank == tp_place_.rank && mappings->place().size == tp_place_.size,
+           "Decoder: built for tp rank ", tp_place_.rank, " of ", tp_place_.size, ", given mappings for another place");
+  tp_ = tp_place_.size > 1 ? mappings : nullptr;
 }
 
 void Decoder::to(Device device, DType compute) {
@@ -87,12 +98,25 @@ void Decoder::init_weights(uint64_t seed) {
   for (size_t i = 0; i < views.size(); ++i) {
     const ParamSpec& spec = layout_.specs()[i];
     Tensor t = views[i].tensor;
+    // normal(0, std) keyed on each element's index in the whole parameter (a tp rank holds a slice),
+    // on the whole's first `rows` rows only.
+    auto fill = [&](float std, int64_t rows) {
+      if (spec.slice.is_whole()) {
+        const int64_t cols = spec.shape.size() < 2 ? 1 : spec.shape.back();
+        return fill_normal(t.f32(), rows >= t.numel() / cols ? t.numel() : rows * cols, seed, spec.name, 0.0f, std);
+      }
+      const int64_t cols = spec.slice.whole_cols();
+      spec.slice.for_each_run([&](int64_t local, int64_t at, int64_t count) {
+        if (at / cols < rows) fill_normal(t.f32() + local, count, seed, spec.name, 0.0f, std, at);
+      });
+    };
+    const int64_t all = std::numeric_limits<int64_t>::max();
     switch (spec.init) {
-      case ParamInit::normal: fill_normal(t.f32(), t.numel(), seed, spec.name, 0.0f, 0.02f); break;
-      case ParamInit::residual: fill_normal(t.f32(), t.numel(), seed, spec.name, 0.0f, residual_std); break;
+      case ParamInit::normal: fill(0.02f, all); break;
+      case ParamInit::residual: fill(residual_std, all); break;
       case ParamInit::vocab_rows:
         fill_constant(t, 0.0f);
-        fill_normal(t.f32(), config_.vocab_size * config_.channels, seed, spec.name, 0.0f, 0.02f);
+        fill(0.02f, config_.vocab_size);
         break;
       case ParamInit::zeros: fill_constant(t, 0.0f); break;
       case ParamInit::ones: fill_constant(t, 1.0f); break;
@@ -107,7 +131,7 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
   TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
-  acts_.ensure(config_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_);
+  acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_);
   embed(acts_, tokens);
   // Inference (no targets) routes dropless; training and evaluation follow the capacity factor.
   const MoeOptions dropless{};
@@ -115,6 +139,8 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   acts_.dloss = dloss;
   grad_ready_ = false;
   if (!targets.defined()) {  // inference: every row's logits, kept for logits()
+    TS_CHECK(!tp_, "Decoder::forward: inference under tensor parallelism is not implemented; load the checkpoint "
+                   "into one process (tessera generate)");
     const int64_t N = B * T;
     Tensor no_bias;  // the classifier has none
     matmul_forward(logits_buffer(N), acts_.final_norm.out.reshape({N, config_.channels}), w_.classifier(), no_bias);
@@ -132,7 +158,11 @@ void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
   if (!a.tokens.defined() || a.tokens.shape() != tokens.shape() || a.tokens.device() != device_)
     a.tokens = Tensor::zeros(tokens.shape(), DType::i32, device_);
   copy_tensor(a.tokens, tokens);
-  encoder_forward(a.embedded, a.tokens, w_.embed, w_.positions);
+  // Under tensor parallelism a rank looks up its vocabulary rows; the sum over the group is the
+  // embedding, the positions added (by rank 0) once.
+  encoder_forward(a.embedded, a.tokens, w_.embed, row_parallel_bias(w_.positions, tp_), first_vocab_row(),
+                  config_.padded_vocab_size());
+  if (tp_) tp_->reduce_from_region_forward(a.embedded);
 }
 
 void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
@@ -148,12 +178,12 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
   norm_forward(config_, a.blocks[size_t(r.first)].norm1, a.embedded, w_.blocks[size_t(r.first)].norm1);
   for (int64_t l = r.first; l < r.end; ++l) {
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
-    block_forward(config_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l));
+    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), tp_);
   }
 }
 
 double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets, float dloss) {
-  const int64_t N = a.B * a.T, C = config_.channels, Vp = config_.padded_vocab_size();
+  const int64_t N = a.B * a.T, C = config_.channels, Vp = vocab_rows();
   TS_CHECK(targets.ndim() == 2 && targets.size(0) == a.B && targets.size(1) == a.T, "targets ",
            shape_string(targets.shape()), " must match tokens (", a.B, ", ", a.T, ")");
   TS_CHECK(dloss == 0.0f || grads_.defined(),
@@ -173,11 +203,13 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
     Tensor logits = logits_buffer(chunk).view(0, {rows, Vp}), chunk_losses = losses.view(row, {rows});
     const Tensor x = normed.view(row * C, {rows, C});
     matmul_forward(logits, x, classifier, no_bias);
-    softmax_cross_entropy(chunk_losses, logits, device_targets.view(row, {rows}), config_.vocab_size, dloss);
+    cross_entropy(chunk_losses, logits, device_targets.view(row, {rows}), dloss);
     if (dloss == 0.0f) continue;
     Tensor dx = dnormed.view(row * C, {rows, C});
     matmul_backward(dx, dclassifier, no_bias, logits, x, classifier);
   }
+  // The final norm's output entered the (vocabulary-parallel) classifier's region.
+  if (tp_ && dloss != 0.0f) tp_->copy_to_region_backward(dnormed);
   double sum = 0.0;
   const Tensor host_losses = tensor_to(a.losses, Device::cpu);
   const float* loss_values = host_losses.f32();
@@ -185,15 +217,32 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
   return sum;
 }
 
+void Decoder::cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, float dloss) {
+  if (!tp_) return softmax_cross_entropy(losses, logits, targets, config_.vocab_size, dloss);
+  // Vocabulary-parallel (Megatron): each rank holds a slice of every row's logits; the row's max,
+  // its sum of exponentials and the target's logit are reduced over the group, never the logits.
+  const int64_t N = logits.size(0);
+  auto stat = [&] { return Tensor::zeros({N}, DType::f32, device_); };
+  Tensor max = stat(), sum_exp = stat(), target_logit = stat(), global_max = stat();
+  cross_entropy_shard_stats(max, sum_exp, target_logit, logits, targets, first_vocab_row(), config_.vocab_size);
+  copy_tensor(global_max, max);
+  tp_->max_over_group(global_max);
+  cross_entropy_shard_rescale(sum_exp, max, global_max);
+  tp_->sum_over_group(sum_exp);
+  tp_->sum_over_group(target_logit);
+  cross_entropy_shard_finish(losses, logits, targets, global_max, sum_exp, target_logit, first_vocab_row(),
+                             config_.vocab_size, dloss);
+}
+
 int64_t Decoder::classifier_chunk(int64_t rows) const {
   if (classifier_chunk_rows_ > 0) return std::min(classifier_chunk_rows_, rows);
   const int64_t budget = int64_t(1) << 30;  // bytes of logits at a time
-  const int64_t row_bytes = config_.padded_vocab_size() * int64_t(dtype_size(compute_dtype_));
+  const int64_t row_bytes = vocab_rows() * int64_t(dtype_size(compute_dtype_));
   return std::clamp<int64_t>(budget / row_bytes, 1, rows);
 }
 
 Tensor& Decoder::logits_buffer(int64_t rows) {
-  const int64_t Vp = config_.padded_vocab_size();
+  const int64_t Vp = vocab_rows();
   Tensor& t = acts_.logits;
   if (!t.defined() || t.numel() != rows * Vp || t.device() != device_ || t.dtype() != compute_dtype_) {
     t = Tensor();  // free the old buffer first
@@ -230,12 +279,12 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
     BlockActivations& block = a.blocks[size_t(l)];
     const BlockWeights& w = w_.blocks[size_t(l)];
-    if (a.recompute.covers(l)) block_recompute(config_, a.recompute.mode, moe_options_, block, x, w, a.rotary);
-    block_backward(config_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred);
+    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, tp_);
+    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, tp_);
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
-  encoder_backward(g_.embed, g_.positions, dres, a.tokens);
+  encoder_backward(g_.embed, g_.positions, dres, a.tokens, first_vocab_row(), config_.padded_vocab_size());
   grads_final_from(names_.embed);
 }
 
@@ -256,7 +305,7 @@ Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_le
   TS_CHECK(seq_len <= config_.max_seq_len, "sequence length ", seq_len, " exceeds the model's context of ",
            config_.max_seq_len);
   DecoderActivations& a = in_flight_[{chunk, micro}];
-  a.ensure(config_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_);
+  a.ensure(local_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_);
   return a.embedded;
 }
 

@@ -29,13 +29,19 @@
 #include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
 #include "nn/stage_partition.h"
+#include "nn/tensor_parallel.h"
 
 namespace tessera {
 
 class Decoder {
  public:
   explicit Decoder(const ModelConfig& config);
-  Decoder(const ModelConfig& config, DecoderStage stage);
+  // A pipeline rank's stage of the model; with `tp`, that tensor-parallel rank's slices of its
+  // parameters (ParamSpec::slice), run through the mappings given to set_tensor_parallel().
+  Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp = {});
+  // The tp group's mappings (parallel/tp), kept by pointer; required before a forward when the
+  // model was built for a tp group of more than one rank.
+  void set_tensor_parallel(TensorParallel* mappings);
 
   // Each parameter by its ParamInit, keyed on (seed, name, index): normal(0, 0.02), residual
   // projections scaled by 1/sqrt(2L), biases 0, norm gains 1, padding rows of the embedding and head 0.
@@ -97,6 +103,7 @@ class Decoder {
 
   const ModelConfig& config() const { return config_; }
   const DecoderStage& stage() const { return stage_; }
+  TpPlace tp_place() const { return tp_place_; }
   const ParameterLayout& layout() const { return layout_; }
   Tensor& params() { return params_; }  // flat (num_parameters)
   const Tensor& params() const { return params_; }
@@ -138,6 +145,11 @@ class Decoder {
   // `defer`, the linear layers' weight gradients go to a.deferred instead.
   void backward_blocks(DecoderActivations& a, bool announce, bool defer = false);
   void embed(DecoderActivations& a, const Tensor& tokens);
+  // Softmax cross-entropy of a chunk of rows, vocabulary-parallel under tensor parallelism.
+  void cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, float dloss);
+  // This rank's rows of the (padded) vocabulary: all of them, or a tp rank's slice.
+  int64_t vocab_rows() const { return config_.padded_vocab_size() / tp_place_.size; }
+  int64_t first_vocab_row() const { return int64_t(tp_place_.rank) * vocab_rows(); }
   DecoderActivations& in_flight(int chunk, int micro);
   const DecoderActivations& in_flight(int chunk, int micro) const;
   // Adds the last training forward's routed rows, drops and auxiliary losses.
@@ -149,6 +161,9 @@ class Decoder {
 
   ModelConfig config_;
   DecoderStage stage_;
+  TpPlace tp_place_;
+  ModelConfig local_;            // the shapes the layers compute with: config_, or a tp rank's share
+  TensorParallel* tp_ = nullptr;  // null without tensor parallelism
   DecoderNames names_;
   Device device_ = Device::cpu;
   DType compute_dtype_ = DType::f32;

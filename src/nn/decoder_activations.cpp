@@ -26,7 +26,7 @@ class SharedBlocks {
       set.allocate(config_, layer, B, T, acts_.dtype, acts_.device);
       return set;
     }
-    set.attn.core = Tensor::zeros({B, T, config_.channels}, acts_.dtype, acts_.device);
+    set.attn.core = Tensor::zeros({B, T, config_.attention_width()}, acts_.dtype, acts_.device);
     set.attn.lse = Tensor::zeros({B, config_.num_heads, T}, DType::f32, acts_.device);
     if (moe)
       set.moe.act = Tensor::zeros({B * T * config_.moe.top_k, config_.moe.expert_hidden}, acts_.dtype, acts_.device);
@@ -89,7 +89,8 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
   dresidual = btc(C);
   scratch.dnormed = btc(C);
   scratch.dnorm = btc(C);
-  scratch.attn.dcore = scratch.dnormed;  // consumed before dnormed is written
+  // Consumed before dnormed is written; narrower than C on a tensor-parallel rank.
+  scratch.attn.dcore = scratch.dnormed.view(0, {B, T, config.attention_width()});
   const bool swiglu = config.mlp == MlpKind::swiglu;
   const int64_t mlp_width = swiglu ? 2 * F : F;
   const Tensor wide = btc(std::max(config.qkv_width(), mlp_width));

@@ -82,43 +82,80 @@ DecoderNames decoder_names(const ModelConfig& c, const DecoderStage& stage) {
 
 ParameterLayout decoder_layout(const ModelConfig& c) { return decoder_layout(c, whole_decoder(c.num_layers)); }
 
-ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage) {
+ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, TpPlace tp) {
   const DecoderNames n = decoder_names(c, stage);
-  const int64_t C = c.channels, Vp = c.padded_vocab_size(), F = c.hidden();
+  const int64_t C = c.channels, Vp = c.padded_vocab_size(), F = c.hidden(), HS = c.head_size();
+  const int64_t NH = c.num_heads, NKV = c.kv_heads();
   const int64_t E = c.moe.num_experts, Fe = c.moe.expert_hidden, Fs = c.moe.num_shared_experts * Fe;
-  const int64_t swiglu = c.mlp == MlpKind::swiglu ? 2 : 1;  // the MLP input's rows per hidden unit
+  const bool swiglu = c.mlp == MlpKind::swiglu;
+  // This tp rank's shares (the whole when tp.size is 1).
+  const int64_t t = tp.rank, p = tp.size;
+  const ModelConfig local = tp_local_config(c, tp);
+  const int64_t Vl = Vp / p, NHl = local.num_heads, NKVl = local.kv_heads(), Fl = local.hidden();
+  const int64_t Fel = local.moe.expert_hidden, Fsl = c.moe.num_shared_experts * Fel;
   ParameterLayout layout;
   int64_t block = kEmbeddingBlock;
-  auto add = [&](const std::string& name, Shape shape, ParamInit init) {
-    if (!name.empty()) layout.add(name, std::move(shape), init, block);
+  using Rows = TpSlice::Rows;
+  // Row blocks of a whole (rows, cols) matrix or (rows) vector, or its columns [begin, end).
+  auto rows_of = [&](Shape whole, std::vector<Rows> rows) {
+    if (p == 1) return TpSlice{};
+    const int64_t cols = whole.size() < 2 ? 1 : whole.back();
+    return TpSlice{std::move(whole), std::move(rows), 0, cols};
   };
-  auto linear = [&](const LinearNames& names, int64_t out, int64_t in, ParamInit init) {
-    add(names.weight, {out, in}, init);
-    add(names.bias, {out}, ParamInit::zeros);
+  auto cols_of = [&](Shape whole, int64_t begin, int64_t end) {
+    if (p == 1 || whole.back() == 0) return TpSlice{};  // (a parameter this model does not have)
+    const int64_t rows = shape_numel(whole) / whole.back();
+    return TpSlice{std::move(whole), {{0, rows}}, begin, end};
+  };
+  auto add = [&](const std::string& name, Shape shape, ParamInit init, TpSlice slice = {}) {
+    if (!name.empty()) layout.add(name, std::move(shape), init, block, std::move(slice));
   };
   auto norm = [&](const LinearNames& names) {
     add(names.weight, {C}, ParamInit::ones);
     add(names.bias, {C}, ParamInit::zeros);
   };
-  add(n.embed, {Vp, C}, ParamInit::vocab_rows);
+  // Column-parallel: rows of the weight and bias; row-parallel: columns of the weight, bias whole.
+  auto column_parallel = [&](const LinearNames& names, int64_t whole_out, std::vector<Rows> rows, ParamInit init) {
+    int64_t out = 0;
+    for (const Rows& r : rows) out += r.count;
+    add(names.weight, {out, C}, init, rows_of({whole_out, C}, rows));
+    add(names.bias, {out}, ParamInit::zeros, rows_of({whole_out}, rows));
+  };
+  auto row_parallel = [&](const LinearNames& names, int64_t whole_in, int64_t in, ParamInit init) {
+    add(names.weight, {C, in}, init, cols_of({C, whole_in}, t * in, (t + 1) * in));
+    add(names.bias, {C}, ParamInit::zeros);
+  };
+  // A SwiGLU input [gate (width) | up (width)] split per rank: [gate share | up share].
+  auto gate_up = [&](int64_t first, int64_t width, int64_t share) {
+    return std::vector<Rows>{{first + t * share, share}, {first + width + t * share, share}};
+  };
+  const std::vector<Rows> vocab_rows{{t * Vl, Vl}};
+  add(n.embed, {Vl, C}, ParamInit::vocab_rows, rows_of({Vp, C}, vocab_rows));
   add(n.positions, {c.max_seq_len, C}, ParamInit::normal);
   for (block = 0; block < c.num_layers; ++block) {
     const BlockNames& b = n.blocks[size_t(block)];
     norm(b.norm1);
-    linear(b.qkv, c.qkv_width(), C, ParamInit::normal);
-    linear(b.attn_out, C, C, ParamInit::residual);
+    column_parallel(b.qkv, c.qkv_width(),
+                    {{t * NHl * HS, NHl * HS}, {NH * HS + t * NKVl * HS, NKVl * HS},
+                     {(NH + NKV) * HS + t * NKVl * HS, NKVl * HS}},
+                    ParamInit::normal);
+    row_parallel(b.attn_out, c.attention_width(), local.attention_width(), ParamInit::residual);
     norm(b.norm2);
-    linear(b.mlp_in, swiglu * F, C, ParamInit::normal);
-    linear(b.mlp_out, C, F, ParamInit::residual);
+    column_parallel(b.mlp_in, swiglu ? 2 * F : F, swiglu ? gate_up(0, F, Fl) : std::vector<Rows>{{t * Fl, Fl}},
+                    ParamInit::normal);
+    row_parallel(b.mlp_out, F, Fl, ParamInit::residual);
     add(b.router, {E, C}, ParamInit::normal);
     add(b.router_bias, {E}, ParamInit::zeros);
-    add(b.experts_in, {E, 2 * Fe, C}, ParamInit::normal);
-    add(b.experts_out, {E, C, Fe}, ParamInit::residual);
-    linear(b.shared_in, 2 * Fs, C, ParamInit::normal);
-    linear(b.shared_out, C, Fs, ParamInit::residual);
+    std::vector<Rows> expert_rows;
+    for (int64_t e = 0; e < E; ++e)
+      for (const Rows& r : gate_up(e * 2 * Fe, Fe, Fel)) expert_rows.push_back(r);
+    add(b.experts_in, {E, 2 * Fel, C}, ParamInit::normal, rows_of({E, 2 * Fe, C}, expert_rows));
+    add(b.experts_out, {E, C, Fel}, ParamInit::residual, cols_of({E, C, Fe}, t * Fel, (t + 1) * Fel));
+    column_parallel(b.shared_in, 2 * Fs, gate_up(0, Fs, Fsl), ParamInit::normal);
+    row_parallel(b.shared_out, Fs, Fsl, ParamInit::residual);
   }
   norm(n.final_norm);
-  add(n.head, {Vp, C}, ParamInit::vocab_rows);
+  add(n.head, {Vl, C}, ParamInit::vocab_rows, rows_of({Vp, C}, vocab_rows));
   return layout;
 }
 

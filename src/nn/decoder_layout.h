@@ -13,6 +13,7 @@
 #include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
 #include "nn/stage_partition.h"
+#include "nn/tensor_parallel.h"
 
 namespace tessera {
 
@@ -40,7 +41,8 @@ DecoderNames decoder_names(const ModelConfig& config);
 // copy: initialised alike, its gradient summed with the first stage's before every update).
 DecoderNames decoder_names(const ModelConfig& config, const DecoderStage& stage);
 ParameterLayout decoder_layout(const ModelConfig& config);
-ParameterLayout decoder_layout(const ModelConfig& config, const DecoderStage& stage);
+// A pipeline stage's parameters; under tensor parallelism, tp rank's parts of them (ParamSpec::slice).
+ParameterLayout decoder_layout(const ModelConfig& config, const DecoderStage& stage, TpPlace tp = {});
 // Whether `stage` holds such a tied copy of the embedding.
 bool holds_tied_embedding_copy(const ModelConfig& config, const DecoderStage& stage);
 

@@ -15,14 +15,15 @@ void MlpActivations::allocate(MlpKind kind, int64_t B, int64_t T, int64_t C, int
 }
 
 void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const LinearWeights& in,
-                       const LinearWeights& out) {
+                       const LinearWeights& out, TensorParallel* tp) {
   if (kind == MlpKind::gelu) {
     matmul_gelu_forward(a.act, a.h, x, in.weight, in.bias);
   } else {
     matmul_forward(a.h, x, in.weight, in.bias);
     swiglu_forward(a.act, a.h);
   }
-  matmul_forward(a.out, a.act, out.weight, out.bias);
+  matmul_forward(a.out, a.act, out.weight, row_parallel_bias(out.bias, tp));
+  if (tp) tp->reduce_from_region_forward(a.out);
 }
 
 void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
@@ -32,7 +33,7 @@ void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
 
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
                         const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
-                        MlpScratch& scratch, DeferredWeightGrads* deferred) {
+                        MlpScratch& scratch, DeferredWeightGrads* deferred, TensorParallel* tp) {
   if (kind == MlpKind::gelu) {
     LinearWeights none;  // with `deferred`, the weight part waits there
     LinearWeights& now = deferred ? none : g_out;
@@ -43,6 +44,7 @@ void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWei
     swiglu_backward(scratch.dh, scratch.dact, a.h);
   }
   linear_backward(dx, g_in, scratch.dh, x, in.weight, deferred);
+  if (tp) tp->copy_to_region_backward(dx);
 }
 
 }  // namespace tessera

@@ -44,6 +44,7 @@ struct ModelConfig {
 
   Naming naming = Naming::gpt2;
   int64_t num_kv_heads = 0;  // NKV dividing NH (grouped-query attention); 0 = NH
+  int64_t head_dim = 0;      // HS when it is not C / NH (a tensor-parallel rank's share of the heads); 0 = C / NH
   int64_t mlp_hidden = 0;    // the dense MLP's width F; 0 = 4C
   NormKind norm = NormKind::layernorm;
   float norm_eps = 1e-5f;
@@ -56,7 +57,8 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 
   int64_t padded_vocab_size() const { return (vocab_size + 127) / 128 * 128; }  // Vp
-  int64_t head_size() const { return channels / num_heads; }                     // HS
+  int64_t head_size() const { return head_dim > 0 ? head_dim : channels / num_heads; }  // HS
+  int64_t attention_width() const { return num_heads * head_size(); }  // the attention core's width (C unsharded)
   int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   int64_t qkv_width() const { return (num_heads + 2 * kv_heads()) * head_size(); }
   int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * channels; }  // dense F

@@ -56,7 +56,7 @@ void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType
 }
 
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
-                       const BlockWeights& w) {
+                       const BlockWeights& w, TensorParallel* tp) {
   const int64_t C = config.channels, N = x.numel() / C, E = config.moe.num_experts, K = config.moe.top_k;
   const Tensor tokens = x.reshape({N, C});
   Tensor no_bias;
@@ -75,9 +75,12 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   Tensor out = a.out.reshape({N, C});
   moe_combine(out, a.ys, a.weights, a.order, M, K);
   if (w.shared_in.weight.defined()) {
-    mlp_layer_forward(MlpKind::swiglu, a.shared, x, w.shared_in, w.shared_out);
+    // Its bias on tp rank 0 only; its partial output joins the experts' in one reduction.
+    const LinearWeights shared_out{w.shared_out.weight, row_parallel_bias(w.shared_out.bias, tp)};
+    mlp_layer_forward(MlpKind::swiglu, a.shared, x, w.shared_in, shared_out);
     add_inplace(a.out, a.shared.out);
   }
+  if (tp) tp->reduce_from_region_forward(a.out);
   a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config));
 }
 
@@ -88,11 +91,13 @@ void moe_activation_recompute(MoeActivations& a) {
 
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
-                        MoeScratch& s, DeferredWeightGrads* deferred) {
+                        MoeScratch& s, DeferredWeightGrads* deferred, TensorParallel* tp) {
   const int64_t C = config.channels, N = x.numel() / C, K = config.moe.top_k, M = a.kept;
   const Tensor tokens = x.reshape({N, C}), dtokens_out = dout.reshape({N, C});
   Tensor dtokens = dx.reshape({N, C}), dpart = s.dpart.reshape({N, C});
   moe_combine_backward(s.dys, s.dweights, dtokens_out, a.ys, a.weights, a.order, M, K);
+  // The routing weights' gradient reads the experts' outputs, of which a tp rank holds partial sums.
+  if (tp) tp->sum_over_group(s.dweights);
   Tensor dact = rows(s.dact, M), dh = rows(s.dh, M), dxs = rows(s.dxs, M);
   grouped_linear_backward(dact, g.experts_out, rows(s.dys, M), rows(a.act, M), w.experts_out, a.offsets, deferred);
   swiglu_backward(dh, dact, rows(a.h, M));
@@ -101,12 +106,14 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   moe_router_backward(s.dlogits, s.dweights, a.experts, a.weights, a.scores, a.lse, a.logits, score_kind(config),
                       scales.aux, scales.z);
   linear_backward(dpart, LinearWeights{g.router, Tensor()}, s.dlogits, tokens, w.router, deferred);
-  add_inplace(dtokens, dpart);
+  // The router's input gradient is whole on every rank: it joins the ranks' partial sums once.
+  if (!tp || tp->place().rank == 0) add_inplace(dtokens, dpart);
   if (w.shared_in.weight.defined()) {
     mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dout, a.shared, x, w.shared_in,
                        w.shared_out, s.shared, deferred);
     add_inplace(dx, s.dpart);
   }
+  if (tp) tp->copy_to_region_backward(dx);
 }
 
 std::vector<int64_t> moe_expert_load(const MoeActivations& a) {

@@ -57,13 +57,15 @@ struct MoeLossScales {
   float aux = 0.0f, z = 0.0f;
 };
 
+// With `tp`, a tensor-parallel rank's share of every expert's (and the shared experts') width; the
+// router runs whole on every rank.
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
-                       const BlockWeights& w);
+                       const BlockWeights& w, TensorParallel* tp = nullptr);
 // Selective recomputation: the experts' SwiGLU output again from the saved h.
 void moe_activation_recompute(MoeActivations& a);
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
-                        MoeScratch& scratch, DeferredWeightGrads* deferred = nullptr);
+                        MoeScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr);
 
 // Tokens per expert of the last forward (from the plan's offsets: kept rows), and how many
 // assignments the capacity dropped.

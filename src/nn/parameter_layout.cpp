@@ -3,10 +3,10 @@
 
 namespace tessera {
 
-void ParameterLayout::add(std::string name, Shape shape, ParamInit init, int64_t block) {
+void ParameterLayout::add(std::string name, Shape shape, ParamInit init, int64_t block, TpSlice slice) {
   TS_CHECK(specs_.empty() || block >= specs_.back().block, "parameter '", name, "' of block ", block,
            " added after block ", specs_.back().block, "; a layout holds its blocks in order");
-  ParamSpec spec{std::move(name), std::move(shape), total_, init, block};
+  ParamSpec spec{std::move(name), std::move(shape), total_, init, block, std::move(slice)};
   total_ += spec.numel();
   specs_.push_back(std::move(spec));
 }
@@ -25,6 +25,18 @@ OffsetRange ParameterLayout::block_range(int64_t first, int64_t last) const {
     range.end = s.offset + s.numel();
   }
   return range.begin < 0 ? OffsetRange{} : range;
+}
+
+std::vector<OffsetRange> ParameterLayout::whole_parameter_ranges() const {
+  std::vector<OffsetRange> ranges;
+  for (const ParamSpec& s : specs_) {
+    if (!s.slice.is_whole()) continue;
+    if (!ranges.empty() && ranges.back().end == s.offset)
+      ranges.back().end += s.numel();
+    else
+      ranges.push_back({s.offset, s.offset + s.numel()});
+  }
+  return ranges;
 }
 
 NamedTensors ParameterLayout::views(const Tensor& flat) const {

@@ -20,12 +20,37 @@ enum class ParamInit { normal, residual, vocab_rows, zeros, ones };
 
 inline constexpr int64_t kEmbeddingBlock = -1;  // ParamSpec::block of the embeddings
 
+// Where a tensor-parallel rank's part of a parameter lies in the whole one, both seen as matrices
+// (rows: the product of the leading dimensions, columns: the last; a vector is one column): row
+// blocks of the whole, in order, and a range of its columns. Empty `whole`: the parameter is not
+// split (replicated on every tp rank).
+struct TpSlice {
+  struct Rows {
+    int64_t first = 0, count = 0;  // rows of the whole
+  };
+  Shape whole;
+  std::vector<Rows> rows;
+  int64_t col_begin = 0, col_end = 0;
+  bool is_whole() const { return whole.empty(); }
+  int64_t whole_cols() const { return whole.size() < 2 ? 1 : whole.back(); }
+  // Calls f(local_offset, whole_offset, count) for each contiguous run of elements, in local order.
+  template <typename F>
+  void for_each_run(F&& f) const {
+    const int64_t cols = col_end - col_begin;
+    int64_t local = 0;
+    for (const Rows& block : rows)
+      for (int64_t r = block.first; r < block.first + block.count; ++r, local += cols)
+        f(local, r * whole_cols() + col_begin, cols);
+  }
+};
+
 struct ParamSpec {
   std::string name;
   Shape shape;
   int64_t offset = 0;  // in elements, into the flat buffer
   ParamInit init = ParamInit::normal;
   int64_t block = kEmbeddingBlock;  // -1: embeddings; 0..L-1: a transformer block; L: final norm and head
+  TpSlice slice;                // under tensor parallelism: where this rank's part lies in the whole
   int64_t numel() const { return shape_numel(shape); }
   // Decoupled weight decay applies to matrices and embeddings (2+ dims), not to biases or norm gains.
   bool decayed() const { return shape.size() >= 2; }
@@ -37,7 +62,8 @@ struct OffsetRange {
 
 class ParameterLayout {
  public:
-  void add(std::string name, Shape shape, ParamInit init = ParamInit::normal, int64_t block = kEmbeddingBlock);
+  void add(std::string name, Shape shape, ParamInit init = ParamInit::normal, int64_t block = kEmbeddingBlock,
+           TpSlice slice = {});
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const ParamSpec& find(const std::string& name) const;
   int64_t total() const { return total_; }
@@ -45,6 +71,9 @@ class ParameterLayout {
   OffsetRange block_range(int64_t first, int64_t last) const;
   // Views of `flat` (total() elements) named by the layout.
   NamedTensors views(const Tensor& flat) const;
+  // The offsets of the parameters not split by tensor parallelism (every tp rank holds them whole),
+  // adjacent ones merged.
+  std::vector<OffsetRange> whole_parameter_ranges() const;
 
  private:
   std::vector<ParamSpec> specs_;

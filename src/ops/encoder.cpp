@@ -15,8 +15,16 @@ namespace tessera {
 namespace {
 
 struct EncoderDims {
-  int64_t B, T, C, Vp;
+  int64_t B, T, C, Vp;  // Vp: the rows of the slice wte holds
 };
+
+// The slice [first_row, first_row + rows) of a table of vocab_rows rows (0: the slice is the table).
+int64_t table_rows(const char* op, int64_t first_row, int64_t rows, int64_t vocab_rows) {
+  if (vocab_rows == 0) vocab_rows = rows;
+  TS_CHECK(first_row >= 0 && first_row + rows <= vocab_rows, op, ": rows [", first_row, ", ", first_row + rows,
+           ") of wte lie outside the table's ", vocab_rows);
+  return vocab_rows;
+}
 
 // tokens (B,T); the embedding tables (or their gradients) (Vp,C) and (maxT,C) with T <= maxT.
 EncoderDims encoder_dims(const char* op, const Tensor& tokens, const detail::Arg& wte, const detail::Arg& wpe) {
@@ -41,7 +49,8 @@ void check_token_range(const char* op, const Tensor& tokens, int64_t Vp) {
 
 }  // namespace
 
-void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t first_row,
+                     int64_t vocab_rows) {
   const char* op = "encoder_forward";
   detail::check_float_dtype(op, "out", out);
   const DType dtype = out.dtype();
@@ -49,17 +58,20 @@ void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const
       op, {{"out", out, dtype}, {"tokens", tokens, DType::i32}, {"wte", wte, dtype}, {"wpe", wpe, dtype, true}});
   const EncoderDims d = encoder_dims(op, tokens, {"wte", wte}, {"wpe", wpe});
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
+  const int64_t table = table_rows(op, first_row, d.Vp, vocab_rows);
   switch (device) {
     case Device::cpu:
-      check_token_range(op, tokens, d.Vp);
-      cpu::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.defined() ? wpe.f32() : nullptr, d.B, d.T, d.C);
+      check_token_range(op, tokens, table);
+      cpu::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.defined() ? wpe.f32() : nullptr, d.B, d.T,
+                           d.C, first_row, d.Vp);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      check_token_range(op, copy_to_host(tokens), d.Vp);  // one synchronising copy of B*T ids
+      check_token_range(op, copy_to_host(tokens), table);  // one synchronising copy of B*T ids
       cuda::with_storage_type(dtype, [&]<typename S>(S) {
         cuda::encoder_forward(cuda::typed_data<S>(out), tokens.data<int32_t>(), cuda::typed_data<S>(wte),
-                              wpe.defined() ? cuda::typed_data<S>(wpe) : nullptr, d.B, d.T, d.C, cuda_compute_stream());
+                              wpe.defined() ? cuda::typed_data<S>(wpe) : nullptr, d.B, d.T, d.C, first_row, d.Vp,
+                              cuda_compute_stream());
       });
       return;
 #else
@@ -68,7 +80,8 @@ void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const
   }
 }
 
-void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens, int64_t first_row,
+                      int64_t vocab_rows) {
   const char* op = "encoder_backward";
   detail::check_float_dtype(op, "dout", dout);
   const DType dtype = dout.dtype();  // parameter gradients are f32 whatever the activations are
@@ -76,20 +89,22 @@ void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tens
       op, {{"dwte", dwte}, {"dwpe", dwpe, DType::f32, true}, {"dout", dout, dtype}, {"tokens", tokens, DType::i32}});
   const EncoderDims d = encoder_dims(op, tokens, {"dwte", dwte}, {"dwpe", dwpe});
   detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
+  const int64_t table = table_rows(op, first_row, d.Vp, vocab_rows);
   switch (device) {
     case Device::cpu:
-      check_token_range(op, tokens, d.Vp);
-      cpu::encoder_backward(dwte.f32(), dwpe.defined() ? dwpe.f32() : nullptr, dout.f32(), tokens.data<int32_t>(), d.B, d.T, d.C);
+      check_token_range(op, tokens, table);
+      cpu::encoder_backward(dwte.f32(), dwpe.defined() ? dwpe.f32() : nullptr, dout.f32(), tokens.data<int32_t>(), d.B,
+                            d.T, d.C, first_row, d.Vp);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
     {
       // The host ids serve the range check and the kernel's bucketing by token (one synchronising copy).
       const Tensor tokens_host = copy_to_host(tokens);
-      check_token_range(op, tokens_host, d.Vp);
+      check_token_range(op, tokens_host, table);
       cuda::with_storage_type(dtype, [&]<typename S>(S) {
-        cuda::encoder_backward(dwte.f32(), dwpe.defined() ? dwpe.f32() : nullptr, cuda::typed_data<S>(dout), tokens_host.data<int32_t>(), d.B,
-                               d.T, d.C, cuda_compute_stream());
+        cuda::encoder_backward(dwte.f32(), dwpe.defined() ? dwpe.f32() : nullptr, cuda::typed_data<S>(dout),
+                               tokens_host.data<int32_t>(), d.B, d.T, d.C, first_row, d.Vp, cuda_compute_stream());
       });
       return;
     }

@@ -11,31 +11,33 @@ namespace tessera {
 
 CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& grid, DataParallel& dp,
                                  const Decoder& model, const AdamW& optimizer, const Tokenizer* tokenizer,
-                                 const std::vector<DecoderStage>& stages, OffsetRange duplicate)
+                                 const std::vector<DecoderStage>& stages, const std::vector<OffsetRange>& duplicates)
     : out_dir_(config.out_dir),
       world_(grid.world),
-      pp_(grid.pp),
-      shard_(grid.coord.pp * dp.size() + dp.rank()),
-      shards_(grid.dims.pp * dp.size()),
+      shard_(grid.world_rank),
+      shards_(grid.world->size()),
       async_(config.async_checkpoint),
       retention_{config.keep_checkpoints, config.keep_every},
       dp_(dp),
       model_(model),
       optimizer_(optimizer),
       tokenizer_(tokenizer),
-      segments_(dp.checkpoint_segments(duplicate)) {
+      segments_(dp.checkpoint_segments(duplicates)) {
   if (tokenizer_) tokenizer_json_ = out_dir_ / "tokenizer.json";
   if (writes_weights()) {
     full_layout_ = decoder_layout(model.config());
-    for (const DecoderStage& stage : stages) stage_layouts_.push_back(decoder_layout(model.config(), stage));
+    for (int s = 0; s < int(stages.size()); ++s)
+      for (int t = 0; t < grid.dims.tp; ++t)
+        sources_.push_back({grid_rank(grid.dims, GridCoord{t, 0, 0, s}),
+                            decoder_layout(model.config(), stages[size_t(s)], TpPlace{t, grid.dims.tp})});
   }
   if (!async_) return;
   // The buffers' first touch happens now rather than as the first save's stall.
   if (writes_weights()) weights_ = ModelSnapshot{model.config(), full_layout_, Tensor::zeros({full_layout_.total()})};
   moments_ = OptimizerState{segments_, Tensor::zeros({optimizer.state_size()}), Tensor::zeros({optimizer.state_size()})};
   if (model.device() != Device::cuda) return;
-  const bool pipeline = stage_layouts_.size() > 1 || grid.dims.pp > 1;
-  if (writes_weights() && !pipeline) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
+  const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1;  // rank 0 holds every weight itself
+  if (writes_weights() && alone) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
   device_m_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
   device_v_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
   if (writes_weights()) pinned_.push_back(std::make_unique<PinnedHost>(weights_.params));
@@ -53,19 +55,25 @@ CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const Optimiz
 
 void CheckpointSaver::gather_weights(Tensor& full) const {
   if (dp_.rank() != 0) return;
-  if (!writes_weights()) return pp_->send(model_.params(), 0);  // a later pipeline stage's first dp rank
-  if (stage_layouts_.size() == 1) return copy_tensor(full, model_.params());
-  // Rank 0: each stage's parameters, placed by name (a tied copy lands on the embedding it copies).
-  for (size_t s = 0; s < stage_layouts_.size(); ++s) {
-    Tensor part = Tensor::zeros({stage_layouts_[s].total()}, DType::f32, model_.device());
-    if (s == 0)
+  if (!writes_weights()) return world_->send(model_.params(), 0);  // another (stage, tp rank)'s
+  if (sources_.size() == 1) return copy_tensor(full, model_.params());
+  // Rank 0: each source's parameters, placed by name and slice (a tied copy lands on the embedding
+  // it copies, a replicated parameter on itself: the same values).
+  for (const Source& source : sources_) {
+    Tensor part = Tensor::zeros({source.layout.total()}, DType::f32, model_.device());
+    if (source.world_rank == 0)
       copy_tensor(part, model_.params());
     else
-      pp_->recv(part, int(s));
+      world_->recv(part, source.world_rank);
     const Tensor host = tensor_to(part, Device::cpu);
-    for (const NamedTensor& t : stage_layouts_[s].views(host)) {
-      const ParamSpec& spec = full_layout_.find(t.name);
-      std::copy_n(t.tensor.f32(), t.tensor.numel(), full.f32() + spec.offset);
+    for (const ParamSpec& spec : source.layout.specs()) {
+      const float* held = host.f32() + spec.offset;
+      float* whole = full.f32() + full_layout_.find(spec.name).offset;
+      if (spec.slice.is_whole()) {
+        std::copy_n(held, spec.numel(), whole);
+        continue;
+      }
+      spec.slice.for_each_run([&](int64_t from, int64_t to, int64_t count) { std::copy_n(held + from, count, whole + to); });
     }
   }
 }

@@ -1,9 +1,10 @@
 // Saving checkpoints from every rank at once (checkpoint/train_checkpoint.h's two phases): each rank
-// writes its part (rank 0 the weights and the tokenizer, every rank its share of the moments: shard
-// pp_rank·dp + dp_rank of pp·dp), the ranks agree that every part landed (a sum over the world that a
-// failed rank joins too, so none is left waiting), and rank 0 commits. Under pipeline parallelism the
-// stages' first dp ranks send their weights to rank 0 at the save, which writes the whole model in
-// the single-process format; a stage's tied copy of the embedding is written by the first stage only. With --async-checkpoint the parts are
+// writes its part (rank 0 the weights and the tokenizer, every rank its share of the moments as
+// slices of the whole tensors: one shard file per rank), the ranks agree that every part landed (a
+// sum over the world that a failed rank joins too, so none is left waiting), and rank 0 commits.
+// Under pipeline and tensor parallelism the first dp rank of every (stage, tp rank) sends its weights
+// to rank 0 at the save, which writes the whole model in the single-process format; parameters held
+// twice (a stage's tied copy of the embedding, a tp rank's replicated ones) are written by one rank. With --async-checkpoint the parts are
 // copied into host buffers at the step boundary and a background thread writes them while training
 // goes on (from a GPU the step boundary copies into device buffers, queued on the compute stream,
 // and the background thread brings those to the host on a second stream beside the training); the agreement then rides on each step's all-reduce (progress, after_step), and the next
@@ -31,11 +32,11 @@ class Tokenizer;
 class CheckpointSaver {
  public:
   // Keeps references to dp, model, optimizer and tokenizer (which may be null). `stages`: every
-  // pipeline rank's DecoderStage (one for no pipeline); `duplicate`: this stage's parameters that
-  // another stage writes (PipelineParallel::duplicate_range).
+  // pipeline rank's DecoderStage (one for no pipeline); `duplicates`: this rank's parameters that
+  // another rank writes.
   CheckpointSaver(const TrainConfig& config, const ProcessGrid& grid, DataParallel& dp, const Decoder& model,
                   const AdamW& optimizer, const Tokenizer* tokenizer, const std::vector<DecoderStage>& stages,
-                  OffsetRange duplicate = {});
+                  const std::vector<OffsetRange>& duplicates = {});
   ~CheckpointSaver();
 
   // Collective. Saves the checkpoint of `state` (in the background with --async-checkpoint, unless
@@ -54,8 +55,8 @@ class CheckpointSaver {
   // Joins the write in flight, which is then no longer pending: its state into `state`, and its error.
   std::exception_ptr land(CheckpointState& state);
   CheckpointPart part(const ModelSnapshot& weights, const OptimizerState& moments) const;
-  // Collective over the stages' first dp ranks: rank 0 gets every stage's weights into `full` (a host
-  // tensor of the whole model's layout); the others send theirs. Without a pipeline rank 0 copies.
+  // Collective over the first dp rank of every (stage, tp rank): rank 0 gets their weights into `full`
+  // (a host tensor of the whole model's layout); the others send theirs. Alone, rank 0 copies.
   void gather_weights(Tensor& full) const;
   bool writes_weights() const { return world_->rank() == 0; }
   // After this rank's write ended (with `error`, or none) and `failed` ranks' writes failed: rank 0
@@ -63,10 +64,14 @@ class CheckpointSaver {
   void conclude(const CheckpointState& state, std::exception_ptr error, double failed);
 
   std::filesystem::path out_dir_;
-  std::shared_ptr<Comm> world_, pp_;
+  std::shared_ptr<Comm> world_;
   int shard_ = 0, shards_ = 1;  // this rank's moments file, of how many
-  ParameterLayout full_layout_;                // the whole model's (rank 0)
-  std::vector<ParameterLayout> stage_layouts_;  // every pipeline stage's (rank 0)
+  ParameterLayout full_layout_;  // the whole model's (rank 0)
+  struct Source {
+    int world_rank;
+    ParameterLayout layout;
+  };
+  std::vector<Source> sources_;  // rank 0: every (stage, tp rank)'s first dp rank and its layout
   bool async_;
   Retention retention_;
   DataParallel& dp_;

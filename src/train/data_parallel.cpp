@@ -1,6 +1,7 @@
 // Data-parallel step pieces: bucketed reduction hooked into backward, sharded update, norms.
 #include "train/data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -57,22 +58,26 @@ float DataParallel::grad_norm() {
   return float(std::sqrt(sum(squared_norm(shard_))));
 }
 
-double DataParallel::squared_grad_norm(OffsetRange excluded) {
-  auto overlap = [&](int64_t begin, int64_t end) {
-    return std::pair{std::max(begin, excluded.begin), std::min(end, excluded.end)};
+double DataParallel::squared_grad_norm(const std::vector<OffsetRange>& excluded) {
+  // The excluded elements' squares are taken out again (they are few, or none).
+  auto overlap = [](const OffsetRange& x, int64_t begin, int64_t end) {
+    return std::pair{std::max(begin, x.begin), std::min(end, x.end)};
   };
   if (options_.zero_stage == 0) {
     const Tensor& grads = model_.grads();
     double sq = squared_norm(grads);
-    const auto [begin, end] = overlap(0, grads.numel());
-    if (begin < end) sq -= squared_norm(grads.view(begin, {end - begin}));
+    for (const OffsetRange& x : excluded) {
+      const auto [begin, end] = overlap(x, 0, grads.numel());
+      if (begin < end) sq -= squared_norm(grads.view(begin, {end - begin}));
+    }
     return sq;
   }
   double sq = squared_norm(shard_);
-  for (const Bucket& b : reducer_.buckets()) {
-    const auto [begin, end] = overlap(b.owned_begin, b.owned_end);
-    if (begin < end) sq -= squared_norm(shard_.view(b.shard_offset + (begin - b.owned_begin), {end - begin}));
-  }
+  for (const OffsetRange& x : excluded)
+    for (const Bucket& b : reducer_.buckets()) {
+      const auto [begin, end] = overlap(x, b.owned_begin, b.owned_end);
+      if (begin < end) sq -= squared_norm(shard_.view(b.shard_offset + (begin - b.owned_begin), {end - begin}));
+    }
   return sum(sq);
 }
 
@@ -99,7 +104,7 @@ std::vector<double> sum_over(Comm& group, const std::vector<double>& values) {
   return out;
 }
 
-std::vector<OptimSegment> DataParallel::checkpoint_segments(OffsetRange excluded) const {
+std::vector<OptimSegment> DataParallel::checkpoint_segments(const std::vector<OffsetRange>& excluded) const {
   std::vector<OptimSegment> segments;
   if (options_.zero_stage > 0) {
     segments = optimizer_segments();
@@ -108,10 +113,11 @@ std::vector<OptimSegment> DataParallel::checkpoint_segments(OffsetRange excluded
     const int64_t begin = total * r / n, end = total * (r + 1) / n;
     append_segments(model_.layout(), begin, end, begin, segments);  // the state is laid out like the parameters
   }
-  if (excluded.begin >= excluded.end) return segments;
   // Segments never straddle parameters, and `excluded` is whole parameters: drop the ones inside it.
   std::erase_if(segments, [&](const OptimSegment& s) {
-    return s.param_offset >= excluded.begin && s.param_offset + s.length <= excluded.end;
+    return std::any_of(excluded.begin(), excluded.end(), [&](const OffsetRange& x) {
+      return s.param_offset >= x.begin && s.param_offset + s.length <= x.end;
+    });
   });
   return segments;
 }

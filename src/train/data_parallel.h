@@ -40,9 +40,10 @@ class DataParallel {
   const Tensor& optimizer_grads() const;
   // The global gradient norm, exact under sharding.
   float grad_norm();
-  // Its square over this stage's parameters, leaving out the elements in `excluded` (a pipeline
-  // stage's duplicate of another's parameter); summed over dp under sharding.
-  double squared_grad_norm(OffsetRange excluded = {});
+  // Its square over this stage's parameters, leaving out the elements in `excluded` (duplicates of
+  // parameters another rank counts: a pipeline stage's tied copy, a tp rank's replicated ones);
+  // summed over dp under sharding.
+  double squared_grad_norm(const std::vector<OffsetRange>& excluded = {});
   // After the optimizer step: all-gather the updated parameters under ZeRO.
   void after_update();
   // Sum of a value (of each value) over the dp group.
@@ -51,8 +52,8 @@ class DataParallel {
   // The parameter elements this rank writes to a checkpoint, as segments of its optimizer state: its
   // ZeRO shard, or under ZeRO 0 (every rank holding every moment) the rank-th of size() contiguous
   // ranges of the flat buffer, so that the ranks share the writing.
-  // Leaves out the elements in `excluded`: another stage writes them.
-  std::vector<OptimSegment> checkpoint_segments(OffsetRange excluded = {}) const;
+  // Leaves out the parameters in `excluded`: another rank writes them.
+  std::vector<OptimSegment> checkpoint_segments(const std::vector<OffsetRange>& excluded = {}) const;
 
  private:
   std::shared_ptr<Comm> dp_;

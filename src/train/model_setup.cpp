@@ -106,9 +106,9 @@ ModelConfig model_config_for_run(const TrainConfig& config) {
 
 std::unique_ptr<Decoder> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
                                      const std::optional<std::filesystem::path>& checkpoint,
-                                     const std::optional<DecoderStage>& stage) {
+                                     const std::optional<DecoderStage>& stage, TpPlace tp) {
   const ModelConfig mc = resolve_model_config(config, tokenizer, checkpoint);
-  auto model = std::make_unique<Decoder>(mc, stage ? *stage : whole_decoder(mc.num_layers));
+  auto model = std::make_unique<Decoder>(mc, stage ? *stage : whole_decoder(mc.num_layers), tp);
   if (checkpoint) return model;
   if (!config.init_from.empty())
     load_hf_model(config.init_from, model->config(), model->named_params());
@@ -182,6 +182,7 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"moe-capacity-factor", c.moe_capacity_factor},
           {"moe-bias-rate", c.moe_bias_rate},
           {"dp", c.dp},
+          {"tp", c.tp},
           {"pp", c.pp},
           {"virtual-stages", c.virtual_stages},
           {"pipeline-schedule", c.pipeline_schedule},

@@ -34,10 +34,11 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
 ModelConfig model_config_for_run(const TrainConfig& config);
 
 // The model with its initial weights (the checkpoint's weights are loaded by the caller with the
-// optimizer state): the whole decoder, or a pipeline rank's `stage` of it.
+// optimizer state): the whole decoder, or a pipeline rank's `stage` of it, or a tensor-parallel
+// rank's slices (`tp`) of either.
 std::unique_ptr<Decoder> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
                                      const std::optional<std::filesystem::path>& checkpoint,
-                                     const std::optional<DecoderStage>& stage = std::nullopt);
+                                     const std::optional<DecoderStage>& stage = std::nullopt, TpPlace tp = {});
 
 // A model ready for inference, with its tokenizer when one is known.
 struct LoadedModel {

@@ -21,6 +21,7 @@
 #include "train/loss_plot.h"
 #include "train/metrics_log.h"
 #include "train/model_setup.h"
+#include "parallel/tp/tp_mappings.h"
 #include "train/pipeline_plan.h"
 #include "train/stop_signal.h"
 
@@ -69,8 +70,15 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   std::vector<DecoderStage> stages;
   for (int s = 0; pipeline_plan && s < grid_.dims.pp; ++s)
     stages.push_back(pipeline_stage(pipeline_plan->boundaries, grid_.dims.pp, s));
+  const TpPlace tp{grid_.coord.tp, grid_.dims.tp};
   model_ = build_model(config_, tokenizer_.get(), checkpoint,
-                       pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt);
+                       pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt, tp);
+  if (tp.size > 1) {
+    tensor_parallel_ = std::make_unique<TpMappings>(grid_.tp);
+    model_->set_tensor_parallel(tensor_parallel_.get());
+    // tp rank 0 counts and writes the parameters every tp rank holds whole.
+    if (tp.rank > 0) duplicates_ = model_->layout().whole_parameter_ranges();
+  }
   if (!pipeline_plan) stages.push_back(model_->stage());
   TS_CHECK(config_.recompute_layers <= model_->config().num_layers, "--recompute-layers ", config_.recompute_layers,
            " is more than the model's ", model_->config().num_layers, " blocks; give at most that (0 = every block)");
@@ -93,10 +101,12 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
                                        device_.device);
-  if (pipeline_plan) pipeline_ = std::make_unique<PipelineParallel>(grid_, *model_, pipeline_plan->schedule);
+  if (pipeline_plan) {
+    pipeline_ = std::make_unique<PipelineParallel>(grid_, *model_, pipeline_plan->schedule);
+    if (pipeline_->duplicate_range().end > 0) duplicates_.push_back(pipeline_->duplicate_range());
+  }
   checkpoint_saver_ = std::make_unique<CheckpointSaver>(config_, grid_, *data_parallel_, *model_, *optimizer_,
-                                                        tokenizer_.get(), stages,
-                                                        pipeline_ ? pipeline_->duplicate_range() : OffsetRange{});
+                                                        tokenizer_.get(), stages, duplicates_);
   if (checkpoint) {
     // Each rank reads only its own share of the moments, whatever layout wrote them.
     const auto moments_start = Clock::now();
@@ -181,7 +191,12 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     values.insert(values.end(), {sums.aux, sums.z, model_->dropped_assignments()});
     values.insert(values.end(), model_->expert_load().begin(), model_->expert_load().end());
   }
-  const std::vector<double> sums = sum_over_ranks(values);
+  std::vector<double> sums = sum_over_ranks(values);
+  // The tp ranks agree on the rest already; stop requests and checkpoint writes count every rank.
+  if (tensor_parallel_) {
+    const std::vector<double> flags = sum_over(*grid_.tp, {sums[1], sums[2], sums[3]});
+    std::copy(flags.begin(), flags.end(), sums.begin() + 1);
+  }
   // Every rank stops after this step when any was signalled; a rank that was not names it vaguely.
   stop_signal_ = local_signal != 0 ? local_signal : sums[1] > 0 ? kSignalElsewhere : 0;
   checkpoint_saver_->after_step(sums[2], sums[3]);
@@ -220,9 +235,11 @@ std::vector<double> Trainer::sum_over_ranks(const std::vector<double>& values) {
 }
 
 float Trainer::grad_norm() {
-  if (!pipeline_) return data_parallel_->grad_norm();
-  const double squared = data_parallel_->squared_grad_norm(pipeline_->duplicate_range());
-  return float(std::sqrt(sum_over(*grid_.pp, {squared})[0]));
+  if (!pipeline_ && !tensor_parallel_) return data_parallel_->grad_norm();
+  double squared = data_parallel_->squared_grad_norm(duplicates_);
+  if (tensor_parallel_) squared = sum_over(*grid_.tp, {squared})[0];
+  if (pipeline_) squared = sum_over(*grid_.pp, {squared})[0];
+  return float(std::sqrt(squared));
 }
 
 void Trainer::add_moe_metrics(nlohmann::json& line) const {

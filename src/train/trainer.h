@@ -72,7 +72,7 @@ class Trainer {
   bool is_reporting_rank() const { return grid_.world_rank == 0; }
   // Sums over the ranks that hold different parts of the step: dp, then the pipeline stages.
   std::vector<double> sum_over_ranks(const std::vector<double>& values);
-  // The global gradient norm over every stage (a tied copy counted once).
+  // The global gradient norm over every stage and tp rank (each parameter counted once).
   float grad_norm();
 
   TrainConfig config_;
@@ -83,6 +83,9 @@ class Trainer {
   std::unique_ptr<Decoder> model_;
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
   std::unique_ptr<PipelineParallel> pipeline_;   // refers to *model_; with --pp above 1 only
+  std::unique_ptr<TensorParallel> tensor_parallel_;  // the tp group's mappings, with --tp above 1 only
+  // This rank's parameters that another rank also holds and counts (grad-norm) and writes (checkpoints).
+  std::vector<OffsetRange> duplicates_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<CheckpointSaver> checkpoint_saver_;  // refers to the three above
   LossScaler loss_scaler_;

@@ -35,6 +35,14 @@ const Layout kLayouts[] = {
     {4, 2, 1, 1, "llama-tiny", 2, "zero-bubble", 1, 4},
     {2, 1, 0, 2, "mixtral-tiny", 2, "1f1b"}, {4, 1, 0, 2, "mixtral-tiny", 4, "gpipe", 1, 4},
     {4, 2, 1, 2, "mixtral-tiny", 2, "interleaved", 2, 4}, {2, 1, 0, 2, "deepseek-moe-tiny", 2, "zero-bubble", 1, 4},
+    // tensor parallel: {..., tp}, alone, with dp and ZeRO, with pipelines, and all three on 8 ranks
+    {2, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "--heads 4", 4},
+    {4, 2, 1, 4, "gpt2-tiny", 1, "1f1b", 1, 0, "--recompute full", 2},
+    {4, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble", 1, 0, "", 2},
+    {8, 2, 2, 1, "gpt2-tiny", 2, "interleaved", 2, 4, "", 2},
+    {2, 1, 0, 8, "llama-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2},
+    {2, 1, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 1, 0, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 2},
+    {2, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 2},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
@@ -48,7 +56,7 @@ TEST_P(LayoutEquivalence, MatchesOneProcess) {
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
   Layout one_process{1, 1, 0, layout.moe() ? layout.micro_batch : 8, layout.model};
   one_process.layers = layout.layers;
-  one_process.extra = layout.extra;
+  one_process.extra = layout.extra;  // the same model (--heads) and recomputation
   const RunResult ref = train(one_process, dir / "reference", shard);
   const RunResult run = train(layout, dir / layout_name(layout), shard);
   ASSERT_EQ(run.metrics.size(), ref.metrics.size());
@@ -123,6 +131,9 @@ const Reshard kReshards[] = {
     {{4, 0, 0, 1}, {2, 0, 0, 2}},  // elastic: 4 ranks -> 2 ranks, --dp 0 takes the world
     {{2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"}, {1, 1, 0, 2}},  // pp2 -> one process
     {{2, 2, 1, 2}, {4, 2, 1, 1, "gpt2-tiny", 2, "zero-bubble"}},  // dp2·zero1 -> dp2·pp2·zero1
+    {{2, 1, 0, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}, {1, 1, 0, 2}},           // tp2 -> one process
+    {{1, 1, 0, 2}, {4, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},           // one process -> dp2·tp2·zero1
+    {{4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "", 2}, {4, 2, 2, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},  // tp2·pp2 -> dp2·tp2·zero2
 };
 
 INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {

@@ -10,12 +10,20 @@
 namespace tessera::cpu {
 
 void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
-                     int64_t C) {
+                     int64_t C, int64_t first, int64_t rows) {
 #pragma omp parallel for collapse(2) if (B * T * C >= kMinParallelElements)
   for (int64_t b = 0; b < B; b++) {
     for (int64_t t = 0; t < T; t++) {
-      float* out_bt = out + (b * T + t) * C;                         // (C)
-      const float* wte_row = wte + int64_t(tokens[b * T + t]) * C;  // (C)
+      float* out_bt = out + (b * T + t) * C;  // (C)
+      const int64_t row = int64_t(tokens[b * T + t]) - first;
+      if (row < 0 || row >= rows) {  // another rank's slice of the vocabulary
+        if (wpe)
+          std::copy(wpe + t * C, wpe + (t + 1) * C, out_bt);
+        else
+          std::fill(out_bt, out_bt + C, 0.0f);
+        continue;
+      }
+      const float* wte_row = wte + row * C;  // (C)
       if (!wpe) {
         std::copy(wte_row, wte_row + C, out_bt);
         continue;
@@ -28,7 +36,7 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
 }
 
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
-                      int64_t C) {
+                      int64_t C, int64_t first, int64_t rows) {
   // dwpe: position t owns its row.
 #pragma omp parallel for if (dwpe && B * T * C >= kMinParallelElements)
   for (int64_t t = 0; t < (dwpe ? T : 0); t++) {
@@ -44,7 +52,9 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
   {
     const ColumnRange cols = thread_columns(C);
     for (int64_t bt = 0; bt < B * T; bt++) {
-      float* dwte_row = dwte + int64_t(tokens[bt]) * C;
+      const int64_t row = int64_t(tokens[bt]) - first;
+      if (row < 0 || row >= rows) continue;
+      float* dwte_row = dwte + row * C;
       const float* dout_bt = dout + bt * C;
 #pragma omp simd
       for (int64_t c = cols.begin; c < cols.end; c++) dwte_row[c] += dout_bt[c];

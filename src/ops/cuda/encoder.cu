@@ -25,12 +25,17 @@ constexpr int kBlock = 256;
 // Elements [i, i + W) of one row, i = thread index * W (C is a multiple of W).
 template <typename S, int W>
 __global__ void encoder_forward_kernel(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t BT,
-                                       int64_t T, int64_t C) {
+                                       int64_t T, int64_t C, int64_t first, int64_t rows) {
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
   if (i >= BT * C) return;
-  const int64_t bt = i / C, c = i % C, t = bt % T;
+  const int64_t bt = i / C, c = i % C, t = bt % T, row = int64_t(tokens[bt]) - first;
   float e[W], p[W];
-  load_f32_vec(e, wte + int64_t(tokens[bt]) * C + c);
+  if (row >= 0 && row < rows) {
+    load_f32_vec(e, wte + row * C + c);
+  } else {  // another rank's slice of the vocabulary
+#pragma unroll
+    for (int k = 0; k < W; k++) e[k] = 0.0f;
+  }
   if (wpe) {
     load_f32_vec(p, wpe + t * C + c);
 #pragma unroll
@@ -64,16 +69,27 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const S* dout, const in
 
 // --- host side of the launchers ---
 
-// The rows 0..BT of dout grouped by token, as one int32 array [rows (BT) | starts (U+1) | ids (U)]
-// for the U distinct tokens, ascending; within a token the rows keep their order.
-std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t* distinct) {
-  const int32_t max_id = *std::max_element(tokens, tokens + BT);
+// The rows 0..BT of dout whose token lies in [first, first + rows), grouped by token, as one int32
+// array [rows (R) | starts (U+1) | ids (U)] for the U distinct tokens (ids relative to first),
+// ascending; within a token the rows keep their order. R and U come back through the pointers.
+std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t first, int64_t rows, int64_t* kept,
+                                   int64_t* distinct) {
+  std::vector<int32_t> local(size_t(BT));
+  int32_t max_id = -1;
+  int64_t R = 0;
+  for (int64_t bt = 0; bt < BT; bt++) {
+    const int64_t row = int64_t(tokens[bt]) - first;
+    local[size_t(bt)] = row >= 0 && row < rows ? int32_t(row) : -1;
+    max_id = std::max(max_id, local[size_t(bt)]);
+    R += local[size_t(bt)] >= 0;
+  }
   std::vector<int32_t> next(size_t(max_id) + 2, 0);  // counts, then the next free slot per id
-  for (int64_t bt = 0; bt < BT; bt++) next[size_t(tokens[bt]) + 1]++;
+  for (int64_t bt = 0; bt < BT; bt++)
+    if (local[size_t(bt)] >= 0) next[size_t(local[size_t(bt)]) + 1]++;
   int64_t U = 0;
   for (size_t v = 1; v < next.size(); v++) U += next[v] > 0;
-  std::vector<int32_t> plan(size_t(BT + 2 * U + 1));
-  int32_t* starts = plan.data() + BT;
+  std::vector<int32_t> plan(size_t(R + 2 * U + 1));
+  int32_t* starts = plan.data() + R;
   int32_t* ids = starts + U + 1;
   int64_t u = 0;
   for (int32_t v = 0; v <= max_id; v++) {
@@ -83,8 +99,10 @@ std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t* d
     starts[u] = next[size_t(v)];
     ids[u++] = v;
   }
-  starts[U] = int32_t(BT);
-  for (int64_t bt = 0; bt < BT; bt++) plan[size_t(next[size_t(tokens[bt])]++)] = int32_t(bt);
+  starts[U] = int32_t(R);
+  for (int64_t bt = 0; bt < BT; bt++)
+    if (local[size_t(bt)] >= 0) plan[size_t(next[size_t(local[size_t(bt)])]++)] = int32_t(bt);
+  *kept = R;
   *distinct = U;
   return plan;
 }
@@ -95,41 +113,44 @@ std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t* d
 
 template <typename S>
 void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T,
-                     int64_t C, cudaStream_t stream) {
+                     int64_t C, int64_t first, int64_t rows, cudaStream_t stream) {
   const int64_t n = B * T * C;
   if (n == 0) return;
   constexpr int W = kVec<S>;
   if (C % W == 0 && is_aligned16(out) && is_aligned16(wte) && (!wpe || is_aligned16(wpe)))
     encoder_forward_kernel<S, W><<<unsigned(ceil_div(n / W, kBlock)), kBlock, 0, stream>>>(out, tokens, wte, wpe,
-                                                                                          B * T, T, C);
+                                                                                          B * T, T, C, first, rows);
   else
     encoder_forward_kernel<S, 1><<<unsigned(ceil_div(n, kBlock)), kBlock, 0, stream>>>(out, tokens, wte, wpe, B * T,
-                                                                                      T, C);
+                                                                                      T, C, first, rows);
   CUDA_CHECK_LAUNCH();
 }
 
 template <typename S>
 void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B,
-                      int64_t T, int64_t C, cudaStream_t stream) {
+                      int64_t T, int64_t C, int64_t first, int64_t rows, cudaStream_t stream) {
   const int64_t BT = B * T;
   if (BT * C == 0) return;
   if (dwpe) {
     encoder_backward_wpe_kernel<S><<<unsigned(ceil_div(T * C, kBlock)), kBlock, 0, stream>>>(dwpe, dout, B, T, C);
     CUDA_CHECK_LAUNCH();
   }
-  int64_t U = 0;
-  const std::vector<int32_t> plan = token_buckets(tokens_host, BT, &U);
+  int64_t R = 0, U = 0;
+  const std::vector<int32_t> plan = token_buckets(tokens_host, BT, first, rows, &R, &U);
+  if (U == 0) return;  // no token of this slice of the vocabulary
   const DeviceScratch plan_device(plan.size() * sizeof(int32_t));
   copy_to_device(plan_device.as<void>(), plan.data(), plan.size() * sizeof(int32_t));  // synchronous
-  const int32_t* rows = plan_device.as<int32_t>();
-  encoder_backward_wte_kernel<S><<<unsigned(U), kBlock, 0, stream>>>(dwte, dout, rows, rows + BT, rows + BT + U + 1,
-                                                                     C);
+  const int32_t* bucketed = plan_device.as<int32_t>();
+  encoder_backward_wte_kernel<S><<<unsigned(U), kBlock, 0, stream>>>(dwte, dout, bucketed, bucketed + R,
+                                                                     bucketed + R + U + 1, C);
   CUDA_CHECK_LAUNCH();
 }
 
 #define INSTANTIATE(S)                                                                                          \
-  template void encoder_forward<S>(S*, const int32_t*, const S*, const S*, int64_t, int64_t, int64_t, cudaStream_t); \
-  template void encoder_backward<S>(float*, float*, const S*, const int32_t*, int64_t, int64_t, int64_t, cudaStream_t);
+  template void encoder_forward<S>(S*, const int32_t*, const S*, const S*, int64_t, int64_t, int64_t, int64_t,      \
+                                   int64_t, cudaStream_t);                                                       \
+  template void encoder_backward<S>(float*, float*, const S*, const int32_t*, int64_t, int64_t, int64_t, int64_t,   \
+                                    int64_t, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -9,15 +9,16 @@
 
 namespace tessera::cuda {
 
-// out (B,T,C), tokens (B,T) on the device, each in [0,Vp), wte (Vp,C), wpe (>=T,C) or null.
+// out (B,T,C), tokens (B,T) on the device, wte rows [first, first + rows) of the table (a token
+// outside them adds nothing), wpe (>=T,C) or null.
 template <typename S>
 void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T, int64_t C,
-                     cudaStream_t stream);
+                     int64_t first, int64_t rows, cudaStream_t stream);
 // dwte (Vp,C) +=, dwpe (>=T,C) += (or null), from dout (B,T,C) on the device and tokens_host (B,T), a HOST
 // copy of the ids (each in [0,Vp)): it buckets rows by token there and uploads the buckets (one
 // synchronous copy). Deterministic: every element is summed by one thread in a fixed order.
 template <typename S>
 void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B, int64_t T,
-                      int64_t C, cudaStream_t stream);
+                      int64_t C, int64_t first, int64_t rows, cudaStream_t stream);
 
 }  // namespace tessera::cuda

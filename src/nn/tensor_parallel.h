@@ -1,0 +1,49 @@
+// Tensor parallelism as the decoder's layers see it (issue 8, Megatron-style): a rank's place in
+// the tp group, the shapes its layers compute with (its share of the heads, of the MLP and expert
+// widths, of the vocabulary), and the mappings at the edges of a tensor-parallel region, which
+// parallel/tp implements over the tp group (nn holds no collectives).
+//   copy_to_region        forward: the replicated input passes;  backward: sum of the ranks' input gradients
+//   reduce_from_region    forward: sum of the ranks' partial outputs;  backward: the gradient passes
+// Column-parallel layers (QKV, MLP up/gate, experts' up/gate, the vocabulary of the embedding and the
+// classifier) hold rows of the whole weight; row-parallel layers (attention output, MLP down) hold
+// columns and produce partial sums. Norms, positions, routers and row-parallel biases are replicated;
+// their gradients come out equal on every rank because each computes them from the same values.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "nn/model_config.h"
+
+namespace tessera {
+
+struct TpPlace {
+  int rank = 0, size = 1;
+};
+
+class TensorParallel {
+ public:
+  virtual ~TensorParallel() = default;
+  virtual TpPlace place() const = 0;
+  // The backward half of copy_to_region: in place, the sum over the group.
+  virtual void copy_to_region_backward(Tensor& input_grad) = 0;
+  // The forward half of reduce_from_region: in place, the sum over the group.
+  virtual void reduce_from_region_forward(Tensor& partial) = 0;
+  // For the vocabulary-parallel cross-entropy's per-row statistics: in place, the max or the sum over the group.
+  virtual void max_over_group(Tensor& values) = 0;
+  virtual void sum_over_group(Tensor& values) = 0;
+};
+
+// The bias a row-parallel layer adds to its partial output: tp rank 0's only, so that the reduced
+// sum holds it once (its gradient, the column sums of the replicated output gradient, is the same
+// on every rank).
+inline Tensor row_parallel_bias(const Tensor& bias, const TensorParallel* tp) {
+  return tp == nullptr || tp->place().rank == 0 ? bias : Tensor();
+}
+
+// The shapes one tp rank's layers compute with: 1/size of the heads (query and key/value), of the
+// dense MLP, expert and shared-expert widths; the head size kept. Throws naming the numbers when
+// size does not divide them (or the padded vocabulary).
+ModelConfig tp_local_config(const ModelConfig& config, TpPlace tp);
+
+}  // namespace tessera

@@ -1,0 +1,54 @@
+// The vocabulary-parallel cross-entropy's local parts on the CPU, parallel over rows; the same
+// arithmetic as softmax_cross_entropy's (exp_approx), split at the reductions over the ranks.
+#include "ops/cpu/cross_entropy_shard_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cpu/kernel_util.h"
+
+namespace tessera::cpu {
+
+void cross_entropy_shard_stats(float* max, float* sum_exp, float* target_logit, const float* logits,
+                               const int32_t* targets, int64_t N, int64_t Vs, int64_t first_col, int64_t real) {
+#pragma omp parallel for schedule(static) if (N * Vs >= kMinParallelElements)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = logits + n * Vs;
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int64_t v = 0; v < real; v++) m = std::max(m, x[v]);
+    float s = 0.0f;
+    if (real > 0) {
+#pragma omp simd reduction(+ : s)
+      for (int64_t v = 0; v < real; v++) s += exp_approx(x[v] - m);
+    }
+    const int64_t t = int64_t(targets[n]) - first_col;
+    max[n] = m;
+    sum_exp[n] = s;
+    target_logit[n] = t >= 0 && t < real ? x[t] : 0.0f;
+  }
+}
+
+void cross_entropy_shard_rescale(float* sum_exp, const float* local_max, const float* global_max, int64_t N) {
+  for (int64_t n = 0; n < N; n++)
+    sum_exp[n] = local_max[n] == -INFINITY ? 0.0f : sum_exp[n] * std::exp(local_max[n] - global_max[n]);
+}
+
+void cross_entropy_shard_finish(float* losses, float* logits, const int32_t* targets, const float* max,
+                                const float* sum_exp, const float* target_logit, int64_t N, int64_t Vs,
+                                int64_t first_col, int64_t real, float dloss) {
+#pragma omp parallel for schedule(static) if (N * Vs >= kMinParallelElements)
+  for (int64_t n = 0; n < N; n++) {
+    losses[n] = std::log(sum_exp[n]) + max[n] - target_logit[n];
+    if (dloss == 0.0f) continue;
+    float* x = logits + n * Vs;
+    const float m = max[n], scale = dloss / sum_exp[n];
+#pragma omp simd
+    for (int64_t v = 0; v < real; v++) x[v] = exp_approx(x[v] - m) * scale;
+    std::fill(x + real, x + Vs, 0.0f);
+    const int64_t t = int64_t(targets[n]) - first_col;
+    if (t >= 0 && t < real) x[t] -= dloss;
+  }
+}
+
+}  // namespace tessera::cpu
