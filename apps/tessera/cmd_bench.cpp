@@ -1,6 +1,7 @@
 // tessera bench comm: times all-reduce, reduce-scatter and all-gather over the world at doubling
 // message sizes and prints, on rank 0, a table in the manner of nccl-tests (size, count, time,
-// algbw, busbw). Run it under mpirun or srun; alone it is a world of one, which sends nothing.
+// algbw, busbw); --op p2p times a ping-pong between rank pairs instead (one-way latency and
+// bandwidth). Run it under mpirun or srun; alone it is a world of one, which sends nothing.
 #include <cstdio>
 #include <numeric>
 
@@ -23,6 +24,7 @@ std::vector<CommOp> bench_ops(const std::string& op) {
   if (op == "all_reduce") return {CommOp::all_reduce};
   if (op == "reduce_scatter") return {CommOp::reduce_scatter};
   if (op == "all_gather") return {CommOp::all_gather};
+  if (op == "p2p") return {CommOp::send};
   return {CommOp::all_reduce, CommOp::reduce_scatter, CommOp::all_gather};
 }
 
@@ -41,6 +43,7 @@ void run_bench_comm(const BenchCommFlags& flags) {
     options.device = flags.backend == "nccl" ? Device::cuda : Device::cpu;
     TS_CHECK(flags.backend != "nccl" || cuda_device_available(),
              "--backend nccl needs a CUDA GPU and this machine has none; use --backend mpi");
+    check_comm_bench_options(options, runtime.world_size());
   } catch (const Error& e) {
     if (!rank0) throw QuietError(e.what(), e.where());  // rank 0 reports it
     throw;
@@ -68,6 +71,10 @@ void run_bench_comm(const BenchCommFlags& flags) {
       std::printf("# sizes above %s skipped: each rank's share of memory holds buffers of at most that size\n",
                   format_byte_size(cap).c_str());
     if (runtime.world_size() == 1) std::printf("# a world of one rank sends nothing: launch with mpirun -np N\n");
+    if (flags.op == "p2p")
+      std::printf("# p2p: ranks 0-1, 2-3, ... ping-pong, all pairs at once%s; a call is a round trip, time is half "
+                  "of it (one way) and algbw = busbw = size / time\n",
+                  runtime.world_size() % 2 ? " (the last rank idles)" : "");
     std::fflush(stdout);
   }
   std::vector<CommBenchRow> rows = run_comm_bench(*world, options);
@@ -77,20 +84,22 @@ void run_bench_comm(const BenchCommFlags& flags) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* bench = add_command(app, "bench", "Benchmarks: train (training-step throughput), comm (collectives)");
+  CLI::App* bench =
+      add_command(app, "bench", "Benchmarks: train (training-step throughput), comm (collectives, point to point)");
   bench->require_subcommand(1, 1);
   add_bench_train_command(*bench);
   auto flags = std::make_shared<BenchCommFlags>();
   CLI::App* comm =
-      add_command(*bench, "comm", "Time all-reduce, reduce-scatter and all-gather at doubling sizes, nccl-tests style");
+      add_command(*bench, "comm",
+                  "Time all-reduce, reduce-scatter, all-gather or a p2p ping-pong at doubling sizes, nccl-tests style");
   comm->add_option("--min-bytes", flags->min_bytes, "Smallest message; K, M, G suffixes (1K = 1024)")
       ->capture_default_str();
   comm->add_option("--max-bytes", flags->max_bytes, "Largest message, capped at what memory allows")
       ->capture_default_str();
   comm->add_option("--iters", flags->iters, "Timed calls per size")->capture_default_str();
   comm->add_option("--warmup", flags->warmup, "Untimed calls per size before them")->capture_default_str();
-  comm->add_option("--op", flags->op, "all_reduce, reduce_scatter, all_gather or all")
-      ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "all"}))
+  comm->add_option("--op", flags->op, "all_reduce, reduce_scatter, all_gather, all (those three) or p2p")
+      ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "all", "p2p"}))
       ->capture_default_str();
   comm->add_option("--backend", flags->backend, "mpi (CPU tensors) or nccl (CUDA tensors, one GPU per rank)")
       ->check(CLI::IsMember({"mpi", "nccl"}))

@@ -1,4 +1,5 @@
-// Communication benchmark: message sizes, memory cap, timing loop and the nccl-tests-style table.
+// Communication benchmark: message sizes, memory cap, option checks, timing loop (collectives and
+// the p2p ping-pong) and the nccl-tests-style table.
 #include "parallel/comm_bench.h"
 
 #include <mpi.h>
@@ -70,8 +71,11 @@ std::string format_byte_size(int64_t bytes) {
 
 double bus_bandwidth_factor(CommOp op, int ranks) {
   const double n = ranks;
+  if (op == CommOp::send) return 1.0;
   return op == CommOp::all_reduce ? 2.0 * (n - 1) / n : (n - 1) / n;
 }
+
+std::string_view comm_bench_op_name(CommOp op) { return op == CommOp::send ? "p2p" : comm_op_name(op); }
 
 int64_t comm_bench_size_cap(Device device, int cuda_device) {
   int64_t memory =
@@ -82,37 +86,58 @@ int64_t comm_bench_size_cap(Device device, int cuda_device) {
   return cap;
 }
 
-std::vector<CommBenchRow> run_comm_bench(Comm& comm, const CommBenchOptions& options) {
+void check_comm_bench_options(const CommBenchOptions& options, int ranks) {
   TS_CHECK(options.iters >= 1, "--iters must be at least 1 (got ", options.iters, ")");
   TS_CHECK(options.warmup >= 0, "--warmup must not be negative (got ", options.warmup, ")");
   TS_CHECK(options.min_bytes >= 4 && options.min_bytes <= options.max_bytes, "--min-bytes (", options.min_bytes,
            ") must be at least 4 and at most --max-bytes (", options.max_bytes, ")");
-  using Clock = std::chrono::steady_clock;
+  for (CommOp op : options.ops) {
+    TS_CHECK(op == CommOp::all_reduce || op == CommOp::reduce_scatter || op == CommOp::all_gather ||
+                 op == CommOp::send,
+             "the communication benchmark times all_reduce, reduce_scatter, all_gather and p2p, not ",
+             comm_op_name(op));
+    TS_CHECK(op != CommOp::send || ranks >= 2, "--op p2p needs at least 2 ranks (this run has ", ranks,
+             "); launch with mpirun -np 2 or more");
+  }
+}
+
+std::vector<CommBenchRow> run_comm_bench(Comm& comm, const CommBenchOptions& options) {
   const int n = comm.size();
+  check_comm_bench_options(options, n);
+  using Clock = std::chrono::steady_clock;
+  // The p2p partner: ranks 0-1, 2-3, ...; an odd rank out has none and only joins the barriers.
+  const int rank = comm.rank(), peer = (rank ^ 1) < n ? rank ^ 1 : -1;
   std::vector<CommBenchRow> rows;
   for (CommOp op : options.ops) {
-    TS_CHECK(op == CommOp::all_reduce || op == CommOp::reduce_scatter || op == CommOp::all_gather,
-             "the communication benchmark times all_reduce, reduce_scatter and all_gather, not ", comm_op_name(op));
+    const bool split = op == CommOp::reduce_scatter || op == CommOp::all_gather;
     for (int64_t size = options.min_bytes; size <= options.max_bytes; size *= 2) {
       // Reduce-scatter and all-gather need a whole number of elements per rank.
-      const int64_t count = op == CommOp::all_reduce ? size / 4 : size / 4 / n * n;
+      const int64_t count = split ? size / 4 / n * n : size / 4;
       if (count == 0) continue;
       Tensor full = Tensor::zeros({count}, DType::f32, options.device);
-      Tensor part = op == CommOp::all_reduce ? Tensor() : Tensor::zeros({count / n}, DType::f32, options.device);
+      Tensor part = split ? Tensor::zeros({count / n}, DType::f32, options.device) : Tensor();
       auto call = [&] {
-        if (op == CommOp::all_reduce)
+        if (op == CommOp::all_reduce) {
           comm.all_reduce(full);
-        else if (op == CommOp::reduce_scatter)
+        } else if (op == CommOp::reduce_scatter) {
           comm.reduce_scatter(full, part);
-        else
+        } else if (op == CommOp::all_gather) {
           comm.all_gather(part, full);
+        } else if (peer >= 0 && rank % 2 == 0) {  // p2p: one round trip
+          comm.send(full, peer);
+          comm.recv(full, peer);
+        } else if (peer >= 0) {
+          comm.recv(full, peer);
+          comm.send(full, peer);
+        }
       };
       for (int i = 0; i < options.warmup; ++i) call();
       comm.barrier();
       const Clock::time_point start = Clock::now();
       for (int i = 0; i < options.iters; ++i) call();
       comm.barrier();  // every rank's span ends when the slowest finished
-      const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / options.iters;
+      const double per_call = std::chrono::duration<double>(Clock::now() - start).count() / options.iters;
+      const double seconds = op == CommOp::send ? per_call / 2 : per_call;  // p2p: one way, half the round trip
       CommBenchRow row{op, count * 4, count, seconds * 1e6, 0, 0};
       row.algbw_gbs = double(row.bytes) / seconds / 1e9;
       row.busbw_gbs = row.algbw_gbs * bus_bandwidth_factor(op, n);
@@ -129,7 +154,7 @@ std::string format_comm_bench(const std::vector<CommBenchRow>& rows) {
   for (const CommBenchRow& row : rows) {
     char line[160];
     std::snprintf(line, sizeof line, "%16s  %12lld  %12lld  %10.2f  %11.3f  %11.3f\n",
-                  std::string(comm_op_name(row.op)).c_str(), static_cast<long long>(row.bytes),
+                  std::string(comm_bench_op_name(row.op)).c_str(), static_cast<long long>(row.bytes),
                   static_cast<long long>(row.count), row.time_us, row.algbw_gbs, row.busbw_gbs);
     text += line;
     if (!busbw.count(row.op)) order.push_back(row.op);
@@ -138,7 +163,7 @@ std::string format_comm_bench(const std::vector<CommBenchRow>& rows) {
   }
   for (CommOp op : order) {
     char line[96];
-    std::snprintf(line, sizeof line, "# average busbw %s: %.3f GB/s\n", std::string(comm_op_name(op)).c_str(),
+    std::snprintf(line, sizeof line, "# average busbw %s: %.3f GB/s\n", std::string(comm_bench_op_name(op)).c_str(),
                   busbw[op].first / busbw[op].second);
     text += line;
   }

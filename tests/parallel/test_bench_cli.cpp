@@ -1,5 +1,6 @@
 // `tessera bench comm` end to end: under mpirun with two ranks it prints one table (from rank 0)
-// with a row per op and size; bad flags and a NCCL request without a GPU end with one line.
+// with a row per op and size, collectives or p2p; bad flags, p2p in a world of one and a NCCL
+// request without a GPU end with one line.
 #include <gtest/gtest.h>
 
 #include "parallel/nccl_comm.h"
@@ -24,12 +25,34 @@ TEST(BenchCli, TwoRanksPrintOneTable) {
   EXPECT_EQ(occurrences(run.output, "      all_gather"), 3u) << run.output;
 }
 
+TEST(BenchCli, TwoRanksPrintPointToPointRows) {
+  CommandResult run = run_command(TESSERA_MPI_LAUNCH " -np 2 " TESSERA_EXE
+                                                     " bench comm --op p2p --min-bytes 1K --max-bytes 4K --iters 2 "
+                                                     "--warmup 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(occurrences(run.output, "# p2p: ranks 0-1, 2-3, ... ping-pong, all pairs at once; a call is a round trip"),
+            1u)
+      << run.output;
+  EXPECT_EQ(occurrences(run.output, "             p2p          1024           256"), 1u) << run.output;
+  EXPECT_EQ(occurrences(run.output, "             p2p          4096          1024"), 1u) << run.output;
+  EXPECT_EQ(occurrences(run.output, "             p2p"), 3u) << run.output;
+  EXPECT_EQ(occurrences(run.output, "# average busbw p2p: "), 1u) << run.output;
+  EXPECT_FALSE(contains(run.output, "all_reduce")) << run.output;
+}
+
 TEST(BenchCli, BadRequestsEndWithOneLine) {
   CommandResult run = run_command(TESSERA_EXE " bench comm --max-bytes 12X");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output,
                        "tessera: error: --max-bytes: '12X' is not a size; give bytes with an optional "
                        "K, M or G suffix (1K = 1024)\n"))
+      << run.output;
+  EXPECT_EQ(occurrences(run.output, "error"), 1u) << run.output;
+  run = run_command(TESSERA_EXE " bench comm --op p2p");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_TRUE(contains(run.output,
+                       "tessera: error: --op p2p needs at least 2 ranks (this run has 1); launch with mpirun -np 2 "
+                       "or more\n"))
       << run.output;
   EXPECT_EQ(occurrences(run.output, "error"), 1u) << run.output;
   run = run_command(TESSERA_EXE " bench comm --op broadcast");

@@ -1,5 +1,6 @@
 // The communication benchmark: size parsing and naming, the bus-bandwidth factors of nccl-tests,
-// and a short run over the world whose rows follow the sizes, counts and formulas.
+// and short runs over the world (collectives, then the p2p ping-pong, also with an odd rank out)
+// whose rows follow the sizes, counts and formulas.
 #include <gtest/gtest.h>
 
 #include "comm_testing.h"
@@ -29,6 +30,9 @@ TEST(CommBench, BusBandwidthFactorsFollowNcclTests) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CommOp::reduce_scatter, 4), 0.75);
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CommOp::all_gather, 2), 0.5);
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CommOp::all_reduce, 1), 0.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CommOp::send, 4), 1.0);
+  EXPECT_EQ(comm_bench_op_name(CommOp::send), "p2p");
+  EXPECT_EQ(comm_bench_op_name(CommOp::all_gather), "all_gather");
 }
 
 TEST(CommBench, ShortRunOverTheWorld) {
@@ -56,6 +60,41 @@ TEST(CommBench, ShortRunOverTheWorld) {
   EXPECT_TRUE(contains(table, "# average busbw reduce_scatter: ")) << table;
   options.iters = 0;
   EXPECT_TRUE(contains(error_of([&] { run_comm_bench(*comm, options); }), "--iters must be at least 1"));
+}
+
+// Rows of one message each way: 1K, 2K, 4K, one-way time, algbw = busbw.
+void expect_p2p_rows(Comm& comm) {
+  CommBenchOptions options;
+  options.min_bytes = 1024;
+  options.max_bytes = 4096;
+  options.iters = 2;
+  options.warmup = 1;
+  options.ops = {CommOp::send};
+  std::vector<CommBenchRow> rows = run_comm_bench(comm, options);
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].op, CommOp::send);
+    EXPECT_EQ(rows[i].bytes, int64_t(1024) << i);
+    EXPECT_EQ(rows[i].count, rows[i].bytes / 4);
+    EXPECT_GT(rows[i].time_us, 0.0);
+    EXPECT_NEAR(rows[i].algbw_gbs, double(rows[i].bytes) / rows[i].time_us * 1e-3, 1e-9 * rows[i].algbw_gbs);
+    EXPECT_DOUBLE_EQ(rows[i].busbw_gbs, rows[i].algbw_gbs);
+  }
+  std::string table = format_comm_bench(rows);
+  EXPECT_TRUE(contains(table, "             p2p          1024           256  ")) << table;
+  EXPECT_TRUE(contains(table, "# average busbw p2p: ")) << table;
+}
+
+TEST(CommBench, PointToPointPingPong) {
+  expect_p2p_rows(*world_comm("world"));
+  if (world_size() >= 3) {  // ranks 0-2 apart: rank 2 has no partner and only joins the barriers
+    auto three = split_comm("three", world_rank() < 3 ? 0 : 1);
+    if (world_rank() < 3) expect_p2p_rows(*three);
+  }
+  CommBenchOptions options;
+  options.ops = {CommOp::send};
+  EXPECT_EQ(error_of([&] { check_comm_bench_options(options, 1); }),
+            "--op p2p needs at least 2 ranks (this run has 1); launch with mpirun -np 2 or more");
 }
 
 }  // namespace
