@@ -8,7 +8,9 @@
 #include <string>
 
 #include "cuda/cuda_testing.h"
+#include "core/cuda/device.h"
 #include "ops/cross_entropy.h"
+#include "ops/cross_entropy_shard.h"
 
 namespace tessera {
 namespace {
@@ -72,6 +74,39 @@ INSTANTIATE_TEST_SUITE_P(Storage, CrossEntropyCudaLowPrecision, ::testing::Value
                          testing::dtype_param_name);
 
 // CPU kernels are the fp32 reference: bf16 or f16 logits on the CPU are an error naming the dtype.
+// The vocabulary-parallel parts on one shard of GPT-2's padded vocabulary against the CPU: the
+// statistics, their rescaling to a (given) global max, and the finish with its in-place gradient.
+TEST_F(CrossEntropyCuda, ShardPartsMatchCpu) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t N = 66, V = 50257, first = 25152, cols = 25152;  // the second of two shards of 50304
+  Tensor logits = random_tensor({N, cols}, seed, -6.0f, 6.0f);
+  Tensor logits_gpu = to_gpu(logits);
+  const Tensor targets = testing::random_ids({N}, V, seed + 1), targets_gpu = to_gpu(targets);
+  auto stats = [&](Device device) {
+    std::vector<Tensor> t;
+    for (int i = 0; i < 4; i++) t.push_back(Tensor::zeros({N}, DType::f32, device));
+    return t;
+  };
+  std::vector<Tensor> cpu = stats(Device::cpu), gpu = stats(Device::cuda);
+  cross_entropy_shard_stats(cpu[0], cpu[1], cpu[2], logits, targets, first, V);
+  cross_entropy_shard_stats(gpu[0], gpu[1], gpu[2], logits_gpu, targets_gpu, first, V);
+  const double tol = loss_tolerance(cols);
+  testing::expect_matches_cpu(gpu[0], cpu[0], 0.0, 0.0, 0.0, "shard max");
+  testing::expect_matches_cpu(gpu[1], cpu[1], tol, tol, tol, "shard sum of exponentials");
+  testing::expect_matches_cpu(gpu[2], cpu[2], 0.0, 0.0, 0.0, "shard target logit");
+  for (int64_t n = 0; n < N; n++) cpu[3].f32()[n] = cpu[0].f32()[n] + 0.5f;  // a global max above this shard's
+  copy_tensor(gpu[3], cpu[3]);
+  cross_entropy_shard_rescale(cpu[1], cpu[0], cpu[3]);
+  cross_entropy_shard_rescale(gpu[1], gpu[0], gpu[3]);
+  testing::expect_matches_cpu(gpu[1], cpu[1], tol, tol, tol, "rescaled sum");
+  Tensor losses = Tensor::zeros({N}), losses_gpu = testing::poisoned_gpu({N});
+  cross_entropy_shard_finish(losses, logits, targets, cpu[3], cpu[1], cpu[2], first, V, 1.0f / float(N));
+  cross_entropy_shard_finish(losses_gpu, logits_gpu, targets_gpu, gpu[3], gpu[1], gpu[2], first, V, 1.0f / float(N));
+  testing::expect_matches_cpu(losses_gpu, losses, tol, tol, tol, "shard losses");
+  testing::expect_matches_cpu(logits_gpu, logits, 1e-5, 1e-7, 1e-4, "shard dlogits");
+}
+
 TEST(CrossEntropyDtype, LowPrecisionOnTheCpuIsRefused) {
   for (const DType dtype : testing::kLowPrecisionDTypes) {
     SCOPED_TRACE(dtype_name(dtype));

@@ -37,6 +37,28 @@ TEST_F(EncoderCuda, ForwardAndBackwardMatchCpu) {
   testing::expect_matches_cpu(dwpe_gpu, dwpe, 1e-6, 1e-5, 1e-5, "encoder dwpe");
 }
 
+// A tensor-parallel rank's rows [first, first + rows) of the vocabulary: tokens outside them add
+// nothing (the position row alone), and only in-slice tokens reach dwte; the same as the CPU.
+TEST_F(EncoderCuda, VocabularySliceMatchesCpu) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t B = 3, T = 17, C = 72, Vp = 24, maxT = 20, first = 8, rows = 8;
+  const Tensor tokens = testing::random_ids({B, T}, Vp, seed);
+  const Tensor wte = random_tensor({rows, C}, seed + 1), wpe = random_tensor({maxT, C}, seed + 2);
+  const Tensor dout = random_tensor({B, T, C}, seed + 3);
+  Tensor out = Tensor::zeros({B, T, C}), out_gpu = testing::poisoned_gpu({B, T, C});
+  const Tensor tokens_gpu = to_gpu(tokens);
+  encoder_forward(out, tokens, wte, wpe, first, Vp);
+  encoder_forward(out_gpu, tokens_gpu, to_gpu(wte), to_gpu(wpe), first, Vp);
+  testing::expect_matches_cpu(out_gpu, out, 0.0, 0.0, 0.0, "sliced encoder out");
+  Tensor dwte = random_tensor({rows, C}, seed + 4), dwpe = random_tensor({maxT, C}, seed + 5);
+  Tensor dwte_gpu = to_gpu(dwte), dwpe_gpu = to_gpu(dwpe);
+  encoder_backward(dwte, dwpe, dout, tokens, first, Vp);
+  encoder_backward(dwte_gpu, dwpe_gpu, to_gpu(dout), tokens_gpu, first, Vp);
+  testing::expect_matches_cpu(dwte_gpu, dwte, 1e-6, 1e-5, 1e-5, "sliced encoder dwte");
+  testing::expect_matches_cpu(dwpe_gpu, dwpe, 1e-6, 1e-5, 1e-5, "sliced encoder dwpe");
+}
+
 // bf16 or f16 out/wte/wpe/dout, f32 dwte/dwpe. Forward: the fp32 sum of two stored values, rounded
 // once to nearest even: the CPU result on the same inputs rounded to the dtype, bit for bit. Backward:
 // fp32 sums of the same stored values the CPU sums, so the fp32 tolerances hold. C = 72 takes the

@@ -1,10 +1,12 @@
 // Fused softmax + cross-entropy: losses against a double reference, the in-place gradient by finite
-// differences, padded vocabulary, huge logits, dloss == 0 leaving logits alone, bad input.
+// differences, padded vocabulary, huge logits, dloss == 0 leaving logits alone, bad input; the
+// vocabulary-parallel parts against the whole op.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ops/cross_entropy.h"
+#include "ops/cross_entropy_shard.h"
 #include "ops/op_testing.h"
 
 namespace tessera {
@@ -119,6 +121,66 @@ TEST(CrossEntropy, RejectsBadInput) {
   EXPECT_THROW(softmax_cross_entropy(e.losses, e.logits, e.targets, e.V, 1.0f), Error);
   Tensor flat = Tensor::zeros({e.N * e.Vp});
   EXPECT_THROW(softmax_cross_entropy(e.losses, flat, e.targets, e.V, 1.0f), Error);
+}
+
+// The logits cut into column shards (tensor parallelism, uneven and padding-only ones too): the
+// shards' statistics reduced as the ranks would reduce them give every row's loss on every shard,
+// and the shards' gradients side by side are the whole op's gradient.
+TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
+  for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{0, 24, 48}, {0, 10, 20, 37, 48}, {0, 36, 37, 48},
+                                           {0, 16, 32, 40, 48}}) {
+    CrossEntropyCase e;
+    const float dloss = 0.25f;
+    Tensor whole = testing::copy_of(e.logits);
+    softmax_cross_entropy(e.losses, whole, e.targets, e.V, dloss);
+    const size_t K = cuts.size() - 1;
+    std::vector<Tensor> shards, max(K), sum(K), target(K);
+    for (size_t k = 0; k < K; k++) {
+      const int64_t first = cuts[k], cols = cuts[k + 1] - first;
+      Tensor shard = Tensor::zeros({e.N, cols});
+      for (int64_t n = 0; n < e.N; n++)
+        std::copy_n(e.logits.f32() + n * e.Vp + first, cols, shard.f32() + n * cols);
+      max[k] = Tensor::zeros({e.N}), sum[k] = Tensor::zeros({e.N}), target[k] = Tensor::zeros({e.N});
+      cross_entropy_shard_stats(max[k], sum[k], target[k], shard, e.targets, first, e.V);
+      shards.push_back(shard);
+    }
+    // The ranks' reductions: max, then each sum rescaled to it, then sums.
+    Tensor global_max = Tensor::zeros({e.N}), global_sum = Tensor::zeros({e.N}), global_target = Tensor::zeros({e.N});
+    for (int64_t n = 0; n < e.N; n++) {
+      global_max.f32()[n] = -INFINITY;
+      for (size_t k = 0; k < K; k++) global_max.f32()[n] = std::max(global_max.f32()[n], max[k].f32()[n]);
+    }
+    for (size_t k = 0; k < K; k++) {
+      cross_entropy_shard_rescale(sum[k], max[k], global_max);
+      for (int64_t n = 0; n < e.N; n++) global_sum.f32()[n] += sum[k].f32()[n], global_target.f32()[n] += target[k].f32()[n];
+    }
+    for (size_t k = 0; k < K; k++) {
+      const int64_t first = cuts[k], cols = cuts[k + 1] - first;
+      Tensor losses = Tensor::zeros({e.N});
+      cross_entropy_shard_finish(losses, shards[k], e.targets, global_max, global_sum, global_target, first, e.V, dloss);
+      testing::expect_close(losses.f32(), std::vector<double>(e.losses.f32(), e.losses.f32() + e.N), 1e-6, 1e-6,
+                            "losses");
+      std::vector<double> want;
+      for (int64_t n = 0; n < e.N; n++)
+        for (int64_t c = 0; c < cols; c++) want.push_back(whole.f32()[n * e.Vp + first + c]);
+      testing::expect_close(shards[k].f32(), want, 1e-7, 1e-6, "gradient shard");
+    }
+  }
+}
+
+TEST(CrossEntropyShard, RejectsBadInput) {
+  CrossEntropyCase e;
+  Tensor max = Tensor::zeros({e.N}), sum = Tensor::zeros({e.N}), target = Tensor::zeros({e.N});
+  Tensor shard = Tensor::zeros({e.N, 24});
+  e.targets.data<int32_t>()[3] = int32_t(e.V);
+  EXPECT_NE(testing::error_of([&] { cross_entropy_shard_stats(max, sum, target, shard, e.targets, 24, e.V); })
+                .find("target 37 of row 3 is outside the vocabulary [0, 37)"),
+            std::string::npos);
+  e.targets.data<int32_t>()[3] = 0;
+  Tensor short_max = Tensor::zeros({e.N - 1});
+  EXPECT_NE(testing::error_of([&] { cross_entropy_shard_stats(short_max, sum, target, shard, e.targets, 24, e.V); })
+                .find("max has shape"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Token + position embedding: values, gradients (with repeated tokens), the += contract, bad input.
+// Token + position embedding: values, gradients (with repeated tokens), the += contract, the
+// vocabulary-parallel slices (tensor parallelism), bad input.
 #include <gtest/gtest.h>
 
 #include "ops/encoder.h"
@@ -96,6 +97,40 @@ TEST(Encoder, RejectsBadShapesAndTokens) {
   EXPECT_THROW(encoder_backward(dwte, dwpe, e.dout, e.tokens), Error);
   e.tokens.data<int32_t>()[4] = -1;
   EXPECT_THROW(encoder_backward(dwte, dwpe, e.dout, e.tokens), Error);
+}
+
+// A table cut into row slices (tensor parallelism): the slices' outputs, the positions added by one
+// of them, sum to the whole op's; their gradients, stacked, are the whole gradient; every slice's
+// position gradient is the whole one.
+TEST(Encoder, VocabularySlicesSumToTheWholeTable) {
+  EncoderCase e;
+  Tensor out = Tensor::zeros({e.B, e.T, e.C}), dwte = Tensor::zeros({e.Vp, e.C}), dwpe = Tensor::zeros({e.maxT, e.C});
+  encoder_forward(out, e.tokens, e.wte, e.wpe);
+  encoder_backward(dwte, dwpe, e.dout, e.tokens);
+  for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{0, 3, 7}, {0, 2, 4, 6, 7}, {0, 1, 7}}) {
+    std::vector<double> sum(size_t(out.numel()), 0.0);
+    for (size_t k = 0; k + 1 < cuts.size(); k++) {
+      const int64_t first = cuts[k], rows = cuts[k + 1] - cuts[k];
+      const Tensor slice = e.wte.view(first * e.C, {rows, e.C});
+      Tensor part = Tensor::zeros({e.B, e.T, e.C}), dslice = Tensor::zeros({rows, e.C}),
+             dpositions = Tensor::zeros({e.maxT, e.C});
+      encoder_forward(part, e.tokens, slice, k == 0 ? e.wpe : Tensor(), first, e.Vp);
+      for (int64_t i = 0; i < part.numel(); i++) sum[size_t(i)] += part.f32()[i];
+      encoder_backward(dslice, dpositions, e.dout, e.tokens, first, e.Vp);
+      testing::expect_identical(dslice, dwte.view(first * e.C, {rows, e.C}), "dwte slice");
+      testing::expect_identical(dpositions, dwpe, "dwpe");
+    }
+    testing::expect_close(out.f32(), sum, 1e-6, 1e-6, "sum of the slices' outputs");
+  }
+  // Tokens are checked against the whole table, not the slice.
+  Tensor part = Tensor::zeros({e.B, e.T, e.C});
+  e.tokens.data<int32_t>()[2] = int32_t(e.Vp);
+  EXPECT_NE(testing::error_of([&] { encoder_forward(part, e.tokens, e.wte.view(0, {2, e.C}), e.wpe, 0, e.Vp); })
+                .find("token id 7"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { encoder_forward(part, e.tokens, e.wte.view(0, {2, e.C}), e.wpe, 6, e.Vp); })
+                .find("rows [6, 8) of wte lie outside the table's 7"),
+            std::string::npos);
 }
 
 }  // namespace

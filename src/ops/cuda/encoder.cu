@@ -74,7 +74,7 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const S* dout, const in
 // ascending; within a token the rows keep their order. R and U come back through the pointers.
 std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t first, int64_t rows, int64_t* kept,
                                    int64_t* distinct) {
-  std::vector<int32_t> local(size_t(BT));
+  std::vector<int32_t> local(static_cast<size_t>(BT));
   int32_t max_id = -1;
   int64_t R = 0;
   for (int64_t bt = 0; bt < BT; bt++) {
