@@ -12,7 +12,10 @@ ModelConfig tp_local_config(const ModelConfig& c, TpPlace tp) {
     TS_CHECK(n % p == 0, "--tp ", p, " does not divide the model's ", n, " ", what, "; choose a --tp that divides ", n);
   };
   divides("attention heads", c.num_heads);
-  divides("key/value heads", c.kv_heads());
+  // TODO(issue 8): tp above the kv heads replicates each kv head on tp / kv ranks (Megatron); not yet.
+  TS_CHECK(c.kv_heads() % p == 0, "--tp ", p, " does not divide the model's ", c.kv_heads(),
+           " key/value heads (replicating kv heads over tp ranks is not implemented yet); choose a --tp that divides ",
+           c.kv_heads());
   divides("MLP width", c.hidden());
   divides("padded vocabulary rows", c.padded_vocab_size());
   if (c.moe.enabled()) divides("expert width", c.moe.expert_hidden);

@@ -48,7 +48,15 @@ TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
   expect_one_error("-np 1 " + train("--lr 1e-3") + " : -np 1 " + train("--lr 2e-3"), "different configurations");
 }
 
-TEST_F(LaunchErrors, AxesNotImplementedYet) { expect_one_error("-np 2 " + train("--tp 2 --dp 1"), "--tp"); }
+TEST_F(LaunchErrors, AxesNotImplementedYet) { expect_one_error("-np 2 " + train("--cp 2 --dp 1"), "--cp"); }
+
+// gpt2-tiny: 2 heads, 32 channels, MLP 128, vocabulary padded to 256; llama-tiny: 4 heads, 2 kv heads.
+TEST_F(LaunchErrors, TensorParallelDegreesThatDoNotDivideTheModel) {
+  expect_one_error("-np 4 " + train("--tp 4 --dp 1"), "--tp 4 does not divide the model's 2 attention heads");
+  expect_one_error("-np 4 " + train("--tp 4 --dp 1 --model llama-tiny"),
+                   "--tp 4 does not divide the model's 2 key/value heads");
+  expect_one_error("-np 2 " + train("--tp 3 --dp 1"), "--dp 1 × --tp 3");
+}
 
 // gpt2-tiny has 2 blocks; --batch-size 4 with --micro-batch-size 1 is 4 micro-batches a step.
 TEST_F(LaunchErrors, PipelineLayoutsThatDoNotFit) {
