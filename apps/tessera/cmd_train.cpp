@@ -101,6 +101,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--dp", c.dp, "Data-parallel degree (0 = the world size / (tp·pp·cp))")->capture_default_str();
   cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
   cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->capture_default_str();
+  cmd.add_flag("--sequence-parallel,!--no-sequence-parallel", c.sequence_parallel,
+               "With --tp: norms and residual adds hold 1/tp of the positions (on by default)");
   cmd.add_option("--virtual-stages", c.virtual_stages, "Model chunks per pipeline rank (interleaved schedule)")
       ->capture_default_str();
   cmd.add_option("--pipeline-schedule", c.pipeline_schedule, "gpipe, 1f1b, interleaved or zero-bubble")

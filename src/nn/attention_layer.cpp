@@ -17,24 +17,25 @@ Tensor rope_positions(int64_t first, int64_t count, Device device) {
   return tensor_to(positions, device);
 }
 
-void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device,
-                                    bool with_core) {
+void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, int64_t T_out, DType dtype,
+                                    Device device, bool with_core) {
   qkv = Tensor::zeros({B, T, config.qkv_width()}, dtype, device);
   if (with_core) {
     core = Tensor::zeros({B, T, config.attention_width()}, dtype, device);
     lse = Tensor::zeros({B, config.num_heads, T}, DType::f32, device);
   }
-  out = Tensor::zeros({B, T, config.channels}, dtype, device);
+  out = Tensor::zeros({B, T_out, config.channels}, dtype, device);
 }
 
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
                              const BlockWeights& w, const Rotary& rotary, TensorParallel* tp) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
-  matmul_forward(a.qkv, x, w.qkv.weight, w.qkv.bias);
+  matmul_forward(a.qkv, region_input(x, tp), w.qkv.weight, w.qkv.bias);
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, rotary.positions, NH, NKV, rotary.inv_freq);
   attention_forward(a.core, a.lse, a.qkv, NH, NKV);
-  matmul_forward(a.out, a.core, w.attn_out.weight, row_parallel_bias(w.attn_out.bias, tp));
-  if (tp) tp->reduce_from_region_forward(a.out);
+  Tensor partial = all_rows_like(a.out, tp);
+  matmul_forward(partial, a.core, w.attn_out.weight, row_parallel_bias(w.attn_out.bias, tp));
+  region_output(partial, a.out, tp);
 }
 
 void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
@@ -56,11 +57,12 @@ void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeight
                               const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred,
                               TensorParallel* tp) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
-  linear_backward(scratch.dcore, g.attn_out, dout, a.core, w.attn_out.weight, deferred);
+  linear_backward(scratch.dcore, g.attn_out, region_output_grad(dout, tp), a.core, w.attn_out.weight, deferred);
   attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
   if (config.positions == PositionKind::rope) rope_backward(scratch.dqkv, rotary.positions, NH, NKV, rotary.inv_freq);
-  linear_backward(dx, g.qkv, scratch.dqkv, x, w.qkv.weight, deferred);
-  if (tp) tp->copy_to_region_backward(dx);
+  Tensor partial = all_rows_like(dx, tp);
+  linear_backward(partial, g.qkv, scratch.dqkv, region_input(x, tp), w.qkv.weight, deferred);
+  region_input_grad(partial, dx, tp);
 }
 
 }  // namespace tessera

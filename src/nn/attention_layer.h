@@ -27,7 +27,9 @@ struct AttentionActivations {
   Tensor lse;   // (B,NH,T) f32
   Tensor out;   // (B,T,C)
   // Without `with_core`, core and lse are left for the caller (selective recomputation shares them).
-  void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device, bool with_core = true);
+  // out holds T_out positions (T / tp under sequence parallelism), the rest all T.
+  void allocate(const ModelConfig& config, int64_t B, int64_t T, int64_t T_out, DType dtype, Device device,
+                bool with_core = true);
 };
 
 // Scratch shared by every block's backward: dcore (B,T,C) and dqkv (B,T,qkv width).

@@ -131,7 +131,7 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
   TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
-  acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_);
+  acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_, seq_shards());
   embed(acts_, tokens);
   // Inference (no targets) routes dropless; training and evaluation follow the capacity factor.
   const MoeOptions dropless{};
@@ -159,10 +159,11 @@ void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
     a.tokens = Tensor::zeros(tokens.shape(), DType::i32, device_);
   copy_tensor(a.tokens, tokens);
   // Under tensor parallelism a rank looks up its vocabulary rows; the sum over the group is the
-  // embedding, the positions added (by rank 0) once.
-  encoder_forward(a.embedded, a.tokens, w_.embed, row_parallel_bias(w_.positions, tp_), first_vocab_row(),
+  // embedding, the positions added (by rank 0) once (reduce-scattered under sequence parallelism).
+  Tensor partial = all_rows_like(a.embedded, tp_);
+  encoder_forward(partial, a.tokens, w_.embed, row_parallel_bias(w_.positions, tp_), first_vocab_row(),
                   config_.padded_vocab_size());
-  if (tp_) tp_->reduce_from_region_forward(a.embedded);
+  region_output(partial, a.embedded, tp_);
 }
 
 void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
@@ -191,10 +192,11 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
   // The fused classifier, a chunk of rows at a time: logits, losses and dlogits in place, then at
   // once (when training) the gradient into the final norm for backward() and the classifier's own,
   // so only a chunk's logits exist.
-  const Tensor normed = a.final_norm.out.reshape({N, C});
+  const Tensor normed = region_input(a.final_norm.out, tp_).reshape({N, C});
   const Tensor& classifier = w_.classifier();
   Tensor no_bias;  // the classifier has none
-  Tensor losses = a.losses.reshape({N}), dnormed = a.scratch.dnormed.reshape({N, C});
+  Tensor dnormed_all = all_rows_like(a.scratch.dnormed, tp_);  // every row's, summed over the group below
+  Tensor losses = a.losses.reshape({N}), dnormed = dnormed_all.reshape({N, C});
   Tensor& dclassifier = g_.head.defined() ? g_.head : g_.embed;
   const Tensor device_targets = tensor_to(targets, device_).reshape({N});
   const int64_t chunk = classifier_chunk(N);
@@ -209,7 +211,7 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
     matmul_backward(dx, dclassifier, no_bias, logits, x, classifier);
   }
   // The final norm's output entered the (vocabulary-parallel) classifier's region.
-  if (tp_ && dloss != 0.0f) tp_->copy_to_region_backward(dnormed);
+  if (dloss != 0.0f) region_input_grad(dnormed_all, a.scratch.dnormed, tp_);
   double sum = 0.0;
   const Tensor host_losses = tensor_to(a.losses, Device::cpu);
   const float* loss_values = host_losses.f32();
@@ -284,7 +286,8 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
-  encoder_backward(g_.embed, g_.positions, dres, a.tokens, first_vocab_row(), config_.padded_vocab_size());
+  encoder_backward(g_.embed, g_.positions, region_output_grad(dres, tp_), a.tokens, first_vocab_row(),
+                   config_.padded_vocab_size());
   grads_final_from(names_.embed);
 }
 
@@ -305,7 +308,7 @@ Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_le
   TS_CHECK(seq_len <= config_.max_seq_len, "sequence length ", seq_len, " exceeds the model's context of ",
            config_.max_seq_len);
   DecoderActivations& a = in_flight_[{chunk, micro}];
-  a.ensure(local_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_);
+  a.ensure(local_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_, seq_shards());
   return a.embedded;
 }
 
@@ -382,6 +385,33 @@ void Decoder::balance_router_biases(const std::vector<double>& load, float rate)
   if (device_ == Device::cpu) return params_updated();
   copy_tensor(params_, host);
   params_updated();
+}
+
+void Decoder::reduce_sequence_parallel_grads() {
+  if (seq_shards() == 1) return;
+  // The norms' gains and biases, packed into one buffer for one all-reduce.
+  std::vector<Tensor> norms;
+  auto add = [&](const LinearNames& n) {
+    for (const std::string& name : {n.weight, n.bias})
+      if (!name.empty()) norms.push_back(named_grads_[size_t(&layout_.find(name) - layout_.specs().data())].tensor);
+  };
+  for (const BlockNames& b : names_.blocks) add(b.norm1), add(b.norm2);
+  add(names_.final_norm);
+  int64_t total = 0;
+  for (const Tensor& t : norms) total += t.numel();
+  Tensor packed = Tensor::zeros({total}, DType::f32, device_);
+  int64_t at = 0;
+  for (const Tensor& t : norms) {
+    Tensor slot = packed.view(at, t.shape());
+    copy_tensor(slot, t);
+    at += t.numel();
+  }
+  tp_->sum_over_group(packed);
+  at = 0;
+  for (Tensor& t : norms) {
+    copy_tensor(t, packed.view(at, t.shape()));
+    at += t.numel();
+  }
 }
 
 void Decoder::zero_grad() {

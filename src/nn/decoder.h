@@ -100,10 +100,15 @@ class Decoder {
   void zero_grad();
   // Frees the gradient buffer until the next zero_grad() (ZeRO-2 keeps only its reduced shard).
   void release_grads();
+  // Sequence parallelism: each tp rank's norm gradients come from its positions only; after the
+  // step's backward, sums them over the tp group (a no-op otherwise).
+  void reduce_sequence_parallel_grads();
 
   const ModelConfig& config() const { return config_; }
   const DecoderStage& stage() const { return stage_; }
   TpPlace tp_place() const { return tp_place_; }
+  // How many ranks share the residual stream's positions: tp under sequence parallelism, else 1.
+  int64_t seq_shards() const { return tp_ && tp_->sequence_parallel() ? tp_place_.size : 1; }
   const ParameterLayout& layout() const { return layout_; }
   Tensor& params() { return params_; }  // flat (num_parameters)
   const Tensor& params() const { return params_; }

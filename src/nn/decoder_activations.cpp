@@ -23,7 +23,7 @@ class SharedBlocks {
     made = true;
     const int64_t B = acts_.B, T = acts_.T;
     if (acts_.recompute.mode == Recompute::full) {
-      set.allocate(config_, layer, B, T, acts_.dtype, acts_.device);
+      set.allocate(config_, layer, B, T, acts_.T_local, acts_.dtype, acts_.device);
       return set;
     }
     set.attn.core = Tensor::zeros({B, T, config_.attention_width()}, acts_.dtype, acts_.device);
@@ -50,46 +50,50 @@ void DecoderActivations::allocate_blocks(const ModelConfig& config) {
   for (int64_t l = range.first; l < range.end; ++l) {
     BlockActivations& a = blocks[size_t(l)];
     if (!recompute.covers(l)) {
-      a.allocate(config, l, B, T, dtype, device);
+      a.allocate(config, l, B, T, T_local, dtype, device);
       continue;
     }
     const BlockActivations& set = shared.of(l);
     if (recompute.mode == Recompute::full) {
       a = set;  // every tensor shared ...
-      a.out = Tensor::zeros({B, T, config.channels}, dtype, device);  // ... but the output, kept
+      a.out = Tensor::zeros({B, T_local, config.channels}, dtype, device);  // ... but the output, kept
       continue;
     }
-    a.allocate(config, l, B, T, dtype, device, &set);
+    a.allocate(config, l, B, T, T_local, dtype, device, &set);
   }
 }
 
 void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, BlockRange blocks,
-                                Device on, DType activation_dtype, RecomputePolicy policy) {
-  if (batch == B && seq_len == T && blocks == range && on == device && activation_dtype == dtype && policy == recompute)
+                                Device on, DType activation_dtype, RecomputePolicy policy, int64_t seq_shards) {
+  if (batch == B && seq_len == T && seq_len / seq_shards == T_local && blocks == range && on == device &&
+      activation_dtype == dtype && policy == recompute)
     return;
   *this = DecoderActivations();  // free the old buffers before the new ones are allocated
   B = batch;
   T = seq_len;
+  T_local = seq_len / seq_shards;
   range = blocks;
   device = on;
   dtype = activation_dtype;
   recompute = policy;
   const int64_t C = config.channels, F = config.hidden();
   auto btc = [&](int64_t width) { return Tensor::zeros({B, T, width}, dtype, device); };
-  embedded = btc(C);
+  auto local = [&] { return Tensor::zeros({B, T_local, C}, dtype, device); };  // the residual stream's
+  embedded = local();
   allocate_blocks(config);
   if (range.end == config.num_layers) {
-    final_norm.allocate(config, B, T, dtype, device);
+    final_norm.allocate(config, B, T_local, dtype, device);
     losses = Tensor::zeros({B, T}, DType::f32, device);
   }
   if (config.positions == PositionKind::rope) {
     rotary = Rotary{rope_positions(0, T, device), tensor_to(rope_inv_freq(config.head_size(), config.rope), device)};
   }
 
-  dresidual = btc(C);
-  scratch.dnormed = btc(C);
-  scratch.dnorm = btc(C);
-  // Consumed before dnormed is written; narrower than C on a tensor-parallel rank.
+  dresidual = local();
+  scratch.dnormed = local();
+  scratch.dnorm = local();
+  // Consumed before dnormed is written: all T positions of a tensor-parallel rank's heads, no more
+  // elements than dnormed's (B, T / tp, C) under sequence parallelism.
   scratch.attn.dcore = scratch.dnormed.view(0, {B, T, config.attention_width()});
   const bool swiglu = config.mlp == MlpKind::swiglu;
   const int64_t mlp_width = swiglu ? 2 * F : F;

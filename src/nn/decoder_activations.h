@@ -18,6 +18,7 @@ namespace tessera {
 
 struct DecoderActivations {
   int64_t B = 0, T = 0;
+  int64_t T_local = 0;  // positions of the residual stream: T, or T / tp under sequence parallelism
   BlockRange range;  // the blocks these activations are for; blocks outside it stay unallocated
   RecomputePolicy recompute;
   Device device = Device::cpu;
@@ -38,9 +39,10 @@ struct DecoderActivations {
   DeferredWeightGrads deferred;  // zero-bubble: the weight gradients its backward left for later
 
   void allocate_blocks(const ModelConfig& config);
-  // (Re)allocates for a new (B,T), range, device, dtype or policy; a no-op when all are unchanged.
+  // (Re)allocates for a new (B,T), range, device, dtype, policy or sequence split (seq_shards ranks
+  // hold 1/seq_shards of the residual stream's positions); a no-op when all are unchanged.
   void ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, BlockRange blocks, Device on,
-              DType activation_dtype, RecomputePolicy policy);
+              DType activation_dtype, RecomputePolicy policy, int64_t seq_shards = 1);
 };
 
 }  // namespace tessera

@@ -5,18 +5,18 @@
 
 namespace tessera {
 
-void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_t B, int64_t T, DType dtype,
-                                Device device, const BlockActivations* selective) {
+void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_t B, int64_t T, int64_t T_local,
+                                DType dtype, Device device, const BlockActivations* selective) {
   const bool own = selective == nullptr;
-  norm1.allocate(config, B, T, dtype, device);
-  attn.allocate(config, B, T, dtype, device, own);
-  mid = Tensor::zeros({B, T, config.channels}, dtype, device);
-  norm2.allocate(config, B, T, dtype, device);
+  norm1.allocate(config, B, T_local, dtype, device);
+  attn.allocate(config, B, T, T_local, dtype, device, own);
+  mid = Tensor::zeros({B, T_local, config.channels}, dtype, device);
+  norm2.allocate(config, B, T_local, dtype, device);
   if (config.is_moe_block(layer))
-    moe.allocate(config, B, T, dtype, device, own);
+    moe.allocate(config, B, T, T_local, dtype, device, own);
   else
-    mlp.allocate(config.mlp, B, T, config.channels, config.hidden(), dtype, device, own);
-  out = Tensor::zeros({B, T, config.channels}, dtype, device);
+    mlp.allocate(config.mlp, B, T, T_local, config.channels, config.hidden(), dtype, device, own);
+  out = Tensor::zeros({B, T_local, config.channels}, dtype, device);
   if (own) return;
   attn.core = selective->attn.core;
   attn.lse = selective->attn.lse;

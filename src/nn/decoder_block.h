@@ -27,8 +27,10 @@ struct BlockActivations {
   Tensor out;          // (B,T,C): the block's output, the next block's input
   // With `selective`, the tensors selective recomputation drops (attention core and log-sum-exp,
   // the MLP activation's output) are not allocated but shared with that set.
-  void allocate(const ModelConfig& config, int64_t layer, int64_t B, int64_t T, DType dtype, Device device,
-                const BlockActivations* selective = nullptr);
+  // The residual stream (norms, mid, out and the layers' outputs) holds T_local positions: T, or
+  // T / tp under sequence parallelism; the layers' insides hold all T.
+  void allocate(const ModelConfig& config, int64_t layer, int64_t B, int64_t T, int64_t T_local, DType dtype,
+                Device device, const BlockActivations* selective = nullptr);
   const Tensor& mlp_out() const { return moe.out.defined() ? moe.out : mlp.out; }
 };
 

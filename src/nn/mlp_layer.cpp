@@ -7,23 +7,25 @@
 
 namespace tessera {
 
-void MlpActivations::allocate(MlpKind kind, int64_t B, int64_t T, int64_t C, int64_t F, DType dtype,
+void MlpActivations::allocate(MlpKind kind, int64_t B, int64_t T, int64_t T_out, int64_t C, int64_t F, DType dtype,
                               Device device, bool with_act) {
   h = Tensor::zeros({B, T, kind == MlpKind::swiglu ? 2 * F : F}, dtype, device);
   if (with_act) act = Tensor::zeros({B, T, F}, dtype, device);
-  out = Tensor::zeros({B, T, C}, dtype, device);
+  out = Tensor::zeros({B, T_out, C}, dtype, device);
 }
 
 void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const LinearWeights& in,
                        const LinearWeights& out, TensorParallel* tp) {
+  const Tensor input = region_input(x, tp);
   if (kind == MlpKind::gelu) {
-    matmul_gelu_forward(a.act, a.h, x, in.weight, in.bias);
+    matmul_gelu_forward(a.act, a.h, input, in.weight, in.bias);
   } else {
-    matmul_forward(a.h, x, in.weight, in.bias);
+    matmul_forward(a.h, input, in.weight, in.bias);
     swiglu_forward(a.act, a.h);
   }
-  matmul_forward(a.out, a.act, out.weight, row_parallel_bias(out.bias, tp));
-  if (tp) tp->reduce_from_region_forward(a.out);
+  Tensor partial = all_rows_like(a.out, tp);
+  matmul_forward(partial, a.act, out.weight, row_parallel_bias(out.bias, tp));
+  region_output(partial, a.out, tp);
 }
 
 void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
@@ -34,17 +36,19 @@ void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
                         const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
                         MlpScratch& scratch, DeferredWeightGrads* deferred, TensorParallel* tp) {
+  const Tensor dout_all = region_output_grad(dout, tp);
   if (kind == MlpKind::gelu) {
     LinearWeights none;  // with `deferred`, the weight part waits there
     LinearWeights& now = deferred ? none : g_out;
-    matmul_backward_dgelu(scratch.dh, now.weight, now.bias, dout, a.act, out.weight, a.h);
-    if (deferred) deferred->add_linear(g_out, dout, a.act, out.weight);
+    matmul_backward_dgelu(scratch.dh, now.weight, now.bias, dout_all, a.act, out.weight, a.h);
+    if (deferred) deferred->add_linear(g_out, dout_all, a.act, out.weight);
   } else {
-    linear_backward(scratch.dact, g_out, dout, a.act, out.weight, deferred);
+    linear_backward(scratch.dact, g_out, dout_all, a.act, out.weight, deferred);
     swiglu_backward(scratch.dh, scratch.dact, a.h);
   }
-  linear_backward(dx, g_in, scratch.dh, x, in.weight, deferred);
-  if (tp) tp->copy_to_region_backward(dx);
+  Tensor partial = all_rows_like(dx, tp);
+  linear_backward(partial, g_in, scratch.dh, region_input(x, tp), in.weight, deferred);
+  region_input_grad(partial, dx, tp);
 }
 
 }  // namespace tessera

@@ -18,7 +18,8 @@ struct MlpActivations {
   Tensor act;  // (B,T,F) the activation's output
   Tensor out;  // (B,T,C)
   // Without `with_act`, act is left for the caller (selective recomputation shares it).
-  void allocate(MlpKind kind, int64_t B, int64_t T, int64_t C, int64_t F, DType dtype, Device device,
+  // out holds T_out positions (T / tp under sequence parallelism), the rest all T.
+  void allocate(MlpKind kind, int64_t B, int64_t T, int64_t T_out, int64_t C, int64_t F, DType dtype, Device device,
                 bool with_act = true);
 };
 

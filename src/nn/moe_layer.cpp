@@ -22,8 +22,8 @@ Tensor rows(const Tensor& t, int64_t count) { return t.view(0, {count, t.size(1)
 
 }  // namespace
 
-void MoeActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device,
-                              bool with_act) {
+void MoeActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, int64_t T_out, DType dtype,
+                              Device device, bool with_act) {
   const int64_t N = B * T, E = config.moe.num_experts, K = config.moe.top_k, C = config.channels;
   const int64_t Fe = config.moe.expert_hidden;
   auto f32 = [&](Shape shape) { return Tensor::zeros(std::move(shape), DType::f32, device); };
@@ -38,8 +38,8 @@ void MoeActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, D
   h = Tensor::zeros({N * K, 2 * Fe}, dtype, device);
   if (with_act) act = Tensor::zeros({N * K, Fe}, dtype, device);
   ys = Tensor::zeros({N * K, C}, dtype, device);
-  if (shared_hidden(config) > 0) shared.allocate(MlpKind::swiglu, B, T, C, shared_hidden(config), dtype, device);
-  out = Tensor::zeros({B, T, C}, dtype, device);
+  if (shared_hidden(config) > 0) shared.allocate(MlpKind::swiglu, B, T, T, C, shared_hidden(config), dtype, device);
+  out = Tensor::zeros({B, T_out, C}, dtype, device);
 }
 
 void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device) {
@@ -57,8 +57,10 @@ void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType
 
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
                        const BlockWeights& w, TensorParallel* tp) {
-  const int64_t C = config.channels, N = x.numel() / C, E = config.moe.num_experts, K = config.moe.top_k;
-  const Tensor tokens = x.reshape({N, C});
+  // Every row: the router and the experts see all tokens (gathered under sequence parallelism).
+  const Tensor input = region_input(x, tp);
+  const int64_t C = config.channels, N = input.numel() / C, E = config.moe.num_experts, K = config.moe.top_k;
+  const Tensor tokens = input.reshape({N, C});
   Tensor no_bias;
   matmul_forward(a.logits, tokens, w.router, no_bias);
   moe_router_forward(a.experts, a.weights, a.scores, a.lse, a.logits, w.router_bias, score_kind(config));
@@ -72,15 +74,16 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   grouped_matmul_forward(h, rows(a.xs, M), w.experts_in, a.offsets);
   swiglu_forward(act, h);
   grouped_matmul_forward(ys, act, w.experts_out, a.offsets);
-  Tensor out = a.out.reshape({N, C});
+  Tensor partial = all_rows_like(a.out, tp);
+  Tensor out = partial.reshape({N, C});
   moe_combine(out, a.ys, a.weights, a.order, M, K);
   if (w.shared_in.weight.defined()) {
     // Its bias on tp rank 0 only; its partial output joins the experts' in one reduction.
     const LinearWeights shared_out{w.shared_out.weight, row_parallel_bias(w.shared_out.bias, tp)};
-    mlp_layer_forward(MlpKind::swiglu, a.shared, x, w.shared_in, shared_out);
-    add_inplace(a.out, a.shared.out);
+    mlp_layer_forward(MlpKind::swiglu, a.shared, input, w.shared_in, shared_out);
+    add_inplace(partial, a.shared.out);
   }
-  if (tp) tp->reduce_from_region_forward(a.out);
+  region_output(partial, a.out, tp);
   a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config));
 }
 
@@ -92,9 +95,11 @@ void moe_activation_recompute(MoeActivations& a) {
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
                         MoeScratch& s, DeferredWeightGrads* deferred, TensorParallel* tp) {
-  const int64_t C = config.channels, N = x.numel() / C, K = config.moe.top_k, M = a.kept;
-  const Tensor tokens = x.reshape({N, C}), dtokens_out = dout.reshape({N, C});
-  Tensor dtokens = dx.reshape({N, C}), dpart = s.dpart.reshape({N, C});
+  const Tensor input = region_input(x, tp), dout_all = region_output_grad(dout, tp);
+  const int64_t C = config.channels, N = input.numel() / C, K = config.moe.top_k, M = a.kept;
+  const Tensor tokens = input.reshape({N, C}), dtokens_out = dout_all.reshape({N, C});
+  Tensor partial = all_rows_like(dx, tp);
+  Tensor dtokens = partial.reshape({N, C}), dpart = s.dpart.reshape({N, C});
   moe_combine_backward(s.dys, s.dweights, dtokens_out, a.ys, a.weights, a.order, M, K);
   // The routing weights' gradient reads the experts' outputs, of which a tp rank holds partial sums.
   if (tp) tp->sum_over_group(s.dweights);
@@ -109,11 +114,11 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   // The router's input gradient is whole on every rank: it joins the ranks' partial sums once.
   if (!tp || tp->place().rank == 0) add_inplace(dtokens, dpart);
   if (w.shared_in.weight.defined()) {
-    mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dout, a.shared, x, w.shared_in,
+    mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dout_all, a.shared, input, w.shared_in,
                        w.shared_out, s.shared, deferred);
-    add_inplace(dx, s.dpart);
+    add_inplace(partial, s.dpart);
   }
-  if (tp) tp->copy_to_region_backward(dx);
+  region_input_grad(partial, dx, tp);
 }
 
 std::vector<int64_t> moe_expert_load(const MoeActivations& a) {

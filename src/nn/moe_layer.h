@@ -37,10 +37,11 @@ struct MoeActivations {
   int64_t kept = 0;            // M: routed rows actually computed
   Tensor xs, h, act, ys;       // (N*K, C), (N*K, 2Fe), (N*K, Fe), (N*K, C): rows < kept used
   MlpActivations shared;       // the shared experts, when the model has them
-  Tensor out;                  // (B,T,C)
+  Tensor out;                  // (B,T_out,C): T_out = T / tp under sequence parallelism
   RouterLosses losses;         // this forward's aux and z
   // Without `with_act`, act is left for the caller (selective recomputation shares it).
-  void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device, bool with_act = true);
+  void allocate(const ModelConfig& config, int64_t B, int64_t T, int64_t T_out, DType dtype, Device device,
+                bool with_act = true);
 };
 
 // Backward scratch shared by every MoE block.

@@ -5,6 +5,47 @@
 
 namespace tessera {
 
+namespace {
+
+bool splits_rows(const TensorParallel* tp) { return tp != nullptr && tp->sequence_parallel(); }
+
+}  // namespace
+
+Tensor all_rows_like(const Tensor& out, const TensorParallel* tp) {
+  if (!splits_rows(tp)) return out;
+  Shape shape = out.shape();
+  shape[1] *= tp->place().size;
+  return Tensor::zeros(shape, out.dtype(), out.device());
+}
+
+Tensor region_input(const Tensor& x, TensorParallel* tp) {
+  if (!splits_rows(tp)) return x;
+  Tensor whole = all_rows_like(x, tp);
+  tp->gather_to_region_forward(x, whole);
+  return whole;
+}
+
+void region_output(Tensor& partial, Tensor& out, TensorParallel* tp) {
+  if (tp == nullptr) return;
+  if (!splits_rows(tp)) return tp->reduce_from_region_forward(partial);  // partial is out
+  tp->scatter_from_region_forward(partial, out);
+}
+
+Tensor region_output_grad(const Tensor& dout, TensorParallel* tp) {
+  if (!splits_rows(tp)) return dout;
+  Tensor whole = all_rows_like(dout, tp);
+  tp->scatter_from_region_backward(dout, whole);
+  return whole;
+}
+
+void region_input_grad(Tensor& partial, Tensor& dx, TensorParallel* tp) {
+  if (tp == nullptr) return;
+  if (!splits_rows(tp)) return tp->copy_to_region_backward(partial);  // partial is dx
+  tp->gather_to_region_backward(partial, dx);
+}
+
+int64_t local_seq_len(int64_t T, const TensorParallel* tp) { return splits_rows(tp) ? T / tp->place().size : T; }
+
 ModelConfig tp_local_config(const ModelConfig& c, TpPlace tp) {
   const int64_t p = tp.size;
   if (p == 1) return c;

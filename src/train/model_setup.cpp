@@ -183,6 +183,7 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"moe-bias-rate", c.moe_bias_rate},
           {"dp", c.dp},
           {"tp", c.tp},
+          {"sequence-parallel", c.sequence_parallel},
           {"pp", c.pp},
           {"virtual-stages", c.virtual_stages},
           {"pipeline-schedule", c.pipeline_schedule},

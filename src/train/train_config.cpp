@@ -68,6 +68,9 @@ void TrainConfig::validate() const {
   TS_CHECK(cp == 1 && ep == 1,
            "--cp and --ep above 1 are not implemented yet; use --dp (data), --tp (tensor) and --pp (pipeline) parallelism");
   TS_CHECK(virtual_stages >= 1, "--virtual-stages must be at least 1, got ", virtual_stages);
+  TS_CHECK(tp == 1 || !sequence_parallel || seq_len % tp == 0, "sequence parallelism splits each sequence's ", seq_len,
+           " positions over --tp ", tp, " ranks; use a --seq-len that is a multiple of ", tp,
+           " or --no-sequence-parallel");
   parse_schedule_kind(pipeline_schedule);
   TS_CHECK(pp > 1 || (virtual_stages == 1 && pipeline_boundaries.empty()),
            "--virtual-stages and --pipeline-boundaries cut the model into pipeline stages; give --pp above 1 with them");

@@ -59,6 +59,7 @@ struct TrainConfig {
   // parallelism
   int dp = 0, tp = 1, pp = 1, cp = 1, ep = 1;  // dp 0 = whatever the world leaves
   int zero = 0;                                 // ZeRO stage: 0, 1 or 2
+  bool sequence_parallel = true;                // with tp > 1: norms and residuals hold 1/tp of the positions
   int virtual_stages = 1;                       // model chunks per pipeline rank (interleaved)
   std::string pipeline_schedule = "1f1b";       // gpipe, 1f1b, interleaved or zero-bubble
   std::vector<int64_t> pipeline_boundaries;     // first block of each chunk after the first; empty = balanced

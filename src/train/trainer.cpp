@@ -74,7 +74,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   model_ = build_model(config_, tokenizer_.get(), checkpoint,
                        pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt, tp);
   if (tp.size > 1) {
-    tensor_parallel_ = std::make_unique<TpMappings>(grid_.tp);
+    tensor_parallel_ = std::make_unique<TpMappings>(grid_.tp, config_.sequence_parallel);
     model_->set_tensor_parallel(tensor_parallel_.get());
     // tp rank 0 counts and writes the parameters every tp rank holds whole.
     if (tp.rank > 0) duplicates_ = model_->layout().whole_parameter_ranges();
@@ -163,14 +163,20 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     });
     loss_sum = token_losses / double(T);
     pipeline_->reduce_tied_embedding();
-    data_parallel_->reduce_during_next_backward();
   }
+  // The dp reduction overlaps the last micro-batch's backward, unless gradients still have to be
+  // summed over other groups first (the tied embedding's stages, sequence parallelism's norms).
+  const bool reduce_after = pipeline_ || model_->seq_shards() > 1;
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
     loss_sum += double(model_->forward(inputs_, targets_, dloss)) * double(micro);
     // Only the last micro-batch's backward reduces: its buckets start as they complete.
-    if (first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
+    if (!reduce_after && first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
     model_->backward();
+  }
+  if (reduce_after) {
+    model_->reduce_sequence_parallel_grads();
+    data_parallel_->reduce_during_next_backward();
   }
   comm_wait_s_ = data_parallel_->finish_reduction();
   // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an

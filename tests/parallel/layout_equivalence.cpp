@@ -2,7 +2,8 @@
 // process, then under mpirun in every layout of the table below, and require the same losses, grad
 // norms and final weights. Adding a parallel axis means adding columns and rows to kLayouts.
 // Pipeline rows run every schedule at pp 2 and 4 (interleaved with 2 chunks per rank), alone and
-// with dp and ZeRO, over models deepened with --layers so that every chunk has a block.
+// with dp and ZeRO, over models deepened with --layers so that every chunk has a block. Tensor rows
+// run tp 2 and 4 with sequence parallelism (the default) and without, alone and with dp and pp.
 // A MoE model's auxiliary loss (and capacity) is taken per micro-batch, as in Megatron and Hugging
 // Face, so its reference runs the row's micro-batch size; dense models compare to one forward of
 // the whole batch.
@@ -43,6 +44,11 @@ const Layout kLayouts[] = {
     {2, 1, 0, 8, "llama-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2},
     {2, 1, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 1, 0, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 2},
     {2, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 2},
+    // the same without sequence parallelism (on by default with tp)
+    {2, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
+    {4, 2, 1, 4, "llama-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
+    {4, 1, 0, 2, "mixtral-tiny", 2, "zero-bubble", 1, 0, "--no-sequence-parallel", 2},
+    {2, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
@@ -56,7 +62,8 @@ TEST_P(LayoutEquivalence, MatchesOneProcess) {
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
   Layout one_process{1, 1, 0, layout.moe() ? layout.micro_batch : 8, layout.model};
   one_process.layers = layout.layers;
-  one_process.extra = layout.extra;  // the same model (--heads) and recomputation
+  // The same model (--heads) and recomputation; a tp flag means nothing to one process.
+  one_process.extra = std::string(layout.extra) == "--no-sequence-parallel" ? "" : layout.extra;
   const RunResult ref = train(one_process, dir / "reference", shard);
   const RunResult run = train(layout, dir / layout_name(layout), shard);
   ASSERT_EQ(run.metrics.size(), ref.metrics.size());

@@ -5,7 +5,8 @@
 
 namespace tessera {
 
-TpMappings::TpMappings(std::shared_ptr<Comm> tp) : tp_(std::move(tp)) {
+TpMappings::TpMappings(std::shared_ptr<Comm> tp, bool sequence_parallel)
+    : tp_(std::move(tp)), sequence_parallel_(sequence_parallel) {
   TS_CHECK(tp_ != nullptr, "TpMappings: no tp group");
 }
 
