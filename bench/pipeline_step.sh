@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Pipeline parallelism on CPU under mpirun (issue 8): per-rank step time and peak memory of one model
-# (GPT-2 shape, L=8, C=256, H=4, T=128, V=8192, fp32; global batch 16, micro-batch 1) at dp4 and at pp4
-# under every schedule (interleaved with 2 chunks per rank), each on 4 ranks; and at pp2 on 2 ranks,
-# where this 2-core machine runs every rank on a core of its own, the executor's measured bubble (idle
-# share of the stages' time) against the simulator's for the same schedule at the measured compute
-# times, and the peak micro-batches in flight per stage, measured and simulated.
+# 3D parallelism on CPU under mpirun (issue 8): per-rank step time and peak memory of one model
+# (GPT-2 shape, L=8, C=256, H=4, T=128, V=8192, fp32; global batch 16, micro-batch 1) at dp4, tp4
+# (with and without sequence parallelism) and pp4 under every schedule (interleaved with 2 chunks per
+# rank), each on 4 ranks; at pp2 on 2 ranks, where this 2-core machine runs every rank on a core of
+# its own, the executor's measured bubble (idle share of the stages' time) against the simulator's
+# for the same schedule at the measured compute times, and the peak micro-batches in flight per
+# stage, measured and simulated; and tp2 with and without sequence parallelism on long sequences
+# (T=1024, micro-batch 4), where activations dominate the per-rank peak memory.
 # Usage: bench/pipeline_step.sh [steps=6]   (appends to bench/results/cpu-pipeline-step.jsonl)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,20 +24,24 @@ open(sys.argv[1], "wb").write(header.tobytes() + tokens.tobytes())
 PY
 
 tessera=${TESSERA:-build/tessera}
-model=(--model gpt2-124m --layers 8 --heads 4 --channels 256 --vocab-size 8192 --context 128 --seq-len 128)
-run() {  # name ranks [flags...]
-  local name=$1 ranks=$2; shift 2
+model=(--model gpt2-124m --layers 8 --heads 4 --channels 256 --vocab-size 8192 --context 1024)
+run() {  # name ranks [flags...]; SHAPE="seq batch micro" overrides the default "128 16 1"
+  local name=$1 ranks=$2 shape=(${SHAPE:-128 16 1}); shift 2
   mpirun --oversubscribe --allow-run-as-root -np "$ranks" "$tessera" train --quiet "${model[@]}" \
-    --train-data "$work/train.bin" --batch-size 16 --micro-batch-size 1 --steps "$steps" --lr 1e-4 \
-    --out-dir "$work/$name" "$@" > /dev/null
+    --train-data "$work/train.bin" --seq-len "${shape[0]}" --batch-size "${shape[1]}" \
+    --micro-batch-size "${shape[2]}" --steps "$steps" --lr 1e-4 --out-dir "$work/$name" "$@" > /dev/null
   echo "$name $work/$name/metrics.jsonl"
 }
 results=$(
   run dp4 4 --dp 4
+  run tp4_sp 4 --dp 1 --tp 4
+  run tp4_no_sp 4 --dp 1 --tp 4 --no-sequence-parallel
   for s in gpipe 1f1b zero-bubble; do run "pp4_$s" 4 --dp 1 --pp 4 --pipeline-schedule "$s"; done
   run pp4_interleaved_v2 4 --dp 1 --pp 4 --pipeline-schedule interleaved --virtual-stages 2
   for s in gpipe 1f1b zero-bubble; do run "pp2_$s" 2 --dp 1 --pp 2 --pipeline-schedule "$s"; done
   run pp2_interleaved_v2 2 --dp 1 --pp 2 --pipeline-schedule interleaved --virtual-stages 2
+  SHAPE="1024 8 4" run tp2_sp_T1024 2 --dp 1 --tp 2
+  SHAPE="1024 8 4" run tp2_no_sp_T1024 2 --dp 1 --tp 2 --no-sequence-parallel
 )
 /usr/bin/python3 - "$steps" <<PY
 import json, statistics, datetime, subprocess

@@ -161,7 +161,8 @@ void add_train_command(CLI::App& app) {
     }
     TrainResult result = trainer->run();
     if (runtime.world_rank() != 0) return;
-    const bool whole_model = c.pp == 1;  // a pipeline rank holds a stage, too little to generate with
+    // A pipeline or tensor-parallel rank holds a part of the model, too little to generate with.
+    const bool whole_model = c.pp == 1 && c.tp == 1;
     if (result.already_finished) {
       std::printf("%s already finished at step %lld (--steps %lld); nothing to train: raise --steps to continue it\n"
                   "checkpoint: %s\n",

@@ -96,8 +96,8 @@ std::vector<double> PipelineParallel::step_values() const {
   values[2 * P + stage] = double(last_run_.peak_in_flight);
   values[3 * P + stage] = double(allocator_stats(model_.device()).peak_bytes) / 1e6;
   for (size_t k = 0; k < 4; ++k) {
-    values[4 * P + 2 * k] = last_run_.kind_s[k];
-    values[4 * P + 2 * k + 1] = double(last_run_.kind_count[k]);
+    values[4 * P + 8 * stage + 2 * k] = last_run_.kind_s[k];
+    values[4 * P + 8 * stage + 2 * k + 1] = double(last_run_.kind_count[k]);
   }
   return values;
 }
@@ -112,17 +112,17 @@ nlohmann::json PipelineParallel::step_metrics(const double* sums, int dp) const 
     peaks.push_back(sums[2 * P + s] / double(dp));
     memory.push_back(sums[3 * P + s] / double(dp));
   }
-  // The simulator's costs are a whole stage's (a chunk takes 1/V of them): the measured means per chunk × V.
-  auto mean = [&](ActionKind kind) {
-    const size_t k = size_t(kind);
-    const double count = sums[4 * P + 2 * k + 1];
-    return count > 0 ? sums[4 * P + 2 * k] / count * double(schedule_.virtual_stages) : 0.0;
-  };
-  StepCosts costs;
-  costs.forward = mean(ActionKind::forward);
-  costs.backward = mean(ActionKind::backward);
-  costs.backward_input = mean(ActionKind::backward_input);
-  costs.backward_weight = mean(ActionKind::backward_weight);
+  // The simulator's costs are a whole stage's (a chunk takes 1/V of them): each stage's measured
+  // means per chunk × V.
+  std::vector<StepCosts> costs(P);
+  for (size_t s = 0; s < P; ++s) {
+    auto mean = [&](ActionKind kind) {
+      const size_t at = 4 * P + 8 * s + 2 * size_t(kind);
+      return sums[at + 1] > 0 ? sums[at] / sums[at + 1] * double(schedule_.virtual_stages) : 0.0;
+    };
+    costs[s] = StepCosts{mean(ActionKind::forward), mean(ActionKind::backward), mean(ActionKind::backward_input),
+                         mean(ActionKind::backward_weight)};
+  }
   const PipelineTimeline simulated = simulate_pipeline(schedule_, costs);
   return {{"bubble", total > 0 ? 1.0 - compute / total : 0.0},
           {"bubble_simulated", simulated.bubble_fraction()},

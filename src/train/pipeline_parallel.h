@@ -39,13 +39,13 @@ class PipelineParallel {
   const PipelineRunStats& last_run() const { return last_run_; }
   // This rank's part of the step's all-reduce (summed over every rank): per stage its compute time,
   // its time in the executor, its most micro-batches in flight and its peak memory (P entries each),
-  // then the compute time and count of each kind of compute action.
+  // then per stage the compute time and count of each kind of compute action (8 entries each).
   std::vector<double> step_values() const;
-  size_t step_values_size() const { return 4 * size_t(schedule_.stages) + 8; }
+  size_t step_values_size() const { return 12 * size_t(schedule_.stages); }
   // From the sums of step_values() over `dp` replicas of every stage: the measured bubble (the idle
-  // share of the stages' time in the executor), the simulator's bubble for this schedule at the
-  // measured mean compute times, each stage's peak micro-batches in flight, measured and simulated,
-  // and its peak memory (MB, the mean over its dp replicas).
+  // share of the stages' time in the executor), the simulator's bubble for this schedule at each
+  // stage's measured mean compute times, each stage's peak micro-batches in flight, measured and
+  // simulated, and its peak memory (MB, the mean over its dp replicas).
   nlohmann::json step_metrics(const double* sums, int dp) const;
   const PipelineSchedule& schedule() const { return schedule_; }
 

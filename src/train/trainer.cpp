@@ -280,7 +280,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
 }
 
 void Trainer::print_sample(ProgressLine& progress) {
-  if (!tokenizer_ || pipeline_) return;  // generation needs the whole model, which a pipeline stage is not
+  // Generation needs the whole model, which a pipeline stage or a tensor-parallel slice is not.
+  if (!tokenizer_ || pipeline_ || tensor_parallel_) return;
   Rng rng(config_.seed, stream_id("sample"));
   SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token(), tokenizer_->vocab_size()};
   std::vector<int32_t> tokens = generate(*model_, {tokenizer_->document_start_token()}, options, rng);

@@ -36,7 +36,12 @@ double PipelineTimeline::bubble_fraction() const {
 }
 
 PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const StepCosts& costs) {
+  return simulate_pipeline(s, std::vector<StepCosts>(s.ranks.size(), costs));
+}
+
+PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const std::vector<StepCosts>& costs) {
   const size_t P = s.ranks.size();
+  TS_CHECK(costs.size() == P, "simulate_pipeline: ", costs.size(), " ranks' costs for ", P, " ranks");
   PipelineTimeline t;
   t.ranks.resize(P);
   t.busy.assign(P, 0.0);
@@ -76,7 +81,7 @@ PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const StepCosts& c
           sent.erase(it);
         } else {
           const double start = clock[r];
-          clock[r] += cost_of(a.kind, costs, s.virtual_stages);
+          clock[r] += cost_of(a.kind, costs[r], s.virtual_stages);
           t.busy[r] += clock[r] - start;
           t.ranks[r].push_back({a, start, clock[r]});
           const bool frees = a.kind == ActionKind::backward || a.kind == ActionKind::backward_weight;

@@ -36,6 +36,9 @@ struct PipelineTimeline {
 // (a deadlock), naming any send that no receive took, and naming a receive that would take another
 // message than its own (a link delivers in the order of its sends, as MPI and NCCL do).
 PipelineTimeline simulate_pipeline(const PipelineSchedule& schedule, const StepCosts& costs = {});
+// The same with each rank's own compute times (per_rank.size() == P): stages of unequal cost, as
+// measured (the last one carries the head).
+PipelineTimeline simulate_pipeline(const PipelineSchedule& schedule, const std::vector<StepCosts>& per_rank);
 
 // The textbook bubble for uniform stages and free communication: (P-1)/(M+P-1) for gpipe and 1f1b,
 // (P-1)/(V M+P-1) for interleaved, and for zero-bubble (ZB-H1) (P-1)(F+Bi-W) idle against M(F+Bi+W)
