@@ -12,17 +12,6 @@
 #endif
 
 namespace tessera {
-namespace {
-
-// A target outside [0, V) would index padding or memory past the row.
-void check_target_range(const Tensor& targets, int64_t V) {
-  const int32_t* ids = targets.data<int32_t>();
-  for (int64_t n = 0; n < targets.numel(); n++)
-    TS_CHECK(ids[n] >= 0 && ids[n] < V, "softmax_cross_entropy: target ", ids[n], " of row ", n,
-             " is outside the vocabulary [0, ", V, ")");
-}
-
-}  // namespace
 
 void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, int64_t vocab_size, float dloss) {
   const char* op = "softmax_cross_entropy";
@@ -38,12 +27,12 @@ void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets
   detail::check_shape(op, "losses", losses, {N});
   switch (device) {
     case Device::cpu:
-      check_target_range(targets, vocab_size);
+      detail::check_targets(op, targets, vocab_size);  // one outside [0, V) would index padding or past the row
       cpu::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      check_target_range(copy_to_host(targets), vocab_size);  // one synchronising copy of N ids
+      detail::check_targets(op, copy_to_host(targets), vocab_size);  // one synchronising copy of N ids
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::softmax_cross_entropy(losses.f32(), cuda::typed_data<T>(logits), targets.data<int32_t>(), N,
                                     vocab_size, Vp, dloss, cuda_compute_stream());

@@ -28,11 +28,7 @@ ShardDims shard_dims(const char* op, const Tensor& logits, const Tensor& targets
            " must be non-negative and positive");
   detail::check_shape(op, "targets", targets, {N});
   // Targets lie in the whole vocabulary, most of them in other ranks' shards.
-  const Tensor host = targets.device() == Device::cpu ? targets : tensor_to(targets, Device::cpu);
-  const int32_t* ids = host.data<int32_t>();
-  for (int64_t n = 0; n < N; n++)
-    TS_CHECK(ids[n] >= 0 && ids[n] < vocab_size, op, ": target ", ids[n], " of row ", n,
-             " is outside the vocabulary [0, ", vocab_size, ")");
+  detail::check_targets(op, targets.device() == Device::cpu ? targets : tensor_to(targets, Device::cpu), vocab_size);
   return {N, Vs, std::clamp<int64_t>(vocab_size - first_col, 0, Vs)};
 }
 

@@ -19,10 +19,10 @@ struct EncoderDims {
 };
 
 // The slice [first_row, first_row + rows) of a table of vocab_rows rows (0: the slice is the table).
-int64_t table_rows(const char* op, int64_t first_row, int64_t rows, int64_t vocab_rows) {
+int64_t table_rows(const char* op, const char* name, int64_t first_row, int64_t rows, int64_t vocab_rows) {
   if (vocab_rows == 0) vocab_rows = rows;
   TS_CHECK(first_row >= 0 && first_row + rows <= vocab_rows, op, ": rows [", first_row, ", ", first_row + rows,
-           ") of wte lie outside the table's ", vocab_rows);
+           ") of ", name, " lie outside the table's ", vocab_rows);
   return vocab_rows;
 }
 
@@ -58,7 +58,7 @@ void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const
       op, {{"out", out, dtype}, {"tokens", tokens, DType::i32}, {"wte", wte, dtype}, {"wpe", wpe, dtype, true}});
   const EncoderDims d = encoder_dims(op, tokens, {"wte", wte}, {"wpe", wpe});
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
-  const int64_t table = table_rows(op, first_row, d.Vp, vocab_rows);
+  const int64_t table = table_rows(op, "wte", first_row, d.Vp, vocab_rows);
   switch (device) {
     case Device::cpu:
       check_token_range(op, tokens, table);
@@ -89,7 +89,7 @@ void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tens
       op, {{"dwte", dwte}, {"dwpe", dwpe, DType::f32, true}, {"dout", dout, dtype}, {"tokens", tokens, DType::i32}});
   const EncoderDims d = encoder_dims(op, tokens, {"dwte", dwte}, {"dwpe", dwpe});
   detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
-  const int64_t table = table_rows(op, first_row, d.Vp, vocab_rows);
+  const int64_t table = table_rows(op, "dwte", first_row, d.Vp, vocab_rows);
   switch (device) {
     case Device::cpu:
       check_token_range(op, tokens, table);

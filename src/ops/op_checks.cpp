@@ -36,6 +36,13 @@ void check_float_dtype(const char* op, const char* name, const Tensor& t) {
            "; ops compute in f32 on the CPU and in f32, bf16 or f16 on the GPU");
 }
 
+void check_targets(const char* op, const Tensor& targets, int64_t vocab_size) {
+  const int32_t* ids = targets.data<int32_t>();
+  for (int64_t n = 0; n < targets.numel(); n++)
+    TS_CHECK(ids[n] >= 0 && ids[n] < vocab_size, op, ": target ", ids[n], " of row ", n,
+             " is outside the vocabulary [0, ", vocab_size, ")");
+}
+
 void fail_no_cuda_kernel(const char* op) {
   TS_FAIL(op, ": this build has no CUDA kernel for this op yet; run it on CPU tensors");
 }

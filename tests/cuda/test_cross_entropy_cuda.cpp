@@ -1,7 +1,8 @@
 // Fused softmax + cross-entropy on the GPU against the CPU over a padded vocabulary: losses,
 // in-place dlogits with zero padding, and logits left untouched when no gradient is asked for; fp32,
 // and bf16 and f16 logits against the fp32 CPU op on the same (rounded) logits, over vocabularies of
-// 1000, GPT-2's 50257 and 70000. bf16 and f16 logits on the CPU are refused.
+// 1000, GPT-2's 50257 and 70000; the vocabulary-parallel parts the same way on shards of GPT-2's.
+// bf16 and f16 logits on the CPU are refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,6 +63,55 @@ void expect_matches_cpu_in(DType dtype) {
   }
 }
 
+// The vocabulary-parallel parts on shards of GPT-2's padded vocabulary (50257 of 50304) against the
+// CPU, logits in `dtype` (the CPU on the same rounded logits), with expect_matches_cpu_in's
+// tolerances: the statistics, their rescaling to a global max, and the finish with its in-place
+// gradient, on the second of two shards (16-byte vectors), the last of three uneven ones (scalar)
+// and the padding alone (max -inf, sum 0, gradient 0). The global statistics stand in for the other
+// ranks': a max above this shard's and a sum with theirs added, the same on the CPU and the GPU.
+void expect_shard_parts_match_cpu_in(DType dtype) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const bool f32 = dtype == DType::f32;
+  const int64_t N = 66, V = 50257;
+  struct Shard {
+    int64_t first, cols;
+  };
+  for (const auto [first, cols] : {Shard{25152, 25152}, Shard{33538, 16766}, Shard{V, 47}}) {
+    SCOPED_TRACE("first column " + std::to_string(first));
+    Tensor logits = testing::rounded_to(random_tensor({N, cols}, seed, -6.0f, 6.0f), dtype);
+    Tensor logits_gpu = testing::to_gpu_as(logits, dtype);
+    const Tensor targets = testing::random_ids({N}, V, seed + 1), targets_gpu = to_gpu(targets);
+    auto stats = [&](Device device) {
+      std::vector<Tensor> t;
+      for (int i = 0; i < 4; i++) t.push_back(Tensor::zeros({N}, DType::f32, device));
+      return t;
+    };
+    std::vector<Tensor> cpu = stats(Device::cpu), gpu = stats(Device::cuda);
+    cross_entropy_shard_stats(cpu[0], cpu[1], cpu[2], logits, targets, first, V);
+    cross_entropy_shard_stats(gpu[0], gpu[1], gpu[2], logits_gpu, targets_gpu, first, V);
+    const double tol = loss_tolerance(cols);
+    testing::expect_identical(testing::to_cpu(gpu[0]), cpu[0], "shard max");
+    testing::expect_matches_cpu(gpu[1], cpu[1], tol, tol, tol, "shard sum of exponentials");
+    testing::expect_matches_cpu(gpu[2], cpu[2], 0.0, 0.0, 0.0, "shard target logit");
+    for (int64_t n = 0; n < N; n++) cpu[3].f32()[n] = std::max(cpu[0].f32()[n], 0.0f) + 0.5f;
+    copy_tensor(gpu[3], cpu[3]);
+    cross_entropy_shard_rescale(cpu[1], cpu[0], cpu[3]);
+    cross_entropy_shard_rescale(gpu[1], gpu[0], gpu[3]);
+    testing::expect_matches_cpu(gpu[1], cpu[1], tol, tol, tol, "rescaled sum");
+    for (int64_t n = 0; n < N; n++) cpu[1].f32()[n] += 1.0f;
+    copy_tensor(gpu[1], cpu[1]);
+    copy_tensor(gpu[2], cpu[2]);
+    const float dloss = 1.0f / float(N);
+    Tensor losses = Tensor::zeros({N}), losses_gpu = testing::poisoned_gpu({N});
+    cross_entropy_shard_finish(losses, logits, targets, cpu[3], cpu[1], cpu[2], first, V, dloss);
+    cross_entropy_shard_finish(losses_gpu, logits_gpu, targets_gpu, gpu[3], gpu[1], gpu[2], first, V, dloss);
+    testing::expect_matches_cpu(losses_gpu, losses, tol, tol, tol, "shard losses");
+    testing::expect_matches_cpu(logits_gpu, logits, f32 ? 1e-5 : testing::scaled_from_bf16(1e-2, dtype),
+                                f32 ? 1e-7 : 2e-7, f32 ? 1e-4 : testing::rounding_of(dtype) + 2e-4, "shard dlogits");
+  }
+}
+
 class CrossEntropyCuda : public testing::CudaTest {};
 
 TEST_F(CrossEntropyCuda, LossesAndGradientsMatchCpu) { expect_matches_cpu_in(DType::f32); }
@@ -70,43 +120,16 @@ using CrossEntropyCudaLowPrecision = testing::CudaLowPrecisionTest;
 
 TEST_P(CrossEntropyCudaLowPrecision, MatchesCpuOnRoundedLogits) { expect_matches_cpu_in(GetParam()); }
 
+TEST_F(CrossEntropyCuda, ShardPartsMatchCpu) { expect_shard_parts_match_cpu_in(DType::f32); }
+
+TEST_P(CrossEntropyCudaLowPrecision, ShardPartsMatchCpuOnRoundedLogits) {
+  expect_shard_parts_match_cpu_in(GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Storage, CrossEntropyCudaLowPrecision, ::testing::ValuesIn(testing::kLowPrecisionDTypes),
                          testing::dtype_param_name);
 
 // CPU kernels are the fp32 reference: bf16 or f16 logits on the CPU are an error naming the dtype.
-// The vocabulary-parallel parts on one shard of GPT-2's padded vocabulary against the CPU: the
-// statistics, their rescaling to a (given) global max, and the finish with its in-place gradient.
-TEST_F(CrossEntropyCuda, ShardPartsMatchCpu) {
-  const uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE(seed);
-  const int64_t N = 66, V = 50257, first = 25152, cols = 25152;  // the second of two shards of 50304
-  Tensor logits = random_tensor({N, cols}, seed, -6.0f, 6.0f);
-  Tensor logits_gpu = to_gpu(logits);
-  const Tensor targets = testing::random_ids({N}, V, seed + 1), targets_gpu = to_gpu(targets);
-  auto stats = [&](Device device) {
-    std::vector<Tensor> t;
-    for (int i = 0; i < 4; i++) t.push_back(Tensor::zeros({N}, DType::f32, device));
-    return t;
-  };
-  std::vector<Tensor> cpu = stats(Device::cpu), gpu = stats(Device::cuda);
-  cross_entropy_shard_stats(cpu[0], cpu[1], cpu[2], logits, targets, first, V);
-  cross_entropy_shard_stats(gpu[0], gpu[1], gpu[2], logits_gpu, targets_gpu, first, V);
-  const double tol = loss_tolerance(cols);
-  testing::expect_matches_cpu(gpu[0], cpu[0], 0.0, 0.0, 0.0, "shard max");
-  testing::expect_matches_cpu(gpu[1], cpu[1], tol, tol, tol, "shard sum of exponentials");
-  testing::expect_matches_cpu(gpu[2], cpu[2], 0.0, 0.0, 0.0, "shard target logit");
-  for (int64_t n = 0; n < N; n++) cpu[3].f32()[n] = cpu[0].f32()[n] + 0.5f;  // a global max above this shard's
-  copy_tensor(gpu[3], cpu[3]);
-  cross_entropy_shard_rescale(cpu[1], cpu[0], cpu[3]);
-  cross_entropy_shard_rescale(gpu[1], gpu[0], gpu[3]);
-  testing::expect_matches_cpu(gpu[1], cpu[1], tol, tol, tol, "rescaled sum");
-  Tensor losses = Tensor::zeros({N}), losses_gpu = testing::poisoned_gpu({N});
-  cross_entropy_shard_finish(losses, logits, targets, cpu[3], cpu[1], cpu[2], first, V, 1.0f / float(N));
-  cross_entropy_shard_finish(losses_gpu, logits_gpu, targets_gpu, gpu[3], gpu[1], gpu[2], first, V, 1.0f / float(N));
-  testing::expect_matches_cpu(losses_gpu, losses, tol, tol, tol, "shard losses");
-  testing::expect_matches_cpu(logits_gpu, logits, 1e-5, 1e-7, 1e-4, "shard dlogits");
-}
-
 TEST(CrossEntropyDtype, LowPrecisionOnTheCpuIsRefused) {
   for (const DType dtype : testing::kLowPrecisionDTypes) {
     SCOPED_TRACE(dtype_name(dtype));

@@ -123,9 +123,10 @@ TEST(CrossEntropy, RejectsBadInput) {
   EXPECT_THROW(softmax_cross_entropy(e.losses, flat, e.targets, e.V, 1.0f), Error);
 }
 
-// The logits cut into column shards (tensor parallelism, uneven and padding-only ones too): the
-// shards' statistics reduced as the ranks would reduce them give every row's loss on every shard,
-// and the shards' gradients side by side are the whole op's gradient.
+// The logits cut into column shards (tensor parallelism: 2, 3 and 4 shards, uneven ones, ones
+// holding only padding, the target 36 = V - 1 in the last shard with real columns): the shards'
+// statistics reduced as the ranks would reduce them give every row's loss on every shard, and the
+// shards' gradients side by side are the whole op's gradient.
 TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
   for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{0, 24, 48}, {0, 10, 20, 37, 48}, {0, 36, 37, 48},
                                            {0, 16, 32, 40, 48}}) {
@@ -152,12 +153,16 @@ TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
     }
     for (size_t k = 0; k < K; k++) {
       cross_entropy_shard_rescale(sum[k], max[k], global_max);
-      for (int64_t n = 0; n < e.N; n++) global_sum.f32()[n] += sum[k].f32()[n], global_target.f32()[n] += target[k].f32()[n];
+      for (int64_t n = 0; n < e.N; n++) {
+        global_sum.f32()[n] += sum[k].f32()[n];
+        global_target.f32()[n] += target[k].f32()[n];
+      }
     }
     for (size_t k = 0; k < K; k++) {
       const int64_t first = cuts[k], cols = cuts[k + 1] - first;
       Tensor losses = Tensor::zeros({e.N});
-      cross_entropy_shard_finish(losses, shards[k], e.targets, global_max, global_sum, global_target, first, e.V, dloss);
+      cross_entropy_shard_finish(losses, shards[k], e.targets, global_max, global_sum, global_target, first, e.V,
+                                 dloss);
       testing::expect_close(losses.f32(), std::vector<double>(e.losses.f32(), e.losses.f32() + e.N), 1e-6, 1e-6,
                             "losses");
       std::vector<double> want;
@@ -168,19 +173,34 @@ TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
   }
 }
 
+// Bad arguments of each part are refused with a message naming the argument.
 TEST(CrossEntropyShard, RejectsBadInput) {
   CrossEntropyCase e;
   Tensor max = Tensor::zeros({e.N}), sum = Tensor::zeros({e.N}), target = Tensor::zeros({e.N});
-  Tensor shard = Tensor::zeros({e.N, 24});
-  e.targets.data<int32_t>()[3] = int32_t(e.V);
-  EXPECT_NE(testing::error_of([&] { cross_entropy_shard_stats(max, sum, target, shard, e.targets, 24, e.V); })
-                .find("target 37 of row 3 is outside the vocabulary [0, 37)"),
-            std::string::npos);
-  e.targets.data<int32_t>()[3] = 0;
-  Tensor short_max = Tensor::zeros({e.N - 1});
-  EXPECT_NE(testing::error_of([&] { cross_entropy_shard_stats(short_max, sum, target, shard, e.targets, 24, e.V); })
-                .find("max has shape"),
-            std::string::npos);
+  Tensor shard = Tensor::zeros({e.N, 24}), short_stat = Tensor::zeros({e.N - 1});
+  auto stats_error = [&](Tensor& m, const Tensor& logits, const Tensor& targets, int64_t first, int64_t V) {
+    return testing::error_of([&] { cross_entropy_shard_stats(m, sum, target, logits, targets, first, V); });
+  };
+  auto finish_error = [&](Tensor& logits, const Tensor& s, int64_t first) {
+    return testing::error_of(
+        [&] { cross_entropy_shard_finish(e.losses, logits, e.targets, max, s, target, first, e.V, 1.0f); });
+  };
+  auto expect_has = [](const std::string& message, const std::string& part) {
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+  };
+  expect_has(stats_error(short_stat, shard, e.targets, 24, e.V), "cross_entropy_shard_stats: max has shape");
+  expect_has(stats_error(max, Tensor::zeros({e.N * 24}), e.targets, 24, e.V), "logits_shard must be (N,Vs)");
+  expect_has(stats_error(max, shard, Tensor::zeros({e.N}), 24, e.V), "targets must be i32");
+  expect_has(stats_error(max, shard, e.targets, -1, e.V), "first_col -1 and vocab_size 37");
+  expect_has(stats_error(max, shard, e.targets, 24, 0), "first_col 24 and vocab_size 0");
+  expect_has(finish_error(shard, short_stat, 24), "cross_entropy_shard_finish: sum_exp has shape");
+  Tensor half = Tensor::zeros({e.N, 24}, DType::bf16);
+  expect_has(finish_error(half, sum, 24), "logits_shard is bf16 on the CPU");
+  expect_has(testing::error_of([&] { cross_entropy_shard_rescale(sum, max, short_stat); }),
+             "cross_entropy_shard_rescale: global_max has shape");
+  e.targets.data<int32_t>()[3] = int32_t(e.V);  // a padding column is never a target
+  expect_has(stats_error(max, shard, e.targets, 24, e.V), "target 37 of row 3 is outside the vocabulary [0, 37)");
+  expect_has(finish_error(shard, sum, 24), "target 37 of row 3 is outside the vocabulary [0, 37)");
 }
 
 }  // namespace

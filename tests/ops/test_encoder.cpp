@@ -100,8 +100,9 @@ TEST(Encoder, RejectsBadShapesAndTokens) {
 }
 
 // A table cut into row slices (tensor parallelism): the slices' outputs, the positions added by one
-// of them, sum to the whole op's; their gradients, stacked, are the whole gradient; every slice's
-// position gradient is the whole one.
+// of them, sum to the whole op's (a token of another slice gives the position row or zeros); their
+// gradients, stacked, are the whole gradient; every slice's position gradient is the whole one.
+// Tokens are checked against the whole table, and the slice must lie inside it.
 TEST(Encoder, VocabularySlicesSumToTheWholeTable) {
   EncoderCase e;
   Tensor out = Tensor::zeros({e.B, e.T, e.C}), dwte = Tensor::zeros({e.Vp, e.C}), dwpe = Tensor::zeros({e.maxT, e.C});
@@ -116,6 +117,12 @@ TEST(Encoder, VocabularySlicesSumToTheWholeTable) {
              dpositions = Tensor::zeros({e.maxT, e.C});
       encoder_forward(part, e.tokens, slice, k == 0 ? e.wpe : Tensor(), first, e.Vp);
       for (int64_t i = 0; i < part.numel(); i++) sum[size_t(i)] += part.f32()[i];
+      for (int64_t bt = 0; bt < e.B * e.T; bt++) {  // another slice's token: the position row, or zeros
+        const int32_t id = e.tokens.data<int32_t>()[bt];
+        if (id >= first && id < first + rows) continue;
+        for (int64_t c = 0; c < e.C; c++)
+          ASSERT_EQ(part.f32()[bt * e.C + c], k == 0 ? e.wpe.f32()[(bt % e.T) * e.C + c] : 0.0f) << bt << "," << c;
+      }
       encoder_backward(dslice, dpositions, e.dout, e.tokens, first, e.Vp);
       testing::expect_identical(dslice, dwte.view(first * e.C, {rows, e.C}), "dwte slice");
       testing::expect_identical(dpositions, dwpe, "dwpe");
@@ -130,6 +137,15 @@ TEST(Encoder, VocabularySlicesSumToTheWholeTable) {
             std::string::npos);
   EXPECT_NE(testing::error_of([&] { encoder_forward(part, e.tokens, e.wte.view(0, {2, e.C}), e.wpe, 6, e.Vp); })
                 .find("rows [6, 8) of wte lie outside the table's 7"),
+            std::string::npos);
+  e.tokens.data<int32_t>()[2] = -1;
+  Tensor dslice = Tensor::zeros({2, e.C});
+  EXPECT_NE(testing::error_of([&] { encoder_backward(dslice, dwpe, e.dout, e.tokens, 2, e.Vp); })
+                .find("encoder_backward: token id -1 at position 2 is outside [0, 7)"),
+            std::string::npos);
+  e.tokens.data<int32_t>()[2] = 0;
+  EXPECT_NE(testing::error_of([&] { encoder_backward(dslice, dwpe, e.dout, e.tokens, -1, e.Vp); })
+                .find("encoder_backward: rows [-1, 1) of dwte lie outside the table's 7"),
             std::string::npos);
 }
 

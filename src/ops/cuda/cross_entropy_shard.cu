@@ -1,34 +1,26 @@
 // The vocabulary-parallel cross-entropy's local parts on the GPU: one block per row of the shard
-// (N,Vs), storage T = float, bf16 or fp16, arithmetic fp32; the stats kernel keeps an online
-// softmax per thread (running max m and sum of exp(x - m)) and merges them over the block, as
-// softmax_cross_entropy does over a whole row.
+// (N,Vs), storage T = float, bf16 or fp16, arithmetic fp32, 16-byte vector accesses when the shard
+// is aligned and Vs allows; the row statistics and the gradient are softmax_cross_entropy's
+// (softmax_rows.cuh), over the shard's real columns [0, real) and with the global statistics.
 #include "ops/cuda/cross_entropy_shard_cuda.h"
-#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/softmax_rows.cuh"
 
 namespace tessera::cuda {
 namespace {
 
 constexpr int kBlock = 256;
 
-template <typename T>
+template <int W, typename T>
 __global__ void stats_kernel(float* max, float* sum_exp, float* target_logit, const T* logits, const int32_t* targets,
                              int64_t Vs, int64_t first_col, int64_t real) {
   __shared__ float scratch[kWarpSize];
   const int64_t n = blockIdx.x;
   const T* x = logits + n * Vs;
-  float m = -INFINITY, s = 0.0f;
-  for (int64_t v = threadIdx.x; v < real; v += blockDim.x) {
-    const float xv = load_f32(x[v]);
-    const float m_new = fmaxf(m, xv);
-    s = (m == -INFINITY ? 0.0f : s * expf(m - m_new)) + expf(xv - m_new);
-    m = m_new;
-  }
-  const float row_max = block_max(m, scratch);
-  const float sum = block_sum(m == -INFINITY ? 0.0f : s * expf(m - row_max), scratch);
+  const SoftmaxStats stats = block_softmax_stats<W>(x, real, scratch);
   if (threadIdx.x != 0) return;
   const int64_t t = int64_t(targets[n]) - first_col;
-  max[n] = row_max;
-  sum_exp[n] = sum;
+  max[n] = stats.max;
+  sum_exp[n] = stats.sum;
   target_logit[n] = t >= 0 && t < real ? load_f32(x[t]) : 0.0f;
 }
 
@@ -38,19 +30,19 @@ __global__ void rescale_kernel(float* sum_exp, const float* local_max, const flo
   sum_exp[n] = local_max[n] == -INFINITY ? 0.0f : sum_exp[n] * expf(local_max[n] - global_max[n]);
 }
 
-template <typename T>
+template <int W, typename T>
 __global__ void finish_kernel(float* losses, T* logits, const int32_t* targets, const float* max, const float* sum_exp,
                               const float* target_logit, int64_t Vs, int64_t first_col, int64_t real, float dloss) {
   const int64_t n = blockIdx.x;
   if (threadIdx.x == 0) losses[n] = logf(sum_exp[n]) + max[n] - target_logit[n];
   if (dloss == 0.0f) return;
-  T* x = logits + n * Vs;
-  const float m = max[n], scale = dloss / sum_exp[n];
-  const int64_t t = int64_t(targets[n]) - first_col;
-  for (int64_t v = threadIdx.x; v < Vs; v += blockDim.x) {
-    const float g = v < real ? expf(load_f32(x[v]) - m) * scale - (v == t ? dloss : 0.0f) : 0.0f;
-    x[v] = store_as<T>(g);
-  }
+  block_softmax_grad<W>(logits + n * Vs, Vs, real, int64_t(targets[n]) - first_col, {max[n], sum_exp[n]}, dloss);
+}
+
+// kVec<T> elements per access when every row of the shard is 16-byte aligned, else 1.
+template <typename T>
+bool vector_rows(const T* logits, int64_t Vs) {
+  return is_aligned16(logits) && Vs % kVec<T> == 0;
 }
 
 }  // namespace
@@ -60,7 +52,12 @@ void cross_entropy_shard_stats(float* max, float* sum_exp, float* target_logit, 
                                const int32_t* targets, int64_t N, int64_t Vs, int64_t first_col, int64_t real,
                                cudaStream_t stream) {
   if (N == 0) return;
-  stats_kernel<T><<<unsigned(N), kBlock, 0, stream>>>(max, sum_exp, target_logit, logits, targets, Vs, first_col, real);
+  if (vector_rows(logits, Vs))
+    stats_kernel<kVec<T>, T><<<unsigned(N), kBlock, 0, stream>>>(max, sum_exp, target_logit, logits, targets, Vs,
+                                                                 first_col, real);
+  else
+    stats_kernel<1, T><<<unsigned(N), kBlock, 0, stream>>>(max, sum_exp, target_logit, logits, targets, Vs, first_col,
+                                                           real);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -76,8 +73,12 @@ void cross_entropy_shard_finish(float* losses, T* logits, const int32_t* targets
                                 const float* sum_exp, const float* target_logit, int64_t N, int64_t Vs,
                                 int64_t first_col, int64_t real, float dloss, cudaStream_t stream) {
   if (N == 0) return;
-  finish_kernel<T><<<unsigned(N), kBlock, 0, stream>>>(losses, logits, targets, max, sum_exp, target_logit, Vs,
-                                                       first_col, real, dloss);
+  if (vector_rows(logits, Vs))
+    finish_kernel<kVec<T>, T><<<unsigned(N), kBlock, 0, stream>>>(losses, logits, targets, max, sum_exp, target_logit,
+                                                                  Vs, first_col, real, dloss);
+  else
+    finish_kernel<1, T><<<unsigned(N), kBlock, 0, stream>>>(losses, logits, targets, max, sum_exp, target_logit, Vs,
+                                                            first_col, real, dloss);
   CUDA_CHECK_LAUNCH();
 }
 
