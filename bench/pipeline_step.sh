@@ -15,13 +15,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
-/usr/bin/python3 - "$work/train.bin" <<'PY'
-import sys, numpy as np
-n = 2_000_000
-header = np.zeros(256, dtype=np.int32); header[:3] = (20240520, 2, n)
-tokens = np.random.default_rng(0).integers(0, 8192, n, dtype=np.uint32)
-open(sys.argv[1], "wb").write(header.tobytes() + tokens.tobytes())
-PY
+/usr/bin/python3 tools/synthetic_shard.py "$work/train.bin" --tokens 2000000 --vocab 8192
 
 tessera=${TESSERA:-build/tessera}
 model=(--model gpt2-124m --layers 8 --heads 4 --channels 256 --vocab-size 8192 --context 1024)

@@ -387,31 +387,59 @@ void Decoder::balance_router_biases(const std::vector<double>& load, float rate)
   params_updated();
 }
 
-void Decoder::reduce_sequence_parallel_grads() {
-  if (seq_shards() == 1) return;
-  // The norms' gains and biases, packed into one buffer for one all-reduce.
-  std::vector<Tensor> norms;
-  auto add = [&](const LinearNames& n) {
-    for (const std::string& name : {n.weight, n.bias})
-      if (!name.empty()) norms.push_back(named_grads_[size_t(&layout_.find(name) - layout_.specs().data())].tensor);
-  };
-  for (const BlockNames& b : names_.blocks) add(b.norm1), add(b.norm2);
-  add(names_.final_norm);
+void Decoder::reduce_tp_partial_grads() {
+  const int64_t replicas = kv_head_replicas(config_, tp_place_);
+  if (seq_shards() == 1 && replicas == 1) return;
+  // Each part: a view of this rank's gradients and its place in one buffer, summed over the group
+  // in one all-reduce.
+  std::vector<std::pair<Tensor, int64_t>> parts;
   int64_t total = 0;
-  for (const Tensor& t : norms) total += t.numel();
+  auto grad = [&](const std::string& name) {
+    return named_grads_[size_t(&layout_.find(name) - layout_.specs().data())].tensor;
+  };
+  // Sequence parallelism: the norms' gains and biases, each rank's from its positions.
+  auto norm = [&](const LinearNames& n) {
+    for (const std::string& name : {n.weight, n.bias}) {
+      if (name.empty() || seq_shards() == 1) continue;
+      parts.push_back({grad(name), total});
+      total += parts.back().first.numel();
+    }
+  };
+  for (const BlockNames& b : names_.blocks) norm(b.norm1), norm(b.norm2);
+  norm(names_.final_norm);
+  // Replicated kv heads: this rank's key and value rows (after its query rows), from its query heads
+  // only, in the slot of its kv head; the slots' sums are the kv heads' gradients.
+  const int64_t HS = config_.head_size(), kv_head = tp_place_.rank / replicas;
+  for (const BlockNames& b : names_.blocks)
+    for (const std::string& name : {b.qkv.weight, b.qkv.bias}) {
+      if (name.empty() || replicas == 1) continue;
+      const Tensor g = grad(name);
+      const int64_t cols = g.ndim() == 2 ? g.size(1) : 1, rows = 2 * HS * cols;
+      parts.push_back({g.view(local_.num_heads * HS * cols, {rows}), total + kv_head * rows});
+      total += config_.kv_heads() * rows;
+    }
   Tensor packed = Tensor::zeros({total}, DType::f32, device_);
-  int64_t at = 0;
-  for (const Tensor& t : norms) {
-    Tensor slot = packed.view(at, t.shape());
-    copy_tensor(slot, t);
-    at += t.numel();
+  for (const auto& [g, at] : parts) {
+    Tensor slot = packed.view(at, g.shape());
+    copy_tensor(slot, g);
   }
   tp_->sum_over_group(packed);
-  at = 0;
-  for (Tensor& t : norms) {
-    copy_tensor(t, packed.view(at, t.shape()));
-    at += t.numel();
-  }
+  for (auto& [g, at] : parts) copy_tensor(g, packed.view(at, g.shape()));
+}
+
+std::vector<OffsetRange> Decoder::replicated_kv_ranges() const {
+  const int64_t replicas = kv_head_replicas(config_, tp_place_);
+  if (replicas == 1 || tp_place_.rank % replicas == 0) return {};
+  std::vector<OffsetRange> ranges;
+  const int64_t HS = config_.head_size(), q_rows = local_.num_heads * HS;
+  for (const BlockNames& b : names_.blocks)
+    for (const std::string& name : {b.qkv.weight, b.qkv.bias}) {
+      if (name.empty()) continue;
+      const ParamSpec& spec = layout_.find(name);
+      const int64_t cols = spec.shape.size() == 2 ? spec.shape[1] : 1;
+      ranges.push_back({spec.offset + q_rows * cols, spec.offset + (q_rows + 2 * HS) * cols});
+    }
+  return ranges;
 }
 
 void Decoder::zero_grad() {

@@ -100,9 +100,15 @@ class Decoder {
   void zero_grad();
   // Frees the gradient buffer until the next zero_grad() (ZeRO-2 keeps only its reduced shard).
   void release_grads();
-  // Sequence parallelism: each tp rank's norm gradients come from its positions only; after the
-  // step's backward, sums them over the tp group (a no-op otherwise).
-  void reduce_sequence_parallel_grads();
+  // After the step's backward, sums over the tp group the gradients each rank holds a part of: the
+  // norms' under sequence parallelism (each rank's from its positions), and the key/value rows of
+  // kv heads replicated over tp ranks (each rank's from its query heads). A no-op otherwise.
+  void reduce_tp_partial_grads();
+  // The flat-buffer ranges of kv-head rows that another tp rank of this one's kv head also holds
+  // and counts (every rank of a kv head's replicas but the first); empty otherwise.
+  std::vector<OffsetRange> replicated_kv_ranges() const;
+  // Whether reduce_tp_partial_grads() has anything to do.
+  bool has_tp_partial_grads() const { return seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1; }
 
   const ModelConfig& config() const { return config_; }
   const DecoderStage& stage() const { return stage_; }

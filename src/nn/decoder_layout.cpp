@@ -92,6 +92,8 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
   const int64_t t = tp.rank, p = tp.size;
   const ModelConfig local = tp_local_config(c, tp);
   const int64_t Vl = Vp / p, NHl = local.num_heads, NKVl = local.kv_heads(), Fl = local.hidden();
+  // This rank's first kv head: its share, or the one its query heads use when kv heads are replicated.
+  const int64_t kv_first = t / kv_head_replicas(c, tp) * NKVl;
   const int64_t Fel = local.moe.expert_hidden, Fsl = c.moe.num_shared_experts * Fel;
   ParameterLayout layout;
   int64_t block = kEmbeddingBlock;
@@ -136,8 +138,8 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
     const BlockNames& b = n.blocks[size_t(block)];
     norm(b.norm1);
     column_parallel(b.qkv, c.qkv_width(),
-                    {{t * NHl * HS, NHl * HS}, {NH * HS + t * NKVl * HS, NKVl * HS},
-                     {(NH + NKV) * HS + t * NKVl * HS, NKVl * HS}},
+                    {{t * NHl * HS, NHl * HS}, {NH * HS + kv_first * HS, NKVl * HS},
+                     {(NH + NKV) * HS + kv_first * HS, NKVl * HS}},
                     ParamInit::normal);
     row_parallel(b.attn_out, c.attention_width(), local.attention_width(), ParamInit::residual);
     norm(b.norm2);

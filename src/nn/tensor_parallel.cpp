@@ -1,6 +1,8 @@
 // A tensor-parallel rank's layer shapes.
 #include "nn/tensor_parallel.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace tessera {
@@ -46,6 +48,10 @@ void region_input_grad(Tensor& partial, Tensor& dx, TensorParallel* tp) {
 
 int64_t local_seq_len(int64_t T, const TensorParallel* tp) { return splits_rows(tp) ? T / tp->place().size : T; }
 
+int64_t kv_head_replicas(const ModelConfig& c, TpPlace tp) {
+  return tp.size > c.kv_heads() ? tp.size / c.kv_heads() : 1;
+}
+
 ModelConfig tp_local_config(const ModelConfig& c, TpPlace tp) {
   const int64_t p = tp.size;
   if (p == 1) return c;
@@ -53,17 +59,16 @@ ModelConfig tp_local_config(const ModelConfig& c, TpPlace tp) {
     TS_CHECK(n % p == 0, "--tp ", p, " does not divide the model's ", n, " ", what, "; choose a --tp that divides ", n);
   };
   divides("attention heads", c.num_heads);
-  // TODO(issue 8): tp above the kv heads replicates each kv head on tp / kv ranks (Megatron); not yet.
-  TS_CHECK(c.kv_heads() % p == 0, "--tp ", p, " does not divide the model's ", c.kv_heads(),
-           " key/value heads (replicating kv heads over tp ranks is not implemented yet); choose a --tp that divides ",
-           c.kv_heads());
+  TS_CHECK(c.kv_heads() % p == 0 || p % c.kv_heads() == 0, "--tp ", p, " neither divides the model's ", c.kv_heads(),
+           " key/value heads nor is a multiple of them (each kv head then sits on --tp / ", c.kv_heads(),
+           " ranks); choose a --tp that divides or is a multiple of ", c.kv_heads());
   divides("MLP width", c.hidden());
   divides("padded vocabulary rows", c.padded_vocab_size());
   if (c.moe.enabled()) divides("expert width", c.moe.expert_hidden);
   ModelConfig local = c;
   local.head_dim = c.head_size();
   local.num_heads = c.num_heads / p;
-  local.num_kv_heads = c.kv_heads() / p;
+  local.num_kv_heads = std::max<int64_t>(1, c.kv_heads() / p);  // 1: a kv head replicated over ranks
   local.mlp_hidden = c.hidden() / p;
   local.moe.expert_hidden = c.moe.expert_hidden / p;
   return local;

@@ -68,9 +68,12 @@ inline Tensor row_parallel_bias(const Tensor& bias, const TensorParallel* tp) {
   return tp == nullptr || tp->place().rank == 0 ? bias : Tensor();
 }
 
-// The shapes one tp rank's layers compute with: 1/size of the heads (query and key/value), of the
+// The shapes one tp rank's layers compute with: 1/size of the query heads, of the key/value heads
+// (or, when size exceeds them, one kv head replicated on size / kv ranks, Megatron's rule), of the
 // dense MLP, expert and shared-expert widths; the head size kept. Throws naming the numbers when
 // size does not divide them (or the padded vocabulary).
 ModelConfig tp_local_config(const ModelConfig& config, TpPlace tp);
+// How many tp ranks hold each kv head: 1, or size / kv heads when size exceeds them.
+int64_t kv_head_replicas(const ModelConfig& config, TpPlace tp);
 
 }  // namespace tessera

@@ -113,12 +113,19 @@ std::vector<OptimSegment> DataParallel::checkpoint_segments(const std::vector<Of
     const int64_t begin = total * r / n, end = total * (r + 1) / n;
     append_segments(model_.layout(), begin, end, begin, segments);  // the state is laid out like the parameters
   }
-  // Segments never straddle parameters, and `excluded` is whole parameters: drop the ones inside it.
-  std::erase_if(segments, [&](const OptimSegment& s) {
-    return std::any_of(excluded.begin(), excluded.end(), [&](const OffsetRange& x) {
-      return s.param_offset >= x.begin && s.param_offset + s.length <= x.end;
-    });
-  });
+  // A segment keeps what lies outside every excluded range (whole parameters, or rows of one).
+  for (const OffsetRange& x : excluded) {
+    std::vector<OptimSegment> kept;
+    for (const OptimSegment& s : segments) {
+      const int64_t end = s.param_offset + s.length;
+      auto piece = [&](int64_t from, int64_t to) {
+        if (from < to) kept.push_back({from, s.state_offset + (from - s.param_offset), to - from, s.decayed});
+      };
+      piece(s.param_offset, std::min(end, x.begin));
+      piece(std::max(s.param_offset, x.end), end);
+    }
+    segments = std::move(kept);
+  }
   return segments;
 }
 

@@ -52,7 +52,7 @@ class DataParallel {
   // The parameter elements this rank writes to a checkpoint, as segments of its optimizer state: its
   // ZeRO shard, or under ZeRO 0 (every rank holding every moment) the rank-th of size() contiguous
   // ranges of the flat buffer, so that the ranks share the writing.
-  // Leaves out the parameters in `excluded`: another rank writes them.
+  // Leaves out the elements in `excluded`: another rank writes them.
   std::vector<OptimSegment> checkpoint_segments(const std::vector<OffsetRange>& excluded = {}) const;
 
  private:

@@ -76,8 +76,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   if (tp.size > 1) {
     tensor_parallel_ = std::make_unique<TpMappings>(grid_.tp, config_.sequence_parallel);
     model_->set_tensor_parallel(tensor_parallel_.get());
-    // tp rank 0 counts and writes the parameters every tp rank holds whole.
+    // tp rank 0 counts and writes the parameters every tp rank holds whole, and the first of a
+    // replicated kv head's ranks its rows.
     if (tp.rank > 0) duplicates_ = model_->layout().whole_parameter_ranges();
+    for (const OffsetRange& kv : model_->replicated_kv_ranges()) duplicates_.push_back(kv);
   }
   if (!pipeline_plan) stages.push_back(model_->stage());
   TS_CHECK(config_.recompute_layers <= model_->config().num_layers, "--recompute-layers ", config_.recompute_layers,
@@ -165,8 +167,9 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     pipeline_->reduce_tied_embedding();
   }
   // The dp reduction overlaps the last micro-batch's backward, unless gradients still have to be
-  // summed over other groups first (the tied embedding's stages, sequence parallelism's norms).
-  const bool reduce_after = pipeline_ || model_->seq_shards() > 1;
+  // summed over other groups first (the tied embedding's stages, sequence parallelism's norms,
+  // replicated kv heads).
+  const bool reduce_after = pipeline_ || model_->has_tp_partial_grads();
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
     loss_sum += double(model_->forward(inputs_, targets_, dloss)) * double(micro);
@@ -175,7 +178,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     model_->backward();
   }
   if (reduce_after) {
-    model_->reduce_sequence_parallel_grads();
+    model_->reduce_tp_partial_grads();
     data_parallel_->reduce_during_next_backward();
   }
   comm_wait_s_ = data_parallel_->finish_reduction();

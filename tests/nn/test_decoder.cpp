@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "core/cuda/device.h"
@@ -13,6 +14,7 @@
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
 #include "nn/nn_testing.h"
+#include "support/test_support.h"
 
 namespace tessera {
 namespace {
@@ -193,6 +195,71 @@ TEST_P(PipelineStages, MatchTheWholeModel) {
   size_t stage_tensors = 0;
   for (auto& stage : stages) stage_tensors += stage->named_grads().size();
   EXPECT_EQ(stage_tensors, found + (c.tied_embeddings ? 1 : 0));  // nothing a stage holds is unknown
+}
+
+// Every tensor-parallel degree's slices cover each parameter's whole elements: split parameters
+// exactly once over the ranks (a kv head replicated over r ranks r times, in its k and v rows only),
+// replicated parameters whole on every rank; and a slice initialises like its part of the whole.
+TEST_P(Families, TensorParallelSlicesCoverTheWholeParameters) {
+  ModelConfig c = family(GetParam());
+  c.num_heads = 8, c.channels = 64, c.num_kv_heads = c.naming == Naming::llama ? 2 : 0;
+  if (c.moe.enabled()) c.moe.expert_hidden = 16;
+  Decoder whole(c);
+  whole.init_weights(7);
+  for (int p : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(p));
+    std::map<std::string, std::vector<int>> hits;
+    for (const ParamSpec& spec : whole.layout().specs()) hits[spec.name].assign(size_t(spec.numel()), 0);
+    for (int t = 0; t < p; ++t) {
+      Decoder slice(c, whole_decoder(c.num_layers), TpPlace{t, p});
+      slice.init_weights(7);
+      for (const ParamSpec& spec : slice.layout().specs()) {
+        const float* held = slice.params().f32() + spec.offset;
+        const float* want = whole.params().f32() + whole.layout().find(spec.name).offset;
+        std::vector<int>& count = hits[spec.name];
+        auto run = [&](int64_t from, int64_t at, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) {
+            ++count[size_t(at + i)];
+            ASSERT_EQ(held[from + i], want[at + i]) << spec.name << "[" << at + i << "]";
+          }
+        };
+        if (spec.slice.is_whole())
+          run(0, 0, spec.numel());
+        else
+          spec.slice.for_each_run(run);
+      }
+    }
+    const int64_t replicas = kv_head_replicas(c, TpPlace{0, p}), HS = c.head_size(), q_rows = c.num_heads * HS;
+    for (const ParamSpec& spec : whole.layout().specs()) {
+      const bool split = spec.numel() != shape_numel(Decoder(c, whole_decoder(c.num_layers), TpPlace{0, p})
+                                                         .layout().find(spec.name).shape);
+      const bool qkv = spec.name.find("qkv") != std::string::npos || spec.name.find("c_attn") != std::string::npos;
+      const int64_t cols = spec.shape.size() == 2 ? spec.shape[1] : 1;
+      for (int64_t i = 0; i < spec.numel(); ++i) {
+        const bool kv = qkv && i / cols >= q_rows;
+        const int want = !split ? p : kv ? int(replicas) : 1;
+        ASSERT_EQ(hits[spec.name][size_t(i)], want) << spec.name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(TensorParallelShapes, SharesAndRefusals) {
+  ModelConfig c = model_preset("llama-tiny");  // 4 heads, 2 kv heads
+  const ModelConfig two = tp_local_config(c, TpPlace{1, 2}), four = tp_local_config(c, TpPlace{3, 4});
+  EXPECT_EQ(two.num_heads, 2);
+  EXPECT_EQ(two.kv_heads(), 1);
+  EXPECT_EQ(two.head_size(), c.head_size());
+  EXPECT_EQ(four.kv_heads(), 1);  // each kv head replicated on two ranks
+  EXPECT_EQ(kv_head_replicas(c, TpPlace{0, 4}), 2);
+  EXPECT_EQ(four.hidden(), c.hidden() / 4);
+  c.num_heads = 6, c.num_kv_heads = 3, c.channels = 48;
+  EXPECT_NE(testing::error_of([&] { tp_local_config(c, TpPlace{0, 2}); })
+                .find("--tp 2 neither divides the model's 3 key/value heads nor is a multiple of them"),
+            std::string::npos);
+  c = model_preset("gpt2-tiny");
+  EXPECT_NE(testing::error_of([&] { tp_local_config(c, TpPlace{0, 4}); }).find("does not divide the model's 2 attention heads"),
+            std::string::npos);
 }
 
 // Logits of a cached decode, token by token after a prompt, against full forwards of each prefix.

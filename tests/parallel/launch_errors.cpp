@@ -50,11 +50,9 @@ TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
 
 TEST_F(LaunchErrors, AxesNotImplementedYet) { expect_one_error("-np 2 " + train("--cp 2 --dp 1"), "--cp"); }
 
-// gpt2-tiny: 2 heads, 32 channels, MLP 128, vocabulary padded to 256; llama-tiny: 4 heads, 2 kv heads.
+// gpt2-tiny: 2 heads, 32 channels, MLP 128, vocabulary padded to 256.
 TEST_F(LaunchErrors, TensorParallelDegreesThatDoNotDivideTheModel) {
   expect_one_error("-np 4 " + train("--tp 4 --dp 1"), "--tp 4 does not divide the model's 2 attention heads");
-  expect_one_error("-np 4 " + train("--tp 4 --dp 1 --model llama-tiny"),
-                   "--tp 4 does not divide the model's 2 key/value heads");
   expect_one_error("-np 2 " + train("--tp 3 --dp 1 --no-sequence-parallel"), "--dp 1 × --tp 3");
   expect_one_error("-np 2 " + train("--tp 2 --dp 1 --seq-len 15"),
                    "sequence parallelism splits each sequence's 15 positions over --tp 2 ranks");

@@ -44,6 +44,8 @@ const Layout kLayouts[] = {
     {2, 1, 0, 8, "llama-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2},
     {2, 1, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 1, 0, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 2},
     {2, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 2},
+    // tp above the kv heads (llama-tiny and mixtral-tiny: 4 heads, 2 kv heads): each kv head on 2 ranks
+    {8, 2, 1, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 4}, {8, 2, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 4},
     // the same without sequence parallelism (on by default with tp)
     {2, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
     {4, 2, 1, 4, "llama-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
@@ -108,7 +110,8 @@ TEST_P(ReshardOnResume, ContinuesTheOneProcessTrajectory) {
   const std::filesystem::path dir = testing::scratch_dir();
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
   // A constant schedule, so that the first part's two steps see the rates of a four-step run.
-  const RunResult ref = train(Layout{1, 1, 0, 8}, dir / "reference", shard, "--steps 4 --lr-schedule constant");
+  const RunResult ref =
+      train(Layout{1, 1, 0, 8, r.before.model}, dir / "reference", shard, "--steps 4 --lr-schedule constant");
   train(r.before, dir / "run", shard, "--steps 2 --lr-schedule constant");
   const RunResult run = train(r.after, dir / "run", shard, "--steps 4 --lr-schedule constant --resume");
   ASSERT_EQ(run.metrics.size(), 4u);  // steps 1-2 of the first part, 3-4 of the second
@@ -141,6 +144,7 @@ const Reshard kReshards[] = {
     {{2, 1, 0, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}, {1, 1, 0, 2}},           // tp2 -> one process
     {{1, 1, 0, 2}, {4, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},           // one process -> dp2·tp2·zero1
     {{4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "", 2}, {4, 2, 2, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},  // tp2·pp2 -> dp2·tp2·zero2
+    {{4, 1, 0, 2, "llama-tiny", 1, "1f1b", 1, 0, "", 4}, {2, 1, 0, 2, "llama-tiny", 1, "1f1b", 1, 0, "", 2}},  // tp4 (kv replicated) -> tp2
 };
 
 INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {
