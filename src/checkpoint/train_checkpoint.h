@@ -35,7 +35,7 @@ struct OptimizerState {
 
 // The parallel layout a checkpoint was written under (for the record: any layout loads it).
 struct CheckpointLayout {
-  int64_t world_size = 1, dp = 1, pp = 1, zero = 0;
+  int64_t world_size = 1, dp = 1, tp = 1, pp = 1, zero = 0;
 };
 
 struct CheckpointState {

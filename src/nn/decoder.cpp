@@ -394,9 +394,7 @@ void Decoder::reduce_tp_partial_grads() {
   // in one all-reduce.
   std::vector<std::pair<Tensor, int64_t>> parts;
   int64_t total = 0;
-  auto grad = [&](const std::string& name) {
-    return named_grads_[size_t(&layout_.find(name) - layout_.specs().data())].tensor;
-  };
+  auto grad = [&](const std::string& name) { return named_grads_[layout_.index_of(name)].tensor; };
   // Sequence parallelism: the norms' gains and biases, each rank's from its positions.
   auto norm = [&](const LinearNames& n) {
     for (const std::string& name : {n.weight, n.bias}) {

@@ -66,6 +66,8 @@ class ParameterLayout {
            TpSlice slice = {});
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const ParamSpec& find(const std::string& name) const;
+  // find()'s position in specs() (and in views() of any buffer of this layout).
+  size_t index_of(const std::string& name) const { return size_t(&find(name) - specs_.data()); }
   int64_t total() const { return total_; }
   // The offsets of blocks [first, last] (kEmbeddingBlock .. L); empty when none of them has parameters.
   OffsetRange block_range(int64_t first, int64_t last) const;

@@ -275,7 +275,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
                               run_config_json(config_),
                               loss_scaler_.enabled() ? double(loss_scaler_.scale()) : 0.0,
                               optimizer_->steps_taken(),
-                              CheckpointLayout{grid_.world->size(), data_parallel_->size(), grid_.dims.pp, config_.zero}};
+                              CheckpointLayout{grid_.world->size(), data_parallel_->size(), grid_.dims.tp,
+                                               grid_.dims.pp, config_.zero}};
   // The stall: the previous save if it is still writing, and this one (or, async, its host copy).
   const std::filesystem::path dir = checkpoint_saver_->save(state, now);
   checkpoint_stall_s_ = std::chrono::duration<double>(Clock::now() - start).count();

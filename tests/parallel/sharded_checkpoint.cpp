@@ -57,7 +57,7 @@ TEST_P(ShardedCheckpoint, EachRankWritesOnlyItsShareAndTheIndexPointsAtIt) {
   train(Layout{2, 2, zero, 2}, dir / "run", shard, "--steps 1");
   const fs::path checkpoint = fs::canonical(dir / "run" / "ckpt-latest");
   const nlohmann::json state = read_state_json(checkpoint);
-  EXPECT_EQ(state["layout"], (nlohmann::json{{"world_size", 2}, {"dp", 2}, {"zero", zero}}));
+  EXPECT_EQ(state["layout"], (nlohmann::json{{"world_size", 2}, {"dp", 2}, {"tp", 1}, {"pp", 1}, {"zero", zero}}));
   const ParameterLayout layout = decoder_layout(state_model_config(state, checkpoint));
   for (int rank = 0; rank < 2; ++rank) {
     const std::string file = shard_file_name(rank, 2);
