@@ -39,7 +39,9 @@ results=$(
   run dp4_zero2 4 8 --micro-batch-size 2 --zero 2
 )
 /usr/bin/python3 - "$steps" <<PY
-import json, statistics, datetime, subprocess
+import json, statistics, sys
+sys.path.insert(0, "bench")
+from bench_record import append_record
 runs = dict(line.split() for line in """$results""".strip().splitlines())
 def load(name):
     lines = [json.loads(l) for l in open(runs[name]) if '"loss"' in l]
@@ -51,11 +53,7 @@ r = {name: load(name) for name in runs}
 compute = r["compute_only"]["step_s"]
 for name in runs:
     r[name]["exposed_comm_s"] = r[name]["step_s"] - compute if name != "compute_only" else 0.0
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-          "machine": f"{cpu}, {subprocess.check_output(['nproc']).decode().strip()} cores",
-          "command": "bench/dp_step.sh $steps", "runs": r}
-open("bench/results/cpu-dp-step.jsonl", "a").write(json.dumps(record) + "\n")
+append_record("bench/results/cpu-dp-step.jsonl", "bench/dp_step.sh $steps", r)
 print(f"{'run':16} {'step ms':>8} {'exposed comm ms':>16} {'wait in finish ms':>18} {'peak MB':>8}")
 for name, v in r.items():
     print(f"{name:16} {1e3*v['step_s']:8.1f} {1e3*v['exposed_comm_s']:16.1f} {1e3*v['comm_wait_s']:18.1f} {v['peak_mem_mb']:8.1f}")

@@ -38,7 +38,9 @@ results=$(
   SHAPE="1024 8 4" run tp2_no_sp_T1024 2 --dp 1 --tp 2 --no-sequence-parallel
 )
 /usr/bin/python3 - "$steps" <<PY
-import json, statistics, datetime, subprocess
+import json, statistics, sys
+sys.path.insert(0, "bench")
+from bench_record import append_record
 runs = dict(line.split() for line in """$results""".strip().splitlines())
 def load(name):
     lines = [json.loads(l) for l in open(runs[name]) if '"loss"' in l]
@@ -52,11 +54,7 @@ def load(name):
                  stage_peak_mem_mb=[max(x["peak_mem_mb"][s] for x in p) for s in range(len(p[-1]["peak_mem_mb"]))])
     return r
 r = {name: load(name) for name in runs}
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-          "machine": f"{cpu}, {subprocess.check_output(['nproc']).decode().strip()} cores",
-          "command": "bench/pipeline_step.sh $steps", "runs": r}
-open("bench/results/cpu-pipeline-step.jsonl", "a").write(json.dumps(record) + "\n")
+append_record("bench/results/cpu-pipeline-step.jsonl", "bench/pipeline_step.sh $steps", r)
 print(f"{'run':20} {'step ms':>8} {'bubble':>7} {'simulated':>9}  {'in flight (sim)':24} stage peak MB")
 for name, v in r.items():
     flight = f"{v['peak_in_flight']} ({v['peak_in_flight_simulated']})" if "bubble" in v else ""
