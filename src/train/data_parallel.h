@@ -34,6 +34,9 @@ class DataParallel {
 
   // Call before the backward whose gradients complete the step: buckets then reduce as they finish.
   void reduce_during_next_backward();
+  // The same announcement backward makes, from elsewhere (a pipeline's chunks): every gradient at
+  // a flat offset >= `offset` is final; the buckets now complete start reducing.
+  void grads_final_from(int64_t offset) { reducer_.grads_final_from(offset); }
   // Waits for (and starts what is left of) the reduction; returns the seconds spent waiting.
   double finish_reduction();
   // The reduced gradient the optimizer reads: the full buffer (ZeRO 0) or the shard (ZeRO 1/2).

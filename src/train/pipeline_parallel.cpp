@@ -20,19 +20,39 @@ PipelineParallel::PipelineParallel(const ProcessGrid& grid, Decoder& model, Pipe
   }
 }
 
-double PipelineParallel::train_step(int64_t micro_batch, int64_t seq_len, float dloss, const FillMicroBatch& fill) {
+double PipelineParallel::train_step(int64_t micro_batch, int64_t seq_len, float dloss, const FillMicroBatch& fill,
+                                    const std::function<void(int64_t)>& grads_final_from) {
   Tensor inputs = Tensor::zeros({micro_batch, seq_len}, DType::i32);
   Tensor targets = Tensor::zeros({micro_batch, seq_len}, DType::i32);
   double loss_sum = 0.0;
+  // A chunk's gradients are final once all its micro-batches' backward ran; the watermark moves
+  // down the flat buffer over the chunks (in its order) whose later chunks are all final too.
+  const std::vector<BlockRange>& chunks = model_.stage().chunks;
+  std::vector<int> backwards(chunks.size(), 0);
+  int lowest_pending = int(chunks.size()) - 1;
+  auto finished = [&](int chunk) {
+    if (!grads_final_from) return;
+    ++backwards[size_t(chunk_index(chunk))];
+    for (; lowest_pending >= 0 && backwards[size_t(lowest_pending)] == schedule_.micro_batches; --lowest_pending) {
+      const BlockRange r = chunks[size_t(lowest_pending)];
+      grads_final_from(model_.layout().block_range(r.first, model_.config().num_layers).begin);
+    }
+  };
   PipelineStageWork work;
   work.forward = [&](int chunk, int micro) {
     const BlockRange r = model_.stage().chunks[size_t(chunk_index(chunk))];
     if (r.first == 0 || r.end == model_.config().num_layers) fill(micro, inputs, targets);
     loss_sum += model_.forward_chunk(chunk_index(chunk), micro, inputs, targets, dloss);
   };
-  work.backward = [&](int chunk, int micro) { model_.backward_chunk(chunk_index(chunk), micro); };
+  work.backward = [&](int chunk, int micro) {
+    model_.backward_chunk(chunk_index(chunk), micro);
+    finished(chunk);
+  };
   work.backward_input = [&](int chunk, int micro) { model_.backward_chunk_input(chunk_index(chunk), micro); };
-  work.backward_weight = [&](int chunk, int micro) { model_.backward_chunk_weight(chunk_index(chunk), micro); };
+  work.backward_weight = [&](int chunk, int micro) {
+    model_.backward_chunk_weight(chunk_index(chunk), micro);
+    finished(chunk);
+  };
   work.release = [&](int chunk, int micro) { model_.release_chunk(chunk_index(chunk), micro); };
   work.activation_to_send = [&](int chunk, int micro) -> const Tensor& {
     return model_.chunk_output(chunk_index(chunk), micro);

@@ -26,8 +26,12 @@ class PipelineParallel {
   // Fills micro-batch `micro`'s (micro_batch, T) host token and target tensors.
   using FillMicroBatch = std::function<void(int micro, Tensor& inputs, Tensor& targets)>;
   // Forward and backward of the schedule's micro-batches (gradients accumulate; dloss as in
-  // Decoder::forward). Returns the sum of every token's loss on the last stage, 0 elsewhere.
-  double train_step(int64_t micro_batch, int64_t seq_len, float dloss, const FillMicroBatch& fill);
+  // Decoder::forward). Returns the sum of every token's loss on the last stage, 0 elsewhere. When
+  // given, grads_final_from is told each new watermark as chunks finish their last backward: every
+  // gradient at a flat offset >= it is final (the embedding and a tied copy, before the first
+  // block, never are: their sum over the end stages comes after), so a dp reduction can start.
+  double train_step(int64_t micro_batch, int64_t seq_len, float dloss, const FillMicroBatch& fill,
+                    const std::function<void(int64_t)>& grads_final_from = nullptr);
   // Forward only over `micro_batches` micro-batches; the same sum, on the last stage.
   double evaluate(int micro_batches, int64_t micro_batch, int64_t seq_len, const FillMicroBatch& fill);
   // After train_step, before the gradients are reduced over dp: sums the tied embedding's gradient

@@ -157,19 +157,23 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   const float dloss = loss_scaler_.scale() / float(B * T);
   model_->zero_grad();
   double loss_sum = 0.0;  // the step's token losses over T: its sequences' mean losses, summed
+  // The dp reduction overlaps the backward that makes gradients final, unless they still have to
+  // be summed over the tp group first (sequence parallelism's norms, replicated kv heads); under a
+  // pipeline, chunk by chunk as their last micro-batch's backward runs, the embedding (summed with
+  // its tied copy in between) after the pipeline drained.
+  const bool reduce_after = model_->has_tp_partial_grads();
   if (pipeline_) {
-    // The schedule runs the micro-batches; the dp reduction starts once the pipeline has drained.
-    const double token_losses = pipeline_->train_step(micro, T, dloss, [&](int m, Tensor& inputs, Tensor& targets) {
+    if (!reduce_after) data_parallel_->reduce_during_next_backward();
+    auto fill = [&](int m, Tensor& inputs, Tensor& targets) {
       train_sampler_->fill(batch_index, first_sequence + int64_t(m) * micro, micro, inputs.data<int32_t>(),
                            targets.data<int32_t>());
-    });
+    };
+    auto final_from = [&](int64_t offset) { data_parallel_->grads_final_from(offset); };
+    const double token_losses =
+        pipeline_->train_step(micro, T, dloss, fill, reduce_after ? std::function<void(int64_t)>() : final_from);
     loss_sum = token_losses / double(T);
     pipeline_->reduce_tied_embedding();
   }
-  // The dp reduction overlaps the last micro-batch's backward, unless gradients still have to be
-  // summed over other groups first (the tied embedding's stages, sequence parallelism's norms,
-  // replicated kv heads).
-  const bool reduce_after = pipeline_ || model_->has_tp_partial_grads();
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
     loss_sum += double(model_->forward(inputs_, targets_, dloss)) * double(micro);
