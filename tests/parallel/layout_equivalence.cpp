@@ -110,8 +110,9 @@ TEST_P(ReshardOnResume, ContinuesTheOneProcessTrajectory) {
   const std::filesystem::path dir = testing::scratch_dir();
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
   // A constant schedule, so that the first part's two steps see the rates of a four-step run.
-  const RunResult ref =
-      train(Layout{1, 1, 0, 8, r.before.model}, dir / "reference", shard, "--steps 4 --lr-schedule constant");
+  Layout one_process{1, 1, 0, 8, r.before.model};
+  one_process.layers = r.before.layers;
+  const RunResult ref = train(one_process, dir / "reference", shard, "--steps 4 --lr-schedule constant");
   train(r.before, dir / "run", shard, "--steps 2 --lr-schedule constant");
   const RunResult run = train(r.after, dir / "run", shard, "--steps 4 --lr-schedule constant --resume");
   ASSERT_EQ(run.metrics.size(), 4u);  // steps 1-2 of the first part, 3-4 of the second
@@ -145,6 +146,9 @@ const Reshard kReshards[] = {
     {{1, 1, 0, 2}, {4, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},           // one process -> dp2·tp2·zero1
     {{4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "", 2}, {4, 2, 2, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},  // tp2·pp2 -> dp2·tp2·zero2
     {{4, 1, 0, 2, "llama-tiny", 1, "1f1b", 1, 0, "", 4}, {2, 1, 0, 2, "llama-tiny", 1, "1f1b", 1, 0, "", 2}},  // tp4 (kv replicated) -> tp2
+    // dp2·tp2·pp2 with ZeRO 1 and asynchronous checkpoints -> tp2·pp2 zero-bubble
+    {{8, 2, 1, 2, "llama-tiny", 2, "1f1b", 1, 4, "--async-checkpoint", 2},
+     {4, 1, 0, 2, "llama-tiny", 2, "zero-bubble", 1, 4, "", 2}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {
