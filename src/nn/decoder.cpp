@@ -292,9 +292,7 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
 }
 
 DecoderActivations& Decoder::in_flight(int chunk, int micro) {
-  auto it = in_flight_.find({chunk, micro});
-  TS_CHECK(it != in_flight_.end(), "Decoder: chunk ", chunk, " has no forward of micro-batch ", micro, " in flight");
-  return it->second;
+  return const_cast<DecoderActivations&>(std::as_const(*this).in_flight(chunk, micro));
 }
 
 const DecoderActivations& Decoder::in_flight(int chunk, int micro) const {

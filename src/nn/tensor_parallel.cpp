@@ -11,6 +11,15 @@ namespace {
 
 bool splits_rows(const TensorParallel* tp) { return tp != nullptr && tp->sequence_parallel(); }
 
+// x itself, or (sequence-parallel) every rank's rows of it gathered by `gather` into a new tensor.
+using RowGather = void (TensorParallel::*)(const Tensor&, Tensor&);
+Tensor all_rows(const Tensor& x, TensorParallel* tp, RowGather gather) {
+  if (!splits_rows(tp)) return x;
+  Tensor whole = all_rows_like(x, tp);
+  (tp->*gather)(x, whole);
+  return whole;
+}
+
 }  // namespace
 
 Tensor all_rows_like(const Tensor& out, const TensorParallel* tp) {
@@ -21,10 +30,7 @@ Tensor all_rows_like(const Tensor& out, const TensorParallel* tp) {
 }
 
 Tensor region_input(const Tensor& x, TensorParallel* tp) {
-  if (!splits_rows(tp)) return x;
-  Tensor whole = all_rows_like(x, tp);
-  tp->gather_to_region_forward(x, whole);
-  return whole;
+  return all_rows(x, tp, &TensorParallel::gather_to_region_forward);
 }
 
 void region_output(Tensor& partial, Tensor& out, TensorParallel* tp) {
@@ -34,10 +40,7 @@ void region_output(Tensor& partial, Tensor& out, TensorParallel* tp) {
 }
 
 Tensor region_output_grad(const Tensor& dout, TensorParallel* tp) {
-  if (!splits_rows(tp)) return dout;
-  Tensor whole = all_rows_like(dout, tp);
-  tp->scatter_from_region_backward(dout, whole);
-  return whole;
+  return all_rows(dout, tp, &TensorParallel::scatter_from_region_backward);
 }
 
 void region_input_grad(Tensor& partial, Tensor& dx, TensorParallel* tp) {
@@ -45,8 +48,6 @@ void region_input_grad(Tensor& partial, Tensor& dx, TensorParallel* tp) {
   if (!splits_rows(tp)) return tp->copy_to_region_backward(partial);  // partial is dx
   tp->gather_to_region_backward(partial, dx);
 }
-
-int64_t local_seq_len(int64_t T, const TensorParallel* tp) { return splits_rows(tp) ? T / tp->place().size : T; }
 
 int64_t kv_head_replicas(const ModelConfig& c, TpPlace tp) {
   return tp.size > c.kv_heads() ? tp.size / c.kv_heads() : 1;

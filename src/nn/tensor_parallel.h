@@ -58,8 +58,6 @@ void region_output(Tensor& partial, Tensor& out, TensorParallel* tp);
 Tensor region_output_grad(const Tensor& dout, TensorParallel* tp);
 // ... and the input's partial gradient (`partial`, from all_rows_like(dx)) summed into dx.
 void region_input_grad(Tensor& partial, Tensor& dx, TensorParallel* tp);
-// The rows of T a tensor-parallel rank holds outside the regions: T, or T / size under sequence parallelism.
-int64_t local_seq_len(int64_t T, const TensorParallel* tp);
 
 // The bias a row-parallel layer adds to its partial output: tp rank 0's only, so that the reduced
 // sum holds it once (its gradient, the column sums of the replicated output gradient, is the same

@@ -104,10 +104,9 @@ ModelConfig model_config_for_run(const TrainConfig& config) {
   return resolve_model_config(config, tokenizer.get(), run_start_point(config).checkpoint);
 }
 
-std::unique_ptr<Decoder> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
+std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfig& mc,
                                      const std::optional<std::filesystem::path>& checkpoint,
                                      const std::optional<DecoderStage>& stage, TpPlace tp) {
-  const ModelConfig mc = resolve_model_config(config, tokenizer, checkpoint);
   auto model = std::make_unique<Decoder>(mc, stage ? *stage : whole_decoder(mc.num_layers), tp);
   if (checkpoint) return model;
   if (!config.init_from.empty())

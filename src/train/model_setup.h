@@ -33,10 +33,10 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
 // checkpoint it starts from (run_start_point).
 ModelConfig model_config_for_run(const TrainConfig& config);
 
-// The model with its initial weights (the checkpoint's weights are loaded by the caller with the
-// optimizer state): the whole decoder, or a pipeline rank's `stage` of it, or a tensor-parallel
-// rank's slices (`tp`) of either.
-std::unique_ptr<Decoder> build_model(const TrainConfig& config, const Tokenizer* tokenizer,
+// The model of `model_config` (resolve_model_config's) with its initial weights (the checkpoint's
+// weights are loaded by the caller with the optimizer state): the whole decoder, or a pipeline
+// rank's `stage` of it, or a tensor-parallel rank's slices (`tp`) of either.
+std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfig& model_config,
                                      const std::optional<std::filesystem::path>& checkpoint,
                                      const std::optional<DecoderStage>& stage = std::nullopt, TpPlace tp = {});
 

@@ -64,14 +64,14 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
   resume_notice_ = start.notice;
   // A pipeline rank builds only its stage; plan_pipeline's checks ran at start-up (launch.cpp).
+  const ModelConfig model_config = resolve_model_config(config_, tokenizer_.get(), checkpoint);
   std::optional<PipelinePlan> pipeline_plan;
-  if (grid_.dims.pp > 1)
-    pipeline_plan = plan_pipeline(config_, resolve_model_config(config_, tokenizer_.get(), checkpoint), grid_.dims.dp);
+  if (grid_.dims.pp > 1) pipeline_plan = plan_pipeline(config_, model_config, grid_.dims.dp);
   std::vector<DecoderStage> stages;
   for (int s = 0; pipeline_plan && s < grid_.dims.pp; ++s)
     stages.push_back(pipeline_stage(pipeline_plan->boundaries, grid_.dims.pp, s));
   const TpPlace tp{grid_.coord.tp, grid_.dims.tp};
-  model_ = build_model(config_, tokenizer_.get(), checkpoint,
+  model_ = build_model(config_, model_config, checkpoint,
                        pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt, tp);
   if (tp.size > 1) {
     tensor_parallel_ = std::make_unique<TpMappings>(grid_.tp, config_.sequence_parallel);
@@ -227,10 +227,11 @@ float Trainer::evaluate() {
   int64_t batches = std::min(config_.eval_batches, val_sampler_->batches_per_epoch());
   double sum = 0.0;
   if (pipeline_) {
-    const int64_t mine = batches > data_parallel_->rank() ? (batches - data_parallel_->rank() - 1) / data_parallel_->size() + 1 : 0;
+    const int64_t rank = data_parallel_->rank(), ranks = data_parallel_->size();
+    const int64_t mine = batches > rank ? (batches - rank - 1) / ranks + 1 : 0;  // batches rank, rank + ranks, ...
     const double token_losses =
         pipeline_->evaluate(int(mine), micro_batch_, config_.seq_len, [&](int m, Tensor& inputs, Tensor& targets) {
-          const int64_t k = data_parallel_->rank() + int64_t(m) * data_parallel_->size();
+          const int64_t k = rank + int64_t(m) * ranks;
           val_sampler_->fill(k, 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
         });
     sum = token_losses / double(micro_batch_ * config_.seq_len);  // each batch's mean, summed
