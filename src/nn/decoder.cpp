@@ -27,14 +27,16 @@ void fill_constant(Tensor& t, float value) {
 
 Decoder::Decoder(const ModelConfig& config) : Decoder(config, whole_decoder(config.num_layers)) {}
 
-Decoder::Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp)
-    : config_(config), stage_(std::move(stage)), tp_place_(tp) {
+Decoder::Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp, EpPlace ep)
+    : config_(config), stage_(std::move(stage)), tp_place_(tp), ep_place_(ep) {
   config_.validate();
   TS_CHECK(!stage_.chunks.empty() && stage_.num_layers == config_.num_layers, "Decoder: a stage of ",
            stage_.num_layers, " blocks for a model of ", config_.num_layers);
   local_ = tp_local_config(config_, tp);
   names_ = decoder_names(config_, stage_);
-  layout_ = decoder_layout(config_, stage_, tp);
+  TS_CHECK(ep.size == 1 || (config_.moe.enabled() && config_.moe.num_experts % ep.size == 0), "Decoder: ",
+           config_.moe.num_experts, " experts cannot be shared out over ", ep.size, " expert-parallel ranks");
+  layout_ = decoder_layout(config_, stage_, tp, ep);
   set_params(Tensor::zeros({layout_.total()}));
   allocate_grads();
 }
@@ -60,6 +62,13 @@ void Decoder::set_tensor_parallel(TensorParallel* mappings) {
                                : mappings->place().rank == tp_place_.rank && mappings->place().size == tp_place_.size,
            "Decoder: built for tp rank ", tp_place_.rank, " of ", tp_place_.size, ", given mappings for another place");
   tp_ = tp_place_.size > 1 ? mappings : nullptr;
+}
+
+void Decoder::set_expert_parallel(ExpertParallel* dispatch) {
+  TS_CHECK(dispatch == nullptr ? ep_place_.size == 1
+                               : dispatch->place().rank == ep_place_.rank && dispatch->place().size == ep_place_.size,
+           "Decoder: built for ep rank ", ep_place_.rank, " of ", ep_place_.size, ", given a dispatcher for another place");
+  ep_ = ep_place_.size > 1 ? dispatch : nullptr;
 }
 
 void Decoder::to(Device device, DType compute) {
@@ -139,8 +148,8 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   acts_.dloss = dloss;
   grad_ready_ = false;
   if (!targets.defined()) {  // inference: every row's logits, kept for logits()
-    TS_CHECK(!tp_, "Decoder::forward: inference under tensor parallelism is not implemented; load the checkpoint "
-                   "into one process (tessera generate)");
+    TS_CHECK(!tp_ && !ep_, "Decoder::forward: inference under tensor or expert parallelism is not implemented; load "
+                           "the checkpoint into one process (tessera generate)");
     const int64_t N = B * T;
     Tensor no_bias;  // the classifier has none
     matmul_forward(logits_buffer(N), acts_.final_norm.out.reshape({N, config_.channels}), w_.classifier(), no_bias);
@@ -179,7 +188,7 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
   norm_forward(config_, a.blocks[size_t(r.first)].norm1, a.embedded, w_.blocks[size_t(r.first)].norm1);
   for (int64_t l = r.first; l < r.end; ++l) {
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
-    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), tp_);
+    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), {tp_, ep_});
   }
 }
 
@@ -281,8 +290,8 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
     BlockActivations& block = a.blocks[size_t(l)];
     const BlockWeights& w = w_.blocks[size_t(l)];
-    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, tp_);
-    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, tp_);
+    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, {tp_, ep_});
+    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, {tp_, ep_});
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
@@ -421,6 +430,17 @@ void Decoder::reduce_tp_partial_grads() {
   }
   tp_->sum_over_group(packed);
   for (auto& [g, at] : parts) copy_tensor(g, packed.view(at, g.shape()));
+}
+
+std::vector<OffsetRange> Decoder::expert_ranges() const {
+  std::vector<OffsetRange> ranges;
+  for (const BlockNames& b : names_.blocks)
+    for (const std::string* name : {&b.experts_in, &b.experts_out}) {
+      if (name->empty()) continue;
+      const ParamSpec& spec = layout_.find(*name);
+      ranges.push_back({spec.offset, spec.offset + spec.numel()});
+    }
+  return ranges;
 }
 
 std::vector<OffsetRange> Decoder::replicated_kv_ranges() const {

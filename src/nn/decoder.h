@@ -37,11 +37,16 @@ class Decoder {
  public:
   explicit Decoder(const ModelConfig& config);
   // A pipeline rank's stage of the model; with `tp`, that tensor-parallel rank's slices of its
-  // parameters (ParamSpec::slice), run through the mappings given to set_tensor_parallel().
-  Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp = {});
+  // parameters (ParamSpec::slice), run through the mappings given to set_tensor_parallel(); with
+  // `ep`, that expert-parallel rank's experts only, run through set_expert_parallel()'s dispatcher.
+  Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp = {}, EpPlace ep = {});
   // The tp group's mappings (parallel/tp), kept by pointer; required before a forward when the
   // model was built for a tp group of more than one rank.
   void set_tensor_parallel(TensorParallel* mappings);
+  // The ep group's token dispatcher (parallel/ep), kept by pointer; required before a forward when
+  // the model was built for an ep group of more than one rank.
+  void set_expert_parallel(ExpertParallel* dispatch);
+  EpPlace ep_place() const { return ep_place_; }
 
   // Each parameter by its ParamInit, keyed on (seed, name, index): normal(0, 0.02), residual
   // projections scaled by 1/sqrt(2L), biases 0, norm gains 1, padding rows of the embedding and head 0.
@@ -107,6 +112,8 @@ class Decoder {
   // The flat-buffer ranges of kv-head rows that another tp rank of this one's kv head also holds
   // and counts (every rank of a kv head's replicas but the first); empty otherwise.
   std::vector<OffsetRange> replicated_kv_ranges() const;
+  // The flat-buffer ranges of the routed experts' weights (each MoE block's experts_in and experts_out).
+  std::vector<OffsetRange> expert_ranges() const;
   // Whether reduce_tp_partial_grads() has anything to do.
   bool has_tp_partial_grads() const { return seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1; }
 
@@ -175,6 +182,8 @@ class Decoder {
   TpPlace tp_place_;
   ModelConfig local_;            // the shapes the layers compute with: config_, or a tp rank's share
   TensorParallel* tp_ = nullptr;  // null without tensor parallelism
+  EpPlace ep_place_;
+  ExpertParallel* ep_ = nullptr;  // null without expert parallelism
   DecoderNames names_;
   Device device_ = Device::cpu;
   DType compute_dtype_ = DType::f32;

@@ -48,9 +48,15 @@ struct NextNorm {
   const LinearWeights* weights = nullptr;
 };
 
-// `config`: the shapes the layers compute with (a tensor-parallel rank's share with `tp`).
+// The mappings a block's layers act through; null where that axis has one rank.
+struct BlockParallel {
+  TensorParallel* tp = nullptr;
+  ExpertParallel* ep = nullptr;
+};
+
+// `config`: the shapes the layers compute with (a tensor-parallel rank's share under tp).
 void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
-                   const BlockWeights& w, const Rotary& rotary, NextNorm next, TensorParallel* tp = nullptr);
+                   const BlockWeights& w, const Rotary& rotary, NextNorm next, BlockParallel par = {});
 // Generation: the block for new tokens at positions past.. over its key/value cache; no fusion
 // with the next norm (a.norm1 is computed here).
 void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w,
@@ -58,10 +64,10 @@ void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& 
 // Before block_backward of a recomputed block: re-runs what `mode` dropped (see Recompute): the
 // whole forward from x (full), or the attention core and the MLP activation (selective).
 void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
-                     const Tensor& x, const BlockWeights& w, const Rotary& rotary, TensorParallel* tp = nullptr);
+                     const Tensor& x, const BlockWeights& w, const Rotary& rotary, BlockParallel par = {});
 // With `deferred`, the linear layers' weight gradients are recorded there instead (zero-bubble).
 void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
-                    BlockScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr);
+                    BlockScratch& scratch, DeferredWeightGrads* deferred = nullptr, BlockParallel par = {});
 
 }  // namespace tessera

@@ -82,7 +82,7 @@ DecoderNames decoder_names(const ModelConfig& c, const DecoderStage& stage) {
 
 ParameterLayout decoder_layout(const ModelConfig& c) { return decoder_layout(c, whole_decoder(c.num_layers)); }
 
-ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, TpPlace tp) {
+ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, TpPlace tp, EpPlace ep) {
   const DecoderNames n = decoder_names(c, stage);
   const int64_t C = c.channels, Vp = c.padded_vocab_size(), F = c.hidden(), HS = c.head_size();
   const int64_t NH = c.num_heads, NKV = c.kv_heads();
@@ -95,21 +95,22 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
   // This rank's first kv head: its share, or the one its query heads use when kv heads are replicated.
   const int64_t kv_first = t / kv_head_replicas(c, tp) * NKVl;
   const int64_t Fel = local.moe.expert_hidden, Fsl = c.moe.num_shared_experts * Fel;
+  const int64_t El = E / ep.size, first_expert = ep.rank * El;  // this ep rank's experts
   ParameterLayout layout;
   int64_t block = kEmbeddingBlock;
-  using Rows = TpSlice::Rows;
+  using Rows = ParamSlice::Rows;
   // Row blocks of a whole (rows, cols) matrix or (rows) vector, or its columns [begin, end).
   auto rows_of = [&](Shape whole, std::vector<Rows> rows) {
-    if (p == 1) return TpSlice{};
+    if (p == 1) return ParamSlice{};
     const int64_t cols = whole.size() < 2 ? 1 : whole.back();
-    return TpSlice{std::move(whole), std::move(rows), 0, cols};
+    return ParamSlice{std::move(whole), std::move(rows), 0, cols};
   };
   auto cols_of = [&](Shape whole, int64_t begin, int64_t end) {
-    if (p == 1 || whole.back() == 0) return TpSlice{};  // (a parameter this model does not have)
+    if (p == 1 || whole.back() == 0) return ParamSlice{};  // (a parameter this model does not have)
     const int64_t rows = shape_numel(whole) / whole.back();
-    return TpSlice{std::move(whole), {{0, rows}}, begin, end};
+    return ParamSlice{std::move(whole), {{0, rows}}, begin, end};
   };
-  auto add = [&](const std::string& name, Shape shape, ParamInit init, TpSlice slice = {}) {
+  auto add = [&](const std::string& name, Shape shape, ParamInit init, ParamSlice slice = {}) {
     if (!name.empty()) layout.add(name, std::move(shape), init, block, std::move(slice));
   };
   auto norm = [&](const LinearNames& names) {
@@ -148,11 +149,15 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
     row_parallel(b.mlp_out, F, Fl, ParamInit::residual);
     add(b.router, {E, C}, ParamInit::normal);
     add(b.router_bias, {E}, ParamInit::zeros);
+    // This ep rank's experts [first_expert, + El), each cut like a SwiGLU MLP under tp.
     std::vector<Rows> expert_rows;
-    for (int64_t e = 0; e < E; ++e)
+    for (int64_t e = first_expert; e < first_expert + El; ++e)
       for (const Rows& r : gate_up(e * 2 * Fe, Fe, Fel)) expert_rows.push_back(r);
-    add(b.experts_in, {E, 2 * Fel, C}, ParamInit::normal, rows_of({E, 2 * Fe, C}, expert_rows));
-    add(b.experts_out, {E, C, Fel}, ParamInit::residual, cols_of({E, C, Fe}, t * Fel, (t + 1) * Fel));
+    const bool experts_whole = p == 1 && ep.size == 1;
+    add(b.experts_in, {El, 2 * Fel, C}, ParamInit::normal,
+        experts_whole ? ParamSlice{} : ParamSlice{{E, 2 * Fe, C}, expert_rows, 0, C});
+    add(b.experts_out, {El, C, Fel}, ParamInit::residual,
+        experts_whole ? ParamSlice{} : ParamSlice{{E, C, Fe}, {{first_expert * C, El * C}}, t * Fel, (t + 1) * Fel});
     column_parallel(b.shared_in, 2 * Fs, gate_up(0, Fs, Fsl), ParamInit::normal);
     row_parallel(b.shared_out, Fs, Fsl, ParamInit::residual);
   }

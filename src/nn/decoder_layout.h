@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/expert_parallel.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
@@ -41,8 +42,9 @@ DecoderNames decoder_names(const ModelConfig& config);
 // copy: initialised alike, its gradient summed with the first stage's before every update).
 DecoderNames decoder_names(const ModelConfig& config, const DecoderStage& stage);
 ParameterLayout decoder_layout(const ModelConfig& config);
-// A pipeline stage's parameters; under tensor parallelism, tp rank's parts of them (ParamSpec::slice).
-ParameterLayout decoder_layout(const ModelConfig& config, const DecoderStage& stage, TpPlace tp = {});
+// A pipeline stage's parameters; under tensor parallelism, tp rank's parts of them, and under expert
+// parallelism only ep rank's experts (ParamSpec::slice says where each part lies in the whole).
+ParameterLayout decoder_layout(const ModelConfig& config, const DecoderStage& stage, TpPlace tp = {}, EpPlace ep = {});
 // Whether `stage` holds such a tied copy of the embedding.
 bool holds_tied_embedding_copy(const ModelConfig& config, const DecoderStage& stage);
 

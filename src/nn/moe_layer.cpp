@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/cuda/device.h"
 #include "ops/grouped_matmul.h"
 #include "ops/matmul.h"
 #include "ops/moe_dispatch.h"
@@ -19,6 +20,73 @@ RouterScore score_kind(const ModelConfig& config) {
 int64_t shared_hidden(const ModelConfig& config) { return config.moe.num_shared_experts * config.moe.expert_hidden; }
 
 Tensor rows(const Tensor& t, int64_t count) { return t.view(0, {count, t.size(1)}); }
+
+// t, or a new tensor of its width and dtype when it has fewer than `count` rows.
+void ensure_rows(Tensor& t, int64_t count) {
+  if (t.size(0) < count) t = Tensor::zeros({count, t.size(1)}, t.dtype(), t.device());
+}
+
+// Moves the (peer, local expert) chunks of rows, `received` long each, between the order they
+// travel in (peer-major) and the grouped GEMM's (expert-major), in the direction `to_experts` says.
+void regroup(Tensor& to, const Tensor& from, const std::vector<int64_t>& received, int64_t local_experts,
+             bool to_experts) {
+  const int64_t peers = int64_t(received.size()) / local_experts, width = from.size(1);
+  std::vector<int64_t> peer_major(received.size()), expert_major(received.size());
+  int64_t at = 0;
+  for (size_t i = 0; i < received.size(); ++i) peer_major[i] = at, at += received[i];
+  at = 0;
+  for (int64_t j = 0; j < local_experts; ++j)
+    for (int64_t p = 0; p < peers; ++p) expert_major[size_t(p * local_experts + j)] = at, at += received[size_t(p * local_experts + j)];
+  for (size_t i = 0; i < received.size(); ++i) {
+    if (received[i] == 0) continue;
+    const int64_t src = to_experts ? peer_major[i] : expert_major[i], dst = to_experts ? expert_major[i] : peer_major[i];
+    Tensor chunk = to.view(dst * width, {received[i], width});
+    copy_tensor(chunk, from.view(src * width, {received[i], width}));
+  }
+}
+
+// Expert parallelism's dispatch: the counts, then this rank's M routed rows (a.xs, global expert
+// order) to their experts' ranks; a.expert_xs receives the group's rows for this rank's experts,
+// expert by expert, and a.expert_offsets their groups.
+void dispatch_to_experts(MoeActivations& a, ExpertParallel& ep, int64_t num_experts, int64_t max_rows) {
+  const int64_t local = num_experts / ep.place().size;
+  const int32_t* offsets = a.offsets.data<int32_t>();
+  a.sent.assign(size_t(num_experts), 0);
+  for (int64_t e = 0; e < num_experts; ++e) a.sent[size_t(e)] = offsets[e + 1] - offsets[e];
+  a.received = ep.exchange_counts(a.sent, local, max_rows);
+  const std::vector<int64_t> received_rows = rows_per_peer(a.received, local);
+  a.expert_rows = 0;
+  for (int64_t r : received_rows) a.expert_rows += r;
+  Tensor arrived = Tensor::zeros({a.expert_rows, a.xs.size(1)}, a.xs.dtype(), a.xs.device());
+  ep.exchange_rows(rows(a.xs, a.kept), rows_per_peer(a.sent, local), arrived, received_rows);
+  ensure_rows(a.expert_xs, a.expert_rows);
+  regroup(a.expert_xs, arrived, a.received, local, true);
+  a.expert_offsets = Tensor::zeros({local + 1}, DType::i32);
+  int32_t* groups = a.expert_offsets.data<int32_t>();
+  for (int64_t j = 0; j < local; ++j) {
+    groups[j + 1] = groups[j];
+    for (size_t p = 0; p < received_rows.size(); ++p) groups[j + 1] += int32_t(a.received[p * size_t(local) + size_t(j)]);
+  }
+}
+
+// Rows computed by this rank's experts (`expert_side`, expert-major) back to the ranks they came
+// from, landing in `mine` (M rows, global expert order); the reverse of dispatch_to_experts' rows.
+void return_from_experts(Tensor& mine, const Tensor& expert_side, const MoeActivations& a, ExpertParallel& ep) {
+  const int64_t local = int64_t(a.sent.size()) / ep.place().size;
+  Tensor leaving = Tensor::zeros({a.expert_rows, expert_side.size(1)}, expert_side.dtype(), expert_side.device());
+  regroup(leaving, expert_side, a.received, local, false);
+  Tensor landing = rows(mine, a.kept);
+  ep.exchange_rows(leaving, rows_per_peer(a.received, local), landing, rows_per_peer(a.sent, local));
+}
+
+// The experts' output gradients (M rows of dys, global expert order) to the experts' ranks, expert by expert.
+void dispatch_grads_to_experts(Tensor& expert_side, const Tensor& dys, const MoeActivations& a, ExpertParallel& ep) {
+  const int64_t local = int64_t(a.sent.size()) / ep.place().size;
+  Tensor arrived = Tensor::zeros({a.expert_rows, dys.size(1)}, dys.dtype(), dys.device());
+  ep.exchange_rows(rows(dys, a.kept), rows_per_peer(a.sent, local), arrived, rows_per_peer(a.received, local));
+  ensure_rows(expert_side, a.expert_rows);
+  regroup(expert_side, arrived, a.received, local, true);
+}
 
 }  // namespace
 
@@ -38,6 +106,8 @@ void MoeActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, i
   h = Tensor::zeros({N * K, 2 * Fe}, dtype, device);
   if (with_act) act = Tensor::zeros({N * K, Fe}, dtype, device);
   ys = Tensor::zeros({N * K, C}, dtype, device);
+  expert_xs = Tensor::zeros({0, C}, dtype, device);
+  expert_ys = Tensor::zeros({0, C}, dtype, device);
   if (shared_hidden(config) > 0) shared.allocate(MlpKind::swiglu, B, T, T, C, shared_hidden(config), dtype, device);
   out = Tensor::zeros({B, T_out, C}, dtype, device);
 }
@@ -49,6 +119,8 @@ void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType
   dact = Tensor::zeros({N * K, Fe}, dtype, device);
   dh = Tensor::zeros({N * K, 2 * Fe}, dtype, device);
   dxs = Tensor::zeros({N * K, C}, dtype, device);
+  expert_dys = Tensor::zeros({0, C}, dtype, device);
+  expert_dxs = Tensor::zeros({0, C}, dtype, device);
   dweights = Tensor::zeros({N, K}, DType::f32, device);
   dlogits = Tensor::zeros({N, E}, dtype, device);
   dpart = Tensor::zeros({B, T, C}, dtype, device);
@@ -56,7 +128,7 @@ void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType
 }
 
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
-                       const BlockWeights& w, TensorParallel* tp) {
+                       const BlockWeights& w, TensorParallel* tp, ExpertParallel* ep) {
   // Every row: the router and the experts see all tokens (gathered under sequence parallelism).
   const Tensor input = region_input(x, tp);
   const int64_t C = config.channels, N = input.numel() / C, E = config.moe.num_experts, K = config.moe.top_k;
@@ -70,10 +142,20 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   a.kept = moe_dispatch_plan(a.order, a.offsets, a.experts, E, capacity);
   const int64_t M = a.kept;
   moe_gather(a.xs, tokens, a.order, M, K);
-  Tensor h = rows(a.h, M), act = rows(a.act, M), ys = rows(a.ys, M);
-  grouped_matmul_forward(h, rows(a.xs, M), w.experts_in, a.offsets);
+  if (ep) {
+    dispatch_to_experts(a, *ep, E, N * K);
+    ensure_rows(a.h, a.expert_rows);
+    ensure_rows(a.act, a.expert_rows);
+    ensure_rows(a.expert_ys, a.expert_rows);
+  } else {
+    a.expert_xs = a.xs, a.expert_ys = a.ys, a.expert_offsets = a.offsets, a.expert_rows = M;
+  }
+  const int64_t R = a.expert_rows;
+  Tensor h = rows(a.h, R), act = rows(a.act, R), ys = rows(a.expert_ys, R);
+  grouped_matmul_forward(h, rows(a.expert_xs, R), w.experts_in, a.expert_offsets);
   swiglu_forward(act, h);
-  grouped_matmul_forward(ys, act, w.experts_out, a.offsets);
+  grouped_matmul_forward(ys, act, w.experts_out, a.expert_offsets);
+  if (ep) return_from_experts(a.ys, a.expert_ys, a, *ep);
   Tensor partial = all_rows_like(a.out, tp);
   Tensor out = partial.reshape({N, C});
   moe_combine(out, a.ys, a.weights, a.order, M, K);
@@ -88,13 +170,14 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
 }
 
 void moe_activation_recompute(MoeActivations& a) {
-  Tensor act = rows(a.act, a.kept);
-  swiglu_forward(act, rows(a.h, a.kept));
+  ensure_rows(a.act, a.expert_rows);  // a buffer shared by the blocks, grown by expert parallelism
+  Tensor act = rows(a.act, a.expert_rows);
+  swiglu_forward(act, rows(a.h, a.expert_rows));
 }
 
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
-                        MoeScratch& s, DeferredWeightGrads* deferred, TensorParallel* tp) {
+                        MoeScratch& s, DeferredWeightGrads* deferred, TensorParallel* tp, ExpertParallel* ep) {
   const Tensor input = region_input(x, tp), dout_all = region_output_grad(dout, tp);
   const int64_t C = config.channels, N = input.numel() / C, K = config.moe.top_k, M = a.kept;
   const Tensor tokens = input.reshape({N, C}), dtokens_out = dout_all.reshape({N, C});
@@ -103,10 +186,20 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   moe_combine_backward(s.dys, s.dweights, dtokens_out, a.ys, a.weights, a.order, M, K);
   // The routing weights' gradient reads the experts' outputs, of which a tp rank holds partial sums.
   if (tp) tp->sum_over_group(s.dweights);
-  Tensor dact = rows(s.dact, M), dh = rows(s.dh, M), dxs = rows(s.dxs, M);
-  grouped_linear_backward(dact, g.experts_out, rows(s.dys, M), rows(a.act, M), w.experts_out, a.offsets, deferred);
-  swiglu_backward(dh, dact, rows(a.h, M));
-  grouped_linear_backward(dxs, g.experts_in, dh, rows(a.xs, M), w.experts_in, a.offsets, deferred);
+  const int64_t R = a.expert_rows;
+  if (ep) {
+    dispatch_grads_to_experts(s.expert_dys, s.dys, a, *ep);
+    ensure_rows(s.dact, R);
+    ensure_rows(s.dh, R);
+    ensure_rows(s.expert_dxs, R);
+  }
+  const Tensor& expert_dys = ep ? s.expert_dys : s.dys;
+  Tensor dact = rows(s.dact, R), dh = rows(s.dh, R), expert_dxs = rows(ep ? s.expert_dxs : s.dxs, R);
+  grouped_linear_backward(dact, g.experts_out, rows(expert_dys, R), rows(a.act, R), w.experts_out, a.expert_offsets,
+                          deferred);
+  swiglu_backward(dh, dact, rows(a.h, R));
+  grouped_linear_backward(expert_dxs, g.experts_in, dh, rows(a.expert_xs, R), w.experts_in, a.expert_offsets, deferred);
+  if (ep) return_from_experts(s.dxs, s.expert_dxs, a, *ep);
   moe_gather_backward(dtokens, s.dxs, a.order, M, K);
   moe_router_backward(s.dlogits, s.dweights, a.experts, a.weights, a.scores, a.lse, a.logits, score_kind(config),
                       scales.aux, scales.z);

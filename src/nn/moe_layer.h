@@ -10,6 +10,10 @@
 // expert and drops the rest (those tokens' other choices still count). The auxiliary losses
 // (load balancing, router z-loss) are reported per forward and enter backward through the scales
 // the decoder computes from their coefficients.
+// Expert parallelism (nn/expert_parallel.h): the rank holds E/ep of the experts; its routed rows go
+// to their experts' ranks, which run the grouped GEMMs over every rank's rows for their experts, and
+// the outputs come back in order; backward sends the output gradients the same way and the input
+// gradients back. Routing, capacity and the auxiliary losses stay with the rank that owns the tokens.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +21,7 @@
 
 #include "core/tensor.h"
 #include "nn/decoder_layout.h"
+#include "nn/expert_parallel.h"
 #include "nn/mlp_layer.h"
 #include "nn/model_config.h"
 #include "ops/moe_router.h"
@@ -36,6 +41,11 @@ struct MoeActivations {
   Tensor order, offsets;       // (N*K) i32, (E+1) i32 on the host
   int64_t kept = 0;            // M: routed rows actually computed
   Tensor xs, h, act, ys;       // (N*K, C), (N*K, 2Fe), (N*K, Fe), (N*K, C): rows < kept used
+  // What this rank's experts computed, expert by expert: xs, offsets, ys and kept themselves, or under
+  // expert parallelism the rows the ep group sent them (h and act grow to that many rows).
+  Tensor expert_xs, expert_offsets, expert_ys;
+  int64_t expert_rows = 0;
+  std::vector<int64_t> sent, received;  // under ep: rows per (peer, the receiver's local expert)
   MlpActivations shared;       // the shared experts, when the model has them
   Tensor out;                  // (B,T_out,C): T_out = T / tp under sequence parallelism
   RouterLosses losses;         // this forward's aux and z
@@ -47,6 +57,7 @@ struct MoeActivations {
 // Backward scratch shared by every MoE block.
 struct MoeScratch {
   Tensor dys, dact, dh, dxs;  // like ys, act, h, xs
+  Tensor expert_dys, expert_dxs;  // under expert parallelism: like expert_ys and expert_xs
   Tensor dweights, dlogits;   // (N,K), (N,E)
   Tensor dpart;               // (B,T,C): one contribution to dx at a time
   MlpScratch shared;
@@ -59,14 +70,15 @@ struct MoeLossScales {
 };
 
 // With `tp`, a tensor-parallel rank's share of every expert's (and the shared experts') width; the
-// router runs whole on every rank.
+// router runs whole on every rank. With `ep`, the weights hold this ep rank's experts only.
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
-                       const BlockWeights& w, TensorParallel* tp = nullptr);
+                       const BlockWeights& w, TensorParallel* tp = nullptr, ExpertParallel* ep = nullptr);
 // Selective recomputation: the experts' SwiGLU output again from the saved h.
 void moe_activation_recompute(MoeActivations& a);
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
-                        MoeScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr);
+                        MoeScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr,
+                        ExpertParallel* ep = nullptr);
 
 // Tokens per expert of the last forward (from the plan's offsets: kept rows), and how many
 // assignments the capacity dropped.

@@ -3,7 +3,7 @@
 
 namespace tessera {
 
-void ParameterLayout::add(std::string name, Shape shape, ParamInit init, int64_t block, TpSlice slice) {
+void ParameterLayout::add(std::string name, Shape shape, ParamInit init, int64_t block, ParamSlice slice) {
   TS_CHECK(specs_.empty() || block >= specs_.back().block, "parameter '", name, "' of block ", block,
            " added after block ", specs_.back().block, "; a layout holds its blocks in order");
   ParamSpec spec{std::move(name), std::move(shape), total_, init, block, std::move(slice)};

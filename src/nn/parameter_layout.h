@@ -20,11 +20,11 @@ enum class ParamInit { normal, residual, vocab_rows, zeros, ones };
 
 inline constexpr int64_t kEmbeddingBlock = -1;  // ParamSpec::block of the embeddings
 
-// Where a tensor-parallel rank's part of a parameter lies in the whole one, both seen as matrices
-// (rows: the product of the leading dimensions, columns: the last; a vector is one column): row
-// blocks of the whole, in order, and a range of its columns. Empty `whole`: the parameter is not
-// split (replicated on every tp rank).
-struct TpSlice {
+// Where a rank's part of a parameter lies in the whole one (a tensor-parallel rank's slice, an
+// expert-parallel rank's experts), both seen as matrices (rows: the product of the leading
+// dimensions, columns: the last; a vector is one column): row blocks of the whole, in order, and a
+// range of its columns. Empty `whole`: the parameter is not split (every rank holds all of it).
+struct ParamSlice {
   struct Rows {
     int64_t first = 0, count = 0;  // rows of the whole
   };
@@ -50,7 +50,7 @@ struct ParamSpec {
   int64_t offset = 0;  // in elements, into the flat buffer
   ParamInit init = ParamInit::normal;
   int64_t block = kEmbeddingBlock;  // -1: embeddings; 0..L-1: a transformer block; L: final norm and head
-  TpSlice slice;                // under tensor parallelism: where this rank's part lies in the whole
+  ParamSlice slice;             // under tensor or expert parallelism: where this rank's part lies in the whole
   int64_t numel() const { return shape_numel(shape); }
   // Decoupled weight decay applies to matrices and embeddings (2+ dims), not to biases or norm gains.
   bool decayed() const { return shape.size() >= 2; }
@@ -63,7 +63,7 @@ struct OffsetRange {
 class ParameterLayout {
  public:
   void add(std::string name, Shape shape, ParamInit init = ParamInit::normal, int64_t block = kEmbeddingBlock,
-           TpSlice slice = {});
+           ParamSlice slice = {});
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const ParamSpec& find(const std::string& name) const;
   // find()'s position in specs() (and in views() of any buffer of this layout).

@@ -55,10 +55,8 @@ ParallelDims ParallelDims::resolve(ParallelDims requested, int world_size) {
     TS_FAIL("--dp ", dims.dp, " × --tp ", dims.tp, " × --pp ", dims.pp, " × --cp ", dims.cp, " = ", product, " ranks, ",
             why.str());
   }
-  const int slice = dims.dp * dims.cp * dims.tp;  // divides world_size: no overflow
-  TS_CHECK(slice % dims.ep == 0, "--ep ", dims.ep, " does not divide --dp ", dims.dp, " × --cp ", dims.cp,
-           " × --tp ", dims.tp, " = ", slice, " (expert groups are carved out of dp×cp×tp); choose an --ep that divides ",
-           slice);
+  TS_CHECK(dims.dp % dims.ep == 0, "--ep ", dims.ep, " does not divide --dp ", dims.dp,
+           " (expert groups are carved out of the data-parallel ranks); choose an --ep that divides ", dims.dp);
   return dims;
 }
 
@@ -72,9 +70,18 @@ void ParallelDims::check_model(const ModelShape& model, int64_t seq_len, int64_t
            "; choose a --tp that divides ", model.ffn_channels);
   TS_CHECK(pp <= model.num_layers, "--pp ", pp, " is more than the model's ", model.num_layers,
            " layers; every pipeline stage needs at least one layer, so choose --pp ≤ ", model.num_layers);
-  TS_CHECK(seq_len % cp == 0, "--cp ", cp, " does not divide --seq-len ", seq_len,
-           "; every context-parallel rank takes an equal slice of the sequence, so choose a --cp that divides ",
-           seq_len);
+  TS_CHECK(seq_len % (2 * cp) == 0, "--seq-len ", seq_len, " is not a multiple of 2 × --cp ", cp, " = ", 2 * cp,
+           "; context parallelism cuts every sequence into 2·cp equal chunks (two per rank, for causal balance), so "
+           "choose a --seq-len that is a multiple of ",
+           2 * cp);
+  if (model.num_experts == 0) {
+    TS_CHECK(ep == 1, "--ep ", ep, " needs a MoE model, but this model has no experts; drop --ep or choose a MoE "
+             "model (num_experts in its config)");
+  } else {
+    TS_CHECK(model.num_experts % ep == 0, "--ep ", ep, " does not divide the model's ", model.num_experts,
+             " experts; every expert-parallel rank holds an equal share, so choose an --ep that divides ",
+             model.num_experts);
+  }
   TS_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1, got ", micro_batch);
   const int64_t per_step = dp * micro_batch;
   TS_CHECK(batch_size % per_step == 0, "--batch-size ", batch_size, " is not a multiple of --dp ", dp,

@@ -48,9 +48,13 @@ GroupLayout group_layout(const ParallelDims& dims, int world_rank) {
   layout.dp = axis_group(dims, me, {Axis::dp});
   layout.dp_cp = axis_group(dims, me, {Axis::dp, Axis::cp});
   layout.pp = axis_group(dims, me, {Axis::pp});
-  // A stage's dp×cp×tp slice is contiguous and a multiple of ep long, so blocks never straddle stages.
-  const int first = world_rank - world_rank % dims.ep;
-  for (int rank = first; rank < first + dims.ep; ++rank) layout.ep.push_back(rank);
+  // Expert groups are blocks of ep consecutive dp coordinates (Megatron's convention: ep divides
+  // dp); the expert weights' replicas are the ranks at the same place in every block, over cp too.
+  for (int rank : layout.dp_cp) {
+    const GridCoord other = grid_coord(dims, rank);
+    if (other.cp == me.cp && other.dp / dims.ep == me.dp / dims.ep) layout.ep.push_back(rank);
+    if (other.dp % dims.ep == me.dp % dims.ep) layout.expert_dp.push_back(rank);
+  }
   return layout;
 }
 
@@ -70,6 +74,7 @@ ProcessGrid build_process_grid(Runtime& runtime, const ParallelDims& dims, const
   grid.dp_cp = runtime.make_comm("dp_cp", layout.dp_cp, options);
   grid.pp = runtime.make_comm("pp", layout.pp, options);
   grid.ep = runtime.make_comm("ep", layout.ep, options);
+  grid.expert_dp = runtime.make_comm("expert_dp", layout.expert_dp, options);
   return grid;
 }
 

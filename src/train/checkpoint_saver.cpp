@@ -18,7 +18,8 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
       shards_(grid.world->size()),
       async_(config.async_checkpoint),
       retention_{config.keep_checkpoints, config.keep_every},
-      dp_(dp),
+      // The first expert group of each (stage, tp rank) holds every weight between them.
+      sends_weights_(grid.coord.dp < grid.dims.ep && grid.coord.cp == 0),
       model_(model),
       optimizer_(optimizer),
       tokenizer_(tokenizer),
@@ -28,15 +29,17 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
     full_layout_ = decoder_layout(model.config());
     for (int s = 0; s < int(stages.size()); ++s)
       for (int t = 0; t < grid.dims.tp; ++t)
-        sources_.push_back({grid_rank(grid.dims, GridCoord{t, 0, 0, s}),
-                            decoder_layout(model.config(), stages[size_t(s)], TpPlace{t, grid.dims.tp})});
+        for (int e = 0; e < grid.dims.ep; ++e)
+          sources_.push_back({grid_rank(grid.dims, GridCoord{t, 0, e, s}),
+                              decoder_layout(model.config(), stages[size_t(s)], TpPlace{t, grid.dims.tp},
+                                             EpPlace{e, grid.dims.ep})});
   }
   if (!async_) return;
   // The buffers' first touch happens now rather than as the first save's stall.
   if (writes_weights()) weights_ = ModelSnapshot{model.config(), full_layout_, Tensor::zeros({full_layout_.total()})};
   moments_ = OptimizerState{segments_, Tensor::zeros({optimizer.state_size()}), Tensor::zeros({optimizer.state_size()})};
   if (model.device() != Device::cuda) return;
-  const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1;  // rank 0 holds every weight itself
+  const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1 && grid.dims.ep == 1;  // rank 0 holds every weight
   if (writes_weights() && alone) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
   device_m_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
   device_v_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
@@ -54,8 +57,8 @@ CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const Optimiz
 }
 
 void CheckpointSaver::gather_weights(Tensor& full) const {
-  if (dp_.rank() != 0) return;
-  if (!writes_weights()) return world_->send(model_.params(), 0);  // another (stage, tp rank)'s
+  if (!sends_weights_) return;
+  if (!writes_weights()) return world_->send(model_.params(), 0);  // another (stage, tp rank, experts)'s
   if (sources_.size() == 1) return copy_tensor(full, model_.params());
   // Rank 0: each source's parameters, placed by name and slice (a tied copy lands on the embedding
   // it copies, a replicated parameter on itself: the same values).

@@ -71,10 +71,10 @@ class CheckpointSaver {
     int world_rank;
     ParameterLayout layout;
   };
-  std::vector<Source> sources_;  // rank 0: every (stage, tp rank)'s first dp rank and its layout
+  std::vector<Source> sources_;  // rank 0: every (stage, tp rank, ep rank)'s first replica and its layout
   bool async_;
   Retention retention_;
-  DataParallel& dp_;
+  bool sends_weights_;  // this rank sends its parameters to rank 0 (rank 0: gathers them)
   const Decoder& model_;
   const AdamW& optimizer_;
   std::filesystem::path tokenizer_json_;  // empty when the run has no tokenizer

@@ -11,20 +11,40 @@
 namespace tessera {
 namespace {
 
-std::vector<Bucket> model_buckets(const Decoder& model, const Comm& dp, int64_t bucket_bytes) {
+bool inside(const std::vector<OffsetRange>& ranges, int64_t offset) {
+  return std::any_of(ranges.begin(), ranges.end(), [&](const OffsetRange& r) { return offset >= r.begin && offset < r.end; });
+}
+
+// Buckets over the model's parameters: the expert weights (under expert parallelism) in buckets of
+// their own, reduced over expert_dp (group 1); everything else over dp (group 0).
+std::vector<Bucket> model_buckets(const Decoder& model, const ProcessGrid& grid, const std::vector<OffsetRange>& experts,
+                                  int64_t bucket_bytes) {
   std::vector<int64_t> starts;
-  for (const ParamSpec& spec : model.layout().specs()) starts.push_back(spec.offset);
-  return make_buckets(starts, model.layout().total(), std::max<int64_t>(1, bucket_bytes / int64_t(sizeof(float))),
-                      dp.rank(), dp.size());
+  std::vector<int> groups;
+  for (const ParamSpec& spec : model.layout().specs()) {
+    starts.push_back(spec.offset);
+    groups.push_back(inside(experts, spec.offset) ? 1 : 0);
+  }
+  return make_buckets(starts, groups, model.layout().total(), std::max<int64_t>(1, bucket_bytes / int64_t(sizeof(float))),
+                      {{grid.dp->rank(), grid.dp->size()}, {grid.expert_dp->rank(), grid.expert_dp->size()}});
+}
+
+double squared_norm_of(const Tensor& t, const std::vector<OffsetRange>& ranges) {
+  double sq = 0.0;
+  for (const OffsetRange& r : ranges) sq += squared_norm(t.view(r.begin, {r.end - r.begin}));
+  return sq;
 }
 
 }  // namespace
 
 DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options)
     : dp_(grid.dp),
+      ep_(grid.ep),
       model_(model),
       options_(options),
-      reducer_(*grid.dp, model_buckets(model, *grid.dp, options.bucket_bytes), options.zero_stage, options.overlap) {
+      experts_(model.ep_place().size > 1 ? model.expert_ranges() : std::vector<OffsetRange>{}),
+      reducer_({grid.dp.get(), grid.expert_dp.get()}, model_buckets(model, grid, experts_, options.bucket_bytes),
+               options.zero_stage, options.overlap) {
   TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 2, "--zero must be 0, 1 or 2, got ", options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
 }
@@ -54,8 +74,8 @@ double DataParallel::finish_reduction() {
 const Tensor& DataParallel::optimizer_grads() const { return options_.zero_stage == 0 ? model_.grads() : shard_; }
 
 float DataParallel::grad_norm() {
-  if (options_.zero_stage == 0) return global_grad_norm(model_.grads());
-  return float(std::sqrt(sum(squared_norm(shard_))));
+  if (options_.zero_stage == 0 && experts_.empty()) return global_grad_norm(model_.grads());
+  return float(std::sqrt(squared_grad_norm()));
 }
 
 double DataParallel::squared_grad_norm(const std::vector<OffsetRange>& excluded) {
@@ -70,7 +90,10 @@ double DataParallel::squared_grad_norm(const std::vector<OffsetRange>& excluded)
       const auto [begin, end] = overlap(x, 0, grads.numel());
       if (begin < end) sq -= squared_norm(grads.view(begin, {end - begin}));
     }
-    return sq;
+    if (experts_.empty()) return sq;
+    // Each ep rank holds other experts: their squares are summed over the expert group.
+    const double experts = squared_norm_of(grads, experts_);
+    return sq - experts + sum_over(*ep_, {experts})[0];
   }
   double sq = squared_norm(shard_);
   for (const OffsetRange& x : excluded)
@@ -108,6 +131,11 @@ std::vector<OptimSegment> DataParallel::checkpoint_segments(const std::vector<Of
   std::vector<OptimSegment> segments;
   if (options_.zero_stage > 0) {
     segments = optimizer_segments();
+  } else if (!experts_.empty()) {
+    // Every rank holds every moment of its parameters, the expert weights' shared with their
+    // expert_dp group only: the buckets' owned parts share the writing (the state is laid out like
+    // the parameters).
+    for (const Bucket& b : reducer_.buckets()) append_segments(model_.layout(), b.owned_begin, b.owned_end, b.owned_begin, segments);
   } else {
     const int64_t total = model_.layout().total(), r = rank(), n = size();
     const int64_t begin = total * r / n, end = total * (r + 1) / n;

@@ -2,6 +2,8 @@
 // communicates nothing). Gradients of the last micro-batch are reduced in buckets while backward
 // runs; ZeRO 1/2 shard the optimizer state (and the reduced gradient) over dp and all-gather the
 // updated parameters. Also the global reductions the loop reports: loss sums and the grad-norm.
+// Under expert parallelism the expert weights (other experts on every ep rank) reduce over the
+// expert_dp group instead, in buckets of their own.
 #pragma once
 
 #include <memory>
@@ -59,9 +61,10 @@ class DataParallel {
   std::vector<OptimSegment> checkpoint_segments(const std::vector<OffsetRange>& excluded = {}) const;
 
  private:
-  std::shared_ptr<Comm> dp_;
+  std::shared_ptr<Comm> dp_, ep_;
   Decoder& model_;
   DataParallelOptions options_;
+  std::vector<OffsetRange> experts_;  // the expert weights, under expert parallelism
   GradReducer reducer_;
   Tensor shard_;  // ZeRO: this rank's part of the reduced gradient
 };

@@ -28,7 +28,8 @@ ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, cons
   config.validate();  // the flags' own rules first, then how they meet the world and the model
   ParallelDims dims = ParallelDims::resolve({config.dp, config.tp, config.pp, config.cp, config.ep},
                                             runtime.world_size());
-  dims.check_model(ModelShape{model.num_layers, model.num_heads, model.channels, model.hidden()}, config.seq_len,
+  dims.check_model(ModelShape{model.num_layers, model.num_heads, model.channels, model.hidden(), model.moe.num_experts},
+                   config.seq_len,
                    config.batch_size, config.micro_batch(dims.dp));
   tp_local_config(model, TpPlace{0, dims.tp});  // --tp divides the heads, kv heads, widths and vocabulary, or one line says which
   if (dims.pp > 1) plan_pipeline(config, model, dims.dp);  // its stages and schedule fit, or one line says why

@@ -106,8 +106,8 @@ ModelConfig model_config_for_run(const TrainConfig& config) {
 
 std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfig& mc,
                                      const std::optional<std::filesystem::path>& checkpoint,
-                                     const std::optional<DecoderStage>& stage, TpPlace tp) {
-  auto model = std::make_unique<Decoder>(mc, stage ? *stage : whole_decoder(mc.num_layers), tp);
+                                     const std::optional<DecoderStage>& stage, TpPlace tp, EpPlace ep) {
+  auto model = std::make_unique<Decoder>(mc, stage ? *stage : whole_decoder(mc.num_layers), tp, ep);
   if (checkpoint) return model;
   if (!config.init_from.empty())
     load_hf_model(config.init_from, model->config(), model->named_params());

@@ -35,10 +35,12 @@ ModelConfig model_config_for_run(const TrainConfig& config);
 
 // The model of `model_config` (resolve_model_config's) with its initial weights (the checkpoint's
 // weights are loaded by the caller with the optimizer state): the whole decoder, or a pipeline
-// rank's `stage` of it, or a tensor-parallel rank's slices (`tp`) of either.
+// rank's `stage` of it, or a tensor-parallel rank's slices (`tp`) of either, holding an
+// expert-parallel rank's experts (`ep`) only.
 std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfig& model_config,
                                      const std::optional<std::filesystem::path>& checkpoint,
-                                     const std::optional<DecoderStage>& stage = std::nullopt, TpPlace tp = {});
+                                     const std::optional<DecoderStage>& stage = std::nullopt, TpPlace tp = {},
+                                     EpPlace ep = {});
 
 // A model ready for inference, with its tokenizer when one is known.
 struct LoadedModel {

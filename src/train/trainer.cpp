@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <iomanip>
+#include <numeric>
 #include <sstream>
 
 #include "checkpoint/run_folder.h"
@@ -71,8 +72,13 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   for (int s = 0; pipeline_plan && s < grid_.dims.pp; ++s)
     stages.push_back(pipeline_stage(pipeline_plan->boundaries, grid_.dims.pp, s));
   const TpPlace tp{grid_.coord.tp, grid_.dims.tp};
+  const EpPlace ep{grid_.ep->rank(), grid_.ep->size()};
   model_ = build_model(config_, model_config, checkpoint,
-                       pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt, tp);
+                       pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt, tp, ep);
+  if (ep.size > 1) {
+    expert_parallel_ = std::make_unique<EpAllToAll>(grid_.ep, device_.device);
+    model_->set_expert_parallel(expert_parallel_.get());
+  }
   if (tp.size > 1) {
     tensor_parallel_ = std::make_unique<TpMappings>(grid_.tp, config_.sequence_parallel);
     model_->set_tensor_parallel(tensor_parallel_.get());
@@ -143,7 +149,8 @@ Trainer::~Trainer() = default;
 ProcessGrid single_process_grid() {
   CommOptions options;
   ProcessGrid grid;
-  grid.world = grid.tp = grid.cp = grid.dp = grid.dp_cp = grid.pp = grid.ep = make_self_comm("world", 0, options);
+  grid.world = grid.tp = grid.cp = grid.dp = grid.dp_cp = grid.pp = grid.ep = grid.expert_dp =
+      make_self_comm("world", 0, options);
   return grid;
 }
 
@@ -155,6 +162,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   // and the dp degree; summing over dp ranks then gives the full batch's gradient (times the loss
   // scale, which update_parameters divides out again).
   const float dloss = loss_scaler_.scale() / float(B * T);
+  if (expert_parallel_) expert_parallel_->take_traffic();  // the step's alone, not an evaluation's
   model_->zero_grad();
   double loss_sum = 0.0;  // the step's token losses over T: its sequences' mean losses, summed
   // The dp reduction overlaps the backward that makes gradients final, unless they still have to
@@ -218,7 +226,8 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   if (pipeline_) pipeline_step_ = pipeline_->step_metrics(sums.data() + pipeline_at, data_parallel_->size());
   if (moe)
     moe_step_ = MoeStepStats{sums[moe_at] / per_layer_sequence, sums[moe_at + 1] / per_layer_sequence,
-                             sums[moe_at + 2], std::vector<double>(sums.begin() + long(moe_at) + 3, sums.end())};
+                             sums[moe_at + 2], std::vector<double>(sums.begin() + long(moe_at) + 3, sums.end()),
+                             expert_parallel_ ? expert_parallel_->take_traffic() : EpTraffic{}};
   return float(sums[0] / double(B));
 }
 
@@ -269,6 +278,23 @@ void Trainer::add_moe_metrics(nlohmann::json& line) const {
     balance.push_back(sum > 0 ? max * double(E) / sum : 0.0);
   }
   line["expert_load_max_over_mean"] = balance;
+  if (!expert_parallel_) return;
+  // Expert parallelism: this rank's all-to-all time and bytes sent, and per MoE layer the busiest
+  // ep rank's rows (its experts' load) over the mean.
+  line["ep_all_to_all_s"] = moe_step_.ep.seconds;
+  line["ep_all_to_all_bytes"] = moe_step_.ep.bytes_sent;
+  const size_t ranks = size_t(grid_.ep->size()), per_rank = E / ranks;
+  nlohmann::json ep_balance = nlohmann::json::array();
+  for (size_t first = 0; first + E <= moe_step_.expert_load.size(); first += E) {
+    double max = 0.0, sum = 0.0;
+    for (size_t r = 0; r < ranks; ++r) {
+      const auto from = moe_step_.expert_load.begin() + long(first + r * per_rank);
+      const double rows = std::accumulate(from, from + long(per_rank), 0.0);
+      max = std::max(max, rows), sum += rows;
+    }
+    ep_balance.push_back(sum > 0 ? max * double(ranks) / sum : 0.0);
+  }
+  line["ep_load_max_over_mean"] = ep_balance;
 }
 
 std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {

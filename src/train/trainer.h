@@ -16,6 +16,7 @@
 #include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
+#include "parallel/ep/token_dispatch.h"
 #include "parallel/process_grid.h"
 #include "train/bad_step_guard.h"
 #include "train/checkpoint_saver.h"
@@ -84,6 +85,7 @@ class Trainer {
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
   std::unique_ptr<PipelineParallel> pipeline_;   // refers to *model_; with --pp above 1 only
   std::unique_ptr<TensorParallel> tensor_parallel_;  // the tp group's mappings, with --tp above 1 only
+  std::unique_ptr<EpAllToAll> expert_parallel_;      // the ep group's token dispatcher, with --ep above 1 only
   // This rank's parameters that another rank also holds and counts (grad-norm) and writes (checkpoints).
   std::vector<OffsetRange> duplicates_;
   std::unique_ptr<AdamW> optimizer_;
@@ -105,6 +107,7 @@ class Trainer {
   struct MoeStepStats {
     double aux = 0, z = 0, dropped = 0;
     std::vector<double> expert_load;  // routed rows per expert, layer-major
+    EpTraffic ep;                     // this rank's all-to-alls, under expert parallelism
   };
   MoeStepStats moe_step_;
   nlohmann::json pipeline_step_;  // the last step's pipeline timings (PipelineParallel::step_metrics)

@@ -1,6 +1,6 @@
 // `tessera train` under mpirun with bad launches: a layout that does not match the world, ranks
-// started with different configurations, an axis not implemented yet, pipeline layouts that do not
-// fit the model or the batch. Each ends non-zero, quickly,
+// started with different configurations, an axis not implemented yet, pipeline and expert layouts
+// that do not fit the model or the batch. Each ends non-zero, quickly,
 // with exactly one "tessera: error" line (from rank 0) naming the problem — never a hang.
 #include <gtest/gtest.h>
 
@@ -56,6 +56,14 @@ TEST_F(LaunchErrors, TensorParallelDegreesThatDoNotDivideTheModel) {
   expect_one_error("-np 2 " + train("--tp 3 --dp 1 --no-sequence-parallel"), "--dp 1 × --tp 3");
   expect_one_error("-np 2 " + train("--tp 2 --dp 1 --seq-len 15"),
                    "sequence parallelism splits each sequence's 15 positions over --tp 2 ranks");
+}
+
+// mixtral-tiny has 4 experts; gpt2-tiny none.
+TEST_F(LaunchErrors, ExpertParallelLayoutsThatDoNotFit) {
+  expect_one_error("-np 2 " + train("--ep 2"), "--ep 2 needs a MoE model");
+  expect_one_error("-np 3 " + train("--model mixtral-tiny --ep 3"), "--ep 3 does not divide the model's 4 experts");
+  expect_one_error("-np 4 " + train("--model mixtral-tiny --tp 2 --ep 4"),
+                   "--ep 4 does not divide --dp 2 (expert groups are carved out of the data-parallel ranks)");
 }
 
 // gpt2-tiny has 2 blocks; --batch-size 4 with --micro-batch-size 1 is 4 micro-batches a step.

@@ -4,6 +4,7 @@
 // Pipeline rows run every schedule at pp 2 and 4 (interleaved with 2 chunks per rank), alone and
 // with dp and ZeRO, over models deepened with --layers so that every chunk has a block. Tensor rows
 // run tp 2 and 4 with sequence parallelism (the default) and without, alone and with dp and pp.
+// Expert rows run ep 2 and 4 (an expert per rank) over dp, with ZeRO, pp, tp and recomputation.
 // A MoE model's auxiliary loss (and capacity) is taken per micro-batch, as in Megatron and Hugging
 // Face, so its reference runs the row's micro-batch size; dense models compare to one forward of
 // the whole batch.
@@ -51,6 +52,13 @@ const Layout kLayouts[] = {
     {4, 2, 1, 4, "llama-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
     {4, 1, 0, 2, "mixtral-tiny", 2, "zero-bubble", 1, 0, "--no-sequence-parallel", 2},
     {2, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
+    // expert parallel: {..., tp, ep}; mixtral-tiny has 4 experts, deepseek-moe-tiny 8 and a shared one
+    {4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {4, 4, 0, 1, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 4},
+    {2, 2, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {4, 4, 2, 1, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 4},
+    {4, 2, 0, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 1, 2},
+    {4, 4, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--recompute full --moe-capacity-factor 1.0", 1, 2},
+    {4, 2, 0, 2, "mixtral-tiny", 2, "zero-bubble", 1, 0, "--recompute selective", 1, 2},
+    {8, 4, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2, 2},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
@@ -110,7 +118,8 @@ TEST_P(ReshardOnResume, ContinuesTheOneProcessTrajectory) {
   const std::filesystem::path dir = testing::scratch_dir();
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
   // A constant schedule, so that the first part's two steps see the rates of a four-step run.
-  Layout one_process{1, 1, 0, 8, r.before.model};
+  // A MoE pair keeps one micro-batch size (its auxiliary loss is taken per micro-batch).
+  Layout one_process{1, 1, 0, r.before.moe() ? r.before.micro_batch : 8, r.before.model};
   one_process.layers = r.before.layers;
   const RunResult ref = train(one_process, dir / "reference", shard, "--steps 4 --lr-schedule constant");
   train(r.before, dir / "run", shard, "--steps 2 --lr-schedule constant");
@@ -149,6 +158,10 @@ const Reshard kReshards[] = {
     // dp2·tp2·pp2 with ZeRO 1 and asynchronous checkpoints -> tp2·pp2 zero-bubble
     {{8, 2, 1, 2, "llama-tiny", 2, "1f1b", 1, 4, "--async-checkpoint", 2},
      {4, 1, 0, 2, "llama-tiny", 2, "zero-bubble", 1, 4, "", 2}},
+    {{4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {1, 1, 0, 2, "mixtral-tiny"}},  // dp4·ep2 -> one process
+    // dp2·zero1 -> dp4·ep4·zero2 (an expert per rank), and dp4·ep2·zero1 under a pipeline -> dp2·ep2·tp2
+    {{2, 2, 1, 2, "deepseek-moe-tiny"}, {4, 4, 2, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 4}},
+    {{8, 4, 1, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 1, 2}, {4, 2, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2, 2}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {

@@ -59,15 +59,15 @@ TEST(MpiGrid, RuntimeSeesTheLauncher) {
 TEST(MpiGrid, EveryLayoutBuildsItsGroups) {
   const int world = testing::test_runtime().world_size(), me = testing::test_runtime().world_rank();
   // Every way to write the world as dp·tp·pp·cp, half of them asking for dp = 0 (fill the world),
-  // with ep cycling through the divisors of dp·cp·tp.
+  // with ep cycling through the divisors of dp.
   std::vector<ParallelDims> layouts;
   for (int tp = 1; tp <= world; ++tp)
     for (int cp = 1; cp <= world; ++cp)
       for (int pp = 1; pp <= world; ++pp) {
         if (world % (tp * cp * pp) != 0) continue;
-        const int dp = world / (tp * cp * pp), slice = dp * cp * tp;
-        int ep = 1 + static_cast<int>(layouts.size()) % slice;
-        while (slice % ep != 0) --ep;
+        const int dp = world / (tp * cp * pp);
+        int ep = 1 + static_cast<int>(layouts.size()) % dp;
+        while (dp % ep != 0) --ep;
         layouts.push_back(dims(layouts.size() % 2 == 0 ? dp : 0, tp, pp, cp, ep));
       }
   for (const ParallelDims& requested : layouts) {
@@ -86,6 +86,7 @@ TEST(MpiGrid, EveryLayoutBuildsItsGroups) {
     check_group(*grid.dp_cp, expected.dp_cp, me);
     check_group(*grid.pp, expected.pp, me);
     check_group(*grid.ep, expected.ep, me);
+    check_group(*grid.expert_dp, expected.expert_dp, me);
     EXPECT_EQ(grid.dp->rank(), grid.coord.dp);
     EXPECT_EQ(grid.tp->rank(), grid.coord.tp);
     EXPECT_EQ(grid.pp->rank(), grid.coord.pp);

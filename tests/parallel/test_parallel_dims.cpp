@@ -26,12 +26,12 @@ void expect_error(const ParallelDims& requested, int world, std::initializer_lis
 }  // namespace
 
 TEST(ParallelDims, ResolveKeepsAValidLayout) {
-  const ParallelDims d = ParallelDims::resolve(dims(2, 2, 2, 1, 4), 8);
+  const ParallelDims d = ParallelDims::resolve(dims(2, 2, 2, 1, 2), 8);
   EXPECT_EQ(d.dp, 2);
   EXPECT_EQ(d.tp, 2);
   EXPECT_EQ(d.pp, 2);
   EXPECT_EQ(d.cp, 1);
-  EXPECT_EQ(d.ep, 4);
+  EXPECT_EQ(d.ep, 2);
   EXPECT_EQ(d.world_size(), 8);
   EXPECT_EQ(ParallelDims::resolve(ParallelDims{}, 1).to_string(), "dp=1 tp=1 pp=1 cp=1 ep=1");
 }
@@ -42,7 +42,7 @@ TEST(ParallelDims, DpZeroFillsTheWorld) {
   EXPECT_EQ(ParallelDims::resolve(dims(0, 2, 1, 1), 8).dp, 4);
   EXPECT_EQ(ParallelDims::resolve(dims(0, 2, 2, 1), 8).dp, 2);
   EXPECT_EQ(ParallelDims::resolve(dims(0, 2, 2, 2), 16).dp, 2);
-  EXPECT_EQ(ParallelDims::resolve(dims(0, 2, 1, 2, 8), 16).to_string(), "dp=4 tp=2 pp=1 cp=2 ep=8");
+  EXPECT_EQ(ParallelDims::resolve(dims(0, 2, 1, 2, 4), 16).to_string(), "dp=4 tp=2 pp=1 cp=2 ep=4");
 }
 
 TEST(ParallelDims, DpZeroThatDoesNotDivideNamesTheNumbers) {
@@ -69,16 +69,18 @@ TEST(ParallelDims, EveryDegreeAtLeastOne) {
 TEST(ParallelDims, DegreesTooLargeForTheWorld) {
   expect_error(dims(1, 16, 1, 1), 8, {"--dp 1 × --tp 16 × --pp 1 × --cp 1 = 16 ranks, but the launcher started 8"});
   expect_error(dims(0, 16, 1, 1), 8, {"--dp 0 fills the world", "= 16 does not divide the world size 8"});
-  expect_error(dims(0, 1, 1, 1, 16), 8, {"--ep 16 does not divide", "= 8"});
+  expect_error(dims(0, 1, 1, 1, 16), 8, {"--ep 16 does not divide --dp 8"});
   // A product past int64 saturates instead of wrapping round to something that might match.
   expect_error(dims(1 << 30, 1 << 30, 1 << 30, 1 << 30), 8, {"but the launcher started 8"});
 }
 
-TEST(ParallelDims, EpDividesTheDataContextTensorSlice) {
+TEST(ParallelDims, EpDividesTheDataParallelRanks) {
   EXPECT_EQ(ParallelDims::resolve(dims(2, 2, 2, 1, 2), 8).ep, 2);
-  EXPECT_EQ(ParallelDims::resolve(dims(2, 2, 2, 1, 4), 8).ep, 4);
-  expect_error(dims(2, 2, 2, 1, 8), 8, {"--ep 8 does not divide --dp 2 × --cp 1 × --tp 2 = 4", "divides 4"});
-  expect_error(dims(3, 1, 1, 1, 2), 3, {"--ep 2 does not divide", "= 3"});
+  EXPECT_EQ(ParallelDims::resolve(dims(4, 1, 1, 2, 4), 8).ep, 4);
+  // Megatron's convention: experts are shared out over data-parallel ranks, not tp or cp ones.
+  expect_error(dims(2, 2, 2, 1, 4), 8, {"--ep 4 does not divide --dp 2", "carved out of the data-parallel ranks",
+                                        "divides 2"});
+  expect_error(dims(3, 1, 1, 1, 2), 3, {"--ep 2 does not divide --dp 3"});
 }
 
 TEST(ParallelDims, CheckModelAcceptsDividingLayouts) {
@@ -96,7 +98,14 @@ TEST(ParallelDims, CheckModelNamesTheFlagAndTheModelDimension) {
   EXPECT_TRUE(contains(message(dims(1, 8, 1, 1), 1024, 8, 8), "--tp 8 does not divide the model's 12 attention heads"));
   EXPECT_TRUE(contains(message(dims(1, 5, 1, 1), 1024, 8, 8), "--tp 5"));
   EXPECT_TRUE(contains(message(dims(1, 1, 13, 1), 1024, 8, 8), "--pp 13 is more than the model's 12 layers"));
-  EXPECT_TRUE(contains(message(dims(1, 1, 1, 3), 1024, 8, 8), "--cp 3 does not divide --seq-len 1024"));
+  EXPECT_TRUE(contains(message(dims(1, 1, 1, 3), 1024, 8, 8), "--seq-len 1024 is not a multiple of 2 × --cp 3 = 6"));
+  EXPECT_TRUE(contains(message(dims(1, 1, 1, 4), 1028, 8, 8), "--seq-len 1028 is not a multiple of 2 × --cp 4 = 8"));
+  // Expert parallelism needs experts, as many as divide evenly.
+  EXPECT_TRUE(contains(message(dims(2, 1, 1, 1, 2), 1024, 8, 4), "--ep 2 needs a MoE model"));
+  const ModelShape moe{4, 4, 64, 256, 6};
+  EXPECT_TRUE(contains(error_of([&] { dims(4, 1, 1, 1, 4).check_model(moe, 64, 8, 2); }),
+                       "--ep 4 does not divide the model's 6 experts"));
+  dims(4, 1, 1, 1, 2).check_model(moe, 64, 8, 2);
   EXPECT_TRUE(contains(message(dims(4, 1, 1, 1), 1024, 8, 4),
                        "--batch-size 8 is not a multiple of --dp 4 × --micro-batch-size 4 = 16"));
   EXPECT_TRUE(contains(message(dims(2, 1, 1, 1), 1024, 8, 0), "--micro-batch-size must be at least 1, got 0"));

@@ -19,7 +19,7 @@ ParallelDims dims(int dp, int tp, int pp, int cp, int ep = 1) {
 }
 
 // Every layout of `world` ranks (all ways to write it as dp·tp·pp·cp), each with the largest ep
-// that divides dp·cp·tp and is at most 4.
+// that divides dp and is at most 4.
 std::vector<ParallelDims> all_layouts(int world) {
   std::vector<ParallelDims> layouts;
   for (int tp = 1; tp <= world; ++tp)
@@ -28,7 +28,7 @@ std::vector<ParallelDims> all_layouts(int world) {
         if (world % (tp * cp * pp) != 0) continue;
         ParallelDims d = dims(world / (tp * cp * pp), tp, pp, cp);
         for (int ep = 4; ep >= 1; --ep)
-          if ((d.dp * d.cp * d.tp) % ep == 0) {
+          if (d.dp % ep == 0) {
             d.ep = ep;
             break;
           }
@@ -94,7 +94,8 @@ TEST(ProcessGridLayout, GroupsOfDp2Tp2Pp2) {
     EXPECT_EQ(g.pp, pp[rank]) << "rank " << rank;
     EXPECT_EQ(g.cp, Ranks{rank});
     EXPECT_EQ(g.dp_cp, dp[rank]);  // cp = 1: the gradient replicas are the dp group
-    EXPECT_EQ(g.ep, tp[rank]);     // ep = 2 blocks coincide with the tp pairs here
+    EXPECT_EQ(g.ep, dp[rank]);     // ep = dp = 2: one expert group per (tp, pp), its dp pair
+    EXPECT_EQ(g.expert_dp, Ranks{rank});  // every expert group holds other experts: no replicas
   }
 }
 
@@ -110,21 +111,27 @@ TEST(ProcessGridLayout, ContextGroupsAndTheirGradientReplicas) {
   EXPECT_EQ(group_layout(d, 7).tp, (Ranks{6, 7}));
 }
 
-TEST(ProcessGridLayout, ExpertBlocksStayInsideTheirStage) {
+TEST(ProcessGridLayout, ExpertGroupsAreCarvedOutOfDataParallelRanks) {
   using Ranks = std::vector<int>;
-  const ParallelDims d = dims(2, 2, 2, 1, 4);  // stages: ranks 0-3 and 4-7
-  EXPECT_EQ(group_layout(d, 0).ep, (Ranks{0, 1, 2, 3}));
-  EXPECT_EQ(group_layout(d, 3).ep, (Ranks{0, 1, 2, 3}));
-  EXPECT_EQ(group_layout(d, 5).ep, (Ranks{4, 5, 6, 7}));
-  const ParallelDims dp4 = dims(4, 1, 2, 1, 2);
-  EXPECT_EQ(group_layout(dp4, 5).ep, (Ranks{4, 5}));
-  EXPECT_EQ(group_layout(dp4, 6).ep, (Ranks{6, 7}));
+  const ParallelDims d = dims(4, 2, 1, 1, 2);  // rank = dp_i·2 + tp_i
+  EXPECT_EQ(group_layout(d, 0).ep, (Ranks{0, 2}));  // dp 0 and 1 at tp 0
+  EXPECT_EQ(group_layout(d, 5).ep, (Ranks{5, 7}));  // dp 2 and 3 at tp 1
+  EXPECT_EQ(group_layout(d, 0).expert_dp, (Ranks{0, 4}));  // the first of each group: the same experts
+  EXPECT_EQ(group_layout(d, 7).expert_dp, (Ranks{3, 7}));
+  const ParallelDims with_cp = dims(2, 1, 1, 2, 2);  // rank = dp_i·2 + cp_i
+  EXPECT_EQ(group_layout(with_cp, 1).ep, (Ranks{1, 3}));
+  EXPECT_EQ(group_layout(with_cp, 1).expert_dp, (Ranks{0, 1}));  // cp ranks replicate the experts
   for (int world : {4, 8, 12, 16, 24})
     for (const ParallelDims& layout : all_layouts(world))
       for (int rank = 0; rank < world; ++rank) {
         const GroupLayout g = group_layout(layout, rank);
+        const GridCoord me = grid_coord(layout, rank);
         ASSERT_EQ(static_cast<int>(g.ep.size()), layout.ep);
-        for (int member : g.ep) EXPECT_EQ(grid_coord(layout, member).pp, grid_coord(layout, rank).pp);
+        ASSERT_EQ(static_cast<int>(g.expert_dp.size()), layout.dp * layout.cp / layout.ep);
+        for (int member : g.ep) {
+          const GridCoord other = grid_coord(layout, member);
+          EXPECT_TRUE(other.pp == me.pp && other.tp == me.tp && other.cp == me.cp && other.dp / layout.ep == me.dp / layout.ep);
+        }
       }
 }
 

@@ -99,7 +99,7 @@ TEST(Runtime, SingleProcessGridHasGroupsOfOne) {
   const ProcessGrid grid = build_process_grid(runtime, ParallelDims::resolve(ParallelDims{0}, 1), CommOptions{});
   EXPECT_TRUE(grid.is_first_stage());
   EXPECT_TRUE(grid.is_last_stage());
-  for (const auto& comm : {grid.world, grid.tp, grid.cp, grid.dp, grid.dp_cp, grid.pp, grid.ep}) {
+  for (const auto& comm : {grid.world, grid.tp, grid.cp, grid.dp, grid.dp_cp, grid.pp, grid.ep, grid.expert_dp}) {
     ASSERT_NE(comm, nullptr);
     EXPECT_EQ(comm->size(), 1);
     EXPECT_EQ(comm->world_ranks(), std::vector<int>{0});

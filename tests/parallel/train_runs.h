@@ -1,6 +1,6 @@
 // `tessera train` runs for the multi-rank tests: a layout (ranks under mpirun, dp, ZeRO stage,
 // micro-batch size, model, pipeline stages with their schedule and chunks per rank, blocks, extra
-// flags, tensor-parallel degree) and a run of it on a token shard, with its metrics and final weights.
+// flags, tensor- and expert-parallel degrees) and a run of it on a token shard, with its metrics and final weights.
 #pragma once
 
 #include <cctype>
@@ -29,6 +29,7 @@ struct Layout {
   int layers = 0;          // 0: the preset's
   const char* extra = "";  // more flags, e.g. "--recompute full"
   int tp = 1;
+  int ep = 1;
   bool moe() const { return std::string(model).find("moe") != std::string::npos || std::string(model).starts_with("mixtral"); }
 };
 
@@ -40,6 +41,7 @@ inline std::string layout_name(const Layout& l) {
   s << model << "_np" << l.ranks << "_dp" << l.dp << "_zero" << l.zero << "_micro" << l.micro_batch;
   if (l.layers > 0) s << "_L" << l.layers;
   if (l.tp > 1) s << "_tp" << l.tp;
+  if (l.ep > 1) s << "_ep" << l.ep;
   if (l.pp > 1) {
     std::string schedule = l.schedule;
     for (char& c : schedule)
@@ -72,6 +74,7 @@ inline std::string train_command(const Layout& l, const std::filesystem::path& d
     cmd << " --pp " << l.pp << " --pipeline-schedule " << l.schedule << " --virtual-stages " << l.virtual_stages;
   if (l.layers > 0) cmd << " --layers " << l.layers;
   if (l.tp > 1) cmd << " --tp " << l.tp;
+  if (l.ep > 1) cmd << " --ep " << l.ep;
   if (*l.extra) cmd << " " << l.extra;
   return cmd.str();
 }

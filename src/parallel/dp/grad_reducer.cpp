@@ -18,8 +18,12 @@ void copy_elements(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t s
 
 }  // namespace
 
-GradReducer::GradReducer(Comm& dp, std::vector<Bucket> buckets, int zero_stage, bool overlap)
-    : comm_(dp), buckets_(std::move(buckets)), zero_stage_(zero_stage), overlap_(overlap) {}
+GradReducer::GradReducer(std::vector<Comm*> groups, std::vector<Bucket> buckets, int zero_stage, bool overlap)
+    : groups_(std::move(groups)), buckets_(std::move(buckets)), zero_stage_(zero_stage), overlap_(overlap) {
+  for (const Bucket& b : buckets_)
+    TS_CHECK(b.group >= 0 && size_t(b.group) < groups_.size(), "GradReducer: a bucket of group ", b.group, " but ",
+             groups_.size(), " groups");
+}
 
 int64_t GradReducer::shard_size() const { return tessera::shard_size(buckets_); }
 
@@ -36,12 +40,13 @@ void GradReducer::grads_final_from(int64_t offset) {
 
 void GradReducer::launch(size_t index) {
   const Bucket& b = buckets_[index];
-  const int dp = comm_.size();
+  Comm& comm = *groups_[size_t(b.group)];
+  const int dp = comm.size();
   InFlight f;
   f.bucket = index;
   Tensor region = grads_.view(b.begin, {b.size()});
   if (zero_stage_ == 0) {
-    f.work = comm_.all_reduce_async(region);
+    f.work = comm.all_reduce_async(region);
   } else {
     // Reduce-scatter needs dp equal chunks: pad the bucket when its length does not divide.
     Tensor in = region;
@@ -51,7 +56,7 @@ void GradReducer::launch(size_t index) {
       in = f.padded_in;
     }
     f.padded_out = Tensor::zeros({b.chunk}, DType::f32, grads_.device());
-    f.work = comm_.reduce_scatter_async(in, f.padded_out);
+    f.work = comm.reduce_scatter_async(in, f.padded_out);
   }
   in_flight_.push_back(std::move(f));
 }
@@ -74,7 +79,6 @@ void GradReducer::finish() {
 void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
   // Two buckets in flight at most: one gathering while the previous one is copied out, so the
   // staging never holds more than two buckets (the point of ZeRO is not to hold the whole model).
-  const int dp = comm_.size();
   std::vector<InFlight> window;
   auto complete_oldest = [&] {
     InFlight& f = window.front();
@@ -85,6 +89,7 @@ void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
   };
   for (size_t i = 0; i < buckets_.size(); ++i) {
     const Bucket& b = buckets_[i];
+    Comm& comm = *groups_[size_t(b.group)];
     InFlight f;
     f.bucket = i;
     f.padded_in = Tensor::zeros({b.chunk}, DType::f32, full.device());
@@ -92,8 +97,8 @@ void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
       copy_elements(f.padded_in, 0, *shard, b.shard_offset, b.owned());
     else
       copy_elements(f.padded_in, 0, full, b.owned_begin, b.owned());
-    f.padded_out = Tensor::zeros({b.chunk * dp}, DType::f32, full.device());
-    f.work = comm_.all_gather_async(f.padded_in, f.padded_out);
+    f.padded_out = Tensor::zeros({b.chunk * comm.size()}, DType::f32, full.device());
+    f.work = comm.all_gather_async(f.padded_in, f.padded_out);
     window.push_back(std::move(f));
     if (window.size() == 2) complete_oldest();
   }

@@ -3,7 +3,8 @@
 // the sum of its owned chunk in its shard. With overlap, a bucket's collective starts as soon as
 // backward has finalised it (grads_final_from), while the rest of backward runs; finish() starts
 // whatever is left and waits for everything. Also all-gathers a sharded buffer back to full
-// (parameters after a ZeRO update, optimizer moments for a checkpoint).
+// (parameters after a ZeRO update, optimizer moments for a checkpoint). Each bucket reduces over its
+// own group (buckets.h).
 #pragma once
 
 #include <vector>
@@ -15,7 +16,8 @@ namespace tessera {
 
 class GradReducer {
  public:
-  GradReducer(Comm& dp, std::vector<Bucket> buckets, int zero_stage, bool overlap);
+  // groups[b.group] is the communicator of bucket b.
+  GradReducer(std::vector<Comm*> groups, std::vector<Bucket> buckets, int zero_stage, bool overlap);
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int64_t shard_size() const;
@@ -34,7 +36,7 @@ class GradReducer {
  private:
   void launch(size_t bucket);
 
-  Comm& comm_;
+  std::vector<Comm*> groups_;
   std::vector<Bucket> buckets_;
   int zero_stage_;
   bool overlap_;
