@@ -17,13 +17,8 @@
 #endif
 
 namespace tessera {
-namespace {
+namespace detail {
 
-struct AttentionDims {
-  int64_t B, T, C, NH, NKV;  // C = NH * HS: the width of q, out and dout
-};
-
-// qkv (B, T, (NH + 2*NKV) * HS); num_kv_heads = 0 means num_heads (multi-head attention).
 AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads, int num_kv_heads) {
   TS_CHECK(num_heads > 0, op, ": num_heads = ", num_heads, " must be positive");
   TS_CHECK(num_kv_heads >= 0, op, ": num_kv_heads = ", num_kv_heads,
@@ -40,14 +35,14 @@ AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads, i
   return {qkv.size(0), qkv.size(1), NH * (width / heads), NH, NKV};
 }
 
-}  // namespace
+}  // namespace detail
 
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads) {
   const char* op = "attention_forward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
   const Device device = detail::check_args(op, {{"out", out, dtype}, {"lse", lse}, {"qkv", qkv, dtype}});
-  const AttentionDims d = attention_dims(op, qkv, num_heads, num_kv_heads);
+  const detail::AttentionDims d = detail::attention_dims(op, qkv, num_heads, num_kv_heads);
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   detail::check_shape(op, "lse", lse, {d.B, d.NH, d.T});
   switch (device) {
@@ -79,7 +74,7 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
   const DType dtype = qkv.dtype();
   const Device device = detail::check_args(
       op, {{"dqkv", dqkv, dtype}, {"dout", dout, dtype}, {"qkv", qkv, dtype}, {"out", out, dtype}, {"lse", lse}});
-  const AttentionDims d = attention_dims(op, qkv, num_heads, num_kv_heads);
+  const detail::AttentionDims d = detail::attention_dims(op, qkv, num_heads, num_kv_heads);
   detail::check_shape(op, "dqkv", dqkv, qkv.shape());
   detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});

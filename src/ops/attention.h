@@ -20,4 +20,17 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
 void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                         int num_heads, int num_kv_heads = 0);
 
+namespace detail {
+
+struct AttentionDims {
+  int64_t B, T, C, NH, NKV;  // C = NH * HS: the width of q, out and dout
+  int64_t head_size() const { return C / NH; }
+};
+
+// The dimensions of qkv (B, T, (NH + 2*NKV) * HS), checked against the head counts; throws naming `op`.
+// num_kv_heads = 0 means num_heads (multi-head attention). Shared with the attention-block op.
+AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads, int num_kv_heads);
+
+}  // namespace detail
+
 }  // namespace tessera

@@ -1,54 +1,30 @@
 // Causal attention on the CPU, flash style. Forward threads take (b, query head) pairs, backward
 // threads (b, kv head) pairs and walk the query heads of the group in order, so dk and dv of a shared
-// kv head accumulate on one thread in a fixed order. Each head walks the queries in tiles of kTile
-// rows, and a tile of rows [r0, r1) only sees keys [0, r1), so the GEMMs skip the masked upper
-// triangle except inside the diagonal block. Scores live in one (kTile, T) scratch per thread; the
-// GEMMs read q, k, v in place (row stride W = (NH + 2*NKV) * HS) and, inside the OpenMP region, run
-// on the calling thread. Backward recomputes each tile's probabilities from the saved log-sum-exp.
+// kv head accumulate on one thread in a fixed order. Each head walks the queries in tiles of
+// kAttentionTile rows (ops/cpu/attention_tile.h), and a tile of rows [r0, r1) only sees keys [0, r1),
+// so the GEMMs skip the masked upper triangle except inside the diagonal block. Scores live in one
+// (kAttentionTile, T) scratch per thread. Backward recomputes each tile's probabilities from the saved
+// log-sum-exp.
 #include "ops/cpu/attention_cpu.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu/attention_tile.h"
 #include "ops/cpu/kernel_util.h"
 
 namespace tessera::cpu {
 namespace {
 
-constexpr int64_t kTile = 64;  // query rows per tile
-
-// s (rows, cols) = scale * q_tile (rows, HS) * k (cols, HS)^T; q and k rows are ld floats apart.
-void tile_scores(float* s, const float* q_tile, const float* k, int64_t rows, int64_t cols, int64_t HS, int64_t ld,
-                 float scale) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(cols), int(HS), scale, q_tile, int(ld), k,
-              int(ld), 0.0f, s, int(cols));
-}
-
-// One score row (cols) becomes exp(s - shift) on its `visible` causal keys and 0 past them;
-// returns the sum of the exponentials.
-float masked_exp_row(float* s, int64_t visible, int64_t cols, float shift) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < visible; j++) {
-    s[j] = exp_approx(s[j] - shift);
-    sum += s[j];
-  }
-  std::fill(s + visible, s + cols, 0.0f);
-  return sum;
-}
-
-// Where the rows of one query head h and its kv head h / (NH / NKV) start in a token's qkv row:
-// [q (NH heads) | k (NKV heads) | v (NKV heads)], each HS channels. For NKV == NH, k = q + C, v = q + 2C.
-struct HeadOffsets {
-  int64_t q, k, v;
-};
-
-HeadOffsets head_offsets(int64_t h, int64_t HS, int64_t NH, int64_t NKV) {
-  const int64_t g = h / (NH / NKV);
-  return {h * HS, NH * HS + g * HS, (NH + NKV) * HS + g * HS};
+// The causal tile of rows [r0, r0 + rows) of one head: keys [0, r0 + rows), row i seeing r0 + i + 1.
+// q, k, v: (T, HS), row stride W; visible: (kAttentionTile) filled here.
+AttentionTile causal_tile(const float* q, const float* k, const float* v, int64_t W, int64_t r0, int64_t T,
+                          int64_t HS, float scale, int64_t* visible) {
+  const int64_t rows = std::min(kAttentionTile, T - r0);
+  for (int64_t i = 0; i < rows; i++) visible[i] = r0 + i + 1;
+  return {.q = q + r0 * W, .ldq = W, .k = k, .v = v, .ldkv = W, .rows = rows, .cols = r0 + rows, .HS = HS,
+          .scale = scale, .visible = visible};
 }
 
 }  // namespace
@@ -59,37 +35,18 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
   const float scale = 1.0f / std::sqrt(float(HS));
 #pragma omp parallel if (B * T * T * C >= kMinParallelElements)  // work ~ B T^2 C
   {
-    std::vector<float> p(size_t(std::min(kTile, T) * T));  // (kTile, T)
-    std::vector<float> row_sum(static_cast<size_t>(kTile));
+    std::vector<float> p(size_t(std::min(kAttentionTile, T) * T));  // (kAttentionTile, T)
+    int64_t visible[kAttentionTile];
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; b++) {
       for (int64_t h = 0; h < NH; h++) {
         const HeadOffsets at = head_offsets(h, HS, NH, NKV);
-        const float* q = qkv + b * T * W + at.q;   // (T, HS), row stride W
-        const float* k = qkv + b * T * W + at.k;   // (T, HS), row stride W; kv head h / (NH / NKV)
-        const float* v = qkv + b * T * W + at.v;   // (T, HS), row stride W
+        const float* x = qkv + b * T * W;          // (T, W)
         float* out_bh = out + b * T * C + h * HS;  // (T, HS), row stride C
         float* lse_bh = lse + (b * NH + h) * T;    // (T)
-        for (int64_t r0 = 0; r0 < T; r0 += kTile) {
-          const int64_t rows = std::min(kTile, T - r0), cols = r0 + rows;
-          tile_scores(p.data(), q + r0 * W, k, rows, cols, HS, W, scale);
-          for (int64_t i = 0; i < rows; i++) {  // softmax numerators, keys 0..r0+i
-            float* p_i = p.data() + i * cols;
-            float max_s = -INFINITY;
-#pragma omp simd reduction(max : max_s)
-            for (int64_t j = 0; j <= r0 + i; j++) max_s = std::max(max_s, p_i[j]);
-            row_sum[size_t(i)] = masked_exp_row(p_i, r0 + i + 1, cols, max_s);
-            lse_bh[r0 + i] = max_s + std::log(row_sum[size_t(i)]);
-          }
-          // out tile (rows, HS) = p (rows, cols) * v (cols, HS), then each row divided by its sum
-          float* out_tile = out_bh + r0 * C;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(HS), int(cols), 1.0f, p.data(),
-                      int(cols), v, int(W), 0.0f, out_tile, int(C));
-          for (int64_t i = 0; i < rows; i++) {
-            const float inv = 1.0f / row_sum[size_t(i)];
-#pragma omp simd
-            for (int64_t d = 0; d < HS; d++) out_tile[i * C + d] *= inv;
-          }
+        for (int64_t r0 = 0; r0 < T; r0 += kAttentionTile) {
+          const AttentionTile tile = causal_tile(x + at.q, x + at.k, x + at.v, W, r0, T, HS, scale, visible);
+          attention_tile_forward(tile, out_bh + r0 * C, C, lse_bh + r0, p.data());
         }
       }
     }
@@ -98,9 +55,9 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 
 namespace {
 
-// One query head's backward. q, k, v, dq, dk, dv: (T, HS), row stride W; dout_bh, out_bh: (T, HS),
-// row stride C; lse_bh (T). dq is written; dk and dv are accumulated (+=), so a kv head shared by
-// several query heads sums their contributions. p and dp: (kTile, T) scratch.
+// One query head's backward: q, k, v, dq, dk, dv (T, HS), row stride W; dout_bh, out_bh (T, HS), row
+// stride C; lse_bh (T). dq is written; dk and dv are accumulated (+=), so a kv head shared by several
+// query heads sums their contributions. p and dp: (kAttentionTile, T) scratch.
 struct HeadBackward {
   const float *q, *k, *v, *dout_bh, *out_bh, *lse_bh;
   float *dq, *dk, *dv;
@@ -108,35 +65,15 @@ struct HeadBackward {
 
 void attention_backward_head(const HeadBackward& a, int64_t T, int64_t HS, int64_t W, int64_t C, float scale,
                              float* p, float* dp) {
-  for (int64_t r0 = 0; r0 < T; r0 += kTile) {
-    const int64_t rows = std::min(kTile, T - r0), cols = r0 + rows;
-    const float* dout_tile = a.dout_bh + r0 * C;  // (rows, HS)
-    tile_scores(p, a.q + r0 * W, a.k, rows, cols, HS, W, scale);
-    for (int64_t i = 0; i < rows; i++) masked_exp_row(p + i * cols, r0 + i + 1, cols, a.lse_bh[r0 + i]);
-    // dv (cols, HS) += p^T (cols, rows) * dout_tile (rows, HS)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(cols), int(HS), int(rows), 1.0f, p, int(cols),
-                dout_tile, int(C), 1.0f, a.dv, int(W));
-    // dp (rows, cols) = dout_tile (rows, HS) * v (cols, HS)^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(cols), int(HS), 1.0f, dout_tile, int(C),
-                a.v, int(W), 0.0f, dp, int(cols));
-    // dS = p * (dp - rowsum(dout * out)), written over p
-    for (int64_t i = 0; i < rows; i++) {
-      const float* do_i = dout_tile + i * C;
-      const float* o_i = a.out_bh + (r0 + i) * C;
-      float delta = 0.0f;
-#pragma omp simd reduction(+ : delta)
-      for (int64_t d = 0; d < HS; d++) delta += do_i[d] * o_i[d];
-      float* p_i = p + i * cols;
-      const float* dp_i = dp + i * cols;
-#pragma omp simd
-      for (int64_t j = 0; j < cols; j++) p_i[j] *= dp_i[j] - delta;
-    }
-    // dq tile (rows, HS) = scale * dS (rows, cols) * k (cols, HS)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(HS), int(cols), scale, p, int(cols), a.k,
-                int(W), 0.0f, a.dq + r0 * W, int(W));
-    // dk (cols, HS) += scale * dS^T (cols, rows) * q tile (rows, HS)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(cols), int(HS), int(rows), scale, p, int(cols),
-                a.q + r0 * W, int(W), 1.0f, a.dk, int(W));
+  int64_t visible[kAttentionTile];
+  float delta[kAttentionTile];
+  for (int64_t r0 = 0; r0 < T; r0 += kAttentionTile) {
+    const AttentionTile tile = causal_tile(a.q, a.k, a.v, W, r0, T, HS, scale, visible);
+    for (int64_t i = 0; i < tile.rows; i++)
+      delta[i] = attention_row_delta(a.dout_bh + (r0 + i) * C, a.out_bh + (r0 + i) * C, HS);
+    const AttentionTileGrads grads{.dout = a.dout_bh + r0 * C, .ldo = C, .lse = a.lse_bh + r0, .delta = delta,
+                                   .dq = a.dq + r0 * W, .dq_beta = 0.0f, .dk = a.dk, .dv = a.dv};
+    attention_tile_backward(tile, grads, p, dp);
   }
 }
 
@@ -148,8 +85,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const float scale = 1.0f / std::sqrt(float(HS));
 #pragma omp parallel if (B * T * T * C >= kMinParallelElements)  // work ~ B T^2 C
   {
-    std::vector<float> p(size_t(std::min(kTile, T) * T));   // (kTile, T): probabilities, then dS
-    std::vector<float> dp(size_t(std::min(kTile, T) * T));  // (kTile, T)
+    std::vector<float> p(size_t(std::min(kAttentionTile, T) * T));   // (kAttentionTile, T): probabilities, then dS
+    std::vector<float> dp(size_t(std::min(kAttentionTile, T) * T));  // (kAttentionTile, T)
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; b++) {
       for (int64_t g = 0; g < NKV; g++) {
