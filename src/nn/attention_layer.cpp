@@ -11,6 +11,19 @@
 
 namespace tessera {
 
+namespace {
+
+// Causal attention of a's qkv, over the cp group's whole sequences when there is one.
+void core_forward(const ModelConfig& config, AttentionActivations& a, ContextParallel* cp) {
+  const int NH = int(config.num_heads), NKV = int(config.kv_heads());
+  if (cp)
+    cp->attention_forward(a.core, a.lse, a.qkv, NH, NKV);
+  else
+    attention_forward(a.core, a.lse, a.qkv, NH, NKV);
+}
+
+}  // namespace
+
 Tensor rope_positions(int64_t first, int64_t count, Device device) {
   Tensor positions = Tensor::zeros({count}, DType::i32);
   std::iota(positions.data<int32_t>(), positions.data<int32_t>() + count, int32_t(first));
@@ -28,11 +41,11 @@ void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_
 }
 
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
-                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp) {
+                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp, ContextParallel* cp) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
   matmul_forward(a.qkv, region_input(x, tp), w.qkv.weight, w.qkv.bias);
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, rotary.positions, NH, NKV, rotary.inv_freq);
-  attention_forward(a.core, a.lse, a.qkv, NH, NKV);
+  core_forward(config, a, cp);
   Tensor partial = all_rows_like(a.out, tp);
   matmul_forward(partial, a.core, w.attn_out.weight, row_parallel_bias(w.attn_out.bias, tp));
   region_output(partial, a.out, tp);
@@ -48,17 +61,20 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
   matmul_forward(a.out, a.core, w.attn_out.weight, w.attn_out.bias);
 }
 
-void attention_core_recompute(const ModelConfig& config, AttentionActivations& a) {
-  attention_forward(a.core, a.lse, a.qkv, int(config.num_heads), int(config.kv_heads()));
+void attention_core_recompute(const ModelConfig& config, AttentionActivations& a, ContextParallel* cp) {
+  core_forward(config, a, cp);
 }
 
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
                               const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred,
-                              TensorParallel* tp) {
+                              TensorParallel* tp, ContextParallel* cp) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
   linear_backward(scratch.dcore, g.attn_out, region_output_grad(dout, tp), a.core, w.attn_out.weight, deferred);
-  attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
+  if (cp)
+    cp->attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
+  else
+    attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
   if (config.positions == PositionKind::rope) rope_backward(scratch.dqkv, rotary.positions, NH, NKV, rotary.inv_freq);
   Tensor partial = all_rows_like(dx, tp);
   linear_backward(partial, g.qkv, scratch.dqkv, region_input(x, tp), w.qkv.weight, deferred);

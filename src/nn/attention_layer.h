@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "nn/context_parallel.h"
 #include "nn/decoder_layout.h"
 #include "nn/deferred_weight_grads.h"
 #include "nn/tensor_parallel.h"
@@ -38,18 +39,21 @@ struct AttentionScratch {
 };
 
 // With `tp`, a tensor-parallel rank's heads: the output reduced over the group, the input gradient too.
+// With `cp`, x holds the rank's positions of every sequence (nn/context_parallel.h) and attention runs
+// over the whole sequences held by the group (`rotary` holds the true positions).
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
-                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp = nullptr);
+                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp = nullptr,
+                             ContextParallel* cp = nullptr);
 // Generation: the same layer for new tokens at positions past.., their keys and values appended to
 // the caches (B, capacity, NKV*HS) and attention taken over the cache (ops/attention_kv.h).
 void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
                             const BlockWeights& w, const Rotary& rotary, Tensor& k_cache, Tensor& v_cache,
                             int64_t past);
 // Selective recomputation: core and lse again from the saved (rotated) qkv.
-void attention_core_recompute(const ModelConfig& config, AttentionActivations& a);
+void attention_core_recompute(const ModelConfig& config, AttentionActivations& a, ContextParallel* cp = nullptr);
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
                               const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred = nullptr,
-                              TensorParallel* tp = nullptr);
+                              TensorParallel* tp = nullptr, ContextParallel* cp = nullptr);
 
 }  // namespace tessera

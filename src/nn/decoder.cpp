@@ -14,6 +14,7 @@
 #include "ops/cross_entropy_shard.h"
 #include "ops/encoder.h"
 #include "ops/matmul.h"
+#include "ops/residual.h"
 
 namespace tessera {
 namespace {
@@ -21,6 +22,21 @@ namespace {
 void fill_constant(Tensor& t, float value) {
   float* p = t.f32();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = value;
+}
+
+// A context-parallel rank's rows (T_local, C) of a (maxT, C) position table: its two chunks of every
+// sequence, chunk rank and chunk 2·cp-1-rank (nn/context_parallel.h). to_local copies them out of
+// the table; otherwise they are added into it (a gradient).
+void chunk_rows(Tensor& local, Tensor& table, CpPlace cp, bool to_local) {
+  const int64_t C = table.size(1), chunk = local.size(0) / 2;
+  const int64_t chunks[2] = {cp.rank, 2 * cp.size - 1 - cp.rank};
+  for (int64_t k = 0; k < 2; ++k) {
+    Tensor mine = local.view(k * chunk * C, {chunk, C}), theirs = table.view(chunks[k] * chunk * C, {chunk, C});
+    if (to_local)
+      copy_tensor(mine, theirs);
+    else
+      add_inplace(theirs, mine);
+  }
 }
 
 }  // namespace
@@ -62,6 +78,10 @@ void Decoder::set_tensor_parallel(TensorParallel* mappings) {
                                : mappings->place().rank == tp_place_.rank && mappings->place().size == tp_place_.size,
            "Decoder: built for tp rank ", tp_place_.rank, " of ", tp_place_.size, ", given mappings for another place");
   tp_ = tp_place_.size > 1 ? mappings : nullptr;
+}
+
+void Decoder::set_context_parallel(ContextParallel* ring) {
+  cp_ = ring && ring->place().size > 1 ? ring : nullptr;
 }
 
 void Decoder::set_expert_parallel(ExpertParallel* dispatch) {
@@ -140,7 +160,7 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
   TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
-  acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_, seq_shards());
+  acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_, seq_shards(), cp_place());
   embed(acts_, tokens);
   // Inference (no targets) routes dropless; training and evaluation follow the capacity factor.
   const MoeOptions dropless{};
@@ -148,8 +168,8 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   acts_.dloss = dloss;
   grad_ready_ = false;
   if (!targets.defined()) {  // inference: every row's logits, kept for logits()
-    TS_CHECK(!tp_ && !ep_, "Decoder::forward: inference under tensor or expert parallelism is not implemented; load "
-                           "the checkpoint into one process (tessera generate)");
+    TS_CHECK(!tp_ && !ep_ && !cp_, "Decoder::forward: inference under tensor, expert or context parallelism is not "
+                                   "implemented; load the checkpoint into one process (tessera generate)");
     const int64_t N = B * T;
     Tensor no_bias;  // the classifier has none
     matmul_forward(logits_buffer(N), acts_.final_norm.out.reshape({N, config_.channels}), w_.classifier(), no_bias);
@@ -170,8 +190,13 @@ void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
   // Under tensor parallelism a rank looks up its vocabulary rows; the sum over the group is the
   // embedding, the positions added (by rank 0) once (reduce-scattered under sequence parallelism).
   Tensor partial = all_rows_like(a.embedded, tp_);
-  encoder_forward(partial, a.tokens, w_.embed, row_parallel_bias(w_.positions, tp_), first_vocab_row(),
-                  config_.padded_vocab_size());
+  Tensor positions = row_parallel_bias(w_.positions, tp_);
+  if (cp_ && positions.defined()) {  // the table's rows of this rank's positions
+    Tensor table = positions;
+    positions = Tensor::zeros({a.T, config_.channels}, table.dtype(), device_);
+    chunk_rows(positions, table, cp_->place(), true);
+  }
+  encoder_forward(partial, a.tokens, w_.embed, positions, first_vocab_row(), config_.padded_vocab_size());
   region_output(partial, a.embedded, tp_);
 }
 
@@ -188,7 +213,7 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
   norm_forward(config_, a.blocks[size_t(r.first)].norm1, a.embedded, w_.blocks[size_t(r.first)].norm1);
   for (int64_t l = r.first; l < r.end; ++l) {
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
-    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), {tp_, ep_});
+    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), {tp_, ep_, cp_});
   }
 }
 
@@ -290,13 +315,16 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
     BlockActivations& block = a.blocks[size_t(l)];
     const BlockWeights& w = w_.blocks[size_t(l)];
-    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, {tp_, ep_});
-    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, {tp_, ep_});
+    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, {tp_, ep_, cp_});
+    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, {tp_, ep_, cp_});
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
-  encoder_backward(g_.embed, g_.positions, region_output_grad(dres, tp_), a.tokens, first_vocab_row(),
+  Tensor dpositions = g_.positions;
+  if (cp_ && dpositions.defined()) dpositions = Tensor::zeros({a.T, config_.channels}, DType::f32, device_);
+  encoder_backward(g_.embed, dpositions, region_output_grad(dres, tp_), a.tokens, first_vocab_row(),
                    config_.padded_vocab_size());
+  if (cp_ && dpositions.defined()) chunk_rows(dpositions, g_.positions, cp_->place(), false);
   grads_final_from(names_.embed);
 }
 
@@ -315,7 +343,8 @@ Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_le
   TS_CHECK(seq_len <= config_.max_seq_len, "sequence length ", seq_len, " exceeds the model's context of ",
            config_.max_seq_len);
   DecoderActivations& a = in_flight_[{chunk, micro}];
-  a.ensure(local_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_, seq_shards());
+  a.ensure(local_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_, seq_shards(),
+           cp_place());
   return a.embedded;
 }
 

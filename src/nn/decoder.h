@@ -46,6 +46,10 @@ class Decoder {
   // The ep group's token dispatcher (parallel/ep), kept by pointer; required before a forward when
   // the model was built for an ep group of more than one rank.
   void set_expert_parallel(ExpertParallel* dispatch);
+  // The cp group's ring attention (parallel/cp), kept by pointer: forward() then takes the rank's
+  // share of every sequence (nn/context_parallel.h), its positions those of its chunks.
+  void set_context_parallel(ContextParallel* ring);
+  CpPlace cp_place() const { return cp_ ? cp_->place() : CpPlace{}; }
   EpPlace ep_place() const { return ep_place_; }
 
   // Each parameter by its ParamInit, keyed on (seed, name, index): normal(0, 0.02), residual
@@ -184,6 +188,7 @@ class Decoder {
   TensorParallel* tp_ = nullptr;  // null without tensor parallelism
   EpPlace ep_place_;
   ExpertParallel* ep_ = nullptr;  // null without expert parallelism
+  ContextParallel* cp_ = nullptr;  // null without context parallelism
   DecoderNames names_;
   Device device_ = Device::cpu;
   DType compute_dtype_ = DType::f32;

@@ -64,9 +64,10 @@ void DecoderActivations::allocate_blocks(const ModelConfig& config) {
 }
 
 void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, BlockRange blocks,
-                                Device on, DType activation_dtype, RecomputePolicy policy, int64_t seq_shards) {
+                                Device on, DType activation_dtype, RecomputePolicy policy, int64_t seq_shards,
+                                CpPlace context) {
   if (batch == B && seq_len == T && seq_len / seq_shards == T_local && blocks == range && on == device &&
-      activation_dtype == dtype && policy == recompute)
+      activation_dtype == dtype && policy == recompute && context.rank == cp.rank && context.size == cp.size)
     return;
   *this = DecoderActivations();  // free the old buffers before the new ones are allocated
   B = batch;
@@ -76,6 +77,7 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
   device = on;
   dtype = activation_dtype;
   recompute = policy;
+  cp = context;
   const int64_t C = config.channels, F = config.hidden();
   auto btc = [&](int64_t width) { return Tensor::zeros({B, T, width}, dtype, device); };
   auto local = [&] { return Tensor::zeros({B, T_local, C}, dtype, device); };  // the residual stream's
@@ -86,7 +88,14 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
     losses = Tensor::zeros({B, T}, DType::f32, device);
   }
   if (config.positions == PositionKind::rope) {
-    rotary = Rotary{rope_positions(0, T, device), tensor_to(rope_inv_freq(config.head_size(), config.rope), device)};
+    Tensor positions = rope_positions(0, T, device);
+    if (cp.size > 1) {
+      const std::vector<int32_t> chunks = cp_positions(T * cp.size, cp);
+      positions = Tensor::zeros({T}, DType::i32);
+      std::copy(chunks.begin(), chunks.end(), positions.data<int32_t>());
+      positions = tensor_to(positions, device);
+    }
+    rotary = Rotary{positions, tensor_to(rope_inv_freq(config.head_size(), config.rope), device)};
   }
 
   dresidual = local();

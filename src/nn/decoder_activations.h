@@ -31,7 +31,8 @@ struct DecoderActivations {
   Tensor logits;  // (rows, Vp), sized by Decoder::forward: a chunk of rows (training, evaluation) or
                   // all B*T (inference)
   Tensor losses;  // (B,T) f32, when the range ends at the last block
-  Rotary rotary;  // positions 0..T-1 and the inverse frequencies, when the model uses RoPE
+  Rotary rotary;  // the tokens' positions (0..T-1, or a cp rank's chunks) and the inverse frequencies, under RoPE
+  CpPlace cp;     // the context-parallel rank whose positions of every sequence these are
   // backward scratch
   Tensor dresidual;  // (B,T,C): the residual stream's gradient, flowing down (into a chunk: its
                      // output's gradient; out of it after backward: its input's)
@@ -39,10 +40,11 @@ struct DecoderActivations {
   DeferredWeightGrads deferred;  // zero-bubble: the weight gradients its backward left for later
 
   void allocate_blocks(const ModelConfig& config);
-  // (Re)allocates for a new (B,T), range, device, dtype, policy or sequence split (seq_shards ranks
-  // hold 1/seq_shards of the residual stream's positions); a no-op when all are unchanged.
+  // (Re)allocates for a new (B,T), range, device, dtype, policy, sequence split (seq_shards ranks
+  // hold 1/seq_shards of the residual stream's positions) or context-parallel place (seq_len is then
+  // the rank's share of each sequence); a no-op when all are unchanged.
   void ensure(const ModelConfig& config, int64_t batch, int64_t seq_len, BlockRange blocks, Device on,
-              DType activation_dtype, RecomputePolicy policy, int64_t seq_shards = 1);
+              DType activation_dtype, RecomputePolicy policy, int64_t seq_shards = 1, CpPlace context = {});
 };
 
 }  // namespace tessera

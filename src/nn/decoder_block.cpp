@@ -26,7 +26,7 @@ void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_
 
 void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
                    const BlockWeights& w, const Rotary& rotary, NextNorm next, BlockParallel par) {
-  attention_layer_forward(config, a.attn, a.norm1.out, w, rotary, par.tp);
+  attention_layer_forward(config, a.attn, a.norm1.out, w, rotary, par.tp, par.cp);
   residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
   if (w.router.defined())
     moe_layer_forward(config, moe, a.moe, a.norm2.out, w, par.tp, par.ep);
@@ -56,7 +56,7 @@ void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions
     norm_forward(config, a.norm1, x, w.norm1);
     return block_forward(config, moe, a, x, w, rotary, NextNorm{}, par);
   }
-  attention_core_recompute(config, a.attn);
+  attention_core_recompute(config, a.attn, par.cp);
   if (w.router.defined())
     moe_activation_recompute(a.moe);
   else
@@ -75,7 +75,7 @@ void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, 
   norm_backward(config, scratch.dnorm, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2);
   add_inplace(dres, scratch.dnorm);
   attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, rotary, scratch.attn, deferred,
-                           par.tp);
+                           par.tp, par.cp);
   norm_backward(config, scratch.dnorm, g.norm1, scratch.dnormed, x, w.norm1, a.norm1);
   add_inplace(dres, scratch.dnorm);
 }

@@ -52,6 +52,7 @@ struct NextNorm {
 struct BlockParallel {
   TensorParallel* tp = nullptr;
   ExpertParallel* ep = nullptr;
+  ContextParallel* cp = nullptr;
 };
 
 // `config`: the shapes the layers compute with (a tensor-parallel rank's share under tp).

@@ -16,7 +16,7 @@ bool inside(const std::vector<OffsetRange>& ranges, int64_t offset) {
 }
 
 // Buckets over the model's parameters: the expert weights (under expert parallelism) in buckets of
-// their own, reduced over expert_dp (group 1); everything else over dp (group 0).
+// their own, reduced over expert_dp (group 1); everything else over dp×cp (group 0).
 std::vector<Bucket> model_buckets(const Decoder& model, const ProcessGrid& grid, const std::vector<OffsetRange>& experts,
                                   int64_t bucket_bytes) {
   std::vector<int64_t> starts;
@@ -26,7 +26,7 @@ std::vector<Bucket> model_buckets(const Decoder& model, const ProcessGrid& grid,
     groups.push_back(inside(experts, spec.offset) ? 1 : 0);
   }
   return make_buckets(starts, groups, model.layout().total(), std::max<int64_t>(1, bucket_bytes / int64_t(sizeof(float))),
-                      {{grid.dp->rank(), grid.dp->size()}, {grid.expert_dp->rank(), grid.expert_dp->size()}});
+                      {{grid.dp_cp->rank(), grid.dp_cp->size()}, {grid.expert_dp->rank(), grid.expert_dp->size()}});
 }
 
 double squared_norm_of(const Tensor& t, const std::vector<OffsetRange>& ranges) {
@@ -39,11 +39,12 @@ double squared_norm_of(const Tensor& t, const std::vector<OffsetRange>& ranges) 
 
 DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options)
     : dp_(grid.dp),
+      replicas_(grid.dp_cp),
       ep_(grid.ep),
       model_(model),
       options_(options),
       experts_(model.ep_place().size > 1 ? model.expert_ranges() : std::vector<OffsetRange>{}),
-      reducer_({grid.dp.get(), grid.expert_dp.get()}, model_buckets(model, grid, experts_, options.bucket_bytes),
+      reducer_({grid.dp_cp.get(), grid.expert_dp.get()}, model_buckets(model, grid, experts_, options.bucket_bytes),
                options.zero_stage, options.overlap) {
   TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 2, "--zero must be 0, 1 or 2, got ", options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
@@ -110,7 +111,7 @@ void DataParallel::after_update() {
 
 double DataParallel::sum(double value) { return sum(std::vector<double>{value})[0]; }
 
-std::vector<double> DataParallel::sum(const std::vector<double>& values) { return sum_over(*dp_, values); }
+std::vector<double> DataParallel::sum(const std::vector<double>& values) { return sum_over(*replicas_, values); }
 
 std::vector<double> sum_over(Comm& group, const std::vector<double>& values) {
   // Two floats carry each value exactly enough for reporting (and counts below 2^48 exactly): the
@@ -137,7 +138,7 @@ std::vector<OptimSegment> DataParallel::checkpoint_segments(const std::vector<Of
     // the parameters).
     for (const Bucket& b : reducer_.buckets()) append_segments(model_.layout(), b.owned_begin, b.owned_end, b.owned_begin, segments);
   } else {
-    const int64_t total = model_.layout().total(), r = rank(), n = size();
+    const int64_t total = model_.layout().total(), r = replicas_->rank(), n = replicas_->size();
     const int64_t begin = total * r / n, end = total * (r + 1) / n;
     append_segments(model_.layout(), begin, end, begin, segments);  // the state is laid out like the parameters
   }

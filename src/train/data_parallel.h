@@ -1,5 +1,6 @@
 // Data parallelism for the training loop, over the grid's dp group (size 1 takes the same path and
-// communicates nothing). Gradients of the last micro-batch are reduced in buckets while backward
+// communicates nothing); under context parallelism gradients, shards and sums span dp×cp, whose
+// ranks hold the same parameters. Gradients of the last micro-batch are reduced in buckets while backward
 // runs; ZeRO 1/2 shard the optimizer state (and the reduced gradient) over dp and all-gather the
 // updated parameters. Also the global reductions the loop reports: loss sums and the grad-norm.
 // Under expert parallelism the expert weights (other experts on every ep rank) reduce over the
@@ -28,6 +29,7 @@ class DataParallel {
  public:
   DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options);
 
+  // This rank's place among the data-parallel ranks (which batch shares it takes).
   int rank() const { return dp_->rank(); }
   int size() const { return dp_->size(); }
   int zero_stage() const { return options_.zero_stage; }
@@ -51,17 +53,19 @@ class DataParallel {
   double squared_grad_norm(const std::vector<OffsetRange>& excluded = {});
   // After the optimizer step: all-gather the updated parameters under ZeRO.
   void after_update();
-  // Sum of a value (of each value) over the dp group.
+  // Sum of a value (of each value) over the dp×cp group.
   double sum(double value);
   std::vector<double> sum(const std::vector<double>& values);
   // The parameter elements this rank writes to a checkpoint, as segments of its optimizer state: its
-  // ZeRO shard, or under ZeRO 0 (every rank holding every moment) the rank-th of size() contiguous
+  // ZeRO shard, or under ZeRO 0 (every rank holding every moment) the rank-th of the dp×cp ranks' contiguous
   // ranges of the flat buffer, so that the ranks share the writing.
   // Leaves out the elements in `excluded`: another rank writes them.
   std::vector<OptimSegment> checkpoint_segments(const std::vector<OffsetRange>& excluded = {}) const;
 
  private:
-  std::shared_ptr<Comm> dp_, ep_;
+  std::shared_ptr<Comm> dp_;
+  std::shared_ptr<Comm> replicas_;  // the ranks holding the same parameters, dp×cp: reductions and sums
+  std::shared_ptr<Comm> ep_;
   Decoder& model_;
   DataParallelOptions options_;
   std::vector<OffsetRange> experts_;  // the expert weights, under expert parallelism

@@ -79,6 +79,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     expert_parallel_ = std::make_unique<EpAllToAll>(grid_.ep, device_.device);
     model_->set_expert_parallel(expert_parallel_.get());
   }
+  if (grid_.dims.cp > 1) {
+    context_parallel_ = std::make_unique<RingAttention>(grid_.cp);
+    model_->set_context_parallel(context_parallel_.get());
+  }
   if (tp.size > 1) {
     tensor_parallel_ = std::make_unique<TpMappings>(grid_.tp, config_.sequence_parallel);
     model_->set_tensor_parallel(tensor_parallel_.get());
@@ -163,6 +167,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   // scale, which update_parameters divides out again).
   const float dloss = loss_scaler_.scale() / float(B * T);
   if (expert_parallel_) expert_parallel_->take_traffic();  // the step's alone, not an evaluation's
+  if (context_parallel_) context_parallel_->reset_stats();
   model_->zero_grad();
   double loss_sum = 0.0;  // the step's token losses over T: its sequences' mean losses, summed
   // The dp reduction overlaps the backward that makes gradients final, unless they still have to
@@ -184,7 +189,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   }
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
-    loss_sum += double(model_->forward(inputs_, targets_, dloss)) * double(micro);
+    loss_sum += forward(inputs_, targets_, dloss) * double(micro);
     // Only the last micro-batch's backward reduces: its buckets start as they complete.
     if (!reduce_after && first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
     model_->backward();
@@ -247,9 +252,16 @@ float Trainer::evaluate() {
   }
   for (int64_t k = data_parallel_->rank(); !pipeline_ && k < batches; k += data_parallel_->size()) {
     val_sampler_->fill(k, 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
-    sum += model_->forward(inputs_, targets_);
+    sum += forward(inputs_, targets_, 0.0f);
   }
   return float(sum_over_ranks({sum})[0] / double(batches));
+}
+
+double Trainer::forward(const Tensor& inputs, const Tensor& targets, float dloss) {
+  if (!context_parallel_) return model_->forward(inputs, targets, dloss);
+  // The rank's share of every sequence; its mean loss over cp sums to the sequences' mean.
+  const CpPlace cp = context_parallel_->place();
+  return double(model_->forward(cp_local_tokens(inputs, cp), cp_local_tokens(targets, cp), dloss)) / cp.size;
 }
 
 std::vector<double> Trainer::sum_over_ranks(const std::vector<double>& values) {
@@ -435,6 +447,10 @@ TrainResult Trainer::run() {
       if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
       if (model_->config().moe.enabled()) add_moe_metrics(line);
       if (pipeline_) line["pipeline"] = pipeline_step_;
+      if (context_parallel_) {  // this rank's ring: the wait its attention did not hide, the bytes it sent
+        line["cp_ring_wait_s"] = context_parallel_->stats().wait_s;
+        line["cp_ring_bytes"] = context_parallel_->stats().bytes_sent;
+      }
       metrics->write(line);
     }
     progress.update(step, loss, lr, tokens_per_s, elapsed);

@@ -16,6 +16,7 @@
 #include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
+#include "parallel/cp/ring_attention.h"
 #include "parallel/ep/token_dispatch.h"
 #include "parallel/process_grid.h"
 #include "train/bad_step_guard.h"
@@ -71,7 +72,10 @@ class Trainer {
   void print_sample(ProgressLine& progress);
   void write_loss_plot(const std::filesystem::path& metrics_path);
   bool is_reporting_rank() const { return grid_.world_rank == 0; }
-  // Sums over the ranks that hold different parts of the step: dp, then the pipeline stages.
+  // model_->forward() of a micro-batch (B,T) of tokens and targets, of this rank's share of every
+  // sequence under context parallelism; returns the mean token loss's share (sums over cp to the mean).
+  double forward(const Tensor& inputs, const Tensor& targets, float dloss);
+  // Sums over the ranks that hold different parts of the step: dp×cp, then the pipeline stages.
   std::vector<double> sum_over_ranks(const std::vector<double>& values);
   // The global gradient norm over every stage and tp rank (each parameter counted once).
   float grad_norm();
@@ -86,6 +90,7 @@ class Trainer {
   std::unique_ptr<PipelineParallel> pipeline_;   // refers to *model_; with --pp above 1 only
   std::unique_ptr<TensorParallel> tensor_parallel_;  // the tp group's mappings, with --tp above 1 only
   std::unique_ptr<EpAllToAll> expert_parallel_;      // the ep group's token dispatcher, with --ep above 1 only
+  std::unique_ptr<RingAttention> context_parallel_;  // the cp group's ring attention, with --cp above 1 only
   // This rank's parameters that another rank also holds and counts (grad-norm) and writes (checkpoints).
   std::vector<OffsetRange> duplicates_;
   std::unique_ptr<AdamW> optimizer_;

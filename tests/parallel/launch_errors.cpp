@@ -1,6 +1,6 @@
 // `tessera train` under mpirun with bad launches: a layout that does not match the world, ranks
-// started with different configurations, an axis not implemented yet, pipeline and expert layouts
-// that do not fit the model or the batch. Each ends non-zero, quickly,
+// started with different configurations, pipeline, expert and context layouts that do not fit the
+// model or the batch or combine in ways not implemented yet. Each ends non-zero, quickly,
 // with exactly one "tessera: error" line (from rank 0) naming the problem — never a hang.
 #include <gtest/gtest.h>
 
@@ -48,7 +48,11 @@ TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
   expect_one_error("-np 1 " + train("--lr 1e-3") + " : -np 1 " + train("--lr 2e-3"), "different configurations");
 }
 
-TEST_F(LaunchErrors, AxesNotImplementedYet) { expect_one_error("-np 2 " + train("--cp 2 --dp 1"), "--cp"); }
+TEST_F(LaunchErrors, ContextParallelLayoutsThatDoNotFit) {
+  expect_one_error("-np 4 " + train("--cp 4 --dp 1 --seq-len 12"), "--seq-len 12 is not a multiple of 2 × --cp 4 = 8");
+  expect_one_error("-np 4 " + train("--cp 2 --pp 2 --dp 1"), "--cp 2 with --pp 2 is not implemented yet");
+  expect_one_error("-np 2 " + train("--model mixtral-tiny --cp 2 --dp 1"), "--cp 2 with a MoE model is not implemented");
+}
 
 // gpt2-tiny: 2 heads, 32 channels, MLP 128, vocabulary padded to 256.
 TEST_F(LaunchErrors, TensorParallelDegreesThatDoNotDivideTheModel) {

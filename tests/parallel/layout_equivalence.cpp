@@ -4,7 +4,8 @@
 // Pipeline rows run every schedule at pp 2 and 4 (interleaved with 2 chunks per rank), alone and
 // with dp and ZeRO, over models deepened with --layers so that every chunk has a block. Tensor rows
 // run tp 2 and 4 with sequence parallelism (the default) and without, alone and with dp and pp.
-// Expert rows run ep 2 and 4 (an expert per rank) over dp, with ZeRO, pp, tp and recomputation.
+// Expert rows run ep 2 and 4 (an expert per rank) over dp, with ZeRO, pp, tp and recomputation;
+// context rows cp 2 and 4 (ring attention), over dp with ZeRO and recomputation, and with tp.
 // A MoE model's auxiliary loss (and capacity) is taken per micro-batch, as in Megatron and Hugging
 // Face, so its reference runs the row's micro-batch size; dense models compare to one forward of
 // the whole batch.
@@ -59,6 +60,13 @@ const Layout kLayouts[] = {
     {4, 4, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--recompute full --moe-capacity-factor 1.0", 1, 2},
     {4, 2, 0, 2, "mixtral-tiny", 2, "zero-bubble", 1, 0, "--recompute selective", 1, 2},
     {8, 4, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2, 2},
+    // context parallel: {..., tp, ep, cp}; --seq-len 16 is 2·cp chunks of 4 (cp 2) or 2 (cp 4)
+    {2, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 4},
+    {2, 1, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 8, "llama-tiny", 1, "1f1b", 1, 0, "", 1, 1, 4},
+    {4, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
+    {4, 2, 2, 2, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 2},
+    {4, 1, 0, 4, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}, {4, 1, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2},
+    {8, 2, 1, 2, "llama-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2, 1, 2},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
@@ -162,6 +170,9 @@ const Reshard kReshards[] = {
     // dp2·zero1 -> dp4·ep4·zero2 (an expert per rank), and dp4·ep2·zero1 under a pipeline -> dp2·ep2·tp2
     {{2, 2, 1, 2, "deepseek-moe-tiny"}, {4, 4, 2, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 4}},
     {{8, 4, 1, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 1, 2}, {4, 2, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2, 2}},
+    // dp2·cp2·zero1 -> one process, and one process -> tp2·cp2
+    {{4, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {1, 1, 0, 2}},
+    {{1, 1, 0, 2, "llama-tiny"}, {4, 1, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {

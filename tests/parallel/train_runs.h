@@ -1,6 +1,6 @@
 // `tessera train` runs for the multi-rank tests: a layout (ranks under mpirun, dp, ZeRO stage,
 // micro-batch size, model, pipeline stages with their schedule and chunks per rank, blocks, extra
-// flags, tensor- and expert-parallel degrees) and a run of it on a token shard, with its metrics and final weights.
+// flags, tensor-, expert- and context-parallel degrees) and a run of it on a token shard, with its metrics and final weights.
 #pragma once
 
 #include <cctype>
@@ -30,6 +30,7 @@ struct Layout {
   const char* extra = "";  // more flags, e.g. "--recompute full"
   int tp = 1;
   int ep = 1;
+  int cp = 1;
   bool moe() const { return std::string(model).find("moe") != std::string::npos || std::string(model).starts_with("mixtral"); }
 };
 
@@ -42,6 +43,7 @@ inline std::string layout_name(const Layout& l) {
   if (l.layers > 0) s << "_L" << l.layers;
   if (l.tp > 1) s << "_tp" << l.tp;
   if (l.ep > 1) s << "_ep" << l.ep;
+  if (l.cp > 1) s << "_cp" << l.cp;
   if (l.pp > 1) {
     std::string schedule = l.schedule;
     for (char& c : schedule)
@@ -75,6 +77,7 @@ inline std::string train_command(const Layout& l, const std::filesystem::path& d
   if (l.layers > 0) cmd << " --layers " << l.layers;
   if (l.tp > 1) cmd << " --tp " << l.tp;
   if (l.ep > 1) cmd << " --ep " << l.ep;
+  if (l.cp > 1) cmd << " --cp " << l.cp;
   if (*l.extra) cmd << " " << l.extra;
   return cmd.str();
 }
