@@ -36,7 +36,8 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
   if (writes_weights()) weights_ = ModelSnapshot{model.config(), full_layout_, Tensor::zeros({full_layout_.total()})};
   moments_ = OptimizerState{segments_, Tensor::zeros({optimizer.state_size()}), Tensor::zeros({optimizer.state_size()})};
   if (model.device() != Device::cuda) return;
-  const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1;  // rank 0 holds every weight itself
+  // Rank 0 holds every weight itself (under ZeRO-3 only its shard).
+  const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1 && dp.zero_stage() < 3;
   if (writes_weights() && alone) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
   device_m_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
   device_v_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
@@ -54,6 +55,7 @@ CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const Optimiz
 }
 
 void CheckpointSaver::gather_weights(Tensor& full) const {
+  if (dp_.zero_stage() == 3) return dp_.gather_params(full);  // from every dp rank's shard (dp only)
   if (dp_.rank() != 0) return;
   if (!writes_weights()) return world_->send(model_.params(), 0);  // another (stage, tp rank)'s
   if (sources_.size() == 1) return copy_tensor(full, model_.params());

@@ -5,17 +5,23 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/cuda/device.h"
 #include "ops/norm.h"
 #include "optim/grad_clip.h"
 
 namespace tessera {
 namespace {
 
-std::vector<Bucket> model_buckets(const Decoder& model, const Comm& dp, int64_t bucket_bytes) {
+std::vector<Bucket> model_buckets(const Decoder& model, const Comm& dp, const DataParallelOptions& options) {
+  // ZeRO-3 gathers and reduces whole parts (the embeddings, each block, the final norm with the
+  // head): one bucket each, whatever --bucket-mb says.
+  const bool parts = options.zero_stage == 3;
+  const std::vector<ParamSpec>& specs = model.layout().specs();
   std::vector<int64_t> starts;
-  for (const ParamSpec& spec : model.layout().specs()) starts.push_back(spec.offset);
-  return make_buckets(starts, model.layout().total(), std::max<int64_t>(1, bucket_bytes / int64_t(sizeof(float))),
-                      dp.rank(), dp.size());
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!parts || i == 0 || specs[i].block != specs[i - 1].block) starts.push_back(specs[i].offset);
+  const int64_t elems = parts ? 1 : std::max<int64_t>(1, options.bucket_bytes / int64_t(sizeof(float)));
+  return make_buckets(starts, model.layout().total(), elems, dp.rank(), dp.size());
 }
 
 }  // namespace
@@ -24,12 +30,17 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
     : dp_(grid.dp),
       model_(model),
       options_(options),
-      reducer_(*grid.dp, model_buckets(model, *grid.dp, options.bucket_bytes), options.zero_stage, options.overlap) {
-  TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 2, "--zero must be 0, 1 or 2, got ", options.zero_stage);
+      reducer_(*grid.dp, model_buckets(model, *grid.dp, options), options.zero_stage, options.overlap) {
+  TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 3, "--zero must be 0, 1, 2 or 3, got ",
+           options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
+  if (options.zero_stage == 3) {
+    zero3_ = std::make_unique<Zero3Parameters>(*dp_, model.layout(), reducer_.buckets(), model.params(), shard_);
+    model.set_sharded_parameters(zero3_.get());
+  }
 }
 
-std::vector<OptimSegment> DataParallel::optimizer_segments() const {
+std::vector<OptimSegment> DataParallel::moment_segments() const {
   if (options_.zero_stage == 0) return full_segments(model_.layout());
   std::vector<OptimSegment> segments;
   for (const Bucket& b : reducer_.buckets())
@@ -37,7 +48,15 @@ std::vector<OptimSegment> DataParallel::optimizer_segments() const {
   return segments;
 }
 
+std::vector<OptimSegment> DataParallel::optimizer_segments() const {
+  std::vector<OptimSegment> segments = moment_segments();
+  if (zero3_)
+    for (OptimSegment& s : segments) s.param_offset = s.state_offset;
+  return segments;
+}
+
 void DataParallel::reduce_during_next_backward() {
+  if (zero3_) return;  // every backward reduces the parts it finishes (the model calls zero3_)
   reducer_.begin(model_.grads(), shard_);
   model_.set_grad_ready_hook([this](int64_t offset) { reducer_.grads_final_from(offset); });
 }
@@ -45,6 +64,10 @@ void DataParallel::reduce_during_next_backward() {
 double DataParallel::finish_reduction() {
   model_.set_grad_ready_hook({});
   auto start = std::chrono::steady_clock::now();
+  if (zero3_) {
+    zero3_->finish();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   reducer_.finish();
   // ZeRO-2: the full local gradient is dead once reduced; only the shard lives until the update.
   if (options_.zero_stage == 2) model_.release_grads();
@@ -82,7 +105,21 @@ double DataParallel::squared_grad_norm(const std::vector<OffsetRange>& excluded)
 }
 
 void DataParallel::after_update() {
-  if (options_.zero_stage > 0) reducer_.all_gather(model_.params(), nullptr);
+  // ZeRO-3: the optimizer updated the shards that the next forward gathers from.
+  if (options_.zero_stage > 0 && !zero3_) reducer_.all_gather(model_.params(), nullptr);
+}
+
+void DataParallel::gather_params(Tensor& full) {
+  if (zero3_) return zero3_->gather_to(full, 0);
+  if (rank() == 0) copy_tensor(full, model_.params());
+}
+
+ParamMemory DataParallel::param_memory() {
+  if (!zero3_) return {int64_t(model_.params().bytes()), int64_t(model_.params().bytes())};
+  const int64_t shard = int64_t(zero3_->params_shard().bytes());
+  const ParamMemory memory{shard, shard + zero3_->peak_gathered_bytes()};
+  zero3_->reset_peak();
+  return memory;
 }
 
 double DataParallel::sum(double value) { return sum(std::vector<double>{value})[0]; }
@@ -107,7 +144,7 @@ std::vector<double> sum_over(Comm& group, const std::vector<double>& values) {
 std::vector<OptimSegment> DataParallel::checkpoint_segments(const std::vector<OffsetRange>& excluded) const {
   std::vector<OptimSegment> segments;
   if (options_.zero_stage > 0) {
-    segments = optimizer_segments();
+    segments = moment_segments();
   } else {
     const int64_t total = model_.layout().total(), r = rank(), n = size();
     const int64_t begin = total * r / n, end = total * (r + 1) / n;
