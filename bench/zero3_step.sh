@@ -7,16 +7,9 @@
 # gathered around their use (peak_param_mem_mb), and the allocator's peak for the whole process.
 # ZeRO-2 reduces in --bucket-mb buckets (BUCKET_MB, 4 by default); ZeRO-3 in one bucket per block.
 # Usage: [BUCKET_MB=4] bench/zero3_step.sh [steps=6]   (appends to bench/results/cpu-zero3-step.jsonl)
-set -euo pipefail
-cd "$(dirname "$0")/.."
 steps=${1:-6}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-
+source "$(dirname "$0")/bench_env.sh"
 /usr/bin/python3 tools/synthetic_shard.py "$work/train.bin" --tokens 1000000 --vocab 8192
-
-tessera=${TESSERA:-build/tessera}
 model=(--model gpt2-124m --layers 8 --heads 4 --channels 256 --vocab-size 8192 --context 128 --seq-len 128)
 run() {  # name ranks [flags...]
   local name=$1 ranks=$2; shift 2
@@ -31,21 +24,18 @@ results=$(
     run "dp${dp}_zero3" "$dp" --zero 3
   done
 )
-/usr/bin/python3 - "$steps" <<PY
-import json, statistics, sys
+/usr/bin/python3 - <<PY
+import statistics, sys
 sys.path.insert(0, "bench")
-from bench_record import append_record
-runs = dict(line.split() for line in """$results""".strip().splitlines())
-def load(name):
-    lines = [json.loads(l) for l in open(runs[name]) if '"loss"' in l]
-    timed = lines[2:]  # the first two steps warm up
-    return {"step_s": statistics.median(l["step_s"] for l in timed),
-            "comm_wait_s": statistics.median(l["comm_wait_s"] for l in timed),
+from bench_record import append_record, runs_of, step_lines
+def load(path):
+    lines, timed = step_lines(path)
+    median = lambda key: statistics.median(l[key] for l in timed)
+    return {"step_s": median("step_s"), "comm_wait_s": median("comm_wait_s"),
             "param_mem_mb": lines[-1]["param_mem_mb"],
             "peak_param_mem_mb": max(l["peak_param_mem_mb"] for l in lines),
-            "peak_mem_mb": max(l["peak_mem_mb"] for l in lines),
-            "final_loss": lines[-1]["loss"]}
-r = {name: load(name) for name in runs}
+            "peak_mem_mb": max(l["peak_mem_mb"] for l in lines), "final_loss": lines[-1]["loss"]}
+r = {name: load(path) for name, path in runs_of("""$results""").items()}
 append_record("bench/results/cpu-zero3-step.jsonl", "TESSERA=$tessera BUCKET_MB=${BUCKET_MB:-4} bench/zero3_step.sh $steps", r)
 print(f"{'run':10} {'step ms':>8} {'wait ms':>8} {'params MB':>10} {'peak params MB':>15} {'peak MB':>8} {'loss':>8}")
 for name, v in r.items():
