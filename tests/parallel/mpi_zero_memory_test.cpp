@@ -5,6 +5,7 @@
 // The sums of the sharded pieces over dp equal the unsharded sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/allocator.h"
@@ -26,6 +27,7 @@ struct Measured {
   int64_t model_bytes;      // what the model and DataParallel hold before the first step
   double model_bytes_over_dp;  // model_bytes summed over the dp ranks
   int64_t held_by_step;     // live after forward, backward and the reduction, beyond what was before forward
+  ParamMemory params;       // the parameter bytes kept, and the most held during the step
   std::vector<float> weights;  // rank 0: the whole flat parameters after one optimizer step
 };
 
@@ -58,6 +60,7 @@ Measured measure(int zero) {
   model.backward();
   dp.finish_reduction();
   const int64_t after_step = int64_t(host_allocator_stats().current_bytes);
+  const ParamMemory params = dp.param_memory();
 
   optimizer.step(dp.optimizer_params(), dp.optimizer_grads(), 1e-3f, 1.0f);
   dp.after_update();
@@ -71,6 +74,7 @@ Measured measure(int zero) {
           model_bytes,
           sum_over(*grid.dp, {double(model_bytes)})[0],
           after_step - before_forward,
+          params,
           std::move(weights)};
 }
 
@@ -109,6 +113,19 @@ TEST(ZeroMemory, Zero3KeepsOneShardOfTheParameters) {
   EXPECT_LE(zero3.optimizer_bytes, 2 * 4 * (n / dp + slack));
   EXPECT_GE(zero3.optimizer_bytes, 2 * 4 * (n / dp - slack));
   EXPECT_EQ(zero3.held_by_step, zero0.held_by_step);
+  // During the step at most two parts were whole at once (the one computing and the next one
+  // arriving): never the model, whose blocks here are its largest parts.
+  std::vector<int64_t> parts;
+  const ParameterLayout layout = decoder_layout(kModel);
+  for (int64_t part = kEmbeddingBlock; part <= kModel.num_layers; ++part) {
+    const OffsetRange r = layout.block_range(part, part);
+    parts.push_back(4 * ((r.end - r.begin + dp - 1) / dp * dp + dp));  // padded, and a staged chunk
+  }
+  std::sort(parts.rbegin(), parts.rend());
+  EXPECT_EQ(zero3.params.persistent_bytes, zero3.model_bytes / 2);
+  EXPECT_GT(zero3.params.peak_bytes - zero3.params.persistent_bytes, parts[0]);
+  EXPECT_LE(zero3.params.peak_bytes - zero3.params.persistent_bytes, parts[0] + parts[1]);
+  EXPECT_LT(zero3.params.peak_bytes - zero3.params.persistent_bytes, 4 * n);
 
   // The update through the shards is the unsharded one (the sums may round in another order).
   if (zero0.weights.empty()) return;  // rank 0 compares
