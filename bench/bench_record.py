@@ -11,3 +11,14 @@ def append_record(path, command, runs):
               "machine": f"{cpu}, {subprocess.check_output(['nproc']).decode().strip()} cores",
               "command": command, "runs": runs}
     open(path, "a").write(json.dumps(record) + "\n")
+
+
+def runs_of(listing):
+    """{run name: its metrics.jsonl} from the "NAME PATH" lines a benchmark script prints per run."""
+    return dict(line.split() for line in listing.strip().splitlines())
+
+
+def step_lines(path, warm_up=2):
+    """A run's step lines (its metrics lines with a loss), and those after the first `warm_up` steps."""
+    lines = [json.loads(l) for l in open(path) if '"loss"' in l]
+    return lines, lines[warm_up:]

@@ -8,16 +8,9 @@
 #   attention's exposed wait per step (the transfer time its compute did not hide).
 # This machine has 2 cores: 4-rank runs share them, so their times (and waits) include time-sharing.
 # Usage: bench/expert_context_step.sh [steps=4]   (appends to bench/results/cpu-expert-context-step.jsonl)
-set -euo pipefail
-cd "$(dirname "$0")/.."
 steps=${1:-4}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-
+source "$(dirname "$0")/bench_env.sh"
 /usr/bin/python3 tools/synthetic_shard.py "$work/train.bin" --tokens 2000000 --vocab 8192
-
-tessera=${TESSERA:-build/tessera}
 moe=(--model mixtral-mini --layers 2 --channels 256 --heads 4 --vocab-size 8192 --seq-len 128 --batch-size 16
      --micro-batch-size 2)
 long=(--model gpt2-124m --layers 2 --heads 4 --channels 256 --vocab-size 8192 --context 2048 --seq-len 2048
@@ -36,20 +29,19 @@ results=$(
   run long_cp4 4 "${long[@]}" --dp 1 --cp 4
 )
 /usr/bin/python3 - "$steps" <<PY
-import json, statistics, sys
+import statistics, sys
 sys.path.insert(0, "bench")
-from bench_record import append_record
-runs = dict(line.split() for line in """$results""".strip().splitlines())
+from bench_record import append_record, runs_of, step_lines
+runs = runs_of("""$results""")
 def load(name):
-    lines = [json.loads(l) for l in open(runs[name]) if '"loss"' in l]
-    timed = lines[1:]  # the first step warms up
+    lines, timed = step_lines(runs[name], warm_up=1)
     r = {"step_s": statistics.median(l["step_s"] for l in timed), "peak_mem_mb": max(l["peak_mem_mb"] for l in lines)}
     for key in ("ep_all_to_all_s", "ep_all_to_all_bytes", "cp_ring_wait_s", "cp_ring_bytes"):
         if key in lines[-1]: r[key] = statistics.median(l[key] for l in timed)
     if "ep_load_max_over_mean" in lines[-1]: r["ep_load_max_over_mean"] = lines[-1]["ep_load_max_over_mean"]
     return r
 r = {name: load(name) for name in runs}
-append_record("bench/results/cpu-expert-context-step.jsonl", "bench/expert_context_step.sh $steps", r)
+append_record("bench/results/cpu-expert-context-step.jsonl", "TESSERA=$tessera bench/expert_context_step.sh $steps", r)
 print(f"{'run':14} {'step ms':>9} {'peak MB':>8}  per step (rank 0)")
 for name, v in r.items():
     extra = ""

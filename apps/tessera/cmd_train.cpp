@@ -112,9 +112,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
       ->delimiter(',');
   cmd.add_option("--cp", c.cp, "Context-parallel degree")->capture_default_str();
   cmd.add_option("--ep", c.ep, "Expert-parallel degree")->capture_default_str();
-  cmd.add_option("--zero", c.zero, "ZeRO stage: 0, 1 (shard optimizer state) or 2 (and gradients)")
+  cmd.add_option("--zero", c.zero, "ZeRO stage: 0, 1 (shard optimizer state), 2 (and gradients) or 3 (and parameters; --dp only)")
       ->capture_default_str();
-  cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB")->capture_default_str();
+  cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB (ZeRO-3: one bucket per block)")->capture_default_str();
   cmd.add_flag("!--no-overlap", c.overlap, "Reduce gradients after backward instead of during it");
   cmd.add_option("--comm-timeout", c.comm_timeout, "Seconds before a collective counts as hung")
       ->capture_default_str();

@@ -70,7 +70,7 @@ void Decoder::set_params(Tensor params) {
 }
 
 void Decoder::params_updated() {
-  if (compute_dtype_ != DType::f32) cast_copy(compute_params_, params_);
+  if (compute_dtype_ != DType::f32 && !sharded_) cast_copy(compute_params_, params_);
 }
 
 void Decoder::set_tensor_parallel(TensorParallel* mappings) {
@@ -97,6 +97,7 @@ void Decoder::to(Device device, DType compute) {
            " on the ", device == Device::cpu ? "CPU" : "GPU",
            " is not supported; the CPU computes in f32, the GPU in f32, bf16 or f16");
   if (device == device_ && compute == compute_dtype_) return;
+  TS_CHECK(!sharded_, "Decoder::to: a ZeRO-3 model stays on the device it was sharded on");
   device_ = device;
   compute_dtype_ = compute;
   set_params(tensor_to(params_, device));
@@ -160,6 +161,8 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
   TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
+  TS_CHECK(targets.defined() || !sharded_, "Decoder::forward: inference under ZeRO-3 is not implemented; load the "
+                                           "checkpoint into one process (tessera generate)");
   acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_, seq_shards(), cp_place());
   embed(acts_, tokens);
   // Inference (no targets) routes dropless; training and evaluation follow the capacity factor.
@@ -187,6 +190,7 @@ void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
   if (!a.tokens.defined() || a.tokens.shape() != tokens.shape() || a.tokens.device() != device_)
     a.tokens = Tensor::zeros(tokens.shape(), DType::i32, device_);
   copy_tensor(a.tokens, tokens);
+  gather_part(kEmbeddingBlock, a.range.first);
   // Under tensor parallelism a rank looks up its vocabulary rows; the sum over the group is the
   // embedding, the positions added (by rank 0) once (reduce-scattered under sequence parallelism).
   Tensor partial = all_rows_like(a.embedded, tp_);
@@ -198,31 +202,47 @@ void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
   }
   encoder_forward(partial, a.tokens, w_.embed, positions, first_vocab_row(), config_.padded_vocab_size());
   region_output(partial, a.embedded, tp_);
+  release_part(kEmbeddingBlock);
 }
 
 void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
   // Each block's last residual add is fused with the norm that reads its output: the next block's
   // norm1, or the final norm after the last block; a chunk's last block before another chunk's
-  // first is not (that norm runs on the next chunk, from its input).
+  // first is not (that norm runs on the next chunk, from its input), nor any block under ZeRO-3
+  // (the norm's gain belongs to the next part): each block runs its norm1, the final norm follows.
   const BlockRange r = a.range;
+  const int64_t L = config_.num_layers;
+  const bool fuse = !sharded_;
   auto norm_after = [&](int64_t l) {
-    if (l + 1 == config_.num_layers) return NextNorm{&a.final_norm, &w_.final_norm};
+    if (!fuse) return NextNorm{};
+    if (l + 1 == L) return NextNorm{&a.final_norm, &w_.final_norm};
     if (l + 1 == r.end) return NextNorm{};
     return NextNorm{&a.blocks[size_t(l) + 1].norm1, &w_.blocks[size_t(l) + 1].norm1};
   };
-  norm_forward(config_, a.blocks[size_t(r.first)].norm1, a.embedded, w_.blocks[size_t(r.first)].norm1);
   for (int64_t l = r.first; l < r.end; ++l) {
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
+    gather_part(l, l + 1);
+    if (l == r.first || !fuse) norm_forward(config_, a.blocks[size_t(l)].norm1, x, w_.blocks[size_t(l)].norm1);
     block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), {tp_, ep_, cp_});
+    release_part(l);
   }
+  if (fuse || r.end != L) return;
+  // The final part stays gathered through the classifier (and a training forward's backward).
+  gather_part(L, names_.head.empty() ? kEmbeddingBlock : kNoPart);
+  norm_forward(config_, a.final_norm, a.blocks[size_t(L) - 1].out, w_.final_norm);
 }
 
 double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets, float dloss) {
   const int64_t N = a.B * a.T, C = config_.channels, Vp = vocab_rows();
   TS_CHECK(targets.ndim() == 2 && targets.size(0) == a.B && targets.size(1) == a.T, "targets ",
            shape_string(targets.shape()), " must match tokens (", a.B, ", ", a.T, ")");
-  TS_CHECK(dloss == 0.0f || grads_.defined(),
+  TS_CHECK(dloss == 0.0f || grads_.defined() || sharded_,
            "Decoder::forward with a loss gradient accumulates into the gradients; call zero_grad() first");
+  // Under ZeRO-3: a tied classifier is the embedding (gathered again), and the gradient it writes
+  // is the head's part's or, tied, the embedding's (which backward finishes).
+  const int64_t L = config_.num_layers, classifier_part = names_.head.empty() ? kEmbeddingBlock : L;
+  if (classifier_part != L) gather_part(classifier_part, kNoPart);
+  if (dloss != 0.0f) bind_part_grads(classifier_part);
   // The fused classifier, a chunk of rows at a time: logits, losses and dlogits in place, then at
   // once (when training) the gradient into the final norm for backward() and the classifier's own,
   // so only a chunk's logits exist.
@@ -246,6 +266,8 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
   }
   // The final norm's output entered the (vocabulary-parallel) classifier's region.
   if (dloss != 0.0f) region_input_grad(dnormed_all, a.scratch.dnormed, tp_);
+  if (classifier_part != L) release_part(classifier_part);
+  if (dloss == 0.0f) release_part(L);
   double sum = 0.0;
   const Tensor host_losses = tensor_to(a.losses, Device::cpu);
   const float* loss_values = host_losses.f32();
@@ -300,10 +322,15 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     if (announce && grad_ready_hook_) grad_ready_hook_(layout_.find(first_param).offset);
   };
   const BlockRange r = a.range;
-  if (r.end == config_.num_layers) {
+  const int64_t L = config_.num_layers;
+  if (r.end == L) {
     // The classifier's backward ran in forward: scratch.dnormed holds the gradient into the final norm's output.
+    gather_part(L, r.end - 1);  // (ZeRO-3: still held since the forward)
+    bind_part_grads(L);
     norm_backward(config_, dres, g_.final_norm, a.scratch.dnormed, a.blocks[size_t(r.end) - 1].out, w_.final_norm,
                   a.final_norm);
+    release_part(L);
+    part_grads_final(L);
     grads_final_from(names_.final_norm.weight);
   }
   // Each MoE layer's aux and z losses enter the objective as coef * (mean over MoE layers), with the
@@ -314,17 +341,23 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
   for (int64_t l = r.end; l-- > r.first;) {
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
     BlockActivations& block = a.blocks[size_t(l)];
+    gather_part(l, l > r.first ? l - 1 : kNoPart);
+    bind_part_grads(l);
     const BlockWeights& w = w_.blocks[size_t(l)];
     if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, {tp_, ep_, cp_});
     block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, {tp_, ep_, cp_});
+    release_part(l);
+    part_grads_final(l);
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
+  bind_part_grads(kEmbeddingBlock);
   Tensor dpositions = g_.positions;
   if (cp_ && dpositions.defined()) dpositions = Tensor::zeros({a.T, config_.channels}, DType::f32, device_);
   encoder_backward(g_.embed, dpositions, region_output_grad(dres, tp_), a.tokens, first_vocab_row(),
                    config_.padded_vocab_size());
   if (cp_ && dpositions.defined()) chunk_rows(dpositions, g_.positions, cp_->place(), false);
+  part_grads_final(kEmbeddingBlock);
   grads_final_from(names_.embed);
 }
 
@@ -399,25 +432,39 @@ void Decoder::count_moe_statistics(const DecoderActivations& a) {
   }
 }
 
-void Decoder::balance_router_biases(const std::vector<double>& load, float rate) {
-  if (config_.moe.router != RouterKind::sigmoid_bias || !config_.moe.enabled()) return;
+std::vector<std::pair<int64_t, std::vector<float>>> Decoder::router_bias_steps(const std::vector<double>& load,
+                                                                                float rate) const {
   const size_t E = size_t(config_.moe.num_experts);
   TS_CHECK(load.size() == expert_load_.size(), "balance_router_biases: ", load.size(), " loads for ",
            expert_load_.size() / E, " MoE layers of ", E, " experts");
-  // The biases live in the fp32 master weights on the host or the device; a few values per layer.
-  Tensor host = tensor_to(params_, Device::cpu);
+  std::vector<std::pair<int64_t, std::vector<float>>> steps;
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     const BlockNames& b = names_.blocks[size_t(l)];
     if (b.router_bias.empty()) continue;
     const size_t k = size_t(l - config_.moe.first_dense_layers) * E;
-    float* bias = host.f32() + layout_.find(b.router_bias).offset;
     double mean = 0.0;
     for (size_t e = 0; e < E; ++e) mean += load[k + e] / double(E);
+    std::vector<float> step(E);
     for (size_t e = 0; e < E; ++e) {
       const double gap = mean - load[k + e];
-      bias[e] += gap > 0 ? rate : gap < 0 ? -rate : 0.0f;
+      step[e] = gap > 0 ? rate : gap < 0 ? -rate : 0.0f;
     }
+    steps.push_back({layout_.find(b.router_bias).offset, std::move(step)});
   }
+  return steps;
+}
+
+void Decoder::balance_router_biases(const std::vector<double>& load, float rate) {
+  if (config_.moe.router != RouterKind::sigmoid_bias || !config_.moe.enabled()) return;
+  const auto steps = router_bias_steps(load, rate);
+  if (sharded_) {
+    for (const auto& [offset, step] : steps) sharded_->add_to_params(offset, step);
+    return;
+  }
+  // The biases live in the fp32 master weights on the host or the device; a few values per layer.
+  Tensor host = tensor_to(params_, Device::cpu);
+  for (const auto& [offset, step] : steps)
+    for (size_t e = 0; e < step.size(); ++e) host.f32()[offset + int64_t(e)] += step[e];
   if (device_ == Device::cpu) return params_updated();
   copy_tensor(params_, host);
   params_updated();
@@ -491,6 +538,7 @@ void Decoder::zero_grad() {
   std::fill(expert_load_.begin(), expert_load_.end(), 0.0);
   dropped_ = 0.0;
   moe_loss_sums_ = RouterLosses{};
+  if (sharded_) return sharded_->zero_grad();
   if (!grads_.defined()) return allocate_grads();  // zero-filled
   if (device_ != Device::cpu) return device_memset_zero(grads_.raw_data(), grads_.bytes());
   float* g = grads_.f32();

@@ -28,6 +28,7 @@
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 #include "nn/parameter_layout.h"
+#include "nn/sharded_parameters.h"
 #include "nn/stage_partition.h"
 #include "nn/tensor_parallel.h"
 
@@ -51,6 +52,15 @@ class Decoder {
   void set_context_parallel(ContextParallel* ring);
   CpPlace cp_place() const { return cp_ ? cp_->place() : CpPlace{}; }
   EpPlace ep_place() const { return ep_place_; }
+
+  // ZeRO-3 (nn/sharded_parameters.h): `sharded`, which took its shards of params() already, holds
+  // the parameters from now on. The decoder frees its flat parameters and gradients (params() and
+  // grads() stay undefined) and gathers each part around its use; no block's last add is then
+  // fused with the next norm, whose gain lies in the next part. A whole model without tensor
+  // parallelism only, in training and evaluation forwards (no inference, no chunk API), on the
+  // device it has already moved to; kept by pointer.
+  void set_sharded_parameters(ShardedParameters* sharded);
+  bool is_sharded() const { return sharded_ != nullptr; }
 
   // Each parameter by its ParamInit, keyed on (seed, name, index): normal(0, 0.02), residual
   // projections scaled by 1/sqrt(2L), biases 0, norm gains 1, padding rows of the embedding and head 0.
@@ -180,6 +190,16 @@ class Decoder {
   Tensor& logits_buffer(int64_t rows);  // acts_.logits as (rows, Vp), reallocated when that changes
   void allocate_grads();
   void set_params(Tensor params);
+  // ZeRO-3 (decoder_sharded.cpp; no-ops when not sharded): w_'s views of `part` from its gathered
+  // parameters (gathering `next` meanwhile) until release_part; g_'s views of its gradient buffer
+  // until part_grads_final hands that over for reduction.
+  void gather_part(int64_t part, int64_t next);
+  void release_part(int64_t part);
+  void bind_part_grads(int64_t part);
+  void part_grads_final(int64_t part);
+  // The router biases' balancing steps: (flat offset, the step of each of its E elements) per MoE layer.
+  std::vector<std::pair<int64_t, std::vector<float>>> router_bias_steps(const std::vector<double>& load,
+                                                                         float rate) const;
 
   ModelConfig config_;
   DecoderStage stage_;
@@ -199,6 +219,7 @@ class Decoder {
   DecoderWeights w_, g_;
   DecoderActivations acts_;  // forward()'s and backward()'s
   std::map<std::pair<int, int>, DecoderActivations> in_flight_;  // (chunk, micro): the pipeline's
+  ShardedParameters* sharded_ = nullptr;  // ZeRO-3's, or null
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
   int64_t classifier_chunk_rows_ = 0;

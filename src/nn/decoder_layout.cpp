@@ -166,7 +166,11 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
   return layout;
 }
 
-DecoderWeights decoder_weights(const DecoderNames& names, const NamedTensors& named) {
+namespace {
+
+// decoder_weights() of the parts `in` accepts.
+template <typename Accept>
+DecoderWeights weights_of(const DecoderNames& names, const NamedTensors& named, Accept in) {
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const NamedTensor& t : named) by_name[t.name] = &t.tensor;
   auto get = [&](const std::string& name) {
@@ -176,21 +180,37 @@ DecoderWeights decoder_weights(const DecoderNames& names, const NamedTensors& na
     return *it->second;
   };
   auto linear = [&](const LinearNames& n) { return LinearWeights{get(n.weight), get(n.bias)}; };
+  const int64_t L = int64_t(names.blocks.size());
   DecoderWeights w;
-  w.embed = get(names.embed);
-  w.positions = get(names.positions);
-  w.head = get(names.head);
-  for (const BlockNames& b : names.blocks) {
+  if (in(kEmbeddingBlock)) {
+    w.embed = get(names.embed);
+    w.positions = get(names.positions);
+  }
+  if (in(L)) w.head = get(names.head);
+  for (int64_t l = 0; l < L; ++l) {
+    const BlockNames& b = names.blocks[size_t(l)];
     BlockWeights bw;
-    bw.norm1 = linear(b.norm1), bw.qkv = linear(b.qkv), bw.attn_out = linear(b.attn_out);
-    bw.norm2 = linear(b.norm2), bw.mlp_in = linear(b.mlp_in), bw.mlp_out = linear(b.mlp_out);
-    bw.router = get(b.router), bw.router_bias = get(b.router_bias);
-    bw.experts_in = get(b.experts_in), bw.experts_out = get(b.experts_out);
-    bw.shared_in = linear(b.shared_in), bw.shared_out = linear(b.shared_out);
+    if (in(l)) {
+      bw.norm1 = linear(b.norm1), bw.qkv = linear(b.qkv), bw.attn_out = linear(b.attn_out);
+      bw.norm2 = linear(b.norm2), bw.mlp_in = linear(b.mlp_in), bw.mlp_out = linear(b.mlp_out);
+      bw.router = get(b.router), bw.router_bias = get(b.router_bias);
+      bw.experts_in = get(b.experts_in), bw.experts_out = get(b.experts_out);
+      bw.shared_in = linear(b.shared_in), bw.shared_out = linear(b.shared_out);
+    }
     w.blocks.push_back(std::move(bw));
   }
-  w.final_norm = linear(names.final_norm);
+  if (in(L)) w.final_norm = linear(names.final_norm);
   return w;
+}
+
+}  // namespace
+
+DecoderWeights decoder_weights(const DecoderNames& names, const NamedTensors& named) {
+  return weights_of(names, named, [](int64_t) { return true; });
+}
+
+DecoderWeights decoder_part_weights(const DecoderNames& names, const NamedTensors& named, int64_t part) {
+  return weights_of(names, named, [part](int64_t p) { return p == part; });
 }
 
 }  // namespace tessera

@@ -67,5 +67,8 @@ struct DecoderWeights {
 
 // Views of `named` (a layout's views of some flat buffer) by role.
 DecoderWeights decoder_weights(const DecoderNames& names, const NamedTensors& named);
+// The roles of one part only (a ParamSpec::block value: kEmbeddingBlock, a block, or L for the final
+// norm and head), from `named` holding that part's views; every other role stays undefined.
+DecoderWeights decoder_part_weights(const DecoderNames& names, const NamedTensors& named, int64_t part);
 
 }  // namespace tessera

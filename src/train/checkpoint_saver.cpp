@@ -18,6 +18,7 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
       shards_(grid.world->size()),
       async_(config.async_checkpoint),
       retention_{config.keep_checkpoints, config.keep_every},
+      dp_(dp),
       // The first expert group of each (stage, tp rank) holds every weight between them.
       sends_weights_(grid.coord.dp < grid.dims.ep && grid.coord.cp == 0),
       model_(model),
@@ -39,7 +40,8 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
   if (writes_weights()) weights_ = ModelSnapshot{model.config(), full_layout_, Tensor::zeros({full_layout_.total()})};
   moments_ = OptimizerState{segments_, Tensor::zeros({optimizer.state_size()}), Tensor::zeros({optimizer.state_size()})};
   if (model.device() != Device::cuda) return;
-  const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1 && grid.dims.ep == 1;  // rank 0 holds every weight
+  // Rank 0 holds every weight itself (under ZeRO-3 only its shard).
+  const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1 && grid.dims.ep == 1 && dp.zero_stage() < 3;
   if (writes_weights() && alone) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
   device_m_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
   device_v_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
@@ -57,6 +59,7 @@ CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const Optimiz
 }
 
 void CheckpointSaver::gather_weights(Tensor& full) const {
+  if (dp_.zero_stage() == 3) return dp_.gather_params(full);  // from every dp rank's shard (dp only)
   if (!sends_weights_) return;
   if (!writes_weights()) return world_->send(model_.params(), 0);  // another (stage, tp rank, experts)'s
   if (sources_.size() == 1) return copy_tensor(full, model_.params());

@@ -2,6 +2,7 @@
 // writes its part (rank 0 the weights and the tokenizer, every rank its share of the moments as
 // slices of the whole tensors: one shard file per rank), the ranks agree that every part landed (a
 // sum over the world that a failed rank joins too, so none is left waiting), and rank 0 commits.
+// Under ZeRO-3 every dp rank takes part in gathering the weights to rank 0, part by part.
 // Under pipeline and tensor parallelism the first dp rank of every (stage, tp rank) sends its weights
 // to rank 0 at the save, which writes the whole model in the single-process format; parameters held
 // twice (a stage's tied copy of the embedding, a tp rank's replicated ones) are written by one rank. With --async-checkpoint the parts are
@@ -74,6 +75,7 @@ class CheckpointSaver {
   std::vector<Source> sources_;  // rank 0: every (stage, tp rank, ep rank)'s first replica and its layout
   bool async_;
   Retention retention_;
+  DataParallel& dp_;
   bool sends_weights_;  // this rank sends its parameters to rank 0 (rank 0: gathers them)
   const Decoder& model_;
   const AdamW& optimizer_;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/cuda/device.h"
 #include "ops/norm.h"
 #include "optim/grad_clip.h"
 
@@ -16,16 +17,22 @@ bool inside(const std::vector<OffsetRange>& ranges, int64_t offset) {
 }
 
 // Buckets over the model's parameters: the expert weights (under expert parallelism) in buckets of
-// their own, reduced over expert_dp (group 1); everything else over dp×cp (group 0).
+// their own, reduced over expert_dp (group 1); everything else over dp×cp (group 0). ZeRO-3 gathers
+// and reduces whole parts (the embeddings, each block, the final norm with the head): one bucket
+// each, whatever --bucket-mb says.
 std::vector<Bucket> model_buckets(const Decoder& model, const ProcessGrid& grid, const std::vector<OffsetRange>& experts,
-                                  int64_t bucket_bytes) {
+                                  const DataParallelOptions& options) {
+  const bool parts = options.zero_stage == 3;
+  const std::vector<ParamSpec>& specs = model.layout().specs();
   std::vector<int64_t> starts;
   std::vector<int> groups;
-  for (const ParamSpec& spec : model.layout().specs()) {
-    starts.push_back(spec.offset);
-    groups.push_back(inside(experts, spec.offset) ? 1 : 0);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (parts && i > 0 && specs[i].block == specs[i - 1].block) continue;
+    starts.push_back(specs[i].offset);
+    groups.push_back(inside(experts, specs[i].offset) ? 1 : 0);
   }
-  return make_buckets(starts, groups, model.layout().total(), std::max<int64_t>(1, bucket_bytes / int64_t(sizeof(float))),
+  const int64_t elems = parts ? 1 : std::max<int64_t>(1, options.bucket_bytes / int64_t(sizeof(float)));
+  return make_buckets(starts, groups, model.layout().total(), elems,
                       {{grid.dp_cp->rank(), grid.dp_cp->size()}, {grid.expert_dp->rank(), grid.expert_dp->size()}});
 }
 
@@ -44,13 +51,18 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
       model_(model),
       options_(options),
       experts_(model.ep_place().size > 1 ? model.expert_ranges() : std::vector<OffsetRange>{}),
-      reducer_({grid.dp_cp.get(), grid.expert_dp.get()}, model_buckets(model, grid, experts_, options.bucket_bytes),
+      reducer_({grid.dp_cp.get(), grid.expert_dp.get()}, model_buckets(model, grid, experts_, options),
                options.zero_stage, options.overlap) {
-  TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 2, "--zero must be 0, 1 or 2, got ", options.zero_stage);
+  TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 3, "--zero must be 0, 1, 2 or 3, got ",
+           options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
+  if (options.zero_stage == 3) {
+    zero3_ = std::make_unique<Zero3Parameters>(*dp_, model.layout(), reducer_.buckets(), model.params(), shard_);
+    model.set_sharded_parameters(zero3_.get());
+  }
 }
 
-std::vector<OptimSegment> DataParallel::optimizer_segments() const {
+std::vector<OptimSegment> DataParallel::moment_segments() const {
   if (options_.zero_stage == 0) return full_segments(model_.layout());
   std::vector<OptimSegment> segments;
   for (const Bucket& b : reducer_.buckets())
@@ -58,7 +70,15 @@ std::vector<OptimSegment> DataParallel::optimizer_segments() const {
   return segments;
 }
 
+std::vector<OptimSegment> DataParallel::optimizer_segments() const {
+  std::vector<OptimSegment> segments = moment_segments();
+  if (zero3_)
+    for (OptimSegment& s : segments) s.param_offset = s.state_offset;
+  return segments;
+}
+
 void DataParallel::reduce_during_next_backward() {
+  if (zero3_) return;  // every backward reduces the parts it finishes (the model calls zero3_)
   reducer_.begin(model_.grads(), shard_);
   model_.set_grad_ready_hook([this](int64_t offset) { reducer_.grads_final_from(offset); });
 }
@@ -66,6 +86,10 @@ void DataParallel::reduce_during_next_backward() {
 double DataParallel::finish_reduction() {
   model_.set_grad_ready_hook({});
   auto start = std::chrono::steady_clock::now();
+  if (zero3_) {
+    zero3_->finish();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   reducer_.finish();
   // ZeRO-2: the full local gradient is dead once reduced; only the shard lives until the update.
   if (options_.zero_stage == 2) model_.release_grads();
@@ -106,7 +130,21 @@ double DataParallel::squared_grad_norm(const std::vector<OffsetRange>& excluded)
 }
 
 void DataParallel::after_update() {
-  if (options_.zero_stage > 0) reducer_.all_gather(model_.params(), nullptr);
+  // ZeRO-3: the optimizer updated the shards that the next forward gathers from.
+  if (options_.zero_stage > 0 && !zero3_) reducer_.all_gather(model_.params(), nullptr);
+}
+
+void DataParallel::gather_params(Tensor& full) {
+  if (zero3_) return zero3_->gather_to(full, 0);
+  if (rank() == 0) copy_tensor(full, model_.params());
+}
+
+ParamMemory DataParallel::param_memory() {
+  if (!zero3_) return {int64_t(model_.params().bytes()), int64_t(model_.params().bytes())};
+  const int64_t shard = int64_t(zero3_->params_shard().bytes());
+  const ParamMemory memory{shard, shard + zero3_->peak_gathered_bytes()};
+  zero3_->reset_peak();
+  return memory;
 }
 
 double DataParallel::sum(double value) { return sum(std::vector<double>{value})[0]; }
@@ -131,7 +169,7 @@ std::vector<double> sum_over(Comm& group, const std::vector<double>& values) {
 std::vector<OptimSegment> DataParallel::checkpoint_segments(const std::vector<OffsetRange>& excluded) const {
   std::vector<OptimSegment> segments;
   if (options_.zero_stage > 0) {
-    segments = optimizer_segments();
+    segments = moment_segments();
   } else if (!experts_.empty()) {
     // Every rank holds every moment of its parameters, the expert weights' shared with their
     // expert_dp group only: the buckets' owned parts share the writing (the state is laid out like

@@ -2,9 +2,11 @@
 // communicates nothing); under context parallelism gradients, shards and sums span dp×cp, whose
 // ranks hold the same parameters. Gradients of the last micro-batch are reduced in buckets while backward
 // runs; ZeRO 1/2 shard the optimizer state (and the reduced gradient) over dp and all-gather the
-// updated parameters. Also the global reductions the loop reports: loss sums and the grad-norm.
-// Under expert parallelism the expert weights (other experts on every ep rank) reduce over the
-// expert_dp group instead, in buckets of their own.
+// updated parameters. ZeRO-3 shards the parameters too (parallel/dp/zero3_parameters.h): the model
+// gathers each part around its use and reduce-scatters its gradients in every backward, and the
+// optimizer updates the parameter shard. Also the global reductions the loop reports: loss sums
+// and the grad-norm. Under expert parallelism the expert weights (other experts on every ep rank)
+// reduce over the expert_dp group instead, in buckets of their own.
 #pragma once
 
 #include <memory>
@@ -12,6 +14,7 @@
 #include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "parallel/dp/grad_reducer.h"
+#include "parallel/dp/zero3_parameters.h"
 #include "parallel/process_grid.h"
 
 namespace tessera {
@@ -25,16 +28,29 @@ struct DataParallelOptions {
 // Sum of each value over `group`, exact enough for reporting (counts below 2^48 exactly).
 std::vector<double> sum_over(Comm& group, const std::vector<double>& values);
 
+// A rank's fp32 parameter bytes: those it keeps between steps (the flat buffer, or its ZeRO-3
+// shard), and the most it held at once (with ZeRO-3's gathered parts).
+struct ParamMemory {
+  int64_t persistent_bytes = 0, peak_bytes = 0;
+};
+
 class DataParallel {
  public:
+  // Under ZeRO-3 the model (whole, on its device) hands its parameters over to this object's shards.
   DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options);
 
   // This rank's place among the data-parallel ranks (which batch shares it takes).
   int rank() const { return dp_->rank(); }
   int size() const { return dp_->size(); }
   int zero_stage() const { return options_.zero_stage; }
-  // The optimizer's segments: every parameter (ZeRO 0) or this rank's shard (ZeRO 1/2).
+  // The optimizer's segments: every parameter (ZeRO 0) or this rank's shard (ZeRO 1/2/3; under
+  // ZeRO-3 they address the parameter shard, laid out like the state).
   std::vector<OptimSegment> optimizer_segments() const;
+  // The same state in the model's flat layout (what checkpoints read and write): optimizer_segments()
+  // but for ZeRO-3's parameter offsets.
+  std::vector<OptimSegment> moment_segments() const;
+  // What the optimizer updates: the model's flat parameters, or this rank's ZeRO-3 shard of them.
+  Tensor& optimizer_params() { return zero3_ ? zero3_->params_shard() : model_.params(); }
 
   // Call before the backward whose gradients complete the step: buckets then reduce as they finish.
   void reduce_during_next_backward();
@@ -53,6 +69,11 @@ class DataParallel {
   double squared_grad_norm(const std::vector<OffsetRange>& excluded = {});
   // After the optimizer step: all-gather the updated parameters under ZeRO.
   void after_update();
+  // Collective over dp under ZeRO-3: dp rank 0 receives the whole flat parameters into `full`
+  // (layout total; undefined on the others). Without ZeRO-3, rank 0 copies its own.
+  void gather_params(Tensor& full);
+  // This rank's parameter bytes since the last call (which starts a new peak).
+  ParamMemory param_memory();
   // Sum of a value (of each value) over the dp×cp group.
   double sum(double value);
   std::vector<double> sum(const std::vector<double>& values);
@@ -71,6 +92,7 @@ class DataParallel {
   std::vector<OffsetRange> experts_;  // the expert weights, under expert parallelism
   GradReducer reducer_;
   Tensor shard_;  // ZeRO: this rank's part of the reduced gradient
+  std::unique_ptr<Zero3Parameters> zero3_;  // ZeRO-3's parameter shards, which the model gathers from
 };
 
 }  // namespace tessera

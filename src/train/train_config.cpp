@@ -57,7 +57,12 @@ void TrainConfig::validate() const {
     TS_CHECK(value >= 0, flag, " must be positive (or 0 for the preset's value), got ", value);
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
            "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
-  TS_CHECK(zero >= 0 && zero <= 2, "--zero must be 0, 1 or 2, got ", zero);
+  TS_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got ", zero);
+  // ZeRO-3 gathers whole blocks from shards over dp; it does not cut tp slices, pipeline stages,
+  // sequence chunks or expert groups (not implemented).
+  for (auto [flag, value] : {std::pair{"--tp", tp}, {"--pp", pp}, {"--cp", cp}, {"--ep", ep}})
+    TS_CHECK(zero < 3 || value <= 1, "--zero 3 shards over --dp alone and cannot be combined with ", flag, " ", value,
+             "; use --zero 2 with ", flag, " ", value, ", or drop ", flag);
   TS_CHECK(bucket_mb > 0 && bucket_mb <= kMaxBucketMb, "--bucket-mb must be in (0, ", kMaxBucketMb, "], got ",
            bucket_mb);
   TS_CHECK(comm_timeout > 0 && comm_timeout <= kMaxCommTimeout, "--comm-timeout must be in (0, ", kMaxCommTimeout,

@@ -124,8 +124,8 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   if (checkpoint) {
     // Each rank reads only its own share of the moments, whatever layout wrote them.
     const auto moments_start = Clock::now();
-    const OptimizerState moments =
-        load_optimizer_state(*checkpoint, model_->layout(), optimizer_->segments(), /*checksums_verified=*/true);
+    const OptimizerState moments = load_optimizer_state(*checkpoint, model_->layout(),
+                                                        data_parallel_->moment_segments(), /*checksums_verified=*/true);
     optimizer_->import_state(moments.m, moments.v);
     resume_times_.load_s += std::chrono::duration<double>(Clock::now() - moments_start).count();
     optimizer_->set_steps_taken(state.optimizer_steps);
@@ -252,9 +252,15 @@ float Trainer::evaluate() {
         });
     sum = token_losses / double(micro_batch_ * config_.seq_len);  // each batch's mean, summed
   }
-  for (int64_t k = data_parallel_->rank(); !pipeline_ && k < batches; k += data_parallel_->size()) {
-    val_sampler_->fill(k, 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
-    sum += forward(inputs_, targets_, 0.0f);
+  // Under ZeRO-3 every forward gathers with the whole dp group, so each rank runs as many: a rank
+  // short of a batch in the last round runs the last one again and does not count it.
+  const int64_t dp_rank = data_parallel_->rank();
+  const bool same_count = data_parallel_->zero_stage() == 3;
+  for (int64_t k = dp_rank; !pipeline_ && (k < batches || (same_count && k - dp_rank < batches));
+       k += data_parallel_->size()) {
+    val_sampler_->fill(std::min(k, batches - 1), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
+    const double loss = forward(inputs_, targets_, 0.0f);
+    if (k < batches) sum += loss;
   }
   return float(sum_over_ranks({sum})[0] / double(batches));
 }
@@ -329,8 +335,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
 }
 
 void Trainer::print_sample(ProgressLine& progress) {
-  // Generation needs the whole model, which a pipeline stage or a tensor-parallel slice is not.
-  if (!tokenizer_ || pipeline_ || tensor_parallel_) return;
+  // Generation needs the whole model, which a pipeline stage, a tensor-parallel slice or a ZeRO-3 shard is not.
+  if (!tokenizer_ || pipeline_ || tensor_parallel_ || data_parallel_->zero_stage() == 3) return;
   Rng rng(config_.seed, stream_id("sample"));
   SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token(), tokenizer_->vocab_size()};
   std::vector<int32_t> tokens = generate(*model_, {tokenizer_->document_start_token()}, options, rng);
@@ -382,7 +388,7 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
   // Unsharded, it also refreshes the 16-bit compute copy in its pass; under ZeRO the copy follows
   // the all-gather of the other ranks' updates.
   const bool sharded = config_.zero > 0;
-  optimizer_->step(model_->params(), data_parallel_->optimizer_grads(), lr,
+  optimizer_->step(data_parallel_->optimizer_params(), data_parallel_->optimizer_grads(), lr,
                    clip_scale(grad_norm, config_.grad_clip) / scale, sharded ? nullptr : model_->compute_copy());
   data_parallel_->after_update();
   if (sharded) model_->params_updated();
@@ -433,6 +439,9 @@ TrainResult Trainer::run() {
                              {"elapsed_s", elapsed}, {"step_s", step_s}, {"comm_wait_s", comm_wait_s_},
                              {"mem_mb", double(memory.current_bytes) / 1e6},
                              {"peak_mem_mb", double(memory.peak_bytes) / 1e6}};
+      const ParamMemory params = data_parallel_->param_memory();  // fp32 weights, the gathered ones included
+      line["param_mem_mb"] = double(params.persistent_bytes) / 1e6;
+      line["peak_param_mem_mb"] = double(params.peak_bytes) / 1e6;
       if (grad_norm) {
         line["grad_norm"] = *grad_norm;
       } else {

@@ -1,7 +1,12 @@
 // Under mpirun -np 4: ZeRO's memory arithmetic read from the allocator's counters. Stage 1 and 2
 // shrink the optimizer state (two fp32 moments) to 1/dp; stage 2 also keeps only the reduced
-// gradient's shard between steps. The sums of the sharded pieces over dp equal the unsharded sizes.
+// gradient's shard between steps; stage 3 keeps only a shard of the parameters as well, and its
+// step (parts gathered and freed around their use) updates the weights as the unsharded step does.
+// The sums of the sharded pieces over dp equal the unsharded sizes.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "core/allocator.h"
 #include "core/rng.h"
@@ -14,9 +19,16 @@ namespace tessera {
 namespace {
 
 
+const ModelConfig kModel{2, 2, 64, 500, 32};
+
 struct Measured {
   int64_t optimizer_bytes;  // what the AdamW state allocated
   int64_t step_bytes;       // live after a backward and its reduction, beyond model + optimizer
+  int64_t model_bytes;      // what the model and DataParallel hold before the first step
+  double model_bytes_over_dp;  // model_bytes summed over the dp ranks
+  int64_t held_by_step;     // live after forward, backward and the reduction, beyond what was before forward
+  ParamMemory params;       // the parameter bytes kept, and the most held during the step
+  std::vector<float> weights;  // rank 0: the whole flat parameters after one optimizer step
 };
 
 Measured measure(int zero) {
@@ -25,9 +37,11 @@ Measured measure(int zero) {
   CommOptions options;
   options.timeout_s = 30;
   ProcessGrid grid = build_process_grid(testing::test_runtime(), dims, options);
-  Decoder model(ModelConfig{2, 2, 64, 500, 32});
+  const int64_t before_model = int64_t(host_allocator_stats().current_bytes);
+  Decoder model(kModel);
   model.init_weights(1);
   DataParallel dp(grid, model, DataParallelOptions{zero, 16 << 10, true});
+  const int64_t model_bytes = int64_t(host_allocator_stats().current_bytes) - before_model;
 
   const int64_t before_optimizer = int64_t(host_allocator_stats().current_bytes);
   AdamW optimizer(dp.optimizer_segments(), AdamWConfig{});
@@ -39,13 +53,29 @@ Measured measure(int zero) {
     targets.data<int32_t>()[i] = (tokens.data<int32_t>()[i] + 1) % 500;
   }
   model.zero_grad();
+  const int64_t before_forward = int64_t(host_allocator_stats().current_bytes);
   model.forward(tokens, targets, 1.0f / 128);  // activations stay allocated: measured after, too
   const int64_t before_step = int64_t(host_allocator_stats().current_bytes);
   dp.reduce_during_next_backward();
   model.backward();
   dp.finish_reduction();
   const int64_t after_step = int64_t(host_allocator_stats().current_bytes);
-  return {after_optimizer - before_optimizer, after_step - before_step};
+  const ParamMemory params = dp.param_memory();
+
+  optimizer.step(dp.optimizer_params(), dp.optimizer_grads(), 1e-3f, 1.0f);
+  dp.after_update();
+  Tensor whole;
+  if (grid.world_rank == 0) whole = Tensor::zeros({model.layout().total()});
+  dp.gather_params(whole);
+  std::vector<float> weights;
+  if (grid.world_rank == 0) weights.assign(whole.f32(), whole.f32() + whole.numel());
+  return {after_optimizer - before_optimizer,
+          after_step - before_step,
+          model_bytes,
+          sum_over(*grid.dp, {double(model_bytes)})[0],
+          after_step - before_forward,
+          params,
+          std::move(weights)};
 }
 
 TEST(ZeroMemory, StateShrinksByTheDataParallelDegree) {
@@ -64,6 +94,53 @@ TEST(ZeroMemory, StateShrinksByTheDataParallelDegree) {
   // left less live memory than stage 1's by the gradient buffer, 4·n bytes.
   EXPECT_EQ(zero1.step_bytes - zero2.step_bytes, 4 * n);
   EXPECT_EQ(zero0.step_bytes, zero1.step_bytes);
+}
+
+// ZeRO-3: the model hands its flat parameters and gradients over to the shards, so what it holds
+// between steps is one parameter shard and one gradient shard, each 1/dp of the model (its parts'
+// chunks), which over dp add up to exactly the model. The step gathers each part around its use and
+// leaves nothing of it behind: after it, only what the unsharded step leaves (the activations).
+TEST(ZeroMemory, Zero3KeepsOneShardOfTheParameters) {
+  const int dp = testing::test_runtime().world_size();
+  const int64_t n = kModel.num_parameters();
+  const int64_t slack = 64;  // each of the 4 parts' chunks is padded to a multiple of dp
+  Measured zero0 = measure(0), zero3 = measure(3);
+
+  EXPECT_EQ(zero0.model_bytes, 2 * 4 * n);  // flat parameters and gradients
+  EXPECT_LE(zero3.model_bytes, 2 * 4 * (n / dp + slack));
+  EXPECT_GE(zero3.model_bytes, 2 * 4 * (n / dp - slack));
+  EXPECT_EQ(zero3.model_bytes_over_dp, double(2 * 4 * n));
+  EXPECT_LE(zero3.optimizer_bytes, 2 * 4 * (n / dp + slack));
+  EXPECT_GE(zero3.optimizer_bytes, 2 * 4 * (n / dp - slack));
+  EXPECT_EQ(zero3.held_by_step, zero0.held_by_step);
+  // During the step at most two parts were whole at once (the one computing and the next one
+  // arriving): never the model, whose blocks here are its largest parts.
+  std::vector<int64_t> parts;
+  const ParameterLayout layout = decoder_layout(kModel);
+  for (int64_t part = kEmbeddingBlock; part <= kModel.num_layers; ++part) {
+    const OffsetRange r = layout.block_range(part, part);
+    parts.push_back(4 * ((r.end - r.begin + dp - 1) / dp * dp + dp));  // padded, and a staged chunk
+  }
+  std::sort(parts.rbegin(), parts.rend());
+  EXPECT_EQ(zero3.params.persistent_bytes, zero3.model_bytes / 2);
+  EXPECT_GT(zero3.params.peak_bytes - zero3.params.persistent_bytes, parts[0]);
+  EXPECT_LE(zero3.params.peak_bytes - zero3.params.persistent_bytes, parts[0] + parts[1]);
+  EXPECT_LT(zero3.params.peak_bytes - zero3.params.persistent_bytes, 4 * n);
+
+  // The update through the shards is the unsharded one (the sums may round in another order).
+  if (zero0.weights.empty()) return;  // rank 0 compares
+  ASSERT_EQ(zero3.weights.size(), zero0.weights.size());
+  double diff = 0, norm = 0, moved = 0;
+  for (size_t i = 0; i < zero0.weights.size(); ++i) {
+    diff += std::pow(double(zero3.weights[i]) - zero0.weights[i], 2);
+    norm += std::pow(double(zero0.weights[i]), 2);
+  }
+  Decoder fresh(kModel);
+  fresh.init_weights(1);
+  for (size_t i = 0; i < zero0.weights.size(); ++i)
+    moved += std::pow(double(zero0.weights[i]) - fresh.params().f32()[i], 2);
+  EXPECT_GT(std::sqrt(moved), 1e-4) << "the step changed nothing";
+  EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-6 * std::sqrt(double(n)));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // What a 2-rank run writes of a checkpoint: each rank's shard file holds exactly the moments it owns
-// (its ZeRO-1 shard; under ZeRO 0 half of the flat buffer) and nothing else, the index's byte ranges
+// (its ZeRO-1 or ZeRO-3 shard; under ZeRO 0 half of the flat buffer) and nothing else, the index's byte ranges
 // and block CRCs point at the very bytes of each slice, and `tessera convert --to-hf` exports the
 // checkpoint to a Hugging Face folder that imports back to the same weights; resuming ranks share the
 // checksum reads and agree on a fallback.
@@ -34,14 +34,18 @@ Ranges merged(Ranges ranges) {
   return out;
 }
 
-// The flat elements dp rank `rank` of 2 owns: its ZeRO shard (the buckets of --bucket-mb 0.01), or
-// under ZeRO 0 the rank's half.
+// The flat elements dp rank `rank` of 2 owns: its ZeRO shard (the buckets of --bucket-mb 0.01; under
+// ZeRO-3 one bucket per block, the embeddings and the final norm with the head), or under ZeRO 0 the
+// rank's half.
 Ranges owned(const ParameterLayout& layout, int zero, int rank) {
   if (zero == 0) return {{layout.total() * rank / 2, layout.total() * (rank + 1) / 2}};
   std::vector<int64_t> starts;
-  for (const ParamSpec& spec : layout.specs()) starts.push_back(spec.offset);
+  for (const ParamSpec& spec : layout.specs())
+    if (zero < 3 || starts.empty() || layout.block_range(spec.block, spec.block).begin == spec.offset)
+      starts.push_back(spec.offset);
+  const int64_t bucket_elems = zero < 3 ? int64_t(0.01 * (1 << 20)) / 4 : 1;
   Ranges ranges;
-  for (const Bucket& b : make_buckets(starts, layout.total(), int64_t(0.01 * (1 << 20)) / 4, rank, 2))
+  for (const Bucket& b : make_buckets(starts, layout.total(), bucket_elems, rank, 2))
     ranges.push_back({b.owned_begin, b.owned_end});
   return merged(ranges);
 }
@@ -92,7 +96,7 @@ TEST_P(ShardedCheckpoint, EachRankWritesOnlyItsShareAndTheIndexPointsAtIt) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zero, ShardedCheckpoint, ::testing::Values(0, 1),
+INSTANTIATE_TEST_SUITE_P(Zero, ShardedCheckpoint, ::testing::Values(0, 1, 3),
                          [](const auto& info) { return "zero" + std::to_string(info.param); });
 
 // Two ranks resuming share the checksum reads (file i of a candidate, in name order, is rank i % 2's
