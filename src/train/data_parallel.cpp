@@ -57,7 +57,7 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
            options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
   if (options.zero_stage == 3) {
-    zero3_ = std::make_unique<Zero3Parameters>(*dp_, model.layout(), reducer_.buckets(), model.params(), shard_);
+    zero3_ = std::make_unique<Zero3Parameters>(*replicas_, model.layout(), reducer_.buckets(), model.params(), shard_);
     model.set_sharded_parameters(zero3_.get());
   }
 }
