@@ -42,6 +42,8 @@ class DataParallel {
   // This rank's place among the data-parallel ranks (which batch shares it takes).
   int rank() const { return dp_->rank(); }
   int size() const { return dp_->size(); }
+  // The ranks holding the same parameters as this one (dp×cp), over which sum() adds.
+  int replicas() const { return replicas_->size(); }
   int zero_stage() const { return options_.zero_stage; }
   // The optimizer's segments: every parameter (ZeRO 0) or this rank's shard (ZeRO 1/2/3; under
   // ZeRO-3 they address the parameter shard, laid out like the state).

@@ -70,8 +70,6 @@ void TrainConfig::validate() const {
   TS_CHECK(dp >= 0, "--dp must not be negative (0 = what the world leaves), got ", dp);
   for (auto [flag, value] : {std::pair{"--tp", tp}, {"--pp", pp}, {"--cp", cp}, {"--ep", ep}})
     TS_CHECK(value >= 1, flag, " must be at least 1, got ", value);
-  TS_CHECK(cp == 1 || pp == 1, "--cp ", cp, " with --pp ", pp,
-           " is not implemented yet; context parallelism combines with --dp, --tp and --zero, so drop --pp or --cp");
   TS_CHECK(virtual_stages >= 1, "--virtual-stages must be at least 1, got ", virtual_stages);
   TS_CHECK(tp == 1 || !sequence_parallel || seq_len % tp == 0, "sequence parallelism splits each sequence's ", seq_len,
            " positions over --tp ", tp, " ranks; use a --seq-len that is a multiple of ", tp,

@@ -185,8 +185,9 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     };
     auto final_from = [&](int64_t offset) { data_parallel_->grads_final_from(offset); };
     const double token_losses =
-        pipeline_->train_step(micro, T, dloss, fill, reduce_after ? std::function<void(int64_t)>() : final_from);
-    loss_sum = token_losses / double(T);
+        pipeline_->train_step(micro, T / grid_.dims.cp, dloss, cp_share(fill),
+                              reduce_after ? std::function<void(int64_t)>() : final_from);
+    loss_sum = token_losses / double(T);  // summed over cp: each rank's tokens are its share
     pipeline_->reduce_tied_embedding();
   }
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
@@ -230,7 +231,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   checkpoint_saver_->after_step(sums[2], sums[3]);
   const ModelConfig& mc = model_->config();
   const double per_layer_sequence = double(B) * double(mc.num_layers - mc.moe.first_dense_layers);
-  if (pipeline_) pipeline_step_ = pipeline_->step_metrics(sums.data() + pipeline_at, data_parallel_->size());
+  if (pipeline_) pipeline_step_ = pipeline_->step_metrics(sums.data() + pipeline_at, data_parallel_->replicas());
   if (moe)
     moe_step_ = MoeStepStats{sums[moe_at] / per_layer_sequence, sums[moe_at + 1] / per_layer_sequence,
                              sums[moe_at + 2], std::vector<double>(sums.begin() + long(moe_at) + 3, sums.end()),
@@ -246,10 +247,11 @@ float Trainer::evaluate() {
     const int64_t rank = data_parallel_->rank(), ranks = data_parallel_->size();
     const int64_t mine = batches > rank ? (batches - rank - 1) / ranks + 1 : 0;  // batches rank, rank + ranks, ...
     const double token_losses =
-        pipeline_->evaluate(int(mine), micro_batch_, config_.seq_len, [&](int m, Tensor& inputs, Tensor& targets) {
-          const int64_t k = rank + int64_t(m) * ranks;
-          val_sampler_->fill(k, 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
-        });
+        pipeline_->evaluate(int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
+                            cp_share([&](int m, Tensor& inputs, Tensor& targets) {
+                              const int64_t k = rank + int64_t(m) * ranks;
+                              val_sampler_->fill(k, 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
+                            }));
     sum = token_losses / double(micro_batch_ * config_.seq_len);  // each batch's mean, summed
   }
   // Under ZeRO-3 every forward gathers with the whole dp group, so each rank runs as many: a rank
@@ -270,6 +272,16 @@ double Trainer::forward(const Tensor& inputs, const Tensor& targets, float dloss
   // The rank's share of every sequence; its mean loss over cp sums to the sequences' mean.
   const CpPlace cp = context_parallel_->place();
   return double(model_->forward(cp_local_tokens(inputs, cp), cp_local_tokens(targets, cp), dloss)) / cp.size;
+}
+
+PipelineParallel::FillMicroBatch Trainer::cp_share(PipelineParallel::FillMicroBatch fill) {
+  if (!context_parallel_) return fill;
+  return [this, fill](int m, Tensor& inputs, Tensor& targets) {
+    fill(m, inputs_, targets_);  // the whole sequences, then this rank's share of each
+    const CpPlace cp = context_parallel_->place();
+    copy_tensor(inputs, cp_local_tokens(inputs_, cp));
+    copy_tensor(targets, cp_local_tokens(targets_, cp));
+  };
 }
 
 std::vector<double> Trainer::sum_over_ranks(const std::vector<double>& values) {

@@ -75,6 +75,9 @@ class Trainer {
   // model_->forward() of a micro-batch (B,T) of tokens and targets, of this rank's share of every
   // sequence under context parallelism; returns the mean token loss's share (sums over cp to the mean).
   double forward(const Tensor& inputs, const Tensor& targets, float dloss);
+  // A pipeline's micro-batch filler for this rank: `fill` itself, or under context parallelism one
+  // that fills the whole sequences and hands the pipeline (B, T/cp) buffers this rank's share.
+  PipelineParallel::FillMicroBatch cp_share(PipelineParallel::FillMicroBatch fill);
   // Sums over the ranks that hold different parts of the step: dp×cp, then the pipeline stages.
   std::vector<double> sum_over_ranks(const std::vector<double>& values);
   // The global gradient norm over every stage and tp rank (each parameter counted once).

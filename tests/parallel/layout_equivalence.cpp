@@ -5,7 +5,8 @@
 // with dp and ZeRO, over models deepened with --layers so that every chunk has a block. Tensor rows
 // run tp 2 and 4 with sequence parallelism (the default) and without, alone and with dp and pp.
 // Expert rows run ep 2 and 4 (an expert per rank) over dp, with ZeRO, pp, tp and recomputation;
-// context rows cp 2 and 4 (ring attention), over dp with ZeRO (3 too) and recomputation, and with tp.
+// context rows cp 2 and 4 (ring attention), over dp with ZeRO (3 too) and recomputation, with tp and
+// with pp.
 // ZeRO-3 rows run dp 2 and 4 with several micro-batches per rank, recomputation and every family.
 // A MoE model's auxiliary loss (and capacity) is taken per micro-batch, as in Megatron and Hugging
 // Face, so its reference runs the row's micro-batch size; dense models compare to one forward of
@@ -72,7 +73,9 @@ const Layout kLayouts[] = {
     {4, 2, 2, 2, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 2},
     {4, 1, 0, 4, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}, {4, 1, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2},
     {8, 2, 1, 2, "llama-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2, 1, 2},
-    {4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 4},
+    {4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
+    {4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 1, "llama-tiny", 2, "interleaved", 2, 4, "", 1, 1, 2},
+    {8, 1, 0, 2, "llama-tiny", 2, "zero-bubble", 1, 0, "", 2, 1, 2}, {4, 1, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 4},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
