@@ -37,6 +37,9 @@ class ContextParallel {
   virtual void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV) = 0;
   virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                   const Tensor& lse, int NH, int NKV) = 0;
+  // Each value summed over the group: statistics of the whole sequences from every rank's share
+  // (the MoE router's load-balancing counts).
+  virtual std::vector<double> sum_over_group(const std::vector<double>& values) = 0;
 };
 
 }  // namespace tessera

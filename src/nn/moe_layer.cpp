@@ -36,41 +36,42 @@ void regroup(Tensor& to, const Tensor& from, const std::vector<int64_t>& receive
   for (size_t i = 0; i < received.size(); ++i) peer_major[i] = at, at += received[i];
   at = 0;
   for (int64_t j = 0; j < local_experts; ++j)
-    for (int64_t p = 0; p < peers; ++p) expert_major[size_t(p * local_experts + j)] = at, at += received[size_t(p * local_experts + j)];
+    for (int64_t p = 0; p < peers; ++p) {
+      const size_t i = size_t(p * local_experts + j);
+      expert_major[i] = at, at += received[i];
+    }
   for (size_t i = 0; i < received.size(); ++i) {
     if (received[i] == 0) continue;
-    const int64_t src = to_experts ? peer_major[i] : expert_major[i], dst = to_experts ? expert_major[i] : peer_major[i];
+    const int64_t src = to_experts ? peer_major[i] : expert_major[i];
+    const int64_t dst = to_experts ? expert_major[i] : peer_major[i];
     Tensor chunk = to.view(dst * width, {received[i], width});
     copy_tensor(chunk, from.view(src * width, {received[i], width}));
   }
 }
 
-// Expert parallelism's dispatch: the counts, then this rank's M routed rows (a.xs, global expert
-// order) to their experts' ranks; a.expert_xs receives the group's rows for this rank's experts,
-// expert by expert, and a.expert_offsets their groups.
-void dispatch_to_experts(MoeActivations& a, ExpertParallel& ep, int64_t num_experts, int64_t max_rows) {
-  const int64_t local = num_experts / ep.place().size;
-  const int32_t* offsets = a.offsets.data<int32_t>();
-  a.sent.assign(size_t(num_experts), 0);
-  for (int64_t e = 0; e < num_experts; ++e) a.sent[size_t(e)] = offsets[e + 1] - offsets[e];
-  a.received = ep.exchange_counts(a.sent, local, max_rows);
-  const std::vector<int64_t> received_rows = rows_per_peer(a.received, local);
-  a.expert_rows = 0;
-  for (int64_t r : received_rows) a.expert_rows += r;
-  Tensor arrived = Tensor::zeros({a.expert_rows, a.xs.size(1)}, a.xs.dtype(), a.xs.device());
-  ep.exchange_rows(rows(a.xs, a.kept), rows_per_peer(a.sent, local), arrived, received_rows);
-  ensure_rows(a.expert_xs, a.expert_rows);
-  regroup(a.expert_xs, arrived, a.received, local, true);
-  a.expert_offsets = Tensor::zeros({local + 1}, DType::i32);
-  int32_t* groups = a.expert_offsets.data<int32_t>();
-  for (int64_t j = 0; j < local; ++j) {
-    groups[j + 1] = groups[j];
-    for (size_t p = 0; p < received_rows.size(); ++p) groups[j + 1] += int32_t(a.received[p * size_t(local) + size_t(j)]);
-  }
+// The router balance statistics of every rank of the cp group, summed.
+RouterBalance summed_over(ContextParallel& cp, const RouterBalance& mine) {
+  std::vector<double> values = mine.counts;
+  values.insert(values.end(), mine.prob_sums.begin(), mine.prob_sums.end());
+  values.push_back(mine.tokens);
+  values = cp.sum_over_group(values);
+  const auto E = long(mine.counts.size());
+  return RouterBalance{{values.begin(), values.begin() + E}, {values.begin() + E, values.begin() + 2 * E}, values.back()};
 }
 
-// Rows computed by this rank's experts (`expert_side`, expert-major) back to the ranks they came
-// from, landing in `mine` (M rows, global expert order); the reverse of dispatch_to_experts' rows.
+// This rank's M routed rows of `mine` (global expert order) to their experts' ranks: `expert_side`
+// receives the group's rows for this rank's experts, expert by expert (a.sent and a.received say
+// how many travel).
+void send_to_experts(Tensor& expert_side, const Tensor& mine, const MoeActivations& a, ExpertParallel& ep) {
+  const int64_t local = int64_t(a.sent.size()) / ep.place().size;
+  Tensor arrived = Tensor::zeros({a.expert_rows, mine.size(1)}, mine.dtype(), mine.device());
+  ep.exchange_rows(rows(mine, a.kept), rows_per_peer(a.sent, local), arrived, rows_per_peer(a.received, local));
+  ensure_rows(expert_side, a.expert_rows);
+  regroup(expert_side, arrived, a.received, local, true);
+}
+
+// The reverse: rows computed by this rank's experts (`expert_side`, expert-major) back to the ranks
+// they came from, landing in `mine` (M rows, global expert order).
 void return_from_experts(Tensor& mine, const Tensor& expert_side, const MoeActivations& a, ExpertParallel& ep) {
   const int64_t local = int64_t(a.sent.size()) / ep.place().size;
   Tensor leaving = Tensor::zeros({a.expert_rows, expert_side.size(1)}, expert_side.dtype(), expert_side.device());
@@ -79,13 +80,22 @@ void return_from_experts(Tensor& mine, const Tensor& expert_side, const MoeActiv
   ep.exchange_rows(leaving, rows_per_peer(a.received, local), landing, rows_per_peer(a.sent, local));
 }
 
-// The experts' output gradients (M rows of dys, global expert order) to the experts' ranks, expert by expert.
-void dispatch_grads_to_experts(Tensor& expert_side, const Tensor& dys, const MoeActivations& a, ExpertParallel& ep) {
-  const int64_t local = int64_t(a.sent.size()) / ep.place().size;
-  Tensor arrived = Tensor::zeros({a.expert_rows, dys.size(1)}, dys.dtype(), dys.device());
-  ep.exchange_rows(rows(dys, a.kept), rows_per_peer(a.sent, local), arrived, rows_per_peer(a.received, local));
-  ensure_rows(expert_side, a.expert_rows);
-  regroup(expert_side, arrived, a.received, local, true);
+// Expert parallelism's dispatch: the counts first (a.sent from the plan's offsets, a.received from
+// the peers, a.expert_offsets the groups of this rank's experts), then the routed rows a.xs.
+void dispatch_to_experts(MoeActivations& a, ExpertParallel& ep, int64_t num_experts, int64_t max_rows) {
+  const int64_t local = num_experts / ep.place().size, peers = ep.place().size;
+  const int32_t* offsets = a.offsets.data<int32_t>();
+  a.sent.assign(size_t(num_experts), 0);
+  for (int64_t e = 0; e < num_experts; ++e) a.sent[size_t(e)] = offsets[e + 1] - offsets[e];
+  a.received = ep.exchange_counts(a.sent, local, max_rows);
+  a.expert_offsets = Tensor::zeros({local + 1}, DType::i32);
+  int32_t* groups = a.expert_offsets.data<int32_t>();
+  for (int64_t j = 0; j < local; ++j) {
+    groups[j + 1] = groups[j];
+    for (int64_t p = 0; p < peers; ++p) groups[j + 1] += int32_t(a.received[size_t(p * local + j)]);
+  }
+  a.expert_rows = groups[local];
+  send_to_experts(a.expert_xs, a.xs, a, ep);
 }
 
 }  // namespace
@@ -128,7 +138,7 @@ void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType
 }
 
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
-                       const BlockWeights& w, TensorParallel* tp, ExpertParallel* ep) {
+                       const BlockWeights& w, TensorParallel* tp, ExpertParallel* ep, ContextParallel* cp) {
   // Every row: the router and the experts see all tokens (gathered under sequence parallelism).
   const Tensor input = region_input(x, tp);
   const int64_t C = config.channels, N = input.numel() / C, E = config.moe.num_experts, K = config.moe.top_k;
@@ -166,7 +176,15 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
     add_inplace(partial, a.shared.out);
   }
   region_output(partial, a.out, tp);
-  a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config));
+  if (!cp) {
+    a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config));
+    return;
+  }
+  RouterBalance mine;
+  a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config), &mine);
+  a.balance = summed_over(*cp, mine);
+  const double share = mine.tokens / a.balance.tokens;
+  a.losses = RouterLosses{a.balance.aux() * share, a.losses.z * share};
 }
 
 void moe_activation_recompute(MoeActivations& a) {
@@ -177,7 +195,8 @@ void moe_activation_recompute(MoeActivations& a) {
 
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
-                        MoeScratch& s, DeferredWeightGrads* deferred, TensorParallel* tp, ExpertParallel* ep) {
+                        MoeScratch& s, DeferredWeightGrads* deferred, TensorParallel* tp, ExpertParallel* ep,
+                        ContextParallel* cp) {
   const Tensor input = region_input(x, tp), dout_all = region_output_grad(dout, tp);
   const int64_t C = config.channels, N = input.numel() / C, K = config.moe.top_k, M = a.kept;
   const Tensor tokens = input.reshape({N, C}), dtokens_out = dout_all.reshape({N, C});
@@ -188,7 +207,7 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   if (tp) tp->sum_over_group(s.dweights);
   const int64_t R = a.expert_rows;
   if (ep) {
-    dispatch_grads_to_experts(s.expert_dys, s.dys, a, *ep);
+    send_to_experts(s.expert_dys, s.dys, a, *ep);
     ensure_rows(s.dact, R);
     ensure_rows(s.dh, R);
     ensure_rows(s.expert_dxs, R);
@@ -201,8 +220,11 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   grouped_linear_backward(expert_dxs, g.experts_in, dh, rows(a.expert_xs, R), w.experts_in, a.expert_offsets, deferred);
   if (ep) return_from_experts(s.dxs, s.expert_dxs, a, *ep);
   moe_gather_backward(dtokens, s.dxs, a.order, M, K);
+  // Under cp the load-balancing loss is the whole sequences' (the group's statistics); its scale,
+  // set for this rank's N tokens, grows to all of theirs.
+  const float aux_scale = cp ? scales.aux * float(a.balance.tokens / double(N)) : scales.aux;
   moe_router_backward(s.dlogits, s.dweights, a.experts, a.weights, a.scores, a.lse, a.logits, score_kind(config),
-                      scales.aux, scales.z);
+                      aux_scale, scales.z, cp ? &a.balance : nullptr);
   linear_backward(dpart, LinearWeights{g.router, Tensor()}, s.dlogits, tokens, w.router, deferred);
   // The router's input gradient is whole on every rank: it joins the ranks' partial sums once.
   if (!tp || tp->place().rank == 0) add_inplace(dtokens, dpart);

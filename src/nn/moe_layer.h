@@ -14,12 +14,15 @@
 // to their experts' ranks, which run the grouped GEMMs over every rank's rows for their experts, and
 // the outputs come back in order; backward sends the output gradients the same way and the input
 // gradients back. Routing, capacity and the auxiliary losses stay with the rank that owns the tokens.
+// Context parallelism (nn/context_parallel.h): the load-balancing loss is the whole sequences' —
+// its statistics are summed over the cp group — and each rank reports its share of both losses.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/context_parallel.h"
 #include "nn/decoder_layout.h"
 #include "nn/expert_parallel.h"
 #include "nn/mlp_layer.h"
@@ -48,7 +51,8 @@ struct MoeActivations {
   std::vector<int64_t> sent, received;  // under ep: rows per (peer, the receiver's local expert)
   MlpActivations shared;       // the shared experts, when the model has them
   Tensor out;                  // (B,T_out,C): T_out = T / tp under sequence parallelism
-  RouterLosses losses;         // this forward's aux and z
+  RouterLosses losses;         // this forward's aux and z (under cp: this rank's share of the sequences')
+  RouterBalance balance;       // under context parallelism: aux's statistics summed over the cp group
   // Without `with_act`, act is left for the caller (selective recomputation shares it).
   void allocate(const ModelConfig& config, int64_t B, int64_t T, int64_t T_out, DType dtype, Device device,
                 bool with_act = true);
@@ -70,15 +74,17 @@ struct MoeLossScales {
 };
 
 // With `tp`, a tensor-parallel rank's share of every expert's (and the shared experts') width; the
-// router runs whole on every rank. With `ep`, the weights hold this ep rank's experts only.
+// router runs whole on every rank. With `ep`, the weights hold this ep rank's experts only. With
+// `cp`, x holds the rank's share of every sequence (dropless routing only).
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
-                       const BlockWeights& w, TensorParallel* tp = nullptr, ExpertParallel* ep = nullptr);
+                       const BlockWeights& w, TensorParallel* tp = nullptr, ExpertParallel* ep = nullptr,
+                       ContextParallel* cp = nullptr);
 // Selective recomputation: the experts' SwiGLU output again from the saved h.
 void moe_activation_recompute(MoeActivations& a);
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
                         MoeScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr,
-                        ExpertParallel* ep = nullptr);
+                        ExpertParallel* ep = nullptr, ContextParallel* cp = nullptr);
 
 // Tokens per expert of the last forward (from the plan's offsets: kept rows), and how many
 // assignments the capacity dropped.

@@ -3,6 +3,8 @@
 // copies of the routing (N*(E+K+1) values).
 #include "ops/moe_router.h"
 
+#include <cmath>
+
 #include <climits>
 
 #include "core/cuda/device.h"
@@ -83,7 +85,14 @@ void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor
   }
 }
 
-RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, const Tensor& lse, RouterScore kind) {
+double RouterBalance::aux() const {
+  double sum = 0.0;
+  for (size_t e = 0; e < counts.size(); ++e) sum += (counts[e] / tokens) * (prob_sums[e] / tokens);
+  return tokens > 0 ? double(counts.size()) * sum : 0.0;
+}
+
+RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, const Tensor& lse, RouterScore kind,
+                               RouterBalance* balance) {
   const char* op = "moe_router_losses";
   const Device device = detail::check_args(op, {{"experts", experts, DType::i32}, {"scores", scores}, {"lse", lse}});
   const RouterDims d = router_dims(op, "scores", scores, experts);
@@ -94,14 +103,16 @@ RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, cons
   const Tensor host_lse = device == Device::cpu ? lse : tensor_to(lse, Device::cpu);
   check_expert_range(op, host_experts, d.E);
   double values[2];
-  cpu::moe_router_losses(values, host_experts.data<int32_t>(), host_scores.f32(), host_lse.f32(), is_sigmoid(kind),
-                         d.N, d.E, d.K);
+  RouterBalance stats{std::vector<double>(size_t(d.E)), std::vector<double>(size_t(d.E)), double(d.N)};
+  cpu::moe_router_losses(values, stats.counts.data(), stats.prob_sums.data(), host_experts.data<int32_t>(),
+                         host_scores.f32(), host_lse.f32(), is_sigmoid(kind), d.N, d.E, d.K);
+  if (balance) *balance = std::move(stats);
   return RouterLosses{values[0], values[1]};
 }
 
 void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& experts, const Tensor& weights,
                          const Tensor& scores, const Tensor& lse, const Tensor& logits, RouterScore kind,
-                         float aux_scale, float z_scale) {
+                         float aux_scale, float z_scale, const RouterBalance* balance) {
   const char* op = "moe_router_backward";
   detail::check_float_dtype(op, "logits", logits);
   const Device device = detail::check_args(op, {{"dlogits", dlogits, logits.dtype()},
@@ -117,19 +128,30 @@ void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& 
   detail::check_shape(op, "weights", weights, {d.N, d.K});
   detail::check_shape(op, "scores", scores, {d.N, d.E});
   detail::check_shape(op, "lse", lse, {d.N});
+  TS_CHECK(!balance || (int64_t(balance->counts.size()) == d.E && balance->tokens > 0), op,
+           ": the balance statistics must have one count per expert (", d.E, ") over a positive number of tokens");
   switch (device) {
     case Device::cpu:
       check_expert_range(op, experts, d.E);
       cpu::moe_router_backward(dlogits.f32(), dweights.f32(), experts.data<int32_t>(), weights.f32(), scores.f32(),
-                               lse.f32(), logits.f32(), is_sigmoid(kind), aux_scale, z_scale, d.N, d.E, d.K);
+                               lse.f32(), logits.f32(), is_sigmoid(kind), aux_scale, z_scale, d.N, d.E, d.K,
+                               balance ? balance->counts.data() : nullptr, balance ? balance->tokens : 0.0);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       // The experts come from moe_router_forward on the same device (ids in [0, E)).
+      // Summed statistics travel to the device as whole counts.
+      Tensor counts;
+      if (balance) {
+        counts = Tensor::zeros({d.E}, DType::i32);
+        for (int64_t e = 0; e < d.E; ++e) counts.data<int32_t>()[e] = int32_t(std::llround(balance->counts[size_t(e)]));
+        counts = tensor_to(counts, Device::cuda);
+      }
       cuda::with_storage_type(logits.dtype(), [&]<typename T>(T) {
         cuda::moe_router_backward(cuda::typed_data<T>(dlogits), dweights.f32(), experts.data<int32_t>(),
                                   weights.f32(), scores.f32(), lse.f32(), cuda::typed_data<T>(logits),
-                                  is_sigmoid(kind), aux_scale, z_scale, d.N, d.E, d.K, cuda_compute_stream());
+                                  is_sigmoid(kind), aux_scale, z_scale, d.N, d.E, d.K, cuda_compute_stream(),
+                                  balance ? counts.data<int32_t>() : nullptr, balance ? balance->tokens : 0.0);
       });
       return;
 #else

@@ -5,6 +5,8 @@
 // dtype (f32 anywhere, bf16 or f16 on the GPU); every other float tensor is f32 (fp32 routing).
 #pragma once
 
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace tessera {
@@ -30,13 +32,25 @@ void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor
 struct RouterLosses {
   double aux = 0, z = 0;
 };
-RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, const Tensor& lse, RouterScore kind);
+// aux's statistics: count_e and sum_n P (per expert) over `tokens` tokens. Ranks holding parts of
+// the same sequences (context parallelism) sum them, and each takes aux and its gradient over all
+// those tokens.
+struct RouterBalance {
+  std::vector<double> counts, prob_sums;  // (E)
+  double tokens = 0;
+  double aux() const;  // E * sum_e (counts_e / tokens) * (prob_sums_e / tokens)
+};
+// With `balance`, also this routing's statistics.
+RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, const Tensor& lse, RouterScore kind,
+                               RouterBalance* balance = nullptr);
 
 // dlogits (N,E) WRITTEN: the gradient with respect to logits of
 //   sum_{n,k} dweights[n,k] * weights[n,k] + aux_scale * aux + z_scale * z,
 // the counts of aux held constant. dweights, weights (N,K); the rest as the forward wrote them.
+// With `balance`, aux is the one of those (summed) statistics: its counts and tokens, not this
+// routing's, weigh the gradient.
 void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& experts, const Tensor& weights,
                          const Tensor& scores, const Tensor& lse, const Tensor& logits, RouterScore kind,
-                         float aux_scale, float z_scale);
+                         float aux_scale, float z_scale, const RouterBalance* balance = nullptr);
 
 }  // namespace tessera

@@ -15,6 +15,7 @@
 #include "optim/adamw_optimizer.h"
 #include "parallel/dp/grad_reducer.h"
 #include "parallel/dp/zero3_parameters.h"
+#include "parallel/group_sum.h"
 #include "parallel/process_grid.h"
 
 namespace tessera {
@@ -24,9 +25,6 @@ struct DataParallelOptions {
   int64_t bucket_bytes = 25 << 20;
   bool overlap = true;
 };
-
-// Sum of each value over `group`, exact enough for reporting (counts below 2^48 exactly).
-std::vector<double> sum_over(Comm& group, const std::vector<double>& values);
 
 // A rank's fp32 parameter bytes: those it keeps between steps (the flat buffer, or its ZeRO-3
 // shard), and the most it held at once (with ZeRO-3's gathered parts).

@@ -31,8 +31,10 @@ ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, cons
   dims.check_model(ModelShape{model.num_layers, model.num_heads, model.channels, model.hidden(), model.moe.num_experts},
                    config.seq_len,
                    config.batch_size, config.micro_batch(dims.dp));
-  TS_CHECK(dims.cp == 1 || !model.moe.enabled(), "--cp ", dims.cp,
-           " with a MoE model is not implemented yet (its router's auxiliary loss is taken per sequence); drop --cp");
+  TS_CHECK(dims.cp == 1 || !model.moe.enabled() || config.moe_capacity_factor == 0, "--cp ", dims.cp,
+           " with --moe-capacity-factor ", config.moe_capacity_factor,
+           " is not implemented (which tokens an expert drops depends on the whole sequences' order); drop "
+           "--moe-capacity-factor (dropless) or --cp");
   tp_local_config(model, TpPlace{0, dims.tp});  // --tp divides the heads, kv heads, widths and vocabulary, or one line says which
   if (dims.pp > 1) plan_pipeline(config, model, dims.dp);  // its stages and schedule fit, or one line says why
   CommOptions options;

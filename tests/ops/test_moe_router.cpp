@@ -244,6 +244,45 @@ TEST(MoeRouter, BackwardMatchesFiniteDifferences) {
   }
 }
 
+// Context parallelism's split: two ranks' halves of the tokens, their balance statistics summed,
+// give the whole routing's aux loss, and each half's backward with the summed statistics (the same
+// aux scale: the gradient of the whole's aux_scale * aux) gives the whole backward's rows.
+TEST(MoeRouter, SummedBalanceOfTwoHalvesIsTheWholeRouting) {
+  const int64_t N = 8, E = 4, K = 2, half = N / 2;
+  const Tensor logits = random_tensor({N, E}, 311, -2.0f, 2.0f), dweights = random_tensor({N, K}, 312);
+  for (const RouterScore kind : {RouterScore::softmax, RouterScore::sigmoid}) {
+    const Routed whole = route(logits, Tensor(), kind, K);
+    const RouterLosses want = moe_router_losses(whole.experts, whole.scores, whole.lse, kind);
+    Tensor want_dlogits = Tensor::zeros({N, E});
+    moe_router_backward(want_dlogits, dweights, whole.experts, whole.weights, whole.scores, whole.lse, logits, kind,
+                        0.5f, 0.0f);
+    auto rows = [](const Tensor& t, int64_t first, int64_t count) {
+      return testing::copy_of(t.view(first * t.size(1), {count, t.size(1)}));
+    };
+    RouterBalance parts[2], summed{std::vector<double>(size_t(E)), std::vector<double>(size_t(E)), 0.0};
+    Routed halves[2];
+    for (int h = 0; h < 2; ++h) {
+      halves[h] = route(rows(logits, h * half, half), Tensor(), kind, K);
+      moe_router_losses(halves[h].experts, halves[h].scores, halves[h].lse, kind, &parts[h]);
+      EXPECT_EQ(parts[h].tokens, double(half));
+      for (int64_t e = 0; e < E; ++e) {
+        summed.counts[size_t(e)] += parts[h].counts[size_t(e)];
+        summed.prob_sums[size_t(e)] += parts[h].prob_sums[size_t(e)];
+      }
+      summed.tokens += parts[h].tokens;
+    }
+    EXPECT_NEAR(summed.aux(), want.aux, 1e-9);
+    for (int h = 0; h < 2; ++h) {
+      Tensor dlogits = Tensor::zeros({half, E});
+      moe_router_backward(dlogits, rows(dweights, h * half, half), halves[h].experts, halves[h].weights,
+                          halves[h].scores, halves[h].lse, rows(logits, h * half, half), kind, 0.5f, 0.0f,
+                          &summed);
+      for (int64_t i = 0; i < half * E; ++i)
+        EXPECT_NEAR(dlogits.f32()[i], want_dlogits.f32()[h * half * E + i], 1e-6) << "half " << h << " element " << i;
+    }
+  }
+}
+
 TEST(MoeRouter, BackwardWritesDlogits) {
   const int64_t N = 5, E = 6, K = 2;
   const Tensor logits = random_tensor({N, E}, 307, -2.0f, 2.0f), dweights = random_tensor({N, K}, 308);

@@ -50,7 +50,8 @@ TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
 
 TEST_F(LaunchErrors, ContextParallelLayoutsThatDoNotFit) {
   expect_one_error("-np 4 " + train("--cp 4 --dp 1 --seq-len 12"), "--seq-len 12 is not a multiple of 2 × --cp 4 = 8");
-  expect_one_error("-np 2 " + train("--model mixtral-tiny --cp 2 --dp 1"), "--cp 2 with a MoE model is not implemented");
+  expect_one_error("-np 2 " + train("--model mixtral-tiny --cp 2 --dp 1 --moe-capacity-factor 1.5"),
+                   "--cp 2 with --moe-capacity-factor 1.5 is not implemented");
 }
 
 // gpt2-tiny: 2 heads, 32 channels, MLP 128, vocabulary padded to 256.

@@ -75,7 +75,11 @@ const Layout kLayouts[] = {
     {8, 2, 1, 2, "llama-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2, 1, 2},
     {4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     {4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 1, "llama-tiny", 2, "interleaved", 2, 4, "", 1, 1, 2},
-    {8, 1, 0, 2, "llama-tiny", 2, "zero-bubble", 1, 0, "", 2, 1, 2}, {4, 1, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 4},
+    {8, 1, 0, 2, "llama-tiny", 2, "zero-bubble", 1, 0, "", 2, 1, 2},
+    // MoE under cp: the load-balancing loss over the whole sequences; with ep, tp and recomputation
+    {2, 1, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 1, 4},
+    {4, 2, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--recompute full --moe-z-coef 0.001", 1, 2, 2},
+    {8, 2, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}, {4, 1, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 4},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};

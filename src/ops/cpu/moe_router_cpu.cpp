@@ -60,13 +60,20 @@ void top_k_row(int32_t* chosen, const float* s, const float* bias, int64_t E, in
   }
 }
 
-// aux_scale * E * count_e / N^2: d(aux_scale * aux) / d p[n,e], the same for every row.
-std::vector<float> aux_gradient(const int32_t* experts, float aux_scale, int64_t N, int64_t E, int64_t K) {
-  std::vector<int64_t> count(size_t(E), 0);
-  for (int64_t a = 0; a < N * K; a++) count[size_t(experts[a])]++;
+// aux_scale * E * count_e / N^2: d(aux_scale * aux) / d p[n,e], the same for every row; count_e and
+// N are the given ones (aux_counts, aux_tokens), or else this routing's.
+std::vector<float> aux_gradient(const int32_t* experts, float aux_scale, int64_t N, int64_t E, int64_t K,
+                                const double* aux_counts, double aux_tokens) {
+  std::vector<double> count(size_t(E), 0.0);
+  if (aux_counts) {
+    std::copy(aux_counts, aux_counts + E, count.begin());
+  } else {
+    for (int64_t a = 0; a < N * K; a++) count[size_t(experts[a])] += 1.0;
+    aux_tokens = double(N);
+  }
   std::vector<float> c(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; e++)
-    c[size_t(e)] = float(double(aux_scale) * double(E) * double(count[size_t(e)]) / (double(N) * double(N)));
+    c[size_t(e)] = float(double(aux_scale) * double(E) * count[size_t(e)] / (aux_tokens * aux_tokens));
   return c;
 }
 
@@ -88,11 +95,12 @@ void moe_router_forward(int32_t* experts, float* weights, float* scores, float* 
   }
 }
 
-void moe_router_losses(double* losses, const int32_t* experts, const float* scores, const float* lse, bool use_sigmoid,
-                       int64_t N, int64_t E, int64_t K) {
+void moe_router_losses(double* losses, double* count, double* p_sum, const int32_t* experts, const float* scores,
+                       const float* lse, bool use_sigmoid, int64_t N, int64_t E, int64_t K) {
   losses[0] = losses[1] = 0.0;
+  std::fill(count, count + E, 0.0);
+  std::fill(p_sum, p_sum + E, 0.0);
   if (N == 0) return;
-  std::vector<double> count(size_t(E), 0.0), p_sum(size_t(E), 0.0);
   for (int64_t a = 0; a < N * K; a++) count[size_t(experts[a])] += 1.0;
   double z = 0.0;
   for (int64_t n = 0; n < N; n++) {
@@ -119,8 +127,9 @@ void moe_router_losses(double* losses, const int32_t* experts, const float* scor
 //   z:       dl += (2 z_scale lse / N) * softmax(l), softmax(l) = exp(l - lse) (= s for softmax)
 void moe_router_backward(float* dlogits, const float* dweights, const int32_t* experts, const float* weights,
                          const float* scores, const float* lse, const float* logits, bool use_sigmoid, float aux_scale,
-                         float z_scale, int64_t N, int64_t E, int64_t K) {
-  const std::vector<float> c = aux_gradient(experts, aux_scale, N, E, K);
+                         float z_scale, int64_t N, int64_t E, int64_t K, const double* aux_counts,
+                         double aux_tokens) {
+  const std::vector<float> c = aux_gradient(experts, aux_scale, N, E, K, aux_counts, aux_tokens);
   const float dz = N > 0 ? 2.0f * z_scale / float(N) : 0.0f;
 #pragma omp parallel for schedule(static) if (N * E >= kMinParallelElements)
   for (int64_t n = 0; n < N; n++) {

@@ -116,7 +116,8 @@ template <typename T>
 __global__ void __launch_bounds__(kRouterWarps* kWarpSize)
     moe_router_backward_kernel(T* dlogits, const float* dweights, const int32_t* experts, const float* weights,
                                const float* scores, const float* lse, const T* logits, const int32_t* count,
-                               bool use_sigmoid, float aux_scale, float dz, int64_t N, int E, int K) {
+                               bool use_sigmoid, float aux_scale, float dz, double aux_tokens, int64_t N, int E,
+                               int K) {
   const int lane = int(threadIdx.x) % kWarpSize;
   const int64_t n = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / kWarpSize;
   if (n >= N) return;
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(kRouterWarps* kWarpSize)
   for (int j = 0; j < kPerLane; j++) {
     const int e = lane + kWarpSize * j;
     s[j] = e < E ? scores[n * E + e] : 0.0f;
-    d[j] = e < E ? float(double(aux_scale) * double(E) * double(count[e]) / (double(N) * double(N))) : 0.0f;
+    d[j] = e < E ? float(double(aux_scale) * double(E) * double(count[e]) / (aux_tokens * aux_tokens)) : 0.0f;
     T_sum += s[j];
     cs += d[j] * s[j];
   }
@@ -230,18 +231,25 @@ void moe_router_forward(int32_t* experts, float* weights, float* scores, float* 
 template <typename T>
 void moe_router_backward(T* dlogits, const float* dweights, const int32_t* experts, const float* weights,
                          const float* scores, const float* lse, const T* logits, bool use_sigmoid, float aux_scale,
-                         float z_scale, int64_t N, int64_t E, int64_t K, cudaStream_t stream) {
+                         float z_scale, int64_t N, int64_t E, int64_t K, cudaStream_t stream,
+                         const int32_t* aux_counts, double aux_tokens) {
   TS_CHECK(E <= kMaxRouterExperts, "moe_router_backward: the GPU router takes up to ", kMaxRouterExperts,
            " experts, got E = ", E);
   if (N == 0) return;
   const DeviceScratch count_buffer(size_t(E) * sizeof(int32_t));
-  int32_t* count = count_buffer.as<int32_t>();
-  CUDA_CHECK(cudaMemsetAsync(count, 0, size_t(E) * sizeof(int32_t), stream));
-  moe_count_kernel<<<unsigned(ceil_div(N * K, kRowBlock)), kRowBlock, 0, stream>>>(count, experts, N * K);
-  CUDA_CHECK_LAUNCH();
+  const int32_t* count = aux_counts;
+  if (!aux_counts) {  // this routing's own
+    int32_t* own = count_buffer.as<int32_t>();
+    CUDA_CHECK(cudaMemsetAsync(own, 0, size_t(E) * sizeof(int32_t), stream));
+    moe_count_kernel<<<unsigned(ceil_div(N * K, kRowBlock)), kRowBlock, 0, stream>>>(own, experts, N * K);
+    CUDA_CHECK_LAUNCH();
+    count = own;
+    aux_tokens = double(N);
+  }
   const float dz = 2.0f * z_scale / float(N);
   moe_router_backward_kernel<T><<<unsigned(ceil_div(N, kRouterWarps)), kRouterWarps * kWarpSize, 0, stream>>>(
-      dlogits, dweights, experts, weights, scores, lse, logits, count, use_sigmoid, aux_scale, dz, N, int(E), int(K));
+      dlogits, dweights, experts, weights, scores, lse, logits, count, use_sigmoid, aux_scale, dz, aux_tokens, N,
+      int(E), int(K));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -281,7 +289,8 @@ void moe_combine_backward(T* dys, float* dweights, const T* dout, const T* ys, c
   template void moe_router_forward<T>(int32_t*, float*, float*, float*, const T*, const float*, bool, int64_t,      \
                                       int64_t, int64_t, cudaStream_t);                                              \
   template void moe_router_backward<T>(T*, const float*, const int32_t*, const float*, const float*, const float*, \
-                                       const T*, bool, float, float, int64_t, int64_t, int64_t, cudaStream_t);     \
+                                       const T*, bool, float, float, int64_t, int64_t, int64_t, cudaStream_t,      \
+                                       const int32_t*, double);                                                    \
   template void moe_gather<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, cudaStream_t);              \
   template void moe_sum_token_rows<T>(T*, const T*, const float*, const int32_t*, int64_t, int64_t, int64_t,       \
                                       cudaStream_t);                                                                \

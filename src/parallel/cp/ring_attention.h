@@ -15,6 +15,7 @@
 #include "nn/context_parallel.h"
 #include "ops/attention_block.h"
 #include "parallel/comm.h"
+#include "parallel/group_sum.h"
 
 namespace tessera {
 
@@ -32,6 +33,7 @@ class RingAttention final : public ContextParallel {
   void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV) override;
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                           int NH, int NKV) override;
+  std::vector<double> sum_over_group(const std::vector<double>& values) override { return sum_over(*cp_, values); }
   RingStats stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
