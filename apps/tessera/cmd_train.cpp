@@ -110,9 +110,15 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--pipeline-boundaries", c.pipeline_boundaries,
                  "The first block of each pipeline chunk after the first (default: balanced by cost)")
       ->delimiter(',');
-  cmd.add_option("--cp", c.cp, "Context-parallel degree")->capture_default_str();
-  cmd.add_option("--ep", c.ep, "Expert-parallel degree")->capture_default_str();
-  cmd.add_option("--zero", c.zero, "ZeRO stage: 0, 1 (shard optimizer state), 2 (and gradients) or 3 (and parameters; --dp only)")
+  cmd.add_option("--cp", c.cp,
+                 "Context-parallel degree: each sequence split over cp ranks, ring attention (--seq-len a multiple "
+                 "of 2·cp; CPU only for now)")
+      ->capture_default_str();
+  cmd.add_option("--ep", c.ep,
+                 "Expert-parallel degree: each MoE layer's experts shared out over ep data-parallel ranks (divides "
+                 "--dp and the experts)")
+      ->capture_default_str();
+  cmd.add_option("--zero", c.zero, "ZeRO stage: 0, 1 (shard optimizer state), 2 (and gradients) or 3 (and parameters; over --dp and --cp)")
       ->capture_default_str();
   cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB (ZeRO-3: one bucket per block)")->capture_default_str();
   cmd.add_flag("!--no-overlap", c.overlap, "Reduce gradients after backward instead of during it");
