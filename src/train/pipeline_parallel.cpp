@@ -70,7 +70,7 @@ double PipelineParallel::train_step(int64_t micro_batch, int64_t seq_len, float 
   return loss_sum;
 }
 
-double PipelineParallel::evaluate(int micro_batches, int64_t micro_batch, int64_t seq_len,
+double PipelineParallel::evaluate(int micro_batches, int counted, int64_t micro_batch, int64_t seq_len,
                                   const FillMicroBatch& fill) {
   Tensor inputs = Tensor::zeros({micro_batch, seq_len}, DType::i32);
   Tensor targets = Tensor::zeros({micro_batch, seq_len}, DType::i32);
@@ -82,7 +82,8 @@ double PipelineParallel::evaluate(int micro_batches, int64_t micro_batch, int64_
       const BlockRange r = model_.stage().chunks[size_t(k)];
       if (r.first == 0 || r.end == L) fill(micro, inputs, targets);
       if (r.first != 0) pp_->recv(model_.chunk_input(k, micro, micro_batch, seq_len), (chunk - 1) % P);
-      loss_sum += model_.forward_chunk(k, micro, inputs, targets, 0.0f);
+      const double losses = model_.forward_chunk(k, micro, inputs, targets, 0.0f);
+      if (micro < counted) loss_sum += losses;
       if (r.end != L) pp_->send(model_.chunk_output(k, micro), (chunk + 1) % P);
       model_.release_chunk(k, micro);
     }

@@ -32,8 +32,9 @@ class PipelineParallel {
   // block, never are: their sum over the end stages comes after), so a dp reduction can start.
   double train_step(int64_t micro_batch, int64_t seq_len, float dloss, const FillMicroBatch& fill,
                     const std::function<void(int64_t)>& grads_final_from = nullptr);
-  // Forward only over `micro_batches` micro-batches; the same sum, on the last stage.
-  double evaluate(int micro_batches, int64_t micro_batch, int64_t seq_len, const FillMicroBatch& fill);
+  // Forward only over `micro_batches` micro-batches; the same sum, on the last stage, of the first
+  // `counted` of them (the rest run for the collectives other ranks' layers share with these).
+  double evaluate(int micro_batches, int counted, int64_t micro_batch, int64_t seq_len, const FillMicroBatch& fill);
   // After train_step, before the gradients are reduced over dp: sums the tied embedding's gradient
   // between the first and the last stage (a no-op for untied models and P = 1).
   void reduce_tied_embedding();

@@ -241,28 +241,28 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
 
 float Trainer::evaluate() {
   // The same validation batches for any dp degree, dealt round-robin over the dp ranks.
-  int64_t batches = std::min(config_.eval_batches, val_sampler_->batches_per_epoch());
+  const int64_t batches = std::min(config_.eval_batches, val_sampler_->batches_per_epoch());
+  const int64_t rank = data_parallel_->rank(), ranks = data_parallel_->size();
+  const int64_t mine = batches > rank ? (batches - rank - 1) / ranks + 1 : 0;  // batches rank, rank + ranks, ...
+  // Under ZeRO-3 and expert parallelism every forward is collective with other dp ranks, so each
+  // rank runs as many: a rank short of a batch in the last round runs the last one again and does
+  // not count it.
+  const bool same_count = data_parallel_->zero_stage() == 3 || expert_parallel_;
+  const int64_t runs = same_count ? (batches + ranks - 1) / ranks : mine;
+  auto batch = [&](int64_t m) { return std::min(rank + m * ranks, batches - 1); };
   double sum = 0.0;
   if (pipeline_) {
-    const int64_t rank = data_parallel_->rank(), ranks = data_parallel_->size();
-    const int64_t mine = batches > rank ? (batches - rank - 1) / ranks + 1 : 0;  // batches rank, rank + ranks, ...
-    const double token_losses =
-        pipeline_->evaluate(int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
-                            cp_share([&](int m, Tensor& inputs, Tensor& targets) {
-                              const int64_t k = rank + int64_t(m) * ranks;
-                              val_sampler_->fill(k, 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
-                            }));
+    const double token_losses = pipeline_->evaluate(
+        int(runs), int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
+        cp_share([&](int m, Tensor& inputs, Tensor& targets) {
+          val_sampler_->fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
+        }));
     sum = token_losses / double(micro_batch_ * config_.seq_len);  // each batch's mean, summed
   }
-  // Under ZeRO-3 every forward gathers with the whole dp group, so each rank runs as many: a rank
-  // short of a batch in the last round runs the last one again and does not count it.
-  const int64_t dp_rank = data_parallel_->rank();
-  const bool same_count = data_parallel_->zero_stage() == 3;
-  for (int64_t k = dp_rank; !pipeline_ && (k < batches || (same_count && k - dp_rank < batches));
-       k += data_parallel_->size()) {
-    val_sampler_->fill(std::min(k, batches - 1), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
+  for (int64_t m = 0; !pipeline_ && m < runs; ++m) {
+    val_sampler_->fill(batch(m), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
     const double loss = forward(inputs_, targets_, 0.0f);
-    if (k < batches) sum += loss;
+    if (m < mine) sum += loss;
   }
   return float(sum_over_ranks({sum})[0] / double(batches));
 }

@@ -191,6 +191,27 @@ const Reshard kReshards[] = {
     {{1, 1, 0, 2, "llama-tiny"}, {4, 1, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}},
 };
 
+// Validation where every forward is collective with other dp ranks (expert parallelism, ZeRO-3): 5
+// batches over 4 dp ranks, so some ranks run a batch more than they count. The validation loss is
+// the one process's, and no rank waits on a forward another never runs.
+TEST(ValidationOfCollectiveForwards, MatchesOneProcess) {
+  const std::filesystem::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
+  const std::string extra = "--steps 2 --eval-every 2 --eval-batches 5 --val-data " + shard;
+  auto val_loss = [](const RunResult& r) {
+    for (const nlohmann::json& line : r.metrics)
+      if (line.contains("val_loss")) return line["val_loss"].get<double>();
+    ADD_FAILURE() << "no validation loss";
+    return 0.0;
+  };
+  const double want = val_loss(train(Layout{1, 1, 0, 2, "mixtral-tiny"}, dir / "reference", shard, extra));
+  const Layout layouts[] = {{4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2},
+                            {4, 2, 0, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 1, 2},
+                            {4, 4, 3, 2, "mixtral-tiny"}};
+  for (const Layout& l : layouts)
+    EXPECT_NEAR(val_loss(train(l, dir / layout_name(l), shard, extra)), want, 1e-5 * want) << layout_name(l);
+}
+
 INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {
   std::ostringstream s;
   PrintTo(info.param, &s);
