@@ -2,13 +2,14 @@
 # the CPU benchmark scripts' summaries (run from the repository root).
 import datetime
 import json
-import subprocess
+import os
 
 
 def append_record(path, command, runs):
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "machine": f"{cpu}, {subprocess.check_output(['nproc']).decode().strip()} cores",
+              # os.cpu_count(), not nproc: nproc follows OMP_NUM_THREADS, which the scripts set to 1
+              "machine": f"{cpu}, {os.cpu_count()} cores",
               "command": command, "runs": runs}
     open(path, "a").write(json.dumps(record) + "\n")
 
