@@ -3,9 +3,8 @@
 // copies of the routing (N*(E+K+1) values).
 #include "ops/moe_router.h"
 
-#include <cmath>
-
 #include <climits>
+#include <cmath>
 
 #include "core/cuda/device.h"
 #include "ops/cpu/moe_router_cpu.h"
@@ -102,12 +101,12 @@ RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, cons
   const Tensor host_scores = device == Device::cpu ? scores : tensor_to(scores, Device::cpu);
   const Tensor host_lse = device == Device::cpu ? lse : tensor_to(lse, Device::cpu);
   check_expert_range(op, host_experts, d.E);
-  double values[2];
   RouterBalance stats{std::vector<double>(size_t(d.E)), std::vector<double>(size_t(d.E)), double(d.N)};
-  cpu::moe_router_losses(values, stats.counts.data(), stats.prob_sums.data(), host_experts.data<int32_t>(),
-                         host_scores.f32(), host_lse.f32(), is_sigmoid(kind), d.N, d.E, d.K);
+  const double z = cpu::moe_router_statistics(stats.counts.data(), stats.prob_sums.data(), host_experts.data<int32_t>(),
+                                              host_scores.f32(), host_lse.f32(), is_sigmoid(kind), d.N, d.E, d.K);
+  const RouterLosses losses{stats.aux(), z};
   if (balance) *balance = std::move(stats);
-  return RouterLosses{values[0], values[1]};
+  return losses;
 }
 
 void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& experts, const Tensor& weights,

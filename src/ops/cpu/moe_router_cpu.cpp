@@ -95,12 +95,11 @@ void moe_router_forward(int32_t* experts, float* weights, float* scores, float* 
   }
 }
 
-void moe_router_losses(double* losses, double* count, double* p_sum, const int32_t* experts, const float* scores,
-                       const float* lse, bool use_sigmoid, int64_t N, int64_t E, int64_t K) {
-  losses[0] = losses[1] = 0.0;
+double moe_router_statistics(double* count, double* p_sum, const int32_t* experts, const float* scores,
+                             const float* lse, bool use_sigmoid, int64_t N, int64_t E, int64_t K) {
   std::fill(count, count + E, 0.0);
   std::fill(p_sum, p_sum + E, 0.0);
-  if (N == 0) return;
+  if (N == 0) return 0.0;
   for (int64_t a = 0; a < N * K; a++) count[size_t(experts[a])] += 1.0;
   double z = 0.0;
   for (int64_t n = 0; n < N; n++) {
@@ -114,10 +113,7 @@ void moe_router_losses(double* losses, double* count, double* p_sum, const int32
     for (int64_t e = 0; e < E; e++) p_sum[size_t(e)] += double(s[e]) * row_scale;
     z += double(lse[n]) * double(lse[n]);
   }
-  double aux = 0.0;
-  for (int64_t e = 0; e < E; e++) aux += (count[size_t(e)] / double(N)) * (p_sum[size_t(e)] / double(N));
-  losses[0] = double(E) * aux;
-  losses[1] = z / double(N);
+  return z / double(N);
 }
 
 // Per row, ds = dL/dscores is built in the dlogits row, then carried through the score function:

@@ -8,10 +8,10 @@ namespace tessera::cpu {
 
 void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const float* logits,
                         const float* bias, bool sigmoid, int64_t N, int64_t E, int64_t K);
-// Writes {aux, z} into losses[0..1], and count_e (from experts (N,K)) and sum_n p[n,e] (from scores
-// (N,E)) into counts and prob_sums (E each).
-void moe_router_losses(double* losses, double* counts, double* prob_sums, const int32_t* experts, const float* scores,
-                       const float* lse, bool sigmoid, int64_t N, int64_t E, int64_t K);
+// aux's statistics: count_e (from experts (N,K)) and sum_n p[n,e] (from scores (N,E)) written into
+// counts and prob_sums (E each); returns z (0 for N = 0).
+double moe_router_statistics(double* counts, double* prob_sums, const int32_t* experts, const float* scores,
+                             const float* lse, bool sigmoid, int64_t N, int64_t E, int64_t K);
 // dlogits (N,E) written. The aux term's counts and token count are aux_counts (E) and aux_tokens
 // when aux_counts is given, else this routing's own.
 void moe_router_backward(float* dlogits, const float* dweights, const int32_t* experts, const float* weights,
