@@ -30,9 +30,15 @@ class Work {
   std::shared_ptr<State> state_;
 };
 
+// How device (CUDA) tensors travel between the ranks of a group: copied through host memory and
+// sent over MPI (several ranks may share a GPU: the tests' way), or over NCCL (one GPU per rank: the
+// production way). Host tensors go over MPI either way.
+enum class DeviceTransport { host_staged, nccl };
+
 struct CommOptions {
   double timeout_s = 300.0;
   int flight_recorder_entries = 64;
+  DeviceTransport device_transport = DeviceTransport::host_staged;
 };
 
 class Comm {

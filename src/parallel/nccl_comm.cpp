@@ -1,4 +1,4 @@
-// The NCCL communicator. Each call records an event on the default stream, makes the group's
+// The NCCL communicator. Each call records an event on the compute stream, makes the group's
 // communication stream wait for it (the inputs are then final), queues the NCCL call there and
 // records a completion event that Work polls. Groups of two or more ranks keep an arrival channel
 // over a duplicate of the bootstrap communicator, served by an idle MpiProgress thread, so a
@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/cuda/device.h"
 #include "parallel/comm_args.h"
 #include "parallel/comm_timeout.h"
 #include "parallel/mpi_check.h"
@@ -231,7 +232,7 @@ class NcclComm final : public Comm {
     return code != ncclSuccess ? code : end;
   }
 
-  // Orders the call after the default stream's work, queues it with `start(comm, stream)` and
+  // Orders the call after the compute stream's work (where the ops wrote the inputs), queues it with `start(comm, stream)` and
   // returns a Work on its completion event.
   template <typename Start>
   Work issue(CommOp op, size_t bytes, int peer, std::vector<Tensor> buffers, Start&& start) {
@@ -243,7 +244,7 @@ class NcclComm final : public Comm {
     cudaEvent_t ready = nullptr, done = nullptr;
     CUDA_CHECK(cudaSetDevice(g.device));
     CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
+    CUDA_CHECK(cudaEventRecord(ready, cuda_compute_stream()));
     CUDA_CHECK(cudaStreamWaitEvent(g.stream, ready, 0));
     CUDA_CHECK(cudaEventDestroy(ready));  // released once its wait is resolved
     ncclResult_t code = start(g.comm, g.stream);
@@ -262,6 +263,8 @@ class NcclComm final : public Comm {
 };
 
 }  // namespace
+
+bool nccl_built() { return true; }
 
 bool cuda_device_available() {
   int count = 0;

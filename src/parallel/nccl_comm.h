@@ -1,6 +1,6 @@
 // Comm over NCCL for CUDA tensors, one rank per GPU: NCCL's unique id goes from group rank 0 to the
 // others over MPI, then every collective is queued on the group's communication stream after the
-// work already queued on the default stream, and Work completes through a CUDA event recorded
+// work already queued on the compute stream, and Work completes through a CUDA event recorded
 // behind it. Timeouts abort the NCCL communicator after naming the missing ranks, as for MPI.
 // Builds with CUDA and NCCL only; otherwise nccl_unavailable.cpp answers with a clear error.
 #pragma once
@@ -16,6 +16,8 @@
 
 namespace tessera {
 
+// True when this build has the NCCL backend (CUDA and NCCL were found when it was configured).
+bool nccl_built();
 // True when this process sees at least one CUDA device (always false in a build without CUDA).
 bool cuda_device_available();
 // Free memory on CUDA device `device`, in bytes.

@@ -4,6 +4,8 @@
 
 namespace tessera {
 
+bool nccl_built() { return false; }
+
 bool cuda_device_available() { return false; }
 
 size_t cuda_free_memory(int) { return 0; }

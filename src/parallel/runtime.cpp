@@ -11,10 +11,13 @@
 #include <cstdlib>
 #include <exception>
 
+#include "core/cuda/device.h"
 #include "core/error.h"
-#include "parallel/mpi_check.h"
+#include "parallel/device_routed_comm.h"
 #include "parallel/host_staged_comm.h"
+#include "parallel/mpi_check.h"
 #include "parallel/mpi_comm.h"
+#include "parallel/nccl_comm.h"
 
 namespace tessera {
 
@@ -52,14 +55,19 @@ int env_index(const char* name) {
   return static_cast<int>(value);
 }
 
-// This rank's index among the ranks on its node, for launchers that do not say it.
-int node_local_rank(int world_rank) {
+// This rank's index among the ranks on its node, and their number.
+struct NodePlace {
+  int rank = 0, size = 1;
+};
+
+NodePlace node_place(int world_rank) {
   MPI_Comm node = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
-  int local = 0;
-  MPI_CHECK(MPI_Comm_rank(node, &local));
+  NodePlace place;
+  MPI_CHECK(MPI_Comm_rank(node, &place.rank));
+  MPI_CHECK(MPI_Comm_size(node, &place.size));
   MPI_CHECK(MPI_Comm_free(&node));
-  return local;
+  return place;
 }
 
 }  // namespace
@@ -67,7 +75,10 @@ int node_local_rank(int world_rank) {
 Runtime::Runtime(int* argc, char*** argv) {
   const auto found = std::find_if(std::begin(kLaunchers), std::end(kLaunchers),
                                   [](const LauncherVars& vars) { return env_index(vars.size) >= 0; });
-  if (found == std::end(kLaunchers)) return;  // a plain process: world 1, MPI untouched
+  if (found == std::end(kLaunchers)) {  // a plain process: world 1, MPI untouched
+    gpu_per_rank_ = cuda_device_count() > 0;
+    return;
+  }
   const LauncherVars& vars = *found;
   const int env_size = env_index(vars.size), env_rank = env_index(vars.rank);
   TS_CHECK(env_rank >= 0, vars.size, " is set but ", vars.rank, " is not; start the job with mpirun or srun");
@@ -95,8 +106,13 @@ Runtime::Runtime(int* argc, char*** argv) {
             vars.size, ") but MPI_COMM_WORLD makes it rank ", world_rank_, " of ", world_size_, "; ",
             vars.mismatch_fix);
   }
+  const NodePlace node = node_place(world_rank_);
   const int env_local = env_index(vars.local_rank);
-  local_rank_ = env_local >= 0 ? env_local : node_local_rank(world_rank_);
+  local_rank_ = env_local >= 0 ? env_local : node.rank;
+  local_size_ = node.size;
+  int enough_gpus = cuda_device_count() >= local_size_ ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &enough_gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  gpu_per_rank_ = enough_gpus == 1;
 }
 
 Runtime::~Runtime() {
@@ -133,8 +149,22 @@ std::shared_ptr<Comm> Runtime::make_comm(const std::string& name, const std::vec
             joined_size, " ranks joined it, not in the listed order; every rank must create the same groups in "
             "the same order");
   }
+  if (options.device_transport == DeviceTransport::nccl) {
+    TS_CHECK(gpu_per_rank_, "group ", name, ": NCCL needs a GPU for each rank, and some node runs more ranks than it ",
+             "has GPUs; start at most one rank per GPU, or send device tensors through host memory");
+    // NCCL's id travels over the new communicator before the MPI backend takes it over.
+    std::shared_ptr<Comm> nccl = make_nccl_comm(comm, name, world_ranks, cuda_current_device(), options);
+    return make_device_routed_comm(make_mpi_comm(comm, name, world_ranks, options), std::move(nccl));
+  }
   // Device tensors are staged through host memory: this MPI is not CUDA-aware.
   return make_host_staged_comm(make_mpi_comm(comm, name, world_ranks, options));
+}
+
+bool Runtime::same_on_every_rank(int64_t value) const {
+  if (!launched_) return true;
+  int64_t bounds[2] = {value, -value};  // max of both: the largest value and minus the smallest
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return bounds[0] == -bounds[1];
 }
 
 }  // namespace tessera

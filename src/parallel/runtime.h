@@ -26,6 +26,10 @@ class Runtime {
   int world_size() const { return world_size_; }
   int world_rank() const { return world_rank_; }
   int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }  // ranks on this rank's node
+  // True when, on every node of the job, the node has a CUDA GPU for each of its ranks (NCCL's
+  // condition: two ranks never share a GPU).
+  bool gpu_per_rank() const { return gpu_per_rank_; }
   bool launched() const { return launched_; }  // false: a plain single process
   const std::string& launcher() const { return launcher_; }  // "mpirun", "srun", "pmi" or "none"
 
@@ -34,11 +38,17 @@ class Runtime {
   // same number of times in the same order, each passing the group it belongs to, and the groups of
   // one call partition the world into groups of one size (as a grid axis does). Groups of one rank
   // are make_self_comm and communicate with no one.
+  // Device tensors go over NCCL when options.device_transport asks for it (needs gpu_per_rank()),
+  // else through host memory over MPI.
   std::shared_ptr<Comm> make_comm(const std::string& name, const std::vector<int>& world_ranks,
                                   const CommOptions& options);
 
+  // Whether every rank passed the same value (collective over the world; true for a single process).
+  bool same_on_every_rank(int64_t value) const;
+
  private:
-  int world_size_ = 1, world_rank_ = 0, local_rank_ = 0;
+  int world_size_ = 1, world_rank_ = 0, local_rank_ = 0, local_size_ = 1;
+  bool gpu_per_rank_ = false;
   bool launched_ = false;
   std::string launcher_ = "none";
 };

@@ -36,6 +36,29 @@ DType choose_compute_dtype(const std::string& flag, Device device) {
   return flag == "fp16" ? DType::f16 : DType::f32;
 }
 
+DeviceCommChoice choose_device_comm(const std::string& flag, const DeviceCommFacts& facts) {
+  TS_CHECK(flag == "auto" || flag == "nccl" || flag == "host", "--device-comm must be auto, nccl or host, got '", flag,
+           "'");
+  TS_CHECK(flag != "nccl" || facts.device == Device::cuda, "--device-comm nccl moves GPU tensors, but this run ",
+           "computes on the CPU; drop --device-comm or run with --device cuda");
+  if (facts.device != Device::cuda || facts.world_size == 1 || flag == "host") return {};
+  if (!facts.nccl_built) {
+    TS_CHECK(flag != "nccl", "--device-comm nccl: this build has no NCCL (it was not found when Tessera was ",
+             "configured); install NCCL and rebuild, or use --device-comm host");
+    return {DeviceTransport::host_staged,
+            "--device-comm auto: this build has no NCCL, so GPU tensors travel between ranks through host memory "
+            "over MPI (slow); install NCCL and rebuild for the fast path"};
+  }
+  if (!facts.gpu_per_rank) {
+    TS_CHECK(flag != "nccl", "--device-comm nccl: some node runs more ranks than it has GPUs, and NCCL needs a GPU ",
+             "for each rank; start at most one rank per GPU, or use --device-comm host");
+    return {DeviceTransport::host_staged,
+            "--device-comm auto: ranks share GPUs, so GPU tensors travel between ranks through host memory over MPI "
+            "(slow; NCCL needs one GPU per rank)"};
+  }
+  return {DeviceTransport::nccl, ""};
+}
+
 std::string compute_dtype_flag(DType dtype) {
   if (dtype == DType::bf16) return "bf16";
   return dtype == DType::f16 ? "fp16" : "fp32";

@@ -1,12 +1,14 @@
 // Which device a run computes on, from --device: cpu, cuda (an error naming why when no GPU is
 // usable) or auto (the GPU when one is usable, else the CPU with a notice saying why); and in which
 // precision, from --dtype: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16 (the GPU's
-// 16-bit types; fp16 trains with dynamic loss scaling).
+// 16-bit types; fp16 trains with dynamic loss scaling); and how GPU tensors travel between ranks,
+// from --device-comm.
 #pragma once
 
 #include <string>
 
 #include "core/tensor.h"
+#include "parallel/comm.h"
 
 namespace tessera {
 
@@ -20,6 +22,21 @@ DeviceChoice choose_device(const std::string& flag);
 Device choose_device_noting(const std::string& flag);
 // The compute dtype for --dtype on `device`; throws naming the flag when the pair is not supported.
 DType choose_compute_dtype(const std::string& flag, Device device);
+// How GPU tensors travel between ranks, from --device-comm: nccl, host (through host memory over
+// MPI) or auto (NCCL when the build has it and every rank has a GPU of its own, else host with a
+// notice saying why). Runs on the CPU or a world of one need no choice (host, silently). Throws
+// naming the flag when nccl is asked for and cannot be had.
+struct DeviceCommFacts {
+  Device device;      // where the run computes
+  int world_size;
+  bool nccl_built;    // the build has the NCCL backend
+  bool gpu_per_rank;  // no two ranks share a GPU
+};
+struct DeviceCommChoice {
+  DeviceTransport transport = DeviceTransport::host_staged;
+  std::string notice;  // non-empty when auto chose host for a multi-rank GPU run
+};
+DeviceCommChoice choose_device_comm(const std::string& flag, const DeviceCommFacts& facts);
 // The --dtype value naming a compute dtype: fp32, bf16 or fp16 (as PyTorch's benchmarks name them).
 std::string compute_dtype_flag(DType dtype);
 

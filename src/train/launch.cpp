@@ -1,7 +1,11 @@
 // Grid set-up and the configuration agreement check.
 #include "train/launch.h"
 
+#include <cstdio>
+
 #include "core/rng.h"
+#include "parallel/nccl_comm.h"
+#include "train/device_choice.h"
 #include "train/model_setup.h"
 #include "nn/tensor_parallel.h"
 #include "train/pipeline_plan.h"
@@ -39,6 +43,14 @@ ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, cons
   if (dims.pp > 1) plan_pipeline(config, model, dims.dp);  // its stages and schedule fit, or one line says why
   CommOptions options;
   options.timeout_s = config.comm_timeout;
+  const DeviceCommChoice transport = choose_device_comm(
+      config.device_comm, {choose_device(config.device).device, runtime.world_size(), nccl_built(), runtime.gpu_per_rank()});
+  // Every rank must build the same kind of communicators, or the first NCCL group would wait forever.
+  TS_CHECK(runtime.same_on_every_rank(int64_t(transport.transport)), "the ranks chose different ways to move GPU ",
+           "tensors (some NCCL, some host memory): give every rank the same --device and --device-comm, on nodes with ",
+           "the same GPUs");
+  if (!transport.notice.empty() && runtime.world_rank() == 0) std::fprintf(stderr, "%s\n", transport.notice.c_str());
+  options.device_transport = transport.transport;
   ProcessGrid grid = build_process_grid(runtime, dims, options);
   check_same_config(*grid.world, config);
   return grid;

@@ -66,6 +66,7 @@ struct TrainConfig {
   double bucket_mb = 25.0;                      // gradient bucket size
   bool overlap = true;                          // reduce buckets during backward
   double comm_timeout = 300.0;                  // seconds before a collective is declared hung
+  std::string device_comm = "auto";             // GPU tensors between ranks: auto, nccl or host (through MPI)
   // bookkeeping
   int64_t eval_every = 0;  // 0 = only at the end when --val-data is given
   int64_t eval_batches = 8;

@@ -44,6 +44,11 @@ TEST_F(LaunchErrors, BatchThatTheDataParallelDegreeDoesNotDivide) {
   expect_one_error("-np 4 " + train("--batch-size 6 --micro-batch-size 1"), "--batch-size");
 }
 
+TEST_F(LaunchErrors, DeviceCommThatCannotBeHad) {
+  expect_one_error("-np 2 " + train("--device cpu --device-comm nccl"), "--device-comm nccl moves GPU tensors");
+  expect_one_error("-np 2 " + train("--device-comm fast"), "--device-comm must be auto, nccl or host");
+}
+
 TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
   expect_one_error("-np 1 " + train("--lr 1e-3") + " : -np 1 " + train("--lr 2e-3"), "different configurations");
 }

@@ -54,6 +54,17 @@ TEST(MpiGrid, RuntimeSeesTheLauncher) {
   EXPECT_EQ(testing::test_runtime().world_rank(), rank);
   EXPECT_GE(testing::test_runtime().local_rank(), 0);
   EXPECT_LT(testing::test_runtime().local_rank(), size);
+  // One node here: every rank is on it, and there are no GPUs for them.
+  EXPECT_EQ(testing::test_runtime().local_size(), size);
+  EXPECT_FALSE(testing::test_runtime().gpu_per_rank());
+}
+
+TEST(MpiGrid, SameOnEveryRankComparesOverTheWorld) {
+  const Runtime& runtime = testing::test_runtime();
+  EXPECT_TRUE(runtime.same_on_every_rank(7));
+  EXPECT_TRUE(runtime.same_on_every_rank(-3));
+  EXPECT_FALSE(runtime.same_on_every_rank(runtime.world_rank()));
+  EXPECT_FALSE(runtime.same_on_every_rank(runtime.world_rank() == 0 ? -1 : 1));
 }
 
 TEST(MpiGrid, EveryLayoutBuildsItsGroups) {

@@ -59,6 +59,8 @@ TEST(Runtime, WithoutALauncherIsWorldOneAndLeavesMpiAlone) {
   EXPECT_EQ(runtime.local_rank(), 0);
   EXPECT_FALSE(runtime.launched());
   EXPECT_EQ(runtime.launcher(), "none");
+  EXPECT_EQ(runtime.local_size(), 1);
+  EXPECT_TRUE(runtime.same_on_every_rank(42));
   EXPECT_FALSE(mpi_initialised());
 
   const std::shared_ptr<Comm> comm = runtime.make_comm("dp", {0}, CommOptions{});

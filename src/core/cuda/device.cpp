@@ -112,6 +112,12 @@ void cuda_select_device_for_local_rank(int local_rank) {
   if (count > 0) CUDA_CHECK(cudaSetDevice(local_rank % count));
 }
 
+int cuda_current_device() {
+  int device = 0;
+  if (cuda_device_count() > 0) CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
 namespace {
 
 // The device the compute stream belongs to, for threads that did not select it themselves.
@@ -268,6 +274,7 @@ int cuda_device_count() { return 0; }
 std::string cuda_unavailable_reason() { return "this build has no CUDA backend"; }
 std::string cuda_device_name() { return ""; }
 void cuda_select_device_for_local_rank(int) {}
+int cuda_current_device() { return 0; }
 void* device_allocate(size_t) { fail_no_backend(); }
 void device_free(void*, size_t) {}
 AllocatorStats device_allocator_stats() { return {}; }

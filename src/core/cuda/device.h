@@ -25,6 +25,8 @@ std::string cuda_device_name();
 // Makes device local_rank % cuda_device_count() current, so the ranks of a node spread over its GPUs
 // (and share one when there is one). Call before any other CUDA work; no-op without a device.
 void cuda_select_device_for_local_rank(int local_rank);
+// The device this thread's CUDA calls go to (0 without a device).
+int cuda_current_device();
 
 // Device memory from a cache of freed blocks (rounded sizes, reused on exact size class);
 // cudaMalloc only on a miss. Out of memory empties the cache and retries once, then throws with the
