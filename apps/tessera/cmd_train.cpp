@@ -171,14 +171,12 @@ void add_train_command(CLI::App& app) {
     }
     TrainResult result = trainer->run();
     if (runtime.world_rank() != 0) return;
-    // A pipeline or tensor-parallel rank holds a part of the model, too little to generate with.
-    const bool whole_model = c.pp == 1 && c.tp == 1;
     if (result.already_finished) {
       std::printf("%s already finished at step %lld (--steps %lld); nothing to train: raise --steps to continue it\n"
                   "checkpoint: %s\n",
                   c.out_dir.c_str(), (long long)result.last_step, (long long)c.steps,
                   result.last_checkpoint.string().c_str());
-      if (trainer->tokenizer() && whole_model) print_final_sample(*trainer, c);
+      if (trainer->tokenizer() && trainer->can_generate()) print_final_sample(*trainer, c);
       return;
     }
     if (result.stopped_by != 0) {  // preempted: saved, and nothing else to do
@@ -190,7 +188,7 @@ void add_train_command(CLI::App& app) {
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));
     if (result.last_val_loss) std::printf(", val_loss %.4f", double(*result.last_val_loss));
     std::printf("\ncheckpoint: %s\n", result.last_checkpoint.string().c_str());
-    if (trainer->tokenizer() && whole_model) print_final_sample(*trainer, c);
+    if (trainer->tokenizer() && trainer->can_generate()) print_final_sample(*trainer, c);
   });
 }
 

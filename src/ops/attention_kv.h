@@ -5,7 +5,7 @@
 //   out (B, Tq, NH*HS) = softmax(q k^T / sqrt(HS) + causal mask) v over cache rows [0, past+Tq),
 //   query t seeing keys 0 .. past+t, query head h using kv head h / (NH / NKV).
 // The same values as attention_forward over the whole sequence, up to summation order. f32 on the CPU;
-// the GPU refuses it (generation on the GPU re-runs the prefix until its kernel lands).
+// f32, bf16 or f16 on the GPU (arithmetic fp32), every tensor in qkv's dtype.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/cuda/device.h"
+#include "ops/cast.h"
 
 namespace tessera {
 
@@ -43,30 +44,28 @@ std::vector<int32_t> generate(Decoder& model, const std::vector<int32_t>& prompt
   std::vector<int32_t> context = prompt;
   if (context.empty()) context.push_back(int32_t(config.vocab_size - 1));
   std::vector<int32_t> produced;
-  // On the CPU the keys and values of the positions seen stay cached, so each new token runs alone;
-  // when the new tokens no longer fit the context, the cache restarts from the last max_seq_len
-  // tokens, the window a full re-run reads. The GPU re-runs the window per token (no cached kernel yet).
-  const bool cached = model.device() == Device::cpu;
-  KvCache cache = cached ? model.kv_cache(1) : KvCache();
+  // The keys and values of the positions seen stay cached, so each new token runs alone; when the
+  // new tokens no longer fit the context, the cache restarts from the last max_seq_len tokens, the
+  // window a full re-run reads.
+  KvCache cache = model.kv_cache(1);
   size_t fed = 0;  // context tokens already in the cache
   for (int64_t n = 0; n < options.max_new_tokens; ++n) {
-    if (cached && cache.length + int64_t(context.size() - fed) > cache.capacity) {
+    if (cache.length + int64_t(context.size() - fed) > cache.capacity) {
       cache.reset();
       fed = context.size() - size_t(std::min<int64_t>(int64_t(context.size()), config.max_seq_len));
     }
-    const int64_t T = cached ? int64_t(context.size() - fed)
-                             : std::min<int64_t>(int64_t(context.size()), config.max_seq_len);
+    const int64_t T = int64_t(context.size() - fed);
     Tensor tokens = Tensor::zeros({1, T}, DType::i32);
     std::copy(context.end() - T, context.end(), tokens.data<int32_t>());
-    if (cached) {
-      model.forward_cached(tokens, cache);
-      fed = context.size();
-    } else {
-      model.forward(tokens, Tensor());
-    }
-    const Tensor& logits = cached ? cache.acts.logits : model.logits();
+    const Tensor& logits = model.forward_cached(tokens, cache);
+    fed = context.size();
     const int64_t Vp = config.padded_vocab_size();
-    const Tensor last = tensor_to(logits.view((T - 1) * Vp, {Vp}), Device::cpu);
+    Tensor last = tensor_to(logits.view((T - 1) * Vp, {Vp}), Device::cpu);
+    if (last.dtype() != DType::f32) {  // a 16-bit compute dtype on the GPU: sample from fp32 values
+      Tensor wide = Tensor::zeros({Vp});
+      cast_copy(wide, last);
+      last = wide;
+    }
     const int64_t V = options.vocab_limit > 0 ? std::min(options.vocab_limit, config.vocab_size) : config.vocab_size;
     int32_t next = sample_token(last.f32(), V, options, rng);
     context.push_back(next);

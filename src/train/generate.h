@@ -1,5 +1,6 @@
-// Autoregressive sampling from a GPT-2: temperature and top-k over the real (unpadded)
-// vocabulary. Each new token re-runs the forward over the last maxT tokens (no KV cache yet).
+// Autoregressive sampling from a decoder: temperature and top-k over the real (unpadded)
+// vocabulary. The prompt runs once into a key/value cache, then each new token alone; when the
+// context is full the cache restarts from the last max_seq_len tokens.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // for GPT-2 and for Llama (grouped-query attention, RoPE, RMSNorm, SwiGLU) in fp32, and in bf16 within
 // its rounding; a short training run whose per-step losses match (fp32 on both sides, so only
 // summation order differs); mixed-precision training runs in bf16 and in f16 (with its loss scaling)
-// tracking the fp32 CPU loss; bf16 and f16 compute on the CPU refused. The families: GPT-2, Llama with
+// tracking the fp32 CPU loss; generation over the key/value cache; bf16 and f16 compute on the CPU
+// refused. The families: GPT-2, Llama with
 // grouped-query attention, Mixtral-style experts (softmax router) and DeepSeek-style experts (sigmoid
 // router with its balancing bias, a shared expert, a dense first layer). Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -112,6 +113,30 @@ TEST_P(DecoderCuda, LossGradientsAndUpdateMatchCpu) {
   cpu_opt.step(cpu.params(), cpu.grads(), 1e-3f, 1.0f);
   gpu_opt.step(gpu.params(), gpu.grads(), 1e-3f, 1.0f);
   testing::expect_matches_cpu(gpu.params(), cpu.params(), 1e-5, 1e-5, 1e-4, "params after AdamW");
+}
+
+// Generation's cached path (the key/value cache kernel on the GPU): a 7-token prompt, then three
+// tokens one at a time, for two sequences; after each feed the GPU's logits match the CPU's (fp32 on
+// both sides), and the cache grew by the tokens fed.
+TEST_P(DecoderCuda, CachedGenerationMatchesCpu) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  Decoder cpu(GetParam().config()), gpu(GetParam().config());
+  cpu.init_weights(seed);
+  gpu.init_weights(seed);
+  gpu.to(Device::cuda);
+  KvCache cpu_cache = cpu.kv_cache(2), gpu_cache = gpu.kv_cache(2);
+  const int64_t V = cpu.config().vocab_size;
+  for (const int64_t T : {7, 1, 1, 1}) {
+    const Tensor tokens = random_ids(2, T, V, seed + uint64_t(cpu_cache.length) + 1);
+    const Tensor& cpu_logits = cpu.forward_cached(tokens, cpu_cache);
+    const Tensor& gpu_logits = gpu.forward_cached(tokens, gpu_cache);
+    SCOPED_TRACE(cpu_cache.length);
+    const double scale = testing::max_abs(cpu_logits);
+    testing::expect_matches_cpu(gpu_logits, cpu_logits, 1e-5, 1e-5 * scale, 1e-4, "cached logits");
+    EXPECT_EQ(gpu_cache.length, cpu_cache.length);
+  }
+  EXPECT_EQ(gpu_cache.length, 10);
 }
 
 // bf16 compute (fp32 master weights and gradients): the loss within bf16's rounding of the fp32 CPU
