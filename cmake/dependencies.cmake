@@ -39,4 +39,7 @@ if(TESSERA_WITH_CUDA)
   find_package(CUDAToolkit REQUIRED)
   find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  # cuDNN 9 (its backend graph API) for the cuDNN attention kernels; optional, found beside the toolkit.
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
 endif()

@@ -22,8 +22,9 @@ binaries=("$build/tessera" "$build/tests/test_cuda")
 cp "${binaries[@]}" "$bundle/bin/"
 strip "$bundle"/bin/*
 
-# glibc and the CUDA libraries are the GPU machine's own; everything else travels.
-system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libcuda|libcudart|libcublas|libnccl)'
+# glibc and the CUDA libraries are the GPU machine's own (cuDNN and NCCL from PyTorch's wheels, which
+# tools/gpu-check.sh puts on LD_LIBRARY_PATH); everything else travels.
+system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libcuda|libcudart|libcublas|libnccl|libcudnn)'
 for bin in "${binaries[@]}"; do
   ldd "$bin" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do

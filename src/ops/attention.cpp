@@ -1,9 +1,12 @@
 // Causal self-attention: shape and dtype checks, then dispatch by device and, on the GPU, by storage
 // type (f32, bf16, f16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 and f16 run on
-// the tensor cores (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core
-// kernels. Both devices cover grouped-query attention (num_kv_heads < num_heads).
+// cuDNN's fused attention when that kernel is chosen and covers the case, else on the tensor cores
+// (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core kernels. Both
+// devices cover grouped-query attention (num_kv_heads < num_heads).
 #include "ops/attention.h"
 
+#include <atomic>
+#include <string>
 #include <type_traits>
 
 #include "ops/cpu/attention_cpu.h"
@@ -15,8 +18,34 @@
 #include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/storage_types.h"
 #endif
+#ifdef TESSERA_WITH_CUDNN
+#include "ops/cuda/attention_cudnn_cuda.h"
+#endif
 
 namespace tessera {
+namespace {
+
+std::atomic<AttentionKernel> chosen_attention_kernel{AttentionKernel::tessera};
+
+}  // namespace
+
+void set_attention_kernel(AttentionKernel kernel) {
+#ifndef TESSERA_WITH_CUDNN
+  TS_CHECK(kernel != AttentionKernel::cudnn,
+           "attention kernel 'cudnn': this build of Tessera has no cuDNN (CMake found no cudnn.h and libcudnn beside "
+           "the CUDA toolkit, or the CUDA backend is off); rebuild with cuDNN 9 installed, or use 'tessera'");
+#endif
+  chosen_attention_kernel = kernel;
+}
+
+AttentionKernel attention_kernel() { return chosen_attention_kernel; }
+
+AttentionKernel parse_attention_kernel(std::string_view name) {
+  if (name == "tessera") return AttentionKernel::tessera;
+  if (name == "cudnn") return AttentionKernel::cudnn;
+  TS_FAIL("unknown attention kernel '", std::string(name), "': valid kernels are tessera, cudnn");
+}
+
 namespace detail {
 
 AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads, int num_kv_heads) {
@@ -52,11 +81,19 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
-        // 16-bit storage takes the tensor-core kernels where they cover the head size and pointers.
-        if constexpr (!std::is_same_v<T, float>)
+        // 16-bit storage takes cuDNN when chosen, else the tensor-core kernels, where they cover the head
+        // size and pointers.
+        if constexpr (!std::is_same_v<T, float>) {
+#ifdef TESSERA_WITH_CUDNN
+          if (attention_kernel() == AttentionKernel::cudnn &&
+              cuda::attention_cudnn_supported(d.head_size(), {qkv.raw_data(), out.raw_data(), lse.raw_data()}))
+            return cuda::attention_cudnn_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
+                                                 d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
+#endif
           if (cuda::attention_tc_supported(d.C / d.NH, {qkv.raw_data(), out.raw_data()}))
             return cuda::attention_tc_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
                                               d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
+        }
         cuda::attention_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B, d.T, d.C, d.NH,
                                 d.NKV, cuda_compute_stream());
       });
@@ -87,12 +124,21 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
-        if constexpr (!std::is_same_v<T, float>)
+        if constexpr (!std::is_same_v<T, float>) {
+#ifdef TESSERA_WITH_CUDNN
+          if (attention_kernel() == AttentionKernel::cudnn &&
+              cuda::attention_cudnn_supported(
+                  d.head_size(), {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data(), lse.raw_data()}))
+            return cuda::attention_cudnn_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
+                                                  cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,
+                                                  d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
+#endif
           if (cuda::attention_tc_supported(d.C / d.NH,
                                            {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data()}))
             return cuda::attention_tc_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
                                                cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,
                                                d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
+        }
         cuda::attention_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout), cuda::typed_data<T>(qkv),
                                  cuda::typed_data<T>(out), lse.f32(), d.B, d.T, d.C, d.NH, d.NKV,
                                  cuda_compute_stream());

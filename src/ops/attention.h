@@ -8,12 +8,25 @@
 //   backward: dqkv (like qkv) written (=), from dout (B,T,NH*HS), qkv, out and lse; dk and dv of a kv
 //             head are the sums over the NH / NKV query heads of its group.
 // qkv, out, dout and dqkv share one dtype: f32, or bf16 on the GPU (storage only, fp32 arithmetic);
-// lse is f32 in both. On the CPU bf16 is refused. The GPU runs multi-head attention only (NKV == NH).
+// lse is f32 in both. On the CPU bf16 is refused. On the GPU, bf16 and f16 run on Tessera's tensor-core
+// kernels or, when set_attention_kernel(AttentionKernel::cudnn) chose it, on cuDNN's fused attention.
 #pragma once
+
+#include <string_view>
 
 #include "core/tensor.h"
 
 namespace tessera {
+
+// Which kernels run GPU attention in bf16 and f16, process-wide: Tessera's own tensor-core kernels (the
+// default) or cuDNN's fused flash attention, where it covers the case (HS a multiple of 8 up to 128,
+// 16-byte aligned tensors); elsewhere, and for f32 and the CPU, the choice changes nothing.
+enum class AttentionKernel { tessera, cudnn };
+// Throws when asked for cudnn in a build without cuDNN.
+void set_attention_kernel(AttentionKernel kernel);
+AttentionKernel attention_kernel();
+// "tessera" or "cudnn"; any other name throws, listing these.
+AttentionKernel parse_attention_kernel(std::string_view name);
 
 // num_kv_heads = 0 means num_heads (multi-head attention).
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads = 0);

@@ -8,14 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
-#include "cuda/attention_cases.h"
 #include "cuda/cuda_testing.h"
 #include "ops/attention.h"
 
 #ifdef TESSERA_WITH_CUDA
+#include "cuda/attention_testing.h"
 #include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/storage_types.h"
 #endif
@@ -27,79 +26,31 @@ namespace {
 
 using cuda::typed_data;
 using testing::random_tensor;
-using testing::rounded_to;
 using testing::to_gpu_as;
+using testing::with_element_type;
 
 using testing::AttentionCase;
-
-// fn(E{}) with E the launchers' element type for a 16-bit dtype: __nv_bfloat16 or __half (the launchers
-// have no float instance, so cuda::with_storage_type, which also dispatches f32, does not fit here).
-template <typename Fn>
-void with_element_type(DType dtype, Fn&& fn) {
-  if (dtype == DType::bf16)
-    fn(__nv_bfloat16{});
-  else
-    fn(__half{});
-}
-
-// An output in `dtype` against its fp32 reference: P (forward) and dS (backward) enter their products
-// rounded to the dtype (up to half an ulp each) and the result is rounded once more, so an element is
-// held to two half-ulps of itself plus one of the tensor's largest magnitude (sums over up to T keys may
-// cancel), the whole to 1e-2 for bf16 (for f16 scaled by its rounding).
-void expect_close(const Tensor& gpu, const Tensor& cpu, DType dtype, const char* what) {
-  const double rounding = testing::rounding_of(dtype);
-  testing::expect_matches_cpu(gpu, cpu, testing::scaled_from_bf16(1e-2, dtype), rounding * testing::max_abs(cpu),
-                              2 * rounding, what);
-}
 
 class AttentionTcCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
 
 TEST_P(AttentionTcCuda, ForwardAndBackwardMatchCpu) {
-  const uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE(seed);
   const AttentionCase c = GetParam();
   const auto [B, T, NH, HS, NKV] = c;
-  const int64_t C = NH * HS, W = c.qkv_width(), KV = c.kv_heads();
-  for (const DType dtype : testing::kLowPrecisionDTypes) {
-    SCOPED_TRACE(dtype_name(dtype));
-    with_element_type(dtype, [&]<typename E>(E) {
-      const Tensor qkv = rounded_to(random_tensor({B, T, W}, seed, -2.0f, 2.0f), dtype);
-      const Tensor dout = rounded_to(random_tensor({B, T, C}, seed + 1), dtype);
-      Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
-      attention_forward(out, lse, qkv, int(NH), int(NKV));
-
-      const Tensor qkv_gpu = to_gpu_as(qkv, dtype);
-      Tensor out_gpu = testing::poisoned_gpu({B, T, C}, dtype), lse_gpu = testing::poisoned_gpu({B, NH, T});
-      ASSERT_TRUE(cuda::attention_tc_supported(HS, {out_gpu.raw_data(), lse_gpu.raw_data(), qkv_gpu.raw_data()}));
-      cuda::attention_tc_forward(typed_data<E>(out_gpu), lse_gpu.f32(), typed_data<E>(qkv_gpu), B, T, C, NH, KV,
-                                 cuda_compute_stream());
-      expect_close(out_gpu, out, dtype, "attention_tc out");
-      // Scores are fp32 sums of exact products of 16-bit values and the softmax sum is over fp32
-      // exponentials (P is rounded only where it meets v), so lse stays near fp32: a margin for
-      // tensor-core fp32 accumulation.
-      testing::expect_matches_cpu(lse_gpu, lse, 1e-5, 1e-4, 1e-4, "attention_tc lse");
-
-      // Both backward passes start from the CPU's out (rounded to the dtype, as the GPU stores it) and lse.
-      const Tensor out_rounded = rounded_to(out, dtype);
-      Tensor dqkv = Tensor::zeros({B, T, W});
-      attention_backward(dqkv, dout, qkv, out_rounded, lse, int(NH), int(NKV));
-      const Tensor dout_gpu = to_gpu_as(dout, dtype), out_ref_gpu = to_gpu_as(out_rounded, dtype);
-      const Tensor lse_ref_gpu = testing::to_gpu(lse);
-      Tensor dqkv_gpu = testing::poisoned_gpu({B, T, W}, dtype);
-      cuda::attention_tc_backward(typed_data<E>(dqkv_gpu), typed_data<E>(dout_gpu), typed_data<E>(qkv_gpu),
-                                  typed_data<E>(out_ref_gpu), lse_ref_gpu.f32(), B, T, C, NH, KV,
-                                  cuda_compute_stream());
-      expect_close(dqkv_gpu, dqkv, dtype, "attention_tc dqkv");
-    });
-  }
+  const int64_t C = NH * HS, KV = c.kv_heads();
+  testing::expect_kernel_matches_cpu(
+      c, "attention_tc",
+      [&]<typename E>(E, Tensor& out, Tensor& lse, const Tensor& qkv) {
+        ASSERT_TRUE(cuda::attention_tc_supported(HS, {out.raw_data(), lse.raw_data(), qkv.raw_data()}));
+        cuda::attention_tc_forward(typed_data<E>(out), lse.f32(), typed_data<E>(qkv), B, T, C, NH, KV,
+                                   cuda_compute_stream());
+      },
+      [&]<typename E>(E, Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse) {
+        cuda::attention_tc_backward(typed_data<E>(dqkv), typed_data<E>(dout), typed_data<E>(qkv), typed_data<E>(out),
+                                    lse.f32(), B, T, C, NH, KV, cuda_compute_stream());
+      });
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTcCuda,
-                         ::testing::Values(AttentionCase{2, 131, 3, 64}, AttentionCase{1, 1024, 12, 64},
-                                           AttentionCase{1, 1, 2, 64}, AttentionCase{2, 200, 2, 128},
-                                           AttentionCase{1, 70, 2, 32}, AttentionCase{1, 64, 1, 64},
-                                           AttentionCase{2, 131, 4, 64, 2}, AttentionCase{1, 200, 8, 128, 1},
-                                           AttentionCase{1, 70, 6, 32, 2}),
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTcCuda, ::testing::ValuesIn(testing::kAttention16BitCases),
                          testing::attention_case_name);
 
 using AttentionTcCudaRuns = testing::CudaTest;
@@ -111,8 +62,7 @@ TEST_F(AttentionTcCudaRuns, BackwardIsBitwiseDeterministic) {
   for (const DType dtype : testing::kLowPrecisionDTypes) {
     SCOPED_TRACE(dtype_name(dtype));
     with_element_type(dtype, [&]<typename E>(E) {
-      const Tensor qkv = to_gpu_as(random_tensor({B, T, 3 * C}, seed, -2.0f, 2.0f), dtype);
-      const Tensor dout = to_gpu_as(random_tensor({B, T, C}, seed + 1), dtype);
+      const auto [qkv, dout] = testing::random_attention_inputs({B, T, NH, HS}, dtype, seed);
       Tensor out = testing::poisoned_gpu({B, T, C}, dtype), lse = testing::poisoned_gpu({B, NH, T});
       cuda::attention_tc_forward(typed_data<E>(out), lse.f32(), typed_data<E>(qkv), B, T, C, NH, NH,
                                  cuda_compute_stream());
@@ -120,8 +70,7 @@ TEST_F(AttentionTcCudaRuns, BackwardIsBitwiseDeterministic) {
       for (Tensor& d : dqkv)
         cuda::attention_tc_backward(typed_data<E>(d), typed_data<E>(dout), typed_data<E>(qkv), typed_data<E>(out),
                                     lse.f32(), B, T, C, NH, NH, cuda_compute_stream());
-      const Tensor first = testing::to_cpu(dqkv[0]), second = testing::to_cpu(dqkv[1]);
-      ASSERT_EQ(std::memcmp(first.raw_data(), second.raw_data(), size_t(first.numel()) * dtype_size(dtype)), 0);
+      testing::expect_bitwise_equal(dqkv[0], dqkv[1], "dqkv of two runs");
     });
   }
 }

@@ -1,13 +1,26 @@
-// Pieces both causal-attention implementations share (attention.cu on CUDA cores, attention_tc.cu on
-// tensor cores): where a head's q, k and v columns sit in the packed qkv, and the launch of a kernel
-// that needs more than 48 KB of dynamic shared memory. Included by .cu files only.
+// Pieces the causal-attention implementations share (attention.cu on CUDA cores, attention_tc.cu on
+// tensor cores, attention_cudnn.cu through cuDNN): where a head's q, k and v columns sit in the packed
+// qkv, the launch of a kernel that needs more than 48 KB of dynamic shared memory, and the 16-bit
+// kernels' pointer and device requirement. Included by .cu files only.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/vector_io.cuh"
 
 namespace tessera::cuda {
+
+// True when every pointer is 16-byte aligned and the current device has compute capability 8.0 or newer:
+// what the 16-bit attention kernels (tensor-core and cuDNN) need beyond their head sizes.
+inline bool aligned16_on_sm80(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (!is_aligned16(p)) return false;
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+}
 
 // The packed qkv (B, T, (NH + 2 NKV) HS): NH query heads, then NKV key heads, then NKV value heads.
 // Query head h shares kv head h / (NH / NKV) with the other query heads of its group (NKV = NH is

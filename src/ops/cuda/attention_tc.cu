@@ -547,12 +547,7 @@ void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH, i
 // --- launchers ---
 
 bool attention_tc_supported(int64_t HS, std::initializer_list<const void*> pointers) {
-  if (HS != 32 && HS != 64 && HS != 128) return false;
-  for (const void* p : pointers)
-    if (!is_aligned16(p)) return false;
-  int device = 0, major = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+  return (HS == 32 || HS == 64 || HS == 128) && aligned16_on_sm80(pointers);
 }
 
 template <typename E>

@@ -1,0 +1,130 @@
+// The cuDNN fused-attention launchers, in bf16 and in f16, against the fp32 CPU op on the same rounded
+// inputs: out, lse and dqkv written over NaN poison on the tensor-core kernels' shapes (attention_cases.h);
+// dqkv bit for bit from run to run (the backward asks for deterministic engines); attention_forward and
+// attention_backward with the cudnn kernel chosen give the launchers' results bit for bit; head sizes and
+// pointers cuDNN does not cover reported as unsupported. Skipped without a GPU; absent without cuDNN.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "cuda/cuda_testing.h"
+#include "ops/attention.h"
+
+#ifdef TESSERA_WITH_CUDNN
+#include "cuda/attention_testing.h"
+#include "ops/cuda/attention_cudnn_cuda.h"
+#include "ops/cuda/storage_types.h"
+#endif
+
+namespace tessera {
+namespace {
+
+#ifdef TESSERA_WITH_CUDNN
+
+using cuda::typed_data;
+using testing::AttentionCase;
+using testing::expect_bitwise_equal;
+using testing::poisoned_gpu;
+using testing::with_element_type;
+
+// Chooses an attention kernel for the scope, then restores the previous choice.
+class AttentionKernelScope {
+ public:
+  explicit AttentionKernelScope(AttentionKernel kernel) : previous_(attention_kernel()) {
+    set_attention_kernel(kernel);
+  }
+  ~AttentionKernelScope() { set_attention_kernel(previous_); }
+
+ private:
+  AttentionKernel previous_;
+};
+
+class AttentionCudnnCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(AttentionCudnnCuda, ForwardAndBackwardMatchCpu) {
+  const AttentionCase c = GetParam();
+  const auto [B, T, NH, HS, NKV] = c;
+  const int64_t C = NH * HS, KV = c.kv_heads();
+  testing::expect_kernel_matches_cpu(
+      c, "attention_cudnn",
+      [&]<typename E>(E, Tensor& out, Tensor& lse, const Tensor& qkv) {
+        ASSERT_TRUE(cuda::attention_cudnn_supported(HS, {out.raw_data(), lse.raw_data(), qkv.raw_data()}));
+        cuda::attention_cudnn_forward(typed_data<E>(out), lse.f32(), typed_data<E>(qkv), B, T, C, NH, KV,
+                                      cuda_compute_stream());
+      },
+      [&]<typename E>(E, Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse) {
+        cuda::attention_cudnn_backward(typed_data<E>(dqkv), typed_data<E>(dout), typed_data<E>(qkv),
+                                       typed_data<E>(out), lse.f32(), B, T, C, NH, KV, cuda_compute_stream());
+      },
+      // cuDNN rounds each query head's dk and dv to the dtype before summing a kv head's group.
+      double(NH / KV));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCudnnCuda, ::testing::ValuesIn(testing::kAttention16BitCases),
+                         testing::attention_case_name);
+
+using AttentionCudnnCudaRuns = testing::CudaTest;
+
+// Grouped-query heads, T not a multiple of 128: the backward's padding-mask path on older cuDNN.
+constexpr AttentionCase kRunCase{2, 200, 4, 64, 2};
+
+TEST_F(AttentionCudnnCudaRuns, BackwardIsBitwiseDeterministic) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const auto [B, T, NH, HS, NKV] = kRunCase;
+  const int64_t C = NH * HS, W = kRunCase.qkv_width();
+  for (const DType dtype : testing::kLowPrecisionDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    with_element_type(dtype, [&]<typename E>(E) {
+      const testing::AttentionInputs in = testing::random_attention_inputs(kRunCase, dtype, seed);
+      Tensor out = poisoned_gpu({B, T, C}, dtype), lse = poisoned_gpu({B, NH, T});
+      cuda::attention_cudnn_forward(typed_data<E>(out), lse.f32(), typed_data<E>(in.qkv), B, T, C, NH, NKV,
+                                    cuda_compute_stream());
+      Tensor dqkv[2] = {poisoned_gpu({B, T, W}, dtype), poisoned_gpu({B, T, W}, dtype)};
+      for (Tensor& d : dqkv)
+        cuda::attention_cudnn_backward(typed_data<E>(d), typed_data<E>(in.dout), typed_data<E>(in.qkv),
+                                       typed_data<E>(out), lse.f32(), B, T, C, NH, NKV, cuda_compute_stream());
+      expect_bitwise_equal(dqkv[0], dqkv[1], "dqkv of two runs");
+    });
+  }
+}
+
+TEST_F(AttentionCudnnCudaRuns, ChosenKernelRunsTheLaunchers) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const auto [B, T, NH, HS, NKV] = kRunCase;
+  const int64_t C = NH * HS, W = kRunCase.qkv_width();
+  const AttentionKernelScope cudnn(AttentionKernel::cudnn);
+  for (const DType dtype : testing::kLowPrecisionDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    with_element_type(dtype, [&]<typename E>(E) {
+      const testing::AttentionInputs in = testing::random_attention_inputs(kRunCase, dtype, seed);
+      Tensor out_op = poisoned_gpu({B, T, C}, dtype), lse_op = poisoned_gpu({B, NH, T});
+      Tensor out = poisoned_gpu({B, T, C}, dtype), lse = poisoned_gpu({B, NH, T});
+      attention_forward(out_op, lse_op, in.qkv, int(NH), int(NKV));
+      cuda::attention_cudnn_forward(typed_data<E>(out), lse.f32(), typed_data<E>(in.qkv), B, T, C, NH, NKV,
+                                    cuda_compute_stream());
+      expect_bitwise_equal(out_op, out, "out");
+      expect_bitwise_equal(lse_op, lse, "lse");
+
+      Tensor dqkv_op = poisoned_gpu({B, T, W}, dtype), dqkv = poisoned_gpu({B, T, W}, dtype);
+      attention_backward(dqkv_op, in.dout, in.qkv, out, lse, int(NH), int(NKV));
+      cuda::attention_cudnn_backward(typed_data<E>(dqkv), typed_data<E>(in.dout), typed_data<E>(in.qkv),
+                                     typed_data<E>(out), lse.f32(), B, T, C, NH, NKV, cuda_compute_stream());
+      expect_bitwise_equal(dqkv_op, dqkv, "dqkv");
+    });
+  }
+}
+
+TEST_F(AttentionCudnnCudaRuns, UncoveredHeadSizesAndPointersAreUnsupported) {
+  const Tensor t = poisoned_gpu({64});
+  const char* p = static_cast<const char*>(t.raw_data());
+  for (const int64_t HS : {8, 16, 32, 48, 64, 80, 96, 128}) EXPECT_TRUE(cuda::attention_cudnn_supported(HS, {p})) << HS;
+  for (const int64_t HS : {0, 4, 12, 136, 256}) EXPECT_FALSE(cuda::attention_cudnn_supported(HS, {p})) << HS;
+  EXPECT_FALSE(cuda::attention_cudnn_supported(64, {p, p + 2})) << "a pointer 2 bytes past a 16-byte boundary";
+}
+
+#endif  // TESSERA_WITH_CUDNN
+
+}  // namespace
+}  // namespace tessera
