@@ -10,6 +10,9 @@
 #          (within 2%)
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes,
 #          micro-batches $BENCH_BATCHES (16), dtypes $BENCH_DTYPES (bf16 fp16 fp32)
+#   attention  the attention kernels side by side: the tensor-core and cuDNN attention tests (cuDNN's own
+#          error log on), then tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with
+#          --attention-kernel tessera and cudnn
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
 #          (MFU), each beside PyTorch
@@ -96,6 +99,15 @@ for s in "${sections[@]}"; do
         done
       done
       ;;
+    attention)
+      section "attention: Tessera's tensor-core kernels vs cuDNN's fused attention"
+      CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr record "$bundle/bin/test_cuda" \
+        --gtest_filter='*AttentionTc*:*Cudnn*:*AttentionKernel*'
+      for kernel in tessera cudnn; do
+        record "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 20 --dtype bf16 \
+          --attention-kernel $kernel --json
+      done
+      ;;
     profile)
       section "profile: one bf16 step of GPT-2 124M, B=16, T=1024, time per kernel (ncu)"
       ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -138,7 +150,7 @@ for s in "${sections[@]}"; do
             "$data/dp2-zero$layout/metrics.jsonl" --tolerance 1e-4
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench profile large multirank)"; status=1 ;;
+    *) say "unknown section '$s' (env tests train bench attention profile large multirank)"; status=1 ;;
   esac
 done
 say "gpu-check exit status: $status"

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "ops/attention.h"
 #include "train/device_choice.h"
 #include "train/model_setup.h"
 #include "train/train_bench.h"
@@ -14,7 +15,7 @@ namespace {
 struct BenchTrainFlags {
   TrainConfig shape;  // --model and the shape overrides, resolved as `tessera train` does
   int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3;
-  std::string device = "auto", dtype = "auto";
+  std::string device = "auto", dtype = "auto", attention_kernel = "tessera";
   double peak_tflops = 0;
   bool json = false;
 };
@@ -29,6 +30,7 @@ void run_bench_train(const BenchTrainFlags& f) {
   o.steps = f.steps;
   o.warmup = f.warmup;
   o.peak_tflops = f.peak_tflops;
+  o.attention_kernel = parse_attention_kernel(f.attention_kernel);  // flags first, then the device's notice
   o.device = choose_device_noting(f.device);
   o.dtype = choose_compute_dtype(f.dtype, o.device);
   const TrainBenchResult r = run_train_bench(o);
@@ -37,9 +39,11 @@ void run_bench_train(const BenchTrainFlags& f) {
     return;
   }
   const nlohmann::json j = train_bench_json(o, r);
-  std::printf("tessera bench train: %s in %s on %s, B=%lld T=%lld x%lld accumulation, %lld timed steps\n",
+  std::printf("tessera bench train: %s in %s on %s (%s attention), B=%lld T=%lld x%lld accumulation, %lld timed "
+              "steps\n",
               o.model_name.c_str(), j["dtype"].get<std::string>().c_str(), j["device_name"].get<std::string>().c_str(),
-              (long long)o.micro_batch, (long long)o.seq_len, (long long)o.grad_accum, (long long)o.steps);
+              j["attention_kernel"].get<std::string>().c_str(), (long long)o.micro_batch, (long long)o.seq_len,
+              (long long)o.grad_accum, (long long)o.steps);
   std::printf("  %.0f tokens/s, %.2f ms/step (min %.2f, max %.2f)\n", r.tokens_per_s, r.ms_per_step, r.ms_min,
               r.ms_max);
   std::printf("  forward %.2f ms, backward %.2f ms, grad-norm + AdamW %.2f ms\n", r.forward_ms, r.backward_ms,
@@ -70,6 +74,9 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--warmup", f->warmup, "Untimed steps first")->capture_default_str();
   cmd->add_option("--device", f->device, "auto, cuda or cpu")->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16")
+      ->capture_default_str();
+  cmd->add_option("--attention-kernel", f->attention_kernel,
+                  "GPU attention in bf16/fp16: tessera (our tensor-core kernels) or cudnn (cuDNN's fused attention)")
       ->capture_default_str();
   cmd->add_option("--peak-tflops", f->peak_tflops, "Peak TFLOP/s for MFU (default: the GPU's bf16 dense peak)");
   cmd->add_flag("--json", f->json, "Print one JSON line");

@@ -93,6 +93,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
   cmd.add_option("--dtype", c.dtype, "Compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16")
       ->capture_default_str();
+  cmd.add_option("--attention-kernel", c.attention_kernel,
+                 "GPU attention in bf16/fp16: tessera (our tensor-core kernels) or cudnn (cuDNN's fused attention)")
+      ->capture_default_str();
   cmd.add_option("--loss-scaling", c.loss_scaling, "auto (dynamic for fp16, off otherwise), dynamic or off")
       ->capture_default_str();
   cmd.add_option("--loss-scale", c.loss_scale, "Initial dynamic loss scale")->capture_default_str();

@@ -55,6 +55,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
            "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
   TS_CHECK(o.seq_len <= o.model.max_seq_len, "bench train: --seq-len ", o.seq_len, " exceeds the model's context of ",
            o.model.max_seq_len);
+  set_attention_kernel(o.attention_kernel);
   Decoder model(o.model);
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);
@@ -126,6 +127,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
       {"device", o.device == Device::cuda ? "cuda" : "cpu"},
       {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
       {"dtype", compute_dtype_flag(o.dtype)},
+      {"attention_kernel", o.attention_kernel == AttentionKernel::cudnn ? "cudnn" : "tessera"},
       {"model", o.model_name},
       {"layers", c.num_layers},
       {"heads", c.num_heads},

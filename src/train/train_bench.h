@@ -11,6 +11,7 @@
 
 #include "core/tensor.h"
 #include "nn/model_config.h"
+#include "ops/attention.h"
 
 namespace tessera {
 
@@ -22,6 +23,7 @@ struct TrainBenchOptions {
   Device device = Device::cpu;
   DType dtype = DType::f32;  // compute dtype (bf16 on the GPU: fp32 master weights and optimizer)
   double peak_tflops = 0;  // 0 = looked up from the GPU's name (none on CPU)
+  AttentionKernel attention_kernel = AttentionKernel::tessera;  // GPU attention in bf16/fp16
   uint64_t seed = 1337;
 };
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "parallel/pp/pipeline_schedule.h"
 #include "nn/recompute.h"
+#include "ops/attention.h"
 #include "optim/lr_schedule.h"
 
 namespace tessera {
@@ -55,6 +56,7 @@ void TrainConfig::validate() const {
   for (auto [flag, value] : {std::pair{"--layers", layers}, {"--heads", heads}, {"--channels", channels},
                               {"--vocab-size", vocab_size}, {"--context", context}})
     TS_CHECK(value >= 0, flag, " must be positive (or 0 for the preset's value), got ", value);
+  parse_attention_kernel(attention_kernel);  // an unknown name throws, listing the kernels
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
            "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
   TS_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got ", zero);

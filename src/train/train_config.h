@@ -54,6 +54,7 @@ struct TrainConfig {
   std::string device = "auto";   // auto (the GPU when usable, else the CPU), cuda or cpu
   std::string dtype = "auto";    // compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16, fp16
   std::string loss_scaling = "auto";  // auto (dynamic for fp16, off otherwise), dynamic or off
+  std::string attention_kernel = "tessera";  // GPU attention in bf16/fp16: tessera or cudnn
   double loss_scale = 65536.0;        // the dynamic loss scale's initial value
   int64_t loss_scale_window = 1000;   // clean steps before the loss scale doubles
   // parallelism

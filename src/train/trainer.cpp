@@ -16,6 +16,7 @@
 #include "core/cuda/device.h"
 #include "core/file_checks.h"
 #include "data/tokenizer.h"
+#include "ops/attention.h"
 #include "optim/grad_clip.h"
 #include "parallel/mpi_comm.h"
 #include "train/generate.h"
@@ -47,6 +48,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   micro_batch_ = config_.micro_batch(grid_.dims.dp);
   device_ = choose_device(config_.device);
   compute_dtype_ = choose_compute_dtype(config_.dtype, device_.device);
+  set_attention_kernel(parse_attention_kernel(config_.attention_kernel));
   loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));

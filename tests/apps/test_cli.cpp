@@ -165,6 +165,10 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   expect_one_line_error(base + " --device cpu --dtype fp16", "--dtype fp16 computes on the GPU only");
   expect_one_line_error(base + " --loss-scaling always", "--loss-scaling must be auto, dynamic or off");
   expect_one_line_error(base + " --dtype half", "--dtype must be auto, fp32, bf16 or fp16");
+  expect_one_line_error(base + " --attention-kernel flash", "unknown attention kernel 'flash': valid kernels are");
+  expect_one_line_error("bench train --model gpt2-tiny --attention-kernel flash",
+                        "unknown attention kernel 'flash': valid kernels are");
+  expect_one_line_error(base + " --device-comm gloo", "--device-comm must be auto, nccl or host");
 }
 
 TEST_F(CliBadInput, CudaWithoutAGpuSaysWhy) {
