@@ -85,7 +85,7 @@ class Decoder {
   // Generation with a key/value cache: kv_cache() makes an empty cache for `batch` sequences of up
   // to max_seq_len positions; forward_cached() runs tokens (B,Tq) (host, i32) at positions
   // cache.length.. through the model, appends their keys and values and returns their logits
-  // (B*Tq, Vp) on device(). The CPU only for now: on the GPU, generate by re-running forward().
+  // (B*Tq, Vp) on device().
   KvCache kv_cache(int64_t batch) const;
   const Tensor& forward_cached(const Tensor& tokens, KvCache& cache);
   // Accumulates parameter gradients of the last forward (which must have had dloss != 0).

@@ -1,24 +1,38 @@
-// The attention-block op: shape, position and device checks, then the CPU kernels. There is no CUDA
-// kernel yet, so a tensor on the GPU is refused with a message that says so.
+// The attention-block op: shape, position and dtype checks, then the CPU kernels or, on the GPU, the
+// kernels of qkv's storage type (the positions copied to the device for the call).
 #include "ops/attention_block.h"
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
 
+#include "core/cuda/device.h"
 #include "ops/attention.h"
 #include "ops/cpu/attention_block_cpu.h"
 #include "ops/op_checks.h"
 
+#ifdef TESSERA_WITH_CUDA
+#include "ops/cuda/attention_block_cuda.h"
+#include "ops/cuda/storage_types.h"
+#endif
+
 namespace tessera {
 namespace {
 
-void check_on_cpu(const char* op, const Tensor& qkv) {
-  TS_CHECK(qkv.device() == Device::cpu, op,
-           ": context parallelism runs on the CPU only for now (attention blocks have no CUDA kernel yet); "
-           "run with cp = 1 on the GPU, or keep the tensors on the CPU");
-  detail::check_float_dtype(op, "qkv", qkv);
+#ifdef TESSERA_WITH_CUDA
+// The positions as a device i32 tensor, for the CUDA kernels.
+Tensor device_positions(std::span<const int32_t> positions) {
+  Tensor host = Tensor::zeros({int64_t(positions.size())}, DType::i32);
+  std::copy(positions.begin(), positions.end(), host.data<int32_t>());
+  return copy_to_device(host);
 }
+
+cuda::BlockShape device_shape(const cpu::AttentionBlock& a, const Tensor& q_pos, const Tensor& kv_pos) {
+  return {a.B, a.Tq, a.Tk, a.NH, a.NKV, a.HS, q_pos.data<int32_t>(), kv_pos.data<int32_t>()};
+}
+#else
+[[noreturn]] void no_cuda(const char* op) { detail::fail_no_cuda_kernel(op); }
+#endif
 
 void check_positions(const char* op, const char* name, std::span<const int32_t> positions, int64_t T) {
   TS_CHECK(int64_t(positions.size()) == T, op, ": ", name, " holds ", positions.size(), " positions for ", T,
@@ -50,58 +64,111 @@ void copy_rows(float* to, int64_t to_ld, const float* from, int64_t from_ld, int
 void attention_block_forward(Tensor& out, Tensor& lse, const Tensor& qkv, const Tensor& kv,
                              BlockPositions positions, int num_heads, int num_kv_heads, bool first) {
   const char* op = "attention_block_forward";
-  check_on_cpu(op, qkv);
-  detail::check_args(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}, {"kv", kv}});
+  detail::check_float_dtype(op, "qkv", qkv);
+  const DType dtype = qkv.dtype();
+  const Device device = detail::check_args(op, {{"out", out, dtype}, {"lse", lse}, {"qkv", qkv, dtype}, {"kv", kv}});
   const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads);
   detail::check_shape(op, "out", out, {a.B, a.Tq, a.NH * a.HS});
   detail::check_shape(op, "lse", lse, {a.B, a.NH, a.Tq});
-  cpu::attention_block_forward(out.f32(), lse.f32(), qkv.f32(), kv.f32(), a, first);
+  if (device == Device::cpu) return cpu::attention_block_forward(out.f32(), lse.f32(), qkv.f32(), kv.f32(), a, first);
+#ifdef TESSERA_WITH_CUDA
+  const Tensor q_pos = device_positions(positions.q), kv_pos = device_positions(positions.kv);
+  cuda::with_storage_type(dtype, [&]<typename T>(T) {
+    cuda::attention_block_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), kv.f32(),
+                                  device_shape(a, q_pos, kv_pos), first, cuda_compute_stream());
+  });
+#else
+  no_cuda(op);
+#endif
 }
 
 void attention_block_delta(Tensor& delta, const Tensor& dout, const Tensor& out, int num_heads) {
   const char* op = "attention_block_delta";
-  check_on_cpu(op, out);
-  detail::check_args(op, {{"delta", delta}, {"dout", dout}, {"out", out}});
+  detail::check_float_dtype(op, "out", out);
+  const DType dtype = out.dtype();
+  const Device device = detail::check_args(op, {{"delta", delta}, {"dout", dout, dtype}, {"out", out, dtype}});
   TS_CHECK(num_heads > 0 && out.ndim() == 3 && out.size(2) % num_heads == 0, op, ": out ",
            shape_string(out.shape()), " must be (B, T, num_heads * HS) for num_heads = ", num_heads);
-  const int64_t B = out.size(0), T = out.size(1), NH = num_heads;
+  const int64_t B = out.size(0), T = out.size(1), NH = num_heads, HS = out.size(2) / NH;
   detail::check_shape(op, "dout", dout, out.shape());
   detail::check_shape(op, "delta", delta, {B, NH, T});
-  cpu::attention_block_delta(delta.f32(), dout.f32(), out.f32(), B, T, NH, out.size(2) / NH);
+  if (device == Device::cpu) return cpu::attention_block_delta(delta.f32(), dout.f32(), out.f32(), B, T, NH, HS);
+#ifdef TESSERA_WITH_CUDA
+  cuda::with_storage_type(dtype, [&]<typename S>(S) {
+    cuda::attention_block_delta(delta.f32(), cuda::typed_data<S>(dout), cuda::typed_data<S>(out), B, T, NH, HS,
+                                cuda_compute_stream());
+  });
+#else
+  no_cuda(op);
+#endif
 }
 
 void attention_block_backward(Tensor& dqkv, Tensor& dkv, const Tensor& dout, const Tensor& qkv, const Tensor& kv,
                               const Tensor& lse, const Tensor& delta, BlockPositions positions, int num_heads,
                               int num_kv_heads) {
   const char* op = "attention_block_backward";
-  check_on_cpu(op, qkv);
-  detail::check_args(op, {{"dqkv", dqkv}, {"dkv", dkv}, {"dout", dout}, {"qkv", qkv}, {"kv", kv}, {"lse", lse},
-                          {"delta", delta}});
+  detail::check_float_dtype(op, "qkv", qkv);
+  const DType dtype = qkv.dtype();
+  const Device device =
+      detail::check_args(op, {{"dqkv", dqkv, dtype}, {"dkv", dkv}, {"dout", dout, dtype}, {"qkv", qkv, dtype},
+                              {"kv", kv}, {"lse", lse}, {"delta", delta}});
   const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads);
   detail::check_shape(op, "dqkv", dqkv, qkv.shape());
   detail::check_shape(op, "dkv", dkv, kv.shape());
   detail::check_shape(op, "dout", dout, {a.B, a.Tq, a.NH * a.HS});
   detail::check_shape(op, "lse", lse, {a.B, a.NH, a.Tq});
   detail::check_shape(op, "delta", delta, {a.B, a.NH, a.Tq});
-  cpu::attention_block_backward(dqkv.f32(), dkv.f32(), dout.f32(), qkv.f32(), kv.f32(), lse.f32(), delta.f32(), a);
+  if (device == Device::cpu)
+    return cpu::attention_block_backward(dqkv.f32(), dkv.f32(), dout.f32(), qkv.f32(), kv.f32(), lse.f32(),
+                                         delta.f32(), a);
+#ifdef TESSERA_WITH_CUDA
+  const Tensor q_pos = device_positions(positions.q), kv_pos = device_positions(positions.kv);
+  cuda::with_storage_type(dtype, [&]<typename T>(T) {
+    cuda::attention_block_backward(cuda::typed_data<T>(dqkv), dkv.f32(), cuda::typed_data<T>(dout),
+                                   cuda::typed_data<T>(qkv), kv.f32(), lse.f32(), delta.f32(),
+                                   device_shape(a, q_pos, kv_pos), cuda_compute_stream());
+  });
+#else
+  no_cuda(op);
+#endif
 }
 
 Tensor attention_block_kv(const Tensor& qkv, int num_heads, int num_kv_heads) {
   const char* op = "attention_block_kv";
-  check_on_cpu(op, qkv);
+  detail::check_float_dtype(op, "qkv", qkv);
   const detail::AttentionDims d = detail::attention_dims(op, qkv, num_heads, num_kv_heads);
-  Tensor kv = Tensor::zeros({d.B, d.T, 2 * d.NKV * d.head_size()});
-  copy_rows(kv.f32(), kv.size(2), qkv.f32() + d.C, qkv.size(2), d.B * d.T, kv.size(2));
+  Tensor kv = Tensor::zeros({d.B, d.T, 2 * d.NKV * d.head_size()}, DType::f32, qkv.device());
+  if (qkv.device() == Device::cpu) {
+    copy_rows(kv.f32(), kv.size(2), qkv.f32() + d.C, qkv.size(2), d.B * d.T, kv.size(2));
+    return kv;
+  }
+#ifdef TESSERA_WITH_CUDA
+  cuda::with_storage_type(qkv.dtype(), [&]<typename T>(T) {
+    cuda::attention_block_kv(kv.f32(), cuda::typed_data<T>(qkv), d.B * d.T, d.NH, d.NKV, d.head_size(),
+                             cuda_compute_stream());
+  });
+#else
+  no_cuda(op);
+#endif
   return kv;
 }
 
 void attention_block_kv_to_qkv(Tensor& dqkv, const Tensor& dkv, int num_heads, int num_kv_heads) {
   const char* op = "attention_block_kv_to_qkv";
-  check_on_cpu(op, dqkv);
-  detail::check_args(op, {{"dqkv", dqkv}, {"dkv", dkv}});
+  detail::check_float_dtype(op, "dqkv", dqkv);
+  const Device device = detail::check_args(op, {{"dqkv", dqkv, dqkv.dtype()}, {"dkv", dkv}});
   const detail::AttentionDims d = detail::attention_dims(op, dqkv, num_heads, num_kv_heads);
   detail::check_shape(op, "dkv", dkv, {d.B, d.T, 2 * d.NKV * d.head_size()});
-  copy_rows(dqkv.f32() + d.C, dqkv.size(2), dkv.f32(), dkv.size(2), d.B * d.T, dkv.size(2));
+  if (device == Device::cpu)
+    return copy_rows(dqkv.f32() + d.C, dqkv.size(2), dkv.f32(), dkv.size(2), d.B * d.T, dkv.size(2));
+#ifdef TESSERA_WITH_CUDA
+  cuda::with_storage_type(dqkv.dtype(), [&]<typename T>(T) {
+    cuda::attention_block_kv_to_qkv(cuda::typed_data<T>(dqkv), dkv.f32(), d.B * d.T, d.NH, d.NKV, d.head_size(),
+                                    cuda_compute_stream());
+  });
+#else
+  no_cuda(op);
+#endif
 }
 
 }  // namespace tessera

@@ -9,7 +9,8 @@
 //   of the block keeps its values. After every block of the sequence they equal attention_forward's.
 // backward: from the FINAL lse and D = attention_block_delta(dout, final out), the pair's gradients
 //   accumulate (+=): dq into the q channels of dqkv (its k and v channels untouched), dk and dv into dkv.
-// f32 on the CPU only; GPU tensors are refused (there is no CUDA kernel for attention blocks yet).
+// f32 on the CPU. On the GPU qkv, out, dout and dqkv may also be bf16 or f16 (fp32 arithmetic); kv, dkv,
+// lse and delta are f32 on both devices (kv crosses the ring and dkv sums over it unrounded).
 #pragma once
 
 #include <cstdint>

@@ -82,8 +82,6 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     model_->set_expert_parallel(expert_parallel_.get());
   }
   if (grid_.dims.cp > 1) {
-    TS_CHECK(device_.device == Device::cpu, "--cp ", grid_.dims.cp,
-             ": context parallelism's ring attention runs on the CPU only for now; drop --cp or use --device cpu");
     context_parallel_ = std::make_unique<RingAttention>(grid_.cp);
     model_->set_context_parallel(context_parallel_.get());
   }

@@ -310,6 +310,14 @@ AllocatorStats allocator_stats(Device device) {
   return device == Device::cuda ? device_allocator_stats() : host_allocator_stats();
 }
 
+void zero_tensor(Tensor& t) {
+  if (t.device() == Device::cpu) {
+    std::memset(t.raw_data(), 0, t.bytes());
+    return;
+  }
+  device_memset_zero(t.raw_data(), t.bytes());
+}
+
 Tensor tensor_to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   return device == Device::cuda ? copy_to_device(t) : copy_to_host(t);

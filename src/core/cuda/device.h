@@ -92,6 +92,8 @@ class PinnedHost {
 };
 // Zero-fills device memory on the compute stream (asynchronous).
 void device_memset_zero(void* ptr, size_t bytes);
+// Zero-fills all of `t`, wherever it lives (on the GPU asynchronously, on the compute stream).
+void zero_tensor(Tensor& t);
 // Waits for everything queued on the compute stream.
 void cuda_synchronize();
 

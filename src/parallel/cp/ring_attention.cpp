@@ -4,9 +4,9 @@
 #include "parallel/cp/ring_attention.h"
 
 #include <chrono>
-#include <cstring>
 #include <utility>
 
+#include "core/cuda/device.h"
 #include "core/error.h"
 #include "ops/residual.h"
 
@@ -45,7 +45,7 @@ BlockPositions RingAttention::step_positions(const std::vector<std::vector<int32
 }
 
 void RingAttention::attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV) {
-  Tensor block = attention_block_kv(qkv, NH, NKV), next = Tensor::zeros(block.shape());
+  Tensor block = attention_block_kv(qkv, NH, NKV), next = Tensor::zeros(block.shape(), DType::f32, block.device());
   const std::vector<std::vector<int32_t>> positions = positions_by_rank(qkv.size(1));
   const int size = cp_->size();
   for (int step = 0; step < size; step++) {
@@ -59,22 +59,23 @@ void RingAttention::attention_forward(Tensor& out, Tensor& lse, const Tensor& qk
 
 void RingAttention::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                        const Tensor& lse, int NH, int NKV) {
-  Tensor block = attention_block_kv(qkv, NH, NKV), next = Tensor::zeros(block.shape());
+  const Device device = qkv.device();
+  Tensor block = attention_block_kv(qkv, NH, NKV), next = Tensor::zeros(block.shape(), DType::f32, device);
   const std::vector<std::vector<int32_t>> positions = positions_by_rank(qkv.size(1));
-  Tensor delta = Tensor::zeros(lse.shape());
+  Tensor delta = Tensor::zeros(lse.shape(), DType::f32, device);
   attention_block_delta(delta, dout, out, NH);
-  TS_CHECK(dqkv.device() == Device::cpu, "RingAttention: context parallelism runs on the CPU only for now");
-  std::memset(dqkv.raw_data(), 0, dqkv.bytes());  // dq adds up step by step; dk and dv are written last
+  zero_tensor(dqkv);  // dq adds up step by step; dk and dv are written last
   // The accumulator of the block in hand (two, so that one can fill while the other is still being sent)
   // and the one arriving from rank-1 for the next step's block.
-  Tensor partial[2] = {Tensor::zeros(block.shape()), Tensor::zeros(block.shape())};
-  Tensor arrived = Tensor::zeros(block.shape());
+  Tensor partial[2] = {Tensor::zeros(block.shape(), DType::f32, device),
+                       Tensor::zeros(block.shape(), DType::f32, device)};
+  Tensor arrived = Tensor::zeros(block.shape(), DType::f32, device);
   Hop accumulated;
   const int size = cp_->size();
   for (int step = 0; step < size; step++) {
     Hop kv_hop = step + 1 < size ? pass_on(block, next) : Hop{};
     Tensor& acc = partial[step % 2];  // its send, posted two steps ago, was waited last step
-    std::memset(acc.raw_data(), 0, acc.bytes());
+    zero_tensor(acc);
     attention_block_backward(dqkv, acc, dout, qkv, block, lse, delta, step_positions(positions, step), NH, NKV);
     if (step > 0) {  // the other ranks' share of this block, sent by rank-1 after its previous step
       wait(accumulated);

@@ -128,8 +128,7 @@ void Zero3Parameters::finish() {
 
 void Zero3Parameters::zero_grad() {
   TS_CHECK(reductions_.empty() && grads_.empty(), "ZeRO-3: zero_grad while gradients are being reduced");
-  if (grad_shard_.device() != Device::cpu) return device_memset_zero(grad_shard_.raw_data(), grad_shard_.bytes());
-  std::fill_n(grad_shard_.f32(), grad_shard_.numel(), 0.0f);
+  zero_tensor(grad_shard_);
 }
 
 void Zero3Parameters::add_to_params(int64_t offset, const std::vector<float>& delta) {
