@@ -1,7 +1,8 @@
-// --device resolution.
+// --device, --dtype and --device-comm resolution.
 #include "train/device_choice.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "core/cuda/device.h"
 #include "core/error.h"
@@ -42,21 +43,23 @@ DeviceCommChoice choose_device_comm(const std::string& flag, const DeviceCommFac
   TS_CHECK(flag != "nccl" || facts.device == Device::cuda, "--device-comm nccl moves GPU tensors, but this run ",
            "computes on the CPU; drop --device-comm or run with --device cuda");
   if (facts.device != Device::cuda || facts.world_size == 1 || flag == "host") return {};
-  if (!facts.nccl_built) {
-    TS_CHECK(flag != "nccl", "--device-comm nccl: this build has no NCCL (it was not found when Tessera was ",
-             "configured); install NCCL and rebuild, or use --device-comm host");
-    return {DeviceTransport::host_staged,
-            "--device-comm auto: this build has no NCCL, so GPU tensors travel between ranks through host memory "
-            "over MPI (slow); install NCCL and rebuild for the fast path"};
-  }
-  if (!facts.gpu_per_rank) {
-    TS_CHECK(flag != "nccl", "--device-comm nccl: some node runs more ranks than it has GPUs, and NCCL needs a GPU ",
-             "for each rank; start at most one rank per GPU, or use --device-comm host");
-    return {DeviceTransport::host_staged,
-            "--device-comm auto: ranks share GPUs, so GPU tensors travel between ranks through host memory over MPI "
-            "(slow; NCCL needs one GPU per rank)"};
-  }
-  return {DeviceTransport::nccl, ""};
+  // What stands in NCCL's way, if anything: an error for nccl, a notice for auto.
+  struct Obstacle {
+    const char *what, *fix;
+  };
+  const std::optional<Obstacle> obstacle =
+      !facts.nccl_built
+          ? std::optional<Obstacle>({"this build has no NCCL (it was not found when Tessera was configured)",
+                                     "install NCCL and rebuild"})
+      : !facts.gpu_per_rank
+          ? std::optional<Obstacle>({"some node runs more ranks than it has GPUs, and NCCL needs a GPU for each rank",
+                                     "start at most one rank per GPU"})
+          : std::nullopt;
+  if (!obstacle) return {DeviceTransport::nccl, ""};
+  TS_CHECK(flag != "nccl", "--device-comm nccl: ", obstacle->what, "; ", obstacle->fix, ", or use --device-comm host");
+  return {DeviceTransport::host_staged, std::string("--device-comm auto: ") + obstacle->what +
+                                            ", so GPU tensors travel between ranks through host memory over MPI "
+                                            "(slow; " + obstacle->fix + " for the fast path)"};
 }
 
 std::string compute_dtype_flag(DType dtype) {

@@ -69,6 +69,13 @@ struct FamilyCase {
 
 class DecoderCuda : public testing::CudaTest, public ::testing::WithParamInterface<FamilyCase> {};
 
+// The same initial weights in both models, the second moved to the GPU with compute in `dtype`.
+void init_twins(Decoder& cpu, Decoder& gpu, uint64_t seed, DType dtype = DType::f32) {
+  cpu.init_weights(seed);
+  gpu.init_weights(seed);
+  gpu.to(Device::cuda, dtype);
+}
+
 Tensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   Tensor t = Tensor::zeros({B, T}, DType::i32);
   Rng rng(seed);
@@ -80,9 +87,7 @@ TEST_P(DecoderCuda, LossGradientsAndUpdateMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   Decoder cpu(GetParam().config()), gpu(GetParam().config());
-  cpu.init_weights(seed);
-  gpu.init_weights(seed);
-  gpu.to(Device::cuda);
+  init_twins(cpu, gpu, seed);
   ASSERT_EQ(gpu.params().device(), Device::cuda);
   const int64_t B = 3, T = 150, V = cpu.config().vocab_size;
   const Tensor tokens = random_ids(B, T, V, seed + 1), targets = random_ids(B, T, V, seed + 2);
@@ -122,9 +127,7 @@ TEST_P(DecoderCuda, CachedGenerationMatchesCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   Decoder cpu(GetParam().config()), gpu(GetParam().config());
-  cpu.init_weights(seed);
-  gpu.init_weights(seed);
-  gpu.to(Device::cuda);
+  init_twins(cpu, gpu, seed);
   KvCache cpu_cache = cpu.kv_cache(2), gpu_cache = gpu.kv_cache(2);
   const int64_t V = cpu.config().vocab_size;
   for (const int64_t T : {7, 1, 1, 1}) {
@@ -148,9 +151,7 @@ TEST_P(DecoderCuda, Bf16LossAndGradientsTrackCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   Decoder cpu(GetParam().config()), gpu(GetParam().config());
-  cpu.init_weights(seed);
-  gpu.init_weights(seed);
-  gpu.to(Device::cuda, DType::bf16);
+  init_twins(cpu, gpu, seed, DType::bf16);
   const int64_t B = 2, T = 150, V = cpu.config().vocab_size;
   const Tensor tokens = random_ids(B, T, V, seed + 1), targets = random_ids(B, T, V, seed + 2);
   const float dloss = 1.0f / float(B * T);

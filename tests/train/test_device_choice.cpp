@@ -45,7 +45,7 @@ TEST(DeviceComm, AutoFallsBackToHostMemoryWithANoticeSayingWhy) {
   const DeviceCommFacts no_nccl = with(kGpus, [](DeviceCommFacts& f) { f.nccl_built = false; });
   const DeviceCommChoice sharing = choose_device_comm("auto", shared);
   EXPECT_EQ(sharing.transport, DeviceTransport::host_staged);
-  EXPECT_TRUE(contains(sharing.notice, "ranks share GPUs")) << sharing.notice;
+  EXPECT_TRUE(contains(sharing.notice, "more ranks than it has GPUs")) << sharing.notice;
   const DeviceCommChoice unbuilt = choose_device_comm("auto", no_nccl);
   EXPECT_EQ(unbuilt.transport, DeviceTransport::host_staged);
   EXPECT_TRUE(contains(unbuilt.notice, "this build has no NCCL")) << unbuilt.notice;

@@ -14,21 +14,12 @@ namespace {
 
 static_assert(kMaxBlockHeadSize <= kRowMaxHeadSize);
 
-// The number of entries of the increasing array a (n) that are <= value (upper bound), or < value.
-__device__ int64_t count_at_most(const int32_t* a, int64_t n, int32_t value) {
+// The number of entries of the increasing array a (n) below `value`, or at most `value` when inclusive.
+__device__ int64_t count_before(const int32_t* a, int64_t n, int32_t value, bool inclusive) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (a[mid] <= value) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-__device__ int64_t count_below(const int32_t* a, int64_t n, int32_t value) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (a[mid] < value) lo = mid + 1;
+    if (a[mid] < value || (inclusive && a[mid] == value)) lo = mid + 1;
     else hi = mid;
   }
   return lo;
@@ -101,7 +92,7 @@ __global__ void __launch_bounds__(kRowWarps* kWarpSize)
   __shared__ RowAttention row;
   const int64_t i = blockIdx.x % s.Tq, h = (blockIdx.x / s.Tq) % s.NH, b = blockIdx.x / (s.Tq * s.NH);
   const int64_t g = h / (s.NH / s.NKV), W = (s.NH + 2 * s.NKV) * s.HS, KV = 2 * s.NKV * s.HS;
-  const int64_t visible = count_at_most(s.kv_pos, s.Tk, s.q_pos[i]);
+  const int64_t visible = count_before(s.kv_pos, s.Tk, s.q_pos[i], true);
   const float* k = kv + b * s.Tk * KV + g * s.HS;
   attend_row(row, qkv + (b * s.Tq + i) * W + h * s.HS, k, k + s.NKV * s.HS, KV, visible, s.HS, scale);
   // Merge into the running row; on the first block the running row is empty (out is not read).
@@ -143,7 +134,7 @@ __global__ void __launch_bounds__(kRowWarps* kWarpSize)
   __shared__ WarpRows partial;
   const int64_t i = blockIdx.x % s.Tq, h = (blockIdx.x / s.Tq) % s.NH, b = blockIdx.x / (s.Tq * s.NH);
   const int64_t g = h / (s.NH / s.NKV), W = (s.NH + 2 * s.NKV) * s.HS, KV = 2 * s.NKV * s.HS;
-  const int64_t visible = count_at_most(s.kv_pos, s.Tk, s.q_pos[i]);
+  const int64_t visible = count_before(s.kv_pos, s.Tk, s.q_pos[i], true);
   const int64_t bhi = (b * s.NH + h) * s.Tq + i;
   const float row_lse = lse[bhi], row_delta = delta[bhi];
   float q[kRowPerLane], o_grad[kRowPerLane], acc[kRowPerLane] = {};
@@ -170,7 +161,7 @@ __global__ void __launch_bounds__(kRowWarps* kWarpSize)
   __shared__ WarpRows partial;
   const int64_t j = blockIdx.x % s.Tk, g = (blockIdx.x / s.Tk) % s.NKV, b = blockIdx.x / (s.Tk * s.NKV);
   const int64_t group = s.NH / s.NKV, W = (s.NH + 2 * s.NKV) * s.HS, KV = 2 * s.NKV * s.HS, C = s.NH * s.HS;
-  const int64_t first_row = count_below(s.q_pos, s.Tq, s.kv_pos[j]), rows = s.Tq - first_row;
+  const int64_t first_row = count_before(s.q_pos, s.Tq, s.kv_pos[j], false), rows = s.Tq - first_row;
   const float* key = kv + (b * s.Tk + j) * KV + g * s.HS;
   float k_scaled[kRowPerLane], v[kRowPerLane], dk[kRowPerLane] = {}, dv[kRowPerLane] = {};
   load_lane_row(k_scaled, key, s.HS, scale);
@@ -204,6 +195,16 @@ __global__ void kv_copy_kernel(float* __restrict__ kv, T* __restrict__ qkv, int6
   T* q_side = qkv + r * (NH * HS + KV) + NH * HS + c;
   if (to_qkv) *q_side = store_as<T>(kv[n]);
   else kv[n] = load_f32(*q_side);
+}
+
+// kv_copy_kernel over every element of the rows' k and v channels; only the side named by to_qkv is written.
+template <typename T>
+void launch_kv_copy(float* kv, T* qkv, int64_t rows, int64_t NH, int64_t NKV, int64_t HS, bool to_qkv,
+                    cudaStream_t stream) {
+  const int64_t n = rows * 2 * NKV * HS;
+  if (n == 0) return;
+  kv_copy_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(kv, qkv, rows, NH, 2 * NKV * HS, HS, to_qkv);
+  CUDA_CHECK_LAUNCH();
 }
 
 void check_head_size(const char* op, int64_t HS) {
@@ -255,21 +256,13 @@ void attention_block_backward(T* dqkv, float* dkv, const T* dout, const T* qkv, 
 template <typename T>
 void attention_block_kv(float* kv, const T* qkv, int64_t rows, int64_t NH, int64_t NKV, int64_t HS,
                         cudaStream_t stream) {
-  const int64_t n = rows * 2 * NKV * HS;
-  if (n == 0) return;
-  kv_copy_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(kv, const_cast<T*>(qkv), rows, NH, 2 * NKV * HS, HS,
-                                                          false);
-  CUDA_CHECK_LAUNCH();
+  launch_kv_copy(kv, const_cast<T*>(qkv), rows, NH, NKV, HS, false, stream);
 }
 
 template <typename T>
 void attention_block_kv_to_qkv(T* dqkv, const float* dkv, int64_t rows, int64_t NH, int64_t NKV, int64_t HS,
                                cudaStream_t stream) {
-  const int64_t n = rows * 2 * NKV * HS;
-  if (n == 0) return;
-  kv_copy_kernel<T><<<ceil_div(n, 256), 256, 0, stream>>>(const_cast<float*>(dkv), dqkv, rows, NH, 2 * NKV * HS, HS,
-                                                          true);
-  CUDA_CHECK_LAUNCH();
+  launch_kv_copy(const_cast<float*>(dkv), dqkv, rows, NH, NKV, HS, true, stream);
 }
 
 #define INSTANTIATE(T)                                                                                               \
