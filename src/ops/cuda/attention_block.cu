@@ -25,7 +25,7 @@ __device__ int64_t count_before(const int32_t* a, int64_t n, int32_t value, bool
   return lo;
 }
 
-// Per-warp partial sums of HS-element rows merged in warp order into `sum` (shared), after a barrier.
+// Per-warp partial HS-element rows, for sum_warps.
 struct WarpRows {
   float rows[kRowWarps][kRowMaxHeadSize];
 };
@@ -46,41 +46,6 @@ __device__ float sum_warps(WarpRows& shared, const float (&acc)[kRowPerLane], in
     for (int w = 0; w < kRowWarps; ++w) total += shared.rows[w][i];
   __syncthreads();
   return total;
-}
-
-// Loads HS elements of a row into a lane's registers (element lane + r·32), times `scale`.
-template <typename S>
-__device__ void load_lane_row(float (&dst)[kRowPerLane], const S* row, int64_t HS, float scale) {
-  const int lane = threadIdx.x % kWarpSize;
-#pragma unroll
-  for (int r = 0; r < kRowPerLane; ++r) {
-    const int64_t e = lane + r * kWarpSize;
-    dst[r] = e < HS ? load_f32(row[e]) * scale : 0.0f;
-  }
-}
-
-// The warp's dot product of a lane row with a row in memory.
-template <typename S>
-__device__ float warp_dot(const float (&a)[kRowPerLane], const S* row, int64_t HS) {
-  const int lane = threadIdx.x % kWarpSize;
-  float dot = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kRowPerLane; ++r) {
-    const int64_t e = lane + r * kWarpSize;
-    if (e < HS) dot += a[r] * load_f32(row[e]);
-  }
-  return warp_sum(dot);
-}
-
-// acc += w · row (a lane's elements).
-template <typename S>
-__device__ void lane_axpy(float (&acc)[kRowPerLane], float w, const S* row, int64_t HS) {
-  const int lane = threadIdx.x % kWarpSize;
-#pragma unroll
-  for (int r = 0; r < kRowPerLane; ++r) {
-    const int64_t e = lane + r * kWarpSize;
-    if (e < HS) acc[r] += w * load_f32(row[e]);
-  }
 }
 
 // --- kernels ---
