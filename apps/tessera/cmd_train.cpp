@@ -179,7 +179,7 @@ void add_train_command(CLI::App& app) {
                   "checkpoint: %s\n",
                   c.out_dir.c_str(), (long long)result.last_step, (long long)c.steps,
                   result.last_checkpoint.string().c_str());
-      if (trainer->tokenizer() && trainer->can_generate()) print_final_sample(*trainer, c);
+      if (trainer->tokenizer() && trainer->model().can_generate()) print_final_sample(*trainer, c);
       return;
     }
     if (result.stopped_by != 0) {  // preempted: saved, and nothing else to do
@@ -191,7 +191,7 @@ void add_train_command(CLI::App& app) {
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));
     if (result.last_val_loss) std::printf(", val_loss %.4f", double(*result.last_val_loss));
     std::printf("\ncheckpoint: %s\n", result.last_checkpoint.string().c_str());
-    if (trainer->tokenizer() && trainer->can_generate()) print_final_sample(*trainer, c);
+    if (trainer->tokenizer() && trainer->model().can_generate()) print_final_sample(*trainer, c);
   });
 }
 

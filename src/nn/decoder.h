@@ -88,6 +88,9 @@ class Decoder {
   // (B*Tq, Vp) on device().
   KvCache kv_cache(int64_t batch) const;
   const Tensor& forward_cached(const Tensor& tokens, KvCache& cache);
+  // Whether forward_cached can run: this is the whole model running whole sequences, not a pipeline
+  // stage, a tensor- or expert-parallel slice, a context-parallel share or a ZeRO-3 shard.
+  bool can_generate() const;
   // Accumulates parameter gradients of the last forward (which must have had dloss != 0).
   void backward();
   // Pipeline execution. Chunk k is stage().chunks[k]. forward_chunk runs micro-batch `micro` through

@@ -20,10 +20,11 @@ KvCache Decoder::kv_cache(int64_t batch) const {
   return cache;
 }
 
+bool Decoder::can_generate() const { return stage_.is_whole() && !tp_ && !ep_ && !cp_ && !sharded_; }
+
 const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
-  TS_CHECK(stage_.is_whole() && !tp_ && !ep_ && !cp_ && !sharded_,
-           "forward_cached: generation needs the whole model, not a pipeline stage, a tensor-, expert- or "
-           "context-parallel slice or a ZeRO-3 shard of it");
+  TS_CHECK(can_generate(), "forward_cached: generation needs the whole model, not a pipeline stage, a tensor-, "
+           "expert- or context-parallel slice or a ZeRO-3 shard of it");
   TS_CHECK(tokens.ndim() == 2 && tokens.size(0) == cache.batch, "forward_cached: tokens must be (", cache.batch,
            ", T), got ", shape_string(tokens.shape()));
   TS_CHECK(!cache.keys.empty() && cache.keys[0].device() == device_ && cache.keys[0].dtype() == compute_dtype_,

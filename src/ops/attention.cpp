@@ -90,7 +90,7 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
             return cuda::attention_cudnn_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
                                                  d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
 #endif
-          if (cuda::attention_tc_supported(d.C / d.NH, {qkv.raw_data(), out.raw_data()}))
+          if (cuda::attention_tc_supported(d.head_size(), {qkv.raw_data(), out.raw_data()}))
             return cuda::attention_tc_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
                                               d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
         }
@@ -133,7 +133,7 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
                                                   cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,
                                                   d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
 #endif
-          if (cuda::attention_tc_supported(d.C / d.NH,
+          if (cuda::attention_tc_supported(d.head_size(),
                                            {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data()}))
             return cuda::attention_tc_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
                                                cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,

@@ -346,13 +346,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
   return dir;
 }
 
-bool Trainer::can_generate() const {
-  return !pipeline_ && !tensor_parallel_ && !expert_parallel_ && !context_parallel_ &&
-         data_parallel_->zero_stage() != 3;
-}
-
 void Trainer::print_sample(ProgressLine& progress) {
-  if (!tokenizer_ || !can_generate()) return;
+  if (!tokenizer_ || !model_->can_generate()) return;
   Rng rng(config_.seed, stream_id("sample"));
   SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token(), tokenizer_->vocab_size()};
   std::vector<int32_t> tokens = generate(*model_, {tokenizer_->document_start_token()}, options, rng);

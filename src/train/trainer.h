@@ -57,9 +57,6 @@ class Trainer {
   using FaultHook = std::function<void(int64_t step, float& loss)>;
   void set_fault_hook(FaultHook hook) { fault_hook_ = std::move(hook); }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null when the run has none
-  // Whether this rank can generate text: it holds the whole model and runs whole sequences (not a
-  // pipeline stage, a tensor- or expert-parallel slice, a context-parallel share or a ZeRO-3 shard).
-  bool can_generate() const;
 
  private:
   // Forward + backward over one global batch; returns its mean loss.
