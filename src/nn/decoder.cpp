@@ -471,19 +471,23 @@ void Decoder::balance_router_biases(const std::vector<double>& load, float rate)
 }
 
 void Decoder::reduce_tp_partial_grads() {
+  if (!sharded_) sum_tp_partial_grads(std::nullopt);
+}
+
+void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
   const int64_t replicas = kv_head_replicas(config_, tp_place_);
   if (seq_shards() == 1 && replicas == 1) return;
-  // Each part: a view of this rank's gradients and its place in one buffer, summed over the group
-  // in one all-reduce.
-  std::vector<std::pair<Tensor, int64_t>> parts;
+  // Each piece: a view of this rank's gradients and its place in one buffer, summed over the group
+  // in one all-reduce. Every tp rank's layout has the same parts, so the buffers line up.
+  std::vector<std::pair<Tensor, int64_t>> pieces;
   int64_t total = 0;
-  auto grad = [&](const std::string& name) { return named_grads_[layout_.index_of(name)].tensor; };
+  auto wanted = [&](const std::string& name) { return !name.empty() && (!part || layout_.find(name).block == *part); };
   // Sequence parallelism: the norms' gains and biases, each rank's from its positions.
   auto norm = [&](const LinearNames& n) {
     for (const std::string& name : {n.weight, n.bias}) {
-      if (name.empty() || seq_shards() == 1) continue;
-      parts.push_back({grad(name), total});
-      total += parts.back().first.numel();
+      if (!wanted(name) || seq_shards() == 1) continue;
+      pieces.push_back({grad_of(name), total});
+      total += pieces.back().first.numel();
     }
   };
   for (const BlockNames& b : names_.blocks) norm(b.norm1), norm(b.norm2);
@@ -493,19 +497,26 @@ void Decoder::reduce_tp_partial_grads() {
   const int64_t HS = config_.head_size(), kv_head = tp_place_.rank / replicas;
   for (const BlockNames& b : names_.blocks)
     for (const std::string& name : {b.qkv.weight, b.qkv.bias}) {
-      if (name.empty() || replicas == 1) continue;
-      const Tensor g = grad(name);
+      if (!wanted(name) || replicas == 1) continue;
+      const Tensor g = grad_of(name);
       const int64_t cols = g.ndim() == 2 ? g.size(1) : 1, rows = 2 * HS * cols;
-      parts.push_back({g.view(local_.num_heads * HS * cols, {rows}), total + kv_head * rows});
+      pieces.push_back({g.view(local_.num_heads * HS * cols, {rows}), total + kv_head * rows});
       total += config_.kv_heads() * rows;
     }
+  if (total == 0) return;
   Tensor packed = Tensor::zeros({total}, DType::f32, device_);
-  for (const auto& [g, at] : parts) {
+  for (const auto& [g, at] : pieces) {
     Tensor slot = packed.view(at, g.shape());
     copy_tensor(slot, g);
   }
   tp_->sum_over_group(packed);
-  for (auto& [g, at] : parts) copy_tensor(g, packed.view(at, g.shape()));
+  for (auto& [g, at] : pieces) copy_tensor(g, packed.view(at, g.shape()));
+}
+
+Tensor Decoder::grad_of(const std::string& name) {
+  if (!sharded_) return named_grads_[layout_.index_of(name)].tensor;
+  const ParamSpec& spec = layout_.find(name);
+  return sharded_->grads(spec.block).view(spec.offset - layout_.block_range(spec.block, spec.block).begin, spec.shape);
 }
 
 std::vector<OffsetRange> Decoder::expert_ranges() const {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -56,9 +57,9 @@ class Decoder {
   // ZeRO-3 (nn/sharded_parameters.h): `sharded`, which took its shards of params() already, holds
   // the parameters from now on. The decoder frees its flat parameters and gradients (params() and
   // grads() stay undefined) and gathers each part around its use; no block's last add is then
-  // fused with the next norm, whose gain lies in the next part. A whole model without tensor
-  // parallelism only, in training and evaluation forwards (no inference, no chunk API), on the
-  // device it has already moved to; kept by pointer.
+  // fused with the next norm, whose gain lies in the next part. A whole model (a tp rank's slices
+  // under tensor parallelism), in training and evaluation forwards (no inference, no chunk API),
+  // on the device it has already moved to; kept by pointer.
   void set_sharded_parameters(ShardedParameters* sharded);
   bool is_sharded() const { return sharded_ != nullptr; }
 
@@ -124,7 +125,8 @@ class Decoder {
   void release_grads();
   // After the step's backward, sums over the tp group the gradients each rank holds a part of: the
   // norms' under sequence parallelism (each rank's from its positions), and the key/value rows of
-  // kv heads replicated over tp ranks (each rank's from its query heads). A no-op otherwise.
+  // kv heads replicated over tp ranks (each rank's from its query heads). A no-op otherwise, and
+  // under ZeRO-3, whose backward sums each part's before the part is reduced over dp.
   void reduce_tp_partial_grads();
   // The flat-buffer ranges of kv-head rows that another tp rank of this one's kv head also holds
   // and counts (every rank of a kv head's replicas but the first); empty otherwise.
@@ -132,7 +134,9 @@ class Decoder {
   // The flat-buffer ranges of the routed experts' weights (each MoE block's experts_in and experts_out).
   std::vector<OffsetRange> expert_ranges() const;
   // Whether reduce_tp_partial_grads() has anything to do.
-  bool has_tp_partial_grads() const { return seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1; }
+  bool has_tp_partial_grads() const {
+    return !sharded_ && (seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1);
+  }
 
   const ModelConfig& config() const { return config_; }
   const DecoderStage& stage() const { return stage_; }
@@ -200,6 +204,10 @@ class Decoder {
   void release_part(int64_t part);
   void bind_part_grads(int64_t part);
   void part_grads_final(int64_t part);
+  // reduce_tp_partial_grads()'s sum over the parameters of `part`, or of every part.
+  void sum_tp_partial_grads(std::optional<int64_t> part);
+  // The gradient of a parameter by name: a view of grads(), or under ZeRO-3 of its part's buffer.
+  Tensor grad_of(const std::string& name);
   // The router biases' balancing steps: (flat offset, the step of each of its E elements) per MoE layer.
   std::vector<std::pair<int64_t, std::vector<float>>> router_bias_steps(const std::vector<double>& load,
                                                                          float rate) const;

@@ -40,8 +40,7 @@ DecoderWeights no_weights(int64_t blocks) {
 
 void Decoder::set_sharded_parameters(ShardedParameters* sharded) {
   TS_CHECK(sharded != nullptr && sharded_ == nullptr, "Decoder::set_sharded_parameters: a model is sharded once");
-  TS_CHECK(stage_.is_whole() && tp_place_.size == 1,
-           "ZeRO-3 shards a whole model over data parallelism only, not a pipeline stage or a tensor-parallel slice");
+  TS_CHECK(stage_.is_whole(), "ZeRO-3 shards a whole model (or a tp rank's slices of one), not a pipeline stage");
   sharded_ = sharded;
   params_ = Tensor();
   compute_params_ = Tensor();
@@ -81,6 +80,7 @@ void Decoder::bind_part_grads(int64_t part) {
 
 void Decoder::part_grads_final(int64_t part) {
   if (!sharded_) return;
+  sum_tp_partial_grads(part);  // before the dp reduction: every rank of the tp group's share
   assign_part(g_, no_weights(config_.num_layers), part);
   sharded_->grads_final(part);
 }

@@ -59,27 +59,34 @@ CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const Optimiz
 }
 
 void CheckpointSaver::gather_weights(Tensor& full) const {
-  if (dp_.zero_stage() == 3) return dp_.gather_params(full);  // from every dp rank's shard (dp only)
+  // This rank's parameters, whole: under ZeRO-3 they come together on the first dp rank (the one
+  // that sends them) from every dp rank's shard.
+  Tensor held = model_.params();
+  if (dp_.zero_stage() == 3) {
+    if (writes_weights() && sources_.size() == 1) return dp_.gather_params(full);
+    if (sends_weights_) held = Tensor::zeros({model_.layout().total()}, DType::f32, model_.device());
+    dp_.gather_params(held);
+  }
   if (!sends_weights_) return;
-  if (!writes_weights()) return world_->send(model_.params(), 0);  // another (stage, tp rank, experts)'s
-  if (sources_.size() == 1) return copy_tensor(full, model_.params());
+  if (!writes_weights()) return world_->send(held, 0);  // another (stage, tp rank, experts)'s
+  if (sources_.size() == 1) return copy_tensor(full, held);
   // Rank 0: each source's parameters, placed by name and slice (a tied copy lands on the embedding
   // it copies, a replicated parameter on itself: the same values).
   for (const Source& source : sources_) {
     Tensor part = Tensor::zeros({source.layout.total()}, DType::f32, model_.device());
     if (source.world_rank == 0)
-      copy_tensor(part, model_.params());
+      copy_tensor(part, held);
     else
       world_->recv(part, source.world_rank);
     const Tensor host = tensor_to(part, Device::cpu);
     for (const ParamSpec& spec : source.layout.specs()) {
-      const float* held = host.f32() + spec.offset;
+      const float* values = host.f32() + spec.offset;
       float* whole = full.f32() + full_layout_.find(spec.name).offset;
       if (spec.slice.is_whole()) {
-        std::copy_n(held, spec.numel(), whole);
+        std::copy_n(values, spec.numel(), whole);
         continue;
       }
-      spec.slice.for_each_run([&](int64_t from, int64_t to, int64_t count) { std::copy_n(held + from, count, whole + to); });
+      spec.slice.for_each_run([&](int64_t from, int64_t to, int64_t count) { std::copy_n(values + from, count, whole + to); });
     }
   }
 }

@@ -60,11 +60,11 @@ void TrainConfig::validate() const {
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
            "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
   TS_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got ", zero);
-  // ZeRO-3 gathers whole blocks from shards over dp (and cp, whose ranks hold the same parameters);
-  // it does not cut tp slices, pipeline stages or expert groups (not implemented).
-  for (auto [flag, value] : {std::pair{"--tp", tp}, {"--pp", pp}, {"--ep", ep}})
-    TS_CHECK(zero < 3 || value <= 1, "--zero 3 shards over --dp and --cp alone and cannot be combined with ", flag, " ",
-             value, "; use --zero 2 with ", flag, " ", value, ", or drop ", flag);
+  // ZeRO-3 gathers whole blocks (a tp rank's slices of them) from shards over dp (and cp, whose
+  // ranks hold the same parameters); it does not cut pipeline stages or expert groups (not implemented).
+  for (auto [flag, value] : {std::pair{"--pp", pp}, {"--ep", ep}})
+    TS_CHECK(zero < 3 || value <= 1, "--zero 3 shards over --dp, --cp and --tp and cannot be combined with ", flag,
+             " ", value, "; use --zero 2 with ", flag, " ", value, ", or drop ", flag);
   TS_CHECK(bucket_mb > 0 && bucket_mb <= kMaxBucketMb, "--bucket-mb must be in (0, ", kMaxBucketMb, "], got ",
            bucket_mb);
   TS_CHECK(comm_timeout > 0 && comm_timeout <= kMaxCommTimeout, "--comm-timeout must be in (0, ", kMaxCommTimeout,

@@ -379,10 +379,9 @@ std::vector<BadInput> number_cases() {
       flag("BillionLayers", "--layers 1000000000", "--layers 1000000000 is above 10000"),
       flag("VocabularyPastInt32", "--vocab-size 9000000000000000000", "--vocab-size 9000000000000000000 is above"),
       flag("ContextPastItsLimit", "--context 9000000000000000000", "--context 9000000000000000000 is above"),
-      // ZeRO-3 shards over --dp and --cp alone: each axis it cannot be combined with, named with its number.
+      // ZeRO-3 shards over --dp, --cp and --tp: each axis it cannot be combined with, named with its number.
       flag("Zero3WithPipeline", "--zero 3 --pp 2",
-           "--zero 3 shards over --dp and --cp alone and cannot be combined with --pp 2; use --zero 2 with --pp 2, or drop"),
-      flag("Zero3WithTensor", "--zero 3 --tp 2", "combined with --tp 2; use --zero 2 with --tp 2, or drop --tp"),
+           "--zero 3 shards over --dp, --cp and --tp and cannot be combined with --pp 2; use --zero 2 with --pp 2, or drop"),
       flag("Zero3WithExperts", "--zero 3 --ep 4", "combined with --ep 4; use --zero 2 with --ep 4, or drop --ep"),
       flag("ZeroStageFour", "--zero 4", "--zero must be 0, 1, 2 or 3, got 4"),
       {"number", "EvalBatchPastInt64",

@@ -7,7 +7,8 @@
 // Expert rows run ep 2 and 4 (an expert per rank) over dp, with ZeRO, pp, tp and recomputation;
 // context rows cp 2 and 4 (ring attention), over dp with ZeRO (3 too) and recomputation, with tp and
 // with pp.
-// ZeRO-3 rows run dp 2 and 4 with several micro-batches per rank, recomputation and every family.
+// ZeRO-3 rows run dp 2 and 4 with several micro-batches per rank, recomputation and every family,
+// and over tp and cp.
 // A MoE model's auxiliary loss (and capacity) is taken per micro-batch, as in Megatron and Hugging
 // Face, so its reference runs the row's micro-batch size; dense models compare to one forward of
 // the whole batch.
@@ -34,6 +35,11 @@ const Layout kLayouts[] = {
     {1, 1, 3, 2}, {2, 2, 3, 1}, {2, 2, 3, 2}, {4, 4, 3, 1}, {4, 4, 3, 2},
     {2, 2, 3, 1, "gpt2-tiny", 1, "1f1b", 1, 0, "--recompute full"}, {4, 4, 3, 1, "llama-tiny"},
     {2, 2, 3, 1, "mixtral-tiny"}, {4, 4, 3, 1, "deepseek-moe-tiny"},
+    // ZeRO-3 over a tp rank's slices (columns below): dp2·tp2 with and without sequence parallelism,
+    // and tp4 above llama-tiny's 2 kv heads (the replicated kv rows summed over tp part by part)
+    {4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2},
+    {4, 2, 3, 2, "llama-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
+    {8, 2, 3, 2, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 4},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},
@@ -172,6 +178,8 @@ const Reshard kReshards[] = {
     {{4, 0, 0, 1}, {2, 0, 0, 2}},  // elastic: 4 ranks -> 2 ranks, --dp 0 takes the world
     {{2, 2, 3, 2}, {1, 1, 0, 2}},  // dp2·zero3 -> one process
     {{1, 1, 0, 2}, {4, 4, 3, 1}},  // one process -> dp4·zero3
+    {{4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}, {1, 1, 0, 2}},  // dp2·tp2·zero3 -> one process
+    {{1, 1, 0, 2}, {4, 2, 3, 1, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},  // one process -> dp2·tp2·zero3
     {{4, 4, 3, 1, "gpt2-tiny", 1, "1f1b", 1, 0, "--async-checkpoint"}, {2, 2, 1, 2}},  // dp4·zero3, async -> dp2·zero1
     {{2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"}, {1, 1, 0, 2}},  // pp2 -> one process
     {{2, 2, 1, 2}, {4, 2, 1, 1, "gpt2-tiny", 2, "zero-bubble"}},  // dp2·zero1 -> dp2·pp2·zero1
