@@ -221,7 +221,8 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
   };
   for (int64_t l = r.first; l < r.end; ++l) {
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
-    gather_part(l, l + 1);
+    // The next part this chunk uses (another chunk's next block may be another rank's).
+    gather_part(l, l + 1 < r.end || l + 1 == L ? l + 1 : kNoPart);
     if (l == r.first || !fuse) norm_forward(config_, a.blocks[size_t(l)].norm1, x, w_.blocks[size_t(l)].norm1);
     block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), {tp_, ep_, cp_});
     release_part(l);
@@ -267,6 +268,10 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
   // The final norm's output entered the (vocabulary-parallel) classifier's region.
   if (dloss != 0.0f) region_input_grad(dnormed_all, a.scratch.dnormed, tp_);
   if (classifier_part != L) release_part(classifier_part);
+  // A pipeline's last stage holds its tied copy of the embedding for the classifier alone: the
+  // copy's gradient of this micro-batch is complete.
+  if (dloss != 0.0f && classifier_part != L && holds_tied_embedding_copy(config_, stage_))
+    part_grads_final(classifier_part);
   if (dloss == 0.0f) release_part(L);
   double sum = 0.0;
   const Tensor host_losses = tensor_to(a.losses, Device::cpu);
@@ -382,7 +387,7 @@ Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_le
 }
 
 double Decoder::forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss) {
-  TS_CHECK(dloss == 0.0f || grads_.defined(),
+  TS_CHECK(dloss == 0.0f || grads_.defined() || sharded_,
            "Decoder::forward_chunk with a loss gradient accumulates into the gradients; call zero_grad() first");
   const BlockRange r = stage_.chunks.at(size_t(chunk));
   if (r.first == 0) {
@@ -407,6 +412,9 @@ Tensor& Decoder::chunk_output_grad(int chunk, int micro) { return in_flight(chun
 void Decoder::backward_chunk(int chunk, int micro) { backward_blocks(in_flight(chunk, micro), /*announce=*/false); }
 
 void Decoder::backward_chunk_input(int chunk, int micro) {
+  // The deferred weight gradients would run after their part was released and reduced.
+  TS_CHECK(!sharded_, "Decoder::backward_chunk_input: ZeRO-3 does not defer weight gradients (zero-bubble); "
+                      "use another pipeline schedule");
   backward_blocks(in_flight(chunk, micro), /*announce=*/false, /*defer=*/true);
 }
 

@@ -57,9 +57,9 @@ class Decoder {
   // ZeRO-3 (nn/sharded_parameters.h): `sharded`, which took its shards of params() already, holds
   // the parameters from now on. The decoder frees its flat parameters and gradients (params() and
   // grads() stay undefined) and gathers each part around its use; no block's last add is then
-  // fused with the next norm, whose gain lies in the next part. A whole model (a tp rank's slices
-  // under tensor parallelism), in training and evaluation forwards (no inference, no chunk API),
-  // on the device it has already moved to; kept by pointer.
+  // fused with the next norm, whose gain lies in the next part. The model, a pipeline stage, and a
+  // tp rank's slices, in training and evaluation forwards and the chunk API (no inference, no
+  // deferred weight gradients), on the device it has already moved to; kept by pointer.
   void set_sharded_parameters(ShardedParameters* sharded);
   bool is_sharded() const { return sharded_ != nullptr; }
 

@@ -40,7 +40,6 @@ DecoderWeights no_weights(int64_t blocks) {
 
 void Decoder::set_sharded_parameters(ShardedParameters* sharded) {
   TS_CHECK(sharded != nullptr && sharded_ == nullptr, "Decoder::set_sharded_parameters: a model is sharded once");
-  TS_CHECK(stage_.is_whole(), "ZeRO-3 shards a whole model (or a tp rank's slices of one), not a pipeline stage");
   sharded_ = sharded;
   params_ = Tensor();
   compute_params_ = Tensor();

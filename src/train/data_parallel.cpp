@@ -96,6 +96,11 @@ double DataParallel::finish_reduction() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+void DataParallel::edit_reduced_grads(OffsetRange range, const std::function<void(Tensor&)>& edit) {
+  TS_CHECK(zero3_, "DataParallel::edit_reduced_grads: only ZeRO-3 keeps its reduced gradient in part-wise shards");
+  zero3_->edit_reduced_grads(range, edit);
+}
+
 const Tensor& DataParallel::optimizer_grads() const { return options_.zero_stage == 0 ? model_.grads() : shard_; }
 
 float DataParallel::grad_norm() {

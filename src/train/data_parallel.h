@@ -56,9 +56,15 @@ class DataParallel {
   void reduce_during_next_backward();
   // The same announcement backward makes, from elsewhere (a pipeline's chunks): every gradient at
   // a flat offset >= `offset` is final; the buckets now complete start reducing.
-  void grads_final_from(int64_t offset) { reducer_.grads_final_from(offset); }
+  // (Under ZeRO-3 backward reduces each part itself: a no-op.)
+  void grads_final_from(int64_t offset) {
+    if (!zero3_) reducer_.grads_final_from(offset);
+  }
   // Waits for (and starts what is left of) the reduction; returns the seconds spent waiting.
   double finish_reduction();
+  // ZeRO-3, after finish_reduction(): the reduced gradient of `range` (within one part of the
+  // layout), whole on every dp rank, handed to `edit`, whose result lands back in the shards.
+  void edit_reduced_grads(OffsetRange range, const std::function<void(Tensor&)>& edit);
   // The reduced gradient the optimizer reads: the full buffer (ZeRO 0) or the shard (ZeRO 1/2).
   const Tensor& optimizer_grads() const;
   // The global gradient norm, exact under sharding.

@@ -91,22 +91,28 @@ double PipelineParallel::evaluate(int micro_batches, int counted, int64_t micro_
   return loss_sum;
 }
 
-void PipelineParallel::reduce_tied_embedding() {
+void PipelineParallel::reduce_tied_embedding(DataParallel& dp) {
   const ModelConfig& c = model_.config();
   const int P = pp_->size(), rank = pp_->rank();
   if (!c.tied_embeddings || P == 1 || (rank != 0 && rank != P - 1)) return;
   // Each end sends its gradient to the other and adds the one it receives: a + b on both, bit for bit.
-  NamedTensors& grads = model_.named_grads();
+  auto add_the_other_ends = [&](Tensor& mine) {
+    Tensor theirs = Tensor::zeros(mine.shape(), mine.dtype(), mine.device());
+    const int other = rank == 0 ? P - 1 : 0;
+    Work sent = pp_->send_async(mine, other);
+    pp_->recv(theirs, other);
+    sent.wait();
+    add_inplace(mine, theirs);
+  };
   const std::string& name = decoder_names(c).embed;
+  if (dp.zero_stage() == 3) {
+    const ParamSpec& spec = model_.layout().find(name);
+    return dp.edit_reduced_grads(OffsetRange{spec.offset, spec.offset + spec.numel()}, add_the_other_ends);
+  }
+  NamedTensors& grads = model_.named_grads();
   auto it = std::find_if(grads.begin(), grads.end(), [&](const NamedTensor& t) { return t.name == name; });
   TS_CHECK(it != grads.end(), "reduce_tied_embedding: stage ", rank, " holds no '", name, "'");
-  Tensor& mine = it->tensor;
-  Tensor theirs = Tensor::zeros(mine.shape(), mine.dtype(), mine.device());
-  const int other = rank == 0 ? P - 1 : 0;
-  Work sent = pp_->send_async(mine, other);
-  pp_->recv(theirs, other);
-  sent.wait();
-  add_inplace(mine, theirs);
+  add_the_other_ends(it->tensor);
 }
 
 std::vector<double> PipelineParallel::step_values() const {

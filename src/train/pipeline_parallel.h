@@ -15,6 +15,7 @@
 #include "parallel/pp/pipeline_executor.h"
 #include "parallel/pp/pipeline_schedule.h"
 #include "parallel/process_grid.h"
+#include "train/data_parallel.h"
 
 namespace tessera {
 
@@ -35,9 +36,11 @@ class PipelineParallel {
   // Forward only over `micro_batches` micro-batches; the same sum, on the last stage, of the first
   // `counted` of them (the rest run for the collectives other ranks' layers share with these).
   double evaluate(int micro_batches, int counted, int64_t micro_batch, int64_t seq_len, const FillMicroBatch& fill);
-  // After train_step, before the gradients are reduced over dp: sums the tied embedding's gradient
-  // between the first and the last stage (a no-op for untied models and P = 1).
-  void reduce_tied_embedding();
+  // Sums the tied embedding's gradient between the first and the last stage (a no-op for untied
+  // models, P = 1 and the stages between). Call it after train_step, before the gradients are
+  // reduced over dp; under ZeRO-3, whose backward reduced every micro-batch's gradients already,
+  // after dp's reduction instead: then it sums the reduced gradient in dp's shards.
+  void reduce_tied_embedding(DataParallel& dp);
   // The flat-buffer offsets whose values duplicate another stage's (the last stage's tied copy of
   // the embedding): left out of the grad-norm and of checkpoints. Empty on the other stages.
   OffsetRange duplicate_range() const { return duplicate_; }

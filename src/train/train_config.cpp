@@ -60,11 +60,11 @@ void TrainConfig::validate() const {
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
            "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
   TS_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got ", zero);
-  // ZeRO-3 gathers whole blocks (a tp rank's slices of them) from shards over dp (and cp, whose
-  // ranks hold the same parameters); it does not cut pipeline stages or expert groups (not implemented).
-  for (auto [flag, value] : {std::pair{"--pp", pp}, {"--ep", ep}})
-    TS_CHECK(zero < 3 || value <= 1, "--zero 3 shards over --dp, --cp and --tp and cannot be combined with ", flag,
-             " ", value, "; use --zero 2 with ", flag, " ", value, ", or drop ", flag);
+  // ZeRO-3 gathers whole blocks (of a pipeline stage, a tp rank's slices of them) from shards over
+  // dp (and cp, whose ranks hold the same parameters); it does not shard over expert groups (not
+  // implemented), and releases a block before zero-bubble's deferred weight gradients would run.
+  TS_CHECK(zero < 3 || ep <= 1, "--zero 3 shards over --dp, --cp, --tp and --pp and cannot be combined with --ep ", ep,
+           "; use --zero 2 with --ep ", ep, ", or drop --ep");
   TS_CHECK(bucket_mb > 0 && bucket_mb <= kMaxBucketMb, "--bucket-mb must be in (0, ", kMaxBucketMb, "], got ",
            bucket_mb);
   TS_CHECK(comm_timeout > 0 && comm_timeout <= kMaxCommTimeout, "--comm-timeout must be in (0, ", kMaxCommTimeout,
@@ -76,7 +76,10 @@ void TrainConfig::validate() const {
   TS_CHECK(tp == 1 || !sequence_parallel || seq_len % tp == 0, "sequence parallelism splits each sequence's ", seq_len,
            " positions over --tp ", tp, " ranks; use a --seq-len that is a multiple of ", tp,
            " or --no-sequence-parallel");
-  parse_schedule_kind(pipeline_schedule);
+  const ScheduleKind schedule = parse_schedule_kind(pipeline_schedule);
+  TS_CHECK(zero < 3 || pp <= 1 || schedule != ScheduleKind::zero_bubble,
+           "--zero 3 frees each block's weights after its backward, before zero-bubble's deferred weight gradients; "
+           "use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 3, or --zero 2 with zero-bubble");
   TS_CHECK(pp > 1 || (virtual_stages == 1 && pipeline_boundaries.empty()),
            "--virtual-stages and --pipeline-boundaries cut the model into pipeline stages; give --pp above 1 with them");
   for (auto [flag, value] : {std::pair{"--moe-aux-coef", moe_aux_coef}, {"--moe-z-coef", moe_z_coef},

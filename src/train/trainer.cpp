@@ -188,7 +188,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
         pipeline_->train_step(micro, T / grid_.dims.cp, dloss, cp_share(fill),
                               reduce_after ? std::function<void(int64_t)>() : final_from);
     loss_sum = token_losses / double(T);  // summed over cp: each rank's tokens are its share
-    pipeline_->reduce_tied_embedding();
+    if (data_parallel_->zero_stage() < 3) pipeline_->reduce_tied_embedding(*data_parallel_);
   }
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
@@ -202,6 +202,8 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     data_parallel_->reduce_during_next_backward();
   }
   comm_wait_s_ = data_parallel_->finish_reduction();
+  // Under ZeRO-3 every micro-batch's gradients were reduced already: the tied copies sum in the shards.
+  if (pipeline_ && data_parallel_->zero_stage() == 3) pipeline_->reduce_tied_embedding(*data_parallel_);
   // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an
   // asynchronous checkpoint save has got, the pipeline's timings and the MoE statistics:
   // [loss, stop, save landed, save failed, pipeline..., aux, z, dropped, expert load...].

@@ -126,6 +126,26 @@ void Zero3Parameters::finish() {
   while (!reductions_.empty()) retire_oldest_reduction();
 }
 
+void Zero3Parameters::edit_reduced_grads(OffsetRange range, const std::function<void(Tensor&)>& edit) {
+  TS_CHECK(reductions_.empty(), "ZeRO-3: the reduced gradients are edited after finish()");
+  auto it = std::find_if(parts_.begin(), parts_.end(),
+                         [&](const Bucket& b) { return b.begin <= range.begin && range.end <= b.end; });
+  TS_CHECK(it != parts_.end() && range.begin < range.end, "ZeRO-3: [", range.begin, ", ", range.end,
+           ") is not within one part");
+  const Bucket& b = *it;
+  Tensor mine = Tensor::zeros({b.chunk}, DType::f32, params_.device());
+  Tensor whole = Tensor::zeros({b.chunk * comm_.size()}, DType::f32, params_.device());
+  Tensor held = grad_shard_.view(b.shard_offset, {b.owned()});
+  if (b.owned() > 0) {
+    Tensor to = mine.view(0, {b.owned()});
+    copy_tensor(to, held);
+  }
+  comm_.all_gather_async(mine, whole).wait();
+  Tensor edited = whole.view(range.begin - b.begin, {range.end - range.begin});
+  edit(edited);
+  if (b.owned() > 0) copy_tensor(held, whole.view(b.owned_begin - b.begin, {b.owned()}));
+}
+
 void Zero3Parameters::zero_grad() {
   TS_CHECK(reductions_.empty() && grads_.empty(), "ZeRO-3: zero_grad while gradients are being reduced");
   zero_tensor(grad_shard_);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -42,6 +43,10 @@ class Zero3Parameters : public ShardedParameters {
   Tensor& params_shard() { return params_; }
   // Waits for the gradient reductions in flight: the gradient shard is then complete.
   void finish();
+  // Collective, after finish(): the reduced gradient of `range` (within one part), whole on every
+  // rank, handed to `edit`; what edit leaves there is each rank's shard afterwards (a pipeline's
+  // tied embedding adds the other end's gradient).
+  void edit_reduced_grads(OffsetRange range, const std::function<void(Tensor&)>& edit);
   // Collective: rank `root` receives the whole flat parameters into `full` (the layout's total, on
   // any device); the other ranks' `full` is not touched (it may be undefined).
   void gather_to(Tensor& full, int root);
