@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel step time on CPU under mpirun: the benchmark GPT-2 (L=4, C=256, H=4, T=256,
-# V=8192, fp32) at dp=2 with overlap on and off and ZeRO 0/1/2, against the compute-only time
+# V=8192, fp32) at dp=2 with overlap on and off, ZeRO 0/1/2 and gradients reduced in bf16, against the compute-only time
 # (one process doing one rank's share, no communication). Exposed communication = step time −
 # compute-only time. Also the peak host memory per rank at dp=4 for each ZeRO stage.
 # Usage: bench/dp_step.sh [steps=8]   (appends to bench/results/cpu-dp-step.jsonl)
@@ -34,6 +34,8 @@ results=$(
   run dp2_no_overlap 2 8 --micro-batch-size 4 --no-overlap
   run dp2_zero1 2 8 --micro-batch-size 4 --zero 1
   run dp2_zero2 2 8 --micro-batch-size 4 --zero 2
+  run dp2_bf16_reduce 2 8 --micro-batch-size 4 --grad-reduce-dtype bf16
+  run dp2_bf16_no_overlap 2 8 --micro-batch-size 4 --grad-reduce-dtype bf16 --no-overlap
   run dp4_zero0 4 8 --micro-batch-size 2 --zero 0
   run dp4_zero1 4 8 --micro-batch-size 2 --zero 1
   run dp4_zero2 4 8 --micro-batch-size 2 --zero 2
@@ -54,7 +56,7 @@ compute = r["compute_only"]["step_s"]
 for name in runs:
     r[name]["exposed_comm_s"] = r[name]["step_s"] - compute if name != "compute_only" else 0.0
 append_record("bench/results/cpu-dp-step.jsonl", "bench/dp_step.sh $steps", r)
-print(f"{'run':16} {'step ms':>8} {'exposed comm ms':>16} {'wait in finish ms':>18} {'peak MB':>8}")
+print(f"{'run':20} {'step ms':>8} {'exposed comm ms':>16} {'wait in finish ms':>18} {'peak MB':>8}")
 for name, v in r.items():
-    print(f"{name:16} {1e3*v['step_s']:8.1f} {1e3*v['exposed_comm_s']:16.1f} {1e3*v['comm_wait_s']:18.1f} {v['peak_mem_mb']:8.1f}")
+    print(f"{name:20} {1e3*v['step_s']:8.1f} {1e3*v['exposed_comm_s']:16.1f} {1e3*v['comm_wait_s']:18.1f} {v['peak_mem_mb']:8.1f}")
 PY

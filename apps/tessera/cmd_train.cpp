@@ -125,6 +125,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
   cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB (ZeRO-3: one bucket per block)")->capture_default_str();
   cmd.add_flag("!--no-overlap", c.overlap, "Reduce gradients after backward instead of during it");
+  cmd.add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
+                 "fp32, or bf16: data-parallel gradients reduced compressed to half the bytes")
+      ->capture_default_str();
   cmd.add_option("--device-comm", c.device_comm,
                  "How GPU tensors travel between ranks: auto (NCCL when every rank has its own GPU), nccl, or host "
                  "(copied through host memory, over MPI)")

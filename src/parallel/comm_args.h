@@ -16,7 +16,7 @@ enum class CommOp { all_reduce, reduce_scatter, all_gather, broadcast, all_to_al
 
 std::string_view comm_op_name(CommOp op);
 
-// What a backend accepts: its device, and whether it reduces 16-bit floats (NCCL does, MPI not).
+// What a backend accepts: its device, and whether it reduces 16-bit floats (bf16 and f16).
 struct CommBackend {
   std::string_view name;  // "MPI", "NCCL", "self"
   Device device;

@@ -6,13 +6,14 @@
 #include "parallel/arrival_channel.h"
 #include "parallel/comm_timeout.h"
 #include "parallel/mpi_check.h"
+#include "parallel/mpi_float16_ops.h"
 #include "parallel/mpi_progress.h"
 #include "parallel/work_state.h"
 
 namespace tessera {
 namespace {
 
-constexpr CommBackend kMpi{"MPI", Device::cpu, false};
+constexpr CommBackend kMpi{"MPI", Device::cpu, true};
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
@@ -21,12 +22,13 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::u32: return MPI_UINT32_T;
     case DType::bf16:
     case DType::f16:
-    case DType::u16: return MPI_UINT16_T;  // moved, never reduced
+    case DType::u16: return MPI_UINT16_T;  // moved as words; 16-bit floats reduce by mpi_reduce_op's
   }
   return MPI_DATATYPE_NULL;
 }
 
-MPI_Op mpi_op(ReduceOp op) {
+MPI_Op mpi_reduce_op(ReduceOp op, DType dtype) {
+  if (dtype == DType::bf16 || dtype == DType::f16) return mpi_float16_op(dtype, op);
   switch (op) {
     case ReduceOp::sum: return MPI_SUM;
     case ReduceOp::max: return MPI_MAX;
@@ -113,7 +115,8 @@ class MpiComm final : public Comm {
   Work all_reduce_async(Tensor& t, ReduceOp op) override {
     check_all_reduce(*this, kMpi, t);
     return issue(CommOp::all_reduce, t.bytes(), -1, {t}, {}, [&](MPI_Comm c, MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, tensor_data(t), count_of(t), mpi_type(t.dtype()), mpi_op(op), c, r);
+      return MPI_Iallreduce(MPI_IN_PLACE, tensor_data(t), count_of(t), mpi_type(t.dtype()),
+                           mpi_reduce_op(op, t.dtype()), c, r);
     });
   }
 
@@ -121,7 +124,7 @@ class MpiComm final : public Comm {
     check_reduce_scatter(*this, kMpi, in, out);
     return issue(CommOp::reduce_scatter, in.bytes(), -1, {in, out}, {}, [&](MPI_Comm c, MPI_Request* r) {
       return MPI_Ireduce_scatter_block(tensor_data(in), tensor_data(out), count_of(out), mpi_type(in.dtype()),
-                                       mpi_op(op), c, r);
+                                       mpi_reduce_op(op, in.dtype()), c, r);
     });
   }
 

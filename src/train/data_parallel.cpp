@@ -52,12 +52,13 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
       options_(options),
       experts_(model.ep_place().size > 1 ? model.expert_ranges() : std::vector<OffsetRange>{}),
       reducer_({grid.dp_cp.get(), grid.expert_dp.get()}, model_buckets(model, grid, experts_, options),
-               options.zero_stage, options.overlap) {
+               options.zero_stage, options.overlap, options.reduce_dtype) {
   TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 3, "--zero must be 0, 1, 2 or 3, got ",
            options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
   if (options.zero_stage == 3) {
-    zero3_ = std::make_unique<Zero3Parameters>(*replicas_, model.layout(), reducer_.buckets(), model.params(), shard_);
+    zero3_ = std::make_unique<Zero3Parameters>(*replicas_, model.layout(), reducer_.buckets(), model.params(), shard_,
+                                               options.reduce_dtype);
     model.set_sharded_parameters(zero3_.get());
   }
 }

@@ -24,6 +24,7 @@ struct DataParallelOptions {
   int zero_stage = 0;
   int64_t bucket_bytes = 25 << 20;
   bool overlap = true;
+  DType reduce_dtype = DType::f32;  // the gradients' dtype on the wire: f32, or bf16 (compressed)
 };
 
 // A rank's fp32 parameter bytes: those it keeps between steps (the flat buffer, or its ZeRO-3

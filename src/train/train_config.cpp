@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "parallel/dp/grad_reducer.h"
 #include "parallel/pp/pipeline_schedule.h"
 #include "nn/recompute.h"
 #include "ops/attention.h"
@@ -65,6 +66,7 @@ void TrainConfig::validate() const {
   // implemented), and releases a block before zero-bubble's deferred weight gradients would run.
   TS_CHECK(zero < 3 || ep <= 1, "--zero 3 shards over --dp, --cp, --tp and --pp and cannot be combined with --ep ", ep,
            "; use --zero 2 with --ep ", ep, ", or drop --ep");
+  parse_grad_reduce_dtype(grad_reduce_dtype);
   TS_CHECK(bucket_mb > 0 && bucket_mb <= kMaxBucketMb, "--bucket-mb must be in (0, ", kMaxBucketMb, "], got ",
            bucket_mb);
   TS_CHECK(comm_timeout > 0 && comm_timeout <= kMaxCommTimeout, "--comm-timeout must be in (0, ", kMaxCommTimeout,

@@ -59,13 +59,14 @@ struct TrainConfig {
   int64_t loss_scale_window = 1000;   // clean steps before the loss scale doubles
   // parallelism
   int dp = 0, tp = 1, pp = 1, cp = 1, ep = 1;  // dp 0 = whatever the world leaves
-  int zero = 0;                                 // ZeRO stage: 0, 1, 2 or 3 (with dp alone)
+  int zero = 0;                                 // ZeRO stage: 0, 1, 2 or 3
   bool sequence_parallel = true;                // with tp > 1: norms and residuals hold 1/tp of the positions
   int virtual_stages = 1;                       // model chunks per pipeline rank (interleaved)
   std::string pipeline_schedule = "1f1b";       // gpipe, 1f1b, interleaved or zero-bubble
   std::vector<int64_t> pipeline_boundaries;     // first block of each chunk after the first; empty = balanced
   double bucket_mb = 25.0;                      // gradient bucket size
   bool overlap = true;                          // reduce buckets during backward
+  std::string grad_reduce_dtype = "fp32";       // data-parallel gradients travel in fp32 or bf16 (compressed)
   double comm_timeout = 300.0;                  // seconds before a collective is declared hung
   std::string device_comm = "auto";             // GPU tensors between ranks: auto, nccl or host (through MPI)
   // bookkeeping

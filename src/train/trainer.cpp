@@ -111,7 +111,8 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
 
   data_parallel_ = std::make_unique<DataParallel>(
       grid_, *model_,
-      DataParallelOptions{config_.zero, int64_t(config_.bucket_mb * double(1 << 20)), config_.overlap});
+      DataParallelOptions{config_.zero, int64_t(config_.bucket_mb * double(1 << 20)), config_.overlap,
+                          parse_grad_reduce_dtype(config_.grad_reduce_dtype)});
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
                                        device_.device);

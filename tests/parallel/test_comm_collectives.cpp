@@ -1,9 +1,10 @@
 // Every collective of the MPI communicator, blocking and non-blocking, against values computed by
-// hand: sums and maxima of integers (exact in fp32), uneven all_to_allv counts, a send/recv ring,
+// hand: sums and maxima of integers (exact in fp32, and in bf16 and f16), uneven all_to_allv counts, a send/recv ring,
 // a broadcast from the last rank, and groups split out of the world.
 #include <gtest/gtest.h>
 
 #include "comm_testing.h"
+#include "ops/cast.h"
 
 namespace tessera::testing {
 namespace {
@@ -45,6 +46,49 @@ TEST(CommCollectives, ReduceScatterSumAndMax) {
       EXPECT_EQ(out.f32()[k], expected) << "k=" << k;
     }
   }
+}
+
+// 16-bit floats reduce through user-defined MPI operations: small integers are exact in bf16 and
+// f16, and a sum that is not (1 + n·2^-9 rounds in bf16 at every step) lands on a bf16 value.
+TEST(CommCollectives, SixteenBitFloatsReduce) {
+  auto comm = world_comm("world");
+  const int n = comm->size(), r = comm->rank();
+  const float rank_sum = float(n * (n + 1) / 2);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    auto make = [&](int64_t count, auto value) {
+      Tensor t = Tensor::zeros({count}, dtype);
+      Tensor wide = f32_tensor(count, value);
+      cast_copy(t, wide);
+      return t;
+    };
+    auto read = [&](const Tensor& t) {
+      Tensor wide = Tensor::zeros(t.shape());
+      cast_copy(wide, t);
+      return wide;
+    };
+    Tensor sum = make(64, [&](int64_t i) { return float((r + 1) * (i % 7)); });
+    Tensor max = make(64, [&](int64_t i) { return float((r + 1) * (i % 7)); });
+    comm->all_reduce(sum);
+    comm->all_reduce(max, ReduceOp::max);
+    const Tensor sums = read(sum), maxima = read(max);
+    for (int64_t i = 0; i < 64; ++i) {
+      ASSERT_EQ(sums.f32()[i], rank_sum * float(i % 7)) << dtype_name(dtype) << " " << i;
+      ASSERT_EQ(maxima.f32()[i], float(n * (i % 7))) << dtype_name(dtype) << " " << i;
+    }
+    const int64_t chunk = 3;
+    Tensor in = make(n * chunk, [&](int64_t j) { return float(r + j); });
+    Tensor out = Tensor::zeros({chunk}, dtype);
+    comm->reduce_scatter(in, out);
+    const Tensor scattered = read(out);
+    for (int64_t k = 0; k < chunk; ++k)
+      EXPECT_EQ(scattered.f32()[k], float(n * (n - 1) / 2) + float(n) * float(r * chunk + k)) << dtype_name(dtype);
+  }
+  Tensor rounding = Tensor::zeros({1}, DType::bf16);
+  rounding.data<bf16>()[0] = to_bf16(r == 0 ? 1.0f : 1.0f / 512.0f);
+  comm->all_reduce(rounding);
+  const float got = to_float(rounding.data<bf16>()[0]);
+  EXPECT_EQ(to_float(to_bf16(got)), got);  // a bf16 value: rounded, not an f32 sum
+  EXPECT_NEAR(got, 1.0f + float(n - 1) / 512.0f, float(n) / 256.0f);
 }
 
 TEST(CommCollectives, AllGatherIntoSeparateBufferAndInPlace) {

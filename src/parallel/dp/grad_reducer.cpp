@@ -5,21 +5,35 @@
 #include <algorithm>
 
 #include "core/cuda/device.h"
+#include "ops/cast.h"
 
 namespace tessera {
 namespace {
 
-// dst[dst_offset, +n) = src[src_offset, +n), on the device both live on.
+// dst[dst_offset, +n) = src[src_offset, +n), on the device both live on, converted to dst's dtype.
 void copy_elements(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t n) {
   if (n <= 0) return;
   Tensor to = dst.view(dst_offset, {n});
-  copy_tensor(to, src.view(src_offset, {n}));
+  cast_copy(to, src.view(src_offset, {n}));
 }
 
 }  // namespace
 
-GradReducer::GradReducer(std::vector<Comm*> groups, std::vector<Bucket> buckets, int zero_stage, bool overlap)
-    : groups_(std::move(groups)), buckets_(std::move(buckets)), zero_stage_(zero_stage), overlap_(overlap) {
+DType parse_grad_reduce_dtype(const std::string& flag) {
+  TS_CHECK(flag == "fp32" || flag == "bf16", "--grad-reduce-dtype must be fp32 or bf16 (gradients compressed to ",
+           "half the bytes for the data-parallel reduction), got '", flag, "'");
+  return flag == "bf16" ? DType::bf16 : DType::f32;
+}
+
+GradReducer::GradReducer(std::vector<Comm*> groups, std::vector<Bucket> buckets, int zero_stage, bool overlap,
+                         DType reduce_dtype)
+    : groups_(std::move(groups)),
+      buckets_(std::move(buckets)),
+      zero_stage_(zero_stage),
+      overlap_(overlap),
+      reduce_dtype_(reduce_dtype) {
+  TS_CHECK(reduce_dtype == DType::f32 || reduce_dtype == DType::bf16, "GradReducer: gradients reduce in f32 or bf16, not ",
+           dtype_name(reduce_dtype));
   for (const Bucket& b : buckets_)
     TS_CHECK(b.group >= 0 && size_t(b.group) < groups_.size(), "GradReducer: a bucket of group ", b.group, " but ",
              groups_.size(), " groups");
@@ -45,17 +59,22 @@ void GradReducer::launch(size_t index) {
   InFlight f;
   f.bucket = index;
   Tensor region = grads_.view(b.begin, {b.size()});
+  const bool compressed = reduce_dtype_ != DType::f32;
   if (zero_stage_ == 0) {
-    f.work = comm.all_reduce_async(region);
+    if (compressed) {  // widened back into the gradient by finish()
+      f.padded_in = Tensor::zeros({b.size()}, reduce_dtype_, grads_.device());
+      copy_elements(f.padded_in, 0, region, 0, b.size());
+    }
+    f.work = comm.all_reduce_async(compressed ? f.padded_in : region);
   } else {
     // Reduce-scatter needs dp equal chunks: pad the bucket when its length does not divide.
     Tensor in = region;
-    if (b.size() != b.chunk * dp) {
-      f.padded_in = Tensor::zeros({b.chunk * dp}, DType::f32, grads_.device());
+    if (compressed || b.size() != b.chunk * dp) {
+      f.padded_in = Tensor::zeros({b.chunk * dp}, reduce_dtype_, grads_.device());
       copy_elements(f.padded_in, 0, region, 0, b.size());
       in = f.padded_in;
     }
-    f.padded_out = Tensor::zeros({b.chunk}, DType::f32, grads_.device());
+    f.padded_out = Tensor::zeros({b.chunk}, reduce_dtype_, grads_.device());
     f.work = comm.reduce_scatter_async(in, f.padded_out);
   }
   in_flight_.push_back(std::move(f));
@@ -65,10 +84,11 @@ void GradReducer::finish() {
   while (next_ < buckets_.size()) launch(next_++);
   for (InFlight& f : in_flight_) {
     f.work.wait();
-    if (zero_stage_ > 0) {
-      const Bucket& b = buckets_[f.bucket];
+    const Bucket& b = buckets_[f.bucket];
+    if (zero_stage_ > 0)
       copy_elements(shard_, b.shard_offset, f.padded_out, 0, b.owned());
-    }
+    else if (f.padded_in.defined())
+      copy_elements(grads_, b.begin, f.padded_in, 0, b.size());
   }
   in_flight_.clear();
   next_ = 0;

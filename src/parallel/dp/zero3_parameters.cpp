@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/cuda/device.h"
+#include "ops/cast.h"
 #include "ops/residual.h"
 
 namespace tessera {
@@ -14,8 +15,10 @@ constexpr size_t kMaxReductionsInFlight = 2;
 }  // namespace
 
 Zero3Parameters::Zero3Parameters(Comm& dp, const ParameterLayout& layout, std::vector<Bucket> parts,
-                                 const Tensor& params, Tensor grad_shard)
-    : comm_(dp), parts_(std::move(parts)), grad_shard_(std::move(grad_shard)) {
+                                 const Tensor& params, Tensor grad_shard, DType reduce_dtype)
+    : comm_(dp), parts_(std::move(parts)), grad_shard_(std::move(grad_shard)), reduce_dtype_(reduce_dtype) {
+  TS_CHECK(reduce_dtype == DType::f32 || reduce_dtype == DType::bf16, "ZeRO-3: gradients reduce in f32 or bf16, not ",
+           dtype_name(reduce_dtype));
   TS_CHECK(params.numel() == layout.total(), "ZeRO-3: ", params.numel(), " parameters for a layout of ",
            layout.total());
   const int64_t shard = shard_size(parts_);
@@ -103,8 +106,13 @@ Tensor Zero3Parameters::grads(int64_t part) {
 void Zero3Parameters::grads_final(int64_t part) {
   auto it = grads_.find(part);
   TS_CHECK(it != grads_.end(), "ZeRO-3: part ", part, "'s gradients are final before backward wrote any");
-  Reduction r{part, Work(), std::move(it->second), Tensor::zeros({bucket(part).chunk}, DType::f32, params_.device())};
+  Reduction r{part, Work(), std::move(it->second), Tensor::zeros({bucket(part).chunk}, reduce_dtype_, params_.device())};
   grads_.erase(it);
+  if (reduce_dtype_ != DType::f32) {
+    Tensor compressed = Tensor::zeros(r.in.shape(), reduce_dtype_, params_.device());
+    cast_copy(compressed, r.in);
+    r.in = std::move(compressed);
+  }
   r.work = comm_.reduce_scatter_async(r.in, r.out);
   reductions_.push_back(std::move(r));
   while (reductions_.size() > kMaxReductionsInFlight || (!reductions_.empty() && reductions_.front().work.done()))
@@ -117,7 +125,13 @@ void Zero3Parameters::retire_oldest_reduction() {
   const Bucket& b = bucket(r.part);
   if (b.owned() > 0) {
     Tensor to = grad_shard_.view(b.shard_offset, {b.owned()});
-    add_inplace(to, r.out.view(0, {b.owned()}));
+    Tensor sum = r.out.view(0, {b.owned()});
+    if (reduce_dtype_ != DType::f32) {
+      Tensor wide = Tensor::zeros({b.owned()}, DType::f32, params_.device());
+      cast_copy(wide, sum);
+      sum = std::move(wide);
+    }
+    add_inplace(to, sum);
   }
   reductions_.pop_front();
 }

@@ -5,8 +5,9 @@
 // order, the optimizer's state layout too.
 //   gather(part, next)   all-gather of the part's chunks into a buffer of the whole part; `next`'s
 //                        all-gather starts at once, so that it arrives while `part` computes
-//   grads_final(part)    reduce-scatter of the part's gradient buffer (dp chunks, padding zero); the
-//                        rank's chunk of the sum is added into the gradient shard on arrival
+//   grads_final(part)    reduce-scatter of the part's gradient buffer (dp chunks, padding zero; in
+//                        bf16 when so compressed); the rank's chunk of the sum is added into the
+//                        gradient shard on arrival
 // Buffers live only while a part is held or reduced: at most two reductions are in flight (the
 // oldest is waited for beyond that), and the decoder holds at most two parts at once (the current
 // one and the one being prefetched; the classifier of a tied model a third, the embeddings).
@@ -28,9 +29,10 @@ class Zero3Parameters : public ShardedParameters {
  public:
   // parts: one bucket per part of `layout` (make_buckets over the parts' first offsets); params:
   // the whole flat parameters, of which this rank keeps a copy of its chunks; grad_shard: the
-  // gradient shard (shard layout) that reductions accumulate into, kept by handle.
+  // gradient shard (shard layout) that reductions accumulate into, kept by handle; reduce_dtype:
+  // f32, or bf16 to reduce-scatter gradients compressed (GradReducer's).
   Zero3Parameters(Comm& dp, const ParameterLayout& layout, std::vector<Bucket> parts, const Tensor& params,
-                  Tensor grad_shard);
+                  Tensor grad_shard, DType reduce_dtype = DType::f32);
 
   Tensor gather(int64_t part, int64_t next) override;
   void release(int64_t part) override;
@@ -65,7 +67,7 @@ class Zero3Parameters : public ShardedParameters {
   struct Reduction {
     int64_t part;
     Work work;
-    Tensor in, out;  // the part's padded gradient; this rank's chunk of the sum
+    Tensor in, out;  // the part's padded gradient (in the reduce dtype); this rank's chunk of the sum
   };
   const Bucket& bucket(int64_t part) const;
   void start_gather(int64_t part);
@@ -76,6 +78,7 @@ class Zero3Parameters : public ShardedParameters {
   std::vector<Bucket> parts_;           // in make_buckets' order
   std::map<int64_t, size_t> index_;     // part -> its bucket
   Tensor params_, grad_shard_;
+  DType reduce_dtype_;
   std::map<int64_t, Gathered> gathered_;  // held or arriving
   std::map<int64_t, Tensor> grads_;       // being accumulated by backward, padded to dp chunks
   std::deque<Reduction> reductions_;      // in flight, oldest first
