@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel step time on CPU under mpirun: the benchmark GPT-2 (L=4, C=256, H=4, T=256,
-# V=8192, fp32) at dp=2 with overlap on and off, ZeRO 0/1/2 and gradients reduced in bf16, against the compute-only time
-# (one process doing one rank's share, no communication). Exposed communication = step time −
+# V=8192, fp32) at dp=2 with overlap on and off, ZeRO 0/1/2 and gradients reduced in bf16, against
+# the compute-only time (one process doing one rank's share, no communication). Exposed communication = step time −
 # compute-only time. Also the peak host memory per rank at dp=4 for each ZeRO stage.
 # Usage: bench/dp_step.sh [steps=8]   (appends to bench/results/cpu-dp-step.jsonl)
 set -euo pipefail
