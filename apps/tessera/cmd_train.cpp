@@ -128,6 +128,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
                  "fp32, or bf16: data-parallel gradients reduced compressed to half the bytes")
       ->capture_default_str();
+  cmd.add_option("--powersgd-rank", c.powersgd_rank,
+                 "Compress data-parallel gradients with PowerSGD at this rank (0 = off; ZeRO 0-2)")
+      ->capture_default_str();
   cmd.add_option("--device-comm", c.device_comm,
                  "How GPU tensors travel between ranks: auto (NCCL when every rank has its own GPU), nccl, or host "
                  "(copied through host memory, over MPI)")

@@ -36,6 +36,18 @@ std::vector<Bucket> model_buckets(const Decoder& model, const ProcessGrid& grid,
                       {{grid.dp_cp->rank(), grid.dp_cp->size()}, {grid.expert_dp->rank(), grid.expert_dp->size()}});
 }
 
+// PowerSGD over the model's matrices (a tensor of more than two dimensions as its first dimension
+// by the rest), or none.
+std::unique_ptr<PowerSgd> powersgd_for(const Decoder& model, const DataParallelOptions& options) {
+  if (options.powersgd_rank == 0) return nullptr;
+  TS_CHECK(options.zero_stage < 3, "DataParallel: PowerSGD compresses the bucketed reduction of ZeRO 0-2, not ZeRO-3's");
+  std::vector<GradMatrix> matrices;
+  for (const ParamSpec& s : model.layout().specs())
+    if (s.shape.size() >= 2) matrices.push_back({s.offset, s.shape[0], s.numel() / s.shape[0]});
+  constexpr uint64_t kSeed = 0x5eed;  // the same Q on every rank
+  return std::make_unique<PowerSgd>(std::move(matrices), options.powersgd_rank, kSeed, model.device());
+}
+
 double squared_norm_of(const Tensor& t, const std::vector<OffsetRange>& ranges) {
   double sq = 0.0;
   for (const OffsetRange& r : ranges) sq += squared_norm(t.view(r.begin, {r.end - r.begin}));
@@ -52,7 +64,7 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
       options_(options),
       experts_(model.ep_place().size > 1 ? model.expert_ranges() : std::vector<OffsetRange>{}),
       reducer_({grid.dp_cp.get(), grid.expert_dp.get()}, model_buckets(model, grid, experts_, options),
-               options.zero_stage, options.overlap, options.reduce_dtype) {
+               options.zero_stage, options.overlap, options.reduce_dtype, powersgd_for(model, options)) {
   TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 3, "--zero must be 0, 1, 2 or 3, got ",
            options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());

@@ -25,6 +25,7 @@ struct DataParallelOptions {
   int64_t bucket_bytes = 25 << 20;
   bool overlap = true;
   DType reduce_dtype = DType::f32;  // the gradients' dtype on the wire: f32, or bf16 (compressed)
+  int powersgd_rank = 0;            // > 0: PowerSGD compression of that rank (ZeRO 0-2, f32 on the wire)
 };
 
 // A rank's fp32 parameter bytes: those it keeps between steps (the flat buffer, or its ZeRO-3
@@ -74,6 +75,8 @@ class DataParallel {
   // parameters another rank counts: a pipeline stage's tied copy, a tp rank's replicated ones);
   // summed over dp under sharding.
   double squared_grad_norm(const std::vector<OffsetRange>& excluded = {});
+  // The step was skipped (non-finite or spiking gradients): compression state built from them is dropped.
+  void step_skipped() { reducer_.step_skipped(); }
   // After the optimizer step: all-gather the updated parameters under ZeRO.
   void after_update();
   // Collective over dp under ZeRO-3: dp rank 0 receives the whole flat parameters into `full`

@@ -67,6 +67,14 @@ void TrainConfig::validate() const {
   TS_CHECK(zero < 3 || ep <= 1, "--zero 3 shards over --dp, --cp, --tp and --pp and cannot be combined with --ep ", ep,
            "; use --zero 2 with --ep ", ep, ", or drop --ep");
   parse_grad_reduce_dtype(grad_reduce_dtype);
+  TS_CHECK(powersgd_rank >= 0 && powersgd_rank <= kMaxPowerSgdRank, "--powersgd-rank must be in [0, ", kMaxPowerSgdRank,
+           "] (0 = off), got ", powersgd_rank);
+  TS_CHECK(powersgd_rank == 0 || zero < 3, "--powersgd-rank compresses the all-reduced gradient of ZeRO 0, 1 and 2; ",
+           "ZeRO-3 reduce-scatters each block instead: use --zero 2 with --powersgd-rank, or drop it");
+  TS_CHECK(powersgd_rank == 0 || grad_reduce_dtype == "fp32",
+           "--powersgd-rank sends its factors in fp32; drop --grad-reduce-dtype ", grad_reduce_dtype);
+  TS_CHECK(powersgd_rank == 0 || dtype != "fp16", "--powersgd-rank keeps error feedback in gradient units, which fp16's ",
+           "changing loss scale would break; use --dtype bf16 or fp32 with it");
   TS_CHECK(bucket_mb > 0 && bucket_mb <= kMaxBucketMb, "--bucket-mb must be in (0, ", kMaxBucketMb, "], got ",
            bucket_mb);
   TS_CHECK(comm_timeout > 0 && comm_timeout <= kMaxCommTimeout, "--comm-timeout must be in (0, ", kMaxCommTimeout,

@@ -12,6 +12,7 @@ namespace tessera {
 inline constexpr int kMaxThreads = 1024;
 // The largest gradient bucket (MiB; 1 TiB) and communication timeout (seconds; about 115 days) accepted.
 inline constexpr double kMaxBucketMb = 1 << 20;
+inline constexpr int kMaxPowerSgdRank = 1024;  // beyond it factors are no smaller than the matrices
 inline constexpr double kMaxCommTimeout = 1e7;
 
 struct TrainConfig {
@@ -67,6 +68,7 @@ struct TrainConfig {
   double bucket_mb = 25.0;                      // gradient bucket size
   bool overlap = true;                          // reduce buckets during backward
   std::string grad_reduce_dtype = "fp32";       // data-parallel gradients travel in fp32 or bf16 (compressed)
+  int powersgd_rank = 0;                        // > 0: data-parallel gradients travel as rank-r factors
   double comm_timeout = 300.0;                  // seconds before a collective is declared hung
   std::string device_comm = "auto";             // GPU tensors between ranks: auto, nccl or host (through MPI)
   // bookkeeping

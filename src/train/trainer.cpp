@@ -112,7 +112,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   data_parallel_ = std::make_unique<DataParallel>(
       grid_, *model_,
       DataParallelOptions{config_.zero, int64_t(config_.bucket_mb * double(1 << 20)), config_.overlap,
-                          parse_grad_reduce_dtype(config_.grad_reduce_dtype)});
+                          parse_grad_reduce_dtype(config_.grad_reduce_dtype), config_.powersgd_rank});
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
                                        device_.device);
@@ -372,6 +372,7 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
     line << "step " << step << ": fp16 gradients overflowed at loss scale " << scale
          << "; update skipped, loss scale now " << loss_scaler_.scale();
     skip_reason_ = "fp16 overflow";
+    data_parallel_->step_skipped();
     if (is_reporting_rank()) progress.message(line.str());
     return std::nullopt;
   }
@@ -385,6 +386,7 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
          << "); update skipped, " << bad_steps_.in_a_row() << " of --max-bad-steps " << bad_steps_.max_bad_steps()
          << " in a row";
     if (!stop) {
+      data_parallel_->step_skipped();
       if (is_reporting_rank()) progress.message(line.str());
       return std::nullopt;
     }

@@ -386,6 +386,13 @@ std::vector<BadInput> number_cases() {
       flag("Zero3WithZeroBubble", "--zero 3 --pp 2 --pipeline-schedule zero-bubble",
            "before zero-bubble's deferred weight gradients; use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 3"),
       flag("ZeroStageFour", "--zero 4", "--zero must be 0, 1, 2 or 3, got 4"),
+      // Compressed reductions: an unknown wire dtype, and PowerSGD where it cannot apply.
+      flag("GradReduceDtypeFp8", "--grad-reduce-dtype fp8", "--grad-reduce-dtype must be fp32 or bf16"),
+      flag("NegativePowerSgdRank", "--powersgd-rank -1", "--powersgd-rank must be in [0, 1024] (0 = off), got -1"),
+      flag("PowerSgdWithZero3", "--powersgd-rank 4 --zero 3", "use --zero 2 with --powersgd-rank, or drop it"),
+      flag("PowerSgdInBf16", "--powersgd-rank 4 --grad-reduce-dtype bf16",
+           "--powersgd-rank sends its factors in fp32; drop --grad-reduce-dtype bf16"),
+      flag("PowerSgdWithFp16", "--powersgd-rank 4 --dtype fp16", "use --dtype bf16 or fp32 with it"),
       {"number", "EvalBatchPastInt64",
        [](auto d) {
          return "eval --checkpoint " + (d / "run").string() + " --val-data " + (d / "train_000000.bin").string() +

@@ -26,14 +26,16 @@ DType parse_grad_reduce_dtype(const std::string& flag) {
 }
 
 GradReducer::GradReducer(std::vector<Comm*> groups, std::vector<Bucket> buckets, int zero_stage, bool overlap,
-                         DType reduce_dtype)
+                         DType reduce_dtype, std::unique_ptr<PowerSgd> powersgd)
     : groups_(std::move(groups)),
       buckets_(std::move(buckets)),
       zero_stage_(zero_stage),
       overlap_(overlap),
-      reduce_dtype_(reduce_dtype) {
+      reduce_dtype_(reduce_dtype),
+      powersgd_(std::move(powersgd)) {
   TS_CHECK(reduce_dtype == DType::f32 || reduce_dtype == DType::bf16, "GradReducer: gradients reduce in f32 or bf16, not ",
            dtype_name(reduce_dtype));
+  TS_CHECK(!powersgd_ || reduce_dtype == DType::f32, "GradReducer: PowerSGD's factors travel in f32");
   for (const Bucket& b : buckets_)
     TS_CHECK(b.group >= 0 && size_t(b.group) < groups_.size(), "GradReducer: a bucket of group ", b.group, " but ",
              groups_.size(), " groups");
@@ -60,7 +62,9 @@ void GradReducer::launch(size_t index) {
   f.bucket = index;
   Tensor region = grads_.view(b.begin, {b.size()});
   const bool compressed = reduce_dtype_ != DType::f32;
-  if (zero_stage_ == 0) {
+  if (powersgd_) {
+    f.round = powersgd_->start(comm, grads_, b);
+  } else if (zero_stage_ == 0) {
     if (compressed) {  // widened back into the gradient by finish()
       f.padded_in = Tensor::zeros({b.size()}, reduce_dtype_, grads_.device());
       copy_elements(f.padded_in, 0, region, 0, b.size());
@@ -83,8 +87,13 @@ void GradReducer::launch(size_t index) {
 void GradReducer::finish() {
   while (next_ < buckets_.size()) launch(next_++);
   for (InFlight& f : in_flight_) {
-    f.work.wait();
     const Bucket& b = buckets_[f.bucket];
+    if (f.round) {
+      powersgd_->complete(*groups_[size_t(b.group)], grads_, *f.round);
+      if (zero_stage_ > 0) copy_elements(shard_, b.shard_offset, grads_, b.owned_begin, b.owned());
+      continue;
+    }
+    f.work.wait();
     if (zero_stage_ > 0)
       copy_elements(shard_, b.shard_offset, f.padded_out, 0, b.owned());
     else if (f.padded_in.defined())
@@ -94,6 +103,10 @@ void GradReducer::finish() {
   next_ = 0;
   grads_ = Tensor();  // hold no buffer past the reduction (ZeRO-2 frees the gradient)
   shard_ = Tensor();
+}
+
+void GradReducer::step_skipped() {
+  if (powersgd_) powersgd_->reset_errors();
 }
 
 void GradReducer::all_gather(Tensor& full, const Tensor* shard) {

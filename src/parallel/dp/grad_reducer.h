@@ -6,14 +6,19 @@
 // (parameters after a ZeRO update, optimizer moments for a checkpoint). Each bucket reduces over its
 // own group (buckets.h). Gradients may travel compressed to bf16 (reduce_dtype): each bucket is
 // rounded to bf16, reduced in bf16 (every partial sum rounded, as NCCL does) and widened back into
-// the f32 gradient or shard; half the bytes on the wire, about 3 significant digits kept.
+// the f32 gradient or shard; half the bytes on the wire, about 3 significant digits kept. Or they
+// may travel as PowerSGD's low-rank factors (powersgd.h): each bucket is summed over its group in
+// two rounds, the second when finish() reaches it; under ZeRO 1/2 the rank then keeps its chunk.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "parallel/comm.h"
 #include "parallel/dp/buckets.h"
+#include "parallel/dp/powersgd.h"
 
 namespace tessera {
 
@@ -22,9 +27,10 @@ DType parse_grad_reduce_dtype(const std::string& flag);
 
 class GradReducer {
  public:
-  // groups[b.group] is the communicator of bucket b; reduce_dtype is f32 or bf16.
+  // groups[b.group] is the communicator of bucket b; reduce_dtype is f32 or bf16; powersgd, when
+  // given, compresses every bucket (in f32) instead.
   GradReducer(std::vector<Comm*> groups, std::vector<Bucket> buckets, int zero_stage, bool overlap,
-              DType reduce_dtype = DType::f32);
+              DType reduce_dtype = DType::f32, std::unique_ptr<PowerSgd> powersgd = nullptr);
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int64_t shard_size() const;
@@ -35,6 +41,8 @@ class GradReducer {
   // Backward has finalised every gradient at offset >= `offset`: launch the buckets now complete.
   void grads_final_from(int64_t offset);
   void finish();
+  // The step these gradients were for was skipped: compression errors from them are dropped.
+  void step_skipped();
 
   // full[b.begin, b.end) of every bucket receives every rank's owned part. The owned parts are read
   // from `shard` (shard layout) when given, else from `full` itself.
@@ -48,11 +56,13 @@ class GradReducer {
   int zero_stage_;
   bool overlap_;
   DType reduce_dtype_;
+  std::unique_ptr<PowerSgd> powersgd_;
   Tensor grads_, shard_;
   size_t next_ = 0;  // buckets launched so far, in launch order
   struct InFlight {
     Work work;
     Tensor padded_in, padded_out;  // staging when a bucket does not split evenly or travels in bf16
+    std::optional<PowerSgd::Round> round;  // under PowerSGD
     size_t bucket;
   };
   std::vector<InFlight> in_flight_;

@@ -1,0 +1,63 @@
+// PowerSGD gradient compression (Vogels et al., 2019) for the data-parallel reduction: each large
+// gradient matrix M (n × m) travels as two rank-r factors instead of n·m values.
+//   round 1   M += E (this rank's error from the last step);  P = M Q;  all-reduce every P (and,
+//             packed beside them, the bucket's elements no factor covers: vectors and small matrices)
+//   round 2   P ← orthonormal columns of P;  Qᵀ = Pᵀ M;  all-reduce every Q
+//   result    M_sum ≈ P Qᵀ (the sum over ranks projected on P's columns), written over the gradient;
+//             E = M − P Qᵀ / ranks, what this rank's share of the sum lost, added back next step
+// Q is kept between steps (warm start) and starts from the same seeded normal values on every rank;
+// P's orthonormalisation is the same on every rank (it runs on the all-reduced P). A matrix is
+// compressed only when its factors are at most half its size. The error buffers hold one fp32 copy
+// of the compressed matrices; Q and E are not checkpointed (a resumed run starts them afresh).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nn/parameter_layout.h"
+#include "parallel/comm.h"
+#include "parallel/dp/buckets.h"
+
+namespace tessera {
+
+// A gradient of the flat buffer seen as a matrix: [offset, offset + rows·cols), row-major.
+struct GradMatrix {
+  int64_t offset = 0, rows = 0, cols = 0;
+};
+
+class PowerSgd {
+ public:
+  // One bucket's reduction between start() and complete().
+  struct Round {
+    Work work;
+    Tensor packed;                      // round 1's buffer: the uncovered elements, then every P
+    std::vector<size_t> matrices;       // indices into the compressed matrices, in the bucket
+    std::vector<OffsetRange> uncovered;  // the bucket's other elements (flat offsets)
+  };
+
+  // matrices: the flat buffer's 2-D (and higher, as rows × the rest) gradients; rank: r.
+  PowerSgd(std::vector<GradMatrix> matrices, int rank, uint64_t seed, Device device);
+
+  // Round 1 of `bucket` of `grads` (the full flat gradient) over `comm`.
+  Round start(Comm& comm, Tensor& grads, const Bucket& bucket);
+  // Waits for round 1, runs round 2, and leaves the bucket's compressed sum in `grads`.
+  void complete(Comm& comm, Tensor& grads, Round& round);
+  // Forgets the accumulated errors (after a step that was skipped for non-finite gradients).
+  void reset_errors();
+
+  int64_t compressed_elements() const;  // of the flat buffer, in factored form on the wire
+  // The error buffer of the compressed matrix at flat `offset` (rows × cols); throws for another offset.
+  const Tensor& error_of(int64_t offset) const;
+  int rank() const { return rank_; }
+
+ private:
+  struct Factored {
+    GradMatrix m;
+    Tensor qt;     // (r, cols): Qᵀ, kept between steps
+    Tensor error;  // (rows, cols)
+  };
+  std::vector<Factored> factored_;  // by offset
+  int rank_;
+};
+
+}  // namespace tessera
