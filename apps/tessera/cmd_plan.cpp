@@ -2,6 +2,7 @@
 // schedule (parallel/pp): each rank's timeline, the bubble against the textbook value, and the most
 // micro-batches whose activations a stage holds at once; with --model, which blocks each chunk holds
 // (nn/stage_partition: balanced by cost, or --pipeline-boundaries) and each chunk's share of the work.
+// `plan memory` takes `tessera train`'s layout flags and prints each rank's bytes (train/memory_plan).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -10,10 +11,14 @@
 
 #include "commands.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "nn/model_presets.h"
 #include "nn/stage_partition.h"
 #include "parallel/pp/pipeline_render.h"
 #include "parallel/pp/pipeline_simulator.h"
+#include "train/device_choice.h"
+#include "train/memory_plan_report.h"
+#include "train/model_setup.h"
 
 namespace tessera::cli {
 namespace {
@@ -73,10 +78,36 @@ void plan_pipeline(const PipelineOptions& o) {
   std::printf("%s", stages.c_str());
 }
 
+struct MemoryOptions {
+  TrainConfig run;
+  double device_memory_gb = 80;
+  bool json = false;
+};
+
+void plan_memory_command(MemoryOptions o, const CLI::App& command) {
+  TrainConfig& c = o.run;
+  TS_CHECK(o.device_memory_gb > 0, "--device-memory-gb must be a positive number of GiB, got ", o.device_memory_gb);
+  // Without --batch-size, a step of pp micro-batches per data-parallel rank: enough to fill a pipeline.
+  if (command.count("--batch-size") == 0 && c.micro_batch_size > 0)
+    c.batch_size = c.micro_batch_size * std::max(c.dp, 1) * c.pp;
+  const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
+  const DType compute = choose_compute_dtype(c.dtype, Device::cuda);
+  const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
+  const MemoryPlan plan = plan_memory(c, model, compute, device_bytes);
+  const std::vector<std::string> fixes =
+      plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, device_bytes);
+  const std::string title = c.init_from.empty() ? c.model : c.init_from;
+  if (o.json)
+    std::printf("%s\n", memory_plan_json(plan, title, fixes).dump(2).c_str());
+  else
+    std::printf("%s", memory_plan_text(plan, title, fixes).c_str());
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
-  CLI::App* plan = add_command(app, "plan", "Plan a parallel layout before a run: pipeline (schedule timeline, bubble)");
+  CLI::App* plan = add_command(app, "plan",
+                               "Plan a run before it starts: pipeline (schedule timeline, bubble), memory (bytes per rank)");
   plan->require_subcommand(1);
   auto o = std::make_shared<PipelineOptions>();
   CLI::App* pipeline =
@@ -93,6 +124,20 @@ void add_plan_command(CLI::App& app) {
                        "The first block of each chunk after the first (default: balanced by cost)")
       ->delimiter(',');
   pipeline->callback([o] { plan_pipeline(*o); });
+
+  auto m = std::make_shared<MemoryOptions>();
+  CLI::App* memory = add_command(
+      *plan, "memory",
+      "Bytes each rank of a GPU run will hold at its peak (weights, gradients, AdamW moments, activations of the "
+      "micro-batches in flight), and whether that fits the device; takes tessera train's flags");
+  bind_layout_flags(*memory, m->run);
+  memory->add_option("--device-memory-gb", m->device_memory_gb, "Memory of one device in GiB (H100 80GB: 80)")
+      ->capture_default_str();
+  memory->add_flag("--json", m->json, "Print the plan as JSON (bytes) instead of a table");
+  memory->footer(
+      "Without --batch-size, a step runs --pp micro-batches of --micro-batch-size per data-parallel rank. --dtype auto "
+      "is bf16, the GPU's default.");
+  memory->callback([m, memory] { plan_memory_command(*m, *memory); });
 }
 
 }  // namespace tessera::cli

@@ -22,7 +22,9 @@ std::string preset_list() {
   return names;
 }
 
-void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
+}  // namespace
+
+void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--model", c.model,
                  "Model preset (with --resume: the checkpoint's): " + preset_list())
       ->capture_default_str();
@@ -38,6 +40,49 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
   cmd.add_option("--recompute-layers", c.recompute_layers, "Recompute only the first N blocks (0 = every block)")
       ->capture_default_str();
+  cmd.add_option("--batch-size", c.batch_size, "Global batch in sequences")->capture_default_str();
+  cmd.add_option("--micro-batch-size", c.micro_batch_size, "Sequences per forward pass (0 = --batch-size)")
+      ->capture_default_str();
+  cmd.add_option("--seq-len", c.seq_len, "Tokens per sequence")->capture_default_str();
+  cmd.add_option("--dtype", c.dtype, "Compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16")
+      ->capture_default_str();
+  cmd.add_option("--dp", c.dp, "Data-parallel degree (0 = the world size / (tp·pp·cp))")->capture_default_str();
+  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
+  cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->capture_default_str();
+  cmd.add_flag("--sequence-parallel,!--no-sequence-parallel", c.sequence_parallel,
+               "With --tp: norms and residual adds hold 1/tp of the positions (on by default)");
+  cmd.add_option("--virtual-stages", c.virtual_stages, "Model chunks per pipeline rank (interleaved schedule)")
+      ->capture_default_str();
+  cmd.add_option("--pipeline-schedule", c.pipeline_schedule, "gpipe, 1f1b, interleaved or zero-bubble")
+      ->capture_default_str();
+  cmd.add_option("--pipeline-boundaries", c.pipeline_boundaries,
+                 "The first block of each pipeline chunk after the first (default: balanced by cost)")
+      ->delimiter(',');
+  cmd.add_option("--cp", c.cp,
+                 "Context-parallel degree: each sequence split over cp ranks, ring attention (--seq-len a multiple "
+                 "of 2·cp)")
+      ->capture_default_str();
+  cmd.add_option("--ep", c.ep,
+                 "Expert-parallel degree: each MoE layer's experts shared out over ep data-parallel ranks (divides "
+                 "--dp and the experts)")
+      ->capture_default_str();
+  cmd.add_option("--zero", c.zero,
+                 "ZeRO stage: 0, 1 (shard optimizer state), 2 (and gradients) or 3 (and parameters; over --dp and "
+                 "--cp, a tp rank's slices of a pipeline stage; not with --ep)")
+      ->capture_default_str();
+  cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB (ZeRO-3: one bucket per block)")->capture_default_str();
+  cmd.add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
+                 "fp32, or bf16: data-parallel gradients reduced compressed to half the bytes")
+      ->capture_default_str();
+  cmd.add_option("--powersgd-rank", c.powersgd_rank,
+                 "Compress data-parallel gradients with PowerSGD at this rank (0 = off; ZeRO 0-2)")
+      ->capture_default_str();
+}
+
+namespace {
+
+void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
+  bind_layout_flags(cmd, c);
   cmd.add_option("--moe-aux-coef", c.moe_aux_coef, "MoE load-balancing loss coefficient")->capture_default_str();
   cmd.add_option("--moe-z-coef", c.moe_z_coef, "MoE router z-loss coefficient (0 = off)")->capture_default_str();
   cmd.add_option("--moe-capacity-factor", c.moe_capacity_factor,
@@ -50,10 +95,6 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--val-data", c.val_data, "Glob of token shards for validation");
   cmd.add_option("--tokenizer", c.tokenizer,
                  "tokenizer.json, or a folder with encoder.json + vocab.bpe; a preset's vocabulary follows it");
-  cmd.add_option("--batch-size", c.batch_size, "Global batch in sequences")->capture_default_str();
-  cmd.add_option("--micro-batch-size", c.micro_batch_size, "Sequences per forward pass (0 = --batch-size)")
-      ->capture_default_str();
-  cmd.add_option("--seq-len", c.seq_len, "Tokens per sequence")->capture_default_str();
   cmd.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
   cmd.add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   cmd.add_option("--min-lr", c.min_lr, "Final learning rate of cosine/wsd")->capture_default_str();
@@ -91,8 +132,6 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)")->capture_default_str();
   cmd.add_option("--device", c.device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
       ->capture_default_str();
-  cmd.add_option("--dtype", c.dtype, "Compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16")
-      ->capture_default_str();
   cmd.add_option("--attention-kernel", c.attention_kernel,
                  "GPU attention in bf16/fp16: tessera (our tensor-core kernels) or cudnn (cuDNN's fused attention)")
       ->capture_default_str();
@@ -101,36 +140,7 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--loss-scale", c.loss_scale, "Initial dynamic loss scale")->capture_default_str();
   cmd.add_option("--loss-scale-window", c.loss_scale_window, "Overflow-free steps before the loss scale doubles")
       ->capture_default_str();
-  cmd.add_option("--dp", c.dp, "Data-parallel degree (0 = the world size / (tp·pp·cp))")->capture_default_str();
-  cmd.add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
-  cmd.add_option("--pp", c.pp, "Pipeline-parallel degree")->capture_default_str();
-  cmd.add_flag("--sequence-parallel,!--no-sequence-parallel", c.sequence_parallel,
-               "With --tp: norms and residual adds hold 1/tp of the positions (on by default)");
-  cmd.add_option("--virtual-stages", c.virtual_stages, "Model chunks per pipeline rank (interleaved schedule)")
-      ->capture_default_str();
-  cmd.add_option("--pipeline-schedule", c.pipeline_schedule, "gpipe, 1f1b, interleaved or zero-bubble")
-      ->capture_default_str();
-  cmd.add_option("--pipeline-boundaries", c.pipeline_boundaries,
-                 "The first block of each pipeline chunk after the first (default: balanced by cost)")
-      ->delimiter(',');
-  cmd.add_option("--cp", c.cp,
-                 "Context-parallel degree: each sequence split over cp ranks, ring attention (--seq-len a multiple "
-                 "of 2·cp; CPU only for now)")
-      ->capture_default_str();
-  cmd.add_option("--ep", c.ep,
-                 "Expert-parallel degree: each MoE layer's experts shared out over ep data-parallel ranks (divides "
-                 "--dp and the experts)")
-      ->capture_default_str();
-  cmd.add_option("--zero", c.zero, "ZeRO stage: 0, 1 (shard optimizer state), 2 (and gradients) or 3 (and parameters; over --dp and --cp)")
-      ->capture_default_str();
-  cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB (ZeRO-3: one bucket per block)")->capture_default_str();
   cmd.add_flag("!--no-overlap", c.overlap, "Reduce gradients after backward instead of during it");
-  cmd.add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
-                 "fp32, or bf16: data-parallel gradients reduced compressed to half the bytes")
-      ->capture_default_str();
-  cmd.add_option("--powersgd-rank", c.powersgd_rank,
-                 "Compress data-parallel gradients with PowerSGD at this rank (0 = off; ZeRO 0-2)")
-      ->capture_default_str();
   cmd.add_option("--device-comm", c.device_comm,
                  "How GPU tensors travel between ranks: auto (NCCL when every rank has its own GPU), nccl, or host "
                  "(copied through host memory, over MPI)")

@@ -8,6 +8,7 @@
 
 namespace tessera {
 class Tokenizer;
+struct TrainConfig;
 }
 
 namespace tessera::cli {
@@ -23,6 +24,11 @@ void add_launch_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 // `bench train`, registered under the bench command.
 void add_bench_train_command(CLI::App& bench);
+
+// The flags that shape a run's model, batch, precision and parallel layout (`tessera train`'s, which
+// `tessera plan memory` shares): --model and its overrides, --init-from, --batch-size,
+// --micro-batch-size, --seq-len, --dtype, --recompute(-layers), --dp/--tp/--pp/--cp/--ep, --zero, ...
+void bind_layout_flags(CLI::App& command, TrainConfig& config);
 
 // --config FILE on a subcommand: TOML whose keys are the subcommand's long flag names.
 // enable_toml_config adds the flag; apply_toml_config, first thing in the subcommand's callback,

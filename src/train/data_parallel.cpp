@@ -16,36 +16,18 @@ bool inside(const std::vector<OffsetRange>& ranges, int64_t offset) {
   return std::any_of(ranges.begin(), ranges.end(), [&](const OffsetRange& r) { return offset >= r.begin && offset < r.end; });
 }
 
-// Buckets over the model's parameters: the expert weights (under expert parallelism) in buckets of
-// their own, reduced over expert_dp (group 1); everything else over dp×cp (group 0). ZeRO-3 gathers
-// and reduces whole parts (the embeddings, each block, the final norm with the head): one bucket
-// each, whatever --bucket-mb says.
 std::vector<Bucket> model_buckets(const Decoder& model, const ProcessGrid& grid, const std::vector<OffsetRange>& experts,
                                   const DataParallelOptions& options) {
-  const bool parts = options.zero_stage == 3;
-  const std::vector<ParamSpec>& specs = model.layout().specs();
-  std::vector<int64_t> starts;
-  std::vector<int> groups;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    if (parts && i > 0 && specs[i].block == specs[i - 1].block) continue;
-    starts.push_back(specs[i].offset);
-    groups.push_back(inside(experts, specs[i].offset) ? 1 : 0);
-  }
-  const int64_t elems = parts ? 1 : std::max<int64_t>(1, options.bucket_bytes / int64_t(sizeof(float)));
-  return make_buckets(starts, groups, model.layout().total(), elems,
-                      {{grid.dp_cp->rank(), grid.dp_cp->size()}, {grid.expert_dp->rank(), grid.expert_dp->size()}});
+  return parameter_buckets(model.layout(), options, experts,
+                           {{grid.dp_cp->rank(), grid.dp_cp->size()}, {grid.expert_dp->rank(), grid.expert_dp->size()}});
 }
 
-// PowerSGD over the model's matrices (a tensor of more than two dimensions as its first dimension
-// by the rest), or none.
+// PowerSGD over the model's matrices, or none.
 std::unique_ptr<PowerSgd> powersgd_for(const Decoder& model, const DataParallelOptions& options) {
   if (options.powersgd_rank == 0) return nullptr;
   TS_CHECK(options.zero_stage < 3, "DataParallel: PowerSGD compresses the bucketed reduction of ZeRO 0-2, not ZeRO-3's");
-  std::vector<GradMatrix> matrices;
-  for (const ParamSpec& s : model.layout().specs())
-    if (s.shape.size() >= 2) matrices.push_back({s.offset, s.shape[0], s.numel() / s.shape[0]});
   constexpr uint64_t kSeed = 0x5eed;  // the same Q on every rank
-  return std::make_unique<PowerSgd>(std::move(matrices), options.powersgd_rank, kSeed, model.device());
+  return std::make_unique<PowerSgd>(gradient_matrices(model.layout()), options.powersgd_rank, kSeed, model.device());
 }
 
 double squared_norm_of(const Tensor& t, const std::vector<OffsetRange>& ranges) {
@@ -55,6 +37,28 @@ double squared_norm_of(const Tensor& t, const std::vector<OffsetRange>& ranges) 
 }
 
 }  // namespace
+
+std::vector<Bucket> parameter_buckets(const ParameterLayout& layout, const DataParallelOptions& options,
+                                      const std::vector<OffsetRange>& experts, const std::vector<ReduceGroup>& groups) {
+  const bool parts = options.zero_stage == 3;
+  const std::vector<ParamSpec>& specs = layout.specs();
+  std::vector<int64_t> starts;
+  std::vector<int> group_of;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (parts && i > 0 && specs[i].block == specs[i - 1].block) continue;
+    starts.push_back(specs[i].offset);
+    group_of.push_back(inside(experts, specs[i].offset) ? 1 : 0);
+  }
+  const int64_t elems = parts ? 1 : std::max<int64_t>(1, options.bucket_bytes / int64_t(sizeof(float)));
+  return make_buckets(starts, group_of, layout.total(), elems, groups);
+}
+
+std::vector<GradMatrix> gradient_matrices(const ParameterLayout& layout) {
+  std::vector<GradMatrix> matrices;
+  for (const ParamSpec& s : layout.specs())
+    if (s.shape.size() >= 2) matrices.push_back({s.offset, s.shape[0], s.numel() / s.shape[0]});
+  return matrices;
+}
 
 DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options)
     : dp_(grid.dp),

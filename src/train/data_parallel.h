@@ -28,6 +28,16 @@ struct DataParallelOptions {
   int powersgd_rank = 0;            // > 0: PowerSGD compression of that rank (ZeRO 0-2, f32 on the wire)
 };
 
+// The reduction buckets over `layout`: whole parameters of about options.bucket_bytes, cut from the
+// end, the expert weights in `experts` in buckets of their own reduced over groups[1] (expert_dp),
+// everything else over groups[0] (dp×cp); under ZeRO-3 one bucket per part (the embeddings, each
+// block, the final norm with the head), whatever the bucket size.
+std::vector<Bucket> parameter_buckets(const ParameterLayout& layout, const DataParallelOptions& options,
+                                      const std::vector<OffsetRange>& experts, const std::vector<ReduceGroup>& groups);
+// The layout's gradients as matrices for PowerSGD (a tensor of more than two dimensions as its first
+// dimension by the rest).
+std::vector<GradMatrix> gradient_matrices(const ParameterLayout& layout);
+
 // A rank's fp32 parameter bytes: those it keeps between steps (the flat buffer, or its ZeRO-3
 // shard), and the most it held at once (with ZeRO-3's gathered parts).
 struct ParamMemory {

@@ -28,10 +28,8 @@ void check_same_config(Comm& world, const TrainConfig& config) {
 
 }  // namespace
 
-ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const ModelConfig& model) {
-  config.validate();  // the flags' own rules first, then how they meet the world and the model
-  ParallelDims dims = ParallelDims::resolve({config.dp, config.tp, config.pp, config.cp, config.ep},
-                                            runtime.world_size());
+ParallelDims resolve_layout(const TrainConfig& config, const ModelConfig& model, int world_size) {
+  ParallelDims dims = ParallelDims::resolve({config.dp, config.tp, config.pp, config.cp, config.ep}, world_size);
   dims.check_model(ModelShape{model.num_layers, model.num_heads, model.channels, model.hidden(), model.moe.num_experts},
                    config.seq_len,
                    config.batch_size, config.micro_batch(dims.dp));
@@ -41,6 +39,12 @@ ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, cons
            "--moe-capacity-factor (dropless) or --cp");
   tp_local_config(model, TpPlace{0, dims.tp});  // --tp divides the heads, kv heads, widths and vocabulary, or one line says which
   if (dims.pp > 1) plan_pipeline(config, model, dims.dp);  // its stages and schedule fit, or one line says why
+  return dims;
+}
+
+ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const ModelConfig& model) {
+  config.validate();  // the flags' own rules first, then how they meet the world and the model
+  const ParallelDims dims = resolve_layout(config, model, runtime.world_size());
   CommOptions options;
   options.timeout_s = config.comm_timeout;
   const DeviceCommChoice transport = choose_device_comm(

@@ -98,6 +98,13 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
   return mc;
 }
 
+void check_flags_against_model(const TrainConfig& config, const ModelConfig& model) {
+  TS_CHECK(config.recompute_layers <= model.num_layers, "--recompute-layers ", config.recompute_layers,
+           " is more than the model's ", model.num_layers, " blocks; give at most that (0 = every block)");
+  TS_CHECK(config.seq_len <= model.max_seq_len, "--seq-len ", config.seq_len, " exceeds the model's context of ",
+           model.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
+}
+
 ModelConfig model_config_for_run(const TrainConfig& config) {
   std::unique_ptr<Tokenizer> tokenizer;
   if (!config.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(config.tokenizer));

@@ -29,6 +29,10 @@ ResumePoint run_start_point(const TrainConfig& config, FileShare share = {},
 ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tokenizer,
                                 const std::optional<std::filesystem::path>& checkpoint);
 
+// The run flags that must fit the model's shape: --seq-len within its context, --recompute-layers
+// within its blocks. Throws naming the flag and the fix.
+void check_flags_against_model(const TrainConfig& config, const ModelConfig& model);
+
 // resolve_model_config for a run before it starts: loads its tokenizer (if any) and finds the
 // checkpoint it starts from (run_start_point).
 ModelConfig model_config_for_run(const TrainConfig& config);

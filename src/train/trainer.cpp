@@ -94,13 +94,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     for (const OffsetRange& kv : model_->replicated_kv_ranges()) duplicates_.push_back(kv);
   }
   if (!pipeline_plan) stages.push_back(model_->stage());
-  TS_CHECK(config_.recompute_layers <= model_->config().num_layers, "--recompute-layers ", config_.recompute_layers,
-           " is more than the model's ", model_->config().num_layers, " blocks; give at most that (0 = every block)");
+  check_flags_against_model(config_, model_->config());
   model_->set_recompute(RecomputePolicy{parse_recompute(config_.recompute), config_.recompute_layers});
   model_->set_moe_options(MoeOptions{config_.moe_aux_coef, config_.moe_z_coef, config_.moe_capacity_factor});
   const ModelConfig& mc = model_->config();
-  TS_CHECK(config_.seq_len <= mc.max_seq_len, "--seq-len ", config_.seq_len, " exceeds the model's context of ",
-           mc.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
   // Weights load on the host; the model then moves to its device once. run_start_point chose the
   // checkpoint with its checksums verified.
   CheckpointState state;

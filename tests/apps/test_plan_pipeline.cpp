@@ -37,12 +37,7 @@ TEST(PlanPipeline, BadInputIsOneLineAndANonZeroExit) {
   };
   for (const auto& [args, fix] : cases) {
     SCOPED_TRACE(args);
-    const testing::CommandResult r = testing::run_command(kPlan + args);
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_TRUE(testing::contains(r.output, "tessera: error:")) << r.output;
-    EXPECT_TRUE(testing::contains(r.output, fix)) << r.output;
-    const std::string line = r.output.substr(0, r.output.find_last_not_of('\n') + 1);
-    EXPECT_EQ(line.find('\n'), std::string::npos) << "more than one line: " << r.output;
+    testing::expect_one_line_error(testing::run_command(kPlan + args), fix);
   }
 }
 

@@ -59,4 +59,12 @@ std::string read_text(const std::filesystem::path& path) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+void expect_one_line_error(const CommandResult& result, const std::string& fix) {
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_TRUE(contains(result.output, "tessera: error:")) << result.output;
+  EXPECT_TRUE(contains(result.output, fix)) << result.output;
+  const std::string line = result.output.substr(0, result.output.find_last_not_of('\n') + 1);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << "more than one line: " << result.output;
+}
+
 }  // namespace tessera::testing

@@ -44,4 +44,7 @@ std::string error_of(F&& f) {
 
 bool contains(const std::string& text, const std::string& part);
 
+// Bad input to the tessera binary: a non-zero exit and one "tessera: error:" line that holds `fix`.
+void expect_one_line_error(const CommandResult& result, const std::string& fix);
+
 }  // namespace tessera::testing

@@ -42,7 +42,7 @@ PowerSgd::PowerSgd(std::vector<GradMatrix> matrices, int rank, uint64_t seed, De
   TS_CHECK(rank >= 1, "PowerSGD: the rank must be at least 1, got ", rank);
   std::sort(matrices.begin(), matrices.end(), [](const GradMatrix& a, const GradMatrix& b) { return a.offset < b.offset; });
   for (const GradMatrix& m : matrices) {
-    if (int64_t(rank) * (m.rows + m.cols) * 2 > m.rows * m.cols) continue;  // factors not at most half the size
+    if (!compresses(m, rank)) continue;
     Factored f{m, Tensor::zeros({rank, m.cols}), Tensor::zeros({m.rows, m.cols}, DType::f32, device)};
     fill_normal(f.qt.f32(), f.qt.numel(), seed, "powersgd.q." + std::to_string(m.offset), 0.0f, 1.0f);
     f.qt = tensor_to(f.qt, device);
@@ -130,18 +130,18 @@ void PowerSgd::complete(Comm& comm, Tensor& grads, Round& round) {
     qts.push_back(qt);
   }
   comm.all_reduce(q_packed);
-  const float share = 1.0f / float(comm.size());
+  const float ranks = float(comm.size());
   Tensor no_dweight;
   for (size_t k = 0; k < round.matrices.size(); ++k) {
     Factored& f = factored_[round.matrices[k]];
     Tensor m = grads.view(f.m.offset, {f.m.rows, f.m.cols});
-    Tensor sum = Tensor::zeros({f.m.rows, f.m.cols}, DType::f32, grads.device());
-    matmul_backward(sum, no_dweight, no_dbias, ps[k], m, qts[k]);  // P Qᵀ: the compressed sum
-    // E = M − P Qᵀ / ranks: this rank's share of what the compression lost.
-    copy_tensor(f.error, sum);
-    scale_inplace(f.error, -share);
+    // E = M − P Qᵀ / ranks, this rank's share of what the compression lost, computed as
+    // (P Qᵀ − ranks·M) · (−1/ranks) so that the sum P Qᵀ lands in the gradient with no temporary.
+    copy_tensor(f.error, m);
+    scale_inplace(f.error, -ranks);
+    matmul_backward(m, no_dweight, no_dbias, ps[k], f.error, qts[k]);  // M = P Qᵀ: the compressed sum
     add_inplace(f.error, m);
-    copy_tensor(m, sum);
+    scale_inplace(f.error, -1.0f / ranks);
     copy_tensor(f.qt, qts[k]);  // the warm start of the next step
   }
 }

@@ -35,6 +35,8 @@ class PowerSgd {
     std::vector<OffsetRange> uncovered;  // the bucket's other elements (flat offsets)
   };
 
+  // Whether a matrix travels factored at rank r: its factors are at most half its size.
+  static bool compresses(const GradMatrix& m, int rank) { return int64_t(rank) * (m.rows + m.cols) * 2 <= m.rows * m.cols; }
   // matrices: the flat buffer's 2-D (and higher, as rows × the rest) gradients; rank: r.
   PowerSgd(std::vector<GradMatrix> matrices, int rank, uint64_t seed, Device device);
 

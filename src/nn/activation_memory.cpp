@@ -1,0 +1,104 @@
+// The decoder's activation bytes, each term beside the allocation it mirrors.
+#include "nn/activation_memory.h"
+
+#include <algorithm>
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kF32 = 4, kI32 = 4;
+
+// The bytes of one block's buffers in the three groups recomputation treats apart.
+struct BlockBytes {
+  int64_t dropped = 0;  // selective recomputation's shared set: attention core, its lse, the activation's output
+  int64_t kept = 0;     // every other buffer but the output
+  int64_t out = 0;      // the block's output (the next block's input), kept by full recomputation
+  int64_t all() const { return dropped + kept + out; }
+};
+
+// NormActivations::allocate: out (B,T,C), rstd (B,T) f32 and, for LayerNorm, mean (B,T) f32.
+int64_t norm_bytes(const ModelConfig& c, int64_t B, int64_t T, int64_t s) {
+  return B * T * c.channels * s + (c.norm == NormKind::layernorm ? 2 : 1) * B * T * kF32;
+}
+
+// BlockActivations::allocate with AttentionActivations, MlpActivations and MoeActivations::allocate.
+BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShape& a) {
+  const int64_t B = a.B, T = a.T, Tl = a.T_local, C = c.channels, s = dtype_size(a.dtype);
+  BlockBytes b;
+  b.kept += 2 * norm_bytes(c, B, Tl, s) + 2 * B * Tl * C * s;  // norm1, norm2; mid, attn.out
+  b.kept += B * T * c.qkv_width() * s;                              // attn.qkv
+  b.dropped += B * T * c.attention_width() * s + B * c.num_heads * T * kF32;  // attn.core, attn.lse
+  if (c.is_moe_block(layer)) {
+    const int64_t N = B * T, E = c.moe.num_experts, K = c.moe.top_k, Fe = c.moe.expert_hidden;
+    const int64_t Fs = c.moe.num_shared_experts * Fe;
+    b.kept += N * E * s + N * E * kF32 + N * kF32;        // logits, scores, lse
+    b.kept += N * K * kI32 + N * K * kF32 + N * K * kI32;  // experts, weights, order
+    b.kept += (E + 1) * kI32;                              // offsets (on the host)
+    b.kept += 2 * N * K * C * s + N * K * 2 * Fe * s;      // xs, ys, h
+    b.dropped += N * K * Fe * s;                           // act
+    if (Fs > 0) b.kept += B * T * 2 * Fs * s + B * T * Fs * s + B * T * C * s;  // shared: h, act, out
+    b.kept += B * Tl * C * s;                              // out
+  } else {
+    const int64_t F = c.hidden();
+    b.kept += B * T * (c.mlp == MlpKind::swiglu ? 2 * F : F) * s + B * Tl * C * s;  // mlp.h, mlp.out
+    b.dropped += B * T * F * s;                                                       // mlp.act
+  }
+  b.out = B * Tl * C * s;
+  return b;
+}
+
+// DecoderActivations::allocate_blocks: recomputed blocks share one set of buffers per block kind
+// (dense, MoE): a whole block's but the output under full recomputation (each block keeps its own
+// output, and the set's is freed), the dropped tensors under selective.
+int64_t blocks_bytes(const ModelConfig& c, const ActivationShape& a) {
+  int64_t bytes = 0;
+  bool dense_shared = false, moe_shared = false;
+  for (int64_t l = a.blocks.first; l < a.blocks.end; ++l) {
+    const BlockBytes b = block_bytes(c, l, a);
+    if (!a.recompute.covers(l)) {
+      bytes += b.all();
+      continue;
+    }
+    const bool full = a.recompute.mode == Recompute::full;
+    bool& shared = c.is_moe_block(l) ? moe_shared : dense_shared;
+    if (!shared) bytes += full ? b.dropped + b.kept : b.dropped;
+    shared = true;
+    bytes += full ? b.out : b.kept + b.out;
+  }
+  return bytes;
+}
+
+// MoeScratch::allocate.
+int64_t moe_scratch_bytes(const ModelConfig& c, const ActivationShape& a) {
+  const int64_t B = a.B, T = a.T, N = B * T, C = c.channels, s = dtype_size(a.dtype);
+  const int64_t E = c.moe.num_experts, K = c.moe.top_k, Fe = c.moe.expert_hidden, Fs = c.moe.num_shared_experts * Fe;
+  return 2 * N * K * C * s + N * K * Fe * s + N * K * 2 * Fe * s  // dys, dxs, dact, dh
+         + N * K * kF32 + N * E * s + B * T * C * s                // dweights, dlogits, dpart
+         + (Fs > 0 ? B * T * 3 * Fs * s : 0);                      // shared: dh, dact
+}
+
+}  // namespace
+
+ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationShape& a) {
+  const int64_t B = a.B, T = a.T, Tl = a.T_local, C = c.channels, F = c.hidden(), s = dtype_size(a.dtype);
+  ActivationBytes bytes;
+  // DecoderActivations::ensure
+  bytes.saved += B * Tl * C * s + blocks_bytes(c, a);  // embedded, blocks
+  if (a.blocks.end == c.num_layers) bytes.saved += norm_bytes(c, B, Tl, s) + B * T * kF32;  // final_norm, losses
+  if (c.positions == PositionKind::rope) bytes.saved += T * kI32 + c.head_size() / 2 * kF32;  // rotary
+  if (a.blocks.first == 0) bytes.saved += B * T * kI32;  // tokens (Decoder::embed's copy)
+  const bool swiglu = c.mlp == MlpKind::swiglu;
+  bytes.scratch += 3 * B * Tl * C * s;                                         // dresidual, dnormed, dnorm
+  bytes.scratch += B * T * std::max(c.qkv_width(), swiglu ? 2 * F : F) * s;  // dqkv and mlp.dh share it
+  if (swiglu) bytes.scratch += B * T * F * s;                                  // mlp.dact
+  if (c.moe.enabled()) bytes.scratch += moe_scratch_bytes(c, a);
+  return bytes;
+}
+
+int64_t classifier_logits_bytes(int64_t rows, int64_t vocab_rows, DType dtype) {
+  const int64_t row_bytes = vocab_rows * int64_t(dtype_size(dtype));
+  const int64_t budget = int64_t(1) << 30;  // Decoder::classifier_chunk's bytes of logits at a time
+  return std::clamp<int64_t>(budget / row_bytes, 1, rows) * row_bytes;
+}
+
+}  // namespace tessera

@@ -1,0 +1,193 @@
+// Per-rank memory of a planned run: parameters, gradients and moments by ZeRO stage, ZeRO-3's
+// transient buffers, activations times the micro-batches in flight, the logits chunk.
+#include "train/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "core/error.h"
+#include "nn/activation_memory.h"
+#include "nn/decoder_layout.h"
+#include "nn/tensor_parallel.h"
+#include "parallel/dp/buckets.h"
+#include "parallel/dp/powersgd.h"
+#include "parallel/pp/pipeline_simulator.h"
+#include "train/launch.h"
+#include "train/model_setup.h"
+#include "train/data_parallel.h"
+#include "train/pipeline_plan.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kF32 = 4;
+
+// dp rank 0's buckets over `layout`, cut as DataParallel cuts them (every parameter in the dp×cp
+// group: expert weights are planned as if they reduced there too).
+std::vector<Bucket> rank_buckets(const ParameterLayout& layout, const TrainConfig& c, int replicas) {
+  DataParallelOptions options;
+  options.zero_stage = c.zero;
+  options.bucket_bytes = int64_t(c.bucket_mb * double(1 << 20));
+  return parameter_buckets(layout, options, {}, {{0, replicas}, {0, 1}});
+}
+
+// Parameters, gradients and AdamW moments of `total` elements split into `buckets` over
+// `replicas` ranks (parallel/dp: grad_reducer.cpp, zero3_parameters.cpp). `tied`: the classifier
+// is the embedding, whose ZeRO-3 gradient buffer then stays from the classifier to the backward's end.
+void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total, int zero, int replicas,
+                int64_t compute_size, bool tied) {
+  const int64_t shard = shard_size(buckets);
+  r.master_weights = (zero == 3 ? shard : total) * kF32;
+  r.compute_copy = compute_size == kF32 || zero == 3 ? 0 : total * compute_size;
+  r.gradients = (zero == 3 ? shard : total) * kF32;
+  r.optimizer = 2 * (zero == 0 ? total : shard) * kF32;
+  if (zero == 1 || zero == 2) {
+    // The shard, and the larger of two collectives' buffers: in backward, until the reduction
+    // finishes, each bucket's reduce-scatter output (a chunk) and, when the bucket does not split
+    // evenly, its padded copy; after the update, the parameters' all-gather of two buckets at a
+    // time (a chunk in, every chunk out), by when ZeRO-2 has freed the whole gradient.
+    int64_t staging = 0;
+    std::vector<int64_t> gathers;
+    for (const Bucket& b : buckets) {
+      staging += b.chunk + (b.size() == b.chunk * replicas ? 0 : b.chunk * replicas);
+      gathers.push_back(b.chunk * (1 + replicas));
+    }
+    std::sort(gathers.rbegin(), gathers.rend());
+    const int64_t window = gathers[0] + (gathers.size() > 1 ? gathers[1] : 0);
+    r.gradient_shard = (shard + std::max(staging, window - (zero == 2 ? total : 0))) * kF32;
+  }
+  if (zero != 3) return;
+  // The peak comes in backward: the part computing and the one being gathered (fp32, padded to
+  // the ranks' chunks), the computing part's 16-bit copy and its gradient buffer (padded; a tied
+  // embedding's too), and with other ranks up to two earlier parts' reduce-scatters in flight
+  // (padded input, chunk output). The largest parts stand for them all.
+  std::vector<int64_t> padded;
+  for (const Bucket& b : buckets) padded.push_back(b.chunk * replicas);
+  std::sort(padded.rbegin(), padded.rend());
+  padded.resize(std::max<size_t>(padded.size(), 3), 0);
+  const int64_t largest = padded[0], chunk = (largest + replicas - 1) / replicas;
+  r.zero3_buffers = (padded[0] + padded[1]) * kF32 + (compute_size == kF32 ? 0 : largest * compute_size) +
+                    (largest + (tied ? padded[1] : 0)) * kF32 +
+                    (replicas > 1 ? (padded[1] + padded[2] + 2 * chunk) * kF32 : 0);
+}
+
+}  // namespace
+
+int64_t RankMemory::total() const {
+  return master_weights + compute_copy + gradients + gradient_shard + optimizer + zero3_buffers + compression +
+         int64_t(micro_batches_in_flight) * (activations + scratch) + logits;
+}
+
+const RankMemory& MemoryPlan::largest() const {
+  return *std::max_element(ranks.begin(), ranks.end(),
+                           [](const RankMemory& a, const RankMemory& b) { return a.total() < b.total(); });
+}
+
+MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, int64_t device_bytes) {
+  // TrainConfig::validate() holds every flag's own rule; a plan reads no data, so a copy names some.
+  TrainConfig checked = config;
+  checked.train_data = "(planned)";
+  checked.validate();
+  const int world = std::max(config.dp, 1) * config.tp * config.pp * config.cp;
+  MemoryPlan plan;
+  plan.dims = resolve_layout(config, model, world);
+  check_flags_against_model(config, model);
+  const ParallelDims& d = plan.dims;
+  plan.zero_stage = config.zero;
+  plan.dtype = compute;
+  plan.recompute = config.recompute;
+  if (config.recompute != "none" && config.recompute_layers > 0)
+    plan.recompute += " (first " + std::to_string(config.recompute_layers) + " blocks)";
+  plan.micro_batch = config.micro_batch(d.dp);
+  plan.seq_len = config.seq_len;
+  plan.device_bytes = device_bytes;
+
+  std::vector<DecoderStage> stages{whole_decoder(model.num_layers)};
+  std::vector<int> in_flight{1};
+  if (d.pp > 1) {
+    const PipelinePlan pipeline = plan_pipeline(config, model, d.dp);
+    stages.clear();
+    for (int s = 0; s < d.pp; ++s) stages.push_back(pipeline_stage(pipeline.boundaries, d.pp, s));
+    in_flight = simulate_pipeline(pipeline.schedule).peak_in_flight;
+  }
+  const TpPlace tp{0, d.tp};
+  const ModelConfig local = tp_local_config(model, tp);
+  const int64_t T = config.seq_len / d.cp;
+  const int64_t seq_shards = d.tp > 1 && config.sequence_parallel ? d.tp : 1;
+  const RecomputePolicy recompute{parse_recompute(config.recompute), config.recompute_layers};
+  const int replicas = d.dp * d.cp;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    RankMemory r;
+    r.stage = int(s);
+    r.blocks = stages[s];
+    const ParameterLayout layout = decoder_layout(model, stages[s], tp, EpPlace{0, d.ep});
+    r.parameters = layout.total();
+    add_states(r, rank_buckets(layout, config, replicas), layout.total(), config.zero, replicas,
+               int64_t(dtype_size(compute)), model.tied_embeddings);
+    if (config.powersgd_rank > 0) {
+      // The errors of the factored matrices; and, every bucket in flight at once at worst, the
+      // packed first rounds (the elements no factor covers, every P) and second rounds (every Q).
+      int64_t factored = 0, factors = 0;
+      for (const GradMatrix& m : gradient_matrices(layout))
+        if (PowerSgd::compresses(m, config.powersgd_rank)) {
+          factored += m.rows * m.cols;
+          factors += int64_t(config.powersgd_rank) * (m.rows + m.cols);
+        }
+      const int64_t errors = factored, uncovered = layout.total() - factored;
+      r.compression = (errors + uncovered + factors) * kF32;
+    }
+    for (const BlockRange& chunk : stages[s].chunks) {
+      const ActivationBytes a =
+          decoder_activation_bytes(local, ActivationShape{plan.micro_batch, T, T / seq_shards, chunk, compute, recompute});
+      r.activations = std::max(r.activations, a.saved);
+      r.scratch = std::max(r.scratch, a.scratch);
+    }
+    r.micro_batches_in_flight = in_flight[s];
+    if (stages[s].has_head())
+      r.logits = classifier_logits_bytes(plan.micro_batch * T, model.padded_vocab_size() / d.tp, compute);
+    plan.ranks.push_back(r);
+  }
+  return plan;
+}
+
+std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const ModelConfig& model, DType compute,
+                                           int64_t device_bytes) {
+  std::vector<std::string> fixes;
+  // `change` applied to a copy of the flags; kept when that layout is valid and fits.
+  auto try_fix = [&](const std::string& flags, const std::function<void(TrainConfig&)>& change,
+                     const char* note = "") {
+    TrainConfig changed = config;
+    change(changed);
+    try {
+      const MemoryPlan plan = plan_memory(changed, model, compute, device_bytes);
+      if (!plan.fits()) return false;
+      char text[200];
+      std::snprintf(text, sizeof text, "%s (%.2f GiB%s)", flags.c_str(), double(plan.largest().total()) / double(1 << 30),
+                    note);
+      fixes.push_back(text);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  // The largest micro-batch below this one that divides a rank's share of the batch.
+  const int dp = std::max(config.dp, 1);
+  const int64_t micro = config.micro_batch(dp), share = config.batch_size / dp;
+  for (int64_t m = micro - 1; m >= 1; --m)
+    if (share % m == 0 && try_fix("--micro-batch-size " + std::to_string(m), [m](TrainConfig& c) { c.micro_batch_size = m; }))
+      break;
+  const Recompute mode = parse_recompute(config.recompute);
+  const bool partial = config.recompute_layers > 0;
+  if (mode == Recompute::none || (mode == Recompute::selective && partial))
+    try_fix("--recompute selective", [](TrainConfig& c) { c.recompute = "selective", c.recompute_layers = 0; });
+  if (mode != Recompute::full || partial)
+    try_fix("--recompute full", [](TrainConfig& c) { c.recompute = "full", c.recompute_layers = 0; });
+  for (int zero = config.zero + 1; zero <= 3 && dp * config.cp > 1; ++zero)
+    if (try_fix("--zero " + std::to_string(zero), [zero](TrainConfig& c) { c.zero = zero; })) break;
+  try_fix("--tp " + std::to_string(2 * config.tp), [](TrainConfig& c) { c.tp *= 2; }, ", twice the ranks");
+  try_fix("--pp " + std::to_string(2 * config.pp), [](TrainConfig& c) { c.pp *= 2; }, ", twice the ranks");
+  return fixes;
+}
+
+}  // namespace tessera

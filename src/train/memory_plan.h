@@ -1,0 +1,61 @@
+// `tessera plan memory`: the bytes each rank of a run holds at its peak, before the run, from the
+// code's own arithmetic: each pipeline stage's parameter layout (nn/decoder_layout), ZeRO's shards
+// (parallel/dp/buckets), the micro-batches a schedule keeps in flight (parallel/pp's simulator) and
+// what one micro-batch's activations allocate (nn/activation_memory). One RankMemory per pipeline
+// stage: the tp, cp, dp and ep ranks of a stage hold the same amounts (up to ZeRO's padding: the
+// plan takes dp rank 0's, which owns the largest chunks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/model_config.h"
+#include "nn/stage_partition.h"
+#include "parallel/parallel_dims.h"
+#include "train/train_config.h"
+
+namespace tessera {
+
+struct RankMemory {
+  int stage = 0;                // the pipeline rank
+  DecoderStage blocks;          // its chunks (embedding, head)
+  int64_t parameters = 0;       // elements of its layout: a tp rank's slices, an ep rank's experts
+  int64_t master_weights = 0;   // fp32 weights (ZeRO-3: the shard)
+  int64_t compute_copy = 0;     // the 16-bit copy of the weights (bf16, fp16; ZeRO-3: per gathered part)
+  int64_t gradients = 0;        // fp32 (ZeRO 0-2: the whole buffer, live through backward; ZeRO-3: the shard)
+  int64_t gradient_shard = 0;   // ZeRO 1/2: the reduced shard and the collectives' buffers
+  int64_t optimizer = 0;        // AdamW's two fp32 moments (ZeRO 1-3: their shard)
+  int64_t zero3_buffers = 0;    // ZeRO-3: two gathered parts, a part's 16-bit copy and gradient, reductions
+  int64_t compression = 0;      // PowerSGD: the fp32 errors of the matrices it factors, the packed rounds
+  int64_t activations = 0;      // saved activations of one micro-batch (the rank's largest chunk's)
+  int64_t scratch = 0;          // backward scratch of one micro-batch (each micro-batch in flight has its own)
+  int micro_batches_in_flight = 1;
+  int64_t logits = 0;           // the classifier's logits chunk (on the stage holding the head)
+  int64_t total() const;
+};
+
+struct MemoryPlan {
+  ParallelDims dims;
+  int zero_stage = 0;
+  DType dtype = DType::bf16;
+  int64_t micro_batch = 1, seq_len = 1;
+  std::string recompute = "none";  // --recompute, with " (first N blocks)" under --recompute-layers
+  int64_t device_bytes = 0;       // what each rank may use
+  std::vector<RankMemory> ranks;  // one per pipeline stage
+  const RankMemory& largest() const;
+  bool fits() const { return largest().total() <= device_bytes; }
+};
+
+// Throws one line naming the flag and the fix when the layout does not divide the model (the
+// checks `tessera train` makes at start-up) or a flag is out of range. `compute`: the activations'
+// and compute copy's dtype.
+MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, int64_t device_bytes);
+
+// For a plan that does not fit: single changes of the flags that would make it fit, each planned
+// again ("--micro-batch-size 8 (61.2 GiB)"); empty when none does.
+std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const ModelConfig& model, DType compute,
+                                           int64_t device_bytes);
+
+}  // namespace tessera

@@ -1,0 +1,145 @@
+// The memory plan as a table (GiB) and as JSON (bytes), from one list of its rows.
+#include "train/memory_plan_report.h"
+
+#include <cstdio>
+#include <iterator>
+
+#include "train/device_choice.h"
+
+namespace tessera {
+namespace {
+
+struct Row {
+  const char* label;  // the table's
+  const char* key;    // the JSON's
+  int64_t RankMemory::*bytes;
+};
+
+constexpr Row kRows[] = {
+    {"fp32 master weights", "master_weights", &RankMemory::master_weights},
+    {"16-bit compute copy", "compute_copy", &RankMemory::compute_copy},
+    {"fp32 gradients", "gradients", &RankMemory::gradients},
+    {"ZeRO-1/2 shard, collective buffers", "gradient_shard", &RankMemory::gradient_shard},
+    {"AdamW moments (2 x fp32)", "optimizer", &RankMemory::optimizer},
+    {"ZeRO-3 gathered parts, buffers", "zero3_buffers", &RankMemory::zero3_buffers},
+    {"PowerSGD error feedback", "compression", &RankMemory::compression},
+    {"activations per micro-batch", "activations", &RankMemory::activations},
+    {"backward scratch per micro-batch", "scratch", &RankMemory::scratch},
+    {"classifier logits chunk", "logits", &RankMemory::logits},
+};
+constexpr size_t kMicroBatchRows = 7;  // kRows' first per-micro-batch row
+
+double gib(int64_t bytes) { return double(bytes) / double(int64_t(1) << 30); }
+
+// "blocks 0-5 + embedding", "blocks 0-1, 4-5 + head", "whole model".
+std::string stage_text(const DecoderStage& s) {
+  if (s.is_whole()) return "whole model";
+  std::string text = "blocks ";
+  for (size_t i = 0; i < s.chunks.size(); ++i) {
+    if (i > 0) text += ",";
+    text += std::to_string(s.chunks[i].first) + "-" + std::to_string(s.chunks[i].end - 1);
+  }
+  if (s.has_embedding()) text += " +emb";
+  if (s.has_head()) text += " +head";
+  return text;
+}
+
+std::string layout_text(const MemoryPlan& p) {
+  char line[300];
+  std::snprintf(line, sizeof line, "dp %d, tp %d, pp %d, cp %d, ep %d; ZeRO %d; %s; micro-batch %lld x %lld tokens; recompute %s",
+                p.dims.dp, p.dims.tp, p.dims.pp, p.dims.cp, p.dims.ep, p.zero_stage, compute_dtype_flag(p.dtype).c_str(),
+                static_cast<long long>(p.micro_batch), static_cast<long long>(p.seq_len), p.recompute.c_str());
+  return line;
+}
+
+std::string verdict_text(const MemoryPlan& p, const std::vector<std::string>& fixes) {
+  const RankMemory& top = p.largest();
+  char line[300];
+  if (p.fits()) {
+    std::snprintf(line, sizeof line, "fits: the largest rank (stage %d) needs %.2f GiB of --device-memory-gb %.0f (%.0f%%)\n",
+                  top.stage, gib(top.total()), gib(p.device_bytes), 100.0 * double(top.total()) / double(p.device_bytes));
+    return line;
+  }
+  std::snprintf(line, sizeof line, "does not fit: stage %d needs %.2f GiB, %.2f GiB above --device-memory-gb %.0f; ",
+                top.stage, gib(top.total()), gib(top.total() - p.device_bytes), gib(p.device_bytes));
+  std::string text = line;
+  if (fixes.empty())
+    return text + "no single change of --micro-batch-size, --recompute, --zero, --tp or --pp fits: lower --seq-len, "
+                  "or combine them\n";
+  text += "each of these fits:";
+  for (size_t i = 0; i < fixes.size(); ++i) {
+    text += i > 0 ? ", " : " ";
+    text += fixes[i];
+  }
+  return text + "\n";
+}
+
+}  // namespace
+
+std::string memory_plan_text(const MemoryPlan& p, const std::string& title, const std::vector<std::string>& fixes) {
+  std::string text = title + ": " + layout_text(p) + "\n";
+  char cell[64];
+  auto row = [&](const char* label, auto value) {
+    std::snprintf(cell, sizeof cell, "  %-34s", label);
+    text += cell;
+    for (const RankMemory& r : p.ranks) {
+      value(r);
+      text += cell;
+    }
+    text += "\n";
+  };
+  const bool stages = p.ranks.size() > 1;
+  if (stages)
+    row("GiB per rank of pipeline stage", [&](const RankMemory& r) {
+      std::snprintf(cell, sizeof cell, "%20s", ("stage " + std::to_string(r.stage)).c_str());
+    });
+  row(stages ? "" : "GiB per rank", [&](const RankMemory& r) {
+    std::snprintf(cell, sizeof cell, "%20s", stage_text(r.blocks).c_str());
+  });
+  row("parameters (millions)", [&](const RankMemory& r) { std::snprintf(cell, sizeof cell, "%20.2f", r.parameters / 1e6); });
+  auto bytes_row = [&](const Row& bytes) {
+    row(bytes.label, [&](const RankMemory& r) {
+      if (r.*bytes.bytes == 0)
+        std::snprintf(cell, sizeof cell, "%20s", "-");
+      else
+        std::snprintf(cell, sizeof cell, "%20.3f", gib(r.*bytes.bytes));
+    });
+  };
+  // The weights' states, then what a micro-batch in flight holds, then the logits chunk.
+  for (size_t i = 0; i < kMicroBatchRows; ++i) bytes_row(kRows[i]);
+  row("micro-batches in flight", [&](const RankMemory& r) {
+    std::snprintf(cell, sizeof cell, "%20d", r.micro_batches_in_flight);
+  });
+  for (size_t i = kMicroBatchRows; i < std::size(kRows); ++i) bytes_row(kRows[i]);
+  row("total", [&](const RankMemory& r) { std::snprintf(cell, sizeof cell, "%20.3f", gib(r.total())); });
+  return text + verdict_text(p, fixes);
+}
+
+nlohmann::json memory_plan_json(const MemoryPlan& p, const std::string& title, const std::vector<std::string>& fixes) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMemory& r : p.ranks) {
+    nlohmann::json j = {{"stage", r.stage}, {"blocks", stage_text(r.blocks)}, {"parameters", r.parameters}};
+    for (const Row& bytes : kRows) j[bytes.key] = r.*bytes.bytes;
+    j["micro_batches_in_flight"] = r.micro_batches_in_flight;
+    j["total"] = r.total();
+    ranks.push_back(j);
+  }
+  return {{"model", title},
+          {"dp", p.dims.dp},
+          {"tp", p.dims.tp},
+          {"pp", p.dims.pp},
+          {"cp", p.dims.cp},
+          {"ep", p.dims.ep},
+          {"zero", p.zero_stage},
+          {"dtype", compute_dtype_flag(p.dtype)},
+          {"micro_batch", p.micro_batch},
+          {"seq_len", p.seq_len},
+          {"recompute", p.recompute},
+          {"device_bytes", p.device_bytes},
+          {"largest_total", p.largest().total()},
+          {"fits", p.fits()},
+          {"fixes", fixes},
+          {"ranks", ranks}};
+}
+
+}  // namespace tessera
