@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel step time on CPU under mpirun: the benchmark GPT-2 (L=4, C=256, H=4, T=256,
-# V=8192, fp32) at dp=2 with overlap on and off, ZeRO 0/1/2 and gradients reduced in bf16, against
+# V=8192, fp32) at dp=2 with overlap on and off, ZeRO 0/1/2 and gradients reduced in bf16 or by PowerSGD, against
 # the compute-only time (one process doing one rank's share, no communication). Exposed communication = step time −
 # compute-only time. Also the peak host memory per rank at dp=4 for each ZeRO stage.
 # Usage: bench/dp_step.sh [steps=8]   (appends to bench/results/cpu-dp-step.jsonl)
@@ -36,6 +36,7 @@ results=$(
   run dp2_zero2 2 8 --micro-batch-size 4 --zero 2
   run dp2_bf16_reduce 2 8 --micro-batch-size 4 --grad-reduce-dtype bf16
   run dp2_bf16_no_overlap 2 8 --micro-batch-size 4 --grad-reduce-dtype bf16 --no-overlap
+  run dp2_powersgd_r4 2 8 --micro-batch-size 4 --powersgd-rank 4
   run dp4_zero0 4 8 --micro-batch-size 2 --zero 0
   run dp4_zero1 4 8 --micro-batch-size 2 --zero 1
   run dp4_zero2 4 8 --micro-batch-size 2 --zero 2
