@@ -95,10 +95,13 @@ ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationS
   return bytes;
 }
 
+int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_rows, DType dtype) {
+  const int64_t budget = int64_t(1) << 30;  // bytes of logits at a time
+  return std::clamp<int64_t>(budget / (vocab_rows * int64_t(dtype_size(dtype))), 1, rows);
+}
+
 int64_t classifier_logits_bytes(int64_t rows, int64_t vocab_rows, DType dtype) {
-  const int64_t row_bytes = vocab_rows * int64_t(dtype_size(dtype));
-  const int64_t budget = int64_t(1) << 30;  // Decoder::classifier_chunk's bytes of logits at a time
-  return std::clamp<int64_t>(budget / row_bytes, 1, rows) * row_bytes;
+  return classifier_chunk_rows(rows, vocab_rows, dtype) * vocab_rows * int64_t(dtype_size(dtype));
 }
 
 }  // namespace tessera

@@ -9,6 +9,7 @@
 
 #include "core/cuda/device.h"
 #include "core/rng.h"
+#include "nn/activation_memory.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_shard.h"
@@ -299,9 +300,7 @@ void Decoder::cross_entropy(Tensor& losses, Tensor& logits, const Tensor& target
 
 int64_t Decoder::classifier_chunk(int64_t rows) const {
   if (classifier_chunk_rows_ > 0) return std::min(classifier_chunk_rows_, rows);
-  const int64_t budget = int64_t(1) << 30;  // bytes of logits at a time
-  const int64_t row_bytes = vocab_rows() * int64_t(dtype_size(compute_dtype_));
-  return std::clamp<int64_t>(budget / row_bytes, 1, rows);
+  return classifier_chunk_rows(rows, vocab_rows(), compute_dtype_);
 }
 
 Tensor& Decoder::logits_buffer(int64_t rows) {
