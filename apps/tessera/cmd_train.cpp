@@ -68,7 +68,7 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
   cmd.add_option("--zero", c.zero,
                  "ZeRO stage: 0, 1 (shard optimizer state), 2 (and gradients) or 3 (and parameters; over --dp and "
-                 "--cp, a tp rank's slices of a pipeline stage; not with --ep)")
+                 "--cp, a tp rank's slices of a pipeline stage, an ep rank's experts)")
       ->capture_default_str();
   cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB (ZeRO-3: one bucket per block)")->capture_default_str();
   cmd.add_option("--grad-reduce-dtype", c.grad_reduce_dtype,

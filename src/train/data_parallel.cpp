@@ -45,9 +45,10 @@ std::vector<Bucket> parameter_buckets(const ParameterLayout& layout, const DataP
   std::vector<int64_t> starts;
   std::vector<int> group_of;
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (parts && i > 0 && specs[i].block == specs[i - 1].block) continue;
+    const int group = inside(experts, specs[i].offset) ? 1 : 0;
+    if (parts && i > 0 && specs[i].block == specs[i - 1].block && group == group_of.back()) continue;
     starts.push_back(specs[i].offset);
-    group_of.push_back(inside(experts, specs[i].offset) ? 1 : 0);
+    group_of.push_back(group);
   }
   const int64_t elems = parts ? 1 : std::max<int64_t>(1, options.bucket_bytes / int64_t(sizeof(float)));
   return make_buckets(starts, group_of, layout.total(), elems, groups);
@@ -73,8 +74,8 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
            options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
   if (options.zero_stage == 3) {
-    zero3_ = std::make_unique<Zero3Parameters>(*replicas_, model.layout(), reducer_.buckets(), model.params(), shard_,
-                                               options.reduce_dtype);
+    zero3_ = std::make_unique<Zero3Parameters>(std::vector<Comm*>{replicas_.get(), grid.expert_dp.get()}, model.layout(),
+                                               reducer_.buckets(), model.params(), shard_, options.reduce_dtype);
     model.set_sharded_parameters(zero3_.get());
   }
 }
@@ -157,7 +158,7 @@ void DataParallel::after_update() {
 }
 
 void DataParallel::gather_params(Tensor& full) {
-  if (zero3_) return zero3_->gather_to(full, 0);
+  if (zero3_) return zero3_->gather_to(full);
   if (rank() == 0) copy_tensor(full, model_.params());
 }
 

@@ -31,7 +31,7 @@ struct DataParallelOptions {
 // The reduction buckets over `layout`: whole parameters of about options.bucket_bytes, cut from the
 // end, the expert weights in `experts` in buckets of their own reduced over groups[1] (expert_dp),
 // everything else over groups[0] (dp×cp); under ZeRO-3 one bucket per part (the embeddings, each
-// block, the final norm with the head), whatever the bucket size.
+// block, the final norm with the head) and group, whatever the bucket size.
 std::vector<Bucket> parameter_buckets(const ParameterLayout& layout, const DataParallelOptions& options,
                                       const std::vector<OffsetRange>& experts, const std::vector<ReduceGroup>& groups);
 // The layout's gradients as matrices for PowerSGD (a tensor of more than two dimensions as its first
@@ -89,8 +89,8 @@ class DataParallel {
   void step_skipped() { reducer_.step_skipped(); }
   // After the optimizer step: all-gather the updated parameters under ZeRO.
   void after_update();
-  // Collective over dp under ZeRO-3: dp rank 0 receives the whole flat parameters into `full`
-  // (layout total; undefined on the others). Without ZeRO-3, rank 0 copies its own.
+  // Collective over dp under ZeRO-3: every rank that passes `full` defined (layout total) receives
+  // the whole flat parameters into it. Without ZeRO-3, rank 0 copies its own.
   void gather_params(Tensor& full);
   // This rank's parameter bytes since the last call (which starts a new peak).
   ParamMemory param_memory();

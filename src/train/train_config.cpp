@@ -61,11 +61,6 @@ void TrainConfig::validate() const {
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
            "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
   TS_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got ", zero);
-  // ZeRO-3 gathers whole blocks (of a pipeline stage, a tp rank's slices of them) from shards over
-  // dp (and cp, whose ranks hold the same parameters); it does not shard over expert groups (not
-  // implemented), and releases a block before zero-bubble's deferred weight gradients would run.
-  TS_CHECK(zero < 3 || ep <= 1, "--zero 3 shards over --dp, --cp, --tp and --pp and cannot be combined with --ep ", ep,
-           "; use --zero 2 with --ep ", ep, ", or drop --ep");
   parse_grad_reduce_dtype(grad_reduce_dtype);
   TS_CHECK(powersgd_rank >= 0 && powersgd_rank <= kMaxPowerSgdRank, "--powersgd-rank must be in [0, ", kMaxPowerSgdRank,
            "] (0 = off), got ", powersgd_rank);
@@ -86,6 +81,8 @@ void TrainConfig::validate() const {
   TS_CHECK(tp == 1 || !sequence_parallel || seq_len % tp == 0, "sequence parallelism splits each sequence's ", seq_len,
            " positions over --tp ", tp, " ranks; use a --seq-len that is a multiple of ", tp,
            " or --no-sequence-parallel");
+  // ZeRO-3 releases a block (and reduces its gradients) before zero-bubble's deferred weight
+  // gradients would run.
   const ScheduleKind schedule = parse_schedule_kind(pipeline_schedule);
   TS_CHECK(zero < 3 || pp <= 1 || schedule != ScheduleKind::zero_bubble,
            "--zero 3 frees each block's weights after its backward, before zero-bubble's deferred weight gradients; "

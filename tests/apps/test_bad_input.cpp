@@ -379,10 +379,7 @@ std::vector<BadInput> number_cases() {
       flag("BillionLayers", "--layers 1000000000", "--layers 1000000000 is above 10000"),
       flag("VocabularyPastInt32", "--vocab-size 9000000000000000000", "--vocab-size 9000000000000000000 is above"),
       flag("ContextPastItsLimit", "--context 9000000000000000000", "--context 9000000000000000000 is above"),
-      // ZeRO-3 shards over --dp, --cp, --tp and --pp, not over expert groups, and frees a block before
-      // zero-bubble's deferred weight gradients.
-      flag("Zero3WithExperts", "--zero 3 --ep 4",
-           "--zero 3 shards over --dp, --cp, --tp and --pp and cannot be combined with --ep 4; use --zero 2 with --ep 4, or drop --ep"),
+      // ZeRO-3 frees a block before zero-bubble's deferred weight gradients.
       flag("Zero3WithZeroBubble", "--zero 3 --pp 2 --pipeline-schedule zero-bubble",
            "before zero-bubble's deferred weight gradients; use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 3"),
       flag("ZeroStageFour", "--zero 4", "--zero must be 0, 1, 2 or 3, got 4"),
@@ -406,8 +403,9 @@ std::vector<BadInput> number_cases() {
       {"number", "TomlInfiniteLr", [](auto d) { return with_toml(d, "lr = inf\n"); }, "key 'lr': --lr: must be a finite"},
       {"number", "TomlNanLr", [](auto d) { return with_toml(d, "lr = nan\n"); }, "key 'lr': --lr: must be a finite"},
       {"number", "TomlNegativeSeed", [](auto d) { return with_toml(d, "seed = -1\n"); }, "--seed: must not be negative"},
-      {"number", "TomlZero3WithExperts", [](auto d) { return with_toml(d, "zero = 3\nep = 2\n"); },
-       "cannot be combined with --ep 2; use --zero 2 with --ep 2, or drop --ep"},
+      {"number", "TomlZero3WithZeroBubble",
+       [](auto d) { return with_toml(d, "zero = 3\npp = 2\npipeline-schedule = \"zero-bubble\"\n"); },
+       "use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 3"},
   };
 }
 

@@ -8,7 +8,7 @@
 // context rows cp 2 and 4 (ring attention), over dp with ZeRO (3 too) and recomputation, with tp and
 // with pp.
 // ZeRO-3 rows run dp 2 and 4 with several micro-batches per rank, recomputation and every family,
-// and over tp, pp and cp.
+// and over tp, pp, cp and ep.
 // A MoE model's auxiliary loss (and capacity) is taken per micro-batch, as in Megatron and Hugging
 // Face, so its reference runs the row's micro-batch size; dense models compare to one forward of
 // the whole batch.
@@ -45,6 +45,10 @@ const Layout kLayouts[] = {
     {4, 2, 3, 2, "gpt2-tiny", 2, "1f1b"}, {4, 2, 3, 1, "gpt2-tiny", 2, "gpipe"},
     {4, 2, 3, 1, "gpt2-tiny", 2, "interleaved", 2, 4}, {4, 1, 3, 2, "llama-tiny", 4, "1f1b", 1, 4},
     {8, 2, 3, 2, "llama-tiny", 2, "1f1b", 1, 0, "", 2}, {8, 2, 3, 1, "mixtral-tiny", 2, "interleaved", 2, 4, "", 2},
+    // ZeRO-3 over expert groups: a MoE block's part is two buckets (dense weights over dp×cp, experts
+    // over expert_dp); ep2 and ep4 (an expert per rank, with a shared expert), with tp and with pp
+    {4, 4, 3, 1, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {4, 4, 3, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 4},
+    {8, 4, 3, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2, 2}, {8, 4, 3, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 1, 2},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},
@@ -186,6 +190,7 @@ const Reshard kReshards[] = {
     {{4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}, {1, 1, 0, 2}},  // dp2·tp2·zero3 -> one process
     {{1, 1, 0, 2}, {4, 2, 3, 1, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},  // one process -> dp2·tp2·zero3
     {{4, 2, 3, 2, "gpt2-tiny", 2, "1f1b"}, {2, 2, 1, 2}},               // dp2·pp2·zero3 -> dp2·zero1
+    {{4, 4, 3, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {1, 1, 0, 2, "mixtral-tiny"}},  // dp4·ep2·zero3 -> one process
     {{4, 4, 3, 1, "gpt2-tiny", 1, "1f1b", 1, 0, "--async-checkpoint"}, {2, 2, 1, 2}},  // dp4·zero3, async -> dp2·zero1
     {{2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"}, {1, 1, 0, 2}},  // pp2 -> one process
     {{2, 2, 1, 2}, {4, 2, 1, 1, "gpt2-tiny", 2, "zero-bubble"}},  // dp2·zero1 -> dp2·pp2·zero1
@@ -221,7 +226,7 @@ TEST(ValidationOfCollectiveForwards, MatchesOneProcess) {
   const double want = val_loss(train(Layout{1, 1, 0, 2, "mixtral-tiny"}, dir / "reference", shard, extra));
   const Layout layouts[] = {{4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2},
                             {4, 2, 0, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 1, 2},
-                            {4, 4, 3, 2, "mixtral-tiny"}};
+                            {4, 4, 3, 2, "mixtral-tiny"}, {4, 4, 3, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}};
   for (const Layout& l : layouts)
     EXPECT_NEAR(val_loss(train(l, dir / layout_name(l), shard, extra)), want, 1e-5 * want) << layout_name(l);
 }
