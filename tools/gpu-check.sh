@@ -16,8 +16,9 @@
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
 #          (MFU), each beside PyTorch
-#   multirank  dp2, dp2 zero1 and cp2 (ring attention) with two ranks on the one GPU (mpirun from the
-#          bundle's Open MPI, buffers staged through host memory) against one rank: the fp32 loss curves agree
+#   multirank  dp2 (ZeRO 0, 1, 3), cp2 (ring attention) and dp2 with bf16 or PowerSGD gradient
+#          compression, with two ranks on the one GPU (mpirun from the bundle's Open MPI, buffers staged
+#          through host memory) against one rank: the fp32 loss curves agree (compressed: within 1e-2, 5e-2)
 # Results go to $OUT (the device tool's folder) when set, else bench/results/. Exits non-zero
 # when a section fails; the results file is written either way.
 set -uo pipefail
@@ -126,7 +127,7 @@ for s in "${sections[@]}"; do
       done
       ;;
     multirank)
-      section "multirank: dp2, dp2 zero1 and cp2 on one GPU (MPI, staged through host) vs one rank, fp32"
+      section "multirank: dp2 (zero 0/1/3), cp2, compressed dp2 on one GPU (MPI, staged through host) vs one rank, fp32"
       ompi=$bundle/openmpi
       [[ -d $ompi ]] || { mkdir -p "$ompi" && tar -C "$ompi" -xzf "$bundle/openmpi.tar.gz"; }
       # Debian's Open MPI and PMIx, relocated from / to $ompi.
@@ -144,11 +145,14 @@ for s in "${sections[@]}"; do
       run=(train --model gpt2-mini --vocab-size 512 --train-data "$data/train_*.bin" --steps 10 --batch-size 8
            --seq-len 256 --lr 1e-3 --warmup 2 --quiet --device cuda --dtype fp32)
       record "$tessera" "${run[@]}" --out-dir "$data/one"
-      for layout in "--dp 2 --zero 0" "--dp 2 --zero 1" "--cp 2 --dp 1"; do
-        name=$(echo "$layout" | tr -d ' -')
-        record "${mpirun[@]}" -np 2 "$tessera" "${run[@]}" $layout --out-dir "$data/$name" &&
+      # Exact layouts within fp32 rounding; compressed reductions (on device tensors) within theirs.
+      for layout in "--dp 2 --zero 0:1e-4" "--dp 2 --zero 1:1e-4" "--dp 2 --zero 3:1e-4" "--cp 2 --dp 1:1e-4" \
+                    "--dp 2 --grad-reduce-dtype bf16:1e-2" "--dp 2 --powersgd-rank 4:5e-2"; do
+        flags=${layout%:*} tolerance=${layout##*:}
+        name=$(echo "$flags" | tr -d ' -')
+        record "${mpirun[@]}" -np 2 "$tessera" "${run[@]}" $flags --out-dir "$data/$name" &&
           record python3 "$root/tools/compare_loss_curves.py" "$data/one/metrics.jsonl" \
-            "$data/$name/metrics.jsonl" --tolerance 1e-4
+            "$data/$name/metrics.jsonl" --tolerance "$tolerance"
       done
       ;;
     *) say "unknown section '$s' (env tests train bench attention profile large multirank)"; status=1 ;;
