@@ -526,16 +526,7 @@ Tensor Decoder::grad_of(const std::string& name) {
   return sharded_->grads(spec.block).view(spec.offset - layout_.block_range(spec.block, spec.block).begin, spec.shape);
 }
 
-std::vector<OffsetRange> Decoder::expert_ranges() const {
-  std::vector<OffsetRange> ranges;
-  for (const BlockNames& b : names_.blocks)
-    for (const std::string* name : {&b.experts_in, &b.experts_out}) {
-      if (name->empty()) continue;
-      const ParamSpec& spec = layout_.find(*name);
-      ranges.push_back({spec.offset, spec.offset + spec.numel()});
-    }
-  return ranges;
-}
+std::vector<OffsetRange> Decoder::expert_ranges() const { return tessera::expert_ranges(names_, layout_); }
 
 std::vector<OffsetRange> Decoder::replicated_kv_ranges() const {
   const int64_t replicas = kv_head_replicas(config_, tp_place_);

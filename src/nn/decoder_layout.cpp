@@ -80,6 +80,17 @@ DecoderNames decoder_names(const ModelConfig& c, const DecoderStage& stage) {
   return n;
 }
 
+std::vector<OffsetRange> expert_ranges(const DecoderNames& names, const ParameterLayout& layout) {
+  std::vector<OffsetRange> ranges;
+  for (const BlockNames& b : names.blocks)
+    for (const std::string* name : {&b.experts_in, &b.experts_out}) {
+      if (name->empty()) continue;
+      const ParamSpec& spec = layout.find(*name);
+      ranges.push_back({spec.offset, spec.offset + spec.numel()});
+    }
+  return ranges;
+}
+
 ParameterLayout decoder_layout(const ModelConfig& c) { return decoder_layout(c, whole_decoder(c.num_layers)); }
 
 ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, TpPlace tp, EpPlace ep) {

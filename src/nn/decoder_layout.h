@@ -41,6 +41,9 @@ DecoderNames decoder_names(const ModelConfig& config);
 // not the embedding of a tied model holds a copy of the embedding under its name (Megatron's tied
 // copy: initialised alike, its gradient summed with the first stage's before every update).
 DecoderNames decoder_names(const ModelConfig& config, const DecoderStage& stage);
+// The flat ranges of the routed experts' weights (each MoE block's experts_in and experts_out) in
+// `layout`, a layout of `names`.
+std::vector<OffsetRange> expert_ranges(const DecoderNames& names, const ParameterLayout& layout);
 ParameterLayout decoder_layout(const ModelConfig& config);
 // A pipeline stage's parameters; under tensor parallelism, tp rank's parts of them, and under expert
 // parallelism only ep rank's experts (ParamSpec::slice says where each part lies in the whole).

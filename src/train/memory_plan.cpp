@@ -23,19 +23,26 @@ namespace {
 
 constexpr int64_t kF32 = 4;
 
-// dp rank 0's buckets over `layout`, cut as DataParallel cuts them (every parameter in the dp×cp
-// group: expert weights are planned as if they reduced there too).
-std::vector<Bucket> rank_buckets(const ParameterLayout& layout, const TrainConfig& c, int replicas) {
+// The data-parallel groups' sizes: dp×cp, and the replicas of an ep rank's experts (expert_dp).
+struct ReplicaGroups {
+  int dense = 1, experts = 1;
+  int of(const Bucket& b) const { return b.group == 0 ? dense : experts; }
+};
+
+// Group rank 0's buckets over `layout`, cut as DataParallel cuts them (expert weights in buckets of
+// their own under expert parallelism).
+std::vector<Bucket> rank_buckets(const ParameterLayout& layout, const std::vector<OffsetRange>& experts,
+                                 const TrainConfig& c, ReplicaGroups groups) {
   DataParallelOptions options;
   options.zero_stage = c.zero;
   options.bucket_bytes = int64_t(c.bucket_mb * double(1 << 20));
-  return parameter_buckets(layout, options, {}, {{0, replicas}, {0, 1}});
+  return parameter_buckets(layout, options, experts, {{0, groups.dense}, {0, groups.experts}});
 }
 
-// Parameters, gradients and AdamW moments of `total` elements split into `buckets` over
-// `replicas` ranks (parallel/dp: grad_reducer.cpp, zero3_parameters.cpp). `tied`: the classifier
-// is the embedding, whose ZeRO-3 gradient buffer then stays from the classifier to the backward's end.
-void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total, int zero, int replicas,
+// Parameters, gradients and AdamW moments of `total` elements split into `buckets` over their
+// `groups` (parallel/dp: grad_reducer.cpp, zero3_parameters.cpp). `tied`: the classifier is the
+// embedding, whose ZeRO-3 gradient buffer then stays from the classifier to the backward's end.
+void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total, int zero, ReplicaGroups groups,
                 int64_t compute_size, bool tied) {
   const int64_t shard = shard_size(buckets);
   r.master_weights = (zero == 3 ? shard : total) * kF32;
@@ -50,8 +57,9 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
     int64_t staging = 0;
     std::vector<int64_t> gathers;
     for (const Bucket& b : buckets) {
-      staging += b.chunk + (b.size() == b.chunk * replicas ? 0 : b.chunk * replicas);
-      gathers.push_back(b.chunk * (1 + replicas));
+      const int64_t padded = b.chunk * groups.of(b);
+      staging += b.chunk + (b.size() == padded ? 0 : padded);
+      gathers.push_back(b.chunk + padded);
     }
     std::sort(gathers.rbegin(), gathers.rend());
     const int64_t window = gathers[0] + (gathers.size() > 1 ? gathers[1] : 0);
@@ -63,13 +71,18 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   // embedding's too), and with other ranks up to two earlier parts' reduce-scatters in flight
   // (padded input, chunk output). The largest parts stand for them all.
   std::vector<int64_t> padded;
-  for (const Bucket& b : buckets) padded.push_back(b.chunk * replicas);
+  int64_t chunk = 0;
+  for (const Bucket& b : buckets) {
+    padded.push_back(b.chunk * groups.of(b));
+    chunk = std::max(chunk, b.chunk);
+  }
   std::sort(padded.rbegin(), padded.rend());
   padded.resize(std::max<size_t>(padded.size(), 3), 0);
-  const int64_t largest = padded[0], chunk = (largest + replicas - 1) / replicas;
+  const int64_t largest = padded[0];
+  const bool reduces = groups.dense > 1 || groups.experts > 1;
   r.zero3_buffers = (padded[0] + padded[1]) * kF32 + (compute_size == kF32 ? 0 : largest * compute_size) +
                     (largest + (tied ? padded[1] : 0)) * kF32 +
-                    (replicas > 1 ? (padded[1] + padded[2] + 2 * chunk) * kF32 : 0);
+                    (reduces ? (padded[1] + padded[2] + 2 * chunk) * kF32 : 0);
 }
 
 }  // namespace
@@ -116,14 +129,17 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
   const int64_t T = config.seq_len / d.cp;
   const int64_t seq_shards = d.tp > 1 && config.sequence_parallel ? d.tp : 1;
   const RecomputePolicy recompute{parse_recompute(config.recompute), config.recompute_layers};
-  const int replicas = d.dp * d.cp;
+  // Expert weights reduce over the dp ranks holding the same experts (dp / ep of them, times cp).
+  const ReplicaGroups groups{d.dp * d.cp, d.dp / d.ep * d.cp};
   for (size_t s = 0; s < stages.size(); ++s) {
     RankMemory r;
     r.stage = int(s);
     r.blocks = stages[s];
     const ParameterLayout layout = decoder_layout(model, stages[s], tp, EpPlace{0, d.ep});
     r.parameters = layout.total();
-    add_states(r, rank_buckets(layout, config, replicas), layout.total(), config.zero, replicas,
+    const std::vector<OffsetRange> experts =
+        d.ep > 1 ? expert_ranges(decoder_names(model, stages[s]), layout) : std::vector<OffsetRange>{};
+    add_states(r, rank_buckets(layout, experts, config, groups), layout.total(), config.zero, groups,
                int64_t(dtype_size(compute)), model.tied_embeddings);
     if (config.powersgd_rank > 0) {
       // The errors of the factored matrices; and, every bucket in flight at once at worst, the
