@@ -22,7 +22,7 @@ constexpr Row kRows[] = {
     {"ZeRO-1/2 shard, collective buffers", "gradient_shard", &RankMemory::gradient_shard},
     {"AdamW moments (2 x fp32)", "optimizer", &RankMemory::optimizer},
     {"ZeRO-3 gathered parts, buffers", "zero3_buffers", &RankMemory::zero3_buffers},
-    {"PowerSGD error feedback", "compression", &RankMemory::compression},
+    {"PowerSGD errors, packed rounds", "compression", &RankMemory::compression},
     {"activations per micro-batch", "activations", &RankMemory::activations},
     {"backward scratch per micro-batch", "scratch", &RankMemory::scratch},
     {"classifier logits chunk", "logits", &RankMemory::logits},
