@@ -103,11 +103,33 @@ void plan_memory_command(MemoryOptions o, const CLI::App& command) {
     std::printf("%s", memory_plan_text(plan, title, fixes).c_str());
 }
 
+struct LayoutOptions {
+  TrainConfig run;
+  int world = 8;
+  double device_memory_gb = 80;
+  size_t top = 10;
+  bool json = false;
+};
+
+void plan_layout_command(LayoutOptions o) {
+  TS_CHECK(o.device_memory_gb > 0, "--device-memory-gb must be a positive number of GiB, got ", o.device_memory_gb);
+  TS_CHECK(o.top >= 1, "--top must be at least 1, got ", o.top);
+  const ModelConfig model = resolve_model_config(o.run, nullptr, std::nullopt);
+  const DType compute = choose_compute_dtype(o.run.dtype, Device::cuda);
+  const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
+  const std::vector<LayoutCandidate> found = search_layouts(o.run, model, compute, o.world, device_bytes);
+  if (o.json)
+    std::printf("%s\n", layout_search_json(found, o.run.model, o.world, o.top).dump(2).c_str());
+  else
+    std::printf("%s", layout_search_text(found, o.run.model, o.world, o.top).c_str());
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
   CLI::App* plan = add_command(app, "plan",
-                               "Plan a run before it starts: pipeline (schedule timeline, bubble), memory (bytes per rank)");
+                               "Plan a run before it starts: pipeline (schedule timeline, bubble), memory (bytes per "
+                               "rank), layout (the layouts that fit)");
   plan->require_subcommand(1);
   auto o = std::make_shared<PipelineOptions>();
   CLI::App* pipeline =
@@ -138,6 +160,23 @@ void add_plan_command(CLI::App& app) {
       "Without --batch-size, a step runs --pp micro-batches of --micro-batch-size per data-parallel rank. --dtype auto "
       "is bf16, the GPU's default.");
   memory->callback([m, memory] { plan_memory_command(*m, *memory); });
+
+  auto l = std::make_shared<LayoutOptions>();
+  CLI::App* layout = add_command(
+      *plan, "layout",
+      "The parallel layouts of --world ranks whose every rank fits the device (by plan memory), best first");
+  layout->add_option("--model", l->run.model, "Model preset")->capture_default_str();
+  layout->add_option("--world", l->world, "Ranks (GPUs) to lay out")->capture_default_str();
+  layout->add_option("--batch-size", l->run.batch_size, "Global batch in sequences")->capture_default_str();
+  layout->add_option("--seq-len", l->run.seq_len, "Tokens per sequence")->capture_default_str();
+  layout->add_option("--dtype", l->run.dtype, "Compute precision: auto (bf16), fp32, bf16 or fp16")->capture_default_str();
+  layout->add_option("--pipeline-schedule", l->run.pipeline_schedule, "gpipe, 1f1b, interleaved or zero-bubble")
+      ->capture_default_str();
+  layout->add_option("--device-memory-gb", l->device_memory_gb, "Memory of one device in GiB (H100 80GB: 80)")
+      ->capture_default_str();
+  layout->add_option("--top", l->top, "How many layouts to list")->capture_default_str();
+  layout->add_flag("--json", l->json, "Print the layouts as JSON instead of a table");
+  layout->callback([l] { plan_layout_command(*l); });
 }
 
 }  // namespace tessera::cli

@@ -142,4 +142,51 @@ nlohmann::json memory_plan_json(const MemoryPlan& p, const std::string& title, c
           {"ranks", ranks}};
 }
 
+std::string layout_flags(const TrainConfig& c) {
+  char text[200];
+  std::snprintf(text, sizeof text, "--dp %d --tp %d --pp %d --cp %d --ep %d --zero %d --recompute %s --micro-batch-size %lld",
+                c.dp, c.tp, c.pp, c.cp, c.ep, c.zero, c.recompute.c_str(), static_cast<long long>(c.micro_batch_size));
+  return text;
+}
+
+std::string layout_search_text(const std::vector<LayoutCandidate>& found, const std::string& title, int world,
+                               size_t top) {
+  char line[300];
+  if (found.empty()) {
+    std::snprintf(line, sizeof line,
+                  "%s on %d ranks: no layout fits; add ranks, raise --device-memory-gb, or shorten --seq-len\n",
+                  title.c_str(), world);
+    return line;
+  }
+  const MemoryPlan& first = found.front().plan;
+  std::snprintf(line, sizeof line,
+                "%s on %d ranks, %lld-token sequences, %s: %zu layouts fit %.0f GiB; best first (least recomputation, "
+                "smallest tp·pp·cp·ep, lowest ZeRO, largest micro-batch)\n",
+                title.c_str(), world, static_cast<long long>(first.seq_len), compute_dtype_flag(first.dtype).c_str(),
+                found.size(), gib(first.device_bytes));
+  std::string text = line;
+  text += "    dp  tp  pp  cp  ep  zero  recompute  micro  peak GiB  of device\n";
+  for (size_t i = 0; i < std::min(top, found.size()); ++i) {
+    const TrainConfig& c = found[i].config;
+    const MemoryPlan& p = found[i].plan;
+    std::snprintf(line, sizeof line, "  %4d%4d%4d%4d%4d%6d  %-9s%7lld%10.2f%10.0f%%\n", c.dp, c.tp, c.pp, c.cp, c.ep,
+                  c.zero, c.recompute.c_str(), static_cast<long long>(c.micro_batch_size), gib(p.largest().total()),
+                  100.0 * double(p.largest().total()) / double(p.device_bytes));
+    text += line;
+  }
+  return text + "best: " + layout_flags(found.front().config) + "\n";
+}
+
+nlohmann::json layout_search_json(const std::vector<LayoutCandidate>& found, const std::string& title, int world,
+                                  size_t top) {
+  nlohmann::json layouts = nlohmann::json::array();
+  for (size_t i = 0; i < std::min(top, found.size()); ++i) {
+    const TrainConfig& c = found[i].config;
+    layouts.push_back({{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"cp", c.cp}, {"ep", c.ep}, {"zero", c.zero},
+                       {"recompute", c.recompute}, {"micro_batch", c.micro_batch_size},
+                       {"largest_total", found[i].plan.largest().total()}, {"flags", layout_flags(c)}});
+  }
+  return {{"model", title}, {"world", world}, {"fitting", found.size()}, {"layouts", layouts}};
+}
+
 }  // namespace tessera

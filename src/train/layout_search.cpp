@@ -1,0 +1,71 @@
+// The layout search: every split of the ranks, ZeRO stage and recomputation mode, planned.
+#include "train/layout_search.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "core/error.h"
+#include "nn/recompute.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kMaxTp = 8;  // tensor parallelism stays within a node's GPUs
+constexpr int kMaxWorld = 1 << 16;
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int k = 1; k <= n; ++k)
+    if (n % k == 0) d.push_back(k);
+  return d;
+}
+
+// The order of the list: a smaller key first.
+auto rank_key(const LayoutCandidate& c) {
+  const TrainConfig& f = c.config;
+  return std::make_tuple(int(parse_recompute(f.recompute)), f.tp * f.pp * f.cp * f.ep, f.zero, -f.micro_batch_size,
+                         f.tp, f.pp);
+}
+
+}  // namespace
+
+std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const ModelConfig& model, DType compute,
+                                            int world, int64_t device_bytes) {
+  TS_CHECK(world >= 1 && world <= kMaxWorld, "--world must be between 1 and ", kMaxWorld, " ranks, got ", world);
+  std::vector<LayoutCandidate> found;
+  for (int tp : divisors(world)) {
+    if (tp > kMaxTp) continue;
+    for (int pp : divisors(world / tp))
+      for (int cp : divisors(world / tp / pp)) {
+        const int dp = world / tp / pp / cp;
+        if (config.batch_size % dp != 0) continue;
+        for (int ep : model.moe.enabled() ? divisors(dp) : std::vector<int>{1})
+          for (int zero = 0; zero <= 3; ++zero)
+            for (const char* recompute : {"none", "selective", "full"}) {
+              TrainConfig c = config;
+              c.dp = dp, c.tp = tp, c.pp = pp, c.cp = cp, c.ep = ep, c.zero = zero;
+              c.recompute = recompute;
+              c.recompute_layers = 0;
+              // The largest micro-batch dividing a rank's share of the batch that fits.
+              const int64_t share = config.batch_size / dp;
+              for (int64_t m = share; m >= 1; --m) {
+                if (share % m != 0) continue;
+                c.micro_batch_size = m;
+                try {
+                  MemoryPlan plan = plan_memory(c, model, compute, device_bytes);
+                  if (!plan.fits()) continue;
+                  found.push_back({c, std::move(plan)});
+                  break;
+                } catch (const Error&) {
+                  continue;  // a layout the model or the flags do not allow (at this micro-batch)
+                }
+              }
+            }
+      }
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const LayoutCandidate& a, const LayoutCandidate& b) { return rank_key(a) < rank_key(b); });
+  return found;
+}
+
+}  // namespace tessera

@@ -1,0 +1,27 @@
+// `tessera plan layout`: the parallel layouts of a number of ranks in which every rank of a run fits
+// its device, by the memory plan (train/memory_plan). For each way to split the ranks into tp (at
+// most 8: one node's GPUs), pp, cp, dp and, for MoE models, ep, each ZeRO stage and recomputation
+// mode, it keeps the largest micro-batch that fits, and ranks the layouts: least recomputation first,
+// then the smallest model-parallel degree (tp·pp·cp·ep: the least communication on the critical
+// path), the lowest ZeRO stage, the largest micro-batch. Memory decides what is listed; the order is
+// a rule of thumb (Megatron's), not a measured speed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "train/memory_plan.h"
+
+namespace tessera {
+
+struct LayoutCandidate {
+  TrainConfig config;  // the run's flags with the layout's dp, tp, pp, cp, ep, zero, recompute, micro-batch
+  MemoryPlan plan;
+};
+
+// `config`: the run's model, batch, sequence length, schedule and precision; its layout flags are
+// what the search chooses. Every candidate fits `device_bytes`; best first.
+std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const ModelConfig& model, DType compute,
+                                            int world, int64_t device_bytes);
+
+}  // namespace tessera

@@ -1,0 +1,69 @@
+// `tessera plan layout` end to end: the layouts of --world ranks that fit, best first, each one the
+// plan `tessera plan memory` gives for its flags (so every listed layout fits and none that fits is
+// ranked below a worse one by the stated rule); none fitting is said plainly; bad input is one
+// "tessera: error:" line and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/test_support.h"
+
+namespace tessera {
+namespace {
+
+const std::string kPlan = std::string(TESSERA_EXE) + " plan ";
+
+nlohmann::json json_of(const std::string& args) {
+  const testing::CommandResult r = testing::run_command(kPlan + args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return nlohmann::json::parse(r.output);
+}
+
+TEST(PlanLayout, EveryListedLayoutIsWhatPlanMemorySaysAndFits) {
+  const std::string model = "--model gpt2-1558m --batch-size 16 --seq-len 1024";
+  const nlohmann::json j = json_of("layout " + model + " --world 8 --device-memory-gb 24 --top 6");
+  ASSERT_EQ(j["layouts"].size(), 6u) << j.dump();
+  EXPECT_GT(j["fitting"].get<size_t>(), 6u);
+  int previous_recompute = 0;
+  for (const nlohmann::json& layout : j["layouts"]) {
+    SCOPED_TRACE(layout["flags"].get<std::string>());
+    const nlohmann::json memory =
+        json_of("memory " + model + " " + layout["flags"].get<std::string>() + " --device-memory-gb 24");
+    EXPECT_TRUE(memory["fits"].get<bool>());
+    EXPECT_EQ(memory["largest_total"], layout["largest_total"]);
+    EXPECT_EQ(layout["dp"].get<int>() * layout["tp"].get<int>() * layout["pp"].get<int>() * layout["cp"].get<int>(), 8);
+    // Least recomputation first.
+    const std::string recompute = layout["recompute"];
+    const int level = recompute == "none" ? 0 : recompute == "selective" ? 1 : 2;
+    EXPECT_GE(level, previous_recompute);
+    previous_recompute = level;
+  }
+  // 1558M at 16 x 1024 on 24 GiB: the unsharded weights and moments alone (23 GiB) leave no room,
+  // so the best layout shards or splits the model.
+  const nlohmann::json& best = j["layouts"][0];
+  EXPECT_TRUE(best["zero"].get<int>() > 0 || best["tp"].get<int>() * best["pp"].get<int>() > 1) << best.dump();
+}
+
+TEST(PlanLayout, SaysWhenNothingFits) {
+  const testing::CommandResult r =
+      testing::run_command(kPlan + "layout --model gpt2-1558m --world 1 --batch-size 16 --device-memory-gb 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "gpt2-1558m on 1 ranks: no layout fits; add ranks")) << r.output;
+}
+
+TEST(PlanLayout, BadInputIsOneLineAndANonZeroExit) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"layout --world 0", "--world must be between 1 and 65536 ranks, got 0"},
+      {"layout --device-memory-gb -1", "--device-memory-gb must be a positive number"},
+      {"layout --top 0", "--top must be at least 1"},
+      {"layout --model gpt4", "gpt2-124m"},
+  };
+  for (const auto& [args, fix] : cases) {
+    SCOPED_TRACE(args);
+    testing::expect_one_line_error(testing::run_command(kPlan + args), fix);
+  }
+}
+
+}  // namespace
+}  // namespace tessera
