@@ -53,16 +53,12 @@ TEST(PlanLayout, SaysWhenNothingFits) {
 }
 
 TEST(PlanLayout, BadInputIsOneLineAndANonZeroExit) {
-  const std::pair<std::string, std::string> cases[] = {
+  testing::expect_one_line_errors(kPlan, {
       {"layout --world 0", "--world must be between 1 and 65536 ranks, got 0"},
       {"layout --device-memory-gb -1", "--device-memory-gb must be a positive number"},
       {"layout --top 0", "--top must be at least 1"},
       {"layout --model gpt4", "gpt2-124m"},
-  };
-  for (const auto& [args, fix] : cases) {
-    SCOPED_TRACE(args);
-    testing::expect_one_line_error(testing::run_command(kPlan + args), fix);
-  }
+  });
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ TEST(PlanMemory, JsonHasTheBytesOfEveryStage) {
 }
 
 TEST(PlanMemory, BadInputIsOneLineAndANonZeroExit) {
-  const std::pair<std::string, std::string> cases[] = {
+  testing::expect_one_line_errors(kPlan, {
       {"--model gpt2-124m --tp 8", "choose a --tp that divides 12"},
       {"--model gpt2-tiny --pp 3", "choose --pp ≤ 2"},
       {"--model gpt2-124m --zero 3 --pp 2 --pipeline-schedule zero-bubble", "with --zero 3, or --zero 2 with zero-bubble"},
@@ -58,11 +58,7 @@ TEST(PlanMemory, BadInputIsOneLineAndANonZeroExit) {
       {"--model gpt2-124m --device-memory-gb 0", "--device-memory-gb must be a positive number"},
       {"--model gpt2-124m --batch-size 6 --micro-batch-size 4", "choose a micro-batch that divides"},
       {"--model gpt4", "gpt2-124m"},
-  };
-  for (const auto& [args, fix] : cases) {
-    SCOPED_TRACE(args);
-    testing::expect_one_line_error(testing::run_command(kPlan + args), fix);
-  }
+  });
 }
 
 }  // namespace

@@ -28,17 +28,13 @@ TEST(PlanPipeline, PrintsTheTimelineBubbleAndStages) {
 }
 
 TEST(PlanPipeline, BadInputIsOneLineAndANonZeroExit) {
-  const std::pair<std::string, std::string> cases[] = {
+  testing::expect_one_line_errors(kPlan, {
       {"--schedule zb", "choose gpipe, 1f1b, interleaved or zero-bubble"},
       {"--pp 8 --model gpt2-mini", "use at most 4 chunks"},
       {"--pp 4 --microbatches 6 --virtual-stages 2 --schedule interleaved", "use 4 or 8 micro-batches"},
       {"--pp 4 --virtual-stages 2 --schedule 1f1b", "--pipeline-schedule interleaved"},
       {"--pp 3 --model gpt2-mini --pipeline-boundaries 2,1", "strictly increasing"},
-  };
-  for (const auto& [args, fix] : cases) {
-    SCOPED_TRACE(args);
-    testing::expect_one_line_error(testing::run_command(kPlan + args), fix);
-  }
+  });
 }
 
 }  // namespace

@@ -67,4 +67,11 @@ void expect_one_line_error(const CommandResult& result, const std::string& fix) 
   EXPECT_EQ(line.find('\n'), std::string::npos) << "more than one line: " << result.output;
 }
 
+void expect_one_line_errors(const std::string& command, const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [args, fix] : cases) {
+    SCOPED_TRACE(args);
+    expect_one_line_error(run_command(command + args), fix);
+  }
+}
+
 }  // namespace tessera::testing

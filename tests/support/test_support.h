@@ -46,5 +46,7 @@ bool contains(const std::string& text, const std::string& part);
 
 // Bad input to the tessera binary: a non-zero exit and one "tessera: error:" line that holds `fix`.
 void expect_one_line_error(const CommandResult& result, const std::string& fix);
+// The same for each (arguments, fix) of `cases`, run as `command` + arguments.
+void expect_one_line_errors(const std::string& command, const std::vector<std::pair<std::string, std::string>>& cases);
 
 }  // namespace tessera::testing
