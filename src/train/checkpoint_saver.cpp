@@ -59,8 +59,8 @@ CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const Optimiz
 }
 
 void CheckpointSaver::gather_weights(Tensor& full) const {
-  // This rank's parameters, whole: under ZeRO-3 they come together on the first dp rank (the one
-  // that sends them) from every dp rank's shard.
+  // This rank's parameters, whole: under ZeRO-3 they come together from every dp rank's shard on
+  // the ranks that send them (a collective: the others take part with nothing to receive).
   Tensor held = model_.params();
   if (dp_.zero_stage() == 3) {
     if (writes_weights() && sources_.size() == 1) return dp_.gather_params(full);

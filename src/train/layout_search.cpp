@@ -46,20 +46,11 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
               c.dp = dp, c.tp = tp, c.pp = pp, c.cp = cp, c.ep = ep, c.zero = zero;
               c.recompute = recompute;
               c.recompute_layers = 0;
-              // The largest micro-batch dividing a rank's share of the batch that fits.
-              const int64_t share = config.batch_size / dp;
-              for (int64_t m = share; m >= 1; --m) {
-                if (share % m != 0) continue;
-                c.micro_batch_size = m;
-                try {
-                  MemoryPlan plan = plan_memory(c, model, compute, device_bytes);
-                  if (!plan.fits()) continue;
-                  found.push_back({c, std::move(plan)});
-                  break;
-                } catch (const Error&) {
-                  continue;  // a layout the model or the flags do not allow (at this micro-batch)
-                }
-              }
+              std::optional<MemoryPlan> plan =
+                  plan_largest_micro_batch(c, model, compute, device_bytes, config.batch_size / dp);
+              if (!plan) continue;
+              c.micro_batch_size = plan->micro_batch;
+              found.push_back({c, std::move(*plan)});
             }
       }
   }

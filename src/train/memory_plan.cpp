@@ -167,9 +167,32 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
   return plan;
 }
 
+std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, const ModelConfig& model, DType compute,
+                                                   int64_t device_bytes, int64_t most) {
+  const int64_t share = config.batch_size / std::max(config.dp, 1);
+  TrainConfig c = config;
+  for (int64_t m = std::min(most, share); m >= 1; --m) {
+    if (share % m != 0) continue;
+    c.micro_batch_size = m;
+    try {
+      MemoryPlan plan = plan_memory(c, model, compute, device_bytes);
+      if (plan.fits()) return plan;
+    } catch (const Error&) {
+      continue;  // a layout the model or the flags do not allow (at this micro-batch)
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const ModelConfig& model, DType compute,
                                            int64_t device_bytes) {
   std::vector<std::string> fixes;
+  auto add_fix = [&](const std::string& flags, const MemoryPlan& plan, const char* note) {
+    char text[200];
+    std::snprintf(text, sizeof text, "%s (%.2f GiB%s)", flags.c_str(), double(plan.largest().total()) / double(1 << 30),
+                  note);
+    fixes.push_back(text);
+  };
   // `change` applied to a copy of the flags; kept when that layout is valid and fits.
   auto try_fix = [&](const std::string& flags, const std::function<void(TrainConfig&)>& change,
                      const char* note = "") {
@@ -178,21 +201,17 @@ std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const Mode
     try {
       const MemoryPlan plan = plan_memory(changed, model, compute, device_bytes);
       if (!plan.fits()) return false;
-      char text[200];
-      std::snprintf(text, sizeof text, "%s (%.2f GiB%s)", flags.c_str(), double(plan.largest().total()) / double(1 << 30),
-                    note);
-      fixes.push_back(text);
+      add_fix(flags, plan, note);
       return true;
     } catch (const Error&) {
       return false;
     }
   };
-  // The largest micro-batch below this one that divides a rank's share of the batch.
+  // The largest micro-batch below this one.
   const int dp = std::max(config.dp, 1);
-  const int64_t micro = config.micro_batch(dp), share = config.batch_size / dp;
-  for (int64_t m = micro - 1; m >= 1; --m)
-    if (share % m == 0 && try_fix("--micro-batch-size " + std::to_string(m), [m](TrainConfig& c) { c.micro_batch_size = m; }))
-      break;
+  if (const std::optional<MemoryPlan> smaller =
+          plan_largest_micro_batch(config, model, compute, device_bytes, config.micro_batch(dp) - 1))
+    add_fix("--micro-batch-size " + std::to_string(smaller->micro_batch), *smaller, "");
   const Recompute mode = parse_recompute(config.recompute);
   const bool partial = config.recompute_layers > 0;
   if (mode == Recompute::none || (mode == Recompute::selective && partial))

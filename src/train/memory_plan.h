@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,12 @@ struct MemoryPlan {
 // checks `tessera train` makes at start-up) or a flag is out of range. `compute`: the activations'
 // and compute copy's dtype.
 MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, int64_t device_bytes);
+
+// The plan of the largest micro-batch of at most `most` sequences that divides a data-parallel
+// rank's share of the batch and fits (config's own micro-batch size is not used); none when no
+// size fits or the layout is not one the model allows.
+std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, const ModelConfig& model, DType compute,
+                                                   int64_t device_bytes, int64_t most);
 
 // For a plan that does not fit: single changes of the flags that would make it fit, each planned
 // again ("--micro-batch-size 8 (61.2 GiB)"); empty when none does.
