@@ -24,6 +24,16 @@ inline Tensor random_tensor(Shape shape, uint64_t seed, float lo = -1.0f, float 
   return t;
 }
 
+// Values over many binades and both signs: uniform in (-1, 1) times 2^k, the integer k uniform in
+// [lo_exp, hi_exp]; for ops whose result depends on the magnitude's binade (fp8 rounding).
+inline Tensor random_wide_tensor(Shape shape, uint64_t seed, int lo_exp, int hi_exp) {
+  Tensor t = random_tensor(std::move(shape), seed);
+  const std::vector<float> k = random_floats(t.numel(), seed + 1, float(lo_exp), float(hi_exp + 1));
+  for (int64_t i = 0; i < t.numel(); i++)
+    t.f32()[i] = std::ldexp(t.f32()[i], std::min(hi_exp, int(std::floor(k[size_t(i)]))));
+  return t;
+}
+
 inline Tensor tensor_of(Shape shape, const std::vector<float>& values) {
   Tensor t = Tensor::zeros(std::move(shape));
   EXPECT_EQ(int64_t(values.size()), t.numel());
