@@ -62,14 +62,16 @@ struct RunResult {
   std::vector<std::pair<std::string, std::vector<float>>> weights;  // the final checkpoint's tensors
 };
 
-// The command line that trains layout `l` in `dir` on `shard`, with `extra` flags.
+// The command line that trains layout `l` in `dir` on `shard`, with `extra` flags. The comm timeout
+// is generous: up to 12 ranks share 2 cores under `ctest -j2`, and a starved rank can wait minutes
+// for its peers; ctest's 300 s timeout still ends a real hang.
 inline std::string train_command(const Layout& l, const std::filesystem::path& dir, const std::string& shard,
                                  const std::string& extra) {
   std::ostringstream cmd;
   cmd << "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ";
   if (l.ranks > 1) cmd << "mpirun --oversubscribe --allow-run-as-root -np " << l.ranks << " ";
   cmd << TESSERA_EXE << " train --quiet --model " << l.model << " --train-data " << shard
-      << " --batch-size 8 --seq-len 16 " << extra << " --lr 1e-3 --warmup 1 --min-lr 1e-4 --comm-timeout 60"
+      << " --batch-size 8 --seq-len 16 " << extra << " --lr 1e-3 --warmup 1 --min-lr 1e-4 --comm-timeout 240"
       << " --bucket-mb 0.01 --dp " << l.dp << " --zero " << l.zero << " --micro-batch-size " << l.micro_batch
       << " --out-dir " << dir.string();
   if (l.pp > 1)
