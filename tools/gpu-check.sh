@@ -6,8 +6,8 @@
 #   env    nvidia-smi, driver, the libraries found
 #   tests  every `cuda` test (each CUDA op against its CPU twin), gtest XML beside the results
 #   train  20 steps of $TRAIN_MODELS (gpt2-mini llama-mini mixtral-mini) on the GPU (bf16, fp16 with loss scaling,
-#          fp32) and on the CPU (fp32), same seed and synthetic data: each GPU loss curve against the CPU's
-#          (within 2%)
+#          fp32, bf16 with --fp8 hybrid) and on the CPU (fp32; fp32 with --fp8 hybrid), same seed and synthetic
+#          data: each GPU loss curve against the CPU's (within 2%)
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes,
 #          micro-batches $BENCH_BATCHES (16), dtypes $BENCH_DTYPES (bf16 fp16 fp32)
 #   attention  the attention kernels side by side: the tensor-core and cuDNN attention tests (cuDNN's own
@@ -88,6 +88,12 @@ for s in "${sections[@]}"; do
           record python3 "$root/tools/compare_loss_curves.py" "$data/$model-cpu/metrics.jsonl" \
             "$data/$model-gpu-$dtype/metrics.jsonl"
         done
+        # fp8 (fake-quantized operands): bf16 on the GPU against the CPU reference of the same recipe
+        record "$tessera" "${run[@]}" --device cpu --fp8 hybrid --out-dir "$data/$model-cpu-fp8"
+        record "$tessera" "${run[@]}" --device cuda --dtype bf16 --fp8 hybrid --out-dir "$data/$model-gpu-fp8"
+        say "loss: $model, CPU fp32 vs GPU bf16, both --fp8 hybrid"
+        record python3 "$root/tools/compare_loss_curves.py" "$data/$model-cpu-fp8/metrics.jsonl" \
+          "$data/$model-gpu-fp8/metrics.jsonl"
       done
       ;;
     bench)

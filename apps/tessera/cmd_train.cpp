@@ -135,6 +135,13 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--attention-kernel", c.attention_kernel,
                  "GPU attention in bf16/fp16: tessera (our tensor-core kernels) or cudnn (cuDNN's fused attention)")
       ->capture_default_str();
+  cmd.add_option("--fp8", c.fp8,
+                 "fp8 for the blocks' linear layers, delayed scaling: off, hybrid (E4M3 inputs and weights, E5M2 "
+                 "gradients) or e4m3")
+      ->capture_default_str();
+  cmd.add_option("--fp8-amax-history", c.fp8_amax_history, "Steps of amax history behind each fp8 scale")
+      ->capture_default_str();
+  cmd.add_option("--fp8-margin", c.fp8_margin, "Headroom of the fp8 scales, in powers of two")->capture_default_str();
   cmd.add_option("--loss-scaling", c.loss_scaling, "auto (dynamic for fp16, off otherwise), dynamic or off")
       ->capture_default_str();
   cmd.add_option("--loss-scale", c.loss_scale, "Initial dynamic loss scale")->capture_default_str();

@@ -63,6 +63,20 @@ double state_loss_scale(const nlohmann::json& state, const fs::path& checkpoint)
   return v.get<double>();
 }
 
+std::vector<float> state_fp8_amax_history(const nlohmann::json& state, const fs::path& checkpoint) {
+  std::vector<float> history;
+  if (!state.contains("fp8_amax_history")) return history;
+  const nlohmann::json& v = state["fp8_amax_history"];
+  TS_CHECK(v.is_array(), "checkpoint ", state_path(checkpoint), ": 'fp8_amax_history' must be an array of numbers, got ",
+           json_excerpt(v));
+  for (const nlohmann::json& a : v) {
+    TS_CHECK(a.is_number(), "checkpoint ", state_path(checkpoint), ": 'fp8_amax_history' holds ", json_excerpt(a),
+             ", not a number");
+    history.push_back(a.get<float>());
+  }
+  return history;
+}
+
 ModelConfig state_model_config(const nlohmann::json& state, const fs::path& checkpoint) {
   return model_config_from_json(field(state, "model", checkpoint), "checkpoint " + state_path(checkpoint));
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,8 @@ int64_t state_count(const nlohmann::json& state, const char* key, const std::fil
 uint64_t state_seed(const nlohmann::json& state, const std::filesystem::path& checkpoint);
 // fp16's dynamic loss scale: a finite number >= 1, or 0 when the run did not scale (key absent).
 double state_loss_scale(const nlohmann::json& state, const std::filesystem::path& checkpoint);
+// The fp8 scales' amax history: an array of numbers, empty when the run had no fp8 (key absent).
+std::vector<float> state_fp8_amax_history(const nlohmann::json& state, const std::filesystem::path& checkpoint);
 ModelConfig state_model_config(const nlohmann::json& state, const std::filesystem::path& checkpoint);
 // The recorded size and CRC-32 of each file; empty for a checkpoint written before they were recorded.
 std::map<std::string, FileDigest> state_files(const nlohmann::json& state, const std::filesystem::path& checkpoint);

@@ -125,6 +125,7 @@ fs::path commit(const fs::path& out_dir, const ModelConfig& config, const Checkp
                       {"crc_block_bytes", kCrcBlockBytes},
                       {"tensors", index_json(index)}};
   if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
+  if (!state.fp8_amax_history.empty()) j["fp8_amax_history"] = state.fp8_amax_history;
   write_file_atomic(temp_dir / "state.json", j.dump(1) + "\n");
   fsync_directory(temp_dir);
   return publish(out_dir, temp_dir, state.step, retention);
@@ -285,6 +286,7 @@ CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, bool
   state.seed = state_seed(c.state, checkpoint);
   state.run_config = c.state.value("run_config", nlohmann::json::object());
   state.loss_scale = state_loss_scale(c.state, checkpoint);
+  state.fp8_amax_history = state_fp8_amax_history(c.state, checkpoint);
   state.optimizer_steps =
       c.state.contains("optimizer_steps") ? state_count(c.state, "optimizer_steps", checkpoint) : state.step;
   const ModelConfig recorded = state_model_config(c.state, checkpoint);

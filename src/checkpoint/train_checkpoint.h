@@ -45,6 +45,7 @@ struct CheckpointState {
   nlohmann::json run_config;  // the TrainConfig that produced it, for the record (state.json adds its hash)
   double loss_scale = 0;      // fp16's dynamic loss scale at the save (0: not scaling)
   int64_t optimizer_steps = 0;  // AdamW's step count (its bias correction)
+  std::vector<float> fp8_amax_history;  // the fp8 scales' amax history (nn/fp8_scaling.h); empty without fp8
   CheckpointLayout layout;
 };
 

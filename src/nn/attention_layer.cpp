@@ -41,13 +41,17 @@ void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_
 }
 
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
-                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp, ContextParallel* cp) {
+                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp, ContextParallel* cp,
+                             Fp8Block fp8) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
-  matmul_forward(a.qkv, region_input(x, tp), w.qkv.weight, w.qkv.bias);
+  const Fp8Linear qkv = fp8[BlockLinear::qkv], proj = fp8[BlockLinear::attn_out];
+  matmul_forward(a.qkv, qkv.operand(region_input(x, tp), Fp8Role::input), qkv.operand(w.qkv.weight, Fp8Role::weight),
+                 w.qkv.bias);
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, rotary.positions, NH, NKV, rotary.inv_freq);
   core_forward(config, a, cp);
   Tensor partial = all_rows_like(a.out, tp);
-  matmul_forward(partial, a.core, w.attn_out.weight, row_parallel_bias(w.attn_out.bias, tp));
+  matmul_forward(partial, proj.operand(a.core, Fp8Role::input), proj.operand(w.attn_out.weight, Fp8Role::weight),
+                 row_parallel_bias(w.attn_out.bias, tp));
   region_output(partial, a.out, tp);
 }
 
@@ -68,16 +72,19 @@ void attention_core_recompute(const ModelConfig& config, AttentionActivations& a
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
                               const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred,
-                              TensorParallel* tp, ContextParallel* cp) {
+                              TensorParallel* tp, ContextParallel* cp, Fp8Block fp8) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
-  linear_backward(scratch.dcore, g.attn_out, region_output_grad(dout, tp), a.core, w.attn_out.weight, deferred);
+  const Fp8Linear qkv = fp8[BlockLinear::qkv], proj = fp8[BlockLinear::attn_out];
+  linear_backward(scratch.dcore, g.attn_out, proj.operand(region_output_grad(dout, tp), Fp8Role::grad),
+                  proj.operand(a.core, Fp8Role::input), proj.operand(w.attn_out.weight, Fp8Role::weight), deferred);
   if (cp)
     cp->attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
   else
     attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV);
   if (config.positions == PositionKind::rope) rope_backward(scratch.dqkv, rotary.positions, NH, NKV, rotary.inv_freq);
   Tensor partial = all_rows_like(dx, tp);
-  linear_backward(partial, g.qkv, scratch.dqkv, region_input(x, tp), w.qkv.weight, deferred);
+  linear_backward(partial, g.qkv, qkv.operand(scratch.dqkv, Fp8Role::grad), qkv.operand(region_input(x, tp), Fp8Role::input),
+                  qkv.operand(w.qkv.weight, Fp8Role::weight), deferred);
   region_input_grad(partial, dx, tp);
 }
 

@@ -8,6 +8,7 @@
 #include "core/tensor.h"
 #include "nn/context_parallel.h"
 #include "nn/decoder_layout.h"
+#include "nn/fp8_scaling.h"
 #include "nn/deferred_weight_grads.h"
 #include "nn/tensor_parallel.h"
 #include "nn/model_config.h"
@@ -43,7 +44,7 @@ struct AttentionScratch {
 // over the whole sequences held by the group (`rotary` holds the true positions).
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
                              const BlockWeights& w, const Rotary& rotary, TensorParallel* tp = nullptr,
-                             ContextParallel* cp = nullptr);
+                             ContextParallel* cp = nullptr, Fp8Block fp8 = {});
 // Generation: the same layer for new tokens at positions past.., their keys and values appended to
 // the caches (B, capacity, NKV*HS) and attention taken over the cache (ops/attention_kv.h).
 void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
@@ -54,6 +55,6 @@ void attention_core_recompute(const ModelConfig& config, AttentionActivations& a
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
                               const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred = nullptr,
-                              TensorParallel* tp = nullptr, ContextParallel* cp = nullptr);
+                              TensorParallel* tp = nullptr, ContextParallel* cp = nullptr, Fp8Block fp8 = {});
 
 }  // namespace tessera

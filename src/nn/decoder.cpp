@@ -85,6 +85,10 @@ void Decoder::set_context_parallel(ContextParallel* ring) {
   cp_ = ring && ring->place().size > 1 ? ring : nullptr;
 }
 
+void Decoder::set_fp8(const Fp8Options& options) {
+  fp8_ = options.recipe == Fp8Recipe::off ? nullptr : std::make_unique<Fp8Scaling>(options, config_.num_layers, device_);
+}
+
 void Decoder::set_expert_parallel(ExpertParallel* dispatch) {
   TS_CHECK(dispatch == nullptr ? ep_place_.size == 1
                                : dispatch->place().rank == ep_place_.rank && dispatch->place().size == ep_place_.size,
@@ -98,14 +102,14 @@ void Decoder::to(Device device, DType compute) {
            " on the ", device == Device::cpu ? "CPU" : "GPU",
            " is not supported; the CPU computes in f32, the GPU in f32, bf16 or f16");
   if (device == device_ && compute == compute_dtype_) return;
-  TS_CHECK(!sharded_, "Decoder::to: a ZeRO-3 model stays on the device it was sharded on");
   device_ = device;
   compute_dtype_ = compute;
+  acts_ = DecoderActivations();
+  in_flight_.clear();
+  if (sharded_) return;  // the parameters are ZeRO-3's shards, already where they compute
   set_params(tensor_to(params_, device));
   const bool had_grads = grads_.defined();
   release_grads();
-  acts_ = DecoderActivations();
-  in_flight_.clear();
   if (had_grads) allocate_grads();  // zero-filled: gradients never carry over a move
 }
 
@@ -225,7 +229,7 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
     // The next part this chunk uses (another chunk's next block may be another rank's).
     gather_part(l, l + 1 < r.end || l + 1 == L ? l + 1 : kNoPart);
     if (l == r.first || !fuse) norm_forward(config_, a.blocks[size_t(l)].norm1, x, w_.blocks[size_t(l)].norm1);
-    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), {tp_, ep_, cp_});
+    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), block_context(l));
     release_part(l);
   }
   if (fuse || r.end != L) return;
@@ -348,8 +352,8 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     gather_part(l, l > r.first ? l - 1 : kNoPart);
     bind_part_grads(l);
     const BlockWeights& w = w_.blocks[size_t(l)];
-    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, {tp_, ep_, cp_});
-    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, {tp_, ep_, cp_});
+    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, block_context(l));
+    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, block_context(l));
     release_part(l);
     part_grads_final(l);
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);

@@ -18,13 +18,16 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 #include "nn/decoder_activations.h"
+#include "nn/decoder_block.h"
 #include "nn/decoder_layout.h"
+#include "nn/fp8_scaling.h"
 #include "nn/kv_cache.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
@@ -67,7 +70,8 @@ class Decoder {
   // projections scaled by 1/sqrt(2L), biases 0, norm gains 1, padding rows of the embedding and head 0.
   void init_weights(uint64_t seed);
   // Moves parameters and gradients to `device` and sets the compute dtype (f32, or bf16 / f16 on the GPU);
-  // activations follow at the next forward.
+  // activations follow at the next forward. A ZeRO-3 model's parameters are its shards' (sharded
+  // before the move, they are on the device already): only the compute place changes.
   void to(Device device, DType compute = DType::f32);
   Device device() const { return device_; }
   DType compute_dtype() const { return compute_dtype_; }
@@ -154,6 +158,10 @@ class Decoder {
   const Tensor& logits() const { return acts_.logits; }
   // Activation recomputation for the next forward/backward (see nn/recompute.h); none by default.
   void set_recompute(RecomputePolicy policy) { recompute_ = policy; }
+  // fp8 for the blocks' dense linear layers (nn/fp8_scaling.h), after to(); recipe off: none.
+  void set_fp8(const Fp8Options& options);
+  // The fp8 scaling state, or null without fp8.
+  Fp8Scaling* fp8() { return fp8_.get(); }
   // MoE training options (aux and z-loss coefficients, capacity factor); used by the next forward.
   void set_moe_options(const MoeOptions& options) { moe_options_ = options; }
   const MoeOptions& moe_options() const { return moe_options_; }
@@ -196,6 +204,8 @@ class Decoder {
   int64_t classifier_chunk(int64_t rows) const;
   Tensor& logits_buffer(int64_t rows);  // acts_.logits as (rows, Vp), reallocated when that changes
   void allocate_grads();
+  // What block l's layers act through.
+  BlockContext block_context(int64_t l) { return {tp_, ep_, cp_, Fp8Block{fp8_.get(), l}}; }
   void set_params(Tensor params);
   // ZeRO-3 (decoder_sharded.cpp; no-ops when not sharded): w_'s views of `part` from its gathered
   // parameters (gathering `next` meanwhile) until release_part; g_'s views of its gradient buffer
@@ -220,6 +230,7 @@ class Decoder {
   EpPlace ep_place_;
   ExpertParallel* ep_ = nullptr;  // null without expert parallelism
   ContextParallel* cp_ = nullptr;  // null without context parallelism
+  std::unique_ptr<Fp8Scaling> fp8_;  // null without fp8
   DecoderNames names_;
   Device device_ = Device::cpu;
   DType compute_dtype_ = DType::f32;

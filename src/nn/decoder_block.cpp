@@ -25,13 +25,13 @@ void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_
 }
 
 void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
-                   const BlockWeights& w, const Rotary& rotary, NextNorm next, BlockParallel par) {
-  attention_layer_forward(config, a.attn, a.norm1.out, w, rotary, par.tp, par.cp);
+                   const BlockWeights& w, const Rotary& rotary, NextNorm next, BlockContext ctx) {
+  attention_layer_forward(config, a.attn, a.norm1.out, w, rotary, ctx.tp, ctx.cp, ctx.fp8);
   residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
   if (w.router.defined())
-    moe_layer_forward(config, moe, a.moe, a.norm2.out, w, par.tp, par.ep, par.cp);
+    moe_layer_forward(config, moe, a.moe, a.norm2.out, w, ctx.tp, ctx.ep, ctx.cp);
   else
-    mlp_layer_forward(config.mlp, a.mlp, a.norm2.out, w.mlp_in, w.mlp_out, par.tp);
+    mlp_layer_forward(config.mlp, a.mlp, a.norm2.out, w.mlp_in, w.mlp_out, ctx.tp, ctx.fp8);
   if (next.acts)
     residual_norm_forward(config, a.out, *next.acts, a.mid, a.mlp_out(), *next.weights);
   else
@@ -51,12 +51,12 @@ void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& 
 }
 
 void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
-                     const Tensor& x, const BlockWeights& w, const Rotary& rotary, BlockParallel par) {
+                     const Tensor& x, const BlockWeights& w, const Rotary& rotary, BlockContext ctx) {
   if (mode == Recompute::full) {
     norm_forward(config, a.norm1, x, w.norm1);
-    return block_forward(config, moe, a, x, w, rotary, NextNorm{}, par);
+    return block_forward(config, moe, a, x, w, rotary, NextNorm{}, ctx);
   }
-  attention_core_recompute(config, a.attn, par.cp);
+  attention_core_recompute(config, a.attn, ctx.cp);
   if (w.router.defined())
     moe_activation_recompute(a.moe);
   else
@@ -65,17 +65,17 @@ void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions
 
 void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
-                    BlockScratch& scratch, DeferredWeightGrads* deferred, BlockParallel par) {
+                    BlockScratch& scratch, DeferredWeightGrads* deferred, BlockContext ctx) {
   if (w.router.defined())
-    moe_layer_backward(config, scratch.dnormed, g, dres, a.moe, a.norm2.out, w, moe, scratch.moe, deferred, par.tp,
-                       par.ep, par.cp);
+    moe_layer_backward(config, scratch.dnormed, g, dres, a.moe, a.norm2.out, w, moe, scratch.moe, deferred, ctx.tp,
+                       ctx.ep, ctx.cp);
   else
     mlp_layer_backward(config.mlp, scratch.dnormed, g.mlp_in, g.mlp_out, dres, a.mlp, a.norm2.out, w.mlp_in,
-                       w.mlp_out, scratch.mlp, deferred, par.tp);
+                       w.mlp_out, scratch.mlp, deferred, ctx.tp, ctx.fp8);
   norm_backward(config, scratch.dnorm, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2);
   add_inplace(dres, scratch.dnorm);
   attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, rotary, scratch.attn, deferred,
-                           par.tp, par.cp);
+                           ctx.tp, ctx.cp, ctx.fp8);
   norm_backward(config, scratch.dnorm, g.norm1, scratch.dnormed, x, w.norm1, a.norm1);
   add_inplace(dres, scratch.dnorm);
 }

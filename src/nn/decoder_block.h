@@ -48,16 +48,18 @@ struct NextNorm {
   const LinearWeights* weights = nullptr;
 };
 
-// The mappings a block's layers act through; null where that axis has one rank.
-struct BlockParallel {
+// What a block's layers act through: the parallel mappings (null where that axis has one rank), and
+// the fp8 scaling of its linear layers (none: they compute in the compute dtype).
+struct BlockContext {
   TensorParallel* tp = nullptr;
   ExpertParallel* ep = nullptr;
   ContextParallel* cp = nullptr;
+  Fp8Block fp8;
 };
 
 // `config`: the shapes the layers compute with (a tensor-parallel rank's share under tp).
 void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
-                   const BlockWeights& w, const Rotary& rotary, NextNorm next, BlockParallel par = {});
+                   const BlockWeights& w, const Rotary& rotary, NextNorm next, BlockContext ctx = {});
 // Generation: the block for new tokens at positions past.. over its key/value cache; no fusion
 // with the next norm (a.norm1 is computed here).
 void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w,
@@ -65,10 +67,10 @@ void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& 
 // Before block_backward of a recomputed block: re-runs what `mode` dropped (see Recompute): the
 // whole forward from x (full), or the attention core and the MLP activation (selective).
 void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
-                     const Tensor& x, const BlockWeights& w, const Rotary& rotary, BlockParallel par = {});
+                     const Tensor& x, const BlockWeights& w, const Rotary& rotary, BlockContext ctx = {});
 // With `deferred`, the linear layers' weight gradients are recorded there instead (zero-bubble).
 void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
-                    BlockScratch& scratch, DeferredWeightGrads* deferred = nullptr, BlockParallel par = {});
+                    BlockScratch& scratch, DeferredWeightGrads* deferred = nullptr, BlockContext ctx = {});
 
 }  // namespace tessera

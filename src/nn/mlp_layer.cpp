@@ -15,16 +15,18 @@ void MlpActivations::allocate(MlpKind kind, int64_t B, int64_t T, int64_t T_out,
 }
 
 void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const LinearWeights& in,
-                       const LinearWeights& out, TensorParallel* tp) {
-  const Tensor input = region_input(x, tp);
+                       const LinearWeights& out, TensorParallel* tp, Fp8Block fp8) {
+  const Fp8Linear up = fp8[BlockLinear::mlp_in], down = fp8[BlockLinear::mlp_out];
+  const Tensor input = up.operand(region_input(x, tp), Fp8Role::input), in_weight = up.operand(in.weight, Fp8Role::weight);
   if (kind == MlpKind::gelu) {
-    matmul_gelu_forward(a.act, a.h, input, in.weight, in.bias);
+    matmul_gelu_forward(a.act, a.h, input, in_weight, in.bias);
   } else {
-    matmul_forward(a.h, input, in.weight, in.bias);
+    matmul_forward(a.h, input, in_weight, in.bias);
     swiglu_forward(a.act, a.h);
   }
   Tensor partial = all_rows_like(a.out, tp);
-  matmul_forward(partial, a.act, out.weight, row_parallel_bias(out.bias, tp));
+  matmul_forward(partial, down.operand(a.act, Fp8Role::input), down.operand(out.weight, Fp8Role::weight),
+                 row_parallel_bias(out.bias, tp));
   region_output(partial, a.out, tp);
 }
 
@@ -35,19 +37,22 @@ void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
 
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
                         const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
-                        MlpScratch& scratch, DeferredWeightGrads* deferred, TensorParallel* tp) {
-  const Tensor dout_all = region_output_grad(dout, tp);
+                        MlpScratch& scratch, DeferredWeightGrads* deferred, TensorParallel* tp, Fp8Block fp8) {
+  const Fp8Linear up = fp8[BlockLinear::mlp_in], down = fp8[BlockLinear::mlp_out];
+  const Tensor dout_all = down.operand(region_output_grad(dout, tp), Fp8Role::grad);
+  const Tensor act = down.operand(a.act, Fp8Role::input), out_weight = down.operand(out.weight, Fp8Role::weight);
   if (kind == MlpKind::gelu) {
     LinearWeights none;  // with `deferred`, the weight part waits there
     LinearWeights& now = deferred ? none : g_out;
-    matmul_backward_dgelu(scratch.dh, now.weight, now.bias, dout_all, a.act, out.weight, a.h);
-    if (deferred) deferred->add_linear(g_out, dout_all, a.act, out.weight);
+    matmul_backward_dgelu(scratch.dh, now.weight, now.bias, dout_all, act, out_weight, a.h);
+    if (deferred) deferred->add_linear(g_out, dout_all, act, out_weight);
   } else {
-    linear_backward(scratch.dact, g_out, dout_all, a.act, out.weight, deferred);
+    linear_backward(scratch.dact, g_out, dout_all, act, out_weight, deferred);
     swiglu_backward(scratch.dh, scratch.dact, a.h);
   }
   Tensor partial = all_rows_like(dx, tp);
-  linear_backward(partial, g_in, scratch.dh, region_input(x, tp), in.weight, deferred);
+  linear_backward(partial, g_in, up.operand(scratch.dh, Fp8Role::grad), up.operand(region_input(x, tp), Fp8Role::input),
+                  up.operand(in.weight, Fp8Role::weight), deferred);
   region_input_grad(partial, dx, tp);
 }
 

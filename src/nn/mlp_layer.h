@@ -8,6 +8,7 @@
 #include "core/tensor.h"
 #include "nn/decoder_layout.h"
 #include "nn/deferred_weight_grads.h"
+#include "nn/fp8_scaling.h"
 #include "nn/tensor_parallel.h"
 #include "nn/model_config.h"
 
@@ -31,11 +32,12 @@ struct MlpScratch {
 // With `tp`, a tensor-parallel rank's share of the width: the output reduced over the group, the
 // input gradient too.
 void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const LinearWeights& in,
-                       const LinearWeights& out, TensorParallel* tp = nullptr);
+                       const LinearWeights& out, TensorParallel* tp = nullptr, Fp8Block fp8 = {});
 // Selective recomputation: act again from the saved h.
 void mlp_activation_recompute(MlpKind kind, MlpActivations& a);
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
                         const MlpActivations& a, const Tensor& x, const LinearWeights& in, const LinearWeights& out,
-                        MlpScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr);
+                        MlpScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr,
+                        Fp8Block fp8 = {});
 
 }  // namespace tessera

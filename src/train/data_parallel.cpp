@@ -23,11 +23,11 @@ std::vector<Bucket> model_buckets(const Decoder& model, const ProcessGrid& grid,
 }
 
 // PowerSGD over the model's matrices, or none.
-std::unique_ptr<PowerSgd> powersgd_for(const Decoder& model, const DataParallelOptions& options) {
+std::unique_ptr<PowerSgd> powersgd_for(const Decoder& model, const DataParallelOptions& options, Device device) {
   if (options.powersgd_rank == 0) return nullptr;
   TS_CHECK(options.zero_stage < 3, "DataParallel: PowerSGD compresses the bucketed reduction of ZeRO 0-2, not ZeRO-3's");
   constexpr uint64_t kSeed = 0x5eed;  // the same Q on every rank
-  return std::make_unique<PowerSgd>(gradient_matrices(model.layout()), options.powersgd_rank, kSeed, model.device());
+  return std::make_unique<PowerSgd>(gradient_matrices(model.layout()), options.powersgd_rank, kSeed, device);
 }
 
 double squared_norm_of(const Tensor& t, const std::vector<OffsetRange>& ranges) {
@@ -61,7 +61,7 @@ std::vector<GradMatrix> gradient_matrices(const ParameterLayout& layout) {
   return matrices;
 }
 
-DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options)
+DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options, Device device)
     : dp_(grid.dp),
       replicas_(grid.dp_cp),
       ep_(grid.ep),
@@ -69,10 +69,10 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
       options_(options),
       experts_(model.ep_place().size > 1 ? model.expert_ranges() : std::vector<OffsetRange>{}),
       reducer_({grid.dp_cp.get(), grid.expert_dp.get()}, model_buckets(model, grid, experts_, options),
-               options.zero_stage, options.overlap, options.reduce_dtype, powersgd_for(model, options)) {
+               options.zero_stage, options.overlap, options.reduce_dtype, powersgd_for(model, options, device)) {
   TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 3, "--zero must be 0, 1, 2 or 3, got ",
            options.zero_stage);
-  if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, model.device());
+  if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, device);
   if (options.zero_stage == 3) {
     zero3_ = std::make_unique<Zero3Parameters>(std::vector<Comm*>{replicas_.get(), grid.expert_dp.get()}, model.layout(),
                                                reducer_.buckets(), model.params(), shard_, options.reduce_dtype);

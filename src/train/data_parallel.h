@@ -46,8 +46,11 @@ struct ParamMemory {
 
 class DataParallel {
  public:
-  // Under ZeRO-3 the model (whole, on its device) hands its parameters over to this object's shards.
-  DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options);
+  // The reduction state lives on `device`, where the step runs. Under ZeRO-3 the model hands its
+  // parameters over to this object's shards there, from wherever it holds them: built or loaded on
+  // the host, a model is sharded before it moves (Decoder::to then moves no parameters), so the
+  // device never holds the whole model.
+  DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options, Device device);
 
   // This rank's place among the data-parallel ranks (which batch shares it takes).
   int rank() const { return dp_->rank(); }

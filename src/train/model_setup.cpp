@@ -196,7 +196,10 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"pipeline-boundaries", c.pipeline_boundaries},
           {"zero", c.zero},
           {"device", c.device},
-          {"dtype", c.dtype}};
+          {"dtype", c.dtype},
+          {"fp8", c.fp8},
+          {"fp8-amax-history", c.fp8_amax_history},
+          {"fp8-margin", c.fp8_margin}};
 }
 
 }  // namespace tessera

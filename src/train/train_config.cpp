@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "parallel/dp/grad_reducer.h"
 #include "parallel/pp/pipeline_schedule.h"
+#include "nn/fp8_scaling.h"
 #include "nn/recompute.h"
 #include "ops/attention.h"
 #include "optim/lr_schedule.h"
@@ -61,6 +62,9 @@ void TrainConfig::validate() const {
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
            "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
   TS_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got ", zero);
+  check_fp8_options(fp8_options());
+  TS_CHECK(fp8 == "off" || dtype != "fp16", "--fp8 ", fp8,
+           " scales its gradients per tensor, which fp16's loss scale would fight; use --dtype bf16 (or fp32 on the CPU) with it");
   parse_grad_reduce_dtype(grad_reduce_dtype);
   TS_CHECK(powersgd_rank >= 0 && powersgd_rank <= kMaxPowerSgdRank, "--powersgd-rank must be in [0, ", kMaxPowerSgdRank,
            "] (0 = off), got ", powersgd_rank);

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/fp8_scaling.h"
+
 namespace tessera {
 
 // The most CPU threads --threads accepts.
@@ -56,6 +58,10 @@ struct TrainConfig {
   std::string dtype = "auto";    // compute precision: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16, fp16
   std::string loss_scaling = "auto";  // auto (dynamic for fp16, off otherwise), dynamic or off
   std::string attention_kernel = "tessera";  // GPU attention in bf16/fp16: tessera or cudnn
+  std::string fp8 = "off";            // fp8 linear layers: off, hybrid (E4M3 forward, E5M2 gradients) or e4m3
+  int64_t fp8_amax_history = 16;      // steps of amax history behind each fp8 scale
+  int fp8_margin = 0;                 // fp8 scales' headroom, in powers of two
+  Fp8Options fp8_options() const { return {parse_fp8_recipe(fp8), fp8_amax_history, fp8_margin}; }
   double loss_scale = 65536.0;        // the dynamic loss scale's initial value
   int64_t loss_scale_window = 1000;   // clean steps before the loss scale doubles
   // parallelism

@@ -36,6 +36,16 @@ LossScalerConfig loss_scaler_config(const TrainConfig& c, DType compute) {
   return LossScalerConfig{dynamic, c.loss_scale, c.loss_scale_window};
 }
 
+// The step's fp8 amaxes, each the max over every rank, move the scales on: every rank then holds
+// the same scales for the next step, whatever its share of the model and the batch.
+void update_fp8_scales(Fp8Scaling& fp8, Comm& world) {
+  const std::vector<float> amaxes = fp8.take_amaxes();
+  Tensor reduced = Tensor::zeros({int64_t(amaxes.size())});
+  std::copy(amaxes.begin(), amaxes.end(), reduced.f32());
+  world.all_reduce(reduced, ReduceOp::max);
+  fp8.update(std::vector<float>(reduced.f32(), reduced.f32() + reduced.numel()));
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainConfig config, ProcessGrid grid)
@@ -98,18 +108,24 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   model_->set_recompute(RecomputePolicy{parse_recompute(config_.recompute), config_.recompute_layers});
   model_->set_moe_options(MoeOptions{config_.moe_aux_coef, config_.moe_z_coef, config_.moe_capacity_factor});
   const ModelConfig& mc = model_->config();
-  // Weights load on the host; the model then moves to its device once. run_start_point chose the
-  // checkpoint with its checksums verified.
+  // Weights load on the host; the model then moves to its device once (under ZeRO-3 as shards).
+  // run_start_point chose the checkpoint with its checksums verified.
   CheckpointState state;
   const auto load_start = Clock::now();
   if (checkpoint) state = load_checkpoint(*checkpoint, *model_, /*checksums_verified=*/true);
   resume_times_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
-  model_->to(device_.device, compute_dtype_);
-
+  // Data parallelism takes the model while it is still on the host: ZeRO-3 shards it there, so that
+  // only each rank's shard reaches the device.
   data_parallel_ = std::make_unique<DataParallel>(
       grid_, *model_,
       DataParallelOptions{config_.zero, int64_t(config_.bucket_mb * double(1 << 20)), config_.overlap,
-                          parse_grad_reduce_dtype(config_.grad_reduce_dtype), config_.powersgd_rank});
+                          parse_grad_reduce_dtype(config_.grad_reduce_dtype), config_.powersgd_rank},
+      device_.device);
+  model_->to(device_.device, compute_dtype_);
+  model_->set_fp8(config_.fp8_options());
+  // A run that turns fp8 on starts its history afresh; one that turns it off drops the saved one.
+  if (model_->fp8() && !state.fp8_amax_history.empty())
+    model_->fp8()->restore_history(state.fp8_amax_history, "checkpoint " + checkpoint->string());
   optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
                                        AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
                                        device_.device);
@@ -167,6 +183,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   // scale, which update_parameters divides out again).
   const float dloss = loss_scaler_.scale() / float(B * T);
   if (expert_parallel_) expert_parallel_->take_traffic();  // the step's alone, not an evaluation's
+  if (Fp8Scaling* fp8 = model_->fp8()) fp8->take_amaxes();  // likewise: evaluations' amaxes set no scale
   if (context_parallel_) context_parallel_->reset_stats();
   model_->zero_grad();
   double loss_sum = 0.0;  // the step's token losses over T: its sequences' mean losses, summed
@@ -200,6 +217,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     data_parallel_->reduce_during_next_backward();
   }
   comm_wait_s_ = data_parallel_->finish_reduction();
+  if (Fp8Scaling* fp8 = model_->fp8()) update_fp8_scales(*fp8, *grid_.world);
   // Under ZeRO-3 every micro-batch's gradients were reduced already: the tied copies sum in the shards.
   if (pipeline_ && data_parallel_->zero_stage() == 3) pipeline_->reduce_tied_embedding(*data_parallel_);
   // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an
@@ -338,6 +356,7 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
                               run_config_json(config_),
                               loss_scaler_.enabled() ? double(loss_scaler_.scale()) : 0.0,
                               optimizer_->steps_taken(),
+                              model_->fp8() ? model_->fp8()->history() : std::vector<float>{},
                               CheckpointLayout{grid_.world->size(), data_parallel_->size(), grid_.dims.tp,
                                                grid_.dims.pp, config_.zero}};
   // The stall: the previous save if it is still writing, and this one (or, async, its host copy).

@@ -251,6 +251,18 @@ std::vector<BadInput> checkpoint_cases() {
          return generate(ckpt(d, 2));
        },
        "'seed' must be a non-negative integer"},
+      {"checkpoint", "StateWithATextFp8History",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["fp8_amax_history"] = "high"; });
+         return generate(ckpt(d, 2));
+       },
+       "'fp8_amax_history' must be an array of numbers"},
+      {"checkpoint", "StateWithARaggedFp8History",
+       [](auto d) {
+         edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["fp8_amax_history"] = {1.0, 2.0, 3.0}; });
+         return resume(d) + " --fp8 hybrid";
+       },
+       "the fp8 amax history holds 3 values, not a whole number of steps of 24"},
       {"checkpoint", "StateNamingAFileOutsideTheCheckpoint",
        [](auto d) {
          edit_json(ckpt(d, 2) / "state.json",
@@ -390,6 +402,11 @@ std::vector<BadInput> number_cases() {
       flag("PowerSgdInBf16", "--powersgd-rank 4 --grad-reduce-dtype bf16",
            "--powersgd-rank sends its factors in fp32; drop --grad-reduce-dtype bf16"),
       flag("PowerSgdWithFp16", "--powersgd-rank 4 --dtype fp16", "use --dtype bf16 or fp32 with it"),
+      // fp8: an unknown recipe, fp16 beside it, histories and margins out of range.
+      flag("Fp8E5m2Recipe", "--fp8 e5m2", "--fp8 must be off, hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3"),
+      flag("Fp8WithFp16", "--fp8 hybrid --dtype fp16", "use --dtype bf16 (or fp32 on the CPU) with it"),
+      flag("Fp8WithoutHistory", "--fp8 hybrid --fp8-amax-history 0", "--fp8-amax-history must be in [1, 1024] steps"),
+      flag("Fp8MarginTooWide", "--fp8 hybrid --fp8-margin 20", "--fp8-margin must be in [0, 8] powers of two, got 20"),
       {"number", "EvalBatchPastInt64",
        [](auto d) {
          return "eval --checkpoint " + (d / "run").string() + " --val-data " + (d / "train_000000.bin").string() +

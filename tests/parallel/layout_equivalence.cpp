@@ -95,6 +95,15 @@ const Layout kLayouts[] = {
     {2, 1, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 1, 4},
     {4, 2, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--recompute full --moe-z-coef 0.001", 1, 2, 2},
     {8, 2, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}, {4, 1, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 4},
+    // fp8 linear layers: the scales (from every rank's amaxes) are the same for any layout; over dp
+    // with ZeRO, tp with ZeRO-3, tp·pp, zero-bubble's deferred weight gradients, cp with
+    // recomputation, and ep (a MoE block's attention)
+    {2, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid"},
+    {4, 2, 3, 2, "llama-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid", 2},
+    {4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "--fp8 hybrid", 2},
+    {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble", 1, 0, "--fp8 hybrid"},
+    {4, 2, 1, 2, "llama-tiny", 1, "1f1b", 1, 0, "--fp8 e4m3 --recompute full", 1, 1, 2},
+    {4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid", 1, 2},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
@@ -145,6 +154,7 @@ TEST_P(LayoutEquivalence, MatchesOneProcess) {
 // continues the same trajectory from the same token position.
 struct Reshard {
   Layout before, after;
+  const char* both = "";  // flags of every run of the pair, the reference's too
 };
 
 class ReshardOnResume : public ::testing::TestWithParam<Reshard> {};
@@ -157,9 +167,10 @@ TEST_P(ReshardOnResume, ContinuesTheOneProcessTrajectory) {
   // A MoE pair keeps one micro-batch size (its auxiliary loss is taken per micro-batch).
   Layout one_process{1, 1, 0, r.before.moe() ? r.before.micro_batch : 8, r.before.model};
   one_process.layers = r.before.layers;
-  const RunResult ref = train(one_process, dir / "reference", shard, "--steps 4 --lr-schedule constant");
-  train(r.before, dir / "run", shard, "--steps 2 --lr-schedule constant");
-  const RunResult run = train(r.after, dir / "run", shard, "--steps 4 --lr-schedule constant --resume");
+  const std::string both = std::string(" --lr-schedule constant ") + r.both;
+  const RunResult ref = train(one_process, dir / "reference", shard, "--steps 4" + both);
+  train(r.before, dir / "run", shard, "--steps 2" + both);
+  const RunResult run = train(r.after, dir / "run", shard, "--steps 4 --resume" + both);
   ASSERT_EQ(run.metrics.size(), 4u);  // steps 1-2 of the first part, 3-4 of the second
   for (size_t s = 0; s < 4; ++s)
     for (const char* key : {"loss", "grad_norm"}) {
@@ -178,7 +189,11 @@ TEST_P(ReshardOnResume, ContinuesTheOneProcessTrajectory) {
   }
 }
 
-void PrintTo(const Reshard& r, std::ostream* os) { *os << layout_name(r.before) << "_to_" << layout_name(r.after); }
+void PrintTo(const Reshard& r, std::ostream* os) {
+  *os << layout_name(r.before) << "_to_" << layout_name(r.after);
+  if (*r.both) *os << "_with";
+  for (const char* c = r.both; *c; ++c) *os << (std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_');
+}
 
 const Reshard kReshards[] = {
     {{2, 2, 1, 2}, {1, 1, 0, 2}},  // dp2·zero1 -> one process
@@ -208,6 +223,8 @@ const Reshard kReshards[] = {
     // dp2·cp2·zero1 -> one process, and one process -> tp2·cp2
     {{4, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {1, 1, 0, 2}},
     {{1, 1, 0, 2, "llama-tiny"}, {4, 1, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}},
+    // fp8: the amax history continues in another layout (dp2·tp2 -> pp2)
+    {{4, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"}, "--fp8 hybrid"},
 };
 
 // Validation where every forward is collective with other dp ranks (expert parallelism, ZeRO-3): 5

@@ -40,7 +40,7 @@ Measured measure(int zero) {
   const int64_t before_model = int64_t(host_allocator_stats().current_bytes);
   Decoder model(kModel);
   model.init_weights(1);
-  DataParallel dp(grid, model, DataParallelOptions{zero, 16 << 10, true});
+  DataParallel dp(grid, model, DataParallelOptions{zero, 16 << 10, true}, Device::cpu);
   const int64_t model_bytes = int64_t(host_allocator_stats().current_bytes) - before_model;
 
   const int64_t before_optimizer = int64_t(host_allocator_stats().current_bytes);

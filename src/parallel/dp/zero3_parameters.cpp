@@ -50,7 +50,7 @@ Zero3Parameters::Zero3Parameters(std::vector<Comm*> groups, const ParameterLayou
     }
     TS_CHECK(at == p.end, "ZeRO-3: part ", index, "'s buckets end at ", at, ", the part at ", p.end);
   }
-  params_ = Tensor::zeros({shard}, DType::f32, params.device());
+  params_ = Tensor::zeros({shard}, DType::f32, grad_shard_.device());  // params may be on the host
   for (const Bucket& b : buckets_) {
     if (b.owned() == 0) continue;
     Tensor to = params_.view(b.shard_offset, {b.owned()});

@@ -30,8 +30,8 @@ namespace tessera {
 class Zero3Parameters : public ShardedParameters {
  public:
   // groups[b.group] is bucket b's communicator; buckets: every part of `layout` tiled by buckets
-  // (parameter_buckets under ZeRO-3); params: the whole flat parameters, of which this rank keeps a
-  // copy of its chunks; grad_shard: the gradient shard (shard layout) that reductions accumulate
+  // (parameter_buckets under ZeRO-3); params: the whole flat parameters (on any device), of which this
+  // rank keeps a copy of its chunks beside grad_shard, on its device; grad_shard: the gradient shard (shard layout) that reductions accumulate
   // into, kept by handle; reduce_dtype: f32, or bf16 to reduce-scatter gradients compressed.
   Zero3Parameters(std::vector<Comm*> groups, const ParameterLayout& layout, std::vector<Bucket> buckets,
                   const Tensor& params, Tensor grad_shard, DType reduce_dtype = DType::f32);
