@@ -242,7 +242,7 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
   const int64_t N = a.B * a.T, C = config_.channels, Vp = vocab_rows();
   TS_CHECK(targets.ndim() == 2 && targets.size(0) == a.B && targets.size(1) == a.T, "targets ",
            shape_string(targets.shape()), " must match tokens (", a.B, ", ", a.T, ")");
-  TS_CHECK(dloss == 0.0f || grads_.defined() || sharded_,
+  TS_CHECK(dloss == 0.0f || grads_.defined() || part_grads_,
            "Decoder::forward with a loss gradient accumulates into the gradients; call zero_grad() first");
   // Under ZeRO-3: a tied classifier is the embedding (gathered again), and the gradient it writes
   // is the head's part's or, tied, the embedding's (which backward finishes).
@@ -390,7 +390,7 @@ Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_le
 }
 
 double Decoder::forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss) {
-  TS_CHECK(dloss == 0.0f || grads_.defined() || sharded_,
+  TS_CHECK(dloss == 0.0f || grads_.defined() || part_grads_,
            "Decoder::forward_chunk with a loss gradient accumulates into the gradients; call zero_grad() first");
   const BlockRange r = stage_.chunks.at(size_t(chunk));
   if (r.first == 0) {
@@ -416,8 +416,8 @@ void Decoder::backward_chunk(int chunk, int micro) { backward_blocks(in_flight(c
 
 void Decoder::backward_chunk_input(int chunk, int micro) {
   // The deferred weight gradients would run after their part was released and reduced.
-  TS_CHECK(!sharded_, "Decoder::backward_chunk_input: ZeRO-3 does not defer weight gradients (zero-bubble); "
-                      "use another pipeline schedule");
+  TS_CHECK(!part_grads_, "Decoder::backward_chunk_input: ZeRO 2 and 3 do not defer weight gradients (zero-bubble); "
+                         "use another pipeline schedule");
   backward_blocks(in_flight(chunk, micro), /*announce=*/false, /*defer=*/true);
 }
 
@@ -482,7 +482,7 @@ void Decoder::balance_router_biases(const std::vector<double>& load, float rate)
 }
 
 void Decoder::reduce_tp_partial_grads() {
-  if (!sharded_) sum_tp_partial_grads(std::nullopt);
+  if (!part_grads_) sum_tp_partial_grads(std::nullopt);
 }
 
 void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
@@ -525,9 +525,9 @@ void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
 }
 
 Tensor Decoder::grad_of(const std::string& name) {
-  if (!sharded_) return named_grads_[layout_.index_of(name)].tensor;
+  if (!part_grads_) return named_grads_[layout_.index_of(name)].tensor;
   const ParamSpec& spec = layout_.find(name);
-  return sharded_->grads(spec.block).view(spec.offset - layout_.block_range(spec.block, spec.block).begin, spec.shape);
+  return part_grads_->grads(spec.block).view(spec.offset - layout_.block_range(spec.block, spec.block).begin, spec.shape);
 }
 
 std::vector<OffsetRange> Decoder::expert_ranges() const { return tessera::expert_ranges(names_, layout_); }
@@ -551,7 +551,7 @@ void Decoder::zero_grad() {
   std::fill(expert_load_.begin(), expert_load_.end(), 0.0);
   dropped_ = 0.0;
   moe_loss_sums_ = RouterLosses{};
-  if (sharded_) return sharded_->zero_grad();
+  if (part_grads_) return part_grads_->zero_grad();
   if (!grads_.defined()) return allocate_grads();  // zero-filled
   if (device_ != Device::cpu) return device_memset_zero(grads_.raw_data(), grads_.bytes());
   float* g = grads_.f32();

@@ -57,12 +57,16 @@ class Decoder {
   CpPlace cp_place() const { return cp_ ? cp_->place() : CpPlace{}; }
   EpPlace ep_place() const { return ep_place_; }
 
-  // ZeRO-3 (nn/sharded_parameters.h): `sharded`, which took its shards of params() already, holds
-  // the parameters from now on. The decoder frees its flat parameters and gradients (params() and
-  // grads() stay undefined) and gathers each part around its use; no block's last add is then
-  // fused with the next norm, whose gain lies in the next part. The model, a pipeline stage, and a
-  // tp rank's slices, in training and evaluation forwards and the chunk API (no inference, no
-  // deferred weight gradients), on the device it has already moved to; kept by pointer.
+  // ZeRO 2 and 3 (nn/sharded_parameters.h): backward writes each part's gradient into a buffer of
+  // `grads` and hands it over when the part is done; the decoder frees its flat gradients (grads()
+  // stays undefined). No deferred weight gradients (they would come after the part was handed over).
+  // Kept by pointer.
+  void set_part_gradients(PartGradients* grads);
+  // ZeRO-3 also: `sharded`, which took its shards of params() already, holds the parameters from
+  // now on. The decoder frees its flat parameters (params() stays undefined) and gathers each part
+  // around its use; no block's last add is then fused with the next norm, whose gain lies in the
+  // next part. The model, a pipeline stage, and a tp rank's slices, in training and evaluation
+  // forwards and the chunk API (no inference); kept by pointer.
   void set_sharded_parameters(ShardedParameters* sharded);
   bool is_sharded() const { return sharded_ != nullptr; }
 
@@ -139,7 +143,7 @@ class Decoder {
   std::vector<OffsetRange> expert_ranges() const;
   // Whether reduce_tp_partial_grads() has anything to do.
   bool has_tp_partial_grads() const {
-    return !sharded_ && (seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1);
+    return !part_grads_ && (seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1);
   }
 
   const ModelConfig& config() const { return config_; }
@@ -242,6 +246,7 @@ class Decoder {
   DecoderActivations acts_;  // forward()'s and backward()'s
   std::map<std::pair<int, int>, DecoderActivations> in_flight_;  // (chunk, micro): the pipeline's
   ShardedParameters* sharded_ = nullptr;  // ZeRO-3's, or null
+  PartGradients* part_grads_ = nullptr;   // ZeRO 2 and 3's, or null
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
   int64_t classifier_chunk_rows_ = 0;

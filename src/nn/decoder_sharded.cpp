@@ -1,6 +1,7 @@
-// The decoder under ZeRO-3 (nn/sharded_parameters.h): its weight and gradient views of one part at
-// a time, bound to the buffers the sharded parameters hand out and dropped again, so that nothing
-// of a released part stays allocated through the decoder.
+// The decoder under ZeRO 2 and 3 (nn/sharded_parameters.h): its gradient views (and under ZeRO-3
+// its weight views) of one part at a time, bound to the buffers the part gradients and sharded
+// parameters hand out and dropped again, so that nothing of a released part stays allocated
+// through the decoder.
 #include "nn/decoder.h"
 
 #include "ops/cast.h"
@@ -38,15 +39,21 @@ DecoderWeights no_weights(int64_t blocks) {
 
 }  // namespace
 
+void Decoder::set_part_gradients(PartGradients* grads) {
+  TS_CHECK(grads != nullptr && part_grads_ == nullptr, "Decoder::set_part_gradients: set once");
+  part_grads_ = grads;
+  release_grads();
+  g_ = no_weights(config_.num_layers);
+}
+
 void Decoder::set_sharded_parameters(ShardedParameters* sharded) {
   TS_CHECK(sharded != nullptr && sharded_ == nullptr, "Decoder::set_sharded_parameters: a model is sharded once");
+  TS_CHECK(part_grads_ != nullptr, "Decoder::set_sharded_parameters: set_part_gradients comes first");
   sharded_ = sharded;
   params_ = Tensor();
   compute_params_ = Tensor();
   named_params_.clear();
-  release_grads();
   w_ = no_weights(config_.num_layers);
-  g_ = no_weights(config_.num_layers);
 }
 
 void Decoder::gather_part(int64_t part, int64_t next) {
@@ -73,15 +80,15 @@ void Decoder::release_part(int64_t part) {
 }
 
 void Decoder::bind_part_grads(int64_t part) {
-  if (!sharded_) return;
-  assign_part(g_, decoder_part_weights(names_, part_views(layout_, part, sharded_->grads(part)), part), part);
+  if (!part_grads_) return;
+  assign_part(g_, decoder_part_weights(names_, part_views(layout_, part, part_grads_->grads(part)), part), part);
 }
 
 void Decoder::part_grads_final(int64_t part) {
-  if (!sharded_) return;
+  if (!part_grads_) return;
   sum_tp_partial_grads(part);  // before the dp reduction: every rank of the tp group's share
   assign_part(g_, no_weights(config_.num_layers), part);
-  sharded_->grads_final(part);
+  part_grads_->grads_final(part);
 }
 
 }  // namespace tessera

@@ -25,7 +25,8 @@ std::vector<Bucket> model_buckets(const Decoder& model, const ProcessGrid& grid,
 // PowerSGD over the model's matrices, or none.
 std::unique_ptr<PowerSgd> powersgd_for(const Decoder& model, const DataParallelOptions& options, Device device) {
   if (options.powersgd_rank == 0) return nullptr;
-  TS_CHECK(options.zero_stage < 3, "DataParallel: PowerSGD compresses the bucketed reduction of ZeRO 0-2, not ZeRO-3's");
+  TS_CHECK(options.zero_stage < 2, "DataParallel: PowerSGD compresses the bucketed reduction of ZeRO 0 and 1, not the "
+                                   "part-wise one of ZeRO 2 and 3");
   constexpr uint64_t kSeed = 0x5eed;  // the same Q on every rank
   return std::make_unique<PowerSgd>(gradient_matrices(model.layout()), options.powersgd_rank, kSeed, device);
 }
@@ -40,7 +41,7 @@ double squared_norm_of(const Tensor& t, const std::vector<OffsetRange>& ranges) 
 
 std::vector<Bucket> parameter_buckets(const ParameterLayout& layout, const DataParallelOptions& options,
                                       const std::vector<OffsetRange>& experts, const std::vector<ReduceGroup>& groups) {
-  const bool parts = options.zero_stage == 3;
+  const bool parts = options.zero_stage >= 2;
   const std::vector<ParamSpec>& specs = layout.specs();
   std::vector<int64_t> starts;
   std::vector<int> group_of;
@@ -73,9 +74,13 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
   TS_CHECK(options.zero_stage >= 0 && options.zero_stage <= 3, "--zero must be 0, 1, 2 or 3, got ",
            options.zero_stage);
   if (options.zero_stage > 0) shard_ = Tensor::zeros({reducer_.shard_size()}, DType::f32, device);
+  if (options.zero_stage >= 2) {
+    part_grads_ = std::make_unique<PartGradReducer>(std::vector<Comm*>{replicas_.get(), grid.expert_dp.get()},
+                                                    model.layout(), reducer_.buckets(), shard_, options.reduce_dtype);
+    model.set_part_gradients(part_grads_.get());
+  }
   if (options.zero_stage == 3) {
-    zero3_ = std::make_unique<Zero3Parameters>(std::vector<Comm*>{replicas_.get(), grid.expert_dp.get()}, model.layout(),
-                                               reducer_.buckets(), model.params(), shard_, options.reduce_dtype);
+    zero3_ = std::make_unique<Zero3Parameters>(*part_grads_, model.params());
     model.set_sharded_parameters(zero3_.get());
   }
 }
@@ -96,7 +101,7 @@ std::vector<OptimSegment> DataParallel::optimizer_segments() const {
 }
 
 void DataParallel::reduce_during_next_backward() {
-  if (zero3_) return;  // every backward reduces the parts it finishes (the model calls zero3_)
+  if (part_grads_) return;  // every backward reduces the parts it finishes (the model calls part_grads_)
   reducer_.begin(model_.grads(), shard_);
   model_.set_grad_ready_hook([this](int64_t offset) { reducer_.grads_final_from(offset); });
 }
@@ -104,19 +109,16 @@ void DataParallel::reduce_during_next_backward() {
 double DataParallel::finish_reduction() {
   model_.set_grad_ready_hook({});
   auto start = std::chrono::steady_clock::now();
-  if (zero3_) {
-    zero3_->finish();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  reducer_.finish();
-  // ZeRO-2: the full local gradient is dead once reduced; only the shard lives until the update.
-  if (options_.zero_stage == 2) model_.release_grads();
+  if (part_grads_)
+    part_grads_->finish();
+  else
+    reducer_.finish();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void DataParallel::edit_reduced_grads(OffsetRange range, const std::function<void(Tensor&)>& edit) {
-  TS_CHECK(zero3_, "DataParallel::edit_reduced_grads: only ZeRO-3 keeps its reduced gradient in part-wise shards");
-  zero3_->edit_reduced_grads(range, edit);
+  TS_CHECK(part_grads_, "DataParallel::edit_reduced_grads: only ZeRO 2 and 3 keep their reduced gradient in part-wise shards");
+  part_grads_->edit_reduced_grads(range, edit);
 }
 
 const Tensor& DataParallel::optimizer_grads() const { return options_.zero_stage == 0 ? model_.grads() : shard_; }

@@ -1,10 +1,13 @@
 // Data parallelism for the training loop, over the grid's dp group (size 1 takes the same path and
 // communicates nothing); under context parallelism gradients, shards and sums span dp×cp, whose
-// ranks hold the same parameters. Gradients of the last micro-batch are reduced in buckets while backward
-// runs; ZeRO 1/2 shard the optimizer state (and the reduced gradient) over dp and all-gather the
-// updated parameters. ZeRO-3 shards the parameters too (parallel/dp/zero3_parameters.h): the model
-// gathers each part around its use and reduce-scatters its gradients in every backward, and the
-// optimizer updates the parameter shard. Also the global reductions the loop reports: loss sums
+// ranks hold the same parameters. ZeRO 0 and 1: gradients accumulate in the model's flat buffer and
+// the last micro-batch's are reduced in buckets while its backward runs; ZeRO-1 shards the optimizer
+// state (and the reduced gradient) over dp and all-gathers the updated parameters. ZeRO-2 shards the
+// gradients too (parallel/dp/part_grad_reducer.h): every backward writes each part's gradient into a
+// buffer of its own and reduce-scatters it into the shard when the part is done (DeepSpeed's
+// stage 2: a reduction per micro-batch, no whole gradient ever). ZeRO-3 shards the parameters too
+// (parallel/dp/zero3_parameters.h): the model gathers each part around its use, and the optimizer
+// updates the parameter shard. Also the global reductions the loop reports: loss sums
 // and the grad-norm. Under expert parallelism the expert weights (other experts on every ep rank)
 // reduce over the expert_dp group instead, in buckets of their own.
 #pragma once
@@ -14,6 +17,7 @@
 #include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "parallel/dp/grad_reducer.h"
+#include "parallel/dp/part_grad_reducer.h"
 #include "parallel/dp/zero3_parameters.h"
 #include "parallel/group_sum.h"
 #include "parallel/process_grid.h"
@@ -25,13 +29,13 @@ struct DataParallelOptions {
   int64_t bucket_bytes = 25 << 20;
   bool overlap = true;
   DType reduce_dtype = DType::f32;  // the gradients' dtype on the wire: f32, or bf16 (compressed)
-  int powersgd_rank = 0;            // > 0: PowerSGD compression of that rank (ZeRO 0-2, f32 on the wire)
+  int powersgd_rank = 0;            // > 0: PowerSGD compression of that rank (ZeRO 0-1, f32 on the wire)
 };
 
 // The reduction buckets over `layout`: whole parameters of about options.bucket_bytes, cut from the
 // end, the expert weights in `experts` in buckets of their own reduced over groups[1] (expert_dp),
-// everything else over groups[0] (dp×cp); under ZeRO-3 one bucket per part (the embeddings, each
-// block, the final norm with the head) and group, whatever the bucket size.
+// everything else over groups[0] (dp×cp); under ZeRO 2 and 3 one bucket per part (the embeddings,
+// each block, the final norm with the head) and group, whatever the bucket size.
 std::vector<Bucket> parameter_buckets(const ParameterLayout& layout, const DataParallelOptions& options,
                                       const std::vector<OffsetRange>& experts, const std::vector<ReduceGroup>& groups);
 // The layout's gradients as matrices for PowerSGD (a tensor of more than two dimensions as its first
@@ -67,20 +71,23 @@ class DataParallel {
   // What the optimizer updates: the model's flat parameters, or this rank's ZeRO-3 shard of them.
   Tensor& optimizer_params() { return zero3_ ? zero3_->params_shard() : model_.params(); }
 
+  // Whether every backward reduces its parts' gradients itself (ZeRO 2 and 3).
+  bool reduces_by_part() const { return part_grads_ != nullptr; }
   // Call before the backward whose gradients complete the step: buckets then reduce as they finish.
+  // (A no-op when backward reduces by part.)
   void reduce_during_next_backward();
   // The same announcement backward makes, from elsewhere (a pipeline's chunks): every gradient at
   // a flat offset >= `offset` is final; the buckets now complete start reducing.
-  // (Under ZeRO-3 backward reduces each part itself: a no-op.)
+  // (A no-op when backward reduces by part.)
   void grads_final_from(int64_t offset) {
-    if (!zero3_) reducer_.grads_final_from(offset);
+    if (!part_grads_) reducer_.grads_final_from(offset);
   }
   // Waits for (and starts what is left of) the reduction; returns the seconds spent waiting.
   double finish_reduction();
-  // ZeRO-3, after finish_reduction(): the reduced gradient of `range` (within one part of the
+  // ZeRO 2 and 3, after finish_reduction(): the reduced gradient of `range` (within one part of the
   // layout), whole on every dp rank, handed to `edit`, whose result lands back in the shards.
   void edit_reduced_grads(OffsetRange range, const std::function<void(Tensor&)>& edit);
-  // The reduced gradient the optimizer reads: the full buffer (ZeRO 0) or the shard (ZeRO 1/2).
+  // The reduced gradient the optimizer reads: the full buffer (ZeRO 0) or the shard (ZeRO 1/2/3).
   const Tensor& optimizer_grads() const;
   // The global gradient norm, exact under sharding.
   float grad_norm();
@@ -113,8 +120,9 @@ class DataParallel {
   Decoder& model_;
   DataParallelOptions options_;
   std::vector<OffsetRange> experts_;  // the expert weights, under expert parallelism
-  GradReducer reducer_;
+  GradReducer reducer_;  // ZeRO 0 and 1's reduction; the buckets (and the updated parameters' all-gather) of all
   Tensor shard_;  // ZeRO: this rank's part of the reduced gradient
+  std::unique_ptr<PartGradReducer> part_grads_;  // ZeRO 2 and 3's reduction by part
   std::unique_ptr<Zero3Parameters> zero3_;  // ZeRO-3's parameter shards, which the model gathers from
 };
 

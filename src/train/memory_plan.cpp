@@ -47,29 +47,28 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   const int64_t shard = shard_size(buckets);
   r.master_weights = (zero == 3 ? shard : total) * kF32;
   r.compute_copy = compute_size == kF32 || zero == 3 ? 0 : total * compute_size;
-  r.gradients = (zero == 3 ? shard : total) * kF32;
+  r.gradients = (zero >= 2 ? shard : total) * kF32;
   r.optimizer = 2 * (zero == 0 ? total : shard) * kF32;
-  if (zero == 1 || zero == 2) {
+  // The parameters' all-gather after a ZeRO 1/2 update, two buckets at a time (a chunk in, every
+  // chunk out).
+  std::vector<int64_t> gathers;
+  for (const Bucket& b : buckets) gathers.push_back(b.chunk + b.chunk * groups.of(b));
+  std::sort(gathers.rbegin(), gathers.rend());
+  const int64_t window = gathers[0] + (gathers.size() > 1 ? gathers[1] : 0);
+  if (zero == 1) {
     // The shard, and the larger of two collectives' buffers: in backward, until the reduction
     // finishes, each bucket's reduce-scatter output (a chunk) and, when the bucket does not split
-    // evenly, its padded copy; after the update, the parameters' all-gather of two buckets at a
-    // time (a chunk in, every chunk out), by when ZeRO-2 has freed the whole gradient.
+    // evenly, its padded copy; after the update, the parameters' all-gather.
     int64_t staging = 0;
-    std::vector<int64_t> gathers;
-    for (const Bucket& b : buckets) {
-      const int64_t padded = b.chunk * groups.of(b);
-      staging += b.chunk + (b.size() == padded ? 0 : padded);
-      gathers.push_back(b.chunk + padded);
-    }
-    std::sort(gathers.rbegin(), gathers.rend());
-    const int64_t window = gathers[0] + (gathers.size() > 1 ? gathers[1] : 0);
-    r.gradient_shard = (shard + std::max(staging, window - (zero == 2 ? total : 0))) * kF32;
+    for (const Bucket& b : buckets) staging += b.chunk + (b.size() == b.chunk * groups.of(b) ? 0 : b.chunk * groups.of(b));
+    r.gradient_shard = (shard + std::max(staging, window)) * kF32;
   }
-  if (zero != 3) return;
-  // The peak comes in backward: the part computing and the one being gathered (fp32, padded to
-  // the ranks' chunks), the computing part's 16-bit copy and its gradient buffer (padded; a tied
-  // embedding's too), and with other ranks up to two earlier parts' reduce-scatters in flight
-  // (padded input, chunk output). The largest parts stand for them all.
+  if (zero < 2) return;
+  // The peak comes in backward: the computing part's gradient buffer (padded; a tied embedding's
+  // too) and, with other ranks, up to two earlier parts' reduce-scatters in flight (padded input,
+  // chunk output); under ZeRO-3 also the part computing and the one being gathered (fp32, padded to
+  // the ranks' chunks) and the computing part's 16-bit copy. The largest parts stand for them all.
+  // ZeRO-2's all-gather after the update needs less than the backward's buffers.
   std::vector<int64_t> padded;
   int64_t chunk = 0;
   for (const Bucket& b : buckets) {
@@ -80,15 +79,18 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   padded.resize(std::max<size_t>(padded.size(), 3), 0);
   const int64_t largest = padded[0];
   const bool reduces = groups.dense > 1 || groups.experts > 1;
-  r.zero3_buffers = (padded[0] + padded[1]) * kF32 + (compute_size == kF32 ? 0 : largest * compute_size) +
-                    (largest + (tied ? padded[1] : 0)) * kF32 +
-                    (reduces ? (padded[1] + padded[2] + 2 * chunk) * kF32 : 0);
+  r.part_buffers = (largest + (tied ? padded[1] : 0)) * kF32 + (reduces ? (padded[1] + padded[2] + 2 * chunk) * kF32 : 0);
+  if (zero == 2) {
+    r.part_buffers = std::max(r.part_buffers, window * kF32);
+    return;
+  }
+  r.part_buffers += (padded[0] + padded[1]) * kF32 + (compute_size == kF32 ? 0 : largest * compute_size);
 }
 
 }  // namespace
 
 int64_t RankMemory::total() const {
-  return master_weights + compute_copy + gradients + gradient_shard + optimizer + zero3_buffers + compression +
+  return master_weights + compute_copy + gradients + gradient_shard + optimizer + part_buffers + compression +
          int64_t(micro_batches_in_flight) * (activations + scratch) + logits;
 }
 

@@ -105,7 +105,7 @@ void PipelineParallel::reduce_tied_embedding(DataParallel& dp) {
     add_inplace(mine, theirs);
   };
   const std::string& name = decoder_names(c).embed;
-  if (dp.zero_stage() == 3) {
+  if (dp.reduces_by_part()) {
     const ParamSpec& spec = model_.layout().find(name);
     return dp.edit_reduced_grads(OffsetRange{spec.offset, spec.offset + spec.numel()}, add_the_other_ends);
   }

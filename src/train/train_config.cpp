@@ -68,8 +68,8 @@ void TrainConfig::validate() const {
   parse_grad_reduce_dtype(grad_reduce_dtype);
   TS_CHECK(powersgd_rank >= 0 && powersgd_rank <= kMaxPowerSgdRank, "--powersgd-rank must be in [0, ", kMaxPowerSgdRank,
            "] (0 = off), got ", powersgd_rank);
-  TS_CHECK(powersgd_rank == 0 || zero < 3, "--powersgd-rank compresses the all-reduced gradient of ZeRO 0, 1 and 2; ",
-           "ZeRO-3 reduce-scatters each block instead: use --zero 2 with --powersgd-rank, or drop it");
+  TS_CHECK(powersgd_rank == 0 || zero < 2, "--powersgd-rank compresses the bucketed gradient reduction of ZeRO 0 and 1; ",
+           "ZeRO ", zero, " reduce-scatters each block instead: use --zero 1 with --powersgd-rank, or drop it");
   TS_CHECK(powersgd_rank == 0 || grad_reduce_dtype == "fp32",
            "--powersgd-rank sends its factors in fp32; drop --grad-reduce-dtype ", grad_reduce_dtype);
   TS_CHECK(powersgd_rank == 0 || dtype != "fp16", "--powersgd-rank keeps error feedback in gradient units, which fp16's ",
@@ -85,12 +85,13 @@ void TrainConfig::validate() const {
   TS_CHECK(tp == 1 || !sequence_parallel || seq_len % tp == 0, "sequence parallelism splits each sequence's ", seq_len,
            " positions over --tp ", tp, " ranks; use a --seq-len that is a multiple of ", tp,
            " or --no-sequence-parallel");
-  // ZeRO-3 releases a block (and reduces its gradients) before zero-bubble's deferred weight
-  // gradients would run.
+  // ZeRO 2 and 3 reduce a block's gradients (and ZeRO-3 frees its weights) after its backward,
+  // before zero-bubble's deferred weight gradients would run.
   const ScheduleKind schedule = parse_schedule_kind(pipeline_schedule);
-  TS_CHECK(zero < 3 || pp <= 1 || schedule != ScheduleKind::zero_bubble,
-           "--zero 3 frees each block's weights after its backward, before zero-bubble's deferred weight gradients; "
-           "use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 3, or --zero 2 with zero-bubble");
+  TS_CHECK(zero < 2 || pp <= 1 || schedule != ScheduleKind::zero_bubble, "--zero ", zero,
+           " reduces each block's gradients right after its backward, before zero-bubble's deferred weight "
+           "gradients; use --pipeline-schedule 1f1b, gpipe or interleaved with --zero ", zero,
+           ", or --zero 1 with zero-bubble");
   TS_CHECK(pp > 1 || (virtual_stages == 1 && pipeline_boundaries.empty()),
            "--virtual-stages and --pipeline-boundaries cut the model into pipeline stages; give --pp above 1 with them");
   for (auto [flag, value] : {std::pair{"--moe-aux-coef", moe_aux_coef}, {"--moe-z-coef", moe_z_coef},

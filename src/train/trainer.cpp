@@ -203,7 +203,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
         pipeline_->train_step(micro, T / grid_.dims.cp, dloss, cp_share(fill),
                               reduce_after ? std::function<void(int64_t)>() : final_from);
     loss_sum = token_losses / double(T);  // summed over cp: each rank's tokens are its share
-    if (data_parallel_->zero_stage() < 3) pipeline_->reduce_tied_embedding(*data_parallel_);
+    if (!data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
   }
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
     train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
@@ -219,7 +219,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   comm_wait_s_ = data_parallel_->finish_reduction();
   if (Fp8Scaling* fp8 = model_->fp8()) update_fp8_scales(*fp8, *grid_.world);
   // Under ZeRO-3 every micro-batch's gradients were reduced already: the tied copies sum in the shards.
-  if (pipeline_ && data_parallel_->zero_stage() == 3) pipeline_->reduce_tied_embedding(*data_parallel_);
+  if (pipeline_ && data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
   // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an
   // asynchronous checkpoint save has got, the pipeline's timings and the MoE statistics:
   // [loss, stop, save landed, save failed, pipeline..., aux, z, dropped, expert load...].

@@ -391,14 +391,17 @@ std::vector<BadInput> number_cases() {
       flag("BillionLayers", "--layers 1000000000", "--layers 1000000000 is above 10000"),
       flag("VocabularyPastInt32", "--vocab-size 9000000000000000000", "--vocab-size 9000000000000000000 is above"),
       flag("ContextPastItsLimit", "--context 9000000000000000000", "--context 9000000000000000000 is above"),
-      // ZeRO-3 frees a block before zero-bubble's deferred weight gradients.
+      // ZeRO 2 and 3 reduce a block's gradients before zero-bubble's deferred weight gradients.
       flag("Zero3WithZeroBubble", "--zero 3 --pp 2 --pipeline-schedule zero-bubble",
            "before zero-bubble's deferred weight gradients; use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 3"),
+      flag("Zero2WithZeroBubble", "--zero 2 --pp 2 --pipeline-schedule zero-bubble",
+           "use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 2, or --zero 1 with zero-bubble"),
       flag("ZeroStageFour", "--zero 4", "--zero must be 0, 1, 2 or 3, got 4"),
       // Compressed reductions: an unknown wire dtype, and PowerSGD where it cannot apply.
       flag("GradReduceDtypeFp8", "--grad-reduce-dtype fp8", "--grad-reduce-dtype must be fp32 or bf16"),
       flag("NegativePowerSgdRank", "--powersgd-rank -1", "--powersgd-rank must be in [0, 1024] (0 = off), got -1"),
-      flag("PowerSgdWithZero3", "--powersgd-rank 4 --zero 3", "use --zero 2 with --powersgd-rank, or drop it"),
+      flag("PowerSgdWithZero3", "--powersgd-rank 4 --zero 3", "use --zero 1 with --powersgd-rank, or drop it"),
+      flag("PowerSgdWithZero2", "--powersgd-rank 4 --zero 2", "ZeRO 2 reduce-scatters each block instead"),
       flag("PowerSgdInBf16", "--powersgd-rank 4 --grad-reduce-dtype bf16",
            "--powersgd-rank sends its factors in fp32; drop --grad-reduce-dtype bf16"),
       flag("PowerSgdWithFp16", "--powersgd-rank 4 --dtype fp16", "use --dtype bf16 or fp32 with it"),

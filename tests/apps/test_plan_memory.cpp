@@ -50,7 +50,7 @@ TEST(PlanMemory, BadInputIsOneLineAndANonZeroExit) {
   testing::expect_one_line_errors(kPlan, {
       {"--model gpt2-124m --tp 8", "choose a --tp that divides 12"},
       {"--model gpt2-tiny --pp 3", "choose --pp ≤ 2"},
-      {"--model gpt2-124m --zero 3 --pp 2 --pipeline-schedule zero-bubble", "with --zero 3, or --zero 2 with zero-bubble"},
+      {"--model gpt2-124m --zero 3 --pp 2 --pipeline-schedule zero-bubble", "with --zero 3, or --zero 1 with zero-bubble"},
       {"--model gpt2-124m --recompute some", "--recompute must be none, selective or full"},
       {"--model gpt2-124m --recompute full --recompute-layers 13", "give at most that"},
       {"--model gpt2-124m --seq-len 2048", "lower --seq-len"},

@@ -1,6 +1,6 @@
 // Compressed data-parallel reductions against the same layout reduced in fp32. Gradients reduced in
 // bf16 (--grad-reduce-dtype bf16) under ZeRO 0, 2 and 3 track it within bf16's rounding; PowerSGD
-// (--powersgd-rank) under ZeRO 0, 1 and 2 keeps the first step's loss and stays within a few per
+// (--powersgd-rank) under ZeRO 0 and 1 keeps the first step's loss and stays within a few per
 // cent of the losses after it. Both differ from it (the compression is applied, not ignored).
 #include <gtest/gtest.h>
 
@@ -61,7 +61,7 @@ TEST_P(PowerSgdReduction, StaysNearTheFp32Reduction) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, PowerSgdReduction,
-                         ::testing::Values(Layout{2, 2, 0, 2}, Layout{4, 4, 2, 1}, Layout{2, 2, 1, 2, "llama-tiny"}),
+                         ::testing::Values(Layout{2, 2, 0, 2}, Layout{4, 4, 1, 1}, Layout{2, 2, 1, 2, "llama-tiny"}),
                          [](const ::testing::TestParamInfo<Layout>& info) { return layout_name(info.param); });
 
 }  // namespace

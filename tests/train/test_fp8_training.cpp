@@ -8,11 +8,10 @@
 #include <cmath>
 
 #include "checkpoint/checkpoint_state.h"
-#include "checkpoint/run_folder.h"
 #include "data/token_shard.h"
 #include "support/test_support.h"
+#include "train/resume_testing.h"
 #include "train/train_fixtures.h"
-#include "train/trainer.h"
 
 namespace tessera {
 namespace {
@@ -22,11 +21,6 @@ std::vector<double> losses_of(const TrainConfig& c) {
   for (const nlohmann::json& line : testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl"))
     if (line.contains("loss")) losses.push_back(line["loss"].get<double>());
   return losses;
-}
-
-std::vector<float> final_params(Trainer& trainer) {
-  Tensor& p = trainer.model().params();
-  return std::vector<float>(p.f32(), p.f32() + p.numel());
 }
 
 // A shard whose next token follows from the current one (a walk of stride 3 over 97 tokens), so that
@@ -96,33 +90,18 @@ TEST(Fp8Training, MicroBatchSizeDoesNotChangeTheResult) {
 
 TEST(Fp8Training, ResumeContinuesExactly) {
   auto dir = testing::scratch_dir();
-  TrainConfig straight = testing::tiny_run(dir);
-  straight.fp8 = "hybrid";
-  straight.fp8_amax_history = 3;
-  straight.steps = 5;
-  straight.lr_schedule = "constant";
-  straight.out_dir = (dir / "straight").string();
-  Trainer reference(straight);
-  reference.run();
-
-  TrainConfig part = straight;
-  part.out_dir = (dir / "resumed").string();
-  part.steps = 2;
-  Trainer(part).run();
-  const std::optional<std::filesystem::path> checkpoint = find_checkpoint(part.out_dir);
-  ASSERT_TRUE(checkpoint);
+  TrainConfig run = testing::tiny_run(dir);
+  run.fp8 = "hybrid";
+  run.fp8_amax_history = 3;
+  run.steps = 5;
+  const testing::StraightAndResumed r = testing::train_straight_and_resumed(run, dir, 2);
+  ASSERT_FALSE(r.checkpoint.empty());
   // Two steps of history, a slot per (layer, linear layer, operand).
-  const std::vector<float> history = state_fp8_amax_history(read_state_json(*checkpoint), *checkpoint);
+  const std::vector<float> history = state_fp8_amax_history(read_state_json(r.checkpoint), r.checkpoint);
   EXPECT_EQ(history.size(), size_t(2 * 2 * kFp8LinearsPerBlock * kFp8Roles));  // gpt2-tiny: 2 layers
   EXPECT_GT(*std::max_element(history.begin(), history.end()), 0.0f);
-
-  TrainConfig rest = part;
-  rest.steps = 5;
-  rest.resume = true;
-  Trainer resumed(rest);
-  resumed.run();
-  EXPECT_EQ(final_params(resumed), final_params(reference));
-  EXPECT_EQ(losses_of(rest), losses_of(straight));
+  EXPECT_EQ(r.resumed_params, r.straight_params);
+  EXPECT_EQ(losses_of(r.resumed), losses_of(r.straight));
 }
 
 TEST(Fp8Training, BadFlagsAreRefused) {

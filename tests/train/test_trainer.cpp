@@ -6,16 +6,12 @@
 
 #include "checkpoint/train_checkpoint.h"
 #include "support/test_support.h"
+#include "train/resume_testing.h"
 #include "train/train_fixtures.h"
 #include "train/trainer.h"
 
 namespace tessera {
 namespace {
-
-std::vector<float> final_params(Trainer& trainer) {
-  Tensor& p = trainer.model().params();
-  return std::vector<float>(p.f32(), p.f32() + p.numel());
-}
 
 // Weights agree to float rounding: relative `rel`, or 1e-3 of one step's update size (lr) where
 // Adam's normalisation amplifies rounding in gradients that are sums of cancelling terms. (The
@@ -37,7 +33,7 @@ TEST(Trainer, MicroBatchSizeDoesNotChangeTheResult) {
     c.out_dir = (dir / ("micro" + std::to_string(micro))).string();
     Trainer trainer(c);
     trainer.run();
-    params.push_back(final_params(trainer));
+    params.push_back(testing::final_params(trainer));
     metrics.push_back(testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl"));
   }
   for (size_t run = 1; run < params.size(); ++run) {
@@ -74,30 +70,15 @@ class EveryFamily : public ::testing::TestWithParam<std::string> {};
 // Every family: the checkpoint holds all a run needs (for DeepSeek-style routers the balancing
 // biases too), and MoE runs report their routing in the metrics.
 TEST_P(EveryFamily, ResumeContinuesExactly) {
-  // A constant schedule, so that a run stopped after 2 of 4 steps sees the same learning rates.
   auto dir = testing::scratch_dir();
-  TrainConfig straight = testing::tiny_run(dir);
-  straight.model = GetParam();
-  straight.steps = 4;
-  straight.lr_schedule = "constant";
-  straight.out_dir = (dir / "straight").string();
-  Trainer reference(straight);
-  reference.run();
-
-  TrainConfig part = straight;
-  part.out_dir = (dir / "resumed").string();
-  part.steps = 2;
-  Trainer(part).run();
-  ASSERT_TRUE(find_checkpoint(part.out_dir));
-  TrainConfig rest = part;
-  rest.steps = 4;
-  rest.resume = true;
-  Trainer resumed(rest);
-  resumed.run();
-
-  EXPECT_EQ(final_params(resumed), final_params(reference));
-  auto lines = testing::read_metrics(std::filesystem::path(rest.out_dir) / "metrics.jsonl");
-  auto ref_lines = testing::read_metrics(std::filesystem::path(straight.out_dir) / "metrics.jsonl");
+  TrainConfig run = testing::tiny_run(dir);
+  run.model = GetParam();
+  run.steps = 4;
+  const testing::StraightAndResumed r = testing::train_straight_and_resumed(run, dir, 2);
+  ASSERT_FALSE(r.checkpoint.empty());
+  EXPECT_EQ(r.resumed_params, r.straight_params);
+  auto lines = testing::read_metrics(std::filesystem::path(r.resumed.out_dir) / "metrics.jsonl");
+  auto ref_lines = testing::read_metrics(std::filesystem::path(r.straight.out_dir) / "metrics.jsonl");
   ASSERT_EQ(lines.size(), 4u);
   for (size_t s = 0; s < 4; ++s) EXPECT_EQ(lines[s]["loss"], ref_lines[s]["loss"]) << "step " << s + 1;
   if (GetParam().starts_with("gpt2") || GetParam().starts_with("llama")) return;

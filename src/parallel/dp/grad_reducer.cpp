@@ -1,4 +1,4 @@
-// Bucketed gradient reduction: all-reduce (ZeRO 0) or reduce-scatter into shards (ZeRO 1/2), with
+// Bucketed gradient reduction: all-reduce (ZeRO 0) or reduce-scatter into shards (ZeRO 1), with
 // buffers on the gradients' device.
 #include "parallel/dp/grad_reducer.h"
 

@@ -1,14 +1,14 @@
 // Data-parallel gradient reduction, bucket by bucket. ZeRO 0: each bucket of the flat gradient is
-// all-reduced (summed) in place. ZeRO 1 and 2: each bucket is reduce-scattered, and the rank keeps
-// the sum of its owned chunk in its shard. With overlap, a bucket's collective starts as soon as
+// all-reduced (summed) in place. ZeRO 1: each bucket is reduce-scattered, and the rank keeps the sum
+// of its owned chunk in its shard (ZeRO 2 and 3 reduce part by part: part_grad_reducer.h). With overlap, a bucket's collective starts as soon as
 // backward has finalised it (grads_final_from), while the rest of backward runs; finish() starts
 // whatever is left and waits for everything. Also all-gathers a sharded buffer back to full
-// (parameters after a ZeRO update, optimizer moments for a checkpoint). Each bucket reduces over its
+// (parameters after a ZeRO 1/2 update, optimizer moments for a checkpoint). Each bucket reduces over its
 // own group (buckets.h). Gradients may travel compressed to bf16 (reduce_dtype): each bucket is
 // rounded to bf16, reduced in bf16 (every partial sum rounded, as NCCL does) and widened back into
 // the f32 gradient or shard; half the bytes on the wire, about 3 significant digits kept. Or they
 // may travel as PowerSGD's low-rank factors (powersgd.h): each bucket is summed over its group in
-// two rounds, the second when finish() reaches it; under ZeRO 1/2 the rank then keeps its chunk.
+// two rounds, the second when finish() reaches it; under ZeRO 1 the rank then keeps its chunk.
 #pragma once
 
 #include <memory>
