@@ -16,7 +16,7 @@
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
 #          (MFU), each beside PyTorch
-#   multirank  dp2 (ZeRO 0, 1, 3), cp2 (ring attention) and dp2 with bf16 or PowerSGD gradient
+#   multirank  dp2 (ZeRO 0, 1, 2, 3), cp2 (ring attention) and dp2 with bf16 or PowerSGD gradient
 #          compression, with two ranks on the one GPU (mpirun from the bundle's Open MPI, buffers staged
 #          through host memory) against one rank: the fp32 loss curves agree (compressed: within 1e-2, 5e-2)
 # Results go to $OUT (the device tool's folder) when set, else bench/results/. Exits non-zero
@@ -133,7 +133,7 @@ for s in "${sections[@]}"; do
       done
       ;;
     multirank)
-      section "multirank: dp2 (zero 0/1/3), cp2, compressed dp2 on one GPU (MPI, staged through host) vs one rank, fp32"
+      section "multirank: dp2 (zero 0/1/2/3), cp2, compressed dp2 on one GPU (MPI, staged through host) vs one rank, fp32"
       ompi=$bundle/openmpi
       [[ -d $ompi ]] || { mkdir -p "$ompi" && tar -C "$ompi" -xzf "$bundle/openmpi.tar.gz"; }
       # Debian's Open MPI and PMIx, relocated from / to $ompi.
@@ -152,7 +152,7 @@ for s in "${sections[@]}"; do
            --seq-len 256 --lr 1e-3 --warmup 2 --quiet --device cuda --dtype fp32)
       record "$tessera" "${run[@]}" --out-dir "$data/one"
       # Exact layouts within fp32 rounding; compressed reductions (on device tensors) within theirs.
-      for layout in "--dp 2 --zero 0:1e-4" "--dp 2 --zero 1:1e-4" "--dp 2 --zero 3:1e-4" "--cp 2 --dp 1:1e-4" \
+      for layout in "--dp 2 --zero 0:1e-4" "--dp 2 --zero 1:1e-4" "--dp 2 --zero 2:1e-4" "--dp 2 --zero 3:1e-4" "--cp 2 --dp 1:1e-4" \
                     "--dp 2 --grad-reduce-dtype bf16:1e-2" "--dp 2 --powersgd-rank 4:5e-2"; do
         flags=${layout%:*} tolerance=${layout##*:}
         name=$(echo "$flags" | tr -d ' -')
