@@ -59,6 +59,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   Decoder model(o.model);
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);
+  model.set_fp8(o.fp8);
   AdamW optimizer(full_segments(model.layout()), AdamWConfig{}, o.device);
   Tensor inputs = Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32);
   Tensor targets = Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32);
@@ -89,6 +90,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
       backward += elapsed_ms(t, o.device);
     }
     const auto t = Clock::now();
+    if (Fp8Scaling* fp8 = model.fp8()) fp8->update(fp8->take_amaxes());  // one process: its own amaxes
     const float scale = scaler.scale(), norm = global_grad_norm(model.grads());
     if (scaler.update(norm) == LossScaler::Verdict::step) {
       optimizer.step(model.params(), model.grads(), 6e-4f, clip_scale(norm / scale, 1.0f) / scale,
@@ -128,6 +130,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
       {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
       {"dtype", compute_dtype_flag(o.dtype)},
       {"attention_kernel", o.attention_kernel == AttentionKernel::cudnn ? "cudnn" : "tessera"},
+      {"fp8", fp8_recipe_name(o.fp8.recipe)},
       {"model", o.model_name},
       {"layers", c.num_layers},
       {"heads", c.num_heads},

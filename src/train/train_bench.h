@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
+#include "nn/fp8_scaling.h"
 #include "nn/model_config.h"
 #include "ops/attention.h"
 
@@ -24,6 +25,7 @@ struct TrainBenchOptions {
   DType dtype = DType::f32;  // compute dtype (bf16 on the GPU: fp32 master weights and optimizer)
   double peak_tflops = 0;  // 0 = looked up from the GPU's name (none on CPU)
   AttentionKernel attention_kernel = AttentionKernel::tessera;  // GPU attention in bf16/fp16
+  Fp8Options fp8;  // fp8 linear layers (the scales move on after every step, as in training)
   uint64_t seed = 1337;
 };
 

@@ -1,5 +1,6 @@
 // The tessera binary on bad input: every case ends with a non-zero exit and exactly one line on
 // stderr that names the flag or file at fault. Plus the TOML config path and a short real run.
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -168,6 +169,7 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   expect_one_line_error(base + " --attention-kernel flash", "unknown attention kernel 'flash': valid kernels are");
   expect_one_line_error("bench train --model gpt2-tiny --attention-kernel flash",
                         "unknown attention kernel 'flash': valid kernels are");
+  expect_one_line_error("bench train --model gpt2-tiny --fp8 e5m2", "--fp8 must be off, hybrid");
   expect_one_line_error(base + " --device-comm gloo", "--device-comm must be auto, nccl or host");
 }
 
@@ -192,6 +194,20 @@ TEST(Cli, BenchTrainReportsThroughputAsJson) {
   EXPECT_NEAR(j["mfu"].get<double>(), j["tokens_per_s"].get<double>() * j["flops_per_token"].get<double>() / 1e12,
               1e-9);
   EXPECT_GT(j["final_loss"].get<double>(), 5.0);  // about ln(256) for a fresh gpt2-tiny
+  EXPECT_EQ(j["fp8"], "off");
+}
+
+// bench train --fp8: the same figures, the recipe recorded, the loss still a fresh model's.
+TEST(Cli, BenchTrainWithFp8) {
+  const testing::CommandResult r = testing::run_command(
+      "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) +
+      " bench train --model gpt2-tiny --micro-batch-size 2 --seq-len 16 --steps 2 --warmup 1 --device cpu --json"
+      " --fp8 hybrid");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["fp8"], "hybrid");
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_NEAR(j["final_loss"].get<double>(), std::log(256.0), 0.3);
 }
 
 TEST(Cli, TomlConfigWithFlagOverrides) {
