@@ -1,8 +1,8 @@
 // The tessera binary on bad input: every case ends with a non-zero exit and exactly one line on
 // stderr that names the flag or file at fault. Plus the TOML config path and a short real run.
-#include <cmath>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
