@@ -29,7 +29,7 @@ void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActiva
   attention_layer_forward(config, a.attn, a.norm1.out, w, rotary, ctx.tp, ctx.cp, ctx.fp8);
   residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
   if (w.router.defined())
-    moe_layer_forward(config, moe, a.moe, a.norm2.out, w, ctx.tp, ctx.ep, ctx.cp);
+    moe_layer_forward(config, moe, a.moe, a.norm2.out, w, ctx.tp, ctx.ep, ctx.cp, ctx.fp8);
   else
     mlp_layer_forward(config.mlp, a.mlp, a.norm2.out, w.mlp_in, w.mlp_out, ctx.tp, ctx.fp8);
   if (next.acts)
@@ -68,7 +68,7 @@ void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, 
                     BlockScratch& scratch, DeferredWeightGrads* deferred, BlockContext ctx) {
   if (w.router.defined())
     moe_layer_backward(config, scratch.dnormed, g, dres, a.moe, a.norm2.out, w, moe, scratch.moe, deferred, ctx.tp,
-                       ctx.ep, ctx.cp);
+                       ctx.ep, ctx.cp, ctx.fp8);
   else
     mlp_layer_backward(config.mlp, scratch.dnormed, g.mlp_in, g.mlp_out, dres, a.mlp, a.norm2.out, w.mlp_in,
                        w.mlp_out, scratch.mlp, deferred, ctx.tp, ctx.fp8);

@@ -1,5 +1,5 @@
-// fp8 training of the blocks' dense linear layers (attention qkv and output, MLP in and out), with
-// delayed per-tensor scaling: Transformer Engine's DelayedScaling recipe, its scales rounded down
+// fp8 training of the blocks' linear layers (attention qkv and output, MLP in and out, a MoE block's
+// expert GEMMs and shared experts), with delayed per-tensor scaling: Transformer Engine's DelayedScaling recipe, its scales rounded down
 // to powers of two. Each linear layer's three operands — its input, its weight and, in backward,
 // its output gradient — are rounded to an fp8 format at a per-tensor scale before the GEMM:
 // q(t) = fp8(t · s) / s. The GEMM then multiplies fp8 values exactly and accumulates in fp32, which
@@ -17,8 +17,7 @@
 // is why fp8 keeps layout equivalence: quantization is element-wise at a scale no layout changes.
 // An operand without history yet (the first step) has scale 1, as in Transformer Engine.
 //
-// The embedding, the classifier, the MoE router and experts, and the norms stay in the compute
-// dtype. A layer's bias gradient is the column sum of the rounded output gradient.
+// The embedding, the classifier, the MoE router and the norms stay in the compute dtype. A layer's bias gradient is the column sum of the rounded output gradient.
 #pragma once
 
 #include <cstdint>
@@ -50,9 +49,10 @@ void check_fp8_options(const Fp8Options& options);
 enum class Fp8Role { input = 0, weight = 1, grad = 2 };
 constexpr int64_t kFp8Roles = 3;
 
-// The linear layers of a block that fp8 covers (a MoE block has only the attention's).
-enum class BlockLinear { qkv = 0, attn_out = 1, mlp_in = 2, mlp_out = 3 };
-constexpr int64_t kFp8LinearsPerBlock = 4;
+// The linear layers of a block that fp8 covers: the attention's, the dense MLP's (in a MoE block the
+// shared experts'), and a MoE block's expert GEMMs (all of a rank's experts as one tensor each).
+enum class BlockLinear { qkv = 0, attn_out = 1, mlp_in = 2, mlp_out = 3, experts_in = 4, experts_out = 5 };
+constexpr int64_t kFp8LinearsPerBlock = 6;
 
 class Fp8Scaling {
  public:

@@ -138,7 +138,8 @@ void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType
 }
 
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
-                       const BlockWeights& w, TensorParallel* tp, ExpertParallel* ep, ContextParallel* cp) {
+                       const BlockWeights& w, TensorParallel* tp, ExpertParallel* ep, ContextParallel* cp,
+                       Fp8Block fp8) {
   // Every row: the router and the experts see all tokens (gathered under sequence parallelism).
   const Tensor input = region_input(x, tp);
   const int64_t C = config.channels, N = input.numel() / C, E = config.moe.num_experts, K = config.moe.top_k;
@@ -162,9 +163,12 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   }
   const int64_t R = a.expert_rows;
   Tensor h = rows(a.h, R), act = rows(a.act, R), ys = rows(a.expert_ys, R);
-  grouped_matmul_forward(h, rows(a.expert_xs, R), w.experts_in, a.expert_offsets);
+  const Fp8Linear up = fp8[BlockLinear::experts_in], down = fp8[BlockLinear::experts_out];
+  grouped_matmul_forward(h, up.operand(rows(a.expert_xs, R), Fp8Role::input), up.operand(w.experts_in, Fp8Role::weight),
+                         a.expert_offsets);
   swiglu_forward(act, h);
-  grouped_matmul_forward(ys, act, w.experts_out, a.expert_offsets);
+  grouped_matmul_forward(ys, down.operand(act, Fp8Role::input), down.operand(w.experts_out, Fp8Role::weight),
+                         a.expert_offsets);
   if (ep) return_from_experts(a.ys, a.expert_ys, a, *ep);
   Tensor partial = all_rows_like(a.out, tp);
   Tensor out = partial.reshape({N, C});
@@ -172,7 +176,7 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   if (w.shared_in.weight.defined()) {
     // Its bias on tp rank 0 only; its partial output joins the experts' in one reduction.
     const LinearWeights shared_out{w.shared_out.weight, row_parallel_bias(w.shared_out.bias, tp)};
-    mlp_layer_forward(MlpKind::swiglu, a.shared, input, w.shared_in, shared_out);
+    mlp_layer_forward(MlpKind::swiglu, a.shared, input, w.shared_in, shared_out, nullptr, fp8);
     add_inplace(partial, a.shared.out);
   }
   region_output(partial, a.out, tp);
@@ -196,7 +200,7 @@ void moe_activation_recompute(MoeActivations& a) {
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
                         MoeScratch& s, DeferredWeightGrads* deferred, TensorParallel* tp, ExpertParallel* ep,
-                        ContextParallel* cp) {
+                        ContextParallel* cp, Fp8Block fp8) {
   const Tensor input = region_input(x, tp), dout_all = region_output_grad(dout, tp);
   const int64_t C = config.channels, N = input.numel() / C, K = config.moe.top_k, M = a.kept;
   const Tensor tokens = input.reshape({N, C}), dtokens_out = dout_all.reshape({N, C});
@@ -214,10 +218,14 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   }
   const Tensor& expert_dys = ep ? s.expert_dys : s.dys;
   Tensor dact = rows(s.dact, R), dh = rows(s.dh, R), expert_dxs = rows(ep ? s.expert_dxs : s.dxs, R);
-  grouped_linear_backward(dact, g.experts_out, rows(expert_dys, R), rows(a.act, R), w.experts_out, a.expert_offsets,
-                          deferred);
+  const Fp8Linear up = fp8[BlockLinear::experts_in], down = fp8[BlockLinear::experts_out];
+  grouped_linear_backward(dact, g.experts_out, down.operand(rows(expert_dys, R), Fp8Role::grad),
+                          down.operand(rows(a.act, R), Fp8Role::input), down.operand(w.experts_out, Fp8Role::weight),
+                          a.expert_offsets, deferred);
   swiglu_backward(dh, dact, rows(a.h, R));
-  grouped_linear_backward(expert_dxs, g.experts_in, dh, rows(a.expert_xs, R), w.experts_in, a.expert_offsets, deferred);
+  grouped_linear_backward(expert_dxs, g.experts_in, up.operand(dh, Fp8Role::grad),
+                          up.operand(rows(a.expert_xs, R), Fp8Role::input), up.operand(w.experts_in, Fp8Role::weight),
+                          a.expert_offsets, deferred);
   if (ep) return_from_experts(s.dxs, s.expert_dxs, a, *ep);
   moe_gather_backward(dtokens, s.dxs, a.order, M, K);
   // Under cp the load-balancing loss is the whole sequences' (the group's statistics); its scale,
@@ -230,7 +238,7 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   if (!tp || tp->place().rank == 0) add_inplace(dtokens, dpart);
   if (w.shared_in.weight.defined()) {
     mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dout_all, a.shared, input, w.shared_in,
-                       w.shared_out, s.shared, deferred);
+                       w.shared_out, s.shared, deferred, nullptr, fp8);
     add_inplace(partial, s.dpart);
   }
   region_input_grad(partial, dx, tp);

@@ -75,16 +75,18 @@ struct MoeLossScales {
 
 // With `tp`, a tensor-parallel rank's share of every expert's (and the shared experts') width; the
 // router runs whole on every rank. With `ep`, the weights hold this ep rank's experts only. With
-// `cp`, x holds the rank's share of every sequence (dropless routing only).
+// `cp`, x holds the rank's share of every sequence (dropless routing only). With `fp8`, the expert
+// GEMMs (each the rank's experts as one tensor) and the shared experts' round their operands to fp8;
+// the router stays in the compute dtype.
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
                        const BlockWeights& w, TensorParallel* tp = nullptr, ExpertParallel* ep = nullptr,
-                       ContextParallel* cp = nullptr);
+                       ContextParallel* cp = nullptr, Fp8Block fp8 = {});
 // Selective recomputation: the experts' SwiGLU output again from the saved h.
 void moe_activation_recompute(MoeActivations& a);
 void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                         const MoeActivations& a, const Tensor& x, const BlockWeights& w, MoeLossScales scales,
                         MoeScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr,
-                        ExpertParallel* ep = nullptr, ContextParallel* cp = nullptr);
+                        ExpertParallel* ep = nullptr, ContextParallel* cp = nullptr, Fp8Block fp8 = {});
 
 // Tokens per expert of the last forward (from the plan's offsets: kept rows), and how many
 // assignments the capacity dropped.

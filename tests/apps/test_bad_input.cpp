@@ -262,7 +262,7 @@ std::vector<BadInput> checkpoint_cases() {
          edit_json(ckpt(d, 2) / "state.json", [](auto& j) { j["fp8_amax_history"] = {1.0, 2.0, 3.0}; });
          return resume(d) + " --fp8 hybrid";
        },
-       "the fp8 amax history holds 3 values, not a whole number of steps of 24"},
+       "the fp8 amax history holds 3 values, not a whole number of steps of 36"},
       {"checkpoint", "StateNamingAFileOutsideTheCheckpoint",
        [](auto d) {
          edit_json(ckpt(d, 2) / "state.json",

@@ -109,7 +109,7 @@ TEST(Fp8Scaling, ADamagedHistoryIsRefused) {
   Fp8Scaling fp8({Fp8Recipe::hybrid, 3, 0}, kLayers, Device::cpu);
   std::vector<float> ragged(size_t(fp8.slots()) + 1, 1.0f);
   expect_error([&] { fp8.restore_history(ragged, "checkpoint c"); },
-                        "checkpoint c: the fp8 amax history holds 25 values, not a whole number of steps of 24");
+                        "checkpoint c: the fp8 amax history holds 37 values, not a whole number of steps of 36");
   std::vector<float> negative = amaxes_with(kInput, -1.0f);
   expect_error([&] { fp8.restore_history(negative, "checkpoint c"); },
                         "checkpoint c: the fp8 amax history holds -1, not a finite non-negative amax");

@@ -97,13 +97,15 @@ const Layout kLayouts[] = {
     {8, 2, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}, {4, 1, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 4},
     // fp8 linear layers: the scales (from every rank's amaxes) are the same for any layout; over dp
     // with ZeRO, tp with ZeRO-3, tp·pp, zero-bubble's deferred weight gradients, cp with
-    // recomputation, and ep (a MoE block's attention)
+    // recomputation, ep (the experts' GEMMs, amaxes over every ep rank's experts) and ZeRO-2 with
+    // DeepSeek's shared experts
     {2, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid"},
     {4, 2, 3, 2, "llama-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid", 2},
     {4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "--fp8 hybrid", 2},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble", 1, 0, "--fp8 hybrid"},
     {4, 2, 1, 2, "llama-tiny", 1, "1f1b", 1, 0, "--fp8 e4m3 --recompute full", 1, 1, 2},
     {4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid", 1, 2},
+    {4, 4, 2, 1, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid", 1, 4},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};

@@ -72,6 +72,36 @@ INSTANTIATE_TEST_SUITE_P(Fp8Training, Fp8EveryFamily, ::testing::Values("gpt2-ti
                            return name;
                          });
 
+// Every linear layer fp8 covers records its operands' amaxes: the attention's and dense MLPs' in
+// every family, a MoE block's expert GEMMs, and DeepSeek's shared experts in the MLP's slots.
+TEST(Fp8Training, EveryCoveredLinearLayerRecordsItsAmaxes) {
+  auto dir = testing::scratch_dir();
+  for (const char* model : {"gpt2-tiny", "mixtral-tiny", "deepseek-moe-tiny"}) {
+    TrainConfig c = testing::tiny_run(dir);
+    c.model = model;
+    c.fp8 = "hybrid";
+    c.steps = 1;
+    c.out_dir = (dir / model).string();
+    Trainer trainer(c);
+    trainer.run();
+    const ModelConfig& mc = trainer.model().config();
+    const std::vector<float>& history = trainer.model().fp8()->history();  // one step
+    ASSERT_EQ(int64_t(history.size()), mc.num_layers * kFp8LinearsPerBlock * kFp8Roles);
+    for (int64_t l = 0; l < mc.num_layers; ++l) {
+      const bool moe = mc.is_moe_block(l), mlp = !moe || mc.moe.num_shared_experts > 0;
+      for (int64_t k = 0; k < kFp8LinearsPerBlock; ++k) {
+        const BlockLinear linear = BlockLinear(k);
+        const bool expert = linear == BlockLinear::experts_in || linear == BlockLinear::experts_out;
+        const bool dense = linear == BlockLinear::mlp_in || linear == BlockLinear::mlp_out;
+        const bool covered = expert ? moe : dense ? mlp : true;
+        for (Fp8Role role : {Fp8Role::input, Fp8Role::weight, Fp8Role::grad})
+          EXPECT_EQ(history[size_t(Fp8Scaling::slot(l, linear, role))] > 0.0f, covered)
+              << model << " layer " << l << " linear " << k << " role " << int(role);
+      }
+    }
+  }
+}
+
 TEST(Fp8Training, MicroBatchSizeDoesNotChangeTheResult) {
   auto dir = testing::scratch_dir();
   std::vector<std::vector<double>> losses;
