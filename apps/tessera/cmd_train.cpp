@@ -67,10 +67,10 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
                  "--dp and the experts)")
       ->capture_default_str();
   cmd.add_option("--zero", c.zero,
-                 "ZeRO stage: 0, 1 (shard optimizer state), 2 (and gradients) or 3 (and parameters; over --dp and "
-                 "--cp, a tp rank's slices of a pipeline stage, an ep rank's experts)")
+                 "ZeRO stage: 0, 1 (shard optimizer state), 2 (and gradients, reduced block by block) or 3 (and "
+                 "parameters; over --dp and --cp, a tp rank's slices of a pipeline stage, an ep rank's experts)")
       ->capture_default_str();
-  cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB (ZeRO-3: one bucket per block)")->capture_default_str();
+  cmd.add_option("--bucket-mb", c.bucket_mb, "Gradient bucket size in MiB (ZeRO 2/3: one bucket per block)")->capture_default_str();
   cmd.add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
                  "fp32, or bf16: data-parallel gradients reduced compressed to half the bytes")
       ->capture_default_str();
