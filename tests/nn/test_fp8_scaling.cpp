@@ -12,6 +12,8 @@
 namespace tessera {
 namespace {
 
+using testing::expect_error_with;
+
 constexpr int64_t kLayers = 2;
 
 std::vector<float> amaxes_with(int64_t slot, float value) {
@@ -22,13 +24,6 @@ std::vector<float> amaxes_with(int64_t slot, float value) {
 
 const int64_t kInput = Fp8Scaling::slot(1, BlockLinear::mlp_in, Fp8Role::input);
 const int64_t kGrad = Fp8Scaling::slot(1, BlockLinear::mlp_in, Fp8Role::grad);
-
-// f throws an error whose message contains `part`.
-template <typename F>
-void expect_error(F&& f, const std::string& part) {
-  const std::string message = testing::error_of(f);
-  EXPECT_TRUE(testing::contains(message, part)) << message;
-}
 
 }  // namespace
 
@@ -108,17 +103,17 @@ TEST(Fp8Scaling, ASavedHistoryContinues) {
 TEST(Fp8Scaling, ADamagedHistoryIsRefused) {
   Fp8Scaling fp8({Fp8Recipe::hybrid, 3, 0}, kLayers, Device::cpu);
   std::vector<float> ragged(size_t(fp8.slots()) + 1, 1.0f);
-  expect_error([&] { fp8.restore_history(ragged, "checkpoint c"); },
-                        "checkpoint c: the fp8 amax history holds 37 values, not a whole number of steps of 36");
+  expect_error_with([&] { fp8.restore_history(ragged, "checkpoint c"); },
+                    {"checkpoint c: the fp8 amax history holds 37 values, not a whole number of steps of 36"});
   std::vector<float> negative = amaxes_with(kInput, -1.0f);
-  expect_error([&] { fp8.restore_history(negative, "checkpoint c"); },
-                        "checkpoint c: the fp8 amax history holds -1, not a finite non-negative amax");
+  expect_error_with([&] { fp8.restore_history(negative, "checkpoint c"); },
+                    {"checkpoint c: the fp8 amax history holds -1, not a finite non-negative amax"});
 }
 
 TEST(Fp8Scaling, OptionsOutOfRangeAreRefused) {
-  expect_error([] { check_fp8_options({Fp8Recipe::hybrid, 0, 0}); }, "--fp8-amax-history must be in [1, 1024]");
-  expect_error([] { check_fp8_options({Fp8Recipe::hybrid, 16, 9}); }, "--fp8-margin must be in [0, 8]");
-  expect_error([] { parse_fp8_recipe("e5m2"); }, "--fp8 must be off, hybrid");
+  expect_error_with([] { check_fp8_options({Fp8Recipe::hybrid, 0, 0}); }, {"--fp8-amax-history must be in [1, 1024]"});
+  expect_error_with([] { check_fp8_options({Fp8Recipe::hybrid, 16, 9}); }, {"--fp8-margin must be in [0, 8]"});
+  expect_error_with([] { parse_fp8_recipe("e5m2"); }, {"--fp8 must be off, hybrid"});
 }
 
 }  // namespace tessera

@@ -15,6 +15,7 @@
 namespace tessera {
 namespace {
 
+using testing::expect_error_with;
 using testing::random_tensor;
 
 Tensor offsets_of(const std::vector<int32_t>& values) {
@@ -163,13 +164,6 @@ TEST(GroupedMatmul, OneThreadAndSeveralAgree) {
   testing::expect_close(out[1], as_double(out[0]), 1e-5, 1e-5, "out");
   testing::expect_close(dx[1], as_double(dx[0]), 1e-5, 1e-5, "dx");
   testing::expect_close(dw[1], as_double(dw[0]), 1e-5, 1e-5, "dweight");
-}
-
-// f throws an Error whose message contains every part.
-template <typename F>
-void expect_error_with(F&& f, const std::vector<std::string>& parts) {
-  const std::string message = testing::error_of(f);
-  for (const std::string& part : parts) EXPECT_TRUE(testing::contains(message, part)) << message;
 }
 
 TEST(GroupedMatmul, RejectsBadArguments) {

@@ -16,6 +16,7 @@
 namespace tessera {
 namespace {
 
+using testing::expect_error_with;
 using testing::random_tensor;
 
 Tensor i32_tensor(Shape shape, const std::vector<int32_t>& values) {
@@ -254,13 +255,6 @@ TEST(MoeDispatch, OneThreadAndSeveralAgree) {
   }
   for (auto [name, t] : {std::pair{"xs", xs}, {"dx", dx}, {"out", out}, {"dys", dys}, {"dweights", dw}})
     testing::expect_identical(t[0], t[1], name);
-}
-
-// f throws an Error whose message contains every part.
-template <typename F>
-void expect_error_with(F&& f, const std::vector<std::string>& parts) {
-  const std::string message = testing::error_of(f);
-  for (const std::string& part : parts) EXPECT_TRUE(testing::contains(message, part)) << message;
 }
 
 TEST(MoeDispatch, PlanRejectsBadArguments) {

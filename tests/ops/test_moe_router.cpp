@@ -17,6 +17,7 @@
 namespace tessera {
 namespace {
 
+using testing::expect_error_with;
 using testing::random_tensor;
 
 struct Routed {
@@ -319,13 +320,6 @@ TEST(MoeRouter, OneThreadAndSeveralAgree) {
     testing::expect_identical(r[0].lse, r[1].lse, "lse");
     testing::expect_identical(dlogits[0], dlogits[1], "dlogits");
   }
-}
-
-// f throws an Error whose message contains every part.
-template <typename F>
-void expect_error_with(F&& f, const std::vector<std::string>& parts) {
-  const std::string message = testing::error_of(f);
-  for (const std::string& part : parts) EXPECT_TRUE(testing::contains(message, part)) << message;
 }
 
 TEST(MoeRouter, RejectsBadArguments) {

@@ -44,6 +44,13 @@ std::string error_of(F&& f) {
 
 bool contains(const std::string& text, const std::string& part);
 
+// `f` throws a tessera::Error whose message contains every one of `parts`.
+template <typename F>
+void expect_error_with(F&& f, const std::vector<std::string>& parts) {
+  const std::string message = error_of(f);
+  for (const std::string& part : parts) EXPECT_TRUE(contains(message, part)) << message;
+}
+
 // Bad input to the tessera binary: a non-zero exit and one "tessera: error:" line that holds `fix`.
 void expect_one_line_error(const CommandResult& result, const std::string& fix);
 // The same for each (arguments, fix) of `cases`, run as `command` + arguments.
