@@ -53,9 +53,11 @@ Tensor Fp8Scaling::quantize(const Tensor& t, int64_t slot) {
 std::vector<float> Fp8Scaling::take_amaxes() {
   const Tensor host = tensor_to(amax_, Device::cpu);
   std::vector<float> amaxes(host.f32(), host.f32() + slots());
-  zero_tensor(amax_);
+  clear_amaxes();
   return amaxes;
 }
+
+void Fp8Scaling::clear_amaxes() { zero_tensor(amax_); }
 
 void Fp8Scaling::update(const std::vector<float>& amaxes) {
   TS_CHECK(int64_t(amaxes.size()) == slots(), "Fp8Scaling::update: ", amaxes.size(), " amaxes for ", slots(), " slots");

@@ -76,6 +76,8 @@ class Fp8Scaling {
   // The amaxes recorded since the last call (one per slot, 0 where nothing was quantized), and
   // clears them; the trainer reduces them with a max over all ranks.
   std::vector<float> take_amaxes();
+  // Forgets the amaxes recorded so far (an evaluation's), without reading them back.
+  void clear_amaxes();
   // The step's amaxes, reduced over all ranks, become the newest step of the history (the oldest
   // leaves once `history` steps are kept), and the scales follow. A non-finite amax (a diverging
   // step's) enters as 0, which no scale reads.

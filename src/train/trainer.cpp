@@ -183,7 +183,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   // scale, which update_parameters divides out again).
   const float dloss = loss_scaler_.scale() / float(B * T);
   if (expert_parallel_) expert_parallel_->take_traffic();  // the step's alone, not an evaluation's
-  if (Fp8Scaling* fp8 = model_->fp8()) fp8->take_amaxes();  // likewise: evaluations' amaxes set no scale
+  if (Fp8Scaling* fp8 = model_->fp8()) fp8->clear_amaxes();  // likewise: evaluations' amaxes set no scale
   if (context_parallel_) context_parallel_->reset_stats();
   model_->zero_grad();
   double loss_sum = 0.0;  // the step's token losses over T: its sequences' mean losses, summed
