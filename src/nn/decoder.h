@@ -162,7 +162,7 @@ class Decoder {
   const Tensor& logits() const { return acts_.logits; }
   // Activation recomputation for the next forward/backward (see nn/recompute.h); none by default.
   void set_recompute(RecomputePolicy policy) { recompute_ = policy; }
-  // fp8 for the blocks' dense linear layers (nn/fp8_scaling.h), after to(); recipe off: none.
+  // fp8 for the blocks' linear layers (nn/fp8_scaling.h), after to(); recipe off: none.
   void set_fp8(const Fp8Options& options);
   // The fp8 scaling state, or null without fp8.
   Fp8Scaling* fp8() { return fp8_.get(); }

@@ -40,8 +40,9 @@ std::vector<Bucket> rank_buckets(const ParameterLayout& layout, const std::vecto
 }
 
 // Parameters, gradients and AdamW moments of `total` elements split into `buckets` over their
-// `groups` (parallel/dp: grad_reducer.cpp, zero3_parameters.cpp). `tied`: the classifier is the
-// embedding, whose ZeRO-3 gradient buffer then stays from the classifier to the backward's end.
+// `groups` (parallel/dp: grad_reducer.cpp, part_grad_reducer.cpp, zero3_parameters.cpp). `tied`: the
+// classifier is the embedding, whose ZeRO 2/3 gradient buffer then stays from the classifier to the
+// backward's end.
 void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total, int zero, ReplicaGroups groups,
                 int64_t compute_size, bool tied) {
   const int64_t shard = shard_size(buckets);
@@ -51,17 +52,19 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   r.optimizer = 2 * (zero == 0 ? total : shard) * kF32;
   // The parameters' all-gather after a ZeRO 1/2 update, two buckets at a time (a chunk in, every
   // chunk out).
-  std::vector<int64_t> gathers;
-  for (const Bucket& b : buckets) gathers.push_back(b.chunk + b.chunk * groups.of(b));
-  std::sort(gathers.rbegin(), gathers.rend());
-  const int64_t window = gathers[0] + (gathers.size() > 1 ? gathers[1] : 0);
+  auto gather_window = [&] {
+    std::vector<int64_t> gathers;
+    for (const Bucket& b : buckets) gathers.push_back(b.chunk + b.chunk * groups.of(b));
+    std::sort(gathers.rbegin(), gathers.rend());
+    return gathers[0] + (gathers.size() > 1 ? gathers[1] : 0);
+  };
   if (zero == 1) {
     // The shard, and the larger of two collectives' buffers: in backward, until the reduction
     // finishes, each bucket's reduce-scatter output (a chunk) and, when the bucket does not split
     // evenly, its padded copy; after the update, the parameters' all-gather.
     int64_t staging = 0;
     for (const Bucket& b : buckets) staging += b.chunk + (b.size() == b.chunk * groups.of(b) ? 0 : b.chunk * groups.of(b));
-    r.gradient_shard = (shard + std::max(staging, window)) * kF32;
+    r.gradient_shard = (shard + std::max(staging, gather_window())) * kF32;
   }
   if (zero < 2) return;
   // The peak comes in backward: the computing part's gradient buffer (padded; a tied embedding's
@@ -81,7 +84,7 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   const bool reduces = groups.dense > 1 || groups.experts > 1;
   r.part_buffers = (largest + (tied ? padded[1] : 0)) * kF32 + (reduces ? (padded[1] + padded[2] + 2 * chunk) * kF32 : 0);
   if (zero == 2) {
-    r.part_buffers = std::max(r.part_buffers, window * kF32);
+    r.part_buffers = std::max(r.part_buffers, gather_window() * kF32);
     return;
   }
   r.part_buffers += (padded[0] + padded[1]) * kF32 + (compute_size == kF32 ? 0 : largest * compute_size);

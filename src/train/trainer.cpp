@@ -218,7 +218,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   }
   comm_wait_s_ = data_parallel_->finish_reduction();
   if (Fp8Scaling* fp8 = model_->fp8()) update_fp8_scales(*fp8, *grid_.world);
-  // Under ZeRO-3 every micro-batch's gradients were reduced already: the tied copies sum in the shards.
+  // Under ZeRO 2 and 3 every micro-batch's gradients were reduced already: the tied copies sum in the shards.
   if (pipeline_ && data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
   // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an
   // asynchronous checkpoint save has got, the pipeline's timings and the MoE statistics:
