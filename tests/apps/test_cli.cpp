@@ -57,6 +57,17 @@ class CliBadInput : public ::testing::Test {
   std::string shard, base;
 };
 
+// The JSON line of a two-step bench train of gpt2-tiny on the CPU with `flags`.
+nlohmann::json bench_train_json(const std::string& flags) {
+  const testing::CommandResult r = testing::run_command(
+      "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) +
+      " bench train --model gpt2-tiny --micro-batch-size 2 --seq-len 16 --steps 2 --warmup 1 --device cpu --json " +
+      flags);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find('{');
+  return at == std::string::npos ? nlohmann::json::object() : nlohmann::json::parse(r.output.substr(at));
+}
+
 }  // namespace
 
 TEST_F(CliBadInput, UnknownFlag) { expect_one_line_error(base + " --learning-rate 3", "--learning-rate"); }
@@ -181,12 +192,8 @@ TEST_F(CliBadInput, CudaWithoutAGpuSaysWhy) {
 
 // bench train on the CPU: one JSON line with the figures a GPU run reports (MFU needs a peak there).
 TEST(Cli, BenchTrainReportsThroughputAsJson) {
-  const testing::CommandResult r = testing::run_command(
-      "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) +
-      " bench train --model gpt2-tiny --micro-batch-size 2 --seq-len 16 --steps 2 --warmup 1 --device cpu --json"
-      " --peak-tflops 1");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const nlohmann::json j = bench_train_json("--peak-tflops 1");
+  ASSERT_FALSE(j.empty());
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["dtype"], "fp32");
   EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
@@ -199,12 +206,8 @@ TEST(Cli, BenchTrainReportsThroughputAsJson) {
 
 // bench train --fp8: the same figures, the recipe recorded, the loss still a fresh model's.
 TEST(Cli, BenchTrainWithFp8) {
-  const testing::CommandResult r = testing::run_command(
-      "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) +
-      " bench train --model gpt2-tiny --micro-batch-size 2 --seq-len 16 --steps 2 --warmup 1 --device cpu --json"
-      " --fp8 hybrid");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const nlohmann::json j = bench_train_json("--fp8 hybrid");
+  ASSERT_FALSE(j.empty());
   EXPECT_EQ(j["fp8"], "hybrid");
   EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
   EXPECT_NEAR(j["final_loss"].get<double>(), std::log(256.0), 0.3);
