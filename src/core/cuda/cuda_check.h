@@ -3,9 +3,9 @@
 // backend (TESSERA_WITH_CUDA); CUDA_CHECK_LAUNCH() checks the last kernel launch.
 #pragma once
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "core/cuda/cublaslt.h"
 #include "core/error.h"
 
 #define CUDA_CHECK(call)                                                                              \
@@ -22,8 +22,9 @@
     const cublasStatus_t cublas_check_status_ = (call);                                               \
     if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS)                                                \
       ::tessera::detail::throw_error(__FILE__, __LINE__, #call, " failed: ",                          \
-                                     cublasLtGetStatusName(cublas_check_status_), " (",               \
-                                     cublasLtGetStatusString(cublas_check_status_), ")");             \
+                                     ::tessera::cuda::cublaslt().GetStatusName(cublas_check_status_), \
+                                     " (", ::tessera::cuda::cublaslt().GetStatusString(cublas_check_status_), \
+                                     ")");                                                            \
   } while (0)
 
 // After a <<<...>>> launch: a bad configuration shows up here, not at the next synchronising call.

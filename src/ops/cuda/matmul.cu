@@ -45,7 +45,7 @@ struct LtContext {
 const LtContext& lt_context() {
   static const LtContext ctx = [] {
     LtContext c;
-    CUBLAS_CHECK(cublasLtCreate(&c.handle));
+    CUBLAS_CHECK(cublaslt().Create(&c.handle));
     c.workspace = device_allocate(kWorkspaceBytes);
     return c;
   }();
@@ -128,10 +128,10 @@ struct LtPlan {
   LtPlan(const LtPlan&) = delete;
   LtPlan& operator=(const LtPlan&) = delete;
   ~LtPlan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (d) cublaslt().MatrixLayoutDestroy(d);
+    if (b) cublaslt().MatrixLayoutDestroy(b);
+    if (a) cublaslt().MatrixLayoutDestroy(a);
+    if (desc) cublaslt().MatmulDescDestroy(desc);
   }
 };
 
@@ -155,14 +155,14 @@ LtPlanCache& plan_cache() {
 void set_pointers(const LtPlan& plan, const LtOperands& ops) {
   if (uses_bias(plan.problem.epilogue))
     CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ops.bias, sizeof(ops.bias)));
+        cublaslt().MatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ops.bias, sizeof(ops.bias)));
   if (uses_aux(plan.problem.epilogue))
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ops.aux,
-                                                sizeof(ops.aux)));
+    CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ops.aux,
+                                                   sizeof(ops.aux)));
 }
 
 void set_min_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, uint32_t align) {
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
 }
 
 // Creates the descriptors and asks the heuristic once; `ops` supplies the bias/aux pointers whose
@@ -170,27 +170,27 @@ void set_min_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreference
 std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops) {
   auto plan = std::make_unique<LtPlan>();
   plan->problem = p;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublaslt().MatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue, sizeof(p.epilogue)));
+      cublaslt().MatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue, sizeof(p.epilogue)));
   if (uses_aux(p.epilogue))  // aux type: D's by default, which is what we store pre_gelu in
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.aux_ld,
-                                                sizeof(p.aux_ld)));
+    CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.aux_ld,
+                                                   sizeof(p.aux_ld)));
   set_pointers(*plan, ops);
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, p.ab_type, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, p.ab_type, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, p.d_type, p.m, p.n, p.ldd));
+  CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&plan->a, p.ab_type, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda));
+  CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&plan->b, p.ab_type, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb));
+  CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&plan->d, p.d_type, p.m, p.n, p.ldd));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(&cublasLtMatmulPreferenceDestroy)>
-      pref_owner(pref, cublasLtMatmulPreferenceDestroy);
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceCreate(&pref));
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(cublaslt().MatmulPreferenceDestroy)>
+      pref_owner(pref, cublaslt().MatmulPreferenceDestroy);
   const size_t workspace = kWorkspaceBytes;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                    sizeof(workspace)));
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                       sizeof(workspace)));
   set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.align_a);
   set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_b);
   set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_d);
@@ -198,8 +198,8 @@ std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops) {
 
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_context().handle, plan->desc, plan->a, plan->b, plan->d, plan->d,
-                                              pref, 1, &heuristic, &found));
+  CUBLAS_CHECK(cublaslt().MatmulAlgoGetHeuristic(lt_context().handle, plan->desc, plan->a, plan->b, plan->d, plan->d,
+                                                 pref, 1, &heuristic, &found));
   TS_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for m=", p.m, " n=", p.n, " k=", p.k, " with A/B in ",
            type_name(p.ab_type), ", D in ", type_name(p.d_type), " and the ", epilogue_name(p.epilogue),
            " epilogue at alignments A/B/D/bias/aux ", p.align_a, "/", p.align_b, "/", p.align_d, "/", p.align_bias,
@@ -235,8 +235,8 @@ void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream) {
     cache.age.push_back(p);
   }
   const float alpha = 1.0f;
-  CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan->desc, &alpha, ops.A, plan->a, ops.B, plan->b, &ops.beta, ops.D,
-                              plan->d, ops.D, plan->d, &plan->algo, ctx.workspace, kWorkspaceBytes, stream));
+  CUBLAS_CHECK(cublaslt().Matmul(ctx.handle, plan->desc, &alpha, ops.A, plan->a, ops.B, plan->b, &ops.beta, ops.D,
+                                 plan->d, ops.D, plan->d, &plan->algo, ctx.workspace, kWorkspaceBytes, stream));
 }
 
 // cuBLASLt's rule for the GELU epilogues' aux matrix: its leading dimension (in elements) must be
