@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <memory>
 
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_index.h"
@@ -30,38 +31,14 @@ fs::path temp_dir_of(const fs::path& out_dir, int64_t step) {
   return out_dir / ("." + name + ".tmp");
 }
 
-// The parameter whose elements include flat offset `offset`.
-const ParamSpec& spec_at(const ParameterLayout& layout, int64_t offset) {
-  const std::vector<ParamSpec>& specs = layout.specs();
-  auto it = std::upper_bound(specs.begin(), specs.end(), offset,
-                             [](int64_t o, const ParamSpec& spec) { return o < spec.offset; });
-  TS_CHECK(it != specs.begin() && offset < std::prev(it)->offset + std::prev(it)->numel(), "offset ", offset,
-           " lies outside the parameters");
-  return *std::prev(it);
-}
-
-// Elements [begin, end) of a parameter as held (a tensor-parallel rank's slice, or the whole) in
-// runs contiguous in the whole parameter: f(held offset, whole offset, count) for each.
-template <typename F>
-void whole_runs(const ParamSpec& spec, int64_t begin, int64_t end, F&& f) {
-  if (spec.slice.is_whole()) return f(begin, begin, end - begin);
-  spec.slice.for_each_run([&](int64_t held, int64_t whole, int64_t count) {
-    const int64_t lo = std::max(held, begin), hi = std::min(held + count, end);
-    if (lo < hi) f(lo, whole + (lo - held), hi - lo);
-  });
-}
-
-// The shape a parameter has whole (a tensor-parallel rank holds a slice of it).
-const Shape& whole_shape(const ParamSpec& spec) { return spec.slice.is_whole() ? spec.shape : spec.slice.whole; }
-
 // The moments of `optimizer`'s segments as slices "m.<name>[begin:end]" and "v.<name>[begin:end]" of
 // the whole parameter.
 std::vector<SafetensorsEntry> moment_entries(const ParameterLayout& layout, const OptimizerState& optimizer) {
   std::vector<SafetensorsEntry> entries;
   for (const AdamWSegment& s : optimizer.segments) {
-    const ParamSpec& spec = spec_at(layout, s.param_offset);
+    const ParamSpec& spec = layout.spec_at(s.param_offset);
     const int64_t begin = s.param_offset - spec.offset;
-    whole_runs(spec, begin, begin + s.length, [&](int64_t held, int64_t whole, int64_t count) {
+    spec.for_each_whole_run(begin, begin + s.length, [&](int64_t held, int64_t whole, int64_t count) {
       for (const auto& [prefix, moment] : {std::pair{"m.", &optimizer.m}, {"v.", &optimizer.v}})
         entries.push_back({slice_name(prefix + spec.name, whole, whole + count), DType::f32, {count},
                            moment->data<float>() + s.state_offset + (held - begin)});
@@ -277,45 +254,65 @@ ModelConfig read_checkpoint_model_config(const fs::path& checkpoint) {
   return c;
 }
 
-CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, bool checksums_verified) {
-  TS_CHECK(model.device() == Device::cpu, "load_checkpoint: load into the model while it is on the CPU, then move it");
-  const OpenedCheckpoint c = open_checkpoint(checkpoint, kModelFile, checksums_verified);
-  CheckpointState state;
-  state.step = state_count(c.state, "step", checkpoint);
-  state.next_batch = state_count(c.state, "next_batch", checkpoint);
-  state.seed = state_seed(c.state, checkpoint);
-  state.run_config = c.state.value("run_config", nlohmann::json::object());
-  state.loss_scale = state_loss_scale(c.state, checkpoint);
-  state.fp8_amax_history = state_fp8_amax_history(c.state, checkpoint);
+CheckpointModel open_checkpoint_model(const fs::path& checkpoint, const ModelConfig& config,
+                                      const ParameterLayout& layout, bool checksums_verified) {
+  // What the weights reader keeps open: the checkpoint's index and files, which the reader refers to.
+  struct Opened {
+    Opened(const fs::path& checkpoint, bool checksums_verified, const ParameterLayout& layout)
+        : c(open_checkpoint(checkpoint, kModelFile, checksums_verified)),
+          reader(checkpoint, c.index, c.files),
+          layout(layout) {}
+    OpenedCheckpoint c;
+    CheckpointReader reader;
+    ParameterLayout layout;
+  };
+  auto opened = std::make_shared<Opened>(checkpoint, checksums_verified, layout);
+  const nlohmann::json& json = opened->c.state;
+  CheckpointModel model;
+  CheckpointState& state = model.state;
+  state.step = state_count(json, "step", checkpoint);
+  state.next_batch = state_count(json, "next_batch", checkpoint);
+  state.seed = state_seed(json, checkpoint);
+  state.run_config = json.value("run_config", nlohmann::json::object());
+  state.loss_scale = state_loss_scale(json, checkpoint);
+  state.fp8_amax_history = state_fp8_amax_history(json, checkpoint);
   state.optimizer_steps =
-      c.state.contains("optimizer_steps") ? state_count(c.state, "optimizer_steps", checkpoint) : state.step;
-  const ModelConfig recorded = state_model_config(c.state, checkpoint);
-  TS_CHECK(recorded == model.config(), "checkpoint ", quoted_text(checkpoint.string()),
+      json.contains("optimizer_steps") ? state_count(json, "optimizer_steps", checkpoint) : state.step;
+  const ModelConfig recorded = state_model_config(json, checkpoint);
+  TS_CHECK(recorded == config, "checkpoint ", quoted_text(checkpoint.string()),
            ": its model shape differs from the model it is loaded into");
   // The weights must be exactly the whole model's parameters, none left over (a state describing
   // fewer layers than the files hold would otherwise drop some silently); a pipeline stage reads its own.
-  const size_t weights = size_t(std::count_if(c.index.begin(), c.index.end(), [](const auto& t) {
+  const CheckpointIndex& index = opened->c.index;
+  const size_t weights = size_t(std::count_if(index.begin(), index.end(), [](const auto& t) {
     return !t.first.starts_with("m.") && !t.first.starts_with("v.");
   }));
-  const size_t parameters = decoder_layout(model.config()).specs().size();
+  const size_t parameters = decoder_layout(config).specs().size();
   TS_CHECK(weights == parameters, "checkpoint ", quoted_text(checkpoint.string()), " holds ", weights,
            " weight tensors, the model described by state.json has ", parameters, "; the files do not belong together");
-  CheckpointReader reader(checkpoint, c.index, c.files);
-  const std::vector<ParamSpec>& specs = model.layout().specs();
-  NamedTensors& params = model.named_params();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ParamSpec& spec = specs[i];
-    auto stored = c.index.find(spec.name);
-    TS_CHECK(stored != c.index.end() && stored->second.shape == whole_shape(spec), "checkpoint ",
+  for (const ParamSpec& spec : layout.specs()) {
+    auto stored = index.find(spec.name);
+    TS_CHECK(stored != index.end() && stored->second.shape == spec.whole_shape(), "checkpoint ",
              quoted_text(checkpoint.string()), ": tensor '", spec.name, "' has shape ",
-             stored == c.index.end() ? "(absent)" : shape_string(stored->second.shape), ", the model needs ",
-             shape_string(whole_shape(spec)), "; the files do not belong together");
-    float* out = params[i].tensor.f32();
-    whole_runs(spec, 0, spec.numel(), [&](int64_t held, int64_t whole, int64_t count) {
-      reader.read(spec.name, whole, whole + count, out + held);
-    });
+             stored == index.end() ? "(absent)" : shape_string(stored->second.shape), ", the model needs ",
+             shape_string(spec.whole_shape()), "; the files do not belong together");
   }
-  return state;
+  model.weights = [opened](OffsetRange range, float* out) {
+    opened->layout.for_each_overlap(range, [&](const ParamSpec& spec, int64_t begin, int64_t end) {
+      float* held = out + (spec.offset - range.begin);
+      spec.for_each_whole_run(begin, end, [&](int64_t at, int64_t whole, int64_t count) {
+        opened->reader.read(spec.name, whole, whole + count, held + at);
+      });
+    });
+  };
+  return model;
+}
+
+CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, bool checksums_verified) {
+  TS_CHECK(model.device() == Device::cpu, "load_checkpoint: load into the model while it is on the CPU, then move it");
+  const CheckpointModel opened = open_checkpoint_model(checkpoint, model.config(), model.layout(), checksums_verified);
+  opened.weights({0, model.layout().total()}, model.params().f32());
+  return opened.state;
 }
 
 OptimizerState load_optimizer_state(const fs::path& checkpoint, const ParameterLayout& layout,
@@ -326,18 +323,18 @@ OptimizerState load_optimizer_state(const fs::path& checkpoint, const ParameterL
   OptimizerState state{std::move(segments), Tensor::zeros({size}), Tensor::zeros({size})};
   CheckpointReader reader(checkpoint, c.index, c.files);
   for (const AdamWSegment& s : state.segments) {
-    const ParamSpec& spec = spec_at(layout, s.param_offset);
+    const ParamSpec& spec = layout.spec_at(s.param_offset);
     for (const char* prefix : {"m.", "v."}) {
       auto stored = c.index.find(prefix + spec.name);
       TS_CHECK(stored != c.index.end(), "checkpoint ", quoted_text(checkpoint.string()),
                " holds no optimizer state (no '", prefix, spec.name,
                "'); it holds weights only: start a new run from it with --init-from after convert --to-hf");
-      TS_CHECK(stored->second.shape == whole_shape(spec), "checkpoint ", quoted_text(checkpoint.string()),
+      TS_CHECK(stored->second.shape == spec.whole_shape(), "checkpoint ", quoted_text(checkpoint.string()),
                ": tensor '", prefix, spec.name, "' has shape ", shape_string(stored->second.shape),
-               ", the model needs ", shape_string(whole_shape(spec)), "; the files do not belong together");
+               ", the model needs ", shape_string(spec.whole_shape()), "; the files do not belong together");
       Tensor& moment = prefix[0] == 'm' ? state.m : state.v;
       const int64_t begin = s.param_offset - spec.offset;
-      whole_runs(spec, begin, begin + s.length, [&](int64_t held, int64_t whole, int64_t count) {
+      spec.for_each_whole_run(begin, begin + s.length, [&](int64_t held, int64_t whole, int64_t count) {
         reader.read(prefix + spec.name, whole, whole + count, moment.f32() + s.state_offset + (held - begin),
                     /*non_negative=*/prefix[0] == 'v');
       });

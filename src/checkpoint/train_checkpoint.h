@@ -22,6 +22,7 @@
 
 #include "checkpoint/run_folder.h"
 #include "nn/decoder.h"
+#include "nn/parameter_values.h"
 #include "ops/adamw.h"
 
 namespace tessera {
@@ -95,6 +96,16 @@ void check_checkpoint_complete(const std::filesystem::path& checkpoint, bool che
 // The model shape in state.json, checked against model.safetensors' tensors (layers, width,
 // vocabulary, context) before anything of that size is allocated.
 ModelConfig read_checkpoint_model_config(const std::filesystem::path& checkpoint);
+// A checkpoint's training state and its weights as `layout` holds them (a tp or ep rank's slices, a
+// pipeline stage's blocks), checked against `config` and the layout up front; `weights` reads any
+// flat range on demand, only its bytes (a ZeRO-3 rank reads just its shard). Opening follows
+// load_checkpoint's `checksums_verified`.
+struct CheckpointModel {
+  CheckpointState state;
+  ParameterValues weights;
+};
+CheckpointModel open_checkpoint_model(const std::filesystem::path& checkpoint, const ModelConfig& config,
+                                      const ParameterLayout& layout, bool checksums_verified = false);
 // Loads the weights into a model still on the CPU (move it to its device afterwards); returns the
 // state. Unless `checksums_verified` says the caller just did (choose_resume_checkpoint), which saves
 // reading the files twice, a first-format checkpoint's files are checked against their CRC-32 first;

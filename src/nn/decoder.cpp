@@ -3,13 +3,11 @@
 #include "nn/decoder.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <string>
 
 #include "core/cuda/device.h"
-#include "core/rng.h"
 #include "nn/activation_memory.h"
+#include "nn/parameter_values.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_shard.h"
@@ -19,11 +17,6 @@
 
 namespace tessera {
 namespace {
-
-void fill_constant(Tensor& t, float value) {
-  float* p = t.f32();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = value;
-}
 
 // A context-parallel rank's rows (T_local, C) of a (maxT, C) position table: its two chunks of every
 // sequence, chunk rank and chunk 2·cp-1-rank (nn/context_parallel.h). to_local copies them out of
@@ -44,7 +37,7 @@ void chunk_rows(Tensor& local, Tensor& table, CpPlace cp, bool to_local) {
 
 Decoder::Decoder(const ModelConfig& config) : Decoder(config, whole_decoder(config.num_layers)) {}
 
-Decoder::Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp, EpPlace ep)
+Decoder::Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp, EpPlace ep, ParamStorage storage)
     : config_(config), stage_(std::move(stage)), tp_place_(tp), ep_place_(ep) {
   config_.validate();
   TS_CHECK(!stage_.chunks.empty() && stage_.num_layers == config_.num_layers, "Decoder: a stage of ",
@@ -54,6 +47,7 @@ Decoder::Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp, EpPl
   TS_CHECK(ep.size == 1 || (config_.moe.enabled() && config_.moe.num_experts % ep.size == 0), "Decoder: ",
            config_.moe.num_experts, " experts cannot be shared out over ", ep.size, " expert-parallel ranks");
   layout_ = decoder_layout(config_, stage_, tp, ep);
+  if (storage == ParamStorage::sharded_later) return;
   set_params(Tensor::zeros({layout_.total()}));
   allocate_grads();
 }
@@ -107,6 +101,8 @@ void Decoder::to(Device device, DType compute) {
   acts_ = DecoderActivations();
   in_flight_.clear();
   if (sharded_) return;  // the parameters are ZeRO-3's shards, already where they compute
+  TS_CHECK(params_.defined(), "Decoder::to: the parameters were left to ZeRO-3 (ParamStorage::sharded_later), "
+                              "which has not taken them yet (set_sharded_parameters)");
   set_params(tensor_to(params_, device));
   const bool had_grads = grads_.defined();
   release_grads();
@@ -126,37 +122,10 @@ void Decoder::release_grads() {
 }
 
 void Decoder::init_weights(uint64_t seed) {
-  const float residual_std = 0.02f / std::sqrt(2.0f * float(config_.num_layers));
+  TS_CHECK(params_.defined(), "Decoder::init_weights: the parameters are ZeRO-3's shards (initialised there)");
   // Filled on the host, then copied to the device in one go when the model lives there.
   Tensor host = device_ == Device::cpu ? params_ : Tensor::zeros({layout_.total()});
-  const NamedTensors views = layout_.views(host);
-  for (size_t i = 0; i < views.size(); ++i) {
-    const ParamSpec& spec = layout_.specs()[i];
-    Tensor t = views[i].tensor;
-    // normal(0, std) keyed on each element's index in the whole parameter (a tp rank holds a slice),
-    // on the whole's first `rows` rows only.
-    auto fill = [&](float std, int64_t rows) {
-      if (spec.slice.is_whole()) {
-        const int64_t cols = spec.shape.size() < 2 ? 1 : spec.shape.back();
-        return fill_normal(t.f32(), rows >= t.numel() / cols ? t.numel() : rows * cols, seed, spec.name, 0.0f, std);
-      }
-      const int64_t cols = spec.slice.whole_cols();
-      spec.slice.for_each_run([&](int64_t local, int64_t at, int64_t count) {
-        if (at / cols < rows) fill_normal(t.f32() + local, count, seed, spec.name, 0.0f, std, at);
-      });
-    };
-    const int64_t all = std::numeric_limits<int64_t>::max();
-    switch (spec.init) {
-      case ParamInit::normal: fill(0.02f, all); break;
-      case ParamInit::residual: fill(residual_std, all); break;
-      case ParamInit::vocab_rows:
-        fill_constant(t, 0.0f);
-        fill(0.02f, config_.vocab_size);
-        break;
-      case ParamInit::zeros: fill_constant(t, 0.0f); break;
-      case ParamInit::ones: fill_constant(t, 1.0f); break;
-    }
-  }
+  initial_values(config_, layout_, seed)({0, layout_.total()}, host.f32());
   if (device_ != Device::cpu) copy_tensor(params_, host);
   params_updated();
 }

@@ -38,13 +38,20 @@
 
 namespace tessera {
 
+// Whether a decoder allocates its flat parameters and gradients when built (whole), or leaves them to
+// ZeRO-3 (sharded_later): set_part_gradients and set_sharded_parameters must then follow before
+// anything else uses them, and ZeRO-3 fills only its shards (from nn/parameter_values.h), so that no
+// rank ever holds the whole model, not even at start-up.
+enum class ParamStorage { whole, sharded_later };
+
 class Decoder {
  public:
   explicit Decoder(const ModelConfig& config);
   // A pipeline rank's stage of the model; with `tp`, that tensor-parallel rank's slices of its
   // parameters (ParamSpec::slice), run through the mappings given to set_tensor_parallel(); with
   // `ep`, that expert-parallel rank's experts only, run through set_expert_parallel()'s dispatcher.
-  Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp = {}, EpPlace ep = {});
+  Decoder(const ModelConfig& config, DecoderStage stage, TpPlace tp = {}, EpPlace ep = {},
+          ParamStorage storage = ParamStorage::whole);
   // The tp group's mappings (parallel/tp), kept by pointer; required before a forward when the
   // model was built for a tp group of more than one rank.
   void set_tensor_parallel(TensorParallel* mappings);
@@ -62,8 +69,8 @@ class Decoder {
   // stays undefined). No deferred weight gradients (they would come after the part was handed over).
   // Kept by pointer.
   void set_part_gradients(PartGradients* grads);
-  // ZeRO-3 also: `sharded`, which took its shards of params() already, holds the parameters from
-  // now on. The decoder frees its flat parameters (params() stays undefined) and gathers each part
+  // ZeRO-3 also: `sharded`, which took its shards of params() (or filled them itself, under
+  // ParamStorage::sharded_later) already, holds the parameters from now on. The decoder frees its flat parameters (params() stays undefined) and gathers each part
   // around its use; no block's last add is then fused with the next norm, whose gain lies in the
   // next part. The model, a pipeline stage, and a tp rank's slices, in training and evaluation
   // forwards and the chunk API (no inference); kept by pointer.

@@ -17,6 +17,14 @@ const ParamSpec& ParameterLayout::find(const std::string& name) const {
   TS_FAIL("no parameter named '", name, "'");
 }
 
+const ParamSpec& ParameterLayout::spec_at(int64_t offset) const {
+  auto it = std::upper_bound(specs_.begin(), specs_.end(), offset,
+                             [](int64_t o, const ParamSpec& spec) { return o < spec.offset; });
+  TS_CHECK(it != specs_.begin() && offset < std::prev(it)->offset + std::prev(it)->numel(), "offset ", offset,
+           " lies outside the parameters");
+  return *std::prev(it);
+}
+
 OffsetRange ParameterLayout::block_range(int64_t first, int64_t last) const {
   OffsetRange range{-1, -1};
   for (const ParamSpec& s : specs_) {

@@ -5,6 +5,7 @@
 // blocks is one offset range too.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,18 @@ struct ParamSpec {
   int64_t numel() const { return shape_numel(shape); }
   // Decoupled weight decay applies to matrices and embeddings (2+ dims), not to biases or norm gains.
   bool decayed() const { return shape.size() >= 2; }
+  // The shape of the whole parameter (this rank may hold a slice of it).
+  const Shape& whole_shape() const { return slice.is_whole() ? shape : slice.whole; }
+  // Elements [begin, end) of the parameter as held, in runs contiguous in the whole parameter:
+  // f(held offset, whole offset, count) for each.
+  template <typename F>
+  void for_each_whole_run(int64_t begin, int64_t end, F&& f) const {
+    if (slice.is_whole()) return f(begin, begin, end - begin);
+    slice.for_each_run([&](int64_t held, int64_t whole, int64_t count) {
+      const int64_t lo = std::max(held, begin), hi = std::min(held + count, end);
+      if (lo < hi) f(lo, whole + (lo - held), hi - lo);
+    });
+  }
 };
 
 struct OffsetRange {
@@ -69,6 +82,19 @@ class ParameterLayout {
   // find()'s position in specs() (and in views() of any buffer of this layout).
   size_t index_of(const std::string& name) const { return size_t(&find(name) - specs_.data()); }
   int64_t total() const { return total_; }
+  // The parameter whose elements include flat offset `offset`.
+  const ParamSpec& spec_at(int64_t offset) const;
+  // f(spec, begin, end) for each parameter overlapping the flat range, in order, with [begin, end) the
+  // overlap in the parameter's own element offsets.
+  template <typename F>
+  void for_each_overlap(OffsetRange range, F&& f) const {
+    for (int64_t at = range.begin; at < range.end;) {
+      const ParamSpec& spec = spec_at(at);
+      const int64_t end = std::min(range.end, spec.offset + spec.numel());
+      f(spec, at - spec.offset, end - spec.offset);
+      at = end;
+    }
+  }
   // The offsets of blocks [first, last] (kEmbeddingBlock .. L); empty when none of them has parameters.
   OffsetRange block_range(int64_t first, int64_t last) const;
   // Views of `flat` (total() elements) named by the layout.

@@ -62,7 +62,8 @@ std::vector<GradMatrix> gradient_matrices(const ParameterLayout& layout) {
   return matrices;
 }
 
-DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options, Device device)
+DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options, Device device,
+                           const ParameterValues& zero3_values)
     : dp_(grid.dp),
       replicas_(grid.dp_cp),
       ep_(grid.ep),
@@ -80,7 +81,7 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
     model.set_part_gradients(part_grads_.get());
   }
   if (options.zero_stage == 3) {
-    zero3_ = std::make_unique<Zero3Parameters>(*part_grads_, model.params());
+    zero3_ = std::make_unique<Zero3Parameters>(*part_grads_, zero3_values ? zero3_values : values_of(model.params()));
     model.set_sharded_parameters(zero3_.get());
   }
 }

@@ -50,11 +50,13 @@ struct ParamMemory {
 
 class DataParallel {
  public:
-  // The reduction state lives on `device`, where the step runs. Under ZeRO-3 the model hands its
-  // parameters over to this object's shards there, from wherever it holds them: built or loaded on
-  // the host, a model is sharded before it moves (Decoder::to then moves no parameters), so the
-  // device never holds the whole model.
-  DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options, Device device);
+  // The reduction state lives on `device`, where the step runs. Under ZeRO-3 this object's shards
+  // there take the parameters: from `zero3_values` when the model was built without them
+  // (ParamStorage::sharded_later: no rank ever holds the whole model), else from the model's own,
+  // wherever it holds them (built or loaded on the host, a model is sharded before it moves, and
+  // Decoder::to then moves no parameters, so the device never holds the whole model).
+  DataParallel(const ProcessGrid& grid, Decoder& model, const DataParallelOptions& options, Device device,
+               const ParameterValues& zero3_values = {});
 
   // This rank's place among the data-parallel ranks (which batch shares it takes).
   int rank() const { return dp_->rank(); }

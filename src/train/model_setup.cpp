@@ -113,9 +113,10 @@ ModelConfig model_config_for_run(const TrainConfig& config) {
 
 std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfig& mc,
                                      const std::optional<std::filesystem::path>& checkpoint,
-                                     const std::optional<DecoderStage>& stage, TpPlace tp, EpPlace ep) {
-  auto model = std::make_unique<Decoder>(mc, stage ? *stage : whole_decoder(mc.num_layers), tp, ep);
-  if (checkpoint) return model;
+                                     const std::optional<DecoderStage>& stage, TpPlace tp, EpPlace ep,
+                                     ParamStorage storage) {
+  auto model = std::make_unique<Decoder>(mc, stage ? *stage : whole_decoder(mc.num_layers), tp, ep, storage);
+  if (checkpoint || storage == ParamStorage::sharded_later) return model;
   if (!config.init_from.empty())
     load_hf_model(config.init_from, model->config(), model->named_params());
   else

@@ -40,11 +40,12 @@ ModelConfig model_config_for_run(const TrainConfig& config);
 // The model of `model_config` (resolve_model_config's) with its initial weights (the checkpoint's
 // weights are loaded by the caller with the optimizer state): the whole decoder, or a pipeline
 // rank's `stage` of it, or a tensor-parallel rank's slices (`tp`) of either, holding an
-// expert-parallel rank's experts (`ep`) only.
+// expert-parallel rank's experts (`ep`) only. ParamStorage::sharded_later builds it without
+// parameters (ZeRO-3 fills its shards; there is nothing to initialise).
 std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfig& model_config,
                                      const std::optional<std::filesystem::path>& checkpoint,
                                      const std::optional<DecoderStage>& stage = std::nullopt, TpPlace tp = {},
-                                     EpPlace ep = {});
+                                     EpPlace ep = {}, ParamStorage storage = ParamStorage::whole);
 
 // A model ready for inference, with its tokenizer when one is known.
 struct LoadedModel {

@@ -85,8 +85,12 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     stages.push_back(pipeline_stage(pipeline_plan->boundaries, grid_.dims.pp, s));
   const TpPlace tp{grid_.coord.tp, grid_.dims.tp};
   const EpPlace ep{grid_.ep->rank(), grid_.ep->size()};
+  // ZeRO-3 fills each rank's shards range by range from the initial or the checkpoint's weights, so
+  // the model is built without parameters; --init-from's Hugging Face weights load whole first.
+  const ParamStorage storage =
+      config_.zero == 3 && config_.init_from.empty() ? ParamStorage::sharded_later : ParamStorage::whole;
   model_ = build_model(config_, model_config, checkpoint,
-                       pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt, tp, ep);
+                       pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt, tp, ep, storage);
   if (ep.size > 1) {
     expert_parallel_ = std::make_unique<EpAllToAll>(grid_.ep, device_.device);
     model_->set_expert_parallel(expert_parallel_.get());
@@ -111,16 +115,29 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   // Weights load on the host; the model then moves to its device once (under ZeRO-3 as shards).
   // run_start_point chose the checkpoint with its checksums verified.
   CheckpointState state;
+  ParameterValues zero3_values;
   const auto load_start = Clock::now();
-  if (checkpoint) state = load_checkpoint(*checkpoint, *model_, /*checksums_verified=*/true);
-  resume_times_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
-  // Data parallelism takes the model while it is still on the host: ZeRO-3 shards it there, so that
-  // only each rank's shard reaches the device.
+  if (storage == ParamStorage::sharded_later) {
+    if (checkpoint) {
+      CheckpointModel opened =
+          open_checkpoint_model(*checkpoint, model_->config(), model_->layout(), /*checksums_verified=*/true);
+      state = std::move(opened.state);
+      zero3_values = std::move(opened.weights);
+    } else {
+      zero3_values = initial_values(model_->config(), model_->layout(), config_.seed);
+    }
+  } else if (checkpoint) {
+    state = load_checkpoint(*checkpoint, *model_, /*checksums_verified=*/true);
+  }
+  // Data parallelism takes the model while it is still on the host: ZeRO-3 shards it there (or fills
+  // its shards from zero3_values, reading a checkpoint's ranges here), so that only each rank's shard
+  // reaches the device.
   data_parallel_ = std::make_unique<DataParallel>(
       grid_, *model_,
       DataParallelOptions{config_.zero, int64_t(config_.bucket_mb * double(1 << 20)), config_.overlap,
                           parse_grad_reduce_dtype(config_.grad_reduce_dtype), config_.powersgd_rank},
-      device_.device);
+      device_.device, zero3_values);
+  resume_times_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
   model_->to(device_.device, compute_dtype_);
   model_->set_fp8(config_.fp8_options());
   // A run that turns fp8 on starts its history afresh; one that turns it off drops the saved one.

@@ -1,7 +1,8 @@
 // Under mpirun -np 4: ZeRO's memory arithmetic read from the allocator's counters. Stage 1 and 2
 // shrink the optimizer state (two fp32 moments) to 1/dp; stage 2 also never holds the whole
 // gradient, only its shard and the part being reduced; stage 3 keeps only a shard of the parameters as well, and its
-// step (parts gathered and freed around their use) updates the weights as the unsharded step does.
+// step (parts gathered and freed around their use) updates the weights as the unsharded step does,
+// also when the model is built without parameters and never held whole (as the trainer builds it).
 // The sums of the sharded pieces over dp equal the unsharded sizes.
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 
 #include "core/allocator.h"
 #include "core/rng.h"
+#include "nn/parameter_values.h"
 #include "parallel/process_grid.h"
 #include "parallel/runtime.h"
 #include "runtime_test_main.h"
@@ -25,23 +27,32 @@ struct Measured {
   int64_t optimizer_bytes;  // what the AdamW state allocated
   int64_t step_bytes;       // live after a backward and its reduction, beyond model + optimizer
   int64_t model_bytes;      // what the model and DataParallel hold before the first step
+  int64_t setup_peak_bytes;  // the most they held at once while being built
   double model_bytes_over_dp;  // model_bytes summed over the dp ranks
   int64_t held_by_step;     // live after forward, backward and the reduction, beyond what was before forward
   ParamMemory params;       // the parameter bytes kept, and the most held during the step
   std::vector<float> weights;  // rank 0: the whole flat parameters after one optimizer step
 };
 
-Measured measure(int zero) {
+// `storage`: whether the model is built whole and then sharded, or (ZeRO-3) without parameters, its
+// shards filled from the initial values range by range.
+Measured measure(int zero, ParamStorage storage = ParamStorage::whole) {
   ParallelDims dims;
   dims.dp = testing::test_runtime().world_size();
   CommOptions options;
   options.timeout_s = 30;
   ProcessGrid grid = build_process_grid(testing::test_runtime(), dims, options);
   const int64_t before_model = int64_t(host_allocator_stats().current_bytes);
-  Decoder model(kModel);
-  model.init_weights(1);
-  DataParallel dp(grid, model, DataParallelOptions{zero, 16 << 10, true}, Device::cpu);
+  host_allocator_reset_peak();
+  Decoder model(kModel, whole_decoder(kModel.num_layers), {}, {}, storage);
+  ParameterValues values;
+  if (storage == ParamStorage::whole)
+    model.init_weights(1);
+  else
+    values = initial_values(kModel, model.layout(), 1);
+  DataParallel dp(grid, model, DataParallelOptions{zero, 16 << 10, true}, Device::cpu, values);
   const int64_t model_bytes = int64_t(host_allocator_stats().current_bytes) - before_model;
+  const int64_t setup_peak_bytes = int64_t(host_allocator_stats().peak_bytes) - before_model;
 
   const int64_t before_optimizer = int64_t(host_allocator_stats().current_bytes);
   AdamW optimizer(dp.optimizer_segments(), AdamWConfig{});
@@ -72,6 +83,7 @@ Measured measure(int zero) {
   return {after_optimizer - before_optimizer,
           after_step - before_step,
           model_bytes,
+          setup_peak_bytes,
           sum_over(*grid.dp, {double(model_bytes)})[0],
           after_step - before_forward,
           params,
@@ -147,6 +159,35 @@ TEST(ZeroMemory, Zero3KeepsOneShardOfTheParameters) {
     moved += std::pow(double(zero0.weights[i]) - fresh.params().f32()[i], 2);
   EXPECT_GT(std::sqrt(moved), 1e-4) << "the step changed nothing";
   EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-6 * std::sqrt(double(n)));
+}
+
+
+// ZeRO-3 with the model built without parameters (as the trainer builds it): no rank holds the
+// whole model at any moment, start-up included, yet the shards hold what the whole model would
+// have been initialised to, and the step is the same step.
+TEST(ZeroMemory, Zero3StartsWithoutTheWholeModel) {
+  const int dp = testing::test_runtime().world_size();
+  const int64_t n = kModel.num_parameters();
+  const int64_t slack = 64;
+  const Measured built_whole = measure(3), sharded_from_start = measure(3, ParamStorage::sharded_later);
+
+  EXPECT_GE(built_whole.setup_peak_bytes, 2 * 4 * n);  // whole parameters and gradients, then shards
+  // The shards, plus one bucket's staging on the host (a bucket is a part here): far from one whole
+  // copy of the parameters.
+  const ParameterLayout layout = decoder_layout(kModel);
+  int64_t largest_chunk = 0;
+  for (int64_t part = kEmbeddingBlock; part <= kModel.num_layers; ++part) {
+    const OffsetRange r = layout.block_range(part, part);
+    largest_chunk = std::max(largest_chunk, 4 * ((r.end - r.begin + dp - 1) / dp));
+  }
+  EXPECT_LE(sharded_from_start.setup_peak_bytes, 2 * 4 * (n / dp + slack) + largest_chunk);
+  EXPECT_LT(sharded_from_start.setup_peak_bytes, 4 * n);
+  EXPECT_EQ(sharded_from_start.model_bytes, built_whole.model_bytes);
+  EXPECT_EQ(sharded_from_start.held_by_step, built_whole.held_by_step);
+  EXPECT_EQ(sharded_from_start.weights, built_whole.weights);  // bit for bit
+  if (!built_whole.weights.empty()) {
+    EXPECT_EQ(built_whole.weights.size(), size_t(n));
+  }
 }
 
 }  // namespace

@@ -7,16 +7,14 @@
 
 namespace tessera {
 
-Zero3Parameters::Zero3Parameters(const PartGradReducer& parts, const Tensor& params) : parts_(parts) {
-  const int64_t shard = shard_size(parts.buckets());
-  int64_t total = 0;
-  for (const auto& [index, p] : parts.parts()) total = std::max(total, p.end);
-  TS_CHECK(params.numel() == total, "ZeRO-3: ", params.numel(), " parameters for a layout of ", total);
-  params_ = Tensor::zeros({shard}, DType::f32, parts.device());  // params may be on the host
+Zero3Parameters::Zero3Parameters(const PartGradReducer& parts, const ParameterValues& values) : parts_(parts) {
+  params_ = Tensor::zeros({shard_size(parts.buckets())}, DType::f32, parts.device());
   for (const Bucket& b : parts.buckets()) {
     if (b.owned() == 0) continue;
+    Tensor host = Tensor::zeros({b.owned()});
+    values({b.owned_begin, b.owned_end}, host.f32());
     Tensor to = params_.view(b.shard_offset, {b.owned()});
-    copy_tensor(to, params.view(b.owned_begin, {b.owned()}));
+    copy_tensor(to, host);
   }
 }
 

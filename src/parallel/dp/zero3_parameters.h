@@ -10,6 +10,7 @@
 #include <map>
 #include <vector>
 
+#include "nn/parameter_values.h"
 #include "nn/sharded_parameters.h"
 #include "parallel/dp/part_grad_reducer.h"
 
@@ -17,9 +18,9 @@ namespace tessera {
 
 class Zero3Parameters : public ShardedParameters {
  public:
-  // `parts` (kept by reference) tiles the layout; params: the whole flat parameters (on any device),
-  // of which this rank keeps a copy of its chunks on the parts' device.
-  Zero3Parameters(const PartGradReducer& parts, const Tensor& params);
+  // `parts` (kept by reference) tiles the layout; this rank's chunks are filled from `values`, one
+  // bucket at a time through the host, onto the parts' device.
+  Zero3Parameters(const PartGradReducer& parts, const ParameterValues& values);
   Tensor gather(int64_t part, int64_t next) override;
   void release(int64_t part) override;
   void add_to_params(int64_t offset, const std::vector<float>& delta) override;
