@@ -119,6 +119,11 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
   cmd.add_flag("--async-checkpoint", c.async_checkpoint,
                "Write checkpoints on a background thread: training stalls only to copy the state to host memory");
+  cmd.add_option("--checkpoint-weights", c.checkpoint_weights,
+                 "whole: rank 0 gathers and writes model.safetensors; sharded: every rank writes its slices of the "
+                 "weights beside its moments, nothing is gathered (convert --to-hf makes a whole copy); auto: "
+                 "sharded under --zero 3")
+      ->capture_default_str();
   cmd.add_option("--max-bad-steps", c.max_bad_steps,
                  "Skipped steps in a row (non-finite loss or grad norm, spikes) that stop the run")
       ->capture_default_str();

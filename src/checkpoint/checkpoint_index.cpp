@@ -80,6 +80,8 @@ void add_whole_tensors(const fs::path& checkpoint, const std::string& file, Chec
 
 }  // namespace
 
+bool is_moment_name(std::string_view name) { return name.starts_with("m.") || name.starts_with("v."); }
+
 std::string shard_file_name(int rank, int ranks) {
   char name[64];
   std::snprintf(name, sizeof name, "shard-%05d-of-%05d.safetensors", rank, ranks);

@@ -37,7 +37,11 @@ struct IndexedTensor {
 
 using CheckpointIndex = std::map<std::string, IndexedTensor>;
 
-// "shard-00001-of-00004.safetensors": the moments dp rank 1 of 4 wrote.
+// Whether an index name is one of AdamW's moments ("m.<name>", "v.<name>") rather than a weight.
+bool is_moment_name(std::string_view name);
+
+// "shard-00001-of-00004.safetensors": the moments (and with sharded weights, the weights) rank 1 of
+// 4 wrote.
 std::string shard_file_name(int rank, int ranks);
 bool is_shard_file_name(std::string_view name);
 

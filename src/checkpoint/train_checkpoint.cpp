@@ -31,20 +31,18 @@ fs::path temp_dir_of(const fs::path& out_dir, int64_t step) {
   return out_dir / ("." + name + ".tmp");
 }
 
-// The moments of `optimizer`'s segments as slices "m.<name>[begin:end]" and "v.<name>[begin:end]" of
-// the whole parameter.
-std::vector<SafetensorsEntry> moment_entries(const ParameterLayout& layout, const OptimizerState& optimizer) {
-  std::vector<SafetensorsEntry> entries;
-  for (const AdamWSegment& s : optimizer.segments) {
+// Slices "<prefix><name>[begin:end]" of the whole parameters for `segments`, their values at
+// values[state_offset ...]: the moments ("m.", "v.") and sharded weights ("").
+void append_segment_entries(const ParameterLayout& layout, const std::vector<AdamWSegment>& segments,
+                            const std::string& prefix, const Tensor& values, std::vector<SafetensorsEntry>& entries) {
+  for (const AdamWSegment& s : segments) {
     const ParamSpec& spec = layout.spec_at(s.param_offset);
     const int64_t begin = s.param_offset - spec.offset;
     spec.for_each_whole_run(begin, begin + s.length, [&](int64_t held, int64_t whole, int64_t count) {
-      for (const auto& [prefix, moment] : {std::pair{"m.", &optimizer.m}, {"v.", &optimizer.v}})
-        entries.push_back({slice_name(prefix + spec.name, whole, whole + count), DType::f32, {count},
-                           moment->data<float>() + s.state_offset + (held - begin)});
+      entries.push_back({slice_name(prefix + spec.name, whole, whole + count), DType::f32, {count},
+                         values.data<float>() + s.state_offset + (held - begin)});
     });
   }
-  return entries;
 }
 
 // Commits temp_dir as out_dir/ckpt-<step>: the folder appears under its final name, then ckpt-latest
@@ -71,14 +69,13 @@ fs::path commit(const fs::path& out_dir, const ModelConfig& config, const Checkp
   const fs::path temp_dir = temp_dir_of(out_dir, state.step);
   std::map<std::string, FileDigest> files;
   CheckpointIndex index;
-  files[kModelFile] = index_written_file(temp_dir, kModelFile, index);
+  if (fs::exists(temp_dir / kModelFile)) files[kModelFile] = index_written_file(temp_dir, kModelFile, index);
   for (int r = 0; r < shards; ++r) files[shard_file_name(r, shards)] = index_written_file(temp_dir, shard_file_name(r, shards), index);
   if (fs::exists(temp_dir / kTokenizerFile)) files[kTokenizerFile] = file_digest(temp_dir / kTokenizerFile, "checkpoint file");
-  // The moments' slices came without a shape: each is its parameter's.
+  // The slices (moments, sharded weights) came without a shape: each is its parameter's.
   const ParameterLayout layout = decoder_layout(config);
   for (auto& [name, t] : index)
-    if (t.shape.empty() && (name.starts_with("m.") || name.starts_with("v.")))
-      t.shape = layout.find(name.substr(2)).shape;
+    if (t.shape.empty()) t.shape = layout.find(is_moment_name(name) ? name.substr(2) : name).shape;
   const std::string context = "saving " + quoted_text(temp_dir.string());
   TS_CHECK(index.size() == layout.specs().size() * (shards > 0 ? 3 : 1), context, ": the ranks' files hold ",
            index.size(), " tensors, the model has ", layout.specs().size(), " parameters");
@@ -142,13 +139,47 @@ OpenedCheckpoint open_checkpoint(const fs::path& checkpoint, const char* file, b
 
 // The number of transformer blocks a weights file holds: one past the largest N of its "h.N." (GPT-2)
 // or "layers.N." (Llama, MoE) tensor names.
-int64_t layers_in(const SafetensorsFile& file) {
+// The weight tensors a checkpoint stores, by name, and how many values they hold in all: whole in
+// model.safetensors (its header), or with sharded weights as slices in the shard files (the index).
+struct StoredWeights {
+  std::string where;  // for messages: "model.safetensors holds", "the shard files hold"
+  bool plural = false;
+  std::map<std::string, Shape> shapes;
+  uint64_t values = 0;
+  std::string holds() const { return where + (plural ? " hold " : " holds "); }
+  std::string lack() const { return where + (plural ? " lack" : " lacks"); }
+};
+
+StoredWeights stored_weights(const fs::path& checkpoint) {
+  const nlohmann::json state = read_state_json(checkpoint);
+  const std::map<std::string, FileDigest> files = state_files(state, checkpoint);
+  StoredWeights stored;
+  if (!state.contains("tensors") || files.contains(kModelFile)) {
+    stored.where = kModelFile;
+    const SafetensorsFile weights(checkpoint / kModelFile);
+    for (const SafetensorsInfo& t : weights.tensors()) {
+      stored.shapes[t.name] = t.shape;
+      stored.values += uint64_t(t.numel());
+    }
+    return stored;
+  }
+  stored.where = "the shard files";
+  stored.plural = true;
+  for (const auto& [name, t] : read_checkpoint_index(checkpoint, state, files)) {
+    if (is_moment_name(name)) continue;
+    stored.shapes[name] = t.shape;
+    for (const TensorSlice& slice : t.slices) stored.values += uint64_t(slice.end - slice.begin);
+  }
+  return stored;
+}
+
+int64_t layers_in(const StoredWeights& stored) {
   int64_t layers = 0;
-  for (const SafetensorsInfo& t : file.tensors()) {
+  for (const auto& [name, shape] : stored.shapes) {
     for (std::string_view prefix : {"h.", "layers."}) {
-      if (!t.name.starts_with(prefix)) continue;
-      const char* first = t.name.data() + prefix.size();
-      const char* last = t.name.data() + std::min(t.name.find('.', prefix.size()), t.name.size());
+      if (!name.starts_with(prefix)) continue;
+      const char* first = name.data() + prefix.size();
+      const char* last = name.data() + std::min(name.find('.', prefix.size()), name.size());
       int64_t index = 0;
       auto [end, ec] = std::from_chars(first, last, index);
       if (ec == std::errc() && end == last && index >= 0 && index < INT64_MAX) layers = std::max(layers, index + 1);
@@ -176,9 +207,14 @@ void write_checkpoint_part(const fs::path& out_dir, int64_t step, const Checkpoi
         weights.push_back({t.name, DType::f32, t.tensor.shape(), t.tensor.data<float>()});
       write_checkpoint_file(temp_dir / kModelFile, weights, {{"format", "pt"}});
     }
-    if (part.optimizer)
-      write_checkpoint_file(temp_dir / shard_file_name(part.rank, part.ranks),
-                            moment_entries(*part.layout, *part.optimizer));
+    if (part.optimizer) {
+      const OptimizerState& o = *part.optimizer;
+      std::vector<SafetensorsEntry> entries;
+      append_segment_entries(*part.layout, o.segments, "m.", o.m, entries);
+      append_segment_entries(*part.layout, o.segments, "v.", o.v, entries);
+      if (part.weight_shard) append_segment_entries(*part.layout, o.segments, "", *part.weight_shard, entries);
+      write_checkpoint_file(temp_dir / shard_file_name(part.rank, part.ranks), entries);
+    }
     if (!part.tokenizer_json.empty() && fs::exists(part.tokenizer_json))
       write_file_atomic(temp_dir / kTokenizerFile,
                         read_whole_file(part.tokenizer_json, "tokenizer", kMaxTokenizerFileBytes));
@@ -213,10 +249,12 @@ void check_checkpoint_complete(const fs::path& checkpoint, bool checksums, FileS
     state_count(j, "step", checkpoint);
     state_count(j, "next_batch", checkpoint);
     state_model_config(j, checkpoint);
-    std::error_code ec;
-    TS_CHECK(fs::exists(checkpoint / kModelFile, ec), "no ", kModelFile);
     const std::map<std::string, FileDigest> files = state_files(j, checkpoint);
-    read_checkpoint_index(checkpoint, j, files);
+    std::error_code ec;
+    TS_CHECK(!files.empty() || fs::exists(checkpoint / kModelFile, ec), "no ", kModelFile);
+    const CheckpointIndex index = read_checkpoint_index(checkpoint, j, files);
+    TS_CHECK(std::any_of(index.begin(), index.end(), [](const auto& t) { return !is_moment_name(t.first); }),
+             "no weights: neither ", kModelFile, " nor weight slices in the shard files");
     int i = 0;
     for (const auto& [file, digest] : files)
       verify_checkpoint_file(checkpoint, file, digest, checksums && i++ % share.count == share.index);
@@ -230,26 +268,25 @@ ModelConfig read_checkpoint_model_config(const fs::path& checkpoint) {
   const ModelConfig c = state_model_config(read_state_json(checkpoint), checkpoint);
   // Every dimension must fit in the tensors actually stored: a state claiming 10^9 layers is refused
   // here, before a model of that size is allocated.
-  const SafetensorsFile weights(checkpoint / kModelFile);
-  uint64_t stored = 0;
-  for (const SafetensorsInfo& t : weights.tensors()) stored += uint64_t(t.numel());
+  const StoredWeights stored = stored_weights(checkpoint);
   for (auto [key, value] : {std::pair{"num_layers", c.num_layers}, {"channels", c.channels},
                             {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}})
-    TS_CHECK(uint64_t(value) <= stored, "checkpoint ", quoted_text(checkpoint.string()), ": state.json says model.", key,
-             " ", value, ", more than the ", stored, " values ", kModelFile, " holds; the files do not belong together");
-  const int64_t layers = layers_in(weights);
+    TS_CHECK(uint64_t(value) <= stored.values, "checkpoint ", quoted_text(checkpoint.string()), ": state.json says model.",
+             key, " ", value, ", more than the ", stored.values, " values ", stored.holds(),
+             "; the files do not belong together");
+  const int64_t layers = layers_in(stored);
   TS_CHECK(layers == c.num_layers, "checkpoint ", quoted_text(checkpoint.string()), ": state.json says ", c.num_layers,
-           " layers but ", kModelFile, " holds ", layers, "; the files do not belong together");
+           " layers but ", stored.holds(), layers, "; the files do not belong together");
   const ParameterLayout layout = decoder_layout(c);
   for (const ParamSpec& spec : layout.specs()) {
-    TS_CHECK(weights.contains(spec.name), "checkpoint ", quoted_text(checkpoint.string()), ": state.json describes a ",
-             model_family(c), " model with '", spec.name, "' but ", kModelFile,
-             " lacks it; the files do not belong together");
-    const Shape stored_shape = weights.info(spec.name).shape;
-    TS_CHECK(stored_shape == spec.shape, "checkpoint ", quoted_text(checkpoint.string()), ": state.json describes ",
+    auto it = stored.shapes.find(spec.name);
+    TS_CHECK(it != stored.shapes.end(), "checkpoint ", quoted_text(checkpoint.string()), ": state.json describes a ",
+             model_family(c), " model with '", spec.name, "' but ", stored.lack(),
+             " it; the files do not belong together");
+    TS_CHECK(it->second == spec.shape, "checkpoint ", quoted_text(checkpoint.string()), ": state.json describes ",
              model_family(c), " with vocab_size ", c.vocab_size, ", channels ", c.channels, ", max_seq_len ",
-             c.max_seq_len, ", so '", spec.name, "' should be ", shape_string(spec.shape), ", but ", kModelFile,
-             " holds ", shape_string(stored_shape), "; the files do not belong together");
+             c.max_seq_len, ", so '", spec.name, "' should be ", shape_string(spec.shape), ", but ", stored.holds(),
+             shape_string(it->second), "; the files do not belong together");
   }
   return c;
 }
@@ -284,9 +321,8 @@ CheckpointModel open_checkpoint_model(const fs::path& checkpoint, const ModelCon
   // The weights must be exactly the whole model's parameters, none left over (a state describing
   // fewer layers than the files hold would otherwise drop some silently); a pipeline stage reads its own.
   const CheckpointIndex& index = opened->c.index;
-  const size_t weights = size_t(std::count_if(index.begin(), index.end(), [](const auto& t) {
-    return !t.first.starts_with("m.") && !t.first.starts_with("v.");
-  }));
+  const size_t weights =
+      size_t(std::count_if(index.begin(), index.end(), [](const auto& t) { return !is_moment_name(t.first); }));
   const size_t parameters = decoder_layout(config).specs().size();
   TS_CHECK(weights == parameters, "checkpoint ", quoted_text(checkpoint.string()), " holds ", weights,
            " weight tensors, the model described by state.json has ", parameters, "; the files do not belong together");

@@ -1,7 +1,9 @@
 // Training checkpoints: <out_dir>/ckpt-<step>/ holding model.safetensors (every weight, whole, under
 // the model's parameter names: what Hugging Face tooling and `tessera generate` read), one
 // shard-<r>-of-<n>.safetensors per data-parallel rank (the slices of AdamW's moments that rank owns:
-// its ZeRO shard, or under ZeRO 0 the r-th of n contiguous ranges), state.json (the training state,
+// its ZeRO shard, or under ZeRO 0 the r-th of n contiguous ranges; with sharded weights, no
+// model.safetensors, and each shard holds the weights of those slices too, so that no rank gathers
+// the whole model), state.json (the training state,
 // the layout it was written with, the size and CRC-32 of every file, and the index of every tensor's
 // slices, see checkpoint_index.h) and, when the run has one, tokenizer.json.
 // Every rank writes its part into one temporary folder in parallel; after all have synced, one rank
@@ -61,14 +63,16 @@ struct ModelSnapshot {
 // The model's parameters copied into fresh host memory (a copy the training cannot change).
 ModelSnapshot snapshot_of(const Decoder& model);
 
-// What one rank writes of a checkpoint: rank 0 the weights and the tokenizer, every rank its share of
-// the moments.
+// What one rank writes of a checkpoint: rank 0 the weights (whole) and the tokenizer, every rank its
+// share of the moments; with sharded weights no rank writes them whole, and every rank writes the
+// weights of its moments' segments beside them (slices of the whole tensors, as the moments).
 struct CheckpointPart {
   int rank = 0, ranks = 1;                       // data-parallel rank and degree
   const ParameterLayout* layout = nullptr;       // the parameters' names and offsets
-  const ModelSnapshot* model = nullptr;          // rank 0 only
+  const ModelSnapshot* model = nullptr;          // rank 0 only, with whole weights
   const OptimizerState* optimizer = nullptr;     // null: a weights-only checkpoint
   std::filesystem::path tokenizer_json;          // rank 0, when the run has one
+  const Tensor* weight_shard = nullptr;          // sharded weights: optimizer's segments' weights, laid out as m
 };
 
 // Phase 1, on every rank at once: writes (and syncs) the rank's part of ckpt-<step> into its

@@ -17,6 +17,7 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
       shard_(grid.world_rank),
       shards_(grid.world->size()),
       async_(config.async_checkpoint),
+      sharded_weights_(config.sharded_checkpoint_weights()),
       retention_{config.keep_checkpoints, config.keep_every},
       dp_(dp),
       // The first expert group of each (stage, tp rank) holds every weight between them.
@@ -26,7 +27,7 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
       tokenizer_(tokenizer),
       segments_(dp.checkpoint_segments(duplicates)) {
   if (tokenizer_) tokenizer_json_ = out_dir_ / "tokenizer.json";
-  if (writes_weights()) {
+  if (writes_whole_weights()) {
     full_layout_ = decoder_layout(model.config());
     for (int s = 0; s < int(stages.size()); ++s)
       for (int t = 0; t < grid.dims.tp; ++t)
@@ -37,38 +38,58 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
   }
   if (!async_) return;
   // The buffers' first touch happens now rather than as the first save's stall.
-  if (writes_weights()) weights_ = ModelSnapshot{model.config(), full_layout_, Tensor::zeros({full_layout_.total()})};
-  moments_ = OptimizerState{segments_, Tensor::zeros({optimizer.state_size()}), Tensor::zeros({optimizer.state_size()})};
+  const int64_t state_size = optimizer.state_size();
+  if (writes_whole_weights()) weights_ = ModelSnapshot{model.config(), full_layout_, Tensor::zeros({full_layout_.total()})};
+  if (sharded_weights_) weight_shard_ = Tensor::zeros({state_size});
+  moments_ = OptimizerState{segments_, Tensor::zeros({state_size}), Tensor::zeros({state_size})};
   if (model.device() != Device::cuda) return;
   // Rank 0 holds every weight itself (under ZeRO-3 only its shard).
   const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1 && grid.dims.ep == 1 && dp.zero_stage() < 3;
-  if (writes_weights() && alone) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
-  device_m_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
-  device_v_ = Tensor::zeros({optimizer.state_size()}, DType::f32, Device::cuda);
-  if (writes_weights()) pinned_.push_back(std::make_unique<PinnedHost>(weights_.params));
+  if (writes_whole_weights() && alone) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
+  if (sharded_weights_) device_weight_shard_ = Tensor::zeros({state_size}, DType::f32, Device::cuda);
+  device_m_ = Tensor::zeros({state_size}, DType::f32, Device::cuda);
+  device_v_ = Tensor::zeros({state_size}, DType::f32, Device::cuda);
+  if (writes_whole_weights()) pinned_.push_back(std::make_unique<PinnedHost>(weights_.params));
+  if (sharded_weights_) pinned_.push_back(std::make_unique<PinnedHost>(weight_shard_));
   pinned_.push_back(std::make_unique<PinnedHost>(moments_.m));
   pinned_.push_back(std::make_unique<PinnedHost>(moments_.v));
 }
 
 CheckpointSaver::~CheckpointSaver() = default;
 
-CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const OptimizerState& moments) const {
-  const bool first = writes_weights();
-  return CheckpointPart{shard_, shards_, &model_.layout(), first ? &weights : nullptr, &moments,
-                        first ? tokenizer_json_ : std::filesystem::path()};
+CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const OptimizerState& moments,
+                                     const Tensor& weight_shard) const {
+  return CheckpointPart{shard_,
+                        shards_,
+                        &model_.layout(),
+                        writes_whole_weights() ? &weights : nullptr,
+                        &moments,
+                        commits() ? tokenizer_json_ : std::filesystem::path(),
+                        sharded_weights_ ? &weight_shard : nullptr};
+}
+
+void CheckpointSaver::copy_weight_shard(Tensor& out) const {
+  // The optimizer's parameters: the model's own, or under ZeRO-3 the shard, laid out as the moments.
+  const Tensor& params = dp_.optimizer_params();
+  const bool laid_out_as_moments = dp_.zero_stage() == 3;
+  for (const OptimSegment& s : segments_) {
+    Tensor to = out.view(s.state_offset, {s.length});
+    copy_tensor(to, params.view(laid_out_as_moments ? s.state_offset : s.param_offset, {s.length}));
+  }
 }
 
 void CheckpointSaver::gather_weights(Tensor& full) const {
+  if (sharded_weights_) return;
   // This rank's parameters, whole: under ZeRO-3 they come together from every dp rank's shard on
   // the ranks that send them (a collective: the others take part with nothing to receive).
   Tensor held = model_.params();
   if (dp_.zero_stage() == 3) {
-    if (writes_weights() && sources_.size() == 1) return dp_.gather_params(full);
+    if (commits() && sources_.size() == 1) return dp_.gather_params(full);
     if (sends_weights_) held = Tensor::zeros({model_.layout().total()}, DType::f32, model_.device());
     dp_.gather_params(held);
   }
   if (!sends_weights_) return;
-  if (!writes_weights()) return world_->send(held, 0);  // another (stage, tp rank, experts)'s
+  if (!commits()) return world_->send(held, 0);  // another (stage, tp rank, experts)'s
   if (sources_.size() == 1) return copy_tensor(full, held);
   // Rank 0: each source's parameters, placed by name and slice (a tied copy lands on the embedding
   // it copies, a replicated parameter on itself: the same values).
@@ -93,7 +114,7 @@ void CheckpointSaver::gather_weights(Tensor& full) const {
 
 std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool now) {
   finish();  // an asynchronous save reuses the host buffers of the previous one, so it must have landed
-  if (writes_weights() && tokenizer_ && !std::filesystem::exists(tokenizer_json_)) tokenizer_->save_json(tokenizer_json_);
+  if (commits() && tokenizer_ && !std::filesystem::exists(tokenizer_json_)) tokenizer_->save_json(tokenizer_json_);
   if (async_ && !now) {
     const bool from_gpu = device_m_.defined();
     // Into the host buffers, or on a GPU into the device buffers (queued: no wait here).
@@ -101,26 +122,33 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
       copy_tensor(device_params_, model_.params());
     else
       gather_weights(weights_.params);
+    if (sharded_weights_) copy_weight_shard(from_gpu ? device_weight_shard_ : weight_shard_);
     copy_tensor(from_gpu ? device_m_ : moments_.m, optimizer_.m());
     copy_tensor(from_gpu ? device_v_ : moments_.v, optimizer_.v());
     pending_ = state;
     writer_.start([this, from_gpu, step = state.step] {
       if (device_params_.defined()) copy_tensor_to_host_beside_compute(weights_.params, device_params_);
+      if (device_weight_shard_.defined()) copy_tensor_to_host_beside_compute(weight_shard_, device_weight_shard_);
       if (from_gpu) {
         copy_tensor_to_host_beside_compute(moments_.m, device_m_);
         copy_tensor_to_host_beside_compute(moments_.v, device_v_);
       }
-      write_checkpoint_part(out_dir_, step, part(weights_, moments_));
+      write_checkpoint_part(out_dir_, step, part(weights_, moments_, weight_shard_));
     });
   } else {
     // The host's own buffers on the CPU; staged through the host from a GPU.
     ModelSnapshot weights{model_.config(), full_layout_, Tensor()};
-    if (writes_weights()) weights.params = Tensor::zeros({full_layout_.total()});
+    if (writes_whole_weights()) weights.params = Tensor::zeros({full_layout_.total()});
     gather_weights(weights.params);
+    Tensor weight_shard;
+    if (sharded_weights_) {
+      weight_shard = Tensor::zeros({optimizer_.state_size()});
+      copy_weight_shard(weight_shard);
+    }
     const OptimizerState moments{segments_, tensor_to(optimizer_.m(), Device::cpu), tensor_to(optimizer_.v(), Device::cpu)};
     std::exception_ptr error;
     try {
-      write_checkpoint_part(out_dir_, state.step, part(weights, moments));
+      write_checkpoint_part(out_dir_, state.step, part(weights, moments, weight_shard));
     } catch (...) {
       error = std::current_exception();
     }
@@ -165,7 +193,7 @@ void CheckpointSaver::conclude(const CheckpointState& state, std::exception_ptr 
     throw QuietError("checkpoint " + checkpoint_dir_name(state.step) +
                          ": another rank could not write its part (its error says why); nothing was committed",
                      __FILE__);
-  if (writes_weights()) commit_checkpoint(out_dir_, model_.config(), state, shards_, retention_);
+  if (commits()) commit_checkpoint(out_dir_, model_.config(), state, shards_, retention_);
 }
 
 }  // namespace tessera

@@ -2,7 +2,9 @@
 // writes its part (rank 0 the weights and the tokenizer, every rank its share of the moments as
 // slices of the whole tensors: one shard file per rank), the ranks agree that every part landed (a
 // sum over the world that a failed rank joins too, so none is left waiting), and rank 0 commits.
-// Under ZeRO-3 every dp rank takes part in gathering the weights to rank 0, part by part.
+// Under ZeRO-3 every dp rank takes part in gathering the weights to rank 0, part by part. With
+// sharded weights (--checkpoint-weights, by default under ZeRO-3) nothing is gathered: every rank
+// writes the weights of its moments' slices beside them, so no rank ever holds the whole model.
 // Under pipeline and tensor parallelism the first dp rank of every (stage, tp rank) sends its weights
 // to rank 0 at the save, which writes the whole model in the single-process format; parameters held
 // twice (a stage's tied copy of the embedding, a tp rank's replicated ones) are written by one rank. With --async-checkpoint the parts are
@@ -55,11 +57,15 @@ class CheckpointSaver {
  private:
   // Joins the write in flight, which is then no longer pending: its state into `state`, and its error.
   std::exception_ptr land(CheckpointState& state);
-  CheckpointPart part(const ModelSnapshot& weights, const OptimizerState& moments) const;
+  CheckpointPart part(const ModelSnapshot& weights, const OptimizerState& moments, const Tensor& weight_shard) const;
   // Collective over the first dp rank of every (stage, tp rank): rank 0 gets their weights into `full`
   // (a host tensor of the whole model's layout); the others send theirs. Alone, rank 0 copies.
   void gather_weights(Tensor& full) const;
-  bool writes_weights() const { return world_->rank() == 0; }
+  // Sharded weights: this rank's weights of segments_ into `out` (laid out as the moments), queued
+  // on the compute stream when on a GPU.
+  void copy_weight_shard(Tensor& out) const;
+  bool commits() const { return world_->rank() == 0; }  // rank 0 writes the tokenizer and commits
+  bool writes_whole_weights() const { return commits() && !sharded_weights_; }
   // After this rank's write ended (with `error`, or none) and `failed` ranks' writes failed: rank 0
   // commits, or every rank throws.
   void conclude(const CheckpointState& state, std::exception_ptr error, double failed);
@@ -74,6 +80,7 @@ class CheckpointSaver {
   };
   std::vector<Source> sources_;  // rank 0: every (stage, tp rank, ep rank)'s first replica and its layout
   bool async_;
+  bool sharded_weights_;
   Retention retention_;
   DataParallel& dp_;
   bool sends_weights_;  // this rank sends its parameters to rank 0 (rank 0: gathers them)
@@ -83,11 +90,13 @@ class CheckpointSaver {
   const Tokenizer* tokenizer_;
   std::vector<OptimSegment> segments_;  // what this rank writes of the moments
   // An asynchronous save's host copies, allocated once, and from a GPU its device copies (params, m,
-  // v; undefined on the CPU, params on rank 0 only and without a pipeline); declared before the writer, so that its thread
-  // is joined before they go.
+  // v; undefined on the CPU, params on rank 0 only and without a pipeline; with sharded weights the
+  // weight shard instead of params); declared before the writer, so that its thread is joined before
+  // they go.
   ModelSnapshot weights_;
   OptimizerState moments_;
-  Tensor device_params_, device_m_, device_v_;
+  Tensor weight_shard_;
+  Tensor device_params_, device_m_, device_v_, device_weight_shard_;
   std::vector<std::unique_ptr<PinnedHost>> pinned_;  // the host copies, page-locked from a GPU
   AsyncCheckpointWriter writer_;
   std::optional<CheckpointState> pending_;  // the save in flight

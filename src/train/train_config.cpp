@@ -47,6 +47,8 @@ void TrainConfig::validate() const {
            max_bad_steps);
   TS_CHECK(std::isfinite(spike_zscore) && spike_zscore >= 0, "--spike-zscore must be 0 (off) or a positive number ",
            "of standard deviations, got ", spike_zscore);
+  TS_CHECK(checkpoint_weights == "auto" || checkpoint_weights == "whole" || checkpoint_weights == "sharded",
+           "--checkpoint-weights must be auto, whole or sharded, got '", checkpoint_weights, "'");
   TS_CHECK(keep_checkpoints >= 0, "--keep-checkpoints must not be negative (0 keeps all), got ", keep_checkpoints);
   TS_CHECK(sample_every >= 0, "--sample-every must not be negative, got ", sample_every);
   TS_CHECK(threads >= 0, "--threads must not be negative, got ", threads);

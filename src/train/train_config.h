@@ -84,6 +84,9 @@ struct TrainConfig {
   int64_t keep_checkpoints = 3;  // newest checkpoints kept in out_dir (0 = all)
   int64_t keep_every = 0;        // also keep every checkpoint whose step is a multiple (0 = none)
   bool async_checkpoint = false;  // write checkpoints on a background thread
+  // auto (sharded under ZeRO-3), whole (rank 0 writes model.safetensors) or sharded (every rank its
+  // slices of the weights, beside its moments)
+  std::string checkpoint_weights = "auto";
   // bad steps
   int64_t max_bad_steps = 5;     // skipped steps in a row (non-finite or spikes) that stop the run
   double spike_zscore = 0.0;     // skip steps whose loss or grad norm is this many std above the window (0 = off)
@@ -94,6 +97,10 @@ struct TrainConfig {
   bool resume = false;
   bool quiet = false;            // no live progress line
 
+  // Whether checkpoints hold the weights as every rank's slices rather than whole (--checkpoint-weights).
+  bool sharded_checkpoint_weights() const {
+    return checkpoint_weights == "sharded" || (checkpoint_weights == "auto" && zero == 3);
+  }
   // Sequences per forward pass on one rank: --micro-batch-size, or by default a data-parallel
   // rank's whole share of the global batch.
   int64_t micro_batch(int dp = 1) const { return micro_batch_size > 0 ? micro_batch_size : batch_size / dp; }

@@ -259,7 +259,8 @@ TEST(Cli, HelpListsTheTrainFlags) {
   for (const char* flag : {"--config", "--init-from", "--model", "--train-data", "--val-data", "--tokenizer",
                            "--batch-size", "--micro-batch-size", "--seq-len", "--steps", "--lr", "--min-lr",
                            "--lr-schedule", "--warmup", "--weight-decay", "--beta1", "--beta2", "--eps", "--grad-clip",
-                           "--data-order", "--seed", "--eval-every", "--checkpoint-every", "--keep-checkpoints", "--out-dir",
+                           "--data-order", "--seed", "--eval-every", "--checkpoint-every", "--keep-checkpoints",
+                           "--checkpoint-weights", "--out-dir",
                            "--metrics-file", "--threads"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }

@@ -1,5 +1,6 @@
 // What a 2-rank run writes of a checkpoint: each rank's shard file holds exactly the moments it owns
-// (its ZeRO-1 or ZeRO-3 shard; under ZeRO 0 half of the flat buffer) and nothing else, the index's byte ranges
+// (its ZeRO-1 or ZeRO-3 shard; under ZeRO 0 half of the flat buffer) and, with sharded weights (by
+// default under ZeRO-3), the weights of the same slices, and nothing else; the index's byte ranges
 // and block CRCs point at the very bytes of each slice, and `tessera convert --to-hf` exports the
 // checkpoint to a Hugging Face folder that imports back to the same weights; resuming ranks share the
 // checksum reads and agree on a fallback.
@@ -66,16 +67,20 @@ TEST_P(ShardedCheckpoint, EachRankWritesOnlyItsShareAndTheIndexPointsAtIt) {
   for (int rank = 0; rank < 2; ++rank) {
     const std::string file = shard_file_name(rank, 2);
     const SafetensorsFile stored(checkpoint / file);
-    std::map<std::string, Ranges> held;  // per moment, the flat elements the file holds
+    std::map<std::string, Ranges> held;  // per moment ("m.", "v.") and the weights (""), the flat elements the file holds
     for (const SafetensorsInfo& t : stored.tensors()) {
       std::string tensor;
       int64_t begin = 0, end = 0;
       ASSERT_TRUE(parse_slice_name(t.name, tensor, begin, end)) << t.name;
-      const int64_t offset = layout.find(tensor.substr(2)).offset;
-      held[tensor.substr(0, 2)].push_back({offset + begin, offset + end});
+      const std::string prefix = is_moment_name(tensor) ? tensor.substr(0, 2) : "";
+      const int64_t offset = layout.find(tensor.substr(prefix.size())).offset;
+      held[prefix].push_back({offset + begin, offset + end});
     }
     EXPECT_EQ(merged(held["m."]), owned(layout, zero, rank)) << file;
     EXPECT_EQ(merged(held["v."]), owned(layout, zero, rank)) << file;
+    const bool sharded_weights = zero == 3;
+    EXPECT_EQ(merged(held[""]), sharded_weights ? owned(layout, zero, rank) : Ranges{}) << file;
+    EXPECT_EQ(fs::exists(checkpoint / "model.safetensors"), !sharded_weights);
     // Every slice the index places in this file: at the bytes the file's header gives, with their CRC.
     size_t slices = 0;
     for (const auto& [name, tensor] : state["tensors"].items())
@@ -125,19 +130,26 @@ TEST(ShardedCheckpoint, RanksShareTheResumeChecksAndAgreeOnTheFallback) {
   EXPECT_TRUE(testing::contains(r.output, "resuming from " + checkpoint_dir_name(2))) << r.output;
 }
 
+// Whole or sharded weights alike: the export (which loads the checkpoint in one process, as
+// `generate` and `eval` do) holds the run's weights.
 TEST(ShardedCheckpoint, ConvertsToHuggingFace) {
-  const fs::path dir = testing::scratch_dir();
-  const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
-  train(Layout{2, 2, 1, 2}, dir / "run", shard, "--steps 1");
+  const fs::path root = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(root, 8192, 256, 23).string();
   const std::string exe = std::string("OMP_NUM_THREADS=1 ") + TESSERA_EXE;
-  testing::CommandResult r =
-      testing::run_command(exe + " convert --checkpoint " + (dir / "run").string() + " --to-hf " + (dir / "hf").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(fs::exists(dir / "hf" / "config.json"));
-  r = testing::run_command(exe + " convert --from-hf " + (dir / "hf").string() + " --out " + (dir / "back").string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(testing::checkpoint_tensors(dir / "back" / "ckpt-latest") ==
-              testing::checkpoint_tensors(dir / "run" / "ckpt-latest"));
+  for (const std::string weights : {"whole", "sharded"}) {
+    const fs::path dir = root / weights;
+    train(Layout{2, 2, 1, 2}, dir / "run", shard, "--steps 1 --checkpoint-weights " + weights);
+    EXPECT_EQ(fs::exists(dir / "run" / "ckpt-latest" / "model.safetensors"), weights == "whole");
+    testing::CommandResult r =
+        testing::run_command(exe + " convert --checkpoint " + (dir / "run").string() + " --to-hf " + (dir / "hf").string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(fs::exists(dir / "hf" / "config.json"));
+    r = testing::run_command(exe + " convert --from-hf " + (dir / "hf").string() + " --out " + (dir / "back").string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(testing::checkpoint_tensors(dir / "back" / "ckpt-latest") ==
+                testing::checkpoint_tensors(dir / "run" / "ckpt-latest"))
+        << weights;
+  }
 }
 
 }  // namespace tessera

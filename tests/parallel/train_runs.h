@@ -92,7 +92,7 @@ inline RunResult train(const Layout& l, const std::filesystem::path& dir, const 
   EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   RunResult result;
   result.metrics = testing::read_metrics(dir / "metrics.jsonl");
-  if (std::filesystem::exists(dir / "ckpt-latest" / "model.safetensors"))
+  if (std::filesystem::exists(dir / "ckpt-latest" / "state.json"))
     result.weights = testing::checkpoint_tensors(dir / "ckpt-latest");
   return result;
 }

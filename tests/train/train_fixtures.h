@@ -7,7 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/safetensors.h"
+#include "checkpoint/train_checkpoint.h"
+#include "nn/decoder_layout.h"
 #include "core/rng.h"
 #include "data/token_shard.h"
 #include "train/train_config.h"
@@ -43,12 +44,19 @@ inline TrainConfig tiny_run(const std::filesystem::path& dir) {
   return c;
 }
 
-// Every tensor of a checkpoint's model.safetensors, by name, as fp32 values.
+// Every weight of a checkpoint (whole in model.safetensors, or sliced over its shard files), by name
+// in the model's order, as fp32 values.
 inline std::vector<std::pair<std::string, std::vector<float>>> checkpoint_tensors(
     const std::filesystem::path& checkpoint) {
-  SafetensorsFile file(checkpoint / "model.safetensors");
+  const ModelConfig config = read_checkpoint_model_config(checkpoint);
+  const ParameterLayout layout = decoder_layout(config);
+  const CheckpointModel opened = open_checkpoint_model(checkpoint, config, layout);
   std::vector<std::pair<std::string, std::vector<float>>> all;
-  for (const SafetensorsInfo& t : file.tensors()) all.emplace_back(t.name, file.read_f32(t.name));
+  for (const ParamSpec& spec : layout.specs()) {
+    std::vector<float> values(size_t(spec.numel()));
+    opened.weights({spec.offset, spec.offset + spec.numel()}, values.data());
+    all.emplace_back(spec.name, std::move(values));
+  }
   return all;
 }
 
