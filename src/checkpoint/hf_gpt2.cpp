@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
 
+#include "checkpoint/hf_source.h"
 #include "checkpoint/host_param.h"
 #include "checkpoint/safetensors.h"
 #include "core/atomic_file.h"
@@ -59,12 +60,6 @@ std::vector<HFTensor> hf_gpt2_tensors(const ModelConfig& config) {
   same("ln_f.weight", {C});
   same("ln_f.bias", {C});
   return tensors;
-}
-
-// HF (rows, cols) row-major -> (cols, rows) row-major.
-void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
 }
 
 int64_t config_int(const json& config, const std::filesystem::path& path, const char* field) {
@@ -141,13 +136,13 @@ ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json) {
   return result;
 }
 
-void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params) {
+HfSource open_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config) {
   config.validate();
   TS_CHECK(std::filesystem::exists(dir / "model.safetensors"), "load_hf_gpt2: ", dir,
            " has no model.safetensors (only single-file safetensors checkpoints load)");
-  SafetensorsFile file(dir / "model.safetensors");
+  auto file = std::make_shared<SafetensorsFile>(dir / "model.safetensors");
   // GPT2LMHeadModel files name parameters "transformer.*"; GPT2Model files (the OpenAI upload) do not.
-  bool prefixed = std::any_of(file.tensors().begin(), file.tensors().end(),
+  bool prefixed = std::any_of(file->tensors().begin(), file->tensors().end(),
                               [](const SafetensorsInfo& t) { return t.name.starts_with("transformer."); });
   const std::string prefix = prefixed ? "transformer." : "";
   std::vector<HFTensor> tensors = hf_gpt2_tensors(config);
@@ -160,45 +155,36 @@ void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, N
     known.insert(prefix + "h." + std::to_string(i) + ".attn.masked_bias");
   }
   known.insert("lm_head.weight");
-  for (const SafetensorsInfo& info : file.tensors())
-    TS_CHECK(known.count(info.name), "safetensors file ", file.path(), ": unexpected tensor '", info.name,
+  for (const SafetensorsInfo& info : file->tensors())
+    TS_CHECK(known.count(info.name), "safetensors file ", file->path(), ": unexpected tensor '", info.name,
              "' for a GPT-2 with ", config.num_layers, " layers (checkpoint of another model?)");
 
-  // Check everything before writing anything.
-  std::vector<Tensor> targets;
+  HfSource source;
   for (const HFTensor& t : tensors) {
     std::string name = prefix + t.hf;
-    TS_CHECK(file.contains(name), "safetensors file ", file.path(), ": tensor '", name, "' is missing (expected shape ",
-             shape_string(t.hf_shape), ")");
-    const SafetensorsInfo& info = file.info(name);
-    TS_CHECK(info.shape == t.hf_shape, "safetensors file ", file.path(), ": tensor '", name, "' has shape ",
+    TS_CHECK(file->contains(name), "safetensors file ", file->path(), ": tensor '", name,
+             "' is missing (expected shape ", shape_string(t.hf_shape), ")");
+    const SafetensorsInfo& info = file->info(name);
+    TS_CHECK(info.shape == t.hf_shape, "safetensors file ", file->path(), ": tensor '", name, "' has shape ",
              shape_string(info.shape), ", expected ", shape_string(t.hf_shape));
     TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "safetensors file ",
-             file.path(), ": tensor '", name, "' is ", info.dtype, "; expected F32, BF16 or F16");
-    targets.push_back(host_param(params, t.ours, "load_hf_gpt2", t.shape));
+             file->path(), ": tensor '", name, "' is ", info.dtype, "; expected F32, BF16 or F16");
+    source.pieces.push_back({name, t.hf_shape, t.ours, 0, t.transpose});
   }
-  TS_CHECK(targets.size() == params.size(), "load_hf_gpt2: the model has ", params.size(), " parameters but GPT-2 ",
-           "with this config has ", targets.size(), "; some would be left unloaded");
-  if (file.contains("lm_head.weight")) {
-    const SafetensorsInfo& head = file.info("lm_head.weight");
-    const SafetensorsInfo& wte = file.info(prefix + "wte.weight");
+  if (file->contains("lm_head.weight")) {
+    const SafetensorsInfo& head = file->info("lm_head.weight");
+    const SafetensorsInfo& wte = file->info(prefix + "wte.weight");
     TS_CHECK(head.dtype == wte.dtype && head.shape == wte.shape &&
-                 std::ranges::equal(file.bytes(head.name), file.bytes(wte.name)),
-             "safetensors file ", file.path(), ": lm_head.weight differs from ", wte.name,
+                 std::ranges::equal(file->bytes(head.name), file->bytes(wte.name)),
+             "safetensors file ", file->path(), ": lm_head.weight differs from ", wte.name,
              "; Tessera's GPT-2 needs tied embeddings");
   }
+  source.read = [file](const std::string& name) { return file->read_f32(name); };
+  return source;
+}
 
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const HFTensor& t = tensors[k];
-    std::vector<float> values = file.read_f32(prefix + t.hf);
-    float* dst = targets[k].f32();
-    if (t.transpose) {
-      transpose_into(values.data(), t.hf_shape[0], t.hf_shape[1], dst);
-    } else {
-      std::memcpy(dst, values.data(), values.size() * sizeof(float));
-      std::fill(dst + values.size(), dst + targets[k].numel(), 0.0f);
-    }
-  }
+void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params) {
+  load_hf_source(open_hf_gpt2(dir, config), config, params, "load_hf_gpt2");
 }
 
 void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params) {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "checkpoint/hf_source.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 
@@ -15,6 +16,9 @@ namespace tessera {
 // n_ctx) and checks that the model is one we implement; errors name the file and the field.
 ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json);
 
+// dir/model.safetensors checked against `config` (every tensor present, shaped and of a loadable
+// dtype, none of another model, a stored lm_head equal to wte) as the source of our parameters.
+HfSource open_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config);
 // Fills `params` (our names, fp32, CPU) in place from dir/model.safetensors (F32, BF16 or F16;
 // names with or without the "transformer." prefix). Every tensor is checked before any is
 // written, so on error `params` are untouched.

@@ -4,10 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <memory>
 #include <set>
 #include <system_error>
 
+#include "checkpoint/hf_source.h"
 #include "checkpoint/hf_weight_files.h"
 #include "checkpoint/host_param.h"
 #include "core/atomic_file.h"
@@ -20,14 +21,6 @@ namespace tessera {
 namespace {
 
 using nlohmann::json;
-
-// One HF tensor: its name and shape, and where it lives in ours: parameter `ours`, from element `offset`.
-struct HfPiece {
-  std::string hf;
-  Shape hf_shape;
-  std::string ours;
-  int64_t offset = 0;
-};
 
 std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   const DecoderNames names = decoder_names(c);
@@ -172,40 +165,36 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   return c;
 }
 
-void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params) {
+HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& config) {
   config.validate();
-  const HfWeightFiles files(dir);
-  const std::vector<HfPiece> pieces = hf_llama_pieces(config);
+  auto files = std::make_shared<const HfWeightFiles>(dir);
+  HfSource source;
+  source.pieces = hf_llama_pieces(config);
   const std::string family = model_family(config);
   std::set<std::string> expected;
-  for (const HfPiece& p : pieces) expected.insert(p.hf);
-  for (const std::string& name : files.names()) {
+  for (const HfPiece& p : source.pieces) expected.insert(p.hf);
+  for (const std::string& name : files->names()) {
     if (expected.count(name) || name.ends_with(".rotary_emb.inv_freq")) continue;  // a buffer older exports keep
     const bool tied_head = name == "lm_head.weight" && config.tied_embeddings;
-    TS_CHECK(tied_head, "Hugging Face weights ", files.description(), ": unexpected tensor ", quoted_text(name, 80),
+    TS_CHECK(tied_head, "Hugging Face weights ", files->description(), ": unexpected tensor ", quoted_text(name, 80),
              " for a ", family, " with ", config.num_layers, " layers",
              config.moe.enabled() ? "" : " and dense MLPs", " (weights of another model?)");
   }
-  // Check everything before writing anything.
-  std::vector<Tensor> targets;
-  for (const HfPiece& p : pieces) {
-    TS_CHECK(files.contains(p.hf), "Hugging Face weights ", files.description(), ": tensor ", quoted_text(p.hf),
+  for (const HfPiece& p : source.pieces) {
+    TS_CHECK(files->contains(p.hf), "Hugging Face weights ", files->description(), ": tensor ", quoted_text(p.hf),
              " is missing (expected shape ", shape_string(p.hf_shape), ")");
-    const SafetensorsInfo& info = files.file_of(p.hf).info(p.hf);
-    TS_CHECK(info.shape == p.hf_shape, "Hugging Face weights ", files.description(), ": tensor ", quoted_text(p.hf),
+    const SafetensorsInfo& info = files->file_of(p.hf).info(p.hf);
+    TS_CHECK(info.shape == p.hf_shape, "Hugging Face weights ", files->description(), ": tensor ", quoted_text(p.hf),
              " has shape ", shape_string(info.shape), ", expected ", shape_string(p.hf_shape));
     TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
-             files.description(), ": tensor ", quoted_text(p.hf), " is ", info.dtype, "; expected F32, BF16 or F16");
-    const Tensor& target = host_param(params, p.ours, "load_hf_llama");
-    TS_CHECK(p.offset + shape_numel(p.hf_shape) <= target.numel(), "load_hf_llama: parameter '", p.ours,
-             "' is too small for ", p.hf);
-    targets.push_back(target);
+             files->description(), ": tensor ", quoted_text(p.hf), " is ", info.dtype, "; expected F32, BF16 or F16");
   }
-  for (NamedTensor& p : params) std::fill(p.tensor.f32(), p.tensor.f32() + p.tensor.numel(), 0.0f);
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    const std::vector<float> values = files.file_of(pieces[k].hf).read_f32(pieces[k].hf);
-    std::memcpy(targets[k].f32() + pieces[k].offset, values.data(), values.size() * sizeof(float));
-  }
+  source.read = [files](const std::string& name) { return files->file_of(name).read_f32(name); };
+  return source;
+}
+
+void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params) {
+  load_hf_source(open_hf_llama(dir, config), config, params, "load_hf_llama");
 }
 
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params,

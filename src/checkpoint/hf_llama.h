@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/hf_source.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 
@@ -20,6 +21,9 @@ namespace tessera {
 // head_dim other than hidden_size / num_attention_heads) are refused naming the key.
 ModelConfig hf_llama_config(const nlohmann::json& config, const std::filesystem::path& path);
 
+// dir's weights checked against `config` (every tensor present, shaped and of a loadable dtype, none
+// of another model) as the source of our parameters.
+HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& config);
 // Fills `params` (our names, fp32, CPU) from dir's safetensors (F32, BF16 or F16), single-file or
 // sharded. Every tensor is checked (present, shape, dtype; no tensor of another model) before any is
 // written, so on error `params` are untouched.

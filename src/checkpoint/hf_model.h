@@ -6,12 +6,18 @@
 
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
+#include "nn/parameter_values.h"
 
 namespace tessera {
 
 // Reads dir/config.json; an unknown model_type is refused naming the ones we load.
 ModelConfig read_hf_config(const std::filesystem::path& dir);
 void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params);
+// The folder's weights as `layout` holds them (a tp rank's slices, a pipeline stage, an ep rank's
+// experts), every tensor checked up front; values are read on demand, one whole parameter at a time,
+// so a rank (or a ZeRO-3 shard) never holds the whole model.
+ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelConfig& config,
+                                const ParameterLayout& layout);
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
 
 }  // namespace tessera

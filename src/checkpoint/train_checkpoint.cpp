@@ -295,15 +295,12 @@ CheckpointModel open_checkpoint_model(const fs::path& checkpoint, const ModelCon
                                       const ParameterLayout& layout, bool checksums_verified) {
   // What the weights reader keeps open: the checkpoint's index and files, which the reader refers to.
   struct Opened {
-    Opened(const fs::path& checkpoint, bool checksums_verified, const ParameterLayout& layout)
-        : c(open_checkpoint(checkpoint, kModelFile, checksums_verified)),
-          reader(checkpoint, c.index, c.files),
-          layout(layout) {}
+    Opened(const fs::path& checkpoint, bool checksums_verified)
+        : c(open_checkpoint(checkpoint, kModelFile, checksums_verified)), reader(checkpoint, c.index, c.files) {}
     OpenedCheckpoint c;
     CheckpointReader reader;
-    ParameterLayout layout;
   };
-  auto opened = std::make_shared<Opened>(checkpoint, checksums_verified, layout);
+  auto opened = std::make_shared<Opened>(checkpoint, checksums_verified);
   const nlohmann::json& json = opened->c.state;
   CheckpointModel model;
   CheckpointState& state = model.state;
@@ -333,14 +330,9 @@ CheckpointModel open_checkpoint_model(const fs::path& checkpoint, const ModelCon
              stored == index.end() ? "(absent)" : shape_string(stored->second.shape), ", the model needs ",
              shape_string(spec.whole_shape()), "; the files do not belong together");
   }
-  model.weights = [opened](OffsetRange range, float* out) {
-    opened->layout.for_each_overlap(range, [&](const ParamSpec& spec, int64_t begin, int64_t end) {
-      float* held = out + (spec.offset - range.begin);
-      spec.for_each_whole_run(begin, end, [&](int64_t at, int64_t whole, int64_t count) {
-        opened->reader.read(spec.name, whole, whole + count, held + at);
-      });
-    });
-  };
+  model.weights = values_from_whole(layout, [opened](const std::string& name, int64_t begin, int64_t end, float* out) {
+    opened->reader.read(name, begin, end, out);
+  });
   return model;
 }
 

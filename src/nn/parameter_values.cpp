@@ -34,6 +34,17 @@ ParameterValues initial_values(const ModelConfig& config, const ParameterLayout&
   };
 }
 
+ParameterValues values_from_whole(const ParameterLayout& layout, WholeTensorReader read) {
+  return [layout, read = std::move(read)](OffsetRange range, float* out) {
+    layout.for_each_overlap(range, [&](const ParamSpec& spec, int64_t begin, int64_t end) {
+      float* held = out + (spec.offset - range.begin);
+      spec.for_each_whole_run(begin, end, [&](int64_t at, int64_t whole, int64_t count) {
+        read(spec.name, whole, whole + count, held + at);
+      });
+    });
+  };
+}
+
 ParameterValues values_of(const Tensor& flat) {
   return [&flat](OffsetRange range, float* out) {
     const Tensor held = tensor_to(flat.view(range.begin, {range.end - range.begin}), Device::cpu);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "core/tensor.h"
 #include "nn/model_config.h"
@@ -21,6 +22,12 @@ using ParameterValues = std::function<void(OffsetRange range, float* out)>;
 // keyed on seed, its parameter's name and its index in the whole parameter, so any range, any tp
 // slice and any shard of it holds the values the whole model would.
 ParameterValues initial_values(const ModelConfig& config, const ParameterLayout& layout, uint64_t seed);
+
+// Reads elements [begin, end) of the whole parameter `name` (flattened) into out.
+using WholeTensorReader = std::function<void(const std::string& name, int64_t begin, int64_t end, float* out)>;
+// `layout`'s values (a tp rank's slices, a stage's blocks, an ep rank's experts) read from a source of
+// whole parameters: each run of a range that is contiguous in the whole parameter is one read.
+ParameterValues values_from_whole(const ParameterLayout& layout, WholeTensorReader read);
 
 // The values held in `flat`, a whole flat parameter buffer (fp32, on any device; kept by reference).
 ParameterValues values_of(const Tensor& flat);

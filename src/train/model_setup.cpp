@@ -117,11 +117,13 @@ std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfi
                                      ParamStorage storage) {
   auto model = std::make_unique<Decoder>(mc, stage ? *stage : whole_decoder(mc.num_layers), tp, ep, storage);
   if (checkpoint || storage == ParamStorage::sharded_later) return model;
-  if (!config.init_from.empty())
-    load_hf_model(config.init_from, model->config(), model->named_params());
-  else
-    model->init_weights(config.seed);
+  initial_weights(config, *model)({0, model->layout().total()}, model->params().f32());
   return model;
+}
+
+ParameterValues initial_weights(const TrainConfig& config, const Decoder& model) {
+  if (!config.init_from.empty()) return hf_model_values(config.init_from, model.config(), model.layout());
+  return initial_values(model.config(), model.layout(), config.seed);
 }
 
 LoadedModel::LoadedModel() = default;

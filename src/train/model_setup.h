@@ -11,6 +11,7 @@
 
 #include "checkpoint/run_folder.h"
 #include "nn/decoder.h"
+#include "nn/parameter_values.h"
 #include "train/train_config.h"
 
 namespace tessera {
@@ -46,6 +47,10 @@ std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfi
                                      const std::optional<std::filesystem::path>& checkpoint,
                                      const std::optional<DecoderStage>& stage = std::nullopt, TpPlace tp = {},
                                      EpPlace ep = {}, ParamStorage storage = ParamStorage::whole);
+
+// Where a new run's weights come from, as `model` holds them (its slices and stage): --init-from's
+// Hugging Face folder, or the initialisation of --seed.
+ParameterValues initial_weights(const TrainConfig& config, const Decoder& model);
 
 // A model ready for inference, with its tokenizer when one is known.
 struct LoadedModel {

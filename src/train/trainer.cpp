@@ -85,10 +85,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     stages.push_back(pipeline_stage(pipeline_plan->boundaries, grid_.dims.pp, s));
   const TpPlace tp{grid_.coord.tp, grid_.dims.tp};
   const EpPlace ep{grid_.ep->rank(), grid_.ep->size()};
-  // ZeRO-3 fills each rank's shards range by range from the initial or the checkpoint's weights, so
-  // the model is built without parameters; --init-from's Hugging Face weights load whole first.
-  const ParamStorage storage =
-      config_.zero == 3 && config_.init_from.empty() ? ParamStorage::sharded_later : ParamStorage::whole;
+  // ZeRO-3 fills each rank's shards range by range from the initial (or --init-from's) or the
+  // checkpoint's weights, so the model is built without parameters.
+  const ParamStorage storage = config_.zero == 3 ? ParamStorage::sharded_later : ParamStorage::whole;
   model_ = build_model(config_, model_config, checkpoint,
                        pipeline_plan ? std::optional(stages[size_t(grid_.coord.pp)]) : std::nullopt, tp, ep, storage);
   if (ep.size > 1) {
@@ -124,7 +123,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
       state = std::move(opened.state);
       zero3_values = std::move(opened.weights);
     } else {
-      zero3_values = initial_values(model_->config(), model_->layout(), config_.seed);
+      zero3_values = initial_weights(config_, *model_);
     }
   } else if (checkpoint) {
     state = load_checkpoint(*checkpoint, *model_, /*checksums_verified=*/true);

@@ -1,0 +1,88 @@
+// Our parameters from a Hugging Face folder's pieces, one whole parameter at a time (hf_source.h).
+#include "checkpoint/hf_source.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "checkpoint/host_param.h"
+#include "core/error.h"
+#include "nn/decoder_layout.h"
+
+namespace tessera {
+
+void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
+namespace {
+
+// The pieces of every parameter of the whole model, checked to fit it.
+std::map<std::string, std::vector<HfPiece>> pieces_by_parameter(const HfSource& source, const ModelConfig& config,
+                                                               const char* caller) {
+  const ParameterLayout whole = decoder_layout(config);
+  std::map<std::string, std::vector<HfPiece>> by_parameter;
+  for (const HfPiece& p : source.pieces) {
+    const ParamSpec& spec = whole.find(p.ours);
+    TS_CHECK(p.offset + shape_numel(p.hf_shape) <= spec.numel(), caller, ": parameter '", p.ours,
+             "' is too small for ", p.hf);
+    by_parameter[p.ours].push_back(p);
+  }
+  TS_CHECK(by_parameter.size() == whole.specs().size(), caller, ": the model has ", whole.specs().size(),
+           " parameters but the Hugging Face weights fill ", by_parameter.size(), "; some would be left unloaded");
+  return by_parameter;
+}
+
+// Parameter `name` whole (numel elements) from its pieces.
+std::vector<float> assemble(const HfSource& source, const std::vector<HfPiece>& pieces, int64_t numel) {
+  std::vector<float> whole(size_t(numel), 0.0f);
+  for (const HfPiece& p : pieces) {
+    const std::vector<float> values = source.read(p.hf);
+    if (p.transpose)
+      transpose_into(values.data(), p.hf_shape[0], p.hf_shape[1], whole.data() + p.offset);
+    else
+      std::copy(values.begin(), values.end(), whole.begin() + p.offset);
+  }
+  return whole;
+}
+
+}  // namespace
+
+ParameterValues hf_source_values(HfSource source, const ModelConfig& config, const ParameterLayout& layout,
+                                 const char* caller) {
+  struct State {
+    HfSource source;
+    std::map<std::string, std::vector<HfPiece>> pieces;
+    ParameterLayout whole;
+    std::string assembled_name;  // the last parameter assembled, kept for the next runs of it
+    std::vector<float> assembled;
+  };
+  auto state = std::make_shared<State>();
+  state->pieces = pieces_by_parameter(source, config, caller);
+  state->source = std::move(source);
+  state->whole = decoder_layout(config);
+  return values_from_whole(layout, [state](const std::string& name, int64_t begin, int64_t end, float* out) {
+    if (state->assembled_name != name) {
+      state->assembled = assemble(state->source, state->pieces.at(name), state->whole.find(name).numel());
+      state->assembled_name = name;
+    }
+    std::copy(state->assembled.begin() + begin, state->assembled.begin() + end, out);
+  });
+}
+
+void load_hf_source(HfSource source, const ModelConfig& config, NamedTensors& params, const char* caller) {
+  const ParameterLayout whole = decoder_layout(config);
+  TS_CHECK(params.size() == whole.specs().size(), caller, ": the model has ", params.size(), " parameters but ",
+           model_family(config), " with this config has ", whole.specs().size(), "; some would be left unloaded");
+  std::vector<Tensor> targets;
+  for (const ParamSpec& spec : whole.specs()) targets.push_back(host_param(params, spec.name, caller, spec.shape));
+  const std::map<std::string, std::vector<HfPiece>> pieces = pieces_by_parameter(source, config, caller);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const ParamSpec& spec = whole.specs()[i];
+    const std::vector<float> values = assemble(source, pieces.at(spec.name), spec.numel());
+    std::copy(values.begin(), values.end(), targets[i].f32());
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,46 @@
+// A checked Hugging Face folder as the source of our parameters: each of ours is made of HF tensors
+// (pieces) placed at element offsets, transposed first where HF stores the transpose (GPT-2's
+// Conv1D), zero where no piece lands (padding rows). The family files (hf_gpt2, hf_llama) check a
+// folder against a config and list the pieces; this file turns them into parameter values for any
+// layout, so a tp rank, a pipeline stage or a ZeRO-3 shard loads only what it holds, assembling one
+// whole parameter at a time.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/model_config.h"
+#include "nn/named_tensor.h"
+#include "nn/parameter_values.h"
+
+namespace tessera {
+
+// One HF tensor: its name and shape, and where it lives in ours: parameter `ours`, from element
+// `offset`; `transpose`: HF's (rows, cols) lands as (cols, rows).
+struct HfPiece {
+  std::string hf;
+  Shape hf_shape;
+  std::string ours;
+  int64_t offset = 0;
+  bool transpose = false;
+};
+
+struct HfSource {
+  std::vector<HfPiece> pieces;  // checked against the files: present, shaped, loadable dtypes
+  std::function<std::vector<float>(const std::string& hf)> read;  // an HF tensor as fp32
+};
+
+// src (rows, cols) row-major into dst as (cols, rows) row-major.
+void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst);
+
+// `layout`'s values (any slices of the model of `config`) from the folder's pieces; every parameter
+// of the whole model must get pieces that fit it (checked here, before any value is read).
+ParameterValues hf_source_values(HfSource source, const ModelConfig& config, const ParameterLayout& layout,
+                                 const char* caller);
+// Fills `params`, the whole model's parameters (our names, fp32, CPU), in place; `caller` prefixes
+// the errors. All checks come first, so on error `params` are untouched.
+void load_hf_source(HfSource source, const ModelConfig& config, NamedTensors& params, const char* caller);
+
+}  // namespace tessera
