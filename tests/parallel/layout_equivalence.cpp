@@ -208,6 +208,11 @@ const Reshard kReshards[] = {
     {{1, 1, 0, 2}, {4, 2, 3, 1, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},  // one process -> dp2·tp2·zero3
     {{4, 2, 3, 2, "gpt2-tiny", 2, "1f1b"}, {2, 2, 1, 2}},               // dp2·pp2·zero3 -> dp2·zero1
     {{4, 4, 3, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {1, 1, 0, 2, "mixtral-tiny"}},  // dp4·ep2·zero3 -> one process
+    // dp2·pp2·ep2 (whole weights) -> dp4·ep2·zero3: each rank reads only its experts' shard of them
+    {{4, 2, 1, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 1, 2}, {4, 4, 3, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}},
+    // dp4·zero1 with sharded weights -> dp2·tp2·zero3
+    {{4, 4, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "--checkpoint-weights sharded"},
+     {4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}},
     {{4, 4, 3, 1, "gpt2-tiny", 1, "1f1b", 1, 0, "--async-checkpoint"}, {2, 2, 1, 2}},  // dp4·zero3, async -> dp2·zero1
     {{2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"}, {1, 1, 0, 2}},  // pp2 -> one process
     {{2, 2, 1, 2}, {4, 2, 1, 1, "gpt2-tiny", 2, "zero-bubble"}},  // dp2·zero1 -> dp2·pp2·zero1
