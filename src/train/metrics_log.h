@@ -1,26 +1,32 @@
 // The metrics file: one JSON object per line (JSONL), flushed after every line so a crashed run
 // keeps everything up to its last step. Train lines: step, loss, lr, grad_norm, tokens_per_s,
 // elapsed_s; eval lines: step, val_loss. The file is only ever appended to: a resumed or restarted
-// run adds its lines after those already there, never truncating them.
+// run adds its lines after those already there, never truncating them. With a TensorBoard folder,
+// every number of a line also becomes a scalar at its step (nested objects' as "key/inner").
 #pragma once
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
+
+#include "train/tensorboard_events.h"
 
 namespace tessera {
 
 class MetricsLog {
  public:
-  // Opens `path` for appending; it must be a regular file or not exist yet.
-  explicit MetricsLog(const std::filesystem::path& path);
+  // Opens `path` for appending; it must be a regular file or not exist yet. A non-empty
+  // `tensorboard_dir` gets a new event file (tensorboard_events.h).
+  explicit MetricsLog(const std::filesystem::path& path, const std::filesystem::path& tensorboard_dir = {});
   // Throws when the line cannot be written (a full disk), naming the file.
   void write(const nlohmann::json& line);
 
  private:
   std::filesystem::path path_;
   std::ofstream out_;
+  std::optional<TensorBoardEvents> tensorboard_;
 };
 
 }  // namespace tessera

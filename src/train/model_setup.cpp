@@ -183,6 +183,7 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"keep-every", c.keep_every},
           {"async-checkpoint", c.async_checkpoint},
           {"checkpoint-weights", c.checkpoint_weights},
+          {"tensorboard-dir", c.tensorboard_dir},
           {"max-bad-steps", c.max_bad_steps},
           {"spike-zscore", c.spike_zscore},
           {"recompute", c.recompute},

@@ -93,6 +93,7 @@ struct TrainConfig {
   int64_t sample_every = 0;      // print a generated sample every N steps (needs a tokenizer)
   std::string out_dir = "runs/default";
   std::string metrics_file;      // JSON lines; default <out_dir>/metrics.jsonl
+  std::string tensorboard_dir;   // also the metrics as TensorBoard scalars there (empty: none)
   int threads = 0;               // 0 = all cores
   bool resume = false;
   bool quiet = false;            // no live progress line

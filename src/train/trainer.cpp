@@ -453,7 +453,7 @@ TrainResult Trainer::run() {
                                    : std::filesystem::path(config_.metrics_file);
   // Rank 0 reports (metrics, progress, plots, checkpoint files); every rank computes.
   std::optional<MetricsLog> metrics;
-  if (is_reporting_rank()) metrics.emplace(metrics_path);
+  if (is_reporting_rank()) metrics.emplace(metrics_path, config_.tensorboard_dir);
   ProgressLine progress(config_.steps, config_.quiet || !is_reporting_rank());
   TrainResult result;
   result.last_step = start_step_;

@@ -387,6 +387,7 @@ std::vector<BadInput> number_cases() {
       flag("InfiniteCommTimeout", "--comm-timeout inf", "--comm-timeout: must be a finite number"),
       flag("AbsurdThreads", "--threads 100000", "--threads 100000"),
       flag("NegativeKeep", "--keep-checkpoints -1", "--keep-checkpoints must not be negative"),
+      flag("TensorBoardDirUnderAFile", "--tensorboard-dir /dev/null/tb", "--tensorboard-dir"),
       flag("UnknownCheckpointWeights", "--checkpoint-weights split", "--checkpoint-weights must be auto, whole or sharded"),
       flag("FractionalSteps", "--steps 1.5", "--steps"),
       flag("BillionLayers", "--layers 1000000000", "--layers 1000000000 is above 10000"),
