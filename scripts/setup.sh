@@ -12,6 +12,7 @@ packages=(
   fortunes fortunes-min
   python3 python3-numpy python3-torch python3-protobuf
   clang  # scripts/fuzz.sh: the libFuzzer targets
+  time   # bench/zero3_host_memory.sh: each rank's peak resident set
 )
 # The tokenizer tests fetch their references with npm (gpt-3-encoder, tokenizers, llama3-tokenizer-js,
 # tiktoken) into build/test-cache/npm and run them with node; any Node.js with npm will do.

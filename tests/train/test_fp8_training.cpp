@@ -66,11 +66,7 @@ TEST_P(Fp8EveryFamily, TracksTheFp32LossCurve) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp8Training, Fp8EveryFamily, ::testing::Values("gpt2-tiny", "llama-tiny", "mixtral-tiny"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         testing::preset_test_name);
 
 // Every linear layer fp8 covers records its operands' amaxes: the attention's and dense MLPs' in
 // every family, a MoE block's expert GEMMs, and DeepSeek's shared experts in the MLP's slots.

@@ -91,11 +91,7 @@ TEST_P(EveryFamily, ResumeContinuesExactly) {
 
 INSTANTIATE_TEST_SUITE_P(Trainer, EveryFamily,
                          ::testing::Values("gpt2-tiny", "llama-tiny", "mixtral-tiny", "deepseek-moe-tiny"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         testing::preset_test_name);
 
 TEST(Trainer, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   auto dir = testing::scratch_dir();

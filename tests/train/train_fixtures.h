@@ -1,10 +1,12 @@
 // Shared set-up for training tests: a shard of random tokens and a tiny run configuration.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/train_checkpoint.h"
@@ -58,6 +60,13 @@ inline std::vector<std::pair<std::string, std::vector<float>>> checkpoint_tensor
     all.emplace_back(spec.name, std::move(values));
   }
   return all;
+}
+
+// A gtest parameter name for a model preset: "llama-tiny" -> "llama_tiny".
+inline std::string preset_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
 }
 
 inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& file) {
