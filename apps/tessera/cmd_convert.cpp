@@ -10,6 +10,7 @@
 #include "core/file_checks.h"
 #include "core/user_text.h"
 #include "data/tokenizer.h"
+#include "nn/decoder_layout.h"
 #include "train/model_setup.h"
 
 namespace tessera::cli {
@@ -44,8 +45,10 @@ void add_convert_command(CLI::App& app) {
     if (!o->to_hf.empty()) {
       TS_CHECK(!o->checkpoint.empty() && o->from_hf.empty(), "convert --to-hf needs --checkpoint");
       require_new_or_empty_folder(o->to_hf);
-      LoadedModel loaded = load_model_for_inference(o->checkpoint, "", "");
-      save_hf_model(o->to_hf, loaded.model->config(), loaded.model->named_params());
+      // Read as the files are written: the export never holds the whole model.
+      const std::filesystem::path checkpoint = checkpoint_to_read(o->checkpoint);
+      const ModelConfig config = read_checkpoint_model_config(checkpoint);
+      save_hf_model(o->to_hf, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights);
       std::filesystem::path tokenizer = std::filesystem::path(o->checkpoint) / "tokenizer.json";
       if (std::filesystem::exists(tokenizer)) Tokenizer::load(tokenizer).save_json(std::filesystem::path(o->to_hf) / "tokenizer.json");
       std::printf("wrote %s (config.json and safetensors weights)\n", o->to_hf.c_str());

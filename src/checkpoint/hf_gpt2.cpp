@@ -5,18 +5,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
 
 #include "checkpoint/hf_source.h"
-#include "checkpoint/host_param.h"
+#include "checkpoint/hf_weight_files.h"
 #include "checkpoint/safetensors.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/json_excerpt.h"
 #include "data/whole_file.h"
+#include "nn/decoder_layout.h"
 
 namespace tessera {
 
@@ -188,27 +190,31 @@ void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, N
 }
 
 void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params) {
+  save_hf_gpt2(dir, config, values_of_named(decoder_layout(config), params, "save_hf_gpt2"));
+}
+
+void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values) {
   config.validate();
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_gpt2: cannot create folder ", dir, ": ", error.message());
 
-  std::vector<HFTensor> tensors = hf_gpt2_tensors(config);
-  std::vector<std::vector<float>> transposed;  // owns the HF-layout copies until written
-  transposed.reserve(tensors.size());
-  std::vector<SafetensorsEntry> entries;
-  for (const HFTensor& t : tensors) {
-    const Tensor& param = host_param(params, t.ours, "save_hf_gpt2", t.shape);
-    const float* data = param.f32();
-    if (t.transpose) {
-      transposed.emplace_back(size_t(param.numel()));
-      transpose_into(data, t.shape[0], t.shape[1], transposed.back().data());
-      data = transposed.back().data();
-    }
-    // wte: its first V rows are the leading elements, so no copy is needed.
-    entries.push_back({"transformer." + t.hf, DType::f32, t.hf_shape, data});
+  const ParameterLayout whole = decoder_layout(config);
+  std::vector<HfTensorOut> tensors;
+  for (const HFTensor& t : hf_gpt2_tensors(config)) {
+    const ParamSpec& spec = whole.find(t.ours);
+    const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 0, cols = t.shape.size() == 2 ? t.shape[1] : 0;
+    const bool transpose = t.transpose;
+    // wte: its first V rows are the leading elements of ours; a Conv1D weight is ours transposed.
+    const int64_t begin = spec.offset, end = begin + (transpose ? spec.numel() : shape_numel(t.hf_shape));
+    tensors.push_back({"transformer." + t.hf, t.hf_shape, [&values, begin, end, transpose, rows, cols](float* out) {
+                         if (!transpose) return values({begin, end}, out);
+                         std::vector<float> ours(size_t(end - begin));
+                         values({begin, end}, ours.data());
+                         transpose_into(ours.data(), rows, cols, out);
+                       }});
   }
-  write_safetensors(dir / "model.safetensors", entries, {{"format", "pt"}});
+  write_hf_weights(dir, tensors, std::numeric_limits<int64_t>::max());  // one model.safetensors, as GPT-2's loaders expect
 
   int64_t special_token = config.vocab_size >= 50257 ? 50256 : config.vocab_size - 1;
   json hf = {

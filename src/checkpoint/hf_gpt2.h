@@ -27,5 +27,7 @@ void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, N
 // Writes dir/config.json and dir/model.safetensors ("transformer." names, HF layout, metadata
 // {"format": "pt"}) atomically, creating `dir` if needed.
 void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
+// The same from the whole model's values (a checkpoint's, say).
+void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values);
 
 }  // namespace tessera

@@ -10,7 +10,6 @@
 
 #include "checkpoint/hf_source.h"
 #include "checkpoint/hf_weight_files.h"
-#include "checkpoint/host_param.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/user_text.h"
@@ -199,6 +198,11 @@ void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params,
                    int64_t max_shard_bytes) {
+  save_hf_llama(dir, config, values_of_named(decoder_layout(config), params, "save_hf_llama"), max_shard_bytes);
+}
+
+void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
+                   int64_t max_shard_bytes) {
   config.validate();
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
@@ -208,12 +212,14 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
-  std::vector<SafetensorsEntry> entries;
+  // Each HF tensor is a contiguous range of one of ours: read when its shard is written.
+  const ParameterLayout whole = decoder_layout(config);
+  std::vector<HfTensorOut> tensors;
   for (const HfPiece& p : hf_llama_pieces(config)) {
-    const Tensor& param = host_param(params, p.ours, "save_hf_llama");
-    entries.push_back({p.hf, DType::f32, p.hf_shape, param.f32() + p.offset});
+    const int64_t begin = whole.find(p.ours).offset + p.offset, end = begin + shape_numel(p.hf_shape);
+    tensors.push_back({p.hf, p.hf_shape, [&values, begin, end](float* out) { values({begin, end}, out); }});
   }
-  write_hf_weights(dir, entries, max_shard_bytes);
+  write_hf_weights(dir, tensors, max_shard_bytes);
 
   const bool mixtral = config.moe.enabled();
   json rope_scaling = nullptr;

@@ -34,5 +34,8 @@ void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 // written atomically; `dir` is created if needed.
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params,
                    int64_t max_shard_bytes = int64_t(5) << 30);
+// The same from the whole model's values (a checkpoint's, say), read one shard at a time.
+void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
+                   int64_t max_shard_bytes = int64_t(5) << 30);
 
 }  // namespace tessera

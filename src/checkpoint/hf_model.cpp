@@ -33,6 +33,11 @@ void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
   load_hf_llama(dir, config, params);
 }
 
+void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values) {
+  if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values);
+  save_hf_llama(dir, config, values);
+}
+
 ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelConfig& config,
                                 const ParameterLayout& layout) {
   if (config.naming == Naming::gpt2) return hf_source_values(open_hf_gpt2(dir, config), config, layout, "load_hf_gpt2");

@@ -19,5 +19,8 @@ void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
 ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelConfig& config,
                                 const ParameterLayout& layout);
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
+// From the whole model's values, read as the files are written (a checkpoint's: an export never holds
+// more than one file's tensors).
+void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values);
 
 }  // namespace tessera

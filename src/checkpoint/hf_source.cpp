@@ -71,6 +71,17 @@ ParameterValues hf_source_values(HfSource source, const ModelConfig& config, con
   });
 }
 
+ParameterValues values_of_named(const ParameterLayout& layout, const NamedTensors& params, const char* caller) {
+  std::vector<const float*> data;
+  for (const ParamSpec& spec : layout.specs()) data.push_back(host_param(params, spec.name, caller, spec.shape).f32());
+  return [layout, data](OffsetRange range, float* out) {
+    layout.for_each_overlap(range, [&](const ParamSpec& spec, int64_t begin, int64_t end) {
+      const float* values = data[size_t(&spec - layout.specs().data())];
+      std::copy(values + begin, values + end, out + (spec.offset + begin - range.begin));
+    });
+  };
+}
+
 void load_hf_source(HfSource source, const ModelConfig& config, NamedTensors& params, const char* caller) {
   const ParameterLayout whole = decoder_layout(config);
   TS_CHECK(params.size() == whole.specs().size(), caller, ": the model has ", params.size(), " parameters but ",

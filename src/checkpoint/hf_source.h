@@ -39,6 +39,9 @@ void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst);
 // of the whole model must get pieces that fit it (checked here, before any value is read).
 ParameterValues hf_source_values(HfSource source, const ModelConfig& config, const ParameterLayout& layout,
                                  const char* caller);
+// The values of `params`, the whole model's parameters by name (fp32, CPU; kept by reference), over
+// `layout`; each is checked to be there with its shape, `caller` naming the errors.
+ParameterValues values_of_named(const ParameterLayout& layout, const NamedTensors& params, const char* caller);
 // Fills `params`, the whole model's parameters (our names, fp32, CPU), in place; `caller` prefixes
 // the errors. All checks come first, so on error `params` are untouched.
 void load_hf_source(HfSource source, const ModelConfig& config, NamedTensors& params, const char* caller);

@@ -75,22 +75,38 @@ const SafetensorsFile& HfWeightFiles::file_of(const std::string& name) const {
   return *it->second;
 }
 
-void write_hf_weights(const fs::path& dir, const std::vector<SafetensorsEntry>& entries, int64_t max_shard_bytes) {
-  std::vector<std::vector<SafetensorsEntry>> shards(1);
+namespace {
+
+// Fills `tensors` and writes them as one safetensors file.
+void write_filled(const fs::path& path, const std::vector<const HfTensorOut*>& tensors) {
+  std::vector<std::vector<float>> values;
+  values.reserve(tensors.size());
+  std::vector<SafetensorsEntry> entries;
+  for (const HfTensorOut* t : tensors) {
+    values.emplace_back(size_t(shape_numel(t->shape)));
+    t->fill(values.back().data());
+    entries.push_back({t->name, DType::f32, t->shape, values.back().data()});
+  }
+  write_safetensors(path, entries, {{"format", "pt"}});
+}
+
+}  // namespace
+
+void write_hf_weights(const fs::path& dir, const std::vector<HfTensorOut>& tensors, int64_t max_shard_bytes) {
+  std::vector<std::vector<const HfTensorOut*>> shards(1);
   int64_t shard_bytes = 0, total_bytes = 0;
-  for (const SafetensorsEntry& e : entries) {
-    const int64_t bytes = shape_numel(e.shape) * int64_t(dtype_size(e.dtype));
+  for (const HfTensorOut& t : tensors) {
+    const int64_t bytes = shape_numel(t.shape) * int64_t(sizeof(float));
     if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
     }
-    shards.back().push_back(e);
+    shards.back().push_back(&t);
     shard_bytes += bytes;
     total_bytes += bytes;
   }
-  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   if (shards.size() == 1) {
-    write_safetensors(dir / kSingleFile, entries, metadata);
+    write_filled(dir / kSingleFile, shards[0]);
     fs::remove(dir / kIndexFile);  // a stale index would shadow the new single file
     return;
   }
@@ -98,8 +114,8 @@ void write_hf_weights(const fs::path& dir, const std::vector<SafetensorsEntry>& 
   for (size_t k = 0; k < shards.size(); ++k) {
     char name[64];
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
-    write_safetensors(dir / name, shards[k], metadata);
-    for (const SafetensorsEntry& e : shards[k]) weight_map[e.name] = name;
+    write_filled(dir / name, shards[k]);
+    for (const HfTensorOut* t : shards[k]) weight_map[t->name] = name;
   }
   const nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
   write_file_atomic(dir / kIndexFile, index.dump(2) + "\n");

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,9 +35,18 @@ class HfWeightFiles {
   std::string description_;
 };
 
-// Writes `entries` into dir as model.safetensors, or as model-0000k-of-0000n.safetensors shards of at
-// most max_shard_bytes (a larger single tensor gets a shard of its own) with the index.
-void write_hf_weights(const std::filesystem::path& dir, const std::vector<SafetensorsEntry>& entries,
+// One F32 tensor to write: its name and shape, and `fill`, which writes its values when its file is
+// written (so only one file's tensors are ever in memory).
+struct HfTensorOut {
+  std::string name;
+  Shape shape;
+  std::function<void(float* out)> fill;
+};
+
+// Writes `tensors` into dir as model.safetensors, or as model-0000k-of-0000n.safetensors shards of at
+// most max_shard_bytes (a larger single tensor gets a shard of its own) with the index, one file at a
+// time.
+void write_hf_weights(const std::filesystem::path& dir, const std::vector<HfTensorOut>& tensors,
                       int64_t max_shard_bytes);
 
 }  // namespace tessera

@@ -52,6 +52,9 @@ std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfi
 // Hugging Face folder, or the initialisation of --seed.
 ParameterValues initial_weights(const TrainConfig& config, const Decoder& model);
 
+// --checkpoint's checkpoint: the folder itself, or a run folder's ckpt-latest; throws naming the path.
+std::filesystem::path checkpoint_to_read(const std::string& checkpoint);
+
 // A model ready for inference, with its tokenizer when one is known.
 struct LoadedModel {
   std::unique_ptr<Decoder> model;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "checkpoint/hf_llama.h"
+#include "checkpoint/hf_source.h"
 #include "checkpoint/hf_model.h"
 #include "checkpoint/safetensors.h"
 #include "core/rng.h"
@@ -58,6 +59,37 @@ TEST_P(HfLlama, ExportImportExportKeepsEveryBit) {
     EXPECT_EQ(testing::read_text(dir / (std::string(folder) + "-again") / "model.safetensors"),
               testing::read_text(dir / "one" / "model.safetensors"));
   }
+}
+
+// An export from values (a checkpoint's) reads each file's tensors only as that file is written:
+// every read for a shard's tensors happens while exactly the shards before it exist, so an export
+// holds one shard, never the whole model.
+TEST(HfLlama, ExportReadsEachShardsTensorsAsItWritesIt) {
+  const ModelConfig config = model_preset("mixtral-tiny");
+  Decoder original(config);
+  randomise(original, 5);
+  const auto dir = testing::scratch_dir();
+  const ParameterValues values = values_of_named(original.layout(), original.named_params(), "test");
+  std::vector<std::pair<int64_t, int>> reads;  // (flat offset read, shard files on disk then)
+  const ParameterValues watched = [&](OffsetRange range, float* out) {
+    int files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "hf"))
+      files += e.path().filename().string().starts_with("model-");
+    reads.emplace_back(range.begin, files);
+    values(range, out);
+  };
+  save_hf_llama(dir / "hf", config, watched, 20000);
+  const nlohmann::json index = nlohmann::json::parse(testing::read_text(dir / "hf" / "model.safetensors.index.json"));
+  std::set<std::string> shards;
+  for (const auto& [tensor, shard] : index["weight_map"].items()) shards.insert(shard.get<std::string>());
+  ASSERT_GT(shards.size(), 2u);
+  ASSERT_FALSE(reads.empty());
+  for (size_t i = 1; i < reads.size(); ++i) EXPECT_GE(reads[i].second, reads[i - 1].second);
+  EXPECT_EQ(reads.front().second, 0);
+  EXPECT_EQ(reads.back().second, int(shards.size()) - 1);
+  Decoder imported(config);
+  load_hf_model(dir / "hf", config, imported.named_params());
+  expect_same_bits(original, imported);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama, ::testing::Values("llama-tiny", "mixtral-tiny"),
