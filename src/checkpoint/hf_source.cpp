@@ -19,9 +19,8 @@ void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst) {
 namespace {
 
 // The pieces of every parameter of the whole model, checked to fit it.
-std::map<std::string, std::vector<HfPiece>> pieces_by_parameter(const HfSource& source, const ModelConfig& config,
+std::map<std::string, std::vector<HfPiece>> pieces_by_parameter(const HfSource& source, const ParameterLayout& whole,
                                                                const char* caller) {
-  const ParameterLayout whole = decoder_layout(config);
   std::map<std::string, std::vector<HfPiece>> by_parameter;
   for (const HfPiece& p : source.pieces) {
     const ParamSpec& spec = whole.find(p.ours);
@@ -59,9 +58,9 @@ ParameterValues hf_source_values(HfSource source, const ModelConfig& config, con
     std::vector<float> assembled;
   };
   auto state = std::make_shared<State>();
-  state->pieces = pieces_by_parameter(source, config, caller);
-  state->source = std::move(source);
   state->whole = decoder_layout(config);
+  state->pieces = pieces_by_parameter(source, state->whole, caller);
+  state->source = std::move(source);
   return values_from_whole(layout, [state](const std::string& name, int64_t begin, int64_t end, float* out) {
     if (state->assembled_name != name) {
       state->assembled = assemble(state->source, state->pieces.at(name), state->whole.find(name).numel());
@@ -88,11 +87,10 @@ void load_hf_source(HfSource source, const ModelConfig& config, NamedTensors& pa
            model_family(config), " with this config has ", whole.specs().size(), "; some would be left unloaded");
   std::vector<Tensor> targets;
   for (const ParamSpec& spec : whole.specs()) targets.push_back(host_param(params, spec.name, caller, spec.shape));
-  const std::map<std::string, std::vector<HfPiece>> pieces = pieces_by_parameter(source, config, caller);
+  const ParameterValues values = hf_source_values(std::move(source), config, whole, caller);
   for (size_t i = 0; i < targets.size(); ++i) {
     const ParamSpec& spec = whole.specs()[i];
-    const std::vector<float> values = assemble(source, pieces.at(spec.name), spec.numel());
-    std::copy(values.begin(), values.end(), targets[i].f32());
+    values({spec.offset, spec.offset + spec.numel()}, targets[i].f32());
   }
 }
 

@@ -137,8 +137,6 @@ OpenedCheckpoint open_checkpoint(const fs::path& checkpoint, const char* file, b
   return c;
 }
 
-// The number of transformer blocks a weights file holds: one past the largest N of its "h.N." (GPT-2)
-// or "layers.N." (Llama, MoE) tensor names.
 // The weight tensors a checkpoint stores, by name, and how many values they hold in all: whole in
 // model.safetensors (its header), or with sharded weights as slices in the shard files (the index).
 struct StoredWeights {
@@ -150,8 +148,7 @@ struct StoredWeights {
   std::string lack() const { return where + (plural ? " lack" : " lacks"); }
 };
 
-StoredWeights stored_weights(const fs::path& checkpoint) {
-  const nlohmann::json state = read_state_json(checkpoint);
+StoredWeights stored_weights(const fs::path& checkpoint, const nlohmann::json& state) {
   const std::map<std::string, FileDigest> files = state_files(state, checkpoint);
   StoredWeights stored;
   if (!state.contains("tensors") || files.contains(kModelFile)) {
@@ -173,6 +170,8 @@ StoredWeights stored_weights(const fs::path& checkpoint) {
   return stored;
 }
 
+// The number of transformer blocks the stored weights hold: one past the largest N of their "h.N."
+// (GPT-2) or "layers.N." (Llama, MoE) tensor names.
 int64_t layers_in(const StoredWeights& stored) {
   int64_t layers = 0;
   for (const auto& [name, shape] : stored.shapes) {
@@ -265,10 +264,11 @@ void check_checkpoint_complete(const fs::path& checkpoint, bool checksums, FileS
 
 ModelConfig read_checkpoint_model_config(const fs::path& checkpoint) {
   check_checkpoint_complete(checkpoint);  // a truncated file is named as such, not as a bad header
-  const ModelConfig c = state_model_config(read_state_json(checkpoint), checkpoint);
+  const nlohmann::json state = read_state_json(checkpoint);
+  const ModelConfig c = state_model_config(state, checkpoint);
   // Every dimension must fit in the tensors actually stored: a state claiming 10^9 layers is refused
   // here, before a model of that size is allocated.
-  const StoredWeights stored = stored_weights(checkpoint);
+  const StoredWeights stored = stored_weights(checkpoint, state);
   for (auto [key, value] : {std::pair{"num_layers", c.num_layers}, {"channels", c.channels},
                             {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}})
     TS_CHECK(uint64_t(value) <= stored.values, "checkpoint ", quoted_text(checkpoint.string()), ": state.json says model.",
