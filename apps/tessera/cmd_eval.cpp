@@ -2,8 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "data/batch_sampler.h"
-#include "data/token_dataset.h"
+#include "data/data_mixture.h"
 #include "train/device_choice.h"
 #include "train/model_setup.h"
 
@@ -19,7 +18,7 @@ void add_eval_command(CLI::App& app) {
   CLI::App* cmd = add_command(app, "eval", "Evaluate the loss of a model on token shards");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
   cmd->add_option("--init-from", o->init_from, "Hugging Face GPT-2 folder instead of a checkpoint");
-  cmd->add_option("--val-data", o->data, "Glob of token shards")->required();
+  cmd->add_option("--val-data", o->data, "Glob of token shards, or weighted globs: 0.7:web/val_*.bin,0.3:code/val_*.bin")->required();
   cmd->add_option("--batch-size", o->batch_size, "Sequences per forward pass")->capture_default_str();
   cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
   cmd->add_option("--batches", o->batches, "Batches to evaluate (0 = the whole data once)")->capture_default_str();
@@ -36,8 +35,8 @@ void add_eval_command(CLI::App& app) {
     model.to(choose_device_noting(o->device));
     TS_CHECK(o->seq_len <= model.config().max_seq_len, "--seq-len ", o->seq_len, " exceeds the model's context of ",
              model.config().max_seq_len);
-    TokenDataset data = TokenDataset::open(o->data, model.config().vocab_size, "--val-data");
-    BatchSampler sampler(data, o->batch_size, o->seq_len, DataOrder::sequential, 0);
+    DataMixture sampler(o->data, model.config().vocab_size, o->batch_size, o->seq_len, DataOrder::sequential, 0,
+                        "--val-data");
     int64_t batches = o->batches > 0 ? std::min(o->batches, sampler.batches_per_epoch()) : sampler.batches_per_epoch();
     Tensor inputs = Tensor::zeros({o->batch_size, o->seq_len}, DType::i32);
     Tensor targets = Tensor::zeros({o->batch_size, o->seq_len}, DType::i32);

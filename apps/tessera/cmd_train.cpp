@@ -91,8 +91,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--moe-bias-rate", c.moe_bias_rate,
                  "Sigmoid routers: step of the auxiliary-loss-free bias balancing (DeepSeek-V3)")
       ->capture_default_str();
-  cmd.add_option("--train-data", c.train_data, "Glob of llm.c token shards to train on");
-  cmd.add_option("--val-data", c.val_data, "Glob of token shards for validation");
+  cmd.add_option("--train-data", c.train_data, "Glob of llm.c token shards to train on, or a weighted mixture of globs: "
+                 "0.7:web/train_*.bin,0.3:code/train_*.bin (each batch draws its sequences by the weights)");
+  cmd.add_option("--val-data", c.val_data, "Glob of token shards for validation (or a weighted mixture, as --train-data)");
   cmd.add_option("--tokenizer", c.tokenizer,
                  "tokenizer.json, or a folder with encoder.json + vocab.bpe; a preset's vocabulary follows it");
   cmd.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();

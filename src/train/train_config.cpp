@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "data/data_mixture.h"
 #include "parallel/dp/grad_reducer.h"
 #include "parallel/pp/pipeline_schedule.h"
 #include "nn/fp8_scaling.h"
@@ -105,6 +106,8 @@ void TrainConfig::validate() const {
   parse_recompute(recompute);
   TS_CHECK(recompute_layers >= 0, "--recompute-layers must not be negative (0 = every block), got ", recompute_layers);
   TS_CHECK(!train_data.empty(), "--train-data is required (a glob of token shards)");
+  parse_data_sources(train_data, "--train-data");
+  if (!val_data.empty()) parse_data_sources(val_data, "--val-data");
   TS_CHECK(!out_dir.empty(), "--out-dir must not be empty");
   parse_lr_schedule(lr_schedule);
 }

@@ -168,12 +168,11 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   }
 
   DataOrder order = parse_data_order(config_.data_order);
-  train_data_.emplace(TokenDataset::open(config_.train_data, mc.vocab_size, "--train-data"));
-  train_sampler_.emplace(*train_data_, config_.batch_size, config_.seq_len, order, config_.seed);
-  if (!config_.val_data.empty()) {
-    val_data_.emplace(TokenDataset::open(config_.val_data, mc.vocab_size, "--val-data"));
-    val_sampler_.emplace(*val_data_, micro_batch_, config_.seq_len, DataOrder::sequential, config_.seed);
-  }
+  train_data_.emplace(config_.train_data, mc.vocab_size, config_.batch_size, config_.seq_len, order, config_.seed,
+                      "--train-data");
+  if (!config_.val_data.empty())
+    val_data_.emplace(config_.val_data, mc.vocab_size, micro_batch_, config_.seq_len, DataOrder::sequential,
+                      config_.seed, "--val-data");
   schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
                          config_.steps, config_.decay_fraction};
   inputs_ = Tensor::zeros({micro_batch_, config_.seq_len}, DType::i32);
@@ -211,7 +210,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   if (pipeline_) {
     if (!reduce_after) data_parallel_->reduce_during_next_backward();
     auto fill = [&](int m, Tensor& inputs, Tensor& targets) {
-      train_sampler_->fill(batch_index, first_sequence + int64_t(m) * micro, micro, inputs.data<int32_t>(),
+      train_data_->fill(batch_index, first_sequence + int64_t(m) * micro, micro, inputs.data<int32_t>(),
                            targets.data<int32_t>());
     };
     auto final_from = [&](int64_t offset) { data_parallel_->grads_final_from(offset); };
@@ -222,7 +221,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     if (!data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
   }
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
-    train_sampler_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
+    train_data_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
     loss_sum += forward(inputs_, targets_, dloss) * double(micro);
     // Only the last micro-batch's backward reduces: its buckets start as they complete.
     if (!reduce_after && first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
@@ -275,7 +274,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
 
 float Trainer::evaluate() {
   // The same validation batches for any dp degree, dealt round-robin over the dp ranks.
-  const int64_t batches = std::min(config_.eval_batches, val_sampler_->batches_per_epoch());
+  const int64_t batches = std::min(config_.eval_batches, val_data_->batches_per_epoch());
   const int64_t rank = data_parallel_->rank(), ranks = data_parallel_->size();
   const int64_t mine = batches > rank ? (batches - rank - 1) / ranks + 1 : 0;  // batches rank, rank + ranks, ...
   // Under ZeRO-3 and expert parallelism every forward is collective with other dp ranks, so each
@@ -289,12 +288,12 @@ float Trainer::evaluate() {
     const double token_losses = pipeline_->evaluate(
         int(runs), int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
         cp_share([&](int m, Tensor& inputs, Tensor& targets) {
-          val_sampler_->fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
+          val_data_->fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
         }));
     sum = token_losses / double(micro_batch_ * config_.seq_len);  // each batch's mean, summed
   }
   for (int64_t m = 0; !pipeline_ && m < runs; ++m) {
-    val_sampler_->fill(batch(m), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
+    val_data_->fill(batch(m), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
     const double loss = forward(inputs_, targets_, 0.0f);
     if (m < mine) sum += loss;
   }
@@ -462,6 +461,9 @@ TrainResult Trainer::run() {
   if (!device_.notice.empty() && is_reporting_rank()) progress.message(device_.notice);
   if (!resume_notice_.empty() && is_reporting_rank()) progress.message(resume_notice_);
   if (start_step_ > 0) progress.message("resumed from step " + std::to_string(start_step_));
+  if (train_data_->sources().size() > 1 && is_reporting_rank())
+    progress.message("--train-data mixes " + std::to_string(train_data_->sources().size()) + " sources:\n" +
+                     train_data_->summary(config_.steps));
 
   const StopSignals stop_signals;  // SIGTERM/SIGINT: finish the step, save, stop
   stop_signals_ = &stop_signals;
@@ -517,7 +519,7 @@ TrainResult Trainer::run() {
     result.last_loss = loss;
 
     const bool last = step == config_.steps;
-    if (val_sampler_ && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
+    if (val_data_ && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
       float val_loss = evaluate();
       if (metrics) metrics->write({{"step", step}, {"val_loss", val_loss}});
       std::ostringstream line;

@@ -11,8 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "data/batch_sampler.h"
-#include "data/token_dataset.h"
+#include "data/data_mixture.h"
 #include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
@@ -120,8 +119,7 @@ class Trainer {
   MoeStepStats moe_step_;
   nlohmann::json pipeline_step_;  // the last step's pipeline timings (PipelineParallel::step_metrics)
   void add_moe_metrics(nlohmann::json& line) const;
-  std::optional<TokenDataset> train_data_, val_data_;
-  std::optional<BatchSampler> train_sampler_, val_sampler_;
+  std::optional<DataMixture> train_data_, val_data_;
   LrSchedule schedule_;
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
   std::filesystem::path resumed_from_;  // the checkpoint resumed from, if any

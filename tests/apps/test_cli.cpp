@@ -253,6 +253,40 @@ TEST_F(CliBadInput, TokenizerSmallerThanTheModelSamplesItsOwnTokens) {
   EXPECT_TRUE(testing::contains(r.output, "--- sample ---")) << r.output;
 }
 
+TEST_F(CliBadInput, DataMixtureFlags) {
+  const std::string run = "train --model gpt2-tiny --quiet --steps 2 --batch-size 2 --seq-len 16 --out-dir " +
+                          (dir / "run").string() + " --train-data ";
+  expect_one_line_error(run + "'" + shard + "," + shard + "'", "'" + shard + "' has no weight");
+  expect_one_line_error(run + "'0:" + shard + ",1:" + shard + "'", "must be a positive number");
+  expect_one_line_error(run + "'0.5:" + shard + ",0.5:" + (dir / "none_*.bin").string() + "'",
+                        "no file matches '" + (dir / "none_*.bin").string() + "'");
+  expect_one_line_error(run + shard + " --val-data '" + shard + ",x'", "--val-data: '" + shard + "' has no weight");
+}
+
+// A weighted mixture trains, evaluates on a mixture, and the run's start says what each source gives.
+TEST(Cli, TrainsOnAWeightedMixture) {
+  const auto dir = testing::scratch_dir();
+  std::filesystem::create_directories(dir / "web");
+  std::filesystem::create_directories(dir / "code");
+  const std::string web = testing::write_random_shard(dir / "web", 4096, 256, 3).string();
+  const std::string code = testing::write_random_shard(dir / "code", 2048, 256, 4).string();
+  const std::string mixture = "'3:" + web + ",1:" + code + "'";
+  const testing::CommandResult r = testing::run_command(
+      "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) +
+      " train --model gpt2-tiny --device cpu --steps 4 --batch-size 4 --seq-len 16 --eval-every 2 --out-dir " +
+      (dir / "run").string() + " --train-data " + mixture + " --val-data " + mixture);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "--train-data mixes 2 sources:")) << r.output;
+  // 4 steps of 4 sequences: 12 of web's 255 windows and 4 of code's 127.
+  EXPECT_TRUE(testing::contains(r.output, " 75.0% of the sequences, 4096 tokens (255 sequences), 0.05 epochs in 4 batches: " +
+                                          web)) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, " 25.0% of the sequences, 2048 tokens (127 sequences), 0.03 epochs in 4 batches: " +
+                                          code)) << r.output;
+  const auto lines = testing::read_metrics(dir / "run" / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 6u);  // 4 steps, evaluations after steps 2 and 4
+  EXPECT_TRUE(lines[2].contains("val_loss"));
+}
+
 TEST(Cli, HelpListsTheTrainFlags) {
   testing::CommandResult r = testing::run_command(std::string(TESSERA_EXE) + " train --help");
   EXPECT_EQ(r.exit_code, 0);

@@ -93,6 +93,34 @@ INSTANTIATE_TEST_SUITE_P(Trainer, EveryFamily,
                          ::testing::Values("gpt2-tiny", "llama-tiny", "mixtral-tiny", "deepseek-moe-tiny"),
                          testing::preset_test_name);
 
+// A weighted mixture of a random source and a constant one: the run learns the constant source (a
+// run on the random one alone does not), and it resumes exactly, with no loader state saved.
+TEST(Trainer, DataMixtureTrainsOnEachSourceAndResumesExactly) {
+  auto dir = testing::scratch_dir();
+  std::filesystem::create_directories(dir / "constant");
+  write_token_shard(dir / "constant" / "train_000000.bin", std::vector<uint32_t>(2048, 7), 2);
+  const std::string constant = (dir / "constant" / "train_000000.bin").string();
+  TrainConfig mixed = testing::tiny_run(dir);
+  const std::string random = mixed.train_data;
+  mixed.train_data = "0.5:" + random + ",0.5:" + constant;
+  mixed.val_data = constant;
+  mixed.eval_every = 4;
+  mixed.steps = 4;
+  const testing::StraightAndResumed r = testing::train_straight_and_resumed(mixed, dir, 2);
+  ASSERT_FALSE(r.checkpoint.empty());
+  EXPECT_EQ(r.resumed_params, r.straight_params);
+
+  TrainConfig alone = r.straight;
+  alone.train_data = random;
+  alone.out_dir = (dir / "alone").string();
+  Trainer(alone).run();
+  const double mixed_val = testing::read_metrics(std::filesystem::path(r.straight.out_dir) / "metrics.jsonl")
+                               .back()["val_loss"].get<double>();
+  const double alone_val = testing::read_metrics(std::filesystem::path(alone.out_dir) / "metrics.jsonl")
+                               .back()["val_loss"].get<double>();
+  EXPECT_LT(mixed_val, alone_val - 1.0) << "the mixture never reached the constant source";
+}
+
 TEST(Trainer, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   auto dir = testing::scratch_dir();
   TrainConfig c = testing::tiny_run(dir);

@@ -1,0 +1,157 @@
+// DataMixture: the sources' syntax, and the closed-form split of the global sequence index. Level d
+// of the split gives source d, of the sequences the earlier sources left, the first n of which take
+// taken(split_d, n) = round(split_d · n): a sequence is source d's where that count steps up. Each
+// level is off its share by at most half a sequence, so with D sources every source's count is
+// within (D - 1) / 2 sequences of its share at every point of the run, and finding sequence g's
+// source and index is one pass over the sources.
+#include "data/data_mixture.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace tessera {
+namespace {
+
+std::string_view trimmed(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  return text;
+}
+
+// The weight in front of "W:GLOB", if the text before the first ':' is a whole number.
+std::optional<double> weight_prefix(std::string_view item) {
+  const size_t colon = item.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::string_view number = trimmed(item.substr(0, colon));
+  double weight = 0;
+  const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), weight);
+  if (number.empty() || error != std::errc() || end != number.data() + number.size()) return std::nullopt;
+  return weight;
+}
+
+// How many of the first n sequences reaching split level `split` that level's source takes.
+int64_t taken(double split, int64_t n) { return int64_t(std::floor(split * double(n) + 0.5)); }
+
+// Each source's samplers draw their own shuffled order: the seed is derived from (seed, source).
+uint64_t source_seed(uint64_t seed, size_t source) {
+  const std::array<uint32_t, 4> words = philox(seed, stream_id("data.source"), source);
+  return uint64_t(words[0]) << 32 | words[1];
+}
+
+}  // namespace
+
+std::vector<DataSource> parse_data_sources(std::string_view text, std::string_view flag_name) {
+  const char* syntax = "; give one glob, or weighted globs: 0.7:web/train_*.bin,0.3:code/train_*.bin";
+  std::vector<DataSource> sources;
+  std::vector<bool> weighted;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view item = trimmed(text.substr(start, comma - start));
+    start = comma + 1;
+    const std::optional<double> weight = weight_prefix(item);
+    const std::string_view glob = weight ? trimmed(item.substr(item.find(':') + 1)) : item;
+    TS_CHECK(!glob.empty(), flag_name, ": source ", sources.size() + 1, " of '", text, "' has no glob", syntax);
+    TS_CHECK(!weight || (std::isfinite(*weight) && *weight > 0), flag_name, ": the weight of '", glob,
+             "' must be a positive number, got ", *weight);
+    sources.push_back({std::string(glob), weight.value_or(1.0)});
+    weighted.push_back(weight.has_value());
+  }
+  for (size_t s = 0; s < sources.size() && sources.size() > 1; ++s)
+    TS_CHECK(weighted[s], flag_name, ": '", sources[s].glob, "' has no weight; in a mixture every source has one",
+             syntax);
+  double total = 0;
+  for (const DataSource& source : sources) total += source.weight;
+  for (DataSource& source : sources) source.weight /= total;
+  return sources;
+}
+
+DataMixture::DataMixture(const std::string& text, int64_t vocab_size, int64_t batch_size, int64_t seq_len,
+                         DataOrder order, uint64_t seed, std::string_view flag_name)
+    : sources_(parse_data_sources(text, flag_name)), batch_size_(batch_size), seq_len_(seq_len) {
+  const size_t count = sources_.size();
+  for (const DataSource& source : sources_)
+    datasets_.push_back(std::make_unique<TokenDataset>(TokenDataset::open(source.glob, vocab_size, flag_name)));
+  if (count == 1) {
+    samplers_.push_back(std::make_unique<BatchSampler>(*datasets_[0], batch_size, seq_len, order, seed));
+    batches_per_epoch_ = samplers_[0]->batches_per_epoch();
+    return;
+  }
+  TS_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
+  std::vector<double> rest(count + 1, 0.0);  // rest[d] = w_d + ... + w_last, summed from the end
+  for (size_t d = count; d-- > 0;) rest[d] = rest[d + 1] + sources_[d].weight;
+  for (size_t d = 0; d < count; ++d) {
+    split_.push_back(d + 1 < count ? std::min(1.0, sources_[d].weight / rest[d]) : 1.0);
+    samplers_.push_back(std::make_unique<BatchSampler>(*datasets_[d], 1, seq_len, order, source_seed(seed, d)));
+  }
+  // The most global batches that read no source's window twice (at least one: a small source may
+  // repeat within the first batch; training goes on over epochs either way).
+  int64_t windows = 0;
+  for (const auto& sampler : samplers_) windows += sampler->num_windows();
+  int64_t low = 1, high = windows / batch_size + 1;
+  auto fits = [&](int64_t batches) {
+    for (size_t d = 0; d < count; ++d)
+      if (drawn_from(int(d), batches * batch_size) > samplers_[d]->num_windows()) return false;
+    return true;
+  };
+  while (low < high) {
+    const int64_t middle = low + (high - low + 1) / 2;
+    if (fits(middle)) low = middle;
+    else high = middle - 1;
+  }
+  batches_per_epoch_ = low;
+}
+
+DataMixture::Draw DataMixture::draw(int64_t global_sequence) const {
+  int64_t n = global_sequence;
+  for (size_t d = 0; d + 1 < split_.size(); ++d) {
+    const int64_t before = taken(split_[d], n);
+    if (taken(split_[d], n + 1) > before) return {int(d), before};
+    n -= before;  // the sequences before n that source d took
+  }
+  return {int(sources_.size()) - 1, n};
+}
+
+int64_t DataMixture::drawn_from(int source, int64_t num_sequences) const {
+  if (sources_.size() == 1) return num_sequences;
+  int64_t n = num_sequences;
+  for (int d = 0; d < source; ++d) n -= taken(split_[size_t(d)], n);
+  return size_t(source) + 1 < sources_.size() ? taken(split_[size_t(source)], n) : n;
+}
+
+void DataMixture::fill(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int32_t* inputs,
+                       int32_t* targets) const {
+  if (sources_.size() == 1) return samplers_[0]->fill(batch_index, first_sequence, num_sequences, inputs, targets);
+  TS_CHECK(batch_index >= 0, "data loader: batch index must be non-negative, got ", batch_index);
+  TS_CHECK(first_sequence >= 0 && num_sequences >= 0 && first_sequence <= batch_size_ - num_sequences,
+           "data loader: sequences [", first_sequence, ", ", first_sequence + num_sequences,
+           ") are outside the global batch of ", batch_size_, " (--batch-size)");
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    const Draw d = draw(batch_index * batch_size_ + first_sequence + i);
+    samplers_[size_t(d.source)]->fill(d.index, 0, 1, inputs + i * seq_len_, targets + i * seq_len_);
+  }
+}
+
+std::string DataMixture::summary(int64_t batches) const {
+  std::string lines;
+  for (size_t d = 0; d < sources_.size(); ++d) {
+    const int64_t windows = samplers_[d]->num_windows();
+    const double epochs = sources_.size() == 1 ? double(batches) / double(batches_per_epoch_)
+                                               : double(drawn_from(int(d), batches * batch_size_)) / double(windows);
+    char line[160];
+    std::snprintf(line, sizeof line, "%5.1f%% of the sequences, %lld tokens (%lld sequences), %.2f epochs in %lld batches: ",
+                  100.0 * sources_[d].weight, (long long)datasets_[d]->num_tokens(), (long long)windows, epochs,
+                  (long long)batches);
+    if (d > 0) lines += '\n';
+    lines.append(line).append(sources_[d].glob);
+  }
+  return lines;
+}
+
+}  // namespace tessera
