@@ -35,18 +35,27 @@ void add_eval_command(CLI::App& app) {
     model.to(choose_device_noting(o->device));
     TS_CHECK(o->seq_len <= model.config().max_seq_len, "--seq-len ", o->seq_len, " exceeds the model's context of ",
              model.config().max_seq_len);
-    DataMixture sampler(o->data, model.config().vocab_size, o->batch_size, o->seq_len, DataOrder::sequential, 0,
-                        "--val-data");
-    int64_t batches = o->batches > 0 ? std::min(o->batches, sampler.batches_per_epoch()) : sampler.batches_per_epoch();
+    // A mixture's loss is its sources' weighted mean; each source is evaluated alone.
+    const std::vector<DataSource> sources = parse_data_sources(o->data, "--val-data");
     Tensor inputs = Tensor::zeros({o->batch_size, o->seq_len}, DType::i32);
     Tensor targets = Tensor::zeros({o->batch_size, o->seq_len}, DType::i32);
-    double sum = 0;
-    for (int64_t k = 0; k < batches; ++k) {
-      sampler.fill(k, 0, o->batch_size, inputs.data<int32_t>(), targets.data<int32_t>());
-      sum += model.forward(inputs, targets);
+    double mixture_loss = 0;
+    for (const DataSource& source : sources) {
+      const DataMixture data(source.glob, model.config().vocab_size, o->batch_size, o->seq_len, DataOrder::sequential,
+                             0, "--val-data");
+      const int64_t batches =
+          o->batches > 0 ? std::min(o->batches, data.batches_per_epoch()) : data.batches_per_epoch();
+      double sum = 0;
+      for (int64_t k = 0; k < batches; ++k) {
+        data.fill(k, 0, o->batch_size, inputs.data<int32_t>(), targets.data<int32_t>());
+        sum += model.forward(inputs, targets);
+      }
+      mixture_loss += source.weight * sum / double(batches);
+      std::printf("%s%sval_loss %.6f over %lld batches of %lld x %lld tokens\n", sources.size() > 1 ? source.glob.c_str() : "",
+                  sources.size() > 1 ? ": " : "", sum / double(batches), (long long)batches, (long long)o->batch_size,
+                  (long long)o->seq_len);
     }
-    std::printf("val_loss %.6f over %lld batches of %lld x %lld tokens\n", sum / double(batches), (long long)batches,
-                (long long)o->batch_size, (long long)o->seq_len);
+    if (sources.size() > 1) std::printf("val_loss %.6f: the sources' weighted mean\n", mixture_loss);
   });
 }
 

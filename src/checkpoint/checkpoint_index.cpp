@@ -80,7 +80,15 @@ void add_whole_tensors(const fs::path& checkpoint, const std::string& file, Chec
 
 }  // namespace
 
-bool is_moment_name(std::string_view name) { return name.starts_with("m.") || name.starts_with("v."); }
+bool is_optimizer_state_name(std::string_view name) {
+  return name.starts_with("m.") || name.starts_with("v.") || name.starts_with("powersgd_");
+}
+
+std::string_view state_parameter_name(std::string_view name) {
+  for (std::string_view prefix : {"m.", "v.", "powersgd_e."})
+    if (name.starts_with(prefix)) return name.substr(prefix.size());
+  return name;
+}
 
 std::string shard_file_name(int rank, int ranks) {
   char name[64];

@@ -37,8 +37,12 @@ struct IndexedTensor {
 
 using CheckpointIndex = std::map<std::string, IndexedTensor>;
 
-// Whether an index name is one of AdamW's moments ("m.<name>", "v.<name>") rather than a weight.
-bool is_moment_name(std::string_view name);
+// Whether an index name is optimizer state rather than a weight: AdamW's moments ("m.<name>",
+// "v.<name>") or PowerSGD's error sums and factors ("powersgd_e.<name>", "powersgd_q.<name>...").
+bool is_optimizer_state_name(std::string_view name);
+// The parameter whose shape a sliced state tensor has: "<name>" of "m.<name>", "v.<name>" and
+// "powersgd_e.<name>"; a weight's name is its own.
+std::string_view state_parameter_name(std::string_view name);
 
 // "shard-00001-of-00004.safetensors": the moments (and with sharded weights, the weights) rank 1 of
 // 4 wrote.

@@ -32,11 +32,14 @@ fs::path temp_dir_of(const fs::path& out_dir, int64_t step) {
 }
 
 // Slices "<prefix><name>[begin:end]" of the whole parameters for `segments`, their values at
-// values[state_offset ...]: the moments ("m.", "v.") and sharded weights ("").
+// values[state_offset ...]: the moments ("m.", "v."), sharded weights ("") and PowerSGD's errors
+// ("powersgd_e.", of the parameters in `only`).
 void append_segment_entries(const ParameterLayout& layout, const std::vector<AdamWSegment>& segments,
-                            const std::string& prefix, const Tensor& values, std::vector<SafetensorsEntry>& entries) {
+                            const std::string& prefix, const Tensor& values, std::vector<SafetensorsEntry>& entries,
+                            const std::vector<std::string>* only = nullptr) {
   for (const AdamWSegment& s : segments) {
     const ParamSpec& spec = layout.spec_at(s.param_offset);
+    if (only && std::find(only->begin(), only->end(), spec.name) == only->end()) continue;
     const int64_t begin = s.param_offset - spec.offset;
     spec.for_each_whole_run(begin, begin + s.length, [&](int64_t held, int64_t whole, int64_t count) {
       entries.push_back({slice_name(prefix + spec.name, whole, whole + count), DType::f32, {count},
@@ -72,13 +75,16 @@ fs::path commit(const fs::path& out_dir, const ModelConfig& config, const Checkp
   if (fs::exists(temp_dir / kModelFile)) files[kModelFile] = index_written_file(temp_dir, kModelFile, index);
   for (int r = 0; r < shards; ++r) files[shard_file_name(r, shards)] = index_written_file(temp_dir, shard_file_name(r, shards), index);
   if (fs::exists(temp_dir / kTokenizerFile)) files[kTokenizerFile] = file_digest(temp_dir / kTokenizerFile, "checkpoint file");
-  // The slices (moments, sharded weights) came without a shape: each is its parameter's.
+  // The slices (moments, sharded weights, PowerSGD's errors) came without a shape: each is its parameter's.
   const ParameterLayout layout = decoder_layout(config);
   for (auto& [name, t] : index)
-    if (t.shape.empty()) t.shape = layout.find(is_moment_name(name) ? name.substr(2) : name).shape;
+    if (t.shape.empty()) t.shape = layout.find(std::string(state_parameter_name(name))).shape;
   const std::string context = "saving " + quoted_text(temp_dir.string());
-  TS_CHECK(index.size() == layout.specs().size() * (shards > 0 ? 3 : 1), context, ": the ranks' files hold ",
-           index.size(), " tensors, the model has ", layout.specs().size(), " parameters");
+  const auto powersgd = size_t(
+      std::count_if(index.begin(), index.end(), [](const auto& t) { return t.first.starts_with("powersgd_"); }));
+  TS_CHECK(index.size() - powersgd == layout.specs().size() * (shards > 0 ? 3 : 1), context,
+           ": the ranks' files hold ", index.size() - powersgd, " tensors, the model has ", layout.specs().size(),
+           " parameters");
   check_index(index, files, context);
   // Files of an abandoned save of this step (another world size, a temporary file) are not part of it.
   for (const fs::directory_entry& e : fs::directory_iterator(temp_dir))
@@ -163,7 +169,7 @@ StoredWeights stored_weights(const fs::path& checkpoint, const nlohmann::json& s
   stored.where = "the shard files";
   stored.plural = true;
   for (const auto& [name, t] : read_checkpoint_index(checkpoint, state, files)) {
-    if (is_moment_name(name)) continue;
+    if (is_optimizer_state_name(name)) continue;
     stored.shapes[name] = t.shape;
     for (const TensorSlice& slice : t.slices) stored.values += uint64_t(slice.end - slice.begin);
   }
@@ -212,6 +218,10 @@ void write_checkpoint_part(const fs::path& out_dir, int64_t step, const Checkpoi
       append_segment_entries(*part.layout, o.segments, "m.", o.m, entries);
       append_segment_entries(*part.layout, o.segments, "v.", o.v, entries);
       if (part.weight_shard) append_segment_entries(*part.layout, o.segments, "", *part.weight_shard, entries);
+      if (const PowerSgdPart* p = part.powersgd) {
+        append_segment_entries(*part.layout, o.segments, "powersgd_e.", p->errors, entries, &p->compressed);
+        for (const auto& [name, t] : p->slices) entries.push_back({name, DType::f32, t.shape(), t.data<float>()});
+      }
       write_checkpoint_file(temp_dir / shard_file_name(part.rank, part.ranks), entries);
     }
     if (!part.tokenizer_json.empty() && fs::exists(part.tokenizer_json))
@@ -252,7 +262,7 @@ void check_checkpoint_complete(const fs::path& checkpoint, bool checksums, FileS
     std::error_code ec;
     TS_CHECK(!files.empty() || fs::exists(checkpoint / kModelFile, ec), "no ", kModelFile);
     const CheckpointIndex index = read_checkpoint_index(checkpoint, j, files);
-    TS_CHECK(std::any_of(index.begin(), index.end(), [](const auto& t) { return !is_moment_name(t.first); }),
+    TS_CHECK(std::any_of(index.begin(), index.end(), [](const auto& t) { return !is_optimizer_state_name(t.first); }),
              "no weights: neither ", kModelFile, " nor weight slices in the shard files");
     int i = 0;
     for (const auto& [file, digest] : files)
@@ -319,7 +329,7 @@ CheckpointModel open_checkpoint_model(const fs::path& checkpoint, const ModelCon
   // fewer layers than the files hold would otherwise drop some silently); a pipeline stage reads its own.
   const CheckpointIndex& index = opened->c.index;
   const size_t weights =
-      size_t(std::count_if(index.begin(), index.end(), [](const auto& t) { return !is_moment_name(t.first); }));
+      size_t(std::count_if(index.begin(), index.end(), [](const auto& t) { return !is_optimizer_state_name(t.first); }));
   const size_t parameters = decoder_layout(config).specs().size();
   TS_CHECK(weights == parameters, "checkpoint ", quoted_text(checkpoint.string()), " holds ", weights,
            " weight tensors, the model described by state.json has ", parameters, "; the files do not belong together");
@@ -341,6 +351,45 @@ CheckpointState load_checkpoint(const fs::path& checkpoint, Decoder& model, bool
   const CheckpointModel opened = open_checkpoint_model(checkpoint, model.config(), model.layout(), checksums_verified);
   opened.weights({0, model.layout().total()}, model.params().f32());
   return opened.state;
+}
+
+std::string powersgd_slice_name(std::string_view kind, const std::string& parameter, int tp_rank, int tp, bool copy) {
+  std::string name = "powersgd_";
+  name.append(kind).append(".").append(parameter).append(".tp").append(std::to_string(tp_rank));
+  return name.append("of").append(std::to_string(tp)).append(copy ? ".copy" : "");
+}
+
+StoredPowerSgd load_powersgd_state(const fs::path& checkpoint, const ParameterLayout& layout,
+                                   const std::vector<std::string>& compressed,
+                                   const std::vector<std::string>& slice_names) {
+  const OpenedCheckpoint c = open_checkpoint(checkpoint, kOptimizerFile, /*checksums_verified=*/true);
+  StoredPowerSgd stored;
+  CheckpointReader reader(checkpoint, c.index, c.files);
+  const bool has_errors = std::any_of(c.index.begin(), c.index.end(),
+                                      [](const auto& t) { return t.first.starts_with("powersgd_e."); });
+  if (has_errors) {
+    stored.error_sum = Tensor::zeros({layout.total()});
+    for (const std::string& name : compressed) {
+      auto found = c.index.find("powersgd_e." + name);
+      if (found == c.index.end()) continue;  // not compressed when saved
+      const ParamSpec& spec = layout.find(name);
+      TS_CHECK(found->second.shape == spec.whole_shape(), "checkpoint ", quoted_text(checkpoint.string()),
+               ": tensor 'powersgd_e.", name, "' has shape ", shape_string(found->second.shape), ", the model needs ",
+               shape_string(spec.whole_shape()), "; the files do not belong together");
+      float* out = stored.error_sum->f32() + spec.offset;
+      spec.for_each_whole_run(0, spec.numel(), [&](int64_t held, int64_t whole, int64_t count) {
+        reader.read(found->first, whole, whole + count, out + held);
+      });
+    }
+  }
+  for (const std::string& name : slice_names) {
+    auto found = c.index.find(name);
+    if (found == c.index.end()) continue;
+    Tensor slice = Tensor::zeros(found->second.shape);
+    reader.read(name, 0, slice.numel(), slice.f32());
+    stored.slices.emplace(name, std::move(slice));
+  }
+  return stored;
 }
 
 OptimizerState load_optimizer_state(const fs::path& checkpoint, const ParameterLayout& layout,

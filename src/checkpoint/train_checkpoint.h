@@ -18,7 +18,12 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -63,6 +68,19 @@ struct ModelSnapshot {
 // The model's parameters copied into fresh host memory (a copy the training cannot change).
 ModelSnapshot snapshot_of(const Decoder& model);
 
+// PowerSGD's state (parallel/dp/powersgd.h) as one rank writes it: "powersgd_e.<name>", the sum over
+// the ranks of each compressed parameter's error feedback, sliced as the moments (any layout shares
+// it out again), and whole tensors of one tensor-parallel slice, written by the first rank of the
+// group that holds them alike (powersgd_slice_name): each matrix's warm-start factor Qᵀ (r × cols),
+// and the error sum of a pipeline's tied copy of the embedding, which the moments leave out.
+struct PowerSgdPart {
+  Tensor errors;                        // host, laid out as the moments
+  std::vector<std::string> compressed;  // the parameters whose errors are written
+  std::vector<std::pair<std::string, Tensor>> slices;  // entry name, whole tensor (host)
+};
+// "powersgd_<kind>.<parameter>.tp<t>of<T>", with ".copy" for the tied copy: kind "q" (Qᵀ) or "e".
+std::string powersgd_slice_name(std::string_view kind, const std::string& parameter, int tp_rank, int tp, bool copy);
+
 // What one rank writes of a checkpoint: rank 0 the weights (whole) and the tokenizer, every rank its
 // share of the moments; with sharded weights no rank writes them whole, and every rank writes the
 // weights of its moments' segments beside them (slices of the whole tensors, as the moments).
@@ -73,6 +91,7 @@ struct CheckpointPart {
   const OptimizerState* optimizer = nullptr;     // null: a weights-only checkpoint
   std::filesystem::path tokenizer_json;          // rank 0, when the run has one
   const Tensor* weight_shard = nullptr;          // sharded weights: optimizer's segments' weights, laid out as m
+  const PowerSgdPart* powersgd = nullptr;        // under --powersgd-rank
 };
 
 // Phase 1, on every rank at once: writes (and syncs) the rank's part of ckpt-<step> into its
@@ -120,5 +139,17 @@ CheckpointState load_checkpoint(const std::filesystem::path& checkpoint, Decoder
 // files hold them under the layout that wrote the checkpoint.
 OptimizerState load_optimizer_state(const std::filesystem::path& checkpoint, const ParameterLayout& layout,
                                     std::vector<AdamWSegment> segments, bool checksums_verified = false);
+
+// PowerSGD's state in a checkpoint, read for `layout` (a rank's parameters): the error sums of the
+// parameters named in `compressed` over layout's flat buffer (zeros for a parameter it holds none
+// of; no tensor at all when the checkpoint holds no PowerSGD state), and those of the whole slices
+// named `slice_names` that it holds, by name.
+struct StoredPowerSgd {
+  std::optional<Tensor> error_sum;
+  std::map<std::string, Tensor> slices;
+};
+StoredPowerSgd load_powersgd_state(const std::filesystem::path& checkpoint, const ParameterLayout& layout,
+                                   const std::vector<std::string>& compressed,
+                                   const std::vector<std::string>& slice_names);
 
 }  // namespace tessera

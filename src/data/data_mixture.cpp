@@ -80,7 +80,6 @@ DataMixture::DataMixture(const std::string& text, int64_t vocab_size, int64_t ba
     datasets_.push_back(std::make_unique<TokenDataset>(TokenDataset::open(source.glob, vocab_size, flag_name)));
   if (count == 1) {
     samplers_.push_back(std::make_unique<BatchSampler>(*datasets_[0], batch_size, seq_len, order, seed));
-    batches_per_epoch_ = samplers_[0]->batches_per_epoch();
     return;
   }
   TS_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
@@ -90,22 +89,11 @@ DataMixture::DataMixture(const std::string& text, int64_t vocab_size, int64_t ba
     split_.push_back(d + 1 < count ? std::min(1.0, sources_[d].weight / rest[d]) : 1.0);
     samplers_.push_back(std::make_unique<BatchSampler>(*datasets_[d], 1, seq_len, order, source_seed(seed, d)));
   }
-  // The most global batches that read no source's window twice (at least one: a small source may
-  // repeat within the first batch; training goes on over epochs either way).
-  int64_t windows = 0;
-  for (const auto& sampler : samplers_) windows += sampler->num_windows();
-  int64_t low = 1, high = windows / batch_size + 1;
-  auto fits = [&](int64_t batches) {
-    for (size_t d = 0; d < count; ++d)
-      if (drawn_from(int(d), batches * batch_size) > samplers_[d]->num_windows()) return false;
-    return true;
-  };
-  while (low < high) {
-    const int64_t middle = low + (high - low + 1) / 2;
-    if (fits(middle)) low = middle;
-    else high = middle - 1;
-  }
-  batches_per_epoch_ = low;
+}
+
+int64_t DataMixture::batches_per_epoch() const {
+  TS_CHECK(sources_.size() == 1, "DataMixture: a mixture has no epochs of its own; read its sources one at a time");
+  return samplers_[0]->batches_per_epoch();
 }
 
 DataMixture::Draw DataMixture::draw(int64_t global_sequence) const {
@@ -142,7 +130,7 @@ std::string DataMixture::summary(int64_t batches) const {
   std::string lines;
   for (size_t d = 0; d < sources_.size(); ++d) {
     const int64_t windows = samplers_[d]->num_windows();
-    const double epochs = sources_.size() == 1 ? double(batches) / double(batches_per_epoch_)
+    const double epochs = sources_.size() == 1 ? double(batches) / double(batches_per_epoch())
                                                : double(drawn_from(int(d), batches * batch_size_)) / double(windows);
     char line[160];
     std::snprintf(line, sizeof line, "%5.1f%% of the sequences, %lld tokens (%lld sequences), %.2f epochs in %lld batches: ",

@@ -41,8 +41,8 @@ class DataMixture {
   int64_t batch_size() const { return batch_size_; }
   int64_t seq_len() const { return seq_len_; }
 
-  // Global batches before any source's windows repeat (one source: its batches per epoch).
-  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // One source's global batches per epoch (validation reads its sources one at a time).
+  int64_t batches_per_epoch() const;
 
   struct Draw {
     int source;     // which source global sequence g reads
@@ -71,7 +71,6 @@ class DataMixture {
   std::vector<std::unique_ptr<BatchSampler>> samplers_;
   int64_t batch_size_;
   int64_t seq_len_;
-  int64_t batches_per_epoch_ = 0;
 };
 
 }  // namespace tessera

@@ -11,7 +11,8 @@ namespace tessera {
 
 CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& grid, DataParallel& dp,
                                  const Decoder& model, const AdamW& optimizer, const Tokenizer* tokenizer,
-                                 const std::vector<DecoderStage>& stages, const std::vector<OffsetRange>& duplicates)
+                                 const std::vector<DecoderStage>& stages, const std::vector<OffsetRange>& duplicates,
+                                 OffsetRange tied_copy)
     : out_dir_(config.out_dir),
       world_(grid.world),
       shard_(grid.world_rank),
@@ -25,7 +26,8 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
       model_(model),
       optimizer_(optimizer),
       tokenizer_(tokenizer),
-      segments_(dp.checkpoint_segments(duplicates)) {
+      segments_(dp.checkpoint_segments(duplicates)),
+      powersgd_place_{&model.layout(), TpPlace{grid.coord.tp, grid.dims.tp}, tied_copy} {
   if (tokenizer_) tokenizer_json_ = out_dir_ / "tokenizer.json";
   if (writes_whole_weights()) {
     full_layout_ = decoder_layout(model.config());
@@ -65,7 +67,13 @@ CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const Optimiz
                         writes_whole_weights() ? &weights : nullptr,
                         &moments,
                         commits() ? tokenizer_json_ : std::filesystem::path(),
-                        sharded_weights_ ? &weight_shard : nullptr};
+                        sharded_weights_ ? &weight_shard : nullptr,
+                        powersgd_.errors.defined() ? &powersgd_ : nullptr};
+}
+
+void CheckpointSaver::take_powersgd_state() {
+  if (dp_.grad_reducer().powersgd())
+    powersgd_ = powersgd_part(dp_.grad_reducer(), powersgd_place_, segments_, optimizer_.state_size());
 }
 
 void CheckpointSaver::copy_weight_shard(Tensor& out) const {
@@ -115,6 +123,7 @@ void CheckpointSaver::gather_weights(Tensor& full) const {
 std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool now) {
   finish();  // an asynchronous save reuses the host buffers of the previous one, so it must have landed
   if (commits() && tokenizer_ && !std::filesystem::exists(tokenizer_json_)) tokenizer_->save_json(tokenizer_json_);
+  take_powersgd_state();
   if (async_ && !now) {
     const bool from_gpu = device_m_.defined();
     // Into the host buffers, or on a GPU into the device buffers (queued: no wait here).

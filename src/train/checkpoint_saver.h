@@ -25,6 +25,7 @@
 #include "optim/adamw_optimizer.h"
 #include "train/async_checkpoint.h"
 #include "train/data_parallel.h"
+#include "train/powersgd_state.h"
 #include "train/train_config.h"
 #include "parallel/process_grid.h"
 
@@ -36,10 +37,10 @@ class CheckpointSaver {
  public:
   // Keeps references to dp, model, optimizer and tokenizer (which may be null). `stages`: every
   // pipeline rank's DecoderStage (one for no pipeline); `duplicates`: this rank's parameters that
-  // another rank writes.
+  // another rank writes; `tied_copy`: among them, a pipeline's last-stage copy of the embedding.
   CheckpointSaver(const TrainConfig& config, const ProcessGrid& grid, DataParallel& dp, const Decoder& model,
                   const AdamW& optimizer, const Tokenizer* tokenizer, const std::vector<DecoderStage>& stages,
-                  const std::vector<OffsetRange>& duplicates = {});
+                  const std::vector<OffsetRange>& duplicates = {}, OffsetRange tied_copy = {});
   ~CheckpointSaver();
 
   // Collective. Saves the checkpoint of `state` (in the background with --async-checkpoint, unless
@@ -53,11 +54,15 @@ class CheckpointSaver {
   void after_step(double landed, double failed);
   // Collective: waits for the save in flight, if any, and commits it.
   void finish();
+  // Where this rank's PowerSGD state sits in the checkpoints it writes (and a resume reads).
+  const PowerSgdPlace& powersgd_place() const { return powersgd_place_; }
 
  private:
   // Joins the write in flight, which is then no longer pending: its state into `state`, and its error.
   std::exception_ptr land(CheckpointState& state);
   CheckpointPart part(const ModelSnapshot& weights, const OptimizerState& moments, const Tensor& weight_shard) const;
+  // Under --powersgd-rank, collective: PowerSGD's state into powersgd_ (its errors summed over the groups).
+  void take_powersgd_state();
   // Collective over the first dp rank of every (stage, tp rank): rank 0 gets their weights into `full`
   // (a host tensor of the whole model's layout); the others send theirs. Alone, rank 0 copies.
   void gather_weights(Tensor& full) const;
@@ -89,6 +94,8 @@ class CheckpointSaver {
   std::filesystem::path tokenizer_json_;  // empty when the run has no tokenizer
   const Tokenizer* tokenizer_;
   std::vector<OptimSegment> segments_;  // what this rank writes of the moments
+  PowerSgdPlace powersgd_place_;
+  PowerSgdPart powersgd_;  // the save's PowerSGD state (errors undefined without PowerSGD)
   // An asynchronous save's host copies, allocated once, and from a GPU its device copies (params, m,
   // v; undefined on the CPU, params on rank 0 only and without a pipeline; with sharded weights the
   // weight shard instead of params); declared before the writer, so that its thread is joined before

@@ -58,7 +58,7 @@ std::vector<Bucket> parameter_buckets(const ParameterLayout& layout, const DataP
 std::vector<GradMatrix> gradient_matrices(const ParameterLayout& layout) {
   std::vector<GradMatrix> matrices;
   for (const ParamSpec& s : layout.specs())
-    if (s.shape.size() >= 2) matrices.push_back({s.offset, s.shape[0], s.numel() / s.shape[0]});
+    if (s.shape.size() >= 2) matrices.push_back({s.offset, s.shape[0], s.numel() / s.shape[0], s.name});
   return matrices;
 }
 

@@ -97,6 +97,8 @@ class DataParallel {
   // parameters another rank counts: a pipeline stage's tied copy, a tp rank's replicated ones);
   // summed over dp under sharding.
   double squared_grad_norm(const std::vector<OffsetRange>& excluded = {});
+  // ZeRO 0 and 1's reduction, whose PowerSGD state checkpoints save and restore.
+  GradReducer& grad_reducer() { return reducer_; }
   // The step was skipped (non-finite or spiking gradients): compression state built from them is dropped.
   void step_skipped() { reducer_.step_skipped(); }
   // After the optimizer step: all-gather the updated parameters under ZeRO.

@@ -1,4 +1,5 @@
-// SVG rendering of loss curves: axes with ticks, the train curve, validation points.
+// SVG rendering of loss curves: axes with ticks, the train curve, validation points, and a line of
+// points per validation source.
 #include "train/loss_plot.h"
 
 #include <algorithm>
@@ -13,6 +14,21 @@ namespace {
 
 constexpr double kWidth = 720, kHeight = 420, kLeft = 60, kRight = 20, kTop = 40, kBottom = 50;
 
+// Colours of the validation sources' curves (train and val take the first two of the same palette).
+constexpr const char* kSourceColours[] = {"#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+std::string xml_escaped(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
 std::string fmt(const char* pattern, double a, double b = 0, double c = 0, double d = 0) {
   char buffer[256];
   std::snprintf(buffer, sizeof buffer, pattern, a, b, c, d);
@@ -26,7 +42,7 @@ LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
   std::ifstream in(metrics_file);
   // A run resumed from an older checkpoint appends steps it had logged before: a step at or
   // before the last one drawn starts the curve again from there. Lines that are not metrics are skipped.
-  auto add = [](std::vector<std::pair<int64_t, float>>& curve, const nlohmann::json& step, const nlohmann::json& loss) {
+  auto add = [](LossCurves::Curve& curve, const nlohmann::json& step, const nlohmann::json& loss) {
     if (!step.is_number_integer() || !loss.is_number()) return;
     while (!curve.empty() && curve.back().first >= step.get<int64_t>()) curve.pop_back();
     curve.emplace_back(step.get<int64_t>(), loss.get<float>());
@@ -36,13 +52,17 @@ LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
     if (!j.is_object() || !j.contains("step")) continue;
     if (j.contains("loss")) add(curves.train, j["step"], j["loss"]);
     if (j.contains("val_loss")) add(curves.val, j["step"], j["val_loss"]);
+    if (j.contains("val_loss_by_source") && j["val_loss_by_source"].is_object())
+      for (const auto& [source, loss] : j["val_loss_by_source"].items()) add(curves.val_by_source[source], j["step"], loss);
   }
   return curves;
 }
 
 std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
   double max_step = 1, lo = INFINITY, hi = -INFINITY;
-  for (const auto* series : {&curves.train, &curves.val})
+  std::vector<const LossCurves::Curve*> all = {&curves.train, &curves.val};
+  for (const auto& [source, curve] : curves.val_by_source) all.push_back(&curve);
+  for (const LossCurves::Curve* series : all)
     for (auto [step, loss] : *series) {
       if (!std::isfinite(loss)) continue;
       max_step = std::max(max_step, double(step));
@@ -81,7 +101,24 @@ std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
              kWidth - 150, kTop + 14);
   svg += fmt("<text x=\"%g\" y=\"%g\">train loss</text>", kWidth - 145, kTop + 18);
   svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"3.5\" fill=\"#d62728\"/>", kWidth - 160, kTop + 32);
-  svg += fmt("<text x=\"%g\" y=\"%g\">val loss</text>\n</svg>\n", kWidth - 145, kTop + 36);
+  svg += fmt("<text x=\"%g\" y=\"%g\">val loss</text>\n", kWidth - 145, kTop + 36);
+  // Each validation source: its points joined by a thin line, and a legend line naming it.
+  size_t index = 0;
+  for (const auto& [source, curve] : curves.val_by_source) {
+    const char* colour = kSourceColours[index % std::size(kSourceColours)];
+    svg += std::string("<polyline fill=\"none\" stroke=\"") + colour + "\" stroke-width=\"1\" points=\"";
+    for (auto [step, loss] : curve)
+      if (std::isfinite(loss)) svg += fmt("%.1f,%.1f ", x(double(step)), y(loss));
+    svg += "\"/>\n";
+    for (auto [step, loss] : curve)
+      if (std::isfinite(loss))
+        svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"", x(double(step)), y(loss)) + colour + "\"/>\n";
+    const double legend_y = kTop + 50 + 14 * double(index);
+    svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"2.5\" fill=\"", kWidth - 160, legend_y - 4) + colour + "\"/>";
+    svg += fmt("<text x=\"%g\" y=\"%g\" font-size=\"10\">", kWidth - 145, legend_y) + xml_escaped(source) + "</text>\n";
+    ++index;
+  }
+  svg += "</svg>\n";
   return svg;
 }
 

@@ -1,9 +1,11 @@
-// A loss-curve picture: <out_dir>/loss.svg, train loss per step and validation loss at each eval,
-// redrawn from the metrics whenever the run evaluates or ends. Plain SVG, viewable in a browser.
+// A loss-curve picture: <out_dir>/loss.svg, train loss per step and validation loss at each eval
+// (with a mixture of validation sources, each source's too), redrawn from the metrics whenever the
+// run evaluates or ends. Plain SVG, viewable in a browser.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,8 +13,10 @@
 namespace tessera {
 
 struct LossCurves {
-  std::vector<std::pair<int64_t, float>> train;  // (step, loss)
-  std::vector<std::pair<int64_t, float>> val;    // (step, val_loss)
+  using Curve = std::vector<std::pair<int64_t, float>>;
+  Curve train;                                // (step, loss)
+  Curve val;                                  // (step, val_loss)
+  std::map<std::string, Curve> val_by_source;  // (step, val_loss_by_source[source])
 };
 
 // Reads the curves back from a metrics.jsonl file (missing file: empty curves); where a resumed run

@@ -25,6 +25,7 @@
 #include "train/model_setup.h"
 #include "parallel/tp/tp_mappings.h"
 #include "train/pipeline_plan.h"
+#include "train/powersgd_state.h"
 #include "train/stop_signal.h"
 
 namespace tessera {
@@ -150,13 +151,19 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     if (pipeline_->duplicate_range().end > 0) duplicates_.push_back(pipeline_->duplicate_range());
   }
   checkpoint_saver_ = std::make_unique<CheckpointSaver>(config_, grid_, *data_parallel_, *model_, *optimizer_,
-                                                        tokenizer_.get(), stages, duplicates_);
+                                                        tokenizer_.get(), stages, duplicates_,
+                                                        pipeline_ ? pipeline_->duplicate_range() : OffsetRange{});
   if (checkpoint) {
     // Each rank reads only its own share of the moments, whatever layout wrote them.
     const auto moments_start = Clock::now();
     const OptimizerState moments = load_optimizer_state(*checkpoint, model_->layout(),
                                                         data_parallel_->moment_segments(), /*checksums_verified=*/true);
     optimizer_->import_state(moments.m, moments.v);
+    if (data_parallel_->grad_reducer().powersgd()) {
+      const std::string notice =
+          restore_powersgd(data_parallel_->grad_reducer(), checkpoint_saver_->powersgd_place(), *checkpoint);
+      if (!notice.empty()) resume_notice_ += (resume_notice_.empty() ? "" : "\n") + notice;
+    }
     resume_times_.load_s += std::chrono::duration<double>(Clock::now() - moments_start).count();
     optimizer_->set_steps_taken(state.optimizer_steps);
     start_step_ = state.step;
@@ -171,8 +178,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   train_data_.emplace(config_.train_data, mc.vocab_size, config_.batch_size, config_.seq_len, order, config_.seed,
                       "--train-data");
   if (!config_.val_data.empty())
-    val_data_.emplace(config_.val_data, mc.vocab_size, micro_batch_, config_.seq_len, DataOrder::sequential,
-                      config_.seed, "--val-data");
+    for (const DataSource& source : parse_data_sources(config_.val_data, "--val-data"))
+      val_sources_.push_back({source, std::make_unique<DataMixture>(source.glob, mc.vocab_size, micro_batch_,
+                                                                    config_.seq_len, DataOrder::sequential,
+                                                                    config_.seed, "--val-data")});
   schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
                          config_.steps, config_.decay_fraction};
   inputs_ = Tensor::zeros({micro_batch_, config_.seq_len}, DType::i32);
@@ -272,9 +281,9 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   return float(sums[0] / double(B));
 }
 
-float Trainer::evaluate() {
+float Trainer::evaluate(const DataMixture& val_data) {
   // The same validation batches for any dp degree, dealt round-robin over the dp ranks.
-  const int64_t batches = std::min(config_.eval_batches, val_data_->batches_per_epoch());
+  const int64_t batches = std::min(config_.eval_batches, val_data.batches_per_epoch());
   const int64_t rank = data_parallel_->rank(), ranks = data_parallel_->size();
   const int64_t mine = batches > rank ? (batches - rank - 1) / ranks + 1 : 0;  // batches rank, rank + ranks, ...
   // Under ZeRO-3 and expert parallelism every forward is collective with other dp ranks, so each
@@ -288,12 +297,12 @@ float Trainer::evaluate() {
     const double token_losses = pipeline_->evaluate(
         int(runs), int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
         cp_share([&](int m, Tensor& inputs, Tensor& targets) {
-          val_data_->fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
+          val_data.fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
         }));
     sum = token_losses / double(micro_batch_ * config_.seq_len);  // each batch's mean, summed
   }
   for (int64_t m = 0; !pipeline_ && m < runs; ++m) {
-    val_data_->fill(batch(m), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
+    val_data.fill(batch(m), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
     const double loss = forward(inputs_, targets_, 0.0f);
     if (m < mine) sum += loss;
   }
@@ -460,7 +469,7 @@ TrainResult Trainer::run() {
   result.already_finished = start_step_ == config_.steps;
   if (!device_.notice.empty() && is_reporting_rank()) progress.message(device_.notice);
   if (!resume_notice_.empty() && is_reporting_rank()) progress.message(resume_notice_);
-  if (start_step_ > 0) progress.message("resumed from step " + std::to_string(start_step_));
+  if (start_step_ > 0 && is_reporting_rank()) progress.message("resumed from step " + std::to_string(start_step_));
   if (train_data_->sources().size() > 1 && is_reporting_rank())
     progress.message("--train-data mixes " + std::to_string(train_data_->sources().size()) + " sources:\n" +
                      train_data_->summary(config_.steps));
@@ -519,13 +528,27 @@ TrainResult Trainer::run() {
     result.last_loss = loss;
 
     const bool last = step == config_.steps;
-    if (val_data_ && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
-      float val_loss = evaluate();
-      if (metrics) metrics->write({{"step", step}, {"val_loss", val_loss}});
+    if (!val_sources_.empty() && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
+      std::vector<float> losses;
+      double val_loss = 0.0;
+      for (const ValSource& v : val_sources_) {
+        losses.push_back(evaluate(*v.data));
+        val_loss += v.source.weight * losses.back();
+      }
+      nlohmann::json entry = {{"step", step}, {"val_loss", float(val_loss)}};
       std::ostringstream line;
-      line << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << val_loss;
+      line << std::fixed << std::setprecision(4) << "step " << step << ": val_loss " << val_loss;
+      if (val_sources_.size() > 1) {
+        nlohmann::json& by_source = entry["val_loss_by_source"] = nlohmann::json::object();
+        for (size_t d = 0; d < val_sources_.size(); ++d) {
+          by_source[val_sources_[d].source.glob] = losses[d];
+          line << (d == 0 ? " (" : ", ") << val_sources_[d].source.glob << " " << losses[d];
+        }
+        line << ")";
+      }
+      if (metrics) metrics->write(entry);
       progress.message(line.str());
-      result.last_val_loss = val_loss;
+      result.last_val_loss = float(val_loss);
     }
     if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last && is_reporting_rank())
       print_sample(progress);

@@ -64,7 +64,7 @@ class Trainer {
   // returns the global gradient norm, or nothing when the update was skipped (fp16 overflow, or a
   // bad step: skip_reason_ says which). Throws (every rank alike) after --max-bad-steps in a row.
   std::optional<float> update_parameters(int64_t step, float loss, float lr, ProgressLine& progress);
-  float evaluate();
+  float evaluate(const DataMixture& val_data);
   // Saves step's checkpoint (in the background with --async-checkpoint, unless `now`); returns its
   // path and adds the training's stall to checkpoint_stall_s_.
   std::filesystem::path save_checkpoint(int64_t step, bool now = false);
@@ -119,7 +119,14 @@ class Trainer {
   MoeStepStats moe_step_;
   nlohmann::json pipeline_step_;  // the last step's pipeline timings (PipelineParallel::step_metrics)
   void add_moe_metrics(nlohmann::json& line) const;
-  std::optional<DataMixture> train_data_, val_data_;
+  std::optional<DataMixture> train_data_;
+  // Validation: each source of --val-data alone, weighted (one source: weight 1). A mixture's
+  // validation loss is its sources' weighted mean, each source's reported beside it.
+  struct ValSource {
+    DataSource source;
+    std::unique_ptr<DataMixture> data;
+  };
+  std::vector<ValSource> val_sources_;
   LrSchedule schedule_;
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
   std::filesystem::path resumed_from_;  // the checkpoint resumed from, if any

@@ -282,9 +282,23 @@ TEST(Cli, TrainsOnAWeightedMixture) {
                                           web)) << r.output;
   EXPECT_TRUE(testing::contains(r.output, " 25.0% of the sequences, 2048 tokens (127 sequences), 0.03 epochs in 4 batches: " +
                                           code)) << r.output;
+  // Validation: each source alone, and their weighted mean.
   const auto lines = testing::read_metrics(dir / "run" / "metrics.jsonl");
   ASSERT_EQ(lines.size(), 6u);  // 4 steps, evaluations after steps 2 and 4
-  EXPECT_TRUE(lines[2].contains("val_loss"));
+  ASSERT_TRUE(lines[2].contains("val_loss_by_source")) << lines[2];
+  const double web_loss = lines[2]["val_loss_by_source"][web], code_loss = lines[2]["val_loss_by_source"][code];
+  EXPECT_NEAR(lines[2]["val_loss"].get<double>(), 0.75 * web_loss + 0.25 * code_loss, 1e-5);
+  EXPECT_NE(web_loss, code_loss);
+  const std::string svg = testing::read_text(dir / "run" / "loss.svg");
+  for (const std::string& source : {web, code}) EXPECT_TRUE(testing::contains(svg, ">" + source + "</text>")) << source;
+  // eval reports each source and the mean the same way.
+  const testing::CommandResult eval = testing::run_command(
+      "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " eval --checkpoint " + (dir / "run").string() +
+      " --seq-len 16 --batch-size 4 --batches 2 --val-data " + mixture);
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  EXPECT_TRUE(testing::contains(eval.output, web + ": val_loss ")) << eval.output;
+  EXPECT_TRUE(testing::contains(eval.output, code + ": val_loss ")) << eval.output;
+  EXPECT_TRUE(testing::contains(eval.output, ": the sources' weighted mean")) << eval.output;
 }
 
 TEST(Cli, HelpListsTheTrainFlags) {

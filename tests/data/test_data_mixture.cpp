@@ -1,7 +1,7 @@
 // DataMixture: the weighted-sources syntax and its errors; every prefix of the global sequence
 // order gives each of D sources its share to within (D - 1) / 2 sequences, each source's sequences in its own
 // order without gaps; any split of a batch reads the same tokens; one source reads exactly as
-// BatchSampler; batches_per_epoch is the last batch before a source repeats.
+// BatchSampler; the run's summary of each source.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -176,19 +176,18 @@ TEST(DataMixture, OneSourceReadsAsTheBatchSampler) {
   }
 }
 
-TEST(DataMixture, AnEpochEndsBeforeTheFirstSourceRepeats) {
+TEST(DataMixture, SummarySaysWhatARunTakesOfEachSource) {
   const fs::path dir = testing::scratch_dir();
-  // 0.5 of each batch of 4 from a source of 10 windows, 0.5 from one of 30: the small one repeats
-  // after 5 batches.
+  // Half of each batch of 4 from a source of 10 windows, half from one of 30.
   const std::string small = position_source(dir, "small", 10000, 41), large = position_source(dir, "large", 50000, 121);
-  const DataMixture mixture("1:" + small + ",1:" + large, kVocab, 4, kT, DataOrder::sequential, 0, "--val-data");
-  EXPECT_EQ(mixture.batches_per_epoch(), 5);
+  const DataMixture mixture("1:" + small + ",1:" + large, kVocab, 4, kT, DataOrder::sequential, 0, "--train-data");
   EXPECT_EQ(mixture.drawn_from(0, 5 * 4), 10);
-  EXPECT_GT(mixture.drawn_from(0, 6 * 4), 10);
   const std::string summary = mixture.summary(10);
   EXPECT_TRUE(contains(summary, " 50.0% of the sequences, 41 tokens (10 sequences), 2.00 epochs in 10 batches: " + small))
       << summary;
   EXPECT_TRUE(contains(summary, "121 tokens (30 sequences), 0.67 epochs in 10 batches: " + large)) << summary;
+  // Epochs are a single source's (validation reads the sources one at a time).
+  EXPECT_THROW(mixture.batches_per_epoch(), Error);
 }
 
 TEST(DataMixture, AMissingSourceIsNamed) {

@@ -232,6 +232,12 @@ const Reshard kReshards[] = {
     {{1, 1, 0, 2, "llama-tiny"}, {4, 1, 0, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}},
     // fp8: the amax history continues in another layout (dp2·tp2 -> pp2)
     {{4, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"}, "--fp8 hybrid"},
+    // PowerSGD: the compression depends on the ranks only through sums, so each group's error sum
+    // and Q continue it under any dp degree (dp2 -> dp4·zero1; dp4·ep2, expert groups of 2 -> one
+    // process; dp2·pp2 of an untied model -> one process)
+    {{2, 2, 0, 2}, {4, 4, 1, 1}, "--powersgd-rank 2"},
+    {{4, 2, 0, 2, "llama-tiny", 2, "1f1b"}, {1, 1, 0, 2, "llama-tiny"}, "--powersgd-rank 2"},
+    {{4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {1, 1, 0, 2, "mixtral-tiny"}, "--powersgd-rank 2"},
 };
 
 // Validation where every forward is collective with other dp ranks (expert parallelism, ZeRO-3): 5

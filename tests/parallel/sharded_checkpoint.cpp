@@ -72,8 +72,9 @@ TEST_P(ShardedCheckpoint, EachRankWritesOnlyItsShareAndTheIndexPointsAtIt) {
       std::string tensor;
       int64_t begin = 0, end = 0;
       ASSERT_TRUE(parse_slice_name(t.name, tensor, begin, end)) << t.name;
-      const std::string prefix = is_moment_name(tensor) ? tensor.substr(0, 2) : "";
-      const int64_t offset = layout.find(tensor.substr(prefix.size())).offset;
+      const std::string parameter(state_parameter_name(tensor));
+      const std::string prefix = tensor.substr(0, tensor.size() - parameter.size());
+      const int64_t offset = layout.find(parameter).offset;
       held[prefix].push_back({offset + begin, offset + end});
     }
     EXPECT_EQ(merged(held["m."]), owned(layout, zero, rank)) << file;

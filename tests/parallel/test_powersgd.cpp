@@ -16,7 +16,7 @@ namespace {
 
 // The flat gradient: a 4-element vector, a 32×16 matrix (factored at rank ≤ 5), a 3×3 one (whole).
 constexpr int64_t kRows = 32, kCols = 16, kMatrix = 4, kSmall = kMatrix + kRows * kCols, kTotal = kSmall + 9;
-const std::vector<GradMatrix> kMatrices{{kMatrix, kRows, kCols}, {kSmall, 3, 3}};
+const std::vector<GradMatrix> kMatrices{{kMatrix, kRows, kCols, "w"}, {kSmall, 3, 3, "small"}};
 
 Bucket whole_bucket() { return Bucket{0, kTotal, 0, kTotal, 0, kTotal, 0}; }
 

@@ -109,6 +109,39 @@ void GradReducer::step_skipped() {
   if (powersgd_) powersgd_->reset_errors();
 }
 
+const Bucket& GradReducer::bucket_of(int64_t offset) const {
+  for (const Bucket& b : buckets_)
+    if (offset >= b.begin && offset < b.end) return b;
+  TS_FAIL("GradReducer: no bucket holds flat element ", offset);
+}
+
+Tensor GradReducer::powersgd_error_sum() {
+  int64_t size = 0;
+  for (const Bucket& b : buckets_) size = std::max(size, b.end);
+  Tensor sum = Tensor::zeros({size});
+  powersgd_->add_errors_to(sum);
+  std::vector<bool> summed(buckets_.size(), false);
+  for (const GradMatrix& m : powersgd_->matrices()) {
+    const size_t index = size_t(&bucket_of(m.offset) - buckets_.data());
+    if (summed[index]) continue;
+    summed[index] = true;
+    const Bucket& b = buckets_[index];
+    Tensor range = sum.view(b.begin, {b.size()});
+    groups_[size_t(b.group)]->all_reduce(range);
+  }
+  return sum;
+}
+
+void GradReducer::set_powersgd_errors(Tensor error_sum) {
+  for (const Bucket& b : buckets_) {
+    const float share = 1.0f / float(groups_[size_t(b.group)]->size());
+    for (int64_t i = b.begin; i < b.end; ++i) error_sum.f32()[i] *= share;
+  }
+  powersgd_->set_errors(error_sum);
+}
+
+bool GradReducer::first_in_group(int64_t offset) const { return groups_[size_t(bucket_of(offset).group)]->rank() == 0; }
+
 void GradReducer::all_gather(Tensor& full, const Tensor* shard) {
   // Two buckets in flight at most: one gathering while the previous one is copied out, so the
   // staging never holds more than two buckets (the point of ZeRO is not to hold the whole model).

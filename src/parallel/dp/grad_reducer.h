@@ -44,12 +44,26 @@ class GradReducer {
   // The step these gradients were for was skipped: compression errors from them are dropped.
   void step_skipped();
 
+  // PowerSGD's state for checkpoints (powersgd.h), or null without it.
+  const PowerSgd* powersgd() const { return powersgd_.get(); }
+  PowerSgd* powersgd() { return powersgd_.get(); }
+  // Collective over every bucket's group: the sum over the group of each compressed matrix's error,
+  // in a host tensor over the flat buffer (zeros elsewhere).
+  Tensor powersgd_error_sum();
+  // Each compressed matrix's error becomes its share of `error_sum` (the sum / its group's size),
+  // whatever number of ranks made that sum. `error_sum`: a host tensor over the flat buffer.
+  void set_powersgd_errors(Tensor error_sum);
+  // Whether this rank comes first in the group reducing flat element `offset` (the one of the group
+  // that writes what the group holds alike).
+  bool first_in_group(int64_t offset) const;
+
   // full[b.begin, b.end) of every bucket receives every rank's owned part. The owned parts are read
   // from `shard` (shard layout) when given, else from `full` itself.
   void all_gather(Tensor& full, const Tensor* shard);
 
  private:
   void launch(size_t bucket);
+  const Bucket& bucket_of(int64_t offset) const;
 
   std::vector<Comm*> groups_;
   std::vector<Bucket> buckets_;

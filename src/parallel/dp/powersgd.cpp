@@ -44,7 +44,7 @@ PowerSgd::PowerSgd(std::vector<GradMatrix> matrices, int rank, uint64_t seed, De
   for (const GradMatrix& m : matrices) {
     if (!compresses(m, rank)) continue;
     Factored f{m, Tensor::zeros({rank, m.cols}), Tensor::zeros({m.rows, m.cols}, DType::f32, device)};
-    fill_normal(f.qt.f32(), f.qt.numel(), seed, "powersgd.q." + std::to_string(m.offset), 0.0f, 1.0f);
+    fill_normal(f.qt.f32(), f.qt.numel(), seed, "powersgd.q." + m.name, 0.0f, 1.0f);
     f.qt = tensor_to(f.qt, device);
     factored_.push_back(std::move(f));
   }
@@ -54,6 +54,33 @@ int64_t PowerSgd::compressed_elements() const {
   int64_t n = 0;
   for (const Factored& f : factored_) n += f.m.rows * f.m.cols;
   return n;
+}
+
+std::vector<GradMatrix> PowerSgd::matrices() const {
+  std::vector<GradMatrix> out;
+  for (const Factored& f : factored_) out.push_back(f.m);
+  return out;
+}
+
+void PowerSgd::add_errors_to(Tensor& flat) const {
+  for (const Factored& f : factored_) {
+    const Tensor error = tensor_to(f.error, Device::cpu);
+    float* to = flat.f32() + f.m.offset;
+    for (int64_t i = 0; i < error.numel(); ++i) to[i] += error.f32()[i];
+  }
+}
+
+void PowerSgd::set_errors(const Tensor& flat) {
+  for (Factored& f : factored_) copy_tensor(f.error, flat.view(f.m.offset, {f.m.rows, f.m.cols}));
+}
+
+Tensor PowerSgd::qt_of(size_t matrix) const { return tensor_to(factored_.at(matrix).qt, Device::cpu); }
+
+void PowerSgd::set_qt(size_t matrix, const Tensor& qt) {
+  Factored& f = factored_.at(matrix);
+  TS_CHECK(qt.shape() == f.qt.shape(), "PowerSGD: Qᵀ of the matrix at offset ", f.m.offset, " must be ",
+           shape_string(f.qt.shape()), ", got ", shape_string(qt.shape()));
+  copy_tensor(f.qt, qt);
 }
 
 const Tensor& PowerSgd::error_of(int64_t offset) const {

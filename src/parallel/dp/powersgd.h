@@ -5,13 +5,17 @@
 //   round 2   P ← orthonormal columns of P;  Qᵀ = Pᵀ M;  all-reduce every Q
 //   result    M_sum ≈ P Qᵀ (the sum over ranks projected on P's columns), written over the gradient;
 //             E = M − P Qᵀ / ranks, what this rank's share of the sum lost, added back next step
-// Q is kept between steps (warm start) and starts from the same seeded normal values on every rank;
+// Q is kept between steps (warm start) and starts from the same seeded normal values on every rank
+// (keyed on the matrix's name, so a layout that holds the same matrix at another offset starts alike);
 // P's orthonormalisation is the same on every rank (it runs on the all-reduced P). A matrix is
 // compressed only when its factors are at most half its size. The error buffers hold one fp32 copy
-// of the compressed matrices; Q and E are not checkpointed (a resumed run starts them afresh).
+// of the compressed matrices. A checkpoint keeps Q and the sum of E over the ranks (grad_reducer.h):
+// the compression depends on the ranks' matrices only through their sum, so a resumed run that
+// shares that sum out again continues it, under any number of ranks.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "nn/parameter_layout.h"
@@ -20,9 +24,11 @@
 
 namespace tessera {
 
-// A gradient of the flat buffer seen as a matrix: [offset, offset + rows·cols), row-major.
+// A gradient of the flat buffer seen as a matrix: [offset, offset + rows·cols), row-major. `name`
+// keys its Q's initial values: a parameter's name, the same in every layout (the offset is not).
 struct GradMatrix {
   int64_t offset = 0, rows = 0, cols = 0;
+  std::string name;
 };
 
 class PowerSgd {
@@ -48,6 +54,16 @@ class PowerSgd {
   void reset_errors();
 
   int64_t compressed_elements() const;  // of the flat buffer, in factored form on the wire
+  // The compressed matrices, by offset; `matrix` below indexes this list.
+  std::vector<GradMatrix> matrices() const;
+  // Adds every compressed matrix's error to its range of `flat` (a host f32 tensor over the whole
+  // flat buffer).
+  void add_errors_to(Tensor& flat) const;
+  // Sets every compressed matrix's error to its range of `flat` (host).
+  void set_errors(const Tensor& flat);
+  // Qᵀ of `matrix` (r × cols) on the host, and setting it from a host tensor of that shape.
+  Tensor qt_of(size_t matrix) const;
+  void set_qt(size_t matrix, const Tensor& qt);
   // The error buffer of the compressed matrix at flat `offset` (rows × cols); throws for another offset.
   const Tensor& error_of(int64_t offset) const;
   int rank() const { return rank_; }
