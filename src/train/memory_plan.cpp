@@ -94,7 +94,7 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
 
 int64_t RankMemory::total() const {
   return master_weights + compute_copy + gradients + gradient_shard + optimizer + part_buffers + compression +
-         int64_t(micro_batches_in_flight) * (activations + scratch) + logits;
+         int64_t(micro_batches_in_flight) * (activations + scratch) + logits + tp_gathers + pipeline_send;
 }
 
 const RankMemory& MemoryPlan::largest() const {
@@ -165,6 +165,14 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
       r.scratch = std::max(r.scratch, a.scratch);
     }
     r.micro_batches_in_flight = in_flight[s];
+    // A layer's backward under sequence parallelism: its output gradient all-gathered, its input
+    // all-gathered again, and the partial input gradient before its reduce-scatter (mlp_layer.cpp,
+    // attention_layer.cpp).
+    if (seq_shards > 1) r.tp_gathers = 3 * plan.micro_batch * T * model.channels * int64_t(dtype_size(compute));
+    // The executor releases a micro-batch at its gradient's send, whose buffer (B, T/cp/sp, C) lives
+    // on until the previous stage has taken it (a rank with a chunk after the first block sends).
+    const auto sends = [](const BlockRange& chunk) { return chunk.first > 0; };
+    if (std::any_of(stages[s].chunks.begin(), stages[s].chunks.end(), sends)) r.pipeline_send = plan.micro_batch * (T / seq_shards) * model.channels * int64_t(dtype_size(compute));
     if (stages[s].has_head())
       r.logits = classifier_logits_bytes(plan.micro_batch * T, model.padded_vocab_size() / d.tp, compute);
     plan.ranks.push_back(r);

@@ -34,6 +34,10 @@ struct RankMemory {
   int64_t scratch = 0;          // backward scratch of one micro-batch (each micro-batch in flight has its own)
   int micro_batches_in_flight = 1;
   int64_t logits = 0;           // the classifier's logits chunk (on the stage holding the head)
+  int64_t tp_gathers = 0;       // sequence parallelism: a layer's backward holds up to three (B,T,C)
+                                // all-gathered or partial tensors at once (one micro-batch computes)
+  int64_t pipeline_send = 0;    // a released micro-batch's input gradient, held until its send to the
+                                // previous stage completes (every pipeline stage but the first)
   int64_t total() const;
 };
 

@@ -26,6 +26,8 @@ constexpr Row kRows[] = {
     {"activations per micro-batch", "activations", &RankMemory::activations},
     {"backward scratch per micro-batch", "scratch", &RankMemory::scratch},
     {"classifier logits chunk", "logits", &RankMemory::logits},
+    {"sequence-parallel gathers", "tp_gathers", &RankMemory::tp_gathers},
+    {"gradient held by a pipeline send", "pipeline_send", &RankMemory::pipeline_send},
 };
 constexpr size_t kMicroBatchRows = 7;  // kRows' first per-micro-batch row
 
