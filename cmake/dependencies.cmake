@@ -17,7 +17,7 @@ find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS CXX)
-find_package(ZLIB REQUIRED)  # CRC-32 of checkpoint files
+find_package(ZLIB REQUIRED)  # CRC-32 of checkpoint files, gzip-compressed corpus files
 
 if(TESSERA_CUDA STREQUAL "AUTO")
   include(CheckLanguage)

@@ -1,5 +1,9 @@
-// tessera tokenize / tokenizer-train: text files -> llm.c token shards, and training a BPE.
+// tessera tokenize / tokenizer-train: corpus files (text or JSON lines, plain or .gz) -> llm.c token
+// shards, and training a BPE.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "commands.h"
 #include "data/bpe_trainer.h"
@@ -8,31 +12,62 @@
 
 namespace tessera::cli {
 
+namespace {
+
+// How the corpus files hold their documents (data/document_reader.h).
+void add_document_flags(CLI::App& cmd, DocumentOptions& documents) {
+  cmd.add_option("--format", documents.format,
+                 "auto (JSON lines for *.jsonl, *.ndjson and their .gz, else text), text or jsonl")
+      ->capture_default_str();
+  cmd.add_option("--jsonl-key", documents.jsonl_key, "JSON lines: the key whose string is each document")
+      ->capture_default_str();
+  cmd.add_option("--delimiter", documents.delimiter,
+                 "Text: a line that separates documents (e.g. %); default: one document per file");
+}
+
+}  // namespace
+
 void add_tokenize_command(CLI::App& app) {
   struct Options {
     std::string tokenizer, out;
     std::vector<std::string> inputs;
     ShardOptions shards;
+    bool quiet = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "tokenize", "Encode text files into llm.c token shards");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "tokenizer.json, a *.tiktoken rank file, or a folder with encoder.json + vocab.bpe")
       ->required();
-  cmd->add_option("--in", o->inputs, "Text files")->required();
+  cmd->add_option("--in", o->inputs, "Corpus files: text, or JSON lines (*.jsonl), either plain or gzip (*.gz)")
+      ->required();
   cmd->add_option("--out", o->out, "Output folder for train_*.bin / val_*.bin")->required();
-  cmd->add_option("--delimiter", o->shards.delimiter, "A line that separates documents (e.g. %); default: one per file");
+  add_document_flags(*cmd, o->shards.documents);
   cmd->add_option("--val-every", o->shards.val_every, "Every n-th document goes to validation (0 = none)")
       ->capture_default_str();
   cmd->add_option("--shard-tokens", o->shards.shard_tokens, "Tokens per shard file")->capture_default_str();
+  o->shards.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  cmd->add_option("--threads", o->shards.threads, "Documents encoded at once (the shards do not depend on it)")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", o->quiet, "No progress line");
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
     Tokenizer tokenizer = Tokenizer::load(o->tokenizer);
     std::vector<std::filesystem::path> files(o->inputs.begin(), o->inputs.end());
-    CorpusStats stats = tokenize_to_shards(tokenizer, files, o->out, o->shards);
-    std::printf("%lld documents -> %lld train + %lld val tokens in %zu shards under %s\n", (long long)stats.documents,
-                (long long)stats.train_tokens, (long long)stats.val_tokens, stats.shards.size(), o->out.c_str());
+    const auto start = std::chrono::steady_clock::now();
+    auto progress = [&](const CorpusStats& s) {
+      if (o->quiet) return;
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("\r%5.1f%% of %.1f MB read, %lld documents, %lld tokens, %.2f MB/s", 100.0 * double(s.bytes_read) /
+                  double(std::max<uint64_t>(s.bytes_total, 1)), double(s.bytes_total) / 1e6, (long long)s.documents,
+                  (long long)(s.train_tokens + s.val_tokens), double(s.bytes_read) / 1e6 / std::max(seconds, 1e-9));
+      std::fflush(stdout);
+    };
+    CorpusStats stats = tokenize_to_shards(tokenizer, files, o->out, o->shards, progress);
+    std::printf("%s%lld documents -> %lld train + %lld val tokens in %zu shards under %s\n", o->quiet ? "" : "\n",
+                (long long)stats.documents, (long long)stats.train_tokens, (long long)stats.val_tokens,
+                stats.shards.size(), o->out.c_str());
   });
 }
 
@@ -41,10 +76,13 @@ void add_tokenizer_train_command(CLI::App& app) {
     std::vector<std::string> inputs;
     std::string out = "tokenizer.json";
     int64_t vocab_size = 4096;
+    DocumentOptions documents;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "tokenizer-train", "Train a byte-level BPE tokenizer on text files");
-  cmd->add_option("--in", o->inputs, "Text files")->required();
+  cmd->add_option("--in", o->inputs, "Corpus files: text, or JSON lines (*.jsonl), either plain or gzip (*.gz)")
+      ->required();
+  add_document_flags(*cmd, o->documents);
   cmd->add_option("--vocab-size", o->vocab_size, "Tokens in the vocabulary, <|endoftext|> included")
       ->capture_default_str();
   cmd->add_option("--out", o->out, "Where to write tokenizer.json")->capture_default_str();
@@ -55,7 +93,7 @@ void add_tokenizer_train_command(CLI::App& app) {
     Tokenizer tokenizer = train_bpe(files, o->vocab_size, [](int64_t done, int64_t total) {
       if (done == total || done % 256 == 0) std::printf("\rmerges %lld/%lld", (long long)done, (long long)total);
       std::fflush(stdout);
-    });
+    }, o->documents);
     tokenizer.save_json(o->out);
     std::printf("\nwrote %s (%lld tokens)\n", o->out.c_str(), (long long)tokenizer.vocab_size());
   });

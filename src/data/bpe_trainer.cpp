@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "data/pretokenizer.h"
-#include "data/whole_file.h"
 
 namespace tessera {
 namespace {
@@ -26,19 +25,22 @@ int32_t right_of(uint64_t key) { return int32_t(key & 0xFFFFFFFFu); }
 
 // The distinct pre-tokenised words of the files with their counts, sorted by text so that the
 // training order does not depend on hashing.
-std::vector<Word> count_words(const std::vector<std::filesystem::path>& files) {
+std::vector<Word> count_words(const std::vector<std::filesystem::path>& files, const DocumentOptions& documents) {
   Pretokenizer pretokenizer;
   std::unordered_map<std::string, int64_t> counts;  // most pieces fit std::string's inline buffer
   std::vector<std::string_view> pieces;
+  std::string text;
   for (const std::filesystem::path& file : files) {
-    std::string text = read_whole_file(file, "training text", kMaxTextFileBytes);
-    std::string_view rest = text;
-    while (!rest.empty()) {
-      size_t boundary = std::min(rest.find(kEndOfText), rest.size());
-      pieces.clear();
-      pretokenizer.split(rest.substr(0, boundary), pieces);
-      for (std::string_view piece : pieces) ++counts[std::string(piece)];
-      rest.remove_prefix(std::min(rest.size(), boundary + kEndOfText.size()));
+    DocumentReader reader(file, documents);
+    while (reader.next(text)) {
+      std::string_view rest = text;
+      while (!rest.empty()) {
+        size_t boundary = std::min(rest.find(kEndOfText), rest.size());
+        pieces.clear();
+        pretokenizer.split(rest.substr(0, boundary), pieces);
+        for (std::string_view piece : pieces) ++counts[std::string(piece)];
+        rest.remove_prefix(std::min(rest.size(), boundary + kEndOfText.size()));
+      }
     }
   }
   std::vector<std::pair<std::string, int64_t>> sorted(counts.begin(), counts.end());
@@ -148,7 +150,8 @@ class PairIndex {
 }  // namespace
 
 Tokenizer train_bpe(const std::vector<std::filesystem::path>& text_files, int64_t vocab_size,
-                    const std::function<void(int64_t merges_done, int64_t merges_total)>& progress) {
+                    const std::function<void(int64_t merges_done, int64_t merges_total)>& progress,
+                    const DocumentOptions& documents) {
   TS_CHECK(vocab_size > 257, "BPE vocab_size ", vocab_size, " is too small: it must be > 257 (256 byte tokens, ",
            kEndOfText, ", at least one merge)");
   TS_CHECK(vocab_size < INT32_MAX, "BPE vocab_size ", vocab_size, " does not fit 32-bit token ids");
@@ -157,7 +160,7 @@ Tokenizer train_bpe(const std::vector<std::filesystem::path>& text_files, int64_
   for (int b = 0; b < 256; ++b) tokens[size_t(b)] = std::string(1, char(b));
   std::vector<BpeMerge> merges;
   const int64_t merges_total = vocab_size - 257;
-  PairIndex index(count_words(text_files));
+  PairIndex index(count_words(text_files, documents));
   uint64_t pair = 0;
   while (int64_t(merges.size()) < merges_total && index.best(pair)) {
     auto merged = int32_t(tokens.size());

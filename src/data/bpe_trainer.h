@@ -9,14 +9,17 @@
 #include <functional>
 #include <vector>
 
+#include "data/document_reader.h"
 #include "data/tokenizer.h"
 
 namespace tessera {
 
-// Learns vocab_size - 257 merges from the text files (read whole; <|endoftext|> in the text is a
-// document boundary, never part of a merge). Stops early, with a smaller vocabulary, when the
-// corpus has no adjacent pair left to merge. `progress`, when set, is called after every merge.
+// Learns vocab_size - 257 merges from the corpus files' documents (`documents` says how the files
+// hold them, data/document_reader.h; <|endoftext|> in a text is a document boundary too, never part
+// of a merge). Stops early, with a smaller vocabulary, when the corpus has no adjacent pair left to
+// merge. `progress`, when set, is called after every merge.
 Tokenizer train_bpe(const std::vector<std::filesystem::path>& text_files, int64_t vocab_size,
-                    const std::function<void(int64_t merges_done, int64_t merges_total)>& progress = {});
+                    const std::function<void(int64_t merges_done, int64_t merges_total)>& progress = {},
+                    const DocumentOptions& documents = {});
 
 }  // namespace tessera

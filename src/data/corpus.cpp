@@ -1,13 +1,12 @@
-// Text files -> documents -> token shards.
+// Corpus files -> documents (a batch at a time) -> tokens, encoded in parallel -> shards, in order.
 #include "data/corpus.h"
 
 #include <cstdio>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/file_checks.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
-#include "data/whole_file.h"
 
 namespace tessera {
 namespace {
@@ -25,7 +24,8 @@ class ShardWriter {
     }
   }
 
-  int64_t total() const { return total_; }
+  int64_t total() const { return total_; }  // written to shard files
+  int64_t pending() const { return int64_t(buffer_.size()); }
 
   void flush() {
     if (buffer_.empty()) return;
@@ -51,53 +51,68 @@ class ShardWriter {
 
 }  // namespace
 
-std::vector<std::string> read_documents(const std::filesystem::path& file, const std::string& delimiter) {
-  std::string text = read_whole_file(file, "text file", kMaxTextFileBytes);
-  std::vector<std::string> documents;
-  if (delimiter.empty()) {
-    if (!text.empty()) documents.push_back(std::move(text));
-    return documents;
-  }
-  std::string current;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    if (line == delimiter) {
-      if (!current.empty()) documents.push_back(std::move(current));
-      current.clear();
-    } else {
-      current += line;
-      current += '\n';
-    }
-  }
-  if (!current.empty()) documents.push_back(std::move(current));
-  return documents;
-}
-
 CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
-                               const std::filesystem::path& out_dir, const ShardOptions& options) {
+                               const std::filesystem::path& out_dir, const ShardOptions& options,
+                               const std::function<void(const CorpusStats&)>& progress) {
   TS_CHECK(!files.empty(), "tokenize: no input files");
   TS_CHECK(options.shard_tokens > 0, "--shard-tokens must be positive, got ", options.shard_tokens);
   TS_CHECK(options.val_every >= 0, "--val-every must not be negative, got ", options.val_every);
-  std::filesystem::create_directories(out_dir);
+  TS_CHECK(options.threads >= 1 && options.threads <= 1024, "--threads must be in [1, 1024], got ", options.threads);
+  for (const std::filesystem::path& file : files) document_format(options.documents, file);  // --format, early
+  create_folder(out_dir, "--out");
   const int version = tokenizer.vocab_size() <= 65536 ? 1 : 2;
   const int32_t first = tokenizer.document_start_token();
   CorpusStats stats;
+  for (const std::filesystem::path& file : files) {
+    require_regular_file(file, "text file");
+    stats.bytes_total += std::filesystem::file_size(file);
+  }
   ShardWriter train(out_dir, "train", options.shard_tokens, version, stats);
   ShardWriter val(out_dir, "val", options.shard_tokens, version, stats);
-  for (const std::filesystem::path& file : files) {
-    for (const std::string& document : read_documents(file, options.delimiter)) {
-      std::vector<int32_t> tokens{first};
-      std::vector<int32_t> body = tokenizer.encode(document);
-      tokens.insert(tokens.end(), body.begin(), body.end());
-      ++stats.documents;
-      bool to_val = options.val_every > 0 && stats.documents % options.val_every == 0;
-      (to_val ? val : train).add(tokens);
+  // A batch: enough documents (or bytes) to keep every thread busy, few enough to bound memory.
+  const size_t batch_documents = size_t(64 * options.threads);
+  const size_t batch_bytes = size_t(options.threads) << 24;
+  std::vector<std::string> batch;
+  std::vector<std::vector<int32_t>> encoded;
+  uint64_t done_bytes = 0;  // of the files already read through
+  auto encode_batch = [&] {
+    encoded.resize(batch.size());
+#pragma omp parallel for schedule(dynamic) num_threads(options.threads)
+    for (size_t d = 0; d < batch.size(); ++d) {
+      encoded[d].assign(1, first);
+      std::vector<int32_t> body = tokenizer.encode(batch[d]);
+      encoded[d].insert(encoded[d].end(), body.begin(), body.end());
     }
+    for (size_t d = 0; d < batch.size(); ++d) {
+      ++stats.documents;
+      const bool to_val = options.val_every > 0 && stats.documents % options.val_every == 0;
+      (to_val ? val : train).add(encoded[d]);
+    }
+    stats.train_tokens = train.total() + train.pending();
+    stats.val_tokens = val.total() + val.pending();
+    batch.clear();
+  };
+  for (const std::filesystem::path& file : files) {
+    DocumentReader reader(file, options.documents);
+    size_t bytes = 0;
+    for (std::string document; reader.next(document);) {
+      bytes += document.size();
+      batch.push_back(std::move(document));
+      if (batch.size() < batch_documents && bytes < batch_bytes) continue;
+      encode_batch();
+      bytes = 0;
+      stats.bytes_read = done_bytes + reader.bytes_read();
+      if (progress) progress(stats);
+    }
+    done_bytes += reader.file_bytes();
   }
+  encode_batch();
   train.flush();
   val.flush();
   stats.train_tokens = train.total();
   stats.val_tokens = val.total();
+  stats.bytes_read = done_bytes;
+  if (progress) progress(stats);
   return stats;
 }
 

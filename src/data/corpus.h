@@ -1,29 +1,32 @@
-// Turning text files into llm.c token shards: each document is preceded by the tokenizer's BOS
-// when its post-processor adds one (Llama 3: <|begin_of_text|>), else by <|endoftext|> (the GPT-2 /
-// llm.c convention); every val_every-th document goes to the validation split.
+// Turning corpus files (text or JSON lines, plain or gzip-compressed: data/document_reader.h) into
+// llm.c token shards: each document is preceded by the tokenizer's BOS when its post-processor adds
+// one (Llama 3: <|begin_of_text|>), else by <|endoftext|> (the GPT-2 / llm.c convention); every
+// val_every-th document goes to the validation split. Documents are encoded on several threads in
+// batches and written in their order, so the shards do not depend on the thread count.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "data/document_reader.h"
 
 namespace tessera {
 
 class Tokenizer;
 
-// The documents of a text file: the whole file, or the pieces between lines equal to `delimiter`
-// (e.g. "%" in fortune files) when it is not empty. Empty documents are dropped.
-std::vector<std::string> read_documents(const std::filesystem::path& file, const std::string& delimiter);
-
 struct ShardOptions {
-  std::string delimiter;             // document separator line; empty = one document per file
+  DocumentOptions documents;         // how the files hold documents
   int64_t val_every = 0;             // every n-th document to the validation split; 0 = none
   int64_t shard_tokens = 100000000;  // tokens per shard file
+  int threads = 1;                   // documents encoded at once
 };
 
 struct CorpusStats {
   int64_t documents = 0;
+  uint64_t bytes_read = 0, bytes_total = 0;  // of the files as stored
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
   std::vector<std::filesystem::path> shards;
@@ -31,7 +34,9 @@ struct CorpusStats {
 
 // Writes <out_dir>/train_NNNNNN.bin (and val_NNNNNN.bin) shards, uint16 tokens when the
 // vocabulary fits, uint32 otherwise.
+// `progress`, when given, sees the counts after each batch of documents.
 CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
-                               const std::filesystem::path& out_dir, const ShardOptions& options);
+                               const std::filesystem::path& out_dir, const ShardOptions& options,
+                               const std::function<void(const CorpusStats&)>& progress = {});
 
 }  // namespace tessera

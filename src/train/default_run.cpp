@@ -42,7 +42,10 @@ void prepare_corpus(const fs::path& data_dir) {
   Tokenizer tokenizer = train_bpe(files, kDemoVocab);
   fs::create_directories(data_dir);
   tokenizer.save_json(tokenizer_path);
-  CorpusStats stats = tokenize_to_shards(tokenizer, files, data_dir, ShardOptions{"%", 20});
+  ShardOptions shards;
+  shards.documents.delimiter = "%";
+  shards.val_every = 20;
+  CorpusStats stats = tokenize_to_shards(tokenizer, files, data_dir, shards);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("default run: %lld fortunes -> %lld train + %lld val tokens in %s (%.1f s)\n",
               (long long)stats.documents, (long long)stats.train_tokens, (long long)stats.val_tokens,

@@ -301,6 +301,28 @@ TEST(Cli, TrainsOnAWeightedMixture) {
   EXPECT_TRUE(testing::contains(eval.output, ": the sources' weighted mean")) << eval.output;
 }
 
+// JSON lines end to end: a tokenizer trained on them, shards made from them with a progress line,
+// and a bad line is one error naming the file and the line.
+TEST_F(CliBadInput, TokenizesJsonLines) {
+  std::string jsonl;
+  for (int i = 0; i < 200; ++i) jsonl += "{\"text\": \"the quick brown fox " + std::to_string(i) + "\\n\", \"id\": 1}\n";
+  testing::write_text(dir / "docs.jsonl", jsonl);
+  const std::string exe = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE);
+  testing::CommandResult r = testing::run_command(exe + " tokenizer-train --vocab-size 300 --in " +
+                                                  (dir / "docs.jsonl").string() + " --out " + (dir / "tok.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command(exe + " tokenize --tokenizer " + (dir / "tok.json").string() + " --in " +
+                           (dir / "docs.jsonl").string() + " --out " + (dir / "data").string() + " --val-every 10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "100.0% of ")) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "200 documents -> ")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "data" / "val_000000.bin"));
+  testing::write_text(dir / "bad.jsonl", jsonl + "not json\n");
+  expect_one_line_error("tokenize --quiet --tokenizer " + (dir / "tok.json").string() + " --in " +
+                            (dir / "bad.jsonl").string() + " --out " + (dir / "bad").string(),
+                        "bad.jsonl' line 201: not a JSON object");
+}
+
 TEST(Cli, HelpListsTheTrainFlags) {
   testing::CommandResult r = testing::run_command(std::string(TESSERA_EXE) + " train --help");
   EXPECT_EQ(r.exit_code, 0);

@@ -1,0 +1,144 @@
+// DocumentReader: zlib's gz stream (which passes plain files through), split into lines by hand
+// so that long JSON lines and NUL bytes survive, and the documents cut from them.
+#include "data/document_reader.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/file_checks.h"
+#include "core/user_text.h"
+#include "data/whole_file.h"
+
+namespace tessera {
+namespace {
+
+bool ends_with_any(const std::string& name, std::initializer_list<std::string_view> suffixes) {
+  return std::any_of(suffixes.begin(), suffixes.end(), [&](std::string_view s) { return name.ends_with(s); });
+}
+
+}  // namespace
+
+struct DocumentReader::Stream {
+  gzFile file = nullptr;
+  std::string buffer;  // bytes read but not yet handed out, from `at`
+  size_t at = 0;
+  bool end = false;
+  ~Stream() {
+    if (file) gzclose(file);
+  }
+};
+
+DocumentFormat document_format(const DocumentOptions& options, const std::filesystem::path& file) {
+  if (options.format == "text") return DocumentFormat::text;
+  if (options.format == "jsonl") return DocumentFormat::jsonl;
+  TS_CHECK(options.format == "auto", "--format: unknown value ", quoted_text(options.format),
+           "; use auto (by the file name), text or jsonl");
+  const std::string name = file.filename().string();
+  return ends_with_any(name, {".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"}) ? DocumentFormat::jsonl
+                                                                                : DocumentFormat::text;
+}
+
+DocumentReader::DocumentReader(const std::filesystem::path& file, const DocumentOptions& options)
+    : path_(file), options_(options), format_(document_format(options, file)), stream_(std::make_unique<Stream>()) {
+  const RegularFile regular(file, "text file");
+  file_bytes_ = regular.size();
+  const int fd = dup(regular.fd());
+  TS_CHECK(fd >= 0, "text file ", quoted_text(file.string()), ": cannot open it");
+  stream_->file = gzdopen(fd, "rb");
+  if (!stream_->file) close(fd);
+  TS_CHECK(stream_->file != nullptr, "text file ", quoted_text(file.string()), ": cannot open it");
+  gzbuffer(stream_->file, 1 << 20);
+}
+
+DocumentReader::~DocumentReader() = default;
+
+uint64_t DocumentReader::bytes_read() const {
+  const z_off_t offset = gzoffset(stream_->file);
+  return offset < 0 ? 0 : std::min<uint64_t>(uint64_t(offset), file_bytes_);
+}
+
+bool DocumentReader::fill() {
+  Stream& s = *stream_;
+  if (s.end) return false;
+  s.buffer.erase(0, s.at);
+  s.at = 0;
+  const size_t kept = s.buffer.size();
+  s.buffer.resize(kept + (1 << 20));
+  const int got = gzread(s.file, s.buffer.data() + kept, 1u << 20);
+  int code = Z_OK;
+  const char* message = gzerror(s.file, &code);
+  TS_CHECK(got >= 0 && code != Z_BUF_ERROR, "text file ", quoted_text(path_.string()), ": ",
+           message && *message ? message : "read error", " (a damaged or truncated .gz?)");
+  s.buffer.resize(kept + size_t(got));
+  s.end = got == 0;
+  return got > 0;
+}
+
+bool DocumentReader::read_line(std::string& line) {
+  Stream& s = *stream_;
+  line.clear();
+  while (true) {
+    const size_t newline = s.buffer.find('\n', s.at);
+    if (newline != std::string::npos) {
+      line.append(s.buffer, s.at, newline - s.at);
+      s.at = newline + 1;
+      ++line_number_;
+      return true;
+    }
+    line.append(s.buffer, s.at, std::string::npos);
+    s.at = s.buffer.size();
+    TS_CHECK(line.size() <= kMaxTextFileBytes, "text file ", quoted_text(path_.string()), ": line ",
+             line_number_ + 1, " is longer than ", kMaxTextFileBytes >> 30, " GiB; split the file");
+    if (!fill()) break;
+  }
+  if (line.empty()) return false;
+  ++line_number_;
+  return true;
+}
+
+bool DocumentReader::next(std::string& document) {
+  document.clear();
+  std::string line;
+  if (format_ == DocumentFormat::jsonl) {
+    while (read_line(line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const auto where = [&] { return "text file " + quoted_text(path_.string()) + " line " + std::to_string(line_number_); };
+      TS_CHECK(!j.is_discarded() && j.is_object(), where(), ": not a JSON object; JSON lines hold one object per line ",
+               "(or give --format text)");
+      const auto value = j.find(options_.jsonl_key);
+      TS_CHECK(value != j.end() && value->is_string(), where(), ": no string under ",
+               quoted_text(options_.jsonl_key), "; name the documents' key with --jsonl-key");
+      document = value->get<std::string>();
+      if (!document.empty()) return true;
+    }
+    return false;
+  }
+  if (options_.delimiter.empty()) {  // the whole file, byte for byte
+    if (done_) return false;
+    done_ = true;
+    do {
+      document.append(stream_->buffer, stream_->at, std::string::npos);
+      stream_->at = stream_->buffer.size();
+      TS_CHECK(document.size() <= kMaxTextFileBytes, "text file ", quoted_text(path_.string()), " is larger than ",
+               kMaxTextFileBytes >> 30, " GiB as one document; give --delimiter or split it");
+    } while (fill());
+    return !document.empty();
+  }
+  while (read_line(line)) {
+    const std::string_view bare = std::string_view(line).substr(0, line.ends_with('\r') ? line.size() - 1 : line.size());
+    if (bare == options_.delimiter) {
+      if (!document.empty()) return true;
+      continue;
+    }
+    document += line;
+    document += '\n';
+  }
+  return !document.empty();
+}
+
+}  // namespace tessera
