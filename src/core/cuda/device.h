@@ -88,7 +88,7 @@ class PinnedHost {
   PinnedHost& operator=(const PinnedHost&) = delete;
 
  private:
-  void* ptr_ = nullptr;
+  [[maybe_unused]] void* ptr_ = nullptr;  // unused in a build without CUDA
 };
 // Zero-fills device memory on the compute stream (asynchronous).
 void device_memset_zero(void* ptr, size_t bytes);
