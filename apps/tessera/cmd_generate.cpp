@@ -28,6 +28,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens", o->sampling.max_new_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", o->sampling.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--top-p", o->sampling.top_p,
+                  "Nucleus sampling: among those, the fewest most likely whose probability reaches p (1 = off)")
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--device", o->device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
       ->capture_default_str();

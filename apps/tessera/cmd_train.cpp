@@ -171,8 +171,8 @@ void print_final_sample(Trainer& trainer, const TrainConfig& c) {
   const Tokenizer& tokenizer = *trainer.tokenizer();
   Rng rng(c.seed, stream_id("final-sample"));
   // Runs on past document ends (several short documents rather than one that may stop at once).
-  SamplingOptions options{std::min<int64_t>(160, trainer.model().config().max_seq_len), 0.8f, 40, -1,
-                          tokenizer.vocab_size()};
+  SamplingOptions options{.max_new_tokens = std::min<int64_t>(160, trainer.model().config().max_seq_len),
+                          .temperature = 0.8f, .top_k = 40, .stop_token = -1, .vocab_limit = tokenizer.vocab_size()};
   std::printf("\n--- sample ---\n");
   std::fflush(stdout);
   generate(trainer.model(), {tokenizer.document_start_token()}, options, rng, print_token_text(tokenizer));

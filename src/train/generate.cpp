@@ -1,4 +1,4 @@
-// Temperature / top-k sampling.
+// Temperature, top-k and top-p sampling.
 #include "train/generate.h"
 
 #include <algorithm>
@@ -22,6 +22,13 @@ int32_t sample_token(const float* logits, int64_t vocab_size, const SamplingOpti
   const double top = logits[ids[0]];
   for (size_t i = 0; i < k; ++i) weights[i] = std::exp((logits[ids[i]] - top) / options.temperature);
   double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  if (options.top_p < 1.0f) {  // the nucleus: most likely first, until their share reaches top_p
+    double kept = 0;
+    size_t n = 0;
+    while (n < k && (n == 0 || kept < double(options.top_p) * total)) kept += weights[n++];
+    k = n;
+    total = kept;
+  }
   double r = double(rng.uniform()) * total;
   for (size_t i = 0; i < k; ++i) {
     r -= weights[i];
@@ -34,6 +41,7 @@ void SamplingOptions::validate() const {
   TS_CHECK(std::isfinite(temperature) && temperature >= 0.0f,
            "--temperature must be a finite number >= 0 (0 = greedy), got ", temperature);
   TS_CHECK(top_k >= 0, "--top-k must not be negative (0 = the whole vocabulary), got ", top_k);
+  TS_CHECK(top_p > 0.0f && top_p <= 1.0f, "--top-p must be in (0, 1] (1 = off), got ", top_p);
   TS_CHECK(max_new_tokens >= 0, "--max-new-tokens must not be negative, got ", max_new_tokens);
 }
 

@@ -1,5 +1,5 @@
-// Autoregressive sampling from a decoder: temperature and top-k over the real (unpadded)
-// vocabulary. The prompt runs once into a key/value cache, then each new token alone; when the
+// Autoregressive sampling from a decoder: temperature, top-k and nucleus (top-p) over the real
+// (unpadded) vocabulary. The prompt runs once into a key/value cache, then each new token alone; when the
 // context is full the cache restarts from the last max_seq_len tokens.
 #pragma once
 
@@ -16,13 +16,15 @@ struct SamplingOptions {
   int64_t max_new_tokens = 64;
   float temperature = 1.0f;  // 0 = greedy
   int64_t top_k = 40;        // 0 = the whole vocabulary
+  float top_p = 1.0f;        // nucleus: the fewest most likely of those tokens whose probability
+                             // reaches top_p (at least one); 1 = all of them
   int32_t stop_token = -1;   // stop after emitting this token (e.g. <|endoftext|>); -1 = never
   // Draw only ids below this: the tokenizer's size when the model's vocabulary is larger (ids the
   // tokenizer cannot decode); 0 = the model's whole vocabulary.
   int64_t vocab_limit = 0;
 
   // Throws naming the flag: a temperature that is negative or not finite, a negative top-k or
-  // token count.
+  // token count, a top-p outside (0, 1].
   void validate() const;
 };
 

@@ -392,7 +392,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
 void Trainer::print_sample(ProgressLine& progress) {
   if (!tokenizer_ || !model_->can_generate()) return;
   Rng rng(config_.seed, stream_id("sample"));
-  SamplingOptions options{config_.seq_len / 2, 0.8f, 40, tokenizer_->eot_token(), tokenizer_->vocab_size()};
+  SamplingOptions options{.max_new_tokens = config_.seq_len / 2, .temperature = 0.8f, .top_k = 40,
+                          .stop_token = tokenizer_->eot_token(), .vocab_limit = tokenizer_->vocab_size()};
   std::vector<int32_t> tokens = generate(*model_, {tokenizer_->document_start_token()}, options, rng);
   if (!tokens.empty() && tokens.back() == tokenizer_->eot_token()) tokens.pop_back();
   progress.message("sample: " + tokenizer_->decode(tokens));

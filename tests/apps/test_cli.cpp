@@ -166,6 +166,9 @@ TEST_F(CliBadInput, SamplingFlagsOutOfRange) {
   expect_one_line_error(generate + " --temperature -1", "--temperature must be a finite number >= 0");
   expect_one_line_error(generate + " --temperature inf", "--temperature: must be a finite number, got 'inf'");
   expect_one_line_error(generate + " --top-k -1", "--top-k must not be negative");
+  expect_one_line_error(generate + " --top-p 0", "--top-p must be in (0, 1]");
+  expect_one_line_error(generate + " --top-p 1.5", "--top-p must be in (0, 1]");
+  expect_one_line_error(generate + " --top-p nan", "--top-p");
   expect_one_line_error(generate + " --max-new-tokens -5", "--max-new-tokens must not be negative");
 }
 
