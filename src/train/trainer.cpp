@@ -220,7 +220,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     if (!reduce_after) data_parallel_->reduce_during_next_backward();
     auto fill = [&](int m, Tensor& inputs, Tensor& targets) {
       train_data_->fill(batch_index, first_sequence + int64_t(m) * micro, micro, inputs.data<int32_t>(),
-                           targets.data<int32_t>());
+                        targets.data<int32_t>());
     };
     auto final_from = [&](int64_t offset) { data_parallel_->grads_final_from(offset); };
     const double token_losses =
