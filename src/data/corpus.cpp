@@ -2,6 +2,7 @@
 #include "data/corpus.h"
 
 #include <cstdio>
+#include <exception>
 
 #include "core/error.h"
 #include "core/file_checks.h"
@@ -72,21 +73,34 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   // A batch: enough documents (or bytes) to keep every thread busy, few enough to bound memory.
   const size_t batch_documents = size_t(64 * options.threads);
   const size_t batch_bytes = size_t(options.threads) << 24;
-  std::vector<std::string> batch;
+  std::vector<DocumentRecord> batch;
   std::vector<std::vector<int32_t>> encoded;
   uint64_t done_bytes = 0;  // of the files already read through
-  auto encode_batch = [&] {
-    encoded.resize(batch.size());
+  // Parses (JSON lines) and encodes the batch on the threads, then appends it in order; a record's
+  // error, the first in file order, is thrown here (not from inside the parallel region).
+  auto encode_batch = [&](const DocumentReader& reader) {
+    encoded.assign(batch.size(), {});
+    std::vector<std::exception_ptr> errors(batch.size());
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
     for (size_t d = 0; d < batch.size(); ++d) {
-      encoded[d].assign(1, first);
-      std::vector<int32_t> body = tokenizer.encode(batch[d]);
-      encoded[d].insert(encoded[d].end(), body.begin(), body.end());
+      try {
+        std::string document;
+        reader.document_of(batch[d], document);
+        if (document.empty()) continue;
+        encoded[d].assign(1, first);
+        const std::vector<int32_t> body = tokenizer.encode(document);
+        encoded[d].insert(encoded[d].end(), body.begin(), body.end());
+      } catch (...) {
+        errors[d] = std::current_exception();
+      }
     }
-    for (size_t d = 0; d < batch.size(); ++d) {
+    for (const std::exception_ptr& error : errors)
+      if (error) std::rethrow_exception(error);
+    for (const std::vector<int32_t>& tokens : encoded) {
+      if (tokens.empty()) continue;  // an empty document
       ++stats.documents;
       const bool to_val = options.val_every > 0 && stats.documents % options.val_every == 0;
-      (to_val ? val : train).add(encoded[d]);
+      (to_val ? val : train).add(tokens);
     }
     stats.train_tokens = train.total() + train.pending();
     stats.val_tokens = val.total() + val.pending();
@@ -95,18 +109,18 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   for (const std::filesystem::path& file : files) {
     DocumentReader reader(file, options.documents);
     size_t bytes = 0;
-    for (std::string document; reader.next(document);) {
-      bytes += document.size();
-      batch.push_back(std::move(document));
+    for (DocumentRecord record; reader.next_record(record);) {
+      bytes += record.bytes.size();
+      batch.push_back(std::move(record));
       if (batch.size() < batch_documents && bytes < batch_bytes) continue;
-      encode_batch();
+      encode_batch(reader);
       bytes = 0;
       stats.bytes_read = done_bytes + reader.bytes_read();
       if (progress) progress(stats);
     }
+    encode_batch(reader);  // a batch never spans two files: each record is parsed by its own reader
     done_bytes += reader.file_bytes();
   }
-  encode_batch();
   train.flush();
   val.flush();
   stats.train_tokens = train.total();

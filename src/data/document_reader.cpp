@@ -101,23 +101,43 @@ bool DocumentReader::read_line(std::string& line) {
 }
 
 bool DocumentReader::next(std::string& document) {
+  DocumentRecord record;
+  while (next_record(record)) {
+    document_of(record, document);
+    if (!document.empty()) return true;
+  }
+  return false;
+}
+
+void DocumentReader::document_of(DocumentRecord& record, std::string& document) const {
+  if (format_ == DocumentFormat::text) {
+    document = std::move(record.bytes);
+    return;
+  }
+  const nlohmann::json j = nlohmann::json::parse(record.bytes, nullptr, /*allow_exceptions=*/false);
+  const auto where = [&] { return "text file " + quoted_text(path_.string()) + " line " + std::to_string(record.line); };
+  TS_CHECK(!j.is_discarded() && j.is_object(), where(), ": not a JSON object; JSON lines hold one object per line ",
+           "(or give --format text)");
+  const auto value = j.find(options_.jsonl_key);
+  TS_CHECK(value != j.end() && value->is_string(), where(), ": no string under ", quoted_text(options_.jsonl_key),
+           "; name the documents' key with --jsonl-key");
+  document = value->get<std::string>();
+}
+
+bool DocumentReader::next_record(DocumentRecord& record) {
+  std::string& document = record.bytes;
   document.clear();
   std::string line;
   if (format_ == DocumentFormat::jsonl) {
     while (read_line(line)) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      const auto where = [&] { return "text file " + quoted_text(path_.string()) + " line " + std::to_string(line_number_); };
-      TS_CHECK(!j.is_discarded() && j.is_object(), where(), ": not a JSON object; JSON lines hold one object per line ",
-               "(or give --format text)");
-      const auto value = j.find(options_.jsonl_key);
-      TS_CHECK(value != j.end() && value->is_string(), where(), ": no string under ",
-               quoted_text(options_.jsonl_key), "; name the documents' key with --jsonl-key");
-      document = value->get<std::string>();
-      if (!document.empty()) return true;
+      record.line = line_number_;
+      document = std::move(line);
+      return true;
     }
     return false;
   }
+  record.line = line_number_ + 1;
   if (options_.delimiter.empty()) {  // the whole file, byte for byte
     if (done_) return false;
     done_ = true;
@@ -133,6 +153,7 @@ bool DocumentReader::next(std::string& document) {
     const std::string_view bare = std::string_view(line).substr(0, line.ends_with('\r') ? line.size() - 1 : line.size());
     if (bare == options_.delimiter) {
       if (!document.empty()) return true;
+      record.line = line_number_ + 1;
       continue;
     }
     document += line;

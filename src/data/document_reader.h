@@ -23,6 +23,12 @@ struct DocumentOptions {
 // The format `options.format` gives `file`; an unknown value throws naming --format.
 DocumentFormat document_format(const DocumentOptions& options, const std::filesystem::path& file);
 
+// A document as read, before a JSON line is parsed (which callers may do on other threads).
+struct DocumentRecord {
+  std::string bytes;  // a JSON line, or the document itself
+  int64_t line = 0;   // where it starts in the file (JSON lines: its line number)
+};
+
 class DocumentReader {
  public:
   // Opens `file` (a regular file; errors name it).
@@ -34,6 +40,10 @@ class DocumentReader {
   // The next non-empty document into `document`; false after the last. A JSON line that is not an
   // object with a string under the key throws, naming the file, the line and the fix.
   bool next(std::string& document);
+  // next() in two halves: the next record (a non-blank JSON line, or a text document), and its
+  // document (empty for a JSON line whose string is), which is safe to call from several threads.
+  bool next_record(DocumentRecord& record);
+  void document_of(DocumentRecord& record, std::string& document) const;
   // Bytes of the file as stored (compressed, for *.gz) read so far, and its size.
   uint64_t bytes_read() const;
   uint64_t file_bytes() const { return file_bytes_; }
