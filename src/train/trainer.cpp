@@ -15,6 +15,7 @@
 #include "core/atomic_file.h"
 #include "core/cuda/device.h"
 #include "core/file_checks.h"
+#include "core/user_text.h"
 #include "data/tokenizer.h"
 #include "ops/attention.h"
 #include "optim/grad_clip.h"
@@ -168,6 +169,12 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     optimizer_->set_steps_taken(state.optimizer_steps);
     start_step_ = state.step;
     next_batch_ = state.next_batch;
+    // Another data mix at a resume (annealing on other data) is allowed; the run says so.
+    const std::string saved_data = state.run_config.value("train-data", std::string());
+    if (!saved_data.empty() && saved_data != config_.train_data)
+      resume_notice_ += std::string(resume_notice_.empty() ? "" : "\n") + "--train-data differs from the checkpoint's (" +
+                        quoted_text(saved_data) + "): batches from " + std::to_string(next_batch_) +
+                        " on are drawn from the new data";
     loss_scaler_.restore(state.loss_scale);
     resumed_from_ = *checkpoint;
     TS_CHECK(start_step_ <= config_.steps, "--steps ", config_.steps, " is below step ", start_step_, " of ",

@@ -304,6 +304,19 @@ TEST(Cli, TrainsOnAWeightedMixture) {
   EXPECT_TRUE(testing::contains(eval.output, ": the sources' weighted mean")) << eval.output;
 }
 
+// Resuming on another mix of data (annealing) is allowed and said.
+TEST_F(CliBadInput, ResumingOnOtherDataSaysSo) {
+  ASSERT_EQ(tessera_run(base).exit_code, 0);
+  std::filesystem::copy_file(shard, dir / "other.bin");
+  const std::string mixed = "'0.5:" + shard + ",0.5:" + (dir / "other.bin").string() + "'";
+  const testing::CommandResult r = testing::run_command(
+      "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " train --model gpt2-tiny --steps 3 --batch-size 2 --seq-len 16 "
+      "--resume --out-dir " + (dir / "run").string() + " --train-data " + mixed);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "--train-data differs from the checkpoint's ('" + shard +
+                                          "'): batches from 2 on are drawn from the new data")) << r.output;
+}
+
 // JSON lines end to end: a tokenizer trained on them, shards made from them with a progress line,
 // and a bad line is one error naming the file and the line.
 TEST_F(CliBadInput, TokenizesJsonLines) {
