@@ -99,7 +99,7 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
   cmd.add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   cmd.add_option("--min-lr", c.min_lr, "Final learning rate of cosine/wsd")->capture_default_str();
-  cmd.add_option("--lr-schedule", c.lr_schedule, "constant, cosine or wsd")->capture_default_str();
+  cmd.add_option("--lr-schedule", c.lr_schedule, "constant, cosine, linear or wsd")->capture_default_str();
   cmd.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str();
   cmd.add_option("--decay-fraction", c.decay_fraction, "wsd: fraction of steps spent decaying")->capture_default_str();
   cmd.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay (matrices and embeddings only)")

@@ -30,8 +30,18 @@ TEST(LrSchedule, WsdHoldsThenDecays) {
   EXPECT_NEAR(s.at(100), 0.0f, 1e-6);
 }
 
+TEST(LrSchedule, LinearDecaysToMinLrAtTheLastStep) {
+  LrSchedule s{LrScheduleKind::linear, 1.0f, 0.2f, 10, 110};
+  EXPECT_FLOAT_EQ(s.at(5), 0.5f);  // warmup
+  EXPECT_FLOAT_EQ(s.at(10), 1.0f);
+  EXPECT_NEAR(s.at(60), 0.6f, 1e-6);  // half way
+  EXPECT_NEAR(s.at(110), 0.2f, 1e-6);
+  EXPECT_NEAR(s.at(35) - s.at(36), 0.008f, 1e-6);  // a constant step down
+}
+
 TEST(LrSchedule, UnknownNameIsAnError) {
   EXPECT_EQ(parse_lr_schedule("wsd"), LrScheduleKind::wsd);
+  EXPECT_EQ(parse_lr_schedule("linear"), LrScheduleKind::linear);
   EXPECT_THROW(parse_lr_schedule("step"), Error);
 }
 

@@ -176,7 +176,7 @@ TEST(Trainer, RejectsBadConfiguration) {
   bad.train_data = (dir / "missing_*.bin").string();
   expect_error(bad, "--train-data");
   bad = c;
-  bad.lr_schedule = "linear";
+  bad.lr_schedule = "step";
   expect_error(bad, "--lr-schedule");
   bad = c;
   bad.model = "gpt2-huge";
