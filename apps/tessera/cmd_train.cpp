@@ -143,6 +143,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--attention-kernel", c.attention_kernel,
                  "GPU attention in bf16/fp16: tessera (our tensor-core kernels) or cudnn (cuDNN's fused attention)")
       ->capture_default_str();
+  cmd.add_option("--peak-tflops", c.peak_tflops,
+                 "Each rank's peak TFLOP/s for the metrics' MFU (0 = the GPU's bf16 dense peak; none on a CPU)")
+      ->capture_default_str();
   cmd.add_option("--fp8", c.fp8,
                  "fp8 for the blocks' linear layers, delayed scaling: off, hybrid (E4M3 inputs and weights, E5M2 "
                  "gradients) or e4m3")

@@ -50,6 +50,15 @@ double gpu_peak_bf16_flops(const std::string& name) {
   return 0;
 }
 
+double peak_flops_for(double peak_tflops, Device device) {
+  if (peak_tflops > 0) return peak_tflops * 1e12;
+  return device == Device::cuda ? gpu_peak_bf16_flops(cuda_device_name()) : 0.0;
+}
+
+double model_flops_per_token(const ModelConfig& model, int64_t seq_len) {
+  return 6.0 * double(model.active_parameters()) + 6.0 * double(model.num_layers * model.channels * seq_len);
+}
+
 TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   TS_CHECK(o.micro_batch > 0 && o.seq_len > 0 && o.grad_accum > 0 && o.steps > 0 && o.warmup >= 0,
            "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
@@ -112,11 +121,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   r.backward_ms = median(backward_ms);
   r.optimizer_ms = median(optimizer_ms);
   r.tokens_per_s = double(o.micro_batch * o.seq_len * o.grad_accum) / (r.ms_per_step / 1e3);
-  const ModelConfig& c = o.model;
-  r.flops_per_token = 6.0 * double(c.num_parameters()) + 6.0 * double(c.num_layers * c.channels * o.seq_len);
-  r.peak_flops = o.peak_tflops > 0 ? o.peak_tflops * 1e12
-                 : o.device == Device::cuda ? gpu_peak_bf16_flops(cuda_device_name())
-                                            : 0.0;
+  r.flops_per_token = model_flops_per_token(o.model, o.seq_len);
+  r.peak_flops = peak_flops_for(o.peak_tflops, o.device);
   r.mfu = r.peak_flops > 0 ? r.tokens_per_s * r.flops_per_token / r.peak_flops : 0.0;
   r.peak_memory_bytes = allocator_stats(o.device).peak_bytes;
   return r;

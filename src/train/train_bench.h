@@ -1,7 +1,8 @@
 // tessera bench train: times full training steps (forward, backward, grad-norm + clip, AdamW) of a
 // model preset on random tokens, and reports tokens/s, MFU, peak memory and time per phase.
-// MFU follows llm.c: 6·N + 6·L·C·T FLOPs per token (N = every parameter, padded vocabulary
-// included), against the bf16 dense peak of the detected GPU (or --peak-tflops).
+// MFU follows llm.c: 6·N + 6·L·C·T FLOPs per token (N = every parameter a token's forward uses,
+// padded vocabulary included; a MoE model's top-k experts only), against the bf16 dense peak of the
+// detected GPU (or --peak-tflops). Training reports the same figures every step.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,10 @@ struct TrainBenchResult {
 
 // Dense bf16 peak FLOP/s of a GPU from its name (H100 SXM 989e12, ...); 0 when not known.
 double gpu_peak_bf16_flops(const std::string& device_name);
+// The peak MFU is taken against: `peak_tflops` when given (> 0), else the GPU's on `device`, else 0.
+double peak_flops_for(double peak_tflops, Device device);
+// Training FLOPs per token of `model` at sequence length `seq_len`: 6·N_active + 6·L·C·T.
+double model_flops_per_token(const ModelConfig& model, int64_t seq_len);
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& options);
 

@@ -28,6 +28,7 @@
 #include "train/pipeline_plan.h"
 #include "train/powersgd_state.h"
 #include "train/stop_signal.h"
+#include "train/train_bench.h"
 
 namespace tessera {
 
@@ -189,6 +190,8 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
       val_sources_.push_back({source, std::make_unique<DataMixture>(source.glob, mc.vocab_size, micro_batch_,
                                                                     config_.seq_len, DataOrder::sequential,
                                                                     config_.seed, "--val-data")});
+  flops_per_token_ = model_flops_per_token(mc, config_.seq_len);
+  peak_flops_ = peak_flops_for(config_.peak_tflops, device_.device);
   schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
                          config_.steps, config_.decay_fraction};
   inputs_ = Tensor::zeros({micro_batch_, config_.seq_len}, DType::i32);
@@ -506,6 +509,10 @@ TrainResult Trainer::run() {
                              {"elapsed_s", elapsed}, {"step_s", step_s}, {"comm_wait_s", comm_wait_s_},
                              {"mem_mb", double(memory.current_bytes) / 1e6},
                              {"peak_mem_mb", double(memory.peak_bytes) / 1e6}};
+      // Model FLOPs per second per rank (llm.c's 6·N + 6·L·C·T per token), and MFU against the peak.
+      const double flops_per_rank = tokens_per_s * flops_per_token_ / double(grid_.world->size());
+      line["tflops_per_rank"] = flops_per_rank / 1e12;
+      if (peak_flops_ > 0) line["mfu"] = flops_per_rank / peak_flops_;
       const ParamMemory params = data_parallel_->param_memory();  // fp32 weights, the gathered ones included
       line["param_mem_mb"] = double(params.persistent_bytes) / 1e6;
       line["peak_param_mem_mb"] = double(params.peak_bytes) / 1e6;

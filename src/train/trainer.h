@@ -120,6 +120,7 @@ class Trainer {
   nlohmann::json pipeline_step_;  // the last step's pipeline timings (PipelineParallel::step_metrics)
   void add_moe_metrics(nlohmann::json& line) const;
   std::optional<DataMixture> train_data_;
+  double flops_per_token_ = 0, peak_flops_ = 0;  // for the metrics' TFLOP/s and MFU (peak 0: unknown)
   // Validation: each source of --val-data alone, weighted (one source: weight 1). A mixture's
   // validation loss is its sources' weighted mean, each source's reported beside it.
   struct ValSource {

@@ -55,7 +55,9 @@ TEST(Trainer, MetricsLinesHaveTheDocumentedFields) {
   auto lines = testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl");
   ASSERT_EQ(lines.size(), 6u);  // 4 train lines, eval after steps 2 and 4
   EXPECT_EQ(lines[0]["step"], 1);
-  for (const char* key : {"loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) EXPECT_TRUE(lines[0].contains(key));
+  for (const char* key : {"loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s", "tflops_per_rank"})
+    EXPECT_TRUE(lines[0].contains(key)) << key;
+  EXPECT_FALSE(lines[0].contains("mfu"));  // no peak known on a CPU without --peak-tflops
   EXPECT_NEAR(lines[0]["lr"].get<double>(), 1e-2, 1e-9);  // warmup 1: step 1 at the peak
   EXPECT_TRUE(lines[2].contains("val_loss"));
   EXPECT_EQ(lines[2]["step"], 2);
@@ -63,6 +65,24 @@ TEST(Trainer, MetricsLinesHaveTheDocumentedFields) {
   std::string svg = testing::read_text(std::filesystem::path(c.out_dir) / "loss.svg");
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
   EXPECT_NE(svg.find("<circle cx"), std::string::npos);  // the validation points
+}
+
+// Model FLOPs per second per rank, llm.c's 6·N + 6·L·C·T per token (N: the parameters a token uses),
+// and MFU against --peak-tflops.
+TEST(Trainer, MetricsCarryTflopsAndMfu) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.peak_tflops = 0.5;
+  Trainer trainer(c);
+  trainer.run();
+  const auto lines = testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl");
+  const ModelConfig& m = trainer.model().config();
+  const double per_token = 6.0 * double(m.active_parameters()) + 6.0 * double(m.num_layers * m.channels * c.seq_len);
+  const double tflops = lines[0]["tokens_per_s"].get<double>() * per_token / 1e12;
+  EXPECT_NEAR(lines[0]["tflops_per_rank"].get<double>(), tflops, 1e-9 * tflops);
+  EXPECT_NEAR(lines[0]["mfu"].get<double>(), tflops / 0.5, 1e-9 * tflops);
+  c.peak_tflops = -1;
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { Trainer bad(c); }), "--peak-tflops must be a number >= 0"));
 }
 
 class EveryFamily : public ::testing::TestWithParam<std::string> {};
