@@ -23,6 +23,13 @@ std::string_view data_order_name(DataOrder order) {
   return order == DataOrder::sequential ? "sequential" : "shuffled";
 }
 
+void check_batch_range(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int64_t batch_size) {
+  TS_CHECK(batch_index >= 0, "data loader: batch index must be non-negative, got ", batch_index);
+  TS_CHECK(first_sequence >= 0 && num_sequences >= 0 && first_sequence <= batch_size - num_sequences,
+           "data loader: sequences [", first_sequence, ", ", first_sequence + num_sequences,
+           ") are outside the global batch of ", batch_size, " (--batch-size)");
+}
+
 BatchSampler::BatchSampler(const TokenDataset& dataset, int64_t batch_size, int64_t seq_len, DataOrder order,
                            uint64_t seed)
     : dataset_(&dataset), batch_size_(batch_size), seq_len_(seq_len), order_(order), seed_(seed) {
@@ -39,13 +46,13 @@ BatchSampler::BatchSampler(const TokenDataset& dataset, int64_t batch_size, int6
 }
 
 int64_t BatchSampler::window_of(int64_t batch_index, int64_t sequence) const {
-  check_range(batch_index, sequence, 1);
+  check_batch_range(batch_index, sequence, 1, batch_size_);
   return window_in(permutation_for(batch_index).get(), batch_index, sequence);
 }
 
 void BatchSampler::fill(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int32_t* inputs,
                         int32_t* targets) const {
-  check_range(batch_index, first_sequence, num_sequences);
+  check_batch_range(batch_index, first_sequence, num_sequences, batch_size_);
   const std::shared_ptr<const Permutation> permutation = permutation_for(batch_index);
   const int64_t T = seq_len_;
   std::vector<int32_t> window(size_t(T + 1));  // (T + 1)
@@ -55,13 +62,6 @@ void BatchSampler::fill(int64_t batch_index, int64_t first_sequence, int64_t num
     std::copy(window.begin(), window.end() - 1, inputs + i * T);
     std::copy(window.begin() + 1, window.end(), targets + i * T);
   }
-}
-
-void BatchSampler::check_range(int64_t batch_index, int64_t first_sequence, int64_t num_sequences) const {
-  TS_CHECK(batch_index >= 0, "data loader: batch index must be non-negative, got ", batch_index);
-  TS_CHECK(first_sequence >= 0 && num_sequences >= 0 && first_sequence <= batch_size_ - num_sequences,
-           "data loader: sequences [", first_sequence, ", ", first_sequence + num_sequences,
-           ") are outside the global batch of ", batch_size_, " (--batch-size)");
 }
 
 std::shared_ptr<const BatchSampler::Permutation> BatchSampler::permutation_for(int64_t batch_index) const {

@@ -23,6 +23,10 @@ enum class DataOrder {
 DataOrder parse_data_order(std::string_view text);
 std::string_view data_order_name(DataOrder order);
 
+// Throws unless batch_index >= 0 and sequences [first_sequence, first_sequence + num_sequences) lie
+// within a global batch of batch_size (--batch-size).
+void check_batch_range(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int64_t batch_size);
+
 class BatchSampler {
  public:
   // `dataset` must outlive the sampler. batch_size = B (global batch, in sequences), seq_len = T.
@@ -48,7 +52,6 @@ class BatchSampler {
  private:
   using Permutation = std::vector<int64_t>;
 
-  void check_range(int64_t batch_index, int64_t first_sequence, int64_t num_sequences) const;
   // The window order of the epoch holding batch k; null for sequential order.
   std::shared_ptr<const Permutation> permutation_for(int64_t batch_index) const;
   int64_t window_in(const Permutation* permutation, int64_t batch_index, int64_t sequence) const;

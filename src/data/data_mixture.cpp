@@ -116,10 +116,7 @@ int64_t DataMixture::drawn_from(int source, int64_t num_sequences) const {
 void DataMixture::fill(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int32_t* inputs,
                        int32_t* targets) const {
   if (sources_.size() == 1) return samplers_[0]->fill(batch_index, first_sequence, num_sequences, inputs, targets);
-  TS_CHECK(batch_index >= 0, "data loader: batch index must be non-negative, got ", batch_index);
-  TS_CHECK(first_sequence >= 0 && num_sequences >= 0 && first_sequence <= batch_size_ - num_sequences,
-           "data loader: sequences [", first_sequence, ", ", first_sequence + num_sequences,
-           ") are outside the global batch of ", batch_size_, " (--batch-size)");
+  check_batch_range(batch_index, first_sequence, num_sequences, batch_size_);
   for (int64_t i = 0; i < num_sequences; ++i) {
     const Draw d = draw(batch_index * batch_size_ + first_sequence + i);
     samplers_[size_t(d.source)]->fill(d.index, 0, 1, inputs + i * seq_len_, targets + i * seq_len_);
