@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <cstdlib>
+#include <mutex>
 #include <sys/wait.h>
 
 #include "core/rng.h"
@@ -30,7 +32,36 @@ std::vector<float> random_floats(int64_t n, uint64_t seed, float lo, float hi) {
   return v;
 }
 
+namespace {
+
+// Open MPI's mpirun keeps its session directory under one shared /tmp/ompi.<host>.<uid>, which
+// concurrent jobs create and remove; under `ctest -j2` one job can remove it while another is
+// creating its own, and that job fails to start ("orte_session_dir failed", open-mpi/ompi#8510).
+// Every mpirun a test process launches therefore gets a base directory of this process's own.
+class MpiSessionBase {
+ public:
+  MpiSessionBase() {
+    if (std::getenv("OMPI_MCA_orte_tmpdir_base")) return;  // already isolated by the launcher
+    std::string pattern = "/tmp/tessera-mpi-XXXXXX";  // short: the session's sockets live under it
+    if (!mkdtemp(pattern.data())) return;
+    dir_ = pattern;
+    setenv("OMPI_MCA_orte_tmpdir_base", dir_.c_str(), 1);
+  }
+  ~MpiSessionBase() {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+  MpiSessionBase(const MpiSessionBase&) = delete;
+  MpiSessionBase& operator=(const MpiSessionBase&) = delete;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace
+
 CommandResult run_command(const std::string& command_line) {
+  static MpiSessionBase mpi_session_base;
   CommandResult result;
   FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");
   if (!pipe) {
