@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/ignored_target.h"
 #include "core/rng.h"
 
 namespace tessera {
@@ -56,12 +57,32 @@ void BatchSampler::fill(int64_t batch_index, int64_t first_sequence, int64_t num
   const std::shared_ptr<const Permutation> permutation = permutation_for(batch_index);
   const int64_t T = seq_len_;
   std::vector<int32_t> window(size_t(T + 1));  // (T + 1)
+  std::vector<uint8_t> trained(dataset_->has_loss_mask() ? size_t(T) : 0);  // (T): the targets' mask bits
   for (int64_t i = 0; i < num_sequences; ++i) {
     const int64_t w = window_in(permutation.get(), batch_index, first_sequence + i);
     dataset_->read(w * T, T + 1, window.data());
     std::copy(window.begin(), window.end() - 1, inputs + i * T);
     std::copy(window.begin() + 1, window.end(), targets + i * T);
+    if (trained.empty()) continue;
+    dataset_->read_loss_mask(w * T + 1, T, trained.data());
+    for (int64_t t = 0; t < T; ++t)
+      if (!trained[size_t(t)]) targets[i * T + t] = kIgnoredTarget;
   }
+}
+
+int64_t BatchSampler::count_trained(int64_t batch_index, int64_t first_sequence, int64_t num_sequences) const {
+  check_batch_range(batch_index, first_sequence, num_sequences, batch_size_);
+  const int64_t T = seq_len_;
+  if (!dataset_->has_loss_mask()) return num_sequences * T;
+  const std::shared_ptr<const Permutation> permutation = permutation_for(batch_index);
+  std::vector<uint8_t> trained(static_cast<size_t>(T));
+  int64_t count = 0;
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    const int64_t w = window_in(permutation.get(), batch_index, first_sequence + i);
+    dataset_->read_loss_mask(w * T + 1, T, trained.data());
+    count += std::count(trained.begin(), trained.end(), uint8_t(1));
+  }
+  return count;
 }
 
 std::shared_ptr<const BatchSampler::Permutation> BatchSampler::permutation_for(int64_t batch_index) const {

@@ -44,10 +44,12 @@ class BatchSampler {
   int64_t window_of(int64_t batch_index, int64_t sequence) const;
 
   // Fills sequences [first_sequence, first_sequence + num_sequences) of global batch `batch_index`:
-  // inputs and targets are (num_sequences, T), targets shifted one token ahead of inputs.
-  // Safe to call from several threads at once.
+  // inputs and targets are (num_sequences, T), targets shifted one token ahead of inputs; a target
+  // its shard's loss mask excludes is kIgnoredTarget. Safe to call from several threads at once.
   void fill(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int32_t* inputs,
             int32_t* targets) const;
+  // How many of those sequences' targets are training targets (num_sequences · T without masks).
+  int64_t count_trained(int64_t batch_index, int64_t first_sequence, int64_t num_sequences) const;
 
  private:
   using Permutation = std::vector<int64_t>;

@@ -6,21 +6,44 @@
 
 #include "core/error.h"
 #include "core/file_checks.h"
+#include "data/loss_mask.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
 
 namespace tessera {
 namespace {
 
-// Accumulates tokens of one split and flushes them into numbered shard files.
+// A document's tokens: its start token, then a prompt's ([1, prompt_end)) and the text's.
+struct EncodedDocument {
+  std::vector<int32_t> tokens;
+  size_t prompt_end = 1;
+};
+
+// How a split's loss masks treat a document's start token: with prompts (supervised fine-tuning)
+// the prompt is never a target and the text always is; the start token is one when it is
+// <|endoftext|> ending the document before, and never when it is a BOS (nothing predicts a BOS).
+struct MaskRule {
+  bool masks = false;                    // write loss masks (the corpus has prompts)
+  bool start_ends_previous = false;      // the start token is <|endoftext|>
+};
+
+// Accumulates tokens of one split (and their loss-mask bits) and flushes them into numbered shard
+// files (and their masks).
 class ShardWriter {
  public:
-  ShardWriter(std::filesystem::path dir, std::string split, int64_t shard_tokens, int version, CorpusStats& stats)
-      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens), version_(version), stats_(stats) {}
+  ShardWriter(std::filesystem::path dir, std::string split, int64_t shard_tokens, int version, MaskRule rule,
+              CorpusStats& stats)
+      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens), version_(version), rule_(rule),
+        stats_(stats) {}
 
-  void add(const std::vector<int32_t>& tokens) {
-    for (int32_t t : tokens) {
-      buffer_.push_back(uint32_t(t));
+  void add(const EncodedDocument& document) {
+    const bool first_of_split = total_ + pending() == 0;
+    for (size_t i = 0; i < document.tokens.size(); ++i) {
+      buffer_.push_back(uint32_t(document.tokens[i]));
+      if (rule_.masks) {
+        const bool start = i == 0;
+        trained_.push_back(start ? rule_.start_ends_previous && !first_of_split : i >= document.prompt_end);
+      }
       if (int64_t(buffer_.size()) == shard_tokens_) flush();
     }
   }
@@ -34,9 +57,12 @@ class ShardWriter {
     std::snprintf(name, sizeof name, "%s_%06d.bin", split_.c_str(), index_++);
     std::filesystem::path path = dir_ / name;
     write_token_shard(path, buffer_, version_);
+    if (rule_.masks) write_loss_mask(loss_mask_path(path), trained_);
     stats_.shards.push_back(path);
     total_ += int64_t(buffer_.size());
+    for (uint8_t bit : trained_) stats_.trained_tokens += bit;
     buffer_.clear();
+    trained_.clear();
   }
 
  private:
@@ -44,8 +70,10 @@ class ShardWriter {
   std::string split_;
   int64_t shard_tokens_;
   int version_;
+  MaskRule rule_;
   CorpusStats& stats_;
   std::vector<uint32_t> buffer_;
+  std::vector<uint8_t> trained_;  // buffer_'s loss-mask bits, when the split has masks
   int index_ = 0;
   int64_t total_ = 0;
 };
@@ -68,13 +96,14 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
     require_regular_file(file, "text file");
     stats.bytes_total += std::filesystem::file_size(file);
   }
-  ShardWriter train(out_dir, "train", options.shard_tokens, version, stats);
-  ShardWriter val(out_dir, "val", options.shard_tokens, version, stats);
+  const MaskRule rule{!options.documents.jsonl_prompt_key.empty(), !tokenizer.bos_token().has_value()};
+  ShardWriter train(out_dir, "train", options.shard_tokens, version, rule, stats);
+  ShardWriter val(out_dir, "val", options.shard_tokens, version, rule, stats);
   // A batch: enough documents (or bytes) to keep every thread busy, few enough to bound memory.
   const size_t batch_documents = size_t(64 * options.threads);
   const size_t batch_bytes = size_t(options.threads) << 24;
   std::vector<DocumentRecord> batch;
-  std::vector<std::vector<int32_t>> encoded;
+  std::vector<EncodedDocument> encoded;
   uint64_t done_bytes = 0;  // of the files already read through
   // Parses (JSON lines) and encodes the batch on the threads, then appends it in order; a record's
   // error, the first in file order, is thrown here (not from inside the parallel region).
@@ -84,23 +113,27 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
     for (size_t d = 0; d < batch.size(); ++d) {
       try {
-        std::string document;
+        Document document;
         reader.document_of(batch[d], document);
-        if (document.empty()) continue;
-        encoded[d].assign(1, first);
-        const std::vector<int32_t> body = tokenizer.encode(document);
-        encoded[d].insert(encoded[d].end(), body.begin(), body.end());
+        if (document.text.empty()) continue;  // nothing to train on
+        std::vector<int32_t>& tokens = encoded[d].tokens;
+        tokens.assign(1, first);
+        for (const std::string* part : {&document.prompt, &document.text}) {
+          const std::vector<int32_t> piece = tokenizer.encode(*part);
+          tokens.insert(tokens.end(), piece.begin(), piece.end());
+          if (part == &document.prompt) encoded[d].prompt_end = tokens.size();
+        }
       } catch (...) {
         errors[d] = std::current_exception();
       }
     }
     for (const std::exception_ptr& error : errors)
       if (error) std::rethrow_exception(error);
-    for (const std::vector<int32_t>& tokens : encoded) {
-      if (tokens.empty()) continue;  // an empty document
+    for (const EncodedDocument& document : encoded) {
+      if (document.tokens.empty()) continue;  // an empty document
       ++stats.documents;
       const bool to_val = options.val_every > 0 && stats.documents % options.val_every == 0;
-      (to_val ? val : train).add(tokens);
+      (to_val ? val : train).add(document);
     }
     stats.train_tokens = train.total() + train.pending();
     stats.val_tokens = val.total() + val.pending();

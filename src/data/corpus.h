@@ -2,7 +2,9 @@
 // llm.c token shards: each document is preceded by the tokenizer's BOS when its post-processor adds
 // one (Llama 3: <|begin_of_text|>), else by <|endoftext|> (the GPT-2 / llm.c convention); every
 // val_every-th document goes to the validation split. Documents are encoded on several threads in
-// batches and written in their order, so the shards do not depend on the thread count.
+// batches and written in their order, so the shards do not depend on the thread count. A corpus
+// with prompts (DocumentOptions::jsonl_prompt_key) gets a loss mask beside every shard
+// (data/loss_mask.h): its completions and the <|endoftext|> ending each are the targets.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +31,12 @@ struct CorpusStats {
   uint64_t bytes_read = 0, bytes_total = 0;  // of the files as stored
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
+  int64_t trained_tokens = 0;  // of the tokens written, those the loss masks make targets (0 without masks)
   std::vector<std::filesystem::path> shards;
 };
 
 // Writes <out_dir>/train_NNNNNN.bin (and val_NNNNNN.bin) shards, uint16 tokens when the
-// vocabulary fits, uint32 otherwise.
+// vocabulary fits, uint32 otherwise, and their .mask files when the documents have prompts.
 // `progress`, when given, sees the counts after each batch of documents.
 CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
                                const std::filesystem::path& out_dir, const ShardOptions& options,

@@ -6,6 +6,7 @@
 // source and index is one pass over the sources.
 #include "data/data_mixture.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -123,6 +124,17 @@ void DataMixture::fill(int64_t batch_index, int64_t first_sequence, int64_t num_
   }
 }
 
+int64_t DataMixture::count_trained(int64_t batch_index, int64_t first_sequence, int64_t num_sequences) const {
+  if (sources_.size() == 1) return samplers_[0]->count_trained(batch_index, first_sequence, num_sequences);
+  check_batch_range(batch_index, first_sequence, num_sequences, batch_size_);
+  int64_t count = 0;
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    const Draw d = draw(batch_index * batch_size_ + first_sequence + i);
+    count += samplers_[size_t(d.source)]->count_trained(d.index, 0, 1);
+  }
+  return count;
+}
+
 std::string DataMixture::summary(int64_t batches) const {
   std::string lines;
   for (size_t d = 0; d < sources_.size(); ++d) {
@@ -135,6 +147,11 @@ std::string DataMixture::summary(int64_t batches) const {
                   (long long)batches);
     if (d > 0) lines += '\n';
     lines.append(line).append(sources_[d].glob);
+    if (datasets_[d]->has_loss_mask()) {
+      std::snprintf(line, sizeof line, " (loss masks: %.1f%% of the tokens are targets)",
+                    100.0 * double(datasets_[d]->num_trained()) / double(std::max<int64_t>(datasets_[d]->num_tokens(), 1)));
+      lines.append(line);
+    }
   }
   return lines;
 }

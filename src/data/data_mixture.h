@@ -56,6 +56,8 @@ class DataMixture {
   // batch `batch_index`, inputs and targets (num_sequences, T). Safe to call from several threads.
   void fill(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int32_t* inputs,
             int32_t* targets) const;
+  // As BatchSampler::count_trained: how many of those sequences' targets train (loss masks).
+  int64_t count_trained(int64_t batch_index, int64_t first_sequence, int64_t num_sequences) const;
 
   // One line per source: its share, tokens, windows and the epochs `batches` global batches take of it.
   std::string summary(int64_t batches) const;

@@ -52,6 +52,10 @@ DocumentReader::DocumentReader(const std::filesystem::path& file, const Document
   if (!stream_->file) close(fd);
   TS_CHECK(stream_->file != nullptr, "text file ", quoted_text(file.string()), ": cannot open it");
   gzbuffer(stream_->file, 1 << 20);
+  TS_CHECK(options.jsonl_prompt_key.empty() || format_ == DocumentFormat::jsonl, "--jsonl-prompt-key needs JSON ",
+           "lines, but ", quoted_text(file.string()), " is read as text; give *.jsonl files or --format jsonl");
+  TS_CHECK(options.jsonl_prompt_key != options.jsonl_key, "--jsonl-prompt-key and --jsonl-key both name ",
+           quoted_text(options.jsonl_key), "; the prompt and the completion need keys of their own");
 }
 
 DocumentReader::~DocumentReader() = default;
@@ -102,26 +106,35 @@ bool DocumentReader::read_line(std::string& line) {
 
 bool DocumentReader::next(std::string& document) {
   DocumentRecord record;
+  Document parts;
   while (next_record(record)) {
-    document_of(record, document);
+    document_of(record, parts);
+    document = std::move(parts.prompt);
+    document += parts.text;
     if (!document.empty()) return true;
   }
   return false;
 }
 
-void DocumentReader::document_of(DocumentRecord& record, std::string& document) const {
+void DocumentReader::document_of(DocumentRecord& record, Document& document) const {
+  document.prompt.clear();
   if (format_ == DocumentFormat::text) {
-    document = std::move(record.bytes);
+    document.text = std::move(record.bytes);
     return;
   }
   const nlohmann::json j = nlohmann::json::parse(record.bytes, nullptr, /*allow_exceptions=*/false);
   const auto where = [&] { return "text file " + quoted_text(path_.string()) + " line " + std::to_string(record.line); };
   TS_CHECK(!j.is_discarded() && j.is_object(), where(), ": not a JSON object; JSON lines hold one object per line ",
            "(or give --format text)");
-  const auto value = j.find(options_.jsonl_key);
-  TS_CHECK(value != j.end() && value->is_string(), where(), ": no string under ", quoted_text(options_.jsonl_key),
-           "; name the documents' key with --jsonl-key");
-  document = value->get<std::string>();
+  const auto string_under = [&](const std::string& key, const char* flag, const char* what) {
+    const auto value = j.find(key);
+    TS_CHECK(value != j.end() && value->is_string(), where(), ": no string under ", quoted_text(key), "; name the ",
+             what, " key with ", flag);
+    return value->get<std::string>();
+  };
+  document.text = string_under(options_.jsonl_key, "--jsonl-key", "documents'");
+  if (!options_.jsonl_prompt_key.empty())
+    document.prompt = string_under(options_.jsonl_prompt_key, "--jsonl-prompt-key", "prompts'");
 }
 
 bool DocumentReader::next_record(DocumentRecord& record) {

@@ -18,6 +18,7 @@ struct DocumentOptions {
   std::string format = "auto";    // auto (by the name: *.jsonl, *.ndjson, either .gz: JSON lines), text, jsonl
   std::string delimiter;          // text: a line that separates documents; empty: the whole file is one
   std::string jsonl_key = "text";  // JSON lines: the key whose string is the document
+  std::string jsonl_prompt_key;    // JSON lines: the key of a prompt before the document; empty: none
 };
 
 // The format `options.format` gives `file`; an unknown value throws naming --format.
@@ -29,9 +30,15 @@ struct DocumentRecord {
   int64_t line = 0;   // where it starts in the file (JSON lines: its line number)
 };
 
+// A document and the prompt before it (empty unless DocumentOptions::jsonl_prompt_key is given).
+struct Document {
+  std::string prompt;
+  std::string text;
+};
+
 class DocumentReader {
  public:
-  // Opens `file` (a regular file; errors name it).
+  // Opens `file` (a regular file; errors name it). A prompt key needs JSON lines.
   DocumentReader(const std::filesystem::path& file, const DocumentOptions& options);
   ~DocumentReader();
   DocumentReader(const DocumentReader&) = delete;
@@ -43,7 +50,7 @@ class DocumentReader {
   // next() in two halves: the next record (a non-blank JSON line, or a text document), and its
   // document (empty for a JSON line whose string is), which is safe to call from several threads.
   bool next_record(DocumentRecord& record);
-  void document_of(DocumentRecord& record, std::string& document) const;
+  void document_of(DocumentRecord& record, Document& document) const;
   // Bytes of the file as stored (compressed, for *.gz) read so far, and its size.
   uint64_t bytes_read() const;
   uint64_t file_bytes() const { return file_bytes_; }
