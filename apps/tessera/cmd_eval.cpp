@@ -1,4 +1,5 @@
 // tessera eval: mean loss of a checkpoint (or Hugging Face model) over token shards.
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -45,15 +46,21 @@ void add_eval_command(CLI::App& app) {
                              0, "--val-data");
       const int64_t batches =
           o->batches > 0 ? std::min(o->batches, data.batches_per_epoch()) : data.batches_per_epoch();
+      // The mean over the batches' training targets: every token, or those the loss masks keep.
       double sum = 0;
+      int64_t trained = 0;
       for (int64_t k = 0; k < batches; ++k) {
         data.fill(k, 0, o->batch_size, inputs.data<int32_t>(), targets.data<int32_t>());
-        sum += model.forward(inputs, targets);
+        sum += double(model.forward(inputs, targets)) * double(o->batch_size * o->seq_len);
+        trained += data.count_trained(k, 0, o->batch_size);
       }
-      mixture_loss += source.weight * sum / double(batches);
-      std::printf("%s%sval_loss %.6f over %lld batches of %lld x %lld tokens\n", sources.size() > 1 ? source.glob.c_str() : "",
-                  sources.size() > 1 ? ": " : "", sum / double(batches), (long long)batches, (long long)o->batch_size,
+      const double loss = sum / double(std::max<int64_t>(trained, 1));
+      mixture_loss += source.weight * loss;
+      std::printf("%s%sval_loss %.6f over %lld batches of %lld x %lld tokens", sources.size() > 1 ? source.glob.c_str() : "",
+                  sources.size() > 1 ? ": " : "", loss, (long long)batches, (long long)o->batch_size,
                   (long long)o->seq_len);
+      if (trained < batches * o->batch_size * o->seq_len) std::printf(" (%lld targets under loss masks)", (long long)trained);
+      std::printf("\n");
     }
     if (sources.size() > 1) std::printf("val_loss %.6f: the sources' weighted mean\n", mixture_loss);
   });

@@ -234,7 +234,7 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
     Tensor logits = logits_buffer(chunk).view(0, {rows, Vp}), chunk_losses = losses.view(row, {rows});
     const Tensor x = normed.view(row * C, {rows, C});
     matmul_forward(logits, x, classifier, no_bias);
-    cross_entropy(chunk_losses, logits, device_targets.view(row, {rows}), dloss);
+    cross_entropy(chunk_losses, logits, device_targets.view(row, {rows}), dloss * target_loss_weight_);
     if (dloss == 0.0f) continue;
     Tensor dx = dnormed.view(row * C, {rows, C});
     matmul_backward(dx, dclassifier, no_bias, logits, x, classifier);

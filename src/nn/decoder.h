@@ -93,8 +93,8 @@ class Decoder {
   Tensor* compute_copy() { return compute_dtype_ == DType::f32 ? nullptr : &compute_params_; }
 
   // tokens, targets: (B,T) i32 host tensors with T <= maxT. Without targets (inference) computes
-  // the logits of every position, logits(). With targets computes the per-token losses and returns
-  // their mean, through a fused classifier that holds the logits of one chunk of rows at a time;
+  // the logits of every position, logits(). With targets computes the per-token losses (0 for a
+  // kIgnoredTarget) and returns their mean over the B·T positions, through a fused classifier that holds the logits of one chunk of rows at a time;
   // with dloss != 0 it also takes the classifier's backward there (the head's gradient accumulated,
   // the gradient of dloss * sum(losses) into the final norm's output kept for backward()).
   float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
@@ -188,6 +188,10 @@ class Decoder {
   // selection bias moves by `rate` towards balance, bias_e += rate * sign(mean load - load_e), from
   // `load` shaped like expert_load() (summed over the data-parallel ranks by the caller).
   void balance_router_biases(const std::vector<double>& load, float rate);
+  // The factor on dloss for the token losses of the forwards that follow (the MoE router losses keep
+  // dloss): under loss masks B·T over the global batch's training targets, which makes the token
+  // term the mean over those targets whatever the micro-batch split; 1 (the default) otherwise.
+  void set_target_loss_weight(float weight) { target_loss_weight_ = weight; }
   // Rows of logits the fused classifier computes at once; 0 (the default) sizes chunks to 1 GiB.
   void set_classifier_chunk_rows(int64_t rows) { classifier_chunk_rows_ = rows; }
   const Tensor& losses() const { return acts_.losses; }  // (B,T), on device()
@@ -257,6 +261,7 @@ class Decoder {
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;
   int64_t classifier_chunk_rows_ = 0;
+  float target_loss_weight_ = 1.0f;
   MoeOptions moe_options_;
   RecomputePolicy recompute_;
   RouterLosses moe_loss_sums_;

@@ -1,6 +1,7 @@
 // Fused softmax + cross-entropy over a padded vocabulary, one pass over the logits per row.
 // logits (N,Vp) hold Vp >= V columns; columns [V, Vp) are padding and are never predicted (they get
-// probability 0 and gradient 0). targets (N) i32 in [0, V).
+// probability 0 and gradient 0). targets (N) i32 in [0, V), or kIgnoredTarget (core/ignored_target.h)
+// for a row without one: its loss is 0 and its gradient row (padding too) 0.
 //   losses (N) = -log softmax(logits[n, :V])[targets[n]]
 //   If dloss != 0: logits is overwritten in place with dL/dlogits for L = dloss * sum_n losses[n],
 //   i.e. dloss * (softmax - onehot(target)), padding columns 0. With dloss == 0 logits are untouched.

@@ -1,6 +1,7 @@
 // Vocabulary-parallel softmax cross-entropy, the local parts (Megatron's): a tensor-parallel rank
 // holds logits_shard (N,Vs), columns [first_col, first_col + Vs) of the whole (N,Vp) logits, whose
-// columns [V, Vp) are padding (never predicted, gradient 0). targets (N) i32 in [0, V).
+// columns [V, Vp) are padding (never predicted, gradient 0). targets (N) i32 in [0, V), or
+// kIgnoredTarget: that row's loss and gradient are 0, as in softmax_cross_entropy.
 //   1. cross_entropy_shard_stats: per row, the max over the shard's real columns (-inf when it has
 //      none), the sum of exp(x - that max), and the target's logit when the shard holds the target
 //      column (else 0).

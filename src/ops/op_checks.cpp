@@ -1,6 +1,8 @@
 // Argument checks shared by the op entry points.
 #include "ops/op_checks.h"
 
+#include "core/ignored_target.h"
+
 namespace tessera::detail {
 
 Device check_args(const char* op, std::initializer_list<Arg> args) {
@@ -39,8 +41,8 @@ void check_float_dtype(const char* op, const char* name, const Tensor& t) {
 void check_targets(const char* op, const Tensor& targets, int64_t vocab_size) {
   const int32_t* ids = targets.data<int32_t>();
   for (int64_t n = 0; n < targets.numel(); n++)
-    TS_CHECK(ids[n] >= 0 && ids[n] < vocab_size, op, ": target ", ids[n], " of row ", n,
-             " is outside the vocabulary [0, ", vocab_size, ")");
+    TS_CHECK((ids[n] >= 0 && ids[n] < vocab_size) || ids[n] == kIgnoredTarget, op, ": target ", ids[n], " of row ",
+             n, " is outside the vocabulary [0, ", vocab_size, ") and is not ", kIgnoredTarget, " (an ignored target)");
 }
 
 void fail_no_cuda_kernel(const char* op) {

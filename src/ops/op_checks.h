@@ -25,7 +25,8 @@ Shape leading_shape(const Tensor& t);
 // The compute dtype of an op's activations: f32 on any device, bf16 or f16 on the GPU only (CPU kernels
 // are the fp32 reference). Throws naming the op and the argument otherwise.
 void check_float_dtype(const char* op, const char* name, const Tensor& t);
-// Every class id in targets (i32, on the host) lies in the vocabulary [0, vocab_size).
+// Every class id in targets (i32, on the host) lies in the vocabulary [0, vocab_size) or is
+// kIgnoredTarget.
 void check_targets(const char* op, const Tensor& targets, int64_t vocab_size);
 // Raised by an op's Device::cuda branch until its CUDA kernel lands.
 [[noreturn]] void fail_no_cuda_kernel(const char* op);

@@ -214,13 +214,16 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   const int64_t share = B / data_parallel_->size(), first_sequence = data_parallel_->rank() * share;
   // Each token's loss enters the step's loss with weight 1/(B*T), whatever the micro-batch split
   // and the dp degree; summing over dp ranks then gives the full batch's gradient (times the loss
-  // scale, which update_parameters divides out again).
+  // scale, which update_parameters divides out again). Under loss masks a training target's weight
+  // is 1/(the global batch's targets) instead, which every rank counts from the data alone.
   const float dloss = loss_scaler_.scale() / float(B * T);
+  const int64_t trained = train_data_->count_trained(batch_index, 0, B);
+  model_->set_target_loss_weight(trained > 0 ? float(double(B * T) / double(trained)) : 1.0f);
   if (expert_parallel_) expert_parallel_->take_traffic();  // the step's alone, not an evaluation's
   if (Fp8Scaling* fp8 = model_->fp8()) fp8->clear_amaxes();  // likewise: evaluations' amaxes set no scale
   if (context_parallel_) context_parallel_->reset_stats();
   model_->zero_grad();
-  double loss_sum = 0.0;  // the step's token losses over T: its sequences' mean losses, summed
+  double loss_sum = 0.0;  // the step's token losses on this rank
   // The dp reduction overlaps the backward that makes gradients final, unless they still have to
   // be summed over the tp group first (sequence parallelism's norms, replicated kv heads); under a
   // pipeline, chunk by chunk as their last micro-batch's backward runs, the embedding (summed with
@@ -236,12 +239,12 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     const double token_losses =
         pipeline_->train_step(micro, T / grid_.dims.cp, dloss, cp_share(fill),
                               reduce_after ? std::function<void(int64_t)>() : final_from);
-    loss_sum = token_losses / double(T);  // summed over cp: each rank's tokens are its share
+    loss_sum = token_losses;
     if (!data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
   }
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
     train_data_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
-    loss_sum += forward(inputs_, targets_, dloss) * double(micro);
+    loss_sum += forward(inputs_, targets_, dloss) * double(micro * T);
     // Only the last micro-batch's backward reduces: its buckets start as they complete.
     if (!reduce_after && first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
     model_->backward();
@@ -288,7 +291,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     moe_step_ = MoeStepStats{sums[moe_at] / per_layer_sequence, sums[moe_at + 1] / per_layer_sequence,
                              sums[moe_at + 2], std::vector<double>(sums.begin() + long(moe_at) + 3, sums.end()),
                              expert_parallel_ ? expert_parallel_->take_traffic() : EpTraffic{}};
-  return float(sums[0] / double(B));
+  return float(sums[0] / double(std::max<int64_t>(trained, 1)));
 }
 
 float Trainer::evaluate(const DataMixture& val_data) {
@@ -302,21 +305,22 @@ float Trainer::evaluate(const DataMixture& val_data) {
   const bool same_count = data_parallel_->zero_stage() == 3 || expert_parallel_;
   const int64_t runs = same_count ? (batches + ranks - 1) / ranks : mine;
   auto batch = [&](int64_t m) { return std::min(rank + m * ranks, batches - 1); };
-  double sum = 0.0;
+  int64_t trained = 0;  // targets of the batches, over every rank: the mean is over them
+  for (int64_t b = 0; b < batches; ++b) trained += val_data.count_trained(b, 0, micro_batch_);
+  double sum = 0.0;  // this rank's token losses
   if (pipeline_) {
-    const double token_losses = pipeline_->evaluate(
+    sum = pipeline_->evaluate(
         int(runs), int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
         cp_share([&](int m, Tensor& inputs, Tensor& targets) {
           val_data.fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
         }));
-    sum = token_losses / double(micro_batch_ * config_.seq_len);  // each batch's mean, summed
   }
   for (int64_t m = 0; !pipeline_ && m < runs; ++m) {
     val_data.fill(batch(m), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
     const double loss = forward(inputs_, targets_, 0.0f);
-    if (m < mine) sum += loss;
+    if (m < mine) sum += loss * double(micro_batch_ * config_.seq_len);
   }
-  return float(sum_over_ranks({sum})[0] / double(batches));
+  return float(sum_over_ranks({sum})[0] / double(std::max<int64_t>(trained, 1)));
 }
 
 double Trainer::forward(const Tensor& inputs, const Tensor& targets, float dloss) {

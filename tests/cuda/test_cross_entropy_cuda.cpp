@@ -2,6 +2,7 @@
 // in-place dlogits with zero padding, and logits left untouched when no gradient is asked for; fp32,
 // and bf16 and f16 logits against the fp32 CPU op on the same (rounded) logits, over vocabularies of
 // 1000, GPT-2's 50257 and 70000; the vocabulary-parallel parts the same way on shards of GPT-2's.
+// Every seventh row's target is ignored (loss masks).
 // bf16 and f16 logits on the CPU are refused.
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 
 #include "cuda/cuda_testing.h"
 #include "core/cuda/device.h"
+#include "core/ignored_target.h"
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_shard.h"
 
@@ -24,6 +26,13 @@ struct Vocab {
   int64_t V, Vp;
 };
 constexpr Vocab kVocabs[] = {{1000, 1024}, {50257, 50304}, {70000, 70016}};
+
+// Targets uniform in [0, V) but every seventh, kIgnoredTarget.
+Tensor targets_with_ignored(int64_t N, int64_t V, uint64_t seed) {
+  Tensor targets = testing::random_ids({N}, V, seed);
+  for (int64_t n = 0; n < N; n += 7) targets.data<int32_t>()[n] = kIgnoredTarget;
+  return targets;
+}
 
 // A loss sums V exponentials in fp32 in another order than the CPU: rounding grows like sqrt(V).
 double loss_tolerance(int64_t V) { return 4.0 * std::sqrt(double(V)) * std::ldexp(1.0, -24); }
@@ -43,7 +52,7 @@ void expect_matches_cpu_in(DType dtype) {
     const float dloss = 1.0f / float(N);
     Tensor logits = testing::rounded_to(random_tensor({N, Vp}, seed, -6.0f, 6.0f), dtype);
     Tensor logits_gpu = testing::to_gpu_as(logits, dtype);
-    const Tensor targets = testing::random_ids({N}, V, seed + 1);
+    const Tensor targets = targets_with_ignored(N, V, seed + 1);
     const Tensor targets_gpu = to_gpu(targets);
 
     Tensor losses = Tensor::zeros({N});
@@ -81,7 +90,7 @@ void expect_shard_parts_match_cpu_in(DType dtype) {
     SCOPED_TRACE("first column " + std::to_string(first));
     Tensor logits = testing::rounded_to(random_tensor({N, cols}, seed, -6.0f, 6.0f), dtype);
     Tensor logits_gpu = testing::to_gpu_as(logits, dtype);
-    const Tensor targets = testing::random_ids({N}, V, seed + 1), targets_gpu = to_gpu(targets);
+    const Tensor targets = targets_with_ignored(N, V, seed + 1), targets_gpu = to_gpu(targets);
     auto stats = [&](Device device) {
       std::vector<Tensor> t;
       for (int i = 0; i < 4; i++) t.push_back(Tensor::zeros({N}, DType::f32, device));

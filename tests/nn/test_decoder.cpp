@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/cuda/device.h"
+#include "core/ignored_target.h"
 #include "core/rng.h"
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
@@ -102,6 +103,37 @@ TEST_P(Families, GradientMatchesFiniteDifferences) {
   }
   // The directional derivative along a random direction over all parameters, more tightly.
   testing::expect_directional_derivative(model, grad, objective);
+}
+
+// Ignored targets (kIgnoredTarget, loss masks) have loss 0 and leave the other rows' losses as
+// they were; with the target loss weight B·T / targets the gradient is that of the mean over the
+// trained targets (the router losses off, so the objective is the token term alone).
+TEST_P(Families, IgnoredTargetsDropOutOfTheLossAndTheGradient) {
+  Decoder model(family(GetParam()));
+  model.set_moe_options(MoeOptions{0.0f, 0.0f, 0.0f});
+  randomise(model, 11);
+  const int64_t B = 2, T = 6;
+  const Batch b = make_batch(B, T, 50, 5);
+  Tensor masked = Tensor::zeros({B, T}, DType::i32);
+  copy_tensor(masked, b.targets);
+  int64_t trained = 0;
+  for (int64_t i = 0; i < B * T; ++i) {
+    if (i % 3 == 0 || i < T / 2) masked.data<int32_t>()[i] = kIgnoredTarget;
+    trained += masked.data<int32_t>()[i] != kIgnoredTarget;
+  }
+  model.forward(b.tokens, b.targets);
+  Tensor all = Tensor::zeros({B, T});
+  copy_tensor(all, model.losses());
+  model.forward(b.tokens, masked);
+  for (int64_t i = 0; i < B * T; ++i)
+    EXPECT_EQ(model.losses().f32()[i], masked.data<int32_t>()[i] == kIgnoredTarget ? 0.0f : all.f32()[i]) << i;
+  model.set_target_loss_weight(float(B * T) / float(trained));
+  const Batch masked_batch{b.tokens, masked};
+  const std::vector<float> grad = gradients_of(model, masked_batch, 1.0f / float(B * T));
+  auto mean_over_targets = [&] {
+    return double(model.forward(b.tokens, masked)) * double(B * T) / double(trained);
+  };
+  testing::expect_directional_derivative(model, grad, mean_over_targets);
 }
 
 // Recomputation re-runs the same arithmetic: the gradients are the same bits.

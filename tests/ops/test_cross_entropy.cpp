@@ -1,10 +1,11 @@
 // Fused softmax + cross-entropy: losses against a double reference, the in-place gradient by finite
-// differences, padded vocabulary, huge logits, dloss == 0 leaving logits alone, bad input; the
-// vocabulary-parallel parts against the whole op.
+// differences, padded vocabulary, huge logits, dloss == 0 leaving logits alone, ignored targets,
+// bad input; the vocabulary-parallel parts against the whole op, with ignored targets too.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "core/ignored_target.h"
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_shard.h"
 #include "ops/op_testing.h"
@@ -110,6 +111,31 @@ TEST(CrossEntropy, OneThreadAndSeveralAgree) {
   testing::expect_identical(grads[0], grads[1], "dlogits");
 }
 
+// Rows whose target is kIgnoredTarget (loss masks) have loss 0 and a gradient row of zeros, padding
+// too; the other rows are what they are without them, bit for bit.
+TEST(CrossEntropy, IgnoredTargetsHaveNoLossAndNoGradient) {
+  CrossEntropyCase e;
+  const float dloss = 0.25f;
+  Tensor all_grad = testing::copy_of(e.logits), all_losses = Tensor::zeros({e.N});
+  softmax_cross_entropy(all_losses, all_grad, e.targets, e.V, dloss);
+  for (int64_t n : {1, 4}) e.targets.data<int32_t>()[n] = kIgnoredTarget;
+  for (float d : {0.0f, dloss}) {
+    Tensor grad = testing::copy_of(e.logits);
+    softmax_cross_entropy(e.losses, grad, e.targets, e.V, d);
+    for (int64_t n = 0; n < e.N; n++) {
+      const bool ignored = n == 1 || n == 4;
+      EXPECT_EQ(e.losses.f32()[n], ignored ? 0.0f : all_losses.f32()[n]) << "row " << n;
+      if (d == 0.0f) continue;
+      for (int64_t v = 0; v < e.Vp; v++)
+        ASSERT_EQ(grad.f32()[n * e.Vp + v], ignored ? 0.0f : all_grad.f32()[n * e.Vp + v]) << n << ", " << v;
+    }
+  }
+  e.targets.data<int32_t>()[2] = -2;  // only -1 means "ignored"
+  const std::string message = testing::error_of([&] { softmax_cross_entropy(e.losses, e.logits, e.targets, e.V, 1.0f); });
+  EXPECT_NE(message.find("target -2 of row 2 is outside the vocabulary [0, 37) and is not -1"), std::string::npos)
+      << message;
+}
+
 TEST(CrossEntropy, RejectsBadInput) {
   CrossEntropyCase e;
   EXPECT_THROW(softmax_cross_entropy(e.losses, e.logits, e.targets, e.Vp + 1, 1.0f), Error);
@@ -126,11 +152,13 @@ TEST(CrossEntropy, RejectsBadInput) {
 // The logits cut into column shards (tensor parallelism: 2, 3 and 4 shards, uneven ones, ones
 // holding only padding, the target 36 = V - 1 in the last shard with real columns): the shards'
 // statistics reduced as the ranks would reduce them give every row's loss on every shard, and the
-// shards' gradients side by side are the whole op's gradient.
+// shards' gradients side by side are the whole op's gradient; with and without ignored targets.
 TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
   for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{0, 24, 48}, {0, 10, 20, 37, 48}, {0, 36, 37, 48},
-                                           {0, 16, 32, 40, 48}}) {
+                                           {0, 16, 32, 40, 48}})
+  for (bool ignore : {false, true}) {
     CrossEntropyCase e;
+    if (ignore) e.targets.data<int32_t>()[0] = e.targets.data<int32_t>()[4] = kIgnoredTarget;
     const float dloss = 0.25f;
     Tensor whole = testing::copy_of(e.logits);
     softmax_cross_entropy(e.losses, whole, e.targets, e.V, dloss);

@@ -261,6 +261,32 @@ TEST(ValidationOfCollectiveForwards, MatchesOneProcess) {
     EXPECT_NEAR(val_loss(train(l, dir / layout_name(l), shard, extra)), want, 1e-5 * want) << layout_name(l);
 }
 
+// Loss masks (supervised fine-tuning): every rank weighs its targets by the global batch's count,
+// so runs whose ranks and micro-batches hold unequal numbers of targets match one process, in
+// training and in validation (whose batches are a micro-batch, 2 sequences in every run): dp with
+// ZeRO-1, a pipeline, tensor parallelism (vocabulary-parallel cross-entropy), context parallelism.
+TEST(LossMasks, MatchOneProcess) {
+  const std::filesystem::path dir = testing::scratch_dir();
+  const std::filesystem::path shard = testing::write_random_shard(dir, 8192, 256, 23);
+  testing::write_random_loss_mask(shard, 8192, 9);
+  const std::string extra = "--steps 3 --eval-every 3 --eval-batches 4 --val-data " + shard.string();
+  const RunResult ref = train(Layout{1, 1, 0, 2}, dir / "reference", shard.string(), extra);
+  const Layout layouts[] = {{2, 2, 1, 2},
+                            {4, 2, 0, 2, "gpt2-tiny", 2, "1f1b"},
+                            {2, 1, 0, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2},
+                            {2, 1, 0, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}};
+  for (const Layout& l : layouts) {
+    const RunResult run = train(l, dir / layout_name(l), shard.string(), extra);
+    ASSERT_EQ(run.metrics.size(), ref.metrics.size()) << layout_name(l);
+    for (size_t s = 0; s < ref.metrics.size(); ++s)
+      for (const char* key : {"loss", "grad_norm", "val_loss"}) {
+        if (!ref.metrics[s].contains(key)) continue;
+        const double want = ref.metrics[s][key], got = run.metrics[s][key];
+        EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << layout_name(l) << " " << key << " at line " << s + 1;
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Pairs, ReshardOnResume, ::testing::ValuesIn(kReshards), [](const auto& info) {
   std::ostringstream s;
   PrintTo(info.param, &s);

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "checkpoint/train_checkpoint.h"
+#include "data/data_mixture.h"
 #include "support/test_support.h"
 #include "train/resume_testing.h"
 #include "train/train_fixtures.h"
@@ -226,6 +228,52 @@ TEST(Trainer, CheckpointWithABadStepIsRefused) {
     });
     EXPECT_NE(message.find("'" + key + "' must be a non-negative integer"), std::string::npos) << message;
   }
+}
+
+// Loss masks: a step's loss is the mean over the global batch's targets alone (checked against
+// the initial model's token losses on batch 0) and its gradient that mean's, and any micro-batch split gives the same losses and
+// gradient norms although its micro-batches hold unequal numbers of targets.
+TEST(Trainer, LossMasksTrainOnTheTargetsAlone) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  testing::write_random_loss_mask(c.train_data, 4096, 5);
+  std::vector<std::vector<nlohmann::json>> metrics;
+  for (int64_t micro : {4, 1}) {
+    c.micro_batch_size = micro;
+    c.out_dir = (dir / ("micro" + std::to_string(micro))).string();
+    Trainer trainer(c);
+    // The untrained model's losses on batch 0: the mean over its targets, and over every token.
+    const DataMixture data(c.train_data, 256, c.batch_size, c.seq_len, parse_data_order(c.data_order), c.seed, "data");
+    Tensor inputs = Tensor::zeros({c.batch_size, c.seq_len}, DType::i32);
+    Tensor targets = Tensor::zeros({c.batch_size, c.seq_len}, DType::i32);
+    data.fill(0, 0, c.batch_size, inputs.data<int32_t>(), targets.data<int32_t>());
+    const int64_t trained = data.count_trained(0, 0, c.batch_size);
+    ASSERT_GT(trained, 0);
+    ASSERT_LT(trained, c.batch_size * c.seq_len);
+    const int64_t positions = c.batch_size * c.seq_len;
+    const double over_targets = double(trainer.model().forward(inputs, targets)) * double(positions) / double(trained);
+    // ... and the gradient of that mean, whose norm the first step reports.
+    Decoder& model = trainer.model();
+    model.zero_grad();
+    model.set_target_loss_weight(float(positions) / float(trained));
+    model.forward(inputs, targets, 1.0f / float(positions));
+    model.backward();
+    double squares = 0;
+    for (int64_t i = 0; i < model.grads().numel(); ++i) squares += double(model.grads().f32()[i]) * model.grads().f32()[i];
+    trainer.run();
+    metrics.push_back(testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl"));
+    EXPECT_NEAR(metrics.back()[0]["loss"].get<double>(), over_targets, 1e-5 * over_targets);
+    EXPECT_NEAR(metrics.back()[0]["grad_norm"].get<double>(), std::sqrt(squares), 1e-5 * std::sqrt(squares));
+    // Random tokens: the untrained mean is about log(256) over targets; over every position (the
+    // masked ones counting 0) it would be far lower.
+    EXPECT_NEAR(over_targets, std::log(256.0), 0.1);
+  }
+  ASSERT_EQ(metrics[1].size(), 3u);
+  for (size_t s = 0; s < 3; ++s)
+    for (const char* key : {"loss", "grad_norm"}) {
+      const double want = metrics[0][s][key];
+      EXPECT_NEAR(metrics[1][s][key].get<double>(), want, 1e-5 * want) << key << " at step " << s + 1;
+    }
 }
 
 }  // namespace tessera

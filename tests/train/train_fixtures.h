@@ -12,6 +12,7 @@
 #include "checkpoint/train_checkpoint.h"
 #include "nn/decoder_layout.h"
 #include "core/rng.h"
+#include "data/loss_mask.h"
 #include "data/token_shard.h"
 #include "train/train_config.h"
 
@@ -26,6 +27,19 @@ inline std::filesystem::path write_random_shard(const std::filesystem::path& dir
   std::filesystem::path path = dir / "train_000000.bin";
   write_token_shard(path, tokens, 2);
   return path;
+}
+
+// A loss mask for `shard` of n tokens (data/loss_mask.h) that keeps each token with a probability
+// that varies from window to window of 16 tokens (0 to 1), so micro-batches and ranks see unequal
+// numbers of targets.
+inline void write_random_loss_mask(const std::filesystem::path& shard, int64_t n, uint64_t seed) {
+  std::vector<uint8_t> trained(static_cast<size_t>(n));
+  Rng rng(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    const double keep = double((i / 16) % 5) / 4.0;
+    trained[size_t(i)] = rng.uniform() < keep;
+  }
+  write_loss_mask(loss_mask_path(shard), trained);
 }
 
 // gpt2-tiny on random tokens, small enough to train in milliseconds.

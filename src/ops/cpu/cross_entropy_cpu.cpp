@@ -1,11 +1,13 @@
 // Softmax + cross-entropy on the CPU, parallel over rows. A row is read once for its max and once
 // for exp(x - max), which is stored in place when a gradient is asked for and then scaled into it:
 //   loss = log(sum_v exp(x_v - max)) - (x_target - max);   grad = dloss * (softmax - onehot(target)).
+// An ignored target's row: loss 0, gradient 0.
 #include "ops/cpu/cross_entropy_cpu.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/ignored_target.h"
 #include "ops/cpu/kernel_util.h"
 
 namespace tessera::cpu {
@@ -16,6 +18,11 @@ void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets,
   for (int64_t n = 0; n < N; n++) {
     float* x = logits + n * Vp;  // (Vp)
     const int64_t target = targets[n];
+    if (target == kIgnoredTarget) {
+      losses[n] = 0.0f;
+      if (dloss != 0.0f) std::fill(x, x + Vp, 0.0f);
+      continue;
+    }
     float max_x = -INFINITY;
 #pragma omp simd reduction(max : max_x)
     for (int64_t v = 0; v < V; v++) max_x = std::max(max_x, x[v]);

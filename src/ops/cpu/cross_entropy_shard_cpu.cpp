@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/ignored_target.h"
 #include "ops/cpu/kernel_util.h"
 
 namespace tessera::cpu {
@@ -39,9 +40,14 @@ void cross_entropy_shard_finish(float* losses, float* logits, const int32_t* tar
                                 int64_t first_col, int64_t real, float dloss) {
 #pragma omp parallel for schedule(static) if (N * Vs >= kMinParallelElements)
   for (int64_t n = 0; n < N; n++) {
+    float* x = logits + n * Vs;
+    if (targets[n] == kIgnoredTarget) {
+      losses[n] = 0.0f;
+      if (dloss != 0.0f) std::fill(x, x + Vs, 0.0f);
+      continue;
+    }
     losses[n] = std::log(sum_exp[n]) + max[n] - target_logit[n];
     if (dloss == 0.0f) continue;
-    float* x = logits + n * Vs;
     const float m = max[n], scale = dloss / sum_exp[n];
 #pragma omp simd
     for (int64_t v = 0; v < real; v++) x[v] = exp_approx(x[v] - m) * scale;

@@ -3,7 +3,8 @@
 // Pass 1 reads the row once (16-byte vector loads when aligned) with an online softmax
 // (softmax_rows.cuh). Pass 2, only when a gradient is asked for, overwrites the row with
 // dloss * (softmax - onehot(target)) and zeroes the padding [V, Vp), which is therefore never predicted.
-//   loss = log(sum_v exp(x_v - max)) - (x_target - max)
+//   loss = log(sum_v exp(x_v - max)) - (x_target - max); an ignored target's row: loss 0, gradient 0.
+#include "core/ignored_target.h"
 #include "ops/cuda/cross_entropy_cuda.h"
 #include "ops/cuda/softmax_rows.cuh"
 
@@ -21,11 +22,12 @@ __global__ void softmax_cross_entropy_kernel(float* losses, T* logits, const int
   const int64_t n = blockIdx.x;
   T* x = logits + n * Vp;  // (Vp)
   const int64_t target = targets[n];
-  const float x_target = load_f32(x[target]);  // read before any thread overwrites the row
+  const bool ignored = target == kIgnoredTarget;
+  const float x_target = ignored ? 0.0f : load_f32(x[target]);  // read before any thread overwrites the row
   const SoftmaxStats stats = block_softmax_stats<W>(x, V, scratch);
-  if (threadIdx.x == 0) losses[n] = logf(stats.sum) - (x_target - stats.max);  // subtract first: both can be huge
+  if (threadIdx.x == 0) losses[n] = ignored ? 0.0f : logf(stats.sum) - (x_target - stats.max);  // subtract first
   if (dloss == 0.0f) return;
-  block_softmax_grad<W>(x, Vp, V, target, stats, dloss);
+  block_softmax_grad<W>(x, Vp, V, target, stats, ignored ? 0.0f : dloss);  // dloss 0: a row of zeros
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // (N,Vs), storage T = float, bf16 or fp16, arithmetic fp32, 16-byte vector accesses when the shard
 // is aligned and Vs allows; the row statistics and the gradient are softmax_cross_entropy's
 // (softmax_rows.cuh), over the shard's real columns [0, real) and with the global statistics.
+#include "core/ignored_target.h"
 #include "ops/cuda/cross_entropy_shard_cuda.h"
 #include "ops/cuda/softmax_rows.cuh"
 
@@ -34,9 +35,11 @@ template <int W, typename T>
 __global__ void finish_kernel(float* losses, T* logits, const int32_t* targets, const float* max, const float* sum_exp,
                               const float* target_logit, int64_t Vs, int64_t first_col, int64_t real, float dloss) {
   const int64_t n = blockIdx.x;
-  if (threadIdx.x == 0) losses[n] = logf(sum_exp[n]) + max[n] - target_logit[n];
+  const bool ignored = targets[n] == kIgnoredTarget;
+  if (threadIdx.x == 0) losses[n] = ignored ? 0.0f : logf(sum_exp[n]) + max[n] - target_logit[n];
   if (dloss == 0.0f) return;
-  block_softmax_grad<W>(logits + n * Vs, Vs, real, int64_t(targets[n]) - first_col, {max[n], sum_exp[n]}, dloss);
+  block_softmax_grad<W>(logits + n * Vs, Vs, real, int64_t(targets[n]) - first_col, {max[n], sum_exp[n]},
+                        ignored ? 0.0f : dloss);  // dloss 0: a row of zeros
 }
 
 // kVec<T> elements per access when every row of the shard is 16-byte aligned, else 1.
