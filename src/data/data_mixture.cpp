@@ -135,6 +135,10 @@ int64_t DataMixture::count_trained(int64_t batch_index, int64_t first_sequence, 
   return count;
 }
 
+bool DataMixture::has_loss_masks() const {
+  return std::any_of(datasets_.begin(), datasets_.end(), [](const auto& d) { return d->has_loss_mask(); });
+}
+
 std::string DataMixture::summary(int64_t batches) const {
   std::string lines;
   for (size_t d = 0; d < sources_.size(); ++d) {

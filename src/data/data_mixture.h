@@ -59,7 +59,10 @@ class DataMixture {
   // As BatchSampler::count_trained: how many of those sequences' targets train (loss masks).
   int64_t count_trained(int64_t batch_index, int64_t first_sequence, int64_t num_sequences) const;
 
-  // One line per source: its share, tokens, windows and the epochs `batches` global batches take of it.
+  // Whether any source's shards carry loss masks (data/loss_mask.h).
+  bool has_loss_masks() const;
+  // One line per source: its share, tokens, windows and the epochs `batches` global batches take of
+  // it, and the share of its tokens that are targets when it has loss masks.
   std::string summary(int64_t batches) const;
 
  private:

@@ -488,6 +488,8 @@ TrainResult Trainer::run() {
   if (train_data_->sources().size() > 1 && is_reporting_rank())
     progress.message("--train-data mixes " + std::to_string(train_data_->sources().size()) + " sources:\n" +
                      train_data_->summary(config_.steps));
+  else if (train_data_->has_loss_masks() && is_reporting_rank())
+    progress.message("--train-data: " + train_data_->summary(config_.steps));
 
   const StopSignals stop_signals;  // SIGTERM/SIGINT: finish the step, save, stop
   stop_signals_ = &stop_signals;

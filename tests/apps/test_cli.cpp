@@ -339,6 +339,46 @@ TEST_F(CliBadInput, TokenizesJsonLines) {
                         "bad.jsonl' line 201: not a JSON object");
 }
 
+// Supervised fine-tuning end to end: prompt/completion JSON lines tokenized with loss masks, a run
+// that learns the completions (all the same answer after varied prompts: the mean over the targets
+// falls far below the untrained one), eval that counts the targets, and a misused flag.
+TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
+  std::string jsonl, vocabulary;
+  for (int i = 0; i < 300; ++i) {
+    const std::string prompt = "question " + std::to_string(i * 7919 % 1000) + " is";
+    jsonl += nlohmann::json{{"prompt", prompt}, {"completion", " fine"}}.dump() + "\n";
+    vocabulary += prompt + " fine\n";
+  }
+  testing::write_text(dir / "sft.jsonl", jsonl);
+  testing::write_text(dir / "vocab.txt", vocabulary);
+  const std::string exe = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE);
+  testing::CommandResult r = testing::run_command(exe + " tokenizer-train --vocab-size 300 --in " +
+                                                  (dir / "vocab.txt").string() + " --out " + (dir / "tok.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command(exe + " tokenize --quiet --tokenizer " + (dir / "tok.json").string() + " --in " +
+                           (dir / "sft.jsonl").string() + " --jsonl-prompt-key prompt --jsonl-key completion --out " +
+                           (dir / "sft").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "loss masks beside the shards: ")) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(dir / "sft" / "train_000000.mask"));
+  r = testing::run_command(exe + " train --model gpt2-tiny --device cpu --steps 40 --batch-size 4 --seq-len 32 --lr 1e-2 "
+                           "--warmup 2 --tokenizer " + (dir / "tok.json").string() + " --out-dir " +
+                           (dir / "run").string() + " --train-data '" + (dir / "sft" / "train_*.bin").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "% of the tokens are targets)")) << r.output;
+  const auto lines = testing::read_metrics(dir / "run" / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 40u);
+  EXPECT_GT(lines.front()["loss"].get<double>(), 4.5);  // about log(300) untrained
+  EXPECT_LT(lines.back()["loss"].get<double>(), 0.5);    // the answer and the end of it are learnt
+  r = testing::run_command(exe + " eval --checkpoint " + (dir / "run").string() + " --seq-len 32 --batch-size 4 " +
+                           "--batches 2 --val-data '" + (dir / "sft" / "train_*.bin").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "targets under loss masks)")) << r.output;
+  expect_one_line_error("tokenize --quiet --tokenizer " + (dir / "tok.json").string() + " --in " +
+                            (dir / "vocab.txt").string() + " --jsonl-prompt-key prompt --out " + (dir / "bad").string(),
+                        "--jsonl-prompt-key needs JSON lines");
+}
+
 TEST(Cli, HelpListsTheTrainFlags) {
   testing::CommandResult r = testing::run_command(std::string(TESSERA_EXE) + " train --help");
   EXPECT_EQ(r.exit_code, 0);
