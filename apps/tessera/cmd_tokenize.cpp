@@ -24,6 +24,9 @@ void add_document_flags(CLI::App& cmd, DocumentOptions& documents) {
   cmd.add_option("--jsonl-prompt-key", documents.jsonl_prompt_key,
                  "JSON lines: the key of each document's prompt (supervised fine-tuning: the shards get loss "
                  "masks that train on the completions under --jsonl-key alone)");
+  cmd.add_option("--chat-template", documents.chat_template,
+                 "JSON lines: --jsonl-key holds a list of messages ({\"role\", \"content\"}), rendered with "
+                 "this template (llama3 or chatml); the shards get loss masks that train on the assistant's turns");
   cmd.add_option("--delimiter", documents.delimiter,
                  "Text: a line that separates documents (e.g. %); default: one document per file");
 }
@@ -71,8 +74,8 @@ void add_tokenize_command(CLI::App& app) {
     std::printf("%s%lld documents -> %lld train + %lld val tokens in %zu shards under %s\n", o->quiet ? "" : "\n",
                 (long long)stats.documents, (long long)stats.train_tokens, (long long)stats.val_tokens,
                 stats.shards.size(), o->out.c_str());
-    if (!o->shards.documents.jsonl_prompt_key.empty())
-      std::printf("loss masks beside the shards: %lld of the tokens (%.1f%%) are completion targets\n",
+    if (!o->shards.documents.jsonl_prompt_key.empty() || !o->shards.documents.chat_template.empty())
+      std::printf("loss masks beside the shards: %lld of the tokens (%.1f%%) are targets\n",
                   (long long)stats.trained_tokens,
                   100.0 * double(stats.trained_tokens) / double(std::max<int64_t>(stats.train_tokens + stats.val_tokens, 1)));
   });

@@ -1,6 +1,7 @@
 // Corpus files -> documents (a batch at a time) -> tokens, encoded in parallel -> shards, in order.
 #include "data/corpus.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -13,18 +14,18 @@
 namespace tessera {
 namespace {
 
-// A document's tokens: its start token, then a prompt's ([1, prompt_end)) and the text's.
+// A document's tokens (its start token first) and which of them are training targets.
 struct EncodedDocument {
   std::vector<int32_t> tokens;
-  size_t prompt_end = 1;
+  std::vector<uint8_t> trained;
 };
 
-// How a split's loss masks treat a document's start token: with prompts (supervised fine-tuning)
-// the prompt is never a target and the text always is; the start token is one when it is
-// <|endoftext|> ending the document before, and never when it is a BOS (nothing predicts a BOS).
+// How a split's loss masks treat a document's start token (its other tokens train as their pieces
+// say): a target when it is <|endoftext|> ending the document before, and never when it is a BOS
+// (nothing predicts a BOS).
 struct MaskRule {
-  bool masks = false;                    // write loss masks (the corpus has prompts)
-  bool start_ends_previous = false;      // the start token is <|endoftext|>
+  bool masks = false;                // write loss masks (the corpus has prompts or conversations)
+  bool start_ends_previous = false;  // the start token is <|endoftext|>
 };
 
 // Accumulates tokens of one split (and their loss-mask bits) and flushes them into numbered shard
@@ -40,10 +41,7 @@ class ShardWriter {
     const bool first_of_split = total_ + pending() == 0;
     for (size_t i = 0; i < document.tokens.size(); ++i) {
       buffer_.push_back(uint32_t(document.tokens[i]));
-      if (rule_.masks) {
-        const bool start = i == 0;
-        trained_.push_back(start ? rule_.start_ends_previous && !first_of_split : i >= document.prompt_end);
-      }
+      if (rule_.masks) trained_.push_back(i == 0 ? rule_.start_ends_previous && !first_of_split : document.trained[i]);
       if (int64_t(buffer_.size()) == shard_tokens_) flush();
     }
   }
@@ -96,7 +94,18 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
     require_regular_file(file, "text file");
     stats.bytes_total += std::filesystem::file_size(file);
   }
-  const MaskRule rule{!options.documents.jsonl_prompt_key.empty(), !tokenizer.bos_token().has_value()};
+  const DocumentOptions& documents = options.documents;
+  if (!documents.chat_template.empty()) {
+    const ChatTemplate chat = ChatTemplate::named(documents.chat_template);
+    const std::vector<SpecialToken>& specials = tokenizer.special_tokens();
+    for (std::string_view special : chat.special_tokens()) {
+      const bool held = std::any_of(specials.begin(), specials.end(), [&](const SpecialToken& s) { return s.text == special; });
+      TS_CHECK(held, "--chat-template ", chat.name(), ": the tokenizer (", tokenizer.source(), ") has no special token ",
+               special, "; give the tokenizer of the model the template is for");
+    }
+  }
+  const MaskRule rule{!documents.jsonl_prompt_key.empty() || !documents.chat_template.empty(),
+                      !tokenizer.bos_token().has_value()};
   ShardWriter train(out_dir, "train", options.shard_tokens, version, rule, stats);
   ShardWriter val(out_dir, "val", options.shard_tokens, version, rule, stats);
   // A batch: enough documents (or bytes) to keep every thread busy, few enough to bound memory.
@@ -115,13 +124,15 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
       try {
         Document document;
         reader.document_of(batch[d], document);
-        if (document.text.empty()) continue;  // nothing to train on
+        if (!document.has_target()) continue;  // nothing to train on
         std::vector<int32_t>& tokens = encoded[d].tokens;
+        std::vector<uint8_t>& trained = encoded[d].trained;
         tokens.assign(1, first);
-        for (const std::string* part : {&document.prompt, &document.text}) {
-          const std::vector<int32_t> piece = tokenizer.encode(*part);
-          tokens.insert(tokens.end(), piece.begin(), piece.end());
-          if (part == &document.prompt) encoded[d].prompt_end = tokens.size();
+        trained.assign(1, 0);  // set by the split's MaskRule
+        for (const DocumentPiece& piece : document.pieces) {
+          const std::vector<int32_t> ids = tokenizer.encode(piece.text);
+          tokens.insert(tokens.end(), ids.begin(), ids.end());
+          trained.insert(trained.end(), ids.size(), piece.trained ? 1 : 0);
         }
       } catch (...) {
         errors[d] = std::current_exception();

@@ -3,8 +3,9 @@
 // one (Llama 3: <|begin_of_text|>), else by <|endoftext|> (the GPT-2 / llm.c convention); every
 // val_every-th document goes to the validation split. Documents are encoded on several threads in
 // batches and written in their order, so the shards do not depend on the thread count. A corpus
-// with prompts (DocumentOptions::jsonl_prompt_key) gets a loss mask beside every shard
-// (data/loss_mask.h): its completions and the <|endoftext|> ending each are the targets.
+// with prompts (DocumentOptions::jsonl_prompt_key) or conversations (chat_template) gets a loss
+// mask beside every shard (data/loss_mask.h): its completions or assistant turns, and the
+// <|endoftext|> ending each document, are the targets.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,8 @@ struct CorpusStats {
 };
 
 // Writes <out_dir>/train_NNNNNN.bin (and val_NNNNNN.bin) shards, uint16 tokens when the
-// vocabulary fits, uint32 otherwise, and their .mask files when the documents have prompts.
+// vocabulary fits, uint32 otherwise, and their .mask files when the documents have prompts or are
+// conversations (whose template's special tokens the tokenizer must hold).
 // `progress`, when given, sees the counts after each batch of documents.
 CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
                                const std::filesystem::path& out_dir, const ShardOptions& options,

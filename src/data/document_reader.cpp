@@ -52,10 +52,21 @@ DocumentReader::DocumentReader(const std::filesystem::path& file, const Document
   if (!stream_->file) close(fd);
   TS_CHECK(stream_->file != nullptr, "text file ", quoted_text(file.string()), ": cannot open it");
   gzbuffer(stream_->file, 1 << 20);
-  TS_CHECK(options.jsonl_prompt_key.empty() || format_ == DocumentFormat::jsonl, "--jsonl-prompt-key needs JSON ",
-           "lines, but ", quoted_text(file.string()), " is read as text; give *.jsonl files or --format jsonl");
+  for (const auto& [flag, value] : {std::pair{"--jsonl-prompt-key", &options.jsonl_prompt_key},
+                                     std::pair{"--chat-template", &options.chat_template}})
+    TS_CHECK(value->empty() || format_ == DocumentFormat::jsonl, flag, " needs JSON lines, but ",
+             quoted_text(file.string()), " is read as text; give *.jsonl files or --format jsonl");
+  TS_CHECK(options.jsonl_prompt_key.empty() || options.chat_template.empty(), "--jsonl-prompt-key and ",
+           "--chat-template exclude each other: a record is a prompt and a completion, or a conversation");
   TS_CHECK(options.jsonl_prompt_key != options.jsonl_key, "--jsonl-prompt-key and --jsonl-key both name ",
            quoted_text(options.jsonl_key), "; the prompt and the completion need keys of their own");
+  if (!options.chat_template.empty()) chat_template_ = ChatTemplate::named(options.chat_template);
+}
+
+bool Document::has_target() const {
+  for (const DocumentPiece& piece : pieces)
+    if (piece.trained && !piece.text.empty()) return true;
+  return false;
 }
 
 DocumentReader::~DocumentReader() = default;
@@ -109,17 +120,17 @@ bool DocumentReader::next(std::string& document) {
   Document parts;
   while (next_record(record)) {
     document_of(record, parts);
-    document = std::move(parts.prompt);
-    document += parts.text;
+    document.clear();
+    for (const DocumentPiece& piece : parts.pieces) document += piece.text;
     if (!document.empty()) return true;
   }
   return false;
 }
 
 void DocumentReader::document_of(DocumentRecord& record, Document& document) const {
-  document.prompt.clear();
+  document.pieces.clear();
   if (format_ == DocumentFormat::text) {
-    document.text = std::move(record.bytes);
+    document.pieces.push_back({std::move(record.bytes), true});
     return;
   }
   const nlohmann::json j = nlohmann::json::parse(record.bytes, nullptr, /*allow_exceptions=*/false);
@@ -132,9 +143,29 @@ void DocumentReader::document_of(DocumentRecord& record, Document& document) con
              what, " key with ", flag);
     return value->get<std::string>();
   };
-  document.text = string_under(options_.jsonl_key, "--jsonl-key", "documents'");
+  if (chat_template_) {
+    document.pieces = chat_template_->render(messages_under(j, where()));
+    return;
+  }
   if (!options_.jsonl_prompt_key.empty())
-    document.prompt = string_under(options_.jsonl_prompt_key, "--jsonl-prompt-key", "prompts'");
+    document.pieces.push_back({string_under(options_.jsonl_prompt_key, "--jsonl-prompt-key", "prompts'"), false});
+  document.pieces.push_back({string_under(options_.jsonl_key, "--jsonl-key", "documents'"), true});
+}
+
+std::vector<ChatMessage> DocumentReader::messages_under(const nlohmann::json& record, const std::string& where) const {
+  const auto list = record.find(options_.jsonl_key);
+  TS_CHECK(list != record.end() && list->is_array(), where, ": no list of messages under ",
+           quoted_text(options_.jsonl_key), "; name the conversations' key with --jsonl-key");
+  std::vector<ChatMessage> messages;
+  for (const nlohmann::json& m : *list) {
+    const auto role = m.is_object() ? m.find("role") : m.end();
+    const auto content = m.is_object() ? m.find("content") : m.end();
+    TS_CHECK(m.is_object() && role != m.end() && role->is_string() && content != m.end() && content->is_string(),
+             where, ": message ", messages.size() + 1, " is not an object with string \"role\" and \"content\"; ",
+             "--chat-template renders messages such as {\"role\": \"user\", \"content\": \"Hi\"}");
+    messages.push_back({role->get<std::string>(), content->get<std::string>()});
+  }
+  return messages;
 }
 
 bool DocumentReader::next_record(DocumentRecord& record) {

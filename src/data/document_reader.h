@@ -2,13 +2,21 @@
 // file one document, or the pieces between lines equal to a delimiter, as fortune files hold them)
 // or JSON lines (the string under a key of each line's object, as Hugging Face datasets and web
 // dumps such as FineWeb ship them). Either may be gzip-compressed (*.gz): zlib reads both kinds.
+// Supervised fine-tuning data is JSON lines with a prompt and a completion under two keys, or a
+// conversation (a list of messages) that a chat template renders (data/chat_template.h): a
+// document is then pieces that train or do not.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "data/chat_template.h"
 
 namespace tessera {
 
@@ -19,6 +27,7 @@ struct DocumentOptions {
   std::string delimiter;          // text: a line that separates documents; empty: the whole file is one
   std::string jsonl_key = "text";  // JSON lines: the key whose string is the document
   std::string jsonl_prompt_key;    // JSON lines: the key of a prompt before the document; empty: none
+  std::string chat_template;       // JSON lines: the key holds messages, rendered so; empty: none
 };
 
 // The format `options.format` gives `file`; an unknown value throws naming --format.
@@ -30,15 +39,17 @@ struct DocumentRecord {
   int64_t line = 0;   // where it starts in the file (JSON lines: its line number)
 };
 
-// A document and the prompt before it (empty unless DocumentOptions::jsonl_prompt_key is given).
+// A document: its pieces in order. One trained piece but for prompts and conversations.
 struct Document {
-  std::string prompt;
-  std::string text;
+  std::vector<DocumentPiece> pieces;
+  // Whether any trained piece has text: a document without is skipped.
+  bool has_target() const;
 };
 
 class DocumentReader {
  public:
-  // Opens `file` (a regular file; errors name it). A prompt key needs JSON lines.
+  // Opens `file` (a regular file; errors name it). A prompt key or a chat template needs JSON lines,
+  // and they exclude each other.
   DocumentReader(const std::filesystem::path& file, const DocumentOptions& options);
   ~DocumentReader();
   DocumentReader(const DocumentReader&) = delete;
@@ -61,10 +72,13 @@ class DocumentReader {
   bool fill();
   // The next line without its '\n' into `line`; false at the end of the file.
   bool read_line(std::string& line);
+  // The messages under the key of a JSON line's object; `where` names the line in errors.
+  std::vector<ChatMessage> messages_under(const nlohmann::json& record, const std::string& where) const;
 
   std::filesystem::path path_;
   DocumentOptions options_;
   DocumentFormat format_;
+  std::optional<ChatTemplate> chat_template_;
   std::unique_ptr<Stream> stream_;
   uint64_t file_bytes_ = 0;
   int64_t line_number_ = 0;

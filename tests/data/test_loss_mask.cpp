@@ -1,7 +1,8 @@
 // Loss masks: the file's bits round-trip; the data loader turns a masked target into
 // kIgnoredTarget and counts the targets of any part of a batch (plain and mixed sources); a
 // corpus with prompts gets masks whose targets are exactly the completions and the <|endoftext|>
-// ending each; bad masks, shards missing theirs and misused flags fail naming the file and the fix.
+// ending each, and one of conversations (chat templates) the assistant's turns; bad masks, shards
+// missing theirs and misused flags fail naming the file and the fix.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "core/ignored_target.h"
 #include "data/batch_sampler.h"
 #include "data/bpe_trainer.h"
+#include "data/chat_template.h"
 #include "data/corpus.h"
 #include "data/data_mixture.h"
 #include "data/loss_mask.h"
@@ -215,6 +217,121 @@ TEST(LossMask, PromptKeyMisuseNamesTheFix) {
   options.jsonl_prompt_key = "completion";
   message = error_of([&] { read_all(dir / "sft.jsonl", options); });
   EXPECT_TRUE(contains(message, "--jsonl-prompt-key and --jsonl-key both name 'completion'")) << message;
+}
+
+TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
+  const std::vector<ChatMessage> chat = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}};
+  const std::vector<DocumentPiece> llama = ChatTemplate::named("llama3").render(chat);
+  ASSERT_EQ(llama.size(), 6u);
+  const std::vector<std::pair<std::string, bool>> want_llama = {
+      {"<|start_header_id|>system<|end_header_id|>\n\n", false}, {"Be brief.<|eot_id|>", false},
+      {"<|start_header_id|>user<|end_header_id|>\n\n", false},   {"Hi<|eot_id|>", false},
+      {"<|start_header_id|>assistant<|end_header_id|>\n\n", false}, {"Hello.<|eot_id|>", true}};
+  for (size_t i = 0; i < llama.size(); ++i) {
+    EXPECT_EQ(llama[i].text, want_llama[i].first) << i;
+    EXPECT_EQ(llama[i].trained, want_llama[i].second) << i;
+  }
+  std::string chatml;
+  for (const DocumentPiece& piece : ChatTemplate::named("chatml").render(chat))
+    chatml += (piece.trained ? "[" : "") + piece.text + (piece.trained ? "]" : "");
+  EXPECT_EQ(chatml, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                    "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
+  EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
+                       "--chat-template: unknown template 'alpaca'; use llama3 or chatml"));
+}
+
+// The 256 byte tokens, then `specials` (the first is <|endoftext|>); with `bos`, the second special
+// is put before every text, as Llama 3's post-processor does.
+Tokenizer byte_tokenizer(const std::vector<std::string>& specials, bool bos) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
+  std::vector<SpecialToken> special_tokens;
+  for (const std::string& s : specials) {
+    tokens.push_back(s);
+    special_tokens.push_back({s, int32_t(tokens.size() - 1)});
+  }
+  EncodingRules rules;
+  if (bos) rules.prefix = {special_tokens[1].id};
+  return Tokenizer(tokens, {}, special_tokens, "byte tokenizer", std::move(rules));
+}
+
+// Conversations tokenized through each template: the targets are the assistants' turns (with
+// their end of turn) and, for a tokenizer without a BOS, the <|endoftext|> ending each document;
+// a conversation without an assistant's turn is skipped.
+TEST(ChatTemplate, CorpusOfConversationsTrainsOnTheAssistantsTurns) {
+  const fs::path dir = testing::scratch_dir();
+  const std::vector<std::vector<ChatMessage>> conversations = {
+      {{"user", "2+2?"}, {"assistant", "4"}},
+      {{"system", "Terse."}, {"user", "Capital of France?"}, {"assistant", "Paris"}, {"user", "And Italy?"},
+       {"assistant", "Rome"}},
+      {{"user", "no answer here"}}};
+  std::string corpus;
+  for (const auto& conversation : conversations) {
+    nlohmann::json messages = nlohmann::json::array();
+    for (const ChatMessage& m : conversation) messages.push_back({{"role", m.role}, {"content", m.content}});
+    corpus += nlohmann::json{{"messages", messages}}.dump() + "\n";
+  }
+  testing::write_text(dir / "chat.jsonl", corpus);
+  struct Case {
+    std::string name;
+    Tokenizer tokenizer;
+    std::string targets, rest;
+  };
+  const std::vector<Case> cases = {
+      {"chatml", byte_tokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, false),
+       "4<|im_end|><|endoftext|>Paris<|im_end|>Rome<|im_end|>",
+       "<|endoftext|><|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n\n<|im_start|>system\nTerse."
+       "<|im_end|>\n<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n\n<|im_start|>user\n"
+       "And Italy?<|im_end|>\n<|im_start|>assistant\n\n"},
+      {"llama3",
+       byte_tokenizer({"<|end_of_text|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
+                      true),
+       "4<|eot_id|>Paris<|eot_id|>Rome<|eot_id|>",
+       "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|><|start_header_id|>assistant"
+       "<|end_header_id|>\n\n<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nTerse.<|eot_id|>"
+       "<|start_header_id|>user<|end_header_id|>\n\nCapital of France?<|eot_id|><|start_header_id|>assistant"
+       "<|end_header_id|>\n\n<|start_header_id|>user<|end_header_id|>\n\nAnd Italy?<|eot_id|>"
+       "<|start_header_id|>assistant<|end_header_id|>\n\n"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ShardOptions options;
+    options.documents.jsonl_key = "messages";
+    options.documents.chat_template = c.name;
+    const CorpusStats stats = tokenize_to_shards(c.tokenizer, {dir / "chat.jsonl"}, dir / c.name, options);
+    EXPECT_EQ(stats.documents, 2);
+    const TokenDataset data = TokenDataset::open((dir / c.name / "train_*.bin").string(), 1 << 20, "--train-data");
+    std::vector<int32_t> tokens(size_t(data.num_tokens()));
+    std::vector<uint8_t> trained(tokens.size());
+    data.read(0, data.num_tokens(), tokens.data());
+    data.read_loss_mask(0, data.num_tokens(), trained.data());
+    std::vector<int32_t> targets, rest;
+    for (size_t i = 0; i < tokens.size(); ++i) (trained[i] ? targets : rest).push_back(tokens[i]);
+    EXPECT_EQ(c.tokenizer.decode(targets), c.targets);
+    EXPECT_EQ(c.tokenizer.decode(rest), c.rest);
+  }
+}
+
+TEST(ChatTemplate, BadConversationsAndTokenizersNameTheFix) {
+  const fs::path dir = testing::scratch_dir();
+  ShardOptions options;
+  options.documents.jsonl_key = "messages";
+  options.documents.chat_template = "chatml";
+  const Tokenizer chatml = byte_tokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, false);
+  auto error_for = [&](const std::string& line, const Tokenizer& tokenizer) {
+    testing::write_text(dir / "chat.jsonl", line + "\n");
+    return error_of([&] { tokenize_to_shards(tokenizer, {dir / "chat.jsonl"}, dir / "out", options); });
+  };
+  std::string message = error_for(R"({"messages": "hello"})", chatml);
+  EXPECT_TRUE(contains(message, "chat.jsonl' line 1: no list of messages under 'messages'; name the conversations' "
+                                "key with --jsonl-key")) << message;
+  message = error_for(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant"}]})", chatml);
+  EXPECT_TRUE(contains(message, "line 1: message 2 is not an object with string \"role\" and \"content\"")) << message;
+  message = error_for(R"({"messages": []})", byte_tokenizer({"<|endoftext|>"}, false));
+  EXPECT_TRUE(contains(message, "--chat-template chatml: the tokenizer (byte tokenizer) has no special token "
+                                "<|im_start|>; give the tokenizer of the model the template is for")) << message;
+  options.documents.jsonl_prompt_key = "prompt";
+  message = error_for(R"({"messages": []})", chatml);
+  EXPECT_TRUE(contains(message, "--jsonl-prompt-key and --chat-template exclude each other")) << message;
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// The built-in chat templates: each message is a header (untrained), its content and its end of
+// turn (trained for the assistant), and what follows the turn (untrained).
+#include "data/chat_template.h"
+
+#include "core/error.h"
+#include "core/user_text.h"
+
+namespace tessera {
+
+ChatTemplate ChatTemplate::named(std::string_view name) {
+  ChatTemplate t;
+  t.name_ = std::string(name);
+  if (name == "llama3") {
+    t.before_role_ = "<|start_header_id|>";
+    t.after_role_ = "<|end_header_id|>\n\n";
+    t.end_of_turn_ = "<|eot_id|>";
+    t.specials_ = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+  } else if (name == "chatml") {
+    t.before_role_ = "<|im_start|>";
+    t.after_role_ = "\n";
+    t.end_of_turn_ = "<|im_end|>";
+    t.after_turn_ = "\n";
+    t.specials_ = {"<|im_start|>", "<|im_end|>"};
+  } else {
+    TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use llama3 or chatml");
+  }
+  return t;
+}
+
+std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
+  std::vector<DocumentPiece> pieces;
+  for (const ChatMessage& m : messages) {
+    const bool trained = m.role == "assistant";
+    std::string header(before_role_);
+    header.append(m.role).append(after_role_);
+    std::string turn = m.content;
+    turn.append(end_of_turn_);
+    pieces.push_back({std::move(header), false});
+    pieces.push_back({std::move(turn), trained});
+    if (!after_turn_.empty()) pieces.push_back({std::string(after_turn_), false});
+  }
+  return pieces;
+}
+
+}  // namespace tessera

@@ -1,0 +1,43 @@
+// Chat templates for supervised fine-tuning on conversations: a JSON lines record holds a list of
+// messages ({"role": ..., "content": ...}), which a template renders as Hugging Face's chat
+// templates do, cut into pieces that are training targets (an assistant's content and the token
+// ending its turn) or not (everything else). Built in, as the Jinja templates cannot run here:
+//   llama3: <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>   (after the BOS)
+//   chatml: <|im_start|>ROLE\nCONTENT<|im_end|>\n                            (Qwen and others)
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera {
+
+// A piece of a document's text, and whether its tokens are training targets.
+struct DocumentPiece {
+  std::string text;
+  bool trained = true;
+};
+
+struct ChatMessage {
+  std::string role;  // system, user, assistant, tool, ...: only an assistant's content trains
+  std::string content;
+};
+
+class ChatTemplate {
+ public:
+  // "llama3" or "chatml"; anything else throws naming --chat-template.
+  static ChatTemplate named(std::string_view name);
+
+  const std::string& name() const { return name_; }
+  // The special tokens the rendering uses, which the tokenizer must hold.
+  const std::vector<std::string_view>& special_tokens() const { return specials_; }
+  // The conversation's pieces, in order.
+  std::vector<DocumentPiece> render(const std::vector<ChatMessage>& messages) const;
+
+ private:
+  std::string name_;
+  std::string_view before_role_, after_role_, end_of_turn_, after_turn_;  // string literals
+  std::vector<std::string_view> specials_;
+};
+
+}  // namespace tessera
