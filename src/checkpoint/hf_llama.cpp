@@ -33,6 +33,11 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
     pieces.push_back({p + "self_attn.q_proj.weight", {q, C}, b.qkv.weight, 0});
     pieces.push_back({p + "self_attn.k_proj.weight", {kv, C}, b.qkv.weight, q * C});
     pieces.push_back({p + "self_attn.v_proj.weight", {kv, C}, b.qkv.weight, (q + kv) * C});
+    if (c.qkv_bias) {
+      pieces.push_back({p + "self_attn.q_proj.bias", {q}, b.qkv.bias, 0});
+      pieces.push_back({p + "self_attn.k_proj.bias", {kv}, b.qkv.bias, q});
+      pieces.push_back({p + "self_attn.v_proj.bias", {kv}, b.qkv.bias, q + kv});
+    }
     pieces.push_back({p + "self_attn.o_proj.weight", {C, q}, b.attn_out.weight, 0});
     pieces.push_back({p + "post_attention_layernorm.weight", {C}, b.norm2.weight, 0});
     if (!c.is_moe_block(l)) {
@@ -122,13 +127,16 @@ void read_rope_scaling(const ConfigReader& r, const json& scaling, RopeConfig& r
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
   const ConfigReader r(config, path);
   const json* type = r.find("model_type");
-  TS_CHECK(type && (*type == "llama" || *type == "mixtral"), r.where(), ": field 'model_type' is ",
-           type ? json_excerpt(*type) : "missing", "; expected \"llama\" or \"mixtral\"");
-  const bool mixtral = *type == "mixtral";
-  r.expect("hidden_act", "silu", "Llama and Mixtral MLPs are SwiGLU (silu)");
-  r.expect("attention_bias", false, "Tessera's Llama has no attention biases");
+  const bool known = type && (*type == "llama" || *type == "mistral" || *type == "qwen2" || *type == "mixtral");
+  TS_CHECK(known, r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
+           "; expected \"llama\", \"mistral\", \"qwen2\" or \"mixtral\"");
+  const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2";
+  r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
+  // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
+  r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
   r.expect("mlp_bias", false, "Tessera's Llama has no MLP biases");
   r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
+  r.expect("use_sliding_window", false, "sliding-window attention is not implemented");
 
   ModelConfig c;
   c.naming = Naming::llama;
@@ -140,7 +148,13 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   c.num_heads = r.integer("num_attention_heads");
   c.channels = r.integer("hidden_size");
   c.vocab_size = r.integer("vocab_size");
+  c.qkv_bias = qwen2;
   c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : 2048);
+  // Mistral and Mixtral may window their attention; a window as long as the context changes nothing.
+  if (const json* window = r.find("sliding_window"); window && !qwen2)
+    TS_CHECK(window->is_number_integer() && window->get<int64_t>() >= c.max_seq_len, r.where(),
+             ": field 'sliding_window' is ", json_excerpt(*window), "; sliding-window attention is not implemented ",
+             "(a window of max_position_embeddings or more, or null, is full attention)");
   c.num_kv_heads = r.integer("num_key_value_heads", c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
   c.norm_eps = r.number("rms_norm_eps", mixtral ? 1e-5f : 1e-6f);
@@ -207,8 +221,9 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
                config.moe.num_shared_experts == 0 && config.moe.first_dense_layers == 0 &&
-               config.moe.router == RouterKind::softmax_topk,
-           "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM or MixtralForCausalLM form");
+               config.moe.router == RouterKind::softmax_topk && !(config.qkv_bias && config.moe.enabled()),
+           "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM or ",
+           "MixtralForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
@@ -221,7 +236,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   }
   write_hf_weights(dir, tensors, max_shard_bytes);
 
-  const bool mixtral = config.moe.enabled();
+  const bool mixtral = config.moe.enabled(), qwen2 = config.qkv_bias;
   json rope_scaling = nullptr;
   if (config.rope.factor > 0)
     rope_scaling = {{"rope_type", "llama3"},
@@ -229,8 +244,9 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                     {"low_freq_factor", config.rope.low_freq_factor},
                     {"high_freq_factor", config.rope.high_freq_factor},
                     {"original_max_position_embeddings", config.rope.original_max_positions}};
-  json hf = {{"architectures", json::array({mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM"})},
-             {"model_type", mixtral ? "mixtral" : "llama"},
+  json hf = {{"architectures",
+              json::array({mixtral ? "MixtralForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"})},
+             {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : "llama"},
              {"hidden_size", config.channels},
              {"intermediate_size", mixtral ? config.moe.expert_hidden : config.hidden()},
              {"num_hidden_layers", config.num_layers},
@@ -243,7 +259,6 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
              {"rope_theta", config.rope.theta},
              {"rope_scaling", rope_scaling},
              {"hidden_act", "silu"},
-             {"attention_bias", false},
              {"tie_word_embeddings", config.tied_embeddings},
              {"initializer_range", 0.02},
              {"torch_dtype", "float32"}};
@@ -251,7 +266,10 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
     hf["num_local_experts"] = config.moe.num_experts;
     hf["num_experts_per_tok"] = config.moe.top_k;
     hf["output_router_logits"] = true;
+  } else if (qwen2) {
+    hf["use_sliding_window"] = false;
   } else {
+    hf["attention_bias"] = false;
     hf["mlp_bias"] = false;
   }
   write_file_atomic(dir / "config.json", hf.dump(2) + "\n");

@@ -1,6 +1,7 @@
-// Llama and Mixtral <-> Hugging Face folders (config.json plus model.safetensors, or a sharded
-// model.safetensors.index.json with its shard files: the folders LlamaForCausalLM and
-// MixtralForCausalLM read and write). HF keeps q/k/v, gate/up and each expert as separate (out, in)
+// Llama, Mistral, Qwen2 and Mixtral <-> Hugging Face folders (config.json plus model.safetensors, or
+// a sharded model.safetensors.index.json with its shard files: the folders LlamaForCausalLM,
+// MistralForCausalLM, Qwen2ForCausalLM and MixtralForCausalLM read and write). Mistral is Llama's
+// architecture (imported as such, exported as Llama); Qwen2 is Llama's with q/k/v biases. HF keeps q/k/v, gate/up and each expert as separate (out, in)
 // tensors; ours pack them (decoder_layout.h): every HF tensor is one contiguous range of one of our
 // parameters, so loading and saving copy without transposes. Mixtral's experts: w1 = gate, w3 = up,
 // w2 = down. The embedding and an untied head hold the first V of our Vp rows; padding rows are 0.
@@ -16,9 +17,10 @@
 
 namespace tessera {
 
-// A config.json object of model_type "llama" or "mixtral" as our config; `path` names the file in
-// errors. Unsupported features (another hidden_act or rope_scaling type, attention or MLP biases, a
-// head_dim other than hidden_size / num_attention_heads) are refused naming the key.
+// A config.json object of model_type "llama", "mistral", "qwen2" or "mixtral" as our config; `path`
+// names the file in errors. Unsupported features (another hidden_act or rope_scaling type, attention
+// biases beyond Qwen2's or MLP biases, sliding-window attention, a head_dim other than hidden_size /
+// num_attention_heads) are refused naming the key.
 ModelConfig hf_llama_config(const nlohmann::json& config, const std::filesystem::path& path);
 
 // dir's weights checked against `config` (every tensor present, shaped and of a loadable dtype, none

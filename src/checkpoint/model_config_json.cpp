@@ -105,6 +105,7 @@ json model_config_to_json(const ModelConfig& c) {
             {"positions", name_of(kPositions, c.positions)},
             {"mlp", name_of(kMlps, c.mlp)},
             {"bias", c.bias},
+            {"qkv_bias", c.qkv_bias},
             {"tied_embeddings", c.tied_embeddings}};
   if (c.positions == PositionKind::rope)
     j["rope"] = {{"theta", c.rope.theta},
@@ -142,6 +143,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.choice("positions", kPositions, c.positions);
   r.choice("mlp", kMlps, c.mlp);
   r.boolean("bias", c.bias);
+  r.boolean("qkv_bias", c.qkv_bias);  // absent before Qwen2 support: false
   r.boolean("tied_embeddings", c.tied_embeddings);
   Reader rope = r.object("rope");
   rope.number("theta", c.rope.theta);

@@ -15,7 +15,7 @@ BlockNames gpt2_block_names(const ModelConfig& c, int64_t l) {
   const bool norm_bias = c.bias && c.norm == NormKind::layernorm;
   BlockNames n;
   n.norm1 = linear_names(p + "ln_1", norm_bias);
-  n.qkv = linear_names(p + "attn.c_attn", c.bias);
+  n.qkv = linear_names(p + "attn.c_attn", c.bias || c.qkv_bias);
   n.attn_out = linear_names(p + "attn.c_proj", c.bias);
   n.norm2 = linear_names(p + "ln_2", norm_bias);
   n.mlp_in = linear_names(p + "mlp.c_fc", c.bias);
@@ -28,7 +28,7 @@ BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
   const bool norm_bias = c.bias && c.norm == NormKind::layernorm;
   BlockNames n;
   n.norm1 = linear_names(p + "input_layernorm", norm_bias);
-  n.qkv = linear_names(p + "self_attn.qkv_proj", c.bias);
+  n.qkv = linear_names(p + "self_attn.qkv_proj", c.bias || c.qkv_bias);
   n.attn_out = linear_names(p + "self_attn.o_proj", c.bias);
   n.norm2 = linear_names(p + "post_attention_layernorm", norm_bias);
   const std::string in = c.mlp == MlpKind::swiglu ? "gate_up_proj" : "up_proj";

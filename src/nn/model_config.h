@@ -52,6 +52,7 @@ struct ModelConfig {
   RopeConfig rope = {};
   MlpKind mlp = MlpKind::gelu;
   bool bias = true;             // biases on every linear layer and norm
+  bool qkv_bias = false;        // biases on the attention's q, k and v projections alone (Qwen2)
   bool tied_embeddings = true;  // the head reuses the token embedding
   MoeConfig moe = {};
   bool operator==(const ModelConfig&) const = default;

@@ -1,4 +1,4 @@
-// Preset shapes. Llama 3.x and Mixtral follow their published config.json files.
+// Preset shapes. Llama 3.x, Qwen2.5 and Mixtral follow their published config.json files.
 #include "nn/model_presets.h"
 
 #include <functional>
@@ -26,6 +26,12 @@ ModelConfig llama(int64_t layers, int64_t heads, int64_t kv_heads, int64_t chann
   c.mlp = MlpKind::swiglu;
   c.bias = false;
   c.tied_embeddings = tied;
+  return c;
+}
+
+// Qwen2: Llama's architecture with biases on q, k and v.
+ModelConfig qwen2(ModelConfig c) {
+  c.qkv_bias = true;
   return c;
 }
 
@@ -67,6 +73,8 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"llama3.2-3b", [] { return llama3_scaled(llama(28, 24, 8, 3072, 8192, 128256, 131072, 5e5f, true), 32); }},
       {"llama3.1-8b", [] { return llama3_scaled(llama(32, 32, 8, 4096, 14336, 128256, 131072, 5e5f, false), 8); }},
       {"llama3.1-70b", [] { return llama3_scaled(llama(80, 64, 8, 8192, 28672, 128256, 131072, 5e5f, false), 8); }},
+      {"qwen2-tiny", [] { return qwen2(llama(2, 4, 2, 32, 64, 256, 64, 1e6f, true)); }},
+      {"qwen2.5-0.5b", [] { return qwen2(llama(24, 14, 2, 896, 4864, 151936, 32768, 1e6f, true)); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

@@ -92,8 +92,10 @@ TEST(HfLlama, ExportReadsEachShardsTensorsAsItWritesIt) {
   expect_same_bits(original, imported);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfLlama, ::testing::Values("llama-tiny", "mixtral-tiny"),
-                         [](const auto& info) { return info.param == "llama-tiny" ? "Llama" : "Mixtral"; });
+INSTANTIATE_TEST_SUITE_P(Families, HfLlama, ::testing::Values("llama-tiny", "qwen2-tiny", "mixtral-tiny"),
+                         [](const auto& info) {
+                           return info.param == "llama-tiny" ? "Llama" : info.param == "qwen2-tiny" ? "Qwen2" : "Mixtral";
+                         });
 
 TEST(HfLlama, NamesAndShapesAreTransformers) {
   const ModelConfig config = model_preset("mixtral-tiny");
@@ -113,6 +115,50 @@ TEST(HfLlama, NamesAndShapesAreTransformers) {
   EXPECT_EQ(hf["num_local_experts"], 4);
   EXPECT_EQ(hf["num_experts_per_tok"], 2);
   EXPECT_EQ(hf["num_key_value_heads"], 2);
+}
+
+// Qwen2 is Llama with q/k/v biases: transformers' names for them, its model type and no
+// sliding window; Mistral's config reads as Llama's, unless its window is shorter than its context.
+TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
+  const ModelConfig config = model_preset("qwen2-tiny");
+  Decoder model(config);
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, model.named_params());
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.self_attn.q_proj.bias").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_proj.bias").shape, (Shape{16}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.v_proj.bias").shape, (Shape{16}));
+  EXPECT_FALSE(file.contains("model.layers.1.self_attn.o_proj.bias"));
+  EXPECT_FALSE(file.contains("lm_head.weight"));  // tied
+  const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Qwen2ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "qwen2");
+  EXPECT_EQ(hf["use_sliding_window"], false);
+  EXPECT_FALSE(hf.contains("attention_bias"));  // Llama's would put a bias on o_proj too
+
+  nlohmann::json mistral = hf;
+  mistral["model_type"] = "mistral";
+  mistral.erase("use_sliding_window");
+  mistral["sliding_window"] = nullptr;
+  const ModelConfig read = hf_llama_config(mistral, "config.json");
+  EXPECT_FALSE(read.qkv_bias);
+  EXPECT_EQ(read.num_kv_heads, 2);
+  auto error_for = [](const nlohmann::json& config) {
+    return testing::error_of([&] { hf_llama_config(config, "config.json"); });
+  };
+  mistral["sliding_window"] = 16;  // shorter than max_position_embeddings (64)
+  std::string message = error_for(mistral);
+  EXPECT_TRUE(testing::contains(message, "field 'sliding_window' is '16'; sliding-window attention is not implemented"))
+      << message;
+  nlohmann::json windowed = hf;
+  windowed["use_sliding_window"] = true;
+  message = error_for(windowed);
+  EXPECT_TRUE(testing::contains(message, "field 'use_sliding_window' is 'true', expected false")) << message;
+  nlohmann::json llama_bias = hf;
+  llama_bias["model_type"] = "llama";
+  llama_bias["attention_bias"] = true;
+  message = error_for(llama_bias);
+  EXPECT_TRUE(testing::contains(message, "field 'attention_bias' is 'true', expected false")) << message;
 }
 
 // A DeepSeek-style model (shared experts, sigmoid router) has no Mixtral form: refused, not mangled.

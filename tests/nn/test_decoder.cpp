@@ -22,9 +22,9 @@ namespace {
 
 // Small models of each family; T up to 8, vocab 50 (Vp 128).
 ModelConfig family(const std::string& name) {
-  ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : name == "llama" || name == "llama-tied" ? "llama-tiny"
-                                                : name == "mixtral"                                  ? "mixtral-tiny"
-                                                                                                     : "deepseek-moe-tiny");
+  const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2";
+  ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
+                               : name == "mixtral" ? "mixtral-tiny" : "deepseek-moe-tiny");
   c.num_layers = name == "deepseek" ? 3 : 2;
   c.vocab_size = 50;
   c.max_seq_len = 8;
@@ -34,6 +34,7 @@ ModelConfig family(const std::string& name) {
     c.rope.original_max_positions = 64;
   }
   if (name == "llama-tied") c.tied_embeddings = true, c.num_kv_heads = 4;
+  if (name == "qwen2") c.qkv_bias = true;
   return c;
 }
 
@@ -316,9 +317,9 @@ TEST_P(Families, KvCacheMatchesFullRecomputation) {
   EXPECT_THROW(model.forward_cached(b.tokens.view(0, {1, 1}), cache), Error);  // the context is full
 }
 
-INSTANTIATE_TEST_SUITE_P(Decoder, Families, ::testing::Values("gpt2", "llama", "llama-tied", "mixtral", "deepseek"));
+INSTANTIATE_TEST_SUITE_P(Decoder, Families, ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "mixtral", "deepseek"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
-                         ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "mixtral", "deepseek"),
+                         ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "mixtral", "deepseek"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
@@ -326,6 +327,7 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("llama3.2-3b").num_parameters(), 3212749824);
   EXPECT_EQ(model_preset("llama3.1-8b").num_parameters(), 8030261248);
   EXPECT_EQ(model_preset("llama3.1-70b").num_parameters(), 70553706496);
+  EXPECT_EQ(model_preset("qwen2.5-0.5b").num_parameters(), 494032768);
   EXPECT_EQ(model_preset("mixtral-8x7b").num_parameters(), 46702792704);
   EXPECT_EQ(model_preset("mixtral-8x7b").active_parameters(), 12879925248);
   for (const std::string& name : model_preset_names()) EXPECT_NO_THROW(model_preset(name).validate()) << name;

@@ -1,10 +1,10 @@
-# Writes a golden Llama or Mixtral training run for Tessera's integration tests, in float64 from
+# Writes a golden Llama, Qwen2 or Mixtral training run for Tessera's integration tests, in float64 from
 # float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read
 # sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr,
 # MoE aux and z losses) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
 # accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is
 # computed per micro-batch.
-# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py --model llama|mixtral --out DIR [...]
+# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py --model llama|qwen2|mixtral --out DIR [...]
 import argparse
 import json
 import os
@@ -22,7 +22,7 @@ MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama/Mixtral training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "mixtral"), required=True)
+    p.add_argument("--model", choices=("llama", "qwen2", "mixtral"), required=True)
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
@@ -67,7 +67,7 @@ def model_config(args):
         rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
         rope_scaling=dict(tl.LLAMA3_ROPE_SCALING) if args.rope_scaling == "llama3" else None,
         tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model == "mixtral" else 0,
-        top_k=args.top_k)
+        top_k=args.top_k, qkv_bias=args.model == "qwen2")
 
 
 def router_margin(router_logits, top_k):

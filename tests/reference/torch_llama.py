@@ -1,6 +1,6 @@
-# Plain-PyTorch Llama (dense SwiGLU MLP) and Mixtral (dropless top-k MoE) in float64: the reference that
-# Tessera's Llama-family models are checked against. Module names are Hugging Face's LlamaForCausalLM /
-# MixtralForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (no lm_head
+# Plain-PyTorch Llama (dense SwiGLU MLP), Qwen2 (Llama with q/k/v biases) and Mixtral (dropless top-k
+# MoE) in float64: the reference that Tessera's Llama-family models are checked against. Module names are
+# Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / MixtralForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (no lm_head
 # when the embeddings are tied). RoPE uses HF's non-interleaved rotate_half convention; query head h
 # reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
@@ -35,6 +35,7 @@ class LlamaConfig:
     tie_word_embeddings: bool = False
     num_experts: int = 0            # E; 0 = dense Llama, > 0 = Mixtral
     top_k: int = 2                  # experts per token (Mixtral)
+    qkv_bias: bool = False          # biases on q_proj, k_proj and v_proj (Qwen2)
 
     @property
     def head_size(self):            # HS
@@ -95,14 +96,15 @@ def apply_rope(x, cos, sin):
 
 class Attention(nn.Module):
     """Causal grouped-query attention: q (NH heads), k and v (NKV heads) of HS channels, RoPE on q and k,
-    query head h attends with kv head h // (NH/NKV), scale 1/sqrt(HS), then o_proj. No biases."""
+    query head h attends with kv head h // (NH/NKV), scale 1/sqrt(HS), then o_proj. Biases on q, k and v
+    with cfg.qkv_bias (Qwen2), none elsewhere."""
 
     def __init__(self, cfg):
         super().__init__()
         self.num_heads, self.num_kv_heads, HS, C = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.channels
-        self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=False)       # (NH*HS, C)
-        self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
-        self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
+        self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=cfg.qkv_bias)       # (NH*HS, C)
+        self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=cfg.qkv_bias)    # (NKV*HS, C)
+        self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=cfg.qkv_bias)    # (NKV*HS, C)
         self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=False)       # (C, NH*HS)
         mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
         self.register_buffer("mask_bias", mask, persistent=False)
@@ -268,12 +270,14 @@ def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
 
 def init_weights(model, generator, router_std=1.0):
     """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2)
-    N(0, 0.02/sqrt(2L)); RMSNorm gains 1 + N(0, 0.1); the router N(0, router_std), large so that fp32
+    N(0, 0.02/sqrt(2L)); RMSNorm gains 1 + N(0, 0.1); q/k/v biases N(0, 0.1); the router N(0, router_std), large so that fp32
     and fp64 pick the same experts. Then rounds every parameter to float32 (kept in the model's dtype)."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() == 1:
+            if name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
+            elif p.dim() == 1:
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
             elif name.endswith("block_sparse_moe.gate.weight"):
                 p.normal_(0.0, router_std, generator=generator)
@@ -287,24 +291,29 @@ def init_weights(model, generator, router_std=1.0):
 # ---------------------------------------------------------------- Hugging Face folder
 
 def hf_config(cfg):
-    """The config.json of HF's LlamaForCausalLM (model_type llama) or MixtralForCausalLM (mixtral)."""
+    """The config.json of HF's LlamaForCausalLM (model_type llama), Qwen2ForCausalLM (qwen2) or
+    MixtralForCausalLM (mixtral)."""
+    kind = "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias else "llama"
     c = {
-        "architectures": ["MixtralForCausalLM" if cfg.is_moe else "LlamaForCausalLM"],
-        "model_type": "mixtral" if cfg.is_moe else "llama",
+        "architectures": [{"mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                           "llama": "LlamaForCausalLM"}[kind]],
+        "model_type": kind,
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
         "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
         "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
         "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
-        "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_bias": False,
+        "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu",
         "attention_dropout": 0.0, "initializer_range": 0.02, "torch_dtype": "float32",
     }
     if cfg.is_moe:
         c.update({"num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
                   "router_aux_loss_coef": 0.0, "output_router_logits": True, "router_jitter_noise": 0.0,
                   "sliding_window": None})
+    elif kind == "qwen2":
+        c.update({"use_sliding_window": False, "sliding_window": None})
     else:
-        c.update({"mlp_bias": False, "pretraining_tp": 1})
+        c.update({"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1})
     return c
 
 
@@ -321,8 +330,8 @@ def save_hf(model, folder, router_aux_loss_coef=None):
 
 
 def config_from_hf(c):
-    if c.get("model_type") not in ("llama", "mixtral") or c.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"not a silu Llama/Mixtral config: model_type {c.get('model_type')}")
+    if c.get("model_type") not in ("llama", "qwen2", "mixtral") or c.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"not a silu Llama/Qwen2/Mixtral config: model_type {c.get('model_type')}")
     moe = c["model_type"] == "mixtral"
     return LlamaConfig(
         num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
@@ -331,7 +340,8 @@ def config_from_hf(c):
         max_seq_len=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
         rope_theta=c.get("rope_theta", 10000.0), rope_scaling=c.get("rope_scaling"),
         tie_word_embeddings=c.get("tie_word_embeddings", False),
-        num_experts=c["num_local_experts"] if moe else 0, top_k=c.get("num_experts_per_tok", 2))
+        num_experts=c["num_local_experts"] if moe else 0, top_k=c.get("num_experts_per_tok", 2),
+        qkv_bias=c["model_type"] == "qwen2")
 
 
 def load_hf(folder, dtype=torch.float64):

@@ -2,7 +2,7 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama and Mixtral against float64 (tests/reference/make_hf_llama_reference.py).
+// PyTorch, Llama, Qwen2 and Mixtral against float64 (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
 #include "checkpoint/hf_model.h"
@@ -93,6 +93,11 @@ TEST(TorchReference, HuggingFaceLlamaTrainsLikeFloat64PyTorch) {
 // Tied embeddings, multi-head attention (kv heads = heads).
 TEST(TorchReference, HuggingFaceTiedLlamaTrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py", "--model llama --tie 1 --kv-heads 4 --steps 10 --lr 3e-3");
+}
+
+// Qwen2: Llama with q/k/v biases (here tied embeddings and grouped-query attention, as Qwen2.5-0.5B).
+TEST(TorchReference, HuggingFaceQwen2TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py", "--model qwen2 --tie 1 --steps 10 --lr 3e-3 --grad-clip 1.0");
 }
 
 // Mixtral: softmax top-2 routing over 4 experts, load-balancing and z losses in the objective.
