@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "data/unicode_nfc.h"
 
 namespace tessera {
 namespace {
@@ -132,6 +133,11 @@ std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  std::string normalised;
+  if (rules_.nfc) {
+    normalised = nfc(text);
+    text = normalised;
+  }
   std::vector<std::string_view> pieces;
   rules_.pretokenizer.split(text, pieces);
   for (std::string_view piece : pieces) encode_piece(piece, out);

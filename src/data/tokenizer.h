@@ -1,7 +1,8 @@
 // Byte-level BPE tokenizer (GPT-2, Llama 3, tiktoken's cl100k/o200k): reads OpenAI's encoder.json +
 // vocab.bpe, a Hugging Face tokenizer.json or a tiktoken rank file, writes tokenizer.json. Special
 // tokens are matched whole in the text; the rest is pre-tokenised with the vocabulary's pattern and
-// each piece merged by rank. decode(encode(s)) == s for any bytes. Immutable after construction, so
+// each piece merged by rank (after NFC normalisation when the vocabulary asks for it, as Qwen2's
+// does). decode(encode(s)) == s for any bytes (in NFC, for those). Immutable after construction, so
 // encode/decode are safe to call from many threads.
 #pragma once
 
@@ -47,6 +48,9 @@ struct EncodingRules {
   // post_processor; Llama 3: <|begin_of_text|> before, nothing after).
   std::vector<int32_t> prefix;
   std::vector<int32_t> suffix;
+  // tokenizer.json's NFC normalizer (Qwen2): text between special tokens is put in Unicode NFC
+  // before it is cut into pieces.
+  bool nfc = false;
   // merge_ranks[r] is the rank of merges[r] (lower merges first); empty: the rank is r. tiktoken
   // ranks a merge by the token it makes, so merges making one token share a rank.
   std::vector<int32_t> merge_ranks;

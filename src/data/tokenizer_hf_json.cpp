@@ -1,6 +1,6 @@
 // Hugging Face tokenizer.json, read and written. Read: a BPE model with a byte-level pre-tokenizer
 // (GPT-2's regex, or a Split regex before it as in Llama 3), ignore_merges, a TemplateProcessing
-// post-processor and no normalizer; options that would change the encoding (prefix space, dropout,
+// post-processor and no normalizer or NFC (Qwen2); options that would change the encoding (prefix space, dropout,
 // byte fallback, subword affixes, stripping around added tokens) are refused by name rather than
 // ignored. Written: GPT-2's own layout, or Llama 3's when the pattern or post-processor differ.
 #include <algorithm>
@@ -45,8 +45,8 @@ void check_supported(const Json& root, const std::string& name) {
     TS_CHECK(option_empty(model, key), name, ": model option \"", key, "\" is not supported");
   TS_CHECK(!option_flag(model, "byte_fallback", false, name + " model"), name,
            ": model option \"byte_fallback\": true is not supported");
-  TS_CHECK(!root.contains("normalizer") || root["normalizer"].is_null(), name, ": normalizer ",
-           type_of(root["normalizer"]), " is not supported; Tessera applies no normalisation");
+  TS_CHECK(!root.contains("normalizer") || root["normalizer"].is_null() || type_of(root["normalizer"]) == "NFC", name,
+           ": normalizer ", type_of(root["normalizer"]), " is not supported; Tessera applies NFC or no normalisation");
 }
 
 // A ByteLevel pre-tokenizer at `key`: add_prefix_space must be off; returns use_regex.
@@ -202,6 +202,7 @@ Tokenizer load_hf_json(const std::filesystem::path& file) {
   EncodingRules rules;
   rules.pretokenizer = read_pre_tokenizer(root, name);
   rules.ignore_merges = option_flag(model, "ignore_merges", false, name + " model");
+  rules.nfc = root.contains("normalizer") && !root["normalizer"].is_null();  // NFC, the one check_supported lets by
   read_post_processor(root.value("post_processor", Json()), name + ": post_processor", rules);
   return Tokenizer(vocab.take_tokens(), std::move(merges), std::move(specials), name, std::move(rules));
 }
@@ -289,7 +290,7 @@ void Tokenizer::save_json(const std::filesystem::path& file) const {
                 {"merges", std::move(merges)}};
   Json root = {{"version", "1.0"},      {"truncation", nullptr},
                {"padding", nullptr},    {"added_tokens", std::move(added)},
-               {"normalizer", nullptr}, {"model", std::move(model)}};
+               {"normalizer", rules_.nfc ? Json{{"type", "NFC"}} : Json()}, {"model", std::move(model)}};
   write_rules(rules_, tokens_, root);
   std::string text;
   try {

@@ -2,7 +2,8 @@
 // in-place dlogits with zero padding, and logits left untouched when no gradient is asked for; fp32,
 // and bf16 and f16 logits against the fp32 CPU op on the same (rounded) logits, over vocabularies of
 // 1000, GPT-2's 50257 and 70000; the vocabulary-parallel parts the same way on shards of GPT-2's.
-// Every seventh row's target is ignored (loss masks).
+// Every seventh row's target is ignored (loss masks); an ignored row of inf and NaN logits still has
+// loss 0 and a gradient of zeros.
 // bf16 and f16 logits on the CPU are refused.
 #include <gtest/gtest.h>
 
@@ -133,6 +134,40 @@ TEST_F(CrossEntropyCuda, ShardPartsMatchCpu) { expect_shard_parts_match_cpu_in(D
 
 TEST_P(CrossEntropyCudaLowPrecision, ShardPartsMatchCpuOnRoundedLogits) {
   expect_shard_parts_match_cpu_in(GetParam());
+}
+
+// An ignored row is never predicted: with an inf and a NaN among its logits (and so in its statistics)
+// its loss is 0 and its gradient row all 0, padding too, in the whole op and in a shard's finish; the
+// next row, a real target, keeps finite values.
+TEST_F(CrossEntropyCuda, IgnoredRowWithNonFiniteLogitsIsZero) {
+  const int64_t N = 2, V = 1000, Vp = 1024;
+  Tensor logits = random_tensor({N, Vp}, testing::fresh_seed(), -6.0f, 6.0f);
+  logits.f32()[3] = INFINITY;
+  logits.f32()[500] = testing::kNaN;
+  Tensor targets = Tensor::zeros({N}, DType::i32);
+  targets.data<int32_t>()[0] = kIgnoredTarget;
+  targets.data<int32_t>()[1] = 7;
+  const Tensor targets_gpu = to_gpu(targets);
+  auto expect_row_zero_and_next_finite = [&](const Tensor& losses_gpu, const Tensor& dlogits_gpu, const char* what) {
+    const Tensor losses = testing::to_cpu(losses_gpu), dlogits = testing::to_cpu(dlogits_gpu);
+    EXPECT_EQ(losses.f32()[0], 0.0f) << what;
+    EXPECT_TRUE(std::isfinite(losses.f32()[1])) << what;
+    for (int64_t v = 0; v < Vp; v++) {
+      ASSERT_EQ(dlogits.f32()[v], 0.0f) << what << " at column " << v;
+      ASSERT_TRUE(std::isfinite(dlogits.f32()[Vp + v])) << what << " at column " << v;
+    }
+  };
+
+  Tensor whole = to_gpu(logits), losses_gpu = testing::poisoned_gpu({N});
+  softmax_cross_entropy(losses_gpu, whole, targets_gpu, V, 1.0f);
+  expect_row_zero_and_next_finite(losses_gpu, whole, "whole");
+
+  Tensor shard = to_gpu(logits), max = testing::poisoned_gpu({N}), sum = testing::poisoned_gpu({N});
+  Tensor target_logit = testing::poisoned_gpu({N});
+  losses_gpu = testing::poisoned_gpu({N});
+  cross_entropy_shard_stats(max, sum, target_logit, shard, targets_gpu, 0, V);  // one rank: already global
+  cross_entropy_shard_finish(losses_gpu, shard, targets_gpu, max, sum, target_logit, 0, V, 1.0f);
+  expect_row_zero_and_next_finite(losses_gpu, shard, "shard");
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, CrossEntropyCudaLowPrecision, ::testing::ValuesIn(testing::kLowPrecisionDTypes),

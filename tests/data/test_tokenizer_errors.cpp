@@ -1,6 +1,6 @@
 // Bad tokenizer input: each case throws tessera::Error whose one-line message names the file (or
 // setting), the JSON key or line, and what is wrong with it. Also the tokenizer.json layouts beyond
-// GPT-2's that load (Split regex, ignore_merges, TemplateProcessing).
+// GPT-2's that load (Split regex, ignore_merges, TemplateProcessing, the NFC normalizer).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -157,6 +157,25 @@ TEST(TokenizerFiles, SplitRegexAndTemplateLoad) {
   EXPECT_TRUE(tok.rules().ignore_merges);
   EXPECT_EQ(tok.bos_token(), std::optional<int32_t>(258));
   EXPECT_EQ(tok.encode_with_special_tokens("hello"), (std::vector<int32_t>{258, 256, 257, 'o'}));
+}
+
+// Qwen2's NFC normalizer: a decomposed letter encodes as its composed form, special tokens are
+// matched before normalisation, the normalizer survives a save, and any other normalizer is refused.
+TEST(TokenizerFiles, NfcNormalizerComposesBeforeEncoding) {
+  fs::path dir = testing::scratch_dir();
+  fs::path file = write_hf_json(dir, [](json& doc) { doc["normalizer"] = {{"type", "NFC"}}; });
+  const Tokenizer tok = Tokenizer::load(file);
+  EXPECT_TRUE(tok.rules().nfc);
+  const std::string composed = "h\xC3\xA9", decomposed = "he\xCC\x81";  // hé: U+00E9, and e + U+0301
+  EXPECT_EQ(tok.encode(decomposed), tok.encode(composed));
+  EXPECT_EQ(tok.decode(tok.encode(decomposed)), composed);
+  EXPECT_EQ(tok.encode(std::string("<|endoftext|>").append(decomposed)).front(), 258);
+  tok.save_json(dir / "again.json");
+  EXPECT_TRUE(Tokenizer::load(dir / "again.json").rules().nfc);
+  EXPECT_NE(Tokenizer::load(dir / "saved.json").encode(decomposed), tok.encode(decomposed));  // without NFC
+  write_hf_json(dir, [](json& doc) { doc["normalizer"] = {{"type", "NFKC"}}; });
+  EXPECT_CONTAINS(error_of([&] { Tokenizer::load(file); }),
+                  "normalizer NFKC is not supported; Tessera applies NFC or no normalisation");
 }
 
 TEST(TokenizerErrors, UnknownPreTokenizerOrBadRegex) {

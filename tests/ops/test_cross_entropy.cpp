@@ -112,9 +112,11 @@ TEST(CrossEntropy, OneThreadAndSeveralAgree) {
 }
 
 // Rows whose target is kIgnoredTarget (loss masks) have loss 0 and a gradient row of zeros, padding
-// too; the other rows are what they are without them, bit for bit.
+// too, whatever their logits hold (inf, NaN); the other rows are what they are without them, bit for bit.
 TEST(CrossEntropy, IgnoredTargetsHaveNoLossAndNoGradient) {
   CrossEntropyCase e;
+  e.logits.f32()[1 * e.Vp + 3] = INFINITY;
+  e.logits.f32()[4 * e.Vp + 20] = testing::kNaN;
   const float dloss = 0.25f;
   Tensor all_grad = testing::copy_of(e.logits), all_losses = Tensor::zeros({e.N});
   softmax_cross_entropy(all_losses, all_grad, e.targets, e.V, dloss);
@@ -152,13 +154,18 @@ TEST(CrossEntropy, RejectsBadInput) {
 // The logits cut into column shards (tensor parallelism: 2, 3 and 4 shards, uneven ones, ones
 // holding only padding, the target 36 = V - 1 in the last shard with real columns): the shards'
 // statistics reduced as the ranks would reduce them give every row's loss on every shard, and the
-// shards' gradients side by side are the whole op's gradient; with and without ignored targets.
+// shards' gradients side by side are the whole op's gradient; with and without ignored targets, whose
+// rows hold a NaN: target logit 0, then loss 0 and gradient 0 whatever their (NaN) statistics.
 TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
   for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{0, 24, 48}, {0, 10, 20, 37, 48}, {0, 36, 37, 48},
                                            {0, 16, 32, 40, 48}})
   for (bool ignore : {false, true}) {
     CrossEntropyCase e;
-    if (ignore) e.targets.data<int32_t>()[0] = e.targets.data<int32_t>()[4] = kIgnoredTarget;
+    const std::vector<int64_t> ignored_rows = ignore ? std::vector<int64_t>{0, 4} : std::vector<int64_t>{};
+    for (int64_t n : ignored_rows) {
+      e.targets.data<int32_t>()[n] = kIgnoredTarget;
+      e.logits.f32()[n * e.Vp + 35] = testing::kNaN;
+    }
     const float dloss = 0.25f;
     Tensor whole = testing::copy_of(e.logits);
     softmax_cross_entropy(e.losses, whole, e.targets, e.V, dloss);
@@ -171,6 +178,7 @@ TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
         std::copy_n(e.logits.f32() + n * e.Vp + first, cols, shard.f32() + n * cols);
       max[k] = Tensor::zeros({e.N}), sum[k] = Tensor::zeros({e.N}), target[k] = Tensor::zeros({e.N});
       cross_entropy_shard_stats(max[k], sum[k], target[k], shard, e.targets, first, e.V);
+      for (int64_t n : ignored_rows) EXPECT_EQ(target[k].f32()[n], 0.0f) << "ignored row " << n << ", shard " << k;
       shards.push_back(shard);
     }
     // The ranks' reductions: max, then each sum rescaled to it, then sums.
@@ -229,6 +237,9 @@ TEST(CrossEntropyShard, RejectsBadInput) {
   e.targets.data<int32_t>()[3] = int32_t(e.V);  // a padding column is never a target
   expect_has(stats_error(max, shard, e.targets, 24, e.V), "target 37 of row 3 is outside the vocabulary [0, 37)");
   expect_has(finish_error(shard, sum, 24), "target 37 of row 3 is outside the vocabulary [0, 37)");
+  e.targets.data<int32_t>()[3] = -2;  // only kIgnoredTarget (-1) lies outside the vocabulary
+  expect_has(stats_error(max, shard, e.targets, 24, e.V), "target -2 of row 3 is outside the vocabulary [0, 37)");
+  expect_has(finish_error(shard, sum, 24), "target -2 of row 3 is outside the vocabulary [0, 37) and is not -1");
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ __global__ void softmax_cross_entropy_kernel(float* losses, T* logits, const int
   const SoftmaxStats stats = block_softmax_stats<W>(x, V, scratch);
   if (threadIdx.x == 0) losses[n] = ignored ? 0.0f : logf(stats.sum) - (x_target - stats.max);  // subtract first
   if (dloss == 0.0f) return;
-  block_softmax_grad<W>(x, Vp, V, target, stats, ignored ? 0.0f : dloss);  // dloss 0: a row of zeros
+  // An ignored row has no real column: a row of zeros, whatever its logits (inf and NaN too).
+  block_softmax_grad<W>(x, Vp, ignored ? 0 : V, target, stats, dloss);
 }
 
 }  // namespace
