@@ -219,6 +219,37 @@ TEST_F(Llama3Test, RoundTripsRandomUtf8AndBytes) {
   EXPECT_EQ(llama3().decode(llama3().encode(invalid)), invalid);
 }
 
+// The same vocabulary behind an NFC normalizer (as Qwen2's tokenizer.json has one): Hugging Face's
+// tokenizers and we encode alike, on the usual texts and on random runs of letters, combining marks
+// (in and out of canonical order), Hangul jamo and compatibility ideographs, which NFC rewrites.
+TEST_F(Llama3Test, NfcNormalizerMatchesHuggingFace) {
+  nlohmann::json doc = nlohmann::json::parse(read_text(json_));
+  doc["normalizer"] = {{"type", "NFC"}};
+  write_text(dir_ / "tokenizer.json", doc.dump());
+  const Tokenizer nfc_tokenizer = Tokenizer::load(dir_ / "tokenizer.json");
+  ASSERT_TRUE(nfc_tokenizer.rules().nfc);
+  Texts texts = llama_texts();
+  const std::vector<std::pair<uint32_t, uint32_t>> pools = {{'a', 'z'},       {' ', ' '},       {0xC0, 0x17F},
+                                                            {0x300, 0x36F},   {0x1100, 0x1112}, {0x1161, 0x1175},
+                                                            {0x11A8, 0x11C2}, {0x1E00, 0x1EFF}, {0xF900, 0xFA2D},
+                                                            {0x0958, 0x095F}, {0x2126, 0x212B}};
+  std::mt19937 rng(29);
+  for (int i = 0; i < 300; ++i) {
+    std::string text;
+    for (int n = 1 + int(rng() % 12); n > 0; --n) {
+      const auto [first, last] = pools[rng() % pools.size()];
+      append_utf8(first + uint32_t(rng() % (last - first + 1)), text);
+    }
+    texts.push_back(text);
+  }
+  IdLists ours;
+  for (const std::string& text : texts) ours.push_back(nfc_tokenizer.encode_with_special_tokens(text));
+  fs::path hf = hf_tokenizers();
+  if (hf.empty()) return;
+  expect_same(texts, ours, run_node("hf_tokenizers_encode.js", {hf, dir_ / "tokenizer.json"}, texts, dir_),
+              "tokenizers with an NFC normalizer");
+}
+
 TEST_F(Llama3Test, EncodesAlikeFromManyThreads) {
   Tokenizer fresh = Tokenizer::load(json_);  // an empty piece cache, filled by the threads at once
   Texts texts = random_texts(200, 5, kLlamaSpecials);
