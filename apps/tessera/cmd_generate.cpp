@@ -1,10 +1,13 @@
-// tessera generate: sample text from a checkpoint (or a Hugging Face GPT-2, Llama or Mixtral folder), printing each
-// token as it comes (print_token_text, also used by train for its final sample).
+// tessera generate: sample text from a checkpoint (or a Hugging Face GPT-2, Llama, Qwen2 or Mixtral folder), printing
+// each token as it comes (print_token_text, also used by train for its final sample); with a chat template, the
+// assistant's reply to the prompt as a user's message.
 #include <cstdio>
+#include <optional>
 
 #include "checkpoint/hf_model.h"
 #include "checkpoint/train_checkpoint.h"
 #include "commands.h"
+#include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "train/device_choice.h"
 #include "train/generate.h"
@@ -14,7 +17,7 @@ namespace tessera::cli {
 
 void add_generate_command(CLI::App& app) {
   struct Options {
-    std::string checkpoint, init_from, tokenizer, prompt;
+    std::string checkpoint, init_from, tokenizer, prompt, chat_template, system;
     SamplingOptions sampling;
     uint64_t seed = 1337;
     std::string device = "auto";
@@ -24,7 +27,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
   cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mixtral) instead of a checkpoint");
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer (default: the checkpoint's tokenizer.json)");
-  cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document)");
+  cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document), or the user's message");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "llama3 or chatml: send --prompt as a user's message and print the assistant's reply, which ends "
+                  "at the template's end of turn");
+  cmd->add_option("--system", o->system, "With --chat-template: a system message before the user's");
   cmd->add_option("--max-new-tokens", o->sampling.max_new_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", o->sampling.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
@@ -37,16 +44,42 @@ void add_generate_command(CLI::App& app) {
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
-    o->sampling.validate();  // before the model loads
+    o->sampling.validate();  // before the model loads, as the chat flags
+    TS_CHECK(o->system.empty() || !o->chat_template.empty(),
+             "--system needs --chat-template (a system message is a turn of a conversation)");
+    const std::optional<ChatTemplate> chat =
+        o->chat_template.empty() ? std::nullopt : std::optional(ChatTemplate::named(o->chat_template));
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
     TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (the checkpoint holds no tokenizer.json)");
     loaded.model->to(choose_device_noting(o->device));
     Tokenizer& tokenizer = *loaded.tokenizer;
+    o->sampling.vocab_limit = tokenizer.vocab_size();
+    Rng rng(o->seed, stream_id("generate"));
+    if (chat) {
+      // The conversation as tokenize writes it (the start token, each piece encoded alone), then the
+      // assistant's header.
+      chat->require_tokens_of(tokenizer);
+      std::vector<ChatMessage> messages;
+      if (!o->system.empty()) messages.push_back({"system", o->system});
+      messages.push_back({"user", o->prompt});
+      std::vector<DocumentPiece> pieces = chat->render(messages);
+      pieces.push_back({chat->generation_prompt(), false});
+      std::vector<int32_t> prompt{tokenizer.document_start_token()};
+      for (const DocumentPiece& piece : pieces) {
+        const std::vector<int32_t> ids = tokenizer.encode(piece.text);
+        prompt.insert(prompt.end(), ids.begin(), ids.end());
+      }
+      o->sampling.stop_token = *tokenizer.special_token_id(chat->end_of_turn());
+      const auto print = print_token_text(tokenizer);
+      generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {
+        if (token != o->sampling.stop_token) print(token);
+      });
+      std::printf("\n");
+      return;
+    }
     std::vector<int32_t> prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.document_start_token()}
                                                     : tokenizer.encode_with_special_tokens(o->prompt);
     o->sampling.stop_token = tokenizer.eot_token();
-    o->sampling.vocab_limit = tokenizer.vocab_size();
-    Rng rng(o->seed, stream_id("generate"));
     std::printf("%s", o->prompt.c_str());
     generate(*loaded.model, prompt, o->sampling, rng, print_token_text(tokenizer));
     std::printf("\n");

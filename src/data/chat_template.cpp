@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/user_text.h"
+#include "data/tokenizer.h"
 
 namespace tessera {
 
@@ -25,6 +26,19 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use llama3 or chatml");
   }
   return t;
+}
+
+std::string ChatTemplate::generation_prompt() const {
+  std::string prompt(before_role_);
+  prompt.append("assistant").append(after_role_);
+  return prompt;
+}
+
+void ChatTemplate::require_tokens_of(const Tokenizer& tokenizer) const {
+  for (std::string_view special : specials_)
+    TS_CHECK(tokenizer.special_token_id(special).has_value(), "--chat-template ", name_, ": the tokenizer (",
+             tokenizer.source(), ") has no special token ", special, "; give the tokenizer of the model the template ",
+             "is for");
 }
 
 std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {

@@ -12,6 +12,8 @@
 
 namespace tessera {
 
+class Tokenizer;
+
 // A piece of a document's text, and whether its tokens are training targets.
 struct DocumentPiece {
   std::string text;
@@ -29,15 +31,19 @@ class ChatTemplate {
   static ChatTemplate named(std::string_view name);
 
   const std::string& name() const { return name_; }
-  // The special tokens the rendering uses, which the tokenizer must hold.
-  const std::vector<std::string_view>& special_tokens() const { return specials_; }
   // The conversation's pieces, in order.
   std::vector<DocumentPiece> render(const std::vector<ChatMessage>& messages) const;
+  // What opens the assistant's turn, after which a model writes its reply (Hugging Face's
+  // add_generation_prompt), and the special token that ends a turn.
+  std::string generation_prompt() const;
+  std::string_view end_of_turn() const { return end_of_turn_; }
+  // Throws naming the template and the fix unless `tokenizer` holds every special token it uses.
+  void require_tokens_of(const Tokenizer& tokenizer) const;
 
  private:
   std::string name_;
   std::string_view before_role_, after_role_, end_of_turn_, after_turn_;  // string literals
-  std::vector<std::string_view> specials_;
+  std::vector<std::string_view> specials_;  // the special tokens the rendering uses
 };
 
 }  // namespace tessera

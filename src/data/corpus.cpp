@@ -1,7 +1,6 @@
 // Corpus files -> documents (a batch at a time) -> tokens, encoded in parallel -> shards, in order.
 #include "data/corpus.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -95,15 +94,7 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
     stats.bytes_total += std::filesystem::file_size(file);
   }
   const DocumentOptions& documents = options.documents;
-  if (!documents.chat_template.empty()) {
-    const ChatTemplate chat = ChatTemplate::named(documents.chat_template);
-    const std::vector<SpecialToken>& specials = tokenizer.special_tokens();
-    for (std::string_view special : chat.special_tokens()) {
-      const bool held = std::any_of(specials.begin(), specials.end(), [&](const SpecialToken& s) { return s.text == special; });
-      TS_CHECK(held, "--chat-template ", chat.name(), ": the tokenizer (", tokenizer.source(), ") has no special token ",
-               special, "; give the tokenizer of the model the template is for");
-    }
-  }
+  if (!documents.chat_template.empty()) ChatTemplate::named(documents.chat_template).require_tokens_of(tokenizer);
   const MaskRule rule{!documents.jsonl_prompt_key.empty() || !documents.chat_template.empty(),
                       !tokenizer.bos_token().has_value()};
   ShardWriter train(out_dir, "train", options.shard_tokens, version, rule, stats);

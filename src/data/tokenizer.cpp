@@ -72,6 +72,12 @@ int32_t Tokenizer::eot_token() const {
   return eot_;
 }
 
+std::optional<int32_t> Tokenizer::special_token_id(std::string_view text) const {
+  for (const SpecialToken& special : specials_)
+    if (special.text == text) return special.id;
+  return std::nullopt;
+}
+
 std::optional<int32_t> Tokenizer::bos_token() const {
   if (rules_.prefix.empty()) return std::nullopt;
   return rules_.prefix.front();

@@ -91,6 +91,8 @@ class Tokenizer {
   int32_t document_start_token() const { return bos_token().value_or(eot_token()); }
   const EncodingRules& rules() const { return rules_; }
   const std::vector<SpecialToken>& special_tokens() const { return specials_; }
+  // The id of the special token whose text is `text`, if there is one.
+  std::optional<int32_t> special_token_id(std::string_view text) const;
   const std::vector<BpeMerge>& merges() const { return merges_; }
   const std::string& source() const { return source_; }
 

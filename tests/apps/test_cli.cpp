@@ -379,6 +379,50 @@ TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
                         "--jsonl-prompt-key needs JSON lines");
 }
 
+// Chat fine-tuning end to end: conversations rendered with ChatML (special tokens added to a trained
+// tokenizer), a run that learns the assistant's answer, and generate replying to a user's message
+// in the template, stopping at <|im_end|>; chat flags misused.
+TEST_F(CliBadInput, FineTunesOnConversationsAndChats) {
+  std::string jsonl, vocabulary;
+  for (int i = 0; i < 300; ++i) {
+    const std::string question = "question " + std::to_string(i * 7919 % 1000) + " is";
+    const nlohmann::json messages = {{{"role", "user"}, {"content", question}}, {{"role", "assistant"}, {"content", "fine"}}};
+    jsonl += nlohmann::json{{"messages", messages}}.dump() + "\n";
+    vocabulary += "user\n" + question + " assistant\nfine\n";
+  }
+  testing::write_text(dir / "chat.jsonl", jsonl);
+  testing::write_text(dir / "vocab.txt", vocabulary);
+  const std::string exe = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE);
+  testing::CommandResult r = testing::run_command(exe + " tokenizer-train --vocab-size 300 --in " +
+                                                  (dir / "vocab.txt").string() + " --out " + (dir / "tok.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json tokenizer = nlohmann::json::parse(testing::read_text(dir / "tok.json"));
+  for (const char* special : {"<|im_start|>", "<|im_end|>"}) {
+    const int id = int(tokenizer["model"]["vocab"].size());
+    tokenizer["model"]["vocab"][special] = id;
+    tokenizer["added_tokens"].push_back({{"id", id}, {"content", special}, {"special", true}, {"lstrip", false},
+                                         {"rstrip", false}, {"normalized", false}, {"single_word", false}});
+  }
+  testing::write_text(dir / "tok.json", tokenizer.dump());
+  const std::string tok = " --tokenizer " + (dir / "tok.json").string();
+  r = testing::run_command(exe + " tokenize --quiet" + tok + " --in " + (dir / "chat.jsonl").string() +
+                           " --jsonl-key messages --chat-template chatml --out " + (dir / "chat").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command(exe + " train --quiet --model gpt2-tiny --device cpu --steps 60 --batch-size 4 --seq-len 32 "
+                           "--lr 1e-2 --warmup 2" + tok + " --out-dir " + (dir / "run").string() + " --train-data '" +
+                           (dir / "chat" / "train_*.bin").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LT(testing::read_metrics(dir / "run" / "metrics.jsonl").back()["loss"].get<double>(), 0.2);
+  r = testing::run_command(exe + " generate --device cpu --checkpoint " + (dir / "run").string() + " --chat-template chatml "
+                           "--prompt 'question 7 is' --temperature 0 --max-new-tokens 20 --system 'Be brief.'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "fine\n");  // the reply alone, ended by <|im_end|> long before 20 tokens
+  expect_one_line_error("generate --checkpoint " + (dir / "run").string() + " --prompt hi --system 'Be brief.'",
+                        "--system needs --chat-template");
+  expect_one_line_error("generate --device cpu --checkpoint " + (dir / "run").string() + " --prompt hi --chat-template llama3",
+                        "--chat-template llama3: the tokenizer");
+}
+
 TEST(Cli, HelpListsTheTrainFlags) {
   testing::CommandResult r = testing::run_command(std::string(TESSERA_EXE) + " train --help");
   EXPECT_EQ(r.exit_code, 0);
