@@ -17,6 +17,13 @@ def canonical_decomposition(cp):
     return [int(x, 16) for x in d.split()]
 
 
+def write_table(out, row_type, name, count_name, rows):
+    out.write("const %s %s[] = {\n" % (row_type, name))
+    for row in rows:
+        out.write("    %s,\n" % row)
+    out.write("};\nconst size_t %s = sizeof(%s) / sizeof(%s[0]);\n\n" % (count_name, name, name))
+
+
 def main():
     classes = []  # (first, last, ccc)
     decompositions = []  # (cp, first, second or 0)
@@ -45,18 +52,12 @@ def main():
     out.write("// The tables of data/unicode_nfc.h: combining classes, one-level canonical decompositions and\n")
     out.write("// primary composites, each sorted by its first column.\n")
     out.write('#include "data/unicode_nfc_data.h"\n\nnamespace tessera::unicode {\n\n')
-    out.write("const CombiningClassRange kCombiningClasses[] = {\n")
-    for first, last, ccc in classes:
-        out.write("    {0x%X, 0x%X, %d},\n" % (first, last, ccc))
-    out.write("};\nconst size_t kCombiningClassCount = sizeof(kCombiningClasses) / sizeof(kCombiningClasses[0]);\n\n")
-    out.write("const Decomposition kDecompositions[] = {\n")
-    for cp, a, b in decompositions:
-        out.write("    {0x%X, 0x%X, 0x%X},\n" % (cp, a, b))
-    out.write("};\nconst size_t kDecompositionCount = sizeof(kDecompositions) / sizeof(kDecompositions[0]);\n\n")
-    out.write("const Composition kCompositions[] = {\n")
-    for a, b, cp in compositions:
-        out.write("    {0x%X, 0x%X, 0x%X},\n" % (a, b, cp))
-    out.write("};\nconst size_t kCompositionCount = sizeof(kCompositions) / sizeof(kCompositions[0]);\n\n")
+    write_table(out, "CombiningClassRange", "kCombiningClasses", "kCombiningClassCount",
+                ["{0x%X, 0x%X, %d}" % row for row in classes])
+    write_table(out, "Decomposition", "kDecompositions", "kDecompositionCount",
+                ["{0x%X, 0x%X, 0x%X}" % row for row in decompositions])
+    write_table(out, "Composition", "kCompositions", "kCompositionCount",
+                ["{0x%X, 0x%X, 0x%X}" % row for row in compositions])
     out.write("}  // namespace tessera::unicode\n")
 
 
