@@ -67,6 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{2, 1, 0, 8, "llama-tiny", 1, "1f1b", 1, 0, "", 2},
                       Layout{2, 1, 0, 4, "llama-tiny", 2},
                       Layout{4, 2, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2},
+                      Layout{4, 1, 0, 8, "qwen2-tiny", 1, "1f1b", 1, 0, "", 4},  // q/k/v biases, kv heads replicated
+                      Layout{4, 2, 3, 4, "qwen2-tiny", 1, "1f1b", 1, 0, "", 2},
                       Layout{2, 2, 1, 4, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}),
     [](const auto& info) { return layout_name(info.param); });
 
