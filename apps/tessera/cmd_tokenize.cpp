@@ -14,21 +14,23 @@ namespace tessera::cli {
 
 namespace {
 
-// How the corpus files hold their documents (data/document_reader.h).
-void add_document_flags(CLI::App& cmd, DocumentOptions& documents) {
+// How the corpus files hold their documents (data/document_reader.h); with `fine_tuning`, also
+// prompts and conversations, which make loss masks (tokenize alone).
+void add_document_flags(CLI::App& cmd, DocumentOptions& documents, bool fine_tuning) {
   cmd.add_option("--format", documents.format,
                  "auto (JSON lines for *.jsonl, *.ndjson and their .gz, else text), text or jsonl")
       ->capture_default_str();
   cmd.add_option("--jsonl-key", documents.jsonl_key, "JSON lines: the key whose string is each document")
       ->capture_default_str();
+  cmd.add_option("--delimiter", documents.delimiter,
+                 "Text: a line that separates documents (e.g. %); default: one document per file");
+  if (!fine_tuning) return;
   cmd.add_option("--jsonl-prompt-key", documents.jsonl_prompt_key,
                  "JSON lines: the key of each document's prompt (supervised fine-tuning: the shards get loss "
                  "masks that train on the completions under --jsonl-key alone)");
   cmd.add_option("--chat-template", documents.chat_template,
                  "JSON lines: --jsonl-key holds a list of messages ({\"role\", \"content\"}), rendered with "
                  "this template (llama3 or chatml); the shards get loss masks that train on the assistant's turns");
-  cmd.add_option("--delimiter", documents.delimiter,
-                 "Text: a line that separates documents (e.g. %); default: one document per file");
 }
 
 }  // namespace
@@ -48,7 +50,7 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_option("--in", o->inputs, "Corpus files: text, or JSON lines (*.jsonl), either plain or gzip (*.gz)")
       ->required();
   cmd->add_option("--out", o->out, "Output folder for train_*.bin / val_*.bin")->required();
-  add_document_flags(*cmd, o->shards.documents);
+  add_document_flags(*cmd, o->shards.documents, true);
   cmd->add_option("--val-every", o->shards.val_every, "Every n-th document goes to validation (0 = none)")
       ->capture_default_str();
   cmd->add_option("--shard-tokens", o->shards.shard_tokens, "Tokens per shard file")->capture_default_str();
@@ -92,7 +94,7 @@ void add_tokenizer_train_command(CLI::App& app) {
   CLI::App* cmd = add_command(app, "tokenizer-train", "Train a byte-level BPE tokenizer on text files");
   cmd->add_option("--in", o->inputs, "Corpus files: text, or JSON lines (*.jsonl), either plain or gzip (*.gz)")
       ->required();
-  add_document_flags(*cmd, o->documents);
+  add_document_flags(*cmd, o->documents, false);
   cmd->add_option("--vocab-size", o->vocab_size, "Tokens in the vocabulary, <|endoftext|> included")
       ->capture_default_str();
   cmd->add_option("--out", o->out, "Where to write tokenizer.json")->capture_default_str();
