@@ -54,6 +54,10 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_option("--val-every", o->shards.val_every, "Every n-th document goes to validation (0 = none)")
       ->capture_default_str();
   cmd->add_option("--shard-tokens", o->shards.shard_tokens, "Tokens per shard file")->capture_default_str();
+  cmd->add_option("--pack-seq-len", o->shards.pack_seq_len,
+                  "Fine-tuning data: keep every document inside one training window of this --seq-len (padding "
+                  "left out of the loss; longer documents cut); 0 = documents run on across windows")
+      ->capture_default_str();
   o->shards.threads = int(std::max(1u, std::thread::hardware_concurrency()));
   cmd->add_option("--threads", o->shards.threads, "Documents encoded at once (the shards do not depend on it)")
       ->capture_default_str();
@@ -80,6 +84,10 @@ void add_tokenize_command(CLI::App& app) {
       std::printf("loss masks beside the shards: %lld of the tokens (%.1f%%) are targets\n",
                   (long long)stats.trained_tokens,
                   100.0 * double(stats.trained_tokens) / double(std::max<int64_t>(stats.train_tokens + stats.val_tokens, 1)));
+    if (o->shards.pack_seq_len > 0)
+      std::printf("packed for --seq-len %lld: %lld padding tokens, %lld documents longer than a window cut\n",
+                  (long long)o->shards.pack_seq_len, (long long)stats.padding_tokens,
+                  (long long)stats.truncated_documents);
   });
 }
 

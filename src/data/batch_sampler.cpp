@@ -38,6 +38,10 @@ BatchSampler::BatchSampler(const TokenDataset& dataset, int64_t batch_size, int6
   TS_CHECK(seq_len > 0, "--seq-len must be positive, got ", seq_len);
   TS_CHECK(batch_size <= (std::numeric_limits<int64_t>::max() - 1) / seq_len, "--batch-size ", batch_size,
            " times --seq-len ", seq_len, " overflows a 64-bit token count; lower them");
+  const int64_t packed = dataset.packed_seq_len();
+  TS_CHECK(packed == 0 || packed == seq_len, dataset.flag_name(), ": the shards were packed for sequences of ", packed,
+           " tokens (tokenize --pack-seq-len ", packed, "), which --seq-len ", seq_len, " would cut across; train with ",
+           "--seq-len ", packed, " or tokenize again with --pack-seq-len ", seq_len);
   const int64_t n = dataset.num_tokens();
   num_windows_ = n > 0 ? (n - 1) / seq_len : 0;
   batches_per_epoch_ = num_windows_ / batch_size;

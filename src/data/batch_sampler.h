@@ -29,7 +29,8 @@ void check_batch_range(int64_t batch_index, int64_t first_sequence, int64_t num_
 
 class BatchSampler {
  public:
-  // `dataset` must outlive the sampler. batch_size = B (global batch, in sequences), seq_len = T.
+  // `dataset` must outlive the sampler. batch_size = B (global batch, in sequences), seq_len = T,
+  // which must be the length the dataset's documents were packed for, if they were.
   BatchSampler(const TokenDataset& dataset, int64_t batch_size, int64_t seq_len, DataOrder order, uint64_t seed);
   BatchSampler(TokenDataset&& dataset, int64_t, int64_t, DataOrder, uint64_t) = delete;  // would dangle
   BatchSampler(const BatchSampler&) = delete;

@@ -1,6 +1,7 @@
 // Corpus files -> documents (a batch at a time) -> tokens, encoded in parallel -> shards, in order.
 #include "data/corpus.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -20,29 +21,45 @@ struct EncodedDocument {
 };
 
 // How a split's loss masks treat a document's start token (its other tokens train as their pieces
-// say): a target when it is <|endoftext|> ending the document before, and never when it is a BOS
-// (nothing predicts a BOS).
+// say): a target when it is <|endoftext|> ending the document just before, and never when it is a
+// BOS (nothing predicts a BOS). Packed, documents keep inside windows of T + 1 tokens starting every
+// T: a document fits a window when it ends before the window's last position (which is the next
+// window's first), else the window is filled with start tokens (the first a target as the end of
+// the document before, when the start token is <|endoftext|>) and the document begins the next.
 struct MaskRule {
   bool masks = false;                // write loss masks (the corpus has prompts or conversations)
   bool start_ends_previous = false;  // the start token is <|endoftext|>
+  int32_t start_token = 0;           // the filler, when packed
+  int64_t pack_seq_len = 0;          // T; 0: not packed
 };
 
 // Accumulates tokens of one split (and their loss-mask bits) and flushes them into numbered shard
 // files (and their masks).
 class ShardWriter {
  public:
+  // Packed, shards hold whole windows (a multiple of T tokens), so any run of them stays aligned.
   ShardWriter(std::filesystem::path dir, std::string split, int64_t shard_tokens, int version, MaskRule rule,
               CorpusStats& stats)
-      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens), version_(version), rule_(rule),
-        stats_(stats) {}
+      : dir_(std::move(dir)), split_(std::move(split)),
+        shard_tokens_(rule.pack_seq_len > 0 ? std::max(rule.pack_seq_len, shard_tokens / rule.pack_seq_len * rule.pack_seq_len)
+                                            : shard_tokens),
+        version_(version), rule_(rule), stats_(stats) {}
 
   void add(const EncodedDocument& document) {
-    const bool first_of_split = total_ + pending() == 0;
-    for (size_t i = 0; i < document.tokens.size(); ++i) {
-      buffer_.push_back(uint32_t(document.tokens[i]));
-      if (rule_.masks) trained_.push_back(i == 0 ? rule_.start_ends_previous && !first_of_split : document.trained[i]);
-      if (int64_t(buffer_.size()) == shard_tokens_) flush();
+    size_t length = document.tokens.size();
+    bool cut = false;  // a cut document has no end to train
+    if (const int64_t T = rule_.pack_seq_len; T > 0) {
+      if (int64_t(length) > T) {
+        length = size_t(T);
+        cut = true;
+        ++stats_.truncated_documents;
+      }
+      const int64_t at = total_ + pending(), window_last = at / T * T + T;
+      if (at + int64_t(length) > window_last) pad(window_last - at);
     }
+    for (size_t i = 0; i < length; ++i)
+      push(document.tokens[i], i == 0 ? rule_.start_ends_previous && follows_document_ : document.trained[i] != 0);
+    follows_document_ = !cut;
   }
 
   int64_t total() const { return total_; }  // written to shard files
@@ -50,11 +67,9 @@ class ShardWriter {
 
   void flush() {
     if (buffer_.empty()) return;
-    char name[64];
-    std::snprintf(name, sizeof name, "%s_%06d.bin", split_.c_str(), index_++);
-    std::filesystem::path path = dir_ / name;
+    const std::filesystem::path path = dir_ / shard_name(index_++);
     write_token_shard(path, buffer_, version_);
-    if (rule_.masks) write_loss_mask(loss_mask_path(path), trained_);
+    if (rule_.masks) write_loss_mask(loss_mask_path(path), trained_, rule_.pack_seq_len);
     stats_.shards.push_back(path);
     total_ += int64_t(buffer_.size());
     for (uint8_t bit : trained_) stats_.trained_tokens += bit;
@@ -63,6 +78,23 @@ class ShardWriter {
   }
 
  private:
+  std::string shard_name(int index) const {
+    char name[64];
+    std::snprintf(name, sizeof name, "%s_%06d.bin", split_.c_str(), index);
+    return name;
+  }
+  void push(int32_t token, bool trained) {
+    buffer_.push_back(uint32_t(token));
+    if (rule_.masks) trained_.push_back(trained ? 1 : 0);
+    if (int64_t(buffer_.size()) == shard_tokens_) flush();
+  }
+  // `count` start tokens up to the window's end.
+  void pad(int64_t count) {
+    for (int64_t k = 0; k < count; ++k) push(rule_.start_token, k == 0 && rule_.start_ends_previous && follows_document_);
+    stats_.padding_tokens += count;
+    follows_document_ = false;
+  }
+
   std::filesystem::path dir_;
   std::string split_;
   int64_t shard_tokens_;
@@ -73,6 +105,7 @@ class ShardWriter {
   std::vector<uint8_t> trained_;  // buffer_'s loss-mask bits, when the split has masks
   int index_ = 0;
   int64_t total_ = 0;
+  bool follows_document_ = false;  // the last token written ends a (whole) document
 };
 
 }  // namespace
@@ -84,6 +117,12 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   TS_CHECK(options.shard_tokens > 0, "--shard-tokens must be positive, got ", options.shard_tokens);
   TS_CHECK(options.val_every >= 0, "--val-every must not be negative, got ", options.val_every);
   TS_CHECK(options.threads >= 1 && options.threads <= 1024, "--threads must be in [1, 1024], got ", options.threads);
+  TS_CHECK(options.pack_seq_len >= 0 && options.pack_seq_len <= (int64_t(1) << 24), "--pack-seq-len must be in [0, ",
+           int64_t(1) << 24, "], got ", options.pack_seq_len);
+  TS_CHECK(options.pack_seq_len == 0 || !options.documents.jsonl_prompt_key.empty() ||
+               !options.documents.chat_template.empty(),
+           "--pack-seq-len needs --jsonl-prompt-key or --chat-template: the padding it adds is kept out of the loss ",
+           "by loss masks, which only fine-tuning data has");
   for (const std::filesystem::path& file : files) document_format(options.documents, file);  // --format, early
   create_folder(out_dir, "--out");
   const int version = tokenizer.vocab_size() <= 65536 ? 1 : 2;
@@ -96,7 +135,7 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   const DocumentOptions& documents = options.documents;
   if (!documents.chat_template.empty()) ChatTemplate::named(documents.chat_template).require_tokens_of(tokenizer);
   const MaskRule rule{!documents.jsonl_prompt_key.empty() || !documents.chat_template.empty(),
-                      !tokenizer.bos_token().has_value()};
+                      !tokenizer.bos_token().has_value(), first, options.pack_seq_len};
   ShardWriter train(out_dir, "train", options.shard_tokens, version, rule, stats);
   ShardWriter val(out_dir, "val", options.shard_tokens, version, rule, stats);
   // A batch: enough documents (or bytes) to keep every thread busy, few enough to bound memory.

@@ -25,6 +25,10 @@ struct ShardOptions {
   int64_t val_every = 0;             // every n-th document to the validation split; 0 = none
   int64_t shard_tokens = 100000000;  // tokens per shard file
   int threads = 1;                   // documents encoded at once
+  // With loss masks: lay documents out so that none crosses a training window of this many tokens
+  // (the --seq-len to train with), padding the rest of a window with untrained start tokens and
+  // cutting a longer document to its first tokens; 0: documents run on across windows.
+  int64_t pack_seq_len = 0;
 };
 
 struct CorpusStats {
@@ -33,6 +37,8 @@ struct CorpusStats {
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
   int64_t trained_tokens = 0;  // of the tokens written, those the loss masks make targets (0 without masks)
+  int64_t padding_tokens = 0;       // packed: the filler written to keep documents inside windows
+  int64_t truncated_documents = 0;  // packed: documents longer than a window, cut
   std::vector<std::filesystem::path> shards;
 };
 

@@ -37,7 +37,10 @@ LossMask::LossMask(const std::filesystem::path& path) : path_(path) {
   TS_CHECK(header[1] == 1, "loss mask ", name, ": unsupported version ", header[1], " (expected 1)");
   TS_CHECK(header[2] >= 0, "loss mask ", name, ": the header says a negative token count (", header[2],
            "); re-create it with tessera tokenize");
+  TS_CHECK(header[3] >= 0, "loss mask ", name, ": the header says a negative packed sequence length (", header[3],
+           "); re-create it with tessera tokenize");
   num_tokens_ = header[2];
+  packed_seq_len_ = header[3];
   const int64_t bytes = (num_tokens_ + 7) / 8;
   TS_CHECK(file_bytes - kTokenShardHeaderBytes == bytes, "loss mask ", name, ": the header says ", num_tokens_,
            " tokens (", bytes, " bytes of bits) but the file holds ", file_bytes - kTokenShardHeaderBytes,
@@ -51,13 +54,14 @@ LossMask::LossMask(const std::filesystem::path& path) : path_(path) {
   for (uint8_t byte : bits_) num_trained_ += std::popcount(byte);
 }
 
-void write_loss_mask(const std::filesystem::path& path, std::span<const uint8_t> trained) {
+void write_loss_mask(const std::filesystem::path& path, std::span<const uint8_t> trained, int64_t packed_seq_len) {
   TS_CHECK(trained.size() <= size_t(std::numeric_limits<int32_t>::max()), "loss mask ", path.string(), ": ",
            trained.size(), " tokens do not fit the header's int32 count; split them across several shards");
   std::array<int32_t, kTokenShardHeaderInts> header{};
   header[0] = kLossMaskMagic;
   header[1] = 1;
   header[2] = int32_t(trained.size());
+  header[3] = int32_t(packed_seq_len);
   std::vector<uint8_t> bits((trained.size() + 7) / 8, 0);
   for (size_t i = 0; i < trained.size(); ++i)
     if (trained[i]) bits[i >> 3] |= uint8_t(1u << (i & 7));

@@ -50,6 +50,10 @@ TokenDataset TokenDataset::open(const std::string& glob_pattern, int64_t vocab_s
       TS_CHECK(mask.num_tokens() == shard.num_tokens(), "loss mask ", mask_path.string(), " covers ",
                mask.num_tokens(), " tokens but its shard holds ", shard.num_tokens(),
                "; re-create both with tessera tokenize");
+      TS_CHECK(mask.packed_seq_len() == dataset.masks_.front().packed_seq_len(), "loss mask ", mask_path.string(),
+               " was packed for sequences of ", mask.packed_seq_len(), " tokens but ",
+               dataset.masks_.front().path().string(), " for ", dataset.masks_.front().packed_seq_len(),
+               "; give shards of one tokenize run");
     } catch (const Error& e) {
       throw Error(flag + ": " + e.what(), e.where());
     }

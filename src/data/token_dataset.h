@@ -32,6 +32,8 @@ class TokenDataset {
   bool has_loss_mask() const { return !masks_.empty(); }
   // Tokens that are training targets: every token without masks.
   int64_t num_trained() const;
+  // The sequence length the shards' documents were packed for (tokenize --pack-seq-len); 0: none.
+  int64_t packed_seq_len() const { return masks_.empty() ? 0 : masks_.front().packed_seq_len(); }
   // out[i] = 1 when token start + i is a training target, else 0, 0 <= i < count.
   void read_loss_mask(int64_t start, int64_t count, uint8_t* out) const;
 

@@ -377,6 +377,18 @@ TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
   expect_one_line_error("tokenize --quiet --tokenizer " + (dir / "tok.json").string() + " --in " +
                             (dir / "vocab.txt").string() + " --jsonl-prompt-key prompt --out " + (dir / "bad").string(),
                         "--jsonl-prompt-key needs JSON lines");
+  // Packed for --seq-len 32, the shards train at 32 and are refused at 16.
+  r = testing::run_command(exe + " tokenize --tokenizer " + (dir / "tok.json").string() + " --in " +
+                           (dir / "sft.jsonl").string() + " --jsonl-prompt-key prompt --jsonl-key completion " +
+                           "--pack-seq-len 32 --quiet --out " + (dir / "packed").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "packed for --seq-len 32: ")) << r.output;
+  const std::string packed = " --train-data '" + (dir / "packed" / "train_*.bin").string() + "'";
+  EXPECT_EQ(tessera_run("train --model gpt2-tiny --quiet --steps 2 --batch-size 2 --seq-len 32 --tokenizer " +
+                        (dir / "tok.json").string() + " --out-dir " + (dir / "run32").string() + packed).exit_code, 0);
+  expect_one_line_error("train --model gpt2-tiny --quiet --steps 2 --batch-size 2 --seq-len 16 --tokenizer " +
+                            (dir / "tok.json").string() + " --out-dir " + (dir / "run16").string() + packed,
+                        "the shards were packed for sequences of 32 tokens");
 }
 
 // Chat fine-tuning end to end: conversations rendered with ChatML (special tokens added to a trained

@@ -197,6 +197,62 @@ TEST(LossMask, CorpusWithPromptsTrainsOnCompletionsAndTheirEnd) {
   EXPECT_EQ(tokenizer.decode(rest), expected_rest);
 }
 
+// Packed for T = 32: every window of the split (positions [wT, wT + T]) starts with a start token,
+// so no record crosses one; the targets are still each record's completion and the <|endoftext|>
+// ending it (a record cut short ends without one), padding never trains; a record longer than T is
+// cut to its first T tokens; shards hold whole windows; training with another --seq-len is refused.
+TEST(LossMask, PackedRecordsStayInsideTheirWindows) {
+  const fs::path dir = testing::scratch_dir();
+  const std::vector<Record> records = {{"Q: 1+1?", " 2"},           {"Q: capital of Peru?", " Lima"},
+                                       {"Hi", " there, friend"},
+                                       {"A long prompt that cannot fit in one window of thirty-two tokens", " x"},
+                                       {"Q:", " ok"},                 {"Name:", " Ada"}};
+  std::string corpus, all_text;
+  for (const Record& r : records) {
+    corpus += nlohmann::json{{"prompt", r.prompt}, {"completion", r.completion}}.dump() + "\n";
+    all_text += r.prompt + r.completion + "\n";
+  }
+  testing::write_text(dir / "sft.jsonl", corpus);
+  testing::write_text(dir / "vocab.txt", all_text);
+  const Tokenizer tokenizer = train_bpe({dir / "vocab.txt"}, 270);
+  const int64_t T = 32;
+  ShardOptions options;
+  options.documents.jsonl_key = "completion";
+  options.documents.jsonl_prompt_key = "prompt";
+  options.pack_seq_len = T;
+  options.shard_tokens = 70;  // rounded down to whole windows: 64
+  const CorpusStats stats = tokenize_to_shards(tokenizer, {dir / "sft.jsonl"}, dir / "out", options);
+  EXPECT_EQ(stats.truncated_documents, 1);
+  EXPECT_GT(stats.padding_tokens, 0);
+  for (size_t s = 0; s + 1 < stats.shards.size(); ++s) EXPECT_EQ(TokenShard(stats.shards[s]).num_tokens(), 64) << s;
+  const TokenDataset data = TokenDataset::open((dir / "out" / "train_*.bin").string(), 270, "--train-data");
+  EXPECT_EQ(data.packed_seq_len(), T);
+  std::vector<int32_t> tokens(size_t(data.num_tokens()));
+  std::vector<uint8_t> trained(tokens.size());
+  data.read(0, data.num_tokens(), tokens.data());
+  data.read_loss_mask(0, data.num_tokens(), trained.data());
+  const int32_t eot = tokenizer.eot_token();
+  for (size_t p = 0; p < tokens.size(); p += size_t(T)) EXPECT_EQ(tokens[p], eot) << "window at " << p;
+  std::vector<int32_t> targets;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (trained[i]) targets.push_back(tokens[i]);
+  const std::string end = tokenizer.decode(std::vector<int32_t>{eot});
+  std::string expected;
+  for (size_t r = 0; r < records.size(); ++r)
+    if (r != 3) expected += (expected.empty() ? "" : end) + records[r].completion;  // record 3 lost its completion
+  EXPECT_EQ(tokenizer.decode(targets), expected);
+  // The sampler's windows: only --seq-len 32 reads them as they were packed.
+  EXPECT_NO_THROW(BatchSampler(data, 1, T, DataOrder::sequential, 1));
+  EXPECT_TRUE(contains(error_of([&] { BatchSampler(data, 1, 8, DataOrder::sequential, 1); }),
+                       "--train-data: the shards were packed for sequences of 32 tokens (tokenize --pack-seq-len 32), "
+                       "which --seq-len 8 would cut across; train with --seq-len 32 or tokenize again with "
+                       "--pack-seq-len 8"));
+  ShardOptions plain;
+  plain.pack_seq_len = T;
+  EXPECT_TRUE(contains(error_of([&] { tokenize_to_shards(tokenizer, {dir / "vocab.txt"}, dir / "plain", plain); }),
+                       "--pack-seq-len needs --jsonl-prompt-key or --chat-template"));
+}
+
 TEST(LossMask, PromptKeyMisuseNamesTheFix) {
   const fs::path dir = testing::scratch_dir();
   testing::write_text(dir / "plain.txt", "some text\n");
