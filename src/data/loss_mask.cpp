@@ -26,12 +26,8 @@ LossMask::LossMask(const std::filesystem::path& path) : path_(path) {
   const std::string name = path.string();
   RegularFile file(path, "loss mask");
   const int64_t file_bytes = int64_t(file.size());
-  TS_CHECK(file_bytes >= kTokenShardHeaderBytes, "loss mask ", name, ": the file holds ", file_bytes,
-           " bytes, less than the ", kTokenShardHeaderBytes, "-byte header; re-create it with tessera tokenize");
-  std::array<int32_t, kTokenShardHeaderInts> header{};
-  const ssize_t got = ::pread(file.fd(), header.data(), size_t(kTokenShardHeaderBytes), 0);
-  TS_CHECK(got == kTokenShardHeaderBytes, "loss mask ", name, ": cannot read the header (",
-           got < 0 ? errno_text(errno) : "short read", ")");
+  const std::array<int32_t, kTokenShardHeaderInts> header =
+      read_shard_header(file, "loss mask " + name, "re-create it with tessera tokenize");
   TS_CHECK(header[0] == kLossMaskMagic, "loss mask ", name, ": bad magic number ", header[0], " (expected ",
            kLossMaskMagic, "); a .mask file beside a shard must be its loss mask");
   TS_CHECK(header[1] == 1, "loss mask ", name, ": unsupported version ", header[1], " (expected 1)");

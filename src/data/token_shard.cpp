@@ -39,17 +39,24 @@ void write_uint16_tokens(AtomicFileWriter& file, std::span<const uint32_t> token
 
 }  // namespace
 
+std::array<int32_t, kTokenShardHeaderInts> read_shard_header(const RegularFile& file, std::string_view what,
+                                                             std::string_view fix) {
+  const int64_t file_bytes = int64_t(file.size());
+  TS_CHECK(file_bytes >= kTokenShardHeaderBytes, what, ": the file holds ", file_bytes, " bytes, less than the ",
+           kTokenShardHeaderBytes, "-byte header; ", fix);
+  std::array<int32_t, kTokenShardHeaderInts> header{};
+  const ssize_t got = ::pread(file.fd(), header.data(), size_t(kTokenShardHeaderBytes), 0);
+  TS_CHECK(got == kTokenShardHeaderBytes, what, ": cannot read the header (", got < 0 ? errno_text(errno) : "short read",
+           ")");
+  return header;
+}
+
 TokenShard::TokenShard(const std::filesystem::path& path) : path_(path) {
   const std::string name = path.string();
   RegularFile file(path, "shard");
   const int64_t file_bytes = int64_t(file.size());
-  TS_CHECK(file_bytes >= kTokenShardHeaderBytes, "shard ", name, ": the file holds ", file_bytes,
-           " bytes, less than the ", kTokenShardHeaderBytes, "-byte header; it is not a token shard or was truncated");
-
-  std::array<int32_t, kTokenShardHeaderInts> header{};
-  ssize_t got = ::pread(file.fd(), header.data(), size_t(kTokenShardHeaderBytes), 0);
-  TS_CHECK(got == kTokenShardHeaderBytes, "shard ", name, ": cannot read the header (",
-           got < 0 ? errno_text(errno) : "short read", ")");
+  const std::array<int32_t, kTokenShardHeaderInts> header =
+      read_shard_header(file, "shard " + name, "it is not a token shard or was truncated");
   TS_CHECK(header[0] == kTokenShardMagic, "shard ", name, ": bad magic number ", header[0], " (expected ",
            kTokenShardMagic, "); it is not an llm.c token shard");
   TS_CHECK(header[1] == 1 || header[1] == 2, "shard ", name, ": unsupported version ", header[1],

@@ -4,10 +4,12 @@
 // write_token_shard writes a shard atomically (temporary file, fsync, rename).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <span>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -16,6 +18,14 @@ namespace tessera {
 inline constexpr int32_t kTokenShardMagic = 20240520;
 inline constexpr int64_t kTokenShardHeaderInts = 256;
 inline constexpr int64_t kTokenShardHeaderBytes = kTokenShardHeaderInts * 4;
+
+class RegularFile;
+
+// The header of a file laid out as a shard (token shards, loss masks), after checking the file
+// holds one; errors start with `what` (e.g. "shard data/train_000000.bin") and a short file's ends
+// with `fix`.
+std::array<int32_t, kTokenShardHeaderInts> read_shard_header(const RegularFile& file, std::string_view what,
+                                                             std::string_view fix);
 
 class TokenShard {
  public:
