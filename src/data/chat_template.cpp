@@ -16,14 +16,15 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.after_role_ = "<|end_header_id|>\n\n";
     t.end_of_turn_ = "<|eot_id|>";
     t.specials_ = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
-  } else if (name == "chatml") {
+  } else if (name == "chatml" || name == "qwen2.5") {
     t.before_role_ = "<|im_start|>";
     t.after_role_ = "\n";
     t.end_of_turn_ = "<|im_end|>";
     t.after_turn_ = "\n";
     t.specials_ = {"<|im_start|>", "<|im_end|>"};
+    if (name == "qwen2.5") t.default_system_ = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
   } else {
-    TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use llama3 or chatml");
+    TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use llama3, chatml or qwen2.5");
   }
   return t;
 }
@@ -43,7 +44,12 @@ void ChatTemplate::require_tokens_of(const Tokenizer& tokenizer) const {
 
 std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
   std::vector<DocumentPiece> pieces;
-  for (const ChatMessage& m : messages) {
+  std::vector<ChatMessage> with_system;
+  if (!default_system_.empty() && (messages.empty() || messages.front().role != "system")) {
+    with_system.push_back({"system", std::string(default_system_)});
+    with_system.insert(with_system.end(), messages.begin(), messages.end());
+  }
+  for (const ChatMessage& m : with_system.empty() ? messages : with_system) {
     const bool trained = m.role == "assistant";
     std::string header(before_role_);
     header.append(m.role).append(after_role_);

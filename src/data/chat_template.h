@@ -4,6 +4,7 @@
 // ending its turn) or not (everything else). Built in, as the Jinja templates cannot run here:
 //   llama3: <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>   (after the BOS)
 //   chatml: <|im_start|>ROLE\nCONTENT<|im_end|>\n                            (Qwen and others)
+//   qwen2.5: chatml, and Qwen2.5-Instruct's system message when a conversation has none
 #pragma once
 
 #include <string>
@@ -27,7 +28,7 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
-  // "llama3" or "chatml"; anything else throws naming --chat-template.
+  // "llama3", "chatml" or "qwen2.5"; anything else throws naming --chat-template.
   static ChatTemplate named(std::string_view name);
 
   const std::string& name() const { return name_; }
@@ -43,6 +44,7 @@ class ChatTemplate {
  private:
   std::string name_;
   std::string_view before_role_, after_role_, end_of_turn_, after_turn_;  // string literals
+  std::string_view default_system_;  // put first when a conversation has no system message
   std::vector<std::string_view> specials_;  // the special tokens the rendering uses
 };
 

@@ -293,7 +293,16 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
   EXPECT_EQ(chatml, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
-                       "--chat-template: unknown template 'alpaca'; use llama3 or chatml"));
+                       "--chat-template: unknown template 'alpaca'; use llama3, chatml or qwen2.5"));
+  // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
+  std::string qwen;
+  for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
+  EXPECT_EQ(qwen, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+                  "<|im_start|>user\nHi<|im_end|>\n");
+  std::string own;
+  for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render(chat)) own += piece.text;
+  EXPECT_EQ(own, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                 "Hello.<|im_end|>\n");
 }
 
 // The 256 byte tokens, then `specials` (the first is <|endoftext|>); with `bos`, the second special
