@@ -18,9 +18,16 @@ def canonical_decomposition(cp):
 
 
 def write_table(out, row_type, name, count_name, rows):
+    """The rows as many to a line as fit in 120 columns."""
     out.write("const %s %s[] = {\n" % (row_type, name))
+    line = ""
     for row in rows:
-        out.write("    %s,\n" % row)
+        if line and len(line) + len(row) + 2 > 116:
+            out.write("    %s\n" % line.rstrip())
+            line = ""
+        line += row + ", "
+    if line:
+        out.write("    %s\n" % line.rstrip())
     out.write("};\nconst size_t %s = sizeof(%s) / sizeof(%s[0]);\n\n" % (count_name, name, name))
 
 
