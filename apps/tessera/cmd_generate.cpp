@@ -8,6 +8,7 @@
 #include "checkpoint/train_checkpoint.h"
 #include "commands.h"
 #include "data/chat_template.h"
+#include "data/corpus.h"
 #include "data/tokenizer.h"
 #include "train/device_choice.h"
 #include "train/generate.h"
@@ -25,7 +26,8 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "generate", "Sample text from a trained model");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
-  cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mixtral) instead of a checkpoint");
+  cmd->add_option("--init-from", o->init_from,
+                  "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Mixtral) instead of a checkpoint");
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer (default: the checkpoint's tokenizer.json)");
   cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document), or the user's message");
   cmd->add_option("--chat-template", o->chat_template,
@@ -64,11 +66,7 @@ void add_generate_command(CLI::App& app) {
       messages.push_back({"user", o->prompt});
       std::vector<DocumentPiece> pieces = chat->render(messages);
       pieces.push_back({chat->generation_prompt(), false});
-      std::vector<int32_t> prompt{tokenizer.document_start_token()};
-      for (const DocumentPiece& piece : pieces) {
-        const std::vector<int32_t> ids = tokenizer.encode(piece.text);
-        prompt.insert(prompt.end(), ids.begin(), ids.end());
-      }
+      const std::vector<int32_t> prompt = encode_document(tokenizer, pieces).tokens;
       o->sampling.stop_token = *tokenizer.special_token_id(chat->end_of_turn());
       const auto print = print_token_text(tokenizer);
       generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {

@@ -14,12 +14,6 @@
 namespace tessera {
 namespace {
 
-// A document's tokens (its start token first) and which of them are training targets.
-struct EncodedDocument {
-  std::vector<int32_t> tokens;
-  std::vector<uint8_t> trained;
-};
-
 // How a split's loss masks treat a document's start token (its other tokens train as their pieces
 // say): a target when it is <|endoftext|> ending the document just before, and never when it is a
 // BOS (nothing predicts a BOS). Packed, documents keep inside windows of T + 1 tokens starting every
@@ -57,8 +51,7 @@ class ShardWriter {
       const int64_t at = total_ + pending(), window_last = at / T * T + T;
       if (at + int64_t(length) > window_last) pad(window_last - at);
     }
-    for (size_t i = 0; i < length; ++i)
-      push(document.tokens[i], i == 0 ? rule_.start_ends_previous && follows_document_ : document.trained[i] != 0);
+    for (size_t i = 0; i < length; ++i) push(document.tokens[i], i == 0 ? start_trains() : document.trained[i] != 0);
     follows_document_ = !cut;
   }
 
@@ -67,7 +60,9 @@ class ShardWriter {
 
   void flush() {
     if (buffer_.empty()) return;
-    const std::filesystem::path path = dir_ / shard_name(index_++);
+    char name[64];
+    std::snprintf(name, sizeof name, "%s_%06d.bin", split_.c_str(), index_++);
+    const std::filesystem::path path = dir_ / name;
     write_token_shard(path, buffer_, version_);
     if (rule_.masks) write_loss_mask(loss_mask_path(path), trained_, rule_.pack_seq_len);
     stats_.shards.push_back(path);
@@ -78,11 +73,8 @@ class ShardWriter {
   }
 
  private:
-  std::string shard_name(int index) const {
-    char name[64];
-    std::snprintf(name, sizeof name, "%s_%06d.bin", split_.c_str(), index);
-    return name;
-  }
+  // Whether a start token written now is a target: <|endoftext|> right after a whole document.
+  bool start_trains() const { return rule_.start_ends_previous && follows_document_; }
   void push(int32_t token, bool trained) {
     buffer_.push_back(uint32_t(token));
     if (rule_.masks) trained_.push_back(trained ? 1 : 0);
@@ -90,7 +82,7 @@ class ShardWriter {
   }
   // `count` start tokens up to the window's end.
   void pad(int64_t count) {
-    for (int64_t k = 0; k < count; ++k) push(rule_.start_token, k == 0 && rule_.start_ends_previous && follows_document_);
+    for (int64_t k = 0; k < count; ++k) push(rule_.start_token, k == 0 && start_trains());
     stats_.padding_tokens += count;
     follows_document_ = false;
   }
@@ -110,6 +102,16 @@ class ShardWriter {
 
 }  // namespace
 
+EncodedDocument encode_document(const Tokenizer& tokenizer, const std::vector<DocumentPiece>& pieces) {
+  EncodedDocument encoded{{tokenizer.document_start_token()}, {0}};
+  for (const DocumentPiece& piece : pieces) {
+    const std::vector<int32_t> ids = tokenizer.encode(piece.text);
+    encoded.tokens.insert(encoded.tokens.end(), ids.begin(), ids.end());
+    encoded.trained.insert(encoded.trained.end(), ids.size(), piece.trained ? 1 : 0);
+  }
+  return encoded;
+}
+
 CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
                                const std::filesystem::path& out_dir, const ShardOptions& options,
                                const std::function<void(const CorpusStats&)>& progress) {
@@ -126,7 +128,6 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   for (const std::filesystem::path& file : files) document_format(options.documents, file);  // --format, early
   create_folder(out_dir, "--out");
   const int version = tokenizer.vocab_size() <= 65536 ? 1 : 2;
-  const int32_t first = tokenizer.document_start_token();
   CorpusStats stats;
   for (const std::filesystem::path& file : files) {
     require_regular_file(file, "text file");
@@ -135,7 +136,7 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   const DocumentOptions& documents = options.documents;
   if (!documents.chat_template.empty()) ChatTemplate::named(documents.chat_template).require_tokens_of(tokenizer);
   const MaskRule rule{!documents.jsonl_prompt_key.empty() || !documents.chat_template.empty(),
-                      !tokenizer.bos_token().has_value(), first, options.pack_seq_len};
+                      !tokenizer.bos_token().has_value(), tokenizer.document_start_token(), options.pack_seq_len};
   ShardWriter train(out_dir, "train", options.shard_tokens, version, rule, stats);
   ShardWriter val(out_dir, "val", options.shard_tokens, version, rule, stats);
   // A batch: enough documents (or bytes) to keep every thread busy, few enough to bound memory.
@@ -155,15 +156,7 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
         Document document;
         reader.document_of(batch[d], document);
         if (!document.has_target()) continue;  // nothing to train on
-        std::vector<int32_t>& tokens = encoded[d].tokens;
-        std::vector<uint8_t>& trained = encoded[d].trained;
-        tokens.assign(1, first);
-        trained.assign(1, 0);  // set by the split's MaskRule
-        for (const DocumentPiece& piece : document.pieces) {
-          const std::vector<int32_t> ids = tokenizer.encode(piece.text);
-          tokens.insert(tokens.end(), ids.begin(), ids.end());
-          trained.insert(trained.end(), ids.size(), piece.trained ? 1 : 0);
-        }
+        encoded[d] = encode_document(tokenizer, document.pieces);
       } catch (...) {
         errors[d] = std::current_exception();
       }

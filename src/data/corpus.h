@@ -31,6 +31,15 @@ struct ShardOptions {
   int64_t pack_seq_len = 0;
 };
 
+// A document's tokens as the shards hold them: the tokenizer's document start token, then each
+// piece encoded alone; trained[i] says whether tokens[i] is a target by its piece (the start
+// token's bit is 0: whether it trains depends on what comes before it).
+struct EncodedDocument {
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> trained;
+};
+EncodedDocument encode_document(const Tokenizer& tokenizer, const std::vector<DocumentPiece>& pieces);
+
 struct CorpusStats {
   int64_t documents = 0;
   uint64_t bytes_read = 0, bytes_total = 0;  // of the files as stored
