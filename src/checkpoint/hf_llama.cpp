@@ -124,11 +124,14 @@ void read_rope_scaling(const ConfigReader& r, const json& scaling, RopeConfig& r
 
 }  // namespace
 
+bool is_hf_llama_type(const json& model_type) {
+  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "mixtral";
+}
+
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
   const ConfigReader r(config, path);
   const json* type = r.find("model_type");
-  const bool known = type && (*type == "llama" || *type == "mistral" || *type == "qwen2" || *type == "mixtral");
-  TS_CHECK(known, r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
+  TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\" or \"mixtral\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2";
   r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");

@@ -1,10 +1,11 @@
 // Llama, Mistral, Qwen2 and Mixtral <-> Hugging Face folders (config.json plus model.safetensors, or
 // a sharded model.safetensors.index.json with its shard files: the folders LlamaForCausalLM,
 // MistralForCausalLM, Qwen2ForCausalLM and MixtralForCausalLM read and write). Mistral is Llama's
-// architecture (imported as such, exported as Llama); Qwen2 is Llama's with q/k/v biases. HF keeps q/k/v, gate/up and each expert as separate (out, in)
-// tensors; ours pack them (decoder_layout.h): every HF tensor is one contiguous range of one of our
-// parameters, so loading and saving copy without transposes. Mixtral's experts: w1 = gate, w3 = up,
-// w2 = down. The embedding and an untied head hold the first V of our Vp rows; padding rows are 0.
+// architecture (imported as such, exported as Llama); Qwen2 is Llama's with q/k/v biases. HF keeps
+// q/k/v, gate/up and each expert as separate (out, in) tensors; ours pack them (decoder_layout.h):
+// every HF tensor is one contiguous range of one of our parameters, so loading and saving copy
+// without transposes. Mixtral's experts: w1 = gate, w3 = up, w2 = down. The embedding and an untied
+// head hold the first V of our Vp rows; padding rows are 0.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,10 @@
 #include "nn/named_tensor.h"
 
 namespace tessera {
+
+// Whether a config.json's model_type is one hf_llama_config reads: "llama", "mistral", "qwen2" or
+// "mixtral".
+bool is_hf_llama_type(const nlohmann::json& model_type);
 
 // A config.json object of model_type "llama", "mistral", "qwen2" or "mixtral" as our config; `path`
 // names the file in errors. Unsupported features (another hidden_act or rope_scaling type, attention

@@ -23,7 +23,7 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
   TS_CHECK(config.is_object(), "Hugging Face config ", quoted_text(path.string()), ": expected a JSON object");
   auto type = config.find("model_type");
   if (type == config.end() || *type == "gpt2") return read_hf_gpt2_config(path);
-  TS_CHECK(*type == "llama" || *type == "mistral" || *type == "qwen2" || *type == "mixtral", "Hugging Face config ",
+  TS_CHECK(is_hf_llama_type(*type), "Hugging Face config ",
            quoted_text(path.string()), ": field 'model_type' is ", json_excerpt(*type), ", not a model Tessera loads ",
            "(\"gpt2\", \"llama\", \"mistral\", \"qwen2\" or \"mixtral\")");
   return hf_llama_config(config, path);
