@@ -44,21 +44,18 @@ void ChatTemplate::require_tokens_of(const Tokenizer& tokenizer) const {
 
 std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
   std::vector<DocumentPiece> pieces;
-  std::vector<ChatMessage> with_system;
-  if (!default_system_.empty() && (messages.empty() || messages.front().role != "system")) {
-    with_system.push_back({"system", std::string(default_system_)});
-    with_system.insert(with_system.end(), messages.begin(), messages.end());
-  }
-  for (const ChatMessage& m : with_system.empty() ? messages : with_system) {
-    const bool trained = m.role == "assistant";
+  auto turn = [&](std::string_view role, std::string_view content) {
     std::string header(before_role_);
-    header.append(m.role).append(after_role_);
-    std::string turn = m.content;
-    turn.append(end_of_turn_);
+    header.append(role).append(after_role_);
+    std::string text(content);
+    text.append(end_of_turn_);
     pieces.push_back({std::move(header), false});
-    pieces.push_back({std::move(turn), trained});
+    pieces.push_back({std::move(text), role == "assistant"});
     if (!after_turn_.empty()) pieces.push_back({std::string(after_turn_), false});
-  }
+  };
+  if (!default_system_.empty() && (messages.empty() || messages.front().role != "system"))
+    turn("system", default_system_);
+  for (const ChatMessage& m : messages) turn(m.role, m.content);
   return pieces;
 }
 

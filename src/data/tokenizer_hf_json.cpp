@@ -1,8 +1,8 @@
 // Hugging Face tokenizer.json, read and written. Read: a BPE model with a byte-level pre-tokenizer
 // (GPT-2's regex, or a Split regex before it as in Llama 3), ignore_merges, a TemplateProcessing
-// post-processor and no normalizer or NFC (Qwen2); options that would change the encoding (prefix space, dropout,
-// byte fallback, subword affixes, stripping around added tokens) are refused by name rather than
-// ignored. Written: GPT-2's own layout, or Llama 3's when the pattern or post-processor differ.
+// post-processor and no normalizer or NFC (Qwen2); options that would change the encoding (prefix
+// space, dropout, byte fallback, subword affixes, stripping around added tokens) are refused by name
+// rather than ignored. Written: GPT-2's own layout, or Llama 3's when the pattern or post-processor differ.
 #include <algorithm>
 #include <string>
 

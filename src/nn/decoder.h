@@ -94,9 +94,10 @@ class Decoder {
 
   // tokens, targets: (B,T) i32 host tensors with T <= maxT. Without targets (inference) computes
   // the logits of every position, logits(). With targets computes the per-token losses (0 for a
-  // kIgnoredTarget) and returns their mean over the B·T positions, through a fused classifier that holds the logits of one chunk of rows at a time;
-  // with dloss != 0 it also takes the classifier's backward there (the head's gradient accumulated,
-  // the gradient of dloss * sum(losses) into the final norm's output kept for backward()).
+  // kIgnoredTarget) and returns their mean over the B·T positions, through a fused classifier that
+  // holds the logits of one chunk of rows at a time; with dloss != 0 it also takes the classifier's
+  // backward there (the head's gradient accumulated, the gradient of dloss * sum(losses) into the
+  // final norm's output kept for backward()).
   float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
   // Generation with a key/value cache: kv_cache() makes an empty cache for `batch` sequences of up
   // to max_seq_len positions; forward_cached() runs tokens (B,Tq) (host, i32) at positions
