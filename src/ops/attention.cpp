@@ -2,7 +2,7 @@
 // type (f32, bf16, f16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 and f16 run on
 // cuDNN's fused attention when that kernel is chosen and covers the case, else on the tensor cores
 // (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core kernels. Both
-// devices cover grouped-query attention (num_kv_heads < num_heads).
+// devices cover grouped-query attention (num_kv_heads < num_heads) and document masks (not cuDNN).
 #include "ops/attention.h"
 
 #include <atomic>
@@ -64,19 +64,42 @@ AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads, i
   return {qkv.size(0), qkv.size(1), NH * (width / heads), NH, NKV};
 }
 
+void check_doc_starts(const char* op, const Tensor& doc_starts, int64_t B, int64_t T,
+                      std::span<const int32_t> positions) {
+  if (!doc_starts.defined()) return;
+  check_shape(op, "doc_starts", doc_starts, {B, T});
+  if (doc_starts.device() != Device::cpu) return;
+  // A whole window's starts each repeat the one before or begin a document; a context-parallel share
+  // skips other ranks' chunks, where documents may begin unseen.
+  const int32_t* starts = doc_starts.data<int32_t>();
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++) {
+      const int32_t s = starts[b * T + t], at = positions.empty() ? int32_t(t) : positions[size_t(t)];
+      const int32_t before = t == 0 ? 0 : starts[b * T + t - 1];
+      const bool follows = positions.empty() ? s == before || s == at : s >= before;
+      TS_CHECK(s >= 0 && s <= at && follows, op, ": doc_starts[", b, ", ", t, "] = ", s,
+               " is not a document start: it must be the entry before it (", before, ") or the token's own position (",
+               at, ")", positions.empty() ? "" : ", or a position between them");
+    }
+}
+
 }  // namespace detail
 
-void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads) {
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads,
+                       const Tensor& doc_starts) {
   const char* op = "attention_forward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
-  const Device device = detail::check_args(op, {{"out", out, dtype}, {"lse", lse}, {"qkv", qkv, dtype}});
+  const Device device = detail::check_args(
+      op, {{"out", out, dtype}, {"lse", lse}, {"qkv", qkv, dtype}, {"doc_starts", doc_starts, DType::i32, true}});
   const detail::AttentionDims d = detail::attention_dims(op, qkv, num_heads, num_kv_heads);
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   detail::check_shape(op, "lse", lse, {d.B, d.NH, d.T});
+  detail::check_doc_starts(op, doc_starts, d.B, d.T);
+  const int32_t* starts = doc_starts.defined() ? doc_starts.data<int32_t>() : nullptr;
   switch (device) {
     case Device::cpu:
-      cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH, d.NKV);
+      cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH, d.NKV, starts);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
@@ -85,17 +108,17 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
         // size and pointers.
         if constexpr (!std::is_same_v<T, float>) {
 #ifdef TESSERA_WITH_CUDNN
-          if (attention_kernel() == AttentionKernel::cudnn &&
+          if (attention_kernel() == AttentionKernel::cudnn && !starts &&
               cuda::attention_cudnn_supported(d.head_size(), {qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
                                                  d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
 #endif
           if (cuda::attention_tc_supported(d.head_size(), {qkv.raw_data(), out.raw_data()}))
             return cuda::attention_tc_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
-                                              d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
+                                              d.T, d.C, d.NH, d.NKV, starts, cuda_compute_stream());
         }
         cuda::attention_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B, d.T, d.C, d.NH,
-                                d.NKV, cuda_compute_stream());
+                                d.NKV, starts, cuda_compute_stream());
       });
       return;
 #else
@@ -105,28 +128,34 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
 }
 
 void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int num_heads, int num_kv_heads) {
+                        int num_heads, int num_kv_heads, const Tensor& doc_starts) {
   const char* op = "attention_backward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
-  const Device device = detail::check_args(
-      op, {{"dqkv", dqkv, dtype}, {"dout", dout, dtype}, {"qkv", qkv, dtype}, {"out", out, dtype}, {"lse", lse}});
+  const Device device = detail::check_args(op, {{"dqkv", dqkv, dtype},
+                                                {"dout", dout, dtype},
+                                                {"qkv", qkv, dtype},
+                                                {"out", out, dtype},
+                                                {"lse", lse},
+                                                {"doc_starts", doc_starts, DType::i32, true}});
   const detail::AttentionDims d = detail::attention_dims(op, qkv, num_heads, num_kv_heads);
   detail::check_shape(op, "dqkv", dqkv, qkv.shape());
   detail::check_shape(op, "dout", dout, {d.B, d.T, d.C});
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   detail::check_shape(op, "lse", lse, {d.B, d.NH, d.T});
+  detail::check_doc_starts(op, doc_starts, d.B, d.T);
+  const int32_t* starts = doc_starts.defined() ? doc_starts.data<int32_t>() : nullptr;
   switch (device) {
     case Device::cpu:
       cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), d.B, d.T, d.C, d.NH,
-                               d.NKV);
+                               d.NKV, starts);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, float>) {
 #ifdef TESSERA_WITH_CUDNN
-          if (attention_kernel() == AttentionKernel::cudnn &&
+          if (attention_kernel() == AttentionKernel::cudnn && !starts &&
               cuda::attention_cudnn_supported(
                   d.head_size(), {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
@@ -137,10 +166,10 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
                                            {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data()}))
             return cuda::attention_tc_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
                                                cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,
-                                               d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
+                                               d.T, d.C, d.NH, d.NKV, starts, cuda_compute_stream());
         }
         cuda::attention_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout), cuda::typed_data<T>(qkv),
-                                 cuda::typed_data<T>(out), lse.f32(), d.B, d.T, d.C, d.NH, d.NKV,
+                                 cuda::typed_data<T>(out), lse.f32(), d.B, d.T, d.C, d.NH, d.NKV, starts,
                                  cuda_compute_stream());
       });
       return;

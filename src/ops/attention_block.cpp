@@ -27,8 +27,17 @@ Tensor device_positions(std::span<const int32_t> positions) {
   return copy_to_device(host);
 }
 
-cuda::BlockShape device_shape(const cpu::AttentionBlock& a, const Tensor& q_pos, const Tensor& kv_pos) {
-  return {a.B, a.Tq, a.Tk, a.NH, a.NKV, a.HS, q_pos.data<int32_t>(), kv_pos.data<int32_t>()};
+cuda::BlockShape device_shape(const cpu::AttentionBlock& a, const Tensor& q_pos, const Tensor& kv_pos,
+                              const Tensor& doc_starts) {
+  return {a.B,
+          a.Tq,
+          a.Tk,
+          a.NH,
+          a.NKV,
+          a.HS,
+          q_pos.data<int32_t>(),
+          kv_pos.data<int32_t>(),
+          doc_starts.defined() ? doc_starts.data<int32_t>() : nullptr};
 }
 #else
 [[noreturn]] void no_cuda(const char* op) { detail::fail_no_cuda_kernel(op); }
@@ -41,9 +50,10 @@ void check_positions(const char* op, const char* name, std::span<const int32_t> 
            op, ": ", name, " positions must be strictly increasing (tokens in sequence order)");
 }
 
-// The dimensions of a (query block, kv block) pair; kv (B, Tk, 2*NKV*HS) against qkv's B, NKV and HS.
+// The dimensions of a (query block, kv block) pair; kv (B, Tk, 2*NKV*HS) against qkv's B, NKV and HS;
+// the document starts (B, Tq) against the query positions.
 cpu::AttentionBlock block_dims(const char* op, const Tensor& qkv, const Tensor& kv, BlockPositions positions,
-                               int num_heads, int num_kv_heads) {
+                               int num_heads, int num_kv_heads, const Tensor& doc_starts) {
   const detail::AttentionDims d = detail::attention_dims(op, qkv, num_heads, num_kv_heads);
   const int64_t HS = d.head_size();
   TS_CHECK(kv.ndim() == 3 && kv.size(0) == d.B && kv.size(2) == 2 * d.NKV * HS, op, ": kv has shape ",
@@ -51,7 +61,16 @@ cpu::AttentionBlock block_dims(const char* op, const Tensor& qkv, const Tensor& 
            "): the k and v heads of the key block's tokens (attention_block_kv)");
   check_positions(op, "positions.q", positions.q, d.T);
   check_positions(op, "positions.kv", positions.kv, kv.size(1));
-  return {d.B, d.T, kv.size(1), d.NH, d.NKV, HS, positions.q.data(), positions.kv.data()};
+  detail::check_doc_starts(op, doc_starts, d.B, d.T, positions.q);
+  return {d.B,
+          d.T,
+          kv.size(1),
+          d.NH,
+          d.NKV,
+          HS,
+          positions.q.data(),
+          positions.kv.data(),
+          doc_starts.defined() && doc_starts.device() == Device::cpu ? doc_starts.data<int32_t>() : nullptr};
 }
 
 // rows rows of `width` floats, from rows `from_ld` floats apart to rows `to_ld` floats apart.
@@ -62,12 +81,17 @@ void copy_rows(float* to, int64_t to_ld, const float* from, int64_t from_ld, int
 }  // namespace
 
 void attention_block_forward(Tensor& out, Tensor& lse, const Tensor& qkv, const Tensor& kv,
-                             BlockPositions positions, int num_heads, int num_kv_heads, bool first) {
+                             BlockPositions positions, int num_heads, int num_kv_heads, bool first,
+                             const Tensor& doc_starts) {
   const char* op = "attention_block_forward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
-  const Device device = detail::check_args(op, {{"out", out, dtype}, {"lse", lse}, {"qkv", qkv, dtype}, {"kv", kv}});
-  const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads);
+  const Device device = detail::check_args(op, {{"out", out, dtype},
+                                                {"lse", lse},
+                                                {"qkv", qkv, dtype},
+                                                {"kv", kv},
+                                                {"doc_starts", doc_starts, DType::i32, true}});
+  const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads, doc_starts);
   detail::check_shape(op, "out", out, {a.B, a.Tq, a.NH * a.HS});
   detail::check_shape(op, "lse", lse, {a.B, a.NH, a.Tq});
   if (device == Device::cpu) return cpu::attention_block_forward(out.f32(), lse.f32(), qkv.f32(), kv.f32(), a, first);
@@ -75,7 +99,7 @@ void attention_block_forward(Tensor& out, Tensor& lse, const Tensor& qkv, const 
   const Tensor q_pos = device_positions(positions.q), kv_pos = device_positions(positions.kv);
   cuda::with_storage_type(dtype, [&]<typename T>(T) {
     cuda::attention_block_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), kv.f32(),
-                                  device_shape(a, q_pos, kv_pos), first, cuda_compute_stream());
+                                  device_shape(a, q_pos, kv_pos, doc_starts), first, cuda_compute_stream());
   });
 #else
   no_cuda(op);
@@ -105,14 +129,14 @@ void attention_block_delta(Tensor& delta, const Tensor& dout, const Tensor& out,
 
 void attention_block_backward(Tensor& dqkv, Tensor& dkv, const Tensor& dout, const Tensor& qkv, const Tensor& kv,
                               const Tensor& lse, const Tensor& delta, BlockPositions positions, int num_heads,
-                              int num_kv_heads) {
+                              int num_kv_heads, const Tensor& doc_starts) {
   const char* op = "attention_block_backward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
   const Device device =
       detail::check_args(op, {{"dqkv", dqkv, dtype}, {"dkv", dkv}, {"dout", dout, dtype}, {"qkv", qkv, dtype},
-                              {"kv", kv}, {"lse", lse}, {"delta", delta}});
-  const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads);
+                              {"kv", kv}, {"lse", lse}, {"delta", delta}, {"doc_starts", doc_starts, DType::i32, true}});
+  const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads, doc_starts);
   detail::check_shape(op, "dqkv", dqkv, qkv.shape());
   detail::check_shape(op, "dkv", dkv, kv.shape());
   detail::check_shape(op, "dout", dout, {a.B, a.Tq, a.NH * a.HS});
@@ -126,7 +150,7 @@ void attention_block_backward(Tensor& dqkv, Tensor& dkv, const Tensor& dout, con
   cuda::with_storage_type(dtype, [&]<typename T>(T) {
     cuda::attention_block_backward(cuda::typed_data<T>(dqkv), dkv.f32(), cuda::typed_data<T>(dout),
                                    cuda::typed_data<T>(qkv), kv.f32(), lse.f32(), delta.f32(),
-                                   device_shape(a, q_pos, kv_pos), cuda_compute_stream());
+                                   device_shape(a, q_pos, kv_pos, doc_starts), cuda_compute_stream());
   });
 #else
   no_cuda(op);

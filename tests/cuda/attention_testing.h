@@ -39,7 +39,8 @@ inline void expect_attention_close(const Tensor& gpu, const Tensor& cpu, DType d
   expect_matches_cpu(gpu, cpu, scaled_from_bf16(1e-2, dtype), terms * rounding * max_abs(cpu), 2 * rounding, what);
 }
 
-// The fp32 CPU op on inputs rounded to `dtype`: what a GPU kernel in `dtype` is held to.
+// The fp32 CPU op on inputs rounded to `dtype`: what a GPU kernel in `dtype` is held to. With document
+// masks when the host doc_starts (B,T) is defined.
 struct AttentionReference {
   Tensor qkv, dout;  // (B,T,W) in [-2, 2) and (B,T,C) in [-1, 1), rounded to the dtype
   Tensor out, lse;   // the forward
@@ -47,17 +48,18 @@ struct AttentionReference {
   Tensor dqkv;         // the backward
 };
 
-inline AttentionReference attention_reference(const AttentionCase& c, DType dtype, uint64_t seed) {
+inline AttentionReference attention_reference(const AttentionCase& c, DType dtype, uint64_t seed,
+                                              const Tensor& doc_starts = {}) {
   const auto [B, T, NH, HS, NKV] = c;
   AttentionReference r;
   r.qkv = rounded_to(random_tensor({B, T, c.qkv_width()}, seed, -2.0f, 2.0f), dtype);
   r.dout = rounded_to(random_tensor({B, T, NH * HS}, seed + 1), dtype);
   r.out = Tensor::zeros({B, T, NH * HS});
   r.lse = Tensor::zeros({B, NH, T});
-  attention_forward(r.out, r.lse, r.qkv, int(NH), int(NKV));
+  attention_forward(r.out, r.lse, r.qkv, int(NH), int(NKV), doc_starts);
   r.out_rounded = rounded_to(r.out, dtype);
   r.dqkv = Tensor::zeros({B, T, c.qkv_width()});
-  attention_backward(r.dqkv, r.dout, r.qkv, r.out_rounded, r.lse, int(NH), int(NKV));
+  attention_backward(r.dqkv, r.dout, r.qkv, r.out_rounded, r.lse, int(NH), int(NKV), doc_starts);
   return r;
 }
 
@@ -71,17 +73,18 @@ inline void expect_lse_close(const Tensor& gpu, const Tensor& cpu, const char* w
 // A 16-bit kernel's launchers against the CPU op, for both dtypes and a fresh seed: forward(E{}, out, lse,
 // qkv) writes over NaN poison and is held to the reference's out and lse; backward(E{}, dqkv, dout, qkv,
 // out, lse) starts from the reference's rounded out and lse and is held to its dqkv (`dqkv_terms` as in
-// expect_attention_close). The tensors are device tensors of the case's shapes.
+// expect_attention_close). The tensors are device tensors of the case's shapes. With a defined host
+// doc_starts (B,T) the reference is document-masked; the launcher calls pass their own device copy.
 template <typename Forward, typename Backward>
 void expect_kernel_matches_cpu(const AttentionCase& c, const std::string& kernel, Forward&& forward,
-                               Backward&& backward, double dqkv_terms = 1) {
+                               Backward&& backward, double dqkv_terms = 1, const Tensor& doc_starts = {}) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   const auto [B, T, NH, HS, NKV] = c;
   for (const DType dtype : kLowPrecisionDTypes) {
     SCOPED_TRACE(dtype_name(dtype));
     with_element_type(dtype, [&]<typename E>(E e) {
-      const AttentionReference ref = attention_reference(c, dtype, seed);
+      const AttentionReference ref = attention_reference(c, dtype, seed, doc_starts);
       const Tensor qkv = to_gpu_as(ref.qkv, dtype);
       Tensor out = poisoned_gpu({B, T, NH * HS}, dtype), lse = poisoned_gpu({B, NH, T});
       forward(e, out, lse, qkv);

@@ -1,13 +1,15 @@
 // Causal attention on the GPU against the CPU: out, lse and dqkv written over NaN poison, for every
 // head size with a kernel, on shapes spanning several 64-row tiles with T not a multiple of 64 (and
-// GPT-2 small's T = 1024, NH = 12; grouped-query heads too), in fp32 and in bf16 and f16 storage (against the fp32 CPU op on
-// the same rounded inputs); dqkv bit for bit from run to run in all three; a head size without a
-// kernel or a misaligned tensor throws before anything is written; bf16 and f16 on the CPU are refused.
+// GPT-2 small's T = 1024, NH = 12; grouped-query heads too), in fp32 and in bf16 and f16 storage (against
+// the fp32 CPU op on the same rounded inputs), without and with document masks (packed sequences); dqkv
+// bit for bit from run to run in all three; a head size without a kernel or a misaligned tensor throws
+// before anything is written; bf16 and f16 on the CPU are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "cuda/attention_cases.h"
 #include "cuda/cuda_testing.h"
@@ -20,6 +22,7 @@ using testing::random_tensor;
 using testing::to_gpu;
 
 using testing::AttentionCase;
+using testing::DocumentCase;
 
 // Per element (atol and rtol alike): fp32 rounding over the reductions behind it, HS terms for a
 // score and up to T for a softmax sum or a sum over keys or queries, with a margin of 4.
@@ -44,38 +47,38 @@ void expect_tensor_core_matches_cpu(const Tensor& gpu, const Tensor& cpu, DType 
                               2 * rounding, what);
 }
 
-class AttentionCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
-
-TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) {
+// fp32 on the GPU against the CPU op on a case, with document masks when the host doc_starts (B,T) is
+// defined (the GPU gets a copy).
+void expect_f32_matches_cpu(const AttentionCase& c, const Tensor& doc_starts) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const AttentionCase c = GetParam();
   const auto [B, T, NH, HS, NKV] = c;
   const int64_t C = NH * HS, W = c.qkv_width();
+  const Tensor docs_gpu = doc_starts.defined() ? to_gpu(doc_starts) : Tensor{};
   const Tensor qkv = random_tensor({B, T, W}, seed, -2.0f, 2.0f), dout = random_tensor({B, T, C}, seed + 1);
   Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
-  attention_forward(out, lse, qkv, int(NH), int(NKV));
+  attention_forward(out, lse, qkv, int(NH), int(NKV), doc_starts);
   Tensor out_gpu = testing::poisoned_gpu({B, T, C}), lse_gpu = testing::poisoned_gpu({B, NH, T});
   const Tensor qkv_gpu = to_gpu(qkv);
-  attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH), int(NKV));
+  attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH), int(NKV), docs_gpu);
   const double tol = tolerance_for(T, HS);
   testing::expect_matches_cpu(out_gpu, out, 1e-5, tol, tol, "attention out");
   testing::expect_matches_cpu(lse_gpu, lse, 1e-5, tol, tol, "attention lse");
 
   // Both backward passes start from the CPU's out and lse, so they compute the same function.
   Tensor dqkv = Tensor::zeros({B, T, W}), dqkv_gpu = testing::poisoned_gpu({B, T, W});
-  attention_backward(dqkv, dout, qkv, out, lse, int(NH), int(NKV));
-  attention_backward(dqkv_gpu, to_gpu(dout), qkv_gpu, to_gpu(out), to_gpu(lse), int(NH), int(NKV));
+  attention_backward(dqkv, dout, qkv, out, lse, int(NH), int(NKV), doc_starts);
+  attention_backward(dqkv_gpu, to_gpu(dout), qkv_gpu, to_gpu(out), to_gpu(lse), int(NH), int(NKV), docs_gpu);
   testing::expect_matches_cpu(dqkv_gpu, dqkv, 1e-5, tol, tol, "attention dqkv");
 }
 
 // bf16 or f16 storage, fp32 arithmetic: the same function of the rounded inputs as the fp32 CPU op,
-// with each output rounded once; lse stays fp32 and keeps the fp32 tolerance.
-TEST_P(AttentionCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
+// with each output rounded once; lse stays fp32 and keeps the fp32 tolerance. doc_starts as above.
+void expect_low_precision_matches_cpu(const AttentionCase& c, const Tensor& doc_starts) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const AttentionCase c = GetParam();
   const auto [B, T, NH, HS, NKV] = c;
+  const Tensor docs_gpu = doc_starts.defined() ? to_gpu(doc_starts) : Tensor{};
   const int64_t C = NH * HS, W = c.qkv_width();
   const double tol = tolerance_for(T, HS);
   for (const DType dtype : testing::kLowPrecisionDTypes) {
@@ -83,10 +86,10 @@ TEST_P(AttentionCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
     const Tensor qkv = testing::rounded_to(random_tensor({B, T, W}, seed, -2.0f, 2.0f), dtype);
     const Tensor dout = testing::rounded_to(random_tensor({B, T, C}, seed + 1), dtype);
     Tensor out = Tensor::zeros({B, T, C}), lse = Tensor::zeros({B, NH, T});
-    attention_forward(out, lse, qkv, int(NH), int(NKV));
+    attention_forward(out, lse, qkv, int(NH), int(NKV), doc_starts);
     Tensor out_gpu = testing::poisoned_gpu({B, T, C}, dtype), lse_gpu = testing::poisoned_gpu({B, NH, T});
     const Tensor qkv_gpu = testing::to_gpu_as(qkv, dtype);
-    attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH), int(NKV));
+    attention_forward(out_gpu, lse_gpu, qkv_gpu, int(NH), int(NKV), docs_gpu);
     auto expect_rounded = [&](const Tensor& gpu, const Tensor& cpu, const char* what) {
       if (on_tensor_cores(HS)) return expect_tensor_core_matches_cpu(gpu, cpu, dtype, what);
       expect_rounded_matches_cpu(gpu, cpu, dtype, tol, what);
@@ -98,12 +101,17 @@ TEST_P(AttentionCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
     // Both backward passes start from the CPU's out, rounded to the dtype as the forward stores it, and lse.
     const Tensor out_rounded = testing::rounded_to(out, dtype);
     Tensor dqkv = Tensor::zeros({B, T, W}), dqkv_gpu = testing::poisoned_gpu({B, T, W}, dtype);
-    attention_backward(dqkv, dout, qkv, out_rounded, lse, int(NH), int(NKV));
+    attention_backward(dqkv, dout, qkv, out_rounded, lse, int(NH), int(NKV), doc_starts);
     attention_backward(dqkv_gpu, testing::to_gpu_as(dout, dtype), qkv_gpu, testing::to_gpu_as(out_rounded, dtype),
-                       to_gpu(lse), int(NH), int(NKV));
+                       to_gpu(lse), int(NH), int(NKV), docs_gpu);
     expect_rounded(dqkv_gpu, dqkv, "attention dqkv");
   }
 }
+
+class AttentionCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) { expect_f32_matches_cpu(GetParam(), {}); }
+TEST_P(AttentionCuda, LowPrecisionMatchesCpuOnRoundedInputs) { expect_low_precision_matches_cpu(GetParam(), {}); }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCuda,
                          ::testing::Values(AttentionCase{2, 131, 3, 16}, AttentionCase{1, 70, 2, 32},
@@ -113,6 +121,29 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCuda,
                                            AttentionCase{1, 1024, 12, 64}, AttentionCase{2, 131, 6, 16, 2},
                                            AttentionCase{1, 200, 4, 48, 1}, AttentionCase{1, 130, 4, 64, 2}),
                          testing::attention_case_name);
+
+// Packed sequences: the same checks with document masks, on the CUDA-core kernels (f32; bf16 and f16 at
+// HS = 16, 48) and the tensor-core ones (bf16 and f16 at HS = 64, 128).
+class AttentionDocumentsCuda : public testing::CudaTest, public ::testing::WithParamInterface<DocumentCase> {};
+
+TEST_P(AttentionDocumentsCuda, ForwardAndBackwardMatchCpu) {
+  const DocumentCase& c = GetParam();
+  expect_f32_matches_cpu(c.shape, testing::doc_starts_of_lengths(c.shape.T, c.lengths));
+}
+TEST_P(AttentionDocumentsCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
+  const DocumentCase& c = GetParam();
+  expect_low_precision_matches_cpu(c.shape, testing::doc_starts_of_lengths(c.shape.T, c.lengths));
+}
+
+std::vector<DocumentCase> op_document_cases() {
+  std::vector<DocumentCase> all;
+  for (const auto& cases : {testing::document_cases(3, 16), testing::document_cases(4, 48, 2),
+                            testing::document_cases(2, 64), testing::document_cases(4, 128, 1)})
+    all.insert(all.end(), cases.begin(), cases.end());
+  return all;
+}
+INSTANTIATE_TEST_SUITE_P(Packed, AttentionDocumentsCuda, ::testing::ValuesIn(op_document_cases()),
+                         testing::document_case_name);
 
 using AttentionCudaRuns = testing::CudaTest;
 

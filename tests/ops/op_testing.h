@@ -47,6 +47,24 @@ inline Tensor copy_of(const Tensor& t) {
   return c;
 }
 
+// Packed sequences: for each batch row, the lengths of its documents in order (summing to T).
+using DocumentLengths = std::vector<std::vector<int32_t>>;
+
+// doc_starts (B = lengths.size(), T) i32 on the host, as ops/attention.h takes it: each token's document
+// start. Fails the test when a row's lengths do not sum to T.
+inline Tensor doc_starts_of_lengths(int64_t T, const DocumentLengths& lengths) {
+  const int64_t B = int64_t(lengths.size());
+  Tensor starts = Tensor::zeros({B, T}, DType::i32);
+  for (int64_t b = 0; b < B; b++) {
+    int64_t t = 0;
+    for (const int32_t length : lengths[size_t(b)])
+      for (int32_t i = 0; i < length; i++, t++)
+        if (t < T) starts.data<int32_t>()[b * T + t] = int32_t(t - i);
+    EXPECT_EQ(t, T) << "the document lengths of batch row " << b << " sum to " << t << ", not T = " << T;
+  }
+  return starts;
+}
+
 inline void fill(Tensor& t, float value) { std::fill(t.f32(), t.f32() + t.numel(), value); }
 
 // sum_i a[i] * b[i] in double: the loss whose gradient with respect to a is b.

@@ -2,7 +2,7 @@
 // order of context parallelism), merged block by block in either visiting order, gives attention_forward's
 // out and lse, and the block backward gives attention_backward's dqkv; MHA and GQA, tiles of 64 rows
 // crossed. A fully masked pair changes nothing; thread counts agree bitwise; bad positions and shapes
-// are refused.
+// are refused. Under document masks the blocks reproduce attention within each document.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -61,19 +61,29 @@ struct Reference {
   Tensor out, lse, dqkv;
 };
 
-Reference full_attention(const Tensor& qkv, const Tensor& dout, const BlockShape& s) {
+Reference full_attention(const Tensor& qkv, const Tensor& dout, const BlockShape& s, const Tensor& doc_starts) {
   Reference r{Tensor::zeros({s.B, s.T, s.C()}), Tensor::zeros({s.B, s.NH, s.T}), Tensor::zeros(qkv.shape())};
-  attention_forward(r.out, r.lse, qkv, int(s.NH), int(s.NKV));
-  attention_backward(r.dqkv, dout, qkv, r.out, r.lse, int(s.NH), int(s.NKV));
+  attention_forward(r.out, r.lse, qkv, int(s.NH), int(s.NKV), doc_starts);
+  attention_backward(r.dqkv, dout, qkv, r.out, r.lse, int(s.NH), int(s.NKV), doc_starts);
   return r;
 }
 
+// The document starts (B, positions) of a (B, T) i32 tensor, or undefined.
+Tensor starts_at(const Tensor& doc_starts, const Positions& positions) {
+  if (!doc_starts.defined()) return {};
+  const int64_t B = doc_starts.size(0), T = doc_starts.size(1), n = int64_t(positions.size());
+  Tensor rows = Tensor::zeros({B, n}, DType::i32);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < n; t++) rows.data<int32_t>()[b * n + t] = doc_starts.data<int32_t>()[b * T + positions[size_t(t)]];
+  return rows;
+}
+
 // Runs every (query block, kv block) pair, kv blocks in `order`, and checks out, lse and dqkv against
-// causal attention over the whole sequence.
+// causal attention over the whole sequence (within its documents, when doc_starts (B,T) is given).
 void check_blocks_reproduce_attention(const BlockShape& s, const std::vector<Positions>& blocks,
-                                      const std::vector<size_t>& order) {
+                                      const std::vector<size_t>& order, const Tensor& doc_starts = {}) {
   const Tensor qkv = random_tensor({s.B, s.T, s.W()}, 7), dout = random_tensor({s.B, s.T, s.C()}, 8);
-  const Reference ref = full_attention(qkv, dout, s);
+  const Reference ref = full_attention(qkv, dout, s, doc_starts);
   std::vector<Tensor> q_blocks, kv_blocks, dkv_blocks;
   for (const Positions& p : blocks) {
     q_blocks.push_back(rows_at(qkv, p));
@@ -84,9 +94,10 @@ void check_blocks_reproduce_attention(const BlockShape& s, const std::vector<Pos
   for (size_t i = 0; i < blocks.size(); i++) {
     const int64_t n = int64_t(blocks[i].size());
     Tensor out = Tensor::zeros({s.B, n, s.C()}), lse = Tensor::zeros({s.B, s.NH, n});
+    const Tensor starts = starts_at(doc_starts, blocks[i]);
     for (size_t j : order)
       attention_block_forward(out, lse, q_blocks[i], kv_blocks[j], {blocks[i], blocks[j]}, int(s.NH), int(s.NKV),
-                              j == order.front());
+                              j == order.front(), starts);
     testing::expect_close(out, values(rows_at(ref.out, blocks[i])), 1e-5, 1e-5, "out");
     testing::expect_close(lse, lse_at(ref.lse, blocks[i]), 1e-5, 1e-5, "lse");
     Tensor dout_i = rows_at(dout, blocks[i]), delta = Tensor::zeros(lse.shape());
@@ -94,7 +105,7 @@ void check_blocks_reproduce_attention(const BlockShape& s, const std::vector<Pos
     attention_block_delta(delta, dout_i, out, int(s.NH));
     for (size_t j : order)
       attention_block_backward(dqkv_i, dkv_blocks[j], dout_i, q_blocks[i], kv_blocks[j], lse, delta,
-                               {blocks[i], blocks[j]}, int(s.NH), int(s.NKV));
+                               {blocks[i], blocks[j]}, int(s.NH), int(s.NKV), starts);
     for (int64_t b = 0; b < s.B; b++)  // the q channels of the block's tokens
       for (int64_t t = 0; t < n; t++)
         std::copy_n(dqkv_i.f32() + (b * n + t) * s.W(), s.C(), dqkv.f32() + (b * s.T + blocks[i][size_t(t)]) * s.W());
@@ -113,7 +124,7 @@ void check_blocks_reproduce_attention(const BlockShape& s, const std::vector<Pos
 
 // Contiguous blocks, and the load-balanced layouts of cp = 2 and cp = 3 (rank i: chunks i, 2cp-1-i),
 // each visited forwards and backwards (so a first block may hide every key from some rows).
-void check_partitions(const BlockShape& s) {
+void check_partitions(const BlockShape& s, const Tensor& doc_starts = {}) {
   SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " NKV=" << s.NKV);
   const int64_t third = s.T / 3, quarter = s.T / 4, sixth = s.T / 6;
   const std::vector<std::vector<Positions>> partitions = {
@@ -123,9 +134,9 @@ void check_partitions(const BlockShape& s) {
   for (const std::vector<Positions>& blocks : partitions) {
     std::vector<size_t> order(blocks.size());
     std::iota(order.begin(), order.end(), 0);
-    check_blocks_reproduce_attention(s, blocks, order);
+    check_blocks_reproduce_attention(s, blocks, order, doc_starts);
     std::reverse(order.begin(), order.end());
-    check_blocks_reproduce_attention(s, blocks, order);
+    check_blocks_reproduce_attention(s, blocks, order, doc_starts);
   }
 }
 
@@ -137,6 +148,13 @@ TEST(AttentionBlock, BlocksReproduceCausalAttentionMultiHead) {
 TEST(AttentionBlock, BlocksReproduceCausalAttentionGroupedQuery) {
   check_partitions({2, 24, 4, 2, 4});
   check_partitions({1, 156, 4, 2, 4});
+}
+
+// Documents that begin mid-block, span blocks and are a token long: some query rows see no key of some
+// blocks, and a tile's rows start from different keys.
+TEST(AttentionBlock, BlocksReproduceDocumentMaskedAttention) {
+  check_partitions({2, 24, 2, 2, 4}, testing::doc_starts_of_lengths(24, {{5, 1, 7, 11}, {6, 1, 7, 10}}));
+  check_partitions({1, 192, 4, 2, 8}, testing::doc_starts_of_lengths(192, {{40, 1, 59, 70, 22}}));
 }
 
 TEST(AttentionBlock, FullyMaskedPairChangesNothing) {

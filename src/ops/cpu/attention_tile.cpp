@@ -1,5 +1,5 @@
 // One query tile of one head against a prefix of its keys, forward and backward (contract in
-// ops/cpu/attention_tile.h). Entries past a row's visible keys are zeroed after the score GEMM, so
+// ops/cpu/attention_tile.h). Entries outside a row's visible keys are zeroed after the score GEMM, so
 // the GEMMs that follow see exact zeros there.
 #include "ops/cpu/attention_tile.h"
 
@@ -19,16 +19,17 @@ void tile_scores(float* s, const AttentionTile& t) {
               int(t.ldq), t.k, int(t.ldkv), 0.0f, s, int(t.cols));
 }
 
-// One score row (cols) becomes exp(s - shift) on its `visible` keys and 0 past them; returns the sum
-// of the exponentials.
-float masked_exp_row(float* s, int64_t visible, int64_t cols, float shift) {
+// One score row (cols) becomes exp(s - shift) on its keys [first, visible) and 0 elsewhere; returns
+// the sum of the exponentials.
+float masked_exp_row(float* s, int64_t first, int64_t visible, int64_t cols, float shift) {
   float sum = 0.0f;
+  std::fill(s, s + std::min(first, cols), 0.0f);
 #pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < visible; j++) {
+  for (int64_t j = first; j < visible; j++) {
     s[j] = exp_approx(s[j] - shift);
     sum += s[j];
   }
-  std::fill(s + visible, s + cols, 0.0f);
+  std::fill(s + std::max(first, visible), s + cols, 0.0f);
   return sum;
 }
 
@@ -44,17 +45,19 @@ void attention_tile_forward(const AttentionTile& t, float* o, int64_t ldo, float
   tile_scores(p, t);
   for (int64_t i = 0; i < t.rows; i++) {  // softmax numerators over the row's visible keys
     float* p_i = p + i * t.cols;
+    const int64_t first = t.first_key(i);
     float max_s = -INFINITY;
 #pragma omp simd reduction(max : max_s)
-    for (int64_t j = 0; j < t.visible[i]; j++) max_s = std::max(max_s, p_i[j]);
-    row_sum[i] = masked_exp_row(p_i, t.visible[i], t.cols, max_s);
+    for (int64_t j = first; j < t.visible[i]; j++) max_s = std::max(max_s, p_i[j]);
+    if (max_s == -INFINITY) max_s = 0.0f;  // a row without keys: all zeros, lse -inf
+    row_sum[i] = masked_exp_row(p_i, first, t.visible[i], t.cols, max_s);
     lse[i] = max_s + std::log(row_sum[i]);
   }
   // o (rows, HS) = p (rows, cols) * v (cols, HS), then each row divided by its sum
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(t.rows), int(t.HS), int(t.cols), 1.0f, p, int(t.cols),
               t.v, int(t.ldkv), 0.0f, o, int(ldo));
   for (int64_t i = 0; i < t.rows; i++) {
-    const float inv = 1.0f / row_sum[i];
+    const float inv = row_sum[i] > 0.0f ? 1.0f / row_sum[i] : 0.0f;
 #pragma omp simd
     for (int64_t d = 0; d < t.HS; d++) o[i * ldo + d] *= inv;
   }
@@ -63,7 +66,7 @@ void attention_tile_forward(const AttentionTile& t, float* o, int64_t ldo, float
 void attention_tile_backward(const AttentionTile& t, const AttentionTileGrads& g, float* p, float* dp) {
   const int rows = int(t.rows), cols = int(t.cols), HS = int(t.HS);
   tile_scores(p, t);
-  for (int64_t i = 0; i < t.rows; i++) masked_exp_row(p + i * cols, t.visible[i], cols, g.lse[i]);
+  for (int64_t i = 0; i < t.rows; i++) masked_exp_row(p + i * cols, t.first_key(i), t.visible[i], cols, g.lse[i]);
   // dv (cols, HS) += p^T (cols, rows) * dout (rows, HS)
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, HS, rows, 1.0f, p, cols, g.dout, int(g.ldo), 1.0f,
               g.dv, int(t.ldkv));

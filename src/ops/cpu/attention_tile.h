@@ -1,7 +1,7 @@
 // The inner step shared by the CPU attention kernels (attention_cpu, attention_block_cpu): one tile of
-// query rows of one head against the keys [0, cols) of its kv head, row i of the tile seeing its first
-// visible[i] of them (1 <= visible[i] <= cols). Forward: the tile's softmax-weighted values and row
-// log-sum-exp. Backward: from the final lse and D = rowsum(dout * out), dk and dv accumulate (+=) and dq
+// query rows of one head against the keys [0, cols) of its kv head, row i of the tile seeing keys
+// [first[i], visible[i]) of them (first null: from 0; visible[i] <= cols). Forward: the tile's
+// softmax-weighted values and row log-sum-exp (a row that sees no key: 0 and -inf). Backward: from the final lse and D = rowsum(dout * out), dk and dv accumulate (+=) and dq
 // is written (dq_beta 0) or accumulated (dq_beta 1). Scores stay in a (kTile, cols) scratch; the
 // GEMMs read q, k, v in place at their row strides and run on the calling thread.
 #pragma once
@@ -26,7 +26,9 @@ struct AttentionTile {
   int64_t ldkv;
   int64_t rows, cols, HS;
   float scale;              // 1 / sqrt(HS)
-  const int64_t* visible;   // (rows) keys seen by each row
+  const int64_t* visible;   // (rows) end of the keys seen by each row
+  const int64_t* first = nullptr;  // (rows) first key seen by each row (document masks), or null: 0
+  int64_t first_key(int64_t row) const { return first ? first[row] : 0; }
 };
 
 // o (rows, HS), row stride ldo = softmax(scale q k^T over each row's visible keys) v; lse (rows).

@@ -3,9 +3,11 @@
 // to fp32 as they enter shared memory, results rounded once as they leave. Blocks of 128 threads take
 // one (64-row tile, head, batch); q, k, v, dout tiles sit in shared memory, score tiles in registers,
 // and no (T,T) matrix reaches global memory. Grouped-query attention (NKV kv heads shared by NH / NKV
-// query heads each) reads a query head's kv head; its dk, dv sum over the group's query heads in order. Forward: online softmax over the key tiles at or below
-// the diagonal, then out and lse = ln sum_j exp(s_ij). Backward, deterministic (no atomics): delta =
-// rowsum(dout * out), one kernel per key tile for dk, dv, one per query tile for dq, P from lse.
+// query heads each) reads a query head's kv head; its dk, dv sum over the group's query heads in order.
+// Forward: online softmax over the key tiles at or below the diagonal, then out and lse = ln sum_j
+// exp(s_ij). Backward, deterministic (no atomics): delta = rowsum(dout * out), one kernel per key tile for
+// dk, dv, one per query tile for dq, P from lse. Document masks (doc_starts non-null) hide the keys before
+// a row's document start like the causal mask hides those after it, and skip the tiles no row sees.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -218,10 +220,15 @@ void launch_attention_delta(float* delta, const E* dout, const E* out, int64_t B
 
 
 // Grid (B NH, query tiles), last query tile first (it sees the most keys). out (B,T,C), lse (B,NH,T)
-// from qkv (B,T,(NH+2NKV)HS). Scores are kept in log2 units, s log2(e) / sqrt(HS), for exp2f.
-template <typename Elem, int HS>
+// from qkv (B,T,(NH+2NKV)HS). Scores are kept in log2 units, s log2(e) / sqrt(HS), for exp2f. With
+// doc_starts (B,T) the key tiles start at the one holding the tile's first row's document start (the
+// smallest of its rows'), and a row may see no key of the first tiles visited. kDocs: doc_starts is
+// non-null (without, the mask code folds away).
+template <typename Elem, int HS, bool kDocs>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(Elem* out, float* lse, const Elem* qkv, int T, QkvHeads heads, float scale) {
+    attention_forward_kernel(Elem* out, float* lse, const Elem* qkv, const int32_t* doc_starts, int T,
+                             QkvHeads heads, float scale) {
+  if constexpr (!kDocs) doc_starts = nullptr;
   using H = HeadTile<HS>;
   extern __shared__ float4 shared_quads[];
   float* q_s = reinterpret_cast<float*>(shared_quads);  // (kTile, kLd)
@@ -238,10 +245,19 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<HS>(q_s, q, ld, q0, T);
   float o[kRows][H::kAcc] = {};
   float m[kRows], l[kRows];  // running max (log2 units) and this thread's part of the row sum
+  int start[kRows];          // each row's document start (0 without doc_starts)
 #pragma unroll
-  for (int i = 0; i < kRows; i++) m[i] = -INFINITY, l[i] = 0.0f;
-  for (int kt = 0; kt <= qt; kt++) {
+  for (int i = 0; i < kRows; i++) {
+    m[i] = -INFINITY, l[i] = 0.0f;
+    start[i] = doc_start(doc_starts, b, T, q0 + ty + kGridY * i);
+  }
+  // The tile's rows' starts lie in [first row's, last row's]: tiles before the first are skipped, and
+  // tiles from the last on need no document check.
+  const int first_start = doc_start(doc_starts, b, T, q0);
+  const int last_start = doc_start(doc_starts, b, T, min(q0 + kTile, T) - 1);
+  for (int kt = first_start / kTile; kt <= qt; kt++) {
     const int k0 = kt * kTile;
+    const bool check_docs = k0 < last_start;  // uniform over the block; never without doc_starts
     __syncthreads();  // the previous key tile's k, v and p are no longer read
     load_tile<HS>(k_s, k, ld, k0, T);
     load_tile<HS>(v_s, v, ld, k0, T);
@@ -254,18 +270,22 @@ __global__ void __launch_bounds__(kThreads)
       float tile_max = -INFINITY;
 #pragma unroll
       for (int j = 0; j < kCols; j++) {
-        const bool visible = kt < qt || k0 + tx + kGridX * j <= row;  // keys past T lie above the diagonal
+        // Keys past T lie above the diagonal; keys before the row's document start are hidden as well.
+        const int key = k0 + tx + kGridX * j;
+        const bool visible = (kt < qt || key <= row) && (!check_docs || key >= start[i]);
         s[i][j] = visible ? s[i][j] * scale_log2 : -INFINITY;
         tile_max = fmaxf(tile_max, s[i][j]);
       }
-      // Key 0 is visible to every row, so m is finite from the first tile on.
+      // m_new is -inf while the row's document starts past every key so far (never without doc_starts: key
+      // 0 is visible to every row); 0 then stands in as the exponents' base, so alpha = p = 0, not NaN.
       const float m_new = fmaxf(m[i], row_max(tile_max));
-      const float alpha = exp2f(m[i] - m_new);
+      const float base = kDocs && m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = exp2f(m[i] - base);
       m[i] = m_new;
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kCols; j++) {
-        const float p = exp2f(s[i][j] - m_new);
+        const float p = exp2f(s[i][j] - base);
         sum += p;
         p_s[(ty + kGridY * i) * kLdScores + tx + kGridX * j] = p;
       }
@@ -290,11 +310,15 @@ __global__ void __launch_bounds__(kThreads)
 // (B,T,(NH+2NKV)HS) for one key tile of one kv head, summing over the group's query heads and, for
 // each, the query tiles at or below the diagonal, in order:
 //   dv = P^T dout,  dk = scale dS^T q,  P = exp(s - lse),  dS = P (dout v^T - delta).
-// Works on transposed score tiles (keys as rows) so a thread's score rows are its dk, dv rows.
-template <typename Elem, int HS>
+// Works on transposed score tiles (keys as rows) so a thread's score rows are its dk, dv rows. With
+// doc_starts (kDocs) the query tiles stop before the first whose first row's document starts past the
+// key tile.
+template <typename Elem, int HS, bool kDocs>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(Elem* dqkv, const Elem* dout, const Elem* qkv, const float* lse,
-                                   const float* delta, int T, QkvHeads heads, float scale) {
+                                   const float* delta, const int32_t* doc_starts, int T, QkvHeads heads,
+                                   float scale) {
+  if constexpr (!kDocs) doc_starts = nullptr;
   using H = HeadTile<HS>;
   extern __shared__ float4 shared_quads[];
   float* k_s = reinterpret_cast<float*>(shared_quads);  // (kTile, kLd)
@@ -304,6 +328,7 @@ __global__ void __launch_bounds__(kThreads)
   float* p_s = do_s + H::kFloats;                        // (kTile, kLdScores): P^T, then dS^T
   float* lse_s = p_s + kTile * kLdScores;                // (kTile), log2 units
   float* delta_s = lse_s + kTile;                        // (kTile)
+  int* start_s = reinterpret_cast<int*>(delta_s + kTile);  // (kTile), document starts; with doc_starts only
   const int ty = int(threadIdx.x) / kGridX, tx = int(threadIdx.x) % kGridX;
   const int NH = heads.NH, b = int(blockIdx.x) / heads.NKV, kv = int(blockIdx.x) % heads.NKV, kt = int(blockIdx.y);
   const int C = NH * HS, k0 = kt * kTile, query_tiles = (T + kTile - 1) / kTile;
@@ -314,7 +339,8 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<HS>(k_s, qkv_b + heads.k_column(kv), ld, k0, T);
   load_tile<HS>(v_s, qkv_b + heads.v_column(kv), ld, k0, T);
   float dk[kRows][H::kAcc] = {}, dv[kRows][H::kAcc] = {};
-  const int tiles_per_head = query_tiles - kt;  // query tiles at or below the diagonal
+  // Query tiles at or below the diagonal whose rows may see a key of this tile.
+  const int tiles_per_head = doc_query_tiles_end(doc_starts, b, T, kTile, kt, query_tiles, k0 + kTile - 1) - kt;
   for (int step = 0; step < heads.group() * tiles_per_head; step++) {
     const int h = kv * heads.group() + step / tiles_per_head, qt = kt + step % tiles_per_head;
     const Elem* q = qkv_b + heads.q_column(h);                 // (T, HS), row stride ld
@@ -329,8 +355,11 @@ __global__ void __launch_bounds__(kThreads)
       const int row = q0 + int(threadIdx.x);
       lse_s[threadIdx.x] = row < T ? lse_bh[row] * kLog2e : 0.0f;
       delta_s[threadIdx.x] = row < T ? delta_bh[row] : 0.0f;
+      if (doc_starts != nullptr) start_s[threadIdx.x] = doc_start(doc_starts, b, T, row);
     }
     __syncthreads();
+    // Some query's document starts past key k0 (the last valid query's start is the largest).
+    const bool check_docs = kDocs && start_s[min(kTile, T - q0) - 1] > k0;
     float s[kRows][kCols];
     tile_scores<HS>(s, k_s, q_s);  // s^T: key rows, query columns
 #pragma unroll
@@ -338,7 +367,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kCols; j++) {
         const int key = k0 + ty + kGridY * i, query = q0 + tx + kGridX * j;
-        const bool visible = query < T && key <= query;
+        const bool visible = query < T && key <= query && (!check_docs || key >= start_s[tx + kGridX * j]);
         p_s[(ty + kGridY * i) * kLdScores + tx + kGridX * j] =
             visible ? exp2f(fmaf(s[i][j], scale_log2, -lse_s[tx + kGridX * j])) : 0.0f;
       }
@@ -369,11 +398,14 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Grid (B NH, query tiles), last query tile first. dq rows of dqkv for one query tile,
-// summing over the key tiles at or below the diagonal in order: dq = scale dS k.
-template <typename Elem, int HS>
+// summing over the key tiles at or below the diagonal in order: dq = scale dS k. With doc_starts the key
+// tiles start at the one holding the tile's first row's document start, as in the forward (kDocs).
+template <typename Elem, int HS, bool kDocs>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(Elem* dqkv, const Elem* dout, const Elem* qkv, const float* lse,
-                                 const float* delta, int T, QkvHeads heads, float scale) {
+                                 const float* delta, const int32_t* doc_starts, int T, QkvHeads heads,
+                                 float scale) {
+  if constexpr (!kDocs) doc_starts = nullptr;
   using H = HeadTile<HS>;
   extern __shared__ float4 shared_quads[];
   float* q_s = reinterpret_cast<float*>(shared_quads);  // (kTile, kLd)
@@ -399,8 +431,14 @@ __global__ void __launch_bounds__(kThreads)
     delta_s[threadIdx.x] = row < T ? delta[(int64_t(b) * NH + h) * T + row] : 0.0f;
   }
   float dq[kRows][H::kAcc] = {};
-  for (int kt = 0; kt <= qt; kt++) {
+  int start[kRows];  // each row's document start (0 without doc_starts)
+#pragma unroll
+  for (int i = 0; i < kRows; i++) start[i] = doc_start(doc_starts, b, T, q0 + ty + kGridY * i);
+  const int first_start = doc_start(doc_starts, b, T, q0);
+  const int last_start = doc_start(doc_starts, b, T, min(q0 + kTile, T) - 1);
+  for (int kt = first_start / kTile; kt <= qt; kt++) {
     const int k0 = kt * kTile;
+    const bool check_docs = k0 < last_start;  // uniform over the block; never without doc_starts
     __syncthreads();  // the previous key tile's k and dS are no longer read
     load_tile<HS>(k_s, k, ld, k0, T);
     load_tile<HS>(v_s, v, ld, k0, T);
@@ -413,8 +451,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kCols; j++) {
         const int row = q0 + ty + kGridY * i, key = k0 + tx + kGridX * j;
-        const float pij =
-            kt < qt || key <= row ? exp2f(fmaf(p[i][j], scale_log2, -lse_s[ty + kGridY * i])) : 0.0f;
+        const bool visible = (kt < qt || key <= row) && (!check_docs || key >= start[i]);
+        const float pij = visible ? exp2f(fmaf(p[i][j], scale_log2, -lse_s[ty + kGridY * i])) : 0.0f;
         ds_s[(ty + kGridY * i) * kLdScores + tx + kGridX * j] = pij * (dp[i][j] - delta_s[ty + kGridY * i]);
       }
     __syncthreads();
@@ -432,8 +470,10 @@ __global__ void __launch_bounds__(kThreads)
 constexpr size_t forward_shared_bytes(int HS) {
   return sizeof(float) * (3 * kTile * (HS + 4) + kTile * kLdScores);
 }
-constexpr size_t backward_shared_bytes(int HS) {
-  return sizeof(float) * (4 * kTile * (HS + 4) + kTile * kLdScores + 2 * kTile);
+// The dk, dv kernel also keeps a query tile's document starts when it has doc_starts.
+constexpr size_t backward_shared_bytes(int HS, bool doc_starts = false) {
+  return sizeof(float) * (4 * kTile * (HS + 4) + kTile * kLdScores + 2 * kTile) +
+         (doc_starts ? sizeof(int) * kTile : 0);
 }
 
 // Calls f(std::integral_constant<int, HS>{}) for a head size with a kernel; throws for any other.
@@ -482,7 +522,7 @@ void check_launch(const char* op, int64_t B, int64_t T, int64_t C, int64_t NH, i
 
 template <typename Elem>
 void attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
-                       int64_t NKV, cudaStream_t stream) {
+                       int64_t NKV, const int32_t* doc_starts, cudaStream_t stream) {
   const char* op = "attention_forward";
   check_launch(op, B, T, C, NH, NKV, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
   if (B == 0 || T == 0) return;
@@ -490,15 +530,19 @@ void attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_
   const float scale = 1.0f / std::sqrt(float(heads.HS));
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
   with_head_size(op, heads.HS, [&](auto hs) {
-    constexpr int kHS = decltype(hs)::value;
-    launch_with_shared(attention_forward_kernel<Elem, kHS>, grid, kThreads, forward_shared_bytes(kHS), stream, out,
-                       lse, qkv, int(T), heads, scale);
+    with_doc_mask(doc_starts, [&](auto docs) {
+      constexpr int kHS = decltype(hs)::value;
+      constexpr bool kDocs = decltype(docs)::value;
+      launch_with_shared(attention_forward_kernel<Elem, kHS, kDocs>, grid, kThreads, forward_shared_bytes(kHS), stream,
+                         out, lse, qkv, doc_starts, int(T), heads, scale);
+    });
   });
 }
 
 template <typename Elem>
 void attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Elem* out, const float* lse,
-                        int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, cudaStream_t stream) {
+                        int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, const int32_t* doc_starts,
+                        cudaStream_t stream) {
   const char* op = "attention_backward";
   check_launch(op, B, T, C, NH, NKV, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
   if (B == 0 || T == 0) return;
@@ -509,22 +553,25 @@ void attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Ele
   launch_attention_delta(delta, dout, out, B, T, NH, heads.HS, stream);
   const unsigned tiles = unsigned(ceil_div(T, kTile));  // tiles vary slowest: heavy ones first
   with_head_size(op, heads.HS, [&](auto hs) {
-    constexpr int kHS = decltype(hs)::value;
-    // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
-    launch_with_shared(attention_backward_dkdv_kernel<Elem, kHS>, dim3(unsigned(B * NKV), tiles), kThreads,
-                       backward_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta),
-                       int(T), heads, scale);
-    launch_with_shared(attention_backward_dq_kernel<Elem, kHS>, dim3(unsigned(B * NH), tiles), kThreads,
-                       backward_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta),
-                       int(T), heads, scale);
+    with_doc_mask(doc_starts, [&](auto docs) {
+      constexpr int kHS = decltype(hs)::value;
+      constexpr bool kDocs = decltype(docs)::value;
+      // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
+      launch_with_shared(attention_backward_dkdv_kernel<Elem, kHS, kDocs>, dim3(unsigned(B * NKV), tiles), kThreads,
+                         backward_shared_bytes(kHS, kDocs), stream, dqkv, dout, qkv, lse,
+                         static_cast<const float*>(delta), doc_starts, int(T), heads, scale);
+      launch_with_shared(attention_backward_dq_kernel<Elem, kHS, kDocs>, dim3(unsigned(B * NH), tiles), kThreads,
+                         backward_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta),
+                         doc_starts, int(T), heads, scale);
+    });
   });
 }
 
 #define INSTANTIATE(Elem)                                                                                    \
   template void attention_forward<Elem>(Elem*, float*, const Elem*, int64_t, int64_t, int64_t, int64_t, int64_t,  \
-                                        cudaStream_t);                                                           \
+                                        const int32_t*, cudaStream_t);                                           \
   template void attention_backward<Elem>(Elem*, const Elem*, const Elem*, const Elem*, const float*, int64_t,      \
-                                         int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+                                         int64_t, int64_t, int64_t, int64_t, const int32_t*, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

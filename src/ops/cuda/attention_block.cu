@@ -1,5 +1,6 @@
 // Attention blocks on the GPU (ring attention's steps), on CUDA cores with fp32 arithmetic. Query row
-// i sees the kv block's keys at positions <= its own: a prefix of the block, found by binary search.
+// i sees the kv block's keys at positions <= its own and, with document starts, >= its document's start:
+// a run of the block's keys, found by binary search (possibly empty).
 //   forward: a block per (b, query head, query row) attends over the visible keys (row_attention.cuh)
 //            and merges the result into the running out and lse.
 //   backward: dq by a block per (b, query head, query row) over its visible keys; dk and dv by a block
@@ -14,7 +15,7 @@ namespace {
 
 static_assert(kMaxBlockHeadSize <= kRowMaxHeadSize);
 
-// The number of entries of the increasing array a (n) below `value`, or at most `value` when inclusive.
+// The number of entries of the non-decreasing array a (n) below `value`, or at most `value` when inclusive.
 __device__ int64_t count_before(const int32_t* a, int64_t n, int32_t value, bool inclusive) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
@@ -23,6 +24,18 @@ __device__ int64_t count_before(const int32_t* a, int64_t n, int32_t value, bool
     else hi = mid;
   }
   return lo;
+}
+
+// The kv block's keys query row i of sequence b sees: [begin, end), empty when begin >= end (a document
+// that starts past the row's last key in the block, or a row before the block's first key).
+struct KeyRange {
+  int64_t begin, end;
+  __device__ int64_t size() const { return end > begin ? end - begin : 0; }
+};
+__device__ KeyRange visible_keys(const BlockShape& s, int64_t b, int64_t i) {
+  const int64_t end = count_before(s.kv_pos, s.Tk, s.q_pos[i], true);
+  if (s.q_doc_starts == nullptr) return {0, end};
+  return {count_before(s.kv_pos, s.Tk, s.q_doc_starts[b * s.Tq + i], false), end};
 }
 
 // Per-warp partial HS-element rows, for sum_warps.
@@ -57,10 +70,11 @@ __global__ void __launch_bounds__(kRowWarps* kWarpSize)
   __shared__ RowAttention row;
   const int64_t i = blockIdx.x % s.Tq, h = (blockIdx.x / s.Tq) % s.NH, b = blockIdx.x / (s.Tq * s.NH);
   const int64_t g = h / (s.NH / s.NKV), W = (s.NH + 2 * s.NKV) * s.HS, KV = 2 * s.NKV * s.HS;
-  const int64_t visible = count_before(s.kv_pos, s.Tk, s.q_pos[i], true);
-  const float* k = kv + b * s.Tk * KV + g * s.HS;
-  attend_row(row, qkv + (b * s.Tq + i) * W + h * s.HS, k, k + s.NKV * s.HS, KV, visible, s.HS, scale);
-  // Merge into the running row; on the first block the running row is empty (out is not read).
+  const KeyRange keys = visible_keys(s, b, i);
+  const float* k = kv + (b * s.Tk + keys.begin) * KV + g * s.HS;
+  attend_row(row, qkv + (b * s.Tq + i) * W + h * s.HS, k, k + s.NKV * s.HS, KV, keys.size(), s.HS, scale);
+  // Merge into the running row; on the first block the running row is empty (out is not read). A row
+  // that saw no key of the block (row.lse = -inf) keeps its running values: keep = 1, take = 0.
   T* o = out + (b * s.Tq + i) * s.NH * s.HS + h * s.HS;
   float* l = lse + (b * s.NH + h) * s.Tq + i;
   const float old = first ? -INFINITY : *l, blk = row.lse;
@@ -99,14 +113,14 @@ __global__ void __launch_bounds__(kRowWarps* kWarpSize)
   __shared__ WarpRows partial;
   const int64_t i = blockIdx.x % s.Tq, h = (blockIdx.x / s.Tq) % s.NH, b = blockIdx.x / (s.Tq * s.NH);
   const int64_t g = h / (s.NH / s.NKV), W = (s.NH + 2 * s.NKV) * s.HS, KV = 2 * s.NKV * s.HS;
-  const int64_t visible = count_before(s.kv_pos, s.Tk, s.q_pos[i], true);
+  const KeyRange keys = visible_keys(s, b, i);
   const int64_t bhi = (b * s.NH + h) * s.Tq + i;
   const float row_lse = lse[bhi], row_delta = delta[bhi];
   float q[kRowPerLane], o_grad[kRowPerLane], acc[kRowPerLane] = {};
   load_lane_row(q, qkv + (b * s.Tq + i) * W + h * s.HS, s.HS, scale);
   load_lane_row(o_grad, dout + (b * s.Tq + i) * s.NH * s.HS + h * s.HS, s.HS, 1.0f);
   const float* k = kv + b * s.Tk * KV + g * s.HS;
-  for (int64_t j = threadIdx.x / kWarpSize; j < visible; j += kRowWarps) {
+  for (int64_t j = keys.begin + threadIdx.x / kWarpSize; j < keys.end; j += kRowWarps) {
     const float p = __expf(warp_dot(q, k + j * KV, s.HS) - row_lse);
     const float ds = p * (warp_dot(o_grad, k + s.NKV * s.HS + j * KV, s.HS) - row_delta);
     lane_axpy(acc, ds, k + j * KV, s.HS);
@@ -126,7 +140,12 @@ __global__ void __launch_bounds__(kRowWarps* kWarpSize)
   __shared__ WarpRows partial;
   const int64_t j = blockIdx.x % s.Tk, g = (blockIdx.x / s.Tk) % s.NKV, b = blockIdx.x / (s.Tk * s.NKV);
   const int64_t group = s.NH / s.NKV, W = (s.NH + 2 * s.NKV) * s.HS, KV = 2 * s.NKV * s.HS, C = s.NH * s.HS;
-  const int64_t first_row = count_before(s.q_pos, s.Tq, s.kv_pos[j], false), rows = s.Tq - first_row;
+  // The rows that see key j: at or past it, and (document starts being non-decreasing over the rows)
+  // those whose document starts at or before it.
+  const int64_t first_row = count_before(s.q_pos, s.Tq, s.kv_pos[j], false);
+  const int64_t end_row =
+      s.q_doc_starts == nullptr ? s.Tq : count_before(s.q_doc_starts + b * s.Tq, s.Tq, s.kv_pos[j], true);
+  const int64_t rows = end_row > first_row ? end_row - first_row : 0;
   const float* key = kv + (b * s.Tk + j) * KV + g * s.HS;
   float k_scaled[kRowPerLane], v[kRowPerLane], dk[kRowPerLane] = {}, dv[kRowPerLane] = {};
   load_lane_row(k_scaled, key, s.HS, scale);

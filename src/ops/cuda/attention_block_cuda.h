@@ -17,6 +17,9 @@ constexpr int64_t kMaxBlockHeadSize = 256;
 struct BlockShape {
   int64_t B, Tq, Tk, NH, NKV, HS;
   const int32_t *q_pos, *kv_pos;  // device, (Tq) and (Tk)
+  // Null, or device (B,Tq): the true position of each query's document start; query p then sees the
+  // keys at positions [q_doc_starts[b, i], p] only (ops/attention_block.h).
+  const int32_t* q_doc_starts = nullptr;
 };
 
 template <typename T>

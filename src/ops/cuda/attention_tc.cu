@@ -5,7 +5,9 @@
 // matrix reaches global memory. Forward: online softmax in registers, P rounded to E for P v. Backward,
 // deterministic (no atomics): one kernel per query tile for dq, which also computes and stores delta =
 // rowsum(dout * out), then one per key tile for dk and dv, P from lse. Grouped-query attention reads a
-// query head's kv head; dk, dv of a kv head sum over its group's query heads in order.
+// query head's kv head; dk, dv of a kv head sum over its group's query heads in order. Document masks
+// (doc_starts non-null) hide the keys before a row's document start like the causal mask hides those
+// after it, and skip the tiles no row sees.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -256,11 +258,15 @@ constexpr int kDkdvMinBlocks = HS <= 64 ? 3 : 1;
 // --- kernels ---
 
 // Grid (B NH, query tiles), last query tile first (it sees the most keys). out (B,T,C), lse (B,NH,T)
-// from qkv (B,T,(NH+2NKV)HS). Scores in log2 units, s log2(e) / sqrt(HS), for exp2f. Key tile kt is read
-// from stage kt % 2 while tile kt + 1 streams into the other.
-template <typename E, int HS>
+// from qkv (B,T,(NH+2NKV)HS). Scores in log2 units, s log2(e) / sqrt(HS), for exp2f. The key tiles run
+// from kt0, the tile holding the document start of the tile's first row (the smallest of its rows'; 0
+// without doc_starts), to the diagonal; tile kt is read from stage (kt - kt0) % 2 while tile kt + 1
+// streams into the other. kDocs: doc_starts is non-null (without, the mask code folds away).
+template <typename E, int HS, bool kDocs>
 __global__ void __launch_bounds__(kThreads)
-    attention_tc_forward_kernel(E* out, float* lse, const E* qkv, int T, QkvHeads heads, float scale_log2) {
+    attention_tc_forward_kernel(E* out, float* lse, const E* qkv, const int32_t* doc_starts, int T, QkvHeads heads,
+                                float scale_log2) {
+  if constexpr (!kDocs) doc_starts = nullptr;
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
@@ -272,16 +278,22 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = qt * kTile, row0 = q0 + 16 * warp;  // this warp's rows row0 + g + 8 r
   const int64_t ld = heads.row_stride();
   const auto [q, k, v] = head_rows(heads, qkv, b, T, h);  // (T, HS) each, row stride ld
+  // The tile's rows' document starts lie in [first row's, last row's]: key tiles from the last on need
+  // no document check.
+  const int kt0 = doc_start(doc_starts, b, T, q0) / kTile;
+  const int last_start = doc_start(doc_starts, b, T, min(q0 + kTile, T) - 1);
+  const int start[2] = {doc_start(doc_starts, b, T, row0 + g), doc_start(doc_starts, b, T, row0 + g + 8)};
 
   load_tile_async<HS>(q_s, q, ld, q0, T);
-  load_tile_async<HS>(k_s, k, ld, 0, T);
-  load_tile_async<HS>(v_s, v, ld, 0, T);
+  load_tile_async<HS>(k_s, k, ld, kt0 * kTile, T);
+  load_tile_async<HS>(v_s, v, ld, kt0 * kTile, T);
   cp_async_commit();
   uint32_t qf[HS / 16][4];
   float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max (log2 units), this lane's row sums
-  for (int kt = 0; kt <= qt; kt++) {
-    const int stage = kt % 2, k0 = kt * kTile;
+  for (int kt = kt0; kt <= qt; kt++) {
+    const int stage = (kt - kt0) % 2, k0 = kt * kTile;
+    const bool check_docs = k0 < last_start;  // uniform over the block; never without doc_starts
     if (kt < qt) {
       const int next = (kt + 1) * kTile;
       load_tile_async<HS>(k_s + (1 - stage) * S::kElems, k, ld, next, T);
@@ -292,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
       cp_async_wait<0>();
     }
     __syncthreads();  // stage kt has landed for every thread
-    if (kt == 0) load_a_frags<HS>(qf, q_s, S::kLd, 16 * warp);
+    if (kt == kt0) load_a_frags<HS>(qf, q_s, S::kLd, 16 * warp);
     float s[kTile / 8][4] = {};
     mma_abt<HS, kTile>(s, qf, k_s + stage * S::kElems, S::kLd);
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -301,15 +313,21 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         // Only the diagonal tile has keys past a row; keys past T lie past every row below T.
-        const bool visible = kt < qt || k0 + 8 * n + 2 * t + e % 2 <= row0 + g + 8 * (e / 2);
+        const int key = k0 + 8 * n + 2 * t + e % 2;
+        const bool visible =
+            (kt < qt || key <= row0 + g + 8 * (e / 2)) && (!check_docs || key >= start[e / 2]);
         s[n][e] = visible ? s[n][e] * scale_log2 : -INFINITY;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
       }
-    float alpha[2];
+    // Without doc_starts key k0 is visible to every row of the tile, so m_new is finite. With them it is
+    // -inf while a row's document starts past every key so far; 0 then stands in as the exponents' base,
+    // so alpha = p = 0 instead of NaN.
+    float alpha[2], base[2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {  // key k0 is visible to every row of the tile, so m_new is finite
+    for (int r = 0; r < 2; r++) {
       const float m_new = fmaxf(m[r], quad_max(tile_max[r]));
-      alpha[r] = exp2f(m[r] - m_new);
+      base[r] = kDocs && m_new == -INFINITY ? 0.0f : m_new;
+      alpha[r] = exp2f(m[r] - base[r]);
       m[r] = m_new;
       l[r] *= alpha[r];
     }
@@ -317,7 +335,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kTile / 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        s[n][e] = exp2f(s[n][e] - m[e / 2]);
+        s[n][e] = exp2f(s[n][e] - base[e / 2]);
         l[e / 2] += s[n][e];
       }
 #pragma unroll
@@ -327,7 +345,7 @@ __global__ void __launch_bounds__(kThreads)
     uint32_t pf[kTile / 16][4];
     to_a_frags<kTile, E>(pf, s);
     mma_ab<kTile, HS>(o, pf, v_s + stage * S::kElems, S::kLd);
-    __syncthreads();  // stage kt is refilled (with tile kt + 2) next iteration
+    __syncthreads();  // this stage is refilled (with tile kt + 2) next iteration
   }
   float inv[2];
 #pragma unroll
@@ -345,10 +363,14 @@ __global__ void __launch_bounds__(kThreads)
 // the query tiles at or below the diagonal, in order, on transposed scores (this warp's 16 keys as rows,
 // a tile's 64 queries as columns):
 //   P^T = exp(k q^T scale - lse),  dv = P^T dout,  dS^T = P^T (v dout^T - delta),  dk = scale dS^T q.
-template <typename E, int HS>
+// With doc_starts (kDocs) the query tiles stop before the first whose first row's document starts past the
+// key tile.
+template <typename E, int HS, bool kDocs>
 __global__ void __launch_bounds__(kThreads, kDkdvMinBlocks<HS>)
     attention_tc_backward_dkdv_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse,
-                                      const float* delta, int T, QkvHeads heads, float scale) {
+                                      const float* delta, const int32_t* doc_starts, int T, QkvHeads heads,
+                                      float scale) {
+  if constexpr (!kDocs) doc_starts = nullptr;
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* k_s = reinterpret_cast<E*>(shared_quads);                    // (kTile, kLd)
@@ -357,6 +379,7 @@ __global__ void __launch_bounds__(kThreads, kDkdvMinBlocks<HS>)
   E* do_s = q_s + 2 * S::kElems;                                  // 2 stages of (kTile, kLd)
   float* lse_s = reinterpret_cast<float*>(do_s + 2 * S::kElems);  // 2 stages of (kTile), log2 units
   float* delta_s = lse_s + 2 * kTile;                             // 2 stages of (kTile)
+  int* start_s = reinterpret_cast<int*>(delta_s + 2 * kTile);     // 2 stages of (kTile); with doc_starts only
   const int warp = int(threadIdx.x) / kWarpSize, g = lane_id() / 4, t = lane_id() % 4;
   const int NH = heads.NH, b = int(blockIdx.x) / heads.NKV, kv = int(blockIdx.x) % heads.NKV, kt = int(blockIdx.y);
   const int C = NH * HS, k0 = kt * kTile, row0 = k0 + 16 * warp, query_tiles = (T + kTile - 1) / kTile;
@@ -364,12 +387,14 @@ __global__ void __launch_bounds__(kThreads, kDkdvMinBlocks<HS>)
   const E* qkv_b = qkv + int64_t(b) * T * ld;
   const float scale_log2 = scale * kLog2e;
   // Step i of the loop visits query head kv G + i / n, query tile kt + i % n (G = group, n = the query
-  // tiles at or below the diagonal).
-  const int tiles_per_head = query_tiles - kt, steps = heads.group() * tiles_per_head;
+  // tiles at or below the diagonal whose rows may see a key of this tile).
+  const int tiles_per_head = doc_query_tiles_end(doc_starts, b, T, kTile, kt, query_tiles, k0 + kTile - 1) - kt;
+  const int steps = heads.group() * tiles_per_head;
   auto head_of = [&](int step) { return kv * heads.group() + step / tiles_per_head; };
   auto tile_of = [&](int step) { return kt + step % tiles_per_head; };
-  // Step i's query tile into stage i % 2: q and dout by cp.async, lse and delta by plain loads (seen by
-  // all after the barrier that follows the wait). Rows past T get lse = delta = 0 and are masked.
+  // Step i's query tile into stage i % 2: q and dout by cp.async, lse, delta (and document starts) by
+  // plain loads (seen by all after the barrier that follows the wait). Rows past T get lse = delta = 0
+  // and are masked.
   auto load_query_tile = [&](int step) {
     const int h = head_of(step), q0 = tile_of(step) * kTile, s = step % 2;
     load_tile_async<HS>(q_s + s * S::kElems, qkv_b + heads.q_column(h), ld, q0, T);
@@ -380,6 +405,7 @@ __global__ void __launch_bounds__(kThreads, kDkdvMinBlocks<HS>)
       const int64_t at = (int64_t(b) * NH + h) * T + row;
       lse_s[s * kTile + threadIdx.x] = row < T ? lse[at] * kLog2e : 0.0f;
       delta_s[s * kTile + threadIdx.x] = row < T ? delta[at] : 0.0f;
+      if (doc_starts != nullptr) start_s[s * kTile + threadIdx.x] = doc_start(doc_starts, b, T, row);
     }
   };
 
@@ -400,13 +426,16 @@ __global__ void __launch_bounds__(kThreads, kDkdvMinBlocks<HS>)
     __syncthreads();
     float p[kTile / 8][4] = {};  // P^T (16 keys, kTile queries)
     mma_abt_shared<HS, kTile>(p, k_s, 16 * warp, qs, S::kLd);
-    const bool masked = qt == kt || q0 + kTile > T;  // the diagonal tile, or queries past T
+    // Some query's document starts past key k0 (the last valid query's start is the largest).
+    const bool check_docs = kDocs && start_s[stage * kTile + min(kTile, T - q0) - 1] > k0;
+    const bool masked = qt == kt || q0 + kTile > T || check_docs;  // the diagonal tile, queries past T, documents
 #pragma unroll
     for (int n = 0; n < kTile / 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int col = 8 * n + 2 * t + e % 2, key = row0 + g + 8 * (e / 2);
-        const bool visible = !masked || (q0 + col < T && key <= q0 + col);
+        const bool visible = !masked || (q0 + col < T && key <= q0 + col &&
+                                         (!check_docs || key >= start_s[stage * kTile + col]));
         p[n][e] = visible ? exp2f(fmaf(p[n][e], scale_log2, -lse_s[stage * kTile + col])) : 0.0f;
       }
     uint32_t pf[kTile / 16][4];
@@ -430,11 +459,13 @@ __global__ void __launch_bounds__(kThreads, kDkdvMinBlocks<HS>)
 // Grid (B NH, query tiles), last query tile first. dq rows of dqkv for one query tile, summing
 // over the key tiles at or below the diagonal in order: P = exp(q k^T scale - lse), dS = P (dout v^T -
 // delta), dq = scale dS k. delta (B,NH,T) = rowsum(dout * out) of its rows is computed first and
-// stored for the dk, dv kernel.
-template <typename E, int HS>
+// stored for the dk, dv kernel. The key tiles run from kt0 as in the forward (kDocs: with doc_starts).
+template <typename E, int HS, bool kDocs>
 __global__ void __launch_bounds__(kThreads)
     attention_tc_backward_dq_kernel(E* dqkv, float* delta, const E* dout, const E* out, const E* qkv,
-                                    const float* lse, int T, QkvHeads heads, float scale) {
+                                    const float* lse, const int32_t* doc_starts, int T, QkvHeads heads,
+                                    float scale) {
+  if constexpr (!kDocs) doc_starts = nullptr;
   using S = Tile<HS>;
   extern __shared__ float4 shared_quads[];
   E* q_s = reinterpret_cast<E*>(shared_quads);  // (kTile, kLd)
@@ -447,11 +478,14 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t ld = heads.row_stride();
   const auto [q, k, v] = head_rows(heads, qkv, b, T, h);  // (T, HS) each, row stride ld
   const float scale_log2 = scale * kLog2e;
+  const int kt0 = doc_start(doc_starts, b, T, q0) / kTile;
+  const int last_start = doc_start(doc_starts, b, T, min(q0 + kTile, T) - 1);
+  const int start[2] = {doc_start(doc_starts, b, T, row0 + g), doc_start(doc_starts, b, T, row0 + g + 8)};
 
   load_tile_async<HS>(q_s, q, ld, q0, T);
   load_tile_async<HS>(do_s, dout + int64_t(b) * T * C + h * HS, C, q0, T);
-  load_tile_async<HS>(k_s, k, ld, 0, T);
-  load_tile_async<HS>(v_s, v, ld, 0, T);
+  load_tile_async<HS>(k_s, k, ld, kt0 * kTile, T);
+  load_tile_async<HS>(v_s, v, ld, kt0 * kTile, T);
   cp_async_commit();
   // Lane (g, t) sums columns [t HS/4, (t + 1) HS/4) of rows g and g + 8 of dout * out, then the quad
   // adds its four parts. Rows past T get finite values and are never stored.
@@ -476,8 +510,9 @@ __global__ void __launch_bounds__(kThreads)
     if (t == 0 && row < T) delta[(int64_t(b) * NH + h) * T + row] = row_delta[r];
   }
   float dq[HS / 8][4] = {};
-  for (int kt = 0; kt <= qt; kt++) {
-    const int stage = kt % 2, k0 = kt * kTile;
+  for (int kt = kt0; kt <= qt; kt++) {
+    const int stage = (kt - kt0) % 2, k0 = kt * kTile;
+    const bool check_docs = k0 < last_start;  // uniform over the block; never without doc_starts
     const E* ks = k_s + stage * S::kElems;
     const E* vs = v_s + stage * S::kElems;
     if (kt < qt) {
@@ -495,7 +530,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kTile / 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        const bool visible = kt < qt || k0 + 8 * n + 2 * t + e % 2 <= row0 + g + 8 * (e / 2);
+        const int key = k0 + 8 * n + 2 * t + e % 2;
+        const bool visible =
+            (kt < qt || key <= row0 + g + 8 * (e / 2)) && (!check_docs || key >= start[e / 2]);
         p[n][e] = visible ? exp2f(fmaf(p[n][e], scale_log2, -row_lse[e / 2])) : 0.0f;
       }
     float dp[kTile / 8][4] = {};
@@ -517,7 +554,10 @@ __global__ void __launch_bounds__(kThreads)
 constexpr size_t kElemBytes = 2;  // bf16 and fp16
 
 constexpr size_t forward_shared_bytes(int HS) { return kElemBytes * 5 * kTile * (HS + 8); }
-constexpr size_t dkdv_shared_bytes(int HS) { return kElemBytes * 6 * kTile * (HS + 8) + sizeof(float) * 4 * kTile; }
+// The dk, dv kernel also keeps its query tiles' document starts when it has doc_starts.
+constexpr size_t dkdv_shared_bytes(int HS, bool doc_starts) {
+  return kElemBytes * 6 * kTile * (HS + 8) + sizeof(float) * 4 * kTile + (doc_starts ? sizeof(int) * 2 * kTile : 0);
+}
 constexpr size_t dq_shared_bytes(int HS) { return kElemBytes * 6 * kTile * (HS + 8); }
 
 // Calls f(std::integral_constant<int, HS>{}) for a head size with a kernel.
@@ -552,22 +592,25 @@ bool attention_tc_supported(int64_t HS, std::initializer_list<const void*> point
 
 template <typename E>
 void attention_tc_forward(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
-                          cudaStream_t stream) {
+                          const int32_t* doc_starts, cudaStream_t stream) {
   check_launch("attention_tc_forward", B, T, C, NH, NKV, {out, lse, qkv});
   if (B == 0 || T == 0) return;
   const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
   const float scale_log2 = kLog2e / std::sqrt(float(heads.HS));
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));  // tiles vary slowest: heavy ones first
   with_head_size(heads.HS, [&](auto hs) {
-    constexpr int kHS = decltype(hs)::value;
-    launch_with_shared(attention_tc_forward_kernel<E, kHS>, grid, kThreads, forward_shared_bytes(kHS), stream, out,
-                       lse, qkv, int(T), heads, scale_log2);
+    with_doc_mask(doc_starts, [&](auto docs) {
+      constexpr int kHS = decltype(hs)::value;
+      constexpr bool kDocs = decltype(docs)::value;
+      launch_with_shared(attention_tc_forward_kernel<E, kHS, kDocs>, grid, kThreads, forward_shared_bytes(kHS),
+                         stream, out, lse, qkv, doc_starts, int(T), heads, scale_log2);
+    });
   });
 }
 
 template <typename E>
 void attention_tc_backward(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, int64_t B, int64_t T,
-                           int64_t C, int64_t NH, int64_t NKV, cudaStream_t stream) {
+                           int64_t C, int64_t NH, int64_t NKV, const int32_t* doc_starts, cudaStream_t stream) {
   check_launch("attention_tc_backward", B, T, C, NH, NKV, {dqkv, dout, qkv, out, lse});
   if (B == 0 || T == 0) return;
   const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
@@ -576,21 +619,25 @@ void attention_tc_backward(E* dqkv, const E* dout, const E* qkv, const E* out, c
   float* delta = delta_buffer.as<float>();  // (B,NH,T), written by the dq kernel
   const unsigned tiles = unsigned(ceil_div(T, kTile));  // tiles vary slowest: heavy ones first
   with_head_size(heads.HS, [&](auto hs) {
-    constexpr int kHS = decltype(hs)::value;
-    // The two kernels write disjoint parts of dqkv (dq, then dk and dv), every row from one block only.
-    launch_with_shared(attention_tc_backward_dq_kernel<E, kHS>, dim3(unsigned(B * NH), tiles), kThreads,
-                       dq_shared_bytes(kHS), stream, dqkv, delta, dout, out, qkv, lse, int(T), heads, scale);
-    launch_with_shared(attention_tc_backward_dkdv_kernel<E, kHS>, dim3(unsigned(B * NKV), tiles), kThreads,
-                       dkdv_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta), int(T),
-                       heads, scale);
+    with_doc_mask(doc_starts, [&](auto docs) {
+      constexpr int kHS = decltype(hs)::value;
+      constexpr bool kDocs = decltype(docs)::value;
+      // The two kernels write disjoint parts of dqkv (dq, then dk and dv), every row from one block only.
+      launch_with_shared(attention_tc_backward_dq_kernel<E, kHS, kDocs>, dim3(unsigned(B * NH), tiles), kThreads,
+                         dq_shared_bytes(kHS), stream, dqkv, delta, dout, out, qkv, lse, doc_starts, int(T), heads,
+                         scale);
+      launch_with_shared(attention_tc_backward_dkdv_kernel<E, kHS, kDocs>, dim3(unsigned(B * NKV), tiles), kThreads,
+                         dkdv_shared_bytes(kHS, kDocs), stream, dqkv, dout, qkv, lse,
+                         static_cast<const float*>(delta), doc_starts, int(T), heads, scale);
+    });
   });
 }
 
 #define INSTANTIATE(E)                                                                                            \
   template void attention_tc_forward<E>(E*, float*, const E*, int64_t, int64_t, int64_t, int64_t, int64_t,       \
-                                        cudaStream_t);                                                             \
+                                        const int32_t*, cudaStream_t);                                             \
   template void attention_tc_backward<E>(E*, const E*, const E*, const E*, const float*, int64_t, int64_t, int64_t, \
-                                         int64_t, int64_t, cudaStream_t);
+                                         int64_t, int64_t, const int32_t*, cudaStream_t);
 INSTANTIATE(__nv_bfloat16)
 INSTANTIATE(__half)
 

@@ -5,7 +5,8 @@
 // and 16-byte aligned pointers only: ask attention_tc_supported first and fall back to attention_cuda.h
 // otherwise (the launchers throw tessera::Error before queueing anything). qkv packs NH query, NKV key and
 // NKV value heads, (B, T, (NH + 2 NKV) HS), as in attention_cuda.h. No (T,T) matrix is stored; the
-// backward is deterministic.
+// backward is deterministic. doc_starts: null (plain causal) or device i32 (B,T), each token's document
+// start (ops/attention.h): query t sees keys [doc_starts[t], t].
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,11 +23,11 @@ bool attention_tc_supported(int64_t HS, std::initializer_list<const void*> point
 // out (B,T,C = NH HS) and lse (B,NH,T), the natural-log row log-sum-exp of the scaled scores, from qkv.
 template <typename E>
 void attention_tc_forward(E* out, float* lse, const E* qkv, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV,
-                          cudaStream_t stream);
+                          const int32_t* doc_starts, cudaStream_t stream);
 // dqkv written, from dout (B,T,C), qkv, out (B,T,C) and lse (B,NH,T). Uses a (B,NH,T) fp32 scratch from
 // the device allocator, so `stream` must be the compute stream.
 template <typename E>
 void attention_tc_backward(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, int64_t B, int64_t T,
-                           int64_t C, int64_t NH, int64_t NKV, cudaStream_t stream);
+                           int64_t C, int64_t NH, int64_t NKV, const int32_t* doc_starts, cudaStream_t stream);
 
 }  // namespace tessera::cuda
