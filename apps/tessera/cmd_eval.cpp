@@ -4,6 +4,8 @@
 
 #include "commands.h"
 #include "data/data_mixture.h"
+#include "data/document_starts.h"
+#include "data/tokenizer.h"
 #include "train/device_choice.h"
 #include "train/model_setup.h"
 
@@ -13,7 +15,7 @@ void add_eval_command(CLI::App& app) {
   struct Options {
     std::string checkpoint, init_from, data;
     int64_t batch_size = 8, seq_len = 1024, batches = 0;
-    std::string device = "auto";
+    std::string device = "auto", attention_mask = "causal";
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "eval", "Evaluate the loss of a model on token shards");
@@ -25,14 +27,22 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--batches", o->batches, "Batches to evaluate (0 = the whole data once)")->capture_default_str();
   cmd->add_option("--device", o->device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
       ->capture_default_str();
+  cmd->add_option("--attention-mask", o->attention_mask,
+                  "causal (the whole window) or document (each token within its document, as train's flag)")
+      ->capture_default_str();
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
     TS_CHECK(o->batch_size > 0, "--batch-size must be positive, got ", o->batch_size);
     TS_CHECK(o->seq_len > 0, "--seq-len must be positive, got ", o->seq_len);
     TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);
+    TS_CHECK(o->attention_mask == "causal" || o->attention_mask == "document",
+             "--attention-mask must be causal or document, got '", o->attention_mask, "'");
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, "");
     Decoder& model = *loaded.model;
+    const bool by_document = o->attention_mask == "document";
+    TS_CHECK(!by_document || loaded.tokenizer, "--attention-mask document needs the model's tokenizer beside its "
+                                               "weights (tokenizer.json): its document start token marks the documents");
     model.to(choose_device_noting(o->device));
     TS_CHECK(o->seq_len <= model.config().max_seq_len, "--seq-len ", o->seq_len, " exceeds the model's context of ",
              model.config().max_seq_len);
@@ -51,7 +61,9 @@ void add_eval_command(CLI::App& app) {
       int64_t trained = 0;
       for (int64_t k = 0; k < batches; ++k) {
         data.fill(k, 0, o->batch_size, inputs.data<int32_t>(), targets.data<int32_t>());
-        sum += double(model.forward(inputs, targets)) * double(o->batch_size * o->seq_len);
+        const Tensor doc_starts =
+            by_document ? document_starts(inputs, loaded.tokenizer->document_start_token()) : Tensor();
+        sum += double(model.forward(inputs, targets, 0.0f, doc_starts)) * double(o->batch_size * o->seq_len);
         trained += data.count_trained(k, 0, o->batch_size);
       }
       const double loss = sum / double(std::max<int64_t>(trained, 1));

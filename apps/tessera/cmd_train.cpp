@@ -143,6 +143,10 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--attention-kernel", c.attention_kernel,
                  "GPU attention in bf16/fp16: tessera (our tensor-core kernels) or cudnn (cuDNN's fused attention)")
       ->capture_default_str();
+  cmd.add_option("--attention-mask", c.attention_mask,
+                 "causal: each token attends to the whole window before it; document: only to its own document's "
+                 "tokens (documents start at the tokenizer's BOS or <|endoftext|>), for packed sequences")
+      ->capture_default_str();
   cmd.add_option("--peak-tflops", c.peak_tflops,
                  "Each rank's peak TFLOP/s for the metrics' MFU (0 = the GPU's bf16 dense peak; none on a CPU)")
       ->capture_default_str();

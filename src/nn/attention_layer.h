@@ -15,9 +15,12 @@
 
 namespace tessera {
 
-// The rotary tables for one sequence length: positions (T) i32 and inv_freq (HS/2) f32 on the device.
-struct Rotary {
-  Tensor positions, inv_freq;
+// Where the tokens of a forward sit, as attention needs it, on the device. Under RoPE: rope (T) i32,
+// the tokens' positions (a cp rank's true ones), and inv_freq (HS/2) f32. Under document masking:
+// doc_starts (B,T) i32, each token's document start (a true position; ops/attention.h). Each undefined
+// when unused.
+struct SequencePositions {
+  Tensor rope, inv_freq, doc_starts;
 };
 
 // positions (count) i32 on `device`: first, first + 1, ..., the absolute positions of a run of tokens.
@@ -41,20 +44,21 @@ struct AttentionScratch {
 
 // With `tp`, a tensor-parallel rank's heads: the output reduced over the group, the input gradient too.
 // With `cp`, x holds the rank's positions of every sequence (nn/context_parallel.h) and attention runs
-// over the whole sequences held by the group (`rotary` holds the true positions).
+// over the whole sequences held by the group (`seq` holds the true positions).
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
-                             const BlockWeights& w, const Rotary& rotary, TensorParallel* tp = nullptr,
+                             const BlockWeights& w, const SequencePositions& seq, TensorParallel* tp = nullptr,
                              ContextParallel* cp = nullptr, Fp8Block fp8 = {});
 // Generation: the same layer for new tokens at positions past.., their keys and values appended to
 // the caches (B, capacity, NKV*HS) and attention taken over the cache (ops/attention_kv.h).
 void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
-                            const BlockWeights& w, const Rotary& rotary, Tensor& k_cache, Tensor& v_cache,
+                            const BlockWeights& w, const SequencePositions& seq, Tensor& k_cache, Tensor& v_cache,
                             int64_t past);
 // Selective recomputation: core and lse again from the saved (rotated) qkv.
-void attention_core_recompute(const ModelConfig& config, AttentionActivations& a, ContextParallel* cp = nullptr);
+void attention_core_recompute(const ModelConfig& config, AttentionActivations& a, const SequencePositions& seq,
+                              ContextParallel* cp = nullptr);
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,
                               const AttentionActivations& a, const Tensor& x, const BlockWeights& w,
-                              const Rotary& rotary, AttentionScratch& scratch, DeferredWeightGrads* deferred = nullptr,
+                              const SequencePositions& seq, AttentionScratch& scratch, DeferredWeightGrads* deferred = nullptr,
                               TensorParallel* tp = nullptr, ContextParallel* cp = nullptr, Fp8Block fp8 = {});
 
 }  // namespace tessera

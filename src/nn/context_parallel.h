@@ -29,14 +29,16 @@ Tensor cp_local_tokens(const Tensor& full, CpPlace place);
 // Causal attention of the rank's local tokens over the whole sequence held by the group, with the
 // contracts of ops/attention.h on local tensors: qkv (B, T/cp, (NH+2NKV)*HS), out and dout
 // (B, T/cp, NH*HS), lse (B, NH, T/cp); backward writes (=) dqkv, whose dk and dv sum the gradients
-// from every rank's queries. cp = 1 is plain causal attention.
+// from every rank's queries. cp = 1 is plain causal attention. doc_starts (B, T/cp) i32, or undefined:
+// each local token's document start, a true position (document masking, ops/attention.h).
 class ContextParallel {
  public:
   virtual ~ContextParallel() = default;
   virtual CpPlace place() const = 0;
-  virtual void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV) = 0;
+  virtual void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
+                                 const Tensor& doc_starts) = 0;
   virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                  const Tensor& lse, int NH, int NKV) = 0;
+                                  const Tensor& lse, int NH, int NKV, const Tensor& doc_starts) = 0;
   // Each value summed over the group: statistics of the whole sequences from every rank's share
   // (the MoE router's load-balancing counts).
   virtual std::vector<double> sum_over_group(const std::vector<double>& values) = 0;

@@ -130,7 +130,7 @@ void Decoder::init_weights(uint64_t seed) {
   params_updated();
 }
 
-float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss) {
+float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss, const Tensor& doc_starts) {
   TS_CHECK(stage_.is_whole(), "Decoder::forward runs the whole model; a pipeline stage runs forward_chunk");
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
@@ -138,6 +138,7 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   TS_CHECK(targets.defined() || !sharded_, "Decoder::forward: inference under ZeRO-3 is not implemented; load the "
                                            "checkpoint into one process (tessera generate)");
   acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_, seq_shards(), cp_place());
+  keep_doc_starts(acts_, doc_starts);
   embed(acts_, tokens);
   // Inference (no targets) routes dropless; training and evaluation follow the capacity factor.
   const MoeOptions dropless{};
@@ -156,6 +157,20 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss)
   const double sum = classifier_forward(acts_, targets, dloss);
   grad_ready_ = dloss != 0.0f;
   return float(sum / double(B * T));
+}
+
+void Decoder::keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) const {
+  if (!doc_starts.defined()) {
+    a.seq.doc_starts = Tensor();
+    return;
+  }
+  TS_CHECK(doc_starts.dtype() == DType::i32 && (doc_starts.shape() == Shape{a.B, a.T}),
+           "Decoder: doc_starts must be (B,T) = (", a.B, ", ", a.T, ") i32, got ", shape_string(doc_starts.shape()));
+  // A copy, as the tokens' in embed(): the caller's buffer holds the next micro-batch before backward.
+  Tensor& kept = a.seq.doc_starts;
+  if (!kept.defined() || kept.shape() != doc_starts.shape() || kept.device() != device_)
+    kept = Tensor::zeros(doc_starts.shape(), DType::i32, device_);
+  copy_tensor(kept, doc_starts);
 }
 
 void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
@@ -198,7 +213,7 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
     // The next part this chunk uses (another chunk's next block may be another rank's).
     gather_part(l, l + 1 < r.end || l + 1 == L ? l + 1 : kNoPart);
     if (l == r.first || !fuse) norm_forward(config_, a.blocks[size_t(l)].norm1, x, w_.blocks[size_t(l)].norm1);
-    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.rotary, norm_after(l), block_context(l));
+    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.seq, norm_after(l), block_context(l));
     release_part(l);
   }
   if (fuse || r.end != L) return;
@@ -321,8 +336,8 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     gather_part(l, l > r.first ? l - 1 : kNoPart);
     bind_part_grads(l);
     const BlockWeights& w = w_.blocks[size_t(l)];
-    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.rotary, block_context(l));
-    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.rotary, a.scratch, deferred, block_context(l));
+    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.seq, block_context(l));
+    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.seq, a.scratch, deferred, block_context(l));
     release_part(l);
     part_grads_final(l);
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);
@@ -358,7 +373,8 @@ Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_le
   return a.embedded;
 }
 
-double Decoder::forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss) {
+double Decoder::forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss,
+                              const Tensor& doc_starts) {
   TS_CHECK(dloss == 0.0f || grads_.defined() || part_grads_,
            "Decoder::forward_chunk with a loss gradient accumulates into the gradients; call zero_grad() first");
   const BlockRange r = stage_.chunks.at(size_t(chunk));
@@ -367,6 +383,7 @@ double Decoder::forward_chunk(int chunk, int micro, const Tensor& tokens, const 
     chunk_input(chunk, micro, tokens.size(0), tokens.size(1));
   }
   DecoderActivations& a = in_flight(chunk, micro);
+  keep_doc_starts(a, doc_starts);
   if (r.first == 0) embed(a, tokens);
   a.dloss = dloss;
   forward_blocks(a, moe_options_);

@@ -97,8 +97,10 @@ class Decoder {
   // kIgnoredTarget) and returns their mean over the B·T positions, through a fused classifier that
   // holds the logits of one chunk of rows at a time; with dloss != 0 it also takes the classifier's
   // backward there (the head's gradient accumulated, the gradient of dloss * sum(losses) into the
-  // final norm's output kept for backward()).
-  float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f);
+  // final norm's output kept for backward()). doc_starts: undefined (causal attention over the whole
+  // window), or (B,T) i32 on the host, each token's document start (data/document_starts.h; a true
+  // position under context parallelism): attention then stays within documents (ops/attention.h).
+  float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f, const Tensor& doc_starts = {});
   // Generation with a key/value cache: kv_cache() makes an empty cache for `batch` sequences of up
   // to max_seq_len positions; forward_cached() runs tokens (B,Tq) (host, i32) at positions
   // cache.length.. through the model, appends their keys and values and returns their logits
@@ -114,13 +116,14 @@ class Decoder {
   // it: from `tokens` (host (B,T) i32) when it starts at block 0, else from chunk_input(), which the
   // caller filled first; through the fused classifier with `targets` (and dloss, as in forward())
   // when it ends at the last block, returning the sum of its token losses (0 otherwise); dloss 0
-  // evaluates (no gradients, no MoE statistics).
+  // evaluates (no gradients, no MoE statistics). doc_starts as in forward(), on every chunk.
   // backward_chunk takes the output's gradient from chunk_output_grad() (unless the chunk holds the
   // head) and leaves the input's in chunk_input_grad(); zero-bubble splits it into
   // backward_chunk_input (the same, but the linear layers' weight gradients are recorded) and
   // backward_chunk_weight (runs those). release_chunk frees the pair's activations.
   Tensor& chunk_input(int chunk, int micro, int64_t batch, int64_t seq_len);
-  double forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss);
+  double forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss,
+                       const Tensor& doc_starts = {});
   const Tensor& chunk_output(int chunk, int micro) const;
   Tensor& chunk_output_grad(int chunk, int micro);
   void backward_chunk(int chunk, int micro);
@@ -208,6 +211,8 @@ class Decoder {
   // `defer`, the linear layers' weight gradients go to a.deferred instead.
   void backward_blocks(DecoderActivations& a, bool announce, bool defer = false);
   void embed(DecoderActivations& a, const Tensor& tokens);
+  // a.seq.doc_starts: a device copy of doc_starts (B, a.T), or undefined.
+  void keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) const;
   // Softmax cross-entropy of a chunk of rows, vocabulary-parallel under tensor parallelism.
   void cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, float dloss);
   // This rank's rows of the (padded) vocabulary: all of them, or a tp rank's slice.

@@ -95,7 +95,8 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
       std::copy(chunks.begin(), chunks.end(), positions.data<int32_t>());
       positions = tensor_to(positions, device);
     }
-    rotary = Rotary{positions, tensor_to(rope_inv_freq(config.head_size(), config.rope), device)};
+    seq.rope = positions;
+    seq.inv_freq = tensor_to(rope_inv_freq(config.head_size(), config.rope), device);
   }
 
   dresidual = local();

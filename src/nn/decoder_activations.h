@@ -31,7 +31,8 @@ struct DecoderActivations {
   Tensor logits;  // (rows, Vp), sized by Decoder::forward: a chunk of rows (training, evaluation) or
                   // all B*T (inference)
   Tensor losses;  // (B,T) f32, when the range ends at the last block
-  Rotary rotary;  // the tokens' positions (0..T-1, or a cp rank's chunks) and the inverse frequencies, under RoPE
+  SequencePositions seq;  // under RoPE the tokens' positions (0..T-1, or a cp rank's chunks) and the inverse
+                          // frequencies; under document masking the forward's document starts
   CpPlace cp;     // the context-parallel rank whose positions of every sequence these are
   // backward scratch
   Tensor dresidual;  // (B,T,C): the residual stream's gradient, flowing down (into a chunk: its

@@ -25,8 +25,8 @@ void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_
 }
 
 void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
-                   const BlockWeights& w, const Rotary& rotary, NextNorm next, BlockContext ctx) {
-  attention_layer_forward(config, a.attn, a.norm1.out, w, rotary, ctx.tp, ctx.cp, ctx.fp8);
+                   const BlockWeights& w, const SequencePositions& seq, NextNorm next, BlockContext ctx) {
+  attention_layer_forward(config, a.attn, a.norm1.out, w, seq, ctx.tp, ctx.cp, ctx.fp8);
   residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
   if (w.router.defined())
     moe_layer_forward(config, moe, a.moe, a.norm2.out, w, ctx.tp, ctx.ep, ctx.cp, ctx.fp8);
@@ -39,9 +39,9 @@ void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActiva
 }
 
 void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w,
-                  const Rotary& rotary, Tensor& k_cache, Tensor& v_cache, int64_t past) {
+                  const SequencePositions& seq, Tensor& k_cache, Tensor& v_cache, int64_t past) {
   norm_forward(config, a.norm1, x, w.norm1);
-  attention_layer_decode(config, a.attn, a.norm1.out, w, rotary, k_cache, v_cache, past);
+  attention_layer_decode(config, a.attn, a.norm1.out, w, seq, k_cache, v_cache, past);
   residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
   if (w.router.defined())
     moe_layer_forward(config, MoeOptions{}, a.moe, a.norm2.out, w);  // inference is dropless
@@ -51,12 +51,12 @@ void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& 
 }
 
 void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
-                     const Tensor& x, const BlockWeights& w, const Rotary& rotary, BlockContext ctx) {
+                     const Tensor& x, const BlockWeights& w, const SequencePositions& seq, BlockContext ctx) {
   if (mode == Recompute::full) {
     norm_forward(config, a.norm1, x, w.norm1);
-    return block_forward(config, moe, a, x, w, rotary, NextNorm{}, ctx);
+    return block_forward(config, moe, a, x, w, seq, NextNorm{}, ctx);
   }
-  attention_core_recompute(config, a.attn, ctx.cp);
+  attention_core_recompute(config, a.attn, seq, ctx.cp);
   if (w.router.defined())
     moe_activation_recompute(a.moe);
   else
@@ -64,7 +64,7 @@ void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions
 }
 
 void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
-                    const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
+                    const BlockActivations& a, const Tensor& x, const BlockWeights& w, const SequencePositions& seq,
                     BlockScratch& scratch, DeferredWeightGrads* deferred, BlockContext ctx) {
   if (w.router.defined())
     moe_layer_backward(config, scratch.dnormed, g, dres, a.moe, a.norm2.out, w, moe, scratch.moe, deferred, ctx.tp,
@@ -74,7 +74,7 @@ void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, 
                        w.mlp_out, scratch.mlp, deferred, ctx.tp, ctx.fp8);
   norm_backward(config, scratch.dnorm, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2);
   add_inplace(dres, scratch.dnorm);
-  attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, rotary, scratch.attn, deferred,
+  attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, seq, scratch.attn, deferred,
                            ctx.tp, ctx.cp, ctx.fp8);
   norm_backward(config, scratch.dnorm, g.norm1, scratch.dnormed, x, w.norm1, a.norm1);
   add_inplace(dres, scratch.dnorm);

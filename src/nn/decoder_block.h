@@ -59,18 +59,18 @@ struct BlockContext {
 
 // `config`: the shapes the layers compute with (a tensor-parallel rank's share under tp).
 void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
-                   const BlockWeights& w, const Rotary& rotary, NextNorm next, BlockContext ctx = {});
+                   const BlockWeights& w, const SequencePositions& seq, NextNorm next, BlockContext ctx = {});
 // Generation: the block for new tokens at positions past.. over its key/value cache; no fusion
 // with the next norm (a.norm1 is computed here).
 void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w,
-                  const Rotary& rotary, Tensor& k_cache, Tensor& v_cache, int64_t past);
+                  const SequencePositions& seq, Tensor& k_cache, Tensor& v_cache, int64_t past);
 // Before block_backward of a recomputed block: re-runs what `mode` dropped (see Recompute): the
 // whole forward from x (full), or the attention core and the MLP activation (selective).
 void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
-                     const Tensor& x, const BlockWeights& w, const Rotary& rotary, BlockContext ctx = {});
+                     const Tensor& x, const BlockWeights& w, const SequencePositions& seq, BlockContext ctx = {});
 // With `deferred`, the linear layers' weight gradients are recorded there instead (zero-bubble).
 void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
-                    const BlockActivations& a, const Tensor& x, const BlockWeights& w, const Rotary& rotary,
+                    const BlockActivations& a, const Tensor& x, const BlockWeights& w, const SequencePositions& seq,
                     BlockScratch& scratch, DeferredWeightGrads* deferred = nullptr, BlockContext ctx = {});
 
 }  // namespace tessera

@@ -35,7 +35,7 @@ const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
   // Full recomputation's allocation: every block's internals share one set, only outputs are kept.
   DecoderActivations& a = cache.acts;
   a.ensure(config_, B, Tq, BlockRange{0, config_.num_layers}, device_, compute_dtype_, RecomputePolicy{Recompute::full, 0});
-  if (config_.positions == PositionKind::rope) a.rotary.positions = rope_positions(past, Tq, device_);
+  if (config_.positions == PositionKind::rope) a.seq.rope = rope_positions(past, Tq, device_);
   const Tensor device_tokens = tensor_to(tokens, device_);
   const Tensor positions = w_.positions.defined()
                                ? w_.positions.view(past * C, {config_.max_seq_len - past, C})
@@ -43,7 +43,7 @@ const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
   encoder_forward(a.embedded, device_tokens, w_.embed, positions);
   const Tensor* x = &a.embedded;
   for (size_t l = 0; l < a.blocks.size(); ++l) {
-    block_decode(config_, a.blocks[l], *x, w_.blocks[l], a.rotary, cache.keys[l], cache.values[l], past);
+    block_decode(config_, a.blocks[l], *x, w_.blocks[l], a.seq, cache.keys[l], cache.values[l], past);
     x = &a.blocks[l].out;
   }
   norm_forward(config_, a.final_norm, *x, w_.final_norm);

@@ -170,6 +170,7 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"val-data", c.val_data},
           {"tokenizer", c.tokenizer},
           {"data-order", c.data_order},
+          {"attention-mask", c.attention_mask},
           {"batch-size", c.batch_size},
           {"micro-batch-size", c.micro_batch_size},
           {"seq-len", c.seq_len},

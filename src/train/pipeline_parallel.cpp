@@ -24,6 +24,7 @@ double PipelineParallel::train_step(int64_t micro_batch, int64_t seq_len, float 
                                     const std::function<void(int64_t)>& grads_final_from) {
   Tensor inputs = Tensor::zeros({micro_batch, seq_len}, DType::i32);
   Tensor targets = Tensor::zeros({micro_batch, seq_len}, DType::i32);
+  Tensor doc_starts;
   double loss_sum = 0.0;
   // A chunk's gradients are final once all its micro-batches' backward ran; the watermark moves
   // down the flat buffer over the chunks (in its order) whose later chunks are all final too.
@@ -40,9 +41,8 @@ double PipelineParallel::train_step(int64_t micro_batch, int64_t seq_len, float 
   };
   PipelineStageWork work;
   work.forward = [&](int chunk, int micro) {
-    const BlockRange r = model_.stage().chunks[size_t(chunk_index(chunk))];
-    if (r.first == 0 || r.end == model_.config().num_layers) fill(micro, inputs, targets);
-    loss_sum += model_.forward_chunk(chunk_index(chunk), micro, inputs, targets, dloss);
+    fill(micro, inputs, targets, doc_starts);
+    loss_sum += model_.forward_chunk(chunk_index(chunk), micro, inputs, targets, dloss, doc_starts);
   };
   work.backward = [&](int chunk, int micro) {
     model_.backward_chunk(chunk_index(chunk), micro);
@@ -74,15 +74,16 @@ double PipelineParallel::evaluate(int micro_batches, int counted, int64_t micro_
                                   const FillMicroBatch& fill) {
   Tensor inputs = Tensor::zeros({micro_batch, seq_len}, DType::i32);
   Tensor targets = Tensor::zeros({micro_batch, seq_len}, DType::i32);
+  Tensor doc_starts;
   const int P = schedule_.stages, rank = pp_->rank(), L = int(model_.config().num_layers);
   double loss_sum = 0.0;
   for (int micro = 0; micro < micro_batches; ++micro) {
     for (int chunk = rank; chunk < schedule_.chunks(); chunk += P) {
       const int k = chunk_index(chunk);
       const BlockRange r = model_.stage().chunks[size_t(k)];
-      if (r.first == 0 || r.end == L) fill(micro, inputs, targets);
+      fill(micro, inputs, targets, doc_starts);
       if (r.first != 0) pp_->recv(model_.chunk_input(k, micro, micro_batch, seq_len), (chunk - 1) % P);
-      const double losses = model_.forward_chunk(k, micro, inputs, targets, 0.0f);
+      const double losses = model_.forward_chunk(k, micro, inputs, targets, 0.0f, doc_starts);
       if (micro < counted) loss_sum += losses;
       if (r.end != L) pp_->send(model_.chunk_output(k, micro), (chunk + 1) % P);
       model_.release_chunk(k, micro);

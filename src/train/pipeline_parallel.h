@@ -24,8 +24,10 @@ class PipelineParallel {
   // `model` is this rank's stage of `schedule`'s P·V chunks; kept by reference.
   PipelineParallel(const ProcessGrid& grid, Decoder& model, PipelineSchedule schedule);
 
-  // Fills micro-batch `micro`'s (micro_batch, T) host token and target tensors.
-  using FillMicroBatch = std::function<void(int micro, Tensor& inputs, Tensor& targets)>;
+  // Fills micro-batch `micro`'s (micro_batch, T) host token and target tensors, and its document starts
+  // under document masking (left undefined otherwise); every stage asks, since every stage's attention
+  // reads the starts.
+  using FillMicroBatch = std::function<void(int micro, Tensor& inputs, Tensor& targets, Tensor& doc_starts)>;
   // Forward and backward of the schedule's micro-batches (gradients accumulate; dloss as in
   // Decoder::forward). Returns the sum of every token's loss on the last stage, 0 elsewhere. When
   // given, grads_final_from is told each new watermark as chunks finish their last backward: every

@@ -62,6 +62,8 @@ void TrainConfig::validate() const {
                               {"--vocab-size", vocab_size}, {"--context", context}})
     TS_CHECK(value >= 0, flag, " must be positive (or 0 for the preset's value), got ", value);
   parse_attention_kernel(attention_kernel);  // an unknown name throws, listing the kernels
+  TS_CHECK(attention_mask == "causal" || attention_mask == "document",
+           "--attention-mask must be causal or document, got '", attention_mask, "'");
   TS_CHECK(std::isfinite(peak_tflops) && peak_tflops >= 0, "--peak-tflops must be a number >= 0 (0 = the GPU's), got ",
            peak_tflops);
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",

@@ -16,6 +16,7 @@
 #include "core/cuda/device.h"
 #include "core/file_checks.h"
 #include "core/user_text.h"
+#include "data/document_starts.h"
 #include "data/tokenizer.h"
 #include "ops/attention.h"
 #include "optim/grad_clip.h"
@@ -65,6 +66,11 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
+  if (config_.attention_mask == "document") {
+    TS_CHECK(tokenizer_, "--attention-mask document needs --tokenizer: its document start token (BOS, or "
+                         "<|endoftext|>) marks where each document of a training window begins");
+    document_start_ = tokenizer_->document_start_token();
+  }
 
   using Clock = std::chrono::steady_clock;
   const auto choice_start = Clock::now();
@@ -237,7 +243,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     };
     auto final_from = [&](int64_t offset) { data_parallel_->grads_final_from(offset); };
     const double token_losses =
-        pipeline_->train_step(micro, T / grid_.dims.cp, dloss, cp_share(fill),
+        pipeline_->train_step(micro, T / grid_.dims.cp, dloss, micro_batches(fill),
                               reduce_after ? std::function<void(int64_t)>() : final_from);
     loss_sum = token_losses;
     if (!data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
@@ -311,7 +317,7 @@ float Trainer::evaluate(const DataMixture& val_data) {
   if (pipeline_) {
     sum = pipeline_->evaluate(
         int(runs), int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
-        cp_share([&](int m, Tensor& inputs, Tensor& targets) {
+        micro_batches([&](int m, Tensor& inputs, Tensor& targets) {
           val_data.fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
         }));
   }
@@ -324,20 +330,33 @@ float Trainer::evaluate(const DataMixture& val_data) {
 }
 
 double Trainer::forward(const Tensor& inputs, const Tensor& targets, float dloss) {
-  if (!context_parallel_) return model_->forward(inputs, targets, dloss);
+  if (!context_parallel_) return model_->forward(inputs, targets, dloss, local_doc_starts(inputs));
   // The rank's share of every sequence; its mean loss over cp sums to the sequences' mean.
   const CpPlace cp = context_parallel_->place();
-  return double(model_->forward(cp_local_tokens(inputs, cp), cp_local_tokens(targets, cp), dloss)) / cp.size;
+  return double(model_->forward(cp_local_tokens(inputs, cp), cp_local_tokens(targets, cp), dloss,
+                                local_doc_starts(inputs))) /
+         cp.size;
 }
 
-PipelineParallel::FillMicroBatch Trainer::cp_share(PipelineParallel::FillMicroBatch fill) {
-  if (!context_parallel_) return fill;
-  return [this, fill](int m, Tensor& inputs, Tensor& targets) {
+PipelineParallel::FillMicroBatch Trainer::micro_batches(FillTokens fill) {
+  return [this, fill](int m, Tensor& inputs, Tensor& targets, Tensor& doc_starts) {
+    if (!context_parallel_) {
+      fill(m, inputs, targets);
+      doc_starts = local_doc_starts(inputs);
+      return;
+    }
     fill(m, inputs_, targets_);  // the whole sequences, then this rank's share of each
     const CpPlace cp = context_parallel_->place();
     copy_tensor(inputs, cp_local_tokens(inputs_, cp));
     copy_tensor(targets, cp_local_tokens(targets_, cp));
+    doc_starts = local_doc_starts(inputs_);
   };
+}
+
+Tensor Trainer::local_doc_starts(const Tensor& inputs) const {
+  if (!document_start_) return {};
+  const Tensor starts = document_starts(inputs, *document_start_);
+  return context_parallel_ ? cp_local_tokens(starts, context_parallel_->place()) : starts;
 }
 
 std::vector<double> Trainer::sum_over_ranks(const std::vector<double>& values) {

@@ -399,6 +399,9 @@ std::vector<BadInput> number_cases() {
       flag("Zero2WithZeroBubble", "--zero 2 --pp 2 --pipeline-schedule zero-bubble",
            "use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 2, or --zero 1 with zero-bubble"),
       flag("ZeroStageFour", "--zero 4", "--zero must be 0, 1, 2 or 3, got 4"),
+      // Document masks: an unknown mask, and one without the tokenizer whose start token marks documents.
+      flag("AttentionMaskSideways", "--attention-mask sideways", "--attention-mask must be causal or document"),
+      flag("DocumentMaskWithoutTokenizer", "--attention-mask document", "--attention-mask document needs --tokenizer"),
       // Compressed reductions: an unknown wire dtype, and PowerSGD where it cannot apply.
       flag("GradReduceDtypeFp8", "--grad-reduce-dtype fp8", "--grad-reduce-dtype must be fp32 or bf16"),
       flag("NegativePowerSgdRank", "--powersgd-rank -1", "--powersgd-rank must be in [0, 1024] (0 = off), got -1"),

@@ -442,7 +442,7 @@ TEST(Cli, HelpListsTheTrainFlags) {
                            "--batch-size", "--micro-batch-size", "--seq-len", "--steps", "--lr", "--min-lr",
                            "--lr-schedule", "--warmup", "--weight-decay", "--beta1", "--beta2", "--eps", "--grad-clip",
                            "--data-order", "--seed", "--eval-every", "--checkpoint-every", "--keep-checkpoints",
-                           "--checkpoint-weights", "--out-dir",
+                           "--checkpoint-weights", "--attention-mask", "--out-dir",
                            "--metrics-file", "--threads"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }

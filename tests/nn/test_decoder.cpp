@@ -1,9 +1,10 @@
 // The block-structured decoder across families (GPT-2, Llama, Mixtral, DeepSeek-style MoE): every
 // gradient against finite differences, bitwise-equal gradients under activation recomputation,
 // KV-cache generation against full re-computation, pipeline stages run chunk by chunk against the
-// whole model, published preset sizes and block ranges.
+// whole model, published preset sizes and block ranges, documents kept apart under document masks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -15,6 +16,7 @@
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
 #include "nn/nn_testing.h"
+#include "ops/op_testing.h"
 #include "support/test_support.h"
 
 namespace tessera {
@@ -315,6 +317,81 @@ TEST_P(Families, KvCacheMatchesFullRecomputation) {
   }
   EXPECT_EQ(cache.length, 8);
   EXPECT_THROW(model.forward_cached(b.tokens.view(0, {1, 1}), cache), Error);  // the context is full
+}
+
+// Under document masks no token of a window sees another document's: changing every token of one
+// document leaves the other documents' losses as they were (to rounding: a MoE layer's expert GEMMs
+// change shape with the routing), in every family; without the mask the later documents' losses move. Recomputation re-runs attention within the same documents.
+TEST_P(Families, DocumentMaskKeepsDocumentsApart) {
+  Decoder model(family(GetParam()));
+  model.set_moe_options(MoeOptions{0.0f, 0.0f, 0.0f});
+  randomise(model, 11);
+  const int64_t B = 2, T = 8;
+  const Batch b = make_batch(B, T, 50, 5);
+  const Tensor starts = testing::doc_starts_of_lengths(T, {{3, 5}, {1, 5, 2}});
+  auto losses_of = [&](const Tensor& tokens, const Tensor& doc_starts) {
+    model.forward(tokens, b.targets, 1.0f, doc_starts);
+    return std::vector<float>(model.losses().f32(), model.losses().f32() + B * T);
+  };
+  const std::vector<float> before = losses_of(b.tokens, starts);
+  Tensor changed = Tensor::zeros({B, T}, DType::i32);
+  copy_tensor(changed, b.tokens);
+  for (int64_t t = 3; t < 6; ++t) changed.data<int32_t>()[t] = (changed.data<int32_t>()[t] + 7) % 50;  // b 0's 2nd
+  changed.data<int32_t>()[T] = (changed.data<int32_t>()[T] + 7) % 50;                                  // b 1's 1st
+  const std::vector<float> after = losses_of(changed, starts);
+  for (int64_t i = 0; i < B * T; ++i) {
+    const bool in_changed_document = (i >= 3 && i < T) || i == T;
+    if (!in_changed_document) {
+      EXPECT_NEAR(after[size_t(i)], before[size_t(i)], 1e-5) << "token " << i;
+    }
+  }
+  // Without the mask the same change reaches b 1's second document.
+  EXPECT_GT(std::fabs(losses_of(changed, Tensor())[size_t(T) + 1] - losses_of(b.tokens, Tensor())[size_t(T) + 1]), 1e-3);
+  // Full recomputation re-runs every block's attention from the saved starts: the same gradients.
+  const std::vector<float> plain = [&] {
+    model.zero_grad();
+    model.forward(b.tokens, b.targets, 1.0f, starts);
+    model.backward();
+    return std::vector<float>(model.grads().f32(), model.grads().f32() + model.grads().numel());
+  }();
+  model.set_recompute(RecomputePolicy{Recompute::full, 0});
+  model.zero_grad();
+  model.forward(b.tokens, b.targets, 1.0f, starts);
+  model.backward();
+  for (int64_t i = 0; i < model.grads().numel(); ++i) ASSERT_EQ(model.grads().f32()[i], plain[size_t(i)]) << i;
+}
+
+// RoPE depends on positions only through their differences, so under document masks a RoPE model's
+// second document of a window has the losses and gradients it has alone at position 0.
+TEST(DecoderDocumentMask, RopeDocumentTrainsAsIfAlone) {
+  Decoder model(family("llama"));
+  randomise(model, 13);
+  const int64_t T = 8, first = 3;
+  const Batch packed = make_batch(1, T, 50, 6);
+  auto slice = [](const Tensor& t, int64_t at, int64_t len) {
+    Tensor s = Tensor::zeros({1, len}, DType::i32);
+    std::copy_n(t.data<int32_t>() + at, len, s.data<int32_t>());
+    return s;
+  };
+  auto run = [&](const Tensor& tokens, const Tensor& targets, const Tensor& doc_starts) {
+    model.zero_grad();
+    model.forward(tokens, targets, 1.0f, doc_starts);
+    model.backward();
+    return std::pair{std::vector<float>(model.losses().f32(), model.losses().f32() + tokens.numel()),
+                     std::vector<float>(model.grads().f32(), model.grads().f32() + model.grads().numel())};
+  };
+  const auto [losses, grads] = run(packed.tokens, packed.targets, testing::doc_starts_of_lengths(T, {{int32_t(first), int32_t(T - first)}}));
+  const auto [losses_a, grads_a] = run(slice(packed.tokens, 0, first), slice(packed.targets, 0, first), Tensor());
+  const auto [losses_b, grads_b] =
+      run(slice(packed.tokens, first, T - first), slice(packed.targets, first, T - first), Tensor());
+  for (int64_t t = 0; t < T; ++t)
+    EXPECT_NEAR(losses[size_t(t)], t < first ? losses_a[size_t(t)] : losses_b[size_t(t - first)], 1e-5) << t;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const double want = double(grads_a[i]) + grads_b[i];
+    diff += (grads[i] - want) * (grads[i] - want), norm += want * want;
+  }
+  EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm));
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families, ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "mixtral", "deepseek"));

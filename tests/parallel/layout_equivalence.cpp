@@ -17,6 +17,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/rng.h"
+#include "data/token_shard.h"
+#include "data/tokenizer.h"
 #include "parallel/train_runs.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
@@ -286,6 +289,53 @@ TEST(LossMasks, MatchOneProcess) {
         const double want = ref.metrics[s][key], got = run.metrics[s][key];
         EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << layout_name(l) << " " << key << " at line " << s + 1;
       }
+  }
+}
+
+// Document masks (packed sequences): every rank takes its micro-batch's document starts from the whole
+// sequences' tokens (a cp rank before taking its share of them, every pipeline stage for its own
+// attention), so training and validation match one process: dp with ZeRO-1, a pipeline, tp, cp with
+// recomputation, and Llama's RoPE under cp4 and tp2·pp2.
+TEST(DocumentMasks, MatchOneProcess) {
+  const std::filesystem::path dir = testing::scratch_dir();
+  testing::write_text(dir / "corpus.txt", "a packed window holds several documents, each its own\n");
+  const std::string tokenizer = (dir / "tok.json").string();
+  const testing::CommandResult made = testing::run_command(std::string(TESSERA_EXE) + " tokenizer-train --in " +
+                                                           (dir / "corpus.txt").string() + " --vocab-size 260 --out " + tokenizer);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  // Random tokens, a document starting at about one position in six (some windows hold none).
+  const uint32_t start = uint32_t(Tokenizer::load(tokenizer).document_start_token());
+  std::vector<uint32_t> tokens(8192);
+  Rng rng(29);
+  for (uint32_t& t : tokens) t = rng.uniform() < 1.0 / 6 ? start : uint32_t(rng.below(256));
+  const std::filesystem::path shard = dir / "train_000000.bin";
+  write_token_shard(shard, tokens, 2);
+  const std::string extra = "--steps 3 --eval-every 3 --eval-batches 4 --attention-mask document --tokenizer " +
+                            tokenizer + " --val-data " + shard.string();
+  for (const char* model : {"gpt2-tiny", "llama-tiny"}) {
+    const RunResult ref = train(Layout{1, 1, 0, 2, model}, dir / (std::string(model) + "_reference"), shard.string(), extra);
+    const RunResult causal = train(Layout{1, 1, 0, 2, model}, dir / (std::string(model) + "_causal"), shard.string(),
+                                   "--steps 3 --tokenizer " + tokenizer);
+    EXPECT_GT(std::fabs(causal.metrics[0]["loss"].get<double>() - ref.metrics[0]["loss"].get<double>()), 1e-4)
+        << "the mask changes the first step's loss";
+    const std::vector<Layout> layouts =
+        std::string(model) == "gpt2-tiny"
+            ? std::vector<Layout>{{2, 2, 1, 2},
+                                  {4, 2, 0, 2, model, 2, "1f1b"},
+                                  {2, 1, 0, 2, model, 1, "1f1b", 1, 0, "", 2},
+                                  {4, 2, 1, 2, model, 1, "1f1b", 1, 0, "--recompute full", 1, 1, 2}}
+            : std::vector<Layout>{{4, 1, 0, 2, model, 1, "1f1b", 1, 0, "", 1, 1, 4},
+                                  {4, 1, 0, 2, model, 2, "1f1b", 1, 0, "", 2}};
+    for (const Layout& l : layouts) {
+      const RunResult run = train(l, dir / layout_name(l), shard.string(), extra);
+      ASSERT_EQ(run.metrics.size(), ref.metrics.size()) << layout_name(l);
+      for (size_t s = 0; s < ref.metrics.size(); ++s)
+        for (const char* key : {"loss", "grad_norm", "val_loss"}) {
+          if (!ref.metrics[s].contains(key)) continue;
+          const double want = ref.metrics[s][key], got = run.metrics[s][key];
+          EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << layout_name(l) << " " << key << " at line " << s + 1;
+        }
+    }
   }
 }
 

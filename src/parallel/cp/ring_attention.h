@@ -30,9 +30,10 @@ class RingAttention final : public ContextParallel {
  public:
   explicit RingAttention(std::shared_ptr<Comm> cp);
   CpPlace place() const override { return {cp_->rank(), cp_->size()}; }
-  void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV) override;
+  void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
+                         const Tensor& doc_starts) override;
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                          int NH, int NKV) override;
+                          int NH, int NKV, const Tensor& doc_starts) override;
   std::vector<double> sum_over_group(const std::vector<double>& values) override { return sum_over(*cp_, values); }
   RingStats stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
