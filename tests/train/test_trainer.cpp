@@ -7,6 +7,8 @@
 
 #include "checkpoint/train_checkpoint.h"
 #include "data/data_mixture.h"
+#include "nn/decoder_layout.h"
+#include "nn/model_presets.h"
 #include "support/test_support.h"
 #include "train/resume_testing.h"
 #include "train/train_fixtures.h"
@@ -18,9 +20,20 @@ namespace {
 // Weights agree to float rounding: relative `rel`, or 1e-3 of one step's update size (lr) where
 // Adam's normalisation amplifies rounding in gradients that are sums of cancelling terms. (The
 // gradients themselves are compared tightly in tests/nn: Decoder.MicroBatchesSumToTheFullBatch.)
-void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel, float lr) {
+// The attention key biases are skipped: their exact gradient is zero (softmax ignores a constant
+// added to every score), so what Adam makes of their rounding noise is noise too (it moved one by
+// 1.06e-3 of a step when the loss-mask change reordered the loss's sums).
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel, float lr,
+                  const ParameterLayout& layout, int64_t channels) {
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + 1e-3f * lr) << "element " << i;
+  std::vector<bool> key_bias(a.size(), false);
+  for (const ParamSpec& spec : layout.specs())
+    if (spec.name.ends_with("attn.c_attn.bias"))
+      std::fill_n(key_bias.begin() + spec.offset + channels, channels, true);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (key_bias[i]) continue;
+    ASSERT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + 1e-3f * lr) << "element " << i;
+  }
 }
 
 }  // namespace
@@ -39,7 +52,8 @@ TEST(Trainer, MicroBatchSizeDoesNotChangeTheResult) {
     metrics.push_back(testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl"));
   }
   for (size_t run = 1; run < params.size(); ++run) {
-    expect_close(params[run], params[0], 1e-5f, testing::tiny_run(dir).lr);
+    const ModelConfig gpt2_tiny = model_preset("gpt2-tiny");
+    expect_close(params[run], params[0], 1e-5f, testing::tiny_run(dir).lr, decoder_layout(gpt2_tiny), gpt2_tiny.channels);
     for (size_t s = 0; s < 3; ++s) {
       EXPECT_NEAR(metrics[run][s]["loss"].get<double>(), metrics[0][s]["loss"].get<double>(), 1e-5);
       EXPECT_NEAR(metrics[run][s]["grad_norm"].get<double>(), metrics[0][s]["grad_norm"].get<double>(), 1e-5);
