@@ -1,8 +1,10 @@
 // tessera: the command-line entry point. Parses the subcommand and turns every error into one
 // line on stderr and a non-zero exit; errors are worded where they arise, this is the last net.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <new>
+#include <thread>
 
 #include "commands.h"
 #include "core/error.h"
@@ -44,6 +46,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const tessera::QuietError&) {
+    // Rank 0 reports the error every rank hit alike. mpirun aborts the job at the first non-zero
+    // exit, so a quiet rank that ended first could cut rank 0 off before its line is out: it leaves
+    // rank 0 a moment (rank 0 exiting first ends this rank at once).
+    std::this_thread::sleep_for(std::chrono::seconds(3));
     return 1;
   } catch (const CLI::ConversionError& e) {
     // CLI11 words it "Could not convert: --threads = 4294967297": a value past the flag's own
