@@ -15,12 +15,13 @@
 
 namespace tessera {
 
-// Where the tokens of a forward sit, as attention needs it, on the device. Under RoPE: rope (T) i32,
-// the tokens' positions (a cp rank's true ones), and inv_freq (HS/2) f32. Under document masking:
-// doc_starts (B,T) i32, each token's document start (a true position; ops/attention.h). Each undefined
-// when unused.
+// Where the tokens of a forward sit, on the device. Under RoPE: rope (T) i32, the tokens' positions (a
+// cp rank's true ones), and inv_freq (HS/2) f32. Under document masking: doc_starts (B,T) i32, each
+// token's document start (a true position; ops/attention.h), and with learned positions
+// in_document (B,T) i32, each token's position within its document (the embedding's row). Each
+// undefined when unused.
 struct SequencePositions {
-  Tensor rope, inv_freq, doc_starts;
+  Tensor rope, inv_freq, doc_starts, in_document;
 };
 
 // positions (count) i32 on `device`: first, first + 1, ..., the absolute positions of a run of tokens.

@@ -159,18 +159,36 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss,
   return float(sum / double(B * T));
 }
 
+namespace {
+
+// A device copy of host (B,T) i32 `from` in `kept`, reusing its buffer when the shape matches.
+void keep_copy(Tensor& kept, const Tensor& from, Device device) {
+  if (!kept.defined() || kept.shape() != from.shape() || kept.device() != device)
+    kept = Tensor::zeros(from.shape(), DType::i32, device);
+  copy_tensor(kept, from);
+}
+
+}  // namespace
+
 void Decoder::keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) const {
   if (!doc_starts.defined()) {
-    a.seq.doc_starts = Tensor();
+    a.seq.doc_starts = a.seq.in_document = Tensor();
     return;
   }
   TS_CHECK(doc_starts.dtype() == DType::i32 && (doc_starts.shape() == Shape{a.B, a.T}),
            "Decoder: doc_starts must be (B,T) = (", a.B, ", ", a.T, ") i32, got ", shape_string(doc_starts.shape()));
-  // A copy, as the tokens' in embed(): the caller's buffer holds the next micro-batch before backward.
-  Tensor& kept = a.seq.doc_starts;
-  if (!kept.defined() || kept.shape() != doc_starts.shape() || kept.device() != device_)
-    kept = Tensor::zeros(doc_starts.shape(), DType::i32, device_);
-  copy_tensor(kept, doc_starts);
+  // Copies, as the tokens' in embed(): the caller's buffer holds the next micro-batch before backward.
+  keep_copy(a.seq.doc_starts, doc_starts, device_);
+  if (config_.positions != PositionKind::learned || a.range.first != 0) return;
+  // Learned positions restart with every document: a token's row is its distance from its start.
+  const std::vector<int32_t> at = cp_ ? cp_positions(a.T * cp_->place().size, cp_->place()) : std::vector<int32_t>{};
+  Tensor in_document = Tensor::zeros({a.B, a.T}, DType::i32);
+  for (int64_t b = 0; b < a.B; ++b)
+    for (int64_t t = 0; t < a.T; ++t) {
+      const int32_t position = at.empty() ? int32_t(t) : at[size_t(t)];
+      in_document.data<int32_t>()[b * a.T + t] = position - doc_starts.data<int32_t>()[b * a.T + t];
+    }
+  keep_copy(a.seq.in_document, in_document, device_);
 }
 
 void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
@@ -184,6 +202,17 @@ void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
   // embedding, the positions added (by rank 0) once (reduce-scattered under sequence parallelism).
   Tensor partial = all_rows_like(a.embedded, tp_);
   Tensor positions = row_parallel_bias(w_.positions, tp_);
+  if (positions.defined() && a.seq.in_document.defined()) {
+    // Under document masks each token reads the row of its position in its document: the table
+    // looked up like a vocabulary, by those positions.
+    encoder_forward(partial, a.tokens, w_.embed, Tensor(), first_vocab_row(), config_.padded_vocab_size());
+    Tensor rows = Tensor::zeros(partial.shape(), partial.dtype(), device_);
+    encoder_forward(rows, a.seq.in_document, positions, Tensor());
+    add_inplace(partial, rows);
+    region_output(partial, a.embedded, tp_);
+    release_part(kEmbeddingBlock);
+    return;
+  }
   if (cp_ && positions.defined()) {  // the table's rows of this rank's positions
     Tensor table = positions;
     positions = Tensor::zeros({a.T, config_.channels}, table.dtype(), device_);
@@ -344,11 +373,17 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
   bind_part_grads(kEmbeddingBlock);
-  Tensor dpositions = g_.positions;
-  if (cp_ && dpositions.defined()) dpositions = Tensor::zeros({a.T, config_.channels}, DType::f32, device_);
-  encoder_backward(g_.embed, dpositions, region_output_grad(dres, tp_), a.tokens, first_vocab_row(),
-                   config_.padded_vocab_size());
-  if (cp_ && dpositions.defined()) chunk_rows(dpositions, g_.positions, cp_->place(), false);
+  const Tensor dembedded = region_output_grad(dres, tp_);
+  if (g_.positions.defined() && a.seq.in_document.defined()) {  // rows by the positions in documents
+    Tensor none;
+    encoder_backward(g_.embed, none, dembedded, a.tokens, first_vocab_row(), config_.padded_vocab_size());
+    encoder_backward(g_.positions, none, dembedded, a.seq.in_document);
+  } else {
+    Tensor dpositions = g_.positions;
+    if (cp_ && dpositions.defined()) dpositions = Tensor::zeros({a.T, config_.channels}, DType::f32, device_);
+    encoder_backward(g_.embed, dpositions, dembedded, a.tokens, first_vocab_row(), config_.padded_vocab_size());
+    if (cp_ && dpositions.defined()) chunk_rows(dpositions, g_.positions, cp_->place(), false);
+  }
   part_grads_final(kEmbeddingBlock);
   grads_final_from(names_.embed);
 }

@@ -391,6 +391,46 @@ TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
                         "the shards were packed for sequences of 32 tokens");
 }
 
+// Document masks end to end: JSON-lines documents tokenized (each starting with <|endoftext|>), a run
+// validating under --attention-mask document, and eval with the same mask reproducing its validation
+// loss over the same batches, without it another; a checkpoint without its tokenizer is refused.
+TEST_F(CliBadInput, EvaluatesUnderTheRunsDocumentMask) {
+  std::string jsonl, text;
+  for (int i = 0; i < 200; ++i) {
+    const std::string doc = "document " + std::to_string(i * 7919 % 1000) + std::string(size_t(i % 7), '!');
+    jsonl += nlohmann::json{{"text", doc}}.dump() + "\n";
+    text += doc + "\n";
+  }
+  testing::write_text(dir / "docs.jsonl", jsonl);
+  testing::write_text(dir / "docs.txt", text);
+  const std::string exe = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE), tok = (dir / "tok.json").string();
+  testing::CommandResult r = testing::run_command(exe + " tokenizer-train --vocab-size 280 --in " +
+                                                  (dir / "docs.txt").string() + " --out " + tok);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command(exe + " tokenize --quiet --tokenizer " + tok + " --in " + (dir / "docs.jsonl").string() +
+                           " --val-every 2 --out " + (dir / "data").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string val = " --val-data '" + (dir / "data" / "val_*.bin").string() + "'";
+  r = testing::run_command(exe + " train --model gpt2-tiny --quiet --steps 6 --batch-size 4 --seq-len 32 --eval-every 6 "
+                           "--eval-batches 3 --attention-mask document --tokenizer " + tok + " --out-dir " +
+                           (dir / "run").string() + " --train-data '" + (dir / "data" / "train_*.bin").string() + "'" + val);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double trained = testing::read_metrics(dir / "run" / "metrics.jsonl").back()["val_loss"].get<double>();
+  auto eval_loss = [&](const std::string& checkpoint, const std::string& mask) {
+    const testing::CommandResult e = testing::run_command(exe + " eval --device cpu --checkpoint " + checkpoint +
+                                                          " --seq-len 32 --batch-size 4 --batches 3" + val + mask);
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    return std::stod(e.output.substr(e.output.find("val_loss ") + 9));
+  };
+  EXPECT_NEAR(eval_loss((dir / "run").string(), " --attention-mask document"), trained, 2e-6);
+  EXPECT_GT(std::fabs(eval_loss((dir / "run").string(), "") - trained), 1e-4);
+  // A Hugging Face export holds no tokenizer.json here: no start token to find the documents by.
+  ASSERT_EQ(tessera_run("convert --checkpoint " + (dir / "run").string() + " --to-hf " + (dir / "hf").string()).exit_code, 0);
+  std::filesystem::remove(dir / "hf" / "tokenizer.json");
+  expect_one_line_error("eval --init-from " + (dir / "hf").string() + " --seq-len 32 --attention-mask document" + val,
+                        "--attention-mask document needs the model's tokenizer");
+}
+
 // Chat fine-tuning end to end: conversations rendered with ChatML (special tokens added to a trained
 // tokenizer), a run that learns the assistant's answer, and generate replying to a user's message
 // in the template, stopping at <|im_end|>; chat flags misused.
