@@ -365,7 +365,8 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     gather_part(l, l > r.first ? l - 1 : kNoPart);
     bind_part_grads(l);
     const BlockWeights& w = w_.blocks[size_t(l)];
-    if (a.recompute.covers(l)) block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.seq, block_context(l));
+    if (a.recompute.covers(l))
+      block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.seq, block_context(l));
     block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.seq, a.scratch, deferred, block_context(l));
     release_part(l);
     part_grads_final(l);

@@ -321,7 +321,8 @@ TEST_P(Families, KvCacheMatchesFullRecomputation) {
 
 // Under document masks no token of a window sees another document's: changing every token of one
 // document leaves the other documents' losses as they were (to rounding: a MoE layer's expert GEMMs
-// change shape with the routing), in every family; without the mask the later documents' losses move. Recomputation re-runs attention within the same documents.
+// change shape with the routing), in every family; without the mask the later documents' losses
+// move. Recomputation re-runs attention within the same documents.
 TEST_P(Families, DocumentMaskKeepsDocumentsApart) {
   Decoder model(family(GetParam()));
   model.set_moe_options(MoeOptions{0.0f, 0.0f, 0.0f});

@@ -74,7 +74,8 @@ Tensor starts_at(const Tensor& doc_starts, const Positions& positions) {
   const int64_t B = doc_starts.size(0), T = doc_starts.size(1), n = int64_t(positions.size());
   Tensor rows = Tensor::zeros({B, n}, DType::i32);
   for (int64_t b = 0; b < B; b++)
-    for (int64_t t = 0; t < n; t++) rows.data<int32_t>()[b * n + t] = doc_starts.data<int32_t>()[b * T + positions[size_t(t)]];
+    for (int64_t t = 0; t < n; t++)
+      rows.data<int32_t>()[b * n + t] = doc_starts.data<int32_t>()[b * T + positions[size_t(t)]];
   return rows;
 }
 

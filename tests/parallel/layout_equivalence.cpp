@@ -266,6 +266,21 @@ TEST(ValidationOfCollectiveForwards, MatchesOneProcess) {
     EXPECT_NEAR(val_loss(train(l, dir / layout_name(l), shard, extra)), want, 1e-5 * want) << layout_name(l);
 }
 
+namespace {
+
+// Layout l's run has the reference's metrics lines: the losses, grad norms and validation losses.
+void expect_same_metrics(const RunResult& run, const RunResult& ref, const Layout& l) {
+  ASSERT_EQ(run.metrics.size(), ref.metrics.size()) << layout_name(l);
+  for (size_t s = 0; s < ref.metrics.size(); ++s)
+    for (const char* key : {"loss", "grad_norm", "val_loss"}) {
+      if (!ref.metrics[s].contains(key)) continue;
+      const double want = ref.metrics[s][key], got = run.metrics[s][key];
+      EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << layout_name(l) << " " << key << " at line " << s + 1;
+    }
+}
+
+}  // namespace
+
 // Loss masks (supervised fine-tuning): every rank weighs its targets by the global batch's count,
 // so runs whose ranks and micro-batches hold unequal numbers of targets match one process, in
 // training and in validation (whose batches are a micro-batch, 2 sequences in every run): dp with
@@ -280,16 +295,7 @@ TEST(LossMasks, MatchOneProcess) {
                             {4, 2, 0, 2, "gpt2-tiny", 2, "1f1b"},
                             {2, 1, 0, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2},
                             {2, 1, 0, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}};
-  for (const Layout& l : layouts) {
-    const RunResult run = train(l, dir / layout_name(l), shard.string(), extra);
-    ASSERT_EQ(run.metrics.size(), ref.metrics.size()) << layout_name(l);
-    for (size_t s = 0; s < ref.metrics.size(); ++s)
-      for (const char* key : {"loss", "grad_norm", "val_loss"}) {
-        if (!ref.metrics[s].contains(key)) continue;
-        const double want = ref.metrics[s][key], got = run.metrics[s][key];
-        EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << layout_name(l) << " " << key << " at line " << s + 1;
-      }
-  }
+  for (const Layout& l : layouts) expect_same_metrics(train(l, dir / layout_name(l), shard.string(), extra), ref, l);
 }
 
 // Document masks (packed sequences): every rank takes its micro-batch's document starts from the whole
@@ -326,16 +332,7 @@ TEST(DocumentMasks, MatchOneProcess) {
                                   {4, 2, 1, 2, model, 1, "1f1b", 1, 0, "--recompute full", 1, 1, 2}}
             : std::vector<Layout>{{4, 1, 0, 2, model, 1, "1f1b", 1, 0, "", 1, 1, 4},
                                   {4, 1, 0, 2, model, 2, "1f1b", 1, 0, "", 2}};
-    for (const Layout& l : layouts) {
-      const RunResult run = train(l, dir / layout_name(l), shard.string(), extra);
-      ASSERT_EQ(run.metrics.size(), ref.metrics.size()) << layout_name(l);
-      for (size_t s = 0; s < ref.metrics.size(); ++s)
-        for (const char* key : {"loss", "grad_norm", "val_loss"}) {
-          if (!ref.metrics[s].contains(key)) continue;
-          const double want = ref.metrics[s][key], got = run.metrics[s][key];
-          EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << layout_name(l) << " " << key << " at line " << s + 1;
-        }
-    }
+    for (const Layout& l : layouts) expect_same_metrics(train(l, dir / layout_name(l), shard.string(), extra), ref, l);
   }
 }
 

@@ -69,8 +69,8 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 namespace {
 
 // One query head's backward: q, k, v, dq, dk, dv (T, HS), row stride W; dout_bh, out_bh (T, HS), row
-// stride C; lse_bh (T); doc_starts (T) or null. dq is written; dk and dv are accumulated (+=), so a kv head shared by several
-// query heads sums their contributions. p and dp: (kAttentionTile, T) scratch.
+// stride C; lse_bh (T); doc_starts (T) or null. dq is written; dk and dv are accumulated (+=), so a
+// kv head shared by several query heads sums their contributions. p and dp: (kAttentionTile, T) scratch.
 struct HeadBackward {
   const float *q, *k, *v, *dout_bh, *out_bh, *lse_bh;
   float *dq, *dk, *dv;

@@ -1,9 +1,10 @@
 // The inner step shared by the CPU attention kernels (attention_cpu, attention_block_cpu): one tile of
 // query rows of one head against the keys [0, cols) of its kv head, row i of the tile seeing keys
 // [first[i], visible[i]) of them (first null: from 0; visible[i] <= cols). Forward: the tile's
-// softmax-weighted values and row log-sum-exp (a row that sees no key: 0 and -inf). Backward: from the final lse and D = rowsum(dout * out), dk and dv accumulate (+=) and dq
-// is written (dq_beta 0) or accumulated (dq_beta 1). Scores stay in a (kTile, cols) scratch; the
-// GEMMs read q, k, v in place at their row strides and run on the calling thread.
+// softmax-weighted values and row log-sum-exp (a row that sees no key: 0 and -inf). Backward: from
+// the final lse and D = rowsum(dout * out), dk and dv accumulate (+=) and dq is written (dq_beta 0)
+// or accumulated (dq_beta 1). Scores stay in a (kTile, cols) scratch; the GEMMs read q, k, v in place
+// at their row strides and run on the calling thread.
 #pragma once
 
 #include <cstdint>
