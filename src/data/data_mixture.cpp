@@ -139,6 +139,10 @@ bool DataMixture::has_loss_masks() const {
   return std::any_of(datasets_.begin(), datasets_.end(), [](const auto& d) { return d->has_loss_mask(); });
 }
 
+bool DataMixture::has_packed_records() const {
+  return std::any_of(datasets_.begin(), datasets_.end(), [](const auto& d) { return d->packed_seq_len() > 0; });
+}
+
 std::string DataMixture::summary(int64_t batches) const {
   std::string lines;
   for (size_t d = 0; d < sources_.size(); ++d) {

@@ -61,6 +61,8 @@ class DataMixture {
 
   // Whether any source's shards carry loss masks (data/loss_mask.h).
   bool has_loss_masks() const;
+  // Whether a source's shards hold fine-tuning records packed into windows (tokenize --pack-seq-len).
+  bool has_packed_records() const;
   // One line per source: its share, tokens, windows and the epochs `batches` global batches take of
   // it, and the share of its tokens that are targets when it has loss masks.
   std::string summary(int64_t batches) const;

@@ -509,6 +509,9 @@ TrainResult Trainer::run() {
                      train_data_->summary(config_.steps));
   else if (train_data_->has_loss_masks() && is_reporting_rank())
     progress.message("--train-data: " + train_data_->summary(config_.steps));
+  if (train_data_->has_packed_records() && !document_start_ && is_reporting_rank())
+    progress.message("--train-data holds records packed into windows (tokenize --pack-seq-len), and each token attends "
+                     "to the other records of its window; --attention-mask document keeps every record to itself");
 
   const StopSignals stop_signals;  // SIGTERM/SIGINT: finish the step, save, stop
   stop_signals_ = &stop_signals;

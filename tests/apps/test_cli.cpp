@@ -384,8 +384,14 @@ TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(testing::contains(r.output, "packed for --seq-len 32: ")) << r.output;
   const std::string packed = " --train-data '" + (dir / "packed" / "train_*.bin").string() + "'";
-  EXPECT_EQ(tessera_run("train --model gpt2-tiny --quiet --steps 2 --batch-size 2 --seq-len 32 --tokenizer " +
-                        (dir / "tok.json").string() + " --out-dir " + (dir / "run32").string() + packed).exit_code, 0);
+  const std::string run32 = exe + " train --model gpt2-tiny --quiet --steps 2 --batch-size 2 --seq-len 32 --tokenizer " +
+                            (dir / "tok.json").string() + packed + " --out-dir ";
+  r = testing::run_command(run32 + (dir / "run32").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;  // records that see each other's tokens are pointed out
+  EXPECT_TRUE(testing::contains(r.output, "--attention-mask document keeps every record to itself")) << r.output;
+  r = testing::run_command(run32 + (dir / "run32docs").string() + " --attention-mask document");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(testing::contains(r.output, "--attention-mask document keeps")) << r.output;
   expect_one_line_error("train --model gpt2-tiny --quiet --steps 2 --batch-size 2 --seq-len 16 --tokenizer " +
                             (dir / "tok.json").string() + " --out-dir " + (dir / "run16").string() + packed,
                         "the shards were packed for sequences of 32 tokens");
