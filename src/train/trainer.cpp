@@ -16,7 +16,6 @@
 #include "core/cuda/device.h"
 #include "core/file_checks.h"
 #include "core/user_text.h"
-#include "data/document_starts.h"
 #include "data/tokenizer.h"
 #include "ops/attention.h"
 #include "optim/grad_clip.h"
@@ -66,10 +65,11 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
+  std::optional<int32_t> document_start;  // --attention-mask document: the token that starts a document
   if (config_.attention_mask == "document") {
     TS_CHECK(tokenizer_, "--attention-mask document needs --tokenizer: its document start token (BOS, or "
                          "<|endoftext|>) marks where each document of a training window begins");
-    document_start_ = tokenizer_->document_start_token();
+    document_start = tokenizer_->document_start_token();
   }
 
   using Clock = std::chrono::steady_clock;
@@ -200,8 +200,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   peak_flops_ = peak_flops_for(config_.peak_tflops, device_.device);
   schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
                          config_.steps, config_.decay_fraction};
-  inputs_ = Tensor::zeros({micro_batch_, config_.seq_len}, DType::i32);
-  targets_ = Tensor::zeros({micro_batch_, config_.seq_len}, DType::i32);
+  feed_.emplace(micro_batch_, config_.seq_len, context_parallel_.get(), document_start);
 }
 
 Trainer::~Trainer() = default;
@@ -243,14 +242,14 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     };
     auto final_from = [&](int64_t offset) { data_parallel_->grads_final_from(offset); };
     const double token_losses =
-        pipeline_->train_step(micro, T / grid_.dims.cp, dloss, micro_batches(fill),
+        pipeline_->train_step(micro, T / grid_.dims.cp, dloss, feed_->pipeline_filler(fill),
                               reduce_after ? std::function<void(int64_t)>() : final_from);
     loss_sum = token_losses;
     if (!data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
   }
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
-    train_data_->fill(batch_index, first, micro, inputs_.data<int32_t>(), targets_.data<int32_t>());
-    loss_sum += forward(inputs_, targets_, dloss) * double(micro * T);
+    train_data_->fill(batch_index, first, micro, feed_->inputs().data<int32_t>(), feed_->targets().data<int32_t>());
+    loss_sum += feed_->forward(*model_, dloss) * double(micro * T);
     // Only the last micro-batch's backward reduces: its buckets start as they complete.
     if (!reduce_after && first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
     model_->backward();
@@ -317,46 +316,16 @@ float Trainer::evaluate(const DataMixture& val_data) {
   if (pipeline_) {
     sum = pipeline_->evaluate(
         int(runs), int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
-        micro_batches([&](int m, Tensor& inputs, Tensor& targets) {
+        feed_->pipeline_filler([&](int m, Tensor& inputs, Tensor& targets) {
           val_data.fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
         }));
   }
   for (int64_t m = 0; !pipeline_ && m < runs; ++m) {
-    val_data.fill(batch(m), 0, micro_batch_, inputs_.data<int32_t>(), targets_.data<int32_t>());
-    const double loss = forward(inputs_, targets_, 0.0f);
+    val_data.fill(batch(m), 0, micro_batch_, feed_->inputs().data<int32_t>(), feed_->targets().data<int32_t>());
+    const double loss = feed_->forward(*model_, 0.0f);
     if (m < mine) sum += loss * double(micro_batch_ * config_.seq_len);
   }
   return float(sum_over_ranks({sum})[0] / double(std::max<int64_t>(trained, 1)));
-}
-
-double Trainer::forward(const Tensor& inputs, const Tensor& targets, float dloss) {
-  if (!context_parallel_) return model_->forward(inputs, targets, dloss, local_doc_starts(inputs));
-  // The rank's share of every sequence; its mean loss over cp sums to the sequences' mean.
-  const CpPlace cp = context_parallel_->place();
-  return double(model_->forward(cp_local_tokens(inputs, cp), cp_local_tokens(targets, cp), dloss,
-                                local_doc_starts(inputs))) /
-         cp.size;
-}
-
-PipelineParallel::FillMicroBatch Trainer::micro_batches(FillTokens fill) {
-  return [this, fill](int m, Tensor& inputs, Tensor& targets, Tensor& doc_starts) {
-    if (!context_parallel_) {
-      fill(m, inputs, targets);
-      doc_starts = local_doc_starts(inputs);
-      return;
-    }
-    fill(m, inputs_, targets_);  // the whole sequences, then this rank's share of each
-    const CpPlace cp = context_parallel_->place();
-    copy_tensor(inputs, cp_local_tokens(inputs_, cp));
-    copy_tensor(targets, cp_local_tokens(targets_, cp));
-    doc_starts = local_doc_starts(inputs_);
-  };
-}
-
-Tensor Trainer::local_doc_starts(const Tensor& inputs) const {
-  if (!document_start_) return {};
-  const Tensor starts = document_starts(inputs, *document_start_);
-  return context_parallel_ ? cp_local_tokens(starts, context_parallel_->place()) : starts;
 }
 
 std::vector<double> Trainer::sum_over_ranks(const std::vector<double>& values) {
@@ -509,7 +478,7 @@ TrainResult Trainer::run() {
                      train_data_->summary(config_.steps));
   else if (train_data_->has_loss_masks() && is_reporting_rank())
     progress.message("--train-data: " + train_data_->summary(config_.steps));
-  if (train_data_->has_packed_records() && !document_start_ && is_reporting_rank())
+  if (train_data_->has_packed_records() && config_.attention_mask != "document" && is_reporting_rank())
     progress.message("--train-data holds records packed into windows (tokenize --pack-seq-len), and each token attends "
                      "to the other records of its window; --attention-mask document keeps every record to itself");
 

@@ -23,6 +23,7 @@
 #include "train/data_parallel.h"
 #include "train/device_choice.h"
 #include "train/loss_scaler.h"
+#include "train/micro_batch_feed.h"
 #include "train/pipeline_parallel.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
@@ -71,19 +72,6 @@ class Trainer {
   void print_sample(ProgressLine& progress);
   void write_loss_plot(const std::filesystem::path& metrics_path);
   bool is_reporting_rank() const { return grid_.world_rank == 0; }
-  // model_->forward() of a micro-batch (B,T) of tokens and targets, of this rank's share of every
-  // sequence under context parallelism; returns the mean token loss's share (sums over cp to the mean).
-  double forward(const Tensor& inputs, const Tensor& targets, float dloss);
-  // Fills micro-batch m's (B,T) host token and target tensors with whole sequences.
-  using FillTokens = std::function<void(int m, Tensor& inputs, Tensor& targets)>;
-  // A pipeline's micro-batch filler for this rank: `fill`, under context parallelism into whole
-  // sequences and then this rank's share into the pipeline's (B, T/cp) buffers; with the document
-  // starts under --attention-mask document.
-  PipelineParallel::FillMicroBatch micro_batches(FillTokens fill);
-  // Under --attention-mask document, the document starts (data/document_starts.h) of a micro-batch's
-  // whole sequences `inputs` (B,T), this rank's share of them under context parallelism (true
-  // positions); undefined otherwise.
-  Tensor local_doc_starts(const Tensor& inputs) const;
   // Sums over the ranks that hold different parts of the step: dp×cp, then the pipeline stages.
   std::vector<double> sum_over_ranks(const std::vector<double>& values);
   // The global gradient norm over every stage and tp rank (each parameter counted once).
@@ -94,7 +82,6 @@ class Trainer {
   DeviceChoice device_;
   DType compute_dtype_ = DType::f32;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::optional<int32_t> document_start_;  // --attention-mask document: the token that starts a document
   std::unique_ptr<Decoder> model_;
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_
   std::unique_ptr<PipelineParallel> pipeline_;   // refers to *model_; with --pp above 1 only
@@ -142,7 +129,7 @@ class Trainer {
   std::string resume_notice_;           // what --resume skipped, or that it starts afresh
   int64_t next_batch_ = 0;  // the data loader's position: the global batch the next step reads
   int64_t micro_batch_ = 1;  // sequences per forward pass on this rank
-  Tensor inputs_, targets_;  // (micro_batch, T) i32
+  std::optional<MicroBatchFeed> feed_;  // this rank's share of each micro-batch, with its document starts
 };
 
 }  // namespace tessera
