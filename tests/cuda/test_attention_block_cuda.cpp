@@ -40,16 +40,6 @@ std::vector<int32_t> chunk_positions(std::initializer_list<int> chunks, int64_t 
   return p;
 }
 
-// The query rows' document starts (B, positions.size()): columns `positions` of the sequence's (B, T).
-Tensor rows_at(const Tensor& doc_starts, const std::vector<int32_t>& positions) {
-  const int64_t B = doc_starts.size(0), T = doc_starts.size(1), n = int64_t(positions.size());
-  Tensor rows = Tensor::zeros({B, n}, DType::i32);
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t i = 0; i < n; i++)
-      rows.data<int32_t>()[b * n + i] = doc_starts.data<int32_t>()[b * T + positions[size_t(i)]];
-  return rows;
-}
-
 // A rank's ring steps on the GPU against the CPU. doc_starts: the whole sequence's (B, 4 chunk) document
 // starts on the host, or undefined (plain causal). own_first: the rank's own kv block comes first, where
 // every row sees a key; otherwise the other rank's, where rows of chunk 0 (and, with documents, rows whose
@@ -62,7 +52,7 @@ void expect_ring_steps_match_cpu(const BlockCase& c, const Tensor& doc_starts, b
   const int64_t T = 2 * chunk, W = (NH + 2 * NKV) * HS, C = NH * HS;
   const std::vector<int32_t> mine = chunk_positions({0, 3}, chunk), theirs = chunk_positions({1, 2}, chunk);
   const BlockPositions own{mine, mine}, other{mine, theirs};
-  const Tensor docs = doc_starts.defined() ? rows_at(doc_starts, mine) : Tensor{};  // (B, T)
+  const Tensor docs = doc_starts.defined() ? testing::doc_starts_at(doc_starts, mine) : Tensor{};  // (B, T)
   const Tensor docs_gpu = docs.defined() ? testing::to_gpu(docs) : Tensor{};
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dtype));

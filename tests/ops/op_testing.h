@@ -65,6 +65,17 @@ inline Tensor doc_starts_of_lengths(int64_t T, const DocumentLengths& lengths) {
   return starts;
 }
 
+// The document starts (B, positions.size()) of query rows at `positions` of (B,T) doc_starts: what
+// a context-parallel rank's share of the sequences holds (true positions).
+inline Tensor doc_starts_at(const Tensor& doc_starts, const std::vector<int32_t>& positions) {
+  const int64_t B = doc_starts.size(0), T = doc_starts.size(1), n = int64_t(positions.size());
+  Tensor rows = Tensor::zeros({B, n}, DType::i32);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < n; t++)
+      rows.data<int32_t>()[b * n + t] = doc_starts.data<int32_t>()[b * T + positions[size_t(t)]];
+  return rows;
+}
+
 inline void fill(Tensor& t, float value) { std::fill(t.f32(), t.f32() + t.numel(), value); }
 
 // sum_i a[i] * b[i] in double: the loss whose gradient with respect to a is b.

@@ -68,17 +68,6 @@ Reference full_attention(const Tensor& qkv, const Tensor& dout, const BlockShape
   return r;
 }
 
-// The document starts (B, positions) of a (B, T) i32 tensor, or undefined.
-Tensor starts_at(const Tensor& doc_starts, const Positions& positions) {
-  if (!doc_starts.defined()) return {};
-  const int64_t B = doc_starts.size(0), T = doc_starts.size(1), n = int64_t(positions.size());
-  Tensor rows = Tensor::zeros({B, n}, DType::i32);
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t t = 0; t < n; t++)
-      rows.data<int32_t>()[b * n + t] = doc_starts.data<int32_t>()[b * T + positions[size_t(t)]];
-  return rows;
-}
-
 // Runs every (query block, kv block) pair, kv blocks in `order`, and checks out, lse and dqkv against
 // causal attention over the whole sequence (within its documents, when doc_starts (B,T) is given).
 void check_blocks_reproduce_attention(const BlockShape& s, const std::vector<Positions>& blocks,
@@ -95,7 +84,7 @@ void check_blocks_reproduce_attention(const BlockShape& s, const std::vector<Pos
   for (size_t i = 0; i < blocks.size(); i++) {
     const int64_t n = int64_t(blocks[i].size());
     Tensor out = Tensor::zeros({s.B, n, s.C()}), lse = Tensor::zeros({s.B, s.NH, n});
-    const Tensor starts = starts_at(doc_starts, blocks[i]);
+    const Tensor starts = doc_starts.defined() ? testing::doc_starts_at(doc_starts, blocks[i]) : Tensor();
     for (size_t j : order)
       attention_block_forward(out, lse, q_blocks[i], kv_blocks[j], {blocks[i], blocks[j]}, int(s.NH), int(s.NKV),
                               j == order.front(), starts);
