@@ -161,7 +161,8 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss,
 
 namespace {
 
-// A device copy of host (B,T) i32 `from` in `kept`, reusing its buffer when the shape matches.
+// A device copy of host i32 `from` in `kept`, reusing its buffer when the shape matches. A copy, not a
+// view of the caller's buffer: a pipeline refills that with the next micro-batch before backward.
 void keep_copy(Tensor& kept, const Tensor& from, Device device) {
   if (!kept.defined() || kept.shape() != from.shape() || kept.device() != device)
     kept = Tensor::zeros(from.shape(), DType::i32, device);
@@ -177,7 +178,6 @@ void Decoder::keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) c
   }
   TS_CHECK(doc_starts.dtype() == DType::i32 && (doc_starts.shape() == Shape{a.B, a.T}),
            "Decoder: doc_starts must be (B,T) = (", a.B, ", ", a.T, ") i32, got ", shape_string(doc_starts.shape()));
-  // Copies, as the tokens' in embed(): the caller's buffer holds the next micro-batch before backward.
   keep_copy(a.seq.doc_starts, doc_starts, device_);
   if (config_.positions != PositionKind::learned || a.range.first != 0) return;
   // Learned positions restart with every document: a token's row is its distance from its start.
@@ -192,11 +192,7 @@ void Decoder::keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) c
 }
 
 void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
-  // A copy, not a view of the caller's buffer: a pipeline refills that with the next micro-batch
-  // before this one's embedding backward reads it.
-  if (!a.tokens.defined() || a.tokens.shape() != tokens.shape() || a.tokens.device() != device_)
-    a.tokens = Tensor::zeros(tokens.shape(), DType::i32, device_);
-  copy_tensor(a.tokens, tokens);
+  keep_copy(a.tokens, tokens, device_);  // read again by the embedding's backward
   gather_part(kEmbeddingBlock, a.range.first);
   // Under tensor parallelism a rank looks up its vocabulary rows; the sum over the group is the
   // embedding, the positions added (by rank 0) once (reduce-scattered under sequence parallelism).
@@ -209,16 +205,14 @@ void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
     Tensor rows = Tensor::zeros(partial.shape(), partial.dtype(), device_);
     encoder_forward(rows, a.seq.in_document, positions, Tensor());
     add_inplace(partial, rows);
-    region_output(partial, a.embedded, tp_);
-    release_part(kEmbeddingBlock);
-    return;
+  } else {
+    if (cp_ && positions.defined()) {  // the table's rows of this rank's positions
+      Tensor table = positions;
+      positions = Tensor::zeros({a.T, config_.channels}, table.dtype(), device_);
+      chunk_rows(positions, table, cp_->place(), true);
+    }
+    encoder_forward(partial, a.tokens, w_.embed, positions, first_vocab_row(), config_.padded_vocab_size());
   }
-  if (cp_ && positions.defined()) {  // the table's rows of this rank's positions
-    Tensor table = positions;
-    positions = Tensor::zeros({a.T, config_.channels}, table.dtype(), device_);
-    chunk_rows(positions, table, cp_->place(), true);
-  }
-  encoder_forward(partial, a.tokens, w_.embed, positions, first_vocab_row(), config_.padded_vocab_size());
   region_output(partial, a.embedded, tp_);
   release_part(kEmbeddingBlock);
 }

@@ -42,13 +42,8 @@ int64_t first_seeing_row(const std::vector<int64_t>& visible) {
 // The tile of query rows [r0, r0 + rows) of sequence b of one head, over the keys from its first row's
 // first to its last row's end (cols <= 0: the tile sees none). q: (Tq, HS), row stride W; k, v: (Tk, HS),
 // row stride 2*NKV*HS; first, visible: (kAttentionTile) scratch, filled relative to the tile's keys.
-struct BlockTile {
-  AttentionTile tile;
-  int64_t k0;  // the tile's first key
-};
-
-BlockTile block_tile(const float* q, const float* k, const float* v, const AttentionBlock& a, const VisibleKeys& keys,
-                     int64_t b, int64_t r0, int64_t* first, int64_t* visible) {
+PlacedTile block_tile(const float* q, const float* k, const float* v, const AttentionBlock& a,
+                      const VisibleKeys& keys, int64_t b, int64_t r0, int64_t* first, int64_t* visible) {
   const int64_t rows = std::min(kAttentionTile, a.Tq - r0);
   const int64_t* row_first = keys.first.empty() ? nullptr : keys.first.data() + b * a.Tq + r0;
   const int64_t k0 = row_first ? row_first[0] : 0, KV = 2 * a.NKV * a.HS;
@@ -149,7 +144,7 @@ void attention_block_backward(float* dqkv, float* dkv, const float* dout, const 
           const int64_t kv_at = b * a.Tk * KV, q_at = b * a.Tq * W + at.q;
           const int64_t bh = (b * a.NH + h) * a.Tq, dout_at = b * a.Tq * C + h * a.HS;
           for (int64_t r0 = start; r0 < a.Tq; r0 += kAttentionTile) {
-            const BlockTile bt =
+            const PlacedTile bt =
                 block_tile(qkv + q_at, kv + kv_at + at.k, kv + kv_at + at.v, a, keys, b, r0, tile_first, tile_visible);
             if (bt.tile.cols <= 0) continue;
             const int64_t k_at = kv_at + bt.k0 * KV;

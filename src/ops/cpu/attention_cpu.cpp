@@ -22,12 +22,7 @@ namespace {
 // with document starts (T) only the keys from the tile's first row's start on, row i seeing those from
 // its own start (starts do not decrease). q, k, v: (T, HS), row stride W; visible, first:
 // (kAttentionTile) filled here.
-struct CausalTile {
-  AttentionTile tile;
-  int64_t k0;  // the tile's first key
-};
-
-CausalTile causal_tile(const float* q, const float* k, const float* v, int64_t W, int64_t r0, int64_t T, int64_t HS,
+PlacedTile causal_tile(const float* q, const float* k, const float* v, int64_t W, int64_t r0, int64_t T, int64_t HS,
                        float scale, const int32_t* doc_starts, int64_t* visible, int64_t* first) {
   const int64_t rows = std::min(kAttentionTile, T - r0), k0 = doc_starts ? doc_starts[r0] : 0;
   for (int64_t i = 0; i < rows; i++) {
@@ -58,7 +53,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
         float* lse_bh = lse + (b * NH + h) * T;    // (T)
         const int32_t* starts = doc_starts ? doc_starts + b * T : nullptr;
         for (int64_t r0 = 0; r0 < T; r0 += kAttentionTile) {
-          const CausalTile ct = causal_tile(x + at.q, x + at.k, x + at.v, W, r0, T, HS, scale, starts, visible, first);
+          const PlacedTile ct = causal_tile(x + at.q, x + at.k, x + at.v, W, r0, T, HS, scale, starts, visible, first);
           attention_tile_forward(ct.tile, out_bh + r0 * C, C, lse_bh + r0, p.data());
         }
       }
@@ -82,7 +77,7 @@ void attention_backward_head(const HeadBackward& a, int64_t T, int64_t HS, int64
   int64_t visible[kAttentionTile], first[kAttentionTile];
   float delta[kAttentionTile];
   for (int64_t r0 = 0; r0 < T; r0 += kAttentionTile) {
-    const CausalTile ct = causal_tile(a.q, a.k, a.v, W, r0, T, HS, scale, a.doc_starts, visible, first);
+    const PlacedTile ct = causal_tile(a.q, a.k, a.v, W, r0, T, HS, scale, a.doc_starts, visible, first);
     for (int64_t i = 0; i < ct.tile.rows; i++)
       delta[i] = attention_row_delta(a.dout_bh + (r0 + i) * C, a.out_bh + (r0 + i) * C, HS);
     const AttentionTileGrads grads{.dout = a.dout_bh + r0 * C, .ldo = C, .lse = a.lse_bh + r0, .delta = delta,

@@ -32,6 +32,13 @@ struct AttentionTile {
   int64_t first_key(int64_t row) const { return first ? first[row] : 0; }
 };
 
+// A tile cut from a head's keys: its k and v start at key k0 of the head's, so the key gradients it
+// writes start there too.
+struct PlacedTile {
+  AttentionTile tile;
+  int64_t k0;
+};
+
 // o (rows, HS), row stride ldo = softmax(scale q k^T over each row's visible keys) v; lse (rows).
 // p: (kAttentionTile, cols) scratch.
 void attention_tile_forward(const AttentionTile& t, float* o, int64_t ldo, float* lse, float* p);
