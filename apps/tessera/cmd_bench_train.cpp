@@ -15,7 +15,7 @@ namespace {
 struct BenchTrainFlags {
   TrainConfig shape;  // --model and the shape overrides, resolved as `tessera train` does
   int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3;
-  std::string device = "auto", dtype = "auto", attention_kernel = "tessera", fp8 = "off";
+  std::string device = "auto", dtype = "auto", attention_kernel = "auto", fp8 = "off";
   double peak_tflops = 0;
   bool json = false;
 };
@@ -79,7 +79,8 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--dtype", f->dtype, "auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16")
       ->capture_default_str();
   cmd->add_option("--attention-kernel", f->attention_kernel,
-                  "GPU attention in bf16/fp16: tessera (our tensor-core kernels) or cudnn (cuDNN's fused attention)")
+                  "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it and it covers the "
+                  "call, else ours), tessera (our tensor-core kernels) or cudnn")
       ->capture_default_str();
   cmd->add_option("--fp8", f->fp8, "fp8 for the blocks' linear layers: off, hybrid or e4m3 (as train's --fp8)")
       ->capture_default_str();

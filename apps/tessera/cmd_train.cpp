@@ -141,7 +141,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--device", c.device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
       ->capture_default_str();
   cmd.add_option("--attention-kernel", c.attention_kernel,
-                 "GPU attention in bf16/fp16: tessera (our tensor-core kernels) or cudnn (cuDNN's fused attention)")
+                 "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it and it covers the "
+                 "call, else ours), tessera (our tensor-core kernels) or cudnn")
       ->capture_default_str();
   cmd.add_option("--attention-mask", c.attention_mask,
                  "causal: each token attends to the whole window before it; document: only to its own document's "

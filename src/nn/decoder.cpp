@@ -104,6 +104,7 @@ void Decoder::to(Device device, DType compute) {
   TS_CHECK(params_.defined(), "Decoder::to: the parameters were left to ZeRO-3 (ParamStorage::sharded_later), "
                               "which has not taken them yet (set_sharded_parameters)");
   set_params(tensor_to(params_, device));
+  if (part_grads_) return;  // ZeRO 2's gradients live in its buffers, on the shard's device
   const bool had_grads = grads_.defined();
   release_grads();
   if (had_grads) allocate_grads();  // zero-filled: gradients never carry over a move

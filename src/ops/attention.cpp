@@ -1,6 +1,6 @@
 // Causal self-attention: shape and dtype checks, then dispatch by device and, on the GPU, by storage
 // type (f32, bf16, f16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 and f16 run on
-// cuDNN's fused attention when that kernel is chosen and covers the case, else on the tensor cores
+// cuDNN's fused attention when the kernel choice allows it and cuDNN covers the case, else on the tensor cores
 // (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core kernels. Both
 // devices cover grouped-query attention (num_kv_heads < num_heads) and document masks (not cuDNN).
 #include "ops/attention.h"
@@ -25,7 +25,17 @@
 namespace tessera {
 namespace {
 
-std::atomic<AttentionKernel> chosen_attention_kernel{AttentionKernel::tessera};
+std::atomic<AttentionKernel> chosen_attention_kernel{AttentionKernel::automatic};
+
+#ifdef TESSERA_WITH_CUDNN
+// Whether cuDNN runs a 16-bit GPU attention call of head size HS on these tensors.
+bool cudnn_takes(const int32_t* doc_starts, int64_t HS, std::initializer_list<const void*> pointers) {
+  const AttentionKernel kernel = attention_kernel();
+  if (kernel == AttentionKernel::tessera || doc_starts != nullptr || !cuda::attention_cudnn_supported(HS, pointers))
+    return false;
+  return kernel == AttentionKernel::cudnn || cuda::attention_cudnn_release_usable();
+}
+#endif
 
 }  // namespace
 
@@ -41,9 +51,18 @@ void set_attention_kernel(AttentionKernel kernel) {
 AttentionKernel attention_kernel() { return chosen_attention_kernel; }
 
 AttentionKernel parse_attention_kernel(std::string_view name) {
-  if (name == "tessera") return AttentionKernel::tessera;
-  if (name == "cudnn") return AttentionKernel::cudnn;
-  TS_FAIL("unknown attention kernel '", std::string(name), "': valid kernels are tessera, cudnn");
+  for (const AttentionKernel kernel : {AttentionKernel::automatic, AttentionKernel::tessera, AttentionKernel::cudnn})
+    if (name == attention_kernel_name(kernel)) return kernel;
+  TS_FAIL("unknown attention kernel '", std::string(name), "': valid kernels are auto, tessera, cudnn");
+}
+
+std::string_view attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::automatic: return "auto";
+    case AttentionKernel::tessera: return "tessera";
+    case AttentionKernel::cudnn: return "cudnn";
+  }
+  return "?";
 }
 
 namespace detail {
@@ -108,8 +127,7 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
         // size and pointers.
         if constexpr (!std::is_same_v<T, float>) {
 #ifdef TESSERA_WITH_CUDNN
-          if (attention_kernel() == AttentionKernel::cudnn && !starts &&
-              cuda::attention_cudnn_supported(d.head_size(), {qkv.raw_data(), out.raw_data(), lse.raw_data()}))
+          if (cudnn_takes(starts, d.head_size(), {qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
                                                  d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
 #endif
@@ -155,9 +173,8 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, float>) {
 #ifdef TESSERA_WITH_CUDNN
-          if (attention_kernel() == AttentionKernel::cudnn && !starts &&
-              cuda::attention_cudnn_supported(
-                  d.head_size(), {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data(), lse.raw_data()}))
+          if (cudnn_takes(starts, d.head_size(),
+                          {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
                                                   cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,
                                                   d.T, d.C, d.NH, d.NKV, cuda_compute_stream());

@@ -135,7 +135,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
       {"device", o.device == Device::cuda ? "cuda" : "cpu"},
       {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
       {"dtype", compute_dtype_flag(o.dtype)},
-      {"attention_kernel", o.attention_kernel == AttentionKernel::cudnn ? "cudnn" : "tessera"},
+      {"attention_kernel", std::string(attention_kernel_name(o.attention_kernel))},
       {"fp8", fp8_recipe_name(o.fp8.recipe)},
       {"model", o.model_name},
       {"layers", c.num_layers},

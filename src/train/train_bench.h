@@ -25,7 +25,7 @@ struct TrainBenchOptions {
   Device device = Device::cpu;
   DType dtype = DType::f32;  // compute dtype (bf16 on the GPU: fp32 master weights and optimizer)
   double peak_tflops = 0;  // 0 = looked up from the GPU's name (none on CPU)
-  AttentionKernel attention_kernel = AttentionKernel::tessera;  // GPU attention in bf16/fp16
+  AttentionKernel attention_kernel = AttentionKernel::automatic;  // GPU attention in bf16/fp16
   Fp8Options fp8;  // fp8 linear layers (the scales move on after every step, as in training)
   uint64_t seed = 1337;
 };

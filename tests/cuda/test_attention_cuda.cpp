@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/attention_cases.h"
+#include "cuda/attention_testing.h"
 #include "cuda/cuda_testing.h"
 #include "ops/attention.h"
 
@@ -108,7 +109,12 @@ void expect_low_precision_matches_cpu(const AttentionCase& c, const Tensor& doc_
   }
 }
 
-class AttentionCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
+// Tessera's own kernels, whatever the process-wide choice (cuDNN's have their own tests).
+class TesseraAttentionTest : public testing::CudaTest {
+  const testing::AttentionKernelScope tessera_{AttentionKernel::tessera};
+};
+
+class AttentionCuda : public TesseraAttentionTest, public ::testing::WithParamInterface<AttentionCase> {};
 
 TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) { expect_f32_matches_cpu(GetParam(), {}); }
 TEST_P(AttentionCuda, LowPrecisionMatchesCpuOnRoundedInputs) { expect_low_precision_matches_cpu(GetParam(), {}); }
@@ -124,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCuda,
 
 // Packed sequences: the same checks with document masks, on the CUDA-core kernels (f32; bf16 and f16 at
 // HS = 16, 48) and the tensor-core ones (bf16 and f16 at HS = 64, 128).
-class AttentionDocumentsCuda : public testing::CudaTest, public ::testing::WithParamInterface<DocumentCase> {};
+class AttentionDocumentsCuda : public TesseraAttentionTest, public ::testing::WithParamInterface<DocumentCase> {};
 
 TEST_P(AttentionDocumentsCuda, ForwardAndBackwardMatchCpu) {
   const DocumentCase& c = GetParam();
@@ -145,7 +151,7 @@ std::vector<DocumentCase> op_document_cases() {
 INSTANTIATE_TEST_SUITE_P(Packed, AttentionDocumentsCuda, ::testing::ValuesIn(op_document_cases()),
                          testing::document_case_name);
 
-using AttentionCudaRuns = testing::CudaTest;
+using AttentionCudaRuns = TesseraAttentionTest;
 
 TEST_F(AttentionCudaRuns, BackwardIsBitwiseDeterministic) {
   const uint64_t seed = testing::fresh_seed();

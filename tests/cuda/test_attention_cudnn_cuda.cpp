@@ -1,8 +1,8 @@
 // The cuDNN fused-attention launchers, in bf16 and in f16, against the fp32 CPU op on the same rounded
 // inputs: out, lse and dqkv written over NaN poison on the tensor-core kernels' shapes (attention_cases.h);
 // dqkv bit for bit from run to run (the backward asks for deterministic engines); attention_forward and
-// attention_backward with the cudnn kernel chosen give the launchers' results bit for bit; head sizes and
-// pointers cuDNN does not cover reported as unsupported. Skipped without a GPU; absent without cuDNN.
+// attention_backward with the cudnn or auto kernel chosen give the launchers' results bit for bit, and with
+// document masks the tensor-core kernels'; head sizes and pointers cuDNN does not cover reported as unsupported. Skipped without a GPU; absent without cuDNN.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #ifdef TESSERA_WITH_CUDNN
 #include "cuda/attention_testing.h"
 #include "ops/cuda/attention_cudnn_cuda.h"
+#include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/storage_types.h"
 #endif
 
@@ -23,21 +24,10 @@ namespace {
 
 using cuda::typed_data;
 using testing::AttentionCase;
+using testing::AttentionKernelScope;
 using testing::expect_bitwise_equal;
 using testing::poisoned_gpu;
 using testing::with_element_type;
-
-// Chooses an attention kernel for the scope, then restores the previous choice.
-class AttentionKernelScope {
- public:
-  explicit AttentionKernelScope(AttentionKernel kernel) : previous_(attention_kernel()) {
-    set_attention_kernel(kernel);
-  }
-  ~AttentionKernelScope() { set_attention_kernel(previous_); }
-
- private:
-  AttentionKernel previous_;
-};
 
 class AttentionCudnnCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
 
@@ -89,30 +79,58 @@ TEST_F(AttentionCudnnCudaRuns, BackwardIsBitwiseDeterministic) {
   }
 }
 
+// The op on cudnn, and on auto where this cuDNN release is usable, runs cuDNN's launchers bit for bit.
 TEST_F(AttentionCudnnCudaRuns, ChosenKernelRunsTheLaunchers) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
   const auto [B, T, NH, HS, NKV] = kRunCase;
   const int64_t C = NH * HS, W = kRunCase.qkv_width();
-  const AttentionKernelScope cudnn(AttentionKernel::cudnn);
-  for (const DType dtype : testing::kLowPrecisionDTypes) {
-    SCOPED_TRACE(dtype_name(dtype));
-    with_element_type(dtype, [&]<typename E>(E) {
-      const testing::AttentionInputs in = testing::random_attention_inputs(kRunCase, dtype, seed);
-      Tensor out_op = poisoned_gpu({B, T, C}, dtype), lse_op = poisoned_gpu({B, NH, T});
-      Tensor out = poisoned_gpu({B, T, C}, dtype), lse = poisoned_gpu({B, NH, T});
-      attention_forward(out_op, lse_op, in.qkv, int(NH), int(NKV));
-      cuda::attention_cudnn_forward(typed_data<E>(out), lse.f32(), typed_data<E>(in.qkv), B, T, C, NH, NKV,
-                                    cuda_compute_stream());
-      expect_bitwise_equal(out_op, out, "out");
-      expect_bitwise_equal(lse_op, lse, "lse");
+  ASSERT_TRUE(cuda::attention_cudnn_release_usable()) << "the GPU machine's cuDNN has known fused-attention bugs";
+  for (const AttentionKernel kernel : {AttentionKernel::cudnn, AttentionKernel::automatic}) {
+    SCOPED_TRACE(attention_kernel_name(kernel));
+    const AttentionKernelScope chosen(kernel);
+    for (const DType dtype : testing::kLowPrecisionDTypes) {
+      SCOPED_TRACE(dtype_name(dtype));
+      with_element_type(dtype, [&]<typename E>(E) {
+        const testing::AttentionInputs in = testing::random_attention_inputs(kRunCase, dtype, seed);
+        Tensor out_op = poisoned_gpu({B, T, C}, dtype), lse_op = poisoned_gpu({B, NH, T});
+        Tensor out = poisoned_gpu({B, T, C}, dtype), lse = poisoned_gpu({B, NH, T});
+        attention_forward(out_op, lse_op, in.qkv, int(NH), int(NKV));
+        cuda::attention_cudnn_forward(typed_data<E>(out), lse.f32(), typed_data<E>(in.qkv), B, T, C, NH, NKV,
+                                      cuda_compute_stream());
+        expect_bitwise_equal(out_op, out, "out");
+        expect_bitwise_equal(lse_op, lse, "lse");
 
-      Tensor dqkv_op = poisoned_gpu({B, T, W}, dtype), dqkv = poisoned_gpu({B, T, W}, dtype);
-      attention_backward(dqkv_op, in.dout, in.qkv, out, lse, int(NH), int(NKV));
-      cuda::attention_cudnn_backward(typed_data<E>(dqkv), typed_data<E>(in.dout), typed_data<E>(in.qkv),
-                                     typed_data<E>(out), lse.f32(), B, T, C, NH, NKV, cuda_compute_stream());
-      expect_bitwise_equal(dqkv_op, dqkv, "dqkv");
-    });
+        Tensor dqkv_op = poisoned_gpu({B, T, W}, dtype), dqkv = poisoned_gpu({B, T, W}, dtype);
+        attention_backward(dqkv_op, in.dout, in.qkv, out, lse, int(NH), int(NKV));
+        cuda::attention_cudnn_backward(typed_data<E>(dqkv), typed_data<E>(in.dout), typed_data<E>(in.qkv),
+                                       typed_data<E>(out), lse.f32(), B, T, C, NH, NKV, cuda_compute_stream());
+        expect_bitwise_equal(dqkv_op, dqkv, "dqkv");
+      });
+    }
+  }
+}
+
+// Document masks are not cuDNN's: under auto (and cudnn) a masked call runs Tessera's tensor-core kernels.
+TEST_F(AttentionCudnnCudaRuns, DocumentMaskedCallsRunTheTensorCoreKernels) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const auto [B, T, NH, HS, NKV] = kRunCase;
+  const int64_t C = NH * HS;
+  const Tensor starts = testing::to_gpu(testing::doc_starts_of_lengths(T, {{70, 130}, {200}}));
+  const int32_t* docs = starts.data<int32_t>();
+  for (const AttentionKernel kernel : {AttentionKernel::cudnn, AttentionKernel::automatic}) {
+    SCOPED_TRACE(attention_kernel_name(kernel));
+    const AttentionKernelScope chosen(kernel);
+    const DType dtype = DType::bf16;
+    const testing::AttentionInputs in = testing::random_attention_inputs(kRunCase, dtype, seed);
+    Tensor out_op = poisoned_gpu({B, T, C}, dtype), lse_op = poisoned_gpu({B, NH, T});
+    Tensor out = poisoned_gpu({B, T, C}, dtype), lse = poisoned_gpu({B, NH, T});
+    attention_forward(out_op, lse_op, in.qkv, int(NH), int(NKV), starts);
+    cuda::attention_tc_forward(typed_data<__nv_bfloat16>(out), lse.f32(), typed_data<__nv_bfloat16>(in.qkv), B, T,
+                               C, NH, NKV, docs, cuda_compute_stream());
+    expect_bitwise_equal(out_op, out, "out");
+    expect_bitwise_equal(lse_op, lse, "lse");
   }
 }
 

@@ -1,4 +1,4 @@
-// The process-wide choice of GPU attention kernel: the default is Tessera's, names parse to kernels and
+// The process-wide choice of GPU attention kernel: the default is auto, names parse to kernels and back and
 // an unknown name is refused listing the valid ones, and a build without cuDNN refuses the cudnn kernel
 // saying so (a build with it accepts it). Runs without a GPU.
 #include <gtest/gtest.h>
@@ -12,18 +12,21 @@ namespace {
 using testing::contains;
 using testing::error_of;
 
-TEST(AttentionKernel, DefaultsToTessera) { EXPECT_EQ(attention_kernel(), AttentionKernel::tessera); }
+TEST(AttentionKernel, DefaultsToAuto) { EXPECT_EQ(attention_kernel(), AttentionKernel::automatic); }
 
 TEST(AttentionKernel, ParsesTheKernelNames) {
+  EXPECT_EQ(parse_attention_kernel("auto"), AttentionKernel::automatic);
   EXPECT_EQ(parse_attention_kernel("tessera"), AttentionKernel::tessera);
   EXPECT_EQ(parse_attention_kernel("cudnn"), AttentionKernel::cudnn);
+  for (const AttentionKernel kernel : {AttentionKernel::automatic, AttentionKernel::tessera, AttentionKernel::cudnn})
+    EXPECT_EQ(parse_attention_kernel(attention_kernel_name(kernel)), kernel);
 }
 
 TEST(AttentionKernel, UnknownNameIsRefusedListingTheValidOnes) {
   for (const char* name : {"flash", "cuDNN", "", "tessera "}) {
     const std::string message = error_of([&] { parse_attention_kernel(name); });
     EXPECT_TRUE(contains(message, std::string("'") + name + "'")) << message;
-    EXPECT_TRUE(contains(message, "tessera, cudnn")) << message;
+    EXPECT_TRUE(contains(message, "auto, tessera, cudnn")) << message;
   }
 }
 
@@ -37,6 +40,8 @@ TEST(AttentionKernel, CudnnNeedsABuildWithCudnn) {
 #endif
   set_attention_kernel(AttentionKernel::tessera);
   EXPECT_EQ(attention_kernel(), AttentionKernel::tessera);
+  set_attention_kernel(AttentionKernel::automatic);  // every build takes auto
+  EXPECT_EQ(attention_kernel(), AttentionKernel::automatic);
 }
 
 }  // namespace

@@ -252,8 +252,7 @@ CudnnState& state() {
 
 // Checks the cuDNN release once: 9.10.0 and 9.10.1 have known fused-attention bugs (cudnn-frontend refuses them).
 void check_cudnn_release(const std::string& label) {
-  const size_t version = cudnnGetVersion();
-  TS_CHECK(version != 91000 && version != 91001, label, ": ", cudnn::version_text(),
+  TS_CHECK(attention_cudnn_release_usable(), label, ": ", cudnn::version_text(),
            " has known bugs in fused attention; put another cuDNN 9 (9.10.2 or newer) first on LD_LIBRARY_PATH, or "
            "use the tessera attention kernels");
 }
@@ -326,6 +325,11 @@ void check_launch(const char* op, int64_t C, int64_t NH, std::initializer_list<c
 
 bool attention_cudnn_supported(int64_t HS, std::initializer_list<const void*> pointers) {
   return HS > 0 && HS <= 128 && HS % 8 == 0 && aligned16_on_sm80(pointers);
+}
+
+bool attention_cudnn_release_usable() {
+  const size_t version = cudnnGetVersion();
+  return version != 91000 && version != 91001;
 }
 
 template <typename E>

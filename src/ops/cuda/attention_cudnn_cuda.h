@@ -21,6 +21,8 @@ namespace tessera::cuda {
 // True when cuDNN's fused attention covers head size HS (a multiple of 8, at most 128), every pointer is
 // 16-byte aligned and the current device has compute capability 8.0 or newer.
 bool attention_cudnn_supported(int64_t HS, std::initializer_list<const void*> pointers);
+// False for the cuDNN releases with known fused-attention bugs (9.10.0, 9.10.1), which the launchers refuse.
+bool attention_cudnn_release_usable();
 
 // out (B,T,C = NH HS) and lse (B,NH,T) from qkv. Uses a workspace from the device allocator, so `stream`
 // must be the compute stream.
