@@ -88,7 +88,7 @@ ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationS
   if (c.positions == PositionKind::rope) bytes.saved += T * kI32 + c.head_size() / 2 * kF32;  // rotary
   if (a.blocks.first == 0) bytes.saved += B * T * kI32;  // tokens (Decoder::embed's copy)
   const bool swiglu = c.mlp == MlpKind::swiglu;
-  bytes.scratch += 3 * B * Tl * C * s;                                         // dresidual, dnormed, dnorm
+  bytes.scratch += 2 * B * Tl * C * s;                                         // dresidual, dnormed
   bytes.scratch += B * T * std::max(c.qkv_width(), swiglu ? 2 * F : F) * s;  // dqkv and mlp.dh share it
   if (swiglu) bytes.scratch += B * T * F * s;                                  // mlp.dact
   if (c.moe.enabled()) bytes.scratch += moe_scratch_bytes(c, a);

@@ -101,7 +101,6 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
 
   dresidual = local();
   scratch.dnormed = local();
-  scratch.dnorm = local();
   // Consumed before dnormed is written: all T positions of a tensor-parallel rank's heads, no more
   // elements than dnormed's (B, T / tp, C) under sequence parallelism.
   scratch.attn.dcore = scratch.dnormed.view(0, {B, T, config.attention_width()});

@@ -72,12 +72,10 @@ void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, 
   else
     mlp_layer_backward(config.mlp, scratch.dnormed, g.mlp_in, g.mlp_out, dres, a.mlp, a.norm2.out, w.mlp_in,
                        w.mlp_out, scratch.mlp, deferred, ctx.tp, ctx.fp8);
-  norm_backward(config, scratch.dnorm, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2);
-  add_inplace(dres, scratch.dnorm);
+  norm_backward(config, dres, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2, GradInto::add);
   attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, seq, scratch.attn, deferred,
                            ctx.tp, ctx.cp, ctx.fp8);
-  norm_backward(config, scratch.dnorm, g.norm1, scratch.dnormed, x, w.norm1, a.norm1);
-  add_inplace(dres, scratch.dnorm);
+  norm_backward(config, dres, g.norm1, scratch.dnormed, x, w.norm1, a.norm1, GradInto::add);
 }
 
 }  // namespace tessera

@@ -34,9 +34,9 @@ struct BlockActivations {
   const Tensor& mlp_out() const { return moe.out.defined() ? moe.out : mlp.out; }
 };
 
-// Backward scratch shared by every block: dnormed and dnorm (B,T,C) plus the layers' own.
+// Backward scratch shared by every block: dnormed (B,T,C) plus the layers' own.
 struct BlockScratch {
-  Tensor dnormed, dnorm;
+  Tensor dnormed;
   AttentionScratch attn;
   MlpScratch mlp;
   MoeScratch moe;  // allocated when the model has MoE blocks

@@ -26,9 +26,9 @@ void residual_norm_forward(const ModelConfig& config, Tensor& sum, NormActivatio
 }
 
 void norm_backward(const ModelConfig& config, Tensor& dx, LinearWeights& g, const Tensor& dout, const Tensor& x,
-                   const LinearWeights& w, const NormActivations& a) {
-  if (config.norm == NormKind::rmsnorm) return rmsnorm_backward(dx, g.weight, dout, x, w.weight, a.rstd);
-  layernorm_backward(dx, g.weight, g.bias, dout, x, w.weight, a.mean, a.rstd);
+                   const LinearWeights& w, const NormActivations& a, GradInto into) {
+  if (config.norm == NormKind::rmsnorm) return rmsnorm_backward(dx, g.weight, dout, x, w.weight, a.rstd, into);
+  layernorm_backward(dx, g.weight, g.bias, dout, x, w.weight, a.mean, a.rstd, into);
 }
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #include "core/tensor.h"
 #include "nn/decoder_layout.h"
 #include "nn/model_config.h"
+#include "ops/grad_into.h"
 
 namespace tessera {
 
@@ -18,8 +19,8 @@ struct NormActivations {
 void norm_forward(const ModelConfig& config, NormActivations& a, const Tensor& x, const LinearWeights& w);
 void residual_norm_forward(const ModelConfig& config, Tensor& sum, NormActivations& a, const Tensor& x,
                            const Tensor& branch, const LinearWeights& w);
-// dx written; the gain's (and bias's) gradients accumulate into g.
+// dx written (or added to, GradInto::add); the gain's (and bias's) gradients accumulate into g.
 void norm_backward(const ModelConfig& config, Tensor& dx, LinearWeights& g, const Tensor& dout, const Tensor& x,
-                   const LinearWeights& w, const NormActivations& a);
+                   const LinearWeights& w, const NormActivations& a, GradInto into = GradInto::write);
 
 }  // namespace tessera

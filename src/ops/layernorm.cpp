@@ -102,8 +102,9 @@ void residual_layernorm_forward(Tensor& residual_out, Tensor& out, Tensor& mean,
 }
 
 void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& x,
-                        const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+                        const Tensor& weight, const Tensor& mean, const Tensor& rstd, GradInto into) {
   const char* op = "layernorm_backward";
+  const bool add = into == GradInto::add;
   detail::check_float_dtype(op, "x", x);
   const DType dtype = x.dtype();
   const Device device = detail::check_args(op, {{"dx", dx, dtype},
@@ -123,14 +124,14 @@ void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor
   switch (device) {
     case Device::cpu:
       cpu::layernorm_backward(dx.f32(), dweight.f32(), dbias.f32(), dout.f32(), x.f32(), weight.f32(), mean.f32(),
-                              rstd.f32(), N, C);
+                              rstd.f32(), N, C, add);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::layernorm_backward(cuda::typed_data<T>(dx), dweight.f32(), dbias.f32(), cuda::typed_data<T>(dout),
                                  cuda::typed_data<T>(x), cuda::typed_data<T>(weight), mean.f32(), rstd.f32(), N, C,
-                                 cuda_compute_stream());
+                                 add, cuda_compute_stream());
       });
       return;
 #else

@@ -100,8 +100,9 @@ void residual_rmsnorm_forward(Tensor& residual_out, Tensor& out, Tensor& rstd, c
 }
 
 void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                      const Tensor& rstd) {
+                      const Tensor& rstd, GradInto into) {
   const char* op = "rmsnorm_backward";
+  const bool add = into == GradInto::add;
   detail::check_float_dtype(op, "x", x);
   const DType dtype = x.dtype();
   const Device device = detail::check_args(op, {{"dx", dx, dtype},
@@ -117,13 +118,13 @@ void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Ten
   detail::check_shape(op, "dweight", dweight, {C});
   switch (device) {
     case Device::cpu:
-      cpu::rmsnorm_backward(dx.f32(), dweight.f32(), dout.f32(), x.f32(), weight.f32(), rstd.f32(), N, C);
+      cpu::rmsnorm_backward(dx.f32(), dweight.f32(), dout.f32(), x.f32(), weight.f32(), rstd.f32(), N, C, add);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::rmsnorm_backward(cuda::typed_data<T>(dx), dweight.f32(), cuda::typed_data<T>(dout),
-                               cuda::typed_data<T>(x), cuda::typed_data<T>(weight), rstd.f32(), N, C,
+                               cuda::typed_data<T>(x), cuda::typed_data<T>(weight), rstd.f32(), N, C, add,
                                cuda_compute_stream());
       });
       return;

@@ -1,5 +1,6 @@
 // RMSNorm over the last dimension C (Llama): out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps);
-//   forward saves rstd (N) for backward.  backward: dx = ... (written);  dweight += ... (accumulates).
+//   forward saves rstd (N) for backward.  backward: dx = ... (written, or added with GradInto::add);
+//   dweight += ... (accumulates).
 //   residual_rmsnorm_forward: residual_out = a + b, then rmsnorm_forward of residual_out; the same
 //   values as residual_forward followed by rmsnorm_forward (the CPU runs exactly those two kernels).
 // Shapes: x/out/dout/dx (N,C) or (B,T,C), weight (C), rstd (N) or (B,T). eps > 0 (Llama: 1e-5 or 1e-6).
@@ -8,6 +9,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/grad_into.h"
 
 namespace tessera {
 
@@ -15,6 +17,6 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& x, const Tensor& w
 void residual_rmsnorm_forward(Tensor& residual_out, Tensor& out, Tensor& rstd, const Tensor& a, const Tensor& b,
                               const Tensor& weight, float eps);
 void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                      const Tensor& rstd);
+                      const Tensor& rstd, GradInto into = GradInto::write);
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // Attention test shapes shared by the CUDA-core, tensor-core and cuDNN kernel tests: (B, T, NH, HS, NKV),
 // the list the 16-bit kernels share, and the readable test names gtest prints for them; packed sequences
-// for the document-mask tests (each batch row's document lengths, ops/op_testing.h).
+// for the document-mask tests (each batch row's document lengths, ops/op_testing.h); the process-wide
+// kernel choice for a scope.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,9 +11,22 @@
 #include <utility>
 #include <vector>
 
+#include "ops/attention.h"
 #include "ops/op_testing.h"
 
 namespace tessera::testing {
+
+// Chooses an attention kernel for the scope, then restores the previous choice.
+class AttentionKernelScope {
+ public:
+  explicit AttentionKernelScope(AttentionKernel kernel) : previous_(attention_kernel()) {
+    set_attention_kernel(kernel);
+  }
+  ~AttentionKernelScope() { set_attention_kernel(previous_); }
+
+ private:
+  AttentionKernel previous_;
+};
 
 struct AttentionCase {
   int64_t B, T, NH, HS;

@@ -1,5 +1,4 @@
-// Helpers shared by the tests of the GPU attention kernels (tensor-core and cuDNN): the process-wide kernel
-// choice for a scope, the element type
+// Helpers shared by the tests of the 16-bit GPU attention kernels (tensor-core and cuDNN): the element type
 // of a dtype, the fp32 CPU op on the same rounded inputs, the rounding-aware comparison with it and a
 // launcher pair's whole check against it, random device inputs, bitwise comparison. For tests built with
 // TESSERA_WITH_CUDA.
@@ -18,18 +17,6 @@
 #include "ops/attention.h"
 
 namespace tessera::testing {
-
-// Chooses an attention kernel for the scope, then restores the previous choice.
-class AttentionKernelScope {
- public:
-  explicit AttentionKernelScope(AttentionKernel kernel) : previous_(attention_kernel()) {
-    set_attention_kernel(kernel);
-  }
-  ~AttentionKernelScope() { set_attention_kernel(previous_); }
-
- private:
-  AttentionKernel previous_;
-};
 
 // fn(E{}) with E the launchers' element type for a 16-bit dtype: __nv_bfloat16 or __half (the launchers
 // have no float instance, so cuda::with_storage_type, which also dispatches f32, does not fit here).

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "cuda/attention_cases.h"
-#include "cuda/attention_testing.h"
 #include "cuda/cuda_testing.h"
 #include "ops/attention.h"
 

@@ -1,5 +1,5 @@
 // LayerNorm: values and statistics against a double reference, gradients by finite differences,
-// the write/accumulate contract, bad shapes; the fused residual + LayerNorm forward against the two
+// the write/accumulate contract (and dx added to on request), bad shapes; the fused residual + LayerNorm forward against the two
 // ops in sequence.
 #include <gtest/gtest.h>
 
@@ -73,6 +73,21 @@ TEST(LayerNorm, BackwardWritesDxAndAccumulatesParameterGradients) {
   for (int64_t c = 0; c < l.C; c++) {
     EXPECT_FLOAT_EQ(dw.f32()[c], 2.0f * dw1.f32()[c]);
     EXPECT_FLOAT_EQ(db.f32()[c], 2.0f * db1.f32()[c]);
+  }
+}
+
+// GradInto::add: dx ends as what it held plus the written gradient (one fp32 add, or an fma).
+TEST(LayerNorm, BackwardAddsToDxWhenAsked) {
+  LayerNormCase l;
+  l.loss();
+  Tensor dx = Tensor::zeros({l.B, l.T, l.C}), dw = Tensor::zeros({l.C}), db = Tensor::zeros({l.C});
+  layernorm_backward(dx, dw, db, l.dout, l.x, l.weight, l.mean, l.rstd);
+  const Tensor held = random_tensor({l.B, l.T, l.C}, 15);
+  Tensor added = testing::copy_of(held);
+  layernorm_backward(added, dw, db, l.dout, l.x, l.weight, l.mean, l.rstd, GradInto::add);
+  for (int64_t i = 0; i < dx.numel(); i++) {
+    const float h = held.f32()[i], d = dx.f32()[i];
+    ASSERT_NEAR(added.f32()[i], h + d, 2e-7 * (std::fabs(h) + std::fabs(d))) << i;  // an fma may skip d's rounding
   }
 }
 

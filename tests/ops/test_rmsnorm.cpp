@@ -1,5 +1,6 @@
 // RMSNorm: values and rstd against a double reference and against HF's LlamaRMSNorm formula,
-// gradients by finite differences, the write/accumulate contract, one thread vs several, bad
+// gradients by finite differences, the write/accumulate contract (and dx added to on request), one
+// thread vs several, bad
 // arguments; the fused residual + RMSNorm forward against the two ops in sequence.
 #include <gtest/gtest.h>
 
@@ -28,7 +29,9 @@ struct RmsNormCase {
     rmsnorm_forward(out, rstd, x, weight, eps);
     return testing::dot(out, dout);
   }
-  void backward(Tensor& dx, Tensor& dweight) { rmsnorm_backward(dx, dweight, dout, x, weight, rstd); }
+  void backward(Tensor& dx, Tensor& dweight, GradInto into = GradInto::write) {
+    rmsnorm_backward(dx, dweight, dout, x, weight, rstd, into);
+  }
 };
 
 // Rows at very different scales, so that eps matters for the small ones: row n is scaled by 10^-n.
@@ -127,6 +130,21 @@ TEST(RmsNorm, BackwardWritesDxAndAccumulatesDweight) {
   std::vector<double> expected;
   for (int64_t c = 0; c < r.C; c++) expected.push_back(double(dw0.f32()[c]) + double(dw1.f32()[c]));
   testing::expect_close(dw2, expected, 1e-5, 1e-5, "dweight");
+}
+
+// GradInto::add: dx ends as what it held plus the written gradient (one fp32 add, or an fma).
+TEST(RmsNorm, BackwardAddsToDxWhenAsked) {
+  RmsNormCase r;
+  r.loss();
+  Tensor dx = Tensor::zeros({r.B, r.T, r.C}), dw = Tensor::zeros({r.C});
+  r.backward(dx, dw);
+  const Tensor held = random_tensor({r.B, r.T, r.C}, 41);
+  Tensor added = testing::copy_of(held);
+  r.backward(added, dw, GradInto::add);
+  for (int64_t i = 0; i < dx.numel(); i++) {
+    const float h = held.f32()[i], d = dx.f32()[i];
+    ASSERT_NEAR(added.f32()[i], h + d, 2e-7 * (std::fabs(h) + std::fabs(d))) << i;  // an fma may skip d's rounding
+  }
 }
 
 TEST(RmsNorm, OneThreadAndSeveralAgree) {

@@ -31,7 +31,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
 }
 
 void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        bool add_to_dx) {
   // dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dout * weight.
 #pragma omp parallel for if (N * C >= kMinParallelElements)
   for (int64_t n = 0; n < N; n++) {
@@ -47,10 +48,13 @@ void layernorm_backward(float* dx, float* dweight, float* dbias, const float* do
       dnorm_xhat_sum += dnorm * (x_n[c] - m) * s;
     }
     const float dnorm_mean = dnorm_sum / float(C), dnorm_xhat_mean = dnorm_xhat_sum / float(C);
+    auto dx_at = [&](int64_t c) { return s * (dout_n[c] * weight[c] - dnorm_mean - (x_n[c] - m) * s * dnorm_xhat_mean); };
+    if (add_to_dx) {
 #pragma omp simd
-    for (int64_t c = 0; c < C; c++) {
-      const float xhat = (x_n[c] - m) * s;
-      dx_n[c] = s * (dout_n[c] * weight[c] - dnorm_mean - xhat * dnorm_xhat_mean);
+      for (int64_t c = 0; c < C; c++) dx_n[c] += dx_at(c);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) dx_n[c] = dx_at(c);
     }
   }
   // dweight += sum_n dout * xhat;  dbias += sum_n dout.

@@ -25,7 +25,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weigh
 }
 
 void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
-                      const float* rstd, int64_t N, int64_t C) {
+                      const float* rstd, int64_t N, int64_t C, bool add_to_dx) {
   // With xhat = x * rstd and dnorm = dout * weight: dx = rstd * (dnorm - xhat * mean(dnorm * xhat)).
 #pragma omp parallel for if (N * C >= kMinParallelElements)
   for (int64_t n = 0; n < N; n++) {
@@ -37,8 +37,14 @@ void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float*
 #pragma omp simd reduction(+ : dnorm_xhat_sum)
     for (int64_t c = 0; c < C; c++) dnorm_xhat_sum += dout_n[c] * weight[c] * (x_n[c] * s);
     const float dnorm_xhat_mean = dnorm_xhat_sum / float(C);
+    auto dx_at = [&](int64_t c) { return s * (dout_n[c] * weight[c] - x_n[c] * s * dnorm_xhat_mean); };
+    if (add_to_dx) {
 #pragma omp simd
-    for (int64_t c = 0; c < C; c++) dx_n[c] = s * (dout_n[c] * weight[c] - x_n[c] * s * dnorm_xhat_mean);
+      for (int64_t c = 0; c < C; c++) dx_n[c] += dx_at(c);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) dx_n[c] = dx_at(c);
+    }
   }
   // dweight += sum_n dout * xhat.
 #pragma omp parallel if (N * C >= kMinParallelElements)

@@ -1,8 +1,8 @@
 // Deterministic column sums of a row-major (N,C) operand for parameter gradients (LayerNorm's
 // dweight/dbias, the linear layer's dbias): out_k[c] += sum_n load(n, c)[k] for K outputs.
 // Pass 1: a grid of (C/32 column tiles) x (R row chunks), R fixed by N alone; each block sums its
-// chunk into partial (K,R,C). Pass 2: one thread per column adds the R partials in order. No
-// atomics, so the result is the same on every run and every device.
+// chunk into partial (K,R,C). Pass 2: a block per 32 columns adds the R partials in a fixed order
+// (8 strided runs, then their sums). No atomics, so the result is the same on every run and device.
 #pragma once
 
 #include <algorithm>
@@ -49,14 +49,25 @@ __global__ void column_sums_partial_kernel(float* partial, int64_t N, int64_t C,
   }
 }
 
+// A block per kColumnTile columns: row y of the block adds partials y, y + kColumnRows, ... in order,
+// then row 0 adds the kColumnRows sums in order (a fixed order, so still the same bits on every run).
 template <int K>
 __global__ void column_sums_final_kernel(ColumnOutputs<K> outs, const float* partial, int64_t R, int64_t C) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float tile[K][kColumnRows][kColumnTile + 1];
+  const int64_t c = int64_t(blockIdx.x) * kColumnTile + threadIdx.x;
 #pragma unroll
   for (int k = 0; k < K; k++) {
     float sum = 0.0f;
-    for (int64_t r = 0; r < R; r++) sum += partial[(int64_t(k) * R + r) * C + c];
+    if (c < C)
+      for (int64_t r = threadIdx.y; r < R; r += kColumnRows) sum += partial[(int64_t(k) * R + r) * C + c];
+    tile[k][threadIdx.y][threadIdx.x] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    float sum = 0.0f;
+    for (int r = 0; r < kColumnRows; r++) sum += tile[k][r][threadIdx.x];
     outs.out[k][c] += sum;
   }
 }
@@ -72,7 +83,8 @@ void column_sums_accumulate(ColumnOutputs<K> outs, int64_t N, int64_t C, Load lo
   column_sums_partial_kernel<K><<<grid, dim3(kColumnTile, kColumnRows), 0, stream>>>(partial.as<float>(), N, C,
                                                                                      rows_per_chunk, load);
   CUDA_CHECK_LAUNCH();
-  column_sums_final_kernel<K><<<unsigned(ceil_div(C, 256)), 256, 0, stream>>>(outs, partial.as<float>(), R, C);
+  column_sums_final_kernel<K><<<unsigned(ceil_div(C, kColumnTile)), dim3(kColumnTile, kColumnRows), 0, stream>>>(
+      outs, partial.as<float>(), R, C);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,7 +1,7 @@
 // LayerNorm on the GPU, eps = 1e-5, storage T = float, bf16 or fp16 for the activations, weight
 // and bias, fp32 arithmetic and statistics. One warp per row (8 rows per block): forward takes the mean, then
 // the variance around it (two passes over the row, as the CPU does), then writes out, mean and
-// rstd. Backward writes dx per row the same way, then adds dweight and dbias (fp32) as
+// rstd. Backward writes (or adds to) dx per row the same way, then adds dweight and dbias (fp32) as
 // deterministic column sums (column_sums.cuh):
 //   dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)),  dnorm = dout * weight
 //   dweight += sum_n dout * xhat;  dbias += sum_n dout.
@@ -78,7 +78,7 @@ __global__ void residual_layernorm_forward_kernel(T* residual_out, T* out, float
 
 template <typename T, int W>
 __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* weight, const float* mean,
-                                             const float* rstd, int64_t N, int64_t C) {
+                                             const float* rstd, int64_t N, int64_t C, bool add_to_dx) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n = warp_row();
   if (n >= N) return;
@@ -102,14 +102,15 @@ __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, c
   const float dnorm_mean = warp_sum(dnorm_sum) / float(C);
   const float dnorm_xhat_mean = warp_sum(dnorm_xhat_sum) / float(C);
   for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
-    float d[W], v[W], w[W];
+    float d[W], v[W], w[W], old[W] = {};
     load_f32_vec(d, dout_n + c);
     load_f32_vec(v, x_n + c);
     load_f32_vec(w, weight + c);
+    if (add_to_dx) load_f32_vec(old, dx_n + c);
 #pragma unroll
     for (int k = 0; k < W; k++) {
       const float xhat = (v[k] - m) * s;
-      v[k] = s * (d[k] * w[k] - dnorm_mean - xhat * dnorm_xhat_mean);
+      v[k] = old[k] + s * (d[k] * w[k] - dnorm_mean - xhat * dnorm_xhat_mean);
     }
     store_f32_vec(dx_n + c, v);
   }
@@ -162,14 +163,15 @@ void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rst
 
 template <typename T>
 void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
-                        const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream) {
+                        const float* mean, const float* rstd, int64_t N, int64_t C, bool add_to_dx,
+                        cudaStream_t stream) {
   if (N == 0) return;
   if (vector_rows<T>(C, {dx, dout, x, weight}))
     layernorm_backward_dx_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean,
-                                                                                        rstd, N, C);
+                                                                                        rstd, N, C, add_to_dx);
   else
     layernorm_backward_dx_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean, rstd,
-                                                                                  N, C);
+                                                                                  N, C, add_to_dx);
   CUDA_CHECK_LAUNCH();
   column_sums_accumulate<2>(ColumnOutputs<2>{{dweight, dbias}}, N, C,
                             LayerNormParamGradLoad<T>{dout, x, mean, rstd, C}, stream);
@@ -181,7 +183,7 @@ void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, cons
   template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*, const T*, const T*,       \
                                               int64_t, int64_t, cudaStream_t);                                     \
   template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*, const float*, const float*, \
-                                      int64_t, int64_t, cudaStream_t);
+                                      int64_t, int64_t, bool, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -19,9 +19,11 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* we
 template <typename T>
 void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
                                 const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream);
-// dx (N,C) written; dweight (C), dbias (C) accumulated, summed over rows in a fixed order.
+// dx (N,C) written, or added to when add_to_dx (in fp32, rounded once); dweight (C), dbias (C)
+// accumulated, summed over rows in a fixed order.
 template <typename T>
 void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
-                        const float* mean, const float* rstd, int64_t N, int64_t C, cudaStream_t stream);
+                        const float* mean, const float* rstd, int64_t N, int64_t C, bool add_to_dx,
+                        cudaStream_t stream);
 
 }  // namespace tessera::cuda

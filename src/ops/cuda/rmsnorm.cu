@@ -1,7 +1,7 @@
 // RMSNorm on the GPU, storage T = float, bf16 or fp16 for the activations and weight, fp32
 // arithmetic, rstd and dweight. One warp per row (8 rows per block): forward sums x^2, then writes
 // out = x * rstd * weight and rstd = 1 / sqrtf(mean(x^2) + eps) (correctly rounded sqrt and
-// division, as the CPU's 1.0f / std::sqrt). Backward writes dx per row, then adds dweight (fp32)
+// division, as the CPU's 1.0f / std::sqrt). Backward writes (or adds to) dx per row, then adds dweight (fp32)
 // as a deterministic column sum (column_sums.cuh):
 //   dx = rstd * (dnorm - xhat * mean(dnorm * xhat)),  xhat = x * rstd, dnorm = dout * weight
 //   dweight += sum_n dout * xhat.
@@ -63,7 +63,7 @@ __global__ void residual_rmsnorm_forward_kernel(T* residual_out, T* out, float* 
 
 template <typename T, int W>
 __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* weight, const float* rstd,
-                                           int64_t N, int64_t C) {
+                                           int64_t N, int64_t C, bool add_to_dx) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n = warp_row();
   if (n >= N) return;
@@ -82,12 +82,13 @@ __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, con
   }
   const float dnorm_xhat_mean = warp_sum(dnorm_xhat_sum) / float(C);
   for (int64_t c = lane * W; c < C; c += kWarpSize * W) {
-    float d[W], v[W], w[W];
+    float d[W], v[W], w[W], old[W] = {};
     load_f32_vec(d, dout_n + c);
     load_f32_vec(v, x_n + c);
     load_f32_vec(w, weight + c);
+    if (add_to_dx) load_f32_vec(old, dx_n + c);
 #pragma unroll
-    for (int k = 0; k < W; k++) v[k] = s * (d[k] * w[k] - v[k] * s * dnorm_xhat_mean);
+    for (int k = 0; k < W; k++) v[k] = old[k] + s * (d[k] * w[k] - v[k] * s * dnorm_xhat_mean);
     store_f32_vec(dx_n + c, v);
   }
 }
@@ -135,13 +136,14 @@ void residual_rmsnorm_forward(T* residual_out, T* out, float* rstd, const T* a, 
 
 template <typename T>
 void rmsnorm_backward(T* dx, float* dweight, const T* dout, const T* x, const T* weight, const float* rstd,
-                      int64_t N, int64_t C, cudaStream_t stream) {
+                      int64_t N, int64_t C, bool add_to_dx, cudaStream_t stream) {
   if (N == 0) return;
   if (vector_rows<T>(C, {dx, dout, x, weight}))
     rmsnorm_backward_dx_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, rstd,
-                                                                                          N, C);
+                                                                                          N, C, add_to_dx);
   else
-    rmsnorm_backward_dx_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, rstd, N, C);
+    rmsnorm_backward_dx_kernel<T, 1><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, rstd, N, C,
+                                                                                add_to_dx);
   CUDA_CHECK_LAUNCH();
   column_sums_accumulate<1>(ColumnOutputs<1>{{dweight}}, N, C, RmsNormParamGradLoad<T>{dout, x, rstd, C}, stream);
 }
@@ -151,7 +153,7 @@ void rmsnorm_backward(T* dx, float* dweight, const T* dout, const T* x, const T*
   template void residual_rmsnorm_forward<T>(T*, T*, float*, const T*, const T*, const T*, int64_t, int64_t,     \
                                             float, cudaStream_t);                                               \
   template void rmsnorm_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int64_t, int64_t,   \
-                                    cudaStream_t);
+                                    bool, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

@@ -17,9 +17,10 @@ void rmsnorm_forward(T* out, float* rstd, const T* x, const T* weight, int64_t N
 template <typename T>
 void residual_rmsnorm_forward(T* residual_out, T* out, float* rstd, const T* a, const T* b, const T* weight,
                               int64_t N, int64_t C, float eps, cudaStream_t stream);
-// dx (N,C) written; dweight (C) accumulated, summed over rows in a fixed order.
+// dx (N,C) written, or added to when add_to_dx (in fp32, rounded once); dweight (C) accumulated,
+// summed over rows in a fixed order.
 template <typename T>
 void rmsnorm_backward(T* dx, float* dweight, const T* dout, const T* x, const T* weight, const float* rstd,
-                      int64_t N, int64_t C, cudaStream_t stream);
+                      int64_t N, int64_t C, bool add_to_dx, cudaStream_t stream);
 
 }  // namespace tessera::cuda
