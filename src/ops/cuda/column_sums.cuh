@@ -21,6 +21,16 @@ struct ColumnOutputs {
   float* out[K];
 };
 
+// Row 0 of a block adds the kColumnRows sums of its column in `tile` in order; the block has synced.
+template <int K>
+__device__ void add_tile_rows(float (&tile)[K][kColumnRows][kColumnTile + 1], float (&sums)[K]) {
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    sums[k] = 0.0f;
+    for (int r = 0; r < kColumnRows; r++) sums[k] += tile[k][r][threadIdx.x];
+  }
+}
+
 // partial (K,R,C); `load(n, c, v)` fills v[0..K) with the values of element (n, c).
 template <int K, typename Load>
 __global__ void column_sums_partial_kernel(float* partial, int64_t N, int64_t C, int64_t rows_per_chunk, Load load) {
@@ -41,12 +51,10 @@ __global__ void column_sums_partial_kernel(float* partial, int64_t N, int64_t C,
   for (int k = 0; k < K; k++) tile[k][threadIdx.y][threadIdx.x] = acc[k];
   __syncthreads();
   if (threadIdx.y != 0 || c >= C) return;
+  float sums[K];
+  add_tile_rows<K>(tile, sums);
 #pragma unroll
-  for (int k = 0; k < K; k++) {
-    float sum = 0.0f;
-    for (int r = 0; r < kColumnRows; r++) sum += tile[k][r][threadIdx.x];
-    partial[(int64_t(k) * gridDim.y + blockIdx.y) * C + c] = sum;
-  }
+  for (int k = 0; k < K; k++) partial[(int64_t(k) * gridDim.y + blockIdx.y) * C + c] = sums[k];
 }
 
 // A block per kColumnTile columns: row y of the block adds partials y, y + kColumnRows, ... in order,
@@ -64,12 +72,10 @@ __global__ void column_sums_final_kernel(ColumnOutputs<K> outs, const float* par
   }
   __syncthreads();
   if (threadIdx.y != 0 || c >= C) return;
+  float sums[K];
+  add_tile_rows<K>(tile, sums);
 #pragma unroll
-  for (int k = 0; k < K; k++) {
-    float sum = 0.0f;
-    for (int r = 0; r < kColumnRows; r++) sum += tile[k][r][threadIdx.x];
-    outs.out[k][c] += sum;
-  }
+  for (int k = 0; k < K; k++) outs.out[k][c] += sums[k];
 }
 
 // Queues both passes on `stream`; the partials live in allocator scratch.
