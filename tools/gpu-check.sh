@@ -12,7 +12,7 @@
 #          micro-batches $BENCH_BATCHES (16), dtypes $BENCH_DTYPES (bf16 fp16 fp32)
 #   attention  the attention kernels side by side: the tensor-core and cuDNN attention tests (cuDNN's own
 #          error log on), then tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with
-#          --attention-kernel tessera and cudnn
+#          --attention-kernel tessera and cudnn, and with 256-token documents under the document mask
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
 #          (MFU), each beside PyTorch
@@ -122,6 +122,9 @@ for s in "${sections[@]}"; do
         record "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 20 --dtype bf16 \
           --attention-kernel $kernel --json
       done
+      # Packed documents (the document mask runs on Tessera's kernels whatever the choice).
+      record "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 20 --dtype bf16 \
+        --document-length 256 --json
       ;;
     profile)
       section "profile: one bf16 step of GPT-2 124M, B=16, T=1024, time per kernel (ncu)"

@@ -14,7 +14,7 @@ namespace {
 
 struct BenchTrainFlags {
   TrainConfig shape;  // --model and the shape overrides, resolved as `tessera train` does
-  int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3;
+  int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3, document_length = 0;
   std::string device = "auto", dtype = "auto", attention_kernel = "auto", fp8 = "off";
   double peak_tflops = 0;
   bool json = false;
@@ -30,6 +30,7 @@ void run_bench_train(const BenchTrainFlags& f) {
   o.steps = f.steps;
   o.warmup = f.warmup;
   o.peak_tflops = f.peak_tflops;
+  o.document_length = f.document_length;
   o.attention_kernel = parse_attention_kernel(f.attention_kernel);  // flags first, then the device's notice
   o.fp8 = Fp8Options{parse_fp8_recipe(f.fp8)};
   o.device = choose_device_noting(f.device);
@@ -40,13 +41,15 @@ void run_bench_train(const BenchTrainFlags& f) {
     return;
   }
   const nlohmann::json j = train_bench_json(o, r);
-  std::printf("tessera bench train: %s in %s%s on %s (%s attention), B=%lld T=%lld x%lld accumulation, %lld timed "
-              "steps\n",
+  const std::string documents =
+      o.document_length > 0 ? ", documents of " + std::to_string(o.document_length) + " tokens" : "";
+  std::printf("tessera bench train: %s in %s%s on %s (%s attention), B=%lld T=%lld%s x%lld accumulation, %lld "
+              "timed steps\n",
               o.model_name.c_str(), j["dtype"].get<std::string>().c_str(),
               o.fp8.recipe == Fp8Recipe::off ? "" : (" with fp8 " + fp8_recipe_name(o.fp8.recipe)).c_str(),
               j["device_name"].get<std::string>().c_str(),
               j["attention_kernel"].get<std::string>().c_str(), (long long)o.micro_batch, (long long)o.seq_len,
-              (long long)o.grad_accum, (long long)o.steps);
+              documents.c_str(), (long long)o.grad_accum, (long long)o.steps);
   std::printf("  %.0f tokens/s, %.2f ms/step (min %.2f, max %.2f)\n", r.tokens_per_s, r.ms_per_step, r.ms_min,
               r.ms_max);
   std::printf("  forward %.2f ms, backward %.2f ms, grad-norm + AdamW %.2f ms\n", r.forward_ms, r.backward_ms,
@@ -81,6 +84,10 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--attention-kernel", f->attention_kernel,
                   "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it and it covers the "
                   "call, else ours), tessera (our tensor-core kernels) or cudnn")
+      ->capture_default_str();
+  cmd->add_option("--document-length", f->document_length,
+                  "Pack each window with documents of this many tokens and attend within each (train's "
+                  "--attention-mask document); 0: one causal window")
       ->capture_default_str();
   cmd->add_option("--fp8", f->fp8, "fp8 for the blocks' linear layers: off, hybrid or e4m3 (as train's --fp8)")
       ->capture_default_str();

@@ -33,6 +33,13 @@ double elapsed_ms(Clock::time_point start, Device device) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// (B,T) i32: windows of documents `length` tokens long, each token's document start.
+Tensor packed_document_starts(int64_t B, int64_t T, int64_t length) {
+  Tensor starts = Tensor::zeros({B, T}, DType::i32);
+  for (int64_t i = 0; i < B * T; ++i) starts.data<int32_t>()[i] = int32_t(i % T - i % T % length);
+  return starts;
+}
+
 void fill_random_tokens(Tensor& tokens, int64_t vocab, Rng& rng) {
   int32_t* ids = tokens.data<int32_t>();
   for (int64_t i = 0; i < tokens.numel(); ++i) ids[i] = int32_t(rng.below(uint64_t(vocab)));
@@ -64,15 +71,27 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
            "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
   TS_CHECK(o.seq_len <= o.model.max_seq_len, "bench train: --seq-len ", o.seq_len, " exceeds the model's context of ",
            o.model.max_seq_len);
+  TS_CHECK(o.document_length >= 0, "bench train: --document-length ", o.document_length,
+           " must be 0 (one causal window) or a document's length in tokens");
   set_attention_kernel(o.attention_kernel);
   Decoder model(o.model);
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);
   model.set_fp8(o.fp8);
   AdamW optimizer(full_segments(model.layout()), AdamWConfig{}, o.device);
-  Tensor inputs = Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32);
-  Tensor targets = Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32);
+  // Every micro-batch's tokens, drawn before any timing (as bench/torch_gpt2_cuda.py does): the host's
+  // random draws are no part of a training step.
+  const int64_t micro_batches = (o.warmup + o.steps) * o.grad_accum;
+  std::vector<Tensor> inputs, targets;
   Rng rng(o.seed, stream_id("bench-tokens"));
+  for (int64_t i = 0; i < micro_batches; ++i) {
+    inputs.push_back(Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32));
+    targets.push_back(Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32));
+    fill_random_tokens(inputs.back(), o.model.vocab_size, rng);
+    fill_random_tokens(targets.back(), o.model.vocab_size, rng);
+  }
+  const Tensor doc_starts = o.document_length > 0 ? packed_document_starts(o.micro_batch, o.seq_len, o.document_length)
+                                                  : Tensor();
   // fp16 scales the loss as training does, so its gradients do not underflow (a skipped step still counts).
   LossScaler scaler(LossScalerConfig{o.dtype == DType::f16});
 
@@ -88,11 +107,11 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     model.zero_grad();
     float loss = 0;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      fill_random_tokens(inputs, o.model.vocab_size, rng);
-      fill_random_tokens(targets, o.model.vocab_size, rng);
+      const size_t batch = size_t(step * o.grad_accum + micro);
       auto t = Clock::now();
       const float dloss = scaler.scale() / float(o.micro_batch * o.seq_len * o.grad_accum);
-      loss += model.forward(inputs, targets, dloss) / float(o.grad_accum);  // reads the losses back: synchronised
+      // Reads the losses back: synchronised.
+      loss += model.forward(inputs[batch], targets[batch], dloss, doc_starts) / float(o.grad_accum);
       forward += elapsed_ms(t, o.device);
       t = Clock::now();
       model.backward();
@@ -136,6 +155,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
       {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
       {"dtype", compute_dtype_flag(o.dtype)},
       {"attention_kernel", std::string(attention_kernel_name(o.attention_kernel))},
+      {"document_length", o.document_length},
       {"fp8", fp8_recipe_name(o.fp8.recipe)},
       {"model", o.model_name},
       {"layers", c.num_layers},

@@ -1,5 +1,6 @@
 // tessera bench train: times full training steps (forward, backward, grad-norm + clip, AdamW) of a
-// model preset on random tokens, and reports tokens/s, MFU, peak memory and time per phase.
+// model preset on random tokens, and reports tokens/s, MFU, peak memory and time per phase; with a
+// document length, as packed documents under the document mask (--attention-mask document).
 // MFU follows llm.c: 6·N + 6·L·C·T FLOPs per token (N = every parameter a token's forward uses,
 // padded vocabulary included; a MoE model's top-k experts only), against the bf16 dense peak of the
 // detected GPU (or --peak-tflops). Training reports the same figures every step.
@@ -27,6 +28,7 @@ struct TrainBenchOptions {
   double peak_tflops = 0;  // 0 = looked up from the GPU's name (none on CPU)
   AttentionKernel attention_kernel = AttentionKernel::automatic;  // GPU attention in bf16/fp16
   Fp8Options fp8;  // fp8 linear layers (the scales move on after every step, as in training)
+  int64_t document_length = 0;  // > 0: windows packed with documents this long, attention within each
   uint64_t seed = 1337;
 };
 

@@ -184,6 +184,8 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   expect_one_line_error("bench train --model gpt2-tiny --attention-kernel flash",
                         "unknown attention kernel 'flash': valid kernels are");
   expect_one_line_error("bench train --model gpt2-tiny --fp8 e5m2", "--fp8 must be off, hybrid");
+  expect_one_line_error("bench train --model gpt2-tiny --seq-len 16 --device cpu --document-length -1",
+                        "--document-length -1 must be 0");
   expect_one_line_error(base + " --device-comm gloo", "--device-comm must be auto, nccl or host");
 }
 
@@ -214,6 +216,20 @@ TEST(Cli, BenchTrainWithFp8) {
   EXPECT_EQ(j["fp8"], "hybrid");
   EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
   EXPECT_NEAR(j["final_loss"].get<double>(), std::log(256.0), 0.3);
+}
+
+// bench train --document-length: the windows packed with documents under the document mask; the
+// same tokens as the causal run, so only the mask changes the loss.
+TEST(Cli, BenchTrainWithPackedDocuments) {
+  const nlohmann::json causal = bench_train_json(""), packed = bench_train_json("--document-length 4");
+  ASSERT_FALSE(causal.empty());
+  ASSERT_FALSE(packed.empty());
+  EXPECT_EQ(causal["document_length"], 0);
+  EXPECT_EQ(packed["document_length"], 4);
+  EXPECT_GT(packed["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_NE(packed["final_loss"].get<double>(), causal["final_loss"].get<double>());
+  EXPECT_EQ(bench_train_json("--document-length 16")["final_loss"], causal["final_loss"])
+      << "one document as long as the window is the causal mask";
 }
 
 TEST(Cli, TomlConfigWithFlagOverrides) {
