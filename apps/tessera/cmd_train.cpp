@@ -112,6 +112,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--seed", c.seed, "Seed of initialisation and data order")->capture_default_str();
   cmd.add_option("--eval-every", c.eval_every, "Validate every N steps (0 = at the end only)")->capture_default_str();
   cmd.add_option("--eval-batches", c.eval_batches, "Micro-batches per validation")->capture_default_str();
+  cmd.add_flag("--eval-only", c.eval_only,
+               "Validate the (--resume'd) weights on --val-data under this run's layout, print val_loss and stop: "
+               "no training step, nothing written (Megatron's --skip-train)");
   cmd.add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0 = at the end only)")
       ->capture_default_str();
   cmd.add_option("--keep-checkpoints", c.keep_checkpoints, "Keep the newest N checkpoints in --out-dir (0 = all)")
@@ -210,6 +213,11 @@ void add_train_command(CLI::App& app) {
     } catch (const Error& e) {
       if (runtime.world_rank() != 0) throw QuietError(e.what(), e.where());  // rank 0 reports it
       throw;
+    }
+    if (c.eval_only) {
+      const Validation v = trainer->validate();  // every rank takes part
+      if (runtime.world_rank() == 0) std::printf("%s\n", trainer->validation_line(trainer->start_step(), v).c_str());
+      return;
     }
     TrainResult result = trainer->run();
     if (runtime.world_rank() != 0) return;

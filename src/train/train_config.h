@@ -82,6 +82,7 @@ struct TrainConfig {
   // bookkeeping
   int64_t eval_every = 0;  // 0 = only at the end when --val-data is given
   int64_t eval_batches = 8;
+  bool eval_only = false;  // validate the (resumed) weights under this layout and stop: no step, nothing written
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int64_t keep_checkpoints = 3;  // newest checkpoints kept in out_dir (0 = all)
   int64_t keep_every = 0;        // also keep every checkpoint whose step is a multiple (0 = none)

@@ -456,6 +456,26 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
   return grad_norm;
 }
 
+Validation Trainer::validate() {
+  Validation v;
+  for (const ValSource& source : val_sources_) {
+    v.by_source.push_back(evaluate(*source.data));
+    v.loss += source.source.weight * v.by_source.back();
+  }
+  return v;
+}
+
+std::string Trainer::validation_line(int64_t step, const Validation& v) const {
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(4) << "step " << step << ": val_loss " << v.loss;
+  if (val_sources_.size() > 1) {
+    for (size_t d = 0; d < val_sources_.size(); ++d)
+      line << (d == 0 ? " (" : ", ") << val_sources_[d].source.glob << " " << v.by_source[d];
+    line << ")";
+  }
+  return line.str();
+}
+
 TrainResult Trainer::run() {
   using Clock = std::chrono::steady_clock;
   create_folder(config_.out_dir, "--out-dir");
@@ -541,26 +561,15 @@ TrainResult Trainer::run() {
 
     const bool last = step == config_.steps;
     if (!val_sources_.empty() && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
-      std::vector<float> losses;
-      double val_loss = 0.0;
-      for (const ValSource& v : val_sources_) {
-        losses.push_back(evaluate(*v.data));
-        val_loss += v.source.weight * losses.back();
-      }
-      nlohmann::json entry = {{"step", step}, {"val_loss", float(val_loss)}};
-      std::ostringstream line;
-      line << std::fixed << std::setprecision(4) << "step " << step << ": val_loss " << val_loss;
+      const Validation v = validate();
+      nlohmann::json entry = {{"step", step}, {"val_loss", float(v.loss)}};
       if (val_sources_.size() > 1) {
         nlohmann::json& by_source = entry["val_loss_by_source"] = nlohmann::json::object();
-        for (size_t d = 0; d < val_sources_.size(); ++d) {
-          by_source[val_sources_[d].source.glob] = losses[d];
-          line << (d == 0 ? " (" : ", ") << val_sources_[d].source.glob << " " << losses[d];
-        }
-        line << ")";
+        for (size_t d = 0; d < val_sources_.size(); ++d) by_source[val_sources_[d].source.glob] = v.by_source[d];
       }
       if (metrics) metrics->write(entry);
-      progress.message(line.str());
-      result.last_val_loss = float(val_loss);
+      progress.message(validation_line(step, v));
+      result.last_val_loss = float(v.loss);
     }
     if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last && is_reporting_rank())
       print_sample(progress);

@@ -42,6 +42,12 @@ struct TrainResult {
   int stopped_by = 0;                     // the signal (SIGTERM, SIGINT) that stopped the run early, or 0
 };
 
+// A validation over --val-data: the sources' weighted mean loss, and each source's.
+struct Validation {
+  double loss = 0;
+  std::vector<float> by_source;
+};
+
 // A grid of one process whose groups all have size 1 (tests, and runs without a launcher).
 ProcessGrid single_process_grid();
 
@@ -50,6 +56,11 @@ class Trainer {
   explicit Trainer(TrainConfig config, ProcessGrid grid = single_process_grid());
   ~Trainer();
   TrainResult run();
+  // Collective: validation at the current weights (every rank calls it; --val-data is set).
+  Validation validate();
+  // "step N: val_loss L" and, for a mixture, each source's loss.
+  std::string validation_line(int64_t step, const Validation& v) const;
+  int64_t start_step() const { return start_step_; }  // the resumed checkpoint's step, or 0
   Decoder& model() { return *model_; }
   const AdamW& optimizer() const { return *optimizer_; }
   // Fault injection for tests: called after each step's gradients are complete, before the update;

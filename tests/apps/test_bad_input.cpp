@@ -38,22 +38,6 @@ void prepare_run(const fs::path& dir) {
   ASSERT_EQ(hf.exit_code, 0) << hf.output;
 }
 
-// Every path under `root` with its bytes (a link: its target), to compare before and after.
-std::map<std::string, std::string> snapshot(const fs::path& root) {
-  std::map<std::string, std::string> files;
-  if (!fs::exists(root)) return files;
-  for (const fs::directory_entry& e : fs::recursive_directory_iterator(root)) {
-    const std::string name = fs::relative(e.path(), root).string();
-    if (e.is_symlink())
-      files[name] = "-> " + fs::read_symlink(e.path()).string();
-    else if (e.is_regular_file())
-      files[name] = testing::read_text(e.path());
-    else
-      files[name] = "(folder or special file)";
-  }
-  return files;
-}
-
 void edit_json(const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
   nlohmann::json j = nlohmann::json::parse(testing::read_text(file));
   edit(j);
@@ -631,7 +615,7 @@ TEST_P(BadInputTable, OneLineNonZeroExitRunFolderUnchanged) {
   const fs::path dir = testing::scratch_dir();
   ASSERT_NO_FATAL_FAILURE(prepare_run(dir));
   const std::string args = c.setup(dir);
-  const auto before = snapshot(dir / "run");
+  const auto before = testing::folder_snapshot(dir / "run");
   const testing::CommandResult r = testing::run_command("{ timeout 60 env OMP_NUM_THREADS=1 " +
                                                         std::string(TESSERA_EXE) + " " + args + " > /dev/null; }");
   const std::string& err = r.output;
@@ -645,7 +629,7 @@ TEST_P(BadInputTable, OneLineNonZeroExitRunFolderUnchanged) {
     EXPECT_FALSE(testing::contains(err, raw)) << err;
   EXPECT_TRUE(std::all_of(err.begin(), err.end() - 1, [](char ch) { return ch == '\t' || ch >= 0x20 || ch < 0; }))
       << "control characters in: " << err;
-  EXPECT_TRUE(before == snapshot(dir / "run")) << "the run folder changed: " << args;
+  EXPECT_TRUE(before == testing::folder_snapshot(dir / "run")) << "the run folder changed: " << args;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BadInputTable, ::testing::ValuesIn(all_cases()),

@@ -152,11 +152,11 @@ std::vector<ModelBadInput> cases() {
   };
 }
 
+// The two run folders' files, to compare before and after.
 std::map<std::string, std::string> snapshot(const fs::path& root) {
   std::map<std::string, std::string> files;
   for (const char* run : {"llama", "mixtral"})
-    for (const fs::directory_entry& e : fs::recursive_directory_iterator(root / run))
-      if (e.is_regular_file()) files[e.path().string()] = testing::read_text(e.path());
+    for (const auto& [name, bytes] : testing::folder_snapshot(root / run)) files[std::string(run) + "/" + name] = bytes;
   return files;
 }
 

@@ -88,6 +88,22 @@ std::string read_text(const std::filesystem::path& path) {
   return s.str();
 }
 
+std::map<std::string, std::string> folder_snapshot(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> files;
+  if (!fs::exists(root)) return files;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(root)) {
+    const std::string name = fs::relative(e.path(), root).string();
+    if (e.is_symlink())
+      files[name] = "-> " + fs::read_symlink(e.path()).string();
+    else if (e.is_regular_file())
+      files[name] = read_text(e.path());
+    else
+      files[name] = "(folder or special file)";
+  }
+  return files;
+}
+
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 void expect_one_line_error(const CommandResult& result, const std::string& fix) {

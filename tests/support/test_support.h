@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ CommandResult run_command(const std::string& command_line);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
 std::string read_text(const std::filesystem::path& path);
+// Every path under `root` with its bytes (a link: its target), to compare a folder before and after.
+std::map<std::string, std::string> folder_snapshot(const std::filesystem::path& root);
 
 // The message of the tessera::Error that `f` throws ("" and a test failure when it throws none).
 template <typename F>
