@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -28,9 +29,10 @@ class ExpertParallel {
   virtual std::vector<int64_t> exchange_counts(const std::vector<int64_t>& sent, int64_t local_experts,
                                                int64_t max_rows_per_peer) = 0;
   // Rows of (rows, C) tensors: send_rows[p] consecutive rows of `send` go to peer p, in peer order; `recv` receives
-  // recv_rows[p] rows from each peer p, in peer order.
+  // recv_rows[p] rows from each peer p, in peer order. `meanwhile` (when set) runs while the rows travel:
+  // work that touches neither tensor (the shared experts), hidden behind the exchange.
   virtual void exchange_rows(const Tensor& send, const std::vector<int64_t>& send_rows, Tensor& recv,
-                             const std::vector<int64_t>& recv_rows) = 0;
+                             const std::vector<int64_t>& recv_rows, const std::function<void()>& meanwhile) = 0;
 };
 
 // Sums of `counts` (peers · local_experts, as exchange_counts returns them) per peer.

@@ -2,6 +2,7 @@
 #include "nn/moe_layer.h"
 
 #include <cmath>
+#include <functional>
 
 #include "core/cuda/device.h"
 #include "ops/grouped_matmul.h"
@@ -62,10 +63,12 @@ RouterBalance summed_over(ContextParallel& cp, const RouterBalance& mine) {
 // This rank's M routed rows of `mine` (global expert order) to their experts' ranks: `expert_side`
 // receives the group's rows for this rank's experts, expert by expert (a.sent and a.received say
 // how many travel).
-void send_to_experts(Tensor& expert_side, const Tensor& mine, const MoeActivations& a, ExpertParallel& ep) {
+void send_to_experts(Tensor& expert_side, const Tensor& mine, const MoeActivations& a, ExpertParallel& ep,
+                     const std::function<void()>& meanwhile) {
   const int64_t local = int64_t(a.sent.size()) / ep.place().size;
   Tensor arrived = Tensor::zeros({a.expert_rows, mine.size(1)}, mine.dtype(), mine.device());
-  ep.exchange_rows(rows(mine, a.kept), rows_per_peer(a.sent, local), arrived, rows_per_peer(a.received, local));
+  ep.exchange_rows(rows(mine, a.kept), rows_per_peer(a.sent, local), arrived, rows_per_peer(a.received, local),
+                   meanwhile);
   ensure_rows(expert_side, a.expert_rows);
   regroup(expert_side, arrived, a.received, local, true);
 }
@@ -77,12 +80,14 @@ void return_from_experts(Tensor& mine, const Tensor& expert_side, const MoeActiv
   Tensor leaving = Tensor::zeros({a.expert_rows, expert_side.size(1)}, expert_side.dtype(), expert_side.device());
   regroup(leaving, expert_side, a.received, local, false);
   Tensor landing = rows(mine, a.kept);
-  ep.exchange_rows(leaving, rows_per_peer(a.received, local), landing, rows_per_peer(a.sent, local));
+  ep.exchange_rows(leaving, rows_per_peer(a.received, local), landing, rows_per_peer(a.sent, local), {});
 }
 
 // Expert parallelism's dispatch: the counts first (a.sent from the plan's offsets, a.received from
-// the peers, a.expert_offsets the groups of this rank's experts), then the routed rows a.xs.
-void dispatch_to_experts(MoeActivations& a, ExpertParallel& ep, int64_t num_experts, int64_t max_rows) {
+// the peers, a.expert_offsets the groups of this rank's experts), then the routed rows a.xs, with
+// `meanwhile` run while they travel.
+void dispatch_to_experts(MoeActivations& a, ExpertParallel& ep, int64_t num_experts, int64_t max_rows,
+                         const std::function<void()>& meanwhile) {
   const int64_t local = num_experts / ep.place().size, peers = ep.place().size;
   const int32_t* offsets = a.offsets.data<int32_t>();
   a.sent.assign(size_t(num_experts), 0);
@@ -95,7 +100,7 @@ void dispatch_to_experts(MoeActivations& a, ExpertParallel& ep, int64_t num_expe
     for (int64_t p = 0; p < peers; ++p) groups[j + 1] += int32_t(a.received[size_t(p * local + j)]);
   }
   a.expert_rows = groups[local];
-  send_to_experts(a.expert_xs, a.xs, a, ep);
+  send_to_experts(a.expert_xs, a.xs, a, ep, meanwhile);
 }
 
 }  // namespace
@@ -153,8 +158,17 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   a.kept = moe_dispatch_plan(a.order, a.offsets, a.experts, E, capacity);
   const int64_t M = a.kept;
   moe_gather(a.xs, tokens, a.order, M, K);
+  // The shared experts see every token and no routed row: under expert parallelism they compute while
+  // the routed rows travel (Megatron's shared-expert overlap).
+  const bool has_shared = w.shared_in.weight.defined();
+  const std::function<void()> shared_experts = [&] {
+    // Its bias on tp rank 0 only; its partial output joins the experts' in one reduction.
+    const LinearWeights shared_out{w.shared_out.weight, row_parallel_bias(w.shared_out.bias, tp)};
+    mlp_layer_forward(MlpKind::swiglu, a.shared, input, w.shared_in, shared_out, nullptr, fp8);
+  };
+  if (has_shared && !ep) shared_experts();
   if (ep) {
-    dispatch_to_experts(a, *ep, E, N * K);
+    dispatch_to_experts(a, *ep, E, N * K, has_shared ? shared_experts : std::function<void()>());
     ensure_rows(a.h, a.expert_rows);
     ensure_rows(a.act, a.expert_rows);
     ensure_rows(a.expert_ys, a.expert_rows);
@@ -173,12 +187,7 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   Tensor partial = all_rows_like(a.out, tp);
   Tensor out = partial.reshape({N, C});
   moe_combine(out, a.ys, a.weights, a.order, M, K);
-  if (w.shared_in.weight.defined()) {
-    // Its bias on tp rank 0 only; its partial output joins the experts' in one reduction.
-    const LinearWeights shared_out{w.shared_out.weight, row_parallel_bias(w.shared_out.bias, tp)};
-    mlp_layer_forward(MlpKind::swiglu, a.shared, input, w.shared_in, shared_out, nullptr, fp8);
-    add_inplace(partial, a.shared.out);
-  }
+  if (has_shared) add_inplace(partial, a.shared.out);
   region_output(partial, a.out, tp);
   if (!cp) {
     a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config));
@@ -210,8 +219,16 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   // The routing weights' gradient reads the experts' outputs, of which a tp rank holds partial sums.
   if (tp) tp->sum_over_group(s.dweights);
   const int64_t R = a.expert_rows;
+  // The shared experts' input gradient goes to s.dpart, added to dx once the routed rows' is written;
+  // under expert parallelism it is computed while the routed rows' gradients travel.
+  const bool has_shared = w.shared_in.weight.defined();
+  const std::function<void()> shared_experts = [&] {
+    mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dout_all, a.shared, input, w.shared_in,
+                       w.shared_out, s.shared, deferred, nullptr, fp8);
+  };
+  if (has_shared && !ep) shared_experts();
   if (ep) {
-    send_to_experts(s.expert_dys, s.dys, a, *ep);
+    send_to_experts(s.expert_dys, s.dys, a, *ep, has_shared ? shared_experts : std::function<void()>());
     ensure_rows(s.dact, R);
     ensure_rows(s.dh, R);
     ensure_rows(s.expert_dxs, R);
@@ -228,6 +245,7 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
                           a.expert_offsets, deferred);
   if (ep) return_from_experts(s.dxs, s.expert_dxs, a, *ep);
   moe_gather_backward(dtokens, s.dxs, a.order, M, K);
+  if (has_shared) add_inplace(partial, s.dpart);  // s.dpart is free for the router's from here
   // Under cp the load-balancing loss is the whole sequences' (the group's statistics); its scale,
   // set for this rank's N tokens, grows to all of theirs.
   const float aux_scale = cp ? scales.aux * float(a.balance.tokens / double(N)) : scales.aux;
@@ -236,11 +254,6 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   linear_backward(dpart, LinearWeights{g.router, Tensor()}, s.dlogits, tokens, w.router, deferred);
   // The router's input gradient is whole on every rank: it joins the ranks' partial sums once.
   if (!tp || tp->place().rank == 0) add_inplace(dtokens, dpart);
-  if (w.shared_in.weight.defined()) {
-    mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dout_all, a.shared, input, w.shared_in,
-                       w.shared_out, s.shared, deferred, nullptr, fp8);
-    add_inplace(partial, s.dpart);
-  }
   region_input_grad(partial, dx, tp);
 }
 

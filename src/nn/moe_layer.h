@@ -5,7 +5,8 @@
 //   experts: the routed tokens are permuted into expert order, each expert's SwiGLU runs as one
 //            GEMM over its rows (ops/grouped_matmul.h), and the outputs are combined back per token
 //            weighted by the router (ops/moe_dispatch.h); no per-token loops;
-//   shared:  DeepSeek's always-on experts, one dense SwiGLU over every token, added.
+//   shared:  DeepSeek's always-on experts, one dense SwiGLU over every token, added; under expert
+//            parallelism computed (forward and backward) while the routed rows travel.
 // Dropless by default; a capacity factor keeps at most ceil(factor * N * top_k / E) rows per
 // expert and drops the rest (those tokens' other choices still count). The auxiliary losses
 // (load balancing, router z-loss) are reported per forward and enter backward through the scales

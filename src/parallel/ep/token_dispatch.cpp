@@ -54,7 +54,7 @@ std::vector<int64_t> EpAllToAll::exchange_counts(const std::vector<int64_t>& sen
 }
 
 void EpAllToAll::exchange_rows(const Tensor& send, const std::vector<int64_t>& send_rows, Tensor& recv,
-                               const std::vector<int64_t>& recv_rows) {
+                               const std::vector<int64_t>& recv_rows, const std::function<void()>& meanwhile) {
   TS_CHECK(send.ndim() == 2 && recv.ndim() == 2 && send.size(1) == recv.size(1),
            "expert parallelism: rows travel as (rows, channels) tensors of one width");
   const int64_t width = send.size(1);
@@ -63,8 +63,12 @@ void EpAllToAll::exchange_rows(const Tensor& send, const std::vector<int64_t>& s
   for (int64_t rows : send_rows) send_counts.push_back(rows * width), sent += rows * width;
   for (int64_t rows : recv_rows) recv_counts.push_back(rows * width);
   const auto start = std::chrono::steady_clock::now();
-  ep_->all_to_allv_async(send, send_counts, recv, recv_counts).wait();
+  Work rows = ep_->all_to_allv_async(send, send_counts, recv, recv_counts);
   traffic_.seconds += seconds_since(start);
+  if (meanwhile) meanwhile();
+  const auto wait_start = std::chrono::steady_clock::now();
+  rows.wait();
+  traffic_.seconds += seconds_since(wait_start);
   traffic_.bytes_sent += double(sent) * double(dtype_size(send.dtype()));
 }
 
