@@ -48,7 +48,9 @@ void layernorm_backward(float* dx, float* dweight, float* dbias, const float* do
       dnorm_xhat_sum += dnorm * (x_n[c] - m) * s;
     }
     const float dnorm_mean = dnorm_sum / float(C), dnorm_xhat_mean = dnorm_xhat_sum / float(C);
-    auto dx_at = [&](int64_t c) { return s * (dout_n[c] * weight[c] - dnorm_mean - (x_n[c] - m) * s * dnorm_xhat_mean); };
+    auto dx_at = [&](int64_t c) {
+      return s * (dout_n[c] * weight[c] - dnorm_mean - (x_n[c] - m) * s * dnorm_xhat_mean);
+    };
     if (add_to_dx) {
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) dx_n[c] += dx_at(c);
