@@ -1,6 +1,8 @@
 // Decoder config validation and parameter counts.
 #include "nn/model_config.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "nn/decoder_layout.h"
 
@@ -54,6 +56,23 @@ int64_t ModelConfig::active_parameters() const {
 std::string model_family(const ModelConfig& config) {
   if (config.moe.enabled()) return config.moe.router == RouterKind::sigmoid_bias ? "deepseek-moe" : "mixtral";
   return config.naming == Naming::gpt2 ? "gpt2" : "llama";
+}
+
+std::string model_summary(const ModelConfig& config) {
+  auto millions = [](int64_t n) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2fM", double(n) / 1e6);
+    return std::string(text);
+  };
+  std::string line = model_family(config) + ", " + std::to_string(config.num_layers) + " layers, " +
+                     std::to_string(config.channels) + " wide, " + std::to_string(config.num_heads) + " heads";
+  if (config.kv_heads() != config.num_heads) line += " (" + std::to_string(config.kv_heads()) + " kv)";
+  if (config.moe.enabled())
+    line += ", " + std::to_string(config.moe.num_experts) + " experts (top " + std::to_string(config.moe.top_k) + ")";
+  line += ", vocabulary " + std::to_string(config.vocab_size) + ": " + millions(config.num_parameters()) + " parameters";
+  if (config.active_parameters() != config.num_parameters())
+    line += " (" + millions(config.active_parameters()) + " active per token)";
+  return line;
 }
 
 }  // namespace tessera

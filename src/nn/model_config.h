@@ -75,4 +75,8 @@ struct ModelConfig {
 // The family's name for messages and state.json: "gpt2", "llama", "mixtral" or "deepseek-moe".
 std::string model_family(const ModelConfig& config);
 
+// One line for a run's start: "gpt2, 4 layers, 192 wide, 4 heads, vocabulary 4096: 2.66M parameters"
+// (kv heads when grouped, experts when MoE, active parameters when they differ).
+std::string model_summary(const ModelConfig& config);
+
 }  // namespace tessera

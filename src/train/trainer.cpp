@@ -493,6 +493,10 @@ TrainResult Trainer::run() {
   if (!device_.notice.empty() && is_reporting_rank()) progress.message(device_.notice);
   if (!resume_notice_.empty() && is_reporting_rank()) progress.message(resume_notice_);
   if (start_step_ > 0 && is_reporting_rank()) progress.message("resumed from step " + std::to_string(start_step_));
+  if (is_reporting_rank())
+    progress.message("model: " + model_summary(model_->config()) + "; " + std::string(dtype_name(compute_dtype_)) +
+                     " on " + (device_.device == Device::cuda ? "cuda" : "cpu") + ", " +
+                     std::to_string(config_.batch_size) + " x " + std::to_string(config_.seq_len) + " tokens a step");
   if (train_data_->sources().size() > 1 && is_reporting_rank())
     progress.message("--train-data mixes " + std::to_string(train_data_->sources().size()) + " sources:\n" +
                      train_data_->summary(config_.steps));

@@ -1,0 +1,48 @@
+// `tessera train` with no data flags (`make demo`): the fortunes corpus, its 4,096-token tokenizer and
+// gpt2-mini, resumed in place when run again. Two steps each, so the whole test takes seconds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+#include "train/default_run.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The default run into `out` for `steps` steps: its exit code and stdout.
+testing::CommandResult default_run(const fs::path& out, int steps) {
+  return testing::run_command("OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " train --out-dir " + out.string() +
+                              " --steps " + std::to_string(steps) + " --eval-every 0 2>&1");
+}
+
+nlohmann::json checkpoint_model(const fs::path& checkpoint) {
+  return nlohmann::json::parse(testing::read_text(checkpoint / "state.json"))["model"];
+}
+
+TEST(DefaultRun, TrainsGpt2MiniOnFortunesAndResumesIt) {
+  if (!fs::exists(fs::path(kFortunesDir) / "fortunes")) GTEST_SKIP() << "the fortunes package is not installed";
+  const fs::path out = testing::scratch_dir() / "demo";
+
+  const testing::CommandResult first = default_run(out, 2);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_TRUE(testing::contains(first.output, "model: gpt2, 4 layers, 192 wide, 4 heads, vocabulary 4096"))
+      << first.output;
+  const nlohmann::json model = checkpoint_model(out / "ckpt-00000002");
+  EXPECT_EQ(model["num_layers"], 4);
+  EXPECT_EQ(model["channels"], 192);
+  EXPECT_EQ(model["vocab_size"], 4096);  // the demo tokenizer's, not the preset's 50257
+
+  // Run again with more steps: it continues its folder with the same model.
+  const testing::CommandResult second = default_run(out, 3);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_TRUE(testing::contains(second.output, "resumed from step 2")) << second.output;
+  EXPECT_EQ(checkpoint_model(out / "ckpt-00000003"), model);
+}
+
+}  // namespace
+}  // namespace tessera
