@@ -1,6 +1,7 @@
 // Pieces shared by the CPU kernels: exp and tanh written so that loops over them vectorise (libm's
 // expf/tanhf are scalar calls without -ffast-math), the split of C columns over an OpenMP team for
-// race-free column sums, and the size below which an elementwise loop stays on one thread.
+// race-free column sums, the size below which an elementwise loop stays on one thread, and a row
+// written or added to.
 #pragma once
 
 #include <omp.h>
@@ -53,6 +54,18 @@ inline ColumnRange thread_columns(int64_t C) {
   const int64_t per_thread = ((C + threads - 1) / threads + 15) / 16 * 16;
   const int64_t begin = std::min(C, omp_get_thread_num() * per_thread);
   return {begin, std::min(C, begin + per_thread)};
+}
+
+// dst[c] = value(c) for c < n, or dst[c] += value(c) when add (a gradient joining one already there).
+template <typename F>
+inline void write_or_add(float* dst, int64_t n, bool add, F value) {
+  if (add) {
+#pragma omp simd
+    for (int64_t c = 0; c < n; c++) dst[c] += value(c);
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < n; c++) dst[c] = value(c);
+  }
 }
 
 }  // namespace tessera::cpu

@@ -51,13 +51,7 @@ void layernorm_backward(float* dx, float* dweight, float* dbias, const float* do
     auto dx_at = [&](int64_t c) {
       return s * (dout_n[c] * weight[c] - dnorm_mean - (x_n[c] - m) * s * dnorm_xhat_mean);
     };
-    if (add_to_dx) {
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) dx_n[c] += dx_at(c);
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) dx_n[c] = dx_at(c);
-    }
+    write_or_add(dx_n, C, add_to_dx, dx_at);
   }
   // dweight += sum_n dout * xhat;  dbias += sum_n dout.
 #pragma omp parallel if (N * C >= kMinParallelElements)

@@ -38,13 +38,7 @@ void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float*
     for (int64_t c = 0; c < C; c++) dnorm_xhat_sum += dout_n[c] * weight[c] * (x_n[c] * s);
     const float dnorm_xhat_mean = dnorm_xhat_sum / float(C);
     auto dx_at = [&](int64_t c) { return s * (dout_n[c] * weight[c] - x_n[c] * s * dnorm_xhat_mean); };
-    if (add_to_dx) {
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) dx_n[c] += dx_at(c);
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) dx_n[c] = dx_at(c);
-    }
+    write_or_add(dx_n, C, add_to_dx, dx_at);
   }
   // dweight += sum_n dout * xhat.
 #pragma omp parallel if (N * C >= kMinParallelElements)
