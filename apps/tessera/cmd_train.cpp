@@ -1,6 +1,7 @@
 // tessera train: every TrainConfig field as a flag (and --config key). With no data flags it runs
 // the embedded default: a small GPT trained on Debian's fortunes corpus with its own tokenizer.
 #include <cstdio>
+#include <random>
 
 #include "commands.h"
 #include "core/cuda/device.h"
@@ -178,9 +179,11 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_flag("--quiet", c.quiet, "No live progress line");
 }
 
-void print_final_sample(Trainer& trainer, const TrainConfig& c) {
+// A sample from the trained model, drawn with `seed` (the run's --seed after training, reproducible; a new
+// one each time a finished run is run again, so it shows another fortune).
+void print_final_sample(Trainer& trainer, uint64_t seed) {
   const Tokenizer& tokenizer = *trainer.tokenizer();
-  Rng rng(c.seed, stream_id("final-sample"));
+  Rng rng(seed, stream_id("final-sample"));
   // Runs on past document ends (several short documents rather than one that may stop at once).
   SamplingOptions options{.max_new_tokens = std::min<int64_t>(160, trainer.model().config().max_seq_len),
                           .temperature = 0.8f, .top_k = 40, .stop_token = -1, .vocab_limit = tokenizer.vocab_size()};
@@ -228,7 +231,7 @@ void add_train_command(CLI::App& app) {
                   "checkpoint: %s\n",
                   c.out_dir.c_str(), (long long)result.last_step, (long long)c.steps,
                   result.last_checkpoint.string().c_str());
-      if (trainer->tokenizer() && trainer->model().can_generate()) print_final_sample(*trainer, c);
+      if (trainer->tokenizer() && trainer->model().can_generate()) print_final_sample(*trainer, std::random_device{}());
       return;
     }
     if (result.stopped_by != 0) {  // preempted: saved, and nothing else to do
@@ -240,7 +243,7 @@ void add_train_command(CLI::App& app) {
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));
     if (result.last_val_loss) std::printf(", val_loss %.4f", double(*result.last_val_loss));
     std::printf("\ncheckpoint: %s\n", result.last_checkpoint.string().c_str());
-    if (trainer->tokenizer() && trainer->model().can_generate()) print_final_sample(*trainer, c);
+    if (trainer->tokenizer() && trainer->model().can_generate()) print_final_sample(*trainer, c.seed);
   });
 }
 

@@ -1,5 +1,6 @@
 // `tessera train` with no data flags (`make demo`): the fortunes corpus, its 4,096-token tokenizer and
-// gpt2-mini, resumed in place when run again. Two steps each, so the whole test takes seconds.
+// gpt2-mini, resumed in place when run again, a new sample each time a finished run is run again.
+// Two or three steps each, so the whole test takes seconds.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,6 +19,12 @@ namespace fs = std::filesystem;
 testing::CommandResult default_run(const fs::path& out, int steps) {
   return testing::run_command("OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " train --out-dir " + out.string() +
                               " --steps " + std::to_string(steps) + " --eval-every 0 2>&1");
+}
+
+// The text after a run's "--- sample ---" line; empty when it printed none.
+std::string sample_of(const std::string& output) {
+  const size_t at = output.find("--- sample ---");
+  return at == std::string::npos ? std::string() : output.substr(at);
 }
 
 nlohmann::json checkpoint_model(const fs::path& checkpoint) {
@@ -42,6 +49,14 @@ TEST(DefaultRun, TrainsGpt2MiniOnFortunesAndResumesIt) {
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_TRUE(testing::contains(second.output, "resumed from step 2")) << second.output;
   EXPECT_EQ(checkpoint_model(out / "ckpt-00000003"), model);
+
+  // Run again when finished: it says so and shows another sample each time (160 tokens drawn at
+  // temperature 0.8: two alike by chance are out of the question).
+  const testing::CommandResult again = default_run(out, 3), once_more = default_run(out, 3);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  ASSERT_EQ(once_more.exit_code, 0) << once_more.output;
+  EXPECT_TRUE(testing::contains(again.output, "already finished at step 3")) << again.output;
+  EXPECT_NE(sample_of(again.output), sample_of(once_more.output));
 }
 
 }  // namespace
