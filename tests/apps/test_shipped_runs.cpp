@@ -1,6 +1,7 @@
-// `tessera train` with no data flags (`make demo`): the fortunes corpus, its 4,096-token tokenizer and
-// gpt2-mini, resumed in place when run again, a new sample each time a finished run is run again.
-// Two or three steps each, so the whole test takes seconds.
+// The runs the project ships. `tessera train` with no data flags (`make demo`): the fortunes corpus, its
+// 4,096-token tokenizer and gpt2-mini, resumed in place when run again, a new sample each time a finished
+// run is run again. configs/*.toml: every key still a flag, so each trains once its data and shape are
+// overridden. Two or three steps each, so the whole file takes seconds.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -57,6 +58,33 @@ TEST(DefaultRun, TrainsGpt2MiniOnFortunesAndResumesIt) {
   ASSERT_EQ(once_more.exit_code, 0) << once_more.output;
   EXPECT_TRUE(testing::contains(again.output, "already finished at step 3")) << again.output;
   EXPECT_NE(sample_of(again.output), sample_of(once_more.output));
+}
+
+TEST(ShippedConfigs, EachTrainsWithItsDataAndShapeOverridden) {
+  const fs::path dir = testing::scratch_dir();
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "The quick brown fox " + std::to_string(i % 17) + " jumps over the lazy dog.\n";
+  testing::write_text(dir / "corpus.txt", text);
+  const std::string d = dir.string(), tessera = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE);
+  ASSERT_EQ(testing::run_command(tessera + " tokenizer-train --in " + d + "/corpus.txt --vocab-size 300 --out " + d +
+                                 "/tokenizer.json && " + tessera + " tokenize --tokenizer " + d + "/tokenizer.json --in " +
+                                 d + "/corpus.txt --out " + d + "/data")
+                .exit_code,
+            0);
+  int configs = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(TESSERA_SOURCE_DIR) / "configs")) {
+    if (e.path().extension() != ".toml") continue;
+    SCOPED_TRACE(e.path().string());
+    configs++;
+    const fs::path out = dir / e.path().stem();
+    const testing::CommandResult r = testing::run_command(
+        tessera + " train --config " + e.path().string() + " --model gpt2-tiny --tokenizer " + d +
+        "/tokenizer.json --train-data '" + d + "/data/train_*.bin' --val-data '" + d + "/data/train_*.bin'" +
+        " --batch-size 4 --micro-batch-size 4 --seq-len 16 --steps 2 --quiet --out-dir " + out.string() + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(fs::exists(out / "ckpt-00000002" / "state.json")) << r.output;
+  }
+  EXPECT_GT(configs, 0) << "no configs/*.toml";
 }
 
 }  // namespace
