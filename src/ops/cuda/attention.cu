@@ -476,6 +476,13 @@ constexpr size_t backward_shared_bytes(int HS, bool doc_starts = false) {
          (doc_starts ? sizeof(int) * kTile : 0);
 }
 
+// bf16 and f16 at HS 32, 64 and 128 run on the tensor-core kernels (or cuDNN's): ops/attention.cpp sends
+// them there whenever the pointers are 16-byte aligned, and these kernels need that too. Those kernels
+// are not built here (a third of this file's compile time).
+constexpr bool built_here(bool f32, int64_t HS) { return f32 || !(HS == 32 || HS == 64 || HS == 128); }
+template <typename Elem, int HS>
+constexpr bool kBuiltHere = built_here(std::is_same_v<Elem, float>, HS);
+
 // Calls f(std::integral_constant<int, HS>{}) for a head size with a kernel; throws for any other.
 template <typename F>
 void with_head_size(const char* op, int64_t HS, F&& f) {
@@ -491,6 +498,13 @@ void with_head_size(const char* op, int64_t HS, F&& f) {
       TS_FAIL(op, ": no CUDA kernel for head size HS = C/NH = ", HS, "; supported head sizes: ", kHeadSizes,
               " (pick n_embd and n_head to match)");
   }
+}
+
+template <typename Elem>
+void check_built_here(const char* op, int64_t HS) {
+  TS_CHECK(built_here(std::is_same_v<Elem, float>, HS), op, ": bf16 and f16 at head size ", HS,
+           " run on the tensor-core kernels (attention_tc_cuda.h) or cuDNN's, which this kernel does not duplicate; ",
+           "call the op in ops/attention.h, which picks the kernel");
 }
 
 // A device pointer and the argument name it is reported under.
@@ -525,6 +539,7 @@ void attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_
                        int64_t NKV, const int32_t* doc_starts, cudaStream_t stream) {
   const char* op = "attention_forward";
   check_launch(op, B, T, C, NH, NKV, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
+  check_built_here<Elem>(op, C / NH);
   if (B == 0 || T == 0) return;
   const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
   const float scale = 1.0f / std::sqrt(float(heads.HS));
@@ -532,9 +547,11 @@ void attention_forward(Elem* out, float* lse, const Elem* qkv, int64_t B, int64_
   with_head_size(op, heads.HS, [&](auto hs) {
     with_doc_mask(doc_starts, [&](auto docs) {
       constexpr int kHS = decltype(hs)::value;
-      constexpr bool kDocs = decltype(docs)::value;
-      launch_with_shared(attention_forward_kernel<Elem, kHS, kDocs>, grid, kThreads, forward_shared_bytes(kHS), stream,
-                         out, lse, qkv, doc_starts, int(T), heads, scale);
+      if constexpr (kBuiltHere<Elem, kHS>) {  // check_built_here refused the others
+        constexpr bool kDocs = decltype(docs)::value;
+        launch_with_shared(attention_forward_kernel<Elem, kHS, kDocs>, grid, kThreads, forward_shared_bytes(kHS),
+                           stream, out, lse, qkv, doc_starts, int(T), heads, scale);
+      }
     });
   });
 }
@@ -545,6 +562,7 @@ void attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Ele
                         cudaStream_t stream) {
   const char* op = "attention_backward";
   check_launch(op, B, T, C, NH, NKV, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
+  check_built_here<Elem>(op, C / NH);
   if (B == 0 || T == 0) return;
   const QkvHeads heads{int(NH), int(NKV), int(C / NH)};
   const float scale = 1.0f / std::sqrt(float(heads.HS));
@@ -555,14 +573,16 @@ void attention_backward(Elem* dqkv, const Elem* dout, const Elem* qkv, const Ele
   with_head_size(op, heads.HS, [&](auto hs) {
     with_doc_mask(doc_starts, [&](auto docs) {
       constexpr int kHS = decltype(hs)::value;
-      constexpr bool kDocs = decltype(docs)::value;
-      // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
-      launch_with_shared(attention_backward_dkdv_kernel<Elem, kHS, kDocs>, dim3(unsigned(B * NKV), tiles), kThreads,
-                         backward_shared_bytes(kHS, kDocs), stream, dqkv, dout, qkv, lse,
-                         static_cast<const float*>(delta), doc_starts, int(T), heads, scale);
-      launch_with_shared(attention_backward_dq_kernel<Elem, kHS, kDocs>, dim3(unsigned(B * NH), tiles), kThreads,
-                         backward_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta),
-                         doc_starts, int(T), heads, scale);
+      if constexpr (kBuiltHere<Elem, kHS>) {  // check_built_here refused the others
+        constexpr bool kDocs = decltype(docs)::value;
+        // The two kernels write disjoint parts of dqkv (dk, dv and dq), every row from one block only.
+        launch_with_shared(attention_backward_dkdv_kernel<Elem, kHS, kDocs>, dim3(unsigned(B * NKV), tiles), kThreads,
+                           backward_shared_bytes(kHS, kDocs), stream, dqkv, dout, qkv, lse,
+                           static_cast<const float*>(delta), doc_starts, int(T), heads, scale);
+        launch_with_shared(attention_backward_dq_kernel<Elem, kHS, kDocs>, dim3(unsigned(B * NH), tiles), kThreads,
+                           backward_shared_bytes(kHS), stream, dqkv, dout, qkv, lse, static_cast<const float*>(delta),
+                           doc_starts, int(T), heads, scale);
+      }
     });
   });
 }

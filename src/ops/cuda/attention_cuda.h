@@ -1,7 +1,8 @@
 // CUDA launchers of causal self-attention, flash style (contract in ops/attention.h).
 // Raw device pointers, 16-byte aligned, queued on `stream`; each checks its launches. Storage T =
 // float, __nv_bfloat16 or __half for qkv, out, dout and dqkv alike (arithmetic fp32); lse is fp32 in
-// all. Head sizes HS = C/NH in {16, 32, 48, 64, 80, 96, 128}: any other, or a misaligned pointer,
+// all. Head sizes HS = C/NH in {16, 32, 48, 64, 80, 96, 128} (bf16 and f16 at 32, 64, 128 are the
+// tensor-core kernels', attention_tc_cuda.h, and not built here): any other, or a misaligned pointer,
 // throws tessera::Error before anything is queued. qkv packs NH query heads, then NKV key and NKV value
 // heads (NKV divides NH; NKV < NH is grouped-query attention): (B, T, (NH + 2 NKV) HS), dqkv alike.
 // No (T,T) matrix is stored; the backward is deterministic (no atomics). doc_starts: null (plain causal)
