@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "core/divisors.h"
 #include "core/error.h"
 #include "nn/activation_memory.h"
 #include "nn/decoder_layout.h"
@@ -184,8 +185,7 @@ std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, co
                                                    int64_t device_bytes, int64_t most) {
   const int64_t share = config.batch_size / std::max(config.dp, 1);
   TrainConfig c = config;
-  for (int64_t m = std::min(most, share); m >= 1; --m) {
-    if (share % m != 0) continue;
+  for (const int64_t m : divisors_up_to(share, most)) {
     c.micro_batch_size = m;
     try {
       MemoryPlan plan = plan_memory(c, model, compute, device_bytes);

@@ -16,7 +16,8 @@ struct PipelinePlan {
 };
 
 // For `config`'s --pp, --virtual-stages, --pipeline-schedule and --pipeline-boundaries on `model`,
-// with `dp` data-parallel ranks: each runs batch_size / (dp · micro-batch size) micro-batches a step.
+// with `dp` data-parallel ranks: each runs batch_size / (dp · micro-batch size) micro-batches a step,
+// P V M at most kMaxScheduleSlots (more throws naming the flags).
 PipelinePlan plan_pipeline(const TrainConfig& config, const ModelConfig& model, int dp);
 
 }  // namespace tessera

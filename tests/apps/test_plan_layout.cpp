@@ -52,6 +52,25 @@ TEST(PlanLayout, SaysWhenNothingFits) {
   EXPECT_TRUE(testing::contains(r.output, "gpt2-1558m on 1 ranks: no layout fits; add ranks")) << r.output;
 }
 
+// The micro-batch sizes tried are the divisors of a rank's share, found in sqrt(share) steps, and a
+// layout whose schedule would hold millions of micro-batches is refused before it is built: a global
+// batch of 99,999,999,999 sequences used to count down from itself and fill memory for minutes.
+TEST(PlanLayout, AHugeGlobalBatchIsPlannedAtOnce) {
+  const int64_t batch = 99999999999;
+  const testing::CommandResult r = testing::run_command(
+      "timeout 60 " + kPlan + "layout --model gpt2-tiny --seq-len 64 --world 4 --batch-size " + std::to_string(batch) + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_FALSE(j["layouts"].empty()) << r.output;
+  for (const nlohmann::json& layout : j["layouts"]) {
+    SCOPED_TRACE(layout.dump());
+    const int64_t dp = layout["dp"], micro = layout["micro_batch"];
+    EXPECT_EQ(batch % dp, 0);
+    EXPECT_EQ(batch / dp % micro, 0);
+    EXPECT_GT(micro, 1000) << "the largest micro-batch that fits a gpt2-tiny is far above 1000 sequences";
+  }
+}
+
 TEST(PlanLayout, BadInputIsOneLineAndANonZeroExit) {
   testing::expect_one_line_errors(kPlan, {
       {"layout --world 0", "--world must be between 1 and 65536 ranks, got 0"},

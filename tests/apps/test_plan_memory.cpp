@@ -57,6 +57,8 @@ TEST(PlanMemory, BadInputIsOneLineAndANonZeroExit) {
       {"--model gpt2-124m --dtype fp8", "--dtype must be auto, fp32, bf16 or fp16"},
       {"--model gpt2-124m --device-memory-gb 0", "--device-memory-gb must be a positive number"},
       {"--model gpt2-124m --batch-size 6 --micro-batch-size 4", "choose a micro-batch that divides"},
+      {"--model gpt2-tiny --seq-len 64 --pp 2 --batch-size 20000000 --micro-batch-size 1",
+       "20000000 micro-batches, more than a schedule of 2 pipeline chunks holds"},
       {"--model gpt4", "gpt2-124m"},
   });
 }

@@ -34,6 +34,7 @@ TEST(PlanPipeline, BadInputIsOneLineAndANonZeroExit) {
       {"--pp 4 --microbatches 6 --virtual-stages 2 --schedule interleaved", "use 4 or 8 micro-batches"},
       {"--pp 4 --virtual-stages 2 --schedule 1f1b", "--pipeline-schedule interleaved"},
       {"--pp 3 --model gpt2-mini --pipeline-boundaries 2,1", "strictly increasing"},
+      {"--pp 2 --microbatches 2000000000", "use fewer micro-batches"},  // it used to fill memory for minutes
   });
 }
 

@@ -99,6 +99,9 @@ PipelineSchedule make_pipeline_schedule(ScheduleKind kind, int P, int M, int V) 
   TS_CHECK(P >= 1, "--pp ", P, ": a pipeline needs at least 1 stage");
   TS_CHECK(M >= 1, "micro-batches ", M, ": a pipeline needs at least 1 micro-batch");
   TS_CHECK(V >= 1, "--virtual-stages ", V, " must be at least 1");
+  TS_CHECK(int64_t(P) * V * M <= kMaxScheduleSlots, "--pp ", P, " x --virtual-stages ", V, " x ", M,
+           " micro-batches is more than the ", kMaxScheduleSlots, " slots a step's schedule holds; use fewer ",
+           "micro-batches (a larger micro-batch) or fewer stages");
   TS_CHECK(V == 1 || kind == ScheduleKind::interleaved, "--virtual-stages ", V, " needs the interleaved schedule, not ",
            name, "; use --pipeline-schedule interleaved or --virtual-stages 1");
   TS_CHECK(kind != ScheduleKind::interleaved || M % P == 0, "the interleaved schedule runs micro-batches in groups of --pp ",

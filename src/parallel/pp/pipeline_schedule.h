@@ -50,8 +50,13 @@ struct PipelineSchedule {
   int rank_of(int chunk) const { return chunk % stages; }
 };
 
+// The most forward slots (stages P x virtual stages V x micro-batches M) one step's schedule holds;
+// runs use a few thousand to a few hundred thousand (pp 16, V 4, M 2048: 131072).
+inline constexpr int64_t kMaxScheduleSlots = int64_t(1) << 24;
+
 // Throws tessera::Error (naming the numbers and the nearest valid choice) for P < 1, M < 1, V < 1,
-// V > 1 with a schedule other than interleaved, and M not a multiple of P for interleaved.
+// P V M above kMaxScheduleSlots, V > 1 with a schedule other than interleaved, and M not a multiple
+// of P for interleaved.
 PipelineSchedule make_pipeline_schedule(ScheduleKind kind, int stages, int micro_batches, int virtual_stages = 1);
 
 // One line per action, for messages and tests: "F c2 m3", "send-act c2 m3 -> 1".
