@@ -33,6 +33,7 @@ void run_bench_train(const BenchTrainFlags& f) {
   o.document_length = f.document_length;
   o.attention_kernel = parse_attention_kernel(f.attention_kernel);  // flags first, then the device's notice
   o.fp8 = Fp8Options{parse_fp8_recipe(f.fp8)};
+  check_train_bench_options(o);
   o.device = choose_device_noting(f.device);
   o.dtype = choose_compute_dtype(f.dtype, o.device);
   const TrainBenchResult r = run_train_bench(o);

@@ -66,13 +66,17 @@ double model_flops_per_token(const ModelConfig& model, int64_t seq_len) {
   return 6.0 * double(model.active_parameters()) + 6.0 * double(model.num_layers * model.channels * seq_len);
 }
 
-TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
+void check_train_bench_options(const TrainBenchOptions& o) {
   TS_CHECK(o.micro_batch > 0 && o.seq_len > 0 && o.grad_accum > 0 && o.steps > 0 && o.warmup >= 0,
            "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
   TS_CHECK(o.seq_len <= o.model.max_seq_len, "bench train: --seq-len ", o.seq_len, " exceeds the model's context of ",
            o.model.max_seq_len);
   TS_CHECK(o.document_length >= 0, "bench train: --document-length ", o.document_length,
            " must be 0 (one causal window) or a document's length in tokens");
+}
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
+  check_train_bench_options(o);
   set_attention_kernel(o.attention_kernel);
   Decoder model(o.model);
   model.init_weights(o.seed);

@@ -47,6 +47,9 @@ double peak_flops_for(double peak_tflops, Device device);
 // Training FLOPs per token of `model` at sequence length `seq_len`: 6·N_active + 6·L·C·T.
 double model_flops_per_token(const ModelConfig& model, int64_t seq_len);
 
+// Throws naming the flag when a size is not positive, the sequence outruns the model's context, or the
+// document length is negative; run_train_bench checks first too.
+void check_train_bench_options(const TrainBenchOptions& options);
 TrainBenchResult run_train_bench(const TrainBenchOptions& options);
 
 // One JSON object with the options, the device and the result.

@@ -186,13 +186,16 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   expect_one_line_error("bench train --model gpt2-tiny --fp8 e5m2", "--fp8 must be off, hybrid");
   expect_one_line_error("bench train --model gpt2-tiny --seq-len 16 --device cpu --document-length -1",
                         "--document-length -1 must be 0");
+  // Checked before --device auto's notice, so the error is the only line.
+  expect_one_line_error("bench train --model gpt2-tiny --steps 0", "--steps must be positive");
+  expect_one_line_error("bench train --model gpt2-tiny --seq-len 65", "exceeds the model's context of 64");
   expect_one_line_error(base + " --device-comm gloo", "--device-comm must be auto, nccl or host");
 }
 
 TEST_F(CliBadInput, CudaWithoutAGpuSaysWhy) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
   expect_one_line_error(base + " --device cuda", "--device cuda: ");
-  expect_one_line_error("bench train --model gpt2-tiny --device cuda", "--device cuda: ");
+  expect_one_line_error("bench train --model gpt2-tiny --seq-len 16 --device cuda", "--device cuda: ");
 }
 
 // bench train on the CPU: one JSON line with the figures a GPU run reports (MFU needs a peak there).
