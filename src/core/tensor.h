@@ -16,6 +16,8 @@
 namespace tessera {
 
 enum class Device { cpu, cuda };
+// "cpu" or "cuda", as the --device flag and messages spell them.
+constexpr const char* device_name(Device d) { return d == Device::cuda ? "cuda" : "cpu"; }
 
 using Shape = std::vector<int64_t>;
 

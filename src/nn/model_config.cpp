@@ -69,9 +69,9 @@ std::string model_summary(const ModelConfig& config) {
   if (config.kv_heads() != config.num_heads) line += " (" + std::to_string(config.kv_heads()) + " kv)";
   if (config.moe.enabled())
     line += ", " + std::to_string(config.moe.num_experts) + " experts (top " + std::to_string(config.moe.top_k) + ")";
-  line += ", vocabulary " + std::to_string(config.vocab_size) + ": " + millions(config.num_parameters()) + " parameters";
-  if (config.active_parameters() != config.num_parameters())
-    line += " (" + millions(config.active_parameters()) + " active per token)";
+  const int64_t parameters = config.num_parameters(), active = config.active_parameters();
+  line += ", vocabulary " + std::to_string(config.vocab_size) + ": " + millions(parameters) + " parameters";
+  if (active != parameters) line += " (" + millions(active) + " active per token)";
   return line;
 }
 

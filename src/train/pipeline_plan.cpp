@@ -26,7 +26,10 @@ PipelinePlan plan_pipeline(const TrainConfig& config, const ModelConfig& model, 
     const int64_t share = config.batch_size / dp;
     int64_t fitting = 0;
     for (const int64_t m : divisors_up_to(share, micro_batch))
-      if (fitting == 0 && (share / m) % P == 0) fitting = m;
+      if ((share / m) % P == 0) {
+        fitting = m;
+        break;
+      }
     const std::string fix = fitting > 0 ? "use --micro-batch-size " + std::to_string(fitting)
                                         : "use a --batch-size that is a multiple of --dp × --pp = " + std::to_string(dp * P);
     TS_FAIL("the interleaved schedule runs micro-batches in groups of --pp ", P, ", but a step has --batch-size ",

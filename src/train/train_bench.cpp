@@ -155,7 +155,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
   const ModelConfig& c = o.model;
   nlohmann::json j = {
       {"impl", "tessera"},
-      {"device", o.device == Device::cuda ? "cuda" : "cpu"},
+      {"device", device_name(o.device)},
       {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
       {"dtype", compute_dtype_flag(o.dtype)},
       {"attention_kernel", std::string(attention_kernel_name(o.attention_kernel))},

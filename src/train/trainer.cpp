@@ -495,7 +495,7 @@ TrainResult Trainer::run() {
   if (start_step_ > 0 && is_reporting_rank()) progress.message("resumed from step " + std::to_string(start_step_));
   if (is_reporting_rank())
     progress.message("model: " + model_summary(model_->config()) + "; " + std::string(dtype_name(compute_dtype_)) +
-                     " on " + (device_.device == Device::cuda ? "cuda" : "cpu") + ", " +
+                     " on " + device_name(device_.device) + ", " +
                      std::to_string(config_.batch_size) + " x " + std::to_string(config_.seq_len) + " tokens a step");
   if (train_data_->sources().size() > 1 && is_reporting_rank())
     progress.message("--train-data mixes " + std::to_string(train_data_->sources().size()) + " sources:\n" +
