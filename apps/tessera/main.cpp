@@ -53,14 +53,18 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const CLI::ConversionError& e) {
     // CLI11 words it "Could not convert: --threads = 4294967297": a value past the flag's own
-    // (32- or 64-bit) range, or not a number of its kind.
+    // (32- or 64-bit) range, or not a number of its kind. A flag given twice is listed as
+    // "16,0.5"; the last value is the one read (TakeLast), so it is the one named.
     std::string message = e.what();
     const std::string prefix = "Could not convert: ";
     if (message.starts_with(prefix)) message = message.substr(prefix.size());
     const size_t equals = message.find(" = ");
-    if (equals != std::string::npos)
-      message = message.substr(0, equals) + ": " + tessera::quoted_text(message.substr(equals + 3)) +
+    if (equals != std::string::npos) {
+      std::string value = message.substr(equals + 3);
+      if (const size_t comma = value.rfind(','); comma != std::string::npos) value = value.substr(comma + 1);
+      message = message.substr(0, equals) + ": " + tessera::quoted_text(value) +
                 " is not a number this flag takes (a whole number within its range, or a number of its kind)";
+    }
     fail(message);
     return 2;
   } catch (const CLI::ParseError& e) {
