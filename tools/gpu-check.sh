@@ -13,6 +13,8 @@
 #   attention  the attention kernels side by side: the tensor-core and cuDNN attention tests (cuDNN's own
 #          error log on), then tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with
 #          --attention-kernel tessera and cudnn, and with 256-token documents under the document mask
+#   tuning  tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with cuBLASLt's first choice of each matmul
+#          algorithm, then with the fastest of $TUNING_CANDIDATES (16) timed on each shape's first call
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
 #          (MFU), each beside PyTorch
@@ -126,6 +128,13 @@ for s in "${sections[@]}"; do
       record "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 20 --dtype bf16 \
         --document-length 256 --json
       ;;
+    tuning)
+      section "tuning: cuBLASLt's first choice vs the fastest of ${TUNING_CANDIDATES:-16} candidates, GPT-2 124M bf16 B=16"
+      for n in 1 "${TUNING_CANDIDATES:-16}"; do
+        record "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 20 --dtype bf16 \
+          --matmul-tuning "$n"
+      done
+      ;;
     profile)
       section "profile: one bf16 step of GPT-2 124M, B=16, T=1024, time per kernel (ncu)"
       ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -179,7 +188,7 @@ for s in "${sections[@]}"; do
             "$data/$name/metrics.jsonl" --tolerance "$tolerance"
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench attention profile large multirank)"; status=1 ;;
+    *) say "unknown section '$s' (env tests train bench attention tuning profile large multirank)"; status=1 ;;
   esac
 done
 [[ -z $section_start ]] || say "(section took $((SECONDS - section_start)) s)"

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "ops/attention.h"
+#include "ops/matmul_tuning.h"
 #include "train/device_choice.h"
 #include "train/model_setup.h"
 #include "train/train_bench.h"
@@ -15,6 +16,7 @@ namespace {
 struct BenchTrainFlags {
   TrainConfig shape;  // --model and the shape overrides, resolved as `tessera train` does
   int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3, document_length = 0;
+  int64_t matmul_tuning = 1;
   std::string device = "auto", dtype = "auto", attention_kernel = "auto", fp8 = "off";
   double peak_tflops = 0;
   bool json = false;
@@ -33,6 +35,8 @@ void run_bench_train(const BenchTrainFlags& f) {
   o.document_length = f.document_length;
   o.attention_kernel = parse_attention_kernel(f.attention_kernel);  // flags first, then the device's notice
   o.fp8 = Fp8Options{parse_fp8_recipe(f.fp8)};
+  check_matmul_tuning(f.matmul_tuning);  // before narrowing to int
+  o.matmul_tuning = int(f.matmul_tuning);
   check_train_bench_options(o);
   o.device = choose_device_noting(f.device);
   o.dtype = choose_compute_dtype(f.dtype, o.device);
@@ -61,6 +65,12 @@ void run_bench_train(const BenchTrainFlags& f) {
   else
     std::printf("  MFU: peak unknown for this device; give --peak-tflops\n");
   std::printf("  peak memory %.2f GiB, final loss %.4f\n", j["peak_mem_gib"].get<double>(), double(r.final_loss));
+  if (r.matmul_tuned.empty()) return;
+  std::printf("  %s\n", matmul_tuning_summary(r.matmul_tuned).c_str());
+  for (const MatmulTuningRecord& t : r.matmul_tuned)
+    if (t.chosen != 0)
+      std::printf("    %s: candidate %d of %d, %.1f -> %.1f us\n", t.problem.c_str(), t.chosen + 1, t.timed,
+                  double(t.first_us), double(t.best_us));
 }
 
 }  // namespace
@@ -91,6 +101,10 @@ void add_bench_train_command(CLI::App& bench) {
                   "--attention-mask document); 0: one causal window")
       ->capture_default_str();
   cmd->add_option("--fp8", f->fp8, "fp8 for the blocks' linear layers: off, hybrid or e4m3 (as train's --fp8)")
+      ->capture_default_str();
+  cmd->add_option("--matmul-tuning", f->matmul_tuning,
+                  "Time this many of cuBLASLt's candidate algorithms on each matmul shape's first call and keep the "
+                  "fastest (1 = its first choice, untimed; up to 64)")
       ->capture_default_str();
   cmd->add_option("--peak-tflops", f->peak_tflops, "Peak TFLOP/s for MFU (default: the GPU's bf16 dense peak)");
   cmd->add_flag("--json", f->json, "Print one JSON line");

@@ -148,6 +148,10 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
                  "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it and it covers the "
                  "call, else ours), tessera (our tensor-core kernels) or cudnn")
       ->capture_default_str();
+  cmd.add_option("--matmul-tuning", c.matmul_tuning,
+                 "GPU matmuls: time this many of cuBLASLt's candidate algorithms on each shape's first call and keep "
+                 "the fastest (1 = its first choice, untimed; up to 64)")
+      ->capture_default_str();
   cmd.add_option("--attention-mask", c.attention_mask,
                  "causal: each token attends to the whole window before it; document: only to its own document's "
                  "tokens (documents start at the tokenizer's BOS or <|endoftext|>), for packed sequences")

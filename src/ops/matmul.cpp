@@ -3,6 +3,8 @@
 #include "ops/matmul.h"
 
 #include <climits>
+#include <cmath>
+#include <cstdio>
 
 #include "ops/cpu/matmul_cpu.h"
 #include "ops/gelu.h"
@@ -188,6 +190,41 @@ void matmul_backward_dgelu(Tensor& dx, Tensor& dweight, Tensor& dbias, const Ten
       detail::fail_no_cuda_kernel(op);
 #endif
   }
+}
+
+void check_matmul_tuning(int64_t candidates) {
+  TS_CHECK(candidates >= 1 && candidates <= kMaxMatmulTuning, "--matmul-tuning ", candidates,
+           ": time between 1 (cuBLASLt's first choice, untimed) and ", kMaxMatmulTuning, " candidates per matmul");
+}
+
+void set_matmul_tuning(int candidates) {
+  check_matmul_tuning(candidates);
+#ifdef TESSERA_WITH_CUDA
+  cuda::set_matmul_tuning(candidates);
+#endif
+}
+
+std::string matmul_tuning_summary(const std::vector<MatmulTuningRecord>& records) {
+  int changed = 0;
+  double saved_us = 0;
+  for (const MatmulTuningRecord& r : records) {
+    changed += r.chosen != 0;
+    if (std::isfinite(r.first_us)) saved_us += double(r.first_us) - double(r.best_us);  // inf: refused at run time
+  }
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "matmul tuning: %zu problems timed, %d faster with another algorithm than cuBLASLt's first choice "
+                "(%.1f us less over one call of each)",
+                records.size(), changed, saved_us);
+  return line;
+}
+
+std::vector<MatmulTuningRecord> matmul_tuning_records() {
+#ifdef TESSERA_WITH_CUDA
+  return cuda::matmul_tuning_records();
+#else
+  return {};
+#endif
 }
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/matmul_tuning.h"
 
 namespace tessera {
 

@@ -11,6 +11,7 @@
 #include "core/cuda/device.h"
 #include "core/rng.h"
 #include "nn/decoder.h"
+#include "ops/matmul.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/grad_clip.h"
 #include "train/device_choice.h"
@@ -73,11 +74,13 @@ void check_train_bench_options(const TrainBenchOptions& o) {
            o.model.max_seq_len);
   TS_CHECK(o.document_length >= 0, "bench train: --document-length ", o.document_length,
            " must be 0 (one causal window) or a document's length in tokens");
+  check_matmul_tuning(o.matmul_tuning);
 }
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   check_train_bench_options(o);
   set_attention_kernel(o.attention_kernel);
+  set_matmul_tuning(o.matmul_tuning);
   Decoder model(o.model);
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);
@@ -148,6 +151,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   r.peak_flops = peak_flops_for(o.peak_tflops, o.device);
   r.mfu = r.peak_flops > 0 ? r.tokens_per_s * r.flops_per_token / r.peak_flops : 0.0;
   r.peak_memory_bytes = allocator_stats(o.device).peak_bytes;
+  r.matmul_tuned = matmul_tuning_records();
   return r;
 }
 
@@ -185,6 +189,14 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
       {"final_loss", r.final_loss}};
   j["peak_tflops"] = r.peak_flops > 0 ? nlohmann::json(r.peak_flops / 1e12) : nlohmann::json(nullptr);
   j["mfu"] = r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr);
+  j["matmul_tuning"] = o.matmul_tuning;
+  if (!r.matmul_tuned.empty()) {
+    nlohmann::json tuned = nlohmann::json::array();
+    for (const MatmulTuningRecord& t : r.matmul_tuned)
+      tuned.push_back({{"problem", t.problem}, {"timed", t.timed}, {"chosen", t.chosen}, {"first_us", t.first_us},
+                       {"best_us", t.best_us}});
+    j["matmul_tuned"] = tuned;
+  }
   return j;
 }
 

@@ -15,6 +15,7 @@
 #include "nn/fp8_scaling.h"
 #include "nn/model_config.h"
 #include "ops/attention.h"
+#include "ops/matmul_tuning.h"
 
 namespace tessera {
 
@@ -29,6 +30,7 @@ struct TrainBenchOptions {
   AttentionKernel attention_kernel = AttentionKernel::automatic;  // GPU attention in bf16/fp16
   Fp8Options fp8;  // fp8 linear layers (the scales move on after every step, as in training)
   int64_t document_length = 0;  // > 0: windows packed with documents this long, attention within each
+  int matmul_tuning = 1;         // GPU matmul candidates timed per problem (ops/matmul_tuning.h)
   uint64_t seed = 1337;
 };
 
@@ -38,6 +40,7 @@ struct TrainBenchResult {
   double flops_per_token = 0, peak_flops = 0, mfu = 0;               // mfu 0 when the peak is unknown
   size_t peak_memory_bytes = 0;
   float final_loss = 0;
+  std::vector<MatmulTuningRecord> matmul_tuned;  // with matmul_tuning > 1 on the GPU
 };
 
 // Dense bf16 peak FLOP/s of a GPU from its name (H100 SXM 989e12, ...); 0 when not known.
@@ -47,8 +50,8 @@ double peak_flops_for(double peak_tflops, Device device);
 // Training FLOPs per token of `model` at sequence length `seq_len`: 6·N_active + 6·L·C·T.
 double model_flops_per_token(const ModelConfig& model, int64_t seq_len);
 
-// Throws naming the flag when a size is not positive, the sequence outruns the model's context, or the
-// document length is negative; run_train_bench checks first too.
+// Throws naming the flag when a size is not positive, the sequence outruns the model's context, the
+// document length is negative or the matmul tuning is out of range; run_train_bench checks first too.
 void check_train_bench_options(const TrainBenchOptions& options);
 TrainBenchResult run_train_bench(const TrainBenchOptions& options);
 

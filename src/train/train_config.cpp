@@ -11,6 +11,7 @@
 #include "nn/fp8_scaling.h"
 #include "nn/recompute.h"
 #include "ops/attention.h"
+#include "ops/matmul_tuning.h"
 #include "optim/lr_schedule.h"
 
 namespace tessera {
@@ -64,6 +65,7 @@ void TrainConfig::validate() const {
                               {"--vocab-size", vocab_size}, {"--context", context}})
     TS_CHECK(value >= 0, flag, " must be positive (or 0 for the preset's value), got ", value);
   parse_attention_kernel(attention_kernel);  // an unknown name throws, listing the kernels
+  check_matmul_tuning(matmul_tuning);
   TS_CHECK(attention_mask == "causal" || attention_mask == "document",
            "--attention-mask must be causal or document, got '", attention_mask, "'");
   TS_CHECK(std::isfinite(peak_tflops) && peak_tflops >= 0, "--peak-tflops must be a number >= 0 (0 = the GPU's), got ",

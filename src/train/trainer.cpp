@@ -18,6 +18,7 @@
 #include "core/user_text.h"
 #include "data/tokenizer.h"
 #include "ops/attention.h"
+#include "ops/matmul_tuning.h"
 #include "optim/grad_clip.h"
 #include "parallel/mpi_comm.h"
 #include "train/generate.h"
@@ -62,6 +63,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   device_ = choose_device(config_.device);
   compute_dtype_ = choose_compute_dtype(config_.dtype, device_.device);
   set_attention_kernel(parse_attention_kernel(config_.attention_kernel));
+  set_matmul_tuning(int(config_.matmul_tuning));
   loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
@@ -560,6 +562,8 @@ TrainResult Trainer::run() {
       metrics->write(line);
     }
     progress.update(step, loss, lr, tokens_per_s, elapsed);
+    if (step == start_step_ + 1 && config_.matmul_tuning > 1 && device_.device == Device::cuda && is_reporting_rank())
+      progress.message(matmul_tuning_summary(matmul_tuning_records()));
     result.last_step = step;
     result.last_loss = loss;
 

@@ -66,11 +66,11 @@ std::string dtype_and_bias_name(const ::testing::TestParamInfo<std::tuple<DType,
 
 class MatmulCuda : public testing::CudaTest, public ::testing::WithParamInterface<std::tuple<DType, bool>> {};
 
-TEST_P(MatmulCuda, ForwardAndBackwardMatchCpu) {
-  const auto [dtype, with_bias] = GetParam();
+// Forward, then backward onto existing gradients, of x (2,T,100) through a (70,100) weight.
+void check_linear_layer(DType dtype, bool with_bias, int64_t T) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const int64_t B = 2, T = 65, C = 100, OC = 70, N = B * T;
+  const int64_t B = 2, C = 100, OC = 70, N = B * T;
   const Tensor x = rounded_to(random_tensor({B, T, C}, seed), dtype);
   const Tensor dout = rounded_to(random_tensor({B, T, OC}, seed + 1), dtype);
   // weight: a view one element into a larger buffer, as parameters are views into one flat buffer
@@ -98,12 +98,13 @@ TEST_P(MatmulCuda, ForwardAndBackwardMatchCpu) {
   if (with_bias) expect_matches(db_gpu, db, parameter_grad_tolerance(N), "matmul dbias");
 }
 
-TEST_P(MatmulCuda, FusedGeluOpsMatchTheirCpuCompositions) {
-  const auto [dtype, with_bias] = GetParam();
+// The fused GELU forward and DGELU backward of x (3,T,104) and a (72,104) weight against their CPU
+// compositions.
+void check_fused_gelu(DType dtype, bool with_bias, int64_t T) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  // C and OC multiples of 8 (the pre-GELU rows), N odd; weight scaled so pre-GELU values are O(1)
-  const int64_t B = 3, T = 41, C = 104, OC = 72, N = B * T;
+  // C and OC multiples of 8 (the pre-GELU rows), N odd when T is; weight scaled so pre-GELU values are O(1)
+  const int64_t B = 3, C = 104, OC = 72, N = B * T;
   const Tensor x = rounded_to(random_tensor({B, T, C}, seed), dtype);
   const Tensor weight = rounded_to(random_tensor({OC, C}, seed + 1, -0.3f, 0.3f), dtype);
   const Tensor bias = with_bias ? rounded_to(random_tensor({OC}, seed + 2), dtype) : Tensor();
@@ -132,6 +133,16 @@ TEST_P(MatmulCuda, FusedGeluOpsMatchTheirCpuCompositions) {
   if (with_bias) expect_matches(db_gpu, db, parameter_grad_tolerance(N), "dgelu dbias");
 }
 
+TEST_P(MatmulCuda, ForwardAndBackwardMatchCpu) {
+  const auto [dtype, with_bias] = GetParam();
+  check_linear_layer(dtype, with_bias, 65);
+}
+
+TEST_P(MatmulCuda, FusedGeluOpsMatchTheirCpuCompositions) {
+  const auto [dtype, with_bias] = GetParam();
+  check_fused_gelu(dtype, with_bias, 41);
+}
+
 INSTANTIATE_TEST_SUITE_P(DTypeAndBias, MatmulCuda,
                          ::testing::Combine(::testing::Values(DType::f32, DType::bf16, DType::f16),
                                             ::testing::Bool()),
@@ -156,6 +167,40 @@ TEST_F(MatmulCudaRules, FusedGeluRefusesRowsNotAMultipleOf8) {
         testing::error_of([&] { matmul_backward_dgelu(dx, dw, db, dout, x, weight, x_pre); });
     EXPECT_TRUE(testing::contains(backward, "C = 100 to be a multiple of 8")) << backward;
   }
+}
+
+// Tuned matmuls (ops/matmul_tuning.h) time cuBLASLt's candidates on the call's own operands: the
+// results still match the CPU (the accumulated dweight and dbias too, which the timed runs added to
+// and which are put back), and each shape timed is recorded. Shapes no other test uses, so none is
+// planned already.
+TEST_F(MatmulCudaRules, TunedMatmulsMatchCpuAndAreRecorded) {
+  struct TuningScope {
+    TuningScope() { set_matmul_tuning(8); }
+    ~TuningScope() { set_matmul_tuning(1); }
+  } tuning;
+  const size_t before = matmul_tuning_records().size();
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    check_linear_layer(dtype, /*with_bias=*/true, 67);
+    check_fused_gelu(dtype, /*with_bias=*/true, 43);
+  }
+  const std::vector<MatmulTuningRecord> records = matmul_tuning_records();
+  ASSERT_GT(records.size(), before) << "no shape offered cuBLASLt more than one candidate";
+  bool accumulating = false;
+  for (size_t i = before; i < records.size(); ++i) {
+    const MatmulTuningRecord& r = records[i];
+    SCOPED_TRACE(r.problem);
+    EXPECT_GE(r.timed, 2);
+    EXPECT_LE(r.timed, 8);
+    EXPECT_GE(r.chosen, 0);
+    EXPECT_LT(r.chosen, r.timed);
+    EXPECT_TRUE(std::isfinite(r.best_us) && r.best_us > 0) << r.best_us;
+    EXPECT_LE(r.best_us, r.first_us);
+    accumulating |= r.problem.find("D f32") != std::string::npos && r.problem.find("A/B bf16") != std::string::npos;
+  }
+  EXPECT_TRUE(accumulating) << "no weight-gradient GEMM (bf16 operands, f32 D accumulated) was timed";
+  EXPECT_NE(matmul_tuning_summary(records).find(std::to_string(records.size()) + " problems timed"),
+            std::string::npos);
 }
 
 #ifdef TESSERA_WITH_CUDA

@@ -196,5 +196,19 @@ TEST(Matmul, FusedGeluOpsRejectBadArguments) {
       "dx is undefined"));
 }
 
+// The tuning setting is checked wherever it is set, naming the flag; the CPU ignores it (no records).
+TEST(Matmul, TuningOutOfRangeIsRefusedNamingTheFlag) {
+  for (const int bad : {0, -1, kMaxMatmulTuning + 1}) {
+    const std::string message = testing::error_of([&] { set_matmul_tuning(bad); });
+    EXPECT_TRUE(testing::contains(message, "--matmul-tuning " + std::to_string(bad))) << message;
+  }
+  set_matmul_tuning(kMaxMatmulTuning);
+  MatmulCase m;
+  Tensor out = Tensor::zeros({m.B, m.T, m.OC});
+  matmul_forward(out, m.x, m.weight, m.bias);
+  set_matmul_tuning(1);
+  EXPECT_TRUE(matmul_tuning_records().empty());
+}
+
 }  // namespace
 }  // namespace tessera

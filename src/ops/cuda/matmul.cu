@@ -9,14 +9,19 @@
 //                                                            sums where cuBLASLt lacks it)
 // Each problem's descriptors and algorithm are made once and cached (the heuristic sees each
 // pointer's real alignment, which is part of the key: parameter views sit at any offset), in a hash
-// map large enough for the experts' GEMMs, whose row counts change every step.
+// map large enough for the experts' GEMMs, whose row counts change every step. The algorithm is the
+// heuristic's first candidate, or with set_matmul_tuning(n > 1) the fastest of its first n, timed on
+// the problem's first call (the first kMaxTunedProblems problems; later ones take the first).
 #include <atomic>
+#include <cmath>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 #include "core/cuda/device.h"
 #include "ops/cuda/column_sums.cuh"
@@ -29,6 +34,8 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // Hopper's split-K/stream-K kernels like 32 MiB+
 constexpr size_t kMaxPlans = 16384;                   // GPT-2 needs ~12; MoE's varying row counts many more
 constexpr int64_t kGeluAuxLdMultiple = 8;              // cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
+constexpr size_t kMaxTunedProblems = 64;  // MoE's experts see new row counts every step: those are not timed
+constexpr int kTimedRuns = 3;             // per candidate, after one untimed run
 
 template <typename T>
 constexpr cudaDataType_t kDataType = std::is_same_v<T, float>           ? CUDA_R_32F
@@ -62,6 +69,7 @@ uint32_t alignment_of(const void* p) {
 }
 
 const char* type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "f32" : t == CUDA_R_16BF ? "bf16" : "f16"; }
+size_t type_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
 const char* epilogue_name(cublasLtEpilogue_t e) {
   switch (e) {
@@ -145,6 +153,15 @@ struct LtPlanCache {
   std::unordered_map<LtProblem, std::unique_ptr<LtPlan>, LtProblemHash> plans;
   std::deque<LtProblem> age;
   int64_t hits = 0, misses = 0;
+  std::vector<MatmulTuningRecord> tuned;  // every problem timed, in order
+};
+
+std::atomic<int> tuning_candidates{1};
+
+// The heuristic's candidates, best first (a plain array: nvcc 13 fails on a std::vector of this type).
+struct LtCandidates {
+  cublasLtMatmulAlgo_t algo[kMaxMatmulTuning];
+  int count = 0;
 };
 
 LtPlanCache& plan_cache() {
@@ -165,9 +182,16 @@ void set_min_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreference
   CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
 }
 
-// Creates the descriptors and asks the heuristic once; `ops` supplies the bias/aux pointers whose
-// alignment the heuristic reads.
-std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops) {
+std::string problem_text(const LtProblem& p) {
+  return "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " " +
+         epilogue_name(p.epilogue) + ", A/B " + type_name(p.ab_type) + ", D " + type_name(p.d_type) +
+         (p.trans_a ? ", A transposed" : "") + (p.trans_b ? ", B transposed" : "");
+}
+
+// Creates the descriptors and asks the heuristic once for up to `count` candidates, best first;
+// `ops` supplies the bias/aux pointers whose alignment the heuristic reads. The plan keeps the first.
+std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops, int count,
+                                  LtCandidates& candidates) {
   auto plan = std::make_unique<LtPlan>();
   plan->problem = p;
   CUBLAS_CHECK(cublaslt().MatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -196,16 +220,75 @@ std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops) {
   set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_d);
   set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_d);
 
-  cublasLtMatmulHeuristicResult_t heuristic{};
+  cublasLtMatmulHeuristicResult_t heuristic[kMaxMatmulTuning] = {};
   int found = 0;
   CUBLAS_CHECK(cublaslt().MatmulAlgoGetHeuristic(lt_context().handle, plan->desc, plan->a, plan->b, plan->d, plan->d,
-                                                 pref, 1, &heuristic, &found));
-  TS_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for m=", p.m, " n=", p.n, " k=", p.k, " with A/B in ",
-           type_name(p.ab_type), ", D in ", type_name(p.d_type), " and the ", epilogue_name(p.epilogue),
-           " epilogue at alignments A/B/D/bias/aux ", p.align_a, "/", p.align_b, "/", p.align_d, "/", p.align_bias,
-           "/", p.align_aux, " bytes; align the tensors to 16 bytes");
-  plan->algo = heuristic.algo;
+                                                 pref, count, heuristic, &found));
+  candidates.count = 0;
+  for (int i = 0; i < found; i++)
+    if (heuristic[i].state == CUBLAS_STATUS_SUCCESS) candidates.algo[candidates.count++] = heuristic[i].algo;
+  TS_CHECK(candidates.count > 0, "matmul: cuBLASLt has no algorithm for m=", p.m, " n=", p.n, " k=", p.k,
+           " with A/B in ", type_name(p.ab_type), ", D in ", type_name(p.d_type), " and the ",
+           epilogue_name(p.epilogue), " epilogue at alignments A/B/D/bias/aux ", p.align_a, "/", p.align_b, "/",
+           p.align_d, "/", p.align_bias, "/", p.align_aux, " bytes; align the tensors to 16 bytes");
+  plan->algo = candidates.algo[0];
   return plan;
+}
+
+cublasStatus_t queue_matmul(const LtPlan& plan, const cublasLtMatmulAlgo_t& algo, const LtOperands& ops,
+                            cudaStream_t stream) {
+  const LtContext& ctx = lt_context();
+  const float alpha = 1.0f;
+  return cublaslt().Matmul(ctx.handle, plan.desc, &alpha, ops.A, plan.a, ops.B, plan.b, &ops.beta, ops.D, plan.d,
+                           ops.D, plan.d, &algo, ctx.workspace, kWorkspaceBytes, stream);
+}
+
+// Microseconds per call of `algo` on the call's operands: one untimed run, then the mean of
+// kTimedRuns; infinity when cuBLASLt refuses the algorithm.
+float time_candidate(const LtPlan& plan, const cublasLtMatmulAlgo_t& algo, const LtOperands& ops,
+                     cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) {
+  if (queue_matmul(plan, algo, ops, stream) != CUBLAS_STATUS_SUCCESS) return INFINITY;
+  CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int r = 0; r < kTimedRuns; r++) CUBLAS_CHECK(queue_matmul(plan, algo, ops, stream));
+  CUDA_CHECK(cudaEventRecord(stop, stream));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  return 1000.0f * ms / float(kTimedRuns);
+}
+
+// Times the candidates on the call's own operands and gives the plan the fastest. Every output they
+// write is written again by the call that follows (D, GELU's pre-activation, BGRADB's column sums),
+// except D of an accumulating call (beta != 0), which is saved first and put back.
+MatmulTuningRecord tune_plan(LtPlan& plan, const LtCandidates& candidates, const LtOperands& ops,
+                             cudaStream_t stream) {
+  const LtProblem& p = plan.problem;
+  const size_t d_bytes = size_t((p.n - 1) * p.ldd + p.m) * type_bytes(p.d_type);
+  std::unique_ptr<DeviceScratch> saved_d;
+  if (ops.beta != 0.0f) {
+    saved_d = std::make_unique<DeviceScratch>(d_bytes);
+    CUDA_CHECK(cudaMemcpyAsync(saved_d->as<void>(), ops.D, d_bytes, cudaMemcpyDeviceToDevice, stream));
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  MatmulTuningRecord record{problem_text(p), candidates.count, 0, 0.0f, INFINITY};
+  for (int i = 0; i < candidates.count; i++) {
+    const float us = time_candidate(plan, candidates.algo[i], ops, stream, start, stop);
+    if (i == 0) record.first_us = us;
+    if (us < record.best_us) {
+      record.best_us = us;
+      record.chosen = i;
+    }
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  if (saved_d) {
+    CUDA_CHECK(cudaMemcpyAsync(ops.D, saved_d->as<void>(), d_bytes, cudaMemcpyDeviceToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // before the scratch goes back to the allocator
+  }
+  plan.algo = candidates.algo[record.chosen];
+  return record;
 }
 
 // D = op(A) op(B) (+ epilogue) + beta D on `stream`, through the cached plan of `p`.
@@ -215,7 +298,6 @@ void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream) {
   p.align_d = alignment_of(ops.D);
   p.align_bias = alignment_of(ops.bias);
   p.align_aux = alignment_of(ops.aux);
-  const LtContext& ctx = lt_context();
   LtPlanCache& cache = plan_cache();
   const std::lock_guard<std::mutex> lock(cache.mutex);
   LtPlan* plan = nullptr;
@@ -225,7 +307,10 @@ void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream) {
     set_pointers(*plan, ops);
   } else {
     cache.misses++;
-    std::unique_ptr<LtPlan> made = make_plan(p, ops);  // throws before the cache changes
+    const bool tune = tuning_candidates > 1 && cache.tuned.size() < kMaxTunedProblems;
+    LtCandidates candidates;
+    std::unique_ptr<LtPlan> made = make_plan(p, ops, tune ? tuning_candidates.load() : 1, candidates);  // throws
+    if (tune && candidates.count > 1) cache.tuned.push_back(tune_plan(*made, candidates, ops, stream));
     if (cache.plans.size() >= kMaxPlans) {
       cache.plans.erase(cache.age.front());
       cache.age.pop_front();
@@ -234,9 +319,7 @@ void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream) {
     cache.plans.emplace(p, std::move(made));
     cache.age.push_back(p);
   }
-  const float alpha = 1.0f;
-  CUBLAS_CHECK(cublaslt().Matmul(ctx.handle, plan->desc, &alpha, ops.A, plan->a, ops.B, plan->b, &ops.beta, ops.D,
-                                 plan->d, ops.D, plan->d, &plan->algo, ctx.workspace, kWorkspaceBytes, stream));
+  CUBLAS_CHECK(queue_matmul(*plan, plan->algo, ops, stream));
 }
 
 // cuBLASLt's rule for the GELU epilogues' aux matrix: its leading dimension (in elements) must be
@@ -348,6 +431,14 @@ void matmul_backward_dgelu(T* dx, float* dweight, float* dbias, const T* dout, c
   if (N == 0) return;
   input_grad<T>(dx, dout, weight, x_pre_gelu, N, C, OC, stream);
   if (dweight != nullptr) parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream);
+}
+
+void set_matmul_tuning(int candidates) { tuning_candidates = candidates; }  // checked by ops/matmul.cpp
+
+std::vector<MatmulTuningRecord> matmul_tuning_records() {
+  LtPlanCache& cache = plan_cache();
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.tuned;
 }
 
 MatmulPlanCacheStats matmul_plan_cache_stats() {

@@ -7,6 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
+
+#include "ops/matmul_tuning.h"
 
 namespace tessera::cuda {
 
@@ -29,6 +32,10 @@ void matmul_gelu_forward(T* out, T* pre_gelu, const T* x, const T* weight, const
 template <typename T>
 void matmul_backward_dgelu(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
                            const T* x_pre_gelu, int64_t N, int64_t C, int64_t OC, cudaStream_t stream);
+
+// ops/matmul_tuning.h's setting and records, for the GPU's matmuls.
+void set_matmul_tuning(int candidates);
+std::vector<MatmulTuningRecord> matmul_tuning_records();
 
 // The cache of cuBLASLt plans (descriptors, layouts, heuristic's algorithm), one per problem.
 struct MatmulPlanCacheStats {
