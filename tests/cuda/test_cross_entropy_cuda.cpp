@@ -1,7 +1,8 @@
 // Fused softmax + cross-entropy on the GPU against the CPU over a padded vocabulary: losses,
 // in-place dlogits with zero padding, and logits left untouched when no gradient is asked for; fp32,
 // and bf16 and f16 logits against the fp32 CPU op on the same (rounded) logits, over vocabularies of
-// 1000, GPT-2's 50257 and 70000; the vocabulary-parallel parts the same way on shards of GPT-2's.
+// 1000, GPT-2's 50257, 70000 and Llama 3's 128256 (rows kept in shared memory between the passes up to
+// 70000 in 16 bits and 50257 in fp32, re-read from global memory above); the vocabulary-parallel parts the same way on shards of GPT-2's.
 // Every seventh row's target is ignored (loss masks); an ignored row of inf and NaN logits still has
 // loss 0 and a gradient of zeros.
 // bf16 and f16 logits on the CPU are refused.
@@ -26,7 +27,7 @@ using testing::to_gpu;
 struct Vocab {
   int64_t V, Vp;
 };
-constexpr Vocab kVocabs[] = {{1000, 1024}, {50257, 50304}, {70000, 70016}};
+constexpr Vocab kVocabs[] = {{1000, 1024}, {50257, 50304}, {70000, 70016}, {128256, 128256}};
 
 // Targets uniform in [0, V) but every seventh, kIgnoredTarget.
 Tensor targets_with_ignored(int64_t N, int64_t V, uint64_t seed) {

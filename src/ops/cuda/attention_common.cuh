@@ -78,14 +78,4 @@ void with_doc_mask(const int32_t* doc_starts, F&& f) {
   f(std::false_type{});
 }
 
-// Opts a kernel into `bytes` of dynamic shared memory (needed above 48 KB), then launches it with
-// `threads` threads per block.
-template <typename... Params, typename... Args>
-void launch_with_shared(void (*kernel)(Params...), dim3 grid, int threads, size_t bytes, cudaStream_t stream,
-                        Args... args) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  kernel<<<grid, threads, bytes, stream>>>(args...);
-  CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace tessera::cuda

@@ -39,8 +39,9 @@ __global__ void finish_kernel(float* losses, T* logits, const int32_t* targets, 
   if (threadIdx.x == 0) losses[n] = ignored ? 0.0f : logf(sum_exp[n]) + max[n] - target_logit[n];
   if (dloss == 0.0f) return;
   // An ignored row has no real column: a row of zeros, whatever its logits and statistics (inf, NaN).
-  block_softmax_grad<W>(logits + n * Vs, Vs, ignored ? 0 : real, int64_t(targets[n]) - first_col,
-                        {max[n], sum_exp[n]}, dloss);
+  T* row = logits + n * Vs;  // (Vs)
+  block_softmax_grad<W>(row, row, Vs, ignored ? 0 : real, int64_t(targets[n]) - first_col, {max[n], sum_exp[n]},
+                        dloss);
 }
 
 // kVec<T> elements per access when every row of the shard is 16-byte aligned, else 1.

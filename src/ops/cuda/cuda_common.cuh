@@ -18,6 +18,24 @@ constexpr int kWarpSize = 32;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Opts a kernel into `bytes` of dynamic shared memory (needed above 48 KB), then launches it with
+// `threads` threads per block.
+template <typename... Params, typename... Args>
+void launch_with_shared(void (*kernel)(Params...), dim3 grid, int threads, size_t bytes, cudaStream_t stream,
+                        Args... args) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  kernel<<<grid, threads, bytes, stream>>>(args...);
+  CUDA_CHECK_LAUNCH();
+}
+
+// The shared memory one block may opt into on the current device (227 KB on an H100).
+inline size_t shared_memory_optin_bytes() {
+  int device = 0, bytes = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(bytes);
+}
+
 // Storage types hold activations and weights; arithmetic is fp32. load_f32 widens, store_as rounds
 // to nearest even.
 __device__ __forceinline__ float load_f32(float v) { return v; }

@@ -18,44 +18,62 @@ struct SoftmaxStats {
 // folds its chunks of W into a running max m and sum s of exp(x - m) (one rescale per chunk:
 // m' = max(m, chunk max), s' = s e^(m-m') + sum e^(x-m')); the block then merges them (max, then
 // rescaled sums). Every thread of the block gets the row's statistics; scratch holds kWarpSize floats.
+// With `keep`, each thread also copies the chunks it reads there, bit for bit, so block_softmax_grad
+// can read them back from `keep` in place of the row.
 template <int W, typename T>
-__device__ SoftmaxStats block_softmax_stats(const T* x, int64_t real, float* scratch) {
+__device__ SoftmaxStats block_softmax_stats(const T* x, int64_t real, float* scratch, T* keep = nullptr) {
+  constexpr int kLoads = 4;  // chunks each thread loads before using any: 64 bytes in flight, not 16
+  const int64_t stride = int64_t(blockDim.x) * W;
   float m = -INFINITY, s = 0.0f;
-  for (int64_t v0 = int64_t(threadIdx.x) * W; v0 < real; v0 += int64_t(blockDim.x) * W) {
-    float xv[W];
-    load_f32_vec<W>(xv, x + v0);  // inside the row: v0 < real <= width, width a multiple of W
-    float chunk_max = -INFINITY;
+  for (int64_t first = int64_t(threadIdx.x) * W; first < real; first += kLoads * stride) {
+    PackedChunk<W, T> chunks[kLoads];
 #pragma unroll
-    for (int k = 0; k < W; k++)
-      if (v0 + k < real) chunk_max = fmaxf(chunk_max, xv[k]);
-    const float m_new = fmaxf(m, chunk_max);
-    float sum = m == -INFINITY ? 0.0f : s * expf(m - m_new);
+    for (int u = 0; u < kLoads; u++) {
+      const int64_t v0 = first + u * stride;
+      if (v0 < real) chunks[u] = load_packed<W>(x + v0);  // inside the row: v0 < real <= width, a multiple of W
+    }
 #pragma unroll
-    for (int k = 0; k < W; k++)
-      if (v0 + k < real) sum += expf(xv[k] - m_new);
-    m = m_new;
-    s = sum;
+    for (int u = 0; u < kLoads; u++) {
+      const int64_t v0 = first + u * stride;
+      if (v0 >= real) break;  // this and the later chunks lie past the row's end: not loaded
+      if (keep != nullptr) store_packed<W>(keep + v0, chunks[u]);
+      float xv[W];
+      widen<W>(xv, chunks[u]);
+      // Columns past `real` weigh nothing: -inf adds exp(-inf) = 0, the same sum as skipping them.
+#pragma unroll
+      for (int k = 0; k < W; k++) xv[k] = v0 + k < real ? xv[k] : -INFINITY;
+      float chunk_max = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < W; k++) chunk_max = fmaxf(chunk_max, xv[k]);
+      const float m_new = fmaxf(m, chunk_max);
+      float sum = m == -INFINITY ? 0.0f : s * expf(m - m_new);
+#pragma unroll
+      for (int k = 0; k < W; k++) sum += expf(xv[k] - m_new);
+      m = m_new;
+      s = sum;
+    }
   }
   const float row_max = block_max(m, scratch);
   return {row_max, block_sum(m == -INFINITY ? 0.0f : s * expf(m - row_max), scratch)};
 }
 
-// Overwrites the row x[0, width) with dloss * (softmax - onehot(target)) from its statistics (max,
-// sum over the whole vocabulary); the padding [real, width) becomes 0, and no column is the target
-// when target lies outside [0, real).
+// Writes the row out[0, width) = dloss * (softmax - onehot(target)) of the logits `in` (the row
+// itself, or the copy block_softmax_stats kept: each thread reads back only the chunks it copied) from
+// their statistics (max, sum over the whole vocabulary); the padding [real, width) becomes 0 (its
+// values in `in` are not used), and no column is the target when target lies outside [0, real).
 template <int W, typename T>
-__device__ void block_softmax_grad(T* x, int64_t width, int64_t real, int64_t target, SoftmaxStats stats,
-                                   float dloss) {
+__device__ void block_softmax_grad(T* out, const T* in, int64_t width, int64_t real, int64_t target,
+                                   SoftmaxStats stats, float dloss) {
   const float scale = dloss / stats.sum;
   for (int64_t v0 = int64_t(threadIdx.x) * W; v0 < width; v0 += int64_t(blockDim.x) * W) {
     float g[W];
-    load_f32_vec<W>(g, x + v0);
+    load_f32_vec<W>(g, in + v0);
 #pragma unroll
     for (int k = 0; k < W; k++) {
       const int64_t v = v0 + k;
       g[k] = v < real ? expf(g[k] - stats.max) * scale - (v == target ? dloss : 0.0f) : 0.0f;
     }
-    store_f32_vec<W>(x + v0, g);
+    store_f32_vec<W>(out + v0, g);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "ops/cuda/cuda_common.cuh"
 
@@ -17,19 +18,45 @@ template <typename T> constexpr int kVec = int(16 / sizeof(T));
 
 inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// v[0..W) = p[0..W) in fp32. W == kVec<T> needs p 16-byte aligned; W == 1 needs nothing.
+// W elements of T as memory holds them, moved in one instruction: a kernel can issue several loads
+// before it widens any (load_f32_vec widens at once), or copy them exactly.
 template <int W, typename T>
-__device__ __forceinline__ void load_f32_vec(float (&v)[W], const T* p) {
+struct PackedChunk {
   static_assert(W == 1 || W * sizeof(T) == 16, "a width is 1 or 16 bytes");
+  std::conditional_t<W == 1, T, int4> bits;
+};
+
+// p[0..W) as it lies; W == kVec<T> needs p 16-byte aligned; W == 1 needs nothing.
+template <int W, typename T>
+__device__ __forceinline__ PackedChunk<W, T> load_packed(const T* p) {
+  if constexpr (W == 1) return {p[0]};
+  else return {*reinterpret_cast<const int4*>(p)};
+}
+
+// p[0..W) = the chunk, unchanged; same alignment rule.
+template <int W, typename T>
+__device__ __forceinline__ void store_packed(T* p, const PackedChunk<W, T>& chunk) {
+  if constexpr (W == 1) p[0] = chunk.bits;
+  else *reinterpret_cast<int4*>(p) = chunk.bits;
+}
+
+// v[0..W) = the chunk in fp32.
+template <int W, typename T>
+__device__ __forceinline__ void widen(float (&v)[W], const PackedChunk<W, T>& chunk) {
   if constexpr (W == 1) {
-    v[0] = load_f32(p[0]);
+    v[0] = load_f32(chunk.bits);
   } else {
-    const int4 bits = *reinterpret_cast<const int4*>(p);
     T packed[W];
-    memcpy(packed, &bits, sizeof(bits));
+    memcpy(packed, &chunk.bits, sizeof(chunk.bits));
 #pragma unroll
     for (int k = 0; k < W; k++) v[k] = load_f32(packed[k]);
   }
+}
+
+// v[0..W) = p[0..W) in fp32. W == kVec<T> needs p 16-byte aligned; W == 1 needs nothing.
+template <int W, typename T>
+__device__ __forceinline__ void load_f32_vec(float (&v)[W], const T* p) {
+  widen<W>(v, load_packed<W>(p));
 }
 
 // p[0..W) = v[0..W) rounded to T; same alignment rule as load_f32_vec.
