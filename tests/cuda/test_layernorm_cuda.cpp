@@ -1,7 +1,9 @@
 // LayerNorm on the GPU against the CPU: out, mean, rstd; dx written over poison (or added to); dweight and dbias
 // accumulated onto existing values; the fused residual + LayerNorm forward. fp32, and bf16 and f16
 // storage against the fp32 CPU op on the same (rounded) inputs. Widths below, at and above a warp,
-// and GPT-2's 768 (32 and 768 take the 16-byte path of the 16-bit dtypes, 7 and 37 the scalar one).
+// GPT-2's 768 and GPT-2 XL's 1600 (32, 768 and 1600 take the 16-byte path of the 16-bit dtypes, 7 and
+// 37 the scalar one; the backward fuses the parameter gradients up to 768 in 16 bits and 96 in fp32, so
+// both of its kernels run in every dtype). The backward gives the same bits every time.
 // bf16 and f16 tensors on the CPU are refused.
 #include <gtest/gtest.h>
 
@@ -131,7 +133,34 @@ TEST_P(LayerNormCuda, ResidualLayerNormForwardMatchesUnfused) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Widths, LayerNormCuda, ::testing::Values(int64_t(7), int64_t(32), int64_t(37), int64_t(768)));
+// Twice from the same gradients: bitwise the same dx, dweight and dbias (no atomics, a fixed order).
+TEST_P(LayerNormCuda, BackwardIsBitwiseDeterministic) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t B = 4, T = 67, C = GetParam();
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const auto on_gpu = [dtype](const Tensor& t) { return testing::to_gpu_as(t, dtype); };
+    const Tensor x = on_gpu(random_tensor({B, T, C}, seed, -2.0f, 3.0f));
+    const Tensor dout = on_gpu(random_tensor({B, T, C}, seed + 1));
+    const Tensor weight = on_gpu(random_tensor({C}, seed + 2, 0.5f, 1.5f));
+    const Tensor mean = to_gpu(random_tensor({B, T}, seed + 3));
+    const Tensor rstd = to_gpu(random_tensor({B, T}, seed + 4, 0.5f, 2.0f));
+    Tensor results[2][3];
+    for (Tensor(&r)[3] : results) {
+      r[0] = testing::poisoned_gpu({B, T, C}, dtype);
+      r[1] = to_gpu(random_tensor({C}, seed + 5));
+      r[2] = to_gpu(random_tensor({C}, seed + 6));
+      layernorm_backward(r[0], r[1], r[2], dout, x, weight, mean, rstd);
+    }
+    for (int i = 0; i < 3; i++)
+      testing::expect_identical(testing::to_f32(testing::to_cpu(results[0][i])),
+                                testing::to_f32(testing::to_cpu(results[1][i])), "second backward");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Widths, LayerNormCuda,
+                         ::testing::Values(int64_t(7), int64_t(32), int64_t(37), int64_t(768), int64_t(1600)));
 
 // CPU kernels are the fp32 reference: bf16 or f16 activations on the CPU are an error naming the dtype.
 TEST(LayerNormDtype, LowPrecisionOnTheCpuIsRefused) {

@@ -1,5 +1,6 @@
 // Deterministic column sums of a row-major (N,C) operand for parameter gradients (LayerNorm's
-// dweight/dbias, the linear layer's dbias): out_k[c] += sum_n load(n, c)[k] for K outputs.
+// dweight/dbias, the linear layer's dbias): out_k[c] += sum_n load(n, c)[k] for K outputs. A kernel
+// that already reads the rows may write the partials itself and call column_sums_finish.
 // Pass 1: a grid of (C/32 column tiles) x (R row chunks), R fixed by N alone; each block sums its
 // chunk into partial (K,R,C). Pass 2: a block per 32 columns adds the R partials in a fixed order
 // (8 strided runs, then their sums). No atomics, so the result is the same on every run and device.
@@ -78,6 +79,14 @@ __global__ void column_sums_final_kernel(ColumnOutputs<K> outs, const float* par
   for (int k = 0; k < K; k++) outs.out[k][c] += sums[k];
 }
 
+// Pass 2 alone, for a kernel that wrote the partials (K,R,C) itself: outs += their sums over R.
+template <int K>
+void column_sums_finish(ColumnOutputs<K> outs, const float* partial, int64_t R, int64_t C, cudaStream_t stream) {
+  column_sums_final_kernel<K><<<unsigned(ceil_div(C, kColumnTile)), dim3(kColumnTile, kColumnRows), 0, stream>>>(
+      outs, partial, R, C);
+  CUDA_CHECK_LAUNCH();
+}
+
 // Queues both passes on `stream`; the partials live in allocator scratch.
 template <int K, typename Load>
 void column_sums_accumulate(ColumnOutputs<K> outs, int64_t N, int64_t C, Load load, cudaStream_t stream) {
@@ -89,9 +98,7 @@ void column_sums_accumulate(ColumnOutputs<K> outs, int64_t N, int64_t C, Load lo
   column_sums_partial_kernel<K><<<grid, dim3(kColumnTile, kColumnRows), 0, stream>>>(partial.as<float>(), N, C,
                                                                                      rows_per_chunk, load);
   CUDA_CHECK_LAUNCH();
-  column_sums_final_kernel<K><<<unsigned(ceil_div(C, kColumnTile)), dim3(kColumnTile, kColumnRows), 0, stream>>>(
-      outs, partial.as<float>(), R, C);
-  CUDA_CHECK_LAUNCH();
+  column_sums_finish<K>(outs, partial.as<float>(), R, C, stream);
 }
 
 }  // namespace tessera::cuda

@@ -5,6 +5,10 @@
 // deterministic column sums (column_sums.cuh):
 //   dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)),  dnorm = dout * weight
 //   dweight += sum_n dout * xhat;  dbias += sum_n dout.
+// Rows of up to kMaxLaneChunks * 32 * W channels (768 in bf16 and fp16, 96 in fp32) take one fused kernel: each
+// lane sums the column terms of its channels over the rows its warp writes dx for, the block adds its
+// warps' sums, and only those block sums (not dout and x again) are read to finish the column sums.
+// The blocks, and so the order of every sum, depend on N alone: the same bits on every run and GPU.
 // The fused residual_layernorm_forward writes r = a + b (rounded to T) and normalises the rounded r
 // in the same kernel: the same bits as residual_forward then layernorm_forward.
 // Each lane takes W consecutive channels at a time: 16 bytes for bf16 and fp16 rows when C and the
@@ -116,6 +120,95 @@ __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, c
   }
 }
 
+// partial_row[c] = the sum over the block's warps, in warp order, of their lanes' `lane_sums` for
+// channel c (chunk j, element k of lane l: channel (j * 32 + l) * W + k), through the tile.
+template <int W, int kChunks, int kWidth>
+__device__ void write_block_sums(float (&tile)[kRowsPerBlock][kWidth], const float (&lane_sums)[kChunks][W],
+                                 float* partial_row, int64_t C) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int j = 0; j < kChunks; j++)
+#pragma unroll
+    for (int k = 0; k < W; k++) tile[warp][(j * kWarpSize + lane) * W + k] = lane_sums[j][k];
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int r = 0; r < kRowsPerBlock; r++) sum += tile[r][c];
+    partial_row[c] = sum;
+  }
+  __syncthreads();  // before the tile is written again
+}
+
+// The fused backward: dx of rows [begin, end) of block b, one warp per row in turn, with
+// layernorm_backward_dx_kernel's arithmetic in its order (the same dx bits); partial (2, gridDim.x, C)
+// gets the block's sums of dout * xhat and dout per channel. A lane's channels are
+// (j * 32 + lane) * W + k, j < kChunks: it loads its weight once, and a row's chunks all at once.
+template <typename T, int W, int kChunks>
+__global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 registers, no spills at 3 chunks
+    layernorm_backward_fused_kernel(T* dx, float* partial, const T* dout, const T* x, const T* weight,
+                                    const float* mean, const float* rstd, int64_t N, int64_t C,
+                                    int64_t rows_per_block, bool add_to_dx) {
+  __shared__ float tile[kRowsPerBlock][kChunks * kWarpSize * W];
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  auto channel = [lane](int j) { return (int64_t(j) * kWarpSize + lane) * W; };
+  PackedChunk<W, T> w_chunks[kChunks];
+#pragma unroll
+  for (int j = 0; j < kChunks; j++)
+    if (channel(j) < C) w_chunks[j] = load_packed<W>(weight + channel(j));
+  float dweight_sum[kChunks][W] = {}, dbias_sum[kChunks][W] = {};
+  const int64_t begin = int64_t(blockIdx.x) * rows_per_block;
+  const int64_t end = begin + rows_per_block < N ? begin + rows_per_block : N;
+  for (int64_t n = begin + warp; n < end; n += kRowsPerBlock) {
+    const T* dout_n = dout + n * C;  // (C)
+    const T* x_n = x + n * C;        // (C)
+    T* dx_n = dx + n * C;            // (C)
+    PackedChunk<W, T> d_chunks[kChunks], x_chunks[kChunks];
+#pragma unroll
+    for (int j = 0; j < kChunks; j++) {
+      if (channel(j) >= C) continue;
+      d_chunks[j] = load_packed<W>(dout_n + channel(j));
+      x_chunks[j] = load_packed<W>(x_n + channel(j));
+    }
+    const float m = mean[n], s = rstd[n];
+    float dnorm_sum = 0.0f, dnorm_xhat_sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kChunks; j++) {
+      if (channel(j) >= C) continue;
+      float d[W], v[W], w[W];
+      widen(d, d_chunks[j]);
+      widen(v, x_chunks[j]);
+      widen(w, w_chunks[j]);
+#pragma unroll
+      for (int k = 0; k < W; k++) {
+        const float dnorm = d[k] * w[k];
+        dnorm_sum += dnorm;
+        dnorm_xhat_sum += dnorm * (v[k] - m) * s;
+      }
+    }
+    const float dnorm_mean = warp_sum(dnorm_sum) / float(C);
+    const float dnorm_xhat_mean = warp_sum(dnorm_xhat_sum) / float(C);
+#pragma unroll
+    for (int j = 0; j < kChunks; j++) {
+      if (channel(j) >= C) continue;
+      float d[W], v[W], w[W], old[W] = {};
+      widen(d, d_chunks[j]);
+      widen(v, x_chunks[j]);
+      widen(w, w_chunks[j]);
+      if (add_to_dx) load_f32_vec(old, dx_n + channel(j));
+#pragma unroll
+      for (int k = 0; k < W; k++) {
+        const float xhat = (v[k] - m) * s;
+        dweight_sum[j][k] += d[k] * xhat;
+        dbias_sum[j][k] += d[k];
+        v[k] = old[k] + s * (d[k] * w[k] - dnorm_mean - xhat * dnorm_xhat_mean);
+      }
+      store_f32_vec(dx_n + channel(j), v);
+    }
+  }
+  write_block_sums<W, kChunks>(tile, dweight_sum, partial + int64_t(blockIdx.x) * C, C);
+  write_block_sums<W, kChunks>(tile, dbias_sum, partial + (int64_t(gridDim.x) + blockIdx.x) * C, C);
+}
+
 // (dout * xhat, dout) at (n, c): the terms of dweight and dbias.
 template <typename T>
 struct LayerNormParamGradLoad {
@@ -130,6 +223,32 @@ struct LayerNormParamGradLoad {
     v[1] = d;
   }
 };
+
+constexpr int kMaxLaneChunks = 3;  // the fused backward takes C <= kMaxLaneChunks * 32 * W (4 spills registers)
+constexpr int64_t kMinRowsPerWarp = 4;     // rows each warp of the fused backward takes at least
+constexpr int64_t kMaxFusedBlocks = 1024;  // its blocks at most: a bound on the partials it writes
+
+// The fused backward over N rows in W-channel chunks: blocks from N alone, partials in scratch, then
+// the column sums' second pass.
+template <typename T, int W>
+void launch_fused_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
+                           const float* mean, const float* rstd, int64_t N, int64_t C, bool add_to_dx,
+                           cudaStream_t stream) {
+  const int64_t blocks = std::min(kMaxFusedBlocks, ceil_div(N, kRowsPerBlock * kMinRowsPerWarp));
+  const int64_t rows_per_block = ceil_div(N, blocks);
+  const DeviceScratch partial(size_t(2 * blocks * C) * sizeof(float));
+  auto launch = [&](auto kernel) {
+    kernel<<<unsigned(blocks), kRowThreads, 0, stream>>>(dx, partial.as<float>(), dout, x, weight, mean, rstd, N, C,
+                                                         rows_per_block, add_to_dx);
+    CUDA_CHECK_LAUNCH();
+  };
+  switch (ceil_div(C, kWarpSize * W)) {
+    case 1: launch(layernorm_backward_fused_kernel<T, W, 1>); break;
+    case 2: launch(layernorm_backward_fused_kernel<T, W, 2>); break;
+    default: launch(layernorm_backward_fused_kernel<T, W, kMaxLaneChunks>); break;
+  }
+  column_sums_finish<2>(ColumnOutputs<2>{{dweight, dbias}}, partial.as<float>(), blocks, C, stream);
+}
 
 }  // namespace
 
@@ -166,7 +285,15 @@ void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, cons
                         const float* mean, const float* rstd, int64_t N, int64_t C, bool add_to_dx,
                         cudaStream_t stream) {
   if (N == 0) return;
-  if (vector_rows<T>(C, {dx, dout, x, weight}))
+  const bool vector = vector_rows<T>(C, {dx, dout, x, weight});
+  if (C <= kMaxLaneChunks * kWarpSize * (vector ? kRowVec<T> : 1)) {
+    if (vector)
+      launch_fused_backward<T, kRowVec<T>>(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, add_to_dx, stream);
+    else
+      launch_fused_backward<T, 1>(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, add_to_dx, stream);
+    return;
+  }
+  if (vector)
     layernorm_backward_dx_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean,
                                                                                         rstd, N, C, add_to_dx);
   else
