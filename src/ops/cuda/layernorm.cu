@@ -80,6 +80,31 @@ __global__ void residual_layernorm_forward_kernel(T* residual_out, T* out, float
   layernorm_finish_row<T, W>(out + n * C, mean, rstd, r_n, weight, bias, n, C, sum);
 }
 
+// Adds a chunk of W channels to the row sums of dnorm = dout * weight and of dnorm * xhat.
+template <int W>
+__device__ __forceinline__ void add_dnorm_terms(const float (&d)[W], const float (&v)[W], const float (&w)[W], float m,
+                                                float s, float& dnorm_sum, float& dnorm_xhat_sum) {
+#pragma unroll
+  for (int k = 0; k < W; k++) {
+    const float dnorm = d[k] * w[k];
+    dnorm_sum += dnorm;
+    dnorm_xhat_sum += dnorm * (v[k] - m) * s;
+  }
+}
+
+// A chunk of dx from dout d, input v and weight w: v becomes old + rstd * (dnorm - mean(dnorm) - xhat *
+// mean(dnorm * xhat)).
+template <int W>
+__device__ __forceinline__ void dx_chunk(float (&v)[W], const float (&d)[W], const float (&w)[W],
+                                         const float (&old)[W], float m, float s, float dnorm_mean,
+                                         float dnorm_xhat_mean) {
+#pragma unroll
+  for (int k = 0; k < W; k++) {
+    const float xhat = (v[k] - m) * s;
+    v[k] = old[k] + s * (d[k] * w[k] - dnorm_mean - xhat * dnorm_xhat_mean);
+  }
+}
+
 template <typename T, int W>
 __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* weight, const float* mean,
                                              const float* rstd, int64_t N, int64_t C, bool add_to_dx) {
@@ -96,12 +121,7 @@ __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, c
     load_f32_vec(d, dout_n + c);
     load_f32_vec(v, x_n + c);
     load_f32_vec(w, weight + c);
-#pragma unroll
-    for (int k = 0; k < W; k++) {
-      const float dnorm = d[k] * w[k];
-      dnorm_sum += dnorm;
-      dnorm_xhat_sum += dnorm * (v[k] - m) * s;
-    }
+    add_dnorm_terms(d, v, w, m, s, dnorm_sum, dnorm_xhat_sum);
   }
   const float dnorm_mean = warp_sum(dnorm_sum) / float(C);
   const float dnorm_xhat_mean = warp_sum(dnorm_xhat_sum) / float(C);
@@ -111,11 +131,7 @@ __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, c
     load_f32_vec(v, x_n + c);
     load_f32_vec(w, weight + c);
     if (add_to_dx) load_f32_vec(old, dx_n + c);
-#pragma unroll
-    for (int k = 0; k < W; k++) {
-      const float xhat = (v[k] - m) * s;
-      v[k] = old[k] + s * (d[k] * w[k] - dnorm_mean - xhat * dnorm_xhat_mean);
-    }
+    dx_chunk(v, d, w, old, m, s, dnorm_mean, dnorm_xhat_mean);
     store_f32_vec(dx_n + c, v);
   }
 }
@@ -178,12 +194,7 @@ __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 regi
       widen(d, d_chunks[j]);
       widen(v, x_chunks[j]);
       widen(w, w_chunks[j]);
-#pragma unroll
-      for (int k = 0; k < W; k++) {
-        const float dnorm = d[k] * w[k];
-        dnorm_sum += dnorm;
-        dnorm_xhat_sum += dnorm * (v[k] - m) * s;
-      }
+      add_dnorm_terms(d, v, w, m, s, dnorm_sum, dnorm_xhat_sum);
     }
     const float dnorm_mean = warp_sum(dnorm_sum) / float(C);
     const float dnorm_xhat_mean = warp_sum(dnorm_xhat_sum) / float(C);
@@ -197,11 +208,10 @@ __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 regi
       if (add_to_dx) load_f32_vec(old, dx_n + channel(j));
 #pragma unroll
       for (int k = 0; k < W; k++) {
-        const float xhat = (v[k] - m) * s;
-        dweight_sum[j][k] += d[k] * xhat;
+        dweight_sum[j][k] += d[k] * ((v[k] - m) * s);
         dbias_sum[j][k] += d[k];
-        v[k] = old[k] + s * (d[k] * w[k] - dnorm_mean - xhat * dnorm_xhat_mean);
       }
+      dx_chunk(v, d, w, old, m, s, dnorm_mean, dnorm_xhat_mean);
       store_f32_vec(dx_n + channel(j), v);
     }
   }
