@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <vector>
 
 #include "core/allocator.h"
@@ -21,6 +22,8 @@ namespace tessera {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kTokenBatches = 64;  // distinct micro-batches of random tokens a bench draws at most
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -70,6 +73,8 @@ double model_flops_per_token(const ModelConfig& model, int64_t seq_len) {
 void check_train_bench_options(const TrainBenchOptions& o) {
   TS_CHECK(o.micro_batch > 0 && o.seq_len > 0 && o.grad_accum > 0 && o.steps > 0 && o.warmup >= 0,
            "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
+  TS_CHECK(o.warmup <= std::numeric_limits<int64_t>::max() - o.steps, "bench train: --warmup ", o.warmup,
+           " plus --steps ", o.steps, " is past a 64-bit count of steps; time fewer");
   TS_CHECK(o.seq_len <= o.model.max_seq_len, "bench train: --seq-len ", o.seq_len, " exceeds the model's context of ",
            o.model.max_seq_len);
   TS_CHECK(o.document_length >= 0, "bench train: --document-length ", o.document_length,
@@ -86,12 +91,16 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   model.to(o.device, o.dtype);
   model.set_fp8(o.fp8);
   AdamW optimizer(full_segments(model.layout()), AdamWConfig{}, o.device);
-  // Every micro-batch's tokens, drawn before any timing (as bench/torch_gpt2_cuda.py does): the host's
-  // random draws are no part of a training step.
-  const int64_t micro_batches = (o.warmup + o.steps) * o.grad_accum;
+  // The micro-batches' tokens, drawn before any timing (as bench/torch_gpt2_cuda.py does): the host's
+  // random draws are no part of a training step. At most kTokenBatches distinct ones, taken in turn:
+  // a bench of very many micro-batches would otherwise fill the host's memory before its first step.
+  const int64_t runs = o.warmup + o.steps;
+  const int64_t pool = runs >= kTokenBatches || o.grad_accum >= kTokenBatches
+                           ? kTokenBatches
+                           : std::min(kTokenBatches, runs * o.grad_accum);
   std::vector<Tensor> inputs, targets;
   Rng rng(o.seed, stream_id("bench-tokens"));
-  for (int64_t i = 0; i < micro_batches; ++i) {
+  for (int64_t i = 0; i < pool; ++i) {
     inputs.push_back(Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32));
     targets.push_back(Tensor::zeros({o.micro_batch, o.seq_len}, DType::i32));
     fill_random_tokens(inputs.back(), o.model.vocab_size, rng);
@@ -104,7 +113,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
 
   std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
   TrainBenchResult r;
-  for (int64_t step = 0; step < o.warmup + o.steps; ++step) {
+  int64_t batch = 0;  // the next micro-batch's tokens in the pool
+  for (int64_t step = 0; step < runs; ++step) {
     if (step == o.warmup) {  // peak memory of the timed steps only (the warm-up sized every buffer)
       device_allocator_reset_peak();
       host_allocator_reset_peak();
@@ -113,8 +123,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     const auto step_start = Clock::now();
     model.zero_grad();
     float loss = 0;
-    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      const size_t batch = size_t(step * o.grad_accum + micro);
+    for (int64_t micro = 0; micro < o.grad_accum; ++micro, batch = (batch + 1) % pool) {
       auto t = Clock::now();
       const float dloss = scaler.scale() / float(o.micro_batch * o.seq_len * o.grad_accum);
       // Reads the losses back: synchronised.

@@ -189,6 +189,8 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   // Checked before --device auto's notice, so the error is the only line.
   expect_one_line_error("bench train --model gpt2-tiny --steps 0", "--steps must be positive");
   expect_one_line_error("bench train --model gpt2-tiny --seq-len 65", "exceeds the model's context of 64");
+  expect_one_line_error("bench train --model gpt2-tiny --steps 9223372036854775807 --warmup 1",
+                        "is past a 64-bit count of steps");
   expect_one_line_error("bench train --model gpt2-tiny --matmul-tuning 4294967298", "--matmul-tuning 4294967298: time");
   expect_one_line_error(base + " --matmul-tuning 0", "--matmul-tuning 0: time between 1");
   expect_one_line_error(base + " --device-comm gloo", "--device-comm must be auto, nccl or host");
