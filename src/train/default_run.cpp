@@ -1,4 +1,4 @@
-// Default run: fortunes corpus -> BPE tokenizer -> token shards -> training defaults.
+// Default run: training defaults (checked) -> fortunes corpus -> BPE tokenizer -> token shards.
 #include "train/default_run.h"
 
 #include <algorithm>
@@ -64,7 +64,6 @@ void apply_default_run(TrainConfig& c, const std::function<bool(const std::strin
   // instead of refusing a folder that holds checkpoints.
   c.resume = true;
   const fs::path data_dir = fs::path(c.out_dir) / "data";
-  prepare_corpus(data_dir);
   c.train_data = (data_dir / "train_*.bin").string();
   set("--val-data", c.val_data, (data_dir / "val_*.bin").string());
   set("--tokenizer", c.tokenizer, (data_dir / "tokenizer.json").string());
@@ -77,6 +76,8 @@ void apply_default_run(TrainConfig& c, const std::function<bool(const std::strin
   set("--warmup", c.warmup, int64_t(30));
   set("--eval-every", c.eval_every, int64_t(100));
   set("--eval-batches", c.eval_batches, int64_t(16));
+  c.validate();  // a bad flag says so before a second of tokenizing and a data folder
+  prepare_corpus(data_dir);
 }
 
 }  // namespace tessera

@@ -13,8 +13,9 @@ namespace tessera {
 // Where the fortunes corpus lives on Debian.
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
-// Prepares the corpus and sets data, tokenizer and the demo's defaults on every field for which
-// `given(flag)` is false (flags the user set keep their values); the demo always resumes its folder.
+// Sets data, tokenizer and the demo's defaults on every field for which `given(flag)` is false (flags
+// the user set keep their values; the demo always resumes its folder), checks the flags
+// (TrainConfig::validate), then prepares the corpus.
 void apply_default_run(TrainConfig& config, const std::function<bool(const std::string&)>& given);
 
 }  // namespace tessera
