@@ -15,8 +15,8 @@ namespace {
 
 struct BenchTrainFlags {
   TrainConfig shape;  // --model and the shape overrides, resolved as `tessera train` does
-  int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3, document_length = 0;
-  int64_t matmul_tuning = 1;
+  int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3, document_length = 0,
+          matmul_tuning = 1;
   std::string device = "auto", dtype = "auto", attention_kernel = "auto", fp8 = "off";
   double peak_tflops = 0;
   bool json = false;
@@ -35,8 +35,7 @@ void run_bench_train(const BenchTrainFlags& f) {
   o.document_length = f.document_length;
   o.attention_kernel = parse_attention_kernel(f.attention_kernel);  // flags first, then the device's notice
   o.fp8 = Fp8Options{parse_fp8_recipe(f.fp8)};
-  check_matmul_tuning(f.matmul_tuning);  // before narrowing to int
-  o.matmul_tuning = int(f.matmul_tuning);
+  o.matmul_tuning = f.matmul_tuning;
   check_train_bench_options(o);
   o.device = choose_device_noting(f.device);
   o.dtype = choose_compute_dtype(f.dtype, o.device);

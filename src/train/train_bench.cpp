@@ -71,6 +71,7 @@ double model_flops_per_token(const ModelConfig& model, int64_t seq_len) {
 }
 
 void check_train_bench_options(const TrainBenchOptions& o) {
+  check_matmul_tuning(o.matmul_tuning);
   TS_CHECK(o.micro_batch > 0 && o.seq_len > 0 && o.grad_accum > 0 && o.steps > 0 && o.warmup >= 0,
            "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
   TS_CHECK(o.warmup <= std::numeric_limits<int64_t>::max() - o.steps, "bench train: --warmup ", o.warmup,
@@ -79,13 +80,12 @@ void check_train_bench_options(const TrainBenchOptions& o) {
            o.model.max_seq_len);
   TS_CHECK(o.document_length >= 0, "bench train: --document-length ", o.document_length,
            " must be 0 (one causal window) or a document's length in tokens");
-  check_matmul_tuning(o.matmul_tuning);
 }
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   check_train_bench_options(o);
   set_attention_kernel(o.attention_kernel);
-  set_matmul_tuning(o.matmul_tuning);
+  set_matmul_tuning(int(o.matmul_tuning));  // checked above
   Decoder model(o.model);
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);

@@ -30,7 +30,7 @@ struct TrainBenchOptions {
   AttentionKernel attention_kernel = AttentionKernel::automatic;  // GPU attention in bf16/fp16
   Fp8Options fp8;  // fp8 linear layers (the scales move on after every step, as in training)
   int64_t document_length = 0;  // > 0: windows packed with documents this long, attention within each
-  int matmul_tuning = 1;         // GPU matmul candidates timed per problem (ops/matmul_tuning.h)
+  int64_t matmul_tuning = 1;     // GPU matmul candidates timed per problem (ops/matmul_tuning.h)
   uint64_t seed = 1337;
 };
 
