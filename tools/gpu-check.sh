@@ -9,10 +9,12 @@
 #          fp32, bf16 with --fp8 hybrid) and on the CPU (fp32; fp32 with --fp8 hybrid), same seed and synthetic
 #          data: each GPU loss curve against the CPU's (within 2%)
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes,
-#          micro-batches $BENCH_BATCHES (16), dtypes $BENCH_DTYPES (bf16 fp16 fp32)
+#          micro-batches $BENCH_BATCHES (16), dtypes $BENCH_DTYPES (bf16 fp16 fp32); bf16 also with
+#          --nondeterministic (PyTorch's attention backward is not deterministic either)
 #   attention  the attention kernels side by side: the tensor-core and cuDNN attention tests (cuDNN's own
 #          error log on), then tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with
-#          --attention-kernel tessera and cudnn, and with 256-token documents under the document mask
+#          --attention-kernel tessera, cudnn and cudnn --nondeterministic, and with 256-token documents under
+#          the document mask
 #   tuning  tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with cuBLASLt's first choice of each matmul
 #          algorithm, then with the fastest of $TUNING_CANDIDATES (16) timed on each shape's first call
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
@@ -112,6 +114,8 @@ for s in "${sections[@]}"; do
         for dtype in ${BENCH_DTYPES:-bf16 fp16 fp32}; do
           record "$tessera" bench train --model gpt2-124m --micro-batch-size "$b" --seq-len 1024 --steps 20 \
             --dtype $dtype --json
+          [[ $dtype != bf16 ]] || record "$tessera" bench train --model gpt2-124m --micro-batch-size "$b" \
+            --seq-len 1024 --steps 20 --dtype $dtype --nondeterministic --json
           record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype $dtype --json
         done
       done
@@ -120,7 +124,7 @@ for s in "${sections[@]}"; do
       section "attention: Tessera's tensor-core kernels vs cuDNN's fused attention"
       CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr record "$bundle/bin/test_cuda" \
         --gtest_filter='*AttentionTc*:*Cudnn*:*AttentionKernel*'
-      for kernel in tessera cudnn; do
+      for kernel in tessera cudnn "cudnn --nondeterministic"; do
         record "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 20 --dtype bf16 \
           --attention-kernel $kernel --json
       done

@@ -19,7 +19,7 @@ struct BenchTrainFlags {
           matmul_tuning = 1;
   std::string device = "auto", dtype = "auto", attention_kernel = "auto", fp8 = "off";
   double peak_tflops = 0;
-  bool json = false;
+  bool deterministic = true, json = false;
 };
 
 void run_bench_train(const BenchTrainFlags& f) {
@@ -36,6 +36,7 @@ void run_bench_train(const BenchTrainFlags& f) {
   o.attention_kernel = parse_attention_kernel(f.attention_kernel);  // flags first, then the device's notice
   o.fp8 = Fp8Options{parse_fp8_recipe(f.fp8)};
   o.matmul_tuning = f.matmul_tuning;
+  o.deterministic = f.deterministic;
   check_train_bench_options(o);
   o.device = choose_device_noting(f.device);
   o.dtype = choose_compute_dtype(f.dtype, o.device);
@@ -47,12 +48,13 @@ void run_bench_train(const BenchTrainFlags& f) {
   const nlohmann::json j = train_bench_json(o, r);
   const std::string documents =
       o.document_length > 0 ? ", documents of " + std::to_string(o.document_length) + " tokens" : "";
-  std::printf("tessera bench train: %s in %s%s on %s (%s attention), B=%lld T=%lld%s x%lld accumulation, %lld "
+  std::printf("tessera bench train: %s in %s%s on %s (%s attention%s), B=%lld T=%lld%s x%lld accumulation, %lld "
               "timed steps\n",
               o.model_name.c_str(), j["dtype"].get<std::string>().c_str(),
               o.fp8.recipe == Fp8Recipe::off ? "" : (" with fp8 " + fp8_recipe_name(o.fp8.recipe)).c_str(),
               j["device_name"].get<std::string>().c_str(),
-              j["attention_kernel"].get<std::string>().c_str(), (long long)o.micro_batch, (long long)o.seq_len,
+              j["attention_kernel"].get<std::string>().c_str(), o.deterministic ? "" : ", nondeterministic",
+              (long long)o.micro_batch, (long long)o.seq_len,
               documents.c_str(), (long long)o.grad_accum, (long long)o.steps);
   std::printf("  %.0f tokens/s, %.2f ms/step (min %.2f, max %.2f)\n", r.tokens_per_s, r.ms_per_step, r.ms_min,
               r.ms_max);
@@ -105,6 +107,8 @@ void add_bench_train_command(CLI::App& bench) {
                   "Time this many of cuBLASLt's candidate algorithms on each matmul shape's first call and keep the "
                   "fastest (1 = its first choice, untimed; up to 64)")
       ->capture_default_str();
+  cmd->add_flag("!--nondeterministic", f->deterministic,
+                "Let GPU kernels sum in a varying order where that is faster (as train's --nondeterministic)");
   cmd->add_option("--peak-tflops", f->peak_tflops, "Peak TFLOP/s for MFU (default: the GPU's bf16 dense peak)");
   cmd->add_flag("--json", f->json, "Print one JSON line");
   cmd->callback([f] { run_bench_train(*f); });

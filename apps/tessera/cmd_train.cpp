@@ -152,6 +152,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
                  "GPU matmuls: time this many of cuBLASLt's candidate algorithms on each shape's first call and keep "
                  "the fastest (1 = its first choice, untimed; up to 64)")
       ->capture_default_str();
+  cmd.add_flag("!--nondeterministic", c.deterministic,
+               "Let GPU kernels sum in a varying order where that is faster (cuDNN's attention backward adds dQ "
+               "with atomics), so the last bits of a run's numbers differ from run to run");
   cmd.add_option("--attention-mask", c.attention_mask,
                  "causal: each token attends to the whole window before it; document: only to its own document's "
                  "tokens (documents start at the tokenizer's BOS or <|endoftext|>), for packed sequences")

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "ops/cpu/attention_cpu.h"
+#include "ops/deterministic_kernels.h"
 #include "ops/op_checks.h"
 
 #ifdef TESSERA_WITH_CUDA
@@ -177,7 +178,8 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
                           {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
                                                   cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,
-                                                  d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
+                                                  d.T, d.C, d.NH, d.NKV, deterministic_kernels(),
+                                                  cuda_compute_stream());
 #endif
           if (cuda::attention_tc_supported(d.head_size(),
                                            {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data()}))

@@ -14,7 +14,8 @@
 // position of the first token of token t's document, and query t sees keys [doc_starts[b,t], t] only.
 // In each sequence doc_starts[b,0] = 0 and every later entry repeats the one before it or is t (a new
 // document starts there); the CPU checks this, the GPU does not read them back. Undefined: plain causal.
-// cuDNN's kernel does not take them; a masked call runs on Tessera's kernels.
+// cuDNN's kernel does not take them; a masked call runs on Tessera's kernels. Every kernel's backward gives
+// the same bits every run, except cuDNN's when deterministic_kernels() is off (ops/deterministic_kernels.h).
 #pragma once
 
 #include <cstdint>

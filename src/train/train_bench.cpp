@@ -12,6 +12,7 @@
 #include "core/cuda/device.h"
 #include "core/rng.h"
 #include "nn/decoder.h"
+#include "ops/deterministic_kernels.h"
 #include "ops/matmul.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/grad_clip.h"
@@ -86,6 +87,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   check_train_bench_options(o);
   set_attention_kernel(o.attention_kernel);
   set_matmul_tuning(int(o.matmul_tuning));  // checked above
+  set_deterministic_kernels(o.deterministic);
   Decoder model(o.model);
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);
@@ -199,6 +201,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
   j["peak_tflops"] = r.peak_flops > 0 ? nlohmann::json(r.peak_flops / 1e12) : nlohmann::json(nullptr);
   j["mfu"] = r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr);
   j["matmul_tuning"] = o.matmul_tuning;
+  j["deterministic"] = o.deterministic;
   if (!r.matmul_tuned.empty()) {
     nlohmann::json tuned = nlohmann::json::array();
     for (const MatmulTuningRecord& t : r.matmul_tuned)

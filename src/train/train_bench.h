@@ -31,6 +31,7 @@ struct TrainBenchOptions {
   Fp8Options fp8;  // fp8 linear layers (the scales move on after every step, as in training)
   int64_t document_length = 0;  // > 0: windows packed with documents this long, attention within each
   int64_t matmul_tuning = 1;     // GPU matmul candidates timed per problem (ops/matmul_tuning.h)
+  bool deterministic = true;     // GPU kernels give the same bits every run (ops/deterministic_kernels.h)
   uint64_t seed = 1337;
 };
 

@@ -59,6 +59,7 @@ struct TrainConfig {
   std::string loss_scaling = "auto";  // auto (dynamic for fp16, off otherwise), dynamic or off
   std::string attention_kernel = "auto";  // GPU attention in bf16/fp16: auto, tessera or cudnn
   int64_t matmul_tuning = 1;  // GPU matmul algorithms timed per problem (ops/matmul_tuning.h)
+  bool deterministic = true;  // GPU kernels give the same bits every run (ops/deterministic_kernels.h)
   std::string attention_mask = "causal";     // causal (the whole window), or document (within each document)
   double peak_tflops = 0;        // each rank's peak for the metrics' MFU: 0 = the GPU's bf16 dense peak (none on a CPU)
   std::string fp8 = "off";            // fp8 linear layers: off, hybrid (E4M3 forward, E5M2 gradients) or e4m3

@@ -18,6 +18,7 @@
 #include "core/user_text.h"
 #include "data/tokenizer.h"
 #include "ops/attention.h"
+#include "ops/deterministic_kernels.h"
 #include "ops/matmul_tuning.h"
 #include "optim/grad_clip.h"
 #include "parallel/mpi_comm.h"
@@ -64,6 +65,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   compute_dtype_ = choose_compute_dtype(config_.dtype, device_.device);
   set_attention_kernel(parse_attention_kernel(config_.attention_kernel));
   set_matmul_tuning(int(config_.matmul_tuning));
+  set_deterministic_kernels(config_.deterministic);
   loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));

@@ -218,6 +218,17 @@ TEST(Cli, BenchTrainReportsThroughputAsJson) {
               1e-9);
   EXPECT_GT(j["final_loss"].get<double>(), 5.0);  // about ln(256) for a fresh gpt2-tiny
   EXPECT_EQ(j["fp8"], "off");
+  EXPECT_EQ(j["deterministic"], true);
+}
+
+// bench train --nondeterministic is recorded; the CPU's kernels sum in one order either way, so the loss
+// is the same to the bit.
+TEST(Cli, BenchTrainNondeterministicKeepsTheCpuBits) {
+  const nlohmann::json fixed = bench_train_json(""), free = bench_train_json("--nondeterministic");
+  ASSERT_FALSE(fixed.empty());
+  ASSERT_FALSE(free.empty());
+  EXPECT_EQ(free["deterministic"], false);
+  EXPECT_EQ(free["final_loss"], fixed["final_loss"]);
 }
 
 // bench train --fp8: the same figures, the recipe recorded, the loss still a fresh model's.

@@ -1,6 +1,7 @@
 // The cuDNN fused-attention launchers, in bf16 and in f16, against the fp32 CPU op on the same rounded
-// inputs: out, lse and dqkv written over NaN poison on the tensor-core kernels' shapes (attention_cases.h);
-// dqkv bit for bit from run to run (the backward asks for deterministic engines); attention_forward and
+// inputs: out, lse and dqkv written over NaN poison on the tensor-core kernels' shapes (attention_cases.h),
+// the backward's dq written directly and summed in an fp32 accumulator; dqkv bit for bit from run to run
+// (the deterministic backward asks for deterministic engines); attention_forward and
 // attention_backward with the cudnn or auto kernel chosen give the launchers' results bit for bit, and with
 // document masks the tensor-core kernels'; head sizes and pointers cuDNN does not cover reported as unsupported. Skipped without a GPU; absent without cuDNN.
 #include <gtest/gtest.h>
@@ -31,12 +32,13 @@ using testing::with_element_type;
 
 class AttentionCudnnCuda : public testing::CudaTest, public ::testing::WithParamInterface<AttentionCase> {};
 
-TEST_P(AttentionCudnnCuda, ForwardAndBackwardMatchCpu) {
-  const AttentionCase c = GetParam();
+// The launchers against the CPU, with the backward's dq written directly (deterministic) or summed in the
+// fp32 accumulator.
+void expect_cudnn_matches_cpu(const AttentionCase& c, bool deterministic) {
   const auto [B, T, NH, HS, NKV] = c;
   const int64_t C = NH * HS, KV = c.kv_heads();
   testing::expect_kernel_matches_cpu(
-      c, "attention_cudnn",
+      c, deterministic ? "attention_cudnn" : "attention_cudnn (dq accumulated)",
       [&]<typename E>(E, Tensor& out, Tensor& lse, const Tensor& qkv) {
         ASSERT_TRUE(cuda::attention_cudnn_supported(HS, {out.raw_data(), lse.raw_data(), qkv.raw_data()}));
         cuda::attention_cudnn_forward(typed_data<E>(out), lse.f32(), typed_data<E>(qkv), B, T, C, NH, KV,
@@ -44,11 +46,16 @@ TEST_P(AttentionCudnnCuda, ForwardAndBackwardMatchCpu) {
       },
       [&]<typename E>(E, Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse) {
         cuda::attention_cudnn_backward(typed_data<E>(dqkv), typed_data<E>(dout), typed_data<E>(qkv),
-                                       typed_data<E>(out), lse.f32(), B, T, C, NH, KV, cuda_compute_stream());
+                                       typed_data<E>(out), lse.f32(), B, T, C, NH, KV, deterministic,
+                                       cuda_compute_stream());
       },
       // cuDNN rounds each query head's dk and dv to the dtype before summing a kv head's group.
       double(NH / KV));
 }
+
+TEST_P(AttentionCudnnCuda, ForwardAndBackwardMatchCpu) { expect_cudnn_matches_cpu(GetParam(), true); }
+
+TEST_P(AttentionCudnnCuda, BackwardWithDqAccumulatedMatchesCpu) { expect_cudnn_matches_cpu(GetParam(), false); }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCudnnCuda, ::testing::ValuesIn(testing::kAttention16BitCases),
                          testing::attention_case_name);
@@ -73,7 +80,8 @@ TEST_F(AttentionCudnnCudaRuns, BackwardIsBitwiseDeterministic) {
       Tensor dqkv[2] = {poisoned_gpu({B, T, W}, dtype), poisoned_gpu({B, T, W}, dtype)};
       for (Tensor& d : dqkv)
         cuda::attention_cudnn_backward(typed_data<E>(d), typed_data<E>(in.dout), typed_data<E>(in.qkv),
-                                       typed_data<E>(out), lse.f32(), B, T, C, NH, NKV, cuda_compute_stream());
+                                       typed_data<E>(out), lse.f32(), B, T, C, NH, NKV, /*deterministic=*/true,
+                                       cuda_compute_stream());
       expect_bitwise_equal(dqkv[0], dqkv[1], "dqkv of two runs");
     });
   }
@@ -104,7 +112,8 @@ TEST_F(AttentionCudnnCudaRuns, ChosenKernelRunsTheLaunchers) {
         Tensor dqkv_op = poisoned_gpu({B, T, W}, dtype), dqkv = poisoned_gpu({B, T, W}, dtype);
         attention_backward(dqkv_op, in.dout, in.qkv, out, lse, int(NH), int(NKV));
         cuda::attention_cudnn_backward(typed_data<E>(dqkv), typed_data<E>(in.dout), typed_data<E>(in.qkv),
-                                       typed_data<E>(out), lse.f32(), B, T, C, NH, NKV, cuda_compute_stream());
+                                       typed_data<E>(out), lse.f32(), B, T, C, NH, NKV, /*deterministic=*/true,
+                                       cuda_compute_stream());
         expect_bitwise_equal(dqkv_op, dqkv, "dqkv");
       });
     }

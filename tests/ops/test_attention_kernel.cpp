@@ -1,9 +1,11 @@
 // The process-wide choice of GPU attention kernel: the default is auto, names parse to kernels and back and
 // an unknown name is refused listing the valid ones, and a build without cuDNN refuses the cudnn kernel
-// saying so (a build with it accepts it). Runs without a GPU.
+// saying so (a build with it accepts it); the kernels are deterministic unless switched off. Runs without a
+// GPU.
 #include <gtest/gtest.h>
 
 #include "ops/attention.h"
+#include "ops/deterministic_kernels.h"
 #include "support/test_support.h"
 
 namespace tessera {
@@ -42,6 +44,14 @@ TEST(AttentionKernel, CudnnNeedsABuildWithCudnn) {
   EXPECT_EQ(attention_kernel(), AttentionKernel::tessera);
   set_attention_kernel(AttentionKernel::automatic);  // every build takes auto
   EXPECT_EQ(attention_kernel(), AttentionKernel::automatic);
+}
+
+TEST(DeterministicKernels, OnUntilSwitchedOff) {
+  EXPECT_TRUE(deterministic_kernels());
+  set_deterministic_kernels(false);
+  EXPECT_FALSE(deterministic_kernels());
+  set_deterministic_kernels(true);
+  EXPECT_TRUE(deterministic_kernels());
 }
 
 }  // namespace

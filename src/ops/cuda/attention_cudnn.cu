@@ -6,7 +6,8 @@
 //   forward:  S = Q K^T * scale; causal select (row >= col, else mask value); M = max S; E = exp(S - M);
 //             Z = sum E; lse = M + log Z (the stats); P = E / Z in E; O = P V
 //   backward: Dsum = rowsum(dO * O) * 1 (fp32, in memory); P = exp(causal(Q K^T * scale - lse));
-//             dV = P^T dO; dS = P * (dO V^T - Dsum) * scale; dK = dS^T Q; dQ = dS K
+//             dV = P^T dO; dS = P * (dO V^T - Dsum) * scale; dK = dS^T Q; dQ = dS K, written directly
+//             (deterministic) or, when the caller allows otherwise, summed in a zeroed fp32 accumulator
 // cuDNN <= 9.15 needs a padding mask (per-batch lengths, all T) in the backward when T % 128 != 0, and
 // 9.0 to 9.9 a second one after it; cuDNN < 9.10 wants the float lowest, not -inf, as the mask value
 // (cudnn-frontend does the same).
@@ -39,13 +40,14 @@ struct AttentionProblem {
   cudnnDataType_t io;
   int64_t B, T, NH, NKV, HS;
   bool backward;
+  bool dq_accumulated = false;  // backward only: dQ summed in an fp32 accumulator with atomics
   bool operator==(const AttentionProblem&) const = default;
 };
 
 struct AttentionProblemHash {
   size_t operator()(const AttentionProblem& p) const {
     size_t h = 0;
-    for (const int64_t v : {int64_t(p.io), p.B, p.T, p.NH, p.NKV, p.HS, int64_t(p.backward)})
+    for (const int64_t v : {int64_t(p.io), p.B, p.T, p.NH, p.NKV, p.HS, int64_t(p.backward), int64_t(p.dq_accumulated)})
       h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     return h;
   }
@@ -54,7 +56,8 @@ struct AttentionProblemHash {
 std::string problem_label(const AttentionProblem& p) {
   return std::string("cuDNN attention ") + (p.backward ? "backward" : "forward") + " (" +
          (p.io == CUDNN_DATA_BFLOAT16 ? "bf16" : "f16") + ", B=" + std::to_string(p.B) + " T=" + std::to_string(p.T) +
-         " NH=" + std::to_string(p.NH) + " NKV=" + std::to_string(p.NKV) + " HS=" + std::to_string(p.HS) + ")";
+         " NH=" + std::to_string(p.NH) + " NKV=" + std::to_string(p.NKV) + " HS=" + std::to_string(p.HS) +
+         (p.dq_accumulated ? ", dQ in an fp32 accumulator" : "") + ")";
 }
 
 // The tensors of the packed layout, as [batch, heads, rows, cols] dims and strides in elements.
@@ -78,7 +81,7 @@ struct Layout {
 // The uids of a graph's inputs and outputs (-1: not in this graph).
 struct AttentionUids {
   int64_t q = -1, k_t = -1, v = -1, v_t = -1, out = -1, dout = -1, lse = -1;
-  int64_t dq = -1, dk = -1, dv = -1, dout_sum = -1;
+  int64_t dq = -1, dk = -1, dv = -1, dout_sum = -1, dq_accumulator = -1;
   int64_t scale = -1, one = -1, mask_value = -1, seq_len_q = -1, seq_len_kv = -1;
 };
 
@@ -222,10 +225,20 @@ Graph backward_graph(const AttentionProblem& p, AttentionUids& u) {
   g.reshape("transpose_dS", ds, ds_t);
   head_summed_matmul(g, l, p.io, "bmm_dST_Q", ds_t, u.q, u.dk, len_kv, len_q);
 
-  // dQ = dS K, written directly: the deterministic form (an fp32 dQ accumulator would invite atomics).
+  // dQ = dS K. Written directly, cuDNN keeps dS in its workspace and runs the product as a second kernel:
+  // the same bits every run. Into a zeroed fp32 accumulator (non-virtual, F16x16-reordered, as
+  // cudnn-frontend asks for it) the fused kernel adds each key block's share with atomics, faster but in
+  // an order that varies; an identity then writes dQ in the io type.
   const int64_t k = g.virtual_tensor("K", kF32, l.heads(l.NKV), l.qkv_strides());
   g.reshape("transpose_KT", u.k_t, k);
-  g.matmul("bmm_dS_K", ds, k, u.dq, len_q, -1, len_kv);
+  if (!p.dq_accumulated) {
+    g.matmul("bmm_dS_K", ds, k, u.dq, len_q, -1, len_kv);
+    return g;
+  }
+  u.dq_accumulator = g.tensor("dQ_accumulator", kF32, l.heads(l.NH), l.packed_strides(l.NH),
+                              CUDNN_TENSOR_REORDERING_F16x16);
+  g.matmul("bmm_dS_K", ds, k, u.dq_accumulator, len_q, -1, len_kv);
+  g.pointwise("identity_dQ", CUDNN_POINTWISE_IDENTITY, kF32, u.dq, u.dq_accumulator);
   return g;
 }
 
@@ -263,7 +276,8 @@ const CachedPlan& plan_for(CudnnState& st, const AttentionProblem& p) {
   check_cudnn_release(problem_label(p));
   CachedPlan made;
   Graph graph = p.backward ? backward_graph(p, made.uids) : forward_graph(p, made.uids);
-  made.plan = std::make_unique<cudnn::Plan>(st.handle, std::move(graph), /*deterministic=*/p.backward);
+  made.plan =
+      std::make_unique<cudnn::Plan>(st.handle, std::move(graph), /*deterministic=*/p.backward && !p.dq_accumulated);
   if (made.uids.seq_len_q >= 0) {
     const std::vector<int32_t> lengths(size_t(p.B), int32_t(p.T));
     made.seq_len = static_cast<int32_t*>(device_allocate(lengths.size() * sizeof(int32_t)));
@@ -307,6 +321,13 @@ void run(const AttentionProblem& p, const CallPointers& c, cudaStream_t stream) 
   } else {
     pointers.push_back({u.v, head(c.qkv, v_offset)});
   }
+  // The dQ accumulator starts at zero every call (cudnn-frontend zero-fills it the same way).
+  const size_t accumulator_bytes = u.dq_accumulator >= 0 ? size_t(p.B * p.NH * p.T * p.HS) * sizeof(float) : 0;
+  const DeviceScratch dq_accumulator(accumulator_bytes);
+  if (accumulator_bytes > 0) {
+    device_memset_zero(dq_accumulator.as<void>(), accumulator_bytes);
+    pointers.push_back({u.dq_accumulator, dq_accumulator.as<void>()});
+  }
   cudnn::check(cudnnSetStream(st.handle, stream), problem_label(p), "cudnnSetStream");
   const DeviceScratch workspace(size_t(cached.plan->workspace_bytes()));
   cached.plan->execute(st.handle, pointers, workspace.as<void>());
@@ -346,7 +367,7 @@ void attention_cudnn_forward(E* out, float* lse, const E* qkv, int64_t B, int64_
 
 template <typename E>
 void attention_cudnn_backward(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, int64_t B,
-                              int64_t T, int64_t C, int64_t NH, int64_t NKV, cudaStream_t stream) {
+                              int64_t T, int64_t C, int64_t NH, int64_t NKV, bool deterministic, cudaStream_t stream) {
   check_launch("attention_cudnn_backward", C, NH, {dqkv, dout, qkv, out, lse});
   if (B == 0 || T == 0) return;
   const DeviceScratch dout_sum(size_t(B * NH * T) * sizeof(float));  // (B,NH,T): rowsum(dout * out)
@@ -357,14 +378,14 @@ void attention_cudnn_backward(E* dqkv, const E* dout, const E* qkv, const E* out
   c.dout = const_cast<E*>(dout);
   c.dqkv = dqkv;
   c.dout_sum = dout_sum.as<void>();
-  run({kIoType<E>, B, T, NH, NKV, C / NH, /*backward=*/true}, c, stream);
+  run({kIoType<E>, B, T, NH, NKV, C / NH, /*backward=*/true, /*dq_accumulated=*/!deterministic}, c, stream);
 }
 
 #define INSTANTIATE(E)                                                                                             \
   template void attention_cudnn_forward<E>(E*, float*, const E*, int64_t, int64_t, int64_t, int64_t, int64_t,     \
                                            cudaStream_t);                                                          \
   template void attention_cudnn_backward<E>(E*, const E*, const E*, const E*, const float*, int64_t, int64_t,      \
-                                            int64_t, int64_t, int64_t, cudaStream_t);
+                                            int64_t, int64_t, int64_t, bool, cudaStream_t);
 INSTANTIATE(__nv_bfloat16)
 INSTANTIATE(__half)
 

@@ -165,10 +165,11 @@ void Descriptor::finalize() { check(cudnnBackendFinalize(desc_), what_, "cudnnBa
 // --- Graph ---
 
 int64_t Graph::add_tensor(const std::string& name, cudnnDataType_t type, Dims dims, Dims strides, bool is_virtual,
-                          bool by_value) {
+                          bool by_value, cudnnBackendTensorReordering_t reordering) {
   const int64_t uid = int64_t(tensors_.size()) + 1;
   const std::string text = std::string(type_name(type)) + " " + dims_text(dims) + " strides " + dims_text(strides) +
-                           (is_virtual ? ", virtual" : by_value ? ", by value" : "");
+                           (is_virtual ? ", virtual" : by_value ? ", by value" : "") +
+                           (reordering == CUDNN_TENSOR_REORDERING_F16x16 ? ", reordered F16x16" : "");
   Descriptor desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR,
                   label_ + ": tensor '" + name + "' (uid " + std::to_string(uid) + ", " + text + ")");
   const int64_t alignment = 16;
@@ -179,21 +180,24 @@ int64_t Graph::add_tensor(const std::string& name, cudnnDataType_t type, Dims di
   TS_CUDNN_SET(desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
   TS_CUDNN_SET(desc, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
   if (by_value) TS_CUDNN_SET(desc, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+  if (reordering != CUDNN_TENSOR_REORDERING_NONE)
+    TS_CUDNN_SET(desc, CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reordering);
   desc.finalize();
   tensors_.push_back({name, type, dims, strides, is_virtual, by_value, std::move(desc)});
   return uid;
 }
 
-int64_t Graph::tensor(const std::string& name, cudnnDataType_t type, Dims dims, Dims strides) {
-  return add_tensor(name, type, dims, strides, false, false);
+int64_t Graph::tensor(const std::string& name, cudnnDataType_t type, Dims dims, Dims strides,
+                      cudnnBackendTensorReordering_t reordering) {
+  return add_tensor(name, type, dims, strides, false, false, reordering);
 }
 
 int64_t Graph::virtual_tensor(const std::string& name, cudnnDataType_t type, Dims dims, Dims strides) {
-  return add_tensor(name, type, dims, strides, true, false);
+  return add_tensor(name, type, dims, strides, true, false, CUDNN_TENSOR_REORDERING_NONE);
 }
 
 int64_t Graph::scalar(const std::string& name, cudnnDataType_t type) {
-  return add_tensor(name, type, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
+  return add_tensor(name, type, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true, CUDNN_TENSOR_REORDERING_NONE);
 }
 
 const Graph::TensorInfo& Graph::at(int64_t uid) const {

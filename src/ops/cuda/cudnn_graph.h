@@ -57,9 +57,11 @@ class Graph {
  public:
   explicit Graph(std::string label) : label_(std::move(label)) {}
 
-  // A tensor in device memory (given at execution), a virtual one (inside the fused kernel), and a
-  // by-value scalar [1,1,1,1] (a host value given at execution).
-  int64_t tensor(const std::string& name, cudnnDataType_t type, Dims dims, Dims strides);
+  // A tensor in device memory (given at execution; `reordering` F16x16 marks an fp32 accumulator the
+  // kernel lays out in its own tile order), a virtual one (inside the fused kernel), and a by-value scalar
+  // [1,1,1,1] (a host value given at execution).
+  int64_t tensor(const std::string& name, cudnnDataType_t type, Dims dims, Dims strides,
+                 cudnnBackendTensorReordering_t reordering = CUDNN_TENSOR_REORDERING_NONE);
   int64_t virtual_tensor(const std::string& name, cudnnDataType_t type, Dims dims, Dims strides);
   int64_t scalar(const std::string& name, cudnnDataType_t type);
 
@@ -91,7 +93,7 @@ class Graph {
     Descriptor desc;
   };
   int64_t add_tensor(const std::string& name, cudnnDataType_t type, Dims dims, Dims strides, bool is_virtual,
-                     bool by_value);
+                     bool by_value, cudnnBackendTensorReordering_t reordering);
   const TensorInfo& at(int64_t uid) const;
   std::string tensor_text(int64_t uid) const;
   Descriptor& add_operation(cudnnBackendDescriptorType_t type, const std::string& name, std::string text);
