@@ -18,6 +18,8 @@
 #   tuning  tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with cuBLASLt's first choice of each matmul
 #          algorithm, then with the fastest of $TUNING_CANDIDATES (16) timed on each shape's first call
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
+#   moe    tessera bench train of mixtral-mini (8 experts, top 2) beside llama-mini (its dense twin), B=32,
+#          T=256, bf16, 10 and 60 steps: what the experts' varying GEMM shapes cost
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
 #          (MFU), each beside PyTorch
 #   multirank  dp2 (ZeRO 0, 1, 2, 3), cp2 (ring attention) and dp2 with bf16 or PowerSGD gradient
@@ -148,6 +150,14 @@ for s in "${sections[@]}"; do
         "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 3 --warmup 1
       record python3 "$root/tools/kernel_times.py" "$out/ncu-$stamp.csv"
       ;;
+    moe)
+      section "moe: mixtral-mini beside llama-mini, B=32, T=256, bf16"
+      for model in llama-mini mixtral-mini; do
+        for steps in 10 60; do
+          record "$tessera" bench train --model $model --micro-batch-size 32 --seq-len 256 --steps $steps --json
+        done
+      done
+      ;;
     large)
       section "bench: GPT-2 124M B=64 and 1558M B=16, T=1024, bf16"
       for shape in "gpt2-124m 64" "gpt2-1558m 16"; do
@@ -192,7 +202,7 @@ for s in "${sections[@]}"; do
             "$data/$name/metrics.jsonl" --tolerance "$tolerance"
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench attention tuning profile large multirank)"; status=1 ;;
+    *) say "unknown section '$s' (env tests train bench attention tuning profile moe large multirank)"; status=1 ;;
   esac
 done
 [[ -z $section_start ]] || say "(section took $((SECONDS - section_start)) s)"

@@ -1,6 +1,7 @@
 // The experts' grouped linear layers: shape, dtype and offsets checks, then dispatch by device. On the
 // GPU each non-empty group is one linear layer (ops/matmul.h, cuBLASLt) on views of its rows and its
-// expert's weight.
+// expert's weight, its algorithm found per bucket of row counts (ops/matmul_tuning.h): the groups' sizes
+// change every step.
 // TODO(issue 11): one grouped cuBLASLt call instead of E launches when experts are many and small.
 #include "ops/grouped_matmul.h"
 
@@ -67,7 +68,7 @@ void grouped_matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, 
       for (int64_t e = 0; e < d.E; e++) {
         if (o[e + 1] == o[e]) continue;
         Tensor out_e = group_rows(out, o, e);
-        matmul_forward(out_e, group_rows(x, o, e), expert_matrix(weight, e), no_bias);
+        matmul_forward(out_e, group_rows(x, o, e), expert_matrix(weight, e), no_bias, MatmulAlgoChoice::row_buckets);
       }
       return;
     }
@@ -101,7 +102,8 @@ void grouped_matmul_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, co
         if (o[e + 1] == o[e]) continue;
         Tensor dx_e = dx.defined() ? group_rows(dx, o, e) : Tensor();
         Tensor dweight_e = dweight.defined() ? expert_matrix(dweight, e) : Tensor();
-        matmul_backward(dx_e, dweight_e, no_bias, group_rows(dout, o, e), group_rows(x, o, e), expert_matrix(weight, e));
+        matmul_backward(dx_e, dweight_e, no_bias, group_rows(dout, o, e), group_rows(x, o, e), expert_matrix(weight, e),
+                        MatmulAlgoChoice::row_buckets);
       }
       return;
     }

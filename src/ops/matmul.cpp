@@ -2,6 +2,7 @@
 // The fused GELU ops are, on the CPU, literally their two-op compositions.
 #include "ops/matmul.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -100,7 +101,8 @@ T* typed(Tensor& t) {
 
 }  // namespace
 
-void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                    [[maybe_unused]] MatmulAlgoChoice choice) {
   const char* op = "matmul_forward";
   const Checked c = check_forward(op, out, x, weight, bias);
   const MatmulDims d = c.d;
@@ -112,7 +114,7 @@ void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Te
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
         cuda::matmul_forward<T>(typed<T>(out), typed<T>(x), typed<T>(weight), typed<T>(bias), d.N, d.C, d.OC,
-                                cuda_compute_stream());
+                                cuda_compute_stream(), choice);
       });
       return;
 #else
@@ -122,7 +124,7 @@ void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Te
 }
 
 void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& x,
-                     const Tensor& weight) {
+                     const Tensor& weight, [[maybe_unused]] MatmulAlgoChoice choice) {
   const char* op = "matmul_backward";
   const Checked c = check_backward(op, dx, /*dx_required=*/false, dweight, dbias, dout, x, weight);
   const MatmulDims d = c.d;
@@ -135,7 +137,7 @@ void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& d
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
         cuda::matmul_backward<T>(typed<T>(dx), f32_or_null(dweight), f32_or_null(dbias), typed<T>(dout), typed<T>(x),
-                                 typed<T>(weight), d.N, d.C, d.OC, cuda_compute_stream());
+                                 typed<T>(weight), d.N, d.C, d.OC, cuda_compute_stream(), choice);
       });
       return;
 #else
@@ -190,6 +192,14 @@ void matmul_backward_dgelu(Tensor& dx, Tensor& dweight, Tensor& dbias, const Ten
       detail::fail_no_cuda_kernel(op);
 #endif
   }
+}
+
+int64_t matmul_row_bucket(int64_t rows) {
+  TS_CHECK(rows > 0, "matmul_row_bucket: rows = ", rows, " must be positive");
+  int64_t octave = 1;  // the largest power of two <= rows
+  while (octave <= rows / 2) octave *= 2;
+  const int64_t step = std::max<int64_t>(8, octave / 8);
+  return (rows + step - 1) / step * step;
 }
 
 void check_matmul_tuning(int64_t candidates) {

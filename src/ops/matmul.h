@@ -11,11 +11,13 @@
 
 namespace tessera {
 
-void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias);
+// `choice` says how the GPU picks the algorithm (ops/matmul_tuning.h); the CPU ignores it.
+void matmul_forward(Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                    MatmulAlgoChoice choice = MatmulAlgoChoice::exact);
 // dx may be undefined when the input needs no gradient; dbias undefined when there is no bias;
 // dweight (and dbias) undefined when the weight gradient is taken by a later call (zero-bubble's split).
 void matmul_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& x,
-                     const Tensor& weight);
+                     const Tensor& weight, MatmulAlgoChoice choice = MatmulAlgoChoice::exact);
 
 // The linear layer followed by GELU (the MLP's first half), one cuBLASLt call on the GPU:
 //   pre_gelu (N,OC) = x W^T + b (kept for the backward);  out (N,OC) = gelu(pre_gelu), the tanh

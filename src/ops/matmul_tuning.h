@@ -14,6 +14,18 @@ namespace tessera {
 
 constexpr int kMaxMatmulTuning = 64;  // candidates timed per problem at most
 
+// How a GPU matmul finds its algorithm. exact: cuBLASLt's heuristic is asked once per problem (a dense
+// model has a handful). row_buckets: once per bucket of the token-row count (matmul_row_bucket), asked
+// for the bucket's largest row count; a call takes its bucket's algorithm where cuBLASLt accepts it for
+// the call's exact shape (else it asks for its own). For the experts' GEMMs, whose row counts change
+// every step: a heuristic query costs far more than a small GEMM. The choice is a function of the
+// bucket alone, so a run gives the same bits however its row counts arrived. Not tuned (see below).
+enum class MatmulAlgoChoice { exact, row_buckets };
+
+// The largest row count of the bucket holding `rows` (> 0): eight buckets per power of two, each a
+// multiple of 8 (1 to 8 -> 8, 100 -> 104, 2048 -> 2048, 2049 -> 2304).
+int64_t matmul_row_bucket(int64_t rows);
+
 struct MatmulTuningRecord {
   std::string problem;  // as cuBLASLt sees it (column-major m, n, k), with its epilogue and types
   int timed = 0;        // candidates timed

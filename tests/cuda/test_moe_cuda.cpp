@@ -3,7 +3,7 @@
 // weights, lse, losses and dlogits, from f32 and from bf16/f16 logits), the permutation (the same plan
 // with and without capacity drops; gather exact, its backward, combine and combine's backward close)
 // and the grouped GEMM (an empty group, rows past offsets[E] untouched, dweight accumulating), in f32
-// and in bf16/f16. Skipped without a GPU.
+// and in bf16/f16, and its row counts sharing their bucket's cuBLASLt algorithm. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +14,10 @@
 #include "ops/grouped_matmul.h"
 #include "ops/moe_dispatch.h"
 #include "ops/moe_router.h"
+
+#ifdef TESSERA_WITH_CUDA
+#include "ops/cuda/matmul_cuda.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -183,6 +187,46 @@ TEST_F(GroupedMatmulCuda, ForwardAndBackwardMatchCpu) {
     testing::expect_matches_cpu(dweight_gpu, dweight, kTol, kTol * testing::max_abs(dweight), kTol, "dweight");
   }
 }
+
+#ifdef TESSERA_WITH_CUDA
+// Row counts in one bucket (2000, 2010 and 2047 all round to 2048) share one algorithm: after the first
+// call of each GEMM (forward, dx, dweight) asks cuBLASLt's heuristic for the bucket's largest shape, the
+// other counts make their own plans without asking again; every result still matches the CPU.
+TEST_F(GroupedMatmulCuda, RowCountsInOneBucketShareOneHeuristicQuery) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t M_rows = 2048, C = 40, OC = 56;  // a shape no other test uses
+  const DType dtype = DType::bf16;
+  const double rounding = testing::rounding_of(dtype);
+  const Tensor x = testing::rounded_to(random_tensor({M_rows, C}, seed), dtype);
+  const Tensor weight = testing::rounded_to(random_tensor({1, OC, C}, seed + 1), dtype);
+  const Tensor dout = testing::rounded_to(random_tensor({M_rows, OC}, seed + 2), dtype);
+  const Tensor x_gpu = testing::to_gpu_as(x, dtype), weight_gpu = testing::to_gpu_as(weight, dtype);
+  const Tensor dout_gpu = testing::to_gpu_as(dout, dtype);
+  for (const int32_t rows : {2000, 2010, 2047}) {
+    SCOPED_TRACE(rows);
+    Tensor offsets = Tensor::zeros({2}, DType::i32);
+    offsets.data<int32_t>()[1] = rows;
+    const cuda::MatmulPlanCacheStats before = cuda::matmul_plan_cache_stats();
+    Tensor out = Tensor::zeros({M_rows, OC}), out_gpu = testing::poisoned_gpu({M_rows, OC}, dtype);
+    grouped_matmul_forward(out, x, weight, offsets);
+    grouped_matmul_forward(out_gpu, x_gpu, weight_gpu, offsets);
+    Tensor dx = Tensor::zeros({M_rows, C}), dx_gpu = testing::poisoned_gpu({M_rows, C}, dtype);
+    Tensor dweight = Tensor::zeros({1, OC, C}), dweight_gpu = to_gpu(Tensor::zeros({1, OC, C}));
+    grouped_matmul_backward(dx, dweight, dout, x, weight, offsets);
+    grouped_matmul_backward(dx_gpu, dweight_gpu, dout_gpu, x_gpu, weight_gpu, offsets);
+    const cuda::MatmulPlanCacheStats after = cuda::matmul_plan_cache_stats();
+    EXPECT_EQ(after.misses - before.misses, 3) << "three new shapes: forward, dx and dweight";
+    EXPECT_EQ(after.heuristic_queries - before.heuristic_queries, rows == 2000 ? 3 : 0)
+        << "one query per GEMM for the bucket, on its first use only";
+    testing::expect_matches_cpu(out_gpu.view(0, {rows, OC}), out.view(0, {rows, OC}), kTol + rounding,
+                                kTol + rounding * testing::max_abs(out), kTol + rounding, "out");
+    testing::expect_matches_cpu(dx_gpu.view(0, {rows, C}), dx.view(0, {rows, C}), kTol + rounding,
+                                kTol + rounding * testing::max_abs(dx), kTol + rounding, "dx");
+    testing::expect_matches_cpu(dweight_gpu, dweight, kTol, kTol * testing::max_abs(dweight), kTol, "dweight");
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace tessera

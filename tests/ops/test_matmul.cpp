@@ -1,7 +1,14 @@
 // Linear layer: values against a double reference (with and without bias, (B,T,C) input),
 // gradients by finite differences, the write/accumulate contract, optional dx/dbias, bad shapes;
-// the fused GELU ops bit for bit against their compositions, and their bad arguments.
+// the fused GELU ops bit for bit against their compositions, and their bad arguments; the tuning
+// setting's range and the experts' row buckets.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "ops/gelu.h"
 #include "ops/matmul.h"
@@ -208,6 +215,28 @@ TEST(Matmul, TuningOutOfRangeIsRefusedNamingTheFlag) {
   matmul_forward(out, m.x, m.weight, m.bias);
   set_matmul_tuning(1);
   EXPECT_TRUE(matmul_tuning_records().empty());
+}
+
+// The experts' row buckets: known values, then for every count up to 20,000 a bucket at or above it, a
+// multiple of 8, its own bucket, less than an eighth of the count's power of two above it (or 8), and
+// at most eight bucket sizes between one power of two and the next.
+TEST(Matmul, RowBucketsAreEightPerPowerOfTwo) {
+  const std::pair<int64_t, int64_t> known[] = {{1, 8},       {8, 8},       {9, 16},       {100, 104},
+                                               {2048, 2048}, {2049, 2304}, {4095, 4096}, {10672, 11264}};
+  for (const auto& [rows, bucket] : known) EXPECT_EQ(matmul_row_bucket(rows), bucket) << rows;
+  std::vector<std::set<int64_t>> per_octave(17);  // by the bucket's power of two
+  for (int64_t rows = 1; rows <= 20000; rows++) {
+    const int64_t bucket = matmul_row_bucket(rows);
+    int64_t octave = 1;
+    while (octave * 2 <= rows) octave *= 2;
+    ASSERT_GE(bucket, rows);
+    ASSERT_EQ(bucket % 8, 0) << rows;
+    ASSERT_EQ(matmul_row_bucket(bucket), bucket) << rows;
+    ASSERT_LT(bucket - rows, std::max<int64_t>(8, octave / 8)) << rows;
+    per_octave[size_t(std::bit_width(uint64_t(bucket)) - 1)].insert(bucket);
+  }
+  for (const std::set<int64_t>& buckets : per_octave) EXPECT_LE(buckets.size(), 8u);
+  EXPECT_TRUE(testing::contains(testing::error_of([] { matmul_row_bucket(0); }), "rows = 0 must be positive"));
 }
 
 }  // namespace

@@ -11,7 +11,8 @@ namespace tessera::cuda {
 // The cuBLASLt functions Tessera calls. Each member is named after its function without the
 // cublasLt prefix and has its exact type, so cublaslt().Matmul(...) reads as cublasLtMatmul(...).
 #define TS_CUBLASLT_FUNCTIONS(X)                                                                        \
-  X(Create) X(GetStatusName) X(GetStatusString) X(Matmul) X(MatmulAlgoGetHeuristic) X(MatmulDescCreate) \
+  X(Create) X(GetStatusName) X(GetStatusString) X(Matmul) X(MatmulAlgoCheck) X(MatmulAlgoGetHeuristic)   \
+  X(MatmulDescCreate)                                                                                    \
   X(MatmulDescDestroy) X(MatmulDescSetAttribute) X(MatmulPreferenceCreate) X(MatmulPreferenceDestroy)   \
   X(MatmulPreferenceSetAttribute) X(MatrixLayoutCreate) X(MatrixLayoutDestroy)
 

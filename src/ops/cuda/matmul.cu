@@ -11,7 +11,10 @@
 // pointer's real alignment, which is part of the key: parameter views sit at any offset), in a hash
 // map large enough for the experts' GEMMs, whose row counts change every step. The algorithm is the
 // heuristic's first candidate, or with set_matmul_tuning(n > 1) the fastest of its first n, timed on
-// the problem's first call (the first kMaxTunedProblems problems; later ones take the first).
+// the problem's first call (the first kMaxTunedProblems problems; later ones take the first). Calls
+// with MatmulAlgoChoice::row_buckets (the experts') take the algorithm the heuristic gave their row
+// bucket's largest shape, asked once per bucket, where cublasLtMatmulAlgoCheck accepts it.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <deque>
@@ -102,6 +105,9 @@ struct LtProblem {
   bool operator==(const LtProblem&) const = default;
 };
 
+// A member of LtProblem: the dimension (n or k) that counts token rows.
+using RowDimension = int64_t LtProblem::*;
+
 struct LtProblemHash {
   size_t operator()(const LtProblem& p) const {
     size_t h = 0;
@@ -152,8 +158,10 @@ struct LtPlanCache {
   std::mutex mutex;
   std::unordered_map<LtProblem, std::unique_ptr<LtPlan>, LtProblemHash> plans;
   std::deque<LtProblem> age;
-  int64_t hits = 0, misses = 0;
+  int64_t hits = 0, misses = 0, heuristic_queries = 0;
   std::vector<MatmulTuningRecord> tuned;  // every problem timed, in order
+  // The algorithm of each row bucket's problem (bucket_problem); a few per expert weight shape.
+  std::unordered_map<LtProblem, cublasLtMatmulAlgo_t, LtProblemHash> bucket_algos;
 };
 
 std::atomic<int> tuning_candidates{1};
@@ -188,10 +196,8 @@ std::string problem_text(const LtProblem& p) {
          (p.trans_a ? ", A transposed" : "") + (p.trans_b ? ", B transposed" : "");
 }
 
-// Creates the descriptors and asks the heuristic once for up to `count` candidates, best first;
-// `ops` supplies the bias/aux pointers whose alignment the heuristic reads. The plan keeps the first.
-std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops, int count,
-                                  LtCandidates& candidates) {
+// The descriptors of problem p, with no algorithm yet; `ops` supplies the bias/aux pointers.
+std::unique_ptr<LtPlan> make_descriptors(const LtProblem& p, const LtOperands& ops) {
   auto plan = std::make_unique<LtPlan>();
   plan->problem = p;
   CUBLAS_CHECK(cublaslt().MatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -207,7 +213,13 @@ std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops, int
   CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&plan->a, p.ab_type, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda));
   CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&plan->b, p.ab_type, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb));
   CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&plan->d, p.d_type, p.m, p.n, p.ldd));
+  return plan;
+}
 
+// Asks the heuristic once for up to `count` candidates for the plan's problem, best first (at the
+// problem's alignments); returns how many it gave.
+int heuristic_candidates(LtPlanCache& cache, const LtPlan& plan, int count, LtCandidates& candidates) {
+  const LtProblem& p = plan.problem;
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublaslt().MatmulPreferenceCreate(&pref));
   const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(cublaslt().MatmulPreferenceDestroy)>
@@ -222,17 +234,55 @@ std::unique_ptr<LtPlan> make_plan(const LtProblem& p, const LtOperands& ops, int
 
   cublasLtMatmulHeuristicResult_t heuristic[kMaxMatmulTuning] = {};
   int found = 0;
-  CUBLAS_CHECK(cublaslt().MatmulAlgoGetHeuristic(lt_context().handle, plan->desc, plan->a, plan->b, plan->d, plan->d,
+  cache.heuristic_queries++;
+  CUBLAS_CHECK(cublaslt().MatmulAlgoGetHeuristic(lt_context().handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
                                                  pref, count, heuristic, &found));
   candidates.count = 0;
   for (int i = 0; i < found; i++)
     if (heuristic[i].state == CUBLAS_STATUS_SUCCESS) candidates.algo[candidates.count++] = heuristic[i].algo;
-  TS_CHECK(candidates.count > 0, "matmul: cuBLASLt has no algorithm for m=", p.m, " n=", p.n, " k=", p.k,
-           " with A/B in ", type_name(p.ab_type), ", D in ", type_name(p.d_type), " and the ",
+  return candidates.count;
+}
+
+// The plan's algorithm from the heuristic's first candidate (the candidates kept for tuning); throws
+// naming the problem when there is none.
+void choose_heuristic_algorithm(LtPlanCache& cache, LtPlan& plan, int count, LtCandidates& candidates) {
+  const LtProblem& p = plan.problem;
+  TS_CHECK(heuristic_candidates(cache, plan, count, candidates) > 0, "matmul: cuBLASLt has no algorithm for m=", p.m,
+           " n=", p.n, " k=", p.k, " with A/B in ", type_name(p.ab_type), ", D in ", type_name(p.d_type), " and the ",
            epilogue_name(p.epilogue), " epilogue at alignments A/B/D/bias/aux ", p.align_a, "/", p.align_b, "/",
            p.align_d, "/", p.align_bias, "/", p.align_aux, " bytes; align the tensors to 16 bytes");
-  plan->algo = candidates.algo[0];
-  return plan;
+  plan.algo = candidates.algo[0];
+}
+
+// The problem whose algorithm serves p's row bucket: its row count (the `rows` dimension, n or k)
+// raised to the bucket's largest, and at most 16-byte alignments (all the fast kernels ask for), so
+// groups starting at any row share it.
+LtProblem bucket_problem(LtProblem p, RowDimension rows) {
+  p.*rows = matmul_row_bucket(p.*rows);
+  for (uint32_t* align : {&p.align_a, &p.align_b, &p.align_d, &p.align_bias, &p.align_aux})
+    *align = std::min<uint32_t>(*align, 16);
+  return p;
+}
+
+// Gives `plan` its row bucket's algorithm (asking the heuristic for the bucket's problem on its
+// first use) when cuBLASLt accepts that algorithm for the plan's own shape within the workspace;
+// false, leaving the plan alone, otherwise.
+bool take_bucket_algorithm(LtPlanCache& cache, LtPlan& plan, RowDimension rows, const LtOperands& ops) {
+  const LtProblem bucket = bucket_problem(plan.problem, rows);
+  auto found = cache.bucket_algos.find(bucket);
+  if (found == cache.bucket_algos.end()) {
+    const std::unique_ptr<LtPlan> largest = make_descriptors(bucket, ops);
+    LtCandidates candidates;
+    if (heuristic_candidates(cache, *largest, 1, candidates) == 0) return false;
+    found = cache.bucket_algos.emplace(bucket, candidates.algo[0]).first;
+  }
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublaslt().MatmulAlgoCheck(lt_context().handle, plan.desc, plan.a, plan.b, plan.d, plan.d, &found->second,
+                                 &check) != CUBLAS_STATUS_SUCCESS ||
+      check.workspaceSize > kWorkspaceBytes)
+    return false;
+  plan.algo = found->second;
+  return true;
 }
 
 cublasStatus_t queue_matmul(const LtPlan& plan, const cublasLtMatmulAlgo_t& algo, const LtOperands& ops,
@@ -291,8 +341,15 @@ MatmulTuningRecord tune_plan(LtPlan& plan, const LtCandidates& candidates, const
   return record;
 }
 
-// D = op(A) op(B) (+ epilogue) + beta D on `stream`, through the cached plan of `p`.
-void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream) {
+// The dimension of a problem that counts token rows (`dimension`, n or k) when the call's algorithm comes
+// from its row bucket; null (exact) otherwise.
+RowDimension row_dimension(MatmulAlgoChoice choice, RowDimension dimension) {
+  return choice == MatmulAlgoChoice::row_buckets ? dimension : nullptr;
+}
+
+// D = op(A) op(B) (+ epilogue) + beta D on `stream`, through the cached plan of `p`. With `rows` (the
+// dimension that counts token rows, n or k), a new problem takes its row bucket's algorithm.
+void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream, RowDimension rows = nullptr) {
   p.align_a = alignment_of(ops.A);
   p.align_b = alignment_of(ops.B);
   p.align_d = alignment_of(ops.D);
@@ -307,10 +364,13 @@ void lt_matmul(LtProblem p, const LtOperands& ops, cudaStream_t stream) {
     set_pointers(*plan, ops);
   } else {
     cache.misses++;
-    const bool tune = tuning_candidates > 1 && cache.tuned.size() < kMaxTunedProblems;
-    LtCandidates candidates;
-    std::unique_ptr<LtPlan> made = make_plan(p, ops, tune ? tuning_candidates.load() : 1, candidates);  // throws
-    if (tune && candidates.count > 1) cache.tuned.push_back(tune_plan(*made, candidates, ops, stream));
+    std::unique_ptr<LtPlan> made = make_descriptors(p, ops);
+    if (rows == nullptr || !take_bucket_algorithm(cache, *made, rows, ops)) {
+      const bool tune = tuning_candidates > 1 && cache.tuned.size() < kMaxTunedProblems;
+      LtCandidates candidates;
+      choose_heuristic_algorithm(cache, *made, tune ? tuning_candidates.load() : 1, candidates);  // throws
+      if (tune && candidates.count > 1) cache.tuned.push_back(tune_plan(*made, candidates, ops, stream));
+    }
     if (cache.plans.size() >= kMaxPlans) {
       cache.plans.erase(cache.age.front());
       cache.age.pop_front();
@@ -333,7 +393,7 @@ void check_gelu_aux_ld(const char* op, const char* dim, int64_t ld, int64_t N, i
 // out^T (OC,N) = (weight stored (C,OC) column-major, transposed) x^T (C,N) (+ epilogue).
 template <typename T>
 void forward_matmul(T* out, const T* x, const T* weight, const T* bias, T* pre_gelu, int64_t N, int64_t C, int64_t OC,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, MatmulAlgoChoice choice = MatmulAlgoChoice::exact) {
   LtProblem p{OC, N, C, C, C, OC, /*trans_a=*/true, /*trans_b=*/false, kDataType<T>, kDataType<T>};
   if (pre_gelu != nullptr) {
     p.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -341,7 +401,7 @@ void forward_matmul(T* out, const T* x, const T* weight, const T* bias, T* pre_g
   } else if (bias != nullptr) {
     p.epilogue = CUBLASLT_EPILOGUE_BIAS;
   }
-  lt_matmul(p, {out, weight, x, bias, pre_gelu}, stream);
+  lt_matmul(p, {out, weight, x, bias, pre_gelu}, stream, row_dimension(choice, &LtProblem::n));
 }
 
 // dout at (n, c), widened to fp32: the term of dbias.
@@ -365,13 +425,14 @@ std::atomic<bool> bias_grad_epilogue_unavailable{false};
 // which is then added; where cuBLASLt has no such algorithm, deterministic column sums instead.
 template <typename T>
 void parameter_grads(float* dweight, float* dbias, const T* dout, const T* x, int64_t N, int64_t C, int64_t OC,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, MatmulAlgoChoice choice = MatmulAlgoChoice::exact) {
   LtProblem p{C, OC, N, C, OC, C, false, /*trans_b=*/true, kDataType<T>, /*d_type=*/CUDA_R_32F};
+  const auto rows = row_dimension(choice, &LtProblem::k);
   if (dbias != nullptr && !bias_grad_epilogue_unavailable) {
     DeviceScratch column_sums(size_t(OC) * sizeof(float));
     p.epilogue = CUBLASLT_EPILOGUE_BGRADB;
     try {
-      lt_matmul(p, {.D = dweight, .A = x, .B = dout, .bias = column_sums.as<float>(), .beta = 1.0f}, stream);
+      lt_matmul(p, {.D = dweight, .A = x, .B = dout, .bias = column_sums.as<float>(), .beta = 1.0f}, stream, rows);
       accumulate_kernel<<<unsigned(ceil_div(OC, 256)), 256, 0, stream>>>(dbias, column_sums.as<float>(), OC);
       CUDA_CHECK_LAUNCH();
       return;
@@ -380,7 +441,7 @@ void parameter_grads(float* dweight, float* dbias, const T* dout, const T* x, in
       p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     }
   }
-  lt_matmul(p, {.D = dweight, .A = x, .B = dout, .beta = 1.0f}, stream);
+  lt_matmul(p, {.D = dweight, .A = x, .B = dout, .beta = 1.0f}, stream, rows);
   if (dbias != nullptr)
     column_sums_accumulate<1>(ColumnOutputs<1>{{dbias}}, N, OC, BiasGradLoad<T>{dout, OC}, stream);
 }
@@ -388,13 +449,13 @@ void parameter_grads(float* dweight, float* dbias, const T* dout, const T* x, in
 // dx^T (C,N) = weight (C,OC column-major) dout^T (OC,N), times gelu'(x_pre_gelu) when given.
 template <typename T>
 void input_grad(T* dx, const T* dout, const T* weight, const T* x_pre_gelu, int64_t N, int64_t C, int64_t OC,
-                cudaStream_t stream) {
+                cudaStream_t stream, MatmulAlgoChoice choice = MatmulAlgoChoice::exact) {
   LtProblem p{C, N, OC, C, OC, C, false, false, kDataType<T>, kDataType<T>};
   if (x_pre_gelu != nullptr) {
     p.epilogue = CUBLASLT_EPILOGUE_DGELU;
     p.aux_ld = C;
   }
-  lt_matmul(p, {dx, weight, dout, nullptr, x_pre_gelu}, stream);
+  lt_matmul(p, {dx, weight, dout, nullptr, x_pre_gelu}, stream, row_dimension(choice, &LtProblem::n));
 }
 
 }  // namespace
@@ -403,17 +464,17 @@ void input_grad(T* dx, const T* dout, const T* weight, const T* x_pre_gelu, int6
 
 template <typename T>
 void matmul_forward(T* out, const T* x, const T* weight, const T* bias, int64_t N, int64_t C, int64_t OC,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, MatmulAlgoChoice choice) {
   if (N == 0) return;
-  forward_matmul<T>(out, x, weight, bias, nullptr, N, C, OC, stream);
+  forward_matmul<T>(out, x, weight, bias, nullptr, N, C, OC, stream, choice);
 }
 
 template <typename T>
 void matmul_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight, int64_t N,
-                     int64_t C, int64_t OC, cudaStream_t stream) {
+                     int64_t C, int64_t OC, cudaStream_t stream, MatmulAlgoChoice choice) {
   if (N == 0) return;
-  if (dx != nullptr) input_grad<T>(dx, dout, weight, nullptr, N, C, OC, stream);
-  if (dweight != nullptr) parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream);
+  if (dx != nullptr) input_grad<T>(dx, dout, weight, nullptr, N, C, OC, stream, choice);
+  if (dweight != nullptr) parameter_grads<T>(dweight, dbias, dout, x, N, C, OC, stream, choice);
 }
 
 template <typename T>
@@ -444,13 +505,14 @@ std::vector<MatmulTuningRecord> matmul_tuning_records() {
 MatmulPlanCacheStats matmul_plan_cache_stats() {
   LtPlanCache& cache = plan_cache();
   const std::lock_guard<std::mutex> lock(cache.mutex);
-  return {cache.hits, cache.misses, cache.plans.size()};
+  return {cache.hits, cache.misses, cache.heuristic_queries, cache.plans.size()};
 }
 
 #define TESSERA_MATMUL_INSTANTIATE(T)                                                                              \
-  template void matmul_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, cudaStream_t);     \
+  template void matmul_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, cudaStream_t,      \
+                                  MatmulAlgoChoice);                                                               \
   template void matmul_backward<T>(T*, float*, float*, const T*, const T*, const T*, int64_t, int64_t, int64_t,   \
-                                   cudaStream_t);                                                                  \
+                                   cudaStream_t, MatmulAlgoChoice);                                                \
   template void matmul_gelu_forward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,           \
                                        cudaStream_t);                                                              \
   template void matmul_backward_dgelu<T>(T*, float*, float*, const T*, const T*, const T*, const T*, int64_t,     \

@@ -14,14 +14,15 @@
 namespace tessera::cuda {
 
 // out (N,OC) = x (N,C) weight^T + bias; weight (OC,C), bias (OC) or null (fused as the epilogue).
+// `choice`: how the algorithm is found (ops/matmul_tuning.h); with row_buckets, N is the bucketed count.
 template <typename T>
 void matmul_forward(T* out, const T* x, const T* weight, const T* bias, int64_t N, int64_t C, int64_t OC,
-                    cudaStream_t stream);
+                    cudaStream_t stream, MatmulAlgoChoice choice = MatmulAlgoChoice::exact);
 // dx (N,C) written (skipped when null); dweight (OC,C) += (beta = 1); dbias (OC) += (skipped when
 // null), a column sum over N in a fixed order.
 template <typename T>
 void matmul_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight, int64_t N,
-                     int64_t C, int64_t OC, cudaStream_t stream);
+                     int64_t C, int64_t OC, cudaStream_t stream, MatmulAlgoChoice choice = MatmulAlgoChoice::exact);
 // pre_gelu (N,OC) = x weight^T + bias, out (N,OC) = gelu(pre_gelu): one call, GELU_AUX(_BIAS)
 // epilogue. OC must be a multiple of 8 (throws otherwise).
 template <typename T>
@@ -39,8 +40,9 @@ std::vector<MatmulTuningRecord> matmul_tuning_records();
 
 // The cache of cuBLASLt plans (descriptors, layouts, heuristic's algorithm), one per problem.
 struct MatmulPlanCacheStats {
-  int64_t hits = 0, misses = 0;  // since the process started
-  size_t plans = 0;              // held now
+  int64_t hits = 0, misses = 0;   // since the process started
+  int64_t heuristic_queries = 0;  // cuBLASLt heuristic calls: misses less those a row bucket's algorithm served
+  size_t plans = 0;               // held now
 };
 MatmulPlanCacheStats matmul_plan_cache_stats();
 
