@@ -78,6 +78,18 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--powersgd-rank", c.powersgd_rank,
                  "Compress data-parallel gradients with PowerSGD at this rank (0 = off; ZeRO 0-2)")
       ->capture_default_str();
+  cmd.add_option("--attention-kernel", c.attention_kernel,
+                 "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it, it covers the "
+                 "call and its backward's workspace stays within 2 GiB, else ours), tessera (our tensor-core "
+                 "kernels) or cudnn")
+      ->capture_default_str();
+  cmd.add_flag("!--nondeterministic", c.deterministic,
+               "Let GPU kernels sum in a varying order where that is faster (cuDNN's attention backward adds dQ "
+               "with atomics), so the last bits of a run's numbers differ from run to run");
+  cmd.add_option("--attention-mask", c.attention_mask,
+                 "causal: each token attends to the whole window before it; document: only to its own document's "
+                 "tokens (documents start at the tokenizer's BOS or <|endoftext|>), for packed sequences")
+      ->capture_default_str();
 }
 
 namespace {
@@ -144,20 +156,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)")->capture_default_str();
   cmd.add_option("--device", c.device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
       ->capture_default_str();
-  cmd.add_option("--attention-kernel", c.attention_kernel,
-                 "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it and it covers the "
-                 "call, else ours), tessera (our tensor-core kernels) or cudnn")
-      ->capture_default_str();
   cmd.add_option("--matmul-tuning", c.matmul_tuning,
                  "GPU matmuls: time this many of cuBLASLt's candidate algorithms on each shape's first call and keep "
                  "the fastest (1 = its first choice, untimed; up to 64)")
-      ->capture_default_str();
-  cmd.add_flag("!--nondeterministic", c.deterministic,
-               "Let GPU kernels sum in a varying order where that is faster (cuDNN's attention backward adds dQ "
-               "with atomics), so the last bits of a run's numbers differ from run to run");
-  cmd.add_option("--attention-mask", c.attention_mask,
-                 "causal: each token attends to the whole window before it; document: only to its own document's "
-                 "tokens (documents start at the tokenizer's BOS or <|endoftext|>), for packed sequences")
       ->capture_default_str();
   cmd.add_option("--peak-tflops", c.peak_tflops,
                  "Each rank's peak TFLOP/s for the metrics' MFU (0 = the GPU's bf16 dense peak; none on a CPU)")

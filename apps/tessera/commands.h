@@ -27,7 +27,9 @@ void add_bench_train_command(CLI::App& bench);
 
 // The flags that shape a run's model, batch, precision and parallel layout (`tessera train`'s, which
 // `tessera plan memory` shares): --model and its overrides, --init-from, --batch-size,
-// --micro-batch-size, --seq-len, --dtype, --recompute(-layers), --dp/--tp/--pp/--cp/--ep, --zero, ...
+// --micro-batch-size, --seq-len, --dtype, --recompute(-layers), --dp/--tp/--pp/--cp/--ep, --zero, ...,
+// and the attention choices that set cuDNN's workspace (--attention-kernel, --nondeterministic,
+// --attention-mask).
 void bind_layout_flags(CLI::App& command, TrainConfig& config);
 
 // --config FILE on a subcommand: TOML whose keys are the subcommand's long flag names.

@@ -1,7 +1,8 @@
 // Causal self-attention: shape and dtype checks, then dispatch by device and, on the GPU, by storage
 // type (f32, bf16, f16) of qkv, out, dout and dqkv; lse is f32 on every device. bf16 and f16 run on
-// cuDNN's fused attention when the kernel choice allows it and cuDNN covers the case, else on the tensor cores
-// (attention_tc) for the head sizes and alignments they cover, else on the CUDA-core kernels. Both
+// cuDNN's fused attention when the kernel choice allows it, cuDNN covers the case and (auto) its
+// backward's workspace stays within the limit, else on the tensor cores (attention_tc) for the head
+// sizes and alignments they cover, else on the CUDA-core kernels. Both
 // devices cover grouped-query attention (num_kv_heads < num_heads) and document masks (not cuDNN).
 #include "ops/attention.h"
 
@@ -29,12 +30,17 @@ namespace {
 std::atomic<AttentionKernel> chosen_attention_kernel{AttentionKernel::automatic};
 
 #ifdef TESSERA_WITH_CUDNN
-// Whether cuDNN runs a 16-bit GPU attention call of head size HS on these tensors.
-bool cudnn_takes(const int32_t* doc_starts, int64_t HS, std::initializer_list<const void*> pointers) {
+// Whether cuDNN runs a 16-bit GPU attention call of these dims on these tensors (both directions
+// decide alike, so a backward runs on the forward's kernels).
+bool cudnn_takes(const int32_t* doc_starts, const detail::AttentionDims& d,
+                 std::initializer_list<const void*> pointers) {
   const AttentionKernel kernel = attention_kernel();
-  if (kernel == AttentionKernel::tessera || doc_starts != nullptr || !cuda::attention_cudnn_supported(HS, pointers))
+  if (kernel == AttentionKernel::tessera || doc_starts != nullptr ||
+      !cuda::attention_cudnn_supported(d.head_size(), pointers))
     return false;
-  return kernel == AttentionKernel::cudnn || cuda::attention_cudnn_release_usable();
+  if (kernel == AttentionKernel::automatic && !cuda::attention_cudnn_release_usable()) return false;
+  return cudnn_attention_allowed(
+      kernel, cudnn_attention_workspace_bytes(d.B, d.NH, d.T, d.head_size(), deterministic_kernels()));
 }
 #endif
 
@@ -55,6 +61,16 @@ AttentionKernel parse_attention_kernel(std::string_view name) {
   for (const AttentionKernel kernel : {AttentionKernel::automatic, AttentionKernel::tessera, AttentionKernel::cudnn})
     if (name == attention_kernel_name(kernel)) return kernel;
   TS_FAIL("unknown attention kernel '", std::string(name), "': valid kernels are auto, tessera, cudnn");
+}
+
+int64_t cudnn_attention_workspace_bytes(int64_t B, int64_t NH, int64_t T, int64_t HS, bool deterministic) {
+  const int64_t padded = (T + 63) / 64 * 64;
+  return deterministic ? B * NH * padded * padded * 2 : B * NH * T * HS * int64_t(sizeof(float));
+}
+
+bool cudnn_attention_allowed(AttentionKernel kernel, int64_t workspace) {
+  return kernel == AttentionKernel::cudnn ||
+         (kernel == AttentionKernel::automatic && workspace <= kCudnnAttentionWorkspaceLimit);
 }
 
 std::string_view attention_kernel_name(AttentionKernel kernel) {
@@ -128,7 +144,7 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
         // size and pointers.
         if constexpr (!std::is_same_v<T, float>) {
 #ifdef TESSERA_WITH_CUDNN
-          if (cudnn_takes(starts, d.head_size(), {qkv.raw_data(), out.raw_data(), lse.raw_data()}))
+          if (cudnn_takes(starts, d, {qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
                                                  d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
 #endif
@@ -174,7 +190,7 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, float>) {
 #ifdef TESSERA_WITH_CUDNN
-          if (cudnn_takes(starts, d.head_size(),
+          if (cudnn_takes(starts, d,
                           {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
                                                   cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,

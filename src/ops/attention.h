@@ -29,8 +29,9 @@ namespace tessera {
 // Which kernels run GPU attention in bf16 and f16, process-wide: Tessera's own tensor-core kernels or
 // cuDNN's fused flash attention, where it covers the case (HS a multiple of 8 up to 128, 16-byte aligned
 // tensors, no document mask); elsewhere, and for f32 and the CPU, the choice changes nothing. automatic
-// (the default) takes cuDNN where this build has it, it covers the call and its release has no known
-// fused-attention bug (faster on an H100: 486k against 460k tok/s for GPT-2 124M), else Tessera's.
+// (the default) takes cuDNN where this build has it, it covers the call, its release has no known
+// fused-attention bug and its backward's workspace stays within kCudnnAttentionWorkspaceLimit (faster on
+// an H100: 486k against 460k tok/s for GPT-2 124M), else Tessera's.
 enum class AttentionKernel { automatic, tessera, cudnn };
 // Throws when asked for cudnn in a build without cuDNN.
 void set_attention_kernel(AttentionKernel kernel);
@@ -38,6 +39,18 @@ AttentionKernel attention_kernel();
 // "auto", "tessera" or "cudnn"; any other name throws, listing these.
 AttentionKernel parse_attention_kernel(std::string_view name);
 std::string_view attention_kernel_name(AttentionKernel kernel);
+
+// The scratch cuDNN's backward takes for B sequences of T tokens, NH query heads of HS channels.
+// Deterministic, its workspace keeps dS for the separate dq product: B·NH·T² 16-bit values (T rounded
+// up to 64), quadratic in the sequence. Otherwise (deterministic_kernels() off) only the fp32 dq
+// accumulator, B·NH·T·HS floats.
+int64_t cudnn_attention_workspace_bytes(int64_t B, int64_t NH, int64_t T, int64_t HS, bool deterministic);
+// Above this, automatic leaves cuDNN for Tessera's kernels, which hold no T×T matrix (GPT-2 124M at
+// micro-batch 64 needs 1.5 GiB; Llama 3 8B at one 8,192-token sequence 4 GiB).
+constexpr int64_t kCudnnAttentionWorkspaceLimit = int64_t(2) << 30;
+// Whether `kernel` lets cuDNN run a call whose backward needs `workspace` bytes (cuDNN covering it):
+// cudnn always, automatic within the limit, tessera never.
+bool cudnn_attention_allowed(AttentionKernel kernel, int64_t workspace);
 
 // num_kv_heads = 0 means num_heads (multi-head attention).
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads = 0,

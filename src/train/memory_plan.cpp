@@ -11,6 +11,7 @@
 #include "nn/activation_memory.h"
 #include "nn/decoder_layout.h"
 #include "nn/tensor_parallel.h"
+#include "ops/attention.h"
 #include "parallel/dp/buckets.h"
 #include "parallel/dp/powersgd.h"
 #include "parallel/pp/pipeline_simulator.h"
@@ -91,11 +92,23 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   r.part_buffers += (padded[0] + padded[1]) * kF32 + (compute_size == kF32 ? 0 : largest * compute_size);
 }
 
+// The scratch of one layer's attention backward on cuDNN, where a GPU run's dispatch (ops/attention.h)
+// would take cuDNN: 16-bit compute, a head size it covers, no document mask, no ring attention (cp).
+// Assumes a build with cuDNN, as the GPU builds are.
+int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& local, int64_t B, int64_t T,
+                                  DType compute, int cp) {
+  const int64_t HS = local.head_size();
+  if (dtype_size(compute) != 2 || cp > 1 || config.attention_mask == "document" || HS % 8 != 0 || HS > 128) return 0;
+  const int64_t bytes = cudnn_attention_workspace_bytes(B, local.num_heads, T, HS, config.deterministic);
+  return cudnn_attention_allowed(parse_attention_kernel(config.attention_kernel), bytes) ? bytes : 0;
+}
+
 }  // namespace
 
 int64_t RankMemory::total() const {
   return master_weights + compute_copy + gradients + gradient_shard + optimizer + part_buffers + compression +
-         int64_t(micro_batches_in_flight) * (activations + scratch) + logits + tp_gathers + pipeline_send;
+         int64_t(micro_batches_in_flight) * (activations + scratch) + attention_workspace + logits + tp_gathers +
+         pipeline_send;
 }
 
 const RankMemory& MemoryPlan::largest() const {
@@ -165,6 +178,9 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
       r.activations = std::max(r.activations, a.saved);
       r.scratch = std::max(r.scratch, a.scratch);
     }
+    const auto holds_blocks = [](const BlockRange& chunk) { return chunk.end > chunk.first; };
+    if (std::any_of(stages[s].chunks.begin(), stages[s].chunks.end(), holds_blocks))
+      r.attention_workspace = attention_workspace_bytes(config, local, plan.micro_batch, T, compute, d.cp);
     r.micro_batches_in_flight = in_flight[s];
     // A layer's backward under sequence parallelism: its output gradient all-gathered, its input
     // all-gathered again, and the partial input gradient before its reduce-scatter (mlp_layer.cpp,

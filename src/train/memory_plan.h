@@ -32,6 +32,8 @@ struct RankMemory {
   int64_t compression = 0;      // PowerSGD: the fp32 errors of the matrices it factors, the packed rounds
   int64_t activations = 0;      // saved activations of one micro-batch (the rank's largest chunk's)
   int64_t scratch = 0;          // backward scratch of one micro-batch (each micro-batch in flight has its own)
+  int64_t attention_workspace = 0;  // a layer's backward on cuDNN's attention (16-bit, on the GPU): dS of
+                                    // every head when deterministic, else the fp32 dq accumulator
   int micro_batches_in_flight = 1;
   int64_t logits = 0;           // the classifier's logits chunk (on the stage holding the head)
   int64_t tp_gathers = 0;       // sequence parallelism: a layer's backward holds up to three (B,T,C)

@@ -25,6 +25,7 @@ constexpr Row kRows[] = {
     {"PowerSGD errors, packed rounds", "compression", &RankMemory::compression},
     {"activations per micro-batch", "activations", &RankMemory::activations},
     {"backward scratch per micro-batch", "scratch", &RankMemory::scratch},
+    {"cuDNN attention backward scratch", "attention_workspace", &RankMemory::attention_workspace},
     {"classifier logits chunk", "logits", &RankMemory::logits},
     {"sequence-parallel gathers", "tp_gathers", &RankMemory::tp_gathers},
     {"gradient held by a pipeline send", "pipeline_send", &RankMemory::pipeline_send},

@@ -3,13 +3,15 @@
 // the backward's dq written directly and summed in an fp32 accumulator; dqkv bit for bit from run to run
 // (the deterministic backward asks for deterministic engines); attention_forward and
 // attention_backward with the cudnn or auto kernel chosen give the launchers' results bit for bit, and with
-// document masks the tensor-core kernels'; head sizes and pointers cuDNN does not cover reported as unsupported. Skipped without a GPU; absent without cuDNN.
+// document masks the tensor-core kernels', and above the workspace limit (deterministic) too; head sizes and
+// pointers cuDNN does not cover reported as unsupported. Skipped without a GPU; absent without cuDNN.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
 #include "cuda/cuda_testing.h"
 #include "ops/attention.h"
+#include "ops/deterministic_kernels.h"
 
 #ifdef TESSERA_WITH_CUDNN
 #include "cuda/attention_testing.h"
@@ -141,6 +143,41 @@ TEST_F(AttentionCudnnCudaRuns, DocumentMaskedCallsRunTheTensorCoreKernels) {
     expect_bitwise_equal(out_op, out, "out");
     expect_bitwise_equal(lse_op, lse, "lse");
   }
+}
+
+// auto leaves cuDNN where its deterministic backward's workspace (dS of every head) would pass 2 GiB:
+// one 8,192-token sequence of 32 heads (4 GiB) runs on the tensor-core kernels, bit for bit; with
+// --nondeterministic (no dS kept) it goes back to cuDNN.
+TEST_F(AttentionCudnnCudaRuns, AutoLeavesCudnnAboveTheWorkspaceLimit) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const AttentionCase big{1, 8192, 32, 64};
+  const auto [B, T, NH, HS, NKV] = big;
+  const int64_t C = NH * HS;
+  ASSERT_GT(cudnn_attention_workspace_bytes(B, NH, T, HS, true), kCudnnAttentionWorkspaceLimit);
+  const AttentionKernelScope chosen(AttentionKernel::automatic);
+  const DType dtype = DType::bf16;
+  using E = __nv_bfloat16;
+  const testing::AttentionInputs in = testing::random_attention_inputs(big, dtype, seed);
+  Tensor out_op = poisoned_gpu({B, T, C}, dtype), lse_op = poisoned_gpu({B, NH, T});
+  Tensor out = poisoned_gpu({B, T, C}, dtype), lse = poisoned_gpu({B, NH, T});
+  attention_forward(out_op, lse_op, in.qkv, int(NH));
+  cuda::attention_tc_forward(typed_data<E>(out), lse.f32(), typed_data<E>(in.qkv), B, T, C, NH, NH, nullptr,
+                             cuda_compute_stream());
+  expect_bitwise_equal(out_op, out, "out, auto against the tensor-core kernels");
+  expect_bitwise_equal(lse_op, lse, "lse, auto against the tensor-core kernels");
+
+  {
+    struct Nondeterministic {
+      Nondeterministic() { set_deterministic_kernels(false); }
+      ~Nondeterministic() { set_deterministic_kernels(true); }
+    } scope;
+    attention_forward(out_op, lse_op, in.qkv, int(NH));
+  }
+  cuda::attention_cudnn_forward(typed_data<E>(out), lse.f32(), typed_data<E>(in.qkv), B, T, C, NH, NH,
+                                cuda_compute_stream());
+  expect_bitwise_equal(out_op, out, "out, auto --nondeterministic against cuDNN");
+  expect_bitwise_equal(lse_op, lse, "lse, auto --nondeterministic against cuDNN");
 }
 
 TEST_F(AttentionCudnnCudaRuns, UncoveredHeadSizesAndPointersAreUnsupported) {

@@ -1,7 +1,7 @@
 // The process-wide choice of GPU attention kernel: the default is auto, names parse to kernels and back and
 // an unknown name is refused listing the valid ones, and a build without cuDNN refuses the cudnn kernel
-// saying so (a build with it accepts it); the kernels are deterministic unless switched off. Runs without a
-// GPU.
+// saying so (a build with it accepts it); cuDNN's backward workspace and auto's limit on it; the kernels
+// are deterministic unless switched off. Runs without a GPU.
 #include <gtest/gtest.h>
 
 #include "ops/attention.h"
@@ -44,6 +44,20 @@ TEST(AttentionKernel, CudnnNeedsABuildWithCudnn) {
   EXPECT_EQ(attention_kernel(), AttentionKernel::tessera);
   set_attention_kernel(AttentionKernel::automatic);  // every build takes auto
   EXPECT_EQ(attention_kernel(), AttentionKernel::automatic);
+}
+
+// cuDNN's backward scratch: dS of every head (T rounded up to 64, 2 bytes) when deterministic, the fp32
+// dq accumulator otherwise; auto keeps cuDNN up to 2 GiB of it, cudnn at any size, tessera never.
+TEST(AttentionKernel, CudnnWorkspaceAndTheAutoLimit) {
+  EXPECT_EQ(cudnn_attention_workspace_bytes(64, 12, 1024, 64, true), int64_t(64) * 12 * 1024 * 1024 * 2);
+  EXPECT_EQ(cudnn_attention_workspace_bytes(2, 3, 131, 64, true), int64_t(2) * 3 * 192 * 192 * 2);
+  EXPECT_EQ(cudnn_attention_workspace_bytes(2, 3, 131, 64, false), int64_t(2) * 3 * 131 * 64 * 4);
+  const int64_t llama_8k = cudnn_attention_workspace_bytes(1, 32, 8192, 128, true);
+  EXPECT_EQ(llama_8k, int64_t(4) << 30);
+  EXPECT_TRUE(cudnn_attention_allowed(AttentionKernel::automatic, kCudnnAttentionWorkspaceLimit));
+  EXPECT_FALSE(cudnn_attention_allowed(AttentionKernel::automatic, llama_8k));
+  EXPECT_TRUE(cudnn_attention_allowed(AttentionKernel::cudnn, llama_8k));
+  EXPECT_FALSE(cudnn_attention_allowed(AttentionKernel::tessera, 0));
 }
 
 TEST(DeterministicKernels, OnUntilSwitchedOff) {

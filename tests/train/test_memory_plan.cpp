@@ -2,7 +2,8 @@
 // on the CPU (fp32), each under several recomputation modes, micro-batches, sequence lengths and
 // ZeRO stages. The weights', gradients' and moments' bytes must equal the plan's exactly; the host
 // allocator's peak over a training step must be within kTolerance of the plan's total plus the
-// trainer's host token buffers (host memory on a GPU, so not in a plan of device memory).
+// trainer's host token buffers (host memory on a GPU, so not in a plan of device memory). Also the
+// GPU-only term, cuDNN's attention workspace, under each choice that changes it.
 #include <gtest/gtest.h>
 
 #include "core/allocator.h"
@@ -99,6 +100,44 @@ TEST(MemoryPlan, ZeroStagesMatchTheAllocatorPeak) {
 TEST(MemoryPlan, PowerSgdMatchesTheAllocatorPeak) {
   for (int zero : {0, 1}) expect_plan_matches_training({"gpt2-tiny", "none", 8, 64, zero, 2});
   expect_plan_matches_training({"llama-tiny", "none", 8, 64, 0, 1});
+}
+
+// A GPU run's attention backward on cuDNN: deterministic, its workspace holds dS for every head
+// (B·NH·T² 16-bit values); --nondeterministic, only the fp32 dq accumulator; none on Tessera's
+// kernels, under the document mask, under cp's ring attention, or in fp32. auto leaves cuDNN (and its
+// workspace) above 2 GiB: GPT-2 124M at micro-batch 64 (1.5 GiB) keeps it, at 128 it does not.
+TEST(MemoryPlan, CudnnAttentionWorkspaceOnTheGpu) {
+  const std::filesystem::path dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.model = "gpt2-124m";
+  c.batch_size = c.micro_batch_size = 64;
+  c.seq_len = 1024;
+  const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
+  const auto rank = [&](const TrainConfig& config, DType compute = DType::bf16) {
+    return plan_memory(config, model, compute, int64_t(80) << 30).ranks[0];
+  };
+  const int64_t dS = 64 * 12 * int64_t(1024 * 1024) * 2;
+  EXPECT_EQ(rank(c).attention_workspace, dS);
+  EXPECT_EQ(rank(c, DType::f16).attention_workspace, dS);
+  EXPECT_EQ(rank(c, DType::f32).attention_workspace, 0);
+  TrainConfig changed = c;
+  changed.attention_kernel = "tessera";
+  EXPECT_EQ(rank(changed).attention_workspace, 0);
+  EXPECT_EQ(rank(c).total() - rank(changed).total(), dS) << "the workspace is all the kernel changes";
+  changed = c;
+  changed.deterministic = false;
+  EXPECT_EQ(rank(changed).attention_workspace, 64 * 12 * 1024 * 64 * 4);
+  changed = c;
+  changed.attention_mask = "document";
+  EXPECT_EQ(rank(changed).attention_workspace, 0);
+  changed = c;
+  changed.cp = 2;
+  EXPECT_EQ(rank(changed).attention_workspace, 0);
+  changed = c;
+  changed.batch_size = changed.micro_batch_size = 128;
+  EXPECT_EQ(rank(changed).attention_workspace, 0) << "3 GiB: auto takes Tessera's kernels";
+  changed.attention_kernel = "cudnn";
+  EXPECT_EQ(rank(changed).attention_workspace, 2 * dS) << "chosen by name, cuDNN keeps its workspace";
 }
 
 }  // namespace
