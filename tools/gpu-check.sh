@@ -6,8 +6,8 @@
 #   env    nvidia-smi, driver, the libraries found
 #   tests  every `cuda` test (each CUDA op against its CPU twin), gtest XML beside the results
 #   train  20 steps of $TRAIN_MODELS (gpt2-mini llama-mini mixtral-mini) on the GPU (bf16, fp16 with loss scaling,
-#          fp32, bf16 with --fp8 hybrid) and on the CPU (fp32; fp32 with --fp8 hybrid), same seed and synthetic
-#          data: each GPU loss curve against the CPU's (within 2%)
+#          fp32, bf16 with --fp8 hybrid, bf16 with --nondeterministic) and on the CPU (fp32; fp32 with --fp8
+#          hybrid), same seed and synthetic data: each GPU loss curve against the CPU's (within 2%)
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes,
 #          micro-batches $BENCH_BATCHES (16), dtypes $BENCH_DTYPES (bf16 fp16 fp32); bf16 also with
 #          --nondeterministic (PyTorch's attention backward is not deterministic either)
@@ -96,11 +96,12 @@ for s in "${sections[@]}"; do
         run=(train --model "$model" --vocab-size 512 --train-data "$data/train_*.bin" --steps 20 --batch-size 8
              --seq-len 256 --lr 1e-3 --warmup 2 --quiet)
         record "$tessera" "${run[@]}" --device cpu --out-dir "$data/$model-cpu"
-        for dtype in bf16 fp16 fp32; do
-          record "$tessera" "${run[@]}" --device cuda --dtype $dtype --out-dir "$data/$model-gpu-$dtype"
+        for dtype in bf16 fp16 fp32 "bf16 --nondeterministic"; do
+          name=$(echo "$dtype" | tr -d ' -')
+          record "$tessera" "${run[@]}" --device cuda --dtype $dtype --out-dir "$data/$model-gpu-$name"
           say "loss: $model, CPU fp32 vs GPU $dtype"
           record python3 "$root/tools/compare_loss_curves.py" "$data/$model-cpu/metrics.jsonl" \
-            "$data/$model-gpu-$dtype/metrics.jsonl"
+            "$data/$model-gpu-$name/metrics.jsonl"
         done
         # fp8 (fake-quantized operands): bf16 on the GPU against the CPU reference of the same recipe
         record "$tessera" "${run[@]}" --device cpu --fp8 hybrid --out-dir "$data/$model-cpu-fp8"
