@@ -18,6 +18,7 @@
 #   tuning  tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with cuBLASLt's first choice of each matmul
 #          algorithm, then with the fastest of $TUNING_CANDIDATES (16) timed on each shape's first call
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
+#          ($PROFILE_FLAGS, e.g. --nondeterministic, go to the profiled bench train)
 #   moe    tessera bench train of mixtral-mini (8 experts, top 2) beside llama-mini (its dense twin), B=32,
 #          T=256, bf16, 10 and 60 steps: what the experts' varying GEMM shapes cost
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
@@ -148,7 +149,8 @@ for s in "${sections[@]}"; do
       # The warm-up step is skipped by launch count: one step is about 580 launches (148 of them AdamW).
       record "$ncu" --csv --metrics gpu__time_duration.sum --launch-skip "${PROFILE_SKIP:-600}" \
         --launch-count "${PROFILE_COUNT:-600}" --log-file "$out/ncu-$stamp.csv" \
-        "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 3 --warmup 1
+        "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 3 --warmup 1 \
+        ${PROFILE_FLAGS:-}
       record python3 "$root/tools/kernel_times.py" "$out/ncu-$stamp.csv"
       ;;
     moe)
