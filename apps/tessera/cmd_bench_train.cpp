@@ -48,12 +48,14 @@ void run_bench_train(const BenchTrainFlags& f) {
   const nlohmann::json j = train_bench_json(o, r);
   const std::string documents =
       o.document_length > 0 ? ", documents of " + std::to_string(o.document_length) + " tokens" : "";
+  const std::string attention =
+      j["attention_kernel"].get<std::string>() + (r.attention_used.empty() ? "" : " -> " + r.attention_used);
   std::printf("tessera bench train: %s in %s%s on %s (%s attention%s), B=%lld T=%lld%s x%lld accumulation, %lld "
               "timed steps\n",
               o.model_name.c_str(), j["dtype"].get<std::string>().c_str(),
               o.fp8.recipe == Fp8Recipe::off ? "" : (" with fp8 " + fp8_recipe_name(o.fp8.recipe)).c_str(),
               j["device_name"].get<std::string>().c_str(),
-              j["attention_kernel"].get<std::string>().c_str(), o.deterministic ? "" : ", nondeterministic",
+              attention.c_str(), o.deterministic ? "" : ", nondeterministic",
               (long long)o.micro_batch, (long long)o.seq_len,
               documents.c_str(), (long long)o.grad_accum, (long long)o.steps);
   std::printf("  %.0f tokens/s, %.2f ms/step (min %.2f, max %.2f)\n", r.tokens_per_s, r.ms_per_step, r.ms_min,

@@ -30,13 +30,11 @@ namespace {
 std::atomic<AttentionKernel> chosen_attention_kernel{AttentionKernel::automatic};
 
 #ifdef TESSERA_WITH_CUDNN
-// Whether cuDNN runs a 16-bit GPU attention call of these dims on these tensors (both directions
-// decide alike, so a backward runs on the forward's kernels).
-bool cudnn_takes(const int32_t* doc_starts, const detail::AttentionDims& d,
-                 std::initializer_list<const void*> pointers) {
+// Whether cuDNN runs a 16-bit GPU attention call of these dims on these tensors (an empty list: any
+// 16-byte aligned ones). Both directions decide alike, so a backward runs on the forward's kernels.
+bool cudnn_takes(bool document_mask, const detail::AttentionDims& d, std::initializer_list<const void*> pointers) {
   const AttentionKernel kernel = attention_kernel();
-  if (kernel == AttentionKernel::tessera || doc_starts != nullptr ||
-      !cuda::attention_cudnn_supported(d.head_size(), pointers))
+  if (kernel == AttentionKernel::tessera || document_mask || !cuda::attention_cudnn_supported(d.head_size(), pointers))
     return false;
   if (kernel == AttentionKernel::automatic && !cuda::attention_cudnn_release_usable()) return false;
   return cudnn_attention_allowed(
@@ -71,6 +69,13 @@ int64_t cudnn_attention_workspace_bytes(int64_t B, int64_t NH, int64_t T, int64_
 bool cudnn_attention_allowed(AttentionKernel kernel, int64_t workspace) {
   return kernel == AttentionKernel::cudnn ||
          (kernel == AttentionKernel::automatic && workspace <= kCudnnAttentionWorkspaceLimit);
+}
+
+AttentionKernel attention_kernel_for(int64_t B, int64_t NH, int64_t T, int64_t HS, bool document_mask) {
+#ifdef TESSERA_WITH_CUDNN
+  if (cudnn_takes(document_mask, detail::AttentionDims{B, T, NH * HS, NH, NH}, {})) return AttentionKernel::cudnn;
+#endif
+  return AttentionKernel::tessera;
 }
 
 std::string_view attention_kernel_name(AttentionKernel kernel) {
@@ -144,7 +149,7 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
         // size and pointers.
         if constexpr (!std::is_same_v<T, float>) {
 #ifdef TESSERA_WITH_CUDNN
-          if (cudnn_takes(starts, d, {qkv.raw_data(), out.raw_data(), lse.raw_data()}))
+          if (cudnn_takes(starts != nullptr, d, {qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_forward(cuda::typed_data<T>(out), lse.f32(), cuda::typed_data<T>(qkv), d.B,
                                                  d.T, d.C, d.NH, d.NKV, cuda_compute_stream());
 #endif
@@ -190,7 +195,7 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, float>) {
 #ifdef TESSERA_WITH_CUDNN
-          if (cudnn_takes(starts, d,
+          if (cudnn_takes(starts != nullptr, d,
                           {dqkv.raw_data(), dout.raw_data(), qkv.raw_data(), out.raw_data(), lse.raw_data()}))
             return cuda::attention_cudnn_backward(cuda::typed_data<T>(dqkv), cuda::typed_data<T>(dout),
                                                   cuda::typed_data<T>(qkv), cuda::typed_data<T>(out), lse.f32(), d.B,

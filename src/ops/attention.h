@@ -51,6 +51,10 @@ constexpr int64_t kCudnnAttentionWorkspaceLimit = int64_t(2) << 30;
 // Whether `kernel` lets cuDNN run a call whose backward needs `workspace` bytes (cuDNN covering it):
 // cudnn always, automatic within the limit, tessera never.
 bool cudnn_attention_allowed(AttentionKernel kernel, int64_t workspace);
+// Who runs a 16-bit GPU attention call of B sequences of T tokens, NH query heads of HS channels, under
+// the current choice and setting (cudnn or tessera, aligned tensors assumed), as the ops decide it: for
+// reports. tessera in a build without cuDNN or off the GPU.
+AttentionKernel attention_kernel_for(int64_t B, int64_t NH, int64_t T, int64_t HS, bool document_mask);
 
 // num_kv_heads = 0 means num_heads (multi-head attention).
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads = 0,

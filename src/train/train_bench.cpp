@@ -160,6 +160,9 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   r.tokens_per_s = double(o.micro_batch * o.seq_len * o.grad_accum) / (r.ms_per_step / 1e3);
   r.flops_per_token = model_flops_per_token(o.model, o.seq_len);
   r.peak_flops = peak_flops_for(o.peak_tflops, o.device);
+  if (o.device == Device::cuda && o.dtype != DType::f32)
+    r.attention_used = attention_kernel_name(attention_kernel_for(o.micro_batch, o.model.num_heads, o.seq_len,
+                                                                  o.model.head_size(), o.document_length > 0));
   r.mfu = r.peak_flops > 0 ? r.tokens_per_s * r.flops_per_token / r.peak_flops : 0.0;
   r.peak_memory_bytes = allocator_stats(o.device).peak_bytes;
   r.matmul_tuned = matmul_tuning_records();
@@ -202,6 +205,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
   j["mfu"] = r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr);
   j["matmul_tuning"] = o.matmul_tuning;
   j["deterministic"] = o.deterministic;
+  j["attention_used"] = r.attention_used.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.attention_used);
   if (!r.matmul_tuned.empty()) {
     nlohmann::json tuned = nlohmann::json::array();
     for (const MatmulTuningRecord& t : r.matmul_tuned)

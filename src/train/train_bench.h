@@ -42,6 +42,7 @@ struct TrainBenchResult {
   size_t peak_memory_bytes = 0;
   float final_loss = 0;
   std::vector<MatmulTuningRecord> matmul_tuned;  // with matmul_tuning > 1 on the GPU
+  std::string attention_used;  // 16-bit on the GPU: who ran attention ("cudnn" or "tessera"); else empty
 };
 
 // Dense bf16 peak FLOP/s of a GPU from its name (H100 SXM 989e12, ...); 0 when not known.

@@ -469,6 +469,15 @@ Validation Trainer::validate() {
   return v;
 }
 
+std::string Trainer::attention_note() const {
+  if (device_.device != Device::cuda || compute_dtype_ == DType::f32 || grid_.dims.cp > 1) return "";
+  const ModelConfig& m = model_->config();
+  const AttentionKernel used = attention_kernel_for(micro_batch_, m.num_heads / grid_.dims.tp, config_.seq_len,
+                                                    m.head_size(), config_.attention_mask == "document");
+  return "; attention on " + std::string(attention_kernel_name(used)) +
+         (config_.deterministic ? "" : ", nondeterministic");
+}
+
 std::string Trainer::validation_line(int64_t step, const Validation& v) const {
   std::ostringstream line;
   line << std::fixed << std::setprecision(4) << "step " << step << ": val_loss " << v.loss;
@@ -500,7 +509,8 @@ TrainResult Trainer::run() {
   if (is_reporting_rank())
     progress.message("model: " + model_summary(model_->config()) + "; " + std::string(dtype_name(compute_dtype_)) +
                      " on " + device_name(device_.device) + ", " +
-                     std::to_string(config_.batch_size) + " x " + std::to_string(config_.seq_len) + " tokens a step");
+                     std::to_string(config_.batch_size) + " x " + std::to_string(config_.seq_len) + " tokens a step" +
+                     attention_note());
   if (train_data_->sources().size() > 1 && is_reporting_rank())
     progress.message("--train-data mixes " + std::to_string(train_data_->sources().size()) + " sources:\n" +
                      train_data_->summary(config_.steps));

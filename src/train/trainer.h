@@ -81,6 +81,9 @@ class Trainer {
   // path and adds the training's stall to checkpoint_stall_s_.
   std::filesystem::path save_checkpoint(int64_t step, bool now = false);
   void print_sample(ProgressLine& progress);
+  // "; attention on cudnn" (or tessera) for 16-bit attention on the GPU outside ring attention, as
+  // the ops will choose it for this run's shapes; empty otherwise.
+  std::string attention_note() const;
   void write_loss_plot(const std::filesystem::path& metrics_path);
   bool is_reporting_rank() const { return grid_.world_rank == 0; }
   // Sums over the ranks that hold different parts of the step: dp×cp, then the pipeline stages.

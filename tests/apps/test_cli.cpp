@@ -219,6 +219,7 @@ TEST(Cli, BenchTrainReportsThroughputAsJson) {
   EXPECT_GT(j["final_loss"].get<double>(), 5.0);  // about ln(256) for a fresh gpt2-tiny
   EXPECT_EQ(j["fp8"], "off");
   EXPECT_EQ(j["deterministic"], true);
+  EXPECT_TRUE(j["attention_used"].is_null()) << "reported for 16-bit GPU runs only";
 }
 
 // bench train --nondeterministic is recorded; the CPU's kernels sum in one order either way, so the loss

@@ -161,6 +161,8 @@ TEST_F(AttentionCudnnCudaRuns, AutoLeavesCudnnAboveTheWorkspaceLimit) {
   const testing::AttentionInputs in = testing::random_attention_inputs(big, dtype, seed);
   Tensor out_op = poisoned_gpu({B, T, C}, dtype), lse_op = poisoned_gpu({B, NH, T});
   Tensor out = poisoned_gpu({B, T, C}, dtype), lse = poisoned_gpu({B, NH, T});
+  EXPECT_EQ(attention_kernel_for(B, NH, T, HS, false), AttentionKernel::tessera);
+  EXPECT_EQ(attention_kernel_for(B, NH, 1024, HS, false), AttentionKernel::cudnn) << "64 MiB at T=1024";
   attention_forward(out_op, lse_op, in.qkv, int(NH));
   cuda::attention_tc_forward(typed_data<E>(out), lse.f32(), typed_data<E>(in.qkv), B, T, C, NH, NH, nullptr,
                              cuda_compute_stream());
@@ -172,6 +174,7 @@ TEST_F(AttentionCudnnCudaRuns, AutoLeavesCudnnAboveTheWorkspaceLimit) {
       Nondeterministic() { set_deterministic_kernels(false); }
       ~Nondeterministic() { set_deterministic_kernels(true); }
     } scope;
+    EXPECT_EQ(attention_kernel_for(B, NH, T, HS, false), AttentionKernel::cudnn);
     attention_forward(out_op, lse_op, in.qkv, int(NH));
   }
   cuda::attention_cudnn_forward(typed_data<E>(out), lse.f32(), typed_data<E>(in.qkv), B, T, C, NH, NH,

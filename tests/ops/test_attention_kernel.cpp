@@ -4,6 +4,7 @@
 // are deterministic unless switched off. Runs without a GPU.
 #include <gtest/gtest.h>
 
+#include "core/cuda/device.h"
 #include "ops/attention.h"
 #include "ops/deterministic_kernels.h"
 #include "support/test_support.h"
@@ -58,6 +59,16 @@ TEST(AttentionKernel, CudnnWorkspaceAndTheAutoLimit) {
   EXPECT_FALSE(cudnn_attention_allowed(AttentionKernel::automatic, llama_8k));
   EXPECT_TRUE(cudnn_attention_allowed(AttentionKernel::cudnn, llama_8k));
   EXPECT_FALSE(cudnn_attention_allowed(AttentionKernel::tessera, 0));
+}
+
+// Off the GPU (and in a build without cuDNN) every choice reports Tessera's kernels.
+TEST(AttentionKernel, WithoutAGpuTheReportIsTessera) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present: the report may be cudnn";
+  for (const AttentionKernel kernel : {AttentionKernel::automatic, AttentionKernel::tessera}) {
+    set_attention_kernel(kernel);
+    EXPECT_EQ(attention_kernel_for(16, 12, 1024, 64, false), AttentionKernel::tessera);
+  }
+  set_attention_kernel(AttentionKernel::automatic);
 }
 
 TEST(DeterministicKernels, OnUntilSwitchedOff) {
