@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -322,11 +323,12 @@ void run(const AttentionProblem& p, const CallPointers& c, cudaStream_t stream) 
     pointers.push_back({u.v, head(c.qkv, v_offset)});
   }
   // The dQ accumulator starts at zero every call (cudnn-frontend zero-fills it the same way).
-  const size_t accumulator_bytes = u.dq_accumulator >= 0 ? size_t(p.B * p.NH * p.T * p.HS) * sizeof(float) : 0;
-  const DeviceScratch dq_accumulator(accumulator_bytes);
-  if (accumulator_bytes > 0) {
-    device_memset_zero(dq_accumulator.as<void>(), accumulator_bytes);
-    pointers.push_back({u.dq_accumulator, dq_accumulator.as<void>()});
+  std::optional<DeviceScratch> dq_accumulator;
+  if (u.dq_accumulator >= 0) {
+    const size_t bytes = size_t(p.B * p.NH * p.T * p.HS) * sizeof(float);
+    dq_accumulator.emplace(bytes);
+    device_memset_zero(dq_accumulator->as<void>(), bytes);
+    pointers.push_back({u.dq_accumulator, dq_accumulator->as<void>()});
   }
   cudnn::check(cudnnSetStream(st.handle, stream), problem_label(p), "cudnnSetStream");
   const DeviceScratch workspace(size_t(cached.plan->workspace_bytes()));
