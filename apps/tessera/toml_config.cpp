@@ -1,6 +1,7 @@
 // --config support: a TOML file whose keys are the subcommand's long flag names. Values from the
-// file fill every flag that was not given on the command line (flags win); a syntax error names
-// the file, line and column, an unknown key names the key.
+// file fill every flag that was not given on the command line (flags win); a key naming a negated flag
+// (no-overlap = true) means what the flag means; a syntax error names the file, line and column, an
+// unknown key names the key.
 #include <charconv>
 #include <toml++/toml.h>
 
@@ -63,7 +64,10 @@ void apply_toml_config(CLI::App& command) {
     else
       values.push_back(scalar_text(node, path, name));
     try {
-      for (const std::string& v : values) option->add_result(v);
+      // A flag's value goes through the flag's own reading, as CLI11's config files do: a key naming a
+      // negated flag ("no-overlap = true") then means what the flag means.
+      const bool flag = option->get_expected_min() == 0;
+      for (const std::string& v : values) option->add_result(flag ? option->get_flag_value(name, v) : v);
       option->run_callback();
     } catch (const CLI::Error& e) {
       TS_FAIL("--config ", quoted_text(path), ": key ", quoted_text(name, 80), ": ", e.what());

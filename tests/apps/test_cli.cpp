@@ -255,6 +255,25 @@ TEST(Cli, BenchTrainWithPackedDocuments) {
       << "one document as long as the window is the causal mask";
 }
 
+// A key naming a negated flag means what the flag means: no-sequence-parallel = true turns sequence
+// parallelism off (it used to keep it on), so the run stops on the world size as with the flags, not on
+// the sequence length; a value a flag cannot read is refused naming the key.
+TEST(Cli, TomlConfigNegatedFlagsMeanWhatTheFlagsMean) {
+  auto dir = testing::scratch_dir();
+  const std::filesystem::path toml = dir / "run.toml";
+  const std::string flags = "--model gpt2-tiny --tp 2 --seq-len 15 --train-data /nonexistent/*.bin";
+  testing::write_text(toml, "no-sequence-parallel = true\nnondeterministic = true\nno-overlap = true\n");
+  const Outcome from_file = tessera_run("train " + flags + " --config " + toml.string());
+  const Outcome from_flags = tessera_run("train " + flags + " --no-sequence-parallel --nondeterministic --no-overlap");
+  EXPECT_NE(from_file.exit_code, 0);
+  EXPECT_EQ(from_file.stderr_text, from_flags.stderr_text);
+  EXPECT_TRUE(testing::contains(from_file.stderr_text, "does not divide the world size")) << from_file.stderr_text;
+  testing::write_text(toml, "nondeterministic = \"sometimes\"\n");
+  const Outcome bad = tessera_run("train " + flags + " --config " + toml.string());
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(testing::contains(bad.stderr_text, "key 'nondeterministic'")) << bad.stderr_text;
+}
+
 TEST(Cli, TomlConfigWithFlagOverrides) {
   auto dir = testing::scratch_dir();
   std::string shard = testing::write_random_shard(dir, 4096, 256, 3).string();
