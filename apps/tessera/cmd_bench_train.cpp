@@ -95,11 +95,7 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--device", f->device, "auto, cuda or cpu")->capture_default_str();
   cmd->add_option("--dtype", f->dtype, "auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16")
       ->capture_default_str();
-  cmd->add_option("--attention-kernel", f->attention_kernel,
-                  "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it, it covers the "
-                  "call and its backward's workspace stays within 2 GiB, else ours), tessera (our tensor-core "
-                  "kernels) or cudnn")
-      ->capture_default_str();
+  cmd->add_option("--attention-kernel", f->attention_kernel, kAttentionKernelHelp)->capture_default_str();
   cmd->add_option("--document-length", f->document_length,
                   "Pack each window with documents of this many tokens and attend within each (train's "
                   "--attention-mask document); 0: one causal window")

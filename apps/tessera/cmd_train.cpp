@@ -78,11 +78,7 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--powersgd-rank", c.powersgd_rank,
                  "Compress data-parallel gradients with PowerSGD at this rank (0 = off; ZeRO 0-2)")
       ->capture_default_str();
-  cmd.add_option("--attention-kernel", c.attention_kernel,
-                 "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it, it covers the "
-                 "call and its backward's workspace stays within 2 GiB, else ours), tessera (our tensor-core "
-                 "kernels) or cudnn")
-      ->capture_default_str();
+  cmd.add_option("--attention-kernel", c.attention_kernel, kAttentionKernelHelp)->capture_default_str();
   cmd.add_flag("!--nondeterministic", c.deterministic,
                "Let GPU kernels sum in a varying order where that is faster (cuDNN's attention backward adds dQ "
                "with atomics), so the last bits of a run's numbers differ from run to run");

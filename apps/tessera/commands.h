@@ -13,6 +13,11 @@ struct TrainConfig;
 
 namespace tessera::cli {
 
+// --attention-kernel's help, the same for train (and plan memory) and bench train.
+inline constexpr const char* kAttentionKernelHelp =
+    "GPU attention in bf16/fp16: auto (cuDNN's fused attention where the build has it, it covers the call and its "
+    "backward's workspace stays within 2 GiB, else ours), tessera (our tensor-core kernels) or cudnn";
+
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
