@@ -1,5 +1,5 @@
 // AdamW: size, dtype and hyper-parameter checks, bias corrections, then dispatch by device; the
-// multi-tensor form checks every segment against the buffers once per call.
+// multi-tensor form checks every segment against the buffers once per call and sweeps coalesced runs.
 #include "ops/adamw.h"
 
 #include <cmath>
@@ -32,6 +32,22 @@ void cpu_update(float* param, const float* grad, float* m, float* v, int64_t n, 
 }
 
 }  // namespace
+
+std::vector<AdamWSegment> coalesce_segments(const std::vector<AdamWSegment>& segments) {
+  std::vector<AdamWSegment> runs;
+  for (const AdamWSegment& s : segments) {
+    if (!runs.empty()) {
+      AdamWSegment& last = runs.back();
+      if (last.decayed == s.decayed && last.param_offset + last.length == s.param_offset &&
+          last.state_offset + last.length == s.state_offset) {
+        last.length += s.length;
+        continue;
+      }
+    }
+    runs.push_back(s);
+  }
+  return runs;
+}
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) {
   const char* op = "adamw_update";
@@ -75,20 +91,21 @@ void adamw_update_segments(Tensor& param, const Tensor& grad, Tensor& m, Tensor&
              param.numel());
   }
   const AdamWElementParams decayed = element_params(op, p, true), plain = element_params(op, p, false);
+  const std::vector<AdamWSegment> runs = coalesce_segments(segments);
   switch (device) {
     case Device::cpu:
-      for (const AdamWSegment& s : segments)
+      for (const AdamWSegment& s : runs)
         cpu_update(param.f32() + s.param_offset, grad.f32() + s.state_offset, m.f32() + s.state_offset,
                    v.f32() + s.state_offset, s.length, s.decayed ? decayed : plain);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       if (!mirror)
-        return cuda::adamw_update_segments<float>(param.f32(), grad.f32(), m.f32(), v.f32(), nullptr, segments.data(),
-                                                  int64_t(segments.size()), decayed, plain, cuda_compute_stream());
+        return cuda::adamw_update_segments<float>(param.f32(), grad.f32(), m.f32(), v.f32(), nullptr, runs.data(),
+                                                  int64_t(runs.size()), decayed, plain, cuda_compute_stream());
       cuda::with_storage_type(mirror->dtype(), [&]<typename T>(T) {
         cuda::adamw_update_segments<T>(param.f32(), grad.f32(), m.f32(), v.f32(), cuda::typed_data<T>(*mirror),
-                                       segments.data(), int64_t(segments.size()), decayed, plain,
+                                       runs.data(), int64_t(runs.size()), decayed, plain,
                                        cuda_compute_stream());
       });
       return;

@@ -70,14 +70,16 @@ TEST(AdamW, RejectsBadArguments) {
 }
 
 // Segments as a ZeRO shard has them: parameters at scattered offsets, state packed from 0, decay on
-// some; the elements no segment covers stay untouched.
+// some, the first two back to back (swept as one run); the elements no segment covers stay untouched.
 std::vector<AdamWSegment> scattered_segments() {
-  return {{10, 0, 300, true}, {400, 300, 7, false}, {600, 307, 1000, true}, {1700, 1307, 1, false}};
+  return {{10, 0, 300, true}, {310, 300, 20, true}, {400, 320, 7, false}, {600, 327, 1000, true},
+          {1700, 1327, 1, false}};
 }
 
 TEST(AdamW, SegmentsEqualOneUpdatePerSegment) {
   const std::vector<AdamWSegment> segments = scattered_segments();
-  const int64_t state = 1308;
+  ASSERT_EQ(coalesce_segments(segments).size(), segments.size() - 1);
+  const int64_t state = 1328;
   Tensor param = testing::random_tensor({2000}, 7), grad = testing::random_tensor({state}, 8, -2.0f, 2.0f);
   Tensor m = testing::random_tensor({state}, 9, 0.0f, 0.1f), v = testing::random_tensor({state}, 10, 0.0f, 0.1f);
   Tensor param_ref = testing::random_tensor({2000}, 7), m_ref = testing::random_tensor({state}, 9, 0.0f, 0.1f);
@@ -101,6 +103,23 @@ TEST(AdamW, SegmentsEqualOneUpdatePerSegment) {
     ASSERT_EQ(v.f32()[i], v_ref.f32()[i]) << "v " << i;
   }
   EXPECT_EQ(param.f32()[5], testing::random_tensor({2000}, 7).f32()[5]) << "outside every segment";
+}
+
+TEST(AdamW, NeighbouringSegmentsWithOneDecayCoalesce) {
+  const std::vector<AdamWSegment> segments = {{0, 0, 4, false},  {4, 4, 6, false},   {10, 10, 3, true},
+                                              {13, 20, 2, true}, {15, 22, 1, true},  {16, 23, 5, false},
+                                              {30, 28, 2, false}};
+  const std::vector<AdamWSegment> runs = coalesce_segments(segments);
+  ASSERT_EQ(runs.size(), 5u);
+  const AdamWSegment expected[] = {{0, 0, 10, false}, {10, 10, 3, true}, {13, 20, 3, true}, {16, 23, 5, false},
+                                   {30, 28, 2, false}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].param_offset, expected[i].param_offset) << "run " << i;
+    EXPECT_EQ(runs[i].state_offset, expected[i].state_offset) << "run " << i;
+    EXPECT_EQ(runs[i].length, expected[i].length) << "run " << i;
+    EXPECT_EQ(runs[i].decayed, expected[i].decayed) << "run " << i;
+  }
+  EXPECT_TRUE(coalesce_segments({}).empty());
 }
 
 TEST(AdamW, SegmentsOutsideTheBuffersOrACpuMirrorAreRefused) {
