@@ -12,6 +12,7 @@
 #include "nn/decoder_layout.h"
 #include "nn/tensor_parallel.h"
 #include "ops/attention.h"
+#include "ops/cudnn_attention_rule.h"
 #include "parallel/dp/buckets.h"
 #include "parallel/dp/powersgd.h"
 #include "parallel/pp/pipeline_simulator.h"
@@ -98,7 +99,9 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
 int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& local, int64_t B, int64_t T,
                                   DType compute, int cp) {
   const int64_t HS = local.head_size();
-  if (dtype_size(compute) != 2 || cp > 1 || config.attention_mask == "document" || HS % 8 != 0 || HS > 128) return 0;
+  if (dtype_size(compute) != 2 || cp > 1 || config.attention_mask == "document" ||
+      !cudnn_attention_head_size_covered(HS))
+    return 0;
   const int64_t bytes = cudnn_attention_workspace_bytes(B, local.num_heads, T, HS, config.deterministic);
   return cudnn_attention_allowed(parse_attention_kernel(config.attention_kernel), bytes) ? bytes : 0;
 }

@@ -24,6 +24,7 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_cudnn_cuda.h"
 #include "ops/cuda/cudnn_graph.h"
+#include "ops/cudnn_attention_rule.h"
 
 namespace tessera::cuda {
 namespace {
@@ -347,7 +348,7 @@ void check_launch(const char* op, int64_t C, int64_t NH, std::initializer_list<c
 // --- launchers ---
 
 bool attention_cudnn_supported(int64_t HS, std::initializer_list<const void*> pointers) {
-  return HS > 0 && HS <= 128 && HS % 8 == 0 && aligned16_on_sm80(pointers);
+  return cudnn_attention_head_size_covered(HS) && aligned16_on_sm80(pointers);
 }
 
 bool attention_cudnn_release_usable() {
