@@ -93,6 +93,11 @@ void TrainConfig::validate() const {
   for (auto [flag, value] : {std::pair{"--tp", tp}, {"--pp", pp}, {"--cp", cp}, {"--ep", ep}})
     TS_CHECK(value >= 1, flag, " must be at least 1, got ", value);
   TS_CHECK(virtual_stages >= 1, "--virtual-stages must be at least 1, got ", virtual_stages);
+  // Each rank times the candidates itself, so ranks could keep different algorithms; tensor-parallel
+  // ranks must compute their replicated parts (the MoE router among them) to the same bits.
+  TS_CHECK(matmul_tuning == 1 || tp == 1, "--matmul-tuning ", matmul_tuning,
+           " times cuBLASLt's algorithms on each rank, which may then keep different ones, and the --tp ", tp,
+           " ranks must compute their replicated parts alike; leave --matmul-tuning at 1 with --tp");
   TS_CHECK(tp == 1 || !sequence_parallel || seq_len % tp == 0, "sequence parallelism splits each sequence's ", seq_len,
            " positions over --tp ", tp, " ranks; use a --seq-len that is a multiple of ", tp,
            " or --no-sequence-parallel");

@@ -193,6 +193,7 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
                         "is past a 64-bit count of steps");
   expect_one_line_error("bench train --model gpt2-tiny --matmul-tuning 4294967298", "--matmul-tuning 4294967298: time");
   expect_one_line_error(base + " --matmul-tuning 0", "--matmul-tuning 0: time between 1");
+  expect_one_line_error(base + " --tp 2 --matmul-tuning 4", "--matmul-tuning 4 times cuBLASLt's algorithms on each rank");
   // The default run (no data flags) checks its flags before it tokenizes the corpus into its folder.
   const std::filesystem::path demo = dir / "demo";
   expect_one_line_error("train --zero 7 --out-dir " + demo.string(), "--zero must be 0, 1, 2 or 3");

@@ -294,7 +294,7 @@ template <typename T>
 void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
                         const float* mean, const float* rstd, int64_t N, int64_t C, bool add_to_dx,
                         cudaStream_t stream) {
-  if (N == 0) return;
+  if (N == 0 || C == 0) return;  // nothing to write (and no column of sums to finish)
   const bool vector = vector_rows<T>(C, {dx, dout, x, weight});
   if (C <= kMaxLaneChunks * kWarpSize * (vector ? kRowVec<T> : 1)) {
     if (vector)

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -235,22 +236,36 @@ int heuristic_candidates(LtPlanCache& cache, const LtPlan& plan, int count, LtCa
   cublasLtMatmulHeuristicResult_t heuristic[kMaxMatmulTuning] = {};
   int found = 0;
   cache.heuristic_queries++;
-  CUBLAS_CHECK(cublaslt().MatmulAlgoGetHeuristic(lt_context().handle, plan.desc, plan.a, plan.b, plan.d, plan.d,
-                                                 pref, count, heuristic, &found));
+  // NOT_SUPPORTED is how the heuristic may say it has nothing for this configuration: no candidates.
+  const cublasStatus_t status = cublaslt().MatmulAlgoGetHeuristic(lt_context().handle, plan.desc, plan.a, plan.b,
+                                                                  plan.d, plan.d, pref, count, heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+  else CUBLAS_CHECK(status);
   candidates.count = 0;
   for (int i = 0; i < found; i++)
     if (heuristic[i].state == CUBLAS_STATUS_SUCCESS) candidates.algo[candidates.count++] = heuristic[i].algo;
   return candidates.count;
 }
 
+// cuBLASLt has no algorithm for a problem. Thrown before anything was queued, so a caller may take
+// another route (parameter_grads: the bias gradient without the BGRADB epilogue).
+class NoMatmulAlgorithm : public Error {
+ public:
+  using Error::Error;
+};
+
 // The plan's algorithm from the heuristic's first candidate (the candidates kept for tuning); throws
-// naming the problem when there is none.
+// NoMatmulAlgorithm naming the problem when there is none.
 void choose_heuristic_algorithm(LtPlanCache& cache, LtPlan& plan, int count, LtCandidates& candidates) {
   const LtProblem& p = plan.problem;
-  TS_CHECK(heuristic_candidates(cache, plan, count, candidates) > 0, "matmul: cuBLASLt has no algorithm for m=", p.m,
-           " n=", p.n, " k=", p.k, " with A/B in ", type_name(p.ab_type), ", D in ", type_name(p.d_type), " and the ",
-           epilogue_name(p.epilogue), " epilogue at alignments A/B/D/bias/aux ", p.align_a, "/", p.align_b, "/",
-           p.align_d, "/", p.align_bias, "/", p.align_aux, " bytes; align the tensors to 16 bytes");
+  if (heuristic_candidates(cache, plan, count, candidates) == 0) {
+    std::ostringstream message;
+    message << "matmul: cuBLASLt has no algorithm for m=" << p.m << " n=" << p.n << " k=" << p.k << " with A/B in "
+            << type_name(p.ab_type) << ", D in " << type_name(p.d_type) << " and the " << epilogue_name(p.epilogue)
+            << " epilogue at alignments A/B/D/bias/aux " << p.align_a << "/" << p.align_b << "/" << p.align_d << "/"
+            << p.align_bias << "/" << p.align_aux << " bytes; align the tensors to 16 bytes";
+    throw NoMatmulAlgorithm(message.str(), std::string(__FILE__) + ":" + std::to_string(__LINE__));
+  }
   plan.algo = candidates.algo[0];
 }
 
@@ -294,14 +309,18 @@ cublasStatus_t queue_matmul(const LtPlan& plan, const cublasLtMatmulAlgo_t& algo
 }
 
 // Microseconds per call of `algo` on the call's operands: one untimed run, then the mean of
-// kTimedRuns; infinity when cuBLASLt refuses the algorithm.
+// kTimedRuns; infinity when cuBLASLt refuses the algorithm, at any run. A refusal does not throw:
+// tune_plan must get to putting an accumulating call's D back.
 float time_candidate(const LtPlan& plan, const cublasLtMatmulAlgo_t& algo, const LtOperands& ops,
                      cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) {
   if (queue_matmul(plan, algo, ops, stream) != CUBLAS_STATUS_SUCCESS) return INFINITY;
   CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int r = 0; r < kTimedRuns; r++) CUBLAS_CHECK(queue_matmul(plan, algo, ops, stream));
+  bool refused = false;
+  for (int r = 0; r < kTimedRuns && !refused; r++)
+    refused = queue_matmul(plan, algo, ops, stream) != CUBLAS_STATUS_SUCCESS;
   CUDA_CHECK(cudaEventRecord(stop, stream));
   CUDA_CHECK(cudaEventSynchronize(stop));
+  if (refused) return INFINITY;
   float ms = 0.0f;
   CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   return 1000.0f * ms / float(kTimedRuns);
@@ -436,7 +455,7 @@ void parameter_grads(float* dweight, float* dbias, const T* dout, const T* x, in
       accumulate_kernel<<<unsigned(ceil_div(OC, 256)), 256, 0, stream>>>(dbias, column_sums.as<float>(), OC);
       CUDA_CHECK_LAUNCH();
       return;
-    } catch (const Error&) {  // no algorithm (thrown before anything was queued)
+    } catch (const NoMatmulAlgorithm&) {  // thrown before anything was queued
       bias_grad_epilogue_unavailable = true;
       p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     }
