@@ -17,12 +17,17 @@
 #          the document mask
 #   tuning  tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with cuBLASLt's first choice of each matmul
 #          algorithm, then with the fastest of $TUNING_CANDIDATES (16) timed on each shape's first call
-#   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute: time per kernel
-#          ($PROFILE_FLAGS, e.g. --nondeterministic, go to the profiled bench train)
+#   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute at the GPU's own
+#          clocks: time per kernel, and how much of the unprofiled step's wall time no kernel ran
+#          ($PROFILE_FLAGS, e.g. --nondeterministic, go to both bench trains)
 #   moe    tessera bench train of mixtral-mini (8 experts, top 2) beside llama-mini (its dense twin), B=32,
 #          T=256, bf16, 10 and 60 steps: what the experts' varying GEMM shapes cost
 #   large  GPT-2 124M at micro-batch 64 (fits in 80 GB without recomputation?) and GPT-2 1558M at 16
-#          (MFU), each beside PyTorch
+#          (MFU), alone and with 8 micro-batches a step (llm.c's setting), each beside PyTorch
+#   llama  tessera bench train of Llama 3.2 1B (T=2048, micro-batches $LLAMA_BATCHES (4), bf16) beside
+#          bench/torch_llama_cuda.py, same shapes
+#   trainer  tessera train of GPT-2 124M (B=16, T=1024, bf16, synthetic tokens) on the GPU: the median
+#          tokens/s a user's run gets, beside bench train's for the same shape ($TRAINER_FLAGS go to both)
 #   multirank  dp2 (ZeRO 0, 1, 2, 3), cp2 (ring attention) and dp2 with bf16 or PowerSGD gradient
 #          compression, with two ranks on the one GPU (mpirun from the bundle's Open MPI, buffers staged
 #          through host memory): the fp32 loss curves agree with one rank's (bf16 on the wire: within
@@ -144,14 +149,21 @@ for s in "${sections[@]}"; do
       done
       ;;
     profile)
-      section "profile: one bf16 step of GPT-2 124M, B=16, T=1024, time per kernel (ncu)"
+      section "profile: one bf16 step of GPT-2 124M, B=16, T=1024, time per kernel (ncu at the GPU's own clocks)"
       ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-      # The warm-up step is skipped by launch count: one step is about 580 launches (148 of them AdamW).
-      record "$ncu" --csv --metrics gpu__time_duration.sum --launch-skip "${PROFILE_SKIP:-600}" \
-        --launch-count "${PROFILE_COUNT:-600}" --log-file "$out/ncu-$stamp.csv" \
-        "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 3 --warmup 1 \
-        ${PROFILE_FLAGS:-}
-      record python3 "$root/tools/kernel_times.py" "$out/ncu-$stamp.csv"
+      bench=("$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 ${PROFILE_FLAGS:-})
+      # The step's wall time without the profiler: what the kernels' sum is set against.
+      timing=$(mktemp)
+      record "${bench[@]}" --steps 20 --json > "$timing"
+      step_ms=$(grep '^{' "$timing" | python3 -c 'import json, sys; print(json.load(sys.stdin)["ms_per_step"])')
+      # One step is about 530 launches (98 of them AdamW): skipping the warm-up step, 1,200 launches hold
+      # one whole step between two embedding forwards. Clocks and caches as in a run (ncu's defaults lock
+      # the base clock and flush the caches between kernels), so the sum compares with the wall time.
+      record "$ncu" --csv --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+        --launch-skip "${PROFILE_SKIP:-600}" --launch-count "${PROFILE_COUNT:-1200}" --log-file "$out/ncu-$stamp.csv" \
+        "${bench[@]}" --steps 3 --warmup 1
+      record python3 "$root/tools/kernel_times.py" "$out/ncu-$stamp.csv" --step-kernel encoder_forward \
+        --step-ms "${step_ms:-0}"
       ;;
     moe)
       section "moe: mixtral-mini beside llama-mini, B=32, T=256, bf16"
@@ -162,12 +174,39 @@ for s in "${sections[@]}"; do
       done
       ;;
     large)
-      section "bench: GPT-2 124M B=64 and 1558M B=16, T=1024, bf16"
-      for shape in "gpt2-124m 64" "gpt2-1558m 16"; do
-        read -r model b <<< "$shape"
-        record "$tessera" bench train --model "$model" --micro-batch-size "$b" --seq-len 1024 --steps 10 --json
-        record python3 "$root/bench/torch_gpt2_cuda.py" --preset "$model" --batch "$b" --dtype bf16 --steps 10 --json
+      section "bench: GPT-2 124M B=64 and 1558M B=16 (alone, and 8 micro-batches a step as llm.c's), T=1024, bf16"
+      # llm.c's 1558M figure is of 1,048,576-token steps on 8 GPUs: 8 micro-batches of 16 per GPU a step.
+      for shape in "gpt2-124m 64 1 10" "gpt2-1558m 16 1 10" "gpt2-1558m 16 8 4"; do
+        read -r model b accum steps <<< "$shape"
+        record "$tessera" bench train --model "$model" --micro-batch-size "$b" --grad-accum "$accum" --seq-len 1024 \
+          --steps "$steps" --json
+        record python3 "$root/bench/torch_gpt2_cuda.py" --preset "$model" --batch "$b" --grad-accum "$accum" \
+          --dtype bf16 --steps "$steps" --json
       done
+      ;;
+    llama)
+      section "llama: Llama 3.2 1B beside PyTorch, T=2048, micro-batches ${LLAMA_BATCHES:-4}, bf16"
+      # 1.24 B parameters: fp32 weights, gradients and moments take about 18.4 GiB on each side; Tessera
+      # plans 33.5 GiB at B=4 (45.3 at 8); PyTorch holds the whole (B, T, 128,256) logits besides.
+      for b in ${LLAMA_BATCHES:-4}; do
+        record "$tessera" bench train --model llama3.2-1b --micro-batch-size "$b" --seq-len 2048 --steps 10 --json
+        record python3 "$root/bench/torch_llama_cuda.py" --preset llama3.2-1b --batch "$b" --seq-len 2048 \
+          --dtype bf16 --steps 10 --json
+      done
+      ;;
+    trainer)
+      section "trainer: tessera train of GPT-2 124M on the GPU (B=16, T=1024, bf16), tokens/s beside bench train's"
+      # What a user's run gets, data loading and metrics included: synthetic tokens
+      # over GPT-2's vocabulary, 30 steps, the median of steps 11 on.
+      data=$(mktemp -d)
+      python3 "$root/tools/synthetic_shard.py" "$data/train_000000.bin" --tokens 2000000 --vocab 50257
+      record "$tessera" train --model gpt2-124m --train-data "$data/train_*.bin" --steps 30 --batch-size 16 \
+        --seq-len 1024 --warmup 5 --quiet --device cuda --dtype bf16 ${TRAINER_FLAGS:-} --out-dir "$data/run" &&
+        record python3 -c 'import json, statistics, sys
+rates = [r["tokens_per_s"] for r in map(json.loads, open(sys.argv[1])) if "tokens_per_s" in r][10:]
+print(f"tessera train: median {statistics.median(rates):,.0f} tokens/s over steps 11-{10 + len(rates)}")' \
+          "$data/run/metrics.jsonl"
+      record "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 20 ${TRAINER_FLAGS:-}
       ;;
     multirank)
       section "multirank: dp2 (zero 0/1/2/3), cp2, compressed dp2 on one GPU (MPI, staged through host) vs one rank, fp32"
@@ -205,7 +244,7 @@ for s in "${sections[@]}"; do
             "$data/$name/metrics.jsonl" --tolerance "$tolerance"
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench attention tuning profile moe large multirank)"; status=1 ;;
+    *) say "unknown section '$s' (env tests train bench attention tuning profile moe large llama trainer multirank)"; status=1 ;;
   esac
 done
 [[ -z $section_start ]] || say "(section took $((SECONDS - section_start)) s)"
