@@ -176,10 +176,13 @@ for s in "${sections[@]}"; do
     large)
       section "bench: GPT-2 124M B=64 and 1558M B=16 (alone, and 8 micro-batches a step as llm.c's), T=1024, bf16"
       # llm.c's 1558M figure is of 1,048,576-token steps on 8 GPUs: 8 micro-batches of 16 per GPU a step.
+      # Tessera's 1558M runs both ways: deterministic, and --nondeterministic as PyTorch's attention is.
       for shape in "gpt2-124m 64 1 10" "gpt2-1558m 16 1 10" "gpt2-1558m 16 8 4"; do
         read -r model b accum steps <<< "$shape"
-        record "$tessera" bench train --model "$model" --micro-batch-size "$b" --grad-accum "$accum" --seq-len 1024 \
-          --steps "$steps" --json
+        run=(bench train --model "$model" --micro-batch-size "$b" --grad-accum "$accum" --seq-len 1024 --steps "$steps"
+             --json)
+        record "$tessera" "${run[@]}"
+        [[ $model == gpt2-124m ]] || record "$tessera" "${run[@]}" --nondeterministic
         record python3 "$root/bench/torch_gpt2_cuda.py" --preset "$model" --batch "$b" --grad-accum "$accum" \
           --dtype bf16 --steps "$steps" --json
       done
