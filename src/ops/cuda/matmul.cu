@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -161,8 +162,9 @@ struct LtPlanCache {
   std::deque<LtProblem> age;
   int64_t hits = 0, misses = 0, heuristic_queries = 0;
   std::vector<MatmulTuningRecord> tuned;  // every problem timed, in order
-  // The algorithm of each row bucket's problem (bucket_problem); a few per expert weight shape.
-  std::unordered_map<LtProblem, cublasLtMatmulAlgo_t, LtProblemHash> bucket_algos;
+  // The algorithm of each row bucket's problem (bucket_problem), none where the heuristic had none; a few
+  // per expert weight shape.
+  std::unordered_map<LtProblem, std::optional<cublasLtMatmulAlgo_t>, LtProblemHash> bucket_algos;
 };
 
 std::atomic<int> tuning_candidates{1};
@@ -285,18 +287,20 @@ LtProblem bucket_problem(LtProblem p, RowDimension rows) {
 bool take_bucket_algorithm(LtPlanCache& cache, LtPlan& plan, RowDimension rows, const LtOperands& ops) {
   const LtProblem bucket = bucket_problem(plan.problem, rows);
   auto found = cache.bucket_algos.find(bucket);
-  if (found == cache.bucket_algos.end()) {
+  if (found == cache.bucket_algos.end()) {  // a bucket the heuristic has nothing for is asked once too
     const std::unique_ptr<LtPlan> largest = make_descriptors(bucket, ops);
     LtCandidates candidates;
-    if (heuristic_candidates(cache, *largest, 1, candidates) == 0) return false;
-    found = cache.bucket_algos.emplace(bucket, candidates.algo[0]).first;
+    std::optional<cublasLtMatmulAlgo_t> algo;
+    if (heuristic_candidates(cache, *largest, 1, candidates) > 0) algo = candidates.algo[0];
+    found = cache.bucket_algos.emplace(bucket, algo).first;
   }
+  if (!found->second) return false;
   cublasLtMatmulHeuristicResult_t check{};
-  if (cublaslt().MatmulAlgoCheck(lt_context().handle, plan.desc, plan.a, plan.b, plan.d, plan.d, &found->second,
+  if (cublaslt().MatmulAlgoCheck(lt_context().handle, plan.desc, plan.a, plan.b, plan.d, plan.d, &*found->second,
                                  &check) != CUBLAS_STATUS_SUCCESS ||
       check.workspaceSize > kWorkspaceBytes)
     return false;
-  plan.algo = found->second;
+  plan.algo = *found->second;
   return true;
 }
 
