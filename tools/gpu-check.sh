@@ -32,6 +32,7 @@
 #          compression, with two ranks on the one GPU (mpirun from the bundle's Open MPI, buffers staged
 #          through host memory): the fp32 loss curves agree with one rank's (bf16 on the wire: within
 #          1e-2), PowerSGD's with the same compression on the CPU (within 1e-3)
+# After the sections, a markdown table of every bench train run beside PyTorch's (tools/bench_summary.py).
 # Results go to $OUT (the device tool's folder) when set, else bench/results/. Exits non-zero
 # when a section fails; the results file is written either way.
 set -uo pipefail
@@ -250,6 +251,11 @@ print(f"tessera train: median {statistics.median(rates):,.0f} tokens/s over step
     *) say "unknown section '$s' (env tests train bench attention tuning profile moe large llama trainer multirank)"; status=1 ;;
   esac
 done
+if grep -q '^{"attention_kernel' "$results"; then  # bench train ran: its runs beside PyTorch's, as a table
+  section "summary: every tessera bench train run beside PyTorch's of the same shape (tools/bench_summary.py)"
+  table=$(python3 "$root/tools/bench_summary.py" "$results")
+  say "$table"
+fi
 [[ -z $section_start ]] || say "(section took $((SECONDS - section_start)) s)"
 say "gpu-check exit status: $status"
 echo "results: $results"
