@@ -1,5 +1,6 @@
 # Sums an Nsight Compute CSV (ncu --csv --metrics gpu__time_duration.sum) by kernel name and prints
-# the kernels that take the most time, with their share of the total: where a training step goes.
+# the kernels that take the most time, with their share of the total, then the total by part (GEMMs,
+# attention, cross-entropy, norms, optimizer): where a training step goes.
 #   python3 tools/kernel_times.py ncu.csv [--top 25] [--step-kernel NAME [--step-ms MS]]
 # --step-kernel names the first kernel of every step (a substring, e.g. encoder_forward): only the
 # launches from its first appearance up to its next one count, which is exactly one step. --step-ms,
@@ -8,7 +9,17 @@
 import argparse
 import collections
 import csv
+import re
 import sys
+
+# What a kernel is part of, by its name: the first pattern that matches.
+CATEGORIES = [
+    ("GEMM (cuBLASLt, bias gradients)", r"nvjet|gemm|splitKreduce|Bgrad|cublasLt|accumulate_kernel"),
+    ("attention", r"sdpa|flash|attention|cudnn::|dot_do_o|matmul_dq"),
+    ("cross-entropy", r"cross_entropy"),
+    ("norms and their parameter sums", r"layernorm|rmsnorm|column_sums"),
+    ("optimizer (AdamW, gradient norm)", r"adamw|squared_norm|scale_inplace"),
+]
 
 
 def launches(path):
@@ -57,6 +68,12 @@ def main():
     print(f"{'ms':>9} {'share':>6} {'calls':>6}  kernel")
     for name, ns in total_ns.most_common(a.top):
         print(f"{ns / 1e6:9.3f} {100 * ns / grand:5.1f}% {count[name]:6d}  {name}")
+    by_category = collections.Counter()
+    for name, ns in total_ns.items():
+        by_category[next((c for c, pattern in CATEGORIES if re.search(pattern, name)), "other")] += ns
+    print("by part:")
+    for category, ns in by_category.most_common():
+        print(f"{ns / 1e6:9.3f} {100 * ns / grand:5.1f}%         {category}")
     what = "one step" if a.step_kernel else "total"
     print(f"{grand / 1e6:9.3f} {what} over {len(runs)} kernel launches")
     if a.step_kernel and a.step_ms:
