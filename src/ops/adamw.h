@@ -27,10 +27,10 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const
 
 // Multi-tensor AdamW: every segment updated as adamw_update would update it, in one call (on the
 // GPU one contiguous launch per run of coalesced segments: faster on an H100 than the chunked single
-// launch tried). param: the flat f32 parameters; grad, m, v:
-// the flat f32 state the segments' state offsets index; p.weight_decay applies to decayed segments
-// only. mirror (GPU only, bf16 or f16, laid out like param), when given, receives every updated
-// parameter rounded, in the same pass: the mixed-precision compute copy.
+// launch tried). param: the flat f32 parameters; grad, m, v: the flat f32 state the segments' state
+// offsets index; p.weight_decay applies to decayed segments only. mirror (GPU only, bf16 or f16, laid
+// out like param), when given, receives every updated parameter rounded, in the same pass: the
+// mixed-precision compute copy.
 void adamw_update_segments(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                            const std::vector<AdamWSegment>& segments, const AdamWParams& p, Tensor* mirror = nullptr);
 
