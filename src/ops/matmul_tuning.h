@@ -13,6 +13,9 @@
 namespace tessera {
 
 constexpr int kMaxMatmulTuning = 64;  // candidates timed per problem at most
+// cuBLASLt's workspace, allocated once per process at the first GPU matmul: only algorithms that need
+// at most this much take part (Hopper's split-K and stream-K kernels like 32 MiB or more).
+constexpr int64_t kMatmulWorkspaceBytes = int64_t(32) << 20;
 
 // How a GPU matmul finds its algorithm. exact: cuBLASLt's heuristic is asked once per problem (a dense
 // model has a handful). row_buckets: once per bucket of the token-row count (matmul_row_bucket), asked

@@ -13,6 +13,7 @@
 #include "nn/tensor_parallel.h"
 #include "ops/attention.h"
 #include "ops/cudnn_attention_rule.h"
+#include "ops/matmul_tuning.h"
 #include "parallel/dp/buckets.h"
 #include "parallel/dp/powersgd.h"
 #include "parallel/pp/pipeline_simulator.h"
@@ -110,8 +111,8 @@ int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& 
 
 int64_t RankMemory::total() const {
   return master_weights + compute_copy + gradients + gradient_shard + optimizer + part_buffers + compression +
-         int64_t(micro_batches_in_flight) * (activations + scratch) + attention_workspace + logits + tp_gathers +
-         pipeline_send;
+         int64_t(micro_batches_in_flight) * (activations + scratch) + attention_workspace + matmul_workspace + logits +
+         tp_gathers + pipeline_send;
 }
 
 const RankMemory& MemoryPlan::largest() const {
@@ -184,6 +185,8 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     const auto holds_blocks = [](const BlockRange& chunk) { return chunk.end > chunk.first; };
     if (std::any_of(stages[s].chunks.begin(), stages[s].chunks.end(), holds_blocks))
       r.attention_workspace = attention_workspace_bytes(config, local, plan.micro_batch, T, compute, d.cp);
+    // 16-bit compute is a GPU run's (the CPU refuses it), whose matmuls hold cuBLASLt's workspace.
+    if (dtype_size(compute) == 2) r.matmul_workspace = kMatmulWorkspaceBytes;
     r.micro_batches_in_flight = in_flight[s];
     // A layer's backward under sequence parallelism: its output gradient all-gathered, its input
     // all-gathered again, and the partial input gradient before its reduce-scatter (mlp_layer.cpp,

@@ -34,6 +34,7 @@ struct RankMemory {
   int64_t scratch = 0;          // backward scratch of one micro-batch (each micro-batch in flight has its own)
   int64_t attention_workspace = 0;  // a layer's backward on cuDNN's attention (16-bit, on the GPU): dS of
                                     // every head when deterministic, else the fp32 dq accumulator
+  int64_t matmul_workspace = 0;     // cuBLASLt's (16-bit, on the GPU), held from the first matmul on
   int micro_batches_in_flight = 1;
   int64_t logits = 0;           // the classifier's logits chunk (on the stage holding the head)
   int64_t tp_gathers = 0;       // sequence parallelism: a layer's backward holds up to three (B,T,C)

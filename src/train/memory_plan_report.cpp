@@ -26,6 +26,7 @@ constexpr Row kRows[] = {
     {"activations per micro-batch", "activations", &RankMemory::activations},
     {"backward scratch per micro-batch", "scratch", &RankMemory::scratch},
     {"cuDNN attention backward scratch", "attention_workspace", &RankMemory::attention_workspace},
+    {"cuBLASLt workspace", "matmul_workspace", &RankMemory::matmul_workspace},
     {"classifier logits chunk", "logits", &RankMemory::logits},
     {"sequence-parallel gathers", "tp_gathers", &RankMemory::tp_gathers},
     {"gradient held by a pipeline send", "pipeline_send", &RankMemory::pipeline_send},

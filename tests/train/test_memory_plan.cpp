@@ -140,5 +140,21 @@ TEST(MemoryPlan, CudnnAttentionWorkspaceOnTheGpu) {
   EXPECT_EQ(rank(changed).attention_workspace, 2 * dS) << "chosen by name, cuDNN keeps its workspace";
 }
 
+// A GPU run's matmuls hold cuBLASLt's workspace from the first on: in the plan of every 16-bit run
+// (the CPU refuses those), in none of fp32's.
+TEST(MemoryPlan, CublasLtWorkspaceOnTheGpu) {
+  const std::filesystem::path dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
+  const auto rank = [&](DType compute) { return plan_memory(c, model, compute, int64_t(80) << 30).ranks[0]; };
+  EXPECT_EQ(rank(DType::bf16).matmul_workspace, int64_t(32) << 20);
+  EXPECT_EQ(rank(DType::f16).matmul_workspace, int64_t(32) << 20);
+  EXPECT_EQ(rank(DType::f32).matmul_workspace, 0);
+  const RankMemory bf16 = rank(DType::bf16);
+  RankMemory without = bf16;
+  without.matmul_workspace = 0;
+  EXPECT_EQ(bf16.total() - without.total(), int64_t(32) << 20) << "the total counts it";
+}
+
 }  // namespace
 }  // namespace tessera

@@ -36,7 +36,7 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // Hopper's split-K/stream-K kernels like 32 MiB+
+constexpr size_t kWorkspaceBytes = size_t(kMatmulWorkspaceBytes);
 constexpr size_t kMaxPlans = 16384;                   // GPT-2 needs ~12; MoE's varying row counts many more
 constexpr int64_t kGeluAuxLdMultiple = 8;              // cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
 constexpr size_t kMaxTunedProblems = 64;  // MoE's experts see new row counts every step: those are not timed
