@@ -5,10 +5,13 @@
 // deterministic column sums (column_sums.cuh):
 //   dx = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)),  dnorm = dout * weight
 //   dweight += sum_n dout * xhat;  dbias += sum_n dout.
-// Rows of up to kMaxLaneChunks * 32 * W channels (768 in bf16 and fp16, 96 in fp32) take one fused kernel: each
-// lane sums the column terms of its channels over the rows its warp writes dx for, the block adds its
-// warps' sums, and only those block sums (not dout and x again) are read to finish the column sums.
-// The blocks, and so the order of every sum, depend on N alone: the same bits on every run and GPU.
+// Rows of up to 16 chunks of 32 * W channels (4,096 in bf16 and fp16, 512 in fp32) take one fused kernel: each
+// lane sums the column terms of its channels over the rows it writes dx for, the block adds its warps'
+// sums, and only those block sums (not dout and x again) are read to finish the column sums. A warp
+// holds up to 3 chunks in registers, so a row of up to 768 channels (in 16 bits) is one warp's; a wider
+// one is shared by a group of 2, 4 or 8 warps of 2 chunks each, which add their row sums in warp order
+// through shared memory. The blocks, and so the order of every sum, depend on N and C alone: the same
+// bits on every run and GPU.
 // The fused residual_layernorm_forward writes r = a + b (rounded to T) and normalises the rounded r
 // in the same kernel: the same bits as residual_forward then layernorm_forward.
 // Each lane takes W consecutive channels at a time: 16 bytes for bf16 and fp16 rows when C and the
@@ -136,37 +139,41 @@ __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, c
   }
 }
 
-// partial_row[c] = the sum over the block's warps, in warp order, of their lanes' `lane_sums` for
-// channel c (chunk j, element k of lane l: channel (j * 32 + l) * W + k), through the tile.
-template <int W, int kChunks, int kWidth>
-__device__ void write_block_sums(float (&tile)[kRowsPerBlock][kWidth], const float (&lane_sums)[kChunks][W],
-                                 float* partial_row, int64_t C) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+// partial_row[c] = the sum over the block's row slots, in slot order, of their warps' `lane_sums` for
+// channel c (the channels of chunk j of a warp: `channel(j)`, W each), through the tile.
+template <int W, int kChunks, int kSlots, int kWidth, typename Channel>
+__device__ void write_block_sums(float (&tile)[kSlots][kWidth], const float (&lane_sums)[kChunks][W], int slot,
+                                 Channel channel, float* partial_row, int64_t C) {
 #pragma unroll
   for (int j = 0; j < kChunks; j++)
 #pragma unroll
-    for (int k = 0; k < W; k++) tile[warp][(j * kWarpSize + lane) * W + k] = lane_sums[j][k];
+    for (int k = 0; k < W; k++) tile[slot][channel(j) + k] = lane_sums[j][k];
   __syncthreads();
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     float sum = 0.0f;
-    for (int r = 0; r < kRowsPerBlock; r++) sum += tile[r][c];
+    for (int r = 0; r < kSlots; r++) sum += tile[r][c];
     partial_row[c] = sum;
   }
   __syncthreads();  // before the tile is written again
 }
 
-// The fused backward: dx of rows [begin, end) of block b, one warp per row in turn, with
-// layernorm_backward_dx_kernel's arithmetic in its order (the same dx bits); partial (2, gridDim.x, C)
-// gets the block's sums of dout * xhat and dout per channel. A lane's channels are
-// (j * 32 + lane) * W + k, j < kChunks: it loads its weight once, and a row's chunks all at once.
-template <typename T, int W, int kChunks>
+// The fused backward: dx of rows [begin, end) of block b, kGroup warps per row (the block's 8 warps take
+// kSlots = 8 / kGroup rows at a time), with partial (2, gridDim.x, C) getting the block's sums of
+// dout * xhat and dout per channel. Warp g of a row's group takes the channels (q * 32 + lane) * W + k
+// of the chunks q = j * kGroup + g, j < kChunks: it loads its weight once, and its chunks of a row all at
+// once. With one warp per row the arithmetic is layernorm_backward_dx_kernel's, in its order (the same
+// dx bits); a group adds its warps' row sums in warp order through shared memory.
+template <typename T, int W, int kChunks, int kGroup>
 __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 registers, no spills at 3 chunks
     layernorm_backward_fused_kernel(T* dx, float* partial, const T* dout, const T* x, const T* weight,
                                     const float* mean, const float* rstd, int64_t N, int64_t C,
                                     int64_t rows_per_block, bool add_to_dx) {
-  __shared__ float tile[kRowsPerBlock][kChunks * kWarpSize * W];
+  constexpr int kSlots = kRowsPerBlock / kGroup;
+  __shared__ float tile[kSlots][kChunks * kGroup * kWarpSize * W];
+  __shared__ float group_sums[2][kSlots][kGroup][2];  // by iteration parity: one barrier an iteration
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  auto channel = [lane](int j) { return (int64_t(j) * kWarpSize + lane) * W; };
+  const int slot = warp / kGroup, g = warp % kGroup;
+  auto channel = [lane, g](int j) { return ((int64_t(j) * kGroup + g) * kWarpSize + lane) * W; };
   PackedChunk<W, T> w_chunks[kChunks];
 #pragma unroll
   for (int j = 0; j < kChunks; j++)
@@ -174,30 +181,51 @@ __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 regi
   float dweight_sum[kChunks][W] = {}, dbias_sum[kChunks][W] = {};
   const int64_t begin = int64_t(blockIdx.x) * rows_per_block;
   const int64_t end = begin + rows_per_block < N ? begin + rows_per_block : N;
-  for (int64_t n = begin + warp; n < end; n += kRowsPerBlock) {
+  for (int64_t first = begin, it = 0; first < end; first += kSlots, it++) {  // every warp, every iteration
+    const int64_t n = first + slot;
+    const bool active = n < end;
     const T* dout_n = dout + n * C;  // (C)
     const T* x_n = x + n * C;        // (C)
     T* dx_n = dx + n * C;            // (C)
     PackedChunk<W, T> d_chunks[kChunks], x_chunks[kChunks];
+    float m = 0.0f, s = 0.0f, dnorm_sum = 0.0f, dnorm_xhat_sum = 0.0f;
+    if (active) {
 #pragma unroll
-    for (int j = 0; j < kChunks; j++) {
-      if (channel(j) >= C) continue;
-      d_chunks[j] = load_packed<W>(dout_n + channel(j));
-      x_chunks[j] = load_packed<W>(x_n + channel(j));
-    }
-    const float m = mean[n], s = rstd[n];
-    float dnorm_sum = 0.0f, dnorm_xhat_sum = 0.0f;
+      for (int j = 0; j < kChunks; j++) {
+        if (channel(j) >= C) continue;
+        d_chunks[j] = load_packed<W>(dout_n + channel(j));
+        x_chunks[j] = load_packed<W>(x_n + channel(j));
+      }
+      m = mean[n];
+      s = rstd[n];
 #pragma unroll
-    for (int j = 0; j < kChunks; j++) {
-      if (channel(j) >= C) continue;
-      float d[W], v[W], w[W];
-      widen(d, d_chunks[j]);
-      widen(v, x_chunks[j]);
-      widen(w, w_chunks[j]);
-      add_dnorm_terms(d, v, w, m, s, dnorm_sum, dnorm_xhat_sum);
+      for (int j = 0; j < kChunks; j++) {
+        if (channel(j) >= C) continue;
+        float d[W], v[W], w[W];
+        widen(d, d_chunks[j]);
+        widen(v, x_chunks[j]);
+        widen(w, w_chunks[j]);
+        add_dnorm_terms(d, v, w, m, s, dnorm_sum, dnorm_xhat_sum);
+      }
     }
-    const float dnorm_mean = warp_sum(dnorm_sum) / float(C);
-    const float dnorm_xhat_mean = warp_sum(dnorm_xhat_sum) / float(C);
+    dnorm_sum = warp_sum(dnorm_sum);
+    dnorm_xhat_sum = warp_sum(dnorm_xhat_sum);
+    if constexpr (kGroup > 1) {
+      float(&sums)[kSlots][kGroup][2] = group_sums[it & 1];
+      if (lane == 0) {
+        sums[slot][g][0] = dnorm_sum;
+        sums[slot][g][1] = dnorm_xhat_sum;
+      }
+      __syncthreads();
+      dnorm_sum = dnorm_xhat_sum = 0.0f;
+#pragma unroll
+      for (int q = 0; q < kGroup; q++) {
+        dnorm_sum += sums[slot][q][0];
+        dnorm_xhat_sum += sums[slot][q][1];
+      }
+    }
+    if (!active) continue;
+    const float dnorm_mean = dnorm_sum / float(C), dnorm_xhat_mean = dnorm_xhat_sum / float(C);
 #pragma unroll
     for (int j = 0; j < kChunks; j++) {
       if (channel(j) >= C) continue;
@@ -215,8 +243,8 @@ __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 regi
       store_f32_vec(dx_n + channel(j), v);
     }
   }
-  write_block_sums<W, kChunks>(tile, dweight_sum, partial + int64_t(blockIdx.x) * C, C);
-  write_block_sums<W, kChunks>(tile, dbias_sum, partial + (int64_t(gridDim.x) + blockIdx.x) * C, C);
+  write_block_sums(tile, dweight_sum, slot, channel, partial + int64_t(blockIdx.x) * C, C);
+  write_block_sums(tile, dbias_sum, slot, channel, partial + (int64_t(gridDim.x) + blockIdx.x) * C, C);
 }
 
 // (dout * xhat, dout) at (n, c): the terms of dweight and dbias.
@@ -234,17 +262,24 @@ struct LayerNormParamGradLoad {
   }
 };
 
-constexpr int kMaxLaneChunks = 3;  // the fused backward takes C <= kMaxLaneChunks * 32 * W (4 spills registers)
+constexpr int kMaxLaneChunks = 3;  // one warp a row: C <= kMaxLaneChunks * 32 * W (4 spills registers)
+constexpr int kMaxGroupChunks = 2 * kRowsPerBlock;  // chunks of a row a group of warps takes: 2 a warp, 8 warps
 constexpr int64_t kMinRowsPerWarp = 4;     // rows each warp of the fused backward takes at least
 constexpr int64_t kMaxFusedBlocks = 1024;  // its blocks at most: a bound on the partials it writes
 
-// The fused backward over N rows in W-channel chunks: blocks from N alone, partials in scratch, then
-// the column sums' second pass.
+// Whether the fused backward takes rows of C channels in W-channel chunks: up to 3 chunks a warp alone,
+// up to 16 (4,096 channels in bf16 and fp16, 512 in fp32) in a group of 2, 4 or 8 warps of 2 each.
+bool fused_backward_covers(int64_t C, int W) { return ceil_div(C, int64_t(kWarpSize) * W) <= kMaxGroupChunks; }
+
+// The fused backward over N rows in W-channel chunks: blocks from N and the group alone, partials in
+// scratch, then the column sums' second pass.
 template <typename T, int W>
 void launch_fused_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x, const T* weight,
                            const float* mean, const float* rstd, int64_t N, int64_t C, bool add_to_dx,
                            cudaStream_t stream) {
-  const int64_t blocks = std::min(kMaxFusedBlocks, ceil_div(N, kRowsPerBlock * kMinRowsPerWarp));
+  const int64_t chunks = ceil_div(C, int64_t(kWarpSize) * W);
+  const int group = chunks <= kMaxLaneChunks ? 1 : chunks <= 4 ? 2 : chunks <= 8 ? 4 : kRowsPerBlock;
+  const int64_t blocks = std::min(kMaxFusedBlocks, ceil_div(N, kRowsPerBlock / group * kMinRowsPerWarp));
   const int64_t rows_per_block = ceil_div(N, blocks);
   const DeviceScratch partial(size_t(2 * blocks * C) * sizeof(float));
   auto launch = [&](auto kernel) {
@@ -252,10 +287,15 @@ void launch_fused_backward(T* dx, float* dweight, float* dbias, const T* dout, c
                                                          rows_per_block, add_to_dx);
     CUDA_CHECK_LAUNCH();
   };
-  switch (ceil_div(C, kWarpSize * W)) {
-    case 1: launch(layernorm_backward_fused_kernel<T, W, 1>); break;
-    case 2: launch(layernorm_backward_fused_kernel<T, W, 2>); break;
-    default: launch(layernorm_backward_fused_kernel<T, W, kMaxLaneChunks>); break;
+  switch (group) {
+    case 1:
+      if (chunks == 1) launch(layernorm_backward_fused_kernel<T, W, 1, 1>);
+      else if (chunks == 2) launch(layernorm_backward_fused_kernel<T, W, 2, 1>);
+      else launch(layernorm_backward_fused_kernel<T, W, kMaxLaneChunks, 1>);
+      break;
+    case 2: launch(layernorm_backward_fused_kernel<T, W, 2, 2>); break;
+    case 4: launch(layernorm_backward_fused_kernel<T, W, 2, 4>); break;
+    default: launch(layernorm_backward_fused_kernel<T, W, 2, kRowsPerBlock>); break;
   }
   column_sums_finish<2>(ColumnOutputs<2>{{dweight, dbias}}, partial.as<float>(), blocks, C, stream);
 }
@@ -296,7 +336,7 @@ void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, cons
                         cudaStream_t stream) {
   if (N == 0 || C == 0) return;  // nothing to write (and no column of sums to finish)
   const bool vector = vector_rows<T>(C, {dx, dout, x, weight});
-  if (C <= kMaxLaneChunks * kWarpSize * (vector ? kRowVec<T> : 1)) {
+  if (fused_backward_covers(C, vector ? kRowVec<T> : 1)) {
     if (vector)
       launch_fused_backward<T, kRowVec<T>>(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C, add_to_dx, stream);
     else
