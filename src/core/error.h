@@ -32,11 +32,17 @@ class QuietError : public Error {
 };
 
 namespace detail {
-template <typename... Parts>
-[[noreturn]] void throw_error(const char* file, int line, const Parts&... parts) {
+// Throws E (Error or a class derived from it, for callers that catch one kind of failure) built from
+// the streamed parts.
+template <typename E, typename... Parts>
+[[noreturn]] void throw_error_as(const char* file, int line, const Parts&... parts) {
   std::ostringstream message;
   (message << ... << parts);
-  throw Error(message.str(), std::string(file) + ":" + std::to_string(line));
+  throw E(message.str(), std::string(file) + ":" + std::to_string(line));
+}
+template <typename... Parts>
+[[noreturn]] void throw_error(const char* file, int line, const Parts&... parts) {
+  throw_error_as<Error>(file, line, parts...);
 }
 }  // namespace detail
 

@@ -22,7 +22,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -260,14 +259,12 @@ class NoMatmulAlgorithm : public Error {
 // NoMatmulAlgorithm naming the problem when there is none.
 void choose_heuristic_algorithm(LtPlanCache& cache, LtPlan& plan, int count, LtCandidates& candidates) {
   const LtProblem& p = plan.problem;
-  if (heuristic_candidates(cache, plan, count, candidates) == 0) {
-    std::ostringstream message;
-    message << "matmul: cuBLASLt has no algorithm for m=" << p.m << " n=" << p.n << " k=" << p.k << " with A/B in "
-            << type_name(p.ab_type) << ", D in " << type_name(p.d_type) << " and the " << epilogue_name(p.epilogue)
-            << " epilogue at alignments A/B/D/bias/aux " << p.align_a << "/" << p.align_b << "/" << p.align_d << "/"
-            << p.align_bias << "/" << p.align_aux << " bytes; align the tensors to 16 bytes";
-    throw NoMatmulAlgorithm(message.str(), std::string(__FILE__) + ":" + std::to_string(__LINE__));
-  }
+  if (heuristic_candidates(cache, plan, count, candidates) == 0)
+    detail::throw_error_as<NoMatmulAlgorithm>(
+        __FILE__, __LINE__, "matmul: cuBLASLt has no algorithm for m=", p.m, " n=", p.n, " k=", p.k, " with A/B in ",
+        type_name(p.ab_type), ", D in ", type_name(p.d_type), " and the ", epilogue_name(p.epilogue),
+        " epilogue at alignments A/B/D/bias/aux ", p.align_a, "/", p.align_b, "/", p.align_d, "/", p.align_bias, "/",
+        p.align_aux, " bytes; align the tensors to 16 bytes");
   plan.algo = candidates.algo[0];
 }
 
