@@ -94,13 +94,17 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   r.part_buffers += (padded[0] + padded[1]) * kF32 + (compute_size == kF32 ? 0 : largest * compute_size);
 }
 
+// Whether compute in this dtype is a GPU run's: 16-bit (the CPU refuses it). The plan cannot tell a GPU
+// fp32 run from a CPU one, so the GPU libraries' scratch is planned for 16-bit runs.
+bool gpu_compute(DType compute) { return dtype_size(compute) == 2; }
+
 // The scratch of one layer's attention backward on cuDNN, where a GPU run's dispatch (ops/attention.h)
 // would take cuDNN: 16-bit compute, a head size it covers, no document mask, no ring attention (cp).
 // Assumes a build with cuDNN, as the GPU builds are.
 int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& local, int64_t B, int64_t T,
                                   DType compute, int cp) {
   const int64_t HS = local.head_size();
-  if (dtype_size(compute) != 2 || cp > 1 || config.attention_mask == "document" ||
+  if (!gpu_compute(compute) || cp > 1 || config.attention_mask == "document" ||
       !cudnn_attention_head_size_covered(HS))
     return 0;
   const int64_t bytes = cudnn_attention_workspace_bytes(B, local.num_heads, T, HS, config.deterministic);
@@ -185,8 +189,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     const auto holds_blocks = [](const BlockRange& chunk) { return chunk.end > chunk.first; };
     if (std::any_of(stages[s].chunks.begin(), stages[s].chunks.end(), holds_blocks))
       r.attention_workspace = attention_workspace_bytes(config, local, plan.micro_batch, T, compute, d.cp);
-    // 16-bit compute is a GPU run's (the CPU refuses it), whose matmuls hold cuBLASLt's workspace.
-    if (dtype_size(compute) == 2) r.matmul_workspace = kMatmulWorkspaceBytes;
+    if (gpu_compute(compute)) r.matmul_workspace = kMatmulWorkspaceBytes;  // held from the first matmul on
     r.micro_batches_in_flight = in_flight[s];
     // A layer's backward under sequence parallelism: its output gradient all-gathered, its input
     // all-gathered again, and the partial input gradient before its reduce-scatter (mlp_layer.cpp,
