@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "ops/attention.h"
 #include "ops/matmul_tuning.h"
+#include "optim/adamw_optimizer.h"
 #include "train/device_choice.h"
 #include "train/model_setup.h"
 #include "train/train_bench.h"
@@ -17,7 +18,7 @@ struct BenchTrainFlags {
   TrainConfig shape;  // --model and the shape overrides, resolved as `tessera train` does
   int64_t micro_batch = 8, seq_len = 1024, grad_accum = 1, steps = 20, warmup = 3, document_length = 0,
           matmul_tuning = 1;
-  std::string device = "auto", dtype = "auto", attention_kernel = "auto", fp8 = "off";
+  std::string device = "auto", dtype = "auto", attention_kernel = "auto", fp8 = "off", optimizer_moments = "fp32";
   double peak_tflops = 0;
   bool deterministic = true, json = false;
 };
@@ -37,6 +38,7 @@ void run_bench_train(const BenchTrainFlags& f) {
   o.fp8 = Fp8Options{parse_fp8_recipe(f.fp8)};
   o.matmul_tuning = f.matmul_tuning;
   o.deterministic = f.deterministic;
+  o.moments = parse_optimizer_moments(f.optimizer_moments);
   check_train_bench_options(o);
   o.device = choose_device_noting(f.device);
   o.dtype = choose_compute_dtype(f.dtype, o.device);
@@ -50,10 +52,11 @@ void run_bench_train(const BenchTrainFlags& f) {
       o.document_length > 0 ? ", documents of " + std::to_string(o.document_length) + " tokens" : "";
   const std::string attention =
       j["attention_kernel"].get<std::string>() + (r.attention_used.empty() ? "" : " -> " + r.attention_used);
-  std::printf("tessera bench train: %s in %s%s on %s (%s attention%s), B=%lld T=%lld%s x%lld accumulation, %lld "
+  std::printf("tessera bench train: %s in %s%s%s on %s (%s attention%s), B=%lld T=%lld%s x%lld accumulation, %lld "
               "timed steps\n",
               o.model_name.c_str(), j["dtype"].get<std::string>().c_str(),
               o.fp8.recipe == Fp8Recipe::off ? "" : (" with fp8 " + fp8_recipe_name(o.fp8.recipe)).c_str(),
+              o.moments == DType::bf16 ? ", bf16 AdamW moments" : "",
               j["device_name"].get<std::string>().c_str(),
               attention.c_str(), o.deterministic ? "" : ", nondeterministic",
               (long long)o.micro_batch, (long long)o.seq_len,
@@ -108,6 +111,9 @@ void add_bench_train_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_flag("!--nondeterministic", f->deterministic,
                 "Let GPU kernels sum in a varying order where that is faster (as train's --nondeterministic)");
+  cmd->add_option("--optimizer-moments", f->optimizer_moments,
+                  "fp32, or bf16: AdamW's moments in half the memory, rounded stochastically (as train's)")
+      ->capture_default_str();
   cmd->add_option("--peak-tflops", f->peak_tflops, "Peak TFLOP/s for MFU (default: the GPU's bf16 dense peak)");
   cmd->add_flag("--json", f->json, "Print one JSON line");
   cmd->callback([f] { run_bench_train(*f); });

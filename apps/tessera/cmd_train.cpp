@@ -75,6 +75,10 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--grad-reduce-dtype", c.grad_reduce_dtype,
                  "fp32, or bf16: data-parallel gradients reduced compressed to half the bytes")
       ->capture_default_str();
+  cmd.add_option("--optimizer-moments", c.optimizer_moments,
+                 "fp32, or bf16: AdamW's two moments in half the memory and traffic, each update rounded "
+                 "stochastically (unbiased; identical across layouts)")
+      ->capture_default_str();
   cmd.add_option("--powersgd-rank", c.powersgd_rank,
                  "Compress data-parallel gradients with PowerSGD at this rank (0 = off; ZeRO 0-2)")
       ->capture_default_str();

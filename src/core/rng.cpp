@@ -1,24 +1,16 @@
-// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011).
+// Counter-based random numbers on Philox4x32-10 (core/philox.h): uniforms, normals, name streams.
 #include "core/rng.h"
 
 #include <cmath>
 #include <numbers>
 
+#include "core/philox.h"
+
 namespace tessera {
 
 std::array<uint32_t, 4> philox(uint64_t seed, uint64_t stream, uint64_t index) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  std::array<uint32_t, 4> c = {uint32_t(index), uint32_t(index >> 32), uint32_t(stream), uint32_t(stream >> 32)};
-  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = uint64_t(kMul0) * c[0];
-    uint64_t p1 = uint64_t(kMul1) * c[2];
-    c = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1, uint32_t(p0)};
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  return c;
+  const PhiloxWords r = philox4x32(seed, stream, index);
+  return {r.w[0], r.w[1], r.w[2], r.w[3]};
 }
 
 uint64_t stream_id(std::string_view name) {

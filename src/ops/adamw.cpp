@@ -3,6 +3,7 @@
 #include "ops/adamw.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "ops/cpu/adamw_cpu.h"
 #include "ops/op_checks.h"
@@ -23,12 +24,27 @@ AdamWElementParams element_params(const char* op, const AdamWParams& p, bool dec
            ": beta1 and beta2 must be in [0, 1), got ", p.beta1, " and ", p.beta2);
   const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
   const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
-  return {p.lr, p.beta1, p.beta2, p.eps, decayed ? p.weight_decay : 0.0f, p.grad_scale, bias1, bias2};
+  return {p.lr,  p.beta1, p.beta2, p.eps, decayed ? p.weight_decay : 0.0f, p.grad_scale, bias1, bias2,
+          p.round_seed, uint64_t(p.step)};
 }
 
 void cpu_update(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWElementParams& e) {
   cpu::adamw_update(param, grad, m, v, n, e.lr, e.beta1, e.beta2, e.eps, e.weight_decay, e.grad_scale, e.bias1,
                     e.bias2);
+}
+
+// The moments' dtype, f32 or bf16 alike for m and v; bf16 moments need every segment keyed.
+DType check_moments(const char* op, const Tensor& m, const Tensor& v, const std::vector<AdamWSegment>& segments) {
+  TS_CHECK((m.dtype() == DType::f32 || m.dtype() == DType::bf16) && v.dtype() == m.dtype(), op,
+           ": the moments m and v are both f32 or both bf16, got ", dtype_name(m.dtype()), " and ",
+           dtype_name(v.dtype()));
+  if (m.dtype() == DType::bf16)
+    for (const AdamWSegment& s : segments)
+      TS_CHECK(s.keyed() && (s.key_cols == 0 || (s.key_cols > 0 && s.key_stride >= s.key_cols && s.key_col >= 0)), op,
+               ": bf16 moments round stochastically by each element's place in the whole model; the segment at "
+               "param ",
+               s.param_offset, " has no valid rounding key (optim's with_rounding_keys gives them)");
+  return m.dtype();
 }
 
 }  // namespace
@@ -38,8 +54,12 @@ std::vector<AdamWSegment> coalesce_segments(const std::vector<AdamWSegment>& seg
   for (const AdamWSegment& s : segments) {
     if (!runs.empty()) {
       AdamWSegment& last = runs.back();
+      const bool keys_join = !last.keyed() && !s.keyed()
+                                 ? true
+                                 : last.keyed() && s.keyed() && last.key_cols == 0 && s.key_cols == 0 &&
+                                       last.key_offset + last.length == s.key_offset;
       if (last.decayed == s.decayed && last.param_offset + last.length == s.param_offset &&
-          last.state_offset + last.length == s.state_offset) {
+          last.state_offset + last.length == s.state_offset && keys_join) {
         last.length += s.length;
         continue;
       }
@@ -74,7 +94,9 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const
 void adamw_update_segments(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                            const std::vector<AdamWSegment>& segments, const AdamWParams& p, Tensor* mirror) {
   const char* op = "adamw_update_segments";
-  const Device device = detail::check_args(op, {{"param", param}, {"grad", grad}, {"m", m}, {"v", v}});
+  const DType moments = check_moments(op, m, v, segments);
+  const Device device =
+      detail::check_args(op, {{"param", param}, {"grad", grad}, {"m", m, moments}, {"v", v, moments}});
   TS_CHECK(m.numel() == grad.numel() && v.numel() == grad.numel(), op, ": grad ", shape_string(grad.shape()), ", m ",
            shape_string(m.shape()), " and v ", shape_string(v.shape()), " must hold the same number of elements");
   for (const AdamWSegment& s : segments)
@@ -94,19 +116,26 @@ void adamw_update_segments(Tensor& param, const Tensor& grad, Tensor& m, Tensor&
   const std::vector<AdamWSegment> runs = coalesce_segments(segments);
   switch (device) {
     case Device::cpu:
-      for (const AdamWSegment& s : runs)
-        cpu_update(param.f32() + s.param_offset, grad.f32() + s.state_offset, m.f32() + s.state_offset,
-                   v.f32() + s.state_offset, s.length, s.decayed ? decayed : plain);
+      for (const AdamWSegment& s : runs) {
+        const AdamWElementParams& e = s.decayed ? decayed : plain;
+        if (moments == DType::bf16)
+          cpu::adamw_update_bf16_moments(param.f32() + s.param_offset, grad.f32() + s.state_offset,
+                                         m.data<bf16>() + s.state_offset, v.data<bf16>() + s.state_offset, s, e);
+        else
+          cpu_update(param.f32() + s.param_offset, grad.f32() + s.state_offset, m.f32() + s.state_offset,
+                     v.f32() + s.state_offset, s.length, e);
+      }
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      if (!mirror)
-        return cuda::adamw_update_segments<float>(param.f32(), grad.f32(), m.f32(), v.f32(), nullptr, runs.data(),
-                                                  int64_t(runs.size()), decayed, plain, cuda_compute_stream());
-      cuda::with_storage_type(mirror->dtype(), [&]<typename T>(T) {
-        cuda::adamw_update_segments<T>(param.f32(), grad.f32(), m.f32(), v.f32(), cuda::typed_data<T>(*mirror),
-                                       runs.data(), int64_t(runs.size()), decayed, plain,
-                                       cuda_compute_stream());
+      // T: the mirror's type (float: none); M: the moments'.
+      cuda::with_storage_type(mirror ? mirror->dtype() : DType::f32, [&]<typename T>(T) {
+        cuda::with_storage_type(moments, [&]<typename M>(M) {
+          if constexpr (!std::is_same_v<M, __half>)  // (f16 moments are refused above)
+            cuda::adamw_update_segments<T, M>(param.f32(), grad.f32(), cuda::typed_data<M>(m), cuda::typed_data<M>(v),
+                                              mirror ? cuda::typed_data<T>(*mirror) : nullptr, runs.data(),
+                                              int64_t(runs.size()), decayed, plain, cuda_compute_stream());
+        });
       });
       return;
 #else

@@ -21,22 +21,26 @@ struct AdamWParams {
   float weight_decay = 0.0f;  // already 0 for parameters that are not decayed
   float grad_scale = 1.0f;
   int64_t step = 1;
+  uint64_t round_seed = 0;  // keys the stochastic rounding of bf16 moments, with the step
 };
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p);
 
 // Multi-tensor AdamW: every segment updated as adamw_update would update it, in one call (on the
 // GPU one contiguous launch per run of coalesced segments: faster on an H100 than the chunked single
-// launch tried). param: the flat f32 parameters; grad, m, v: the flat f32 state the segments' state
-// offsets index; p.weight_decay applies to decayed segments only. mirror (GPU only, bf16 or f16, laid
-// out like param), when given, receives every updated parameter rounded, in the same pass: the
-// mixed-precision compute copy.
+// launch tried). param: the flat f32 parameters; grad: the flat f32 state the segments' state offsets
+// index; m, v: that state's moments, both f32, or both bf16 (half the memory and traffic: each element
+// is updated in fp32 and its moments stored back by stochastic rounding keyed on (p.round_seed,
+// p.step, the segment's rounding key), which every segment must then have). p.weight_decay applies
+// to decayed segments only. mirror (GPU only, bf16 or f16, laid out like param), when given, receives
+// every updated parameter rounded, in the same pass: the mixed-precision compute copy.
 void adamw_update_segments(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                            const std::vector<AdamWSegment>& segments, const AdamWParams& p, Tensor* mirror = nullptr);
 
 // The segments with each run of neighbours joined into one: a segment that starts where the one before
-// it ends, in the parameters and in the state, with the same decay (a GPT-2 block's biases and
-// LayerNorm parameters, for one). The same elements with the same updates, in fewer sweeps.
+// it ends, in the parameters, in the state and in the rounding keys (if keyed), with the same decay (a
+// GPT-2 block's biases and LayerNorm parameters, for one). The same elements with the same updates,
+// in fewer sweeps.
 std::vector<AdamWSegment> coalesce_segments(const std::vector<AdamWSegment>& segments);
 
 }  // namespace tessera

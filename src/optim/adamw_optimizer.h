@@ -1,11 +1,12 @@
-// AdamW over a flat parameter buffer. Its state (fp32 first and second moments) covers a list of
-// segments: runs of parameter elements with one weight-decay setting, laid out one after another in
+// AdamW over a flat parameter buffer. Its state (first and second moments, fp32, or bf16 rounded
+// stochastically: half the memory and traffic) covers a list of segments: runs of parameter elements with one weight-decay setting, laid out one after another in
 // the state. Without sharding that is every parameter (state offset = parameter offset); under ZeRO
 // it is only the elements this rank owns, and the gradient given to step() is the rank's shard.
 // Weight decay applies to parameters the layout marks as decayed (2+ dims).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -19,7 +20,14 @@ struct AdamWConfig {
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.1f;
+  // The moments' storage: f32, or bf16 (every segment then needs rounding keys, optim/rounding_keys.h;
+  // `seed` keys the rounding bits with the step).
+  DType moments = DType::f32;
+  uint64_t seed = 0;
 };
+
+// The moments' storage named by --optimizer-moments: "fp32" or "bf16" (throws naming the choices).
+DType parse_optimizer_moments(const std::string& flag);
 
 // params[param_offset, +length) is updated from grads/moments at [state_offset, +length): the
 // multi-tensor AdamW op's segment.
@@ -48,10 +56,12 @@ class AdamW {
   const AdamWConfig& config() const { return config_; }
 
   const std::vector<OptimSegment>& segments() const { return segments_; }
-  // The moments, laid out as the segments' state offsets say, on the optimizer's device.
+  // The moments, laid out as the segments' state offsets say, on the optimizer's device, in
+  // config().moments.
   const Tensor& m() const { return m_; }
   const Tensor& v() const { return v_; }
-  // Replaces the moments (state layout, state_size() elements, on any device): a checkpoint's.
+  // Replaces the moments (state layout, state_size() elements, f32 or bf16, on any device): a
+  // checkpoint's; fp32 moments given to bf16 state round to nearest.
   void import_state(const Tensor& m, const Tensor& v);
 
  private:

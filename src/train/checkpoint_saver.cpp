@@ -6,8 +6,21 @@
 #include "core/cuda/device.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
+#include "ops/cast.h"
 
 namespace tessera {
+namespace {
+
+// `moments` (f32 or bf16, on any device) as fp32 on the host: what a checkpoint holds.
+Tensor f32_on_host(const Tensor& moments) {
+  const Tensor held = tensor_to(moments, Device::cpu);
+  if (held.dtype() == DType::f32) return held;
+  Tensor wide = Tensor::zeros(held.shape());
+  cast_copy(wide, held);
+  return wide;
+}
+
+}  // namespace
 
 CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& grid, DataParallel& dp,
                                  const Decoder& model, const AdamW& optimizer, const Tokenizer* tokenizer,
@@ -132,8 +145,9 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
     else
       gather_weights(weights_.params);
     if (sharded_weights_) copy_weight_shard(from_gpu ? device_weight_shard_ : weight_shard_);
-    copy_tensor(from_gpu ? device_m_ : moments_.m, optimizer_.m());
-    copy_tensor(from_gpu ? device_v_ : moments_.v, optimizer_.v());
+    // Checkpoints hold fp32 moments whatever the optimizer keeps (bf16 widens exactly).
+    cast_copy(from_gpu ? device_m_ : moments_.m, optimizer_.m());
+    cast_copy(from_gpu ? device_v_ : moments_.v, optimizer_.v());
     pending_ = state;
     writer_.start([this, from_gpu, step = state.step] {
       if (device_params_.defined()) copy_tensor_to_host_beside_compute(weights_.params, device_params_);
@@ -154,7 +168,7 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
       weight_shard = Tensor::zeros({optimizer_.state_size()});
       copy_weight_shard(weight_shard);
     }
-    const OptimizerState moments{segments_, tensor_to(optimizer_.m(), Device::cpu), tensor_to(optimizer_.v(), Device::cpu)};
+    const OptimizerState moments{segments_, f32_on_host(optimizer_.m()), f32_on_host(optimizer_.v())};
     std::exception_ptr error;
     try {
       write_checkpoint_part(out_dir_, state.step, part(weights, moments, weight_shard));

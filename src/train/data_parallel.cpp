@@ -6,8 +6,10 @@
 #include <cmath>
 
 #include "core/cuda/device.h"
+#include "nn/decoder_layout.h"
 #include "ops/norm.h"
 #include "optim/grad_clip.h"
+#include "optim/rounding_keys.h"
 
 namespace tessera {
 namespace {
@@ -94,8 +96,9 @@ std::vector<OptimSegment> DataParallel::moment_segments() const {
   return segments;
 }
 
-std::vector<OptimSegment> DataParallel::optimizer_segments() const {
+std::vector<OptimSegment> DataParallel::optimizer_segments(bool rounding_keys) const {
   std::vector<OptimSegment> segments = moment_segments();
+  if (rounding_keys) segments = with_rounding_keys(segments, model_.layout(), decoder_layout(model_.config()));
   if (zero3_)
     for (OptimSegment& s : segments) s.param_offset = s.state_offset;
   return segments;

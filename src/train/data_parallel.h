@@ -65,8 +65,9 @@ class DataParallel {
   int replicas() const { return replicas_->size(); }
   int zero_stage() const { return options_.zero_stage; }
   // The optimizer's segments: every parameter (ZeRO 0) or this rank's shard (ZeRO 1/2/3; under
-  // ZeRO-3 they address the parameter shard, laid out like the state).
-  std::vector<OptimSegment> optimizer_segments() const;
+  // ZeRO-3 they address the parameter shard, laid out like the state); with the rounding keys of
+  // bf16 moments (optim/rounding_keys.h) when asked.
+  std::vector<OptimSegment> optimizer_segments(bool rounding_keys = false) const;
   // The same state in the model's flat layout (what checkpoints read and write): optimizer_segments()
   // but for ZeRO-3's parameter offsets.
   std::vector<OptimSegment> moment_segments() const;

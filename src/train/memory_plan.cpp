@@ -14,6 +14,7 @@
 #include "ops/attention.h"
 #include "ops/cudnn_attention_rule.h"
 #include "ops/matmul_tuning.h"
+#include "optim/adamw_optimizer.h"
 #include "parallel/dp/buckets.h"
 #include "parallel/dp/powersgd.h"
 #include "parallel/pp/pipeline_simulator.h"
@@ -43,17 +44,17 @@ std::vector<Bucket> rank_buckets(const ParameterLayout& layout, const std::vecto
   return parameter_buckets(layout, options, experts, {{0, groups.dense}, {0, groups.experts}});
 }
 
-// Parameters, gradients and AdamW moments of `total` elements split into `buckets` over their
+// Parameters, gradients and AdamW moments (`moment_size` bytes each) of `total` elements split into `buckets` over their
 // `groups` (parallel/dp: grad_reducer.cpp, part_grad_reducer.cpp, zero3_parameters.cpp). `tied`: the
 // classifier is the embedding, whose ZeRO 2/3 gradient buffer then stays from the classifier to the
 // backward's end.
 void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total, int zero, ReplicaGroups groups,
-                int64_t compute_size, bool tied) {
+                int64_t compute_size, int64_t moment_size, bool tied) {
   const int64_t shard = shard_size(buckets);
   r.master_weights = (zero == 3 ? shard : total) * kF32;
   r.compute_copy = compute_size == kF32 || zero == 3 ? 0 : total * compute_size;
   r.gradients = (zero >= 2 ? shard : total) * kF32;
-  r.optimizer = 2 * (zero == 0 ? total : shard) * kF32;
+  r.optimizer = 2 * (zero == 0 ? total : shard) * moment_size;
   // The parameters' all-gather after a ZeRO 1/2 update, two buckets at a time (a chunk in, every
   // chunk out).
   auto gather_window = [&] {
@@ -167,7 +168,8 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     const std::vector<OffsetRange> experts =
         d.ep > 1 ? expert_ranges(decoder_names(model, stages[s]), layout) : std::vector<OffsetRange>{};
     add_states(r, rank_buckets(layout, experts, config, groups), layout.total(), config.zero, groups,
-               int64_t(dtype_size(compute)), model.tied_embeddings);
+               int64_t(dtype_size(compute)), int64_t(dtype_size(parse_optimizer_moments(config.optimizer_moments))),
+               model.tied_embeddings);
     if (config.powersgd_rank > 0) {
       // The errors of the factored matrices; and, every bucket in flight at once at worst, the
       // packed first rounds (the elements no factor covers, every P) and second rounds (every Q).
@@ -256,6 +258,8 @@ std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const Mode
     try_fix("--recompute selective", [](TrainConfig& c) { c.recompute = "selective", c.recompute_layers = 0; });
   if (mode != Recompute::full || partial)
     try_fix("--recompute full", [](TrainConfig& c) { c.recompute = "full", c.recompute_layers = 0; });
+  if (parse_optimizer_moments(config.optimizer_moments) == DType::f32)
+    try_fix("--optimizer-moments bf16", [](TrainConfig& c) { c.optimizer_moments = "bf16"; });
   for (int zero = config.zero + 1; zero <= 3 && dp * config.cp > 1; ++zero)
     if (try_fix("--zero " + std::to_string(zero), [zero](TrainConfig& c) { c.zero = zero; })) break;
   try_fix("--tp " + std::to_string(2 * config.tp), [](TrainConfig& c) { c.tp *= 2; }, ", twice the ranks");

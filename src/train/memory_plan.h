@@ -27,7 +27,7 @@ struct RankMemory {
   int64_t compute_copy = 0;     // the 16-bit copy of the weights (bf16, fp16; ZeRO-3: per gathered part)
   int64_t gradients = 0;        // fp32 (ZeRO 0/1: the whole buffer, live through backward; ZeRO 2/3: the shard)
   int64_t gradient_shard = 0;   // ZeRO-1: the reduced shard and the collectives' buffers
-  int64_t optimizer = 0;        // AdamW's two fp32 moments (ZeRO 1-3: their shard)
+  int64_t optimizer = 0;        // AdamW's two moments, fp32 or bf16 (ZeRO 1-3: their shard)
   int64_t part_buffers = 0;     // ZeRO 2/3: a part's gradient buffer, reductions; ZeRO-3: two gathered parts, a 16-bit copy
   int64_t compression = 0;      // PowerSGD: the fp32 errors of the matrices it factors, the packed rounds
   int64_t activations = 0;      // saved activations of one micro-batch (the rank's largest chunk's)

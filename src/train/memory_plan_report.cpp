@@ -20,7 +20,7 @@ constexpr Row kRows[] = {
     {"16-bit compute copy", "compute_copy", &RankMemory::compute_copy},
     {"fp32 gradients", "gradients", &RankMemory::gradients},
     {"ZeRO-1 shard, collective buffers", "gradient_shard", &RankMemory::gradient_shard},
-    {"AdamW moments (2 x fp32)", "optimizer", &RankMemory::optimizer},
+    {"AdamW moments m, v", "optimizer", &RankMemory::optimizer},
     {"ZeRO-2/3 part buffers", "part_buffers", &RankMemory::part_buffers},
     {"PowerSGD errors, packed rounds", "compression", &RankMemory::compression},
     {"activations per micro-batch", "activations", &RankMemory::activations},
@@ -68,7 +68,7 @@ std::string verdict_text(const MemoryPlan& p, const std::vector<std::string>& fi
                 top.stage, gib(top.total()), gib(top.total() - p.device_bytes), gib(p.device_bytes));
   std::string text = line;
   if (fixes.empty())
-    return text + "no single change of --micro-batch-size, --recompute, --zero, --tp or --pp fits: lower --seq-len, "
+    return text + "no single change of --micro-batch-size, --recompute, --optimizer-moments, --zero, --tp or --pp fits: lower --seq-len, "
                   "or combine them\n";
   text += "each of these fits:";
   for (size_t i = 0; i < fixes.size(); ++i) {

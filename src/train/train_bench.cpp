@@ -15,6 +15,7 @@
 #include "ops/deterministic_kernels.h"
 #include "ops/matmul.h"
 #include "optim/adamw_optimizer.h"
+#include "optim/rounding_keys.h"
 #include "optim/grad_clip.h"
 #include "train/device_choice.h"
 #include "train/loss_scaler.h"
@@ -92,7 +93,12 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);
   model.set_fp8(o.fp8);
-  AdamW optimizer(full_segments(model.layout()), AdamWConfig{}, o.device);
+  AdamWConfig adamw;
+  adamw.moments = o.moments;
+  adamw.seed = o.seed;
+  const std::vector<OptimSegment> segments = full_segments(model.layout());
+  AdamW optimizer(o.moments == DType::f32 ? segments : with_rounding_keys(segments, model.layout(), model.layout()),
+                  adamw, o.device);
   // The micro-batches' tokens, drawn before any timing (as bench/torch_gpt2_cuda.py does): the host's
   // random draws are no part of a training step. At most kTokenBatches distinct ones, taken in turn:
   // a bench of very many micro-batches would otherwise fill the host's memory before its first step.
@@ -205,6 +211,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
   j["mfu"] = r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr);
   j["matmul_tuning"] = o.matmul_tuning;
   j["deterministic"] = o.deterministic;
+  j["optimizer_moments"] = o.moments == DType::bf16 ? "bf16" : "fp32";
   j["attention_used"] = r.attention_used.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.attention_used);
   if (!r.matmul_tuned.empty()) {
     nlohmann::json tuned = nlohmann::json::array();

@@ -32,6 +32,7 @@ struct TrainBenchOptions {
   int64_t document_length = 0;  // > 0: windows packed with documents this long, attention within each
   int64_t matmul_tuning = 1;     // GPU matmul candidates timed per problem (ops/matmul_tuning.h)
   bool deterministic = true;     // GPU kernels give the same bits every run (ops/deterministic_kernels.h)
+  DType moments = DType::f32;    // AdamW's moments: f32, or bf16 rounded stochastically
   uint64_t seed = 1337;
 };
 

@@ -12,6 +12,7 @@
 #include "nn/recompute.h"
 #include "ops/attention.h"
 #include "ops/matmul_tuning.h"
+#include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
 
 namespace tessera {
@@ -77,6 +78,7 @@ void TrainConfig::validate() const {
   TS_CHECK(fp8 == "off" || dtype != "fp16", "--fp8 ", fp8,
            " scales its gradients per tensor, which fp16's loss scale would fight; use --dtype bf16 (or fp32 on the CPU) with it");
   parse_grad_reduce_dtype(grad_reduce_dtype);
+  parse_optimizer_moments(optimizer_moments);
   TS_CHECK(powersgd_rank >= 0 && powersgd_rank <= kMaxPowerSgdRank, "--powersgd-rank must be in [0, ", kMaxPowerSgdRank,
            "] (0 = off), got ", powersgd_rank);
   TS_CHECK(powersgd_rank == 0 || zero < 2, "--powersgd-rank compresses the bucketed gradient reduction of ZeRO 0 and 1; ",

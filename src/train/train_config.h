@@ -51,6 +51,7 @@ struct TrainConfig {
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
+  std::string optimizer_moments = "fp32";  // AdamW's moments: fp32, or bf16 rounded stochastically
   float grad_clip = 1.0f;
   uint64_t seed = 1337;
   // hardware

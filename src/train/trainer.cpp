@@ -155,9 +155,11 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   // A run that turns fp8 on starts its history afresh; one that turns it off drops the saved one.
   if (model_->fp8() && !state.fp8_amax_history.empty())
     model_->fp8()->restore_history(state.fp8_amax_history, "checkpoint " + checkpoint->string());
-  optimizer_ = std::make_unique<AdamW>(data_parallel_->optimizer_segments(),
-                                       AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay},
-                                       device_.device);
+  const DType moments = parse_optimizer_moments(config_.optimizer_moments);
+  optimizer_ = std::make_unique<AdamW>(
+      data_parallel_->optimizer_segments(/*rounding_keys=*/moments != DType::f32),
+      AdamWConfig{config_.beta1, config_.beta2, config_.eps, config_.weight_decay, moments, config_.seed},
+      device_.device);
   if (pipeline_plan) {
     pipeline_ = std::make_unique<PipelineParallel>(grid_, *model_, pipeline_plan->schedule);
     if (pipeline_->duplicate_range().end > 0) duplicates_.push_back(pipeline_->duplicate_range());
@@ -510,7 +512,8 @@ TrainResult Trainer::run() {
     progress.message("model: " + model_summary(model_->config()) + "; " + std::string(dtype_name(compute_dtype_)) +
                      " on " + device_name(device_.device) + ", " +
                      std::to_string(config_.batch_size) + " x " + std::to_string(config_.seq_len) + " tokens a step" +
-                     attention_note());
+                     attention_note() +
+                     (optimizer_->config().moments == DType::bf16 ? "; AdamW moments in bf16 (stochastic rounding)" : ""));
   if (train_data_->sources().size() > 1 && is_reporting_rank())
     progress.message("--train-data mixes " + std::to_string(train_data_->sources().size()) + " sources:\n" +
                      train_data_->summary(config_.steps));

@@ -1,9 +1,10 @@
 // Fused AdamW over several steps on the GPU against the CPU twin, on fresh random inputs of odd
 // sizes: per tensor, and multi-tensor over many scattered segments, with and without the 16-bit
-// mirror.
+// mirror, with fp32 and with bf16 moments (the same rounding bits for the same keys).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "cuda/cuda_testing.h"
@@ -92,6 +93,46 @@ TEST_F(AdamWCuda, SegmentStepsMatchTheCpuWithAndWithoutAMirror) {
       else
         ASSERT_TRUE(std::isnan(got.f32()[i])) << "mirror " << i << " outside every segment was written";
     }
+  }
+}
+
+// bf16 moments over the same segments, keyed (a strided column slice among them): the GPU draws the
+// CPU's rounding bits. fp32 arithmetic may differ in its last bit (nvcc contracts into FMAs), and a
+// stochastic rounding then lands on the other neighbour with odds of about 2^-16 per ulp: every
+// moment within one bf16 step of the CPU's, nearly all bit for bit.
+TEST_F(AdamWCuda, Bf16MomentsMatchTheCpusRounding) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  int64_t n_params = 0, n_state = 0;
+  std::vector<AdamWSegment> segments = many_segments(&n_params, &n_state);
+  int64_t key = 0;
+  for (AdamWSegment& s : segments) s.key_offset = (key += 2 * s.length);
+  segments[3].key_cols = 5, segments[3].key_stride = 11, segments[3].key_col = 2;
+  Tensor param = random_tensor({n_params}, seed), m = Tensor::zeros({n_state}, DType::bf16);
+  Tensor v = Tensor::zeros({n_state}, DType::bf16);
+  Tensor param_gpu = to_gpu(param), m_gpu = to_gpu(m), v_gpu = to_gpu(v);
+  Tensor mirror = testing::poisoned_gpu({n_params}, DType::bf16);
+  AdamWParams p;
+  p.lr = 1e-2f;
+  p.weight_decay = 0.1f;
+  p.round_seed = seed;
+  for (int64_t step = 1; step <= 3; step++) {
+    p.step = step;
+    const Tensor grad = random_tensor({n_state}, seed + uint64_t(step), -2.0f, 2.0f);
+    adamw_update_segments(param, grad, m, v, segments, p);
+    adamw_update_segments(param_gpu, to_gpu(grad), m_gpu, v_gpu, segments, p, &mirror);
+  }
+  testing::expect_matches_cpu(param_gpu, param, 1e-6, 1e-6, 1e-5, "adamw param");
+  for (auto [name, gpu, cpu] : {std::tuple{"m", &m_gpu, &m}, {"v", &v_gpu, &v}}) {
+    const Tensor got = testing::to_f32(testing::to_cpu(*gpu)), want = testing::to_f32(*cpu);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n_state; ++i) {
+      const float a = got.f32()[i], b = want.f32()[i];
+      if (a == b) continue;
+      ++differ;
+      ASSERT_LE(std::fabs(a - b), std::ldexp(std::fabs(b), -7) + 1e-30f) << name << " " << i << ": " << a << " vs " << b;
+    }
+    EXPECT_LE(differ, n_state / 1000) << name << ": " << differ << " of " << n_state << " differ";
   }
 }
 

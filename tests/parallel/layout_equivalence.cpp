@@ -111,6 +111,13 @@ const Layout kLayouts[] = {
     {4, 2, 1, 2, "llama-tiny", 1, "1f1b", 1, 0, "--fp8 e4m3 --recompute full", 1, 1, 2},
     {4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid", 1, 2},
     {4, 4, 2, 1, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "--fp8 hybrid", 1, 4},
+    // bf16 moments: each element's rounding bits are keyed on its place in the whole model, so a
+    // ZeRO shard, a tp slice (and the norms every tp rank holds), a pipeline stage's tied embedding
+    // copy and an ep rank's experts round as one process does
+    {2, 2, 1, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "--optimizer-moments bf16"},
+    {4, 2, 3, 2, "llama-tiny", 1, "1f1b", 1, 0, "--optimizer-moments bf16", 2},
+    {4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "--optimizer-moments bf16", 2},
+    {4, 4, 2, 1, "mixtral-tiny", 1, "1f1b", 1, 0, "--optimizer-moments bf16", 1, 2},
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
@@ -243,6 +250,9 @@ const Reshard kReshards[] = {
     {{2, 2, 0, 2}, {4, 4, 1, 1}, "--powersgd-rank 2"},
     {{4, 2, 0, 2, "llama-tiny", 2, "1f1b"}, {1, 1, 0, 2, "llama-tiny"}, "--powersgd-rank 2"},
     {{4, 4, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {1, 1, 0, 2, "mixtral-tiny"}, "--powersgd-rank 2"},
+    // bf16 moments: the checkpoint's fp32 moments round back to the same bits in another layout
+    // (dp2·zero1 -> dp2·tp2·zero3)
+    {{2, 2, 1, 2}, {4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2}, "--optimizer-moments bf16"},
 };
 
 // Validation where every forward is collective with other dp ranks (expert parallelism, ZeRO-3): 5

@@ -16,23 +16,6 @@
 namespace tessera {
 namespace {
 
-std::vector<double> losses_of(const TrainConfig& c) {
-  std::vector<double> losses;
-  for (const nlohmann::json& line : testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl"))
-    if (line.contains("loss")) losses.push_back(line["loss"].get<double>());
-  return losses;
-}
-
-// A shard whose next token follows from the current one (a walk of stride 3 over 97 tokens), so that
-// the loss has somewhere to fall.
-std::string write_learnable_shard(const std::filesystem::path& dir) {
-  std::vector<uint32_t> tokens(4096);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint32_t(3 * i % 97);
-  const std::filesystem::path path = dir / "walk.bin";
-  write_token_shard(path, tokens, 2);
-  return path.string();
-}
-
 class Fp8EveryFamily : public ::testing::TestWithParam<std::string> {};
 
 }  // namespace
@@ -41,7 +24,7 @@ class Fp8EveryFamily : public ::testing::TestWithParam<std::string> {};
 TEST_P(Fp8EveryFamily, TracksTheFp32LossCurve) {
   auto dir = testing::scratch_dir();
   TrainConfig fp32 = testing::tiny_run(dir);
-  fp32.train_data = write_learnable_shard(dir);
+  fp32.train_data = testing::write_learnable_shard(dir);
   fp32.model = GetParam();
   fp32.steps = 20;
   fp32.out_dir = (dir / "fp32").string();
@@ -51,7 +34,7 @@ TEST_P(Fp8EveryFamily, TracksTheFp32LossCurve) {
     fp8.fp8 = recipe;
     fp8.out_dir = (dir / recipe).string();
     Trainer(fp8).run();
-    const std::vector<double> want = losses_of(fp32), got = losses_of(fp8);
+    const std::vector<double> want = testing::losses_of(fp32), got = testing::losses_of(fp8);
     ASSERT_EQ(got.size(), want.size());
     // 2% at every step; 5% for MoE, whose routing flips where fp8 moves a router's input.
     const double tolerance = GetParam().starts_with("mixtral") ? 0.05 : 0.02;
@@ -108,7 +91,7 @@ TEST(Fp8Training, MicroBatchSizeDoesNotChangeTheResult) {
     c.micro_batch_size = micro;
     c.out_dir = (dir / ("micro" + std::to_string(micro))).string();
     Trainer(c).run();
-    losses.push_back(losses_of(c));
+    losses.push_back(testing::losses_of(c));
   }
   ASSERT_EQ(losses[1].size(), losses[0].size());
   for (size_t s = 0; s < losses[0].size(); ++s) EXPECT_NEAR(losses[1][s], losses[0][s], 1e-4) << "step " << s + 1;
@@ -127,7 +110,7 @@ TEST(Fp8Training, ResumeContinuesExactly) {
   EXPECT_EQ(history.size(), size_t(2 * 2 * kFp8LinearsPerBlock * kFp8Roles));  // gpt2-tiny: 2 layers
   EXPECT_GT(*std::max_element(history.begin(), history.end()), 0.0f);
   EXPECT_EQ(r.resumed_params, r.straight_params);
-  EXPECT_EQ(losses_of(r.resumed), losses_of(r.straight));
+  EXPECT_EQ(testing::losses_of(r.resumed), testing::losses_of(r.straight));
 }
 
 TEST(Fp8Training, BadFlagsAreRefused) {

@@ -1,7 +1,7 @@
 // `tessera plan memory` against what training really allocates: tiny GPT-2, Llama and Mixtral runs
-// on the CPU (fp32), each under several recomputation modes, micro-batches, sequence lengths and
-// ZeRO stages. The weights', gradients' and moments' bytes must equal the plan's exactly; the host
-// allocator's peak over a training step must be within kTolerance of the plan's total plus the
+// on the CPU (fp32), each under several recomputation modes, micro-batches, sequence lengths, ZeRO
+// stages and moment dtypes. The weights', gradients' and moments' bytes must equal the plan's
+// exactly; the host allocator's peak over a training step must be within kTolerance of the plan's total plus the
 // trainer's host token buffers (host memory on a GPU, so not in a plan of device memory). Also the
 // GPU-only term, cuDNN's attention workspace, under each choice that changes it.
 #include <gtest/gtest.h>
@@ -25,11 +25,13 @@ struct Case {
   int64_t micro_batch, seq_len;
   int zero = 0;
   int powersgd_rank = 0;
+  std::string moments = "fp32";
 };
 
 std::string case_name(const Case& c) {
   return c.model + " recompute " + c.recompute + " B " + std::to_string(c.micro_batch) + " T " +
-         std::to_string(c.seq_len) + " zero " + std::to_string(c.zero) + " powersgd " + std::to_string(c.powersgd_rank);
+         std::to_string(c.seq_len) + " zero " + std::to_string(c.zero) + " powersgd " + std::to_string(c.powersgd_rank) +
+         " moments " + c.moments;
 }
 
 TrainConfig run_config(const Case& k, const std::filesystem::path& dir) {
@@ -41,6 +43,7 @@ TrainConfig run_config(const Case& k, const std::filesystem::path& dir) {
   c.seq_len = k.seq_len;
   c.zero = k.zero;
   c.powersgd_rank = k.powersgd_rank;
+  c.optimizer_moments = k.moments;
   c.steps = 2;
   return c;
 }
@@ -59,7 +62,8 @@ void expect_plan_matches_training(const Case& k) {
   // The states, exactly: the parameters (or their ZeRO-3 shard, which the moments are laid out like)
   // and the gradients (or their ZeRO 2/3 shard), and AdamW's two moments.
   const int64_t state = trainer.optimizer().state_size() * 4;
-  EXPECT_EQ(planned.optimizer, 2 * state);
+  EXPECT_EQ(planned.optimizer, int64_t(trainer.optimizer().m().bytes() + trainer.optimizer().v().bytes()));
+  EXPECT_EQ(planned.optimizer, k.moments == "bf16" ? state : 2 * state);
   EXPECT_EQ(planned.compute_copy, 0);
   EXPECT_EQ(planned.master_weights, k.zero == 3 ? state : int64_t(trainer.model().params().bytes()));
   EXPECT_EQ(planned.gradients, k.zero >= 2 ? state : int64_t(trainer.model().grads().bytes()));
@@ -95,6 +99,31 @@ TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
 
 TEST(MemoryPlan, ZeroStagesMatchTheAllocatorPeak) {
   for (int zero : {1, 2, 3}) expect_plan_matches_training({"gpt2-tiny", "none", 8, 64, zero});
+}
+
+TEST(MemoryPlan, Bf16MomentsMatchTheAllocatorPeak) {
+  for (int zero : {0, 1, 3}) expect_plan_matches_training({"gpt2-tiny", "none", 8, 64, zero, 0, "bf16"});
+}
+
+// A run that misses by less than half its moments is told that bf16 moments would fit.
+TEST(MemoryPlan, Bf16MomentsAreOfferedWhenTheyFit) {
+  const std::filesystem::path dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.model = "gpt2-124m";
+  c.batch_size = 1;
+  c.seq_len = 64;
+  const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
+  const int64_t fp32 = plan_memory(c, model, DType::f32, int64_t(1) << 40).largest().total();
+  TrainConfig halved = c;
+  halved.optimizer_moments = "bf16";
+  const RankMemory bf16 = plan_memory(halved, model, DType::f32, int64_t(1) << 40).largest();
+  EXPECT_EQ(fp32 - bf16.total(), bf16.optimizer) << "half of the fp32 moments' bytes";
+  const int64_t device = (fp32 + bf16.total()) / 2;
+  const std::vector<std::string> fixes = memory_plan_fixes(c, model, DType::f32, device);
+  bool offered = false;
+  for (const std::string& fix : fixes) offered |= fix.starts_with("--optimizer-moments bf16");
+  EXPECT_TRUE(offered) << "fixes: " << ::testing::PrintToString(fixes);
+  EXPECT_TRUE(plan_memory(halved, model, DType::f32, device).fits());
 }
 
 TEST(MemoryPlan, PowerSgdMatchesTheAllocatorPeak) {

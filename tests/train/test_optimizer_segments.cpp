@@ -1,11 +1,12 @@
 // The optimizer's segments over a real model's parameters: one per parameter tensor, swept by the
-// multi-tensor AdamW in coalesced runs (a GPU launch each).
+// multi-tensor AdamW in coalesced runs (a GPU launch each), as many with bf16 moments' rounding keys.
 #include <gtest/gtest.h>
 
 #include "nn/decoder_layout.h"
 #include "nn/model_presets.h"
 #include "ops/adamw.h"
 #include "optim/adamw_optimizer.h"
+#include "optim/rounding_keys.h"
 
 namespace tessera {
 namespace {
@@ -21,6 +22,8 @@ TEST(OptimizerSegments, Gpt2BlocksSweepInEightRuns) {
   int64_t covered = 0;
   for (const AdamWSegment& r : runs) covered += r.length;
   EXPECT_EQ(covered, layout.total());
+  // Keyed for bf16 moments, one process's keys run on with the offsets: the same runs.
+  EXPECT_EQ(coalesce_segments(with_rounding_keys(segments, layout, layout)).size(), runs.size());
 }
 
 }  // namespace

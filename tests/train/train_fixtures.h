@@ -90,4 +90,22 @@ inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& fil
   return lines;
 }
 
+// The losses a run wrote to its metrics.jsonl, step by step.
+inline std::vector<double> losses_of(const TrainConfig& c) {
+  std::vector<double> losses;
+  for (const nlohmann::json& line : read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl"))
+    if (line.contains("loss")) losses.push_back(line["loss"].get<double>());
+  return losses;
+}
+
+// A shard whose next token follows from the current one (a walk of stride 3 over 97 tokens), so that
+// the loss has somewhere to fall.
+inline std::string write_learnable_shard(const std::filesystem::path& dir) {
+  std::vector<uint32_t> tokens(4096);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint32_t(3 * i % 97);
+  const std::filesystem::path path = dir / "walk.bin";
+  write_token_shard(path, tokens, 2);
+  return path.string();
+}
+
 }  // namespace tessera::testing

@@ -1,0 +1,69 @@
+// --optimizer-moments bf16 on the CPU reference: the optimizer holds its moments in bf16 (half the
+// bytes), the loss curve tracks the fp32 moments' within 1% and differs from it (the rounding is
+// applied), a resumed run continues exactly (checkpoints hold the moments widened to fp32, which
+// round back to the same bits), and a bad value is refused naming the choices.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/test_support.h"
+#include "train/resume_testing.h"
+#include "train/train_fixtures.h"
+
+namespace tessera {
+namespace {
+
+class Bf16MomentsEveryFamily : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(Bf16MomentsEveryFamily, TracksTheFp32MomentsLossCurve) {
+  auto dir = testing::scratch_dir();
+  TrainConfig fp32 = testing::tiny_run(dir);
+  fp32.train_data = testing::write_learnable_shard(dir);
+  fp32.model = GetParam();
+  fp32.steps = 20;
+  fp32.beta2 = 0.999f;  // Llama's: the setting where round-to-nearest moments would stall
+  fp32.out_dir = (dir / "fp32").string();
+  Trainer(fp32).run();
+  TrainConfig bf16 = fp32;
+  bf16.optimizer_moments = "bf16";
+  bf16.out_dir = (dir / "bf16").string();
+  Trainer trainer(bf16);
+  EXPECT_EQ(trainer.optimizer().m().dtype(), DType::bf16);
+  EXPECT_EQ(trainer.optimizer().v().bytes(), trainer.optimizer().state_size() * 2);
+  trainer.run();
+  const std::vector<double> want = testing::losses_of(fp32), got = testing::losses_of(bf16);
+  ASSERT_EQ(got.size(), want.size());
+  double largest = 0.0;
+  for (size_t s = 0; s < want.size(); ++s) {
+    EXPECT_NEAR(got[s], want[s], 0.01 * want[s]) << "step " << s + 1;
+    largest = std::max(largest, std::fabs(got[s] - want[s]));
+  }
+  EXPECT_GT(largest, 0.0) << "bf16 moments left every loss unchanged: not applied?";
+  EXPECT_LT(got.back(), 0.8 * got.front()) << "the run learns";
+}
+
+INSTANTIATE_TEST_SUITE_P(OptimizerMoments, Bf16MomentsEveryFamily,
+                         ::testing::Values("gpt2-tiny", "llama-tiny", "mixtral-tiny"), testing::preset_test_name);
+
+TEST(OptimizerMoments, ResumeContinuesExactly) {
+  auto dir = testing::scratch_dir();
+  TrainConfig run = testing::tiny_run(dir);
+  run.optimizer_moments = "bf16";
+  run.steps = 5;
+  const testing::StraightAndResumed r = testing::train_straight_and_resumed(run, dir, 2);
+  ASSERT_FALSE(r.checkpoint.empty());
+  EXPECT_EQ(r.resumed_params, r.straight_params);
+  EXPECT_EQ(testing::losses_of(r.resumed), testing::losses_of(r.straight));
+}
+
+TEST(OptimizerMoments, BadValueIsRefused) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.optimizer_moments = "fp16";
+  const std::string error = testing::error_of([&] { c.validate(); });
+  EXPECT_TRUE(testing::contains(error, "--optimizer-moments must be fp32 or bf16")) << error;
+}
+
+}  // namespace tessera
