@@ -45,7 +45,7 @@ def pairs(results):
 
 
 def variant(r):
-    """How the Tessera run differs from the default: attention kernels, determinism, tuning, fp8."""
+    """How the Tessera run differs from the default: attention kernels, determinism, tuning, fp8, moments."""
     parts = [f"attention {r.get('attention_used') or r.get('attention_kernel', '?')}"]
     if r.get("deterministic") is False:
         parts.append("nondeterministic")
@@ -53,6 +53,8 @@ def variant(r):
         parts.append(f"tuning {r['matmul_tuning']}")
     if r.get("fp8", "off") != "off":
         parts.append(f"fp8 {r['fp8']}")
+    if r.get("optimizer_moments", "fp32") != "fp32":
+        parts.append(f"{r['optimizer_moments']} moments")
     return ", ".join(parts)
 
 

@@ -6,11 +6,13 @@
 #   env    nvidia-smi, driver, the libraries found
 #   tests  every `cuda` test (each CUDA op against its CPU twin), gtest XML beside the results
 #   train  20 steps of $TRAIN_MODELS (gpt2-mini llama-mini mixtral-mini) on the GPU (bf16, fp16 with loss scaling,
-#          fp32, bf16 with --fp8 hybrid, bf16 with --nondeterministic) and on the CPU (fp32; fp32 with --fp8
-#          hybrid), same seed and synthetic data: each GPU loss curve against the CPU's (within 2%)
+#          fp32, bf16 with --fp8 hybrid, bf16 with --nondeterministic, bf16 with bf16 AdamW moments) and on the
+#          CPU (fp32; fp32 with --fp8 hybrid), same seed and synthetic data: each GPU loss curve against the
+#          CPU's (within 2%)
 #   bench  tessera bench train (GPT-2 124M, T=1024) next to bench/torch_gpt2_cuda.py, same shapes,
 #          micro-batches $BENCH_BATCHES (16), dtypes $BENCH_DTYPES (bf16 fp16 fp32); bf16 also with
-#          --nondeterministic (PyTorch's attention backward is not deterministic either)
+#          --nondeterministic (PyTorch's attention backward is not deterministic either), and that with
+#          --optimizer-moments bf16
 #   attention  the attention kernels side by side: the tensor-core and cuDNN attention tests (cuDNN's own
 #          error log on), then tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with
 #          --attention-kernel tessera, cudnn and cudnn --nondeterministic, and with 256-token documents under
@@ -103,7 +105,7 @@ for s in "${sections[@]}"; do
         run=(train --model "$model" --vocab-size 512 --train-data "$data/train_*.bin" --steps 20 --batch-size 8
              --seq-len 256 --lr 1e-3 --warmup 2 --quiet)
         record "$tessera" "${run[@]}" --device cpu --out-dir "$data/$model-cpu"
-        for dtype in bf16 fp16 fp32 "bf16 --nondeterministic"; do
+        for dtype in bf16 fp16 fp32 "bf16 --nondeterministic" "bf16 --optimizer-moments bf16"; do
           name=$(echo "$dtype" | tr -d ' -')
           record "$tessera" "${run[@]}" --device cuda --dtype $dtype --out-dir "$data/$model-gpu-$name"
           say "loss: $model, CPU fp32 vs GPU $dtype"
@@ -126,6 +128,8 @@ for s in "${sections[@]}"; do
             --dtype $dtype --json
           [[ $dtype != bf16 ]] || record "$tessera" bench train --model gpt2-124m --micro-batch-size "$b" \
             --seq-len 1024 --steps 20 --dtype $dtype --nondeterministic --json
+          [[ $dtype != bf16 ]] || record "$tessera" bench train --model gpt2-124m --micro-batch-size "$b" \
+            --seq-len 1024 --steps 20 --dtype $dtype --nondeterministic --optimizer-moments bf16 --json
           record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype $dtype --json
         done
       done

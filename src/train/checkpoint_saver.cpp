@@ -62,12 +62,15 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
   const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1 && grid.dims.ep == 1 && dp.zero_stage() < 3;
   if (writes_whole_weights() && alone) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
   if (sharded_weights_) device_weight_shard_ = Tensor::zeros({state_size}, DType::f32, Device::cuda);
-  device_m_ = Tensor::zeros({state_size}, DType::f32, Device::cuda);
-  device_v_ = Tensor::zeros({state_size}, DType::f32, Device::cuda);
+  const DType moments = optimizer.config().moments;
+  device_m_ = Tensor::zeros({state_size}, moments, Device::cuda);
+  device_v_ = Tensor::zeros({state_size}, moments, Device::cuda);
+  staged_m_ = moments == DType::f32 ? moments_.m : Tensor::zeros({state_size}, moments);
+  staged_v_ = moments == DType::f32 ? moments_.v : Tensor::zeros({state_size}, moments);
   if (writes_whole_weights()) pinned_.push_back(std::make_unique<PinnedHost>(weights_.params));
   if (sharded_weights_) pinned_.push_back(std::make_unique<PinnedHost>(weight_shard_));
-  pinned_.push_back(std::make_unique<PinnedHost>(moments_.m));
-  pinned_.push_back(std::make_unique<PinnedHost>(moments_.v));
+  pinned_.push_back(std::make_unique<PinnedHost>(staged_m_));
+  pinned_.push_back(std::make_unique<PinnedHost>(staged_v_));
 }
 
 CheckpointSaver::~CheckpointSaver() = default;
@@ -145,7 +148,8 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
     else
       gather_weights(weights_.params);
     if (sharded_weights_) copy_weight_shard(from_gpu ? device_weight_shard_ : weight_shard_);
-    // Checkpoints hold fp32 moments whatever the optimizer keeps (bf16 widens exactly).
+    // Checkpoints hold fp32 moments whatever the optimizer keeps (bf16 widens exactly): on the CPU
+    // here, from a GPU in the writer.
     cast_copy(from_gpu ? device_m_ : moments_.m, optimizer_.m());
     cast_copy(from_gpu ? device_v_ : moments_.v, optimizer_.v());
     pending_ = state;
@@ -153,8 +157,12 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
       if (device_params_.defined()) copy_tensor_to_host_beside_compute(weights_.params, device_params_);
       if (device_weight_shard_.defined()) copy_tensor_to_host_beside_compute(weight_shard_, device_weight_shard_);
       if (from_gpu) {
-        copy_tensor_to_host_beside_compute(moments_.m, device_m_);
-        copy_tensor_to_host_beside_compute(moments_.v, device_v_);
+        copy_tensor_to_host_beside_compute(staged_m_, device_m_);
+        copy_tensor_to_host_beside_compute(staged_v_, device_v_);
+        if (staged_m_.dtype() != DType::f32) {
+          cast_copy(moments_.m, staged_m_);
+          cast_copy(moments_.v, staged_v_);
+        }
       }
       write_checkpoint_part(out_dir_, step, part(weights_, moments_, weight_shard_));
     });

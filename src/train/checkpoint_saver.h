@@ -99,11 +99,13 @@ class CheckpointSaver {
   // An asynchronous save's host copies, allocated once, and from a GPU its device copies (params, m,
   // v; undefined on the CPU, params on rank 0 only and without a pipeline; with sharded weights the
   // weight shard instead of params); declared before the writer, so that its thread is joined before
-  // they go.
+  // they go. The device moments keep the optimizer's dtype and land in staged_m_/staged_v_ of that
+  // dtype: moments_'s own buffers for fp32, bf16 ones (widened into moments_ by the writer) for bf16.
   ModelSnapshot weights_;
   OptimizerState moments_;
   Tensor weight_shard_;
   Tensor device_params_, device_m_, device_v_, device_weight_shard_;
+  Tensor staged_m_, staged_v_;
   std::vector<std::unique_ptr<PinnedHost>> pinned_;  // the host copies, page-locked from a GPU
   AsyncCheckpointWriter writer_;
   std::optional<CheckpointState> pending_;  // the save in flight

@@ -137,6 +137,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
   const ParallelDims& d = plan.dims;
   plan.zero_stage = config.zero;
   plan.dtype = compute;
+  plan.moments = parse_optimizer_moments(config.optimizer_moments);
   plan.recompute = config.recompute;
   if (config.recompute != "none" && config.recompute_layers > 0)
     plan.recompute += " (first " + std::to_string(config.recompute_layers) + " blocks)";
@@ -168,8 +169,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     const std::vector<OffsetRange> experts =
         d.ep > 1 ? expert_ranges(decoder_names(model, stages[s]), layout) : std::vector<OffsetRange>{};
     add_states(r, rank_buckets(layout, experts, config, groups), layout.total(), config.zero, groups,
-               int64_t(dtype_size(compute)), int64_t(dtype_size(parse_optimizer_moments(config.optimizer_moments))),
-               model.tied_embeddings);
+               int64_t(dtype_size(compute)), int64_t(dtype_size(plan.moments)), model.tied_embeddings);
     if (config.powersgd_rank > 0) {
       // The errors of the factored matrices; and, every bucket in flight at once at worst, the
       // packed first rounds (the elements no factor covers, every P) and second rounds (every Q).

@@ -20,7 +20,7 @@ constexpr Row kRows[] = {
     {"16-bit compute copy", "compute_copy", &RankMemory::compute_copy},
     {"fp32 gradients", "gradients", &RankMemory::gradients},
     {"ZeRO-1 shard, collective buffers", "gradient_shard", &RankMemory::gradient_shard},
-    {"AdamW moments m, v", "optimizer", &RankMemory::optimizer},
+    {"AdamW moments (m, v)", "optimizer", &RankMemory::optimizer},
     {"ZeRO-2/3 part buffers", "part_buffers", &RankMemory::part_buffers},
     {"PowerSGD errors, packed rounds", "compression", &RankMemory::compression},
     {"activations per micro-batch", "activations", &RankMemory::activations},
@@ -53,7 +53,7 @@ std::string layout_text(const MemoryPlan& p) {
   std::snprintf(line, sizeof line, "dp %d, tp %d, pp %d, cp %d, ep %d; ZeRO %d; %s; micro-batch %lld x %lld tokens; recompute %s",
                 p.dims.dp, p.dims.tp, p.dims.pp, p.dims.cp, p.dims.ep, p.zero_stage, compute_dtype_flag(p.dtype).c_str(),
                 static_cast<long long>(p.micro_batch), static_cast<long long>(p.seq_len), p.recompute.c_str());
-  return line;
+  return std::string(line) + (p.moments == DType::bf16 ? "; bf16 AdamW moments" : "");
 }
 
 std::string verdict_text(const MemoryPlan& p, const std::vector<std::string>& fixes) {
@@ -68,7 +68,8 @@ std::string verdict_text(const MemoryPlan& p, const std::vector<std::string>& fi
                 top.stage, gib(top.total()), gib(top.total() - p.device_bytes), gib(p.device_bytes));
   std::string text = line;
   if (fixes.empty())
-    return text + "no single change of --micro-batch-size, --recompute, --optimizer-moments, --zero, --tp or --pp fits: lower --seq-len, "
+    return text + "no single change of --micro-batch-size, --recompute, --optimizer-moments, --zero, --tp or --pp "
+                  "fits: lower --seq-len, "
                   "or combine them\n";
   text += "each of these fits:";
   for (size_t i = 0; i < fixes.size(); ++i) {
@@ -136,6 +137,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& p, const std::string& title, c
           {"ep", p.dims.ep},
           {"zero", p.zero_stage},
           {"dtype", compute_dtype_flag(p.dtype)},
+          {"optimizer_moments", p.moments == DType::bf16 ? "bf16" : "fp32"},
           {"micro_batch", p.micro_batch},
           {"seq_len", p.seq_len},
           {"recompute", p.recompute},

@@ -513,7 +513,7 @@ TrainResult Trainer::run() {
                      " on " + device_name(device_.device) + ", " +
                      std::to_string(config_.batch_size) + " x " + std::to_string(config_.seq_len) + " tokens a step" +
                      attention_note() +
-                     (optimizer_->config().moments == DType::bf16 ? "; AdamW moments in bf16 (stochastic rounding)" : ""));
+                     (optimizer_->config().moments == DType::bf16 ? "; bf16 AdamW moments (stochastic rounding)" : ""));
   if (train_data_->sources().size() > 1 && is_reporting_rank())
     progress.message("--train-data mixes " + std::to_string(train_data_->sources().size()) + " sources:\n" +
                      train_data_->summary(config_.steps));

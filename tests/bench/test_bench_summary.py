@@ -38,7 +38,7 @@ def made_up():
                "attention_used": "cudnn"}
     torch = {"impl": "pytorch", "preset": "gpt2-124m", "batch": 64, "grad_accum": 1, "seq_len": 1024,
              "dtype": "bf16", "tokens_per_s": 460000.0, "mfu": 0.374}
-    alone = dict(tessera, model="llama3.2-1b", batch=4, seq_len=2048, deterministic=True)
+    alone = dict(tessera, model="llama3.2-1b", batch=4, seq_len=2048, deterministic=True, optimizer_moments="bf16")
     other_shape = dict(torch, batch=16)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("== bench\n$ tessera bench train ...\n")
@@ -54,6 +54,7 @@ def made_up():
     expect(met[4] == "attention cudnn, nondeterministic", f"the run's variant: {met[4]}")
     expect(met[7] == "460,000 (37.4%)" and met[8] == "1.22x" and met[9] == "met", f"paired past the B=16 run: {met}")
     expect(llama[7] == "-" and llama[8] == "-" and llama[9] == "", f"no PyTorch run, no target: {llama}")
+    expect(llama[4] == "attention cudnn, bf16 moments", f"the bf16 moments' variant: {llama[4]}")
 
 
 if __name__ == "__main__":

@@ -225,33 +225,37 @@ TEST_F(GPT2Cuda, TrainerLossesMatchCpuAndCheckpointLoadsOnCpu) {
 // An asynchronous save from the GPU (device copies at the step boundary, brought to the host on a
 // second stream while training goes on) writes the same bytes as a synchronous one, at every save.
 TEST_F(GPT2Cuda, AsyncCheckpointWritesTheSynchronousBytes) {
-  const std::filesystem::path dir = testing::scratch_dir();
-  TrainConfig sync_run = testing::tiny_run(dir);
-  sync_run.steps = 6;
-  sync_run.checkpoint_every = 2;
-  sync_run.keep_checkpoints = 0;
-  sync_run.device = "cuda";
-  sync_run.dtype = "bf16";
-  sync_run.out_dir = (dir / "sync").string();
-  TrainConfig async_run = sync_run;
-  async_run.async_checkpoint = true;
-  async_run.out_dir = (dir / "async").string();
-  Trainer(sync_run).run();
-  Trainer(async_run).run();
-  auto bytes_of = [](const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  };
-  int compared = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(sync_run.out_dir)) {
-    if (entry.path().extension() != ".safetensors") continue;
-    const std::filesystem::path relative = std::filesystem::relative(entry.path(), sync_run.out_dir);
-    const std::filesystem::path other = std::filesystem::path(async_run.out_dir) / relative;
-    ASSERT_TRUE(std::filesystem::exists(other)) << relative;
-    EXPECT_TRUE(bytes_of(entry.path()) == bytes_of(other)) << relative << " differs";
-    compared++;
+  for (const char* moments : {"fp32", "bf16"}) {  // bf16: staged in bf16, widened on the writer's thread
+    SCOPED_TRACE(moments);
+    const std::filesystem::path dir = testing::scratch_dir();
+    TrainConfig sync_run = testing::tiny_run(dir);
+    sync_run.optimizer_moments = moments;
+    sync_run.steps = 6;
+    sync_run.checkpoint_every = 2;
+    sync_run.keep_checkpoints = 0;
+    sync_run.device = "cuda";
+    sync_run.dtype = "bf16";
+    sync_run.out_dir = (dir / "sync").string();
+    TrainConfig async_run = sync_run;
+    async_run.async_checkpoint = true;
+    async_run.out_dir = (dir / "async").string();
+    Trainer(sync_run).run();
+    Trainer(async_run).run();
+    auto bytes_of = [](const std::filesystem::path& file) {
+      std::ifstream in(file, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    };
+    int compared = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(sync_run.out_dir)) {
+      if (entry.path().extension() != ".safetensors") continue;
+      const std::filesystem::path relative = std::filesystem::relative(entry.path(), sync_run.out_dir);
+      const std::filesystem::path other = std::filesystem::path(async_run.out_dir) / relative;
+      ASSERT_TRUE(std::filesystem::exists(other)) << relative;
+      EXPECT_TRUE(bytes_of(entry.path()) == bytes_of(other)) << relative << " differs";
+      compared++;
+    }
+    EXPECT_GE(compared, 6) << "three checkpoints of a weights file and a moments shard each";
   }
-  EXPECT_GE(compared, 6) << "three checkpoints of a weights file and a moments shard each";
 }
 
 // Mixed precision: bf16 or f16 activations and weights copy, fp32 master weights, gradients and

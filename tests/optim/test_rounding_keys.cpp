@@ -49,7 +49,8 @@ TEST(RoundingKeys, TensorAndExpertSlicesKeyTheWholeModelOnce) {
   int64_t held = 0;
   for (int t = 0; t < 2; ++t)
     for (int e = 0; e < 2; ++e) {
-      const ParameterLayout layout = decoder_layout(config, whole_decoder(config.num_layers), TpPlace{t, 2}, EpPlace{e, 2});
+      const ParameterLayout layout =
+          decoder_layout(config, whole_decoder(config.num_layers), TpPlace{t, 2}, EpPlace{e, 2});
       const std::set<int64_t> seen = check_keys(full_segments(layout), layout, whole, "tp/ep rank");
       all.insert(seen.begin(), seen.end());
       held += layout.total();

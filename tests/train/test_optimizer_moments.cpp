@@ -1,11 +1,13 @@
 // --optimizer-moments bf16 on the CPU reference: the optimizer holds its moments in bf16 (half the
 // bytes), the loss curve tracks the fp32 moments' within 1% and differs from it (the rounding is
 // applied), a resumed run continues exactly (checkpoints hold the moments widened to fp32, which
-// round back to the same bits), and a bad value is refused naming the choices.
+// round back to the same bits; an asynchronous save writes the synchronous one's bytes), and a bad
+// value is refused naming the choices.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "checkpoint/run_folder.h"
 #include "support/test_support.h"
 #include "train/resume_testing.h"
 #include "train/train_fixtures.h"
@@ -56,6 +58,29 @@ TEST(OptimizerMoments, ResumeContinuesExactly) {
   ASSERT_FALSE(r.checkpoint.empty());
   EXPECT_EQ(r.resumed_params, r.straight_params);
   EXPECT_EQ(testing::losses_of(r.resumed), testing::losses_of(r.straight));
+}
+
+// An asynchronous save copies the bf16 moments aside at the step and widens them on its thread: the
+// files it writes are the synchronous save's, byte for byte.
+TEST(OptimizerMoments, AsyncCheckpointsWriteTheSynchronousBytes) {
+  auto dir = testing::scratch_dir();
+  for (const bool async : {false, true}) {
+    const std::filesystem::path run_dir = dir / (async ? "async" : "sync");
+    std::filesystem::create_directories(run_dir);
+    TrainConfig c = testing::tiny_run(run_dir);
+    c.optimizer_moments = "bf16";
+    c.steps = 3;
+    c.checkpoint_every = 1;
+    c.keep_checkpoints = 0;
+    c.async_checkpoint = async;
+    Trainer(c).run();
+  }
+  for (int64_t step = 1; step <= 3; ++step) {
+    const std::filesystem::path name =
+        std::filesystem::path(checkpoint_dir_name(step)) / "shard-00000-of-00001.safetensors";
+    EXPECT_EQ(testing::read_text(dir / "async" / "run" / name), testing::read_text(dir / "sync" / "run" / name))
+        << name;
+  }
 }
 
 TEST(OptimizerMoments, BadValueIsRefused) {

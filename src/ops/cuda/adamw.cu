@@ -1,11 +1,11 @@
 // Fused AdamW on the GPU, fp32 arithmetic: the element update is ops/adamw_element.h, shared with
 // the CPU. One thread per element reads param, grad, m, v once and writes param, m, v once (and the
 // optional 16-bit mirror of param); bf16 moments (M = __nv_bfloat16) are widened, updated and stored
-// back by stochastic rounding with the element's Philox bits, as the CPU does. The multi-tensor form launches this kernel once per run of
-// segments that ops/adamw.cpp coalesced (98 for GPT-2 124M): on an H100 a GPT-2 124M update is
-// bandwidth-bound either way, and the chunked single-launch variants tried (chunk tables in the
-// parameter block, a block per chunk) ran 1.4x to 3.4x slower than one contiguous sweep per segment
-// (148 then; bench/results/README.md).
+// back by stochastic rounding with the element's Philox bits, as the CPU does. The multi-tensor form
+// launches this kernel once per run of segments that ops/adamw.cpp coalesced (98 for GPT-2 124M): on
+// an H100 a GPT-2 124M update is bandwidth-bound either way, and the chunked single-launch variants
+// tried (chunk tables in the parameter block, a block per chunk) ran 1.4x to 3.4x slower than one
+// contiguous sweep per segment (148 then; bench/results/README.md).
 #include <type_traits>
 
 #include "ops/cuda/adamw_cuda.h"
