@@ -51,6 +51,9 @@ TEST_F(LaunchErrors, DeviceCommThatCannotBeHad) {
 
 TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
   expect_one_error("-np 1 " + train("--lr 1e-3") + " : -np 1 " + train("--lr 2e-3"), "different configurations");
+  // Flags that change what ranks send each other or how replicas round: each rank would go its own way.
+  expect_one_error("-np 1 " + train("") + " : -np 1 " + train("--optimizer-moments bf16"), "different configurations");
+  expect_one_error("-np 1 " + train("") + " : -np 1 " + train("--grad-reduce-dtype bf16"), "different configurations");
 }
 
 TEST_F(LaunchErrors, ContextParallelLayoutsThatDoNotFit) {
