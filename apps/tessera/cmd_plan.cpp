@@ -172,6 +172,8 @@ void add_plan_command(CLI::App& app) {
   layout->add_option("--dtype", l->run.dtype, "Compute precision: auto (bf16), fp32, bf16 or fp16")->capture_default_str();
   layout->add_option("--pipeline-schedule", l->run.pipeline_schedule, "gpipe, 1f1b, interleaved or zero-bubble")
       ->capture_default_str();
+  layout->add_option("--optimizer-moments", l->run.optimizer_moments, "AdamW's moments: fp32, or bf16 (half the bytes)")
+      ->capture_default_str();
   layout->add_option("--device-memory-gb", l->device_memory_gb, "Memory of one device in GiB (H100 80GB: 80)")
       ->capture_default_str();
   layout->add_option("--top", l->top, "How many layouts to list")->capture_default_str();

@@ -152,7 +152,7 @@ std::string layout_flags(const TrainConfig& c) {
   char text[200];
   std::snprintf(text, sizeof text, "--dp %d --tp %d --pp %d --cp %d --ep %d --zero %d --recompute %s --micro-batch-size %lld",
                 c.dp, c.tp, c.pp, c.cp, c.ep, c.zero, c.recompute.c_str(), static_cast<long long>(c.micro_batch_size));
-  return text;
+  return std::string(text) + (c.optimizer_moments == "fp32" ? "" : " --optimizer-moments " + c.optimizer_moments);
 }
 
 std::string layout_search_text(const std::vector<LayoutCandidate>& found, const std::string& title, int world,

@@ -45,6 +45,21 @@ TEST(PlanLayout, EveryListedLayoutIsWhatPlanMemorySaysAndFits) {
   EXPECT_TRUE(best["zero"].get<int>() > 0 || best["tp"].get<int>() * best["pp"].get<int>() > 1) << best.dump();
 }
 
+// With bf16 moments more layouts fit, and each one's flags carry the setting, so plan memory of those
+// flags gives its figure.
+TEST(PlanLayout, Bf16MomentsFitMoreAndTheFlagsSayIt) {
+  const std::string model = "--model gpt2-1558m --batch-size 16 --seq-len 1024 --world 8 --device-memory-gb 24";
+  const nlohmann::json fp32 = json_of("layout " + model), bf16 = json_of("layout " + model + " --optimizer-moments bf16");
+  EXPECT_GT(bf16["fitting"].get<size_t>(), fp32["fitting"].get<size_t>());
+  const nlohmann::json& best = bf16["layouts"][0];
+  const std::string flags = best["flags"];
+  EXPECT_NE(flags.find("--optimizer-moments bf16"), std::string::npos) << flags;
+  const nlohmann::json memory =
+      json_of("memory --model gpt2-1558m --batch-size 16 --seq-len 1024 " + flags + " --device-memory-gb 24");
+  EXPECT_EQ(memory["largest_total"], best["largest_total"]);
+  EXPECT_EQ(memory["optimizer_moments"], "bf16");
+}
+
 TEST(PlanLayout, SaysWhenNothingFits) {
   const testing::CommandResult r =
       testing::run_command(kPlan + "layout --model gpt2-1558m --world 1 --batch-size 16 --device-memory-gb 4");
