@@ -168,7 +168,8 @@ std::string layout_search_text(const std::vector<LayoutCandidate>& found, const 
   std::snprintf(line, sizeof line,
                 "%s on %d ranks, %lld-token sequences, %s: %zu layouts fit %.0f GiB; best first (least recomputation, "
                 "smallest tp·pp·cp·ep, lowest ZeRO, largest micro-batch)\n",
-                title.c_str(), world, static_cast<long long>(first.seq_len), compute_dtype_flag(first.dtype).c_str(),
+                title.c_str(), world, static_cast<long long>(first.seq_len),
+                (compute_dtype_flag(first.dtype) + (first.moments == DType::bf16 ? " with bf16 AdamW moments" : "")).c_str(),
                 found.size(), gib(first.device_bytes));
   std::string text = line;
   text += "    dp  tp  pp  cp  ep  zero  recompute  micro  peak GiB  of device\n";
