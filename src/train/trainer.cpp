@@ -188,6 +188,13 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
       resume_notice_ += std::string(resume_notice_.empty() ? "" : "\n") + "--train-data differs from the checkpoint's (" +
                         quoted_text(saved_data) + "): batches from " + std::to_string(next_batch_) +
                         " on are drawn from the new data";
+    // Checkpoints hold fp32 moments, so the setting may change at a resume; the run says so.
+    const std::string saved_moments = state.run_config.value("optimizer-moments", std::string("fp32"));
+    if (saved_moments != config_.optimizer_moments)
+      resume_notice_ += std::string(resume_notice_.empty() ? "" : "\n") + "--optimizer-moments " +
+                        config_.optimizer_moments + ": the checkpoint's run kept its AdamW moments in " +
+                        quoted_text(saved_moments) +
+                        (optimizer_->config().moments == DType::bf16 ? "; they are rounded to bf16 once" : "");
     loss_scaler_.restore(state.loss_scale);
     resumed_from_ = *checkpoint;
     TS_CHECK(start_step_ <= config_.steps, "--steps ", config_.steps, " is below step ", start_step_, " of ",

@@ -1,8 +1,8 @@
 // --optimizer-moments bf16 on the CPU reference: the optimizer holds its moments in bf16 (half the
 // bytes), the loss curve tracks the fp32 moments' within 1% and differs from it (the rounding is
 // applied), a resumed run continues exactly (checkpoints hold the moments widened to fp32, which
-// round back to the same bits; an asynchronous save writes the synchronous one's bytes), and a bad
-// value is refused naming the choices.
+// round back to the same bits, and either setting resumes the other's checkpoint; an asynchronous
+// save writes the synchronous one's bytes), and a bad value is refused naming the choices.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,6 +58,39 @@ TEST(OptimizerMoments, ResumeContinuesExactly) {
   ASSERT_FALSE(r.checkpoint.empty());
   EXPECT_EQ(r.resumed_params, r.straight_params);
   EXPECT_EQ(testing::losses_of(r.resumed), testing::losses_of(r.straight));
+}
+
+// Checkpoints hold fp32 moments, so a run may resume with the other setting: fp32 -> bf16 rounds the
+// moments to nearest once and goes on within bf16's noise of the fp32 run, and bf16 -> fp32 widens them.
+TEST(OptimizerMoments, ResumeSwitchesTheSettingEitherWay) {
+  auto dir = testing::scratch_dir();
+  for (const auto& [before, after] : {std::pair{"fp32", "bf16"}, {"bf16", "fp32"}}) {
+    SCOPED_TRACE(std::string(before) + " -> " + after);
+    TrainConfig run = testing::tiny_run(dir);
+    run.lr_schedule = "constant";
+    run.steps = 4;
+    run.optimizer_moments = before;
+    run.out_dir = (dir / (std::string(before) + "-straight")).string();
+    Trainer(run).run();
+    TrainConfig part = run;
+    part.steps = 2;
+    part.out_dir = (dir / (std::string(before) + "-switched")).string();
+    Trainer(part).run();
+    part.steps = 4;
+    part.resume = true;
+    part.optimizer_moments = after;
+    part.quiet = false;
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    Trainer(part).run();
+    const std::string said = ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(testing::contains(said, std::string("--optimizer-moments ") + after +
+                                            ": the checkpoint's run kept its AdamW moments in '" + before + "'"))
+        << said;
+    const std::vector<double> straight = testing::losses_of(run), switched = testing::losses_of(part);
+    ASSERT_EQ(switched.size(), 4u);
+    for (size_t s = 0; s < 4; ++s) EXPECT_NEAR(switched[s], straight[s], 0.01 * straight[s]) << "step " << s + 1;
+  }
 }
 
 // An asynchronous save copies the bf16 moments aside at the step and widens them on its thread: the
