@@ -45,6 +45,7 @@ TEST_F(CudaDeviceTest, OutOfMemoryNamesBytesAndKnobs) {
   EXPECT_TRUE(testing::contains(message, std::to_string(size_t(1) << 50))) << message;
   EXPECT_TRUE(testing::contains(message, "--micro-batch-size")) << message;
   EXPECT_TRUE(testing::contains(message, "--zero")) << message;
+  EXPECT_TRUE(testing::contains(message, "--optimizer-moments bf16")) << message;
 }
 
 }  // namespace

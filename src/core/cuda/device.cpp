@@ -89,7 +89,8 @@ DeviceCache& cache() {
   TS_FAIL("out of GPU memory on device ", device, ": asked for ", bytes, " bytes (", double(bytes) / kMiB,
           " MiB) with ", free_bytes, " bytes (", double(free_bytes) / kMiB, " MiB) free of ", total_bytes,
           " and ", c.stats.current_bytes, " bytes in use by Tessera; lower --micro-batch-size, turn on activation "
-          "recomputation, or shard optimizer state and gradients with --zero");
+          "recomputation (--recompute), halve the optimizer state (--optimizer-moments bf16), or shard it and the "
+          "gradients with --zero (tessera plan memory shows which fits)");
 }
 
 }  // namespace
