@@ -79,6 +79,14 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
                  "fp32, or bf16: AdamW's two moments in half the memory and traffic, each update rounded "
                  "stochastically (unbiased; identical across layouts)")
       ->capture_default_str();
+  cmd.add_flag("--async-checkpoint", c.async_checkpoint,
+               "Write checkpoints on a background thread: training stalls only to copy the state aside (on a GPU "
+               "into device memory, which tessera plan memory counts)");
+  cmd.add_option("--checkpoint-weights", c.checkpoint_weights,
+                 "whole: rank 0 gathers and writes model.safetensors; sharded: every rank writes its slices of the "
+                 "weights beside its moments, nothing is gathered (convert --to-hf makes a whole copy); auto: "
+                 "sharded under --zero 3")
+      ->capture_default_str();
   cmd.add_option("--powersgd-rank", c.powersgd_rank,
                  "Compress data-parallel gradients with PowerSGD at this rank (0 = off; ZeRO 0-2)")
       ->capture_default_str();
@@ -133,13 +141,6 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--keep-checkpoints", c.keep_checkpoints, "Keep the newest N checkpoints in --out-dir (0 = all)")
       ->capture_default_str();
   cmd.add_option("--keep-every", c.keep_every, "Also keep every checkpoint whose step is a multiple of this (0 = none)")
-      ->capture_default_str();
-  cmd.add_flag("--async-checkpoint", c.async_checkpoint,
-               "Write checkpoints on a background thread: training stalls only to copy the state to host memory");
-  cmd.add_option("--checkpoint-weights", c.checkpoint_weights,
-                 "whole: rank 0 gathers and writes model.safetensors; sharded: every rank writes its slices of the "
-                 "weights beside its moments, nothing is gathered (convert --to-hf makes a whole copy); auto: "
-                 "sharded under --zero 3")
       ->capture_default_str();
   cmd.add_option("--max-bad-steps", c.max_bad_steps,
                  "Skipped steps in a row (non-finite loss or grad norm, spikes) that stop the run")

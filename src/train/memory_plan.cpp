@@ -112,10 +112,26 @@ int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& 
   return cudnn_attention_allowed(parse_attention_kernel(config.attention_kernel), bytes) ? bytes : 0;
 }
 
+// --async-checkpoint's copies, allocated at start-up (train/checkpoint_saver.cpp), for a rank holding
+// `params` weights and `state` moment elements. A GPU run copies to the device at the step (moments in
+// their dtype, the weight shard with sharded weights, and rank 0's weights when it holds every one: no
+// tp, pp or ep, ZeRO below 3); its host buffers are not device memory. A CPU run's buffers are host
+// memory: the moments in fp32, the weight shard, rank 0's copy of the whole model's `whole` weights.
+int64_t async_checkpoint_bytes(const TrainConfig& c, const ParallelDims& d, bool rank0, int64_t params, int64_t whole,
+                               int64_t state, int64_t moment_size, bool gpu) {
+  if (!c.async_checkpoint) return 0;
+  const bool sharded = c.sharded_checkpoint_weights();
+  int64_t bytes = sharded ? state * kF32 : 0;
+  if (!gpu) return bytes + 2 * state * kF32 + (rank0 && !sharded ? whole * kF32 : 0);
+  const bool alone = d.pp == 1 && d.tp == 1 && d.ep == 1 && c.zero < 3;
+  return bytes + 2 * state * moment_size + (rank0 && !sharded && alone ? params * kF32 : 0);
+}
+
 }  // namespace
 
 int64_t RankMemory::total() const {
   return master_weights + compute_copy + gradients + gradient_shard + optimizer + part_buffers + compression +
+         async_checkpoint +
          int64_t(micro_batches_in_flight) * (activations + scratch) + attention_workspace + matmul_workspace + logits +
          tp_gathers + pipeline_send;
 }
@@ -160,6 +176,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
   const RecomputePolicy recompute{parse_recompute(config.recompute), config.recompute_layers};
   // Expert weights reduce over the dp ranks holding the same experts (dp / ep of them, times cp).
   const ReplicaGroups groups{d.dp * d.cp, d.dp / d.ep * d.cp};
+  const int64_t whole_params = decoder_layout(model).total();
   for (size_t s = 0; s < stages.size(); ++s) {
     RankMemory r;
     r.stage = int(s);
@@ -168,8 +185,13 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     r.parameters = layout.total();
     const std::vector<OffsetRange> experts =
         d.ep > 1 ? expert_ranges(decoder_names(model, stages[s]), layout) : std::vector<OffsetRange>{};
-    add_states(r, rank_buckets(layout, experts, config, groups), layout.total(), config.zero, groups,
-               int64_t(dtype_size(compute)), int64_t(dtype_size(plan.moments)), model.tied_embeddings);
+    const std::vector<Bucket> buckets = rank_buckets(layout, experts, config, groups);
+    const int64_t moment_size = int64_t(dtype_size(plan.moments));
+    add_states(r, buckets, layout.total(), config.zero, groups, int64_t(dtype_size(compute)), moment_size,
+               model.tied_embeddings);
+    const int64_t state = config.zero == 0 ? layout.total() : shard_size(buckets);
+    r.async_checkpoint = async_checkpoint_bytes(config, d, s == 0, layout.total(), whole_params, state, moment_size,
+                                                gpu_compute(compute));
     if (config.powersgd_rank > 0) {
       // The errors of the factored matrices; and, every bucket in flight at once at worst, the
       // packed first rounds (the elements no factor covers, every P) and second rounds (every Q).

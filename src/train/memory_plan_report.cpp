@@ -23,6 +23,7 @@ constexpr Row kRows[] = {
     {"AdamW moments (m, v)", "optimizer", &RankMemory::optimizer},
     {"ZeRO-2/3 part buffers", "part_buffers", &RankMemory::part_buffers},
     {"PowerSGD errors, packed rounds", "compression", &RankMemory::compression},
+    {"async checkpoint copies", "async_checkpoint", &RankMemory::async_checkpoint},
     {"activations per micro-batch", "activations", &RankMemory::activations},
     {"backward scratch per micro-batch", "scratch", &RankMemory::scratch},
     {"cuDNN attention backward scratch", "attention_workspace", &RankMemory::attention_workspace},
@@ -31,7 +32,7 @@ constexpr Row kRows[] = {
     {"sequence-parallel gathers", "tp_gathers", &RankMemory::tp_gathers},
     {"gradient held by a pipeline send", "pipeline_send", &RankMemory::pipeline_send},
 };
-constexpr size_t kMicroBatchRows = 7;  // kRows' first per-micro-batch row
+constexpr size_t kMicroBatchRows = 8;  // kRows' first per-micro-batch row
 
 double gib(int64_t bytes) { return double(bytes) / double(int64_t(1) << 30); }
 
