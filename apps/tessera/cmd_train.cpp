@@ -80,8 +80,8 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
                  "stochastically (unbiased; identical across layouts)")
       ->capture_default_str();
   cmd.add_flag("--async-checkpoint", c.async_checkpoint,
-               "Write checkpoints on a background thread: training stalls only to copy the state aside (on a GPU "
-               "into device memory, which tessera plan memory counts)");
+               "Write checkpoints on a background thread: training stalls only to copy the state to host memory "
+               "(from a GPU beside the training, waiting for it only before the next update)");
   cmd.add_option("--checkpoint-weights", c.checkpoint_weights,
                  "whole: rank 0 gathers and writes model.safetensors; sharded: every rank writes its slices of the "
                  "weights beside its moments, nothing is gathered (convert --to-hf makes a whole copy); auto: "

@@ -60,11 +60,8 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
   if (model.device() != Device::cuda) return;
   // Rank 0 holds every weight itself (under ZeRO-3 only its shard).
   const bool alone = grid.dims.pp == 1 && grid.dims.tp == 1 && grid.dims.ep == 1 && dp.zero_stage() < 3;
-  if (writes_whole_weights() && alone) device_params_ = Tensor::zeros(model.params().shape(), DType::f32, Device::cuda);
-  if (sharded_weights_) device_weight_shard_ = Tensor::zeros({state_size}, DType::f32, Device::cuda);
+  weights_from_gpu_ = writes_whole_weights() && alone;
   const DType moments = optimizer.config().moments;
-  device_m_ = Tensor::zeros({state_size}, moments, Device::cuda);
-  device_v_ = Tensor::zeros({state_size}, moments, Device::cuda);
   staged_m_ = moments == DType::f32 ? moments_.m : Tensor::zeros({state_size}, moments);
   staged_v_ = moments == DType::f32 ? moments_.v : Tensor::zeros({state_size}, moments);
   if (writes_whole_weights()) pinned_.push_back(std::make_unique<PinnedHost>(weights_.params));
@@ -92,13 +89,17 @@ void CheckpointSaver::take_powersgd_state() {
     powersgd_ = powersgd_part(dp_.grad_reducer(), powersgd_place_, segments_, optimizer_.state_size());
 }
 
-void CheckpointSaver::copy_weight_shard(Tensor& out) const {
+void CheckpointSaver::copy_weight_shard(Tensor& out, SideCopies* side) const {
   // The optimizer's parameters: the model's own, or under ZeRO-3 the shard, laid out as the moments.
   const Tensor& params = dp_.optimizer_params();
   const bool laid_out_as_moments = dp_.zero_stage() == 3;
   for (const OptimSegment& s : segments_) {
     Tensor to = out.view(s.state_offset, {s.length});
-    copy_tensor(to, params.view(laid_out_as_moments ? s.state_offset : s.param_offset, {s.length}));
+    const Tensor from = params.view(laid_out_as_moments ? s.state_offset : s.param_offset, {s.length});
+    if (side)
+      side->add(to, from);
+    else
+      copy_tensor(to, from);
   }
 }
 
@@ -141,28 +142,29 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
   if (commits() && tokenizer_ && !std::filesystem::exists(tokenizer_json_)) tokenizer_->save_json(tokenizer_json_);
   take_powersgd_state();
   if (async_ && !now) {
-    const bool from_gpu = device_m_.defined();
-    // Into the host buffers, or on a GPU into the device buffers (queued: no wait here).
-    if (device_params_.defined())
-      copy_tensor(device_params_, model_.params());
+    // Into the host buffers: on the CPU now; from a GPU by side-stream copies (queued: no wait here;
+    // the next update waits for them, before_update) but for weights gathered over MPI.
+    const bool from_gpu = model_.device() == Device::cuda;
+    if (weights_from_gpu_)
+      side_copies_.add(weights_.params, model_.params());
     else
       gather_weights(weights_.params);
-    if (sharded_weights_) copy_weight_shard(from_gpu ? device_weight_shard_ : weight_shard_);
+    if (sharded_weights_) copy_weight_shard(weight_shard_, from_gpu ? &side_copies_ : nullptr);
     // Checkpoints hold fp32 moments whatever the optimizer keeps (bf16 widens exactly): on the CPU
     // here, from a GPU in the writer.
-    cast_copy(from_gpu ? device_m_ : moments_.m, optimizer_.m());
-    cast_copy(from_gpu ? device_v_ : moments_.v, optimizer_.v());
+    if (from_gpu) {
+      side_copies_.add(staged_m_, optimizer_.m());
+      side_copies_.add(staged_v_, optimizer_.v());
+    } else {
+      cast_copy(moments_.m, optimizer_.m());
+      cast_copy(moments_.v, optimizer_.v());
+    }
     pending_ = state;
     writer_.start([this, from_gpu, step = state.step] {
-      if (device_params_.defined()) copy_tensor_to_host_beside_compute(weights_.params, device_params_);
-      if (device_weight_shard_.defined()) copy_tensor_to_host_beside_compute(weight_shard_, device_weight_shard_);
-      if (from_gpu) {
-        copy_tensor_to_host_beside_compute(staged_m_, device_m_);
-        copy_tensor_to_host_beside_compute(staged_v_, device_v_);
-        if (staged_m_.dtype() != DType::f32) {
-          cast_copy(moments_.m, staged_m_);
-          cast_copy(moments_.v, staged_v_);
-        }
+      side_copies_.wait();
+      if (from_gpu && staged_m_.dtype() != DType::f32) {
+        cast_copy(moments_.m, staged_m_);
+        cast_copy(moments_.v, staged_v_);
       }
       write_checkpoint_part(out_dir_, step, part(weights_, moments_, weight_shard_));
     });

@@ -9,9 +9,10 @@
 // to rank 0 at the save, which writes the whole model in the single-process format; parameters held
 // twice (a stage's tied copy of the embedding, a tp rank's replicated ones) are written by one rank. With --async-checkpoint the parts are
 // copied into host buffers at the step boundary and a background thread writes them while training
-// goes on (from a GPU the step boundary copies into device buffers, queued on the compute stream,
-// and the background thread brings those to the host on a second stream beside the training); the agreement then rides on each step's all-reduce (progress, after_step), and the next
-// save, a stop or the end of the run waits for it (finish).
+// goes on (from a GPU the step boundary queues copies to the host on a side stream, beside the
+// training, and the compute stream waits for them only before the next update: before_update); the
+// agreement then rides on each step's all-reduce (progress, after_step), and the next save, a stop
+// or the end of the run waits for it (finish).
 #pragma once
 
 #include <array>
@@ -22,6 +23,7 @@
 
 #include "checkpoint/train_checkpoint.h"
 #include "core/cuda/device.h"
+#include "core/cuda/side_copies.h"
 #include "optim/adamw_optimizer.h"
 #include "train/async_checkpoint.h"
 #include "train/data_parallel.h"
@@ -54,6 +56,9 @@ class CheckpointSaver {
   void after_step(double landed, double failed);
   // Collective: waits for the save in flight, if any, and commits it.
   void finish();
+  // Call before the optimizer writes the weights and moments: an asynchronous save's copies from the
+  // GPU are read before the update (the compute stream waits for them; the host does not).
+  void before_update() { side_copies_.compute_waits(); }
   // Where this rank's PowerSGD state sits in the checkpoints it writes (and a resume reads).
   const PowerSgdPlace& powersgd_place() const { return powersgd_place_; }
 
@@ -66,9 +71,9 @@ class CheckpointSaver {
   // Collective over the first dp rank of every (stage, tp rank): rank 0 gets their weights into `full`
   // (a host tensor of the whole model's layout); the others send theirs. Alone, rank 0 copies.
   void gather_weights(Tensor& full) const;
-  // Sharded weights: this rank's weights of segments_ into `out` (laid out as the moments), queued
-  // on the compute stream when on a GPU.
-  void copy_weight_shard(Tensor& out) const;
+  // Sharded weights: this rank's weights of segments_ into the host tensor `out` (laid out as the
+  // moments): from a GPU by `side` copies when given, else at once.
+  void copy_weight_shard(Tensor& out, SideCopies* side = nullptr) const;
   bool commits() const { return world_->rank() == 0; }  // rank 0 writes the tokenizer and commits
   bool writes_whole_weights() const { return commits() && !sharded_weights_; }
   // After this rank's write ended (with `error`, or none) and `failed` ranks' writes failed: rank 0
@@ -96,16 +101,18 @@ class CheckpointSaver {
   std::vector<OptimSegment> segments_;  // what this rank writes of the moments
   PowerSgdPlace powersgd_place_;
   PowerSgdPart powersgd_;  // the save's PowerSGD state (errors undefined without PowerSGD)
-  // An asynchronous save's host copies, allocated once, and from a GPU its device copies (params, m,
-  // v; undefined on the CPU, params on rank 0 only and without a pipeline; with sharded weights the
-  // weight shard instead of params); declared before the writer, so that its thread is joined before
-  // they go. The device moments keep the optimizer's dtype and land in staged_m_/staged_v_ of that
-  // dtype: moments_'s own buffers for fp32, bf16 ones (widened into moments_ by the writer) for bf16.
+  // An asynchronous save's host copies, allocated once; declared before the writer, so that its
+  // thread is joined before they go. From a GPU they are filled by side-stream copies (no device copy:
+  // the compute stream waits for them before the next update, before_update()): the weights on a lone
+  // rank 0 (no pipeline, tp, ep or ZeRO-3; else they are gathered through MPI as on the CPU), the weight
+  // shard, and the moments into staged_m_/staged_v_ of the optimizer's dtype (moments_'s own buffers
+  // for fp32; bf16 ones, widened into moments_ by the writer, for bf16).
   ModelSnapshot weights_;
   OptimizerState moments_;
   Tensor weight_shard_;
-  Tensor device_params_, device_m_, device_v_, device_weight_shard_;
   Tensor staged_m_, staged_v_;
+  bool weights_from_gpu_ = false;  // rank 0 copies its own weights, whole, from the GPU
+  SideCopies side_copies_;
   std::vector<std::unique_ptr<PinnedHost>> pinned_;  // the host copies, page-locked from a GPU
   AsyncCheckpointWriter writer_;
   std::optional<CheckpointState> pending_;  // the save in flight

@@ -44,8 +44,8 @@ std::vector<Bucket> rank_buckets(const ParameterLayout& layout, const std::vecto
   return parameter_buckets(layout, options, experts, {{0, groups.dense}, {0, groups.experts}});
 }
 
-// Parameters, gradients and AdamW moments (`moment_size` bytes each) of `total` elements split into `buckets` over their
-// `groups` (parallel/dp: grad_reducer.cpp, part_grad_reducer.cpp, zero3_parameters.cpp). `tied`: the
+// Parameters, gradients and AdamW moments (`moment_size` bytes each) of `total` elements split into
+// `buckets` over their `groups` (parallel/dp: grad_reducer.cpp, part_grad_reducer.cpp, zero3_parameters.cpp). `tied`: the
 // classifier is the embedding, whose ZeRO 2/3 gradient buffer then stays from the classifier to the
 // backward's end.
 void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total, int zero, ReplicaGroups groups,
@@ -112,19 +112,14 @@ int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& 
   return cudnn_attention_allowed(parse_attention_kernel(config.attention_kernel), bytes) ? bytes : 0;
 }
 
-// --async-checkpoint's copies, allocated at start-up (train/checkpoint_saver.cpp), for a rank holding
-// `params` weights and `state` moment elements. A GPU run copies to the device at the step (moments in
-// their dtype, the weight shard with sharded weights, and rank 0's weights when it holds every one: no
-// tp, pp or ep, ZeRO below 3); its host buffers are not device memory. A CPU run's buffers are host
-// memory: the moments in fp32, the weight shard, rank 0's copy of the whole model's `whole` weights.
-int64_t async_checkpoint_bytes(const TrainConfig& c, const ParallelDims& d, bool rank0, int64_t params, int64_t whole,
-                               int64_t state, int64_t moment_size, bool gpu) {
-  if (!c.async_checkpoint) return 0;
+// --async-checkpoint's buffers, allocated at start-up (train/checkpoint_saver.cpp), for a rank with
+// `state` moment elements: the moments in fp32, the weight shard with sharded weights, and rank 0's
+// copy of the whole model's `whole` weights. Host memory: a CPU run's own; a GPU run copies straight
+// from the device into them (side_copies.h), so its device holds nothing more.
+int64_t async_checkpoint_bytes(const TrainConfig& c, bool rank0, int64_t whole, int64_t state, bool gpu) {
+  if (!c.async_checkpoint || gpu) return 0;
   const bool sharded = c.sharded_checkpoint_weights();
-  int64_t bytes = sharded ? state * kF32 : 0;
-  if (!gpu) return bytes + 2 * state * kF32 + (rank0 && !sharded ? whole * kF32 : 0);
-  const bool alone = d.pp == 1 && d.tp == 1 && d.ep == 1 && c.zero < 3;
-  return bytes + 2 * state * moment_size + (rank0 && !sharded && alone ? params * kF32 : 0);
+  return (sharded ? state : 0) * kF32 + 2 * state * kF32 + (rank0 && !sharded ? whole * kF32 : 0);
 }
 
 }  // namespace
@@ -186,12 +181,10 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     const std::vector<OffsetRange> experts =
         d.ep > 1 ? expert_ranges(decoder_names(model, stages[s]), layout) : std::vector<OffsetRange>{};
     const std::vector<Bucket> buckets = rank_buckets(layout, experts, config, groups);
-    const int64_t moment_size = int64_t(dtype_size(plan.moments));
-    add_states(r, buckets, layout.total(), config.zero, groups, int64_t(dtype_size(compute)), moment_size,
-               model.tied_embeddings);
+    add_states(r, buckets, layout.total(), config.zero, groups, int64_t(dtype_size(compute)),
+               int64_t(dtype_size(plan.moments)), model.tied_embeddings);
     const int64_t state = config.zero == 0 ? layout.total() : shard_size(buckets);
-    r.async_checkpoint = async_checkpoint_bytes(config, d, s == 0, layout.total(), whole_params, state, moment_size,
-                                                gpu_compute(compute));
+    r.async_checkpoint = async_checkpoint_bytes(config, s == 0, whole_params, state, gpu_compute(compute));
     if (config.powersgd_rank > 0) {
       // The errors of the factored matrices; and, every bucket in flight at once at worst, the
       // packed first rounds (the elements no factor covers, every P) and second rounds (every Q).

@@ -23,7 +23,7 @@ constexpr Row kRows[] = {
     {"AdamW moments (m, v)", "optimizer", &RankMemory::optimizer},
     {"ZeRO-2/3 part buffers", "part_buffers", &RankMemory::part_buffers},
     {"PowerSGD errors, packed rounds", "compression", &RankMemory::compression},
-    {"async checkpoint copies", "async_checkpoint", &RankMemory::async_checkpoint},
+    {"async checkpoint buffers", "async_checkpoint", &RankMemory::async_checkpoint},
     {"activations per micro-batch", "activations", &RankMemory::activations},
     {"backward scratch per micro-batch", "scratch", &RankMemory::scratch},
     {"cuDNN attention backward scratch", "attention_workspace", &RankMemory::attention_workspace},

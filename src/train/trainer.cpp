@@ -460,6 +460,7 @@ std::optional<float> Trainer::update_parameters(int64_t step, float loss, float 
   // Unsharded, it also refreshes the 16-bit compute copy in its pass; under ZeRO the copy follows
   // the all-gather of the other ranks' updates.
   const bool sharded = config_.zero > 0;
+  checkpoint_saver_->before_update();  // an asynchronous save's copies from the GPU are read first
   optimizer_->step(data_parallel_->optimizer_params(), data_parallel_->optimizer_grads(), lr,
                    clip_scale(grad_norm, config_.grad_clip) / scale, sharded ? nullptr : model_->compute_copy());
   data_parallel_->after_update();

@@ -119,20 +119,9 @@ int cuda_current_device() {
   return device;
 }
 
-namespace {
-
-// The device the compute stream belongs to, for threads that did not select it themselves.
-int& compute_device() {
-  static int device = 0;
-  return device;
-}
-
-}  // namespace
-
 cudaStream_t cuda_compute_stream() {
   static const cudaStream_t stream = [] {
     require_device();
-    CUDA_CHECK(cudaGetDevice(&compute_device()));
     cudaStream_t s = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return s;
@@ -223,24 +212,6 @@ void copy_device_to_device(void* device_dst, const void* device_src, size_t byte
   CUDA_CHECK(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice, cuda_compute_stream()));
 }
 
-void copy_to_host_beside_compute(void* host_dst, const void* device_src, size_t bytes) {
-  if (bytes == 0) return;
-  const cudaStream_t compute = cuda_compute_stream();
-  CUDA_CHECK(cudaSetDevice(compute_device()));  // this thread's current device, which may be another
-  static const cudaStream_t side = [] {
-    cudaStream_t s = nullptr;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return s;
-  }();
-  cudaEvent_t queued = nullptr;
-  CUDA_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
-  const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> owner(queued, cudaEventDestroy);
-  CUDA_CHECK(cudaEventRecord(queued, compute));
-  CUDA_CHECK(cudaStreamWaitEvent(side, queued, 0));
-  CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, side));
-  CUDA_CHECK(cudaStreamSynchronize(side));
-}
-
 PinnedHost::PinnedHost(const Tensor& host) {
   TS_CHECK(host.device() == Device::cpu, "PinnedHost: the tensor lives on the GPU; only host memory is page-locked");
   if (cuda_device_count() == 0 || host.bytes() == 0) return;
@@ -285,7 +256,6 @@ void device_allocator_release_cached() {}
 void copy_to_device(void*, const void*, size_t) { fail_no_backend(); }
 void copy_to_host(void*, const void*, size_t) { fail_no_backend(); }
 void copy_device_to_device(void*, const void*, size_t) { fail_no_backend(); }
-void copy_to_host_beside_compute(void*, const void*, size_t) { fail_no_backend(); }
 PinnedHost::PinnedHost(const Tensor&) {}
 PinnedHost::~PinnedHost() = default;
 void device_memset_zero(void*, size_t) { fail_no_backend(); }
@@ -322,15 +292,6 @@ void zero_tensor(Tensor& t) {
 Tensor tensor_to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   return device == Device::cuda ? copy_to_device(t) : copy_to_host(t);
-}
-
-void copy_tensor_to_host_beside_compute(Tensor& host_dst, const Tensor& device_src) {
-  TS_CHECK(host_dst.device() == Device::cpu && device_src.device() == Device::cuda &&
-               host_dst.numel() == device_src.numel() && host_dst.dtype() == device_src.dtype(),
-           "copy_tensor_to_host_beside_compute: ", shape_string(device_src.shape()), " on the ",
-           device_src.device() == Device::cuda ? "GPU" : "CPU", " into ", shape_string(host_dst.shape()), " on the ",
-           host_dst.device() == Device::cuda ? "GPU" : "CPU", "; it copies a GPU tensor into a host one of its size");
-  copy_to_host_beside_compute(host_dst.raw_data(), device_src.raw_data(), device_src.bytes());
 }
 
 void copy_tensor(Tensor& dst, const Tensor& src) {

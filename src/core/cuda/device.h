@@ -70,12 +70,7 @@ Tensor copy_to_host(const Tensor& device);
 Tensor tensor_to(const Tensor& t, Device device);
 // Copies all of `src` into `dst` (same element count and dtype, either device on either side).
 void copy_tensor(Tensor& dst, const Tensor& src);
-// Copies device memory to the host on a second stream once the work queued on the compute stream so
-// far has run (so device_src may be written there just before), and waits for that copy alone: the
-// kernels queued meanwhile keep running. For a background thread (asynchronous checkpoints).
-void copy_to_host_beside_compute(void* host_dst, const void* device_src, size_t bytes);
-// The same for tensors: all of `device_src` into the host tensor `host_dst` (same size and dtype).
-void copy_tensor_to_host_beside_compute(Tensor& host_dst, const Tensor& device_src);
+// Copies to the host beside the compute stream's kernels: core/cuda/side_copies.h.
 // Page-locks a host tensor's memory while this object lives (cudaHostRegister), so copies between it
 // and the GPU run as DMA beside the kernels rather than through the driver's staging buffer (which
 // holds up the compute stream). Best effort: where the system refuses, the memory stays pageable.
