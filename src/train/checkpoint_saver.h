@@ -112,8 +112,8 @@ class CheckpointSaver {
   Tensor weight_shard_;
   Tensor staged_m_, staged_v_;
   bool weights_from_gpu_ = false;  // rank 0 copies its own weights, whole, from the GPU
-  SideCopies side_copies_;
   std::vector<std::unique_ptr<PinnedHost>> pinned_;  // the host copies, page-locked from a GPU
+  SideCopies side_copies_;  // after pinned_: copies in flight land before the memory is unlocked
   AsyncCheckpointWriter writer_;
   std::optional<CheckpointState> pending_;  // the save in flight
 };
