@@ -159,7 +159,6 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
       cast_copy(moments_.m, optimizer_.m());
       cast_copy(moments_.v, optimizer_.v());
     }
-    pending_ = state;
     writer_.start([this, from_gpu, step = state.step] {
       side_copies_.wait();
       if (from_gpu && staged_m_.dtype() != DType::f32) {
@@ -168,6 +167,7 @@ std::filesystem::path CheckpointSaver::save(const CheckpointState& state, bool n
       }
       write_checkpoint_part(out_dir_, step, part(weights_, moments_, weight_shard_));
     });
+    pending_ = state;  // only once its write is under way
   } else {
     // The host's own buffers on the CPU; staged through the host from a GPU.
     ModelSnapshot weights{model_.config(), full_layout_, Tensor()};

@@ -398,7 +398,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
                               model_->fp8() ? model_->fp8()->history() : std::vector<float>{},
                               CheckpointLayout{grid_.world->size(), data_parallel_->size(), grid_.dims.tp,
                                                grid_.dims.pp, config_.zero}};
-  // The stall: the previous save if it is still writing, and this one (or, async, its host copy).
+  // The stall: the previous save if it is still writing, and this one (or, async, its host copy; from
+  // a GPU only the queueing: its copies run beside the next step, whose update waits for them).
   const std::filesystem::path dir = checkpoint_saver_->save(state, now);
   checkpoint_stall_s_ = std::chrono::duration<double>(Clock::now() - start).count();
   return dir;

@@ -222,14 +222,17 @@ TEST_F(GPT2Cuda, TrainerLossesMatchCpuAndCheckpointLoadsOnCpu) {
   EXPECT_NEAR(on_gpu, on_cpu, 1e-4 * std::fabs(on_cpu));
 }
 
-// An asynchronous save from the GPU (device copies at the step boundary, brought to the host on a
-// second stream while training goes on) writes the same bytes as a synchronous one, at every save.
+// An asynchronous save from the GPU (copies to the host on a side stream beside the next step, which
+// waits for them before its update) writes the same bytes as a synchronous one, at every save: with
+// fp32 and bf16 moments (staged in bf16, widened on the writer's thread), and with sharded weights (a
+// copy per segment of the moments' layout).
 TEST_F(GPT2Cuda, AsyncCheckpointWritesTheSynchronousBytes) {
-  for (const char* moments : {"fp32", "bf16"}) {  // bf16: staged in bf16, widened on the writer's thread
-    SCOPED_TRACE(moments);
+  for (const auto& [moments, weights] : {std::pair{"fp32", "whole"}, {"bf16", "whole"}, {"fp32", "sharded"}}) {
+    SCOPED_TRACE(std::string(moments) + " moments, " + weights + " weights");
     const std::filesystem::path dir = testing::scratch_dir();
     TrainConfig sync_run = testing::tiny_run(dir);
     sync_run.optimizer_moments = moments;
+    sync_run.checkpoint_weights = weights;
     sync_run.steps = 6;
     sync_run.checkpoint_every = 2;
     sync_run.keep_checkpoints = 0;
@@ -254,7 +257,8 @@ TEST_F(GPT2Cuda, AsyncCheckpointWritesTheSynchronousBytes) {
       EXPECT_TRUE(bytes_of(entry.path()) == bytes_of(other)) << relative << " differs";
       compared++;
     }
-    EXPECT_GE(compared, 6) << "three checkpoints of a weights file and a moments shard each";
+    EXPECT_GE(compared, std::string(weights) == "whole" ? 6 : 3) << "three checkpoints: a moments shard each (with "
+                                                                       "the weights in it when sharded, beside it else)";
   }
 }
 

@@ -47,7 +47,8 @@ void SideCopies::add(const Tensor& host_dst, const Tensor& device_src) {
   if (!copied_) {
     device_ = cuda_current_device();
     CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    // A blocking event: wait() sleeps rather than spinning a core the training's launches need.
+    CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming | cudaEventBlockingSync));
   }
   CUDA_CHECK(cudaEventRecord(queued_, compute));
   CUDA_CHECK(cudaStreamWaitEvent(side_stream(), queued_, 0));
