@@ -72,6 +72,15 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
 
 CheckpointSaver::~CheckpointSaver() = default;
 
+std::string CheckpointSaver::notice() const {
+  int64_t refused = 0;
+  for (const auto& p : pinned_) refused += p->refused() ? 1 : 0;
+  if (refused == 0) return "";
+  return "--async-checkpoint: the system refused to page-lock " + std::to_string(refused) + " of the " +
+         std::to_string(pinned_.size()) + " host buffers (raise the locked-memory limit, ulimit -l), so each save "
+         "waits for its copies from the GPU";
+}
+
 CheckpointPart CheckpointSaver::part(const ModelSnapshot& weights, const OptimizerState& moments,
                                      const Tensor& weight_shard) const {
   return CheckpointPart{shard_,

@@ -59,6 +59,9 @@ class CheckpointSaver {
   // Call before the optimizer writes the weights and moments: an asynchronous save's copies from the
   // GPU are read before the update (the compute stream waits for them; the host does not).
   void before_update() { side_copies_.compute_waits(); }
+  // A line for the user when an asynchronous save from the GPU will stall ("" when not): the system
+  // refused to page-lock its host buffers, so each save waits for its copies.
+  std::string notice() const;
   // Where this rank's PowerSGD state sits in the checkpoints it writes (and a resume reads).
   const PowerSgdPlace& powersgd_place() const { return powersgd_place_; }
 

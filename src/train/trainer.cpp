@@ -516,6 +516,7 @@ TrainResult Trainer::run() {
   result.already_finished = start_step_ == config_.steps;
   if (!device_.notice.empty() && is_reporting_rank()) progress.message(device_.notice);
   if (!resume_notice_.empty() && is_reporting_rank()) progress.message(resume_notice_);
+  if (const std::string notice = checkpoint_saver_->notice(); !notice.empty()) progress.message(notice);
   if (start_step_ > 0 && is_reporting_rank()) progress.message("resumed from step " + std::to_string(start_step_));
   if (is_reporting_rank())
     progress.message("model: " + model_summary(model_->config()) + "; " + std::string(dtype_name(compute_dtype_)) +

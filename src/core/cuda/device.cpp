@@ -216,10 +216,12 @@ PinnedHost::PinnedHost(const Tensor& host) {
   TS_CHECK(host.device() == Device::cpu, "PinnedHost: the tensor lives on the GPU; only host memory is page-locked");
   if (cuda_device_count() == 0 || host.bytes() == 0) return;
   // Best effort: where the system refuses to lock this much memory, copies stay correct, only slower.
-  if (cudaHostRegister(host.raw_data(), host.bytes(), cudaHostRegisterDefault) == cudaSuccess)
+  if (cudaHostRegister(host.raw_data(), host.bytes(), cudaHostRegisterDefault) == cudaSuccess) {
     ptr_ = host.raw_data();
-  else
+  } else {
     cudaGetLastError();  // clears the error, which is not this program's to report
+    refused_ = true;
+  }
 }
 
 PinnedHost::~PinnedHost() {

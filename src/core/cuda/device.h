@@ -81,9 +81,12 @@ class PinnedHost {
   ~PinnedHost();
   PinnedHost(const PinnedHost&) = delete;
   PinnedHost& operator=(const PinnedHost&) = delete;
+  // Whether the system refused to page-lock the memory (never without a device or for no bytes).
+  bool refused() const { return refused_; }
 
  private:
   [[maybe_unused]] void* ptr_ = nullptr;  // unused in a build without CUDA
+  bool refused_ = false;
 };
 // Zero-fills device memory on the compute stream (asynchronous).
 void device_memset_zero(void* ptr, size_t bytes);
