@@ -17,11 +17,12 @@ namespace tessera {
 TS_HOST_DEVICE inline uint16_t bf16_bits_stochastic(float x, uint32_t random) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u)  // infinity stays, NaN stays a (quiet) NaN
-    return uint16_t((u >> 16) | ((u & 0x007fffffu) != 0 ? 0x40u : 0u));
   // The magnitude's low 16 bits plus a uniform draw from [0, 2^16) carry into the kept bits with
   // probability low / 2^16; sign-magnitude makes this the same for negative x.
-  return uint16_t((u + (random & 0xffffu)) >> 16);
+  const uint32_t rounded = (u + (random & 0xffffu)) >> 16;
+  // An infinity stays, a NaN stays a (quiet) NaN. Selects, not branches, so CPU loops vectorise.
+  const uint32_t special = (u >> 16) | ((u & 0x007fffffu) != 0 ? 0x40u : 0u);
+  return uint16_t((u & 0x7f800000u) == 0x7f800000u ? special : rounded);
 }
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ops/adamw.h"
@@ -93,6 +94,34 @@ TEST(AdamWBf16Moments, TheKeyNotThePlaceDrawsTheBits) {
   int differ = 0;
   for (int64_t i = 0; i < n; ++i) differ += value_at(whole, i) != value_at(later, i);
   EXPECT_GT(differ, n / 8) << "step 2 must draw new bits";
+}
+
+// The same keys given by stride (rows of 16, 16 apart) take the CPU's scalar loop instead of the
+// vectorised one: the same bits for the parameters and both moments, from non-zero moments (every
+// multiply-add of the update in play).
+TEST(AdamWBf16Moments, StridedAndContiguousKeysGiveTheSameBits) {
+  const int64_t n = 4096;
+  const Tensor grad = testing::random_tensor({n}, 11, -1.0f, 1.0f);
+  auto run = [&](const AdamWSegment& segment) {
+    Tensor param = testing::random_tensor({n}, 12), m = bf16_of(testing::random_tensor({n}, 13, -0.1f, 0.1f));
+    Tensor v = bf16_of(testing::random_tensor({n}, 14, 0.0f, 0.1f));
+    AdamWParams hp;
+    hp.lr = 1e-2f;
+    hp.weight_decay = 0.1f;
+    hp.step = 5;
+    hp.round_seed = 3;
+    adamw_update_segments(param, grad, m, v, {segment}, hp);
+    return std::tuple{param, m, v};
+  };
+  AdamWSegment rows = keyed(0, 0, n, true, 77);
+  rows.key_cols = 16, rows.key_stride = 16;
+  const auto [p1, m1, v1] = run(keyed(0, 0, n, true, 77));
+  const auto [p2, m2, v2] = run(rows);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(p1.f32()[i], p2.f32()[i]) << "param " << i;
+    ASSERT_EQ(value_at(m1, i), value_at(m2, i)) << "m " << i;
+    ASSERT_EQ(value_at(v1, i), value_at(v2, i)) << "v " << i;
+  }
 }
 
 TEST(AdamWBf16Moments, SecondMomentTracksItsFp32TwinWhereRoundToNearestStalls) {

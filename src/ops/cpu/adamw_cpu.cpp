@@ -16,6 +16,13 @@ void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n
 void adamw_update_bf16_moments(float* param, const float* grad, bf16* m, bf16* v, const AdamWSegment& s,
                                const AdamWElementParams& p) {
   const int64_t n = s.length;
+  if (s.key_cols == 0) {  // contiguous keys: a loop without branches, which GCC vectorises
+    const uint64_t first = uint64_t(s.key_offset);
+#pragma omp parallel for simd if (n >= kMinParallelElements)
+    for (int64_t i = 0; i < n; i++)
+      adamw_element_bf16_moments(param[i], grad[i], m[i].bits, v[i].bits, p, first + uint64_t(i));
+    return;
+  }
 #pragma omp parallel for if (n >= kMinParallelElements)
   for (int64_t i = 0; i < n; i++)
     adamw_element_bf16_moments(param[i], grad[i], m[i].bits, v[i].bits, p, adamw_rounding_key(s, i));
