@@ -118,14 +118,19 @@ TEST(MemoryPlan, AsyncCheckpointCopiesMatchTheAllocatorPeak) {
   expect_plan_matches_training({"llama-tiny", "none", 8, 64, 1, 0, "fp32", true, "sharded"});
 }
 
+// A preset's run of `batch` x `seq_len` tokens (a plan reads no data).
+TrainConfig preset_run(const std::filesystem::path& dir, const std::string& model, int64_t batch, int64_t seq_len) {
+  TrainConfig c = testing::tiny_run(dir);
+  c.model = model;
+  c.batch_size = batch;
+  c.seq_len = seq_len;
+  return c;
+}
+
 // On the GPU an asynchronous checkpoint copies straight into host memory (side_copies.h): the plan of
 // device memory holds nothing for it.
 TEST(MemoryPlan, AsyncCheckpointTakesNoGpuMemory) {
-  const std::filesystem::path dir = testing::scratch_dir();
-  TrainConfig c = testing::tiny_run(dir);
-  c.model = "gpt2-1558m";
-  c.batch_size = 16;
-  c.seq_len = 1024;
+  TrainConfig c = preset_run(testing::scratch_dir(), "gpt2-1558m", 16, 1024);
   const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
   const int64_t h100 = int64_t(80) << 30;
   const int64_t without = plan_memory(c, model, DType::bf16, h100).largest().total();
@@ -138,11 +143,7 @@ TEST(MemoryPlan, AsyncCheckpointTakesNoGpuMemory) {
 
 // A run that misses by less than half its moments is told that bf16 moments would fit.
 TEST(MemoryPlan, Bf16MomentsAreOfferedWhenTheyFit) {
-  const std::filesystem::path dir = testing::scratch_dir();
-  TrainConfig c = testing::tiny_run(dir);
-  c.model = "gpt2-124m";
-  c.batch_size = 1;
-  c.seq_len = 64;
+  const TrainConfig c = preset_run(testing::scratch_dir(), "gpt2-124m", 1, 64);
   const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
   const int64_t fp32 = plan_memory(c, model, DType::f32, int64_t(1) << 40).largest().total();
   TrainConfig halved = c;
