@@ -24,8 +24,8 @@ AdamWElementParams element_params(const char* op, const AdamWParams& p, bool dec
            ": beta1 and beta2 must be in [0, 1), got ", p.beta1, " and ", p.beta2);
   const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
   const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
-  return {p.lr,  p.beta1, p.beta2, p.eps, decayed ? p.weight_decay : 0.0f, p.grad_scale, bias1, bias2,
-          p.round_seed, uint64_t(p.step)};
+  const float decay = decayed ? p.weight_decay : 0.0f;
+  return {p.lr, p.beta1, p.beta2, p.eps, decay, p.grad_scale, bias1, bias2, p.round_seed, uint64_t(p.step)};
 }
 
 void cpu_update(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWElementParams& e) {
@@ -41,8 +41,7 @@ DType check_moments(const char* op, const Tensor& m, const Tensor& v, const std:
   if (m.dtype() == DType::bf16)
     for (const AdamWSegment& s : segments)
       TS_CHECK(s.keyed() && (s.key_cols == 0 || (s.key_cols > 0 && s.key_stride >= s.key_cols && s.key_col >= 0)), op,
-               ": bf16 moments round stochastically by each element's place in the whole model; the segment at "
-               "param ",
+               ": bf16 moments round stochastically by each element's place in the whole model; the segment at param ",
                s.param_offset, " has no valid rounding key (optim's with_rounding_keys gives them)");
   return m.dtype();
 }
@@ -54,10 +53,9 @@ std::vector<AdamWSegment> coalesce_segments(const std::vector<AdamWSegment>& seg
   for (const AdamWSegment& s : segments) {
     if (!runs.empty()) {
       AdamWSegment& last = runs.back();
-      const bool keys_join = !last.keyed() && !s.keyed()
-                                 ? true
-                                 : last.keyed() && s.keyed() && last.key_cols == 0 && s.key_cols == 0 &&
-                                       last.key_offset + last.length == s.key_offset;
+      const bool keys_join = (!last.keyed() && !s.keyed()) ||
+                             (last.keyed() && s.keyed() && last.key_cols == 0 && s.key_cols == 0 &&
+                              last.key_offset + last.length == s.key_offset);
       if (last.decayed == s.decayed && last.param_offset + last.length == s.param_offset &&
           last.state_offset + last.length == s.state_offset && keys_join) {
         last.length += s.length;

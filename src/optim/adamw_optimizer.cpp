@@ -49,8 +49,8 @@ AdamW::AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config, Devi
 void AdamW::step(Tensor& params, const Tensor& grads, float lr, float grad_scale, Tensor* compute_copy) {
   ++steps_;
   // The rounding bits get their own key, apart from the seed's other streams (initialisation, data).
-  const AdamWParams hp{lr,         config_.beta1, config_.beta2, config_.eps, config_.weight_decay,
-                       grad_scale, steps_,        config_.seed ^ stream_id("adamw.moments")};
+  const uint64_t round_seed = config_.seed ^ stream_id("adamw.moments");
+  const AdamWParams hp{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, grad_scale, steps_, round_seed};
   adamw_update_segments(params, grads, m_, v_, segments_, hp, compute_copy);
 }
 

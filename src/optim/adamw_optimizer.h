@@ -1,6 +1,6 @@
 // AdamW over a flat parameter buffer. Its state (first and second moments, fp32, or bf16 rounded
-// stochastically: half the memory and traffic) covers a list of segments: runs of parameter elements with one weight-decay setting, laid out one after another in
-// the state. Without sharding that is every parameter (state offset = parameter offset); under ZeRO
+// stochastically: half the memory and traffic) covers a list of segments: runs of parameter elements
+// with one weight-decay setting, laid out one after another in the state. Without sharding that is every parameter (state offset = parameter offset); under ZeRO
 // it is only the elements this rank owns, and the gradient given to step() is the rank's shard.
 // Weight decay applies to parameters the layout marks as decayed (2+ dims).
 #pragma once
