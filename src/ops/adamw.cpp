@@ -40,7 +40,7 @@ DType check_moments(const char* op, const Tensor& m, const Tensor& v, const std:
            dtype_name(v.dtype()));
   if (m.dtype() == DType::bf16)
     for (const AdamWSegment& s : segments)
-      TS_CHECK(s.keyed() && (s.key_cols == 0 || (s.key_cols > 0 && s.key_stride >= s.key_cols && s.key_col >= 0)), op,
+      TS_CHECK(s.rounding_key_valid(), op,
                ": bf16 moments round stochastically by each element's place in the whole model; the segment at param ",
                s.param_offset, " has no valid rounding key (optim's with_rounding_keys gives them)");
   return m.dtype();

@@ -28,6 +28,10 @@ struct AdamWSegment {
   int64_t key_offset = -1;  // -1: no rounding key
   int64_t key_col = 0, key_cols = 0, key_stride = 0;
   TS_HOST_DEVICE bool keyed() const { return key_offset >= 0; }
+  // Keyed, and a strided key's rows fit their stride: what bf16 moments need.
+  bool rounding_key_valid() const {
+    return keyed() && (key_cols == 0 || (key_cols > 0 && key_stride >= key_cols && key_col >= 0));
+  }
 };
 
 // The rounding key of element i of segment s.

@@ -16,6 +16,8 @@ DType parse_optimizer_moments(const std::string& flag) {
   return flag == "bf16" ? DType::bf16 : DType::f32;
 }
 
+std::string optimizer_moments_flag(DType moments) { return moments == DType::bf16 ? "bf16" : "fp32"; }
+
 std::vector<OptimSegment> full_segments(const ParameterLayout& layout) {
   std::vector<OptimSegment> segments;
   append_segments(layout, 0, layout.total(), 0, segments);
@@ -38,9 +40,9 @@ AdamW::AdamW(std::vector<OptimSegment> segments, const AdamWConfig& config, Devi
   int64_t size = 0;
   for (const OptimSegment& s : segments_) {
     size = std::max(size, s.state_offset + s.length);
-    TS_CHECK(config_.moments == DType::f32 || s.keyed(), "AdamW: bf16 moments round stochastically by each element's ",
+    TS_CHECK(config_.moments == DType::f32 || s.rounding_key_valid(), "AdamW: bf16 moments round stochastically by each element's ",
              "place in the model; the segment at parameter offset ", s.param_offset,
-             " has no rounding key (build the segments with with_rounding_keys)");
+             " has no valid rounding key (build the segments with with_rounding_keys)");
   }
   m_ = Tensor::zeros({size}, config_.moments, device);
   v_ = Tensor::zeros({size}, config_.moments, device);

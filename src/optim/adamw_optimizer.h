@@ -26,8 +26,10 @@ struct AdamWConfig {
   uint64_t seed = 0;
 };
 
-// The moments' storage named by --optimizer-moments: "fp32" or "bf16" (throws naming the choices).
+// The moments' storage named by --optimizer-moments: "fp32" or "bf16" (throws naming the choices),
+// and back: the flag's value for a storage dtype.
 DType parse_optimizer_moments(const std::string& flag);
+std::string optimizer_moments_flag(DType moments);
 
 // params[param_offset, +length) is updated from grads/moments at [state_offset, +length): the
 // multi-tensor AdamW op's segment.

@@ -8,7 +8,7 @@
 namespace tessera {
 namespace {
 
-// The part [lo, hi) (held offsets of `spec`) of segment s, its keys starting at `key`.
+// The part [lo, hi) (held offsets of `spec`) of segment s, with s's rounding key fields (set by the caller).
 OptimSegment part_of(const OptimSegment& s, const ParamSpec& spec, int64_t lo, int64_t hi) {
   OptimSegment part = s;
   const int64_t first = s.param_offset - spec.offset;

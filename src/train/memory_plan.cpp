@@ -45,9 +45,9 @@ std::vector<Bucket> rank_buckets(const ParameterLayout& layout, const std::vecto
 }
 
 // Parameters, gradients and AdamW moments (`moment_size` bytes each) of `total` elements split into
-// `buckets` over their `groups` (parallel/dp: grad_reducer.cpp, part_grad_reducer.cpp, zero3_parameters.cpp). `tied`: the
-// classifier is the embedding, whose ZeRO 2/3 gradient buffer then stays from the classifier to the
-// backward's end.
+// `buckets` over their `groups` (parallel/dp: grad_reducer.cpp, part_grad_reducer.cpp,
+// zero3_parameters.cpp). `tied`: the classifier is the embedding, whose ZeRO 2/3 gradient buffer then
+// stays from the classifier to the backward's end.
 void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total, int zero, ReplicaGroups groups,
                 int64_t compute_size, int64_t moment_size, bool tied) {
   const int64_t shard = shard_size(buckets);

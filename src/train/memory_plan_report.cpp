@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include "optim/adamw_optimizer.h"
 #include "train/device_choice.h"
 
 namespace tessera {
@@ -138,7 +139,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& p, const std::string& title, c
           {"ep", p.dims.ep},
           {"zero", p.zero_stage},
           {"dtype", compute_dtype_flag(p.dtype)},
-          {"optimizer_moments", p.moments == DType::bf16 ? "bf16" : "fp32"},
+          {"optimizer_moments", optimizer_moments_flag(p.moments)},
           {"micro_batch", p.micro_batch},
           {"seq_len", p.seq_len},
           {"recompute", p.recompute},

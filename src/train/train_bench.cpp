@@ -211,7 +211,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
   j["mfu"] = r.peak_flops > 0 ? nlohmann::json(r.mfu) : nlohmann::json(nullptr);
   j["matmul_tuning"] = o.matmul_tuning;
   j["deterministic"] = o.deterministic;
-  j["optimizer_moments"] = o.moments == DType::bf16 ? "bf16" : "fp32";
+  j["optimizer_moments"] = optimizer_moments_flag(o.moments);
   j["attention_used"] = r.attention_used.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.attention_used);
   if (!r.matmul_tuned.empty()) {
     nlohmann::json tuned = nlohmann::json::array();
