@@ -82,12 +82,14 @@ TEST_P(RmsNormCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
       testing::expect_matches_cpu(dx_gpu, dx, rel_l2, 2e-5, rounding + 2e-4, "rmsnorm dx");
       testing::expect_matches_cpu(dw_gpu, dw, 1e-5, 1e-4, 1e-4, "rmsnorm dweight");
 
-      // GradInto::add: onto values in the dtype, the gradient added in fp32 and rounded once.
+      // GradInto::add: onto values in the dtype, the gradient added in fp32 and rounded once; dweight
+      // gathers a second gradient (on a copy of the CPU's: the next layout starts from dw again).
       const Tensor held = rounded(random_tensor({B, T, C}, seed + 6, -3.0f, 3.0f));
-      Tensor dx_added = testing::copy_of(held), dx_added_gpu = on_gpu(held);
-      rmsnorm_backward(dx_added, dw, dout, x, weight, rstd, GradInto::add);
+      Tensor dx_added = testing::copy_of(held), dx_added_gpu = on_gpu(held), dw_twice = testing::copy_of(dw);
+      rmsnorm_backward(dx_added, dw_twice, dout, x, weight, rstd, GradInto::add);
       rmsnorm_backward(dx_added_gpu, dw_gpu, on_gpu(dout), x_gpu, weight_gpu, to_gpu(rstd), GradInto::add);
       testing::expect_matches_cpu(dx_added_gpu, dx_added, rel_l2, 2e-5, rounding + 2e-4, "rmsnorm dx added");
+      testing::expect_matches_cpu(dw_gpu, dw_twice, 1e-5, 1e-4, 1e-4, "rmsnorm dweight twice");
     }
   }
 }
