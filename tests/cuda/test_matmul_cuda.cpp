@@ -3,7 +3,8 @@
 // inputs): forward with and without the bias epilogue, dx written over poison, dweight and dbias
 // accumulated onto existing values, a weight view at an offset of one element (4- or 2-byte
 // alignment); the fused GELU forward and DGELU backward against their CPU compositions, their
-// refusal of rows cuBLASLt cannot fuse, and the plan cache (a repeat is a hit, bitwise the same).
+// refusal of rows cuBLASLt cannot fuse, the bias gradient's column sums with 16-byte and with scalar
+// loads, and the plan cache (a repeat is a hit, bitwise the same).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -166,6 +167,36 @@ TEST_F(MatmulCudaRules, FusedGeluRefusesRowsNotAMultipleOf8) {
     const std::string backward =
         testing::error_of([&] { matmul_backward_dgelu(dx, dw, db, dout, x, weight, x_pre); });
     EXPECT_TRUE(testing::contains(backward, "C = 100 to be a multiple of 8")) << backward;
+  }
+}
+
+// The bias gradient's column sums over many rows in uneven chunks (4099 rows) and 264 columns: a
+// partial last column tile for the 16-byte loads (256 or 128 columns a tile) and, from a dout one
+// element off 16 bytes, the scalar loads. Both match the CPU and give the same bits as each other.
+TEST_F(MatmulCudaRules, BiasGradientMatchesCpuWithVectorAndScalarLoads) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t N = 4099, C = 8, OC = 264;
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = rounded_to(random_tensor({N, C}, seed), dtype);
+    const Tensor dout = rounded_to(random_tensor({N, OC}, seed + 1), dtype);
+    const Tensor weight = rounded_to(random_tensor({OC, C}, seed + 2), dtype);
+    Tensor dx = Tensor::zeros({N, C}), dw = Tensor::zeros({OC, C}), db = random_tensor({OC}, seed + 3);
+    const Tensor db_init = testing::copy_of(db);
+    matmul_backward(dx, dw, db, dout, x, weight);
+    Tensor db_by_kind[2];
+    for (const bool aligned : {true, false}) {
+      SCOPED_TRACE(aligned ? "aligned" : "misaligned");
+      const Tensor dout_gpu = aligned ? to_gpu_as(dout, dtype) : testing::misaligned_gpu(dout, dtype);
+      Tensor dx_gpu = testing::poisoned_gpu({N, C}, dtype), dw_gpu = to_gpu(Tensor::zeros({OC, C}));
+      Tensor db_gpu = to_gpu(db_init);
+      matmul_backward(dx_gpu, dw_gpu, db_gpu, dout_gpu, to_gpu_as(x, dtype), to_gpu_as(weight, dtype));
+      expect_matches(db_gpu, db, parameter_grad_tolerance(N), "matmul dbias");
+      db_by_kind[aligned ? 0 : 1] = testing::to_cpu(db_gpu);
+    }
+    for (int64_t c = 0; c < OC; c++)
+      ASSERT_EQ(db_by_kind[0].f32()[c], db_by_kind[1].f32()[c]) << "dbias[" << c << "]: vector and scalar loads differ";
   }
 }
 

@@ -1,6 +1,7 @@
 // Deterministic column sums of a row-major (N,C) operand for parameter gradients (LayerNorm's
 // dweight/dbias, the linear layer's dbias): out_k[c] += sum_n load(n, c)[k] for K outputs. A kernel
-// that already reads the rows may write the partials itself and call column_sums_finish.
+// that already reads the rows may write the partials itself and call column_sums_finish; a plain
+// matrix in memory (the bias gradient's dout) takes matrix_column_sums_accumulate, 16 bytes a load.
 // Pass 1: a grid of (C/32 column tiles) x (R row chunks), R fixed by N alone; each block sums its
 // chunk into partial (K,R,C). Pass 2: a block per 32 columns adds the R partials in a fixed order
 // (8 strided runs, then their sums). No atomics, so the result is the same on every run and device.
@@ -10,6 +11,7 @@
 
 #include "core/cuda/device.h"
 #include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/vector_io.cuh"
 
 namespace tessera::cuda {
 
@@ -99,6 +101,58 @@ void column_sums_accumulate(ColumnOutputs<K> outs, int64_t N, int64_t C, Load lo
                                                                                      rows_per_chunk, load);
   CUDA_CHECK_LAUNCH();
   column_sums_finish<K>(outs, partial.as<float>(), R, C, stream);
+}
+
+// Pass 1 over a plain row-major (N,C) matrix x in T: thread x of a block sums W adjacent columns with
+// one W-wide load a row (W = kVec<T> needs x 16-byte aligned and C a multiple of W; W = 1 needs
+// nothing), so a block covers kColumnTile * W columns; rows and warps are added in the order above.
+template <int W, typename T>
+__global__ void matrix_column_sums_partial_kernel(float* partial, const T* x, int64_t N, int64_t C,
+                                                  int64_t rows_per_chunk) {
+  constexpr int kTileColumns = kColumnTile * W;
+  __shared__ float tile[kColumnRows][kTileColumns + 1];
+  const int64_t first = int64_t(blockIdx.x) * kTileColumns;
+  const int64_t c = first + int64_t(threadIdx.x) * W;
+  const int64_t begin = int64_t(blockIdx.y) * rows_per_chunk;
+  const int64_t end = begin + rows_per_chunk < N ? begin + rows_per_chunk : N;
+  float acc[W] = {};
+  if (c < C) {
+#pragma unroll 4
+    for (int64_t n = begin + threadIdx.y; n < end; n += kColumnRows) {
+      float v[W];
+      load_f32_vec<W>(v, x + n * C + c);
+#pragma unroll
+      for (int k = 0; k < W; k++) acc[k] += v[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < W; k++) tile[threadIdx.y][threadIdx.x * W + k] = acc[k];
+  __syncthreads();
+  for (int j = threadIdx.y * kColumnTile + threadIdx.x; j < kTileColumns; j += kColumnTile * kColumnRows) {
+    if (first + j >= C) break;
+    float sum = 0.0f;
+    for (int r = 0; r < kColumnRows; r++) sum += tile[r][j];
+    partial[int64_t(blockIdx.y) * C + first + j] = sum;
+  }
+}
+
+// out[c] += sum_n x[n, c] for a plain row-major (N,C) matrix in T, both passes queued on `stream`;
+// 16-byte loads where x's alignment and C allow, the same row chunks (so the same bits) either way.
+template <typename T>
+void matrix_column_sums_accumulate(float* out, const T* x, int64_t N, int64_t C, cudaStream_t stream) {
+  if (N == 0 || C == 0) return;
+  const int64_t R = std::min(kMaxRowChunks, ceil_div(N, 4 * kColumnRows));
+  const int64_t rows_per_chunk = ceil_div(N, R);
+  const DeviceScratch partial(size_t(R * C) * sizeof(float));
+  const auto pass1 = [&]<int W>() {
+    const dim3 grid(unsigned(ceil_div(C, kColumnTile * W)), unsigned(R));
+    matrix_column_sums_partial_kernel<W, T><<<grid, dim3(kColumnTile, kColumnRows), 0, stream>>>(
+        partial.as<float>(), x, N, C, rows_per_chunk);
+    CUDA_CHECK_LAUNCH();
+  };
+  if (is_aligned16(x) && C % kVec<T> == 0) pass1.template operator()<kVec<T>>();
+  else pass1.template operator()<1>();
+  column_sums_finish<1>(ColumnOutputs<1>{{out}}, partial.as<float>(), R, C, stream);
 }
 
 }  // namespace tessera::cuda
