@@ -98,16 +98,13 @@ void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tens
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-    {
-      // The host ids serve the range check and the kernel's bucketing by token (one synchronising copy).
-      const Tensor tokens_host = copy_to_host(tokens);
-      check_token_range(op, tokens_host, table);
+      // The ids are not checked again (encoder_forward did, on the same tokens): one outside the table
+      // adds nothing, and the step need not wait for a copy of them.
       cuda::with_storage_type(dtype, [&]<typename S>(S) {
         cuda::encoder_backward(dwte.f32(), dwpe.defined() ? dwpe.f32() : nullptr, cuda::typed_data<S>(dout),
-                               tokens_host.data<int32_t>(), d.B, d.T, d.C, first_row, d.Vp, cuda_compute_stream());
+                               tokens.data<int32_t>(), d.B, d.T, d.C, first_row, d.Vp, cuda_compute_stream());
       });
       return;
-    }
 #else
       detail::fail_no_cuda_kernel(op);
 #endif

@@ -6,7 +6,9 @@
 // Dtypes: out, wte and wpe share one (f32, or bf16 on the GPU), as does dout; dwte and dwpe are f32.
 // Vocabulary-parallel (a tensor-parallel rank's slice): wte (and dwte) are rows [first_row,
 // first_row + rows) of a table of vocab_rows rows; a token outside the slice contributes nothing
-// (its row is wpe[t] alone, or zero). Tokens are checked against [0, vocab_rows) (0: wte's rows).
+// (its row is wpe[t] alone, or zero). Tokens are checked against [0, vocab_rows) (0: wte's rows),
+// by the backward on the CPU only: on the GPU the forward's check of the same tokens serves (one
+// synchronising copy), and the backward skips an id outside the table without waiting for the device.
 #pragma once
 
 #include "core/tensor.h"

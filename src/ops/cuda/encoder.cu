@@ -3,12 +3,13 @@
 //   forward:  out[b,t,c] = wte[tokens[b,t],c] + wpe[t,c] (wpe null: no position table), W channels
 //             per thread (16 bytes when C and the pointers allow, else 1).
 //   backward: dwpe[t,c] += sum_b dout[b,t,c]   one thread per (t,c), b in order (skipped when null).
-//             dwte[v,c] += dout[b,t,c] over the (b,t) with tokens[b,t] = v: the rows are bucketed
-//             by token id on the host (counting sort, ascending (b,t) within a token), then one
-//             block per distinct token adds its rows onto dwte in that order, one thread per c.
+//             dwte[v,c] += dout[b,t,c] over the (b,t) with tokens[b,t] = v: the positions are sorted
+//             by token on the device (CUB's radix sort, stable: ascending (b,t) within a token), then
+//             the block at the first position of each token adds its rows onto dwte in that order,
+//             one thread per c. Nothing goes through the host, so the step does not wait here.
 // No atomics: both gradients are the same bits on every run; dwte adds in the CPU's order.
-#include <algorithm>
-#include <vector>
+#include <bit>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "core/cuda/device.h"
 #include "ops/cuda/cuda_common.cuh"
@@ -53,58 +54,32 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const S* dout, int64_t 
   dwpe[i] += sum;
 }
 
-// Block u: token ids[u], whose rows of dout are rows[starts[u] .. starts[u+1]).
-template <typename S>
-__global__ void encoder_backward_wte_kernel(float* dwte, const S* dout, const int32_t* rows, const int32_t* starts,
-                                            const int32_t* ids, int64_t C) {
-  const int64_t u = blockIdx.x;
-  const int32_t begin = starts[u], end = starts[u + 1];
-  float* dwte_row = dwte + int64_t(ids[u]) * C;  // (C)
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    float acc = dwte_row[c];
-    for (int32_t j = begin; j < end; j++) acc += load_f32(dout[int64_t(rows[j]) * C + c]);
-    dwte_row[c] = acc;
-  }
+// The sort's keys: each position's row in the slice, or `rows` (sorted last, never summed) for a token
+// of another slice; and the positions 0..BT, which the sort carries along.
+__global__ void slice_rows_kernel(int32_t* rows_of, int32_t* positions, const int32_t* tokens, int64_t BT,
+                                  int64_t first, int64_t rows) {
+  const int64_t bt = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (bt >= BT) return;
+  const int64_t row = int64_t(tokens[bt]) - first;
+  rows_of[bt] = row >= 0 && row < rows ? int32_t(row) : int32_t(rows);
+  positions[bt] = int32_t(bt);
 }
 
-// --- host side of the launchers ---
-
-// The rows 0..BT of dout whose token lies in [first, first + rows), grouped by token, as one int32
-// array [rows (R) | starts (U+1) | ids (U)] for the U distinct tokens (ids relative to first),
-// ascending; within a token the rows keep their order. R and U come back through the pointers.
-std::vector<int32_t> token_buckets(const int32_t* tokens, int64_t BT, int64_t first, int64_t rows, int64_t* kept,
-                                   int64_t* distinct) {
-  std::vector<int32_t> local(static_cast<size_t>(BT));
-  int32_t max_id = -1;
-  int64_t R = 0;
-  for (int64_t bt = 0; bt < BT; bt++) {
-    const int64_t row = int64_t(tokens[bt]) - first;
-    local[size_t(bt)] = row >= 0 && row < rows ? int32_t(row) : -1;
-    max_id = std::max(max_id, local[size_t(bt)]);
-    R += local[size_t(bt)] >= 0;
+// Block i: when sorted position i is the first of its row (and the row is in the slice), adds that
+// row's positions of dout, in their sorted order, onto the row of dwte; every other block returns.
+template <typename S>
+__global__ void encoder_backward_wte_kernel(float* dwte, const S* dout, const int32_t* sorted_rows,
+                                            const int32_t* sorted_positions, int64_t BT, int64_t C, int64_t rows) {
+  const int64_t i = blockIdx.x;
+  const int32_t row = sorted_rows[i];
+  if (row == rows || (i > 0 && sorted_rows[i - 1] == row)) return;
+  float* dwte_row = dwte + int64_t(row) * C;  // (C)
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = dwte_row[c];
+    for (int64_t j = i; j < BT && sorted_rows[j] == row; j++)
+      acc += load_f32(dout[int64_t(sorted_positions[j]) * C + c]);
+    dwte_row[c] = acc;
   }
-  std::vector<int32_t> next(size_t(max_id) + 2, 0);  // counts, then the next free slot per id
-  for (int64_t bt = 0; bt < BT; bt++)
-    if (local[size_t(bt)] >= 0) next[size_t(local[size_t(bt)]) + 1]++;
-  int64_t U = 0;
-  for (size_t v = 1; v < next.size(); v++) U += next[v] > 0;
-  std::vector<int32_t> plan(size_t(R + 2 * U + 1));
-  int32_t* starts = plan.data() + R;
-  int32_t* ids = starts + U + 1;
-  int64_t u = 0;
-  for (int32_t v = 0; v <= max_id; v++) {
-    const int32_t count = next[size_t(v) + 1];
-    next[size_t(v) + 1] += next[size_t(v)];  // prefix sum: next[v] is now the first slot of id v
-    if (count == 0) continue;
-    starts[u] = next[size_t(v)];
-    ids[u++] = v;
-  }
-  starts[U] = int32_t(R);
-  for (int64_t bt = 0; bt < BT; bt++)
-    if (local[size_t(bt)] >= 0) plan[size_t(next[size_t(local[size_t(bt)])]++)] = int32_t(bt);
-  *kept = R;
-  *distinct = U;
-  return plan;
 }
 
 }  // namespace
@@ -127,22 +102,31 @@ void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, 
 }
 
 template <typename S>
-void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B,
-                      int64_t T, int64_t C, int64_t first, int64_t rows, cudaStream_t stream) {
+void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens, int64_t B, int64_t T, int64_t C,
+                      int64_t first, int64_t rows, cudaStream_t stream) {
   const int64_t BT = B * T;
   if (BT * C == 0) return;
   if (dwpe) {
     encoder_backward_wpe_kernel<S><<<unsigned(ceil_div(T * C, kBlock)), kBlock, 0, stream>>>(dwpe, dout, B, T, C);
     CUDA_CHECK_LAUNCH();
   }
-  int64_t R = 0, U = 0;
-  const std::vector<int32_t> plan = token_buckets(tokens_host, BT, first, rows, &R, &U);
-  if (U == 0) return;  // no token of this slice of the vocabulary
-  const DeviceScratch plan_device(plan.size() * sizeof(int32_t));
-  copy_to_device(plan_device.as<void>(), plan.data(), plan.size() * sizeof(int32_t));  // synchronous
-  const int32_t* bucketed = plan_device.as<int32_t>();
-  encoder_backward_wte_kernel<S><<<unsigned(U), kBlock, 0, stream>>>(dwte, dout, bucketed, bucketed + R,
-                                                                     bucketed + R + U + 1, C);
+  // Four int32 arrays of BT (keys and positions, before and after the sort), then CUB's scratch.
+  const int n = int(BT);
+  const int end_bit = int(std::bit_width(uint32_t(rows)));  // the keys lie in [0, rows]
+  size_t sort_bytes = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const int32_t*>(nullptr),
+                                             static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                             static_cast<int32_t*>(nullptr), n, 0, end_bit, stream));
+  const size_t array_bytes = size_t(ceil_div(BT * int64_t(sizeof(int32_t)), 256) * 256);
+  const DeviceScratch scratch(4 * array_bytes + sort_bytes);
+  char* base = scratch.as<char>();
+  const auto array = [&](int k) { return reinterpret_cast<int32_t*>(base + k * array_bytes); };
+  slice_rows_kernel<<<unsigned(ceil_div(BT, kBlock)), kBlock, 0, stream>>>(array(0), array(1), tokens, BT, first,
+                                                                           rows);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + 4 * array_bytes, sort_bytes, array(0), array(2), array(1),
+                                             array(3), n, 0, end_bit, stream));
+  encoder_backward_wte_kernel<S><<<unsigned(BT), kBlock, 0, stream>>>(dwte, dout, array(2), array(3), BT, C, rows);
   CUDA_CHECK_LAUNCH();
 }
 

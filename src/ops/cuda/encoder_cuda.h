@@ -14,11 +14,11 @@ namespace tessera::cuda {
 template <typename S>
 void encoder_forward(S* out, const int32_t* tokens, const S* wte, const S* wpe, int64_t B, int64_t T, int64_t C,
                      int64_t first, int64_t rows, cudaStream_t stream);
-// dwte (Vp,C) +=, dwpe (>=T,C) += (or null), from dout (B,T,C) on the device and tokens_host (B,T), a HOST
-// copy of the ids (each in [0,Vp)): it buckets rows by token there and uploads the buckets (one
-// synchronous copy). Deterministic: every element is summed by one thread in a fixed order.
+// dwte rows [first, first + rows) (rows,C) +=, dwpe (>=T,C) += (or null), from dout (B,T,C) and tokens
+// (B,T) on the device (a token outside the rows adds nothing; nothing waits for the device).
+// Deterministic: every element is summed by one thread in a fixed order.
 template <typename S>
-void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens_host, int64_t B, int64_t T,
-                      int64_t C, int64_t first, int64_t rows, cudaStream_t stream);
+void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* tokens, int64_t B, int64_t T, int64_t C,
+                      int64_t first, int64_t rows, cudaStream_t stream);
 
 }  // namespace tessera::cuda
