@@ -28,7 +28,7 @@ __global__ void stats_kernel(float* max, float* sum_exp, float* target_logit, co
 __global__ void rescale_kernel(float* sum_exp, const float* local_max, const float* global_max, int64_t N) {
   const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= N) return;
-  sum_exp[n] = local_max[n] == -INFINITY ? 0.0f : sum_exp[n] * expf(local_max[n] - global_max[n]);
+  sum_exp[n] = local_max[n] == -INFINITY ? 0.0f : sum_exp[n] * exp_of(local_max[n] - global_max[n]);
 }
 
 template <int W, typename T>
