@@ -14,11 +14,12 @@ import sys
 
 # What a kernel is part of, by its name: the first pattern that matches.
 CATEGORIES = [
-    ("GEMM (cuBLASLt, bias gradients)", r"nvjet|gemm|splitKreduce|Bgrad|cublasLt|accumulate_kernel"),
+    ("GEMM (cuBLASLt) and bias gradients", r"nvjet|gemm|splitKreduce|cublasLt|Bgrad|accumulate_kernel|matrix_column_sums"),
     ("attention", r"sdpa|flash|attention|cudnn::|dot_do_o|matmul_dq"),
     ("cross-entropy", r"cross_entropy"),
     ("norms and their parameter sums", r"layernorm|rmsnorm|column_sums"),
     ("optimizer (AdamW, gradient norm)", r"adamw|squared_norm|scale_inplace"),
+    ("embedding (and its backward's sort)", r"encoder_|slice_rows|Radix|Onesweep|cub::"),
 ]
 
 

@@ -1,7 +1,7 @@
 // Token + position embedding on the GPU against the CPU: forward exact, backward accumulating
-// onto existing gradients with repeated tokens (bucketed by token, no atomics), the same bits on
-// every run; bf16 and f16 activations with fp32 gradients; out-of-range ids, and bf16 and f16 on
-// the CPU, refused.
+// onto existing gradients with repeated tokens (positions sorted by token on the device, no atomics),
+// the same bits on every run and as the CPU's, over a step's worth of positions too; bf16 and f16
+// activations with fp32 gradients; out-of-range ids, and bf16 and f16 on the CPU, refused.
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_testing.h"
@@ -57,6 +57,21 @@ TEST_F(EncoderCuda, VocabularySliceMatchesCpu) {
   encoder_backward(dwte_gpu, dwpe_gpu, to_gpu(dout), tokens_gpu, first, Vp);
   testing::expect_matches_cpu(dwte_gpu, dwte, 1e-6, 1e-5, 1e-5, "sliced encoder dwte");
   testing::expect_matches_cpu(dwpe_gpu, dwpe, 1e-6, 1e-5, 1e-5, "sliced encoder dwpe");
+}
+
+// A step's worth of positions (20,480: CUB sorts them in several tiles, as in training) over a slice
+// of GPT-2's vocabulary, so a quarter of them lie outside it: dwte the CPU's bits.
+TEST_F(EncoderCuda, BackwardOverManyPositionsIsTheCpusBits) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t B = 20, T = 1024, C = 8, Vp = 50304, first = 12576, rows = 37728;
+  const Tensor tokens = testing::random_ids({B, T}, Vp, seed);
+  const Tensor dout = random_tensor({B, T, C}, seed + 1);
+  Tensor dwte = random_tensor({rows, C}, seed + 2), dwpe;
+  Tensor dwte_gpu = to_gpu(dwte), dwpe_gpu;
+  encoder_backward(dwte, dwpe, dout, tokens, first, Vp);
+  encoder_backward(dwte_gpu, dwpe_gpu, to_gpu(dout), to_gpu(tokens), first, Vp);
+  testing::expect_identical(testing::to_cpu(dwte_gpu), dwte, "sliced dwte over 20,480 positions");
 }
 
 // bf16 or f16 out/wte/wpe/dout, f32 dwte/dwpe. Forward: the fp32 sum of two stored values, rounded

@@ -201,8 +201,8 @@ TEST_F(MatmulCudaRules, BiasGradientMatchesCpuWithVectorAndScalarLoads) {
 }
 
 // Tuned matmuls (ops/matmul_tuning.h) time cuBLASLt's candidates on the call's own operands: the
-// results still match the CPU (the accumulated dweight and dbias too, which the timed runs added to
-// and which are put back), and each shape timed is recorded. Shapes no other test uses, so none is
+// results still match the CPU (the accumulated dweight too, which the timed runs added to and which
+// is put back, and dbias), and each shape timed is recorded. Shapes no other test uses, so none is
 // planned already.
 TEST_F(MatmulCudaRules, TunedMatmulsMatchCpuAndAreRecorded) {
   struct TuningScope {

@@ -2,8 +2,8 @@
 // dweight/dbias, the linear layer's dbias): out_k[c] += sum_n load(n, c)[k] for K outputs. A kernel
 // that already reads the rows may write the partials itself and call column_sums_finish; a plain
 // matrix in memory (the bias gradient's dout) takes matrix_column_sums_accumulate, 16 bytes a load.
-// Pass 1: a grid of (C/32 column tiles) x (R row chunks), R fixed by N alone; each block sums its
-// chunk into partial (K,R,C). Pass 2: a block per 32 columns adds the R partials in a fixed order
+// Pass 1: a grid of (C/32 column tiles, C/(32 W) for a plain matrix's W-wide loads) x (R row chunks),
+// R fixed by N alone; each block sums its chunk into partial (K,R,C). Pass 2: a block per 32 columns adds the R partials in a fixed order
 // (32 strided runs, one a warp, then their sums). No atomics, so the result is the same on every run
 // and device.
 #pragma once
@@ -20,6 +20,7 @@ constexpr int kColumnTile = 32;  // columns per block: one warp reads 128 contig
 constexpr int kColumnRows = 8;   // warps per block, each on its own rows
 constexpr int kFinalRows = 32;   // pass 2's warps: each adds every 32nd partial, loads in flight
 constexpr int64_t kMaxRowChunks = 64;
+constexpr int64_t kMaxMatrixRowChunks = 256;  // a plain matrix's: 768 blocks for a 768-wide bf16 dout
 
 template <int K>
 struct ColumnOutputs {
@@ -147,7 +148,7 @@ __global__ void matrix_column_sums_partial_kernel(float* partial, const T* x, in
 template <typename T>
 void matrix_column_sums_accumulate(float* out, const T* x, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  const int64_t R = std::min(kMaxRowChunks, ceil_div(N, 4 * kColumnRows));
+  const int64_t R = std::min(kMaxMatrixRowChunks, ceil_div(N, 4 * kColumnRows));
   const int64_t rows_per_chunk = ceil_div(N, R);
   const DeviceScratch partial(size_t(R * C) * sizeof(float));
   const auto pass1 = [&]<int W>() {

@@ -9,6 +9,7 @@
 //             one thread per c. Nothing goes through the host, so the step does not wait here.
 // No atomics: both gradients are the same bits on every run; dwte adds in the CPU's order.
 #include <bit>
+#include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "core/cuda/device.h"
@@ -111,6 +112,8 @@ void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* to
     CUDA_CHECK_LAUNCH();
   }
   // Four int32 arrays of BT (keys and positions, before and after the sort), then CUB's scratch.
+  TS_CHECK(BT <= INT32_MAX && rows <= INT32_MAX, "encoder_backward: ", BT, " positions or ", rows,
+           " rows of dwte exceed the sort's 32-bit keys and positions");
   const int n = int(BT);
   const int end_bit = int(std::bit_width(uint32_t(rows)));  // the keys lie in [0, rows]
   size_t sort_bytes = 0;
