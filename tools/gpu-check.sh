@@ -22,6 +22,9 @@
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute at the GPU's own
 #          clocks: time per kernel, and how much of the unprofiled step's wall time no kernel ran
 #          ($PROFILE_FLAGS, e.g. --nondeterministic, go to both bench trains)
+#   timeline  the same bench train under Nsight Systems, as it runs: of its median step, the time kernels,
+#          copies and memsets ran and the time the GPU waited, with the longest waits and what lay around
+#          them (tools/gpu_timeline.py; the trace's CSV beside the results); skipped where nsys is missing
 #   moe    tessera bench train of mixtral-mini (8 experts, top 2) beside llama-mini (its dense twin), B=32,
 #          T=256, bf16, 10 and 60 steps: what the experts' varying GEMM shapes cost
 #   large  GPT-2 1558M at micro-batch 16 (MFU), alone and with 8 micro-batches a step (llm.c's setting),
@@ -170,6 +173,21 @@ for s in "${sections[@]}"; do
       record python3 "$root/tools/kernel_times.py" "$out/ncu-$stamp.csv" --step-kernel encoder_forward \
         --step-ms "${step_ms:-0}"
       ;;
+    timeline)
+      section "timeline: where a bf16 step of GPT-2 124M, B=16, T=1024, waits (Nsight Systems)"
+      nsys=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
+      if [[ -z $nsys ]]; then
+        say "no nsys on this machine: section skipped"
+      else
+        trace=$(mktemp -d)
+        record "$nsys" profile --trace cuda --force-overwrite true -o "$trace/step" "$tessera" bench train \
+          --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 10 --warmup 3 ${PROFILE_FLAGS:-}
+        record "$nsys" stats --report cuda_gpu_trace --format csv --output "$out/nsys-$stamp" "$trace/step.nsys-rep"
+        record python3 "$root/tools/gpu_timeline.py" "$(ls "$out/nsys-$stamp"*.csv 2>/dev/null | head -1)" \
+          --step-kernel encoder_forward
+        rm -rf "$trace"
+      fi
+      ;;
     moe)
       section "moe: mixtral-mini beside llama-mini, B=32, T=256, bf16"
       for model in llama-mini mixtral-mini; do
@@ -252,7 +270,7 @@ print(f"tessera train: median {statistics.median(rates):,.0f} tokens/s over step
             "$data/$name/metrics.jsonl" --tolerance "$tolerance"
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench attention tuning profile moe large llama trainer multirank)"; status=1 ;;
+    *) say "unknown section '$s' (env tests train bench attention tuning profile timeline moe large llama trainer multirank)"; status=1 ;;
   esac
 done
 if grep -q '^{"attention_kernel' "$results"; then  # bench train ran: its runs beside PyTorch's, as a table
