@@ -2,10 +2,11 @@
 // the CPU. One thread per element reads param, grad, m, v once and writes param, m, v once (and the
 // optional 16-bit mirror of param); bf16 moments (M = __nv_bfloat16) are widened, updated and stored
 // back by stochastic rounding with the element's Philox bits, as the CPU does. The multi-tensor form
-// launches this kernel once per run of segments that ops/adamw.cpp coalesced (98 for GPT-2 124M): on
-// an H100 a GPT-2 124M update is bandwidth-bound either way, and the chunked single-launch variants
-// tried (chunk tables in the parameter block, a block per chunk) ran 1.4x to 3.4x slower than one
-// contiguous sweep per segment (148 then; bench/results/README.md).
+// gives each long run of segments that ops/adamw.cpp coalesced a contiguous sweep of its own: on an
+// H100 a GPT-2 124M update is bandwidth-bound, and the chunked single-launch variants tried (chunk
+// tables in the parameter block, a block per chunk) ran 1.4x to 3.4x slower (bench/results/README.md).
+// Runs of at most kShortRun elements (GPT-2's biases and norm weights, half its 98 runs, 2.2 us a launch
+// on an H200) go up to kRunsPerLaunch a launch instead, in the kernel's parameters, a block each.
 #include <type_traits>
 
 #include "ops/cuda/adamw_cuda.h"
@@ -15,17 +16,21 @@ namespace tessera::cuda {
 namespace {
 
 constexpr int kBlock = 256;
+constexpr int64_t kShortRun = 4096;  // elements: a block of kBlock threads takes 16 each
+constexpr int kRunsPerLaunch = 32;   // 2 KB of kernel parameters
+
+struct ShortRuns {
+  AdamWSegment run[kRunsPerLaunch];
+};
 
 // --- kernels ---
 
-// T = float writes no mirror. M: the moments' type, float or __nv_bfloat16 (then `segment` gives the
-// rounding keys; pointers are already offset to the segment).
+// Element i of a segment. T = float writes no mirror. M: the moments' type, float or __nv_bfloat16
+// (then `segment` gives the rounding keys); pointers are already offset to the segment.
 template <typename T, typename M>
-__global__ void adamw_update_kernel(float* __restrict__ param, const float* __restrict__ grad, M* __restrict__ m,
-                                    M* __restrict__ v, T* __restrict__ mirror, AdamWSegment segment,
-                                    AdamWElementParams p) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= segment.length) return;
+__device__ __forceinline__ void update_element(float* __restrict__ param, const float* __restrict__ grad,
+                                               M* __restrict__ m, M* __restrict__ v, T* __restrict__ mirror,
+                                               const AdamWSegment& segment, const AdamWElementParams& p, int64_t i) {
   float value = param[i];
   if constexpr (std::is_same_v<M, float>) {
     adamw_element(value, grad[i], m[i], v[i], p);
@@ -38,6 +43,26 @@ __global__ void adamw_update_kernel(float* __restrict__ param, const float* __re
   }
   param[i] = value;
   if constexpr (!std::is_same_v<T, float>) mirror[i] = store_as<T>(value);
+}
+
+// A thread per element of one segment.
+template <typename T, typename M>
+__global__ void adamw_update_kernel(float* __restrict__ param, const float* __restrict__ grad, M* __restrict__ m,
+                                    M* __restrict__ v, T* __restrict__ mirror, AdamWSegment segment,
+                                    AdamWElementParams p) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < segment.length) update_element<T, M>(param, grad, m, v, mirror, segment, p, i);
+}
+
+// A block per short run of `runs`, its threads striding over the run; pointers at the whole buffers.
+template <typename T, typename M>
+__global__ void adamw_short_runs_kernel(float* param, const float* grad, M* m, M* v, T* mirror, ShortRuns runs,
+                                        AdamWElementParams decayed, AdamWElementParams plain) {
+  const AdamWSegment& s = runs.run[blockIdx.x];
+  const AdamWElementParams& p = s.decayed ? decayed : plain;
+  for (int64_t i = threadIdx.x; i < s.length; i += blockDim.x)
+    update_element<T, M>(param + s.param_offset, grad + s.state_offset, m + s.state_offset, v + s.state_offset,
+                         mirror ? mirror + s.param_offset : nullptr, s, p, i);
 }
 
 template <typename T, typename M>
@@ -64,11 +89,26 @@ template <typename T, typename M>
 void adamw_update_segments(float* param, const float* grad, M* m, M* v, T* mirror, const AdamWSegment* segments,
                            int64_t count, const AdamWElementParams& decayed, const AdamWElementParams& plain,
                            cudaStream_t stream) {
+  ShortRuns runs;
+  int batched = 0;
+  const auto flush = [&] {
+    if (batched == 0) return;
+    adamw_short_runs_kernel<T, M><<<batched, kBlock, 0, stream>>>(param, grad, m, v, mirror, runs, decayed, plain);
+    CUDA_CHECK_LAUNCH();
+    batched = 0;
+  };
   for (int64_t k = 0; k < count; ++k) {
     const AdamWSegment& s = segments[k];
+    if (s.length == 0) continue;
+    if (s.length <= kShortRun) {
+      runs.run[batched++] = s;
+      if (batched == kRunsPerLaunch) flush();
+      continue;
+    }
     launch_update<T, M>(param + s.param_offset, grad + s.state_offset, m + s.state_offset, v + s.state_offset,
                         mirror ? mirror + s.param_offset : nullptr, s, s.decayed ? decayed : plain, stream);
   }
+  flush();
 }
 
 #define TESSERA_ADAMW_SEGMENTS(T, M)                                                                             \
