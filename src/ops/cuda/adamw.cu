@@ -55,9 +55,11 @@ __global__ void adamw_update_kernel(float* __restrict__ param, const float* __re
 }
 
 // A block per short run of `runs`, its threads striding over the run; pointers at the whole buffers.
+// The runs are disjoint (a partition of the parameters), so the blocks may update them at once.
 template <typename T, typename M>
-__global__ void adamw_short_runs_kernel(float* param, const float* grad, M* m, M* v, T* mirror, ShortRuns runs,
-                                        AdamWElementParams decayed, AdamWElementParams plain) {
+__global__ void adamw_short_runs_kernel(float* param, const float* grad, M* m, M* v, T* mirror,
+                                        const __grid_constant__ ShortRuns runs, AdamWElementParams decayed,
+                                        AdamWElementParams plain) {
   const AdamWSegment& s = runs.run[blockIdx.x];
   const AdamWElementParams& p = s.decayed ? decayed : plain;
   for (int64_t i = threadIdx.x; i < s.length; i += blockDim.x)

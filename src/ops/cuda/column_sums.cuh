@@ -68,7 +68,8 @@ __global__ void column_sums_partial_kernel(float* partial, int64_t N, int64_t C,
 // 32 rows, not 8: LayerNorm's fused backward leaves 512 partials a column, which 8 rows of loads, one
 // after another, took 9.7 us to add (GPT-2 124M, B=16, H200).
 template <int K>
-__global__ void column_sums_final_kernel(ColumnOutputs<K> outs, const float* partial, int64_t R, int64_t C) {
+__global__ void __launch_bounds__(kColumnTile * kFinalRows)
+    column_sums_final_kernel(ColumnOutputs<K> outs, const float* partial, int64_t R, int64_t C) {
   __shared__ float tile[K][kFinalRows][kColumnTile + 1];
   const int64_t c = int64_t(blockIdx.x) * kColumnTile + threadIdx.x;
 #pragma unroll

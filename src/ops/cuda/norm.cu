@@ -1,7 +1,8 @@
 // Gradient-clipping reductions on the GPU. squared_norm: a fixed grid of kBlocks blocks strides
 // over x summing squares in fp64, 16 bytes a load where x is aligned and n a multiple of 4 (four
 // loads in flight a thread); block partials go to scratch, one block adds them in index order. The
-// grid never depends on the device, so the result is the same bit for bit on every run.
+// grid never depends on the device, so the result (which depends on n and on whether x is aligned)
+// is the same bit for bit on every run.
 // scale_inplace: one thread per element.
 #include "core/cuda/device.h"
 #include "ops/cuda/cuda_common.cuh"
