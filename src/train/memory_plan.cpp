@@ -115,9 +115,9 @@ int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& 
 // --async-checkpoint's buffers, allocated at start-up (train/checkpoint_saver.cpp), for a rank with
 // `state` moment elements: the moments in fp32, the weight shard with sharded weights, and rank 0's
 // copy of the whole model's `whole` weights. Host memory: a CPU run's own; a GPU run copies straight
-// from the device into them (side_copies.h), so its device holds nothing more.
-int64_t async_checkpoint_bytes(const TrainConfig& c, bool rank0, int64_t whole, int64_t state, bool gpu) {
-  if (!c.async_checkpoint || gpu) return 0;
+// from the device into them (side_copies.h), page-locked, so its device holds nothing more.
+int64_t async_checkpoint_bytes(const TrainConfig& c, bool rank0, int64_t whole, int64_t state) {
+  if (!c.async_checkpoint) return 0;
   const bool sharded = c.sharded_checkpoint_weights();
   return (sharded ? state : 0) * kF32 + 2 * state * kF32 + (rank0 && !sharded ? whole * kF32 : 0);
 }
@@ -184,7 +184,8 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     add_states(r, buckets, layout.total(), config.zero, groups, int64_t(dtype_size(compute)),
                int64_t(dtype_size(plan.moments)), model.tied_embeddings);
     const int64_t state = config.zero == 0 ? layout.total() : shard_size(buckets);
-    r.async_checkpoint = async_checkpoint_bytes(config, s == 0, whole_params, state, gpu_compute(compute));
+    (gpu_compute(compute) ? r.pinned_host : r.async_checkpoint) =
+        async_checkpoint_bytes(config, s == 0, whole_params, state);
     if (config.powersgd_rank > 0) {
       // The errors of the factored matrices; and, every bucket in flight at once at worst, the
       // packed first rounds (the elements no factor covers, every P) and second rounds (every Q).

@@ -31,6 +31,8 @@ struct RankMemory {
   int64_t part_buffers = 0;     // ZeRO 2/3: a part's gradient buffer, reductions; ZeRO-3: two gathered parts, a 16-bit copy
   int64_t compression = 0;      // PowerSGD: the fp32 errors of the matrices it factors, the packed rounds
   int64_t async_checkpoint = 0; // --async-checkpoint's host buffers (a CPU run's memory; none on the GPU)
+  int64_t pinned_host = 0;      // a GPU run's --async-checkpoint buffers: page-locked host memory, not the
+                                // device's (not in total()), which every rank of a node takes from its RAM
   int64_t activations = 0;      // saved activations of one micro-batch (the rank's largest chunk's)
   int64_t scratch = 0;          // backward scratch of one micro-batch (each micro-batch in flight has its own)
   int64_t attention_workspace = 0;  // a layer's backward on cuDNN's attention (16-bit, on the GPU): dS of

@@ -1,6 +1,7 @@
 // The memory plan as a table (GiB) and as JSON (bytes), from one list of its rows.
 #include "train/memory_plan_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 
@@ -119,6 +120,13 @@ std::string memory_plan_text(const MemoryPlan& p, const std::string& title, cons
   });
   for (size_t i = kMicroBatchRows; i < std::size(kRows); ++i) bytes_row(kRows[i]);
   row("total", [&](const RankMemory& r) { std::snprintf(cell, sizeof cell, "%20.3f", gib(r.total())); });
+  const auto pins = [](const RankMemory& r) { return r.pinned_host > 0; };
+  if (std::any_of(p.ranks.begin(), p.ranks.end(), pins)) {
+    row("pinned host memory (not above)", [&](const RankMemory& r) {
+      std::snprintf(cell, sizeof cell, "%20.3f", gib(r.pinned_host));
+    });
+    text += "  (--async-checkpoint's buffers: each GPU rank of a node pins its own, the first the whole weights too)\n";
+  }
   return text + verdict_text(p, fixes);
 }
 
@@ -128,6 +136,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& p, const std::string& title, c
     nlohmann::json j = {{"stage", r.stage}, {"blocks", stage_text(r.blocks)}, {"parameters", r.parameters}};
     for (const Row& bytes : kRows) j[bytes.key] = r.*bytes.bytes;
     j["micro_batches_in_flight"] = r.micro_batches_in_flight;
+    j["pinned_host"] = r.pinned_host;
     j["total"] = r.total();
     ranks.push_back(j);
   }

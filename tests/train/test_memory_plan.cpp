@@ -9,6 +9,7 @@
 #include "core/allocator.h"
 #include "support/test_support.h"
 #include "train/memory_plan.h"
+#include "train/memory_plan_report.h"
 #include "train/model_setup.h"
 #include "train/train_fixtures.h"
 #include "train/trainer.h"
@@ -128,17 +129,27 @@ TrainConfig preset_run(const std::filesystem::path& dir, const std::string& mode
 }
 
 // On the GPU an asynchronous checkpoint copies straight into host memory (side_copies.h): the plan of
-// device memory holds nothing for it.
-TEST(MemoryPlan, AsyncCheckpointTakesNoGpuMemory) {
+// device memory holds nothing for it, and the page-locked host buffers are planned beside it (GPT-2
+// 1558M: fp32 moments and the whole fp32 weights, 17.4 GiB on one rank), in the table and the JSON.
+TEST(MemoryPlan, AsyncCheckpointTakesNoGpuMemoryButPinnedHostMemory) {
   TrainConfig c = preset_run(testing::scratch_dir(), "gpt2-1558m", 16, 1024);
   const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
   const int64_t h100 = int64_t(80) << 30;
-  const int64_t without = plan_memory(c, model, DType::bf16, h100).largest().total();
+  const MemoryPlan sync = plan_memory(c, model, DType::bf16, h100);
+  EXPECT_EQ(sync.ranks[0].pinned_host, 0);
+  EXPECT_EQ(memory_plan_text(sync, "gpt2-1558m", {}).find("pinned"), std::string::npos);
   c.async_checkpoint = true;
   const MemoryPlan async = plan_memory(c, model, DType::bf16, h100);
   EXPECT_EQ(async.ranks[0].async_checkpoint, 0);
-  EXPECT_EQ(async.largest().total(), without);
-  EXPECT_GT(plan_memory(c, model, DType::f32, h100).ranks[0].async_checkpoint, 0) << "an fp32 plan is a CPU run's";
+  EXPECT_EQ(async.largest().total(), sync.largest().total());
+  EXPECT_EQ(async.ranks[0].pinned_host, 3 * async.ranks[0].parameters * 4) << "moments and weights, fp32";
+  const MemoryPlan cpu = plan_memory(c, model, DType::f32, h100);  // an fp32 plan is a CPU run's
+  EXPECT_EQ(cpu.ranks[0].async_checkpoint, async.ranks[0].pinned_host);
+  EXPECT_EQ(cpu.ranks[0].pinned_host, 0);
+  const std::string table = memory_plan_text(async, "gpt2-1558m", {});
+  EXPECT_NE(table.find("pinned host memory (not above)"), std::string::npos) << table;
+  EXPECT_NE(table.find("17.409"), std::string::npos) << table;
+  EXPECT_EQ(memory_plan_json(async, "gpt2-1558m", {})["ranks"][0]["pinned_host"], async.ranks[0].pinned_host);
 }
 
 // A run that misses by less than half its moments is told that bf16 moments would fit.
