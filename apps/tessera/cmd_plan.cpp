@@ -93,9 +93,9 @@ void plan_memory_command(MemoryOptions o, const CLI::App& command) {
   const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
   const DType compute = choose_compute_dtype(c.dtype, Device::cuda);
   const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
-  const MemoryPlan plan = plan_memory(c, model, compute, device_bytes);
+  const MemoryPlan plan = plan_memory(c, model, compute, Device::cuda, device_bytes);
   const std::vector<std::string> fixes =
-      plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, device_bytes);
+      plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, Device::cuda, device_bytes);
   const std::string title = c.init_from.empty() ? c.model : c.init_from;
   if (o.json)
     std::printf("%s\n", memory_plan_json(plan, title, fixes).dump(2).c_str());

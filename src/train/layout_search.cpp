@@ -47,7 +47,7 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
               c.recompute = recompute;
               c.recompute_layers = 0;
               std::optional<MemoryPlan> plan =
-                  plan_largest_micro_batch(c, model, compute, device_bytes, config.batch_size / dp);
+                  plan_largest_micro_batch(c, model, compute, Device::cuda, device_bytes, config.batch_size / dp);
               if (!plan) continue;
               c.micro_batch_size = plan->micro_batch;
               found.push_back({c, std::move(*plan)});

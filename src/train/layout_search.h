@@ -20,7 +20,7 @@ struct LayoutCandidate {
 };
 
 // `config`: the run's model, batch, sequence length, schedule and precision; its layout flags are
-// what the search chooses. Every candidate fits `device_bytes`; best first.
+// what the search chooses. Every candidate fits `device_bytes` of a GPU; best first.
 std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const ModelConfig& model, DType compute,
                                             int world, int64_t device_bytes);
 

@@ -95,17 +95,13 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   r.part_buffers += (padded[0] + padded[1]) * kF32 + (compute_size == kF32 ? 0 : largest * compute_size);
 }
 
-// Whether compute in this dtype is a GPU run's: 16-bit (the CPU refuses it). The plan cannot tell a GPU
-// fp32 run from a CPU one, so the GPU libraries' scratch is planned for 16-bit runs.
-bool gpu_compute(DType compute) { return dtype_size(compute) == 2; }
-
 // The scratch of one layer's attention backward on cuDNN, where a GPU run's dispatch (ops/attention.h)
 // would take cuDNN: 16-bit compute, a head size it covers, no document mask, no ring attention (cp).
 // Assumes a build with cuDNN, as the GPU builds are.
 int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& local, int64_t B, int64_t T,
-                                  DType compute, int cp) {
+                                  DType compute, Device device, int cp) {
   const int64_t HS = local.head_size();
-  if (!gpu_compute(compute) || cp > 1 || config.attention_mask == "document" ||
+  if (device != Device::cuda || dtype_size(compute) != 2 || cp > 1 || config.attention_mask == "document" ||
       !cudnn_attention_head_size_covered(HS))
     return 0;
   const int64_t bytes = cudnn_attention_workspace_bytes(B, local.num_heads, T, HS, config.deterministic);
@@ -136,7 +132,8 @@ const RankMemory& MemoryPlan::largest() const {
                            [](const RankMemory& a, const RankMemory& b) { return a.total() < b.total(); });
 }
 
-MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, int64_t device_bytes) {
+MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, Device device,
+                       int64_t device_bytes) {
   // TrainConfig::validate() holds every flag's own rule; a plan reads no data, so a copy names some.
   TrainConfig checked = config;
   checked.train_data = "(planned)";
@@ -148,6 +145,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
   const ParallelDims& d = plan.dims;
   plan.zero_stage = config.zero;
   plan.dtype = compute;
+  plan.device = device;
   plan.moments = parse_optimizer_moments(config.optimizer_moments);
   plan.recompute = config.recompute;
   if (config.recompute != "none" && config.recompute_layers > 0)
@@ -184,7 +182,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     add_states(r, buckets, layout.total(), config.zero, groups, int64_t(dtype_size(compute)),
                int64_t(dtype_size(plan.moments)), model.tied_embeddings);
     const int64_t state = config.zero == 0 ? layout.total() : shard_size(buckets);
-    (gpu_compute(compute) ? r.pinned_host : r.async_checkpoint) =
+    (device == Device::cuda ? r.pinned_host : r.async_checkpoint) =
         async_checkpoint_bytes(config, s == 0, whole_params, state);
     if (config.powersgd_rank > 0) {
       // The errors of the factored matrices; and, every bucket in flight at once at worst, the
@@ -206,8 +204,8 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     }
     const auto holds_blocks = [](const BlockRange& chunk) { return chunk.end > chunk.first; };
     if (std::any_of(stages[s].chunks.begin(), stages[s].chunks.end(), holds_blocks))
-      r.attention_workspace = attention_workspace_bytes(config, local, plan.micro_batch, T, compute, d.cp);
-    if (gpu_compute(compute)) r.matmul_workspace = kMatmulWorkspaceBytes;  // held from the first matmul on
+      r.attention_workspace = attention_workspace_bytes(config, local, plan.micro_batch, T, compute, device, d.cp);
+    if (device == Device::cuda) r.matmul_workspace = kMatmulWorkspaceBytes;  // held from the first matmul on
     r.micro_batches_in_flight = in_flight[s];
     // A layer's backward under sequence parallelism: its output gradient all-gathered, its input
     // all-gathered again, and the partial input gradient before its reduce-scatter (mlp_layer.cpp,
@@ -225,13 +223,13 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
 }
 
 std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                                   int64_t device_bytes, int64_t most) {
+                                                   Device device, int64_t device_bytes, int64_t most) {
   const int64_t share = config.batch_size / std::max(config.dp, 1);
   TrainConfig c = config;
   for (const int64_t m : divisors_up_to(share, most)) {
     c.micro_batch_size = m;
     try {
-      MemoryPlan plan = plan_memory(c, model, compute, device_bytes);
+      MemoryPlan plan = plan_memory(c, model, compute, device, device_bytes);
       if (plan.fits()) return plan;
     } catch (const Error&) {
       continue;  // a layout the model or the flags do not allow (at this micro-batch)
@@ -241,7 +239,7 @@ std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, co
 }
 
 std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                           int64_t device_bytes) {
+                                           Device device, int64_t device_bytes) {
   std::vector<std::string> fixes;
   auto add_fix = [&](const std::string& flags, const MemoryPlan& plan, const char* note) {
     char text[200];
@@ -255,7 +253,7 @@ std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const Mode
     TrainConfig changed = config;
     change(changed);
     try {
-      const MemoryPlan plan = plan_memory(changed, model, compute, device_bytes);
+      const MemoryPlan plan = plan_memory(changed, model, compute, device, device_bytes);
       if (!plan.fits()) return false;
       add_fix(flags, plan, note);
       return true;
@@ -266,7 +264,7 @@ std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const Mode
   // The largest micro-batch below this one.
   const int dp = std::max(config.dp, 1);
   if (const std::optional<MemoryPlan> smaller =
-          plan_largest_micro_batch(config, model, compute, device_bytes, config.micro_batch(dp) - 1))
+          plan_largest_micro_batch(config, model, compute, device, device_bytes, config.micro_batch(dp) - 1))
     add_fix("--micro-batch-size " + std::to_string(smaller->micro_batch), *smaller, "");
   const Recompute mode = parse_recompute(config.recompute);
   const bool partial = config.recompute_layers > 0;

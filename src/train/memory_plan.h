@@ -52,6 +52,7 @@ struct MemoryPlan {
   int zero_stage = 0;
   DType dtype = DType::bf16;
   DType moments = DType::f32;  // AdamW's (--optimizer-moments)
+  Device device = Device::cuda;  // where the run trains: a GPU's workspaces, its pinned host buffers
   int64_t micro_batch = 1, seq_len = 1;
   std::string recompute = "none";  // --recompute, with " (first N blocks)" under --recompute-layers
   int64_t device_bytes = 0;       // what each rank may use
@@ -62,18 +63,19 @@ struct MemoryPlan {
 
 // Throws one line naming the flag and the fix when the layout does not divide the model (the
 // checks `tessera train` makes at start-up) or a flag is out of range. `compute`: the activations'
-// and compute copy's dtype.
-MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, int64_t device_bytes);
+// and compute copy's dtype; `device`: where the run trains (fp32 runs on either).
+MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, Device device,
+                       int64_t device_bytes);
 
 // The plan of the largest micro-batch of at most `most` sequences that divides a data-parallel
 // rank's share of the batch and fits (config's own micro-batch size is not used); none when no
 // size fits or the layout is not one the model allows.
 std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                                   int64_t device_bytes, int64_t most);
+                                                   Device device, int64_t device_bytes, int64_t most);
 
 // For a plan that does not fit: single changes of the flags that would make it fit, each planned
 // again ("--micro-batch-size 8 (61.2 GiB)"); empty when none does.
 std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                           int64_t device_bytes);
+                                           Device device, int64_t device_bytes);
 
 }  // namespace tessera

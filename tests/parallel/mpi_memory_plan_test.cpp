@@ -57,7 +57,7 @@ void expect_plan_matches_every_rank(const Case& k) {
   config.layers = k.layers;
   config.comm_timeout = 120;
   const ModelConfig model = resolve_model_config(config, nullptr, std::nullopt);
-  const MemoryPlan plan = plan_memory(config, model, DType::f32, int64_t(1) << 40);
+  const MemoryPlan plan = plan_memory(config, model, DType::f32, Device::cpu, int64_t(1) << 40);
 
   const size_t before = host_allocator_stats().current_bytes;
   ProcessGrid grid = setup_process_grid(testing::test_runtime(), config, model);

@@ -58,7 +58,7 @@ void expect_plan_matches_training(const Case& k) {
   const std::filesystem::path dir = testing::scratch_dir();
   const TrainConfig config = run_config(k, dir);
   const ModelConfig model = resolve_model_config(config, nullptr, std::nullopt);
-  const MemoryPlan plan = plan_memory(config, model, DType::f32, int64_t(1) << 40);
+  const MemoryPlan plan = plan_memory(config, model, DType::f32, Device::cpu, int64_t(1) << 40);
   ASSERT_EQ(plan.ranks.size(), 1u);
   const RankMemory& planned = plan.ranks[0];
 
@@ -130,22 +130,26 @@ TrainConfig preset_run(const std::filesystem::path& dir, const std::string& mode
 
 // On the GPU an asynchronous checkpoint copies straight into host memory (side_copies.h): the plan of
 // device memory holds nothing for it, and the page-locked host buffers are planned beside it (GPT-2
-// 1558M: fp32 moments and the whole fp32 weights, 17.4 GiB on one rank), in the table and the JSON.
+// 1558M: fp32 moments and the whole fp32 weights, 17.4 GiB on one rank), in the table and the JSON,
+// in fp32 too; a CPU run's are its own memory.
 TEST(MemoryPlan, AsyncCheckpointTakesNoGpuMemoryButPinnedHostMemory) {
   TrainConfig c = preset_run(testing::scratch_dir(), "gpt2-1558m", 16, 1024);
   const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
   const int64_t h100 = int64_t(80) << 30;
-  const MemoryPlan sync = plan_memory(c, model, DType::bf16, h100);
+  const MemoryPlan sync = plan_memory(c, model, DType::bf16, Device::cuda, h100);
   EXPECT_EQ(sync.ranks[0].pinned_host, 0);
   EXPECT_EQ(memory_plan_text(sync, "gpt2-1558m", {}).find("pinned"), std::string::npos);
   c.async_checkpoint = true;
-  const MemoryPlan async = plan_memory(c, model, DType::bf16, h100);
+  const MemoryPlan async = plan_memory(c, model, DType::bf16, Device::cuda, h100);
   EXPECT_EQ(async.ranks[0].async_checkpoint, 0);
   EXPECT_EQ(async.largest().total(), sync.largest().total());
   EXPECT_EQ(async.ranks[0].pinned_host, 3 * async.ranks[0].parameters * 4) << "moments and weights, fp32";
-  const MemoryPlan cpu = plan_memory(c, model, DType::f32, h100);  // an fp32 plan is a CPU run's
+  const MemoryPlan cpu = plan_memory(c, model, DType::f32, Device::cpu, h100);
   EXPECT_EQ(cpu.ranks[0].async_checkpoint, async.ranks[0].pinned_host);
   EXPECT_EQ(cpu.ranks[0].pinned_host, 0);
+  const MemoryPlan gpu_fp32 = plan_memory(c, model, DType::f32, Device::cuda, h100);
+  EXPECT_EQ(gpu_fp32.ranks[0].async_checkpoint, 0);
+  EXPECT_EQ(gpu_fp32.ranks[0].pinned_host, async.ranks[0].pinned_host);
   const std::string table = memory_plan_text(async, "gpt2-1558m", {});
   EXPECT_NE(table.find("pinned host memory (not above)"), std::string::npos) << table;
   EXPECT_NE(table.find("17.409"), std::string::npos) << table;
@@ -156,17 +160,17 @@ TEST(MemoryPlan, AsyncCheckpointTakesNoGpuMemoryButPinnedHostMemory) {
 TEST(MemoryPlan, Bf16MomentsAreOfferedWhenTheyFit) {
   const TrainConfig c = preset_run(testing::scratch_dir(), "gpt2-124m", 1, 64);
   const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
-  const int64_t fp32 = plan_memory(c, model, DType::f32, int64_t(1) << 40).largest().total();
+  const int64_t fp32 = plan_memory(c, model, DType::f32, Device::cpu, int64_t(1) << 40).largest().total();
   TrainConfig halved = c;
   halved.optimizer_moments = "bf16";
-  const RankMemory bf16 = plan_memory(halved, model, DType::f32, int64_t(1) << 40).largest();
+  const RankMemory bf16 = plan_memory(halved, model, DType::f32, Device::cpu, int64_t(1) << 40).largest();
   EXPECT_EQ(fp32 - bf16.total(), bf16.optimizer) << "half of the fp32 moments' bytes";
   const int64_t device = (fp32 + bf16.total()) / 2;
-  const std::vector<std::string> fixes = memory_plan_fixes(c, model, DType::f32, device);
+  const std::vector<std::string> fixes = memory_plan_fixes(c, model, DType::f32, Device::cpu, device);
   bool offered = false;
   for (const std::string& fix : fixes) offered |= fix.starts_with("--optimizer-moments bf16");
   EXPECT_TRUE(offered) << "fixes: " << ::testing::PrintToString(fixes);
-  EXPECT_TRUE(plan_memory(halved, model, DType::f32, device).fits());
+  EXPECT_TRUE(plan_memory(halved, model, DType::f32, Device::cpu, device).fits());
 }
 
 TEST(MemoryPlan, PowerSgdMatchesTheAllocatorPeak) {
@@ -186,7 +190,7 @@ TEST(MemoryPlan, CudnnAttentionWorkspaceOnTheGpu) {
   c.seq_len = 1024;
   const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
   const auto rank = [&](const TrainConfig& config, DType compute = DType::bf16) {
-    return plan_memory(config, model, compute, int64_t(80) << 30).ranks[0];
+    return plan_memory(config, model, compute, Device::cuda, int64_t(80) << 30).ranks[0];
   };
   const int64_t dS = 64 * 12 * int64_t(1024 * 1024) * 2;
   EXPECT_EQ(rank(c).attention_workspace, dS);
@@ -212,16 +216,19 @@ TEST(MemoryPlan, CudnnAttentionWorkspaceOnTheGpu) {
   EXPECT_EQ(rank(changed).attention_workspace, 2 * dS) << "chosen by name, cuDNN keeps its workspace";
 }
 
-// A GPU run's matmuls hold cuBLASLt's workspace from the first on: in the plan of every 16-bit run
-// (the CPU refuses those), in none of fp32's.
+// A GPU run's matmuls hold cuBLASLt's workspace from the first on, in every dtype (fp32 runs through
+// cuBLASLt too); a CPU run's hold none.
 TEST(MemoryPlan, CublasLtWorkspaceOnTheGpu) {
   const std::filesystem::path dir = testing::scratch_dir();
   TrainConfig c = testing::tiny_run(dir);
   const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
-  const auto rank = [&](DType compute) { return plan_memory(c, model, compute, int64_t(80) << 30).ranks[0]; };
+  const auto rank = [&](DType compute, Device device = Device::cuda) {
+    return plan_memory(c, model, compute, device, int64_t(80) << 30).ranks[0];
+  };
   EXPECT_EQ(rank(DType::bf16).matmul_workspace, int64_t(32) << 20);
   EXPECT_EQ(rank(DType::f16).matmul_workspace, int64_t(32) << 20);
-  EXPECT_EQ(rank(DType::f32).matmul_workspace, 0);
+  EXPECT_EQ(rank(DType::f32).matmul_workspace, int64_t(32) << 20);
+  EXPECT_EQ(rank(DType::f32, Device::cpu).matmul_workspace, 0);
   const RankMemory bf16 = rank(DType::bf16);
   RankMemory without = bf16;
   without.matmul_workspace = 0;
