@@ -1,9 +1,13 @@
 # The side-by-side table of a tools/gpu-check.sh results file: every `tessera bench train --json` run beside
-# the PyTorch run of the same shape that follows it (bench/torch_*_cuda.py --json), one markdown row each,
-# with the targets the project set for GPT-2 on one H100 (T=1024, bf16) checked where they apply.
+# the PyTorch run of the same shape that follows it (else the last one before it; bench/torch_*_cuda.py
+# --json), one markdown row each, with the targets the project set for GPT-2 on one H100 (T=1024, bf16)
+# checked where they apply. Where the file holds runs of more than one build (gpu-check.sh's `ab`
+# section: a baseline commit's binary beside this one's), the rows name their commit and a second table
+# sets each commit's median beside the first's, per shape and variant.
 #   python3 tools/bench_summary.py bench/results/gpu-check-2026-11-26T1538Z.txt
 import argparse
 import json
+import statistics
 import sys
 
 # model -> the figures a Tessera run must reach: tokens/s, the ratio to compiled PyTorch, MFU.
@@ -33,13 +37,15 @@ def shape(r):
 
 
 def pairs(results):
-    """(Tessera run, the next PyTorch run of its shape or None) for every Tessera run with figures."""
+    """(Tessera run, the next PyTorch run of its shape, else the last before it, or None) for every Tessera
+    run with figures."""
     out = []
     for i, r in enumerate(results):
         if "model" not in r or "tokens_per_s" not in r:
             continue
-        torch = next((t for t in results[i + 1:] if t.get("impl") == "pytorch" and "tokens_per_s" in t
-                      and shape(t) == shape(r)), None)
+        same = lambda t: t.get("impl") == "pytorch" and "tokens_per_s" in t and shape(t) == shape(r)
+        torch = next((t for t in results[i + 1:] if same(t)), None) or next(
+            (t for t in reversed(results[:i]) if same(t)), None)
         out.append((r, torch))
     return out
 
@@ -56,6 +62,24 @@ def variant(r):
     if r.get("optimizer_moments", "fp32") != "fp32":
         parts.append(f"{r['optimizer_moments']} moments")
     return ", ".join(parts)
+
+
+def ab_table(rows):
+    """Per (shape, variant) run by more than one commit: each commit's median tokens/s against the first
+    commit's (the file's order: gpu-check.sh's `ab` runs the baseline first)."""
+    groups = {}
+    for r, _ in rows:
+        groups.setdefault((shape(r), variant(r)), {}).setdefault(r.get("commit", "?"), []).append(r["tokens_per_s"])
+    lines = []
+    for ((model, batch, accum, seq_len, dtype), how), by_commit in groups.items():
+        if len(by_commit) < 2:
+            continue
+        first = statistics.median(next(iter(by_commit.values())))
+        for commit, rates in by_commit.items():
+            median = statistics.median(rates)
+            lines.append(f"| {model} | {batch} x {accum} | {seq_len} | {dtype} | {how} | {commit} | {len(rates)} "
+                         f"| {median:,.0f} | {median / first:.3f}x |")
+    return lines
 
 
 def verdict(r, ratio):
@@ -84,11 +108,18 @@ def main():
     print("| model | B x accum | T | dtype | Tessera run | Tessera tok/s (MFU) | GiB | PyTorch tok/s (MFU) | ratio "
           "| targets |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    commits = len({r.get("commit") for r, _ in rows}) > 1
     for r, torch in rows:
         ratio = r["tokens_per_s"] / torch["tokens_per_s"] if torch else None
+        how = variant(r) + (f", commit {r.get('commit', '?')}" if commits else "")
         print(f"| {r['model']} | {r['batch']} x {r.get('grad_accum', 1)} | {r['seq_len']} | {r['dtype']} "
-              f"| {variant(r)} | {rate(r)} | {r.get('peak_mem_gib', 0):.1f} "
+              f"| {how} | {rate(r)} | {r.get('peak_mem_gib', 0):.1f} "
               f"| {rate(torch) if torch else '-'} | {f'{ratio:.2f}x' if ratio else '-'} | {verdict(r, ratio)} |")
+    ab = ab_table(rows) if commits else []
+    if ab:
+        print("\n| model | B x accum | T | dtype | Tessera run | commit | runs | median tok/s | vs the first |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(ab))
     return 0
 
 

@@ -6,7 +6,11 @@
 # which the GPU machine brings), binaries stripped, so the whole stays well under the device tool's
 # 64 MiB. Also .gpu-bundle/openmpi.tar.gz: Open MPI's launcher and plugins, for runs of several
 # ranks there. The bundle is git-ignored; carry it to the device.
+# BASELINE=<rev> also builds that commit's tessera (in a git worktree, into build-gpu-baseline/) and packs it
+# gzipped as .gpu-bundle/baseline-tessera.gz, for gpu-check.sh's `ab` section: both binaries' bench train
+# in one call on one card (about 5 more minutes here, and 6 MB).
 #   tools/gpu-bundle.sh            then, there: tools/gpu-check.sh
+#   BASELINE=e27e63b tools/gpu-bundle.sh      then, there: tools/gpu-check.sh ab
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gpu
@@ -40,4 +44,17 @@ ompi_files=$(dpkg -L openmpi-bin libopenmpi3 libpmix2 openmpi-common 2>/dev/null
 tar -C / -czhf "$bundle/openmpi.tar.gz" $ompi_files
 git -C "$root" rev-parse HEAD > "$bundle/commit"
 git -C "$root" diff --quiet || echo "(with local changes)" >> "$bundle/commit"
+
+if [[ -n ${BASELINE:-} ]]; then
+  base_src=$root/build-gpu-baseline-src  # a worktree of the baseline commit (ignored, as build*/ are)
+  git -C "$root" worktree remove --force "$base_src" 2>/dev/null || rm -rf "$base_src"
+  git -C "$root" worktree add --detach "$base_src" "$BASELINE" > /dev/null
+  cmake -S "$base_src" -B "$root/build-gpu-baseline" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTESSERA_NATIVE=OFF > /dev/null
+  cmake --build "$root/build-gpu-baseline" --parallel "$(nproc)" --target tessera
+  strip -o "$bundle/baseline-tessera" "$root/build-gpu-baseline/tessera"
+  gzip -9 "$bundle/baseline-tessera"
+  git -C "$root" rev-parse --short=7 "$BASELINE" > "$bundle/baseline-commit"
+  git -C "$root" worktree remove --force "$base_src"
+fi
 du -sh "$bundle"

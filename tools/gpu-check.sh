@@ -17,6 +17,9 @@
 #          error log on), then tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with
 #          --attention-kernel tessera, cudnn and cudnn --nondeterministic, and with 256-token documents under
 #          the document mask
+#   ab     this bundle's tessera bench train against the baseline commit's (tools/gpu-bundle.sh with
+#          BASELINE=<rev>), alternating, three runs each, GPT-2 124M, bf16, T=1024, micro-batches $AB_BATCHES
+#          (16), then PyTorch's of the shape: the summary's second table sets the two commits' medians side by side
 #   tuning  tessera bench train (GPT-2 124M, B=16, T=1024, bf16) with cuBLASLt's first choice of each matmul
 #          algorithm, then with the fastest of $TUNING_CANDIDATES (16) timed on each shape's first call
 #   profile  one bf16 training step of GPT-2 124M (B=16, T=1024) under Nsight Compute at the GPU's own
@@ -173,6 +176,24 @@ for s in "${sections[@]}"; do
       record python3 "$root/tools/kernel_times.py" "$out/ncu-$stamp.csv" --step-kernel encoder_forward \
         --step-ms "${step_ms:-0}"
       ;;
+    ab)
+      section "ab: this commit's tessera against the baseline's, GPT-2 124M, bf16, T=1024, alternating"
+      if [[ ! -f $bundle/baseline-tessera.gz ]]; then
+        say "no baseline in the bundle (make it with BASELINE=<rev> tools/gpu-bundle.sh): section skipped"
+      else
+        baseline=$bundle/baseline-tessera
+        [[ -x $baseline ]] || { gunzip -c "$baseline.gz" > "$baseline" && chmod +x "$baseline"; }
+        say "baseline: $(cat "$bundle/baseline-commit")"
+        for b in ${AB_BATCHES:-16}; do
+          for _ in 1 2 3; do
+            for binary in "$baseline" "$tessera"; do
+              record "$binary" bench train --model gpt2-124m --micro-batch-size "$b" --seq-len 1024 --steps 20 --json
+            done
+          done
+          record python3 "$root/bench/torch_gpt2_cuda.py" --preset gpt2-124m --batch "$b" --dtype bf16 --steps 20 --json
+        done
+      fi
+      ;;
     timeline)
       section "timeline: where a bf16 step of GPT-2 124M, B=16, T=1024, waits (Nsight Systems)"
       nsys=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
@@ -270,7 +291,7 @@ print(f"tessera train: median {statistics.median(rates):,.0f} tokens/s over step
             "$data/$name/metrics.jsonl" --tolerance "$tolerance"
       done
       ;;
-    *) say "unknown section '$s' (env tests train bench attention tuning profile timeline moe large llama trainer multirank)"; status=1 ;;
+    *) say "unknown section '$s' (env tests train bench ab attention tuning profile timeline moe large llama trainer multirank)"; status=1 ;;
   esac
 done
 if grep -q '^{"attention_kernel' "$results"; then  # bench train ran: its runs beside PyTorch's, as a table

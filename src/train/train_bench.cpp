@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/build_info.h"
 #include "core/cuda/device.h"
 #include "core/rng.h"
 #include "nn/decoder.h"
@@ -179,6 +180,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
   const ModelConfig& c = o.model;
   nlohmann::json j = {
       {"impl", "tessera"},
+      {"commit", build_commit()},
       {"device", device_name(o.device)},
       {"device_name", o.device == Device::cuda ? cuda_device_name() : "cpu"},
       {"dtype", compute_dtype_flag(o.dtype)},

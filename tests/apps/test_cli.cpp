@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <fstream>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_info.h"
 #include "core/cuda/device.h"
 #include "data/token_shard.h"
 #include "support/test_support.h"
@@ -221,6 +223,9 @@ TEST(Cli, BenchTrainReportsThroughputAsJson) {
   EXPECT_EQ(j["fp8"], "off");
   EXPECT_EQ(j["deterministic"], true);
   EXPECT_TRUE(j["attention_used"].is_null()) << "reported for 16-bit GPU runs only";
+  // The commit the binary was built from (cmake/build_commit.cmake), which A/B runs tell apart by.
+  EXPECT_EQ(j["commit"], std::string(build_commit()));
+  EXPECT_TRUE(std::regex_match(std::string(build_commit()), std::regex("[0-9a-f]{7}\\+?|unknown"))) << build_commit();
 }
 
 // bench train --nondeterministic is recorded; the CPU's kernels sum in one order either way, so the loss

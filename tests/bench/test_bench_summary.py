@@ -1,5 +1,6 @@
 # tools/bench_summary.py on a recorded GPU check (bench/results/gpu-check-2026-11-26T1538Z.txt) and on a
-# made-up one: the rows pair each Tessera run with the PyTorch run of its shape, and the targets' verdicts.
+# made-up one: the rows pair each Tessera run with the PyTorch run of its shape, and the targets' verdicts;
+# and on runs of two commits (an A/B), which the rows name and a second table sets side by side.
 #   python3 tests/bench/test_bench_summary.py
 import json
 import os
@@ -57,7 +58,35 @@ def made_up():
     expect(llama[4] == "attention cudnn, bf16 moments", f"the bf16 moments' variant: {llama[4]}")
 
 
+def two_commits():
+    """gpu-check.sh's `ab` section: a baseline commit's runs and this one's, alternating, then PyTorch's."""
+    base = {"model": "gpt2-124m", "batch": 16, "grad_accum": 1, "seq_len": 1024, "dtype": "bf16", "mfu": 0.43,
+            "peak_mem_gib": 8.8, "attention_used": "cudnn"}
+    torch = {"impl": "pytorch", "preset": "gpt2-124m", "batch": 16, "grad_accum": 1, "seq_len": 1024, "dtype": "bf16",
+             "tokens_per_s": 450000.0, "mfu": 0.37}
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        for old, new in ((500000.0, 520000.0), (510000.0, 530000.0), (505000.0, 525000.0)):
+            f.write(json.dumps(dict(base, commit="aaaaaaa", tokens_per_s=old)) + "\n")
+            f.write(json.dumps(dict(base, commit="bbbbbbb+", tokens_per_s=new)) + "\n")
+        f.write(json.dumps(torch) + "\n")
+    try:
+        out = subprocess.run([sys.executable, TOOL, f.name], capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(f.name)
+    main, ab = out.split("\n\n")
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in main.splitlines()[2:]]
+    expect(len(rows) == 6, f"six runs: {rows}")
+    expect(rows[0][4] == "attention cudnn, commit aaaaaaa" and rows[1][4] == "attention cudnn, commit bbbbbbb+",
+           f"the rows name their commits: {rows[0][4]}, {rows[1][4]}")
+    expect(rows[1][8] == "1.16x", f"each paired with the PyTorch run: {rows[1]}")
+    ab_rows = [[c.strip() for c in line.strip("|").split("|")] for line in ab.splitlines()[2:]]
+    expect(ab_rows == [["gpt2-124m", "16 x 1", "1024", "bf16", "attention cudnn", "aaaaaaa", "3", "505,000", "1.000x"],
+                       ["gpt2-124m", "16 x 1", "1024", "bf16", "attention cudnn", "bbbbbbb+", "3", "525,000",
+                        "1.040x"]], f"medians against the first commit: {ab_rows}")
+
+
 if __name__ == "__main__":
     recorded()
     made_up()
+    two_commits()
     print("ok: bench_summary")
