@@ -62,6 +62,7 @@ __global__ void adamw_short_runs_kernel(float* param, const float* grad, M* m, M
                                         AdamWElementParams plain) {
   const AdamWSegment& s = runs.run[blockIdx.x];
   const AdamWElementParams& p = s.decayed ? decayed : plain;
+#pragma unroll 4  // up to 16 elements a thread: their loads in flight together, not one after another
   for (int64_t i = threadIdx.x; i < s.length; i += blockDim.x)
     update_element<T, M>(param + s.param_offset, grad + s.state_offset, m + s.state_offset, v + s.state_offset,
                          mirror ? mirror + s.param_offset : nullptr, s, p, i);
