@@ -3,9 +3,9 @@
 // that already reads the rows may write the partials itself and call column_sums_finish; a plain
 // matrix in memory (the bias gradient's dout) takes matrix_column_sums_accumulate, 16 bytes a load.
 // Pass 1: a grid of (C/32 column tiles, C/(32 W) for a plain matrix's W-wide loads) x (R row chunks),
-// R fixed by N alone; each block sums its chunk into partial (K,R,C). Pass 2: a block per 32 columns adds the R partials in a fixed order
-// (32 strided runs, one a warp, then their sums). No atomics, so the result is the same on every run
-// and device.
+// R fixed by N alone; each block sums its chunk into partial (K,R,C). Pass 2: a block per 32 columns
+// adds the R partials in a fixed order (32 strided runs, one a warp, then their sums). No atomics, so
+// the result is the same on every run and device.
 #pragma once
 
 #include <algorithm>

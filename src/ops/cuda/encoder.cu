@@ -107,13 +107,13 @@ void encoder_backward(float* dwte, float* dwpe, const S* dout, const int32_t* to
                       int64_t first, int64_t rows, cudaStream_t stream) {
   const int64_t BT = B * T;
   if (BT * C == 0) return;
+  TS_CHECK(BT <= INT32_MAX && rows <= INT32_MAX, "encoder_backward: ", BT, " positions or ", rows,
+           " rows of dwte exceed the sort's 32-bit keys and positions");
   if (dwpe) {
     encoder_backward_wpe_kernel<S><<<unsigned(ceil_div(T * C, kBlock)), kBlock, 0, stream>>>(dwpe, dout, B, T, C);
     CUDA_CHECK_LAUNCH();
   }
   // Four int32 arrays of BT (keys and positions, before and after the sort), then CUB's scratch.
-  TS_CHECK(BT <= INT32_MAX && rows <= INT32_MAX, "encoder_backward: ", BT, " positions or ", rows,
-           " rows of dwte exceed the sort's 32-bit keys and positions");
   const int n = int(BT);
   const int end_bit = int(std::bit_width(uint32_t(rows)));  // the keys lie in [0, rows]
   size_t sort_bytes = 0;
