@@ -2,8 +2,9 @@
 # (nsys stats --report cuda_gpu_trace --format csv) of tessera bench train. Each step runs from one
 # launch of --step-kernel (e.g. encoder_forward) to the next; of the median step it prints the span, the
 # time kernels ran, the time copies and memsets ran, and the time the GPU did nothing (launch gaps, host
-# waits), then the longest waits with what ran before and after each: whether CUDA graphs, or removing
-# a synchronisation, would pay, and where. Unlike tools/kernel_times.py's Nsight Compute sums, which
+# waits), each kind of copy and memset with its count (a stray allocation's zeroing shows there), then
+# the longest waits with what ran before and after each: whether CUDA graphs, or removing a
+# synchronisation, would pay, and where. Unlike tools/kernel_times.py's Nsight Compute sums, which
 # time each kernel alone (and at clocks a sustained run may not hold), this is the run as it ran.
 #   python3 tools/gpu_timeline.py trace.csv --step-kernel encoder_forward [--top 10]
 import argparse
@@ -49,7 +50,7 @@ def step_report(acts, first, last):
     """Span, kernel, memory-op and idle ns from acts[first] up to the start of acts[last] (the next step's
     first), and the step's waits (ns, the activity before, the one after)."""
     kernels = memory = idle = 0.0
-    gaps = []
+    gaps, memory_ops = [], {}
     busy_until, before = acts[first][0], None
     for i in range(first, last + 1):
         begin, end, name = acts[i]
@@ -60,11 +61,14 @@ def step_report(acts, first, last):
             break  # the next step's first activity: only the wait before it counts here
         if is_memory_op(name):
             memory += end - begin
+            count, ns = memory_ops.get(name, (0, 0.0))
+            memory_ops[name] = (count + 1, ns + end - begin)
         else:
             kernels += end - begin
         if end > busy_until:
             busy_until, before = end, name
-    return {"span": acts[last][0] - acts[first][0], "kernels": kernels, "memory": memory, "idle": idle, "gaps": gaps}
+    return {"span": acts[last][0] - acts[first][0], "kernels": kernels, "memory": memory, "idle": idle, "gaps": gaps,
+            "memory_ops": memory_ops}
 
 
 def short(name):
@@ -90,6 +94,8 @@ def main():
     print(f"the median step: {ms(median['span']):.3f} ms = kernels {ms(median['kernels']):.3f} + copies and memsets "
           f"{ms(median['memory']):.3f} + nothing running {ms(median['idle']):.3f} "
           f"({100 * median['idle'] / median['span']:.1f}%) in {len(median['gaps'])} waits")
+    for name, (count, ns) in sorted(median["memory_ops"].items()):
+        print(f"  {name}: {count}, {ms(ns):.3f} ms")  # each a stream operation of its own, with its waits
     small = [g for g in median["gaps"] if g[0] < 5000]
     print(f"  waits under 5 us (launch to launch): {len(small)}, {ms(sum(g[0] for g in small)):.3f} ms")
     print(f"  the longest {a.top}:")

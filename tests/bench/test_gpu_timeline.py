@@ -54,6 +54,7 @@ def main():
     expect("the median step: 0.081 ms = kernels 0.035 + copies and memsets 0.003 + nothing running 0.043 (53.1%)"
            " in 3 waits" in text, text)
     expect("waits under 5 us (launch to launch): 2, 0.003 ms" in text, text)
+    expect("  [CUDA memcpy Host-to-Device]: 1, 0.003 ms" in text, text)
     lines = text.splitlines()
     longest = lines[lines.index("  the longest 2:") + 1]
     expect("40.0 us  after nvjet_sm90_tst_256x128  before void adamw_update_kernel<bf16>" in longest, longest)
