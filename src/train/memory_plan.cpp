@@ -145,7 +145,6 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
   const ParallelDims& d = plan.dims;
   plan.zero_stage = config.zero;
   plan.dtype = compute;
-  plan.device = device;
   plan.moments = parse_optimizer_moments(config.optimizer_moments);
   plan.recompute = config.recompute;
   if (config.recompute != "none" && config.recompute_layers > 0)

@@ -52,7 +52,6 @@ struct MemoryPlan {
   int zero_stage = 0;
   DType dtype = DType::bf16;
   DType moments = DType::f32;  // AdamW's (--optimizer-moments)
-  Device device = Device::cuda;  // where the run trains: a GPU's workspaces, its pinned host buffers
   int64_t micro_batch = 1, seq_len = 1;
   std::string recompute = "none";  // --recompute, with " (first N blocks)" under --recompute-layers
   int64_t device_bytes = 0;       // what each rank may use
