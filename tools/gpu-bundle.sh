@@ -16,8 +16,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gpu
 bundle=$root/.gpu-bundle
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTESSERA_NATIVE=OFF > /dev/null
+configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real
+           -DTESSERA_NATIVE=OFF)
+cmake -S "$root" -B "$build" "${configure[@]}" > /dev/null
 cmake --build "$build" --parallel "$(nproc)" --target tessera test_cuda
 
 rm -rf "$bundle"
@@ -49,8 +50,7 @@ if [[ -n ${BASELINE:-} ]]; then
   base_src=$root/build-gpu-baseline-src  # a worktree of the baseline commit (ignored, as build*/ are)
   git -C "$root" worktree remove --force "$base_src" 2>/dev/null || rm -rf "$base_src"
   git -C "$root" worktree add --detach "$base_src" "$BASELINE" > /dev/null
-  cmake -S "$base_src" -B "$root/build-gpu-baseline" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTESSERA_NATIVE=OFF > /dev/null
+  cmake -S "$base_src" -B "$root/build-gpu-baseline" "${configure[@]}" > /dev/null
   cmake --build "$root/build-gpu-baseline" --parallel "$(nproc)" --target tessera
   strip -o "$bundle/baseline-tessera" "$root/build-gpu-baseline/tessera"
   gzip -9 "$bundle/baseline-tessera"
