@@ -35,7 +35,8 @@ struct ActivationBytes {
 ActivationBytes decoder_activation_bytes(const ModelConfig& local, const ActivationShape& shape);
 
 // The fused classifier's rows at a time, of `rows`, over `vocab_rows` (a tp rank's share of the
-// padded vocabulary): 1 GiB of logits at most (Decoder::classifier_chunk), and the buffer's bytes.
+// padded vocabulary): 1 GiB of logits at most (Decoder::classifier_chunk), in as few chunks of equal
+// rows as that allows; and the buffer's bytes.
 int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_rows, DType dtype);
 int64_t classifier_logits_bytes(int64_t rows, int64_t vocab_rows, DType dtype);
 

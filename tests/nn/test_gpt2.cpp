@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "nn/activation_memory.h"
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
 #include "nn/nn_testing.h"
@@ -156,6 +157,19 @@ TEST(Decoder, ClassifierChunksGiveTheUnchunkedResult) {
     for (size_t i = 0; i < grads.size(); ++i) ASSERT_NEAR(model.grads().f32()[i], grads[i], 1e-6f * largest) << i;
   }
   EXPECT_EQ(losses[0], losses[1]);
+}
+
+// The default chunks: 1 GiB of logits at most, as few chunks as that allows, all of one size rounded
+// up to 64 rows while that stays within the budget.
+TEST(Decoder, ClassifierChunksAreEvenWithinTheBudget) {
+  const int64_t Vp = 50304;  // GPT-2's padded vocabulary: 10,672 bf16 rows in 1 GiB
+  EXPECT_EQ(classifier_chunk_rows(16 * 1024, Vp, DType::bf16), 8192);      // 2 chunks, not 10,672 + 5,712
+  EXPECT_EQ(classifier_chunk_rows(64 * 1024, Vp, DType::bf16), 9408);      // 7 chunks, the last 9,088
+  EXPECT_EQ(classifier_chunk_rows(8 * 1024, Vp, DType::bf16), 8192);       // one chunk: all the rows
+  EXPECT_EQ(classifier_chunk_rows(10673, Vp, DType::bf16), 5376);          // 2 chunks (5,337 rounded up)
+  EXPECT_EQ(classifier_chunk_rows(21343, Vp, DType::bf16), 10672);         // rounding would pass the budget
+  EXPECT_EQ(classifier_chunk_rows(100, int64_t(1) << 31, DType::f32), 1);  // a row over the budget: one a time
+  EXPECT_EQ(classifier_logits_bytes(16 * 1024, Vp, DType::bf16), 8192 * Vp * 2);
 }
 
 TEST(Decoder, OutputsAreCausal) {
