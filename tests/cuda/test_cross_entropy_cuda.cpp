@@ -29,10 +29,13 @@ struct Vocab {
 };
 constexpr Vocab kVocabs[] = {{1000, 1024}, {50257, 50304}, {70000, 70016}, {128256, 128256}};
 
-// Targets uniform in [0, V) but every seventh, kIgnoredTarget.
+// Targets uniform in [0, V) but every seventh, kIgnoredTarget, and rows 1 and 2 the first and last
+// real columns (the kernels test for the target and the padding only in the chunks that hold them).
 Tensor targets_with_ignored(int64_t N, int64_t V, uint64_t seed) {
   Tensor targets = testing::random_ids({N}, V, seed);
   for (int64_t n = 0; n < N; n += 7) targets.data<int32_t>()[n] = kIgnoredTarget;
+  targets.data<int32_t>()[1] = int32_t(V - 1);
+  targets.data<int32_t>()[2] = 0;
   return targets;
 }
 

@@ -9,11 +9,16 @@
 
 namespace tessera::cuda {
 
-// e^d as 2^(d log2 e): one multiply and CUDA's exp2f (the SFU's ex2, 2 ulp, as expf's bound), where
-// expf spends about eight instructions on a two-part argument reduction; these kernels take two
-// exponentials an element. The multiply and the float log2 e add about |d| 7.3e-8 relative error,
-// 7.3e-7 at d = -10, to exp2f's 2 ulp.
-__device__ __forceinline__ float exp_of(float d) { return exp2f(d * 1.44269504088896341f); }
+// e^d as 2^(d log2 e): one multiply and the SFU's ex2 (2 ulp, as expf's bound), where expf spends about
+// eight instructions on a two-part argument reduction; these kernels take two exponentials an element.
+// The multiply and the float log2 e add about |d| 7.3e-8 relative error, 7.3e-7 at d = -10, to ex2's
+// 2 ulp. The .ftz form flushes results below 2^-126 to zero (a softmax term that small is nothing beside
+// the row's largest, e^0 = 1), which spares the scaling exp2f wraps around ex2 to keep them.
+__device__ __forceinline__ float exp_of(float d) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(d * 1.44269504088896341f));
+  return e;
+}
 
 struct SoftmaxStats {
   float max;  // over x[0, real); -inf when real == 0
@@ -45,9 +50,12 @@ __device__ SoftmaxStats block_softmax_stats(const T* x, int64_t real, float* scr
       if (keep != nullptr) store_packed<W>(keep + v0, chunks[u]);
       float xv[W];
       widen<W>(xv, chunks[u]);
-      // Columns past `real` weigh nothing: -inf adds exp(-inf) = 0, the same sum as skipping them.
+      // Columns past `real` weigh nothing: -inf adds exp(-inf) = 0, the same sum as skipping them. Only
+      // the chunk that holds the row's end has such columns; the others skip the test.
+      if (v0 + W > real) {
 #pragma unroll
-      for (int k = 0; k < W; k++) xv[k] = v0 + k < real ? xv[k] : -INFINITY;
+        for (int k = 0; k < W; k++) xv[k] = v0 + k < real ? xv[k] : -INFINITY;
+      }
       float chunk_max = -INFINITY;
 #pragma unroll
       for (int k = 0; k < W; k++) chunk_max = fmaxf(chunk_max, xv[k]);
@@ -75,9 +83,15 @@ __device__ void block_softmax_grad(T* out, const T* in, int64_t width, int64_t r
     float g[W];
     load_f32_vec<W>(g, in + v0);
 #pragma unroll
-    for (int k = 0; k < W; k++) {
-      const int64_t v = v0 + k;
-      g[k] = v < real ? exp_of(g[k] - stats.max) * scale - (v == target ? dloss : 0.0f) : 0.0f;
+    for (int k = 0; k < W; k++) g[k] = exp_of(g[k] - stats.max) * scale;
+    // The target's column and the padding, tested only in the chunks that hold them (whatever the
+    // padding's values gave above, inf and NaN too, it becomes 0).
+    if (v0 + W > real || (target >= v0 && target < v0 + W)) {
+#pragma unroll
+      for (int k = 0; k < W; k++) {
+        const int64_t v = v0 + k;
+        g[k] = v < real ? g[k] - (v == target ? dloss : 0.0f) : 0.0f;
+      }
     }
     store_f32_vec<W>(out + v0, g);
   }
