@@ -160,8 +160,10 @@ __device__ void write_block_sums(float (&tile)[kSlots][kWidth], const float (&la
 // The fused backward: dx of rows [begin, end) of block b, kGroup warps per row (the block's 8 warps take
 // kSlots = 8 / kGroup rows at a time), with partial (2, gridDim.x, C) getting the block's sums of
 // dout * xhat and dout per channel. Warp g of a row's group takes the channels (q * 32 + lane) * W + k
-// of the chunks q = j * kGroup + g, j < kChunks: it loads its weight once, and its chunks of a row all at
-// once. With one warp per row the arithmetic is layernorm_backward_dx_kernel's, in its order (the same
+// of the chunks q = j * kGroup + g, j < kChunks: it loads all of a row's chunks at once, dout, x, the
+// weight (from L1 after the first row) and the dx it adds to, so a row waits on memory once, not twice
+// (the old dx was loaded after the row sums); holding the weight across rows instead would spill at 3
+// chunks. With one warp per row the arithmetic is layernorm_backward_dx_kernel's, in its order (the same
 // dx bits); a group adds its warps' row sums in warp order through shared memory.
 template <typename T, int W, int kChunks, int kGroup>
 __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 registers, no spills at 3 chunks
@@ -174,10 +176,6 @@ __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 regi
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int slot = warp / kGroup, g = warp % kGroup;
   auto channel = [lane, g](int j) { return ((int64_t(j) * kGroup + g) * kWarpSize + lane) * W; };
-  PackedChunk<W, T> w_chunks[kChunks];
-#pragma unroll
-  for (int j = 0; j < kChunks; j++)
-    if (channel(j) < C) w_chunks[j] = load_packed<W>(weight + channel(j));
   float dweight_sum[kChunks][W] = {}, dbias_sum[kChunks][W] = {};
   const int64_t begin = int64_t(blockIdx.x) * rows_per_block;
   const int64_t end = begin + rows_per_block < N ? begin + rows_per_block : N;
@@ -187,7 +185,7 @@ __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 regi
     const T* dout_n = dout + n * C;  // (C)
     const T* x_n = x + n * C;        // (C)
     T* dx_n = dx + n * C;            // (C)
-    PackedChunk<W, T> d_chunks[kChunks], x_chunks[kChunks];
+    PackedChunk<W, T> d_chunks[kChunks], x_chunks[kChunks], w_chunks[kChunks], old_chunks[kChunks];
     float m = 0.0f, s = 0.0f, dnorm_sum = 0.0f, dnorm_xhat_sum = 0.0f;
     if (active) {
 #pragma unroll
@@ -195,6 +193,8 @@ __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 regi
         if (channel(j) >= C) continue;
         d_chunks[j] = load_packed<W>(dout_n + channel(j));
         x_chunks[j] = load_packed<W>(x_n + channel(j));
+        w_chunks[j] = load_packed<W>(weight + channel(j));
+        if (add_to_dx) old_chunks[j] = load_packed<W>(dx_n + channel(j));
       }
       m = mean[n];
       s = rstd[n];
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kRowThreads, 2)  // two blocks an SM: 128 regi
       widen(d, d_chunks[j]);
       widen(v, x_chunks[j]);
       widen(w, w_chunks[j]);
-      if (add_to_dx) load_f32_vec(old, dx_n + channel(j));
+      if (add_to_dx) widen(old, old_chunks[j]);
 #pragma unroll
       for (int k = 0; k < W; k++) {
         dweight_sum[j][k] += d[k] * ((v[k] - m) * s);
