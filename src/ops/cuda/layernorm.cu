@@ -13,7 +13,9 @@
 // through shared memory. The blocks, and so the order of every sum, depend on N and C alone: the same
 // bits on every run and GPU.
 // The fused residual_layernorm_forward writes r = a + b (rounded to T) and normalises the rounded r
-// in the same kernel: the same bits as residual_forward then layernorm_forward.
+// in the same kernel: the same bits as residual_forward then layernorm_forward. A forward row of up to
+// 8 chunks a lane (2,048 channels in 16 bits, 256 in fp32) stays in registers between its passes;
+// wider rows are read again by each pass.
 // Each lane takes W consecutive channels at a time: 16 bytes for bf16 and fp16 rows when C and the
 // pointers allow, else 1. fp32 rows always use W = 1, which keeps their summation order (and bits)
 // unchanged.
@@ -81,6 +83,68 @@ __global__ void residual_layernorm_forward_kernel(T* residual_out, T* out, float
   T* r_n = residual_out + n * C;  // (C)
   const float sum = add_row_rounded<T, W>(r_n, a + n * C, b + n * C, C, [](float r) { return r; });
   layernorm_finish_row<T, W>(out + n * C, mean, rstd, r_n, weight, bias, n, C, sum);
+}
+
+// The forward with the row in registers: a lane's kChunks chunks, channels (j * 32 + lane) * W + [0, W)
+// (the strided loops' channels, in their order), loaded at once, so a row waits on memory once where
+// the loops above read it three times; then the same arithmetic in the same order (the same bits).
+// kResidual: the row is r = a + b (`x` is a) rounded to T, stored to residual_out and normalised as
+// stored, as residual_layernorm_forward_kernel does.
+template <typename T, int W, int kChunks, bool kResidual>
+__global__ void layernorm_forward_kept_kernel(T* residual_out, T* out, float* mean, float* rstd, const T* x,
+                                              const T* b, const T* weight, const T* bias, int64_t N, int64_t C) {
+  const int64_t n = warp_row();
+  if (n >= N) return;
+  const int lane = threadIdx.x % kWarpSize;
+  auto channel = [lane](int j) { return (int64_t(j) * kWarpSize + lane) * W; };
+  PackedChunk<W, T> x_chunks[kChunks], b_chunks[kChunks];
+#pragma unroll
+  for (int j = 0; j < kChunks; j++) {
+    if (channel(j) >= C) break;
+    x_chunks[j] = load_packed<W>(x + n * C + channel(j));
+    if constexpr (kResidual) b_chunks[j] = load_packed<W>(b + n * C + channel(j));
+  }
+  float v[kChunks][W];
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kChunks; j++) {
+    if (channel(j) >= C) break;
+    widen(v[j], x_chunks[j]);
+    if constexpr (kResidual) {
+      float vb[W];
+      widen(vb, b_chunks[j]);
+#pragma unroll
+      for (int k = 0; k < W; k++) v[j][k] += vb[k];
+      store_f32_vec(residual_out + n * C + channel(j), v[j]);
+#pragma unroll
+      for (int k = 0; k < W; k++) v[j][k] = load_f32(store_as<T>(v[j][k]));  // r as stored
+    }
+#pragma unroll
+    for (int k = 0; k < W; k++) sum += v[j][k];
+  }
+  const float m = warp_sum(sum) / float(C);
+  float var = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kChunks; j++) {
+    if (channel(j) >= C) break;
+#pragma unroll
+    for (int k = 0; k < W; k++) var += (v[j][k] - m) * (v[j][k] - m);
+  }
+  const float s = rsqrtf(warp_sum(var) / float(C) + kEps);
+#pragma unroll
+  for (int j = 0; j < kChunks; j++) {
+    if (channel(j) >= C) break;
+    float w[W], bb[W], o[W];
+    load_f32_vec(w, weight + channel(j));
+    load_f32_vec(bb, bias + channel(j));
+#pragma unroll
+    for (int k = 0; k < W; k++) o[k] = (v[j][k] - m) * s * w[k] + bb[k];
+    store_f32_vec(out + n * C + channel(j), o);
+  }
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = s;
+  }
 }
 
 // Adds a chunk of W channels to the row sums of dnorm = dout * weight and of dnorm * xhat.
@@ -300,6 +364,29 @@ void launch_fused_backward(T* dx, float* dweight, float* dbias, const T* dout, c
   column_sums_finish<2>(ColumnOutputs<2>{{dweight, dbias}}, partial.as<float>(), blocks, C, stream);
 }
 
+// The kept-row forward for rows of up to kMaxKeptChunks chunks a lane (2,048 channels in bf16 and fp16,
+// 256 in fp32); false (nothing queued) for wider rows, which take the strided kernels.
+constexpr int kMaxKeptChunks = 8;
+
+template <typename T, int W, bool kResidual>
+bool launch_kept_forward(T* residual_out, T* out, float* mean, float* rstd, const T* x, const T* b, const T* weight,
+                         const T* bias, int64_t N, int64_t C, cudaStream_t stream) {
+  const int64_t chunks = ceil_div(C, int64_t(kWarpSize) * W);
+  if (chunks > kMaxKeptChunks) return false;
+  auto launch = [&](auto kernel) {
+    kernel<<<row_blocks(N), kRowThreads, 0, stream>>>(residual_out, out, mean, rstd, x, b, weight, bias, N, C);
+    CUDA_CHECK_LAUNCH();
+  };
+  switch (chunks) {
+    case 1: launch(layernorm_forward_kept_kernel<T, W, 1, kResidual>); break;
+    case 2: launch(layernorm_forward_kept_kernel<T, W, 2, kResidual>); break;
+    case 3: launch(layernorm_forward_kept_kernel<T, W, 3, kResidual>); break;
+    case 4: launch(layernorm_forward_kept_kernel<T, W, 4, kResidual>); break;
+    default: launch(layernorm_forward_kept_kernel<T, W, kMaxKeptChunks, kResidual>); break;
+  }
+  return true;
+}
+
 }  // namespace
 
 // --- launchers ---
@@ -308,6 +395,10 @@ template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
                        int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
+  if (vector_rows<T>(C, {out, x, weight, bias})
+          ? launch_kept_forward<T, kRowVec<T>, false>(nullptr, out, mean, rstd, x, nullptr, weight, bias, N, C, stream)
+          : launch_kept_forward<T, 1, false>(nullptr, out, mean, rstd, x, nullptr, weight, bias, N, C, stream))
+    return;
   if (vector_rows<T>(C, {out, x, weight, bias}))
     layernorm_forward_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(out, mean, rstd, x, weight,
                                                                                     bias, N, C);
@@ -321,6 +412,10 @@ template <typename T>
 void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
                                 const T* weight, const T* bias, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
+  if (vector_rows<T>(C, {residual_out, out, a, b, weight, bias})
+          ? launch_kept_forward<T, kRowVec<T>, true>(residual_out, out, mean, rstd, a, b, weight, bias, N, C, stream)
+          : launch_kept_forward<T, 1, true>(residual_out, out, mean, rstd, a, b, weight, bias, N, C, stream))
+    return;
   if (vector_rows<T>(C, {residual_out, out, a, b, weight, bias}))
     residual_layernorm_forward_kernel<T, kRowVec<T>><<<row_blocks(N), kRowThreads, 0, stream>>>(
         residual_out, out, mean, rstd, a, b, weight, bias, N, C);
