@@ -1,7 +1,8 @@
 // BPE training with incremental pair counts. Each distinct pre-tokenised word is stored once with
-// its frequency; `where_` maps a pair to the words that hold it, so a merge rewrites only those
-// words and adjusts the counts of the pairs they gain and lose. The most frequent pair comes from a
-// max-heap whose stale entries (count since changed) are skipped when popped.
+// its frequency, as a linked list of symbols; each pair knows the positions where it occurs, so a
+// merge rewrites only those occurrences and adjusts the counts of the pairs beside them (cost per
+// merge ~ occurrences changed, memory linear in the distinct words' bytes). The most frequent pair
+// comes from a max-heap whose stale entries (count since changed) are skipped when popped.
 #include "data/bpe_trainer.h"
 
 #include <algorithm>
@@ -53,23 +54,42 @@ std::vector<Word> count_words(const std::vector<std::filesystem::path>& files, c
   return words;
 }
 
+// Every distinct word's symbols in one array, each word a doubly linked list of positions, so a
+// merge rewrites an occurrence in place. A pair occurrence is named by its left position; each pair
+// keeps its count (occurrences weighted by word frequency) and the positions where it was seen, so
+// a merge visits only its own occurrences and adjusts the pairs beside them: the cost of a merge is
+// proportional to the occurrences it changes, whatever the length of the words that hold them.
 class PairIndex {
  public:
-  explicit PairIndex(std::vector<Word> words) : words_(std::move(words)) {
-    for (size_t w = 0; w < words_.size(); ++w) {
-      add_pairs(words_[w], +1);
-      const std::vector<int32_t>& s = words_[w].symbols;
-      for (size_t i = 0; i + 1 < s.size(); ++i) where_[pair_key(s[i], s[i + 1])].push_back(int32_t(w));
+  explicit PairIndex(const std::vector<Word>& words) {
+    size_t total = 0;
+    for (const Word& word : words) total += word.symbols.size();
+    TS_CHECK(total < size_t(INT32_MAX), "BPE training corpus has ", total,
+             " bytes in distinct pre-tokenised words; at most 2^31 - 1 are supported");
+    symbol_.reserve(total);
+    prev_.reserve(total);
+    next_.reserve(total);
+    weight_.reserve(total);
+    for (const Word& word : words) {
+      auto first = int32_t(symbol_.size());
+      for (size_t i = 0; i < word.symbols.size(); ++i) {
+        auto position = int32_t(symbol_.size());
+        symbol_.push_back(word.symbols[i]);
+        prev_.push_back(i == 0 ? -1 : position - 1);
+        next_.push_back(i + 1 == word.symbols.size() ? -1 : position + 1);
+        weight_.push_back(word.count);
+      }
+      for (auto position = first; position + 1 < int32_t(symbol_.size()); ++position) add(position);
     }
-    publish_changes();
+    rebuild_heap();
   }
 
   // The most frequent pair (smallest key among equals); false when no pair is left.
   bool best(uint64_t& pair) {
     while (!heap_.empty()) {
       Entry top = heap_.top();
-      auto it = counts_.find(top.pair);
-      if (it != counts_.end() && it->second == top.count) {
+      auto it = pairs_.find(top.pair);
+      if (it != pairs_.end() && it->second.count == top.count) {
         pair = top.pair;
         return true;
       }
@@ -78,72 +98,102 @@ class PairIndex {
     return false;
   }
 
-  // Rewrites every word holding `pair` with `merged` in its place, updating all counts.
+  // Rewrites every occurrence of `pair` as `merged`, updating the counts of the pairs around it.
   void merge(uint64_t pair, int32_t merged) {
-    std::vector<int32_t> holders = std::move(where_[pair]);
-    where_.erase(pair);
-    std::sort(holders.begin(), holders.end());
-    holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
-    for (int32_t w : holders) {
-      Word& word = words_[size_t(w)];
-      add_pairs(word, -1);
-      merge_in_word(word.symbols, left_of(pair), right_of(pair), merged);
-      add_pairs(word, +1);
-      const std::vector<int32_t>& s = word.symbols;
-      for (size_t i = 0; i + 1 < s.size(); ++i)  // only pairs with the new token are new to this word
-        if (s[i] == merged || s[i + 1] == merged) where_[pair_key(s[i], s[i + 1])].push_back(w);
+    const int32_t left = left_of(pair), right = right_of(pair);
+    std::vector<int32_t> at = std::move(pairs_.at(pair).at);
+    // Left to right, as a scan of each word would go (a word's positions ascend): in "aaa" (a, a)
+    // merges at 0, and the occurrence at 1 is gone when its turn comes (its left symbol is dead).
+    std::sort(at.begin(), at.end());
+    for (int32_t i : at) {
+      if (!holds(i, left, right)) continue;  // stale entry, or consumed by the merge just before
+      const int32_t j = next_[size_t(i)], before = prev_[size_t(i)], after = next_[size_t(j)];
+      if (before >= 0) changed_.push_back(remove(before));  // (x, left)
+      changed_.push_back(remove(i));                        // (left, right)
+      if (after >= 0) changed_.push_back(remove(j));        // (right, y)
+      symbol_[size_t(i)] = merged;
+      symbol_[size_t(j)] = kDead;
+      next_[size_t(i)] = after;
+      if (after >= 0) prev_[size_t(after)] = i;
+      if (before >= 0) changed_.push_back(add(before));  // (x, merged)
+      if (after >= 0) changed_.push_back(add(i));        // (merged, y)
     }
     publish_changes();
   }
 
  private:
+  static constexpr int32_t kDead = -1;  // the symbol of a position merged into its left neighbour
+
+  struct Pair {
+    int64_t count = 0;        // occurrences weighted by the count of their word
+    int64_t occurrences = 0;  // positions where the pair is now
+    std::vector<int32_t> at;  // every position in `occurrences`, and stale ones (dropped when many)
+  };
   struct Entry {
     int64_t count;
     uint64_t pair;
     bool operator<(const Entry& o) const { return count != o.count ? count < o.count : pair > o.pair; }
   };
 
-  static void merge_in_word(std::vector<int32_t>& s, int32_t left, int32_t right, int32_t merged) {
-    size_t out = 0;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (i + 1 < s.size() && s[i] == left && s[i + 1] == right) {
-        s[out++] = merged;
-        ++i;
-      } else {
-        s[out++] = s[i];
-      }
-    }
-    s.resize(out);
+  bool holds(int32_t i, int32_t left, int32_t right) const {
+    return symbol_[size_t(i)] == left && next_[size_t(i)] >= 0 && symbol_[size_t(next_[size_t(i)])] == right;
+  }
+  uint64_t key_at(int32_t i) const { return pair_key(symbol_[size_t(i)], symbol_[size_t(next_[size_t(i)])]); }
+
+  // Counts the pair whose left symbol is at position i (which has a right neighbour); returns it.
+  uint64_t add(int32_t i) {
+    uint64_t key = key_at(i);
+    Pair& p = pairs_[key];
+    p.count += weight_[size_t(i)];
+    ++p.occurrences;
+    p.at.push_back(i);
+    return key;
   }
 
-  void add_pairs(const Word& word, int sign) {
-    const std::vector<int32_t>& s = word.symbols;
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      uint64_t key = pair_key(s[i], s[i + 1]);
-      counts_[key] += sign * word.count;
-      changed_.push_back(key);
-    }
+  // Uncounts it; its entry in `at` goes stale.
+  uint64_t remove(int32_t i) {
+    uint64_t key = key_at(i);
+    Pair& p = pairs_.at(key);
+    p.count -= weight_[size_t(i)];
+    --p.occurrences;
+    return key;
   }
 
-  // Pushes the new count of every pair touched since the last call; forgets pairs that reached 0.
+  void rebuild_heap() {
+    std::vector<Entry> live;
+    live.reserve(pairs_.size());
+    for (const auto& [key, p] : pairs_) live.push_back({p.count, key});
+    heap_ = std::priority_queue<Entry>(std::less<Entry>(), std::move(live));
+  }
+
+  // Pushes the new count of every pair the merge touched; forgets pairs that reached 0,
+  // and drops the stale positions of a pair once they outnumber the live ones.
   void publish_changes() {
     std::sort(changed_.begin(), changed_.end());
     changed_.erase(std::unique(changed_.begin(), changed_.end()), changed_.end());
     for (uint64_t key : changed_) {
-      auto it = counts_.find(key);
-      if (it->second > 0) {
-        heap_.push({it->second, key});
-      } else {
-        counts_.erase(it);
+      auto it = pairs_.find(key);
+      Pair& p = it->second;
+      if (p.occurrences == 0) {
+        pairs_.erase(it);
+        continue;
       }
+      if (p.at.size() > 2 * size_t(p.occurrences) + 8) {
+        std::erase_if(p.at, [&](int32_t i) { return !holds(i, left_of(key), right_of(key)); });
+        p.at.shrink_to_fit();
+      }
+      heap_.push({p.count, key});
     }
     changed_.clear();
+    if (heap_.size() > 2 * pairs_.size() + 4096) rebuild_heap();  // mostly stale entries
   }
 
-  std::vector<Word> words_;
-  std::unordered_map<uint64_t, int64_t> counts_;
-  std::unordered_map<uint64_t, std::vector<int32_t>> where_;  // may list a word more than once
-  std::priority_queue<Entry> heap_;
+  std::vector<int32_t> symbol_;  // (S) token at each position of every distinct word, or kDead
+  std::vector<int32_t> prev_;    // (S) the live neighbours in the same word, -1 at its ends
+  std::vector<int32_t> next_;    // (S)
+  std::vector<int64_t> weight_;  // (S) the count of the word holding the position
+  std::unordered_map<uint64_t, Pair> pairs_;  // the pairs now in the corpus, none with count 0
+  std::priority_queue<Entry> heap_;           // (count, pair) as pushed; stale when the count differs
   std::vector<uint64_t> changed_;
 };
 

@@ -1,5 +1,6 @@
 // BPE training: exact vocabulary size, round trips, determinism and tie rule, agreement with a
-// plain recount-every-step trainer, save_json -> load, and the fortunes corpus when installed.
+// plain recount-every-step trainer (also on one long word and on runs of one letter), save_json ->
+// load, and the fortunes corpus when installed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -97,6 +98,32 @@ TEST(BpeTrainer, AgreesWithRecountingEveryStep) {
   fs::path file = write_sample(dir, 3000, 2);
   Tokenizer tok = train_bpe({file}, 257 + 300);
   EXPECT_EQ(tok.merges(), train_by_recounting(testing::read_text(file), 300));
+}
+
+// One pre-tokenised word of 20,000 random letters (junk lines, DNA, base64 look like this): each
+// merge must cost what it changes, not the length of the word; the merges stay those of a recount.
+TEST(BpeTrainer, LongWordAgreesWithRecountingEveryStep) {
+  fs::path dir = testing::scratch_dir();
+  std::mt19937 rng(7);
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += char('a' + rng() % 4);
+  testing::write_text(dir / "long.txt", text);
+  Tokenizer tok = train_bpe({dir / "long.txt"}, 257 + 200);
+  EXPECT_EQ(tok.merges(), train_by_recounting(text, 200));
+  EXPECT_EQ(tok.decode(tok.encode(text)), text);
+}
+
+// Runs of one letter overlap their own pair: "aaaaa" merges left to right into "aa aa a", and
+// the counts of (a, a) and its successors must follow, in words of every length and count.
+TEST(BpeTrainer, RunsOfOneLetterAgreeWithRecountingEveryStep) {
+  fs::path dir = testing::scratch_dir();
+  std::string text;
+  for (int n = 1; n <= 40; ++n)
+    for (int copies = 1 + n % 3; copies > 0; --copies) text.append(1, ' ').append(size_t(n), "xyz"[n % 3]);
+  text.append(1, ' ').append(3001, 'q');
+  testing::write_text(dir / "runs.txt", text);
+  Tokenizer tok = train_bpe({dir / "runs.txt"}, 257 + 60);
+  EXPECT_EQ(tok.merges(), train_by_recounting(text, 60));
 }
 
 TEST(BpeTrainer, IsDeterministicAndBreaksTiesBySmallerIds) {
