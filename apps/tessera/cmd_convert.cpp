@@ -42,6 +42,8 @@ void add_convert_command(CLI::App& app) {
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
+    TS_CHECK((o->checkpoint.empty() && o->to_hf.empty()) || (o->from_hf.empty() && o->out.empty()),
+             "convert: give either --checkpoint and --to-hf (export) or --from-hf and --out (import), not both");
     if (!o->to_hf.empty()) {
       TS_CHECK(!o->checkpoint.empty() && o->from_hf.empty(), "convert --to-hf needs --checkpoint");
       require_new_or_empty_folder(o->to_hf);

@@ -2,11 +2,34 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <toml++/toml.h>
+
 #include "commands.h"
 #include "core/error.h"
 #include "train/restart_supervisor.h"
 
 namespace tessera::cli {
+namespace {
+
+// Whether the job resumes its run: --resume in an argument (also inside a wrapper's `bash -c "..."`
+// string) or `resume = true` in a --config file the command names.
+bool command_resumes(const std::vector<std::string>& command) {
+  for (size_t i = 0; i < command.size(); ++i) {
+    if (command[i].find("--resume") != std::string::npos) return true;
+    std::string config;
+    if (command[i] == "--config" && i + 1 < command.size()) config = command[i + 1];
+    if (command[i].starts_with("--config=")) config = command[i].substr(9);
+    if (config.empty()) continue;
+    try {
+      if (toml::parse_file(config)["resume"].value_or(false)) return true;
+    } catch (const toml::parse_error&) {
+      // The job itself reports a config it cannot read.
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 void add_launch_command(CLI::App& app) {
   struct Options {
@@ -25,10 +48,9 @@ void add_launch_command(CLI::App& app) {
   cmd->callback([o] {
     TS_CHECK(o->policy.delay_s >= 0 && o->policy.delay_s <= 86400, "--restart-delay must be between 0 and 86400 s, got ",
              o->policy.delay_s);
-    bool resumes = false;
-    for (const std::string& arg : o->command) resumes |= arg == "--resume";
-    if (!resumes)
-      std::fprintf(stderr, "tessera launch: the command has no --resume, so a restart begins again at step 0\n");
+    if (!command_resumes(o->command))
+      std::fprintf(stderr, "tessera launch: the command has no --resume (nor resume = true in its --config), so a "
+                           "restart begins again at step 0\n");
     const int code = run_with_restarts(o->command, o->policy, [](const std::string& line) {
       std::fprintf(stderr, "tessera launch: %s\n", line.c_str());
     });

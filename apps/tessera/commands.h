@@ -38,8 +38,9 @@ void add_bench_train_command(CLI::App& bench);
 void bind_layout_flags(CLI::App& command, TrainConfig& config);
 
 // --config FILE on a subcommand: TOML whose keys are the subcommand's long flag names.
-// enable_toml_config adds the flag; apply_toml_config, first thing in the subcommand's callback,
-// fills the flags not given on the command line from the file.
+// enable_toml_config, after the subcommand's other flags, adds the flag; apply_toml_config, first
+// thing in the subcommand's callback, fills the flags not given on the command line from the file,
+// then checks the subcommand's required flags (which the file may give).
 void enable_toml_config(CLI::App& command);
 void apply_toml_config(CLI::App& command);
 

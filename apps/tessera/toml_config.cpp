@@ -3,6 +3,8 @@
 // (no-overlap = true) means what the flag means; a syntax error names the file, line and column, an
 // unknown key names the key.
 #include <charconv>
+#include <map>
+#include <vector>
 #include <toml++/toml.h>
 
 #include "commands.h"
@@ -26,17 +28,15 @@ std::string scalar_text(const toml::node& node, const std::string& path, const s
   TS_FAIL("--config ", quoted_text(path), ": key ", quoted_text(key, 80), " must be a string, number or boolean");
 }
 
-}  // namespace
-
-void enable_toml_config(CLI::App& command) {
-  command.add_option("--config", "TOML file whose keys are flag names (flags on the command line win)")
-      ->type_name("FILE");
+// The subcommands' required flags, which the config file may give: CLI11 checks `required` while
+// it parses, before the callback reads the file, so enable_toml_config takes them over and
+// apply_toml_config checks them once the file's keys are in.
+std::map<const CLI::App*, std::vector<CLI::Option*>>& required_flags() {
+  static std::map<const CLI::App*, std::vector<CLI::Option*>> flags;
+  return flags;
 }
 
-void apply_toml_config(CLI::App& command) {
-  CLI::Option* config = command.get_option("--config");
-  if (config->count() == 0) return;
-  const std::string path = config->as<std::string>();
+void apply_file(CLI::App& command, const std::string& path) {
   // A directory, a device or a FIFO would read as an empty (or endless) config: only regular files,
   // of bounded size, nesting and key length (toml_bounds.h).
   const std::string text = read_whole_file(path, "--config", kMaxConfigFileBytes);
@@ -73,6 +73,26 @@ void apply_toml_config(CLI::App& command) {
       TS_FAIL("--config ", quoted_text(path), ": key ", quoted_text(name, 80), ": ", e.what());
     }
   }
+}
+
+}  // namespace
+
+void enable_toml_config(CLI::App& command) {
+  for (CLI::Option* option : command.get_options())
+    if (option->get_required()) {
+      option->required(false);
+      required_flags()[&command].push_back(option);
+    }
+  command.add_option("--config", "TOML file whose keys are flag names (flags on the command line win)")
+      ->type_name("FILE");
+}
+
+void apply_toml_config(CLI::App& command) {
+  CLI::Option* config = command.get_option("--config");
+  if (config->count() > 0) apply_file(command, config->as<std::string>());
+  for (const CLI::Option* option : required_flags()[&command])
+    TS_CHECK(option->count() > 0, option->get_name(), " is required (on the command line, or as the key ",
+             quoted_text(option->get_name().substr(2)), " of a --config file)");
 }
 
 }  // namespace tessera::cli

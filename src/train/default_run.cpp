@@ -55,6 +55,14 @@ void prepare_corpus(const fs::path& data_dir) {
 }  // namespace
 
 void apply_default_run(TrainConfig& c, const std::function<bool(const std::string&)>& given) {
+  // The demo is `train` with no data flag at all: a data flag without shards to train on is a
+  // mistake (an unset $DATA, a forgotten flag), not a request for the demo, which would then score
+  // the user's validation shards with its own tokenizer's model.
+  TS_CHECK(!given("--train-data"), "--train-data is empty; give a glob of token shards (tessera tokenize writes "
+           "them), or no data flag at all for the built-in demo");
+  for (const char* flag : {"--val-data", "--tokenizer"})
+    TS_CHECK(!given(flag), flag, " was given without --train-data; add --train-data (a glob of token shards), or "
+             "leave out every data flag for the built-in demo");
   auto set = [&](const std::string& flag, auto& field, auto value) {
     if (!given(flag)) field = value;
   };

@@ -6,6 +6,7 @@
 #include "checkpoint/hf_model.h"
 #include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
+#include "core/user_text.h"
 #include "nn/model_presets.h"
 #include "data/tokenizer.h"
 
@@ -155,6 +156,10 @@ LoadedModel load_model_for_inference(const std::string& checkpoint, const std::s
   if (tokenizer.empty() && std::filesystem::exists(source_dir / "tokenizer.json")) tokenizer = source_dir / "tokenizer.json";
   if (tokenizer.empty() && std::filesystem::exists(source_dir / "vocab.bpe")) tokenizer = source_dir;
   if (!tokenizer.empty()) loaded.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer));
+  const int64_t vocab = loaded.model->config().vocab_size;
+  TS_CHECK(!loaded.tokenizer || loaded.tokenizer->vocab_size() <= vocab, "tokenizer ", quoted_text(tokenizer.string()),
+           " has ", loaded.tokenizer ? loaded.tokenizer->vocab_size() : 0, " tokens but the model's vocabulary holds only ",
+           vocab, "; use the tokenizer the model was trained with (the checkpoint's tokenizer.json)");
   return loaded;
 }
 

@@ -200,7 +200,16 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   const std::filesystem::path demo = dir / "demo";
   expect_one_line_error("train --zero 7 --out-dir " + demo.string(), "--zero must be 0, 1, 2 or 3");
   EXPECT_FALSE(std::filesystem::exists(demo / "data"));
+  // A data flag without --train-data (or an empty one, an unset $DATA) is a mistake, not the demo.
+  expect_one_line_error("train --val-data 'x/val_*.bin' --out-dir " + demo.string(),
+                        "--val-data was given without --train-data");
+  expect_one_line_error("train --tokenizer tok.json --out-dir " + demo.string(),
+                        "--tokenizer was given without --train-data");
+  expect_one_line_error("train --train-data '' --out-dir " + demo.string(), "--train-data is empty");
+  EXPECT_FALSE(std::filesystem::exists(demo / "data"));
   expect_one_line_error(base + " --device-comm gloo", "--device-comm must be auto, nccl or host");
+  expect_one_line_error("convert --checkpoint a --to-hf b --from-hf c --out d",
+                        "convert: give either --checkpoint and --to-hf (export) or --from-hf and --out (import), not both");
 }
 
 TEST_F(CliBadInput, CudaWithoutAGpuSaysWhy) {
@@ -278,6 +287,25 @@ TEST(Cli, TomlConfigNegatedFlagsMeanWhatTheFlagsMean) {
   const Outcome bad = tessera_run("train " + flags + " --config " + toml.string());
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_TRUE(testing::contains(bad.stderr_text, "key 'nondeterministic'")) << bad.stderr_text;
+}
+
+// A subcommand's required flags may come from --config: checked once the file's keys are in, so a
+// missing one names the key too, and a broken file reports its syntax error, not a missing flag.
+TEST(Cli, TomlConfigGivesRequiredFlags) {
+  auto dir = testing::scratch_dir();
+  const std::filesystem::path toml = dir / "eval.toml";
+  const std::string checkpoint = (dir / "no-such-run").string();
+  testing::write_text(toml, "checkpoint = \"" + checkpoint + "\"\nval-data = \"" + (dir / "val_*.bin").string() + "\"\n");
+  const Outcome given = tessera_run("eval --config " + toml.string());
+  EXPECT_NE(given.exit_code, 0);
+  EXPECT_FALSE(testing::contains(given.stderr_text, "is required")) << given.stderr_text;
+  EXPECT_TRUE(testing::contains(given.stderr_text, "no-such-run")) << given.stderr_text;
+  testing::write_text(toml, "checkpoint = \"" + checkpoint + "\"\n");
+  expect_one_line_error("eval --config " + toml.string(),
+                        "--val-data is required (on the command line, or as the key 'val-data' of a --config file)");
+  expect_one_line_error("eval --checkpoint " + checkpoint, "--val-data is required");
+  testing::write_text(toml, "in = [\n");
+  expect_one_line_error("tokenize --config " + toml.string(), "eval.toml': line 1, column 8");
 }
 
 TEST(Cli, TomlConfigWithFlagOverrides) {
@@ -543,6 +571,15 @@ TEST_F(CliBadInput, FineTunesOnConversationsAndChats) {
                         "--system needs --chat-template");
   expect_one_line_error("generate --device cpu --checkpoint " + (dir / "run").string() + " --prompt hi --chat-template llama3",
                         "--chat-template llama3: the tokenizer");
+  // A tokenizer larger than the model's vocabulary would give it ids past its embedding: refused at load.
+  for (int i = 0; i < 1000; ++i) {
+    const int id = int(tokenizer["model"]["vocab"].size());
+    tokenizer["model"]["vocab"]["zz" + std::to_string(i)] = id;
+  }
+  testing::write_text(dir / "big.json", tokenizer.dump());
+  expect_one_line_error("generate --device cpu --checkpoint " + (dir / "run").string() + " --prompt hi --tokenizer " +
+                            (dir / "big.json").string(),
+                        "tokens but the model's vocabulary holds only");
 }
 
 TEST(Cli, HelpListsTheTrainFlags) {

@@ -28,6 +28,23 @@ TEST(Launch, RestartsAFailedJobUntilItSucceedsOrRestartsRunOut) {
   EXPECT_TRUE(testing::contains(out.output, "no restarts are left")) << out.output;
 }
 
+// The warning that a restart starts over is for a command that does not resume: --resume inside a
+// wrapper's command string, or resume = true in the job's --config file, resumes.
+TEST(Launch, WarnsOnlyWhenTheCommandDoesNotResume) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string warning = "a restart begins again at step 0";
+  testing::write_text(dir / "resumes.toml", "resume = true\n");
+  testing::write_text(dir / "fresh.toml", "steps = 3\n");
+  const auto launched = [](const std::string& job) {
+    return testing::run_command(kTessera + " launch --restart-delay 0 --max-restarts 0 -- " + job).output;
+  };
+  EXPECT_FALSE(testing::contains(launched("true --config " + (dir / "resumes.toml").string()), warning));
+  EXPECT_FALSE(testing::contains(launched("true --config=" + (dir / "resumes.toml").string()), warning));
+  EXPECT_FALSE(testing::contains(launched("sh -c 'true --resume'"), warning));
+  EXPECT_TRUE(testing::contains(launched("true --config " + (dir / "fresh.toml").string()), warning));
+  EXPECT_TRUE(testing::contains(launched("true"), warning));
+}
+
 TEST(Launch, KilledRanksCostNothingButTime) {
   const fs::path dir = testing::scratch_dir();
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 9).string();
