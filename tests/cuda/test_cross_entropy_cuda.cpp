@@ -29,7 +29,7 @@ struct Vocab {
 };
 constexpr Vocab kVocabs[] = {{1000, 1024}, {50257, 50304}, {70000, 70016}, {128256, 128256}};
 
-// Targets uniform in [0, V) but every seventh, kIgnoredTarget, and rows 1 and 2 the first and last
+// Targets uniform in [0, V) but every seventh, kIgnoredTarget, and rows 1 and 2 the last and first
 // real columns (the kernels test for the target and the padding only in the chunks that hold them).
 Tensor targets_with_ignored(int64_t N, int64_t V, uint64_t seed) {
   Tensor targets = testing::random_ids({N}, V, seed);

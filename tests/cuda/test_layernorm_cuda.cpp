@@ -162,7 +162,7 @@ TEST_P(LayerNormCuda, BackwardIsBitwiseDeterministic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, LayerNormCuda,
-                         ::testing::Values(int64_t(7), int64_t(32), int64_t(37), int64_t(320), int64_t(768),
+                         ::testing::Values(int64_t(7), int64_t(32), int64_t(37), int64_t(200), int64_t(320), int64_t(768),
                                            int64_t(1024), int64_t(1600), int64_t(4096), int64_t(4104)));
 
 // CPU kernels are the fp32 reference: bf16 or f16 activations on the CPU are an error naming the dtype.

@@ -14,8 +14,8 @@
 // bits on every run and GPU.
 // The fused residual_layernorm_forward writes r = a + b (rounded to T) and normalises the rounded r
 // in the same kernel: the same bits as residual_forward then layernorm_forward. A forward row of up to
-// 8 chunks a lane (2,048 channels in 16 bits, 256 in fp32) stays in registers between its passes;
-// wider rows are read again by each pass.
+// 8 chunks a lane (2,048 channels on the 16-byte path, else 256) stays in registers between its
+// passes; wider rows are read again by each pass.
 // Each lane takes W consecutive channels at a time: 16 bytes for bf16 and fp16 rows when C and the
 // pointers allow, else 1. fp32 rows always use W = 1, which keeps their summation order (and bits)
 // unchanged.
@@ -86,8 +86,9 @@ __global__ void residual_layernorm_forward_kernel(T* residual_out, T* out, float
 }
 
 // The forward with the row in registers: a lane's kChunks chunks, channels (j * 32 + lane) * W + [0, W)
-// (the strided loops' channels, in their order), loaded at once, so a row waits on memory once where
-// the loops above read it three times; then the same arithmetic in the same order (the same bits).
+// (the strided loops' channels, in their order), loaded at once, so a row waits on DRAM once where the
+// loops above read it three times (the weight and bias, read last, come from L1 or L2); then the same
+// arithmetic in the same order (the same bits).
 // kResidual: the row is r = a + b (`x` is a) rounded to T, stored to residual_out and normalised as
 // stored, as residual_layernorm_forward_kernel does.
 template <typename T, int W, int kChunks, bool kResidual>
@@ -364,8 +365,8 @@ void launch_fused_backward(T* dx, float* dweight, float* dbias, const T* dout, c
   column_sums_finish<2>(ColumnOutputs<2>{{dweight, dbias}}, partial.as<float>(), blocks, C, stream);
 }
 
-// The kept-row forward for rows of up to kMaxKeptChunks chunks a lane (2,048 channels in bf16 and fp16,
-// 256 in fp32); false (nothing queued) for wider rows, which take the strided kernels.
+// The kept-row forward for rows of up to kMaxKeptChunks chunks a lane (2,048 channels on the 16-byte
+// path, 256 on the scalar one); false (nothing queued) for wider rows, which take the strided kernels.
 constexpr int kMaxKeptChunks = 8;
 
 template <typename T, int W, bool kResidual>

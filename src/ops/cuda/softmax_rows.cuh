@@ -73,8 +73,9 @@ __device__ SoftmaxStats block_softmax_stats(const T* x, int64_t real, float* scr
 
 // Writes the row out[0, width) = dloss * (softmax - onehot(target)) of the logits `in` (the row
 // itself, or the copy block_softmax_stats kept: each thread reads back only the chunks it copied) from
-// their statistics (max, sum over the whole vocabulary); the padding [real, width) becomes 0 (its
-// values in `in` are not used), and no column is the target when target lies outside [0, real).
+// their statistics (max, sum over the whole vocabulary); the padding [real, width) becomes 0 (whatever
+// its values in `in`: they are read and discarded), and no column is the target when target lies
+// outside [0, real).
 template <int W, typename T>
 __device__ void block_softmax_grad(T* out, const T* in, int64_t width, int64_t real, int64_t target,
                                    SoftmaxStats stats, float dloss) {
@@ -83,15 +84,19 @@ __device__ void block_softmax_grad(T* out, const T* in, int64_t width, int64_t r
     float g[W];
     load_f32_vec<W>(g, in + v0);
 #pragma unroll
-    for (int k = 0; k < W; k++) g[k] = exp_of(g[k] - stats.max) * scale;
+    for (int k = 0; k < W; k++) g[k] = exp_of(g[k] - stats.max);
     // The target's column and the padding, tested only in the chunks that hold them (whatever the
-    // padding's values gave above, inf and NaN too, it becomes 0).
+    // padding's values gave above, inf and NaN too, it becomes 0). The target's e * scale - dloss is
+    // one fused multiply-add, rounded once.
     if (v0 + W > real || (target >= v0 && target < v0 + W)) {
 #pragma unroll
       for (int k = 0; k < W; k++) {
         const int64_t v = v0 + k;
-        g[k] = v < real ? g[k] - (v == target ? dloss : 0.0f) : 0.0f;
+        g[k] = v < real ? fmaf(g[k], scale, -(v == target ? dloss : 0.0f)) : 0.0f;
       }
+    } else {
+#pragma unroll
+      for (int k = 0; k < W; k++) g[k] *= scale;
     }
     store_f32_vec<W>(out + v0, g);
   }
