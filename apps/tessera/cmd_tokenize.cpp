@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "commands.h"
+#include "core/error.h"
+#include "core/user_text.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
@@ -31,6 +33,17 @@ void add_document_flags(CLI::App& cmd, DocumentOptions& documents, bool fine_tun
   cmd.add_option("--chat-template", documents.chat_template,
                  "JSON lines: --jsonl-key holds a list of messages ({\"role\", \"content\"}), rendered with "
                  "this template (llama3, chatml or qwen2.5); the shards get loss masks that train on the assistant's turns");
+}
+
+// A tokenizer without a merge (the 256 bytes and <|endoftext|>) is what an empty corpus gives: refused
+// rather than written.
+void require_merges(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files) {
+  if (!tokenizer.merges().empty()) return;
+  std::string in;
+  for (size_t i = 0; i < files.size() && i < 3; ++i) in += (i > 0 ? ", " : "") + quoted_text(files[i].string());
+  if (files.size() > 3) in += " and " + std::to_string(files.size() - 3) + " more files";
+  TS_FAIL("tokenizer-train: no text to learn from in ", in, " (no pair of bytes to merge: the documents are empty ",
+          "or one byte long); give the corpus files, and check --format, --jsonl-key and --delimiter");
 }
 
 }  // namespace
@@ -61,6 +74,9 @@ void add_tokenize_command(CLI::App& app) {
   o->shards.threads = int(std::max(1u, std::thread::hardware_concurrency()));
   cmd->add_option("--threads", o->shards.threads, "Documents encoded at once (the shards do not depend on it)")
       ->capture_default_str();
+  cmd->add_flag("--overwrite", o->shards.overwrite,
+                "Delete the shard files an earlier run left in --out (train_*.bin, val_*.bin and their .mask "
+                "files, nothing else) instead of refusing the folder");
   cmd->add_flag("--quiet", o->quiet, "No progress line");
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
@@ -88,6 +104,10 @@ void add_tokenize_command(CLI::App& app) {
       std::printf("packed for --seq-len %lld: %lld padding tokens, %lld documents longer than a window cut\n",
                   (long long)o->shards.pack_seq_len, (long long)stats.padding_tokens,
                   (long long)stats.truncated_documents);
+    if (stats.earlier_shards_removed > 0)
+      std::printf("--overwrite: deleted %lld shard file%s of an earlier run first\n",
+                  (long long)stats.earlier_shards_removed, stats.earlier_shards_removed == 1 ? "" : "s");
+    for (const std::string& note : corpus_notes(stats, o->shards.documents)) std::printf("note: %s\n", note.c_str());
   });
 }
 
@@ -114,8 +134,13 @@ void add_tokenizer_train_command(CLI::App& app) {
       if (done == total || done % 256 == 0) std::printf("\rmerges %lld/%lld", (long long)done, (long long)total);
       std::fflush(stdout);
     }, o->documents);
+    require_merges(tokenizer, files);
     tokenizer.save_json(o->out);
     std::printf("\nwrote %s (%lld tokens)\n", o->out.c_str(), (long long)tokenizer.vocab_size());
+    if (tokenizer.vocab_size() < o->vocab_size)
+      std::printf("note: the corpus ran out of pairs to merge: the tokenizer has %lld tokens, not the --vocab-size "
+                  "%lld asked for; a larger corpus gives more\n",
+                  (long long)tokenizer.vocab_size(), (long long)o->vocab_size);
   });
 }
 

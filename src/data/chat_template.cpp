@@ -35,6 +35,15 @@ std::string ChatTemplate::generation_prompt() const {
   return prompt;
 }
 
+bool ChatTemplate::knows_role(std::string_view role) const {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool" ||
+         (name_ == "llama3" && role == "ipython");
+}
+
+std::string ChatTemplate::known_roles() const {
+  return name_ == "llama3" ? "system, user, assistant, tool, ipython" : "system, user, assistant, tool";
+}
+
 void ChatTemplate::require_tokens_of(const Tokenizer& tokenizer) const {
   for (std::string_view special : specials_)
     TS_CHECK(tokenizer.special_token_id(special).has_value(), "--chat-template ", name_, ": the tokenizer (",

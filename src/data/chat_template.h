@@ -38,6 +38,11 @@ class ChatTemplate {
   // add_generation_prompt), and the special token that ends a turn.
   std::string generation_prompt() const;
   std::string_view end_of_turn() const { return end_of_turn_; }
+  // Whether the model's own template names `role` (system, user, assistant, tool; llama3 also
+  // ipython): any other role is rendered as given, a header the model never saw in its training.
+  bool knows_role(std::string_view role) const;
+  // The roles knows_role() accepts, for messages: "system, user, assistant, tool".
+  std::string known_roles() const;
   // Throws naming the template and the fix unless `tokenizer` holds every special token it uses.
   void require_tokens_of(const Tokenizer& tokenizer) const;
 

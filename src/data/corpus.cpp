@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include "core/error.h"
 #include "core/file_checks.h"
+#include "core/user_text.h"
 #include "data/loss_mask.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
@@ -112,9 +114,9 @@ EncodedDocument encode_document(const Tokenizer& tokenizer, const std::vector<Do
   return encoded;
 }
 
-CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
-                               const std::filesystem::path& out_dir, const ShardOptions& options,
-                               const std::function<void(const CorpusStats&)>& progress) {
+namespace {
+
+void check_options(const std::vector<std::filesystem::path>& files, const ShardOptions& options) {
   TS_CHECK(!files.empty(), "tokenize: no input files");
   TS_CHECK(options.shard_tokens > 0, "--shard-tokens must be positive, got ", options.shard_tokens);
   TS_CHECK(options.val_every >= 0, "--val-every must not be negative, got ", options.val_every);
@@ -126,17 +128,94 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
            "--pack-seq-len needs --jsonl-prompt-key or --chat-template: the padding it adds is kept out of the loss ",
            "by loss masks, which only fine-tuning data has");
   for (const std::filesystem::path& file : files) document_format(options.documents, file);  // --format, early
-  create_folder(out_dir, "--out");
-  const int version = tokenizer.vocab_size() <= 65536 ? 1 : 2;
-  CorpusStats stats;
-  for (const std::filesystem::path& file : files) {
-    require_regular_file(file, "text file");
-    stats.bytes_total += std::filesystem::file_size(file);
+}
+
+// The input files for a message: the first three, then how many more.
+std::string files_text(const std::vector<std::filesystem::path>& files) {
+  std::string text;
+  for (size_t i = 0; i < files.size() && i < 3; ++i) text += (i > 0 ? ", " : "") + quoted_text(files[i].string());
+  if (files.size() > 3) text += " and " + std::to_string(files.size() - 3) + " more files";
+  return text;
+}
+
+// "'gpt' 3, 'human' 3": the roles and how many messages had each, the ten most common first.
+std::string roles_text(const std::map<std::string, int64_t>& roles) {
+  std::vector<std::pair<std::string, int64_t>> sorted(roles.begin(), roles.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string text;
+  for (size_t i = 0; i < sorted.size() && i < 10; ++i)
+    text += (i > 0 ? ", " : "") + quoted_text(sorted[i].first, 40) + " " + std::to_string(sorted[i].second);
+  if (sorted.size() > 10) text += " and " + std::to_string(sorted.size() - 10) + " more";
+  return text.empty() ? "none" : text;
+}
+
+// Refuses an output folder that holds shard files of an earlier run, whose shards a glob such as
+// train_*.bin would mix with this run's, unless `overwrite`, which deletes exactly those files.
+int64_t clear_earlier_shards(const std::filesystem::path& out_dir, bool overwrite) {
+  const std::vector<std::filesystem::path> earlier = shard_files_in(out_dir);
+  TS_CHECK(earlier.empty() || overwrite, "--out ", quoted_text(out_dir.string()), " already holds ", earlier.size(),
+           earlier.size() == 1 ? " shard file" : " shard files", " of an earlier run (",
+           quoted_text(earlier.front().string()), earlier.size() > 1 ? ", ..." : "",
+           "), which training on its train_*.bin would mix with this run's; give --overwrite to delete them ",
+           "(train_*.bin, val_*.bin and their .mask files, nothing else), or another --out");
+  for (const std::filesystem::path& file : earlier) {
+    std::error_code error;
+    std::filesystem::remove(file, error);
+    TS_CHECK(!error, "--overwrite: cannot delete ", quoted_text(file.string()), " (", error.message(),
+             "); delete it yourself or give another --out");
   }
+  return int64_t(earlier.size());
+}
+
+// Deletes the shards (and masks) a failed run wrote; what the error should add about them.
+std::string remove_written(const CorpusStats& stats, const std::filesystem::path& out_dir) {
+  std::string kept;
+  int64_t removed = 0;
+  for (const std::filesystem::path& shard : stats.shards)
+    for (const std::filesystem::path& file : {shard, loss_mask_path(shard)}) {
+      std::error_code error;
+      if (std::filesystem::remove(file, error)) ++removed;
+      if (error && kept.empty()) kept = quoted_text(file.string()) + " (" + error.message() + ")";
+    }
+  std::string note;
+  if (removed > 0)
+    note = "; removed the " + std::to_string(removed) + " shard files this run had written under " +
+           quoted_text(out_dir.string());
+  if (!kept.empty()) note += "; could not remove " + kept + ": delete this run's shards before training on the folder";
+  if (stats.earlier_shards_removed > 0)
+    note += " (--overwrite had deleted the " + std::to_string(stats.earlier_shards_removed) + " of an earlier run)";
+  return note;
+}
+
+// Throws when the run wrote no document, saying why: no text, or records without a target.
+void require_documents(const CorpusStats& stats, const std::vector<std::filesystem::path>& files,
+                       const DocumentOptions& documents) {
+  if (stats.documents > 0) return;
+  const std::string in = files_text(files);
+  const int64_t skipped = stats.skipped_documents;
+  TS_CHECK(documents.chat_template.empty() || skipped == 0, "tokenize: none of the ", skipped, " conversations in ",
+           in, " has a turn whose role is 'assistant', and a chat template trains on the assistant's turns alone ",
+           "(roles seen: ", roles_text(stats.roles), "); name the roles user and assistant (ShareGPT's human and ",
+           "gpt map to user and assistant)");
+  TS_CHECK(documents.jsonl_prompt_key.empty() || skipped == 0, "tokenize: every one of the ", skipped,
+           " records in ", in, " has an empty completion under ", quoted_text(documents.jsonl_key),
+           ": nothing to train on; check --jsonl-key");
+  TS_CHECK(skipped == 0, "tokenize: no text in ", in, ": all ", skipped, " documents are empty; check --jsonl-key ",
+           "and --format");
+  TS_FAIL("tokenize: no documents in ", in, " (empty files); give the corpus files");
+}
+
+// Reads the files' documents in batches, encodes each batch on the threads and appends it, in
+// order, to the train and val shards.
+void write_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
+                  const std::filesystem::path& out_dir, const ShardOptions& options,
+                  const std::function<void(const CorpusStats&)>& progress, CorpusStats& stats) {
   const DocumentOptions& documents = options.documents;
-  if (!documents.chat_template.empty()) ChatTemplate::named(documents.chat_template).require_tokens_of(tokenizer);
-  const MaskRule rule{!documents.jsonl_prompt_key.empty() || !documents.chat_template.empty(),
-                      !tokenizer.bos_token().has_value(), tokenizer.document_start_token(), options.pack_seq_len};
+  const std::optional<ChatTemplate> chat =
+      documents.chat_template.empty() ? std::nullopt : std::optional(ChatTemplate::named(documents.chat_template));
+  const int version = tokenizer.vocab_size() <= 65536 ? 1 : 2;
+  const MaskRule rule{!documents.jsonl_prompt_key.empty() || chat.has_value(), !tokenizer.bos_token().has_value(),
+                      tokenizer.document_start_token(), options.pack_seq_len};
   ShardWriter train(out_dir, "train", options.shard_tokens, version, rule, stats);
   ShardWriter val(out_dir, "val", options.shard_tokens, version, rule, stats);
   // A batch: enough documents (or bytes) to keep every thread busy, few enough to bound memory.
@@ -144,17 +223,20 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   const size_t batch_bytes = size_t(options.threads) << 24;
   std::vector<DocumentRecord> batch;
   std::vector<EncodedDocument> encoded;
+  std::vector<std::vector<std::string>> roles;  // each record's, when conversations
   uint64_t done_bytes = 0;  // of the files already read through
   // Parses (JSON lines) and encodes the batch on the threads, then appends it in order; a record's
   // error, the first in file order, is thrown here (not from inside the parallel region).
   auto encode_batch = [&](const DocumentReader& reader) {
     encoded.assign(batch.size(), {});
+    roles.assign(batch.size(), {});
     std::vector<std::exception_ptr> errors(batch.size());
 #pragma omp parallel for schedule(dynamic) num_threads(options.threads)
     for (size_t d = 0; d < batch.size(); ++d) {
       try {
         Document document;
         reader.document_of(batch[d], document);
+        roles[d] = std::move(document.roles);
         if (!document.has_target()) continue;  // nothing to train on
         encoded[d] = encode_document(tokenizer, document.pieces);
       } catch (...) {
@@ -163,11 +245,18 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
     }
     for (const std::exception_ptr& error : errors)
       if (error) std::rethrow_exception(error);
-    for (const EncodedDocument& document : encoded) {
-      if (document.tokens.empty()) continue;  // an empty document
+    for (size_t d = 0; d < batch.size(); ++d) {
+      for (const std::string& role : roles[d]) {
+        ++stats.roles[role];
+        if (chat && !chat->knows_role(role)) ++stats.unknown_roles[role];
+      }
+      if (encoded[d].tokens.empty()) {  // skipped: no target
+        ++stats.skipped_documents;
+        continue;
+      }
       ++stats.documents;
       const bool to_val = options.val_every > 0 && stats.documents % options.val_every == 0;
-      (to_val ? val : train).add(document);
+      (to_val ? val : train).add(encoded[d]);
     }
     stats.train_tokens = train.total() + train.pending();
     stats.val_tokens = val.total() + val.pending();
@@ -194,6 +283,67 @@ CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std
   stats.val_tokens = val.total();
   stats.bytes_read = done_bytes;
   if (progress) progress(stats);
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> shard_files_in(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) return files;
+  for (const std::filesystem::directory_entry& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    const bool shard_name = (name.starts_with("train_") || name.starts_with("val_")) &&
+                            (name.ends_with(".bin") || name.ends_with(".mask"));
+    std::error_code kind_error;
+    const bool file = entry.is_symlink(kind_error) || entry.is_regular_file(kind_error);
+    if (shard_name && file) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<std::string> corpus_notes(const CorpusStats& stats, const DocumentOptions& documents) {
+  std::vector<std::string> notes;
+  const int64_t skipped = stats.skipped_documents, records = stats.documents + stats.skipped_documents;
+  if (skipped > 0 && !documents.chat_template.empty())
+    notes.push_back(std::to_string(skipped) + " of the " + std::to_string(records) + " conversations left out: " +
+                    "no turn whose role is 'assistant', which a chat template trains on (roles seen: " +
+                    roles_text(stats.roles) + "; ShareGPT's human and gpt map to user and assistant)");
+  else if (skipped > 0 && !documents.jsonl_prompt_key.empty())
+    notes.push_back(std::to_string(skipped) + " of the " + std::to_string(records) + " records left out: an empty " +
+                    "completion under " + quoted_text(documents.jsonl_key));
+  else if (skipped > 0)
+    notes.push_back(std::to_string(skipped) + " empty documents left out");
+  if (!stats.unknown_roles.empty())
+    notes.push_back("roles the " + documents.chat_template + " template does not know, rendered as given (messages: " +
+                    roles_text(stats.unknown_roles) + "); it knows " +
+                    ChatTemplate::named(documents.chat_template).known_roles());
+  return notes;
+}
+
+CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
+                               const std::filesystem::path& out_dir, const ShardOptions& options,
+                               const std::function<void(const CorpusStats&)>& progress) {
+  check_options(files, options);
+  create_folder(out_dir, "--out");
+  CorpusStats stats;
+  for (const std::filesystem::path& file : files) {
+    require_regular_file(file, "text file");
+    stats.bytes_total += std::filesystem::file_size(file);
+  }
+  const DocumentOptions& documents = options.documents;
+  if (!documents.chat_template.empty()) ChatTemplate::named(documents.chat_template).require_tokens_of(tokenizer);
+  stats.earlier_shards_removed = clear_earlier_shards(out_dir, options.overwrite);
+  try {
+    write_shards(tokenizer, files, out_dir, options, progress, stats);
+    require_documents(stats, files, documents);
+  } catch (const Error& e) {
+    throw Error(e.what() + remove_written(stats, out_dir), e.where());
+  } catch (...) {
+    remove_written(stats, out_dir);
+    throw;
+  }
   return stats;
 }
 

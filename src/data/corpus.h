@@ -5,12 +5,15 @@
 // batches and written in their order, so the shards do not depend on the thread count. A corpus
 // with prompts (DocumentOptions::jsonl_prompt_key) or conversations (chat_template) gets a loss
 // mask beside every shard (data/loss_mask.h): its completions or assistant turns, and the
-// <|endoftext|> ending each document, are the targets.
+// <|endoftext|> ending each document, are the targets. A run never mixes with another: it refuses an
+// output folder holding shards (or deletes exactly those, with `overwrite`), removes the shards it
+// wrote when it fails, and fails when the corpus gives no document.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,9 @@ struct ShardOptions {
   // (the --seq-len to train with), padding the rest of a window with untrained start tokens and
   // cutting a longer document to its first tokens; 0: documents run on across windows.
   int64_t pack_seq_len = 0;
+  // Delete the shard files (shard_files_in) an earlier run left in the output folder; without, a
+  // folder holding any is refused.
+  bool overwrite = false;
 };
 
 // A document's tokens as the shards hold them: the tokenizer's document start token, then each
@@ -48,13 +54,28 @@ struct CorpusStats {
   int64_t trained_tokens = 0;  // of the tokens written, those the loss masks make targets (0 without masks)
   int64_t padding_tokens = 0;       // packed: the filler written to keep documents inside windows
   int64_t truncated_documents = 0;  // packed: documents longer than a window, cut
+  // Records with nothing to train on, left out: empty documents or completions, or conversations
+  // without an assistant turn.
+  int64_t skipped_documents = 0;
+  std::map<std::string, int64_t> roles;          // conversations: their messages by role
+  std::map<std::string, int64_t> unknown_roles;  // of those, the roles the chat template does not know
+  int64_t earlier_shards_removed = 0;            // files of an earlier run `overwrite` deleted
   std::vector<std::filesystem::path> shards;
 };
+
+// The files a tokenize run writes, or an earlier one left, directly under `dir`: train_*.bin,
+// val_*.bin and their .mask files, sorted; none when `dir` does not exist.
+std::vector<std::filesystem::path> shard_files_in(const std::filesystem::path& dir);
+
+// Lines for the user about what a finished run left out or could not render as the model's template
+// would (skipped records, unknown chat roles); empty when there is nothing to say.
+std::vector<std::string> corpus_notes(const CorpusStats& stats, const DocumentOptions& documents);
 
 // Writes <out_dir>/train_NNNNNN.bin (and val_NNNNNN.bin) shards, uint16 tokens when the
 // vocabulary fits, uint32 otherwise, and their .mask files when the documents have prompts or are
 // conversations (whose template's special tokens the tokenizer must hold).
-// `progress`, when given, sees the counts after each batch of documents.
+// `progress`, when given, sees the counts after each batch of documents. Throws, having removed the
+// shards it wrote, on any error, and when the files give no document to write.
 CorpusStats tokenize_to_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files,
                                const std::filesystem::path& out_dir, const ShardOptions& options,
                                const std::function<void(const CorpusStats&)>& progress = {});

@@ -11,6 +11,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <optional>
 
 #include "core/error.h"
@@ -34,6 +36,11 @@ std::optional<double> weight_prefix(std::string_view item) {
   const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), weight);
   if (number.empty() || error != std::errc() || end != number.data() + number.size()) return std::nullopt;
   return weight;
+}
+
+// Whether two globs are one source: the same path once '.', '..' and doubled slashes are normalised.
+bool same_glob(std::string_view a, std::string_view b) {
+  return std::filesystem::path(a).lexically_normal() == std::filesystem::path(b).lexically_normal();
 }
 
 // How many of the first n sequences reaching split level `split` that level's source takes.
@@ -67,6 +74,10 @@ std::vector<DataSource> parse_data_sources(std::string_view text, std::string_vi
   for (size_t s = 0; s < sources.size() && sources.size() > 1; ++s)
     TS_CHECK(weighted[s], flag_name, ": '", sources[s].glob, "' has no weight; in a mixture every source has one",
              syntax);
+  for (size_t s = 0; s < sources.size(); ++s)
+    for (size_t earlier = 0; earlier < s; ++earlier)
+      TS_CHECK(!same_glob(sources[earlier].glob, sources[s].glob), flag_name, ": '", sources[s].glob, "' is given ",
+               "twice; name each source once (to give it more of the sequences, raise its weight)");
   double total = 0;
   for (const DataSource& source : sources) total += source.weight;
   for (DataSource& source : sources) source.weight /= total;
@@ -86,9 +97,42 @@ DataMixture::DataMixture(const std::string& text, int64_t vocab_size, int64_t ba
   TS_CHECK(batch_size > 0, "--batch-size must be positive, got ", batch_size);
   std::vector<double> rest(count + 1, 0.0);  // rest[d] = w_d + ... + w_last, summed from the end
   for (size_t d = count; d-- > 0;) rest[d] = rest[d + 1] + sources_[d].weight;
+  require_distinct_shards(flag_name);
   for (size_t d = 0; d < count; ++d) {
     split_.push_back(d + 1 < count ? std::min(1.0, sources_[d].weight / rest[d]) : 1.0);
-    samplers_.push_back(std::make_unique<BatchSampler>(*datasets_[d], 1, seq_len, order, source_seed(seed, d)));
+    samplers_.push_back(source_sampler(d, seq_len, order, seed, flag_name));
+  }
+}
+
+void DataMixture::require_distinct_shards(std::string_view flag_name) const {
+  std::map<std::filesystem::path, size_t> source_of;  // shard -> the first source matching it
+  for (size_t d = 0; d < datasets_.size(); ++d)
+    for (const TokenShard& shard : datasets_[d]->shards()) {
+      const auto [at, added] = source_of.emplace(std::filesystem::path(shard.path()).lexically_normal(), d);
+      TS_CHECK(added || at->second == d, flag_name, ": shard ", shard.path().string(), " is matched by source ",
+               at->second + 1, " ('", sources_[at->second].glob, "') and source ", d + 1, " ('", sources_[d].glob,
+               "'); give the sources globs that match distinct shards");
+    }
+}
+
+// A mixture's source is read a sequence at a time (the mixture draws every sequence of a global
+// batch on its own), so it needs one window of T + 1 tokens, whatever --batch-size is.
+std::unique_ptr<BatchSampler> DataMixture::source_sampler(size_t d, int64_t seq_len, DataOrder order, uint64_t seed,
+                                                          std::string_view flag_name) const {
+  const TokenDataset& dataset = *datasets_[d];
+  const std::string source =
+      std::string(flag_name) + ": source " + std::to_string(d + 1) + " ('" + sources_[d].glob + "')";
+  TS_CHECK(seq_len <= 0 || dataset.num_tokens() > seq_len, source, " holds ", dataset.num_tokens(),
+           " tokens, too few for one sequence of --seq-len ", seq_len, ", which needs ", seq_len + 1,
+           " (a mixture draws each source a sequence at a time); add data to it, drop it from the mixture or lower ",
+           "--seq-len");
+  try {
+    return std::make_unique<BatchSampler>(dataset, 1, seq_len, order, source_seed(seed, d));
+  } catch (const Error& e) {
+    std::string_view message = e.what();
+    if (message.starts_with(flag_name) && message.substr(flag_name.size()).starts_with(": "))
+      message.remove_prefix(flag_name.size() + 2);  // the dataset's errors name the flag too
+    throw Error(source + ": " + std::string(message), e.where());
   }
 }
 

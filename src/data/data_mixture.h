@@ -25,7 +25,7 @@ struct DataSource {
 };
 
 // "GLOB" or "W1:GLOB1,W2:GLOB2,..." (every source of a mixture weighted; weights are positive and
-// normalised). Errors name `flag_name` and show the syntax.
+// normalised; a glob given twice is refused). Errors name `flag_name` and show the syntax.
 std::vector<DataSource> parse_data_sources(std::string_view text, std::string_view flag_name);
 
 class DataMixture {
@@ -68,6 +68,12 @@ class DataMixture {
   std::string summary(int64_t batches) const;
 
  private:
+  // Throws naming both sources when two of them match one shard file.
+  void require_distinct_shards(std::string_view flag_name) const;
+  // Source d's sampler over "batches" of one sequence; errors name the source.
+  std::unique_ptr<BatchSampler> source_sampler(size_t d, int64_t seq_len, DataOrder order, uint64_t seed,
+                                               std::string_view flag_name) const;
+
   std::vector<DataSource> sources_;
   // split_[d] = w_d / (w_d + ... + w_last): the share of the sequences the sources before d left that
   // source d takes. The last source takes the rest.

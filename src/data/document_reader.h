@@ -42,6 +42,7 @@ struct DocumentRecord {
 // A document: its pieces in order. One trained piece but for prompts and conversations.
 struct Document {
   std::vector<DocumentPiece> pieces;
+  std::vector<std::string> roles;  // a conversation's, message by message (a chat template's records)
   // Whether any trained piece has text: a document without is skipped.
   bool has_target() const;
 };
@@ -56,7 +57,8 @@ class DocumentReader {
   DocumentReader& operator=(const DocumentReader&) = delete;
 
   // The next non-empty document into `document`; false after the last. A JSON line that is not an
-  // object with a string under the key throws, naming the file, the line and the fix.
+  // object with a string under the key throws, naming the file, the line and the fix (bytes that
+  // are not UTF-8 by their offset); a lone UTF-16 surrogate escape (\ud83d) reads as U+FFFD.
   bool next(std::string& document);
   // next() in two halves: the next record (a non-blank JSON line, or a text document), and its
   // document (empty for a JSON line whose string is), which is safe to call from several threads.

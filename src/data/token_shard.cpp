@@ -63,10 +63,16 @@ TokenShard::TokenShard(const std::filesystem::path& path) : path_(path) {
            " (expected 1 for uint16 tokens or 2 for uint32 tokens)");
   TS_CHECK(header[2] >= 0, "shard ", name, ": the header says a negative token count (", header[2],
            "); the file is corrupt, re-create it");
+  // Exactly the header's count, as llm.c's loader checks: a file with more tokens than its header says
+  // is as suspect as a truncated one (a shard overwritten in place, or two files run together).
   const int64_t width = bytes_per_token(header[1]);
-  const int64_t held = (file_bytes - kTokenShardHeaderBytes) / width;
+  const int64_t payload = file_bytes - kTokenShardHeaderBytes;
+  const int64_t held = payload / width;
   TS_CHECK(held >= header[2], "shard ", name, ": header says ", header[2], " tokens but the file holds only ", held,
-           "; the file is truncated, re-create it");
+           "; the file is truncated, re-create it (tessera tokenize)");
+  TS_CHECK(payload == header[2] * width, "shard ", name, ": header says ", header[2], " tokens but the file holds ",
+           held, payload % width ? " and a partial one" : "", "; the file is not the shard its header describes, ",
+           "re-create it (tessera tokenize)");
 
   void* mapping = ::mmap(nullptr, size_t(file_bytes), PROT_READ, MAP_PRIVATE, file.fd(), 0);
   TS_CHECK(mapping != MAP_FAILED, "shard ", name, ": mmap of ", file_bytes, " bytes failed (", errno_text(errno), ")");

@@ -1,6 +1,7 @@
 // Token shards in the llm.c format: a header of 256 int32 (magic 20240520, version, token count)
 // followed by the tokens, uint16 (version 1) or uint32 (version 2), little-endian. A TokenShard maps
-// the file read-only and checks the header against the file size before any token is read;
+// the file read-only and checks that it holds exactly the header's token count (as llm.c does)
+// before any token is read;
 // write_token_shard writes a shard atomically (temporary file, fsync, rename).
 #pragma once
 

@@ -43,6 +43,7 @@ void prepare_corpus(const fs::path& data_dir) {
   fs::create_directories(data_dir);
   tokenizer.save_json(tokenizer_path);
   ShardOptions shards;
+  shards.overwrite = true;  // a half-built demo folder is the demo's own to rebuild
   shards.documents.delimiter = "%";
   shards.val_every = 20;
   CorpusStats stats = tokenize_to_shards(tokenizer, files, data_dir, shards);

@@ -504,6 +504,29 @@ std::vector<BadInput> file_cases() {
        "--metrics-file '"},
       {"file", "MetricsDevice", [](auto d) { return fresh_train(d) + " --metrics-file /dev/full"; },
        "is a character device"},
+      {"file", "ShardLongerThanItsHeader",
+       [](auto d) {
+         std::string bytes = testing::read_text(d / "train_000000.bin");
+         const int32_t fewer = 4000;  // of the 4096 tokens the file holds
+         std::memcpy(bytes.data() + 8, &fewer, 4);
+         testing::write_text(d / "long.bin", bytes);
+         return fresh_train(d) + " --train-data " + (d / "long.bin").string();
+       },
+       "header says 4000 tokens but the file holds 4096; the file is not the shard its header describes"},
+      {"file", "MixtureSourceTooSmall",
+       [](auto d) {
+         fs::create_directories(d / "tiny");
+         testing::write_random_shard(d / "tiny", 9, 256, 4);
+         return fresh_train(d) + " --train-data '0.9:" + (d / "train_000000.bin").string() + ",0.1:" +
+                (d / "tiny" / "train_*.bin").string() + "'";
+       },
+       "source 2 ('"},
+      {"file", "MixtureDuplicateSource",
+       [](auto d) {
+         const std::string shard = (d / "train_000000.bin").string();
+         return fresh_train(d) + " --train-data '0.5:" + shard + ",0.5:" + shard + "'";
+       },
+       "is given twice; name each source once"},
       {"file", "OutDirIsAFile",
        [](auto d) {
          return "train --model gpt2-tiny --quiet --device cpu --steps 1 --batch-size 2 --seq-len 16 --train-data " +
@@ -635,6 +658,108 @@ TEST_P(BadInputTable, OneLineNonZeroExitRunFolderUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, BadInputTable, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
+
+// tokenize and tokenizer-train on corpora and folders that would give data a run should not train
+// on: an output folder with an earlier run's shards, a run failing part way, empty corpora, a
+// vocabulary the corpus cannot fill, conversations without an assistant.
+class TokenizeBadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = testing::scratch_dir();
+    std::string text;
+    for (int i = 0; i < 50; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
+    testing::write_text(dir / "corpus.txt", text);
+    ASSERT_EQ(tessera("tokenizer-train --vocab-size 300 --in " + path("corpus.txt") + " --out " + path("tok.json"))
+                  .exit_code, 0);
+  }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+  static testing::CommandResult tessera(const std::string& args) { return testing::run_command(kTessera + " " + args); }
+  // The names of the files in folder `name`, sorted.
+  std::vector<std::string> files_in(const std::string& name) const {
+    std::vector<std::string> files;
+    if (fs::is_directory(dir / name))
+      for (const auto& e : fs::directory_iterator(dir / name)) files.push_back(e.path().filename().string());
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+  fs::path dir;
+};
+
+TEST_F(TokenizeBadInput, EarlierShardsAreRefusedOrOverwritten) {
+  const std::string tokenize = "tokenize --quiet --tokenizer " + path("tok.json") + " --in " + path("corpus.txt") +
+                               " --out " + path("out");
+  ASSERT_EQ(tessera(tokenize).exit_code, 0);
+  testing::write_text(dir / "out" / "train_000003.bin", "stale");
+  testing::write_text(dir / "out" / "val_000000.mask", "stale");
+  testing::write_text(dir / "out" / "README", "mine");
+  testing::expect_one_line_error(tessera(tokenize),
+                                 "--out '" + path("out") + "' already holds 3 shard files of an earlier run");
+  const testing::CommandResult r = tessera(tokenize + " --overwrite");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "--overwrite: deleted 3 shard files of an earlier run first")) << r.output;
+  EXPECT_EQ(files_in("out"), (std::vector<std::string>{"README", "train_000000.bin"}));
+}
+
+TEST_F(TokenizeBadInput, AFailedRunLeavesNoShards) {
+  std::string jsonl;
+  for (int i = 0; i < 20000; ++i) {
+    std::string words;
+    for (int k = 0; k < 5; ++k) words += "doc number " + std::to_string(i) + " with some words ";
+    jsonl += i == 15000 ? "oops\n" : nlohmann::json{{"text", words}}.dump() + "\n";
+  }
+  testing::write_text(dir / "latebad.jsonl", jsonl);
+  const testing::CommandResult r = tessera("tokenize --tokenizer " + path("tok.json") + " --in " + path("latebad.jsonl") +
+                                           " --out " + path("lb") + " --quiet --threads 1 --shard-tokens 100000");
+  testing::expect_one_line_error(r, "latebad.jsonl' line 15001: not a JSON object");
+  EXPECT_TRUE(testing::contains(r.output, " shard files this run had written under '" + path("lb") + "'")) << r.output;
+  EXPECT_EQ(files_in("lb"), std::vector<std::string>{});
+}
+
+TEST_F(TokenizeBadInput, EmptyAndSmallCorpora) {
+  testing::write_text(dir / "empty.txt", "");
+  testing::expect_one_line_error(
+      tessera("tokenize --tokenizer " + path("tok.json") + " --in " + path("empty.txt") + " --out " + path("e")),
+      "tokenize: no documents in '" + path("empty.txt") + "' (empty files)");
+  testing::write_text(dir / "blank.jsonl", "{\"text\": \"\"}\n{\"text\": \"\"}\n");
+  testing::expect_one_line_error(
+      tessera("tokenize --tokenizer " + path("tok.json") + " --in " + path("blank.jsonl") + " --out " + path("b")),
+      "no text in '" + path("blank.jsonl") + "': all 2 documents are empty");
+  testing::expect_one_line_error(
+      tessera("tokenizer-train --in " + path("empty.txt") + " --out " + path("empty.json")),
+      "tokenizer-train: no text to learn from in '" + path("empty.txt") + "'");
+  EXPECT_FALSE(fs::exists(dir / "empty.json"));
+  const testing::CommandResult r =
+      tessera("tokenizer-train --vocab-size 20000 --in " + path("corpus.txt") + " --out " + path("big.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "note: the corpus ran out of pairs to merge: the tokenizer has ")) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "tokens, not the --vocab-size 20000 asked for")) << r.output;
+}
+
+TEST_F(TokenizeBadInput, ConversationsWithoutAnAssistant) {
+  nlohmann::json tokenizer = nlohmann::json::parse(testing::read_text(dir / "tok.json"));
+  for (const char* special : {"<|im_start|>", "<|im_end|>"}) {
+    const int id = int(tokenizer["model"]["vocab"].size());
+    tokenizer["model"]["vocab"][special] = id;
+    tokenizer["added_tokens"].push_back({{"id", id}, {"content", special}, {"special", true}, {"lstrip", false},
+                                         {"rstrip", false}, {"normalized", false}, {"single_word", false}});
+  }
+  testing::write_text(dir / "tok.json", tokenizer.dump());
+  const std::string sharegpt = R"({"conversations": [{"role": "human", "content": "Hi"}, {"role": "gpt", "content": "Yo"}]})";
+  const std::string answered =
+      R"({"conversations": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]})";
+  testing::write_text(dir / "sharegpt.jsonl", sharegpt + "\n" + sharegpt + "\n");
+  testing::write_text(dir / "mixed.jsonl", sharegpt + "\n" + answered + "\n");
+  const std::string tokenize = "tokenize --quiet --tokenizer " + path("tok.json") +
+                               " --jsonl-key conversations --chat-template chatml --in ";
+  testing::expect_one_line_error(tessera(tokenize + path("sharegpt.jsonl") + " --out " + path("s")),
+                                 "(roles seen: 'gpt' 2, 'human' 2); name the roles user and assistant");
+  const testing::CommandResult r = tessera(tokenize + path("mixed.jsonl") + " --out " + path("m"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "note: 1 of the 2 conversations left out: no turn whose role is 'assistant'"))
+      << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "note: roles the chatml template does not know, rendered as given (messages: "
+                                          "'gpt' 1, 'human' 1)")) << r.output;
+}
 
 }  // namespace
 }  // namespace tessera

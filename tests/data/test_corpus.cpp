@@ -150,5 +150,99 @@ TEST(Corpus, BadJsonLinesNameTheFileTheLineAndTheFix) {
   EXPECT_TRUE(contains(message, "truncated")) << message;
 }
 
+// A lone UTF-16 surrogate escape, which Python's json.loads accepts, reads as U+FFFD (a pair, or an
+// escaped backslash before "u", is left alone); raw bytes that are not UTF-8 are named by their
+// offset, and a syntax error by where the parser stopped.
+TEST(Corpus, JsonLinesWithBadUnicodeSayWhatIsWrong) {
+  const fs::path dir = testing::scratch_dir();
+  testing::write_text(dir / "u.jsonl", "{\"text\": \"lone \\ud83d here\"}\n"
+                                       "{\"text\": \"pair \\ud83d\\ude00 low \\udc00 end \\ud83d\"}\n"
+                                       "{\"note\": \"\\\\ud83d\", \"text\": \"\\\\ud83d \\udbff\"}\n");
+  DocumentReader reader(dir / "u.jsonl", DocumentOptions{});
+  std::string document;
+  ASSERT_TRUE(reader.next(document));
+  EXPECT_EQ(document, "lone \xEF\xBF\xBD here");
+  ASSERT_TRUE(reader.next(document));
+  EXPECT_EQ(document, "pair \xF0\x9F\x98\x80 low \xEF\xBF\xBD end \xEF\xBF\xBD");
+  ASSERT_TRUE(reader.next(document));
+  EXPECT_EQ(document, "\\ud83d \xEF\xBF\xBD");
+  EXPECT_FALSE(reader.next(document));
+
+  auto error_for = [&](const std::string& line) {
+    testing::write_text(dir / "bad.jsonl", "{\"text\": \"fine\"}\n" + line + "\n");
+    return error_of([&] {
+      DocumentReader bad(dir / "bad.jsonl", DocumentOptions{});
+      for (std::string d; bad.next(d);) {
+      }
+    });
+  };
+  std::string message = error_for("{\"text\": \"caf\xE9 au lait\"}");
+  EXPECT_TRUE(contains(message, "bad.jsonl' line 2: byte 14 (0xE9) is not UTF-8; JSON lines are UTF-8 text")) << message;
+  message = error_for("{\"text\": \"overlong \xC0\xAF\"}");
+  EXPECT_TRUE(contains(message, "line 2: byte 20 (0xC0) is not UTF-8")) << message;
+  message = error_for("{\"text\": oops}");
+  EXPECT_TRUE(contains(message, "line 2: not a JSON object (invalid JSON at byte 10); JSON lines hold one object per "
+                                "line")) << message;
+}
+
+// Shards of an earlier run in --out would be read with this run's: refused, or with `overwrite`
+// deleted (those files and nothing else) first.
+TEST(Corpus, EarlierShardsInTheFolderAreRefusedOrOverwritten) {
+  const fs::path dir = testing::scratch_dir();
+  const Tokenizer tokenizer = tokenizer_for(dir);
+  testing::write_text(dir / "docs.jsonl", jsonl_of(kDocuments));
+  ShardOptions options;
+  ASSERT_EQ(tokenize_to_shards(tokenizer, {dir / "docs.jsonl"}, dir / "out", options).shards.size(), 1u);
+  for (const char* stray : {"train_000009.bin", "val_000000.bin", "val_000000.mask", "notes.txt", "train_notes.txt"})
+    testing::write_text(dir / "out" / stray, "x");
+  fs::create_directories(dir / "out" / "train_dir.bin");
+  EXPECT_EQ(shard_files_in(dir / "out").size(), 4u);
+  const std::string message = error_of([&] { tokenize_to_shards(tokenizer, {dir / "docs.jsonl"}, dir / "out", options); });
+  EXPECT_TRUE(contains(message, "--out '" + (dir / "out").string() + "' already holds 4 shard files of an earlier run ('" +
+                                (dir / "out" / "train_000000.bin").string() + "', ...)")) << message;
+  EXPECT_TRUE(contains(message, "give --overwrite to delete them")) << message;
+  EXPECT_TRUE(fs::exists(dir / "out" / "train_000009.bin"));
+  options.overwrite = true;
+  const CorpusStats stats = tokenize_to_shards(tokenizer, {dir / "docs.jsonl"}, dir / "out", options);
+  EXPECT_EQ(stats.earlier_shards_removed, 4);
+  EXPECT_EQ(shard_files_in(dir / "out"), std::vector<fs::path>{dir / "out" / "train_000000.bin"});
+  for (const char* kept : {"notes.txt", "train_notes.txt", "train_dir.bin"}) EXPECT_TRUE(fs::exists(dir / "out" / kept)) << kept;
+  EXPECT_TRUE(shard_files_in(dir / "absent").empty());
+}
+
+// A run that fails part way (a bad line after several shards) leaves none of its shards behind.
+TEST(Corpus, AFailedRunRemovesTheShardsItWrote) {
+  const fs::path dir = testing::scratch_dir();
+  const Tokenizer tokenizer = tokenizer_for(dir);
+  std::vector<std::string> documents;
+  for (int i = 0; i < 250; ++i) documents.push_back(kDocuments[size_t(i) % kDocuments.size()]);
+  testing::write_text(dir / "late.jsonl", jsonl_of(documents) + "oops\n" + jsonl_of(kDocuments));
+  ShardOptions options;
+  options.shard_tokens = 200;
+  options.val_every = 10;
+  const std::string message = error_of([&] { tokenize_to_shards(tokenizer, {dir / "late.jsonl"}, dir / "out", options); });
+  EXPECT_TRUE(contains(message, "late.jsonl' line 251: not a JSON object")) << message;
+  EXPECT_TRUE(contains(message, " shard files this run had written under '" + (dir / "out").string() + "'")) << message;
+  EXPECT_TRUE(shard_files_in(dir / "out").empty());
+}
+
+// A corpus that gives no document is an error naming the files, not "0 documents" and success.
+TEST(Corpus, NoDocumentsIsAnError) {
+  const fs::path dir = testing::scratch_dir();
+  const Tokenizer tokenizer = tokenizer_for(dir);
+  testing::write_text(dir / "empty.txt", "");
+  std::string message = error_of([&] { tokenize_to_shards(tokenizer, {dir / "empty.txt"}, dir / "a", ShardOptions{}); });
+  EXPECT_TRUE(contains(message, "tokenize: no documents in '" + (dir / "empty.txt").string() + "' (empty files)"))
+      << message;
+  testing::write_text(dir / "blank.jsonl", jsonl_of({"", "", ""}));
+  message = error_of([&] { tokenize_to_shards(tokenizer, {dir / "blank.jsonl"}, dir / "b", ShardOptions{}); });
+  EXPECT_TRUE(contains(message, "tokenize: no text in '" + (dir / "blank.jsonl").string() + "': all 3 documents are "
+                                "empty")) << message;
+  testing::write_text(dir / "some.jsonl", jsonl_of({"", "text", ""}));
+  const CorpusStats stats = tokenize_to_shards(tokenizer, {dir / "some.jsonl"}, dir / "c", ShardOptions{});
+  EXPECT_EQ(stats.skipped_documents, 2);
+  EXPECT_EQ(corpus_notes(stats, DocumentOptions{}), std::vector<std::string>{"2 empty documents left out"});
+}
+
 }  // namespace
 }  // namespace tessera

@@ -199,5 +199,34 @@ TEST(DataMixture, AMissingSourceIsNamed) {
   EXPECT_TRUE(contains(message, "--train-data: no file matches '" + missing + "'")) << message;
 }
 
+// A source too small for one sequence is named, and the message says why a --batch-size of 2 asks
+// it for one sequence only (a mixture draws its sources a sequence at a time).
+TEST(DataMixture, ASourceTooSmallForOneSequenceIsNamed) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string web = position_source(dir, "web", 10000, 400), tiny = position_source(dir, "tiny", 20000, 4);
+  const std::string message = error_of(
+      [&] { DataMixture("0.9:" + web + ",0.1:" + tiny, kVocab, 2, kT, DataOrder::sequential, 0, "--train-data"); });
+  EXPECT_TRUE(contains(message, "--train-data: source 2 ('" + tiny + "') holds 4 tokens, too few for one sequence of "
+                                "--seq-len 4, which needs 5 (a mixture draws each source a sequence at a time)"))
+      << message;
+  EXPECT_FALSE(contains(message, "global batch of 1")) << message;
+}
+
+// The same source twice would silently collapse into one: refused, whether the globs are spelt alike
+// or only match the same shards.
+TEST(DataMixture, DuplicateSourcesAreRefused) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string web = position_source(dir, "web", 10000, 400);
+  std::string message = error_of([&] { parse_data_sources("0.5:a/*.bin,0.5:a/*.bin", "--train-data"); });
+  EXPECT_TRUE(contains(message, "--train-data: 'a/*.bin' is given twice; name each source once")) << message;
+  message = error_of([&] { parse_data_sources("0.5:a/*.bin,0.3:b/*.bin,0.2:./a//*.bin", "--val-data"); });
+  EXPECT_TRUE(contains(message, "--val-data: './a//*.bin' is given twice")) << message;
+  const std::string same = (dir / "web" / "shard_*.bin").string();
+  message = error_of(
+      [&] { DataMixture("0.5:" + web + ",0.5:" + same, kVocab, 4, kT, DataOrder::sequential, 0, "--train-data"); });
+  EXPECT_TRUE(contains(message, "shard_0.bin is matched by source 1 ('" + web + "') and source 2 ('" + same + "')"))
+      << message;
+}
+
 }  // namespace
 }  // namespace tessera

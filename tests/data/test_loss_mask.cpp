@@ -399,5 +399,38 @@ TEST(ChatTemplate, BadConversationsAndTokenizersNameTheFix) {
   EXPECT_TRUE(contains(message, "--jsonl-prompt-key and --chat-template exclude each other")) << message;
 }
 
+// ShareGPT's roles (human, gpt) have no 'assistant' turn to train on: a corpus of them is refused
+// naming the roles seen; a corpus with some is tokenized, and the conversations left out and the
+// roles the template does not know are reported.
+TEST(ChatTemplate, ConversationsWithoutAnAssistantAreCountedAndNamed) {
+  const fs::path dir = testing::scratch_dir();
+  ShardOptions options;
+  options.documents.jsonl_key = "messages";
+  options.documents.chat_template = "chatml";
+  const Tokenizer chatml = byte_tokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, false);
+  const std::string sharegpt = R"({"messages": [{"role": "human", "content": "Hi"}, {"role": "gpt", "content": "Yo"}]})";
+  testing::write_text(dir / "sharegpt.jsonl", sharegpt + "\n" + sharegpt + "\n");
+  const std::string message =
+      error_of([&] { tokenize_to_shards(chatml, {dir / "sharegpt.jsonl"}, dir / "none", options); });
+  EXPECT_TRUE(contains(message, "tokenize: none of the 2 conversations in '" + (dir / "sharegpt.jsonl").string() +
+                                "' has a turn whose role is 'assistant', and a chat template trains on the "
+                                "assistant's turns alone (roles seen: 'gpt' 2, 'human' 2); name the roles user and "
+                                "assistant")) << message;
+  EXPECT_TRUE(shard_files_in(dir / "none").empty());
+
+  const std::string answered = R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]})";
+  testing::write_text(dir / "mixed.jsonl", sharegpt + "\n" + answered + "\n");
+  const CorpusStats stats = tokenize_to_shards(chatml, {dir / "mixed.jsonl"}, dir / "mixed", options);
+  EXPECT_EQ(stats.documents, 1);
+  EXPECT_EQ(stats.skipped_documents, 1);
+  EXPECT_EQ(stats.roles, (std::map<std::string, int64_t>{{"assistant", 1}, {"gpt", 1}, {"human", 1}, {"user", 1}}));
+  EXPECT_EQ(stats.unknown_roles, (std::map<std::string, int64_t>{{"gpt", 1}, {"human", 1}}));
+  const std::vector<std::string> notes = corpus_notes(stats, options.documents);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_TRUE(contains(notes[0], "1 of the 2 conversations left out: no turn whose role is 'assistant'")) << notes[0];
+  EXPECT_EQ(notes[1], "roles the chatml template does not know, rendered as given (messages: 'gpt' 1, 'human' 1); "
+                      "it knows system, user, assistant, tool");
+}
+
 }  // namespace
 }  // namespace tessera

@@ -79,12 +79,16 @@ TEST(TokenShard, EmptyShardHasNoTokens) {
   EXPECT_TRUE(contains(error_of([&] { shard.token(0); }), path.string()));
 }
 
-TEST(TokenShard, AcceptsTrailingBytesAfterTheTokens) {
+// llm.c requires the exact size: tokens past the header's count are refused, not silently ignored.
+TEST(TokenShard, RejectsTokensPastTheHeadersCount) {
   fs::path path = testing::scratch_dir() / "trailing.bin";
-  write_raw_shard(path, 20240520, 2, 3, 4 * 3 + 5);
-  TokenShard shard(path);
-  EXPECT_EQ(shard.num_tokens(), 3);
-  EXPECT_EQ(shard.token(2), 0x01010101u);
+  write_raw_shard(path, 20240520, 2, 3, 4 * 5);
+  std::string message = error_of([&] { TokenShard shard(path); });
+  EXPECT_TRUE(contains(message, "shard " + path.string() + ": header says 3 tokens but the file holds 5; ")) << message;
+  EXPECT_TRUE(contains(message, "re-create it (tessera tokenize)")) << message;
+  write_raw_shard(path, 20240520, 2, 3, 4 * 3 + 1);  // a stray byte
+  message = error_of([&] { TokenShard shard(path); });
+  EXPECT_TRUE(contains(message, "header says 3 tokens but the file holds 3 and a partial one")) << message;
 }
 
 TEST(TokenShard, WriteReplacesAtomicallyAndLeavesNoTemporary) {
