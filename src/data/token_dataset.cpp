@@ -64,6 +64,10 @@ TokenDataset TokenDataset::open(const std::string& glob_pattern, int64_t vocab_s
            dataset.shards_.size(), " shards have a loss mask but ", without_mask.front(), " has none (",
            loss_mask_path(without_mask.front()).string(), "); copy the missing masks or train on the two kinds ",
            "as separate sources of a mixture");
+  TS_CHECK(dataset.masks_.empty() || dataset.num_trained() > 0, flag, ": the loss masks of '", glob_pattern,
+           "' mark none of its ", dataset.num_tokens(), " tokens as a target, so it would train nothing and its ",
+           "loss would read 0; re-create the shards and masks with tessera tokenize (completions and assistant ",
+           "turns are the targets)");
   return dataset;
 }
 

@@ -115,6 +115,19 @@ TEST(LossMask, MixtureCountsEachSourcesTargets) {
   }
 }
 
+// Masks that mark no target would train nothing and read as a loss of 0: refused, naming the glob.
+TEST(LossMask, MasksWithoutATargetAreRefused) {
+  const fs::path dir = testing::scratch_dir();
+  masked_shards(dir, {20, 20});
+  for (const char* mask : {"train_0.mask", "train_1.mask"}) write_loss_mask(dir / mask, std::vector<uint8_t>(20, 0));
+  const std::string glob = (dir / "train_*.bin").string();
+  const std::string message = error_of([&] { TokenDataset::open(glob, 1 << 20, "--val-data"); });
+  EXPECT_TRUE(contains(message, "--val-data: the loss masks of '" + glob + "' mark none of its 40 tokens as a target"))
+      << message;
+  write_loss_mask(dir / "train_1.mask", std::vector<uint8_t>(20, 1));
+  EXPECT_EQ(TokenDataset::open(glob, 1 << 20, "--val-data").num_trained(), 20);
+}
+
 TEST(LossMask, BadMasksAndMissingOnesNameTheFileAndTheFix) {
   const fs::path dir = testing::scratch_dir();
   masked_shards(dir, {20, 20});
