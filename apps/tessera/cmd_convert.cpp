@@ -48,7 +48,7 @@ void add_convert_command(CLI::App& app) {
       TS_CHECK(!o->checkpoint.empty() && o->from_hf.empty(), "convert --to-hf needs --checkpoint");
       require_new_or_empty_folder(o->to_hf);
       // Read as the files are written: the export never holds the whole model.
-      const std::filesystem::path checkpoint = checkpoint_to_read(o->checkpoint);
+      const std::filesystem::path checkpoint = checkpoint_noting(o->checkpoint);
       const ModelConfig config = read_checkpoint_model_config(checkpoint);
       save_hf_model(o->to_hf, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights);
       std::filesystem::path tokenizer = std::filesystem::path(o->checkpoint) / "tokenizer.json";

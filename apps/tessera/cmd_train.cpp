@@ -212,11 +212,11 @@ void add_train_command(CLI::App& app) {
   cmd->callback([config, cmd] {
     apply_toml_config(*cmd);
     TrainConfig& c = *config;
-    // A resumed run keeps its checkpoint's shape unless --model names one; the default run names its own
-    // (gpt2-mini), which its checkpoints hold.
+    // A resumed or imported run keeps its checkpoint's (or config.json's) shape unless --model names
+    // one; the default run names its own (gpt2-mini), which its checkpoints hold.
     if (c.train_data.empty() && c.init_from.empty())
       apply_default_run(c, [cmd](const std::string& flag) { return cmd->count(flag) > 0; });
-    else if (c.resume && cmd->count("--model") == 0)
+    else if ((c.resume || !c.init_from.empty()) && cmd->count("--model") == 0)
       c.model.clear();
     Runtime runtime(nullptr, nullptr);
     cuda_select_device_for_local_rank(runtime.local_rank());

@@ -27,6 +27,23 @@ std::optional<int64_t> step_of(const std::string& name) {
   return step;
 }
 
+// Whether `name` is ".ckpt-<8+ digits>.tmp": an uncommitted save's folder.
+bool is_unfinished_save_name(const std::string& name) {
+  constexpr std::string_view prefix = ".", suffix = ".tmp";
+  if (!name.starts_with(prefix) || !name.ends_with(suffix)) return false;
+  return step_of(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size())).has_value();
+}
+
+// Why `checkpoint` cannot be read for inference, or empty when it can.
+std::string inference_damage(const fs::path& checkpoint) {
+  try {
+    check_checkpoint_complete(checkpoint, /*checksums=*/false, {}, CheckpointUse::inference);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 }  // namespace
 
 std::string checkpoint_dir_name(int64_t step) {
@@ -96,6 +113,65 @@ ResumePoint choose_resume_checkpoint(const fs::path& run_dir, FileShare share,
     point.notice = "--resume: skipped " + one_line(reasons, 600) + "; resuming from " +
                    point.checkpoint->filename().string();
   return point;
+}
+
+CheckpointToRead find_checkpoint_to_read(const fs::path& path) {
+  std::error_code ec;
+  if (fs::exists(path / "state.json", ec)) return {path, ""};
+  std::vector<std::string> skipped;
+  const fs::path latest = path / kLatestCheckpoint;
+  if (fs::is_symlink(latest, ec) || fs::exists(latest, ec)) {
+    const std::string target = fs::is_symlink(latest, ec) ? fs::read_symlink(latest, ec).string() : latest.string();
+    if (!fs::exists(latest, ec)) {
+      skipped.push_back(std::string(kLatestCheckpoint) + " points at " + quoted_text(target) + ", which does not exist");
+    } else if (const std::string damage = inference_damage(fs::canonical(latest)); damage.empty()) {
+      return {fs::canonical(latest), ""};
+    } else {
+      skipped.push_back(std::string(kLatestCheckpoint) + " (" + damage + ")");
+    }
+  }
+  CheckpointToRead found;
+  for (const CheckpointFolder& c : list_checkpoints(path)) {
+    if (fs::exists(latest, ec) && fs::equivalent(latest, c.path, ec)) continue;  // named above
+    if (const std::string damage = inference_damage(c.path); !damage.empty()) {
+      skipped.push_back(damage);
+      continue;
+    }
+    found.checkpoint = c.path;
+    break;
+  }
+  std::string reasons;
+  for (const std::string& s : skipped) reasons += (reasons.empty() ? "" : "; ") + s;
+  TS_CHECK(!found.checkpoint.empty(), "--checkpoint: no checkpoint at ", quoted_text(path.string()),
+           " (expected state.json or ckpt-latest there", skipped.empty() ? "" : "; skipped " + one_line(reasons, 600),
+           ")");
+  if (!skipped.empty())
+    found.notice = "--checkpoint: skipped " + one_line(reasons, 600) + "; reading " + found.checkpoint.filename().string();
+  return found;
+}
+
+std::string checkpoint_noting(const std::string& path) {
+  if (path.empty()) return path;
+  const CheckpointToRead found = find_checkpoint_to_read(path);
+  if (!found.notice.empty()) std::fprintf(stderr, "%s\n", found.notice.c_str());
+  return found.checkpoint.string();
+}
+
+RemovedSaves remove_unfinished_saves(const fs::path& run_dir) {
+  RemovedSaves removed;
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return removed;
+  std::vector<fs::path> leftovers;
+  for (const fs::directory_entry& e : fs::directory_iterator(run_dir, ec))
+    if (is_unfinished_save_name(e.path().filename().string()) && e.is_directory(ec) && !e.is_symlink(ec))
+      leftovers.push_back(e.path());
+  for (const fs::path& folder : leftovers) {
+    for (const fs::directory_entry& e : fs::recursive_directory_iterator(folder, ec))
+      if (e.is_regular_file(ec) && !e.is_symlink(ec)) removed.bytes += e.file_size(ec);
+    fs::remove_all(folder);
+    ++removed.folders;
+  }
+  return removed;
 }
 
 }  // namespace tessera

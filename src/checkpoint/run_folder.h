@@ -60,4 +60,28 @@ struct ResumePoint {
 ResumePoint choose_resume_checkpoint(const std::filesystem::path& run_dir, FileShare share = {},
                                      const std::function<bool(bool)>& all_agree = nullptr);
 
+// The checkpoint --checkpoint names for reading its weights (generate, eval, convert --to-hf): the
+// folder itself when it holds state.json; in a run folder ckpt-latest's, or, when that is missing,
+// dangling or damaged, the newest ckpt-<step> folder whose state.json and weight files are complete
+// (their sizes; the CRC-32 is checked as the weights are read), as --resume falls back. `notice`
+// names what was skipped (empty when nothing was). Throws naming the path when there is none.
+struct CheckpointToRead {
+  std::filesystem::path checkpoint;
+  std::string notice;
+};
+CheckpointToRead find_checkpoint_to_read(const std::filesystem::path& path);
+// For a command's --checkpoint: find_checkpoint_to_read's folder, its notice printed on stderr; an
+// empty path (no --checkpoint) stays empty.
+std::string checkpoint_noting(const std::string& path);
+
+// What remove_unfinished_saves removed.
+struct RemovedSaves {
+  int64_t folders = 0;
+  uint64_t bytes = 0;
+};
+// Removes the temporary folders of saves that never committed (".ckpt-<8+ digits>.tmp", left by a
+// run killed while it saved), and nothing else; a new or resumed run calls it (one process) before
+// its first save.
+RemovedSaves remove_unfinished_saves(const std::filesystem::path& run_dir);
+
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdint>
 #include <memory>
+#include <set>
 
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_index.h"
@@ -104,6 +105,9 @@ fs::path commit(const fs::path& out_dir, const ModelConfig& config, const Checkp
                       {"files", files_json(files)},
                       {"crc_block_bytes", kCrcBlockBytes},
                       {"tensors", index_json(index)}};
+  if (state.consumed_sequences) j["consumed_sequences"] = *state.consumed_sequences;
+  if (state.data_origin != SequenceOrigin{})
+    j["data_origin"] = {{"sequence", state.data_origin.sequence}, {"epoch", state.data_origin.epoch}};
   if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
   if (!state.fp8_amax_history.empty()) j["fp8_amax_history"] = state.fp8_amax_history;
   write_file_atomic(temp_dir / "state.json", j.dump(1) + "\n");
@@ -251,7 +255,7 @@ std::optional<fs::path> find_checkpoint(const fs::path& path) {
   return std::nullopt;
 }
 
-void check_checkpoint_complete(const fs::path& checkpoint, bool checksums, FileShare share) {
+void check_checkpoint_complete(const fs::path& checkpoint, bool checksums, FileShare share, CheckpointUse use) {
   const std::string name = checkpoint.filename().string();
   try {
     nlohmann::json j = read_state_json(checkpoint);
@@ -264,16 +268,22 @@ void check_checkpoint_complete(const fs::path& checkpoint, bool checksums, FileS
     const CheckpointIndex index = read_checkpoint_index(checkpoint, j, files);
     TS_CHECK(std::any_of(index.begin(), index.end(), [](const auto& t) { return !is_optimizer_state_name(t.first); }),
              "no weights: neither ", kModelFile, " nor weight slices in the shard files");
+    std::set<std::string> weight_files = {kModelFile};  // inference reads these alone
+    for (const auto& [tensor, t] : index)
+      if (!is_optimizer_state_name(tensor))
+        for (const TensorSlice& slice : t.slices) weight_files.insert(slice.file);
     int i = 0;
     for (const auto& [file, digest] : files)
-      verify_checkpoint_file(checkpoint, file, digest, checksums && i++ % share.count == share.index);
+      if (use == CheckpointUse::training || weight_files.contains(file))
+        verify_checkpoint_file(checkpoint, file, digest, checksums && i++ % share.count == share.index);
   } catch (const Error& e) {
     TS_FAIL(name, " is incomplete or damaged (", e.what(), ")");
   }
 }
 
 ModelConfig read_checkpoint_model_config(const fs::path& checkpoint) {
-  check_checkpoint_complete(checkpoint);  // a truncated file is named as such, not as a bad header
+  // A truncated file is named as such, not as a bad header; the moments are not read here.
+  check_checkpoint_complete(checkpoint, /*checksums=*/false, {}, CheckpointUse::inference);
   const nlohmann::json state = read_state_json(checkpoint);
   const ModelConfig c = state_model_config(state, checkpoint);
   // Every dimension must fit in the tensors actually stored: a state claiming 10^9 layers is refused
@@ -316,6 +326,16 @@ CheckpointModel open_checkpoint_model(const fs::path& checkpoint, const ModelCon
   CheckpointState& state = model.state;
   state.step = state_count(json, "step", checkpoint);
   state.next_batch = state_count(json, "next_batch", checkpoint);
+  if (json.contains("consumed_sequences")) state.consumed_sequences = state_count(json, "consumed_sequences", checkpoint);
+  if (json.contains("data_origin")) {
+    const nlohmann::json& origin = json["data_origin"];
+    TS_CHECK(origin.is_object(), "checkpoint ", quoted_text((checkpoint / "state.json").string()),
+             ": 'data_origin' must be an object with 'sequence' and 'epoch'");
+    state.data_origin = {state_count(origin, "sequence", checkpoint), state_count(origin, "epoch", checkpoint)};
+    TS_CHECK(state.consumed_sequences && state.data_origin.sequence <= *state.consumed_sequences, "checkpoint ",
+             quoted_text((checkpoint / "state.json").string()), ": 'data_origin.sequence' ",
+             state.data_origin.sequence, " lies beyond 'consumed_sequences'; the file is damaged");
+  }
   state.seed = state_seed(json, checkpoint);
   state.run_config = json.value("run_config", nlohmann::json::object());
   state.loss_scale = state_loss_scale(json, checkpoint);

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/run_folder.h"
+#include "data/batch_sampler.h"
 #include "nn/decoder.h"
 #include "nn/parameter_values.h"
 #include "ops/adamw.h"
@@ -55,6 +56,12 @@ struct CheckpointState {
   int64_t optimizer_steps = 0;  // AdamW's step count (its bias correction)
   std::vector<float> fp8_amax_history;  // the fp8 scales' amax history (nn/fp8_scaling.h); empty without fp8
   CheckpointLayout layout;
+  // The data position in sequences (Megatron's consumed_samples), which survives a change of
+  // --batch-size; absent from checkpoints written before it was recorded (their position is
+  // next_batch times their run's --batch-size).
+  std::optional<int64_t> consumed_sequences;
+  SequenceOrigin data_origin;  // where the data order's epochs start (batch_sampler.h); zero unless a
+                               // resume changed --batch-size
 };
 
 // The model part of a checkpoint apart from a live model: what an asynchronous save writes while
@@ -111,13 +118,20 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir, cons
 // The checkpoint <out_dir>/ckpt-latest points at, if any; also accepts a checkpoint folder itself.
 std::optional<std::filesystem::path> find_checkpoint(const std::filesystem::path& path);
 
-// Throws (one line, naming the file) unless the checkpoint is complete: state.json valid and every
-// file it records present with its recorded size, and with `checksums` its recorded CRC-32 too for
-// the files of `share` (which reads them; without, the check is cheap).
-void check_checkpoint_complete(const std::filesystem::path& checkpoint, bool checksums = false, FileShare share = {});
+// What a checkpoint is opened for: training (every file) or inference (generate, eval, convert
+// --to-hf: state.json and the files that hold weights; the moments' shard files may be missing).
+enum class CheckpointUse { training, inference };
+
+// Throws (one line, naming the file) unless the checkpoint is complete for `use`: state.json valid and
+// every file it records (for inference, every file holding weights) present with its recorded size,
+// and with `checksums` its recorded CRC-32 too for the files of `share` (which reads them; without,
+// the check is cheap).
+void check_checkpoint_complete(const std::filesystem::path& checkpoint, bool checksums = false, FileShare share = {},
+                               CheckpointUse use = CheckpointUse::training);
 
 // The model shape in state.json, checked against model.safetensors' tensors (layers, width,
-// vocabulary, context) before anything of that size is allocated.
+// vocabulary, context) before anything of that size is allocated. Needs only the files that hold
+// weights (CheckpointUse::inference).
 ModelConfig read_checkpoint_model_config(const std::filesystem::path& checkpoint);
 // A checkpoint's training state and its weights as `layout` holds them (a tp or ep rank's slices, a
 // pipeline stage's blocks), checked against `config` and the layout up front; `weights` reads any

@@ -31,6 +31,24 @@ void check_batch_range(int64_t batch_index, int64_t first_sequence, int64_t num_
            ") are outside the global batch of ", batch_size, " (--batch-size)");
 }
 
+BatchSequence locate_sequence(int64_t g, SequenceOrigin origin, int64_t batch_size, int64_t batches_per_epoch) {
+  TS_CHECK(g >= origin.sequence && origin.sequence >= 0 && origin.epoch >= 0, "data loader: sequence ", g,
+           " lies before the data origin (sequence ", origin.sequence, ", epoch ", origin.epoch, ")");
+  // Epoch origin.epoch + t / L, slot t % L with L = E·B: batch (epoch·E + slot / B), as t / B.
+  const int64_t t = g - origin.sequence;
+  return {origin.epoch * batches_per_epoch + t / batch_size, t % batch_size};
+}
+
+SequenceOrigin continue_epoch(int64_t consumed, SequenceOrigin old_origin, int64_t old_epoch_sequences,
+                              int64_t new_epoch_sequences) {
+  TS_CHECK(consumed >= old_origin.sequence && old_epoch_sequences > 0 && new_epoch_sequences > 0,
+           "data loader: cannot continue at sequence ", consumed);
+  const int64_t t = consumed - old_origin.sequence;
+  const int64_t epoch = old_origin.epoch + t / old_epoch_sequences, slot = t % old_epoch_sequences;
+  if (slot >= new_epoch_sequences) return {consumed, epoch + 1};  // the new epochs end before that slot
+  return {consumed - slot, epoch};
+}
+
 BatchSampler::BatchSampler(const TokenDataset& dataset, int64_t batch_size, int64_t seq_len, DataOrder order,
                            uint64_t seed)
     : dataset_(&dataset), batch_size_(batch_size), seq_len_(seq_len), order_(order), seed_(seed) {

@@ -1,7 +1,9 @@
 // Which tokens form global batch k. The stream is cut into windows of T + 1 tokens starting every T
 // (inputs = first T, targets = last T); an epoch holds E = W / B global batches of B windows each.
 // Batch k depends on (seed, k) only (DESIGN.md invariant 2): a micro-batch or a data-parallel
-// rank's share is a sub-range of its sequences, and the resumable loader position is just k.
+// rank's share is a sub-range of its sequences. A run's loader position is the number of sequences
+// it consumed (g = k·B + s), so that a resume under another --batch-size continues at the first
+// unseen sequence (SequenceOrigin).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,34 @@ std::string_view data_order_name(DataOrder order);
 // Throws unless batch_index >= 0 and sequences [first_sequence, first_sequence + num_sequences) lie
 // within a global batch of batch_size (--batch-size).
 void check_batch_range(int64_t batch_index, int64_t first_sequence, int64_t num_sequences, int64_t batch_size);
+
+// Sequence g of a run (g counts every sequence its steps read) sits in the epoch and slot the run's
+// sampler order gives it: with an unchanged --batch-size B, g = k·B + s is sequence s of batch k. An
+// epoch holds L = E·B sequences (E = batches per epoch), so when a resume changes B (and so L), the
+// run records where the new epochs start: sequence `sequence` is slot 0 of epoch `epoch` (it may lie
+// before the resume point, when the resume continues an epoch part-way). Mixtures draw by g alone
+// and always keep the zero origin.
+struct SequenceOrigin {
+  int64_t sequence = 0;
+  int64_t epoch = 0;
+  bool operator==(const SequenceOrigin&) const = default;
+};
+
+// Sequence g (>= origin.sequence) as global batch `batch`, sequence `sequence` of it, of a sampler
+// of batch_size B and batches_per_epoch E (unused when origin.epoch is 0).
+struct BatchSequence {
+  int64_t batch = 0;
+  int64_t sequence = 0;
+};
+BatchSequence locate_sequence(int64_t g, SequenceOrigin origin, int64_t batch_size, int64_t batches_per_epoch);
+
+// The origin that continues a single source's order at its first unseen sequence `consumed` after
+// the epoch length changes from old_epoch_sequences (L = E·B of the old --batch-size) to
+// new_epoch_sequences: the old run was at slot c of epoch e; the new one reads slots c, c + 1, ... of
+// that epoch's order, or starts epoch e + 1 when its shorter epochs end before slot c. Every window
+// is then read at most once an epoch, in the order an uninterrupted run reads it.
+SequenceOrigin continue_epoch(int64_t consumed, SequenceOrigin old_origin, int64_t old_epoch_sequences,
+                              int64_t new_epoch_sequences);
 
 class BatchSampler {
  public:

@@ -26,28 +26,36 @@ ModelConfig shape_from_flags(const TrainConfig& config, const Tokenizer* tokeniz
   return base;
 }
 
-// A resumed run keeps its checkpoint's shape: --model and the shape overrides, when given, must
-// describe the same model (the vocabulary only when --vocab-size is given: a preset's follows the tokenizer).
-void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, const std::filesystem::path& checkpoint) {
+// Where a run's shape comes from when the flags do not set it: a checkpoint (--resume) or a Hugging
+// Face config.json (--init-from). --model and the shape overrides, when given, must describe the same
+// model (the vocabulary only when --vocab-size is given: a preset's follows the tokenizer).
+struct ShapeSource {
+  const char* flag;    // --resume or --init-from
+  const char* holder;  // "the checkpoint", "the import"
+  std::string place;   // its path
+  const char* keep;    // how to take its shape: "continue with the checkpoint's"
+  const char* other;   // how to train the flags' model instead
+};
+
+void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, const ShapeSource& source) {
   const ModelConfig flags = shape_from_flags(config, nullptr, config.model.empty() ? stored : model_preset(config.model));
-  TS_CHECK(model_family(flags) == model_family(stored), "--resume: --model ", config.model, " is a ",
-           model_family(flags), " model but the checkpoint holds a ", model_family(stored), " model (",
-           checkpoint.string(), "); drop --model to continue with the checkpoint's, or train the new model in ",
-           "another --out-dir");
+  TS_CHECK(model_family(flags) == model_family(stored), source.flag, ": --model ", config.model, " is a ",
+           model_family(flags), " model but ", source.holder, " holds a ", model_family(stored), " model (",
+           source.place, "); drop --model to ", source.keep, ", or ", source.other);
   std::string differences;
   auto compare = [&](const char* field, const char* flag, int64_t override_value, int64_t wanted, int64_t held) {
     if (wanted == held) return;
-    const std::string source = override_value > 0 ? std::string(flag) : "--model " + config.model;
-    differences += (differences.empty() ? "" : ", ") + source + " gives " + field + " " + std::to_string(wanted) +
-                   ", the checkpoint has " + std::to_string(held);
+    const std::string from = override_value > 0 ? std::string(flag) : "--model " + config.model;
+    differences += (differences.empty() ? "" : ", ") + from + " gives " + field + " " + std::to_string(wanted) + ", " +
+                   source.holder + " has " + std::to_string(held);
   };
   compare("layers", "--layers", config.layers, flags.num_layers, stored.num_layers);
   compare("heads", "--heads", config.heads, flags.num_heads, stored.num_heads);
   compare("channels", "--channels", config.channels, flags.channels, stored.channels);
   compare("context", "--context", config.context, flags.max_seq_len, stored.max_seq_len);
   if (config.vocab_size > 0) compare("vocab_size", "--vocab-size", config.vocab_size, flags.vocab_size, stored.vocab_size);
-  TS_CHECK(differences.empty(), "--resume: the shape flags disagree with ", checkpoint.string(), " (", differences,
-           "); drop them to continue with the checkpoint's shape, or train a new model in another --out-dir");
+  TS_CHECK(differences.empty(), source.flag, ": the shape flags disagree with ", source.place, " (", differences,
+           "); drop them to ", source.keep, " shape, or ", source.other);
 }
 
 // Far above any model trained today (Llama 3 405B: 126 layers, 16384 wide, 128256 tokens, 131072
@@ -83,10 +91,13 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
   ModelConfig mc;
   if (checkpoint) {
     mc = read_checkpoint_model_config(*checkpoint);
-    check_shape_flags(config, mc, *checkpoint);
+    check_shape_flags(config, mc, {"--resume", "the checkpoint", checkpoint->string(), "continue with the checkpoint's",
+                                   "train the new model in another --out-dir"});
     check_model_limits(mc, "checkpoint " + checkpoint->string());
   } else if (!config.init_from.empty()) {
     mc = read_hf_config(config.init_from);
+    check_shape_flags(config, mc, {"--init-from", "the import", config.init_from, "keep the imported model's",
+                                   "train a new model without --init-from"});
     check_model_limits(mc, "--init-from " + config.init_from);
   } else {
     mc = shape_from_flags(config, tokenizer, model_preset(config.model.empty() ? TrainConfig{}.model : config.model));

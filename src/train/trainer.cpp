@@ -31,6 +31,7 @@
 #include "train/powersgd_state.h"
 #include "train/stop_signal.h"
 #include "train/train_bench.h"
+#include "train/trainer_resume.h"
 
 namespace tessera {
 
@@ -49,6 +50,14 @@ void update_fp8_scales(Fp8Scaling& fp8, Comm& world) {
   std::copy(amaxes.begin(), amaxes.end(), reduced.f32());
   world.all_reduce(reduced, ReduceOp::max);
   fp8.update(std::vector<float>(reduced.f32(), reduced.f32() + reduced.numel()));
+}
+
+// "20971520 bytes (21.0 MB)".
+std::string bytes_text(uint64_t bytes) {
+  std::ostringstream text;
+  text << bytes << " bytes";
+  if (bytes >= 100000) text << std::fixed << std::setprecision(1) << " (" << double(bytes) / 1e6 << " MB)";
+  return text.str();
 }
 
 }  // namespace
@@ -88,6 +97,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   ResumePoint start = run_start_point(config_, FileShare{grid_.world_rank, grid_.world->size()}, all_agree);
   resume_times_.verify_s = std::chrono::duration<double>(Clock::now() - choice_start).count();
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
+  TS_CHECK(!config_.eval_only || checkpoint || !config_.init_from.empty(), "--eval-only: ",
+           quoted_text(config_.out_dir), " holds no checkpoint; point --out-dir at the run folder to evaluate (with ",
+           "--resume), or evaluate a Hugging Face folder with --init-from");
   resume_notice_ = start.notice;
   // A pipeline rank builds only its stage; plan_pipeline's checks ran at start-up (launch.cpp).
   const ModelConfig model_config = resolve_model_config(config_, tokenizer_.get(), checkpoint);
@@ -181,13 +193,6 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     resume_times_.load_s += std::chrono::duration<double>(Clock::now() - moments_start).count();
     optimizer_->set_steps_taken(state.optimizer_steps);
     start_step_ = state.step;
-    next_batch_ = state.next_batch;
-    // Another data mix at a resume (annealing on other data) is allowed; the run says so.
-    const std::string saved_data = state.run_config.value("train-data", std::string());
-    if (!saved_data.empty() && saved_data != config_.train_data)
-      resume_notice_ += std::string(resume_notice_.empty() ? "" : "\n") + "--train-data differs from the checkpoint's (" +
-                        quoted_text(saved_data) + "): batches from " + std::to_string(next_batch_) +
-                        " on are drawn from the new data";
     // Checkpoints hold fp32 moments, so the setting may change at a resume; the run says so.
     const std::string saved_moments = state.run_config.value("optimizer-moments", std::string("fp32"));
     if (saved_moments != config_.optimizer_moments)
@@ -204,6 +209,8 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   DataOrder order = parse_data_order(config_.data_order);
   train_data_.emplace(config_.train_data, mc.vocab_size, config_.batch_size, config_.seq_len, order, config_.seed,
                       "--train-data");
+  if (train_data_->sources().size() == 1) epoch_batches_ = train_data_->batches_per_epoch();
+  if (checkpoint) resume_data(state);
   if (!config_.val_data.empty())
     for (const DataSource& source : parse_data_sources(config_.val_data, "--val-data"))
       val_sources_.push_back({source, std::make_unique<DataMixture>(source.glob, mc.vocab_size, micro_batch_,
@@ -226,7 +233,7 @@ ProcessGrid single_process_grid() {
   return grid;
 }
 
-float Trainer::accumulate_gradients(int64_t batch_index) {
+float Trainer::accumulate_gradients(int64_t step_sequence) {
   const int64_t micro = micro_batch_, B = config_.batch_size, T = config_.seq_len;
   // This dp rank's share of global batch k: sequences [rank·B/dp, (rank+1)·B/dp).
   const int64_t share = B / data_parallel_->size(), first_sequence = data_parallel_->rank() * share;
@@ -235,7 +242,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   // scale, which update_parameters divides out again). Under loss masks a training target's weight
   // is 1/(the global batch's targets) instead, which every rank counts from the data alone.
   const float dloss = loss_scaler_.scale() / float(B * T);
-  const int64_t trained = train_data_->count_trained(batch_index, 0, B);
+  const int64_t trained = count_trained(step_sequence, B);
   model_->set_target_loss_weight(trained > 0 ? float(double(B * T) / double(trained)) : 1.0f);
   if (expert_parallel_) expert_parallel_->take_traffic();  // the step's alone, not an evaluation's
   if (Fp8Scaling* fp8 = model_->fp8()) fp8->clear_amaxes();  // likewise: evaluations' amaxes set no scale
@@ -250,8 +257,8 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
   if (pipeline_) {
     if (!reduce_after) data_parallel_->reduce_during_next_backward();
     auto fill = [&](int m, Tensor& inputs, Tensor& targets) {
-      train_data_->fill(batch_index, first_sequence + int64_t(m) * micro, micro, inputs.data<int32_t>(),
-                        targets.data<int32_t>());
+      fill_sequences(step_sequence + first_sequence + int64_t(m) * micro, micro, inputs.data<int32_t>(),
+                     targets.data<int32_t>());
     };
     auto final_from = [&](int64_t offset) { data_parallel_->grads_final_from(offset); };
     const double token_losses =
@@ -261,7 +268,7 @@ float Trainer::accumulate_gradients(int64_t batch_index) {
     if (!data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
   }
   for (int64_t first = first_sequence; !pipeline_ && first < first_sequence + share; first += micro) {
-    train_data_->fill(batch_index, first, micro, feed_->inputs().data<int32_t>(), feed_->targets().data<int32_t>());
+    fill_sequences(step_sequence + first, micro, feed_->inputs().data<int32_t>(), feed_->targets().data<int32_t>());
     loss_sum += feed_->forward(*model_, dloss) * double(micro * T);
     // Only the last micro-batch's backward reduces: its buckets start as they complete.
     if (!reduce_after && first + micro == first_sequence + share) data_parallel_->reduce_during_next_backward();
@@ -390,14 +397,16 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const CheckpointState state{step,
-                              next_batch_,
+                              locate(next_sequence_).batch,
                               config_.seed,
                               run_config_json(config_),
                               loss_scaler_.enabled() ? double(loss_scaler_.scale()) : 0.0,
                               optimizer_->steps_taken(),
                               model_->fp8() ? model_->fp8()->history() : std::vector<float>{},
                               CheckpointLayout{grid_.world->size(), data_parallel_->size(), grid_.dims.tp,
-                                               grid_.dims.pp, config_.zero}};
+                                               grid_.dims.pp, config_.zero},
+                              next_sequence_,
+                              data_origin_};
   // The stall: the previous save if it is still writing, and this one (or, async, its host copy; from
   // a GPU only the queueing: its copies run beside the next step, whose update waits for them).
   const std::filesystem::path dir = checkpoint_saver_->save(state, now);
@@ -510,6 +519,14 @@ TrainResult Trainer::run() {
   std::optional<MetricsLog> metrics;
   if (is_reporting_rank()) metrics.emplace(metrics_path, config_.tensorboard_dir);
   ProgressLine progress(config_.steps, config_.quiet || !is_reporting_rank());
+  // Saves a killed run never committed take space for nothing; none of this run's has started yet.
+  if (is_reporting_rank()) {
+    const RemovedSaves removed = remove_unfinished_saves(config_.out_dir);
+    if (removed.folders > 0)
+      progress.message("removed " + std::to_string(removed.folders) + " unfinished checkpoint save" +
+                       (removed.folders == 1 ? "" : "s") + " (.ckpt-*.tmp, " + bytes_text(removed.bytes) + ") from " +
+                       quoted_text(config_.out_dir));
+  }
   TrainResult result;
   result.last_step = start_step_;
   result.last_checkpoint = resumed_from_;
@@ -540,7 +557,9 @@ TrainResult Trainer::run() {
   for (int64_t step = start_step_ + 1; step <= config_.steps; ++step) {
     const auto step_start = Clock::now();
     const float lr = schedule_.at(step);
-    float loss = accumulate_gradients(next_batch_++);
+    const int64_t step_sequence = next_sequence_;
+    float loss = accumulate_gradients(step_sequence);
+    next_sequence_ += config_.batch_size;
     if (fault_hook_) fault_hook_(step, loss);
     const std::optional<float> grad_norm = update_parameters(step, loss, lr, progress);
 
@@ -552,7 +571,9 @@ TrainResult Trainer::run() {
     const AllocatorStats memory = allocator_stats(device_.device);
     if (metrics) {
       // "batch": the global batch this step read (the data position; batch k's samples depend on (seed, k) only).
-      nlohmann::json line = {{"step", step}, {"batch", next_batch_ - 1}, {"loss", loss}, {"lr", lr},
+      // After a resume that changed --batch-size, a step may start inside a batch: "first_sequence" says where.
+      const BatchSequence read = locate(step_sequence);
+      nlohmann::json line = {{"step", step}, {"batch", read.batch}, {"loss", loss}, {"lr", lr},
                              {"tokens_per_s", tokens_per_s},
                              {"elapsed_s", elapsed}, {"step_s", step_s}, {"comm_wait_s", comm_wait_s_},
                              {"mem_mb", double(memory.current_bytes) / 1e6},
@@ -570,6 +591,7 @@ TrainResult Trainer::run() {
         line["skipped"] = true;
         line["skip_reason"] = skip_reason_;
       }
+      if (read.sequence != 0) line["first_sequence"] = step_sequence;
       if (bad_steps_.total_skipped() > 0) line["bad_steps"] = bad_steps_.total_skipped();
       if (checkpoint_stall_s_ >= 0) line["checkpoint_stall_s"] = checkpoint_stall_s_;  // the previous step's save
       checkpoint_stall_s_ = -1;

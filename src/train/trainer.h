@@ -68,10 +68,23 @@ class Trainer {
   using FaultHook = std::function<void(int64_t step, float& loss)>;
   void set_fault_hook(FaultHook hook) { fault_hook_ = std::move(hook); }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null when the run has none
+  // What the start of run() reports about the resume: what it skipped, the flags that changed.
+  const std::string& resume_notice() const { return resume_notice_; }
+  // For tests: called with every run of sequences a step reads, from sequence `sequence` of the run
+  // (counting every sequence its steps read), `count` of them, inputs (count, T).
+  using DataHook = std::function<void(int64_t sequence, int64_t count, const int32_t* inputs)>;
+  void set_data_hook(DataHook hook) { data_hook_ = std::move(hook); }
 
  private:
-  // Forward + backward over one global batch; returns its mean loss.
-  float accumulate_gradients(int64_t batch_index);
+  // Forward + backward over one global batch, the B sequences from step_sequence; returns its mean loss.
+  float accumulate_gradients(int64_t step_sequence);
+  // The data position of a resumed run (resume_data_position) and its notices.
+  void resume_data(const CheckpointState& state);
+  // Sequence g of the run as a global batch of the sampler and a sequence in it.
+  BatchSequence locate(int64_t sequence) const;
+  // Sequences [sequence, sequence + count) of the run, which may span two global batches.
+  void fill_sequences(int64_t sequence, int64_t count, int32_t* inputs, int32_t* targets) const;
+  int64_t count_trained(int64_t sequence, int64_t count) const;
   // Unscales and clips the gradients of the last accumulate_gradients and steps the optimizer;
   // returns the global gradient norm, or nothing when the update was skipped (fp16 overflow, or a
   // bad step: skip_reason_ says which). Throws (every rank alike) after --max-bad-steps in a row.
@@ -141,7 +154,12 @@ class Trainer {
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
   std::filesystem::path resumed_from_;  // the checkpoint resumed from, if any
   std::string resume_notice_;           // what --resume skipped, or that it starts afresh
-  int64_t next_batch_ = 0;  // the data loader's position: the global batch the next step reads
+  // The data position: the sequences the steps read so far (the next step reads B from here), the
+  // epoch origin (zero unless a resume changed --batch-size) and a single source's batches per epoch.
+  int64_t next_sequence_ = 0;
+  SequenceOrigin data_origin_;
+  int64_t epoch_batches_ = 0;
+  DataHook data_hook_;
   int64_t micro_batch_ = 1;  // sequences per forward pass on this rank
   std::optional<MicroBatchFeed> feed_;  // this rank's share of each micro-batch, with its document starts
 };

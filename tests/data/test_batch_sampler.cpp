@@ -230,6 +230,65 @@ TEST(BatchSampler, RejectsRangesOutsideTheBatch) {
   sampler.fill(0, 4, 0, in.data(), tg.data());  // an empty range is fine
 }
 
+// The windows of the run's sequences [from, to) under `sampler` (its --batch-size) and `origin`.
+std::vector<int64_t> run_windows(const BatchSampler& sampler, SequenceOrigin origin, int64_t from, int64_t to) {
+  std::vector<int64_t> windows;
+  for (int64_t g = from; g < to; ++g) {
+    const BatchSequence at = locate_sequence(g, origin, sampler.batch_size(), sampler.batches_per_epoch());
+    windows.push_back(sampler.window_of(at.batch, at.sequence));
+  }
+  return windows;
+}
+
+// Without a change of --batch-size, sequence g of the run is sequence g % B of batch g / B.
+TEST(SequenceOrigin, TheZeroOriginIsTheBatchIndex) {
+  for (int64_t g : {0, 1, 7, 8, 95, 96, 1000}) {
+    const BatchSequence at = locate_sequence(g, {}, 8, 12);
+    EXPECT_EQ(at.batch, g / 8);
+    EXPECT_EQ(at.sequence, g % 8);
+  }
+}
+
+// 100 windows: epochs of 96 sequences under --batch-size 8 (4 left over), of 100 under 4. A run that
+// changes the batch size part-way through an epoch reads the rest of that epoch's order, each window
+// once, whichever way it changes and wherever it stands.
+TEST(SequenceOrigin, AChangedBatchSizeContinuesTheEpochItStoodIn) {
+  TokenDataset data = position_dataset({401});
+  const BatchSampler by8(data, 8, 4, DataOrder::shuffled, 11), by4(data, 4, 4, DataOrder::shuffled, 11);
+  ASSERT_EQ(by8.batches_per_epoch() * 8, 96);
+  ASSERT_EQ(by4.batches_per_epoch() * 4, 100);
+  const auto epoch_sequences = [](const BatchSampler& s) { return s.batches_per_epoch() * s.batch_size(); };
+
+  // 13 steps at 8 (epoch 1, slot 8), then at 4: epoch 1 reads as a whole run at 4 reads it.
+  SequenceOrigin origin = continue_epoch(104, {}, epoch_sequences(by8), epoch_sequences(by4));
+  EXPECT_EQ(origin, (SequenceOrigin{96, 1}));
+  std::vector<int64_t> epoch1 = run_windows(by8, {}, 96, 104);
+  for (int64_t w : run_windows(by4, origin, 104, 196)) epoch1.push_back(w);
+  EXPECT_EQ(epoch1, epoch_windows(by4, 1));
+  EXPECT_EQ(run_windows(by4, origin, 196, 296), epoch_windows(by4, 2));  // then whole epochs
+
+  // 26 steps at 4 (epoch 1, slot 4), then at 8: the rest of epoch 1 up to its 96 slots, then epoch 2.
+  origin = continue_epoch(104, {}, epoch_sequences(by4), epoch_sequences(by8));
+  EXPECT_EQ(origin, (SequenceOrigin{100, 1}));
+  std::vector<int64_t> expected = epoch_windows(by4, 1);
+  expected.resize(96);
+  std::vector<int64_t> read = run_windows(by4, {}, 100, 104);
+  for (int64_t w : run_windows(by8, origin, 104, 196)) read.push_back(w);
+  EXPECT_EQ(read, expected);
+  EXPECT_EQ(run_windows(by8, origin, 196, 292), epoch_windows(by8, 2));
+
+  // 49 steps at 4 stand at slot 96 of epoch 1, past the end of an epoch of 96: the next is epoch 2.
+  origin = continue_epoch(196, {}, epoch_sequences(by4), epoch_sequences(by8));
+  EXPECT_EQ(origin, (SequenceOrigin{196, 2}));
+  EXPECT_EQ(run_windows(by8, origin, 196, 292), epoch_windows(by8, 2));
+
+  // A second change continues from the first's origin.
+  const SequenceOrigin first = continue_epoch(104, {}, epoch_sequences(by8), epoch_sequences(by4));
+  const SequenceOrigin second = continue_epoch(150, first, epoch_sequences(by4), epoch_sequences(by8));
+  EXPECT_EQ(second, (SequenceOrigin{96, 1}));  // slot 54 of epoch 1 lies within the 96 of batch size 8
+  EXPECT_EQ(run_windows(by8, second, 150, 192), std::vector<int64_t>(epoch1.begin() + 54, epoch1.begin() + 96));
+}
+
 TEST(DataOrder, ParsesNamesAndRejectsOthers) {
   EXPECT_EQ(parse_data_order("sequential"), DataOrder::sequential);
   EXPECT_EQ(parse_data_order("shuffled"), DataOrder::shuffled);

@@ -138,6 +138,41 @@ TEST(RunFolder, ResumingAFinishedRunTrainsNothing) {
   EXPECT_EQ(testing::read_metrics(fs::path(c.out_dir) / "metrics.jsonl").size(), size_t(c.steps));
 }
 
+// generate, eval and convert --to-hf read weights alone: a checkpoint without its moments' shard
+// file loads, and a run folder whose ckpt-latest is damaged or gone falls back to the newest complete
+// checkpoint, naming what it skipped.
+TEST(RunFolder, InferenceReadsTheNewestCheckpointWithWeights) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = saving_every_step(dir, 3, 0);
+  Trainer(c).run();
+  const fs::path run = c.out_dir;
+  fs::remove(run / "ckpt-00000003" / "shard-00000-of-00001.safetensors");
+  CheckpointToRead found = find_checkpoint_to_read(run);
+  EXPECT_EQ(found.checkpoint.filename(), "ckpt-00000003");
+  EXPECT_EQ(found.notice, "");
+  const ModelConfig config = read_checkpoint_model_config(found.checkpoint);
+  Decoder model(config);
+  EXPECT_EQ(load_checkpoint(found.checkpoint, model).step, 3);
+
+  fs::remove(run / "ckpt-00000003" / "state.json");
+  found = find_checkpoint_to_read(run);
+  EXPECT_EQ(found.checkpoint.filename(), "ckpt-00000002");
+  EXPECT_TRUE(testing::contains(found.notice, "skipped ckpt-latest (ckpt-00000003 is incomplete or damaged"))
+      << found.notice;
+  EXPECT_TRUE(testing::contains(found.notice, "reading ckpt-00000002")) << found.notice;
+
+  fs::remove(run / kLatestCheckpoint);
+  fs::remove(run / "ckpt-00000002" / "model.safetensors");  // its weights: skipped too
+  found = find_checkpoint_to_read(run);
+  EXPECT_EQ(found.checkpoint.filename(), "ckpt-00000001");
+  EXPECT_TRUE(testing::contains(found.notice, "ckpt-00000002 is incomplete or damaged")) << found.notice;
+  EXPECT_EQ(find_checkpoint_to_read(run / "ckpt-00000001").checkpoint, run / "ckpt-00000001");
+
+  fs::remove_all(run / "ckpt-00000001");
+  testing::expect_error_with([&] { find_checkpoint_to_read(run); },
+                             {"--checkpoint: no checkpoint at '" + run.string() + "'", "skipped ckpt-00000003"});
+}
+
 TEST(RunFolder, ANewRunRefusesAFolderWithCheckpoints) {
   auto dir = testing::scratch_dir();
   TrainConfig c = testing::tiny_run(dir);
