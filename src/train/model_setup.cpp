@@ -96,7 +96,11 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
     check_model_limits(mc, "checkpoint " + checkpoint->string());
   } else if (!config.init_from.empty()) {
     mc = read_hf_config(config.init_from);
-    check_shape_flags(config, mc, {"--init-from", "the import", config.init_from, "keep the imported model's",
+    // `tessera train` clears --model when it is not given; a config built in code that leaves the
+    // default preset names no model either (so an explicit gpt2-124m is not checked against an import).
+    TrainConfig named = config;
+    if (named.model == TrainConfig{}.model) named.model.clear();
+    check_shape_flags(named, mc, {"--init-from", "the import", config.init_from, "keep the imported model's",
                                    "train a new model without --init-from"});
     check_model_limits(mc, "--init-from " + config.init_from);
   } else {
