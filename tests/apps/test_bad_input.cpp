@@ -739,14 +739,7 @@ TEST_F(TokenizeBadInput, EmptyAndSmallCorpora) {
 }
 
 TEST_F(TokenizeBadInput, ConversationsWithoutAnAssistant) {
-  nlohmann::json tokenizer = nlohmann::json::parse(testing::read_text(dir / "tok.json"));
-  for (const char* special : {"<|im_start|>", "<|im_end|>"}) {
-    const int id = int(tokenizer["model"]["vocab"].size());
-    tokenizer["model"]["vocab"][special] = id;
-    tokenizer["added_tokens"].push_back({{"id", id}, {"content", special}, {"special", true}, {"lstrip", false},
-                                         {"rstrip", false}, {"normalized", false}, {"single_word", false}});
-  }
-  testing::write_text(dir / "tok.json", tokenizer.dump());
+  testing::add_special_tokens(dir / "tok.json", {"<|im_start|>", "<|im_end|>"});
   const std::string sharegpt = R"({"conversations": [{"role": "human", "content": "Hi"}, {"role": "gpt", "content": "Yo"}]})";
   const std::string answered =
       R"({"conversations": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]})";

@@ -546,14 +546,7 @@ TEST_F(CliBadInput, FineTunesOnConversationsAndChats) {
   testing::CommandResult r = testing::run_command(exe + " tokenizer-train --vocab-size 300 --in " +
                                                   (dir / "vocab.txt").string() + " --out " + (dir / "tok.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  nlohmann::json tokenizer = nlohmann::json::parse(testing::read_text(dir / "tok.json"));
-  for (const char* special : {"<|im_start|>", "<|im_end|>"}) {
-    const int id = int(tokenizer["model"]["vocab"].size());
-    tokenizer["model"]["vocab"][special] = id;
-    tokenizer["added_tokens"].push_back({{"id", id}, {"content", special}, {"special", true}, {"lstrip", false},
-                                         {"rstrip", false}, {"normalized", false}, {"single_word", false}});
-  }
-  testing::write_text(dir / "tok.json", tokenizer.dump());
+  testing::add_special_tokens(dir / "tok.json", {"<|im_start|>", "<|im_end|>"});
   const std::string tok = " --tokenizer " + (dir / "tok.json").string();
   r = testing::run_command(exe + " tokenize --quiet" + tok + " --in " + (dir / "chat.jsonl").string() +
                            " --jsonl-key messages --chat-template chatml --out " + (dir / "chat").string());
@@ -572,6 +565,7 @@ TEST_F(CliBadInput, FineTunesOnConversationsAndChats) {
   expect_one_line_error("generate --device cpu --checkpoint " + (dir / "run").string() + " --prompt hi --chat-template llama3",
                         "--chat-template llama3: the tokenizer");
   // A tokenizer larger than the model's vocabulary would give it ids past its embedding: refused at load.
+  nlohmann::json tokenizer = nlohmann::json::parse(testing::read_text(dir / "tok.json"));
   for (int i = 0; i < 1000; ++i) {
     const int id = int(tokenizer["model"]["vocab"].size());
     tokenizer["model"]["vocab"]["zz" + std::to_string(i)] = id;

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <sys/wait.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/rng.h"
 
 namespace tessera::testing {
@@ -79,6 +81,17 @@ CommandResult run_command(const std::string& command_line) {
 void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
+}
+
+void add_special_tokens(const std::filesystem::path& path, const std::vector<std::string>& specials) {
+  nlohmann::json tokenizer = nlohmann::json::parse(read_text(path));
+  for (const std::string& special : specials) {
+    const int id = int(tokenizer["model"]["vocab"].size());
+    tokenizer["model"]["vocab"][special] = id;
+    tokenizer["added_tokens"].push_back({{"id", id}, {"content", special}, {"special", true}, {"lstrip", false},
+                                         {"rstrip", false}, {"normalized", false}, {"single_word", false}});
+  }
+  write_text(path, tokenizer.dump());
 }
 
 std::string read_text(const std::filesystem::path& path) {

@@ -29,6 +29,9 @@ struct CommandResult {
 CommandResult run_command(const std::string& command_line);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
+// Adds special tokens (e.g. ChatML's <|im_start|>, <|im_end|>) after the last id of the Hugging Face
+// tokenizer.json at `path`, rewriting it.
+void add_special_tokens(const std::filesystem::path& path, const std::vector<std::string>& specials);
 std::string read_text(const std::filesystem::path& path);
 // Every path under `root` with its bytes (a link: its target), to compare a folder before and after.
 std::map<std::string, std::string> folder_snapshot(const std::filesystem::path& root);
