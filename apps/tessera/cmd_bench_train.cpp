@@ -7,6 +7,7 @@
 #include "ops/attention.h"
 #include "ops/matmul_tuning.h"
 #include "optim/adamw_optimizer.h"
+#include "parallel/runtime.h"
 #include "train/device_choice.h"
 #include "train/model_setup.h"
 #include "train/train_bench.h"
@@ -116,7 +117,14 @@ void add_bench_train_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--peak-tflops", f->peak_tflops, "Peak TFLOP/s for MFU (default: the GPU's bf16 dense peak)");
   cmd->add_flag("--json", f->json, "Print one JSON line");
-  cmd->callback([f] { run_bench_train(*f); });
+  cmd->callback([f] {
+    // Under mpirun every rank would time its own one-process step and print its own report.
+    const int world = launcher_world_size();
+    TS_CHECK(world == 1, "bench train times one process's training step, but the launcher started ", world,
+             "; run it without mpirun or srun (a multi-rank run's tokens/s is in its metrics.jsonl, and tessera "
+             "bench comm times the collectives)");
+    run_bench_train(*f);
+  });
 }
 
 }  // namespace tessera::cli

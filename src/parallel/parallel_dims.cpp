@@ -70,7 +70,7 @@ void ParallelDims::check_model(const ModelShape& model, int64_t seq_len, int64_t
            "; choose a --tp that divides ", model.ffn_channels);
   TS_CHECK(pp <= model.num_layers, "--pp ", pp, " is more than the model's ", model.num_layers,
            " layers; every pipeline stage needs at least one layer, so choose --pp ≤ ", model.num_layers);
-  TS_CHECK(seq_len % (2 * cp) == 0, "--seq-len ", seq_len, " is not a multiple of 2 × --cp ", cp, " = ", 2 * cp,
+  TS_CHECK(cp == 1 || seq_len % (2 * cp) == 0, "--seq-len ", seq_len, " is not a multiple of 2 × --cp ", cp, " = ", 2 * cp,
            "; context parallelism cuts every sequence into 2·cp equal chunks (two per rank, for causal balance), so "
            "choose a --seq-len that is a multiple of ",
            2 * cp);

@@ -72,6 +72,12 @@ NodePlace node_place(int world_rank) {
 
 }  // namespace
 
+int launcher_world_size() {
+  for (const LauncherVars& vars : kLaunchers)
+    if (const int size = env_index(vars.size); size >= 0) return size;
+  return 1;
+}
+
 Runtime::Runtime(int* argc, char*** argv) {
   const auto found = std::find_if(std::begin(kLaunchers), std::end(kLaunchers),
                                   [](const LauncherVars& vars) { return env_index(vars.size) >= 0; });

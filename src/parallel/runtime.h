@@ -14,6 +14,10 @@
 
 namespace tessera {
 
+// The number of processes the launcher's environment says the job has (1 for a plain process),
+// read without initialising MPI: for commands that run alone.
+int launcher_world_size();
+
 class Runtime {
  public:
   // Detects the launcher from the environment (OMPI_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS, PMI_SIZE)

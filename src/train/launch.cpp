@@ -38,6 +38,10 @@ ParallelDims resolve_layout(const TrainConfig& config, const ModelConfig& model,
            " is not implemented (which tokens an expert drops depends on the whole sequences' order); drop "
            "--moe-capacity-factor (dropless) or --cp");
   tp_local_config(model, TpPlace{0, dims.tp});  // --tp divides the heads, kv heads, widths and vocabulary, or one line says which
+  // After the world and the model took --tp: a --seq-len cannot mend a --tp that divides neither.
+  TS_CHECK(dims.tp == 1 || !config.sequence_parallel || config.seq_len % dims.tp == 0,
+           "sequence parallelism splits each sequence's ", config.seq_len, " positions over --tp ", dims.tp,
+           " ranks; use a --seq-len that is a multiple of ", dims.tp, " or --no-sequence-parallel");
   if (dims.pp > 1) plan_pipeline(config, model, dims.dp);  // its stages and schedule fit, or one line says why
   return dims;
 }

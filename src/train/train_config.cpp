@@ -100,9 +100,6 @@ void TrainConfig::validate() const {
   TS_CHECK(matmul_tuning == 1 || tp == 1, "--matmul-tuning ", matmul_tuning,
            " times cuBLASLt's algorithms on each rank, which may then keep different ones, and the --tp ", tp,
            " ranks must compute their replicated parts alike; leave --matmul-tuning at 1 with --tp");
-  TS_CHECK(tp == 1 || !sequence_parallel || seq_len % tp == 0, "sequence parallelism splits each sequence's ", seq_len,
-           " positions over --tp ", tp, " ranks; use a --seq-len that is a multiple of ", tp,
-           " or --no-sequence-parallel");
   // ZeRO 2 and 3 reduce a block's gradients (and ZeRO-3 frees its weights) after its backward,
   // before zero-bubble's deferred weight gradients would run.
   const ScheduleKind schedule = parse_schedule_kind(pipeline_schedule);

@@ -1,6 +1,6 @@
 // `tessera bench comm` end to end: under mpirun with two ranks it prints one table (from rank 0)
 // with a row per op and size, collectives or p2p; bad flags, p2p in a world of one and a NCCL
-// request without a GPU end with one line.
+// request without a GPU end with one line. `bench train` under mpirun is refused.
 #include <gtest/gtest.h>
 
 #include "parallel/nccl_comm.h"
@@ -38,6 +38,16 @@ TEST(BenchCli, TwoRanksPrintPointToPointRows) {
   EXPECT_EQ(occurrences(run.output, "             p2p"), 3u) << run.output;
   EXPECT_EQ(occurrences(run.output, "# average busbw p2p: "), 1u) << run.output;
   EXPECT_FALSE(contains(run.output, "all_reduce")) << run.output;
+}
+
+// bench train times one process: under mpirun every rank would print a report of its own.
+TEST(BenchCli, TrainUnderMpirunIsRefused) {
+  CommandResult run = run_command(TESSERA_MPI_LAUNCH " -np 2 " TESSERA_EXE
+                                                     " bench train --model gpt2-tiny --seq-len 16 --steps 1 --warmup 0");
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "bench train times one process's training step, but the launcher started 2"))
+      << run.output;
+  EXPECT_FALSE(contains(run.output, "tokens/s")) << run.output;
 }
 
 TEST(BenchCli, BadRequestsEndWithOneLine) {

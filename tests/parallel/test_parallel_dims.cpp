@@ -88,6 +88,7 @@ TEST(ParallelDims, CheckModelAcceptsDividingLayouts) {
   dims(2, 4, 2, 2).check_model(gpt2_124m, 1024, 64, 8);
   dims(1, 12, 12, 1).check_model(gpt2_124m, 1024, 8, 8);
   dims(8, 1, 1, 1).check_model(gpt2_124m, 1024, 8, 1);
+  dims(1, 1, 1, 1).check_model(gpt2_124m, 15, 8, 1);  // an odd --seq-len: only context parallelism halves chunks
 }
 
 TEST(ParallelDims, CheckModelNamesTheFlagAndTheModelDimension) {
