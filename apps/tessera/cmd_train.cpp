@@ -88,7 +88,7 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
                  "sharded under --zero 3")
       ->capture_default_str();
   cmd.add_option("--powersgd-rank", c.powersgd_rank,
-                 "Compress data-parallel gradients with PowerSGD at this rank (0 = off; ZeRO 0-2)")
+                 "Compress data-parallel gradients with PowerSGD at this rank (0 = off; with --zero 0 or 1)")
       ->capture_default_str();
   cmd.add_option("--attention-kernel", c.attention_kernel, kAttentionKernelHelp)->capture_default_str();
   cmd.add_flag("!--nondeterministic", c.deterministic,
