@@ -14,6 +14,12 @@ namespace tessera {
 
 ModelConfig read_hf_config(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "config.json";
+  // A Tessera run or checkpoint folder given where a Hugging Face folder belongs: say what it is.
+  TS_CHECK(std::filesystem::exists(path) || !(std::filesystem::exists(dir / "state.json") ||
+                                              std::filesystem::exists(dir / "ckpt-latest")),
+           quoted_text(dir.string()), " is a Tessera checkpoint, not a Hugging Face folder (it has no config.json); ",
+           "continue its run with --resume --out-dir, read it with --checkpoint, or export it with tessera convert ",
+           "--checkpoint ", quoted_text(dir.string()), " --to-hf <folder>");
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));

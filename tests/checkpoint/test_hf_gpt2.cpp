@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/hf_gpt2.h"
+#include "checkpoint/hf_model.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "nn/model_presets.h"
@@ -188,6 +189,16 @@ TEST(HFGPT2, ConfigErrorsNameTheFileAndField) {
   text["n_embd"] = "32";
   EXPECT_NE(config_error(text.dump()).find("'n_embd'"), std::string::npos);
   EXPECT_NE(config_error("[]").find("object"), std::string::npos);
+}
+
+// A Tessera run folder where a Hugging Face folder belongs (--init-from runs/x) says what it is and
+// how to use or export it, not only that config.json is missing.
+TEST(HFGPT2, ATesseraRunFolderIsNamedAsOne) {
+  const std::filesystem::path dir = scratch_dir();
+  testing::write_text(dir / "ckpt-latest", "ckpt-00000001");
+  const std::string message = error_of([&] { read_hf_config(dir); });
+  EXPECT_NE(message.find("is a Tessera checkpoint, not a Hugging Face folder"), std::string::npos) << message;
+  EXPECT_NE(message.find("tessera convert --checkpoint"), std::string::npos) << message;
 }
 
 TEST(HFGPT2, MismatchedTensorsNameTheTensorAndFile) {
