@@ -2,7 +2,8 @@
 // schedule (parallel/pp): each rank's timeline, the bubble against the textbook value, and the most
 // micro-batches whose activations a stage holds at once; with --model, which blocks each chunk holds
 // (nn/stage_partition: balanced by cost, or --pipeline-boundaries) and each chunk's share of the work.
-// `plan memory` takes `tessera train`'s layout flags and prints each rank's bytes (train/memory_plan).
+// `plan memory` takes `tessera train`'s flags and prints each rank's bytes (train/memory_plan); `plan
+// layout` lists the layouts that fit (train/layout_search).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/tokenizer.h"
 #include "nn/model_presets.h"
 #include "nn/stage_partition.h"
 #include "parallel/pp/pipeline_render.h"
@@ -19,6 +21,7 @@
 #include "train/device_choice.h"
 #include "train/memory_plan_report.h"
 #include "train/model_setup.h"
+#include "train/pipeline_plan.h"
 
 namespace tessera::cli {
 namespace {
@@ -58,6 +61,11 @@ std::string stages_text(const PipelineOptions& o) {
 }
 
 void plan_pipeline(const PipelineOptions& o) {
+  // Checked before the simulation and the timeline, which grow with pp²: --pp 30000 took 85 s.
+  // A chunk holds a block at least, so no run has more chunks than the largest model has blocks.
+  TS_CHECK(int64_t(o.pp) * o.virtual_stages <= kMaxLayers, "--pp ", o.pp, " x --virtual-stages ", o.virtual_stages,
+           " is more pipeline chunks than the ", kMaxLayers,
+           " blocks of the largest model Tessera builds (each chunk holds one at least); use fewer stages");
   const ScheduleKind kind = parse_schedule_kind(o.schedule);
   const PipelineSchedule schedule = make_pipeline_schedule(kind, o.pp, o.micro_batches, o.virtual_stages);
   const std::string stages = o.model.empty() ? std::string() : stages_text(o);  // refused before any output
@@ -84,23 +92,47 @@ struct MemoryOptions {
   bool json = false;
 };
 
+// Notes on flags the plan accepts but does not model, one line each.
+std::vector<std::string> unplanned_flag_notes(const TrainConfig& c) {
+  std::vector<std::string> notes;
+  if (parse_fp8_recipe(c.fp8) != Fp8Recipe::off)
+    notes.push_back("--fp8 " + c.fp8 + " is not planned: its quantized copies of each linear layer's operands are "
+                    "not counted");
+  if (c.moe_capacity_factor > 0)
+    notes.push_back("--moe-capacity-factor is not planned: the plan counts every routed row (dropless), at least "
+                    "what a capacity keeps");
+  return notes;
+}
+
 void plan_memory_command(MemoryOptions o, const CLI::App& command) {
   TrainConfig& c = o.run;
   TS_CHECK(o.device_memory_gb > 0, "--device-memory-gb must be a positive number of GiB, got ", o.device_memory_gb);
   // Without --batch-size, a step of pp micro-batches per data-parallel rank: enough to fill a pipeline.
   if (command.count("--batch-size") == 0 && c.micro_batch_size > 0)
     c.batch_size = c.micro_batch_size * std::max(c.dp, 1) * c.pp;
-  const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
-  const DType compute = choose_compute_dtype(c.dtype, Device::cuda);
+  // A preset's vocabulary follows --tokenizer, as in train (--vocab-size, when given, wins).
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!c.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(c.tokenizer));
+  const ModelConfig model = resolve_model_config(c, tokenizer.get(), std::nullopt);
+  // A GPU run unless --device cpu says otherwise (auto plans the GPU the plan is for).
+  TS_CHECK(c.device == "auto" || c.device == "cuda" || c.device == "cpu", "--device must be auto, cuda or cpu, got '",
+           c.device, "'");
+  const Device device = c.device == "cpu" ? Device::cpu : Device::cuda;
+  const DType compute = choose_compute_dtype(c.dtype, device);
   const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
-  const MemoryPlan plan = plan_memory(c, model, compute, Device::cuda, device_bytes);
+  const MemoryPlan plan = plan_memory(c, model, compute, device, device_bytes);
   const std::vector<std::string> fixes =
-      plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, Device::cuda, device_bytes);
+      plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, device, device_bytes);
+  const std::vector<std::string> notes = unplanned_flag_notes(c);
   const std::string title = c.init_from.empty() ? c.model : c.init_from;
-  if (o.json)
-    std::printf("%s\n", memory_plan_json(plan, title, fixes).dump(2).c_str());
-  else
-    std::printf("%s", memory_plan_text(plan, title, fixes).c_str());
+  if (o.json) {
+    nlohmann::json j = memory_plan_json(plan, title, fixes);
+    j["notes"] = notes;
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("%s", memory_plan_text(plan, title, fixes).c_str());
+  for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
 }
 
 struct LayoutOptions {
@@ -152,13 +184,17 @@ void add_plan_command(CLI::App& app) {
       *plan, "memory",
       "Bytes each rank of a GPU run will hold at its peak (weights, gradients, AdamW moments, activations of the "
       "micro-batches in flight), and whether that fits the device; takes tessera train's flags");
-  bind_layout_flags(*memory, m->run);
+  // Every train flag, so that a train command line plans as it is: the layout's, the shape's, --tokenizer
+  // (a preset's vocabulary follows it) and --device change the plan; --fp8 and --moe-capacity-factor are
+  // noted as not planned; the rest (data, schedule, logging, checkpoints) change no byte and are ignored.
+  bind_train_flags(*memory, m->run);
   memory->add_option("--device-memory-gb", m->device_memory_gb, "Memory of one device in GiB (H100 80GB: 80)")
       ->capture_default_str();
   memory->add_flag("--json", m->json, "Print the plan as JSON (bytes) instead of a table");
   memory->footer(
-      "Without --batch-size, a step runs --pp micro-batches of --micro-batch-size per data-parallel rank. --dtype auto "
-      "is bf16, the GPU's default.");
+      "Without --batch-size, a step runs --pp micro-batches of --micro-batch-size per data-parallel rank. --device auto "
+      "plans the GPU run (--device cpu the CPU's); --dtype auto is bf16, the GPU's default. Train's data, schedule, "
+      "logging and checkpoint flags are accepted and change nothing; --fp8 and --moe-capacity-factor are not planned.");
   memory->callback([m, memory] { plan_memory_command(*m, *memory); });
 
   auto l = std::make_shared<LayoutOptions>();
@@ -171,6 +207,9 @@ void add_plan_command(CLI::App& app) {
   layout->add_option("--seq-len", l->run.seq_len, "Tokens per sequence")->capture_default_str();
   layout->add_option("--dtype", l->run.dtype, "Compute precision: auto (bf16), fp32, bf16 or fp16")->capture_default_str();
   layout->add_option("--pipeline-schedule", l->run.pipeline_schedule, "gpipe, 1f1b, interleaved or zero-bubble")
+      ->capture_default_str();
+  layout->add_option("--virtual-stages", l->run.virtual_stages,
+                     "Model chunks per pipeline rank of the interleaved schedule (every layout with --pp above 1)")
       ->capture_default_str();
   layout->add_option("--optimizer-moments", l->run.optimizer_moments, "AdamW's moments: fp32, or bf16 (half the bytes)")
       ->capture_default_str();

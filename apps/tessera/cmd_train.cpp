@@ -100,8 +100,6 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
 }
 
-namespace {
-
 void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   bind_layout_flags(cmd, c);
   cmd.add_option("--moe-aux-coef", c.moe_aux_coef, "MoE load-balancing loss coefficient")->capture_default_str();
@@ -187,6 +185,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
                "Continue from the newest complete checkpoint in --out-dir (start at step 0 when it holds none)");
   cmd.add_flag("--quiet", c.quiet, "No live progress line");
 }
+
+namespace {
 
 // A sample from the trained model, drawn with `seed` (the run's --seed after training, reproducible; a new
 // one each time a finished run is run again, so it shows another fortune).

@@ -36,6 +36,8 @@ void add_bench_train_command(CLI::App& bench);
 // and the attention choices that set cuDNN's workspace (--attention-kernel, --nondeterministic,
 // --attention-mask).
 void bind_layout_flags(CLI::App& command, TrainConfig& config);
+// Every flag of `tessera train` (the layout's among them) bound to `config`.
+void bind_train_flags(CLI::App& command, TrainConfig& config);
 
 // --config FILE on a subcommand: TOML whose keys are the subcommand's long flag names.
 // enable_toml_config, after the subcommand's other flags, adds the flag; apply_toml_config, first

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "nn/recompute.h"
+#include "parallel/pp/pipeline_schedule.h"
 
 namespace tessera {
 namespace {
@@ -32,6 +33,11 @@ auto rank_key(const LayoutCandidate& c) {
 std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const ModelConfig& model, DType compute,
                                             int world, int64_t device_bytes) {
   TS_CHECK(world >= 1 && world <= kMaxWorld, "--world must be between 1 and ", kMaxWorld, " ranks, got ", world);
+  // Said once here rather than by every pipeline layout failing alike.
+  TS_CHECK(config.virtual_stages >= 1, "--virtual-stages must be at least 1, got ", config.virtual_stages);
+  TS_CHECK(config.virtual_stages == 1 || parse_schedule_kind(config.pipeline_schedule) == ScheduleKind::interleaved,
+           "--virtual-stages ", config.virtual_stages, " needs --pipeline-schedule interleaved, not ",
+           config.pipeline_schedule);
   std::vector<LayoutCandidate> found;
   for (int tp : divisors(world)) {
     if (tp > kMaxTp) continue;
@@ -46,6 +52,7 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
               c.dp = dp, c.tp = tp, c.pp = pp, c.cp = cp, c.ep = ep, c.zero = zero;
               c.recompute = recompute;
               c.recompute_layers = 0;
+              c.virtual_stages = pp > 1 ? config.virtual_stages : 1;  // the schedule's own chunks per rank
               std::optional<MemoryPlan> plan =
                   plan_largest_micro_batch(c, model, compute, Device::cuda, device_bytes, config.batch_size / dp);
               if (!plan) continue;

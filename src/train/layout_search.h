@@ -19,8 +19,9 @@ struct LayoutCandidate {
   MemoryPlan plan;
 };
 
-// `config`: the run's model, batch, sequence length, schedule and precision; its layout flags are
-// what the search chooses. Every candidate fits `device_bytes` of a GPU; best first.
+// `config`: the run's model, batch, sequence length, schedule (with its --virtual-stages, kept for
+// every layout with pp > 1) and precision; its layout flags are what the search chooses. Every
+// candidate fits `device_bytes` of a GPU; best first.
 std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const ModelConfig& model, DType compute,
                                             int world, int64_t device_bytes);
 

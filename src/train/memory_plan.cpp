@@ -1,5 +1,6 @@
 // Per-rank memory of a planned run: parameters, gradients and moments by ZeRO stage, ZeRO-3's
-// transient buffers, activations times the micro-batches in flight, the logits chunk.
+// transient buffers, activations times the micro-batches in flight (and zero-bubble's deferred weight
+// gradients' copies times those waiting), the logits chunk.
 #include "train/memory_plan.h"
 
 #include <algorithm>
@@ -118,12 +119,53 @@ int64_t async_checkpoint_bytes(const TrainConfig& c, bool rank0, int64_t whole, 
   return (sharded ? state : 0) * kF32 + 2 * state * kF32 + (rank0 && !sharded ? whole * kF32 : 0);
 }
 
+// Zero-bubble's deferred weight gradients of one micro-batch of `chunk` (nn/deferred_weight_grads.cpp):
+// every linear layer of a block records a copy of the output gradient and of the input its weight
+// gradient reads (attention_layer, mlp_layer, moe_layer backward), a grouped expert layer its row
+// offsets too. `local`: the tp rank's shapes; the operands are whole sequences (gathered under
+// sequence parallelism) of the compute dtype, MoE rows taken as N·top_k (even routing, no drops).
+int64_t deferred_weight_grad_bytes(const ModelConfig& local, const BlockRange& chunk, int64_t B, int64_t T,
+                                   DType compute) {
+  const int64_t N = B * T, C = local.channels, s = dtype_size(compute);
+  // An MLP's two layers (out: dout (N,C), act (N,F); in: dh (N,F) or SwiGLU's (N,2F), x (N,C)).
+  const auto mlp = [&](MlpKind kind, int64_t F) {
+    return (2 * N * C + N * F + N * (kind == MlpKind::swiglu ? 2 : 1) * F) * s;
+  };
+  int64_t bytes = 0;
+  for (int64_t l = chunk.first; l < chunk.end; ++l) {
+    bytes += (N * C + N * local.attention_width()) * s;  // attn_out: dout, core
+    bytes += (N * local.qkv_width() + N * C) * s;        // qkv: dqkv, x
+    if (!local.is_moe_block(l)) {
+      bytes += mlp(local.mlp, local.hidden());
+      continue;
+    }
+    const int64_t E = local.moe.num_experts, R = N * local.moe.top_k, Fe = local.moe.expert_hidden;
+    // The experts' out (dout, act) and in (dh, xs) layers, each with the row offsets (int32).
+    bytes += (R * C + R * Fe) * s + (R * 2 * Fe + R * C) * s + 2 * (E + 1) * int64_t(sizeof(int32_t));
+    if (local.moe.num_shared_experts > 0) bytes += mlp(MlpKind::swiglu, local.moe.num_shared_experts * Fe);
+    bytes += (N * E + N * C) * s;  // router: dlogits, tokens
+  }
+  return bytes;
+}
+
+// The most micro-batches of `rank` whose weight gradients wait at once: from each backward_input to
+// its backward_weight.
+int most_deferred(const PipelineSchedule& schedule, int rank) {
+  int waiting = 0, most = 0;
+  for (const Action& a : schedule.ranks[size_t(rank)]) {
+    waiting += a.kind == ActionKind::backward_input ? 1 : a.kind == ActionKind::backward_weight ? -1 : 0;
+    most = std::max(most, waiting);
+  }
+  return most;
+}
+
 }  // namespace
 
 int64_t RankMemory::total() const {
   return master_weights + compute_copy + gradients + gradient_shard + optimizer + part_buffers + compression +
          async_checkpoint +
-         int64_t(micro_batches_in_flight) * (activations + scratch) + attention_workspace + matmul_workspace + logits +
+         int64_t(micro_batches_in_flight) * (activations + scratch) +
+         int64_t(micro_batches_deferred) * deferred_weight_grads + attention_workspace + matmul_workspace + logits +
          tp_gathers + pipeline_send;
 }
 
@@ -154,11 +196,15 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
   plan.device_bytes = device_bytes;
 
   std::vector<DecoderStage> stages{whole_decoder(model.num_layers)};
-  std::vector<int> in_flight{1};
+  std::vector<int> in_flight{1}, deferred{0};
   if (d.pp > 1) {
     const PipelinePlan pipeline = plan_pipeline(config, model, d.dp);
     stages.clear();
-    for (int s = 0; s < d.pp; ++s) stages.push_back(pipeline_stage(pipeline.boundaries, d.pp, s));
+    deferred.clear();
+    for (int s = 0; s < d.pp; ++s) {
+      stages.push_back(pipeline_stage(pipeline.boundaries, d.pp, s));
+      deferred.push_back(most_deferred(pipeline.schedule, s));
+    }
     in_flight = simulate_pipeline(pipeline.schedule).peak_in_flight;
   }
   const TpPlace tp{0, d.tp};
@@ -206,6 +252,13 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
       r.attention_workspace = attention_workspace_bytes(config, local, plan.micro_batch, T, compute, device, d.cp);
     if (device == Device::cuda) r.matmul_workspace = kMatmulWorkspaceBytes;  // held from the first matmul on
     r.micro_batches_in_flight = in_flight[s];
+    // Zero-bubble (ZB-H1): a rank holds its most deferrals while its most micro-batches are in flight
+    // (both peak at its last backward_input before a weight part runs), so the two add.
+    r.micro_batches_deferred = deferred[s];
+    if (r.micro_batches_deferred > 0)
+      for (const BlockRange& chunk : stages[s].chunks)
+        r.deferred_weight_grads =
+            std::max(r.deferred_weight_grads, deferred_weight_grad_bytes(local, chunk, plan.micro_batch, T, compute));
     // A layer's backward under sequence parallelism: its output gradient all-gathered, its input
     // all-gathered again, and the partial input gradient before its reduce-scatter (mlp_layer.cpp,
     // attention_layer.cpp).

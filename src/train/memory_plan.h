@@ -39,6 +39,10 @@ struct RankMemory {
                                     // every head when deterministic, else the fp32 dq accumulator
   int64_t matmul_workspace = 0;     // cuBLASLt's (16-bit, on the GPU), held from the first matmul on
   int micro_batches_in_flight = 1;
+  int64_t deferred_weight_grads = 0;  // zero-bubble: the copies of each linear layer's output gradient and
+                                      // input that one micro-batch's deferred weight gradients hold
+                                      // (nn/deferred_weight_grads), from its input-gradient part to its weight part
+  int micro_batches_deferred = 0;     // the most micro-batches whose weight gradients wait at once (the schedule's)
   int64_t logits = 0;           // the classifier's logits chunk (on the stage holding the head)
   int64_t tp_gathers = 0;       // sequence parallelism: a layer's backward holds up to three (B,T,C)
                                 // all-gathered or partial tensors at once (one micro-batch computes)

@@ -28,6 +28,7 @@ constexpr Row kRows[] = {
     {"async checkpoint buffers", "async_checkpoint", &RankMemory::async_checkpoint},
     {"activations per micro-batch", "activations", &RankMemory::activations},
     {"backward scratch per micro-batch", "scratch", &RankMemory::scratch},
+    {"deferred dW copies per micro-batch", "deferred_weight_grads", &RankMemory::deferred_weight_grads},
     {"cuDNN attention backward scratch", "attention_workspace", &RankMemory::attention_workspace},
     {"cuBLASLt workspace", "matmul_workspace", &RankMemory::matmul_workspace},
     {"classifier logits chunk", "logits", &RankMemory::logits},
@@ -35,8 +36,17 @@ constexpr Row kRows[] = {
     {"gradient held by a pipeline send", "pipeline_send", &RankMemory::pipeline_send},
 };
 constexpr size_t kMicroBatchRows = 8;  // kRows' first per-micro-batch row
+constexpr size_t kDeferredRow = 10;    // zero-bubble's, shown after its own count
+static_assert(kRows[kDeferredRow].bytes == &RankMemory::deferred_weight_grads, "kDeferredRow names the deferred row");
 
 double gib(int64_t bytes) { return double(bytes) / double(int64_t(1) << 30); }
+
+// --device-memory-gb as the user gave it ("2.5", "0.05", "80"), from the bytes it was turned into.
+std::string gib_given(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", gib(bytes));
+  return text;
+}
 
 // "blocks 0-5 + embedding", "blocks 0-1, 4-5 + head", "whole model".
 std::string stage_text(const DecoderStage& s) {
@@ -63,12 +73,13 @@ std::string verdict_text(const MemoryPlan& p, const std::vector<std::string>& fi
   const RankMemory& top = p.largest();
   char line[300];
   if (p.fits()) {
-    std::snprintf(line, sizeof line, "fits: the largest rank (stage %d) needs %.2f GiB of --device-memory-gb %.0f (%.0f%%)\n",
-                  top.stage, gib(top.total()), gib(p.device_bytes), 100.0 * double(top.total()) / double(p.device_bytes));
+    std::snprintf(line, sizeof line, "fits: the largest rank (stage %d) needs %.2f GiB of --device-memory-gb %s (%.0f%%)\n",
+                  top.stage, gib(top.total()), gib_given(p.device_bytes).c_str(),
+                  100.0 * double(top.total()) / double(p.device_bytes));
     return line;
   }
-  std::snprintf(line, sizeof line, "does not fit: stage %d needs %.2f GiB, %.2f GiB above --device-memory-gb %.0f; ",
-                top.stage, gib(top.total()), gib(top.total() - p.device_bytes), gib(p.device_bytes));
+  std::snprintf(line, sizeof line, "does not fit: stage %d needs %.2f GiB, %.2f GiB above --device-memory-gb %s; ",
+                top.stage, gib(top.total()), gib(top.total() - p.device_bytes), gib_given(p.device_bytes).c_str());
   std::string text = line;
   if (fixes.empty())
     return text + "no single change of --micro-batch-size, --recompute, --optimizer-moments, --zero, --tp or --pp "
@@ -118,7 +129,15 @@ std::string memory_plan_text(const MemoryPlan& p, const std::string& title, cons
   row("micro-batches in flight", [&](const RankMemory& r) {
     std::snprintf(cell, sizeof cell, "%20d", r.micro_batches_in_flight);
   });
-  for (size_t i = kMicroBatchRows; i < std::size(kRows); ++i) bytes_row(kRows[i]);
+  for (size_t i = kMicroBatchRows; i < kDeferredRow; ++i) bytes_row(kRows[i]);
+  const auto defers = [](const RankMemory& r) { return r.micro_batches_deferred > 0; };
+  if (std::any_of(p.ranks.begin(), p.ranks.end(), defers)) {  // zero-bubble
+    row("micro-batches with deferred dW", [&](const RankMemory& r) {
+      std::snprintf(cell, sizeof cell, "%20d", r.micro_batches_deferred);
+    });
+    bytes_row(kRows[kDeferredRow]);
+  }
+  for (size_t i = kDeferredRow + 1; i < std::size(kRows); ++i) bytes_row(kRows[i]);
   row("total", [&](const RankMemory& r) { std::snprintf(cell, sizeof cell, "%20.3f", gib(r.total())); });
   const auto pins = [](const RankMemory& r) { return r.pinned_host > 0; };
   if (std::any_of(p.ranks.begin(), p.ranks.end(), pins)) {
@@ -136,6 +155,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& p, const std::string& title, c
     nlohmann::json j = {{"stage", r.stage}, {"blocks", stage_text(r.blocks)}, {"parameters", r.parameters}};
     for (const Row& bytes : kRows) j[bytes.key] = r.*bytes.bytes;
     j["micro_batches_in_flight"] = r.micro_batches_in_flight;
+    j["micro_batches_deferred"] = r.micro_batches_deferred;
     j["pinned_host"] = r.pinned_host;
     j["total"] = r.total();
     ranks.push_back(j);
@@ -163,7 +183,14 @@ std::string layout_flags(const TrainConfig& c) {
   char text[200];
   std::snprintf(text, sizeof text, "--dp %d --tp %d --pp %d --cp %d --ep %d --zero %d --recompute %s --micro-batch-size %lld",
                 c.dp, c.tp, c.pp, c.cp, c.ep, c.zero, c.recompute.c_str(), static_cast<long long>(c.micro_batch_size));
-  return std::string(text) + (c.optimizer_moments == "fp32" ? "" : " --optimizer-moments " + c.optimizer_moments);
+  std::string flags = text;
+  // A pipeline's schedule and chunks per rank change its memory; the defaults go without saying.
+  const TrainConfig defaults;
+  if (c.pp > 1 && c.pipeline_schedule != defaults.pipeline_schedule)
+    flags += " --pipeline-schedule " + c.pipeline_schedule;
+  if (c.pp > 1 && c.virtual_stages != defaults.virtual_stages)
+    flags += " --virtual-stages " + std::to_string(c.virtual_stages);
+  return flags + (c.optimizer_moments == "fp32" ? "" : " --optimizer-moments " + c.optimizer_moments);
 }
 
 std::string layout_search_text(const std::vector<LayoutCandidate>& found, const std::string& title, int world,
@@ -176,12 +203,21 @@ std::string layout_search_text(const std::vector<LayoutCandidate>& found, const 
     return line;
   }
   const MemoryPlan& first = found.front().plan;
+  std::string precision =
+      compute_dtype_flag(first.dtype) + (first.moments == DType::bf16 ? " with bf16 AdamW moments" : "");
+  // The schedule every layout with pp > 1 runs, when one is listed and it is not the default.
+  const auto pipelined =
+      std::find_if(found.begin(), found.end(), [](const LayoutCandidate& c) { return c.config.pp > 1; });
+  if (pipelined != found.end() && pipelined->config.pipeline_schedule != TrainConfig{}.pipeline_schedule) {
+    const TrainConfig& run = pipelined->config;
+    precision += ", " + run.pipeline_schedule + " pipelines" +
+                 (run.virtual_stages > 1 ? " of " + std::to_string(run.virtual_stages) + " virtual stages" : "");
+  }
   std::snprintf(line, sizeof line,
-                "%s on %d ranks, %lld-token sequences, %s: %zu layouts fit %.0f GiB; best first (least recomputation, "
+                "%s on %d ranks, %lld-token sequences, %s: %zu layouts fit %s GiB; best first (least recomputation, "
                 "smallest tp·pp·cp·ep, lowest ZeRO, largest micro-batch)\n",
-                title.c_str(), world, static_cast<long long>(first.seq_len),
-                (compute_dtype_flag(first.dtype) + (first.moments == DType::bf16 ? " with bf16 AdamW moments" : "")).c_str(),
-                found.size(), gib(first.device_bytes));
+                title.c_str(), world, static_cast<long long>(first.seq_len), precision.c_str(), found.size(),
+                gib_given(first.device_bytes).c_str());
   std::string text = line;
   text += "    dp  tp  pp  cp  ep  zero  recompute  micro  peak GiB  of device\n";
   for (size_t i = 0; i < std::min(top, found.size()); ++i) {

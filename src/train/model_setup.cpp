@@ -60,9 +60,9 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
 
 // Far above any model trained today (Llama 3 405B: 126 layers, 16384 wide, 128256 tokens, 131072
 // context) and low enough that the parameter count cannot overflow: a typo such as --layers
-// 1000000000 is refused at once instead of building a layout for a billion layers.
-constexpr int64_t kMaxLayers = 10000, kMaxChannels = int64_t(1) << 17, kMaxVocab = INT32_MAX,
-                  kMaxContext = int64_t(1) << 24;
+// 1000000000 is refused at once instead of building a layout for a billion layers. (kMaxLayers:
+// model_setup.h.)
+constexpr int64_t kMaxChannels = int64_t(1) << 17, kMaxVocab = INT32_MAX, kMaxContext = int64_t(1) << 24;
 
 // `origin` names where the shape came from ("" for the flags, which are then named one by one).
 void check_model_limits(const ModelConfig& mc, const std::string& origin) {

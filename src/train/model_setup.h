@@ -16,6 +16,10 @@
 
 namespace tessera {
 
+// The most blocks of a model Tessera builds (--layers, and so pipeline chunks): far above any model
+// trained today, low enough that a typo is refused at once rather than laid out.
+inline constexpr int64_t kMaxLayers = 10000;
+
 class Tokenizer;
 
 // The checkpoint a run starts from. With --resume: the newest complete one in --out-dir (none, with

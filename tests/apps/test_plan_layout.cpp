@@ -60,6 +60,44 @@ TEST(PlanLayout, Bf16MomentsFitMoreAndTheFlagsSayIt) {
   EXPECT_EQ(memory["optimizer_moments"], "bf16");
 }
 
+// A pipeline's schedule and its virtual stages change its memory: the flags of every layout with pp > 1
+// carry them (text and JSON), so plan memory of those flags gives its figure; the interleaved search
+// runs the --virtual-stages given.
+TEST(PlanLayout, PipelineLayoutsCarryTheirScheduleAndVirtualStages) {
+  const std::string model = "--model gpt2-124m --batch-size 8 --seq-len 1024";
+  for (const auto& [schedule, header] :
+       {std::pair<std::string, std::string>{"--pipeline-schedule zero-bubble", "zero-bubble pipelines"},
+        {"--pipeline-schedule interleaved --virtual-stages 2", "interleaved pipelines of 2 virtual stages"}}) {
+    SCOPED_TRACE(schedule);
+    const std::string search = "layout " + model + " --world 4 --device-memory-gb 4 --top 1000 " + schedule;
+    const nlohmann::json j = json_of(search);
+    int pipelines = 0;
+    for (const nlohmann::json& layout : j["layouts"]) {
+      const std::string flags = layout["flags"];
+      if (layout["pp"].get<int>() == 1) {
+        EXPECT_EQ(flags.find("--pipeline-schedule"), std::string::npos) << flags;
+        continue;
+      }
+      ++pipelines;
+      SCOPED_TRACE(flags);
+      EXPECT_NE(flags.find(schedule), std::string::npos);
+      const nlohmann::json memory = json_of("memory " + model + " " + flags + " --device-memory-gb 4");
+      EXPECT_EQ(memory["largest_total"], layout["largest_total"]);
+    }
+    EXPECT_GT(pipelines, 0) << j.dump();
+    const testing::CommandResult text = testing::run_command(kPlan + search);
+    EXPECT_TRUE(testing::contains(text.output, header)) << text.output;
+  }
+}
+
+// --device-memory-gb is printed as given, not rounded to whole GiB.
+TEST(PlanLayout, PrintsAFractionalDeviceMemoryAsGiven) {
+  const testing::CommandResult r =
+      testing::run_command(kPlan + "layout --model gpt2-124m --world 4 --batch-size 8 --device-memory-gb 2.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "layouts fit 2.5 GiB;")) << r.output;
+}
+
 TEST(PlanLayout, SaysWhenNothingFits) {
   const testing::CommandResult r =
       testing::run_command(kPlan + "layout --model gpt2-1558m --world 1 --batch-size 16 --device-memory-gb 4");
@@ -92,6 +130,7 @@ TEST(PlanLayout, BadInputIsOneLineAndANonZeroExit) {
       {"layout --device-memory-gb -1", "--device-memory-gb must be a positive number"},
       {"layout --top 0", "--top must be at least 1"},
       {"layout --model gpt4", "gpt2-124m"},
+      {"layout --virtual-stages 2", "--virtual-stages 2 needs --pipeline-schedule interleaved, not 1f1b"},
   });
 }
 

@@ -4,9 +4,12 @@
 // naming the flag and the fix, and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "data/tokenizer.h"
 #include "support/test_support.h"
 
 namespace tessera {
@@ -46,6 +49,80 @@ TEST(PlanMemory, JsonHasTheBytesOfEveryStage) {
   EXPECT_TRUE(j["fits"].get<bool>());
 }
 
+nlohmann::json plan_json(const std::string& flags) {
+  const testing::CommandResult r = testing::run_command(kPlan + flags + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return nlohmann::json::parse(r.output);
+}
+
+// Zero-bubble defers each linear layer's weight gradient with copies of its output gradient and input
+// (nn/deferred_weight_grads): stage r of 4 holds those of up to r + 1 micro-batches, beside the 4 in
+// flight (1f1b: 4 - r). gpt2-mini holds one block a stage, whose copies are 16 (B,T,C) floats: attention
+// out C + C, qkv 3C + C, MLP out C + 4C, MLP in 4C + C. The plan used to leave them out, 10-39% of the
+// measured peak (tests/parallel/mpi_memory_plan_test.cpp measures them).
+TEST(PlanMemory, ZeroBubbleCountsTheDeferredWeightGradients) {
+  const std::string flags =
+      "--model gpt2-mini --vocab-size 4096 --seq-len 256 --batch-size 8 --micro-batch-size 2 --dtype fp32 --pp 4";
+  const nlohmann::json zb = plan_json(flags + " --pipeline-schedule zero-bubble"), ofb = plan_json(flags);
+  ASSERT_EQ(zb["ranks"].size(), 4u);
+  const int64_t B = 2, T = 256, C = 192;
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE(r);
+    const nlohmann::json &z = zb["ranks"][r], &o = ofb["ranks"][r];
+    EXPECT_EQ(z["micro_batches_in_flight"], 4);
+    EXPECT_EQ(o["micro_batches_in_flight"], 4 - r);
+    EXPECT_EQ(z["micro_batches_deferred"], r + 1);
+    EXPECT_EQ(o["micro_batches_deferred"], 0);
+    const int64_t deferred = z["deferred_weight_grads"];
+    EXPECT_EQ(deferred, 16 * B * T * C * 4);
+    const int64_t per_micro_batch = z["activations"].get<int64_t>() + z["scratch"].get<int64_t>();
+    EXPECT_EQ(z["total"].get<int64_t>(), o["total"].get<int64_t>() + r * per_micro_batch + (r + 1) * deferred);
+  }
+  const testing::CommandResult text = testing::run_command(kPlan + flags + " --pipeline-schedule zero-bubble");
+  EXPECT_TRUE(testing::contains(text.output, "micro-batches with deferred dW")) << text.output;
+  EXPECT_TRUE(testing::contains(text.output, "deferred dW copies per micro-batch")) << text.output;
+}
+
+// A train command line plans as it is: its tokenizer sets a preset's vocabulary (as in train), the
+// flags that change no byte are accepted, and those the plan does not model say so.
+TEST(PlanMemory, TakesTrainsFlagsAndTheTokenizersVocabulary) {
+  const std::filesystem::path dir = testing::scratch_dir() / "plan_memory_tokenizer";
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, char(b)));
+  tokens.emplace_back(kEndOfText);
+  Tokenizer(tokens, {}, {{std::string(kEndOfText), 256}}, "test").save_json(dir / "tokenizer.json");
+  const std::string shape = "--model gpt2-mini --seq-len 64 --batch-size 2 --micro-batch-size 2";
+  const nlohmann::json preset = plan_json(shape), sized = plan_json(shape + " --vocab-size 257");
+  const std::string train_flags = " --tokenizer " + (dir / "tokenizer.json").string() +
+                                  " --steps 1 --threads 1 --train-data 'x/train_*.bin' --val-data 'x/val_*.bin' "
+                                  "--out-dir /nonexistent --lr 1e-3 --seed 3 --warmup 2 --quiet --no-overlap";
+  const nlohmann::json pasted = plan_json(shape + train_flags);
+  EXPECT_EQ(pasted["ranks"][0]["parameters"], sized["ranks"][0]["parameters"]);
+  EXPECT_EQ(pasted["largest_total"], sized["largest_total"]);
+  EXPECT_LT(pasted["largest_total"].get<int64_t>(), preset["largest_total"].get<int64_t>());
+  EXPECT_TRUE(pasted["notes"].empty()) << pasted.dump();
+  // --vocab-size wins over the tokenizer, as in train.
+  EXPECT_EQ(plan_json(shape + train_flags + " --vocab-size 4096")["ranks"][0]["parameters"],
+            plan_json(shape + " --vocab-size 4096")["ranks"][0]["parameters"]);
+  const testing::CommandResult noted =
+      testing::run_command(kPlan + shape + train_flags + " --fp8 hybrid --moe-capacity-factor 1.25");
+  ASSERT_EQ(noted.exit_code, 0) << noted.output;
+  EXPECT_TRUE(testing::contains(noted.output, "note: --fp8 hybrid is not planned")) << noted.output;
+  EXPECT_TRUE(testing::contains(noted.output, "note: --moe-capacity-factor is not planned")) << noted.output;
+}
+
+// --device-memory-gb is printed as given, not rounded to whole GiB.
+TEST(PlanMemory, PrintsAFractionalDeviceMemoryAsGiven) {
+  const std::string flags = "--model gpt2-124m --seq-len 1024 --micro-batch-size 1 --device-memory-gb ";
+  const testing::CommandResult half = testing::run_command(kPlan + flags + "2.5");
+  EXPECT_TRUE(testing::contains(half.output, "GiB above --device-memory-gb 2.5;")) << half.output;
+  const testing::CommandResult tiny = testing::run_command(kPlan + flags + "0.05");
+  EXPECT_TRUE(testing::contains(tiny.output, "GiB above --device-memory-gb 0.05;")) << tiny.output;
+  const testing::CommandResult fits = testing::run_command(kPlan + flags + "2.75");
+  EXPECT_TRUE(testing::contains(fits.output, "of --device-memory-gb 2.75 (")) << fits.output;
+}
+
 TEST(PlanMemory, BadInputIsOneLineAndANonZeroExit) {
   testing::expect_one_line_errors(kPlan, {
       {"--model gpt2-124m --tp 8", "choose a --tp that divides 12"},
@@ -60,6 +137,9 @@ TEST(PlanMemory, BadInputIsOneLineAndANonZeroExit) {
       {"--model gpt2-tiny --seq-len 64 --pp 2 --batch-size 20000000 --micro-batch-size 1",
        "20000000 micro-batches, more than a schedule of 2 pipeline chunks holds"},
       {"--model gpt4", "gpt2-124m"},
+      {"--model gpt2-mini --seq-len 256 --device gpu", "--device must be auto, cuda or cpu, got 'gpu'"},
+      {"--model gpt2-mini --seq-len 256 --fp8 fp9", "--fp8 must be off, hybrid"},
+      {"--model gpt2-mini --seq-len 256 --tokenizer /nonexistent.json", "tokenizer path /nonexistent.json does not exist"},
   });
 }
 

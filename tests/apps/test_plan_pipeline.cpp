@@ -35,6 +35,9 @@ TEST(PlanPipeline, BadInputIsOneLineAndANonZeroExit) {
       {"--pp 4 --virtual-stages 2 --schedule 1f1b", "--pipeline-schedule interleaved"},
       {"--pp 3 --model gpt2-mini --pipeline-boundaries 2,1", "strictly increasing"},
       {"--pp 2 --microbatches 2000000000", "use fewer micro-batches"},  // it used to fill memory for minutes
+      // A stage holds a block at least, and no model has more than 10000: --pp 30000 used to run 85 s.
+      {"--pp 100000 --microbatches 1", "more pipeline chunks than the 10000 blocks"},
+      {"--pp 5000 --virtual-stages 3 --schedule interleaved --microbatches 5000", "use fewer stages"},
   });
 }
 

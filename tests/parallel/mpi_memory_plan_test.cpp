@@ -94,6 +94,10 @@ TEST(MpiMemoryPlan, MatchesEachRanksAllocatorPeak) {
       {"tp2_pp2", "llama-tiny", 1, 2, 2, 1, 1, 0},
       {"dp2_cp2", "gpt2-tiny", 2, 1, 1, 2, 1, 1},
       {"dp2_pp2_interleaved_v2", "gpt2-tiny", 2, 1, 2, 1, 1, 1, "interleaved", 2, 4},
+      // Zero-bubble: stage r keeps up to r + 1 micro-batches' deferred weight-gradient operands.
+      {"pp4_zero_bubble", "gpt2-tiny", 1, 1, 4, 1, 1, 0, "zero-bubble", 1, 4},
+      {"tp2_pp2_zero_bubble", "llama-tiny", 1, 2, 2, 1, 1, 0, "zero-bubble"},
+      {"dp2_pp2_zero_bubble_moe", "mixtral-tiny", 2, 1, 2, 1, 1, 1, "zero-bubble"},
   };
   for (const Case& k : cases) expect_plan_matches_every_rank(k);
 }
