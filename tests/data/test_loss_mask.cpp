@@ -389,11 +389,17 @@ TEST(ChatTemplate, CorpusOfConversationsTrainsOnTheAssistantsTurns) {
   }
 }
 
-TEST(ChatTemplate, BadConversationsAndTokenizersNameTheFix) {
-  const fs::path dir = testing::scratch_dir();
+// Shard options for conversations under 'messages' rendered with ChatML.
+ShardOptions chatml_conversations() {
   ShardOptions options;
   options.documents.jsonl_key = "messages";
   options.documents.chat_template = "chatml";
+  return options;
+}
+
+TEST(ChatTemplate, BadConversationsAndTokenizersNameTheFix) {
+  const fs::path dir = testing::scratch_dir();
+  ShardOptions options = chatml_conversations();
   const Tokenizer chatml = byte_tokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, false);
   auto error_for = [&](const std::string& line, const Tokenizer& tokenizer) {
     testing::write_text(dir / "chat.jsonl", line + "\n");
@@ -417,9 +423,7 @@ TEST(ChatTemplate, BadConversationsAndTokenizersNameTheFix) {
 // roles the template does not know are reported.
 TEST(ChatTemplate, ConversationsWithoutAnAssistantAreCountedAndNamed) {
   const fs::path dir = testing::scratch_dir();
-  ShardOptions options;
-  options.documents.jsonl_key = "messages";
-  options.documents.chat_template = "chatml";
+  ShardOptions options = chatml_conversations();
   const Tokenizer chatml = byte_tokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, false);
   const std::string sharegpt = R"({"messages": [{"role": "human", "content": "Hi"}, {"role": "gpt", "content": "Yo"}]})";
   testing::write_text(dir / "sharegpt.jsonl", sharegpt + "\n" + sharegpt + "\n");
