@@ -84,6 +84,27 @@ std::vector<DataSource> parse_data_sources(std::string_view text, std::string_vi
   return sources;
 }
 
+bool same_data_sources(std::string_view a, std::string_view b) {
+  if (a == b) return true;
+  try {
+    const std::vector<DataSource> first = parse_data_sources(a, "--train-data"), second = parse_data_sources(b, "--train-data");
+    if (first.size() != second.size()) return false;
+    const auto files = [](const DataSource& source) {
+      std::vector<std::filesystem::path> paths;
+      for (const std::string& path : expand_glob(source.glob, "--train-data"))
+        paths.push_back(std::filesystem::weakly_canonical(path));
+      return paths;
+    };
+    for (size_t s = 0; s < first.size(); ++s)
+      if (std::abs(first[s].weight - second[s].weight) > 1e-12 || files(first[s]) != files(second[s])) return false;
+    return true;
+  } catch (const Error&) {
+    return false;
+  } catch (const std::filesystem::filesystem_error&) {
+    return false;
+  }
+}
+
 DataMixture::DataMixture(const std::string& text, int64_t vocab_size, int64_t batch_size, int64_t seq_len,
                          DataOrder order, uint64_t seed, std::string_view flag_name)
     : sources_(parse_data_sources(text, flag_name)), batch_size_(batch_size), seq_len_(seq_len) {

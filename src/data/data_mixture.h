@@ -28,6 +28,11 @@ struct DataSource {
 // normalised; a glob given twice is refused). Errors name `flag_name` and show the syntax.
 std::vector<DataSource> parse_data_sources(std::string_view text, std::string_view flag_name);
 
+// Whether two --train-data values read the same data: the same sources in the same order, with the
+// same weights and globs matching the same files (a glob or another spelling of one file's path is
+// the same data). False when either no longer parses or matches.
+bool same_data_sources(std::string_view a, std::string_view b);
+
 class DataMixture {
  public:
   // Opens every source's shards (each token checked against `vocab_size`). batch_size = B (the

@@ -10,9 +10,7 @@
 
 namespace tessera {
 
-namespace {
-
-// The paths matching `pattern`, sorted bytewise so the stream order never depends on the locale.
+// Sorted bytewise so the stream order never depends on the locale.
 std::vector<std::string> expand_glob(const std::string& pattern, const std::string& flag) {
   glob_t matches{};
   int rc = ::glob(pattern.c_str(), 0, nullptr, &matches);
@@ -25,8 +23,6 @@ std::vector<std::string> expand_glob(const std::string& pattern, const std::stri
   std::sort(paths.begin(), paths.end());
   return paths;
 }
-
-}  // namespace
 
 TokenDataset TokenDataset::open(const std::string& glob_pattern, int64_t vocab_size, std::string_view flag_name) {
   const std::string flag(flag_name);
@@ -65,8 +61,8 @@ TokenDataset TokenDataset::open(const std::string& glob_pattern, int64_t vocab_s
            loss_mask_path(without_mask.front()).string(), "); copy the missing masks or train on the two kinds ",
            "as separate sources of a mixture");
   TS_CHECK(dataset.masks_.empty() || dataset.num_trained() > 0, flag, ": the loss masks of '", glob_pattern,
-           "' mark none of its ", dataset.num_tokens(), " tokens as a target, so it would train nothing and its ",
-           "loss would read 0; re-create the shards and masks with tessera tokenize (completions and assistant ",
+           "' mark none of its ", dataset.num_tokens(), " tokens as a target: nothing in it to train or evaluate ",
+           "on, and its loss would read 0; re-create the shards and masks with tessera tokenize (completions and assistant ",
            "turns are the targets)");
   return dataset;
 }

@@ -14,6 +14,9 @@
 
 namespace tessera {
 
+// The paths matching `pattern`, sorted bytewise (the stream's shard order); errors name `flag`.
+std::vector<std::string> expand_glob(const std::string& pattern, const std::string& flag);
+
 class TokenDataset {
  public:
   // Opens every file matching `glob_pattern` (glob(3)) but loss masks (*.mask), and their masks;

@@ -1,6 +1,7 @@
 // The trainer's data position: which sequences of --train-data a step reads, counted over the run
 // (Megatron's consumed_samples), and where a resumed run continues, also under another --batch-size.
 #include "core/user_text.h"
+#include "data/data_mixture.h"
 #include "train/trainer.h"
 #include "train/trainer_resume.h"
 
@@ -24,7 +25,7 @@ void Trainer::resume_data(const CheckpointState& state) {
   add_notice(data.notice);
   // Another data mix at a resume (annealing on other data) is allowed; the run says so.
   const std::string saved_data = state.run_config.value("train-data", std::string());
-  if (!saved_data.empty() && saved_data != config_.train_data)
+  if (!saved_data.empty() && !same_data_sources(saved_data, config_.train_data))
     add_notice("--train-data differs from the checkpoint's (" + quoted_text(saved_data) + "): batches from " +
                std::to_string(locate(next_sequence_).batch) + " on are drawn from the new data");
   add_notice(changed_flag_notices(config_, state.run_config, state.step));

@@ -94,8 +94,9 @@ DataResume resume_data_position(const TrainConfig& config, const CheckpointState
   DataResume r;
   r.consumed = state.consumed_sequences.value_or(state.next_batch * saved_batch);
   // Other data is read by the sequence index alone, from the zero origin.
-  const bool same_data = saved_value<std::string>(state.run_config, "train-data").value_or(config.train_data) ==
-                         config.train_data;
+  const bool same_data =
+      same_data_sources(saved_value<std::string>(state.run_config, "train-data").value_or(config.train_data),
+                        config.train_data);
   r.origin = same_data ? state.data_origin : SequenceOrigin{};
   if (saved_batch == config.batch_size) return r;
   // The same single source in another batch size: its epochs change length (E·B), so the new ones

@@ -228,5 +228,20 @@ TEST(DataMixture, DuplicateSourcesAreRefused) {
       << message;
 }
 
+// A resume compares the data it reads, not how --train-data spells it: a glob or another path to the
+// same shards is the same data; other shards, weights or an order of sources are not.
+TEST(DataMixture, SameDataSourcesComparesTheFilesRead) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string web = position_source(dir, "web", 0, 40), code = position_source(dir, "code", 100, 40);
+  const std::string web_file = (dir / "web" / "shard_0.bin").string();
+  EXPECT_TRUE(same_data_sources(web, web_file));
+  EXPECT_TRUE(same_data_sources(web, (dir / "web" / "." / "shard_0.bin").string()));
+  EXPECT_FALSE(same_data_sources(web, code));
+  EXPECT_TRUE(same_data_sources("0.5:" + web + ",0.5:" + code, "1:" + web_file + ",1:" + code));
+  EXPECT_FALSE(same_data_sources("0.5:" + web + ",0.5:" + code, "0.7:" + web + ",0.3:" + code));
+  EXPECT_FALSE(same_data_sources("0.5:" + web + ",0.5:" + code, "0.5:" + code + ",0.5:" + web));
+  EXPECT_FALSE(same_data_sources(web, (dir / "gone" / "*.bin").string()));
+}
+
 }  // namespace
 }  // namespace tessera
