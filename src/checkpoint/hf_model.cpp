@@ -18,8 +18,9 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
   TS_CHECK(std::filesystem::exists(path) || !(std::filesystem::exists(dir / "state.json") ||
                                               std::filesystem::exists(dir / "ckpt-latest")),
            quoted_text(dir.string()), " is a Tessera checkpoint, not a Hugging Face folder (it has no config.json); ",
-           "continue its run with --resume --out-dir, read it with --checkpoint, or export it with tessera convert ",
-           "--checkpoint ", quoted_text(dir.string()), " --to-hf <folder>");
+           "read it with --checkpoint, continue its run with --resume --out-dir (a training checkpoint), or start a ",
+           "new run from its weights: tessera convert --checkpoint ", quoted_text(dir.string()),
+           " --to-hf <folder>, then --init-from <folder>");
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));

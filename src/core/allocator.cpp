@@ -20,7 +20,8 @@ void* host_allocate(size_t bytes) {
   if (rounded == 0) rounded = kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, rounded);
   TS_CHECK(ptr != nullptr, "out of host memory: asked for ", bytes, " bytes with ", g_current.load(),
-           " bytes already in use; lower --micro-batch-size or --seq-len");
+           " bytes already in use; lower --micro-batch-size or --seq-len, or the model's size (--layers, --channels, ",
+           "--vocab-size)");
   std::memset(ptr, 0, rounded);
   size_t now = g_current.fetch_add(bytes) + bytes;
   size_t peak = g_peak.load();

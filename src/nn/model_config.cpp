@@ -18,7 +18,7 @@ void ModelConfig::validate() const {
            channels, "); choose heads so that channels / heads is a whole number");
   TS_CHECK(num_kv_heads >= 0 && num_heads % kv_heads() == 0, "model: num_kv_heads (", num_kv_heads,
            ") must divide num_heads (", num_heads, "); grouped-query attention shares each kv head among ",
-           "num_heads / num_kv_heads query heads");
+           "num_heads / num_kv_heads query heads (with --heads, give a multiple of ", kv_heads(), ")");
   TS_CHECK(mlp_hidden >= 0, "model: mlp_hidden must not be negative (0 = 4 x channels), got ", mlp_hidden);
   TS_CHECK(norm_eps > 0.0f, "model: norm_eps must be positive, got ", norm_eps);
   TS_CHECK(norm == NormKind::rmsnorm || (bias && norm_eps == 1e-5f),
@@ -39,7 +39,8 @@ void ModelConfig::validate() const {
     TS_CHECK(moe.num_shared_experts >= 0, "model: moe num_shared_experts must not be negative, got ",
              moe.num_shared_experts);
     TS_CHECK(moe.first_dense_layers >= 0 && moe.first_dense_layers < num_layers, "model: moe first_dense_layers (",
-             moe.first_dense_layers, ") must leave at least one of the ", num_layers, " layers a MoE layer");
+             moe.first_dense_layers, ") must leave at least one of the ", num_layers, " layers a MoE layer (with ",
+             "--layers, give more than ", moe.first_dense_layers, ")");
     TS_CHECK(mlp == MlpKind::swiglu, "model: MoE experts are SwiGLU MLPs; set the MLP kind to swiglu");
   }
 }

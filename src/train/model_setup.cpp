@@ -54,6 +54,20 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
   compare("channels", "--channels", config.channels, flags.channels, stored.channels);
   compare("context", "--context", config.context, flags.max_seq_len, stored.max_seq_len);
   if (config.vocab_size > 0) compare("vocab_size", "--vocab-size", config.vocab_size, flags.vocab_size, stored.vocab_size);
+  // What only the preset sets (no flag overrides it): its structure must be the stored model's too
+  // (llama-tiny against a Qwen2 or Mixtral of the same family and widths is another model).
+  compare("kv heads", "", 0, flags.kv_heads(), stored.kv_heads());
+  compare("MLP width", "", 0, flags.hidden(), stored.hidden());
+  compare("experts", "", 0, flags.moe.num_experts, stored.moe.num_experts);
+  if (flags.moe.enabled() && stored.moe.enabled()) {
+    compare("experts a token", "", 0, flags.moe.top_k, stored.moe.top_k);
+    compare("expert width", "", 0, flags.moe.expert_hidden, stored.moe.expert_hidden);
+    compare("shared experts", "", 0, flags.moe.num_shared_experts, stored.moe.num_shared_experts);
+    compare("dense first layers", "", 0, flags.moe.first_dense_layers, stored.moe.first_dense_layers);
+  }
+  compare("biases (1 = on)", "", 0, flags.bias, stored.bias);
+  compare("q, k, v biases (1 = on)", "", 0, flags.qkv_bias, stored.qkv_bias);
+  compare("tied embeddings (1 = on)", "", 0, flags.tied_embeddings, stored.tied_embeddings);
   TS_CHECK(differences.empty(), source.flag, ": the shape flags disagree with ", source.place, " (", differences,
            "); drop them to ", source.keep, " shape, or ", source.other);
 }

@@ -112,9 +112,11 @@ void TrainConfig::validate() const {
   for (auto [flag, value] : {std::pair{"--moe-aux-coef", moe_aux_coef}, {"--moe-z-coef", moe_z_coef},
                               {"--moe-bias-rate", moe_bias_rate}})
     TS_CHECK(value >= 0, flag, " must not be negative, got ", value);
-  TS_CHECK(moe_capacity_factor == 0 || moe_capacity_factor >= 0.01f,
-           "--moe-capacity-factor must be 0 (dropless) or at least 0.01 (1.0 = an even share per expert), got ",
-           moe_capacity_factor);
+  // Above the number of experts a capacity holds every token an expert could get: a larger factor is a
+  // typo (1e18 overflowed the capacity's count). 1e4 is far above any model's expert count.
+  TS_CHECK(moe_capacity_factor == 0 || (moe_capacity_factor >= 0.01f && moe_capacity_factor <= 1e4f),
+           "--moe-capacity-factor must be 0 (dropless) or between 0.01 and 10000 (1.0 = an even share per expert), "
+           "got ", moe_capacity_factor);
   parse_recompute(recompute);
   TS_CHECK(recompute_layers >= 0, "--recompute-layers must not be negative (0 = every block), got ", recompute_layers);
   TS_CHECK(!train_data.empty(), "--train-data is required (a glob of token shards)");

@@ -144,7 +144,16 @@ std::vector<ModelBadInput> cases() {
        "unexpected tensor 'model.layers.0.block_sparse_moe"},
       {"NegativeCapacityFactor",
        [](auto d) { return train_args(d, "mixtral-tiny", "fresh") + " --steps 1 --moe-capacity-factor -1"; },
-       "--moe-capacity-factor must be 0 (dropless) or at least 0.01"},
+       "--moe-capacity-factor must be 0 (dropless) or between 0.01 and 10000"},
+      {"PresetOfAnotherStructureOnAnImport",  // qwen2-tiny has llama-tiny's widths, not its q, k, v biases
+       [](auto d) { return init_from(d, "llama-hf") + " --model qwen2-tiny"; },
+       "--model qwen2-tiny gives q, k, v biases (1 = on) 1, the import has 0"},
+      {"HugeCapacityFactor",  // 1e18 overflowed the capacity's count
+       [](auto d) { return train_args(d, "mixtral-tiny", "fresh") + " --steps 1 --moe-capacity-factor 1e18"; },
+       "--moe-capacity-factor must be 0 (dropless) or between 0.01 and 10000"},
+      {"KvHeadsThatDoNotDivideTheHeads",
+       [](auto d) { return train_args(d, "llama-tiny", "fresh") + " --steps 1 --heads 3 --channels 48"; },
+       "(with --heads, give a multiple of 2)"},
       {"UnknownRecomputeMode",
        [](auto d) { return train_args(d, "llama-tiny", "fresh") + " --steps 1 --recompute some"; },
        "--recompute must be none, selective or full, got 'some'"},
