@@ -99,8 +99,8 @@ ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json) {
   json config;
   try {
     config = json::parse(text);
-  } catch (const json::parse_error& e) {
-    TS_FAIL("Hugging Face config ", path, ": not valid JSON (error at byte ", e.byte, ")");
+  } catch (const json::exception& e) {
+    TS_FAIL("Hugging Face config ", path, ": not valid JSON (", json_error_text(e), ")");
   }
   TS_CHECK(config.is_object(), "Hugging Face config ", path, ": expected a JSON object");
 

@@ -24,8 +24,8 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));
-  } catch (const nlohmann::json::parse_error& e) {
-    TS_FAIL("Hugging Face config ", quoted_text(path.string()), ": not valid JSON (error at byte ", e.byte, ")");
+  } catch (const nlohmann::json::exception& e) {
+    TS_FAIL("Hugging Face config ", quoted_text(path.string()), ": not valid JSON (", json_error_text(e), ")");
   }
   TS_CHECK(config.is_object(), "Hugging Face config ", quoted_text(path.string()), ": expected a JSON object");
   auto type = config.find("model_type");

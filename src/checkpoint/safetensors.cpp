@@ -88,8 +88,8 @@ void SafetensorsFile::parse_header(size_t header_bytes) {
   json header;
   try {
     header = json::parse(text, text + header_bytes);
-  } catch (const json::parse_error& e) {
-    TS_FAIL("safetensors file ", path_, ": header is not valid JSON (error at byte ", e.byte, ")");
+  } catch (const json::exception& e) {
+    TS_FAIL("safetensors file ", path_, ": header is not valid JSON (", json_error_text(e), ")");
   }
   TS_CHECK(header.is_object(), "safetensors file ", path_, ": header is a JSON ", header.type_name(),
            ", expected an object");

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/user_text.h"
+#include "data/json_excerpt.h"
 
 namespace tessera {
 namespace {
@@ -98,13 +99,13 @@ nlohmann::json parse_json_line(const std::string& line, const std::filesystem::p
     j = nlohmann::json::parse(with_lone_surrogates_replaced(line), nullptr, /*allow_exceptions=*/false);
   }
   if (j.is_discarded()) {
-    size_t at = 0;  // where the parser stopped, 1-based
+    std::string why;
     try {
       [[maybe_unused]] const nlohmann::json parsed = nlohmann::json::parse(with_lone_surrogates_replaced(line));
-    } catch (const nlohmann::json::parse_error& e) {
-      at = e.byte;
+    } catch (const nlohmann::json::exception& e) {
+      why = json_error_text(e);
     }
-    TS_FAIL(where(), ": not a JSON object (invalid JSON at byte ", at, "); JSON lines hold one object per line ",
+    TS_FAIL(where(), ": not a JSON object (invalid JSON: ", why, "); JSON lines hold one object per line ",
             "(or give --format text)");
   }
   TS_CHECK(j.is_object(), where(), ": not a JSON object; JSON lines hold one object per line (or give --format text)");

@@ -17,8 +17,8 @@ nlohmann::json parse_json_file(const std::filesystem::path& file) {
   std::string text = read_whole_file(file, "tokenizer file", kMaxTokenizerFileBytes);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    TS_FAIL(quoted_text(file.string()), ": not valid JSON (syntax error at byte ", e.byte, ")");
+  } catch (const nlohmann::json::exception& e) {
+    TS_FAIL(quoted_text(file.string()), ": not valid JSON (", json_error_text(e), ")");
   }
 }
 

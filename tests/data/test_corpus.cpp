@@ -181,8 +181,10 @@ TEST(Corpus, JsonLinesWithBadUnicodeSayWhatIsWrong) {
   message = error_for("{\"text\": \"overlong \xC0\xAF\"}");
   EXPECT_TRUE(contains(message, "line 2: byte 20 (0xC0) is not UTF-8")) << message;
   message = error_for("{\"text\": oops}");
-  EXPECT_TRUE(contains(message, "line 2: not a JSON object (invalid JSON at byte 10); JSON lines hold one object per "
+  EXPECT_TRUE(contains(message, "line 2: not a JSON object (invalid JSON: error at byte 10); JSON lines hold one object per "
                                 "line")) << message;
+  message = error_for("{\"text\": \"a\", \"n\": 1e999}");  // the parser throws out_of_range, not parse_error
+  EXPECT_TRUE(contains(message, "line 2: not a JSON object (invalid JSON: a number out of range)")) << message;
 }
 
 // Shards of an earlier run in --out would be read with this run's: refused, or with `overwrite`
