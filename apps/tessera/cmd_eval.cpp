@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "checkpoint/run_folder.h"
 #include "commands.h"
 #include "data/data_mixture.h"
 #include "data/document_starts.h"
@@ -39,7 +38,7 @@ void add_eval_command(CLI::App& app) {
     TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);
     TS_CHECK(o->attention_mask == "causal" || o->attention_mask == "document",
              "--attention-mask must be causal or document, got '", o->attention_mask, "'");
-    LoadedModel loaded = load_model_for_inference(checkpoint_noting(o->checkpoint), o->init_from, "");
+    LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, "");
     Decoder& model = *loaded.model;
     const bool by_document = o->attention_mask == "document";
     TS_CHECK(!by_document || loaded.tokenizer, "--attention-mask document needs the model's tokenizer beside its "

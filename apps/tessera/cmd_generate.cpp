@@ -5,7 +5,6 @@
 #include <optional>
 
 #include "checkpoint/hf_model.h"
-#include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
 #include "commands.h"
 #include "data/chat_template.h"
@@ -52,7 +51,7 @@ void add_generate_command(CLI::App& app) {
              "--system needs --chat-template (a system message is a turn of a conversation)");
     const std::optional<ChatTemplate> chat =
         o->chat_template.empty() ? std::nullopt : std::optional(ChatTemplate::named(o->chat_template));
-    LoadedModel loaded = load_model_for_inference(checkpoint_noting(o->checkpoint), o->init_from, o->tokenizer);
+    LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
     TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (the checkpoint holds no tokenizer.json)");
     loaded.model->to(choose_device_noting(o->device));
     Tokenizer& tokenizer = *loaded.tokenizer;

@@ -160,19 +160,13 @@ LoadedModel::LoadedModel() = default;
 LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
 LoadedModel::~LoadedModel() = default;
 
-std::filesystem::path checkpoint_to_read(const std::string& checkpoint) {
-  std::optional<std::filesystem::path> found = find_checkpoint(checkpoint);
-  TS_CHECK(found, "--checkpoint: no checkpoint at '", checkpoint, "' (expected state.json or ckpt-latest there)");
-  return *found;
-}
-
 LoadedModel load_model_for_inference(const std::string& checkpoint, const std::string& init_from,
                                      const std::string& tokenizer_path) {
   TS_CHECK(checkpoint.empty() != init_from.empty(), "give exactly one of --checkpoint and --init-from");
   LoadedModel loaded;
   std::filesystem::path source_dir;
   if (!checkpoint.empty()) {
-    const std::filesystem::path found = checkpoint_to_read(checkpoint);
+    const std::filesystem::path found = checkpoint_noting(checkpoint);
     loaded.model = std::make_unique<Decoder>(read_checkpoint_model_config(found));
     load_checkpoint(found, *loaded.model);
     source_dir = found;

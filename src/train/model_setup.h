@@ -56,9 +56,6 @@ std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfi
 // Hugging Face folder, or the initialisation of --seed.
 ParameterValues initial_weights(const TrainConfig& config, const Decoder& model);
 
-// --checkpoint's checkpoint: the folder itself, or a run folder's ckpt-latest; throws naming the path.
-std::filesystem::path checkpoint_to_read(const std::string& checkpoint);
-
 // A model ready for inference, with its tokenizer when one is known.
 struct LoadedModel {
   std::unique_ptr<Decoder> model;
@@ -68,7 +65,8 @@ struct LoadedModel {
   ~LoadedModel();
 };
 
-// From a checkpoint (or run folder) or a Hugging Face folder — exactly one of the two. The
+// From a checkpoint (or run folder: its newest checkpoint with weights, as find_checkpoint_to_read
+// picks it, saying on stderr what it skipped) or a Hugging Face folder — exactly one of the two. The
 // tokenizer is `tokenizer_path` when given, else the one stored beside the weights, if any.
 LoadedModel load_model_for_inference(const std::string& checkpoint, const std::string& init_from,
                                      const std::string& tokenizer_path);
