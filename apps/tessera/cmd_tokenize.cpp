@@ -7,7 +7,6 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "core/user_text.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
@@ -39,10 +38,7 @@ void add_document_flags(CLI::App& cmd, DocumentOptions& documents, bool fine_tun
 // rather than written.
 void require_merges(const Tokenizer& tokenizer, const std::vector<std::filesystem::path>& files) {
   if (!tokenizer.merges().empty()) return;
-  std::string in;
-  for (size_t i = 0; i < files.size() && i < 3; ++i) in += (i > 0 ? ", " : "") + quoted_text(files[i].string());
-  if (files.size() > 3) in += " and " + std::to_string(files.size() - 3) + " more files";
-  TS_FAIL("tokenizer-train: no text to learn from in ", in, " (no pair of bytes to merge: the documents are empty ",
+  TS_FAIL("tokenizer-train: no text to learn from in ", files_text(files), " (no pair of bytes to merge: the documents are empty ",
           "or one byte long); give the corpus files, and check --format, --jsonl-key and --delimiter");
 }
 

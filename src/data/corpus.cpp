@@ -130,14 +130,6 @@ void check_options(const std::vector<std::filesystem::path>& files, const ShardO
   for (const std::filesystem::path& file : files) document_format(options.documents, file);  // --format, early
 }
 
-// The input files for a message: the first three, then how many more.
-std::string files_text(const std::vector<std::filesystem::path>& files) {
-  std::string text;
-  for (size_t i = 0; i < files.size() && i < 3; ++i) text += (i > 0 ? ", " : "") + quoted_text(files[i].string());
-  if (files.size() > 3) text += " and " + std::to_string(files.size() - 3) + " more files";
-  return text;
-}
-
 // "'gpt' 3, 'human' 3": the roles and how many messages had each, the ten most common first.
 std::string roles_text(const std::map<std::string, int64_t>& roles) {
   std::vector<std::pair<std::string, int64_t>> sorted(roles.begin(), roles.end());
@@ -286,6 +278,13 @@ void write_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem:
 }
 
 }  // namespace
+
+std::string files_text(const std::vector<std::filesystem::path>& files) {
+  std::string text;
+  for (size_t i = 0; i < files.size() && i < 3; ++i) text += (i > 0 ? ", " : "") + quoted_text(files[i].string());
+  if (files.size() > 3) text += " and " + std::to_string(files.size() - 3) + " more files";
+  return text;
+}
 
 std::vector<std::filesystem::path> shard_files_in(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;

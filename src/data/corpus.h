@@ -63,6 +63,9 @@ struct CorpusStats {
   std::vector<std::filesystem::path> shards;
 };
 
+// Input files for a message: the first three quoted, then how many more.
+std::string files_text(const std::vector<std::filesystem::path>& files);
+
 // The files a tokenize run writes, or an earlier one left, directly under `dir`: train_*.bin,
 // val_*.bin and their .mask files, sorted; none when `dir` does not exist.
 std::vector<std::filesystem::path> shard_files_in(const std::filesystem::path& dir);
