@@ -82,7 +82,10 @@ class Trainer {
   void resume_data(const CheckpointState& state);
   // Sequence g of the run as a global batch of the sampler and a sequence in it.
   BatchSequence locate(int64_t sequence) const;
-  // Sequences [sequence, sequence + count) of the run, which may span two global batches.
+  // Sequences [sequence, sequence + count) of the run, which may span two global batches: `piece`
+  // gets each batch's part (where it starts, sequences before it, its count).
+  void for_each_batch_piece(int64_t sequence, int64_t count,
+                            const std::function<void(BatchSequence at, int64_t done, int64_t n)>& piece) const;
   void fill_sequences(int64_t sequence, int64_t count, int32_t* inputs, int32_t* targets) const;
   int64_t count_trained(int64_t sequence, int64_t count) const;
   // Unscales and clips the gradients of the last accumulate_gradients and steps the optimizer;

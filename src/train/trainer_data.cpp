@@ -1,5 +1,8 @@
 // The trainer's data position: which sequences of --train-data a step reads, counted over the run
 // (Megatron's consumed_samples), and where a resumed run continues, also under another --batch-size.
+#include <algorithm>
+#include <functional>
+
 #include "core/user_text.h"
 #include "data/data_mixture.h"
 #include "train/trainer.h"
@@ -35,25 +38,29 @@ BatchSequence Trainer::locate(int64_t sequence) const {
   return locate_sequence(sequence, data_origin_, config_.batch_size, epoch_batches_);
 }
 
-void Trainer::fill_sequences(int64_t sequence, int64_t count, int32_t* inputs, int32_t* targets) const {
-  const int64_t T = config_.seq_len;
+void Trainer::for_each_batch_piece(int64_t sequence, int64_t count,
+                                   const std::function<void(BatchSequence at, int64_t done, int64_t n)>& piece) const {
   for (int64_t done = 0; done < count;) {  // a piece per global batch the sequences fall in
     const BatchSequence at = locate(sequence + done);
     const int64_t n = std::min(count - done, config_.batch_size - at.sequence);
-    train_data_->fill(at.batch, at.sequence, n, inputs + done * T, targets + done * T);
-    if (data_hook_) data_hook_(sequence + done, n, inputs + done * T);
+    piece(at, done, n);
     done += n;
   }
 }
 
+void Trainer::fill_sequences(int64_t sequence, int64_t count, int32_t* inputs, int32_t* targets) const {
+  const int64_t T = config_.seq_len;
+  for_each_batch_piece(sequence, count, [&](BatchSequence at, int64_t done, int64_t n) {
+    train_data_->fill(at.batch, at.sequence, n, inputs + done * T, targets + done * T);
+    if (data_hook_) data_hook_(sequence + done, n, inputs + done * T);
+  });
+}
+
 int64_t Trainer::count_trained(int64_t sequence, int64_t count) const {
   int64_t trained = 0;
-  for (int64_t done = 0; done < count;) {
-    const BatchSequence at = locate(sequence + done);
-    const int64_t n = std::min(count - done, config_.batch_size - at.sequence);
+  for_each_batch_piece(sequence, count, [&](BatchSequence at, int64_t, int64_t n) {
     trained += train_data_->count_trained(at.batch, at.sequence, n);
-    done += n;
-  }
+  });
   return trained;
 }
 
