@@ -106,6 +106,7 @@ std::vector<std::string> unplanned_flag_notes(const TrainConfig& c) {
 
 void plan_memory_command(MemoryOptions o, const CLI::App& command) {
   TrainConfig& c = o.run;
+  keep_stored_shape_unless_named(c, command);
   TS_CHECK(o.device_memory_gb > 0, "--device-memory-gb must be a positive number of GiB, got ", o.device_memory_gb);
   // Without --batch-size, a step of pp micro-batches per data-parallel rank: enough to fill a pipeline.
   if (command.count("--batch-size") == 0 && c.micro_batch_size > 0)

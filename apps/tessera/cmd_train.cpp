@@ -204,6 +204,10 @@ void print_final_sample(Trainer& trainer, uint64_t seed) {
 
 }  // namespace
 
+void keep_stored_shape_unless_named(TrainConfig& config, const CLI::App& command) {
+  if ((config.resume || !config.init_from.empty()) && command.count("--model") == 0) config.model.clear();
+}
+
 void add_train_command(CLI::App& app) {
   auto config = std::make_shared<TrainConfig>();
   CLI::App* cmd = add_command(app, "train", "Train a model (no data flags: the embedded fortunes demo)");
@@ -212,12 +216,11 @@ void add_train_command(CLI::App& app) {
   cmd->callback([config, cmd] {
     apply_toml_config(*cmd);
     TrainConfig& c = *config;
-    // A resumed or imported run keeps its checkpoint's (or config.json's) shape unless --model names
-    // one; the default run names its own (gpt2-mini), which its checkpoints hold.
+    // The default run names its own model (gpt2-mini), which its checkpoints hold.
     if (c.train_data.empty() && c.init_from.empty())
       apply_default_run(c, [cmd](const std::string& flag) { return cmd->count(flag) > 0; });
-    else if ((c.resume || !c.init_from.empty()) && cmd->count("--model") == 0)
-      c.model.clear();
+    else
+      keep_stored_shape_unless_named(c, *cmd);
     Runtime runtime(nullptr, nullptr);
     cuda_select_device_for_local_rank(runtime.local_rank());
     std::unique_ptr<Trainer> trainer;

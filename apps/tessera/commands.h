@@ -38,6 +38,10 @@ void add_bench_train_command(CLI::App& bench);
 void bind_layout_flags(CLI::App& command, TrainConfig& config);
 // Every flag of `tessera train` (the layout's among them) bound to `config`.
 void bind_train_flags(CLI::App& command, TrainConfig& config);
+// A resumed or imported run takes its checkpoint's (or config.json's) shape: without --model (on the
+// command line or in --config), `config.model` is cleared so that only the flags given are checked
+// against the stored model; with it, the preset must describe that model.
+void keep_stored_shape_unless_named(TrainConfig& config, const CLI::App& command);
 
 // --config FILE on a subcommand: TOML whose keys are the subcommand's long flag names.
 // enable_toml_config, after the subcommand's other flags, adds the flag; apply_toml_config, first

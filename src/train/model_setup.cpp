@@ -1,6 +1,7 @@
 // Model construction for a training run.
 #include "train/model_setup.h"
 
+#include <sstream>
 #include <tuple>
 
 #include "checkpoint/hf_model.h"
@@ -37,6 +38,22 @@ struct ShapeSource {
   const char* other;   // how to train the flags' model instead
 };
 
+// A float as a message shows it (6 significant digits: 1e-05, 500000).
+std::string number_text(float value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// RoPE's settings in a message: "theta 500000" and, with Llama 3.1's scaling, its factor.
+std::string rope_text(const RopeConfig& rope) {
+  std::string text = "theta " + number_text(rope.theta);
+  if (rope.factor > 0)
+    text += " scaled by " + number_text(rope.factor) + " (low " + number_text(rope.low_freq_factor) + ", high " +
+            number_text(rope.high_freq_factor) + ", from " + std::to_string(rope.original_max_positions) + ")";
+  return text;
+}
+
 void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, const ShapeSource& source) {
   const ModelConfig flags = shape_from_flags(config, nullptr, config.model.empty() ? stored : model_preset(config.model));
   TS_CHECK(model_family(flags) == model_family(stored), source.flag, ": --model ", config.model, " is a ",
@@ -68,6 +85,14 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
   compare("biases (1 = on)", "", 0, flags.bias, stored.bias);
   compare("q, k, v biases (1 = on)", "", 0, flags.qkv_bias, stored.qkv_bias);
   compare("tied embeddings (1 = on)", "", 0, flags.tied_embeddings, stored.tied_embeddings);
+  auto compare_text = [&](const char* field, const std::string& wanted, const std::string& held) {
+    if (wanted != held)
+      differences += (differences.empty() ? "" : ", ") + ("--model " + config.model) + " gives " + field + " " + wanted +
+                     ", " + source.holder + " has " + held;
+  };
+  compare_text("norm eps", number_text(flags.norm_eps), number_text(stored.norm_eps));
+  if (flags.positions == PositionKind::rope && stored.positions == PositionKind::rope)
+    compare_text("rope", rope_text(flags.rope), rope_text(stored.rope));
   TS_CHECK(differences.empty(), source.flag, ": the shape flags disagree with ", source.place, " (", differences,
            "); drop them to ", source.keep, " shape, or ", source.other);
 }
@@ -110,11 +135,7 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
     check_model_limits(mc, "checkpoint " + checkpoint->string());
   } else if (!config.init_from.empty()) {
     mc = read_hf_config(config.init_from);
-    // `tessera train` clears --model when it is not given; a config built in code that leaves the
-    // default preset names no model either (so an explicit gpt2-124m is not checked against an import).
-    TrainConfig named = config;
-    if (named.model == TrainConfig{}.model) named.model.clear();
-    check_shape_flags(named, mc, {"--init-from", "the import", config.init_from, "keep the imported model's",
+    check_shape_flags(config, mc, {"--init-from", "the import", config.init_from, "keep the imported model's",
                                    "train a new model without --init-from"});
     check_model_limits(mc, "--init-from " + config.init_from);
   } else {

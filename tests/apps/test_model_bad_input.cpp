@@ -148,6 +148,15 @@ std::vector<ModelBadInput> cases() {
       {"PresetOfAnotherStructureOnAnImport",  // qwen2-tiny has llama-tiny's widths, not its q, k, v biases
        [](auto d) { return init_from(d, "llama-hf") + " --model qwen2-tiny"; },
        "--model qwen2-tiny gives q, k, v biases (1 = on) 1, the import has 0"},
+      {"DefaultPresetNamedOnAnImport",  // gpt2-124m, the default, is checked like any other preset when named
+       [](auto d) { return init_from(d, "llama-hf") + " --model gpt2-124m"; },
+       "--init-from: --model gpt2-124m is a gpt2 model but the import holds a llama model"},
+      {"PresetOfAnotherRopeOnAnImport",  // llama-tiny's RoPE turns at theta 10000
+       [](auto d) {
+         edit_json(d / "llama-hf" / "config.json", [](auto& j) { j["rope_theta"] = 500000.0; });
+         return init_from(d, "llama-hf") + " --model llama-tiny";
+       },
+       "--model llama-tiny gives rope theta 10000, the import has theta 500000"},
       {"HugeCapacityFactor",  // 1e18 overflowed the capacity's count
        [](auto d) { return train_args(d, "mixtral-tiny", "fresh") + " --steps 1 --moe-capacity-factor 1e18"; },
        "--moe-capacity-factor must be 0 (dropless) or between 0.01 and 10000"},

@@ -25,6 +25,7 @@ void expect_trains_like_pytorch(const std::string& script, const std::string& ar
 
   TrainConfig c;
   c.init_from = (dir / "hf").string();
+  c.model.clear();  // the import's shape (tessera train clears --model when it is not given)
   c.train_data = (dir / "train.bin").string();
   c.data_order = "sequential";
   c.batch_size = rc["batch"].get<int64_t>();
