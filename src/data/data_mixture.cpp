@@ -43,6 +43,18 @@ bool same_glob(std::string_view a, std::string_view b) {
   return std::filesystem::path(a).lexically_normal() == std::filesystem::path(b).lexically_normal();
 }
 
+// Where the source starting at `start` ends: the next comma outside a glob's {a,b} alternatives, or
+// the text's end.
+size_t source_end(std::string_view text, size_t start) {
+  int depth = 0;
+  for (size_t i = start; i < text.size(); ++i) {
+    if (text[i] == '{') ++depth;
+    if (text[i] == '}' && depth > 0) --depth;
+    if (text[i] == ',' && depth == 0) return i;
+  }
+  return text.size();
+}
+
 // How many of the first n sequences reaching split level `split` that level's source takes.
 int64_t taken(double split, int64_t n) { return int64_t(std::floor(split * double(n) + 0.5)); }
 
@@ -59,8 +71,7 @@ std::vector<DataSource> parse_data_sources(std::string_view text, std::string_vi
   std::vector<DataSource> sources;
   std::vector<bool> weighted;
   for (size_t start = 0; start <= text.size();) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
+    const size_t comma = source_end(text, start);
     const std::string_view item = trimmed(text.substr(start, comma - start));
     start = comma + 1;
     const std::optional<double> weight = weight_prefix(item);

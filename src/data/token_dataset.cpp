@@ -13,7 +13,7 @@ namespace tessera {
 // Sorted bytewise so the stream order never depends on the locale.
 std::vector<std::string> expand_glob(const std::string& pattern, const std::string& flag) {
   glob_t matches{};
-  int rc = ::glob(pattern.c_str(), 0, nullptr, &matches);
+  int rc = ::glob(pattern.c_str(), GLOB_BRACE, nullptr, &matches);
   std::vector<std::string> paths;
   if (rc == 0) paths.assign(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
   ::globfree(&matches);
@@ -21,6 +21,9 @@ std::vector<std::string> expand_glob(const std::string& pattern, const std::stri
   TS_CHECK(rc == 0, flag, ": cannot expand '", pattern, "' (", rc == GLOB_NOSPACE ? "out of memory" : "read error",
            "); check the directory permissions");
   std::sort(paths.begin(), paths.end());
+  const auto twice = std::adjacent_find(paths.begin(), paths.end());
+  TS_CHECK(twice == paths.end(), flag, ": '", pattern, "' matches ", *twice, " twice (through two of its {a,b} ",
+           "alternatives); name each file once");
   return paths;
 }
 

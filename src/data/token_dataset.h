@@ -14,7 +14,8 @@
 
 namespace tessera {
 
-// The paths matching `pattern`, sorted bytewise (the stream's shard order); errors name `flag`.
+// The paths matching `pattern` (shell wildcards and {a,b} alternatives), sorted bytewise (the stream's
+// shard order); a file matched twice is refused. Errors name `flag`.
 std::vector<std::string> expand_glob(const std::string& pattern, const std::string& flag);
 
 class TokenDataset {

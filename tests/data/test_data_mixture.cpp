@@ -49,6 +49,13 @@ TEST(DataMixture, ParsesOneGlobOrWeightedGlobs) {
   EXPECT_DOUBLE_EQ(mix[0].weight, 0.75);
   EXPECT_DOUBLE_EQ(mix[1].weight, 0.25);
 
+  // A comma inside a glob's {a,b} alternatives does not end its source.
+  mix = parse_data_sources("0.6:{web,news}/train_*.bin,0.4:code/{a,b}*.bin", "--train-data");
+  ASSERT_EQ(mix.size(), 2u);
+  EXPECT_EQ(mix[0].glob, "{web,news}/train_*.bin");
+  EXPECT_EQ(mix[1].glob, "code/{a,b}*.bin");
+  EXPECT_EQ(parse_data_sources("data/{a,b}/train_*.bin", "--train-data").size(), 1u);
+
   // A colon after something that is not a number is part of the glob.
   EXPECT_EQ(parse_data_sources("runs/2026:11/*.bin", "--train-data")[0].glob, "runs/2026:11/*.bin");
   EXPECT_EQ(parse_data_sources("0.5:a:b/*.bin", "--train-data")[0].glob, "a:b/*.bin");

@@ -62,6 +62,27 @@ TEST(TokenDataset, EveryReadAcrossBoundariesMatchesTheStream) {
   }
 }
 
+TEST(TokenDataset, BraceAlternativesJoinInSortedOrderAndAFileMatchedTwiceIsRefused) {
+  fs::path dir = testing::scratch_dir();
+  fs::create_directories(dir / "web");
+  fs::create_directories(dir / "code");
+  fs::create_directories(dir / "math");
+  write_token_shard(dir / "web" / "train_0.bin", range_tokens(0, 2), 1);
+  write_token_shard(dir / "code" / "train_0.bin", range_tokens(2, 3), 1);
+  write_token_shard(dir / "math" / "train_0.bin", range_tokens(9, 1), 1);  // not among the alternatives
+  TokenDataset data = TokenDataset::open((dir / "{web,code}/train_*.bin").string(), 100, "--train-data");
+  ASSERT_EQ(data.shards().size(), 2u);
+  EXPECT_EQ(data.shards()[0].path(), dir / "code" / "train_0.bin");  // sorted, not in the braces' order
+  EXPECT_EQ(data.shards()[1].path(), dir / "web" / "train_0.bin");
+  EXPECT_EQ(data.num_tokens(), 5);
+
+  const std::string twice = (dir / "{web,web}/train_*.bin").string();
+  const std::string message = error_of([&] { TokenDataset::open(twice, 100, "--train-data"); });
+  EXPECT_TRUE(contains(message, "--train-data: '" + twice + "' matches " + (dir / "web" / "train_0.bin").string() +
+                                    " twice"))
+      << message;
+}
+
 TEST(TokenDataset, SingleFileWithoutWildcardsOpens) {
   fs::path path = testing::scratch_dir() / "val.bin";
   write_token_shard(path, range_tokens(3, 4), 1);
