@@ -13,7 +13,6 @@
 
 #include "checkpoint/hf_source.h"
 #include "checkpoint/hf_weight_files.h"
-#include "checkpoint/safetensors.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/json_excerpt.h"
@@ -140,16 +139,14 @@ ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json) {
 
 HfSource open_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config) {
   config.validate();
-  TS_CHECK(std::filesystem::exists(dir / "model.safetensors"), "load_hf_gpt2: ", dir,
-           " has no model.safetensors (only single-file safetensors checkpoints load)");
-  auto file = std::make_shared<SafetensorsFile>(dir / "model.safetensors");
+  auto files = std::make_shared<const HfWeightFiles>(dir);
+  const std::vector<std::string> names = files->names();
   // GPT2LMHeadModel files name parameters "transformer.*"; GPT2Model files (the OpenAI upload) do not.
-  bool prefixed = std::any_of(file->tensors().begin(), file->tensors().end(),
-                              [](const SafetensorsInfo& t) { return t.name.starts_with("transformer."); });
+  const bool prefixed = std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.starts_with("transformer."); });
   const std::string prefix = prefixed ? "transformer." : "";
   std::vector<HFTensor> tensors = hf_gpt2_tensors(config);
 
-  // Every tensor in the file is a parameter, a mask buffer, or the tied lm_head.
+  // Every tensor in the files is a parameter, a mask buffer, or the tied lm_head.
   std::set<std::string> known;
   for (const HFTensor& t : tensors) known.insert(prefix + t.hf);
   for (int64_t i = 0; i < config.num_layers; ++i) {
@@ -157,31 +154,32 @@ HfSource open_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& confi
     known.insert(prefix + "h." + std::to_string(i) + ".attn.masked_bias");
   }
   known.insert("lm_head.weight");
-  for (const SafetensorsInfo& info : file->tensors())
-    TS_CHECK(known.count(info.name), "safetensors file ", file->path(), ": unexpected tensor '", info.name,
+  for (const std::string& name : names)
+    TS_CHECK(known.count(name), "Hugging Face weights ", files->description(), ": unexpected tensor '", name,
              "' for a GPT-2 with ", config.num_layers, " layers (checkpoint of another model?)");
 
   HfSource source;
   for (const HFTensor& t : tensors) {
     std::string name = prefix + t.hf;
-    TS_CHECK(file->contains(name), "safetensors file ", file->path(), ": tensor '", name,
+    TS_CHECK(files->contains(name), "Hugging Face weights ", files->description(), ": tensor '", name,
              "' is missing (expected shape ", shape_string(t.hf_shape), ")");
-    const SafetensorsInfo& info = file->info(name);
-    TS_CHECK(info.shape == t.hf_shape, "safetensors file ", file->path(), ": tensor '", name, "' has shape ",
-             shape_string(info.shape), ", expected ", shape_string(t.hf_shape));
-    TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "safetensors file ",
-             file->path(), ": tensor '", name, "' is ", info.dtype, "; expected F32, BF16 or F16");
+    const SafetensorsInfo& info = files->file_of(name).info(name);
+    TS_CHECK(info.shape == t.hf_shape, "Hugging Face weights ", files->description(), ": tensor '", name,
+             "' has shape ", shape_string(info.shape), ", expected ", shape_string(t.hf_shape));
+    TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
+             files->description(), ": tensor '", name, "' is ", info.dtype, "; expected F32, BF16 or F16");
     source.pieces.push_back({name, t.hf_shape, t.ours, 0, t.transpose});
   }
-  if (file->contains("lm_head.weight")) {
-    const SafetensorsInfo& head = file->info("lm_head.weight");
-    const SafetensorsInfo& wte = file->info(prefix + "wte.weight");
-    TS_CHECK(head.dtype == wte.dtype && head.shape == wte.shape &&
-                 std::ranges::equal(file->bytes(head.name), file->bytes(wte.name)),
-             "safetensors file ", file->path(), ": lm_head.weight differs from ", wte.name,
+  if (files->contains("lm_head.weight")) {
+    const std::string wte = prefix + "wte.weight";
+    const SafetensorsInfo& head = files->file_of("lm_head.weight").info("lm_head.weight");
+    const SafetensorsInfo& embed = files->file_of(wte).info(wte);
+    TS_CHECK(head.dtype == embed.dtype && head.shape == embed.shape &&
+                 std::ranges::equal(files->file_of(head.name).bytes(head.name), files->file_of(wte).bytes(wte)),
+             "Hugging Face weights ", files->description(), ": lm_head.weight differs from ", wte,
              "; Tessera's GPT-2 needs tied embeddings");
   }
-  source.read = [file](const std::string& name) { return file->read_f32(name); };
+  source.read = [files](const std::string& name) { return files->file_of(name).read_f32(name); };
   return source;
 }
 

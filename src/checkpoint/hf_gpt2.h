@@ -1,7 +1,8 @@
-// GPT-2 <-> Hugging Face (config.json + model.safetensors, the files GPT2LMHeadModel reads and
-// writes). Our Linear weights are (out, in); HF's Conv1D weights are (in, out), so c_attn, c_proj
-// and c_fc weights are transposed both ways. Our wte has Vp >= V rows: the first V come from HF,
-// the padding rows are zero. lm_head is tied to wte and never stored separately.
+// GPT-2 <-> Hugging Face (config.json + model.safetensors, or shards with
+// model.safetensors.index.json as save_pretrained writes models above its shard size: the files
+// GPT2LMHeadModel reads and writes). Our Linear weights are (out, in); HF's Conv1D weights are
+// (in, out), so c_attn, c_proj and c_fc weights are transposed both ways. Our wte has Vp >= V rows:
+// the first V come from HF, the padding rows are zero. lm_head is tied to wte, never stored.
 #pragma once
 
 #include <filesystem>
@@ -16,10 +17,11 @@ namespace tessera {
 // n_ctx) and checks that the model is one we implement; errors name the file and the field.
 ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json);
 
-// dir/model.safetensors checked against `config` (every tensor present, shaped and of a loadable
-// dtype, none of another model, a stored lm_head equal to wte) as the source of our parameters.
+// dir's weights (one file or sharded) checked against `config` (every tensor present, shaped and of
+// a loadable dtype, none of another model, a stored lm_head equal to wte) as the source of our
+// parameters.
 HfSource open_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config);
-// Fills `params` (our names, fp32, CPU) in place from dir/model.safetensors (F32, BF16 or F16;
+// Fills `params` (our names, fp32, CPU) in place from dir's safetensors (F32, BF16 or F16;
 // names with or without the "transformer." prefix). Every tensor is checked before any is
 // written, so on error `params` are untouched.
 void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params);

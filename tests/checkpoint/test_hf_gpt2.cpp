@@ -155,6 +155,38 @@ TEST(HFGPT2, LoadsUnprefixedBf16WithBuffersAndTiedHead) {
     }
 }
 
+// A GPT-2 above save_pretrained's shard size (gpt2-xl in F32: 6.4 GB) comes as shards with an
+// index; it loads as the single file does.
+TEST(HFGPT2, LoadsShardsListedByAnIndex) {
+  ModelConfig config = tiny_padded();
+  Tensor flat_a, flat_b;
+  NamedTensors a = make_params(config, flat_a), b = make_params(config, flat_b);
+  std::vector<float> values = testing::random_floats(flat_a.numel(), 14);
+  std::copy(values.begin(), values.end(), flat_a.f32());
+  std::filesystem::path dir = scratch_dir();
+  save_hf_gpt2(dir, config, a);
+  {
+    SafetensorsFile saved(dir / "model.safetensors");
+    std::vector<SafetensorsEntry> shards[2];
+    json weight_map = json::object();
+    for (size_t i = 0; i < saved.tensors().size(); ++i) {
+      const SafetensorsInfo& info = saved.tensors()[i];
+      const std::string shard = "model-0000" + std::to_string(i % 2 + 1) + "-of-00002.safetensors";
+      shards[i % 2].push_back({info.name, DType::f32, info.shape, saved.bytes(info.name).data()});
+      weight_map[info.name] = shard;
+    }
+    write_safetensors(dir / "model-00001-of-00002.safetensors", shards[0]);
+    write_safetensors(dir / "model-00002-of-00002.safetensors", shards[1]);
+    testing::write_text(dir / "model.safetensors.index.json",
+                        json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump());
+  }
+  std::filesystem::remove(dir / "model.safetensors");
+  load_hf_gpt2(dir, config, b);
+  for (int64_t i = 0; i < config.vocab_size * config.channels; ++i) ASSERT_EQ(flat_b.f32()[i], flat_a.f32()[i]) << i;
+  for (int64_t i = config.padded_vocab_size() * config.channels; i < flat_a.numel(); ++i)
+    ASSERT_EQ(flat_b.f32()[i], flat_a.f32()[i]) << i;
+}
+
 TEST(HFGPT2, ConfigErrorsNameTheFileAndField) {
   std::filesystem::path dir = scratch_dir();
   std::filesystem::path path = dir / "config.json";
@@ -249,7 +281,7 @@ TEST(HFGPT2, MismatchedTensorsNameTheTensorAndFile) {
   std::filesystem::path empty = dir / "empty";
   std::filesystem::create_directory(empty);
   message = error_of([&] { load_hf_gpt2(empty, config, params); });
-  EXPECT_NE(message.find("model.safetensors"), std::string::npos) << message;
+  EXPECT_NE(message.find("has neither model.safetensors nor model.safetensors.index.json"), std::string::npos) << message;
 }
 
 // Runs tests/checkpoint/read_safetensors.py on `file` with Debian's python3 + torch; nullopt when
