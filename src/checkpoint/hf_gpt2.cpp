@@ -179,7 +179,7 @@ HfSource open_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& confi
              "Hugging Face weights ", files->description(), ": lm_head.weight differs from ", wte,
              "; Tessera's GPT-2 needs tied embeddings");
   }
-  source.read = [files](const std::string& name) { return files->file_of(name).read_f32(name); };
+  source.read = [files](const std::string& name) { return files->read_f32(name); };
   return source;
 }
 

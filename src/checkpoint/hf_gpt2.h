@@ -22,8 +22,8 @@ ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json);
 // parameters.
 HfSource open_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config);
 // Fills `params` (our names, fp32, CPU) in place from dir's safetensors (F32, BF16 or F16;
-// names with or without the "transformer." prefix). Every tensor is checked before any is
-// written, so on error `params` are untouched.
+// names with or without the "transformer." prefix). Every tensor's name, shape and dtype are
+// checked before any is written; a NaN or infinity stops the load as its tensor is read.
 void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params);
 
 // Writes dir/config.json and dir/model.safetensors ("transformer." names, HF layout, metadata

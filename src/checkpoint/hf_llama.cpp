@@ -205,7 +205,7 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
     TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
              files->description(), ": tensor ", quoted_text(p.hf), " is ", info.dtype, "; expected F32, BF16 or F16");
   }
-  source.read = [files](const std::string& name) { return files->file_of(name).read_f32(name); };
+  source.read = [files](const std::string& name) { return files->read_f32(name); };
   return source;
 }
 

@@ -33,7 +33,7 @@ ModelConfig hf_llama_config(const nlohmann::json& config, const std::filesystem:
 HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& config);
 // Fills `params` (our names, fp32, CPU) from dir's safetensors (F32, BF16 or F16), single-file or
 // sharded. Every tensor is checked (present, shape, dtype; no tensor of another model) before any is
-// written, so on error `params` are untouched.
+// written; a NaN or infinity stops the load as its tensor is read.
 void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params);
 
 // Writes dir/config.json and the weights (F32): one model.safetensors, or shards of at most

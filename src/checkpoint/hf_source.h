@@ -43,7 +43,8 @@ ParameterValues hf_source_values(HfSource source, const ModelConfig& config, con
 // `layout`; each is checked to be there with its shape, `caller` naming the errors.
 ParameterValues values_of_named(const ParameterLayout& layout, const NamedTensors& params, const char* caller);
 // Fills `params`, the whole model's parameters (our names, fp32, CPU), in place; `caller` prefixes
-// the errors. All checks come first, so on error `params` are untouched.
+// the errors. The files' checks come first; `source.read`'s (hf_weight_files: no NaN or infinity) as
+// each parameter is assembled, so after such an error the parameters before it are filled.
 void load_hf_source(HfSource source, const ModelConfig& config, NamedTensors& params, const char* caller);
 
 }  // namespace tessera

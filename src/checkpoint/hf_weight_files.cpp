@@ -1,6 +1,8 @@
 // Single-file and sharded Hugging Face weights.
 #include "checkpoint/hf_weight_files.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -73,6 +75,16 @@ const SafetensorsFile& HfWeightFiles::file_of(const std::string& name) const {
   auto it = by_name_.find(name);
   TS_CHECK(it != by_name_.end(), "Hugging Face weights ", description_, " lack tensor ", quoted_text(name, 80));
   return *it->second;
+}
+
+std::vector<float> HfWeightFiles::read_f32(const std::string& name) const {
+  const SafetensorsFile& file = file_of(name);
+  std::vector<float> values = file.read_f32(name);
+  const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+  TS_CHECK(bad == values.end(), "Hugging Face weights ", quoted_text(file.path().string()), ": tensor ",
+           quoted_text(name, 80), " holds ", *bad, " at element ", bad - values.begin(),
+           "; the file is damaged or was saved from a diverged model (download or export it again)");
+  return values;
 }
 
 namespace {

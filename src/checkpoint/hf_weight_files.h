@@ -26,6 +26,9 @@ class HfWeightFiles {
   bool contains(const std::string& name) const;
   // The file holding `name`; throws naming the folder when absent.
   const SafetensorsFile& file_of(const std::string& name) const;
+  // Tensor `name` as fp32 (F32, BF16 or F16); a NaN or infinity is refused naming its file, tensor
+  // and element, so no damaged weight reaches a model or a checkpoint.
+  std::vector<float> read_f32(const std::string& name) const;
   // What errors call the weights: the single file or the index.
   std::string description() const { return description_; }
 

@@ -2,6 +2,7 @@
 // one file or sharded with an index; the HF names and shapes are the ones transformers writes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -159,6 +160,39 @@ TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
   llama_bias["attention_bias"] = true;
   message = error_for(llama_bias);
   EXPECT_TRUE(testing::contains(message, "field 'attention_bias' is 'true', expected false")) << message;
+}
+
+// A NaN or infinity in a Hugging Face tensor (a diverged run's upload, a damaged download) is refused
+// naming the shard, the tensor and the element; the import would otherwise train on NaN, or write a
+// checkpoint that its own loader then calls corrupt.
+TEST(HfLlama, NonFiniteWeightsAreRefusedNamingTheTensor) {
+  const ModelConfig config = model_preset("llama-tiny");
+  Decoder original(config);
+  randomise(original, 6);
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, original.named_params(), 20000);
+  const nlohmann::json index = nlohmann::json::parse(testing::read_text(dir / "model.safetensors.index.json"));
+  const std::string tensor = "model.layers.1.mlp.down_proj.weight";
+  const std::filesystem::path shard = dir / index["weight_map"][tensor].get<std::string>();
+  for (const float bad : {std::nanf(""), -INFINITY}) {
+    std::vector<std::vector<bf16>> storage;
+    std::vector<SafetensorsEntry> entries;
+    {
+      SafetensorsFile file(shard);
+      for (const SafetensorsInfo& t : file.tensors()) {
+        storage.emplace_back();
+        for (float v : file.read_f32(t.name)) storage.back().push_back(to_bf16(v));
+        if (t.name == tensor) storage.back()[37] = to_bf16(bad);
+        entries.push_back({t.name, DType::bf16, t.shape, storage.back().data()});
+      }
+    }
+    write_safetensors(shard, entries);
+    Decoder imported(config);
+    const std::string message = testing::error_of([&] { load_hf_model(dir, config, imported.named_params()); });
+    EXPECT_TRUE(testing::contains(message, shard.string() + "': tensor '" + tensor + "' holds " +
+                                               (bad != bad ? "nan" : "-inf") + " at element 37; the file is damaged"))
+        << message;
+  }
 }
 
 // A DeepSeek-style model (shared experts, sigmoid router) has no Mixtral form: refused, not mangled.
