@@ -154,6 +154,21 @@ void check_flags_against_model(const TrainConfig& config, const ModelConfig& mod
            " is more than the model's ", model.num_layers, " blocks; give at most that (0 = every block)");
   TS_CHECK(config.seq_len <= model.max_seq_len, "--seq-len ", config.seq_len, " exceeds the model's context of ",
            model.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
+  // The MoE flags away from their defaults change nothing where there is nothing to route (or, the
+  // bias rate, under a softmax router): refused rather than silently ignored.
+  const TrainConfig defaults;
+  const std::string model_name = config.model.empty() ? std::string("the model") : config.model;
+  for (auto [flag, value, fallback] : {std::tuple{"--moe-aux-coef", config.moe_aux_coef, defaults.moe_aux_coef},
+                                       {"--moe-z-coef", config.moe_z_coef, defaults.moe_z_coef},
+                                       {"--moe-capacity-factor", config.moe_capacity_factor, defaults.moe_capacity_factor},
+                                       {"--moe-bias-rate", config.moe_bias_rate, defaults.moe_bias_rate}})
+    TS_CHECK(model.moe.enabled() || value == fallback, flag, " ", value, " applies to mixture-of-experts models, and ",
+             model_name, " (", model_family(model), ") has no experts; drop it, or train an MoE model (--model ",
+             "mixtral-mini, for one)");
+  TS_CHECK(!model.moe.enabled() || model.moe.router == RouterKind::sigmoid_bias ||
+               config.moe_bias_rate == defaults.moe_bias_rate,
+           "--moe-bias-rate ", config.moe_bias_rate, " steps the balancing bias of sigmoid routers (DeepSeek-V3), and ",
+           model_name, " routes by softmax (which balances by --moe-aux-coef); drop it");
 }
 
 ModelConfig model_config_for_run(const TrainConfig& config) {

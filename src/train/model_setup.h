@@ -35,7 +35,8 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
                                 const std::optional<std::filesystem::path>& checkpoint);
 
 // The run flags that must fit the model's shape: --seq-len within its context, --recompute-layers
-// within its blocks. Throws naming the flag and the fix.
+// within its blocks, the MoE flags left at their defaults on a dense model (and --moe-bias-rate on a
+// softmax router), where they would change nothing. Throws naming the flag and the fix.
 void check_flags_against_model(const TrainConfig& config, const ModelConfig& model);
 
 // resolve_model_config for a run before it starts: loads its tokenizer (if any) and finds the

@@ -117,8 +117,10 @@ void TrainConfig::validate() const {
   TS_CHECK(moe_capacity_factor == 0 || (moe_capacity_factor >= 0.01f && moe_capacity_factor <= 1e4f),
            "--moe-capacity-factor must be 0 (dropless) or between 0.01 and 10000 (1.0 = an even share per expert), "
            "got ", moe_capacity_factor);
-  parse_recompute(recompute);
   TS_CHECK(recompute_layers >= 0, "--recompute-layers must not be negative (0 = every block), got ", recompute_layers);
+  TS_CHECK(parse_recompute(recompute) != Recompute::none || recompute_layers == 0, "--recompute-layers ",
+           recompute_layers, " picks the blocks that --recompute recomputes, and --recompute is none; add --recompute ",
+           "selective or full, or drop --recompute-layers");
   TS_CHECK(!train_data.empty(), "--train-data is required (a glob of token shards)");
   parse_data_sources(train_data, "--train-data");
   if (!val_data.empty()) parse_data_sources(val_data, "--val-data");

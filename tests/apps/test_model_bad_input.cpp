@@ -169,6 +169,19 @@ std::vector<ModelBadInput> cases() {
       {"RecomputeLayersAboveTheModel",
        [](auto d) { return train_args(d, "llama-tiny", "fresh") + " --steps 1 --recompute full --recompute-layers 3"; },
        "--recompute-layers 3 is more than the model's 2 blocks"},
+      {"RecomputeLayersWithoutRecompute",
+       [](auto d) { return train_args(d, "llama-tiny", "fresh") + " --steps 1 --recompute-layers 1"; },
+       "--recompute-layers 1 picks the blocks that --recompute recomputes, and --recompute is none"},
+      {"MoeFlagOnADenseModel",
+       [](auto d) { return train_args(d, "llama-tiny", "fresh") + " --steps 1 --moe-aux-coef 0.02"; },
+       "--moe-aux-coef 0.02 applies to mixture-of-experts models, and llama-tiny (llama) has no experts"},
+      {"MoeFlagOnADenseImport",
+       [](auto d) { return init_from(d, "llama-hf") + " --moe-capacity-factor 1.25"; },
+       "--moe-capacity-factor 1.25 applies to mixture-of-experts models, and the model (llama) has no experts"},
+      {"BiasRateOnASoftmaxRouter",
+       [](auto d) { return train_args(d, "mixtral-tiny", "fresh") + " --steps 1 --moe-bias-rate 0.01"; },
+       "--moe-bias-rate 0.01 steps the balancing bias of sigmoid routers (DeepSeek-V3), and mixtral-tiny routes by "
+       "softmax"},
   };
 }
 

@@ -41,8 +41,8 @@ void expect_trains_like_pytorch(const std::string& script, const std::string& ar
   c.beta2 = rc["beta2"].get<float>();
   c.eps = rc["eps"].get<float>();
   c.grad_clip = rc["grad_clip"].get<float>();
-  c.moe_aux_coef = rc.value("aux_coef", 0.0f);
-  c.moe_z_coef = rc.value("z_coef", 0.0f);
+  c.moe_aux_coef = rc.value("aux_coef", c.moe_aux_coef);  // the MoE flags only where the reference routes
+  c.moe_z_coef = rc.value("z_coef", c.moe_z_coef);
   c.out_dir = (dir / "run").string();
   c.quiet = true;
   Trainer trainer(c);
