@@ -11,6 +11,16 @@
 #include "data/whole_file.h"
 
 namespace tessera {
+namespace {
+
+// " (architecture 'X')" when the config names one, else nothing.
+std::string architectures_text(const nlohmann::json& config) {
+  auto it = config.find("architectures");
+  if (it == config.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) return "";
+  return " (architecture " + quoted_text((*it)[0].get<std::string>(), 80) + ")";
+}
+
+}  // namespace
 
 ModelConfig read_hf_config(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "config.json";
@@ -29,6 +39,10 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
   }
   TS_CHECK(config.is_object(), "Hugging Face config ", quoted_text(path.string()), ": expected a JSON object");
   auto type = config.find("model_type");
+  // Old GPT-2 configs carry no model_type; any other config without one names the field to add.
+  TS_CHECK(type != config.end() || config.contains("n_layer"), "Hugging Face config ", quoted_text(path.string()),
+           ": missing field 'model_type'", architectures_text(config), "; add the one transformers writes (\"gpt2\", ",
+           "\"llama\", \"mistral\", \"qwen2\" or \"mixtral\")");
   if (type == config.end() || *type == "gpt2") return read_hf_gpt2_config(path);
   TS_CHECK(is_hf_llama_type(*type), "Hugging Face config ",
            quoted_text(path.string()), ": field 'model_type' is ", json_excerpt(*type), ", not a model Tessera loads ",

@@ -162,6 +162,24 @@ TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
   EXPECT_TRUE(testing::contains(message, "field 'attention_bias' is 'true', expected false")) << message;
 }
 
+// A config.json without model_type reads as GPT-2 only when it has GPT-2's fields (old GPT-2 uploads);
+// a Llama config missing it names the field, not GPT-2's tie_word_embeddings.
+TEST(HfLlama, AConfigWithoutModelTypeNamesTheField) {
+  const ModelConfig config = model_preset("llama-tiny");
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, Decoder(config).named_params());
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  hf.erase("model_type");
+  testing::write_text(dir / "config.json", hf.dump());
+  const std::string message = testing::error_of([&] { read_hf_config(dir); });
+  EXPECT_TRUE(testing::contains(message, "config.json': missing field 'model_type' (architecture "
+                                         "'LlamaForCausalLM'); add the one transformers writes"))
+      << message;
+  const nlohmann::json gpt2 = {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"vocab_size", 256}, {"n_positions", 64}};
+  testing::write_text(dir / "config.json", gpt2.dump());
+  EXPECT_EQ(read_hf_config(dir).naming, Naming::gpt2);
+}
+
 // A NaN or infinity in a Hugging Face tensor (a diverged run's upload, a damaged download) is refused
 // naming the shard, the tensor and the element; the import would otherwise train on NaN, or write a
 // checkpoint that its own loader then calls corrupt.
