@@ -3,6 +3,7 @@
 #include "checkpoint/hf_llama.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <memory>
 #include <set>
@@ -120,6 +121,16 @@ void read_rope_scaling(const ConfigReader& r, const json& scaling, RopeConfig& r
   rope.low_freq_factor = float(get("low_freq_factor"));
   rope.high_freq_factor = float(get("high_freq_factor"));
   rope.original_max_positions = int64_t(get("original_max_position_embeddings"));
+}
+
+// `v` as the double its shortest decimal spells, so config.json reads 1e-05, not the float's
+// 9.999999747378752e-06 (the same float when read back).
+double json_float(float v) {
+  char text[32];
+  const char* end = std::to_chars(text, text + sizeof(text), v).ptr;
+  double out = v;
+  std::from_chars(text, end, out);
+  return out;
 }
 
 }  // namespace
@@ -243,9 +254,9 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   json rope_scaling = nullptr;
   if (config.rope.factor > 0)
     rope_scaling = {{"rope_type", "llama3"},
-                    {"factor", config.rope.factor},
-                    {"low_freq_factor", config.rope.low_freq_factor},
-                    {"high_freq_factor", config.rope.high_freq_factor},
+                    {"factor", json_float(config.rope.factor)},
+                    {"low_freq_factor", json_float(config.rope.low_freq_factor)},
+                    {"high_freq_factor", json_float(config.rope.high_freq_factor)},
                     {"original_max_position_embeddings", config.rope.original_max_positions}};
   json hf = {{"architectures",
               json::array({mixtral ? "MixtralForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"})},
@@ -258,8 +269,8 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
              {"head_dim", config.head_size()},
              {"vocab_size", config.vocab_size},
              {"max_position_embeddings", config.max_seq_len},
-             {"rms_norm_eps", config.norm_eps},
-             {"rope_theta", config.rope.theta},
+             {"rms_norm_eps", json_float(config.norm_eps)},
+             {"rope_theta", json_float(config.rope.theta)},
              {"rope_scaling", rope_scaling},
              {"hidden_act", "silu"},
              {"tie_word_embeddings", config.tied_embeddings},
@@ -268,7 +279,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   if (mixtral) {
     hf["num_local_experts"] = config.moe.num_experts;
     hf["num_experts_per_tok"] = config.moe.top_k;
-    hf["output_router_logits"] = true;
+    hf["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
   } else if (qwen2) {
     hf["use_sliding_window"] = false;
   } else {

@@ -116,6 +116,23 @@ TEST(HfLlama, NamesAndShapesAreTransformers) {
   EXPECT_EQ(hf["num_local_experts"], 4);
   EXPECT_EQ(hf["num_experts_per_tok"], 2);
   EXPECT_EQ(hf["num_key_value_heads"], 2);
+  EXPECT_EQ(hf["output_router_logits"], false);  // HF's loss stays the language model's, as Mixtral ships it
+}
+
+// Float fields are written as their shortest decimal (1e-05, as transformers writes them), not the
+// float widened to a double (9.999999747378752e-06), and read back to the same floats.
+TEST(HfLlama, ConfigNumbersAreWrittenAsTheirShortestDecimal) {
+  ModelConfig config = model_preset("llama-tiny");
+  config.norm_eps = 1e-5f;
+  config.rope = {500000.0f, 8.0f, 1.1f, 4.3f, 16};
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, Decoder(config).named_params());
+  const std::string text = testing::read_text(dir / "config.json");
+  EXPECT_TRUE(testing::contains(text, "\"rms_norm_eps\": 1e-05,")) << text;
+  EXPECT_TRUE(testing::contains(text, "\"rope_theta\": 500000.0,")) << text;
+  EXPECT_TRUE(testing::contains(text, "\"low_freq_factor\": 1.1,")) << text;
+  EXPECT_TRUE(testing::contains(text, "\"high_freq_factor\": 4.3,")) << text;
+  EXPECT_TRUE(read_hf_config(dir) == config);
 }
 
 // Qwen2 is Llama with q/k/v biases: transformers' names for them, its model type and no
