@@ -118,11 +118,16 @@ void add_bench_train_command(CLI::App& bench) {
   cmd->add_option("--peak-tflops", f->peak_tflops, "Peak TFLOP/s for MFU (default: the GPU's bf16 dense peak)");
   cmd->add_flag("--json", f->json, "Print one JSON line");
   cmd->callback([f] {
-    // Under mpirun every rank would time its own one-process step and print its own report.
-    const int world = launcher_world_size();
-    TS_CHECK(world == 1, "bench train times one process's training step, but the launcher started ", world,
-             "; run it without mpirun or srun (a multi-rank run's tokens/s is in its metrics.jsonl, and tessera "
-             "bench comm times the collectives)");
+    // Under mpirun every rank would time its own one-process step and print its own report; rank 0
+    // alone says so.
+    const LauncherPlace place = launcher_place();
+    if (place.size != 1) {
+      const std::string message = "bench train times one process's training step, but the launcher started " +
+                                  std::to_string(place.size) + "; run it without mpirun or srun (a multi-rank run's "
+                                  "tokens/s is in its metrics.jsonl, and tessera bench comm times the collectives)";
+      if (place.rank != 0) throw QuietError(message, "");
+      TS_FAIL(message);
+    }
     run_bench_train(*f);
   });
 }

@@ -72,10 +72,10 @@ NodePlace node_place(int world_rank) {
 
 }  // namespace
 
-int launcher_world_size() {
+LauncherPlace launcher_place() {
   for (const LauncherVars& vars : kLaunchers)
-    if (const int size = env_index(vars.size); size >= 0) return size;
-  return 1;
+    if (const int size = env_index(vars.size); size >= 0) return {std::max(env_index(vars.rank), 0), size};
+  return {};
 }
 
 Runtime::Runtime(int* argc, char*** argv) {

@@ -14,9 +14,12 @@
 
 namespace tessera {
 
-// The number of processes the launcher's environment says the job has (1 for a plain process),
-// read without initialising MPI: for commands that run alone.
-int launcher_world_size();
+// This process's rank and the number of processes the launcher's environment says the job has (0 of 1
+// for a plain process), read without initialising MPI: for commands that run alone.
+struct LauncherPlace {
+  int rank = 0, size = 1;
+};
+LauncherPlace launcher_place();
 
 class Runtime {
  public:

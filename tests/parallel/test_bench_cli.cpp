@@ -45,8 +45,9 @@ TEST(BenchCli, TrainUnderMpirunIsRefused) {
   CommandResult run = run_command(TESSERA_MPI_LAUNCH " -np 2 " TESSERA_EXE
                                                      " bench train --model gpt2-tiny --seq-len 16 --steps 1 --warmup 0");
   EXPECT_NE(run.exit_code, 0) << run.output;
-  EXPECT_TRUE(contains(run.output, "bench train times one process's training step, but the launcher started 2"))
-      << run.output;
+  const std::string refusal = "bench train times one process's training step, but the launcher started 2";
+  EXPECT_TRUE(contains(run.output, refusal)) << run.output;
+  EXPECT_EQ(run.output.find(refusal), run.output.rfind(refusal)) << "printed by each rank:\n" << run.output;
   EXPECT_FALSE(contains(run.output, "ms/step")) << run.output;  // no rank timed a step
 }
 
