@@ -2,6 +2,7 @@
 // checkpoint (--from-hf). Neither overwrites anything: --to-hf writes only into a new or empty
 // folder, --from-hf only into a run folder that holds no checkpoint.
 #include <cstdio>
+#include <optional>
 
 #include "checkpoint/hf_model.h"
 #include "checkpoint/run_folder.h"
@@ -50,9 +51,13 @@ void add_convert_command(CLI::App& app) {
       // Read as the files are written: the export never holds the whole model.
       const std::filesystem::path checkpoint = checkpoint_noting(o->checkpoint);
       const ModelConfig config = read_checkpoint_model_config(checkpoint);
-      save_hf_model(o->to_hf, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights);
-      std::filesystem::path tokenizer = std::filesystem::path(o->checkpoint) / "tokenizer.json";
-      if (std::filesystem::exists(tokenizer)) Tokenizer::load(tokenizer).save_json(std::filesystem::path(o->to_hf) / "tokenizer.json");
+      // The run's tokenizer goes beside the weights, and config.json names its special tokens.
+      std::optional<Tokenizer> tokenizer;
+      if (const auto file = std::filesystem::path(o->checkpoint) / "tokenizer.json"; std::filesystem::exists(file))
+        tokenizer = Tokenizer::load(file);
+      save_hf_model(o->to_hf, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights,
+                    tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{});
+      if (tokenizer) tokenizer->save_json(std::filesystem::path(o->to_hf) / "tokenizer.json");
       std::printf("wrote %s (config.json and safetensors weights)\n", o->to_hf.c_str());
       return;
     }

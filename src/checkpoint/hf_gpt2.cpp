@@ -191,7 +191,8 @@ void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, c
   save_hf_gpt2(dir, config, values_of_named(decoder_layout(config), params, "save_hf_gpt2"));
 }
 
-void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values) {
+void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
+                  const HfTokenIds& ids) {
   config.validate();
   std::error_code error;
   std::filesystem::create_directories(dir, error);
@@ -235,6 +236,7 @@ void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, c
       {"tie_word_embeddings", true},
       {"torch_dtype", "float32"},
   };
+  put_hf_token_ids(hf, ids);
   write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
 }
 

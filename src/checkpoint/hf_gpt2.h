@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "checkpoint/hf_source.h"
+#include "checkpoint/hf_token_ids.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 
@@ -29,7 +30,9 @@ void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, N
 // Writes dir/config.json and dir/model.safetensors ("transformer." names, HF layout, metadata
 // {"format": "pt"}) atomically, creating `dir` if needed.
 void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
-// The same from the whole model's values (a checkpoint's, say).
-void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values);
+// The same from the whole model's values (a checkpoint's, say); bos/eos_token_id are `ids`' when known,
+// else the vocabulary's last id below 50257 (GPT-2's <|endoftext|> is 50256).
+void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
+                  const HfTokenIds& ids = {});
 
 }  // namespace tessera

@@ -230,7 +230,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 }
 
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   int64_t max_shard_bytes) {
+                   int64_t max_shard_bytes, const HfTokenIds& ids) {
   config.validate();
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
@@ -286,6 +286,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
     hf["attention_bias"] = false;
     hf["mlp_bias"] = false;
   }
+  put_hf_token_ids(hf, ids);
   write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/hf_source.h"
+#include "checkpoint/hf_token_ids.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 
@@ -41,8 +42,9 @@ void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 // written atomically; `dir` is created if needed.
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params,
                    int64_t max_shard_bytes = int64_t(5) << 30);
-// The same from the whole model's values (a checkpoint's, say), read one shard at a time.
+// The same from the whole model's values (a checkpoint's, say), read one shard at a time; config.json
+// names `ids` (bos_token_id, eos_token_id) when known.
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   int64_t max_shard_bytes = int64_t(5) << 30);
+                   int64_t max_shard_bytes = int64_t(5) << 30, const HfTokenIds& ids = {});
 
 }  // namespace tessera

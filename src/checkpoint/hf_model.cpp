@@ -55,9 +55,10 @@ void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
   load_hf_llama(dir, config, params);
 }
 
-void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values) {
-  if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values);
-  save_hf_llama(dir, config, values);
+void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
+                   const HfTokenIds& ids) {
+  if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values, ids);
+  save_hf_llama(dir, config, values, int64_t(5) << 30, ids);
 }
 
 ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelConfig& config,

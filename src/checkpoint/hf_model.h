@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "checkpoint/hf_token_ids.h"
+
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 #include "nn/parameter_values.h"
@@ -20,7 +22,8 @@ ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelCon
                                 const ParameterLayout& layout);
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
 // From the whole model's values, read as the files are written (a checkpoint's: an export never holds
-// more than one file's tensors).
-void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values);
+// more than one file's tensors); config.json names `ids` (those of the tokenizer exported beside).
+void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
+                   const HfTokenIds& ids = {});
 
 }  // namespace tessera

@@ -1,0 +1,25 @@
+// Special token ids for an exported config.json, from the tokenizer (hf_token_ids.h).
+#include "checkpoint/hf_token_ids.h"
+
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+
+namespace tessera {
+
+HfTokenIds hf_token_ids(const Tokenizer& tokenizer) {
+  HfTokenIds ids;
+  if (!tokenizer.special_token_id(kEndOfText) && !tokenizer.special_token_id(kLlamaEndOfText)) return ids;
+  ids.bos = tokenizer.document_start_token();
+  ids.eos.push_back(tokenizer.eot_token());
+  for (const char* name : {"llama3", "chatml"})
+    if (auto id = tokenizer.special_token_id(ChatTemplate::named(name).end_of_turn())) ids.eos.push_back(*id);
+  return ids;
+}
+
+void put_hf_token_ids(nlohmann::json& config, const HfTokenIds& ids) {
+  if (ids.bos) config["bos_token_id"] = *ids.bos;
+  if (ids.eos.size() == 1) config["eos_token_id"] = ids.eos[0];
+  if (ids.eos.size() > 1) config["eos_token_id"] = ids.eos;
+}
+
+}  // namespace tessera
