@@ -114,6 +114,17 @@ void check_model_limits(const ModelConfig& mc, const std::string& origin) {
              limit, ", the largest Tessera builds");
 }
 
+// --init-from's checkpoint when it names a Tessera checkpoint or run folder (state.json, or
+// ckpt-<step> folders; no config.json), as find_checkpoint_to_read picks it; nullopt for a Hugging
+// Face folder (whose reader names what is missing when it is neither).
+std::optional<std::filesystem::path> init_checkpoint(const std::string& init_from) {
+  const std::filesystem::path dir = init_from;
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "config.json", ec)) return std::nullopt;
+  if (!std::filesystem::exists(dir / "state.json", ec) && !holds_checkpoints(dir)) return std::nullopt;
+  return find_checkpoint_to_read(dir).checkpoint;
+}
+
 }  // namespace
 
 ResumePoint run_start_point(const TrainConfig& config, FileShare share, const std::function<bool(bool)>& all_agree) {
@@ -134,8 +145,11 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
                                    "train the new model in another --out-dir"});
     check_model_limits(mc, "checkpoint " + checkpoint->string());
   } else if (!config.init_from.empty()) {
-    mc = read_hf_config(config.init_from);
-    check_shape_flags(config, mc, {"--init-from", "the import", config.init_from, "keep the imported model's",
+    const std::optional<std::filesystem::path> tessera = init_checkpoint(config.init_from);
+    mc = tessera ? read_checkpoint_model_config(*tessera) : read_hf_config(config.init_from);
+    check_shape_flags(config, mc, {"--init-from", tessera ? "the checkpoint" : "the import",
+                                   tessera ? tessera->string() : config.init_from,
+                                   tessera ? "keep the checkpoint's" : "keep the imported model's",
                                    "train a new model without --init-from"});
     check_model_limits(mc, "--init-from " + config.init_from);
   } else {
@@ -188,8 +202,10 @@ std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfi
 }
 
 ParameterValues initial_weights(const TrainConfig& config, const Decoder& model) {
-  if (!config.init_from.empty()) return hf_model_values(config.init_from, model.config(), model.layout());
-  return initial_values(model.config(), model.layout(), config.seed);
+  if (config.init_from.empty()) return initial_values(model.config(), model.layout(), config.seed);
+  if (const std::optional<std::filesystem::path> tessera = init_checkpoint(config.init_from))
+    return open_checkpoint_model(*tessera, model.config(), model.layout()).weights;
+  return hf_model_values(config.init_from, model.config(), model.layout());
 }
 
 LoadedModel::LoadedModel() = default;
@@ -201,8 +217,10 @@ LoadedModel load_model_for_inference(const std::string& checkpoint, const std::s
   TS_CHECK(checkpoint.empty() != init_from.empty(), "give exactly one of --checkpoint and --init-from");
   LoadedModel loaded;
   std::filesystem::path source_dir;
-  if (!checkpoint.empty()) {
-    const std::filesystem::path found = checkpoint_noting(checkpoint);
+  // --init-from may name a Tessera checkpoint too, read as --checkpoint reads it.
+  const std::string stored = !checkpoint.empty() || !init_checkpoint(init_from) ? checkpoint : init_from;
+  if (!stored.empty()) {
+    const std::filesystem::path found = checkpoint_noting(stored);
     loaded.model = std::make_unique<Decoder>(read_checkpoint_model_config(found));
     load_checkpoint(found, *loaded.model);
     source_dir = found;

@@ -54,7 +54,8 @@ std::unique_ptr<Decoder> build_model(const TrainConfig& config, const ModelConfi
                                      EpPlace ep = {}, ParamStorage storage = ParamStorage::whole);
 
 // Where a new run's weights come from, as `model` holds them (its slices and stage): --init-from's
-// Hugging Face folder, or the initialisation of --seed.
+// Hugging Face folder or Tessera checkpoint (a run folder: its newest complete checkpoint; only the
+// weights: the optimizer, step and data position start afresh), or the initialisation of --seed.
 ParameterValues initial_weights(const TrainConfig& config, const Decoder& model);
 
 // A model ready for inference, with its tokenizer when one is known.
@@ -67,7 +68,8 @@ struct LoadedModel {
 };
 
 // From a checkpoint (or run folder: its newest checkpoint with weights, as find_checkpoint_to_read
-// picks it, saying on stderr what it skipped) or a Hugging Face folder — exactly one of the two. The
+// picks it, saying on stderr what it skipped) or an --init-from folder (Hugging Face, or a Tessera
+// checkpoint read the same way) — exactly one of the two. The
 // tokenizer is `tokenizer_path` when given, else the one stored beside the weights, if any.
 LoadedModel load_model_for_inference(const std::string& checkpoint, const std::string& init_from,
                                      const std::string& tokenizer_path);

@@ -1,6 +1,7 @@
 // Fine-tuning from a Hugging Face folder (--init-from) in any layout: every tp rank loads its slices,
 // every pipeline stage its blocks, every ep rank its experts and every ZeRO-3 rank its shard of the
-// folder's weights, so each layout trains exactly as one process that loaded the whole folder.
+// folder's weights, so each layout trains exactly as one process that loaded the whole folder. A
+// Tessera run folder is a source as its Hugging Face export is.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class InitFromHuggingFace : public ::testing::TestWithParam<Layout> {};
+class InitFromTesseraCheckpoint : public ::testing::TestWithParam<Layout> {};
 
 // A Hugging Face folder of `model` whose weights have left the initialisation (4 steps of training).
 fs::path hf_folder(const char* model, const fs::path& dir, const std::string& shard) {
@@ -23,23 +25,10 @@ fs::path hf_folder(const char* model, const fs::path& dir, const std::string& sh
   return dir / "hf";
 }
 
-}  // namespace
-
-TEST_P(InitFromHuggingFace, EveryLayoutStartsFromTheFolderAsOneProcessDoes) {
-  const Layout layout = GetParam();
-  const fs::path dir = testing::scratch_dir();
-  const std::string shard = testing::write_random_shard(dir, 8192, 256, 31).string();
-  const std::string init_from = "--steps 3 --init-from " + hf_folder(layout.model, dir, shard).string();
-  // MoE routing drops by micro-batch, so its reference runs the layout's micro-batches.
-  const Layout one_process{1, 1, 0, layout.moe() ? layout.micro_batch : 8, layout.model};
-  const RunResult fresh = train(one_process, dir / "fresh", shard, "--steps 3");
-  const RunResult ref = train(one_process, dir / "reference", shard, init_from);
-  const RunResult run = train(layout, dir / layout_name(layout), shard, init_from);
+// `run` trained as `ref` did: the losses and the final weights.
+void expect_same_training(const RunResult& run, const RunResult& ref) {
   ASSERT_EQ(ref.metrics.size(), 3u);
   ASSERT_EQ(run.metrics.size(), ref.metrics.size());
-  // The folder's weights, not the initialisation, are where training starts.
-  const double first = ref.metrics[0]["loss"];
-  EXPECT_GT(std::fabs(first - double(fresh.metrics[0]["loss"])), 1e-3 * first);
   for (size_t s = 0; s < ref.metrics.size(); ++s) {
     const double want = ref.metrics[s]["loss"], got = run.metrics[s]["loss"];
     EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << "loss at step " << s + 1;
@@ -58,6 +47,42 @@ TEST_P(InitFromHuggingFace, EveryLayoutStartsFromTheFolderAsOneProcessDoes) {
   }
 }
 
+// MoE routing drops by micro-batch, so its reference runs the layout's micro-batches.
+Layout one_process_of(const Layout& layout) { return {1, 1, 0, layout.moe() ? layout.micro_batch : 8, layout.model}; }
+
+}  // namespace
+
+TEST_P(InitFromHuggingFace, EveryLayoutStartsFromTheFolderAsOneProcessDoes) {
+  const Layout layout = GetParam();
+  const fs::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 31).string();
+  const std::string init_from = "--steps 3 --init-from " + hf_folder(layout.model, dir, shard).string();
+  const Layout one_process = one_process_of(layout);
+  const RunResult fresh = train(one_process, dir / "fresh", shard, "--steps 3");
+  const RunResult ref = train(one_process, dir / "reference", shard, init_from);
+  const RunResult run = train(layout, dir / layout_name(layout), shard, init_from);
+  ASSERT_FALSE(ref.metrics.empty());
+  // The folder's weights, not the initialisation, are where training starts.
+  const double first = ref.metrics[0]["loss"];
+  EXPECT_GT(std::fabs(first - double(fresh.metrics[0]["loss"])), 1e-3 * first);
+  expect_same_training(run, ref);
+}
+
+// The run folder that hf_folder exported (its newest checkpoint, step 4) starts a layout as the
+// export starts one process: the weights alone, from step 1 (no optimizer state, no data position).
+TEST_P(InitFromTesseraCheckpoint, ARunFolderStartsTheLayoutAsItsExportDoes) {
+  const Layout layout = GetParam();
+  const fs::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 31).string();
+  const fs::path hf = hf_folder(layout.model, dir, shard);
+  const RunResult ref = train(one_process_of(layout), dir / "reference", shard, "--steps 3 --init-from " + hf.string());
+  const RunResult run =
+      train(layout, dir / layout_name(layout), shard, "--steps 3 --init-from " + (dir / "source").string());
+  ASSERT_FALSE(run.metrics.empty());
+  EXPECT_EQ(run.metrics[0]["step"], 1);
+  expect_same_training(run, ref);
+}
+
 // GPT-2 (transposed Conv1D weights) and Llama (fused q/k/v and gate/up) sliced by tp, cut by pp and
 // sharded by ZeRO-3; Mixtral's stacked experts shared out by ep.
 INSTANTIATE_TEST_SUITE_P(
@@ -71,5 +96,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{4, 2, 3, 4, "qwen2-tiny", 1, "1f1b", 1, 0, "", 2},
                       Layout{2, 2, 1, 4, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}),
     [](const auto& info) { return layout_name(info.param); });
+
+// ZeRO-3 shards and tp slices of a GPT-2; Mixtral's experts shared out by ep.
+INSTANTIATE_TEST_SUITE_P(Layouts, InitFromTesseraCheckpoint,
+                         ::testing::Values(Layout{2, 2, 3, 4, "gpt2-tiny"},
+                                           Layout{2, 2, 1, 4, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}),
+                         [](const auto& info) { return layout_name(info.param); });
 
 }  // namespace tessera
