@@ -39,7 +39,10 @@ void add_launch_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "launch",
                               "Run a training job and restart it from its latest checkpoint when it fails: "
-                              "tessera launch --max-restarts 3 -- mpirun -np 8 tessera train ... --resume");
+                              "tessera launch --max-restarts 3 -- mpirun -np 8 tessera train ... --resume. A "
+                              "refused command line is not restarted. SIGTERM, SIGINT or SIGUSR1 to launch ends "
+                              "the supervision: the job gets SIGUSR1 (save a checkpoint and stop; mpirun and srun "
+                              "pass it to every rank), a second signal SIGTERM");
   cmd->add_option("--max-restarts", o->policy.max_restarts, "Restarts after failures before giving up")
       ->capture_default_str();
   cmd->add_option("--restart-delay", o->policy.delay_s, "Seconds between a failure and the restart")

@@ -1,8 +1,11 @@
 // `tessera launch --max-restarts N -- <command>`: runs a training job (typically `mpirun ...
 // tessera train ... --resume` or `srun ...`) and runs it again after a failure, so a rank that dies
 // costs only the steps since the last checkpoint: the restarted job resumes from it. A job that
-// exits 0 ends the supervision; SIGTERM/SIGINT to the supervisor are passed to the job (which saves
-// and exits 0 on its own) and never restart it.
+// exits 0 ends the supervision, and so does one whose command line was refused (a restart would be
+// refused alike). A stop signal to the supervisor (SIGTERM, SIGINT, SIGUSR1) ends the supervision:
+// the first reaches the job as SIGUSR1, which tessera train takes as "save and stop" and which
+// mpirun and srun pass to every rank without killing it (mpirun kills its ranks a second after
+// passing on SIGTERM, before a large checkpoint is written); a second one reaches it as SIGTERM.
 #pragma once
 
 #include <functional>
@@ -16,9 +19,15 @@ struct RestartPolicy {
   double delay_s = 5.0;  // between a failure and the restart
 };
 
-// Runs `command` (argv, looked up on PATH) until it exits 0, a signal to the supervisor ends it, or
-// max_restarts restarts have failed too; returns the last exit code (128 + signal for a job killed
-// by one). `log` receives one line per event (start, failure, restart).
+// Whether a job's exit code says its command line was refused, so that a restart cannot help:
+// 2 and 100-114 (tessera's refusals of a flag or its value, as CLI11 numbers them), 126 and 127 (the
+// command cannot be run or is not found).
+bool command_line_refused(int exit_code);
+
+// Runs `command` (argv, looked up on PATH) until it exits 0, its command line is refused, a signal
+// to the supervisor ends it, or max_restarts restarts have failed too; returns the last exit code
+// (128 + signal for a job killed by one). `log` receives one line per event (start, failure,
+// restart, a signal passed on).
 int run_with_restarts(const std::vector<std::string>& command, const RestartPolicy& policy,
                       const std::function<void(const std::string&)>& log);
 

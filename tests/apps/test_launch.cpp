@@ -1,9 +1,14 @@
-// tessera launch: a failed job runs again (up to --max-restarts), and a two-rank training job whose
-// ranks are killed twice at random steps ends with the weights of a run that was never disturbed.
+// tessera launch: a failed job runs again (up to --max-restarts), a refused command line does not; a
+// stop signal reaches the job as SIGUSR1 (save and stop), a second as SIGTERM; a two-rank training
+// job under mpirun stopped through launch saves and exits 0; and a two-rank training job whose ranks
+// are killed twice at random steps ends with the weights of a run that was never disturbed.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
+#include <utility>
 
+#include "checkpoint/run_folder.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
 
@@ -26,6 +31,78 @@ TEST(Launch, RestartsAFailedJobUntilItSucceedsOrRestartsRunOut) {
   testing::CommandResult out = testing::run_command(kTessera + " launch --restart-delay 0 --max-restarts 1 -- " + job);
   EXPECT_EQ(out.exit_code, 1) << out.output;
   EXPECT_TRUE(testing::contains(out.output, "no restarts are left")) << out.output;
+}
+
+// A flag tessera refuses (exit 109), a usage error (2) or a command that is not there (127) fails the
+// same way every time: one try, and a line saying why there is no restart.
+TEST(Launch, DoesNotRestartARefusedCommandLine) {
+  for (const auto& [job, code] : {std::pair{kTessera + " train --no-such-flag --resume", 109},
+                                  {std::string("sh -c 'exit 2'"), 2},
+                                  {std::string("/no/such/program --resume"), 127}}) {
+    const testing::CommandResult out =
+        testing::run_command(kTessera + " launch --restart-delay 0 --max-restarts 3 -- " + job);
+    EXPECT_EQ(out.exit_code, code) << out.output;
+    EXPECT_TRUE(testing::contains(out.output, "would be again; not restarting")) << out.output;
+    EXPECT_FALSE(testing::contains(out.output, "restart 1 of 3")) << out.output;
+  }
+}
+
+// A job that records the signals it gets (sh runs a trap once its sleep ends) and says when it runs.
+std::string signal_recording_job(const fs::path& dir) {
+  const std::string log = (dir / "signals").string();
+  return "sh -c 'trap \"echo USR1 >> " + log + "\" USR1; trap \"echo TERM >> " + log + "; exit 143\" TERM; touch " +
+         (dir / "running").string() + "; while :; do sleep 0.02; done'";
+}
+
+// Runs `launch` in the background, waits until its job runs, then `then` (shell, $pid is launch's).
+testing::CommandResult launch_and(const fs::path& dir, const std::string& launch, const std::string& then) {
+  return testing::run_command("( " + launch + " & pid=$!; while [ ! -e " + (dir / "running").string() +
+                              " ]; do sleep 0.02; done; " + then + "; wait $pid; echo \"exit=$?\" )");
+}
+
+TEST(Launch, PassesAStopAsSigusr1AndASecondAsSigterm) {
+  const fs::path dir = testing::scratch_dir();
+  const testing::CommandResult out =
+      launch_and(dir, kTessera + " launch --restart-delay 0 --max-restarts 3 -- " + signal_recording_job(dir),
+                 "kill -TERM $pid; sleep 0.3; kill -INT $pid");
+  EXPECT_TRUE(testing::contains(out.output, "exit=143")) << out.output;
+  EXPECT_EQ(testing::read_text(dir / "signals"), "USR1\nTERM\n");
+  EXPECT_TRUE(testing::contains(out.output, "SIGTERM: asked the job to save a checkpoint and stop")) << out.output;
+  EXPECT_TRUE(testing::contains(out.output, "a second signal: ending the job")) << out.output;
+  EXPECT_FALSE(testing::contains(out.output, "restart 1")) << out.output;
+}
+
+// A signal while launch waits to restart ends it at once, without another try.
+TEST(Launch, AStopDuringTheRestartDelayEndsTheSupervision) {
+  const fs::path dir = testing::scratch_dir();
+  const auto start = std::chrono::steady_clock::now();
+  const testing::CommandResult out = launch_and(
+      dir, kTessera + " launch --restart-delay 60 --max-restarts 3 -- sh -c 'touch " + (dir / "running").string() +
+               "; exit 1'",
+      "sleep 0.3; kill -INT $pid");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_TRUE(testing::contains(out.output, "exit=1")) << out.output;
+  EXPECT_TRUE(testing::contains(out.output, "SIGINT before the restart: not restarting")) << out.output;
+}
+
+// mpirun kills its ranks a second after passing on SIGTERM, before a large checkpoint is written;
+// SIGUSR1 it passes on and waits. Through launch, every rank saves and the job exits 0.
+TEST(Launch, AStopReachesEveryRankUnderMpirunWhichSavesAndExitsZero) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 8192, 256, 9).string();
+  const fs::path run = dir / "run";
+  const std::string job = "env OMP_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root -np 2 " + kTessera +
+                          " train --quiet --model gpt2-tiny --device cpu --train-data " + shard +
+                          " --batch-size 4 --seq-len 16 --steps 1000000 --dp 2 --resume --out-dir " + run.string();
+  const testing::CommandResult out = testing::run_command(
+      "( " + kTessera + " launch --restart-delay 0 --max-restarts 3 -- " + job + " & pid=$!; while [ \"$(cat " +
+      (run / "metrics.jsonl").string() + " 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.02; done; kill -TERM $pid; "
+      "wait $pid; echo \"exit=$?\" )");
+  ASSERT_TRUE(testing::contains(out.output, "exit=0")) << out.output;
+  EXPECT_TRUE(testing::contains(out.output, "stopped by SIGUSR1 after step")) << out.output;
+  const int64_t step = testing::read_metrics(run / "metrics.jsonl").back()["step"].get<int64_t>();
+  EXPECT_EQ(fs::read_symlink(run / "ckpt-latest"), fs::path(checkpoint_dir_name(step)));
+  EXPECT_TRUE(fs::exists(run / checkpoint_dir_name(step) / "shard-00001-of-00002.safetensors"));
 }
 
 // The warning that a restart starts over is for a command that does not resume: --resume inside a
