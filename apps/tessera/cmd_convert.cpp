@@ -16,24 +16,57 @@
 
 namespace tessera::cli {
 namespace {
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string checkpoint, from_hf, to_hf, out;
+};
 
 // --to-hf must name a folder that does not exist yet or is empty: an existing model (a checkpoint,
 // another export) is never overwritten.
-void require_new_or_empty_folder(const std::filesystem::path& folder) {
+void require_new_or_empty_folder(const fs::path& folder) {
   std::error_code ec;
-  if (!std::filesystem::exists(folder, ec)) return;
-  TS_CHECK(std::filesystem::is_directory(folder, ec), "--to-hf ", quoted_text(folder.string()),
+  if (!fs::exists(folder, ec)) return;
+  TS_CHECK(fs::is_directory(folder, ec), "--to-hf ", quoted_text(folder.string()),
            " exists and is not a folder; give a new or empty folder");
-  TS_CHECK(std::filesystem::is_empty(folder, ec), "--to-hf ", quoted_text(folder.string()),
+  TS_CHECK(fs::is_empty(folder, ec), "--to-hf ", quoted_text(folder.string()),
            " is not empty; give a new or empty folder (convert never overwrites a model or checkpoint)");
+}
+
+// The checkpoint's weights (read as each file is written: the export never holds the whole model),
+// config.json naming the run tokenizer's special tokens, and that tokenizer, into `folder`.
+void write_export(const std::string& checkpoint_arg, const fs::path& folder) {
+  const fs::path checkpoint = checkpoint_noting(checkpoint_arg);
+  const ModelConfig config = read_checkpoint_model_config(checkpoint);
+  std::optional<Tokenizer> tokenizer;
+  if (const fs::path file = fs::path(checkpoint_arg) / "tokenizer.json"; fs::exists(file))
+    tokenizer = Tokenizer::load(file);
+  save_hf_model(folder, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights,
+                tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{});
+  if (tokenizer) tokenizer->save_json(folder / "tokenizer.json");
+}
+
+// A failed export (a damaged checkpoint file found half way) removes what it wrote, so --to-hf is new
+// or empty again, holds no shards of a model that is not there, and the same command can run again.
+void export_to_hf(const Options& o) {
+  TS_CHECK(!o.checkpoint.empty() && o.from_hf.empty(), "convert --to-hf needs --checkpoint");
+  const fs::path folder = o.to_hf;
+  require_new_or_empty_folder(folder);
+  std::error_code ec;
+  const bool existed = fs::exists(folder, ec);
+  try {
+    write_export(o.checkpoint, folder);
+  } catch (...) {
+    if (!existed) fs::remove_all(folder, ec);
+    for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove_all(entry.path(), ec);
+    throw;
+  }
+  std::printf("wrote %s (config.json and safetensors weights)\n", o.to_hf.c_str());
 }
 
 }  // namespace
 
 void add_convert_command(CLI::App& app) {
-  struct Options {
-    std::string checkpoint, from_hf, to_hf, out;
-  };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "convert", "Convert between Tessera checkpoints and Hugging Face folders");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run folder to export (with --to-hf)");
@@ -45,22 +78,7 @@ void add_convert_command(CLI::App& app) {
     apply_toml_config(*cmd);
     TS_CHECK((o->checkpoint.empty() && o->to_hf.empty()) || (o->from_hf.empty() && o->out.empty()),
              "convert: give either --checkpoint and --to-hf (export) or --from-hf and --out (import), not both");
-    if (!o->to_hf.empty()) {
-      TS_CHECK(!o->checkpoint.empty() && o->from_hf.empty(), "convert --to-hf needs --checkpoint");
-      require_new_or_empty_folder(o->to_hf);
-      // Read as the files are written: the export never holds the whole model.
-      const std::filesystem::path checkpoint = checkpoint_noting(o->checkpoint);
-      const ModelConfig config = read_checkpoint_model_config(checkpoint);
-      // The run's tokenizer goes beside the weights, and config.json names its special tokens.
-      std::optional<Tokenizer> tokenizer;
-      if (const auto file = std::filesystem::path(o->checkpoint) / "tokenizer.json"; std::filesystem::exists(file))
-        tokenizer = Tokenizer::load(file);
-      save_hf_model(o->to_hf, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights,
-                    tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{});
-      if (tokenizer) tokenizer->save_json(std::filesystem::path(o->to_hf) / "tokenizer.json");
-      std::printf("wrote %s (config.json and safetensors weights)\n", o->to_hf.c_str());
-      return;
-    }
+    if (!o->to_hf.empty()) return export_to_hf(*o);
     TS_CHECK(!o->from_hf.empty() && !o->out.empty(), "convert: give --checkpoint and --to-hf, or --from-hf and --out");
     TS_CHECK(!holds_checkpoints(o->out) && !std::filesystem::exists(std::filesystem::path(o->out) / "state.json"),
              "--out ", quoted_text(o->out), " already holds a checkpoint; give a new run folder (convert never replaces one)");

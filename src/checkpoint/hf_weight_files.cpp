@@ -21,13 +21,20 @@ namespace {
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 
+// When dir holds PyTorch pickles instead (older uploads), how to turn them into safetensors.
+std::string pickle_hint(const fs::path& dir) {
+  if (!fs::exists(dir / "pytorch_model.bin") && !fs::exists(dir / "pytorch_model.bin.index.json")) return "";
+  return "; its pytorch_model.bin weights are PyTorch pickles, which Tessera does not read: save them as safetensors "
+         "first (transformers: model.save_pretrained(folder, safe_serialization=True))";
+}
+
 }  // namespace
 
 HfWeightFiles::HfWeightFiles(const fs::path& dir) {
   const fs::path index_path = dir / kIndexFile;
   if (!fs::exists(index_path)) {
     TS_CHECK(fs::exists(dir / kSingleFile), "Hugging Face folder ", quoted_text(dir.string()), " has neither ",
-             kSingleFile, " nor ", kIndexFile);
+             kSingleFile, " nor ", kIndexFile, pickle_hint(dir));
     description_ = quoted_text((dir / kSingleFile).string());
     files_.push_back(std::make_unique<SafetensorsFile>(dir / kSingleFile));
     for (const SafetensorsInfo& t : files_.back()->tensors()) by_name_[t.name] = files_.back().get();

@@ -1,0 +1,75 @@
+// tessera convert between Hugging Face folders and checkpoints, on folders a user gets wrong: each
+// failure is one "tessera: error:" line naming the file and the fix, a non-zero exit, and no output
+// left behind (no --out run folder from a refused import; a failed export leaves --to-hf as it was).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "checkpoint/hf_llama.h"
+#include "checkpoint/safetensors.h"
+#include "nn/decoder.h"
+#include "nn/model_presets.h"
+#include "support/test_support.h"
+
+namespace tessera {
+namespace {
+namespace fs = std::filesystem;
+
+const std::string kTessera = "OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE);
+
+testing::CommandResult tessera(const std::string& args) { return testing::run_command(kTessera + " " + args); }
+
+class HfConvert : public ::testing::Test {
+ protected:
+  // dir/hf: a llama-tiny Hugging Face folder; dir/run: its import.
+  void SetUp() override {
+    dir = testing::scratch_dir();
+    const ModelConfig config = model_preset("llama-tiny");
+    save_hf_llama(dir / "hf", config, Decoder(config).named_params());
+    const testing::CommandResult r = tessera("convert --from-hf " + path("hf") + " --out " + path("run"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+  // Overwrites the 4 bytes `from_end` bytes before the end of `file` with `value`.
+  static void poke_float(const fs::path& file, size_t from_end, float value) {
+    std::string bytes = testing::read_text(file);
+    std::memcpy(bytes.data() + bytes.size() - from_end, &value, 4);
+    testing::write_text(file, bytes);
+  }
+  fs::path dir;
+};
+
+TEST_F(HfConvert, ARefusedImportWritesNoRunFolder) {
+  poke_float(dir / "hf" / "model.safetensors", 8, std::nanf(""));  // model.norm.weight, sorted last
+  testing::CommandResult r = tessera("convert --from-hf " + path("hf") + " --out " + path("nan-run"));
+  testing::expect_one_line_error(r, "tensor 'model.norm.weight' holds nan at element 30; the file is damaged");
+  EXPECT_FALSE(fs::exists(dir / "nan-run"));
+
+  fs::remove(dir / "hf" / "model.safetensors");
+  testing::write_text(dir / "hf" / "pytorch_model.bin", "pickle");
+  r = tessera("convert --from-hf " + path("hf") + " --out " + path("pickle-run"));
+  testing::expect_one_line_error(r, "PyTorch pickles, which Tessera does not read: save them as safetensors first");
+  EXPECT_FALSE(fs::exists(dir / "pickle-run"));
+}
+
+// The run's tokenizer is read before any weight is written (an export without it is not the model
+// the run trained), and a damaged weight found while writing removes what was written.
+TEST_F(HfConvert, AFailedExportLeavesTheFolderAsItWas) {
+  testing::write_text(dir / "run" / "tokenizer.json", "{");
+  fs::create_directory(dir / "empty");
+  for (const char* out : {"new", "empty"}) {
+    const testing::CommandResult r = tessera("convert --checkpoint " + path("run") + " --to-hf " + path(out));
+    testing::expect_one_line_error(r, "tokenizer.json");
+    EXPECT_EQ(fs::exists(dir / out), std::string(out) == "empty") << out;
+    EXPECT_TRUE(!fs::exists(dir / out) || fs::is_empty(dir / out)) << out;
+  }
+  fs::remove(dir / "run" / "tokenizer.json");
+  poke_float(fs::canonical(dir / "run" / "ckpt-latest") / "model.safetensors", 8, 0.25f);
+  const testing::CommandResult r = tessera("convert --checkpoint " + path("run") + " --to-hf " + path("new"));
+  testing::expect_one_line_error(r, "is corrupt");
+  EXPECT_FALSE(fs::exists(dir / "new"));
+}
+
+}  // namespace
+}  // namespace tessera
