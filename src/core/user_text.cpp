@@ -62,4 +62,10 @@ std::string library_detail(std::string_view what) {
   return escaped(what, 300);
 }
 
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
 }  // namespace tessera

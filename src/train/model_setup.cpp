@@ -1,7 +1,6 @@
 // Model construction for a training run.
 #include "train/model_setup.h"
 
-#include <sstream>
 #include <tuple>
 
 #include "checkpoint/hf_model.h"
@@ -37,13 +36,6 @@ struct ShapeSource {
   const char* keep;    // how to take its shape: "continue with the checkpoint's"
   const char* other;   // how to train the flags' model instead
 };
-
-// A float as a message shows it (6 significant digits: 1e-05, 500000).
-std::string number_text(float value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 // RoPE's settings in a message: "theta 500000" and, with Llama 3.1's scaling, its factor.
 std::string rope_text(const RopeConfig& rope) {

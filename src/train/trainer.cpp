@@ -100,7 +100,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   TS_CHECK(!config_.eval_only || checkpoint || !config_.init_from.empty(), "--eval-only: ",
            quoted_text(config_.out_dir), " holds no checkpoint; point --out-dir at the run folder to evaluate (with ",
            "--resume), or evaluate a Hugging Face folder with --init-from");
-  resume_notice_ = start.notice;
+  add_start_notice(start.notice);
   // A pipeline rank builds only its stage; plan_pipeline's checks ran at start-up (launch.cpp).
   const ModelConfig model_config = resolve_model_config(config_, tokenizer_.get(), checkpoint);
   std::optional<PipelinePlan> pipeline_plan;
@@ -188,7 +188,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     if (data_parallel_->grad_reducer().powersgd()) {
       const std::string notice =
           restore_powersgd(data_parallel_->grad_reducer(), checkpoint_saver_->powersgd_place(), *checkpoint);
-      if (!notice.empty()) resume_notice_ += (resume_notice_.empty() ? "" : "\n") + notice;
+      add_start_notice(notice);
     }
     resume_times_.load_s += std::chrono::duration<double>(Clock::now() - moments_start).count();
     optimizer_->set_steps_taken(state.optimizer_steps);
@@ -196,10 +196,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     // Checkpoints hold fp32 moments, so the setting may change at a resume; the run says so.
     const std::string saved_moments = state.run_config.value("optimizer-moments", std::string("fp32"));
     if (saved_moments != config_.optimizer_moments)
-      resume_notice_ += std::string(resume_notice_.empty() ? "" : "\n") + "--optimizer-moments " +
-                        config_.optimizer_moments + ": the checkpoint's run kept its AdamW moments in " +
-                        quoted_text(saved_moments) +
-                        (optimizer_->config().moments == DType::bf16 ? "; they are rounded to bf16 once" : "");
+      add_start_notice("--optimizer-moments " + config_.optimizer_moments +
+                       ": the checkpoint's run kept its AdamW moments in " + quoted_text(saved_moments) +
+                       (optimizer_->config().moments == DType::bf16 ? "; they are rounded to bf16 once" : ""));
     loss_scaler_.restore(state.loss_scale);
     resumed_from_ = *checkpoint;
     TS_CHECK(start_step_ <= config_.steps, "--steps ", config_.steps, " is below step ", start_step_, " of ",
@@ -220,10 +219,18 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   peak_flops_ = peak_flops_for(config_.peak_tflops, device_.device);
   schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
                          config_.steps, config_.decay_fraction};
+  if (config_.warmup > config_.steps)
+    add_start_notice("--warmup " + std::to_string(config_.warmup) + " is longer than the run's " +
+                     std::to_string(config_.steps) + " steps: the learning rate ends at " +
+                     number_text(schedule_.at(config_.steps)) + ", short of --lr " + number_text(config_.lr));
   feed_.emplace(micro_batch_, config_.seq_len, context_parallel_.get(), document_start);
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::add_start_notice(const std::string& line) {
+  if (!line.empty()) start_notice_ += (start_notice_.empty() ? "" : "\n") + line;
+}
 
 ProcessGrid single_process_grid() {
   CommOptions options;
@@ -532,7 +539,7 @@ TrainResult Trainer::run() {
   result.last_checkpoint = resumed_from_;
   result.already_finished = start_step_ == config_.steps;
   if (!device_.notice.empty() && is_reporting_rank()) progress.message(device_.notice);
-  if (!resume_notice_.empty() && is_reporting_rank()) progress.message(resume_notice_);
+  if (!start_notice_.empty() && is_reporting_rank()) progress.message(start_notice_);
   if (const std::string notice = checkpoint_saver_->notice(); !notice.empty()) progress.message(notice);
   if (start_step_ > 0 && is_reporting_rank()) progress.message("resumed from step " + std::to_string(start_step_));
   if (is_reporting_rank())

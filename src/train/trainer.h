@@ -68,8 +68,9 @@ class Trainer {
   using FaultHook = std::function<void(int64_t step, float& loss)>;
   void set_fault_hook(FaultHook hook) { fault_hook_ = std::move(hook); }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null when the run has none
-  // What the start of run() reports about the resume: what it skipped, the flags that changed.
-  const std::string& resume_notice() const { return resume_notice_; }
+  // What the start of run() reports, a line each: what --resume skipped, the flags that changed at
+  // the resume, a warmup longer than the run.
+  const std::string& start_notice() const { return start_notice_; }
   // For tests: called with every run of sequences a step reads, from sequence `sequence` of the run
   // (counting every sequence its steps read), `count` of them, inputs (count, T).
   using DataHook = std::function<void(int64_t sequence, int64_t count, const int32_t* inputs)>;
@@ -156,7 +157,8 @@ class Trainer {
   LrSchedule schedule_;
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
   std::filesystem::path resumed_from_;  // the checkpoint resumed from, if any
-  std::string resume_notice_;           // what --resume skipped, or that it starts afresh
+  std::string start_notice_;            // start_notice()'s lines
+  void add_start_notice(const std::string& line);  // a line, unless empty
   // The data position: the sequences the steps read so far (the next step reads B from here), the
   // epoch origin (zero unless a resume changed --batch-size) and a single source's batches per epoch.
   int64_t next_sequence_ = 0;

@@ -22,16 +22,13 @@ void Trainer::resume_data(const CheckpointState& state) {
   const DataResume data = resume_data_position(config_, state, epoch_sequences);
   next_sequence_ = data.consumed;
   data_origin_ = data.origin;
-  const auto add_notice = [this](const std::string& line) {
-    if (!line.empty()) resume_notice_ += (resume_notice_.empty() ? "" : "\n") + line;
-  };
-  add_notice(data.notice);
+  add_start_notice(data.notice);
   // Another data mix at a resume (annealing on other data) is allowed; the run says so.
   const std::string saved_data = state.run_config.value("train-data", std::string());
   if (!saved_data.empty() && !same_data_sources(saved_data, config_.train_data))
-    add_notice("--train-data differs from the checkpoint's (" + quoted_text(saved_data) + "): batches from " +
+    add_start_notice("--train-data differs from the checkpoint's (" + quoted_text(saved_data) + "): batches from " +
                std::to_string(locate(next_sequence_).batch) + " on are drawn from the new data");
-  add_notice(changed_flag_notices(config_, state.run_config, state.step));
+  add_start_notice(changed_flag_notices(config_, state.run_config, state.step));
 }
 
 BatchSequence Trainer::locate(int64_t sequence) const {

@@ -5,17 +5,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/user_text.h"
 #include "data/data_mixture.h"
 #include "optim/lr_schedule.h"
 
 namespace tessera {
 namespace {
-
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.6g", value);
-  return text;
-}
 
 // saved[key] when the checkpoint's run recorded it as a value of T's kind, else nothing.
 template <typename T>

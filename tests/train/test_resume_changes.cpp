@@ -1,7 +1,7 @@
 // A run resumed with other flags than it was saved with: another --batch-size continues at the first
 // unseen sequence (mixtures too), a changed schedule, weight decay or seed is named with its old and
 // new value, --eval-only refuses a folder without a checkpoint, leftover temporary saves are removed,
-// and --init-from refuses shape flags that disagree with the import.
+// and --init-from refuses shape flags that disagree with the import; a warmup longer than the run is named.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -33,7 +33,7 @@ Sequences train_recording(const TrainConfig& c, std::string* notice = nullptr) {
       EXPECT_TRUE(added) << "sequence " << sequence + i << " read twice";
     }
   });
-  if (notice) *notice = trainer.resume_notice();
+  if (notice) *notice = trainer.start_notice();
   trainer.run();
   return read;
 }
@@ -138,12 +138,12 @@ TEST(ResumeChanges, ChangedScheduleWeightDecayAndSeedAreNamed) {
   Trainer(c).run();
   c.resume = true;
   c.steps = 4;
-  std::string same = Trainer(c).resume_notice();
+  std::string same = Trainer(c).start_notice();
   EXPECT_TRUE(testing::contains(same, "--steps 4 (was 2): the cosine schedule is recomputed to end at step 4; step "
                                       "3's learning rate is ")) << same;
   EXPECT_FALSE(testing::contains(same, "--lr ")) << same;
   c.steps = 2;  // as saved: nothing to say
-  EXPECT_EQ(Trainer(c).resume_notice(), "");
+  EXPECT_EQ(Trainer(c).start_notice(), "");
   c.steps = 4;
   c.lr = 0.02f;
   c.min_lr = 0.0f;
@@ -151,13 +151,25 @@ TEST(ResumeChanges, ChangedScheduleWeightDecayAndSeedAreNamed) {
   c.lr_schedule = "linear";
   c.weight_decay = 0.0f;
   c.seed = 7;
-  const std::string notice = Trainer(c).resume_notice();
+  const std::string notice = Trainer(c).start_notice();
   for (const std::string part : {"--steps 4 (was 2)", "--lr 0.02 (was 0.01)", "--min-lr 0 (was 0.001)",
                                  "--warmup 2 (was 1)", "--lr-schedule linear (was cosine)",
                                  "--weight-decay 0 (was 0.1): AdamW decays the weights at the new rate from step 3",
                                  "--seed 7 (was 1337): the data order from step 3 on is drawn from the new seed",
                                  "(the checkpoint's schedule: "})
     EXPECT_TRUE(testing::contains(notice, part)) << part << " not in:\n" << notice;
+}
+
+// Not a resume's, but a start notice all the same: a warmup the run never finishes.
+TEST(ResumeChanges, AWarmupLongerThanTheRunIsNamed) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.steps = 4;
+  c.warmup = 4;  // reaches --lr at the last step: nothing to say
+  EXPECT_EQ(Trainer(c).start_notice(), "");
+  c.warmup = 8;
+  EXPECT_EQ(Trainer(c).start_notice(),
+            "--warmup 8 is longer than the run's 4 steps: the learning rate ends at 0.005, short of --lr 0.01");
 }
 
 TEST(ResumeChanges, UnfinishedSavesAreRemovedAndCounted) {
