@@ -52,7 +52,8 @@ void add_generate_command(CLI::App& app) {
     const std::optional<ChatTemplate> chat =
         o->chat_template.empty() ? std::nullopt : std::optional(ChatTemplate::named(o->chat_template));
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
-    TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (the checkpoint holds no tokenizer.json)");
+    TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (",
+             loaded.tokenizer_note.empty() ? "the checkpoint holds no tokenizer.json" : loaded.tokenizer_note, ")");
     loaded.model->to(choose_device_noting(o->device));
     Tokenizer& tokenizer = *loaded.tokenizer;
     o->sampling.vocab_limit = tokenizer.vocab_size();

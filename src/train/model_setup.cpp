@@ -1,6 +1,7 @@
 // Model construction for a training run.
 #include "train/model_setup.h"
 
+#include <cstdio>
 #include <tuple>
 
 #include "checkpoint/hf_model.h"
@@ -224,7 +225,19 @@ LoadedModel load_model_for_inference(const std::string& checkpoint, const std::s
   std::filesystem::path tokenizer = tokenizer_path;
   if (tokenizer.empty() && std::filesystem::exists(source_dir / "tokenizer.json")) tokenizer = source_dir / "tokenizer.json";
   if (tokenizer.empty() && std::filesystem::exists(source_dir / "vocab.bpe")) tokenizer = source_dir;
-  if (!tokenizer.empty()) loaded.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer));
+  if (!tokenizer_path.empty()) {
+    loaded.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer));
+  } else if (!tokenizer.empty()) {
+    // The one stored beside the weights is optional (eval and convert need none): one Tessera cannot
+    // read (a Unigram tokenizer.json) is named, and the model loads without it.
+    try {
+      loaded.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer));
+    } catch (const Error& e) {
+      loaded.tokenizer_note = "the tokenizer beside the weights was not loaded (" + std::string(e.what()) +
+                              "); give --tokenizer to use another";
+      std::fprintf(stderr, "note: %s\n", loaded.tokenizer_note.c_str());
+    }
+  }
   const int64_t vocab = loaded.model->config().vocab_size;
   TS_CHECK(!loaded.tokenizer || loaded.tokenizer->vocab_size() <= vocab, "tokenizer ", quoted_text(tokenizer.string()),
            " has ", loaded.tokenizer ? loaded.tokenizer->vocab_size() : 0, " tokens but the model's vocabulary holds only ",

@@ -62,6 +62,7 @@ ParameterValues initial_weights(const TrainConfig& config, const Decoder& model)
 struct LoadedModel {
   std::unique_ptr<Decoder> model;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::string tokenizer_note;  // why the tokenizer stored beside the weights was not loaded, if it was not
   LoadedModel();
   LoadedModel(LoadedModel&&) noexcept;
   ~LoadedModel();
@@ -70,7 +71,8 @@ struct LoadedModel {
 // From a checkpoint (or run folder: its newest checkpoint with weights, as find_checkpoint_to_read
 // picks it, saying on stderr what it skipped) or an --init-from folder (Hugging Face, or a Tessera
 // checkpoint read the same way) — exactly one of the two. The
-// tokenizer is `tokenizer_path` when given, else the one stored beside the weights, if any.
+// tokenizer is `tokenizer_path` when given, else the one stored beside the weights, if any and
+// readable (when it is not, the model loads without it and a note on stderr says why).
 LoadedModel load_model_for_inference(const std::string& checkpoint, const std::string& init_from,
                                      const std::string& tokenizer_path);
 

@@ -53,6 +53,25 @@ TEST_F(HfConvert, ARefusedImportWritesNoRunFolder) {
   EXPECT_FALSE(fs::exists(dir / "pickle-run"));
 }
 
+// A tokenizer.json Tessera cannot read (a Unigram model) beside the weights is left out with a note:
+// convert and eval need none; generate, which does, says why it has none.
+TEST_F(HfConvert, AnUnreadableTokenizerBesideTheWeightsIsNamedAndLeftOut) {
+  testing::write_text(dir / "hf" / "tokenizer.json", R"({"model": {"type": "Unigram", "vocab": []}})");
+  const std::string note = "note: the tokenizer beside the weights was not loaded (";
+  testing::CommandResult r = tessera("convert --from-hf " + path("hf") + " --out " + path("unigram-run"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, note)) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "Unigram")) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "unigram-run"));
+  EXPECT_FALSE(fs::exists(dir / "unigram-run" / "tokenizer.json"));
+
+  r = tessera("generate --init-from " + path("hf") + " --prompt hello --max-new-tokens 2");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "generate: no tokenizer; pass --tokenizer (the tokenizer beside the weights "
+                                          "was not loaded ("))
+      << r.output;
+}
+
 // The run's tokenizer is read before any weight is written (an export without it is not the model
 // the run trained), and a damaged weight found while writing removes what was written.
 TEST_F(HfConvert, AFailedExportLeavesTheFolderAsItWas) {
