@@ -19,8 +19,15 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Options {
-  std::string checkpoint, from_hf, to_hf, out;
+  std::string checkpoint, from_hf, to_hf, out, dtype = "fp32";
 };
+
+// --dtype of an export: the element type of its safetensors weights.
+DType export_dtype(const std::string& flag) {
+  TS_CHECK(flag == "fp32" || flag == "bf16" || flag == "fp16", "--dtype must be fp32 (exact), bf16 or fp16 (half the ",
+           "bytes, rounded to nearest), got ", quoted_text(flag));
+  return flag == "bf16" ? DType::bf16 : flag == "fp16" ? DType::f16 : DType::f32;
+}
 
 // --to-hf must name a folder that does not exist yet or is empty: an existing model (a checkpoint,
 // another export) is never overwritten.
@@ -35,14 +42,14 @@ void require_new_or_empty_folder(const fs::path& folder) {
 
 // The checkpoint's weights (read as each file is written: the export never holds the whole model),
 // config.json naming the run tokenizer's special tokens, and that tokenizer, into `folder`.
-void write_export(const std::string& checkpoint_arg, const fs::path& folder) {
+void write_export(const std::string& checkpoint_arg, const fs::path& folder, DType dtype) {
   const fs::path checkpoint = checkpoint_noting(checkpoint_arg);
   const ModelConfig config = read_checkpoint_model_config(checkpoint);
   std::optional<Tokenizer> tokenizer;
   if (const fs::path file = fs::path(checkpoint_arg) / "tokenizer.json"; fs::exists(file))
     tokenizer = Tokenizer::load(file);
   save_hf_model(folder, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights,
-                tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{});
+                tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{}, dtype);
   if (tokenizer) tokenizer->save_json(folder / "tokenizer.json");
 }
 
@@ -50,12 +57,13 @@ void write_export(const std::string& checkpoint_arg, const fs::path& folder) {
 // or empty again, holds no shards of a model that is not there, and the same command can run again.
 void export_to_hf(const Options& o) {
   TS_CHECK(!o.checkpoint.empty() && o.from_hf.empty(), "convert --to-hf needs --checkpoint");
+  const DType dtype = export_dtype(o.dtype);
   const fs::path folder = o.to_hf;
   require_new_or_empty_folder(folder);
   std::error_code ec;
   const bool existed = fs::exists(folder, ec);
   try {
-    write_export(o.checkpoint, folder);
+    write_export(o.checkpoint, folder, dtype);
   } catch (...) {
     if (!existed) fs::remove_all(folder, ec);
     for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove_all(entry.path(), ec);
@@ -73,12 +81,18 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--to-hf", o->to_hf, "Write a Hugging Face folder (GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM) here");
   cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2, Llama or Mixtral folder to import (with --out)");
   cmd->add_option("--out", o->out, "Run folder to write the imported checkpoint into");
+  cmd->add_option("--dtype", o->dtype,
+                  "Element type of an export's weights: fp32 (exact), bf16 or fp16 (half the bytes, as models are "
+                  "published)")
+      ->capture_default_str();
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
     TS_CHECK((o->checkpoint.empty() && o->to_hf.empty()) || (o->from_hf.empty() && o->out.empty()),
              "convert: give either --checkpoint and --to-hf (export) or --from-hf and --out (import), not both");
     if (!o->to_hf.empty()) return export_to_hf(*o);
+    TS_CHECK(cmd->count("--dtype") == 0, "--dtype sets an export's weights (with --to-hf); an import keeps fp32 ",
+             "master weights whatever the folder holds: drop --dtype");
     TS_CHECK(!o->from_hf.empty() && !o->out.empty(), "convert: give --checkpoint and --to-hf, or --from-hf and --out");
     TS_CHECK(!holds_checkpoints(o->out) && !std::filesystem::exists(std::filesystem::path(o->out) / "state.json"),
              "--out ", quoted_text(o->out), " already holds a checkpoint; give a new run folder (convert never replaces one)");

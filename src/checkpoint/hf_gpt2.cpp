@@ -192,7 +192,7 @@ void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, c
 }
 
 void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                  const HfTokenIds& ids) {
+                  const HfTokenIds& ids, DType dtype) {
   config.validate();
   std::error_code error;
   std::filesystem::create_directories(dir, error);
@@ -213,7 +213,7 @@ void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, c
                          transpose_into(ours.data(), rows, cols, out);
                        }});
   }
-  write_hf_weights(dir, tensors, std::numeric_limits<int64_t>::max());  // one model.safetensors, as GPT-2's loaders expect
+  write_hf_weights(dir, tensors, std::numeric_limits<int64_t>::max(), dtype);  // one model.safetensors, as GPT-2's loaders expect
 
   int64_t special_token = config.vocab_size >= 50257 ? 50256 : config.vocab_size - 1;
   json hf = {
@@ -234,7 +234,7 @@ void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, c
       {"attn_pdrop", 0.0},
       {"initializer_range", 0.02},
       {"tie_word_embeddings", true},
-      {"torch_dtype", "float32"},
+      {"torch_dtype", hf_torch_dtype(dtype)},
   };
   put_hf_token_ids(hf, ids);
   write_file_atomic(dir / "config.json", hf.dump(2) + "\n");

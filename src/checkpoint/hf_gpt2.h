@@ -31,8 +31,9 @@ void load_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, N
 // {"format": "pt"}) atomically, creating `dir` if needed.
 void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
 // The same from the whole model's values (a checkpoint's, say); bos/eos_token_id are `ids`' when known,
-// else the vocabulary's last id below 50257 (GPT-2's <|endoftext|> is 50256).
+// else the vocabulary's last id below 50257 (GPT-2's <|endoftext|> is 50256); weights in `dtype` (F32,
+// BF16 or F16: write_hf_weights).
 void save_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                  const HfTokenIds& ids = {});
+                  const HfTokenIds& ids = {}, DType dtype = DType::f32);
 
 }  // namespace tessera

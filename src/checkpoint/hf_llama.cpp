@@ -230,7 +230,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 }
 
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   int64_t max_shard_bytes, const HfTokenIds& ids) {
+                   int64_t max_shard_bytes, const HfTokenIds& ids, DType dtype) {
   config.validate();
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
@@ -248,7 +248,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
     const int64_t begin = whole.find(p.ours).offset + p.offset, end = begin + shape_numel(p.hf_shape);
     tensors.push_back({p.hf, p.hf_shape, [&values, begin, end](float* out) { values({begin, end}, out); }});
   }
-  write_hf_weights(dir, tensors, max_shard_bytes);
+  write_hf_weights(dir, tensors, max_shard_bytes, dtype);
 
   const bool mixtral = config.moe.enabled(), qwen2 = config.qkv_bias;
   json rope_scaling = nullptr;
@@ -275,7 +275,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
              {"hidden_act", "silu"},
              {"tie_word_embeddings", config.tied_embeddings},
              {"initializer_range", 0.02},
-             {"torch_dtype", "float32"}};
+             {"torch_dtype", hf_torch_dtype(dtype)}};
   if (mixtral) {
     hf["num_local_experts"] = config.moe.num_experts;
     hf["num_experts_per_tok"] = config.moe.top_k;

@@ -56,9 +56,9 @@ void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
 }
 
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   const HfTokenIds& ids) {
-  if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values, ids);
-  save_hf_llama(dir, config, values, int64_t(5) << 30, ids);
+                   const HfTokenIds& ids, DType dtype) {
+  if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values, ids, dtype);
+  save_hf_llama(dir, config, values, int64_t(5) << 30, ids, dtype);
 }
 
 ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelConfig& config,

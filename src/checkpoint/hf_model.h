@@ -22,8 +22,9 @@ ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelCon
                                 const ParameterLayout& layout);
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
 // From the whole model's values, read as the files are written (a checkpoint's: an export never holds
-// more than one file's tensors); config.json names `ids` (those of the tokenizer exported beside).
+// more than one file's tensors) in `dtype` (F32, BF16 or F16); config.json names `ids` (those of the
+// tokenizer exported beside).
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   const HfTokenIds& ids = {});
+                   const HfTokenIds& ids = {}, DType dtype = DType::f32);
 
 }  // namespace tessera

@@ -96,26 +96,46 @@ std::vector<float> HfWeightFiles::read_f32(const std::string& name) const {
 
 namespace {
 
-// Fills `tensors` and writes them as one safetensors file.
-void write_filled(const fs::path& path, const std::vector<const HfTensorOut*>& tensors) {
+// `values` of tensor `name` rounded to `dtype` (BF16 or F16) in place, two bytes each from the start
+// of the buffer.
+void round_in_place(std::vector<float>& values, DType dtype, const std::string& name) {
+  uint16_t* out = reinterpret_cast<uint16_t*>(values.data());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i];
+    if (dtype == DType::bf16) {
+      out[i] = to_bf16(v).bits;
+      continue;
+    }
+    TS_CHECK(std::fabs(v) <= 65504.0f, "--dtype fp16: tensor ", quoted_text(name, 80), " holds ", v, " at element ", i,
+             ", beyond fp16's range (65504); export in bf16 or fp32");
+    out[i] = to_f16(v).bits;
+  }
+}
+
+// Fills `tensors` and writes them as one safetensors file of `dtype`.
+void write_filled(const fs::path& path, const std::vector<const HfTensorOut*>& tensors, DType dtype) {
   std::vector<std::vector<float>> values;
   values.reserve(tensors.size());
   std::vector<SafetensorsEntry> entries;
   for (const HfTensorOut* t : tensors) {
     values.emplace_back(size_t(shape_numel(t->shape)));
     t->fill(values.back().data());
-    entries.push_back({t->name, DType::f32, t->shape, values.back().data()});
+    if (dtype != DType::f32) round_in_place(values.back(), dtype, t->name);
+    entries.push_back({t->name, dtype, t->shape, values.back().data()});
   }
   write_safetensors(path, entries, {{"format", "pt"}});
 }
 
 }  // namespace
 
-void write_hf_weights(const fs::path& dir, const std::vector<HfTensorOut>& tensors, int64_t max_shard_bytes) {
+void write_hf_weights(const fs::path& dir, const std::vector<HfTensorOut>& tensors, int64_t max_shard_bytes,
+                      DType dtype) {
+  TS_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+           "Hugging Face weights are written in fp32, bf16 or fp16, not ", dtype_name(dtype));
   std::vector<std::vector<const HfTensorOut*>> shards(1);
   int64_t shard_bytes = 0, total_bytes = 0;
   for (const HfTensorOut& t : tensors) {
-    const int64_t bytes = shape_numel(t.shape) * int64_t(sizeof(float));
+    const int64_t bytes = shape_numel(t.shape) * int64_t(dtype_size(dtype));
     if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -125,7 +145,7 @@ void write_hf_weights(const fs::path& dir, const std::vector<HfTensorOut>& tenso
     total_bytes += bytes;
   }
   if (shards.size() == 1) {
-    write_filled(dir / kSingleFile, shards[0]);
+    write_filled(dir / kSingleFile, shards[0], dtype);
     fs::remove(dir / kIndexFile);  // a stale index would shadow the new single file
     return;
   }
@@ -133,12 +153,16 @@ void write_hf_weights(const fs::path& dir, const std::vector<HfTensorOut>& tenso
   for (size_t k = 0; k < shards.size(); ++k) {
     char name[64];
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
-    write_filled(dir / name, shards[k]);
+    write_filled(dir / name, shards[k], dtype);
     for (const HfTensorOut* t : shards[k]) weight_map[t->name] = name;
   }
   const nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
   write_file_atomic(dir / kIndexFile, index.dump(2) + "\n");
   fs::remove(dir / kSingleFile);  // a stale single file would be read instead of the shards by some tools
+}
+
+const char* hf_torch_dtype(DType dtype) {
+  return dtype == DType::bf16 ? "bfloat16" : dtype == DType::f16 ? "float16" : "float32";
 }
 
 }  // namespace tessera

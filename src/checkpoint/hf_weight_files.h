@@ -48,8 +48,12 @@ struct HfTensorOut {
 
 // Writes `tensors` into dir as model.safetensors, or as model-0000k-of-0000n.safetensors shards of at
 // most max_shard_bytes (a larger single tensor gets a shard of its own) with the index, one file at a
-// time.
+// time, in `dtype` (F32, or BF16 or F16 rounded to nearest even; a value beyond F16's range is refused,
+// naming the tensor).
 void write_hf_weights(const std::filesystem::path& dir, const std::vector<HfTensorOut>& tensors,
-                      int64_t max_shard_bytes);
+                      int64_t max_shard_bytes, DType dtype = DType::f32);
+
+// config.json's torch_dtype for weights written in `dtype`: "float32", "bfloat16" or "float16".
+const char* hf_torch_dtype(DType dtype);
 
 }  // namespace tessera

@@ -90,5 +90,33 @@ TEST_F(HfConvert, AFailedExportLeavesTheFolderAsItWas) {
   EXPECT_FALSE(fs::exists(dir / "new"));
 }
 
+// --dtype bf16 writes every tensor as BF16 (the fp32 export's values rounded to nearest even) in half
+// the bytes, says so in config.json, and imports again; an import refuses --dtype.
+TEST_F(HfConvert, AnExportInBf16HoldsTheRoundedWeights) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    const testing::CommandResult r =
+        tessera("convert --checkpoint " + path("run") + " --to-hf " + path(dtype) + " --dtype " + dtype);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  const SafetensorsFile exact(dir / "fp32" / "model.safetensors"), rounded(dir / "bf16" / "model.safetensors");
+  ASSERT_EQ(rounded.tensors().size(), exact.tensors().size());
+  for (const SafetensorsInfo& t : rounded.tensors()) {
+    EXPECT_EQ(t.dtype, "BF16") << t.name;
+    const std::vector<float> want = exact.read_f32(t.name), got = rounded.read_f32(t.name);
+    ASSERT_EQ(got.size(), want.size()) << t.name;
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], to_float(to_bf16(want[i]))) << t.name << "[" << i << "]";
+  }
+  EXPECT_LT(fs::file_size(dir / "bf16" / "model.safetensors"), fs::file_size(dir / "fp32" / "model.safetensors") * 6 / 10);
+  EXPECT_TRUE(testing::contains(testing::read_text(dir / "bf16" / "config.json"), R"("torch_dtype": "bfloat16")"));
+  EXPECT_EQ(tessera("convert --from-hf " + path("bf16") + " --out " + path("reimported")).exit_code, 0);
+
+  testing::expect_one_line_error(tessera("convert --checkpoint " + path("run") + " --to-hf " + path("x") + " --dtype fp8"),
+                                 "--dtype must be fp32 (exact), bf16 or fp16");
+  testing::expect_one_line_error(tessera("convert --from-hf " + path("hf") + " --out " + path("y") + " --dtype bf16"),
+                                 "--dtype sets an export's weights (with --to-hf)");
+  EXPECT_FALSE(fs::exists(dir / "x"));
+  EXPECT_FALSE(fs::exists(dir / "y"));
+}
+
 }  // namespace
 }  // namespace tessera
