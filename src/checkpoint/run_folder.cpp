@@ -1,13 +1,22 @@
 // Run-folder bookkeeping over std::filesystem; errors carry the folder and are one line.
 #include "checkpoint/run_folder.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <map>
+#include <mutex>
 #include <cstdio>
 #include <system_error>
 
 #include "checkpoint/train_checkpoint.h"
 #include "core/error.h"
+#include "core/file_checks.h"
 #include "core/user_text.h"
 
 namespace tessera {
@@ -172,6 +181,89 @@ RemovedSaves remove_unfinished_saves(const fs::path& run_dir) {
     ++removed.folders;
   }
   return removed;
+}
+
+namespace {
+
+// The run folders this process has locked, by the folder's device and inode, with their holders: a
+// second lock on one of them (a library user's or a test's second Trainer) shares the first.
+struct HeldLock {
+  int fd = -1;
+  int holders = 0;
+};
+std::mutex g_locks_mutex;
+std::map<std::pair<dev_t, ino_t>, HeldLock> g_locks;
+
+// The holder a lock file records ("pid 12 on node3"), for the refusal.
+std::string recorded_holder(int fd) {
+  char text[300] = "";
+  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  std::string holder(text, size_t(std::max<ssize_t>(n, 0)));
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+  return one_line(holder, 200);
+}
+
+// Whether `fd` is still the file at `path` (the last holder unlinks it as it lets go).
+bool still_linked(int fd, const fs::path& path) {
+  struct stat opened {}, named {};
+  return ::fstat(fd, &opened) == 0 && ::stat(path.c_str(), &named) == 0 && opened.st_dev == named.st_dev &&
+         opened.st_ino == named.st_ino;
+}
+
+// Locks run_dir's lock file: its descriptor, or -1 where the file system has no flock. Throws naming
+// the holder when another process has it.
+int lock_folder(const fs::path& run_dir) {
+  const fs::path file = run_dir / kRunFolderLock;
+  for (;;) {
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    TS_CHECK(fd >= 0, "--out-dir ", quoted_text(run_dir.string()), ": cannot create ", quoted_text(file.string()),
+             " (", errno_text(errno), "); check the folder is writable");
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int lock_errno = errno;
+      const std::string holder = lock_errno == EWOULDBLOCK ? recorded_holder(fd) : "";
+      ::close(fd);
+      if (lock_errno != EWOULDBLOCK) return -1;  // no flock here (ENOSYS, EOPNOTSUPP, ENOLCK): unlocked
+      TS_FAIL("--out-dir ", quoted_text(run_dir.string()), " is in use by another run (",
+              holder.empty() ? std::string("its ") + kRunFolderLock + " is locked" : holder,
+              "); wait for it to end, or choose another --out-dir (nothing was changed)");
+    }
+    if (!still_linked(fd, file)) {  // locked a file its holder unlinked as we opened it: again
+      ::close(fd);
+      continue;
+    }
+    char host[256] = "";
+    ::gethostname(host, sizeof host - 1);
+    const std::string holder = "pid " + std::to_string(::getpid()) + " on " + host + "\n";
+    if (::pwrite(fd, holder.data(), holder.size(), 0) < 0 || ::ftruncate(fd, off_t(holder.size())) != 0) {
+      // The record only words a later refusal; the lock holds without it.
+    }
+    return fd;
+  }
+}
+
+}  // namespace
+
+RunFolderLock::RunFolderLock(const fs::path& run_dir) {
+  create_folder(run_dir, "--out-dir");
+  struct stat folder {};
+  TS_CHECK(::stat(run_dir.c_str(), &folder) == 0, "--out-dir ", quoted_text(run_dir.string()), ": ", errno_text(errno));
+  key_ = {folder.st_dev, folder.st_ino};
+  file_ = run_dir / kRunFolderLock;
+  const std::lock_guard<std::mutex> guard(g_locks_mutex);
+  auto held = g_locks.find(key_);
+  if (held == g_locks.end()) held = g_locks.emplace(key_, HeldLock{lock_folder(run_dir), 0}).first;
+  ++held->second.holders;
+}
+
+RunFolderLock::~RunFolderLock() {
+  const std::lock_guard<std::mutex> guard(g_locks_mutex);
+  auto held = g_locks.find(key_);
+  if (held == g_locks.end() || --held->second.holders > 0) return;
+  if (held->second.fd >= 0) {
+    ::unlink(file_.c_str());  // while locked, so that no other process holds it; the folder is as it was
+    ::close(held->second.fd);
+  }
+  g_locks.erase(held);
 }
 
 }  // namespace tessera

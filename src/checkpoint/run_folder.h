@@ -1,6 +1,7 @@
 // A run folder's checkpoints: ckpt-<step> folders (8+ digits) and the ckpt-latest symlink. Lists
 // them, prunes all but the newest few after a save, and picks the checkpoint --resume continues
-// from: the newest complete one, naming every newer one it had to skip.
+// from: the newest complete one, naming every newer one it had to skip. A run that trains into a
+// folder locks it (RunFolderLock), so that a second run into the same folder is refused.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,10 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <sys/types.h>
 
 namespace tessera {
 
@@ -83,5 +87,27 @@ struct RemovedSaves {
 // run killed while it saved), and nothing else; a new or resumed run calls it (one process) before
 // its first save.
 RemovedSaves remove_unfinished_saves(const std::filesystem::path& run_dir);
+
+inline constexpr const char* kRunFolderLock = ".tessera-lock";
+
+// An exclusive lock on a run folder (flock on <run_dir>/.tessera-lock, which records the holder's pid
+// and host), held while a run trains into it: two runs in one folder would interleave their metrics,
+// remove each other's unfinished saves and prune each other's checkpoints. The system releases it
+// when the process ends, however it ends, so a killed run never leaves the folder locked; a run that
+// ends removes the file, so a refused or failed run leaves the folder as it found it. The lock
+// is the process's: a second RunFolderLock on a folder this process holds shares it.
+class RunFolderLock {
+ public:
+  // Creates the folder if need be and takes the lock; throws naming the holder when another process
+  // has it. Where the file system cannot lock (no flock support) the folder stays unlocked, silently.
+  explicit RunFolderLock(const std::filesystem::path& run_dir);
+  ~RunFolderLock();
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+
+ private:
+  std::pair<dev_t, ino_t> key_;  // the folder's device and inode
+  std::filesystem::path file_;    // its lock file
+};
 
 }  // namespace tessera
