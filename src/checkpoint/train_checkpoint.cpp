@@ -205,32 +205,59 @@ ModelSnapshot snapshot_of(const Decoder& model) {
   return ModelSnapshot{model.config(), model.layout(), params};
 }
 
+namespace {
+
+uint64_t bytes_of(const std::vector<SafetensorsEntry>& entries) {
+  uint64_t bytes = 0;
+  for (const SafetensorsEntry& e : entries) bytes += uint64_t(shape_numel(e.shape)) * dtype_size(e.dtype);
+  return bytes;
+}
+
+// A rank's part whose write failed (a full disk, a quota): the save, the part's size against the room
+// there was, and the checkpoint a resume continues from, which the failure left as it was.
+[[noreturn]] void part_not_written(const fs::path& out_dir, int64_t step, uint64_t bytes,
+                                   std::optional<uint64_t> free_before, const std::string& error) {
+  std::error_code ec;
+  const fs::path latest = fs::read_symlink(out_dir / kLatestCheckpoint, ec);
+  TS_FAIL("saving checkpoint ", checkpoint_dir_name(step), " in ", quoted_text(out_dir.string()),
+          ": this rank's part holds ", bytes, " bytes of tensors",
+          free_before ? ", and " + std::to_string(*free_before) + " bytes were free there when it began" : "", " (",
+          error, "); ",
+          ec ? std::string("no earlier checkpoint exists") : latest.string() + " is untouched and --resume continues from it",
+          "; free space, then resume");
+}
+
+}  // namespace
+
 void write_checkpoint_part(const fs::path& out_dir, int64_t step, const CheckpointPart& part) {
+  std::vector<SafetensorsEntry> weights, shard;
+  if (part.model)
+    for (const NamedTensor& t : part.model->layout.views(part.model->params))
+      weights.push_back({t.name, DType::f32, t.tensor.shape(), t.tensor.data<float>()});
+  if (part.optimizer) {
+    const OptimizerState& o = *part.optimizer;
+    append_segment_entries(*part.layout, o.segments, "m.", o.m, shard);
+    append_segment_entries(*part.layout, o.segments, "v.", o.v, shard);
+    if (part.weight_shard) append_segment_entries(*part.layout, o.segments, "", *part.weight_shard, shard);
+    if (const PowerSgdPart* p = part.powersgd) {
+      append_segment_entries(*part.layout, o.segments, "powersgd_e.", p->errors, shard, &p->compressed);
+      for (const auto& [name, t] : p->slices) shard.push_back({name, DType::f32, t.shape(), t.data<float>()});
+    }
+  }
   saving(out_dir, step, [&] {
     create_folder(out_dir, "checkpoint folder");
     const fs::path temp_dir = temp_dir_of(out_dir, step);
     fs::create_directories(temp_dir);
-    if (part.model) {
-      std::vector<SafetensorsEntry> weights;
-      for (const NamedTensor& t : part.model->layout.views(part.model->params))
-        weights.push_back({t.name, DType::f32, t.tensor.shape(), t.tensor.data<float>()});
-      write_checkpoint_file(temp_dir / kModelFile, weights, {{"format", "pt"}});
+    const std::optional<uint64_t> free_before = free_disk_bytes(temp_dir);
+    try {
+      if (part.model) write_checkpoint_file(temp_dir / kModelFile, weights, {{"format", "pt"}});
+      if (part.optimizer) write_checkpoint_file(temp_dir / shard_file_name(part.rank, part.ranks), shard);
+      if (!part.tokenizer_json.empty() && fs::exists(part.tokenizer_json))
+        write_file_atomic(temp_dir / kTokenizerFile,
+                          read_whole_file(part.tokenizer_json, "tokenizer", kMaxTokenizerFileBytes));
+    } catch (const Error& e) {
+      part_not_written(out_dir, step, bytes_of(weights) + bytes_of(shard), free_before, e.what());
     }
-    if (part.optimizer) {
-      const OptimizerState& o = *part.optimizer;
-      std::vector<SafetensorsEntry> entries;
-      append_segment_entries(*part.layout, o.segments, "m.", o.m, entries);
-      append_segment_entries(*part.layout, o.segments, "v.", o.v, entries);
-      if (part.weight_shard) append_segment_entries(*part.layout, o.segments, "", *part.weight_shard, entries);
-      if (const PowerSgdPart* p = part.powersgd) {
-        append_segment_entries(*part.layout, o.segments, "powersgd_e.", p->errors, entries, &p->compressed);
-        for (const auto& [name, t] : p->slices) entries.push_back({name, DType::f32, t.shape(), t.data<float>()});
-      }
-      write_checkpoint_file(temp_dir / shard_file_name(part.rank, part.ranks), entries);
-    }
-    if (!part.tokenizer_json.empty() && fs::exists(part.tokenizer_json))
-      write_file_atomic(temp_dir / kTokenizerFile,
-                        read_whole_file(part.tokenizer_json, "tokenizer", kMaxTokenizerFileBytes));
     return 0;
   });
 }

@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,9 +46,15 @@ void AtomicFileWriter::write(const void* data, size_t bytes) {
   while (bytes > 0) {
     ssize_t n = ::write(fd_, p, std::min<size_t>(bytes, size_t(1) << 30));
     if (n < 0 && errno == EINTR) continue;
-    TS_CHECK(n > 0, "cannot write ", path_.string(), ": write to ", temp_.string(), " failed (", errno_text(errno),
-             "); check free disk space");
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;  // write() of 0 bytes: nothing more fits
+      const std::optional<uint64_t> free = free_disk_bytes(folder_of(path_));
+      TS_FAIL("cannot write ", path_.string(), ": write to ", temp_.string(), " failed after ", written_, " bytes (",
+              errno_text(err), free ? "; " + std::to_string(*free) + " bytes free on its file system" : "",
+              "); check free disk space");
+    }
     p += n;
+    written_ += uint64_t(n);
     bytes -= size_t(n);
   }
 }
@@ -67,6 +74,12 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   AtomicFileWriter file(path);
   file.write(contents.data(), contents.size());
   file.commit();
+}
+
+std::optional<uint64_t> free_disk_bytes(const std::filesystem::path& folder) {
+  struct statvfs fs {};
+  if (::statvfs(folder.c_str(), &fs) != 0) return std::nullopt;
+  return uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize);
 }
 
 void fsync_directory(const std::filesystem::path& folder) {

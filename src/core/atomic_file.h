@@ -1,11 +1,14 @@
 // Atomic file replacement: the bytes go to a temporary file in the target's folder, which is
 // fsynced, renamed over the target, and the folder fsynced, so readers (and a crash) see the old
 // file or the complete new one, never a partial one. Every error throws tessera::Error naming the
-// file and the OS error; a failed or abandoned write removes its temporary file.
+// file and the OS error (a failed write also the bytes it had written and the room left on the
+// disk); a failed or abandoned write removes its temporary file.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 namespace tessera {
@@ -29,11 +32,15 @@ class AtomicFileWriter {
   std::filesystem::path path_;
   std::filesystem::path temp_;
   int fd_ = -1;
+  uint64_t written_ = 0;
   bool committed_ = false;
 };
 
 // Replaces `path` with `contents` atomically.
 void write_file_atomic(const std::filesystem::path& path, std::string_view contents);
+
+// The bytes an unprivileged writer may still put on `folder`'s file system (statvfs), if it says.
+std::optional<uint64_t> free_disk_bytes(const std::filesystem::path& folder);
 
 // Makes the creations and renames inside `folder` durable. Skipped where the folder cannot be
 // opened for reading or its file system cannot sync a folder (EINVAL); other failures throw.

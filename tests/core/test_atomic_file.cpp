@@ -1,6 +1,11 @@
 // Atomic file writes: contents land whole, replace the old file, leave no temporary behind (also
-// when abandoned before commit), and a folder that cannot take the file throws naming the path.
+// when abandoned before commit), a folder that cannot take the file throws naming the path, and a
+// write the disk refuses names the bytes written and the room left, keeping the old file.
 #include <gtest/gtest.h>
+
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <string>
@@ -62,6 +67,30 @@ TEST(AtomicFile, UnwritableFolderThrowsNamingThePath) {
     EXPECT_FALSE(fs::exists(path));
   }
   EXPECT_EQ(other_files(dir, dir / "plain"), 0);
+}
+
+// A file-size limit stands in for a full disk: write() fails (EFBIG) once the file reaches it.
+TEST(AtomicFile, AFailedWriteNamesItsBytesAndKeepsTheOldFile) {
+  fs::path dir = testing::scratch_dir();
+  fs::path path = dir / "state.bin";
+  write_file_atomic(path, "old");
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
+  const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit limited = before;
+  limited.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+  const std::string bytes(10000, 'x');
+  const std::string message = testing::error_of([&] { write_file_atomic(path, bytes); });
+  setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, previous);
+  EXPECT_TRUE(testing::contains(message, "cannot write " + path.string())) << message;
+  EXPECT_TRUE(testing::contains(message, "failed after 4096 bytes (File too large; ")) << message;
+  EXPECT_TRUE(testing::contains(message, " bytes free on its file system); check free disk space")) << message;
+  EXPECT_EQ(testing::read_text(path), "old");
+  EXPECT_EQ(other_files(dir, path), 0);
+  ASSERT_TRUE(free_disk_bytes(dir).has_value());
+  EXPECT_GT(*free_disk_bytes(dir), 0u);
 }
 
 TEST(AtomicFile, FsyncDirectorySyncsAFolderAndSkipsAMissingOne) {
