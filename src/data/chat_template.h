@@ -2,7 +2,8 @@
 // messages ({"role": ..., "content": ...}), which a template renders as Hugging Face's chat
 // templates do, cut into pieces that are training targets (an assistant's content and the token
 // ending its turn) or not (everything else). Built in, as the Jinja templates cannot run here:
-//   llama3: <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>   (after the BOS)
+//   llama3: <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>   (after the BOS; CONTENT
+//           without whitespace at its ends, as Llama 3's and 3.1's templates trim it)
 //   chatml: <|im_start|>ROLE\nCONTENT<|im_end|>\n                            (Qwen and others)
 //   qwen2.5: chatml, and Qwen2.5-Instruct's system message when a conversation has none
 #pragma once
@@ -50,6 +51,7 @@ class ChatTemplate {
   std::string name_;
   std::string_view before_role_, after_role_, end_of_turn_, after_turn_;  // string literals
   std::string_view default_system_;  // put first when a conversation has no system message
+  bool trims_content_ = false;        // strip whitespace off each message's ends
   std::vector<std::string_view> specials_;  // the special tokens the rendering uses
 };
 

@@ -318,6 +318,21 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
                  "Hello.<|im_end|>\n");
 }
 
+// Llama 3's templates trim each message (Jinja's `| trim`: Python's whitespace, Unicode's included);
+// ChatML's keep it as given.
+TEST(ChatTemplate, Llama3TrimsContentAsItsTemplateDoes) {
+  const std::vector<ChatMessage> chat = {{"user", " \n\tHi there\xE3\x80\x80 \n"}, {"assistant", "\xC2\xA0Hello.\r\n"},
+                                         {"user", " \n "}};
+  std::string llama;
+  for (const DocumentPiece& piece : ChatTemplate::named("llama3").render(chat)) llama += piece.text;
+  EXPECT_EQ(llama, "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+                   "<|start_header_id|>user<|end_header_id|>\n\n<|eot_id|>");
+  std::string chatml;
+  for (const DocumentPiece& piece : ChatTemplate::named("chatml").render({chat[0]})) chatml += piece.text;
+  EXPECT_EQ(chatml, "<|im_start|>user\n \n\tHi there\xE3\x80\x80 \n<|im_end|>\n");
+}
+
 // The 256 byte tokens, then `specials` (the first is <|endoftext|>); with `bos`, the second special
 // is put before every text, as Llama 3's post-processor does.
 Tokenizer byte_tokenizer(const std::vector<std::string>& specials, bool bos) {
