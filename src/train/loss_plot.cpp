@@ -6,8 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include "train/utf8_stream.h"
 
 namespace tessera {
 namespace {
@@ -17,13 +21,18 @@ constexpr double kWidth = 720, kHeight = 420, kLeft = 60, kRight = 20, kTop = 40
 // Colours of the validation sources' curves (train and val take the first two of the same palette).
 constexpr const char* kSourceColours[] = {"#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
+// Text as XML character data: valid UTF-8 (a path's stray bytes as U+FFFD), markup escaped, and the
+// control characters XML 1.0 forbids as '?'.
 std::string xml_escaped(const std::string& text) {
+  Utf8Stream utf8;
+  const std::string valid = utf8.add(text) + utf8.finish();
   std::string out;
-  for (char c : text) {
+  for (char c : valid) {
     if (c == '<') out += "&lt;";
     else if (c == '>') out += "&gt;";
     else if (c == '&') out += "&amp;";
     else if (c == '"') out += "&quot;";
+    else if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') out += '?';
     else out += c;
   }
   return out;
@@ -35,25 +44,57 @@ std::string fmt(const char* pattern, double a, double b = 0, double c = 0, doubl
   return buffer;
 }
 
+// Decimals that tell apart ticks `spacing` apart (2 at least).
+int tick_decimals(double spacing) {
+  return spacing > 0 ? std::clamp(int(std::ceil(-std::log10(spacing))) + 1, 2, 8) : 2;
+}
+
+using Points = std::vector<std::pair<double, double>>;  // (x, y) in the picture
+
+// A curve's points joined by a line; a single point (a one-step run) is a dot, as a polyline of one
+// point draws nothing.
+std::string curve_svg(const Points& points, const char* colour, double width) {
+  if (points.empty()) return "";
+  if (points.size() == 1)
+    return fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"", points[0].first, points[0].second) + colour + "\"/>\n";
+  std::string svg = std::string("<polyline fill=\"none\" stroke=\"") + colour + "\" stroke-width=\"" + fmt("%g", width) +
+                    "\" points=\"";
+  for (auto [x, y] : points) svg += fmt("%.1f,%.1f ", x, y);
+  return svg + "\"/>\n";
+}
+
 }  // namespace
 
 LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
   LossCurves curves;
   std::ifstream in(metrics_file);
-  // A run resumed from an older checkpoint appends steps it had logged before: a step at or
-  // before the last one drawn starts the curve again from there. Lines that are not metrics are skipped.
-  auto add = [](LossCurves::Curve& curve, const nlohmann::json& step, const nlohmann::json& loss) {
-    if (!step.is_number_integer() || !loss.is_number()) return;
-    while (!curve.empty() && curve.back().first >= step.get<int64_t>()) curve.pop_back();
-    curve.emplace_back(step.get<int64_t>(), loss.get<float>());
+  // A run resumed from an older checkpoint appends steps it had logged before: a train line at or
+  // before the last one read drops every curve's points from its step on (the run that logged them
+  // went on from an older state), its loss a number or not (a skipped step logs null). Lines that
+  // are not metrics are skipped.
+  int64_t last_train_step = std::numeric_limits<int64_t>::min();
+  auto drop_from = [](LossCurves::Curve& curve, int64_t step) {
+    while (!curve.empty() && curve.back().first >= step) curve.pop_back();
+  };
+  auto add = [&](LossCurves::Curve& curve, int64_t step, const nlohmann::json& loss) {
+    drop_from(curve, step);
+    if (loss.is_number()) curve.emplace_back(step, loss.get<float>());
   };
   for (std::string line; std::getline(in, line);) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("step")) continue;
-    if (j.contains("loss")) add(curves.train, j["step"], j["loss"]);
-    if (j.contains("val_loss")) add(curves.val, j["step"], j["val_loss"]);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    if (j.contains("loss")) {
+      if (step <= last_train_step) {
+        drop_from(curves.val, step);
+        for (auto& [source, curve] : curves.val_by_source) drop_from(curve, step);
+      }
+      last_train_step = step;
+      add(curves.train, step, j["loss"]);
+    }
+    if (j.contains("val_loss")) add(curves.val, step, j["val_loss"]);
     if (j.contains("val_loss_by_source") && j["val_loss_by_source"].is_object())
-      for (const auto& [source, loss] : j["val_loss_by_source"].items()) add(curves.val_by_source[source], j["step"], loss);
+      for (const auto& [source, loss] : j["val_loss_by_source"].items()) add(curves.val_by_source[source], step, loss);
   }
   return curves;
 }
@@ -75,28 +116,36 @@ std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   auto x = [&](double step) { return kLeft + plot_w * step / max_step; };
   auto y = [&](double loss) { return kTop + plot_h * (hi - loss) / (hi - lo); };
+  auto points_of = [&](const LossCurves::Curve& curve) {  // the finite ones
+    Points points;
+    for (auto [step, loss] : curve)
+      if (std::isfinite(loss)) points.emplace_back(x(double(step)), y(loss));
+    return points;
+  };
 
   std::string svg = fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" font-family=\"sans-serif\" "
                         "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
                         kWidth, kHeight);
-  svg += "<text x=\"" + fmt("%g", kWidth / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" + title + "</text>\n";
+  svg += "<text x=\"" + fmt("%g", kWidth / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" +
+         xml_escaped(title) + "</text>\n";
+  // Five intervals on each axis; steps are whole numbers, so a short run has fewer step ticks.
+  const int step_ticks = int(std::min(5.0, max_step));
+  const std::string loss_label = "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%." +
+                                 std::to_string(tick_decimals((hi - lo) / 5)) + "f</text>\n";
   for (int i = 0; i <= 5; ++i) {
-    double loss = lo + (hi - lo) * i / 5, step = max_step * i / 5;
+    const double loss = lo + (hi - lo) * i / 5;
     svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>", kLeft, y(loss), kWidth - kRight, y(loss));
-    svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.2f</text>\n", kLeft - 6, y(loss) + 4, loss);
+    svg += fmt(loss_label.c_str(), kLeft - 6, y(loss) + 4, loss);
+  }
+  for (int i = 0; i <= step_ticks; ++i) {
+    const double step = std::round(max_step * i / step_ticks);
     svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%.0f</text>\n", x(step), kHeight - kBottom + 18, step);
   }
   svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n", kLeft + plot_w / 2, kHeight - 12);
   svg += fmt("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#444\"/>\n", kLeft, kTop, plot_w,
              plot_h);
-  if (!curves.train.empty()) {
-    svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"";
-    for (auto [step, loss] : curves.train)
-      if (std::isfinite(loss)) svg += fmt("%.1f,%.1f ", x(double(step)), y(loss));
-    svg += "\"/>\n";
-  }
-  for (auto [step, loss] : curves.val)
-    if (std::isfinite(loss)) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#d62728\"/>\n", x(double(step)), y(loss));
+  svg += curve_svg(points_of(curves.train), "#1f77b4", 1.5);
+  for (auto [cx, cy] : points_of(curves.val)) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#d62728\"/>\n", cx, cy);
   svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#1f77b4\" stroke-width=\"2\"/>", kWidth - 170, kTop + 14,
              kWidth - 150, kTop + 14);
   svg += fmt("<text x=\"%g\" y=\"%g\">train loss</text>", kWidth - 145, kTop + 18);
@@ -106,13 +155,9 @@ std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
   size_t index = 0;
   for (const auto& [source, curve] : curves.val_by_source) {
     const char* colour = kSourceColours[index % std::size(kSourceColours)];
-    svg += std::string("<polyline fill=\"none\" stroke=\"") + colour + "\" stroke-width=\"1\" points=\"";
-    for (auto [step, loss] : curve)
-      if (std::isfinite(loss)) svg += fmt("%.1f,%.1f ", x(double(step)), y(loss));
-    svg += "\"/>\n";
-    for (auto [step, loss] : curve)
-      if (std::isfinite(loss))
-        svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"", x(double(step)), y(loss)) + colour + "\"/>\n";
+    const Points points = points_of(curve);
+    if (points.size() > 1) svg += curve_svg(points, colour, 1);
+    for (auto [cx, cy] : points) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"", cx, cy) + colour + "\"/>\n";
     const double legend_y = kTop + 50 + 14 * double(index);
     svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"2.5\" fill=\"", kWidth - 160, legend_y - 4) + colour + "\"/>";
     svg += fmt("<text x=\"%g\" y=\"%g\" font-size=\"10\">", kWidth - 145, legend_y) + xml_escaped(source) + "</text>\n";
