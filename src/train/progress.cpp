@@ -6,6 +6,18 @@
 
 namespace tessera {
 
+std::string eta_text(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;  // NaN too
+  if (seconds >= 100.0 * 86400) return ">99d";
+  const auto whole = static_cast<long long>(seconds + 0.5);
+  char text[32];
+  const long long days = whole / 86400, hours = whole / 3600 % 24, minutes = whole / 60 % 60, secs = whole % 60;
+  if (days > 0) std::snprintf(text, sizeof text, "%lldd%02lldh", days, hours);
+  else if (hours > 0) std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", hours, minutes, secs);
+  else std::snprintf(text, sizeof text, "%02lld:%02lld", minutes, secs);
+  return text;
+}
+
 ProgressLine::ProgressLine(int64_t total_steps, bool quiet)
     : total_(total_steps), quiet_(quiet), tty_(isatty(fileno(stdout)) != 0) {}
 
@@ -20,9 +32,9 @@ void ProgressLine::update(int64_t step, float loss, float lr, double tokens_per_
   last_print_s_ = elapsed_s;
   double per_step = step > first_step_ ? (elapsed_s - first_elapsed_) / double(step - first_step_) : 0.0;
   double eta = per_step * double(total_ - step);
-  std::printf("%sstep %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | eta %02d:%02d%s", tty_ ? "\r\033[K" : "",
-              (long long)step, (long long)total_, double(loss), double(lr), tokens_per_s, int(eta) / 60,
-              int(eta) % 60, tty_ ? "" : "\n");
+  std::printf("%sstep %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | eta %s%s", tty_ ? "\r\033[K" : "",
+              (long long)step, (long long)total_, double(loss), double(lr), tokens_per_s, eta_text(eta).c_str(),
+              tty_ ? "" : "\n");
   std::fflush(stdout);
   line_open_ = tty_;
 }

@@ -8,6 +8,9 @@
 
 namespace tessera {
 
+// A remaining time as mm:ss, h:mm:ss or days and hours ("3d04h"); ">99d" beyond.
+std::string eta_text(double seconds);
+
 class ProgressLine {
  public:
   ProgressLine(int64_t total_steps, bool quiet);
