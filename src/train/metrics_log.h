@@ -1,8 +1,11 @@
 // The metrics file: one JSON object per line (JSONL), flushed after every line so a crashed run
-// keeps everything up to its last step. Train lines: step, loss, lr, grad_norm, tokens_per_s,
-// elapsed_s; eval lines: step, val_loss. The file is only ever appended to: a resumed or restarted
-// run adds its lines after those already there, never truncating them. With a TensorBoard folder,
-// every number of a line also becomes a scalar at its step (nested objects' as "key/inner").
+// keeps everything up to its last step. Train lines: step, loss (the mean over the global batch's
+// targets; null when not finite), lr (the step's), grad_norm (the global L2 norm before clipping),
+// tokens_per_s (the global batch's tokens, every rank's, over the step's seconds), tflops_per_rank,
+// mfu (a fraction of the peak, not a percentage), elapsed_s; eval lines: step, val_loss. The file is
+// only ever appended to: a resumed or restarted run adds its lines after those already there, never
+// truncating them. With a TensorBoard folder, every number of a line also becomes a scalar at its
+// step (nested objects' as "key/inner").
 #pragma once
 
 #include <filesystem>

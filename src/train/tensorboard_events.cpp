@@ -101,6 +101,15 @@ TensorBoardEvents::~TensorBoardEvents() {
 }
 
 void TensorBoardEvents::write_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& scalars) {
+  if (!started_) {  // Event { SessionLog session_log = 7; }  SessionLog { SessionStatus status = 1; } START = 1
+    std::string session_log;
+    append_key(session_log, 1, 0);
+    append_varint(session_log, 1);
+    std::string event = event_header(step);
+    append_bytes_field(event, 7, session_log);
+    write_record(event);
+    started_ = true;
+  }
   // Summary { repeated Value value = 1; }  Value { string tag = 1; float simple_value = 2; }
   std::string summary;
   for (const auto& [tag, value] : scalars) {

@@ -5,7 +5,8 @@ TFRecord framing is checked with a bitwise CRC-32C written here; each Event is d
 protobuf runtime (Debian's python3-protobuf) from message types declared at run time with the field
 numbers of tensorboard/compat/proto/event.proto and summary.proto.
 Usage: read_tfevents.py EVENTS_FILE OUT_JSON
-Writes {"file_version": ..., "scalars": [[step, tag, value], ...], "wall_times": [...]}.
+Writes {"file_version": ..., "scalars": [[step, tag, value], ...], "wall_times": [...],
+"session_starts": [the step of each SessionLog START]}.
 """
 import json
 import struct
@@ -42,11 +43,14 @@ def event_class():
     add(value, "simple_value", 2, T.TYPE_FLOAT)
     summary = f.message_type.add(name="Summary")
     add(summary, "value", 1, T.TYPE_MESSAGE, ".tb.Value", repeated=True)
+    session_log = f.message_type.add(name="SessionLog")
+    add(session_log, "status", 1, T.TYPE_INT32)  # an enum on the wire: START = 1
     event = f.message_type.add(name="Event")
     add(event, "wall_time", 1, T.TYPE_DOUBLE)
     add(event, "step", 2, T.TYPE_INT64)
     add(event, "file_version", 3, T.TYPE_STRING)
     add(event, "summary", 5, T.TYPE_MESSAGE, ".tb.Summary")
+    add(event, "session_log", 7, T.TYPE_MESSAGE, ".tb.SessionLog")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     descriptor = pool.FindMessageTypeByName("tb.Event")
@@ -58,7 +62,7 @@ def event_class():
 def main(path, out):
     Event = event_class()
     data = open(path, "rb").read()
-    result = {"file_version": None, "scalars": [], "wall_times": []}
+    result = {"file_version": None, "scalars": [], "wall_times": [], "session_starts": []}
     at = 0
     while at < len(data):
         header = data[at:at + 8]
@@ -74,6 +78,8 @@ def main(path, out):
         result["wall_times"].append(event.wall_time)
         if event.file_version:
             result["file_version"] = event.file_version
+        if event.HasField("session_log") and event.session_log.status == 1:
+            result["session_starts"].append(event.step)
         for value in event.summary.value:
             result["scalars"].append([event.step, value.tag, value.simple_value])
     json.dump(result, open(out, "w"))

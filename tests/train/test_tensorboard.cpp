@@ -1,6 +1,7 @@
 // TensorBoard event files: CRC-32C against RFC 3720's vectors, and a run's metrics read back by an
 // independent reader (tests/train/read_tfevents.py: its own CRC-32C, the protobuf runtime's decoder)
-// as the scalars TensorBoard would plot, step by step.
+// as the scalars TensorBoard would plot, step by step; each file marks a session's start at its first
+// step, which makes TensorBoard hide what older files logged from there on (a resume's repeated steps).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,6 +55,7 @@ TEST(TensorBoard, EveryMetricIsAScalarAtItsStep) {
   const std::optional<nlohmann::json> events = read_events(files[0]);
   if (!events) GTEST_SKIP() << "python3-protobuf is not installed (scripts/setup.sh installs it)";
   EXPECT_EQ((*events)["file_version"], "brain.Event:2");
+  EXPECT_EQ((*events)["session_starts"], nlohmann::json::array({1}));
   std::map<std::pair<int64_t, std::string>, double> scalars;
   for (const auto& s : (*events)["scalars"]) scalars[{s[0].get<int64_t>(), s[1].get<std::string>()}] = s[2];
   const auto lines = testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl");
@@ -70,6 +72,21 @@ TEST(TensorBoard, EveryMetricIsAScalarAtItsStep) {
   EXPECT_EQ(scalars.size(), expected);
   EXPECT_TRUE(scalars.contains({4, "val_loss"}));
   EXPECT_TRUE(scalars.contains({1, "loss"}));
+}
+
+TEST(TensorBoard, AResumedFileStartsItsSessionAtItsFirstStep) {
+  const auto dir = testing::scratch_dir();
+  std::filesystem::path file;
+  {
+    TensorBoardEvents resumed(dir / "tb");
+    resumed.write_scalars(301, {{"loss", 2.5}});
+    resumed.write_scalars(302, {{"loss", 2.25}});
+    file = resumed.path();
+  }
+  const std::optional<nlohmann::json> events = read_events(file);
+  if (!events) GTEST_SKIP() << "python3-protobuf is not installed (scripts/setup.sh installs it)";
+  EXPECT_EQ((*events)["session_starts"], nlohmann::json::array({301}));
+  EXPECT_EQ((*events)["scalars"], nlohmann::json::parse("[[301, \"loss\", 2.5], [302, \"loss\", 2.25]]"));
 }
 
 TEST(TensorBoard, AFolderThatCannotBeMadeIsOneLine) {
