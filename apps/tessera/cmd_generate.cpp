@@ -2,7 +2,9 @@
 // each token as it comes (print_token_text, also used by train for its final sample); with a chat template, the
 // assistant's reply to the prompt as a user's message.
 #include <cstdio>
+#include <memory>
 #include <optional>
+#include <string_view>
 
 #include "checkpoint/hf_model.h"
 #include "checkpoint/train_checkpoint.h"
@@ -12,9 +14,61 @@
 #include "data/tokenizer.h"
 #include "train/device_choice.h"
 #include "train/generate.h"
+#include "train/utf8_stream.h"
 #include "train/model_setup.h"
 
 namespace tessera::cli {
+
+namespace {
+
+// Prints tokens' text as they come, as valid UTF-8: a character split across tokens appears once whole.
+class TokenPrinter {
+ public:
+  explicit TokenPrinter(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  void print(int32_t token) {
+    // a document boundary inside a sample shows as a blank line
+    write(utf8_.add(token == tokenizer_.eot_token() ? std::string("\n\n") : tokenizer_.token_text(token)));
+  }
+  // Ends the text: an unfinished character shows as U+FFFD.
+  void finish() { write(utf8_.finish()); }
+
+ private:
+  static void write(const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  const Tokenizer& tokenizer_;
+  Utf8Stream utf8_;
+};
+
+// The conversation as tokenize writes it (the start token, each piece encoded alone), then the
+// assistant's header.
+std::vector<int32_t> chat_prompt(const ChatTemplate& chat, const Tokenizer& tokenizer, const std::string& system,
+                                 const std::string& user) {
+  std::vector<ChatMessage> messages;
+  if (!system.empty()) messages.push_back({"system", system});
+  messages.push_back({"user", user});
+  std::vector<DocumentPiece> pieces = chat.render(messages);
+  pieces.push_back({chat.generation_prompt(), false});
+  return encode_document(tokenizer, pieces).tokens;
+}
+
+// The vocabulary's end-of-text tokens (<|endoftext|>, Llama 3's <|end_of_text|>).
+std::vector<int32_t> end_of_text_tokens(const Tokenizer& tokenizer) {
+  std::vector<int32_t> ids;
+  for (std::string_view text : {"<|endoftext|>", "<|end_of_text|>"})
+    if (std::optional<int32_t> id = tokenizer.special_token_id(text)) ids.push_back(*id);
+  return ids;
+}
+
+// Generation reads the last max_seq_len tokens, as a full forward pass would; a longer prompt loses its start.
+void note_long_prompt(size_t tokens, int64_t context) {
+  if (int64_t(tokens) <= context) return;
+  std::fprintf(stderr, "note: the prompt is %zu tokens, longer than the model's context of %lld; only its last %lld "
+               "are read\n", tokens, (long long)context, (long long)context);
+}
+
+}  // namespace
 
 void add_generate_command(CLI::App& app) {
   struct Options {
@@ -58,40 +112,33 @@ void add_generate_command(CLI::App& app) {
     Tokenizer& tokenizer = *loaded.tokenizer;
     o->sampling.vocab_limit = tokenizer.vocab_size();
     Rng rng(o->seed, stream_id("generate"));
+    std::vector<int32_t> prompt;
     if (chat) {
-      // The conversation as tokenize writes it (the start token, each piece encoded alone), then the
-      // assistant's header.
       chat->require_tokens_of(tokenizer);
-      std::vector<ChatMessage> messages;
-      if (!o->system.empty()) messages.push_back({"system", o->system});
-      messages.push_back({"user", o->prompt});
-      std::vector<DocumentPiece> pieces = chat->render(messages);
-      pieces.push_back({chat->generation_prompt(), false});
-      const std::vector<int32_t> prompt = encode_document(tokenizer, pieces).tokens;
+      prompt = chat_prompt(*chat, tokenizer, o->system, o->prompt);
+      // A reply ends at the end of its turn, or at the end of text a model may write instead (Hugging
+      // Face's generation configs list both as eos_token_id).
       o->sampling.stop_token = *tokenizer.special_token_id(chat->end_of_turn());
-      const auto print = print_token_text(tokenizer);
-      generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {
-        if (token != o->sampling.stop_token) print(token);
-      });
-      std::printf("\n");
-      return;
+      o->sampling.also_stop_at = end_of_text_tokens(tokenizer);
+    } else {
+      prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.document_start_token()}
+                                 : tokenizer.encode_with_special_tokens(o->prompt);
+      o->sampling.stop_token = tokenizer.eot_token();
+      std::printf("%s", o->prompt.c_str());
     }
-    std::vector<int32_t> prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.document_start_token()}
-                                                    : tokenizer.encode_with_special_tokens(o->prompt);
-    o->sampling.stop_token = tokenizer.eot_token();
-    std::printf("%s", o->prompt.c_str());
-    generate(*loaded.model, prompt, o->sampling, rng, print_token_text(tokenizer));
+    note_long_prompt(prompt.size(), loaded.model->config().max_seq_len);
+    TokenPrinter printer(tokenizer);
+    generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {
+      if (!o->sampling.stops_at(token)) printer.print(token);
+    });
+    printer.finish();
     std::printf("\n");
   });
 }
 
 std::function<void(int32_t)> print_token_text(const Tokenizer& tokenizer) {
-  return [&tokenizer](int32_t token) {
-    // a document boundary inside a sample shows as a blank line
-    std::string text = token == tokenizer.eot_token() ? std::string("\n\n") : tokenizer.token_text(token);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-  };
+  auto printer = std::make_shared<TokenPrinter>(tokenizer);
+  return [printer](int32_t token) { printer->print(token); };
 }
 
 }  // namespace tessera::cli

@@ -45,6 +45,11 @@ void SamplingOptions::validate() const {
   TS_CHECK(max_new_tokens >= 0, "--max-new-tokens must not be negative, got ", max_new_tokens);
 }
 
+bool SamplingOptions::stops_at(int32_t token) const {
+  if (token < 0) return false;  // stop_token -1: none
+  return token == stop_token || std::find(also_stop_at.begin(), also_stop_at.end(), token) != also_stop_at.end();
+}
+
 std::vector<int32_t> generate(Decoder& model, const std::vector<int32_t>& prompt, const SamplingOptions& options,
                               Rng& rng, const std::function<void(int32_t)>& on_token) {
   options.validate();
@@ -79,7 +84,7 @@ std::vector<int32_t> generate(Decoder& model, const std::vector<int32_t>& prompt
     context.push_back(next);
     produced.push_back(next);
     if (on_token) on_token(next);
-    if (next == options.stop_token) break;
+    if (options.stops_at(next)) break;
   }
   return produced;
 }

@@ -19,6 +19,7 @@ struct SamplingOptions {
   float top_p = 1.0f;        // nucleus: the fewest most likely of those tokens whose probability
                              // reaches top_p (at least one); 1 = all of them
   int32_t stop_token = -1;   // stop after emitting this token (e.g. <|endoftext|>); -1 = never
+  std::vector<int32_t> also_stop_at = {};  // and after any of these (a chat's end of text beside its end of turn)
   // Draw only ids below this: the tokenizer's size when the model's vocabulary is larger (ids the
   // tokenizer cannot decode); 0 = the model's whole vocabulary.
   int64_t vocab_limit = 0;
@@ -26,6 +27,8 @@ struct SamplingOptions {
   // Throws naming the flag: a temperature that is negative or not finite, a negative top-k or
   // token count, a top-p outside (0, 1].
   void validate() const;
+  // Whether generation ends after emitting `token`.
+  bool stops_at(int32_t token) const;
 };
 
 // Returns only the new tokens; on_token (optional) sees each as it is produced.

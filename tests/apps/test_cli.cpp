@@ -13,6 +13,7 @@
 #include "data/token_shard.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
+#include "train/utf8_stream.h"
 
 namespace tessera {
 namespace {
@@ -560,6 +561,13 @@ TEST_F(CliBadInput, FineTunesOnConversationsAndChats) {
                            "--prompt 'question 7 is' --temperature 0 --max-new-tokens 20 --system 'Be brief.'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "fine\n");  // the reply alone, ended by <|im_end|> long before 20 tokens
+  // Drawn near uniformly, byte tokens break characters apart: what is printed stays valid UTF-8.
+  r = testing::run_command(exe + " generate --device cpu --checkpoint " + (dir / "run").string() +
+                           " --prompt 'question' --temperature 100 --top-k 0 --max-new-tokens 200 --seed 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Utf8Stream utf8;
+  EXPECT_EQ(utf8.add(r.output) + utf8.finish(), r.output);
+  EXPECT_TRUE(testing::contains(r.output, "\xEF\xBF\xBD")) << r.output;  // U+FFFD where bytes formed no character
   expect_one_line_error("generate --checkpoint " + (dir / "run").string() + " --prompt hi --system 'Be brief.'",
                         "--system needs --chat-template");
   expect_one_line_error("generate --device cpu --checkpoint " + (dir / "run").string() + " --prompt hi --chat-template llama3",
