@@ -14,7 +14,7 @@ namespace tessera::cli {
 void add_eval_command(CLI::App& app) {
   struct Options {
     std::string checkpoint, init_from, data;
-    int64_t batch_size = 8, seq_len = 1024, batches = 0;
+    int64_t batch_size = 8, seq_len = 0, batches = 0;
     std::string device = "auto", attention_mask = "causal";
   };
   auto o = std::make_shared<Options>();
@@ -23,8 +23,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2 or Mixtral) instead of a checkpoint");
   cmd->add_option("--val-data", o->data, "Glob of token shards, or weighted globs: 0.7:web/val_*.bin,0.3:code/val_*.bin")->required();
   cmd->add_option("--batch-size", o->batch_size, "Sequences per forward pass")->capture_default_str();
-  cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
-  cmd->add_option("--batches", o->batches, "Batches to evaluate (0 = the whole data once)")->capture_default_str();
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence (0 = the model's context)")->capture_default_str();
+  cmd->add_option("--batches,--eval-batches", o->batches, "Batches to evaluate (0 = the whole data once; train's "
+                  "--eval-batches with --batch-size its --micro-batch-size gives its val_loss)")->capture_default_str();
   cmd->add_option("--device", o->device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
       ->capture_default_str();
   cmd->add_option("--attention-mask", o->attention_mask,
@@ -34,7 +35,7 @@ void add_eval_command(CLI::App& app) {
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
     TS_CHECK(o->batch_size > 0, "--batch-size must be positive, got ", o->batch_size);
-    TS_CHECK(o->seq_len > 0, "--seq-len must be positive, got ", o->seq_len);
+    TS_CHECK(o->seq_len >= 0, "--seq-len must not be negative (0 = the model's context), got ", o->seq_len);
     TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);
     TS_CHECK(o->attention_mask == "causal" || o->attention_mask == "document",
              "--attention-mask must be causal or document, got '", o->attention_mask, "'");
@@ -44,8 +45,10 @@ void add_eval_command(CLI::App& app) {
     TS_CHECK(!by_document || loaded.tokenizer, "--attention-mask document needs the model's tokenizer beside its "
                                                "weights (tokenizer.json): its document start token marks the documents");
     model.to(choose_device_noting(o->device));
-    TS_CHECK(o->seq_len <= model.config().max_seq_len, "--seq-len ", o->seq_len, " exceeds the model's context of ",
-             model.config().max_seq_len);
+    const int64_t context = model.config().max_seq_len;
+    if (o->seq_len == 0) o->seq_len = context;
+    TS_CHECK(o->seq_len <= context, "--seq-len ", o->seq_len, " exceeds the model's context of ", context,
+             "; give --seq-len ", context, " or less");
     // A mixture's loss is its sources' weighted mean; each source is evaluated alone.
     const std::vector<DataSource> sources = parse_data_sources(o->data, "--val-data");
     Tensor inputs = Tensor::zeros({o->batch_size, o->seq_len}, DType::i32);
@@ -72,6 +75,8 @@ void add_eval_command(CLI::App& app) {
                   sources.size() > 1 ? ": " : "", loss, (long long)batches, (long long)o->batch_size,
                   (long long)o->seq_len);
       if (trained < batches * o->batch_size * o->seq_len) std::printf(" (%lld targets under loss masks)", (long long)trained);
+      if (o->batches > batches)
+        std::printf(" (all the data holds, short of --batches %lld)", (long long)o->batches);
       std::printf("\n");
     }
     if (sources.size() > 1) std::printf("val_loss %.6f: the sources' weighted mean\n", mixture_loss);

@@ -467,6 +467,19 @@ TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
                            "--batches 2 --val-data '" + (dir / "sft" / "train_*.bin").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(testing::contains(r.output, "targets under loss masks)")) << r.output;
+  // Without --seq-len eval reads the model's context (gpt2-tiny's 64, where the default of 1024 was
+  // refused), as many batches as the data holds when --eval-batches (train's name) asks for more, and
+  // says so.
+  r = testing::run_command(exe + " eval --checkpoint " + (dir / "run").string() + " --batch-size 4 --eval-batches 2 " +
+                           "--val-data '" + (dir / "sft" / "train_*.bin").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, " over 2 batches of 4 x 64 tokens")) << r.output;
+  r = testing::run_command(exe + " eval --checkpoint " + (dir / "run").string() + " --batch-size 4 --batches 100000 " +
+                           "--val-data '" + (dir / "sft" / "train_*.bin").string() + "'");
+  EXPECT_TRUE(testing::contains(r.output, "(all the data holds, short of --batches 100000)")) << r.output;
+  expect_one_line_error("eval --device cpu --checkpoint " + (dir / "run").string() + " --seq-len 65 --val-data '" +
+                            (dir / "sft" / "train_*.bin").string() + "'",
+                        "--seq-len 65 exceeds the model's context of 64; give --seq-len 64 or less");
   expect_one_line_error("tokenize --quiet --tokenizer " + (dir / "tok.json").string() + " --in " +
                             (dir / "vocab.txt").string() + " --jsonl-prompt-key prompt --out " + (dir / "bad").string(),
                         "--jsonl-prompt-key needs JSON lines");
