@@ -24,10 +24,8 @@ constexpr const char* kSourceColours[] = {"#2ca02c", "#9467bd", "#8c564b", "#e37
 // Text as XML character data: valid UTF-8 (a path's stray bytes as U+FFFD), markup escaped, and the
 // control characters XML 1.0 forbids as '?'.
 std::string xml_escaped(const std::string& text) {
-  Utf8Stream utf8;
-  const std::string valid = utf8.add(text) + utf8.finish();
   std::string out;
-  for (char c : valid) {
+  for (char c : valid_utf8(text)) {
     if (c == '<') out += "&lt;";
     else if (c == '>') out += "&gt;";
     else if (c == '&') out += "&amp;";

@@ -32,6 +32,7 @@
 #include "train/stop_signal.h"
 #include "train/train_bench.h"
 #include "train/trainer_resume.h"
+#include "train/utf8_stream.h"
 
 namespace tessera {
 
@@ -428,7 +429,7 @@ void Trainer::print_sample(ProgressLine& progress) {
                           .stop_token = tokenizer_->eot_token(), .vocab_limit = tokenizer_->vocab_size()};
   std::vector<int32_t> tokens = generate(*model_, {tokenizer_->document_start_token()}, options, rng);
   if (!tokens.empty() && tokens.back() == tokenizer_->eot_token()) tokens.pop_back();
-  progress.message("sample: " + tokenizer_->decode(tokens));
+  progress.message("sample: " + valid_utf8(tokenizer_->decode(tokens)));  // a token may end mid-character
 }
 
 void Trainer::write_loss_plot(const std::filesystem::path& metrics_path) {

@@ -71,4 +71,10 @@ std::string Utf8Stream::finish() {
   return out;
 }
 
+std::string valid_utf8(std::string_view bytes) {
+  Utf8Stream stream;
+  std::string out = stream.add(bytes);
+  return out + stream.finish();
+}
+
 }  // namespace tessera

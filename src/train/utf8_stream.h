@@ -19,4 +19,7 @@ class Utf8Stream {
   std::string pending_;  // the first bytes of an unfinished character
 };
 
+// Whole text made valid UTF-8 the same way (a stream of one piece, finished).
+std::string valid_utf8(std::string_view bytes);
+
 }  // namespace tessera

@@ -44,5 +44,12 @@ TEST(Utf8Stream, ReplacesInvalidBytesAsPythonDoes) {
   EXPECT_EQ(streamed({"\x8F", "ok\xF0\x9F\x99"}), kFffd + "ok" + kFffd);
 }
 
+// Whole text at once: the sample the trainer prints, a token's cut character at its end included.
+TEST(Utf8Stream, ValidUtf8OfAWholeText) {
+  EXPECT_EQ(valid_utf8("\xE6\x97\xA5 ok"), "\xE6\x97\xA5 ok");
+  EXPECT_EQ(valid_utf8("a\xFA b\xF0\x9F\x99"), "a" + kFffd + " b" + kFffd);
+  EXPECT_EQ(valid_utf8(""), "");
+}
+
 }  // namespace
 }  // namespace tessera
