@@ -23,7 +23,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2 or Mixtral) instead of a checkpoint");
   cmd->add_option("--val-data", o->data, "Glob of token shards, or weighted globs: 0.7:web/val_*.bin,0.3:code/val_*.bin")->required();
   cmd->add_option("--batch-size", o->batch_size, "Sequences per forward pass")->capture_default_str();
-  cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence (0 = the model's context)")->capture_default_str();
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence (0 = a checkpoint's training --seq-len, else the model's "
+                  "context)")->capture_default_str();
   cmd->add_option("--batches,--eval-batches", o->batches, "Batches to evaluate (0 = the whole data once; train's "
                   "--eval-batches with --batch-size its --micro-batch-size gives its val_loss)")->capture_default_str();
   cmd->add_option("--device", o->device, "auto (the GPU when one is usable, else the CPU), cuda or cpu")
@@ -35,7 +36,7 @@ void add_eval_command(CLI::App& app) {
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
     TS_CHECK(o->batch_size > 0, "--batch-size must be positive, got ", o->batch_size);
-    TS_CHECK(o->seq_len >= 0, "--seq-len must not be negative (0 = the model's context), got ", o->seq_len);
+    TS_CHECK(o->seq_len >= 0, "--seq-len must not be negative (0 = the training's, or the model's context), got ", o->seq_len);
     TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);
     TS_CHECK(o->attention_mask == "causal" || o->attention_mask == "document",
              "--attention-mask must be causal or document, got '", o->attention_mask, "'");
@@ -46,7 +47,9 @@ void add_eval_command(CLI::App& app) {
                                                "weights (tokenizer.json): its document start token marks the documents");
     model.to(choose_device_noting(o->device));
     const int64_t context = model.config().max_seq_len;
-    if (o->seq_len == 0) o->seq_len = context;
+    // By default the sequences the model was trained on (its val_loss's), else its whole context.
+    if (o->seq_len == 0)
+      o->seq_len = loaded.trained_seq_len > 0 ? std::min(loaded.trained_seq_len, context) : context;
     TS_CHECK(o->seq_len <= context, "--seq-len ", o->seq_len, " exceeds the model's context of ", context,
              "; give --seq-len ", context, " or less");
     // A mixture's loss is its sources' weighted mean; each source is evaluated alone.

@@ -63,6 +63,7 @@ struct LoadedModel {
   std::unique_ptr<Decoder> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::string tokenizer_note;  // why the tokenizer stored beside the weights was not loaded, if it was not
+  int64_t trained_seq_len = 0;  // a checkpoint's run's --seq-len (0: not known, as for a Hugging Face folder)
   LoadedModel();
   LoadedModel(LoadedModel&&) noexcept;
   ~LoadedModel();

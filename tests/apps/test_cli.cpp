@@ -467,13 +467,15 @@ TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
                            "--batches 2 --val-data '" + (dir / "sft" / "train_*.bin").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(testing::contains(r.output, "targets under loss masks)")) << r.output;
-  // Without --seq-len eval reads the model's context (gpt2-tiny's 64, where the default of 1024 was
-  // refused), as many batches as the data holds when --eval-batches (train's name) asks for more, and
-  // says so.
+  const std::string at_32 = r.output;
+  // Without --seq-len eval reads the run's training --seq-len (32, where a default of 1024 was refused
+  // and the model's context, 64, is not what val_loss measured), as many batches as the data holds
+  // when --eval-batches (train's name) asks for more, and says so.
   r = testing::run_command(exe + " eval --checkpoint " + (dir / "run").string() + " --batch-size 4 --eval-batches 2 " +
                            "--val-data '" + (dir / "sft" / "train_*.bin").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(testing::contains(r.output, " over 2 batches of 4 x 64 tokens")) << r.output;
+  EXPECT_EQ(r.output, at_32);
+  EXPECT_TRUE(testing::contains(r.output, " over 2 batches of 4 x 32 tokens")) << r.output;
   r = testing::run_command(exe + " eval --checkpoint " + (dir / "run").string() + " --batch-size 4 --batches 100000 " +
                            "--val-data '" + (dir / "sft" / "train_*.bin").string() + "'");
   EXPECT_TRUE(testing::contains(r.output, "(all the data holds, short of --batches 100000)")) << r.output;
