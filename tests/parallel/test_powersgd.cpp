@@ -2,7 +2,8 @@
 // matrices sharing their column space comes through rank-1 factors exactly; over several steps of
 // full-rank gradients, error feedback loses nothing (the compressed sums plus the ranks' remaining
 // errors are the true sums); elements outside the factored matrices are summed exactly; a matrix
-// whose factors would not be at most half its size travels whole; reset_errors() forgets.
+// whose factors would not be at most half its size travels whole; step_skipped() forgets the errors
+// and takes back the step's Q, so a NaN step leaves the next steps' sums as if it had never run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,9 +75,35 @@ TEST(PowerSgd, ErrorFeedbackLosesNothingOverSteps) {
   comm->all_reduce(errors);
   for (int64_t k = 0; k < kRows * kCols; ++k)
     ASSERT_NEAR(delivered.f32()[k] + errors.f32()[k], truth.f32()[k], 1e-4 * (1 + std::fabs(truth.f32()[k]))) << k;
-  powersgd.reset_errors();
+  powersgd.step_skipped();
   for (int64_t k = 0; k < kRows * kCols; ++k) ASSERT_EQ(powersgd.error_of(kMatrix).f32()[k], 0.0f);
   EXPECT_THROW(powersgd.error_of(kSmall), Error);  // travels whole
+}
+
+// A step whose gradient holds a NaN on one rank, then skipped: its sums are NaN, but Q is back to
+// step 0's and the steps after it sum exactly as in a run that forgot its errors after step 0 (a
+// poisoned warm start would make every later step NaN, and the bad-step guard stop the run).
+TEST(PowerSgd, SkippedNanStepLeavesTheNextStepsAlone) {
+  auto comm = world_comm("dp");
+  auto grads_of = [](uint64_t step) { return f32_tensor(kTotal, [&](int64_t k) { return normal(step, k); }); };
+  PowerSgd skipping(kMatrices, 2, 11, Device::cpu), clean(kMatrices, 2, 11, Device::cpu);
+  reduce(skipping, *comm, grads_of(0));
+  reduce(clean, *comm, grads_of(0));
+  Tensor poisoned = grads_of(1);
+  if (comm->rank() == 0) poisoned.f32()[kMatrix + 5] = std::nanf("");
+  EXPECT_TRUE(std::isnan(reduce(skipping, *comm, poisoned).f32()[kMatrix]));
+  skipping.step_skipped();
+  const Tensor q_after_step_0 = clean.qt_of(0);
+  EXPECT_EQ(std::vector<float>(skipping.qt_of(0).f32(), skipping.qt_of(0).f32() + q_after_step_0.numel()),
+            std::vector<float>(q_after_step_0.f32(), q_after_step_0.f32() + q_after_step_0.numel()));
+  // The reference forgets its errors and keeps step 0's Q (set_qt makes it the one a skip returns to).
+  clean.set_qt(0, q_after_step_0);
+  clean.step_skipped();
+  for (uint64_t step = 2; step < 4; ++step) {
+    const Tensor got = reduce(skipping, *comm, grads_of(step)), want = reduce(clean, *comm, grads_of(step));
+    for (int64_t k = 0; k < kTotal; ++k) ASSERT_EQ(got.f32()[k], want.f32()[k]) << "step " << step << ", element " << k;
+  }
+  EXPECT_TRUE(std::isfinite(skipping.qt_of(0).f32()[0]));
 }
 
 }  // namespace

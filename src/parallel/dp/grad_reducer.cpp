@@ -106,7 +106,7 @@ void GradReducer::finish() {
 }
 
 void GradReducer::step_skipped() {
-  if (powersgd_) powersgd_->reset_errors();
+  if (powersgd_) powersgd_->step_skipped();
 }
 
 const Bucket& GradReducer::bucket_of(int64_t offset) const {

@@ -41,7 +41,8 @@ class GradReducer {
   // Backward has finalised every gradient at offset >= `offset`: launch the buckets now complete.
   void grads_final_from(int64_t offset);
   void finish();
-  // The step these gradients were for was skipped: compression errors from them are dropped.
+  // The step these gradients were for was skipped: PowerSGD drops its errors and takes back the
+  // step's Q (either may hold the step's NaNs).
   void step_skipped();
 
   // PowerSGD's state for checkpoints (powersgd.h), or null without it.

@@ -43,9 +43,11 @@ PowerSgd::PowerSgd(std::vector<GradMatrix> matrices, int rank, uint64_t seed, De
   std::sort(matrices.begin(), matrices.end(), [](const GradMatrix& a, const GradMatrix& b) { return a.offset < b.offset; });
   for (const GradMatrix& m : matrices) {
     if (!compresses(m, rank)) continue;
-    Factored f{m, Tensor::zeros({rank, m.cols}), Tensor::zeros({m.rows, m.cols}, DType::f32, device)};
+    Factored f{m, Tensor::zeros({rank, m.cols}), Tensor::zeros({rank, m.cols}, DType::f32, device),
+               Tensor::zeros({m.rows, m.cols}, DType::f32, device)};
     fill_normal(f.qt.f32(), f.qt.numel(), seed, "powersgd.q." + m.name, 0.0f, 1.0f);
     f.qt = tensor_to(f.qt, device);
+    copy_tensor(f.qt_before, f.qt);
     factored_.push_back(std::move(f));
   }
 }
@@ -81,6 +83,7 @@ void PowerSgd::set_qt(size_t matrix, const Tensor& qt) {
   TS_CHECK(qt.shape() == f.qt.shape(), "PowerSGD: Qᵀ of the matrix at offset ", f.m.offset, " must be ",
            shape_string(f.qt.shape()), ", got ", shape_string(qt.shape()));
   copy_tensor(f.qt, qt);
+  copy_tensor(f.qt_before, qt);
 }
 
 const Tensor& PowerSgd::error_of(int64_t offset) const {
@@ -89,8 +92,11 @@ const Tensor& PowerSgd::error_of(int64_t offset) const {
   return it->error;
 }
 
-void PowerSgd::reset_errors() {
-  for (Factored& f : factored_) zero_tensor(f.error);
+void PowerSgd::step_skipped() {
+  for (Factored& f : factored_) {
+    zero_tensor(f.error);
+    copy_tensor(f.qt, f.qt_before);
+  }
 }
 
 PowerSgd::Round PowerSgd::start(Comm& comm, Tensor& grads, const Bucket& bucket) {
@@ -169,6 +175,7 @@ void PowerSgd::complete(Comm& comm, Tensor& grads, Round& round) {
     matmul_backward(m, no_dweight, no_dbias, ps[k], f.error, qts[k]);  // M = P Qᵀ: the compressed sum
     add_inplace(f.error, m);
     scale_inplace(f.error, -1.0f / ranks);
+    copy_tensor(f.qt_before, f.qt);
     copy_tensor(f.qt, qts[k]);  // the warm start of the next step
   }
 }

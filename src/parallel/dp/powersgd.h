@@ -50,8 +50,9 @@ class PowerSgd {
   Round start(Comm& comm, Tensor& grads, const Bucket& bucket);
   // Waits for round 1, runs round 2, and leaves the bucket's compressed sum in `grads`.
   void complete(Comm& comm, Tensor& grads, Round& round);
-  // Forgets the accumulated errors (after a step that was skipped for non-finite gradients).
-  void reset_errors();
+  // Forgets a skipped step (one whose gradients may not be finite): the accumulated errors go, and
+  // every Q returns to the one the step started from, so a NaN step cannot poison the later ones.
+  void step_skipped();
 
   int64_t compressed_elements() const;  // of the flat buffer, in factored form on the wire
   // The compressed matrices, by offset; `matrix` below indexes this list.
@@ -72,6 +73,7 @@ class PowerSgd {
   struct Factored {
     GradMatrix m;
     Tensor qt;     // (r, cols): Qᵀ, kept between steps
+    Tensor qt_before;  // (r, cols): the Qᵀ the last step started from, restored if it is skipped
     Tensor error;  // (rows, cols)
   };
   std::vector<Factored> factored_;  // by offset
