@@ -1,6 +1,7 @@
 // Dynamic loss scaling: halve on overflow, double after a run of clean steps.
 #include "train/loss_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -12,13 +13,19 @@ LossScaler::LossScaler(const LossScalerConfig& config)
   if (!config_.enabled) return;
   TS_CHECK(std::isfinite(config_.initial_scale) && config_.initial_scale >= 1.0 && config_.initial_scale <= 0x1p100,
            "--loss-scale ", config_.initial_scale, " must be a number in [1, 2^100]");
+  int exponent = 0;
+  TS_CHECK(std::frexp(config_.initial_scale, &exponent) == 0.5, "--loss-scale ", config_.initial_scale,
+           " must be a power of two, so that dividing it out of the gradients is exact: use ",
+           std::exp2(std::round(std::log2(config_.initial_scale))));
   TS_CHECK(config_.growth_interval > 0, "--loss-scale-window ", config_.growth_interval, " must be positive");
   TS_CHECK(config_.min_scale > 0 && config_.min_scale <= config_.initial_scale, "the minimum loss scale ",
            config_.min_scale, " must be positive and at most --loss-scale ", config_.initial_scale);
 }
 
-void LossScaler::restore(double scale) {
-  if (config_.enabled && scale > 0) scale_ = scale;
+void LossScaler::restore(double scale, int64_t clean_steps) {
+  if (!config_.enabled || !(scale > 0)) return;
+  scale_ = scale;
+  clean_steps_ = std::clamp<int64_t>(clean_steps, 0, config_.growth_interval - 1);
 }
 
 LossScaler::Verdict LossScaler::update(float scaled_grad_norm) {

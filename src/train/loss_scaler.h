@@ -25,8 +25,13 @@ class LossScaler {
   bool enabled() const { return config_.enabled; }
   // The factor the next backward's loss gradient carries (1 when disabled).
   float scale() const { return float(scale_); }
-  // Continues from a checkpoint's scale (ignored when disabled or not positive).
-  void restore(double scale);
+  // Continues from a checkpoint's scale and its run of clean steps toward the next doubling, so a
+  // resumed run grows the scale when an uninterrupted one would (ignored when disabled or the scale
+  // is not positive).
+  void restore(double scale, int64_t clean_steps = 0);
+  // The clean steps since the scale last changed (torch.amp.GradScaler's growth tracker): what a
+  // checkpoint needs besides scale() to continue exactly.
+  int64_t clean_steps() const { return clean_steps_; }
 
   enum class Verdict { step, skip };
   // The global norm of the gradients the last backward produced with scale(): step when finite

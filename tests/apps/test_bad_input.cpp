@@ -398,6 +398,8 @@ std::vector<BadInput> number_cases() {
       flag("PowerSgdInBf16", "--powersgd-rank 4 --grad-reduce-dtype bf16",
            "--powersgd-rank sends its factors in fp32; drop --grad-reduce-dtype bf16"),
       flag("PowerSgdWithFp16", "--powersgd-rank 4 --dtype fp16", "use --dtype bf16 or fp32 with it"),
+      flag("LossScaleNotPowerOfTwo", "--loss-scaling dynamic --loss-scale 1000",
+           "--loss-scale 1000 must be a power of two, so that dividing it out of the gradients is exact: use 1024"),
       // fp8: an unknown recipe, fp16 beside it, histories and margins out of range.
       flag("Fp8E5m2Recipe", "--fp8 e5m2", "--fp8 must be off, hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3"),
       flag("Fp8WithFp16", "--fp8 hybrid --dtype fp16", "use --dtype bf16 (or fp32 on the CPU) with it"),

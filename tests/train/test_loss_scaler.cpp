@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 #include "checkpoint/train_checkpoint.h"
 #include "support/test_support.h"
@@ -62,6 +63,32 @@ TEST(LossScaler, BadSettingsAreRefused) {
         << scale;
   EXPECT_TRUE(testing::contains(testing::error_of([&] { LossScaler(LossScalerConfig{true, 1024.0, 0}); }),
                                 "--loss-scale-window"));
+  // A scale that is not a power of two would not divide out exactly; the message names the nearest one.
+  for (auto [scale, nearest] : {std::pair{1000.0, "use 1024"}, {3.0, "use 4"}, {65537.0, "use 65536"}}) {
+    const std::string message = testing::error_of([&] { LossScaler(LossScalerConfig{true, scale}); });
+    EXPECT_TRUE(testing::contains(message, "must be a power of two")) << message;
+    EXPECT_TRUE(testing::contains(message, nearest)) << message;
+  }
+  EXPECT_EQ(LossScaler(LossScalerConfig{true, 1.0}).scale(), 1.0f);
+}
+
+// A scaler restored from another's scale and clean steps doubles when that one does: a resumed run's
+// scale follows the uninterrupted run's (torch.amp.GradScaler saves its growth tracker alike).
+TEST(LossScaler, RestoreContinuesTheRunOfCleanSteps) {
+  const LossScalerConfig config{true, 1024.0, 3};
+  LossScaler uninterrupted(config), resumed(config), window_shrunk(LossScalerConfig{true, 1024.0, 2});
+  uninterrupted.update(1.0f);
+  uninterrupted.update(1.0f);
+  ASSERT_EQ(uninterrupted.clean_steps(), 2);
+  resumed.restore(uninterrupted.scale(), uninterrupted.clean_steps());
+  window_shrunk.restore(uninterrupted.scale(), uninterrupted.clean_steps());  // past its window: the next step doubles
+  uninterrupted.update(1.0f);
+  resumed.update(1.0f);
+  window_shrunk.update(1.0f);
+  EXPECT_EQ(uninterrupted.scale(), 2048.0f);
+  EXPECT_EQ(resumed.scale(), 2048.0f);
+  EXPECT_EQ(window_shrunk.scale(), 2048.0f);
+  EXPECT_EQ(resumed.clean_steps(), 0);
 }
 
 std::vector<float> final_params(Trainer& trainer) {
