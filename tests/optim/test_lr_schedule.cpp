@@ -1,6 +1,8 @@
 // Learning-rate schedules and the clipping factor.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/error.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -49,6 +51,12 @@ TEST(GradClip, ScaleOnlyAboveTheThreshold) {
   EXPECT_EQ(clip_scale(0.5f, 1.0f), 1.0f);
   EXPECT_EQ(clip_scale(5.0f, 0.0f), 1.0f);
   EXPECT_NEAR(clip_scale(4.0f, 1.0f), 0.25f, 1e-6);
+  // The factors torch.nn.utils.clip_grad_norm_ computes in fp32 (clamp(max_norm / (norm + 1e-6), max=1)): a norm at
+  // or just under max_norm is still scaled by max_norm / (norm + 1e-6).
+  EXPECT_EQ(clip_scale(1.0f, 1.0f), 0.9999990463256836f);
+  EXPECT_EQ(clip_scale(0.9999995f, 1.0f), 0.9999995231628418f);
+  EXPECT_EQ(clip_scale(4.0f, 1.0f), 0.24999994039535522f);
+  EXPECT_EQ(clip_scale(std::numeric_limits<float>::infinity(), 1.0f), 1.0f);
 }
 
 }  // namespace tessera
