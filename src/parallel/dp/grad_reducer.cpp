@@ -61,12 +61,14 @@ void GradReducer::launch(size_t index) {
   InFlight f;
   f.bucket = index;
   Tensor region = grads_.view(b.begin, {b.size()});
-  const bool compressed = reduce_dtype_ != DType::f32;
+  // One rank sends nothing, so nothing is compressed: its gradients stay fp32, as without the flag.
+  const DType wire = dp > 1 ? reduce_dtype_ : DType::f32;
+  const bool compressed = wire != DType::f32;
   if (powersgd_) {
     f.round = powersgd_->start(comm, grads_, b);
   } else if (zero_stage_ == 0) {
     if (compressed) {  // widened back into the gradient by finish()
-      f.padded_in = Tensor::zeros({b.size()}, reduce_dtype_, grads_.device());
+      f.padded_in = Tensor::zeros({b.size()}, wire, grads_.device());
       copy_elements(f.padded_in, 0, region, 0, b.size());
     }
     f.work = comm.all_reduce_async(compressed ? f.padded_in : region);
@@ -74,11 +76,11 @@ void GradReducer::launch(size_t index) {
     // Reduce-scatter needs dp equal chunks: pad the bucket when its length does not divide.
     Tensor in = region;
     if (compressed || b.size() != b.chunk * dp) {
-      f.padded_in = Tensor::zeros({b.chunk * dp}, reduce_dtype_, grads_.device());
+      f.padded_in = Tensor::zeros({b.chunk * dp}, wire, grads_.device());
       copy_elements(f.padded_in, 0, region, 0, b.size());
       in = f.padded_in;
     }
-    f.padded_out = Tensor::zeros({b.chunk}, reduce_dtype_, grads_.device());
+    f.padded_out = Tensor::zeros({b.chunk}, wire, grads_.device());
     f.work = comm.reduce_scatter_async(in, f.padded_out);
   }
   in_flight_.push_back(std::move(f));

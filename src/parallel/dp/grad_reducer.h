@@ -6,7 +6,8 @@
 // (parameters after a ZeRO 1/2 update, optimizer moments for a checkpoint). Each bucket reduces over its
 // own group (buckets.h). Gradients may travel compressed to bf16 (reduce_dtype): each bucket is
 // rounded to bf16, reduced in bf16 (every partial sum rounded, as NCCL does) and widened back into
-// the f32 gradient or shard; half the bytes on the wire, about 3 significant digits kept. Or they
+// the f32 gradient or shard; half the bytes on the wire, about 3 significant digits kept (a bucket
+// whose group is one rank sends nothing and stays f32). Or they
 // may travel as PowerSGD's low-rank factors (powersgd.h): each bucket is summed over its group in
 // two rounds, the second when finish() reaches it; under ZeRO 1 the rank then keeps its chunk.
 #pragma once

@@ -75,9 +75,10 @@ void PartGradReducer::grads_final(int64_t index) {
   const Part& p = part(index);
   for (size_t i : p.buckets) {
     const Bucket& b = buckets_[i];
-    Reduction r{i, Work(), buffer, Tensor::zeros({b.chunk}, reduce_dtype_, device())};
-    if (p.buckets.size() > 1 || reduce_dtype_ != DType::f32) {
-      r.in = Tensor::zeros({b.chunk * comm(b).size()}, reduce_dtype_, device());
+    const DType wire = wire_dtype(b);
+    Reduction r{i, Work(), buffer, Tensor::zeros({b.chunk}, wire, device())};
+    if (p.buckets.size() > 1 || wire != DType::f32) {
+      r.in = Tensor::zeros({b.chunk * comm(b).size()}, wire, device());
       place_converted(r.in, 0, buffer.view(b.begin - p.begin, {b.size()}));
     }
     r.work = comm(b).reduce_scatter_async(r.in, r.out);
@@ -94,7 +95,7 @@ void PartGradReducer::retire_oldest_reduction() {
   if (b.owned() > 0) {
     Tensor to = grad_shard_.view(b.shard_offset, {b.owned()});
     Tensor sum = r.out.view(0, {b.owned()});
-    if (reduce_dtype_ != DType::f32) {
+    if (r.out.dtype() != DType::f32) {
       Tensor wide = Tensor::zeros({b.owned()}, DType::f32, device());
       cast_copy(wide, sum);
       sum = std::move(wide);

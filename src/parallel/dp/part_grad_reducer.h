@@ -52,6 +52,8 @@ class PartGradReducer : public PartGradients {
   const std::map<int64_t, Part>& parts() const { return parts_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   Comm& comm(const Bucket& b) const { return *groups_[size_t(b.group)]; }
+  // What bucket b travels in: reduce_dtype, or f32 when its group is one rank (nothing is sent).
+  DType wire_dtype(const Bucket& b) const { return comm(b).size() > 1 ? reduce_dtype_ : DType::f32; }
   Device device() const { return grad_shard_.device(); }
 
  private:
