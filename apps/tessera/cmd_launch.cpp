@@ -1,6 +1,9 @@
 // tessera launch: run a training job and restart it after failures (train/restart_supervisor.h).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <sstream>
 
 #include <toml++/toml.h>
 
@@ -11,22 +14,55 @@
 namespace tessera::cli {
 namespace {
 
-// Whether the job resumes its run: --resume in an argument (also inside a wrapper's `bash -c "..."`
-// string) or `resume = true` in a --config file the command names.
-bool command_resumes(const std::vector<std::string>& command) {
-  for (size_t i = 0; i < command.size(); ++i) {
-    if (command[i].find("--resume") != std::string::npos) return true;
-    std::string config;
-    if (command[i] == "--config" && i + 1 < command.size()) config = command[i + 1];
-    if (command[i].starts_with("--config=")) config = command[i].substr(9);
-    if (config.empty()) continue;
-    try {
-      if (toml::parse_file(config)["resume"].value_or(false)) return true;
-    } catch (const toml::parse_error&) {
-      // The job itself reports a config it cannot read.
-    }
+// The words of the job's command: its arguments split at spaces, so that the flags inside a
+// wrapper's `bash -c "..."` string count too.
+std::vector<std::string> command_words(const std::vector<std::string>& command) {
+  std::vector<std::string> words;
+  for (const std::string& arg : command) {
+    std::istringstream split(arg);
+    for (std::string word; split >> word;) words.push_back(word);
   }
-  return false;
+  return words;
+}
+
+// What the job's command sets `flag` to (`--flag V`, `--flag=V`, or "" for a bare `--flag`), else
+// what the --config file it names sets `key` to (a boolean, whole number or string, as text); nothing when neither sets it.
+std::optional<std::string> job_setting(const std::vector<std::string>& words, const std::string& flag,
+                                       const std::string& key) {
+  std::string config;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const bool next = i + 1 < words.size() && !words[i + 1].starts_with("--");
+    if (words[i] == flag) return next ? words[i + 1] : "";
+    if (words[i].starts_with(flag + "=")) return words[i].substr(flag.size() + 1);
+    if (words[i] == "--config" && next) config = words[i + 1];
+    if (words[i].starts_with("--config=")) config = words[i].substr(9);
+  }
+  if (config.empty()) return std::nullopt;
+  try {
+    const toml::table table = toml::parse_file(config);
+    const toml::node* value = table.get(key);
+    if (!value) return std::nullopt;
+    if (const auto b = value->value<bool>(); b && value->is_boolean()) return *b ? "true" : "false";
+    if (const auto n = value->value<int64_t>()) return std::to_string(*n);
+    return value->value<std::string>();
+  } catch (const toml::parse_error&) {
+    // The job itself reports a config it cannot read.
+  }
+  return std::nullopt;
+}
+
+// Lines for a job that a restart would take back further than its last failure: one that does not
+// resume, or one that saves only at its end.
+void warn_about_restarts(const std::vector<std::string>& command) {
+  const std::vector<std::string> words = command_words(command);
+  const bool flag = std::any_of(words.begin(), words.end(), [](const std::string& w) { return w.starts_with("--resume"); });
+  if (!flag && job_setting(words, "--resume", "resume").value_or("false") != "true")
+    std::fprintf(stderr, "tessera launch: the command has no --resume (nor resume = true in its --config), so a "
+                         "restart begins again at step 0\n");
+  const std::optional<std::string> every = job_setting(words, "--checkpoint-every", "checkpoint-every");
+  if (!every || *every == "0")
+    std::fprintf(stderr, "tessera launch: the command saves a checkpoint only at its end (no --checkpoint-every N), "
+                         "so a restart after a failure begins again at its first step\n");
 }
 
 }  // namespace
@@ -51,9 +87,7 @@ void add_launch_command(CLI::App& app) {
   cmd->callback([o] {
     TS_CHECK(o->policy.delay_s >= 0 && o->policy.delay_s <= 86400, "--restart-delay must be between 0 and 86400 s, got ",
              o->policy.delay_s);
-    if (!command_resumes(o->command))
-      std::fprintf(stderr, "tessera launch: the command has no --resume (nor resume = true in its --config), so a "
-                           "restart begins again at step 0\n");
+    warn_about_restarts(o->command);
     const int code = run_with_restarts(o->command, o->policy, [](const std::string& line) {
       std::fprintf(stderr, "tessera launch: %s\n", line.c_str());
     });

@@ -122,6 +122,23 @@ TEST(Launch, WarnsOnlyWhenTheCommandDoesNotResume) {
   EXPECT_TRUE(testing::contains(launched("true"), warning));
 }
 
+// A job that saves only at its end loses everything to a failure: launch says so, unless the command
+// or its --config file sets --checkpoint-every above 0.
+TEST(Launch, WarnsWhenTheCommandSavesOnlyAtItsEnd) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string warning = "saves a checkpoint only at its end";
+  testing::write_text(dir / "saves.toml", "checkpoint-every = 500\n");
+  const auto launched = [](const std::string& job) {
+    return testing::run_command(kTessera + " launch --restart-delay 0 --max-restarts 0 -- " + job).output;
+  };
+  EXPECT_FALSE(testing::contains(launched("true --checkpoint-every 100 --resume"), warning));
+  EXPECT_FALSE(testing::contains(launched("true --checkpoint-every=100"), warning));
+  EXPECT_FALSE(testing::contains(launched("sh -c 'true --checkpoint-every 5; true'"), warning));
+  EXPECT_FALSE(testing::contains(launched("true --config " + (dir / "saves.toml").string()), warning));
+  EXPECT_TRUE(testing::contains(launched("true --resume"), warning));
+  EXPECT_TRUE(testing::contains(launched("true --checkpoint-every 0 --resume"), warning));
+}
+
 TEST(Launch, KilledRanksCostNothingButTime) {
   const fs::path dir = testing::scratch_dir();
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 9).string();
