@@ -643,9 +643,10 @@ TrainResult Trainer::run() {
       write_loss_plot(metrics_path);
     if (signal != 0 && !last) {
       result.stopped_by = signal;
-      progress.message(std::string(StopSignals::name(signal)) + " received: stopped after step " +
-                       std::to_string(step) + " and saved " + result.last_checkpoint.string() +
-                       "; continue with --resume");
+      if (is_reporting_rank())  // every rank agreed on the signal; one says so
+        progress.message(std::string(StopSignals::name(signal)) + " received: stopped after step " +
+                         std::to_string(step) + " and saved " + result.last_checkpoint.string() +
+                         "; continue with --resume");
       break;
     }
   }
