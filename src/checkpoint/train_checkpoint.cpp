@@ -108,7 +108,10 @@ fs::path commit(const fs::path& out_dir, const ModelConfig& config, const Checkp
   if (state.consumed_sequences) j["consumed_sequences"] = *state.consumed_sequences;
   if (state.data_origin != SequenceOrigin{})
     j["data_origin"] = {{"sequence", state.data_origin.sequence}, {"epoch", state.data_origin.epoch}};
-  if (state.loss_scale > 0) j["loss_scale"] = state.loss_scale;
+  if (state.loss_scale > 0) {
+    j["loss_scale"] = state.loss_scale;
+    j["loss_scale_clean_steps"] = state.loss_scale_clean_steps;
+  }
   if (!state.fp8_amax_history.empty()) j["fp8_amax_history"] = state.fp8_amax_history;
   write_file_atomic(temp_dir / "state.json", j.dump(1) + "\n");
   fsync_directory(temp_dir);
@@ -366,6 +369,9 @@ CheckpointModel open_checkpoint_model(const fs::path& checkpoint, const ModelCon
   state.seed = state_seed(json, checkpoint);
   state.run_config = json.value("run_config", nlohmann::json::object());
   state.loss_scale = state_loss_scale(json, checkpoint);
+  // Absent from checkpoints written before it was recorded: the count starts again.
+  if (json.contains("loss_scale_clean_steps"))
+    state.loss_scale_clean_steps = state_count(json, "loss_scale_clean_steps", checkpoint);
   state.fp8_amax_history = state_fp8_amax_history(json, checkpoint);
   state.optimizer_steps =
       json.contains("optimizer_steps") ? state_count(json, "optimizer_steps", checkpoint) : state.step;

@@ -62,6 +62,7 @@ struct CheckpointState {
   std::optional<int64_t> consumed_sequences;
   SequenceOrigin data_origin;  // where the data order's epochs start (batch_sampler.h); zero unless a
                                // resume changed --batch-size
+  int64_t loss_scale_clean_steps = 0;  // steps since the loss scale last changed (its growth's count)
 };
 
 // The model part of a checkpoint apart from a live model: what an asynchronous save writes while

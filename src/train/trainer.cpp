@@ -200,7 +200,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
       add_start_notice("--optimizer-moments " + config_.optimizer_moments +
                        ": the checkpoint's run kept its AdamW moments in " + quoted_text(saved_moments) +
                        (optimizer_->config().moments == DType::bf16 ? "; they are rounded to bf16 once" : ""));
-    loss_scaler_.restore(state.loss_scale);
+    loss_scaler_.restore(state.loss_scale, state.loss_scale_clean_steps);
     resumed_from_ = *checkpoint;
     TS_CHECK(start_step_ <= config_.steps, "--steps ", config_.steps, " is below step ", start_step_, " of ",
              checkpoint->string(), "; give --steps above ", start_step_, " to train further");
@@ -414,7 +414,8 @@ std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {
                               CheckpointLayout{grid_.world->size(), data_parallel_->size(), grid_.dims.tp,
                                                grid_.dims.pp, config_.zero},
                               next_sequence_,
-                              data_origin_};
+                              data_origin_,
+                              loss_scaler_.clean_steps()};
   // The stall: the previous save if it is still writing, and this one (or, async, its host copy; from
   // a GPU only the queueing: its copies run beside the next step, whose update waits for them).
   const std::filesystem::path dir = checkpoint_saver_->save(state, now);

@@ -133,6 +133,8 @@ TEST(LossScalerInTrainer, CheckpointCarriesTheScale) {
   std::ifstream state(checkpoint / "state.json");
   EXPECT_EQ(nlohmann::json::parse(state)["loss_scale"].get<double>(), 8192.0);
 
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(checkpoint / "state.json"))["loss_scale_clean_steps"], 1);
+
   c.steps = 4;
   c.resume = true;
   Trainer resumed(c);
@@ -140,8 +142,15 @@ TEST(LossScalerInTrainer, CheckpointCarriesTheScale) {
   const auto lines = testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl");
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.back()["step"], 4);
-  // 8192 restored; the window of clean steps restarts with the process, so one more step keeps it.
-  EXPECT_EQ(lines.back()["loss_scale"].get<double>(), 8192.0);
+  // 8192 and its one clean step restored: step 4 completes the window and doubles the scale, as the
+  // uninterrupted run's step 4 does.
+  EXPECT_EQ(lines.back()["loss_scale"].get<double>(), 16384.0);
+  c.resume = false;
+  c.out_dir = (dir / "uninterrupted").string();
+  Trainer(c).run();
+  const auto straight = testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl");
+  ASSERT_EQ(straight.size(), 4u);
+  EXPECT_EQ(straight.back()["loss_scale"], lines.back()["loss_scale"]);
 }
 
 TEST(LossScalerInTrainer, UnknownModeIsRefused) {
