@@ -2,6 +2,7 @@
 // everything else becomes an escape, so a binary file's bytes never reach the terminal raw.
 #include "core/user_text.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace tessera {
@@ -63,6 +64,7 @@ std::string library_detail(std::string_view what) {
 }
 
 std::string number_text(double value) {
+  if (std::isnan(value)) return "nan";  // printf writes the sign bit a NaN happens to carry: "-nan"
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", value);
   return text;

@@ -18,7 +18,8 @@ std::string quoted_text(std::string_view text, size_t max_chars = 200);
 // follow our own words about where the error is.
 std::string library_detail(std::string_view what);
 
-// A number as messages show it: six significant digits, no trailing zeros (3e-05, 500000, 0.1).
+// A number as messages show it: six significant digits, no trailing zeros (3e-05, 500000, 0.1; nan,
+// inf, -inf).
 std::string number_text(double value);
 
 // The message itself escaped the same way (no quotes), cut after max_chars bytes.

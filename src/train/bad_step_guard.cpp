@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <tuple>
 
+#include "core/user_text.h"
+
 namespace tessera {
 
 BadStepGuard::BadStepGuard(int64_t max_bad_steps, double spike_zscore)
@@ -27,8 +29,8 @@ void BadStepGuard::Window::add(double x) {
 }
 
 std::optional<std::string> BadStepGuard::judge(double loss, double grad_norm) const {
-  if (!std::isfinite(loss)) return "loss is " + std::to_string(loss);
-  if (!std::isfinite(grad_norm)) return "gradient norm is " + std::to_string(grad_norm);
+  if (!std::isfinite(loss)) return "loss is " + number_text(loss);
+  if (!std::isfinite(grad_norm)) return "gradient norm is " + number_text(grad_norm);
   if (spike_zscore_ <= 0.0) return std::nullopt;
   char reason[96];
   for (auto [what, window, x] : {std::tuple{"loss", &losses_, loss}, {"gradient norm", &norms_, grad_norm}}) {

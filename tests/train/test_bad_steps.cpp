@@ -20,6 +20,8 @@ TEST(BadStepGuard, NonFiniteValuesAreBadAndSpikesOnlyWhenAsked) {
   BadStepGuard plain(3, 0.0), spiky(3, 6.0);
   EXPECT_TRUE(plain.judge(std::nan(""), 1.0));
   EXPECT_TRUE(plain.judge(2.0, std::numeric_limits<double>::infinity()));
+  EXPECT_EQ(*plain.judge(-std::nan(""), 1.0), "loss is nan");  // not "-nan": a NaN's sign means nothing
+  EXPECT_EQ(*plain.judge(2.0, -std::numeric_limits<double>::infinity()), "gradient norm is -inf");
   for (int i = 0; i < 40; ++i) {
     plain.applied(2.0 + 0.01 * (i % 5), 1.0 + 0.01 * (i % 3));
     spiky.applied(2.0 + 0.01 * (i % 5), 1.0 + 0.01 * (i % 3));
