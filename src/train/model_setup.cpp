@@ -215,7 +215,9 @@ LoadedModel load_model_for_inference(const std::string& checkpoint, const std::s
   if (!stored.empty()) {
     const std::filesystem::path found = checkpoint_noting(stored);
     loaded.model = std::make_unique<Decoder>(read_checkpoint_model_config(found));
-    loaded.trained_seq_len = load_checkpoint(found, *loaded.model).run_config.value("seq-len", int64_t(0));
+    // An imported checkpoint (convert --from-hf) records no run.
+    const nlohmann::json run = load_checkpoint(found, *loaded.model).run_config;
+    if (run.is_object()) loaded.trained_seq_len = run.value("seq-len", int64_t(0));
     source_dir = found;
   } else {
     loaded.model = std::make_unique<Decoder>(read_hf_config(init_from));
