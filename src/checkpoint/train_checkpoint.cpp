@@ -458,7 +458,8 @@ OptimizerState load_optimizer_state(const fs::path& checkpoint, const ParameterL
       auto stored = c.index.find(prefix + spec.name);
       TS_CHECK(stored != c.index.end(), "checkpoint ", quoted_text(checkpoint.string()),
                " holds no optimizer state (no '", prefix, spec.name,
-               "'); it holds weights only: start a new run from it with --init-from after convert --to-hf");
+               "'); it holds weights only: start a new run from it with --init-from ", quoted_text(checkpoint.string()),
+               " and another --out-dir");
       TS_CHECK(stored->second.shape == spec.whole_shape(), "checkpoint ", quoted_text(checkpoint.string()),
                ": tensor '", prefix, spec.name, "' has shape ", shape_string(stored->second.shape),
                ", the model needs ", shape_string(spec.whole_shape()), "; the files do not belong together");

@@ -11,6 +11,7 @@
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
 #include "support/test_support.h"
+#include "train/train_fixtures.h"
 
 namespace tessera {
 namespace {
@@ -88,6 +89,18 @@ TEST_F(HfConvert, AFailedExportLeavesTheFolderAsItWas) {
   const testing::CommandResult r = tessera("convert --checkpoint " + path("run") + " --to-hf " + path("new"));
   testing::expect_one_line_error(r, "is corrupt");
   EXPECT_FALSE(fs::exists(dir / "new"));
+}
+
+// An import holds weights alone: --resume in its folder is refused with the way that works, which does.
+TEST_F(HfConvert, AnImportStartsARunThroughInitFromNotResume) {
+  const std::string shard = testing::write_random_shard(dir, 4096, 256, 5).string();
+  const std::string run = "train --quiet --device cpu --batch-size 2 --seq-len 16 --steps 1 --train-data " + shard;
+  testing::expect_one_line_error(tessera(run + " --resume --out-dir " + path("run")),
+                                 "holds weights only: start a new run from it with --init-from '" + path("run") +
+                                     "/ckpt-00000000' and another --out-dir");
+  const testing::CommandResult r = tessera(run + " --init-from " + path("run") + " --out-dir " + path("tuned"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "tuned" / "ckpt-00000001"));
 }
 
 // --dtype bf16 writes every tensor as BF16 (the fp32 export's values rounded to nearest even) in half
