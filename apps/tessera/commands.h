@@ -49,6 +49,13 @@ void keep_stored_shape_unless_named(TrainConfig& config, const CLI::App& command
 // then checks the subcommand's required flags (which the file may give).
 void enable_toml_config(CLI::App& command);
 void apply_toml_config(CLI::App& command);
+// For an error raised after the file was applied: " (from --config: steps on line 3 of 'run.toml')"
+// naming the keys that set the flags `message` names, or "" when it names none of them.
+std::string config_origin_note(const std::string& message);
+
+// The long flag of `command` ("--steps") nearest to `name` (with or without dashes) by edit
+// distance, or "" when none is close enough to be a typo of it. --help and --config are left out.
+std::string nearest_flag(const CLI::App& command, const std::string& name);
 
 // A generate() callback that prints each token's text to stdout as it comes; end-of-text prints
 // nothing. `tokenizer` must outlive the callback.

@@ -1,10 +1,14 @@
 // tessera: the command-line entry point. Parses the subcommand and turns every error into one
 // line on stderr and a non-zero exit; errors are worded where they arise, this is the last net.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <new>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "commands.h"
 #include "core/error.h"
@@ -17,6 +21,77 @@ CLI::App* add_command(CLI::App& app, const std::string& name, const std::string&
   command->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   return command;
 }
+
+std::string nearest_flag(const CLI::App& command, const std::string& name) {
+  std::string typed = name.substr(std::min(name.find_first_not_of('-'), name.size()));
+  typed = typed.substr(0, typed.find('='));
+  for (char& c : typed) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (typed.empty()) return "";
+  // Levenshtein distance between `typed` and `flag`.
+  const auto distance = [&](const std::string& flag) {
+    std::vector<size_t> row(flag.size() + 1);
+    for (size_t j = 0; j <= flag.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= typed.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= flag.size(); ++j)
+        diagonal = std::exchange(row[j], std::min({row[j] + 1, row[j - 1] + 1, diagonal + (typed[i - 1] != flag[j - 1])}));
+    }
+    return row[flag.size()];
+  };
+  // A typo is a distance of 1 in a short name, 2 in a longer one; a cut-off name is the shortest flag it begins.
+  std::string best;
+  size_t best_distance = typed.size() <= 4 ? 2 : 3;
+  for (const CLI::Option* option : command.get_options())
+    for (const std::string& flag : option->get_lnames()) {
+      if (flag == "help" || flag == "config") continue;
+      const size_t d = flag.starts_with(typed) && typed.size() >= 3 ? 0 : distance(flag);
+      if (d < best_distance || (d == 0 && best_distance == 0 && flag.size() + 2 < best.size()))
+        best = "--" + flag, best_distance = d;
+    }
+  return best;
+}
+
+namespace {
+
+// CLI11's "The following arguments were not expected: 3 --step" made actionable: the first stray
+// argument of the subcommand that was parsed, with the flag it most likely meant, or the switch before
+// it that takes no value.
+std::string stray_argument_message(CLI::App& app, int argc, char** argv) {
+  CLI::App* command = &app;
+  while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+  const std::vector<std::string> extras = app.remaining(true);
+  if (extras.empty() || command == &app) return "";
+  const std::string& stray = extras.front();
+  const std::string words =
+      "tessera " + (command->get_parent() != &app ? command->get_parent()->get_name() + " " : "") + command->get_name();
+  const std::string name = "'" + words + "'", see_help = "; see '" + words + " --help'";
+  if (stray.starts_with("-")) {
+    const std::string nearest = nearest_flag(*command, stray);
+    return "unknown flag " + quoted_text(stray, 80) + " of " + name +
+           (nearest.empty() ? see_help : "; did you mean " + nearest + "?");
+  }
+  for (int i = 2; i < argc; ++i) {
+    if (argv[i] != stray) continue;
+    const std::string before = argv[i - 1];
+    const CLI::Option* option = nullptr;
+    try {
+      option = before.starts_with("--") ? command->get_option(before) : nullptr;
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (option && option->get_expected_min() == 0)
+      return "unexpected argument " + quoted_text(stray, 80) + ": " + before + " is a switch that takes no value; write " +
+             before + " alone to turn it on (or " + before + "=false to turn it off)";
+    break;
+  }
+  const bool positionals = !command->get_options([](const CLI::Option* o) { return !o->nonpositional(); }).empty();
+  if (positionals)
+    return "unexpected argument " + quoted_text(stray, 80) + " to " + name + see_help;
+  return "unexpected argument " + quoted_text(stray, 80) + " to " + name +
+         ", which takes no positional arguments: a flag's value follows its flag (--steps 100 or --steps=100)";
+}
+
+}  // namespace
 
 }  // namespace tessera::cli
 
@@ -67,12 +142,16 @@ int main(int argc, char** argv) {
     }
     fail(message);
     return 2;
+  } catch (const CLI::ExtrasError& e) {
+    const std::string message = tessera::cli::stray_argument_message(app, argc, argv);
+    fail(message.empty() ? std::string(e.what()) : message);
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     fail(e.what());
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
   } catch (const tessera::Error& e) {
     std::fprintf(stdout, "\n");
-    return fail(e.what());
+    return fail(e.what() + tessera::cli::config_origin_note(e.what()));
   } catch (const std::bad_alloc&) {
     return fail("out of memory; lower the sizes asked for (--batch-size, --seq-len, the model's shape)");
   } catch (const std::filesystem::filesystem_error& e) {

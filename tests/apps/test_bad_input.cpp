@@ -361,7 +361,7 @@ std::vector<BadInput> number_cases() {
       flag("SeedPastUint64", "--seed 18446744073709551616", "--seed: '18446744073709551616' does not fit"),
       flag("DpPastInt32", "--dp 2147483648", "--dp: '2147483648' is not a number this flag takes"),
       flag("ThreadsPastInt32", "--threads 4294967297", "--threads: '4294967297' is not a number this flag takes"),
-      flag("RepeatedFlagNamesTheValueRead", "--seq-len 16 --seq-len 0.5", "--seq-len: '0.5' is not a number"),
+      flag("RepeatedFlagNamesTheValueRead", "--seq-len 16 --seq-len 0.5", "--seq-len: '0.5' is not a whole number"),
       flag("ZeroTensorParallel", "--tp 0", "--tp must be at least 1, got 0"),
       flag("NegativePipeline", "--pp -2", "--pp must be at least 1, got -2"),
       flag("LrOverflowingFloat", "--lr 1e40", "--lr must be a finite number"),
