@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/error.h"
+
 namespace tessera {
 class Tokenizer;
 struct TrainConfig;
@@ -47,8 +49,14 @@ void keep_stored_shape_unless_named(TrainConfig& config, const CLI::App& command
 // enable_toml_config, after the subcommand's other flags, adds the flag; apply_toml_config, first
 // thing in the subcommand's callback, fills the flags not given on the command line from the file,
 // then checks the subcommand's required flags (which the file may give).
+// apply_toml_config's errors are ConfigError, which the CLI exits with 2 as it does a bad flag, so
+// that `tessera launch` does not restart a job whose config it would refuse again.
 void enable_toml_config(CLI::App& command);
 void apply_toml_config(CLI::App& command);
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
 // For an error raised after the file was applied: " (from --config: steps on line 3 of 'run.toml')"
 // naming the keys that set the flags `message` names, or "" when it names none of them.
 std::string config_origin_note(const std::string& message);

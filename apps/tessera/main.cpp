@@ -149,6 +149,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     fail(e.what());
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
+  } catch (const tessera::cli::ConfigError& e) {
+    fail(e.what());
+    return 2;
   } catch (const tessera::Error& e) {
     std::fprintf(stdout, "\n");
     return fail(e.what() + tessera::cli::config_origin_note(e.what()));

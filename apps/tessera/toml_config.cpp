@@ -194,6 +194,20 @@ void apply_file(CLI::App& command, const std::string& path) {
                  quoted_text(path).c_str(), overridden.c_str());
 }
 
+void apply_config_and_check_required(CLI::App& command) {
+  CLI::Option* config = command.get_option("--config");
+  if (config->count() > 1) {
+    std::string files;
+    for (const std::string& file : config->results()) files += (files.empty() ? "" : ", ") + quoted_text(file);
+    TS_FAIL("--config given ", config->count(), " times (", files,
+            "); give one file: merge them, or override single keys with flags");
+  }
+  if (config->count() > 0) apply_file(command, config->as<std::string>());
+  for (const CLI::Option* option : required_flags()[&command])
+    TS_CHECK(option->count() > 0, option->get_name(), " is required (on the command line, or as the key ",
+             quoted_text(option->get_name().substr(2)), " of a --config file)");
+}
+
 }  // namespace
 
 void enable_toml_config(CLI::App& command) {
@@ -207,17 +221,13 @@ void enable_toml_config(CLI::App& command) {
 }
 
 void apply_toml_config(CLI::App& command) {
-  CLI::Option* config = command.get_option("--config");
-  if (config->count() > 1) {
-    std::string files;
-    for (const std::string& file : config->results()) files += (files.empty() ? "" : ", ") + quoted_text(file);
-    TS_FAIL("--config given ", config->count(), " times (", files,
-            "); give one file: merge them, or override single keys with flags");
+  try {
+    apply_config_and_check_required(command);
+  } catch (const QuietError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(e.what(), e.where());
   }
-  if (config->count() > 0) apply_file(command, config->as<std::string>());
-  for (const CLI::Option* option : required_flags()[&command])
-    TS_CHECK(option->count() > 0, option->get_name(), " is required (on the command line, or as the key ",
-             quoted_text(option->get_name().substr(2)), " of a --config file)");
 }
 
 std::string config_origin_note(const std::string& message) {

@@ -82,6 +82,19 @@ TEST_F(ConfigFlags, EachValueMustHaveItsFlagsType) {
   }
 }
 
+// A config refused is a command line refused: exit 2, as for a bad flag, which `tessera launch` does
+// not restart (it restarted exit 1 until it ran out of restarts).
+TEST_F(ConfigFlags, ARefusedConfigExitsTwoAndIsNotRestarted) {
+  testing::write_text(dir / "c.toml", "stepps = 2\n");
+  EXPECT_EQ(tessera_in(dir, train + " --config c.toml").exit_code, 2);
+  EXPECT_EQ(tessera_in(dir, "eval --checkpoint x").exit_code, 2);  // a required flag missing
+  const testing::CommandResult r = testing::run_command("cd " + dir.string() + " && " + std::string(TESSERA_EXE) +
+                                                        " launch --max-restarts 2 --restart-delay 0 -- " +
+                                                        std::string(TESSERA_EXE) + " " + train + " --config c.toml 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(testing::contains(r.output, "restart 1 of 2")) << r.output;
+}
+
 // A key the command line also gives is checked all the same: the file is wrong whatever the flags say.
 TEST_F(ConfigFlags, OverriddenKeysAreCheckedToo) {
   EXPECT_TRUE(testing::contains(config_error("steps = [1, 2]\n", " --steps 1"), "key 'steps' takes one value"));
