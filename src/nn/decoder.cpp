@@ -449,12 +449,13 @@ void Decoder::count_moe_statistics(const DecoderActivations& a) {
   // Each MoE layer's slot in expert_load(): its index among the model's MoE layers.
   const size_t E = size_t(config_.moe.num_experts);
   expert_load_.resize(size_t(config_.num_layers - config_.moe.first_dense_layers) * E, 0.0);
+  routed_load_.resize(expert_load_.size(), 0.0);
   for (int64_t l = a.range.first; l < a.range.end; ++l) {
     const MoeActivations& moe = a.blocks[size_t(l)].moe;
     if (!moe.out.defined()) continue;
-    size_t k = size_t(l - config_.moe.first_dense_layers) * E;
-    for (int64_t load : moe_expert_load(moe)) expert_load_[k++] += double(load);
-    dropped_ += double(moe_dropped(moe, config_.moe.top_k));
+    const size_t first = size_t(l - config_.moe.first_dense_layers) * E;
+    const std::vector<int64_t> kept = moe_expert_load(moe);
+    for (size_t e = 0; e < E; ++e) expert_load_[first + e] += double(kept[e]), routed_load_[first + e] += moe.routed[e];
     moe_loss_sums_.aux += moe.losses.aux * double(a.B);
     moe_loss_sums_.z += moe.losses.z * double(a.B);
   }
@@ -566,7 +567,7 @@ std::vector<OffsetRange> Decoder::replicated_kv_ranges() const {
 
 void Decoder::zero_grad() {
   std::fill(expert_load_.begin(), expert_load_.end(), 0.0);
-  dropped_ = 0.0;
+  std::fill(routed_load_.begin(), routed_load_.end(), 0.0);
   moe_loss_sums_ = RouterLosses{};
   if (part_grads_) return part_grads_->zero_grad();
   if (!grads_.defined()) return allocate_grads();  // zero-filled

@@ -184,10 +184,11 @@ class Decoder {
   // sequences, over the training forwards since zero_grad(): divided by (MoE layers · sequences)
   // they are the means the objective adds (0 for a dense model).
   RouterLosses moe_loss_sums() const { return moe_loss_sums_; }
-  // Routed rows per expert of each MoE layer (layer-major, E per layer) and dropped assignments,
-  // summed over the training forwards since zero_grad().
+  // Per expert of each MoE layer (layer-major, E per layer), summed over the training forwards since
+  // zero_grad(): the rows the experts computed, and the router's choices (more where a capacity
+  // dropped some; their difference is the dropped assignments).
   const std::vector<double>& expert_load() const { return expert_load_; }
-  double dropped_assignments() const { return dropped_; }
+  const std::vector<double>& routed_load() const { return routed_load_; }
   // DeepSeek-V3's auxiliary-loss-free balancing, after an optimizer step: each sigmoid router's
   // selection bias moves by `rate` towards balance, bias_e += rate * sign(mean load - load_e), from
   // `load` shaped like expert_load() (summed over the data-parallel ranks by the caller).
@@ -220,7 +221,7 @@ class Decoder {
   int64_t first_vocab_row() const { return int64_t(tp_place_.rank) * vocab_rows(); }
   DecoderActivations& in_flight(int chunk, int micro);
   const DecoderActivations& in_flight(int chunk, int micro) const;
-  // Adds the last training forward's routed rows, drops and auxiliary losses.
+  // Adds the last training forward's computed rows, router choices and auxiliary losses.
   void count_moe_statistics(const DecoderActivations& a);
   int64_t classifier_chunk(int64_t rows) const;
   Tensor& logits_buffer(int64_t rows);  // acts_.logits as (rows, Vp), reallocated when that changes
@@ -271,8 +272,7 @@ class Decoder {
   MoeOptions moe_options_;
   RecomputePolicy recompute_;
   RouterLosses moe_loss_sums_;
-  std::vector<double> expert_load_;
-  double dropped_ = 0.0;
+  std::vector<double> expert_load_, routed_load_;
 };
 
 }  // namespace tessera

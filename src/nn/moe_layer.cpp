@@ -189,12 +189,10 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   moe_combine(out, a.ys, a.weights, a.order, M, K);
   if (has_shared) add_inplace(partial, a.shared.out);
   region_output(partial, a.out, tp);
-  if (!cp) {
-    a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config));
-    return;
-  }
   RouterBalance mine;
   a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config), &mine);
+  a.routed = mine.counts;
+  if (!cp) return;
   a.balance = summed_over(*cp, mine);
   const double share = mine.tokens / a.balance.tokens;
   a.losses = RouterLosses{a.balance.aux() * share, a.losses.z * share};
@@ -263,7 +261,5 @@ std::vector<int64_t> moe_expert_load(const MoeActivations& a) {
   for (size_t e = 0; e < load.size(); ++e) load[e] = offsets[e + 1] - offsets[e];
   return load;
 }
-
-int64_t moe_dropped(const MoeActivations& a, int64_t top_k) { return a.experts.size(0) * top_k - a.kept; }
 
 }  // namespace tessera

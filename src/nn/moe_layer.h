@@ -44,6 +44,7 @@ struct MoeActivations {
   Tensor experts, weights;     // (N,K) i32, (N,K) f32
   Tensor order, offsets;       // (N*K) i32, (E+1) i32 on the host
   int64_t kept = 0;            // M: routed rows actually computed
+  std::vector<double> routed;  // (E) this rank's router choices per expert, before the capacity drops
   Tensor xs, h, act, ys;       // (N*K, C), (N*K, 2Fe), (N*K, Fe), (N*K, C): rows < kept used
   // What this rank's experts computed, expert by expert: xs, offsets, ys and kept themselves, or under
   // expert parallelism the rows the ep group sent them (h and act grow to that many rows).
@@ -89,9 +90,8 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
                         MoeScratch& scratch, DeferredWeightGrads* deferred = nullptr, TensorParallel* tp = nullptr,
                         ExpertParallel* ep = nullptr, ContextParallel* cp = nullptr, Fp8Block fp8 = {});
 
-// Tokens per expert of the last forward (from the plan's offsets: kept rows), and how many
-// assignments the capacity dropped.
+// Rows per expert of the last forward that the experts computed (from the plan's offsets: a
+// capacity's drops left out; a.routed holds the router's choices).
 std::vector<int64_t> moe_expert_load(const MoeActivations& a);
-int64_t moe_dropped(const MoeActivations& a, int64_t top_k);
 
 }  // namespace tessera

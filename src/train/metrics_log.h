@@ -5,18 +5,29 @@
 // mfu (a fraction of the peak, not a percentage), elapsed_s; eval lines: step, val_loss. The file is
 // only ever appended to: a resumed or restarted run adds its lines after those already there, never
 // truncating them. With a TensorBoard folder, every number of a line also becomes a scalar at its
-// step (nested objects' as "key/inner").
+// step (nested objects' as "key/inner", arrays' as "key/index").
 #pragma once
 
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "train/tensorboard_events.h"
 
 namespace tessera {
+
+// A MoE run's routing figures, added to `line` from one step's counts per expert of each MoE layer
+// (layer-major, `num_experts` per layer), each summed once over the ranks that routed their own
+// tokens: `routed` the router's choices, `kept` the rows the experts computed (fewer under a
+// capacity). dropped_tokens: assignments dropped; dropped_fraction (with `capacity`): of those
+// routed; expert_load_max_over_mean: per layer, the most chosen expert's count over the mean (1 is
+// even, E/top_k all on the same experts); expert_load_max: its largest. With `ep_ranks` above 1,
+// ep_load_max_over_mean: per layer, the busiest ep rank's kept rows (its experts') over the mean.
+void add_moe_load_metrics(nlohmann::json& line, const std::vector<double>& routed, const std::vector<double>& kept,
+                          int64_t num_experts, bool capacity, int64_t ep_ranks);
 
 class MetricsLog {
  public:

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <iomanip>
-#include <numeric>
 #include <sstream>
 
 #include "checkpoint/run_folder.h"
@@ -292,7 +291,7 @@ float Trainer::accumulate_gradients(int64_t step_sequence) {
   if (pipeline_ && data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
   // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an
   // asynchronous checkpoint save has got, the pipeline's timings and the MoE statistics:
-  // [loss, stop, save landed, save failed, pipeline..., aux, z, dropped, expert load...].
+  // [loss, stop, save landed, save failed, pipeline..., aux, z, kept rows..., router choices...].
   const int local_signal = stop_signals_ ? stop_signals_->received() : 0;
   const std::array<double, 2> save = checkpoint_saver_->progress();
   std::vector<double> values{loss_sum, local_signal != 0 ? 1.0 : 0.0, save[0], save[1]};
@@ -305,8 +304,9 @@ float Trainer::accumulate_gradients(int64_t step_sequence) {
   const bool moe = model_->config().moe.enabled();
   if (moe) {
     const RouterLosses sums = model_->moe_loss_sums();
-    values.insert(values.end(), {sums.aux, sums.z, model_->dropped_assignments()});
+    values.insert(values.end(), {sums.aux, sums.z});
     values.insert(values.end(), model_->expert_load().begin(), model_->expert_load().end());
+    values.insert(values.end(), model_->routed_load().begin(), model_->routed_load().end());
   }
   std::vector<double> sums = sum_over_ranks(values);
   // The tp ranks agree on the rest already; stop requests and checkpoint writes count every rank.
@@ -320,10 +320,14 @@ float Trainer::accumulate_gradients(int64_t step_sequence) {
   const ModelConfig& mc = model_->config();
   const double per_layer_sequence = double(B) * double(mc.num_layers - mc.moe.first_dense_layers);
   if (pipeline_) pipeline_step_ = pipeline_->step_metrics(sums.data() + pipeline_at, data_parallel_->replicas());
-  if (moe)
+  if (moe) {
+    // Each rank's counts are of its own tokens (tp ranks route the same ones and are not summed).
+    const auto loads = sums.begin() + long(moe_at) + 2;
+    const long per_kind = long(model_->expert_load().size());
     moe_step_ = MoeStepStats{sums[moe_at] / per_layer_sequence, sums[moe_at + 1] / per_layer_sequence,
-                             sums[moe_at + 2], std::vector<double>(sums.begin() + long(moe_at) + 3, sums.end()),
+                             std::vector<double>(loads, loads + per_kind), std::vector<double>(loads + per_kind, sums.end()),
                              expert_parallel_ ? expert_parallel_->take_traffic() : EpTraffic{}};
+  }
   return float(sums[0] / double(std::max<int64_t>(trained, 1)));
 }
 
@@ -372,33 +376,12 @@ float Trainer::grad_norm() {
 void Trainer::add_moe_metrics(nlohmann::json& line) const {
   line["aux_loss"] = moe_step_.aux;
   if (config_.moe_z_coef > 0) line["z_loss"] = moe_step_.z;
-  line["dropped_tokens"] = moe_step_.dropped;
-  // Per MoE layer: the busiest expert's routed rows over the mean (1 = perfectly balanced).
-  const size_t E = size_t(model_->config().moe.num_experts);
-  nlohmann::json balance = nlohmann::json::array();
-  for (size_t first = 0; first + E <= moe_step_.expert_load.size(); first += E) {
-    double max = 0.0, sum = 0.0;
-    for (size_t e = first; e < first + E; ++e) max = std::max(max, moe_step_.expert_load[e]), sum += moe_step_.expert_load[e];
-    balance.push_back(sum > 0 ? max * double(E) / sum : 0.0);
-  }
-  line["expert_load_max_over_mean"] = balance;
+  add_moe_load_metrics(line, moe_step_.routed_load, moe_step_.expert_load, model_->config().moe.num_experts,
+                       config_.moe_capacity_factor > 0, expert_parallel_ ? grid_.ep->size() : 1);
   if (!expert_parallel_) return;
-  // Expert parallelism: this rank's all-to-all time and bytes sent, and per MoE layer the busiest
-  // ep rank's rows (its experts' load) over the mean.
+  // Expert parallelism: this rank's all-to-all time and bytes sent.
   line["ep_all_to_all_s"] = moe_step_.ep.seconds;
   line["ep_all_to_all_bytes"] = moe_step_.ep.bytes_sent;
-  const size_t ranks = size_t(grid_.ep->size()), per_rank = E / ranks;
-  nlohmann::json ep_balance = nlohmann::json::array();
-  for (size_t first = 0; first + E <= moe_step_.expert_load.size(); first += E) {
-    double max = 0.0, sum = 0.0;
-    for (size_t r = 0; r < ranks; ++r) {
-      const auto from = moe_step_.expert_load.begin() + long(first + r * per_rank);
-      const double rows = std::accumulate(from, from + long(per_rank), 0.0);
-      max = std::max(max, rows), sum += rows;
-    }
-    ep_balance.push_back(sum > 0 ? max * double(ranks) / sum : 0.0);
-  }
-  line["ep_load_max_over_mean"] = ep_balance;
 }
 
 std::filesystem::path Trainer::save_checkpoint(int64_t step, bool now) {

@@ -138,8 +138,9 @@ class Trainer {
   int stop_signal_ = 0;  // the last step's stop request: the signal, kSignalElsewhere, or 0
   // The MoE layers' statistics of the last step, over its micro-batches and the dp ranks.
   struct MoeStepStats {
-    double aux = 0, z = 0, dropped = 0;
-    std::vector<double> expert_load;  // routed rows per expert, layer-major
+    double aux = 0, z = 0;
+    std::vector<double> expert_load;  // rows the experts computed per expert, layer-major
+    std::vector<double> routed_load;  // the router's choices per expert (more than those under a capacity)
     EpTraffic ep;                     // this rank's all-to-alls, under expert parallelism
   };
   MoeStepStats moe_step_;

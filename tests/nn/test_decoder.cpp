@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <numeric>
 
 #include "core/cuda/device.h"
 #include "core/ignored_target.h"
@@ -430,23 +431,27 @@ TEST(Presets, LlamaNamesShapesAndBlockRanges) {
   EXPECT_EQ(layout.block_range(1, 1).begin, layout.find("layers.1.input_layernorm.weight").offset);
 }
 
-TEST(Moe, CapacityDropsAssignmentsAndDroplessKeepsAll) {
+// Layer 0's router zeroed: every logit ties, so each of the 16 tokens picks experts 0 and 1 (ties go
+// to the lower index), and the router's choices are {16, 16, 0, 0}; a capacity of ceil(0.5 * 32 / 4)
+// = 4 rows keeps {4, 4, 0, 0}. Layer 1 routes at random: its kept rows are min(choices, capacity).
+TEST(Moe, CountsTheRoutersChoicesAndTheRowsACapacityKeeps) {
   Batch b = make_batch(2, 8, 50, 4);
   for (float factor : {0.0f, 0.5f}) {
     Decoder model(family("mixtral"));
     randomise(model, 9);
+    const ParamSpec& router = model.layout().find("layers.0.mlp.router.weight");
+    std::fill_n(model.params().f32() + router.offset, router.numel(), 0.0f);
+    model.params_updated();
     model.set_moe_options(MoeOptions{0.01f, 0.0f, factor});
     gradients_of(model, b, 1.0f / 16);
-    double routed = 0;
-    for (double load : model.expert_load()) routed += load;
-    const double assignments = 2 * 16 * 2;  // layers x tokens x top_k
-    if (factor == 0.0f) {
-      EXPECT_EQ(routed, assignments);
-      EXPECT_EQ(model.dropped_assignments(), 0.0);
-    } else {  // capacity ceil(0.5 * 32 / 4) = 4 rows per expert and layer
-      EXPECT_LE(routed, 2 * 4 * 4);
-      EXPECT_EQ(model.dropped_assignments(), assignments - routed);
-    }
+    const std::vector<double>& routed = model.routed_load();
+    const std::vector<double>& kept = model.expert_load();
+    ASSERT_EQ(routed.size(), 2u * 4u);
+    // Element by element: GCC 12.2 at -O3 -march=native builds a literal {16.0, 16.0, 0.0, 0.0} as four 16s.
+    for (size_t e = 0; e < 4; ++e) EXPECT_EQ(routed[e], e < 2 ? 16.0 : 0.0) << "expert " << e;
+    EXPECT_EQ(std::accumulate(routed.begin() + 4, routed.end(), 0.0), 16.0 * 2);  // tokens x top_k
+    const double capacity = factor > 0 ? 4 : 32;
+    for (size_t i = 0; i < routed.size(); ++i) EXPECT_EQ(kept[i], std::min(routed[i], capacity)) << i;
   }
 }
 

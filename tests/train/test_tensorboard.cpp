@@ -40,9 +40,12 @@ TEST(Crc32c, MatchesTheRfc3720Vectors) {
   EXPECT_EQ(crc32c(ones.data(), ones.size()), 0x62A8AB43u);
 }
 
+// A MoE run with a capacity, so that its lines hold per-layer arrays (each element a scalar "key/index").
 TEST(TensorBoard, EveryMetricIsAScalarAtItsStep) {
   const auto dir = testing::scratch_dir();
   TrainConfig c = testing::tiny_run(dir);
+  c.model = "mixtral-tiny";
+  c.moe_capacity_factor = 1.0f;
   c.val_data = c.train_data;
   c.eval_every = 2;
   c.steps = 4;
@@ -61,17 +64,25 @@ TEST(TensorBoard, EveryMetricIsAScalarAtItsStep) {
   const auto lines = testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl");
   ASSERT_EQ(lines.size(), 6u);
   size_t expected = 0;
+  auto expect_scalar = [&](int64_t step, const std::string& tag, double value) {
+    ++expected;
+    const auto it = scalars.find({step, tag});
+    ASSERT_NE(it, scalars.end()) << tag << " at step " << step;
+    EXPECT_EQ(float(it->second), float(value)) << tag << " at step " << step;
+  };
   for (const nlohmann::json& line : lines)
     for (const auto& [key, value] : line.items()) {
-      if (key == "step" || !value.is_number()) continue;
-      ++expected;
-      const auto it = scalars.find({line["step"].get<int64_t>(), key});
-      ASSERT_NE(it, scalars.end()) << key << " at step " << line["step"];
-      EXPECT_EQ(float(it->second), float(value.get<double>())) << key << " at step " << line["step"];
+      const int64_t step = line["step"].get<int64_t>();
+      if (key != "step" && value.is_number()) expect_scalar(step, key, value.get<double>());
+      if (value.is_array())
+        for (size_t i = 0; i < value.size(); ++i) expect_scalar(step, key + "/" + std::to_string(i), value[i].get<double>());
     }
   EXPECT_EQ(scalars.size(), expected);
   EXPECT_TRUE(scalars.contains({4, "val_loss"}));
   EXPECT_TRUE(scalars.contains({1, "loss"}));
+  EXPECT_TRUE(scalars.contains({1, "expert_load_max"}));
+  EXPECT_TRUE(scalars.contains({1, "dropped_fraction"}));
+  EXPECT_TRUE(scalars.contains({1, "expert_load_max_over_mean/1"}));  // mixtral-tiny's second MoE layer
 }
 
 TEST(TensorBoard, AResumedFileStartsItsSessionAtItsFirstStep) {

@@ -118,11 +118,38 @@ TEST_P(EveryFamily, ResumeContinuesExactly) {
   ASSERT_EQ(lines.size(), 4u);
   for (size_t s = 0; s < 4; ++s) EXPECT_EQ(lines[s]["loss"], ref_lines[s]["loss"]) << "step " << s + 1;
   if (GetParam().starts_with("gpt2") || GetParam().starts_with("llama")) return;
-  for (const char* key : {"aux_loss", "dropped_tokens", "expert_load_max_over_mean"})
+  for (const char* key : {"aux_loss", "dropped_tokens", "expert_load_max_over_mean", "expert_load_max"})
     EXPECT_TRUE(lines[0].contains(key)) << key;
+  EXPECT_FALSE(lines[0].contains("dropped_fraction"));  // dropless
   EXPECT_GT(lines[0]["aux_loss"].get<double>(), 0.5);  // about top_k when balanced
   EXPECT_EQ(lines[0]["expert_load_max_over_mean"].size(), GetParam() == "mixtral-tiny" ? 2u : 1u);
-  for (size_t s = 0; s < 4; ++s) EXPECT_EQ(lines[s]["aux_loss"], ref_lines[s]["aux_loss"]) << "step " << s + 1;
+  for (size_t s = 0; s < 4; ++s)
+    for (const char* key : {"aux_loss", "expert_load_max_over_mean"})
+      EXPECT_EQ(lines[s][key], ref_lines[s][key]) << key << " at step " << s + 1;
+}
+
+// A capacity of half the even share, ceil(0.5 * 64 * 2 / 4) = 16 rows per expert of mixtral-tiny's 4
+// (each micro-batch 4 sequences x 16 tokens, top-2), keeps at most half of the assignments; the
+// fraction is of all 4 x 16 x 2 x 2 layers = 256 of them. The most chosen expert takes at most
+// every token, E / top_k = 2 times an even share.
+TEST(Trainer, MoeLinesReportTheDroppedFractionAndTheBusiestExpert) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.model = "mixtral-tiny";
+  c.moe_capacity_factor = 0.5f;
+  Trainer(c).run();
+  const auto lines = testing::read_metrics(std::filesystem::path(c.out_dir) / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  for (const nlohmann::json& line : lines) {
+    const double dropped = line["dropped_tokens"], fraction = line["dropped_fraction"];
+    EXPECT_EQ(fraction, dropped / 256);
+    EXPECT_GE(fraction, 0.5);
+    double busiest = 0;
+    for (double layer : line["expert_load_max_over_mean"]) busiest = std::max(busiest, layer);
+    EXPECT_EQ(line["expert_load_max"].get<double>(), busiest);
+    EXPECT_GE(busiest, 1.0);
+    EXPECT_LE(busiest, 2.0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Trainer, EveryFamily,
