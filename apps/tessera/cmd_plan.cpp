@@ -192,11 +192,16 @@ void add_plan_command(CLI::App& app) {
   memory->add_option("--device-memory-gb", m->device_memory_gb, "Memory of one device in GiB (H100 80GB: 80)")
       ->capture_default_str();
   memory->add_flag("--json", m->json, "Print the plan as JSON (bytes) instead of a table");
+  // --config: the run's own TOML file (`tessera train --config`), so that the plan is of that run.
+  enable_toml_config(*memory);
   memory->footer(
-      "Without --batch-size, a step runs --pp micro-batches of --micro-batch-size per data-parallel rank. --device auto "
+      "--config takes the TOML file of tessera train --config (flags on the command line win). Without --batch-size, a step runs --pp micro-batches of --micro-batch-size per data-parallel rank. --device auto "
       "plans the GPU run (--device cpu the CPU's); --dtype auto is bf16, the GPU's default. Train's data, schedule, "
       "logging and checkpoint flags are accepted and change nothing; --fp8 and --moe-capacity-factor are not planned.");
-  memory->callback([m, memory] { plan_memory_command(*m, *memory); });
+  memory->callback([m, memory] {
+    apply_toml_config(*memory);
+    plan_memory_command(*m, *memory);
+  });
 
   auto l = std::make_shared<LayoutOptions>();
   CLI::App* layout = add_command(

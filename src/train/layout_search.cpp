@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "nn/recompute.h"
+#include "train/model_setup.h"
 #include "parallel/pp/pipeline_schedule.h"
 
 namespace tessera {
@@ -38,6 +39,15 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
   TS_CHECK(config.virtual_stages == 1 || parse_schedule_kind(config.pipeline_schedule) == ScheduleKind::interleaved,
            "--virtual-stages ", config.virtual_stages, " needs --pipeline-schedule interleaved, not ",
            config.pipeline_schedule);
+  // The flags every layout shares, checked once with train's own words (a --batch-size of 0, a
+  // --seq-len past the model's context) rather than read as "no layout fits".
+  TrainConfig checked = config;
+  checked.train_data = "(planned)";
+  checked.dp = 1, checked.tp = checked.pp = checked.cp = checked.ep = 1, checked.zero = 0;
+  checked.micro_batch_size = 0;
+  checked.virtual_stages = 1, checked.pipeline_schedule = TrainConfig{}.pipeline_schedule;  // pipelines' own, above
+  checked.validate();
+  check_flags_against_model(checked, model);
   std::vector<LayoutCandidate> found;
   for (int tp : divisors(world)) {
     if (tp > kMaxTp) continue;
@@ -45,8 +55,14 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
       for (int cp : divisors(world / tp / pp)) {
         const int dp = world / tp / pp / cp;
         if (config.batch_size % dp != 0) continue;
+        // A pipeline runs at least pp micro-batches a step: with fewer, its stages wait on each other
+        // (one micro-batch: each stage works 1/pp of the step).
+        const int64_t most_micro_batch = config.batch_size / dp / pp;
+        if (most_micro_batch < 1) continue;
         for (int ep : model.moe.enabled() ? divisors(dp) : std::vector<int>{1})
-          for (int zero = 0; zero <= 3; ++zero)
+          for (int zero = 0; zero <= 3; ++zero) {
+            if (zero > 0 && dp * cp == 1) continue;  // no data-parallel group: nothing to shard
+            int64_t micro_batch = 0;  // the largest so far with less recomputation
             for (const char* recompute : {"none", "selective", "full"}) {
               TrainConfig c = config;
               c.dp = dp, c.tp = tp, c.pp = pp, c.cp = cp, c.ep = ep, c.zero = zero;
@@ -54,11 +70,14 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
               c.recompute_layers = 0;
               c.virtual_stages = pp > 1 ? config.virtual_stages : 1;  // the schedule's own chunks per rank
               std::optional<MemoryPlan> plan =
-                  plan_largest_micro_batch(c, model, compute, Device::cuda, device_bytes, config.batch_size / dp);
-              if (!plan) continue;
+                  plan_largest_micro_batch(c, model, compute, Device::cuda, device_bytes, most_micro_batch);
+              // More recomputation that allows no larger micro-batch only costs time.
+              if (!plan || plan->micro_batch <= micro_batch) continue;
+              micro_batch = plan->micro_batch;
               c.micro_batch_size = plan->micro_batch;
               found.push_back({c, std::move(*plan)});
             }
+          }
       }
   }
   std::stable_sort(found.begin(), found.end(),

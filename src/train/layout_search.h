@@ -1,7 +1,9 @@
 // `tessera plan layout`: the parallel layouts of a number of ranks in which every rank of a run fits
 // its device, by the memory plan (train/memory_plan). For each way to split the ranks into tp (at
 // most 8: one node's GPUs), pp, cp, dp and, for MoE models, ep, each ZeRO stage and recomputation
-// mode, it keeps the largest micro-batch that fits, and ranks the layouts: least recomputation first,
+// mode, it keeps the largest micro-batch that fits (with pp > 1, one that leaves at least pp
+// micro-batches a step, so that no stage waits for lack of work), skipping ZeRO without a
+// data-parallel group and recomputation that fits no larger micro-batch, and ranks the layouts: least recomputation first,
 // then the smallest model-parallel degree (tp·pp·cp·ep: the least communication on the critical
 // path), the lowest ZeRO stage, the largest micro-batch. Memory decides what is listed; the order is
 // a rule of thumb (Megatron's), not a measured speed.
@@ -21,7 +23,8 @@ struct LayoutCandidate {
 
 // `config`: the run's model, batch, sequence length, schedule (with its --virtual-stages, kept for
 // every layout with pp > 1) and precision; its layout flags are what the search chooses. Every
-// candidate fits `device_bytes` of a GPU; best first.
+// candidate fits `device_bytes` of a GPU; best first. Throws naming the flag when the flags every
+// layout shares are refused (train's own checks: --batch-size, --seq-len within the context, ...).
 std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const ModelConfig& model, DType compute,
                                             int world, int64_t device_bytes);
 

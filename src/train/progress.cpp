@@ -27,9 +27,16 @@ void ProgressLine::update(int64_t step, float loss, float lr, double tokens_per_
     first_step_ = step;
     first_elapsed_ = elapsed_s;
   }
+  // The steps' own rate since the last line: their tokens over their seconds. A step's tokens are
+  // the same every step, so that is the harmonic mean of the steps' rates.
+  inverse_rates_ += 1.0 / tokens_per_s;
+  ++unprinted_steps_;
   bool last = step == total_;
   if (!tty_ && !last && elapsed_s - last_print_s_ < 5.0) return;
   last_print_s_ = elapsed_s;
+  tokens_per_s = double(unprinted_steps_) / inverse_rates_;
+  inverse_rates_ = 0;
+  unprinted_steps_ = 0;
   double per_step = step > first_step_ ? (elapsed_s - first_elapsed_) / double(step - first_step_) : 0.0;
   double eta = per_step * double(total_ - step);
   std::printf("%sstep %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | eta %s%s", tty_ ? "\r\033[K" : "",

@@ -47,6 +47,12 @@ Tensor packed_document_starts(int64_t B, int64_t T, int64_t length) {
   return starts;
 }
 
+// "none", "selective", "full", with " (first N blocks)" under --recompute-layers.
+std::string recompute_text(const RecomputePolicy& p) {
+  const char* mode = p.mode == Recompute::none ? "none" : p.mode == Recompute::selective ? "selective" : "full";
+  return p.mode != Recompute::none && p.layers > 0 ? mode + (" (first " + std::to_string(p.layers) + " blocks)") : mode;
+}
+
 void fill_random_tokens(Tensor& tokens, int64_t vocab, Rng& rng) {
   int32_t* ids = tokens.data<int32_t>();
   for (int64_t i = 0; i < tokens.numel(); ++i) ids[i] = int32_t(rng.below(uint64_t(vocab)));
@@ -69,8 +75,14 @@ double peak_flops_for(double peak_tflops, Device device) {
   return device == Device::cuda ? gpu_peak_bf16_flops(cuda_device_name()) : 0.0;
 }
 
+int64_t flops_parameters(const ModelConfig& model) {
+  const int64_t lookup = model.tied_embeddings ? 0 : model.padded_vocab_size() * model.channels;
+  return model.active_parameters() - lookup;
+}
+
 double model_flops_per_token(const ModelConfig& model, int64_t seq_len) {
-  return 6.0 * double(model.active_parameters()) + 6.0 * double(model.num_layers * model.channels * seq_len);
+  return 6.0 * double(flops_parameters(model)) +
+         6.0 * double(model.num_layers) * double(model.attention_width()) * double(seq_len);
 }
 
 void check_train_bench_options(const TrainBenchOptions& o) {
@@ -81,6 +93,8 @@ void check_train_bench_options(const TrainBenchOptions& o) {
            " plus --steps ", o.steps, " is past a 64-bit count of steps; time fewer");
   TS_CHECK(o.seq_len <= o.model.max_seq_len, "bench train: --seq-len ", o.seq_len, " exceeds the model's context of ",
            o.model.max_seq_len);
+  TS_CHECK(o.recompute.layers >= 0 && o.recompute.layers <= o.model.num_layers, "bench train: --recompute-layers ",
+           o.recompute.layers, " must be between 0 (every block) and the model's ", o.model.num_layers, " blocks");
   TS_CHECK(o.document_length >= 0, "bench train: --document-length ", o.document_length,
            " must be 0 (one causal window) or a document's length in tokens");
 }
@@ -94,6 +108,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   model.init_weights(o.seed);
   model.to(o.device, o.dtype);
   model.set_fp8(o.fp8);
+  model.set_recompute(o.recompute);
+  model.set_moe_options(o.moe);
   AdamWConfig adamw;
   adamw.moments = o.moments;
   adamw.seed = o.seed;
@@ -199,6 +215,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
       {"steps", o.steps},
       {"warmup", o.warmup},
       {"num_params", c.num_parameters()},
+      {"flops_params", flops_parameters(c)},
       {"tokens_per_s", r.tokens_per_s},
       {"ms_per_step", r.ms_per_step},
       {"ms_per_step_min", r.ms_min},
@@ -214,6 +231,7 @@ nlohmann::json train_bench_json(const TrainBenchOptions& o, const TrainBenchResu
   j["matmul_tuning"] = o.matmul_tuning;
   j["deterministic"] = o.deterministic;
   j["optimizer_moments"] = optimizer_moments_flag(o.moments);
+  j["recompute"] = recompute_text(o.recompute);
   j["attention_used"] = r.attention_used.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.attention_used);
   if (!r.matmul_tuned.empty()) {
     nlohmann::json tuned = nlohmann::json::array();

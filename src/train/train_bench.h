@@ -1,9 +1,15 @@
 // tessera bench train: times full training steps (forward, backward, grad-norm + clip, AdamW) of a
 // model preset on random tokens, and reports tokens/s, MFU, peak memory and time per phase; with a
 // document length, as packed documents under the document mask (--attention-mask document).
-// MFU follows llm.c: 6·N + 6·L·C·T FLOPs per token (N = every parameter a token's forward uses,
-// padded vocabulary included; a MoE model's top-k experts only), against the bf16 dense peak of the
-// detected GPU (or --peak-tflops). Training reports the same figures every step.
+// MFU follows llm.c: 6·N + 6·L·C·T FLOPs per token, against the bf16 dense peak of the detected GPU
+// (or --peak-tflops); training reports the same figures every step (metrics.jsonl: tokens_per_s
+// global, tflops_per_rank and mfu per rank). N counts the parameters as llm.c does for GPT-2: every
+// one a token's forward uses, the padded vocabulary's rows, norms, biases and GPT-2's position table
+// included; a MoE model's router, shared experts, dense blocks and top-k routed experts only. An
+// untied input embedding is a lookup, not a matmul, and is not counted (the head is: llm.c's note,
+// and Megatron's and torchtitan's count); a tied table counts once. 6·L·C·T is the causal attention's
+// score and value matmuls (C: the query heads' width), half PaLM's and torchtitan's 12·L·C·T, which
+// count the masked half. No recomputation is counted (MFU, not hardware FLOPs utilisation).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +20,8 @@
 #include "core/tensor.h"
 #include "nn/fp8_scaling.h"
 #include "nn/model_config.h"
+#include "nn/moe_layer.h"
+#include "nn/recompute.h"
 #include "ops/attention.h"
 #include "ops/matmul_tuning.h"
 
@@ -33,6 +41,8 @@ struct TrainBenchOptions {
   int64_t matmul_tuning = 1;     // GPU matmul candidates timed per problem (ops/matmul_tuning.h)
   bool deterministic = true;     // GPU kernels give the same bits every run (ops/deterministic_kernels.h)
   DType moments = DType::f32;    // AdamW's moments: f32, or bf16 rounded stochastically
+  RecomputePolicy recompute;     // activation recomputation, as train's --recompute(-layers)
+  MoeOptions moe;                // the router's losses and capacity, as train's --moe-* flags
   uint64_t seed = 1337;
 };
 
@@ -50,7 +60,9 @@ struct TrainBenchResult {
 double gpu_peak_bf16_flops(const std::string& device_name);
 // The peak MFU is taken against: `peak_tflops` when given (> 0), else the GPU's on `device`, else 0.
 double peak_flops_for(double peak_tflops, Device device);
-// Training FLOPs per token of `model` at sequence length `seq_len`: 6·N_active + 6·L·C·T.
+// N of the 6·N: the active parameters less an untied input embedding table (see above).
+int64_t flops_parameters(const ModelConfig& model);
+// Training FLOPs per token of `model` at sequence length `seq_len`: 6·N + 6·L·C·T.
 double model_flops_per_token(const ModelConfig& model, int64_t seq_len);
 
 // Throws naming the flag when a size is not positive, the sequence outruns the model's context, the

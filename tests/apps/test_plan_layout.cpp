@@ -4,6 +4,7 @@
 // "tessera: error:" line and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -124,8 +125,45 @@ TEST(PlanLayout, AHugeGlobalBatchIsPlannedAtOnce) {
   }
 }
 
+// What is listed is worth running: a pipeline has at least as many micro-batches a step as stages (with
+// one, gpt2-124m on 7 ranks was offered as pp 7 with a single micro-batch of 64: each stage idle 6/7 of
+// the step); ZeRO only where there is a data-parallel group to shard over; more recomputation only
+// where it fits a larger micro-batch than the same layout with less.
+TEST(PlanLayout, ListsNoIdlePipelineNoZeroWithoutDataParallelismNoWastedRecomputation) {
+  for (const std::string search : {"layout --model gpt2-124m --world 7 --batch-size 64 --top 1000",
+                                   "layout --model gpt2-350m --world 8 --batch-size 32 --device-memory-gb 12 --top 1000"}) {
+    SCOPED_TRACE(search);
+    const nlohmann::json j = json_of(search);
+    ASSERT_FALSE(j["layouts"].empty());
+    std::map<std::string, std::pair<int, int64_t>> less_recompute;  // layout and ZeRO -> recompute level, micro-batch
+    for (const nlohmann::json& l : j["layouts"]) {
+      SCOPED_TRACE(l.dump());
+      const int dp = l["dp"], pp = l["pp"], cp = l["cp"], zero = l["zero"];
+      const int64_t micro = l["micro_batch"];
+      const int64_t batch = search.find("--batch-size 64") != std::string::npos ? 64 : 32;
+      EXPECT_GE(batch / dp / micro, pp);
+      if (dp * cp == 1) {
+        EXPECT_EQ(zero, 0);
+      }
+      const std::string recompute = l["recompute"];
+      const int level = recompute == "none" ? 0 : recompute == "selective" ? 1 : 2;
+      const std::string key = l["flags"].get<std::string>().substr(0, l["flags"].get<std::string>().find(" --recompute"));
+      less_recompute[key + " " + std::to_string(level)] = {level, micro};
+    }
+    for (const auto& [key, value] : less_recompute)
+      for (int lower = 0; lower < value.first; ++lower) {
+        const auto it = less_recompute.find(key.substr(0, key.size() - 1) + std::to_string(lower));
+        if (it != less_recompute.end()) {
+          EXPECT_GT(value.second, it->second.second) << key;
+        }
+      }
+  }
+}
+
 TEST(PlanLayout, BadInputIsOneLineAndANonZeroExit) {
   testing::expect_one_line_errors(kPlan, {
+      {"layout --batch-size 0", "--batch-size must be positive, got 0"},
+      {"layout --model gpt2-124m --seq-len 4096", "--seq-len 4096 exceeds the model's context of 1024 tokens"},
       {"layout --world 0", "--world must be between 1 and 65536 ranks, got 0"},
       {"layout --device-memory-gb -1", "--device-memory-gb must be a positive number"},
       {"layout --top 0", "--top must be at least 1"},

@@ -115,6 +115,41 @@ TEST(PlanMemory, TakesTrainsFlagsAndTheTokenizersVocabulary) {
   EXPECT_TRUE(testing::contains(routed.output, "note: --moe-capacity-factor is not planned")) << routed.output;
 }
 
+// --config: the run's own TOML file (train's keys) plans as the same flags on the command line do,
+// flags given beside it win, and a key train does not know is refused with exit 2, as train refuses it.
+TEST(PlanMemory, PlansTheRunsConfigFile) {
+  const std::filesystem::path dir = testing::scratch_dir() / "plan_memory_config";
+  std::filesystem::create_directories(dir);
+  const std::string run = (dir / "run.toml").string(), bad = (dir / "bad.toml").string();
+  testing::write_text(run,
+                      "model = \"llama-mini\"\nbatch-size = 8\nmicro-batch-size = 2\nseq-len = 128\ndp = 2\n"
+                      "zero = 1\nrecompute = \"selective\"\noptimizer-moments = \"bf16\"\n"
+                      "steps = 5000\nwarmup = 100\nlr = 3e-4\ntrain-data = \"data/train_*.bin\"\n");
+  const std::string flags = "--model llama-mini --batch-size 8 --seq-len 128 --dp 2 --zero 1 --recompute selective "
+                            "--optimizer-moments bf16";
+  const testing::CommandResult from_file = testing::run_command(kPlan + "--config " + run);
+  const testing::CommandResult from_flags = testing::run_command(kPlan + flags + " --micro-batch-size 2");
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.output;
+  EXPECT_EQ(from_file.output, from_flags.output);
+  EXPECT_TRUE(testing::contains(from_file.output, "dp 2, tp 1, pp 1, cp 1, ep 1; ZeRO 1; bf16; micro-batch 2 x 128 "
+                                                  "tokens; recompute selective; bf16 AdamW moments"))
+      << from_file.output;
+  // Flags beside the file win, and a note on stderr names the keys they override.
+  const testing::CommandResult overridden = testing::run_command(kPlan + "--config " + run + " --micro-batch-size 4 --json");
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.output;
+  const std::string note = "tessera: note: flags on the command line override keys of '" + run +
+                           "': --micro-batch-size (line 3)\n";
+  ASSERT_TRUE(testing::contains(overridden.output, note)) << overridden.output;
+  const std::string json = overridden.output.substr(0, overridden.output.find(note)) +
+                           overridden.output.substr(overridden.output.find(note) + note.size());
+  EXPECT_EQ(nlohmann::json::parse(json), plan_json(flags + " --micro-batch-size 4"));
+  testing::write_text(bad, "model = \"llama-mini\"\nmicro-batch = 2\n");
+  const testing::CommandResult refused = testing::run_command(kPlan + "--config " + bad);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(testing::contains(refused.output, "line 2: unknown key 'micro-batch' (did you mean 'micro-batch-size'?)"))
+      << refused.output;
+}
+
 // --device-memory-gb is printed as given, not rounded to whole GiB.
 TEST(PlanMemory, PrintsAFractionalDeviceMemoryAsGiven) {
   const std::string flags = "--model gpt2-124m --seq-len 1024 --micro-batch-size 1 --device-memory-gb ";
