@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-MFU_NOTE = "vs bf16 dense peak (also for fp32); flops/token = 6N + 6LCT, llm.c convention"
+MFU_NOTE = ("vs bf16 dense peak (also for fp32); flops/token = 6N + 6LCT, llm.c convention "
+            "(N without an untied input embedding)")
 
 
 def torch_version():

@@ -241,8 +241,10 @@ def run(args):
     timing = harness.time_training(model, params, opt, args, dev, V, T)
 
     # Tessera's model_flops_per_token (src/train/train_bench.cpp): 6*N + 6*L*C*T, N = every parameter
-    # (dense: all are active), the padded vocabulary rows and an untied head included.
-    flops_per_token = 6 * num_params + 6 * L * C * T
+    # (dense: all are active), the padded vocabulary rows and an untied head included, an untied input
+    # embedding left out (a lookup, not a matmul).
+    flops_params = num_params - (0 if s.tied else Vp * C)
+    flops_per_token = 6 * flops_params + 6 * L * C * T
     padding = (Vp - V) * C * (1 if s.tied else 2)
     r = harness.result(
         args, timing, args.batch * T * args.grad_accum, flops_per_token,

@@ -86,21 +86,53 @@ void plan_pipeline(const PipelineOptions& o) {
   std::printf("%s", stages.c_str());
 }
 
+// An H100 80GB's memory as the driver reports it: 81,559 MiB.
+constexpr double kDefaultDeviceMemoryGb = 79.6;
+constexpr const char* kDeviceMemoryHelp =
+    "Memory of one device in GiB, as nvidia-smi reports it in MiB / 1024 (H100 80GB: 79.6; H200: 140.4)";
+constexpr const char* kReserveHelp =
+    "GiB of each GPU that are none of Tessera's allocations: the CUDA context, cuBLAS/cuDNN handles, NCCL's buffers "
+    "(an estimate; nvidia-smi's use of a run less its peak_mem_mb measures it)";
+
+// --reserve-gb in bytes: as given, else the default of the device planned (none on the CPU).
+int64_t reserve_bytes(double reserve_gb, bool given, Device device) {
+  TS_CHECK(reserve_gb >= 0, "--reserve-gb must not be negative, got ", reserve_gb);
+  if (!given) return device == Device::cuda ? kDefaultGpuReserveBytes : 0;
+  return int64_t(reserve_gb * double(int64_t(1) << 30));
+}
+
 struct MemoryOptions {
   TrainConfig run;
-  double device_memory_gb = 80;
+  double device_memory_gb = kDefaultDeviceMemoryGb;
+  double reserve_gb = double(kDefaultGpuReserveBytes) / double(int64_t(1) << 30);
   bool json = false;
 };
 
-// Notes on flags the plan accepts but does not model, one line each.
-std::vector<std::string> unplanned_flag_notes(const TrainConfig& c) {
+// Notes on what the plan cannot know or does not model, one line each: --fp8's copies, and under
+// expert parallelism without a capacity, how much a rank the router favours holds beyond its even share.
+std::vector<std::string> plan_notes(const TrainConfig& c, const ModelConfig& model, DType compute, Device device,
+                                    int64_t device_bytes, int64_t reserve, const MemoryPlan& plan) {
   std::vector<std::string> notes;
   if (parse_fp8_recipe(c.fp8) != Fp8Recipe::off)
     notes.push_back("--fp8 " + c.fp8 + " is not planned: its quantized copies of each linear layer's operands are "
                     "not counted");
-  if (c.moe_capacity_factor > 0)
-    notes.push_back("--moe-capacity-factor is not planned: the plan counts every routed row (dropless), at least "
-                    "what a capacity keeps");
+  if (model.moe.enabled() && plan.dims.ep > 1 && c.moe_capacity_factor <= 0) {
+    std::string more;
+    try {  // twice the even share: the rows a capacity factor of 2 lets a rank's experts take at most
+      TrainConfig doubled = c;
+      doubled.moe_capacity_factor = 2;
+      const double extra = double(plan_memory(doubled, model, compute, device, device_bytes, reserve).largest().total() -
+                                  plan.largest().total());
+      char text[120];
+      std::snprintf(text, sizeof text, "; at twice that share it holds %.2f GiB more", extra / double(int64_t(1) << 30));
+      more = text;
+    } catch (const Error&) {
+    }
+    notes.push_back("dropless routing under --ep " + std::to_string(plan.dims.ep) +
+                    ": each rank's experts are planned at an even share of the routed rows (micro-batch x tokens x "
+                    "top-k)" + more + "; a rank the router favours holds more (metrics.jsonl's ep_load_max_over_mean "
+                    "says by how much), and --moe-capacity-factor bounds it (the plan then counts the bound)");
+  }
   return notes;
 }
 
@@ -121,10 +153,11 @@ void plan_memory_command(MemoryOptions o, const CLI::App& command) {
   const Device device = c.device == "cpu" ? Device::cpu : Device::cuda;
   const DType compute = choose_compute_dtype(c.dtype, device);
   const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
-  const MemoryPlan plan = plan_memory(c, model, compute, device, device_bytes);
+  const int64_t reserve = reserve_bytes(o.reserve_gb, command.count("--reserve-gb") > 0, device);
+  const MemoryPlan plan = plan_memory(c, model, compute, device, device_bytes, reserve);
   const std::vector<std::string> fixes =
-      plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, device, device_bytes);
-  const std::vector<std::string> notes = unplanned_flag_notes(c);
+      plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, device, device_bytes, reserve);
+  const std::vector<std::string> notes = plan_notes(c, model, compute, device, device_bytes, reserve, plan);
   const std::string title = c.init_from.empty() ? c.model : c.init_from;
   if (o.json) {
     nlohmann::json j = memory_plan_json(plan, title, fixes);
@@ -139,7 +172,8 @@ void plan_memory_command(MemoryOptions o, const CLI::App& command) {
 struct LayoutOptions {
   TrainConfig run;
   int world = 8;
-  double device_memory_gb = 80;
+  double device_memory_gb = kDefaultDeviceMemoryGb;
+  double reserve_gb = double(kDefaultGpuReserveBytes) / double(int64_t(1) << 30);
   size_t top = 10;
   bool json = false;
 };
@@ -150,7 +184,8 @@ void plan_layout_command(LayoutOptions o) {
   const ModelConfig model = resolve_model_config(o.run, nullptr, std::nullopt);
   const DType compute = choose_compute_dtype(o.run.dtype, Device::cuda);
   const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
-  const std::vector<LayoutCandidate> found = search_layouts(o.run, model, compute, o.world, device_bytes);
+  const std::vector<LayoutCandidate> found =
+      search_layouts(o.run, model, compute, o.world, device_bytes, reserve_bytes(o.reserve_gb, true, Device::cuda));
   if (o.json)
     std::printf("%s\n", layout_search_json(found, o.run.model, o.world, o.top).dump(2).c_str());
   else
@@ -186,10 +221,11 @@ void add_plan_command(CLI::App& app) {
       "Bytes each rank of a GPU run will hold at its peak (weights, gradients, AdamW moments, activations of the "
       "micro-batches in flight), and whether that fits the device; takes tessera train's flags");
   // Every train flag, so that a train command line plans as it is: the layout's, the shape's, --tokenizer
-  // (a preset's vocabulary follows it) and --device change the plan; --fp8 and --moe-capacity-factor are
-  // noted as not planned; the rest (data, schedule, logging, checkpoints) change no byte and are ignored.
+  // (a preset's vocabulary follows it) and --device change the plan; --fp8 is noted as not planned; the
+  // rest (data, schedule, logging, checkpoints) change no byte and are ignored.
   bind_train_flags(*memory, m->run);
-  memory->add_option("--device-memory-gb", m->device_memory_gb, "Memory of one device in GiB (H100 80GB: 80)")
+  memory->add_option("--device-memory-gb", m->device_memory_gb, kDeviceMemoryHelp)->capture_default_str();
+  memory->add_option("--reserve-gb", m->reserve_gb, std::string(kReserveHelp) + "; 0 with --device cpu")
       ->capture_default_str();
   memory->add_flag("--json", m->json, "Print the plan as JSON (bytes) instead of a table");
   // --config: the run's own TOML file (`tessera train --config`), so that the plan is of that run.
@@ -197,7 +233,8 @@ void add_plan_command(CLI::App& app) {
   memory->footer(
       "--config takes the TOML file of tessera train --config (flags on the command line win). Without --batch-size, a step runs --pp micro-batches of --micro-batch-size per data-parallel rank. --device auto "
       "plans the GPU run (--device cpu the CPU's); --dtype auto is bf16, the GPU's default. Train's data, schedule, "
-      "logging and checkpoint flags are accepted and change nothing; --fp8 and --moe-capacity-factor are not planned.");
+      "logging and checkpoint flags are accepted and change nothing; --fp8 is not planned. Under --ep, a rank's experts "
+      "are planned at an even share of the routed rows, or at their capacity with --moe-capacity-factor.");
   memory->callback([m, memory] {
     apply_toml_config(*memory);
     plan_memory_command(*m, *memory);
@@ -219,8 +256,8 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   layout->add_option("--optimizer-moments", l->run.optimizer_moments, "AdamW's moments: fp32, or bf16 (half the bytes)")
       ->capture_default_str();
-  layout->add_option("--device-memory-gb", l->device_memory_gb, "Memory of one device in GiB (H100 80GB: 80)")
-      ->capture_default_str();
+  layout->add_option("--device-memory-gb", l->device_memory_gb, kDeviceMemoryHelp)->capture_default_str();
+  layout->add_option("--reserve-gb", l->reserve_gb, kReserveHelp)->capture_default_str();
   layout->add_option("--top", l->top, "How many layouts to list")->capture_default_str();
   layout->add_flag("--json", l->json, "Print the layouts as JSON instead of a table");
   layout->callback([l] { plan_layout_command(*l); });

@@ -31,11 +31,13 @@ BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShap
   if (c.is_moe_block(layer)) {
     const int64_t N = B * T, E = c.moe.num_experts, K = c.moe.top_k, Fe = c.moe.expert_hidden;
     const int64_t Fs = c.moe.num_shared_experts * Fe;
+    const int64_t R = a.expert_rows, rows = std::max(N * K, R);  // the experts' rows; h and act grow to them
     b.kept += N * E * s + N * E * kF32 + N * kF32;        // logits, scores, lse
     b.kept += N * K * kI32 + N * K * kF32 + N * K * kI32;  // experts, weights, order
     b.kept += (E + 1) * kI32;                              // offsets (on the host)
-    b.kept += 2 * N * K * C * s + N * K * 2 * Fe * s;      // xs, ys, h
-    b.dropped += N * K * Fe * s;                           // act
+    b.kept += 2 * N * K * C * s + rows * 2 * Fe * s;       // xs, ys, h
+    if (R > 0) b.kept += 2 * R * C * s + (E + 1) * kI32;   // expert parallelism: expert_xs, expert_ys, expert_offsets
+    b.dropped += rows * Fe * s;                            // act
     if (Fs > 0) b.kept += B * T * 2 * Fs * s + B * T * Fs * s + B * T * C * s;  // shared: h, act, out
     b.kept += B * Tl * C * s;                              // out
   } else {
@@ -72,9 +74,11 @@ int64_t blocks_bytes(const ModelConfig& c, const ActivationShape& a) {
 int64_t moe_scratch_bytes(const ModelConfig& c, const ActivationShape& a) {
   const int64_t B = a.B, T = a.T, N = B * T, C = c.channels, s = dtype_size(a.dtype);
   const int64_t E = c.moe.num_experts, K = c.moe.top_k, Fe = c.moe.expert_hidden, Fs = c.moe.num_shared_experts * Fe;
-  return 2 * N * K * C * s + N * K * Fe * s + N * K * 2 * Fe * s  // dys, dxs, dact, dh
-         + N * K * kF32 + N * E * s + B * T * C * s                // dweights, dlogits, dpart
-         + (Fs > 0 ? B * T * 3 * Fs * s : 0);                      // shared: dh, dact
+  const int64_t R = a.expert_rows, rows = std::max(N * K, R);
+  return 2 * N * K * C * s + rows * Fe * s + rows * 2 * Fe * s  // dys, dxs, dact, dh
+         + N * K * kF32 + N * E * s + B * T * C * s              // dweights, dlogits, dpart
+         + (Fs > 0 ? B * T * 3 * Fs * s : 0)                     // shared: dh, dact
+         + 3 * R * C * s;  // expert parallelism: expert_dys, expert_dxs, and a row exchange's buffer in flight
 }
 
 }  // namespace

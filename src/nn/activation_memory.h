@@ -21,6 +21,9 @@ struct ActivationShape {
   BlockRange blocks;  // the chunk's blocks
   DType dtype = DType::f32;
   RecomputePolicy recompute;
+  // Under expert parallelism, the rows this rank's experts compute in each MoE layer (the tokens the
+  // ep group routes to them: B·T·top_k on average, at most the experts' capacities); 0 without it.
+  int64_t expert_rows = 0;
 };
 
 struct ActivationBytes {
@@ -30,8 +33,9 @@ struct ActivationBytes {
 };
 
 // `local`: the shapes the layers compute with (tp_local_config's under tensor parallelism). Routed
-// MoE rows are counted as N·top_k, which is what a rank allocates without expert parallelism (its
-// experts' buffers grow with the tokens other ranks send under it).
+// MoE rows are counted as N·top_k, which is what a rank allocates without expert parallelism; under
+// it, the experts' side holds `expert_rows` more (the rows received and their outputs, forward and
+// backward, and one row exchange in flight), and the expert buffers grow to them.
 ActivationBytes decoder_activation_bytes(const ModelConfig& local, const ActivationShape& shape);
 
 // The fused classifier's rows at a time, of `rows`, over `vocab_rows` (a tp rank's share of the

@@ -32,7 +32,7 @@ auto rank_key(const LayoutCandidate& c) {
 }  // namespace
 
 std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                            int world, int64_t device_bytes) {
+                                            int world, int64_t device_bytes, int64_t reserve_bytes) {
   TS_CHECK(world >= 1 && world <= kMaxWorld, "--world must be between 1 and ", kMaxWorld, " ranks, got ", world);
   // Said once here rather than by every pipeline layout failing alike.
   TS_CHECK(config.virtual_stages >= 1, "--virtual-stages must be at least 1, got ", config.virtual_stages);
@@ -70,7 +70,8 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
               c.recompute_layers = 0;
               c.virtual_stages = pp > 1 ? config.virtual_stages : 1;  // the schedule's own chunks per rank
               std::optional<MemoryPlan> plan =
-                  plan_largest_micro_batch(c, model, compute, Device::cuda, device_bytes, most_micro_batch);
+                  plan_largest_micro_batch(c, model, compute, Device::cuda, device_bytes, most_micro_batch,
+                                           reserve_bytes);
               // More recomputation that allows no larger micro-batch only costs time.
               if (!plan || plan->micro_batch <= micro_batch) continue;
               micro_batch = plan->micro_batch;

@@ -26,6 +26,6 @@ struct LayoutCandidate {
 // candidate fits `device_bytes` of a GPU; best first. Throws naming the flag when the flags every
 // layout shares are refused (train's own checks: --batch-size, --seq-len within the context, ...).
 std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                            int world, int64_t device_bytes);
+                                            int world, int64_t device_bytes, int64_t reserve_bytes = kUnsetReserve);
 
 }  // namespace tessera

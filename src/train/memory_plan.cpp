@@ -4,6 +4,7 @@
 #include "train/memory_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -148,6 +149,18 @@ int64_t deferred_weight_grad_bytes(const ModelConfig& local, const BlockRange& c
   return bytes;
 }
 
+// Under expert parallelism, the rows a rank's experts compute in a MoE layer of a micro-batch of
+// `tokens` rows a rank: with --moe-capacity-factor, at most every expert's capacity from each of the
+// ep ranks (moe_layer.cpp: ceil(factor·N·k / E) per expert and sender); dropless, an even share, N·k
+// (a rank whose experts the router favours holds more: plan_memory_notes says how much).
+int64_t expert_rows(const TrainConfig& config, const ModelConfig& model, int64_t tokens, int ep) {
+  if (ep <= 1 || !model.moe.enabled()) return 0;
+  const int64_t E = model.moe.num_experts, routed = tokens * model.moe.top_k;
+  if (config.moe_capacity_factor <= 0) return routed;
+  const auto capacity = int64_t(std::ceil(double(config.moe_capacity_factor) * double(routed) / double(E)));
+  return E * capacity;
+}
+
 // The most micro-batches of `rank` whose weight gradients wait at once: from each backward_input to
 // its backward_weight.
 int most_deferred(const PipelineSchedule& schedule, int rank) {
@@ -166,7 +179,7 @@ int64_t RankMemory::total() const {
          async_checkpoint +
          int64_t(micro_batches_in_flight) * (activations + scratch) +
          int64_t(micro_batches_deferred) * deferred_weight_grads + attention_workspace + matmul_workspace + logits +
-         tp_gathers + pipeline_send;
+         tp_gathers + pipeline_send + reserved;
 }
 
 const RankMemory& MemoryPlan::largest() const {
@@ -175,7 +188,9 @@ const RankMemory& MemoryPlan::largest() const {
 }
 
 MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, Device device,
-                       int64_t device_bytes) {
+                       int64_t device_bytes, int64_t reserve_bytes) {
+  if (reserve_bytes == kUnsetReserve) reserve_bytes = device == Device::cuda ? kDefaultGpuReserveBytes : 0;
+  TS_CHECK(reserve_bytes >= 0, "--reserve-gb must not be negative");
   // TrainConfig::validate() holds every flag's own rule; a plan reads no data, so a copy names some.
   TrainConfig checked = config;
   checked.train_data = "(planned)";
@@ -242,8 +257,9 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
       r.compression = (errors + uncovered + factors) * kF32;
     }
     for (const BlockRange& chunk : stages[s].chunks) {
-      const ActivationBytes a =
-          decoder_activation_bytes(local, ActivationShape{plan.micro_batch, T, T / seq_shards, chunk, compute, recompute});
+      const ActivationBytes a = decoder_activation_bytes(
+          local, ActivationShape{plan.micro_batch, T, T / seq_shards, chunk, compute, recompute,
+                                 expert_rows(config, model, plan.micro_batch * T, d.ep)});
       r.activations = std::max(r.activations, a.saved);
       r.scratch = std::max(r.scratch, a.scratch);
     }
@@ -251,6 +267,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     if (std::any_of(stages[s].chunks.begin(), stages[s].chunks.end(), holds_blocks))
       r.attention_workspace = attention_workspace_bytes(config, local, plan.micro_batch, T, compute, device, d.cp);
     if (device == Device::cuda) r.matmul_workspace = kMatmulWorkspaceBytes;  // held from the first matmul on
+    r.reserved = reserve_bytes;
     r.micro_batches_in_flight = in_flight[s];
     // Zero-bubble (ZB-H1): a rank holds its most deferrals while its most micro-batches are in flight
     // (both peak at its last backward_input before a weight part runs), so the two add.
@@ -275,13 +292,14 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
 }
 
 std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                                   Device device, int64_t device_bytes, int64_t most) {
+                                                   Device device, int64_t device_bytes, int64_t most,
+                                                   int64_t reserve_bytes) {
   const int64_t share = config.batch_size / std::max(config.dp, 1);
   TrainConfig c = config;
   for (const int64_t m : divisors_up_to(share, most)) {
     c.micro_batch_size = m;
     try {
-      MemoryPlan plan = plan_memory(c, model, compute, device, device_bytes);
+      MemoryPlan plan = plan_memory(c, model, compute, device, device_bytes, reserve_bytes);
       if (plan.fits()) return plan;
     } catch (const Error&) {
       continue;  // a layout the model or the flags do not allow (at this micro-batch)
@@ -291,7 +309,7 @@ std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, co
 }
 
 std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                           Device device, int64_t device_bytes) {
+                                           Device device, int64_t device_bytes, int64_t reserve_bytes) {
   std::vector<std::string> fixes;
   auto add_fix = [&](const std::string& flags, const MemoryPlan& plan, const char* note) {
     char text[200];
@@ -305,7 +323,7 @@ std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const Mode
     TrainConfig changed = config;
     change(changed);
     try {
-      const MemoryPlan plan = plan_memory(changed, model, compute, device, device_bytes);
+      const MemoryPlan plan = plan_memory(changed, model, compute, device, device_bytes, reserve_bytes);
       if (!plan.fits()) return false;
       add_fix(flags, plan, note);
       return true;
@@ -316,7 +334,8 @@ std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const Mode
   // The largest micro-batch below this one.
   const int dp = std::max(config.dp, 1);
   if (const std::optional<MemoryPlan> smaller =
-          plan_largest_micro_batch(config, model, compute, device, device_bytes, config.micro_batch(dp) - 1))
+          plan_largest_micro_batch(config, model, compute, device, device_bytes, config.micro_batch(dp) - 1,
+                                   reserve_bytes))
     add_fix("--micro-batch-size " + std::to_string(smaller->micro_batch), *smaller, "");
   const Recompute mode = parse_recompute(config.recompute);
   const bool partial = config.recompute_layers > 0;

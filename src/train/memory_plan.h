@@ -48,6 +48,8 @@ struct RankMemory {
                                 // all-gathered or partial tensors at once (one micro-batch computes)
   int64_t pipeline_send = 0;    // a released micro-batch's input gradient, held until its send to the
                                 // previous stage completes (every pipeline stage but the first)
+  int64_t reserved = 0;         // a GPU rank's memory that is none of Tessera's allocations: the CUDA
+                                // context, the libraries' handles, NCCL's buffers (an estimate; --reserve-gb)
   int64_t total() const;
 };
 
@@ -64,21 +66,31 @@ struct MemoryPlan {
   bool fits() const { return largest().total() <= device_bytes; }
 };
 
+// What a GPU rank holds beside Tessera's allocations, unless --reserve-gb says otherwise: the CUDA
+// context with cuBLAS's and cuDNN's handles (about 0.5-1 GiB on an H100) and NCCL's communicator
+// buffers (hundreds of MiB each, more with NVLink SHARP). An estimate, not a measurement: nvidia-smi's
+// figure for a run less its metrics' peak_mem_mb is the reserve of that machine.
+inline constexpr int64_t kDefaultGpuReserveBytes = int64_t(2) << 30;
+// kUnsetReserve: kDefaultGpuReserveBytes on the GPU, 0 on the CPU (whose plan is the allocator's own).
+inline constexpr int64_t kUnsetReserve = -1;
+
 // Throws one line naming the flag and the fix when the layout does not divide the model (the
 // checks `tessera train` makes at start-up) or a flag is out of range. `compute`: the activations'
-// and compute copy's dtype; `device`: where the run trains (fp32 runs on either).
+// and compute copy's dtype; `device`: where the run trains (fp32 runs on either); `reserve_bytes`:
+// each rank's RankMemory::reserved.
 MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DType compute, Device device,
-                       int64_t device_bytes);
+                       int64_t device_bytes, int64_t reserve_bytes = kUnsetReserve);
 
 // The plan of the largest micro-batch of at most `most` sequences that divides a data-parallel
 // rank's share of the batch and fits (config's own micro-batch size is not used); none when no
 // size fits or the layout is not one the model allows.
 std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                                   Device device, int64_t device_bytes, int64_t most);
+                                                   Device device, int64_t device_bytes, int64_t most,
+                                                   int64_t reserve_bytes = kUnsetReserve);
 
 // For a plan that does not fit: single changes of the flags that would make it fit, each planned
 // again ("--micro-batch-size 8 (61.2 GiB)"); empty when none does.
 std::vector<std::string> memory_plan_fixes(const TrainConfig& config, const ModelConfig& model, DType compute,
-                                           Device device, int64_t device_bytes);
+                                           Device device, int64_t device_bytes, int64_t reserve_bytes = kUnsetReserve);
 
 }  // namespace tessera

@@ -34,6 +34,7 @@ constexpr Row kRows[] = {
     {"classifier logits chunk", "logits", &RankMemory::logits},
     {"sequence-parallel gathers", "tp_gathers", &RankMemory::tp_gathers},
     {"gradient held by a pipeline send", "pipeline_send", &RankMemory::pipeline_send},
+    {"CUDA context, NCCL, libs (est.)", "reserved", &RankMemory::reserved},
 };
 constexpr size_t kMicroBatchRows = 8;  // kRows' first per-micro-batch row
 constexpr size_t kDeferredRow = 10;    // zero-bubble's, shown after its own count

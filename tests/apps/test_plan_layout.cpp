@@ -94,7 +94,7 @@ TEST(PlanLayout, PipelineLayoutsCarryTheirScheduleAndVirtualStages) {
 // --device-memory-gb is printed as given, not rounded to whole GiB.
 TEST(PlanLayout, PrintsAFractionalDeviceMemoryAsGiven) {
   const testing::CommandResult r =
-      testing::run_command(kPlan + "layout --model gpt2-124m --world 4 --batch-size 8 --device-memory-gb 2.5");
+      testing::run_command(kPlan + "layout --model gpt2-124m --world 4 --batch-size 8 --device-memory-gb 2.5 --reserve-gb 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(testing::contains(r.output, "layouts fit 2.5 GiB;")) << r.output;
 }
@@ -160,8 +160,39 @@ TEST(PlanLayout, ListsNoIdlePipelineNoZeroWithoutDataParallelismNoWastedRecomput
   }
 }
 
+// Each GPU keeps --reserve-gb (2 by default) for what is not Tessera's (the CUDA context, the libraries,
+// NCCL): a layout is listed only when its plan and the reserve fit.
+TEST(PlanLayout, LeavesTheReserveFree) {
+  const std::string search = "layout --model gpt2-350m --world 8 --batch-size 32 --device-memory-gb 12 --top 1000";
+  const nlohmann::json reserved = json_of(search), bare = json_of(search + " --reserve-gb 0"),
+                       more = json_of(search + " --reserve-gb 4");
+  // A layout's micro-batch (by its other flags) shrinks as the reserve grows, and somewhere it must.
+  const auto micro_batches = [](const nlohmann::json& j) {
+    std::map<std::string, int64_t> micro;
+    for (const nlohmann::json& l : j["layouts"]) {
+      const std::string flags = l["flags"];
+      micro[flags.substr(0, flags.find(" --micro-batch-size"))] = l["micro_batch"];
+    }
+    return micro;
+  };
+  int shrunk = 0;
+  for (const auto& [less, most] : {std::pair{&bare, &reserved}, {&reserved, &more}})
+    for (const auto& [flags, micro] : micro_batches(*most)) {
+      const auto loose = micro_batches(*less);
+      if (!loose.count(flags)) continue;
+      EXPECT_LE(micro, loose.at(flags)) << flags;
+      shrunk += micro < loose.at(flags);
+    }
+  EXPECT_GT(shrunk, 0);
+  for (const nlohmann::json& l : reserved["layouts"]) EXPECT_LE(l["largest_total"].get<int64_t>(), int64_t(12) << 30);
+  const nlohmann::json memory = json_of("memory --model gpt2-350m --batch-size 32 --seq-len 1024 " +
+                                        reserved["layouts"][0]["flags"].get<std::string>() + " --device-memory-gb 12");
+  EXPECT_EQ(memory["ranks"][0]["reserved"], int64_t(2) << 30);
+}
+
 TEST(PlanLayout, BadInputIsOneLineAndANonZeroExit) {
   testing::expect_one_line_errors(kPlan, {
+      {"layout --reserve-gb -1", "--reserve-gb must not be negative"},
       {"layout --batch-size 0", "--batch-size must be positive, got 0"},
       {"layout --model gpt2-124m --seq-len 4096", "--seq-len 4096 exceeds the model's context of 1024 tokens"},
       {"layout --world 0", "--world must be between 1 and 65536 ranks, got 0"},

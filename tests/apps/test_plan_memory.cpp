@@ -4,6 +4,7 @@
 // naming the flag and the fix, and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -109,10 +110,30 @@ TEST(PlanMemory, TakesTrainsFlagsAndTheTokenizersVocabulary) {
       testing::run_command(kPlan + shape + train_flags + " --fp8 hybrid");
   ASSERT_EQ(noted.exit_code, 0) << noted.output;
   EXPECT_TRUE(testing::contains(noted.output, "note: --fp8 hybrid is not planned")) << noted.output;
-  const std::string moe = " --model mixtral-mini --seq-len 64 --batch-size 2 --micro-batch-size 2";
-  const testing::CommandResult routed = testing::run_command(kPlan + moe + " --moe-capacity-factor 1.25");
-  ASSERT_EQ(routed.exit_code, 0) << routed.output;
-  EXPECT_TRUE(testing::contains(routed.output, "note: --moe-capacity-factor is not planned")) << routed.output;
+}
+
+// Expert parallelism: a rank's experts compute the rows the ep group routes to them. Dropless, the plan
+// takes an even share (B·T·top_k) and says how much more twice that share holds; with a capacity it
+// plans the bound (every expert's capacity from each ep rank). Without ep a rank computes its own
+// tokens' rows, a capacity or not.
+TEST(PlanMemory, ExpertParallelRowsAreAnEvenShareOrTheCapacity) {
+  const std::string moe = "--model mixtral-mini --seq-len 64 --batch-size 4 --micro-batch-size 2 --dp 2";
+  const nlohmann::json alone = plan_json(moe), capped_alone = plan_json(moe + " --moe-capacity-factor 1.25");
+  EXPECT_EQ(alone["largest_total"], capped_alone["largest_total"]);
+  EXPECT_TRUE(capped_alone["notes"].empty()) << capped_alone.dump();
+  const nlohmann::json even = plan_json(moe + " --ep 2"), capped = plan_json(moe + " --ep 2 --moe-capacity-factor 2");
+  EXPECT_GT(even["ranks"][0]["activations"].get<int64_t>(), alone["ranks"][0]["activations"].get<int64_t>());
+  EXPECT_GT(capped["largest_total"].get<int64_t>(), even["largest_total"].get<int64_t>());
+  ASSERT_EQ(even["notes"].size(), 1u) << even.dump();
+  const std::string note = even["notes"][0];
+  EXPECT_TRUE(testing::contains(note, "dropless routing under --ep 2: each rank's experts are planned at an even "
+                                      "share of the routed rows"))
+      << note;
+  char extra[64];
+  std::snprintf(extra, sizeof extra, "at twice that share it holds %.2f GiB more",
+                double(capped["largest_total"].get<int64_t>() - even["largest_total"].get<int64_t>()) / (1 << 30));
+  EXPECT_TRUE(testing::contains(note, extra)) << note;
+  EXPECT_TRUE(capped["notes"].empty()) << capped.dump();
 }
 
 // --config: the run's own TOML file (train's keys) plans as the same flags on the command line do,
@@ -152,13 +173,30 @@ TEST(PlanMemory, PlansTheRunsConfigFile) {
 
 // --device-memory-gb is printed as given, not rounded to whole GiB.
 TEST(PlanMemory, PrintsAFractionalDeviceMemoryAsGiven) {
-  const std::string flags = "--model gpt2-124m --seq-len 1024 --micro-batch-size 1 --device-memory-gb ";
+  const std::string flags = "--model gpt2-124m --seq-len 1024 --micro-batch-size 1 --reserve-gb 0 --device-memory-gb ";
   const testing::CommandResult half = testing::run_command(kPlan + flags + "2.5");
   EXPECT_TRUE(testing::contains(half.output, "GiB above --device-memory-gb 2.5;")) << half.output;
   const testing::CommandResult tiny = testing::run_command(kPlan + flags + "0.05");
   EXPECT_TRUE(testing::contains(tiny.output, "GiB above --device-memory-gb 0.05;")) << tiny.output;
   const testing::CommandResult fits = testing::run_command(kPlan + flags + "2.75");
   EXPECT_TRUE(testing::contains(fits.output, "of --device-memory-gb 2.75 (")) << fits.output;
+}
+
+// A GPU plan counts --reserve-gb (2 by default) for what is none of Tessera's allocations: the CUDA
+// context, the libraries' handles, NCCL's buffers. A CPU plan is the allocator's alone.
+TEST(PlanMemory, CountsTheGpusReserve) {
+  const std::string flags = "--model gpt2-mini --seq-len 256 --batch-size 2";
+  const nlohmann::json gpu = plan_json(flags), bare = plan_json(flags + " --reserve-gb 0"),
+                       more = plan_json(flags + " --reserve-gb 3.5"), cpu = plan_json(flags + " --device cpu");
+  EXPECT_EQ(gpu["ranks"][0]["reserved"], int64_t(2) << 30);
+  EXPECT_EQ(gpu["largest_total"].get<int64_t>() - bare["largest_total"].get<int64_t>(), int64_t(2) << 30);
+  EXPECT_EQ(more["ranks"][0]["reserved"], int64_t(7) << 29);
+  EXPECT_EQ(cpu["ranks"][0]["reserved"], 0);
+  const testing::CommandResult text = testing::run_command(kPlan + flags);
+  char row[100];
+  std::snprintf(row, sizeof row, "  %-34s%20.3f\n", "CUDA context, NCCL, libs (est.)", 2.0);
+  EXPECT_TRUE(testing::contains(text.output, row)) << text.output;
+  EXPECT_TRUE(testing::contains(text.output, "of --device-memory-gb 79.6 (")) << text.output;
 }
 
 TEST(PlanMemory, BadInputIsOneLineAndANonZeroExit) {
@@ -171,6 +209,7 @@ TEST(PlanMemory, BadInputIsOneLineAndANonZeroExit) {
       {"--model gpt2-124m --seq-len 2048", "lower --seq-len"},
       {"--model gpt2-124m --dtype fp8", "--dtype must be auto, fp32, bf16 or fp16"},
       {"--model gpt2-124m --device-memory-gb 0", "--device-memory-gb must be a positive number"},
+      {"--model gpt2-124m --reserve-gb -0.5", "--reserve-gb must not be negative, got -0.5"},
       {"--model gpt2-124m --batch-size 6 --micro-batch-size 4", "choose a micro-batch that divides"},
       {"--model gpt2-tiny --seq-len 64 --pp 2 --batch-size 20000000 --micro-batch-size 1",
        "20000000 micro-batches, more than a schedule of 2 pipeline chunks holds"},

@@ -2,9 +2,10 @@
 // For every layout of the table, each rank trains two steps on the CPU (fp32); its host allocator's
 // peak over them, less the trainer's token buffers, must not pass its pipeline stage's planned total
 // (by more than kUnder) nor fall far below it (kOver: the plan takes ZeRO 2/3's collectives and the
-// sequence-parallel gathers at their most); AdamW's moments must be the plan's to the byte. Expert
-// parallelism is not in the table: a rank's rows depend on where the router sends the tokens, which
-// the plan takes as even.
+// sequence-parallel gathers at their most); AdamW's moments must be the plan's to the byte. Under
+// expert parallelism a rank's expert rows follow the router: with a capacity factor the plan counts
+// the bound, and holds; dropless it takes an even share, which a favoured rank passes (by kUnevenRouting
+// at most here: the plan used to leave the expert side's buffers out, 8-15% short).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -22,7 +23,7 @@
 namespace tessera {
 namespace {
 
-constexpr double kUnder = 0.002, kOver = 0.2;
+constexpr double kUnder = 0.002, kOver = 0.2, kUnevenRouting = 0.06;
 
 struct Case {
   const char* name;
@@ -30,6 +31,7 @@ struct Case {
   int dp, tp, pp, cp, ep, zero;
   const char* schedule = "1f1b";
   int virtual_stages = 1, layers = 0;  // layers 0: the preset's
+  float capacity_factor = 0;           // --moe-capacity-factor
 };
 
 void expect_plan_matches_every_rank(const Case& k) {
@@ -56,6 +58,7 @@ void expect_plan_matches_every_rank(const Case& k) {
   config.virtual_stages = k.virtual_stages;
   config.layers = k.layers;
   config.comm_timeout = 120;
+  config.moe_capacity_factor = k.capacity_factor;
   const ModelConfig model = resolve_model_config(config, nullptr, std::nullopt);
   const MemoryPlan plan = plan_memory(config, model, DType::f32, Device::cpu, int64_t(1) << 40);
 
@@ -79,7 +82,8 @@ void expect_plan_matches_every_rank(const Case& k) {
               k.name, rank, planned.stage, peak, (long long)(planned.total() + host_tokens),
               (long long)planned.activations, (long long)planned.scratch, (long long)planned.logits,
               (long long)planned.part_buffers, (long long)planned.gradient_shard, ratio);
-  EXPECT_LE(ratio, 1.0 + kUnder) << "rank " << rank << ": the plan is short";
+  const bool dropless_ep = k.ep > 1 && k.capacity_factor == 0;
+  EXPECT_LE(ratio, 1.0 + (dropless_ep ? kUnevenRouting : kUnder)) << "rank " << rank << ": the plan is short";
   EXPECT_GE(ratio, 1.0 - kOver) << "rank " << rank << ": the plan is far above the run";
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -98,6 +102,11 @@ TEST(MpiMemoryPlan, MatchesEachRanksAllocatorPeak) {
       {"pp4_zero_bubble", "gpt2-tiny", 1, 1, 4, 1, 1, 0, "zero-bubble", 1, 4},
       {"tp2_pp2_zero_bubble", "llama-tiny", 1, 2, 2, 1, 1, 0, "zero-bubble"},
       {"dp2_pp2_zero_bubble_moe", "mixtral-tiny", 2, 1, 2, 1, 1, 1, "zero-bubble"},
+      {"dp4_ep2", "mixtral-tiny", 4, 1, 1, 1, 2, 1},
+      {"dp4_ep4", "mixtral-tiny", 4, 1, 1, 1, 4, 0},
+      {"dp2_tp2_ep2", "mixtral-tiny", 2, 2, 1, 1, 2, 1},
+      {"dp4_ep4_capacity", "mixtral-tiny", 4, 1, 1, 1, 4, 0, "1f1b", 1, 0, 1.25f},
+      {"dp2_pp2_ep2_capacity", "mixtral-tiny", 2, 1, 2, 1, 2, 1, "1f1b", 1, 0, 1.0f},
   };
   for (const Case& k : cases) expect_plan_matches_every_rank(k);
 }
