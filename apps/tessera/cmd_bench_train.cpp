@@ -17,6 +17,7 @@
 #include "optim/adamw_optimizer.h"
 #include "parallel/runtime.h"
 #include "train/device_choice.h"
+#include "train/memory_plan.h"
 #include "train/model_setup.h"
 #include "train/train_bench.h"
 
@@ -85,6 +86,9 @@ void take_train_file(BenchTrainFlags& f, const CLI::App& cmd) {
   if (!given("--vocab-size")) shape.vocab_size = r.vocab_size;
   if (!given("--context")) shape.context = r.context;
   shape.init_from = r.init_from, shape.tokenizer = r.tokenizer;  // the shape of an imported model, a tokenizer's vocabulary
+  // A resumed or imported run without a model named takes its checkpoint's (or import's) shape, as train does.
+  shape.resume = r.resume, shape.out_dir = r.out_dir;
+  if ((r.resume || !r.init_from.empty()) && !given("--model") && !file.keys.count("--model")) shape.model.clear();
   const int64_t dp = std::max(r.dp, 1);
   if (!given("--micro-batch-size")) f.micro_batch = r.micro_batch(int(dp));
   if (!given("--grad-accum")) {
@@ -129,8 +133,12 @@ void run_bench_train(const BenchTrainFlags& f) {
   // A preset's vocabulary follows --tokenizer, as in train (from --config; --vocab-size wins).
   std::unique_ptr<Tokenizer> tokenizer;
   if (!f.shape.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(f.shape.tokenizer));
-  o.model = resolve_model_config(f.shape, tokenizer.get(), std::nullopt);
-  o.model_name = f.shape.model;
+  const std::optional<std::filesystem::path> checkpoint = resumed_checkpoint_shape(f.shape);
+  o.model = resolve_model_config(f.shape, tokenizer.get(), checkpoint);
+  o.model_name = !f.shape.model.empty() ? f.shape.model
+                 : checkpoint           ? checkpoint->string()
+                 : f.shape.init_from.empty() ? TrainConfig{}.model
+                                             : f.shape.init_from;
   o.micro_batch = f.micro_batch;
   o.seq_len = f.seq_len;
   o.grad_accum = f.grad_accum;

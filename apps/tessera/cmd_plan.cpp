@@ -2,8 +2,9 @@
 // schedule (parallel/pp): each rank's timeline, the bubble against the textbook value, and the most
 // micro-batches whose activations a stage holds at once; with --model, which blocks each chunk holds
 // (nn/stage_partition: balanced by cost, or --pipeline-boundaries) and each chunk's share of the work.
-// `plan memory` takes `tessera train`'s flags and prints each rank's bytes (train/memory_plan); `plan
-// layout` lists the layouts that fit (train/layout_search).
+// `plan memory` takes `tessera train`'s flags (or its --config file) and prints each rank's bytes
+// (train/memory_plan), with the GPU's reserve for what is not Tessera's (--reserve-gb); `plan layout`
+// lists the layouts that fit (train/layout_search).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -92,7 +93,7 @@ constexpr const char* kDeviceMemoryHelp =
     "Memory of one device in GiB, as nvidia-smi reports it in MiB / 1024 (H100 80GB: 79.6; H200: 140.4)";
 constexpr const char* kReserveHelp =
     "GiB of each GPU that are none of Tessera's allocations: the CUDA context, cuBLAS/cuDNN handles, NCCL's buffers "
-    "(an estimate; nvidia-smi's use of a run less its peak_mem_mb measures it)";
+    "(an estimate: a run's use in nvidia-smi, in MiB / 1024, less its metrics' peak_mem_mb / 1073.74 measures it)";
 
 // --reserve-gb in bytes: as given, else the default of the device planned (none on the CPU).
 int64_t reserve_bytes(double reserve_gb, bool given, Device device) {
@@ -146,7 +147,9 @@ void plan_memory_command(MemoryOptions o, const CLI::App& command) {
   // A preset's vocabulary follows --tokenizer, as in train (--vocab-size, when given, wins).
   std::unique_ptr<Tokenizer> tokenizer;
   if (!c.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(c.tokenizer));
-  const ModelConfig model = resolve_model_config(c, tokenizer.get(), std::nullopt);
+  // A resumed run's shape is its checkpoint's (as train takes it).
+  const std::optional<std::filesystem::path> checkpoint = resumed_checkpoint_shape(c);
+  const ModelConfig model = resolve_model_config(c, tokenizer.get(), checkpoint);
   // A GPU run unless --device cpu says otherwise (auto plans the GPU the plan is for).
   TS_CHECK(c.device == "auto" || c.device == "cuda" || c.device == "cpu", "--device must be auto, cuda or cpu, got '",
            c.device, "'");
@@ -158,7 +161,10 @@ void plan_memory_command(MemoryOptions o, const CLI::App& command) {
   const std::vector<std::string> fixes =
       plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, device, device_bytes, reserve);
   const std::vector<std::string> notes = plan_notes(c, model, compute, device, device_bytes, reserve, plan);
-  const std::string title = c.init_from.empty() ? c.model : c.init_from;
+  const std::string title = !c.model.empty() ? c.model
+                            : checkpoint      ? checkpoint->string()
+                            : c.init_from.empty() ? TrainConfig{}.model
+                                                  : c.init_from;
   if (o.json) {
     nlohmann::json j = memory_plan_json(plan, title, fixes);
     j["notes"] = notes;

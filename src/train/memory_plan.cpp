@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "checkpoint/run_folder.h"
+#include "checkpoint/train_checkpoint.h"
 #include "core/divisors.h"
 #include "core/error.h"
 #include "nn/activation_memory.h"
@@ -173,6 +175,19 @@ int most_deferred(const PipelineSchedule& schedule, int rank) {
 }
 
 }  // namespace
+
+std::optional<std::filesystem::path> resumed_checkpoint_shape(const TrainConfig& config) {
+  if (!config.resume) return std::nullopt;
+  for (const CheckpointFolder& folder : list_checkpoints(config.out_dir)) {
+    try {
+      read_checkpoint_model_config(folder.path);
+      return folder.path;
+    } catch (const Error&) {
+      continue;  // an unfinished save: train skips it too
+    }
+  }
+  return std::nullopt;
+}
 
 int64_t RankMemory::total() const {
   return master_weights + compute_copy + gradients + gradient_shard + optimizer + part_buffers + compression +

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,11 @@ struct MemoryPlan {
   const RankMemory& largest() const;
   bool fits() const { return largest().total() <= device_bytes; }
 };
+
+// The checkpoint whose shape a --resume run takes: the newest of --out-dir whose state.json reads
+// (train also verifies its files' checksums; a plan needs only the shape). None without --resume or
+// when the folder holds no checkpoint (the run starts afresh).
+std::optional<std::filesystem::path> resumed_checkpoint_shape(const TrainConfig& config);
 
 // What a GPU rank holds beside Tessera's allocations, unless --reserve-gb says otherwise: the CUDA
 // context with cuBLAS's and cuDNN's handles (about 0.5-1 GiB on an H100) and NCCL's communicator

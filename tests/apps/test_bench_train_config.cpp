@@ -10,6 +10,7 @@
 #include <string>
 
 #include "support/test_support.h"
+#include "train/train_fixtures.h"
 
 namespace tessera {
 namespace {
@@ -56,6 +57,25 @@ TEST(BenchTrainConfig, BenchesOneDataParallelRanksStepOfTheRun) {
                                              "sequences)"))
       << text.output;
   EXPECT_TRUE(testing::contains(text.output, "B=2 T=16 x2 accumulation, recompute selective")) << text.output;
+}
+
+// A resumed run's config names no model: the bench takes the checkpoint's, as train does.
+TEST(BenchTrainConfig, BenchesAResumedRunsModel) {
+  const std::filesystem::path dir = testing::scratch_dir() / "bench_train_resume";
+  std::filesystem::create_directories(dir);
+  const std::string shard = testing::write_random_shard(dir, 4096, 256, 3).string();
+  const std::string run = (dir / "run").string();
+  const testing::CommandResult trained = testing::run_command(
+      std::string(TESSERA_EXE) + " train --model llama-tiny --train-data " + shard +
+      " --batch-size 2 --seq-len 16 --steps 1 --device cpu --quiet --out-dir " + run);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string config = (dir / "resume.toml").string();  // (scratch_dir() again would empty the folder)
+  testing::write_text(config, "resume = true\nout-dir = \"" + run + "\"\nbatch-size = 2\nseq-len = 16\n");
+  const nlohmann::json j = bench_json("--config " + config);
+  const nlohmann::json llama = bench_json("--model llama-tiny --seq-len 16 --micro-batch-size 2");
+  EXPECT_EQ(j["num_params"], llama["num_params"]);
+  EXPECT_EQ(j["flops_per_token"], llama["flops_per_token"]);
+  EXPECT_TRUE(testing::contains(j["model"].get<std::string>(), "ckpt-00000001")) << j.dump();
 }
 
 TEST(BenchTrainConfig, RefusesWhatTrainRefusesAndLayoutsOfSeveralProcesses) {

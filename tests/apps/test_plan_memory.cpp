@@ -12,6 +12,7 @@
 
 #include "data/tokenizer.h"
 #include "support/test_support.h"
+#include "train/train_fixtures.h"
 
 namespace tessera {
 namespace {
@@ -169,6 +170,26 @@ TEST(PlanMemory, PlansTheRunsConfigFile) {
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_TRUE(testing::contains(refused.output, "line 2: unknown key 'micro-batch' (did you mean 'micro-batch-size'?)"))
       << refused.output;
+}
+
+// A --resume run takes its checkpoint's shape, so its config (resume, out-dir, no model) plans that
+// model, as train would run it: it planned the default gpt2-124m.
+TEST(PlanMemory, PlansAResumedRunsCheckpointShape) {
+  const std::filesystem::path dir = testing::scratch_dir() / "plan_memory_resume";
+  std::filesystem::create_directories(dir);
+  const std::string shard = testing::write_random_shard(dir, 4096, 256, 3).string();
+  const std::string run = (dir / "run").string();
+  const testing::CommandResult trained = testing::run_command(
+      std::string(TESSERA_EXE) + " train --model llama-tiny --train-data " + shard +
+      " --batch-size 2 --seq-len 16 --steps 1 --device cpu --quiet --out-dir " + run);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string config = (dir / "resume.toml").string();
+  testing::write_text(config, "resume = true\nout-dir = \"" + run + "\"\nbatch-size = 2\nseq-len = 16\nsteps = 9\n");
+  const nlohmann::json resumed = plan_json("--config " + config),
+                       named = plan_json("--model llama-tiny --batch-size 2 --seq-len 16");
+  EXPECT_EQ(resumed["ranks"][0]["parameters"], named["ranks"][0]["parameters"]);
+  EXPECT_EQ(resumed["largest_total"], named["largest_total"]);
+  EXPECT_TRUE(testing::contains(resumed["model"].get<std::string>(), "ckpt-00000001")) << resumed.dump();
 }
 
 // --device-memory-gb is printed as given, not rounded to whole GiB.
