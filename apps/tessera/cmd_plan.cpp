@@ -95,11 +95,16 @@ constexpr const char* kReserveHelp =
     "GiB of each GPU that are none of Tessera's allocations: the CUDA context, cuBLAS/cuDNN handles, NCCL's buffers "
     "(an estimate: a run's use in nvidia-smi, in MiB / 1024, less its metrics' peak_mem_mb / 1073.74 measures it)";
 
-// --reserve-gb in bytes: as given, else the default of the device planned (none on the CPU).
-int64_t reserve_bytes(double reserve_gb, bool given, Device device) {
+// --reserve-gb in bytes: as given, else the default of the device planned (none on the CPU); less
+// than the device's memory.
+int64_t reserve_bytes(double reserve_gb, bool given, Device device, double device_memory_gb) {
   TS_CHECK(reserve_gb >= 0, "--reserve-gb must not be negative, got ", reserve_gb);
-  if (!given) return device == Device::cuda ? kDefaultGpuReserveBytes : 0;
-  return int64_t(reserve_gb * double(int64_t(1) << 30));
+  const int64_t bytes = !given ? (device == Device::cuda ? kDefaultGpuReserveBytes : 0)
+                               : int64_t(reserve_gb * double(int64_t(1) << 30));
+  TS_CHECK(double(bytes) < device_memory_gb * double(int64_t(1) << 30), "--reserve-gb ",
+           double(bytes) / double(int64_t(1) << 30), " leaves nothing of --device-memory-gb ", device_memory_gb,
+           "; give the device's whole memory there and a reserve below it");
+  return bytes;
 }
 
 struct MemoryOptions {
@@ -156,7 +161,7 @@ void plan_memory_command(MemoryOptions o, const CLI::App& command) {
   const Device device = c.device == "cpu" ? Device::cpu : Device::cuda;
   const DType compute = choose_compute_dtype(c.dtype, device);
   const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
-  const int64_t reserve = reserve_bytes(o.reserve_gb, command.count("--reserve-gb") > 0, device);
+  const int64_t reserve = reserve_bytes(o.reserve_gb, command.count("--reserve-gb") > 0, device, o.device_memory_gb);
   const MemoryPlan plan = plan_memory(c, model, compute, device, device_bytes, reserve);
   const std::vector<std::string> fixes =
       plan.fits() ? std::vector<std::string>() : memory_plan_fixes(c, model, compute, device, device_bytes, reserve);
@@ -191,7 +196,8 @@ void plan_layout_command(LayoutOptions o) {
   const DType compute = choose_compute_dtype(o.run.dtype, Device::cuda);
   const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
   const std::vector<LayoutCandidate> found =
-      search_layouts(o.run, model, compute, o.world, device_bytes, reserve_bytes(o.reserve_gb, true, Device::cuda));
+      search_layouts(o.run, model, compute, o.world, device_bytes,
+                     reserve_bytes(o.reserve_gb, true, Device::cuda, o.device_memory_gb));
   if (o.json)
     std::printf("%s\n", layout_search_json(found, o.run.model, o.world, o.top).dump(2).c_str());
   else

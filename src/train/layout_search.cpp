@@ -36,7 +36,8 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
   TS_CHECK(world >= 1 && world <= kMaxWorld, "--world must be between 1 and ", kMaxWorld, " ranks, got ", world);
   // Said once here rather than by every pipeline layout failing alike.
   TS_CHECK(config.virtual_stages >= 1, "--virtual-stages must be at least 1, got ", config.virtual_stages);
-  TS_CHECK(config.virtual_stages == 1 || parse_schedule_kind(config.pipeline_schedule) == ScheduleKind::interleaved,
+  const ScheduleKind schedule = parse_schedule_kind(config.pipeline_schedule);  // a bad name, said before any layout
+  TS_CHECK(config.virtual_stages == 1 || schedule == ScheduleKind::interleaved,
            "--virtual-stages ", config.virtual_stages, " needs --pipeline-schedule interleaved, not ",
            config.pipeline_schedule);
   // The flags every layout shares, checked once with train's own words (a --batch-size of 0, a

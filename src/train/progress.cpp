@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include "parallel/runtime.h"
+
 namespace tessera {
 
 std::string eta_text(double seconds) {
@@ -18,8 +20,11 @@ std::string eta_text(double seconds) {
   return text;
 }
 
+// Under mpirun a rank's stdout is a pseudo-terminal of mpirun's whatever mpirun's own output is (a
+// job's log file, mostly): such a run prints lines, as to a file, not redraws that a log would keep
+// as one endless line of escape codes.
 ProgressLine::ProgressLine(int64_t total_steps, bool quiet)
-    : total_(total_steps), quiet_(quiet), tty_(isatty(fileno(stdout)) != 0) {}
+    : total_(total_steps), quiet_(quiet), tty_(isatty(fileno(stdout)) != 0 && launcher_place().size == 1) {}
 
 void ProgressLine::update(int64_t step, float loss, float lr, double tokens_per_s, double elapsed_s) {
   if (quiet_) return;

@@ -1,5 +1,6 @@
 // The console's live progress line: step/steps, loss, tokens/s and ETA, redrawn in place on a
-// terminal and printed every few seconds otherwise (logs stay readable). Its tok/s is metrics.jsonl's
+// terminal and printed every few seconds otherwise (logs stay readable; also in a job of several ranks,
+// whose stdout mpirun makes a terminal whatever its own output is). Its tok/s is metrics.jsonl's
 // tokens_per_s (the global batch's tokens, every rank's) over the steps since the line before: their
 // tokens over the seconds they took, so a log line every 5 s is not one step's noise.
 #pragma once

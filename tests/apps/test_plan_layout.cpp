@@ -193,6 +193,8 @@ TEST(PlanLayout, LeavesTheReserveFree) {
 TEST(PlanLayout, BadInputIsOneLineAndANonZeroExit) {
   testing::expect_one_line_errors(kPlan, {
       {"layout --reserve-gb -1", "--reserve-gb must not be negative"},
+      {"layout --reserve-gb 24 --device-memory-gb 24", "--reserve-gb 24 leaves nothing of --device-memory-gb 24"},
+      {"layout --pipeline-schedule 1f2b", "--pipeline-schedule"},
       {"layout --batch-size 0", "--batch-size must be positive, got 0"},
       {"layout --model gpt2-124m --seq-len 4096", "--seq-len 4096 exceeds the model's context of 1024 tokens"},
       {"layout --world 0", "--world must be between 1 and 65536 ranks, got 0"},
