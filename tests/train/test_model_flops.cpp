@@ -47,6 +47,17 @@ TEST(ModelFlops, LlamaLeavesTheUntiedEmbeddingOut) {
   EXPECT_EQ(flops_parameters(tied), tied.num_parameters());
 }
 
+// Qwen2.5 0.5B (tied; 14 query heads of 64, 2 kv heads, SwiGLU of 4,864, biases on q, k and v alone,
+// vocabulary 151,936 = 1187·128): a block 2·896 + 1152·896 + 1152 + 896·896 + 3·4864·896 = 14,912,384,
+// times 24; the table 151936·896 = 136,134,656 once; final norm 896. In all 494,032,768.
+// At T = 4096: 6·N = 2,964,196,608 and 6·24·896·4096 = 528,482,304.
+TEST(ModelFlops, Qwen2CountsItsQkvBiases) {
+  const ModelConfig qwen = model_preset("qwen2.5-0.5b");
+  EXPECT_EQ(qwen.num_parameters(), 494'032'768);
+  EXPECT_EQ(flops_parameters(qwen), 494'032'768);
+  EXPECT_DOUBLE_EQ(model_flops_per_token(qwen, 4096), 3'492'678'912.0);
+}
+
 // The vocabulary is padded to a multiple of 128, and the padded rows are counted (llm.c's Vp):
 // gpt2-124m at --vocab-size 50000 pads to 50,048 rows, 256 fewer than 50,304.
 TEST(ModelFlops, PaddedVocabularyRowsCount) {
