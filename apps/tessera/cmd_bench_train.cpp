@@ -92,11 +92,12 @@ void take_train_file(BenchTrainFlags& f, const CLI::App& cmd) {
   const int64_t dp = std::max(r.dp, 1);
   if (!given("--micro-batch-size")) f.micro_batch = r.micro_batch(int(dp));
   if (!given("--grad-accum")) {
-    const int64_t share = r.batch_size / dp;  // TrainConfig::validate: dp divides the batch
-    if (f.micro_batch <= 0 || share % f.micro_batch != 0)
-      throw ConfigError("--micro-batch-size " + std::to_string(f.micro_batch) + " does not divide the " +
-                            std::to_string(share) + " sequences of a data-parallel rank's step in " + where +
-                            "; give --grad-accum, or a micro-batch that divides it",
+    const int64_t share = r.batch_size / dp;
+    if (f.micro_batch <= 0 || r.batch_size % dp != 0 || share % f.micro_batch != 0)
+      throw ConfigError("--batch-size " + std::to_string(r.batch_size) + " of " + where + " is not a multiple of --dp " +
+                            std::to_string(dp) + " x --micro-batch-size " + std::to_string(f.micro_batch) +
+                            ": every data-parallel rank needs a whole number of micro-batches (train refuses it too); "
+                            "give --grad-accum, or a micro-batch that divides the rank's share",
                         "");
     f.grad_accum = share / f.micro_batch;
   }

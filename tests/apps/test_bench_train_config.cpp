@@ -88,6 +88,10 @@ TEST(BenchTrainConfig, RefusesWhatTrainRefusesAndLayoutsOfSeveralProcesses) {
   r = testing::run_command(kBench + "--config " + typed);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_TRUE(testing::contains(r.output, "key 'steps' takes a whole number")) << r.output;
+  const std::string uneven = write_config("uneven.toml", "model = \"gpt2-tiny\"\nseq-len = 16\nbatch-size = 8\ndp = 3\n");
+  r = testing::run_command(kBench + "--config " + uneven);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "is not a multiple of --dp 3 x --micro-batch-size 2")) << r.output;
   const std::string tp = write_config("tp.toml", "model = \"gpt2-tiny\"\nseq-len = 16\ntp = 2\n");
   r = testing::run_command(kBench + "--config " + tp);
   EXPECT_EQ(r.exit_code, 2) << r.output;
