@@ -1,8 +1,11 @@
 // The metrics file: one JSON object per line (JSONL), flushed after every line so a crashed run
 // keeps everything up to its last step. Train lines: step, loss (the mean over the global batch's
 // targets; null when not finite), lr (the step's), grad_norm (the global L2 norm before clipping),
-// tokens_per_s (the global batch's tokens, every rank's, over the step's seconds), tflops_per_rank,
-// mfu (a fraction of the peak, not a percentage), elapsed_s; eval lines: step, val_loss. The file is
+// tokens_per_s (the global batch's tokens, every rank's, over the step's seconds: torchtitan's
+// per-device tps is it over the ranks), tflops_per_rank and mfu (a fraction of the peak, not a
+// percentage) from train_bench.h's FLOPs per token, step_s, elapsed_s, mem_mb and peak_mem_mb (the
+// compute device's allocator, host RAM on the CPU, in MB of 10^6 bytes: a plan's GiB is 1073.74 MB;
+// the peak since the process started); eval lines: step, val_loss. The file is
 // only ever appended to: a resumed or restarted run adds its lines after those already there, never
 // truncating them. With a TensorBoard folder, every number of a line also becomes a scalar at its
 // step (nested objects' as "key/inner", arrays' as "key/index").
