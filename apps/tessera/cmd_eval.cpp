@@ -20,7 +20,8 @@ void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "eval", "Evaluate the loss of a model on token shards");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
-  cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2 or Mixtral) instead of a checkpoint");
+  cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2 or Mixtral) instead of --checkpoint (a "
+                  "Tessera checkpoint or run folder reads too, as train's --init-from)");
   cmd->add_option("--val-data", o->data, "Glob of token shards, or weighted globs: 0.7:web/val_*.bin,0.3:code/val_*.bin")->required();
   cmd->add_option("--batch-size", o->batch_size, "Sequences per forward pass")->capture_default_str();
   cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence (0 = a checkpoint's training --seq-len, else the model's "

@@ -3,12 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <thread>
+#include <unistd.h>
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/file_checks.h"
+#include "core/user_text.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus.h"
+#include "data/document_reader.h"
 #include "data/tokenizer.h"
 
 namespace tessera::cli {
@@ -42,6 +47,26 @@ void require_merges(const Tokenizer& tokenizer, const std::vector<std::filesyste
           "or one byte long); give the corpus files, and check --format, --jsonl-key and --delimiter");
 }
 
+// tokenizer-train's --out, settled before the corpus is read so that a path it cannot write fails at
+// once rather than after the merges: a folder (one that exists, or a path ending in '/') gets its
+// tokenizer.json; the file's folder is created when missing and must take a new file.
+std::filesystem::path tokenizer_out_file(const std::string& out) {
+  namespace fs = std::filesystem;
+  TS_CHECK(!out.empty(), "--out must name the tokenizer.json to write");
+  std::error_code ec;
+  fs::path file = out;
+  if (out.back() == '/' || fs::is_directory(file, ec)) file /= "tokenizer.json";
+  TS_CHECK(!fs::is_directory(file, ec), "--out ", quoted_text(file.string()), " is a folder; name the file to write");
+  const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  create_folder(folder, "--out's folder");
+  const fs::path probe = folder / (".tessera-write-test." + std::to_string(::getpid()));
+  const bool writable = std::ofstream(probe).good();
+  fs::remove(probe, ec);
+  TS_CHECK(writable, "--out ", quoted_text(file.string()), ": cannot create a file in ", quoted_text(folder.string()),
+           "; check the folder is writable");
+  return file;
+}
+
 }  // namespace
 
 void add_tokenize_command(CLI::App& app) {
@@ -54,7 +79,8 @@ void add_tokenize_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "tokenize", "Encode text files into llm.c token shards");
   cmd->add_option("--tokenizer", o->tokenizer,
-                  "tokenizer.json, a *.tiktoken rank file, or a folder with encoder.json + vocab.bpe")
+                  "tokenizer.json, a *.tiktoken rank file, or a folder holding tokenizer.json (a Hugging Face "
+                  "model's) or encoder.json + vocab.bpe")
       ->required();
   cmd->add_option("--in", o->inputs, "Corpus files: text, or JSON lines (*.jsonl), either plain or gzip (*.gz)")
       ->required();
@@ -68,7 +94,7 @@ void add_tokenize_command(CLI::App& app) {
                   "left out of the loss; longer documents cut); 0 = documents run on across windows")
       ->capture_default_str();
   o->shards.threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  cmd->add_option("--threads", o->shards.threads, "Documents encoded at once (the shards do not depend on it)")
+  cmd->add_option("--threads", o->shards.threads, "Documents encoded at once (default: every core; the shards do not depend on it)")
       ->capture_default_str();
   cmd->add_flag("--overwrite", o->shards.overwrite,
                 "Delete the shard files an earlier run left in --out (train_*.bin, val_*.bin and their .mask "
@@ -104,6 +130,20 @@ void add_tokenize_command(CLI::App& app) {
       std::printf("--overwrite: deleted %lld shard file%s of an earlier run first\n",
                   (long long)stats.earlier_shards_removed, stats.earlier_shards_removed == 1 ? "" : "s");
     for (const std::string& note : corpus_notes(stats, o->shards.documents)) std::printf("note: %s\n", note.c_str());
+    // Document n goes to validation when n is a multiple of --val-every: a corpus of fewer documents
+    // gives none, and a later --val-data 'out/val_*.bin' would match nothing.
+    if (o->shards.val_every > 0 && stats.val_tokens == 0) {
+      const bool whole_text_files =
+          o->shards.documents.delimiter.empty() && std::any_of(files.begin(), files.end(), [&](const auto& f) {
+            return document_format(o->shards.documents, f) == DocumentFormat::text;
+          });
+      std::printf("note: --val-every %lld sent no document to validation (the corpus gave %lld documents; document %lld "
+                  "would be the first), so no val_*.bin was written: give a smaller --val-every%s\n",
+                  (long long)o->shards.val_every, (long long)stats.documents, (long long)o->shards.val_every,
+                  whole_text_files
+                      ? ", or --delimiter if each text file holds many documents (a text file is one document without it)"
+                      : "");
+    }
   });
 }
 
@@ -121,18 +161,20 @@ void add_tokenizer_train_command(CLI::App& app) {
   add_document_flags(*cmd, o->documents, false);
   cmd->add_option("--vocab-size", o->vocab_size, "Tokens in the vocabulary, <|endoftext|> included")
       ->capture_default_str();
-  cmd->add_option("--out", o->out, "Where to write tokenizer.json")->capture_default_str();
+  cmd->add_option("--out", o->out, "Where to write tokenizer.json (a folder: its tokenizer.json; created if missing)")
+      ->capture_default_str();
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
+    const std::filesystem::path out = tokenizer_out_file(o->out);
     std::vector<std::filesystem::path> files(o->inputs.begin(), o->inputs.end());
     Tokenizer tokenizer = train_bpe(files, o->vocab_size, [](int64_t done, int64_t total) {
       if (done == total || done % 256 == 0) std::printf("\rmerges %lld/%lld", (long long)done, (long long)total);
       std::fflush(stdout);
     }, o->documents);
     require_merges(tokenizer, files);
-    tokenizer.save_json(o->out);
-    std::printf("\nwrote %s (%lld tokens)\n", o->out.c_str(), (long long)tokenizer.vocab_size());
+    tokenizer.save_json(out);
+    std::printf("\nwrote %s (%lld tokens)\n", out.string().c_str(), (long long)tokenizer.vocab_size());
     if (tokenizer.vocab_size() < o->vocab_size)
       std::printf("note: the corpus ran out of pairs to merge: the tokenizer has %lld tokens, not the --vocab-size "
                   "%lld asked for; a larger corpus gives more\n",

@@ -63,3 +63,57 @@ TEST(Workflow, EverySubcommandOnASmallCorpus) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// The README's first commands of a real run, as written, in a fresh folder: tokenizer-train creates
+// the folder of its --out (it used to fail after all its merges: "cannot create data/.tokenizer.json.tmp"),
+// a folder as --out gets its tokenizer.json, and tokenize says when --val-every sent no document to
+// validation (a text file is one document: a few files give none, and --val-data 'data/val_*.bin'
+// would then match nothing).
+TEST(Workflow, TheReadmesFirstCommandsInAFreshFolder) {
+  const std::filesystem::path dir = testing::scratch_dir();
+  std::string fortunes;
+  for (int i = 0; i < 120; ++i)
+    fortunes += "A stitch in time saves " + std::to_string(i % 9) + ".\n%\nThe early bird " + std::to_string(i % 7) + ".\n%\n";
+  std::filesystem::create_directories(dir / "corpus");
+  testing::write_text(dir / "corpus" / "a.txt", fortunes);
+  testing::write_text(dir / "corpus" / "b.txt", fortunes);
+  const std::string in = "cd " + dir.string() + " && OMP_NUM_THREADS=1 " + std::string(TESSERA_EXE) + " ";
+
+  testing::CommandResult r =
+      testing::run_command(in + "tokenizer-train --in corpus/*.txt --vocab-size 300 --out data/tokenizer.json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "data" / "tokenizer.json")) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "wrote data/tokenizer.json (")) << r.output;
+
+  r = testing::run_command(in + "tokenizer-train --in corpus/a.txt --vocab-size 280 --out other/ 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "other" / "tokenizer.json")) << r.output;
+  r = testing::run_command(in + "tokenizer-train --in corpus/a.txt --vocab-size 280 --out other 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;  // an existing folder too
+  EXPECT_TRUE(testing::contains(r.output, "wrote other/tokenizer.json")) << r.output;
+
+  // A file standing where the folder should be is refused before any merge is made.
+  testing::write_text(dir / "blocked", "x");
+  r = testing::run_command(in + "tokenizer-train --in corpus/a.txt --out blocked/tokenizer.json 2>&1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "blocked")) << r.output;
+  EXPECT_FALSE(testing::contains(r.output, "merges")) << r.output;
+
+  r = testing::run_command(in + "tokenize --tokenizer data/tokenizer.json --in corpus/*.txt --out data/ --val-every 100 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "--val-every 100 sent no document to validation (the corpus gave 2 documents"))
+      << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "--delimiter")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "data" / "val_000000.bin"));
+
+  r = testing::run_command(in + "tokenize --tokenizer data/tokenizer.json --in corpus/*.txt --out data/ --val-every 100 "
+                                "--delimiter % --overwrite 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "480 documents")) << r.output;
+  EXPECT_FALSE(testing::contains(r.output, "sent no document")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "data" / "val_000000.bin"));
+}
+
+}  // namespace tessera
