@@ -119,6 +119,10 @@ void take_train_file(BenchTrainFlags& f, const CLI::App& cmd) {
                       std::to_string(r.batch_size / dp) + " of the batch's " + std::to_string(r.batch_size) +
                       " sequences) without the gradient reduction; the run's tokens/s is about " +
                       std::to_string(dp) + " times this one's, less the reduction's time");
+  if (r.dp == 0 && !given("--grad-accum") && f.grad_accum > 1)
+    f.notes.push_back(where + " sets no --dp, so the run's is its number of processes: this benches the whole batch "
+                      "in one process (" + std::to_string(f.grad_accum) + " micro-batches a step); give --grad-accum "
+                      "for one rank's share (more accumulation only spreads the optimizer's time over more tokens)");
   if (r.attention_mask == "document" && !given("--document-length"))
     f.notes.push_back(where + " has --attention-mask document: give --document-length (the documents' typical "
                       "length) to time attention within documents; this times whole causal windows");
