@@ -91,6 +91,53 @@ std::string stray_argument_message(CLI::App& app, int argc, char** argv) {
          ", which takes no positional arguments: a flag's value follows its flag (--steps 100 or --steps=100)";
 }
 
+// "A subcommand is required", CLI11's word for both `tessera` alone and `tessera trian`, made
+// actionable: the commands there are, and the one a mistyped name most likely meant. Empty when the
+// command line names its commands rightly (the error was another).
+std::string command_message(CLI::App& app, int argc, char** argv) {
+  CLI::App* parent = &app;
+  std::string words = "tessera";
+  for (int i = 1;; ++i) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : parent->get_subcommands([](const CLI::App*) { return true; }))
+      names.push_back(sub->get_name());
+    if (names.empty()) return "";
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+    if (i >= argc || argv[i][0] == '-') {
+      if (i < argc && (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help")) return "";
+      return "give a command after '" + words + "': " + list + (parent == &app ? " ('tessera train' alone trains the "
+                                                                                 "fortunes demo)" : "") +
+             "; '" + words + " --help' says what each does";
+    }
+    const std::string typed = argv[i];
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; }))
+      if (sub->get_name() == typed) next = sub;
+    if (!next) {
+      // The nearest name: a typo (distance 2 at most) or a cut-off name.
+      std::string best;
+      size_t best_distance = 3;
+      for (const std::string& name : names) {
+        std::vector<size_t> row(name.size() + 1);
+        for (size_t j = 0; j <= name.size(); ++j) row[j] = j;
+        for (size_t a = 1; a <= typed.size(); ++a) {
+          size_t diagonal = row[0];
+          row[0] = a;
+          for (size_t j = 1; j <= name.size(); ++j)
+            diagonal = std::exchange(row[j], std::min({row[j] + 1, row[j - 1] + 1, diagonal + (typed[a - 1] != name[j - 1])}));
+        }
+        const size_t d = name.starts_with(typed) && typed.size() >= 2 ? 0 : row[name.size()];
+        if (d < best_distance) best = name, best_distance = d;
+      }
+      return "unknown command " + quoted_text(typed, 80) + " of '" + words + "'" +
+             (best.empty() ? "" : "; did you mean '" + words + " " + best + "'?") + " (commands: " + list + ")";
+    }
+    parent = next;
+    words += " " + typed;
+  }
+}
+
 }  // namespace
 
 }  // namespace tessera::cli
@@ -144,6 +191,10 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const CLI::ExtrasError& e) {
     const std::string message = tessera::cli::stray_argument_message(app, argc, argv);
+    fail(message.empty() ? std::string(e.what()) : message);
+    return e.get_exit_code();
+  } catch (const CLI::RequiredError& e) {
+    const std::string message = tessera::cli::command_message(app, argc, argv);
     fail(message.empty() ? std::string(e.what()) : message);
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {

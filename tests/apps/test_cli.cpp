@@ -612,3 +612,29 @@ TEST(Cli, HelpListsTheTrainFlags) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+// A missing or mistyped command is named with the commands there are (CLI11 said "A subcommand is
+// required" for `tessera`, `tessera trian` and `tessera plan memroy` alike), exit 106 as before.
+TEST(Cli, MissingOrMistypedCommandListsTheCommands) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "give a command after 'tessera': train, eval, generate, tokenize, tokenizer-train, convert, bench, launch, plan"},
+      {"trian", "unknown command 'trian' of 'tessera'; did you mean 'tessera train'?"},
+      {"nosuch", "unknown command 'nosuch' of 'tessera' (commands: train, eval,"},
+      {"plan", "give a command after 'tessera plan': pipeline, memory, layout"},
+      {"plan memroy", "did you mean 'tessera plan memory'?"},
+      {"bench tran", "did you mean 'tessera bench train'?"},
+  };
+  for (const auto& [args, message] : cases) {
+    Outcome o = tessera_run(args);
+    EXPECT_EQ(o.exit_code, 106) << args;
+    EXPECT_EQ(o.stderr_text, "tessera: error: " + o.stderr_text.substr(16)) << args;
+    EXPECT_NE(o.stderr_text.find(message), std::string::npos) << args << ": " << o.stderr_text;
+  }
+  // A required flag of a named command keeps its own message.
+  Outcome o = tessera_run("tokenize --in x");
+  EXPECT_NE(o.stderr_text.find("--tokenizer is required"), std::string::npos) << o.stderr_text;
+}
+
+}  // namespace tessera
