@@ -4,7 +4,9 @@
 setup:
 	scripts/setup.sh
 
-demo: setup
+# The demo needs the binary alone, about half of the whole build.
+demo:
+	scripts/setup.sh tessera
 	./build/tessera train
 
 test: setup

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package Tessera needs (idempotent), then configures and builds into build/.
-# Usage: scripts/setup.sh            (run as root, or with sudo available)
+# Usage: scripts/setup.sh [TARGET...]   (run as root, or with sudo available)
+#   no target: everything (libraries, tools, tests); `scripts/setup.sh tessera`: the binary alone (make demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +12,8 @@ packages=(
   openmpi-bin libopenmpi-dev
   fortunes fortunes-min
   python3 python3-numpy python3-torch python3-protobuf
-  clang  # scripts/fuzz.sh: the libFuzzer targets
+  clang libclang-rt-dev  # scripts/fuzz.sh: the libFuzzer targets (libclang-rt-dev holds libFuzzer's runtime,
+                         # which clang only recommends: --no-install-recommends leaves it out)
   time   # bench/zero3_host_memory.sh: each rank's peak resident set
 )
 # The tokenizer tests fetch their references with npm (gpt-3-encoder, tokenizers, llama3-tokenizer-js,
@@ -31,4 +33,4 @@ if ((${#missing[@]})); then
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${TESSERA_CMAKE_ARGS:-} >/dev/null
-cmake --build build --parallel "$(nproc)"
+cmake --build build --parallel "$(nproc)" ${1:+--target "$@"}
