@@ -154,7 +154,7 @@ int64_t deferred_weight_grad_bytes(const ModelConfig& local, const BlockRange& c
 // Under expert parallelism, the rows a rank's experts compute in a MoE layer of a micro-batch of
 // `tokens` rows a rank: with --moe-capacity-factor, at most every expert's capacity from each of the
 // ep ranks (moe_layer.cpp: ceil(factor·N·k / E) per expert and sender); dropless, an even share, N·k
-// (a rank whose experts the router favours holds more: plan_memory_notes says how much).
+// (a rank whose experts the router favours holds more: `tessera plan memory` notes how much).
 int64_t expert_rows(const TrainConfig& config, const ModelConfig& model, int64_t tokens, int ep) {
   if (ep <= 1 || !model.moe.enabled()) return 0;
   const int64_t E = model.moe.num_experts, routed = tokens * model.moe.top_k;

@@ -3,7 +3,9 @@
 // (parallel/dp/buckets), the micro-batches a schedule keeps in flight (parallel/pp's simulator) and
 // what one micro-batch's activations allocate (nn/activation_memory). One RankMemory per pipeline
 // stage: the tp, cp, dp and ep ranks of a stage hold the same amounts (up to ZeRO's padding: the
-// plan takes dp rank 0's, which owns the largest chunks).
+// plan takes dp rank 0's, which owns the largest chunks; and, under expert parallelism without a
+// capacity factor, the router's favour: the plan takes an even share). A GPU plan adds a reserve
+// for what is none of Tessera's allocations (the CUDA context, libraries, NCCL).
 #pragma once
 
 #include <cstdint>
