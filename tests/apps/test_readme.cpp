@@ -102,7 +102,8 @@ TEST(Readme, EveryFlagItNamesExists) {
   const std::set<std::string> others = {"--deterministic-mode", "--finetune", "--grad-reduce-in-bf16",
                                         "--reset-attention-mask", "--reset-position-ids", "--skip-train",
                                         "--nodes", "--ntasks-per-node", "--gpus-per-node", "--requeue", "--signal",
-                                        "--mpi", "--kill-on-bad-exit", "--mca", "--logdir", "--help"};
+                                        "--mpi", "--kill-on-bad-exit", "--mca", "--allow-run-as-root", "--oversubscribe",
+                                        "--logdir", "--help"};
   const std::string docs = documentation();
   const std::regex flag("--[a-z0-9][a-z0-9-]*");
   for (std::sregex_iterator m(docs.begin(), docs.end(), flag), end; m != end; ++m) {
