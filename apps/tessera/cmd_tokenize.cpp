@@ -77,7 +77,7 @@ void add_tokenize_command(CLI::App& app) {
     bool quiet = false;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = add_command(app, "tokenize", "Encode text files into llm.c token shards");
+  CLI::App* cmd = add_command(app, "tokenize", "Encode corpus files (text or JSON lines, plain or gzip) into llm.c token shards");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "tokenizer.json, a *.tiktoken rank file, or a folder holding tokenizer.json (a Hugging Face "
                   "model's) or encoder.json + vocab.bpe")
@@ -155,7 +155,7 @@ void add_tokenizer_train_command(CLI::App& app) {
     DocumentOptions documents;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = add_command(app, "tokenizer-train", "Train a byte-level BPE tokenizer on text files");
+  CLI::App* cmd = add_command(app, "tokenizer-train", "Train a byte-level BPE tokenizer on corpus files (text or JSON lines, plain or gzip)");
   cmd->add_option("--in", o->inputs, "Corpus files: text, or JSON lines (*.jsonl), either plain or gzip (*.gz)")
       ->required();
   add_document_flags(*cmd, o->documents, false);
