@@ -1,5 +1,6 @@
 # Warnings are errors in our own targets; tessera_set_options() applies them plus the CPU tuning flags
-# (-fno-math-errno lets GCC vectorise sqrt, e.g. in AdamW; nothing here reads errno after math calls).
+# (TESSERA_NATIVE_FLAGS, checked by native_flags.cmake; -fno-math-errno lets GCC vectorise sqrt, e.g. in
+# AdamW; nothing here reads errno after math calls).
 function(tessera_set_options target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -fno-math-errno>)
@@ -7,7 +8,7 @@ function(tessera_set_options target)
   if(NOT TESSERA_FUZZ)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()
-  if(TESSERA_NATIVE)
-    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
-  endif()
+  foreach(flag IN LISTS TESSERA_NATIVE_FLAGS)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${flag}>)
+  endforeach()
 endfunction()
