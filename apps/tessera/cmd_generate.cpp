@@ -53,14 +53,6 @@ std::vector<int32_t> chat_prompt(const ChatTemplate& chat, const Tokenizer& toke
   return encode_document(tokenizer, pieces).tokens;
 }
 
-// The vocabulary's end-of-text tokens (<|endoftext|>, Llama 3's <|end_of_text|>).
-std::vector<int32_t> end_of_text_tokens(const Tokenizer& tokenizer) {
-  std::vector<int32_t> ids;
-  for (std::string_view text : {"<|endoftext|>", "<|end_of_text|>"})
-    if (std::optional<int32_t> id = tokenizer.special_token_id(text)) ids.push_back(*id);
-  return ids;
-}
-
 // Generation reads the last max_seq_len tokens, as a full forward pass would; a longer prompt loses its start.
 void note_long_prompt(size_t tokens, int64_t context) {
   if (int64_t(tokens) <= context) return;
@@ -116,10 +108,10 @@ void add_generate_command(CLI::App& app) {
     if (chat) {
       chat->require_tokens_of(tokenizer);
       prompt = chat_prompt(*chat, tokenizer, o->system, o->prompt);
-      // A reply ends at the end of its turn, or at the end of text a model may write instead (Hugging
-      // Face's generation configs list both as eos_token_id).
       o->sampling.stop_token = *tokenizer.special_token_id(chat->end_of_turn());
-      o->sampling.also_stop_at = end_of_text_tokens(tokenizer);
+      for (std::string_view end : chat->reply_ends())
+        if (std::optional<int32_t> id = tokenizer.special_token_id(end); id && *id != o->sampling.stop_token)
+          o->sampling.also_stop_at.push_back(*id);
     } else {
       prompt = o->prompt.empty() ? std::vector<int32_t>{tokenizer.document_start_token()}
                                  : tokenizer.encode_with_special_tokens(o->prompt);

@@ -1,6 +1,8 @@
 // Special token ids for an exported config.json, from the tokenizer (hf_token_ids.h).
 #include "checkpoint/hf_token_ids.h"
 
+#include <algorithm>
+
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 
@@ -12,7 +14,9 @@ HfTokenIds hf_token_ids(const Tokenizer& tokenizer) {
   ids.bos = tokenizer.document_start_token();
   ids.eos.push_back(tokenizer.eot_token());
   for (const char* name : {"llama3", "chatml"})
-    if (auto id = tokenizer.special_token_id(ChatTemplate::named(name).end_of_turn())) ids.eos.push_back(*id);
+    for (std::string_view end : ChatTemplate::named(name).reply_ends())
+      if (auto id = tokenizer.special_token_id(end); id && std::find(ids.eos.begin(), ids.eos.end(), *id) == ids.eos.end())
+        ids.eos.push_back(*id);
   return ids;
 }
 

@@ -17,8 +17,8 @@ struct HfTokenIds {
   std::vector<int64_t> eos;    // the end of text, then the chat templates' end-of-turn tokens it holds
 };
 
-// `tokenizer`'s ids: Llama 3's <|begin_of_text|> / <|end_of_text|>, <|eot_id|>; GPT-2's and Qwen2's
-// <|endoftext|>, ChatML's <|im_end|>. Nothing when it has no end-of-text token.
+// `tokenizer`'s ids: Llama 3's <|begin_of_text|> / <|end_of_text|>, <|eot_id|>, <|eom_id|>; GPT-2's and
+// Qwen2's <|endoftext|>, ChatML's <|im_end|> (every ChatTemplate::reply_ends() the vocabulary holds). Nothing when it has no end-of-text token.
 HfTokenIds hf_token_ids(const Tokenizer& tokenizer);
 
 // Sets config["bos_token_id"] and config["eos_token_id"] (a number, or a list when several) when known.

@@ -65,6 +65,12 @@ std::string ChatTemplate::generation_prompt() const {
   return prompt;
 }
 
+std::vector<std::string_view> ChatTemplate::reply_ends() const {
+  std::vector<std::string_view> ends = {end_of_turn_, "<|endoftext|>", "<|end_of_text|>"};
+  if (name_ == "llama3") ends.push_back("<|eom_id|>");
+  return ends;
+}
+
 bool ChatTemplate::knows_role(std::string_view role) const {
   return role == "system" || role == "user" || role == "assistant" || role == "tool" ||
          (name_ == "llama3" && role == "ipython");

@@ -39,6 +39,10 @@ class ChatTemplate {
   // add_generation_prompt), and the special token that ends a turn.
   std::string generation_prompt() const;
   std::string_view end_of_turn() const { return end_of_turn_; }
+  // Every special token a generated reply may end at, end_of_turn() first: also the end of text a
+  // model may write instead, and for llama3 Llama 3.1's <|eom_id|> (a message that calls a tool), as
+  // Hugging Face's generation configs list them under eos_token_id. A vocabulary may lack some.
+  std::vector<std::string_view> reply_ends() const;
   // Whether the model's own template names `role` (system, user, assistant, tool; llama3 also
   // ipython): any other role is rendered as given, a header the model never saw in its training.
   bool knows_role(std::string_view role) const;

@@ -36,6 +36,10 @@ TEST(HfTokenIds, FromEachFamilysTokenizer) {
   const HfTokenIds llama3 = hf_token_ids(byte_tokenizer({"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"}, 0));
   EXPECT_EQ(llama3.bos, 256);
   EXPECT_EQ(llama3.eos, (std::vector<int64_t>{257, 258}));
+  // Llama 3.1's vocabulary also ends a tool call's message with <|eom_id|> (its config lists three).
+  const HfTokenIds llama31 = hf_token_ids(
+      byte_tokenizer({"<|begin_of_text|>", "<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"}, 0));
+  EXPECT_EQ(llama31.eos, (std::vector<int64_t>{257, 259, 258}));
   const HfTokenIds chatml = hf_token_ids(byte_tokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}));
   EXPECT_EQ(chatml.bos, 256);
   EXPECT_EQ(chatml.eos, (std::vector<int64_t>{256, 258}));

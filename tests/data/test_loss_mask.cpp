@@ -333,6 +333,16 @@ TEST(ChatTemplate, Llama3TrimsContentAsItsTemplateDoes) {
   EXPECT_EQ(chatml, "<|im_start|>user\n \n\tHi there\xE3\x80\x80 \n<|im_end|>\n");
 }
 
+// A generated reply ends at the end of its turn, at an end of text, or (Llama 3.1) at <|eom_id|>,
+// the tokens Llama 3.1's and Qwen2.5's generation configs list as eos_token_id.
+TEST(ChatTemplate, ReplyEndsAreTheGenerationConfigsStops) {
+  using Ends = std::vector<std::string_view>;
+  EXPECT_EQ(ChatTemplate::named("llama3").reply_ends(),
+            (Ends{"<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>"}));
+  EXPECT_EQ(ChatTemplate::named("chatml").reply_ends(), (Ends{"<|im_end|>", "<|endoftext|>", "<|end_of_text|>"}));
+  EXPECT_EQ(ChatTemplate::named("qwen2.5").reply_ends().front(), "<|im_end|>");
+}
+
 // The 256 byte tokens, then `specials` (the first is <|endoftext|>); with `bos`, the second special
 // is put before every text, as Llama 3's post-processor does.
 Tokenizer byte_tokenizer(const std::vector<std::string>& specials, bool bos) {
