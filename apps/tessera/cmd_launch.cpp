@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/user_text.h"
 #include "train/restart_supervisor.h"
 
 namespace tessera::cli {
@@ -76,17 +77,21 @@ void add_launch_command(CLI::App& app) {
   CLI::App* cmd = add_command(app, "launch",
                               "Run a training job and restart it from its latest checkpoint when it fails: "
                               "tessera launch --max-restarts 3 -- mpirun -np 8 tessera train ... --resume. A "
-                              "refused command line is not restarted. SIGTERM, SIGINT or SIGUSR1 to launch ends "
+                              "refused command line or configuration (exit 2) is not restarted; what a failed job "
+                              "left running is ended before the restart. SIGTERM, SIGINT or SIGUSR1 to launch ends "
                               "the supervision: the job gets SIGUSR1 (save a checkpoint and stop; mpirun and srun "
-                              "pass it to every rank), a second signal SIGTERM");
+                              "pass it to every rank), again while it runs, and a second signal SIGTERM");
   cmd->add_option("--max-restarts", o->policy.max_restarts, "Restarts after failures before giving up")
       ->capture_default_str();
   cmd->add_option("--restart-delay", o->policy.delay_s, "Seconds between a failure and the restart")
       ->capture_default_str();
   cmd->add_option("command", o->command, "The job's command line, after --")->required();
   cmd->callback([o] {
-    TS_CHECK(o->policy.delay_s >= 0 && o->policy.delay_s <= 86400, "--restart-delay must be between 0 and 86400 s, got ",
-             o->policy.delay_s);
+    // Refused as a bad flag is (exit 2).
+    if (!(o->policy.delay_s >= 0 && o->policy.delay_s <= 86400))
+      throw ConfigError("--restart-delay must be between 0 and 86400 s, got " + number_text(o->policy.delay_s), "");
+    if (o->policy.max_restarts < 0)
+      throw ConfigError("--max-restarts must not be negative, got " + std::to_string(o->policy.max_restarts), "");
     warn_about_restarts(o->command);
     const int code = run_with_restarts(o->command, o->policy, [](const std::string& line) {
       std::fprintf(stderr, "tessera launch: %s\n", line.c_str());

@@ -1,12 +1,20 @@
 // tessera train: every TrainConfig field as a flag (and --config key). With no data flags it runs
 // the embedded default: a small GPT trained on Debian's fortunes corpus with its own tokenizer.
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
 #include <random>
+#include <thread>
 
 #include "commands.h"
 #include "core/cuda/device.h"
+#include "core/user_text.h"
 #include "data/tokenizer.h"
 #include "nn/model_presets.h"
+#include "parallel/runtime.h"
 #include "train/stop_signal.h"
 #include "train/default_run.h"
 #include "train/generate.h"
@@ -204,6 +212,41 @@ void print_final_sample(Trainer& trainer, uint64_t seed) {
   std::printf("\n--------------\n");
 }
 
+// Ends the process (exit 1, one line) when the job's start-up collectives, which have no timeout of
+// their own (MPI_Init, the grid's communicators, NCCL's), take longer than --comm-timeout: a rank that
+// is stuck or dead there would otherwise hang the whole job for good, and `tessera launch` with it.
+// The launcher then ends the other ranks, and launch restarts the job.
+class StartupWatchdog {
+ public:
+  StartupWatchdog(double seconds, LauncherPlace place)
+      : thread_([this, seconds, place] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (done_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return finished_; })) return;
+          std::fprintf(stderr,
+                       "tessera: error: rank %d of %d: the job's start-up (MPI_Init and the process grid's "
+                       "communicators) did not complete within %s s (--comm-timeout); a rank is stuck or dead\n",
+                       place.rank, place.size, number_text(seconds).c_str());
+          std::fflush(stderr);
+          std::_Exit(1);
+        }) {}
+  ~StartupWatchdog() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+    }
+    done_.notify_all();
+    thread_.join();
+  }
+  StartupWatchdog(const StartupWatchdog&) = delete;
+  StartupWatchdog& operator=(const StartupWatchdog&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::thread thread_;  // last: starts once the rest is set
+};
+
 }  // namespace
 
 void keep_stored_shape_unless_named(TrainConfig& config, const CLI::App& command) {
@@ -216,29 +259,61 @@ void add_train_command(CLI::App& app) {
   bind_train_flags(*cmd, *config);
   enable_toml_config(*cmd);
   cmd->callback([config, cmd] {
+    // From here a stop request is kept: the set-up ends early when one comes (StoppedDuringSetup) and
+    // the training loop saves and stops. The handlers go after the run, before the final sample.
+    const LauncherPlace place = launcher_place();
+    std::optional<StopSignals> stop_signals;
+    stop_signals.emplace();
+    StopSignals::acknowledge_on_stderr(place.rank == 0);
     apply_toml_config(*cmd);
     TrainConfig& c = *config;
-    // The default run names its own model (gpt2-mini), which its checkpoints hold.
-    if (c.train_data.empty() && c.init_from.empty())
-      apply_default_run(c, [cmd](const std::string& flag) { return cmd->count(flag) > 0; });
-    else
-      keep_stored_shape_unless_named(c, *cmd);
+    // The configuration first, before MPI starts: a refusal ends every rank at once, rank 0 saying why.
+    ModelConfig model;
+    try {
+      // The default run names its own model (gpt2-mini), which its checkpoints hold.
+      if (c.train_data.empty() && c.init_from.empty())
+        apply_default_run(c, [cmd](const std::string& flag) { return cmd->count(flag) > 0; });
+      else
+        keep_stored_shape_unless_named(c, *cmd);
+      model = check_run_config(c, place.size);
+    } catch (const RunRefused& e) {
+      // Refused as a bad flag is (exit 2): a restart (tessera launch) would be refused alike.
+      if (place.rank != 0) throw QuietError(e.what(), e.where());  // rank 0 reports it
+      throw ConfigError(e.what() + config_origin_note(e.what()), e.where());
+    }
+    // MPI's start and the grid's communicators wait for every rank without a timeout of their own.
+    std::optional<StartupWatchdog> watchdog;
+    if (place.size > 1) watchdog.emplace(c.comm_timeout, place);
     Runtime runtime(nullptr, nullptr);
     cuda_select_device_for_local_rank(runtime.local_rank());
     std::unique_ptr<Trainer> trainer;
     try {
-      ProcessGrid grid = setup_process_grid(runtime, c, model_config_for_run(c));
+      ProcessGrid grid = setup_process_grid(runtime, c, model);
+      watchdog.reset();
       trainer = std::make_unique<Trainer>(c, grid);
+    } catch (const StoppedDuringSetup& stop) {
+      // Every rank agreed on it; nothing was trained, so nothing is saved. Exits 0 as a stop does.
+      if (runtime.world_rank() == 0)
+        std::printf("stopped by %s during set-up, before training: nothing to save, %s is as it was\n"
+                    "continue with the same command\n",
+                    StopSignals::name(stop.signal()), c.out_dir.c_str());
+      return;
+    } catch (const RunRefused& e) {
+      // Refused as a bad flag is (exit 2): a restart (tessera launch) would be refused alike.
+      if (runtime.world_rank() != 0) throw QuietError(e.what(), e.where());  // rank 0 reports it
+      throw ConfigError(e.what() + config_origin_note(e.what()), e.where());
     } catch (const Error& e) {
       if (runtime.world_rank() != 0) throw QuietError(e.what(), e.where());  // rank 0 reports it
       throw;
     }
     if (c.eval_only) {
+      stop_signals.reset();  // a validation has nothing to save: a signal ends it at once
       const Validation v = trainer->validate();  // every rank takes part
       if (runtime.world_rank() == 0) std::printf("%s\n", trainer->validation_line(trainer->start_step(), v).c_str());
       return;
     }
     TrainResult result = trainer->run();
+    stop_signals.reset();
     if (runtime.world_rank() != 0) return;
     if (result.already_finished) {
       std::printf("%s already finished at step %lld (--steps %lld); nothing to train: raise --steps to continue it\n"
@@ -249,9 +324,9 @@ void add_train_command(CLI::App& app) {
       return;
     }
     if (result.stopped_by != 0) {  // preempted: saved, and nothing else to do
-      std::printf("stopped by %s after step %lld of %lld; checkpoint: %s\ncontinue with the same command and --resume\n",
+      std::printf("stopped by %s after step %lld of %lld; checkpoint: %s\ncontinue with the same command%s\n",
                   StopSignals::name(result.stopped_by), (long long)result.last_step, (long long)c.steps,
-                  result.last_checkpoint.string().c_str());
+                  result.last_checkpoint.string().c_str(), c.resume ? "" : " and --resume");
       return;
     }
     std::printf("trained to step %lld: loss %.4f", (long long)result.last_step, double(result.last_loss));

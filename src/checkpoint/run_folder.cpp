@@ -117,7 +117,7 @@ ResumePoint choose_resume_checkpoint(const fs::path& run_dir, FileShare share,
     TS_FAIL("--resume: no complete checkpoint in ", quoted_text(run_dir.string()), " (", one_line(reasons, 600),
             "); restore one, or remove the run folder's ckpt-* entries to start afresh");
   if (!point.checkpoint)
-    point.notice = "--resume: " + quoted_text(run_dir.string()) + " holds no checkpoint yet; starting at step 0";
+    point.notice = quoted_text(run_dir.string()) + " holds no checkpoint yet; starting at step 0";
   else if (!skipped.empty())
     point.notice = "--resume: skipped " + one_line(reasons, 600) + "; resuming from " +
                    point.checkpoint->filename().string();

@@ -10,6 +10,7 @@
 #include "data/bpe_trainer.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
+#include "train/run_refused.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
@@ -59,11 +60,11 @@ void apply_default_run(TrainConfig& c, const std::function<bool(const std::strin
   // The demo is `train` with no data flag at all: a data flag without shards to train on is a
   // mistake (an unset $DATA, a forgotten flag), not a request for the demo, which would then score
   // the user's validation shards with its own tokenizer's model.
-  TS_CHECK(!given("--train-data"), "--train-data is empty; give a glob of token shards (tessera tokenize writes "
-           "them), or no data flag at all for the built-in demo");
+  TS_REFUSE_UNLESS(!given("--train-data"), "--train-data is empty; give a glob of token shards (tessera tokenize ",
+                   "writes them), or no data flag at all for the built-in demo");
   for (const char* flag : {"--val-data", "--tokenizer"})
-    TS_CHECK(!given(flag), flag, " was given without --train-data; add --train-data (a glob of token shards), or "
-             "leave out every data flag for the built-in demo");
+    TS_REFUSE_UNLESS(!given(flag), flag, " was given without --train-data; add --train-data (a glob of token ",
+                     "shards), or leave out every data flag for the built-in demo");
   auto set = [&](const std::string& flag, auto& field, auto value) {
     if (!given(flag)) field = value;
   };
@@ -85,7 +86,7 @@ void apply_default_run(TrainConfig& c, const std::function<bool(const std::strin
   set("--warmup", c.warmup, int64_t(30));
   set("--eval-every", c.eval_every, int64_t(100));
   set("--eval-batches", c.eval_batches, int64_t(16));
-  c.validate();  // a bad flag says so before a second of tokenizing and a data folder
+  refuse_on_error([&] { c.validate(); });  // a bad flag says so before a second of tokenizing and a data folder
   prepare_corpus(data_dir);
 }
 

@@ -16,7 +16,7 @@ inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 // Sets data, tokenizer and the demo's defaults on every field for which `given(flag)` is false (flags
 // the user set keep their values; the demo always resumes its folder), checks the flags
 // (TrainConfig::validate), then prepares the corpus. A data flag (an empty --train-data, --val-data,
-// --tokenizer) is an error: the demo is the run with none.
+// --tokenizer) is an error: the demo is the run with none. Refused flags throw RunRefused.
 void apply_default_run(TrainConfig& config, const std::function<bool(const std::string&)>& given);
 
 }  // namespace tessera

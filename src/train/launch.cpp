@@ -22,8 +22,8 @@ void check_same_config(Comm& world, const TrainConfig& config) {
   world.all_reduce(high, ReduceOp::max);
   world.all_reduce(low, ReduceOp::min);
   for (int i = 0; i < 4; ++i)
-    TS_CHECK(high.f32()[i] == low.f32()[i], "the ranks were started with different configurations (rank ",
-             world.rank(), " differs from another rank); give every rank the same flags and config file");
+    TS_REFUSE_UNLESS(high.f32()[i] == low.f32()[i], "the ranks were started with different configurations (rank ",
+                     world.rank(), " differs from another rank); give every rank the same flags and config file");
 }
 
 }  // namespace
@@ -46,17 +46,31 @@ ParallelDims resolve_layout(const TrainConfig& config, const ModelConfig& model,
   return dims;
 }
 
+ModelConfig check_run_config(const TrainConfig& config, int world_size) {
+  return refuse_on_error([&] {
+    const ModelConfig model = model_config_for_run(config);
+    config.validate();  // the flags' own rules first, then how they meet the world and the model
+    check_flags_against_model(config, model);
+    resolve_layout(config, model, world_size);
+    return model;
+  });
+}
+
 ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const ModelConfig& model) {
-  config.validate();  // the flags' own rules first, then how they meet the world and the model
-  const ParallelDims dims = resolve_layout(config, model, runtime.world_size());
+  const ParallelDims dims = refuse_on_error([&] {
+    config.validate();
+    return resolve_layout(config, model, runtime.world_size());
+  });
   CommOptions options;
   options.timeout_s = config.comm_timeout;
-  const DeviceCommChoice transport = choose_device_comm(
-      config.device_comm, {choose_device(config.device).device, runtime.world_size(), nccl_built(), runtime.gpu_per_rank()});
+  const DeviceCommChoice transport = refuse_on_error([&] {
+    return choose_device_comm(config.device_comm, {choose_device(config.device).device, runtime.world_size(),
+                                                   nccl_built(), runtime.gpu_per_rank()});
+  });
   // Every rank must build the same kind of communicators, or the first NCCL group would wait forever.
-  TS_CHECK(runtime.same_on_every_rank(int64_t(transport.transport)), "the ranks chose different ways to move GPU ",
-           "tensors (some NCCL, some host memory): give every rank the same --device and --device-comm, on nodes with ",
-           "the same GPUs");
+  TS_REFUSE_UNLESS(runtime.same_on_every_rank(int64_t(transport.transport)), "the ranks chose different ways to move ",
+                   "GPU tensors (some NCCL, some host memory): give every rank the same --device and --device-comm, ",
+                   "on nodes with the same GPUs");
   if (!transport.notice.empty() && runtime.world_rank() == 0) std::fprintf(stderr, "%s\n", transport.notice.c_str());
   options.device_transport = transport.transport;
   ProcessGrid grid = build_process_grid(runtime, dims, options);

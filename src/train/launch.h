@@ -6,10 +6,19 @@
 #include "nn/model_config.h"
 #include "parallel/process_grid.h"
 #include "parallel/runtime.h"
+#include "train/run_refused.h"
 #include "train/train_config.h"
 
 namespace tessera {
 
+// Throws RunRefused when config's flags (config.validate()), the model they describe or read
+// (model_config_for_run: a preset, --init-from, the checkpoint --resume continues) and the layout
+// against `world_size` ranks do not go together; returns the model's configuration. Reads only
+// configuration files, and communicates with no other rank.
+ModelConfig check_run_config(const TrainConfig& config, int world_size);
+
+// Collective over the world. Throws RunRefused for a configuration refused (check_run_config's, then
+// ranks started with different configurations); other errors (a collective that timed out) as they come.
 ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, const ModelConfig& model);
 
 // The layout's rules (after config.validate()'s own) against `world_size` ranks and the model:

@@ -1,11 +1,15 @@
 // fork/exec/wait with signal forwarding. The job runs in its own process group so that a terminal's
 // Ctrl-C reaches it only through the supervisor. The stop signals are blocked from before the fork
-// until the job's pid is known, so one that arrives meanwhile is passed on, not lost.
+// until the job's pid is known, so one that arrives meanwhile is passed on, not lost. The supervisor
+// is the job's subreaper (Linux): a process of the job whose parent ended (an MPI rank whose mpirun
+// was killed) becomes its child, so that it can end what a failed job left running before a restart.
 #include "train/restart_supervisor.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -13,9 +17,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <thread>
 
 #include "core/error.h"
+#include "core/user_text.h"
 #include "train/stop_signal.h"
 
 namespace tessera {
@@ -72,17 +80,98 @@ pid_t start(const std::vector<std::string>& command) {
   return pid;
 }
 
-// Waits for the job; logs each stop request as it is passed on.
+// Waits for the job; logs each stop request as it is passed on. Other children (the job's processes
+// whose parents ended, given to the subreaper) are reaped as they end, so none stays a zombie. Once a
+// request was passed on, it is passed on again while the job runs, 2 s after it and then at doubling
+// intervals up to a minute: a launcher may drop a signal that comes before its ranks exist (mpirun
+// forwards it to none while it starts them), and tessera train takes a repeated SIGUSR1 as the same
+// request.
 int wait_for(pid_t pid, const std::function<void(const std::string&)>& log) {
+  using Clock = std::chrono::steady_clock;
   int status = 0, logged = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    TS_CHECK(errno == EINTR, "launch: waiting for the job failed (", std::strerror(errno), ")");
-    for (const int n = g_requests.load(); logged < n; ++logged)
+  Clock::time_point next_resend;
+  double interval_s = 2.0;
+  const auto resend_in = [&](double seconds) {
+    interval_s = seconds;
+    next_resend = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  // Logs the requests passed on since the last call; true when there were any.
+  const auto log_requests = [&](int requests) {
+    const bool any = logged < requests;
+    for (; logged < requests; ++logged)
       log(logged == 0 ? std::string(StopSignals::name(g_first.load())) +
                             ": asked the job to save a checkpoint and stop (SIGUSR1); a second signal ends it (SIGTERM)"
                       : "a second signal: ending the job (SIGTERM)");
+    return any;
+  };
+  for (;;) {
+    const int requests = g_requests.load();
+    const pid_t ended = ::waitpid(-1, &status, requests > 0 ? WNOHANG : 0);
+    if (ended == pid) break;
+    if (ended > 0) continue;
+    TS_CHECK(ended == 0 || errno == EINTR, "launch: waiting for the job failed (", std::strerror(errno), ")");
+    if (log_requests(requests)) resend_in(2.0);
+    if (requests == 0) continue;
+    if (Clock::now() >= next_resend) {
+      ::kill(-pid, job_signal(requests));
+      resend_in(std::min(interval_s * 2, 60.0));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  log_requests(g_requests.load());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The live processes whose parent is this process or whose process group is `group` (from /proc:
+// each /proc/<pid>/stat's state, parent and group, after the command's ')'); zombies are left out.
+std::set<pid_t> job_processes(pid_t group) {
+  std::set<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long parent = 0, pgrp = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %ld %ld", &state, &parent, &pgrp) != 3 || state == 'Z') continue;
+    if (parent == long(::getpid()) || pgrp == long(group)) found.insert(pid_t(std::stol(name)));
+  }
+  return found;
+}
+
+// Ends (SIGKILL) and reaps what the ended job left running: what stays in its process group, and its
+// processes outside it (MPI ranks run in groups of their own) whose parent ended, which the subreaper
+// inherited; their own children follow as they are handed on. Returns the pids ended, and those
+// that outlived 30 s (a process in uninterruptible I/O ends only when its I/O does).
+struct Leftovers {
+  std::set<pid_t> ended, alive;
+};
+Leftovers end_leftovers(pid_t job_group) {
+  Leftovers l;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    l.alive = job_processes(job_group);
+    if (l.alive.empty() || std::chrono::steady_clock::now() > until) break;
+    for (const pid_t pid : l.alive)
+      if (::kill(pid, SIGKILL) == 0) l.ended.insert(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (const pid_t pid : l.alive) l.ended.erase(pid);
+  return l;
+}
+
+// "4 min 12 s", "2 h 13 min", "3.2 s".
+std::string duration_text(double seconds) {
+  if (seconds < 60) return number_text(double(int64_t(seconds * 10)) / 10) + " s";
+  const int64_t s = int64_t(seconds);
+  if (s < 3600) return std::to_string(s / 60) + " min " + std::to_string(s % 60) + " s";
+  return std::to_string(s / 3600) + " h " + std::to_string(s % 3600 / 60) + " min";
 }
 
 // Sleeps `seconds`, or less when a stop request comes.
@@ -109,14 +198,31 @@ int run_with_restarts(const std::vector<std::string>& command, const RestartPoli
   for (size_t i = 0; i < kStopSignals.size(); ++i) sigaction(kStopSignals[i], &action, &previous[i]);
   g_requests = 0;
   g_first = 0;
+  int subreaper = 0;
+  ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int code = 0;
   for (int attempt = 0;; ++attempt) {
     log(attempt == 0 ? "starting the job" : "restart " + std::to_string(attempt) + " of " +
                                                std::to_string(policy.max_restarts));
+    const auto started = std::chrono::steady_clock::now();
     const pid_t job = start(command);
     code = wait_for(job, log);
     g_job = 0;
-    const std::string failed = "the job failed (exit " + std::to_string(code) + ")";
+    const double ran_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (code != 0) {
+      // A failed job's processes must not outlive it into the restart, where they would hold the run
+      // folder's lock (the restart refused) or go on writing into it.
+      const Leftovers left = end_leftovers(job);
+      const auto listed = [](const std::set<pid_t>& pids) {
+        std::string text = std::to_string(pids.size()) + " process" + (pids.size() == 1 ? " (pid " : "es (pids ");
+        for (const pid_t pid : pids) text += std::to_string(pid) + (pid == *pids.rbegin() ? ")" : ", ");
+        return text;
+      };
+      if (!left.ended.empty()) log("ended " + listed(left.ended) + " that the job left running");
+      if (!left.alive.empty()) log(listed(left.alive) + " of the job still running 30 s after SIGKILL; going on");
+    }
+    const std::string failed = "the job failed (exit " + std::to_string(code) + ") after " + duration_text(ran_s);
     if (code == 0 || g_requests != 0) break;
     if (command_line_refused(code)) {
       log(failed + ": its command line was refused or cannot run, and would be again; not restarting");
@@ -126,13 +232,14 @@ int run_with_restarts(const std::vector<std::string>& command, const RestartPoli
       log(failed + " and no restarts are left");
       break;
     }
-    log(failed + "; restarting in " + std::to_string(int(policy.delay_s)) + " s from its latest checkpoint");
+    log(failed + "; restarting in " + number_text(policy.delay_s) + " s from its latest checkpoint");
     sleep_unless_stopped(policy.delay_s);
     if (g_requests != 0) {
       log(std::string(StopSignals::name(g_first.load())) + " before the restart: not restarting");
       break;
     }
   }
+  ::prctl(PR_SET_CHILD_SUBREAPER, subreaper);
   for (size_t i = 0; i < kStopSignals.size(); ++i) sigaction(kStopSignals[i], &previous[i], nullptr);
   return code;
 }

@@ -5,7 +5,12 @@
 // refused alike). A stop signal to the supervisor (SIGTERM, SIGINT, SIGUSR1) ends the supervision:
 // the first reaches the job as SIGUSR1, which tessera train takes as "save and stop" and which
 // mpirun and srun pass to every rank without killing it (mpirun kills its ranks a second after
-// passing on SIGTERM, before a large checkpoint is written); a second one reaches it as SIGTERM.
+// passing on SIGTERM, before a large checkpoint is written); a second one reaches it as SIGTERM. The
+// request is passed on again while the job runs (2 s after, then at doubling intervals up to a
+// minute), since a launcher still starting its ranks passes it to none of them.
+// A failed job's processes that outlive it (MPI ranks whose mpirun was killed, anything left in its
+// process group) are ended (SIGKILL) before the restart, so that none holds the run folder's lock or
+// writes into it beside the restarted job.
 #pragma once
 
 #include <functional>
@@ -26,8 +31,9 @@ bool command_line_refused(int exit_code);
 
 // Runs `command` (argv, looked up on PATH) until it exits 0, its command line is refused, a signal
 // to the supervisor ends it, or max_restarts restarts have failed too; returns the last exit code
-// (128 + signal for a job killed by one). `log` receives one line per event (start, failure,
-// restart, a signal passed on).
+// (128 + signal for a job killed by one). `log` receives one line per event (start, failure with how
+// long the job ran, processes it left running and were ended, restart, a signal passed on). Makes
+// the calling process the subreaper of its descendants while it runs.
 int run_with_restarts(const std::vector<std::string>& command, const RestartPolicy& policy,
                       const std::function<void(const std::string&)>& log);
 

@@ -5,10 +5,16 @@
 // want to wait, unless it comes within kRepeatWindowS of the first: launchers deliver one request by
 // several paths (Slurm signals every task and srun, which forwards it), and a save must not be lost
 // to an echo. SIGUSR1 is always such an echo (schedulers and `tessera launch` send it).
+//
+// `tessera train` installs the handlers first thing, so that a request during set-up (MPI's start,
+// reading a large --init-from or checkpoint, the data scan) is kept too: the set-up checks for it
+// between its phases (StoppedDuringSetup) and the run ends before its first step, with nothing to save.
 #pragma once
 
 #include <array>
 #include <csignal>
+
+#include "core/error.h"
 
 namespace tessera {
 
@@ -22,16 +28,35 @@ inline constexpr double kRepeatWindowS = 2.0;
 
 class StopSignals {
  public:
-  // Installs the handlers for the object's lifetime (one object at a time); the previous ones come back after.
+  // Installs the handlers for the object's lifetime; the previous ones come back after. Objects
+  // nest (set-up's around the training loop's): an inner one shares the outer one's handlers and the
+  // request received so far; only the outermost installs, clears the request and restores.
   StopSignals();
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
   // The signal received (one of kStopSignals), or 0.
-  int received() const;
+  int received() const { return pending(); }
+  // The signal received while some StopSignals object is alive, or 0 (also when none is).
+  static int pending();
+  // Whether the first request is acknowledged on stderr the moment it arrives (a step can take
+  // minutes; the stop itself is reported when it happens). Off by default; one rank of a job says it.
+  static void acknowledge_on_stderr(bool on);
   // "SIGTERM" / "SIGINT" / "SIGUSR1" ("a stop signal" for kSignalElsewhere).
   static const char* name(int signal);
+};
+
+// Thrown by every rank alike when a stop request came during the run's set-up (the ranks agreed on
+// it): nothing was trained, so there is nothing to save. `tessera train` says so and exits 0.
+class StoppedDuringSetup : public Error {
+ public:
+  StoppedDuringSetup(int signal, std::string where)
+      : Error(std::string(StopSignals::name(signal)) + " during set-up", std::move(where)), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
 };
 
 }  // namespace tessera

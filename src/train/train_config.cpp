@@ -14,6 +14,7 @@
 #include "ops/matmul_tuning.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
+#include "train/device_choice.h"
 
 namespace tessera {
 
@@ -71,6 +72,7 @@ void TrainConfig::validate() const {
            "--attention-mask must be causal or document, got '", attention_mask, "'");
   TS_CHECK(std::isfinite(peak_tflops) && peak_tflops >= 0, "--peak-tflops must be a number >= 0 (0 = the GPU's), got ",
            peak_tflops);
+  choose_compute_dtype(dtype, Device::cuda);  // the name alone; whether the device computes it is checked at set-up
   TS_CHECK(loss_scaling == "auto" || loss_scaling == "dynamic" || loss_scaling == "off",
            "--loss-scaling must be auto, dynamic or off, got '", loss_scaling, "'");
   TS_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got ", zero);

@@ -28,6 +28,7 @@
 #include "parallel/tp/tp_mappings.h"
 #include "train/pipeline_plan.h"
 #include "train/powersgd_state.h"
+#include "train/run_refused.h"
 #include "train/stop_signal.h"
 #include "train/train_bench.h"
 #include "train/trainer_resume.h"
@@ -67,7 +68,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
       grid_(std::move(grid)),
       loss_scaler_(LossScalerConfig{}),
       bad_steps_(config_.max_bad_steps, config_.spike_zscore) {
-  config_.validate();
+  refuse_on_error([&] { config_.validate(); });
   // The grid was checked against the batch (ParallelDims::check_model): dp · micro divides it.
   micro_batch_ = config_.micro_batch(grid_.dims.dp);
   device_ = choose_device(config_.device);
@@ -80,8 +81,8 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
   std::optional<int32_t> document_start;  // --attention-mask document: the token that starts a document
   if (config_.attention_mask == "document") {
-    TS_CHECK(tokenizer_, "--attention-mask document needs --tokenizer: its document start token (BOS, or "
-                         "<|endoftext|>) marks where each document of a training window begins");
+    TS_REFUSE_UNLESS(tokenizer_, "--attention-mask document needs --tokenizer: its document start token (BOS, or "
+                                 "<|endoftext|>) marks where each document of a training window begins");
     document_start = tokenizer_->document_start_token();
   }
 
@@ -96,10 +97,11 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   };
   ResumePoint start = run_start_point(config_, FileShare{grid_.world_rank, grid_.world->size()}, all_agree);
   resume_times_.verify_s = std::chrono::duration<double>(Clock::now() - choice_start).count();
+  stop_if_asked_during_setup();  // before reading the weights (the CRC pass of a large checkpoint may be long)
   const std::optional<std::filesystem::path>& checkpoint = start.checkpoint;
-  TS_CHECK(!config_.eval_only || checkpoint || !config_.init_from.empty(), "--eval-only: ",
-           quoted_text(config_.out_dir), " holds no checkpoint; point --out-dir at the run folder to evaluate (with ",
-           "--resume), or evaluate a Hugging Face folder with --init-from");
+  TS_REFUSE_UNLESS(!config_.eval_only || checkpoint || !config_.init_from.empty(), "--eval-only: ",
+                   quoted_text(config_.out_dir), " holds no checkpoint; point --out-dir at the run folder to evaluate ",
+                   "(with --resume), or evaluate a Hugging Face folder with --init-from");
   add_start_notice(start.notice);
   // A pipeline rank builds only its stage; plan_pipeline's checks ran at start-up (launch.cpp).
   const ModelConfig model_config = resolve_model_config(config_, tokenizer_.get(), checkpoint);
@@ -201,10 +203,11 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
                        (optimizer_->config().moments == DType::bf16 ? "; they are rounded to bf16 once" : ""));
     loss_scaler_.restore(state.loss_scale, state.loss_scale_clean_steps);
     resumed_from_ = *checkpoint;
-    TS_CHECK(start_step_ <= config_.steps, "--steps ", config_.steps, " is below step ", start_step_, " of ",
-             checkpoint->string(), "; give --steps above ", start_step_, " to train further");
+    TS_REFUSE_UNLESS(start_step_ <= config_.steps, "--steps ", config_.steps, " is below step ", start_step_, " of ",
+                     checkpoint->string(), "; give --steps above ", start_step_, " to train further");
   }
 
+  stop_if_asked_during_setup();  // the weights and moments are in; the data scan comes
   DataOrder order = parse_data_order(config_.data_order);
   train_data_.emplace(config_.train_data, mc.vocab_size, config_.batch_size, config_.seq_len, order, config_.seed,
                       "--train-data");
@@ -224,6 +227,19 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
                      std::to_string(config_.steps) + " steps: the learning rate ends at " +
                      number_text(schedule_.at(config_.steps)) + ", short of --lr " + number_text(config_.lr));
   feed_.emplace(micro_batch_, config_.seq_len, context_parallel_.get(), document_start);
+  stop_if_asked_during_setup();
+}
+
+int Trainer::agree_on_stop() {
+  const int local = StopSignals::pending();
+  Tensor flag = Tensor::zeros({1});
+  flag.f32()[0] = local != 0 ? 1.0f : 0.0f;
+  grid_.world->all_reduce(flag, ReduceOp::max);
+  return local != 0 ? local : flag.f32()[0] > 0 ? kSignalElsewhere : 0;
+}
+
+void Trainer::stop_if_asked_during_setup() {
+  if (const int signal = agree_on_stop(); signal != 0) throw StoppedDuringSetup(signal, __FILE__);
 }
 
 Trainer::~Trainer() = default;
@@ -620,17 +636,17 @@ TrainResult Trainer::run() {
     }
     if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last && is_reporting_rank())
       print_sample(progress);
-    const int signal = stop_signal_;  // agreed by every rank in accumulate_gradients
-    if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last || signal != 0)
+    int signal = stop_signal_;  // agreed by every rank in accumulate_gradients
+    if ((config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || last || signal != 0) {
       result.last_checkpoint = save_checkpoint(step, /*now=*/last || signal != 0);
+      // A request that came while this step saved stops the run now: the checkpoint holds this step,
+      // and another step would cost a step and another save within the scheduler's grace period.
+      if (signal == 0 && !last) signal = stop_signal_ = agree_on_stop();
+    }
     if (is_reporting_rank() && (last || signal != 0 || (config_.eval_every > 0 && step % config_.eval_every == 0)))
       write_loss_plot(metrics_path);
     if (signal != 0 && !last) {
-      result.stopped_by = signal;
-      if (is_reporting_rank())  // every rank agreed on the signal; one says so
-        progress.message(std::string(StopSignals::name(signal)) + " received: stopped after step " +
-                         std::to_string(step) + " and saved " + result.last_checkpoint.string() +
-                         "; continue with --resume");
+      result.stopped_by = signal;  // every rank agreed on it; the caller says so
       break;
     }
   }

@@ -39,7 +39,7 @@ struct TrainResult {
   std::optional<float> last_val_loss;
   std::filesystem::path last_checkpoint;  // the last one saved, or the one resumed from
   bool already_finished = false;          // resumed at --steps: nothing was left to train
-  int stopped_by = 0;                     // the signal (SIGTERM, SIGINT) that stopped the run early, or 0
+  int stopped_by = 0;                     // the signal (SIGTERM, SIGINT, SIGUSR1) that stopped the run early, or 0
 };
 
 // A validation over --val-data: the sources' weighted mean loss, and each source's.
@@ -53,6 +53,9 @@ ProcessGrid single_process_grid();
 
 class Trainer {
  public:
+  // Collective. Throws RunRefused (train/launch.h) for a configuration the run refuses, and
+  // StoppedDuringSetup when a rank received a stop request (StopSignals alive) during the set-up:
+  // the ranks agree on it between its phases (after choosing the checkpoint, after loading it, at the end).
   explicit Trainer(TrainConfig config, ProcessGrid grid = single_process_grid());
   ~Trainer();
   TrainResult run();
@@ -103,6 +106,11 @@ class Trainer {
   std::string attention_note() const;
   void write_loss_plot(const std::filesystem::path& metrics_path);
   bool is_reporting_rank() const { return grid_.world_rank == 0; }
+  // Collective over the world: the stop request this rank received (StopSignals::pending()), else
+  // kSignalElsewhere when another rank received one, else 0.
+  int agree_on_stop();
+  // Collective: throws StoppedDuringSetup (every rank alike) when a rank received a stop request.
+  void stop_if_asked_during_setup();
   // Sums over the ranks that hold different parts of the step: dp×cp, then the pipeline stages.
   std::vector<double> sum_over_ranks(const std::vector<double>& values);
   // The global gradient norm over every stage and tp rank (each parameter counted once).

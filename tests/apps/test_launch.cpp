@@ -47,6 +47,47 @@ TEST(Launch, DoesNotRestartARefusedCommandLine) {
   }
 }
 
+// A configuration tessera refuses after reading it (a value no flag check catches, a layout the world
+// does not allow, in a --config file or on the command line, alone or under mpirun) exits 2 as a bad
+// flag does, so launch tries it once.
+TEST(Launch, DoesNotRestartAConfigurationRefusedAtStartUp) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 4096, 256, 9).string();
+  testing::write_text(dir / "bad.toml", "lr-schedule = \"cosinus\"\n");
+  const std::string train = kTessera + " train --quiet --model gpt2-tiny --device cpu --batch-size 4 --seq-len 16 "
+                            "--steps 2 --resume --checkpoint-every 1 --train-data " + shard + " --out-dir " +
+                            (dir / "run").string();
+  for (const auto& [job, needle] :
+       {std::pair{train + " --config " + (dir / "bad.toml").string(), std::string("(from --config: lr-schedule on line 1")},
+        {train + " --dp 3", "--dp 3"},
+        {"env OMP_NUM_THREADS=1 mpirun --oversubscribe --allow-run-as-root -np 2 " + train + " --dp 3", "--dp 3"}}) {
+    const testing::CommandResult out =
+        testing::run_command(kTessera + " launch --restart-delay 0 --max-restarts 2 -- " + job);
+    EXPECT_EQ(out.exit_code, 2) << out.output;
+    EXPECT_TRUE(testing::contains(out.output, needle)) << out.output;
+    EXPECT_TRUE(testing::contains(out.output, "would be again; not restarting")) << out.output;
+    EXPECT_FALSE(testing::contains(out.output, "restart 1 of 2")) << out.output;
+  }
+}
+
+// A failed job's processes that outlive it (here one in a session of its own, as mpirun's ranks are in
+// process groups of their own, left running when mpirun is killed) are ended before the restart: they
+// would hold the run folder's lock, refusing the restarted job, or go on writing into it.
+TEST(Launch, EndsWhatAFailedJobLeftRunningBeforeItRestarts) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string left = (dir / "left").string();
+  // The first run leaves `sleep` behind and fails; the second succeeds only if that sleep is gone.
+  const std::string job = "sh -c 'if [ -e " + left + " ]; then ! kill -0 $(cat " + left + ") 2>/dev/null; else "
+                          "setsid sleep 30 > /dev/null 2>&1 & echo $! > " + left + "; exit 1; fi'";
+  const testing::CommandResult out =
+      testing::run_command(kTessera + " launch --restart-delay 0 --max-restarts 1 -- " + job);
+  EXPECT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_TRUE(testing::contains(out.output, "ended 1 process (pid " + testing::read_text(left).substr(0, testing::read_text(left).size() - 1) +
+                                            ") that the job left running"))
+      << out.output;
+  EXPECT_TRUE(testing::contains(out.output, "the job failed (exit 1) after ")) << out.output;
+}
+
 // A job that records the signals it gets (sh runs a trap once its sleep ends) and says when it runs.
 std::string signal_recording_job(const fs::path& dir) {
   const std::string log = (dir / "signals").string();
@@ -69,6 +110,21 @@ TEST(Launch, PassesAStopAsSigusr1AndASecondAsSigterm) {
   EXPECT_EQ(testing::read_text(dir / "signals"), "USR1\nTERM\n");
   EXPECT_TRUE(testing::contains(out.output, "SIGTERM: asked the job to save a checkpoint and stop")) << out.output;
   EXPECT_TRUE(testing::contains(out.output, "a second signal: ending the job")) << out.output;
+  EXPECT_FALSE(testing::contains(out.output, "restart 1")) << out.output;
+}
+
+// A launcher may drop a stop that comes while it starts its ranks (mpirun forwards it to none): launch
+// asks again while the job runs. This job ignores SIGUSR1 for its first second, then stops on it.
+TEST(Launch, AsksAgainWhenTheJobDidNotTakeTheStop) {
+  const fs::path dir = testing::scratch_dir();
+  const auto start = std::chrono::steady_clock::now();
+  const testing::CommandResult out = launch_and(
+      dir, kTessera + " launch --restart-delay 0 --max-restarts 3 -- sh -c 'trap \"\" USR1; touch " +
+               (dir / "running").string() + "; sleep 1; trap \"exit 0\" USR1; i=0; while [ $i -lt 200 ]; do sleep "
+               "0.05; i=$((i+1)); done; exit 3'",
+      "kill -TERM $pid");
+  EXPECT_TRUE(testing::contains(out.output, "exit=0")) << out.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
   EXPECT_FALSE(testing::contains(out.output, "restart 1")) << out.output;
 }
 

@@ -1,6 +1,6 @@
 // Crash safety of saves (DESIGN.md invariant 4) under kill -9: runs that save a checkpoint every step
-// are killed at random moments, alternately one process and one rank of a 2-rank dp2·ZeRO-1 job, all
-// resuming in one run folder. After every kill, the checkpoint --resume picks loads in full (weights
+// (half of them in the background, --async-checkpoint) are killed at random moments, alternately one
+// process and one rank of a 2-rank dp2·ZeRO-1 job, all resuming in one run folder. After every kill, the checkpoint --resume picks loads in full (weights
 // and every moment, from however many shards wrote it), and the next run resumes from it.
 #include <gtest/gtest.h>
 
@@ -39,8 +39,12 @@ TEST(KillDuringSave, TheCheckpointResumeFindsAlwaysLoads) {
     const Layout layout = two_ranks ? Layout{2, 2, 1, 2} : Layout{1, 1, 0, 2};
     // mpirun takes about half a second to start its ranks; a lone process a few milliseconds.
     const double delay = std::uniform_real_distribution<double>(two_ranks ? 0.6 : 0.05, two_ranks ? 1.4 : 0.6)(rng);
+    // Every other pair of trials writes in the background (--async-checkpoint): a kill then lands in
+    // a write that overlaps the next steps.
+    const bool async = trial % 4 >= 2;
     const std::string cmd = train_command(layout, run, shard,
-                                          "--steps 1000000 --checkpoint-every 1 --lr-schedule constant --resume");
+                                          std::string("--steps 1000000 --checkpoint-every 1 --lr-schedule constant "
+                                                      "--resume") + (async ? " --async-checkpoint" : ""));
     // The victim: the process itself, or one rank of the job, chosen at random (never mpirun).
     const std::string victim = "$(pgrep -f '^" + std::string(TESSERA_EXE) + " train .*--out-dir " + run.string() +
                                "$' | shuf -n 1)";

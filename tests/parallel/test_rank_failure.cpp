@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -49,6 +53,37 @@ TEST(RankFailure, KilledRankEndsTheJob) {
   if (contains(job.command.output, "tessera: error:")) {
     EXPECT_TRUE(contains(job.command.output, "not arrived: rank 3")) << job.command.output;
   }
+}
+
+// A rank stuck before the job's communicators exist (stopped as it starts, so the others wait in
+// MPI_Init, a collective with no timeout of its own) would hang `tessera train` for good; the start-up
+// gives up after --comm-timeout too, and the job ends non-zero (tessera launch then restarts it).
+TEST(RankFailure, ARankStuckInTheStartUpEndsTheJob) {
+  const std::filesystem::path dir = scratch_dir();
+  {  // a token shard: 256 int32 of header (magic, version 2, count), then uint32 tokens below 256
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520, header[1] = 2, header[2] = 4096;
+    std::vector<uint32_t> tokens(4096);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint32_t(i * 37 % 256);
+    std::ofstream out(dir / "train_000000.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), std::streamsize(header.size() * 4));
+    out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
+  }
+  const std::string run = (dir / "run").string();
+  const std::string job = "timeout -k 5 40 " TESSERA_MPI_LAUNCH " -np 2 " TESSERA_EXE
+                          " train --quiet --model gpt2-tiny --device cpu --batch-size 2 --seq-len 16 --steps 100000 "
+                          "--comm-timeout " + std::to_string(int(kTimeout)) + " --train-data " +
+                          (dir / "train_000000.bin").string() + " --out-dir " + run;
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult out = run_command(
+      "( " + job + " & pid=$!; for i in $(seq 1 20000); do v=$(pgrep -f '^" TESSERA_EXE " train .*--out-dir " + run +
+      "$' | head -1); [ -n \"$v\" ] && break; sleep 0.001; done; kill -STOP $v; wait $pid; echo \"exit=$?\"; "
+      "kill -9 $v 2>/dev/null )");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(contains(out.output, "exit=0")) << out.output;
+  EXPECT_FALSE(contains(out.output, "exit=124")) << "the job hung\n" << out.output;
+  EXPECT_LT(seconds, kTimeout + kMargin) << out.output;
+  EXPECT_TRUE(contains(out.output, "did not complete within 2 s")) << out.output;
 }
 
 }  // namespace
