@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <new>
 #include <thread>
 #include <utility>
@@ -15,6 +16,24 @@
 #include "core/user_text.h"
 
 namespace tessera::cli {
+
+namespace {
+
+// CLI11's help, without the values its negated switches set ("--no-overlap{false}" reads "--no-overlap").
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
+    std::string name = CLI::Formatter::make_option_name(opt, is_positional);
+    for (size_t open = name.find('{'); open != std::string::npos; open = name.find('{', open)) {
+      const size_t close = name.find('}', open);
+      if (close == std::string::npos) break;
+      name.erase(open, close - open + 1);
+    }
+    return name;
+  }
+};
+
+}  // namespace
 
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& description) {
   CLI::App* command = app.add_subcommand(name, description);
@@ -145,6 +164,7 @@ std::string command_message(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"Tessera: train transformer language models (GPT-2, Llama, MoE) on CPU and GPU", "tessera"};
   app.require_subcommand(1, 1);
+  app.formatter(std::make_shared<tessera::cli::HelpFormatter>());  // before the commands: they copy it
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
   tessera::cli::add_train_command(app);
   tessera::cli::add_eval_command(app);

@@ -201,6 +201,12 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   const std::filesystem::path demo = dir / "demo";
   expect_one_line_error("train --zero 7 --out-dir " + demo.string(), "--zero must be 0, 1, 2 or 3");
   EXPECT_FALSE(std::filesystem::exists(demo / "data"));
+  // Refusals of the configuration exit 2, as a bad flag does, so that tessera launch does not restart them.
+  for (const std::string flag : {"--dtype xyz", "--lr-schedule cosinus"}) {
+    expect_one_line_error("train " + flag + " --out-dir " + demo.string(), flag.substr(0, flag.find(' ')));
+    EXPECT_EQ(tessera_run("train " + flag + " --out-dir " + demo.string()).exit_code, 2) << flag;
+  }
+  EXPECT_FALSE(std::filesystem::exists(demo));
   // A data flag without --train-data (or an empty one, an unset $DATA) is a mistake, not the demo.
   expect_one_line_error("train --val-data 'x/val_*.bin' --out-dir " + demo.string(),
                         "--val-data was given without --train-data");
@@ -609,6 +615,9 @@ TEST(Cli, HelpListsTheTrainFlags) {
                            "--checkpoint-weights", "--attention-mask", "--out-dir",
                            "--metrics-file", "--threads"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+  // A negated switch reads as itself, without CLI11's "{false}".
+  EXPECT_NE(r.output.find("--no-overlap "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("{false}"), std::string::npos) << r.output;
 }
 
 }  // namespace tessera
