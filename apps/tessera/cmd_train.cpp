@@ -2,6 +2,7 @@
 // the embedded default: a small GPT trained on Debian's fortunes corpus with its own tokenizer.
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -43,8 +44,8 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--vocab-size", c.vocab_size, "Override the vocabulary size (default: the preset's or the tokenizer's)");
   cmd.add_option("--context", c.context, "Override the preset's context length");
   cmd.add_option("--init-from", c.init_from,
-                 "Start from the weights of a Hugging Face GPT-2, Llama or Mixtral folder (config.json + "
-                 "safetensors), or of a Tessera checkpoint or run folder (its newest): fine-tuning, with a fresh "
+                 "Start from the weights of a Hugging Face GPT-2, Llama, Mistral, Qwen2 or Mixtral folder (config.json "
+                 "+ safetensors), or of a Tessera checkpoint or run folder (its newest): fine-tuning, with a fresh "
                  "optimizer from step 0");
   cmd.add_option("--recompute", c.recompute,
                  "Activation recomputation: none, selective (attention core and activations) or full (whole blocks)")
@@ -124,7 +125,8 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
                  "0.7:web/train_*.bin,0.3:code/train_*.bin (each batch draws its sequences by the weights)");
   cmd.add_option("--val-data", c.val_data, "Glob of token shards for validation (or a weighted mixture, as --train-data)");
   cmd.add_option("--tokenizer", c.tokenizer,
-                 "tokenizer.json, or a folder with encoder.json + vocab.bpe; a preset's vocabulary follows it");
+                 "tokenizer.json, a *.tiktoken file, or a folder with tokenizer.json (a Hugging Face model's) or "
+                 "encoder.json + vocab.bpe; a preset's vocabulary follows it");
   cmd.add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
   cmd.add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   cmd.add_option("--min-lr", c.min_lr, "Final learning rate of cosine/wsd")->capture_default_str();
@@ -314,6 +316,9 @@ void add_train_command(CLI::App& app) {
     }
     TrainResult result = trainer->run();
     stop_signals.reset();
+    // A save-and-stop request has nothing left to do; tessera launch repeats its request while the job
+    // runs, and one landing now must not kill the rank (SIGUSR1's default) as the job winds down.
+    std::signal(SIGUSR1, SIG_IGN);
     if (runtime.world_rank() != 0) return;
     if (result.already_finished) {
       std::printf("%s already finished at step %lld (--steps %lld); nothing to train: raise --steps to continue it\n"

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string_view>
@@ -75,6 +76,17 @@ void StopSignals::acknowledge_on_stderr(bool on) {
 }
 
 int StopSignals::pending() { return g_depth > 0 ? g_received.load() : 0; }
+
+std::array<double, kStopSignals.size()> stop_votes(int signal) {
+  std::array<double, kStopSignals.size()> votes{};
+  for (size_t i = 0; i < kStopSignals.size(); ++i) votes[i] = kStopSignals[i] == signal ? 1.0 : 0.0;
+  return votes;
+}
+
+int stop_vote_result(const double* summed_votes) {
+  const double* most = std::max_element(summed_votes, summed_votes + kStopSignals.size());
+  return *most > 0.5 ? kStopSignals[size_t(most - summed_votes)] : 0;
+}
 
 const char* StopSignals::name(int signal) {
   switch (signal) {

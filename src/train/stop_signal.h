@@ -18,9 +18,6 @@
 
 namespace tessera {
 
-// Stands for a signal another rank received (this one got none).
-inline constexpr int kSignalElsewhere = -1;
-
 // The signals that ask a run to save and stop.
 inline constexpr std::array<int, 3> kStopSignals = {SIGTERM, SIGINT, SIGUSR1};
 // A second SIGTERM/SIGINT sooner than this after the first repeats the same request.
@@ -43,9 +40,17 @@ class StopSignals {
   // Whether the first request is acknowledged on stderr the moment it arrives (a step can take
   // minutes; the stop itself is reported when it happens). Off by default; one rank of a job says it.
   static void acknowledge_on_stderr(bool on);
-  // "SIGTERM" / "SIGINT" / "SIGUSR1" ("a stop signal" for kSignalElsewhere).
+  // "SIGTERM" / "SIGINT" / "SIGUSR1" ("a stop signal" for another number).
   static const char* name(int signal);
 };
+
+// A rank's stop request as one count per kStopSignals entry (1 for the signal it received, else 0),
+// to be summed over the ranks with the step's other values: ranks receive a job's request at slightly
+// different moments, and the sums let every rank stop after the same step and name the signal.
+std::array<double, kStopSignals.size()> stop_votes(int signal);
+// The signal most ranks received, from the summed votes (ties go to the earlier in kStopSignals), or
+// 0 when none did.
+int stop_vote_result(const double* summed_votes);
 
 // Thrown by every rank alike when a stop request came during the run's set-up (the ranks agreed on
 // it): nothing was trained, so there is nothing to save. `tessera train` says so and exits 0.

@@ -231,11 +231,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
 }
 
 int Trainer::agree_on_stop() {
-  const int local = StopSignals::pending();
-  Tensor flag = Tensor::zeros({1});
-  flag.f32()[0] = local != 0 ? 1.0f : 0.0f;
-  grid_.world->all_reduce(flag, ReduceOp::max);
-  return local != 0 ? local : flag.f32()[0] > 0 ? kSignalElsewhere : 0;
+  const auto votes = stop_votes(StopSignals::pending());
+  const std::vector<double> summed = sum_over(*grid_.world, {votes.begin(), votes.end()});
+  return stop_vote_result(summed.data());
 }
 
 void Trainer::stop_if_asked_during_setup() {
@@ -305,12 +303,13 @@ float Trainer::accumulate_gradients(int64_t step_sequence) {
   if (Fp8Scaling* fp8 = model_->fp8()) update_fp8_scales(*fp8, *grid_.world);
   // Under ZeRO 2 and 3 every micro-batch's gradients were reduced already: the tied copies sum in the shards.
   if (pipeline_ && data_parallel_->reduces_by_part()) pipeline_->reduce_tied_embedding(*data_parallel_);
-  // One all-reduce carries the step's loss, whether any rank was asked to stop, how far an
-  // asynchronous checkpoint save has got, the pipeline's timings and the MoE statistics:
-  // [loss, stop, save landed, save failed, pipeline..., aux, z, kept rows..., router choices...].
-  const int local_signal = stop_signals_ ? stop_signals_->received() : 0;
+  // One all-reduce carries the step's loss, how far an asynchronous checkpoint save has got, which
+  // stop signals the ranks received, the pipeline's timings and the MoE statistics:
+  // [loss, save landed, save failed, stop votes..., pipeline..., aux, z, kept rows..., router choices...].
   const std::array<double, 2> save = checkpoint_saver_->progress();
-  std::vector<double> values{loss_sum, local_signal != 0 ? 1.0 : 0.0, save[0], save[1]};
+  const auto votes = stop_votes(stop_signals_ ? stop_signals_->received() : 0);
+  std::vector<double> values{loss_sum, save[0], save[1]};
+  values.insert(values.end(), votes.begin(), votes.end());
   const size_t pipeline_at = values.size();
   if (pipeline_) {
     const std::vector<double> stage = pipeline_->step_values();
@@ -325,14 +324,15 @@ float Trainer::accumulate_gradients(int64_t step_sequence) {
     values.insert(values.end(), model_->routed_load().begin(), model_->routed_load().end());
   }
   std::vector<double> sums = sum_over_ranks(values);
-  // The tp ranks agree on the rest already; stop requests and checkpoint writes count every rank.
+  // The tp ranks agree on the rest already; checkpoint writes and stop requests count every rank.
+  const size_t counted_end = 3 + votes.size();
   if (tensor_parallel_) {
-    const std::vector<double> flags = sum_over(*grid_.tp, {sums[1], sums[2], sums[3]});
-    std::copy(flags.begin(), flags.end(), sums.begin() + 1);
+    const std::vector<double> counts = sum_over(*grid_.tp, {sums.begin() + 1, sums.begin() + counted_end});
+    std::copy(counts.begin(), counts.end(), sums.begin() + 1);
   }
-  // Every rank stops after this step when any was signalled; a rank that was not names it vaguely.
-  stop_signal_ = local_signal != 0 ? local_signal : sums[1] > 0 ? kSignalElsewhere : 0;
-  checkpoint_saver_->after_step(sums[2], sums[3]);
+  checkpoint_saver_->after_step(sums[1], sums[2]);
+  // Every rank stops after this step when any was signalled, naming the signal most ranks received.
+  stop_signal_ = stop_vote_result(sums.data() + 3);
   const ModelConfig& mc = model_->config();
   const double per_layer_sequence = double(B) * double(mc.num_layers - mc.moe.first_dense_layers);
   if (pipeline_) pipeline_step_ = pipeline_->step_metrics(sums.data() + pipeline_at, data_parallel_->replicas());

@@ -106,8 +106,7 @@ class Trainer {
   std::string attention_note() const;
   void write_loss_plot(const std::filesystem::path& metrics_path);
   bool is_reporting_rank() const { return grid_.world_rank == 0; }
-  // Collective over the world: the stop request this rank received (StopSignals::pending()), else
-  // kSignalElsewhere when another rank received one, else 0.
+  // Collective over the world: the stop signal most ranks received (StopSignals::pending()), or 0.
   int agree_on_stop();
   // Collective: throws StoppedDuringSetup (every rank alike) when a rank received a stop request.
   void stop_if_asked_during_setup();
@@ -143,7 +142,7 @@ class Trainer {
   double checkpoint_stall_s_ = -1;  // the last save's stall, reported on the next metrics line (-1: none)
   double comm_wait_s_ = 0;  // exposed communication of the last step
   const StopSignals* stop_signals_ = nullptr;  // run()'s handlers, while it runs
-  int stop_signal_ = 0;  // the last step's stop request: the signal, kSignalElsewhere, or 0
+  int stop_signal_ = 0;  // the last step's stop request: the signal most ranks received, or 0
   // The MoE layers' statistics of the last step, over its micro-batches and the dp ranks.
   struct MoeStepStats {
     double aux = 0, z = 0;

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
+#include <initializer_list>
 #include <thread>
 
 #include "train/stop_signal.h"
@@ -36,7 +38,25 @@ TEST(StopSignals, EachStopSignalIsRecordedAndNamed) {
   }
   EXPECT_STREQ(StopSignals::name(SIGUSR1), "SIGUSR1");
   EXPECT_STREQ(StopSignals::name(SIGTERM), "SIGTERM");
-  EXPECT_STREQ(StopSignals::name(kSignalElsewhere), "a stop signal");
+  EXPECT_STREQ(StopSignals::name(0), "a stop signal");
+}
+
+// Summed over the ranks, the votes name the signal most of them received, also on a rank that
+// received none yet (a job's request reaches its ranks at slightly different moments).
+TEST(StopSignals, SummedVotesNameTheSignalMostRanksReceived) {
+  const auto summed = [](std::initializer_list<int> received) {
+    std::array<double, kStopSignals.size()> sum{};
+    for (const int signal : received) {
+      const auto votes = stop_votes(signal);
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += votes[i];
+    }
+    return stop_vote_result(sum.data());
+  };
+  EXPECT_EQ(summed({0, 0, 0, 0}), 0);
+  EXPECT_EQ(summed({0, SIGUSR1}), SIGUSR1);
+  EXPECT_EQ(summed({SIGINT, 0, 0}), SIGINT);
+  EXPECT_EQ(summed({SIGUSR1, SIGTERM, SIGUSR1, 0}), SIGUSR1);
+  EXPECT_EQ(summed({SIGUSR1, SIGTERM}), SIGTERM);  // a tie: the earlier in kStopSignals
 }
 
 TEST(StopSignals, EchoesOfTheFirstRequestDoNotEndTheProcess) {
