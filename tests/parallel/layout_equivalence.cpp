@@ -14,6 +14,7 @@
 // the whole batch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -26,6 +27,62 @@
 
 namespace tessera {
 namespace {
+
+// How far a layout's run may be from one process's: its losses and gradient norms (relative), and its
+// final weights per tensor (relative in the L2 norm, plus a floor in fractions of one step of lr 1e-3).
+// Reduction order changes fp32 rounding, and Adam's normalisation turns rounding noise into
+// full-size steps where the exact gradient is (near) zero: for a whole tensor (the key bias of
+// attention: softmax ignores a constant added to every score), hence the floor; and for a lone
+// element (one of llama-tiny's value-projection weights moved 6% of a step, the rest agreeing to
+// 1e-6, when the CPU code went from AVX-512 to AVX2), hence the largest tenth of a percent of each
+// tensor's differences (at least one) may each reach one step. A layout bug moves rows, columns or
+// whole shards, far beyond these.
+struct Tolerance {
+  double relative;
+  double floor_steps;
+};
+constexpr Tolerance kFp32{1e-5, 1e-3};
+// With fp8 linear layers, from the second step on. An fp8 cast keeps 3 mantissa bits, so an operand
+// at a rounding boundary that another reduction order moved by one fp32 ulp changes by up to 1/16 of
+// itself; from step 2 the layouts' weights differ by rounding, and such flips come: gpt2-tiny under
+// tp2·pp2 agreed with one process to every digit for three steps, then its gradient norm was 1.7e-4
+// apart at step 4 and its key biases 0.5% of a step in RMS. The first step has the same weights in
+// every layout and keeps kFp32; a wrong scale (one rank's amax instead of the group's) moves every
+// cast at once.
+constexpr Tolerance kFp8{1e-3, 1e-2};
+
+// The tolerance for a run with `flags` at step `step` (1-based), or for its final weights (step 0).
+Tolerance tolerance(const std::string& flags, size_t step) {
+  return flags.find("--fp8") != std::string::npos && step != 1 ? kFp8 : kFp32;
+}
+
+using Tensors = std::vector<std::pair<std::string, std::vector<float>>>;
+
+void expect_weights_match(const Tensors& want_all, const Tensors& got_all, Tolerance tolerance) {
+  constexpr double kLr = 1e-3;
+  ASSERT_EQ(got_all.size(), want_all.size());
+  ASSERT_FALSE(want_all.empty());
+  for (size_t t = 0; t < want_all.size(); ++t) {
+    const auto& [name, want] = want_all[t];
+    const std::vector<float>& got = got_all[t].second;
+    ASSERT_EQ(got.size(), want.size()) << name;
+    std::vector<double> diffs(want.size());
+    double norm = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diffs[i] = std::fabs(double(got[i]) - want[i]);
+      norm += double(want[i]) * want[i];
+    }
+    std::sort(diffs.begin(), diffs.end());
+    const size_t lone = std::max<size_t>(1, diffs.size() / 1000);
+    EXPECT_LE(diffs.back(), kLr) << name;
+    double rest = 0;
+    for (size_t i = 0; i + lone < diffs.size(); ++i) rest += diffs[i] * diffs[i];
+    const double floor = tolerance.floor_steps * kLr * std::sqrt(double(want.size()));
+    EXPECT_LE(std::sqrt(rest), tolerance.relative * std::sqrt(norm) + floor)
+        << name << " (largest element differences " << diffs.back() << ", then " << diffs[diffs.size() - lone - 1]
+        << ")";
+  }
+}
 
 // Global batch 8 sequences: every dp degree and micro-batch size below divides it.
 const Layout kLayouts[] = {
@@ -147,27 +204,11 @@ TEST_P(LayoutEquivalence, MatchesOneProcess) {
       for (size_t i = 0; i < want.size(); ++i) {
         const double w = (want.is_array() ? want[i] : want).get<double>();
         const double g = (got.is_array() ? got[i] : got).get<double>();
-        EXPECT_NEAR(g, w, 1e-5 * std::fabs(w)) << key << " [" << i << "] at step " << s + 1;
+        EXPECT_NEAR(g, w, tolerance(layout.extra, s + 1).relative * std::fabs(w))
+            << key << " [" << i << "] at step " << s + 1;
       }
     }
-  ASSERT_EQ(run.weights.size(), ref.weights.size());
-  ASSERT_FALSE(ref.weights.empty());
-  // Per tensor, relative in the L2 norm. Reduction order changes fp32 rounding, and Adam's
-  // normalisation turns rounding noise into full-size steps where the exact gradient is zero (the
-  // key bias of attention: softmax ignores a constant added to every score), so the bound has a
-  // floor of 1e-3 of one step (lr = 1e-3) in RMS; a layout bug moves whole tensors far beyond it.
-  for (size_t t = 0; t < ref.weights.size(); ++t) {
-    const auto& [name, want] = ref.weights[t];
-    const std::vector<float>& got = run.weights[t].second;
-    ASSERT_EQ(got.size(), want.size()) << name;
-    double diff = 0, norm = 0, worst = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      double d = double(got[i]) - want[i];
-      diff += d * d, norm += double(want[i]) * want[i], worst = std::max(worst, std::fabs(d));
-    }
-    const double floor = 1e-3 * 1e-3 * std::sqrt(double(want.size()));
-    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + floor) << name << " (largest element difference " << worst << ")";
-  }
+  expect_weights_match(ref.weights, run.weights, tolerance(layout.extra, 0));
 }
 
 // Resharding on resume and elastic restarts: two steps under one layout, a checkpoint, two more under
@@ -197,18 +238,9 @@ TEST_P(ReshardOnResume, ContinuesTheOneProcessTrajectory) {
   for (size_t s = 0; s < 4; ++s)
     for (const char* key : {"loss", "grad_norm"}) {
       const double want = ref.metrics[s][key], got = run.metrics[s][key];
-      EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << key << " at step " << s + 1;
+      EXPECT_NEAR(got, want, tolerance(both, s + 1).relative * std::fabs(want)) << key << " at step " << s + 1;
     }
-  ASSERT_EQ(run.weights.size(), ref.weights.size());
-  for (size_t t = 0; t < ref.weights.size(); ++t) {
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < ref.weights[t].second.size(); ++i) {
-      const double d = double(run.weights[t].second[i]) - ref.weights[t].second[i];
-      diff += d * d, norm += double(ref.weights[t].second[i]) * ref.weights[t].second[i];
-    }
-    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-6 * std::sqrt(double(ref.weights[t].second.size())))
-        << ref.weights[t].first;
-  }
+  expect_weights_match(ref.weights, run.weights, tolerance(both, 0));
 }
 
 void PrintTo(const Reshard& r, std::ostream* os) {
