@@ -74,7 +74,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
   cmd->add_option("--init-from", o->init_from,
                   "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Mixtral) instead of a checkpoint");
-  cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer (default: the checkpoint's tokenizer.json)");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "Tokenizer, as train's --tokenizer (default: the one in the checkpoint's or --init-from's folder)");
   cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document), or the user's message");
   cmd->add_option("--chat-template", o->chat_template,
                   "llama3, chatml or qwen2.5: send --prompt as a user's message and print the assistant's reply, which ends "
