@@ -58,9 +58,12 @@ void CheckpointReader::read_slice(const std::string& tensor, const TensorSlice& 
   for (uint64_t done = 0; done < hi - lo;) {
     const ssize_t n = ::pread(fd, buffer_.data() + done, size_t(hi - lo - done), off_t(slice.offset + lo + done));
     if (n < 0 && errno == EINTR) continue;
+    TS_CHECK_ERRNO(n >= 0, errno, "checkpoint file ", quoted_text(path.string()), ": cannot read bytes [",
+                   slice.offset + lo + done, ", ", slice.offset + hi, ") of tensor '", tensor, "' (", errno_text(errno),
+                   ")");
     TS_CHECK(n > 0, "checkpoint file ", quoted_text(path.string()), ": cannot read bytes [", slice.offset + lo + done,
-             ", ", slice.offset + hi, ") of tensor '", tensor, "' (", n < 0 ? errno_text(errno) : "end of file",
-             "); the file is truncated, restore it or resume from an older checkpoint");
+             ", ", slice.offset + hi, ") of tensor '", tensor, "' (end of file); the file is truncated, restore it or ",
+             "resume from an older checkpoint");
     done += uint64_t(n);
   }
   for (uint64_t at = lo; blocks && at < hi; at += kCrcBlockBytes) {

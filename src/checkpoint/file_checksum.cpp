@@ -69,7 +69,8 @@ FileDigest file_digest(const std::filesystem::path& file, std::string_view what)
   uint32_t crc = crc32_of(nullptr, 0);
   if (bytes > 0) {
     void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, source.fd(), 0);
-    TS_CHECK(map != MAP_FAILED, "cannot read ", what, " ", quoted_text(file.string()), ": ", errno_text(errno));
+    TS_CHECK_ERRNO(map != MAP_FAILED, errno, "cannot read ", what, " ", quoted_text(file.string()), ": ",
+                   errno_text(errno));
     crc = crc32_of(map, bytes);
     ::munmap(map, bytes);
   }

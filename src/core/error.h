@@ -3,6 +3,7 @@
 // debugging. The CLI prints what() as one line and exits non-zero.
 #pragma once
 
+#include <cerrno>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -31,6 +32,27 @@ class QuietError : public Error {
   using Error::Error;
 };
 
+// The storage failed under an open, a stat or a read (EIO, ESTALE, a network file system's timeout, no
+// descriptors or memory left): not the user's input, and a later try may succeed. A run's start-up
+// does not take it for a refused configuration, so `tessera launch` restarts the job.
+class StorageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Whether errno value `err` is such a failure of the storage rather than of the path (ENOENT, EACCES,
+// ENOTDIR, ...) or of what it holds.
+inline bool is_storage_failure(int err) {
+  switch (err) {
+    case EIO: case ESTALE: case ETIMEDOUT: case EAGAIN: case EINTR: case ENFILE: case EMFILE: case ENOMEM:
+    case ENOLINK: case ECOMM: case EREMOTEIO: case EHOSTDOWN: case EHOSTUNREACH: case ENETDOWN: case ENETUNREACH:
+    case ENETRESET: case ECONNRESET: case ECONNABORTED: case ECONNREFUSED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 namespace detail {
 // Throws E (Error or a class derived from it, for callers that catch one kind of failure) built from
 // the streamed parts.
@@ -56,3 +78,14 @@ template <typename... Parts>
 
 // Throws unconditionally.
 #define TS_FAIL(...) ::tessera::detail::throw_error(__FILE__, __LINE__, __VA_ARGS__)
+
+// TS_CHECK for a system call that left errno value `err`: throws tessera::StorageError when err is a
+// failure of the storage (is_storage_failure), else tessera::Error.
+#define TS_CHECK_ERRNO(cond, err, ...)                                                                  \
+  do {                                                                                                  \
+    if (!(cond)) {                                                                                      \
+      if (::tessera::is_storage_failure(err))                                                           \
+        ::tessera::detail::throw_error_as<::tessera::StorageError>(__FILE__, __LINE__, __VA_ARGS__);    \
+      ::tessera::detail::throw_error(__FILE__, __LINE__, __VA_ARGS__);                                  \
+    }                                                                                                   \
+  } while (0)

@@ -29,7 +29,8 @@ const char* kind_of(mode_t mode) {
 
 [[noreturn]] void refuse_open(const std::filesystem::path& path, std::string_view what, int err) {
   if (err == ENOENT) TS_FAIL(what, " ", quoted_text(path.string()), ": no such file; check the path");
-  TS_FAIL(what, " ", quoted_text(path.string()), ": cannot open (", errno_text(err), ")");
+  TS_CHECK_ERRNO(false, err, what, " ", quoted_text(path.string()), ": cannot open (", errno_text(err), ")");
+  __builtin_unreachable();
 }
 
 }  // namespace
@@ -41,7 +42,7 @@ RegularFile::RegularFile(const std::filesystem::path& path, std::string_view wha
   if (::fstat(fd_, &st) != 0) {
     const int err = errno;
     ::close(fd_);
-    TS_FAIL(what, " ", quoted_text(path.string()), ": cannot stat (", errno_text(err), ")");
+    TS_CHECK_ERRNO(false, err, what, " ", quoted_text(path.string()), ": cannot stat (", errno_text(err), ")");
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd_);

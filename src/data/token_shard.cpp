@@ -46,8 +46,8 @@ std::array<int32_t, kTokenShardHeaderInts> read_shard_header(const RegularFile& 
            kTokenShardHeaderBytes, "-byte header; ", fix);
   std::array<int32_t, kTokenShardHeaderInts> header{};
   const ssize_t got = ::pread(file.fd(), header.data(), size_t(kTokenShardHeaderBytes), 0);
-  TS_CHECK(got == kTokenShardHeaderBytes, what, ": cannot read the header (", got < 0 ? errno_text(errno) : "short read",
-           ")");
+  TS_CHECK_ERRNO(got == kTokenShardHeaderBytes, got < 0 ? errno : 0, what, ": cannot read the header (",
+                 got < 0 ? errno_text(errno) : "short read", ")");
   return header;
 }
 

@@ -20,7 +20,7 @@ std::string read_whole_file(const std::filesystem::path& file, std::string_view 
   while (true) {
     ssize_t n = ::read(source.fd(), buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    TS_CHECK(n >= 0, "cannot read ", what, " ", quoted_text(file.string()), ": ", errno_text(errno));
+    TS_CHECK_ERRNO(n >= 0, errno, "cannot read ", what, " ", quoted_text(file.string()), ": ", errno_text(errno));
     if (n == 0) break;
     bytes.append(buffer, size_t(n));
     TS_CHECK(bytes.size() <= max_bytes, what, " ", quoted_text(file.string()), " grew past the ", max_bytes,

@@ -22,12 +22,15 @@ class RunRefused : public Error {
     if (!(cond)) ::tessera::detail::throw_error_as<::tessera::RunRefused>(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
-// Runs `check`; a tessera::Error it throws (not a RunRefused already) is rethrown as RunRefused.
+// Runs `check`; a tessera::Error it throws is rethrown as RunRefused, except a RunRefused already and
+// a StorageError (a read the storage failed, which a restart may get past).
 template <typename F>
 auto refuse_on_error(F check) -> decltype(check()) {
   try {
     return check();
   } catch (const RunRefused&) {
+    throw;
+  } catch (const StorageError&) {
     throw;
   } catch (const Error& e) {
     throw RunRefused(e.what(), e.where());
