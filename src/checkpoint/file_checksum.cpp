@@ -1,9 +1,8 @@
 // File and block CRC-32 through zlib: 64 MiB pieces (or 4 MiB blocks) are summed on all OpenMP
 // threads and joined in order with crc32_combine (zlib's crc32 alone runs at about 0.4 GB/s, too
-// slow for a checkpoint of several GB). Files are read through a read-only mapping.
+// slow for a checkpoint of several GB). Files are read through a read-only mapping (core/file_mapping.h).
 #include "checkpoint/file_checksum.h"
 
-#include <sys/mman.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/file_checks.h"
+#include "core/file_mapping.h"
 #include "core/user_text.h"
 
 namespace tessera {
@@ -68,11 +68,8 @@ FileDigest file_digest(const std::filesystem::path& file, std::string_view what)
   const size_t bytes = size_t(source.size());
   uint32_t crc = crc32_of(nullptr, 0);
   if (bytes > 0) {
-    void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, source.fd(), 0);
-    TS_CHECK_ERRNO(map != MAP_FAILED, errno, "cannot read ", what, " ", quoted_text(file.string()), ": ",
-                   errno_text(errno));
-    crc = crc32_of(map, bytes);
-    ::munmap(map, bytes);
+    const FileMapping mapping(source, std::string(what) + " " + quoted_text(file.string()));
+    crc = crc32_of(mapping.bytes().data(), bytes);
   }
   return {uint64_t(bytes), crc32_hex(crc)};
 }

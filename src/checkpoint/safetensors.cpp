@@ -2,7 +2,6 @@
 // Multi-byte values are little-endian in the file; we require a little-endian host.
 #include "checkpoint/safetensors.h"
 
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <bit>
@@ -13,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/file_checks.h"
+#include "core/user_text.h"
 #include "data/json_excerpt.h"
 
 namespace tessera {
@@ -59,29 +59,19 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   const size_t file_bytes = size_t(file.size());
   TS_CHECK(file_bytes >= 8, "safetensors file ", path, ": ", file_bytes,
            " bytes is too short to hold the 8-byte header length");
-  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, file.fd(), 0);
-  std::string map_error = map == MAP_FAILED ? errno_text(errno) : "";
-  TS_CHECK(map != MAP_FAILED, "safetensors file ", path, ": cannot map: ", map_error);
-  map_ = static_cast<const std::byte*>(map);
-  map_bytes_ = file_bytes;
+  mapping_ = FileMapping(file, "safetensors file " + quoted_text(path.string()));
+  map_ = mapping_.bytes().data();
 
   uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, map_, 8);
-  try {
-    TS_CHECK(header_bytes <= max_header_bytes, "safetensors file ", path, ": header length ", header_bytes,
-             " exceeds the ", max_header_bytes, "-byte limit");
-    TS_CHECK(header_bytes <= file_bytes - 8, "safetensors file ", path, ": header length ", header_bytes,
-             " runs past the end of the file (", file_bytes, " bytes)");
-    data_ = map_ + 8 + header_bytes;
-    data_bytes_ = file_bytes - 8 - size_t(header_bytes);
-    parse_header(size_t(header_bytes));
-  } catch (...) {
-    ::munmap(const_cast<std::byte*>(map_), map_bytes_);
-    throw;
-  }
+  TS_CHECK(header_bytes <= max_header_bytes, "safetensors file ", path, ": header length ", header_bytes,
+           " exceeds the ", max_header_bytes, "-byte limit");
+  TS_CHECK(header_bytes <= file_bytes - 8, "safetensors file ", path, ": header length ", header_bytes,
+           " runs past the end of the file (", file_bytes, " bytes)");
+  data_ = map_ + 8 + header_bytes;
+  data_bytes_ = file_bytes - 8 - size_t(header_bytes);
+  parse_header(size_t(header_bytes));
 }
-
-SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(map_), map_bytes_); }
 
 void SafetensorsFile::parse_header(size_t header_bytes) {
   const char* text = reinterpret_cast<const char*>(map_ + 8);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/file_mapping.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -34,7 +35,6 @@ class SafetensorsFile {
  public:
   // Maps and validates `path`; throws tessera::Error naming the file and the problem.
   explicit SafetensorsFile(const std::filesystem::path& path);
-  ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
@@ -59,8 +59,8 @@ class SafetensorsFile {
   const SafetensorsInfo* find(const std::string& name) const;
 
   std::filesystem::path path_;
-  const std::byte* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  FileMapping mapping_;  // the whole file
+  const std::byte* map_ = nullptr;  // its first byte
   const std::byte* data_ = nullptr;  // start of the data section
   size_t data_bytes_ = 0;
   std::vector<SafetensorsInfo> tensors_;

@@ -2,7 +2,6 @@
 // shard throws without leaving a mapping behind; writes go through AtomicFileWriter.
 #include "data/token_shard.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,43 +73,28 @@ TokenShard::TokenShard(const std::filesystem::path& path) : path_(path) {
            held, payload % width ? " and a partial one" : "", "; the file is not the shard its header describes, ",
            "re-create it (tessera tokenize)");
 
-  void* mapping = ::mmap(nullptr, size_t(file_bytes), PROT_READ, MAP_PRIVATE, file.fd(), 0);
-  TS_CHECK(mapping != MAP_FAILED, "shard ", name, ": mmap of ", file_bytes, " bytes failed (", errno_text(errno), ")");
-  // Nothing below throws, so the destructor always owns the mapping.
-  mapping_ = mapping;
-  mapping_bytes_ = size_t(file_bytes);
-  tokens_ = static_cast<const unsigned char*>(mapping) + kTokenShardHeaderBytes;
+  mapping_ = FileMapping(file, "shard " + name);
+  tokens_ = reinterpret_cast<const unsigned char*>(mapping_.bytes().data()) + kTokenShardHeaderBytes;
   version_ = header[1];
   num_tokens_ = header[2];
 }
 
-TokenShard::~TokenShard() { unmap(); }
-
 TokenShard::TokenShard(TokenShard&& other) noexcept
     : path_(std::move(other.path_)),
-      mapping_(std::exchange(other.mapping_, nullptr)),
-      mapping_bytes_(std::exchange(other.mapping_bytes_, 0)),
+      mapping_(std::move(other.mapping_)),
       tokens_(std::exchange(other.tokens_, nullptr)),
       version_(std::exchange(other.version_, 0)),
       num_tokens_(std::exchange(other.num_tokens_, 0)) {}
 
 TokenShard& TokenShard::operator=(TokenShard&& other) noexcept {
   if (this != &other) {
-    unmap();
     path_ = std::move(other.path_);
-    mapping_ = std::exchange(other.mapping_, nullptr);
-    mapping_bytes_ = std::exchange(other.mapping_bytes_, 0);
+    mapping_ = std::move(other.mapping_);
     tokens_ = std::exchange(other.tokens_, nullptr);
     version_ = std::exchange(other.version_, 0);
     num_tokens_ = std::exchange(other.num_tokens_, 0);
   }
   return *this;
-}
-
-void TokenShard::unmap() {
-  if (mapping_) ::munmap(mapping_, mapping_bytes_);
-  mapping_ = nullptr;
-  mapping_bytes_ = 0;
 }
 
 void write_token_shard(const std::filesystem::path& path, std::span<const uint32_t> tokens, int version) {

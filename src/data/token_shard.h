@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/file_mapping.h"
 
 namespace tessera {
 
@@ -32,11 +33,8 @@ class TokenShard {
  public:
   // Maps `path`; throws tessera::Error naming the file when it cannot be read or is not a valid shard.
   explicit TokenShard(const std::filesystem::path& path);
-  ~TokenShard();
   TokenShard(TokenShard&& other) noexcept;
   TokenShard& operator=(TokenShard&& other) noexcept;
-  TokenShard(const TokenShard&) = delete;
-  TokenShard& operator=(const TokenShard&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
   int version() const { return version_; }
@@ -57,11 +55,8 @@ class TokenShard {
   }
 
  private:
-  void unmap();
-
   std::filesystem::path path_;
-  void* mapping_ = nullptr;  // the whole file, PROT_READ
-  size_t mapping_bytes_ = 0;
+  FileMapping mapping_;  // the whole file
   const unsigned char* tokens_ = nullptr;  // first token, just past the header
   int version_ = 0;
   int64_t num_tokens_ = 0;
