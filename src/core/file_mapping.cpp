@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <utility>
 
 #include "core/error.h"
@@ -49,15 +48,17 @@ void on_sigbus(int signal, siginfo_t* info, void*) {
   ::raise(signal);
 }
 
-void install_handler_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction action {};
-    action.sa_sigaction = on_sigbus;
-    action.sa_flags = SA_SIGINFO;
-    sigemptyset(&action.sa_mask);
-    ::sigaction(SIGBUS, &action, nullptr);
-  });
+// Checked at every mapping, not once: a library may have put its own handler in since (Open MPI's
+// MPI_Init installs one that prints a stack trace and aborts).
+void install_handler() {
+  struct sigaction current {};
+  ::sigaction(SIGBUS, nullptr, &current);
+  if ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == on_sigbus) return;
+  struct sigaction action {};
+  action.sa_sigaction = on_sigbus;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGBUS, &action, nullptr);
 }
 
 int register_range(const std::byte* data, size_t size, const char* name) {
@@ -82,7 +83,7 @@ FileMapping::FileMapping(const RegularFile& file, std::string_view what) {
   data_ = static_cast<const std::byte*>(map);
   what_ = std::make_unique<char[]>(what.size() + 1);
   std::memcpy(what_.get(), what.data(), what.size());
-  install_handler_once();
+  install_handler();
   slot_ = register_range(data_, size_, what_.get());
 }
 
