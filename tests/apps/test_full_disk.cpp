@@ -1,6 +1,7 @@
-// A save that does not fit (a file-size limit stands in for a full disk): the run stops with one
-// line naming the checkpoint, its folder, the bytes it needed and had, and the checkpoint a resume
-// continues from, which is left whole: a resume with room trains on from it.
+// Storage that fails a run. A save that does not fit (a file-size limit stands in for a full disk):
+// the run stops with one line naming the checkpoint, its folder, the bytes it needed and had, and the
+// checkpoint a resume continues from, which is left whole: a resume with room trains on from it. A
+// shard that the storage stops serving mid-run (here: truncated while mapped): one line, exit 1.
 #include <gtest/gtest.h>
 
 #include "checkpoint/run_folder.h"
@@ -33,6 +34,21 @@ TEST(FullDisk, AFailedSaveNamesItsBytesAndLeavesThePreviousCheckpoint) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(testing::read_metrics(run / "metrics.jsonl").back()["step"].get<int64_t>(), 4);
   EXPECT_EQ(fs::read_symlink(run / kLatestCheckpoint), fs::path("ckpt-00000004"));
+}
+
+TEST(FullDisk, AShardThatShrinksMidRunEndsItWithOneLineNamingIt) {
+  const fs::path dir = testing::scratch_dir();
+  const std::string shard = testing::write_random_shard(dir, 1 << 20, 256, 6).string();
+  const testing::CommandResult out = testing::run_command(
+      "( OMP_NUM_THREADS=1 timeout 60 " + std::string(TESSERA_EXE) + " train --quiet --model gpt2-tiny --device cpu "
+      "--batch-size 4 --seq-len 16 --steps 1000000 --data-order sequential --train-data " + shard + " --out-dir " +
+      (dir / "run").string() + " & pid=$!; while [ \"$(cat " + (dir / "run" / "metrics.jsonl").string() +
+      " 2>/dev/null | wc -l)\" -lt 2 ]; do sleep 0.02; done; truncate -s 4096 " + shard + "; wait $pid; "
+      "echo \"exit=$?\" )");
+  EXPECT_TRUE(testing::contains(out.output, "exit=1")) << out.output;
+  EXPECT_TRUE(testing::contains(out.output, "tessera: error: cannot read shard " + shard +
+                                                ": a read through its memory mapping failed (SIGBUS)"))
+      << out.output;
 }
 
 }  // namespace
