@@ -3,6 +3,9 @@
 # AVX-512 enabled builds constant vectors such as {16.0, 16.0, 0.0, 0.0} as four 16s; where the probe
 # sees that, AVX-512 is turned off (-mno-avx512f, AVX2 stays), and where that does not help either,
 # the build is not tuned for this CPU at all. Every case says so in the configure output.
+# What GCC emits there is a broadcast from a general register (an AVX-512 form) of half a vector,
+# stored as the whole. -fno-tree-slp-vectorize also passes the probe, but turning AVX-512 off is the
+# sure fix; on the demo model's CPU step it cost 4-17% here (noisy medians, 2026-11-28).
 set(TESSERA_NATIVE_FLAGS "")
 if(TESSERA_NATIVE AND NOT CMAKE_CROSSCOMPILING)
   foreach(candidate "-march=native" "-march=native;-mno-avx512f")
