@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Here (the development machine, CUDA 13 but no GPU): builds Tessera for Hopper (sm_90a, portable
 # x86-64 host code) into build-gpu/ and packs what tools/gpu-check.sh runs on a GPU machine that
-# has CUDA and PyTorch but none of our Debian libraries: .gpu-bundle/bin (tessera, test_cuda) and
+# has CUDA and PyTorch but none of our Debian libraries: .gpu-bundle/bin (tessera, test_cuda, gzipped) and
 # .gpu-bundle/lib.tar.gz (every shared library they load that is not glibc's or the CUDA toolkit's,
 # which the GPU machine brings), binaries stripped, so the whole stays well under the device tool's
 # 64 MiB. Also .gpu-bundle/openmpi.tar.gz: Open MPI's launcher and plugins, for runs of several
@@ -47,14 +47,24 @@ git -C "$root" rev-parse HEAD > "$bundle/commit"
 git -C "$root" diff --quiet || echo "(with local changes)" >> "$bundle/commit"
 
 if [[ -n ${BASELINE:-} ]]; then
-  base_src=$root/build-gpu-baseline-src  # a worktree of the baseline commit (ignored, as build*/ are)
-  git -C "$root" worktree remove --force "$base_src" 2>/dev/null || rm -rf "$base_src"
-  git -C "$root" worktree add --detach "$base_src" "$BASELINE" > /dev/null
-  cmake -S "$base_src" -B "$root/build-gpu-baseline" "${configure[@]}" > /dev/null
-  cmake --build "$root/build-gpu-baseline" --parallel "$(nproc)" --target tessera
-  strip -o "$bundle/baseline-tessera" "$root/build-gpu-baseline/tessera"
+  base_build=$root/build-gpu-baseline
+  base_commit=$(git -C "$root" rev-parse "$BASELINE^{commit}")
+  # A fresh worktree gives every file a new time, which would rebuild the baseline in full (about
+  # 10 minutes here): it is built only when its commit is not the one built last.
+  if [[ $(cat "$base_build/built-commit" 2>/dev/null) != "$base_commit" || ! -x $base_build/tessera ]]; then
+    base_src=$root/build-gpu-baseline-src  # a worktree of the baseline commit (ignored, as build*/ are)
+    git -C "$root" worktree remove --force "$base_src" 2>/dev/null || rm -rf "$base_src"
+    git -C "$root" worktree add --detach "$base_src" "$BASELINE" > /dev/null
+    cmake -S "$base_src" -B "$base_build" "${configure[@]}" > /dev/null
+    cmake --build "$base_build" --parallel "$(nproc)" --target tessera
+    echo "$base_commit" > "$base_build/built-commit"
+    git -C "$root" worktree remove --force "$base_src"
+  fi
+  strip -o "$bundle/baseline-tessera" "$base_build/tessera"
   gzip -9 "$bundle/baseline-tessera"
   git -C "$root" rev-parse --short=7 "$BASELINE" > "$bundle/baseline-commit"
-  git -C "$root" worktree remove --force "$base_src"
 fi
+# The binaries travel gzipped (about a third of their size): the working tree and the bundle share
+# the device tool's 64 MiB. tools/gpu-check.sh unpacks them.
+gzip -9 "$bundle"/bin/tessera "$bundle"/bin/test_cuda
 du -sh "$bundle"

@@ -73,6 +73,9 @@ record() {
   return "$rc"
 }
 
+for packed in "$bundle"/bin/*.gz; do  # tools/gpu-bundle.sh gzips the binaries
+  [[ -e $packed && ! -x ${packed%.gz} ]] && gunzip -c "$packed" > "${packed%.gz}" && chmod +x "${packed%.gz}"
+done
 [[ -x $bundle/bin/tessera ]] || { echo "gpu-check: no bundle at $bundle; run tools/gpu-bundle.sh on the build machine and carry .gpu-bundle" >&2; exit 2; }
 
 [[ -d $bundle/lib ]] || tar -C "$bundle" -xzf "$bundle/lib.tar.gz"
