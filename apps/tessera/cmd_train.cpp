@@ -187,6 +187,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--loss-scale-window", c.loss_scale_window, "Overflow-free steps before the loss scale doubles")
       ->capture_default_str();
   cmd.add_flag("!--no-overlap", c.overlap, "Reduce gradients after backward instead of during it");
+  cmd.add_flag("!--no-reshard-after-forward", c.reshard_after_forward,
+               "ZeRO-3: keep each block's gathered weights from its forward to its backward (one all-gather a block "
+               "and micro-batch instead of two, for the memory of the gathered blocks)");
   cmd.add_option("--device-comm", c.device_comm,
                  "How GPU tensors travel between ranks: auto (NCCL when every rank has its own GPU), nccl, or host "
                  "(copied through host memory, over MPI)")

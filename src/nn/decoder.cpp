@@ -143,8 +143,8 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss,
   embed(acts_, tokens);
   // Inference (no targets) routes dropless; training and evaluation follow the capacity factor.
   const MoeOptions dropless{};
-  forward_blocks(acts_, targets.defined() ? moe_options_ : dropless);
   acts_.dloss = dloss;
+  forward_blocks(acts_, targets.defined() ? moe_options_ : dropless);
   grad_ready_ = false;
   if (!targets.defined()) {  // inference: every row's logits, kept for logits()
     TS_CHECK(!tp_ && !ep_ && !cp_, "Decoder::forward: inference under tensor, expert or context parallelism is not "
@@ -238,7 +238,7 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
     gather_part(l, l + 1 < r.end || l + 1 == L ? l + 1 : kNoPart);
     if (l == r.first || !fuse) norm_forward(config_, a.blocks[size_t(l)].norm1, x, w_.blocks[size_t(l)].norm1);
     block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.seq, norm_after(l), block_context(l));
-    release_part(l);
+    if (reshard_after_forward_ || a.dloss == 0.0f) release_part(l);  // else held until its backward
   }
   if (fuse || r.end != L) return;
   // The final part stays gathered through the classifier (and a training forward's backward).
@@ -569,6 +569,7 @@ void Decoder::zero_grad() {
   std::fill(expert_load_.begin(), expert_load_.end(), 0.0);
   std::fill(routed_load_.begin(), routed_load_.end(), 0.0);
   moe_loss_sums_ = RouterLosses{};
+  release_all_parts();  // a step starts from the shards (an optimizer step since changed them)
   if (part_grads_) return part_grads_->zero_grad();
   if (!grads_.defined()) return allocate_grads();  // zero-filled
   if (device_ != Device::cpu) return device_memset_zero(grads_.raw_data(), grads_.bytes());

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -73,8 +74,10 @@ class Decoder {
   // ParamStorage::sharded_later) already, holds the parameters from now on. The decoder frees its flat parameters (params() stays undefined) and gathers each part
   // around its use; no block's last add is then fused with the next norm, whose gain lies in the
   // next part. The model, a pipeline stage, and a tp rank's slices, in training and evaluation
-  // forwards and the chunk API (no inference); kept by pointer.
-  void set_sharded_parameters(ShardedParameters* sharded);
+  // forwards and the chunk API (no inference); kept by pointer. A block's part is released after its
+  // forward and gathered again for its backward, unless `reshard_after_forward` is false: a training
+  // forward then keeps it until its backward (one all-gather a block and micro-batch, not two).
+  void set_sharded_parameters(ShardedParameters* sharded, bool reshard_after_forward = true);
   bool is_sharded() const { return sharded_ != nullptr; }
 
   // Each parameter by its ParamInit, keyed on (seed, name, index): normal(0, 0.02), residual
@@ -230,10 +233,12 @@ class Decoder {
   BlockContext block_context(int64_t l) { return {tp_, ep_, cp_, Fp8Block{fp8_.get(), l}}; }
   void set_params(Tensor params);
   // ZeRO-3 (decoder_sharded.cpp; no-ops when not sharded): w_'s views of `part` from its gathered
-  // parameters (gathering `next` meanwhile) until release_part; g_'s views of its gradient buffer
-  // until part_grads_final hands that over for reduction.
+  // parameters (gathering `next` meanwhile; a part held already keeps its views) until release_part;
+  // g_'s views of its gradient buffer until part_grads_final hands that over for reduction.
+  // release_all_parts() lets go of what a training forward left held for a backward that never came.
   void gather_part(int64_t part, int64_t next);
   void release_part(int64_t part);
+  void release_all_parts();
   void bind_part_grads(int64_t part);
   void part_grads_final(int64_t part);
   // reduce_tp_partial_grads()'s sum over the parameters of `part`, or of every part.
@@ -264,6 +269,8 @@ class Decoder {
   DecoderActivations acts_;  // forward()'s and backward()'s
   std::map<std::pair<int, int>, DecoderActivations> in_flight_;  // (chunk, micro): the pipeline's
   ShardedParameters* sharded_ = nullptr;  // ZeRO-3's, or null
+  bool reshard_after_forward_ = true;     // ZeRO-3: blocks released after their forward
+  std::set<int64_t> held_parts_;          // ZeRO-3: the parts w_ views now (gather_part to release_part)
   PartGradients* part_grads_ = nullptr;   // ZeRO 2 and 3's, or null
   GradReadyHook grad_ready_hook_;
   bool grad_ready_ = false;

@@ -46,10 +46,11 @@ void Decoder::set_part_gradients(PartGradients* grads) {
   g_ = no_weights(config_.num_layers);
 }
 
-void Decoder::set_sharded_parameters(ShardedParameters* sharded) {
+void Decoder::set_sharded_parameters(ShardedParameters* sharded, bool reshard_after_forward) {
   TS_CHECK(sharded != nullptr && sharded_ == nullptr, "Decoder::set_sharded_parameters: a model is sharded once");
   TS_CHECK(part_grads_ != nullptr, "Decoder::set_sharded_parameters: set_part_gradients comes first");
   sharded_ = sharded;
+  reshard_after_forward_ = reshard_after_forward;
   params_ = Tensor();
   compute_params_ = Tensor();
   named_params_.clear();
@@ -59,6 +60,7 @@ void Decoder::set_sharded_parameters(ShardedParameters* sharded) {
 void Decoder::gather_part(int64_t part, int64_t next) {
   if (!sharded_) return;
   const Tensor master = sharded_->gather(part, next);  // f32
+  if (!held_parts_.insert(part).second) return;  // w_ views it since an earlier gather
   Tensor compute = master;
   if (compute_dtype_ != DType::f32) {
     compute = Tensor::zeros(master.shape(), compute_dtype_, device_);
@@ -76,7 +78,12 @@ void Decoder::gather_part(int64_t part, int64_t next) {
 void Decoder::release_part(int64_t part) {
   if (!sharded_) return;
   assign_part(w_, no_weights(config_.num_layers), part);
+  held_parts_.erase(part);
   sharded_->release(part);
+}
+
+void Decoder::release_all_parts() {
+  while (!held_parts_.empty()) release_part(*held_parts_.begin());
 }
 
 void Decoder::bind_part_grads(int64_t part) {

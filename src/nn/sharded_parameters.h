@@ -10,6 +10,8 @@
 //             norm and classifier (a tied classifier gathers -1 again); L stays for backward when training
 //   backward  L's gradients final; per block l = L-1..0: gather(l) [recompute] backward release(l),
 //             its gradients final; the embeddings' gradients final
+// Without reshard-after-forward a training forward skips the blocks' release(l), and their backward
+// finds them held (a gather of a held part returns it).
 // Every rank of the group makes the same calls in the same order (each gather and each gradient
 // reduction is a collective).
 #pragma once

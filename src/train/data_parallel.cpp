@@ -84,7 +84,7 @@ DataParallel::DataParallel(const ProcessGrid& grid, Decoder& model, const DataPa
   }
   if (options.zero_stage == 3) {
     zero3_ = std::make_unique<Zero3Parameters>(*part_grads_, zero3_values ? zero3_values : values_of(model.params()));
-    model.set_sharded_parameters(zero3_.get());
+    model.set_sharded_parameters(zero3_.get(), options.reshard_after_forward);
   }
 }
 

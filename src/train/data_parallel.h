@@ -30,6 +30,7 @@ struct DataParallelOptions {
   bool overlap = true;
   DType reduce_dtype = DType::f32;  // the gradients' dtype on the wire: f32, or bf16 (compressed)
   int powersgd_rank = 0;            // > 0: PowerSGD compression of that rank (ZeRO 0-1, f32 on the wire)
+  bool reshard_after_forward = true;  // ZeRO-3: Decoder::set_sharded_parameters' reshard_after_forward
 };
 
 // The reduction buckets over `layout`: whole parameters of about options.bucket_bytes, cut from the

@@ -83,6 +83,9 @@ void TrainConfig::validate() const {
   parse_optimizer_moments(optimizer_moments);
   TS_CHECK(powersgd_rank >= 0 && powersgd_rank <= kMaxPowerSgdRank, "--powersgd-rank must be in [0, ", kMaxPowerSgdRank,
            "] (0 = off), got ", powersgd_rank);
+  TS_CHECK(reshard_after_forward || zero == 3, "--no-reshard-after-forward keeps ZeRO-3's gathered blocks from their ",
+           "forward to their backward; with --zero ", zero, " every rank holds its whole weights already: use --zero 3 ",
+           "or drop it");
   TS_CHECK(powersgd_rank == 0 || zero < 2, "--powersgd-rank compresses the bucketed gradient reduction of ZeRO 0 and 1; ",
            "ZeRO ", zero, " reduce-scatters each block instead: use --zero 1 with --powersgd-rank, or drop it");
   TS_CHECK(powersgd_rank == 0 || grad_reduce_dtype == "fp32",

@@ -78,6 +78,9 @@ struct TrainConfig {
   std::vector<int64_t> pipeline_boundaries;     // first block of each chunk after the first; empty = balanced
   double bucket_mb = 25.0;                      // gradient bucket size
   bool overlap = true;                          // reduce buckets during backward
+  // ZeRO-3: a block's gathered weights are freed after its forward and gathered again for its
+  // backward (FSDP's reshard_after_forward); false keeps them from one to the other
+  bool reshard_after_forward = true;
   std::string grad_reduce_dtype = "fp32";       // data-parallel gradients travel in fp32 or bf16 (compressed)
   int powersgd_rank = 0;                        // > 0: data-parallel gradients travel as rank-r factors
   double comm_timeout = 300.0;                  // seconds before a collective is declared hung

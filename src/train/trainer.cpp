@@ -161,7 +161,8 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   data_parallel_ = std::make_unique<DataParallel>(
       grid_, *model_,
       DataParallelOptions{config_.zero, int64_t(config_.bucket_mb * double(1 << 20)), config_.overlap,
-                          parse_grad_reduce_dtype(config_.grad_reduce_dtype), config_.powersgd_rank},
+                          parse_grad_reduce_dtype(config_.grad_reduce_dtype), config_.powersgd_rank,
+                          config_.reshard_after_forward},
       device_.device, zero3_values);
   resume_times_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
   model_->to(device_.device, compute_dtype_);

@@ -95,6 +95,12 @@ const Layout kLayouts[] = {
     {1, 1, 3, 2}, {2, 2, 3, 1}, {2, 2, 3, 2}, {4, 4, 3, 1}, {4, 4, 3, 2},
     {2, 2, 3, 1, "gpt2-tiny", 1, "1f1b", 1, 0, "--recompute full"}, {4, 4, 3, 1, "llama-tiny"},
     {2, 2, 3, 1, "mixtral-tiny"}, {4, 4, 3, 1, "deepseek-moe-tiny"},
+    // ZeRO-3 keeping the blocks gathered from forward to backward: over micro-batches, under a
+    // pipeline's micro-batches in flight, over tp slices, over expert groups with recomputation
+    {2, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "--no-reshard-after-forward"},
+    {4, 2, 3, 1, "gpt2-tiny", 2, "1f1b", 1, 0, "--no-reshard-after-forward"},
+    {4, 2, 3, 2, "llama-tiny", 1, "1f1b", 1, 0, "--no-reshard-after-forward", 2},
+    {4, 4, 3, 1, "mixtral-tiny", 1, "1f1b", 1, 0, "--no-reshard-after-forward --recompute full", 1, 2},
     // ZeRO-3 over a tp rank's slices (columns below): dp2·tp2 with and without sequence parallelism,
     // and tp4 above llama-tiny's 2 kv heads (the replicated kv rows summed over tp part by part)
     {4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2},
@@ -179,6 +185,16 @@ const Layout kLayouts[] = {
 
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
 
+// `flags` without those of a layout that one process refuses (it has no tp group to split
+// sequences over, no ZeRO-3 shards to keep gathered).
+std::string without_layout_flags(const std::string& flags) {
+  std::istringstream in(flags);
+  std::string flag, kept;
+  while (in >> flag)
+    if (flag != "--no-sequence-parallel" && flag != "--no-reshard-after-forward") kept += (kept.empty() ? "" : " ") + flag;
+  return kept;
+}
+
 }  // namespace
 
 TEST_P(LayoutEquivalence, MatchesOneProcess) {
@@ -188,8 +204,9 @@ TEST_P(LayoutEquivalence, MatchesOneProcess) {
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 23).string();
   Layout one_process{1, 1, 0, layout.moe() ? layout.micro_batch : 8, layout.model};
   one_process.layers = layout.layers;
-  // The same model (--heads) and recomputation; a tp flag means nothing to one process.
-  one_process.extra = std::string(layout.extra) == "--no-sequence-parallel" ? "" : layout.extra;
+  // The same model (--heads) and recomputation; a tp or ZeRO-3 flag means nothing to one process.
+  const std::string extra = without_layout_flags(layout.extra);
+  one_process.extra = extra.c_str();
   const RunResult ref = train(one_process, dir / "reference", shard);
   const RunResult run = train(layout, dir / layout_name(layout), shard);
   ASSERT_EQ(run.metrics.size(), ref.metrics.size());

@@ -32,6 +32,7 @@ struct Case {
   const char* schedule = "1f1b";
   int virtual_stages = 1, layers = 0;  // layers 0: the preset's
   float capacity_factor = 0;           // --moe-capacity-factor
+  bool reshard_after_forward = true;   // false: --no-reshard-after-forward (ZeRO-3)
 };
 
 void expect_plan_matches_every_rank(const Case& k) {
@@ -59,6 +60,7 @@ void expect_plan_matches_every_rank(const Case& k) {
   config.layers = k.layers;
   config.comm_timeout = 120;
   config.moe_capacity_factor = k.capacity_factor;
+  config.reshard_after_forward = k.reshard_after_forward;
   const ModelConfig model = resolve_model_config(config, nullptr, std::nullopt);
   const MemoryPlan plan = plan_memory(config, model, DType::f32, Device::cpu, int64_t(1) << 40);
 
@@ -93,6 +95,8 @@ TEST(MpiMemoryPlan, MatchesEachRanksAllocatorPeak) {
       {"dp4_zero1", "gpt2-tiny", 4, 1, 1, 1, 1, 1},
       {"dp4_zero2", "gpt2-tiny", 4, 1, 1, 1, 1, 2},
       {"dp4_zero3", "gpt2-tiny", 4, 1, 1, 1, 1, 3},
+      {"dp4_zero3_kept_gathered", "gpt2-tiny", 4, 1, 1, 1, 1, 3, "1f1b", 1, 6, 0, false},
+      {"dp2_pp2_zero3_kept_gathered", "gpt2-tiny", 2, 1, 2, 1, 1, 3, "1f1b", 1, 6, 0, false},
       {"dp2_tp2", "llama-tiny", 2, 2, 1, 1, 1, 1},
       {"dp2_pp2", "gpt2-tiny", 2, 1, 2, 1, 1, 0},
       {"tp2_pp2", "llama-tiny", 1, 2, 2, 1, 1, 0},

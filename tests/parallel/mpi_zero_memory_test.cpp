@@ -3,7 +3,8 @@
 // gradient, only its shard and the part being reduced; stage 3 keeps only a shard of the parameters as well, and its
 // step (parts gathered and freed around their use) updates the weights as the unsharded step does,
 // also when the model is built without parameters and never held whole (as the trainer builds it).
-// The sums of the sharded pieces over dp equal the unsharded sizes.
+// Without reshard-after-forward the blocks stay gathered through the step instead. The sums of the
+// sharded pieces over dp equal the unsharded sizes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,7 +37,8 @@ struct Measured {
 
 // `storage`: whether the model is built whole and then sharded, or (ZeRO-3) without parameters, its
 // shards filled from the initial values range by range.
-Measured measure(int zero, ParamStorage storage = ParamStorage::whole) {
+// `reshard_after_forward` false: ZeRO-3 keeps each block gathered from its forward to its backward.
+Measured measure(int zero, ParamStorage storage = ParamStorage::whole, bool reshard_after_forward = true) {
   ParallelDims dims;
   dims.dp = testing::test_runtime().world_size();
   CommOptions options;
@@ -50,7 +52,9 @@ Measured measure(int zero, ParamStorage storage = ParamStorage::whole) {
     model.init_weights(1);
   else
     values = initial_values(kModel, model.layout(), 1);
-  DataParallel dp(grid, model, DataParallelOptions{zero, 16 << 10, true}, Device::cpu, values);
+  DataParallelOptions dp_options{zero, 16 << 10, true};
+  dp_options.reshard_after_forward = reshard_after_forward;
+  DataParallel dp(grid, model, dp_options, Device::cpu, values);
   const int64_t model_bytes = int64_t(host_allocator_stats().current_bytes) - before_model;
   const int64_t setup_peak_bytes = int64_t(host_allocator_stats().peak_bytes) - before_model;
 
@@ -161,6 +165,27 @@ TEST(ZeroMemory, Zero3KeepsOneShardOfTheParameters) {
   EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-6 * std::sqrt(double(n)));
 }
 
+
+// ZeRO-3 without reshard-after-forward: every block stays gathered from its forward to its backward
+// (so the peak holds them all, with the final part), nothing of them outlives the step, and the
+// step is bit for bit the resharding one (the same gathers' values, the same sums).
+TEST(ZeroMemory, Zero3KeepsBlocksGatheredFromForwardToBackward) {
+  const int dp = testing::test_runtime().world_size();
+  const Measured resharded = measure(3), kept = measure(3, ParamStorage::whole, false);
+  const ParameterLayout layout = decoder_layout(kModel);
+  int64_t blocks = 0;  // padded bytes of every block's part and the final part
+  for (int64_t part = 0; part <= kModel.num_layers; ++part) {
+    const OffsetRange r = layout.block_range(part, part);
+    blocks += 4 * ((r.end - r.begin + dp - 1) / dp * dp);
+  }
+  EXPECT_EQ(kept.params.persistent_bytes, resharded.params.persistent_bytes);
+  EXPECT_GE(kept.params.peak_bytes - kept.params.persistent_bytes, blocks);
+  EXPECT_GT(kept.params.peak_bytes, resharded.params.peak_bytes);
+  EXPECT_EQ(kept.held_by_step, resharded.held_by_step);
+  if (resharded.weights.empty()) return;  // rank 0 compares
+  ASSERT_EQ(kept.weights.size(), resharded.weights.size());
+  for (size_t i = 0; i < kept.weights.size(); ++i) ASSERT_EQ(kept.weights[i], resharded.weights[i]) << "element " << i;
+}
 
 // ZeRO-3 with the model built without parameters (as the trainer builds it): no rank holds the
 // whole model at any moment, start-up included, yet the shards hold what the whole model would

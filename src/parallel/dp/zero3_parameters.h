@@ -4,7 +4,8 @@
 //   gather(part, next)   all-gather of the part's chunks into a buffer of the whole part; `next`'s
 //                        all-gathers start at once, so that they arrive while `part` computes
 // Gathered buffers live only while a part is held: the decoder holds at most two parts at once (the
-// current one and the one being prefetched; the classifier of a tied model a third, the embeddings).
+// current one and the one being prefetched; the classifier of a tied model a third, the embeddings),
+// or, without reshard-after-forward, every block between a training forward and its backward.
 #pragma once
 
 #include <map>
