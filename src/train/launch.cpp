@@ -13,10 +13,39 @@
 namespace tessera {
 namespace {
 
+// What every rank must agree on: the run's configuration, and the flags that decide when ranks meet
+// (evaluations, saves, samples, the gradient buckets, ZeRO-3's gathers), where they write, and what
+// they compute with (the loss scale, the GPU kernels). A rank of its own there waits on a collective
+// the others never start, writes its checkpoint shards into another folder, or drifts from its
+// replicas. Left out: --threads, --quiet, --metrics-file, --peak-tflops and --comm-timeout, each one
+// rank's own business.
+nlohmann::json rank_agreement_json(const TrainConfig& c) {
+  nlohmann::json agreed = run_config_json(c);
+  agreed.update({{"out-dir", c.out_dir},
+                 {"resume", c.resume},
+                 {"eval-only", c.eval_only},
+                 {"eval-every", c.eval_every},
+                 {"eval-batches", c.eval_batches},
+                 {"checkpoint-every", c.checkpoint_every},
+                 {"keep-checkpoints", c.keep_checkpoints},
+                 {"sample-every", c.sample_every},
+                 {"bucket-mb", c.bucket_mb},
+                 {"overlap", c.overlap},
+                 {"reshard-after-forward", c.reshard_after_forward},
+                 {"device-comm", c.device_comm},
+                 {"loss-scaling", c.loss_scaling},
+                 {"loss-scale", c.loss_scale},
+                 {"loss-scale-window", c.loss_scale_window},
+                 {"attention-kernel", c.attention_kernel},
+                 {"matmul-tuning", c.matmul_tuning},
+                 {"deterministic", c.deterministic}});
+  return agreed;
+}
+
 // Every rank must run the same configuration: compare a hash of it (as four exact 16-bit pieces in
 // fp32) through a max and a min over the world.
 void check_same_config(Comm& world, const TrainConfig& config) {
-  const uint64_t hash = stream_id(run_config_json(config).dump());
+  const uint64_t hash = stream_id(rank_agreement_json(config).dump());
   Tensor high = Tensor::zeros({4}), low = Tensor::zeros({4});
   for (int i = 0; i < 4; ++i) high.f32()[i] = low.f32()[i] = float((hash >> (16 * i)) & 0xffff);
   world.all_reduce(high, ReduceOp::max);

@@ -55,6 +55,14 @@ TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
   // Flags that change what ranks send each other or how replicas round: each rank would go its own way.
   expect_one_error("-np 1 " + train("") + " : -np 1 " + train("--optimizer-moments bf16"), "different configurations");
   expect_one_error("-np 1 " + train("") + " : -np 1 " + train("--grad-reduce-dtype bf16"), "different configurations");
+  // Flags that decide when ranks meet or where they write: a rank of its own would wait forever on
+  // an evaluation or a bucket the others never start, or save its shards into another folder.
+  expect_one_error("-np 1 " + train("--eval-every 2") + " : -np 1 " + train(""), "different configurations");
+  expect_one_error("-np 1 " + train("--bucket-mb 1") + " : -np 1 " + train(""), "different configurations");
+  expect_one_error("-np 1 " + train("--zero 3") + " : -np 1 " + train("--zero 3 --no-reshard-after-forward"),
+                   "different configurations");
+  expect_one_error("-np 1 " + train("--out-dir " + (dir / "elsewhere").string()) + " : -np 1 " + train(""),
+                   "different configurations");
 }
 
 TEST_F(LaunchErrors, ContextParallelLayoutsThatDoNotFit) {
