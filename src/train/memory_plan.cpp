@@ -87,9 +87,11 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
   }
   if (zero < 2) return;
   // The peak comes in backward: the computing part's gradient buffer (padded; a tied embedding's
-  // too) and, with other ranks, up to two earlier parts' reduce-scatters in flight (padded input,
-  // chunk output); under ZeRO-3 also the part computing and the one being gathered (fp32, padded to
-  // the ranks' chunks) and the computing part's 16-bit copy. The largest parts stand for them all.
+  // too) or, with other ranks, the reduce-scatters alive at once: two in flight and the one just
+  // launched from the part computing (part_grad_reducer.cpp), each holding its padded input and chunk
+  // output; a stage of fewer than three buckets repeats them (the next micro-batch's reductions follow
+  // the last's). Under ZeRO-3 also the part computing and the one being gathered (fp32, padded to the
+  // ranks' chunks) and the computing part's 16-bit copy. The largest parts stand for them all.
   // ZeRO-2's all-gather after the update needs less than the backward's buffers.
   std::vector<int64_t> padded;
   int64_t chunk = 0;
@@ -98,10 +100,12 @@ void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total
     chunk = std::max(chunk, b.chunk);
   }
   std::sort(padded.rbegin(), padded.rend());
+  int64_t reducing = 3 * chunk;
+  for (size_t k = 0; k < 3; ++k) reducing += padded[k % padded.size()];
   padded.resize(std::max<size_t>(padded.size(), 3), 0);
   const int64_t largest = padded[0];
   const bool reduces = groups.dense > 1 || groups.experts > 1;
-  r.part_buffers = (largest + (tied ? padded[1] : 0)) * kF32 + (reduces ? (padded[1] + padded[2] + 2 * chunk) * kF32 : 0);
+  r.part_buffers = ((reduces ? reducing : largest) + (tied ? padded[1] : 0)) * kF32;
   if (zero == 2) {
     r.part_buffers = std::max(r.part_buffers, gather_window() * kF32);
     return;

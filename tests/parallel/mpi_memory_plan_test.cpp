@@ -96,6 +96,10 @@ TEST(MpiMemoryPlan, MatchesEachRanksAllocatorPeak) {
       {"dp4_zero2", "gpt2-tiny", 4, 1, 1, 1, 1, 2},
       {"dp4_zero3", "gpt2-tiny", 4, 1, 1, 1, 1, 3},
       {"dp4_zero3_kept_gathered", "gpt2-tiny", 4, 1, 1, 1, 1, 3, "1f1b", 1, 6, 0, false},
+      // Two buckets on the last stage (a block and the untied head): the next micro-batch's reductions
+      // start while the last's are in flight, the head's twice.
+      {"dp2_pp2_zero2_untied", "llama-tiny", 2, 1, 2, 1, 1, 2},
+      {"dp2_pp2_zero3_untied", "llama-tiny", 2, 1, 2, 1, 1, 3},
       {"dp2_pp2_zero3_kept_gathered", "gpt2-tiny", 2, 1, 2, 1, 1, 3, "1f1b", 1, 6, 0, false},
       {"dp2_tp2", "llama-tiny", 2, 2, 1, 1, 1, 1},
       {"dp2_pp2", "gpt2-tiny", 2, 1, 2, 1, 1, 0},
