@@ -71,8 +71,11 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
                  "The first block of each pipeline chunk after the first (default: balanced by cost)")
       ->delimiter(',');
   cmd.add_option("--cp", c.cp,
-                 "Context-parallel degree: each sequence split over cp ranks, ring attention (--seq-len a multiple "
-                 "of 2·cp)")
+                 "Context-parallel degree: each sequence split over cp ranks (--seq-len a multiple of 2·cp)")
+      ->capture_default_str();
+  cmd.add_option("--cp-comm", c.cp_comm,
+                 "How the --cp ranks share attention: ring (key/value blocks passed around) or all-to-all (each rank "
+                 "the whole sequence of 1/cp of the heads; cp divides the heads)")
       ->capture_default_str();
   cmd.add_option("--ep", c.ep,
                  "Expert-parallel degree: each MoE layer's experts shared out over ep data-parallel ranks (divides "

@@ -26,6 +26,13 @@ Tensor cp_local_rows(const Tensor& full, CpPlace place);
 // The rank's tokens or targets (B, T/cp) i32 from the full batch (B, T) i32 on the host.
 Tensor cp_local_tokens(const Tensor& full, CpPlace place);
 
+// What a cp group's exchanges cost since the last reset: seconds this rank waited on them (the
+// communication its compute did not hide) and the bytes it sent to the other ranks.
+struct CpCommStats {
+  double wait_s = 0;
+  int64_t bytes_sent = 0;
+};
+
 // Causal attention of the rank's local tokens over the whole sequence held by the group, with the
 // contracts of ops/attention.h on local tensors: qkv (B, T/cp, (NH+2NKV)*HS), out and dout
 // (B, T/cp, NH*HS), lse (B, NH, T/cp); backward writes (=) dqkv, whose dk and dv sum the gradients
@@ -42,6 +49,8 @@ class ContextParallel {
   // Each value summed over the group: statistics of the whole sequences from every rank's share
   // (the MoE router's load-balancing counts).
   virtual std::vector<double> sum_over_group(const std::vector<double>& values) = 0;
+  virtual CpCommStats stats() const = 0;
+  virtual void reset_stats() = 0;
 };
 
 }  // namespace tessera

@@ -66,7 +66,12 @@ ParallelDims resolve_layout(const TrainConfig& config, const ModelConfig& model,
            " with --moe-capacity-factor ", config.moe_capacity_factor,
            " is not implemented (which tokens an expert drops depends on the whole sequences' order); drop "
            "--moe-capacity-factor (dropless) or --cp");
-  tp_local_config(model, TpPlace{0, dims.tp});  // --tp divides the heads, kv heads, widths and vocabulary, or one line says which
+  const ModelConfig local = tp_local_config(model, TpPlace{0, dims.tp});  // --tp divides the heads, kv heads, widths and vocabulary, or one line says which
+  TS_CHECK(config.cp_comm != "all-to-all" || (local.num_heads % dims.cp == 0 && local.kv_heads() % dims.cp == 0),
+           "--cp-comm all-to-all gives each of the --cp ", dims.cp, " ranks an equal share of ",
+           dims.tp > 1 ? "a tp rank's " : "the ", local.num_heads, " query and ", local.kv_heads(),
+           " key/value heads, which do not split that way; use --cp-comm ring, or a --cp (times --tp) that divides "
+           "both head counts");
   // After the world and the model took --tp: a --seq-len cannot mend a --tp that divides neither.
   TS_CHECK(dims.tp == 1 || !config.sequence_parallel || config.seq_len % dims.tp == 0,
            "sequence parallelism splits each sequence's ", config.seq_len, " positions over --tp ", dims.tp,

@@ -136,6 +136,21 @@ int64_t attention_workspace_bytes(const TrainConfig& config, const ModelConfig& 
   return cudnn_attention_allowed(parse_attention_kernel(config.attention_kernel), bytes) ? bytes : 0;
 }
 
+// A layer's attention backward under context parallelism, beyond its own scratch, for B local sequences
+// of T tokens (parallel/cp): the ring's kv block in hand and the next, two gradient accumulators and the
+// one arriving (fp32), and the rows' delta; all-to-all's qkv, out, dout, lse and dqkv regrouped by heads
+// (each 1/cp of the heads over cp·T tokens: the local sizes), and dqkv's send and receive buffers on its
+// way home, with the document starts of the whole sequences under document masks.
+int64_t cp_exchange_bytes(const TrainConfig& config, const ModelConfig& local, int64_t B, int64_t T, DType compute,
+                          int cp) {
+  const int64_t NH = local.num_heads, NKV = local.kv_heads(), HS = local.head_size();
+  if (config.cp_comm == "ring") return 5 * B * T * 2 * NKV * HS * kF32 + B * NH * T * kF32;
+  const int64_t size = int64_t(dtype_size(compute)), qkv = B * T * (NH + 2 * NKV) * HS * size;
+  const int64_t out = B * T * NH * HS * size, lse = B * NH * T * kF32;
+  const int64_t starts = config.attention_mask == "document" ? 2 * B * T * cp * int64_t(sizeof(int32_t)) : 0;
+  return 4 * qkv + 2 * out + lse + starts;
+}
+
 // --async-checkpoint's buffers, allocated at start-up (train/checkpoint_saver.cpp), for a rank with
 // `state` moment elements: the moments in fp32, the weight shard with sharded weights, and rank 0's
 // copy of the whole model's `whole` weights. Host memory: a CPU run's own; a GPU run copies straight
@@ -218,7 +233,7 @@ int64_t RankMemory::total() const {
          async_checkpoint +
          int64_t(micro_batches_in_flight) * (activations + scratch) +
          int64_t(micro_batches_deferred) * deferred_weight_grads + attention_workspace + matmul_workspace + logits +
-         tp_gathers + pipeline_send + reserved;
+         tp_gathers + cp_exchange + pipeline_send + reserved;
 }
 
 const RankMemory& MemoryPlan::largest() const {
@@ -320,6 +335,8 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     // all-gathered again, and the partial input gradient before its reduce-scatter (mlp_layer.cpp,
     // attention_layer.cpp).
     if (seq_shards > 1) r.tp_gathers = 3 * plan.micro_batch * T * model.channels * int64_t(dtype_size(compute));
+    if (d.cp > 1 && std::any_of(stages[s].chunks.begin(), stages[s].chunks.end(), holds_blocks))
+      r.cp_exchange = cp_exchange_bytes(config, local, plan.micro_batch, T, compute, d.cp);
     // The executor releases a micro-batch at its gradient's send, whose buffer (B, T/cp/sp, C) lives
     // on until the previous stage has taken it (a rank with a chunk after the first block sends).
     const auto sends = [](const BlockRange& chunk) { return chunk.first > 0; };

@@ -49,6 +49,9 @@ struct RankMemory {
   int64_t logits = 0;           // the classifier's logits chunk (on the stage holding the head)
   int64_t tp_gathers = 0;       // sequence parallelism: a layer's backward holds up to three (B,T,C)
                                 // all-gathered or partial tensors at once (one micro-batch computes)
+  int64_t cp_exchange = 0;      // context parallelism: a layer's attention exchange (ring: the kv blocks
+                                // and their gradient accumulators in fp32; all-to-all: its tensors
+                                // regrouped by heads, and one of them in transit), in its backward
   int64_t pipeline_send = 0;    // a released micro-batch's input gradient, held until its send to the
                                 // previous stage completes (every pipeline stage but the first)
   int64_t reserved = 0;         // a GPU rank's memory that is none of Tessera's allocations: the CUDA

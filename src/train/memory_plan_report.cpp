@@ -33,6 +33,7 @@ constexpr Row kRows[] = {
     {"cuBLASLt workspace", "matmul_workspace", &RankMemory::matmul_workspace},
     {"classifier logits chunk", "logits", &RankMemory::logits},
     {"sequence-parallel gathers", "tp_gathers", &RankMemory::tp_gathers},
+    {"context-parallel attention exchange", "cp_exchange", &RankMemory::cp_exchange},
     {"gradient held by a pipeline send", "pipeline_send", &RankMemory::pipeline_send},
     {"CUDA context, NCCL, libs (est.)", "reserved", &RankMemory::reserved},
 };

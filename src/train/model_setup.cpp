@@ -291,6 +291,7 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"dp", c.dp},
           {"tp", c.tp},
           {"sequence-parallel", c.sequence_parallel},
+          {"cp-comm", c.cp_comm},
           {"pp", c.pp},
           {"virtual-stages", c.virtual_stages},
           {"pipeline-schedule", c.pipeline_schedule},

@@ -100,6 +100,9 @@ void TrainConfig::validate() const {
   for (auto [flag, value] : {std::pair{"--tp", tp}, {"--pp", pp}, {"--cp", cp}, {"--ep", ep}})
     TS_CHECK(value >= 1, flag, " must be at least 1, got ", value);
   TS_CHECK(virtual_stages >= 1, "--virtual-stages must be at least 1, got ", virtual_stages);
+  TS_CHECK(cp_comm == "ring" || cp_comm == "all-to-all", "--cp-comm must be ring or all-to-all, got '", cp_comm, "'");
+  TS_CHECK(cp > 1 || cp_comm == "ring", "--cp-comm ", cp_comm, " chooses how --cp ranks share attention; with --cp ",
+           cp, " there are none: give --cp above 1 or drop --cp-comm");
   // Each rank times the candidates itself, so ranks could keep different algorithms; tensor-parallel
   // ranks must compute their replicated parts (the MoE router among them) to the same bits.
   TS_CHECK(matmul_tuning == 1 || tp == 1, "--matmul-tuning ", matmul_tuning,

@@ -71,6 +71,7 @@ struct TrainConfig {
   int64_t loss_scale_window = 1000;   // clean steps before the loss scale doubles
   // parallelism
   int dp = 0, tp = 1, pp = 1, cp = 1, ep = 1;  // dp 0 = whatever the world leaves
+  std::string cp_comm = "ring";                 // how cp ranks share attention: ring, or all-to-all (of heads)
   int zero = 0;                                 // ZeRO stage: 0, 1, 2 or 3
   bool sequence_parallel = true;                // with tp > 1: norms and residuals hold 1/tp of the positions
   int virtual_stages = 1;                       // model chunks per pipeline rank (interleaved)

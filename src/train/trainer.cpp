@@ -122,7 +122,10 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
     model_->set_expert_parallel(expert_parallel_.get());
   }
   if (grid_.dims.cp > 1) {
-    context_parallel_ = std::make_unique<RingAttention>(grid_.cp);
+    if (config_.cp_comm == "all-to-all")
+      context_parallel_ = std::make_unique<AllToAllAttention>(grid_.cp);
+    else
+      context_parallel_ = std::make_unique<RingAttention>(grid_.cp);
     model_->set_context_parallel(context_parallel_.get());
   }
   if (tp.size > 1) {
@@ -611,9 +614,10 @@ TrainResult Trainer::run() {
       if (loss_scaler_.enabled()) line["loss_scale"] = loss_scaler_.scale();
       if (model_->config().moe.enabled()) add_moe_metrics(line);
       if (pipeline_) line["pipeline"] = pipeline_step_;
-      if (context_parallel_) {  // this rank's ring: the wait its attention did not hide, the bytes it sent
-        line["cp_ring_wait_s"] = context_parallel_->stats().wait_s;
-        line["cp_ring_bytes"] = context_parallel_->stats().bytes_sent;
+      if (context_parallel_) {  // this rank's exchanges: the wait its attention did not hide, the bytes it sent
+        const bool ring = config_.cp_comm == "ring";
+        line[ring ? "cp_ring_wait_s" : "cp_all_to_all_s"] = context_parallel_->stats().wait_s;
+        line[ring ? "cp_ring_bytes" : "cp_all_to_all_bytes"] = context_parallel_->stats().bytes_sent;
       }
       metrics->write(line);
     }

@@ -15,6 +15,7 @@
 #include "nn/decoder.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_schedule.h"
+#include "parallel/cp/all_to_all_attention.h"
 #include "parallel/cp/ring_attention.h"
 #include "parallel/ep/token_dispatch.h"
 #include "parallel/process_grid.h"
@@ -125,7 +126,7 @@ class Trainer {
   std::unique_ptr<PipelineParallel> pipeline_;   // refers to *model_; with --pp above 1 only
   std::unique_ptr<TensorParallel> tensor_parallel_;  // the tp group's mappings, with --tp above 1 only
   std::unique_ptr<EpAllToAll> expert_parallel_;      // the ep group's token dispatcher, with --ep above 1 only
-  std::unique_ptr<RingAttention> context_parallel_;  // the cp group's ring attention, with --cp above 1 only
+  std::unique_ptr<ContextParallel> context_parallel_;  // the cp group's ring or all-to-all attention, --cp above 1 only
   // This rank's parameters that another rank also holds and counts (grad-norm) and writes (checkpoints).
   std::vector<OffsetRange> duplicates_;
   std::unique_ptr<AdamW> optimizer_;

@@ -387,6 +387,8 @@ std::vector<BadInput> number_cases() {
       flag("Zero2WithZeroBubble", "--zero 2 --pp 2 --pipeline-schedule zero-bubble",
            "use --pipeline-schedule 1f1b, gpipe or interleaved with --zero 2, or --zero 1 with zero-bubble"),
       flag("ZeroStageFour", "--zero 4", "--zero must be 0, 1, 2 or 3, got 4"),
+      flag("CpCommUnknown", "--cp-comm tree", "--cp-comm must be ring or all-to-all, got 'tree'"),
+      flag("CpCommWithoutCp", "--cp-comm all-to-all", "with --cp 1 there are none: give --cp above 1 or drop --cp-comm"),
       flag("KeptGatheredBlocksWithoutZero3", "--zero 2 --no-reshard-after-forward",
            "with --zero 2 every rank holds its whole weights already: use --zero 3 or drop it"),
       // Document masks: an unknown mask, and one without the tokenizer whose start token marks documents.

@@ -99,7 +99,7 @@ TEST(Readme, EveryFlagItNamesExists) {
   for (const auto& [command, help] : every_command())
     for (const std::string& flag : flags_in_help(help)) known.insert(flag);
   // Other tools' flags the docs name beside ours (Megatron, Slurm, mpirun), never tessera's.
-  const std::set<std::string> others = {"--deterministic-mode", "--finetune", "--grad-reduce-in-bf16",
+  const std::set<std::string> others = {"--deterministic-mode", "--finetune", "--grad-reduce-in-bf16", "--cp-comm-type",
                                         "--reset-attention-mask", "--reset-position-ids", "--skip-train",
                                         "--nodes", "--ntasks-per-node", "--gpus-per-node", "--requeue", "--signal",
                                         "--mpi", "--kill-on-bad-exit", "--mca", "--allow-run-as-root", "--oversubscribe",

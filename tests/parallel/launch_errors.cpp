@@ -66,6 +66,10 @@ TEST_F(LaunchErrors, RanksWithDifferentConfigurations) {
 }
 
 TEST_F(LaunchErrors, ContextParallelLayoutsThatDoNotFit) {
+  // gpt2-tiny's 2 heads do not split over 4 ranks, nor a tp rank's 1 head over 2.
+  expect_one_error("-np 4 " + train("--cp 4 --dp 1 --cp-comm all-to-all"),
+                   "--cp-comm all-to-all gives each of the --cp 4 ranks an equal share of the 2 query and 2 key/value heads");
+  expect_one_error("-np 4 " + train("--cp 2 --tp 2 --dp 1 --cp-comm all-to-all"), "a tp rank's 1 query and 1 key/value");
   expect_one_error("-np 4 " + train("--cp 4 --dp 1 --seq-len 12"), "--seq-len 12 is not a multiple of 2 × --cp 4 = 8");
   expect_one_error("-np 2 " + train("--model mixtral-tiny --cp 2 --dp 1 --moe-capacity-factor 1.5"),
                    "--cp 2 with --moe-capacity-factor 1.5 is not implemented");

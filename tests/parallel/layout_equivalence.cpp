@@ -159,6 +159,12 @@ const Layout kLayouts[] = {
     {4, 2, 3, 2, "gpt2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     {4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 1, "llama-tiny", 2, "interleaved", 2, 4, "", 1, 1, 2},
     {8, 1, 0, 2, "llama-tiny", 2, "zero-bubble", 1, 0, "", 2, 1, 2},
+    // all-to-all attention under cp (each rank the whole sequence of 1/cp of the heads): alone, over
+    // dp with recomputation, over tp (a tp rank's heads shared out), under a pipeline with MoE blocks
+    {2, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
+    {4, 2, 1, 2, "llama-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all --recompute full", 1, 1, 2},
+    {4, 1, 0, 4, "gpt2-tiny", 1, "1f1b", 1, 0, "--heads 4 --cp-comm all-to-all", 2, 1, 2},
+    {4, 1, 0, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
     // MoE under cp: the load-balancing loss over the whole sequences; with ep, tp and recomputation
     {2, 1, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 1, 4},
     {4, 2, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--recompute full --moe-z-coef 0.001", 1, 2, 2},
@@ -186,12 +192,14 @@ const Layout kLayouts[] = {
 class LayoutEquivalence : public ::testing::TestWithParam<Layout> {};
 
 // `flags` without those of a layout that one process refuses (it has no tp group to split
-// sequences over, no ZeRO-3 shards to keep gathered).
+// sequences over, no ZeRO-3 shards to keep gathered, no cp ranks to share attention).
 std::string without_layout_flags(const std::string& flags) {
   std::istringstream in(flags);
   std::string flag, kept;
-  while (in >> flag)
-    if (flag != "--no-sequence-parallel" && flag != "--no-reshard-after-forward") kept += (kept.empty() ? "" : " ") + flag;
+  while (in >> flag) {
+    if (flag == "--cp-comm") in >> flag;  // and its value
+    else if (flag != "--no-sequence-parallel" && flag != "--no-reshard-after-forward") kept += (kept.empty() ? "" : " ") + flag;
+  }
   return kept;
 }
 
@@ -368,7 +376,8 @@ TEST(LossMasks, MatchOneProcess) {
 // Document masks (packed sequences): every rank takes its micro-batch's document starts from the whole
 // sequences' tokens (a cp rank before taking its share of them, every pipeline stage for its own
 // attention), so training and validation match one process: dp with ZeRO-1, a pipeline, tp, cp with
-// recomputation, and Llama's RoPE under cp4 and tp2·pp2.
+// recomputation, and Llama's RoPE under cp4, tp2·pp2 and all-to-all cp2 (whose ranks attend over the
+// whole sequences within the all-gathered document starts).
 TEST(DocumentMasks, MatchOneProcess) {
   const std::filesystem::path dir = testing::scratch_dir();
   testing::write_text(dir / "corpus.txt", "a packed window holds several documents, each its own\n");
@@ -398,7 +407,8 @@ TEST(DocumentMasks, MatchOneProcess) {
                                   {2, 1, 0, 2, model, 1, "1f1b", 1, 0, "", 2},
                                   {4, 2, 1, 2, model, 1, "1f1b", 1, 0, "--recompute full", 1, 1, 2}}
             : std::vector<Layout>{{4, 1, 0, 2, model, 1, "1f1b", 1, 0, "", 1, 1, 4},
-                                  {4, 1, 0, 2, model, 2, "1f1b", 1, 0, "", 2}};
+                                  {4, 1, 0, 2, model, 2, "1f1b", 1, 0, "", 2},
+                                  {2, 1, 0, 2, model, 1, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2}};
     for (const Layout& l : layouts) expect_same_metrics(train(l, dir / layout_name(l), shard.string(), extra), ref, l);
   }
 }

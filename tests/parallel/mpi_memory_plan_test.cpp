@@ -33,6 +33,7 @@ struct Case {
   int virtual_stages = 1, layers = 0;  // layers 0: the preset's
   float capacity_factor = 0;           // --moe-capacity-factor
   bool reshard_after_forward = true;   // false: --no-reshard-after-forward (ZeRO-3)
+  const char* cp_comm = "ring";
 };
 
 void expect_plan_matches_every_rank(const Case& k) {
@@ -61,6 +62,7 @@ void expect_plan_matches_every_rank(const Case& k) {
   config.comm_timeout = 120;
   config.moe_capacity_factor = k.capacity_factor;
   config.reshard_after_forward = k.reshard_after_forward;
+  config.cp_comm = k.cp_comm;
   const ModelConfig model = resolve_model_config(config, nullptr, std::nullopt);
   const MemoryPlan plan = plan_memory(config, model, DType::f32, Device::cpu, int64_t(1) << 40);
 
@@ -105,6 +107,9 @@ TEST(MpiMemoryPlan, MatchesEachRanksAllocatorPeak) {
       {"dp2_pp2", "gpt2-tiny", 2, 1, 2, 1, 1, 0},
       {"tp2_pp2", "llama-tiny", 1, 2, 2, 1, 1, 0},
       {"dp2_cp2", "gpt2-tiny", 2, 1, 1, 2, 1, 1},
+      {"dp2_cp2_all_to_all", "gpt2-tiny", 2, 1, 1, 2, 1, 1, "1f1b", 1, 0, 0, true, "all-to-all"},
+      {"dp2_cp2_all_to_all_llama", "llama-tiny", 2, 1, 1, 2, 1, 0, "1f1b", 1, 0, 0, true, "all-to-all"},
+      {"dp2_cp2_llama", "llama-tiny", 2, 1, 1, 2, 1, 0},
       {"dp2_pp2_interleaved_v2", "gpt2-tiny", 2, 1, 2, 1, 1, 1, "interleaved", 2, 4},
       // Zero-bubble: stage r keeps up to r + 1 micro-batches' deferred weight-gradient operands.
       {"pp4_zero_bubble", "gpt2-tiny", 1, 1, 4, 1, 1, 0, "zero-bubble", 1, 4},

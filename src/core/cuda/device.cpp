@@ -212,6 +212,13 @@ void copy_device_to_device(void* device_dst, const void* device_src, size_t byte
   CUDA_CHECK(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice, cuda_compute_stream()));
 }
 
+void copy_device_to_device_2d(void* device_dst, size_t dst_pitch, const void* device_src, size_t src_pitch,
+                              size_t width, size_t rows) {
+  if (width == 0 || rows == 0) return;
+  CUDA_CHECK(cudaMemcpy2DAsync(device_dst, dst_pitch, device_src, src_pitch, width, rows, cudaMemcpyDeviceToDevice,
+                               cuda_compute_stream()));
+}
+
 PinnedHost::PinnedHost(const Tensor& host) {
   TS_CHECK(host.device() == Device::cpu, "PinnedHost: the tensor lives on the GPU; only host memory is page-locked");
   if (cuda_device_count() == 0 || host.bytes() == 0) return;
@@ -258,6 +265,7 @@ void device_allocator_release_cached() {}
 void copy_to_device(void*, const void*, size_t) { fail_no_backend(); }
 void copy_to_host(void*, const void*, size_t) { fail_no_backend(); }
 void copy_device_to_device(void*, const void*, size_t) { fail_no_backend(); }
+void copy_device_to_device_2d(void*, size_t, const void*, size_t, size_t, size_t) { fail_no_backend(); }
 PinnedHost::PinnedHost(const Tensor&) {}
 PinnedHost::~PinnedHost() = default;
 void device_memset_zero(void*, size_t) { fail_no_backend(); }
@@ -309,6 +317,24 @@ void copy_tensor(Tensor& dst, const Tensor& src) {
   } else {
     copy_device_to_device(dst.raw_data(), src.raw_data(), src.bytes());
   }
+}
+
+void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col, int64_t rows, int64_t cols) {
+  TS_CHECK(rows > 0 && dst.numel() % rows == 0 && src.numel() % rows == 0 && dst.dtype() == src.dtype() &&
+               dst.device() == src.device(),
+           "copy_columns: ", rows, " rows of ", shape_string(src.shape()), " ", dtype_name(src.dtype()), " into ",
+           shape_string(dst.shape()), " ", dtype_name(dst.dtype()), " on one device");
+  const int64_t dst_width = dst.numel() / rows, src_width = src.numel() / rows;
+  TS_CHECK(cols >= 0 && dst_col >= 0 && src_col >= 0 && dst_col + cols <= dst_width && src_col + cols <= src_width,
+           "copy_columns: columns [", src_col, ", ", src_col + cols, ") of ", src_width, " into [", dst_col, ", ",
+           dst_col + cols, ") of ", dst_width);
+  const size_t element = dtype_size(dst.dtype()), width = size_t(cols) * element;
+  char* to = static_cast<char*>(dst.raw_data()) + size_t(dst_col) * element;
+  const char* from = static_cast<const char*>(src.raw_data()) + size_t(src_col) * element;
+  const size_t dst_pitch = size_t(dst_width) * element, src_pitch = size_t(src_width) * element;
+  if (dst.device() == Device::cuda) return copy_device_to_device_2d(to, dst_pitch, from, src_pitch, width, size_t(rows));
+  if (width == 0) return;
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(to + size_t(r) * dst_pitch, from + size_t(r) * src_pitch, width);
 }
 
 }  // namespace tessera

@@ -63,6 +63,9 @@ void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
 // Queued on the compute stream (asynchronous).
 void copy_device_to_device(void* device_dst, const void* device_src, size_t bytes);
+// `rows` rows of `width` bytes, each `dst_pitch` / `src_pitch` bytes after the last (cudaMemcpy2DAsync).
+void copy_device_to_device_2d(void* device_dst, size_t dst_pitch, const void* device_src, size_t src_pitch,
+                              size_t width, size_t rows);
 // Tensor copies: a new tensor with the same shape and dtype on the other side.
 Tensor copy_to_device(const Tensor& host);
 Tensor copy_to_host(const Tensor& device);
@@ -70,6 +73,10 @@ Tensor copy_to_host(const Tensor& device);
 Tensor tensor_to(const Tensor& t, Device device);
 // Copies all of `src` into `dst` (same element count and dtype, either device on either side).
 void copy_tensor(Tensor& dst, const Tensor& src);
+// With `dst` and `src` seen as `rows` rows (of dst.numel() / rows and src.numel() / rows elements),
+// copies columns [src_col, src_col + cols) of every row of src into [dst_col, dst_col + cols) of the
+// same row of dst: same dtype, both on the CPU or both on the GPU (queued on the compute stream).
+void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col, int64_t rows, int64_t cols);
 // Copies to the host beside the compute stream's kernels: core/cuda/side_copies.h.
 // Page-locks a host tensor's memory while this object lives (cudaHostRegister), so copies between it
 // and the GPU run as DMA beside the kernels rather than through the driver's staging buffer (which

@@ -19,13 +19,6 @@
 
 namespace tessera {
 
-// What the ring cost since the last reset: seconds spent waiting on transfers (the communication the
-// compute did not hide) and bytes this rank sent.
-struct RingStats {
-  double wait_s = 0;
-  int64_t bytes_sent = 0;
-};
-
 class RingAttention final : public ContextParallel {
  public:
   explicit RingAttention(std::shared_ptr<Comm> cp);
@@ -35,8 +28,8 @@ class RingAttention final : public ContextParallel {
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                           int NH, int NKV, const Tensor& doc_starts) override;
   std::vector<double> sum_over_group(const std::vector<double>& values) override { return sum_over(*cp_, values); }
-  RingStats stats() const { return stats_; }
-  void reset_stats() { stats_ = {}; }
+  CpCommStats stats() const override { return stats_; }
+  void reset_stats() override { stats_ = {}; }
 
  private:
   // The two halves of one ring transfer: a block to rank+1, the next from rank-1.
@@ -51,7 +44,7 @@ class RingAttention final : public ContextParallel {
   BlockPositions step_positions(const std::vector<std::vector<int32_t>>& by_rank, int step) const;
 
   std::shared_ptr<Comm> cp_;
-  RingStats stats_;
+  CpCommStats stats_;
 };
 
 }  // namespace tessera
