@@ -1,9 +1,10 @@
-// Core: dtype conversions, tensor views, allocator counters, counter-based RNG.
+// Core: dtype conversions, tensor views, column copies, allocator counters, counter-based RNG.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/allocator.h"
+#include "core/cuda/device.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -33,6 +34,23 @@ TEST(Tensor, ViewsShareStorageAndCheckBounds) {
   EXPECT_THROW(flat.view(8, {3}), Error);
   EXPECT_THROW(flat.data<int32_t>(), Error);
   EXPECT_THROW(flat.reshape({3, 3}), Error);
+}
+
+// copy_columns: a block of columns of every row, into other columns of a wider or narrower matrix of
+// the same rows, leaving the rest alone; columns outside either matrix are refused.
+TEST(Tensor, CopyColumnsMovesABlockOfEveryRow) {
+  Tensor src = Tensor::zeros({3, 4}), dst = Tensor::zeros({3, 6});
+  for (int64_t i = 0; i < src.numel(); ++i) src.f32()[i] = float(i);
+  for (int64_t i = 0; i < dst.numel(); ++i) dst.f32()[i] = -1.0f;
+  copy_columns(dst, 3, src, 1, 3, 2);
+  const float want[3][6] = {{-1, -1, -1, 1, 2, -1}, {-1, -1, -1, 5, 6, -1}, {-1, -1, -1, 9, 10, -1}};
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 6; ++c) EXPECT_EQ(dst.f32()[r * 6 + c], want[r][c]) << r << "," << c;
+  EXPECT_THROW(copy_columns(dst, 5, src, 0, 3, 2), Error);  // past dst's 6 columns
+  EXPECT_THROW(copy_columns(dst, 0, src, 3, 3, 2), Error);  // past src's 4 columns
+  EXPECT_THROW(copy_columns(dst, 0, src, 0, 5, 1), Error);  // 5 rows do not divide either
+  Tensor ints = Tensor::zeros({3, 6}, DType::i32);
+  EXPECT_THROW(copy_columns(ints, 0, src, 0, 3, 1), Error);  // another dtype
 }
 
 TEST(Allocator, CountsLiveAndPeakBytes) {

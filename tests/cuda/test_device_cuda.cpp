@@ -1,5 +1,6 @@
-// The CUDA runtime layer: device tensors start zeroed and round-trip through copies, the caching
-// allocator counts and reuses, out of memory names the knobs; without a device, a clear error.
+// The CUDA runtime layer: device tensors start zeroed and round-trip through copies, column copies
+// equal the host's, the caching allocator counts and reuses, out of memory names the knobs; without a
+// device, a clear error.
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_testing.h"
@@ -23,6 +24,19 @@ TEST_F(CudaDeviceTest, ZerosAndCopiesRoundTrip) {
   const Tensor host = testing::random_tensor({7, 9}, testing::fresh_seed());
   const Tensor back = testing::to_cpu(testing::to_gpu(host));
   testing::expect_identical(back, host, "round trip");
+}
+
+// copy_columns on the GPU (cudaMemcpy2DAsync, what all-to-all context parallelism regroups with) moves
+// the same elements as on the host, in 4-byte and 2-byte elements.
+TEST_F(CudaDeviceTest, CopyColumnsMatchesTheHost) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Tensor src = testing::to_storage(testing::random_tensor({5, 24}, testing::fresh_seed()), dtype);
+    Tensor host = Tensor::zeros({5, 40}, dtype), device = Tensor::zeros({5, 40}, dtype, Device::cuda);
+    copy_columns(host, 7, src, 3, 5, 17);
+    copy_columns(device, 7, testing::to_gpu(src), 3, 5, 17);
+    testing::expect_identical(testing::to_f32(testing::to_cpu(device)), testing::to_f32(host),
+                              std::string(dtype_name(dtype)).c_str());
+  }
 }
 
 TEST_F(CudaDeviceTest, AllocatorCountsAndReusesFreedBlocks) {
