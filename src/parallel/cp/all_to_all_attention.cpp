@@ -16,11 +16,18 @@ namespace {
 
 int64_t sum_of(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t(0)); }
 
-}  // namespace
-
-AllToAllAttention::AllToAllAttention(std::shared_ptr<Comm> cp) : cp_(std::move(cp)) {
-  TS_CHECK(cp_ != nullptr, "AllToAllAttention: no cp group");
+// Rank r's two chunks of c tokens (w elements a token) in each of `rows` sequences: from its local
+// rows (rows, 2·c·w) to their places in the whole sequences (rows, 2·n·c·w), and back.
+void place_chunks(Tensor& whole, const Tensor& local, int r, int n, int64_t c, int64_t w, int64_t rows) {
+  copy_columns(whole, r * c * w, local, 0, rows, c * w);
+  copy_columns(whole, (2 * n - 1 - r) * c * w, local, c * w, rows, c * w);
 }
+void take_chunks(Tensor& local, const Tensor& whole, int r, int n, int64_t c, int64_t w, int64_t rows) {
+  copy_columns(local, 0, whole, r * c * w, rows, c * w);
+  copy_columns(local, c * w, whole, (2 * n - 1 - r) * c * w, rows, c * w);
+}
+
+}  // namespace
 
 void AllToAllAttention::check_heads(int NH, int NKV) const {
   const int n = cp_->size();
@@ -58,9 +65,7 @@ Tensor AllToAllAttention::to_heads(const Tensor& local, const Heads& heads) {
   // Block r holds rank r's tokens: its two chunks go to their places in each sequence.
   Tensor grouped = Tensor::zeros({B, T, group_width}, local.dtype(), device);
   for (int r = 0; r < n; ++r) {
-    const Tensor block = received.view(r * rows * group_width, {B, local_T * group_width});
-    copy_columns(grouped, r * c * group_width, block, 0, B, c * group_width);
-    copy_columns(grouped, (2 * n - 1 - r) * c * group_width, block, c * group_width, B, c * group_width);
+    place_chunks(grouped, received.view(r * rows * group_width, {B, local_T * group_width}), r, n, c, group_width, B);
   }
   return grouped;
 }
@@ -75,8 +80,7 @@ void AllToAllAttention::to_tokens(Tensor& local, const Tensor& grouped, const He
   Tensor received = Tensor::zeros(send.shape(), local.dtype(), device);
   for (int r = 0; r < n; ++r) {
     Tensor block = send.view(r * rows * group_width, {B, local_T * group_width});
-    copy_columns(block, 0, grouped, r * c * group_width, B, c * group_width);
-    copy_columns(block, c * group_width, grouped, (2 * n - 1 - r) * c * group_width, B, c * group_width);
+    take_chunks(block, grouped, r, n, c, group_width, B);
   }
   exchange(send, received);
   // Block j holds this rank's tokens of head group j: its columns back into each section.
@@ -104,9 +108,7 @@ Tensor AllToAllAttention::lse_to_heads(const Tensor& lse) {
   exchange(send, received);
   Tensor grouped = Tensor::zeros({B, h, local_T * n}, DType::f32, lse.device());
   for (int r = 0; r < n; ++r) {
-    const Tensor block = received.view(r * B * h * local_T, {B * h, local_T});
-    copy_columns(grouped, r * c, block, 0, B * h, c);
-    copy_columns(grouped, (2 * n - 1 - r) * c, block, c, B * h, c);
+    place_chunks(grouped, received.view(r * B * h * local_T, {B * h, local_T}), r, n, c, 1, B * h);
   }
   return grouped;
 }
@@ -118,8 +120,7 @@ void AllToAllAttention::lse_to_tokens(Tensor& lse, const Tensor& grouped) {
   Tensor received = Tensor::zeros(send.shape(), DType::f32, lse.device());
   for (int r = 0; r < n; ++r) {
     Tensor block = send.view(r * B * h * local_T, {B * h, local_T});
-    copy_columns(block, 0, grouped, r * c, B * h, c);
-    copy_columns(block, c, grouped, (2 * n - 1 - r) * c, B * h, c);
+    take_chunks(block, grouped, r, n, c, 1, B * h);
   }
   exchange(send, received);
   for (int j = 0; j < n; ++j) {
@@ -139,9 +140,7 @@ Tensor AllToAllAttention::whole_doc_starts(const Tensor& doc_starts) {
   stats_.bytes_sent += int64_t(doc_starts.bytes()) * (n - 1);
   Tensor whole = Tensor::zeros({B, local_T * n}, DType::i32, doc_starts.device());
   for (int r = 0; r < n; ++r) {
-    const Tensor block = gathered.view(r * B * local_T, {B, local_T});
-    copy_columns(whole, r * c, block, 0, B, c);
-    copy_columns(whole, (2 * n - 1 - r) * c, block, c, B, c);
+    place_chunks(whole, gathered.view(r * B * local_T, {B, local_T}), r, n, c, 1, B);
   }
   return whole;
 }

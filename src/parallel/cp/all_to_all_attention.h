@@ -12,25 +12,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
-#include "nn/context_parallel.h"
-#include "parallel/comm.h"
-#include "parallel/group_sum.h"
+#include "parallel/cp/cp_group_attention.h"
 
 namespace tessera {
 
-class AllToAllAttention final : public ContextParallel {
+class AllToAllAttention final : public CpGroupAttention {
  public:
-  explicit AllToAllAttention(std::shared_ptr<Comm> cp);
-  CpPlace place() const override { return {cp_->rank(), cp_->size()}; }
+  explicit AllToAllAttention(std::shared_ptr<Comm> cp) : CpGroupAttention(std::move(cp)) {}
   void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
                          const Tensor& doc_starts) override;
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                           int NH, int NKV, const Tensor& doc_starts) override;
-  std::vector<double> sum_over_group(const std::vector<double>& values) override { return sum_over(*cp_, values); }
-  CpCommStats stats() const override { return stats_; }
-  void reset_stats() override { stats_ = {}; }
 
  private:
   // A token's row as sections of heads ({NH, NKV, NKV} for qkv: q, k, v; {NH} for out), each
@@ -50,9 +45,6 @@ class AllToAllAttention final : public ContextParallel {
   Tensor whole_doc_starts(const Tensor& doc_starts);
   void exchange(const Tensor& send, Tensor& received);  // the all-to-all, timed and counted
   void check_heads(int NH, int NKV) const;
-
-  std::shared_ptr<Comm> cp_;
-  CpCommStats stats_;
 };
 
 }  // namespace tessera

@@ -12,10 +12,6 @@
 
 namespace tessera {
 
-RingAttention::RingAttention(std::shared_ptr<Comm> cp) : cp_(std::move(cp)) {
-  TS_CHECK(cp_ != nullptr, "RingAttention: no cp group");
-}
-
 RingAttention::Hop RingAttention::pass_on(const Tensor& block, Tensor& incoming) {
   const int rank = cp_->rank(), size = cp_->size();
   Work received = cp_->recv_async(incoming, (rank + size - 1) % size);

@@ -10,26 +10,21 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
-#include "nn/context_parallel.h"
+#include "parallel/cp/cp_group_attention.h"
 #include "ops/attention_block.h"
-#include "parallel/comm.h"
-#include "parallel/group_sum.h"
 
 namespace tessera {
 
-class RingAttention final : public ContextParallel {
+class RingAttention final : public CpGroupAttention {
  public:
-  explicit RingAttention(std::shared_ptr<Comm> cp);
-  CpPlace place() const override { return {cp_->rank(), cp_->size()}; }
+  explicit RingAttention(std::shared_ptr<Comm> cp) : CpGroupAttention(std::move(cp)) {}
   void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
                          const Tensor& doc_starts) override;
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                           int NH, int NKV, const Tensor& doc_starts) override;
-  std::vector<double> sum_over_group(const std::vector<double>& values) override { return sum_over(*cp_, values); }
-  CpCommStats stats() const override { return stats_; }
-  void reset_stats() override { stats_ = {}; }
 
  private:
   // The two halves of one ring transfer: a block to rank+1, the next from rank-1.
@@ -42,9 +37,6 @@ class RingAttention final : public ContextParallel {
   std::vector<std::vector<int32_t>> positions_by_rank(int64_t local_T) const;
   // The local queries' and the step's kv block's positions: the block of rank - step.
   BlockPositions step_positions(const std::vector<std::vector<int32_t>>& by_rank, int step) const;
-
-  std::shared_ptr<Comm> cp_;
-  CpCommStats stats_;
 };
 
 }  // namespace tessera
