@@ -36,7 +36,8 @@
 #          bench/torch_llama_cuda.py, same shapes
 #   trainer  tessera train of GPT-2 124M (B=16, T=1024, bf16, synthetic tokens) on the GPU: the median
 #          tokens/s a user's run gets, beside bench train's for the same shape ($TRAINER_FLAGS go to both)
-#   multirank  dp2 (ZeRO 0, 1, 2, 3), cp2 (ring attention) and dp2 with bf16 or PowerSGD gradient
+#   multirank  dp2 (ZeRO 0, 1, 2, 3, and 3 keeping blocks gathered), cp2 (ring and all-to-all attention)
+#          and dp2 with bf16 or PowerSGD gradient
 #          compression, with two ranks on the one GPU (mpirun from the bundle's Open MPI, buffers staged
 #          through host memory): the fp32 loss curves agree with one rank's (bf16 on the wire: within
 #          1e-2), PowerSGD's with the same compression on the CPU (within 1e-3)
@@ -259,7 +260,7 @@ print(f"tessera train: median {statistics.median(rates):,.0f} tokens/s over step
       record "$tessera" bench train --model gpt2-124m --micro-batch-size 16 --seq-len 1024 --steps 20 ${TRAINER_FLAGS:-}
       ;;
     multirank)
-      section "multirank: dp2 (zero 0/1/2/3), cp2, compressed dp2 on one GPU (MPI, staged through host) vs one rank, fp32"
+      section "multirank: dp2 (zero 0/1/2/3, 3 kept gathered), cp2 (ring, all-to-all), compressed dp2 on one GPU (MPI, staged through host) vs one rank, fp32"
       ompi=$bundle/openmpi
       [[ -d $ompi ]] || { mkdir -p "$ompi" && tar -C "$ompi" -xzf "$bundle/openmpi.tar.gz"; }
       # Debian's Open MPI and PMIx, relocated from / to $ompi.
@@ -280,7 +281,9 @@ print(f"tessera train: median {statistics.median(rates):,.0f} tokens/s over step
       # Exact layouts and bf16 on the wire against one rank within fp32's (bf16's) rounding; PowerSGD,
       # which changes the trajectory by design, against the same compression on the CPU.
       for layout in "--dp 2 --zero 0:1e-4:one" "--dp 2 --zero 1:1e-4:one" "--dp 2 --zero 2:1e-4:one" \
-                    "--dp 2 --zero 3:1e-4:one" "--cp 2 --dp 1:1e-4:one" "--dp 2 --grad-reduce-dtype bf16:1e-2:one" \
+                    "--dp 2 --zero 3:1e-4:one" "--dp 2 --zero 3 --no-reshard-after-forward:1e-4:one" \
+                    "--cp 2 --dp 1:1e-4:one" "--cp 2 --dp 1 --cp-comm all-to-all:1e-4:one" \
+                    "--dp 2 --grad-reduce-dtype bf16:1e-2:one" \
                     "--dp 2 --powersgd-rank 4:1e-3:cpu"; do
         IFS=: read -r flags tolerance reference <<< "$layout"
         name=$(echo "$flags" | tr -d ' -')
