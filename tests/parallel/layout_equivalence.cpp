@@ -160,11 +160,13 @@ const Layout kLayouts[] = {
     {4, 1, 0, 2, "gpt2-tiny", 2, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 1, "llama-tiny", 2, "interleaved", 2, 4, "", 1, 1, 2},
     {8, 1, 0, 2, "llama-tiny", 2, "zero-bubble", 1, 0, "", 2, 1, 2},
     // all-to-all attention under cp (each rank the whole sequence of 1/cp of the heads): alone, over
-    // dp with recomputation, over tp (a tp rank's heads shared out), under a pipeline with MoE blocks
+    // dp with recomputation, over tp (a tp rank's heads shared out), under a pipeline with MoE blocks,
+    // over dp·cp ZeRO-3 shards kept gathered
     {2, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
     {4, 2, 1, 2, "llama-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all --recompute full", 1, 1, 2},
     {4, 1, 0, 4, "gpt2-tiny", 1, "1f1b", 1, 0, "--heads 4 --cp-comm all-to-all", 2, 1, 2},
     {4, 1, 0, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
+    {4, 2, 3, 1, "llama-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all --no-reshard-after-forward", 1, 1, 2},
     // MoE under cp: the load-balancing loss over the whole sequences; with ep, tp and recomputation
     {2, 1, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 1, 4},
     {4, 2, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--recompute full --moe-z-coef 0.001", 1, 2, 2},
