@@ -85,11 +85,18 @@ void add_launch_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--restart-delay", o->policy.delay_s, "Seconds between a failure and the restart")
       ->capture_default_str();
+  cmd->add_option("--restart-window", o->policy.window_s,
+                  "Only failures of the last this many seconds count against --max-restarts (0: every failure)")
+      ->capture_default_str();
   cmd->add_option("command", o->command, "The job's command line, after --")->required();
   cmd->callback([o] {
     // Refused as a bad flag is (exit 2).
     if (!(o->policy.delay_s >= 0 && o->policy.delay_s <= 86400))
       throw ConfigError("--restart-delay must be between 0 and 86400 s, got " + number_text(o->policy.delay_s), "");
+    if (!(o->policy.window_s >= 0 && o->policy.window_s <= 365 * 86400.0))
+      throw ConfigError("--restart-window must be between 0 and 31536000 s (a year), got " +
+                            number_text(o->policy.window_s),
+                        "");
     if (o->policy.max_restarts < 0)
       throw ConfigError("--max-restarts must not be negative, got " + std::to_string(o->policy.max_restarts), "");
     warn_about_restarts(o->command);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <deque>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -202,10 +203,13 @@ int run_with_restarts(const std::vector<std::string>& command, const RestartPoli
   ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int code = 0;
+  using Clock = std::chrono::steady_clock;
+  std::deque<Clock::time_point> failures;  // the failures that count against max_restarts
+  const std::string window = policy.window_s > 0 ? " in the last " + duration_text(policy.window_s) : "";
   for (int attempt = 0;; ++attempt) {
-    log(attempt == 0 ? "starting the job" : "restart " + std::to_string(attempt) + " of " +
-                                               std::to_string(policy.max_restarts));
-    const auto started = std::chrono::steady_clock::now();
+    log(attempt == 0 ? "starting the job" : "restart " + std::to_string(failures.size()) + " of " +
+                                               std::to_string(policy.max_restarts) + window);
+    const auto started = Clock::now();
     const pid_t job = start(command);
     code = wait_for(job, log);
     g_job = 0;
@@ -228,8 +232,13 @@ int run_with_restarts(const std::vector<std::string>& command, const RestartPoli
       log(failed + ": its command line was refused or cannot run, and would be again; not restarting");
       break;
     }
-    if (attempt == policy.max_restarts) {
-      log(failed + " and no restarts are left");
+    failures.push_back(Clock::now());
+    while (policy.window_s > 0 &&
+           std::chrono::duration<double>(failures.back() - failures.front()).count() > policy.window_s)
+      failures.pop_front();
+    if (int(failures.size()) > policy.max_restarts) {
+      log(failed + " and no restarts are left" + (window.empty() ? "" : " (" + std::to_string(failures.size()) +
+                                                                          " failures" + window + ")"));
       break;
     }
     log(failed + "; restarting in " + number_text(policy.delay_s) + " s from its latest checkpoint");

@@ -21,7 +21,8 @@ namespace tessera {
 
 struct RestartPolicy {
   int max_restarts = 3;
-  double delay_s = 5.0;  // between a failure and the restart
+  double delay_s = 5.0;   // between a failure and the restart
+  double window_s = 0.0;  // > 0: only the failures of the last window_s seconds count against max_restarts
 };
 
 // Whether a job's exit code says its command line was refused, so that a restart cannot help:
@@ -30,7 +31,9 @@ struct RestartPolicy {
 bool command_line_refused(int exit_code);
 
 // Runs `command` (argv, looked up on PATH) until it exits 0, its command line is refused, a signal
-// to the supervisor ends it, or max_restarts restarts have failed too; returns the last exit code
+// to the supervisor ends it, or max_restarts restarts have failed too (within window_s seconds, when
+// it is set: a job of weeks survives a failure a day, and still gives up on one that keeps failing
+// at once); returns the last exit code
 // (128 + signal for a job killed by one). `log` receives one line per event (start, failure with how
 // long the job ran, processes it left running and were ended, restart, a signal passed on). Makes
 // the calling process the subreaper of its descendants while it runs.

@@ -33,6 +33,29 @@ TEST(Launch, RestartsAFailedJobUntilItSucceedsOrRestartsRunOut) {
   EXPECT_TRUE(testing::contains(out.output, "no restarts are left")) << out.output;
 }
 
+// --restart-window: failures further apart than the window never use the restarts up (a job of weeks
+// that fails once a day), failures within it do (a job that keeps failing).
+TEST(Launch, CountsOnlyTheFailuresOfTheRestartWindow) {
+  const fs::path dir = testing::scratch_dir();
+  // Fails on its first three runs, each after 1.2 s; succeeds on the fourth.
+  const std::string job = "sh -c 'n=$(cat " + (dir / "n").string() + " 2>/dev/null || echo 0); echo $((n+1)) > " +
+                          (dir / "n").string() + "; [ $n -ge 3 ] || { sleep 1.2; exit 1; }'";
+  testing::CommandResult apart =
+      testing::run_command(kTessera + " launch --restart-delay 0 --max-restarts 1 --restart-window 1 -- " + job);
+  EXPECT_EQ(apart.exit_code, 0) << apart.output;
+  EXPECT_EQ(testing::read_text(dir / "n"), "4\n");
+  EXPECT_TRUE(testing::contains(apart.output, "restart 1 of 1 in the last")) << apart.output;
+  fs::remove(dir / "n");
+  testing::CommandResult within =
+      testing::run_command(kTessera + " launch --restart-delay 0 --max-restarts 1 --restart-window 60 -- " + job);
+  EXPECT_EQ(within.exit_code, 1) << within.output;
+  EXPECT_EQ(testing::read_text(dir / "n"), "2\n");
+  EXPECT_TRUE(testing::contains(within.output, "no restarts are left (2 failures in the last")) << within.output;
+  testing::CommandResult negative = testing::run_command(kTessera + " launch --restart-window -1 -- true");
+  EXPECT_EQ(negative.exit_code, 2) << negative.output;
+  EXPECT_TRUE(testing::contains(negative.output, "--restart-window must be between 0 and")) << negative.output;
+}
+
 // A flag tessera refuses (exit 109), a usage error (2) or a command that is not there (127) fails the
 // same way every time: one try, and a line saying why there is no restart.
 TEST(Launch, DoesNotRestartARefusedCommandLine) {
