@@ -26,6 +26,8 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   const DecoderNames names = decoder_names(c);
   const int64_t C = c.channels, V = c.vocab_size, HS = c.head_size();
   const int64_t q = c.num_heads * HS, kv = c.kv_heads() * HS, F = c.hidden(), Fe = c.moe.expert_hidden;
+  // q_proj and k_proj are (NH·HS, C) and (NKV·HS, C), o_proj (C, NH·HS), whatever C is (Qwen3's heads
+  // are wider than hidden_size / num_attention_heads).
   std::vector<HfPiece> pieces = {{"model.embed_tokens.weight", {V, C}, names.embed, 0}};
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
@@ -38,6 +40,10 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "self_attn.q_proj.bias", {q}, b.qkv.bias, 0});
       pieces.push_back({p + "self_attn.k_proj.bias", {kv}, b.qkv.bias, q});
       pieces.push_back({p + "self_attn.v_proj.bias", {kv}, b.qkv.bias, q + kv});
+    }
+    if (c.qk_norm) {
+      pieces.push_back({p + "self_attn.q_norm.weight", {HS}, b.q_norm, 0});
+      pieces.push_back({p + "self_attn.k_norm.weight", {HS}, b.k_norm, 0});
     }
     pieces.push_back({p + "self_attn.o_proj.weight", {C, q}, b.attn_out.weight, 0});
     pieces.push_back({p + "post_attention_layernorm.weight", {C}, b.norm2.weight, 0});
@@ -136,15 +142,16 @@ double json_float(float v) {
 }  // namespace
 
 bool is_hf_llama_type(const json& model_type) {
-  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "mixtral";
+  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
+         model_type == "mixtral";
 }
 
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
   const ConfigReader r(config, path);
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
-           "; expected \"llama\", \"mistral\", \"qwen2\" or \"mixtral\"");
-  const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2";
+           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\" or \"mixtral\"");
+  const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3 = *type == "qwen3";
   r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
   r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
@@ -163,9 +170,10 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   c.channels = r.integer("hidden_size");
   c.vocab_size = r.integer("vocab_size");
   c.qkv_bias = qwen2;
+  c.qk_norm = qwen3;
   c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : 2048);
   // Mistral and Mixtral may window their attention; a window as long as the context changes nothing.
-  if (const json* window = r.find("sliding_window"); window && !qwen2)
+  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3)
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() >= c.max_seq_len, r.where(),
              ": field 'sliding_window' is ", json_excerpt(*window), "; sliding-window attention is not implemented ",
              "(a window of max_position_embeddings or more, or null, is full attention)");
@@ -174,10 +182,11 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   c.norm_eps = r.number("rms_norm_eps", mixtral ? 1e-5f : 1e-6f);
   c.rope.theta = r.number("rope_theta", mixtral ? 1e6f : 1e4f);
   c.tied_embeddings = r.boolean("tie_word_embeddings", false);
-  if (const json* head_dim = r.find("head_dim"))
-    TS_CHECK(c.channels % c.num_heads == 0 && *head_dim == c.channels / c.num_heads, r.where(), ": field 'head_dim' is ",
-             json_excerpt(*head_dim), "; Tessera needs hidden_size / num_attention_heads = ",
-             c.channels / std::max<int64_t>(c.num_heads, 1));
+  // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
+  if (r.find("head_dim")) {
+    const int64_t head_dim = r.integer("head_dim");
+    if (c.channels % c.num_heads != 0 || head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
+  }
   if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.rope);
   if (mixtral) {
     c.moe.num_experts = r.integer("num_local_experts", 8);
@@ -235,9 +244,10 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
                config.moe.num_shared_experts == 0 && config.moe.first_dense_layers == 0 &&
-               config.moe.router == RouterKind::softmax_topk && !(config.qkv_bias && config.moe.enabled()),
-           "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM or ",
-           "MixtralForCausalLM form");
+               config.moe.router == RouterKind::softmax_topk && !(config.qkv_bias && config.moe.enabled()) &&
+               !(config.qk_norm && (config.moe.enabled() || config.qkv_bias)),
+           "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
+           "Qwen3ForCausalLM or MixtralForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
@@ -250,7 +260,11 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   }
   write_hf_weights(dir, tensors, max_shard_bytes, dtype);
 
-  const bool mixtral = config.moe.enabled(), qwen2 = config.qkv_bias;
+  const bool mixtral = config.moe.enabled(), qwen2 = config.qkv_bias, qwen3 = config.qk_norm;
+  const char* architecture = mixtral ? "MixtralForCausalLM"
+                             : qwen2 ? "Qwen2ForCausalLM"
+                             : qwen3 ? "Qwen3ForCausalLM"
+                                     : "LlamaForCausalLM";
   json rope_scaling = nullptr;
   if (config.rope.factor > 0)
     rope_scaling = {{"rope_type", "llama3"},
@@ -258,9 +272,8 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                     {"low_freq_factor", json_float(config.rope.low_freq_factor)},
                     {"high_freq_factor", json_float(config.rope.high_freq_factor)},
                     {"original_max_position_embeddings", config.rope.original_max_positions}};
-  json hf = {{"architectures",
-              json::array({mixtral ? "MixtralForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"})},
-             {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : "llama"},
+  json hf = {{"architectures", json::array({architecture})},
+             {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama"},
              {"hidden_size", config.channels},
              {"intermediate_size", mixtral ? config.moe.expert_hidden : config.hidden()},
              {"num_hidden_layers", config.num_layers},
@@ -282,6 +295,9 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
     hf["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
   } else if (qwen2) {
     hf["use_sliding_window"] = false;
+  } else if (qwen3) {
+    hf["use_sliding_window"] = false;
+    hf["attention_bias"] = false;
   } else {
     hf["attention_bias"] = false;
     hf["mlp_bias"] = false;

@@ -106,7 +106,9 @@ json model_config_to_json(const ModelConfig& c) {
             {"mlp", name_of(kMlps, c.mlp)},
             {"bias", c.bias},
             {"qkv_bias", c.qkv_bias},
+            {"qk_norm", c.qk_norm},
             {"tied_embeddings", c.tied_embeddings}};
+  if (c.head_dim > 0) j["head_dim"] = c.head_dim;
   if (c.positions == PositionKind::rope)
     j["rope"] = {{"theta", c.rope.theta},
                  {"factor", c.rope.factor},
@@ -144,6 +146,8 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.choice("mlp", kMlps, c.mlp);
   r.boolean("bias", c.bias);
   r.boolean("qkv_bias", c.qkv_bias);  // absent before Qwen2 support: false
+  r.boolean("qk_norm", c.qk_norm);    // absent before Qwen3 support: false
+  r.integer("head_dim", c.head_dim, 0);  // absent unless heads are not channels / num_heads wide
   r.boolean("tied_embeddings", c.tied_embeddings);
   Reader rope = r.object("rope");
   rope.number("theta", c.rope.theta);

@@ -27,6 +27,8 @@ BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShap
   BlockBytes b;
   b.kept += 2 * norm_bytes(c, B, Tl, s) + 2 * B * Tl * C * s;  // norm1, norm2; mid, attn.out
   b.kept += B * T * c.qkv_width() * s;                              // attn.qkv
+  if (c.qk_norm)  // attn.q_in, k_in and their rstd
+    b.kept += B * T * (c.num_heads + c.kv_heads()) * (c.head_size() * s + kF32);
   b.dropped += B * T * c.attention_width() * s + B * c.num_heads * T * kF32;  // attn.core, attn.lse
   if (c.is_moe_block(layer)) {
     const int64_t N = B * T, E = c.moe.num_experts, K = c.moe.top_k, Fe = c.moe.expert_hidden;
@@ -92,9 +94,10 @@ ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationS
   if (c.positions == PositionKind::rope) bytes.saved += T * kI32 + c.head_size() / 2 * kF32;  // rotary
   if (a.blocks.first == 0) bytes.saved += B * T * kI32;  // tokens (Decoder::embed's copy)
   const bool swiglu = c.mlp == MlpKind::swiglu;
-  bytes.scratch += 2 * B * Tl * C * s;                                         // dresidual, dnormed
+  bytes.scratch += (B * Tl * C + std::max(B * Tl * C, B * T * c.attention_width())) * s;  // dresidual, dnormed/dcore
   bytes.scratch += B * T * std::max(c.qkv_width(), swiglu ? 2 * F : F) * s;  // dqkv and mlp.dh share it
   if (swiglu) bytes.scratch += B * T * F * s;                                  // mlp.dact
+  if (c.qk_norm) bytes.scratch += B * T * c.num_heads * c.head_size() * s;     // the query norm's input gradient
   if (c.moe.enabled()) bytes.scratch += moe_scratch_bytes(c, a);
   return bytes;
 }

@@ -2,16 +2,46 @@
 #include "nn/attention_layer.h"
 
 #include <numeric>
+#include <utility>
 
 #include "core/cuda/device.h"
 #include "ops/attention.h"
 #include "ops/attention_kv.h"
 #include "ops/matmul.h"
+#include "ops/rmsnorm.h"
 #include "ops/rope.h"
 
 namespace tessera {
 
 namespace {
+
+// The query and key sections of qkv (B·T rows of (NH+2NKV)·HS): [0, NH·HS) and [NH·HS, (NH+NKV)·HS).
+struct QkSection {
+  int64_t first_col, heads;
+};
+QkSection q_section(const ModelConfig& c) { return {0, c.num_heads}; }
+QkSection k_section(const ModelConfig& c) { return {c.num_heads * c.head_size(), c.kv_heads()}; }
+
+// Qwen3's per-head RMSNorm of one section of qkv, in place: `in` (rows·heads, HS) keeps the section
+// before it (what backward reads), `rstd` (rows·heads) its statistics.
+void head_norm_forward(const ModelConfig& c, Tensor& qkv, QkSection s, Tensor& in, Tensor& rstd, const Tensor& weight) {
+  const int64_t HS = c.head_size(), rows = qkv.numel() / c.qkv_width(), width = s.heads * HS;
+  copy_columns(in, 0, qkv, s.first_col, rows, width);
+  Tensor normed = Tensor::zeros(in.shape(), in.dtype(), in.device());
+  rmsnorm_forward(normed, rstd, in, weight, c.norm_eps);
+  copy_columns(qkv, s.first_col, normed, 0, rows, width);
+}
+
+// Its backward, in place in dqkv: the section's gradient before the norm; the gain's accumulates.
+// `free` (at least the section's elements) is scratch nothing else reads meanwhile (dcore, consumed).
+void head_norm_backward(const ModelConfig& c, Tensor& dqkv, QkSection s, const Tensor& in, const Tensor& rstd,
+                        const Tensor& weight, Tensor& dweight, const Tensor& free) {
+  const int64_t HS = c.head_size(), rows = dqkv.numel() / c.qkv_width(), width = s.heads * HS;
+  Tensor dnormed = free.view(0, in.shape()), din = Tensor::zeros(in.shape(), in.dtype(), in.device());
+  copy_columns(dnormed, 0, dqkv, s.first_col, rows, width);
+  rmsnorm_backward(din, dweight, dnormed, in, weight, rstd);
+  copy_columns(dqkv, s.first_col, din, 0, rows, width);
+}
 
 // Causal attention of a's qkv (within documents under document masking), over the cp group's whole
 // sequences when there is one.
@@ -40,6 +70,12 @@ void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_
     lse = Tensor::zeros({B, config.num_heads, T}, DType::f32, device);
   }
   out = Tensor::zeros({B, T_out, config.channels}, dtype, device);
+  if (!config.qk_norm) return;
+  const int64_t HS = config.head_size();
+  q_in = Tensor::zeros({B * T * config.num_heads, HS}, dtype, device);
+  k_in = Tensor::zeros({B * T * config.kv_heads(), HS}, dtype, device);
+  q_rstd = Tensor::zeros({B * T * config.num_heads}, DType::f32, device);
+  k_rstd = Tensor::zeros({B * T * config.kv_heads()}, DType::f32, device);
 }
 
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
@@ -49,6 +85,10 @@ void attention_layer_forward(const ModelConfig& config, AttentionActivations& a,
   const Fp8Linear qkv = fp8[BlockLinear::qkv], proj = fp8[BlockLinear::attn_out];
   matmul_forward(a.qkv, qkv.operand(region_input(x, tp), Fp8Role::input), qkv.operand(w.qkv.weight, Fp8Role::weight),
                  w.qkv.bias);
+  if (config.qk_norm) {
+    head_norm_forward(config, a.qkv, q_section(config), a.q_in, a.q_rstd, w.q_norm);
+    head_norm_forward(config, a.qkv, k_section(config), a.k_in, a.k_rstd, w.k_norm);
+  }
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq);
   core_forward(config, a, seq, cp);
   Tensor partial = all_rows_like(a.out, tp);
@@ -62,6 +102,14 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
                             int64_t past) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
   matmul_forward(a.qkv, x, w.qkv.weight, w.qkv.bias);
+  if (config.qk_norm) {  // the statistics are not kept: no backward follows
+    const int64_t rows = a.qkv.numel() / config.qkv_width(), HS = config.head_size();
+    for (const auto& [section, weight] : {std::pair{q_section(config), &w.q_norm}, {k_section(config), &w.k_norm}}) {
+      Tensor in = Tensor::zeros({rows * section.heads, HS}, a.qkv.dtype(), a.qkv.device());
+      Tensor rstd = Tensor::zeros({rows * section.heads}, DType::f32, a.qkv.device());
+      head_norm_forward(config, a.qkv, section, in, rstd, *weight);
+    }
+  }
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq);
   attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV);
   matmul_forward(a.out, a.core, w.attn_out.weight, w.attn_out.bias);
@@ -85,6 +133,10 @@ void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeight
   else
     attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts);
   if (config.positions == PositionKind::rope) rope_backward(scratch.dqkv, seq.rope, NH, NKV, seq.inv_freq);
+  if (config.qk_norm) {
+    head_norm_backward(config, scratch.dqkv, q_section(config), a.q_in, a.q_rstd, w.q_norm, g.q_norm, scratch.dcore);
+    head_norm_backward(config, scratch.dqkv, k_section(config), a.k_in, a.k_rstd, w.k_norm, g.k_norm, scratch.dcore);
+  }
   Tensor partial = all_rows_like(dx, tp);
   linear_backward(partial, g.qkv, qkv.operand(scratch.dqkv, Fp8Role::grad), qkv.operand(region_input(x, tp), Fp8Role::input),
                   qkv.operand(w.qkv.weight, Fp8Role::weight), deferred);

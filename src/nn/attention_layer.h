@@ -1,6 +1,7 @@
-// The attention half of a block, after its norm: qkv projection, rotary embeddings (when the config
-// uses RoPE), causal multi-head or grouped-query attention, output projection.
-//   forward:  out = o_proj(attention(rope(qkv_proj(x))))
+// The attention half of a block, after its norm: qkv projection, per-head RMSNorm of the queries and
+// keys (Qwen3, config.qk_norm), rotary embeddings (when the config uses RoPE), causal multi-head or
+// grouped-query attention, output projection.
+//   forward:  out = o_proj(attention(rope(qk_norm(qkv_proj(x)))))
 //   backward: dx written from dout; parameter gradients accumulate.
 // The saved qkv is the rotated one, which is what attention's backward reads.
 #pragma once
@@ -32,6 +33,9 @@ struct AttentionActivations {
   Tensor core;  // (B,T,C): attention's output, before o_proj
   Tensor lse;   // (B,NH,T) f32
   Tensor out;   // (B,T,C)
+  // With config.qk_norm: the queries and keys before their norms, (B·T·NH, HS) and (B·T·NKV, HS), and
+  // the norms' rstd, f32 (B·T·NH) and (B·T·NKV).
+  Tensor q_in, k_in, q_rstd, k_rstd;
   // Without `with_core`, core and lse are left for the caller (selective recomputation shares them).
   // out holds T_out positions (T / tp under sequence parallelism), the rest all T.
   void allocate(const ModelConfig& config, int64_t B, int64_t T, int64_t T_out, DType dtype, Device device,

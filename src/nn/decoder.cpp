@@ -505,7 +505,8 @@ void Decoder::reduce_tp_partial_grads() {
 
 void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
   const int64_t replicas = kv_head_replicas(config_, tp_place_);
-  if (seq_shards() == 1 && replicas == 1) return;
+  const bool head_norms = config_.qk_norm && tp_place_.size > 1;
+  if (seq_shards() == 1 && replicas == 1 && !head_norms) return;
   // Each piece: a view of this rank's gradients and its place in one buffer, summed over the group
   // in one all-reduce. Every tp rank's layout has the same parts, so the buffers line up.
   std::vector<std::pair<Tensor, int64_t>> pieces;
@@ -521,6 +522,13 @@ void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
   };
   for (const BlockNames& b : names_.blocks) norm(b.norm1), norm(b.norm2);
   norm(names_.final_norm);
+  // Qwen3's query and key gains: each rank's from its own heads.
+  for (const BlockNames& b : names_.blocks)
+    for (const std::string& name : {b.q_norm, b.k_norm}) {
+      if (!wanted(name) || !head_norms) continue;
+      pieces.push_back({grad_of(name), total});
+      total += pieces.back().first.numel();
+    }
   // Replicated kv heads: this rank's key and value rows (after its query rows), from its query heads
   // only, in the slot of its kv head; the slots' sums are the kv heads' gradients.
   const int64_t HS = config_.head_size(), kv_head = tp_place_.rank / replicas;

@@ -146,8 +146,9 @@ class Decoder {
   // Frees the gradient buffer until the next zero_grad() (ZeRO-2 keeps only its reduced shard).
   void release_grads();
   // After the step's backward, sums over the tp group the gradients each rank holds a part of: the
-  // norms' under sequence parallelism (each rank's from its positions), and the key/value rows of
-  // kv heads replicated over tp ranks (each rank's from its query heads). A no-op otherwise, and
+  // norms' under sequence parallelism (each rank's from its positions), the query and key heads'
+  // gains (each rank's from its heads), and the key/value rows of kv heads replicated over tp ranks
+  // (each rank's from its query heads). A no-op otherwise, and
   // under ZeRO-3, whose backward sums each part's before the part is reduced over dp.
   void reduce_tp_partial_grads();
   // The flat-buffer ranges of kv-head rows that another tp rank of this one's kv head also holds
@@ -157,7 +158,8 @@ class Decoder {
   std::vector<OffsetRange> expert_ranges() const;
   // Whether reduce_tp_partial_grads() has anything to do.
   bool has_tp_partial_grads() const {
-    return !part_grads_ && (seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1);
+    return !part_grads_ &&
+           (seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1 || (config_.qk_norm && tp_place_.size > 1));
   }
 
   const ModelConfig& config() const { return config_; }

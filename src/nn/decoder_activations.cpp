@@ -100,10 +100,13 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
   }
 
   dresidual = local();
-  scratch.dnormed = local();
-  // Consumed before dnormed is written: all T positions of a tensor-parallel rank's heads, no more
-  // elements than dnormed's (B, T / tp, C) under sequence parallelism.
-  scratch.attn.dcore = scratch.dnormed.view(0, {B, T, config.attention_width()});
+  // dcore is consumed before dnormed is written, so they share a buffer: all T positions of a
+  // tensor-parallel rank's heads fit in dnormed's (B, T / tp, C) under sequence parallelism, unless the
+  // heads are wider than the model (Qwen3: 16 heads of 128 over 1024 channels).
+  const Tensor dnormed_or_dcore =
+      Tensor::zeros({std::max(B * T_local * C, B * T * config.attention_width())}, dtype, device);
+  scratch.dnormed = dnormed_or_dcore.view(0, {B, T_local, C});
+  scratch.attn.dcore = dnormed_or_dcore.view(0, {B, T, config.attention_width()});
   const bool swiglu = config.mlp == MlpKind::swiglu;
   const int64_t mlp_width = swiglu ? 2 * F : F;
   const Tensor wide = btc(std::max(config.qkv_width(), mlp_width));

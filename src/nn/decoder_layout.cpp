@@ -29,6 +29,10 @@ BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
   BlockNames n;
   n.norm1 = linear_names(p + "input_layernorm", norm_bias);
   n.qkv = linear_names(p + "self_attn.qkv_proj", c.bias || c.qkv_bias);
+  if (c.qk_norm) {
+    n.q_norm = p + "self_attn.q_norm.weight";
+    n.k_norm = p + "self_attn.k_norm.weight";
+  }
   n.attn_out = linear_names(p + "self_attn.o_proj", c.bias);
   n.norm2 = linear_names(p + "post_attention_layernorm", norm_bias);
   const std::string in = c.mlp == MlpKind::swiglu ? "gate_up_proj" : "up_proj";
@@ -153,6 +157,8 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
                     {{t * NHl * HS, NHl * HS}, {NH * HS + kv_first * HS, NKVl * HS},
                      {(NH + NKV) * HS + kv_first * HS, NKVl * HS}},
                     ParamInit::normal);
+    add(b.q_norm, {HS}, ParamInit::ones);  // every tp rank's heads share them: whole on each
+    add(b.k_norm, {HS}, ParamInit::ones);
     row_parallel(b.attn_out, c.attention_width(), local.attention_width(), ParamInit::residual);
     norm(b.norm2);
     column_parallel(b.mlp_in, swiglu ? 2 * F : F, swiglu ? gate_up(0, F, Fl) : std::vector<Rows>{{t * Fl, Fl}},
@@ -203,6 +209,7 @@ DecoderWeights weights_of(const DecoderNames& names, const NamedTensors& named, 
     BlockWeights bw;
     if (in(l)) {
       bw.norm1 = linear(b.norm1), bw.qkv = linear(b.qkv), bw.attn_out = linear(b.attn_out);
+      bw.q_norm = get(b.q_norm), bw.k_norm = get(b.k_norm);
       bw.norm2 = linear(b.norm2), bw.mlp_in = linear(b.mlp_in), bw.mlp_out = linear(b.mlp_out);
       bw.router = get(b.router), bw.router_bias = get(b.router_bias);
       bw.experts_in = get(b.experts_in), bw.experts_out = get(b.experts_out);

@@ -24,6 +24,7 @@ struct LinearNames {
 
 struct BlockNames {
   LinearNames norm1, qkv, attn_out, norm2;  // a norm's "weight" is its gain
+  std::string q_norm, k_norm;               // Qwen3's per-head query and key gains (HS), or empty
   LinearNames mlp_in, mlp_out;              // dense MLP: (F or 2F, C) and (C, F); empty in a MoE block
   std::string router, router_bias;          // MoE: (E, C) and the balancing bias (E) of a sigmoid router
   std::string experts_in, experts_out;      // MoE: (E, 2Fe, C) and (E, C, Fe)
@@ -57,6 +58,7 @@ struct LinearWeights {
 
 struct BlockWeights {
   LinearWeights norm1, qkv, attn_out, norm2, mlp_in, mlp_out;
+  Tensor q_norm, k_norm;
   Tensor router, router_bias, experts_in, experts_out;
   LinearWeights shared_in, shared_out;
 };

@@ -32,6 +32,8 @@ void ModelConfig::validate() const {
              "model: llama3 rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor and a positive ",
              "original_max_position_embeddings");
   }
+  TS_CHECK(!qk_norm || naming == Naming::llama, "model: query/key norms are a Llama-family (Qwen3) feature; ",
+           "GPT-2's naming has none");
   if (moe.enabled()) {
     TS_CHECK(moe.top_k >= 1 && moe.top_k <= moe.num_experts, "model: moe top_k (", moe.top_k,
              ") must be between 1 and the number of experts (", moe.num_experts, ")");
@@ -68,6 +70,8 @@ std::string model_summary(const ModelConfig& config) {
   std::string line = model_family(config) + ", " + std::to_string(config.num_layers) + " layers, " +
                      std::to_string(config.channels) + " wide, " + std::to_string(config.num_heads) + " heads";
   if (config.kv_heads() != config.num_heads) line += " (" + std::to_string(config.kv_heads()) + " kv)";
+  if (config.head_dim > 0) line += " of " + std::to_string(config.head_dim);
+  if (config.qk_norm) line += ", q/k norms";
   if (config.moe.enabled())
     line += ", " + std::to_string(config.moe.num_experts) + " experts (top " + std::to_string(config.moe.top_k) + ")";
   const int64_t parameters = config.num_parameters(), active = config.active_parameters();

@@ -1,7 +1,7 @@
 // The decoder's hyper-parameters. GPT-2, Llama and the Mixture-of-Experts models are one decoder
 // (embedding -> blocks -> final norm -> head) that differs only by this data: the norm kind, the
 // position scheme, the MLP kind (dense GELU, dense SwiGLU, or a MoE of SwiGLU experts), biases,
-// grouped-query heads and tied embeddings. The vocabulary is padded internally to a multiple of 128
+// grouped-query heads, per-head query/key norms and tied embeddings. The vocabulary is padded internally to a multiple of 128
 // (padded_vocab_size); padding rows of the embedding and head are never predicted.
 #pragma once
 
@@ -53,6 +53,8 @@ struct ModelConfig {
   MlpKind mlp = MlpKind::gelu;
   bool bias = true;             // biases on every linear layer and norm
   bool qkv_bias = false;        // biases on the attention's q, k and v projections alone (Qwen2)
+  bool qk_norm = false;         // RMSNorm of every query and key head (HS channels, gains shared by the
+                                // heads) before RoPE (Qwen3)
   bool tied_embeddings = true;  // the head reuses the token embedding
   MoeConfig moe = {};
   bool operator==(const ModelConfig&) const = default;
@@ -76,7 +78,8 @@ struct ModelConfig {
 std::string model_family(const ModelConfig& config);
 
 // One line for a run's start: "gpt2, 4 layers, 192 wide, 4 heads, vocabulary 4096: 2.66M parameters"
-// (kv heads when grouped, experts when MoE, active parameters when they differ).
+// (kv heads when grouped, the head size when not width / heads, q/k norms, experts when MoE, active
+// parameters when they differ).
 std::string model_summary(const ModelConfig& config);
 
 }  // namespace tessera

@@ -1,4 +1,4 @@
-// Preset shapes. Llama 3.x, Qwen2.5 and Mixtral follow their published config.json files.
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3 and Mixtral follow their published config.json files.
 #include "nn/model_presets.h"
 
 #include <functional>
@@ -32,6 +32,15 @@ ModelConfig llama(int64_t layers, int64_t heads, int64_t kv_heads, int64_t chann
 // Qwen2: Llama's architecture with biases on q, k and v.
 ModelConfig qwen2(ModelConfig c) {
   c.qkv_bias = true;
+  return c;
+}
+
+// Qwen3: Llama's architecture with RMSNorm over each query and key head, heads `head_dim` wide
+// whatever the width (Qwen3 0.6B: 16 heads of 128 over 1024 channels), RMSNorm eps 1e-6.
+ModelConfig qwen3(ModelConfig c, int64_t head_dim) {
+  c.qk_norm = true;
+  if (head_dim != c.channels / c.num_heads) c.head_dim = head_dim;  // as a Hugging Face import reads it
+  c.norm_eps = 1e-6f;
   return c;
 }
 
@@ -75,6 +84,10 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"llama3.1-70b", [] { return llama3_scaled(llama(80, 64, 8, 8192, 28672, 128256, 131072, 5e5f, false), 8); }},
       {"qwen2-tiny", [] { return qwen2(llama(2, 4, 2, 32, 64, 256, 64, 1e6f, true)); }},
       {"qwen2.5-0.5b", [] { return qwen2(llama(24, 14, 2, 896, 4864, 151936, 32768, 1e6f, true)); }},
+      {"qwen3-tiny", [] { return qwen3(llama(2, 4, 2, 32, 64, 256, 64, 1e6f, true), 16); }},
+      {"qwen3-0.6b", [] { return qwen3(llama(28, 16, 8, 1024, 3072, 151936, 40960, 1e6f, true), 128); }},
+      {"qwen3-1.7b", [] { return qwen3(llama(28, 16, 8, 2048, 6144, 151936, 40960, 1e6f, true), 128); }},
+      {"qwen3-8b", [] { return qwen3(llama(36, 32, 8, 4096, 12288, 151936, 40960, 1e6f, false), 128); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

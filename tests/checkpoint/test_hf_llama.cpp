@@ -93,10 +93,39 @@ TEST(HfLlama, ExportReadsEachShardsTensorsAsItWritesIt) {
   expect_same_bits(original, imported);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfLlama, ::testing::Values("llama-tiny", "qwen2-tiny", "mixtral-tiny"),
+INSTANTIATE_TEST_SUITE_P(Families, HfLlama, ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "mixtral-tiny"),
                          [](const auto& info) {
-                           return info.param == "llama-tiny" ? "Llama" : info.param == "qwen2-tiny" ? "Qwen2" : "Mixtral";
+                           return info.param == "llama-tiny"   ? "Llama"
+                                  : info.param == "qwen2-tiny" ? "Qwen2"
+                                  : info.param == "qwen3-tiny" ? "Qwen3"
+                                                               : "Mixtral";
                          });
+
+// Qwen3: transformers' q_norm and k_norm (HS each), heads of head_dim wider than hidden_size / heads
+// (q_proj (NH·HS, C), o_proj (C, NH·HS)), its model type; read back as the same config.
+TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
+  const ModelConfig config = model_preset("qwen3-tiny");
+  Decoder model(config);
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, model.named_params());
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.self_attn.q_norm.weight").shape, (Shape{16}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_norm.weight").shape, (Shape{16}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.q_proj.weight").shape, (Shape{64, 32}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_proj.weight").shape, (Shape{32, 32}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.o_proj.weight").shape, (Shape{32, 64}));
+  EXPECT_FALSE(file.contains("model.layers.1.self_attn.q_proj.bias"));
+  const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Qwen3ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "qwen3");
+  EXPECT_EQ(hf["head_dim"], 16);
+  EXPECT_EQ(hf["attention_bias"], false);
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  // A Qwen3 whose heads are hidden_size / heads wide reads as the preset of that shape.
+  const ModelConfig small = model_preset("qwen3-1.7b");
+  EXPECT_EQ(small.head_dim, 0);
+  EXPECT_EQ(small.head_size(), 128);
+}
 
 TEST(HfLlama, NamesAndShapesAreTransformers) {
   const ModelConfig config = model_preset("mixtral-tiny");

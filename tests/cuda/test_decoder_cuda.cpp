@@ -41,6 +41,15 @@ ModelConfig llama_test_config() {
   return config;
 }
 
+// Qwen3-style: the Llama above with per-head query and key norms, 4 heads of 64 over its 128 channels.
+ModelConfig qwen3_test_config() {
+  ModelConfig config = llama_test_config();
+  config.qk_norm = true;
+  config.head_dim = 64;
+  config.norm_eps = 1e-6f;
+  return config;
+}
+
 // Mixtral-style: the Llama above with 4 experts of 64, top-2.
 ModelConfig mixtral_test_config() {
   ModelConfig config = llama_test_config();
@@ -176,6 +185,7 @@ TEST_P(DecoderCuda, Bf16LossAndGradientsTrackCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderCuda,
                          ::testing::Values(FamilyCase{"gpt2", gpt2_test_config}, FamilyCase{"llama_gqa", llama_test_config},
+                                           FamilyCase{"qwen3", qwen3_test_config},
                                            FamilyCase{"mixtral", mixtral_test_config},
                                            FamilyCase{"deepseek", deepseek_test_config}),
                          [](const ::testing::TestParamInfo<FamilyCase>& info) { return std::string(info.param.name); });

@@ -25,7 +25,7 @@ namespace {
 
 // Small models of each family; T up to 8, vocab 50 (Vp 128).
 ModelConfig family(const std::string& name) {
-  const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2";
+  const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3";
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny" : "deepseek-moe-tiny");
   c.num_layers = name == "deepseek" ? 3 : 2;
@@ -38,6 +38,7 @@ ModelConfig family(const std::string& name) {
   }
   if (name == "llama-tied") c.tied_embeddings = true, c.num_kv_heads = 4;
   if (name == "qwen2") c.qkv_bias = true;
+  if (name == "qwen3") c.qk_norm = true, c.head_dim = 12;  // heads wider than C / NH = 8
   return c;
 }
 
@@ -399,9 +400,11 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
   EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm));
 }
 
-INSTANTIATE_TEST_SUITE_P(Decoder, Families, ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "mixtral", "deepseek"));
+INSTANTIATE_TEST_SUITE_P(Decoder, Families,
+                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "mixtral", "deepseek"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
-                         ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "mixtral", "deepseek"),
+                         ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "mixtral",
+                                                              "deepseek"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
@@ -410,6 +413,10 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("llama3.1-8b").num_parameters(), 8030261248);
   EXPECT_EQ(model_preset("llama3.1-70b").num_parameters(), 70553706496);
   EXPECT_EQ(model_preset("qwen2.5-0.5b").num_parameters(), 494032768);
+  // Qwen3's published counts (the tied table once): 0.6B 596,049,920; 1.7B 1,720,574,976; 8B 8,190,735,360.
+  EXPECT_EQ(model_preset("qwen3-0.6b").num_parameters(), 596049920);
+  EXPECT_EQ(model_preset("qwen3-1.7b").num_parameters(), 1720574976);
+  EXPECT_EQ(model_preset("qwen3-8b").num_parameters(), 8190735360);
   EXPECT_EQ(model_preset("mixtral-8x7b").num_parameters(), 46702792704);
   EXPECT_EQ(model_preset("mixtral-8x7b").active_parameters(), 12879925248);
   for (const std::string& name : model_preset_names()) EXPECT_NO_THROW(model_preset(name).validate()) << name;

@@ -115,6 +115,12 @@ const Layout kLayouts[] = {
     // over expert_dp); ep2 and ep4 (an expert per rank, with a shared expert), with tp and with pp
     {4, 4, 3, 1, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {4, 4, 3, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 4},
     {8, 4, 3, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 2, 2}, {8, 4, 3, 2, "mixtral-tiny", 2, "1f1b", 1, 0, "", 1, 2},
+    // Qwen3's query and key gains, whole on every tp rank (their gradients summed over tp, at tp4 from
+    // replicated kv heads too), in ZeRO-3 parts, under a pipeline and all-to-all cp
+    {4, 2, 1, 2, "qwen3-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 1, 0, 2, "qwen3-tiny", 1, "1f1b", 1, 0, "", 4},
+    {4, 2, 3, 2, "qwen3-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
+    {4, 2, 0, 2, "qwen3-tiny", 2, "1f1b", 1, 0, "--recompute full"},
+    {4, 2, 1, 2, "qwen3-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
     // Qwen2's q/k/v biases sliced over tp, and at tp4 replicated with their kv heads (summed over tp)
     {4, 2, 1, 2, "qwen2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 1, 0, 2, "qwen2-tiny", 1, "1f1b", 1, 0, "", 4},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}

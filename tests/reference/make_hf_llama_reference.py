@@ -4,7 +4,7 @@
 # MoE aux and z losses) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
 # accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is
 # computed per micro-batch.
-# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py --model llama|qwen2|mixtral --out DIR [...]
+# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py --model llama|qwen2|qwen3|mixtral --out DIR [...]
 import argparse
 import json
 import os
@@ -22,12 +22,13 @@ MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama/Mixtral training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "mixtral"), required=True)
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "mixtral"), required=True)
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--channels", type=int, default=32)
+    p.add_argument("--head-dim", type=int, default=0, help="HS when not channels / heads (qwen3)")
     p.add_argument("--intermediate", type=int, default=48, help="F: the MLP's, or each expert's")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
@@ -49,8 +50,9 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.seq_len > args.context:
         p.error("--seq-len must not exceed --context")
-    if args.channels % args.heads or (args.channels // args.heads) % 2:
-        p.error("--heads must divide --channels into an even head size (RoPE rotates channel pairs)")
+    if args.head_dim % 2 or (not args.head_dim and (args.channels % args.heads or (args.channels // args.heads) % 2)):
+        p.error("--heads must divide --channels into an even head size, or --head-dim be even (RoPE rotates "
+                "channel pairs)")
     if args.heads % args.kv_heads:
         p.error("--kv-heads must divide --heads")
     if args.batch % args.micro_batches:
@@ -67,7 +69,7 @@ def model_config(args):
         rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
         rope_scaling=dict(tl.LLAMA3_ROPE_SCALING) if args.rope_scaling == "llama3" else None,
         tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model == "mixtral" else 0,
-        top_k=args.top_k, qkv_bias=args.model == "qwen2")
+        top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model == "qwen3", head_dim=args.head_dim)
 
 
 def router_margin(router_logits, top_k):

@@ -1,6 +1,6 @@
-# Plain-PyTorch Llama (dense SwiGLU MLP), Qwen2 (Llama with q/k/v biases) and Mixtral (dropless top-k
-# MoE) in float64: the reference that Tessera's Llama-family models are checked against. Module names are
-# Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / MixtralForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (no lm_head
+# Plain-PyTorch Llama (dense SwiGLU MLP), Qwen2 (Llama with q/k/v biases), Qwen3 (Llama with an RMSNorm
+# over each query and key head, heads head_dim wide) and Mixtral (dropless top-k MoE) in float64: the reference that Tessera's Llama-family models are checked against. Module names are
+# Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (no lm_head
 # when the embeddings are tied). RoPE uses HF's non-interleaved rotate_half convention; query head h
 # reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
@@ -36,10 +36,12 @@ class LlamaConfig:
     num_experts: int = 0            # E; 0 = dense Llama, > 0 = Mixtral
     top_k: int = 2                  # experts per token (Mixtral)
     qkv_bias: bool = False          # biases on q_proj, k_proj and v_proj (Qwen2)
+    qk_norm: bool = False           # RMSNorm over each query and key head before RoPE (Qwen3)
+    head_dim: int = 0               # HS when it is not C / NH (Qwen3); 0 = C / NH
 
     @property
     def head_size(self):            # HS
-        return self.channels // self.num_heads
+        return self.head_dim or self.channels // self.num_heads
 
     @property
     def is_moe(self):
@@ -97,7 +99,8 @@ def apply_rope(x, cos, sin):
 class Attention(nn.Module):
     """Causal grouped-query attention: q (NH heads), k and v (NKV heads) of HS channels, RoPE on q and k,
     query head h attends with kv head h // (NH/NKV), scale 1/sqrt(HS), then o_proj. Biases on q, k and v
-    with cfg.qkv_bias (Qwen2), none elsewhere."""
+    with cfg.qkv_bias (Qwen2), none elsewhere; with cfg.qk_norm (Qwen3) q_norm and k_norm, RMSNorms of HS
+    channels shared by the heads, normalise each query and key head before RoPE."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -106,6 +109,9 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=cfg.qkv_bias)    # (NKV*HS, C)
         self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=cfg.qkv_bias)    # (NKV*HS, C)
         self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=False)       # (C, NH*HS)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(HS, cfg.rms_norm_eps)
+            self.k_norm = RMSNorm(HS, cfg.rms_norm_eps)
         mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
         self.register_buffer("mask_bias", mask, persistent=False)
 
@@ -116,6 +122,8 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(B, T, NH, HS).transpose(1, 2)              # (B,NH,T,HS)
         k = self.k_proj(x).view(B, T, NKV, HS).transpose(1, 2)             # (B,NKV,T,HS)
         v = self.v_proj(x).view(B, T, NKV, HS).transpose(1, 2)
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # repeat_interleave puts kv head j at query heads j*group .. j*group+group-1: h // group.
         group = NH // NKV
@@ -291,12 +299,12 @@ def init_weights(model, generator, router_std=1.0):
 # ---------------------------------------------------------------- Hugging Face folder
 
 def hf_config(cfg):
-    """The config.json of HF's LlamaForCausalLM (model_type llama), Qwen2ForCausalLM (qwen2) or
-    MixtralForCausalLM (mixtral)."""
-    kind = "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias else "llama"
+    """The config.json of HF's LlamaForCausalLM (model_type llama), Qwen2ForCausalLM (qwen2),
+    Qwen3ForCausalLM (qwen3) or MixtralForCausalLM (mixtral)."""
+    kind = "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias else "qwen3" if cfg.qk_norm else "llama"
     c = {
         "architectures": [{"mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                           "llama": "LlamaForCausalLM"}[kind]],
+                           "qwen3": "Qwen3ForCausalLM", "llama": "LlamaForCausalLM"}[kind]],
         "model_type": kind,
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
@@ -312,6 +320,8 @@ def hf_config(cfg):
                   "sliding_window": None})
     elif kind == "qwen2":
         c.update({"use_sliding_window": False, "sliding_window": None})
+    elif kind == "qwen3":
+        c.update({"use_sliding_window": False, "sliding_window": None, "attention_bias": False})
     else:
         c.update({"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1})
     return c

@@ -100,6 +100,11 @@ TEST(MemoryPlan, LlamaTinyMatchesTheAllocatorPeak) {
   for (const char* recompute : {"none", "selective", "full"}) expect_plan_matches_training({"llama-tiny", recompute, 8, 64});
 }
 
+// Qwen3: the queries and keys kept before their norms, heads wider than the model (dcore outgrows dnormed).
+TEST(MemoryPlan, Qwen3TinyMatchesTheAllocatorPeak) {
+  for (const char* recompute : {"none", "selective", "full"}) expect_plan_matches_training({"qwen3-tiny", recompute, 8, 64});
+}
+
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
   for (const char* recompute : {"none", "selective", "full"})
     expect_plan_matches_training({"mixtral-tiny", recompute, 8, 64});

@@ -2,7 +2,7 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama, Qwen2 and Mixtral against float64 (tests/reference/make_hf_llama_reference.py).
+// PyTorch, Llama, Qwen2, Qwen3 and Mixtral against float64 (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
 #include "checkpoint/hf_model.h"
@@ -99,6 +99,13 @@ TEST(TorchReference, HuggingFaceTiedLlamaTrainsLikeFloat64PyTorch) {
 // Qwen2: Llama with q/k/v biases (here tied embeddings and grouped-query attention, as Qwen2.5-0.5B).
 TEST(TorchReference, HuggingFaceQwen2TrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py", "--model qwen2 --tie 1 --steps 10 --lr 3e-3 --grad-clip 1.0");
+}
+
+// Qwen3: per-head RMSNorm of the queries and keys before RoPE, heads wider than hidden_size / heads
+// (4 heads of 16 over 32 channels, as Qwen3 0.6B's 16 of 128 over 1024), tied embeddings, GQA.
+TEST(TorchReference, HuggingFaceQwen3TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model qwen3 --tie 1 --head-dim 16 --steps 10 --lr 3e-3 --grad-clip 1.0 --weight-decay 0.1");
 }
 
 // Mixtral: softmax top-2 routing over 4 experts, load-balancing and z losses in the objective.
