@@ -53,13 +53,19 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
       continue;
     }
-    const std::string m = p + "block_sparse_moe.";
+    // Mixtral's block_sparse_moe (experts' w1 gate, w3 up, w2 down), or Qwen3-MoE's mlp (gate_proj,
+    // up_proj, down_proj), both a router `gate` over the experts.
+    const bool qwen3_moe = c.qk_norm;
+    const std::string m = p + (qwen3_moe ? "mlp." : "block_sparse_moe.");
+    const char* gate = qwen3_moe ? "gate_proj.weight" : "w1.weight";
+    const char* up = qwen3_moe ? "up_proj.weight" : "w3.weight";
+    const char* down = qwen3_moe ? "down_proj.weight" : "w2.weight";
     pieces.push_back({m + "gate.weight", {c.moe.num_experts, C}, b.router, 0});
     for (int64_t e = 0; e < c.moe.num_experts; ++e) {
       const std::string x = m + "experts." + std::to_string(e) + ".";
-      pieces.push_back({x + "w1.weight", {Fe, C}, b.experts_in, (2 * e) * Fe * C});
-      pieces.push_back({x + "w3.weight", {Fe, C}, b.experts_in, (2 * e + 1) * Fe * C});
-      pieces.push_back({x + "w2.weight", {C, Fe}, b.experts_out, e * C * Fe});
+      pieces.push_back({x + gate, {Fe, C}, b.experts_in, (2 * e) * Fe * C});
+      pieces.push_back({x + up, {Fe, C}, b.experts_in, (2 * e + 1) * Fe * C});
+      pieces.push_back({x + down, {C, Fe}, b.experts_out, e * C * Fe});
     }
   }
   pieces.push_back({"model.norm.weight", {C}, names.final_norm.weight, 0});
@@ -143,15 +149,16 @@ double json_float(float v) {
 
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
-         model_type == "mixtral";
+         model_type == "qwen3_moe" || model_type == "mixtral";
 }
 
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
   const ConfigReader r(config, path);
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
-           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\" or \"mixtral\"");
-  const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3 = *type == "qwen3";
+           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\" or \"mixtral\"");
+  const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
+  const bool qwen3 = *type == "qwen3" || qwen3_moe;
   r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
   r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
@@ -192,6 +199,14 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
     c.moe.num_experts = r.integer("num_local_experts", 8);
     c.moe.top_k = r.integer("num_experts_per_tok", 2);
     c.moe.expert_hidden = c.mlp_hidden;
+  }
+  if (qwen3_moe) {  // softmax top-k routing renormalised, as Mixtral's, in every layer
+    r.expect("norm_topk_prob", true, "Tessera renormalises the chosen experts' weights to sum to 1");
+    r.expect("decoder_sparse_step", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
+    r.expect("mlp_only_layers", json::array(), "Tessera's MoE models have no dense layers between MoE layers");
+    c.moe.num_experts = r.integer("num_experts");
+    c.moe.top_k = r.integer("num_experts_per_tok");
+    c.moe.expert_hidden = r.integer("moe_intermediate_size");
   }
   try {
     c.validate();
@@ -245,9 +260,9 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
                config.moe.num_shared_experts == 0 && config.moe.first_dense_layers == 0 &&
                config.moe.router == RouterKind::softmax_topk && !(config.qkv_bias && config.moe.enabled()) &&
-               !(config.qk_norm && (config.moe.enabled() || config.qkv_bias)),
+               !(config.qk_norm && config.qkv_bias),
            "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
-           "Qwen3ForCausalLM or MixtralForCausalLM form");
+           "Qwen3ForCausalLM, Qwen3MoeForCausalLM or MixtralForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
@@ -260,11 +275,13 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   }
   write_hf_weights(dir, tensors, max_shard_bytes, dtype);
 
-  const bool mixtral = config.moe.enabled(), qwen2 = config.qkv_bias, qwen3 = config.qk_norm;
-  const char* architecture = mixtral ? "MixtralForCausalLM"
-                             : qwen2 ? "Qwen2ForCausalLM"
-                             : qwen3 ? "Qwen3ForCausalLM"
-                                     : "LlamaForCausalLM";
+  const bool qwen3 = config.qk_norm, qwen3_moe = qwen3 && config.moe.enabled();
+  const bool mixtral = config.moe.enabled() && !qwen3, qwen2 = config.qkv_bias;
+  const char* architecture = mixtral     ? "MixtralForCausalLM"
+                             : qwen2     ? "Qwen2ForCausalLM"
+                             : qwen3_moe ? "Qwen3MoeForCausalLM"
+                             : qwen3     ? "Qwen3ForCausalLM"
+                                         : "LlamaForCausalLM";
   json rope_scaling = nullptr;
   if (config.rope.factor > 0)
     rope_scaling = {{"rope_type", "llama3"},
@@ -273,7 +290,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                     {"high_freq_factor", json_float(config.rope.high_freq_factor)},
                     {"original_max_position_embeddings", config.rope.original_max_positions}};
   json hf = {{"architectures", json::array({architecture})},
-             {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama"},
+             {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : qwen3_moe ? "qwen3_moe" : qwen3 ? "qwen3" : "llama"},
              {"hidden_size", config.channels},
              {"intermediate_size", mixtral ? config.moe.expert_hidden : config.hidden()},
              {"num_hidden_layers", config.num_layers},
@@ -298,6 +315,15 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   } else if (qwen3) {
     hf["use_sliding_window"] = false;
     hf["attention_bias"] = false;
+    if (qwen3_moe) {
+      hf["num_experts"] = config.moe.num_experts;
+      hf["num_experts_per_tok"] = config.moe.top_k;
+      hf["moe_intermediate_size"] = config.moe.expert_hidden;
+      hf["norm_topk_prob"] = true;
+      hf["decoder_sparse_step"] = 1;
+      hf["mlp_only_layers"] = json::array();
+      hf["output_router_logits"] = false;
+    }
   } else {
     hf["attention_bias"] = false;
     hf["mlp_bias"] = false;

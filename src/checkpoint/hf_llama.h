@@ -1,9 +1,10 @@
-// Llama, Mistral, Qwen2, Qwen3 and Mixtral <-> Hugging Face folders (config.json plus
+// Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE and Mixtral <-> Hugging Face folders (config.json plus
 // model.safetensors, or a sharded model.safetensors.index.json with its shard files: the folders
-// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and MixtralForCausalLM read
-// and write). Mistral is Llama's architecture (imported as such, exported as Llama); Qwen2 is Llama's
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM and
+// MixtralForCausalLM read and write). Mistral is Llama's architecture (imported as such, exported as Llama); Qwen2 is Llama's
 // with q/k/v biases; Qwen3 Llama's with an RMSNorm over each query and key head (q_norm, k_norm) and
-// heads of head_dim channels, not necessarily hidden_size / num_attention_heads. HF keeps
+// heads of head_dim channels, not necessarily hidden_size / num_attention_heads; Qwen3-MoE is Qwen3's
+// attention with Mixtral's routing, its router and experts (gate_proj, up_proj, down_proj) under "mlp". HF keeps
 // q/k/v, gate/up and each expert as separate (out, in) tensors; ours pack them (decoder_layout.h):
 // every HF tensor is one contiguous range of one of our parameters, so loading and saving copy
 // without transposes. Mixtral's experts: w1 = gate, w3 = up, w2 = down. The embedding and an untied
@@ -22,10 +23,10 @@
 namespace tessera {
 
 // Whether a config.json's model_type is one hf_llama_config reads: "llama", "mistral", "qwen2",
-// "qwen3" or "mixtral".
+// "qwen3", "qwen3_moe" or "mixtral".
 bool is_hf_llama_type(const nlohmann::json& model_type);
 
-// A config.json object of model_type "llama", "mistral", "qwen2", "qwen3" or "mixtral" as our config;
+// A config.json object of model_type "llama", "mistral", "qwen2", "qwen3", "qwen3_moe" or "mixtral" as our config;
 // `path` names the file in errors. Unsupported features (another hidden_act or rope_scaling type,
 // attention biases beyond Qwen2's or MLP biases, sliding-window attention) are refused naming the key.
 ModelConfig hf_llama_config(const nlohmann::json& config, const std::filesystem::path& path);

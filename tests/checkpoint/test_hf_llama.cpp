@@ -93,13 +93,46 @@ TEST(HfLlama, ExportReadsEachShardsTensorsAsItWritesIt) {
   expect_same_bits(original, imported);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfLlama, ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "mixtral-tiny"),
+INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
+                         ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny"),
                          [](const auto& info) {
-                           return info.param == "llama-tiny"   ? "Llama"
-                                  : info.param == "qwen2-tiny" ? "Qwen2"
-                                  : info.param == "qwen3-tiny" ? "Qwen3"
-                                                               : "Mixtral";
+                           return info.param == "llama-tiny"       ? "Llama"
+                                  : info.param == "qwen2-tiny"     ? "Qwen2"
+                                  : info.param == "qwen3-tiny"     ? "Qwen3"
+                                  : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
+                                                                   : "Mixtral";
                          });
+
+// Qwen3-MoE: the router and experts under "mlp" with the dense MLP's names, its model type and keys.
+TEST(HfLlama, Qwen3MoeNamesAndConfig) {
+  const ModelConfig config = model_preset("qwen3-moe-tiny");
+  Decoder model(config);
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, model.named_params());
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.mlp.gate.weight").shape, (Shape{8, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.experts.7.gate_proj.weight").shape, (Shape{24, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.experts.7.up_proj.weight").shape, (Shape{24, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.experts.7.down_proj.weight").shape, (Shape{32, 24}));
+  EXPECT_EQ(file.info("model.layers.0.self_attn.q_norm.weight").shape, (Shape{16}));
+  const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Qwen3MoeForCausalLM");
+  EXPECT_EQ(hf["model_type"], "qwen3_moe");
+  EXPECT_EQ(hf["num_experts"], 8);
+  EXPECT_EQ(hf["moe_intermediate_size"], 24);
+  EXPECT_EQ(hf["norm_topk_prob"], true);
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  // Layouts Tessera does not run are refused naming the key: unnormalised weights, dense layers between.
+  for (const auto& [key, value] : {std::pair<std::string, nlohmann::json>{"norm_topk_prob", false},
+                                   {"decoder_sparse_step", 2},
+                                   {"mlp_only_layers", nlohmann::json::array({0})}}) {
+    nlohmann::json other = hf;
+    other[key] = value;
+    testing::write_text(dir / "config.json", other.dump());
+    const std::string message = testing::error_of([&] { read_hf_config(dir); });
+    EXPECT_TRUE(testing::contains(message, "field '" + key + "'")) << message;
+  }
+}
 
 // Qwen3: transformers' q_norm and k_norm (HS each), heads of head_dim wider than hidden_size / heads
 // (q_proj (NH·HS, C), o_proj (C, NH·HS)), its model type; read back as the same config.

@@ -121,6 +121,8 @@ const Layout kLayouts[] = {
     {4, 2, 3, 2, "qwen3-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
     {4, 2, 0, 2, "qwen3-tiny", 2, "1f1b", 1, 0, "--recompute full"},
     {4, 2, 1, 2, "qwen3-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
+    // Qwen3-MoE: over ep2, and tp2 with ZeRO-2
+    {4, 4, 1, 2, "qwen3-moe-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {4, 2, 2, 2, "qwen3-moe-tiny", 1, "1f1b", 1, 0, "", 2},
     // Qwen2's q/k/v biases sliced over tp, and at tp4 replicated with their kv heads (summed over tp)
     {4, 2, 1, 2, "qwen2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 1, 0, 2, "qwen2-tiny", 1, "1f1b", 1, 0, "", 4},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}

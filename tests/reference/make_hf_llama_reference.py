@@ -4,7 +4,7 @@
 # MoE aux and z losses) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
 # accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is
 # computed per micro-batch.
-# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py --model llama|qwen2|qwen3|mixtral --out DIR [...]
+# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py --model llama|qwen2|qwen3|qwen3_moe|mixtral --out DIR [...]
 import argparse
 import json
 import os
@@ -22,7 +22,7 @@ MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama/Mixtral training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "mixtral"), required=True)
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral"), required=True)
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
@@ -57,7 +57,7 @@ def parse_args(argv=None):
         p.error("--kv-heads must divide --heads")
     if args.batch % args.micro_batches:
         p.error("--micro-batches must divide --batch")
-    if args.model == "mixtral" and not 1 <= args.top_k <= args.experts:
+    if args.model in ("mixtral", "qwen3_moe") and not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
     return args
 
@@ -68,8 +68,9 @@ def model_config(args):
         intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
         rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
         rope_scaling=dict(tl.LLAMA3_ROPE_SCALING) if args.rope_scaling == "llama3" else None,
-        tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model == "mixtral" else 0,
-        top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model == "qwen3", head_dim=args.head_dim)
+        tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model in ("mixtral", "qwen3_moe") else 0,
+        top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
+        head_dim=args.head_dim)
 
 
 def router_margin(router_logits, top_k):

@@ -167,14 +167,15 @@ def route(logits, top_k):
 
 
 class SparseMoe(nn.Module):
-    """Mixtral's block_sparse_moe, dropless: out[n] = sum over the k chosen e of weight[n, e] * expert_e(x[n]).
-    gate is the router (E, C). forward also returns the router logits (N, E), N = B*T, for the losses."""
+    """Mixtral's block_sparse_moe (or, with Qwen3-MoE's expert class MLP, its mlp), dropless:
+    out[n] = sum over the k chosen e of weight[n, e] * expert_e(x[n]). gate is the router (E, C). forward
+    also returns the router logits (N, E), N = B*T, for the losses."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, expert=None):
         super().__init__()
         self.top_k = cfg.top_k
         self.gate = nn.Linear(cfg.channels, cfg.num_experts, bias=False)
-        self.experts = nn.ModuleList([Expert(cfg) for _ in range(cfg.num_experts)])
+        self.experts = nn.ModuleList([(expert or Expert)(cfg) for _ in range(cfg.num_experts)])
 
     def forward(self, x):
         B, T, C = x.shape
@@ -196,7 +197,9 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
-        if cfg.is_moe:
+        if cfg.is_moe and cfg.qk_norm:    # Qwen3-MoE: the MoE under "mlp", experts named as Llama's MLP
+            self.mlp = SparseMoe(cfg, MLP)
+        elif cfg.is_moe:
             self.block_sparse_moe = SparseMoe(cfg)
         else:
             self.mlp = MLP(cfg)
@@ -205,8 +208,9 @@ class DecoderLayer(nn.Module):
         """Returns the new x and the router logits (N, E), or None for a dense layer."""
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
         h = self.post_attention_layernorm(x)
-        if hasattr(self, "block_sparse_moe"):
-            out, logits = self.block_sparse_moe(h)
+        moe = getattr(self, "block_sparse_moe", None) or (self.mlp if isinstance(self.mlp, SparseMoe) else None)
+        if moe is not None:
+            out, logits = moe(h)
             return x + out, logits
         return x + self.mlp(h), None
 
@@ -287,7 +291,7 @@ def init_weights(model, generator, router_std=1.0):
                 p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
             elif p.dim() == 1:
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
-            elif name.endswith("block_sparse_moe.gate.weight"):
+            elif name.endswith(("block_sparse_moe.gate.weight", "mlp.gate.weight")):
                 p.normal_(0.0, router_std, generator=generator)
             elif name.endswith(("o_proj.weight", "down_proj.weight", "w2.weight")):
                 p.normal_(0.0, std_resid, generator=generator)
@@ -300,11 +304,12 @@ def init_weights(model, generator, router_std=1.0):
 
 def hf_config(cfg):
     """The config.json of HF's LlamaForCausalLM (model_type llama), Qwen2ForCausalLM (qwen2),
-    Qwen3ForCausalLM (qwen3) or MixtralForCausalLM (mixtral)."""
-    kind = "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias else "qwen3" if cfg.qk_norm else "llama"
+    Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe) or MixtralForCausalLM (mixtral)."""
+    kind = ("qwen3_moe" if cfg.is_moe and cfg.qk_norm else "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias
+            else "qwen3" if cfg.qk_norm else "llama")
     c = {
-        "architectures": [{"mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                           "qwen3": "Qwen3ForCausalLM", "llama": "LlamaForCausalLM"}[kind]],
+        "architectures": [{"mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                           "qwen3_moe": "Qwen3MoeForCausalLM", "llama": "LlamaForCausalLM"}[kind]],
         "model_type": kind,
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
@@ -314,7 +319,12 @@ def hf_config(cfg):
         "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu",
         "attention_dropout": 0.0, "initializer_range": 0.02, "torch_dtype": "float32",
     }
-    if cfg.is_moe:
+    if kind == "qwen3_moe":
+        c.update({"num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
+                  "moe_intermediate_size": cfg.intermediate, "norm_topk_prob": True, "decoder_sparse_step": 1,
+                  "mlp_only_layers": [], "router_aux_loss_coef": 0.0, "output_router_logits": True,
+                  "use_sliding_window": False, "sliding_window": None, "attention_bias": False})
+    elif cfg.is_moe:
         c.update({"num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
                   "router_aux_loss_coef": 0.0, "output_router_logits": True, "router_jitter_noise": 0.0,
                   "sliding_window": None})

@@ -2,7 +2,7 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama, Qwen2, Qwen3 and Mixtral against float64 (tests/reference/make_hf_llama_reference.py).
+// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral against float64 (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
 #include "checkpoint/hf_model.h"
@@ -106,6 +106,13 @@ TEST(TorchReference, HuggingFaceQwen2TrainsLikeFloat64PyTorch) {
 TEST(TorchReference, HuggingFaceQwen3TrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py",
                              "--model qwen3 --tie 1 --head-dim 16 --steps 10 --lr 3e-3 --grad-clip 1.0 --weight-decay 0.1");
+}
+
+// Qwen3-MoE: Qwen3's attention with Mixtral's routing (softmax top-2 of 4, renormalised) under Qwen3-MoE's
+// names (mlp.gate, mlp.experts.{e}.gate_proj/up_proj/down_proj), the load-balancing loss in the objective.
+TEST(TorchReference, HuggingFaceQwen3MoeTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model qwen3_moe --head-dim 16 --steps 10 --aux-coef 0.02 --lr 2e-3 --grad-clip 1.0");
 }
 
 // Mixtral: softmax top-2 routing over 4 experts, load-balancing and z losses in the objective.
