@@ -93,6 +93,14 @@ TEST(HfLlama, ExportReadsEachShardsTensorsAsItWritesIt) {
   expect_same_bits(original, imported);
 }
 
+// `preset`'s freshly initialised model saved as a Hugging Face folder in `dir`; its config.
+ModelConfig save_preset(const std::string& preset, const std::filesystem::path& dir) {
+  const ModelConfig config = model_preset(preset);
+  Decoder model(config);
+  save_hf_llama(dir, config, model.named_params());
+  return config;
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny"),
                          [](const auto& info) {
@@ -105,10 +113,8 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
 
 // Qwen3-MoE: the router and experts under "mlp" with the dense MLP's names, its model type and keys.
 TEST(HfLlama, Qwen3MoeNamesAndConfig) {
-  const ModelConfig config = model_preset("qwen3-moe-tiny");
-  Decoder model(config);
   const auto dir = testing::scratch_dir();
-  save_hf_llama(dir, config, model.named_params());
+  const ModelConfig config = save_preset("qwen3-moe-tiny", dir);
   SafetensorsFile file(dir / "model.safetensors");
   EXPECT_EQ(file.info("model.layers.1.mlp.gate.weight").shape, (Shape{8, 32}));
   EXPECT_EQ(file.info("model.layers.1.mlp.experts.7.gate_proj.weight").shape, (Shape{24, 32}));
@@ -137,10 +143,8 @@ TEST(HfLlama, Qwen3MoeNamesAndConfig) {
 // Qwen3: transformers' q_norm and k_norm (HS each), heads of head_dim wider than hidden_size / heads
 // (q_proj (NH·HS, C), o_proj (C, NH·HS)), its model type; read back as the same config.
 TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
-  const ModelConfig config = model_preset("qwen3-tiny");
-  Decoder model(config);
   const auto dir = testing::scratch_dir();
-  save_hf_llama(dir, config, model.named_params());
+  const ModelConfig config = save_preset("qwen3-tiny", dir);
   SafetensorsFile file(dir / "model.safetensors");
   EXPECT_EQ(file.info("model.layers.1.self_attn.q_norm.weight").shape, (Shape{16}));
   EXPECT_EQ(file.info("model.layers.1.self_attn.k_norm.weight").shape, (Shape{16}));
@@ -161,10 +165,8 @@ TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
 }
 
 TEST(HfLlama, NamesAndShapesAreTransformers) {
-  const ModelConfig config = model_preset("mixtral-tiny");
-  Decoder model(config);
   const auto dir = testing::scratch_dir();
-  save_hf_llama(dir, config, model.named_params());
+  save_preset("mixtral-tiny", dir);
   SafetensorsFile file(dir / "model.safetensors");
   EXPECT_EQ(file.info("model.embed_tokens.weight").shape, (Shape{256, 32}));
   EXPECT_EQ(file.info("model.layers.0.self_attn.q_proj.weight").shape, (Shape{32, 32}));
@@ -200,10 +202,8 @@ TEST(HfLlama, ConfigNumbersAreWrittenAsTheirShortestDecimal) {
 // Qwen2 is Llama with q/k/v biases: transformers' names for them, its model type and no
 // sliding window; Mistral's config reads as Llama's, unless its window is shorter than its context.
 TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
-  const ModelConfig config = model_preset("qwen2-tiny");
-  Decoder model(config);
   const auto dir = testing::scratch_dir();
-  save_hf_llama(dir, config, model.named_params());
+  save_preset("qwen2-tiny", dir);
   SafetensorsFile file(dir / "model.safetensors");
   EXPECT_EQ(file.info("model.layers.1.self_attn.q_proj.bias").shape, (Shape{32}));
   EXPECT_EQ(file.info("model.layers.1.self_attn.k_proj.bias").shape, (Shape{16}));
