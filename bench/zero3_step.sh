@@ -6,6 +6,8 @@
 # steps (param_mem_mb: the flat buffer, or ZeRO-3's shard) and the most held at once with the parts
 # gathered around their use (peak_param_mem_mb), and the allocator's peak for the whole process.
 # ZeRO-2 reduces in --bucket-mb buckets (BUCKET_MB, 4 by default); ZeRO-3 in one bucket per block.
+# ZeRO-3 runs twice: resharding after forward (the default), and keeping the blocks gathered from
+# their forward to their backward (--no-reshard-after-forward: half the all-gathers).
 # Usage: [BUCKET_MB=4] bench/zero3_step.sh [steps=6]   (appends to bench/results/cpu-zero3-step.jsonl)
 steps=${1:-6}
 source "$(dirname "$0")/bench_env.sh"
@@ -22,6 +24,7 @@ results=$(
   for dp in 2 4; do
     run "dp${dp}_zero2" "$dp" --zero 2
     run "dp${dp}_zero3" "$dp" --zero 3
+    run "dp${dp}_zero3_kept" "$dp" --zero 3 --no-reshard-after-forward
   done
 )
 /usr/bin/python3 - <<PY
@@ -37,8 +40,8 @@ def load(path):
             "peak_mem_mb": max(l["peak_mem_mb"] for l in lines), "final_loss": lines[-1]["loss"]}
 r = {name: load(path) for name, path in runs_of("""$results""").items()}
 append_record("bench/results/cpu-zero3-step.jsonl", "TESSERA=$tessera BUCKET_MB=${BUCKET_MB:-4} bench/zero3_step.sh $steps", r)
-print(f"{'run':10} {'step ms':>8} {'wait ms':>8} {'params MB':>10} {'peak params MB':>15} {'peak MB':>8} {'loss':>8}")
+print(f"{'run':14} {'step ms':>8} {'wait ms':>8} {'params MB':>10} {'peak params MB':>15} {'peak MB':>8} {'loss':>8}")
 for name, v in r.items():
-    print(f"{name:10} {1e3*v['step_s']:8.1f} {1e3*v['comm_wait_s']:8.1f} {v['param_mem_mb']:10.2f} "
+    print(f"{name:14} {1e3*v['step_s']:8.1f} {1e3*v['comm_wait_s']:8.1f} {v['param_mem_mb']:10.2f} "
           f"{v['peak_param_mem_mb']:15.2f} {v['peak_mem_mb']:8.1f} {v['final_loss']:8.4f}")
 PY
