@@ -504,31 +504,26 @@ void Decoder::reduce_tp_partial_grads() {
 }
 
 void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
+  if (!tp_partial_grads_exist()) return;
   const int64_t replicas = kv_head_replicas(config_, tp_place_);
-  const bool head_norms = config_.qk_norm && tp_place_.size > 1;
-  if (seq_shards() == 1 && replicas == 1 && !head_norms) return;
   // Each piece: a view of this rank's gradients and its place in one buffer, summed over the group
   // in one all-reduce. Every tp rank's layout has the same parts, so the buffers line up.
   std::vector<std::pair<Tensor, int64_t>> pieces;
   int64_t total = 0;
   auto wanted = [&](const std::string& name) { return !name.empty() && (!part || layout_.find(name).block == *part); };
-  // Sequence parallelism: the norms' gains and biases, each rank's from its positions.
-  auto norm = [&](const LinearNames& n) {
-    for (const std::string& name : {n.weight, n.bias}) {
-      if (!wanted(name) || seq_shards() == 1) continue;
-      pieces.push_back({grad_of(name), total});
-      total += pieces.back().first.numel();
-    }
+  // A parameter every rank holds whole, summed whole, when `partial` says each rank has a share of it.
+  auto whole = [&](const std::string& name, bool partial) {
+    if (!wanted(name) || !partial) return;
+    pieces.push_back({grad_of(name), total});
+    total += pieces.back().first.numel();
   };
+  // Sequence parallelism: the norms' gains and biases, each rank's from its positions.
+  auto norm = [&](const LinearNames& n) { whole(n.weight, seq_shards() > 1), whole(n.bias, seq_shards() > 1); };
   for (const BlockNames& b : names_.blocks) norm(b.norm1), norm(b.norm2);
   norm(names_.final_norm);
   // Qwen3's query and key gains: each rank's from its own heads.
   for (const BlockNames& b : names_.blocks)
-    for (const std::string& name : {b.q_norm, b.k_norm}) {
-      if (!wanted(name) || !head_norms) continue;
-      pieces.push_back({grad_of(name), total});
-      total += pieces.back().first.numel();
-    }
+    whole(b.q_norm, tp_place_.size > 1), whole(b.k_norm, tp_place_.size > 1);
   // Replicated kv heads: this rank's key and value rows (after its query rows), from its query heads
   // only, in the slot of its kv head; the slots' sums are the kv heads' gradients.
   const int64_t HS = config_.head_size(), kv_head = tp_place_.rank / replicas;

@@ -157,10 +157,7 @@ class Decoder {
   // The flat-buffer ranges of the routed experts' weights (each MoE block's experts_in and experts_out).
   std::vector<OffsetRange> expert_ranges() const;
   // Whether reduce_tp_partial_grads() has anything to do.
-  bool has_tp_partial_grads() const {
-    return !part_grads_ &&
-           (seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1 || (config_.qk_norm && tp_place_.size > 1));
-  }
+  bool has_tp_partial_grads() const { return !part_grads_ && tp_partial_grads_exist(); }
 
   const ModelConfig& config() const { return config_; }
   const DecoderStage& stage() const { return stage_; }
@@ -243,6 +240,11 @@ class Decoder {
   void release_all_parts();
   void bind_part_grads(int64_t part);
   void part_grads_final(int64_t part);
+  // Whether any gradient is a tp rank's share: the norms' under sequence parallelism, Qwen3's head
+  // gains under tp, replicated kv heads.
+  bool tp_partial_grads_exist() const {
+    return seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1 || (config_.qk_norm && tp_place_.size > 1);
+  }
   // reduce_tp_partial_grads()'s sum over the parameters of `part`, or of every part.
   void sum_tp_partial_grads(std::optional<int64_t> part);
   // The gradient of a parameter by name: a view of grads(), or under ZeRO-3 of its part's buffer.
