@@ -3,7 +3,6 @@
 // so a layout change costs a few strided copies, not one per token.
 #include "parallel/cp/all_to_all_attention.h"
 
-#include <chrono>
 #include <numeric>
 #include <utility>
 
@@ -37,9 +36,8 @@ void AllToAllAttention::check_heads(int NH, int NKV) const {
 }
 
 void AllToAllAttention::exchange(const Tensor& send, Tensor& received) {
-  const auto start = std::chrono::steady_clock::now();
-  cp_->all_to_all(send, received);
-  stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Work work = cp_->all_to_all_async(send, received);
+  timed_wait(work);
   stats_.bytes_sent += int64_t(send.bytes()) / cp_->size() * (cp_->size() - 1);  // all but its own share
 }
 
@@ -134,9 +132,8 @@ Tensor AllToAllAttention::whole_doc_starts(const Tensor& doc_starts) {
   const int n = cp_->size();
   const int64_t B = doc_starts.size(0), local_T = doc_starts.size(1), c = local_T / 2;
   Tensor gathered = Tensor::zeros({n, B, local_T}, DType::i32, doc_starts.device());
-  const auto start = std::chrono::steady_clock::now();
-  cp_->all_gather_async(doc_starts, gathered).wait();
-  stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Work work = cp_->all_gather_async(doc_starts, gathered);
+  timed_wait(work);
   stats_.bytes_sent += int64_t(doc_starts.bytes()) * (n - 1);
   Tensor whole = Tensor::zeros({B, local_T * n}, DType::i32, doc_starts.device());
   for (int r = 0; r < n; ++r) {

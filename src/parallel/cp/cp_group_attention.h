@@ -2,6 +2,7 @@
 // sums over it, and the stats of their exchanges (nn/context_parallel.h's ContextParallel).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -24,6 +25,13 @@ class CpGroupAttention : public ContextParallel {
   void reset_stats() override { stats_ = {}; }
 
  protected:
+  // Waits for `work`, the time counted as the exchanges' wait.
+  void timed_wait(Work& work) {
+    const auto start = std::chrono::steady_clock::now();
+    work.wait();
+    stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
   std::shared_ptr<Comm> cp_;
   CpCommStats stats_;
 };

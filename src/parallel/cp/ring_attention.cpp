@@ -3,7 +3,6 @@
 // step (the kv block, then in backward the dK/dV accumulator), which keeps blocks and accumulators apart.
 #include "parallel/cp/ring_attention.h"
 
-#include <chrono>
 #include <utility>
 
 #include "core/cuda/device.h"
@@ -21,10 +20,8 @@ RingAttention::Hop RingAttention::pass_on(const Tensor& block, Tensor& incoming)
 }
 
 void RingAttention::wait(Hop& hop) {
-  const auto start = std::chrono::steady_clock::now();
-  hop.sent.wait();
-  hop.received.wait();
-  stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  timed_wait(hop.sent);
+  timed_wait(hop.received);
 }
 
 std::vector<std::vector<int32_t>> RingAttention::positions_by_rank(int64_t local_T) const {
