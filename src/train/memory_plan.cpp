@@ -48,19 +48,11 @@ std::vector<Bucket> rank_buckets(const ParameterLayout& layout, const std::vecto
   return parameter_buckets(layout, options, experts, {{0, groups.dense}, {0, groups.experts}});
 }
 
-// Elements of the embeddings' part, which a layout holding it puts first.
-int64_t embedding_elements(const ParameterLayout& layout) {
-  int64_t end = 0;
-  for (const ParamSpec& s : layout.specs())
-    if (s.block == kEmbeddingBlock) end = std::max(end, s.offset + s.numel());
-  return end;
-}
-
 // Parameters, gradients and AdamW moments (`moment_size` bytes each) of `total` elements split into
 // `buckets` over their `groups` (parallel/dp: grad_reducer.cpp, part_grad_reducer.cpp,
 // zero3_parameters.cpp). `tied`: the classifier is the embedding, whose ZeRO 2/3 gradient buffer then
-// stays from the classifier to the backward's end. `embeddings`: the layout's first elements that
-// are the embeddings' part (0 on a stage without them); `reshard_after_forward` false: ZeRO-3 keeps
+// stays from the classifier to the backward's end. `embeddings`: where the embeddings' part ends,
+// the layout's first (0 on a stage without them); `reshard_after_forward` false: ZeRO-3 keeps
 // every block gathered from its forward to its backward.
 void add_states(RankMemory& r, const std::vector<Bucket>& buckets, int64_t total, int zero, ReplicaGroups groups,
                 int64_t compute_size, int64_t moment_size, bool tied, int64_t embeddings, bool reshard_after_forward) {
@@ -294,7 +286,8 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
         d.ep > 1 ? expert_ranges(decoder_names(model, stages[s]), layout) : std::vector<OffsetRange>{};
     const std::vector<Bucket> buckets = rank_buckets(layout, experts, config, groups);
     add_states(r, buckets, layout.total(), config.zero, groups, int64_t(dtype_size(compute)),
-               int64_t(dtype_size(plan.moments)), model.tied_embeddings && stages[s].has_head(), embedding_elements(layout),
+               int64_t(dtype_size(plan.moments)), model.tied_embeddings && stages[s].has_head(),
+               layout.block_range(kEmbeddingBlock, kEmbeddingBlock).end,
                config.reshard_after_forward);
     const int64_t state = config.zero == 0 ? layout.total() : shard_size(buckets);
     (device == Device::cuda ? r.pinned_host : r.async_checkpoint) =
