@@ -1,4 +1,4 @@
-// tessera generate: sample text from a checkpoint (or a Hugging Face GPT-2, Llama, Qwen2 or Mixtral folder), printing
+// tessera generate: sample text from a checkpoint (or a Hugging Face model folder), printing
 // each token as it comes (print_token_text, also used by train for its final sample); with a chat template, the
 // assistant's reply to the prompt as a user's message.
 #include <cstdio>

@@ -307,10 +307,15 @@ TEST(Cli, TomlConfigGivesRequiredFlags) {
   EXPECT_NE(given.exit_code, 0);
   EXPECT_FALSE(testing::contains(given.stderr_text, "is required")) << given.stderr_text;
   EXPECT_TRUE(testing::contains(given.stderr_text, "no-such-run")) << given.stderr_text;
+  testing::write_text(toml, "tokenizer = \"" + (dir / "tok.json").string() + "\"\nin = [\"" + (dir / "a.txt").string() +
+                                "\"]\n");
+  expect_one_line_error("tokenize --config " + toml.string(),
+                        "--out is required (on the command line, or as the key 'out' of a --config file)");
+  expect_one_line_error("tokenize --in a.txt --out x", "--tokenizer is required");
+  // eval needs one of two flags, whichever way they come.
   testing::write_text(toml, "checkpoint = \"" + checkpoint + "\"\n");
   expect_one_line_error("eval --config " + toml.string(),
-                        "--val-data is required (on the command line, or as the key 'val-data' of a --config file)");
-  expect_one_line_error("eval --checkpoint " + checkpoint, "--val-data is required");
+                        "eval: give --val-data (token shards: the loss) or --choices (a multiple-choice file");
   testing::write_text(toml, "in = [\n");
   expect_one_line_error("tokenize --config " + toml.string(), "eval.toml': line 1, column 8");
 }
@@ -482,6 +487,24 @@ TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, at_32);
   EXPECT_TRUE(testing::contains(r.output, " over 2 batches of 4 x 32 tokens")) << r.output;
+  // Multiple choice: after a prompt the run learnt, " fine" scores best among four choices wherever
+  // it stands; a defect of the file is refused by its line.
+  std::string choices;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<std::string> options = {"question", "is", "7"};
+    options.insert(options.begin() + i % 4, "fine");
+    choices += nlohmann::json{{"context", "question " + std::to_string(i * 37 % 1000) + " is"}, {"choices", options},
+                              {"label", i % 4}}.dump() + "\n";
+  }
+  testing::write_text(dir / "choices.jsonl", choices);
+  r = testing::run_command(exe + " eval --checkpoint " + (dir / "run").string() + " --choices " +
+                           (dir / "choices.jsonl").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "choices.jsonl': acc 1.0000 acc_norm 1.0000 over 12 examples")) << r.output;
+  testing::write_text(dir / "bad_choices.jsonl", choices + R"({"context": "He", "choices": ["a", "b"], "label": 2})");
+  expect_one_line_error("eval --checkpoint " + (dir / "run").string() + " --choices " +
+                            (dir / "bad_choices.jsonl").string(),
+                        "bad_choices.jsonl' line 13: \"label\" '2' is not the index of one of its 2 choices (0 to 1)");
   r = testing::run_command(exe + " eval --checkpoint " + (dir / "run").string() + " --batch-size 4 --batches 100000 " +
                            "--val-data '" + (dir / "sft" / "train_*.bin").string() + "'");
   EXPECT_TRUE(testing::contains(r.output, "(all the data holds, short of --batches 100000)")) << r.output;
