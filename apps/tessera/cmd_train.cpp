@@ -127,6 +127,9 @@ void bind_train_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--train-data", c.train_data, "Glob of llm.c token shards to train on, or a weighted mixture of globs: "
                  "0.7:web/train_*.bin,0.3:code/train_*.bin (each batch draws its sequences by the weights)");
   cmd.add_option("--val-data", c.val_data, "Glob of token shards for validation (or a weighted mixture, as --train-data)");
+  cmd.add_option("--choices", c.choices, "Multiple-choice JSON lines (HellaSwag's hellaswag_val.jsonl, as eval's "
+                 "--choices) scored at every validation: choices_acc, choices_acc_norm and choices_loss (the right "
+                 "choices' loss per token) in metrics.jsonl");
   cmd.add_option("--tokenizer", c.tokenizer,
                  "tokenizer.json, a *.tiktoken file, or a folder with tokenizer.json (a Hugging Face model's) or "
                  "encoder.json + vocab.bpe; a preset's vocabulary follows it");

@@ -259,6 +259,7 @@ nlohmann::json run_config_json(const TrainConfig& c) {
           {"init-from", c.init_from},
           {"train-data", c.train_data},
           {"val-data", c.val_data},
+          {"choices", c.choices},
           {"tokenizer", c.tokenizer},
           {"data-order", c.data_order},
           {"attention-mask", c.attention_mask},

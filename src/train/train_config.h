@@ -34,6 +34,7 @@ struct TrainConfig {
   // data
   std::string train_data;  // glob of llm.c token shards
   std::string val_data;
+  std::string choices;     // multiple-choice JSON lines (HellaSwag) scored at every validation
   std::string tokenizer;   // tokenizer.json or a folder with encoder.json + vocab.bpe
   std::string data_order = "shuffled";
   // batch

@@ -222,6 +222,12 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
       val_sources_.push_back({source, std::make_unique<DataMixture>(source.glob, mc.vocab_size, micro_batch_,
                                                                     config_.seq_len, DataOrder::sequential,
                                                                     config_.seed, "--val-data")});
+  if (!config_.choices.empty()) {  // --tokenizer given and no pipeline (TrainConfig::validate)
+    refuse_on_error([&] {  // a defect of the file is the user's to mend: no restart would help
+      choice_examples_ = read_choice_examples(config_.choices, *tokenizer_);
+      choice_rows_ = choice_rows(choice_examples_, config_.seq_len);
+    });
+  }
   flops_per_token_ = model_flops_per_token(mc, config_.seq_len);
   peak_flops_ = peak_flops_for(config_.peak_tflops, device_.device);
   schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
@@ -498,6 +504,7 @@ Validation Trainer::validate() {
     v.by_source.push_back(evaluate(*source.data));
     v.loss += source.source.weight * v.by_source.back();
   }
+  if (!choice_examples_.empty()) v.choices = evaluate_choices();
   return v;
 }
 
@@ -512,12 +519,17 @@ std::string Trainer::attention_note() const {
 
 std::string Trainer::validation_line(int64_t step, const Validation& v) const {
   std::ostringstream line;
-  line << std::fixed << std::setprecision(4) << "step " << step << ": val_loss " << v.loss;
+  line << std::fixed << std::setprecision(4) << "step " << step << ":";
+  if (!val_sources_.empty()) line << " val_loss " << v.loss;
   if (val_sources_.size() > 1) {
     for (size_t d = 0; d < val_sources_.size(); ++d)
       line << (d == 0 ? " (" : ", ") << val_sources_[d].source.glob << " " << v.by_source[d];
     line << ")";
   }
+  if (v.choices)
+    line << (val_sources_.empty() ? " " : "; ") << "--choices acc_norm " << v.choices->accuracy_norm() << " acc "
+         << v.choices->accuracy() << " loss " << v.choices->right_loss() << " over " << v.choices->examples
+         << " examples";
   return line.str();
 }
 
@@ -628,16 +640,22 @@ TrainResult Trainer::run() {
     result.last_loss = loss;
 
     const bool last = step == config_.steps;
-    if (!val_sources_.empty() && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
+    if (validates() && ((config_.eval_every > 0 && step % config_.eval_every == 0) || last)) {
       const Validation v = validate();
-      nlohmann::json entry = {{"step", step}, {"val_loss", float(v.loss)}};
+      nlohmann::json entry = {{"step", step}};
+      if (!val_sources_.empty()) entry["val_loss"] = float(v.loss);
+      if (v.choices) {
+        entry["choices_acc"] = v.choices->accuracy();
+        entry["choices_acc_norm"] = v.choices->accuracy_norm();
+        entry["choices_loss"] = v.choices->right_loss();
+      }
       if (val_sources_.size() > 1) {
         nlohmann::json& by_source = entry["val_loss_by_source"] = nlohmann::json::object();
         for (size_t d = 0; d < val_sources_.size(); ++d) by_source[val_sources_[d].source.glob] = v.by_source[d];
       }
       if (metrics) metrics->write(entry);
       progress.message(validation_line(step, v));
-      result.last_val_loss = float(v.loss);
+      if (!val_sources_.empty()) result.last_val_loss = float(v.loss);
     }
     if (config_.sample_every > 0 && step % config_.sample_every == 0 && !last && is_reporting_rank())
       print_sample(progress);

@@ -21,6 +21,7 @@
 #include "parallel/process_grid.h"
 #include "train/bad_step_guard.h"
 #include "train/checkpoint_saver.h"
+#include "train/choice_eval.h"
 #include "train/data_parallel.h"
 #include "train/device_choice.h"
 #include "train/loss_scaler.h"
@@ -43,10 +44,12 @@ struct TrainResult {
   int stopped_by = 0;                     // the signal (SIGTERM, SIGINT, SIGUSR1) that stopped the run early, or 0
 };
 
-// A validation over --val-data: the sources' weighted mean loss, and each source's.
+// A validation: over --val-data the sources' weighted mean loss and each source's (none without
+// --val-data), and with --choices the accuracy on its examples.
 struct Validation {
   double loss = 0;
   std::vector<float> by_source;
+  std::optional<ChoiceAccuracy> choices;
 };
 
 // A grid of one process whose groups all have size 1 (tests, and runs without a launcher).
@@ -60,9 +63,9 @@ class Trainer {
   explicit Trainer(TrainConfig config, ProcessGrid grid = single_process_grid());
   ~Trainer();
   TrainResult run();
-  // Collective: validation at the current weights (every rank calls it; --val-data is set).
+  // Collective: validation at the current weights (every rank calls it; --val-data or --choices is set).
   Validation validate();
-  // "step N: val_loss L" and, for a mixture, each source's loss.
+  // "step N: val_loss L" and, for a mixture, each source's loss; then --choices' accuracies.
   std::string validation_line(int64_t step, const Validation& v) const;
   int64_t start_step() const { return start_step_; }  // the resumed checkpoint's step, or 0
   Decoder& model() { return *model_; }
@@ -98,6 +101,10 @@ class Trainer {
   // bad step: skip_reason_ says which). Throws (every rank alike) after --max-bad-steps in a row.
   std::optional<float> update_parameters(int64_t step, float loss, float lr, ProgressLine& progress);
   float evaluate(const DataMixture& val_data);
+  // Collective: --choices' rows dealt over the dp ranks a micro-batch at a time, their losses summed
+  // over dp×cp (trainer_choices.cpp).
+  ChoiceAccuracy evaluate_choices();
+  bool validates() const { return !val_sources_.empty() || !choice_examples_.empty(); }
   // Saves step's checkpoint (in the background with --async-checkpoint, unless `now`); returns its
   // path and adds the training's stall to checkpoint_stall_s_.
   std::filesystem::path save_checkpoint(int64_t step, bool now = false);
@@ -163,6 +170,8 @@ class Trainer {
     std::unique_ptr<DataMixture> data;
   };
   std::vector<ValSource> val_sources_;
+  std::vector<ChoiceExample> choice_examples_;  // --choices'
+  std::vector<ChoiceRow> choice_rows_;          // their choices as rows of at most --seq-len inputs
   LrSchedule schedule_;
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
   std::filesystem::path resumed_from_;  // the checkpoint resumed from, if any

@@ -394,6 +394,7 @@ std::vector<BadInput> number_cases() {
       // Document masks: an unknown mask, and one without the tokenizer whose start token marks documents.
       flag("AttentionMaskSideways", "--attention-mask sideways", "--attention-mask must be causal or document"),
       flag("DocumentMaskWithoutTokenizer", "--attention-mask document", "--attention-mask document needs --tokenizer"),
+      flag("ChoicesWithoutTokenizer", "--choices hellaswag_val.jsonl", "--choices needs --tokenizer"),
       // Compressed reductions: an unknown wire dtype, and PowerSGD where it cannot apply.
       flag("GradReduceDtypeFp8", "--grad-reduce-dtype fp8", "--grad-reduce-dtype must be fp32 or bf16"),
       flag("NegativePowerSgdRank", "--powersgd-rank -1", "--powersgd-rank must be in [0, 1024] (0 = off), got -1"),
@@ -505,6 +506,19 @@ std::vector<BadInput> file_cases() {
          return "tokenize --tokenizer " + (d / "tok.json").string() + " --in /dev/zero --out " + (d / "shards").string();
        },
        "is a character device"},
+      {"file", "ChoicesWithALabelPastItsChoices",
+       [](auto d) {
+         std::string text;
+         for (int i = 0; i < 50; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
+         testing::write_text(d / "corpus.txt", text);
+         testing::run_command(kTessera + " tokenizer-train --vocab-size 300 --in " + (d / "corpus.txt").string() +
+                              " --out " + (d / "tok.json").string());
+         testing::write_text(d / "choices.jsonl", R"({"ctx": "the", "endings": ["quick", "fox"], "label": 1})" "\n"
+                                                  R"({"ctx": "the", "endings": ["quick", "fox"], "label": 2})" "\n");
+         return fresh_train(d) + " --tokenizer " + (d / "tok.json").string() + " --choices " +
+                (d / "choices.jsonl").string();
+       },
+       "choices.jsonl' line 2: \"label\" '2' is not the index of one of its 2 choices"},
       {"file", "MetricsFifo",
        [](auto d) {
          make_fifo(d / "metrics.fifo");

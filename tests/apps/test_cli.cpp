@@ -500,7 +500,7 @@ TEST_F(CliBadInput, FineTunesOnPromptsAndCompletions) {
   r = testing::run_command(exe + " eval --checkpoint " + (dir / "run").string() + " --choices " +
                            (dir / "choices.jsonl").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(testing::contains(r.output, "choices.jsonl': acc 1.0000 acc_norm 1.0000 over 12 examples")) << r.output;
+  EXPECT_TRUE(testing::contains(r.output, "choices.jsonl': acc 1.0000 acc_norm 1.0000 loss 0.")) << r.output;
   testing::write_text(dir / "bad_choices.jsonl", choices + R"({"context": "He", "choices": ["a", "b"], "label": 2})");
   expect_one_line_error("eval --checkpoint " + (dir / "run").string() + " --choices " +
                             (dir / "bad_choices.jsonl").string(),
