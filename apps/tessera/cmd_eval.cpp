@@ -110,19 +110,20 @@ void add_eval_command(CLI::App& app) {
     TS_CHECK(o->batches >= 0, "--batches must not be negative, got ", o->batches);
     TS_CHECK(o->attention_mask == "causal" || o->attention_mask == "document",
              "--attention-mask must be causal or document, got '", o->attention_mask, "'");
-    TS_CHECK(!o->data.empty() || !o->choices.empty(), "eval: give --val-data (token shards: the loss) or --choices "
-             "(a multiple-choice file: the accuracy), or both");
+    if (o->data.empty() && o->choices.empty())  // a required flag missing: exit 2, as CLI11's are
+      throw ConfigError("eval: give --val-data (token shards: the loss) or --choices (a multiple-choice file: the "
+                        "accuracy), or both", "");
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
     Decoder& model = *loaded.model;
     const bool by_document = o->attention_mask == "document";
-    const auto require_tokenizer = [&](const char* why) {
-      TS_CHECK(loaded.tokenizer, why, " needs the model's tokenizer; pass --tokenizer (",
+    const auto require_tokenizer = [&](const char* flag, const char* use) {
+      TS_CHECK(loaded.tokenizer, flag, " needs the model's tokenizer (", use, "); pass --tokenizer (",
                loaded.tokenizer_note.empty() ? "none is stored beside the weights" : loaded.tokenizer_note, ")");
     };
-    if (by_document) require_tokenizer("--attention-mask document (its document start token marks the documents)");
+    if (by_document) require_tokenizer("--attention-mask document", "its document start token marks the documents");
     std::vector<ChoiceExample> examples;  // read before the model moves: a defect is refused at once
     if (!o->choices.empty()) {
-      require_tokenizer("--choices");
+      require_tokenizer("--choices", "the examples are text");
       TS_CHECK(loaded.tokenizer->vocab_size() <= model.config().vocab_size, "--tokenizer has ",
                loaded.tokenizer->vocab_size(), " tokens, more than the model's vocabulary of ",
                model.config().vocab_size, "; give the tokenizer the model was trained with");

@@ -1,5 +1,5 @@
 // SVG rendering of loss curves: axes with ticks, the train curve, validation points, and a line of
-// points per validation source.
+// points per validation source; --choices' accuracy in a second panel beside them.
 #include "train/loss_plot.h"
 
 #include <algorithm>
@@ -61,6 +61,68 @@ std::string curve_svg(const Points& points, const char* colour, double width) {
   return svg + "\"/>\n";
 }
 
+// One plot of the picture: steps 0..max_step across, values lo..hi up, its frame `left` pixels in.
+struct Panel {
+  double left, lo, hi, max_step;
+  double plot_w() const { return kWidth - kLeft - kRight; }
+  double plot_h() const { return kHeight - kTop - kBottom; }
+  double x(double step) const { return left + kLeft + plot_w() * step / max_step; }
+  double y(double value) const { return kTop + plot_h() * (hi - value) / (hi - lo); }
+  Points points(const LossCurves::Curve& curve) const {  // the finite ones
+    Points points;
+    for (auto [step, value] : curve)
+      if (std::isfinite(value)) points.emplace_back(x(double(step)), y(value));
+    return points;
+  }
+};
+
+// The last step with a finite value in any of `curves` (1 at least).
+double last_step(const std::vector<const LossCurves::Curve*>& curves) {
+  double max_step = 1;
+  for (const LossCurves::Curve* curve : curves)
+    for (auto [step, value] : *curve)
+      if (std::isfinite(value)) max_step = std::max(max_step, double(step));
+  return max_step;
+}
+
+// A panel `left` pixels in whose values span the finite ones of `curves`, padded by 5% each way.
+Panel panel_for(double left, const std::vector<const LossCurves::Curve*>& curves, double max_step) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const LossCurves::Curve* curve : curves)
+    for (auto [step, value] : *curve) {
+      if (!std::isfinite(value)) continue;
+      lo = std::min(lo, double(value));
+      hi = std::max(hi, double(value));
+    }
+  if (!(lo < hi)) lo = (std::isfinite(lo) ? lo : 0) - 1, hi = lo + 2;
+  const double pad = 0.05 * (hi - lo);
+  return {left, lo - pad, hi + pad, max_step};
+}
+
+// A panel's grid and value labels (five intervals), step ticks (five at most: steps are whole
+// numbers, so a short run has fewer) and frame.
+std::string frame_svg(const Panel& p) {
+  std::string svg;
+  const double right = p.left + kWidth - kRight;
+  const std::string value_label = "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%." +
+                                  std::to_string(tick_decimals((p.hi - p.lo) / 5)) + "f</text>\n";
+  for (int i = 0; i <= 5; ++i) {
+    const double value = p.lo + (p.hi - p.lo) * i / 5;
+    svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>", p.left + kLeft, p.y(value), right,
+               p.y(value));
+    svg += fmt(value_label.c_str(), p.left + kLeft - 6, p.y(value) + 4, value);
+  }
+  const int step_ticks = int(std::min(5.0, p.max_step));
+  for (int i = 0; i <= step_ticks; ++i) {
+    const double step = std::round(p.max_step * i / step_ticks);
+    svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%.0f</text>\n", p.x(step), kHeight - kBottom + 18, step);
+  }
+  svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n", p.left + kLeft + p.plot_w() / 2, kHeight - 12);
+  svg += fmt("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#444\"/>\n", p.left + kLeft, kTop,
+             p.plot_w(), p.plot_h());
+  return svg;
+}
+
 }  // namespace
 
 LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
@@ -85,12 +147,14 @@ LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
     if (j.contains("loss")) {
       if (step <= last_train_step) {
         drop_from(curves.val, step);
+        drop_from(curves.choices, step);
         for (auto& [source, curve] : curves.val_by_source) drop_from(curve, step);
       }
       last_train_step = step;
       add(curves.train, step, j["loss"]);
     }
     if (j.contains("val_loss")) add(curves.val, step, j["val_loss"]);
+    if (j.contains("choices_acc_norm")) add(curves.choices, step, j["choices_acc_norm"]);
     if (j.contains("val_loss_by_source") && j["val_loss_by_source"].is_object())
       for (const auto& [source, loss] : j["val_loss_by_source"].items()) add(curves.val_by_source[source], step, loss);
   }
@@ -98,52 +162,21 @@ LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
 }
 
 std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
-  double max_step = 1, lo = INFINITY, hi = -INFINITY;
-  std::vector<const LossCurves::Curve*> all = {&curves.train, &curves.val};
-  for (const auto& [source, curve] : curves.val_by_source) all.push_back(&curve);
-  for (const LossCurves::Curve* series : all)
-    for (auto [step, loss] : *series) {
-      if (!std::isfinite(loss)) continue;
-      max_step = std::max(max_step, double(step));
-      lo = std::min(lo, double(loss));
-      hi = std::max(hi, double(loss));
-    }
-  if (!(lo < hi)) lo = (std::isfinite(lo) ? lo : 0) - 1, hi = lo + 2;
-  const double pad = 0.05 * (hi - lo);
-  lo -= pad, hi += pad;
-  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
-  auto x = [&](double step) { return kLeft + plot_w * step / max_step; };
-  auto y = [&](double loss) { return kTop + plot_h * (hi - loss) / (hi - lo); };
-  auto points_of = [&](const LossCurves::Curve& curve) {  // the finite ones
-    Points points;
-    for (auto [step, loss] : curve)
-      if (std::isfinite(loss)) points.emplace_back(x(double(step)), y(loss));
-    return points;
-  };
+  std::vector<const LossCurves::Curve*> losses = {&curves.train, &curves.val};
+  for (const auto& [source, curve] : curves.val_by_source) losses.push_back(&curve);
+  const bool accuracy = !curves.choices.empty();
+  const double max_step = last_step({&curves.train, &curves.val, &curves.choices});
+  const Panel loss = panel_for(0, losses, max_step);
+  const double width = accuracy ? 2 * kWidth : kWidth;
 
   std::string svg = fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" font-family=\"sans-serif\" "
                         "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-                        kWidth, kHeight);
-  svg += "<text x=\"" + fmt("%g", kWidth / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" +
+                        width, kHeight);
+  svg += "<text x=\"" + fmt("%g", width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" +
          xml_escaped(title) + "</text>\n";
-  // Five intervals on each axis; steps are whole numbers, so a short run has fewer step ticks.
-  const int step_ticks = int(std::min(5.0, max_step));
-  const std::string loss_label = "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%." +
-                                 std::to_string(tick_decimals((hi - lo) / 5)) + "f</text>\n";
-  for (int i = 0; i <= 5; ++i) {
-    const double loss = lo + (hi - lo) * i / 5;
-    svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>", kLeft, y(loss), kWidth - kRight, y(loss));
-    svg += fmt(loss_label.c_str(), kLeft - 6, y(loss) + 4, loss);
-  }
-  for (int i = 0; i <= step_ticks; ++i) {
-    const double step = std::round(max_step * i / step_ticks);
-    svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%.0f</text>\n", x(step), kHeight - kBottom + 18, step);
-  }
-  svg += fmt("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n", kLeft + plot_w / 2, kHeight - 12);
-  svg += fmt("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#444\"/>\n", kLeft, kTop, plot_w,
-             plot_h);
-  svg += curve_svg(points_of(curves.train), "#1f77b4", 1.5);
-  for (auto [cx, cy] : points_of(curves.val)) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#d62728\"/>\n", cx, cy);
+  svg += frame_svg(loss);
+  svg += curve_svg(loss.points(curves.train), "#1f77b4", 1.5);
+  for (auto [cx, cy] : loss.points(curves.val)) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#d62728\"/>\n", cx, cy);
   svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#1f77b4\" stroke-width=\"2\"/>", kWidth - 170, kTop + 14,
              kWidth - 150, kTop + 14);
   svg += fmt("<text x=\"%g\" y=\"%g\">train loss</text>", kWidth - 145, kTop + 18);
@@ -153,13 +186,22 @@ std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
   size_t index = 0;
   for (const auto& [source, curve] : curves.val_by_source) {
     const char* colour = kSourceColours[index % std::size(kSourceColours)];
-    const Points points = points_of(curve);
+    const Points points = loss.points(curve);
     if (points.size() > 1) svg += curve_svg(points, colour, 1);
     for (auto [cx, cy] : points) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"", cx, cy) + colour + "\"/>\n";
     const double legend_y = kTop + 50 + 14 * double(index);
     svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"2.5\" fill=\"", kWidth - 160, legend_y - 4) + colour + "\"/>";
     svg += fmt("<text x=\"%g\" y=\"%g\" font-size=\"10\">", kWidth - 145, legend_y) + xml_escaped(source) + "</text>\n";
     ++index;
+  }
+  if (accuracy) {  // --choices' acc_norm in a panel of its own, on the right
+    const Panel acc = panel_for(kWidth, {&curves.choices}, max_step);
+    svg += frame_svg(acc);
+    const Points points = acc.points(curves.choices);
+    svg += curve_svg(points, "#ff7f0e", 1.5);
+    for (auto [cx, cy] : points) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#ff7f0e\"/>\n", cx, cy);
+    svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"3\" fill=\"#ff7f0e\"/>", 2 * kWidth - 190, kTop + 14);
+    svg += fmt("<text x=\"%g\" y=\"%g\">--choices acc_norm</text>\n", 2 * kWidth - 175, kTop + 18);
   }
   svg += "</svg>\n";
   return svg;

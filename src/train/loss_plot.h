@@ -1,6 +1,7 @@
 // A loss-curve picture: <out_dir>/loss.svg, train loss per step and validation loss at each eval
-// (with a mixture of validation sources, each source's too), redrawn from the metrics whenever the
-// run evaluates or ends. Plain SVG, viewable in a browser.
+// (with a mixture of validation sources, each source's too), and beside it --choices' accuracy
+// (acc_norm) at each eval, as llm.c plots HellaSwag; redrawn from the metrics whenever the run
+// evaluates or ends. Plain SVG, viewable in a browser.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@ struct LossCurves {
   Curve train;                                // (step, loss)
   Curve val;                                  // (step, val_loss)
   std::map<std::string, Curve> val_by_source;  // (step, val_loss_by_source[source])
+  Curve choices;                              // (step, choices_acc_norm)
 };
 
 // Reads the curves back from a metrics.jsonl file (missing file: empty curves); where a resumed run

@@ -1,7 +1,7 @@
 // loss.svg from metrics.jsonl: a resumed run's repeated steps win (its validation points too), each
 // validation source becomes a curve of its own with its name (XML-escaped) in the legend, and lines
 // that are not metrics are skipped; the title is escaped, one step shows as a dot, and axis labels
-// never repeat a value.
+// never repeat a value. --choices' accuracy gets a panel of its own, only when logged.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,6 +41,32 @@ TEST(LossPlot, ReadsTrainValidationAndEachSourceCurve) {
   size_t polylines = 0;
   for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
   EXPECT_EQ(polylines, 3u);  // train and the two sources
+  EXPECT_TRUE(testing::contains(svg, "width=\"720\"")) << svg;  // one panel
+  EXPECT_FALSE(testing::contains(svg, "acc_norm")) << svg;
+}
+
+// choices_acc_norm at each validation (with or without val_loss) is a curve on a panel to the right
+// of the losses, on the same steps; a resume drops its later points as it does the losses'.
+TEST(LossPlot, ChoicesAccuracyIsASecondPanel) {
+  const std::filesystem::path file = testing::scratch_dir() / "metrics.jsonl";
+  testing::write_text(file,
+                      "{\"step\": 1, \"loss\": 5.0}\n{\"step\": 2, \"loss\": 4.5}\n"
+                      "{\"step\": 2, \"choices_acc\": 0.25, \"choices_acc_norm\": 0.26, \"choices_loss\": 5.1}\n"
+                      "{\"step\": 3, \"loss\": 4.0}\n{\"step\": 4, \"loss\": 3.5}\n"
+                      "{\"step\": 4, \"val_loss\": 3.6, \"choices_acc\": 0.3, \"choices_acc_norm\": 0.32}\n");
+  LossCurves curves = read_loss_curves(file);
+  const LossCurves::Curve choices = {{2, 0.26f}, {4, 0.32f}};
+  EXPECT_EQ(curves.choices, choices);
+  const std::string svg = loss_plot_svg(curves, "run");
+  EXPECT_TRUE(testing::contains(svg, "width=\"1440\"")) << svg;
+  EXPECT_TRUE(testing::contains(svg, ">--choices acc_norm</text>")) << svg;
+  // Its points: step 2 of 4 halfway across the right panel (720 + 60 + 640 / 2), step 4 at its edge;
+  // 0.32 at the top of its padded range (0.257..0.323 over 40..370: y 55.0), 0.26 at its foot.
+  EXPECT_TRUE(testing::contains(svg, "<polyline fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"1.5\" "
+                                     "points=\"1100.0,355.0 1420.0,55.0 \"/>")) << svg;
+  testing::write_text(file, testing::read_text(file) + "{\"step\": 3, \"loss\": 3.9}\n");  // resumed from step 2
+  curves = read_loss_curves(file);
+  EXPECT_EQ(curves.choices, LossCurves::Curve({{2, 0.26f}}));
 }
 
 // A run logged steps 1-4 with validation at 2 and 4, then resumed from step 2's checkpoint: step 3
