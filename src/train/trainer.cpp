@@ -357,31 +357,31 @@ float Trainer::accumulate_gradients(int64_t step_sequence) {
   return float(sums[0] / double(std::max<int64_t>(trained, 1)));
 }
 
-float Trainer::evaluate(const DataMixture& val_data) {
-  // The same validation batches for any dp degree, dealt round-robin over the dp ranks.
-  const int64_t batches = std::min(config_.eval_batches, val_data.batches_per_epoch());
+Trainer::EvalShare Trainer::eval_share(int64_t count) const {
   const int64_t rank = data_parallel_->rank(), ranks = data_parallel_->size();
-  const int64_t mine = batches > rank ? (batches - rank - 1) / ranks + 1 : 0;  // batches rank, rank + ranks, ...
-  // Under ZeRO-3 and expert parallelism every forward is collective with other dp ranks, so each
-  // rank runs as many: a rank short of a batch in the last round runs the last one again and does
-  // not count it.
+  const int64_t mine = count > rank ? (count - rank - 1) / ranks + 1 : 0;  // forwards rank, rank + ranks, ...
   const bool same_count = data_parallel_->zero_stage() == 3 || expert_parallel_;
-  const int64_t runs = same_count ? (batches + ranks - 1) / ranks : mine;
-  auto batch = [&](int64_t m) { return std::min(rank + m * ranks, batches - 1); };
+  return {rank, ranks, count, mine, same_count ? (count + ranks - 1) / ranks : mine};
+}
+
+float Trainer::evaluate(const DataMixture& val_data) {
+  // The same validation batches for any dp degree, dealt over the dp ranks.
+  const int64_t batches = std::min(config_.eval_batches, val_data.batches_per_epoch());
+  const EvalShare share = eval_share(batches);
   int64_t trained = 0;  // targets of the batches, over every rank: the mean is over them
   for (int64_t b = 0; b < batches; ++b) trained += val_data.count_trained(b, 0, micro_batch_);
   double sum = 0.0;  // this rank's token losses
   if (pipeline_) {
     sum = pipeline_->evaluate(
-        int(runs), int(mine), micro_batch_, config_.seq_len / grid_.dims.cp,
+        int(share.runs), int(share.mine), micro_batch_, config_.seq_len / grid_.dims.cp,
         feed_->pipeline_filler([&](int m, Tensor& inputs, Tensor& targets) {
-          val_data.fill(batch(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
+          val_data.fill(share.index(m), 0, micro_batch_, inputs.data<int32_t>(), targets.data<int32_t>());
         }));
   }
-  for (int64_t m = 0; !pipeline_ && m < runs; ++m) {
-    val_data.fill(batch(m), 0, micro_batch_, feed_->inputs().data<int32_t>(), feed_->targets().data<int32_t>());
+  for (int64_t m = 0; !pipeline_ && m < share.runs; ++m) {
+    val_data.fill(share.index(m), 0, micro_batch_, feed_->inputs().data<int32_t>(), feed_->targets().data<int32_t>());
     const double loss = feed_->forward(*model_, 0.0f);
-    if (m < mine) sum += loss * double(micro_batch_ * config_.seq_len);
+    if (m < share.mine) sum += loss * double(micro_batch_ * config_.seq_len);
   }
   return float(sum_over_ranks({sum})[0] / double(std::max<int64_t>(trained, 1)));
 }

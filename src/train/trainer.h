@@ -4,6 +4,7 @@
 // (train/loss_scaler.h) and skip the update of a step whose gradients overflowed.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -100,6 +101,15 @@ class Trainer {
   // returns the global gradient norm, or nothing when the update was skipped (fp16 overflow, or a
   // bad step: skip_reason_ says which). Throws (every rank alike) after --max-bad-steps in a row.
   std::optional<float> update_parameters(int64_t step, float loss, float lr, ProgressLine& progress);
+  // A validation's forwards 0..count-1 dealt round-robin over the dp ranks: this rank runs `runs`,
+  // the m-th being forward index(m), and counts the first `mine`. Under ZeRO-3 and expert
+  // parallelism every forward is collective with the other dp ranks, so each rank runs as many: one
+  // short of a forward in the last round runs its last again without counting it.
+  struct EvalShare {
+    int64_t rank, ranks, count, mine, runs;
+    int64_t index(int64_t m) const { return std::min(rank + m * ranks, count - 1); }
+  };
+  EvalShare eval_share(int64_t count) const;
   float evaluate(const DataMixture& val_data);
   // Collective: --choices' rows dealt over the dp ranks a micro-batch at a time, their losses summed
   // over dp×cp (trainer_choices.cpp).

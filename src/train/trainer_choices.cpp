@@ -12,16 +12,10 @@ namespace tessera {
 
 ChoiceAccuracy Trainer::evaluate_choices() {
   const int64_t rows = int64_t(choice_rows_.size()), T = config_.seq_len;
-  const int64_t forwards = (rows + micro_batch_ - 1) / micro_batch_;
-  // Forwards dealt round-robin over the dp ranks; under ZeRO-3 and expert parallelism every rank
-  // runs as many (their forwards are collective), repeating its last without counting it.
-  const int64_t rank = data_parallel_->rank(), ranks = data_parallel_->size();
-  const int64_t mine = forwards > rank ? (forwards - rank - 1) / ranks + 1 : 0;
-  const bool same_count = data_parallel_->zero_stage() == 3 || expert_parallel_;
-  const int64_t runs = same_count ? (forwards + ranks - 1) / ranks : mine;
+  const EvalShare share = eval_share((rows + micro_batch_ - 1) / micro_batch_);
   std::vector<double> row_losses(size_t(rows), 0.0);
-  for (int64_t m = 0; m < runs; ++m) {
-    const int64_t first_row = std::min(rank + m * ranks, forwards - 1) * micro_batch_;
+  for (int64_t m = 0; m < share.runs; ++m) {
+    const int64_t first_row = share.index(m) * micro_batch_;
     int32_t* inputs = feed_->inputs().data<int32_t>();
     int32_t* targets = feed_->targets().data<int32_t>();
     for (int64_t b = 0; b < micro_batch_; ++b) {
@@ -33,7 +27,7 @@ ChoiceAccuracy Trainer::evaluate_choices() {
       }
     }
     feed_->forward(*model_, 0.0f);
-    if (m >= mine) continue;
+    if (m >= share.mine) continue;
     const Tensor losses = tensor_to(model_->losses(), Device::cpu);  // (micro-batch, this cp rank's positions)
     const int64_t width = losses.size(1);
     for (int64_t b = 0; b < micro_batch_ && first_row + b < rows; ++b) {
