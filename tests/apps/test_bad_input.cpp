@@ -95,6 +95,15 @@ std::string base_train(const fs::path& dir) {
   return "train --model gpt2-tiny --quiet --device cpu --batch-size 2 --seq-len 16 --train-data " +
          (dir / "train_000000.bin").string() + " --out-dir " + (dir / "run").string();
 }
+// A tokenizer of 300 tokens trained on a small corpus, as `dir`/tok.json; its path.
+std::string trained_tokenizer(const fs::path& dir) {
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
+  testing::write_text(dir / "corpus.txt", text);
+  testing::run_command(kTessera + " tokenizer-train --vocab-size 300 --in " + (dir / "corpus.txt").string() + " --out " +
+                       (dir / "tok.json").string());
+  return (dir / "tok.json").string();
+}
 std::string fresh_train(const fs::path& dir) {
   return "train --model gpt2-tiny --quiet --device cpu --steps 1 --batch-size 2 --seq-len 16 --train-data " +
          (dir / "train_000000.bin").string() + " --out-dir " + (dir / "fresh").string();
@@ -497,26 +506,14 @@ std::vector<BadInput> file_cases() {
        },
        "is a directory, not a regular file"},
       {"file", "TextDevice",
-       [](auto d) {
-         std::string text;
-         for (int i = 0; i < 50; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
-         testing::write_text(d / "corpus.txt", text);
-         testing::run_command(kTessera + " tokenizer-train --vocab-size 300 --in " + (d / "corpus.txt").string() +
-                              " --out " + (d / "tok.json").string());
-         return "tokenize --tokenizer " + (d / "tok.json").string() + " --in /dev/zero --out " + (d / "shards").string();
-       },
+       [](auto d) { return "tokenize --tokenizer " + trained_tokenizer(d) + " --in /dev/zero --out " + (d / "shards").string(); },
        "is a character device"},
       {"file", "ChoicesWithALabelPastItsChoices",
        [](auto d) {
-         std::string text;
-         for (int i = 0; i < 50; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
-         testing::write_text(d / "corpus.txt", text);
-         testing::run_command(kTessera + " tokenizer-train --vocab-size 300 --in " + (d / "corpus.txt").string() +
-                              " --out " + (d / "tok.json").string());
+         const std::string tokenizer = trained_tokenizer(d);
          testing::write_text(d / "choices.jsonl", R"({"ctx": "the", "endings": ["quick", "fox"], "label": 1})" "\n"
                                                   R"({"ctx": "the", "endings": ["quick", "fox"], "label": 2})" "\n");
-         return fresh_train(d) + " --tokenizer " + (d / "tok.json").string() + " --choices " +
-                (d / "choices.jsonl").string();
+         return fresh_train(d) + " --tokenizer " + tokenizer + " --choices " + (d / "choices.jsonl").string();
        },
        "choices.jsonl' line 2: \"label\" '2' is not the index of one of its 2 choices"},
       {"file", "MetricsFifo",

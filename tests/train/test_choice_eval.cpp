@@ -8,31 +8,14 @@
 
 #include "core/rng.h"
 #include "nn/decoder.h"
-#include "nn/model_presets.h"
 #include "support/test_support.h"
 #include "train/choice_eval.h"
+#include "train/random_decoder.h"
 
 namespace tessera {
 namespace {
 
-ModelConfig small(const std::string& preset) {
-  ModelConfig c = model_preset(preset);
-  c.num_layers = 2;
-  c.vocab_size = 50;
-  c.max_seq_len = 16;
-  return c;
-}
-
-// Weights large enough that the choices' losses differ clearly.
-Decoder random_model(const std::string& preset) {
-  Decoder model(small(preset));
-  for (NamedTensor& p : model.named_params()) {
-    const float scale = p.name.find("router") != std::string::npos ? 3.0f : 0.3f;
-    for (int64_t i = 0; i < p.tensor.numel(); ++i) p.tensor.f32()[i] = scale * normal_at(9, stream_id(p.name), uint64_t(i));
-  }
-  model.params_updated();
-  return model;
-}
+Decoder random_model(const std::string& preset) { return testing::random_decoder(preset, 16, 9); }
 
 // Examples of random tokens: contexts of 2 to 11 tokens, 2 to 4 choices of 1 to 5 tokens.
 std::vector<ChoiceExample> random_examples(int count) {

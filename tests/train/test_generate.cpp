@@ -8,31 +8,13 @@
 
 #include "core/rng.h"
 #include "nn/decoder.h"
-#include "nn/model_presets.h"
 #include "train/generate.h"
+#include "train/random_decoder.h"
 
 namespace tessera {
 namespace {
 
-ModelConfig small(const std::string& preset) {
-  ModelConfig c = model_preset(preset);
-  c.num_layers = 2;
-  c.vocab_size = 50;
-  c.max_seq_len = 8;
-  return c;
-}
-
-// Random weights large enough that the greedy tokens vary (the initialisation's near-uniform logits
-// give one token over and over), the router's larger so that tokens take different experts.
-Decoder random_model(const std::string& preset) {
-  Decoder model(small(preset));
-  for (NamedTensor& p : model.named_params()) {
-    const float scale = p.name.find("router") != std::string::npos ? 3.0f : 0.3f;
-    for (int64_t i = 0; i < p.tensor.numel(); ++i) p.tensor.f32()[i] = scale * normal_at(5, stream_id(p.name), uint64_t(i));
-  }
-  model.params_updated();
-  return model;
-}
+Decoder random_model(const std::string& preset) { return testing::random_decoder(preset, 8, 5); }
 
 // The token after `context` drawn from a full forward pass over its last max_seq_len tokens.
 int32_t full_forward_sample(Decoder& model, const std::vector<int32_t>& context, const SamplingOptions& options,
