@@ -2,7 +2,7 @@
 // for GPT-2 and for Llama (grouped-query attention, RoPE, RMSNorm, SwiGLU) in fp32, and in bf16 within
 // its rounding; a short training run whose per-step losses match (fp32 on both sides, so only
 // summation order differs); mixed-precision training runs in bf16 and in f16 (with its loss scaling)
-// tracking the fp32 CPU loss; generation over the key/value cache; bf16 and f16 compute on the CPU
+// tracking the fp32 CPU loss; generation over the key/value cache; multiple-choice scoring; bf16 and f16 compute on the CPU
 // refused. The families: GPT-2, Llama with
 // grouped-query attention, Mixtral-style experts (softmax router) and DeepSeek-style experts (sigmoid
 // router with its balancing bias, a shared expert, a dense first layer). Skipped without a GPU.
@@ -18,6 +18,7 @@
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
 #include "optim/adamw_optimizer.h"
+#include "train/choice_eval.h"
 #include "train/train_fixtures.h"
 #include "train/trainer.h"
 
@@ -149,6 +150,32 @@ TEST_P(DecoderCuda, CachedGenerationMatchesCpu) {
     EXPECT_EQ(gpu_cache.length, cpu_cache.length);
   }
   EXPECT_EQ(gpu_cache.length, 10);
+}
+
+// Multiple-choice scoring (eval --choices) on the GPU: forwards of whole examples whose widths vary
+// from batch to batch, rows padded with ignored targets; every choice's summed loss matches the
+// CPU's (fp32 on both sides).
+TEST_P(DecoderCuda, ChoiceLossesMatchCpu) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  Decoder cpu(GetParam().config()), gpu(GetParam().config());
+  init_twins(cpu, gpu, seed);
+  const int64_t V = cpu.config().vocab_size;
+  Rng rng(seed + 1);
+  std::vector<ChoiceExample> examples(7);
+  for (ChoiceExample& x : examples) {
+    x.context.resize(1 + rng.below(120));
+    for (int32_t& t : x.context) t = int32_t(rng.below(uint64_t(V)));
+    x.choices.resize(2 + rng.below(3));
+    for (std::vector<int32_t>& choice : x.choices) {
+      choice.resize(1 + rng.below(30));
+      for (int32_t& t : choice) t = int32_t(rng.below(uint64_t(V)));
+    }
+  }
+  const auto on_cpu = choice_losses(cpu, examples, 5, 140), on_gpu = choice_losses(gpu, examples, 5, 140);
+  for (size_t e = 0; e < examples.size(); ++e)
+    for (size_t c = 0; c < examples[e].choices.size(); ++c)
+      EXPECT_NEAR(on_gpu[e][c].sum, on_cpu[e][c].sum, 1e-4 * on_cpu[e][c].sum) << "example " << e << " choice " << c;
 }
 
 // bf16 compute (fp32 master weights and gradients): the loss within bf16's rounding of the fp32 CPU
