@@ -46,15 +46,20 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.end_of_turn_ = "<|eot_id|>";
     t.specials_ = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
     t.trims_content_ = true;  // message['content'] | trim
-  } else if (name == "chatml" || name == "qwen2.5") {
+  } else if (name == "chatml" || name == "qwen2.5" || name == "qwen3") {
     t.before_role_ = "<|im_start|>";
     t.after_role_ = "\n";
     t.end_of_turn_ = "<|im_end|>";
     t.after_turn_ = "\n";
     t.specials_ = {"<|im_start|>", "<|im_end|>"};
+    t.groups_tool_results_ = name != "chatml";
     if (name == "qwen2.5") t.default_system_ = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    if (name == "qwen3") {
+      t.thinks_ = true;
+      t.specials_.insert(t.specials_.end(), {"<think>", "</think>"});
+    }
   } else {
-    TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use llama3, chatml or qwen2.5");
+    TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use llama3, chatml, qwen2.5 or qwen3");
   }
   return t;
 }
@@ -87,20 +92,66 @@ void ChatTemplate::require_tokens_of(const Tokenizer& tokenizer) const {
              "is for");
 }
 
+ChatTemplate::Reply ChatTemplate::reply_of(const ChatMessage& m) {
+  Reply reply{m.reasoning, m.content};
+  const size_t close = reply.content.find("</think>");
+  if (!m.reasoning.empty() || close == std::string_view::npos) return reply;
+  // Qwen3's template: reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n'),
+  // content = content.split('</think>')[-1].lstrip('\n').
+  reply.reasoning = reply.content.substr(0, close);
+  if (const size_t open = reply.reasoning.rfind("<think>"); open != std::string_view::npos)
+    reply.reasoning.remove_prefix(open + std::string_view("<think>").size());
+  reply.content.remove_prefix(reply.content.rfind("</think>") + std::string_view("</think>").size());
+  while (reply.content.starts_with('\n')) reply.content.remove_prefix(1);
+  return reply;
+}
+
 std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
   std::vector<DocumentPiece> pieces;
-  auto turn = [&](std::string_view role, std::string_view content) {
+  auto turn = [&](std::string_view role, std::string text) {
     std::string header(before_role_);
     header.append(role).append(after_role_);
-    std::string text(trims_content_ ? trimmed(content) : content);
     text.append(end_of_turn_);
     pieces.push_back({std::move(header), false});
     pieces.push_back({std::move(text), role == "assistant"});
     if (!after_turn_.empty()) pieces.push_back({std::string(after_turn_), false});
   };
   if (!default_system_.empty() && (messages.empty() || messages.front().role != "system"))
-    turn("system", default_system_);
-  for (const ChatMessage& m : messages) turn(m.role, m.content);
+    turn("system", std::string(default_system_));
+  // Qwen3: the last user message that is not a tool result; the assistant turns after it think.
+  size_t last_query = messages.empty() ? 0 : messages.size() - 1;
+  for (size_t i = messages.size(); thinks_ && i-- > 0;) {
+    const std::string& c = messages[i].content;
+    if (messages[i].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
+      last_query = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (groups_tool_results_ && m.role == "tool") {  // untrained, as any message but an assistant's
+      std::string text = i == 0 || messages[i - 1].role != "tool" ? "<|im_start|>user" : "";
+      text.append("\n<tool_response>\n").append(m.content).append("\n</tool_response>");
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") text.append("<|im_end|>\n");
+      pieces.push_back({std::move(text), false});
+    } else if (thinks_ && m.role == "assistant") {
+      // The final turn thinks, empty-headed if need be; an earlier one after the query if it has a thought.
+      const Reply reply = reply_of(m);
+      const bool last = i + 1 == messages.size();
+      std::string_view reasoning = reply.reasoning, content = reply.content;
+      if (i > last_query && (last || !reasoning.empty())) {
+        while (reasoning.starts_with('\n')) reasoning.remove_prefix(1);
+        while (reasoning.ends_with('\n')) reasoning.remove_suffix(1);
+        while (content.starts_with('\n')) content.remove_prefix(1);
+        std::string text = "<think>\n";
+        turn(m.role, text.append(reasoning).append("\n</think>\n\n").append(content));
+      } else {
+        turn(m.role, std::string(content));
+      }
+    } else {
+      turn(m.role, std::string(trims_content_ ? trimmed(m.content) : std::string_view(m.content)));
+    }
+  }
   return pieces;
 }
 

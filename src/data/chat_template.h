@@ -6,6 +6,12 @@
 //           without whitespace at its ends, as Llama 3's and 3.1's templates trim it)
 //   chatml: <|im_start|>ROLE\nCONTENT<|im_end|>\n                            (Qwen and others)
 //   qwen2.5: chatml, and Qwen2.5-Instruct's system message when a conversation has none
+//   qwen3:   chatml; an assistant's turn after the last user query opens with its reasoning in
+//            <think>\n...\n</think>\n\n (the final turn always, empty when it has none; the
+//            reasoning is a message's "reasoning_content", or what its content holds before
+//            </think>), and earlier turns keep only the content after their </think>
+// qwen2.5 and qwen3 put tool results into user turns, each in <tool_response>\n...\n</tool_response>,
+// consecutive ones sharing a turn, as their templates do.
 #pragma once
 
 #include <string>
@@ -25,11 +31,12 @@ struct DocumentPiece {
 struct ChatMessage {
   std::string role;  // system, user, assistant, tool, ...: only an assistant's content trains
   std::string content;
+  std::string reasoning = {};  // an assistant's "reasoning_content" (qwen3's think block), or empty
 };
 
 class ChatTemplate {
  public:
-  // "llama3", "chatml" or "qwen2.5"; anything else throws naming --chat-template.
+  // "llama3", "chatml", "qwen2.5" or "qwen3"; anything else throws naming --chat-template.
   static ChatTemplate named(std::string_view name);
 
   const std::string& name() const { return name_; }
@@ -56,6 +63,15 @@ class ChatTemplate {
   std::string_view before_role_, after_role_, end_of_turn_, after_turn_;  // string literals
   std::string_view default_system_;  // put first when a conversation has no system message
   bool trims_content_ = false;        // strip whitespace off each message's ends
+  bool groups_tool_results_ = false;  // tool messages as <tool_response>s in user turns (Qwen)
+  bool thinks_ = false;               // think blocks on the assistant turns after the last query (Qwen3)
+  // An assistant message as Qwen3's template reads it: its reasoning_content, or what its content
+  // holds before </think> (after <think>, without newlines at its end); the content after the last
+  // </think> without leading newlines. Views into `m`.
+  struct Reply {
+    std::string_view reasoning, content;
+  };
+  static Reply reply_of(const ChatMessage& m);
   std::vector<std::string_view> specials_;  // the special tokens the rendering uses
 };
 

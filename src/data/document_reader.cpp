@@ -165,7 +165,10 @@ std::vector<ChatMessage> DocumentReader::messages_under(const nlohmann::json& re
     TS_CHECK(m.is_object() && role != m.end() && role->is_string() && content != m.end() && content->is_string(),
              where, ": message ", messages.size() + 1, " is not an object with string \"role\" and \"content\"; ",
              "--chat-template renders messages such as {\"role\": \"user\", \"content\": \"Hi\"}");
-    messages.push_back({role->get<std::string>(), content->get<std::string>()});
+    // An assistant's reasoning (Qwen3's think block), where the record keeps it apart from the content.
+    const auto reasoning = m.find("reasoning_content");
+    messages.push_back({role->get<std::string>(), content->get<std::string>(),
+                        reasoning != m.end() && reasoning->is_string() ? reasoning->get<std::string>() : ""});
   }
   return messages;
 }

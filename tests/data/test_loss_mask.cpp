@@ -306,7 +306,7 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
   EXPECT_EQ(chatml, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
-                       "--chat-template: unknown template 'alpaca'; use llama3, chatml or qwen2.5"));
+                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5 or qwen3"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
@@ -316,6 +316,71 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render(chat)) own += piece.text;
   EXPECT_EQ(own, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
                  "Hello.<|im_end|>\n");
+}
+
+// The text of a rendering, its trained pieces in brackets.
+std::string marked(const std::vector<DocumentPiece>& pieces) {
+  std::string text;
+  for (const DocumentPiece& piece : pieces) text += (piece.trained ? "[" : "") + piece.text + (piece.trained ? "]" : "");
+  return text;
+}
+
+// Qwen3's template: the final assistant turn always opens with a think block (empty without
+// reasoning); earlier turns after the last user query only when they reasoned; turns before it lose
+// their reasoning. Reasoning comes from "reasoning_content" or from the content before </think>.
+TEST(ChatTemplate, Qwen3ThinksAfterTheLastQuery) {
+  const ChatTemplate qwen3 = ChatTemplate::named("qwen3");
+  EXPECT_EQ(marked(qwen3.render({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}})),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+            "[<think>\n\n</think>\n\nHello.<|im_end|>]\n");
+  EXPECT_EQ(marked(qwen3.render({{"user", "2+2?"},
+                                 {"assistant", "<think>\nAdd them.\n</think>\n\n4"},
+                                 {"user", "And 3+3?"},
+                                 {"assistant", "\n6", "\nAdd again.\n\n"}})),
+            "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n[4<|im_end|>]\n"
+            "<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n"
+            "[<think>\nAdd again.\n</think>\n\n6<|im_end|>]\n");
+  // After the query, through tool calls: a turn with a thought keeps it, one without does not; the
+  // results share one user turn; a user message that is only a tool result is not a query.
+  EXPECT_EQ(marked(qwen3.render({{"user", "Weather?"},
+                                 {"assistant", "<think>Look it up.</think>call get_weather"},
+                                 {"tool", "sunny"},
+                                 {"tool", "22 C"},
+                                 {"assistant", "call get_time"},
+                                 {"user", "<tool_response>noon</tool_response>"},
+                                 {"assistant", "Sunny, 22 C, at noon."}})),
+            "<|im_start|>user\nWeather?<|im_end|>\n"
+            "<|im_start|>assistant\n[<think>\nLook it up.\n</think>\n\ncall get_weather<|im_end|>]\n"
+            "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\n22 C\n</tool_response>"
+            "<|im_end|>\n"
+            "<|im_start|>assistant\n[call get_time<|im_end|>]\n"
+            "<|im_start|>user\n<tool_response>noon</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n[<think>\n\n</think>\n\nSunny, 22 C, at noon.<|im_end|>]\n");
+  // From a JSON line: a message's "reasoning_content" fills its think block.
+  const fs::path dir = testing::scratch_dir();
+  testing::write_text(dir / "chat.jsonl", R"({"messages": [{"role": "user", "content": "Hi"}, )"
+                                          R"({"role": "assistant", "content": "Hello.", "reasoning_content": "Greet."}]})"
+                                          "\n");
+  DocumentOptions options;
+  options.jsonl_key = "messages";
+  options.chat_template = "qwen3";
+  DocumentReader reader(dir / "chat.jsonl", options);
+  DocumentRecord record;
+  Document document;
+  ASSERT_TRUE(reader.next_record(record));
+  reader.document_of(record, document);
+  EXPECT_EQ(marked(document.pieces), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                                     "[<think>\nGreet.\n</think>\n\nHello.<|im_end|>]\n");
+  // Without a user message no turn thinks.
+  EXPECT_EQ(marked(qwen3.render({{"assistant", "Hi."}})), "<|im_start|>assistant\n[Hi.<|im_end|>]\n");
+  EXPECT_EQ(qwen3.generation_prompt(), "<|im_start|>assistant\n");
+  // Qwen2.5 puts tool results into user turns the same way; plain ChatML keeps the tool role.
+  const std::vector<ChatMessage> tool_chat = {{"system", "S"}, {"tool", "r1"}, {"user", "ok"}};
+  EXPECT_EQ(marked(ChatTemplate::named("qwen2.5").render(tool_chat)),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n<tool_response>\nr1\n</tool_response><|im_end|>\n"
+            "<|im_start|>user\nok<|im_end|>\n");
+  EXPECT_EQ(marked(ChatTemplate::named("chatml").render(tool_chat)),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>tool\nr1<|im_end|>\n<|im_start|>user\nok<|im_end|>\n");
 }
 
 // Llama 3's templates trim each message (Jinja's `| trim`: Python's whitespace, Unicode's included);
