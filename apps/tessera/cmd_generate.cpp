@@ -44,12 +44,12 @@ class TokenPrinter {
 // The conversation as tokenize writes it (the start token, each piece encoded alone), then the
 // assistant's header.
 std::vector<int32_t> chat_prompt(const ChatTemplate& chat, const Tokenizer& tokenizer, const std::string& system,
-                                 const std::string& user) {
+                                 const std::string& user, bool thinking) {
   std::vector<ChatMessage> messages;
   if (!system.empty()) messages.push_back({"system", system});
   messages.push_back({"user", user});
   std::vector<DocumentPiece> pieces = chat.render(messages);
-  pieces.push_back({chat.generation_prompt(), false});
+  pieces.push_back({chat.generation_prompt(thinking), false});
   return encode_document(tokenizer, pieces).tokens;
 }
 
@@ -65,6 +65,7 @@ void note_long_prompt(size_t tokens, int64_t context) {
 void add_generate_command(CLI::App& app) {
   struct Options {
     std::string checkpoint, init_from, tokenizer, prompt, chat_template, system;
+    bool no_thinking = false;
     SamplingOptions sampling;
     uint64_t seed = 1337;
     std::string device = "auto";
@@ -73,7 +74,7 @@ void add_generate_command(CLI::App& app) {
   CLI::App* cmd = add_command(app, "generate", "Sample text from a trained model");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
   cmd->add_option("--init-from", o->init_from,
-                  "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Mixtral) instead of a checkpoint");
+                  "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral) instead of a checkpoint");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "Tokenizer, as train's --tokenizer (default: the one in the checkpoint's or --init-from's folder)");
   cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document), or the user's message");
@@ -81,6 +82,8 @@ void add_generate_command(CLI::App& app) {
                   "llama3, chatml, qwen2.5 or qwen3: send --prompt as a user's message and print the assistant's reply, which ends "
                   "at the template's end of turn");
   cmd->add_option("--system", o->system, "With --chat-template: a system message before the user's");
+  cmd->add_flag("--no-thinking", o->no_thinking, "With --chat-template qwen3: reply without reasoning (an empty think "
+                "block opens the reply, as Qwen3's enable_thinking=False)");
   cmd->add_option("--max-new-tokens", o->sampling.max_new_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", o->sampling.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
@@ -98,6 +101,8 @@ void add_generate_command(CLI::App& app) {
              "--system needs --chat-template (a system message is a turn of a conversation)");
     const std::optional<ChatTemplate> chat =
         o->chat_template.empty() ? std::nullopt : std::optional(ChatTemplate::named(o->chat_template));
+    TS_CHECK(!o->no_thinking || (chat && chat->thinks()), "--no-thinking needs --chat-template qwen3 (",
+             chat ? "the " + chat->name() + " template has no think blocks" : std::string("no --chat-template"), ")");
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
     TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (",
              loaded.tokenizer_note.empty() ? "the checkpoint holds no tokenizer.json" : loaded.tokenizer_note, ")");
@@ -108,7 +113,7 @@ void add_generate_command(CLI::App& app) {
     std::vector<int32_t> prompt;
     if (chat) {
       chat->require_tokens_of(tokenizer);
-      prompt = chat_prompt(*chat, tokenizer, o->system, o->prompt);
+      prompt = chat_prompt(*chat, tokenizer, o->system, o->prompt, !o->no_thinking);
       o->sampling.stop_token = *tokenizer.special_token_id(chat->end_of_turn());
       for (std::string_view end : chat->reply_ends())
         if (std::optional<int32_t> id = tokenizer.special_token_id(end); id && *id != o->sampling.stop_token)

@@ -64,9 +64,10 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
   return t;
 }
 
-std::string ChatTemplate::generation_prompt() const {
+std::string ChatTemplate::generation_prompt(bool thinking) const {
   std::string prompt(before_role_);
   prompt.append("assistant").append(after_role_);
+  if (thinks_ && !thinking) prompt.append("<think>\n\n</think>\n\n");
   return prompt;
 }
 

@@ -43,8 +43,10 @@ class ChatTemplate {
   // The conversation's pieces, in order.
   std::vector<DocumentPiece> render(const std::vector<ChatMessage>& messages) const;
   // What opens the assistant's turn, after which a model writes its reply (Hugging Face's
-  // add_generation_prompt), and the special token that ends a turn.
-  std::string generation_prompt() const;
+  // add_generation_prompt); without `thinking`, qwen3's empty think block after it (Qwen3's
+  // enable_thinking=False). And the special token that ends a turn.
+  std::string generation_prompt(bool thinking = true) const;
+  bool thinks() const { return thinks_; }  // whether the template has think blocks (qwen3)
   std::string_view end_of_turn() const { return end_of_turn_; }
   // Every special token a generated reply may end at, end_of_turn() first: also the end of text a
   // model may write instead, and for llama3 Llama 3.1's <|eom_id|> (a message that calls a tool), as

@@ -614,6 +614,11 @@ TEST_F(CliBadInput, FineTunesOnConversationsAndChats) {
   EXPECT_TRUE(testing::contains(r.output, "\xEF\xBF\xBD")) << r.output;  // U+FFFD where bytes formed no character
   expect_one_line_error("generate --checkpoint " + (dir / "run").string() + " --prompt hi --system 'Be brief.'",
                         "--system needs --chat-template");
+  expect_one_line_error("generate --checkpoint " + (dir / "run").string() + " --prompt hi --chat-template chatml "
+                        "--no-thinking", "--no-thinking needs --chat-template qwen3 (the chatml template has no think blocks)");
+  // The chat tokenizer lacks <think>: qwen3 names the token.
+  expect_one_line_error("generate --device cpu --checkpoint " + (dir / "run").string() + " --prompt hi --chat-template qwen3",
+                        "--chat-template qwen3: the tokenizer");
   expect_one_line_error("generate --device cpu --checkpoint " + (dir / "run").string() + " --prompt hi --chat-template llama3",
                         "--chat-template llama3: the tokenizer");
   // A tokenizer larger than the model's vocabulary would give it ids past its embedding: refused at load.

@@ -374,6 +374,8 @@ TEST(ChatTemplate, Qwen3ThinksAfterTheLastQuery) {
   // Without a user message no turn thinks.
   EXPECT_EQ(marked(qwen3.render({{"assistant", "Hi."}})), "<|im_start|>assistant\n[Hi.<|im_end|>]\n");
   EXPECT_EQ(qwen3.generation_prompt(), "<|im_start|>assistant\n");
+  EXPECT_EQ(qwen3.generation_prompt(false), "<|im_start|>assistant\n<think>\n\n</think>\n\n");  // enable_thinking=False
+  EXPECT_EQ(ChatTemplate::named("chatml").generation_prompt(false), "<|im_start|>assistant\n");
   // Qwen2.5 puts tool results into user turns the same way; plain ChatML keeps the tool role.
   const std::vector<ChatMessage> tool_chat = {{"system", "S"}, {"tool", "r1"}, {"user", "ok"}};
   EXPECT_EQ(marked(ChatTemplate::named("qwen2.5").render(tool_chat)),
