@@ -56,26 +56,38 @@ std::vector<std::vector<ChoiceLoss>> choice_losses(Decoder& model, std::span<con
                                                    const std::function<void(int64_t scored)>& progress) {
   TS_CHECK(batch_rows > 0, "choice_losses: batch_rows must be positive, got ", batch_rows);
   const std::vector<ChoiceRow> rows = choice_rows(examples, window);
+  // Each example's first row and widest row; examples go through in order of their widest row, so
+  // that a forward's rows are of about one width (less padding), their losses kept in file order.
+  std::vector<size_t> first_row(examples.size() + 1, 0);
+  std::vector<int64_t> width(examples.size(), 0);
+  for (size_t e = 0; e < examples.size(); ++e) {
+    first_row[e + 1] = first_row[e] + examples[e].choices.size();
+    for (size_t r = first_row[e]; r < first_row[e + 1]; ++r) width[e] = std::max(width[e], rows[r].inputs());
+  }
+  std::vector<size_t> order(examples.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return width[a] < width[b]; });
   std::vector<double> row_losses(rows.size());
-  size_t first_row = 0;
-  for (size_t first = 0; first < examples.size();) {
-    size_t end = first, end_row = first_row;
-    while (end < examples.size() && int64_t(end_row - first_row) < batch_rows) end_row += examples[end++].choices.size();
+  for (size_t first = 0; first < order.size();) {
+    std::vector<size_t> batch;  // rows, by index into `rows`
     int64_t T = 0;
-    for (size_t r = first_row; r < end_row; ++r) T = std::max(T, rows[r].inputs());
-    const int64_t B = int64_t(end_row - first_row);
+    size_t end = first;
+    for (; end < order.size() && int64_t(batch.size()) < batch_rows; ++end) {
+      for (size_t r = first_row[order[end]]; r < first_row[order[end] + 1]; ++r) batch.push_back(r);
+      T = std::max(T, width[order[end]]);
+    }
+    const int64_t B = int64_t(batch.size());
     Tensor inputs = Tensor::zeros({B, T}, DType::i32);
     Tensor targets = Tensor::zeros({B, T}, DType::i32);
     for (int64_t b = 0; b < B; ++b)
-      fill_choice_row(rows[first_row + size_t(b)], T, inputs.data<int32_t>() + b * T, targets.data<int32_t>() + b * T);
+      fill_choice_row(rows[batch[size_t(b)]], T, inputs.data<int32_t>() + b * T, targets.data<int32_t>() + b * T);
     model.forward(inputs, targets);
     const Tensor losses = tensor_to(model.losses(), Device::cpu);
     for (int64_t b = 0; b < B; ++b) {
       const float* l = losses.data<float>() + b * T;
-      row_losses[first_row + size_t(b)] = std::accumulate(l, l + T, 0.0);
+      row_losses[batch[size_t(b)]] = std::accumulate(l, l + T, 0.0);
     }
     first = end;
-    first_row = end_row;
     if (progress) progress(int64_t(first));
   }
   return losses_by_choice(examples, row_losses);

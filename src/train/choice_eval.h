@@ -55,8 +55,9 @@ std::vector<std::vector<ChoiceLoss>> losses_by_choice(std::span<const ChoiceExam
                                                       std::span<const double> row_losses);
 
 // The losses of every choice of every example with one whole model. A forward takes whole
-// examples, at least `batch_rows` rows, as wide as the longest of them. `progress` (if given) hears
-// the examples scored so far after each forward.
+// examples, at least `batch_rows` rows, as wide as the longest of them; examples go in order of
+// their longest row, so that little of a forward is padding. `progress` (if given) hears how many
+// examples are scored after each forward.
 std::vector<std::vector<ChoiceLoss>> choice_losses(Decoder& model, std::span<const ChoiceExample> examples,
                                                    int64_t batch_rows, int64_t window,
                                                    const std::function<void(int64_t scored)>& progress = {});
