@@ -57,8 +57,12 @@ int64_t ModelConfig::active_parameters() const {
 }
 
 std::string model_family(const ModelConfig& config) {
-  if (config.moe.enabled()) return config.moe.router == RouterKind::sigmoid_bias ? "deepseek-moe" : "mixtral";
-  return config.naming == Naming::gpt2 ? "gpt2" : "llama";
+  if (config.moe.enabled()) {
+    if (config.moe.router == RouterKind::sigmoid_bias) return "deepseek-moe";
+    return config.qk_norm ? "qwen3-moe" : "mixtral";
+  }
+  if (config.naming == Naming::gpt2) return "gpt2";
+  return config.qk_norm ? "qwen3" : config.qkv_bias ? "qwen2" : "llama";
 }
 
 std::string model_summary(const ModelConfig& config) {
@@ -71,7 +75,6 @@ std::string model_summary(const ModelConfig& config) {
                      std::to_string(config.channels) + " wide, " + std::to_string(config.num_heads) + " heads";
   if (config.kv_heads() != config.num_heads) line += " (" + std::to_string(config.kv_heads()) + " kv)";
   if (config.head_dim > 0) line += " of " + std::to_string(config.head_dim);
-  if (config.qk_norm) line += ", q/k norms";
   if (config.moe.enabled())
     line += ", " + std::to_string(config.moe.num_experts) + " experts (top " + std::to_string(config.moe.top_k) + ")";
   const int64_t parameters = config.num_parameters(), active = config.active_parameters();

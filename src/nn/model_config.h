@@ -74,12 +74,13 @@ struct ModelConfig {
   int64_t active_parameters() const;
 };
 
-// The family's name for messages and state.json: "gpt2", "llama", "mixtral" or "deepseek-moe".
+// The family's name for messages: "gpt2", "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms),
+// "mixtral", "qwen3-moe" or "deepseek-moe".
 std::string model_family(const ModelConfig& config);
 
 // One line for a run's start: "gpt2, 4 layers, 192 wide, 4 heads, vocabulary 4096: 2.66M parameters"
-// (kv heads when grouped, the head size when not width / heads, q/k norms, experts when MoE, active
-// parameters when they differ).
+// (kv heads when grouped, the head size when not width / heads, experts when MoE, active parameters
+// when they differ).
 std::string model_summary(const ModelConfig& config);
 
 }  // namespace tessera

@@ -118,6 +118,10 @@ std::vector<ModelBadInput> cases() {
       {"DenseCheckpointResumedAsMixtral",
        [](auto d) { return train_args(d, "mixtral-tiny", "llama") + " --steps 4 --resume"; },
        "--model mixtral-tiny is a mixtral model but the checkpoint holds a llama model"},
+      // Qwen3's query/key norms make it a family of its own: a Llama import is not one.
+      {"Qwen3ModelFromALlamaImport",
+       [](auto d) { return train_args(d, "qwen3-tiny", "qwen3") + " --steps 1 --init-from " + (d / "llama-hf").string(); },
+       "--model qwen3-tiny is a qwen3 model but the import holds a llama model"},
       {"MissingExpertTensor",
        [expert](auto d) {
          edit_tensors(d / "mixtral-hf" / "model.safetensors", [&](auto& entries) {
