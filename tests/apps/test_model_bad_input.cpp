@@ -149,9 +149,9 @@ std::vector<ModelBadInput> cases() {
       {"NegativeCapacityFactor",
        [](auto d) { return train_args(d, "mixtral-tiny", "fresh") + " --steps 1 --moe-capacity-factor -1"; },
        "--moe-capacity-factor must be 0 (dropless) or between 0.01 and 10000"},
-      {"PresetOfAnotherStructureOnAnImport",  // qwen2-tiny has llama-tiny's widths, not its q, k, v biases
+      {"PresetOfAnotherStructureOnAnImport",  // qwen2-tiny has llama-tiny's widths, and q, k, v biases
        [](auto d) { return init_from(d, "llama-hf") + " --model qwen2-tiny"; },
-       "--model qwen2-tiny gives q, k, v biases (1 = on) 1, the import has 0"},
+       "--model qwen2-tiny is a qwen2 model but the import holds a llama model"},
       {"DefaultPresetNamedOnAnImport",  // gpt2-124m, the default, is checked like any other preset when named
        [](auto d) { return init_from(d, "llama-hf") + " --model gpt2-124m"; },
        "--init-from: --model gpt2-124m is a gpt2 model but the import holds a llama model"},
