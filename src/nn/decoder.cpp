@@ -422,6 +422,12 @@ double Decoder::forward_chunk(int chunk, int micro, const Tensor& tokens, const 
   return r.end == config_.num_layers ? classifier_forward(a, targets, dloss) : 0.0;
 }
 
+const Tensor& Decoder::chunk_losses(int chunk, int micro) const {
+  TS_CHECK(stage_.chunks.at(size_t(chunk)).end == config_.num_layers, "Decoder::chunk_losses: chunk ", chunk,
+           " does not end at the last block");
+  return in_flight(chunk, micro).losses;
+}
+
 const Tensor& Decoder::chunk_output(int chunk, int micro) const {
   const DecoderActivations& a = in_flight(chunk, micro);
   return a.blocks[size_t(a.range.end) - 1].out;

@@ -128,6 +128,9 @@ class Decoder {
   double forward_chunk(int chunk, int micro, const Tensor& tokens, const Tensor& targets, float dloss,
                        const Tensor& doc_starts = {});
   const Tensor& chunk_output(int chunk, int micro) const;
+  // The per-token losses (B,T) of micro-batch `micro` through the chunk that ends at the last block
+  // (after its forward_chunk, until release_chunk); on device().
+  const Tensor& chunk_losses(int chunk, int micro) const;
   Tensor& chunk_output_grad(int chunk, int micro);
   void backward_chunk(int chunk, int micro);
   void backward_chunk_input(int chunk, int micro);

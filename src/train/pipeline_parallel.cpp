@@ -71,7 +71,7 @@ double PipelineParallel::train_step(int64_t micro_batch, int64_t seq_len, float 
 }
 
 double PipelineParallel::evaluate(int micro_batches, int counted, int64_t micro_batch, int64_t seq_len,
-                                  const FillMicroBatch& fill) {
+                                  const FillMicroBatch& fill, const TokenLosses& token_losses) {
   Tensor inputs = Tensor::zeros({micro_batch, seq_len}, DType::i32);
   Tensor targets = Tensor::zeros({micro_batch, seq_len}, DType::i32);
   Tensor doc_starts;
@@ -85,6 +85,7 @@ double PipelineParallel::evaluate(int micro_batches, int counted, int64_t micro_
       if (r.first != 0) pp_->recv(model_.chunk_input(k, micro, micro_batch, seq_len), (chunk - 1) % P);
       const double losses = model_.forward_chunk(k, micro, inputs, targets, 0.0f, doc_starts);
       if (micro < counted) loss_sum += losses;
+      if (micro < counted && r.end == L && token_losses) token_losses(micro, model_.chunk_losses(k, micro));
       if (r.end != L) pp_->send(model_.chunk_output(k, micro), (chunk + 1) % P);
       model_.release_chunk(k, micro);
     }

@@ -37,7 +37,11 @@ class PipelineParallel {
                     const std::function<void(int64_t)>& grads_final_from = nullptr);
   // Forward only over `micro_batches` micro-batches; the same sum, on the last stage, of the first
   // `counted` of them (the rest run for the collectives other ranks' layers share with these).
-  double evaluate(int micro_batches, int counted, int64_t micro_batch, int64_t seq_len, const FillMicroBatch& fill);
+  // `token_losses`, when given, sees each counted micro-batch's per-token losses (B,T) on the last
+  // stage, on the model's device.
+  using TokenLosses = std::function<void(int micro, const Tensor& losses)>;
+  double evaluate(int micro_batches, int counted, int64_t micro_batch, int64_t seq_len, const FillMicroBatch& fill,
+                  const TokenLosses& token_losses = nullptr);
   // Sums the tied embedding's gradient between the first and the last stage (a no-op for untied
   // models, P = 1 and the stages between). Call it after train_step, before the gradients are
   // reduced over dp; under ZeRO-3, whose backward reduced every micro-batch's gradients already,

@@ -49,8 +49,6 @@ void TrainConfig::validate() const {
            "neither of which is given; add --val-data with the shards to evaluate");
   TS_CHECK(choices.empty() || !tokenizer.empty(),
            "--choices needs --tokenizer: its examples are text, encoded as the model reads it");
-  TS_CHECK(choices.empty() || pp <= 1, "--choices with --pp ", pp, ": a pipeline's validation gives one loss a "
-           "micro-batch, not one a row; score the run's checkpoints with tessera eval --choices instead");
   TS_CHECK(checkpoint_every >= 0, "--checkpoint-every must not be negative, got ", checkpoint_every);
   TS_CHECK(keep_every >= 0, "--keep-every must not be negative (0 keeps no milestones), got ", keep_every);
   TS_CHECK(max_bad_steps >= 1, "--max-bad-steps must be at least 1 (1 stops at the first bad step), got ",

@@ -222,7 +222,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
       val_sources_.push_back({source, std::make_unique<DataMixture>(source.glob, mc.vocab_size, micro_batch_,
                                                                     config_.seq_len, DataOrder::sequential,
                                                                     config_.seed, "--val-data")});
-  if (!config_.choices.empty()) {  // --tokenizer given and no pipeline (TrainConfig::validate)
+  if (!config_.choices.empty()) {  // with --tokenizer (TrainConfig::validate)
     refuse_on_error([&] {  // a defect of the file is the user's to mend: no restart would help
       choice_examples_ = read_choice_examples(config_.choices, *tokenizer_);
       choice_rows_ = choice_rows(choice_examples_, config_.seq_len);

@@ -112,7 +112,7 @@ class Trainer {
   EvalShare eval_share(int64_t count) const;
   float evaluate(const DataMixture& val_data);
   // Collective: --choices' rows dealt over the dp ranks a micro-batch at a time, their losses summed
-  // over dp×cp (trainer_choices.cpp).
+  // over dp×cp and the pipeline's stages (trainer_choices.cpp).
   ChoiceAccuracy evaluate_choices();
   bool validates() const { return !val_sources_.empty() || !choice_examples_.empty(); }
   // Saves step's checkpoint (in the background with --async-checkpoint, unless `now`); returns its
