@@ -232,6 +232,14 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   peak_flops_ = peak_flops_for(config_.peak_tflops, device_.device);
   schedule_ = LrSchedule{parse_lr_schedule(config_.lr_schedule), config_.lr, config_.min_lr, config_.warmup,
                          config_.steps, config_.decay_fraction};
+  // ZeRO-2 and 3 reduce each block's gradients as the backward leaves it, whatever these say.
+  const bool own_buckets = config_.bucket_mb != TrainConfig{}.bucket_mb, no_overlap = !config_.overlap;
+  if (config_.zero >= 2 && (own_buckets || no_overlap))
+    add_start_notice(std::string(own_buckets && no_overlap ? "--bucket-mb and --no-overlap have" :
+                                 own_buckets                ? "--bucket-mb has"
+                                                            : "--no-overlap has") +
+                     " no effect with --zero " + std::to_string(config_.zero) + ": its gradients are reduced a block "
+                     "at a time, each as the backward leaves it");
   if (config_.warmup > config_.steps)
     add_start_notice("--warmup " + std::to_string(config_.warmup) + " is longer than the run's " +
                      std::to_string(config_.steps) + " steps: the learning rate ends at " +

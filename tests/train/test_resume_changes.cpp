@@ -172,6 +172,22 @@ TEST(ResumeChanges, AWarmupLongerThanTheRunIsNamed) {
             "--warmup 8 is longer than the run's 4 steps: the learning rate ends at 0.005, short of --lr 0.01");
 }
 
+// And flags that ZeRO-2 and 3 leave inert (each block's gradients are reduced as the backward leaves
+// it) are named, rather than taken silently.
+TEST(ResumeChanges, BucketFlagsInertUnderZero2And3AreNamed) {
+  auto dir = testing::scratch_dir();
+  TrainConfig c = testing::tiny_run(dir);
+  c.zero = 2;
+  EXPECT_EQ(Trainer(c).start_notice(), "");
+  c.bucket_mb = 1;
+  EXPECT_EQ(Trainer(c).start_notice(), "--bucket-mb has no effect with --zero 2: its gradients are reduced a block "
+                                       "at a time, each as the backward leaves it");
+  c.overlap = false;
+  EXPECT_TRUE(testing::contains(Trainer(c).start_notice(), "--bucket-mb and --no-overlap have no effect with --zero 2"));
+  c.zero = 1;  // ZeRO-1 reduces in buckets of --bucket-mb
+  EXPECT_EQ(Trainer(c).start_notice(), "");
+}
+
 TEST(ResumeChanges, UnfinishedSavesAreRemovedAndCounted) {
   auto dir = testing::scratch_dir();
   TrainConfig c = testing::tiny_run(dir);
