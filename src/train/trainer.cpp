@@ -245,6 +245,15 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
                      std::to_string(config_.steps) + " steps: the learning rate ends at " +
                      number_text(schedule_.at(config_.steps)) + ", short of --lr " + number_text(config_.lr));
   feed_.emplace(micro_batch_, config_.seq_len, context_parallel_.get(), document_start);
+  if (!choice_rows_.empty()) {
+    // --choices' forwards are as wide as their widest row (HellaSwag's are a tenth of a 1024-token
+    // window), rounded up to a multiple of 16·cp·tp, which cp's chunks and sequence parallelism split.
+    int64_t widest = 1;
+    for (const ChoiceRow& row : choice_rows_) widest = std::max(widest, row.inputs());
+    const int64_t multiple = 16 * grid_.dims.cp * grid_.dims.tp;
+    const int64_t width = std::min(config_.seq_len, (widest + multiple - 1) / multiple * multiple);
+    choice_feed_.emplace(micro_batch_, width, context_parallel_.get(), document_start);
+  }
   stop_if_asked_during_setup();
 }
 

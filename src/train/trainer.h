@@ -182,6 +182,7 @@ class Trainer {
   std::vector<ValSource> val_sources_;
   std::vector<ChoiceExample> choice_examples_;  // --choices'
   std::vector<ChoiceRow> choice_rows_;          // their choices as rows of at most --seq-len inputs
+  std::optional<MicroBatchFeed> choice_feed_;   // micro-batches of those rows, as narrow as the widest allows
   LrSchedule schedule_;
   int64_t start_step_ = 0;  // optimizer steps already taken (resume)
   std::filesystem::path resumed_from_;  // the checkpoint resumed from, if any

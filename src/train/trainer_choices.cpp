@@ -1,7 +1,7 @@
 // Trainer::evaluate_choices: --choices scored under the run's layout. Each rank fills its micro-batch
-// buffers with whole rows (a row's inputs, then padding with ignored targets), the feed gives each
-// cp rank its share, and a row's token losses, summed over dp×cp and the pipeline's stages (the last
-// holds them), are its choice's loss.
+// buffers, as wide as the widest row, with whole rows (a row's inputs, then padding with ignored
+// targets), the feed gives each cp rank its share, and a row's token losses, summed over dp×cp and
+// the pipeline's stages (the last holds them), are its choice's loss.
 #include <algorithm>
 #include <numeric>
 
@@ -12,7 +12,8 @@
 namespace tessera {
 
 ChoiceAccuracy Trainer::evaluate_choices() {
-  const int64_t rows = int64_t(choice_rows_.size()), T = config_.seq_len;
+  MicroBatchFeed& feed = *choice_feed_;
+  const int64_t rows = int64_t(choice_rows_.size()), T = feed.inputs().size(1);
   const EvalShare share = eval_share((rows + micro_batch_ - 1) / micro_batch_);
   const auto first_row = [&](int64_t m) { return share.index(m) * micro_batch_; };
   // Forward m's rows into whole-sequence buffers (B,T).
@@ -40,12 +41,12 @@ ChoiceAccuracy Trainer::evaluate_choices() {
   };
   if (pipeline_) {
     pipeline_->evaluate(int(share.runs), int(share.mine), micro_batch_, T / grid_.dims.cp,
-                        feed_->pipeline_filler([&](int m, Tensor& inputs, Tensor& targets) { fill(m, inputs, targets); }),
+                        feed.pipeline_filler([&](int m, Tensor& inputs, Tensor& targets) { fill(m, inputs, targets); }),
                         [&](int m, const Tensor& losses) { add_losses(m, losses); });
   }
   for (int64_t m = 0; !pipeline_ && m < share.runs; ++m) {
-    fill(m, feed_->inputs(), feed_->targets());
-    feed_->forward(*model_, 0.0f);
+    fill(m, feed.inputs(), feed.targets());
+    feed.forward(*model_, 0.0f);
     if (m < share.mine) add_losses(m, model_->losses());
   }
   return choice_accuracy(choice_examples_, losses_by_choice(choice_examples_, sum_over_ranks(row_losses)));

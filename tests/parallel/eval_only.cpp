@@ -68,7 +68,8 @@ TEST(EvalOnly, ScoresChoicesAlikeInEveryLayout) {
                                                            (dir / "text.txt").string() + " --out " + (dir / "tok.json").string());
   ASSERT_EQ(made.exit_code, 0) << made.output;
   const std::string shard = testing::write_random_shard(dir, 8192, 256, 31).string();
-  const std::string flags = " --steps 3 --tokenizer " + (dir / "tok.json").string() + " --choices " +
+  // --seq-len 64 (the harness's 16 overridden): the rows' forwards are narrower, 32 wide.
+  const std::string flags = " --steps 3 --seq-len 64 --tokenizer " + (dir / "tok.json").string() + " --choices " +
                             (dir / "choices.jsonl").string();
   const RunResult trained = train(Layout{1, 1, 0, 4}, dir / "run", shard, flags);
   ASSERT_FALSE(trained.metrics.empty());
@@ -76,6 +77,14 @@ TEST(EvalOnly, ScoresChoicesAlikeInEveryLayout) {
   ASSERT_TRUE(logged.contains("choices_loss")) << logged.dump();
   ASSERT_EQ(logged["step"], 3);
   EXPECT_GT(logged["choices_loss"].get<double>(), 4.0);  // near log(300) a token, barely trained
+  // tessera eval, batching by its own rule, gives the training's figures.
+  const testing::CommandResult eval = testing::run_command(std::string(TESSERA_EXE) + " eval --device cpu --checkpoint " +
+                                                           (dir / "run").string() + " --seq-len 64 --choices " +
+                                                           (dir / "choices.jsonl").string());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  std::smatch e;
+  ASSERT_TRUE(std::regex_search(eval.output, e, std::regex(" loss ([0-9.]+) over 27 examples"))) << eval.output;
+  EXPECT_NEAR(std::stod(e[1]), logged["choices_loss"].get<double>(), 1e-4) << eval.output;
   const auto four_places = [](double x) {
     char text[32];
     std::snprintf(text, sizeof text, "%.4f", x);
