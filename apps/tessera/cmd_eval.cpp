@@ -74,8 +74,9 @@ void print_choice_accuracy(Decoder& model, const std::vector<ChoiceExample>& exa
   const ChoiceAccuracy accuracy =
       choice_accuracy(examples, choice_losses(model, examples, batch_rows, window, progress));
   std::printf("%s: acc %.4f acc_norm %.4f loss %.4f over %lld examples (acc: lowest summed loss; acc_norm: lowest "
-              "loss per token; loss: the right choices' per token)\n", quoted_text(file).c_str(), accuracy.accuracy(),
-              accuracy.accuracy_norm(), accuracy.right_loss(), (long long)accuracy.examples);
+              "loss per token; loss: the right choices' per token; a guess: %.4f)\n", quoted_text(file).c_str(),
+              accuracy.accuracy(), accuracy.accuracy_norm(), accuracy.right_loss(), (long long)accuracy.examples,
+              accuracy.chance());
 }
 
 }  // namespace

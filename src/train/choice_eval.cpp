@@ -109,6 +109,7 @@ ChoiceAccuracy choice_accuracy(std::span<const ChoiceExample> examples,
     accuracy.correct += int64_t(best) == examples[e].label;
     accuracy.correct_norm += int64_t(best_norm) == examples[e].label;
     accuracy.right_loss_sum += choice[size_t(examples[e].label)].mean();
+    accuracy.chance_sum += 1.0 / double(choice.size());
   }
   return accuracy;
 }

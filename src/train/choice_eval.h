@@ -28,10 +28,13 @@ struct ChoiceAccuracy {
   int64_t correct = 0;         // the right choice had the lowest summed loss
   int64_t correct_norm = 0;    // the right choice had the lowest mean loss per token
   double right_loss_sum = 0;   // the right choices' mean losses per token, summed over the examples
+  double chance_sum = 0;       // 1 / choices, summed over the examples
   double accuracy() const { return examples > 0 ? double(correct) / double(examples) : 0.0; }
   double accuracy_norm() const { return examples > 0 ? double(correct_norm) / double(examples) : 0.0; }
   // The right choices' mean loss per token, over the examples: a smooth figure beside the counts.
   double right_loss() const { return examples > 0 ? right_loss_sum / double(examples) : 0.0; }
+  // The accuracy of a guess (0.25 for HellaSwag's four endings).
+  double chance() const { return examples > 0 ? chance_sum / double(examples) : 0.0; }
 };
 
 // A choice after its context, cut to `window` inputs from the context's start: inputs are

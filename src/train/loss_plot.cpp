@@ -99,6 +99,12 @@ Panel panel_for(double left, const std::vector<const LossCurves::Curve*>& curves
   return {left, lo - pad, hi + pad, max_step};
 }
 
+// The white ground of a legend of `lines` lines from `left` to the picture's right edge, at the top.
+std::string legend_ground(double left, size_t lines) {
+  return fmt("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"white\" fill-opacity=\"0.85\"/>\n", left,
+             kTop + 4, kWidth * std::ceil(left / kWidth) - kRight - 4 - left, 14.0 * double(lines) + 8);
+}
+
 // A panel's grid and value labels (five intervals), step ticks (five at most: steps are whole
 // numbers, so a short run has fewer) and frame.
 std::string frame_svg(const Panel& p) {
@@ -155,6 +161,7 @@ LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
     }
     if (j.contains("val_loss")) add(curves.val, step, j["val_loss"]);
     if (j.contains("choices_acc_norm")) add(curves.choices, step, j["choices_acc_norm"]);
+    if (j.contains("choices_chance") && j["choices_chance"].is_number()) curves.choices_chance = j["choices_chance"];
     if (j.contains("val_loss_by_source") && j["val_loss_by_source"].is_object())
       for (const auto& [source, loss] : j["val_loss_by_source"].items()) add(curves.val_by_source[source], step, loss);
   }
@@ -177,31 +184,48 @@ std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
   svg += frame_svg(loss);
   svg += curve_svg(loss.points(curves.train), "#1f77b4", 1.5);
   for (auto [cx, cy] : loss.points(curves.val)) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#d62728\"/>\n", cx, cy);
+  // Each validation source: its points joined by a thin line.
+  size_t index = 0;
+  for (const auto& [source, curve] : curves.val_by_source) {
+    const char* colour = kSourceColours[index++ % std::size(kSourceColours)];
+    const Points points = loss.points(curve);
+    if (points.size() > 1) svg += curve_svg(points, colour, 1);
+    for (auto [cx, cy] : points) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"", cx, cy) + colour + "\"/>\n";
+  }
+  // The legend, on a white ground over whatever curve passes beneath: a line per curve and source.
+  svg += legend_ground(kWidth - 176, 2 + curves.val_by_source.size());
   svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#1f77b4\" stroke-width=\"2\"/>", kWidth - 170, kTop + 14,
              kWidth - 150, kTop + 14);
   svg += fmt("<text x=\"%g\" y=\"%g\">train loss</text>", kWidth - 145, kTop + 18);
   svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"3.5\" fill=\"#d62728\"/>", kWidth - 160, kTop + 32);
   svg += fmt("<text x=\"%g\" y=\"%g\">val loss</text>\n", kWidth - 145, kTop + 36);
-  // Each validation source: its points joined by a thin line, and a legend line naming it.
-  size_t index = 0;
+  index = 0;
   for (const auto& [source, curve] : curves.val_by_source) {
     const char* colour = kSourceColours[index % std::size(kSourceColours)];
-    const Points points = loss.points(curve);
-    if (points.size() > 1) svg += curve_svg(points, colour, 1);
-    for (auto [cx, cy] : points) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"", cx, cy) + colour + "\"/>\n";
-    const double legend_y = kTop + 50 + 14 * double(index);
+    const double legend_y = kTop + 50 + 14 * double(index++);
     svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"2.5\" fill=\"", kWidth - 160, legend_y - 4) + colour + "\"/>";
     svg += fmt("<text x=\"%g\" y=\"%g\" font-size=\"10\">", kWidth - 145, legend_y) + xml_escaped(source) + "</text>\n";
-    ++index;
   }
-  if (accuracy) {  // --choices' acc_norm in a panel of its own, on the right
-    const Panel acc = panel_for(kWidth, {&curves.choices}, max_step);
+  if (accuracy) {  // --choices' acc_norm in a panel of its own, on the right, above a guess's (dashed)
+    const bool chance = std::isfinite(curves.choices_chance);
+    const LossCurves::Curve guess = {{0, chance ? curves.choices_chance : curves.choices.front().second}};
+    const Panel acc = panel_for(kWidth, {&curves.choices, &guess}, max_step);
     svg += frame_svg(acc);
+    const char* dashed = "stroke=\"#999\" stroke-dasharray=\"5 4\"/>";
+    if (chance)
+      svg += fmt("<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" ", acc.x(0), acc.y(curves.choices_chance),
+                 acc.x(max_step), acc.y(curves.choices_chance)) + dashed + "\n";
     const Points points = acc.points(curves.choices);
     svg += curve_svg(points, "#ff7f0e", 1.5);
     for (auto [cx, cy] : points) svg += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#ff7f0e\"/>\n", cx, cy);
+    svg += legend_ground(2 * kWidth - 204, chance ? 2 : 1);
     svg += fmt("<circle cx=\"%g\" cy=\"%g\" r=\"3\" fill=\"#ff7f0e\"/>", 2 * kWidth - 190, kTop + 14);
     svg += fmt("<text x=\"%g\" y=\"%g\">--choices acc_norm</text>\n", 2 * kWidth - 175, kTop + 18);
+    if (chance) {
+      svg += fmt("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" ", 2 * kWidth - 198, kTop + 32, 2 * kWidth - 182,
+                 kTop + 32) + dashed;
+      svg += fmt("<text x=\"%g\" y=\"%g\">a guess</text>\n", 2 * kWidth - 175, kTop + 36);
+    }
   }
   svg += "</svg>\n";
   return svg;

@@ -4,6 +4,7 @@
 // evaluates or ends. Plain SVG, viewable in a browser.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,7 @@ struct LossCurves {
   Curve val;                                  // (step, val_loss)
   std::map<std::string, Curve> val_by_source;  // (step, val_loss_by_source[source])
   Curve choices;                              // (step, choices_acc_norm)
+  float choices_chance = NAN;                 // the accuracy of a guess, as last logged
 };
 
 // Reads the curves back from a metrics.jsonl file (missing file: empty curves); where a resumed run

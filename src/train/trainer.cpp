@@ -665,6 +665,7 @@ TrainResult Trainer::run() {
         entry["choices_acc"] = v.choices->accuracy();
         entry["choices_acc_norm"] = v.choices->accuracy_norm();
         entry["choices_loss"] = v.choices->right_loss();
+        entry["choices_chance"] = v.choices->chance();
       }
       if (val_sources_.size() > 1) {
         nlohmann::json& by_source = entry["val_loss_by_source"] = nlohmann::json::object();

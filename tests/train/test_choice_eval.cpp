@@ -112,6 +112,7 @@ TEST(ChoiceAccuracy, CountsTheLowestSumAndTheLowestMean) {
   EXPECT_EQ(a.correct_norm, 2);
   EXPECT_DOUBLE_EQ(a.accuracy(), 2.0 / 3.0);
   EXPECT_DOUBLE_EQ(a.right_loss(), (2.0 + 1.0 + 3.0) / 3.0);  // the labels' means: 2, 1 and 3
+  EXPECT_DOUBLE_EQ(a.chance(), 0.5);                           // two choices each
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ TEST(LossPlot, ReadsTrainValidationAndEachSourceCurve) {
 }
 
 // choices_acc_norm at each validation (with or without val_loss) is a curve on a panel to the right
-// of the losses, on the same steps; a resume drops its later points as it does the losses'.
+// of the losses, on the same steps, above a dashed line at a guess's accuracy; a resume drops its later
+// points as it does the losses'. Older logs, without choices_chance, draw no line.
 TEST(LossPlot, ChoicesAccuracyIsASecondPanel) {
   const std::filesystem::path file = testing::scratch_dir() / "metrics.jsonl";
   testing::write_text(file,
@@ -60,13 +61,22 @@ TEST(LossPlot, ChoicesAccuracyIsASecondPanel) {
   const std::string svg = loss_plot_svg(curves, "run");
   EXPECT_TRUE(testing::contains(svg, "width=\"1440\"")) << svg;
   EXPECT_TRUE(testing::contains(svg, ">--choices acc_norm</text>")) << svg;
+  EXPECT_FALSE(testing::contains(svg, "a guess")) << svg;
   // Its points: step 2 of 4 halfway across the right panel (720 + 60 + 640 / 2), step 4 at its edge;
   // 0.32 at the top of its padded range (0.257..0.323 over 40..370: y 55.0), 0.26 at its foot.
   EXPECT_TRUE(testing::contains(svg, "<polyline fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"1.5\" "
                                      "points=\"1100.0,355.0 1420.0,55.0 \"/>")) << svg;
-  testing::write_text(file, testing::read_text(file) + "{\"step\": 3, \"loss\": 3.9}\n");  // resumed from step 2
+  // With a guess's accuracy logged (0.25), the range reaches down to it: 0.2465..0.3235.
+  curves.choices_chance = 0.25f;
+  const std::string guessed = loss_plot_svg(curves, "run");
+  EXPECT_TRUE(testing::contains(guessed, ">a guess</text>")) << guessed;
+  EXPECT_TRUE(testing::contains(guessed, "<line x1=\"780\" y1=\"355.0\" x2=\"1420\" y2=\"355.0\" stroke=\"#999\"")) << guessed;
+  EXPECT_TRUE(testing::contains(guessed, "points=\"1100.0,312.1 1420.0,55.0 \"")) << guessed;
+  testing::write_text(file, testing::read_text(file) + "{\"step\": 5, \"choices_acc_norm\": 0.3, \"choices_chance\": 0.25}\n"
+                                                       "{\"step\": 3, \"loss\": 3.9}\n");  // resumed from step 2
   curves = read_loss_curves(file);
   EXPECT_EQ(curves.choices, LossCurves::Curve({{2, 0.26f}}));
+  EXPECT_FLOAT_EQ(curves.choices_chance, 0.25f);
 }
 
 // A run logged steps 1-4 with validation at 2 and 4, then resumed from step 2's checkpoint: step 3
