@@ -88,7 +88,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE or Mixtral) instead of --checkpoint (a "
                   "Tessera checkpoint or run folder reads too, as train's --init-from)");
   cmd->add_option("--tokenizer", o->tokenizer,
-                  "Tokenizer for --choices, as train's --tokenizer (default: the one beside the model's weights)");
+                  "Tokenizer for --choices and --attention-mask document, as train's --tokenizer (default: the one "
+                  "beside the model's weights)");
   cmd->add_option("--val-data", o->data, "Glob of token shards, or weighted globs: 0.7:web/val_*.bin,0.3:code/val_*.bin");
   cmd->add_option("--choices", o->choices, "Multiple-choice JSON lines to score, such as HellaSwag's "
                   "hellaswag_val.jsonl (\"ctx\", \"endings\", \"label\"; or \"context\", \"choices\", \"label\")");

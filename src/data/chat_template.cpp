@@ -2,6 +2,8 @@
 // turn (trained for the assistant), and what follows the turn (untrained).
 #include "data/chat_template.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/tokenizer.h"
@@ -27,6 +29,12 @@ size_t trailing_space(std::string_view text) {
     if (leading_space(text.substr(text.size() - n)) == n) return n;
   return 0;
 }
+
+// Python's str.lstrip('\n') and rstrip('\n'), which Qwen3's template applies to reasoning and content.
+std::string_view lstrip_newlines(std::string_view text) {
+  return text.substr(std::min(text.find_first_not_of('\n'), text.size()));
+}
+std::string_view rstrip_newlines(std::string_view text) { return text.substr(0, text.find_last_not_of('\n') + 1); }
 
 // Jinja's `| trim`: whitespace off both ends.
 std::string_view trimmed(std::string_view text) {
@@ -102,8 +110,8 @@ ChatTemplate::Reply ChatTemplate::reply_of(const ChatMessage& m) {
   reply.reasoning = reply.content.substr(0, close);
   if (const size_t open = reply.reasoning.rfind("<think>"); open != std::string_view::npos)
     reply.reasoning.remove_prefix(open + std::string_view("<think>").size());
-  reply.content.remove_prefix(reply.content.rfind("</think>") + std::string_view("</think>").size());
-  while (reply.content.starts_with('\n')) reply.content.remove_prefix(1);
+  const size_t last_close = reply.content.rfind("</think>") + std::string_view("</think>").size();
+  reply.content = lstrip_newlines(reply.content.substr(last_close));
   return reply;
 }
 
@@ -131,7 +139,7 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (groups_tool_results_ && m.role == "tool") {  // untrained, as any message but an assistant's
-      std::string text = i == 0 || messages[i - 1].role != "tool" ? "<|im_start|>user" : "";
+      std::string text = i == 0 || messages[i - 1].role != "tool" ? std::string(before_role_) + "user" : "";
       text.append("\n<tool_response>\n").append(m.content).append("\n</tool_response>");
       if (i + 1 == messages.size() || messages[i + 1].role != "tool") text.append("<|im_end|>\n");
       pieces.push_back({std::move(text), false});
@@ -139,15 +147,12 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
       // The final turn thinks, empty-headed if need be; an earlier one after the query if it has a thought.
       const Reply reply = reply_of(m);
       const bool last = i + 1 == messages.size();
-      std::string_view reasoning = reply.reasoning, content = reply.content;
-      if (i > last_query && (last || !reasoning.empty())) {
-        while (reasoning.starts_with('\n')) reasoning.remove_prefix(1);
-        while (reasoning.ends_with('\n')) reasoning.remove_suffix(1);
-        while (content.starts_with('\n')) content.remove_prefix(1);
+      if (i > last_query && (last || !reply.reasoning.empty())) {
         std::string text = "<think>\n";
-        turn(m.role, text.append(reasoning).append("\n</think>\n\n").append(content));
+        text.append(rstrip_newlines(lstrip_newlines(reply.reasoning))).append("\n</think>\n\n");
+        turn(m.role, text.append(lstrip_newlines(reply.content)));
       } else {
-        turn(m.role, std::string(content));
+        turn(m.role, std::string(reply.content));
       }
     } else {
       turn(m.role, std::string(trims_content_ ? trimmed(m.content) : std::string_view(m.content)));

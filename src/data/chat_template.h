@@ -68,8 +68,8 @@ class ChatTemplate {
   bool groups_tool_results_ = false;  // tool messages as <tool_response>s in user turns (Qwen)
   bool thinks_ = false;               // think blocks on the assistant turns after the last query (Qwen3)
   // An assistant message as Qwen3's template reads it: its reasoning_content, or what its content
-  // holds before </think> (after <think>, without newlines at its end); the content after the last
-  // </think> without leading newlines. Views into `m`.
+  // holds before </think> (after <think>), the content then being what follows the last </think>,
+  // without leading newlines. Views into `m`; render() strips the reasoning's newlines.
   struct Reply {
     std::string_view reasoning, content;
   };

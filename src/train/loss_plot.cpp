@@ -208,7 +208,7 @@ std::string loss_plot_svg(const LossCurves& curves, const std::string& title) {
   }
   if (accuracy) {  // --choices' acc_norm in a panel of its own, on the right, above a guess's (dashed)
     const bool chance = std::isfinite(curves.choices_chance);
-    const LossCurves::Curve guess = {{0, chance ? curves.choices_chance : curves.choices.front().second}};
+    const LossCurves::Curve guess = {{0, curves.choices_chance}};  // not finite: no part of the range
     const Panel acc = panel_for(kWidth, {&curves.choices, &guess}, max_step);
     svg += frame_svg(acc);
     const char* dashed = "stroke=\"#999\" stroke-dasharray=\"5 4\"/>";
