@@ -121,7 +121,14 @@ json model_config_to_json(const ModelConfig& c) {
                 {"expert_hidden", c.moe.expert_hidden},
                 {"num_shared_experts", c.moe.num_shared_experts},
                 {"router", name_of(kRouters, c.moe.router)},
-                {"first_dense_layers", c.moe.first_dense_layers}};
+                {"first_dense_layers", c.moe.first_dense_layers},
+                {"routed_scale", c.moe.routed_scale}};
+  if (c.mla.enabled())
+    j["latent_attention"] = {{"q_rank", c.mla.q_rank},
+                             {"kv_rank", c.mla.kv_rank},
+                             {"nope_dim", c.mla.nope_dim},
+                             {"rope_dim", c.mla.rope_dim},
+                             {"v_dim", c.mla.v_dim}};
   return j;
 }
 
@@ -162,6 +169,13 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   moe.integer("num_shared_experts", c.moe.num_shared_experts, 0);
   moe.choice("router", kRouters, c.moe.router);
   moe.integer("first_dense_layers", c.moe.first_dense_layers, 0);
+  moe.number("routed_scale", c.moe.routed_scale);  // absent before DeepSeek-V3 support: 1
+  Reader mla = r.object("latent_attention");      // absent before latent attention: none
+  mla.integer("q_rank", c.mla.q_rank, 0);
+  mla.integer("kv_rank", c.mla.kv_rank, 1);
+  mla.integer("nope_dim", c.mla.nope_dim, 0);
+  mla.integer("rope_dim", c.mla.rope_dim, 1);
+  mla.integer("v_dim", c.mla.v_dim, 1);
   try {
     c.validate();
   } catch (const Error& e) {

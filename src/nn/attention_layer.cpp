@@ -52,6 +52,12 @@ void core_forward(const ModelConfig& config, AttentionActivations& a, const Sequ
     cp->attention_forward(a.core, a.lse, a.qkv, NH, NKV, seq.doc_starts);
   else
     attention_forward(a.core, a.lse, a.qkv, NH, NKV, seq.doc_starts);
+  if (config.mla.enabled()) latent_values_forward(config, a.latent.values, a.core);
+}
+
+// o_proj's input: the core, or latent attention's values.
+const Tensor& projected(const ModelConfig& config, const AttentionActivations& a) {
+  return config.mla.enabled() ? a.latent.values : a.core;
 }
 
 }  // namespace
@@ -70,6 +76,7 @@ void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_
     lse = Tensor::zeros({B, config.num_heads, T}, DType::f32, device);
   }
   out = Tensor::zeros({B, T_out, config.channels}, dtype, device);
+  if (config.mla.enabled()) latent.allocate(config, B, T, dtype, device, with_core);
   if (!config.qk_norm) return;
   const int64_t HS = config.head_size();
   q_in = Tensor::zeros({B * T * config.num_heads, HS}, dtype, device);
@@ -83,8 +90,11 @@ void attention_layer_forward(const ModelConfig& config, AttentionActivations& a,
                              Fp8Block fp8) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
   const Fp8Linear qkv = fp8[BlockLinear::qkv], proj = fp8[BlockLinear::attn_out];
-  matmul_forward(a.qkv, qkv.operand(region_input(x, tp), Fp8Role::input), qkv.operand(w.qkv.weight, Fp8Role::weight),
-                 w.qkv.bias);
+  if (config.mla.enabled())
+    latent_qkv_forward(config, a.qkv, a.latent, region_input(x, tp), w);
+  else
+    matmul_forward(a.qkv, qkv.operand(region_input(x, tp), Fp8Role::input),
+                   qkv.operand(w.qkv.weight, Fp8Role::weight), w.qkv.bias);
   if (config.qk_norm) {
     head_norm_forward(config, a.qkv, q_section(config), a.q_in, a.q_rstd, w.q_norm);
     head_norm_forward(config, a.qkv, k_section(config), a.k_in, a.k_rstd, w.k_norm);
@@ -92,8 +102,8 @@ void attention_layer_forward(const ModelConfig& config, AttentionActivations& a,
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq);
   core_forward(config, a, seq, cp);
   Tensor partial = all_rows_like(a.out, tp);
-  matmul_forward(partial, proj.operand(a.core, Fp8Role::input), proj.operand(w.attn_out.weight, Fp8Role::weight),
-                 row_parallel_bias(w.attn_out.bias, tp));
+  matmul_forward(partial, proj.operand(projected(config, a), Fp8Role::input),
+                 proj.operand(w.attn_out.weight, Fp8Role::weight), row_parallel_bias(w.attn_out.bias, tp));
   region_output(partial, a.out, tp);
 }
 
@@ -101,7 +111,10 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
                             const BlockWeights& w, const SequencePositions& seq, Tensor& k_cache, Tensor& v_cache,
                             int64_t past) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
-  matmul_forward(a.qkv, x, w.qkv.weight, w.qkv.bias);
+  if (config.mla.enabled())
+    latent_qkv_forward(config, a.qkv, a.latent, x, w);
+  else
+    matmul_forward(a.qkv, x, w.qkv.weight, w.qkv.bias);
   if (config.qk_norm) {  // the statistics are not kept: no backward follows
     const int64_t rows = a.qkv.numel() / config.qkv_width(), HS = config.head_size();
     for (const auto& [section, weight] : {std::pair{q_section(config), &w.q_norm}, {k_section(config), &w.k_norm}}) {
@@ -112,7 +125,8 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
   }
   if (config.positions == PositionKind::rope) rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq);
   attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV);
-  matmul_forward(a.out, a.core, w.attn_out.weight, w.attn_out.bias);
+  if (config.mla.enabled()) latent_values_forward(config, a.latent.values, a.core);
+  matmul_forward(a.out, projected(config, a), w.attn_out.weight, w.attn_out.bias);
 }
 
 void attention_core_recompute(const ModelConfig& config, AttentionActivations& a, const SequencePositions& seq,
@@ -126,8 +140,13 @@ void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeight
                               TensorParallel* tp, ContextParallel* cp, Fp8Block fp8) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
   const Fp8Linear qkv = fp8[BlockLinear::qkv], proj = fp8[BlockLinear::attn_out];
-  linear_backward(scratch.dcore, g.attn_out, proj.operand(region_output_grad(dout, tp), Fp8Role::grad),
-                  proj.operand(a.core, Fp8Role::input), proj.operand(w.attn_out.weight, Fp8Role::weight), deferred);
+  const bool latent = config.mla.enabled();
+  Tensor dvalues = latent ? Tensor::zeros(a.latent.values.shape(), a.latent.values.dtype(), a.latent.values.device())
+                          : scratch.dcore;
+  linear_backward(dvalues, g.attn_out, proj.operand(region_output_grad(dout, tp), Fp8Role::grad),
+                  proj.operand(projected(config, a), Fp8Role::input), proj.operand(w.attn_out.weight, Fp8Role::weight),
+                  deferred);
+  if (latent) latent_values_backward(config, scratch.dcore, dvalues);
   if (cp)
     cp->attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts);
   else
@@ -138,8 +157,12 @@ void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeight
     head_norm_backward(config, scratch.dqkv, k_section(config), a.k_in, a.k_rstd, w.k_norm, g.k_norm, scratch.dcore);
   }
   Tensor partial = all_rows_like(dx, tp);
-  linear_backward(partial, g.qkv, qkv.operand(scratch.dqkv, Fp8Role::grad), qkv.operand(region_input(x, tp), Fp8Role::input),
-                  qkv.operand(w.qkv.weight, Fp8Role::weight), deferred);
+  if (latent)
+    latent_qkv_backward(config, partial, g, scratch.dqkv, a.latent, region_input(x, tp), w, deferred);
+  else
+    linear_backward(partial, g.qkv, qkv.operand(scratch.dqkv, Fp8Role::grad),
+                    qkv.operand(region_input(x, tp), Fp8Role::input), qkv.operand(w.qkv.weight, Fp8Role::weight),
+                    deferred);
   region_input_grad(partial, dx, tp);
 }
 

@@ -1,6 +1,7 @@
-// The attention half of a block, after its norm: qkv projection, per-head RMSNorm of the queries and
-// keys (Qwen3, config.qk_norm), rotary embeddings (when the config uses RoPE), causal multi-head or
-// grouped-query attention, output projection.
+// The attention half of a block, after its norm: qkv projection (or DeepSeek's latent attention's
+// projections, nn/latent_attention.h), per-head RMSNorm of the queries and keys (Qwen3,
+// config.qk_norm), rotary embeddings (when the config uses RoPE), causal multi-head or grouped-query
+// attention, output projection.
 //   forward:  out = o_proj(attention(rope(qk_norm(qkv_proj(x)))))
 //   backward: dx written from dout; parameter gradients accumulate.
 // The saved qkv is the rotated one, which is what attention's backward reads.
@@ -9,8 +10,9 @@
 #include "core/tensor.h"
 #include "nn/context_parallel.h"
 #include "nn/decoder_layout.h"
-#include "nn/fp8_scaling.h"
 #include "nn/deferred_weight_grads.h"
+#include "nn/fp8_scaling.h"
+#include "nn/latent_attention.h"
 #include "nn/tensor_parallel.h"
 #include "nn/model_config.h"
 
@@ -36,7 +38,9 @@ struct AttentionActivations {
   // With config.qk_norm: the queries and keys before their norms, (B·T·NH, HS) and (B·T·NKV, HS), and
   // the norms' rstd, f32 (B·T·NH) and (B·T·NKV).
   Tensor q_in, k_in, q_rstd, k_rstd;
-  // Without `with_core`, core and lse are left for the caller (selective recomputation shares them).
+  LatentActivations latent;  // with config.mla
+  // Without `with_core`, core and lse (and latent values) are left for the caller (selective
+  // recomputation shares them).
   // out holds T_out positions (T / tp under sequence parallelism), the rest all T.
   void allocate(const ModelConfig& config, int64_t B, int64_t T, int64_t T_out, DType dtype, Device device,
                 bool with_core = true);
@@ -58,7 +62,7 @@ void attention_layer_forward(const ModelConfig& config, AttentionActivations& a,
 void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
                             const BlockWeights& w, const SequencePositions& seq, Tensor& k_cache, Tensor& v_cache,
                             int64_t past);
-// Selective recomputation: core and lse again from the saved (rotated) qkv.
+// Selective recomputation: core and lse (and latent values) again from the saved (rotated) qkv.
 void attention_core_recompute(const ModelConfig& config, AttentionActivations& a, const SequencePositions& seq,
                               ContextParallel* cp = nullptr);
 void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, const Tensor& dout,

@@ -530,6 +530,10 @@ void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
   // Qwen3's query and key gains: each rank's from its own heads.
   for (const BlockNames& b : names_.blocks)
     whole(b.q_norm, tp_place_.size > 1), whole(b.k_norm, tp_place_.size > 1);
+  // Latent attention's latents: each rank's from its own heads.
+  for (const BlockNames& b : names_.blocks)
+    for (const std::string* name : {&b.q_a.weight, &b.q_a_norm, &b.kv_a.weight, &b.kv_a_norm})
+      whole(*name, tp_place_.size > 1);
   // Replicated kv heads: this rank's key and value rows (after its query rows), from its query heads
   // only, in the slot of its kv head; the slots' sums are the kv heads' gradients.
   const int64_t HS = config_.head_size(), kv_head = tp_place_.rank / replicas;

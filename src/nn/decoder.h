@@ -244,9 +244,10 @@ class Decoder {
   void bind_part_grads(int64_t part);
   void part_grads_final(int64_t part);
   // Whether any gradient is a tp rank's share: the norms' under sequence parallelism, Qwen3's head
-  // gains under tp, replicated kv heads.
+  // gains and latent attention's latents under tp, replicated kv heads.
   bool tp_partial_grads_exist() const {
-    return seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1 || (config_.qk_norm && tp_place_.size > 1);
+    const bool whole_per_rank = config_.qk_norm || config_.mla.enabled();
+    return seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1 || (whole_per_rank && tp_place_.size > 1);
   }
   // reduce_tp_partial_grads()'s sum over the parameters of `part`, or of every part.
   void sum_tp_partial_grads(std::optional<int64_t> part);

@@ -28,6 +28,8 @@ class SharedBlocks {
     }
     set.attn.core = Tensor::zeros({B, T, config_.attention_width()}, acts_.dtype, acts_.device);
     set.attn.lse = Tensor::zeros({B, config_.num_heads, T}, DType::f32, acts_.device);
+    if (config_.mla.enabled())
+      set.attn.latent.values = Tensor::zeros({B, T, config_.value_width()}, acts_.dtype, acts_.device);
     if (moe)
       set.moe.act = Tensor::zeros({B * T * config_.moe.top_k, config_.moe.expert_hidden}, acts_.dtype, acts_.device);
     else
@@ -96,7 +98,7 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
       positions = tensor_to(positions, device);
     }
     seq.rope = positions;
-    seq.inv_freq = tensor_to(rope_inv_freq(config.head_size(), config.rope), device);
+    seq.inv_freq = tensor_to(rope_inv_freq(config.rotary_dim(), config.rope), device);
   }
 
   dresidual = local();

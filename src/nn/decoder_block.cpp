@@ -20,6 +20,7 @@ void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_
   if (own) return;
   attn.core = selective->attn.core;
   attn.lse = selective->attn.lse;
+  attn.latent.values = selective->attn.latent.values;
   mlp.act = selective->mlp.act;
   moe.act = selective->moe.act;
 }

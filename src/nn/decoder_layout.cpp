@@ -28,7 +28,21 @@ BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
   const bool norm_bias = c.bias && c.norm == NormKind::layernorm;
   BlockNames n;
   n.norm1 = linear_names(p + "input_layernorm", norm_bias);
-  n.qkv = linear_names(p + "self_attn.qkv_proj", c.bias || c.qkv_bias);
+  if (c.mla.enabled()) {  // Hugging Face's DeepSeek names
+    const std::string a = p + "self_attn.";
+    if (c.mla.q_rank > 0) {
+      n.q_a = linear_names(a + "q_a_proj", false);
+      n.q_a_norm = a + "q_a_layernorm.weight";
+      n.q_b = linear_names(a + "q_b_proj", false);
+    } else {
+      n.q_proj = linear_names(a + "q_proj", false);
+    }
+    n.kv_a = linear_names(a + "kv_a_proj_with_mqa", false);
+    n.kv_a_norm = a + "kv_a_layernorm.weight";
+    n.kv_b = linear_names(a + "kv_b_proj", false);
+  } else {
+    n.qkv = linear_names(p + "self_attn.qkv_proj", c.bias || c.qkv_bias);
+  }
   if (c.qk_norm) {
     n.q_norm = p + "self_attn.q_norm.weight";
     n.k_norm = p + "self_attn.k_norm.weight";
@@ -159,7 +173,20 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
                     ParamInit::normal);
     add(b.q_norm, {HS}, ParamInit::ones);  // every tp rank's heads share them: whole on each
     add(b.k_norm, {HS}, ParamInit::ones);
-    row_parallel(b.attn_out, c.attention_width(), local.attention_width(), ParamInit::residual);
+    if (c.mla.enabled()) {  // the latents whole on every tp rank, the heads' rows and columns cut
+      const LatentAttentionConfig& m = c.mla;
+      add(b.q_proj.weight, {NHl * HS, C}, ParamInit::normal, rows_of({NH * HS, C}, {{t * NHl * HS, NHl * HS}}));
+      add(b.q_a.weight, {m.q_rank, C}, ParamInit::normal);
+      add(b.q_a_norm, {m.q_rank}, ParamInit::ones);
+      add(b.q_b.weight, {NHl * HS, m.q_rank}, ParamInit::normal,
+          rows_of({NH * HS, m.q_rank}, {{t * NHl * HS, NHl * HS}}));
+      add(b.kv_a.weight, {m.kv_rank + m.rope_dim, C}, ParamInit::normal);
+      add(b.kv_a_norm, {m.kv_rank}, ParamInit::ones);
+      const int64_t kv_head = m.nope_dim + m.v_dim;
+      add(b.kv_b.weight, {NHl * kv_head, m.kv_rank}, ParamInit::normal,
+          rows_of({NH * kv_head, m.kv_rank}, {{t * NHl * kv_head, NHl * kv_head}}));
+    }
+    row_parallel(b.attn_out, c.value_width(), local.value_width(), ParamInit::residual);
     norm(b.norm2);
     column_parallel(b.mlp_in, swiglu ? 2 * F : F, swiglu ? gate_up(0, F, Fl) : std::vector<Rows>{{t * Fl, Fl}},
                     ParamInit::normal);
@@ -210,6 +237,9 @@ DecoderWeights weights_of(const DecoderNames& names, const NamedTensors& named, 
     if (in(l)) {
       bw.norm1 = linear(b.norm1), bw.qkv = linear(b.qkv), bw.attn_out = linear(b.attn_out);
       bw.q_norm = get(b.q_norm), bw.k_norm = get(b.k_norm);
+      bw.q_proj = linear(b.q_proj), bw.q_a = linear(b.q_a), bw.q_b = linear(b.q_b);
+      bw.kv_a = linear(b.kv_a), bw.kv_b = linear(b.kv_b);
+      bw.q_a_norm = get(b.q_a_norm), bw.kv_a_norm = get(b.kv_a_norm);
       bw.norm2 = linear(b.norm2), bw.mlp_in = linear(b.mlp_in), bw.mlp_out = linear(b.mlp_out);
       bw.router = get(b.router), bw.router_bias = get(b.router_bias);
       bw.experts_in = get(b.experts_in), bw.experts_out = get(b.experts_out);

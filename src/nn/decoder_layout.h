@@ -25,6 +25,11 @@ struct LinearNames {
 struct BlockNames {
   LinearNames norm1, qkv, attn_out, norm2;  // a norm's "weight" is its gain
   std::string q_norm, k_norm;               // Qwen3's per-head query and key gains (HS), or empty
+  // Latent attention (config.mla) in place of qkv: q_proj (NH*HS, C), or q_a (q_rank, C), its norm's
+  // gain q_a_norm (q_rank) and q_b (NH*HS, q_rank); kv_a (kv_rank + rope_dim, C), kv_a_norm (kv_rank) and
+  // kv_b (NH*(nope_dim + v_dim), kv_rank): per head [k without RoPE | v]. attn_out is (C, NH*v_dim).
+  LinearNames q_proj, q_a, q_b, kv_a, kv_b;
+  std::string q_a_norm, kv_a_norm;
   LinearNames mlp_in, mlp_out;              // dense MLP: (F or 2F, C) and (C, F); empty in a MoE block
   std::string router, router_bias;          // MoE: (E, C) and the balancing bias (E) of a sigmoid router
   std::string experts_in, experts_out;      // MoE: (E, 2Fe, C) and (E, C, Fe)
@@ -59,6 +64,8 @@ struct LinearWeights {
 struct BlockWeights {
   LinearWeights norm1, qkv, attn_out, norm2, mlp_in, mlp_out;
   Tensor q_norm, k_norm;
+  LinearWeights q_proj, q_a, q_b, kv_a, kv_b;  // latent attention
+  Tensor q_a_norm, kv_a_norm;
   Tensor router, router_bias, experts_in, experts_out;
   LinearWeights shared_in, shared_out;
 };

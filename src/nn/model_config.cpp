@@ -34,6 +34,19 @@ void ModelConfig::validate() const {
   }
   TS_CHECK(!qk_norm || naming == Naming::llama, "model: query/key norms are a Llama-family (Qwen3) feature; ",
            "GPT-2's naming has none");
+  if (mla.enabled()) {
+    TS_CHECK(naming == Naming::llama && positions == PositionKind::rope && norm == NormKind::rmsnorm && !bias &&
+                 !qkv_bias && !qk_norm,
+             "model: latent attention is DeepSeek's: Llama naming, RoPE, RMSNorm, no biases, no q/k norms");
+    TS_CHECK(kv_heads() == num_heads, "model: latent attention gives every head its own key and value; num_kv_heads (",
+             num_kv_heads, ") must be num_heads (", num_heads, ") or 0");
+    TS_CHECK(mla.q_rank >= 0 && mla.nope_dim >= 0 && mla.rope_dim > 0 && mla.rope_dim % 2 == 0 && mla.v_dim > 0,
+             "model: latent attention needs q_rank >= 0, nope_dim >= 0, an even rope_dim > 0 and v_dim > 0, got ",
+             mla.q_rank, ", ", mla.nope_dim, ", ", mla.rope_dim, ", ", mla.v_dim);
+    TS_CHECK(mla.v_dim <= head_size(), "model: latent attention's v_dim (", mla.v_dim,
+             ") must not exceed nope_dim + rope_dim (", head_size(), "): Tessera pads each value head to a q/k head");
+  }
+  TS_CHECK(moe.routed_scale > 0.0f, "model: moe routed_scale must be positive, got ", moe.routed_scale);
   if (moe.enabled()) {
     TS_CHECK(moe.top_k >= 1 && moe.top_k <= moe.num_experts, "model: moe top_k (", moe.top_k,
              ") must be between 1 and the number of experts (", moe.num_experts, ")");
@@ -57,6 +70,7 @@ int64_t ModelConfig::active_parameters() const {
 }
 
 std::string model_family(const ModelConfig& config) {
+  if (config.mla.enabled()) return config.moe.router == RouterKind::sigmoid_bias ? "deepseek-v3" : "deepseek-v2";
   if (config.moe.enabled()) {
     if (config.moe.router == RouterKind::sigmoid_bias) return "deepseek-moe";
     return config.qk_norm ? "qwen3-moe" : "mixtral";
@@ -74,7 +88,11 @@ std::string model_summary(const ModelConfig& config) {
   std::string line = model_family(config) + ", " + std::to_string(config.num_layers) + " layers, " +
                      std::to_string(config.channels) + " wide, " + std::to_string(config.num_heads) + " heads";
   if (config.kv_heads() != config.num_heads) line += " (" + std::to_string(config.kv_heads()) + " kv)";
-  if (config.head_dim > 0) line += " of " + std::to_string(config.head_dim);
+  if (config.mla.enabled())
+    line += " (latent attention: kv rank " + std::to_string(config.mla.kv_rank) +
+            (config.mla.q_rank > 0 ? ", q rank " + std::to_string(config.mla.q_rank) : "") + ")";
+  else if (config.head_dim > 0)
+    line += " of " + std::to_string(config.head_dim);
   if (config.moe.enabled())
     line += ", " + std::to_string(config.moe.num_experts) + " experts (top " + std::to_string(config.moe.top_k) + ")";
   const int64_t parameters = config.num_parameters(), active = config.active_parameters();

@@ -1,7 +1,7 @@
 // The decoder's hyper-parameters. GPT-2, Llama and the Mixture-of-Experts models are one decoder
 // (embedding -> blocks -> final norm -> head) that differs only by this data: the norm kind, the
 // position scheme, the MLP kind (dense GELU, dense SwiGLU, or a MoE of SwiGLU experts), biases,
-// grouped-query heads, per-head query/key norms and tied embeddings. The vocabulary is padded internally to a multiple of 128
+// grouped-query heads, per-head query/key norms, DeepSeek's latent attention and tied embeddings. The vocabulary is padded internally to a multiple of 128
 // (padded_vocab_size); padding rows of the embedding and head are never predicted.
 #pragma once
 
@@ -31,9 +31,27 @@ struct MoeConfig {
   int64_t num_shared_experts = 0;  // always-on experts (DeepSeek), one SwiGLU of num_shared * F_e
   RouterKind router = RouterKind::softmax_topk;
   int64_t first_dense_layers = 0;  // leading blocks with a dense MLP (DeepSeek's first_k_dense_replace)
+  float routed_scale = 1.0f;       // the routed experts' output factor (DeepSeek-V3's routed_scaling_factor)
   bool enabled() const { return num_experts > 0; }
   bool operator==(const MoeConfig&) const = default;
 };
+
+// DeepSeek-V2/V3's multi-head latent attention (MLA): keys and values come from a low-rank latent of
+// kv_rank channels through its own RMSNorm, queries from the input or from a latent of q_rank channels;
+// each q/k head has nope_dim channels without positions and a rope_dim tail rotated by RoPE, the key's
+// tail one for every head (read from the input beside the latent); values have v_dim channels a head.
+struct LatentAttentionConfig {
+  int64_t q_rank = 0;    // q_lora_rank; 0 = a full-rank q projection
+  int64_t kv_rank = 0;   // kv_lora_rank; 0 = no latent attention
+  int64_t nope_dim = 0;  // qk_nope_head_dim
+  int64_t rope_dim = 0;  // qk_rope_head_dim
+  int64_t v_dim = 0;     // v_head_dim
+  bool enabled() const { return kv_rank > 0; }
+  bool operator==(const LatentAttentionConfig&) const = default;
+};
+// The latents' RMSNorm eps: DeepSeek's (and Hugging Face's) q_a_layernorm and kv_a_layernorm take the
+// default 1e-6 whatever rms_norm_eps says.
+inline constexpr float kLatentNormEps = 1e-6f;
 
 struct ModelConfig {
   int64_t num_layers = 12;     // L
@@ -57,11 +75,18 @@ struct ModelConfig {
                                 // heads) before RoPE (Qwen3)
   bool tied_embeddings = true;  // the head reuses the token embedding
   MoeConfig moe = {};
+  LatentAttentionConfig mla = {};  // enabled: the attention is DeepSeek's latent attention
   bool operator==(const ModelConfig&) const = default;
 
   int64_t padded_vocab_size() const { return (vocab_size + 127) / 128 * 128; }  // Vp
-  int64_t head_size() const { return head_dim > 0 ? head_dim : channels / num_heads; }  // HS
+  // HS: a q/k head's channels (latent attention: nope_dim + rope_dim, its values padded to as many).
+  int64_t head_size() const {
+    return mla.enabled() ? mla.nope_dim + mla.rope_dim : head_dim > 0 ? head_dim : channels / num_heads;
+  }
+  int64_t rotary_dim() const { return mla.enabled() ? mla.rope_dim : head_size(); }  // RoPE's channels a head
   int64_t attention_width() const { return num_heads * head_size(); }  // the attention core's width (C unsharded)
+  // The heads' values, o_proj's input: the core's width but under latent attention (NH * v_dim).
+  int64_t value_width() const { return mla.enabled() ? num_heads * mla.v_dim : attention_width(); }
   int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   int64_t qkv_width() const { return (num_heads + 2 * kv_heads()) * head_size(); }
   int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * channels; }  // dense F
@@ -75,7 +100,8 @@ struct ModelConfig {
 };
 
 // The family's name for messages: "gpt2", "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms),
-// "mixtral", "qwen3-moe" or "deepseek-moe".
+// "mixtral", "qwen3-moe", "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or
+// "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);
 
 // One line for a run's start: "gpt2, 4 layers, 192 wide, 4 heads, vocabulary 4096: 2.66M parameters"

@@ -68,6 +68,16 @@ ModelConfig deepseek_style(ModelConfig c, int64_t shared, int64_t first_dense) {
   return c;
 }
 
+// DeepSeek-V2/V3's latent attention (every head its own key and value, from the latents), its MoE's
+// routed output scaled by `routed_scale`, RMSNorm eps 1e-6.
+ModelConfig latent_attention(ModelConfig c, LatentAttentionConfig mla, float routed_scale) {
+  c.mla = mla;
+  c.num_kv_heads = 0;
+  c.moe.routed_scale = routed_scale;
+  c.norm_eps = 1e-6f;
+  return c;
+}
+
 const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets() {
   static const std::vector<std::pair<std::string, std::function<ModelConfig()>>> table = {
       {"gpt2-tiny", [] { return gpt2(2, 2, 32, 256, 64); }},
@@ -96,6 +106,12 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},
       {"deepseek-moe-tiny",
        [] { return deepseek_style(with_experts(llama(2, 4, 4, 32, 64, 256, 64, 10000.0f, false), 8, 2, 16), 1, 1); }},
+      {"deepseek-v3-tiny",
+       [] {
+         return latent_attention(
+             deepseek_style(with_experts(llama(3, 4, 4, 32, 64, 256, 64, 10000.0f, false), 8, 2, 16), 1, 1),
+             {.q_rank = 12, .kv_rank = 16, .nope_dim = 8, .rope_dim = 4, .v_dim = 6}, 2.5f);
+       }},
   };
   return table;
 }

@@ -8,6 +8,7 @@
 #include "ops/grouped_matmul.h"
 #include "ops/matmul.h"
 #include "ops/moe_dispatch.h"
+#include "ops/norm.h"
 #include "ops/residual.h"
 #include "ops/swiglu.h"
 
@@ -103,6 +104,11 @@ void dispatch_to_experts(MoeActivations& a, ExpertParallel& ep, int64_t num_expe
   send_to_experts(a.expert_xs, a.xs, a, ep, meanwhile);
 }
 
+// The weights the experts' outputs are combined with: the router's, times routed_scale.
+const Tensor& combine_weights(const ModelConfig& config, const MoeActivations& a) {
+  return config.moe.routed_scale != 1.0f ? a.scaled_weights : a.weights;
+}
+
 }  // namespace
 
 void MoeActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, int64_t T_out, DType dtype,
@@ -115,6 +121,7 @@ void MoeActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, i
   lse = f32({N});
   experts = Tensor::zeros({N, K}, DType::i32, device);
   weights = f32({N, K});
+  if (config.moe.routed_scale != 1.0f) scaled_weights = f32({N, K});
   order = Tensor::zeros({N * K}, DType::i32, device);
   offsets = Tensor::zeros({E + 1}, DType::i32);
   xs = Tensor::zeros({N * K, C}, dtype, device);
@@ -152,6 +159,10 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   Tensor no_bias;
   matmul_forward(a.logits, tokens, w.router, no_bias);
   moe_router_forward(a.experts, a.weights, a.scores, a.lse, a.logits, w.router_bias, score_kind(config));
+  if (config.moe.routed_scale != 1.0f) {
+    copy_tensor(a.scaled_weights, a.weights);
+    scale_inplace(a.scaled_weights, config.moe.routed_scale);
+  }
   const int64_t capacity =
       options.capacity_factor > 0.0f ? int64_t(std::ceil(double(options.capacity_factor) * double(N * K) / double(E)))
                                      : 0;
@@ -186,7 +197,7 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   if (ep) return_from_experts(a.ys, a.expert_ys, a, *ep);
   Tensor partial = all_rows_like(a.out, tp);
   Tensor out = partial.reshape({N, C});
-  moe_combine(out, a.ys, a.weights, a.order, M, K);
+  moe_combine(out, a.ys, combine_weights(config, a), a.order, M, K);
   if (has_shared) add_inplace(partial, a.shared.out);
   region_output(partial, a.out, tp);
   RouterBalance mine;
@@ -213,7 +224,9 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   const Tensor tokens = input.reshape({N, C}), dtokens_out = dout_all.reshape({N, C});
   Tensor partial = all_rows_like(dx, tp);
   Tensor dtokens = partial.reshape({N, C}), dpart = s.dpart.reshape({N, C});
-  moe_combine_backward(s.dys, s.dweights, dtokens_out, a.ys, a.weights, a.order, M, K);
+  moe_combine_backward(s.dys, s.dweights, dtokens_out, a.ys, combine_weights(config, a), a.order, M, K);
+  // The combine's weights gradient is its scaled weights'; the router's are routed_scale times smaller.
+  if (config.moe.routed_scale != 1.0f) scale_inplace(s.dweights, config.moe.routed_scale);
   // The routing weights' gradient reads the experts' outputs, of which a tp rank holds partial sums.
   if (tp) tp->sum_over_group(s.dweights);
   const int64_t R = a.expert_rows;

@@ -4,7 +4,8 @@
 //            renormalised to sum to 1;
 //   experts: the routed tokens are permuted into expert order, each expert's SwiGLU runs as one
 //            GEMM over its rows (ops/grouped_matmul.h), and the outputs are combined back per token
-//            weighted by the router (ops/moe_dispatch.h); no per-token loops;
+//            weighted by the router (ops/moe_dispatch.h), the sum times routed_scale (DeepSeek-V3's
+//            routed_scaling_factor; 1 elsewhere); no per-token loops;
 //   shared:  DeepSeek's always-on experts, one dense SwiGLU over every token, added; under expert
 //            parallelism computed (forward and backward) while the routed rows travel.
 // Dropless by default; a capacity factor keeps at most ceil(factor * N * top_k / E) rows per
@@ -42,6 +43,7 @@ struct MoeOptions {
 struct MoeActivations {
   Tensor logits, scores, lse;  // (N,E), (N,E), (N) f32
   Tensor experts, weights;     // (N,K) i32, (N,K) f32
+  Tensor scaled_weights;       // (N,K) f32: weights times config.moe.routed_scale, when that is not 1
   Tensor order, offsets;       // (N*K) i32, (E+1) i32 on the host
   int64_t kept = 0;            // M: routed rows actually computed
   std::vector<double> routed;  // (E) this rank's router choices per expert, before the capacity drops

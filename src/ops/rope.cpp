@@ -19,7 +19,7 @@ namespace tessera {
 namespace {
 
 struct RopeDims {
-  int64_t B, T, NH, NKV, HS;
+  int64_t B, T, NH, NKV, HS, R;  // R: the rotated channels, each head's last
 };
 
 // Checks every argument but the position values; returns the dimensions.
@@ -38,8 +38,9 @@ RopeDims rope_dims(const char* op, const char* qkv_name, const Tensor& qkv, cons
   TS_CHECK(HS % 2 == 0, op, ": the head size HS = ", HS, " (last dim of ", qkv_name, " ", shape_string(qkv.shape()),
            " / ", heads, " heads) must be even: RoPE rotates channel pairs (i, i + HS/2)");
   detail::check_shape(op, "positions", positions, {qkv.size(1)});
-  detail::check_shape(op, "inv_freq", inv_freq, {HS / 2});
-  return {qkv.size(0), qkv.size(1), num_heads, num_kv_heads, HS};
+  TS_CHECK(inv_freq.ndim() == 1 && inv_freq.size(0) >= 1 && inv_freq.size(0) <= HS / 2, op, ": inv_freq must be (R/2) ",
+           "for R rotated channels of each head, at most HS = ", HS, ", got ", shape_string(inv_freq.shape()));
+  return {qkv.size(0), qkv.size(1), num_heads, num_kv_heads, HS, 2 * inv_freq.size(0)};
 }
 
 // Positions are absolute token positions: a negative one is a caller's bug (a bad offset).
@@ -96,13 +97,13 @@ void rope_forward(Tensor& qkv, const Tensor& positions, int64_t num_heads, int64
   switch (qkv.device()) {
     case Device::cpu:
       check_positions(op, positions);
-      cpu::rope_forward(qkv.f32(), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH, d.NKV, d.HS);
+      cpu::rope_forward(qkv.f32(), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH, d.NKV, d.HS, d.R);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(qkv.dtype(), [&]<typename S>(S) {
         cuda::rope_forward(cuda::typed_data<S>(qkv), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH,
-                           d.NKV, d.HS, cuda_compute_stream());
+                           d.NKV, d.HS, d.R, cuda_compute_stream());
       });
       return;
 #else
@@ -118,13 +119,13 @@ void rope_backward(Tensor& dqkv, const Tensor& positions, int64_t num_heads, int
   switch (dqkv.device()) {
     case Device::cpu:
       check_positions(op, positions);
-      cpu::rope_backward(dqkv.f32(), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH, d.NKV, d.HS);
+      cpu::rope_backward(dqkv.f32(), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH, d.NKV, d.HS, d.R);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dqkv.dtype(), [&]<typename S>(S) {
         cuda::rope_backward(cuda::typed_data<S>(dqkv), positions.data<int32_t>(), inv_freq.f32(), d.B, d.T, d.NH,
-                            d.NKV, d.HS, cuda_compute_stream());
+                            d.NKV, d.HS, d.R, cuda_compute_stream());
       });
       return;
 #else

@@ -5,6 +5,9 @@
 //   For head channel i in [0, HS/2) and a token at absolute position p, with a = p * inv_freq[i]:
 //     x'[i] = x[i] cos a - x[i + HS/2] sin a,   x'[i + HS/2] = x[i + HS/2] cos a + x[i] sin a.
 // So q_m . k_n after RoPE depends on the positions only through m - n. v is never touched.
+// DeepSeek's latent attention rotates only a tail of each head: with inv_freq of R/2 < HS/2 entries,
+// the rule above applies to each q and k head's last R channels (x[i] read as x[HS - R + i], HS/2 as
+// R/2) and the first HS - R channels are left as they are.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,8 @@ Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config);
 
 // Rotates the q and k heads of qkv (B, T, (NH+2NKV)*HS) in place by the angles of positions (T) i32
 // (each token's absolute position, >= 0, shared by every sequence of the batch; a context-parallel
-// rank passes its true offsets) and inv_freq (HS/2) f32 from rope_inv_freq. v is left untouched.
+// rank passes its true offsets) and inv_freq (R/2) f32 from rope_inv_freq(R), R = HS or a tail of it
+// (above). v is left untouched.
 // qkv: f32, or bf16 or f16 on the GPU (16-bit storage, fp32 arithmetic); positions and inv_freq on
 // qkv's device. Negative positions are refused on the CPU; the GPU does not read them back to check.
 void rope_forward(Tensor& qkv, const Tensor& positions, int64_t num_heads, int64_t num_kv_heads,

@@ -75,6 +75,13 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
     compare("shared experts", "", 0, flags.moe.num_shared_experts, stored.moe.num_shared_experts);
     compare("dense first layers", "", 0, flags.moe.first_dense_layers, stored.moe.first_dense_layers);
   }
+  if (flags.mla.enabled() && stored.mla.enabled()) {
+    compare("latent attention's q rank", "", 0, flags.mla.q_rank, stored.mla.q_rank);
+    compare("latent attention's kv rank", "", 0, flags.mla.kv_rank, stored.mla.kv_rank);
+    compare("latent attention's nope dim", "", 0, flags.mla.nope_dim, stored.mla.nope_dim);
+    compare("latent attention's rope dim", "", 0, flags.mla.rope_dim, stored.mla.rope_dim);
+    compare("latent attention's v dim", "", 0, flags.mla.v_dim, stored.mla.v_dim);
+  }
   compare("biases (1 = on)", "", 0, flags.bias, stored.bias);
   compare("q, k, v biases (1 = on)", "", 0, flags.qkv_bias, stored.qkv_bias);
   compare("q, k norms (1 = on)", "", 0, flags.qk_norm, stored.qk_norm);
@@ -86,6 +93,8 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
                      ", " + source.holder + " has " + held;
   };
   compare_text("norm eps", number_text(flags.norm_eps), number_text(stored.norm_eps));
+  if (flags.moe.enabled() && stored.moe.enabled())
+    compare_text("routed scale", number_text(flags.moe.routed_scale), number_text(stored.moe.routed_scale));
   if (flags.positions == PositionKind::rope && stored.positions == PositionKind::rope)
     compare_text("rope", rope_text(flags.rope), rope_text(stored.rope));
   TS_CHECK(differences.empty(), source.flag, ": the shape flags disagree with ", source.place, " (", differences,
@@ -178,6 +187,9 @@ void check_flags_against_model(const TrainConfig& config, const ModelConfig& mod
                config.moe_bias_rate == defaults.moe_bias_rate,
            "--moe-bias-rate ", config.moe_bias_rate, " steps the balancing bias of sigmoid routers (DeepSeek-V3), and ",
            model_name, " routes by softmax (which balances by --moe-aux-coef); drop it");
+  TS_CHECK(config.fp8 == "off" || !model.mla.enabled(), "--fp8 ", config.fp8, " casts the blocks' qkv, output and MLP ",
+           "projections, and ", model_name, " (", model_family(model), ") projects through latent attention, which ",
+           "fp8 does not cover yet; drop --fp8 (bf16 trains it)");
 }
 
 ModelConfig model_config_for_run(const TrainConfig& config) {

@@ -23,12 +23,19 @@
 namespace tessera {
 namespace {
 
-// Small models of each family; T up to 8, vocab 50 (Vp 128).
+// Small models of each family; T up to 8, vocab 50 (Vp 128). deepseek-v3: latent attention with a
+// query latent and value heads narrower than the q/k heads, the routed output scaled; deepseek-v2:
+// dense, latent attention without a query latent, values as wide as the q/k heads (no padding).
 ModelConfig family(const std::string& name) {
   const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3";
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
-                               : name == "mixtral" ? "mixtral-tiny" : "deepseek-moe-tiny");
-  c.num_layers = name == "deepseek" ? 3 : 2;
+                               : name == "mixtral" ? "mixtral-tiny"
+                               : name == "deepseek" ? "deepseek-moe-tiny" : "deepseek-v3-tiny");
+  c.num_layers = name == "deepseek" || name == "deepseek-v3" ? 3 : 2;
+  // Every expert chosen: a finite difference through three blocks of latent attention moves the
+  // sigmoid routers' near-tied choices otherwise (the deepseek family checks the choosing).
+  if (name == "deepseek-v3") c.moe.top_k = c.moe.num_experts;
+  if (name == "deepseek-v2") c.moe = MoeConfig{}, c.mla = {.q_rank = 0, .kv_rank = 12, .nope_dim = 6, .rope_dim = 4, .v_dim = 10};
   c.vocab_size = 50;
   c.max_seq_len = 8;
   if (name == "llama") {  // Llama 3.1 scaling with every band in use at head size 8
@@ -239,7 +246,7 @@ TEST_P(PipelineStages, MatchTheWholeModel) {
 // replicated parameters whole on every rank; and a slice initialises like its part of the whole.
 TEST_P(Families, TensorParallelSlicesCoverTheWholeParameters) {
   ModelConfig c = family(GetParam());
-  c.num_heads = 8, c.channels = 64, c.num_kv_heads = c.naming == Naming::llama ? 2 : 0;
+  c.num_heads = 8, c.channels = 64, c.num_kv_heads = c.naming == Naming::llama && !c.mla.enabled() ? 2 : 0;
   if (c.moe.enabled()) c.moe.expert_hidden = 16;
   Decoder whole(c);
   whole.init_weights(7);
@@ -401,10 +408,11 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
-                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "mixtral", "deepseek"));
+                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "mixtral", "deepseek",
+                                           "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "mixtral",
-                                                              "deepseek"),
+                                                              "deepseek", "deepseek-v3"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {

@@ -12,12 +12,12 @@
 namespace tessera::cpu {
 namespace {
 
-// Rotates the NH + NKV heads of HS channels at x by (cos, sin) (HS/2 each): the pair
-// (x[i], x[i + HS/2]) becomes (x[i] c - x[i + HS/2] s, x[i + HS/2] c + x[i] s).
-void rotate_heads(float* x, const float* cos_t, const float* sin_t, int64_t heads, int64_t HS) {
-  const int64_t half = HS / 2;
+// Rotates the last R channels of the NH + NKV heads of HS channels at x by (cos, sin) (R/2 each): with
+// y the tail, the pair (y[i], y[i + R/2]) becomes (y[i] c - y[i + R/2] s, y[i + R/2] c + y[i] s).
+void rotate_heads(float* x, const float* cos_t, const float* sin_t, int64_t heads, int64_t HS, int64_t R) {
+  const int64_t half = R / 2;
   for (int64_t h = 0; h < heads; h++) {
-    float* lo = x + h * HS;
+    float* lo = x + h * HS + (HS - R);
     float* hi = lo + half;
 #pragma omp simd
     for (int64_t i = 0; i < half; i++) {
@@ -30,8 +30,8 @@ void rotate_heads(float* x, const float* cos_t, const float* sin_t, int64_t head
 
 // sign +1 rotates by +angle (forward), -1 by -angle (backward: sin(-a) = -sin(a) exactly in f32).
 void rope_rotate(float* qkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T, int64_t NH,
-                 int64_t NKV, int64_t HS, double sign) {
-  const int64_t half = HS / 2, row = (NH + 2 * NKV) * HS;
+                 int64_t NKV, int64_t HS, int64_t R, double sign) {
+  const int64_t half = R / 2, row = (NH + 2 * NKV) * HS;
   std::vector<float> cos_table(size_t(T * half)), sin_table(size_t(T * half));  // (T, HS/2) each
 #pragma omp parallel if (B * T * row >= kMinParallelElements)
   {
@@ -47,20 +47,20 @@ void rope_rotate(float* qkv, const int32_t* positions, const float* inv_freq, in
     for (int64_t b = 0; b < B; b++)
       for (int64_t t = 0; t < T; t++)
         rotate_heads(qkv + (b * T + t) * row, cos_table.data() + t * half, sin_table.data() + t * half, NH + NKV,
-                     HS);  // q then k: the first NH + NKV heads of the row
+                     HS, R);  // q then k: the first NH + NKV heads of the row
   }
 }
 
 }  // namespace
 
 void rope_forward(float* qkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T, int64_t NH,
-                  int64_t NKV, int64_t HS) {
-  rope_rotate(qkv, positions, inv_freq, B, T, NH, NKV, HS, 1.0);
+                  int64_t NKV, int64_t HS, int64_t R) {
+  rope_rotate(qkv, positions, inv_freq, B, T, NH, NKV, HS, R, 1.0);
 }
 
 void rope_backward(float* dqkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T, int64_t NH,
-                   int64_t NKV, int64_t HS) {
-  rope_rotate(dqkv, positions, inv_freq, B, T, NH, NKV, HS, -1.0);
+                   int64_t NKV, int64_t HS, int64_t R) {
+  rope_rotate(dqkv, positions, inv_freq, B, T, NH, NKV, HS, R, -1.0);
 }
 
 }  // namespace tessera::cpu

@@ -3,10 +3,11 @@
 // a = positions[t] * inv_freq[i] in double and rounds each once to fp32, as the CPU's table does
 // (fp64 sincos here, glibc there: both within 2 double ulp, so the fp32 values agree but for
 // ties closer than that), then rotates the pairs (x[i], x[i + HS/2]) of its token's NH + NKV
-// heads, one load and one store per element. Backward rotates by -a (sin negated, exact).
+// heads (of each head's last R channels: R = HS but for DeepSeek's latent attention, which rotates a
+// tail), one load and one store per element. Backward rotates by -a (sin negated, exact).
 // Computing the angles in the kernel needs no host copy of the positions (they live on the GPU)
 // and no table; the fp64 cost is one sincos per W pairs per token, shared by NH + NKV heads.
-// W = kVec<S> (16 bytes) when HS/2 is a multiple of it and qkv is 16-byte aligned, else 1; the
+// W = kVec<S> (16 bytes) when R/2 and HS - R are multiples of it and qkv is 16-byte aligned, else 1; the
 // result of an element does not depend on W. Positions are not checked here (the CPU path
 // refuses negative ones); a negative one simply rotates by a negative angle.
 #include "ops/cuda/cuda_common.cuh"
@@ -20,11 +21,11 @@ constexpr int kBlock = 256;
 
 // --- kernels ---
 
-// sign +1 rotates by +a (forward), -1 by -a (backward). Thread index = (b*T + t) * (HS/2/W) + i/W.
+// sign +1 rotates by +a (forward), -1 by -a (backward). Thread index = (b*T + t) * (R/2/W) + i/W.
 template <typename S, int W>
 __global__ void rope_rotate_kernel(S* qkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T,
-                                   int64_t NH, int64_t NKV, int64_t HS, double sign) {
-  const int64_t half = HS / 2, groups = half / W;
+                                   int64_t NH, int64_t NKV, int64_t HS, int64_t R, double sign) {
+  const int64_t half = R / 2, groups = half / W;
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= B * T * groups) return;
   const int64_t token = g / groups, i = (g % groups) * W, t = token % T;
@@ -36,7 +37,7 @@ __global__ void rope_rotate_kernel(S* qkv, const int32_t* positions, const float
     c[k] = float(cos_a);
     s[k] = float(sign * sin_a);
   }
-  S* x = qkv + token * (NH + 2 * NKV) * HS + i;  // channel i of the token's first head
+  S* x = qkv + token * (NH + 2 * NKV) * HS + (HS - R) + i;  // channel i of the token's first head's tail
   for (int64_t h = 0; h < NH + NKV; h++) {       // q then k: the first NH + NKV heads of the row
     S* lo = x + h * HS;  // (W)
     S* hi = lo + half;   // (W)
@@ -55,15 +56,16 @@ __global__ void rope_rotate_kernel(S* qkv, const int32_t* positions, const float
 
 template <typename S>
 void rope_rotate(S* qkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T, int64_t NH,
-                 int64_t NKV, int64_t HS, double sign, cudaStream_t stream) {
+                 int64_t NKV, int64_t HS, int64_t R, double sign, cudaStream_t stream) {
   if (B * T == 0) return;
-  const int64_t half = HS / 2;
-  if (half % kVec<S> == 0 && is_aligned16(qkv)) {
+  const int64_t half = R / 2;
+  if (half % kVec<S> == 0 && (HS - R) % kVec<S> == 0 && is_aligned16(qkv)) {
     const unsigned blocks = unsigned(ceil_div(B * T * (half / kVec<S>), kBlock));
-    rope_rotate_kernel<S, kVec<S>><<<blocks, kBlock, 0, stream>>>(qkv, positions, inv_freq, B, T, NH, NKV, HS, sign);
+    rope_rotate_kernel<S, kVec<S>>
+        <<<blocks, kBlock, 0, stream>>>(qkv, positions, inv_freq, B, T, NH, NKV, HS, R, sign);
   } else {
     const unsigned blocks = unsigned(ceil_div(B * T * half, kBlock));
-    rope_rotate_kernel<S, 1><<<blocks, kBlock, 0, stream>>>(qkv, positions, inv_freq, B, T, NH, NKV, HS, sign);
+    rope_rotate_kernel<S, 1><<<blocks, kBlock, 0, stream>>>(qkv, positions, inv_freq, B, T, NH, NKV, HS, R, sign);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -74,21 +76,21 @@ void rope_rotate(S* qkv, const int32_t* positions, const float* inv_freq, int64_
 
 template <typename S>
 void rope_forward(S* qkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T, int64_t NH,
-                  int64_t NKV, int64_t HS, cudaStream_t stream) {
-  rope_rotate(qkv, positions, inv_freq, B, T, NH, NKV, HS, 1.0, stream);
+                  int64_t NKV, int64_t HS, int64_t R, cudaStream_t stream) {
+  rope_rotate(qkv, positions, inv_freq, B, T, NH, NKV, HS, R, 1.0, stream);
 }
 
 template <typename S>
 void rope_backward(S* dqkv, const int32_t* positions, const float* inv_freq, int64_t B, int64_t T, int64_t NH,
-                   int64_t NKV, int64_t HS, cudaStream_t stream) {
-  rope_rotate(dqkv, positions, inv_freq, B, T, NH, NKV, HS, -1.0, stream);
+                   int64_t NKV, int64_t HS, int64_t R, cudaStream_t stream) {
+  rope_rotate(dqkv, positions, inv_freq, B, T, NH, NKV, HS, R, -1.0, stream);
 }
 
 #define INSTANTIATE(S)                                                                                        \
   template void rope_forward<S>(S*, const int32_t*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, \
-                                cudaStream_t);                                                                \
+                                int64_t, cudaStream_t);                                                       \
   template void rope_backward<S>(S*, const int32_t*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, \
-                                 cudaStream_t);
+                                 int64_t, cudaStream_t);
 TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda
