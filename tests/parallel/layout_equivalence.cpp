@@ -179,6 +179,15 @@ const Layout kLayouts[] = {
     {2, 1, 0, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2}, {4, 1, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 1, 1, 4},
     {4, 2, 1, 2, "mixtral-tiny", 1, "1f1b", 1, 0, "--recompute full --moe-z-coef 0.001", 1, 2, 2},
     {8, 2, 0, 2, "deepseek-moe-tiny", 1, "1f1b", 1, 0, "", 2, 1, 2}, {4, 1, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 4},
+    // DeepSeek-V3's latent attention (its latents whole on every tp rank, their gradients summed over
+    // tp): tp2 with sequence parallelism and ZeRO-1, tp4 without, ring and all-to-all cp with
+    // recomputation, zero-bubble's deferred weight gradients over pp2, ep2 with ZeRO-3
+    {4, 2, 1, 2, "deepseek-v3-tiny", 1, "1f1b", 1, 0, "", 2},
+    {4, 1, 0, 2, "deepseek-v3-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 4},
+    {2, 1, 0, 2, "deepseek-v3-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
+    {4, 2, 1, 2, "deepseek-v3-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all --recompute full", 1, 1, 2},
+    {2, 1, 0, 2, "deepseek-v3-tiny", 2, "zero-bubble"},
+    {4, 4, 3, 2, "deepseek-v3-tiny", 1, "1f1b", 1, 0, "", 1, 2},
     // fp8 linear layers: the scales (from every rank's amaxes) are the same for any layout; over dp
     // with ZeRO, tp with ZeRO-3, tp·pp, zero-bubble's deferred weight gradients, cp with
     // recomputation, ep (the experts' GEMMs, amaxes over every ep rank's experts) and ZeRO-2 with

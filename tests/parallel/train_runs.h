@@ -31,7 +31,10 @@ struct Layout {
   int tp = 1;
   int ep = 1;
   int cp = 1;
-  bool moe() const { return std::string(model).find("moe") != std::string::npos || std::string(model).starts_with("mixtral"); }
+  bool moe() const {
+    const std::string name = model;
+    return name.find("moe") != std::string::npos || name.starts_with("mixtral") || name.starts_with("deepseek");
+  }
 };
 
 inline std::string layout_name(const Layout& l) {
