@@ -9,6 +9,8 @@
 #include <set>
 #include <system_error>
 
+#include "checkpoint/hf_config_reader.h"
+#include "checkpoint/hf_deepseek.h"
 #include "checkpoint/hf_source.h"
 #include "checkpoint/hf_weight_files.h"
 #include "core/atomic_file.h"
@@ -24,6 +26,7 @@ using nlohmann::json;
 
 std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   const DecoderNames names = decoder_names(c);
+  const ParameterLayout whole = decoder_layout(c);
   const int64_t C = c.channels, V = c.vocab_size, HS = c.head_size();
   const int64_t q = c.num_heads * HS, kv = c.kv_heads() * HS, F = c.hidden(), Fe = c.moe.expert_hidden;
   // q_proj and k_proj are (NH·HS, C) and (NKV·HS, C), o_proj (C, NH·HS), whatever C is (Qwen3's heads
@@ -33,9 +36,15 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
     const BlockNames& b = names.blocks[size_t(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".";
     pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});
-    pieces.push_back({p + "self_attn.q_proj.weight", {q, C}, b.qkv.weight, 0});
-    pieces.push_back({p + "self_attn.k_proj.weight", {kv, C}, b.qkv.weight, q * C});
-    pieces.push_back({p + "self_attn.v_proj.weight", {kv, C}, b.qkv.weight, (q + kv) * C});
+    if (c.mla.enabled()) {  // DeepSeek's latent attention: our names and shapes are its own
+      for (const std::string* n : {&b.q_proj.weight, &b.q_a.weight, &b.q_a_norm, &b.q_b.weight, &b.kv_a.weight,
+                                   &b.kv_a_norm, &b.kv_b.weight})
+        if (!n->empty()) pieces.push_back({"model." + *n, whole.find(*n).shape, *n, 0});
+    } else {
+      pieces.push_back({p + "self_attn.q_proj.weight", {q, C}, b.qkv.weight, 0});
+      pieces.push_back({p + "self_attn.k_proj.weight", {kv, C}, b.qkv.weight, q * C});
+      pieces.push_back({p + "self_attn.v_proj.weight", {kv, C}, b.qkv.weight, (q + kv) * C});
+    }
     if (c.qkv_bias) {
       pieces.push_back({p + "self_attn.q_proj.bias", {q}, b.qkv.bias, 0});
       pieces.push_back({p + "self_attn.k_proj.bias", {kv}, b.qkv.bias, q});
@@ -45,7 +54,7 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "self_attn.q_norm.weight", {HS}, b.q_norm, 0});
       pieces.push_back({p + "self_attn.k_norm.weight", {HS}, b.k_norm, 0});
     }
-    pieces.push_back({p + "self_attn.o_proj.weight", {C, q}, b.attn_out.weight, 0});
+    pieces.push_back({p + "self_attn.o_proj.weight", {C, c.value_width()}, b.attn_out.weight, 0});
     pieces.push_back({p + "post_attention_layernorm.weight", {C}, b.norm2.weight, 0});
     if (!c.is_moe_block(l)) {
       pieces.push_back({p + "mlp.gate_proj.weight", {F, C}, b.mlp_in.weight, 0});
@@ -53,14 +62,22 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
       continue;
     }
-    // Mixtral's block_sparse_moe (experts' w1 gate, w3 up, w2 down), or Qwen3-MoE's mlp (gate_proj,
-    // up_proj, down_proj), both a router `gate` over the experts.
-    const bool qwen3_moe = c.qk_norm;
-    const std::string m = p + (qwen3_moe ? "mlp." : "block_sparse_moe.");
-    const char* gate = qwen3_moe ? "gate_proj.weight" : "w1.weight";
-    const char* up = qwen3_moe ? "up_proj.weight" : "w3.weight";
-    const char* down = qwen3_moe ? "down_proj.weight" : "w2.weight";
+    // Mixtral's block_sparse_moe (experts' w1 gate, w3 up, w2 down), or Qwen3-MoE's and DeepSeek-V3's
+    // mlp (gate_proj, up_proj, down_proj), each a router `gate` over the experts; DeepSeek-V3's router
+    // has its selection bias, its mlp the shared experts.
+    const bool mixtral_names = !c.qk_norm && !c.mla.enabled();
+    const std::string m = p + (mixtral_names ? "block_sparse_moe." : "mlp.");
+    const char* gate = mixtral_names ? "w1.weight" : "gate_proj.weight";
+    const char* up = mixtral_names ? "w3.weight" : "up_proj.weight";
+    const char* down = mixtral_names ? "w2.weight" : "down_proj.weight";
     pieces.push_back({m + "gate.weight", {c.moe.num_experts, C}, b.router, 0});
+    if (!b.router_bias.empty())
+      pieces.push_back({m + "gate.e_score_correction_bias", {c.moe.num_experts}, b.router_bias, 0});
+    if (const int64_t Fs = c.moe.num_shared_experts * Fe; Fs > 0) {
+      pieces.push_back({m + "shared_experts.gate_proj.weight", {Fs, C}, b.shared_in.weight, 0});
+      pieces.push_back({m + "shared_experts.up_proj.weight", {Fs, C}, b.shared_in.weight, Fs * C});
+      pieces.push_back({m + "shared_experts.down_proj.weight", {C, Fs}, b.shared_out.weight, 0});
+    }
     for (int64_t e = 0; e < c.moe.num_experts; ++e) {
       const std::string x = m + "experts." + std::to_string(e) + ".";
       pieces.push_back({x + gate, {Fe, C}, b.experts_in, (2 * e) * Fe * C});
@@ -73,78 +90,6 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   return pieces;
 }
 
-class ConfigReader {
- public:
-  ConfigReader(const json& config, const std::filesystem::path& path)
-      : config_(config), where_("Hugging Face config " + quoted_text(path.string())) {}
-
-  const json* find(const char* key) const {
-    auto it = config_.find(key);
-    return it == config_.end() || it->is_null() ? nullptr : &*it;
-  }
-  int64_t integer(const char* key, int64_t fallback = -1) const {
-    const json* v = find(key);
-    TS_CHECK(v || fallback >= 0, where_, ": missing field '", key, "'");
-    if (!v) return fallback;
-    TS_CHECK(v->is_number_integer() && v->get<int64_t>() > 0, where_, ": field '", key,
-             "' must be a positive integer, got ", json_excerpt(*v));
-    return v->get<int64_t>();
-  }
-  float number(const char* key, float fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    TS_CHECK(v->is_number() && std::isfinite(v->get<double>()) && v->get<double>() > 0, where_, ": field '", key,
-             "' must be a positive number, got ", json_excerpt(*v));
-    return v->get<float>();
-  }
-  bool boolean(const char* key, bool fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    TS_CHECK(v->is_boolean(), where_, ": field '", key, "' must be true or false, got ", json_excerpt(*v));
-    return v->get<bool>();
-  }
-  // An optional field that must hold `expected` when present.
-  void expect(const char* key, const json& expected, const char* why) const {
-    const json* v = find(key);
-    TS_CHECK(!v || *v == expected, where_, ": field '", key, "' is ", json_excerpt(*v), ", expected ",
-             expected.dump(), "; ", why);
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  const json& config_;
-  std::string where_;
-};
-
-void read_rope_scaling(const ConfigReader& r, const json& scaling, RopeConfig& rope) {
-  TS_CHECK(scaling.is_object(), r.where(), ": field 'rope_scaling' must be an object or null, got ",
-           json_excerpt(scaling));
-  const json* type = scaling.contains("rope_type") ? &scaling["rope_type"] : scaling.contains("type") ? &scaling["type"]
-                                                                                                    : nullptr;
-  TS_CHECK(type && *type == "llama3", r.where(), ": rope_scaling type ", type ? json_excerpt(*type) : "(none)",
-           " is not supported; expected \"llama3\" (Llama 3.1 frequency scaling) or no rope_scaling");
-  auto get = [&](const char* key) {
-    TS_CHECK(scaling.contains(key) && scaling[key].is_number() && scaling[key].get<double>() > 0, r.where(),
-             ": rope_scaling needs a positive number '", key, "', got ",
-             scaling.contains(key) ? json_excerpt(scaling[key]) : "nothing");
-    return scaling[key].get<double>();
-  };
-  rope.factor = float(get("factor"));
-  rope.low_freq_factor = float(get("low_freq_factor"));
-  rope.high_freq_factor = float(get("high_freq_factor"));
-  rope.original_max_positions = int64_t(get("original_max_position_embeddings"));
-}
-
-// `v` as the double its shortest decimal spells, so config.json reads 1e-05, not the float's
-// 9.999999747378752e-06 (the same float when read back).
-double json_float(float v) {
-  char text[32];
-  const char* end = std::to_chars(text, text + sizeof(text), v).ptr;
-  double out = v;
-  std::from_chars(text, end, out);
-  return out;
-}
-
 }  // namespace
 
 bool is_hf_llama_type(const json& model_type) {
@@ -153,7 +98,7 @@ bool is_hf_llama_type(const json& model_type) {
 }
 
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
-  const ConfigReader r(config, path);
+  const HfConfigReader r(config, path);
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\" or \"mixtral\"");
@@ -194,7 +139,7 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
     const int64_t head_dim = r.integer("head_dim");
     if (c.channels % c.num_heads != 0 || head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
   }
-  if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.rope);
+  if (const json* scaling = r.find("rope_scaling")) read_llama3_rope_scaling(r, *scaling, c.rope);
   if (mixtral) {
     c.moe.num_experts = r.integer("num_local_experts", 8);
     c.moe.top_k = r.integer("num_experts_per_tok", 2);
@@ -240,7 +185,15 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
     TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
              files->description(), ": tensor ", quoted_text(p.hf), " is ", info.dtype, "; expected F32, BF16 or F16");
   }
-  source.read = [files](const std::string& name) { return files->read_f32(name); };
+  if (!config.mla.enabled() || !hf_rope_interleaved(dir)) {
+    source.read = [files](const std::string& name) { return files->read_f32(name); };
+    return source;
+  }
+  source.read = [files, config](const std::string& name) {
+    std::vector<float> values = files->read_f32(name);
+    deinterleave_rope_rows(config, name, values.data(), int64_t(values.size()));
+    return values;
+  };
   return source;
 }
 
@@ -256,13 +209,15 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
                    int64_t max_shard_bytes, const HfTokenIds& ids, DType dtype) {
   config.validate();
+  const bool deepseek_v3 = config.mla.enabled() && config.moe.router == RouterKind::sigmoid_bias;
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
-               config.moe.num_shared_experts == 0 && config.moe.first_dense_layers == 0 &&
-               config.moe.router == RouterKind::softmax_topk && !(config.qkv_bias && config.moe.enabled()) &&
-               !(config.qk_norm && config.qkv_bias),
+               (deepseek_v3 || (!config.mla.enabled() && config.moe.num_shared_experts == 0 &&
+                                config.moe.first_dense_layers == 0 && config.moe.router == RouterKind::softmax_topk &&
+                                config.moe.routed_scale == 1.0f)) &&
+               !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias),
            "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
-           "Qwen3ForCausalLM, Qwen3MoeForCausalLM or MixtralForCausalLM form");
+           "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM or DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
@@ -271,9 +226,18 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   std::vector<HfTensorOut> tensors;
   for (const HfPiece& p : hf_llama_pieces(config)) {
     const int64_t begin = whole.find(p.ours).offset + p.offset, end = begin + shape_numel(p.hf_shape);
-    tensors.push_back({p.hf, p.hf_shape, [&values, begin, end](float* out) { values({begin, end}, out); }});
+    tensors.push_back({p.hf, p.hf_shape, [&values, &config, begin, end, name = p.hf](float* out) {
+                         values({begin, end}, out);
+                         if (config.mla.enabled()) interleave_rope_rows(config, name, out, end - begin);
+                       }});
   }
   write_hf_weights(dir, tensors, max_shard_bytes, dtype);
+  if (deepseek_v3) {
+    json hf = hf_deepseek_config_json(config);
+    hf["torch_dtype"] = hf_torch_dtype(dtype);
+    put_hf_token_ids(hf, ids);
+    return write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
+  }
 
   const bool qwen3 = config.qk_norm, qwen3_moe = qwen3 && config.moe.enabled();
   const bool mixtral = config.moe.enabled() && !qwen3, qwen2 = config.qkv_bias;

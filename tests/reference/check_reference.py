@@ -4,7 +4,12 @@
 # masked_fill formulation, torch AdamW + clipping equals the update Tessera's adamw.h states, and
 # make_hf_reference.py is deterministic. For Llama/Mixtral (torch_llama.py, float64): RMSNorm, RoPE and
 # llama3 scaling against hand formulas, GQA against MHA, the MoE and its aux/z losses against per-token
-# loops, the HF names and round trip, micro-batch invariance and deterministic golden runs.
+# loops, the HF names and round trip, micro-batch invariance and deterministic golden runs. For DeepSeek-V3
+# (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
+# 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
+# importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
+# and its aux/z losses against per-token loops, the bias balancing rule, HF names and round trip,
+# deterministic golden runs and the micro-batch split.
 # Usage: /usr/bin/python3 tests/reference/check_reference.py
 import json
 import math
@@ -19,6 +24,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_hf_llama_reference  # noqa: E402
 import make_hf_reference  # noqa: E402
+import torch_deepseek as td  # noqa: E402
 import torch_gpt2 as tg  # noqa: E402
 import torch_llama as tl  # noqa: E402
 
@@ -315,6 +321,217 @@ def check_llama_reference(tmp):
           "1 vs 2 micro-batches differ only through aux")
 
 
+# ---------------------------------------------------------------- DeepSeek-V3 (float64)
+
+def deepseek_model(seed=0, **overrides):
+    cfg = td.DeepseekConfig(**overrides)
+    model = td.DeepseekV3(cfg).double()
+    td.init_weights(model, torch.Generator().manual_seed(seed))
+    return model
+
+
+def latent_attention_by_hand(attn, cfg, x):
+    """The latent attention one token and one head at a time, from the weights and the formulas: latent
+    RMSNorms at eps 1e-6; interleaved RoPE rotates channel pairs (2i, 2i+1) in place (the same map as
+    HF's reorder + rotate_half, up to one channel order shared by q and k, which leaves q.k unchanged),
+    plain RoPE pairs (i, i + rope/2); angle p * theta^(-2i/rope)."""
+    B, T, _ = x.shape
+    NH, nope, rope, vd, r = cfg.num_heads, cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim, cfg.kv_lora_rank
+    D = nope + rope
+
+    def rms(v, gain):
+        return v / math.sqrt(float(v.pow(2).mean()) + 1e-6) * gain
+
+    def rotate(v, p):
+        out = v.clone()
+        for i in range(rope // 2):
+            a = p * cfg.rope_theta ** (-2 * i / rope)
+            j, k = (2 * i, 2 * i + 1) if cfg.rope_interleave else (i, i + rope // 2)
+            out[j] = v[j] * math.cos(a) - v[k] * math.sin(a)
+            out[k] = v[k] * math.cos(a) + v[j] * math.sin(a)
+        return out
+
+    y = torch.zeros(B, T, NH * vd, dtype=x.dtype)
+    for b in range(B):
+        q, k, v = [], [], []   # per position: (NH, D) queries, (NH, D) keys, (NH, vd) values
+        for t in range(T):
+            if cfg.q_lora_rank:
+                qt = attn.q_b_proj.weight @ rms(attn.q_a_proj.weight @ x[b, t], attn.q_a_layernorm.weight)
+            else:
+                qt = attn.q_proj.weight @ x[b, t]
+            ckv = attn.kv_a_proj_with_mqa.weight @ x[b, t]
+            kv = attn.kv_b_proj.weight @ rms(ckv[:r], attn.kv_a_layernorm.weight)
+            k_rot = rotate(ckv[r:], t)
+            q.append(torch.stack([torch.cat((qt[h * D:h * D + nope], rotate(qt[h * D + nope:(h + 1) * D], t)))
+                                  for h in range(NH)]))
+            k.append(torch.stack([torch.cat((kv[h * (nope + vd):h * (nope + vd) + nope], k_rot)) for h in range(NH)]))
+            v.append(torch.stack([kv[h * (nope + vd) + nope:(h + 1) * (nope + vd)] for h in range(NH)]))
+        for t in range(T):
+            for h in range(NH):
+                scores = torch.stack([q[t][h] @ k[s][h] / math.sqrt(D) for s in range(t + 1)]).softmax(0)
+                y[b, t, h * vd:(h + 1) * vd] = sum(scores[s] * v[s][h] for s in range(t + 1))
+    return attn.o_proj(y)
+
+
+def check_latent_attention():
+    x = torch.randn(2, 6, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(11))
+    cos, sin = tl.rope_cos_sin(tl.rope_inv_freq(4, 10000.0), 6)
+    for q_rank in (0, 12):
+        for interleave in (True, False):
+            model = deepseek_model(seed=12, q_lora_rank=q_rank, rope_interleave=interleave, rms_norm_eps=1e-5)
+            attn = model.model.layers[1].self_attn
+            assert attn.kv_a_layernorm.eps == 1e-6 and model.model.layers[1].input_layernorm.eps == 1e-5, "eps"
+            y = attn(x, cos, sin)
+            want = latent_attention_by_hand(attn, model.cfg, x)
+            assert torch.allclose(y, want, rtol=1e-12, atol=1e-15), f"MLA q_rank {q_rank} interleave {interleave}"
+            x2 = x.clone()
+            x2[:, 4:] += 1.0
+            assert torch.equal(attn(x2, cos, sin)[:, :4], y[:, :4]), "latent attention is not causal"
+    # rope_interleave 1 equals 0 on weights deinterleave_rope_weights permuted (the importer's map), for
+    # the whole model; without the permutation they differ.
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(13))
+    for q_rank in (0, 12):
+        inter = deepseek_model(seed=14, q_lora_rank=q_rank, rope_interleave=True)
+        plain = td.DeepseekV3(td.DeepseekConfig(q_lora_rank=q_rank, rope_interleave=False)).double()
+        plain.load_state_dict(inter.state_dict())
+        with torch.no_grad():
+            want = inter(idx)[0]
+            assert not torch.allclose(plain(idx)[0], want, rtol=1e-6, atol=0), "the RoPE layout changes nothing"
+            plain.load_state_dict(td.deinterleave_rope_weights(inter.state_dict(), inter.cfg))
+            assert torch.allclose(plain(idx)[0], want, rtol=1e-12, atol=1e-14), f"interleave 1 vs 0, q_rank {q_rank}"
+    assert td.rope_halves_order(8) == [0, 2, 4, 6, 1, 3, 5, 7]
+    print("latent attention: equals a per-head, per-token loop (q_proj or q_a/q_b, latent norms eps 1e-6, both "
+          "RoPE layouts), causal; rope_interleave 1 = 0 on deinterleave_rope_weights' permuted q/kv_a rows")
+
+
+def check_deepseek_moe():
+    g = torch.Generator().manual_seed(15)
+    x = torch.randn(2, 7, 32, dtype=torch.float64, generator=g)
+    moe = deepseek_model(seed=16, num_experts=4, top_k=2).model.layers[1].mlp
+    bias = moe.gate.e_score_correction_bias
+    assert bias.abs().min() > 0 and moe.routed_scale == 2.5, "bias not initialised, or routed scale"
+    out, logits, choice = moe(x)
+    flat, counts, p_sum = x.reshape(14, 32), [0] * 4, [0.0] * 4
+    for n in range(14):
+        s = [1 / (1 + math.exp(-v)) for v in logits[n].tolist()]
+        top = sorted(range(4), key=lambda e: -(s[e] + bias[e].item()))[:2]
+        want = sum(s[e] / (s[top[0]] + s[top[1]]) * 2.5 * moe.experts[e](flat[n]) for e in top)
+        want = want + moe.shared_experts(flat[n])
+        assert torch.allclose(out.reshape(14, 32)[n], want, rtol=1e-12, atol=1e-15), f"DeepSeek MoE token {n}"
+        for e in range(4):
+            counts[e] += e in top
+            p_sum[e] += s[e] / sum(s)
+    aux, z = td.router_losses([(logits, choice)], 2)
+    aux_loop = 4 * sum(counts[e] / 14 * p_sum[e] / 14 for e in range(4))
+    z_loop = sum(torch.logsumexp(logits[n], 0).item() ** 2 for n in range(14)) / 14
+    assert abs(aux.item() - aux_loop) < 1e-12 and abs(z.item() - z_loop) < 1e-10, "sigmoid aux/z"
+    # The bias decides the choice and nothing else: a large bias on experts 2 and 3 picks them for every
+    # token, with weights their scores (no bias) over their sum, times the routed scale.
+    weights, chosen, _ = td.route(logits, torch.tensor([-5.0, -5.0, 5.0, 5.0], dtype=torch.float64), 2, 2.5)
+    scores = logits.sigmoid()
+    assert chosen.sort(dim=-1).values.tolist() == [[2, 3]] * 14, "bias does not steer the choice"
+    assert torch.allclose(weights.sum(-1), torch.full((14,), 2.5, dtype=torch.float64), rtol=1e-14)
+    assert torch.allclose(weights, scores.gather(1, chosen) / scores[:, 2:].sum(-1, keepdim=True) * 2.5, rtol=1e-14)
+    # Balancing: step rate * sign(mean - load); the bias stays exact in float32; it is a buffer, so no
+    # AdamW, weight decay or grad norm sees it, but state_dict (the safetensors) holds it.
+    assert td.bias_steps([5, 3, 3, 1], 0.5) == [-0.5, 0.0, 0.0, 0.5], "bias step rule"
+    model = deepseek_model(seed=17)
+    before = model.moe_layers()[0].gate.e_score_correction_bias.clone()
+    td.balance_router_biases(model, [torch.tensor([5, 3, 3, 1])], 1e-3)
+    after = model.moe_layers()[0].gate.e_score_correction_bias
+    assert torch.equal(after, after.float().double()) and torch.allclose(after - before, torch.tensor(
+        [-1e-3, 0, 0, 1e-3], dtype=torch.float64), atol=1e-8), "balance_router_biases"
+    assert all("e_score_correction_bias" not in n for n, _ in model.named_parameters())
+    assert "model.layers.1.mlp.gate.e_score_correction_bias" in model.state_dict()
+    print(f"deepseek moe: sigmoid top-2 by score + bias, weights * routed scale, shared experts, aux ({aux_loop:.4f}) "
+          "and z match per-token loops; bias steers the choice only; balancing step rule, bias f32-exact")
+
+
+def expected_deepseek_names(cfg):
+    names = ["model.embed_tokens.weight"]
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        q = ["q_a_proj", "q_a_layernorm", "q_b_proj"] if cfg.q_lora_rank else ["q_proj"]
+        names += [p + "input_layernorm.weight", p + "post_attention_layernorm.weight"]
+        names += [p + f"self_attn.{n}.weight" for n in q + ["kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj",
+                                                            "o_proj"]]
+        mlp = ["gate_proj", "up_proj", "down_proj"]
+        if i < cfg.first_dense:
+            names += [p + f"mlp.{n}.weight" for n in mlp]
+            continue
+        names += [p + "mlp.gate.weight", p + "mlp.gate.e_score_correction_bias"]
+        names += [p + f"mlp.experts.{e}.{n}.weight" for e in range(cfg.num_experts) for n in mlp]
+        names += [p + f"mlp.shared_experts.{n}.weight" for n in mlp]
+    return names + ["model.norm.weight"] + ([] if cfg.tie_word_embeddings else ["lm_head.weight"])
+
+
+def check_deepseek_hf_round_trip(tmp):
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(18))
+    for q_rank in (0, 12):
+        for tie in (False, True):
+            model = deepseek_model(seed=19, q_lora_rank=q_rank, tie_word_embeddings=tie, rope_interleave=not tie)
+            folder = os.path.join(tmp, f"deepseek_hf_{q_rank}_{int(tie)}")
+            td.save_hf(model, folder)
+            stored = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+            assert sorted(stored) == sorted(expected_deepseek_names(model.cfg)), "DeepSeek HF tensor names"
+            shapes = {"self_attn.q_proj": (48, 32), "self_attn.q_a_proj": (12, 32), "self_attn.q_a_layernorm": (12,),
+                      "self_attn.q_b_proj": (48, 12), "self_attn.kv_a_proj_with_mqa": (20, 32),
+                      "self_attn.kv_a_layernorm": (16,), "self_attn.kv_b_proj": (56, 16), "self_attn.o_proj": (32, 24),
+                      "mlp.gate": (4, 32), "mlp.experts.3.gate_proj": (16, 32), "mlp.experts.3.down_proj": (32, 16),
+                      "mlp.shared_experts.up_proj": (16, 32)}
+            for key, shape in shapes.items():
+                name = f"model.layers.1.{key}.weight"
+                assert name not in stored or tuple(stored[name].shape) == shape, f"{name} shape"
+            assert tuple(stored["model.layers.0.mlp.down_proj.weight"].shape) == (32, 48), "dense layer 0"
+            with open(os.path.join(folder, "config.json")) as f:
+                c = json.load(f)
+            assert c["model_type"] == "deepseek_v3" and c["q_lora_rank"] == (q_rank or None), "config.json"
+            assert c["num_key_value_heads"] == c["num_attention_heads"] and c["head_dim"] == c["qk_rope_head_dim"]
+            loaded = td.load_hf(folder)
+            assert loaded.cfg == model.cfg, "config.json does not give back the config"
+            assert torch.equal(loaded.moe_layers()[0].gate.e_score_correction_bias,
+                               model.moe_layers()[0].gate.e_score_correction_bias), "router bias not loaded"
+            with torch.no_grad():
+                assert torch.equal(model(idx)[0], loaded(idx)[0]), "logits differ after HF round trip"
+    print("deepseek hf folder: HF names and shapes (q_proj or q_a/q_b, dense first layer, router bias, lm_head "
+          "absent when tied); reloaded logits identical")
+
+
+def check_deepseek_reference(tmp):
+    flags = ("--model", "deepseek_v3", "--bias-rate", "1e-2")
+    r1, r2 = (run_llama_reference(tmp, f"deepseek_{i}", *flags) for i in (1, 2))
+    assert r1 == r2, "deepseek golden run is not deterministic"
+    assert abs(r1["losses"][0] - math.log(300)) < 0.2 and len(r1["aux_losses"]) == 3
+    net = td.load_hf(os.path.join(tmp, "deepseek_1", "hf"))
+    start = net.moe_layers()[0].gate.e_score_correction_bias.clone()
+    tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, "deepseek_1", "train.bin")))
+    x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+    with torch.no_grad():
+        parts = [td.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+    assert sum(p[1].item() for p in parts) / 2 == r1["losses"][0], "deepseek: step-1 loss not reproduced"
+    assert sum(p[2].item() for p in parts) / 2 == r1["aux_losses"][0], "deepseek: step-1 aux not reproduced"
+    # The biases: after 3 steps each moved by -3..3 steps of 1e-2, as hf_final holds them.
+    final = torch.tensor(r1["router_biases_final"][0], dtype=torch.float64)
+    moved = (final - start) / 1e-2
+    assert torch.allclose(moved, moved.round(), atol=1e-4) and moved.abs().max() < 3.001 and moved.abs().max() > 0
+    stored = td.load_hf(os.path.join(tmp, "deepseek_1", "hf_final")).moe_layers()[0].gate.e_score_correction_bias
+    assert torch.equal(stored, final), "hf_final does not hold the final router bias"
+
+    def run(*extra):
+        r = run_llama_reference(tmp, "deepseek_mb", *flags, *extra)
+        return r["losses"], r.get("router_biases_final")
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    # The loads that move the bias are the step's (summed over micro-batches): without aux, M = 1 and 2 agree.
+    (l1, b1), (l2, b2) = run("--aux-coef", "0", "--micro-batches", "1"), run("--aux-coef", "0")
+    assert close(l1, l2) and b1 == b2, "deepseek without aux: M=1 vs 2"
+    (l1, _), (l2, _) = run("--micro-batches", "1"), run()
+    assert close(l1[:1], l2[:1]) and not close(l1[1:], l2[1:]), "deepseek with aux: M=1 vs 2"
+    print("make_hf_llama_reference deepseek_v3: deterministic; hf/ + train.bin reproduce step 1; biases move in "
+          "whole steps and hf_final holds them; 1 vs 2 micro-batches differ only through aux")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -330,6 +547,10 @@ def main():
         check_moe()
         check_llama_hf_round_trip(tmp)
         check_llama_reference(tmp)
+        check_latent_attention()
+        check_deepseek_moe()
+        check_deepseek_hf_round_trip(tmp)
+        check_deepseek_reference(tmp)
     print("all reference checks passed")
 
 

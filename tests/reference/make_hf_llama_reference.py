@@ -1,10 +1,12 @@
-# Writes a golden Llama, Qwen2 or Mixtral training run for Tessera's integration tests, in float64 from
-# float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read
-# sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr,
-# MoE aux and z losses) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
-# accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is
-# computed per micro-batch.
-# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py --model llama|qwen2|qwen3|qwen3_moe|mixtral --out DIR [...]
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral or DeepSeek-V3 training run for Tessera's
+# integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin
+# (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM
+# loss, pre-clip grad norm, lr, MoE aux and z losses; DeepSeek-V3's final router biases) and DIR/hf_final/
+# (the weights after the last step, rounded to F32). Each step accumulates gradients over equal micro-batches
+# (contiguous rows of the batch); the MoE aux loss is computed per micro-batch. DeepSeek-V3's selection
+# biases move after each optimizer step by --bias-rate from the step's expert loads (torch_deepseek.py).
+# Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|deepseek_v3 --out DIR [...]
 import argparse
 import json
 import os
@@ -15,33 +17,56 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_hf_reference  # noqa: E402
 import torch_gpt2 as tg  # noqa: E402
+import torch_deepseek as td  # noqa: E402
 import torch_llama as tl  # noqa: E402
 
 MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std")
+# DeepSeek-V3's own flags, and the flags it ignores (MLA has no grouped kv heads and sets its own head size).
+DEEPSEEK_ARGS = ("q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v_head_dim", "rope_interleave",
+                 "moe_intermediate", "shared_experts", "first_dense", "routed_scale", "bias_rate")
+NOT_DEEPSEEK_ARGS = ("kv_heads", "head_dim", "rope_scaling")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Write a golden Llama/Mixtral training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral"), required=True)
+    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral or DeepSeek-V3 training run "
+                                            "for Tessera.")
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3"),
+                   required=True)
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3: num_key_value_heads is the same)")
+    p.add_argument("--kv-heads", type=int, default=2, help="NKV (ignored for deepseek_v3)")
     p.add_argument("--channels", type=int, default=32)
     p.add_argument("--head-dim", type=int, default=0, help="HS when not channels / heads (qwen3)")
-    p.add_argument("--intermediate", type=int, default=48, help="F: the MLP's, or each expert's")
+    p.add_argument("--intermediate", type=int, default=48,
+                   help="F: the MLP's, or each expert's (deepseek_v3: the first --first-dense layers' dense MLP)")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
-    p.add_argument("--rms-eps", type=float, default=1e-5)
+    p.add_argument("--rms-eps", type=float, default=1e-5,
+                   help="RMSNorm eps (deepseek_v3: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--rope-scaling", choices=("none", "llama3"), default="none",
                    help="llama3: Llama 3.1's factor 8 / 1 / 4 / 8192 (use --rope-theta 500000 to reach all bands)")
     p.add_argument("--tie", type=int, choices=(0, 1), default=0, help="1: lm_head tied to embed_tokens")
-    p.add_argument("--experts", type=int, default=4, help="E (mixtral)")
-    p.add_argument("--top-k", type=int, default=2, help="experts per token (mixtral)")
+    p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
+    p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
     p.add_argument("--aux-coef", "--moe-aux-coef", type=float, default=0.02, help="load-balancing loss weight")
     p.add_argument("--z-coef", "--moe-z-coef", type=float, default=0.0, help="router z-loss weight")
     p.add_argument("--router-std", type=float, default=1.0, help="router init std (large: stable top-k)")
+    g = p.add_argument_group("deepseek_v3 (multi-head latent attention, sigmoid-routed MoE)")
+    g.add_argument("--q-lora-rank", type=int, default=0, help="0: q_proj; > 0: q_a_proj -> q_a_layernorm -> q_b_proj")
+    g.add_argument("--kv-lora-rank", type=int, default=16)
+    g.add_argument("--qk-nope-dim", type=int, default=8, help="q/k channels a head without RoPE")
+    g.add_argument("--qk-rope-dim", type=int, default=4, help="q/k channels a head with RoPE (even)")
+    g.add_argument("--v-head-dim", type=int, default=6)
+    g.add_argument("--rope-interleave", type=int, choices=(0, 1), default=1,
+                   help="1: HF's interleaved RoPE on the rot channels (the importer permutes them)")
+    g.add_argument("--moe-intermediate", type=int, default=16, help="each routed expert's width")
+    g.add_argument("--shared-experts", type=int, default=1, help="n_shared_experts (one SwiGLU this many times wider)")
+    g.add_argument("--first-dense", type=int, default=1, help="first_k_dense_replace: leading dense layers")
+    g.add_argument("--routed-scale", type=float, default=2.5, help="routed_scaling_factor")
+    g.add_argument("--bias-rate", type=float, default=0.0,
+                   help="aux-loss-free balancing: each step's bias step (Tessera's --moe-bias-rate)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--micro-batches", type=int, default=2, help="gradient accumulation steps; divides --batch")
     p.add_argument("--seq-len", type=int, default=16)
@@ -50,19 +75,41 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.seq_len > args.context:
         p.error("--seq-len must not exceed --context")
+    if args.batch % args.micro_batches:
+        p.error("--micro-batches must divide --batch")
+    if args.model == "deepseek_v3":
+        if args.qk_rope_dim <= 0 or args.qk_rope_dim % 2:
+            p.error("--qk-rope-dim must be even and positive (RoPE rotates channel pairs)")
+        if min(args.kv_lora_rank, args.qk_nope_dim, args.v_head_dim) <= 0 or args.q_lora_rank < 0:
+            p.error("--kv-lora-rank, --qk-nope-dim and --v-head-dim must be positive, --q-lora-rank >= 0")
+        if args.experts < 2 or not 1 <= args.top_k <= args.experts:
+            p.error("deepseek_v3 needs --experts >= 2 (HF's group scores take each group's top 2) and --top-k in "
+                    "[1, --experts]")
+        if not 0 <= args.first_dense <= args.layers or args.shared_experts < 0:
+            p.error("--first-dense must be in [0, --layers] and --shared-experts >= 0")
+        if args.rope_scaling != "none":
+            p.error("deepseek_v3: only rope_scaling none is modelled")
+        return args
     if args.head_dim % 2 or (not args.head_dim and (args.channels % args.heads or (args.channels // args.heads) % 2)):
         p.error("--heads must divide --channels into an even head size, or --head-dim be even (RoPE rotates "
                 "channel pairs)")
     if args.heads % args.kv_heads:
         p.error("--kv-heads must divide --heads")
-    if args.batch % args.micro_batches:
-        p.error("--micro-batches must divide --batch")
     if args.model in ("mixtral", "qwen3_moe") and not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
     return args
 
 
 def model_config(args):
+    if args.model == "deepseek_v3":
+        return td.DeepseekConfig(
+            num_layers=args.layers, num_heads=args.heads, channels=args.channels, intermediate=args.intermediate,
+            moe_intermediate=args.moe_intermediate, vocab_size=args.vocab, max_seq_len=args.context,
+            rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta, rope_interleave=bool(args.rope_interleave),
+            tie_word_embeddings=bool(args.tie), q_lora_rank=args.q_lora_rank, kv_lora_rank=args.kv_lora_rank,
+            qk_nope_dim=args.qk_nope_dim, qk_rope_dim=args.qk_rope_dim, v_head_dim=args.v_head_dim,
+            num_experts=args.experts, top_k=args.top_k, num_shared_experts=args.shared_experts,
+            first_dense=args.first_dense, routed_scale=args.routed_scale)
     return tl.LlamaConfig(
         num_layers=args.layers, num_heads=args.heads, num_kv_heads=args.kv_heads, channels=args.channels,
         intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
@@ -73,20 +120,24 @@ def model_config(args):
         head_dim=args.head_dim)
 
 
-def router_margin(router_logits, top_k):
-    """Smallest gap between the k-th and (k+1)-th router logit over tokens and layers (None when k = E):
-    how far fp32 rounding is from flipping an expert choice."""
-    if not router_logits or top_k >= router_logits[0].size(1):
+def router_margin(router_values, top_k):
+    """Smallest gap between the k-th and (k+1)-th selection value (router logits; DeepSeek-V3: sigmoid
+    scores + bias) over tokens and layers (None when k = E): how far fp32 rounding is from flipping an
+    expert choice."""
+    if not router_values or top_k >= router_values[0].size(1):
         return None
-    top = [logits.topk(top_k + 1, dim=-1).values for logits in router_logits]   # (N, k+1) each, descending
+    top = [values.topk(top_k + 1, dim=-1).values for values in router_values]   # (N, k+1) each, descending
     return min((v[:, -2] - v[:, -1]).min().item() for v in top)
 
 
 def train(model, tokens, args):
     """args.steps AdamW steps, each over args.micro_batches micro-batches whose objective is scaled by
-    1/micro_batches. Returns per-step histories (means over the micro-batches)."""
+    1/micro_batches. Returns per-step histories (means over the micro-batches). DeepSeek-V3: after each
+    optimizer step the router biases move by args.bias_rate from the step's expert loads."""
     B, T, M = args.batch, args.seq_len, args.micro_batches
     rows = B // M
+    deepseek = isinstance(model, td.DeepseekV3)
+    lib = td if deepseek else tl
     moe = model.cfg.is_moe
     aux_coef, z_coef = (args.aux_coef, args.z_coef) if moe else (0.0, 0.0)
     opt = tg.make_optimizer(model, args.lr, (args.beta1, args.beta2), args.eps, args.weight_decay)
@@ -99,19 +150,24 @@ def train(model, tokens, args):
         lr = tg.lr_at(step, args.lr, args.steps, args.schedule, args.warmup, args.min_lr)
         for group in opt.param_groups:
             group["lr"] = lr
-        ce_sum, aux_sum, z_sum, margins = 0.0, 0.0, 0.0, []
+        ce_sum, aux_sum, z_sum, margins, loads = 0.0, 0.0, 0.0, [], None
         for m in range(M):
-            total, ce, aux, z, router_logits = tl.objective(model, x[m * rows:(m + 1) * rows],
-                                                            y[m * rows:(m + 1) * rows], aux_coef, z_coef)
+            total, ce, aux, z, router_values = lib.objective(model, x[m * rows:(m + 1) * rows],
+                                                             y[m * rows:(m + 1) * rows], aux_coef, z_coef)
             (total / M).backward()
             ce_sum, aux_sum, z_sum = ce_sum + ce.item(), aux_sum + aux.item(), z_sum + z.item()
-            margins.append(router_margin(router_logits, model.cfg.top_k))
+            margins.append(router_margin(router_values, model.cfg.top_k))
+            if deepseek:    # the step's loads: token counts per expert, summed over the micro-batches
+                counts = [td.expert_counts(v, model.cfg.top_k) for v in router_values]
+                loads = counts if loads is None else [a + b for a, b in zip(loads, counts)]
         if args.grad_clip > 0:
             norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip)  # returns the pre-clip norm
         else:
             norm = make_hf_reference.global_grad_norm(params)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if deepseek and args.bias_rate > 0 and loads:
+            td.balance_router_biases(model, loads, args.bias_rate)
         hist["losses"].append(ce_sum / M)
         hist["grad_norms"].append(norm.item())
         hist["lrs"].append(lr)
@@ -125,9 +181,12 @@ def train(model, tokens, args):
 
 
 def run_config(args, cfg, num_tokens):
-    config = {k: v for k, v in vars(args).items() if k != "out" and (cfg.is_moe or k not in MOE_ARGS)}
+    deepseek = args.model == "deepseek_v3"
+    dropped = ("out",) + (NOT_DEEPSEEK_ARGS if deepseek else DEEPSEEK_ARGS) + (() if cfg.is_moe else MOE_ARGS)
+    config = {k: v for k, v in vars(args).items() if k not in dropped}
     config.update({
-        "head_size": cfg.head_size, "padded_vocab": (args.vocab + 127) // 128 * 128, "num_tokens": num_tokens,
+        "head_size": cfg.qk_head_dim if deepseek else cfg.head_size,
+        "padded_vocab": (args.vocab + 127) // 128 * 128, "num_tokens": num_tokens,
         "tokens_per_step": args.batch * args.seq_len, "micro_batch_size": args.batch // args.micro_batches,
         "dtype": "float64",
         "init": "N(0,0.02) weights, o_proj/down_proj/w2 N(0,0.02/sqrt(2L)), RMSNorm gains 1+N(0,0.1), "
@@ -143,6 +202,18 @@ def run_config(args, cfg, num_tokens):
         config["aux"] = ("per MoE layer over the micro-batch's N tokens: E * sum_e (count_e/N) * mean_n p[n,e], "
                          "count_e = top-k picks of e (sum N*k); mean over layers")
         config["z"] = "per MoE layer: mean_n logsumexp(router logits[n])^2; mean over layers"
+    if deepseek:
+        config["init"] = ("N(0,0.02) weights, o_proj/down_proj (dense, experts, shared) N(0,0.02/sqrt(2L)), RMSNorm "
+                          "gains (q_a/kv_a_layernorm too) 1+N(0,0.1), router N(0,router_std), "
+                          "e_score_correction_bias N(0,0.1); all rounded to float32 (hf/ holds them exactly)")
+        if cfg.is_moe:
+            config["aux"] += "; p = sigmoid scores / their row sum, picks by scores + e_score_correction_bias"
+        config["routing"] = ("scores = sigmoid(logits); top-k by scores + bias; weights = chosen scores / their sum "
+                             "* routed_scale; + shared experts")
+        config["latent_norm_eps"] = td.LATENT_NORM_EPS
+        config["bias_balance"] = ("after each optimizer step, when bias_rate > 0: bias_e = f32(bias_e + f32(bias_rate "
+                                  "* sign(mean_e load - load_e))), load = the step's top-k picks summed over its "
+                                  "micro-batches; the bias is no parameter (no AdamW, no decay, not in grad_norm)")
     return config
 
 
@@ -153,27 +224,34 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed)
 
     cfg = model_config(args)
-    model = tl.Llama(cfg).double()
-    tl.init_weights(model, gen, router_std=args.router_std)
+    deepseek = args.model == "deepseek_v3"
+    lib = td if deepseek else tl
+    model = (td.DeepseekV3 if deepseek else tl.Llama)(cfg).double()
+    lib.init_weights(model, gen, router_std=args.router_std)
     num_tokens = args.steps * args.batch * args.seq_len + 1
     tokens = torch.randint(0, args.vocab, (num_tokens,), generator=gen, dtype=torch.int64)
 
     os.makedirs(args.out, exist_ok=True)
     aux_coef = args.aux_coef if cfg.is_moe else None
-    tl.save_hf(model, os.path.join(args.out, "hf"), aux_coef)
+    save = td.save_hf if deepseek else (lambda net, folder: tl.save_hf(net, folder, aux_coef))
+    save(model, os.path.join(args.out, "hf"))
     tg.write_token_shard(os.path.join(args.out, "train.bin"), tokens.numpy(), version=2)
 
     hist = train(model, tokens, args)
-    tl.save_hf(model, os.path.join(args.out, "hf_final"), aux_coef)
+    save(model, os.path.join(args.out, "hf_final"))
 
     expected = dict(hist, config=run_config(args, cfg, num_tokens))
     if not cfg.is_moe:
         del expected["router_margins"]
+    if deepseek and args.bias_rate > 0:
+        expected["router_biases_final"] = [moe.gate.e_score_correction_bias.tolist() for moe in model.moe_layers()]
     with open(os.path.join(args.out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=2)
         f.write("\n")
-    if cfg.is_moe and any(m is not None and m < 1e-3 for m in hist["router_margins"]):
-        print("warning: a router margin is below 1e-3; fp32 may pick other experts (raise --router-std)")
+    # Sigmoid scores + bias lie in (0, 1) + bias, where an fp32 rerun of this script agrees to about 1e-7.
+    least = 1e-5 if deepseek else 1e-3
+    if cfg.is_moe and any(m is not None and m < least for m in hist["router_margins"]):
+        print(f"warning: a router margin is below {least:g}; fp32 may pick other experts (raise --router-std)")
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")
 
 

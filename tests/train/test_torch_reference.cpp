@@ -2,7 +2,8 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral against float64 (tests/reference/make_hf_llama_reference.py).
+// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral and DeepSeek-V3 against float64
+// (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
 #include "checkpoint/hf_model.h"
@@ -43,6 +44,7 @@ void expect_trains_like_pytorch(const std::string& script, const std::string& ar
   c.grad_clip = rc["grad_clip"].get<float>();
   c.moe_aux_coef = rc.value("aux_coef", c.moe_aux_coef);  // the MoE flags only where the reference routes
   c.moe_z_coef = rc.value("z_coef", c.moe_z_coef);
+  if (rc.contains("bias_rate")) c.moe_bias_rate = rc["bias_rate"].get<float>();  // sigmoid routers' balancing
   c.out_dir = (dir / "run").string();
   c.quiet = true;
   Trainer trainer(c);
@@ -120,6 +122,24 @@ TEST(TorchReference, HuggingFaceMixtralTrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py",
                              "--model mixtral --steps 10 --aux-coef 0.02 --z-coef 0.001 --schedule cosine --warmup 2 "
                              "--lr 2e-3 --min-lr 1e-4 --grad-clip 1.0 --weight-decay 0.1");
+}
+
+// DeepSeek-V3: latent attention (here without a query latent, its RoPE tails interleaved as DeepSeek's
+// checkpoints keep them), a dense first layer, then sigmoid routing with the selection bias, a shared
+// expert and the routed output scaled by 2.5. --rms-eps 1e-4 keeps the latents' fixed 1e-6 apart from
+// the other norms' eps by more than the tolerance.
+TEST(TorchReference, HuggingFaceDeepSeekV3TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model deepseek_v3 --layers 3 --rms-eps 1e-4 --steps 10 --aux-coef 0.02 --lr 2e-3 "
+                             "--grad-clip 1.0 --weight-decay 0.1");
+}
+
+// With a query latent, tails in halves order (rope_interleave false), tied embeddings and the
+// balancing bias moving after every step (the final weights compared hold it).
+TEST(TorchReference, HuggingFaceDeepSeekV3WithQueryLatentAndBiasBalancing) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model deepseek_v3 --q-lora-rank 12 --rope-interleave 0 --bias-rate 1e-3 --tie 1 "
+                             "--rms-eps 1e-4 --steps 10 --lr 3e-3 --grad-clip 1.0");
 }
 
 }  // namespace tessera

@@ -1,0 +1,46 @@
+// Reading a Hugging Face config.json: typed optional fields that name the file and key in every error,
+// Llama 3.1's rope_scaling, and numbers written back as their shortest decimal.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ops/rope.h"
+
+namespace tessera {
+
+class HfConfigReader {
+ public:
+  HfConfigReader(const nlohmann::json& config, const std::filesystem::path& path);
+
+  // The field, or null when it is absent or JSON null.
+  const nlohmann::json* find(const char* key) const;
+  // A positive integer; `fallback` (>= 0) when absent, else absence is an error.
+  int64_t integer(const char* key, int64_t fallback = -1) const;
+  // An integer >= 0; `fallback` when absent.
+  int64_t count(const char* key, int64_t fallback) const;
+  // A positive finite number, `fallback` when absent.
+  float number(const char* key, float fallback) const;
+  bool boolean(const char* key, bool fallback) const;
+  // An optional field that must hold `expected` when present; `why` ends the error.
+  void expect(const char* key, const nlohmann::json& expected, const char* why) const;
+  // "Hugging Face config '<path>'", the start of every error.
+  const std::string& where() const { return where_; }
+
+ private:
+  const nlohmann::json& config_;
+  std::string where_;
+};
+
+// rope_scaling of rope_type "llama3" (Llama 3.1's frequency scaling) into `rope`; any other type is
+// refused naming it.
+void read_llama3_rope_scaling(const HfConfigReader& r, const nlohmann::json& scaling, RopeConfig& rope);
+
+// `v` as the double its shortest decimal spells, so config.json reads 1e-05, not the float's
+// 9.999999747378752e-06 (the same float when read back).
+double json_float(float v);
+
+}  // namespace tessera

@@ -1,0 +1,165 @@
+// DeepSeek-V3's config.json both ways and its RoPE channel order (hf_deepseek.h).
+#include "checkpoint/hf_deepseek.h"
+
+#include <algorithm>
+
+#include "checkpoint/hf_config_reader.h"
+#include "core/error.h"
+#include "data/json_excerpt.h"
+#include "data/whole_file.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+// The rows of `name` that hold rotated tails, as (first row, rows) runs of R rows each, and the
+// tensor's columns; none for any other tensor.
+struct TailRows {
+  std::vector<int64_t> firsts;
+  int64_t cols = 0;
+};
+TailRows tail_rows(const ModelConfig& c, const std::string& name, int64_t numel) {
+  TailRows t;
+  if (!c.mla.enabled()) return t;
+  const int64_t HS = c.head_size(), rows_q = c.num_heads * HS;
+  if (name.ends_with(".self_attn.q_proj.weight") || name.ends_with(".self_attn.q_b_proj.weight")) {
+    for (int64_t h = 0; h < c.num_heads; ++h) t.firsts.push_back(h * HS + c.mla.nope_dim);
+    t.cols = numel / rows_q;
+  } else if (name.ends_with(".self_attn.kv_a_proj_with_mqa.weight")) {
+    t.firsts.push_back(c.mla.kv_rank);
+    t.cols = numel / (c.mla.kv_rank + c.mla.rope_dim);
+  }
+  return t;
+}
+
+// Row r of an R-row tail in Tessera's order holds interleaved row source(r): even channels, then odd.
+int64_t interleaved_row(int64_t r, int64_t R) { return r < R / 2 ? 2 * r : 2 * (r - R / 2) + 1; }
+
+// The tails of `name` (numel values) between the two orders: to interleaved (export) or from it.
+void reorder_tails(const ModelConfig& config, const std::string& name, float* values, int64_t numel,
+                   bool to_interleaved) {
+  const TailRows t = tail_rows(config, name, numel);
+  const int64_t R = config.mla.rope_dim;
+  std::vector<float> tail(size_t(R * t.cols));
+  for (const int64_t first : t.firsts) {
+    float* rows = values + first * t.cols;
+    std::copy(rows, rows + R * t.cols, tail.begin());
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t ours = r * t.cols, theirs = interleaved_row(r, R) * t.cols;
+      std::copy_n(tail.begin() + (to_interleaved ? ours : theirs), t.cols, rows + (to_interleaved ? theirs : ours));
+    }
+  }
+}
+
+}  // namespace
+
+bool is_hf_deepseek_type(const json& model_type) { return model_type == "deepseek_v3"; }
+
+ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& path) {
+  const HfConfigReader r(config, path);
+  r.expect("model_type", "deepseek_v3", "this reads DeepSeek-V3 configs");
+  r.expect("hidden_act", "silu", "DeepSeek's MLPs and experts are SwiGLU (silu)");
+  r.expect("attention_bias", false, "Tessera's latent attention has no biases");
+  r.expect("norm_topk_prob", true, "Tessera renormalises the chosen experts' weights to sum to 1");
+  r.expect("scoring_func", "sigmoid", "Tessera's DeepSeek-V3 router scores by sigmoid");
+  r.expect("topk_method", "noaux_tc", "Tessera picks the top-k by score plus the balancing bias");
+  r.expect("moe_layer_freq", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
+  r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
+  if (const json* scaling = r.find("rope_scaling"))
+    TS_FAIL(r.where(), ": field 'rope_scaling' is ", json_excerpt(*scaling), "; Tessera's DeepSeek-V3 takes ",
+            "rope_scaling null (YaRN, which DeepSeek-V3's long-context releases use, is not implemented)");
+  const int64_t groups = r.integer("n_group", 1), kept_groups = r.integer("topk_group", groups);
+  TS_CHECK(groups == 1 || kept_groups >= groups, r.where(), ": n_group ", groups, " with topk_group ", kept_groups,
+           " limits each token's experts to its best groups; group-limited routing is not implemented (n_group 1, ",
+           "or topk_group = n_group, routes over every expert)");
+
+  ModelConfig c;
+  c.naming = Naming::llama;
+  c.norm = NormKind::rmsnorm;
+  c.positions = PositionKind::rope;
+  c.mlp = MlpKind::swiglu;
+  c.bias = false;
+  c.num_layers = r.integer("num_hidden_layers");
+  c.num_heads = r.integer("num_attention_heads");
+  c.channels = r.integer("hidden_size");
+  c.vocab_size = r.integer("vocab_size");
+  c.max_seq_len = r.integer("max_position_embeddings", 4096);
+  TS_CHECK(r.integer("num_key_value_heads", c.num_heads) == c.num_heads, r.where(),
+           ": field 'num_key_value_heads' must equal num_attention_heads (", c.num_heads,
+           "): latent attention gives every head its own key and value");
+  c.mlp_hidden = r.integer("intermediate_size");
+  c.norm_eps = r.number("rms_norm_eps", 1e-6f);
+  c.rope.theta = r.number("rope_theta", 1e4f);
+  c.tied_embeddings = r.boolean("tie_word_embeddings", false);
+  c.mla.q_rank = r.count("q_lora_rank", 0);
+  c.mla.kv_rank = r.integer("kv_lora_rank");
+  c.mla.nope_dim = r.count("qk_nope_head_dim", 0);
+  c.mla.rope_dim = r.integer("qk_rope_head_dim");
+  c.mla.v_dim = r.integer("v_head_dim");
+  c.moe.num_experts = r.integer("n_routed_experts");
+  c.moe.top_k = r.integer("num_experts_per_tok");
+  c.moe.expert_hidden = r.integer("moe_intermediate_size");
+  c.moe.num_shared_experts = r.count("n_shared_experts", 0);
+  c.moe.first_dense_layers = r.count("first_k_dense_replace", 0);
+  c.moe.routed_scale = r.number("routed_scaling_factor", 1.0f);
+  c.moe.router = RouterKind::sigmoid_bias;
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    TS_FAIL(r.where(), ": ", e.what());
+  }
+  return c;
+}
+
+bool hf_rope_interleaved(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / "config.json";
+  const json config = json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));
+  return HfConfigReader(config, path).boolean("rope_interleave", true);
+}
+
+json hf_deepseek_config_json(const ModelConfig& c) {
+  return {{"architectures", json::array({"DeepseekV3ForCausalLM"})},
+          {"model_type", "deepseek_v3"},
+          {"hidden_size", c.channels},
+          {"intermediate_size", c.hidden()},
+          {"moe_intermediate_size", c.moe.expert_hidden},
+          {"num_hidden_layers", c.num_layers},
+          {"num_attention_heads", c.num_heads},
+          {"num_key_value_heads", c.num_heads},
+          {"n_shared_experts", c.moe.num_shared_experts},
+          {"n_routed_experts", c.moe.num_experts},
+          {"routed_scaling_factor", json_float(c.moe.routed_scale)},
+          {"kv_lora_rank", c.mla.kv_rank},
+          {"q_lora_rank", c.mla.q_rank > 0 ? json(c.mla.q_rank) : json(nullptr)},
+          {"qk_rope_head_dim", c.mla.rope_dim},
+          {"v_head_dim", c.mla.v_dim},
+          {"qk_nope_head_dim", c.mla.nope_dim},
+          {"head_dim", c.mla.rope_dim},  // transformers' rotary size
+          {"n_group", 1},
+          {"topk_group", 1},
+          {"num_experts_per_tok", c.moe.top_k},
+          {"first_k_dense_replace", c.moe.first_dense_layers},
+          {"norm_topk_prob", true},
+          {"scoring_func", "sigmoid"},
+          {"topk_method", "noaux_tc"},
+          {"hidden_act", "silu"},
+          {"max_position_embeddings", c.max_seq_len},
+          {"rms_norm_eps", json_float(c.norm_eps)},
+          {"rope_theta", json_float(c.rope.theta)},
+          {"rope_scaling", nullptr},
+          {"rope_interleave", true},
+          {"attention_bias", false},
+          {"tie_word_embeddings", c.tied_embeddings},
+          {"initializer_range", 0.02}};
+}
+
+void deinterleave_rope_rows(const ModelConfig& config, const std::string& name, float* values, int64_t numel) {
+  reorder_tails(config, name, values, numel, false);
+}
+
+void interleave_rope_rows(const ModelConfig& config, const std::string& name, float* values, int64_t numel) {
+  reorder_tails(config, name, values, numel, true);
+}
+
+}  // namespace tessera

@@ -1,0 +1,38 @@
+// DeepSeek-V3 (model_type "deepseek_v3", DeepseekV3ForCausalLM) <-> Tessera: the config.json
+// translation both ways and the RoPE channel order. Its tensors are Llama-family ones and live in
+// hf_llama's name map (latent attention's q_proj or q_a_proj/q_a_layernorm/q_b_proj, kv_a_proj_with_mqa,
+// kv_a_layernorm, kv_b_proj; the MoE's mlp.gate with its e_score_correction_bias, mlp.experts and
+// mlp.shared_experts). Covered: latent attention with or without a query latent, sigmoid routing with
+// the selection bias, shared experts, dense first layers, routed_scaling_factor. Refused, naming the
+// key: YaRN rope_scaling, group-limited routing (n_group > 1 with topk_group < n_group), unnormalised
+// top-k weights, softmax scoring, attention biases, value heads wider than the q/k heads.
+// RoPE order: DeepSeek's checkpoints keep each rotated tail interleaved (channel pairs 2i, 2i+1;
+// rope_interleave true, the default), Tessera rotates halves (i, i + R/2): import reorders the tail rows
+// of q_proj / q_b_proj (each head's) and of kv_a_proj_with_mqa (the shared key tail) to even channels
+// then odd, export back; the attention scores are the same.
+#pragma once
+
+#include <filesystem>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/model_config.h"
+
+namespace tessera {
+
+bool is_hf_deepseek_type(const nlohmann::json& model_type);
+// A config.json object of model_type "deepseek_v3" as our config; `path` names the file in errors.
+ModelConfig hf_deepseek_config(const nlohmann::json& config, const std::filesystem::path& path);
+// Whether dir/config.json says the rotated tails are interleaved (rope_interleave, true when absent).
+bool hf_rope_interleaved(const std::filesystem::path& dir);
+// config.json for `config` (a latent-attention model with a sigmoid router), weights interleaved.
+nlohmann::json hf_deepseek_config_json(const ModelConfig& config);
+
+// HF tensor `name`'s numel values (row-major) from interleaved to Tessera's order, in place; other
+// tensors are left alone. interleave_rope_rows is the inverse (for export).
+void deinterleave_rope_rows(const ModelConfig& config, const std::string& name, float* values, int64_t numel);
+void interleave_rope_rows(const ModelConfig& config, const std::string& name, float* values, int64_t numel);
+
+}  // namespace tessera
