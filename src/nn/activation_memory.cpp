@@ -30,12 +30,17 @@ BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShap
   if (c.qk_norm)  // attn.q_in, k_in and their rstd
     b.kept += B * T * (c.num_heads + c.kv_heads()) * (c.head_size() * s + kF32);
   b.dropped += B * T * c.attention_width() * s + B * c.num_heads * T * kF32;  // attn.core, attn.lse
+  if (c.mla.enabled()) {  // attn.latent: the latents before and after their norms with the rstd; values
+    b.kept += B * T * (2 * (c.mla.q_rank + c.mla.kv_rank) * s + (c.mla.q_rank > 0 ? 2 : 1) * kF32);
+    b.dropped += B * T * c.value_width() * s;
+  }
   if (c.is_moe_block(layer)) {
     const int64_t N = B * T, E = c.moe.num_experts, K = c.moe.top_k, Fe = c.moe.expert_hidden;
     const int64_t Fs = c.moe.num_shared_experts * Fe;
     const int64_t R = a.expert_rows, rows = std::max(N * K, R);  // the experts' rows; h and act grow to them
     b.kept += N * E * s + N * E * kF32 + N * kF32;        // logits, scores, lse
     b.kept += N * K * kI32 + N * K * kF32 + N * K * kI32;  // experts, weights, order
+    if (c.moe.routed_scale != 1.0f) b.kept += N * K * kF32;  // scaled_weights
     b.kept += (E + 1) * kI32;                              // offsets (on the host)
     b.kept += 2 * N * K * C * s + rows * 2 * Fe * s;       // xs, ys, h
     if (R > 0) b.kept += 2 * R * C * s + (E + 1) * kI32;   // expert parallelism: expert_xs, expert_ys, expert_offsets
@@ -83,6 +88,15 @@ int64_t moe_scratch_bytes(const ModelConfig& c, const ActivationShape& a) {
          + 3 * R * C * s;  // expert parallelism: expert_dys, expert_dxs, and a row exchange's buffer in flight
 }
 
+// latent_qkv_backward's and attention_layer_backward's temporaries at their peak, over N tokens: the
+// values' gradient, then dq, d[k_nope | v], dk_rope twice and the latents' gradients (d[c | k_rope], dc
+// after and before its norm, the query latent's two), and the q path's input gradient.
+int64_t latent_scratch_bytes(const ModelConfig& c, int64_t N, int64_t s) {
+  const LatentAttentionConfig& m = c.mla;
+  return N * s * (c.value_width() + c.attention_width() + c.num_heads * (m.nope_dim + m.v_dim) + 3 * m.rope_dim +
+                  3 * m.kv_rank + 2 * m.q_rank + c.channels);
+}
+
 }  // namespace
 
 ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationShape& a) {
@@ -91,13 +105,14 @@ ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationS
   // DecoderActivations::ensure
   bytes.saved += B * Tl * C * s + blocks_bytes(c, a);  // embedded, blocks
   if (a.blocks.end == c.num_layers) bytes.saved += norm_bytes(c, B, Tl, s) + B * T * kF32;  // final_norm, losses
-  if (c.positions == PositionKind::rope) bytes.saved += T * kI32 + c.head_size() / 2 * kF32;  // rotary
+  if (c.positions == PositionKind::rope) bytes.saved += T * kI32 + c.rotary_dim() / 2 * kF32;  // rotary
   if (a.blocks.first == 0) bytes.saved += B * T * kI32;  // tokens (Decoder::embed's copy)
   const bool swiglu = c.mlp == MlpKind::swiglu;
   bytes.scratch += (B * Tl * C + std::max(B * Tl * C, B * T * c.attention_width())) * s;  // dresidual, dnormed/dcore
   bytes.scratch += B * T * std::max(c.qkv_width(), swiglu ? 2 * F : F) * s;  // dqkv and mlp.dh share it
   if (swiglu) bytes.scratch += B * T * F * s;                                  // mlp.dact
   if (c.qk_norm) bytes.scratch += B * T * c.num_heads * c.head_size() * s;     // the query norm's input gradient
+  if (c.mla.enabled()) bytes.scratch += latent_scratch_bytes(c, B * T, s);
   if (c.moe.enabled()) bytes.scratch += moe_scratch_bytes(c, a);
   return bytes;
 }

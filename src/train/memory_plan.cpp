@@ -167,8 +167,16 @@ int64_t deferred_weight_grad_bytes(const ModelConfig& local, const BlockRange& c
   };
   int64_t bytes = 0;
   for (int64_t l = chunk.first; l < chunk.end; ++l) {
-    bytes += (N * C + N * local.attention_width()) * s;  // attn_out: dout, core
-    bytes += (N * local.qkv_width() + N * C) * s;        // qkv: dqkv, x
+    bytes += (N * C + N * local.value_width()) * s;  // attn_out: dout, core (latent attention: its values)
+    if (local.mla.enabled()) {  // kv_b: d[k_nope | v], kv latent; kv_a: d[c | k_rope], x; q_proj or q_b, q_a
+      const LatentAttentionConfig& m = local.mla;
+      bytes += (N * local.num_heads * (m.nope_dim + m.v_dim) + N * m.kv_rank) * s;
+      bytes += (N * (m.kv_rank + m.rope_dim) + N * C) * s;
+      bytes += (N * local.attention_width() + N * (m.q_rank > 0 ? m.q_rank : C)) * s;
+      if (m.q_rank > 0) bytes += (N * m.q_rank + N * C) * s;
+    } else {
+      bytes += (N * local.qkv_width() + N * C) * s;  // qkv: dqkv, x
+    }
     if (!local.is_moe_block(l)) {
       bytes += mlp(local.mlp, local.hidden());
       continue;

@@ -81,8 +81,10 @@ int64_t flops_parameters(const ModelConfig& model) {
 }
 
 double model_flops_per_token(const ModelConfig& model, int64_t seq_len) {
-  return 6.0 * double(flops_parameters(model)) +
-         6.0 * double(model.num_layers) * double(model.attention_width()) * double(seq_len);
+  // Scores q·k over the q/k heads' width and the values' sum over theirs (the same but under latent
+  // attention, whose value heads are narrower and whose padding is not the model's work).
+  const double widths = double(model.attention_width()) + double(model.value_width());
+  return 6.0 * double(flops_parameters(model)) + 3.0 * double(model.num_layers) * widths * double(seq_len);
 }
 
 void check_train_bench_options(const TrainBenchOptions& o) {

@@ -9,7 +9,8 @@
 // untied input embedding is a lookup, not a matmul, and is not counted (the head is: llm.c's note,
 // and Megatron's and torchtitan's count); a tied table counts once. 6·L·C·T is the causal attention's
 // score and value matmuls (C: the query heads' width), half PaLM's and torchtitan's 12·L·C·T, which
-// count the masked half. No recomputation is counted (MFU, not hardware FLOPs utilisation).
+// count the masked half; under latent attention 3·L·(Cqk + Cv)·T, the scores over the q/k heads' width
+// and the sums over the narrower values' (not their padding). No recomputation is counted (MFU, not hardware FLOPs utilisation).
 #pragma once
 
 #include <cstdint>

@@ -110,6 +110,13 @@ TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
     expect_plan_matches_training({"mixtral-tiny", recompute, 8, 64});
 }
 
+// DeepSeek-V3: latent attention's latents and values kept, its backward's temporaries, the routed
+// experts' scaled weights.
+TEST(MemoryPlan, DeepSeekV3TinyMatchesTheAllocatorPeak) {
+  for (const char* recompute : {"none", "selective", "full"})
+    expect_plan_matches_training({"deepseek-v3-tiny", recompute, 8, 64});
+}
+
 TEST(MemoryPlan, ZeroStagesMatchTheAllocatorPeak) {
   for (int zero : {1, 2, 3}) expect_plan_matches_training({"gpt2-tiny", "none", 8, 64, zero});
 }

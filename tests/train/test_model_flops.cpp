@@ -92,6 +92,21 @@ TEST(ModelFlops, DeepSeekCountsSharedExpertsAndTheDenseBlock) {
   EXPECT_DOUBLE_EQ(model_flops_per_token(deepseek, 64), 189'936.0);
 }
 
+// DeepSeek-V3 (deepseek-v3-tiny: C 32, 3 blocks, 4 heads; latent attention with a query latent of 12, a
+// kv latent of 16, q/k heads of 8 + 4 (the RoPE tail), values of 6; the MoE of deepseek-moe-tiny):
+//   attention: q_a 12·32 = 384, its norm 12, q_b 48·12 = 576, kv_a 20·32 = 640, its norm 16,
+//   kv_b 4·14·16 = 896, o 32·24 = 768 = 3,292; with the block's norms 3,356;
+//   block 0 (dense): 3,356 + 6,144 = 9,500; blocks 1, 2 (MoE): 3,356 + router 264 + the shared expert
+//   1,536 + experts 3,072 active (12,288 all) = 8,228 active (17,444 all);
+//   N = 9,500 + 2·8,228 + head 8,192 + final norm 32 = 34,180; at T = 64: 6·N = 205,080, and the
+//   attention's scores over q/k heads of 12 with sums over values of 6: 3·3·(48 + 24)·64 = 41,472.
+TEST(ModelFlops, LatentAttentionCountsItsProjectionsAndNarrowValues) {
+  const ModelConfig deepseek = model_preset("deepseek-v3-tiny");
+  EXPECT_EQ(deepseek.num_parameters(), 9'500 + 2 * 17'444 + 2 * 8192 + 32);
+  EXPECT_EQ(flops_parameters(deepseek), 34'180);
+  EXPECT_DOUBLE_EQ(model_flops_per_token(deepseek, 64), 246'552.0);
+}
+
 std::vector<nlohmann::json> train_lines(const std::filesystem::path& metrics) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(metrics);
