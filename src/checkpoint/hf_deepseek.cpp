@@ -121,6 +121,7 @@ bool hf_rope_interleaved(const std::filesystem::path& dir) {
 json hf_deepseek_config_json(const ModelConfig& c) {
   return {{"architectures", json::array({"DeepseekV3ForCausalLM"})},
           {"model_type", "deepseek_v3"},
+          {"vocab_size", c.vocab_size},
           {"hidden_size", c.channels},
           {"intermediate_size", c.hidden()},
           {"moe_intermediate_size", c.moe.expert_hidden},

@@ -102,14 +102,82 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
-                         ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny"),
+                         ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
+                                           "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
-                                                                   : "Mixtral";
+                                  : info.param == "mixtral-tiny"   ? "Mixtral"
+                                                                   : "DeepSeekV3";
                          });
+
+// DeepSeek-V3: transformers' latent attention and MoE names, its config keys, the RoPE tails written
+// interleaved (HF row kv_rank + 2j is our row kv_rank + j, row kv_rank + 2j + 1 our kv_rank + R/2 + j),
+// and what Tessera does not run refused naming the key.
+TEST(HfLlama, DeepSeekV3NamesConfigAndRopeOrder) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = model_preset("deepseek-v3-tiny");
+  Decoder model(config);
+  randomise(model, 9);
+  save_hf_llama(dir, config, model.named_params());
+  SafetensorsFile file(dir / "model.safetensors");
+  const std::string a = "model.layers.1.self_attn.", m = "model.layers.1.mlp.";
+  EXPECT_EQ(file.info(a + "q_a_proj.weight").shape, (Shape{12, 32}));
+  EXPECT_EQ(file.info(a + "q_a_layernorm.weight").shape, (Shape{12}));
+  EXPECT_EQ(file.info(a + "q_b_proj.weight").shape, (Shape{48, 12}));
+  EXPECT_EQ(file.info(a + "kv_a_proj_with_mqa.weight").shape, (Shape{20, 32}));
+  EXPECT_EQ(file.info(a + "kv_a_layernorm.weight").shape, (Shape{16}));
+  EXPECT_EQ(file.info(a + "kv_b_proj.weight").shape, (Shape{56, 16}));
+  EXPECT_EQ(file.info(a + "o_proj.weight").shape, (Shape{32, 24}));
+  EXPECT_EQ(file.info(m + "gate.weight").shape, (Shape{8, 32}));
+  EXPECT_EQ(file.info(m + "gate.e_score_correction_bias").shape, (Shape{8}));
+  EXPECT_EQ(file.info(m + "experts.7.down_proj.weight").shape, (Shape{32, 16}));
+  EXPECT_EQ(file.info(m + "shared_experts.gate_proj.weight").shape, (Shape{16, 32}));
+  EXPECT_EQ(file.info("model.layers.0.mlp.gate_proj.weight").shape, (Shape{64, 32}));
+  EXPECT_FALSE(file.contains(a + "q_proj.weight"));
+
+  const std::vector<float> theirs = file.read_f32(a + "kv_a_proj_with_mqa.weight");
+  const Tensor& ours = model.named_params()[model.layout().index_of("layers.1.self_attn.kv_a_proj_with_mqa.weight")].tensor;
+  const int64_t C = 32, rank = 16, R = 4;
+  for (int64_t j = 0; j < R / 2; ++j)
+    for (int64_t col = 0; col < C; ++col) {
+      EXPECT_EQ(theirs[size_t((rank + 2 * j) * C + col)], ours.f32()[(rank + j) * C + col]);
+      EXPECT_EQ(theirs[size_t((rank + 2 * j + 1) * C + col)], ours.f32()[(rank + R / 2 + j) * C + col]);
+    }
+  EXPECT_EQ(theirs[0], ours.f32()[0]);  // the latent's rows as they are
+
+  const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "DeepseekV3ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "deepseek_v3");
+  EXPECT_EQ(hf["q_lora_rank"], 12);
+  EXPECT_EQ(hf["kv_lora_rank"], 16);
+  EXPECT_EQ(hf["qk_nope_head_dim"], 8);
+  EXPECT_EQ(hf["qk_rope_head_dim"], 4);
+  EXPECT_EQ(hf["v_head_dim"], 6);
+  EXPECT_EQ(hf["n_routed_experts"], 8);
+  EXPECT_EQ(hf["n_shared_experts"], 1);
+  EXPECT_EQ(hf["first_k_dense_replace"], 1);
+  EXPECT_EQ(hf["routed_scaling_factor"], 2.5);
+  EXPECT_EQ(hf["rope_interleave"], true);
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  for (const auto& [key, value] :
+       {std::pair<std::string, nlohmann::json>{"rope_scaling", {{"type", "yarn"}, {"factor", 40}}},
+        {"n_group", 8},
+        {"norm_topk_prob", false},
+        {"scoring_func", "softmax"},
+        {"attention_bias", true},
+        {"num_key_value_heads", 2},
+        {"v_head_dim", 16}}) {
+    nlohmann::json other = hf;
+    other[key] = value;
+    if (key == "n_group") other["topk_group"] = 4;
+    testing::write_text(dir / "config.json", other.dump());
+    const std::string message = testing::error_of([&] { read_hf_config(dir); });
+    EXPECT_TRUE(testing::contains(message, key == "v_head_dim" ? "v_dim" : key)) << key << ": " << message;
+  }
+}
 
 // Qwen3-MoE: the router and experts under "mlp" with the dense MLP's names, its model type and keys.
 TEST(HfLlama, Qwen3MoeNamesAndConfig) {
