@@ -84,7 +84,7 @@ TEST_P(InitFromTesseraCheckpoint, ARunFolderStartsTheLayoutAsItsExportDoes) {
 }
 
 // GPT-2 (transposed Conv1D weights) and Llama (fused q/k/v and gate/up) sliced by tp, cut by pp and
-// sharded by ZeRO-3; Mixtral's stacked experts shared out by ep.
+// sharded by ZeRO-3; Mixtral's stacked experts shared out by ep; DeepSeek-V3's latent attention by tp.
 INSTANTIATE_TEST_SUITE_P(
     Layouts, InitFromHuggingFace,
     ::testing::Values(Layout{2, 1, 0, 8, "gpt2-tiny", 1, "1f1b", 1, 0, "", 2},
@@ -94,7 +94,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{4, 2, 3, 4, "llama-tiny", 1, "1f1b", 1, 0, "", 2},
                       Layout{4, 1, 0, 8, "qwen2-tiny", 1, "1f1b", 1, 0, "", 4},  // q/k/v biases, kv heads replicated
                       Layout{4, 2, 3, 4, "qwen2-tiny", 1, "1f1b", 1, 0, "", 2},
-                      Layout{2, 2, 1, 4, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2}),
+                      Layout{2, 2, 1, 4, "mixtral-tiny", 1, "1f1b", 1, 0, "", 1, 2},
+                      // DeepSeek-V3: the interleaved RoPE tails reordered in each tp rank's head rows
+                      Layout{4, 2, 1, 2, "deepseek-v3-tiny", 1, "1f1b", 1, 0, "", 2}),
     [](const auto& info) { return layout_name(info.param); });
 
 // ZeRO-3 shards and tp slices of a GPT-2; Mixtral's experts shared out by ep.
