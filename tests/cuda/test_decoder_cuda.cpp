@@ -72,6 +72,17 @@ ModelConfig deepseek_test_config() {
   return config;
 }
 
+// DeepSeek-V3-style: the DeepSeek MoE above under latent attention (a query latent of 96, a kv latent of
+// 64, 4 heads of 48 + a RoPE tail of 16, values of 32 padded to 64), the routed output scaled by 2.5.
+ModelConfig deepseek_v3_test_config() {
+  ModelConfig config = deepseek_test_config();
+  config.num_kv_heads = 0;
+  config.mla = {.q_rank = 96, .kv_rank = 64, .nope_dim = 48, .rope_dim = 16, .v_dim = 32};
+  config.moe.routed_scale = 2.5f;
+  config.norm_eps = 1e-6f;
+  return config;
+}
+
 struct FamilyCase {
   const char* name;
   ModelConfig (*config)();
@@ -214,7 +225,8 @@ INSTANTIATE_TEST_SUITE_P(Families, DecoderCuda,
                          ::testing::Values(FamilyCase{"gpt2", gpt2_test_config}, FamilyCase{"llama_gqa", llama_test_config},
                                            FamilyCase{"qwen3", qwen3_test_config},
                                            FamilyCase{"mixtral", mixtral_test_config},
-                                           FamilyCase{"deepseek", deepseek_test_config}),
+                                           FamilyCase{"deepseek", deepseek_test_config},
+                                           FamilyCase{"deepseek_v3", deepseek_v3_test_config}),
                          [](const ::testing::TestParamInfo<FamilyCase>& info) { return std::string(info.param.name); });
 
 using GPT2Cuda = testing::CudaTest;

@@ -2,7 +2,8 @@
 // bf16 and f16 storage against the fp32 CPU op on the same (rounded) inputs, aligned and misaligned.
 // Cases cover GQA (NKV < NH) and MHA, positions starting past 0 (a context-parallel rank), out of
 // order and far (131071), Llama 2 theta and Llama 3.1's scaled frequencies, head sizes 2, 6 (HS/2
-// odd: scalar path), 8, 16 and 128 (16-byte path where HS/2 allows it). Comparing the whole tensor
+// odd: scalar path), 8, 16 and 128 (16-byte path where HS/2 allows it), and latent attention's
+// rotated tails (64 of 192, 4 of 12). Comparing the whole tensor
 // also checks that v is untouched. bf16 and f16 tensors on the CPU are refused.
 #include <gtest/gtest.h>
 
@@ -21,7 +22,9 @@ struct RopeCase {
   int64_t B, T, NH, NKV, HS;
   std::vector<int32_t> positions;  // (T)
   RopeConfig config;
+  int64_t R = 0;  // rotated channels, each head's last (latent attention's tail); 0 = HS
   Shape qkv() const { return {B, T, (NH + 2 * NKV) * HS}; }
+  int64_t rotated() const { return R > 0 ? R : HS; }
 };
 
 RopeConfig llama3_config() { return {.theta = 500000, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4}; }
@@ -38,6 +41,8 @@ std::vector<RopeCase> rope_cases() {
       {3, 37, 8, 2, 128, positions_from(4096, 37), llama3_config()},       // Llama 3.1 head size, GQA 4:1
       {1, 3, 3, 3, 16, {5, 8191, 131071}, llama3_config()},                // MHA, far positions
       {2, 7, 6, 3, 6, {9, 3, 4, 8, 5, 7, 6}, {.theta = 10000}},            // HS/2 = 3, out of order
+      {2, 9, 4, 4, 192, positions_from(3, 9), {.theta = 10000}, 64},       // DeepSeek's tail of 64 in 192
+      {1, 4, 2, 2, 12, positions_from(0, 4), {}, 4},                       // a tail of 4: scalar path
       {1, 6, 2, 1, 2, {6, 5, 4, 3, 2, 1}, {.theta = 10000}},               // HS = 2
   };
 }
@@ -62,7 +67,7 @@ TEST_P(RopeCuda, ForwardAndBackwardMatchCpu) {
   for (const RopeCase& c : rope_cases()) {
     SCOPED_TRACE(::testing::Message() << "B=" << c.B << " T=" << c.T << " NH=" << c.NH << " NKV=" << c.NKV
                                       << " HS=" << c.HS);
-    const Tensor inv_freq = rope_inv_freq(c.HS, c.config), positions = positions_of(c.positions);
+    const Tensor inv_freq = rope_inv_freq(c.rotated(), c.config), positions = positions_of(c.positions);
     const Tensor qkv = testing::rounded_to(random_tensor(c.qkv(), seed, -2.0f, 2.0f), dtype);
     Tensor forward = testing::copy_of(qkv), backward = testing::copy_of(qkv);
     rope_forward(forward, positions, c.NH, c.NKV, inv_freq);

@@ -225,6 +225,31 @@ TEST(Rope, GqaLayoutRotatesExactlyTheQAndKHeads) {
       }
 }
 
+// Latent attention's tail: with inv_freq of R/2 entries each q and k head's last R channels rotate as a
+// head of R channels would, the first HS - R and v stay bit for bit, and backward undoes forward.
+TEST(Rope, ATailOfEachHeadRotatesAsAHeadOfItsOwn) {
+  const RopeShape s{2, 5, 3, 3, 10};
+  const int64_t R = 4, heads = s.NH + 2 * s.NKV;
+  const Tensor positions = positions_of({0, 3, 4, 9, 200}), inv_freq = rope_inv_freq(R, {.theta = 10000});
+  const Tensor qkv = random_tensor(s.qkv(), 5, -2.0f, 2.0f);
+  const Tensor y = rotated(qkv, positions, s, inv_freq);
+  const RopeShape tails{s.B, s.T, s.NH, s.NKV, R};
+  Tensor alone = Tensor::zeros(tails.qkv());
+  for (int64_t row = 0; row < s.B * s.T * heads; ++row)
+    for (int64_t i = 0; i < R; ++i) alone.f32()[row * R + i] = qkv.f32()[row * s.HS + s.HS - R + i];
+  const Tensor alone_rotated = rotated(alone, positions, tails, inv_freq);
+  for (int64_t row = 0; row < s.B * s.T * heads; ++row)
+    for (int64_t i = 0; i < s.HS; ++i) {
+      const float got = y.f32()[row * s.HS + i];
+      if (i < s.HS - R)
+        ASSERT_EQ(got, qkv.f32()[row * s.HS + i]) << "row " << row << " channel " << i;
+      else
+        ASSERT_EQ(got, alone_rotated.f32()[row * R + i - (s.HS - R)]) << "row " << row << " channel " << i;
+    }
+  const Tensor back = rotated_back(y, positions, s, inv_freq);
+  for (int64_t i = 0; i < qkv.numel(); ++i) ASSERT_NEAR(back.f32()[i], qkv.f32()[i], 1e-5f) << i;
+}
+
 TEST(Rope, RejectsBadInputs) {
   using testing::contains;
   using testing::error_of;
