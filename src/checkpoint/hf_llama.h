@@ -8,7 +8,9 @@
 // q/k/v, gate/up and each expert as separate (out, in) tensors; ours pack them (decoder_layout.h):
 // every HF tensor is one contiguous range of one of our parameters, so loading and saving copy
 // without transposes. Mixtral's experts: w1 = gate, w3 = up, w2 = down. The embedding and an untied
-// head hold the first V of our Vp rows; padding rows are 0.
+// head hold the first V of our Vp rows; padding rows are 0. DeepSeek-V3's tensors are in this map
+// too (latent attention's projections and norms, the router's selection bias, the shared experts);
+// its config.json and RoPE tail order are checkpoint/hf_deepseek.h's.
 #pragma once
 
 #include <cstdint>
