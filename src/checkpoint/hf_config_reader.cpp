@@ -58,23 +58,63 @@ void HfConfigReader::expect(const char* key, const json& expected, const char* w
            "; ", why);
 }
 
-void read_llama3_rope_scaling(const HfConfigReader& r, const json& scaling, RopeConfig& rope) {
+void read_rope_scaling(const HfConfigReader& r, const json& scaling, int64_t max_positions, RopeConfig& rope) {
   TS_CHECK(scaling.is_object(), r.where(), ": field 'rope_scaling' must be an object or null, got ",
            json_excerpt(scaling));
   const json* type = scaling.contains("rope_type") ? &scaling["rope_type"] : scaling.contains("type") ? &scaling["type"]
                                                                                                     : nullptr;
-  TS_CHECK(type && *type == "llama3", r.where(), ": rope_scaling type ", type ? json_excerpt(*type) : "(none)",
-           " is not supported; expected \"llama3\" (Llama 3.1 frequency scaling) or no rope_scaling");
-  auto get = [&](const char* key) {
-    TS_CHECK(scaling.contains(key) && scaling[key].is_number() && scaling[key].get<double>() > 0, r.where(),
-             ": rope_scaling needs a positive number '", key, "', got ",
+  TS_CHECK(type && (*type == "llama3" || *type == "yarn"), r.where(), ": rope_scaling type ",
+           type ? json_excerpt(*type) : "(none)", " is not supported; expected \"llama3\" (Llama 3.1 frequency ",
+           "scaling), \"yarn\" or no rope_scaling");
+  // A number of the dict: positive, or absent (`fallback`, < 0: required) or, with `zero_ok`, 0.
+  auto get = [&](const char* key, double fallback = -1.0, bool zero_ok = false) {
+    if ((!scaling.contains(key) || scaling[key].is_null()) && fallback >= 0) return fallback;
+    TS_CHECK(scaling.contains(key) && scaling[key].is_number() &&
+                 (scaling[key].get<double>() > 0 || (zero_ok && scaling[key].get<double>() == 0)),
+             r.where(), ": rope_scaling needs a positive number '", key, "', got ",
              scaling.contains(key) ? json_excerpt(scaling[key]) : "nothing");
     return scaling[key].get<double>();
   };
   rope.factor = float(get("factor"));
-  rope.low_freq_factor = float(get("low_freq_factor"));
-  rope.high_freq_factor = float(get("high_freq_factor"));
-  rope.original_max_positions = int64_t(get("original_max_position_embeddings"));
+  if (*type == "llama3") {
+    rope.low_freq_factor = float(get("low_freq_factor"));
+    rope.high_freq_factor = float(get("high_freq_factor"));
+    rope.original_max_positions = int64_t(get("original_max_position_embeddings"));
+    return;
+  }
+  rope.yarn = true;
+  rope.original_max_positions = int64_t(get("original_max_position_embeddings", double(max_positions)));
+  rope.beta_fast = float(get("beta_fast", 32.0));
+  rope.beta_slow = float(get("beta_slow", 1.0));
+  rope.mscale = float(get("mscale", 0.0, true));
+  rope.mscale_all_dim = float(get("mscale_all_dim", 0.0, true));
+  rope.attention_factor = float(get("attention_factor", 0.0));
+  if (scaling.contains("truncate")) {
+    TS_CHECK(scaling["truncate"].is_boolean(), r.where(), ": rope_scaling's 'truncate' must be true or false, got ",
+             json_excerpt(scaling["truncate"]));
+    rope.truncate = scaling["truncate"].get<bool>();
+  }
+  TS_CHECK(rope.factor >= 1.0f, r.where(), ": rope_scaling's yarn factor must be at least 1, got ", rope.factor);
+}
+
+json rope_scaling_json(const RopeConfig& rope) {
+  if (rope.factor == 0) return nullptr;
+  if (!rope.yarn)
+    return {{"rope_type", "llama3"},
+            {"factor", json_float(rope.factor)},
+            {"low_freq_factor", json_float(rope.low_freq_factor)},
+            {"high_freq_factor", json_float(rope.high_freq_factor)},
+            {"original_max_position_embeddings", rope.original_max_positions}};
+  json j = {{"rope_type", "yarn"},
+            {"factor", json_float(rope.factor)},
+            {"original_max_position_embeddings", rope.original_max_positions},
+            {"beta_fast", json_float(rope.beta_fast)},
+            {"beta_slow", json_float(rope.beta_slow)}};
+  if (rope.mscale > 0) j["mscale"] = json_float(rope.mscale);
+  if (rope.mscale_all_dim > 0) j["mscale_all_dim"] = json_float(rope.mscale_all_dim);
+  if (rope.attention_factor > 0) j["attention_factor"] = json_float(rope.attention_factor);
+  if (!rope.truncate) j["truncate"] = false;
+  return j;
 }
 
 double json_float(float v) {

@@ -1,5 +1,5 @@
 // Reading a Hugging Face config.json: typed optional fields that name the file and key in every error,
-// Llama 3.1's rope_scaling, and numbers written back as their shortest decimal.
+// rope_scaling (Llama 3.1's, YaRN) both ways, and numbers written back as their shortest decimal.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +35,14 @@ class HfConfigReader {
   std::string where_;
 };
 
-// rope_scaling of rope_type "llama3" (Llama 3.1's frequency scaling) into `rope`; any other type is
-// refused naming it.
-void read_llama3_rope_scaling(const HfConfigReader& r, const nlohmann::json& scaling, RopeConfig& rope);
+// rope_scaling of rope_type "llama3" (Llama 3.1's frequency scaling) or "yarn" into `rope` (YaRN's
+// original_max_position_embeddings defaulting to `max_positions`, as transformers does); any other
+// type is refused naming it.
+void read_rope_scaling(const HfConfigReader& r, const nlohmann::json& scaling, int64_t max_positions,
+                       RopeConfig& rope);
+// The rope_scaling a config.json writes for `rope`: null, a llama3 dict or a yarn dict (the magnitude
+// terms only when given).
+nlohmann::json rope_scaling_json(const RopeConfig& rope);
 
 // `v` as the double its shortest decimal spells, so config.json reads 1e-05, not the float's
 // 9.999999747378752e-06 (the same float when read back).

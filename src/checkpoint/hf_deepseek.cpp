@@ -5,7 +5,6 @@
 
 #include "checkpoint/hf_config_reader.h"
 #include "core/error.h"
-#include "data/json_excerpt.h"
 #include "data/whole_file.h"
 
 namespace tessera {
@@ -66,9 +65,6 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
   r.expect("topk_method", "noaux_tc", "Tessera picks the top-k by score plus the balancing bias");
   r.expect("moe_layer_freq", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
   r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
-  if (const json* scaling = r.find("rope_scaling"))
-    TS_FAIL(r.where(), ": field 'rope_scaling' is ", json_excerpt(*scaling), "; Tessera's DeepSeek-V3 takes ",
-            "rope_scaling null (YaRN, which DeepSeek-V3's long-context releases use, is not implemented)");
   const int64_t groups = r.integer("n_group", 1), kept_groups = r.integer("topk_group", groups);
   TS_CHECK(groups == 1 || kept_groups >= groups, r.where(), ": n_group ", groups, " with topk_group ", kept_groups,
            " limits each token's experts to its best groups; group-limited routing is not implemented (n_group 1, ",
@@ -91,6 +87,7 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
   c.mlp_hidden = r.integer("intermediate_size");
   c.norm_eps = r.number("rms_norm_eps", 1e-6f);
   c.rope.theta = r.number("rope_theta", 1e4f);
+  if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.max_seq_len, c.rope);
   c.tied_embeddings = r.boolean("tie_word_embeddings", false);
   c.mla.q_rank = r.count("q_lora_rank", 0);
   c.mla.kv_rank = r.integer("kv_lora_rank");
@@ -148,7 +145,7 @@ json hf_deepseek_config_json(const ModelConfig& c) {
           {"max_position_embeddings", c.max_seq_len},
           {"rms_norm_eps", json_float(c.norm_eps)},
           {"rope_theta", json_float(c.rope.theta)},
-          {"rope_scaling", nullptr},
+          {"rope_scaling", rope_scaling_json(c.rope)},
           {"rope_interleave", true},
           {"attention_bias", false},
           {"tie_word_embeddings", c.tied_embeddings},

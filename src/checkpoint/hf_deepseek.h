@@ -3,8 +3,8 @@
 // hf_llama's name map (latent attention's q_proj or q_a_proj/q_a_layernorm/q_b_proj, kv_a_proj_with_mqa,
 // kv_a_layernorm, kv_b_proj; the MoE's mlp.gate with its e_score_correction_bias, mlp.experts and
 // mlp.shared_experts). Covered: latent attention with or without a query latent, sigmoid routing with
-// the selection bias, shared experts, dense first layers, routed_scaling_factor. Refused, naming the
-// key: YaRN rope_scaling, group-limited routing (n_group > 1 with topk_group < n_group), unnormalised
+// the selection bias, shared experts, dense first layers, routed_scaling_factor, YaRN rope_scaling
+// (its mscale_all_dim's factor on the scores included). Refused, naming the key: group-limited routing (n_group > 1 with topk_group < n_group), unnormalised
 // top-k weights, softmax scoring, attention biases, value heads wider than the q/k heads.
 // RoPE order: DeepSeek's checkpoints keep each rotated tail interleaved (channel pairs 2i, 2i+1;
 // rope_interleave true, the default), Tessera rotates halves (i, i + R/2): import reorders the tail rows

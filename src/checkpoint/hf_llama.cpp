@@ -139,7 +139,7 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
     const int64_t head_dim = r.integer("head_dim");
     if (c.channels % c.num_heads != 0 || head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
   }
-  if (const json* scaling = r.find("rope_scaling")) read_llama3_rope_scaling(r, *scaling, c.rope);
+  if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.max_seq_len, c.rope);
   if (mixtral) {
     c.moe.num_experts = r.integer("num_local_experts", 8);
     c.moe.top_k = r.integer("num_experts_per_tok", 2);
@@ -246,13 +246,6 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                              : qwen3_moe ? "Qwen3MoeForCausalLM"
                              : qwen3     ? "Qwen3ForCausalLM"
                                          : "LlamaForCausalLM";
-  json rope_scaling = nullptr;
-  if (config.rope.factor > 0)
-    rope_scaling = {{"rope_type", "llama3"},
-                    {"factor", json_float(config.rope.factor)},
-                    {"low_freq_factor", json_float(config.rope.low_freq_factor)},
-                    {"high_freq_factor", json_float(config.rope.high_freq_factor)},
-                    {"original_max_position_embeddings", config.rope.original_max_positions}};
   json hf = {{"architectures", json::array({architecture})},
              {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : qwen3_moe ? "qwen3_moe" : qwen3 ? "qwen3" : "llama"},
              {"hidden_size", config.channels},
@@ -265,7 +258,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
              {"max_position_embeddings", config.max_seq_len},
              {"rms_norm_eps", json_float(config.norm_eps)},
              {"rope_theta", json_float(config.rope.theta)},
-             {"rope_scaling", rope_scaling},
+             {"rope_scaling", rope_scaling_json(config.rope)},
              {"hidden_act", "silu"},
              {"tie_word_embeddings", config.tied_embeddings},
              {"initializer_range", 0.02},

@@ -115,6 +115,14 @@ json model_config_to_json(const ModelConfig& c) {
                  {"low_freq_factor", c.rope.low_freq_factor},
                  {"high_freq_factor", c.rope.high_freq_factor},
                  {"original_max_positions", c.rope.original_max_positions}};
+  if (c.positions == PositionKind::rope && c.rope.yarn)
+    j["rope"].update({{"yarn", true},
+                      {"beta_fast", c.rope.beta_fast},
+                      {"beta_slow", c.rope.beta_slow},
+                      {"mscale", c.rope.mscale},
+                      {"mscale_all_dim", c.rope.mscale_all_dim},
+                      {"attention_factor", c.rope.attention_factor},
+                      {"truncate", c.rope.truncate}});
   if (c.moe.enabled())
     j["moe"] = {{"num_experts", c.moe.num_experts},
                 {"top_k", c.moe.top_k},
@@ -162,6 +170,13 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   rope.number("low_freq_factor", c.rope.low_freq_factor);
   rope.number("high_freq_factor", c.rope.high_freq_factor);
   rope.integer("original_max_positions", c.rope.original_max_positions, 1);
+  rope.boolean("yarn", c.rope.yarn);  // absent before YaRN support: false
+  rope.number("beta_fast", c.rope.beta_fast);
+  rope.number("beta_slow", c.rope.beta_slow);
+  rope.number("mscale", c.rope.mscale);
+  rope.number("mscale_all_dim", c.rope.mscale_all_dim);
+  rope.number("attention_factor", c.rope.attention_factor);
+  rope.boolean("truncate", c.rope.truncate);
   Reader moe = r.object("moe");
   moe.integer("num_experts", c.moe.num_experts, 0);
   moe.integer("top_k", c.moe.top_k, 1);

@@ -99,7 +99,8 @@ void attention_layer_forward(const ModelConfig& config, AttentionActivations& a,
     head_norm_forward(config, a.qkv, q_section(config), a.q_in, a.q_rstd, w.q_norm);
     head_norm_forward(config, a.qkv, k_section(config), a.k_in, a.k_rstd, w.k_norm);
   }
-  if (config.positions == PositionKind::rope) rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq);
+  if (config.positions == PositionKind::rope)
+    rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
   core_forward(config, a, seq, cp);
   Tensor partial = all_rows_like(a.out, tp);
   matmul_forward(partial, proj.operand(projected(config, a), Fp8Role::input),
@@ -123,7 +124,8 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
       head_norm_forward(config, a.qkv, section, in, rstd, *weight);
     }
   }
-  if (config.positions == PositionKind::rope) rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq);
+  if (config.positions == PositionKind::rope)
+    rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
   attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV);
   if (config.mla.enabled()) latent_values_forward(config, a.latent.values, a.core);
   matmul_forward(a.out, projected(config, a), w.attn_out.weight, w.attn_out.bias);
@@ -151,7 +153,8 @@ void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeight
     cp->attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts);
   else
     attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts);
-  if (config.positions == PositionKind::rope) rope_backward(scratch.dqkv, seq.rope, NH, NKV, seq.inv_freq);
+  if (config.positions == PositionKind::rope)
+    rope_backward(scratch.dqkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
   if (config.qk_norm) {
     head_norm_backward(config, scratch.dqkv, q_section(config), a.q_in, a.q_rstd, w.q_norm, g.q_norm, scratch.dcore);
     head_norm_backward(config, scratch.dqkv, k_section(config), a.k_in, a.k_rstd, w.k_norm, g.k_norm, scratch.dcore);

@@ -27,10 +27,15 @@ void ModelConfig::validate() const {
     TS_CHECK(head_size() % 2 == 0, "model: rotary embeddings need an even head size, got channels / num_heads = ",
              head_size());
     TS_CHECK(rope.theta > 1.0f, "model: rope_theta must be above 1, got ", rope.theta);
-    TS_CHECK(rope.factor == 0.0f || (rope.factor >= 1.0f && rope.high_freq_factor > rope.low_freq_factor &&
-                                     rope.original_max_positions > 0),
+    TS_CHECK(rope.factor == 0.0f || rope.yarn ||
+                 (rope.factor >= 1.0f && rope.high_freq_factor > rope.low_freq_factor && rope.original_max_positions > 0),
              "model: llama3 rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor and a positive ",
              "original_max_position_embeddings");
+    TS_CHECK(!rope.yarn || (rope.factor >= 1.0f && rope.beta_fast > 0.0f && rope.beta_slow > 0.0f &&
+                            rope.original_max_positions > 0 && rope.mscale >= 0.0f && rope.mscale_all_dim >= 0.0f &&
+                            rope.attention_factor >= 0.0f),
+             "model: yarn rope_scaling needs factor >= 1, positive beta_fast, beta_slow and ",
+             "original_max_position_embeddings, and mscale, mscale_all_dim and attention_factor >= 0 (0 = absent)");
   }
   TS_CHECK(!qk_norm || naming == Naming::llama, "model: query/key norms are a Llama-family (Qwen3) feature; ",
            "GPT-2's naming has none");
@@ -58,6 +63,15 @@ void ModelConfig::validate() const {
              "--layers, give more than ", moe.first_dense_layers, ")");
     TS_CHECK(mlp == MlpKind::swiglu, "model: MoE experts are SwiGLU MLPs; set the MLP kind to swiglu");
   }
+}
+
+RopeScales ModelConfig::rope_scales() const {
+  RopeScales scales{rope_rotated_scale(rope), 1.0f};
+  if (mla.enabled() && rope.yarn && rope.factor > 0 && rope.mscale_all_dim > 0) {
+    const double m = yarn_mscale(rope.factor, rope.mscale_all_dim);
+    scales.query = float(m * m);
+  }
+  return scales;
 }
 
 int64_t ModelConfig::num_parameters() const { return decoder_layout(*this).total(); }

@@ -85,6 +85,9 @@ struct ModelConfig {
   }
   int64_t rotary_dim() const { return mla.enabled() ? mla.rope_dim : head_size(); }  // RoPE's channels a head
   int64_t attention_width() const { return num_heads * head_size(); }  // the attention core's width (C unsharded)
+  // RoPE's factors (ops/rope.h): YaRN's on the rotated channels and, under latent attention with YaRN's
+  // mscale_all_dim, DeepSeek's on every attention score, mscale(factor, mscale_all_dim)^2 on the queries.
+  RopeScales rope_scales() const;
   // The heads' values, o_proj's input: the core's width but under latent attention (NH * v_dim).
   int64_t value_width() const { return mla.enabled() ? num_heads * mla.v_dim : attention_width(); }
   int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }

@@ -18,15 +18,33 @@ namespace tessera {
 
 struct RopeConfig {
   float theta = 10000;  // Llama 2: 10000; Llama 3: 500000
-  // Llama 3.1 frequency scaling (HF rope_type "llama3"); factor 0 = none. Llama 3.1: 8, 1, 4, 8192.
+  // Frequency scaling, factor 0 = none: Llama 3.1's (HF rope_type "llama3"; Llama 3.1: 8, 1, 4, 8192),
+  // or with `yarn` YaRN's (HF rope_type "yarn": factor, original_max_positions, beta_fast, beta_slow,
+  // truncate; mscale, mscale_all_dim and attention_factor as given, 0 when absent).
   float factor = 0, low_freq_factor = 1, high_freq_factor = 4;
   int64_t original_max_positions = 8192;
+  bool yarn = false;
+  float beta_fast = 32, beta_slow = 1, mscale = 0, mscale_all_dim = 0, attention_factor = 0;
+  bool truncate = true;
   bool operator==(const RopeConfig&) const = default;
 };
 
-// inv_freq (HS/2) f32 on the CPU: inv_freq[i] = theta^(-2i/HS), then the llama3 scaling when
-// config.factor > 0. Computed in double and rounded once to f32.
+// inv_freq (R/2) f32 on the CPU for R rotated channels: inv_freq[i] = theta^(-2i/R), then the llama3
+// or YaRN scaling when config.factor > 0. Computed in double and rounded once to f32.
 Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config);
+
+// YaRN's magnitude, 0.1·m·ln(scale) + 1 (1 for scale <= 1).
+double yarn_mscale(double scale, double m = 1.0);
+// The factor on the rotated channels (YaRN's attention_factor, Hugging Face's cos/sin scaling): the
+// given attention_factor, else mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are
+// given, else mscale(factor); 1 without YaRN.
+float rope_rotated_scale(const RopeConfig& config);
+
+// Factors a rotation multiplies by (1 and 1: a pure rotation): `rotated` on the rotated channels of
+// the q and k heads, `query` on every channel of the q heads (a factor on every attention score).
+struct RopeScales {
+  float rotated = 1.0f, query = 1.0f;
+};
 
 // Rotates the q and k heads of qkv (B, T, (NH+2NKV)*HS) in place by the angles of positions (T) i32
 // (each token's absolute position, >= 0, shared by every sequence of the batch; a context-parallel
@@ -35,13 +53,14 @@ Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config);
 // qkv: f32, or bf16 or f16 on the GPU (16-bit storage, fp32 arithmetic); positions and inv_freq on
 // qkv's device. Negative positions are refused on the CPU; the GPU does not read them back to check.
 void rope_forward(Tensor& qkv, const Tensor& positions, int64_t num_heads, int64_t num_kv_heads,
-                  const Tensor& inv_freq);
+                  const Tensor& inv_freq, RopeScales scales = {});
 
-// Gradient contract: forward is the linear map y = R x with R orthogonal (block rotations), so
-// dx = R^T dy: each (dq, dk) pair is rotated by -a, in place, turning dqkv = d loss / d (rotated
-// qkv) into d loss / d (qkv before RoPE). dv passes through untouched (v is not rotated). Written
-// in place, never accumulated; same shapes and arguments as rope_forward.
+// Gradient contract: forward is the linear map y = S R x with R orthogonal (block rotations) and S
+// the diagonal of `scales`, so dx = R^T S dy: each (dq, dk) pair is scaled as forward scales it and
+// rotated by -a, in place, turning dqkv = d loss / d (rotated qkv) into d loss / d (qkv before RoPE).
+// dv passes through untouched (v is not rotated). Written in place, never accumulated; same shapes
+// and arguments as rope_forward.
 void rope_backward(Tensor& dqkv, const Tensor& positions, int64_t num_heads, int64_t num_kv_heads,
-                   const Tensor& inv_freq);
+                   const Tensor& inv_freq, RopeScales scales = {});
 
 }  // namespace tessera

@@ -38,10 +38,15 @@ struct ShapeSource {
   const char* other;   // how to train the flags' model instead
 };
 
-// RoPE's settings in a message: "theta 500000" and, with Llama 3.1's scaling, its factor.
+// RoPE's settings in a message: "theta 500000" and, with Llama 3.1's or YaRN's scaling, its numbers.
 std::string rope_text(const RopeConfig& rope) {
   std::string text = "theta " + number_text(rope.theta);
-  if (rope.factor > 0)
+  if (rope.factor > 0 && rope.yarn)
+    text += " yarn-scaled by " + number_text(rope.factor) + " (betas " + number_text(rope.beta_fast) + ", " +
+            number_text(rope.beta_slow) + ", mscale " + number_text(rope.mscale) + ", " +
+            number_text(rope.mscale_all_dim) + ", attention factor " + number_text(rope.attention_factor) +
+            (rope.truncate ? "" : ", not truncated") + ", from " + std::to_string(rope.original_max_positions) + ")";
+  else if (rope.factor > 0)
     text += " scaled by " + number_text(rope.factor) + " (low " + number_text(rope.low_freq_factor) + ", high " +
             number_text(rope.high_freq_factor) + ", from " + std::to_string(rope.original_max_positions) + ")";
   return text;

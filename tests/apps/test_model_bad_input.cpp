@@ -89,10 +89,10 @@ std::vector<ModelBadInput> cases() {
        "num_kv_heads (2) must divide num_heads (1)"},
       {"UnknownModelType",
        [](auto d) {
-         edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["model_type"] = "deepseek_v3"; });
+         edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["model_type"] = "deepseek_v2"; });
          return init_from(d, "mixtral-hf");
        },
-       "field 'model_type' is '\"deepseek_v3\"'"},
+       "field 'model_type' is '\"deepseek_v2\"'"},
       {"UnknownHiddenAct",
        [](auto d) {
          edit_json(d / "llama-hf" / "config.json", [](auto& j) { j["hidden_act"] = "gelu"; });
@@ -102,10 +102,10 @@ std::vector<ModelBadInput> cases() {
       {"UnknownRopeScaling",
        [](auto d) {
          edit_json(d / "llama-hf" / "config.json",
-                   [](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+                   [](auto& j) { j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; });
          return init_from(d, "llama-hf");
        },
-       "rope_scaling type '\"yarn\"' is not supported"},
+       "rope_scaling type '\"longrope\"' is not supported"},
       {"TopKAboveExperts",
        [](auto d) {
          edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["num_experts_per_tok"] = 5; });

@@ -115,7 +115,8 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
 
 // DeepSeek-V3: transformers' latent attention and MoE names, its config keys, the RoPE tails written
 // interleaved (HF row kv_rank + 2j is our row kv_rank + j, row kv_rank + 2j + 1 our kv_rank + R/2 + j),
-// and what Tessera does not run refused naming the key.
+// and what Tessera does not run refused naming the key (a rope_scaling other than YaRN or llama3 among
+// them).
 TEST(HfLlama, DeepSeekV3NamesConfigAndRopeOrder) {
   const auto dir = testing::scratch_dir();
   const ModelConfig config = model_preset("deepseek-v3-tiny");
@@ -163,7 +164,7 @@ TEST(HfLlama, DeepSeekV3NamesConfigAndRopeOrder) {
   EXPECT_EQ(hf["rope_interleave"], true);
   EXPECT_TRUE(read_hf_config(dir) == config);
   for (const auto& [key, value] :
-       {std::pair<std::string, nlohmann::json>{"rope_scaling", {{"type", "yarn"}, {"factor", 40}}},
+       {std::pair<std::string, nlohmann::json>{"rope_scaling", {{"type", "dynamic"}, {"factor", 40}}},
         {"n_group", 8},
         {"norm_topk_prob", false},
         {"scoring_func", "softmax"},
@@ -230,6 +231,32 @@ TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
   const ModelConfig small = model_preset("qwen3-1.7b");
   EXPECT_EQ(small.head_dim, 0);
   EXPECT_EQ(small.head_size(), 128);
+}
+
+// YaRN's rope_scaling (Qwen3's long-context configs, DeepSeek's) reads into the config and writes back
+// as it was given: the magnitude terms only when present, original_max_position_embeddings defaulting
+// to max_position_embeddings as transformers does.
+TEST(HfLlama, YarnRopeScalingRoundTrips) {
+  for (const char* preset : {"qwen3-tiny", "deepseek-v3-tiny"}) {
+    SCOPED_TRACE(preset);
+    const auto dir = testing::scratch_dir() / preset;
+    ModelConfig config = model_preset(preset);
+    config.rope.factor = 4, config.rope.yarn = true, config.rope.original_max_positions = 32768;
+    if (config.mla.enabled()) config.rope.mscale = 0.707f, config.rope.mscale_all_dim = 0.707f;
+    save_hf_llama(dir, config, Decoder(config).named_params());
+    nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+    const nlohmann::json& scaling = hf["rope_scaling"];
+    EXPECT_EQ(scaling["rope_type"], "yarn");
+    EXPECT_EQ(scaling["factor"], 4.0);
+    EXPECT_EQ(scaling["original_max_position_embeddings"], 32768);
+    EXPECT_EQ(scaling["beta_fast"], 32.0);
+    EXPECT_EQ(scaling.contains("mscale_all_dim"), config.mla.enabled());
+    EXPECT_FALSE(scaling.contains("attention_factor"));
+    EXPECT_TRUE(read_hf_config(dir) == config);
+    hf["rope_scaling"].erase("original_max_position_embeddings");
+    testing::write_text(dir / "config.json", hf.dump());
+    EXPECT_EQ(read_hf_config(dir).rope.original_max_positions, config.max_seq_len);
+  }
 }
 
 TEST(HfLlama, NamesAndShapesAreTransformers) {

@@ -3,7 +3,7 @@
 // Cases cover GQA (NKV < NH) and MHA, positions starting past 0 (a context-parallel rank), out of
 // order and far (131071), Llama 2 theta and Llama 3.1's scaled frequencies, head sizes 2, 6 (HS/2
 // odd: scalar path), 8, 16 and 128 (16-byte path where HS/2 allows it), and latent attention's
-// rotated tails (64 of 192, 4 of 12). Comparing the whole tensor
+// rotated tails (64 of 192, 4 of 12), with YaRN's and DeepSeek's factors. Comparing the whole tensor
 // also checks that v is untouched. bf16 and f16 tensors on the CPU are refused.
 #include <gtest/gtest.h>
 
@@ -23,6 +23,7 @@ struct RopeCase {
   std::vector<int32_t> positions;  // (T)
   RopeConfig config;
   int64_t R = 0;  // rotated channels, each head's last (latent attention's tail); 0 = HS
+  RopeScales scales = {};
   Shape qkv() const { return {B, T, (NH + 2 * NKV) * HS}; }
   int64_t rotated() const { return R > 0 ? R : HS; }
 };
@@ -43,6 +44,8 @@ std::vector<RopeCase> rope_cases() {
       {2, 7, 6, 3, 6, {9, 3, 4, 8, 5, 7, 6}, {.theta = 10000}},            // HS/2 = 3, out of order
       {2, 9, 4, 4, 192, positions_from(3, 9), {.theta = 10000}, 64},       // DeepSeek's tail of 64 in 192
       {1, 4, 2, 2, 12, positions_from(0, 4), {}, 4},                       // a tail of 4: scalar path
+      {2, 9, 4, 4, 192, positions_from(3, 9), {}, 64, {1.1f, 0.45f}},      // YaRN's and DeepSeek's factors
+      {2, 5, 4, 2, 16, positions_from(7, 5), {}, 0, {1.14f, 1.0f}},        // YaRN's factor, whole heads
       {1, 6, 2, 1, 2, {6, 5, 4, 3, 2, 1}, {.theta = 10000}},               // HS = 2
   };
 }
@@ -70,8 +73,8 @@ TEST_P(RopeCuda, ForwardAndBackwardMatchCpu) {
     const Tensor inv_freq = rope_inv_freq(c.rotated(), c.config), positions = positions_of(c.positions);
     const Tensor qkv = testing::rounded_to(random_tensor(c.qkv(), seed, -2.0f, 2.0f), dtype);
     Tensor forward = testing::copy_of(qkv), backward = testing::copy_of(qkv);
-    rope_forward(forward, positions, c.NH, c.NKV, inv_freq);
-    rope_backward(backward, positions, c.NH, c.NKV, inv_freq);
+    rope_forward(forward, positions, c.NH, c.NKV, inv_freq, c.scales);
+    rope_backward(backward, positions, c.NH, c.NKV, inv_freq, c.scales);
     const Tensor inv_freq_gpu = to_gpu(inv_freq), positions_gpu = to_gpu(positions);
     for (const bool aligned : {true, false}) {
       SCOPED_TRACE(aligned ? "aligned" : "misaligned");
@@ -79,8 +82,8 @@ TEST_P(RopeCuda, ForwardAndBackwardMatchCpu) {
         return aligned ? testing::to_gpu_as(host, dtype) : testing::misaligned_gpu(host, dtype);
       };
       Tensor forward_gpu = on_gpu(qkv), backward_gpu = on_gpu(qkv);
-      rope_forward(forward_gpu, positions_gpu, c.NH, c.NKV, inv_freq_gpu);
-      rope_backward(backward_gpu, positions_gpu, c.NH, c.NKV, inv_freq_gpu);
+      rope_forward(forward_gpu, positions_gpu, c.NH, c.NKV, inv_freq_gpu, c.scales);
+      rope_backward(backward_gpu, positions_gpu, c.NH, c.NKV, inv_freq_gpu, c.scales);
       testing::expect_matches_cpu(forward_gpu, forward, rel_l2, atol, rtol, "rope forward");
       testing::expect_matches_cpu(backward_gpu, backward, rel_l2, atol, rtol, "rope backward");
     }

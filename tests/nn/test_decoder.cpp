@@ -25,7 +25,7 @@ namespace {
 
 // Small models of each family; T up to 8, vocab 50 (Vp 128). deepseek-v3: latent attention with a
 // query latent and value heads narrower than the q/k heads, the routed output scaled; deepseek-v2:
-// dense, latent attention without a query latent, values as wide as the q/k heads (no padding).
+// dense, latent attention without a query latent, values as wide as the q/k heads (no padding), YaRN.
 ModelConfig family(const std::string& name) {
   const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3";
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
@@ -35,7 +35,12 @@ ModelConfig family(const std::string& name) {
   // Every expert chosen: a finite difference through three blocks of latent attention moves the
   // sigmoid routers' near-tied choices otherwise (the deepseek family checks the choosing).
   if (name == "deepseek-v3") c.moe.top_k = c.moe.num_experts;
-  if (name == "deepseek-v2") c.moe = MoeConfig{}, c.mla = {.q_rank = 0, .kv_rank = 12, .nope_dim = 6, .rope_dim = 4, .v_dim = 10};
+  if (name == "deepseek-v2") {
+    c.moe = MoeConfig{}, c.mla = {.q_rank = 0, .kv_rank = 12, .nope_dim = 6, .rope_dim = 4, .v_dim = 10};
+    // YaRN with both of DeepSeek's factors away from 1: the rotated channels' and every score's.
+    c.rope = {.theta = 10000, .factor = 40, .original_max_positions = 4096, .yarn = true, .mscale = 1,
+              .mscale_all_dim = 0.5f};
+  }
   c.vocab_size = 50;
   c.max_seq_len = 8;
   if (name == "llama") {  // Llama 3.1 scaling with every band in use at head size 8

@@ -250,6 +250,29 @@ TEST(Rope, ATailOfEachHeadRotatesAsAHeadOfItsOwn) {
   for (int64_t i = 0; i < qkv.numel(); ++i) ASSERT_NEAR(back.f32()[i], qkv.f32()[i], 1e-5f) << i;
 }
 
+// Scales (YaRN's factor on the rotated channels, DeepSeek's on the queries): forward is the pure
+// rotation with the rotated channels times `rotated` and the q heads times `query`; backward applies
+// the same diagonal after rotating back (the transpose).
+TEST(Rope, ScalesMultiplyTheRotatedChannelsAndTheQueries) {
+  const RopeShape s{2, 4, 2, 1, 8};
+  const int64_t R = 4, row = s.row();
+  const RopeScales scales{1.25f, 0.5f};
+  const Tensor positions = positions_of({0, 5, 6, 7}), inv_freq = rope_inv_freq(R, {.theta = 10000});
+  const Tensor x = random_tensor(s.qkv(), 8, -2.0f, 2.0f);
+  const Tensor plain = rotated(x, positions, s, inv_freq);
+  Tensor scaled = testing::copy_of(x), back = testing::copy_of(x);
+  rope_forward(scaled, positions, s.NH, s.NKV, inv_freq, scales);
+  rope_backward(back, positions, s.NH, s.NKV, inv_freq, scales);
+  const Tensor plain_back = rotated_back(x, positions, s, inv_freq);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t channel = i % row, head = channel / s.HS, in_head = channel % s.HS;
+    const bool q = head < s.NH, k = !q && head < s.NH + s.NKV, tail = in_head >= s.HS - R;
+    const double factor = (q ? scales.query : 1.0) * ((q || k) && tail ? scales.rotated : 1.0);
+    EXPECT_NEAR(scaled.f32()[i], factor * plain.f32()[i], 1e-6) << i;
+    EXPECT_NEAR(back.f32()[i], factor * plain_back.f32()[i], 1e-6) << i;
+  }
+}
+
 TEST(Rope, RejectsBadInputs) {
   using testing::contains;
   using testing::error_of;

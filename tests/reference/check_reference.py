@@ -9,7 +9,9 @@
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
 # and its aux/z losses against per-token loops, the bias balancing rule, HF names and round trip,
-# deterministic golden runs and the micro-batch split.
+# deterministic golden runs and the micro-batch split. YaRN (both models): inv_freq against a hand loop
+# (truncated and not), its attention factor and DeepSeek-V3's softmax scale against hand values, the factor on
+# q's and k's rotated channels, and deterministic golden runs whose hf/ folder reproduces step 1.
 # Usage: /usr/bin/python3 tests/reference/check_reference.py
 import json
 import math
@@ -281,7 +283,19 @@ def check_llama_hf_round_trip(tmp):
             assert loaded.cfg == model.cfg, "config.json does not give back the config"
             with torch.no_grad():
                 assert torch.equal(model(idx)[0], loaded(idx)[0]), "logits differ after HF round trip"
-    print("llama hf folder: HF names and shapes (lm_head absent when tied); reloaded logits identical")
+    # Qwen2, Qwen3 (its own head_dim) and Qwen3-MoE read back too, with a YaRN rope_scaling.
+    for name, extra in (("qwen2", {"qkv_bias": True}), ("qwen3", {"qk_norm": True, "head_dim": 16}),
+                        ("qwen3_moe", {"qk_norm": True, "num_experts": 4})):
+        model = llama_model(seed=9, rope_scaling=tl.yarn_rope_scaling(4.0, 4096, mscale=1.0, mscale_all_dim=0.5,
+                                                                     truncate=False), **extra)
+        folder = os.path.join(tmp, f"llama_hf_{name}")
+        tl.save_hf(model, folder)
+        loaded = tl.load_hf(folder)
+        assert tl.hf_config(loaded.cfg)["model_type"] == name and loaded.cfg == model.cfg, f"{name} config.json"
+        with torch.no_grad():
+            assert torch.equal(model(idx)[0], loaded(idx)[0]), f"{name}: logits differ after HF round trip"
+    print("llama hf folder: HF names and shapes (lm_head absent when tied); reloaded logits identical (also "
+          "qwen2, qwen3, qwen3_moe with yarn)")
 
 
 def run_llama_reference(tmp, name, *flags):
@@ -330,11 +344,12 @@ def deepseek_model(seed=0, **overrides):
     return model
 
 
-def latent_attention_by_hand(attn, cfg, x):
+def latent_attention_by_hand(attn, cfg, x, inv_freq=None, rot_scale=1.0, scale=None):
     """The latent attention one token and one head at a time, from the weights and the formulas: latent
     RMSNorms at eps 1e-6; interleaved RoPE rotates channel pairs (2i, 2i+1) in place (the same map as
     HF's reorder + rotate_half, up to one channel order shared by q and k, which leaves q.k unchanged),
-    plain RoPE pairs (i, i + rope/2); angle p * theta^(-2i/rope)."""
+    plain RoPE pairs (i, i + rope/2); angle p * theta^(-2i/rope), or p * inv_freq[i] when given. For YaRN
+    the rotated pair is also multiplied by rot_scale and the scores by scale (default D^-0.5)."""
     B, T, _ = x.shape
     NH, nope, rope, vd, r = cfg.num_heads, cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim, cfg.kv_lora_rank
     D = nope + rope
@@ -345,10 +360,10 @@ def latent_attention_by_hand(attn, cfg, x):
     def rotate(v, p):
         out = v.clone()
         for i in range(rope // 2):
-            a = p * cfg.rope_theta ** (-2 * i / rope)
+            a = p * (cfg.rope_theta ** (-2 * i / rope) if inv_freq is None else inv_freq[i])
             j, k = (2 * i, 2 * i + 1) if cfg.rope_interleave else (i, i + rope // 2)
-            out[j] = v[j] * math.cos(a) - v[k] * math.sin(a)
-            out[k] = v[k] * math.cos(a) + v[j] * math.sin(a)
+            out[j] = (v[j] * math.cos(a) - v[k] * math.sin(a)) * rot_scale
+            out[k] = (v[k] * math.cos(a) + v[j] * math.sin(a)) * rot_scale
         return out
 
     y = torch.zeros(B, T, NH * vd, dtype=x.dtype)
@@ -368,7 +383,8 @@ def latent_attention_by_hand(attn, cfg, x):
             v.append(torch.stack([kv[h * (nope + vd) + nope:(h + 1) * (nope + vd)] for h in range(NH)]))
         for t in range(T):
             for h in range(NH):
-                scores = torch.stack([q[t][h] @ k[s][h] / math.sqrt(D) for s in range(t + 1)]).softmax(0)
+                scores = torch.stack([q[t][h] @ k[s][h] * (scale or 1 / math.sqrt(D))
+                                      for s in range(t + 1)]).softmax(0)
                 y[b, t, h * vd:(h + 1) * vd] = sum(scores[s] * v[s][h] for s in range(t + 1))
     return attn.o_proj(y)
 
@@ -532,6 +548,150 @@ def check_deepseek_reference(tmp):
           "whole steps and hf_final holds them; 1 vs 2 micro-batches differ only through aux")
 
 
+# ---------------------------------------------------------------- YaRN (both models, float64)
+
+def yarn_inv_freq_by_hand(dim, theta, factor, orig, beta_fast, beta_slow, truncate):
+    """HF's _compute_yarn_parameters one frequency at a time, with math only."""
+    def correction_dim(rotations):
+        return dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    out = []
+    for i in range(dim // 2):
+        ramp = min(max((i - low) / ((high + 0.001 if low == high else high) - low), 0.0), 1.0)
+        pos_freq = theta ** (2 * i / dim)
+        out.append(ramp / (factor * pos_freq) + (1 - ramp) / pos_freq)
+    return out, (low, high)
+
+
+def check_yarn():
+    # inv_freq against the hand loop. The tool's defaults (dim 8, theta 1e4, factor 4, orig 4096, betas 32/1):
+    # correction dims 1.309 and 2.814, truncated to low 1, high 3, so frequencies 0 and 1 are kept, 2 is
+    # blended (ramp 0.5) and 3 is divided by 4; untruncated, the ramp runs from 1.309 to 2.814.
+    settings = ((8, 1e4, 4.0, 4096, 32.0, 1.0, True), (8, 1e4, 4.0, 4096, 32.0, 1.0, False),
+                (16, 5e5, 8.0, 2048, 16.0, 2.0, False), (16, 1e4, 4.0, 4096, 32.0, 1.0, True))
+    for dim, theta, factor, orig, fast, slow, truncate in settings:
+        scaling = tl.yarn_rope_scaling(factor, orig, fast, slow, truncate=truncate)
+        want, bounds = yarn_inv_freq_by_hand(dim, theta, factor, orig, fast, slow, truncate)
+        got = tl.rope_inv_freq(dim, theta, scaling).tolist()
+        assert all(abs(a - b) <= 1e-15 * b for a, b in zip(got, want)), f"yarn inv_freq {scaling}: {got} vs {want}"
+        assert tl.yarn_ramp_bounds(dim, theta, scaling) == bounds, "yarn ramp bounds"
+    assert tl.yarn_ramp_bounds(8, 1e4, tl.yarn_rope_scaling(4.0, 4096)) == (1, 3)
+    assert tl.yarn_ramp_bounds(16, 1e4, tl.yarn_rope_scaling(4.0, 4096)) == (2, 6)
+    low, high = tl.yarn_ramp_bounds(8, 1e4, tl.yarn_rope_scaling(4.0, 4096, truncate=False))
+    assert abs(low - 1.30904) < 1e-5 and abs(high - 2.81418) < 1e-5, (low, high)
+    plain = tl.rope_inv_freq(8, 1e4)
+    ratio = (plain / tl.rope_inv_freq(8, 1e4, tl.yarn_rope_scaling(4.0, 4096))).tolist()
+    assert ratio[:2] == [1.0, 1.0] and abs(ratio[2] - 1.6) < 1e-14 and abs(ratio[3] - 4.0) < 1e-14, f"regions {ratio}"
+    # Without original_max_position_embeddings, max_position_embeddings takes its place.
+    absent = {k: v for k, v in tl.yarn_rope_scaling(4.0, 2048).items() if k != "original_max_position_embeddings"}
+    assert torch.equal(tl.rope_inv_freq(8, 1e4, absent, 2048),
+                       tl.rope_inv_freq(8, 1e4, tl.yarn_rope_scaling(4.0, 2048))), "orig falls back to max_position"
+    # Factor 1 (whatever the ramp), or a ramp that keeps every frequency (low >= dim/2 - 1: orig 1e6 gives
+    # low 3 for dim 8), gives the plain frequencies; get_mscale(1) = 1.
+    for scaling in (tl.yarn_rope_scaling(1.0, 4096), tl.yarn_rope_scaling(1.0, 4096, truncate=False),
+                    tl.yarn_rope_scaling(4.0, 10 ** 6)):
+        assert torch.allclose(tl.rope_inv_freq(8, 1e4, scaling), plain, rtol=1e-15, atol=0), f"plain {scaling}"
+    assert tl.yarn_ramp_bounds(8, 1e4, tl.yarn_rope_scaling(4.0, 10 ** 6))[0] == 3
+    assert tl.rope_attention_factor(tl.yarn_rope_scaling(1.0, 4096)) == 1.0 and tl.yarn_get_mscale(1.0, 5.0) == 1.0
+    # attention_factor: explicit; mscale / mscale_all_dim; default get_mscale(factor) (also when only mscale is
+    # given); 1 without YaRN and for llama3.
+    af = tl.rope_attention_factor
+    assert af(tl.yarn_rope_scaling(4.0, 4096, attention_factor=1.3, mscale=1.0, mscale_all_dim=0.5)) == 1.3
+    pair = af(tl.yarn_rope_scaling(4.0, 4096, mscale=1.0, mscale_all_dim=0.5))
+    assert abs(pair - (0.1 * math.log(4) + 1) / (0.05 * math.log(4) + 1)) < 1e-15 and abs(pair - 1.064822) < 1e-6
+    assert af(tl.yarn_rope_scaling(40.0, 4096, mscale=0.707, mscale_all_dim=0.707)) == 1.0
+    default = 0.1 * math.log(4) + 1
+    assert af(tl.yarn_rope_scaling(4.0, 4096)) == default == af(tl.yarn_rope_scaling(4.0, 4096, mscale=1.0))
+    assert af(None) == 1.0 and af(tl.LLAMA3_ROPE_SCALING) == 1.0
+    # The factor multiplies q's and k's rotated channels: attention factor a equals attention factor 1 (given
+    # explicitly, same frequencies) with q and k scaled by a before RoPE (q_proj/k_proj for Llama and Qwen2,
+    # q_norm/k_norm for Qwen3); factor 1 equals no scaling.
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(20))
+    for extra in ({}, {"qkv_bias": True}, {"qk_norm": True, "head_dim": 16}):
+        a = 1.37
+        scaled = llama_model(seed=21, rope_scaling=tl.yarn_rope_scaling(4.0, 4096, attention_factor=a), **extra)
+        one = llama_model(seed=21, rope_scaling=tl.yarn_rope_scaling(4.0, 4096, attention_factor=1.0), **extra)
+        plain_model = llama_model(seed=21, **extra)
+        with torch.no_grad():
+            for layer in one.model.layers:
+                attn = layer.self_attn
+                for t in ((attn.q_norm.weight, attn.k_norm.weight) if "qk_norm" in extra else
+                          (attn.q_proj.weight, attn.k_proj.weight) + ((attn.q_proj.bias, attn.k_proj.bias)
+                                                                      if "qkv_bias" in extra else ())):
+                    t.mul_(a)
+            want = scaled(idx)[0]
+            assert torch.allclose(one(idx)[0], want, rtol=1e-11, atol=1e-13), f"yarn attention factor {extra}"
+            assert not torch.allclose(plain_model(idx)[0], want, rtol=1e-6, atol=0), "yarn changes nothing"
+            unit = llama_model(seed=21, rope_scaling=tl.yarn_rope_scaling(1.0, 4096), **extra)
+            assert torch.allclose(unit(idx)[0], plain_model(idx)[0], rtol=1e-13, atol=1e-15), f"factor 1 {extra}"
+    # DeepSeek-V3: softmax scale D^-0.5 * get_mscale(factor, mscale_all_dim)^2 (D = 12 here), only with
+    # mscale_all_dim; the latent attention with YaRN (frequencies, factor on the rot channels, softmax
+    # scale) against the per-head, per-token loop.
+    cfg = td.DeepseekConfig(rope_scaling=tl.yarn_rope_scaling(40.0, 4096, mscale=0.707, mscale_all_dim=0.707))
+    m = 0.1 * 0.707 * math.log(40) + 1
+    assert abs(td.softmax_scale(cfg) - 12 ** -0.5 * m * m) < 1e-15 and abs(m * m - 1.589626) < 1e-6
+    assert td.softmax_scale(td.DeepseekConfig(rope_scaling=tl.yarn_rope_scaling(40.0, 4096, mscale=1.0))) == 12 ** -0.5
+    assert td.softmax_scale(td.DeepseekConfig()) == 12 ** -0.5
+    x = torch.randn(2, 6, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(22))
+    for rope_dim, interleave in ((4, True), (8, True), (8, False)):
+        scaling = tl.yarn_rope_scaling(4.0, 4096, mscale=1.0, mscale_all_dim=0.5)
+        model = deepseek_model(seed=23, qk_rope_dim=rope_dim, rope_interleave=interleave, rope_scaling=scaling)
+        attn = model.model.layers[1].self_attn
+        cos, sin = tl.rope_cos_sin(model.inv_freq, 6, model.rope_scale)
+        want_freq, _ = yarn_inv_freq_by_hand(rope_dim, 1e4, 4.0, 4096, 32.0, 1.0, True)
+        mscale_all = 0.05 * math.log(4) + 1
+        want = latent_attention_by_hand(attn, model.cfg, x, want_freq, pair, (8 + rope_dim) ** -0.5 * mscale_all ** 2)
+        assert torch.allclose(attn(x, cos, sin), want, rtol=1e-12, atol=1e-15), f"yarn MLA rope {rope_dim}"
+    print(f"yarn: inv_freq equals a hand loop (truncated and not; defaults: ramp 1..3 of 4 frequencies, 2..6 of 8); "
+          f"factor 1 or a ramp keeping all gives the plain frequencies; attention factor explicit / mscale pair "
+          f"({pair:.6f}) / default ({default:.6f}) on q's and k's rotated channels; DeepSeek softmax scale "
+          f"* mscale(factor, mscale_all_dim)^2, latent attention against the loop")
+
+
+def check_yarn_reference(tmp):
+    """Golden runs with YaRN: deterministic, config.json's rope_scaling as HF spells it, hf/ (read back through
+    load_hf, so through that dict) + train.bin reproduce step 1, and YaRN changes the losses."""
+    runs = {"qwen3": ("--model", "qwen3", "--tie", "1", "--head-dim", "16", "--rope-scaling", "yarn"),
+            "deepseek_v3": ("--model", "deepseek_v3", "--rope-scaling", "yarn", "--yarn-mscale", "1",
+                            "--yarn-mscale-all-dim", "0.5", "--yarn-truncate", "0")}
+    for model, flags in runs.items():
+        r1, r2 = (run_llama_reference(tmp, f"yarn_{model}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{model} yarn golden run is not deterministic"
+        plain = run_llama_reference(tmp, f"yarn_{model}_plain", *flags[:-2] if model == "qwen3" else flags[:2])
+        assert plain["losses"][0] != r1["losses"][0], f"{model}: yarn does not change the loss"
+        with open(os.path.join(tmp, f"yarn_{model}_1", "hf", "config.json")) as f:
+            scaling = json.load(f)["rope_scaling"]
+        deepseek = model == "deepseek_v3"
+        want = {"type": "yarn", "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                "beta_fast": 32.0, "beta_slow": 1.0}
+        if deepseek:
+            want.update({"mscale": 1.0, "mscale_all_dim": 0.5, "truncate": False})
+        assert scaling == want and list(scaling) == list(want), f"{model} rope_scaling {scaling}"
+        c = r1["config"]
+        assert c["rope_scaling"] == "yarn" and c["yarn_original_max"] == 4096
+        assert c["rope_dim"] == (4 if deepseek else 16) and c["rope_attention_factor"] == tl.rope_attention_factor(want)
+        # Untruncated for deepseek_v3: 4 rot channels put the ramp at 0.6545 .. 1.4071
+        ramp = [0.6545151, 1.4070900] if deepseek else [2, 6]
+        assert all(abs(a - b) < 1e-7 for a, b in zip(c["yarn_ramp"], ramp)), c["yarn_ramp"]
+        lib = td if deepseek else tl
+        net = lib.load_hf(os.path.join(tmp, f"yarn_{model}_1", "hf"))
+        assert net.inv_freq.tolist() == c["rope_inv_freq"] and net.rope_scale == c["rope_attention_factor"]
+        if deepseek:
+            mscale_all = 0.05 * math.log(4) + 1
+            assert c["softmax_scale"] == net.model.layers[0].self_attn.scale
+            assert abs(c["softmax_scale"] - 12 ** -0.5 * mscale_all ** 2) < 1e-15, "deepseek yarn softmax scale"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, f"yarn_{model}_1", "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            parts = [lib.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+        assert sum(p[1].item() for p in parts) / 2 == r1["losses"][0], f"{model} yarn: step-1 loss not reproduced"
+    print("make_hf_llama_reference --rope-scaling yarn: qwen3 and deepseek_v3 deterministic, rope_scaling dict as "
+          "HF spells it, hf/ + train.bin reproduce step 1, losses differ from no scaling")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -551,6 +711,8 @@ def main():
         check_deepseek_moe()
         check_deepseek_hf_round_trip(tmp)
         check_deepseek_reference(tmp)
+        check_yarn()
+        check_yarn_reference(tmp)
     print("all reference checks passed")
 
 

@@ -5,6 +5,7 @@
 # (the weights after the last step, rounded to F32). Each step accumulates gradients over equal micro-batches
 # (contiguous rows of the batch); the MoE aux loss is computed per micro-batch. DeepSeek-V3's selection
 # biases move after each optimizer step by --bias-rate from the step's expert loads (torch_deepseek.py).
+# --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek-V3 too, on its qk_rope channels).
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|mixtral|deepseek_v3 --out DIR [...]
 import argparse
@@ -24,7 +25,10 @@ MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std")
 # DeepSeek-V3's own flags, and the flags it ignores (MLA has no grouped kv heads and sets its own head size).
 DEEPSEEK_ARGS = ("q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v_head_dim", "rope_interleave",
                  "moe_intermediate", "shared_experts", "first_dense", "routed_scale", "bias_rate")
-NOT_DEEPSEEK_ARGS = ("kv_heads", "head_dim", "rope_scaling")
+NOT_DEEPSEEK_ARGS = ("kv_heads", "head_dim")
+# YaRN's flags, in expected.json's config only with --rope-scaling yarn.
+YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
+             "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
 
 
 def parse_args(argv=None):
@@ -45,8 +49,9 @@ def parse_args(argv=None):
     p.add_argument("--rms-eps", type=float, default=1e-5,
                    help="RMSNorm eps (deepseek_v3: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=10000.0)
-    p.add_argument("--rope-scaling", choices=("none", "llama3"), default="none",
-                   help="llama3: Llama 3.1's factor 8 / 1 / 4 / 8192 (use --rope-theta 500000 to reach all bands)")
+    p.add_argument("--rope-scaling", choices=("none", "llama3", "yarn"), default="none",
+                   help="llama3: Llama 3.1's factor 8 / 1 / 4 / 8192 (use --rope-theta 500000 to reach all bands); "
+                        "yarn: YaRN from the --yarn-* flags (deepseek_v3: none or yarn)")
     p.add_argument("--tie", type=int, choices=(0, 1), default=0, help="1: lm_head tied to embed_tokens")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
@@ -67,6 +72,19 @@ def parse_args(argv=None):
     g.add_argument("--routed-scale", type=float, default=2.5, help="routed_scaling_factor")
     g.add_argument("--bias-rate", type=float, default=0.0,
                    help="aux-loss-free balancing: each step's bias step (Tessera's --moe-bias-rate)")
+    g = p.add_argument_group("yarn (--rope-scaling yarn; 0 = the key is left out of rope_scaling)")
+    g.add_argument("--yarn-factor", type=float, default=4.0, help="factor (>= 1)")
+    g.add_argument("--yarn-original-max", type=int, default=4096,
+                   help="original_max_position_embeddings; 4096 puts the ramp inside the tiny heads at theta 1e4 "
+                        "and betas 32/1: low 1, high 3 of 4 frequencies for 8 rotated channels, 2 and 6 for 16")
+    g.add_argument("--yarn-beta-fast", type=float, default=32.0, help="beta_fast")
+    g.add_argument("--yarn-beta-slow", type=float, default=1.0, help="beta_slow")
+    g.add_argument("--yarn-mscale", type=float, default=0.0, help="mscale (0: absent)")
+    g.add_argument("--yarn-mscale-all-dim", type=float, default=0.0,
+                   help="mscale_all_dim (0: absent); deepseek_v3 also scales its softmax by mscale(factor, this)^2")
+    g.add_argument("--yarn-attention-factor", type=float, default=0.0, help="attention_factor (0: absent)")
+    g.add_argument("--yarn-truncate", type=int, choices=(0, 1), default=1,
+                   help="0: writes truncate false (the ramp bounds are not rounded to integers)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--micro-batches", type=int, default=2, help="gradient accumulation steps; divides --batch")
     p.add_argument("--seq-len", type=int, default=16)
@@ -77,6 +95,12 @@ def parse_args(argv=None):
         p.error("--seq-len must not exceed --context")
     if args.batch % args.micro_batches:
         p.error("--micro-batches must divide --batch")
+    if args.rope_scaling == "yarn":
+        if args.yarn_factor < 1 or min(args.yarn_original_max, args.yarn_beta_fast, args.yarn_beta_slow) <= 0:
+            p.error("--yarn-factor must be >= 1 (HF and Tessera refuse less), --yarn-original-max, --yarn-beta-fast "
+                    "and --yarn-beta-slow positive")
+        if min(args.yarn_mscale, args.yarn_mscale_all_dim, args.yarn_attention_factor) < 0:
+            p.error("--yarn-mscale, --yarn-mscale-all-dim and --yarn-attention-factor must be >= 0 (0: absent)")
     if args.model == "deepseek_v3":
         if args.qk_rope_dim <= 0 or args.qk_rope_dim % 2:
             p.error("--qk-rope-dim must be even and positive (RoPE rotates channel pairs)")
@@ -87,8 +111,8 @@ def parse_args(argv=None):
                     "[1, --experts]")
         if not 0 <= args.first_dense <= args.layers or args.shared_experts < 0:
             p.error("--first-dense must be in [0, --layers] and --shared-experts >= 0")
-        if args.rope_scaling != "none":
-            p.error("deepseek_v3: only rope_scaling none is modelled")
+        if args.rope_scaling == "llama3":
+            p.error("deepseek_v3: only rope_scaling none and yarn are modelled")
         return args
     if args.head_dim % 2 or (not args.head_dim and (args.channels % args.heads or (args.channels // args.heads) % 2)):
         p.error("--heads must divide --channels into an even head size, or --head-dim be even (RoPE rotates "
@@ -100,12 +124,24 @@ def parse_args(argv=None):
     return args
 
 
+def rope_scaling(args):
+    """config.json's rope_scaling: None, Llama 3.1's dict or YaRN's from the --yarn-* flags."""
+    if args.rope_scaling == "llama3":
+        return dict(tl.LLAMA3_ROPE_SCALING)
+    if args.rope_scaling == "yarn":
+        return tl.yarn_rope_scaling(args.yarn_factor, args.yarn_original_max, args.yarn_beta_fast, args.yarn_beta_slow,
+                                    args.yarn_mscale, args.yarn_mscale_all_dim, args.yarn_attention_factor,
+                                    bool(args.yarn_truncate))
+    return None
+
+
 def model_config(args):
     if args.model == "deepseek_v3":
         return td.DeepseekConfig(
             num_layers=args.layers, num_heads=args.heads, channels=args.channels, intermediate=args.intermediate,
             moe_intermediate=args.moe_intermediate, vocab_size=args.vocab, max_seq_len=args.context,
             rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta, rope_interleave=bool(args.rope_interleave),
+            rope_scaling=rope_scaling(args),
             tie_word_embeddings=bool(args.tie), q_lora_rank=args.q_lora_rank, kv_lora_rank=args.kv_lora_rank,
             qk_nope_dim=args.qk_nope_dim, qk_rope_dim=args.qk_rope_dim, v_head_dim=args.v_head_dim,
             num_experts=args.experts, top_k=args.top_k, num_shared_experts=args.shared_experts,
@@ -114,7 +150,7 @@ def model_config(args):
         num_layers=args.layers, num_heads=args.heads, num_kv_heads=args.kv_heads, channels=args.channels,
         intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
         rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
-        rope_scaling=dict(tl.LLAMA3_ROPE_SCALING) if args.rope_scaling == "llama3" else None,
+        rope_scaling=rope_scaling(args),
         tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model in ("mixtral", "qwen3_moe") else 0,
         top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
         head_dim=args.head_dim)
@@ -182,7 +218,9 @@ def train(model, tokens, args):
 
 def run_config(args, cfg, num_tokens):
     deepseek = args.model == "deepseek_v3"
-    dropped = ("out",) + (NOT_DEEPSEEK_ARGS if deepseek else DEEPSEEK_ARGS) + (() if cfg.is_moe else MOE_ARGS)
+    yarn = args.rope_scaling == "yarn"
+    dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else DEEPSEEK_ARGS) + (() if cfg.is_moe else MOE_ARGS)
+               + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ()))
     config = {k: v for k, v in vars(args).items() if k not in dropped}
     config.update({
         "head_size": cfg.qk_head_dim if deepseek else cfg.head_size,
@@ -214,6 +252,19 @@ def run_config(args, cfg, num_tokens):
         config["bias_balance"] = ("after each optimizer step, when bias_rate > 0: bias_e = f32(bias_e + f32(bias_rate "
                                   "* sign(mean_e load - load_e))), load = the step's top-k picks summed over its "
                                   "micro-batches; the bias is no parameter (no AdamW, no decay, not in grad_norm)")
+    if yarn:
+        dim = cfg.qk_rope_dim if deepseek else cfg.head_size
+        low, high = tl.yarn_ramp_bounds(dim, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len)
+        config["rope_dim"] = dim
+        config["yarn_ramp"] = [low, high]
+        config["rope_inv_freq"] = tl.rope_inv_freq(dim, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len).tolist()
+        config["rope_attention_factor"] = tl.rope_attention_factor(cfg.rope_scaling)
+        config["yarn"] = ("inv_freq[i] = ramp/(factor*theta^(2i/dim)) + (1-ramp)/theta^(2i/dim), ramp = clamp((i-low)/"
+                          "(high-low), 0, 1), float64 (not rounded to f32); cos and sin (q's and k's rotated channels) "
+                          "times rope_attention_factor")
+        if deepseek:
+            config["softmax_scale"] = td.softmax_scale(cfg)
+            config["yarn"] += "; q.k times softmax_scale = qk_head_dim^-0.5 * mscale(factor, mscale_all_dim)^2"
     return config
 
 

@@ -1,14 +1,16 @@
 # Plain-PyTorch DeepSeek-V3 (multi-head latent attention, a sigmoid-routed MoE with shared experts after
 # first_k_dense_replace dense layers) in float64: the reference that Tessera's latent attention and
-# DeepSeek-V3 import are checked against. Module names are Hugging Face's DeepseekV3ForCausalLM tensor
-# names, so state_dict() keys are the keys of model.safetensors (the router's e_score_correction_bias is
-# a buffer: saved and loaded, never trained by gradient; no lm_head when the embeddings are tied). The
-# RMSNorm, RoPE and the dense SwiGLU come from torch_llama; file formats from torch_gpt2.
+# DeepSeek-V3 import are checked against, optionally with YaRN RoPE scaling. Module names are Hugging
+# Face's DeepseekV3ForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (the
+# router's e_score_correction_bias is a buffer: saved and loaded, never trained by gradient; no lm_head
+# when the embeddings are tied). The RMSNorm, RoPE (and its scaling) and the dense SwiGLU come from
+# torch_llama; file formats from torch_gpt2.
 import json
 import math
 import os
 import types
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -34,6 +36,7 @@ class DeepseekConfig:
     rms_norm_eps: float = 1e-5      # input/post-attention/final norms (the latent norms: LATENT_NORM_EPS)
     rope_theta: float = 10000.0
     rope_interleave: bool = True    # HF's apply_rotary_pos_emb_interleave on the rot channels
+    rope_scaling: Optional[dict] = None  # None or a tl.yarn_rope_scaling(...) dict (over the qk_rope channels)
     tie_word_embeddings: bool = False
     q_lora_rank: int = 0            # 0: q_proj; > 0: q_a_proj -> q_a_layernorm -> q_b_proj
     kv_lora_rank: int = 16
@@ -60,6 +63,17 @@ class DeepseekConfig:
 
     def is_moe_layer(self, layer):
         return layer >= self.first_dense
+
+
+def softmax_scale(cfg):
+    """The scale of q.k: D^-0.5, D = qk_nope + qk_rope; with YaRN and mscale_all_dim given and nonzero, times
+    get_mscale(factor, mscale_all_dim)^2 (HF's DeepseekV3Attention, from rope_scaling's factor as written)."""
+    scale = cfg.qk_head_dim ** -0.5
+    scaling = cfg.rope_scaling
+    if tl.rope_type(scaling) == "yarn" and scaling.get("mscale_all_dim"):
+        mscale = tl.yarn_get_mscale(scaling["factor"], scaling["mscale_all_dim"])
+        scale = scale * mscale * mscale
+    return scale
 
 
 # ---------------------------------------------------------------- RoPE layouts
@@ -107,14 +121,17 @@ class LatentAttention(nn.Module):
       q = q_proj x, or q_b_proj(RMSNorm_1e-6(q_a_proj x)): NH heads of D = nope + rope, [q_nope | q_rot];
       [c | k_rot] = kv_a_proj_with_mqa x: c (kv_lora_rank), k_rot (rope), ONE key tail for every head;
       [k_nope | v] per head = kv_b_proj(RMSNorm_1e-6(c)): NH heads of nope + v_head_dim;
-      RoPE (theta^(-2i/rope)) on q_rot and k_rot only, interleaved layout when rope_interleave;
-      causal softmax([q_nope|q_rot] . [k_nope|k_rot] * D^-0.5) v, heads concatenated, o_proj."""
+      RoPE (theta^(-2i/rope), or YaRN's frequencies, cos and sin times its attention factor) on q_rot and
+      k_rot only, interleaved layout when rope_interleave;
+      causal softmax([q_nope|q_rot] . [k_nope|k_rot] * softmax_scale) v, heads concatenated, o_proj, with
+      softmax_scale D^-0.5 (times YaRN's get_mscale(factor, mscale_all_dim)^2 when that is given)."""
 
     def __init__(self, cfg):
         super().__init__()
         NH, C, D = cfg.num_heads, cfg.channels, cfg.qk_head_dim
         self.num_heads, self.nope, self.rope, self.v_dim = NH, cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim
         self.kv_lora_rank, self.interleave = cfg.kv_lora_rank, cfg.rope_interleave
+        self.scale = softmax_scale(cfg)
         if cfg.q_lora_rank > 0:
             self.q_a_proj = nn.Linear(C, cfg.q_lora_rank, bias=False)                    # (q_rank, C)
             self.q_a_layernorm = tl.RMSNorm(cfg.q_lora_rank, LATENT_NORM_EPS)
@@ -153,7 +170,7 @@ class LatentAttention(nn.Module):
         q_rot, k_rot = self.rotate(q_rot, cos, sin), self.rotate(k_rot, cos, sin)
         query = torch.cat((q_nope, q_rot), dim=-1)                                       # (B,NH,T,D)
         key = torch.cat((k_nope, k_rot.expand(B, self.num_heads, T, self.rope)), dim=-1)
-        att = query @ key.transpose(-2, -1) * (self.nope + self.rope) ** -0.5 + self.mask_bias[:T, :T]
+        att = query @ key.transpose(-2, -1) * self.scale + self.mask_bias[:T, :T]
         y = att.softmax(dim=-1) @ v                                                      # (B,NH,T,v)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.num_heads * self.v_dim))
 
@@ -251,7 +268,9 @@ class DeepseekV3(nn.Module):
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)
         # float64 whatever the model's dtype (a plain attribute, not a buffer, so .to() leaves it).
-        self.inv_freq = tl.rope_inv_freq(cfg.qk_rope_dim, cfg.rope_theta)                # (rope/2)
+        self.inv_freq = tl.rope_inv_freq(cfg.qk_rope_dim, cfg.rope_theta, cfg.rope_scaling,
+                                         cfg.max_seq_len)                                  # (rope/2)
+        self.rope_scale = tl.rope_attention_factor(cfg.rope_scaling)    # on cos and sin: 1 but for YaRN
 
     def moe_layers(self):
         return [layer.mlp for layer in self.model.layers if isinstance(layer.mlp, Moe)]
@@ -262,7 +281,7 @@ class DeepseekV3(nn.Module):
         B, T = idx.shape
         assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
         dtype = self.model.norm.weight.dtype
-        cos, sin = (t.to(dtype) for t in tl.rope_cos_sin(self.inv_freq, T))
+        cos, sin = (t.to(dtype) for t in tl.rope_cos_sin(self.inv_freq, T, self.rope_scale))
         x = self.model.embed_tokens(idx)
         routings = []
         for layer in self.model.layers:
@@ -369,7 +388,7 @@ def hf_config(cfg):
         "qk_nope_head_dim": cfg.qk_nope_dim, "head_dim": cfg.qk_rope_dim, "n_group": 1, "topk_group": 1,
         "num_experts_per_tok": cfg.top_k, "first_k_dense_replace": cfg.first_dense, "norm_topk_prob": True,
         "hidden_act": "silu", "max_position_embeddings": cfg.max_seq_len, "initializer_range": 0.02,
-        "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
+        "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
         "rope_interleave": cfg.rope_interleave, "attention_bias": False, "attention_dropout": 0.0,
         "tie_word_embeddings": cfg.tie_word_embeddings, "torch_dtype": "float32",
     }
@@ -379,15 +398,18 @@ def config_from_hf(c):
     """DeepseekConfig from a deepseek_v3 config.json; refuses what this reference does not model."""
     if c.get("model_type") != "deepseek_v3" or c.get("hidden_act", "silu") != "silu":
         raise ValueError(f"not a silu deepseek_v3 config: model_type {c.get('model_type')}")
-    unsupported = {"rope_scaling": None, "n_group": 1, "topk_group": 1, "norm_topk_prob": True, "attention_bias": False}
+    unsupported = {"n_group": 1, "topk_group": 1, "norm_topk_prob": True, "attention_bias": False}
     for key, want in unsupported.items():
         if c.get(key, want) != want:
             raise ValueError(f"deepseek_v3 config: {key} {c[key]!r} is not modelled (only {want!r})")
+    if tl.rope_type(c.get("rope_scaling")) not in ("default", "yarn"):
+        raise ValueError(f"deepseek_v3 config: rope_scaling {c['rope_scaling']!r} is not modelled (only None or yarn)")
     return DeepseekConfig(
         num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"], channels=c["hidden_size"],
         intermediate=c["intermediate_size"], moe_intermediate=c["moe_intermediate_size"],
         vocab_size=c["vocab_size"], max_seq_len=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
         rope_theta=c.get("rope_theta", 10000.0), rope_interleave=bool(c.get("rope_interleave", True)),
+        rope_scaling=c.get("rope_scaling"),
         tie_word_embeddings=c.get("tie_word_embeddings", False), q_lora_rank=c.get("q_lora_rank") or 0,
         kv_lora_rank=c["kv_lora_rank"], qk_nope_dim=c["qk_nope_head_dim"], qk_rope_dim=c["qk_rope_head_dim"],
         v_head_dim=c["v_head_dim"], num_experts=c["n_routed_experts"], top_k=c["num_experts_per_tok"],

@@ -1,8 +1,9 @@
 # Plain-PyTorch Llama (dense SwiGLU MLP), Qwen2 (Llama with q/k/v biases), Qwen3 (Llama with an RMSNorm
 # over each query and key head, heads head_dim wide) and Mixtral (dropless top-k MoE) in float64: the reference that Tessera's Llama-family models are checked against. Module names are
 # Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (no lm_head
-# when the embeddings are tied). RoPE uses HF's non-interleaved rotate_half convention; query head h
-# reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
+# when the embeddings are tied). RoPE uses HF's non-interleaved rotate_half convention, optionally with
+# llama3 or YaRN frequency scaling; query head h reads kv head h // (NH/NKV). Logits cover the real
+# vocabulary V only. File formats come from torch_gpt2.
 import json
 import math
 import os
@@ -31,7 +32,7 @@ class LlamaConfig:
     max_seq_len: int = 32           # maxT (max_position_embeddings)
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
-    rope_scaling: Optional[dict] = None  # None or LLAMA3_ROPE_SCALING
+    rope_scaling: Optional[dict] = None  # None, LLAMA3_ROPE_SCALING or a yarn_rope_scaling(...) dict
     tie_word_embeddings: bool = False
     num_experts: int = 0            # E; 0 = dense Llama, > 0 = Mixtral
     top_k: int = 2                  # experts per token (Mixtral)
@@ -62,16 +63,93 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rope_inv_freq(head_size, theta, scaling=None):
-    """inv_freq (HS/2) float64, inv_freq[i] = theta^(-2i/HS); with scaling (rope_type llama3), HF's
-    _compute_llama3_parameters: wavelen = 2*pi/inv_freq; wavelen > orig/low_freq_factor: inv_freq/factor;
-    wavelen < orig/high_freq_factor: unchanged; in between (both ends included) (1-s)*inv_freq/factor
-    + s*inv_freq with s = (orig/wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)."""
+def yarn_rope_scaling(factor, original_max, beta_fast=32.0, beta_slow=1.0, mscale=0.0, mscale_all_dim=0.0,
+                      attention_factor=0.0, truncate=True):
+    """A YaRN rope_scaling dict as an HF config.json spells it: type and rope_type "yarn", factor,
+    original_max_position_embeddings, beta_fast, beta_slow, then mscale, mscale_all_dim and
+    attention_factor only when nonzero (0 = absent) and truncate only when false."""
+    scaling = {"type": "yarn", "rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original_max,
+               "beta_fast": beta_fast, "beta_slow": beta_slow}
+    for key, value in (("mscale", mscale), ("mscale_all_dim", mscale_all_dim), ("attention_factor", attention_factor)):
+        if value:
+            scaling[key] = value
+    if not truncate:
+        scaling["truncate"] = False
+    return scaling
+
+
+def rope_type(scaling):
+    """"default" for no scaling, else the dict's rope_type (or its older spelling, type)."""
+    return "default" if scaling is None else scaling.get("rope_type", scaling.get("type"))
+
+
+def yarn_get_mscale(scale, m=1.0):
+    """YaRN's magnitude correction: 1 for scale <= 1, else 0.1 * m * ln(scale) + 1."""
+    return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
+def rope_attention_factor(scaling):
+    """The factor HF multiplies cos and sin by, i.e. the rotated channels of q and k (so a score's rotated
+    part by its square): 1 without YaRN; with YaRN the given attention_factor, else get_mscale(factor,
+    mscale) / get_mscale(factor, mscale_all_dim) when both are given and nonzero, else get_mscale(factor)
+    (an mscale without mscale_all_dim is ignored)."""
+    if rope_type(scaling) != "yarn":
+        return 1.0
+    if scaling.get("attention_factor"):
+        return float(scaling["attention_factor"])
+    factor, mscale, mscale_all_dim = scaling["factor"], scaling.get("mscale"), scaling.get("mscale_all_dim")
+    if mscale and mscale_all_dim:
+        return yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim)
+    return yarn_get_mscale(factor)
+
+
+def yarn_original_max(scaling, max_position=None):
+    """original_max_position_embeddings, falling back to max_position_embeddings when absent."""
+    orig = scaling.get("original_max_position_embeddings") or max_position
+    if not orig:
+        raise ValueError(f"rope_scaling {scaling}: yarn needs original_max_position_embeddings or max_position")
+    return orig
+
+
+def yarn_ramp_bounds(dim, theta, scaling, max_position=None):
+    """(low, high) of YaRN's ramp over the dim/2 frequencies of dim rotated channels: correction_dim(rot) =
+    dim * ln(orig / (rot * 2 pi)) / (2 ln theta), the index whose wavelength fits rot times into orig
+    positions; low = correction_dim(beta_fast), high = correction_dim(beta_slow), floored and ceiled when
+    truncate (the default), then low = max(low, 0), high = min(high, dim - 1)."""
+    orig = yarn_original_max(scaling, max_position)
+
+    def correction_dim(rotations):
+        return dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+    low, high = correction_dim(scaling.get("beta_fast") or 32), correction_dim(scaling.get("beta_slow") or 1)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, dim - 1)
+
+
+def rope_inv_freq(head_size, theta, scaling=None, max_position=None):
+    """inv_freq (HS/2) float64, inv_freq[i] = theta^(-2i/HS); HS is the rotated width (DeepSeek-V3: qk_rope).
+    With rope_type llama3, HF's _compute_llama3_parameters: wavelen = 2*pi/inv_freq; wavelen >
+    orig/low_freq_factor: inv_freq/factor; wavelen < orig/high_freq_factor: unchanged; in between (both ends
+    included) (1-s)*inv_freq/factor + s*inv_freq with s = (orig/wavelen - low_freq_factor) / (high_freq_factor
+    - low_freq_factor). With rope_type yarn, HF's _compute_yarn_parameters: pos_freq = theta^(2i/HS),
+    ramp(i) = clamp((i - low) / (high - low), 0, 1) (high + 0.001 when low == high) with (low, high) from
+    yarn_ramp_bounds, inv_freq = ramp / (factor * pos_freq) + (1 - ramp) / pos_freq: below low unchanged,
+    above high divided by factor, blended in between. max_position is max_position_embeddings, yarn's
+    fallback for original_max_position_embeddings. Not rounded to float32 (Tessera rounds once)."""
+    kind = rope_type(scaling)
+    if kind == "yarn":
+        pos_freq = theta ** (torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
+        low, high = yarn_ramp_bounds(head_size, theta, scaling, max_position)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(head_size // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        keep = 1 - ramp
+        return 1.0 / (scaling["factor"] * pos_freq) * (1 - keep) + 1.0 / pos_freq * keep
     inv_freq = theta ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
     if scaling is None:
         return inv_freq
-    if scaling.get("rope_type", scaling.get("type")) != "llama3":
-        raise ValueError(f"rope_scaling {scaling}: only rope_type 'llama3' is supported")
+    if kind != "llama3":
+        raise ValueError(f"rope_scaling {scaling}: only rope_type 'llama3' and 'yarn' are supported")
     factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
     orig = scaling["original_max_position_embeddings"]
     wavelen = 2 * math.pi / inv_freq
@@ -81,10 +159,13 @@ def rope_inv_freq(head_size, theta, scaling=None):
                        torch.where(wavelen < orig / high, inv_freq, blended))
 
 
-def rope_cos_sin(inv_freq, T):
-    """cos, sin (T, HS) of angles p * inv_freq[i] for positions p = 0..T-1, each half repeated twice."""
+def rope_cos_sin(inv_freq, T, scale=1.0):
+    """cos, sin (T, HS) of angles p * inv_freq[i] for positions p = 0..T-1, each half repeated twice, both
+    times scale (YaRN's attention factor, rope_attention_factor)."""
     angles = torch.outer(torch.arange(T, dtype=inv_freq.dtype), inv_freq)   # (T, HS/2)
     angles = torch.cat((angles, angles), dim=-1)
+    if scale != 1.0:
+        return angles.cos() * scale, angles.sin() * scale
     return angles.cos(), angles.sin()
 
 
@@ -235,14 +316,15 @@ class Llama(nn.Module):
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
         # float64 whatever the model's dtype (a plain attribute, not a buffer, so .to() leaves it).
-        self.inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta, cfg.rope_scaling)   # (HS/2)
+        self.inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len)   # (HS/2)
+        self.rope_scale = rope_attention_factor(cfg.rope_scaling)    # on cos and sin: 1 but for YaRN
 
     def forward(self, idx):
         """idx (B,T) int64 -> logits (B,T,V) and a list of router logits (B*T, E), one per MoE layer."""
         B, T = idx.shape
         assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
         dtype = self.model.norm.weight.dtype
-        cos, sin = (t.to(dtype) for t in rope_cos_sin(self.inv_freq, T))
+        cos, sin = (t.to(dtype) for t in rope_cos_sin(self.inv_freq, T, self.rope_scale))
         x = self.model.embed_tokens(idx)
         router_logits = []
         for layer in self.model.layers:
@@ -350,23 +432,28 @@ def save_hf(model, folder, router_aux_loss_coef=None):
 
 
 def config_from_hf(c):
-    if c.get("model_type") not in ("llama", "qwen2", "mixtral") or c.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"not a silu Llama/Qwen2/Mixtral config: model_type {c.get('model_type')}")
-    moe = c["model_type"] == "mixtral"
+    kind = c.get("model_type")
+    if kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral") or c.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral config: model_type {kind}")
+    if rope_type(c.get("rope_scaling")) not in ("default", "llama3", "yarn"):
+        raise ValueError(f"rope_scaling {c['rope_scaling']} is not modelled (only none, llama3 and yarn)")
+    moe, qwen3 = kind in ("mixtral", "qwen3_moe"), kind in ("qwen3", "qwen3_moe")
+    head_dim = c.get("head_dim") or 0
     return LlamaConfig(
         num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
         num_kv_heads=c.get("num_key_value_heads", c["num_attention_heads"]), channels=c["hidden_size"],
-        intermediate=c["intermediate_size"], vocab_size=c["vocab_size"],
-        max_seq_len=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
+        intermediate=c["moe_intermediate_size"] if kind == "qwen3_moe" else c["intermediate_size"],
+        vocab_size=c["vocab_size"], max_seq_len=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
         rope_theta=c.get("rope_theta", 10000.0), rope_scaling=c.get("rope_scaling"),
         tie_word_embeddings=c.get("tie_word_embeddings", False),
-        num_experts=c["num_local_experts"] if moe else 0, top_k=c.get("num_experts_per_tok", 2),
-        qkv_bias=c["model_type"] == "qwen2")
+        num_experts=(c["num_experts"] if kind == "qwen3_moe" else c["num_local_experts"]) if moe else 0,
+        top_k=c.get("num_experts_per_tok", 2), qkv_bias=kind == "qwen2", qk_norm=qwen3,
+        head_dim=head_dim if head_dim != c["hidden_size"] // c["num_attention_heads"] else 0)
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Mixtral from an HF folder (one model.safetensors); a tied model's lm_head.weight,
-    if the file has one, is ignored."""
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral from an HF folder (one model.safetensors); a tied
+    model's lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = Llama(cfg).to(dtype)
