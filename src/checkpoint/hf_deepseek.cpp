@@ -5,6 +5,7 @@
 
 #include "checkpoint/hf_config_reader.h"
 #include "core/error.h"
+#include "data/json_excerpt.h"
 #include "data/whole_file.h"
 
 namespace tessera {
@@ -53,16 +54,24 @@ void reorder_tails(const ModelConfig& config, const std::string& name, float* va
 
 }  // namespace
 
-bool is_hf_deepseek_type(const json& model_type) { return model_type == "deepseek_v3"; }
+bool is_hf_deepseek_type(const json& model_type) { return model_type == "deepseek_v3" || model_type == "deepseek_v2"; }
 
 ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& path) {
   const HfConfigReader r(config, path);
-  r.expect("model_type", "deepseek_v3", "this reads DeepSeek-V3 configs");
+  const json* type = r.find("model_type");
+  TS_CHECK(type && is_hf_deepseek_type(*type), r.where(), ": expected model_type \"deepseek_v3\" or \"deepseek_v2\"");
+  const bool v3 = *type == "deepseek_v3";
   r.expect("hidden_act", "silu", "DeepSeek's MLPs and experts are SwiGLU (silu)");
   r.expect("attention_bias", false, "Tessera's latent attention has no biases");
-  r.expect("norm_topk_prob", true, "Tessera renormalises the chosen experts' weights to sum to 1");
-  r.expect("scoring_func", "sigmoid", "Tessera's DeepSeek-V3 router scores by sigmoid");
-  r.expect("topk_method", "noaux_tc", "Tessera picks the top-k by score plus the balancing bias");
+  if (v3) {
+    r.expect("scoring_func", "sigmoid", "Tessera's DeepSeek-V3 router scores by sigmoid");
+    r.expect("topk_method", "noaux_tc", "Tessera picks the top-k by score plus the balancing bias");
+  } else {
+    r.expect("scoring_func", "softmax", "Tessera's DeepSeek-V2 router scores by softmax");
+    if (const json* method = r.find("topk_method"))
+      TS_CHECK(*method == "greedy" || *method == "group_limited_greedy", r.where(), ": field 'topk_method' is ",
+               json_excerpt(*method), ", expected \"greedy\" (or \"group_limited_greedy\" over one group)");
+  }
   r.expect("moe_layer_freq", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
   r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
   const int64_t groups = r.integer("n_group", 1), kept_groups = r.integer("topk_group", groups);
@@ -99,8 +108,10 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
   c.moe.expert_hidden = r.integer("moe_intermediate_size");
   c.moe.num_shared_experts = r.count("n_shared_experts", 0);
   c.moe.first_dense_layers = r.count("first_k_dense_replace", 0);
-  c.moe.routed_scale = r.number("routed_scaling_factor", 1.0f);
-  c.moe.router = RouterKind::sigmoid_bias;
+  // DeepSeek-V3 scales the routed output always, DeepSeek-V2 only when it does not renormalise.
+  c.moe.renormalize = r.boolean("norm_topk_prob", v3);
+  c.moe.routed_scale = v3 || !c.moe.renormalize ? r.number("routed_scaling_factor", 1.0f) : 1.0f;
+  c.moe.router = v3 ? RouterKind::sigmoid_bias : RouterKind::softmax_topk;
   try {
     c.validate();
   } catch (const Error& e) {
@@ -115,41 +126,52 @@ bool hf_rope_interleaved(const std::filesystem::path& dir) {
   return HfConfigReader(config, path).boolean("rope_interleave", true);
 }
 
+bool hf_deepseek_exportable(const ModelConfig& c) {
+  if (!c.mla.enabled() || !c.moe.enabled()) return false;
+  if (c.moe.router == RouterKind::sigmoid_bias) return true;  // DeepSeek-V3
+  return !c.moe.renormalize || c.moe.routed_scale == 1.0f;    // DeepSeek-V2 scales only the unrenormalised
+}
+
 json hf_deepseek_config_json(const ModelConfig& c) {
-  return {{"architectures", json::array({"DeepseekV3ForCausalLM"})},
-          {"model_type", "deepseek_v3"},
-          {"vocab_size", c.vocab_size},
-          {"hidden_size", c.channels},
-          {"intermediate_size", c.hidden()},
-          {"moe_intermediate_size", c.moe.expert_hidden},
-          {"num_hidden_layers", c.num_layers},
-          {"num_attention_heads", c.num_heads},
-          {"num_key_value_heads", c.num_heads},
-          {"n_shared_experts", c.moe.num_shared_experts},
-          {"n_routed_experts", c.moe.num_experts},
-          {"routed_scaling_factor", json_float(c.moe.routed_scale)},
-          {"kv_lora_rank", c.mla.kv_rank},
-          {"q_lora_rank", c.mla.q_rank > 0 ? json(c.mla.q_rank) : json(nullptr)},
-          {"qk_rope_head_dim", c.mla.rope_dim},
-          {"v_head_dim", c.mla.v_dim},
-          {"qk_nope_head_dim", c.mla.nope_dim},
-          {"head_dim", c.mla.rope_dim},  // transformers' rotary size
-          {"n_group", 1},
-          {"topk_group", 1},
-          {"num_experts_per_tok", c.moe.top_k},
-          {"first_k_dense_replace", c.moe.first_dense_layers},
-          {"norm_topk_prob", true},
-          {"scoring_func", "sigmoid"},
-          {"topk_method", "noaux_tc"},
-          {"hidden_act", "silu"},
-          {"max_position_embeddings", c.max_seq_len},
-          {"rms_norm_eps", json_float(c.norm_eps)},
-          {"rope_theta", json_float(c.rope.theta)},
-          {"rope_scaling", rope_scaling_json(c.rope)},
-          {"rope_interleave", true},
-          {"attention_bias", false},
-          {"tie_word_embeddings", c.tied_embeddings},
-          {"initializer_range", 0.02}};
+  const bool v3 = c.moe.router == RouterKind::sigmoid_bias;
+  json j = {{"architectures", json::array({v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM"})},
+            {"model_type", v3 ? "deepseek_v3" : "deepseek_v2"},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.channels},
+            {"intermediate_size", c.hidden()},
+            {"moe_intermediate_size", c.moe.expert_hidden},
+            {"num_hidden_layers", c.num_layers},
+            {"num_attention_heads", c.num_heads},
+            {"num_key_value_heads", c.num_heads},
+            {"n_shared_experts", c.moe.num_shared_experts},
+            {"n_routed_experts", c.moe.num_experts},
+            {"routed_scaling_factor", json_float(c.moe.routed_scale)},
+            {"kv_lora_rank", c.mla.kv_rank},
+            {"q_lora_rank", c.mla.q_rank > 0 ? json(c.mla.q_rank) : json(nullptr)},
+            {"qk_rope_head_dim", c.mla.rope_dim},
+            {"v_head_dim", c.mla.v_dim},
+            {"qk_nope_head_dim", c.mla.nope_dim},
+            {"n_group", 1},
+            {"topk_group", 1},
+            {"num_experts_per_tok", c.moe.top_k},
+            {"first_k_dense_replace", c.moe.first_dense_layers},
+            {"moe_layer_freq", 1},
+            {"norm_topk_prob", c.moe.renormalize},
+            {"scoring_func", v3 ? "sigmoid" : "softmax"},
+            {"topk_method", v3 ? "noaux_tc" : "greedy"},
+            {"hidden_act", "silu"},
+            {"max_position_embeddings", c.max_seq_len},
+            {"rms_norm_eps", json_float(c.norm_eps)},
+            {"rope_theta", json_float(c.rope.theta)},
+            {"rope_scaling", rope_scaling_json(c.rope)},
+            {"attention_bias", false},
+            {"tie_word_embeddings", c.tied_embeddings},
+            {"initializer_range", 0.02}};
+  if (v3) {
+    j["head_dim"] = c.mla.rope_dim;  // transformers' rotary size
+    j["rope_interleave"] = true;
+  }
+  return j;
 }
 
 void deinterleave_rope_rows(const ModelConfig& config, const std::string& name, float* values, int64_t numel) {

@@ -1,19 +1,22 @@
-// DeepSeek-V3 (model_type "deepseek_v3", DeepseekV3ForCausalLM) <-> Tessera: the config.json
-// translation both ways and the RoPE channel order. Its tensors are Llama-family ones and live in
-// hf_llama's name map (latent attention's q_proj or q_a_proj/q_a_layernorm/q_b_proj, kv_a_proj_with_mqa,
-// kv_a_layernorm, kv_b_proj; the MoE's mlp.gate with its e_score_correction_bias, mlp.experts and
-// mlp.shared_experts). Covered: latent attention with or without a query latent, sigmoid routing with
-// the selection bias, shared experts, dense first layers, routed_scaling_factor, YaRN rope_scaling
-// (its mscale_all_dim's factor on the scores included). Refused, naming the key: group-limited routing (n_group > 1 with topk_group < n_group), unnormalised
-// top-k weights, softmax scoring, attention biases, value heads wider than the q/k heads.
-// RoPE order: DeepSeek's checkpoints keep each rotated tail interleaved (channel pairs 2i, 2i+1;
-// rope_interleave true, the default), Tessera rotates halves (i, i + R/2): import reorders the tail rows
-// of q_proj / q_b_proj (each head's) and of kv_a_proj_with_mqa (the shared key tail) to even channels
-// then odd, export back; the attention scores are the same.
+// DeepSeek-V3 and V2 (model_types "deepseek_v3" and "deepseek_v2", DeepseekV3ForCausalLM and
+// DeepseekV2ForCausalLM) <-> Tessera: the config.json translation both ways and the RoPE channel order.
+// Their tensors are Llama-family ones and live in hf_llama's name map (latent attention's q_proj or
+// q_a_proj/q_a_layernorm/q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj; the MoE's mlp.gate
+// with V3's e_score_correction_bias, mlp.experts and mlp.shared_experts).
+// Covered: latent attention with or without a query latent; V3's sigmoid routing with the selection
+// bias, V2's softmax routing, renormalised or not (norm_topk_prob); shared experts, dense first layers,
+// routed_scaling_factor (V3 scales the routed output always, V2 only when it does not renormalise);
+// YaRN rope_scaling (its mscale_all_dim's factor on the scores included). Refused, naming the key:
+// group-limited routing (n_group > 1 with topk_group < n_group), attention biases, value heads wider
+// than the q/k heads.
+// RoPE order: DeepSeek's checkpoints keep each rotated tail interleaved (channel pairs 2i, 2i+1; V3's
+// rope_interleave true, the default; V2 always), Tessera rotates halves (i, i + R/2): import reorders
+// the tail rows of q_proj / q_b_proj (each head's) and of kv_a_proj_with_mqa (the shared key tail) to
+// even channels then odd, export back; the attention scores are the same.
 #pragma once
 
-#include <filesystem>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -22,12 +25,17 @@
 
 namespace tessera {
 
+// "deepseek_v3" or "deepseek_v2".
 bool is_hf_deepseek_type(const nlohmann::json& model_type);
-// A config.json object of model_type "deepseek_v3" as our config; `path` names the file in errors.
+// A config.json object of model_type "deepseek_v3" or "deepseek_v2" as our config; `path` names the
+// file in errors.
 ModelConfig hf_deepseek_config(const nlohmann::json& config, const std::filesystem::path& path);
+// Whether `config` has a DeepseekV3ForCausalLM (sigmoid router) or DeepseekV2ForCausalLM (softmax
+// router, the routed output scaled only when the weights are not renormalised) form.
+bool hf_deepseek_exportable(const ModelConfig& config);
 // Whether dir/config.json says the rotated tails are interleaved (rope_interleave, true when absent).
 bool hf_rope_interleaved(const std::filesystem::path& dir);
-// config.json for `config` (a latent-attention model with a sigmoid router), weights interleaved.
+// config.json for `config` (hf_deepseek_exportable), weights interleaved.
 nlohmann::json hf_deepseek_config_json(const ModelConfig& config);
 
 // HF tensor `name`'s numel values (row-major) from interleaved to Tessera's order, in place; other

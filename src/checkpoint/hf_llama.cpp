@@ -145,8 +145,8 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
     c.moe.top_k = r.integer("num_experts_per_tok", 2);
     c.moe.expert_hidden = c.mlp_hidden;
   }
-  if (qwen3_moe) {  // softmax top-k routing renormalised, as Mixtral's, in every layer
-    r.expect("norm_topk_prob", true, "Tessera renormalises the chosen experts' weights to sum to 1");
+  if (qwen3_moe) {  // softmax top-k routing, renormalised (as Mixtral's) or not, in every layer
+    c.moe.renormalize = r.boolean("norm_topk_prob", false);
     r.expect("decoder_sparse_step", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
     r.expect("mlp_only_layers", json::array(), "Tessera's MoE models have no dense layers between MoE layers");
     c.moe.num_experts = r.integer("num_experts");
@@ -209,15 +209,17 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
                    int64_t max_shard_bytes, const HfTokenIds& ids, DType dtype) {
   config.validate();
-  const bool deepseek_v3 = config.mla.enabled() && config.moe.router == RouterKind::sigmoid_bias;
+  const bool deepseek = hf_deepseek_exportable(config);
+  const bool qwen3_moe_form = config.qk_norm && config.moe.enabled();
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
-               (deepseek_v3 || (!config.mla.enabled() && config.moe.num_shared_experts == 0 &&
-                                config.moe.first_dense_layers == 0 && config.moe.router == RouterKind::softmax_topk &&
-                                config.moe.routed_scale == 1.0f)) &&
+               (deepseek || (!config.mla.enabled() && config.moe.num_shared_experts == 0 &&
+                             config.moe.first_dense_layers == 0 && config.moe.router == RouterKind::softmax_topk &&
+                             config.moe.routed_scale == 1.0f && (config.moe.renormalize || qwen3_moe_form))) &&
                !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias),
            "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
-           "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM or DeepseekV3ForCausalLM form");
+           "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, DeepseekV2ForCausalLM or ",
+           "DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
@@ -232,7 +234,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                        }});
   }
   write_hf_weights(dir, tensors, max_shard_bytes, dtype);
-  if (deepseek_v3) {
+  if (deepseek) {
     json hf = hf_deepseek_config_json(config);
     hf["torch_dtype"] = hf_torch_dtype(dtype);
     put_hf_token_ids(hf, ids);
@@ -276,7 +278,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
       hf["num_experts"] = config.moe.num_experts;
       hf["num_experts_per_tok"] = config.moe.top_k;
       hf["moe_intermediate_size"] = config.moe.expert_hidden;
-      hf["norm_topk_prob"] = true;
+      hf["norm_topk_prob"] = config.moe.renormalize;
       hf["decoder_sparse_step"] = 1;
       hf["mlp_only_layers"] = json::array();
       hf["output_router_logits"] = false;

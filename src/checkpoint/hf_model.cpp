@@ -48,8 +48,8 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
   if (is_hf_deepseek_type(*type)) return hf_deepseek_config(config, path);
   TS_CHECK(is_hf_llama_type(*type), "Hugging Face config ",
            quoted_text(path.string()), ": field 'model_type' is ", json_excerpt(*type), ", not a model Tessera loads ",
-           "(\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\" or ",
-           "\"deepseek_v3\")");
+           "(\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", ",
+           "\"deepseek_v2\" or \"deepseek_v3\")");
   return hf_llama_config(config, path);
 }
 

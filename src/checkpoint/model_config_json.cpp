@@ -130,7 +130,8 @@ json model_config_to_json(const ModelConfig& c) {
                 {"num_shared_experts", c.moe.num_shared_experts},
                 {"router", name_of(kRouters, c.moe.router)},
                 {"first_dense_layers", c.moe.first_dense_layers},
-                {"routed_scale", c.moe.routed_scale}};
+                {"routed_scale", c.moe.routed_scale},
+                {"renormalize", c.moe.renormalize}};
   if (c.mla.enabled())
     j["latent_attention"] = {{"q_rank", c.mla.q_rank},
                              {"kv_rank", c.mla.kv_rank},
@@ -185,6 +186,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   moe.choice("router", kRouters, c.moe.router);
   moe.integer("first_dense_layers", c.moe.first_dense_layers, 0);
   moe.number("routed_scale", c.moe.routed_scale);  // absent before DeepSeek-V3 support: 1
+  moe.boolean("renormalize", c.moe.renormalize);    // absent before DeepSeek-V2 support: true
   Reader mla = r.object("latent_attention");      // absent before latent attention: none
   mla.integer("q_rank", c.mla.q_rank, 0);
   mla.integer("kv_rank", c.mla.kv_rank, 1);

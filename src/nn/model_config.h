@@ -16,7 +16,8 @@ enum class NormKind { layernorm, rmsnorm };
 enum class PositionKind { learned, rope };  // a learned (maxT, C) table added to the embedding, or RoPE
 enum class MlpKind { gelu, swiglu };        // the dense MLP's activation (and the experts' when MoE)
 enum class RouterKind {
-  softmax_topk,  // Mixtral: softmax over experts, top-k, weights renormalised to sum to 1
+  softmax_topk,  // Mixtral: softmax over experts, top-k, weights renormalised to sum to 1 (or, DeepSeek-V2's
+                 // and some Qwen MoEs', not: MoeConfig::renormalize)
   sigmoid_bias,  // DeepSeek-V3: sigmoid scores, top-k picked on score + a balancing bias, renormalised
 };
 
@@ -32,6 +33,7 @@ struct MoeConfig {
   RouterKind router = RouterKind::softmax_topk;
   int64_t first_dense_layers = 0;  // leading blocks with a dense MLP (DeepSeek's first_k_dense_replace)
   float routed_scale = 1.0f;       // the routed experts' output factor (DeepSeek-V3's routed_scaling_factor)
+  bool renormalize = true;         // the chosen experts' weights divided by their sum (HF's norm_topk_prob)
   bool enabled() const { return num_experts > 0; }
   bool operator==(const MoeConfig&) const = default;
 };

@@ -106,6 +106,15 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},
       {"deepseek-moe-tiny",
        [] { return deepseek_style(with_experts(llama(2, 4, 4, 32, 64, 256, 64, 10000.0f, false), 8, 2, 16), 1, 1); }},
+      {"deepseek-v2-tiny",
+       [] {
+         ModelConfig c = latent_attention(
+             deepseek_style(with_experts(llama(3, 4, 4, 32, 64, 256, 64, 10000.0f, false), 8, 2, 16), 1, 1),
+             {.q_rank = 0, .kv_rank = 16, .nope_dim = 8, .rope_dim = 4, .v_dim = 8}, 1.5f);
+         c.moe.router = RouterKind::softmax_topk;  // DeepSeek-V2: softmax, the chosen weights not renormalised
+         c.moe.renormalize = false;
+         return c;
+       }},
       {"deepseek-v3-tiny",
        [] {
          return latent_attention(

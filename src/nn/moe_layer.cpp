@@ -158,7 +158,8 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   const Tensor tokens = input.reshape({N, C});
   Tensor no_bias;
   matmul_forward(a.logits, tokens, w.router, no_bias);
-  moe_router_forward(a.experts, a.weights, a.scores, a.lse, a.logits, w.router_bias, score_kind(config));
+  moe_router_forward(a.experts, a.weights, a.scores, a.lse, a.logits, w.router_bias, score_kind(config),
+                     config.moe.renormalize);
   if (config.moe.routed_scale != 1.0f) {
     copy_tensor(a.scaled_weights, a.weights);
     scale_inplace(a.scaled_weights, config.moe.routed_scale);
@@ -261,7 +262,7 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   // set for this rank's N tokens, grows to all of theirs.
   const float aux_scale = cp ? scales.aux * float(a.balance.tokens / double(N)) : scales.aux;
   moe_router_backward(s.dlogits, s.dweights, a.experts, a.weights, a.scores, a.lse, a.logits, score_kind(config),
-                      aux_scale, scales.z, cp ? &a.balance : nullptr);
+                      aux_scale, scales.z, cp ? &a.balance : nullptr, config.moe.renormalize);
   linear_backward(dpart, LinearWeights{g.router, Tensor()}, s.dlogits, tokens, w.router, deferred);
   // The router's input gradient is whole on every rank: it joins the ranks' partial sums once.
   if (!tp || tp->place().rank == 0) add_inplace(dtokens, dpart);

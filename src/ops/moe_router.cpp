@@ -49,7 +49,7 @@ bool is_sigmoid(RouterScore kind) { return kind == RouterScore::sigmoid; }
 }  // namespace
 
 void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor& lse, const Tensor& logits,
-                        const Tensor& bias, RouterScore kind) {
+                        const Tensor& bias, RouterScore kind, bool renormalize) {
   const char* op = "moe_router_forward";
   detail::check_float_dtype(op, "logits", logits);
   const Device device = detail::check_args(op, {{"experts", experts, DType::i32},
@@ -68,14 +68,14 @@ void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor
   switch (device) {
     case Device::cpu:
       cpu::moe_router_forward(experts.data<int32_t>(), weights.f32(), scores.f32(), lse.f32(), logits.f32(),
-                              bias.defined() ? bias.f32() : nullptr, is_sigmoid(kind), d.N, d.E, d.K);
+                              bias.defined() ? bias.f32() : nullptr, is_sigmoid(kind), renormalize, d.N, d.E, d.K);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(logits.dtype(), [&]<typename T>(T) {
         cuda::moe_router_forward(experts.data<int32_t>(), weights.f32(), scores.f32(), lse.f32(),
                                  cuda::typed_data<T>(logits), bias.defined() ? bias.f32() : nullptr, is_sigmoid(kind),
-                                 d.N, d.E, d.K, cuda_compute_stream());
+                                 renormalize, d.N, d.E, d.K, cuda_compute_stream());
       });
       return;
 #else
@@ -111,7 +111,7 @@ RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, cons
 
 void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& experts, const Tensor& weights,
                          const Tensor& scores, const Tensor& lse, const Tensor& logits, RouterScore kind,
-                         float aux_scale, float z_scale, const RouterBalance* balance) {
+                         float aux_scale, float z_scale, const RouterBalance* balance, bool renormalize) {
   const char* op = "moe_router_backward";
   detail::check_float_dtype(op, "logits", logits);
   const Device device = detail::check_args(op, {{"dlogits", dlogits, logits.dtype()},
@@ -133,7 +133,8 @@ void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& 
     case Device::cpu:
       check_expert_range(op, experts, d.E);
       cpu::moe_router_backward(dlogits.f32(), dweights.f32(), experts.data<int32_t>(), weights.f32(), scores.f32(),
-                               lse.f32(), logits.f32(), is_sigmoid(kind), aux_scale, z_scale, d.N, d.E, d.K,
+                               lse.f32(), logits.f32(), is_sigmoid(kind), renormalize, aux_scale, z_scale, d.N, d.E,
+                               d.K,
                                balance ? balance->counts.data() : nullptr, balance ? balance->tokens : 0.0);
       return;
     case Device::cuda:
@@ -149,7 +150,8 @@ void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& 
       cuda::with_storage_type(logits.dtype(), [&]<typename T>(T) {
         cuda::moe_router_backward(cuda::typed_data<T>(dlogits), dweights.f32(), experts.data<int32_t>(),
                                   weights.f32(), scores.f32(), lse.f32(), cuda::typed_data<T>(logits),
-                                  is_sigmoid(kind), aux_scale, z_scale, d.N, d.E, d.K, cuda_compute_stream(),
+                                  is_sigmoid(kind), renormalize, aux_scale, z_scale, d.N, d.E, d.K,
+                                  cuda_compute_stream(),
                                   balance ? counts.data<int32_t>() : nullptr, balance ? balance->tokens : 0.0);
       });
       return;

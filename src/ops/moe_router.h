@@ -1,5 +1,5 @@
 // The Mixture-of-Experts router: per token, scores over E experts from its logits, the top-K
-// experts and their renormalised weights; the load-balancing (aux) and z losses; the backward of
+// experts and their weights (renormalised or not); the load-balancing (aux) and z losses; the backward of
 // the weights and both losses to the logits. Selection is piecewise constant and carries no
 // gradient. N tokens, E experts, K choices per token. logits and dlogits are in the activation
 // dtype (f32 anywhere, bf16 or f16 on the GPU); every other float tensor is f32 (fp32 routing).
@@ -20,9 +20,10 @@ enum class RouterScore { softmax, sigmoid };
 //   lse (N):       logsumexp of each logits row (for the z-loss), for both kinds.
 //   experts (N,K) i32: the top-K experts by score + bias, in descending order of that value; ties go
 //                  to the lower expert index first.
-//   weights (N,K): the chosen experts' scores (without bias) divided by their sum over the row.
+//   weights (N,K): the chosen experts' scores (without bias) divided by their sum over the row, or
+//                  without `renormalize` the scores themselves (Hugging Face's norm_topk_prob false).
 void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor& lse, const Tensor& logits,
-                        const Tensor& bias, RouterScore kind);
+                        const Tensor& bias, RouterScore kind, bool renormalize = true);
 
 // The auxiliary losses of one routing, as doubles on the host:
 //   aux = E * sum_e (count_e / N) * P_e, count_e = #{(n,k) : experts[n,k] == e} (they sum to N*K),
@@ -48,9 +49,10 @@ RouterLosses moe_router_losses(const Tensor& experts, const Tensor& scores, cons
 //   sum_{n,k} dweights[n,k] * weights[n,k] + aux_scale * aux + z_scale * z,
 // the counts of aux held constant. dweights, weights (N,K); the rest as the forward wrote them.
 // With `balance`, aux is the one of those (summed) statistics: its counts and tokens, not this
-// routing's, weigh the gradient.
+// routing's, weigh the gradient. `renormalize` as the forward's.
 void moe_router_backward(Tensor& dlogits, const Tensor& dweights, const Tensor& experts, const Tensor& weights,
                          const Tensor& scores, const Tensor& lse, const Tensor& logits, RouterScore kind,
-                         float aux_scale, float z_scale, const RouterBalance* balance = nullptr);
+                         float aux_scale, float z_scale, const RouterBalance* balance = nullptr,
+                         bool renormalize = true);
 
 }  // namespace tessera

@@ -79,6 +79,7 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
     compare("expert width", "", 0, flags.moe.expert_hidden, stored.moe.expert_hidden);
     compare("shared experts", "", 0, flags.moe.num_shared_experts, stored.moe.num_shared_experts);
     compare("dense first layers", "", 0, flags.moe.first_dense_layers, stored.moe.first_dense_layers);
+    compare("renormalised expert weights (1 = on)", "", 0, flags.moe.renormalize, stored.moe.renormalize);
   }
   if (flags.mla.enabled() && stored.mla.enabled()) {
     compare("latent attention's q rank", "", 0, flags.mla.q_rank, stored.mla.q_rank);

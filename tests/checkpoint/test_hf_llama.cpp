@@ -103,13 +103,14 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "deepseek-v3-tiny"),
+                                           "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
                                   : info.param == "mixtral-tiny"   ? "Mixtral"
+                                  : info.param == "deepseek-v2-tiny" ? "DeepSeekV2"
                                                                    : "DeepSeekV3";
                          });
 
@@ -163,10 +164,14 @@ TEST(HfLlama, DeepSeekV3NamesConfigAndRopeOrder) {
   EXPECT_EQ(hf["routed_scaling_factor"], 2.5);
   EXPECT_EQ(hf["rope_interleave"], true);
   EXPECT_TRUE(read_hf_config(dir) == config);
+  nlohmann::json unrenormalised = hf;
+  unrenormalised["norm_topk_prob"] = false;
+  testing::write_text(dir / "config.json", unrenormalised.dump());
+  EXPECT_FALSE(read_hf_config(dir).moe.renormalize);
+  EXPECT_EQ(read_hf_config(dir).moe.routed_scale, 2.5f);  // V3 scales either way
   for (const auto& [key, value] :
        {std::pair<std::string, nlohmann::json>{"rope_scaling", {{"type", "dynamic"}, {"factor", 40}}},
         {"n_group", 8},
-        {"norm_topk_prob", false},
         {"scoring_func", "softmax"},
         {"attention_bias", true},
         {"num_key_value_heads", 2},
@@ -197,9 +202,13 @@ TEST(HfLlama, Qwen3MoeNamesAndConfig) {
   EXPECT_EQ(hf["moe_intermediate_size"], 24);
   EXPECT_EQ(hf["norm_topk_prob"], true);
   EXPECT_TRUE(read_hf_config(dir) == config);
-  // Layouts Tessera does not run are refused naming the key: unnormalised weights, dense layers between.
-  for (const auto& [key, value] : {std::pair<std::string, nlohmann::json>{"norm_topk_prob", false},
-                                   {"decoder_sparse_step", 2},
+  // Weights left unrenormalised (norm_topk_prob false) read as such.
+  nlohmann::json unrenormalised = hf;
+  unrenormalised["norm_topk_prob"] = false;
+  testing::write_text(dir / "config.json", unrenormalised.dump());
+  EXPECT_FALSE(read_hf_config(dir).moe.renormalize);
+  // Layouts Tessera does not run are refused naming the key: dense layers between MoE layers.
+  for (const auto& [key, value] : {std::pair<std::string, nlohmann::json>{"decoder_sparse_step", 2},
                                    {"mlp_only_layers", nlohmann::json::array({0})}}) {
     nlohmann::json other = hf;
     other[key] = value;
@@ -231,6 +240,40 @@ TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
   const ModelConfig small = model_preset("qwen3-1.7b");
   EXPECT_EQ(small.head_dim, 0);
   EXPECT_EQ(small.head_size(), 128);
+}
+
+// DeepSeek-V2: V3's names without the router's selection bias, softmax routing whose weights are scaled
+// by routed_scaling_factor only when not renormalised; its model type and keys.
+TEST(HfLlama, DeepSeekV2RouterAndConfig) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("deepseek-v2-tiny", dir);
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_TRUE(file.contains("model.layers.1.mlp.gate.weight"));
+  EXPECT_FALSE(file.contains("model.layers.1.mlp.gate.e_score_correction_bias"));
+  EXPECT_TRUE(file.contains("model.layers.1.self_attn.q_proj.weight"));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "DeepseekV2ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "deepseek_v2");
+  EXPECT_EQ(hf["scoring_func"], "softmax");
+  EXPECT_EQ(hf["norm_topk_prob"], false);
+  EXPECT_EQ(hf["routed_scaling_factor"], 1.5);
+  EXPECT_FALSE(hf.contains("rope_interleave"));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  // Renormalised, DeepSeek-V2 does not scale: the factor is read as 1.
+  hf["norm_topk_prob"] = true;
+  testing::write_text(dir / "config.json", hf.dump());
+  const ModelConfig renormalised = read_hf_config(dir);
+  EXPECT_TRUE(renormalised.moe.renormalize);
+  EXPECT_EQ(renormalised.moe.routed_scale, 1.0f);
+  // Group-limited routing over several groups is refused naming the keys.
+  hf["topk_method"] = "group_limited_greedy", hf["n_group"] = 8, hf["topk_group"] = 3;
+  testing::write_text(dir / "config.json", hf.dump());
+  const std::string message = testing::error_of([&] { read_hf_config(dir); });
+  EXPECT_TRUE(testing::contains(message, "n_group 8 with topk_group 3")) << message;
+  // A renormalising softmax router scaled by other than 1 has no DeepseekV2ForCausalLM form.
+  ModelConfig scaled = config;
+  scaled.moe.renormalize = true;
+  EXPECT_THROW(save_hf_llama(dir / "scaled", scaled, Decoder(scaled).named_params()), Error);
 }
 
 // YaRN's rope_scaling (Qwen3's long-context configs, DeepSeek's) reads into the config and writes back

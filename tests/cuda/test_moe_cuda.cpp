@@ -38,6 +38,7 @@ void expect_same_ids(const Tensor& gpu, const Tensor& cpu, const char* what) {
 struct RouterCase {
   int64_t E, K;
   RouterScore kind;
+  bool renormalize = true;  // false: the chosen scores as they are (norm_topk_prob false)
 };
 
 class MoeRouterCuda : public testing::CudaTest, public ::testing::WithParamInterface<RouterCase> {};
@@ -45,7 +46,7 @@ class MoeRouterCuda : public testing::CudaTest, public ::testing::WithParamInter
 TEST_P(MoeRouterCuda, ForwardLossesAndBackwardMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const auto [E, K, kind] = GetParam();
+  const auto [E, K, kind, renormalize] = GetParam();
   const int64_t N = 300;
   const bool sigmoid = kind == RouterScore::sigmoid;
   const Tensor bias = sigmoid ? random_tensor({E}, seed + 2, -0.2f, 0.2f) : Tensor();
@@ -56,11 +57,11 @@ TEST_P(MoeRouterCuda, ForwardLossesAndBackwardMatchCpu) {
     const Tensor logits = testing::rounded_to(random_tensor({N, E}, seed, -3.0f, 3.0f), dtype);
     Tensor experts = Tensor::zeros({N, K}, DType::i32), weights = Tensor::zeros({N, K});
     Tensor scores = Tensor::zeros({N, E}), lse = Tensor::zeros({N});
-    moe_router_forward(experts, weights, scores, lse, logits, bias, kind);
+    moe_router_forward(experts, weights, scores, lse, logits, bias, kind, renormalize);
     Tensor experts_gpu = to_gpu(Tensor::zeros({N, K}, DType::i32)), weights_gpu = testing::poisoned_gpu({N, K});
     Tensor scores_gpu = testing::poisoned_gpu({N, E}), lse_gpu = testing::poisoned_gpu({N});
     const Tensor logits_gpu = testing::to_gpu_as(logits, dtype), bias_gpu = sigmoid ? to_gpu(bias) : Tensor();
-    moe_router_forward(experts_gpu, weights_gpu, scores_gpu, lse_gpu, logits_gpu, bias_gpu, kind);
+    moe_router_forward(experts_gpu, weights_gpu, scores_gpu, lse_gpu, logits_gpu, bias_gpu, kind, renormalize);
     expect_same_ids(experts_gpu, experts, "experts");
     testing::expect_matches_cpu(scores_gpu, scores, kTol, 1e-7, kTol, "scores");
     testing::expect_matches_cpu(weights_gpu, weights, kTol, 1e-7, kTol, "weights");
@@ -73,9 +74,10 @@ TEST_P(MoeRouterCuda, ForwardLossesAndBackwardMatchCpu) {
 
     // Both backwards from the CPU's routing; dlogits in the logits' dtype on the GPU.
     Tensor dlogits = Tensor::zeros({N, E}), dlogits_gpu = testing::poisoned_gpu({N, E}, dtype);
-    moe_router_backward(dlogits, dweights, experts, weights, scores, lse, logits, kind, 0.3f, 0.02f);
+    moe_router_backward(dlogits, dweights, experts, weights, scores, lse, logits, kind, 0.3f, 0.02f, nullptr,
+                        renormalize);
     moe_router_backward(dlogits_gpu, to_gpu(dweights), to_gpu(experts), to_gpu(weights), to_gpu(scores),
-                        to_gpu(lse), logits_gpu, kind, 0.3f, 0.02f);
+                        to_gpu(lse), logits_gpu, kind, 0.3f, 0.02f, nullptr, renormalize);
     const double rounding = dtype == DType::f32 ? 0.0 : testing::rounding_of(dtype);
     testing::expect_matches_cpu(dlogits_gpu, dlogits, kTol + rounding, 1e-6 + rounding * testing::max_abs(dlogits),
                                 kTol + rounding, "dlogits");
@@ -85,10 +87,13 @@ TEST_P(MoeRouterCuda, ForwardLossesAndBackwardMatchCpu) {
 INSTANTIATE_TEST_SUITE_P(Shapes, MoeRouterCuda,
                          ::testing::Values(RouterCase{8, 2, RouterScore::softmax}, RouterCase{40, 6, RouterScore::softmax},
                                            RouterCase{256, 8, RouterScore::softmax},
-                                           RouterCase{8, 2, RouterScore::sigmoid}, RouterCase{64, 4, RouterScore::sigmoid}),
+                                           RouterCase{8, 2, RouterScore::sigmoid}, RouterCase{64, 4, RouterScore::sigmoid},
+                                           RouterCase{64, 6, RouterScore::softmax, false},
+                                           RouterCase{64, 8, RouterScore::sigmoid, false}),
                          [](const ::testing::TestParamInfo<RouterCase>& info) {
                            return std::string(info.param.kind == RouterScore::sigmoid ? "sigmoid" : "softmax") + "_E" +
-                                  std::to_string(info.param.E) + "_K" + std::to_string(info.param.K);
+                                  std::to_string(info.param.E) + "_K" + std::to_string(info.param.K) +
+                                  (info.param.renormalize ? "" : "_unrenormalised");
                          });
 
 class MoeDispatchCuda : public testing::CudaTest {};

@@ -25,18 +25,20 @@ namespace {
 
 // Small models of each family; T up to 8, vocab 50 (Vp 128). deepseek-v3: latent attention with a
 // query latent and value heads narrower than the q/k heads, the routed output scaled; deepseek-v2:
-// dense, latent attention without a query latent, values as wide as the q/k heads (no padding), YaRN.
+// latent attention without a query latent, values as wide as the q/k heads (no padding), YaRN, softmax
+// routing whose weights are not renormalised, the routed output scaled.
 ModelConfig family(const std::string& name) {
   const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3";
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny"
-                               : name == "deepseek" ? "deepseek-moe-tiny" : "deepseek-v3-tiny");
+                               : name == "deepseek" ? "deepseek-moe-tiny"
+                               : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" ? 3 : 2;
-  // Every expert chosen: a finite difference through three blocks of latent attention moves the
-  // sigmoid routers' near-tied choices otherwise (the deepseek family checks the choosing).
-  if (name == "deepseek-v3") c.moe.top_k = c.moe.num_experts;
+  // Every expert chosen: a finite difference through blocks of latent attention moves the routers'
+  // near-tied choices otherwise (the deepseek and mixtral families check the choosing).
+  if (name.starts_with("deepseek-v")) c.moe.top_k = c.moe.num_experts;
   if (name == "deepseek-v2") {
-    c.moe = MoeConfig{}, c.mla = {.q_rank = 0, .kv_rank = 12, .nope_dim = 6, .rope_dim = 4, .v_dim = 10};
+    c.mla.v_dim = c.head_size();  // values as wide as the q/k heads: no padding
     // YaRN with both of DeepSeek's factors away from 1: the rotated channels' and every score's.
     c.rope = {.theta = 10000, .factor = 40, .original_max_positions = 4096, .yarn = true, .mscale = 1,
               .mscale_all_dim = 0.5f};

@@ -24,10 +24,10 @@ struct Routed {
   Tensor experts, weights, scores, lse;
 };
 
-Routed route(const Tensor& logits, const Tensor& bias, RouterScore kind, int64_t K) {
+Routed route(const Tensor& logits, const Tensor& bias, RouterScore kind, int64_t K, bool renormalize = true) {
   const int64_t N = logits.size(0), E = logits.size(1);
   Routed r{Tensor::zeros({N, K}, DType::i32), Tensor::zeros({N, K}), Tensor::zeros({N, E}), Tensor::zeros({N})};
-  moe_router_forward(r.experts, r.weights, r.scores, r.lse, logits, bias, kind);
+  moe_router_forward(r.experts, r.weights, r.scores, r.lse, logits, bias, kind, renormalize);
   return r;
 }
 
@@ -241,6 +241,35 @@ TEST(MoeRouter, BackwardMatchesFiniteDifferences) {
     Tensor dlogits = Tensor::zeros({N, E});
     moe_router_backward(dlogits, dweights, base.experts, base.weights, base.scores, base.lse, logits, c.kind,
                         c.aux_scale, c.z_scale);
+    testing::expect_close(dlogits, fd, 2e-4, 2e-3, "dlogits");
+  }
+}
+
+// Without renormalisation (Hugging Face's norm_topk_prob false: DeepSeek-V2, some Qwen MoEs) the
+// weights are the chosen experts' scores themselves, the same experts chosen; the backward carries
+// them through the score function alone (finite differences, softmax and sigmoid with its bias).
+TEST(MoeRouter, UnrenormalisedWeightsAreTheChosenScores) {
+  const int64_t N = 6, E = 7, K = 3;
+  Tensor logits = separated_logits(N, E, 311);
+  const Tensor bias = testing::tensor_of({E}, {0.05f, -0.1f, 0.2f, 0.0f, -0.15f, 0.1f, 0.02f});
+  const Tensor dweights = random_tensor({N, K}, 312);
+  for (const RouterScore kind : {RouterScore::softmax, RouterScore::sigmoid}) {
+    SCOPED_TRACE(kind == RouterScore::softmax ? "softmax" : "sigmoid");
+    const Tensor b = kind == RouterScore::sigmoid ? bias : Tensor();
+    const Routed base = route(logits, b, kind, K, false), renormalised = route(logits, b, kind, K);
+    EXPECT_EQ(ids_of(base.experts), ids_of(renormalised.experts));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        EXPECT_EQ(base.weights.f32()[n * K + k], base.scores.f32()[n * E + base.experts.data<int32_t>()[n * K + k]]);
+    auto loss = [&] {
+      const Routed r = route(logits, b, kind, K, false);
+      const RouterLosses l = moe_router_losses(r.experts, r.scores, r.lse, kind);
+      return testing::dot(r.weights, dweights) + 0.7 * l.aux + 0.3 * l.z;
+    };
+    const std::vector<double> fd = testing::numeric_gradient(logits, loss, 1e-2f);
+    Tensor dlogits = Tensor::zeros({N, E});
+    moe_router_backward(dlogits, dweights, base.experts, base.weights, base.scores, base.lse, logits, kind, 0.7f, 0.3f,
+                        nullptr, false);
     testing::expect_close(dlogits, fd, 2e-4, 2e-3, "dlogits");
   }
 }

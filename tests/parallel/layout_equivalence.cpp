@@ -188,6 +188,8 @@ const Layout kLayouts[] = {
     {4, 2, 1, 2, "deepseek-v3-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all --recompute full", 1, 1, 2},
     {2, 1, 0, 2, "deepseek-v3-tiny", 2, "zero-bubble"},
     {4, 4, 3, 2, "deepseek-v3-tiny", 1, "1f1b", 1, 0, "", 1, 2},
+    // DeepSeek-V2: its softmax router's weights not renormalised but scaled, over tp2 and ep2
+    {4, 2, 1, 2, "deepseek-v2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 4, 2, 2, "deepseek-v2-tiny", 1, "1f1b", 1, 0, "", 1, 2},
     // fp8 linear layers: the scales (from every rank's amaxes) are the same for any layout; over dp
     // with ZeRO, tp with ZeRO-3, tp·pp, zero-bubble's deferred weight gradients, cp with
     // recomputation, ep (the experts' GEMMs, amaxes over every ep rank's experts) and ZeRO-2 with

@@ -11,7 +11,10 @@
 # and its aux/z losses against per-token loops, the bias balancing rule, HF names and round trip,
 # deterministic golden runs and the micro-batch split. YaRN (both models): inv_freq against a hand loop
 # (truncated and not), its attention factor and DeepSeek-V3's softmax scale against hand values, the factor on
-# q's and k's rotated channels, and deterministic golden runs whose hf/ folder reproduces step 1.
+# q's and k's rotated channels, and deterministic golden runs whose hf/ folder reproduces step 1. Unnormalised
+# top-k (norm_topk_prob false) for Qwen3-MoE and DeepSeek-V3 against per-token loops; DeepSeek-V2 (softmax router,
+# routed scale only when not renormalised, no bias; RoPE tails always interleaved) against per-token loops and a
+# halves-order model on permuted weights, its HF folder, and deterministic golden runs of all three.
 # Usage: /usr/bin/python3 tests/reference/check_reference.py
 import json
 import math
@@ -475,7 +478,7 @@ def expected_deepseek_names(cfg):
         if i < cfg.first_dense:
             names += [p + f"mlp.{n}.weight" for n in mlp]
             continue
-        names += [p + "mlp.gate.weight", p + "mlp.gate.e_score_correction_bias"]
+        names += [p + "mlp.gate.weight"] + ([] if cfg.is_v2 else [p + "mlp.gate.e_score_correction_bias"])
         names += [p + f"mlp.experts.{e}.{n}.weight" for e in range(cfg.num_experts) for n in mlp]
         names += [p + f"mlp.shared_experts.{n}.weight" for n in mlp]
     return names + ["model.norm.weight"] + ([] if cfg.tie_word_embeddings else ["lm_head.weight"])
@@ -692,6 +695,249 @@ def check_yarn_reference(tmp):
           "HF spells it, hf/ + train.bin reproduce step 1, losses differ from no scaling")
 
 
+# ---------------------------------------------------------------- unnormalised top-k, DeepSeek-V2 (float64)
+
+def check_unnormalised_routing():
+    """norm_topk_prob false: Qwen3-MoE's weights are the chosen softmax probabilities, DeepSeek-V3's the chosen
+    sigmoid scores (no bias) times the routed scale, neither divided by their sum. Ties go to the lower index."""
+    ties = torch.tensor([[0.25, 0.25, 0.25, 0.25], [0.1, 0.3, 0.3, 0.3], [0.4, 0.1, 0.4, 0.1]], dtype=torch.float64)
+    assert tl.top_k_indices(ties, 2).tolist() == [[0, 1], [1, 2], [0, 2]], "ties to the lower index"
+    g = torch.Generator().manual_seed(30)
+    x = torch.randn(2, 7, 32, dtype=torch.float64, generator=g)
+    flat = x.reshape(14, 32)
+    for k in (1, 2, 3):
+        moe = llama_model(seed=31, num_experts=4, top_k=k, qk_norm=True, norm_topk_prob=False).model.layers[1].mlp
+        assert not moe.normalise
+        out, logits = moe(x)
+        for n in range(14):
+            p = [math.exp(v) for v in logits[n].tolist()]
+            p = [v / sum(p) for v in p]
+            top = sorted(range(4), key=lambda e: -p[e])[:k]
+            want = sum(p[e] * moe.experts[e](flat[n]) for e in top)
+            assert torch.allclose(out.reshape(14, 32)[n], want, rtol=1e-12, atol=1e-15), \
+                f"qwen3_moe norm 0 k {k} token {n}"
+    for bad in ({"num_experts": 4}, {}, {"qk_norm": True}):     # Mixtral, Llama, Qwen3: refused
+        try:
+            tl.LlamaConfig(norm_topk_prob=False, **bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"norm_topk_prob false accepted for {bad}")
+    moe = deepseek_model(seed=32, norm_topk_prob=False).model.layers[1].mlp
+    bias = moe.gate.e_score_correction_bias
+    out, logits, choice = moe(x)
+    for n in range(14):
+        s = [1 / (1 + math.exp(-v)) for v in logits[n].tolist()]
+        top = sorted(range(4), key=lambda e: -(s[e] + bias[e].item()))[:2]
+        want = sum(s[e] * 2.5 * moe.experts[e](flat[n]) for e in top) + moe.shared_experts(flat[n])
+        assert torch.allclose(out.reshape(14, 32)[n], want, rtol=1e-12, atol=1e-15), f"deepseek_v3 norm 0 token {n}"
+    print("unnormalised top-k: qwen3_moe (k = 1, 2, 3) weights = chosen p, deepseek_v3 = chosen sigmoid * routed "
+          "scale, against per-token loops; mixtral/dense refuse it; ties go to the lower index")
+
+
+def deepseek_v2_model(seed=0, **overrides):
+    return deepseek_model(seed, model_type="deepseek_v2", **{"norm_topk_prob": False, "routed_scale": 1.0,
+                                                              **overrides})
+
+
+def check_deepseek_v2_moe():
+    """DeepSeek-V2's router: softmax, top-k by p, weights p / their sum when norm_topk_prob and k > 1 (no
+    routed scale), else p * routed scale; shared experts unscaled; aux with p = softmax; no bias anywhere."""
+    g = torch.Generator().manual_seed(33)
+    x = torch.randn(2, 7, 32, dtype=torch.float64, generator=g)
+    flat = x.reshape(14, 32)
+    for norm, k, scale in ((False, 2, 1.5), (True, 2, 1.5), (True, 1, 1.5), (False, 1, 2.0), (False, 3, 2.0),
+                           (True, 3, 2.0)):
+        moe = deepseek_v2_model(seed=34, top_k=k, norm_topk_prob=norm, routed_scale=scale).model.layers[1].mlp
+        assert not hasattr(moe.gate, "e_score_correction_bias"), "deepseek_v2 router has a bias"
+        out, logits, probs = moe(x)
+        counts, p_sum = [0] * 4, [0.0] * 4
+        for n in range(14):
+            p = [math.exp(v) for v in logits[n].tolist()]
+            p = [v / sum(p) for v in p]
+            top = sorted(range(4), key=lambda e: -p[e])[:k]
+            w = {e: p[e] / sum(p[t] for t in top) if norm and k > 1 else p[e] * scale for e in top}
+            want = sum(w[e] * moe.experts[e](flat[n]) for e in top) + moe.shared_experts(flat[n])
+            assert torch.allclose(out.reshape(14, 32)[n], want, rtol=1e-12, atol=1e-15), \
+                f"deepseek_v2 norm {norm} k {k} scale {scale} token {n}"
+            for e in range(4):
+                counts[e] += e in top
+                p_sum[e] += p[e]
+        aux, z = td.router_losses([(logits, probs)], k, softmax=True)
+        aux_loop = 4 * sum(counts[e] / 14 * p_sum[e] / 14 for e in range(4))
+        z_loop = sum(torch.logsumexp(logits[n], 0).item() ** 2 for n in range(14)) / 14
+        assert abs(aux.item() - aux_loop) < 1e-12 and abs(z.item() - z_loop) < 1e-10, "deepseek_v2 aux/z"
+        # The same as Mixtral's losses (torch_llama) on the same logits.
+        aux_l, z_l = tl.router_losses([logits], k)
+        assert abs(aux.item() - aux_l.item()) < 1e-14 and abs(z.item() - z_l.item()) < 1e-12
+    # A zero router: every p = 1/4, ties to the lower index picks experts 0 and 1, weights 1/4 * scale (or 1/2).
+    logits = torch.zeros(3, 4, dtype=torch.float64)
+    weights, chosen, _ = td.route_softmax(logits, 2, 1.5, False)
+    assert chosen.tolist() == [[0, 1]] * 3 and torch.equal(weights, torch.full((3, 2), 0.375, dtype=torch.float64))
+    assert torch.equal(td.route_softmax(logits, 2, 1.5, True)[0], torch.full((3, 2), 0.5, dtype=torch.float64))
+    model = deepseek_v2_model(seed=35)
+    assert not any("e_score_correction_bias" in n for n in model.state_dict()), "deepseek_v2 state has a bias"
+    try:
+        td.balance_router_biases(model, [torch.tensor([1, 2, 3, 2])], 1e-3)
+        raise AssertionError("deepseek_v2 balanced a bias")
+    except ValueError:
+        pass
+    print("deepseek_v2 moe: softmax top-k (k = 1, 2, 3), p / sum when normalised (k > 1, no scale) else p * "
+          "routed scale, shared experts, aux/z (p = softmax, = Mixtral's) against per-token loops; zero router "
+          "picks experts 0, 1; no bias")
+
+
+def check_deepseek_v2_attention():
+    """V2's RoPE tails are interleaved: equal to a halves-order model (rope_interleave false) on the permuted
+    weights of deinterleave_rope_weights; its latent attention (with YaRN) against the per-token loop."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(36))
+    for q_rank in (0, 12):
+        v2 = deepseek_v2_model(seed=37, q_lora_rank=q_rank, qk_rope_dim=8)
+        assert v2.cfg.rope_interleave and all(layer.self_attn.interleave for layer in v2.model.layers)
+        halves = td.DeepseekV3(td.DeepseekConfig(**{**vars(v2.cfg), "rope_interleave": False})).double()
+        halves.load_state_dict(v2.state_dict())
+        with torch.no_grad():
+            want = v2(idx)[0]
+            assert not torch.allclose(halves(idx)[0], want, rtol=1e-6, atol=0), "deepseek_v2: layout changes nothing"
+            halves.load_state_dict(td.deinterleave_rope_weights(v2.state_dict(), v2.cfg))
+            assert torch.allclose(halves(idx)[0], want, rtol=1e-12, atol=1e-14), f"deepseek_v2 halves, q_rank {q_rank}"
+    try:
+        td.hf_config(halves.cfg)
+        raise AssertionError("deepseek_v2 config.json written with halves-order RoPE")
+    except ValueError:
+        pass
+    x = torch.randn(2, 6, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(38))
+    scaling = tl.yarn_rope_scaling(40.0, 4096, mscale=0.707, mscale_all_dim=0.707)
+    model = deepseek_v2_model(seed=39, q_lora_rank=12, qk_rope_dim=8, rope_scaling=scaling)
+    attn = model.model.layers[1].self_attn
+    cos, sin = tl.rope_cos_sin(model.inv_freq, 6, model.rope_scale)
+    want_freq, _ = yarn_inv_freq_by_hand(8, 1e4, 40.0, 4096, 32.0, 1.0, True)
+    m = 0.1 * 0.707 * math.log(40) + 1
+    want = latent_attention_by_hand(attn, model.cfg, x, want_freq, 1.0, 16 ** -0.5 * m * m)
+    assert model.rope_scale == 1.0 and torch.allclose(attn(x, cos, sin), want, rtol=1e-12, atol=1e-15), "v2 yarn MLA"
+    print("deepseek_v2 attention: interleaved tails = halves-order model on deinterleave_rope_weights' rows (and "
+          "differ without); hf_config refuses halves order; yarn latent attention against the loop")
+
+
+def check_deepseek_v2_hf_round_trip(tmp):
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(40))
+    for q_rank, norm, tie in ((0, False, False), (12, True, True)):
+        model = deepseek_v2_model(seed=41, q_lora_rank=q_rank, norm_topk_prob=norm, tie_word_embeddings=tie,
+                                  routed_scale=1.5, num_layers=3)
+        folder = os.path.join(tmp, f"deepseek_v2_hf_{q_rank}")
+        td.save_hf(model, folder)
+        stored = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+        assert sorted(stored) == sorted(expected_deepseek_names(model.cfg)), "DeepSeek-V2 HF tensor names"
+        with open(os.path.join(folder, "config.json")) as f:
+            c = json.load(f)
+        want = {"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "scoring_func": "softmax",
+                "topk_method": "greedy", "n_group": 1, "topk_group": 1, "norm_topk_prob": norm,
+                "routed_scaling_factor": 1.5, "aux_loss_alpha": 0.001, "seq_aux": True, "moe_layer_freq": 1}
+        assert all(c[key] == value for key, value in want.items()) and "rope_interleave" not in c, "v2 config.json"
+        assert set(c) == set(td.hf_config(deepseek_model().cfg)) - {"rope_interleave"} | set(want), "v2 config keys"
+        loaded = td.load_hf(folder)
+        assert loaded.cfg == model.cfg, "deepseek_v2 config.json does not give back the config"
+        with torch.no_grad():
+            assert torch.equal(model(idx)[0], loaded(idx)[0]), "deepseek_v2 logits differ after HF round trip"
+    # HF's defaults where keys are absent: V2 norm_topk_prob false and routed_scaling_factor 1, V3 true;
+    # group-limited routing is refused.
+    del c["norm_topk_prob"], c["routed_scaling_factor"]
+    cfg = td.config_from_hf(c)
+    assert not cfg.norm_topk_prob and cfg.routed_scale == 1.0 and cfg.is_v2 and cfg.rope_interleave
+    v3 = td.hf_config(deepseek_model().cfg)
+    del v3["norm_topk_prob"]
+    assert td.config_from_hf(v3).norm_topk_prob
+    for key, value in (("topk_method", "group_limited_greedy"), ("n_group", 8), ("scoring_func", "sigmoid")):
+        try:
+            td.config_from_hf({**c, key: value})
+            raise AssertionError(f"deepseek_v2 {key} {value} accepted")
+        except ValueError:
+            pass
+    # norm_topk_prob false reads back for Qwen3-MoE and DeepSeek-V3 (and Qwen3-MoE's absent key is HF's false).
+    for model, lib in ((llama_model(seed=42, num_experts=4, qk_norm=True, norm_topk_prob=False), tl),
+                       (deepseek_model(seed=42, norm_topk_prob=False), td)):
+        folder = os.path.join(tmp, f"norm0_{lib.__name__}")
+        lib.save_hf(model, folder)
+        with open(os.path.join(folder, "config.json")) as f:
+            assert json.load(f)["norm_topk_prob"] is False
+        assert lib.load_hf(folder).cfg == model.cfg, f"{lib.__name__}: norm_topk_prob false does not read back"
+    c = tl.hf_config(llama_model(num_experts=4, qk_norm=True).cfg)
+    del c["norm_topk_prob"]
+    assert not tl.config_from_hf(c).norm_topk_prob
+    print("deepseek_v2 hf folder: HF names (no router bias), config.json keys (no rope_interleave; softmax, greedy, "
+          "norm_topk_prob, routed scale, aux keys), reloaded logits identical; HF's defaults for absent keys; "
+          "group-limited or sigmoid V2 refused; norm_topk_prob false reads back (qwen3_moe, deepseek_v3)")
+
+
+def refused(*flags):
+    try:
+        with open(os.devnull, "w") as null:
+            stderr, sys.stderr = sys.stderr, null
+            try:
+                make_hf_llama_reference.parse_args(["--out", "unused", *flags])
+            finally:
+                sys.stderr = stderr
+    except SystemExit:
+        return True
+    return False
+
+
+def check_unnormalised_reference(tmp):
+    """Golden runs: deepseek_v2 (both norm_topk settings) and --norm-topk 0 for qwen3_moe and deepseek_v3,
+    deterministic, hf/ + train.bin reproduce step 1, the flag changes the losses; the refused flags."""
+    runs = {"v2": ("--model", "deepseek_v2", "--layers", "3", "--routed-scale", "1.5", "--rms-eps", "1e-4"),
+            "v2_norm": ("--model", "deepseek_v2", "--q-lora-rank", "12", "--norm-topk", "1", "--qk-rope-dim", "8",
+                        "--rope-scaling", "yarn", "--yarn-factor", "40", "--yarn-mscale", "0.707",
+                        "--yarn-mscale-all-dim", "0.707"),
+            "qwen3_moe": ("--model", "qwen3_moe", "--head-dim", "16", "--norm-topk", "0"),
+            "v3": ("--model", "deepseek_v3", "--norm-topk", "0")}
+    for name, flags in runs.items():
+        r1, r2 = (run_llama_reference(tmp, f"norm_{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2 and len(r1["aux_losses"]) == 3
+        c = r1["config"]
+        norm = name == "v2_norm"
+        assert c["norm_topk"] == int(norm), f"{name}: norm_topk not recorded"
+        with open(os.path.join(tmp, f"norm_{name}_1", "hf", "config.json")) as f:
+            assert json.load(f)["norm_topk_prob"] is norm
+        deepseek = name != "qwen3_moe"
+        lib = td if deepseek else tl
+        net = lib.load_hf(os.path.join(tmp, f"norm_{name}_1", "hf"))
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, f"norm_{name}_1", "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            parts = [lib.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+        assert sum(p[1].item() for p in parts) / 2 == r1["losses"][0], f"{name}: step-1 loss not reproduced"
+        assert sum(p[2].item() for p in parts) / 2 == r1["aux_losses"][0], f"{name}: step-1 aux not reproduced"
+        flipped = [f for f in flags if f not in ("--norm-topk", "0", "1")] + ["--norm-topk", "0" if norm else "1"]
+        other = run_llama_reference(tmp, f"norm_{name}_flip", *flipped)
+        assert other["losses"][0] != r1["losses"][0], f"{name}: norm_topk changes nothing"
+        if name.startswith("v2"):
+            assert "rope_interleave" not in c and "bias_rate" not in c and "router_biases_final" not in r1
+            assert c["rope_layout"].startswith("interleaved")
+            assert c["model"] == "deepseek_v2" and min(r1["router_margins"]) > 1e-3, "v2 margins (log p)"
+    # V2 ignores the routed scale when it normalises, and uses it when it does not.
+    base = run_llama_reference(tmp, "v2_scale", *runs["v2_norm"])["losses"]
+    assert run_llama_reference(tmp, "v2_scale", *runs["v2_norm"], "--routed-scale", "2")["losses"] == base
+    unnorm = ("--model", "deepseek_v2")
+    assert (run_llama_reference(tmp, "v2_scale", *unnorm, "--routed-scale", "2")["losses"][0]
+            != run_llama_reference(tmp, "v2_scale", *unnorm)["losses"][0]), "v2: routed scale ignored unnormalised"
+    assert run_llama_reference(tmp, "v2_scale", *unnorm)["config"]["routed_scale"] == 1.0
+    # Without aux, 1 and 2 micro-batches give the same V2 run.
+    one = run_llama_reference(tmp, "v2_mb", *unnorm, "--aux-coef", "0", "--micro-batches", "1")["losses"]
+    two = run_llama_reference(tmp, "v2_mb", *unnorm, "--aux-coef", "0")["losses"]
+    assert all(abs(u - v) <= 1e-12 * v for u, v in zip(one, two)), "deepseek_v2 without aux: M=1 vs 2"
+    for flags in (("--model", "mixtral", "--norm-topk", "0"), ("--model", "llama", "--norm-topk", "0"),
+                  ("--model", "deepseek_v2", "--bias-rate", "1e-3"),
+                  ("--model", "deepseek_v2", "--rope-interleave", "0"),
+                  ("--model", "deepseek_v2", "--rope-scaling", "llama3")):
+        assert refused(*flags), f"{flags} accepted"
+    assert not refused("--model", "deepseek_v2", "--experts", "1", "--top-k", "1")
+    print("make_hf_llama_reference: deepseek_v2 (norm_topk 0 and 1, yarn), qwen3_moe and deepseek_v3 --norm-topk 0 "
+          "deterministic, hf/ + train.bin reproduce step 1, the flag changes the losses; V2's routed scale only "
+          "unnormalised; V2 M=1 vs 2 without aux; mixtral/llama --norm-topk 0, V2 --bias-rate/--rope-interleave 0 "
+          "refused")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -713,6 +959,11 @@ def main():
         check_deepseek_reference(tmp)
         check_yarn()
         check_yarn_reference(tmp)
+        check_unnormalised_routing()
+        check_deepseek_v2_moe()
+        check_deepseek_v2_attention()
+        check_deepseek_v2_hf_round_trip(tmp)
+        check_unnormalised_reference(tmp)
     print("all reference checks passed")
 
 

@@ -1,13 +1,14 @@
-# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral or DeepSeek-V3 training run for Tessera's
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's
 # integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin
 # (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM
 # loss, pre-clip grad norm, lr, MoE aux and z losses; DeepSeek-V3's final router biases) and DIR/hf_final/
 # (the weights after the last step, rounded to F32). Each step accumulates gradients over equal micro-batches
 # (contiguous rows of the batch); the MoE aux loss is computed per micro-batch. DeepSeek-V3's selection
 # biases move after each optimizer step by --bias-rate from the step's expert loads (torch_deepseek.py).
-# --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek-V3 too, on its qk_rope channels).
+# --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek too, on its qk_rope channels).
+# --norm-topk 0 leaves the chosen experts' weights unnormalised (Qwen3-MoE, DeepSeek-V3; DeepSeek-V2's default).
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|deepseek_v3 --out DIR [...]
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -21,57 +22,65 @@ import torch_gpt2 as tg  # noqa: E402
 import torch_deepseek as td  # noqa: E402
 import torch_llama as tl  # noqa: E402
 
-MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std")
-# DeepSeek-V3's own flags, and the flags it ignores (MLA has no grouped kv heads and sets its own head size).
+MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std", "norm_topk")
+# DeepSeek's own flags, and the flags it ignores (MLA has no grouped kv heads and sets its own head size).
 DEEPSEEK_ARGS = ("q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v_head_dim", "rope_interleave",
                  "moe_intermediate", "shared_experts", "first_dense", "routed_scale", "bias_rate")
 NOT_DEEPSEEK_ARGS = ("kv_heads", "head_dim")
+NOT_DEEPSEEK_V2_ARGS = ("rope_interleave", "bias_rate")    # always interleaved; no selection bias
+DEEPSEEK_MODELS = ("deepseek_v3", "deepseek_v2")
 # YaRN's flags, in expected.json's config only with --rope-scaling yarn.
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral or DeepSeek-V3 training run "
-                                            "for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3"),
+    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
+                                            "training run for Tessera.")
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral") + DEEPSEEK_MODELS,
                    required=True)
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3: num_key_value_heads is the same)")
-    p.add_argument("--kv-heads", type=int, default=2, help="NKV (ignored for deepseek_v3)")
+    p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
+    p.add_argument("--kv-heads", type=int, default=2, help="NKV (ignored for deepseek_v3/v2)")
     p.add_argument("--channels", type=int, default=32)
     p.add_argument("--head-dim", type=int, default=0, help="HS when not channels / heads (qwen3)")
     p.add_argument("--intermediate", type=int, default=48,
-                   help="F: the MLP's, or each expert's (deepseek_v3: the first --first-dense layers' dense MLP)")
+                   help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP)")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
     p.add_argument("--rms-eps", type=float, default=1e-5,
-                   help="RMSNorm eps (deepseek_v3: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
+                   help="RMSNorm eps (deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--rope-scaling", choices=("none", "llama3", "yarn"), default="none",
                    help="llama3: Llama 3.1's factor 8 / 1 / 4 / 8192 (use --rope-theta 500000 to reach all bands); "
-                        "yarn: YaRN from the --yarn-* flags (deepseek_v3: none or yarn)")
+                        "yarn: YaRN from the --yarn-* flags (deepseek_v3/v2: none or yarn)")
     p.add_argument("--tie", type=int, choices=(0, 1), default=0, help="1: lm_head tied to embed_tokens")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
     p.add_argument("--aux-coef", "--moe-aux-coef", type=float, default=0.02, help="load-balancing loss weight")
     p.add_argument("--z-coef", "--moe-z-coef", type=float, default=0.0, help="router z-loss weight")
     p.add_argument("--router-std", type=float, default=1.0, help="router init std (large: stable top-k)")
-    g = p.add_argument_group("deepseek_v3 (multi-head latent attention, sigmoid-routed MoE)")
+    p.add_argument("--norm-topk", type=int, choices=(0, 1), default=None,
+                   help="norm_topk_prob: 1 divides the chosen weights by their sum (default; deepseek_v2's default "
+                        "is 0); 0 for qwen3_moe, deepseek_v3 and deepseek_v2 only (mixtral always renormalises)")
+    g = p.add_argument_group("deepseek_v3 / deepseek_v2 (multi-head latent attention; V3 sigmoid-routed MoE, V2 "
+                             "softmax-routed)")
     g.add_argument("--q-lora-rank", type=int, default=0, help="0: q_proj; > 0: q_a_proj -> q_a_layernorm -> q_b_proj")
     g.add_argument("--kv-lora-rank", type=int, default=16)
     g.add_argument("--qk-nope-dim", type=int, default=8, help="q/k channels a head without RoPE")
     g.add_argument("--qk-rope-dim", type=int, default=4, help="q/k channels a head with RoPE (even)")
     g.add_argument("--v-head-dim", type=int, default=6)
     g.add_argument("--rope-interleave", type=int, choices=(0, 1), default=1,
-                   help="1: HF's interleaved RoPE on the rot channels (the importer permutes them)")
+                   help="1: HF's interleaved RoPE on the rot channels (the importer permutes them); deepseek_v2 "
+                        "is always interleaved")
     g.add_argument("--moe-intermediate", type=int, default=16, help="each routed expert's width")
     g.add_argument("--shared-experts", type=int, default=1, help="n_shared_experts (one SwiGLU this many times wider)")
     g.add_argument("--first-dense", type=int, default=1, help="first_k_dense_replace: leading dense layers")
-    g.add_argument("--routed-scale", type=float, default=2.5, help="routed_scaling_factor")
+    g.add_argument("--routed-scale", type=float, default=None,
+                   help="routed_scaling_factor (default 2.5, deepseek_v2 1.0; V2 scales only unnormalised weights)")
     g.add_argument("--bias-rate", type=float, default=0.0,
-                   help="aux-loss-free balancing: each step's bias step (Tessera's --moe-bias-rate)")
+                   help="aux-loss-free balancing: each step's bias step (Tessera's --moe-bias-rate; not deepseek_v2)")
     g = p.add_argument_group("yarn (--rope-scaling yarn; 0 = the key is left out of rope_scaling)")
     g.add_argument("--yarn-factor", type=float, default=4.0, help="factor (>= 1)")
     g.add_argument("--yarn-original-max", type=int, default=4096,
@@ -81,7 +90,7 @@ def parse_args(argv=None):
     g.add_argument("--yarn-beta-slow", type=float, default=1.0, help="beta_slow")
     g.add_argument("--yarn-mscale", type=float, default=0.0, help="mscale (0: absent)")
     g.add_argument("--yarn-mscale-all-dim", type=float, default=0.0,
-                   help="mscale_all_dim (0: absent); deepseek_v3 also scales its softmax by mscale(factor, this)^2")
+                   help="mscale_all_dim (0: absent); deepseek_v3/v2 also scale the softmax by mscale(factor, this)^2")
     g.add_argument("--yarn-attention-factor", type=float, default=0.0, help="attention_factor (0: absent)")
     g.add_argument("--yarn-truncate", type=int, choices=(0, 1), default=1,
                    help="0: writes truncate false (the ramp bounds are not rounded to integers)")
@@ -101,18 +110,29 @@ def parse_args(argv=None):
                     "and --yarn-beta-slow positive")
         if min(args.yarn_mscale, args.yarn_mscale_all_dim, args.yarn_attention_factor) < 0:
             p.error("--yarn-mscale, --yarn-mscale-all-dim and --yarn-attention-factor must be >= 0 (0: absent)")
-    if args.model == "deepseek_v3":
+    v2 = args.model == "deepseek_v2"
+    if args.norm_topk is None:
+        args.norm_topk = 0 if v2 else 1
+    if args.routed_scale is None:
+        args.routed_scale = 1.0 if v2 else 2.5
+    if args.norm_topk == 0 and args.model not in ("qwen3_moe",) + DEEPSEEK_MODELS:
+        p.error("--norm-topk 0 applies to qwen3_moe, deepseek_v3 and deepseek_v2 only (mixtral always renormalises)")
+    if v2 and args.bias_rate != 0:
+        p.error("deepseek_v2 has no e_score_correction_bias: --bias-rate must be 0")
+    if v2 and args.rope_interleave != 1:
+        p.error("deepseek_v2's RoPE tails are always interleaved (no rope_interleave key): --rope-interleave must be 1")
+    if args.model in DEEPSEEK_MODELS:
         if args.qk_rope_dim <= 0 or args.qk_rope_dim % 2:
             p.error("--qk-rope-dim must be even and positive (RoPE rotates channel pairs)")
         if min(args.kv_lora_rank, args.qk_nope_dim, args.v_head_dim) <= 0 or args.q_lora_rank < 0:
             p.error("--kv-lora-rank, --qk-nope-dim and --v-head-dim must be positive, --q-lora-rank >= 0")
-        if args.experts < 2 or not 1 <= args.top_k <= args.experts:
-            p.error("deepseek_v3 needs --experts >= 2 (HF's group scores take each group's top 2) and --top-k in "
-                    "[1, --experts]")
+        if args.experts < (1 if v2 else 2) or not 1 <= args.top_k <= args.experts:
+            p.error("deepseek_v3 needs --experts >= 2 (HF's group scores take each group's top 2), and both --top-k "
+                    "in [1, --experts]")
         if not 0 <= args.first_dense <= args.layers or args.shared_experts < 0:
             p.error("--first-dense must be in [0, --layers] and --shared-experts >= 0")
         if args.rope_scaling == "llama3":
-            p.error("deepseek_v3: only rope_scaling none and yarn are modelled")
+            p.error(f"{args.model}: only rope_scaling none and yarn are modelled")
         return args
     if args.head_dim % 2 or (not args.head_dim and (args.channels % args.heads or (args.channels // args.heads) % 2)):
         p.error("--heads must divide --channels into an even head size, or --head-dim be even (RoPE rotates "
@@ -136,7 +156,7 @@ def rope_scaling(args):
 
 
 def model_config(args):
-    if args.model == "deepseek_v3":
+    if args.model in DEEPSEEK_MODELS:
         return td.DeepseekConfig(
             num_layers=args.layers, num_heads=args.heads, channels=args.channels, intermediate=args.intermediate,
             moe_intermediate=args.moe_intermediate, vocab_size=args.vocab, max_seq_len=args.context,
@@ -145,7 +165,8 @@ def model_config(args):
             tie_word_embeddings=bool(args.tie), q_lora_rank=args.q_lora_rank, kv_lora_rank=args.kv_lora_rank,
             qk_nope_dim=args.qk_nope_dim, qk_rope_dim=args.qk_rope_dim, v_head_dim=args.v_head_dim,
             num_experts=args.experts, top_k=args.top_k, num_shared_experts=args.shared_experts,
-            first_dense=args.first_dense, routed_scale=args.routed_scale)
+            first_dense=args.first_dense, routed_scale=args.routed_scale, model_type=args.model,
+            norm_topk_prob=bool(args.norm_topk))
     return tl.LlamaConfig(
         num_layers=args.layers, num_heads=args.heads, num_kv_heads=args.kv_heads, channels=args.channels,
         intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
@@ -153,13 +174,13 @@ def model_config(args):
         rope_scaling=rope_scaling(args),
         tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model in ("mixtral", "qwen3_moe") else 0,
         top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
-        head_dim=args.head_dim)
+        head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk))
 
 
 def router_margin(router_values, top_k):
     """Smallest gap between the k-th and (k+1)-th selection value (router logits; DeepSeek-V3: sigmoid
-    scores + bias) over tokens and layers (None when k = E): how far fp32 rounding is from flipping an
-    expert choice."""
+    scores + bias; DeepSeek-V2: log probabilities, i.e. the logits' gap) over tokens and layers (None when
+    k = E): how far fp32 rounding is from flipping an expert choice."""
     if not router_values or top_k >= router_values[0].size(1):
         return None
     top = [values.topk(top_k + 1, dim=-1).values for values in router_values]   # (N, k+1) each, descending
@@ -169,10 +190,11 @@ def router_margin(router_values, top_k):
 def train(model, tokens, args):
     """args.steps AdamW steps, each over args.micro_batches micro-batches whose objective is scaled by
     1/micro_batches. Returns per-step histories (means over the micro-batches). DeepSeek-V3: after each
-    optimizer step the router biases move by args.bias_rate from the step's expert loads."""
+    optimizer step the router biases move by args.bias_rate from the step's expert loads (V2 has none)."""
     B, T, M = args.batch, args.seq_len, args.micro_batches
     rows = B // M
     deepseek = isinstance(model, td.DeepseekV3)
+    v2 = deepseek and model.cfg.is_v2
     lib = td if deepseek else tl
     moe = model.cfg.is_moe
     aux_coef, z_coef = (args.aux_coef, args.z_coef) if moe else (0.0, 0.0)
@@ -192,7 +214,10 @@ def train(model, tokens, args):
                                                              y[m * rows:(m + 1) * rows], aux_coef, z_coef)
             (total / M).backward()
             ce_sum, aux_sum, z_sum = ce_sum + ce.item(), aux_sum + aux.item(), z_sum + z.item()
-            margins.append(router_margin(router_values, model.cfg.top_k))
+            # DeepSeek-V2 picks by probability: its margin is taken on log p, the gap of the logits (as for
+            # Mixtral), not on probabilities that are tiny past the first choice.
+            values = [v.detach().log() for v in router_values] if v2 else router_values
+            margins.append(router_margin(values, model.cfg.top_k))
             if deepseek:    # the step's loads: token counts per expert, summed over the micro-batches
                 counts = [td.expert_counts(v, model.cfg.top_k) for v in router_values]
                 loads = counts if loads is None else [a + b for a, b in zip(loads, counts)]
@@ -217,10 +242,13 @@ def train(model, tokens, args):
 
 
 def run_config(args, cfg, num_tokens):
-    deepseek = args.model == "deepseek_v3"
+    deepseek, v2 = args.model in DEEPSEEK_MODELS, args.model == "deepseek_v2"
     yarn = args.rope_scaling == "yarn"
     dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else DEEPSEEK_ARGS) + (() if cfg.is_moe else MOE_ARGS)
-               + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ()))
+               + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
+               + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
+               # norm_topk is recorded where it is not 1 or the model's default is not (deepseek_v2)
+               + (("norm_topk",) if args.norm_topk == 1 and not v2 else ()))
     config = {k: v for k, v in vars(args).items() if k not in dropped}
     config.update({
         "head_size": cfg.qk_head_dim if deepseek else cfg.head_size,
@@ -240,14 +268,33 @@ def run_config(args, cfg, num_tokens):
         config["aux"] = ("per MoE layer over the micro-batch's N tokens: E * sum_e (count_e/N) * mean_n p[n,e], "
                          "count_e = top-k picks of e (sum N*k); mean over layers")
         config["z"] = "per MoE layer: mean_n logsumexp(router logits[n])^2; mean over layers"
-    if deepseek:
+        if not deepseek and not cfg.norm_topk_prob:
+            config["routing"] = ("p = softmax(logits); top-k by p (ties to the lower index); weights = the chosen p, "
+                                 "not renormalised (norm_topk_prob false)")
+    if v2:
+        config["init"] = ("N(0,0.02) weights, o_proj/down_proj (dense, experts, shared) N(0,0.02/sqrt(2L)), RMSNorm "
+                          "gains (q_a/kv_a_layernorm too) 1+N(0,0.1), router N(0,router_std); all rounded to float32 "
+                          "(hf/ holds them exactly)")
+        if cfg.is_moe:
+            config["aux"] += "; p = softmax(router logits), picks by p"
+        config["routing"] = ("p = softmax(logits); top-k by p (ties to the lower index); weights = "
+                             + ("the chosen p / their sum (norm_topk_prob, top_k > 1; no routed_scale)"
+                                if cfg.norm_topk_prob and cfg.top_k > 1 else
+                                "the chosen p * routed_scale, not renormalised")
+                             + "; + shared experts (not scaled)")
+        config["rope_layout"] = ("interleaved, always (no rope_interleave key): q's and k's rot channels rotate in "
+                                 "pairs (2i, 2i+1); the importer reorders those rows to rope_halves_order")
+        config["latent_norm_eps"] = td.LATENT_NORM_EPS
+    elif deepseek:
         config["init"] = ("N(0,0.02) weights, o_proj/down_proj (dense, experts, shared) N(0,0.02/sqrt(2L)), RMSNorm "
                           "gains (q_a/kv_a_layernorm too) 1+N(0,0.1), router N(0,router_std), "
                           "e_score_correction_bias N(0,0.1); all rounded to float32 (hf/ holds them exactly)")
         if cfg.is_moe:
             config["aux"] += "; p = sigmoid scores / their row sum, picks by scores + e_score_correction_bias"
         config["routing"] = ("scores = sigmoid(logits); top-k by scores + bias; weights = chosen scores / their sum "
-                             "* routed_scale; + shared experts")
+                             "* routed_scale; + shared experts" if cfg.norm_topk_prob else
+                             "scores = sigmoid(logits); top-k by scores + bias; weights = chosen scores * "
+                             "routed_scale, not renormalised (norm_topk_prob false); + shared experts")
         config["latent_norm_eps"] = td.LATENT_NORM_EPS
         config["bias_balance"] = ("after each optimizer step, when bias_rate > 0: bias_e = f32(bias_e + f32(bias_rate "
                                   "* sign(mean_e load - load_e))), load = the step's top-k picks summed over its "
@@ -275,7 +322,7 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed)
 
     cfg = model_config(args)
-    deepseek = args.model == "deepseek_v3"
+    deepseek = args.model in DEEPSEEK_MODELS
     lib = td if deepseek else tl
     model = (td.DeepseekV3 if deepseek else tl.Llama)(cfg).double()
     lib.init_weights(model, gen, router_std=args.router_std)
@@ -300,7 +347,7 @@ def main(argv=None):
         json.dump(expected, f, indent=2)
         f.write("\n")
     # Sigmoid scores + bias lie in (0, 1) + bias, where an fp32 rerun of this script agrees to about 1e-7.
-    least = 1e-5 if deepseek else 1e-3
+    least = 1e-5 if args.model == "deepseek_v3" else 1e-3
     if cfg.is_moe and any(m is not None and m < least for m in hist["router_margins"]):
         print(f"warning: a router margin is below {least:g}; fp32 may pick other experts (raise --router-std)")
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")

@@ -1,10 +1,11 @@
 # Plain-PyTorch DeepSeek-V3 (multi-head latent attention, a sigmoid-routed MoE with shared experts after
-# first_k_dense_replace dense layers) in float64: the reference that Tessera's latent attention and
-# DeepSeek-V3 import are checked against, optionally with YaRN RoPE scaling. Module names are Hugging
-# Face's DeepseekV3ForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (the
-# router's e_score_correction_bias is a buffer: saved and loaded, never trained by gradient; no lm_head
-# when the embeddings are tied). The RMSNorm, RoPE (and its scaling) and the dense SwiGLU come from
-# torch_llama; file formats from torch_gpt2.
+# first_k_dense_replace dense layers) and DeepSeek-V2 (the same latent attention with its RoPE tails always
+# interleaved, and a softmax-routed MoE without selection bias) in float64: the reference that Tessera's
+# latent attention and DeepSeek import are checked against, optionally with YaRN RoPE scaling. Module names
+# are Hugging Face's DeepseekV3ForCausalLM / DeepseekV2ForCausalLM tensor names, so state_dict() keys are
+# the keys of model.safetensors (V3's router e_score_correction_bias is a buffer: saved and loaded, never
+# trained by gradient; no lm_head when the embeddings are tied). The RMSNorm, RoPE (and its scaling), the
+# top-k rule and the dense SwiGLU come from torch_llama; file formats from torch_gpt2.
 import json
 import math
 import os
@@ -22,6 +23,7 @@ import torch_llama as tl
 # q_a_layernorm and kv_a_layernorm: Hugging Face builds them with DeepseekV3RMSNorm's default eps, not
 # rms_norm_eps.
 LATENT_NORM_EPS = 1e-6
+MODEL_TYPES = ("deepseek_v3", "deepseek_v2")
 
 
 @dataclass
@@ -35,7 +37,8 @@ class DeepseekConfig:
     max_seq_len: int = 32           # maxT (max_position_embeddings)
     rms_norm_eps: float = 1e-5      # input/post-attention/final norms (the latent norms: LATENT_NORM_EPS)
     rope_theta: float = 10000.0
-    rope_interleave: bool = True    # HF's apply_rotary_pos_emb_interleave on the rot channels
+    rope_interleave: bool = True    # HF's apply_rotary_pos_emb_interleave on the rot channels (V2: always;
+                                    # false only for the layout check, hf_config refuses it)
     rope_scaling: Optional[dict] = None  # None or a tl.yarn_rope_scaling(...) dict (over the qk_rope channels)
     tie_word_embeddings: bool = False
     q_lora_rank: int = 0            # 0: q_proj; > 0: q_a_proj -> q_a_layernorm -> q_b_proj
@@ -48,6 +51,16 @@ class DeepseekConfig:
     num_shared_experts: int = 1     # n_shared_experts
     first_dense: int = 1            # first_k_dense_replace
     routed_scale: float = 2.5       # routed_scaling_factor, on the combine weights only
+    model_type: str = "deepseek_v3"  # or "deepseek_v2": softmax router, no bias, RoPE tails interleaved
+    norm_topk_prob: bool = True     # the chosen weights divided by their sum (V2: and then no routed scale)
+
+    def __post_init__(self):
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"model_type {self.model_type!r}: only {MODEL_TYPES}")
+
+    @property
+    def is_v2(self):                # DeepSeek-V2: softmax scores, no e_score_correction_bias
+        return self.model_type == "deepseek_v2"
 
     @property
     def qk_head_dim(self):          # D = qk_nope + qk_rope
@@ -177,37 +190,56 @@ class LatentAttention(nn.Module):
 
 class Router(nn.Module):
     """HF's DeepseekV3TopkRouter (mlp.gate): weight (E, C), no bias in the logits; e_score_correction_bias
-    (E) a persistent buffer that only the expert choice reads."""
+    (E) a persistent buffer that only the expert choice reads. DeepSeek-V2's gate: the weight only."""
 
     def __init__(self, cfg):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(cfg.num_experts, cfg.channels))
-        self.register_buffer("e_score_correction_bias", torch.zeros(cfg.num_experts))
+        if not cfg.is_v2:
+            self.register_buffer("e_score_correction_bias", torch.zeros(cfg.num_experts))
 
     def forward(self, x):
         return F.linear(x, self.weight)
 
 
-def route(logits, bias, top_k, routed_scale):
-    """logits (N, E) -> weights (N, k), chosen (N, k), choice (N, E). scores = sigmoid(logits); the top-k
-    experts by choice = scores + bias (n_group = topk_group = 1: no group limit); weights = the chosen
-    scores (no bias) over their sum, times routed_scale. HF adds 1e-20 to the sum, which does not change
-    a float64 sum of sigmoids here."""
+def route(logits, bias, top_k, routed_scale, normalise=True):
+    """DeepSeek-V3: logits (N, E) -> weights (N, k), chosen (N, k), choice (N, E). scores = sigmoid(logits);
+    the top-k experts by choice = scores + bias (n_group = topk_group = 1: no group limit; ties to the lower
+    index); weights = the chosen scores (no bias) over their sum (not with normalise false: norm_topk_prob),
+    times routed_scale either way. HF adds 1e-20 to the sum, which does not change a float64 sum of
+    sigmoids here."""
     scores = logits.sigmoid()
     choice = scores + bias
-    chosen = choice.topk(top_k, dim=-1).indices
+    chosen = tl.top_k_indices(choice, top_k)
     top = scores.gather(1, chosen)
+    if not normalise:
+        return top * routed_scale, chosen, choice
     return top / top.sum(dim=-1, keepdim=True) * routed_scale, chosen, choice
 
 
+def route_softmax(logits, top_k, routed_scale, normalise):
+    """DeepSeek-V2 (scoring_func softmax, topk_method greedy): logits (N, E) -> weights (N, k), chosen (N, k),
+    probs (N, E). probs = softmax(logits); the top-k experts by probability (ties to the lower index); weights
+    = the chosen probabilities over their sum when normalise (norm_topk_prob) and top_k > 1, else the chosen
+    probabilities times routed_scale: V2's rule scales only the unnormalised weights."""
+    probs = logits.softmax(dim=-1)
+    chosen = tl.top_k_indices(probs, top_k)
+    top = probs.gather(1, chosen)
+    if normalise and top_k > 1:
+        return top / top.sum(dim=-1, keepdim=True), chosen, probs
+    return top * routed_scale, chosen, probs
+
+
 class Moe(nn.Module):
-    """HF's DeepseekV3MoE, dropless: out[n] = sum over the k chosen e of weight[n, e] * experts[e](x[n])
-    + shared_experts(x[n]). forward also returns the router logits (N, E), N = B*T, and the selection
-    values scores + bias (N, E) whose top-k are the choices."""
+    """HF's DeepseekV3MoE (route) or DeepseekV2MoE (route_softmax), dropless: out[n] = sum over the k chosen
+    e of weight[n, e] * experts[e](x[n]) + shared_experts(x[n]). forward also returns the router logits
+    (N, E), N = B*T, and the selection values (N, E) whose top-k are the choices: V3's scores + bias, V2's
+    softmax probabilities."""
 
     def __init__(self, cfg):
         super().__init__()
         self.top_k, self.routed_scale = cfg.top_k, cfg.routed_scale
+        self.softmax, self.normalise = cfg.is_v2, cfg.norm_topk_prob
         self.gate = Router(cfg)
         self.experts = nn.ModuleList([swiglu(cfg.channels, cfg.moe_intermediate) for _ in range(cfg.num_experts)])
         if cfg.num_shared_experts > 0:
@@ -217,7 +249,11 @@ class Moe(nn.Module):
         B, T, C = x.shape
         x = x.reshape(B * T, C)
         logits = self.gate(x)                                                            # (N,E)
-        weights, chosen, choice = route(logits, self.gate.e_score_correction_bias, self.top_k, self.routed_scale)
+        if self.softmax:
+            weights, chosen, choice = route_softmax(logits, self.top_k, self.routed_scale, self.normalise)
+        else:
+            weights, chosen, choice = route(logits, self.gate.e_score_correction_bias, self.top_k,
+                                            self.routed_scale, self.normalise)
         out = torch.zeros_like(x)
         for e, expert in enumerate(self.experts):
             token, slot = torch.nonzero(chosen == e, as_tuple=True)
@@ -259,7 +295,7 @@ class Decoder(nn.Module):
 
 
 class DeepseekV3(nn.Module):
-    """DeepseekV3ForCausalLM."""
+    """DeepseekV3ForCausalLM, or DeepseekV2ForCausalLM when cfg.model_type is deepseek_v2."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -294,11 +330,12 @@ class DeepseekV3(nn.Module):
 
 # ---------------------------------------------------------------- objective and balancing
 
-def router_losses(routings, top_k):
+def router_losses(routings, top_k, softmax=False):
     """Tessera's router losses for sigmoid routers (src/ops/moe_router.h), per MoE layer l over its N
     tokens: aux_l = E * sum_e (count_e / N) * P_e, count_e = number of (token, slot) picks of expert e
     (by scores + bias), P_e = mean_n p[n, e] with p = scores / (row sum of scores), scores =
     sigmoid(logits); z_l = mean_n logsumexp(logits[n])^2 (the raw logits, as for softmax routers).
+    With softmax (DeepSeek-V2) p = softmax(logits) and the picks are by p, as for Mixtral.
     Returns (aux, z), each the mean over layers; the counts carry no gradient."""
     if not routings:
         zero = torch.zeros((), dtype=torch.float64)
@@ -306,8 +343,11 @@ def router_losses(routings, top_k):
     aux, z = [], []
     for logits, choice in routings:
         N, E = logits.shape
-        scores = logits.sigmoid()
-        p = scores / scores.sum(dim=-1, keepdim=True)
+        if softmax:
+            p = logits.softmax(dim=-1)
+        else:
+            scores = logits.sigmoid()
+            p = scores / scores.sum(dim=-1, keepdim=True)
         counts = expert_counts(choice, top_k).to(p.dtype)
         aux.append(E * torch.sum(counts / N * p.mean(dim=0)))
         z.append(torch.logsumexp(logits, dim=-1).pow(2).mean())
@@ -316,7 +356,7 @@ def router_losses(routings, top_k):
 
 def expert_counts(choice, top_k):
     """choice (N, E) selection values -> (E) int64: how many of the N tokens picked each expert."""
-    return torch.bincount(choice.topk(top_k, dim=-1).indices.reshape(-1), minlength=choice.size(1))
+    return torch.bincount(tl.top_k_indices(choice, top_k).reshape(-1), minlength=choice.size(1))
 
 
 def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
@@ -324,7 +364,7 @@ def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
     ce the mean token cross-entropy over V."""
     logits, routings = model(idx)
     ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-    aux, z = router_losses(routings, model.cfg.top_k)
+    aux, z = router_losses(routings, model.cfg.top_k, softmax=model.cfg.is_v2)
     return ce + aux_coef * aux + z_coef * z, ce, aux, z, [choice for _, choice in routings]
 
 
@@ -343,7 +383,9 @@ def balance_router_biases(model, loads, rate):
     MoE layer's e_score_correction_bias += rate * sign(mean load - load_e), from the step's loads (E
     counts per MoE layer, summed over the micro-batches). The biases live in Tessera's fp32 master
     weights and the step is a float: the sum is rounded to float32 here too, so the bias stays exact
-    in F32."""
+    in F32. DeepSeek-V2 has no bias to balance."""
+    if model.cfg.is_v2:
+        raise ValueError("deepseek_v2 has no e_score_correction_bias: there is no bias balancing")
     with torch.no_grad():
         for moe, load in zip(model.moe_layers(), loads):
             bias = moe.gate.e_score_correction_bias
@@ -354,8 +396,8 @@ def balance_router_biases(model, loads, rate):
 def init_weights(model, generator, router_std=1.0):
     """Linear/embedding weights N(0, 0.02); o_proj and every down_proj (dense, experts, shared)
     N(0, 0.02/sqrt(2L)); RMSNorm gains (the latent norms too) 1 + N(0, 0.1); the router gate N(0,
-    router_std); then e_score_correction_bias N(0, 0.1). Every tensor is rounded to float32 (kept in the
-    model's dtype)."""
+    router_std); then (DeepSeek-V3) e_score_correction_bias N(0, 0.1). Every tensor is rounded to float32
+    (kept in the model's dtype)."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -369,15 +411,18 @@ def init_weights(model, generator, router_std=1.0):
                 p.normal_(0.0, 0.02, generator=generator)
             p.copy_(p.float())
         for moe in model.moe_layers():
-            bias = moe.gate.e_score_correction_bias
-            bias.copy_((0.1 * torch.randn(bias.shape, generator=generator, dtype=torch.float64)).float())
+            if hasattr(moe.gate, "e_score_correction_bias"):     # DeepSeek-V3 only
+                bias = moe.gate.e_score_correction_bias
+                bias.copy_((0.1 * torch.randn(bias.shape, generator=generator, dtype=torch.float64)).float())
 
 
 # ---------------------------------------------------------------- Hugging Face folder
 
 def hf_config(cfg):
-    """The config.json of HF's DeepseekV3ForCausalLM (model_type deepseek_v3)."""
-    return {
+    """The config.json of HF's DeepseekV3ForCausalLM (model_type deepseek_v3) or DeepseekV2ForCausalLM
+    (deepseek_v2: no rope_interleave key, its tails are always interleaved; softmax scoring, greedy top-k,
+    DeepSeek-V2's aux-loss keys)."""
+    c = {
         "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
         "vocab_size": cfg.vocab_size, "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "moe_intermediate_size": cfg.moe_intermediate, "num_hidden_layers": cfg.num_layers,
@@ -386,40 +431,55 @@ def hf_config(cfg):
         "routed_scaling_factor": cfg.routed_scale, "kv_lora_rank": cfg.kv_lora_rank,
         "q_lora_rank": cfg.q_lora_rank or None, "qk_rope_head_dim": cfg.qk_rope_dim, "v_head_dim": cfg.v_head_dim,
         "qk_nope_head_dim": cfg.qk_nope_dim, "head_dim": cfg.qk_rope_dim, "n_group": 1, "topk_group": 1,
-        "num_experts_per_tok": cfg.top_k, "first_k_dense_replace": cfg.first_dense, "norm_topk_prob": True,
+        "num_experts_per_tok": cfg.top_k, "first_k_dense_replace": cfg.first_dense,
+        "norm_topk_prob": cfg.norm_topk_prob,
         "hidden_act": "silu", "max_position_embeddings": cfg.max_seq_len, "initializer_range": 0.02,
         "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
         "rope_interleave": cfg.rope_interleave, "attention_bias": False, "attention_dropout": 0.0,
         "tie_word_embeddings": cfg.tie_word_embeddings, "torch_dtype": "float32",
     }
+    if cfg.is_v2:
+        if not cfg.rope_interleave:
+            raise ValueError("deepseek_v2 has no rope_interleave key: its RoPE tails are always interleaved")
+        del c["rope_interleave"]
+        c.update({"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+                  "scoring_func": "softmax", "topk_method": "greedy", "aux_loss_alpha": 0.001, "seq_aux": True,
+                  "moe_layer_freq": 1})
+    return c
 
 
 def config_from_hf(c):
-    """DeepseekConfig from a deepseek_v3 config.json; refuses what this reference does not model."""
-    if c.get("model_type") != "deepseek_v3" or c.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"not a silu deepseek_v3 config: model_type {c.get('model_type')}")
-    unsupported = {"n_group": 1, "topk_group": 1, "norm_topk_prob": True, "attention_bias": False}
+    """DeepseekConfig from a deepseek_v3 or deepseek_v2 config.json (HF's defaults for absent keys: V3
+    norm_topk_prob true, V2 false and routed_scaling_factor 1); refuses what this reference does not model."""
+    kind = c.get("model_type")
+    if kind not in MODEL_TYPES or c.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"not a silu deepseek_v3 or deepseek_v2 config: model_type {kind}")
+    v2 = kind == "deepseek_v2"
+    unsupported = {"n_group": 1, "topk_group": 1, "attention_bias": False}
+    if v2:    # n_group/topk_group are null in V2-Lite's config; greedy ignores them
+        unsupported.update({"scoring_func": "softmax", "topk_method": "greedy", "moe_layer_freq": 1})
     for key, want in unsupported.items():
-        if c.get(key, want) != want:
-            raise ValueError(f"deepseek_v3 config: {key} {c[key]!r} is not modelled (only {want!r})")
+        if c.get(key, want) not in (want, None):
+            raise ValueError(f"{kind} config: {key} {c[key]!r} is not modelled (only {want!r})")
     if tl.rope_type(c.get("rope_scaling")) not in ("default", "yarn"):
-        raise ValueError(f"deepseek_v3 config: rope_scaling {c['rope_scaling']!r} is not modelled (only None or yarn)")
+        raise ValueError(f"{kind} config: rope_scaling {c['rope_scaling']!r} is not modelled (only None or yarn)")
     return DeepseekConfig(
         num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"], channels=c["hidden_size"],
         intermediate=c["intermediate_size"], moe_intermediate=c["moe_intermediate_size"],
         vocab_size=c["vocab_size"], max_seq_len=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
-        rope_theta=c.get("rope_theta", 10000.0), rope_interleave=bool(c.get("rope_interleave", True)),
+        rope_theta=c.get("rope_theta", 10000.0), rope_interleave=v2 or bool(c.get("rope_interleave", True)),
         rope_scaling=c.get("rope_scaling"),
         tie_word_embeddings=c.get("tie_word_embeddings", False), q_lora_rank=c.get("q_lora_rank") or 0,
         kv_lora_rank=c["kv_lora_rank"], qk_nope_dim=c["qk_nope_head_dim"], qk_rope_dim=c["qk_rope_head_dim"],
         v_head_dim=c["v_head_dim"], num_experts=c["n_routed_experts"], top_k=c["num_experts_per_tok"],
         num_shared_experts=c.get("n_shared_experts") or 0, first_dense=c.get("first_k_dense_replace", 0),
-        routed_scale=c.get("routed_scaling_factor", 1.0))
+        routed_scale=c.get("routed_scaling_factor", 1.0), model_type=kind,
+        norm_topk_prob=bool(c.get("norm_topk_prob", not v2)))
 
 
 def save_hf(model, folder):
-    """folder/config.json + folder/model.safetensors (F32, HF names, the router biases included, no
-    lm_head when tied)."""
+    """folder/config.json + folder/model.safetensors (F32, HF names, DeepSeek-V3's router biases included,
+    no lm_head when tied)."""
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(hf_config(model.cfg), f, indent=2)
@@ -428,8 +488,8 @@ def save_hf(model, folder):
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a DeepseekV3 from an HF folder (one model.safetensors); a tied model's lm_head.weight, if
-    the file has one, is ignored."""
+    """Builds a DeepseekV3 (either model_type) from an HF folder (one model.safetensors); a tied model's
+    lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = DeepseekV3(cfg).to(dtype)

@@ -1,9 +1,11 @@
 # Plain-PyTorch Llama (dense SwiGLU MLP), Qwen2 (Llama with q/k/v biases), Qwen3 (Llama with an RMSNorm
-# over each query and key head, heads head_dim wide) and Mixtral (dropless top-k MoE) in float64: the reference that Tessera's Llama-family models are checked against. Module names are
-# Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM tensor names, so state_dict() keys are the keys of model.safetensors (no lm_head
-# when the embeddings are tied). RoPE uses HF's non-interleaved rotate_half convention, optionally with
-# llama3 or YaRN frequency scaling; query head h reads kv head h // (NH/NKV). Logits cover the real
-# vocabulary V only. File formats come from torch_gpt2.
+# over each query and key head, heads head_dim wide), Mixtral (dropless top-k MoE, weights renormalised) and
+# Qwen3-MoE (Qwen3 with that MoE, renormalised or not: norm_topk_prob) in float64: the reference that
+# Tessera's Llama-family models are checked against. Module names are Hugging Face's LlamaForCausalLM /
+# Qwen2ForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM / MixtralForCausalLM tensor names, so
+# state_dict() keys are the keys of model.safetensors (no lm_head when the embeddings are tied). RoPE uses
+# HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
+# h reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
 import math
 import os
@@ -39,6 +41,11 @@ class LlamaConfig:
     qkv_bias: bool = False          # biases on q_proj, k_proj and v_proj (Qwen2)
     qk_norm: bool = False           # RMSNorm over each query and key head before RoPE (Qwen3)
     head_dim: int = 0               # HS when it is not C / NH (Qwen3); 0 = C / NH
+    norm_topk_prob: bool = True     # the chosen probabilities renormalised (Mixtral always; Qwen3-MoE's flag)
+
+    def __post_init__(self):
+        if not self.norm_topk_prob and not (self.is_moe and self.qk_norm):
+            raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE only (Mixtral always renormalises)")
 
     @property
     def head_size(self):            # HS
@@ -240,21 +247,31 @@ class Expert(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
-def route(logits, top_k):
-    """logits (N, E) -> weights (N, k), chosen (N, k): the top-k experts by softmax probability, their
-    probabilities renormalised to sum to 1 per token."""
-    top, chosen = logits.softmax(dim=-1).topk(top_k, dim=-1)
-    return top / top.sum(dim=-1, keepdim=True), chosen
+def top_k_indices(values, top_k):
+    """values (N, E) -> (N, k) int64: the k largest per row in descending order, ties to the lower index
+    (Tessera's rule; torch.topk does not promise one)."""
+    return values.sort(dim=-1, descending=True, stable=True).indices[:, :top_k]
+
+
+def route(logits, top_k, normalise=True):
+    """logits (N, E) -> weights (N, k), chosen (N, k): the top-k experts by softmax probability (ties to the
+    lower index), their probabilities renormalised to sum to 1 per token, or with normalise false (Qwen3-MoE's
+    norm_topk_prob false) the probabilities themselves."""
+    probs = logits.softmax(dim=-1)
+    chosen = top_k_indices(probs, top_k)
+    top = probs.gather(1, chosen)
+    return (top / top.sum(dim=-1, keepdim=True) if normalise else top), chosen
 
 
 class SparseMoe(nn.Module):
     """Mixtral's block_sparse_moe (or, with Qwen3-MoE's expert class MLP, its mlp), dropless:
-    out[n] = sum over the k chosen e of weight[n, e] * expert_e(x[n]). gate is the router (E, C). forward
-    also returns the router logits (N, E), N = B*T, for the losses."""
+    out[n] = sum over the k chosen e of weight[n, e] * expert_e(x[n]), the weights renormalised unless
+    cfg.norm_topk_prob is false. gate is the router (E, C). forward also returns the router logits (N, E),
+    N = B*T, for the losses."""
 
     def __init__(self, cfg, expert=None):
         super().__init__()
-        self.top_k = cfg.top_k
+        self.top_k, self.normalise = cfg.top_k, cfg.norm_topk_prob
         self.gate = nn.Linear(cfg.channels, cfg.num_experts, bias=False)
         self.experts = nn.ModuleList([(expert or Expert)(cfg) for _ in range(cfg.num_experts)])
 
@@ -262,7 +279,7 @@ class SparseMoe(nn.Module):
         B, T, C = x.shape
         x = x.reshape(B * T, C)
         logits = self.gate(x)                                                     # (N,E)
-        weights, chosen = route(logits, self.top_k)                               # (N,k)
+        weights, chosen = route(logits, self.top_k, self.normalise)               # (N,k)
         out = torch.zeros_like(x)
         for e, expert in enumerate(self.experts):
             token, slot = torch.nonzero(chosen == e, as_tuple=True)
@@ -403,7 +420,8 @@ def hf_config(cfg):
     }
     if kind == "qwen3_moe":
         c.update({"num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
-                  "moe_intermediate_size": cfg.intermediate, "norm_topk_prob": True, "decoder_sparse_step": 1,
+                  "moe_intermediate_size": cfg.intermediate, "norm_topk_prob": cfg.norm_topk_prob,
+                  "decoder_sparse_step": 1,
                   "mlp_only_layers": [], "router_aux_loss_coef": 0.0, "output_router_logits": True,
                   "use_sliding_window": False, "sliding_window": None, "attention_bias": False})
     elif cfg.is_moe:
@@ -448,7 +466,9 @@ def config_from_hf(c):
         tie_word_embeddings=c.get("tie_word_embeddings", False),
         num_experts=(c["num_experts"] if kind == "qwen3_moe" else c["num_local_experts"]) if moe else 0,
         top_k=c.get("num_experts_per_tok", 2), qkv_bias=kind == "qwen2", qk_norm=qwen3,
-        head_dim=head_dim if head_dim != c["hidden_size"] // c["num_attention_heads"] else 0)
+        head_dim=head_dim if head_dim != c["hidden_size"] // c["num_attention_heads"] else 0,
+        # Qwen3MoeConfig's default is false; Mixtral has no such key and always renormalises.
+        norm_topk_prob=bool(c.get("norm_topk_prob", False)) if kind == "qwen3_moe" else True)
 
 
 def load_hf(folder, dtype=torch.float64):

@@ -127,6 +127,16 @@ TEST(TorchReference, HuggingFaceQwen3MoeTrainsLikeFloat64PyTorch) {
                              "--model qwen3_moe --head-dim 16 --steps 10 --aux-coef 0.02 --lr 2e-3 --grad-clip 1.0");
 }
 
+// Qwen3-MoE with norm_topk_prob false: the chosen probabilities weigh the experts as they are. A
+// renormalising router moves the losses by only 2e-5 but the grad norms by 2e-4 and the aux by 3e-3:
+// compared to 1e-5.
+TEST(TorchReference, HuggingFaceQwen3MoeUnrenormalisedTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model qwen3_moe --head-dim 16 --norm-topk 0 --steps 10 --aux-coef 0.02 --lr 2e-3 "
+                             "--grad-clip 1.0",
+                             1e-5);
+}
+
 // Mixtral: softmax top-2 routing over 4 experts, load-balancing and z losses in the objective.
 TEST(TorchReference, HuggingFaceMixtralTrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py",
@@ -159,6 +169,26 @@ TEST(TorchReference, HuggingFaceDeepSeekV3WithYarnTrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py",
                              "--model deepseek_v3 --qk-rope-dim 8 --rope-scaling yarn --yarn-factor 40 --yarn-mscale 1 "
                              "--yarn-mscale-all-dim 0.5 --rms-eps 1e-4 --steps 10 --lr 3e-3 --grad-clip 1.0",
+                             1e-5);
+}
+
+// DeepSeek-V2: latent attention (interleaved tails) over softmax routing whose weights are not
+// renormalised but scaled by 1.5, a dense first layer, a shared expert; at 1e-5 (a renormalising or
+// unscaled router moves the grad norms by 8e-4).
+TEST(TorchReference, HuggingFaceDeepSeekV2TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model deepseek_v2 --layers 3 --routed-scale 1.5 --rms-eps 1e-4 --steps 10 "
+                             "--aux-coef 0.02 --lr 2e-3 --grad-clip 1.0",
+                             1e-5);
+}
+
+// DeepSeek-V2 renormalising (its routed_scaling_factor of 2 then unused, as DeepSeek-V2 rules), with a
+// query latent and YaRN over tails of 8.
+TEST(TorchReference, HuggingFaceDeepSeekV2RenormalisedWithYarnTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model deepseek_v2 --q-lora-rank 12 --norm-topk 1 --routed-scale 2 --rope-scaling yarn "
+                             "--yarn-factor 40 --yarn-mscale 0.707 --yarn-mscale-all-dim 0.707 --qk-rope-dim 8 "
+                             "--rms-eps 1e-4 --steps 10 --lr 3e-3 --grad-clip 1.0",
                              1e-5);
 }
 

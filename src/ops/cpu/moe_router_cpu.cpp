@@ -80,7 +80,7 @@ std::vector<float> aux_gradient(const int32_t* experts, float aux_scale, int64_t
 }  // namespace
 
 void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const float* logits,
-                        const float* bias, bool use_sigmoid, int64_t N, int64_t E, int64_t K) {
+                        const float* bias, bool use_sigmoid, bool renormalize, int64_t N, int64_t E, int64_t K) {
 #pragma omp parallel for schedule(static) if (N * E >= kMinParallelElements)
   for (int64_t n = 0; n < N; n++) {
     float* s = scores + n * E;          // (E)
@@ -91,7 +91,8 @@ void moe_router_forward(int32_t* experts, float* weights, float* scores, float* 
     float sum = 0.0f;
     for (int64_t k = 0; k < K; k++) w[k] = chosen[k] >= 0 ? s[chosen[k]] : NAN;
     for (int64_t k = 0; k < K; k++) sum += w[k];
-    for (int64_t k = 0; k < K; k++) w[k] /= sum;
+    if (renormalize)
+      for (int64_t k = 0; k < K; k++) w[k] /= sum;
   }
 }
 
@@ -118,13 +119,14 @@ double moe_router_statistics(double* count, double* p_sum, const int32_t* expert
 
 // Per row, ds = dL/dscores is built in the dlogits row, then carried through the score function:
 //   weights: ds[e_k] += (dw_k - sum_j dw_j w_j) / S, S = sum_j s[e_j]   (w_k = s[e_k] / S)
+//            or, not renormalised (w_k = s[e_k]), ds[e_k] += dw_k
 //   aux:     softmax ds[e] += c_e;  sigmoid ds[e] += (c_e - sum_j c_j p_j) / T, p = s / T, T = sum_e s
 //   scores:  softmax dl = s * (ds - sum_e ds_e s_e);  sigmoid dl = ds * s * (1 - s)
 //   z:       dl += (2 z_scale lse / N) * softmax(l), softmax(l) = exp(l - lse) (= s for softmax)
 void moe_router_backward(float* dlogits, const float* dweights, const int32_t* experts, const float* weights,
-                         const float* scores, const float* lse, const float* logits, bool use_sigmoid, float aux_scale,
-                         float z_scale, int64_t N, int64_t E, int64_t K, const double* aux_counts,
-                         double aux_tokens) {
+                         const float* scores, const float* lse, const float* logits, bool use_sigmoid,
+                         bool renormalize, float aux_scale, float z_scale, int64_t N, int64_t E, int64_t K,
+                         const double* aux_counts, double aux_tokens) {
   const std::vector<float> c = aux_gradient(experts, aux_scale, N, E, K, aux_counts, aux_tokens);
   const float dz = N > 0 ? 2.0f * z_scale / float(N) : 0.0f;
 #pragma omp parallel for schedule(static) if (N * E >= kMinParallelElements)
@@ -151,7 +153,7 @@ void moe_router_backward(float* dlogits, const float* dweights, const int32_t* e
       S += s[chosen[k]];
       dw_w += dw[k] * w[k];
     }
-    for (int64_t k = 0; k < K; k++) d[chosen[k]] += (dw[k] - dw_w) / S;
+    for (int64_t k = 0; k < K; k++) d[chosen[k]] += renormalize ? (dw[k] - dw_w) / S : dw[k];
     const float dlse = dz * lse[n];
     if (use_sigmoid) {
 #pragma omp simd

@@ -42,7 +42,7 @@ __device__ inline float lane_value(const float (&v)[kPerLane], int e) {
 template <typename T>
 __global__ void __launch_bounds__(kRouterWarps* kWarpSize)
     moe_router_forward_kernel(int32_t* experts, float* weights, float* scores, float* lse, const T* logits,
-                              const float* bias, bool use_sigmoid, int64_t N, int E, int K) {
+                              const float* bias, bool use_sigmoid, bool renormalize, int64_t N, int E, int K) {
   const int lane = int(threadIdx.x) % kWarpSize;
   const int64_t n = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / kWarpSize;
   if (n >= N) return;  // whole warps leave together
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kRouterWarps* kWarpSize)
   }
   if (lane == 0) {
     lse[n] = row_max + logf(sum);
-    for (int k = 0; k < K; k++) weights[n * K + k] = chosen_score[k] / chosen_sum;
+    for (int k = 0; k < K; k++) weights[n * K + k] = renormalize ? chosen_score[k] / chosen_sum : chosen_score[k];
   }
 }
 
@@ -116,8 +116,8 @@ template <typename T>
 __global__ void __launch_bounds__(kRouterWarps* kWarpSize)
     moe_router_backward_kernel(T* dlogits, const float* dweights, const int32_t* experts, const float* weights,
                                const float* scores, const float* lse, const T* logits, const int32_t* count,
-                               bool use_sigmoid, float aux_scale, float dz, double aux_tokens, int64_t N, int E,
-                               int K) {
+                               bool use_sigmoid, bool renormalize, float aux_scale, float dz, double aux_tokens,
+                               int64_t N, int E, int K) {
   const int lane = int(threadIdx.x) % kWarpSize;
   const int64_t n = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / kWarpSize;
   if (n >= N) return;
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kRouterWarps* kWarpSize)
     const int e = experts[n * K + k];
 #pragma unroll
     for (int j = 0; j < kPerLane; j++)
-      if (lane + kWarpSize * j == e) d[j] += (dweights[n * K + k] - dw_w) / S;
+      if (lane + kWarpSize * j == e) d[j] += renormalize ? (dweights[n * K + k] - dw_w) / S : dweights[n * K + k];
   }
   const float dlse = dz * lse[n];
   float ds_s = 0.0f;
@@ -219,19 +219,19 @@ __global__ void __launch_bounds__(kRowBlock)
 
 template <typename T>
 void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const T* logits, const float* bias,
-                        bool use_sigmoid, int64_t N, int64_t E, int64_t K, cudaStream_t stream) {
+                        bool use_sigmoid, bool renormalize, int64_t N, int64_t E, int64_t K, cudaStream_t stream) {
   TS_CHECK(E <= kMaxRouterExperts && K <= kMaxChoices, "moe_router_forward: the GPU router takes up to ",
            kMaxRouterExperts, " experts and ", kMaxChoices, " choices per token, got E = ", E, ", K = ", K);
   if (N == 0) return;
   moe_router_forward_kernel<T><<<unsigned(ceil_div(N, kRouterWarps)), kRouterWarps * kWarpSize, 0, stream>>>(
-      experts, weights, scores, lse, logits, bias, use_sigmoid, N, int(E), int(K));
+      experts, weights, scores, lse, logits, bias, use_sigmoid, renormalize, N, int(E), int(K));
   CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void moe_router_backward(T* dlogits, const float* dweights, const int32_t* experts, const float* weights,
-                         const float* scores, const float* lse, const T* logits, bool use_sigmoid, float aux_scale,
-                         float z_scale, int64_t N, int64_t E, int64_t K, cudaStream_t stream,
+                         const float* scores, const float* lse, const T* logits, bool use_sigmoid, bool renormalize,
+                         float aux_scale, float z_scale, int64_t N, int64_t E, int64_t K, cudaStream_t stream,
                          const int32_t* aux_counts, double aux_tokens) {
   TS_CHECK(E <= kMaxRouterExperts, "moe_router_backward: the GPU router takes up to ", kMaxRouterExperts,
            " experts, got E = ", E);
@@ -248,8 +248,8 @@ void moe_router_backward(T* dlogits, const float* dweights, const int32_t* exper
   }
   const float dz = 2.0f * z_scale / float(N);
   moe_router_backward_kernel<T><<<unsigned(ceil_div(N, kRouterWarps)), kRouterWarps * kWarpSize, 0, stream>>>(
-      dlogits, dweights, experts, weights, scores, lse, logits, count, use_sigmoid, aux_scale, dz, aux_tokens, N,
-      int(E), int(K));
+      dlogits, dweights, experts, weights, scores, lse, logits, count, use_sigmoid, renormalize, aux_scale, dz,
+      aux_tokens, N, int(E), int(K));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -286,10 +286,10 @@ void moe_combine_backward(T* dys, float* dweights, const T* dout, const T* ys, c
 }
 
 #define INSTANTIATE(T)                                                                                              \
-  template void moe_router_forward<T>(int32_t*, float*, float*, float*, const T*, const float*, bool, int64_t,      \
-                                      int64_t, int64_t, cudaStream_t);                                              \
+  template void moe_router_forward<T>(int32_t*, float*, float*, float*, const T*, const float*, bool, bool,        \
+                                      int64_t, int64_t, int64_t, cudaStream_t);                                     \
   template void moe_router_backward<T>(T*, const float*, const int32_t*, const float*, const float*, const float*, \
-                                       const T*, bool, float, float, int64_t, int64_t, int64_t, cudaStream_t,      \
+                                       const T*, bool, bool, float, float, int64_t, int64_t, int64_t, cudaStream_t, \
                                        const int32_t*, double);                                                    \
   template void moe_gather<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, cudaStream_t);              \
   template void moe_sum_token_rows<T>(T*, const T*, const float*, const int32_t*, int64_t, int64_t, int64_t,       \

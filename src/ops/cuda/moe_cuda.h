@@ -15,16 +15,17 @@ namespace tessera::cuda {
 
 constexpr int64_t kMaxRouterExperts = 256;
 
-// experts (N,K), weights (N,K), scores (N,E), lse (N) from logits (N,E); bias (E) f32 or null.
+// experts (N,K), weights (N,K), scores (N,E), lse (N) from logits (N,E); bias (E) f32 or null;
+// renormalize: the weights divided by their sum.
 template <typename T>
 void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const T* logits, const float* bias,
-                        bool use_sigmoid, int64_t N, int64_t E, int64_t K, cudaStream_t stream);
+                        bool use_sigmoid, bool renormalize, int64_t N, int64_t E, int64_t K, cudaStream_t stream);
 // dlogits (N,E) written; experts must hold ids in [0, E). The aux term's counts (E, device) and
 // token count are aux_counts and aux_tokens when aux_counts is given, else this routing's own.
 template <typename T>
 void moe_router_backward(T* dlogits, const float* dweights, const int32_t* experts, const float* weights,
-                         const float* scores, const float* lse, const T* logits, bool use_sigmoid, float aux_scale,
-                         float z_scale, int64_t N, int64_t E, int64_t K, cudaStream_t stream,
+                         const float* scores, const float* lse, const T* logits, bool use_sigmoid, bool renormalize,
+                         float aux_scale, float z_scale, int64_t N, int64_t E, int64_t K, cudaStream_t stream,
                          const int32_t* aux_counts = nullptr, double aux_tokens = 0);
 
 // pos (NK) written from order (its first M entries).
