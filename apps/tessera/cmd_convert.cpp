@@ -1,4 +1,4 @@
-// tessera convert: checkpoint -> Hugging Face folder (GPT-2, Llama, Qwen2/3, Qwen3-MoE, Mixtral or DeepSeek-V3; --to-hf), or Hugging Face folder ->
+// tessera convert: checkpoint -> Hugging Face folder (GPT-2, Llama, Qwen2/3, Qwen3-MoE, Mixtral or DeepSeek-V2/V3; --to-hf), or Hugging Face folder ->
 // checkpoint (--from-hf). Neither overwrites anything: --to-hf writes only into a new or empty
 // folder, --from-hf only into a run folder that holds no checkpoint.
 #include <cstdio>
@@ -80,7 +80,7 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run folder to export (with --to-hf)");
   cmd->add_option("--to-hf", o->to_hf, "Write a Hugging Face folder (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM or "
                   "MixtralForCausalLM, by the model's family) here");
-  cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral or DeepSeek-V3 folder to import (with --out)");
+  cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral or DeepSeek-V2/V3 folder to import (with --out)");
   cmd->add_option("--out", o->out, "Run folder to write the imported checkpoint into");
   cmd->add_option("--dtype", o->dtype,
                   "Element type of an export's weights: fp32 (exact), bf16 or fp16 (half the bytes, as models are "
