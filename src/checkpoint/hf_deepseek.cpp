@@ -70,14 +70,10 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
     r.expect("scoring_func", "softmax", "Tessera's DeepSeek-V2 router scores by softmax");
     if (const json* method = r.find("topk_method"))
       TS_CHECK(*method == "greedy" || *method == "group_limited_greedy", r.where(), ": field 'topk_method' is ",
-               json_excerpt(*method), ", expected \"greedy\" (or \"group_limited_greedy\" over one group)");
+               json_excerpt(*method), ", expected \"greedy\" or \"group_limited_greedy\"");
   }
   r.expect("moe_layer_freq", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
   r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
-  const int64_t groups = r.integer("n_group", 1), kept_groups = r.integer("topk_group", groups);
-  TS_CHECK(groups == 1 || kept_groups >= groups, r.where(), ": n_group ", groups, " with topk_group ", kept_groups,
-           " limits each token's experts to its best groups; group-limited routing is not implemented (n_group 1, ",
-           "or topk_group = n_group, routes over every expert)");
 
   ModelConfig c;
   c.naming = Naming::llama;
@@ -112,6 +108,11 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
   c.moe.renormalize = r.boolean("norm_topk_prob", v3);
   c.moe.routed_scale = v3 || !c.moe.renormalize ? r.number("routed_scaling_factor", 1.0f) : 1.0f;
   c.moe.router = v3 ? RouterKind::sigmoid_bias : RouterKind::softmax_topk;
+  // An absent n_group and topk_group are transformers' DeepseekV3Config defaults (8 and 4); DeepSeek-V2's
+  // greedy routing has none.
+  c.moe.groups = r.integer("n_group", v3 ? 8 : 1);
+  c.moe.kept_groups = r.integer("topk_group", v3 ? 4 : c.moe.groups);
+  if (!v3 && (!r.find("topk_method") || *r.find("topk_method") == "greedy")) c.moe.groups = c.moe.kept_groups = 1;
   try {
     c.validate();
   } catch (const Error& e) {
@@ -151,14 +152,14 @@ json hf_deepseek_config_json(const ModelConfig& c) {
             {"qk_rope_head_dim", c.mla.rope_dim},
             {"v_head_dim", c.mla.v_dim},
             {"qk_nope_head_dim", c.mla.nope_dim},
-            {"n_group", 1},
-            {"topk_group", 1},
+            {"n_group", c.moe.groups},
+            {"topk_group", c.moe.kept_groups},
             {"num_experts_per_tok", c.moe.top_k},
             {"first_k_dense_replace", c.moe.first_dense_layers},
             {"moe_layer_freq", 1},
             {"norm_topk_prob", c.moe.renormalize},
             {"scoring_func", v3 ? "sigmoid" : "softmax"},
-            {"topk_method", v3 ? "noaux_tc" : "greedy"},
+            {"topk_method", v3 ? "noaux_tc" : c.moe.groups > 1 ? "group_limited_greedy" : "greedy"},
             {"hidden_act", "silu"},
             {"max_position_embeddings", c.max_seq_len},
             {"rms_norm_eps", json_float(c.norm_eps)},

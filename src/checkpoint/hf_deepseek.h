@@ -6,9 +6,9 @@
 // Covered: latent attention with or without a query latent; V3's sigmoid routing with the selection
 // bias, V2's softmax routing, renormalised or not (norm_topk_prob); shared experts, dense first layers,
 // routed_scaling_factor (V3 scales the routed output always, V2 only when it does not renormalise);
-// YaRN rope_scaling (its mscale_all_dim's factor on the scores included). Refused, naming the key:
-// group-limited routing (n_group > 1 with topk_group < n_group), attention biases, value heads wider
-// than the q/k heads.
+// YaRN rope_scaling (its mscale_all_dim's factor on the scores included); group-limited routing
+// (n_group, topk_group: V3's noaux_tc, V2's group_limited_greedy). Refused, naming the key: attention
+// biases, value heads wider than the q/k heads.
 // RoPE order: DeepSeek's checkpoints keep each rotated tail interleaved (channel pairs 2i, 2i+1; V3's
 // rope_interleave true, the default; V2 always), Tessera rotates halves (i, i + R/2): import reorders
 // the tail rows of q_proj / q_b_proj (each head's) and of kv_a_proj_with_mqa (the shared key tail) to

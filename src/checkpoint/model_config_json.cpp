@@ -131,7 +131,9 @@ json model_config_to_json(const ModelConfig& c) {
                 {"router", name_of(kRouters, c.moe.router)},
                 {"first_dense_layers", c.moe.first_dense_layers},
                 {"routed_scale", c.moe.routed_scale},
-                {"renormalize", c.moe.renormalize}};
+                {"renormalize", c.moe.renormalize},
+                {"groups", c.moe.groups},
+                {"kept_groups", c.moe.kept_groups}};
   if (c.mla.enabled())
     j["latent_attention"] = {{"q_rank", c.mla.q_rank},
                              {"kv_rank", c.mla.kv_rank},
@@ -187,6 +189,8 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   moe.integer("first_dense_layers", c.moe.first_dense_layers, 0);
   moe.number("routed_scale", c.moe.routed_scale);  // absent before DeepSeek-V3 support: 1
   moe.boolean("renormalize", c.moe.renormalize);    // absent before DeepSeek-V2 support: true
+  moe.integer("groups", c.moe.groups, 1);           // absent before group-limited routing: 1
+  moe.integer("kept_groups", c.moe.kept_groups, 1);
   Reader mla = r.object("latent_attention");      // absent before latent attention: none
   mla.integer("q_rank", c.mla.q_rank, 0);
   mla.integer("kv_rank", c.mla.kv_rank, 1);

@@ -190,6 +190,7 @@ namespace {
 struct HeldLock {
   int fd = -1;
   int holders = 0;
+  bool created_folder = false;  // the first holder made the folder: the last removes it if still empty
 };
 std::mutex g_locks_mutex;
 std::map<std::pair<dev_t, ino_t>, HeldLock> g_locks;
@@ -244,6 +245,8 @@ int lock_folder(const fs::path& run_dir) {
 }  // namespace
 
 RunFolderLock::RunFolderLock(const fs::path& run_dir) {
+  std::error_code exists_error;
+  const bool created = !fs::exists(run_dir, exists_error);
   create_folder(run_dir, "--out-dir");
   struct stat folder {};
   TS_CHECK(::stat(run_dir.c_str(), &folder) == 0, "--out-dir ", quoted_text(run_dir.string()), ": ", errno_text(errno));
@@ -251,7 +254,7 @@ RunFolderLock::RunFolderLock(const fs::path& run_dir) {
   file_ = run_dir / kRunFolderLock;
   const std::lock_guard<std::mutex> guard(g_locks_mutex);
   auto held = g_locks.find(key_);
-  if (held == g_locks.end()) held = g_locks.emplace(key_, HeldLock{lock_folder(run_dir), 0}).first;
+  if (held == g_locks.end()) held = g_locks.emplace(key_, HeldLock{lock_folder(run_dir), 0, created}).first;
   ++held->second.holders;
 }
 
@@ -262,6 +265,10 @@ RunFolderLock::~RunFolderLock() {
   if (held->second.fd >= 0) {
     ::unlink(file_.c_str());  // while locked, so that no other process holds it; the folder is as it was
     ::close(held->second.fd);
+  }
+  if (held->second.created_folder) {  // a run refused before it wrote anything leaves no folder behind
+    std::error_code not_empty;
+    fs::remove(file_.parent_path(), not_empty);
   }
   g_locks.erase(held);
 }

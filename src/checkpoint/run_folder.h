@@ -94,7 +94,8 @@ inline constexpr const char* kRunFolderLock = ".tessera-lock";
 // and host), held while a run trains into it: two runs in one folder would interleave their metrics,
 // remove each other's unfinished saves and prune each other's checkpoints. The system releases it
 // when the process ends, however it ends, so a killed run never leaves the folder locked; a run that
-// ends removes the file, so a refused or failed run leaves the folder as it found it. The lock
+// ends removes the file (and the folder, when the lock made it and it is still empty), so a refused or
+// failed run leaves the folder as it found it. The lock
 // is the process's: a second RunFolderLock on a folder this process holds shares it.
 class RunFolderLock {
  public:

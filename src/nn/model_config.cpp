@@ -62,6 +62,16 @@ void ModelConfig::validate() const {
              moe.first_dense_layers, ") must leave at least one of the ", num_layers, " layers a MoE layer (with ",
              "--layers, give more than ", moe.first_dense_layers, ")");
     TS_CHECK(mlp == MlpKind::swiglu, "model: MoE experts are SwiGLU MLPs; set the MLP kind to swiglu");
+    const bool two_each = moe.router != RouterKind::sigmoid_bias || moe.kept_groups == moe.groups ||
+                          moe.num_experts / std::max<int64_t>(moe.groups, 1) >= 2;
+    TS_CHECK(moe.groups >= 1 && moe.num_experts % moe.groups == 0 && moe.kept_groups >= 1 &&
+                 moe.kept_groups <= moe.groups && two_each,
+             "model: moe groups (", moe.groups, ") must divide the ", moe.num_experts, " experts and kept_groups (",
+             moe.kept_groups, ") lie between 1 and them, with 2 experts a group or more under sigmoid routing");
+    TS_CHECK(moe.top_k <= moe.kept_groups * (moe.num_experts / std::max<int64_t>(moe.groups, 1)),
+             "model: moe top_k (", moe.top_k, ") exceeds the ", moe.kept_groups * (moe.num_experts / moe.groups),
+             " experts of the kept groups (", moe.kept_groups, " of ", moe.groups,
+             "): a token would take an expert of a dropped group");
   }
 }
 

@@ -34,6 +34,7 @@ struct MoeConfig {
   int64_t first_dense_layers = 0;  // leading blocks with a dense MLP (DeepSeek's first_k_dense_replace)
   float routed_scale = 1.0f;       // the routed experts' output factor (DeepSeek-V3's routed_scaling_factor)
   bool renormalize = true;         // the chosen experts' weights divided by their sum (HF's norm_topk_prob)
+  int64_t groups = 1, kept_groups = 1;  // DeepSeek's group-limited routing (n_group, topk_group): ops/moe_router.h
   bool enabled() const { return num_experts > 0; }
   bool operator==(const MoeConfig&) const = default;
 };

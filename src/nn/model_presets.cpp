@@ -117,9 +117,11 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
        }},
       {"deepseek-v3-tiny",
        [] {
-         return latent_attention(
+         ModelConfig c = latent_attention(
              deepseek_style(with_experts(llama(3, 4, 4, 32, 64, 256, 64, 10000.0f, false), 8, 2, 16), 1, 1),
              {.q_rank = 12, .kv_rank = 16, .nope_dim = 8, .rope_dim = 4, .v_dim = 6}, 2.5f);
+         c.moe.groups = 4, c.moe.kept_groups = 2;  // DeepSeek-V3's group limit (its own: 8 groups, 4 kept)
+         return c;
        }},
   };
   return table;

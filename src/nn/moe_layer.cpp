@@ -159,7 +159,7 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   Tensor no_bias;
   matmul_forward(a.logits, tokens, w.router, no_bias);
   moe_router_forward(a.experts, a.weights, a.scores, a.lse, a.logits, w.router_bias, score_kind(config),
-                     config.moe.renormalize);
+                     config.moe.renormalize, RouterGroups{config.moe.groups, config.moe.kept_groups});
   if (config.moe.routed_scale != 1.0f) {
     copy_tensor(a.scaled_weights, a.weights);
     scale_inplace(a.scaled_weights, config.moe.routed_scale);

@@ -49,7 +49,7 @@ bool is_sigmoid(RouterScore kind) { return kind == RouterScore::sigmoid; }
 }  // namespace
 
 void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor& lse, const Tensor& logits,
-                        const Tensor& bias, RouterScore kind, bool renormalize) {
+                        const Tensor& bias, RouterScore kind, bool renormalize, RouterGroups groups) {
   const char* op = "moe_router_forward";
   detail::check_float_dtype(op, "logits", logits);
   const Device device = detail::check_args(op, {{"experts", experts, DType::i32},
@@ -62,20 +62,26 @@ void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor
   detail::check_shape(op, "weights", weights, {d.N, d.K});
   detail::check_shape(op, "scores", scores, {d.N, d.E});
   detail::check_shape(op, "lse", lse, {d.N});
+  TS_CHECK(groups.count >= 1 && d.E % groups.count == 0 && groups.kept >= 1 && groups.kept <= groups.count &&
+               (!groups.limits() || !is_sigmoid(kind) || d.E / groups.count >= 2),
+           op, ": ", groups.count, " expert groups keeping ", groups.kept, " must divide the ", d.E,
+           " experts, keep between 1 and all of them, and under sigmoid scoring hold 2 experts each or more");
   TS_CHECK(!bias.defined() || is_sigmoid(kind), op,
            ": bias must be undefined for softmax scores; the selection bias is for sigmoid routers");
   if (bias.defined()) detail::check_shape(op, "bias", bias, {d.E});
   switch (device) {
     case Device::cpu:
       cpu::moe_router_forward(experts.data<int32_t>(), weights.f32(), scores.f32(), lse.f32(), logits.f32(),
-                              bias.defined() ? bias.f32() : nullptr, is_sigmoid(kind), renormalize, d.N, d.E, d.K);
+                              bias.defined() ? bias.f32() : nullptr, is_sigmoid(kind), renormalize,
+                              groups.limits() ? groups.count : 1, groups.kept, d.N, d.E, d.K);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(logits.dtype(), [&]<typename T>(T) {
         cuda::moe_router_forward(experts.data<int32_t>(), weights.f32(), scores.f32(), lse.f32(),
                                  cuda::typed_data<T>(logits), bias.defined() ? bias.f32() : nullptr, is_sigmoid(kind),
-                                 renormalize, d.N, d.E, d.K, cuda_compute_stream());
+                                 renormalize, groups.limits() ? groups.count : 1, groups.kept, d.N, d.E, d.K,
+                                 cuda_compute_stream());
       });
       return;
 #else

@@ -13,17 +13,27 @@ namespace tessera {
 
 enum class RouterScore { softmax, sigmoid };
 
+// Group-limited routing (DeepSeek's): the E experts in `count` equal groups of consecutive experts;
+// a token keeps the `kept` groups of the best group scores (ties to the lower group) and its experts
+// outside them take selection value 0 (Hugging Face's masked_fill with 0, not -inf). A group's score
+// is the sum of its two best selection values under sigmoid scoring (DeepSeek-V3) and its best one
+// under softmax (DeepSeek-V2's group_limited_greedy). count 1: no limit.
+struct RouterGroups {
+  int64_t count = 1, kept = 1;
+  bool limits() const { return count > 1 && kept < count; }
+};
+
 // logits (N,E). bias (E) or undefined: added to the scores for SELECTION only (DeepSeek-V3's
 // aux-loss-free balancing); sigmoid only, must be undefined for softmax.
 // Written:
 //   scores (N,E):  softmax(logits) per row, or sigmoid(logits) elementwise.
 //   lse (N):       logsumexp of each logits row (for the z-loss), for both kinds.
-//   experts (N,K) i32: the top-K experts by score + bias, in descending order of that value; ties go
-//                  to the lower expert index first.
+//   experts (N,K) i32: the top-K experts by score + bias (after the group limit), in descending order
+//                  of that value; ties go to the lower expert index first.
 //   weights (N,K): the chosen experts' scores (without bias) divided by their sum over the row, or
 //                  without `renormalize` the scores themselves (Hugging Face's norm_topk_prob false).
 void moe_router_forward(Tensor& experts, Tensor& weights, Tensor& scores, Tensor& lse, const Tensor& logits,
-                        const Tensor& bias, RouterScore kind, bool renormalize = true);
+                        const Tensor& bias, RouterScore kind, bool renormalize = true, RouterGroups groups = {});
 
 // The auxiliary losses of one routing, as doubles on the host:
 //   aux = E * sum_e (count_e / N) * P_e, count_e = #{(n,k) : experts[n,k] == e} (they sum to N*K),

@@ -42,7 +42,6 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
       tokenizer_(tokenizer),
       segments_(dp.checkpoint_segments(duplicates)),
       powersgd_place_{&model.layout(), TpPlace{grid.coord.tp, grid.dims.tp}, tied_copy} {
-  if (!config.eval_only) lock_run_folder();
   if (tokenizer_) tokenizer_json_ = out_dir_ / "tokenizer.json";
   if (writes_whole_weights()) {
     full_layout_ = decoder_layout(model.config());
@@ -73,20 +72,6 @@ CheckpointSaver::CheckpointSaver(const TrainConfig& config, const ProcessGrid& g
 }
 
 CheckpointSaver::~CheckpointSaver() = default;
-
-void CheckpointSaver::lock_run_folder() {
-  std::exception_ptr error;
-  if (commits()) {
-    try {
-      lock_.emplace(out_dir_);
-    } catch (const Error&) {
-      error = std::current_exception();
-    }
-  }
-  const double refused = sum_over(*world_, {error ? 1.0 : 0.0})[0];
-  if (error) std::rethrow_exception(error);
-  if (refused > 0) throw QuietError("--out-dir " + quoted_text(out_dir_.string()) + ": rank 0 cannot lock it", __FILE__);
-}
 
 std::string CheckpointSaver::notice() const {
   int64_t refused = 0;

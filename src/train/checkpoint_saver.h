@@ -78,8 +78,6 @@ class CheckpointSaver {
   // moments): from a GPU by `side` copies when given, else at once.
   void copy_weight_shard(Tensor& out, SideCopies* side = nullptr) const;
   bool commits() const { return world_->rank() == 0; }  // rank 0 writes the tokenizer and commits
-  // Collective: rank 0 locks the run folder for the run (RunFolderLock), or every rank throws.
-  void lock_run_folder();
   bool writes_whole_weights() const { return commits() && !sharded_weights_; }
   // After this rank's write ended (with `error`, or none) and `failed` ranks' writes failed: rank 0
   // commits, or every rank throws.
@@ -87,7 +85,6 @@ class CheckpointSaver {
 
   std::filesystem::path out_dir_;
   std::shared_ptr<Comm> world_;
-  std::optional<RunFolderLock> lock_;  // rank 0's, unless --eval-only (which writes nothing)
   int shard_ = 0, shards_ = 1;  // this rank's moments file, of how many
   ParameterLayout full_layout_;  // the whole model's (rank 0)
   struct Source {

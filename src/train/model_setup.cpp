@@ -80,6 +80,8 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
     compare("shared experts", "", 0, flags.moe.num_shared_experts, stored.moe.num_shared_experts);
     compare("dense first layers", "", 0, flags.moe.first_dense_layers, stored.moe.first_dense_layers);
     compare("renormalised expert weights (1 = on)", "", 0, flags.moe.renormalize, stored.moe.renormalize);
+    compare("expert groups", "", 0, flags.moe.groups, stored.moe.groups);
+    compare("kept expert groups", "", 0, flags.moe.kept_groups, stored.moe.kept_groups);
   }
   if (flags.mla.enabled() && stored.mla.enabled()) {
     compare("latent attention's q rank", "", 0, flags.mla.q_rank, stored.mla.q_rank);

@@ -69,6 +69,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
       loss_scaler_(LossScalerConfig{}),
       bad_steps_(config_.max_bad_steps, config_.spike_zscore) {
   refuse_on_error([&] { config_.validate(); });
+  // Before any rank reads the folder: a second run into it is refused before it reads a checkpoint the
+  // first is writing or pruning.
+  if (!config_.eval_only) lock_run_folder(run_lock_, config_.out_dir, *grid_.world);
   // The grid was checked against the batch (ParallelDims::check_model): dp · micro divides it.
   micro_batch_ = config_.micro_batch(grid_.dims.dp);
   device_ = choose_device(config_.device);

@@ -29,6 +29,7 @@
 #include "train/micro_batch_feed.h"
 #include "train/pipeline_parallel.h"
 #include "train/progress.h"
+#include "train/run_lock.h"
 #include "train/stop_signal.h"
 #include "train/train_config.h"
 
@@ -137,6 +138,7 @@ class Trainer {
   ProcessGrid grid_;
   DeviceChoice device_;
   DType compute_dtype_ = DType::f32;
+  std::optional<RunFolderLock> run_lock_;  // rank 0's for the run, unless --eval-only (which writes nothing)
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Decoder> model_;
   std::unique_ptr<DataParallel> data_parallel_;  // refers to *model_

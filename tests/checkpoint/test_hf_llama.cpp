@@ -162,6 +162,8 @@ TEST(HfLlama, DeepSeekV3NamesConfigAndRopeOrder) {
   EXPECT_EQ(hf["n_shared_experts"], 1);
   EXPECT_EQ(hf["first_k_dense_replace"], 1);
   EXPECT_EQ(hf["routed_scaling_factor"], 2.5);
+  EXPECT_EQ(hf["n_group"], 4);
+  EXPECT_EQ(hf["topk_group"], 2);
   EXPECT_EQ(hf["rope_interleave"], true);
   EXPECT_TRUE(read_hf_config(dir) == config);
   nlohmann::json unrenormalised = hf;
@@ -171,14 +173,12 @@ TEST(HfLlama, DeepSeekV3NamesConfigAndRopeOrder) {
   EXPECT_EQ(read_hf_config(dir).moe.routed_scale, 2.5f);  // V3 scales either way
   for (const auto& [key, value] :
        {std::pair<std::string, nlohmann::json>{"rope_scaling", {{"type", "dynamic"}, {"factor", 40}}},
-        {"n_group", 8},
         {"scoring_func", "softmax"},
         {"attention_bias", true},
         {"num_key_value_heads", 2},
         {"v_head_dim", 16}}) {
     nlohmann::json other = hf;
     other[key] = value;
-    if (key == "n_group") other["topk_group"] = 4;
     testing::write_text(dir / "config.json", other.dump());
     const std::string message = testing::error_of([&] { read_hf_config(dir); });
     EXPECT_TRUE(testing::contains(message, key == "v_head_dim" ? "v_dim" : key)) << key << ": " << message;
@@ -243,7 +243,7 @@ TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
 }
 
 // DeepSeek-V2: V3's names without the router's selection bias, softmax routing whose weights are scaled
-// by routed_scaling_factor only when not renormalised; its model type and keys.
+// by routed_scaling_factor only when not renormalised, its groups; its model type and keys.
 TEST(HfLlama, DeepSeekV2RouterAndConfig) {
   const auto dir = testing::scratch_dir();
   const ModelConfig config = save_preset("deepseek-v2-tiny", dir);
@@ -265,11 +265,16 @@ TEST(HfLlama, DeepSeekV2RouterAndConfig) {
   const ModelConfig renormalised = read_hf_config(dir);
   EXPECT_TRUE(renormalised.moe.renormalize);
   EXPECT_EQ(renormalised.moe.routed_scale, 1.0f);
-  // Group-limited routing over several groups is refused naming the keys.
-  hf["topk_method"] = "group_limited_greedy", hf["n_group"] = 8, hf["topk_group"] = 3;
+  // Group-limited routing (DeepSeek-V2's group_limited_greedy) reads its groups; groups that do not
+  // divide the experts are refused naming them.
+  hf["topk_method"] = "group_limited_greedy", hf["n_group"] = 4, hf["topk_group"] = 3;
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_EQ(read_hf_config(dir).moe.groups, 4);
+  EXPECT_EQ(read_hf_config(dir).moe.kept_groups, 3);
+  hf["n_group"] = 3;
   testing::write_text(dir / "config.json", hf.dump());
   const std::string message = testing::error_of([&] { read_hf_config(dir); });
-  EXPECT_TRUE(testing::contains(message, "n_group 8 with topk_group 3")) << message;
+  EXPECT_TRUE(testing::contains(message, "moe groups (3) must divide the 8 experts")) << message;
   // A renormalising softmax router scaled by other than 1 has no DeepseekV2ForCausalLM form.
   ModelConfig scaled = config;
   scaled.moe.renormalize = true;

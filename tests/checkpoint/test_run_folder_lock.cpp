@@ -55,8 +55,16 @@ TEST(RunFolderLock, SharedWithinTheProcessHeldAgainstOthersUntilTheLastGoes) {
     }
     EXPECT_TRUE(locked_for_others(run));
   }
-  EXPECT_FALSE(locked_for_others(run));
+  // The lock made the folder and nothing was written into it: the last holder removes it.
+  EXPECT_FALSE(fs::exists(run));
   EXPECT_EQ(child_attempt(run), "");
+  // A folder the lock made that holds anything stays, unlocked.
+  {
+    const RunFolderLock lock(run);
+    testing::write_text(run / "metrics.jsonl", "{}\n");
+  }
+  EXPECT_TRUE(fs::exists(run / "metrics.jsonl"));
+  EXPECT_FALSE(locked_for_others(run));
 }
 
 TEST(RunFolderLock, AKilledHolderLeavesTheFolderFree) {

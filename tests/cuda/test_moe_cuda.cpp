@@ -39,6 +39,7 @@ struct RouterCase {
   int64_t E, K;
   RouterScore kind;
   bool renormalize = true;  // false: the chosen scores as they are (norm_topk_prob false)
+  RouterGroups groups = {};  // DeepSeek's group limit
 };
 
 class MoeRouterCuda : public testing::CudaTest, public ::testing::WithParamInterface<RouterCase> {};
@@ -46,7 +47,7 @@ class MoeRouterCuda : public testing::CudaTest, public ::testing::WithParamInter
 TEST_P(MoeRouterCuda, ForwardLossesAndBackwardMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const auto [E, K, kind, renormalize] = GetParam();
+  const auto [E, K, kind, renormalize, groups] = GetParam();
   const int64_t N = 300;
   const bool sigmoid = kind == RouterScore::sigmoid;
   const Tensor bias = sigmoid ? random_tensor({E}, seed + 2, -0.2f, 0.2f) : Tensor();
@@ -57,11 +58,12 @@ TEST_P(MoeRouterCuda, ForwardLossesAndBackwardMatchCpu) {
     const Tensor logits = testing::rounded_to(random_tensor({N, E}, seed, -3.0f, 3.0f), dtype);
     Tensor experts = Tensor::zeros({N, K}, DType::i32), weights = Tensor::zeros({N, K});
     Tensor scores = Tensor::zeros({N, E}), lse = Tensor::zeros({N});
-    moe_router_forward(experts, weights, scores, lse, logits, bias, kind, renormalize);
+    moe_router_forward(experts, weights, scores, lse, logits, bias, kind, renormalize, groups);
     Tensor experts_gpu = to_gpu(Tensor::zeros({N, K}, DType::i32)), weights_gpu = testing::poisoned_gpu({N, K});
     Tensor scores_gpu = testing::poisoned_gpu({N, E}), lse_gpu = testing::poisoned_gpu({N});
     const Tensor logits_gpu = testing::to_gpu_as(logits, dtype), bias_gpu = sigmoid ? to_gpu(bias) : Tensor();
-    moe_router_forward(experts_gpu, weights_gpu, scores_gpu, lse_gpu, logits_gpu, bias_gpu, kind, renormalize);
+    moe_router_forward(experts_gpu, weights_gpu, scores_gpu, lse_gpu, logits_gpu, bias_gpu, kind, renormalize,
+                       groups);
     expect_same_ids(experts_gpu, experts, "experts");
     testing::expect_matches_cpu(scores_gpu, scores, kTol, 1e-7, kTol, "scores");
     testing::expect_matches_cpu(weights_gpu, weights, kTol, 1e-7, kTol, "weights");
@@ -89,11 +91,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoeRouterCuda,
                                            RouterCase{256, 8, RouterScore::softmax},
                                            RouterCase{8, 2, RouterScore::sigmoid}, RouterCase{64, 4, RouterScore::sigmoid},
                                            RouterCase{64, 6, RouterScore::softmax, false},
-                                           RouterCase{64, 8, RouterScore::sigmoid, false}),
+                                           RouterCase{64, 8, RouterScore::sigmoid, false},
+                                           RouterCase{256, 8, RouterScore::sigmoid, true, {8, 4}},
+                                           RouterCase{160, 6, RouterScore::softmax, false, {8, 3}}),
                          [](const ::testing::TestParamInfo<RouterCase>& info) {
                            return std::string(info.param.kind == RouterScore::sigmoid ? "sigmoid" : "softmax") + "_E" +
                                   std::to_string(info.param.E) + "_K" + std::to_string(info.param.K) +
-                                  (info.param.renormalize ? "" : "_unrenormalised");
+                                  (info.param.renormalize ? "" : "_unrenormalised") +
+                                  (info.param.groups.limits() ? "_groups" + std::to_string(info.param.groups.count)
+                                                              : "");
                          });
 
 class MoeDispatchCuda : public testing::CudaTest {};

@@ -24,10 +24,11 @@ struct Routed {
   Tensor experts, weights, scores, lse;
 };
 
-Routed route(const Tensor& logits, const Tensor& bias, RouterScore kind, int64_t K, bool renormalize = true) {
+Routed route(const Tensor& logits, const Tensor& bias, RouterScore kind, int64_t K, bool renormalize = true,
+              RouterGroups groups = {}) {
   const int64_t N = logits.size(0), E = logits.size(1);
   Routed r{Tensor::zeros({N, K}, DType::i32), Tensor::zeros({N, K}), Tensor::zeros({N, E}), Tensor::zeros({N})};
-  moe_router_forward(r.experts, r.weights, r.scores, r.lse, logits, bias, kind, renormalize);
+  moe_router_forward(r.experts, r.weights, r.scores, r.lse, logits, bias, kind, renormalize, groups);
   return r;
 }
 
@@ -272,6 +273,60 @@ TEST(MoeRouter, UnrenormalisedWeightsAreTheChosenScores) {
                         nullptr, false);
     testing::expect_close(dlogits, fd, 2e-4, 2e-3, "dlogits");
   }
+}
+
+// DeepSeek's group limit against a plain loop: a group's score is the sum of its two best selection
+// values (sigmoid, with the bias) or its best (softmax); the best `kept` groups stay and every other
+// expert competes with value 0; the weights are the chosen scores as without a limit.
+TEST(MoeRouter, GroupLimitedRoutingKeepsTheBestGroups) {
+  const int64_t N = 40, E = 12, K = 3;
+  const Tensor logits = random_tensor({N, E}, 321, -3.0f, 3.0f);
+  const Tensor bias = random_tensor({E}, 322, -0.2f, 0.2f);
+  for (const RouterScore kind : {RouterScore::softmax, RouterScore::sigmoid}) {
+    for (const RouterGroups groups : {RouterGroups{4, 2}, RouterGroups{3, 1}, RouterGroups{6, 5}}) {
+      SCOPED_TRACE(::testing::Message() << (kind == RouterScore::softmax ? "softmax" : "sigmoid") << " groups "
+                                        << groups.count << " keeping " << groups.kept);
+      const bool sigmoid = kind == RouterScore::sigmoid;
+      const Tensor b = sigmoid ? bias : Tensor();
+      const Routed r = route(logits, b, kind, K, true, groups);
+      const int64_t size = E / groups.count;
+      for (int64_t n = 0; n < N; ++n) {
+        std::vector<float> v(static_cast<size_t>(E)), score(static_cast<size_t>(groups.count));
+        for (int64_t e = 0; e < E; ++e) v[size_t(e)] = r.scores.f32()[n * E + e] + (sigmoid ? b.f32()[e] : 0.0f);
+        for (int64_t g = 0; g < groups.count; ++g) {
+          std::vector<float> members(v.begin() + g * size, v.begin() + (g + 1) * size);
+          std::sort(members.begin(), members.end(), std::greater<>());
+          score[size_t(g)] = sigmoid ? members[0] + members[1] : members[0];
+        }
+        std::vector<int64_t> order(static_cast<size_t>(groups.count));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return score[size_t(a)] > score[size_t(c)]; });
+        for (int64_t e = 0; e < E; ++e)
+          if (std::find(order.begin(), order.begin() + groups.kept, e / size) == order.begin() + groups.kept)
+            v[size_t(e)] = 0.0f;
+        std::vector<int32_t> idx(static_cast<size_t>(E));
+        std::iota(idx.begin(), idx.end(), 0);
+        std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t c) { return v[size_t(a)] > v[size_t(c)]; });
+        for (int64_t k = 0; k < K; ++k) ASSERT_EQ(r.experts.data<int32_t>()[n * K + k], idx[size_t(k)]) << "row " << n;
+      }
+    }
+  }
+  // The zero rule: group 0 (0.9 and 0.45 - 0.5 = -0.05, sum 0.85) beats group 1 (0.4 and 0.42); expert 1
+  // at -0.05 then loses the second place to expert 2 of the dropped group, at 0 (a -inf mask would give
+  // it to expert 1, no limit to expert 3).
+  const auto logit = [](double p) { return float(std::log(p / (1.0 - p))); };
+  const Tensor hand = testing::tensor_of({1, 4}, {logit(0.9), logit(0.45), logit(0.4), logit(0.42)});
+  const Tensor hand_bias = testing::tensor_of({4}, {0.0f, -0.5f, 0.0f, 0.0f});
+  const Routed zero = route(hand, hand_bias, RouterScore::sigmoid, 2, true, RouterGroups{2, 1});
+  EXPECT_EQ(ids_of(zero.experts), (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(ids_of(route(hand, hand_bias, RouterScore::sigmoid, 2).experts), (std::vector<int32_t>{0, 3}));
+  Tensor experts = Tensor::zeros({1, 2}, DType::i32), weights = Tensor::zeros({1, 2}), scores = Tensor::zeros({1, 4});
+  Tensor lse = Tensor::zeros({1});
+  EXPECT_TRUE(testing::contains(testing::error_of([&] {
+                                  moe_router_forward(experts, weights, scores, lse, hand, Tensor(),
+                                                     RouterScore::softmax, true, RouterGroups{3, 1});
+                                }),
+                                "3 expert groups keeping 1 must divide the 4 experts"));
 }
 
 // Context parallelism's split: two ranks' halves of the tokens, their balance statistics summed,

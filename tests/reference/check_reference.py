@@ -14,7 +14,9 @@
 # q's and k's rotated channels, and deterministic golden runs whose hf/ folder reproduces step 1. Unnormalised
 # top-k (norm_topk_prob false) for Qwen3-MoE and DeepSeek-V3 against per-token loops; DeepSeek-V2 (softmax router,
 # routed scale only when not renormalised, no bias; RoPE tails always interleaved) against per-token loops and a
-# halves-order model on permuted weights, its HF folder, and deterministic golden runs of all three.
+# halves-order model on permuted weights, its HF folder, and deterministic golden runs of all three. Group-limited
+# routing (n_group > 1: V3's top-2 sum with bias, V2's max; the masked-to-zero rule, ties) against per-token loops,
+# its config.json keys and round trip, and deterministic golden runs; --n-group 1 byte-identical to no flag.
 # Usage: /usr/bin/python3 tests/reference/check_reference.py
 import json
 import math
@@ -839,14 +841,14 @@ def check_deepseek_v2_hf_round_trip(tmp):
         with torch.no_grad():
             assert torch.equal(model(idx)[0], loaded(idx)[0]), "deepseek_v2 logits differ after HF round trip"
     # HF's defaults where keys are absent: V2 norm_topk_prob false and routed_scaling_factor 1, V3 true;
-    # group-limited routing is refused.
+    # other scoring and top-k methods are refused (group-limited routing: check_group_limited_hf).
     del c["norm_topk_prob"], c["routed_scaling_factor"]
     cfg = td.config_from_hf(c)
     assert not cfg.norm_topk_prob and cfg.routed_scale == 1.0 and cfg.is_v2 and cfg.rope_interleave
     v3 = td.hf_config(deepseek_model().cfg)
     del v3["norm_topk_prob"]
     assert td.config_from_hf(v3).norm_topk_prob
-    for key, value in (("topk_method", "group_limited_greedy"), ("n_group", 8), ("scoring_func", "sigmoid")):
+    for key, value in (("topk_method", "noaux_tc"), ("scoring_func", "sigmoid")):
         try:
             td.config_from_hf({**c, key: value})
             raise AssertionError(f"deepseek_v2 {key} {value} accepted")
@@ -865,7 +867,7 @@ def check_deepseek_v2_hf_round_trip(tmp):
     assert not tl.config_from_hf(c).norm_topk_prob
     print("deepseek_v2 hf folder: HF names (no router bias), config.json keys (no rope_interleave; softmax, greedy, "
           "norm_topk_prob, routed scale, aux keys), reloaded logits identical; HF's defaults for absent keys; "
-          "group-limited or sigmoid V2 refused; norm_topk_prob false reads back (qwen3_moe, deepseek_v3)")
+          "sigmoid or noaux_tc V2 refused; norm_topk_prob false reads back (qwen3_moe, deepseek_v3)")
 
 
 def refused(*flags):
@@ -938,6 +940,242 @@ def check_unnormalised_reference(tmp):
           "refused")
 
 
+# ---------------------------------------------------------------- group-limited routing (float64)
+
+def group_limit_by_hand(v, n_group, topk_group, top_k, best):
+    """One token's DeepSeek group limit with plain Python: v (E floats) -> (masked values, chosen experts).
+    A group's score is the sum of its `best` largest values (V3 2, V2 1); the topk_group groups of the
+    largest scores are kept (ties to the lower group), every other expert's value becomes 0.0, and the top_k
+    experts are taken by value (ties to the lower index)."""
+    E = len(v)
+    size = E // n_group
+    score = [sum(sorted(v[g * size:(g + 1) * size], reverse=True)[:best]) for g in range(n_group)]
+    kept = sorted(range(n_group), key=lambda g: (-score[g], g))[:topk_group]
+    masked = [v[e] if e // size in kept else 0.0 for e in range(E)]
+    return masked, sorted(range(E), key=lambda e: (-masked[e], e))[:top_k]
+
+
+def check_group_limited_routing():
+    """n_group > 1: DeepSeek-V3 (group score = the sum of the 2 best scores + bias) and DeepSeek-V2 (the largest
+    p) against per-token loops, the Moe output and its aux/z/counts too; the masked-to-zero rule on a hand-made
+    case; ties to the lower group and index; n_group 1 or topk_group = n_group change nothing; refused configs."""
+    g = torch.Generator().manual_seed(50)
+    x = torch.randn(2, 7, 32, dtype=torch.float64, generator=g)
+    flat = x.reshape(14, 32)
+    zero_rule = 0       # tokens whose picks masking with -inf would change
+    for v2, E, G, Kg, k, norm in ((False, 8, 4, 2, 2, True), (False, 8, 4, 1, 3, False), (False, 8, 2, 1, 2, True),
+                                  (False, 6, 3, 2, 4, True), (True, 8, 4, 2, 3, False), (True, 8, 4, 1, 2, True),
+                                  (True, 8, 4, 1, 3, False), (True, 4, 4, 2, 2, False)):
+        overrides = dict(num_experts=E, top_k=k, n_group=G, topk_group=Kg, norm_topk_prob=norm, routed_scale=1.5)
+        model = deepseek_v2_model(seed=51, **overrides) if v2 else deepseek_model(seed=51, **overrides)
+        moe = model.model.layers[1].mlp
+        if not v2:      # a wider bias than the init's N(0, 0.1): some values below 0, so the 0.0 rule matters
+            with torch.no_grad():
+                moe.gate.e_score_correction_bias.copy_(0.3 * torch.randn(E, generator=g, dtype=torch.float64))
+        bias = [0.0] * E if v2 else moe.gate.e_score_correction_bias.tolist()
+        out, logits, choice = moe(x)
+        counts, p_sum, crossed = [0] * E, [0.0] * E, 0
+        for n in range(14):
+            if v2:
+                s = [math.exp(v) for v in logits[n].tolist()]
+                s = [v / sum(s) for v in s]
+            else:
+                s = [1 / (1 + math.exp(-v)) for v in logits[n].tolist()]
+            v = [s[e] + bias[e] for e in range(E)]
+            masked, top = group_limit_by_hand(v, G, Kg, k, 1 if v2 else 2)
+            assert torch.allclose(choice[n], torch.tensor(masked, dtype=torch.float64), rtol=1e-14, atol=1e-15), \
+                f"group-limited values v2 {v2} E {E} G {G} topk_group {Kg} token {n}"
+            assert td.expert_counts(choice[n:n + 1], k).tolist() == [int(e in top) for e in range(E)], "picks"
+            crossed += any(masked[e] == 0.0 and v[e] != 0.0 for e in top)
+            size = E // G
+            kept = {e // size for e in range(E) if masked[e] != 0.0 or v[e] == 0.0}
+            inf_masked = [v[e] if e // size in kept else -math.inf for e in range(E)]
+            zero_rule += sorted(range(E), key=lambda e: (-inf_masked[e], e))[:k] != top
+            # V3 weighs a chosen expert by its score (masked or not); V2 by its masked p (0 outside the groups).
+            w = [masked[e] for e in top] if v2 else [s[e] for e in top]
+            if norm and (k > 1 or not v2):
+                w = [u / sum(w) for u in w]
+            if not (v2 and norm and k > 1):
+                w = [u * 1.5 for u in w]
+            want = sum(u * moe.experts[e](flat[n]) for u, e in zip(w, top)) + moe.shared_experts(flat[n])
+            assert torch.allclose(out.reshape(14, 32)[n], want, rtol=1e-12, atol=1e-15), \
+                f"group-limited MoE v2 {v2} E {E} G {G} topk_group {Kg} k {k} token {n}"
+            for e in range(E):
+                counts[e] += e in top
+                p_sum[e] += s[e] / sum(s)
+        aux, z = td.router_losses([(logits, choice)], k, softmax=v2)
+        aux_loop = E * sum(counts[e] / 14 * p_sum[e] / 14 for e in range(E))
+        z_loop = sum(torch.logsumexp(logits[n], 0).item() ** 2 for n in range(14)) / 14
+        assert abs(aux.item() - aux_loop) < 1e-12 and abs(z.item() - z_loop) < 1e-10, "group-limited aux/z"
+        assert moe.group_scores.shape == (14, G)
+        if k > Kg * E // G:     # more picks than kept experts: some pick lies outside the kept groups
+            assert crossed == 14
+    assert zero_rule > 0, "no token where the 0.0 rule matters"
+    # The 0.0 rule by hand (V3, E 4 in 2 groups, keep 1, top-2): scores s = (0.9, 0.05, 0.3, 0.2), bias
+    # (0, -0.1, 0, 0): v = (0.9, -0.05, 0.3, 0.2), group scores 0.85 and 0.5, group 0 kept; masked (0.9, -0.05,
+    # 0, 0), so expert 2 (masked, at 0.0, ahead of 3 by index) beats kept expert 1 (-0.05): picks (0, 2), weights
+    # (0.9, 0.3) / 1.2 * 2.5. Masking with -inf would pick (0, 1).
+    s = torch.tensor([[0.9, 0.05, 0.3, 0.2]], dtype=torch.float64)
+    bias = torch.tensor([0.0, -0.1, 0.0, 0.0], dtype=torch.float64)
+    weights, chosen, choice = td.route(torch.logit(s), bias, 2, 2.5, n_group=2, topk_group=1)
+    assert chosen.tolist() == [[0, 2]], f"the 0.0 rule: {chosen.tolist()}"
+    assert torch.allclose(choice, torch.tensor([[0.9, -0.05, 0.0, 0.0]], dtype=torch.float64), rtol=1e-14, atol=1e-15)
+    assert torch.allclose(weights, torch.tensor([[0.75 * 2.5, 0.25 * 2.5]], dtype=torch.float64), rtol=1e-14)
+    assert td.route(torch.logit(s), bias, 2, 2.5)[1].tolist() == [[0, 2]] and \
+        td.route(torch.logit(s), bias, 2, 2.5, n_group=2, topk_group=2)[1].tolist() == [[0, 2]]
+    weights, chosen, _ = td.route(torch.logit(s), bias, 2, 2.5, False, 2, 1)
+    assert torch.allclose(weights, torch.tensor([[0.9 * 2.5, 0.3 * 2.5]], dtype=torch.float64), rtol=1e-14)
+    # The same rule under -inf masking would choose (0, 1): the case tells the two apart.
+    _, by_hand = group_limit_by_hand([0.9, -0.05, 0.3, 0.2], 2, 1, 2, 2)
+    assert by_hand == [0, 2] and sorted(range(4), key=lambda e: (-[0.9, -0.05, -1e30, -1e30][e], e))[:2] == [0, 1]
+    # Ties: equal group scores keep the lower group, equal values go to the lower index. Groups 0 and 1 both
+    # score 1.0 (0.25 + 0.75, 0.5 + 0.5), group 2 0.9: keeping 1 keeps group 0; top-3 of (0.25, 0.75, 0, 0, 0, 0)
+    # is experts 1, 0, 2. V2's max: groups 0 and 2 tie at 0.75, group 1 has 0.5; keeping 1 keeps group 0.
+    v = torch.tensor([[0.25, 0.75, 0.5, 0.5, 0.9, 0.0]], dtype=torch.float64)
+    assert td.group_scores(v, 3, 2).tolist() == [[1.0, 1.0, 0.9]]
+    assert td.group_scores(v, 3, 1).tolist() == [[0.75, 0.5, 0.9]]
+    assert td.limit_groups(v, 3, 1, 2).tolist() == [[0.25, 0.75, 0.0, 0.0, 0.0, 0.0]]
+    assert tl.top_k_indices(td.limit_groups(v, 3, 1, 2), 3).tolist() == [[1, 0, 2]]
+    assert td.limit_groups(v, 3, 2, 2).tolist() == [[0.25, 0.75, 0.5, 0.5, 0.0, 0.0]]
+    v = torch.tensor([[0.75, 0.1, 0.5, 0.2, 0.75, 0.3]], dtype=torch.float64)
+    assert td.limit_groups(v, 3, 1, 1).tolist() == [[0.75, 0.1, 0.0, 0.0, 0.0, 0.0]]
+    # A flat router: every group ties, groups 0 .. topk_group-1 are kept, the lowest experts win.
+    zero = torch.zeros(3, 8, dtype=torch.float64)
+    no_bias = torch.zeros(8, dtype=torch.float64)
+    assert td.route(zero, no_bias, 2, 1.0, n_group=4, topk_group=2)[1].tolist() == [[0, 1]] * 3
+    assert td.route_softmax(zero, 3, 1.0, False, 4, 2)[1].tolist() == [[0, 1, 2]] * 3
+    # V2 with more picks than kept experts: the third pick is the lowest masked expert, weighing 0.
+    weights, chosen, _ = td.route_softmax(zero, 3, 1.5, False, 4, 1)
+    assert chosen.tolist() == [[0, 1, 2]] * 3 and weights[:, 2].abs().max() == 0 and torch.all(weights[:, :2] == 0.1875)
+    # n_group 1, and topk_group = n_group, leave the routing as it was (bit for bit).
+    logits = torch.randn(20, 8, dtype=torch.float64, generator=g)
+    bias = 0.1 * torch.randn(8, dtype=torch.float64, generator=g)
+    plain = td.route(logits, bias, 2, 2.5)
+    for groups in ((1, 1), (4, 4), (2, 2)):
+        assert all(torch.equal(a, b) for a, b in zip(plain, td.route(logits, bias, 2, 2.5, True, *groups)))
+        assert all(torch.equal(a, b) for a, b in zip(td.route_softmax(logits, 3, 1.0, True),
+                                                      td.route_softmax(logits, 3, 1.0, True, *groups)))
+    assert not torch.equal(plain[1], td.route(logits, bias, 2, 2.5, True, 4, 1)[1]), "the group limit changes nothing"
+    # V2's max rule cannot change the picks when top_k <= topk_group (the top-k lie in at most k groups, and
+    # those are the groups of the largest maxima); V3's top-2 sum can.
+    for kg in (2, 3):
+        assert torch.equal(td.route_softmax(logits, 2, 1.0, True)[1], td.route_softmax(logits, 2, 1.0, True, 4, kg)[1])
+    for bad in ({"num_experts": 6, "n_group": 4}, {"n_group": 2, "topk_group": 0}, {"n_group": 2, "topk_group": 3},
+                {"n_group": 4}, {"n_group": 0}):
+        try:
+            td.DeepseekConfig(**bad)
+            raise AssertionError(f"DeepseekConfig {bad} accepted")
+        except ValueError:
+            pass
+    td.DeepseekConfig(model_type="deepseek_v2", n_group=4, topk_group=2)      # V2's groups of 1 are fine
+    # The golden run's margins: group_margin is the gap at the topk_group-th group; router_margin skips exact
+    # ties between masked zeros (the value nearest 0 is then the hazard) and -inf gaps (V2's log 0).
+    scores = torch.tensor([[1.0, 0.5, 0.75, 0.2]], dtype=torch.float64)
+    assert make_hf_llama_reference.group_margin([scores], 2) == 0.25
+    assert make_hf_llama_reference.group_margin([scores], 4) is None
+    masked = torch.tensor([[0.9, -0.05, 0.0, 0.0], [0.9, 0.4, 0.0, 0.0]], dtype=torch.float64)
+    assert abs(make_hf_llama_reference.router_margin([masked], 2) - 0.05) < 1e-15
+    assert make_hf_llama_reference.router_margin([torch.tensor([[0.5, 0.5, 0.0, 0.0]]).log()], 2) is None
+    print("group-limited routing: deepseek_v3 (sum of the 2 best, bias in) and deepseek_v2 (max) values, picks, "
+          "weights (V3: scores; V2: masked p), MoE and aux/z against per-token loops; a masked expert at 0.0 beats "
+          "a kept one below 0; ties to the lower group and index; n_group 1 or topk_group = n_group change "
+          "nothing, V2's max with top_k <= topk_group neither; bad configs refused; margins")
+
+
+def check_group_limited_hf(tmp):
+    """config.json's n_group / topk_group (V2: topk_method group_limited_greedy) and the round trip; what
+    config_from_hf reads (V2 greedy ignores the group keys)."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(52))
+    for v2 in (False, True):
+        overrides = dict(num_experts=8, top_k=3, n_group=4, topk_group=2, num_layers=3)
+        model = deepseek_v2_model(seed=53, **overrides) if v2 else deepseek_model(seed=53, **overrides)
+        folder = os.path.join(tmp, f"group_hf_{int(v2)}")
+        td.save_hf(model, folder)
+        with open(os.path.join(folder, "config.json")) as f:
+            c = json.load(f)
+        assert c["n_group"] == 4 and c["topk_group"] == 2, "group keys"
+        assert c.get("topk_method") == ("group_limited_greedy" if v2 else None), "topk_method"
+        loaded = td.load_hf(folder)
+        assert loaded.cfg == model.cfg, "group-limited config.json does not give back the config"
+        with torch.no_grad():
+            assert torch.equal(model(idx)[0], loaded(idx)[0]), "group-limited logits differ after HF round trip"
+    # V2 greedy ignores the group keys (null in V2-Lite); group_limited_greedy reads them; V3 reads them always,
+    # and refuses groups of one expert; absent or null keys mean 1.
+    assert td.config_from_hf({**c, "topk_method": "greedy"}).n_group == 1
+    assert td.config_from_hf({**c, "topk_method": "greedy", "n_group": None, "topk_group": None}).topk_group == 1
+    assert (td.config_from_hf({**c, "n_group": 2, "topk_group": 1}).n_group,
+            td.config_from_hf({**c, "n_group": 2, "topk_group": 1}).topk_group) == (2, 1)
+    v3 = td.hf_config(deepseek_model(num_experts=8).cfg)
+    assert (v3["n_group"], v3["topk_group"]) == (1, 1) and "topk_method" not in v3
+    assert td.config_from_hf({**v3, "n_group": 2, "topk_group": 1}).n_group == 2
+    del v3["n_group"], v3["topk_group"]
+    assert td.config_from_hf(v3).n_group == 1
+    for bad in ({**c, "n_group": 3}, {**c, "topk_group": 5}, {**c, "topk_method": "noaux_tc"},
+                {**v3, "n_group": 8, "topk_group": 4}):
+        try:
+            td.config_from_hf(bad)
+            raise AssertionError(f"config {bad} accepted")
+        except ValueError:
+            pass
+    print("group-limited hf folder: n_group/topk_group written (V2: group_limited_greedy), config and logits read "
+          "back; V2 greedy ignores the group keys, V3 reads them; bad groups refused")
+
+
+def check_group_limited_reference(tmp):
+    """Golden runs with --n-group: deterministic, hf/ (through config.json's groups) + train.bin reproduce step
+    1, expected.json's config and group margins; --n-group 1 writes what no flag writes; the group limit moves
+    V3 (top-2 of 2 groups) and V2 only when top_k > topk_group; refused flags."""
+    runs = {"v3": ("--model", "deepseek_v3", "--experts", "8", "--n-group", "4", "--topk-group", "2",
+                   "--bias-rate", "1e-3"),
+            "v2": ("--model", "deepseek_v2", "--experts", "8", "--top-k", "3", "--n-group", "4", "--topk-group", "2",
+                   "--routed-scale", "1.5", "--seed", "2")}
+    for name, flags in runs.items():
+        r1, r2 = (run_llama_reference(tmp, f"group_{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} group-limited golden run is not deterministic"
+        c = r1["config"]
+        assert c["n_group"] == 4 and c["topk_group"] == 2 and "group-limited" in c["routing"]
+        assert len(r1["group_margins"]) == 3 and min(r1["group_margins"]) > (1e-4 if name == "v3" else 1e-3)
+        with open(os.path.join(tmp, f"group_{name}_1", "hf", "config.json")) as f:
+            hf = json.load(f)
+        assert (hf["n_group"], hf["topk_group"]) == (4, 2)
+        net = td.load_hf(os.path.join(tmp, f"group_{name}_1", "hf"))
+        assert (net.cfg.n_group, net.cfg.topk_group) == (4, 2)
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, f"group_{name}_1", "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            parts = [td.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+        assert sum(p[1].item() for p in parts) / 2 == r1["losses"][0], f"{name} groups: step-1 loss not reproduced"
+        assert sum(p[2].item() for p in parts) / 2 == r1["aux_losses"][0], f"{name} groups: step-1 aux not reproduced"
+        ungrouped = [f for i, f in enumerate(flags) if "--n-group" not in flags[i - 1:i + 1]
+                     and "--topk-group" not in flags[i - 1:i + 1]]
+        plain = run_llama_reference(tmp, f"group_{name}_plain", *ungrouped)
+        assert plain["losses"] != r1["losses"] and plain["aux_losses"][0] != r1["aux_losses"][0], \
+            f"{name}: the group limit changes nothing"
+        assert "group_margins" not in plain and "n_group" not in plain["config"]
+        # --n-group 1 (with or without --topk-group 1) writes the same files as no flag.
+        out = [os.path.join(tmp, f"group_{name}_{n}") for n in ("plain", "one")]
+        run_llama_reference(tmp, f"group_{name}_one", *ungrouped, "--n-group", "1", "--topk-group", "1")
+        for path in ("expected.json", "train.bin", "hf/config.json", "hf/model.safetensors"):
+            with open(os.path.join(out[0], path), "rb") as a, open(os.path.join(out[1], path), "rb") as b:
+                assert a.read() == b.read(), f"{name} --n-group 1 changes {path}"
+    # V2 with top_k <= topk_group: the limit cannot change a pick, so the run equals the ungrouped one.
+    blind = ("--model", "deepseek_v2", "--experts", "8", "--top-k", "2", "--routed-scale", "1.5")
+    assert (run_llama_reference(tmp, "group_blind", *blind, "--n-group", "4", "--topk-group", "2")["losses"]
+            == run_llama_reference(tmp, "group_blind", *blind)["losses"]), "V2: max with top_k <= topk_group"
+    for flags in (("--model", "deepseek_v3", "--experts", "8", "--n-group", "3"),
+                  ("--model", "deepseek_v3", "--experts", "8", "--n-group", "4", "--topk-group", "0"),
+                  ("--model", "deepseek_v3", "--experts", "8", "--n-group", "4", "--topk-group", "5"),
+                  ("--model", "deepseek_v3", "--experts", "4", "--n-group", "4"),
+                  ("--model", "deepseek_v3", "--topk-group", "2"),
+                  ("--model", "mixtral", "--n-group", "2"), ("--model", "qwen3_moe", "--topk-group", "2")):
+        assert refused(*flags), f"{flags} accepted"
+    assert not refused("--model", "deepseek_v2", "--experts", "4", "--n-group", "4", "--topk-group", "1")
+    assert not refused("--model", "deepseek_v3", "--experts", "4", "--n-group", "2", "--topk-group", "1")
+    print("make_hf_llama_reference --n-group: deepseek_v3 and deepseek_v2 deterministic, hf/ + train.bin reproduce "
+          "step 1, config and group margins; --n-group 1 byte-identical to no flag; the limit moves the losses "
+          "(V2 only with top_k > topk_group); bad groups and non-DeepSeek models refused")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -964,6 +1202,9 @@ def main():
         check_deepseek_v2_attention()
         check_deepseek_v2_hf_round_trip(tmp)
         check_unnormalised_reference(tmp)
+        check_group_limited_routing()
+        check_group_limited_hf(tmp)
+        check_group_limited_reference(tmp)
     print("all reference checks passed")
 
 

@@ -7,6 +7,7 @@
 # biases move after each optimizer step by --bias-rate from the step's expert loads (torch_deepseek.py).
 # --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek too, on its qk_rope channels).
 # --norm-topk 0 leaves the chosen experts' weights unnormalised (Qwen3-MoE, DeepSeek-V3; DeepSeek-V2's default).
+# --n-group G --topk-group K limits DeepSeek's routing to each token's K best groups of E/G experts.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|mixtral|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
@@ -25,7 +26,8 @@ import torch_llama as tl  # noqa: E402
 MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std", "norm_topk")
 # DeepSeek's own flags, and the flags it ignores (MLA has no grouped kv heads and sets its own head size).
 DEEPSEEK_ARGS = ("q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v_head_dim", "rope_interleave",
-                 "moe_intermediate", "shared_experts", "first_dense", "routed_scale", "bias_rate")
+                 "moe_intermediate", "shared_experts", "first_dense", "routed_scale", "bias_rate", "n_group",
+                 "topk_group")
 NOT_DEEPSEEK_ARGS = ("kv_heads", "head_dim")
 NOT_DEEPSEEK_V2_ARGS = ("rope_interleave", "bias_rate")    # always interleaved; no selection bias
 DEEPSEEK_MODELS = ("deepseek_v3", "deepseek_v2")
@@ -81,6 +83,11 @@ def parse_args(argv=None):
                    help="routed_scaling_factor (default 2.5, deepseek_v2 1.0; V2 scales only unnormalised weights)")
     g.add_argument("--bias-rate", type=float, default=0.0,
                    help="aux-loss-free balancing: each step's bias step (Tessera's --moe-bias-rate; not deepseek_v2)")
+    g.add_argument("--n-group", type=int, default=1,
+                   help="n_group: groups of --experts/G consecutive experts (1: no group limit; deepseek_v2 > 1 writes "
+                        "topk_method group_limited_greedy)")
+    g.add_argument("--topk-group", type=int, default=None,
+                   help="topk_group: the groups each token keeps, in [1, --n-group] (default --n-group)")
     g = p.add_argument_group("yarn (--rope-scaling yarn; 0 = the key is left out of rope_scaling)")
     g.add_argument("--yarn-factor", type=float, default=4.0, help="factor (>= 1)")
     g.add_argument("--yarn-original-max", type=int, default=4096,
@@ -111,6 +118,10 @@ def parse_args(argv=None):
         if min(args.yarn_mscale, args.yarn_mscale_all_dim, args.yarn_attention_factor) < 0:
             p.error("--yarn-mscale, --yarn-mscale-all-dim and --yarn-attention-factor must be >= 0 (0: absent)")
     v2 = args.model == "deepseek_v2"
+    if args.topk_group is None:
+        args.topk_group = args.n_group
+    if args.model not in DEEPSEEK_MODELS and (args.n_group, args.topk_group) != (1, 1):
+        p.error("--n-group and --topk-group apply to deepseek_v3 and deepseek_v2 only")
     if args.norm_topk is None:
         args.norm_topk = 0 if v2 else 1
     if args.routed_scale is None:
@@ -129,6 +140,11 @@ def parse_args(argv=None):
         if args.experts < (1 if v2 else 2) or not 1 <= args.top_k <= args.experts:
             p.error("deepseek_v3 needs --experts >= 2 (HF's group scores take each group's top 2), and both --top-k "
                     "in [1, --experts]")
+        if args.n_group < 1 or args.experts % args.n_group or not 1 <= args.topk_group <= args.n_group:
+            p.error("--n-group must divide --experts, and --topk-group be in [1, --n-group]")
+        if not v2 and args.n_group > 1 and args.experts // args.n_group < 2:
+            p.error("deepseek_v3 needs groups of at least 2 experts (a group's score is the sum of its 2 best): "
+                    "--experts / --n-group >= 2")
         if not 0 <= args.first_dense <= args.layers or args.shared_experts < 0:
             p.error("--first-dense must be in [0, --layers] and --shared-experts >= 0")
         if args.rope_scaling == "llama3":
@@ -166,7 +182,7 @@ def model_config(args):
             qk_nope_dim=args.qk_nope_dim, qk_rope_dim=args.qk_rope_dim, v_head_dim=args.v_head_dim,
             num_experts=args.experts, top_k=args.top_k, num_shared_experts=args.shared_experts,
             first_dense=args.first_dense, routed_scale=args.routed_scale, model_type=args.model,
-            norm_topk_prob=bool(args.norm_topk))
+            norm_topk_prob=bool(args.norm_topk), n_group=args.n_group, topk_group=args.topk_group)
     return tl.LlamaConfig(
         num_layers=args.layers, num_heads=args.heads, num_kv_heads=args.kv_heads, channels=args.channels,
         intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
@@ -183,7 +199,31 @@ def router_margin(router_values, top_k):
     k = E): how far fp32 rounding is from flipping an expert choice."""
     if not router_values or top_k >= router_values[0].size(1):
         return None
-    top = [values.topk(top_k + 1, dim=-1).values for values in router_values]   # (N, k+1) each, descending
+    gaps = []
+    for values in router_values:
+        top = values.topk(top_k + 1, dim=-1).values                              # (N, k+1), descending
+        gap = top[:, -2] - top[:, -1]
+        # Group-limited V3: when the k-th and (k+1)-th are both experts masked to 0.0, the tie is exact in fp32
+        # too (the lower index wins); the hazard is then the value nearest 0 that could cross it.
+        zero_tie = (top[:, -2] == 0) & (top[:, -1] == 0)
+        if zero_tie.any():
+            nearest = values.abs().masked_fill(values == 0, float("inf")).min(dim=-1).values
+            gap = torch.where(zero_tie, nearest, gap)
+        gaps.append(gap)
+    # Group-limited V2: log 0 = -inf outside the kept groups; a gap from a finite value to -inf (or between
+    # two -inf) is no rounding hazard, so only the finite gaps count.
+    gaps = torch.cat(gaps)
+    gaps = gaps[torch.isfinite(gaps)]
+    return gaps.min().item() if gaps.numel() else None
+
+
+def group_margin(group_scores, topk_group):
+    """Smallest gap between the topk_group-th and (topk_group+1)-th group score (DeepSeek-V3: the sum of the 2
+    best scores + bias; DeepSeek-V2: pass the log of the largest probability, the logits' gap) over tokens and
+    layers (None when every group is kept): how far fp32 is from keeping another group."""
+    if not group_scores or topk_group >= group_scores[0].size(1):
+        return None
+    top = [scores.topk(topk_group + 1, dim=-1).values for scores in group_scores]
     return min((v[:, -2] - v[:, -1]).min().item() for v in top)
 
 
@@ -201,6 +241,9 @@ def train(model, tokens, args):
     opt = tg.make_optimizer(model, args.lr, (args.beta1, args.beta2), args.eps, args.weight_decay)
     params = list(model.parameters())
     hist = {"losses": [], "grad_norms": [], "lrs": [], "aux_losses": [], "z_losses": [], "router_margins": []}
+    grouped = deepseek and moe and model.cfg.n_group > 1
+    if grouped:
+        hist["group_margins"] = []
     for step in range(1, args.steps + 1):
         start = (step - 1) * B * T
         chunk = tokens[start:start + B * T + 1]
@@ -208,7 +251,7 @@ def train(model, tokens, args):
         lr = tg.lr_at(step, args.lr, args.steps, args.schedule, args.warmup, args.min_lr)
         for group in opt.param_groups:
             group["lr"] = lr
-        ce_sum, aux_sum, z_sum, margins, loads = 0.0, 0.0, 0.0, [], None
+        ce_sum, aux_sum, z_sum, margins, group_margins, loads = 0.0, 0.0, 0.0, [], [], None
         for m in range(M):
             total, ce, aux, z, router_values = lib.objective(model, x[m * rows:(m + 1) * rows],
                                                              y[m * rows:(m + 1) * rows], aux_coef, z_coef)
@@ -218,6 +261,9 @@ def train(model, tokens, args):
             # Mixtral), not on probabilities that are tiny past the first choice.
             values = [v.detach().log() for v in router_values] if v2 else router_values
             margins.append(router_margin(values, model.cfg.top_k))
+            if grouped:
+                scores = [layer.group_scores for layer in model.moe_layers()]
+                group_margins.append(group_margin([s.log() for s in scores] if v2 else scores, model.cfg.topk_group))
             if deepseek:    # the step's loads: token counts per expert, summed over the micro-batches
                 counts = [td.expert_counts(v, model.cfg.top_k) for v in router_values]
                 loads = counts if loads is None else [a + b for a, b in zip(loads, counts)]
@@ -236,6 +282,8 @@ def train(model, tokens, args):
             hist["aux_losses"].append(aux_sum / M)
             hist["z_losses"].append(z_sum / M)
             hist["router_margins"].append(None if None in margins else min(margins))
+        if grouped:
+            hist["group_margins"].append(None if None in group_margins else min(group_margins))
         extra = f"  aux {aux_sum / M:.6f}" if moe else ""
         print(f"step {step}/{args.steps}  loss {ce_sum / M:.6f}{extra}  grad_norm {norm.item():.6f}  lr {lr:.3e}")
     return hist
@@ -247,6 +295,8 @@ def run_config(args, cfg, num_tokens):
     dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else DEEPSEEK_ARGS) + (() if cfg.is_moe else MOE_ARGS)
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
+               # n_group and topk_group are recorded only when there are groups
+               + (("n_group", "topk_group") if deepseek and cfg.n_group == 1 else ())
                # norm_topk is recorded where it is not 1 or the model's default is not (deepseek_v2)
                + (("norm_topk",) if args.norm_topk == 1 and not v2 else ()))
     config = {k: v for k, v in vars(args).items() if k not in dropped}
@@ -299,6 +349,15 @@ def run_config(args, cfg, num_tokens):
         config["bias_balance"] = ("after each optimizer step, when bias_rate > 0: bias_e = f32(bias_e + f32(bias_rate "
                                   "* sign(mean_e load - load_e))), load = the step's top-k picks summed over its "
                                   "micro-batches; the bias is no parameter (no AdamW, no decay, not in grad_norm)")
+    if deepseek and cfg.n_group > 1:
+        config["routing"] += (
+            "; group-limited (n_group, topk_group): group g = experts [g*E/G, (g+1)*E/G), its score the "
+            + ("largest p" if v2 else "sum of its 2 largest scores + bias")
+            + "; each token keeps the topk_group groups of the largest scores (ties to the lower group), the other "
+              "experts' selection values become 0.0 (not -inf), then the top-k over all E"
+            + (" (a masked expert so chosen weighs 0: the weights are read from the masked p)" if v2 else
+               " (a masked expert so chosen weighs its score)")
+            + ("; aux counts these picks" if v2 else "; aux counts and bias loads count these picks"))
     if yarn:
         dim = cfg.qk_rope_dim if deepseek else cfg.head_size
         low, high = tl.yarn_ramp_bounds(dim, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len)
@@ -350,6 +409,8 @@ def main(argv=None):
     least = 1e-5 if args.model == "deepseek_v3" else 1e-3
     if cfg.is_moe and any(m is not None and m < least for m in hist["router_margins"]):
         print(f"warning: a router margin is below {least:g}; fp32 may pick other experts (raise --router-std)")
+    if any(m is not None and m < least for m in hist.get("group_margins", [])):
+        print(f"warning: a group margin is below {least:g}; fp32 may keep other groups (raise --router-std)")
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")
 
 

@@ -4,8 +4,9 @@
 # latent attention and DeepSeek import are checked against, optionally with YaRN RoPE scaling. Module names
 # are Hugging Face's DeepseekV3ForCausalLM / DeepseekV2ForCausalLM tensor names, so state_dict() keys are
 # the keys of model.safetensors (V3's router e_score_correction_bias is a buffer: saved and loaded, never
-# trained by gradient; no lm_head when the embeddings are tied). The RMSNorm, RoPE (and its scaling), the
-# top-k rule and the dense SwiGLU come from torch_llama; file formats from torch_gpt2.
+# trained by gradient; no lm_head when the embeddings are tied). Both routers can be group-limited (n_group >
+# 1: each token keeps its topk_group best groups of consecutive experts). The RMSNorm, RoPE (and its scaling),
+# the top-k rule and the dense SwiGLU come from torch_llama; file formats from torch_gpt2.
 import json
 import math
 import os
@@ -53,10 +54,18 @@ class DeepseekConfig:
     routed_scale: float = 2.5       # routed_scaling_factor, on the combine weights only
     model_type: str = "deepseek_v3"  # or "deepseek_v2": softmax router, no bias, RoPE tails interleaved
     norm_topk_prob: bool = True     # the chosen weights divided by their sum (V2: and then no routed scale)
+    n_group: int = 1                # G groups of E/G consecutive experts (1: no group limit)
+    topk_group: int = 1             # the groups each token keeps, in [1, G] (V2 with G > 1: group_limited_greedy)
 
     def __post_init__(self):
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"model_type {self.model_type!r}: only {MODEL_TYPES}")
+        if self.n_group < 1 or self.num_experts % self.n_group or not 1 <= self.topk_group <= self.n_group:
+            raise ValueError(f"n_group {self.n_group} must divide n_routed_experts {self.num_experts}, and topk_group "
+                             f"{self.topk_group} be in [1, n_group]")
+        if self.n_group > 1 and not self.is_v2 and self.num_experts // self.n_group < 2:
+            raise ValueError(f"deepseek_v3: groups of {self.num_experts // self.n_group} expert; a group's score is "
+                             f"the sum of its 2 best values, so each group needs at least 2 experts")
 
     @property
     def is_v2(self):                # DeepSeek-V2: softmax scores, no e_score_correction_bias
@@ -202,14 +211,35 @@ class Router(nn.Module):
         return F.linear(x, self.weight)
 
 
-def route(logits, bias, top_k, routed_scale, normalise=True):
+def group_scores(values, n_group, best):
+    """values (N, E) -> (N, G): each group's score, the sum of its `best` largest values (DeepSeek-V3: 2,
+    over scores + bias; DeepSeek-V2: 1, the largest probability). Group g holds experts [g*E/G, (g+1)*E/G)."""
+    N, E = values.shape
+    return values.view(N, n_group, E // n_group).topk(best, dim=-1).values.sum(dim=-1)
+
+
+def limit_groups(values, n_group, topk_group, best):
+    """DeepSeek's group limit on the selection values (N, E): each token keeps the topk_group groups of the
+    largest group_scores (ties to the lower group index) and every expert outside them gets the value 0.0
+    (HF's masked_fill with 0, not -inf: a kept expert whose value is below 0 loses to a masked one). Returns
+    the values unchanged when n_group is 1."""
+    if n_group == 1:
+        return values
+    N, E = values.shape
+    kept = tl.top_k_indices(group_scores(values, n_group, best), topk_group)                 # (N, topk_group)
+    mask = torch.zeros(N, n_group, dtype=torch.bool).scatter_(1, kept, True)
+    return values.masked_fill(~mask.repeat_interleave(E // n_group, dim=1), 0.0)
+
+
+def route(logits, bias, top_k, routed_scale, normalise=True, n_group=1, topk_group=1):
     """DeepSeek-V3: logits (N, E) -> weights (N, k), chosen (N, k), choice (N, E). scores = sigmoid(logits);
-    the top-k experts by choice = scores + bias (n_group = topk_group = 1: no group limit; ties to the lower
-    index); weights = the chosen scores (no bias) over their sum (not with normalise false: norm_topk_prob),
-    times routed_scale either way. HF adds 1e-20 to the sum, which does not change a float64 sum of
-    sigmoids here."""
+    choice = scores + bias, group-limited when n_group > 1 (limit_groups: group score = the sum of the group's
+    2 best, the experts of the other groups 0.0); the top-k experts by choice (ties to the lower index);
+    weights = the chosen scores (no bias, not masked: a masked expert chosen keeps its score) over their sum
+    (not with normalise false: norm_topk_prob), times routed_scale either way. HF adds 1e-20 to the sum,
+    which does not change a float64 sum of sigmoids here."""
     scores = logits.sigmoid()
-    choice = scores + bias
+    choice = limit_groups(scores + bias, n_group, topk_group, 2)
     chosen = tl.top_k_indices(choice, top_k)
     top = scores.gather(1, chosen)
     if not normalise:
@@ -217,12 +247,15 @@ def route(logits, bias, top_k, routed_scale, normalise=True):
     return top / top.sum(dim=-1, keepdim=True) * routed_scale, chosen, choice
 
 
-def route_softmax(logits, top_k, routed_scale, normalise):
-    """DeepSeek-V2 (scoring_func softmax, topk_method greedy): logits (N, E) -> weights (N, k), chosen (N, k),
-    probs (N, E). probs = softmax(logits); the top-k experts by probability (ties to the lower index); weights
-    = the chosen probabilities over their sum when normalise (norm_topk_prob) and top_k > 1, else the chosen
-    probabilities times routed_scale: V2's rule scales only the unnormalised weights."""
-    probs = logits.softmax(dim=-1)
+def route_softmax(logits, top_k, routed_scale, normalise, n_group=1, topk_group=1):
+    """DeepSeek-V2 (scoring_func softmax, topk_method greedy, or group_limited_greedy when n_group > 1): logits
+    (N, E) -> weights (N, k), chosen (N, k), probs (N, E). probs = softmax(logits), group-limited when n_group > 1
+    (limit_groups: group score = the group's largest probability, the experts of the other groups 0.0); the top-k
+    experts by those values (ties to the lower index); weights = the chosen values over their sum when normalise
+    (norm_topk_prob) and top_k > 1, else the chosen values times routed_scale: V2's rule scales only the
+    unnormalised weights. The weights are read from the masked values, as HF's topk of its masked scores: a
+    masked expert is chosen only when top_k exceeds the kept groups' experts, and then weighs 0."""
+    probs = limit_groups(logits.softmax(dim=-1), n_group, topk_group, 1)
     chosen = tl.top_k_indices(probs, top_k)
     top = probs.gather(1, chosen)
     if normalise and top_k > 1:
@@ -234,12 +267,16 @@ class Moe(nn.Module):
     """HF's DeepseekV3MoE (route) or DeepseekV2MoE (route_softmax), dropless: out[n] = sum over the k chosen
     e of weight[n, e] * experts[e](x[n]) + shared_experts(x[n]). forward also returns the router logits
     (N, E), N = B*T, and the selection values (N, E) whose top-k are the choices: V3's scores + bias, V2's
-    softmax probabilities."""
+    softmax probabilities, group-limited (0.0 outside the kept groups) when n_group > 1. With n_group > 1 it
+    keeps the last forward's group scores (N, G), unmasked and detached, in `group_scores` (None otherwise):
+    only the golden run's group margin reads them."""
 
     def __init__(self, cfg):
         super().__init__()
         self.top_k, self.routed_scale = cfg.top_k, cfg.routed_scale
         self.softmax, self.normalise = cfg.is_v2, cfg.norm_topk_prob
+        self.n_group, self.topk_group = cfg.n_group, cfg.topk_group
+        self.group_scores = None
         self.gate = Router(cfg)
         self.experts = nn.ModuleList([swiglu(cfg.channels, cfg.moe_intermediate) for _ in range(cfg.num_experts)])
         if cfg.num_shared_experts > 0:
@@ -250,10 +287,16 @@ class Moe(nn.Module):
         x = x.reshape(B * T, C)
         logits = self.gate(x)                                                            # (N,E)
         if self.softmax:
-            weights, chosen, choice = route_softmax(logits, self.top_k, self.routed_scale, self.normalise)
+            weights, chosen, choice = route_softmax(logits, self.top_k, self.routed_scale, self.normalise,
+                                                    self.n_group, self.topk_group)
         else:
             weights, chosen, choice = route(logits, self.gate.e_score_correction_bias, self.top_k,
-                                            self.routed_scale, self.normalise)
+                                            self.routed_scale, self.normalise, self.n_group, self.topk_group)
+        if self.n_group > 1:
+            with torch.no_grad():
+                values = (logits.softmax(dim=-1) if self.softmax
+                          else logits.sigmoid() + self.gate.e_score_correction_bias)
+                self.group_scores = group_scores(values, self.n_group, 1 if self.softmax else 2)
         out = torch.zeros_like(x)
         for e, expert in enumerate(self.experts):
             token, slot = torch.nonzero(chosen == e, as_tuple=True)
@@ -420,8 +463,8 @@ def init_weights(model, generator, router_std=1.0):
 
 def hf_config(cfg):
     """The config.json of HF's DeepseekV3ForCausalLM (model_type deepseek_v3) or DeepseekV2ForCausalLM
-    (deepseek_v2: no rope_interleave key, its tails are always interleaved; softmax scoring, greedy top-k,
-    DeepSeek-V2's aux-loss keys)."""
+    (deepseek_v2: no rope_interleave key, its tails are always interleaved; softmax scoring, greedy top-k, or
+    group_limited_greedy when n_group > 1, DeepSeek-V2's aux-loss keys)."""
     c = {
         "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
         "vocab_size": cfg.vocab_size, "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
@@ -430,7 +473,8 @@ def hf_config(cfg):
         "n_shared_experts": cfg.num_shared_experts, "n_routed_experts": cfg.num_experts,
         "routed_scaling_factor": cfg.routed_scale, "kv_lora_rank": cfg.kv_lora_rank,
         "q_lora_rank": cfg.q_lora_rank or None, "qk_rope_head_dim": cfg.qk_rope_dim, "v_head_dim": cfg.v_head_dim,
-        "qk_nope_head_dim": cfg.qk_nope_dim, "head_dim": cfg.qk_rope_dim, "n_group": 1, "topk_group": 1,
+        "qk_nope_head_dim": cfg.qk_nope_dim, "head_dim": cfg.qk_rope_dim, "n_group": cfg.n_group,
+        "topk_group": cfg.topk_group,
         "num_experts_per_tok": cfg.top_k, "first_k_dense_replace": cfg.first_dense,
         "norm_topk_prob": cfg.norm_topk_prob,
         "hidden_act": "silu", "max_position_embeddings": cfg.max_seq_len, "initializer_range": 0.02,
@@ -443,24 +487,33 @@ def hf_config(cfg):
             raise ValueError("deepseek_v2 has no rope_interleave key: its RoPE tails are always interleaved")
         del c["rope_interleave"]
         c.update({"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
-                  "scoring_func": "softmax", "topk_method": "greedy", "aux_loss_alpha": 0.001, "seq_aux": True,
-                  "moe_layer_freq": 1})
+                  "scoring_func": "softmax", "topk_method": "group_limited_greedy" if cfg.n_group > 1 else "greedy",
+                  "aux_loss_alpha": 0.001, "seq_aux": True, "moe_layer_freq": 1})
     return c
 
 
 def config_from_hf(c):
     """DeepseekConfig from a deepseek_v3 or deepseek_v2 config.json (HF's defaults for absent keys: V3
-    norm_topk_prob true, V2 false and routed_scaling_factor 1); refuses what this reference does not model."""
+    norm_topk_prob true, V2 false and routed_scaling_factor 1; an absent or null n_group / topk_group is 1
+    here, although HF's DeepseekV3Config defaults them to 8 / 4); refuses what this reference does not model.
+    V3 is group-limited whenever n_group > 1 (HF's noaux_tc; topk_method is not read). V2 reads n_group and
+    topk_group only with topk_method group_limited_greedy: greedy ignores them (they are null in V2-Lite)."""
     kind = c.get("model_type")
     if kind not in MODEL_TYPES or c.get("hidden_act", "silu") != "silu":
         raise ValueError(f"not a silu deepseek_v3 or deepseek_v2 config: model_type {kind}")
     v2 = kind == "deepseek_v2"
-    unsupported = {"n_group": 1, "topk_group": 1, "attention_bias": False}
-    if v2:    # n_group/topk_group are null in V2-Lite's config; greedy ignores them
-        unsupported.update({"scoring_func": "softmax", "topk_method": "greedy", "moe_layer_freq": 1})
+    unsupported = {"attention_bias": False}
+    if v2:
+        unsupported.update({"scoring_func": "softmax", "moe_layer_freq": 1})
     for key, want in unsupported.items():
         if c.get(key, want) not in (want, None):
             raise ValueError(f"{kind} config: {key} {c[key]!r} is not modelled (only {want!r})")
+    method = c.get("topk_method") or "greedy"
+    if v2 and method not in ("greedy", "group_limited_greedy"):
+        raise ValueError(f"{kind} config: topk_method {method!r} is not modelled (only greedy, group_limited_greedy)")
+    limited = not v2 or method == "group_limited_greedy"
+    n_group = (c.get("n_group") or 1) if limited else 1
+    topk_group = (c.get("topk_group") or 1) if limited else 1
     if tl.rope_type(c.get("rope_scaling")) not in ("default", "yarn"):
         raise ValueError(f"{kind} config: rope_scaling {c['rope_scaling']!r} is not modelled (only None or yarn)")
     return DeepseekConfig(
@@ -474,7 +527,7 @@ def config_from_hf(c):
         v_head_dim=c["v_head_dim"], num_experts=c["n_routed_experts"], top_k=c["num_experts_per_tok"],
         num_shared_experts=c.get("n_shared_experts") or 0, first_dense=c.get("first_k_dense_replace", 0),
         routed_scale=c.get("routed_scaling_factor", 1.0), model_type=kind,
-        norm_topk_prob=bool(c.get("norm_topk_prob", not v2)))
+        norm_topk_prob=bool(c.get("norm_topk_prob", not v2)), n_group=n_group, topk_group=topk_group)
 
 
 def save_hf(model, folder):

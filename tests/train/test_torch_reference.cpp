@@ -192,4 +192,26 @@ TEST(TorchReference, HuggingFaceDeepSeekV2RenormalisedWithYarnTrainsLikeFloat64P
                              1e-5);
 }
 
+// Group-limited routing: DeepSeek-V3's (8 experts in 4 groups, the 2 of the best top-2 sums kept, with
+// the balancing bias moving) and, keeping 1 group, the rule that a dropped group's experts compete at 0
+// rather than not at all; DeepSeek-V2's group_limited_greedy (a group's best probability, 3 experts from
+// 2 of 4 groups). Ignoring the limit moves the grad norms by 2e-3 to 7e-3 from the first step: at 1e-5.
+TEST(TorchReference, HuggingFaceDeepSeekV3GroupLimitedRoutingTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model deepseek_v3 --experts 8 --top-k 2 --n-group 4 --topk-group 2 --bias-rate 1e-3 "
+                             "--rms-eps 1e-4 --steps 10 --aux-coef 0.02 --lr 2e-3 --grad-clip 1.0",
+                             1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model deepseek_v3 --experts 8 --top-k 2 --n-group 4 --topk-group 1 --rms-eps 1e-4 "
+                             "--steps 10 --aux-coef 0.02 --lr 2e-3 --grad-clip 1.0",
+                             1e-5);
+}
+
+TEST(TorchReference, HuggingFaceDeepSeekV2GroupLimitedRoutingTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model deepseek_v2 --experts 8 --top-k 3 --n-group 4 --topk-group 2 --seed 2 "
+                             "--routed-scale 1.5 --rms-eps 1e-4 --steps 10 --aux-coef 0.02 --lr 2e-3 --grad-clip 1.0",
+                             1e-5);
+}
+
 }  // namespace tessera

@@ -1,7 +1,8 @@
 // The MoE router on the CPU, parallel over tokens (rows); every row is computed by one thread in a
 // fixed order, so any thread count gives the same bits. Top-K is K scans of the row, each taking the
 // best value strictly after the previous choice in (value descending, index ascending) order: no
-// scratch, ties to the lower index, and a NaN is never chosen (its slot is left -1). The losses
+// scratch beyond a row of selection values (DeepSeek's group limit applied to them first), ties to the
+// lower index, and a NaN is never chosen (its slot is left -1). The losses
 // are sums in double on one thread: O(N*E), small beside the experts' GEMMs.
 #include "ops/cpu/moe_router_cpu.h"
 
@@ -38,19 +39,50 @@ float score_row(float* s, const float* l, bool use_sigmoid, int64_t E) {
   return max_l + std::log(sum);
 }
 
-// chosen (K): the experts of the K largest s[e] + bias[e], largest first, ties to the lower index.
-void top_k_row(int32_t* chosen, const float* s, const float* bias, int64_t E, int64_t K) {
+// v (E): the selection values s[e] + bias[e]; with groups, DeepSeek's group limit applied: the kept
+// groups are those of the best scores (the sum of the two best values with sigmoid scoring, the best
+// one with softmax; ties to the lower group), every other expert's value 0.
+void selection_values(float* v, const float* s, const float* bias, bool use_sigmoid, int64_t groups,
+                      int64_t kept_groups, int64_t E) {
+  for (int64_t e = 0; e < E; e++) v[e] = bias != nullptr ? s[e] + bias[e] : s[e];
+  if (groups <= 1) return;
+  const int64_t size = E / groups;
+  std::vector<float> score(static_cast<size_t>(groups));
+  for (int64_t g = 0; g < groups; g++) {
+    float best = -INFINITY, second = -INFINITY;
+    for (int64_t e = g * size; e < (g + 1) * size; e++) {
+      if (v[e] > best) {
+        second = best;
+        best = v[e];
+      } else if (v[e] > second) {
+        second = v[e];
+      }
+    }
+    score[size_t(g)] = use_sigmoid ? best + second : best;
+  }
+  std::vector<bool> kept(static_cast<size_t>(groups), false);
+  for (int64_t k = 0; k < kept_groups; k++) {
+    int64_t pick = -1;
+    for (int64_t g = 0; g < groups; g++)
+      if (!kept[size_t(g)] && (pick < 0 || score[size_t(g)] > score[size_t(pick)])) pick = g;
+    kept[size_t(pick)] = true;
+  }
+  for (int64_t e = 0; e < E; e++)
+    if (!kept[size_t(e / size)]) v[e] = 0.0f;
+}
+
+// chosen (K): the experts of the K largest v[e], largest first, ties to the lower index.
+void top_k_row(int32_t* chosen, const float* v, int64_t E, int64_t K) {
   float prev_v = INFINITY;
   int64_t prev_e = -1;
   for (int64_t k = 0; k < K; k++) {
     int64_t best = -1;
     float best_v = 0.0f;
     for (int64_t e = 0; e < E; e++) {
-      const float v = bias != nullptr ? s[e] + bias[e] : s[e];
-      const bool after_prev = v < prev_v || (v == prev_v && e > prev_e);  // false for NaN
-      if (after_prev && (best < 0 || v > best_v)) {
+      const bool after_prev = v[e] < prev_v || (v[e] == prev_v && e > prev_e);  // false for NaN
+      if (after_prev && (best < 0 || v[e] > best_v)) {
         best = e;
-        best_v = v;
+        best_v = v[e];
       }
     }
     chosen[k] = int32_t(best);
@@ -80,19 +112,25 @@ std::vector<float> aux_gradient(const int32_t* experts, float aux_scale, int64_t
 }  // namespace
 
 void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const float* logits,
-                        const float* bias, bool use_sigmoid, bool renormalize, int64_t N, int64_t E, int64_t K) {
-#pragma omp parallel for schedule(static) if (N * E >= kMinParallelElements)
-  for (int64_t n = 0; n < N; n++) {
-    float* s = scores + n * E;          // (E)
-    int32_t* chosen = experts + n * K;  // (K)
-    float* w = weights + n * K;         // (K)
-    lse[n] = score_row(s, logits + n * E, use_sigmoid, E);
-    top_k_row(chosen, s, bias, E, K);
-    float sum = 0.0f;
-    for (int64_t k = 0; k < K; k++) w[k] = chosen[k] >= 0 ? s[chosen[k]] : NAN;
-    for (int64_t k = 0; k < K; k++) sum += w[k];
-    if (renormalize)
-      for (int64_t k = 0; k < K; k++) w[k] /= sum;
+                        const float* bias, bool use_sigmoid, bool renormalize, int64_t groups, int64_t kept_groups,
+                        int64_t N, int64_t E, int64_t K) {
+#pragma omp parallel if (N * E >= kMinParallelElements)
+  {
+    std::vector<float> v(static_cast<size_t>(E));  // one row's selection values, per thread
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      float* s = scores + n * E;          // (E)
+      int32_t* chosen = experts + n * K;  // (K)
+      float* w = weights + n * K;         // (K)
+      lse[n] = score_row(s, logits + n * E, use_sigmoid, E);
+      selection_values(v.data(), s, bias, use_sigmoid, groups, kept_groups, E);
+      top_k_row(chosen, v.data(), E, K);
+      float sum = 0.0f;
+      for (int64_t k = 0; k < K; k++) w[k] = chosen[k] >= 0 ? s[chosen[k]] : NAN;
+      for (int64_t k = 0; k < K; k++) sum += w[k];
+      if (renormalize)
+        for (int64_t k = 0; k < K; k++) w[k] /= sum;
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // CPU kernels of the MoE router (contract in ops/moe_router.h). sigmoid selects the score kind
-// (false: softmax), renormalize whether the chosen experts' weights are divided by their sum;
+// (false: softmax), renormalize whether the chosen experts' weights are divided by their sum, groups
+// and kept_groups the group limit (ops/moe_router.h's RouterGroups; groups 1: none);
 // pointers are row-major (N,E), (N,K) and (N); bias may be null.
 #pragma once
 
@@ -8,7 +9,8 @@
 namespace tessera::cpu {
 
 void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const float* logits,
-                        const float* bias, bool sigmoid, bool renormalize, int64_t N, int64_t E, int64_t K);
+                        const float* bias, bool sigmoid, bool renormalize, int64_t groups, int64_t kept_groups,
+                        int64_t N, int64_t E, int64_t K);
 // aux's statistics: count_e (from experts (N,K)) and sum_n p[n,e] (from scores (N,E)) written into
 // counts and prob_sums (E each); returns z (0 for N = 0).
 double moe_router_statistics(double* counts, double* prob_sums, const int32_t* experts, const float* scores,

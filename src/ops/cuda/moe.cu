@@ -1,7 +1,7 @@
 // The MoE router and token permutation on the GPU (launchers in moe_cuda.h). The router gives each
 // token one warp: lane l holds experts l, l + 32, ... of the row in registers, reductions are warp
 // shuffles, and top-K is K warp-wide arg-max rounds over the not yet chosen experts (ties to the lower
-// index, NaN never chosen), the CPU's selection order. The load counts behind the aux-loss gradient
+// index, NaN never chosen), the CPU's selection order, after DeepSeek's group limit where one is set. The load counts behind the aux-loss gradient
 // are integer atomics (exact in any order). Gather, combine and their backwards give each output row
 // one block, threads striding over channels; a token's terms are summed in k order.
 #include <cmath>
@@ -17,6 +17,7 @@ constexpr int kPerLane = int(kMaxRouterExperts / kWarpSize);  // experts per lan
 constexpr int kRouterWarps = 4;                               // tokens per block
 constexpr int kRowBlock = 256;                                // threads per row of the permutation kernels
 constexpr int kMaxChoices = 8;                                // K
+constexpr int kMaxRouterGroups = 32;                          // DeepSeek's expert groups (a bit each)
 
 __device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -37,12 +38,55 @@ __device__ inline float lane_value(const float (&v)[kPerLane], int e) {
   return __shfl_sync(0xffffffffu, mine, e % kWarpSize);
 }
 
+// DeepSeek's group limit on a row's selection values v (as the CPU's selection_values): each group's
+// score is the sum of its two best values (sigmoid) or its best (softmax), from warp-wide top-2 merges;
+// the kept_groups best groups stay (ties to the lower group), every other expert's value becomes 0.
+__device__ inline void limit_to_groups(float (&v)[kPerLane], bool use_sigmoid, int groups, int kept_groups, int E,
+                                       int lane) {
+  const int size = E / groups;
+  float score[kMaxRouterGroups];
+  for (int g = 0; g < groups; g++) {
+    float best = -INFINITY, second = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kPerLane; j++) {
+      const int e = lane + kWarpSize * j;
+      if (e >= E || e / size != g) continue;
+      if (v[j] > best) {
+        second = best;
+        best = v[j];
+      } else if (v[j] > second) {
+        second = v[j];
+      }
+    }
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      const float other_best = __shfl_xor_sync(0xffffffffu, best, offset);
+      const float other_second = __shfl_xor_sync(0xffffffffu, second, offset);
+      second = fmaxf(fminf(best, other_best), fmaxf(second, other_second));
+      best = fmaxf(best, other_best);
+    }
+    score[g] = use_sigmoid ? best + second : best;
+  }
+  unsigned kept = 0;  // a bit per group, the same in every lane
+  for (int k = 0; k < kept_groups; k++) {
+    int pick = -1;
+    for (int g = 0; g < groups; g++)
+      if (!(kept >> g & 1u) && (pick < 0 || score[g] > score[pick])) pick = g;
+    kept |= 1u << pick;
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; j++) {
+    const int e = lane + kWarpSize * j;
+    if (e < E && !(kept >> (e / size) & 1u)) v[j] = 0.0f;
+  }
+}
+
 // --- kernels ---
 
 template <typename T>
 __global__ void __launch_bounds__(kRouterWarps* kWarpSize)
     moe_router_forward_kernel(int32_t* experts, float* weights, float* scores, float* lse, const T* logits,
-                              const float* bias, bool use_sigmoid, bool renormalize, int64_t N, int E, int K) {
+                              const float* bias, bool use_sigmoid, bool renormalize, int groups, int kept_groups,
+                              int64_t N, int E, int K) {
   const int lane = int(threadIdx.x) % kWarpSize;
   const int64_t n = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / kWarpSize;
   if (n >= N) return;  // whole warps leave together
@@ -78,6 +122,7 @@ __global__ void __launch_bounds__(kRouterWarps* kWarpSize)
     const int e = lane + kWarpSize * j;
     v[j] = e < E ? s[j] + (bias != nullptr ? bias[e] : 0.0f) : NAN;
   }
+  if (groups > 1) limit_to_groups(v, use_sigmoid, groups, kept_groups, E, lane);
   float chosen_sum = 0.0f, chosen_score[kMaxChoices];
   for (int k = 0; k < K; k++) {
     float best_v = 0.0f;
@@ -219,12 +264,16 @@ __global__ void __launch_bounds__(kRowBlock)
 
 template <typename T>
 void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const T* logits, const float* bias,
-                        bool use_sigmoid, bool renormalize, int64_t N, int64_t E, int64_t K, cudaStream_t stream) {
-  TS_CHECK(E <= kMaxRouterExperts && K <= kMaxChoices, "moe_router_forward: the GPU router takes up to ",
-           kMaxRouterExperts, " experts and ", kMaxChoices, " choices per token, got E = ", E, ", K = ", K);
+                        bool use_sigmoid, bool renormalize, int64_t groups, int64_t kept_groups, int64_t N, int64_t E,
+                        int64_t K, cudaStream_t stream) {
+  TS_CHECK(E <= kMaxRouterExperts && K <= kMaxChoices && groups <= kMaxRouterGroups,
+           "moe_router_forward: the GPU router takes up to ", kMaxRouterExperts, " experts, ", kMaxChoices,
+           " choices per token and ", kMaxRouterGroups, " expert groups, got E = ", E, ", K = ", K, ", ", groups,
+           " groups");
   if (N == 0) return;
   moe_router_forward_kernel<T><<<unsigned(ceil_div(N, kRouterWarps)), kRouterWarps * kWarpSize, 0, stream>>>(
-      experts, weights, scores, lse, logits, bias, use_sigmoid, renormalize, N, int(E), int(K));
+      experts, weights, scores, lse, logits, bias, use_sigmoid, renormalize, int(groups), int(kept_groups), N, int(E),
+      int(K));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -287,7 +336,7 @@ void moe_combine_backward(T* dys, float* dweights, const T* dout, const T* ys, c
 
 #define INSTANTIATE(T)                                                                                              \
   template void moe_router_forward<T>(int32_t*, float*, float*, float*, const T*, const float*, bool, bool,        \
-                                      int64_t, int64_t, int64_t, cudaStream_t);                                     \
+                                      int64_t, int64_t, int64_t, int64_t, int64_t, cudaStream_t);                   \
   template void moe_router_backward<T>(T*, const float*, const int32_t*, const float*, const float*, const float*, \
                                        const T*, bool, bool, float, float, int64_t, int64_t, int64_t, cudaStream_t, \
                                        const int32_t*, double);                                                    \

@@ -16,10 +16,12 @@ namespace tessera::cuda {
 constexpr int64_t kMaxRouterExperts = 256;
 
 // experts (N,K), weights (N,K), scores (N,E), lse (N) from logits (N,E); bias (E) f32 or null;
-// renormalize: the weights divided by their sum.
+// renormalize: the weights divided by their sum; groups and kept_groups: DeepSeek's group limit
+// (ops/moe_router.h's RouterGroups; groups 1: none).
 template <typename T>
 void moe_router_forward(int32_t* experts, float* weights, float* scores, float* lse, const T* logits, const float* bias,
-                        bool use_sigmoid, bool renormalize, int64_t N, int64_t E, int64_t K, cudaStream_t stream);
+                        bool use_sigmoid, bool renormalize, int64_t groups, int64_t kept_groups, int64_t N, int64_t E,
+                        int64_t K, cudaStream_t stream);
 // dlogits (N,E) written; experts must hold ids in [0, E). The aux term's counts (E, device) and
 // token count are aux_counts and aux_tokens when aux_counts is given, else this routing's own.
 template <typename T>
