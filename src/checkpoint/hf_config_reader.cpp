@@ -58,6 +58,20 @@ void HfConfigReader::expect(const char* key, const json& expected, const char* w
            "; ", why);
 }
 
+ModelConfig llama_family_config(const HfConfigReader& r) {
+  ModelConfig c;
+  c.naming = Naming::llama;
+  c.norm = NormKind::rmsnorm;
+  c.positions = PositionKind::rope;
+  c.mlp = MlpKind::swiglu;
+  c.bias = false;
+  c.num_layers = r.integer("num_hidden_layers");
+  c.num_heads = r.integer("num_attention_heads");
+  c.channels = r.integer("hidden_size");
+  c.vocab_size = r.integer("vocab_size");
+  return c;
+}
+
 void read_rope_scaling(const HfConfigReader& r, const json& scaling, int64_t max_positions, RopeConfig& rope) {
   TS_CHECK(scaling.is_object(), r.where(), ": field 'rope_scaling' must be an object or null, got ",
            json_excerpt(scaling));

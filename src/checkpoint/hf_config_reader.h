@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nn/model_config.h"
 #include "ops/rope.h"
 
 namespace tessera {
@@ -34,6 +35,11 @@ class HfConfigReader {
   const nlohmann::json& config_;
   std::string where_;
 };
+
+// The Llama family's common config (Llama naming, RMSNorm, RoPE, SwiGLU, no biases) with
+// num_hidden_layers, num_attention_heads, hidden_size and vocab_size read: what Llama, Qwen, Mixtral and
+// DeepSeek configs share.
+ModelConfig llama_family_config(const HfConfigReader& r);
 
 // rope_scaling of rope_type "llama3" (Llama 3.1's frequency scaling) or "yarn" into `rope` (YaRN's
 // original_max_position_embeddings defaulting to `max_positions`, as transformers does); any other

@@ -75,16 +75,7 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
   r.expect("moe_layer_freq", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
   r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
 
-  ModelConfig c;
-  c.naming = Naming::llama;
-  c.norm = NormKind::rmsnorm;
-  c.positions = PositionKind::rope;
-  c.mlp = MlpKind::swiglu;
-  c.bias = false;
-  c.num_layers = r.integer("num_hidden_layers");
-  c.num_heads = r.integer("num_attention_heads");
-  c.channels = r.integer("hidden_size");
-  c.vocab_size = r.integer("vocab_size");
+  ModelConfig c = llama_family_config(r);
   c.max_seq_len = r.integer("max_position_embeddings", 4096);
   TS_CHECK(r.integer("num_key_value_heads", c.num_heads) == c.num_heads, r.where(),
            ": field 'num_key_value_heads' must equal num_attention_heads (", c.num_heads,

@@ -111,16 +111,7 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
   r.expect("use_sliding_window", false, "sliding-window attention is not implemented");
 
-  ModelConfig c;
-  c.naming = Naming::llama;
-  c.norm = NormKind::rmsnorm;
-  c.positions = PositionKind::rope;
-  c.mlp = MlpKind::swiglu;
-  c.bias = false;
-  c.num_layers = r.integer("num_hidden_layers");
-  c.num_heads = r.integer("num_attention_heads");
-  c.channels = r.integer("hidden_size");
-  c.vocab_size = r.integer("vocab_size");
+  ModelConfig c = llama_family_config(r);
   c.qkv_bias = qwen2;
   c.qk_norm = qwen3;
   c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : 2048);
