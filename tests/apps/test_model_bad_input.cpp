@@ -89,10 +89,10 @@ std::vector<ModelBadInput> cases() {
        "num_kv_heads (2) must divide num_heads (1)"},
       {"UnknownModelType",
        [](auto d) {
-         edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["model_type"] = "deepseek_v2"; });
+         edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["model_type"] = "gemma3"; });
          return init_from(d, "mixtral-hf");
        },
-       "field 'model_type' is '\"deepseek_v2\"'"},
+       "field 'model_type' is '\"gemma3\"'"},
       {"UnknownHiddenAct",
        [](auto d) {
          edit_json(d / "llama-hf" / "config.json", [](auto& j) { j["hidden_act"] = "gelu"; });
