@@ -34,9 +34,9 @@ ModelConfig family(const std::string& name) {
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" ? 3 : 2;
-  // Every expert chosen: a finite difference through blocks of latent attention moves the routers'
-  // near-tied choices otherwise (the deepseek and mixtral families check the choosing).
-  if (name.starts_with("deepseek-v")) c.moe.top_k = c.moe.num_experts;
+  // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
+  // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
+  if (name.starts_with("deepseek-v")) c.moe.top_k = c.moe.num_experts, c.moe.kept_groups = c.moe.groups;
   if (name == "deepseek-v2") {
     c.mla.v_dim = c.head_size();  // values as wide as the q/k heads: no padding
     // YaRN with both of DeepSeek's factors away from 1: the rotated channels' and every score's.
