@@ -112,10 +112,11 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
   return c;
 }
 
-bool hf_rope_interleaved(const std::filesystem::path& dir) {
+HfDeepseekFiles hf_deepseek_files(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "config.json";
   const json config = json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));
-  return HfConfigReader(config, path).boolean("rope_interleave", true);
+  const HfConfigReader r(config, path);
+  return {r.boolean("rope_interleave", true), r.count("num_nextn_predict_layers", 0)};
 }
 
 bool hf_deepseek_exportable(const ModelConfig& c) {
@@ -162,6 +163,7 @@ json hf_deepseek_config_json(const ModelConfig& c) {
   if (v3) {
     j["head_dim"] = c.mla.rope_dim;  // transformers' rotary size
     j["rope_interleave"] = true;
+    j["num_nextn_predict_layers"] = 0;
   }
   return j;
 }

@@ -33,8 +33,14 @@ ModelConfig hf_deepseek_config(const nlohmann::json& config, const std::filesyst
 // Whether `config` has a DeepseekV3ForCausalLM (sigmoid router) or DeepseekV2ForCausalLM (softmax
 // router, the routed output scaled only when the weights are not renormalised) form.
 bool hf_deepseek_exportable(const ModelConfig& config);
-// Whether dir/config.json says the rotated tails are interleaved (rope_interleave, true when absent).
-bool hf_rope_interleaved(const std::filesystem::path& dir);
+// What dir/config.json says of the files beside it: whether the rotated tails are interleaved
+// (rope_interleave, true when absent) and how many multi-token-prediction layers follow the model's
+// (num_nextn_predict_layers, 0 when absent: model.layers.{L}... onwards, which Tessera does not load).
+struct HfDeepseekFiles {
+  bool rope_interleaved = true;
+  int64_t prediction_layers = 0;
+};
+HfDeepseekFiles hf_deepseek_files(const std::filesystem::path& dir);
 // config.json for `config` (hf_deepseek_exportable), weights interleaved.
 nlohmann::json hf_deepseek_config_json(const ModelConfig& config);
 

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -90,6 +91,17 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   return pieces;
 }
 
+// The block index of a tensor named model.layers.{l}..., or none.
+std::optional<int64_t> layer_of(const std::string& name) {
+  const std::string prefix = "model.layers.";
+  if (!name.starts_with(prefix)) return std::nullopt;
+  int64_t layer = 0;
+  const char* first = name.data() + prefix.size();
+  const auto [end, error] = std::from_chars(first, name.data() + name.size(), layer);
+  if (error != std::errc() || end == first || *end != '.') return std::nullopt;
+  return layer;
+}
+
 }  // namespace
 
 bool is_hf_llama_type(const json& model_type) {
@@ -160,8 +172,12 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
   const std::string family = model_family(config);
   std::set<std::string> expected;
   for (const HfPiece& p : source.pieces) expected.insert(p.hf);
+  const HfDeepseekFiles deepseek = config.mla.enabled() ? hf_deepseek_files(dir) : HfDeepseekFiles{};
   for (const std::string& name : files->names()) {
     if (expected.count(name) || name.ends_with(".rotary_emb.inv_freq")) continue;  // a buffer older exports keep
+    if (const std::optional<int64_t> layer = layer_of(name);
+        layer && *layer >= config.num_layers && *layer < config.num_layers + deepseek.prediction_layers)
+      continue;  // DeepSeek-V3's multi-token-prediction layers: not part of the model Tessera trains
     const bool tied_head = name == "lm_head.weight" && config.tied_embeddings;
     TS_CHECK(tied_head, "Hugging Face weights ", files->description(), ": unexpected tensor ", quoted_text(name, 80),
              " for a ", family, " with ", config.num_layers, " layers",
@@ -176,7 +192,7 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
     TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
              files->description(), ": tensor ", quoted_text(p.hf), " is ", info.dtype, "; expected F32, BF16 or F16");
   }
-  if (!config.mla.enabled() || !hf_rope_interleaved(dir)) {
+  if (!config.mla.enabled() || !deepseek.rope_interleaved) {
     source.read = [files](const std::string& name) { return files->read_f32(name); };
     return source;
   }

@@ -242,6 +242,42 @@ TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
   EXPECT_EQ(small.head_size(), 128);
 }
 
+// DeepSeek-V3's files may hold multi-token-prediction layers after the model's (model.layers.{L}...,
+// num_nextn_predict_layers of them): skipped, the model loading as without them; without the key they
+// are another model's tensors and refused.
+TEST(HfLlama, DeepSeekV3PredictionLayersAreSkipped) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = model_preset("deepseek-v3-tiny");
+  Decoder original(config);
+  randomise(original, 12);
+  save_hf_llama(dir, config, original.named_params());
+  std::vector<std::vector<float>> values;
+  std::vector<SafetensorsEntry> entries;
+  {
+    const SafetensorsFile file(dir / "model.safetensors");
+    values.reserve(file.tensors().size() + 2);
+    for (const SafetensorsInfo& info : file.tensors()) {
+      values.push_back(file.read_f32(info.name));
+      entries.push_back({info.name, DType::f32, info.shape, values.back().data()});
+    }
+  }
+  const std::vector<float> extra(32 * 64, 0.5f);
+  entries.push_back({"model.layers.3.eh_proj.weight", DType::f32, {32, 64}, extra.data()});
+  entries.push_back({"model.layers.3.enorm.weight", DType::f32, {32}, extra.data()});
+  write_safetensors(dir / "model.safetensors", entries);
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["num_nextn_predict_layers"], 0);  // an export has none
+  hf["num_nextn_predict_layers"] = 1;
+  testing::write_text(dir / "config.json", hf.dump());
+  Decoder imported(read_hf_config(dir));
+  load_hf_model(dir, imported.config(), imported.named_params());
+  expect_same_bits(original, imported);
+  hf.erase("num_nextn_predict_layers");
+  testing::write_text(dir / "config.json", hf.dump());
+  const std::string message = testing::error_of([&] { load_hf_model(dir, config, imported.named_params()); });
+  EXPECT_TRUE(testing::contains(message, "unexpected tensor 'model.layers.3.")) << message;
+}
+
 // DeepSeek-V2: V3's names without the router's selection bias, softmax routing whose weights are scaled
 // by routed_scaling_factor only when not renormalised, its groups; its model type and keys.
 TEST(HfLlama, DeepSeekV2RouterAndConfig) {
