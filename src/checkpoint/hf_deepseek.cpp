@@ -1,4 +1,4 @@
-// DeepSeek-V3's config.json both ways and its RoPE channel order (hf_deepseek.h).
+// DeepSeek-V3's and V2's config.json both ways and their RoPE channel order (hf_deepseek.h).
 #include "checkpoint/hf_deepseek.h"
 
 #include <algorithm>

@@ -68,8 +68,8 @@ void ModelConfig::validate() const {
                  moe.kept_groups <= moe.groups && two_each,
              "model: moe groups (", moe.groups, ") must divide the ", moe.num_experts, " experts and kept_groups (",
              moe.kept_groups, ") lie between 1 and them, with 2 experts a group or more under sigmoid routing");
-    TS_CHECK(moe.top_k <= moe.kept_groups * (moe.num_experts / std::max<int64_t>(moe.groups, 1)),
-             "model: moe top_k (", moe.top_k, ") exceeds the ", moe.kept_groups * (moe.num_experts / moe.groups),
+    const int64_t kept_experts = moe.kept_groups * (moe.num_experts / moe.groups);
+    TS_CHECK(moe.top_k <= kept_experts, "model: moe top_k (", moe.top_k, ") exceeds the ", kept_experts,
              " experts of the kept groups (", moe.kept_groups, " of ", moe.groups,
              "): a token would take an expert of a dropped group");
   }

@@ -1,8 +1,9 @@
 // The decoder's hyper-parameters. GPT-2, Llama and the Mixture-of-Experts models are one decoder
 // (embedding -> blocks -> final norm -> head) that differs only by this data: the norm kind, the
 // position scheme, the MLP kind (dense GELU, dense SwiGLU, or a MoE of SwiGLU experts), biases,
-// grouped-query heads, per-head query/key norms, DeepSeek's latent attention and tied embeddings. The vocabulary is padded internally to a multiple of 128
-// (padded_vocab_size); padding rows of the embedding and head are never predicted.
+// grouped-query heads, per-head query/key norms, DeepSeek's latent attention and tied embeddings. The
+// vocabulary is padded internally to a multiple of 128 (padded_vocab_size); padding rows of the
+// embedding and head are never predicted.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,6 @@
 
 #include "core/cuda/device.h"
 #include "core/error.h"
-#include "core/user_text.h"
 #include "data/tokenizer.h"
 #include "ops/cast.h"
 
