@@ -161,13 +161,7 @@ HfSource open_hf_gpt2(const std::filesystem::path& dir, const ModelConfig& confi
   HfSource source;
   for (const HFTensor& t : tensors) {
     std::string name = prefix + t.hf;
-    TS_CHECK(files->contains(name), "Hugging Face weights ", files->description(), ": tensor '", name,
-             "' is missing (expected shape ", shape_string(t.hf_shape), ")");
-    const SafetensorsInfo& info = files->file_of(name).info(name);
-    TS_CHECK(info.shape == t.hf_shape, "Hugging Face weights ", files->description(), ": tensor '", name,
-             "' has shape ", shape_string(info.shape), ", expected ", shape_string(t.hf_shape));
-    TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
-             files->description(), ": tensor '", name, "' is ", info.dtype, "; expected F32, BF16 or F16");
+    files->check(name, t.hf_shape);
     source.pieces.push_back({name, t.hf_shape, t.ours, 0, t.transpose});
   }
   if (files->contains("lm_head.weight")) {

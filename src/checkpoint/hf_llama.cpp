@@ -183,15 +183,7 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
              " for a ", family, " with ", config.num_layers, " layers",
              config.moe.enabled() ? "" : " and dense MLPs", " (weights of another model?)");
   }
-  for (const HfPiece& p : source.pieces) {
-    TS_CHECK(files->contains(p.hf), "Hugging Face weights ", files->description(), ": tensor ", quoted_text(p.hf),
-             " is missing (expected shape ", shape_string(p.hf_shape), ")");
-    const SafetensorsInfo& info = files->file_of(p.hf).info(p.hf);
-    TS_CHECK(info.shape == p.hf_shape, "Hugging Face weights ", files->description(), ": tensor ", quoted_text(p.hf),
-             " has shape ", shape_string(info.shape), ", expected ", shape_string(p.hf_shape));
-    TS_CHECK(info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16, "Hugging Face weights ",
-             files->description(), ": tensor ", quoted_text(p.hf), " is ", info.dtype, "; expected F32, BF16 or F16");
-  }
+  for (const HfPiece& p : source.pieces) files->check(p.hf, p.hf_shape);
   if (!config.mla.enabled() || !deepseek.rope_interleaved) {
     source.read = [files](const std::string& name) { return files->read_f32(name); };
     return source;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <optional>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -20,6 +20,18 @@ namespace {
 
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+// The FP8 format of an F8_E4M3 or F8_E5M2 tensor; nothing for other types.
+std::optional<Fp8Format> fp8_format(const SafetensorsInfo& info) {
+  if (info.dtype == "F8_E4M3") return Fp8Format::e4m3;
+  if (info.dtype == "F8_E5M2") return Fp8Format::e5m2;
+  return std::nullopt;
+}
+
+// Whether read_f32 converts the tensor as it is: F32, BF16 or F16.
+bool float_type(const SafetensorsInfo& info) {
+  return info.type == DType::f32 || info.type == DType::bf16 || info.type == DType::f16;
+}
 
 // When dir holds PyTorch pickles instead (older uploads), how to turn them into safetensors.
 std::string pickle_hint(const fs::path& dir) {
@@ -38,6 +50,7 @@ HfWeightFiles::HfWeightFiles(const fs::path& dir) {
     description_ = quoted_text((dir / kSingleFile).string());
     files_.push_back(std::make_unique<SafetensorsFile>(dir / kSingleFile));
     for (const SafetensorsInfo& t : files_.back()->tensors()) by_name_[t.name] = files_.back().get();
+    check_fp8_weights(dir);
     return;
   }
   description_ = quoted_text(index_path.string());
@@ -68,11 +81,42 @@ HfWeightFiles::HfWeightFiles(const fs::path& dir) {
     for (const SafetensorsInfo& t : file->tensors())
       TS_CHECK(by_name_.count(t.name) && by_name_[t.name] == file, "safetensors shard ", quoted_text(name),
                " holds ", quoted_text(t.name, 80), ", which the index ", description_, " does not place there");
+  check_fp8_weights(dir);
+}
+
+void HfWeightFiles::check_fp8_weights(const fs::path& dir) {
+  fp8_blocks_ = read_hf_fp8_blocks(dir);
+  for (const auto& [name, file] : by_name_) {
+    const SafetensorsInfo& info = file->info(name);
+    if (!fp8_format(info)) continue;
+    const std::string scale = fp8_scale_name(name);
+    TS_CHECK(fp8_blocks_.enabled(), "Hugging Face weights ", description_, ": tensor ", quoted_text(name, 80), " is ",
+             info.dtype, ", but ", quoted_text((dir / "config.json").string()), " declares no quantization_config ",
+             "{\"quant_method\": \"fp8\", \"weight_block_size\": [rows, columns]} to say how it is scaled");
+    TS_CHECK(info.shape.size() == 2, "Hugging Face weights ", description_, ": tensor ", quoted_text(name, 80),
+             " is ", info.dtype, " of shape ", shape_string(info.shape), "; FP8 blocks scale matrices only");
+    TS_CHECK(by_name_.count(scale), "Hugging Face weights ", description_, ": tensor ", quoted_text(name, 80), " is ",
+             info.dtype, " without its block scales ", quoted_text(scale, 80), " (an incomplete download?)");
+    const SafetensorsInfo& scales = file_of(scale).info(scale);
+    TS_CHECK(float_type(scales) && scales.shape == fp8_blocks_.scale_shape(info.shape), "Hugging Face weights ",
+             description_, ": ", quoted_text(scale, 80), " is ", scales.dtype, " of shape ", shape_string(scales.shape),
+             "; blocks of ", fp8_blocks_.rows, " x ", fp8_blocks_.cols, " over ", shape_string(info.shape),
+             " need F32, BF16 or F16 of shape ", shape_string(fp8_blocks_.scale_shape(info.shape)),
+             " (weight_block_size in config.json's quantization_config)");
+    fp8_scales_.insert(scale);
+  }
+  for (const auto& [name, file] : by_name_) {
+    const std::string weight = name.ends_with("_scale_inv") ? name.substr(0, name.size() - 10) : "";
+    TS_CHECK(weight.empty() || !by_name_.count(weight) || fp8_scales_.count(name), "Hugging Face weights ",
+             description_, ": ", quoted_text(name, 80), " scales ", quoted_text(weight, 80), ", which is ",
+             file_of(weight).info(weight).dtype, ", not FP8 (a partly dequantized folder? drop the scales)");
+  }
 }
 
 std::vector<std::string> HfWeightFiles::names() const {
   std::vector<std::string> out;
-  for (const auto& [name, file] : by_name_) out.push_back(name);
+  for (const auto& [name, file] : by_name_)
+    if (!fp8_scales_.count(name)) out.push_back(name);
   return out;
 }
 
@@ -84,9 +128,32 @@ const SafetensorsFile& HfWeightFiles::file_of(const std::string& name) const {
   return *it->second;
 }
 
+void HfWeightFiles::check(const std::string& name, const Shape& shape) const {
+  TS_CHECK(contains(name), "Hugging Face weights ", description_, ": tensor ", quoted_text(name, 80),
+           " is missing (expected shape ", shape_string(shape), ")");
+  const SafetensorsInfo& info = file_of(name).info(name);
+  TS_CHECK(info.shape == shape, "Hugging Face weights ", description_, ": tensor ", quoted_text(name, 80),
+           " has shape ", shape_string(info.shape), ", expected ", shape_string(shape));
+  TS_CHECK(float_type(info) || fp8_format(info), "Hugging Face weights ", description_, ": tensor ",
+           quoted_text(name, 80), " is ", info.dtype, "; expected F32, BF16, F16 or FP8 blocks");
+}
+
+std::vector<float> HfWeightFiles::dequantized(const std::string& name, Fp8Format format) const {
+  const std::string scale = fp8_scale_name(name);
+  const SafetensorsFile& scale_file = file_of(scale);
+  const std::vector<float> scales = scale_file.read_f32(scale);
+  const auto bad = std::find_if(scales.begin(), scales.end(), [](float s) { return !(s > 0 && std::isfinite(s)); });
+  TS_CHECK(bad == scales.end(), "Hugging Face weights ", quoted_text(scale_file.path().string()), ": block scale ",
+           quoted_text(scale, 80), " holds ", *bad, " at element ", bad - scales.begin(),
+           ", not a positive finite scale; the file is damaged (download it again)");
+  const SafetensorsFile& file = file_of(name);
+  return dequantize_fp8_blocks(file.bytes(name), format, file.info(name).shape, scales, fp8_blocks_);
+}
+
 std::vector<float> HfWeightFiles::read_f32(const std::string& name) const {
   const SafetensorsFile& file = file_of(name);
-  std::vector<float> values = file.read_f32(name);
+  const std::optional<Fp8Format> format = fp8_format(file.info(name));
+  std::vector<float> values = format ? dequantized(name, *format) : file.read_f32(name);
   const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
   TS_CHECK(bad == values.end(), "Hugging Face weights ", quoted_text(file.path().string()), ": tensor ",
            quoted_text(name, 80), " holds ", *bad, " at element ", bad - values.begin(),

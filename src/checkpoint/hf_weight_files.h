@@ -1,7 +1,8 @@
 // The weights of a Hugging Face model folder: one model.safetensors, or the shards listed by
 // model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}). Reading
-// opens every shard up front and checks that the index and the shards agree; writing splits the
-// tensors into shards of at most a given size and writes the index when there is more than one.
+// opens every shard up front and checks that the index and the shards agree, and that fine-grained
+// FP8 weights (hf_fp8_blocks.h) have their block scales; writing splits the tensors into shards of at
+// most a given size and writes the index when there is more than one.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "checkpoint/hf_fp8_blocks.h"
 #include "checkpoint/safetensors.h"
 
 namespace tessera {
@@ -21,21 +24,30 @@ class HfWeightFiles {
   // Throws naming the folder (or the index, or a shard) when the weights are missing or damaged.
   explicit HfWeightFiles(const std::filesystem::path& dir);
 
-  // Every tensor name, sorted.
+  // Every tensor name, sorted; FP8 weights' scales are part of their weight, not listed.
   std::vector<std::string> names() const;
   bool contains(const std::string& name) const;
   // The file holding `name`; throws naming the folder when absent.
   const SafetensorsFile& file_of(const std::string& name) const;
-  // Tensor `name` as fp32 (F32, BF16 or F16); a NaN or infinity is refused naming its file, tensor
-  // and element, so no damaged weight reaches a model or a checkpoint.
+  // Throws naming the weights and the tensor unless `name` is present, of `shape`, in a type read_f32
+  // converts.
+  void check(const std::string& name, const Shape& shape) const;
+  // Tensor `name` as fp32 (F32, BF16, F16, or FP8 times its block scales); a NaN or infinity (or a
+  // scale that is not positive) is refused naming its file, tensor and element, so no damaged weight
+  // reaches a model or a checkpoint.
   std::vector<float> read_f32(const std::string& name) const;
   // What errors call the weights: the single file or the index.
   std::string description() const { return description_; }
 
  private:
+  void check_fp8_weights(const std::filesystem::path& dir);
+  std::vector<float> dequantized(const std::string& name, Fp8Format format) const;
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> by_name_;
   std::string description_;
+  HfFp8Blocks fp8_blocks_;
+  std::set<std::string> fp8_scales_;  // the scale tensors of FP8 weights
 };
 
 // One F32 tensor to write: its name and shape, and `fill`, which writes its values when its file is

@@ -18,12 +18,7 @@ namespace {
 using testing::random_floats;
 using testing::scratch_dir;
 
-// A file from a raw header string and a data section, bypassing our writer.
-void write_raw(const std::filesystem::path& path, const std::string& header, const std::string& data) {
-  uint64_t n = header.size();
-  std::string bytes(reinterpret_cast<const char*>(&n), 8);
-  testing::write_text(path, bytes + header + data);
-}
+using testing::write_raw;
 
 // Opening `path` must throw an Error whose message names the file and contains every `part`.
 void expect_open_error(const std::filesystem::path& path, std::initializer_list<std::string> parts) {

@@ -1,5 +1,5 @@
 # Self-checks of the reference side (no C++ needed): safetensors write/read round trips (F32 exact,
-# F16/BF16 bit patterns against torch's own conversion), HF folder save/load gives identical logits,
+# F16/BF16 bit patterns against torch's own conversion, F8_E4M3 raw codes), HF folder save/load gives identical logits,
 # Conv1D tensors are stored transposed, token shards round-trip, the attention matches a plain
 # masked_fill formulation, torch AdamW + clipping equals the update Tessera's adamw.h states, and
 # make_hf_reference.py is deterministic. For Llama/Mixtral (torch_llama.py, float64): RMSNorm, RoPE and
@@ -17,6 +17,10 @@
 # halves-order model on permuted weights, its HF folder, and deterministic golden runs of all three. Group-limited
 # routing (n_group > 1: V3's top-2 sum with bias, V2's max; the masked-to-zero rule, ties) against per-token loops,
 # its config.json keys and round trip, and deterministic golden runs; --n-group 1 byte-identical to no flag.
+# Fine-grained FP8: the e4m3 table against known values, ties to the even code, saturation and the round trip of
+# every finite code; block quantization's scales, partial and zero blocks; --fp8-block golden runs (F8_E4M3 codes
+# and F32 weight_scale_inv of the right shapes, only the projections quantized, within half an e4m3 step of the
+# unquantized run's weights, and the dequantized file reproduces step 1 exactly).
 # Usage: /usr/bin/python3 tests/reference/check_reference.py
 import json
 import math
@@ -61,7 +65,21 @@ def check_safetensors(tmp):
         back, dtypes = tg.load_safetensors(path, with_dtypes=True)
         for k, t in tensors.items():
             assert dtypes[k] == dt and torch.equal(back[k], t.to(torch_dt).float()), f"{dt} {k}"
-    print("safetensors: F32 exact, F16/BF16 match torch's rounding, header padded to 8")
+    # F8_E4M3 per tensor: one byte a code, read back as the raw codes.
+    codes = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    tg.save_safetensors(path, {"w": codes, "a": tensors["a"]}, dtypes={"w": "F8_E4M3"})
+    back, dtypes = tg.load_safetensors(path, with_dtypes=True)
+    assert dtypes == {"w": "F8_E4M3", "a": "F32"} and back["w"].dtype == torch.uint8, "F8_E4M3 dtypes"
+    assert np.array_equal(back["w"].numpy(), codes) and torch.equal(back["a"], tensors["a"]), "F8_E4M3 round trip"
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+    assert os.path.getsize(path) == 8 + n + 256 + 15 * 4, "F8_E4M3 is not one byte a code"
+    try:
+        tg.save_safetensors(path, {"w": codes.astype(np.float32)}, dtypes={"w": "F8_E4M3"})
+        raise AssertionError("F8_E4M3 from floats accepted")
+    except ValueError:
+        pass
+    print("safetensors: F32 exact, F16/BF16 match torch's rounding, F8_E4M3 codes round-trip, header padded to 8")
 
 
 def check_hf_round_trip(tmp):
@@ -1176,6 +1194,132 @@ def check_group_limited_reference(tmp):
           "(V2 only with top_k > topk_group); bad groups and non-DeepSeek models refused")
 
 
+# ---------------------------------------------------------------- fine-grained FP8 (e4m3 blocks)
+
+def check_e4m3():
+    """The e4m3fn table against hand values; every midpoint between neighbouring codes encodes to the even code and
+    its float64 neighbours to the nearer one; saturation, NaN, -0.0; all 254 finite codes round-trip. Block
+    quantization: the scale is f32(amax/448) (1 for a zero block), the amax encodes to +-448, partial blocks, and
+    the dequantization is one float32 product per element."""
+    v = tg.E4M3_VALUES
+    known = {0x00: 0.0, 0x01: 2.0 ** -9, 0x07: 7 * 2.0 ** -9, 0x08: 2.0 ** -6, 0x38: 1.0, 0x39: 1.125, 0x77: 240.0,
+             0x78: 256.0, 0x7E: 448.0, 0xB8: -1.0, 0xFE: -448.0}
+    for code, want in known.items():
+        assert v[code] == want, f"e4m3 0x{code:02x} = {v[code]}, not {want}"
+    assert np.isnan(v[0x7F]) and np.isnan(v[0xFF]) and np.isnan(v).sum() == 2 and np.signbit(v[0x80])
+    pos = v[:0x7F].astype(np.float64)
+    assert (np.diff(pos) > 0).all() and np.array_equal(v[0x80:0xFF], -v[:0x7F]), "codes ordered, sign symmetric"
+    lo = np.arange(0x7E)
+    mid = (pos[:-1] + pos[1:]) / 2
+    for bit, sign in ((0, 1.0), (0x80, -1.0)):
+        assert np.array_equal(tg.e4m3_encode(sign * mid), (lo + lo % 2) | bit), "midpoints tie to the even code"
+        assert np.array_equal(tg.e4m3_encode(sign * np.nextafter(mid, 0)), lo | bit), "below a midpoint"
+        assert np.array_equal(tg.e4m3_encode(sign * np.nextafter(mid, np.inf)), (lo + 1) | bit), "above a midpoint"
+    hand = [(1.0625, 0x38), (1.1875, 0x3A), (2.0 ** -10, 0x00), (1.5 * 2.0 ** -9, 0x02), (7.5 * 2.0 ** -9, 0x08),
+            (432.0, 0x7E), (448.0 * (1 + 2.0 ** -23), 0x7E), (464.0, 0x7E), (1e30, 0x7E), (np.inf, 0x7E),
+            (-500.0, 0xFE), (-np.inf, 0xFE), (np.nan, 0x7F), (-0.0, 0x80), (0.0, 0x00)]
+    assert tg.e4m3_encode([x for x, _ in hand]).tolist() == [c for _, c in hand], "hand values, saturation, NaN, -0.0"
+    assert tg.e4m3_encode(np.float32(1.0625)) == 0x38, "float32 input"
+    finite = np.array([c for c in range(256) if c not in (0x7F, 0xFF)], dtype=np.uint8)
+    assert np.array_equal(tg.e4m3_encode(tg.e4m3_decode(finite)), finite), "round trip of the 254 finite codes"
+
+    w = torch.randn(5, 7, generator=torch.Generator().manual_seed(60)).numpy()
+    w[2:4, 3:6] = 0.0                                                    # block (1, 1) is all zero
+    codes, scale = tg.fp8_block_quantize(w, (2, 3))
+    assert codes.dtype == np.uint8 and scale.dtype == np.float32 and scale.shape == (3, 3), "partial blocks"
+    deq = tg.fp8_block_dequantize(codes, scale, (2, 3))
+    for i in range(3):
+        for j in range(3):
+            blk = np.abs(w[2 * i:2 * i + 2, 3 * j:3 * j + 3])
+            want = np.float32(blk.max()) / np.float32(448) if blk.max() > 0 else np.float32(1)
+            assert scale[i, j] == want, f"scale of block ({i}, {j})"
+            assert blk.max() == 0 or np.abs(v[codes[2 * i:2 * i + 2, 3 * j:3 * j + 3]]).max() == 448, "amax -> 448"
+    for r in range(5):
+        for c in range(7):
+            assert deq[r, c] == np.float32(v[codes[r, c]]) * scale[r // 2, c // 3], f"dequantized ({r}, {c})"
+    assert not codes[2:4, 3:6].any() and scale[1, 1] == 1, "a zero block: codes 0, scale 1"
+    print("e4m3: table (0x01 = 2^-9, 0x08 = 2^-6, 0x7e = 448, 0x7f NaN), midpoints tie to the even code, saturates "
+          "at 448, 254 finite codes round-trip; blocks: scale f32(amax/448), zero block 1, partial blocks")
+
+
+def load_fp8_hf(folder):
+    """An --fp8-block hf/ folder: config.json, the stored tensors (F8_E4M3 as codes) and dtypes, and the float64
+    model whose quantized weights are the dequantized float32 values (the other tensors as stored)."""
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    stored, dtypes = tg.load_safetensors(os.path.join(folder, "model.safetensors"), with_dtypes=True)
+    block = config["quantization_config"]["weight_block_size"]
+    state = {n: torch.from_numpy(tg.fp8_block_dequantize(t.numpy(), stored[n + "_scale_inv"].numpy(), block))
+             if dtypes[n] == "F8_E4M3" else t for n, t in stored.items() if not n.endswith("_scale_inv")}
+    lib = td if config["model_type"] in td.MODEL_TYPES else tl
+    net = (td.DeepseekV3 if lib is td else tl.Llama)(lib.config_from_hf(config)).double()
+    net.load_state_dict({n: t.double() for n, t in state.items()}, strict=True)
+    return config, stored, dtypes, net
+
+
+def check_fp8_reference(tmp):
+    """--fp8-block golden runs against the same run without it: every 2-D weight but the embeddings, lm_head and
+    the routers is F8_E4M3 with an F32 `<name>_scale_inv` (ceil(out/R), ceil(in/C)) right after it, the rest is
+    the plain run's F32 tensors unchanged; each dequantized weight is within half an e4m3 step of the plain
+    weight (|d - w| <= 2^-4 |w| + 2^-10 scale, with float32 rounding slack); quantization_config in config.json
+    only; train.bin unchanged; the model built from the dequantized file reproduces step 1 exactly."""
+    runs = {"deepseek_v3": ("--model", "deepseek_v3", "--q-lora-rank", "12", "--fp8-block", "8", "12"),
+            "llama": ("--model", "llama", "--tie", "1", "--fp8-block", "16", "20"),
+            "qwen2": ("--model", "qwen2", "--fp8-block", "8", "12"),
+            "mixtral": ("--model", "mixtral", "--fp8-block", "16", "16")}
+    worst = 0.0
+    for name, flags in runs.items():
+        block = [int(f) for f in flags[-2:]]
+        fp8 = run_llama_reference(tmp, f"fp8_{name}", *flags, "--steps", "2")
+        plain = run_llama_reference(tmp, f"fp8_{name}_plain", *flags[:-3], "--steps", "2")
+        out = os.path.join(tmp, f"fp8_{name}")
+        config, stored, dtypes, net = load_fp8_hf(os.path.join(out, "hf"))
+        assert config["quantization_config"] == {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                                 "weight_block_size": block}, f"{name}: quantization_config"
+        with open(os.path.join(out, "hf_final", "config.json")) as f:
+            assert "quantization_config" not in json.load(f), f"{name}: hf_final is quantized"
+        _, final_dtypes = tg.load_safetensors(os.path.join(out, "hf_final", "model.safetensors"), with_dtypes=True)
+        assert set(final_dtypes.values()) == {"F32"}, f"{name}: hf_final is not F32"
+        weights = tg.load_safetensors(os.path.join(tmp, f"fp8_{name}_plain", "hf", "model.safetensors"))
+        quantized = [n for n, t in weights.items() if t.dim() == 2 and not n.endswith(
+            ("embed_tokens.weight", "lm_head.weight", ".gate.weight"))]
+        assert sorted(stored) == sorted(list(weights) + [n + "_scale_inv" for n in quantized]), f"{name}: names"
+        keys = list(stored)
+        for n, w in weights.items():
+            if n not in quantized:
+                assert dtypes[n] == "F32" and torch.equal(stored[n], w), f"{name}: {n} is not the plain F32 tensor"
+                continue
+            scale = stored[n + "_scale_inv"]
+            assert keys[keys.index(n) + 1] == n + "_scale_inv", f"{name}: {n}'s scale does not follow it"
+            assert dtypes[n] == "F8_E4M3" and stored[n].dtype == torch.uint8 and stored[n].shape == w.shape
+            assert dtypes[n + "_scale_inv"] == "F32" and list(scale.shape) == [
+                -(-w.shape[0] // block[0]), -(-w.shape[1] // block[1])], f"{name}: {n}_scale_inv shape"
+            s = scale.repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)[:w.shape[0], :w.shape[1]].double()
+            err = (torch.from_numpy(tg.fp8_block_dequantize(stored[n].numpy(), scale.numpy(), block)).double()
+                   - w.double()).abs()
+            bound = (2.0 ** -4 + 2.0 ** -20) * w.double().abs() + 2.0 ** -10 * s
+            assert (err <= bound).all(), f"{name}: {n} is more than half an e4m3 step from the plain weight"
+            worst = max(worst, (err / bound).max().item())
+        with open(os.path.join(out, "train.bin"), "rb") as a, \
+                open(os.path.join(tmp, f"fp8_{name}_plain", "train.bin"), "rb") as b:
+            assert a.read() == b.read(), f"{name}: --fp8-block changes train.bin"
+        assert fp8["config"]["fp8_block"] == block and "fp8_block" not in plain["config"]
+        assert fp8["losses"] != plain["losses"], f"{name}: the quantized run equals the plain one"
+        # The reference trained from exactly the dequantized weights: they reproduce step 1 bit for bit.
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            parts = [(td if name == "deepseek_v3" else tl).objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+        assert sum(p[1].item() for p in parts) / 2 == fp8["losses"][0], f"{name} fp8: step-1 loss not reproduced"
+        if net.cfg.is_moe:
+            assert sum(p[2].item() for p in parts) / 2 == fp8["aux_losses"][0], f"{name} fp8: step-1 aux"
+    assert worst > 0.5, f"the half-step bound is loose ({worst})"
+    assert refused("--model", "llama", "--fp8-block", "0", "16") and refused("--model", "llama", "--fp8-block", "8")
+    print(f"make_hf_llama_reference --fp8-block: deepseek_v3 (q_a/q_b, partial blocks), llama (tied), qwen2 (biases "
+          f"F32), mixtral: projections F8_E4M3 + F32 weight_scale_inv of ceil shapes, embeddings/routers/norms F32; "
+          f"within half an e4m3 step (worst {worst:.2f} of the bound); hf/ dequantized reproduces step 1")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -1205,6 +1349,8 @@ def main():
         check_group_limited_routing()
         check_group_limited_hf(tmp)
         check_group_limited_reference(tmp)
+        check_e4m3()
+        check_fp8_reference(tmp)
     print("all reference checks passed")
 
 

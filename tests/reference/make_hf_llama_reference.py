@@ -8,6 +8,8 @@
 # --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek too, on its qk_rope channels).
 # --norm-topk 0 leaves the chosen experts' weights unnormalised (Qwen3-MoE, DeepSeek-V3; DeepSeek-V2's default).
 # --n-group G --topk-group K limits DeepSeek's routing to each token's K best groups of E/G experts.
+# --fp8-block R C stores hf/'s attention and MLP projections as Hugging Face's fine-grained FP8 (F8_E4M3 codes with
+# an F32 weight_scale_inv per R x C block, as DeepSeek-V3's release) and trains from their dequantized values.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|mixtral|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
@@ -34,6 +36,11 @@ DEEPSEEK_MODELS = ("deepseek_v3", "deepseek_v2")
 # YaRN's flags, in expected.json's config only with --rope-scaling yarn.
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
+# The nn.Linear weights that --fp8-block quantizes, as DeepSeek-V3's release does: the attention projections and
+# every MLP's (dense, routed experts, Mixtral's w1/w2/w3, shared experts). Embeddings, lm_head, norms, routers
+# (mlp.gate, block_sparse_moe.gate), e_score_correction_bias and biases stay F32.
+FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "k_proj", "v_proj", "o_proj",
+               "gate_proj", "up_proj", "down_proj", "w1", "w2", "w3")
 
 
 def parse_args(argv=None):
@@ -105,12 +112,17 @@ def parse_args(argv=None):
     p.add_argument("--micro-batches", type=int, default=2, help="gradient accumulation steps; divides --batch")
     p.add_argument("--seq-len", type=int, default=16)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--fp8-block", type=int, nargs=2, metavar=("R", "C"), default=None,
+                   help="store the attention and MLP projections in hf/ as fine-grained FP8 (F8_E4M3, one F32 "
+                        "weight_scale_inv per R x C block) and train from their dequantized values")
     tg.add_optimizer_args(p)
     args = p.parse_args(argv)
     if args.seq_len > args.context:
         p.error("--seq-len must not exceed --context")
     if args.batch % args.micro_batches:
         p.error("--micro-batches must divide --batch")
+    if args.fp8_block is not None and min(args.fp8_block) < 1:
+        p.error("--fp8-block R C must be positive")
     if args.rope_scaling == "yarn":
         if args.yarn_factor < 1 or min(args.yarn_original_max, args.yarn_beta_fast, args.yarn_beta_slow) <= 0:
             p.error("--yarn-factor must be >= 1 (HF and Tessera refuse less), --yarn-original-max, --yarn-beta-fast "
@@ -191,6 +203,37 @@ def model_config(args):
         tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model in ("mixtral", "qwen3_moe") else 0,
         top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
         head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk))
+
+
+def fp8_quantize(model, block):
+    """Block-quantizes the FP8_LINEARS weights (tg.fp8_block_quantize) and sets each to what a loader reads back,
+    f32(e4m3 value) * f32(scale_inv). Returns model.safetensors' tensors and their dtypes: state_dict() (F32) with
+    each quantized `<name>.weight` as F8_E4M3 codes, followed by `<name>.weight_scale_inv` (F32, one per block)."""
+    tensors, dtypes = {}, {}
+    with torch.no_grad():
+        for name, t in model.state_dict().items():    # t shares the parameter's storage
+            if name.endswith(".weight") and name.split(".")[-2] in FP8_LINEARS:
+                codes, scale_inv = tg.fp8_block_quantize(t.float().numpy(), block)
+                t.copy_(torch.from_numpy(tg.fp8_block_dequantize(codes, scale_inv, block)))
+                tensors[name], dtypes[name] = codes, "F8_E4M3"
+                tensors[name + "_scale_inv"] = scale_inv
+            else:
+                tensors[name] = t
+    return tensors, dtypes
+
+
+def save_fp8_hf(folder, tensors, dtypes, block):
+    """Turns the F32 folder save_hf wrote into the FP8 one: config.json gains HF's quantization_config and
+    model.safetensors is rewritten from fp8_quantize's tensors."""
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                     "weight_block_size": list(block)}
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    tg.save_safetensors(os.path.join(folder, "model.safetensors"), tensors, metadata={"format": "pt"}, dtypes=dtypes)
 
 
 def router_margin(router_values, top_k):
@@ -298,7 +341,8 @@ def run_config(args, cfg, num_tokens):
                # n_group and topk_group are recorded only when there are groups
                + (("n_group", "topk_group") if deepseek and cfg.n_group == 1 else ())
                # norm_topk is recorded where it is not 1 or the model's default is not (deepseek_v2)
-               + (("norm_topk",) if args.norm_topk == 1 and not v2 else ()))
+               + (("norm_topk",) if args.norm_topk == 1 and not v2 else ())
+               + (("fp8_block",) if args.fp8_block is None else ()))
     config = {k: v for k, v in vars(args).items() if k not in dropped}
     config.update({
         "head_size": cfg.qk_head_dim if deepseek else cfg.head_size,
@@ -349,6 +393,11 @@ def run_config(args, cfg, num_tokens):
         config["bias_balance"] = ("after each optimizer step, when bias_rate > 0: bias_e = f32(bias_e + f32(bias_rate "
                                   "* sign(mean_e load - load_e))), load = the step's top-k picks summed over its "
                                   "micro-batches; the bias is no parameter (no AdamW, no decay, not in grad_norm)")
+    if args.fp8_block is not None:
+        config["init"] += ("; then fp8_block: each q/q_a/q_b/kv_a/kv_b/k/v/o_proj, gate/up/down_proj and w1/w2/w3 "
+                           "weight replaced by f32(e4m3 code) * f32(scale_inv), its block's scale_inv = f32(amax/448), "
+                           "code = nearest e4m3 (ties to even, saturating) of f32(w/scale_inv); hf/ holds codes and "
+                           "scales, hf_final F32")
     if deepseek and cfg.n_group > 1:
         config["routing"] += (
             "; group-limited (n_group, topk_group): group g = experts [g*E/G, (g+1)*E/G), its score the "
@@ -385,6 +434,8 @@ def main(argv=None):
     lib = td if deepseek else tl
     model = (td.DeepseekV3 if deepseek else tl.Llama)(cfg).double()
     lib.init_weights(model, gen, router_std=args.router_std)
+    if args.fp8_block is not None:
+        fp8_tensors, fp8_dtypes = fp8_quantize(model, args.fp8_block)
     num_tokens = args.steps * args.batch * args.seq_len + 1
     tokens = torch.randint(0, args.vocab, (num_tokens,), generator=gen, dtype=torch.int64)
 
@@ -392,6 +443,8 @@ def main(argv=None):
     aux_coef = args.aux_coef if cfg.is_moe else None
     save = td.save_hf if deepseek else (lambda net, folder: tl.save_hf(net, folder, aux_coef))
     save(model, os.path.join(args.out, "hf"))
+    if args.fp8_block is not None:
+        save_fp8_hf(os.path.join(args.out, "hf"), fp8_tensors, fp8_dtypes, args.fp8_block)
     tg.write_token_shard(os.path.join(args.out, "train.bin"), tokens.numpy(), version=2)
 
     hist = train(model, tokens, args)

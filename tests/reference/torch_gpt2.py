@@ -1,6 +1,7 @@
 # Plain-PyTorch GPT-2 (fp32, nn.Linear layout) that Tessera is checked against, plus the file formats
-# the C++ side reads: safetensors (F32 write; F32/F16/BF16 read), the Hugging Face GPT-2 folder
-# (Conv1D weights stored transposed, (in, out)), and llm.c token shards (256 int32 header, then tokens).
+# the C++ side reads: safetensors (F32/F16/BF16/F8_E4M3 write; also F64/I32/I64 read), float8 e4m3 codes and
+# Hugging Face's fine-grained FP8 blocks, the Hugging Face GPT-2 folder (Conv1D weights stored transposed,
+# (in, out)), and llm.c token shards (256 int32 header, then tokens).
 # Module names mirror the HF tensor names (wte, h.{i}.attn.c_attn, ...), so state_dict() keys are the
 # HF keys. Logits use the first V rows of the tied wte only; Tessera's padded rows are never predicted.
 import json
@@ -158,7 +159,7 @@ def lr_at(step, lr, num_steps, schedule="constant", warmup=0, min_lr=0.0):
 # ---------------------------------------------------------------- safetensors
 
 _NP_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "F64": np.dtype("<f8"),
-              "I32": np.dtype("<i4"), "I64": np.dtype("<i8"), "BF16": np.dtype("<u2")}
+              "I32": np.dtype("<i4"), "I64": np.dtype("<i8"), "BF16": np.dtype("<u2"), "F8_E4M3": np.dtype("u1")}
 
 
 def _float32_to_bf16_bits(a):
@@ -176,23 +177,31 @@ def _bf16_bits_to_float32(bits):
     return flat.view("<f4").reshape(bits.shape)
 
 
-def save_safetensors(path, tensors, dtype="F32", metadata=None):
+def save_safetensors(path, tensors, dtype="F32", metadata=None, dtypes=None):
     """tensors: name -> tensor/array, written in the given order. Header = 8-byte LE length, then
     JSON {name: {dtype, shape, data_offsets [begin, end) relative to the data}}, space-padded to a
-    multiple of 8; then the raw little-endian data. dtype F32 (default), F16 or BF16."""
+    multiple of 8; then the raw little-endian data. dtype F32 (default), F16 or BF16; dtypes (name ->
+    dtype) overrides it per tensor, and F8_E4M3 there takes the raw uint8 codes (e4m3_encode)."""
     header, blobs, offset = {}, [], 0
     if metadata is not None:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     for name, t in tensors.items():
+        dt = (dtypes or {}).get(name, dtype)
         a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-        a = np.array(a, dtype=np.float32, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-        if dtype == "BF16":
-            raw = _float32_to_bf16_bits(a).tobytes()
-        elif dtype in ("F32", "F16"):
-            raw = a.astype(_NP_DTYPES[dtype]).tobytes()
+        if dt == "F8_E4M3":
+            if a.dtype != np.uint8:
+                raise ValueError(f"save_safetensors: F8_E4M3 tensor {name} must be uint8 codes, not {a.dtype}")
+            a = np.array(a, order="C")
+            raw = a.tobytes()
         else:
-            raise ValueError(f"save_safetensors: unsupported dtype {dtype}")
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+            a = np.array(a, dtype=np.float32, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+            if dt == "BF16":
+                raw = _float32_to_bf16_bits(a).tobytes()
+            elif dt in ("F32", "F16"):
+                raw = a.astype(_NP_DTYPES[dt]).tobytes()
+            else:
+                raise ValueError(f"save_safetensors: unsupported dtype {dt}")
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -205,8 +214,9 @@ def save_safetensors(path, tensors, dtype="F32", metadata=None):
 
 
 def load_safetensors(path, with_dtypes=False):
-    """name -> float32 torch tensor (F32, F16 and BF16 widened; I32/I64 kept as integers).
-    Checks every tensor's byte range against its shape and the file size."""
+    """name -> float32 torch tensor (F16, BF16 and F64 converted; I32/I64 kept as integers; F8_E4M3 kept
+    as its raw codes, a torch.uint8 tensor: decode with e4m3_decode). Checks every tensor's byte range
+    against its shape and the file size."""
     with open(path, "rb") as f:
         buf = f.read()
     n = int.from_bytes(buf[:8], "little")
@@ -232,6 +242,70 @@ def load_safetensors(path, with_dtypes=False):
         out[name] = torch.from_numpy(a.copy())
         dtypes[name] = dt
     return (out, dtypes) if with_dtypes else out
+
+
+# ---------------------------------------------------------------- float8 e4m3 and fine-grained FP8
+
+def _e4m3_table():
+    """The values of the 256 codes of OCP float8 e4m3fn (torch's float8_e4m3fn), from the format: sign bit, 4
+    exponent bits (bias 7), 3 mantissa bits; exponent 0 is subnormal, m/8 * 2^-6; no infinities; 0x7f and 0xff
+    are NaN, so the largest value is 0x7e = 448."""
+    codes = np.arange(256)
+    e, m = (codes >> 3) & 0xF, codes & 0x7
+    mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1.0 + m / 8.0) * 2.0 ** (e - 7.0))
+    mag[(e == 15) & (m == 7)] = np.nan
+    return (np.where(codes & 0x80, -1.0, 1.0) * mag).astype(np.float32)
+
+
+E4M3_VALUES = _e4m3_table()         # code -> float32 value
+E4M3_MAX = 448.0
+# The midpoints between the positive values of codes c and c + 1 (c = 0 .. 0x7d), ascending and exact in float64.
+_E4M3_MIDPOINTS = (E4M3_VALUES[:0x7E].astype(np.float64) + E4M3_VALUES[1:0x7F]) / 2
+
+
+def e4m3_decode(codes):
+    """uint8 codes -> their float32 values (a table look-up)."""
+    return E4M3_VALUES[np.asarray(codes, dtype=np.uint8)]
+
+
+def e4m3_encode(x):
+    """The e4m3 codes (uint8) nearest to x: ties to the even code, |x| above 448 (infinities too) saturates to
+    0x7e / 0xfe, NaN gives 0x7f, and -0.0 keeps its sign (0x80)."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.abs(x)
+    code = np.searchsorted(_E4M3_MIDPOINTS, a, side="left")     # the count of midpoints below |x|: 0 .. 0x7e
+    tie = _E4M3_MIDPOINTS[np.minimum(code, _E4M3_MIDPOINTS.size - 1)] == a
+    code = code + (tie & (code % 2 == 1))                        # a tie between codes c and c + 1 takes the even
+    code = np.where(np.signbit(x), code | 0x80, code)
+    return np.where(np.isnan(x), 0x7F, code).astype(np.uint8)
+
+
+def fp8_block_quantize(w, block):
+    """Hugging Face's fine-grained FP8 (DeepSeek-V3's weight_block_size) of a 2-D array w (out, in), rounded to
+    float32 first, in R x C blocks (block = (R, C); the last row and column of blocks may be partial). Per block,
+    in float32: scale_inv = amax|w_block| / 448 (1 for an all-zero block) and codes = e4m3_encode(w_block /
+    scale_inv), where a quotient just above 448 saturates. Returns codes (uint8, (out, in)) and scale_inv
+    (float32, (ceil(out/R), ceil(in/C)))."""
+    w = np.asarray(w, dtype=np.float32)
+    R, C = block
+    scale_inv = np.ones((-(-w.shape[0] // R), -(-w.shape[1] // C)), dtype=np.float32)
+    codes = np.empty(w.shape, dtype=np.uint8)
+    for i in range(scale_inv.shape[0]):
+        for j in range(scale_inv.shape[1]):
+            rows, cols = slice(i * R, (i + 1) * R), slice(j * C, (j + 1) * C)
+            amax = np.abs(w[rows, cols]).max()
+            if amax > 0:
+                scale_inv[i, j] = amax / np.float32(E4M3_MAX)
+            codes[rows, cols] = e4m3_encode(w[rows, cols] / scale_inv[i, j])
+    return codes, scale_inv
+
+
+def fp8_block_dequantize(codes, scale_inv, block):
+    """What a loader reads from fp8_block_quantize's output: float32(e4m3 value) * float32(scale_inv of the
+    code's block), one float32 multiplication. Returns float32 (out, in)."""
+    R, C = block
+    scale = np.repeat(np.repeat(np.asarray(scale_inv, dtype=np.float32), R, axis=0), C, axis=1)
+    return e4m3_decode(codes) * scale[:codes.shape[0], :codes.shape[1]]
 
 
 # ---------------------------------------------------------------- Hugging Face GPT-2 folder

@@ -83,6 +83,11 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
   out << text;
 }
 
+void write_raw(const std::filesystem::path& path, const std::string& header, const std::string& data) {
+  const uint64_t n = header.size();
+  write_text(path, std::string(reinterpret_cast<const char*>(&n), 8) + header + data);
+}
+
 void add_special_tokens(const std::filesystem::path& path, const std::vector<std::string>& specials) {
   nlohmann::json tokenizer = nlohmann::json::parse(read_text(path));
   for (const std::string& special : specials) {

@@ -33,6 +33,8 @@ void write_text(const std::filesystem::path& path, const std::string& text);
 // tokenizer.json at `path`, rewriting it.
 void add_special_tokens(const std::filesystem::path& path, const std::vector<std::string>& specials);
 std::string read_text(const std::filesystem::path& path);
+// A safetensors file from a raw header string and a data section, bypassing our writer.
+void write_raw(const std::filesystem::path& path, const std::string& header, const std::string& data);
 // Every path under `root` with its bytes (a link: its target), to compare a folder before and after.
 std::map<std::string, std::string> folder_snapshot(const std::filesystem::path& root);
 

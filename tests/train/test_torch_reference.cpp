@@ -207,6 +207,18 @@ TEST(TorchReference, HuggingFaceDeepSeekV3GroupLimitedRoutingTrainsLikeFloat64Py
                              1e-5);
 }
 
+// DeepSeek-V3 as it ships, its linear weights in fine-grained FP8 (E4M3 codes, one fp32 scale per 8 x 12
+// block, partial blocks at the edges), and a Llama whose tied embedding stays unquantized: each starts
+// from float32(code) * scale, as PyTorch's does, and trains as it does.
+TEST(TorchReference, HuggingFaceFp8BlockWeightsTrainLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model deepseek_v3 --q-lora-rank 12 --fp8-block 8 12 --rms-eps 1e-4 --steps 10 "
+                             "--aux-coef 0.02 --lr 2e-3 --grad-clip 1.0",
+                             1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model llama --tie 1 --fp8-block 16 20 --steps 10 --lr 3e-3 --grad-clip 1.0");
+}
+
 TEST(TorchReference, HuggingFaceDeepSeekV2GroupLimitedRoutingTrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py",
                              "--model deepseek_v2 --experts 8 --top-k 3 --n-group 4 --topk-group 2 --seed 2 "
