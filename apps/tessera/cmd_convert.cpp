@@ -78,9 +78,10 @@ void add_convert_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = add_command(app, "convert", "Convert between Tessera checkpoints and Hugging Face folders");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run folder to export (with --to-hf)");
-  cmd->add_option("--to-hf", o->to_hf, "Write a Hugging Face folder (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM or "
-                  "MixtralForCausalLM, by the model's family) here");
-  cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral or DeepSeek-V2/V3 folder to import (with --out)");
+  cmd->add_option("--to-hf", o->to_hf, "Write a Hugging Face folder here, in the model family's form (GPT2LMHeadModel, "
+                  "LlamaForCausalLM, Qwen2/Qwen3/Qwen3Moe, Mixtral or DeepseekV2/V3ForCausalLM)");
+  cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral or "
+                  "DeepSeek-V2/V3 folder to import (with --out); F32, BF16, F16 or fine-grained FP8 weights");
   cmd->add_option("--out", o->out, "Run folder to write the imported checkpoint into");
   cmd->add_option("--dtype", o->dtype,
                   "Element type of an export's weights: fp32 (exact), bf16 or fp16 (half the bytes, as models are "

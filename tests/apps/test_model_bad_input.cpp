@@ -106,6 +106,13 @@ std::vector<ModelBadInput> cases() {
          return init_from(d, "llama-hf");
        },
        "rope_scaling type '\"longrope\"' is not supported"},
+      {"QuantizedOtherThanFp8Blocks",  // GPTQ, AWQ, bitsandbytes: Tessera reads fine-grained FP8 only
+       [](auto d) {
+         edit_json(d / "llama-hf" / "config.json",
+                   [](auto& j) { j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}}; });
+         return init_from(d, "llama-hf");
+       },
+       "quantization_config's quant_method is '\"awq\"'; Tessera reads unquantized weights"},
       {"TopKAboveExperts",
        [](auto d) {
          edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["num_experts_per_tok"] = 5; });
