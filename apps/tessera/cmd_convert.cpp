@@ -22,10 +22,12 @@ struct Options {
   std::string checkpoint, from_hf, to_hf, out, dtype = "fp32";
 };
 
-// --dtype of an export: the element type of its safetensors weights.
-DType export_dtype(const std::string& flag) {
-  TS_CHECK(flag == "fp32" || flag == "bf16" || flag == "fp16", "--dtype must be fp32 (exact), bf16 or fp16 (half the ",
-           "bytes, rounded to nearest), got ", quoted_text(flag));
+// --dtype of an export: how its safetensors store the weights. fp8 is DeepSeek-V3's release form:
+// projections in E4M3 blocks of 128 x 128, everything else bf16.
+HfWeightType export_type(const std::string& flag) {
+  TS_CHECK(flag == "fp32" || flag == "bf16" || flag == "fp16" || flag == "fp8", "--dtype must be fp32 (exact), bf16 ",
+           "or fp16 (half the bytes, rounded to nearest), or fp8 (fine-grained FP8 blocks), got ", quoted_text(flag));
+  if (flag == "fp8") return {DType::bf16, kDeepseekFp8Blocks};
   return flag == "bf16" ? DType::bf16 : flag == "fp16" ? DType::f16 : DType::f32;
 }
 
@@ -42,14 +44,14 @@ void require_new_or_empty_folder(const fs::path& folder) {
 
 // The checkpoint's weights (read as each file is written: the export never holds the whole model),
 // config.json naming the run tokenizer's special tokens, and that tokenizer, into `folder`.
-void write_export(const std::string& checkpoint_arg, const fs::path& folder, DType dtype) {
+void write_export(const std::string& checkpoint_arg, const fs::path& folder, HfWeightType type) {
   const fs::path checkpoint = checkpoint_noting(checkpoint_arg);
   const ModelConfig config = read_checkpoint_model_config(checkpoint);
   std::optional<Tokenizer> tokenizer;
   if (const fs::path file = fs::path(checkpoint_arg) / "tokenizer.json"; fs::exists(file))
     tokenizer = Tokenizer::load(file);
   save_hf_model(folder, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights,
-                tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{}, dtype);
+                tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{}, type);
   if (tokenizer) tokenizer->save_json(folder / "tokenizer.json");
 }
 
@@ -57,13 +59,13 @@ void write_export(const std::string& checkpoint_arg, const fs::path& folder, DTy
 // or empty again, holds no shards of a model that is not there, and the same command can run again.
 void export_to_hf(const Options& o) {
   TS_CHECK(!o.checkpoint.empty() && o.from_hf.empty(), "convert --to-hf needs --checkpoint");
-  const DType dtype = export_dtype(o.dtype);
+  const HfWeightType type = export_type(o.dtype);
   const fs::path folder = o.to_hf;
   require_new_or_empty_folder(folder);
   std::error_code ec;
   const bool existed = fs::exists(folder, ec);
   try {
-    write_export(o.checkpoint, folder, dtype);
+    write_export(o.checkpoint, folder, type);
   } catch (...) {
     if (!existed) fs::remove_all(folder, ec);
     for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove_all(entry.path(), ec);
@@ -85,7 +87,8 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Run folder to write the imported checkpoint into");
   cmd->add_option("--dtype", o->dtype,
                   "Element type of an export's weights: fp32 (exact), bf16 or fp16 (half the bytes, as models are "
-                  "published)")
+                  "published), or fp8 (the attention and MLP projections in E4M3 blocks of 128 x 128 with fp32 scales, "
+                  "the rest bf16: DeepSeek-V3's release form, which vLLM and SGLang serve)")
       ->capture_default_str();
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {

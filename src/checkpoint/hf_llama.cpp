@@ -102,6 +102,56 @@ std::optional<int64_t> layer_of(const std::string& name) {
   return layer;
 }
 
+// config.json of a Llama-family model other than DeepSeek's, without torch_dtype and token ids.
+json hf_llama_config_json(const ModelConfig& c) {
+  const bool qwen3 = c.qk_norm, qwen3_moe = qwen3 && c.moe.enabled();
+  const bool mixtral = c.moe.enabled() && !qwen3, qwen2 = c.qkv_bias;
+  const char* architecture = mixtral     ? "MixtralForCausalLM"
+                             : qwen2     ? "Qwen2ForCausalLM"
+                             : qwen3_moe ? "Qwen3MoeForCausalLM"
+                             : qwen3     ? "Qwen3ForCausalLM"
+                                         : "LlamaForCausalLM";
+  json j = {{"architectures", json::array({architecture})},
+            {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : qwen3_moe ? "qwen3_moe" : qwen3 ? "qwen3" : "llama"},
+            {"hidden_size", c.channels},
+            {"intermediate_size", mixtral ? c.moe.expert_hidden : c.hidden()},
+            {"num_hidden_layers", c.num_layers},
+            {"num_attention_heads", c.num_heads},
+            {"num_key_value_heads", c.kv_heads()},
+            {"head_dim", c.head_size()},
+            {"vocab_size", c.vocab_size},
+            {"max_position_embeddings", c.max_seq_len},
+            {"rms_norm_eps", json_float(c.norm_eps)},
+            {"rope_theta", json_float(c.rope.theta)},
+            {"rope_scaling", rope_scaling_json(c.rope)},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", c.tied_embeddings},
+            {"initializer_range", 0.02}};
+  if (mixtral) {
+    j["num_local_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
+  } else if (qwen2) {
+    j["use_sliding_window"] = false;
+  } else if (qwen3) {
+    j["use_sliding_window"] = false;
+    j["attention_bias"] = false;
+    if (qwen3_moe) {
+      j["num_experts"] = c.moe.num_experts;
+      j["num_experts_per_tok"] = c.moe.top_k;
+      j["moe_intermediate_size"] = c.moe.expert_hidden;
+      j["norm_topk_prob"] = c.moe.renormalize;
+      j["decoder_sparse_step"] = 1;
+      j["mlp_only_layers"] = json::array();
+      j["output_router_logits"] = false;
+    }
+  } else {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  return j;
+}
+
 }  // namespace
 
 bool is_hf_llama_type(const json& model_type) {
@@ -206,7 +256,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 }
 
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   int64_t max_shard_bytes, const HfTokenIds& ids, DType dtype) {
+                   int64_t max_shard_bytes, const HfTokenIds& ids, HfWeightType type) {
   config.validate();
   const bool deepseek = hf_deepseek_exportable(config);
   const bool qwen3_moe_form = config.qk_norm && config.moe.enabled();
@@ -232,60 +282,10 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                          if (config.mla.enabled()) interleave_rope_rows(config, name, out, end - begin);
                        }});
   }
-  write_hf_weights(dir, tensors, max_shard_bytes, dtype);
-  if (deepseek) {
-    json hf = hf_deepseek_config_json(config);
-    hf["torch_dtype"] = hf_torch_dtype(dtype);
-    put_hf_token_ids(hf, ids);
-    return write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
-  }
-
-  const bool qwen3 = config.qk_norm, qwen3_moe = qwen3 && config.moe.enabled();
-  const bool mixtral = config.moe.enabled() && !qwen3, qwen2 = config.qkv_bias;
-  const char* architecture = mixtral     ? "MixtralForCausalLM"
-                             : qwen2     ? "Qwen2ForCausalLM"
-                             : qwen3_moe ? "Qwen3MoeForCausalLM"
-                             : qwen3     ? "Qwen3ForCausalLM"
-                                         : "LlamaForCausalLM";
-  json hf = {{"architectures", json::array({architecture})},
-             {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : qwen3_moe ? "qwen3_moe" : qwen3 ? "qwen3" : "llama"},
-             {"hidden_size", config.channels},
-             {"intermediate_size", mixtral ? config.moe.expert_hidden : config.hidden()},
-             {"num_hidden_layers", config.num_layers},
-             {"num_attention_heads", config.num_heads},
-             {"num_key_value_heads", config.kv_heads()},
-             {"head_dim", config.head_size()},
-             {"vocab_size", config.vocab_size},
-             {"max_position_embeddings", config.max_seq_len},
-             {"rms_norm_eps", json_float(config.norm_eps)},
-             {"rope_theta", json_float(config.rope.theta)},
-             {"rope_scaling", rope_scaling_json(config.rope)},
-             {"hidden_act", "silu"},
-             {"tie_word_embeddings", config.tied_embeddings},
-             {"initializer_range", 0.02},
-             {"torch_dtype", hf_torch_dtype(dtype)}};
-  if (mixtral) {
-    hf["num_local_experts"] = config.moe.num_experts;
-    hf["num_experts_per_tok"] = config.moe.top_k;
-    hf["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
-  } else if (qwen2) {
-    hf["use_sliding_window"] = false;
-  } else if (qwen3) {
-    hf["use_sliding_window"] = false;
-    hf["attention_bias"] = false;
-    if (qwen3_moe) {
-      hf["num_experts"] = config.moe.num_experts;
-      hf["num_experts_per_tok"] = config.moe.top_k;
-      hf["moe_intermediate_size"] = config.moe.expert_hidden;
-      hf["norm_topk_prob"] = config.moe.renormalize;
-      hf["decoder_sparse_step"] = 1;
-      hf["mlp_only_layers"] = json::array();
-      hf["output_router_logits"] = false;
-    }
-  } else {
-    hf["attention_bias"] = false;
-    hf["mlp_bias"] = false;
-  }
+  write_hf_weights(dir, tensors, max_shard_bytes, type);
+  json hf = deepseek ? hf_deepseek_config_json(config) : hf_llama_config_json(config);
+  hf["torch_dtype"] = hf_torch_dtype(type.dtype);
+  if (type.fp8.enabled()) hf["quantization_config"] = hf_quantization_config(type.fp8);
   put_hf_token_ids(hf, ids);
   write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
 }

@@ -19,6 +19,7 @@
 
 #include "checkpoint/hf_source.h"
 #include "checkpoint/hf_token_ids.h"
+#include "checkpoint/hf_weight_files.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 
@@ -46,10 +47,10 @@ void load_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
 // written atomically; `dir` is created if needed.
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params,
                    int64_t max_shard_bytes = int64_t(5) << 30);
-// The same from the whole model's values (a checkpoint's, say), read one shard at a time, in `dtype`
-// (F32, BF16 or F16: write_hf_weights); config.json names `ids` (bos_token_id, eos_token_id) when known.
+// The same from the whole model's values (a checkpoint's, say), read one shard at a time, stored as
+// `type` says (write_hf_weights; FP8 blocks declared in config.json's quantization_config); config.json
+// names `ids` (bos_token_id, eos_token_id) when known.
 void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   int64_t max_shard_bytes = int64_t(5) << 30, const HfTokenIds& ids = {},
-                   DType dtype = DType::f32);
+                   int64_t max_shard_bytes = int64_t(5) << 30, const HfTokenIds& ids = {}, HfWeightType type = {});
 
 }  // namespace tessera

@@ -59,9 +59,11 @@ void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
 }
 
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   const HfTokenIds& ids, DType dtype) {
-  if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values, ids, dtype);
-  save_hf_llama(dir, config, values, int64_t(5) << 30, ids, dtype);
+                   const HfTokenIds& ids, HfWeightType type) {
+  TS_CHECK(config.naming != Naming::gpt2 || !type.fp8.enabled(), "a GPT-2 has no fine-grained FP8 form (its ",
+           "Conv1D weights are not the linear layers transformers quantizes): export it in bf16 or fp16");
+  if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values, ids, type.dtype);
+  save_hf_llama(dir, config, values, int64_t(5) << 30, ids, type);
 }
 
 ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelConfig& config,

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "checkpoint/hf_token_ids.h"
+#include "checkpoint/hf_weight_files.h"
 
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
@@ -22,9 +23,10 @@ ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelCon
                                 const ParameterLayout& layout);
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params);
 // From the whole model's values, read as the files are written (a checkpoint's: an export never holds
-// more than one file's tensors) in `dtype` (F32, BF16 or F16); config.json names `ids` (those of the
-// tokenizer exported beside).
+// more than one file's tensors) stored as `type` says (F32, BF16 or F16; FP8 blocks for every family
+// but GPT-2, whose Conv1D weights have no such form); config.json names `ids` (those of the tokenizer
+// exported beside).
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,
-                   const HfTokenIds& ids = {}, DType dtype = DType::f32);
+                   const HfTokenIds& ids = {}, HfWeightType type = {});
 
 }  // namespace tessera

@@ -179,16 +179,36 @@ void round_in_place(std::vector<float>& values, DType dtype, const std::string& 
   }
 }
 
-// Fills `tensors` and writes them as one safetensors file of `dtype`.
-void write_filled(const fs::path& path, const std::vector<const HfTensorOut*>& tensors, DType dtype) {
+// Whether `type` stores tensor `t` in FP8 blocks.
+bool stored_fp8(const HfTensorOut& t, HfWeightType type) {
+  return type.fp8.enabled() && t.shape.size() == 2 && hf_fp8_quantized(t.name);
+}
+
+// The bytes `t` takes in the file as `type` stores it.
+int64_t stored_bytes(const HfTensorOut& t, HfWeightType type) {
+  if (!stored_fp8(t, type)) return shape_numel(t.shape) * int64_t(dtype_size(type.dtype));
+  return shape_numel(t.shape) + shape_numel(type.fp8.scale_shape(t.shape)) * int64_t(sizeof(float));
+}
+
+// Fills `tensors` and writes them as one safetensors file, stored as `type` says.
+void write_filled(const fs::path& path, const std::vector<const HfTensorOut*>& tensors, HfWeightType type) {
   std::vector<std::vector<float>> values;
+  std::vector<Fp8BlockWeight> quantized;
   values.reserve(tensors.size());
+  quantized.reserve(tensors.size());
   std::vector<SafetensorsEntry> entries;
   for (const HfTensorOut* t : tensors) {
     values.emplace_back(size_t(shape_numel(t->shape)));
     t->fill(values.back().data());
-    if (dtype != DType::f32) round_in_place(values.back(), dtype, t->name);
-    entries.push_back({t->name, dtype, t->shape, values.back().data()});
+    if (stored_fp8(*t, type)) {
+      quantized.push_back(quantize_fp8_blocks(values.back().data(), t->shape, type.fp8));
+      entries.push_back({t->name, DType::f32, t->shape, quantized.back().codes.data(), "F8_E4M3"});
+      entries.push_back({fp8_scale_name(t->name), DType::f32, type.fp8.scale_shape(t->shape),
+                         quantized.back().scales.data()});
+      continue;
+    }
+    if (type.dtype != DType::f32) round_in_place(values.back(), type.dtype, t->name);
+    entries.push_back({t->name, type.dtype, t->shape, values.back().data()});
   }
   write_safetensors(path, entries, {{"format", "pt"}});
 }
@@ -196,13 +216,13 @@ void write_filled(const fs::path& path, const std::vector<const HfTensorOut*>& t
 }  // namespace
 
 void write_hf_weights(const fs::path& dir, const std::vector<HfTensorOut>& tensors, int64_t max_shard_bytes,
-                      DType dtype) {
-  TS_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
-           "Hugging Face weights are written in fp32, bf16 or fp16, not ", dtype_name(dtype));
+                      HfWeightType type) {
+  TS_CHECK(type.dtype == DType::f32 || type.dtype == DType::bf16 || type.dtype == DType::f16,
+           "Hugging Face weights are written in fp32, bf16 or fp16, not ", dtype_name(type.dtype));
   std::vector<std::vector<const HfTensorOut*>> shards(1);
   int64_t shard_bytes = 0, total_bytes = 0;
   for (const HfTensorOut& t : tensors) {
-    const int64_t bytes = shape_numel(t.shape) * int64_t(dtype_size(dtype));
+    const int64_t bytes = stored_bytes(t, type);
     if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -212,7 +232,7 @@ void write_hf_weights(const fs::path& dir, const std::vector<HfTensorOut>& tenso
     total_bytes += bytes;
   }
   if (shards.size() == 1) {
-    write_filled(dir / kSingleFile, shards[0], dtype);
+    write_filled(dir / kSingleFile, shards[0], type);
     fs::remove(dir / kIndexFile);  // a stale index would shadow the new single file
     return;
   }
@@ -220,8 +240,11 @@ void write_hf_weights(const fs::path& dir, const std::vector<HfTensorOut>& tenso
   for (size_t k = 0; k < shards.size(); ++k) {
     char name[64];
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
-    write_filled(dir / name, shards[k], dtype);
-    for (const HfTensorOut* t : shards[k]) weight_map[t->name] = name;
+    write_filled(dir / name, shards[k], type);
+    for (const HfTensorOut* t : shards[k]) {
+      weight_map[t->name] = name;
+      if (stored_fp8(*t, type)) weight_map[fp8_scale_name(t->name)] = name;
+    }
   }
   const nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
   write_file_atomic(dir / kIndexFile, index.dump(2) + "\n");

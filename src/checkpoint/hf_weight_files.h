@@ -58,12 +58,20 @@ struct HfTensorOut {
   std::function<void(float* out)> fill;
 };
 
+// How an export stores its weights: every tensor in `dtype` (F32, or BF16 or F16 rounded to nearest
+// even), except, with `fp8` blocks given, the projections hf_fp8_quantized names, stored as E4M3 codes
+// in those blocks beside their F32 scales (quantize_fp8_blocks).
+struct HfWeightType {
+  DType dtype = DType::f32;
+  HfFp8Blocks fp8;
+  HfWeightType(DType dtype = DType::f32, HfFp8Blocks fp8 = {}) : dtype(dtype), fp8(fp8) {}
+};
+
 // Writes `tensors` into dir as model.safetensors, or as model-0000k-of-0000n.safetensors shards of at
 // most max_shard_bytes (a larger single tensor gets a shard of its own) with the index, one file at a
-// time, in `dtype` (F32, or BF16 or F16 rounded to nearest even; a value beyond F16's range is refused,
-// naming the tensor).
+// time, stored as `type` says (a value beyond F16's range is refused, naming the tensor).
 void write_hf_weights(const std::filesystem::path& dir, const std::vector<HfTensorOut>& tensors,
-                      int64_t max_shard_bytes, DType dtype = DType::f32);
+                      int64_t max_shard_bytes, HfWeightType type = {});
 
 // config.json's torch_dtype for weights written in `dtype`: "float32", "bfloat16" or "float16".
 const char* hf_torch_dtype(DType dtype);

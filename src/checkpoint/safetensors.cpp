@@ -46,10 +46,12 @@ const DTypeSpec* find_dtype(std::string_view name) {
   return nullptr;
 }
 
-std::string_view safetensors_dtype(DType type) {
+// How `entry`'s elements are stored: its file_dtype's spec, else its dtype's.
+const DTypeSpec& stored_dtype(const SafetensorsEntry& entry) {
   for (const DTypeSpec& spec : dtype_specs)
-    if (spec.type == type) return spec.name;
-  TS_FAIL("safetensors: no safetensors name for dtype ", dtype_name(type));
+    if (entry.file_dtype ? spec.name == entry.file_dtype : spec.type == entry.dtype) return spec;
+  TS_FAIL("safetensors: tensor '", entry.name, "' has no safetensors type (",
+          entry.file_dtype ? entry.file_dtype : dtype_name(entry.dtype), ")");
 }
 
 }  // namespace
@@ -201,9 +203,10 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
     TS_CHECK(i == 0 || sorted[i - 1]->name != e.name, "writing ", path, ": tensor '", e.name, "' given twice");
     for (int64_t d : e.shape)
       TS_CHECK(d >= 0, "writing ", path, ": tensor '", e.name, "' has negative shape ", shape_string(e.shape));
-    uint64_t bytes = uint64_t(shape_numel(e.shape)) * dtype_size(e.dtype);
+    const DTypeSpec& stored = stored_dtype(e);
+    uint64_t bytes = uint64_t(shape_numel(e.shape)) * stored.size;
     TS_CHECK(bytes == 0 || e.data, "writing ", path, ": tensor '", e.name, "' has no data");
-    header[e.name] = {{"dtype", safetensors_dtype(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[e.name] = {{"dtype", stored.name}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   // Pad with spaces so that the data section starts 8-byte aligned, as the reference writer does.
@@ -214,7 +217,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   AtomicFileWriter file(path);
   file.write(&header_bytes, 8);
   file.write(text.data(), text.size());
-  for (const SafetensorsEntry* e : sorted) file.write(e->data, size_t(shape_numel(e->shape)) * dtype_size(e->dtype));
+  for (const SafetensorsEntry* e : sorted) file.write(e->data, size_t(shape_numel(e->shape)) * stored_dtype(*e).size);
   file.commit();
 }
 

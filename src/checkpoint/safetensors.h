@@ -67,12 +67,14 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// A tensor to write: `data` points at numel(shape) elements of `dtype`, row-major.
+// A tensor to write: `data` points at numel(shape) elements of `dtype`, row-major. `file_dtype` names
+// a type Tessera does not compute in ("F8_E4M3": one byte each) instead of `dtype`.
 struct SafetensorsEntry {
   std::string name;
   DType dtype = DType::f32;
   Shape shape;
   const void* data = nullptr;
+  const char* file_dtype = nullptr;
 };
 
 // Writes `entries` (any order; sorted by name in the file) and `metadata` to `path` atomically.

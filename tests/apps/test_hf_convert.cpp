@@ -8,6 +8,7 @@
 
 #include "checkpoint/hf_llama.h"
 #include "checkpoint/safetensors.h"
+#include "core/fp8.h"
 #include "nn/decoder.h"
 #include "nn/model_presets.h"
 #include "support/test_support.h"
@@ -123,12 +124,45 @@ TEST_F(HfConvert, AnExportInBf16HoldsTheRoundedWeights) {
   EXPECT_TRUE(testing::contains(testing::read_text(dir / "bf16" / "config.json"), R"("torch_dtype": "bfloat16")"));
   EXPECT_EQ(tessera("convert --from-hf " + path("bf16") + " --out " + path("reimported")).exit_code, 0);
 
-  testing::expect_one_line_error(tessera("convert --checkpoint " + path("run") + " --to-hf " + path("x") + " --dtype fp8"),
-                                 "--dtype must be fp32 (exact), bf16 or fp16");
+  testing::expect_one_line_error(tessera("convert --checkpoint " + path("run") + " --to-hf " + path("x") + " --dtype int8"),
+                                 "--dtype must be fp32 (exact), bf16 or fp16 (half the bytes, rounded to nearest), or "
+                                 "fp8 (fine-grained FP8 blocks), got 'int8'");
   testing::expect_one_line_error(tessera("convert --from-hf " + path("hf") + " --out " + path("y") + " --dtype bf16"),
                                  "--dtype sets an export's weights (with --to-hf)");
   EXPECT_FALSE(fs::exists(dir / "x"));
   EXPECT_FALSE(fs::exists(dir / "y"));
+}
+
+// --dtype fp8 writes DeepSeek-V3's release form: the projections as E4M3 codes with a scale per 128 x 128
+// block, the embeddings and norms BF16, quantization_config in config.json; the import reads it back as
+// those codes times their scales.
+TEST_F(HfConvert, AnExportInFp8HoldsBlocksTheImportReadsBack) {
+  ASSERT_EQ(tessera("convert --checkpoint " + path("run") + " --to-hf " + path("fp8") + " --dtype fp8").exit_code, 0);
+  const SafetensorsFile file(dir / "fp8" / "model.safetensors");
+  int quantized = 0;
+  for (const SafetensorsInfo& t : file.tensors()) {
+    if (t.name.ends_with("_scale_inv")) continue;
+    const bool projection = t.name.ends_with("_proj.weight");
+    EXPECT_EQ(t.dtype, projection ? "F8_E4M3" : "BF16") << t.name;
+    if (!projection) continue;
+    EXPECT_EQ(file.info(t.name + "_scale_inv").dtype, "F32") << t.name;
+    ++quantized;
+  }
+  EXPECT_EQ(quantized, 14);  // 2 blocks of q, k, v, o, gate, up and down
+  const nlohmann::json config = nlohmann::json::parse(testing::read_text(dir / "fp8" / "config.json"));
+  EXPECT_EQ(config["quantization_config"]["quant_method"], "fp8");
+  EXPECT_EQ(config["quantization_config"]["weight_block_size"], nlohmann::json::array({128, 128}));
+  EXPECT_EQ(config["torch_dtype"], "bfloat16");
+
+  ASSERT_EQ(tessera("convert --from-hf " + path("fp8") + " --out " + path("reimported")).exit_code, 0);
+  ASSERT_EQ(tessera("convert --checkpoint " + path("reimported") + " --to-hf " + path("back")).exit_code, 0);
+  const SafetensorsFile back(dir / "back" / "model.safetensors");
+  const std::string name = "model.layers.1.mlp.down_proj.weight";
+  const std::vector<float> scale = file.read_f32(name + "_scale_inv"), got = back.read_f32(name);
+  const std::span<const std::byte> codes = file.bytes(name);
+  ASSERT_EQ(scale.size(), 1u);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], fp8_decode(uint8_t(codes[i]), Fp8Format::e4m3) * scale[0]) << name << "[" << i << "]";
 }
 
 }  // namespace

@@ -6,7 +6,12 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/hf_model.h"
+#include "checkpoint/hf_source.h"
 #include "checkpoint/hf_weight_files.h"
+#include "nn/decoder.h"
+#include "nn/decoder_layout.h"
+#include "nn/model_presets.h"
 #include "support/test_support.h"
 
 namespace tessera {
@@ -148,6 +153,89 @@ TEST(HfFp8Blocks, MalformedFoldersAreRefusedNamingTheTensorOrKey) {
   testing::expect_error_with([&] { HfWeightFiles(dir).read_f32("w.weight"); }, {"'w.weight' holds nan at element 10"});
   testing::expect_error_with([&] { HfWeightFiles(dir).check("norm.weight", {3}); },
                              {"'norm.weight' has shape (2), expected (3)"});
+}
+
+// Tensors to export: two projections (a down_proj of 20 x 30 over a wide range of magnitudes; a q_proj
+// of 9 x 7 whose first block holds 448, E4M3's ties at scale 1 and halves of its smallest subnormal, and
+// whose last row is all zero) and two tensors that stay unquantized (a router, a norm).
+std::vector<HfTensorOut> export_tensors() {
+  std::vector<float> down = testing::random_floats(600, 7);
+  for (size_t i = 0; i < down.size(); ++i) down[i] *= std::ldexp(1.0f, int(i % 23) - 12);
+  const std::vector<float> ties = {448, 1.0625f, 1.1875f, -1.0625f, std::ldexp(1.0f, -10), 3 * std::ldexp(1.0f, -10),
+                                   -std::ldexp(1.0f, -10), 17, 19, 0.3f};
+  std::vector<float> q(63, 0.0f);
+  for (size_t i = 0; i < 56; ++i) q[i] = ties[i % ties.size()];
+  auto copy = [](std::vector<float> v) { return [v](float* out) { std::copy(v.begin(), v.end(), out); }; };
+  return {{"model.layers.0.mlp.down_proj.weight", {20, 30}, copy(down)},
+          {"model.layers.0.self_attn.q_proj.weight", {9, 7}, copy(q)},
+          {"model.layers.0.mlp.gate.weight", {4, 6}, copy(testing::random_floats(24, 8))},
+          {"model.norm.weight", {5}, copy(testing::random_floats(5, 9))}};
+}
+
+// The codes and scales of an FP8 export, the independent E4M3 encoder of tests/reference says, are
+// exactly what PyTorch computes from the same fp32 weights (scale = amax / 448 in fp32, nearest code,
+// ties to even); the router and the norm are BF16.
+TEST(HfFp8Blocks, AnExportQuantizesAsPyTorchDoes) {
+  const fs::path dir = testing::scratch_dir();
+  fs::create_directories(dir / "f32");
+  fs::create_directories(dir / "fp8");
+  write_hf_weights(dir / "f32", export_tensors(), int64_t(1) << 30);
+  write_hf_weights(dir / "fp8", export_tensors(), int64_t(1) << 30, HfWeightType(DType::bf16, {8, 12}));
+  const SafetensorsFile file(dir / "fp8" / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.0.mlp.down_proj.weight").dtype, "F8_E4M3");
+  EXPECT_EQ(file.info("model.layers.0.mlp.down_proj.weight_scale_inv").shape, (Shape{3, 3}));
+  EXPECT_EQ(file.info("model.layers.0.self_attn.q_proj.weight_scale_inv").shape, (Shape{2, 1}));
+  EXPECT_EQ(file.info("model.layers.0.mlp.gate.weight").dtype, "BF16");
+  EXPECT_EQ(file.info("model.norm.weight").dtype, "BF16");
+  const std::vector<float> q_scales = file.read_f32("model.layers.0.self_attn.q_proj.weight_scale_inv");
+  EXPECT_EQ(q_scales, (std::vector<float>{1.0f, 1.0f}));  // 448 / 448, and the zero block's 1
+  const testing::CommandResult checked = testing::run_command(
+      "/usr/bin/python3 " + std::string(TESSERA_SOURCE_DIR) + "/tests/reference/check_fp8_export.py " +
+      (dir / "f32").string() + " " + (dir / "fp8").string() + " 8 12");
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_TRUE(testing::contains(checked.output, "2 FP8 tensors match PyTorch's quantization bit for bit")) << checked.output;
+}
+
+// Shards of an FP8 export place each scale beside its weight (the index says so), and the folder reads
+// back through the importer within half an E4M3 step of the exported weights.
+TEST(HfFp8Blocks, AShardedExportReadsBack) {
+  const fs::path dir = testing::scratch_dir();
+  write_hf_weights(dir, export_tensors(), 300, HfWeightType(DType::bf16, {8, 12}));
+  testing::write_text(dir / "config.json", json{{"quantization_config", fp8_config({8, 12})}}.dump());
+  const json index = json::parse(testing::read_text(dir / "model.safetensors.index.json"));
+  EXPECT_EQ(index["weight_map"]["model.layers.0.mlp.down_proj.weight_scale_inv"],
+            index["weight_map"]["model.layers.0.mlp.down_proj.weight"]);
+  const HfWeightFiles files(dir);
+  for (const HfTensorOut& t : export_tensors()) {
+    std::vector<float> want(size_t(shape_numel(t.shape)));
+    t.fill(want.data());
+    const std::vector<float> got = files.read_f32(t.name);
+    const std::vector<float> scales =
+        hf_fp8_quantized(t.name) ? files.file_of(t.name).read_f32(fp8_scale_name(t.name)) : std::vector<float>{};
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!hf_fp8_quantized(t.name)) {
+        ASSERT_EQ(got[i], to_float(to_bf16(want[i]))) << t.name << "[" << i << "]";
+        continue;
+      }
+      const int64_t cols = t.shape[1], block = (int64_t(i) / cols / 8) * ((cols + 11) / 12) + int64_t(i) % cols / 12;
+      const float bound = std::ldexp(std::fabs(want[i]), -4) + std::ldexp(scales[size_t(block)], -10);
+      ASSERT_LE(std::fabs(got[i] - want[i]), bound * (1 + 1e-6f)) << t.name << "[" << i << "]";
+    }
+  }
+}
+
+// GPT-2's Conv1D weights have no fine-grained FP8 form: its export is refused, before anything is written.
+TEST(HfFp8Blocks, AGpt2ExportInFp8IsRefused) {
+  const fs::path dir = testing::scratch_dir();
+  const ModelConfig config = model_preset("gpt2-tiny");
+  Decoder model(config);
+  testing::expect_error_with(
+      [&] {
+        save_hf_model(dir / "hf", config, values_of_named(decoder_layout(config), model.named_params(), "test"), {},
+                      HfWeightType(DType::bf16, kDeepseekFp8Blocks));
+      },
+      {"a GPT-2 has no fine-grained FP8 form", "export it in bf16 or fp16"});
+  EXPECT_FALSE(fs::exists(dir / "hf"));
 }
 
 }  // namespace
