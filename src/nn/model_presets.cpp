@@ -1,4 +1,5 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3 and Mixtral follow their published config.json files.
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
+// published config.json files.
 #include "nn/model_presets.h"
 
 #include <functional>
@@ -68,6 +69,16 @@ ModelConfig deepseek_style(ModelConfig c, int64_t shared, int64_t first_dense) {
   return c;
 }
 
+// YaRN as DeepSeek-V2 and V3 extend their 4,096 positions 40-fold, `mscale` both magnitude terms.
+ModelConfig deepseek_yarn(ModelConfig c, float mscale) {
+  c.rope.yarn = true;
+  c.rope.factor = 40;
+  c.rope.original_max_positions = 4096;
+  c.rope.mscale = mscale;
+  c.rope.mscale_all_dim = mscale;
+  return c;
+}
+
 // DeepSeek-V2/V3's latent attention (every head its own key and value, from the latents), its MoE's
 // routed output scaled by `routed_scale`, RMSNorm eps 1e-6.
 ModelConfig latent_attention(ModelConfig c, LatentAttentionConfig mla, float routed_scale) {
@@ -114,6 +125,25 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
          c.moe.router = RouterKind::softmax_topk;  // DeepSeek-V2: softmax, the chosen weights not renormalised
          c.moe.renormalize = false;
          return c;
+       }},
+      {"deepseek-v2-lite",  // DeepSeek-V2-Lite: 15.7B parameters, 2.4B active (embeddings aside)
+       [] {
+         ModelConfig c = latent_attention(
+             deepseek_style(with_experts(llama(27, 16, 16, 2048, 10944, 102400, 163840, 10000.0f, false), 64, 6, 1408),
+                            2, 1),
+             {.q_rank = 0, .kv_rank = 512, .nope_dim = 128, .rope_dim = 64, .v_dim = 128}, 1.0f);
+         c.moe.router = RouterKind::softmax_topk;
+         c.moe.renormalize = false;
+         return deepseek_yarn(c, 0.707f);
+       }},
+      {"deepseek-v3",  // DeepSeek-V3 (and R1): 671B parameters, 37B active; no multi-token prediction
+       [] {
+         ModelConfig c = latent_attention(
+             deepseek_style(with_experts(llama(61, 128, 128, 7168, 18432, 129280, 163840, 10000.0f, false), 256, 8, 2048),
+                            1, 3),
+             {.q_rank = 1536, .kv_rank = 512, .nope_dim = 128, .rope_dim = 64, .v_dim = 128}, 2.5f);
+         c.moe.groups = 8, c.moe.kept_groups = 4;
+         return deepseek_yarn(c, 1.0f);
        }},
       {"deepseek-v3-tiny",
        [] {

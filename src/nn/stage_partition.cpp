@@ -11,11 +11,26 @@
 
 namespace tessera {
 
-std::vector<double> block_costs(const ModelConfig& c, int64_t seq_len) {
-  std::vector<double> costs(size_t(c.num_layers), 0.0);
+namespace {
+
+// Each block's parameters. The layout planner asks about one model thousands of times, so the last
+// model's counts are kept (per thread).
+const std::vector<double>& block_parameters(const ModelConfig& c) {
+  thread_local ModelConfig model;
+  thread_local std::vector<double> counts;
+  if (!counts.empty() && model == c) return counts;
+  counts.assign(size_t(c.num_layers), 0.0);
   const ParameterLayout layout = decoder_layout(c);
   for (const ParamSpec& spec : layout.specs())
-    if (spec.block >= 0 && spec.block < c.num_layers) costs[size_t(spec.block)] += double(spec.numel());
+    if (spec.block >= 0 && spec.block < c.num_layers) counts[size_t(spec.block)] += double(spec.numel());
+  model = c;
+  return counts;
+}
+
+}  // namespace
+
+std::vector<double> block_costs(const ModelConfig& c, int64_t seq_len) {
+  std::vector<double> costs = block_parameters(c);
   const double idle_experts = double(c.moe.num_experts - c.moe.top_k) * 3.0 * double(c.moe.expert_hidden * c.channels);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     double& cost = costs[size_t(l)];

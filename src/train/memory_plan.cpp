@@ -21,6 +21,7 @@
 #include "optim/adamw_optimizer.h"
 #include "parallel/dp/buckets.h"
 #include "parallel/dp/powersgd.h"
+#include "parallel/pp/pipeline_schedule.h"
 #include "parallel/pp/pipeline_simulator.h"
 #include "train/launch.h"
 #include "train/model_setup.h"
@@ -283,7 +284,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
   const RecomputePolicy recompute{parse_recompute(config.recompute), config.recompute_layers};
   // Expert weights reduce over the dp ranks holding the same experts (dp / ep of them, times cp).
   const ReplicaGroups groups{d.dp * d.cp, d.dp / d.ep * d.cp};
-  const int64_t whole_params = decoder_layout(model).total();
+  const int64_t whole_params = config.async_checkpoint ? model.num_parameters() : 0;  // rank 0's whole copy
   for (size_t s = 0; s < stages.size(); ++s) {
     RankMemory r;
     r.stage = int(s);
@@ -353,16 +354,44 @@ std::optional<MemoryPlan> plan_largest_micro_batch(const TrainConfig& config, co
                                                    Device device, int64_t device_bytes, int64_t most,
                                                    int64_t reserve_bytes) {
   const int64_t share = config.batch_size / std::max(config.dp, 1);
+  const std::vector<int64_t> sizes = divisors_up_to(share, most);  // largest first
   TrainConfig c = config;
-  for (const int64_t m : divisors_up_to(share, most)) {
-    c.micro_batch_size = m;
+  // The plan at sizes[k]; none for a micro-batch the layout does not allow.
+  auto plan_at = [&](size_t k) -> std::optional<MemoryPlan> {
+    c.micro_batch_size = sizes[k];
     try {
-      MemoryPlan plan = plan_memory(c, model, compute, device, device_bytes, reserve_bytes);
-      if (plan.fits()) return plan;
+      return plan_memory(c, model, compute, device, device_bytes, reserve_bytes);
     } catch (const Error&) {
-      continue;  // a layout the model or the flags do not allow (at this micro-batch)
+      return std::nullopt;
     }
+  };
+  // A rank's bytes never shrink as the micro-batch grows (activations and scratch grow with it; 1F1B,
+  // interleaved and zero-bubble pipelines keep as many in flight at any size of at most share / pp), so
+  // the largest size that fits is found by bisection: planning a 61-layer model of 256 experts over a
+  // thousand layouts takes seconds, not a minute. GPipe keeps every micro-batch in flight, which makes
+  // small ones dearer again, and a size the layout does not allow breaks the order: then every size is
+  // tried, largest first.
+  if (sizes.empty()) return std::nullopt;
+  const bool gpipe = config.pp > 1 && parse_schedule_kind(config.pipeline_schedule) == ScheduleKind::gpipe;
+  std::optional<MemoryPlan> best = gpipe ? std::nullopt : plan_at(sizes.size() - 1);
+  if (best && !best->fits()) return std::nullopt;  // the smallest does not fit: none does
+  if (best) {
+    size_t fits = sizes.size() - 1, fails = 0;  // sizes[fits] fits; no size before sizes[fails] does
+    while (fails < fits) {
+      const size_t mid = (fails + fits) / 2;
+      std::optional<MemoryPlan> plan = plan_at(mid);
+      if (!plan) break;
+      if (plan->fits()) {
+        fits = mid;
+        best = std::move(plan);
+      } else {
+        fails = mid + 1;
+      }
+    }
+    if (fails == fits) return best;
   }
+  for (size_t k = 0; k < sizes.size(); ++k)
+    if (std::optional<MemoryPlan> plan = plan_at(k); plan && plan->fits()) return plan;
   return std::nullopt;
 }
 

@@ -435,6 +435,11 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("qwen3-30b-a3b").num_parameters(), 30532122624);
   EXPECT_EQ(model_preset("mixtral-8x7b").num_parameters(), 46702792704);
   EXPECT_EQ(model_preset("mixtral-8x7b").active_parameters(), 12879925248);
+  // DeepSeek's: V3's main model 671,026,419,200 (balancing biases included), 36.6B active without the
+  // input embedding (129280 x 7168); V2-Lite 15.7B.
+  EXPECT_EQ(model_preset("deepseek-v3").num_parameters(), 671026419200);
+  EXPECT_EQ(model_preset("deepseek-v3").active_parameters() - 129280 * 7168, 36625618432);
+  EXPECT_EQ(model_preset("deepseek-v2-lite").num_parameters(), 15706484224);
   for (const std::string& name : model_preset_names()) EXPECT_NO_THROW(model_preset(name).validate()) << name;
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/allocator.h"
+#include "core/divisors.h"
 #include "support/test_support.h"
 #include "train/memory_plan.h"
 #include "train/memory_plan_report.h"
@@ -166,6 +167,33 @@ TEST(MemoryPlan, AsyncCheckpointTakesNoGpuMemoryButPinnedHostMemory) {
   EXPECT_NE(table.find("pinned host memory (not above)"), std::string::npos) << table;
   EXPECT_NE(table.find("17.409"), std::string::npos) << table;
   EXPECT_EQ(memory_plan_json(async, "gpt2-1558m", {})["ranks"][0]["pinned_host"], async.ranks[0].pinned_host);
+}
+
+// The largest micro-batch that fits, found by bisection, is the one trying every size finds: over
+// device sizes from nothing fitting to everything fitting, for one process, a 1F1B pipeline (its
+// in-flight count does not depend on the size) and GPipe (whose small micro-batches cost more again,
+// every one in flight: the sizes are tried one by one).
+TEST(MemoryPlan, TheLargestMicroBatchThatFitsIsTheOneEverySizeFinds) {
+  for (const char* schedule : {"", "1f1b", "gpipe"}) {
+    TrainConfig c = preset_run(testing::scratch_dir(), "llama3.1-8b", 128, 8192);
+    if (*schedule) c.pp = 2, c.tp = 2, c.dp = 4, c.zero = 1, c.recompute = "full", c.pipeline_schedule = schedule;
+    const ModelConfig model = resolve_model_config(c, nullptr, std::nullopt);
+    const int64_t share = c.batch_size / std::max(c.dp, 1), most = share / c.pp;
+    for (double gib = 20; gib <= 400; gib *= 1.01) {
+      const int64_t device = int64_t(gib * double(1 << 30));
+      std::optional<int64_t> want;
+      for (const int64_t m : divisors_up_to(share, most)) {
+        TrainConfig sized = c;
+        sized.micro_batch_size = m;
+        if (plan_memory(sized, model, DType::bf16, Device::cuda, device).fits()) {
+          want = m;
+          break;
+        }
+      }
+      const std::optional<MemoryPlan> got = plan_largest_micro_batch(c, model, DType::bf16, Device::cuda, device, most);
+      EXPECT_EQ(got ? got->micro_batch : 0, want.value_or(0)) << schedule << " at " << gib << " GiB";
+    }
+  }
 }
 
 // A run that misses by less than half its moments is told that bf16 moments would fit.
