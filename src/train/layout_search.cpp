@@ -26,7 +26,28 @@ std::vector<int> divisors(int n) {
 auto rank_key(const LayoutCandidate& c) {
   const TrainConfig& f = c.config;
   return std::make_tuple(int(parse_recompute(f.recompute)), f.tp * f.pp * f.cp * f.ep, f.zero, -f.micro_batch_size,
-                         f.tp, f.pp);
+                         f.tp, f.pp, f.cp_comm != TrainConfig{}.cp_comm);
+}
+
+// The candidates of one split of the ranks (`c`'s dp, tp, pp, cp, ep): each ZeRO stage (none without a
+// data-parallel group to shard over) with each recomputation mode that fits a larger micro-batch than
+// less recomputation did.
+void add_candidates(std::vector<LayoutCandidate>& found, TrainConfig c, const ModelConfig& model, DType compute,
+                    int64_t most_micro_batch, int64_t device_bytes, int64_t reserve_bytes) {
+  for (int zero = 0; zero <= 3; ++zero) {
+    if (zero > 0 && c.dp * c.cp == 1) continue;
+    int64_t micro_batch = 0;  // the largest so far with less recomputation
+    for (const char* recompute : {"none", "selective", "full"}) {
+      c.zero = zero, c.recompute = recompute, c.recompute_layers = 0;
+      std::optional<MemoryPlan> plan =
+          plan_largest_micro_batch(c, model, compute, Device::cuda, device_bytes, most_micro_batch, reserve_bytes);
+      if (!plan || plan->micro_batch <= micro_batch) continue;  // more recomputation for nothing only costs time
+      micro_batch = plan->micro_batch;
+      TrainConfig sized = c;
+      sized.micro_batch_size = plan->micro_batch;
+      found.push_back({sized, std::move(*plan)});
+    }
+  }
 }
 
 }  // namespace
@@ -60,25 +81,15 @@ std::vector<LayoutCandidate> search_layouts(const TrainConfig& config, const Mod
         // (one micro-batch: each stage works 1/pp of the step).
         const int64_t most_micro_batch = config.batch_size / dp / pp;
         if (most_micro_batch < 1) continue;
+        // Context parallelism's two ways (all-to-all only where cp divides the heads: plan_memory says).
+        const std::vector<std::string> cp_comms =
+            cp > 1 ? std::vector<std::string>{"ring", "all-to-all"} : std::vector<std::string>{config.cp_comm};
         for (int ep : model.moe.enabled() ? divisors(dp) : std::vector<int>{1})
-          for (int zero = 0; zero <= 3; ++zero) {
-            if (zero > 0 && dp * cp == 1) continue;  // no data-parallel group: nothing to shard
-            int64_t micro_batch = 0;  // the largest so far with less recomputation
-            for (const char* recompute : {"none", "selective", "full"}) {
-              TrainConfig c = config;
-              c.dp = dp, c.tp = tp, c.pp = pp, c.cp = cp, c.ep = ep, c.zero = zero;
-              c.recompute = recompute;
-              c.recompute_layers = 0;
-              c.virtual_stages = pp > 1 ? config.virtual_stages : 1;  // the schedule's own chunks per rank
-              std::optional<MemoryPlan> plan =
-                  plan_largest_micro_batch(c, model, compute, Device::cuda, device_bytes, most_micro_batch,
-                                           reserve_bytes);
-              // More recomputation that allows no larger micro-batch only costs time.
-              if (!plan || plan->micro_batch <= micro_batch) continue;
-              micro_batch = plan->micro_batch;
-              c.micro_batch_size = plan->micro_batch;
-              found.push_back({c, std::move(*plan)});
-            }
+          for (const std::string& cp_comm : cp_comms) {
+            TrainConfig c = config;
+            c.dp = dp, c.tp = tp, c.pp = pp, c.cp = cp, c.ep = ep, c.cp_comm = cp_comm;
+            c.virtual_stages = pp > 1 ? config.virtual_stages : 1;  // the schedule's own chunks per rank
+            add_candidates(found, c, model, compute, most_micro_batch, device_bytes, reserve_bytes);
           }
       }
   }

@@ -183,8 +183,10 @@ nlohmann::json memory_plan_json(const MemoryPlan& p, const std::string& title, c
 
 std::string layout_flags(const TrainConfig& c) {
   char text[200];
-  std::snprintf(text, sizeof text, "--dp %d --tp %d --pp %d --cp %d --ep %d --zero %d --recompute %s --micro-batch-size %lld",
-                c.dp, c.tp, c.pp, c.cp, c.ep, c.zero, c.recompute.c_str(), static_cast<long long>(c.micro_batch_size));
+  const std::string cp_comm = c.cp > 1 && c.cp_comm != TrainConfig{}.cp_comm ? " --cp-comm " + c.cp_comm : "";
+  std::snprintf(text, sizeof text, "--dp %d --tp %d --pp %d --cp %d%s --ep %d --zero %d --recompute %s --micro-batch-size %lld",
+                c.dp, c.tp, c.pp, c.cp, cp_comm.c_str(), c.ep, c.zero, c.recompute.c_str(),
+                static_cast<long long>(c.micro_batch_size));
   std::string flags = text;
   // A pipeline's schedule and chunks per rank change its memory; the defaults go without saying.
   const TrainConfig defaults;
@@ -221,12 +223,13 @@ std::string layout_search_text(const std::vector<LayoutCandidate>& found, const 
                 title.c_str(), world, static_cast<long long>(first.seq_len), precision.c_str(), found.size(),
                 gib_given(first.device_bytes).c_str());
   std::string text = line;
-  text += "    dp  tp  pp  cp  ep  zero  recompute  micro  peak GiB  of device\n";
+  text += "    dp  tp  pp  cp  cp-comm  ep  zero  recompute  micro  peak GiB  of device\n";
   for (size_t i = 0; i < std::min(top, found.size()); ++i) {
     const TrainConfig& c = found[i].config;
     const MemoryPlan& p = found[i].plan;
-    std::snprintf(line, sizeof line, "  %4d%4d%4d%4d%4d%6d  %-9s%7lld%10.2f%10.0f%%\n", c.dp, c.tp, c.pp, c.cp, c.ep,
-                  c.zero, c.recompute.c_str(), static_cast<long long>(c.micro_batch_size), gib(p.largest().total()),
+    const char* comm = c.cp == 1 ? "-" : c.cp_comm == "ring" ? "ring" : "a2a";
+    std::snprintf(line, sizeof line, "  %4d%4d%4d%4d  %7s%4d%6d  %-9s%7lld%10.2f%10.0f%%\n", c.dp, c.tp, c.pp, c.cp,
+                  comm, c.ep, c.zero, c.recompute.c_str(), static_cast<long long>(c.micro_batch_size), gib(p.largest().total()),
                   100.0 * double(p.largest().total()) / double(p.device_bytes));
     text += line;
   }
@@ -238,7 +241,8 @@ nlohmann::json layout_search_json(const std::vector<LayoutCandidate>& found, con
   nlohmann::json layouts = nlohmann::json::array();
   for (size_t i = 0; i < std::min(top, found.size()); ++i) {
     const TrainConfig& c = found[i].config;
-    layouts.push_back({{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"cp", c.cp}, {"ep", c.ep}, {"zero", c.zero},
+    layouts.push_back({{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"cp", c.cp}, {"cp_comm", c.cp_comm},
+                       {"ep", c.ep}, {"zero", c.zero},
                        {"recompute", c.recompute}, {"micro_batch", c.micro_batch_size},
                        {"largest_total", found[i].plan.largest().total()}, {"flags", layout_flags(c)}});
   }

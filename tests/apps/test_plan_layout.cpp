@@ -160,6 +160,32 @@ TEST(PlanLayout, ListsNoIdlePipelineNoZeroWithoutDataParallelismNoWastedRecomput
   }
 }
 
+// Context parallelism is searched both ways: an all-to-all layout's flags say so and give its figure in
+// plan memory, and it is listed only where its cp (times tp) divides the query and key/value heads
+// (Llama 3.1 8B: 32 and 8).
+TEST(PlanLayout, AllToAllContextParallelLayoutsAreSearchedWhereTheHeadsSplit) {
+  const std::string model = "--model llama3.1-8b --batch-size 16 --seq-len 131072";
+  const nlohmann::json j = json_of("layout " + model + " --world 16 --top 1000");
+  int all_to_all = 0, ring = 0;
+  for (const nlohmann::json& l : j["layouts"]) {
+    if (l["cp"].get<int>() == 1) continue;
+    const bool a2a = l["cp_comm"] == "all-to-all";
+    (a2a ? all_to_all : ring)++;
+    EXPECT_EQ(l["flags"].get<std::string>().find("--cp-comm all-to-all") != std::string::npos, a2a) << l.dump();
+    if (a2a) {
+      EXPECT_EQ(8 % (l["cp"].get<int>() * l["tp"].get<int>()), 0) << l.dump();
+    }
+  }
+  EXPECT_GT(all_to_all, 0);
+  EXPECT_GT(ring, all_to_all);
+  for (const nlohmann::json& l : j["layouts"]) {
+    if (l["cp_comm"] != "all-to-all") continue;
+    const nlohmann::json memory = json_of("memory " + model + " " + l["flags"].get<std::string>());
+    EXPECT_EQ(memory["largest_total"], l["largest_total"]) << l.dump();
+    break;
+  }
+}
+
 // Each GPU keeps --reserve-gb (2 by default) for what is not Tessera's (the CUDA context, the libraries,
 // NCCL): a layout is listed only when its plan and the reserve fit.
 TEST(PlanLayout, LeavesTheReserveFree) {
