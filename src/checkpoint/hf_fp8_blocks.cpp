@@ -58,7 +58,7 @@ bool hf_fp8_quantized(const std::string& name) {
       ".q_proj.weight",    ".q_a_proj.weight", ".q_b_proj.weight",    ".kv_a_proj_with_mqa.weight",
       ".kv_b_proj.weight", ".k_proj.weight",   ".v_proj.weight",      ".o_proj.weight",
       ".gate_proj.weight", ".up_proj.weight",  ".down_proj.weight",   ".w1.weight",
-      ".w2.weight",        ".w3.weight"};
+      ".w2.weight",        ".w3.weight",       ".qkv_proj.weight",    ".gate_up_proj.weight"};
   for (std::string_view suffix : projections)
     if (name.ends_with(suffix)) return true;
   return false;

@@ -45,7 +45,8 @@ inline constexpr HfFp8Blocks kDeepseekFp8Blocks{128, 128};
 std::string fp8_scale_name(const std::string& name);
 
 // Whether an export stores Hugging Face tensor `name` in FP8 blocks: the weights of the attention and
-// MLP projections (dense, routed and shared experts, Mixtral's w1/w2/w3), not embeddings, heads, norms,
+// MLP projections (dense, routed and shared experts, Mixtral's w1/w2/w3, Phi-3's fused qkv_proj and
+// gate_up_proj), not embeddings, heads, norms,
 // routers or biases, as DeepSeek-V3's release does.
 bool hf_fp8_quantized(const std::string& name);
 

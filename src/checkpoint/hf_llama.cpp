@@ -41,6 +41,8 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       for (const std::string* n : {&b.q_proj.weight, &b.q_a.weight, &b.q_a_norm, &b.q_b.weight, &b.kv_a.weight,
                                    &b.kv_a_norm, &b.kv_b.weight})
         if (!n->empty()) pieces.push_back({"model." + *n, whole.find(*n).shape, *n, 0});
+    } else if (c.phi3) {  // Phi-3's fused projection: q, k and v rows, as ours
+      pieces.push_back({p + "self_attn.qkv_proj.weight", {q + 2 * kv, C}, b.qkv.weight, 0});
     } else {
       pieces.push_back({p + "self_attn.q_proj.weight", {q, C}, b.qkv.weight, 0});
       pieces.push_back({p + "self_attn.k_proj.weight", {kv, C}, b.qkv.weight, q * C});
@@ -57,6 +59,11 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
     }
     pieces.push_back({p + "self_attn.o_proj.weight", {C, c.value_width()}, b.attn_out.weight, 0});
     pieces.push_back({p + "post_attention_layernorm.weight", {C}, b.norm2.weight, 0});
+    if (c.phi3) {  // gate and up rows, as ours
+      pieces.push_back({p + "mlp.gate_up_proj.weight", {2 * F, C}, b.mlp_in.weight, 0});
+      pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
+      continue;
+    }
     if (!c.is_moe_block(l)) {
       pieces.push_back({p + "mlp.gate_proj.weight", {F, C}, b.mlp_in.weight, 0});
       pieces.push_back({p + "mlp.up_proj.weight", {F, C}, b.mlp_in.weight, F * C});
@@ -110,9 +117,16 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : qwen2     ? "Qwen2ForCausalLM"
                              : qwen3_moe ? "Qwen3MoeForCausalLM"
                              : qwen3     ? "Qwen3ForCausalLM"
+                             : c.phi3    ? "Phi3ForCausalLM"
                                          : "LlamaForCausalLM";
+  const char* type = mixtral     ? "mixtral"
+                     : qwen2     ? "qwen2"
+                     : qwen3_moe ? "qwen3_moe"
+                     : qwen3     ? "qwen3"
+                     : c.phi3    ? "phi3"
+                                 : "llama";
   json j = {{"architectures", json::array({architecture})},
-            {"model_type", mixtral ? "mixtral" : qwen2 ? "qwen2" : qwen3_moe ? "qwen3_moe" : qwen3 ? "qwen3" : "llama"},
+            {"model_type", type},
             {"hidden_size", c.channels},
             {"intermediate_size", mixtral ? c.moe.expert_hidden : c.hidden()},
             {"num_hidden_layers", c.num_layers},
@@ -145,6 +159,10 @@ json hf_llama_config_json(const ModelConfig& c) {
       j["mlp_only_layers"] = json::array();
       j["output_router_logits"] = false;
     }
+  } else if (c.phi3) {  // no dropout, no window, every channel rotated, no long-context factors
+    j["original_max_position_embeddings"] = c.max_seq_len;
+    j["sliding_window"] = nullptr;
+    j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
   } else {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
@@ -156,15 +174,16 @@ json hf_llama_config_json(const ModelConfig& c) {
 
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
-         model_type == "qwen3_moe" || model_type == "mixtral";
+         model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3";
 }
 
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
   const HfConfigReader r(config, path);
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
-           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\" or \"mixtral\"");
+           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\" or \"phi3\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
+  const bool phi3 = *type == "phi3";
   const bool qwen3 = *type == "qwen3" || qwen3_moe;
   r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
@@ -173,9 +192,11 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
   r.expect("use_sliding_window", false, "sliding-window attention is not implemented");
 
+  if (phi3) r.expect("partial_rotary_factor", 1.0, "partial rotary embeddings (Phi-4-mini's) are not implemented");
   ModelConfig c = llama_family_config(r);
   c.qkv_bias = qwen2;
   c.qk_norm = qwen3;
+  c.phi3 = phi3;
   c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : 2048);
   // Mistral and Mixtral may window their attention; a window as long as the context changes nothing.
   if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3)
@@ -267,7 +288,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                              config.moe.routed_scale == 1.0f && (config.moe.renormalize || qwen3_moe_form))) &&
                !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias),
            "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
-           "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, DeepseekV2ForCausalLM or ",
+           "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, DeepseekV2ForCausalLM or ",
            "DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);

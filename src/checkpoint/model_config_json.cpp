@@ -109,6 +109,7 @@ json model_config_to_json(const ModelConfig& c) {
             {"qk_norm", c.qk_norm},
             {"tied_embeddings", c.tied_embeddings}};
   if (c.head_dim > 0) j["head_dim"] = c.head_dim;
+  if (c.phi3) j["phi3"] = true;
   if (c.positions == PositionKind::rope)
     j["rope"] = {{"theta", c.rope.theta},
                  {"factor", c.rope.factor},
@@ -165,6 +166,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.boolean("bias", c.bias);
   r.boolean("qkv_bias", c.qkv_bias);  // absent before Qwen2 support: false
   r.boolean("qk_norm", c.qk_norm);    // absent before Qwen3 support: false
+  r.boolean("phi3", c.phi3);          // absent before Phi-3 support: false
   r.integer("head_dim", c.head_dim, 0);  // absent unless heads are not channels / num_heads wide
   r.boolean("tied_embeddings", c.tied_embeddings);
   Reader rope = r.object("rope");

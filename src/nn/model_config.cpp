@@ -39,6 +39,10 @@ void ModelConfig::validate() const {
   }
   TS_CHECK(!qk_norm || naming == Naming::llama, "model: query/key norms are a Llama-family (Qwen3) feature; ",
            "GPT-2's naming has none");
+  TS_CHECK(!phi3 || (naming == Naming::llama && positions == PositionKind::rope && norm == NormKind::rmsnorm &&
+                     mlp == MlpKind::swiglu && !bias && !qkv_bias && !qk_norm && !moe.enabled() && !mla.enabled()),
+           "model: the Phi-3 form is Llama's computation: Llama naming, RoPE, RMSNorm, SwiGLU, no biases, no q/k "
+           "norms, no experts, no latent attention");
   if (mla.enabled()) {
     TS_CHECK(naming == Naming::llama && positions == PositionKind::rope && norm == NormKind::rmsnorm && !bias &&
                  !qkv_bias && !qk_norm,
@@ -100,6 +104,7 @@ std::string model_family(const ModelConfig& config) {
     return config.qk_norm ? "qwen3-moe" : "mixtral";
   }
   if (config.naming == Naming::gpt2) return "gpt2";
+  if (config.phi3) return "phi3";
   return config.qk_norm ? "qwen3" : config.qkv_bias ? "qwen2" : "llama";
 }
 

@@ -78,6 +78,8 @@ struct ModelConfig {
   bool qk_norm = false;         // RMSNorm of every query and key head (HS channels, gains shared by the
                                 // heads) before RoPE (Qwen3)
   bool tied_embeddings = true;  // the head reuses the token embedding
+  bool phi3 = false;            // Phi-3 and Phi-4: Llama's computation in Hugging Face's Phi3ForCausalLM form
+                                // (q, k and v in one qkv_proj, gate and up in one gate_up_proj)
   MoeConfig moe = {};
   LatentAttentionConfig mla = {};  // enabled: the attention is DeepSeek's latent attention
   bool operator==(const ModelConfig&) const = default;
@@ -106,7 +108,7 @@ struct ModelConfig {
   int64_t active_parameters() const;
 };
 
-// The family's name for messages: "gpt2", "llama", "qwen2" (q/k/v biases), "qwen3" (q/k norms),
+// The family's name for messages: "gpt2", "llama", "phi3", "qwen2" (q/k/v biases), "qwen3" (q/k norms),
 // "mixtral", "qwen3-moe", "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or
 // "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);

@@ -1,4 +1,4 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
 // published config.json files.
 #include "nn/model_presets.h"
 
@@ -42,6 +42,12 @@ ModelConfig qwen3(ModelConfig c, int64_t head_dim) {
   c.qk_norm = true;
   if (head_dim != c.channels / c.num_heads) c.head_dim = head_dim;  // as a Hugging Face import reads it
   c.norm_eps = 1e-6f;
+  return c;
+}
+
+// Phi-3 and Phi-4: Llama's computation, stored in Hugging Face's Phi3ForCausalLM form.
+ModelConfig phi3(ModelConfig c) {
+  c.phi3 = true;
   return c;
 }
 
@@ -112,6 +118,8 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"qwen3-moe-tiny", [] { return with_experts(qwen3(llama(2, 4, 2, 32, 48, 256, 64, 1e6f, false), 16), 8, 2, 24); }},
       {"qwen3-30b-a3b",
        [] { return with_experts(qwen3(llama(48, 32, 4, 2048, 6144, 151936, 40960, 1e6f, false), 128), 128, 8, 768); }},
+      {"phi3-tiny", [] { return phi3(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, false)); }},
+      {"phi-4", [] { return phi3(llama(40, 40, 10, 5120, 17920, 100352, 16384, 250000.0f, false)); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

@@ -93,6 +93,7 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
   compare("biases (1 = on)", "", 0, flags.bias, stored.bias);
   compare("q, k, v biases (1 = on)", "", 0, flags.qkv_bias, stored.qkv_bias);
   compare("q, k norms (1 = on)", "", 0, flags.qk_norm, stored.qk_norm);
+  compare("the Phi-3 form (1 = on)", "", 0, flags.phi3, stored.phi3);
   compare("head size", "", 0, flags.head_size(), stored.head_size());
   compare("tied embeddings (1 = on)", "", 0, flags.tied_embeddings, stored.tied_embeddings);
   auto compare_text = [&](const char* field, const std::string& wanted, const std::string& held) {

@@ -103,9 +103,10 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "deepseek-v2-tiny", "deepseek-v3-tiny"),
+                                           "phi3-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
+                                  : info.param == "phi3-tiny"      ? "Phi3"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
@@ -436,6 +437,30 @@ TEST(HfLlama, AConfigWithoutModelTypeNamesTheField) {
   const nlohmann::json gpt2 = {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"vocab_size", 256}, {"n_positions", 64}};
   testing::write_text(dir / "config.json", gpt2.dump());
   EXPECT_EQ(read_hf_config(dir).naming, Naming::gpt2);
+}
+
+// Phi-3's config: model_type phi3 and Phi3ForCausalLM written and read back; what Tessera does not run
+// (Phi-4-mini's partial rotary embeddings, the 128K models' longrope) refused naming the key.
+TEST(HfLlama, Phi3ConfigAndWhatItRefuses) {
+  const ModelConfig config = model_preset("phi3-tiny");
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, Decoder(config).named_params());
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["model_type"], "phi3");
+  EXPECT_EQ(hf["architectures"][0], "Phi3ForCausalLM");
+  EXPECT_EQ(hf["original_max_position_embeddings"], config.max_seq_len);
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "phi3");
+  for (const auto& [key, value, part] :
+       {std::tuple<const char*, nlohmann::json, const char*>{"partial_rotary_factor", 0.75,
+                                                             "'partial_rotary_factor' is '0.75', expected 1.0; partial rotary embeddings"},
+        {"rope_scaling", {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {2.0}}},
+         "rope_scaling type '\"longrope\"' is not supported"}}) {
+    nlohmann::json changed = hf;
+    changed[key] = value;
+    testing::write_text(dir / "config.json", changed.dump());
+    testing::expect_error_with([&] { read_hf_config(dir); }, {part});
+  }
 }
 
 // A NaN or infinity in a Hugging Face tensor (a diverged run's upload, a damaged download) is refused

@@ -40,6 +40,7 @@ struct RouterCase {
   RouterScore kind;
   bool renormalize = true;  // false: the chosen scores as they are (norm_topk_prob false)
   RouterGroups groups = {};  // DeepSeek's group limit
+  float bias_shift = 0;  // added to the sigmoid router's bias, U(-0.2, 0.2)
 };
 
 class MoeRouterCuda : public testing::CudaTest, public ::testing::WithParamInterface<RouterCase> {};
@@ -47,10 +48,10 @@ class MoeRouterCuda : public testing::CudaTest, public ::testing::WithParamInter
 TEST_P(MoeRouterCuda, ForwardLossesAndBackwardMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const auto [E, K, kind, renormalize, groups] = GetParam();
+  const auto [E, K, kind, renormalize, groups, bias_shift] = GetParam();
   const int64_t N = 300;
   const bool sigmoid = kind == RouterScore::sigmoid;
-  const Tensor bias = sigmoid ? random_tensor({E}, seed + 2, -0.2f, 0.2f) : Tensor();
+  const Tensor bias = sigmoid ? random_tensor({E}, seed + 2, bias_shift - 0.2f, bias_shift + 0.2f) : Tensor();
   const Tensor dweights = random_tensor({N, K}, seed + 3);
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dtype));
@@ -93,13 +94,19 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoeRouterCuda,
                                            RouterCase{64, 6, RouterScore::softmax, false},
                                            RouterCase{64, 8, RouterScore::sigmoid, false},
                                            RouterCase{256, 8, RouterScore::sigmoid, true, {8, 4}},
+                                           // 64 experts a group, two a lane: the per-lane top-2 merges
+                                           RouterCase{256, 8, RouterScore::sigmoid, true, {4, 2}},
+                                           // values mostly below 0: dropped groups' experts, at 0, are chosen
+                                           RouterCase{128, 4, RouterScore::sigmoid, true, {4, 1}, -0.9f},
                                            RouterCase{160, 6, RouterScore::softmax, false, {8, 3}}),
                          [](const ::testing::TestParamInfo<RouterCase>& info) {
                            return std::string(info.param.kind == RouterScore::sigmoid ? "sigmoid" : "softmax") + "_E" +
                                   std::to_string(info.param.E) + "_K" + std::to_string(info.param.K) +
                                   (info.param.renormalize ? "" : "_unrenormalised") +
-                                  (info.param.groups.limits() ? "_groups" + std::to_string(info.param.groups.count)
-                                                              : "");
+                                  (info.param.groups.limits() ? "_groups" + std::to_string(info.param.groups.count) +
+                                                                    "_keep" + std::to_string(info.param.groups.kept)
+                                                              : "") +
+                                  (info.param.bias_shift < 0 ? "_negative_bias" : "");
                          });
 
 class MoeDispatchCuda : public testing::CudaTest {};

@@ -46,6 +46,7 @@ std::vector<RopeCase> rope_cases() {
       {1, 4, 2, 2, 12, positions_from(0, 4), {}, 4},                       // a tail of 4: scalar path
       {2, 9, 4, 4, 192, positions_from(3, 9), {}, 64, {1.1f, 0.45f}},      // YaRN's and DeepSeek's factors
       {2, 5, 4, 2, 16, positions_from(7, 5), {}, 0, {1.14f, 1.0f}},        // YaRN's factor, whole heads
+      {2, 3, 3, 3, 14, positions_from(1, 3), {}, 4, {1.0f, 0.7f}},         // 10 query channels before a tail
       {1, 6, 2, 1, 2, {6, 5, 4, 3, 2, 1}, {.theta = 10000}},               // HS = 2
   };
 }

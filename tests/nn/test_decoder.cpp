@@ -432,6 +432,7 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("qwen3-0.6b").num_parameters(), 596049920);
   EXPECT_EQ(model_preset("qwen3-1.7b").num_parameters(), 1720574976);
   EXPECT_EQ(model_preset("qwen3-8b").num_parameters(), 8190735360);
+  EXPECT_EQ(model_preset("phi-4").num_parameters(), 14659507200);
   EXPECT_EQ(model_preset("qwen3-30b-a3b").num_parameters(), 30532122624);
   EXPECT_EQ(model_preset("mixtral-8x7b").num_parameters(), 46702792704);
   EXPECT_EQ(model_preset("mixtral-8x7b").active_parameters(), 12879925248);

@@ -4,7 +4,9 @@
 # masked_fill formulation, torch AdamW + clipping equals the update Tessera's adamw.h states, and
 # make_hf_reference.py is deterministic. For Llama/Mixtral (torch_llama.py, float64): RMSNorm, RoPE and
 # llama3 scaling against hand formulas, GQA against MHA, the MoE and its aux/z losses against per-token
-# loops, the HF names and round trip, micro-batch invariance and deterministic golden runs. For DeepSeek-V3
+# loops, the HF names and round trip, micro-batch invariance and deterministic golden runs; Phi-3 (--model phi3):
+# fused qkv_proj/gate_up_proj names and shapes, split back equal to --model llama's files bit for bit (untied and
+# tied), the same expected.json, and load_hf/save_hf round trips of hf/ and hf_final/. For DeepSeek-V3
 # (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -22,6 +24,7 @@
 # and F32 weight_scale_inv of the right shapes, only the projections quantized, within half an e4m3 step of the
 # unquantized run's weights, and the dequantized file reproduces step 1 exactly).
 # Usage: /usr/bin/python3 tests/reference/check_reference.py
+import dataclasses
 import json
 import math
 import os
@@ -356,6 +359,102 @@ def check_llama_reference(tmp):
     assert close(one[:1], two[:1]) and not close(one[1:], two[1:]), "mixtral with aux: M=1 vs 2"
     print("make_hf_llama_reference: llama and mixtral deterministic; hf/ + train.bin reproduce step 1; "
           "1 vs 2 micro-batches differ only through aux")
+
+
+def bits_equal(a, b):
+    """Same dtype, shape and bit pattern (float32 as int32: -0.0 differs from 0.0, NaN equals its own bits)."""
+    return a.dtype == b.dtype == torch.float32 and a.shape == b.shape and torch.equal(a.view(torch.int32),
+                                                                                       b.view(torch.int32))
+
+
+def check_phi3_reference(tmp):
+    """--model phi3 (untied and tied) against --model llama with the same flags: hf/ and hf_final/ hold each
+    layer's self_attn.qkv_proj ((NH + 2 NKV) HS, C) and mlp.gate_up_proj (2F, C) and no q/k/v/gate/up_proj; split
+    by hand into rows [q | k | v] and [gate | up] they are llama's tensors bit for bit, and every other tensor is
+    too; config.json has Phi3ForCausalLM's keys; train.bin is the same and expected.json differs only in its
+    config's model; load_hf reads both folders back (hf/ reproduces step 1) and save_hf rewrites them byte for
+    byte; phi3 with --head-dim, --rope-scaling or --fp8-block is refused."""
+    NH, NKV, HS, C, F, L = 4, 2, 8, 32, 48, 2      # make_hf_llama_reference's defaults
+    gone = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+    for tie in ("0", "1"):
+        flags = ("--tie", tie, "--steps", "2")
+        llama = run_llama_reference(tmp, f"phi3_llama_{tie}", "--model", "llama", *flags)
+        phi3 = run_llama_reference(tmp, f"phi3_{tie}", "--model", "phi3", *flags)
+        out, ref = os.path.join(tmp, f"phi3_{tie}"), os.path.join(tmp, f"phi3_llama_{tie}")
+        # (c) the same training: every loss, grad norm and lr, and the config apart from its model.
+        assert phi3["config"]["model"] == "phi3" and llama["config"]["model"] == "llama"
+        assert dict(phi3, config=dict(phi3["config"], model="llama")) == llama, f"phi3 tie {tie}: expected.json"
+        assert phi3["losses"] == llama["losses"] and phi3["grad_norms"] == llama["grad_norms"]
+        with open(os.path.join(out, "train.bin"), "rb") as a, open(os.path.join(ref, "train.bin"), "rb") as b:
+            assert a.read() == b.read(), "phi3 changes train.bin"
+        for sub in ("hf", "hf_final"):
+            stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
+            plain = tg.load_safetensors(os.path.join(ref, sub, "model.safetensors"))
+            # (a) names and shapes.
+            names = ["model.embed_tokens.weight"]
+            for i in range(L):
+                p = f"model.layers.{i}."
+                names += [p + n + ".weight" for n in ("input_layernorm", "self_attn.qkv_proj", "self_attn.o_proj",
+                                                      "post_attention_layernorm", "mlp.gate_up_proj", "mlp.down_proj")]
+            names += ["model.norm.weight"] + ([] if tie == "1" else ["lm_head.weight"])
+            assert list(stored) == names, f"phi3 {sub}: tensor names {list(stored)}"
+            assert not any(n.split(".")[-2] in gone for n in stored), f"phi3 {sub}: an unfused tensor"
+            for i in range(L):
+                qkv = stored[f"model.layers.{i}.self_attn.qkv_proj.weight"]
+                gate_up = stored[f"model.layers.{i}.mlp.gate_up_proj.weight"]
+                assert tuple(qkv.shape) == ((NH + 2 * NKV) * HS, C) and tuple(gate_up.shape) == (2 * F, C)
+            # (b) split by hand: llama's tensors, bit for bit.
+            split = {}
+            for n, t in stored.items():
+                if n.endswith("qkv_proj.weight"):
+                    p = n[:-len("qkv_proj.weight")]
+                    split.update({p + "q_proj.weight": t[:NH * HS], p + "k_proj.weight": t[NH * HS:(NH + NKV) * HS],
+                                  p + "v_proj.weight": t[(NH + NKV) * HS:]})
+                elif n.endswith("gate_up_proj.weight"):
+                    p = n[:-len("gate_up_proj.weight")]
+                    split.update({p + "gate_proj.weight": t[:F], p + "up_proj.weight": t[F:]})
+                else:
+                    split[n] = t
+            assert sorted(split) == sorted(plain), f"phi3 {sub}: split names"
+            assert all(bits_equal(split[n].contiguous(), plain[n]) for n in plain), f"phi3 tie {tie} {sub}: weights"
+            with open(os.path.join(out, sub, "config.json")) as f:
+                config = json.load(f)
+            with open(os.path.join(ref, sub, "config.json")) as f:
+                lc = json.load(f)
+            want = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+                    **{k: lc[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                          "num_attention_heads", "num_key_value_heads", "vocab_size",
+                                          "max_position_embeddings")},
+                    "original_max_position_embeddings": lc["max_position_embeddings"],
+                    **{k: lc[k] for k in ("rms_norm_eps", "rope_theta", "rope_scaling", "hidden_act",
+                                          "tie_word_embeddings")},
+                    "partial_rotary_factor": 1.0, "sliding_window": None, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+                    "attention_dropout": 0.0, "attention_bias": False, "initializer_range": 0.02,
+                    "torch_dtype": "float32"}
+            assert config == want and lc["tie_word_embeddings"] == (tie == "1"), f"phi3 {sub}: config.json {config}"
+            # (d) load_hf reads the phi3 folder back as llama's model; save_hf writes the same bytes again.
+            net, net_llama = tl.load_hf(os.path.join(out, sub)), tl.load_hf(os.path.join(ref, sub))
+            assert net.cfg.phi3 and net.cfg == dataclasses.replace(net_llama.cfg, phi3=True), f"phi3 {sub}: config"
+            assert all(torch.equal(t, net_llama.state_dict()[n]) for n, t in net.state_dict().items())
+            again = os.path.join(tmp, f"phi3_{tie}_{sub}_again")
+            tl.save_hf(net, again)
+            for path in ("config.json", "model.safetensors"):
+                with open(os.path.join(out, sub, path), "rb") as a, open(os.path.join(again, path), "rb") as b:
+                    assert a.read() == b.read(), f"phi3 {sub}: save_hf(load_hf) changes {path}"
+        # hf/ (split back by load_hf) + train.bin reproduce step 1.
+        net = tl.load_hf(os.path.join(out, "hf"))
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            parts = [tl.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+        assert sum(p[1].item() for p in parts) / 2 == phi3["losses"][0], f"phi3 tie {tie}: step-1 loss"
+    for flags in (("--head-dim", "16"), ("--rope-scaling", "yarn"), ("--rope-scaling", "llama3"),
+                  ("--fp8-block", "8", "8")):
+        assert refused("--model", "phi3", *flags), f"phi3 {flags} accepted"
+    print(f"make_hf_llama_reference --model phi3: qkv_proj ({(NH + 2 * NKV) * HS}, {C}) and gate_up_proj ({2 * F}, "
+          f"{C}) in hf/ and hf_final/ (untied and tied), split = llama's tensors bit for bit; Phi3ForCausalLM "
+          f"config.json; expected.json = llama's but model; load_hf/save_hf round trip byte for byte; hf/ reproduces "
+          f"step 1; --head-dim, --rope-scaling and --fp8-block refused")
 
 
 # ---------------------------------------------------------------- DeepSeek-V3 (float64)
@@ -1335,6 +1434,7 @@ def main():
         check_moe()
         check_llama_hf_round_trip(tmp)
         check_llama_reference(tmp)
+        check_phi3_reference(tmp)
         check_latent_attention()
         check_deepseek_moe()
         check_deepseek_hf_round_trip(tmp)

@@ -1,4 +1,4 @@
-# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's
 # integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin
 # (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM
 # loss, pre-clip grad norm, lr, MoE aux and z losses; DeepSeek-V3's final router biases) and DIR/hf_final/
@@ -10,8 +10,10 @@
 # --n-group G --topk-group K limits DeepSeek's routing to each token's K best groups of E/G experts.
 # --fp8-block R C stores hf/'s attention and MLP projections as Hugging Face's fine-grained FP8 (F8_E4M3 codes with
 # an F32 weight_scale_inv per R x C block, as DeepSeek-V3's release) and trains from their dequantized values.
+# --model phi3 trains exactly --model llama's run and writes hf/ and hf_final/ in Phi3ForCausalLM's form (fused
+# qkv_proj and gate_up_proj, torch_llama.phi3_fuse).
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|deepseek_v3|deepseek_v2 --out DIR [...]
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -46,8 +48,8 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral") + DEEPSEEK_MODELS,
-                   required=True)
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3") + DEEPSEEK_MODELS,
+                   required=True, help="phi3: llama's run, its files in Phi3ForCausalLM's fused form")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
@@ -167,6 +169,9 @@ def parse_args(argv=None):
                 "channel pairs)")
     if args.heads % args.kv_heads:
         p.error("--kv-heads must divide --heads")
+    if args.model == "phi3" and (args.head_dim or args.rope_scaling != "none" or args.fp8_block is not None):
+        p.error("phi3: --head-dim (its heads are --channels / --heads wide), --rope-scaling (config.json's "
+                "rope_scaling is null) and --fp8-block are not modelled")
     if args.model in ("mixtral", "qwen3_moe") and not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
     return args
@@ -202,7 +207,7 @@ def model_config(args):
         rope_scaling=rope_scaling(args),
         tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model in ("mixtral", "qwen3_moe") else 0,
         top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
-        head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk))
+        head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3")
 
 
 def fp8_quantize(model, block):

@@ -3,7 +3,9 @@
 # Qwen3-MoE (Qwen3 with that MoE, renormalised or not: norm_topk_prob) in float64: the reference that
 # Tessera's Llama-family models are checked against. Module names are Hugging Face's LlamaForCausalLM /
 # Qwen2ForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM / MixtralForCausalLM tensor names, so
-# state_dict() keys are the keys of model.safetensors (no lm_head when the embeddings are tied). RoPE uses
+# state_dict() keys are the keys of model.safetensors (no lm_head when the embeddings are tied). Phi-3
+# (Phi3ForCausalLM, also Phi-4) is Llama itself; only its files differ: save_hf fuses q/k/v into qkv_proj and
+# gate/up into gate_up_proj (phi3_fuse) and load_hf splits them back (phi3_split). RoPE uses
 # HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
 # h reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
@@ -42,10 +44,13 @@ class LlamaConfig:
     qk_norm: bool = False           # RMSNorm over each query and key head before RoPE (Qwen3)
     head_dim: int = 0               # HS when it is not C / NH (Qwen3); 0 = C / NH
     norm_topk_prob: bool = True     # the chosen probabilities renormalised (Mixtral always; Qwen3-MoE's flag)
+    phi3: bool = False              # Phi3ForCausalLM's files (fused qkv_proj, gate_up_proj); computes as Llama
 
     def __post_init__(self):
         if not self.norm_topk_prob and not (self.is_moe and self.qk_norm):
             raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE only (Mixtral always renormalises)")
+        if self.phi3 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.rope_scaling):
+            raise ValueError("phi3 is a dense Llama without biases, q/k norms, head_dim or rope_scaling")
 
     @property
     def head_size(self):            # HS
@@ -403,7 +408,20 @@ def init_weights(model, generator, router_std=1.0):
 
 def hf_config(cfg):
     """The config.json of HF's LlamaForCausalLM (model_type llama), Qwen2ForCausalLM (qwen2),
-    Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe) or MixtralForCausalLM (mixtral)."""
+    Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe), MixtralForCausalLM (mixtral) or
+    Phi3ForCausalLM (phi3: no head_dim, the heads are hidden_size / num_attention_heads wide)."""
+    if cfg.phi3:
+        return {
+            "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
+            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
+            "num_key_value_heads": cfg.num_kv_heads, "vocab_size": cfg.vocab_size,
+            "max_position_embeddings": cfg.max_seq_len, "original_max_position_embeddings": cfg.max_seq_len,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
+            "partial_rotary_factor": 1.0, "hidden_act": "silu", "tie_word_embeddings": cfg.tie_word_embeddings,
+            "sliding_window": None, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0,
+            "attention_bias": False, "initializer_range": 0.02, "torch_dtype": "float32",
+        }
     kind = ("qwen3_moe" if cfg.is_moe and cfg.qk_norm else "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias
             else "qwen3" if cfg.qk_norm else "llama")
     c = {
@@ -437,8 +455,45 @@ def hf_config(cfg):
     return c
 
 
+def phi3_fuse(state):
+    """Llama's state dict -> Phi3ForCausalLM's, in the same order: each layer's self_attn.qkv_proj.weight
+    ((NH + 2 NKV) HS, C) = the rows of q_proj, k_proj, v_proj, and mlp.gate_up_proj.weight (2F, C) = the rows
+    of gate_proj, up_proj (HF: gate, up = gate_up_proj(x).chunk(2, dim=-1)); every other name unchanged."""
+    out = {}
+    for name, t in state.items():
+        if name.endswith("self_attn.q_proj.weight"):
+            p = name[:-len("q_proj.weight")]
+            out[p + "qkv_proj.weight"] = torch.cat([state[p + n + ".weight"] for n in ("q_proj", "k_proj", "v_proj")])
+        elif name.endswith("mlp.gate_proj.weight"):
+            p = name[:-len("gate_proj.weight")]
+            out[p + "gate_up_proj.weight"] = torch.cat([state[p + "gate_proj.weight"], state[p + "up_proj.weight"]])
+        elif not name.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight", "mlp.up_proj.weight")):
+            out[name] = t
+    return out
+
+
+def phi3_split(state, cfg):
+    """phi3_fuse's inverse: Phi3ForCausalLM's tensors -> Llama's names."""
+    q, kv, F = cfg.num_heads * cfg.head_size, cfg.num_kv_heads * cfg.head_size, cfg.intermediate
+    out = {}
+    for name, t in state.items():
+        if name.endswith(("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight")):
+            qkv = name.endswith("qkv_proj.weight")
+            rows, parts = ((q + 2 * kv, (("q_proj", q), ("k_proj", kv), ("v_proj", kv))) if qkv
+                           else (2 * F, (("gate_proj", F), ("up_proj", F))))
+            if t.dim() != 2 or t.size(0) != rows:
+                raise ValueError(f"{name}: shape {list(t.shape)}, expected {rows} rows")
+            p = name[:-len("qkv_proj.weight" if qkv else "gate_up_proj.weight")]
+            for (n, _), piece in zip(parts, t.split([r for _, r in parts])):
+                out[p + n + ".weight"] = piece
+        else:
+            out[name] = t
+    return out
+
+
 def save_hf(model, folder, router_aux_loss_coef=None):
-    """folder/config.json + folder/model.safetensors (F32, HF names, no lm_head when tied)."""
+    """folder/config.json + folder/model.safetensors (F32, HF names, no lm_head when tied; Phi-3's fused
+    tensors when cfg.phi3)."""
     os.makedirs(folder, exist_ok=True)
     config = hf_config(model.cfg)
     if model.cfg.is_moe and router_aux_loss_coef is not None:
@@ -446,15 +501,21 @@ def save_hf(model, folder, router_aux_loss_coef=None):
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
         f.write("\n")
-    tg.save_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict(), metadata={"format": "pt"})
+    state = phi3_fuse(model.state_dict()) if model.cfg.phi3 else model.state_dict()
+    tg.save_safetensors(os.path.join(folder, "model.safetensors"), state, metadata={"format": "pt"})
 
 
 def config_from_hf(c):
     kind = c.get("model_type")
-    if kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral") or c.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral config: model_type {kind}")
+    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3")
+            or c.get("hidden_act", "silu") != "silu"):
+        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3 config: model_type {kind}")
     if rope_type(c.get("rope_scaling")) not in ("default", "llama3", "yarn"):
         raise ValueError(f"rope_scaling {c['rope_scaling']} is not modelled (only none, llama3 and yarn)")
+    if kind == "phi3" and (c.get("partial_rotary_factor", 1.0) != 1.0 or c.get("attention_bias")
+                           or (c.get("sliding_window") or c["max_position_embeddings"]) < c["max_position_embeddings"]):
+        raise ValueError("phi3: only partial_rotary_factor 1, no attention_bias and no sliding window shorter than "
+                         "max_position_embeddings are modelled")
     moe, qwen3 = kind in ("mixtral", "qwen3_moe"), kind in ("qwen3", "qwen3_moe")
     head_dim = c.get("head_dim") or 0
     return LlamaConfig(
@@ -468,16 +529,18 @@ def config_from_hf(c):
         top_k=c.get("num_experts_per_tok", 2), qkv_bias=kind == "qwen2", qk_norm=qwen3,
         head_dim=head_dim if head_dim != c["hidden_size"] // c["num_attention_heads"] else 0,
         # Qwen3MoeConfig's default is false; Mixtral has no such key and always renormalises.
-        norm_topk_prob=bool(c.get("norm_topk_prob", False)) if kind == "qwen3_moe" else True)
+        norm_topk_prob=bool(c.get("norm_topk_prob", False)) if kind == "qwen3_moe" else True, phi3=kind == "phi3")
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral from an HF folder (one model.safetensors); a tied
-    model's lm_head.weight, if the file has one, is ignored."""
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3 from an HF folder (one model.safetensors; Phi-3's
+    fused tensors split back); a tied model's lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = Llama(cfg).to(dtype)
     state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+    if cfg.phi3:
+        state = phi3_split(state, cfg)
     if cfg.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)

@@ -2,7 +2,7 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral and DeepSeek-V3 against float64
+// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3 and DeepSeek-V2/V3 against float64
 // (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
@@ -205,6 +205,13 @@ TEST(TorchReference, HuggingFaceDeepSeekV3GroupLimitedRoutingTrainsLikeFloat64Py
                              "--model deepseek_v3 --experts 8 --top-k 2 --n-group 4 --topk-group 1 --rms-eps 1e-4 "
                              "--steps 10 --aux-coef 0.02 --lr 2e-3 --grad-clip 1.0",
                              1e-5);
+}
+
+// Phi-3 and Phi-4 (Phi3ForCausalLM): Llama's computation with q, k and v in one qkv_proj and gate and up
+// in one gate_up_proj, untied and tied; hf_final is read back in that form too.
+TEST(TorchReference, HuggingFacePhi3TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py", "--model phi3 --steps 10 --lr 3e-3 --grad-clip 1.0");
+  expect_trains_like_pytorch("make_hf_llama_reference.py", "--model phi3 --tie 1 --kv-heads 4 --steps 10 --lr 3e-3");
 }
 
 // DeepSeek-V3 as it ships, its linear weights in fine-grained FP8 (E4M3 codes, one fp32 scale per 8 x 12
