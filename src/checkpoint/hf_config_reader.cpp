@@ -1,6 +1,7 @@
 // Hugging Face config.json fields, checked and named in errors (hf_config_reader.h).
 #include "checkpoint/hf_config_reader.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -77,9 +78,9 @@ void read_rope_scaling(const HfConfigReader& r, const json& scaling, int64_t max
            json_excerpt(scaling));
   const json* type = scaling.contains("rope_type") ? &scaling["rope_type"] : scaling.contains("type") ? &scaling["type"]
                                                                                                     : nullptr;
-  TS_CHECK(type && (*type == "llama3" || *type == "yarn"), r.where(), ": rope_scaling type ",
+  TS_CHECK(type && (*type == "llama3" || *type == "yarn" || *type == "longrope"), r.where(), ": rope_scaling type ",
            type ? json_excerpt(*type) : "(none)", " is not supported; expected \"llama3\" (Llama 3.1 frequency ",
-           "scaling), \"yarn\" or no rope_scaling");
+           "scaling), \"yarn\", \"longrope\" (Phi-3's) or no rope_scaling");
   // A number of the dict: positive, or absent (`fallback`, < 0: required) or, with `zero_ok`, 0.
   auto get = [&](const char* key, double fallback = -1.0, bool zero_ok = false) {
     if ((!scaling.contains(key) || scaling[key].is_null()) && fallback >= 0) return fallback;
@@ -89,6 +90,23 @@ void read_rope_scaling(const HfConfigReader& r, const json& scaling, int64_t max
              scaling.contains(key) ? json_excerpt(scaling[key]) : "nothing");
     return scaling[key].get<double>();
   };
+  if (*type == "longrope") {  // Phi-3's: the factors per frequency; the lengths from the config's top level
+    const auto factors = [&](const char* key) {
+      const json* f = scaling.contains(key) ? &scaling[key] : nullptr;
+      TS_CHECK(f && f->is_array() && !f->empty() &&
+                   std::all_of(f->begin(), f->end(), [](const json& x) { return x.is_number() && x.get<double>() > 0; }),
+               r.where(), ": longrope rope_scaling needs '", key, "', an array of positive numbers, got ",
+               f ? json_excerpt(*f) : "nothing");
+      return f->get<std::vector<float>>();
+    };
+    rope.longrope = true;
+    rope.short_factor = factors("short_factor");
+    rope.long_factor = factors("long_factor");
+    rope.original_max_positions = r.integer("original_max_position_embeddings");
+    rope.factor = float(double(max_positions) / double(rope.original_max_positions));
+    rope.attention_factor = float(get("attention_factor", 0.0));
+    return;
+  }
   rope.factor = float(get("factor"));
   if (*type == "llama3") {
     rope.low_freq_factor = float(get("low_freq_factor"));
@@ -112,6 +130,13 @@ void read_rope_scaling(const HfConfigReader& r, const json& scaling, int64_t max
 }
 
 json rope_scaling_json(const RopeConfig& rope) {
+  if (rope.longrope) {
+    json j = {{"type", "longrope"}, {"short_factor", json::array()}, {"long_factor", json::array()}};
+    for (float f : rope.short_factor) j["short_factor"].push_back(json_float(f));
+    for (float f : rope.long_factor) j["long_factor"].push_back(json_float(f));
+    if (rope.attention_factor > 0) j["attention_factor"] = json_float(rope.attention_factor);
+    return j;
+  }
   if (rope.factor == 0) return nullptr;
   if (!rope.yarn)
     return {{"rope_type", "llama3"},

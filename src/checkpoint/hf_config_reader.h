@@ -41,13 +41,13 @@ class HfConfigReader {
 // DeepSeek configs share.
 ModelConfig llama_family_config(const HfConfigReader& r);
 
-// rope_scaling of rope_type "llama3" (Llama 3.1's frequency scaling) or "yarn" into `rope` (YaRN's
-// original_max_position_embeddings defaulting to `max_positions`, as transformers does); any other
-// type is refused naming it.
+// rope_scaling of rope_type "llama3" (Llama 3.1's frequency scaling), "yarn" or "longrope" into `rope`
+// (YaRN's original_max_position_embeddings defaulting to `max_positions`, as transformers does;
+// LongRoPE's read from the config's top level, as Phi-3 writes it); any other type is refused naming it.
 void read_rope_scaling(const HfConfigReader& r, const nlohmann::json& scaling, int64_t max_positions,
                        RopeConfig& rope);
-// The rope_scaling a config.json writes for `rope`: null, a llama3 dict or a yarn dict (the magnitude
-// terms only when given).
+// The rope_scaling a config.json writes for `rope`: null, a llama3 dict, a yarn dict (the magnitude
+// terms only when given) or a longrope dict (its original_max_position_embeddings goes at the top level).
 nlohmann::json rope_scaling_json(const RopeConfig& rope);
 
 // `v` as the double its shortest decimal spells, so config.json reads 1e-05, not the float's

@@ -98,6 +98,26 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   return pieces;
 }
 
+// Phi-3's partial rotary turns a head's first R channels, Tessera's RoPE its last R: importing a
+// qkv_proj moves each q and k head's first R rows after its others (`to_hf` moves them back), which
+// changes no dot product of a query and a key.
+void move_rotary_rows(const ModelConfig& c, const std::string& name, float* values, bool to_hf) {
+  if (!c.phi3 || c.rotary_dims == 0 || !name.ends_with(".self_attn.qkv_proj.weight")) return;
+  const int64_t HS = c.head_size(), R = c.rotary_dims, row = c.channels;
+  for (int64_t h = 0; h < c.num_heads + c.kv_heads(); ++h) {
+    float* head = values + h * HS * row;
+    std::rotate(head, head + (to_hf ? HS - R : R) * row, head + HS * row);
+  }
+}
+
+// partial_rotary_factor for `rotated` of a head's `head_size` channels: the ratio, nudged up where
+// transformers' int(head_dim * factor) would otherwise truncate it to one channel fewer.
+double partial_rotary_factor(int64_t rotated, int64_t head_size) {
+  double factor = double(rotated) / double(head_size);
+  while (int64_t(double(head_size) * factor) < rotated) factor = std::nextafter(factor, 2.0);
+  return factor;
+}
+
 // The block index of a tensor named model.layers.{l}..., or none.
 std::optional<int64_t> layer_of(const std::string& name) {
   const std::string prefix = "model.layers.";
@@ -159,8 +179,9 @@ json hf_llama_config_json(const ModelConfig& c) {
       j["mlp_only_layers"] = json::array();
       j["output_router_logits"] = false;
     }
-  } else if (c.phi3) {  // no dropout, no window, every channel rotated, no long-context factors
-    j["original_max_position_embeddings"] = c.max_seq_len;
+  } else if (c.phi3) {  // no dropout, no window
+    j["original_max_position_embeddings"] = c.rope.longrope ? c.rope.original_max_positions : c.max_seq_len;
+    j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
     j["sliding_window"] = nullptr;
     j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
   } else {
@@ -192,7 +213,6 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
   r.expect("use_sliding_window", false, "sliding-window attention is not implemented");
 
-  if (phi3) r.expect("partial_rotary_factor", 1.0, "partial rotary embeddings (Phi-4-mini's) are not implemented");
   ModelConfig c = llama_family_config(r);
   c.qkv_bias = qwen2;
   c.qk_norm = qwen3;
@@ -212,6 +232,13 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   if (r.find("head_dim")) {
     const int64_t head_dim = r.integer("head_dim");
     if (c.channels % c.num_heads != 0 || head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
+  }
+  if (phi3) {  // partial rotary (Phi-4-mini's): a head's first int(HS * factor) channels rotate
+    const double partial = r.number("partial_rotary_factor", 1.0f);
+    const int64_t rotated = int64_t(double(c.head_size()) * partial);
+    TS_CHECK(partial <= 1.0 && rotated >= 2 && rotated % 2 == 0, r.where(), ": field 'partial_rotary_factor' (",
+             partial, ") must rotate an even number of a head's ", c.head_size(), " channels, not ", rotated);
+    if (rotated < c.head_size()) c.rotary_dims = rotated;
   }
   if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.max_seq_len, c.rope);
   if (mixtral) {
@@ -255,6 +282,14 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
              config.moe.enabled() ? "" : " and dense MLPs", " (weights of another model?)");
   }
   for (const HfPiece& p : source.pieces) files->check(p.hf, p.hf_shape);
+  if (config.phi3) {
+    source.read = [files, config](const std::string& name) {
+      std::vector<float> values = files->read_f32(name);
+      move_rotary_rows(config, name, values.data(), false);
+      return values;
+    };
+    return source;
+  }
   if (!config.mla.enabled() || !deepseek.rope_interleaved) {
     source.read = [files](const std::string& name) { return files->read_f32(name); };
     return source;
@@ -301,6 +336,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
     tensors.push_back({p.hf, p.hf_shape, [&values, &config, begin, end, name = p.hf](float* out) {
                          values({begin, end}, out);
                          if (config.mla.enabled()) interleave_rope_rows(config, name, out, end - begin);
+                         move_rotary_rows(config, name, out, true);
                        }});
   }
   write_hf_weights(dir, tensors, max_shard_bytes, type);

@@ -1,6 +1,7 @@
 // ModelConfig <-> state.json's "model" object.
 #include "checkpoint/model_config_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -51,6 +52,13 @@ class Reader {
     TS_CHECK(v->is_number() && std::isfinite(v->get<double>()), where_, ": '", prefix_, key, "' must be a finite number, got ",
              json_excerpt(*v));
     out = v->get<float>();
+  }
+  void numbers(const char* key, std::vector<float>& out) {
+    const json* v = find(key);
+    if (!v) return;
+    TS_CHECK(v->is_array() && std::all_of(v->begin(), v->end(), [](const json& x) { return x.is_number(); }), where_,
+             ": '", prefix_, key, "' must be an array of numbers, got ", json_excerpt(*v));
+    out = v->get<std::vector<float>>();
   }
   void boolean(const char* key, bool& out) {
     const json* v = find(key);
@@ -110,6 +118,7 @@ json model_config_to_json(const ModelConfig& c) {
             {"tied_embeddings", c.tied_embeddings}};
   if (c.head_dim > 0) j["head_dim"] = c.head_dim;
   if (c.phi3) j["phi3"] = true;
+  if (c.rotary_dims > 0) j["rotary_dims"] = c.rotary_dims;
   if (c.positions == PositionKind::rope)
     j["rope"] = {{"theta", c.rope.theta},
                  {"factor", c.rope.factor},
@@ -124,6 +133,11 @@ json model_config_to_json(const ModelConfig& c) {
                       {"mscale_all_dim", c.rope.mscale_all_dim},
                       {"attention_factor", c.rope.attention_factor},
                       {"truncate", c.rope.truncate}});
+  if (c.positions == PositionKind::rope && c.rope.longrope)
+    j["rope"].update({{"longrope", true},
+                      {"short_factor", c.rope.short_factor},
+                      {"long_factor", c.rope.long_factor},
+                      {"attention_factor", c.rope.attention_factor}});
   if (c.moe.enabled())
     j["moe"] = {{"num_experts", c.moe.num_experts},
                 {"top_k", c.moe.top_k},
@@ -168,6 +182,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.boolean("qk_norm", c.qk_norm);    // absent before Qwen3 support: false
   r.boolean("phi3", c.phi3);          // absent before Phi-3 support: false
   r.integer("head_dim", c.head_dim, 0);  // absent unless heads are not channels / num_heads wide
+  r.integer("rotary_dims", c.rotary_dims, 0);  // absent unless a head rotates only some channels
   r.boolean("tied_embeddings", c.tied_embeddings);
   Reader rope = r.object("rope");
   rope.number("theta", c.rope.theta);
@@ -182,6 +197,9 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   rope.number("mscale_all_dim", c.rope.mscale_all_dim);
   rope.number("attention_factor", c.rope.attention_factor);
   rope.boolean("truncate", c.rope.truncate);
+  rope.boolean("longrope", c.rope.longrope);  // absent before LongRoPE support: false
+  rope.numbers("short_factor", c.rope.short_factor);
+  rope.numbers("long_factor", c.rope.long_factor);
   Reader moe = r.object("moe");
   moe.integer("num_experts", c.moe.num_experts, 0);
   moe.integer("top_k", c.moe.top_k, 1);

@@ -98,7 +98,7 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
       positions = tensor_to(positions, device);
     }
     seq.rope = positions;
-    seq.inv_freq = tensor_to(rope_inv_freq(config.rotary_dim(), config.rope), device);
+    seq.inv_freq = tensor_to(rope_inv_freq(config.rotary_dim(), config.rope, T * cp.size), device);
   }
 
   dresidual = local();

@@ -1,6 +1,8 @@
 // Decoder config validation and parameter counts.
 #include "nn/model_config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
@@ -27,7 +29,20 @@ void ModelConfig::validate() const {
     TS_CHECK(head_size() % 2 == 0, "model: rotary embeddings need an even head size, got channels / num_heads = ",
              head_size());
     TS_CHECK(rope.theta > 1.0f, "model: rope_theta must be above 1, got ", rope.theta);
-    TS_CHECK(rope.factor == 0.0f || rope.yarn ||
+    TS_CHECK(rotary_dims >= 0 && rotary_dims % 2 == 0 && rotary_dims <= head_size() && (!mla.enabled() || rotary_dims == 0),
+             "model: rotary_dims (", rotary_dims, ") must be even and at most the head size (", head_size(),
+             "), 0 for all of it (latent attention: its rope_dim)");
+    const auto positive = [](const std::vector<float>& f) {
+      return std::all_of(f.begin(), f.end(), [](float x) { return std::isfinite(x) && x > 0; });
+    };
+    TS_CHECK(!rope.longrope || (!rope.yarn && rope.factor > 0 && rope.original_max_positions > 0 &&
+                                int64_t(rope.short_factor.size()) == rotary_dim() / 2 &&
+                                int64_t(rope.long_factor.size()) == rotary_dim() / 2 && positive(rope.short_factor) &&
+                                positive(rope.long_factor)),
+             "model: longrope rope_scaling needs a positive factor and original_max_position_embeddings, and ",
+             rotary_dim() / 2, " positive short and long factors (half the ", rotary_dim(), " rotated channels), got ",
+             rope.short_factor.size(), " and ", rope.long_factor.size());
+    TS_CHECK(rope.factor == 0.0f || rope.yarn || rope.longrope ||
                  (rope.factor >= 1.0f && rope.high_freq_factor > rope.low_freq_factor && rope.original_max_positions > 0),
              "model: llama3 rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor and a positive ",
              "original_max_position_embeddings");

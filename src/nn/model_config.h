@@ -67,6 +67,7 @@ struct ModelConfig {
   Naming naming = Naming::gpt2;
   int64_t num_kv_heads = 0;  // NKV dividing NH (grouped-query attention); 0 = NH
   int64_t head_dim = 0;      // HS when it is not C / NH (a tensor-parallel rank's share of the heads); 0 = C / NH
+  int64_t rotary_dims = 0;   // RoPE's channels of a head, its last (Phi-3's partial rotary); 0 = all of them
   int64_t mlp_hidden = 0;    // the dense MLP's width F; 0 = 4C
   NormKind norm = NormKind::layernorm;
   float norm_eps = 1e-5f;
@@ -89,7 +90,8 @@ struct ModelConfig {
   int64_t head_size() const {
     return mla.enabled() ? mla.nope_dim + mla.rope_dim : head_dim > 0 ? head_dim : channels / num_heads;
   }
-  int64_t rotary_dim() const { return mla.enabled() ? mla.rope_dim : head_size(); }  // RoPE's channels a head
+  // RoPE's channels a head, its last ones.
+  int64_t rotary_dim() const { return mla.enabled() ? mla.rope_dim : rotary_dims > 0 ? rotary_dims : head_size(); }
   int64_t attention_width() const { return num_heads * head_size(); }  // the attention core's width (C unsharded)
   // RoPE's factors (ops/rope.h): YaRN's on the rotated channels and, under latent attention with YaRN's
   // mscale_all_dim, DeepSeek's on every attention score, mscale(factor, mscale_all_dim)^2 on the queries.

@@ -73,6 +73,24 @@ Tensor yarn_inv_freq(int64_t dim, const RopeConfig& config) {
   return inv_freq;
 }
 
+// LongRoPE (Hugging Face's rope type "longrope", `_compute_longrope_parameters` and its dynamic update):
+// frequency i of the unscaled theta^(-2i/R) divided by its short factor, or by its long factor when the
+// sequence's positions pass original_max_positions.
+Tensor longrope_inv_freq(int64_t dim, const RopeConfig& config, int64_t positions) {
+  const char* op = "rope_inv_freq";
+  const bool long_sequence = positions > config.original_max_positions;
+  const std::vector<float>& factors = long_sequence ? config.long_factor : config.short_factor;
+  TS_CHECK(int64_t(factors.size()) == dim / 2, op, ": longrope's ", long_sequence ? "long" : "short", "_factor has ",
+           factors.size(), " values, and ", dim, " rotated channels need ", dim / 2);
+  Tensor inv_freq = Tensor::zeros({dim / 2});
+  for (int64_t i = 0; i < dim / 2; i++) {
+    const double factor = factors[size_t(i)];
+    TS_CHECK(std::isfinite(factor) && factor > 0, op, ": longrope factors must be positive, got ", factor);
+    inv_freq.f32()[i] = float(1.0 / (factor * std::pow(double(config.theta), double(2 * i) / double(dim))));
+  }
+  return inv_freq;
+}
+
 }  // namespace
 
 // Follows Hugging Face transformers' `_compute_llama3_parameters` (src/transformers/modeling_rope_utils.py,
@@ -80,13 +98,14 @@ Tensor yarn_inv_freq(int64_t dim, const RopeConfig& config) {
 // (inv_freq = 1 / theta^(arange(0, HS, 2) / HS)), with its boundaries: a wavelength below
 // original/high_freq_factor is kept, one above original/low_freq_factor is divided by factor, and one
 // in [original/high, original/low] (both ends included) is smoothed; YaRN follows its
-// `_compute_yarn_parameters` (yarn_inv_freq above). HF computes in fp32; we compute in double and round
-// once, so values may differ from HF's by an fp32 ulp.
-Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config) {
+// `_compute_yarn_parameters` (yarn_inv_freq above), LongRoPE its `_compute_longrope_parameters`. HF
+// computes in fp32; we compute in double and round once, so values may differ from HF's by an fp32 ulp.
+Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config, int64_t positions) {
   const char* op = "rope_inv_freq";
   TS_CHECK(head_size > 0 && head_size % 2 == 0, op, ": head_size = ", head_size,
            " must be positive and even: RoPE rotates channel pairs (i, i + HS/2)");
   TS_CHECK(std::isfinite(config.theta) && config.theta > 0, op, ": theta = ", config.theta, " must be positive");
+  if (config.longrope) return longrope_inv_freq(head_size, config, positions);
   const bool scaled = config.factor != 0;
   if (scaled) {
     TS_CHECK(config.factor >= 1, op, ": factor = ", config.factor, " must be >= 1 (or 0 for no scaling)");
@@ -120,6 +139,11 @@ Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config) {
 double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
 
 float rope_rotated_scale(const RopeConfig& config) {
+  if (config.longrope) {
+    if (config.attention_factor > 0) return config.attention_factor;
+    if (config.factor <= 1) return 1.0f;
+    return float(std::sqrt(1.0 + std::log(double(config.factor)) / std::log(double(config.original_max_positions))));
+  }
   if (!config.yarn || config.factor == 0) return 1.0f;
   if (config.attention_factor > 0) return config.attention_factor;
   if (config.mscale > 0 && config.mscale_all_dim > 0)

@@ -7,10 +7,12 @@
 // So q_m . k_n after RoPE depends on the positions only through m - n. v is never touched.
 // DeepSeek's latent attention rotates only a tail of each head: with inv_freq of R/2 < HS/2 entries,
 // the rule above applies to each q and k head's last R channels (x[i] read as x[HS - R + i], HS/2 as
-// R/2) and the first HS - R channels are left as they are.
+// R/2) and the first HS - R channels are left as they are. (Phi-3's partial rotary rotates a head's
+// first R channels; its import moves them to the tail.)
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -26,18 +28,25 @@ struct RopeConfig {
   bool yarn = false;
   float beta_fast = 32, beta_slow = 1, mscale = 0, mscale_all_dim = 0, attention_factor = 0;
   bool truncate = true;
+  // Or with `longrope` Phi-3's LongRoPE (HF rope type "longrope"): frequency i divided by
+  // short_factor[i], or by long_factor[i] for a sequence longer than original_max_positions; factor
+  // is max_position_embeddings / original_max_positions, attention_factor as given (0 when absent).
+  bool longrope = false;
+  std::vector<float> short_factor = {}, long_factor = {};
   bool operator==(const RopeConfig&) const = default;
 };
 
-// inv_freq (R/2) f32 on the CPU for R rotated channels: inv_freq[i] = theta^(-2i/R), then the llama3
-// or YaRN scaling when config.factor > 0. Computed in double and rounded once to f32.
-Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config);
+// inv_freq (R/2) f32 on the CPU for R rotated channels: inv_freq[i] = theta^(-2i/R), then the llama3,
+// YaRN or LongRoPE scaling. `positions`: the sequence's length (its largest position + 1), which
+// chooses LongRoPE's factors as transformers does. Computed in double and rounded once to f32.
+Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config, int64_t positions = 0);
 
 // YaRN's magnitude, 0.1·m·ln(scale) + 1 (1 for scale <= 1).
 double yarn_mscale(double scale, double m = 1.0);
 // The factor on the rotated channels (YaRN's attention_factor, Hugging Face's cos/sin scaling): the
 // given attention_factor, else mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are
-// given, else mscale(factor); 1 without YaRN.
+// given, else mscale(factor); LongRoPE's: the given attention_factor, else sqrt(1 + ln(factor) /
+// ln(original_max_positions)) (1 for factor <= 1); 1 without either.
 float rope_rotated_scale(const RopeConfig& config);
 
 // Factors a rotation multiplies by (1 and 1: a pure rotation): `rotated` on the rotated channels of

@@ -46,6 +46,9 @@ std::string rope_text(const RopeConfig& rope) {
             number_text(rope.beta_slow) + ", mscale " + number_text(rope.mscale) + ", " +
             number_text(rope.mscale_all_dim) + ", attention factor " + number_text(rope.attention_factor) +
             (rope.truncate ? "" : ", not truncated") + ", from " + std::to_string(rope.original_max_positions) + ")";
+  else if (rope.longrope)
+    text += " longrope-scaled by " + number_text(rope.factor) + " (from " + std::to_string(rope.original_max_positions) +
+            ", its own " + std::to_string(rope.short_factor.size()) + " short and long factors)";
   else if (rope.factor > 0)
     text += " scaled by " + number_text(rope.factor) + " (low " + number_text(rope.low_freq_factor) + ", high " +
             number_text(rope.high_freq_factor) + ", from " + std::to_string(rope.original_max_positions) + ")";
@@ -95,6 +98,7 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
   compare("q, k norms (1 = on)", "", 0, flags.qk_norm, stored.qk_norm);
   compare("the Phi-3 form (1 = on)", "", 0, flags.phi3, stored.phi3);
   compare("head size", "", 0, flags.head_size(), stored.head_size());
+  compare("rotary channels", "", 0, flags.rotary_dim(), stored.rotary_dim());
   compare("tied embeddings (1 = on)", "", 0, flags.tied_embeddings, stored.tied_embeddings);
   auto compare_text = [&](const char* field, const std::string& wanted, const std::string& held) {
     if (wanted != held)

@@ -439,8 +439,9 @@ TEST(HfLlama, AConfigWithoutModelTypeNamesTheField) {
   EXPECT_EQ(read_hf_config(dir).naming, Naming::gpt2);
 }
 
-// Phi-3's config: model_type phi3 and Phi3ForCausalLM written and read back; what Tessera does not run
-// (Phi-4-mini's partial rotary embeddings, the 128K models' longrope) refused naming the key.
+// Phi-3's config: model_type phi3 and Phi3ForCausalLM written and read back; a partial_rotary_factor
+// that turns an odd number of a head's channels, and a longrope rope_scaling without its factors or
+// without the top-level original_max_position_embeddings, refused naming the key.
 TEST(HfLlama, Phi3ConfigAndWhatItRefuses) {
   const ModelConfig config = model_preset("phi3-tiny");
   const auto dir = testing::scratch_dir();
@@ -449,18 +450,64 @@ TEST(HfLlama, Phi3ConfigAndWhatItRefuses) {
   EXPECT_EQ(hf["model_type"], "phi3");
   EXPECT_EQ(hf["architectures"][0], "Phi3ForCausalLM");
   EXPECT_EQ(hf["original_max_position_embeddings"], config.max_seq_len);
+  EXPECT_EQ(hf["partial_rotary_factor"], 1.0);
   EXPECT_TRUE(read_hf_config(dir) == config);
   EXPECT_EQ(model_family(config), "phi3");
-  for (const auto& [key, value, part] :
-       {std::tuple<const char*, nlohmann::json, const char*>{"partial_rotary_factor", 0.75,
-                                                             "'partial_rotary_factor' is '0.75', expected 1.0; partial rotary embeddings"},
-        {"rope_scaling", {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {2.0}}},
-         "rope_scaling type '\"longrope\"' is not supported"}}) {
-    nlohmann::json changed = hf;
-    changed[key] = value;
+  const nlohmann::json longrope = {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {2.0, 2.0}}};
+  nlohmann::json without_original = hf;
+  without_original.erase("original_max_position_embeddings");
+  without_original["rope_scaling"] = longrope;
+  nlohmann::json odd = hf, without_long = hf;
+  odd["partial_rotary_factor"] = 0.7;  // int(8 x 0.7) = 5 channels
+  without_long["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}};
+  for (const auto& [changed, part] :
+       {std::pair<nlohmann::json, const char*>{odd, "'partial_rotary_factor' (0.7) must rotate an even number"},
+        {without_long, "longrope rope_scaling needs 'long_factor'"},
+        {without_original, "missing field 'original_max_position_embeddings'"}}) {
     testing::write_text(dir / "config.json", changed.dump());
     testing::expect_error_with([&] { read_hf_config(dir); }, {part});
   }
+}
+
+// Phi-4-mini's form: partial rotary (transformers turns a head's first 6 of 14 channels, Tessera its
+// last: each q and k head's rows move on import and back on export, v's stay) and LongRoPE's factors
+// with the original length at the config's top level; everything round-trips bit for bit.
+TEST(HfLlama, Phi3PartialRotaryAndLongRopeRoundTrip) {
+  ModelConfig config = model_preset("phi3-tiny");
+  config.num_heads = 2, config.num_kv_heads = 1, config.channels = 28, config.rotary_dims = 6;  // heads of 14
+  config.rope.longrope = true;
+  config.rope.original_max_positions = 16;
+  config.rope.factor = 4;  // max_position_embeddings 64 / 16
+  config.rope.short_factor = {1.0f, 1.25f, 1.5f};
+  config.rope.long_factor = {1.0f, 3.0f, 7.5f};
+  Decoder original(config);
+  randomise(original, 9);
+  const auto dir = testing::scratch_dir();
+  save_hf_llama(dir, config, original.named_params());
+  const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["original_max_position_embeddings"], 16);
+  EXPECT_EQ(int64_t(14 * hf["partial_rotary_factor"].get<double>()), 6);  // transformers' int(head_dim * factor)
+  EXPECT_EQ(hf["rope_scaling"]["type"], "longrope");
+  EXPECT_EQ(hf["rope_scaling"]["long_factor"], nlohmann::json::array({1.0, 3.0, 7.5}));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+
+  const SafetensorsFile file(dir / "model.safetensors");
+  const std::vector<float> qkv = file.read_f32("model.layers.0.self_attn.qkv_proj.weight");
+  const auto named = std::find_if(original.named_params().begin(), original.named_params().end(),
+                                  [](const NamedTensor& p) { return p.name == "layers.0.self_attn.qkv_proj.weight"; });
+  ASSERT_NE(named, original.named_params().end());
+  const Tensor& ours = named->tensor;
+  const int64_t C = 28, HS = 14, R = 6;
+  for (int64_t head = 0; head < 4; ++head)
+    for (int64_t j = 0; j < HS; ++j) {
+      const bool v = head == 3;  // heads: 2 q, 1 k, 1 v
+      const int64_t ours_row = head * HS + (v ? j : j < R ? HS - R + j : j - R);
+      for (int64_t col = 0; col < C; col += 9)
+        ASSERT_EQ(qkv[size_t((head * HS + j) * C + col)], ours.f32()[ours_row * C + col]) << head << " " << j;
+    }
+  Decoder imported(config);
+  load_hf_model(dir, config, imported.named_params());
+  expect_same_bits(original, imported);
 }
 
 // A NaN or infinity in a Hugging Face tensor (a diverged run's upload, a damaged download) is refused

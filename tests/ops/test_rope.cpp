@@ -162,6 +162,31 @@ TEST(Rope, InvFreqWithoutScaling) {
   testing::expect_close(inv_freq, expected, 0.0, 1e-7, "inv_freq");
 }
 
+// LongRoPE (Phi-3): each frequency of the unscaled theta^(-2i/R) divided by its short factor for a
+// sequence within original_max_positions, by its long factor past it (the choice transformers makes
+// from the largest position); the rotated channels scaled by sqrt(1 + ln(factor) / ln(original)), or by
+// the attention_factor given.
+TEST(Rope, LongRopeDividesEachFrequencyByItsShortOrLongFactor) {
+  RopeConfig config{.theta = 10000, .factor = 4, .original_max_positions = 4096};
+  config.longrope = true;
+  config.short_factor = {1.0f, 1.5f, 2.0f, 3.0f};
+  config.long_factor = {1.0f, 4.0f, 16.0f, 64.0f};
+  const std::vector<double> plain = {1.0, 0.1, 0.01, 0.001};
+  for (const int64_t positions : {int64_t(1), int64_t(4096), int64_t(4097), int64_t(16384)}) {
+    const Tensor inv_freq = rope_inv_freq(8, config, positions);
+    const std::vector<float>& factors = positions > 4096 ? config.long_factor : config.short_factor;
+    for (int64_t i = 0; i < 4; i++)
+      EXPECT_EQ(inv_freq.f32()[i], float(plain[size_t(i)] / factors[size_t(i)])) << positions << " positions, i=" << i;
+  }
+  EXPECT_FLOAT_EQ(rope_rotated_scale(config), float(std::sqrt(1.0 + std::log(4.0) / std::log(4096.0))));
+  config.attention_factor = 1.25f;
+  EXPECT_EQ(rope_rotated_scale(config), 1.25f);
+  config.attention_factor = 0, config.factor = 1;
+  EXPECT_EQ(rope_rotated_scale(config), 1.0f);
+  config.short_factor.pop_back();
+  testing::expect_error_with([&] { rope_inv_freq(8, config, 16); }, {"longrope's short_factor has 3 values", "need 4"});
+}
+
 // HS = 128, theta 500000, factor 8, low 1, high 4, original 8192: wavelengths below 8192/4 are kept,
 // above 8192/1 divided by 8, between them smoothed. Expected values from the formula in double.
 TEST(Rope, Llama3InvFreqMatchesFormulaInAllThreeRegimes) {

@@ -6,7 +6,10 @@
 # llama3 scaling against hand formulas, GQA against MHA, the MoE and its aux/z losses against per-token
 # loops, the HF names and round trip, micro-batch invariance and deterministic golden runs; Phi-3 (--model phi3):
 # fused qkv_proj/gate_up_proj names and shapes, split back equal to --model llama's files bit for bit (untied and
-# tied), the same expected.json, and load_hf/save_hf round trips of hf/ and hf_final/. For DeepSeek-V3
+# tied), the same expected.json, and load_hf/save_hf round trips of hf/ and hf_final/; its partial rotary (the first
+# R channels rotated as a head of R, the rest untouched) and longrope (short/long frequencies by seq_len, cos and sin
+# times the attention factor) against hand values, and golden runs of both: config.json keys, byte-identical files at
+# factor 1 without scaling, step 1 reproduced from hand frequencies, hf/ and hf_final/ round trips. For DeepSeek-V3
 # (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -373,7 +376,7 @@ def check_phi3_reference(tmp):
     by hand into rows [q | k | v] and [gate | up] they are llama's tensors bit for bit, and every other tensor is
     too; config.json has Phi3ForCausalLM's keys; train.bin is the same and expected.json differs only in its
     config's model; load_hf reads both folders back (hf/ reproduces step 1) and save_hf rewrites them byte for
-    byte; phi3 with --head-dim, --rope-scaling or --fp8-block is refused."""
+    byte; phi3 with --head-dim, --rope-scaling llama3/yarn or --fp8-block is refused."""
     NH, NKV, HS, C, F, L = 4, 2, 8, 32, 48, 2      # make_hf_llama_reference's defaults
     gone = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
     for tie in ("0", "1"):
@@ -454,7 +457,211 @@ def check_phi3_reference(tmp):
     print(f"make_hf_llama_reference --model phi3: qkv_proj ({(NH + 2 * NKV) * HS}, {C}) and gate_up_proj ({2 * F}, "
           f"{C}) in hf/ and hf_final/ (untied and tied), split = llama's tensors bit for bit; Phi3ForCausalLM "
           f"config.json; expected.json = llama's but model; load_hf/save_hf round trip byte for byte; hf/ reproduces "
-          f"step 1; --head-dim, --rope-scaling and --fp8-block refused")
+          f"step 1; --head-dim, --rope-scaling llama3/yarn and --fp8-block refused")
+
+
+def phi3_longrope_cfg(short, long, partial=1.0, max_seq_len=32, original_max=16, **extra):
+    return tl.LlamaConfig(phi3=True, max_seq_len=max_seq_len, original_max_seq_len=original_max,
+                          partial_rotary_factor=partial, rope_scaling=tl.longrope_rope_scaling(short, long), **extra)
+
+
+def check_phi3_rope():
+    """Phi-3's partial rotary: with cos and sin R < HS wide, apply_rope rotates channels [0, R) of each head exactly
+    as the RoPE of a head of R channels (pairs i, i + R/2, inv_freq theta^(-2i/R), against the pair formula) and
+    leaves [R, HS) untouched. longrope: inv_freq = 1/(ext * theta^(2i/R)) with short_factor up to
+    original_max_position_embeddings positions and long_factor beyond, cos and sin times sqrt(1 + ln(max/orig) /
+    ln(orig)) (1 when max <= orig, the given attention_factor when there is one) against hand values at one
+    position; the model's forward picks the frequencies by its T; the config's refusals."""
+    HS, R, T, theta = 8, 6, 7, 10000.0
+    inv_freq = tl.rope_inv_freq(R, theta)
+    assert torch.allclose(inv_freq, torch.tensor([theta ** (-2 * i / R) for i in range(R // 2)],
+                                                 dtype=torch.float64), rtol=1e-15, atol=0)
+    cos, sin = tl.rope_cos_sin(inv_freq, T)
+    x = torch.randn(1, 2, T, HS, dtype=torch.float64, generator=torch.Generator().manual_seed(31))
+    y = tl.apply_rope(x, cos, sin)
+    assert torch.equal(y[..., R:], x[..., R:]), "partial rotary changes channels R.."
+    assert torch.equal(y[..., :R], tl.apply_rope(x[..., :R].contiguous(), cos, sin)), "not a head of R channels"
+    for p in range(T):       # head 1 by hand: channels (i, i + R/2) rotate by p * theta^(-2i/R)
+        for i in range(R // 2):
+            a, x0, x1 = p * theta ** (-2 * i / R), x[0, 1, p, i].item(), x[0, 1, p, i + R // 2].item()
+            assert abs(y[0, 1, p, i].item() - (x0 * math.cos(a) - x1 * math.sin(a))) < 1e-14, "partial RoPE pair"
+            assert abs(y[0, 1, p, i + R // 2].item() - (x1 * math.cos(a) + x0 * math.sin(a))) < 1e-14
+    # The model's rope: R = int(8 * 0.75) = 6 wide (int() as HF: 0.7 * 10 = 7.000000000000001 -> 7).
+    assert tl.LlamaConfig(phi3=True, partial_rotary_factor=0.75).rotary_dim == 6
+    assert tl.LlamaConfig(phi3=True, channels=40, partial_rotary_factor=0.4).rotary_dim == 4
+    assert tl.Llama(tl.LlamaConfig(phi3=True, partial_rotary_factor=0.75)).rope(T)[0].shape == (T, 6)
+
+    # longrope: max 32, orig 16 -> factor 2, attention factor sqrt(1 + ln 2 / ln 16) = sqrt(1.25).
+    short, long = [1.0, 1.25, 1.5], [2.0, 4.0, 8.0]
+    model = llama_model(seed=32, **vars(phi3_longrope_cfg(short, long, partial=0.75)))
+    af = math.sqrt(1.25)
+    assert abs(model.rope_scale - af) < 1e-15, model.rope_scale
+    for T, ext in ((16, short), (17, long), (32, long)):
+        cos, sin = model.rope(T)
+        p = 11
+        for i in range(R):
+            a = p / (ext[i % 3] * theta ** (2 * (i % 3) / R))
+            assert abs(cos[p, i].item() - af * math.cos(a)) < 1e-15, f"longrope cos T {T} channel {i}"
+            assert abs(sin[p, i].item() - af * math.sin(a)) < 1e-15, f"longrope sin T {T} channel {i}"
+    want = [1 / (e * theta ** (2 * i / R)) for i, e in enumerate(long)]
+    assert all(abs(a - b) <= 1e-15 * b for a, b in zip(model.inv_freq_long.tolist(), want)), "long inv_freq"
+    # The attention factor scales the rotated channels only.
+    cos, sin = model.rope(16)
+    x = torch.randn(1, 1, 16, HS, dtype=torch.float64, generator=torch.Generator().manual_seed(33))
+    unscaled = tl.apply_rope(x, cos / af, sin / af)
+    scaled = tl.apply_rope(x, cos, sin)
+    assert torch.allclose(scaled[..., :R], af * unscaled[..., :R], rtol=1e-14, atol=1e-15)
+    assert torch.equal(scaled[..., R:], x[..., R:]), "the attention factor reaches the pass channels"
+    # forward picks by T: spoiling the long frequencies leaves T = 16 alone and changes T = 17; the short the reverse.
+    idx = torch.randint(0, 300, (2, 17), generator=torch.Generator().manual_seed(34))
+    with torch.no_grad():
+        base16, base17 = model(idx[:, :16])[0], model(idx)[0]
+        for attr, same, other in (("inv_freq_long", 16, 17), ("inv_freq", 17, 16)):
+            good = getattr(model, attr)
+            setattr(model, attr, good * 3)
+            out = {16: model(idx[:, :16])[0], 17: model(idx)[0]}
+            setattr(model, attr, good)
+            assert torch.equal(out[same], {16: base16, 17: base17}[same]), f"T {same} reads {attr}"
+            assert not torch.allclose(out[other], {16: base16, 17: base17}[other], rtol=1e-6, atol=0), \
+                f"T {other} ignores {attr}"
+    # The attention factor's other cases: max <= orig gives 1; an attention_factor key wins; Phi-3.5-mini's
+    # 131072 / 4096 = 32 gives sqrt(1 + ln 32 / ln 4096) = sqrt(17/12).
+    af_of = tl.rope_attention_factor
+    scaling = tl.longrope_rope_scaling(short, long)
+    assert af_of(scaling, 16, 16) == 1.0 and af_of(scaling, 16, 32) == 1.0
+    assert af_of(dict(scaling, attention_factor=1.5), 32, 16) == 1.5
+    assert abs(af_of(scaling, 131072, 4096) - math.sqrt(17 / 12)) < 1e-15
+    assert af_of(scaling, 32) == 1.0, "orig defaults to max_position"
+    # Refused: lists not R/2 long, longrope or a partial factor off phi3, odd or zero rotary widths, a factor key.
+    for bad in (lambda: phi3_longrope_cfg(short, long),                           # R = 8 needs 4 factors
+                lambda: tl.LlamaConfig(rope_scaling=scaling),
+                lambda: tl.LlamaConfig(partial_rotary_factor=0.5),
+                lambda: tl.LlamaConfig(phi3=True, partial_rotary_factor=0.625),      # R = 5
+                lambda: tl.LlamaConfig(phi3=True, partial_rotary_factor=0.1),        # R = 0
+                lambda: tl.LlamaConfig(phi3=True, partial_rotary_factor=1.5),
+                lambda: tl.LlamaConfig(phi3=True, partial_rotary_factor=0.75, rope_scaling=dict(scaling, factor=2.0)),
+                lambda: tl.LlamaConfig(phi3=True, rope_scaling=tl.yarn_rope_scaling(4.0, 4096))):
+        try:
+            bad()
+        except ValueError:
+            continue
+        raise AssertionError("a bad phi3 rope config was accepted")
+    print(f"phi3 rope: partial rotary (R {R} of {HS}) rotates channels 0..R-1 as a head of R (pair formula) and leaves "
+          f"the rest; longrope short/long frequencies by T (16 short, 17 and 32 long at orig 16), cos/sin times "
+          f"{af:.6f} at hand values, pass channels unscaled; attention factor cases; refusals")
+
+
+def check_phi3_rope_reference(tmp):
+    """--model phi3 with --partial-rotary-factor and --rope-scaling longrope: config.json's keys (top-level
+    original_max_position_embeddings and partial_rotary_factor; rope_scaling {type, short_factor, long_factor} of
+    R/2 factors each); factor 1 without scaling byte-identical to the plain run; hf/ equal to the plain run's (the
+    factors draw from a generator of their own); step 1 reproduced by the plain model given hand frequencies and
+    attention factor (short for --seq-len 16, long for 32 with original 16); expected.json's rope keys; hf/ and
+    hf_final/ round trip through load_hf and save_hf; the refusals."""
+    lr = ("--rope-scaling", "longrope", "--context", "32")
+    runs = {"plain": (), "unit": ("--partial-rotary-factor", "1.0", "--longrope-original-max", "8"),
+            "partial": ("--partial-rotary-factor", "0.75"),
+            "short": lr + ("--seq-len", "16"),
+            "long": lr + ("--seq-len", "32", "--longrope-original-max", "16"),
+            "both": ("--partial-rotary-factor", "0.5") + lr + ("--seq-len", "32", "--longrope-original-max", "16"),
+            "plain32": ("--seq-len", "32")}
+    exp = {name: run_llama_reference(tmp, f"phi3rope_{name}", "--model", "phi3", "--steps", "2", *flags)
+           for name, flags in runs.items()}
+
+    def read(name, path):
+        with open(os.path.join(tmp, f"phi3rope_{name}", path), "rb") as f:
+            return f.read()
+    files = ("hf/config.json", "hf/model.safetensors", "hf_final/config.json", "hf_final/model.safetensors",
+             "train.bin", "expected.json")
+    assert all(read("unit", f) == read("plain", f) for f in files), "factor 1 without scaling changes a file"
+    plain_config = json.loads(read("plain", "hf/config.json"))
+    HS, theta = 8, 10000.0
+    for name in ("partial", "short", "long", "both"):
+        flags = runs[name]
+        args = make_hf_llama_reference.parse_args(["--out", "unused", "--model", "phi3", "--steps", "2", *flags])
+        F_, longrope = args.partial_rotary_factor, args.rope_scaling == "longrope"
+        R, seq = int(HS * F_), args.seq_len
+        orig = args.longrope_original_max if longrope else 32
+        assert R == {"partial": 6, "short": 8, "long": 8, "both": 4}[name]
+        # config.json: the plain run's but for three keys.
+        config = json.loads(read(name, "hf/config.json"))
+        assert config["partial_rotary_factor"] == F_ and config["original_max_position_embeddings"] == orig
+        assert config["max_position_embeddings"] == 32
+        rest = {k: v for k, v in config.items()
+                if k not in ("partial_rotary_factor", "original_max_position_embeddings", "rope_scaling")}
+        assert rest == {k: v for k, v in plain_config.items() if k in rest} and len(rest) + 3 == len(plain_config)
+        scaling = config["rope_scaling"]
+        if longrope:
+            assert list(scaling) == ["type", "short_factor", "long_factor"] and scaling["type"] == "longrope"
+            short, long = scaling["short_factor"], scaling["long_factor"]
+            assert (short, long) == make_hf_llama_reference.longrope_factors(R // 2, 1), "factors not from the seed"
+            assert len(short) == len(long) == R // 2 and all(1 <= v <= 1.5 for v in short)
+            assert all(1 <= v <= 8 for v in long) and all((v * 64).is_integer() for v in short + long)
+            assert "original_max_position_embeddings" not in scaling
+        else:
+            assert scaling is None
+        assert read(name, "hf_final/config.json") == read(name, "hf/config.json")
+        # The init is the plain run's (and so is train.bin at the same --seq-len).
+        assert read(name, "hf/model.safetensors") == read("plain", "hf/model.safetensors"), f"{name}: init changed"
+        assert read(name, "train.bin") == read("plain" if seq == 16 else "plain32", "train.bin")
+        e = exp[name]
+        assert e["losses"][0] != exp["plain" if seq == 16 else "plain32"]["losses"][0], f"{name} changes nothing"
+        # expected.json's config.
+        c = e["config"]
+        assert c["partial_rotary_factor" if F_ != 1 else "rope_scaling"] == (F_ if F_ != 1 else "longrope")
+        assert c.get("rotary_dim") == (R if R != HS else None)
+        # step 1 from hand frequencies and attention factor, on the plain phi3 model (same partial factor).
+        use_long = longrope and seq > orig
+        if longrope:
+            ext = long if use_long else short
+            inv = [1 / (ext[i] * theta ** (2 * i / R)) for i in range(R // 2)]
+            af = math.sqrt(1 + math.log(32 / orig) / math.log(orig))
+            assert abs(af - math.sqrt(1.25)) < 1e-15
+            assert c["longrope_factors_used"] == ("long" if use_long else "short")
+            assert c["longrope_original_max"] == orig
+            assert c["rope_dim"] == R and abs(c["rope_attention_factor"] - af) < 1e-15 and c["longrope_factor"] == 2.0
+            assert all(abs(a - b) <= 1e-15 * b for a, b in zip(c["rope_inv_freq"], inv)), c["rope_inv_freq"]
+        else:
+            inv, af = [theta ** (-2 * i / R) for i in range(R // 2)], 1.0
+            assert "longrope_original_max" not in c and "rope_inv_freq" not in c
+        net = tl.load_hf(os.path.join(tmp, f"phi3rope_{name}", "hf"))
+        assert net.cfg == make_hf_llama_reference.model_config(args), f"{name}: load_hf config"
+        hand = tl.Llama(dataclasses.replace(net.cfg, rope_scaling=None, original_max_seq_len=0)).double()
+        hand.load_state_dict(net.state_dict())
+        hand.inv_freq, hand.rope_scale = torch.tensor(inv, dtype=torch.float64), af
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, f"phi3rope_{name}", "train.bin")))
+        x, y = tokens[:4 * seq].view(4, seq), tokens[1:4 * seq + 1].view(4, seq)
+        with torch.no_grad():
+            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            by_hand = sum(tl.objective(hand, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+        assert loaded == e["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert abs(by_hand - loaded) <= 1e-13 * loaded, f"{name}: hand frequencies give {by_hand} vs {loaded}"
+        if longrope:      # the other factor list does not reproduce it
+            other = long if not use_long else short
+            hand.inv_freq = torch.tensor([1 / (other[i] * theta ** (2 * i / R)) for i in range(R // 2)],
+                                         dtype=torch.float64)
+            with torch.no_grad():
+                wrong = sum(tl.objective(hand, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            assert abs(wrong - loaded) > 1e-9 * loaded, f"{name}: short and long factors give the same loss"
+        # hf/ and hf_final/ round trip byte for byte.
+        for sub in ("hf", "hf_final"):
+            again = os.path.join(tmp, f"phi3rope_{name}_{sub}_again")
+            tl.save_hf(tl.load_hf(os.path.join(tmp, f"phi3rope_{name}", sub)), again)
+            for path in ("config.json", "model.safetensors"):
+                with open(os.path.join(again, path), "rb") as f:
+                    assert f.read() == read(name, f"{sub}/{path}"), f"{name} {sub}: save_hf(load_hf) changes {path}"
+    for flags in (("--model", "phi3", "--partial-rotary-factor", "0.625"),      # R 5
+                  ("--model", "phi3", "--partial-rotary-factor", "0.1"),        # R 0
+                  ("--model", "phi3", "--partial-rotary-factor", "1.5"),
+                  ("--model", "llama", "--partial-rotary-factor", "0.5"),
+                  ("--model", "llama", "--rope-scaling", "longrope"),
+                  ("--model", "deepseek_v3", "--rope-scaling", "longrope"),
+                  ("--model", "phi3", "--rope-scaling", "longrope", "--longrope-original-max", "1")):
+        assert refused(*flags), f"{flags} accepted"
+    print("make_hf_llama_reference --model phi3 --partial-rotary-factor / --rope-scaling longrope: config.json keys "
+          "(partial_rotary_factor, top-level original_max_position_embeddings, rope_scaling type/short/long of R/2 "
+          "factors); factor 1 byte-identical; init and train.bin the plain run's; step 1 from hand frequencies "
+          "(short at seq 16, long at 32 > 16) and attention factor sqrt(1.25); hf/ and hf_final/ round trip; refusals")
 
 
 # ---------------------------------------------------------------- DeepSeek-V3 (float64)
@@ -1435,6 +1642,8 @@ def main():
         check_llama_hf_round_trip(tmp)
         check_llama_reference(tmp)
         check_phi3_reference(tmp)
+        check_phi3_rope()
+        check_phi3_rope_reference(tmp)
         check_latent_attention()
         check_deepseek_moe()
         check_deepseek_hf_round_trip(tmp)

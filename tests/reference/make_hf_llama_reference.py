@@ -11,7 +11,9 @@
 # --fp8-block R C stores hf/'s attention and MLP projections as Hugging Face's fine-grained FP8 (F8_E4M3 codes with
 # an F32 weight_scale_inv per R x C block, as DeepSeek-V3's release) and trains from their dequantized values.
 # --model phi3 trains exactly --model llama's run and writes hf/ and hf_final/ in Phi3ForCausalLM's form (fused
-# qkv_proj and gate_up_proj, torch_llama.phi3_fuse).
+# qkv_proj and gate_up_proj, torch_llama.phi3_fuse). phi3 alone takes --partial-rotary-factor F (RoPE on the first
+# int(HS * F) channels of each q/k head) and --rope-scaling longrope (--longrope-original-max N at config.json's top
+# level, max_position_embeddings --context; factor lists drawn from --seed by a generator of their own).
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
@@ -35,9 +37,10 @@ DEEPSEEK_ARGS = ("q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v
 NOT_DEEPSEEK_ARGS = ("kv_heads", "head_dim")
 NOT_DEEPSEEK_V2_ARGS = ("rope_interleave", "bias_rate")    # always interleaved; no selection bias
 DEEPSEEK_MODELS = ("deepseek_v3", "deepseek_v2")
-# YaRN's flags, in expected.json's config only with --rope-scaling yarn.
+# YaRN's flags, in expected.json's config only with --rope-scaling yarn; longrope's only with longrope.
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
+LONGROPE_ARGS = ("longrope_original_max",)
 # The nn.Linear weights that --fp8-block quantizes, as DeepSeek-V3's release does: the attention projections and
 # every MLP's (dense, routed experts, Mixtral's w1/w2/w3, shared experts). Embeddings, lm_head, norms, routers
 # (mlp.gate, block_sparse_moe.gate), e_score_correction_bias and biases stay F32.
@@ -63,9 +66,16 @@ def parse_args(argv=None):
     p.add_argument("--rms-eps", type=float, default=1e-5,
                    help="RMSNorm eps (deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=10000.0)
-    p.add_argument("--rope-scaling", choices=("none", "llama3", "yarn"), default="none",
+    p.add_argument("--rope-scaling", choices=("none", "llama3", "yarn", "longrope"), default="none",
                    help="llama3: Llama 3.1's factor 8 / 1 / 4 / 8192 (use --rope-theta 500000 to reach all bands); "
-                        "yarn: YaRN from the --yarn-* flags (deepseek_v3/v2: none or yarn)")
+                        "yarn: YaRN from the --yarn-* flags (deepseek_v3/v2: none or yarn); longrope: phi3 only, "
+                        "Phi-3's short/long factors (drawn from --seed), original max --longrope-original-max")
+    p.add_argument("--partial-rotary-factor", type=float, default=1.0,
+                   help="phi3 only: partial_rotary_factor F, RoPE on the first int(HS * F) channels of each q/k head "
+                        "(even, > 0)")
+    p.add_argument("--longrope-original-max", type=int, default=16,
+                   help="--rope-scaling longrope: original_max_position_embeddings (>= 2); factor = --context / this, "
+                        "long factors when --seq-len exceeds it")
     p.add_argument("--tie", type=int, choices=(0, 1), default=0, help="1: lm_head tied to embed_tokens")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
@@ -125,6 +135,10 @@ def parse_args(argv=None):
         p.error("--micro-batches must divide --batch")
     if args.fp8_block is not None and min(args.fp8_block) < 1:
         p.error("--fp8-block R C must be positive")
+    if args.model != "phi3" and (args.rope_scaling == "longrope" or args.partial_rotary_factor != 1.0):
+        p.error("--rope-scaling longrope and --partial-rotary-factor are modelled for phi3 only")
+    if args.rope_scaling == "longrope" and args.longrope_original_max < 2:
+        p.error("--longrope-original-max must be >= 2 (the attention factor divides by its log)")
     if args.rope_scaling == "yarn":
         if args.yarn_factor < 1 or min(args.yarn_original_max, args.yarn_beta_fast, args.yarn_beta_slow) <= 0:
             p.error("--yarn-factor must be >= 1 (HF and Tessera refuse less), --yarn-original-max, --yarn-beta-fast "
@@ -161,7 +175,7 @@ def parse_args(argv=None):
                     "--experts / --n-group >= 2")
         if not 0 <= args.first_dense <= args.layers or args.shared_experts < 0:
             p.error("--first-dense must be in [0, --layers] and --shared-experts >= 0")
-        if args.rope_scaling == "llama3":
+        if args.rope_scaling in ("llama3", "longrope"):
             p.error(f"{args.model}: only rope_scaling none and yarn are modelled")
         return args
     if args.head_dim % 2 or (not args.head_dim and (args.channels % args.heads or (args.channels // args.heads) % 2)):
@@ -169,16 +183,38 @@ def parse_args(argv=None):
                 "channel pairs)")
     if args.heads % args.kv_heads:
         p.error("--kv-heads must divide --heads")
-    if args.model == "phi3" and (args.head_dim or args.rope_scaling != "none" or args.fp8_block is not None):
-        p.error("phi3: --head-dim (its heads are --channels / --heads wide), --rope-scaling (config.json's "
-                "rope_scaling is null) and --fp8-block are not modelled")
+    if args.model == "phi3" and (args.head_dim or args.rope_scaling not in ("none", "longrope")
+                                 or args.fp8_block is not None):
+        p.error("phi3: --head-dim (its heads are --channels / --heads wide), --rope-scaling llama3 and yarn (Phi-3's "
+                "rope_scaling is null or longrope) and --fp8-block are not modelled")
+    if args.model == "phi3":
+        rotary = int(args.channels // args.heads * args.partial_rotary_factor)
+        if not 0 < args.partial_rotary_factor <= 1 or rotary <= 0 or rotary % 2:
+            p.error(f"--partial-rotary-factor must be in (0, 1] and give an even, positive rotary width: "
+                    f"int({args.channels // args.heads} * {args.partial_rotary_factor}) = {rotary}")
     if args.model in ("mixtral", "qwen3_moe") and not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
     return args
 
 
+def longrope_factors(n, seed):
+    """Phi-3's longrope short_factor and long_factor, n each, from a generator of their own seeded with seed (the
+    init and train.bin draw from another, so they do not change): short in [1, 1.5], long_i in [1 + 7i/n, 1 +
+    7(i+1)/n] (in [1, 8], increasing on average, as the releases' grow for the slow frequencies), each a multiple of
+    1/64, so exact in float32 (HF reads them as float32 tensors) and short in JSON."""
+    g = torch.Generator().manual_seed(seed)
+    u = torch.rand(2, n, generator=g, dtype=torch.float64).tolist()
+    short = [round((1 + 0.5 * a) * 64) / 64 for a in u[0]]
+    long = [round((1 + 7 * (i + b) / n) * 64) / 64 for i, b in enumerate(u[1])]
+    return short, long
+
+
 def rope_scaling(args):
-    """config.json's rope_scaling: None, Llama 3.1's dict or YaRN's from the --yarn-* flags."""
+    """config.json's rope_scaling: None, Llama 3.1's dict, YaRN's from the --yarn-* flags or Phi-3's longrope with
+    longrope_factors' R/2 factors each."""
+    if args.rope_scaling == "longrope":
+        rotary = int(args.channels // args.heads * args.partial_rotary_factor)
+        return tl.longrope_rope_scaling(*longrope_factors(rotary // 2, args.seed))
     if args.rope_scaling == "llama3":
         return dict(tl.LLAMA3_ROPE_SCALING)
     if args.rope_scaling == "yarn":
@@ -207,7 +243,10 @@ def model_config(args):
         rope_scaling=rope_scaling(args),
         tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model in ("mixtral", "qwen3_moe") else 0,
         top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
-        head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3")
+        head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3",
+        partial_rotary_factor=args.partial_rotary_factor,
+        # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
+        original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0)
 
 
 def fp8_quantize(model, block):
@@ -339,9 +378,12 @@ def train(model, tokens, args):
 
 def run_config(args, cfg, num_tokens):
     deepseek, v2 = args.model in DEEPSEEK_MODELS, args.model == "deepseek_v2"
-    yarn = args.rope_scaling == "yarn"
+    yarn, longrope = args.rope_scaling == "yarn", args.rope_scaling == "longrope"
     dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else DEEPSEEK_ARGS) + (() if cfg.is_moe else MOE_ARGS)
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
+               + (() if longrope else LONGROPE_ARGS)
+               # partial_rotary_factor is recorded only when it is not 1
+               + (("partial_rotary_factor",) if args.partial_rotary_factor == 1.0 else ())
                + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
                # n_group and topk_group are recorded only when there are groups
                + (("n_group", "topk_group") if deepseek and cfg.n_group == 1 else ())
@@ -425,6 +467,28 @@ def run_config(args, cfg, num_tokens):
         if deepseek:
             config["softmax_scale"] = td.softmax_scale(cfg)
             config["yarn"] += "; q.k times softmax_scale = qk_head_dim^-0.5 * mscale(factor, mscale_all_dim)^2"
+    if not deepseek and cfg.rotary_dim != cfg.head_size:
+        config["rotary_dim"] = cfg.rotary_dim
+        config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "
+                                    "theta^(-2i/rotary_dim) without scaling) on channels [0, rotary_dim) of every q "
+                                    "and k head; channels [rotary_dim, HS) pass unrotated (and unscaled)")
+    if longrope:
+        R, orig = cfg.rotary_dim, cfg.original_max
+        long = args.seq_len > orig
+        config["rope_dim"] = R
+        config["longrope_factor"] = cfg.max_seq_len / orig
+        config["rope_attention_factor"] = tl.rope_attention_factor(cfg.rope_scaling, cfg.max_seq_len, orig)
+        config["rope_inv_freq_short"] = tl.rope_inv_freq(R, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len,
+                                                         orig, orig).tolist()
+        config["rope_inv_freq_long"] = tl.rope_inv_freq(R, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len,
+                                                        orig + 1, orig).tolist()
+        config["longrope_factors_used"] = "long" if long else "short"
+        config["rope_inv_freq"] = config["rope_inv_freq_long" if long else "rope_inv_freq_short"]
+        config["longrope"] = ("factor = max_position_embeddings / original_max_position_embeddings; attention_factor = "
+                              "1 if factor <= 1 else sqrt(1 + ln(factor)/ln(original_max)); inv_freq[i] = 1/(ext[i] * "
+                              "theta^(2i/rope_dim)), ext = long_factor when seq_len > original_max, else short_factor; "
+                              "float64 (not rounded to f32); cos and sin (q's and k's rotated channels) times "
+                              "rope_attention_factor")
     return config
 
 

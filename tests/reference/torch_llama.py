@@ -5,7 +5,8 @@
 # Qwen2ForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM / MixtralForCausalLM tensor names, so
 # state_dict() keys are the keys of model.safetensors (no lm_head when the embeddings are tied). Phi-3
 # (Phi3ForCausalLM, also Phi-4) is Llama itself; only its files differ: save_hf fuses q/k/v into qkv_proj and
-# gate/up into gate_up_proj (phi3_fuse) and load_hf splits them back (phi3_split). RoPE uses
+# gate/up into gate_up_proj (phi3_fuse) and load_hf splits them back (phi3_split); Phi-3 alone may rotate only
+# the first int(HS * partial_rotary_factor) channels of each q/k head and scale them by longrope. RoPE uses
 # HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
 # h reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
@@ -36,7 +37,8 @@ class LlamaConfig:
     max_seq_len: int = 32           # maxT (max_position_embeddings)
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
-    rope_scaling: Optional[dict] = None  # None, LLAMA3_ROPE_SCALING or a yarn_rope_scaling(...) dict
+    rope_scaling: Optional[dict] = None  # None, LLAMA3_ROPE_SCALING, a yarn_rope_scaling(...) or (phi3) a
+    #                                      longrope_rope_scaling(...) dict
     tie_word_embeddings: bool = False
     num_experts: int = 0            # E; 0 = dense Llama, > 0 = Mixtral
     top_k: int = 2                  # experts per token (Mixtral)
@@ -45,16 +47,38 @@ class LlamaConfig:
     head_dim: int = 0               # HS when it is not C / NH (Qwen3); 0 = C / NH
     norm_topk_prob: bool = True     # the chosen probabilities renormalised (Mixtral always; Qwen3-MoE's flag)
     phi3: bool = False              # Phi3ForCausalLM's files (fused qkv_proj, gate_up_proj); computes as Llama
+    partial_rotary_factor: float = 1.0   # phi3: RoPE on the first int(HS * this) channels of each q/k head
+    original_max_seq_len: int = 0   # phi3: original_max_position_embeddings (longrope); 0 = max_seq_len
 
     def __post_init__(self):
         if not self.norm_topk_prob and not (self.is_moe and self.qk_norm):
             raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE only (Mixtral always renormalises)")
-        if self.phi3 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.rope_scaling):
-            raise ValueError("phi3 is a dense Llama without biases, q/k norms, head_dim or rope_scaling")
+        kind = rope_type(self.rope_scaling)
+        if self.phi3 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim
+                          or kind not in ("default", "longrope")):
+            raise ValueError("phi3 is a dense Llama without biases, q/k norms or head_dim, and its rope_scaling is "
+                             "null or longrope")
+        if not self.phi3 and (kind == "longrope" or self.partial_rotary_factor != 1.0 or self.original_max_seq_len):
+            raise ValueError("longrope, partial_rotary_factor and original_max_position_embeddings are modelled for "
+                             "phi3 only")
+        R = self.rotary_dim
+        if self.phi3 and (not 0 < self.partial_rotary_factor <= 1 or R <= 0 or R % 2):
+            raise ValueError(f"partial_rotary_factor {self.partial_rotary_factor}: int(HS {self.head_size} * factor) "
+                             f"= {R} rotary channels, which must be even and positive (factor in (0, 1])")
+        if kind == "longrope":
+            check_longrope(self.rope_scaling, R)
 
     @property
     def head_size(self):            # HS
         return self.head_dim or self.channels // self.num_heads
+
+    @property
+    def rotary_dim(self):           # R: the leading q/k channels of each head that RoPE rotates (HF's int())
+        return int(self.head_size * self.partial_rotary_factor)
+
+    @property
+    def original_max(self):         # original_max_position_embeddings
+        return self.original_max_seq_len or self.max_seq_len
 
     @property
     def is_moe(self):
@@ -90,6 +114,26 @@ def yarn_rope_scaling(factor, original_max, beta_fast=32.0, beta_slow=1.0, mscal
     return scaling
 
 
+def longrope_rope_scaling(short_factor, long_factor):
+    """Phi-3's longrope rope_scaling as its config.json spells it: type "longrope", short_factor and long_factor
+    (R/2 positive numbers each, R the rotary width). original_max_position_embeddings is config.json's top-level
+    key (LlamaConfig.original_max_seq_len), not part of the dict."""
+    return {"type": "longrope", "short_factor": [float(v) for v in short_factor],
+            "long_factor": [float(v) for v in long_factor]}
+
+
+def check_longrope(scaling, rotary_dim):
+    """Refuses a longrope dict Phi3Config would refuse (factor lists not R/2 long) or whose extra keys are not
+    modelled ("factor": transformers 4.x ignores it beside original_max_position_embeddings, 5.x uses it)."""
+    extra = set(scaling) - {"type", "rope_type", "short_factor", "long_factor", "attention_factor"}
+    if extra:
+        raise ValueError(f"longrope rope_scaling: keys {sorted(extra)} are not modelled")
+    for key in ("short_factor", "long_factor"):
+        values = scaling.get(key)
+        if not isinstance(values, list) or len(values) != rotary_dim // 2 or not all(v > 0 for v in values):
+            raise ValueError(f"longrope {key} must be {rotary_dim // 2} positive numbers (rotary dim {rotary_dim} / 2)")
+
+
 def rope_type(scaling):
     """"default" for no scaling, else the dict's rope_type (or its older spelling, type)."""
     return "default" if scaling is None else scaling.get("rope_type", scaling.get("type"))
@@ -100,12 +144,21 @@ def yarn_get_mscale(scale, m=1.0):
     return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
 
 
-def rope_attention_factor(scaling):
+def rope_attention_factor(scaling, max_position=None, original_max=None):
     """The factor HF multiplies cos and sin by, i.e. the rotated channels of q and k (so a score's rotated
-    part by its square): 1 without YaRN; with YaRN the given attention_factor, else get_mscale(factor,
+    part by its square): 1 without YaRN or longrope; with YaRN the given attention_factor, else get_mscale(factor,
     mscale) / get_mscale(factor, mscale_all_dim) when both are given and nonzero, else get_mscale(factor)
-    (an mscale without mscale_all_dim is ignored)."""
-    if rope_type(scaling) != "yarn":
+    (an mscale without mscale_all_dim is ignored). With longrope (HF's _compute_longrope_parameters) the given
+    attention_factor, else 1 for factor = max_position / original_max <= 1, else sqrt(1 + ln(factor) /
+    ln(original_max)); original_max defaults to max_position. The same factor for short and long frequencies."""
+    kind = rope_type(scaling)
+    if kind == "longrope":
+        if scaling.get("attention_factor") is not None:
+            return float(scaling["attention_factor"])
+        original_max = original_max or max_position
+        factor = max_position / original_max
+        return 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original_max))
+    if kind != "yarn":
         return 1.0
     if scaling.get("attention_factor"):
         return float(scaling["attention_factor"])
@@ -138,8 +191,9 @@ def yarn_ramp_bounds(dim, theta, scaling, max_position=None):
     return max(low, 0), min(high, dim - 1)
 
 
-def rope_inv_freq(head_size, theta, scaling=None, max_position=None):
-    """inv_freq (HS/2) float64, inv_freq[i] = theta^(-2i/HS); HS is the rotated width (DeepSeek-V3: qk_rope).
+def rope_inv_freq(head_size, theta, scaling=None, max_position=None, seq_len=None, original_max=None):
+    """inv_freq (HS/2) float64, inv_freq[i] = theta^(-2i/HS); HS is the rotated width (DeepSeek-V3: qk_rope;
+    Phi-3: int(head size * partial_rotary_factor)).
     With rope_type llama3, HF's _compute_llama3_parameters: wavelen = 2*pi/inv_freq; wavelen >
     orig/low_freq_factor: inv_freq/factor; wavelen < orig/high_freq_factor: unchanged; in between (both ends
     included) (1-s)*inv_freq/factor + s*inv_freq with s = (orig/wavelen - low_freq_factor) / (high_freq_factor
@@ -147,8 +201,18 @@ def rope_inv_freq(head_size, theta, scaling=None, max_position=None):
     ramp(i) = clamp((i - low) / (high - low), 0, 1) (high + 0.001 when low == high) with (low, high) from
     yarn_ramp_bounds, inv_freq = ramp / (factor * pos_freq) + (1 - ramp) / pos_freq: below low unchanged,
     above high divided by factor, blended in between. max_position is max_position_embeddings, yarn's
-    fallback for original_max_position_embeddings. Not rounded to float32 (Tessera rounds once)."""
+    fallback for original_max_position_embeddings. With rope_type longrope, HF's _compute_longrope_parameters:
+    inv_freq[i] = 1 / (ext[i] * theta^(2i/HS)), ext = long_factor when seq_len (the largest position id + 1) >
+    original_max (default max_position), else short_factor (also for seq_len None, as HF's initial buffer). Not
+    rounded to float32 (Tessera rounds once), nor are the factors (HF reads them as float32)."""
     kind = rope_type(scaling)
+    if kind == "longrope":
+        original_max = original_max or max_position
+        long = seq_len is not None and seq_len > original_max
+        ext = torch.tensor(scaling["long_factor" if long else "short_factor"], dtype=torch.float64)
+        if ext.numel() != head_size // 2:
+            raise ValueError(f"longrope: {ext.numel()} factors for {head_size} rotated channels")
+        return 1.0 / (ext * theta ** (torch.arange(0, head_size, 2, dtype=torch.float64) / head_size))
     if kind == "yarn":
         pos_freq = theta ** (torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)
         low, high = yarn_ramp_bounds(head_size, theta, scaling, max_position)
@@ -161,7 +225,7 @@ def rope_inv_freq(head_size, theta, scaling=None, max_position=None):
     if scaling is None:
         return inv_freq
     if kind != "llama3":
-        raise ValueError(f"rope_scaling {scaling}: only rope_type 'llama3' and 'yarn' are supported")
+        raise ValueError(f"rope_scaling {scaling}: only rope_type 'llama3', 'yarn' and 'longrope' are supported")
     factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
     orig = scaling["original_max_position_embeddings"]
     wavelen = 2 * math.pi / inv_freq
@@ -182,7 +246,11 @@ def rope_cos_sin(inv_freq, T, scale=1.0):
 
 
 def apply_rope(x, cos, sin):
-    """x (B, H, T, HS). For i < HS/2: x'[i] = x[i] cos - x[i+HS/2] sin, x'[i+HS/2] = x[i+HS/2] cos + x[i] sin."""
+    """x (B, H, T, HS), cos and sin (T, R), R <= HS. For i < R/2: x'[i] = x[i] cos - x[i+R/2] sin, x'[i+R/2] =
+    x[i+R/2] cos + x[i] sin; channels R.. pass unchanged (HF Phi3's q_rot, q_pass = q[..., :R], q[..., R:])."""
+    R = cos.size(-1)
+    if R < x.size(-1):
+        return torch.cat((apply_rope(x[..., :R], cos, sin), x[..., R:]), dim=-1)
     x1, x2 = x.chunk(2, dim=-1)
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
@@ -190,7 +258,8 @@ def apply_rope(x, cos, sin):
 # ---------------------------------------------------------------- blocks
 
 class Attention(nn.Module):
-    """Causal grouped-query attention: q (NH heads), k and v (NKV heads) of HS channels, RoPE on q and k,
+    """Causal grouped-query attention: q (NH heads), k and v (NKV heads) of HS channels, RoPE on q and k (on
+    their first R channels when cos and sin are R < HS wide: Phi-3's partial_rotary_factor),
     query head h attends with kv head h // (NH/NKV), scale 1/sqrt(HS), then o_proj. Biases on q, k and v
     with cfg.qkv_bias (Qwen2), none elsewhere; with cfg.qk_norm (Qwen3) q_norm and k_norm, RMSNorms of HS
     channels shared by the heads, normalise each query and key head before RoPE."""
@@ -337,16 +406,30 @@ class Llama(nn.Module):
         self.model = Decoder(cfg)
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
-        # float64 whatever the model's dtype (a plain attribute, not a buffer, so .to() leaves it).
-        self.inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len)   # (HS/2)
-        self.rope_scale = rope_attention_factor(cfg.rope_scaling)    # on cos and sin: 1 but for YaRN
+        # float64 whatever the model's dtype (plain attributes, not buffers, so .to() leaves them). R = HS but
+        # for Phi-3's partial_rotary_factor; longrope's inv_freq is short_factor's, inv_freq_long long_factor's.
+        R, orig = cfg.rotary_dim, cfg.original_max
+        self.inv_freq = rope_inv_freq(R, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len,
+                                      original_max=orig)   # (R/2)
+        self.longrope = rope_type(cfg.rope_scaling) == "longrope"
+        if self.longrope:
+            self.inv_freq_long = rope_inv_freq(R, cfg.rope_theta, cfg.rope_scaling, cfg.max_seq_len, orig + 1, orig)
+        # on cos and sin: 1 but for YaRN and longrope
+        self.rope_scale = rope_attention_factor(cfg.rope_scaling, cfg.max_seq_len, orig)
+
+    def rope(self, T):
+        """cos, sin (T, R) float64 for positions 0..T-1. longrope (HF's dynamic update, seq_len = the largest
+        position id + 1 = T): long_factor's frequencies when T > original_max_position_embeddings, else
+        short_factor's; both times rope_scale."""
+        long = self.longrope and T > self.cfg.original_max
+        return rope_cos_sin(self.inv_freq_long if long else self.inv_freq, T, self.rope_scale)
 
     def forward(self, idx):
         """idx (B,T) int64 -> logits (B,T,V) and a list of router logits (B*T, E), one per MoE layer."""
         B, T = idx.shape
         assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
         dtype = self.model.norm.weight.dtype
-        cos, sin = (t.to(dtype) for t in rope_cos_sin(self.inv_freq, T, self.rope_scale))
+        cos, sin = (t.to(dtype) for t in self.rope(T))
         x = self.model.embed_tokens(idx)
         router_logits = []
         for layer in self.model.layers:
@@ -409,16 +492,18 @@ def init_weights(model, generator, router_std=1.0):
 def hf_config(cfg):
     """The config.json of HF's LlamaForCausalLM (model_type llama), Qwen2ForCausalLM (qwen2),
     Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe), MixtralForCausalLM (mixtral) or
-    Phi3ForCausalLM (phi3: no head_dim, the heads are hidden_size / num_attention_heads wide)."""
+    Phi3ForCausalLM (phi3: no head_dim, the heads are hidden_size / num_attention_heads wide;
+    original_max_position_embeddings and partial_rotary_factor at the top level, rope_scaling null or longrope's)."""
     if cfg.phi3:
         return {
             "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
             "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
             "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
             "num_key_value_heads": cfg.num_kv_heads, "vocab_size": cfg.vocab_size,
-            "max_position_embeddings": cfg.max_seq_len, "original_max_position_embeddings": cfg.max_seq_len,
-            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
-            "partial_rotary_factor": 1.0, "hidden_act": "silu", "tie_word_embeddings": cfg.tie_word_embeddings,
+            "max_position_embeddings": cfg.max_seq_len, "original_max_position_embeddings": cfg.original_max,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+            "partial_rotary_factor": cfg.partial_rotary_factor, "hidden_act": "silu",
+            "tie_word_embeddings": cfg.tie_word_embeddings,
             "sliding_window": None, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0,
             "attention_bias": False, "initializer_range": 0.02, "torch_dtype": "float32",
         }
@@ -510,12 +595,17 @@ def config_from_hf(c):
     if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3")
             or c.get("hidden_act", "silu") != "silu"):
         raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3 config: model_type {kind}")
-    if rope_type(c.get("rope_scaling")) not in ("default", "llama3", "yarn"):
-        raise ValueError(f"rope_scaling {c['rope_scaling']} is not modelled (only none, llama3 and yarn)")
-    if kind == "phi3" and (c.get("partial_rotary_factor", 1.0) != 1.0 or c.get("attention_bias")
+    if rope_type(c.get("rope_scaling")) not in (("default", "longrope") if kind == "phi3"
+                                                else ("default", "llama3", "yarn")):
+        raise ValueError(f"rope_scaling {c['rope_scaling']} is not modelled (only none, llama3 and yarn; phi3: "
+                         f"none and longrope)")
+    if kind == "phi3" and (c.get("attention_bias")
                            or (c.get("sliding_window") or c["max_position_embeddings"]) < c["max_position_embeddings"]):
-        raise ValueError("phi3: only partial_rotary_factor 1, no attention_bias and no sliding window shorter than "
-                         "max_position_embeddings are modelled")
+        raise ValueError("phi3: only no attention_bias and no sliding window shorter than max_position_embeddings "
+                         "are modelled")
+    # Phi3Config's default original_max_position_embeddings is 4096; kept only where it differs from
+    # max_position_embeddings (LlamaConfig's 0), so that a config round-trips.
+    orig = (c.get("original_max_position_embeddings") or 4096) if kind == "phi3" else 0
     moe, qwen3 = kind in ("mixtral", "qwen3_moe"), kind in ("qwen3", "qwen3_moe")
     head_dim = c.get("head_dim") or 0
     return LlamaConfig(
@@ -529,7 +619,9 @@ def config_from_hf(c):
         top_k=c.get("num_experts_per_tok", 2), qkv_bias=kind == "qwen2", qk_norm=qwen3,
         head_dim=head_dim if head_dim != c["hidden_size"] // c["num_attention_heads"] else 0,
         # Qwen3MoeConfig's default is false; Mixtral has no such key and always renormalises.
-        norm_topk_prob=bool(c.get("norm_topk_prob", False)) if kind == "qwen3_moe" else True, phi3=kind == "phi3")
+        norm_topk_prob=bool(c.get("norm_topk_prob", False)) if kind == "qwen3_moe" else True, phi3=kind == "phi3",
+        partial_rotary_factor=float(c.get("partial_rotary_factor", 1.0)) if kind == "phi3" else 1.0,
+        original_max_seq_len=orig if orig != c["max_position_embeddings"] else 0)
 
 
 def load_hf(folder, dtype=torch.float64):

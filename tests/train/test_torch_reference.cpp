@@ -214,6 +214,22 @@ TEST(TorchReference, HuggingFacePhi3TrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py", "--model phi3 --tie 1 --kv-heads 4 --steps 10 --lr 3e-3");
 }
 
+// Phi-4-mini's and Phi-3.5's RoPE: partial rotary (transformers turns a head's first channels, Tessera
+// its last, the import moving the rows) and LongRoPE, its short factors within the original 16
+// positions and its long ones past them, with the attention factor. Dropping the attention factor or
+// taking the other factors moves the grad norms by 5e-4 to 1e-2: at 1e-5.
+TEST(TorchReference, HuggingFacePhi3PartialRotaryAndLongRopeTrainLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model phi3 --partial-rotary-factor 0.75 --steps 10 --lr 3e-3 --grad-clip 1.0", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model phi3 --rope-scaling longrope --context 32 --seq-len 16 --steps 10 --lr 3e-3",
+                             1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model phi3 --partial-rotary-factor 0.5 --rope-scaling longrope --context 32 "
+                             "--seq-len 32 --longrope-original-max 16 --steps 10 --lr 3e-3 --grad-clip 1.0",
+                             1e-5);
+}
+
 // DeepSeek-V3 as it ships, its linear weights in fine-grained FP8 (E4M3 codes, one fp32 scale per 8 x 12
 // block, partial blocks at the edges), and a Llama whose tied embedding stays unquantized: each starts
 // from float32(code) * scale, as PyTorch's does, and trains as it does.
