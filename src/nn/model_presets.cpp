@@ -118,7 +118,17 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"qwen3-moe-tiny", [] { return with_experts(qwen3(llama(2, 4, 2, 32, 48, 256, 64, 1e6f, false), 16), 8, 2, 24); }},
       {"qwen3-30b-a3b",
        [] { return with_experts(qwen3(llama(48, 32, 4, 2048, 6144, 151936, 40960, 1e6f, false), 128), 128, 8, 768); }},
-      {"phi3-tiny", [] { return phi3(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, false)); }},
+      {"phi3-tiny",  // Phi-4-mini's RoPE: 6 of a head's 8 channels turn, LongRoPE past 8 positions
+       [] {
+         ModelConfig c = phi3(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, false));
+         c.rotary_dims = 6;
+         c.rope.longrope = true;
+         c.rope.original_max_positions = 8;
+         c.rope.factor = 8;  // max_position_embeddings 64 / 8
+         c.rope.short_factor = {1.0f, 1.25f, 1.5f};
+         c.rope.long_factor = {1.0f, 2.5f, 6.0f};
+         return c;
+       }},
       {"phi-4", [] { return phi3(llama(40, 40, 10, 5120, 17920, 100352, 16384, 250000.0f, false)); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},

@@ -449,17 +449,15 @@ TEST(HfLlama, Phi3ConfigAndWhatItRefuses) {
   nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
   EXPECT_EQ(hf["model_type"], "phi3");
   EXPECT_EQ(hf["architectures"][0], "Phi3ForCausalLM");
-  EXPECT_EQ(hf["original_max_position_embeddings"], config.max_seq_len);
-  EXPECT_EQ(hf["partial_rotary_factor"], 1.0);
+  EXPECT_EQ(hf["original_max_position_embeddings"], 8);
+  EXPECT_EQ(hf["partial_rotary_factor"], 0.75);
   EXPECT_TRUE(read_hf_config(dir) == config);
   EXPECT_EQ(model_family(config), "phi3");
-  const nlohmann::json longrope = {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {2.0, 2.0}}};
   nlohmann::json without_original = hf;
   without_original.erase("original_max_position_embeddings");
-  without_original["rope_scaling"] = longrope;
   nlohmann::json odd = hf, without_long = hf;
   odd["partial_rotary_factor"] = 0.7;  // int(8 x 0.7) = 5 channels
-  without_long["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}};
+  without_long["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, 1.0, 1.0}}};
   for (const auto& [changed, part] :
        {std::pair<nlohmann::json, const char*>{odd, "'partial_rotary_factor' (0.7) must rotate an even number"},
         {without_long, "longrope rope_scaling needs 'long_factor'"},

@@ -125,6 +125,10 @@ const Layout kLayouts[] = {
     {4, 4, 1, 2, "qwen3-moe-tiny", 1, "1f1b", 1, 0, "", 1, 2}, {4, 2, 2, 2, "qwen3-moe-tiny", 1, "1f1b", 1, 0, "", 2},
     // Qwen2's q/k/v biases sliced over tp, and at tp4 replicated with their kv heads (summed over tp)
     {4, 2, 1, 2, "qwen2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 1, 0, 2, "qwen2-tiny", 1, "1f1b", 1, 0, "", 4},
+    // Phi-4-mini's RoPE (6 of 8 channels, LongRoPE's long factors at 16 positions): tp2 cuts whole heads,
+    // ring cp rotates each chunk at its true positions, pp2 splits the blocks
+    {4, 2, 1, 2, "phi3-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "phi3-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
+    {4, 2, 0, 2, "phi3-tiny", 2, "1f1b"},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},
