@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
 
 #include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
@@ -148,6 +149,24 @@ int64_t cp_exchange_bytes(const TrainConfig& config, const ModelConfig& local, i
 // `state` moment elements: the moments in fp32, the weight shard with sharded weights, and rank 0's
 // copy of the whole model's `whole` weights. Host memory: a CPU run's own; a GPU run copies straight
 // from the device into them (side_copies.h), page-locked, so its device holds nothing more.
+// decoder_layout(model, stage, tp rank 0 of tp, ep rank 0 of ep). The layout search plans one split of
+// the ranks at every ZeRO stage, recomputation mode and micro-batch size, so the last model's most
+// recent layouts are kept (per thread; a reference is good until the next call).
+const ParameterLayout& stage_layout(const ModelConfig& model, const DecoderStage& stage, int tp, int ep) {
+  struct Entry {
+    DecoderStage stage;
+    int tp, ep;
+    ParameterLayout layout;
+  };
+  thread_local ModelConfig planned;
+  thread_local std::vector<std::unique_ptr<Entry>> entries;
+  if (!(planned == model) || entries.size() >= 64) entries.clear(), planned = model;
+  for (const std::unique_ptr<Entry>& e : entries)
+    if (e->tp == tp && e->ep == ep && e->stage == stage) return e->layout;
+  entries.push_back(std::make_unique<Entry>(Entry{stage, tp, ep, decoder_layout(model, stage, TpPlace{0, tp}, EpPlace{0, ep})}));
+  return entries.back()->layout;
+}
+
 int64_t async_checkpoint_bytes(const TrainConfig& c, bool rank0, int64_t whole, int64_t state) {
   if (!c.async_checkpoint) return 0;
   const bool sharded = c.sharded_checkpoint_weights();
@@ -289,7 +308,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const ModelConfig& model, DTyp
     RankMemory r;
     r.stage = int(s);
     r.blocks = stages[s];
-    const ParameterLayout layout = decoder_layout(model, stages[s], tp, EpPlace{0, d.ep});
+    const ParameterLayout& layout = stage_layout(model, stages[s], d.tp, d.ep);
     r.parameters = layout.total();
     const std::vector<OffsetRange> experts =
         d.ep > 1 ? expert_ranges(decoder_names(model, stages[s]), layout) : std::vector<OffsetRange>{};
