@@ -53,7 +53,7 @@ std::vector<int32_t> chat_prompt(const ChatTemplate& chat, const Tokenizer& toke
   return encode_document(tokenizer, pieces).tokens;
 }
 
-// Generation reads the last max_seq_len tokens, as a full forward pass would; a longer prompt loses its start.
+// Generation reads the last context() tokens, as a full forward pass would; a longer prompt loses its start.
 void note_long_prompt(size_t tokens, int64_t context) {
   if (int64_t(tokens) <= context) return;
   std::fprintf(stderr, "note: the prompt is %zu tokens, longer than the model's context of %lld; only its last %lld "
@@ -124,7 +124,7 @@ void add_generate_command(CLI::App& app) {
       o->sampling.stop_token = tokenizer.eot_token();
       std::printf("%s", o->prompt.c_str());
     }
-    note_long_prompt(prompt.size(), loaded.model->config().max_seq_len);
+    note_long_prompt(prompt.size(), loaded.model->config().context());
     TokenPrinter printer(tokenizer);
     generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {
       if (!o->sampling.stops_at(token)) printer.print(token);

@@ -129,68 +129,6 @@ std::optional<int64_t> layer_of(const std::string& name) {
   return layer;
 }
 
-// config.json of a Llama-family model other than DeepSeek's, without torch_dtype and token ids.
-json hf_llama_config_json(const ModelConfig& c) {
-  const bool qwen3 = c.qk_norm, qwen3_moe = qwen3 && c.moe.enabled();
-  const bool mixtral = c.moe.enabled() && !qwen3, qwen2 = c.qkv_bias;
-  const char* architecture = mixtral     ? "MixtralForCausalLM"
-                             : qwen2     ? "Qwen2ForCausalLM"
-                             : qwen3_moe ? "Qwen3MoeForCausalLM"
-                             : qwen3     ? "Qwen3ForCausalLM"
-                             : c.phi3    ? "Phi3ForCausalLM"
-                                         : "LlamaForCausalLM";
-  const char* type = mixtral     ? "mixtral"
-                     : qwen2     ? "qwen2"
-                     : qwen3_moe ? "qwen3_moe"
-                     : qwen3     ? "qwen3"
-                     : c.phi3    ? "phi3"
-                                 : "llama";
-  json j = {{"architectures", json::array({architecture})},
-            {"model_type", type},
-            {"hidden_size", c.channels},
-            {"intermediate_size", mixtral ? c.moe.expert_hidden : c.hidden()},
-            {"num_hidden_layers", c.num_layers},
-            {"num_attention_heads", c.num_heads},
-            {"num_key_value_heads", c.kv_heads()},
-            {"head_dim", c.head_size()},
-            {"vocab_size", c.vocab_size},
-            {"max_position_embeddings", c.max_seq_len},
-            {"rms_norm_eps", json_float(c.norm_eps)},
-            {"rope_theta", json_float(c.rope.theta)},
-            {"rope_scaling", rope_scaling_json(c.rope)},
-            {"hidden_act", "silu"},
-            {"tie_word_embeddings", c.tied_embeddings},
-            {"initializer_range", 0.02}};
-  if (mixtral) {
-    j["num_local_experts"] = c.moe.num_experts;
-    j["num_experts_per_tok"] = c.moe.top_k;
-    j["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
-  } else if (qwen2) {
-    j["use_sliding_window"] = false;
-  } else if (qwen3) {
-    j["use_sliding_window"] = false;
-    j["attention_bias"] = false;
-    if (qwen3_moe) {
-      j["num_experts"] = c.moe.num_experts;
-      j["num_experts_per_tok"] = c.moe.top_k;
-      j["moe_intermediate_size"] = c.moe.expert_hidden;
-      j["norm_topk_prob"] = c.moe.renormalize;
-      j["decoder_sparse_step"] = 1;
-      j["mlp_only_layers"] = json::array();
-      j["output_router_logits"] = false;
-    }
-  } else if (c.phi3) {  // no dropout, no window
-    j["original_max_position_embeddings"] = c.rope.longrope ? c.rope.original_max_positions : c.max_seq_len;
-    j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
-    j["sliding_window"] = nullptr;
-    j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
-  } else {
-    j["attention_bias"] = false;
-    j["mlp_bias"] = false;
-  }
-  return j;
-}
-
 }  // namespace
 
 bool is_hf_llama_type(const json& model_type) {
@@ -218,11 +156,14 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   c.qk_norm = qwen3;
   c.phi3 = phi3;
   c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : 2048);
-  // Mistral and Mixtral may window their attention; a window as long as the context changes nothing.
-  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3)
-    TS_CHECK(window->is_number_integer() && window->get<int64_t>() >= c.max_seq_len, r.where(),
-             ": field 'sliding_window' is ", json_excerpt(*window), "; sliding-window attention is not implemented ",
-             "(a window of max_position_embeddings or more, or null, is full attention)");
+  // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window):
+  // a window shorter than the context becomes the model's context() (whole sequences within it attend as
+  // the window does).
+  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3) {
+    TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
+             json_excerpt(*window), ", expected a positive number of positions or null");
+    if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
+  }
   c.num_kv_heads = r.integer("num_key_value_heads", c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
   c.norm_eps = r.number("rms_norm_eps", mixtral ? 1e-5f : 1e-6f);
@@ -260,6 +201,70 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
     TS_FAIL(r.where(), ": ", e.what());
   }
   return c;
+}
+
+json hf_llama_config_json(const ModelConfig& c) {
+  const bool qwen3 = c.qk_norm, qwen3_moe = qwen3 && c.moe.enabled();
+  const bool mixtral = c.moe.enabled() && !qwen3, qwen2 = c.qkv_bias;
+  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && c.attention_window > 0;  // Llama with a window
+  const char* architecture = mixtral     ? "MixtralForCausalLM"
+                             : qwen2     ? "Qwen2ForCausalLM"
+                             : qwen3_moe ? "Qwen3MoeForCausalLM"
+                             : qwen3     ? "Qwen3ForCausalLM"
+                             : c.phi3    ? "Phi3ForCausalLM"
+                             : mistral   ? "MistralForCausalLM"
+                                         : "LlamaForCausalLM";
+  const char* type = mixtral     ? "mixtral"
+                     : qwen2     ? "qwen2"
+                     : qwen3_moe ? "qwen3_moe"
+                     : qwen3     ? "qwen3"
+                     : c.phi3    ? "phi3"
+                     : mistral   ? "mistral"
+                                 : "llama";
+  json j = {{"architectures", json::array({architecture})},
+            {"model_type", type},
+            {"hidden_size", c.channels},
+            {"intermediate_size", mixtral ? c.moe.expert_hidden : c.hidden()},
+            {"num_hidden_layers", c.num_layers},
+            {"num_attention_heads", c.num_heads},
+            {"num_key_value_heads", c.kv_heads()},
+            {"head_dim", c.head_size()},
+            {"vocab_size", c.vocab_size},
+            {"max_position_embeddings", c.max_seq_len},
+            {"rms_norm_eps", json_float(c.norm_eps)},
+            {"rope_theta", json_float(c.rope.theta)},
+            {"rope_scaling", rope_scaling_json(c.rope)},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", c.tied_embeddings},
+            {"initializer_range", 0.02}};
+  if (mixtral) {
+    j["num_local_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
+  } else if (qwen2) {
+    j["use_sliding_window"] = false;
+  } else if (qwen3) {
+    j["use_sliding_window"] = false;
+    j["attention_bias"] = false;
+    if (qwen3_moe) {
+      j["num_experts"] = c.moe.num_experts;
+      j["num_experts_per_tok"] = c.moe.top_k;
+      j["moe_intermediate_size"] = c.moe.expert_hidden;
+      j["norm_topk_prob"] = c.moe.renormalize;
+      j["decoder_sparse_step"] = 1;
+      j["mlp_only_layers"] = json::array();
+      j["output_router_logits"] = false;
+    }
+  } else if (c.phi3) {  // no dropout
+    j["original_max_position_embeddings"] = c.rope.longrope ? c.rope.original_max_positions : c.max_seq_len;
+    j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
+    j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
+  } else {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  if (c.phi3 || c.attention_window > 0) j["sliding_window"] = c.attention_window > 0 ? json(c.attention_window) : json();
+  return j;
 }
 
 HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& config) {

@@ -29,10 +29,12 @@ namespace tessera {
 // "qwen3", "qwen3_moe" or "mixtral".
 bool is_hf_llama_type(const nlohmann::json& model_type);
 
-// A config.json object of model_type "llama", "mistral", "qwen2", "qwen3", "qwen3_moe" or "mixtral" as our config;
+// A config.json object of model_type "llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral" or "phi3" as our config;
 // `path` names the file in errors. Unsupported features (another hidden_act or rope_scaling type,
-// attention biases beyond Qwen2's or MLP biases, sliding-window attention) are refused naming the key.
+// attention biases beyond Qwen2's or MLP biases, Qwen's sliding window) are refused naming the key.
 ModelConfig hf_llama_config(const nlohmann::json& config, const std::filesystem::path& path);
+// The config.json of a Llama-family model other than DeepSeek's, without torch_dtype and token ids.
+nlohmann::json hf_llama_config_json(const ModelConfig& config);
 
 // dir's weights checked against `config` (every tensor present, shaped and of a loadable dtype, none
 // of another model) as the source of our parameters.

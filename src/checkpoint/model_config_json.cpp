@@ -119,6 +119,7 @@ json model_config_to_json(const ModelConfig& c) {
   if (c.head_dim > 0) j["head_dim"] = c.head_dim;
   if (c.phi3) j["phi3"] = true;
   if (c.rotary_dims > 0) j["rotary_dims"] = c.rotary_dims;
+  if (c.attention_window > 0) j["attention_window"] = c.attention_window;
   if (c.positions == PositionKind::rope)
     j["rope"] = {{"theta", c.rope.theta},
                  {"factor", c.rope.factor},
@@ -183,6 +184,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.boolean("phi3", c.phi3);          // absent before Phi-3 support: false
   r.integer("head_dim", c.head_dim, 0);  // absent unless heads are not channels / num_heads wide
   r.integer("rotary_dims", c.rotary_dims, 0);  // absent unless a head rotates only some channels
+  r.integer("attention_window", c.attention_window, 0);  // absent unless the model has a sliding window
   r.boolean("tied_embeddings", c.tied_embeddings);
   Reader rope = r.object("rope");
   rope.number("theta", c.rope.theta);

@@ -135,7 +135,7 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss,
   TS_CHECK(stage_.is_whole(), "Decoder::forward runs the whole model; a pipeline stage runs forward_chunk");
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
-  TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
+  TS_CHECK(T <= config_.context(), "sequence length ", T, " exceeds the model's context of ", config_.context());
   TS_CHECK(targets.defined() || !sharded_, "Decoder::forward: inference under ZeRO-3 is not implemented; load the "
                                            "checkpoint into one process (tessera generate)");
   acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_, seq_shards(), cp_place());
@@ -396,8 +396,8 @@ const DecoderActivations& Decoder::in_flight(int chunk, int micro) const {
 
 Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_len) {
   TS_CHECK(chunk >= 0 && size_t(chunk) < stage_.chunks.size(), "Decoder: chunk ", chunk, " of ", stage_.chunks.size());
-  TS_CHECK(seq_len <= config_.max_seq_len, "sequence length ", seq_len, " exceeds the model's context of ",
-           config_.max_seq_len);
+  TS_CHECK(seq_len <= config_.context(), "sequence length ", seq_len, " exceeds the model's context of ",
+           config_.context());
   DecoderActivations& a = in_flight_[{chunk, micro}];
   a.ensure(local_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_, seq_shards(),
            cp_place());

@@ -16,6 +16,7 @@ void ModelConfig::validate() const {
   TS_CHECK(channels > 0, "model: channels must be positive, got ", channels);
   TS_CHECK(vocab_size > 0, "model: vocab_size must be positive, got ", vocab_size);
   TS_CHECK(max_seq_len > 0, "model: max_seq_len must be positive, got ", max_seq_len);
+  TS_CHECK(attention_window >= 0, "model: attention_window must be 0 (none) or positive, got ", attention_window);
   TS_CHECK(head_dim > 0 || channels % num_heads == 0, "model: num_heads (", num_heads, ") does not divide channels (",
            channels, "); choose heads so that channels / heads is a whole number");
   TS_CHECK(num_kv_heads >= 0 && num_heads % kv_heads() == 0, "model: num_kv_heads (", num_kv_heads,

@@ -6,6 +6,7 @@
 // embedding and head are never predicted.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -63,6 +64,10 @@ struct ModelConfig {
   int64_t channels = 768;      // C = NH * HS
   int64_t vocab_size = 50257;  // V
   int64_t max_seq_len = 1024;  // maxT (context)
+  // Hugging Face's sliding_window (Mistral 7B v0.1, Phi-3's 4K models): a token attends to the W latest
+  // positions, itself included; 0 = none. Tessera attends over whole sequences, which is the same for
+  // sequences of at most W tokens: context() stops there.
+  int64_t attention_window = 0;
 
   Naming naming = Naming::gpt2;
   int64_t num_kv_heads = 0;  // NKV dividing NH (grouped-query attention); 0 = NH
@@ -86,6 +91,8 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 
   int64_t padded_vocab_size() const { return (vocab_size + 127) / 128 * 128; }  // Vp
+  // The longest sequence the model runs: max_seq_len, or the attention window when shorter.
+  int64_t context() const { return attention_window > 0 ? std::min(max_seq_len, attention_window) : max_seq_len; }
   // HS: a q/k head's channels (latent attention: nope_dim + rope_dim, its values padded to as many).
   int64_t head_size() const {
     return mla.enabled() ? mla.nope_dim + mla.rope_dim : head_dim > 0 ? head_dim : channels / num_heads;

@@ -1,6 +1,6 @@
 // Autoregressive sampling from a decoder: temperature, top-k and nucleus (top-p) over the real
 // (unpadded) vocabulary. The prompt runs once into a key/value cache, then each new token alone; when the
-// context is full the cache restarts from the last max_seq_len tokens.
+// context is full the cache restarts from the last context() tokens.
 #pragma once
 
 #include <cstdint>

@@ -380,7 +380,9 @@ TEST(HfLlama, ConfigNumbersAreWrittenAsTheirShortestDecimal) {
 }
 
 // Qwen2 is Llama with q/k/v biases: transformers' names for them, its model type and no
-// sliding window; Mistral's config reads as Llama's, unless its window is shorter than its context.
+// sliding window; Mistral's config reads as Llama's, a window shorter than its context becoming the
+// model's context() (whole sequences within it attend as the window would) and written back as
+// MistralForCausalLM's sliding_window.
 TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
   const auto dir = testing::scratch_dir();
   save_preset("qwen2-tiny", dir);
@@ -406,10 +408,18 @@ TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
   auto error_for = [](const nlohmann::json& config) {
     return testing::error_of([&] { hf_llama_config(config, "config.json"); });
   };
+  EXPECT_EQ(read.context(), 64);
   mistral["sliding_window"] = 16;  // shorter than max_position_embeddings (64)
+  const ModelConfig windowed_mistral = hf_llama_config(mistral, "config.json");
+  EXPECT_EQ(windowed_mistral.max_seq_len, 64);
+  EXPECT_EQ(windowed_mistral.context(), 16);
+  const nlohmann::json written = hf_llama_config_json(windowed_mistral);
+  EXPECT_EQ(written["architectures"][0], "MistralForCausalLM");
+  EXPECT_EQ(written["sliding_window"], 16);
+  EXPECT_EQ(written["max_position_embeddings"], 64);
+  mistral["sliding_window"] = 0;
   std::string message = error_for(mistral);
-  EXPECT_TRUE(testing::contains(message, "field 'sliding_window' is '16'; sliding-window attention is not implemented"))
-      << message;
+  EXPECT_TRUE(testing::contains(message, "field 'sliding_window' is '0', expected a positive number")) << message;
   nlohmann::json windowed = hf;
   windowed["use_sliding_window"] = true;
   message = error_for(windowed);
