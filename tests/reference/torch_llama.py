@@ -494,33 +494,24 @@ def hf_config(cfg):
     Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe), MixtralForCausalLM (mixtral) or
     Phi3ForCausalLM (phi3: no head_dim, the heads are hidden_size / num_attention_heads wide;
     original_max_position_embeddings and partial_rotary_factor at the top level, rope_scaling null or longrope's)."""
-    if cfg.phi3:
-        return {
-            "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
-            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
-            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "vocab_size": cfg.vocab_size,
-            "max_position_embeddings": cfg.max_seq_len, "original_max_position_embeddings": cfg.original_max,
-            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
-            "partial_rotary_factor": cfg.partial_rotary_factor, "hidden_act": "silu",
-            "tie_word_embeddings": cfg.tie_word_embeddings,
-            "sliding_window": None, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0,
-            "attention_bias": False, "initializer_range": 0.02, "torch_dtype": "float32",
-        }
-    kind = ("qwen3_moe" if cfg.is_moe and cfg.qk_norm else "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias
-            else "qwen3" if cfg.qk_norm else "llama")
-    c = {
-        "architectures": [{"mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-                           "qwen3_moe": "Qwen3MoeForCausalLM", "llama": "LlamaForCausalLM"}[kind]],
-        "model_type": kind,
+    common = {
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
-        "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
-        "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
-        "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
-        "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu",
+        "num_key_value_heads": cfg.num_kv_heads, "vocab_size": cfg.vocab_size,
+        "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta,
+        "rope_scaling": cfg.rope_scaling, "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu",
         "attention_dropout": 0.0, "initializer_range": 0.02, "torch_dtype": "float32",
     }
+    if cfg.phi3:
+        return {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", **common,
+                "original_max_position_embeddings": cfg.original_max,
+                "partial_rotary_factor": cfg.partial_rotary_factor, "sliding_window": None, "resid_pdrop": 0.0,
+                "embd_pdrop": 0.0, "attention_bias": False}
+    kind = ("qwen3_moe" if cfg.is_moe and cfg.qk_norm else "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias
+            else "qwen3" if cfg.qk_norm else "llama")
+    c = {"architectures": [{"mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                            "qwen3_moe": "Qwen3MoeForCausalLM", "llama": "LlamaForCausalLM"}[kind]],
+         "model_type": kind, **common, "head_dim": cfg.head_size}
     if kind == "qwen3_moe":
         c.update({"num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
                   "moe_intermediate_size": cfg.intermediate, "norm_topk_prob": cfg.norm_topk_prob,
