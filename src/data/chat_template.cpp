@@ -66,8 +66,19 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
       t.thinks_ = true;
       t.specials_.insert(t.specials_.end(), {"<think>", "</think>"});
     }
+  } else if (name == "phi3") {  // Phi-3 and Phi-3.5: a role's own token, a newline, <|end|> and a newline
+    t.before_role_ = "<|";
+    t.after_role_ = "|>\n";
+    t.end_of_turn_ = "<|end|>";
+    t.after_turn_ = "\n";
+    t.specials_ = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"};
+  } else if (name == "phi4") {  // Phi-4: ChatML with <|im_sep|> after the role and nothing between turns
+    t.before_role_ = "<|im_start|>";
+    t.after_role_ = "<|im_sep|>";
+    t.end_of_turn_ = "<|im_end|>";
+    t.specials_ = {"<|im_start|>", "<|im_sep|>", "<|im_end|>"};
   } else {
-    TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use llama3, chatml, qwen2.5 or qwen3");
+    TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use ", kChatTemplateNames);
   }
   return t;
 }
@@ -86,12 +97,14 @@ std::vector<std::string_view> ChatTemplate::reply_ends() const {
 }
 
 bool ChatTemplate::knows_role(std::string_view role) const {
-  return role == "system" || role == "user" || role == "assistant" || role == "tool" ||
+  return role == "system" || role == "user" || role == "assistant" || (role == "tool" && name_ != "phi3") ||
          (name_ == "llama3" && role == "ipython");
 }
 
 std::string ChatTemplate::known_roles() const {
-  return name_ == "llama3" ? "system, user, assistant, tool, ipython" : "system, user, assistant, tool";
+  return name_ == "llama3" ? "system, user, assistant, tool, ipython"
+         : name_ == "phi3" ? "system, user, assistant"
+                           : "system, user, assistant, tool";
 }
 
 void ChatTemplate::require_tokens_of(const Tokenizer& tokenizer) const {

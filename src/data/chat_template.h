@@ -12,6 +12,9 @@
 //            </think>), and earlier turns keep only the content after their </think>
 // qwen2.5 and qwen3 put tool results into user turns, each in <tool_response>\n...\n</tool_response>,
 // consecutive ones sharing a turn, as their templates do.
+//   phi3:    <|ROLE|>\nCONTENT<|end|>\n       (Phi-3, Phi-3.5; its template's closing end-of-text, an
+//            untrained token after the last turn, is left out)
+//   phi4:    <|im_start|>ROLE<|im_sep|>CONTENT<|im_end|>   (Phi-4)
 #pragma once
 
 #include <string>
@@ -21,6 +24,8 @@
 namespace tessera {
 
 class Tokenizer;
+
+inline constexpr const char* kChatTemplateNames = "llama3, chatml, qwen2.5, qwen3, phi3 or phi4";
 
 // A piece of a document's text, and whether its tokens are training targets.
 struct DocumentPiece {
@@ -36,7 +41,7 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
-  // "llama3", "chatml", "qwen2.5" or "qwen3"; anything else throws naming --chat-template.
+  // One of kChatTemplateNames; anything else throws naming --chat-template.
   static ChatTemplate named(std::string_view name);
 
   const std::string& name() const { return name_; }

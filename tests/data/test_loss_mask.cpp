@@ -306,7 +306,7 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
   EXPECT_EQ(chatml, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
-                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5 or qwen3"));
+                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3 or phi4"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
@@ -383,6 +383,23 @@ TEST(ChatTemplate, Qwen3ThinksAfterTheLastQuery) {
             "<|im_start|>user\nok<|im_end|>\n");
   EXPECT_EQ(marked(ChatTemplate::named("chatml").render(tool_chat)),
             "<|im_start|>system\nS<|im_end|>\n<|im_start|>tool\nr1<|im_end|>\n<|im_start|>user\nok<|im_end|>\n");
+}
+
+// Phi-3's and Phi-4's templates as their tokenizer_config.json writes them (Phi-3: a role token, a
+// newline, the content, <|end|> and a newline; Phi-4: ChatML with <|im_sep|> and no newlines), the
+// assistants' turns and their end trained; the prompt a reply follows.
+TEST(ChatTemplate, Phi3AndPhi4) {
+  const std::vector<ChatMessage> chat = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}};
+  const ChatTemplate phi3 = ChatTemplate::named("phi3"), phi4 = ChatTemplate::named("phi4");
+  EXPECT_EQ(marked(phi3.render(chat)), "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n"
+                                       "[Hello.<|end|>]\n");
+  EXPECT_EQ(phi3.generation_prompt(), "<|assistant|>\n");
+  EXPECT_EQ(phi3.reply_ends().front(), "<|end|>");
+  EXPECT_FALSE(phi3.knows_role("tool"));
+  EXPECT_EQ(marked(phi4.render(chat)), "<|im_start|>system<|im_sep|>Be brief.<|im_end|><|im_start|>user<|im_sep|>Hi"
+                                       "<|im_end|><|im_start|>assistant<|im_sep|>[Hello.<|im_end|>]");
+  EXPECT_EQ(phi4.generation_prompt(), "<|im_start|>assistant<|im_sep|>");
+  EXPECT_EQ(phi4.reply_ends().front(), "<|im_end|>");
 }
 
 // Llama 3's templates trim each message (Jinja's `| trim`: Python's whitespace, Unicode's included);
