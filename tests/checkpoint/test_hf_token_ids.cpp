@@ -43,6 +43,9 @@ TEST(HfTokenIds, FromEachFamilysTokenizer) {
   const HfTokenIds chatml = hf_token_ids(byte_tokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}));
   EXPECT_EQ(chatml.bos, 256);
   EXPECT_EQ(chatml.eos, (std::vector<int64_t>{256, 258}));
+  // Phi-3's vocabulary ends a turn with <|end|> (its generation config lists it beside <|endoftext|>).
+  const HfTokenIds phi3 = hf_token_ids(byte_tokenizer({"<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>"}));
+  EXPECT_EQ(phi3.eos, (std::vector<int64_t>{256, 258}));
   const HfTokenIds none = hf_token_ids(byte_tokenizer({"<pad>"}));
   EXPECT_FALSE(none.bos);
   EXPECT_TRUE(none.eos.empty());
