@@ -25,17 +25,21 @@ std::vector<int> divisors(int n) {
 // The order of the list: a smaller key first.
 auto rank_key(const LayoutCandidate& c) {
   const TrainConfig& f = c.config;
-  return std::make_tuple(int(parse_recompute(f.recompute)), f.tp * f.pp * f.cp * f.ep, f.zero, -f.micro_batch_size,
+  // ZeRO-3 keeping the gathered parameters (one all-gather a step) before resharding them (two).
+  const int zero = 2 * f.zero + (f.zero == 3 && f.reshard_after_forward);
+  return std::make_tuple(int(parse_recompute(f.recompute)), f.tp * f.pp * f.cp * f.ep, zero, -f.micro_batch_size,
                          f.tp, f.pp, f.cp_comm != TrainConfig{}.cp_comm);
 }
 
 // The candidates of one split of the ranks (`c`'s dp, tp, pp, cp, ep): each ZeRO stage (none without a
-// data-parallel group to shard over) with each recomputation mode that fits a larger micro-batch than
-// less recomputation did.
+// data-parallel group to shard over; ZeRO-3 resharding its parameters after the forward or keeping
+// them) with each recomputation mode that fits a larger micro-batch than less recomputation did.
 void add_candidates(std::vector<LayoutCandidate>& found, TrainConfig c, const ModelConfig& model, DType compute,
                     int64_t most_micro_batch, int64_t device_bytes, int64_t reserve_bytes) {
-  for (int zero = 0; zero <= 3; ++zero) {
+  for (int stage = 0; stage <= 4; ++stage) {  // 0-3, then 3 keeping the gathered parameters
+    const int zero = std::min(stage, 3);
     if (zero > 0 && c.dp * c.cp == 1) continue;
+    c.reshard_after_forward = stage != 4;
     int64_t micro_batch = 0;  // the largest so far with less recomputation
     for (const char* recompute : {"none", "selective", "full"}) {
       c.zero = zero, c.recompute = recompute, c.recompute_layers = 0;

@@ -1,11 +1,13 @@
 // `tessera plan layout`: the parallel layouts of a number of ranks in which every rank of a run fits
 // its device, by the memory plan (train/memory_plan). For each way to split the ranks into tp (at
 // most 8: one node's GPUs), pp, cp (by ring or all-to-all), dp and, for MoE models, ep, each ZeRO
-// stage and recomputation mode, it keeps the largest micro-batch that fits (with pp > 1, one that leaves at least pp
+// stage (ZeRO-3 resharding its parameters after the forward or keeping them) and recomputation mode,
+// it keeps the largest micro-batch that fits (with pp > 1, one that leaves at least pp
 // micro-batches a step, so that no stage waits for lack of work), skipping ZeRO without a
 // data-parallel group and recomputation that fits no larger micro-batch, and ranks the layouts: least recomputation first,
 // then the smallest model-parallel degree (tp·pp·cp·ep: the least communication on the critical
-// path), the lowest ZeRO stage, the largest micro-batch, the ring before all-to-all. Memory decides what is listed; the order is
+// path), the lowest ZeRO stage (ZeRO-3 keeping its parameters before resharding them), the largest
+// micro-batch, the ring before all-to-all. Memory decides what is listed; the order is
 // a rule of thumb (Megatron's), not a measured speed.
 #pragma once
 

@@ -188,6 +188,7 @@ std::string layout_flags(const TrainConfig& c) {
                 c.dp, c.tp, c.pp, c.cp, cp_comm.c_str(), c.ep, c.zero, c.recompute.c_str(),
                 static_cast<long long>(c.micro_batch_size));
   std::string flags = text;
+  if (c.zero == 3 && !c.reshard_after_forward) flags += " --no-reshard-after-forward";
   // A pipeline's schedule and chunks per rank change its memory; the defaults go without saying.
   const TrainConfig defaults;
   if (c.pp > 1 && c.pipeline_schedule != defaults.pipeline_schedule)
@@ -224,15 +225,20 @@ std::string layout_search_text(const std::vector<LayoutCandidate>& found, const 
                 gib_given(first.device_bytes).c_str());
   std::string text = line;
   text += "    dp  tp  pp  cp  cp-comm  ep  zero  recompute  micro  peak GiB  of device\n";
+  bool kept = false;  // a listed ZeRO-3 layout keeps its gathered parameters
   for (size_t i = 0; i < std::min(top, found.size()); ++i) {
     const TrainConfig& c = found[i].config;
     const MemoryPlan& p = found[i].plan;
     const char* comm = c.cp == 1 ? "-" : c.cp_comm == "ring" ? "ring" : "a2a";
-    std::snprintf(line, sizeof line, "  %4d%4d%4d%4d  %7s%4d%6d  %-9s%7lld%10.2f%10.0f%%\n", c.dp, c.tp, c.pp, c.cp,
-                  comm, c.ep, c.zero, c.recompute.c_str(), static_cast<long long>(c.micro_batch_size), gib(p.largest().total()),
-                  100.0 * double(p.largest().total()) / double(p.device_bytes));
+    const bool keeps = c.zero == 3 && !c.reshard_after_forward;
+    kept |= keeps;
+    const std::string zero = std::to_string(c.zero) + (keeps ? "k" : "");
+    std::snprintf(line, sizeof line, "  %4d%4d%4d%4d  %7s%4d%6s  %-9s%7lld%10.2f%10.0f%%\n", c.dp, c.tp, c.pp, c.cp,
+                  comm, c.ep, zero.c_str(), c.recompute.c_str(), static_cast<long long>(c.micro_batch_size),
+                  gib(p.largest().total()), 100.0 * double(p.largest().total()) / double(p.device_bytes));
     text += line;
   }
+  if (kept) text += "zero 3k: ZeRO-3 keeping the gathered parameters from forward to backward (--no-reshard-after-forward)\n";
   return text + "best: " + layout_flags(found.front().config) + "\n";
 }
 
@@ -242,7 +248,7 @@ nlohmann::json layout_search_json(const std::vector<LayoutCandidate>& found, con
   for (size_t i = 0; i < std::min(top, found.size()); ++i) {
     const TrainConfig& c = found[i].config;
     layouts.push_back({{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"cp", c.cp}, {"cp_comm", c.cp_comm},
-                       {"ep", c.ep}, {"zero", c.zero},
+                       {"ep", c.ep}, {"zero", c.zero}, {"reshard_after_forward", c.reshard_after_forward},
                        {"recompute", c.recompute}, {"micro_batch", c.micro_batch_size},
                        {"largest_total", found[i].plan.largest().total()}, {"flags", layout_flags(c)}});
   }

@@ -147,7 +147,12 @@ TEST(PlanLayout, ListsNoIdlePipelineNoZeroWithoutDataParallelismNoWastedRecomput
       }
       const std::string recompute = l["recompute"];
       const int level = recompute == "none" ? 0 : recompute == "selective" ? 1 : 2;
-      const std::string key = l["flags"].get<std::string>().substr(0, l["flags"].get<std::string>().find(" --recompute"));
+      // The layout's flags but its recomputation and micro-batch ("... --recompute R --micro-batch-size M ...").
+      const std::string flags = l["flags"];
+      const size_t recompute_at = flags.find(" --recompute");
+      const size_t micro_end = flags.find(' ', flags.find("--micro-batch-size ") + 19);
+      const std::string key =
+          flags.substr(0, recompute_at) + (micro_end == std::string::npos ? "" : flags.substr(micro_end));
       less_recompute[key + " " + std::to_string(level)] = {level, micro};
     }
     for (const auto& [key, value] : less_recompute)
@@ -183,6 +188,40 @@ TEST(PlanLayout, AllToAllContextParallelLayoutsAreSearchedWhereTheHeadsSplit) {
     const nlohmann::json memory = json_of("memory " + model + " " + l["flags"].get<std::string>());
     EXPECT_EQ(memory["largest_total"], l["largest_total"]) << l.dump();
     break;
+  }
+}
+
+// ZeRO-3 is searched resharding its parameters after the forward and keeping them (one all-gather a
+// step instead of two, for more memory): a kept layout's flags say --no-reshard-after-forward and give
+// its figure in plan memory, it holds at least the resharding one's bytes at the same micro-batch, and
+// it ranks first among the split's ZeRO-3 layouts.
+TEST(PlanLayout, ZeroThreeIsSearchedKeepingItsParametersToo) {
+  const std::string model = "--model gpt2-1558m --batch-size 16 --seq-len 1024 --device-memory-gb 24";
+  const nlohmann::json j = json_of("layout " + model + " --world 8 --top 1000");
+  std::map<std::string, nlohmann::json> resharding;  // the flags without --no-reshard-after-forward
+  int kept = 0;
+  for (const nlohmann::json& l : j["layouts"]) {
+    const std::string flags = l["flags"];
+    const bool keeps = !l["reshard_after_forward"].get<bool>();
+    EXPECT_EQ(flags.find("--no-reshard-after-forward") != std::string::npos, keeps) << flags;
+    if (!keeps) {
+      resharding[flags] = l;
+      continue;
+    }
+    EXPECT_EQ(l["zero"], 3) << flags;
+    if (kept++ == 0) {
+      EXPECT_EQ(json_of("memory " + model + " " + flags)["largest_total"], l["largest_total"]) << flags;
+    }
+    const std::string twin = flags.substr(0, flags.find(" --no-reshard-after-forward"));
+    if (resharding.count(twin)) ADD_FAILURE() << "the resharding twin ranks first: " << twin;
+  }
+  EXPECT_GT(kept, 0);
+  for (const nlohmann::json& l : j["layouts"]) {
+    if (l["reshard_after_forward"].get<bool>()) continue;
+    const std::string flags = l["flags"], twin = flags.substr(0, flags.find(" --no-reshard-after-forward"));
+    if (resharding.count(twin)) {
+      EXPECT_GE(l["largest_total"].get<int64_t>(), resharding[twin]["largest_total"].get<int64_t>()) << flags;
+    }
   }
 }
 
