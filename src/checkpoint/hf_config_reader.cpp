@@ -93,8 +93,8 @@ void read_rope_scaling(const HfConfigReader& r, const json& scaling, int64_t max
   if (*type == "longrope") {  // Phi-3's: the factors per frequency; the lengths from the config's top level
     const auto factors = [&](const char* key) {
       const json* f = scaling.contains(key) ? &scaling[key] : nullptr;
-      TS_CHECK(f && f->is_array() && !f->empty() &&
-                   std::all_of(f->begin(), f->end(), [](const json& x) { return x.is_number() && x.get<double>() > 0; }),
+      const auto positive = [](const json& x) { return x.is_number() && x.get<double>() > 0; };
+      TS_CHECK(f && f->is_array() && !f->empty() && std::all_of(f->begin(), f->end(), positive),
                r.where(), ": longrope rope_scaling needs '", key, "', an array of positive numbers, got ",
                f ? json_excerpt(*f) : "nothing");
       return f->get<std::vector<float>>();

@@ -263,7 +263,8 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }
-  if (c.phi3 || c.attention_window > 0) j["sliding_window"] = c.attention_window > 0 ? json(c.attention_window) : json();
+  if (c.phi3 || c.attention_window > 0)
+    j["sliding_window"] = c.attention_window > 0 ? json(c.attention_window) : json();
   return j;
 }
 

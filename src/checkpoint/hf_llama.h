@@ -29,8 +29,8 @@ namespace tessera {
 // "qwen3", "qwen3_moe" or "mixtral".
 bool is_hf_llama_type(const nlohmann::json& model_type);
 
-// A config.json object of model_type "llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral" or "phi3" as our config;
-// `path` names the file in errors. Unsupported features (another hidden_act or rope_scaling type,
+// A config.json object of model_type "llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral" or
+// "phi3" as our config; `path` names the file in errors. Unsupported features (another hidden_act or rope_scaling type,
 // attention biases beyond Qwen2's or MLP biases, Qwen's sliding window) are refused naming the key.
 ModelConfig hf_llama_config(const nlohmann::json& config, const std::filesystem::path& path);
 // The config.json of a Llama-family model other than DeepSeek's, without torch_dtype and token ids.

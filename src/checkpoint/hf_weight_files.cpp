@@ -106,7 +106,8 @@ void HfWeightFiles::check_fp8_weights(const fs::path& dir) {
     fp8_scales_.insert(scale);
   }
   for (const auto& [name, file] : by_name_) {
-    const std::string weight = name.ends_with("_scale_inv") ? name.substr(0, name.size() - 10) : "";
+    const size_t suffix = fp8_scale_name("").size();  // a scale's name is its weight's and "_scale_inv"
+    const std::string weight = name.ends_with(fp8_scale_name("")) ? name.substr(0, name.size() - suffix) : "";
     TS_CHECK(weight.empty() || !by_name_.count(weight) || fp8_scales_.count(name), "Hugging Face weights ",
              description_, ": ", quoted_text(name, 80), " scales ", quoted_text(weight, 80), ", which is ",
              file_of(weight).info(weight).dtype, ", not FP8 (a partly dequantized folder? drop the scales)");

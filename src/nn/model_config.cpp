@@ -30,7 +30,8 @@ void ModelConfig::validate() const {
     TS_CHECK(head_size() % 2 == 0, "model: rotary embeddings need an even head size, got channels / num_heads = ",
              head_size());
     TS_CHECK(rope.theta > 1.0f, "model: rope_theta must be above 1, got ", rope.theta);
-    TS_CHECK(rotary_dims >= 0 && rotary_dims % 2 == 0 && rotary_dims <= head_size() && (!mla.enabled() || rotary_dims == 0),
+    TS_CHECK(rotary_dims >= 0 && rotary_dims % 2 == 0 && rotary_dims <= head_size() &&
+                 (!mla.enabled() || rotary_dims == 0),
              "model: rotary_dims (", rotary_dims, ") must be even and at most the head size (", head_size(),
              "), 0 for all of it (latent attention: its rope_dim)");
     const auto positive = [](const std::vector<float>& f) {

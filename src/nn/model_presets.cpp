@@ -157,8 +157,8 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"deepseek-v3",  // DeepSeek-V3 (and R1): 671B parameters, 37B active; no multi-token prediction
        [] {
          ModelConfig c = latent_attention(
-             deepseek_style(with_experts(llama(61, 128, 128, 7168, 18432, 129280, 163840, 10000.0f, false), 256, 8, 2048),
-                            1, 3),
+             deepseek_style(
+                 with_experts(llama(61, 128, 128, 7168, 18432, 129280, 163840, 10000.0f, false), 256, 8, 2048), 1, 3),
              {.q_rank = 1536, .kv_rank = 512, .nope_dim = 128, .rope_dim = 64, .v_dim = 128}, 2.5f);
          c.moe.groups = 8, c.moe.kept_groups = 4;
          return deepseek_yarn(c, 1.0f);

@@ -145,10 +145,6 @@ int64_t cp_exchange_bytes(const TrainConfig& config, const ModelConfig& local, i
   return 4 * qkv + 2 * out + lse + starts;
 }
 
-// --async-checkpoint's buffers, allocated at start-up (train/checkpoint_saver.cpp), for a rank with
-// `state` moment elements: the moments in fp32, the weight shard with sharded weights, and rank 0's
-// copy of the whole model's `whole` weights. Host memory: a CPU run's own; a GPU run copies straight
-// from the device into them (side_copies.h), page-locked, so its device holds nothing more.
 // decoder_layout(model, stage, tp rank 0 of tp, ep rank 0 of ep). The layout search plans one split of
 // the ranks at every ZeRO stage, recomputation mode and micro-batch size, so the last model's most
 // recent layouts are kept (per thread; a reference is good until the next call).
@@ -163,10 +159,15 @@ const ParameterLayout& stage_layout(const ModelConfig& model, const DecoderStage
   if (!(planned == model) || entries.size() >= 64) entries.clear(), planned = model;
   for (const std::unique_ptr<Entry>& e : entries)
     if (e->tp == tp && e->ep == ep && e->stage == stage) return e->layout;
-  entries.push_back(std::make_unique<Entry>(Entry{stage, tp, ep, decoder_layout(model, stage, TpPlace{0, tp}, EpPlace{0, ep})}));
+  ParameterLayout layout = decoder_layout(model, stage, TpPlace{0, tp}, EpPlace{0, ep});
+  entries.push_back(std::make_unique<Entry>(Entry{stage, tp, ep, std::move(layout)}));
   return entries.back()->layout;
 }
 
+// --async-checkpoint's buffers, allocated at start-up (train/checkpoint_saver.cpp), for a rank with
+// `state` moment elements: the moments in fp32, the weight shard with sharded weights, and rank 0's
+// copy of the whole model's `whole` weights. Host memory: a CPU run's own; a GPU run copies straight
+// from the device into them (side_copies.h), page-locked, so its device holds nothing more.
 int64_t async_checkpoint_bytes(const TrainConfig& c, bool rank0, int64_t whole, int64_t state) {
   if (!c.async_checkpoint) return 0;
   const bool sharded = c.sharded_checkpoint_weights();

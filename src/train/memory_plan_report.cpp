@@ -184,7 +184,8 @@ nlohmann::json memory_plan_json(const MemoryPlan& p, const std::string& title, c
 std::string layout_flags(const TrainConfig& c) {
   char text[200];
   const std::string cp_comm = c.cp > 1 && c.cp_comm != TrainConfig{}.cp_comm ? " --cp-comm " + c.cp_comm : "";
-  std::snprintf(text, sizeof text, "--dp %d --tp %d --pp %d --cp %d%s --ep %d --zero %d --recompute %s --micro-batch-size %lld",
+  std::snprintf(text, sizeof text,
+                "--dp %d --tp %d --pp %d --cp %d%s --ep %d --zero %d --recompute %s --micro-batch-size %lld",
                 c.dp, c.tp, c.pp, c.cp, cp_comm.c_str(), c.ep, c.zero, c.recompute.c_str(),
                 static_cast<long long>(c.micro_batch_size));
   std::string flags = text;
@@ -238,7 +239,8 @@ std::string layout_search_text(const std::vector<LayoutCandidate>& found, const 
                   gib(p.largest().total()), 100.0 * double(p.largest().total()) / double(p.device_bytes));
     text += line;
   }
-  if (kept) text += "zero 3k: ZeRO-3 keeping the gathered parameters from forward to backward (--no-reshard-after-forward)\n";
+  if (kept)
+    text += "zero 3k: ZeRO-3 keeping the gathered parameters from forward to backward (--no-reshard-after-forward)\n";
   return text + "best: " + layout_flags(found.front().config) + "\n";
 }
 

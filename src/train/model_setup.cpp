@@ -47,8 +47,9 @@ std::string rope_text(const RopeConfig& rope) {
             number_text(rope.mscale_all_dim) + ", attention factor " + number_text(rope.attention_factor) +
             (rope.truncate ? "" : ", not truncated") + ", from " + std::to_string(rope.original_max_positions) + ")";
   else if (rope.longrope)
-    text += " longrope-scaled by " + number_text(rope.factor) + " (from " + std::to_string(rope.original_max_positions) +
-            ", its own " + std::to_string(rope.short_factor.size()) + " short and long factors)";
+    text += " longrope-scaled by " + number_text(rope.factor) + " (from " +
+            std::to_string(rope.original_max_positions) + ", its own " + std::to_string(rope.short_factor.size()) +
+            " short and long factors)";
   else if (rope.factor > 0)
     text += " scaled by " + number_text(rope.factor) + " (low " + number_text(rope.low_freq_factor) + ", high " +
             number_text(rope.high_freq_factor) + ", from " + std::to_string(rope.original_max_positions) + ")";
