@@ -8,10 +8,22 @@
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/json_excerpt.h"
+#include "data/whole_file.h"
 
 namespace tessera {
 
 using nlohmann::json;
+
+json read_hf_config_json(const std::filesystem::path& path) {
+  json config;
+  try {
+    config = json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));
+  } catch (const json::exception& e) {
+    TS_FAIL("Hugging Face config ", quoted_text(path.string()), ": not valid JSON (", json_error_text(e), ")");
+  }
+  TS_CHECK(config.is_object(), "Hugging Face config ", quoted_text(path.string()), ": expected a JSON object");
+  return config;
+}
 
 HfConfigReader::HfConfigReader(const json& config, const std::filesystem::path& path)
     : config_(config), where_("Hugging Face config " + quoted_text(path.string())) {}

@@ -13,6 +13,10 @@
 
 namespace tessera {
 
+// The JSON object of the config.json at `path`; throws naming the file when it is unreadable, too large,
+// not JSON or not an object.
+nlohmann::json read_hf_config_json(const std::filesystem::path& path);
+
 class HfConfigReader {
  public:
   HfConfigReader(const nlohmann::json& config, const std::filesystem::path& path);

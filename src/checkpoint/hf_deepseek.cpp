@@ -6,7 +6,6 @@
 #include "checkpoint/hf_config_reader.h"
 #include "core/error.h"
 #include "data/json_excerpt.h"
-#include "data/whole_file.h"
 
 namespace tessera {
 namespace {
@@ -114,7 +113,7 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
 
 HfDeepseekFiles hf_deepseek_files(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "config.json";
-  const json config = json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));
+  const json config = read_hf_config_json(path);
   const HfConfigReader r(config, path);
   return {r.boolean("rope_interleave", true), r.count("num_nextn_predict_layers", 0)};
 }

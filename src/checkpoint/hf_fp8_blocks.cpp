@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/json_excerpt.h"
-#include "data/whole_file.h"
 
 namespace tessera {
 
@@ -23,14 +22,9 @@ Shape HfFp8Blocks::scale_shape(const Shape& shape) const {
 HfFp8Blocks read_hf_fp8_blocks(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "config.json";
   if (!std::filesystem::exists(path)) return {};
-  json config;
-  try {
-    config = json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));
-  } catch (const json::exception& e) {
-    TS_FAIL("Hugging Face config ", quoted_text(path.string()), ": not valid JSON (", json_error_text(e), ")");
-  }
+  const json config = read_hf_config_json(path);
   const HfConfigReader r(config, path);
-  const json* quantization = config.is_object() ? r.find("quantization_config") : nullptr;
+  const json* quantization = r.find("quantization_config");
   if (!quantization) return {};
   TS_CHECK(quantization->is_object(), r.where(), ": field 'quantization_config' must be an object, got ",
            json_excerpt(*quantization));

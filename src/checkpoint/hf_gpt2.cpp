@@ -11,12 +11,12 @@
 #include <set>
 #include <system_error>
 
+#include "checkpoint/hf_config_reader.h"
 #include "checkpoint/hf_source.h"
 #include "checkpoint/hf_weight_files.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "data/json_excerpt.h"
-#include "data/whole_file.h"
 #include "nn/decoder_layout.h"
 
 namespace tessera {
@@ -94,14 +94,7 @@ void check_config_bool(const json& config, const std::filesystem::path& path, co
 
 ModelConfig read_hf_gpt2_config(const std::filesystem::path& config_json) {
   const std::filesystem::path& path = config_json;
-  std::string text = read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes);
-  json config;
-  try {
-    config = json::parse(text);
-  } catch (const json::exception& e) {
-    TS_FAIL("Hugging Face config ", path, ": not valid JSON (", json_error_text(e), ")");
-  }
-  TS_CHECK(config.is_object(), "Hugging Face config ", path, ": expected a JSON object");
+  const json config = read_hf_config_json(path);
 
   check_config_string(config, path, "model_type", {"gpt2"}, "only GPT-2 checkpoints load as GPT-2");
   // gelu_new and gelu_pytorch_tanh are both the tanh approximation our GELU computes.

@@ -288,21 +288,13 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
              config.moe.enabled() ? "" : " and dense MLPs", " (weights of another model?)");
   }
   for (const HfPiece& p : source.pieces) files->check(p.hf, p.hf_shape);
-  if (config.phi3) {
-    source.read = [files, config](const std::string& name) {
-      std::vector<float> values = files->read_f32(name);
-      move_rotary_rows(config, name, values.data(), false);
-      return values;
-    };
-    return source;
-  }
-  if (!config.mla.enabled() || !deepseek.rope_interleaved) {
-    source.read = [files](const std::string& name) { return files->read_f32(name); };
-    return source;
-  }
-  source.read = [files, config](const std::string& name) {
+  // Rows in Tessera's channel order, as the export writes them back: DeepSeek's interleaved RoPE tails
+  // and Phi-3's leading rotary rows moved to where Tessera's RoPE turns them (other tensors as they are).
+  const bool interleaved = config.mla.enabled() && deepseek.rope_interleaved;
+  source.read = [files, config, interleaved](const std::string& name) {
     std::vector<float> values = files->read_f32(name);
-    deinterleave_rope_rows(config, name, values.data(), int64_t(values.size()));
+    if (interleaved) deinterleave_rope_rows(config, name, values.data(), int64_t(values.size()));
+    move_rotary_rows(config, name, values.data(), false);
     return values;
   };
   return source;

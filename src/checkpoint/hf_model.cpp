@@ -3,13 +3,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/hf_config_reader.h"
 #include "checkpoint/hf_deepseek.h"
 #include "checkpoint/hf_gpt2.h"
 #include "checkpoint/hf_llama.h"
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/json_excerpt.h"
-#include "data/whole_file.h"
 
 namespace tessera {
 namespace {
@@ -32,13 +32,7 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
            "read it with --checkpoint, continue its run with --resume --out-dir (a training checkpoint), or start a ",
            "new run from its weights: tessera convert --checkpoint ", quoted_text(dir.string()),
            " --to-hf <folder>, then --init-from <folder>");
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(read_whole_file(path, "Hugging Face config", kMaxConfigFileBytes));
-  } catch (const nlohmann::json::exception& e) {
-    TS_FAIL("Hugging Face config ", quoted_text(path.string()), ": not valid JSON (", json_error_text(e), ")");
-  }
-  TS_CHECK(config.is_object(), "Hugging Face config ", quoted_text(path.string()), ": expected a JSON object");
+  const nlohmann::json config = read_hf_config_json(path);
   auto type = config.find("model_type");
   // Old GPT-2 configs carry no model_type; any other config without one names the field to add.
   TS_CHECK(type != config.end() || config.contains("n_layer"), "Hugging Face config ", quoted_text(path.string()),
