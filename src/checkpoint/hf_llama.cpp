@@ -30,13 +30,14 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   const ParameterLayout whole = decoder_layout(c);
   const int64_t C = c.channels, V = c.vocab_size, HS = c.head_size();
   const int64_t q = c.num_heads * HS, kv = c.kv_heads() * HS, F = c.hidden(), Fe = c.moe.expert_hidden;
+  const bool post = c.norm_placement == NormPlacement::post;  // OLMo 2: the norms after attention and the MLP
   // q_proj and k_proj are (NH·HS, C) and (NKV·HS, C), o_proj (C, NH·HS), whatever C is (Qwen3's heads
   // are wider than hidden_size / num_attention_heads).
   std::vector<HfPiece> pieces = {{"model.embed_tokens.weight", {V, C}, names.embed, 0}};
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});
+    if (!post) pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});
     if (c.mla.enabled()) {  // DeepSeek's latent attention: our names and shapes are its own
       for (const std::string* n : {&b.q_proj.weight, &b.q_a.weight, &b.q_a_norm, &b.q_b.weight, &b.kv_a.weight,
                                    &b.kv_a_norm, &b.kv_b.weight})
@@ -54,11 +55,12 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "self_attn.v_proj.bias", {kv}, b.qkv.bias, q + kv});
     }
     if (c.qk_norm) {
-      pieces.push_back({p + "self_attn.q_norm.weight", {HS}, b.q_norm, 0});
-      pieces.push_back({p + "self_attn.k_norm.weight", {HS}, b.k_norm, 0});
+      pieces.push_back({p + "self_attn.q_norm.weight", {c.qk_norm_all_heads ? q : HS}, b.q_norm, 0});
+      pieces.push_back({p + "self_attn.k_norm.weight", {c.qk_norm_all_heads ? kv : HS}, b.k_norm, 0});
     }
     pieces.push_back({p + "self_attn.o_proj.weight", {C, c.value_width()}, b.attn_out.weight, 0});
-    pieces.push_back({p + "post_attention_layernorm.weight", {C}, b.norm2.weight, 0});
+    pieces.push_back({p + "post_attention_layernorm.weight", {C}, post ? b.norm1.weight : b.norm2.weight, 0});
+    if (post) pieces.push_back({p + "post_feedforward_layernorm.weight", {C}, b.norm2.weight, 0});
     if (c.phi3) {  // gate and up rows, as ours
       pieces.push_back({p + "mlp.gate_up_proj.weight", {2 * F, C}, b.mlp_in.weight, 0});
       pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
@@ -133,16 +135,17 @@ std::optional<int64_t> layer_of(const std::string& name) {
 
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
-         model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3";
+         model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2";
 }
 
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
   const HfConfigReader r(config, path);
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
-           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\" or \"phi3\"");
+           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\" or ",
+           "\"olmo2\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
-  const bool phi3 = *type == "phi3";
+  const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2";
   const bool qwen3 = *type == "qwen3" || qwen3_moe;
   r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
@@ -153,20 +156,22 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
 
   ModelConfig c = llama_family_config(r);
   c.qkv_bias = qwen2;
-  c.qk_norm = qwen3;
+  c.qk_norm = qwen3 || olmo2;
+  c.qk_norm_all_heads = olmo2;  // and its norms after attention and the MLP
+  if (olmo2) c.norm_placement = NormPlacement::post;
   c.phi3 = phi3;
   c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : 2048);
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window):
   // a window shorter than the context becomes the model's context() (whole sequences within it attend as
   // the window does).
-  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3) {
+  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3 && !olmo2) {
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
   }
   c.num_kv_heads = r.integer("num_key_value_heads", c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
-  c.norm_eps = r.number("rms_norm_eps", mixtral ? 1e-5f : 1e-6f);
+  c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 ? 1e-5f : 1e-6f);
   c.rope.theta = r.number("rope_theta", mixtral ? 1e6f : 1e4f);
   c.tied_embeddings = r.boolean("tie_word_embeddings", false);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
@@ -204,14 +209,16 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
 }
 
 json hf_llama_config_json(const ModelConfig& c) {
-  const bool qwen3 = c.qk_norm, qwen3_moe = qwen3 && c.moe.enabled();
+  const bool olmo2 = c.norm_placement == NormPlacement::post;
+  const bool qwen3 = c.qk_norm && !olmo2, qwen3_moe = qwen3 && c.moe.enabled();
   const bool mixtral = c.moe.enabled() && !qwen3, qwen2 = c.qkv_bias;
-  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && c.attention_window > 0;  // Llama with a window
+  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && !olmo2 && c.attention_window > 0;  // windowed Llama
   const char* architecture = mixtral     ? "MixtralForCausalLM"
                              : qwen2     ? "Qwen2ForCausalLM"
                              : qwen3_moe ? "Qwen3MoeForCausalLM"
                              : qwen3     ? "Qwen3ForCausalLM"
                              : c.phi3    ? "Phi3ForCausalLM"
+                             : olmo2     ? "Olmo2ForCausalLM"
                              : mistral   ? "MistralForCausalLM"
                                          : "LlamaForCausalLM";
   const char* type = mixtral     ? "mixtral"
@@ -219,6 +226,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                      : qwen3_moe ? "qwen3_moe"
                      : qwen3     ? "qwen3"
                      : c.phi3    ? "phi3"
+                     : olmo2     ? "olmo2"
                      : mistral   ? "mistral"
                                  : "llama";
   json j = {{"architectures", json::array({architecture})},
@@ -259,6 +267,9 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["original_max_position_embeddings"] = c.rope.longrope ? c.rope.original_max_positions : c.max_seq_len;
     j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
     j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
+  } else if (olmo2) {
+    j["attention_bias"] = false;
+    j["attention_dropout"] = 0.0;
   } else {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
@@ -319,10 +330,12 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                (deepseek || (!config.mla.enabled() && config.moe.num_shared_experts == 0 &&
                              config.moe.first_dense_layers == 0 && config.moe.router == RouterKind::softmax_topk &&
                              config.moe.routed_scale == 1.0f && (config.moe.renormalize || qwen3_moe_form))) &&
-               !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias),
+               !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias) &&
+               (config.norm_placement == NormPlacement::post) == config.qk_norm_all_heads &&
+               !(config.qk_norm_all_heads && config.attention_window > 0),
            "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
-           "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, DeepseekV2ForCausalLM or ",
-           "DeepseekV3ForCausalLM form");
+           "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM, ",
+           "DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());

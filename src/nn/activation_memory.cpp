@@ -27,8 +27,9 @@ BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShap
   BlockBytes b;
   b.kept += 2 * norm_bytes(c, B, Tl, s) + 2 * B * Tl * C * s;  // norm1, norm2; mid, attn.out
   b.kept += B * T * c.qkv_width() * s;                              // attn.qkv
-  if (c.qk_norm)  // attn.q_in, k_in and their rstd
-    b.kept += B * T * (c.num_heads + c.kv_heads()) * (c.head_size() * s + kF32);
+  if (c.qk_norm)  // attn.q_in, k_in and their rstd (a row each head, or each token under qk_norm_all_heads)
+    b.kept += B * T * ((c.num_heads + c.kv_heads()) * c.head_size() * s +
+                       (c.qk_norm_all_heads ? 2 : c.num_heads + c.kv_heads()) * kF32);
   b.dropped += B * T * c.attention_width() * s + B * c.num_heads * T * kF32;  // attn.core, attn.lse
   if (c.mla.enabled()) {  // attn.latent: the latents before and after their norms with the rstd; values
     b.kept += B * T * (2 * (c.mla.q_rank + c.mla.kv_rank) * s + (c.mla.q_rank > 0 ? 2 : 1) * kF32);
@@ -111,6 +112,7 @@ ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationS
   bytes.scratch += (B * Tl * C + std::max(B * Tl * C, B * T * c.attention_width())) * s;  // dresidual, dnormed/dcore
   bytes.scratch += B * T * std::max(c.qkv_width(), swiglu ? 2 * F : F) * s;  // dqkv and mlp.dh share it
   if (swiglu) bytes.scratch += B * T * F * s;                                  // mlp.dact
+  if (c.norm_placement == NormPlacement::post) bytes.scratch += B * Tl * C * s;  // dbranch
   if (c.qk_norm) bytes.scratch += B * T * c.num_heads * c.head_size() * s;     // the query norm's input gradient
   if (c.mla.enabled()) bytes.scratch += latent_scratch_bytes(c, B * T, s);
   if (c.moe.enabled()) bytes.scratch += moe_scratch_bytes(c, a);

@@ -22,8 +22,15 @@ struct QkSection {
 QkSection q_section(const ModelConfig& c) { return {0, c.num_heads}; }
 QkSection k_section(const ModelConfig& c) { return {c.num_heads * c.head_size(), c.kv_heads()}; }
 
-// Qwen3's per-head RMSNorm of one section of qkv, in place: `in` (rows·heads, HS) keeps the section
-// before it (what backward reads), `rstd` (rows·heads) its statistics.
+// The shape of a section's normalised rows for `rows` tokens: a row a head (rows·heads, HS), or under
+// qk_norm_all_heads a row a token (rows, heads·HS).
+Shape qk_norm_rows(const ModelConfig& c, int64_t rows, int64_t heads) {
+  const int64_t HS = c.head_size();
+  return c.qk_norm_all_heads ? Shape{rows, heads * HS} : Shape{rows * heads, HS};
+}
+
+// The RMSNorm of one section of qkv (Qwen3's per head, OLMo 2's over all heads), in place: `in`
+// (qk_norm_rows) keeps the section before it (what backward reads), `rstd` (its rows) its statistics.
 void head_norm_forward(const ModelConfig& c, Tensor& qkv, QkSection s, Tensor& in, Tensor& rstd, const Tensor& weight) {
   const int64_t HS = c.head_size(), rows = qkv.numel() / c.qkv_width(), width = s.heads * HS;
   copy_columns(in, 0, qkv, s.first_col, rows, width);
@@ -78,11 +85,10 @@ void AttentionActivations::allocate(const ModelConfig& config, int64_t B, int64_
   out = Tensor::zeros({B, T_out, config.channels}, dtype, device);
   if (config.mla.enabled()) latent.allocate(config, B, T, dtype, device, with_core);
   if (!config.qk_norm) return;
-  const int64_t HS = config.head_size();
-  q_in = Tensor::zeros({B * T * config.num_heads, HS}, dtype, device);
-  k_in = Tensor::zeros({B * T * config.kv_heads(), HS}, dtype, device);
-  q_rstd = Tensor::zeros({B * T * config.num_heads}, DType::f32, device);
-  k_rstd = Tensor::zeros({B * T * config.kv_heads()}, DType::f32, device);
+  q_in = Tensor::zeros(qk_norm_rows(config, B * T, config.num_heads), dtype, device);
+  k_in = Tensor::zeros(qk_norm_rows(config, B * T, config.kv_heads()), dtype, device);
+  q_rstd = Tensor::zeros({q_in.size(0)}, DType::f32, device);
+  k_rstd = Tensor::zeros({k_in.size(0)}, DType::f32, device);
 }
 
 void attention_layer_forward(const ModelConfig& config, AttentionActivations& a, const Tensor& x,
@@ -117,10 +123,10 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
   else
     matmul_forward(a.qkv, x, w.qkv.weight, w.qkv.bias);
   if (config.qk_norm) {  // the statistics are not kept: no backward follows
-    const int64_t rows = a.qkv.numel() / config.qkv_width(), HS = config.head_size();
+    const int64_t rows = a.qkv.numel() / config.qkv_width();
     for (const auto& [section, weight] : {std::pair{q_section(config), &w.q_norm}, {k_section(config), &w.k_norm}}) {
-      Tensor in = Tensor::zeros({rows * section.heads, HS}, a.qkv.dtype(), a.qkv.device());
-      Tensor rstd = Tensor::zeros({rows * section.heads}, DType::f32, a.qkv.device());
+      Tensor in = Tensor::zeros(qk_norm_rows(config, rows, section.heads), a.qkv.dtype(), a.qkv.device());
+      Tensor rstd = Tensor::zeros({in.size(0)}, DType::f32, a.qkv.device());
       head_norm_forward(config, a.qkv, section, in, rstd, *weight);
     }
   }

@@ -1,7 +1,7 @@
-// The attention half of a block, after its norm: qkv projection (or DeepSeek's latent attention's
-// projections, nn/latent_attention.h), per-head RMSNorm of the queries and keys (Qwen3,
-// config.qk_norm), rotary embeddings (when the config uses RoPE), causal multi-head or grouped-query
-// attention, output projection.
+// The attention half of a block: qkv projection (or DeepSeek's latent attention's projections,
+// nn/latent_attention.h), RMSNorm of the queries and keys (config.qk_norm: Qwen3's per head, OLMo 2's
+// over all of a token's heads), rotary embeddings (when the config uses RoPE), causal multi-head or
+// grouped-query attention, output projection.
 //   forward:  out = o_proj(attention(rope(qk_norm(qkv_proj(x)))))
 //   backward: dx written from dout; parameter gradients accumulate.
 // The saved qkv is the rotated one, which is what attention's backward reads.
@@ -35,8 +35,9 @@ struct AttentionActivations {
   Tensor core;  // (B,T,C): attention's output, before o_proj
   Tensor lse;   // (B,NH,T) f32
   Tensor out;   // (B,T,C)
-  // With config.qk_norm: the queries and keys before their norms, (B·T·NH, HS) and (B·T·NKV, HS), and
-  // the norms' rstd, f32 (B·T·NH) and (B·T·NKV).
+  // With config.qk_norm: the queries and keys before their norms, a row per head ((B·T·NH, HS) and
+  // (B·T·NKV, HS)) or under qk_norm_all_heads per token ((B·T, NH·HS) and (B·T, NKV·HS)), and the
+  // norms' rstd, f32, one per row.
   Tensor q_in, k_in, q_rstd, k_rstd;
   LatentActivations latent;  // with config.mla
   // Without `with_core`, core and lse (and latent values) are left for the caller (selective

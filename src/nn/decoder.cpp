@@ -223,20 +223,21 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
   // norm1, or the final norm after the last block; a chunk's last block before another chunk's
   // first is not (that norm runs on the next chunk, from its input), nor any block under ZeRO-3
   // (the norm's gain belongs to the next part): each block runs its norm1, the final norm follows.
+  // Under post-norm a block's norms are its own: only the final norm is fused.
   const BlockRange r = a.range;
   const int64_t L = config_.num_layers;
-  const bool fuse = !sharded_;
+  const bool fuse = !sharded_, pre = config_.norm_placement == NormPlacement::pre;
   auto norm_after = [&](int64_t l) {
     if (!fuse) return NextNorm{};
     if (l + 1 == L) return NextNorm{&a.final_norm, &w_.final_norm};
-    if (l + 1 == r.end) return NextNorm{};
+    if (l + 1 == r.end || !pre) return NextNorm{};
     return NextNorm{&a.blocks[size_t(l) + 1].norm1, &w_.blocks[size_t(l) + 1].norm1};
   };
   for (int64_t l = r.first; l < r.end; ++l) {
     const Tensor& x = l == r.first ? a.embedded : a.blocks[size_t(l) - 1].out;
     // The next part this chunk uses (another chunk's next block may be another rank's).
     gather_part(l, l + 1 < r.end || l + 1 == L ? l + 1 : kNoPart);
-    if (l == r.first || !fuse) norm_forward(config_, a.blocks[size_t(l)].norm1, x, w_.blocks[size_t(l)].norm1);
+    if (pre && (l == r.first || !fuse)) norm_forward(config_, a.blocks[size_t(l)].norm1, x, w_.blocks[size_t(l)].norm1);
     block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.seq, norm_after(l), block_context(l));
     if (reshard_after_forward_ || a.dloss == 0.0f) release_part(l);  // else held until its backward
   }

@@ -2,7 +2,10 @@
 //   mid = x + attention(norm1(x));   out = mid + mlp(norm2(mid))
 // norm1(x) is computed before forward() (by the previous block's fused add, or by the decoder for
 // block 0), and forward() fuses its last add with the norm that reads `out` when it is given one
-// (the next block's norm1, or the final norm). backward() takes the gradient of `out` in dres and
+// (the next block's norm1, or the final norm). Or, under NormPlacement::post (OLMo 2), post-norm
+// within the residual branches, computed whole by forward() (the final norm still fused):
+//   mid = x + norm1(attention(x));   out = mid + norm2(mlp(mid))
+// backward() takes the gradient of `out` in dres and
 // leaves the gradient of x there; parameter gradients accumulate. The MLP is dense or MoE, as the
 // block's weights say (a MoE block has a router).
 #pragma once
@@ -18,10 +21,10 @@
 namespace tessera {
 
 struct BlockActivations {
-  NormActivations norm1;
+  NormActivations norm1;  // of x, or under post-norm of attn.out
   AttentionActivations attn;
-  Tensor mid;  // (B,T,C): x + attention
-  NormActivations norm2;
+  Tensor mid;  // (B,T,C): x + attention (x + norm1 under post-norm)
+  NormActivations norm2;  // of mid, or under post-norm of the MLP's output
   MlpActivations mlp;  // a dense block's
   MoeActivations moe;  // a MoE block's
   Tensor out;          // (B,T,C): the block's output, the next block's input
@@ -34,9 +37,10 @@ struct BlockActivations {
   const Tensor& mlp_out() const { return moe.out.defined() ? moe.out : mlp.out; }
 };
 
-// Backward scratch shared by every block: dnormed (B,T,C) plus the layers' own.
+// Backward scratch shared by every block: dnormed (B,T,C) plus the layers' own; under post-norm
+// dbranch (B,T,C), a sublayer output's gradient.
 struct BlockScratch {
-  Tensor dnormed;
+  Tensor dnormed, dbranch;
   AttentionScratch attn;
   MlpScratch mlp;
   MoeScratch moe;  // allocated when the model has MoE blocks

@@ -25,9 +25,9 @@ BlockNames gpt2_block_names(const ModelConfig& c, int64_t l) {
 
 BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
   const std::string p = "layers." + std::to_string(l) + ".";
-  const bool norm_bias = c.bias && c.norm == NormKind::layernorm;
+  const bool norm_bias = c.bias && c.norm == NormKind::layernorm, post = c.norm_placement == NormPlacement::post;
   BlockNames n;
-  n.norm1 = linear_names(p + "input_layernorm", norm_bias);
+  n.norm1 = linear_names(p + (post ? "post_attention_layernorm" : "input_layernorm"), norm_bias);
   if (c.mla.enabled()) {  // Hugging Face's DeepSeek names
     const std::string a = p + "self_attn.";
     if (c.mla.q_rank > 0) {
@@ -48,7 +48,7 @@ BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
     n.k_norm = p + "self_attn.k_norm.weight";
   }
   n.attn_out = linear_names(p + "self_attn.o_proj", c.bias);
-  n.norm2 = linear_names(p + "post_attention_layernorm", norm_bias);
+  n.norm2 = linear_names(p + (post ? "post_feedforward_layernorm" : "post_attention_layernorm"), norm_bias);
   const std::string in = c.mlp == MlpKind::swiglu ? "gate_up_proj" : "up_proj";
   if (!c.is_moe_block(l)) {
     n.mlp_in = linear_names(p + "mlp." + in, c.bias);
@@ -171,8 +171,13 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
                     {{t * NHl * HS, NHl * HS}, {NH * HS + kv_first * HS, NKVl * HS},
                      {(NH + NKV) * HS + kv_first * HS, NKVl * HS}},
                     ParamInit::normal);
-    add(b.q_norm, {HS}, ParamInit::ones);  // every tp rank's heads share them: whole on each
-    add(b.k_norm, {HS}, ParamInit::ones);
+    if (c.qk_norm_all_heads) {  // a gain per channel of the query (key) heads: a tp rank's heads' share
+      add(b.q_norm, {NHl * HS}, ParamInit::ones, rows_of({NH * HS}, {{t * NHl * HS, NHl * HS}}));
+      add(b.k_norm, {NKVl * HS}, ParamInit::ones, rows_of({NKV * HS}, {{kv_first * HS, NKVl * HS}}));
+    } else {  // one gain per head channel: every tp rank's heads share them, whole on each
+      add(b.q_norm, {HS}, ParamInit::ones);
+      add(b.k_norm, {HS}, ParamInit::ones);
+    }
     if (c.mla.enabled()) {  // the latents whole on every tp rank, the heads' rows and columns cut
       const LatentAttentionConfig& m = c.mla;
       add(b.q_proj.weight, {NHl * HS, C}, ParamInit::normal, rows_of({NH * HS, C}, {{t * NHl * HS, NHl * HS}}));

@@ -60,6 +60,11 @@ void ModelConfig::validate() const {
                      mlp == MlpKind::swiglu && !bias && !qkv_bias && !qk_norm && !moe.enabled() && !mla.enabled()),
            "model: the Phi-3 form is Llama's computation: Llama naming, RoPE, RMSNorm, SwiGLU, no biases, no q/k "
            "norms, no experts, no latent attention");
+  TS_CHECK(!qk_norm_all_heads || qk_norm, "model: qk_norm_all_heads says how the query/key norms span the heads; ",
+           "it needs qk_norm");
+  TS_CHECK(norm_placement == NormPlacement::pre ||
+               (naming == Naming::llama && norm == NormKind::rmsnorm && !phi3 && !moe.enabled() && !mla.enabled()),
+           "model: norms after the sublayers are OLMo 2's: Llama naming, RMSNorm, dense MLPs, no latent attention");
   if (mla.enabled()) {
     TS_CHECK(naming == Naming::llama && positions == PositionKind::rope && norm == NormKind::rmsnorm && !bias &&
                  !qkv_bias && !qk_norm,
@@ -122,6 +127,7 @@ std::string model_family(const ModelConfig& config) {
   }
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";
+  if (config.norm_placement == NormPlacement::post) return "olmo2";
   return config.qk_norm ? "qwen3" : config.qkv_bias ? "qwen2" : "llama";
 }
 

@@ -15,6 +15,12 @@
 namespace tessera {
 
 enum class NormKind { layernorm, rmsnorm };
+// Where a block's two norms sit.
+enum class NormPlacement {
+  pre,   // on each sublayer's input: mid = x + attention(norm1(x)), out = mid + mlp(norm2(mid)) (GPT-2, Llama)
+  post,  // on each sublayer's output, inside the residual branch: mid = x + norm1(attention(x)),
+         // out = mid + norm2(mlp(mid)) (OLMo 2); the final norm still follows the last block
+};
 enum class PositionKind { learned, rope };  // a learned (maxT, C) table added to the embedding, or RoPE
 enum class MlpKind { gelu, swiglu };        // the dense MLP's activation (and the experts' when MoE)
 enum class RouterKind {
@@ -75,6 +81,7 @@ struct ModelConfig {
   int64_t rotary_dims = 0;   // RoPE's channels of a head, its last (Phi-3's partial rotary); 0 = all of them
   int64_t mlp_hidden = 0;    // the dense MLP's width F; 0 = 4C
   NormKind norm = NormKind::layernorm;
+  NormPlacement norm_placement = NormPlacement::pre;
   float norm_eps = 1e-5f;
   PositionKind positions = PositionKind::learned;
   RopeConfig rope = {};
@@ -83,6 +90,8 @@ struct ModelConfig {
   bool qkv_bias = false;        // biases on the attention's q, k and v projections alone (Qwen2)
   bool qk_norm = false;         // RMSNorm of every query and key head (HS channels, gains shared by the
                                 // heads) before RoPE (Qwen3)
+  bool qk_norm_all_heads = false;  // with qk_norm: one RMSNorm over all of a token's query heads (NH·HS
+                                   // channels, a gain each) and one over its key heads (OLMo 2)
   bool tied_embeddings = true;  // the head reuses the token embedding
   bool phi3 = false;            // Phi-3 and Phi-4: Llama's computation in Hugging Face's Phi3ForCausalLM form
                                 // (q, k and v in one qkv_proj, gate and up in one gate_up_proj)
@@ -117,7 +126,8 @@ struct ModelConfig {
   int64_t active_parameters() const;
 };
 
-// The family's name for messages: "gpt2", "llama", "phi3", "qwen2" (q/k/v biases), "qwen3" (q/k norms),
+// The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
+// over all heads), "qwen2" (q/k/v biases), "qwen3" (q/k norms),
 // "mixtral", "qwen3-moe", "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or
 // "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);

@@ -1,4 +1,4 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
 // published config.json files.
 #include "nn/model_presets.h"
 
@@ -48,6 +48,16 @@ ModelConfig qwen3(ModelConfig c, int64_t head_dim) {
 // Phi-3 and Phi-4: Llama's computation, stored in Hugging Face's Phi3ForCausalLM form.
 ModelConfig phi3(ModelConfig c) {
   c.phi3 = true;
+  return c;
+}
+
+// OLMo 2: Llama's architecture with each block's norms on its sublayers' outputs and RMSNorm over all of a
+// token's query heads and over its key heads, RMSNorm eps 1e-6, untied.
+ModelConfig olmo2(ModelConfig c) {
+  c.norm_placement = NormPlacement::post;
+  c.qk_norm = true;
+  c.qk_norm_all_heads = true;
+  c.norm_eps = 1e-6f;
   return c;
 }
 
@@ -130,6 +140,10 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
          return c;
        }},
       {"phi-4", [] { return phi3(llama(40, 40, 10, 5120, 17920, 100352, 16384, 250000.0f, false)); }},
+      {"olmo2-tiny", [] { return olmo2(llama(2, 4, 2, 32, 64, 256, 64, 5e5f, false)); }},
+      {"olmo2-1b", [] { return olmo2(llama(16, 16, 16, 2048, 8192, 100352, 4096, 5e5f, false)); }},
+      {"olmo2-7b", [] { return olmo2(llama(32, 32, 32, 4096, 11008, 100352, 4096, 5e5f, false)); }},
+      {"olmo2-13b", [] { return olmo2(llama(40, 40, 40, 5120, 13824, 100352, 4096, 5e5f, false)); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

@@ -9,7 +9,10 @@
 # tied), the same expected.json, and load_hf/save_hf round trips of hf/ and hf_final/; its partial rotary (the first
 # R channels rotated as a head of R, the rest untouched) and longrope (short/long frequencies by seq_len, cos and sin
 # times the attention factor) against hand values, and golden runs of both: config.json keys, byte-identical files at
-# factor 1 without scaling, step 1 reproduced from hand frequencies, hf/ and hf_final/ round trips. For DeepSeek-V3
+# factor 1 without scaling, step 1 reproduced from hand frequencies, hf/ and hf_final/ round trips. OLMo 2 (--model
+# olmo2): no input_layernorm, q_norm/k_norm gains over the whole projection (NH*HS, NKV*HS) whose one RMS spans
+# every head, logits against an op-by-op forward from the state dict, config.json key by key and the HF names, and
+# deterministic golden runs (untied; NKV 1 tied) whose hf/ reproduces step 1. For DeepSeek-V3
 # (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -662,6 +665,194 @@ def check_phi3_rope_reference(tmp):
           "(partial_rotary_factor, top-level original_max_position_embeddings, rope_scaling type/short/long of R/2 "
           "factors); factor 1 byte-identical; init and train.bin the plain run's; step 1 from hand frequencies "
           "(short at seq 16, long at 32 > 16) and attention factor sqrt(1.25); hf/ and hf_final/ round trip; refusals")
+
+
+# ---------------------------------------------------------------- OLMo 2 (float64)
+
+def olmo2_logits_by_hand(state, cfg, idx):
+    """Olmo2ForCausalLM's logits from a state dict, op by op: h = x + rms(attn(x)); out = h + rms(mlp(h)); q and k
+    normed over all their heads' channels before the split into heads and RoPE (pairs i, i + HS/2)."""
+    NH, NKV, HS, eps = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.rms_norm_eps
+    B, T = idx.shape
+
+    def rms(v, g):
+        return v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps) * g
+
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * cfg.rope_theta ** (
+        -torch.arange(0, HS, 2, dtype=torch.float64) / HS)                       # (T, HS/2)
+
+    def rope(v):                                                                 # (B, T, H, HS)
+        a, b = v[..., :HS // 2], v[..., HS // 2:]
+        c, s = ang.cos()[None, :, None], ang.sin()[None, :, None]
+        return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
+
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    x = state["model.embed_tokens.weight"][idx]
+    for i in range(cfg.num_layers):
+        w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
+        q = rope(rms(x @ w["self_attn.q_proj.weight"].T, w["self_attn.q_norm.weight"]).view(B, T, NH, HS))
+        k = rope(rms(x @ w["self_attn.k_proj.weight"].T, w["self_attn.k_norm.weight"]).view(B, T, NKV, HS))
+        v = (x @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+        heads = []
+        for h in range(NH):
+            j = h * NKV // NH
+            s = (q[:, :, h] @ k[:, :, j].transpose(1, 2) / math.sqrt(HS)).masked_fill(~mask, float("-inf"))
+            heads.append(s.softmax(-1) @ v[:, :, j])
+        attn = torch.cat(heads, dim=-1) @ w["self_attn.o_proj.weight"].T
+        x = x + rms(attn, w["post_attention_layernorm.weight"])
+        gated = F.silu(x @ w["mlp.gate_proj.weight"].T) * (x @ w["mlp.up_proj.weight"].T)
+        mlp = gated @ w["mlp.down_proj.weight"].T
+        x = x + rms(mlp, w["post_feedforward_layernorm.weight"])
+    head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
+    return rms(x, state["model.norm.weight"]) @ head.T
+
+
+def olmo2_hf_names(cfg):
+    names = ["model.embed_tokens.weight"]
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        names += [p + f"self_attn.{n}.weight" for n in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")]
+        names += [p + "post_attention_layernorm.weight"]
+        names += [p + f"mlp.{n}.weight" for n in ("gate_proj", "up_proj", "down_proj")]
+        names += [p + "post_feedforward_layernorm.weight"]
+    return names + ["model.norm.weight"] + ([] if cfg.tie_word_embeddings else ["lm_head.weight"])
+
+
+def olmo2_hf_config(cfg):
+    """config.json as Olmo2ForCausalLM's, written out key by key."""
+    return {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
+            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
+            "initializer_range": 0.02, "torch_dtype": "float32", "attention_bias": False}
+
+
+def check_olmo2():
+    """OLMo 2 (olmo2=True): no input_layernorm; q_norm/k_norm gains of NH*HS / NKV*HS, randomised like the other
+    gains; one RMS over all of a token's query channels (scaling head 0's q_proj rows changes head 1's normalised
+    queries, unlike Qwen3's per-head norm); logits against an op-by-op forward from the state dict (untied and
+    tied, NKV 2 and 1); its HF folder: names, config.json key by key, round trip; refused configs."""
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(70))
+    for kv, tie in ((2, False), (1, True), (4, False)):
+        model = llama_model(seed=71, olmo2=True, num_kv_heads=kv, tie_word_embeddings=tie)
+        cfg, state = model.cfg, model.state_dict()
+        assert list(state) == olmo2_hf_names(cfg), f"olmo2 names {list(state)}"
+        assert not any("input_layernorm" in n for n in state) and not hasattr(model.model.layers[0], "input_layernorm")
+        for i in range(cfg.num_layers):
+            p = f"model.layers.{i}.self_attn."
+            gq, gk = state[p + "q_norm.weight"], state[p + "k_norm.weight"]
+            assert gq.shape == (4 * 8,) and gk.shape == (kv * 8,), "q_norm/k_norm are not over the whole projection"
+            for n in ("self_attn.q_norm", "self_attn.k_norm", "post_attention_layernorm", "post_feedforward_layernorm"):
+                g = state[f"model.layers.{i}.{n}.weight"]
+                assert (g != 1).all() and 0.03 < (g - 1).std() < 0.3, f"olmo2 {n}: gains not 1 + N(0, 0.1)"
+        with torch.no_grad():
+            want = olmo2_logits_by_hand(state, cfg, idx)
+            assert torch.allclose(model(idx)[0], want, rtol=1e-12, atol=1e-14), f"olmo2 kv {kv} tie {tie}: logits"
+    # The query norm spans every head: head 0's rows scaled by 3 change head 1's normalised queries (their RMS
+    # grows); Qwen3's per-head norm leaves head 1 as it was.
+    x = torch.randn(2, 5, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(72))
+    for olmo2, extra in ((True, {"olmo2": True}), (False, {"qk_norm": True})):
+        attn = llama_model(seed=73, **extra).model.layers[0].self_attn
+        with torch.no_grad():
+            def queries():
+                q = attn.q_proj(x)
+                q = attn.q_norm(q).view(2, 5, 4, 8) if olmo2 else attn.q_norm(q.view(2, 5, 4, 8))
+                return q
+            before = queries()
+            attn.q_proj.weight[:8] *= 3
+            after = queries()
+        assert not torch.allclose(after[:, :, 0], before[:, :, 0]), "head 0 unchanged"
+        moved = not torch.allclose(after[:, :, 1:], before[:, :, 1:], rtol=1e-12, atol=0)
+        assert moved == olmo2, f"olmo2 {olmo2}: head 0's rows {'do not ' if olmo2 else ''}change head 1's queries"
+        if olmo2:    # exactly: each query channel times its token's rsqrt(mean over all NH*HS channels + eps)
+            q = attn.q_proj(x)
+            want = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-5) * attn.q_norm.weight
+            assert torch.allclose(after.reshape(2, 5, 32), want, rtol=1e-13, atol=0), "q_norm over NH*HS"
+    # config.json key by key; load_hf reads it back (same cfg and logits); refusals.
+    with tempfile.TemporaryDirectory() as tmp:
+        for kv, tie in ((2, False), (1, True)):
+            model = llama_model(seed=74, olmo2=True, num_kv_heads=kv, tie_word_embeddings=tie)
+            folder = os.path.join(tmp, f"olmo2_{kv}_{int(tie)}")
+            tl.save_hf(model, folder)
+            with open(os.path.join(folder, "config.json")) as f:
+                config = json.load(f)
+            assert config == olmo2_hf_config(model.cfg) and "head_dim" not in config, f"olmo2 config.json {config}"
+            assert list(tg.load_safetensors(os.path.join(folder, "model.safetensors"))) == olmo2_hf_names(model.cfg)
+            loaded = tl.load_hf(folder)
+            assert loaded.cfg == model.cfg and loaded.cfg.olmo2, "olmo2 config.json does not give back the config"
+            with torch.no_grad():
+                assert torch.equal(model(idx)[0], loaded(idx)[0]), "olmo2: logits differ after HF round trip"
+        base = olmo2_hf_config(tl.LlamaConfig(olmo2=True))
+        assert tl.config_from_hf(dict(base, head_dim=8)).olmo2, "a head_dim equal to C / NH is read"
+        for bad in ({"attention_bias": True}, {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)}, {"head_dim": 16}):
+            try:
+                tl.config_from_hf(dict(base, **bad))
+            except ValueError:
+                continue
+            raise AssertionError(f"olmo2 config.json with {bad} accepted")
+    for extra in ({"qk_norm": True}, {"qkv_bias": True}, {"num_experts": 4}, {"head_dim": 16}, {"phi3": True},
+                  {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)}):
+        try:
+            tl.LlamaConfig(olmo2=True, **extra)
+        except ValueError:
+            continue
+        raise AssertionError(f"olmo2 with {extra} accepted")
+    print("olmo2: no input_layernorm; q_norm (NH*HS) / k_norm (NKV*HS) gains 1 + N(0, 0.1); the q norm spans every "
+          "head (head 0's rows move head 1's queries; Qwen3's does not); logits equal an op-by-op forward (NKV 2, 1, "
+          "4; tied); config.json key by key, names, HF round trip; attention_bias, rope_scaling, head_dim refused")
+
+
+def check_olmo2_reference(tmp):
+    """--model olmo2 golden runs (untied NKV 2; --kv-heads 1 --tie 1): deterministic; hf/ and hf_final/ names and
+    config.json; hf/ + train.bin reproduce step 1 through load_hf exactly and through the op-by-op forward to 1e-12;
+    1 vs 2 micro-batches agree; --fp8-block leaves the norms F32; the refusals."""
+    for name, flags in (("olmo2", ()), ("olmo2_kv1_tied", ("--kv-heads", "1", "--tie", "1"))):
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", "--model", "olmo2", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name} initial loss far from ln(V)"
+        assert r1["aux_losses"] == [] and "router_margins" not in r1 and "block" in r1["config"]
+        out = os.path.join(tmp, f"{name}_1")
+        net = tl.load_hf(os.path.join(out, "hf"))
+        want = (1, True) if flags else (2, False)
+        assert net.cfg.olmo2 and (net.cfg.num_kv_heads, net.cfg.tie_word_embeddings) == want, f"{name}: config"
+        for sub in ("hf", "hf_final"):
+            with open(os.path.join(out, sub, "config.json")) as f:
+                assert json.load(f) == olmo2_hf_config(net.cfg), f"{name} {sub}: config.json"
+            stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
+            assert list(stored) == olmo2_hf_names(net.cfg), f"{name} {sub}: tensor names {list(stored)}"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            state = net.state_dict()
+            by_hand = sum(F.cross_entropy(olmo2_logits_by_hand(state, net.cfg, x[m:m + 2]).reshape(-1, 300),
+                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {by_hand} vs {loaded}"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    assert close(run_llama_reference(tmp, "olmo2_mb", "--model", "olmo2", "--micro-batches", "1")["losses"],
+                 run_llama_reference(tmp, "olmo2_mb", "--model", "olmo2")["losses"]), "olmo2 M=1 vs 2"
+    # --fp8-block: the projections F8_E4M3, the four norms per layer F32, and the dequantized hf/ reproduces step 1.
+    fp8 = run_llama_reference(tmp, "olmo2_fp8", "--model", "olmo2", "--fp8-block", "8", "12")
+    config, _, dtypes, net = load_fp8_hf(os.path.join(tmp, "olmo2_fp8", "hf"))
+    assert config["model_type"] == "olmo2" and net.cfg.olmo2
+    assert all(dtypes[n] == ("F32" if n.endswith(("norm.weight", "embed_tokens.weight", "lm_head.weight"))
+                             else "F8_E4M3") for n in olmo2_hf_names(net.cfg)), "olmo2 fp8: dtypes"
+    tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, "olmo2_fp8", "train.bin")))
+    x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+    with torch.no_grad():
+        assert sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2 == fp8["losses"][0]
+    for flags in (("--head-dim", "16"), ("--rope-scaling", "llama3"), ("--rope-scaling", "yarn"),
+                  ("--rope-scaling", "longrope"), ("--partial-rotary-factor", "0.5"), ("--kv-heads", "3")):
+        assert refused("--model", "olmo2", *flags), f"olmo2 {flags} accepted"
+    assert not refused("--model", "olmo2", "--kv-heads", "1", "--tie", "1", "--grad-clip", "0", "--lr", "3e-3")
+    print("make_hf_llama_reference --model olmo2 (untied NKV 2; NKV 1 tied): deterministic; hf/ and hf_final/ "
+          "Olmo2ForCausalLM names and config.json; hf/ reproduces step 1 (load_hf exactly, op-by-op forward to 1e-12); "
+          "M=1 vs 2; --fp8-block keeps the norms F32; --head-dim, rope scaling refused")
 
 
 # ---------------------------------------------------------------- DeepSeek-V3 (float64)
@@ -1644,6 +1835,8 @@ def main():
         check_phi3_reference(tmp)
         check_phi3_rope()
         check_phi3_rope_reference(tmp)
+        check_olmo2()
+        check_olmo2_reference(tmp)
         check_latent_attention()
         check_deepseek_moe()
         check_deepseek_hf_round_trip(tmp)

@@ -1,5 +1,5 @@
-# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's
-# integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, DeepSeek-V3 or DeepSeek-V2 training run for
+# Tessera's integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin
 # (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM
 # loss, pre-clip grad norm, lr, MoE aux and z losses; DeepSeek-V3's final router biases) and DIR/hf_final/
 # (the weights after the last step, rounded to F32). Each step accumulates gradients over equal micro-batches
@@ -14,8 +14,10 @@
 # qkv_proj and gate_up_proj, torch_llama.phi3_fuse). phi3 alone takes --partial-rotary-factor F (RoPE on the first
 # int(HS * F) channels of each q/k head) and --rope-scaling longrope (--longrope-original-max N at config.json's top
 # level, max_position_embeddings --context; factor lists drawn from --seed by a generator of their own).
+# --model olmo2 is Olmo2ForCausalLM: q_norm/k_norm over the whole q/k projection, RMSNorms on the attention's and the
+# MLP's outputs (post_attention_layernorm, post_feedforward_layernorm), no input_layernorm; no --head-dim or scaling.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|deepseek_v3|deepseek_v2 --out DIR [...]
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -51,8 +53,9 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3") + DEEPSEEK_MODELS,
-                   required=True, help="phi3: llama's run, its files in Phi3ForCausalLM's fused form")
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2")
+                   + DEEPSEEK_MODELS, required=True,
+                   help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
@@ -187,6 +190,8 @@ def parse_args(argv=None):
                                  or args.fp8_block is not None):
         p.error("phi3: --head-dim (its heads are --channels / --heads wide), --rope-scaling llama3 and yarn (Phi-3's "
                 "rope_scaling is null or longrope) and --fp8-block are not modelled")
+    if args.model == "olmo2" and (args.head_dim or args.rope_scaling != "none"):
+        p.error("olmo2: --head-dim (its heads are --channels / --heads wide) and --rope-scaling are not modelled")
     if args.model == "phi3":
         rotary = int(args.channels // args.heads * args.partial_rotary_factor)
         if not 0 < args.partial_rotary_factor <= 1 or rotary <= 0 or rotary % 2:
@@ -244,7 +249,7 @@ def model_config(args):
         tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model in ("mixtral", "qwen3_moe") else 0,
         top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
         head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3",
-        partial_rotary_factor=args.partial_rotary_factor,
+        partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2",
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0)
 
@@ -467,6 +472,10 @@ def run_config(args, cfg, num_tokens):
         if deepseek:
             config["softmax_scale"] = td.softmax_scale(cfg)
             config["yarn"] += "; q.k times softmax_scale = qk_head_dim^-0.5 * mscale(factor, mscale_all_dim)^2"
+    if not deepseek and cfg.olmo2:
+        config["block"] = ("h = x + post_attention_layernorm(attn(x)); out = h + post_feedforward_layernorm(mlp(h)); "
+                           "no input_layernorm; attn: q = q_norm(q_proj(x)) over all NH*HS channels, k = "
+                           "k_norm(k_proj(x)) over all NKV*HS, then the head split and RoPE; all norms rms_norm_eps")
     if not deepseek and cfg.rotary_dim != cfg.head_size:
         config["rotary_dim"] = cfg.rotary_dim
         config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "

@@ -6,7 +6,9 @@
 # state_dict() keys are the keys of model.safetensors (no lm_head when the embeddings are tied). Phi-3
 # (Phi3ForCausalLM, also Phi-4) is Llama itself; only its files differ: save_hf fuses q/k/v into qkv_proj and
 # gate/up into gate_up_proj (phi3_fuse) and load_hf splits them back (phi3_split); Phi-3 alone may rotate only
-# the first int(HS * partial_rotary_factor) channels of each q/k head and scale them by longrope. RoPE uses
+# the first int(HS * partial_rotary_factor) channels of each q/k head and scale them by longrope. OLMo 2
+# (Olmo2ForCausalLM) is Llama with its norms moved: q_norm and k_norm are each one RMSNorm over the whole q or k
+# projection (all heads) before RoPE, and each block norms its sublayers' outputs, not their inputs. RoPE uses
 # HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
 # h reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
@@ -49,6 +51,7 @@ class LlamaConfig:
     phi3: bool = False              # Phi3ForCausalLM's files (fused qkv_proj, gate_up_proj); computes as Llama
     partial_rotary_factor: float = 1.0   # phi3: RoPE on the first int(HS * this) channels of each q/k head
     original_max_seq_len: int = 0   # phi3: original_max_position_embeddings (longrope); 0 = max_seq_len
+    olmo2: bool = False             # Olmo2ForCausalLM: whole-projection q/k norms, norms after the sublayers
 
     def __post_init__(self):
         if not self.norm_topk_prob and not (self.is_moe and self.qk_norm):
@@ -58,6 +61,9 @@ class LlamaConfig:
                           or kind not in ("default", "longrope")):
             raise ValueError("phi3 is a dense Llama without biases, q/k norms or head_dim, and its rope_scaling is "
                              "null or longrope")
+        if self.olmo2 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.phi3
+                           or kind != "default"):
+            raise ValueError("olmo2 is a dense Llama without biases, per-head q/k norms, head_dim or rope_scaling")
         if not self.phi3 and (kind == "longrope" or self.partial_rotary_factor != 1.0 or self.original_max_seq_len):
             raise ValueError("longrope, partial_rotary_factor and original_max_position_embeddings are modelled for "
                              "phi3 only")
@@ -262,7 +268,8 @@ class Attention(nn.Module):
     their first R channels when cos and sin are R < HS wide: Phi-3's partial_rotary_factor),
     query head h attends with kv head h // (NH/NKV), scale 1/sqrt(HS), then o_proj. Biases on q, k and v
     with cfg.qkv_bias (Qwen2), none elsewhere; with cfg.qk_norm (Qwen3) q_norm and k_norm, RMSNorms of HS
-    channels shared by the heads, normalise each query and key head before RoPE."""
+    channels shared by the heads, normalise each query and key head before RoPE; with cfg.olmo2 they are one
+    RMSNorm over all NH*HS query (NKV*HS key) channels of a token, before the split into heads."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -274,6 +281,10 @@ class Attention(nn.Module):
         if cfg.qk_norm:
             self.q_norm = RMSNorm(HS, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(HS, cfg.rms_norm_eps)
+        elif cfg.olmo2:
+            self.q_norm = RMSNorm(cfg.num_heads * HS, cfg.rms_norm_eps)       # (NH*HS)
+            self.k_norm = RMSNorm(cfg.num_kv_heads * HS, cfg.rms_norm_eps)    # (NKV*HS)
+        self.whole_qk_norm = cfg.olmo2
         mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
         self.register_buffer("mask_bias", mask, persistent=False)
 
@@ -281,10 +292,13 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         NH, NKV = self.num_heads, self.num_kv_heads
         HS = self.q_proj.out_features // NH
-        q = self.q_proj(x).view(B, T, NH, HS).transpose(1, 2)              # (B,NH,T,HS)
-        k = self.k_proj(x).view(B, T, NKV, HS).transpose(1, 2)             # (B,NKV,T,HS)
+        q, k = self.q_proj(x), self.k_proj(x)                              # (B,T,NH*HS), (B,T,NKV*HS)
+        if self.whole_qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(B, T, NH, HS).transpose(1, 2)                           # (B,NH,T,HS)
+        k = k.view(B, T, NKV, HS).transpose(1, 2)                          # (B,NKV,T,HS)
         v = self.v_proj(x).view(B, T, NKV, HS).transpose(1, 2)
-        if hasattr(self, "q_norm"):
+        if hasattr(self, "q_norm") and not self.whole_qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # repeat_interleave puts kv head j at query heads j*group .. j*group+group-1: h // group.
@@ -362,11 +376,14 @@ class SparseMoe(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) (or the MoE)."""
+    """x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) (or the MoE). OLMo 2 has no
+    input_layernorm: x += post_attention_layernorm(attn(x)); x += post_feedforward_layernorm(mlp(x))."""
 
     def __init__(self, cfg):
         super().__init__()
-        self.input_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+        self.olmo2 = cfg.olmo2
+        if not cfg.olmo2:
+            self.input_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
         if cfg.is_moe and cfg.qk_norm:    # Qwen3-MoE: the MoE under "mlp", experts named as Llama's MLP
@@ -375,9 +392,14 @@ class DecoderLayer(nn.Module):
             self.block_sparse_moe = SparseMoe(cfg)
         else:
             self.mlp = MLP(cfg)
+        if cfg.olmo2:
+            self.post_feedforward_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
 
     def forward(self, x, cos, sin):
         """Returns the new x and the router logits (N, E), or None for a dense layer."""
+        if self.olmo2:
+            x = x + self.post_attention_layernorm(self.self_attn(x, cos, sin))
+            return x + self.post_feedforward_layernorm(self.mlp(x)), None
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
         h = self.post_attention_layernorm(x)
         moe = getattr(self, "block_sparse_moe", None) or (self.mlp if isinstance(self.mlp, SparseMoe) else None)
@@ -398,7 +420,7 @@ class Decoder(nn.Module):
 
 
 class Llama(nn.Module):
-    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0."""
+    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2 by cfg's flags)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -493,7 +515,8 @@ def hf_config(cfg):
     """The config.json of HF's LlamaForCausalLM (model_type llama), Qwen2ForCausalLM (qwen2),
     Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe), MixtralForCausalLM (mixtral) or
     Phi3ForCausalLM (phi3: no head_dim, the heads are hidden_size / num_attention_heads wide;
-    original_max_position_embeddings and partial_rotary_factor at the top level, rope_scaling null or longrope's)."""
+    original_max_position_embeddings and partial_rotary_factor at the top level, rope_scaling null or longrope's)
+    or Olmo2ForCausalLM (olmo2: no head_dim either, rope_scaling null)."""
     common = {
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
@@ -507,6 +530,8 @@ def hf_config(cfg):
                 "original_max_position_embeddings": cfg.original_max,
                 "partial_rotary_factor": cfg.partial_rotary_factor, "sliding_window": None, "resid_pdrop": 0.0,
                 "embd_pdrop": 0.0, "attention_bias": False}
+    if cfg.olmo2:
+        return {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", **common, "attention_bias": False}
     kind = ("qwen3_moe" if cfg.is_moe and cfg.qk_norm else "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias
             else "qwen3" if cfg.qk_norm else "llama")
     c = {"architectures": [{"mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
@@ -583,9 +608,11 @@ def save_hf(model, folder, router_aux_loss_coef=None):
 
 def config_from_hf(c):
     kind = c.get("model_type")
-    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3")
+    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2")
             or c.get("hidden_act", "silu") != "silu"):
-        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3 config: model_type {kind}")
+        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2 config: model_type {kind}")
+    if kind == "olmo2" and (c.get("attention_bias") or c.get("rope_scaling") is not None):
+        raise ValueError("olmo2: only no attention_bias and rope_scaling null are modelled")
     if rope_type(c.get("rope_scaling")) not in (("default", "longrope") if kind == "phi3"
                                                 else ("default", "llama3", "yarn")):
         raise ValueError(f"rope_scaling {c['rope_scaling']} is not modelled (only none, llama3 and yarn; phi3: "
@@ -612,11 +639,11 @@ def config_from_hf(c):
         # Qwen3MoeConfig's default is false; Mixtral has no such key and always renormalises.
         norm_topk_prob=bool(c.get("norm_topk_prob", False)) if kind == "qwen3_moe" else True, phi3=kind == "phi3",
         partial_rotary_factor=float(c.get("partial_rotary_factor", 1.0)) if kind == "phi3" else 1.0,
-        original_max_seq_len=orig if orig != c["max_position_embeddings"] else 0)
+        original_max_seq_len=orig if orig != c["max_position_embeddings"] else 0, olmo2=kind == "olmo2")
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3 from an HF folder (one model.safetensors; Phi-3's
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2 from an HF folder (one model.safetensors; Phi-3's
     fused tensors split back); a tied model's lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))

@@ -2,7 +2,7 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3 and DeepSeek-V2/V3 against float64
+// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2 and DeepSeek-V2/V3 against float64
 // (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
@@ -212,6 +212,15 @@ TEST(TorchReference, HuggingFaceDeepSeekV3GroupLimitedRoutingTrainsLikeFloat64Py
 TEST(TorchReference, HuggingFacePhi3TrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py", "--model phi3 --steps 10 --lr 3e-3 --grad-clip 1.0");
   expect_trains_like_pytorch("make_hf_llama_reference.py", "--model phi3 --tie 1 --kv-heads 4 --steps 10 --lr 3e-3");
+}
+
+// OLMo 2 (Olmo2ForCausalLM): each block's norms on its attention's and MLP's outputs inside the residual
+// branches, one RMSNorm over all of a token's query heads and one over its key heads; untied with 2
+// kv heads, and tied with one kv head (unclipped, whose fp32 grad norm drifts to 1.1e-5 from float64's
+// by step 8). hf_final is read back in that form too.
+TEST(TorchReference, HuggingFaceOlmo2TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py", "--model olmo2 --steps 10 --lr 3e-3 --grad-clip 1.0", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py", "--model olmo2 --tie 1 --kv-heads 1 --steps 10 --lr 3e-3");
 }
 
 // Phi-4-mini's and Phi-3.5's RoPE: partial rotary (transformers turns a head's first channels, Tessera
