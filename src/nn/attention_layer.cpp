@@ -29,24 +29,45 @@ Shape qk_norm_rows(const ModelConfig& c, int64_t rows, int64_t heads) {
   return c.qk_norm_all_heads ? Shape{rows, heads * HS} : Shape{rows * heads, HS};
 }
 
+// Under tensor parallelism OLMo 2's norms span every rank's heads: the group that sums a row's
+// statistics, or null where a row is whole on each rank. A row counts size times its channels here: a
+// kv head replicated over r ranks enters the summed statistics r times, as it enters the width, and
+// its replicas' partial gradients are summed after backward.
+TensorParallel* norm_group(const ModelConfig& c, TensorParallel* tp) { return c.qk_norm_all_heads ? tp : nullptr; }
+
 // The RMSNorm of one section of qkv (Qwen3's per head, OLMo 2's over all heads), in place: `in`
 // (qk_norm_rows) keeps the section before it (what backward reads), `rstd` (its rows) its statistics.
-void head_norm_forward(const ModelConfig& c, Tensor& qkv, QkSection s, Tensor& in, Tensor& rstd, const Tensor& weight) {
+void head_norm_forward(const ModelConfig& c, Tensor& qkv, QkSection s, Tensor& in, Tensor& rstd, const Tensor& weight,
+                       TensorParallel* group = nullptr) {
   const int64_t HS = c.head_size(), rows = qkv.numel() / c.qkv_width(), width = s.heads * HS;
   copy_columns(in, 0, qkv, s.first_col, rows, width);
   Tensor normed = Tensor::zeros(in.shape(), in.dtype(), in.device());
-  rmsnorm_forward(normed, rstd, in, weight, c.norm_eps);
+  if (group) {
+    Tensor sums = Tensor::zeros({rstd.numel()}, DType::f32, in.device());
+    rmsnorm_partial_sums(sums, in);
+    group->sum_over_group(sums);
+    rmsnorm_grouped_forward(normed, rstd, in, weight, sums, in.size(-1) * group->place().size, c.norm_eps);
+  } else {
+    rmsnorm_forward(normed, rstd, in, weight, c.norm_eps);
+  }
   copy_columns(qkv, s.first_col, normed, 0, rows, width);
 }
 
 // Its backward, in place in dqkv: the section's gradient before the norm; the gain's accumulates.
 // `free` (at least the section's elements) is scratch nothing else reads meanwhile (dcore, consumed).
 void head_norm_backward(const ModelConfig& c, Tensor& dqkv, QkSection s, const Tensor& in, const Tensor& rstd,
-                        const Tensor& weight, Tensor& dweight, const Tensor& free) {
+                        const Tensor& weight, Tensor& dweight, const Tensor& free, TensorParallel* group) {
   const int64_t HS = c.head_size(), rows = dqkv.numel() / c.qkv_width(), width = s.heads * HS;
   Tensor dnormed = free.view(0, in.shape()), din = Tensor::zeros(in.shape(), in.dtype(), in.device());
   copy_columns(dnormed, 0, dqkv, s.first_col, rows, width);
-  rmsnorm_backward(din, dweight, dnormed, in, weight, rstd);
+  if (group) {
+    Tensor dots = Tensor::zeros({rstd.numel()}, DType::f32, in.device());
+    rmsnorm_partial_dots(dots, dnormed, in, weight, rstd);
+    group->sum_over_group(dots);
+    rmsnorm_grouped_backward(din, dweight, dnormed, in, weight, rstd, dots, in.size(-1) * group->place().size);
+  } else {
+    rmsnorm_backward(din, dweight, dnormed, in, weight, rstd);
+  }
   copy_columns(dqkv, s.first_col, din, 0, rows, width);
 }
 
@@ -102,8 +123,8 @@ void attention_layer_forward(const ModelConfig& config, AttentionActivations& a,
     matmul_forward(a.qkv, qkv.operand(region_input(x, tp), Fp8Role::input),
                    qkv.operand(w.qkv.weight, Fp8Role::weight), w.qkv.bias);
   if (config.qk_norm) {
-    head_norm_forward(config, a.qkv, q_section(config), a.q_in, a.q_rstd, w.q_norm);
-    head_norm_forward(config, a.qkv, k_section(config), a.k_in, a.k_rstd, w.k_norm);
+    head_norm_forward(config, a.qkv, q_section(config), a.q_in, a.q_rstd, w.q_norm, norm_group(config, tp));
+    head_norm_forward(config, a.qkv, k_section(config), a.k_in, a.k_rstd, w.k_norm, norm_group(config, tp));
   }
   if (config.positions == PositionKind::rope)
     rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
@@ -162,8 +183,11 @@ void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeight
   if (config.positions == PositionKind::rope)
     rope_backward(scratch.dqkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
   if (config.qk_norm) {
-    head_norm_backward(config, scratch.dqkv, q_section(config), a.q_in, a.q_rstd, w.q_norm, g.q_norm, scratch.dcore);
-    head_norm_backward(config, scratch.dqkv, k_section(config), a.k_in, a.k_rstd, w.k_norm, g.k_norm, scratch.dcore);
+    TensorParallel* group = norm_group(config, tp);
+    head_norm_backward(config, scratch.dqkv, q_section(config), a.q_in, a.q_rstd, w.q_norm, g.q_norm, scratch.dcore,
+                       group);
+    head_norm_backward(config, scratch.dqkv, k_section(config), a.k_in, a.k_rstd, w.k_norm, g.k_norm, scratch.dcore,
+                       group);
   }
   Tensor partial = all_rows_like(dx, tp);
   if (latent)

@@ -528,17 +528,18 @@ void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
   auto norm = [&](const LinearNames& n) { whole(n.weight, seq_shards() > 1), whole(n.bias, seq_shards() > 1); };
   for (const BlockNames& b : names_.blocks) norm(b.norm1), norm(b.norm2);
   norm(names_.final_norm);
-  // Qwen3's query and key gains: each rank's from its own heads.
-  for (const BlockNames& b : names_.blocks)
-    whole(b.q_norm, tp_place_.size > 1), whole(b.k_norm, tp_place_.size > 1);
+  // Qwen3's query and key gains: each rank's from its own heads (OLMo 2's are its heads' own).
+  const bool shared_gains = tp_place_.size > 1 && !config_.qk_norm_all_heads;
+  for (const BlockNames& b : names_.blocks) whole(b.q_norm, shared_gains), whole(b.k_norm, shared_gains);
   // Latent attention's latents: each rank's from its own heads.
   for (const BlockNames& b : names_.blocks)
     for (const std::string* name : {&b.q_a.weight, &b.q_a_norm, &b.kv_a.weight, &b.kv_a_norm})
       whole(*name, tp_place_.size > 1);
   // Replicated kv heads: this rank's key and value rows (after its query rows), from its query heads
-  // only, in the slot of its kv head; the slots' sums are the kv heads' gradients.
+  // only, in the slot of its kv head; the slots' sums are the kv heads' gradients. OLMo 2's key gains
+  // (its kv head's channels) likewise.
   const int64_t HS = config_.head_size(), kv_head = tp_place_.rank / replicas;
-  for (const BlockNames& b : names_.blocks)
+  for (const BlockNames& b : names_.blocks) {
     for (const std::string& name : {b.qkv.weight, b.qkv.bias}) {
       if (!wanted(name) || replicas == 1) continue;
       const Tensor g = grad_of(name);
@@ -546,6 +547,10 @@ void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
       pieces.push_back({g.view(local_.num_heads * HS * cols, {rows}), total + kv_head * rows});
       total += config_.kv_heads() * rows;
     }
+    if (!wanted(b.k_norm) || replicas == 1 || !config_.qk_norm_all_heads) continue;
+    pieces.push_back({grad_of(b.k_norm), total + kv_head * HS});
+    total += config_.kv_heads() * HS;
+  }
   if (total == 0) return;
   Tensor packed = Tensor::zeros({total}, DType::f32, device_);
   for (const auto& [g, at] : pieces) {
@@ -569,13 +574,18 @@ std::vector<OffsetRange> Decoder::replicated_kv_ranges() const {
   if (replicas == 1 || tp_place_.rank % replicas == 0) return {};
   std::vector<OffsetRange> ranges;
   const int64_t HS = config_.head_size(), q_rows = local_.num_heads * HS;
-  for (const BlockNames& b : names_.blocks)
+  for (const BlockNames& b : names_.blocks) {
     for (const std::string& name : {b.qkv.weight, b.qkv.bias}) {
       if (name.empty()) continue;
       const ParamSpec& spec = layout_.find(name);
       const int64_t cols = spec.shape.size() == 2 ? spec.shape[1] : 1;
       ranges.push_back({spec.offset + q_rows * cols, spec.offset + (q_rows + 2 * HS) * cols});
     }
+    if (config_.qk_norm_all_heads && !b.k_norm.empty()) {  // OLMo 2's key gains: the kv head's channels
+      const ParamSpec& spec = layout_.find(b.k_norm);
+      ranges.push_back({spec.offset, spec.offset + spec.numel()});
+    }
+  }
   return ranges;
 }
 

@@ -154,8 +154,8 @@ class Decoder {
   // (each rank's from its query heads). A no-op otherwise, and
   // under ZeRO-3, whose backward sums each part's before the part is reduced over dp.
   void reduce_tp_partial_grads();
-  // The flat-buffer ranges of kv-head rows that another tp rank of this one's kv head also holds
-  // and counts (every rank of a kv head's replicas but the first); empty otherwise.
+  // The flat-buffer ranges of kv-head rows (and OLMo 2's key gains) that another tp rank of this one's
+  // kv head also holds and counts (every rank of a kv head's replicas but the first); empty otherwise.
   std::vector<OffsetRange> replicated_kv_ranges() const;
   // The flat-buffer ranges of the routed experts' weights (each MoE block's experts_in and experts_out).
   std::vector<OffsetRange> expert_ranges() const;
@@ -246,7 +246,7 @@ class Decoder {
   // Whether any gradient is a tp rank's share: the norms' under sequence parallelism, Qwen3's head
   // gains and latent attention's latents under tp, replicated kv heads.
   bool tp_partial_grads_exist() const {
-    const bool whole_per_rank = config_.qk_norm || config_.mla.enabled();
+    const bool whole_per_rank = (config_.qk_norm && !config_.qk_norm_all_heads) || config_.mla.enabled();
     return seq_shards() > 1 || kv_head_replicas(config_, tp_place_) > 1 || (whole_per_rank && tp_place_.size > 1);
   }
   // reduce_tp_partial_grads()'s sum over the parameters of `part`, or of every part.

@@ -59,10 +59,6 @@ ModelConfig tp_local_config(const ModelConfig& c, TpPlace tp) {
   const auto divides = [&](const char* what, int64_t n) {
     TS_CHECK(n % p == 0, "--tp ", p, " does not divide the model's ", n, " ", what, "; choose a --tp that divides ", n);
   };
-  // TODO: OLMo 2's norms over all heads need their sums of squares (and backward's dot products)
-  // summed over the group.
-  TS_CHECK(!c.qk_norm_all_heads, "--tp ", p, ": the ", model_family(c), " query/key norms over all heads are not ",
-           "tensor-parallel yet; use --tp 1 (data, pipeline and context parallelism and ZeRO work with them)");
   divides("attention heads", c.num_heads);
   TS_CHECK(c.kv_heads() % p == 0 || p % c.kv_heads() == 0, "--tp ", p, " neither divides the model's ", c.kv_heads(),
            " key/value heads nor is a multiple of them (each kv head then sits on --tp / ", c.kv_heads(),

@@ -19,4 +19,16 @@ void residual_rmsnorm_forward(Tensor& residual_out, Tensor& out, Tensor& rstd, c
 void rmsnorm_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
                       const Tensor& rstd, GradInto into = GradInto::write);
 
+// RMSNorm of rows split over a group of ranks, each holding C of a row's `width` channels (OLMo 2's
+// query and key norms under tensor parallelism). rmsnorm_partial_sums writes this rank's share of each
+// row's Σ x² into sums (N) f32; summed over the group, rmsnorm_grouped_forward finishes as
+// rmsnorm_forward would over whole rows. Backward likewise: rmsnorm_partial_dots writes the share of
+// Σ dout·weight·xhat (xhat = x·rstd), and rmsnorm_grouped_backward takes the group's sums.
+void rmsnorm_partial_sums(Tensor& sums, const Tensor& x);
+void rmsnorm_grouped_forward(Tensor& out, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& sums,
+                             int64_t width, float eps);
+void rmsnorm_partial_dots(Tensor& dots, const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd);
+void rmsnorm_grouped_backward(Tensor& dx, Tensor& dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                              const Tensor& rstd, const Tensor& dots, int64_t width, GradInto into = GradInto::write);
+
 }  // namespace tessera

@@ -103,10 +103,11 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "phi3-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
+                                           "phi3-tiny", "olmo2-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
+                                  : info.param == "olmo2-tiny"     ? "Olmo2"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
@@ -241,6 +242,36 @@ TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
   const ModelConfig small = model_preset("qwen3-1.7b");
   EXPECT_EQ(small.head_dim, 0);
   EXPECT_EQ(small.head_size(), 128);
+}
+
+// OLMo 2: no input_layernorm; post_attention_layernorm after attention and post_feedforward_layernorm
+// after the MLP; q_norm and k_norm over all heads (NH·HS and NKV·HS gains); read back as the same
+// config. A windowed OLMo 2 has no such form; a sliding_window in an olmo2 config.json is ignored, as
+// transformers ignores it.
+TEST(HfLlama, Olmo2NormsAfterSublayersAndWholeHeadNorms) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("olmo2-tiny", dir);
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.self_attn.q_norm.weight").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_norm.weight").shape, (Shape{16}));
+  EXPECT_EQ(file.info("model.layers.1.post_attention_layernorm.weight").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.layers.1.post_feedforward_layernorm.weight").shape, (Shape{32}));
+  EXPECT_FALSE(file.contains("model.layers.1.input_layernorm.weight"));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Olmo2ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "olmo2");
+  EXPECT_EQ(hf["attention_bias"], false);
+  EXPECT_FALSE(hf.contains("sliding_window"));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "olmo2");
+  hf["sliding_window"] = 8;
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  ModelConfig windowed = config;
+  windowed.attention_window = 8;
+  const std::string message =
+      testing::error_of([&] { save_hf_llama(dir / "windowed", windowed, Decoder(windowed).named_params()); });
+  EXPECT_TRUE(testing::contains(message, "no LlamaForCausalLM")) << message;
 }
 
 // DeepSeek-V3's files may hold multi-token-prediction layers after the model's (model.layers.{L}...,

@@ -4,7 +4,7 @@
 // summation order differs); mixed-precision training runs in bf16 and in f16 (with its loss scaling)
 // tracking the fp32 CPU loss; generation over the key/value cache; multiple-choice scoring; bf16 and f16 compute on the CPU
 // refused. The families: GPT-2, Llama with
-// grouped-query attention, Mixtral-style experts (softmax router) and DeepSeek-style experts (sigmoid
+// grouped-query attention, Qwen3's and OLMo 2's query/key norms (OLMo 2's norms after the sublayers), Mixtral-style experts (softmax router) and DeepSeek-style experts (sigmoid
 // router with its balancing bias, a shared expert, a dense first layer). Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -47,6 +47,17 @@ ModelConfig qwen3_test_config() {
   ModelConfig config = llama_test_config();
   config.qk_norm = true;
   config.head_dim = 64;
+  config.norm_eps = 1e-6f;
+  return config;
+}
+
+// OLMo 2-style: the Llama above with its norms after attention and the MLP and one RMSNorm over all of
+// a token's query heads (and one over its key heads).
+ModelConfig olmo2_test_config() {
+  ModelConfig config = llama_test_config();
+  config.norm_placement = NormPlacement::post;
+  config.qk_norm = true;
+  config.qk_norm_all_heads = true;
   config.norm_eps = 1e-6f;
   return config;
 }
@@ -224,6 +235,7 @@ TEST_P(DecoderCuda, Bf16LossAndGradientsTrackCpu) {
 INSTANTIATE_TEST_SUITE_P(Families, DecoderCuda,
                          ::testing::Values(FamilyCase{"gpt2", gpt2_test_config}, FamilyCase{"llama_gqa", llama_test_config},
                                            FamilyCase{"qwen3", qwen3_test_config},
+                                           FamilyCase{"olmo2", olmo2_test_config},
                                            FamilyCase{"mixtral", mixtral_test_config},
                                            FamilyCase{"deepseek", deepseek_test_config},
                                            FamilyCase{"deepseek_v3", deepseek_v3_test_config}),

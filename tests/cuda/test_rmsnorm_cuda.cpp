@@ -1,5 +1,6 @@
 // RMSNorm on the GPU against the CPU: out and rstd; dx written over poison (or added to); dweight accumulated onto
-// existing values; the fused residual + RMSNorm forward. fp32, and bf16 and f16 storage against the
+// existing values; the fused residual + RMSNorm forward; rows split over a group (shares of the statistics, and
+// the norm from the group's sums). fp32, and bf16 and f16 storage against the
 // fp32 CPU op on the same (rounded) inputs. Widths below, at and above a warp, and Llama-sized 4096
 // (32 and 4096 take the 16-byte path of the 16-bit dtypes, 7 and 37 the scalar one; misaligned
 // tensors take the scalar one at any width). bf16 and f16 tensors on the CPU are refused.
@@ -132,6 +133,55 @@ TEST_P(RmsNormCuda, ResidualRmsNormForwardMatchesUnfused) {
     const auto host = [](const Tensor& t) { return testing::to_f32(testing::to_cpu(t)); };
     testing::expect_identical(host(out_gpu), host(out2), "fused out against unfused");
     testing::expect_identical(host(rstd_gpu), host(rstd2), "fused rstd against unfused");
+  }
+}
+
+// Rows split over a group (OLMo 2's query/key norms under tensor parallelism): this rank's shares of
+// the statistics, and the grouped forward and backward from the group's sums (here this rank's and
+// as much again from an imagined other rank: width 2C), against the CPU on the same (rounded) inputs.
+TEST_P(RmsNormCuda, GroupedRowsMatchCpu) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t N = 4 * 67, C = GetParam();
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const auto rounded = [dtype](const Tensor& t) { return testing::rounded_to(t, dtype); };
+    const Tensor x = rounded(random_tensor({N, C}, seed, -2.0f, 3.0f)), dout = rounded(random_tensor({N, C}, seed + 1));
+    const Tensor weight = rounded(random_tensor({C}, seed + 2, 0.5f, 1.5f));
+    const Tensor other = random_tensor({N}, seed + 3, 0.0f, float(C));  // the other rank's shares
+    const auto plus_other = [&](Tensor t) {
+      for (int64_t n = 0; n < N; n++) t.f32()[n] += other.f32()[n];
+      return t;
+    };
+    Tensor sums = Tensor::zeros({N}), out = Tensor::zeros({N, C}), rstd = Tensor::zeros({N});
+    rmsnorm_partial_sums(sums, x);
+    const Tensor group_sums = plus_other(testing::copy_of(sums));
+    rmsnorm_grouped_forward(out, rstd, x, weight, group_sums, 2 * C, kEps);
+    Tensor dots = Tensor::zeros({N});
+    rmsnorm_partial_dots(dots, dout, x, weight, rstd);
+    const Tensor group_dots = plus_other(testing::copy_of(dots));
+    Tensor dx = Tensor::zeros({N, C}), dw = Tensor::zeros({C});
+    rmsnorm_grouped_backward(dx, dw, dout, x, weight, rstd, group_dots, 2 * C);
+
+    const Tensor x_gpu = testing::to_gpu_as(x, dtype), weight_gpu = testing::to_gpu_as(weight, dtype);
+    const Tensor dout_gpu = testing::to_gpu_as(dout, dtype);
+    const double low = dtype == DType::f32 ? 0.0 : 1.0;  // the 16-bit outputs' extra: rounding once
+    Tensor sums_gpu = testing::poisoned_gpu({N});
+    rmsnorm_partial_sums(sums_gpu, x_gpu);
+    testing::expect_matches_cpu(sums_gpu, sums, 1e-5, 1e-6, 1e-5, "partial sums");
+    Tensor out_gpu = testing::poisoned_gpu({N, C}, dtype), rstd_gpu = testing::poisoned_gpu({N});
+    rmsnorm_grouped_forward(out_gpu, rstd_gpu, x_gpu, weight_gpu, to_gpu(group_sums), 2 * C, kEps);
+    testing::expect_matches_cpu(out_gpu, out, 1e-6 + low * testing::scaled_from_bf16(1e-2, dtype), 2e-5,
+                                low * testing::rounding_of(dtype) + 2e-5, "grouped out");
+    testing::expect_matches_cpu(rstd_gpu, rstd, 1e-6, 0.0, 1e-6, "grouped rstd");
+    Tensor dots_gpu = testing::poisoned_gpu({N});
+    rmsnorm_partial_dots(dots_gpu, dout_gpu, x_gpu, weight_gpu, to_gpu(rstd));
+    testing::expect_matches_cpu(dots_gpu, dots, 1e-5, 1e-5, 1e-4, "partial dots");
+    Tensor dx_gpu = testing::poisoned_gpu({N, C}, dtype), dw_gpu = to_gpu(Tensor::zeros({C}));
+    rmsnorm_grouped_backward(dx_gpu, dw_gpu, dout_gpu, x_gpu, weight_gpu, to_gpu(rstd), to_gpu(group_dots), 2 * C);
+    testing::expect_matches_cpu(dx_gpu, dx, 1e-5 + low * testing::scaled_from_bf16(1e-2, dtype), 2e-5,
+                                low * testing::rounding_of(dtype) + 2e-4, "grouped dx");
+    testing::expect_matches_cpu(dw_gpu, dw, 1e-5, 1e-4, 1e-4, "grouped dweight");
   }
 }
 

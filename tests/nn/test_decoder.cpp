@@ -1,4 +1,4 @@
-// The block-structured decoder across families (GPT-2, Llama, Mixtral, DeepSeek-style MoE): every
+// The block-structured decoder across families (GPT-2, Llama, Qwen, OLMo 2, Mixtral, DeepSeek-style MoE): every
 // gradient against finite differences, bitwise-equal gradients under activation recomputation,
 // KV-cache generation against full re-computation, pipeline stages run chunk by chunk against the
 // whole model, published preset sizes and block ranges, documents kept apart under document masks.
@@ -28,7 +28,7 @@ namespace {
 // latent attention without a query latent, values as wide as the q/k heads (no padding), YaRN, softmax
 // routing whose weights are not renormalised, the routed output scaled.
 ModelConfig family(const std::string& name) {
-  const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3";
+  const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3" || name == "olmo2";
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
@@ -53,6 +53,8 @@ ModelConfig family(const std::string& name) {
   if (name == "llama-tied") c.tied_embeddings = true, c.num_kv_heads = 4;
   if (name == "qwen2") c.qkv_bias = true;
   if (name == "qwen3") c.qk_norm = true, c.head_dim = 12;  // heads wider than C / NH = 8
+  if (name == "olmo2")  // norms after the sublayers, q/k norms over all heads
+    c.norm_placement = NormPlacement::post, c.qk_norm = true, c.qk_norm_all_heads = true;
   return c;
 }
 
@@ -249,8 +251,9 @@ TEST_P(PipelineStages, MatchTheWholeModel) {
 }
 
 // Every tensor-parallel degree's slices cover each parameter's whole elements: split parameters
-// exactly once over the ranks (a kv head replicated over r ranks r times, in its k and v rows only),
-// replicated parameters whole on every rank; and a slice initialises like its part of the whole.
+// exactly once over the ranks (a kv head replicated over r ranks r times, in its k and v rows and
+// OLMo 2's key gains only), replicated parameters whole on every rank; and a slice initialises like
+// its part of the whole.
 TEST_P(Families, TensorParallelSlicesCoverTheWholeParameters) {
   ModelConfig c = family(GetParam());
   c.num_heads = 8, c.channels = 64, c.num_kv_heads = c.naming == Naming::llama && !c.mla.enabled() ? 2 : 0;
@@ -285,9 +288,10 @@ TEST_P(Families, TensorParallelSlicesCoverTheWholeParameters) {
       const bool split = spec.numel() != shape_numel(Decoder(c, whole_decoder(c.num_layers), TpPlace{0, p})
                                                          .layout().find(spec.name).shape);
       const bool qkv = spec.name.find("qkv") != std::string::npos || spec.name.find("c_attn") != std::string::npos;
+      const bool key_gains = c.qk_norm_all_heads && spec.name.find("k_norm") != std::string::npos;  // OLMo 2's
       const int64_t cols = spec.shape.size() == 2 ? spec.shape[1] : 1;
       for (int64_t i = 0; i < spec.numel(); ++i) {
-        const bool kv = qkv && i / cols >= q_rows;
+        const bool kv = (qkv && i / cols >= q_rows) || key_gains;
         const int want = !split ? p : kv ? int(replicas) : 1;
         ASSERT_EQ(hits[spec.name][size_t(i)], want) << spec.name << "[" << i << "]";
       }
@@ -415,11 +419,11 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
-                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "mixtral", "deepseek",
-                                           "deepseek-v2", "deepseek-v3"));
+                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "mixtral",
+                                           "deepseek", "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
-                         ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "mixtral",
-                                                              "deepseek", "deepseek-v3"),
+                         ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
+                                                              "mixtral", "deepseek", "deepseek-v3"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
@@ -433,6 +437,10 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("qwen3-1.7b").num_parameters(), 1720574976);
   EXPECT_EQ(model_preset("qwen3-8b").num_parameters(), 8190735360);
   EXPECT_EQ(model_preset("phi-4").num_parameters(), 14659507200);
+  // OLMo 2's published 1.48B, 7.30B and 13.7B (untied, its vocabulary 100,352 a multiple of 128).
+  EXPECT_EQ(model_preset("olmo2-1b").num_parameters(), 1484916736);
+  EXPECT_EQ(model_preset("olmo2-7b").num_parameters(), 7298617344);
+  EXPECT_EQ(model_preset("olmo2-13b").num_parameters(), 13716198400);
   EXPECT_EQ(model_preset("qwen3-30b-a3b").num_parameters(), 30532122624);
   EXPECT_EQ(model_preset("mixtral-8x7b").num_parameters(), 46702792704);
   EXPECT_EQ(model_preset("mixtral-8x7b").active_parameters(), 12879925248);

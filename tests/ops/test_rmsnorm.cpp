@@ -1,7 +1,8 @@
 // RMSNorm: values and rstd against a double reference and against HF's LlamaRMSNorm formula,
 // gradients by finite differences, the write/accumulate contract (and dx added to on request), one
-// thread vs several, bad
-// arguments; the fused residual + RMSNorm forward against the two ops in sequence.
+// thread vs several, bad arguments; the fused residual + RMSNorm forward against the two ops in
+// sequence; rows split over a group (their statistics summed from the parts, a part held twice) against
+// whole rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -235,6 +236,130 @@ TEST(RmsNorm, ResidualRmsNormForwardIsResidualThenRmsNorm) {
                       "residual_rmsnorm_forward", "residual_out");
   expect_error_naming([&] { residual_rmsnorm_forward(residual, r.out, r.rstd, r.x, r.x, r.weight, -1.0f); },
                       "residual_rmsnorm_forward", "eps");
+}
+
+// Columns [begin, begin + width) of every row of x (N, C), as a tensor of their own.
+Tensor columns_of(const Tensor& x, int64_t begin, int64_t width) {
+  const int64_t C = x.size(-1), N = x.numel() / C;
+  Tensor part = Tensor::zeros({N, width});
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < width; c++) part.f32()[n * width + c] = x.f32()[n * C + begin + c];
+  return part;
+}
+
+// Rows split over a group, as tensor parallelism splits OLMo 2's query heads: each of the parts
+// (13, 13 and 11 of 37 channels) sums its share of the statistics, the shares are added as the group
+// would, and each part's out, rstd, dx and dweight are the whole row's.
+TEST(RmsNorm, GroupedRowsMatchWholeRows) {
+  RmsNormCase r;
+  const int64_t N = r.B * r.T, C = r.C;
+  r.loss();
+  Tensor dx = Tensor::zeros({r.B, r.T, C}), dw = Tensor::zeros({C});
+  r.backward(dx, dw);
+  const Tensor x = r.x.reshape({N, C}), dout = r.dout.reshape({N, C});
+  const std::vector<std::pair<int64_t, int64_t>> parts = {{0, 13}, {13, 13}, {26, 11}};
+  Tensor sums = Tensor::zeros({N}), dots = Tensor::zeros({N});
+  for (const auto& [begin, width] : parts) {
+    Tensor share = Tensor::zeros({N});
+    rmsnorm_partial_sums(share, columns_of(x, begin, width));
+    for (int64_t n = 0; n < N; n++) sums.f32()[n] += share.f32()[n];
+  }
+  std::vector<Tensor> rstds;
+  for (const auto& [begin, width] : parts) {
+    Tensor out = Tensor::zeros({N, width}), rstd = Tensor::zeros({N});
+    const Tensor weight = columns_of(r.weight.reshape({1, C}), begin, width).reshape({width});
+    rmsnorm_grouped_forward(out, rstd, columns_of(x, begin, width), weight, sums, C, r.eps);
+    testing::expect_close(rstd, std::vector<double>(r.rstd.f32(), r.rstd.f32() + N), 0.0, 1e-6, "grouped rstd");
+    const Tensor whole_out = columns_of(r.out.reshape({N, C}), begin, width);
+    testing::expect_close(out, std::vector<double>(whole_out.f32(), whole_out.f32() + N * width), 1e-6, 1e-6,
+                          "grouped out");
+    Tensor share = Tensor::zeros({N});
+    rmsnorm_partial_dots(share, columns_of(dout, begin, width), columns_of(x, begin, width), weight, rstd);
+    for (int64_t n = 0; n < N; n++) dots.f32()[n] += share.f32()[n];
+    rstds.push_back(rstd);
+  }
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const auto [begin, width] = parts[p];
+    const Tensor weight = columns_of(r.weight.reshape({1, C}), begin, width).reshape({width});
+    Tensor part_dx = Tensor::zeros({N, width}), part_dw = Tensor::zeros({width});
+    rmsnorm_grouped_backward(part_dx, part_dw, columns_of(dout, begin, width), columns_of(x, begin, width), weight,
+                             rstds[p], dots, C);
+    const Tensor want_dx = columns_of(dx, begin, width), want_dw = columns_of(dw.reshape({1, C}), begin, width);
+    testing::expect_close(part_dx, std::vector<double>(want_dx.f32(), want_dx.f32() + N * width), 1e-6, 1e-5,
+                          "grouped dx");
+    testing::expect_close(part_dw, std::vector<double>(want_dw.f32(), want_dw.f32() + width), 1e-6, 1e-5,
+                          "grouped dweight");
+  }
+}
+
+// A part held by two ranks (a kv head replicated under tp4 of 2 kv heads): the group's sums count it
+// twice and so does the width; each replica's dout is a share of the whole, and the replicas' dx add
+// up to the whole row's.
+TEST(RmsNorm, GroupedRowsCountReplicatedPartsTwice) {
+  const int64_t N = 5, C = 12, half = 6;
+  const Tensor x = random_tensor({N, C}, 50, -2.0f, 2.0f), weight = random_tensor({C}, 51, 0.5f, 1.5f);
+  const Tensor dout = random_tensor({N, C}, 52), dout_share = random_tensor({N, C}, 53);
+  Tensor out = Tensor::zeros({N, C}), rstd = Tensor::zeros({N}), dx = Tensor::zeros({N, C}), dw = Tensor::zeros({C});
+  rmsnorm_forward(out, rstd, x, weight, 1e-6f);
+  rmsnorm_backward(dx, dw, dout, x, weight, rstd);
+  // Ranks 0, 1 hold columns [0, 6), ranks 2, 3 columns [6, 12); rank 2r takes dout_share of the
+  // gradient, rank 2r + 1 the rest.
+  Tensor sums = Tensor::zeros({N}), dots = Tensor::zeros({N});
+  struct Rank {
+    int64_t begin;
+    Tensor dout, weight, rstd;
+  };
+  std::vector<Rank> ranks;
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    const int64_t begin = rank / 2 * half;
+    Tensor d = columns_of(rank % 2 == 0 ? dout_share : dout, begin, half);
+    if (rank % 2 == 1) {  // the rest: dout - dout_share
+      const Tensor first = columns_of(dout_share, begin, half);
+      for (int64_t i = 0; i < d.numel(); ++i) d.f32()[i] -= first.f32()[i];
+    }
+    ranks.push_back({begin, d, columns_of(weight.reshape({1, C}), begin, half).reshape({half}), Tensor::zeros({N})});
+    Tensor share = Tensor::zeros({N});
+    rmsnorm_partial_sums(share, columns_of(x, begin, half));
+    for (int64_t n = 0; n < N; n++) sums.f32()[n] += share.f32()[n];
+  }
+  for (Rank& rank : ranks) {
+    Tensor part_out = Tensor::zeros({N, half});
+    rmsnorm_grouped_forward(part_out, rank.rstd, columns_of(x, rank.begin, half), rank.weight, sums, 4 * half, 1e-6f);
+    testing::expect_close(rank.rstd, std::vector<double>(rstd.f32(), rstd.f32() + N), 0.0, 1e-6, "replicated rstd");
+    Tensor share = Tensor::zeros({N});
+    rmsnorm_partial_dots(share, rank.dout, columns_of(x, rank.begin, half), rank.weight, rank.rstd);
+    for (int64_t n = 0; n < N; n++) dots.f32()[n] += share.f32()[n];
+  }
+  for (int64_t pair = 0; pair < 2; ++pair) {
+    Tensor summed_dx = Tensor::zeros({N, half}), summed_dw = Tensor::zeros({half});
+    for (int64_t replica = 0; replica < 2; ++replica) {
+      const Rank& rank = ranks[size_t(2 * pair + replica)];
+      Tensor part_dx = Tensor::zeros({N, half});
+      rmsnorm_grouped_backward(part_dx, summed_dw, rank.dout, columns_of(x, rank.begin, half), rank.weight, rank.rstd,
+                               dots, 4 * half);
+      for (int64_t i = 0; i < part_dx.numel(); ++i) summed_dx.f32()[i] += part_dx.f32()[i];
+    }
+    const Tensor want_dx = columns_of(dx, pair * half, half), want_dw = columns_of(dw.reshape({1, C}), pair * half, half);
+    testing::expect_close(summed_dx, std::vector<double>(want_dx.f32(), want_dx.f32() + N * half), 1e-6, 1e-5,
+                          "replicas' dx");
+    testing::expect_close(summed_dw, std::vector<double>(want_dw.f32(), want_dw.f32() + half), 1e-6, 1e-5,
+                          "replicas' dweight");
+  }
+}
+
+TEST(RmsNorm, GroupedRejectsBadStatistics) {
+  RmsNormCase r;
+  Tensor short_sums = Tensor::zeros({r.B * r.T - 1}), sums = Tensor::zeros({r.B * r.T});
+  testing::fill(sums, 1.0f);
+  expect_error_naming([&] { rmsnorm_grouped_forward(r.out, r.rstd, r.x, r.weight, short_sums, 2 * r.C, r.eps); },
+                      "rmsnorm_grouped_forward", "sums");
+  expect_error_naming([&] { rmsnorm_grouped_forward(r.out, r.rstd, r.x, r.weight, sums, r.C - 1, r.eps); },
+                      "rmsnorm_grouped_forward", "a row's width");
+  Tensor dx = Tensor::zeros({r.B, r.T, r.C}), dw = Tensor::zeros({r.C});
+  expect_error_naming(
+      [&] { rmsnorm_grouped_backward(dx, dw, r.dout, r.x, r.weight, r.rstd, short_sums, 2 * r.C); },
+      "rmsnorm_grouped_backward", "dots");
+  expect_error_naming([&] { rmsnorm_partial_sums(short_sums, r.x); }, "rmsnorm_partial_sums", "sums");
 }
 
 }  // namespace

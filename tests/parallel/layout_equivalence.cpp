@@ -129,6 +129,14 @@ const Layout kLayouts[] = {
     // ring cp rotates each chunk at its true positions, pp2 splits the blocks
     {4, 2, 1, 2, "phi3-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "phi3-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     {4, 2, 0, 2, "phi3-tiny", 2, "1f1b"},
+    // OLMo 2: norms after the sublayers, q/k norms over all heads (their statistics summed over tp, at
+    // tp4 from replicated kv heads; the key gains' gradients summed between replicas), in ZeRO-3 parts
+    // over tp, under zero-bubble's deferred weight gradients, ring cp with recomputation
+    {4, 2, 1, 2, "olmo2-tiny", 1, "1f1b", 1, 0, "", 2},
+    {4, 1, 0, 2, "olmo2-tiny", 1, "1f1b", 1, 0, "--recompute full", 4},
+    {4, 2, 3, 2, "olmo2-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
+    {4, 2, 0, 2, "olmo2-tiny", 2, "zero-bubble"},
+    {4, 2, 1, 2, "olmo2-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},
