@@ -2,10 +2,11 @@
 // for GPT-2 and for Llama (grouped-query attention, RoPE, RMSNorm, SwiGLU) in fp32, and in bf16 within
 // its rounding; a short training run whose per-step losses match (fp32 on both sides, so only
 // summation order differs); mixed-precision training runs in bf16 and in f16 (with its loss scaling)
-// tracking the fp32 CPU loss; generation over the key/value cache; multiple-choice scoring; bf16 and f16 compute on the CPU
-// refused. The families: GPT-2, Llama with
-// grouped-query attention, Qwen3's and OLMo 2's query/key norms (OLMo 2's norms after the sublayers), Mixtral-style experts (softmax router) and DeepSeek-style experts (sigmoid
-// router with its balancing bias, a shared expert, a dense first layer). Skipped without a GPU.
+// tracking the fp32 CPU loss; generation over the key/value cache; multiple-choice scoring; bf16 and f16
+// compute on the CPU refused. The families: GPT-2, Llama with grouped-query attention, Qwen3's and OLMo
+// 2's query/key norms (OLMo 2's norms after the sublayers), Mixtral-style experts (softmax router) and
+// DeepSeek-style experts (sigmoid router with its balancing bias, a shared expert, a dense first layer).
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -339,7 +339,8 @@ TEST(RmsNorm, GroupedRowsCountReplicatedPartsTwice) {
                                dots, 4 * half);
       for (int64_t i = 0; i < part_dx.numel(); ++i) summed_dx.f32()[i] += part_dx.f32()[i];
     }
-    const Tensor want_dx = columns_of(dx, pair * half, half), want_dw = columns_of(dw.reshape({1, C}), pair * half, half);
+    const Tensor want_dx = columns_of(dx, pair * half, half);
+    const Tensor want_dw = columns_of(dw.reshape({1, C}), pair * half, half);
     testing::expect_close(summed_dx, std::vector<double>(want_dx.f32(), want_dx.f32() + N * half), 1e-6, 1e-5,
                           "replicas' dx");
     testing::expect_close(summed_dw, std::vector<double>(want_dw.f32(), want_dw.f32() + half), 1e-6, 1e-5,

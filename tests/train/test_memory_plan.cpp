@@ -109,7 +109,8 @@ TEST(MemoryPlan, Qwen3TinyMatchesTheAllocatorPeak) {
 // OLMo 2: the query and key norms' statistics a token, not a head; the sublayers' output gradients
 // (dbranch) beside the residual's.
 TEST(MemoryPlan, Olmo2TinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"}) expect_plan_matches_training({"olmo2-tiny", recompute, 8, 64});
+  for (const char* recompute : {"none", "selective", "full"})
+    expect_plan_matches_training({"olmo2-tiny", recompute, 8, 64});
 }
 
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {

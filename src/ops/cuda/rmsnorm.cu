@@ -1,9 +1,10 @@
 // RMSNorm on the GPU, storage T = float, bf16 or fp16 for the activations and weight, fp32
 // arithmetic, rstd and dweight; of whole rows, or of rows split over a group whose statistics
-// (sums of squares, backward's dot products) come summed from outside, with kernels for a share. One warp per row (8 rows per block): forward sums x^2, then writes
-// out = x * rstd * weight and rstd = 1 / sqrtf(mean(x^2) + eps) (correctly rounded sqrt and
-// division, as the CPU's 1.0f / std::sqrt). Backward writes (or adds to) dx per row, then adds dweight (fp32)
-// as a deterministic column sum (column_sums.cuh):
+// (sums of squares, backward's dot products) come summed from outside, with kernels for a share.
+// One warp per row (8 rows per block): forward sums x^2, then writes out = x * rstd * weight and
+// rstd = 1 / sqrtf(mean(x^2) + eps) (correctly rounded sqrt and division, as the CPU's
+// 1.0f / std::sqrt). Backward writes (or adds to) dx per row, then adds dweight (fp32) as a
+// deterministic column sum (column_sums.cuh):
 //   dx = rstd * (dnorm - xhat * mean(dnorm * xhat)),  xhat = x * rstd, dnorm = dout * weight
 //   dweight += sum_n dout * xhat.
 // The fused residual_rmsnorm_forward writes r = a + b (rounded to T) and normalises the rounded r
