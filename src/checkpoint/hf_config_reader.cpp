@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/user_text.h"
@@ -14,6 +16,43 @@ namespace tessera {
 
 using nlohmann::json;
 
+namespace {
+
+// transformers 5 writes a model's RoPE as one dict, rope_parameters ({"rope_type": "llama3", "rope_theta":
+// 500000.0, "factor": 32.0, ...}), where older files have top-level rope_theta (and partial_rotary_factor,
+// and Phi-3's original_max_position_embeddings) beside a rope_scaling dict. Folds it into that older form,
+// which every reader here reads; a value given both ways must agree. A dict per layer type (Gemma 3's
+// local and global layers) is refused: Tessera's models turn every layer alike.
+void fold_rope_parameters(json& config, const std::string& where) {
+  const auto it = config.find("rope_parameters");
+  if (it == config.end() || it->is_null()) return;
+  const json rope = *it;
+  TS_CHECK(rope.is_object(), where, ": field 'rope_parameters' must be an object or null, got ", json_excerpt(rope));
+  for (const auto& [key, value] : rope.items())
+    TS_CHECK(!value.is_object(), where, ": rope_parameters gives layers of type '", key,
+             "' a RoPE of their own; Tessera turns every layer alike, so such a model is not supported");
+  const json type = rope.contains("rope_type") ? rope["rope_type"] : rope.value("type", json("default"));
+  std::vector<std::string> top_level = {"rope_theta", "partial_rotary_factor"};
+  if (type == "longrope") top_level.push_back("original_max_position_embeddings");  // Phi-3 reads it there
+  json scaling = rope;
+  for (const std::string& key : top_level) {
+    scaling.erase(key);
+    if (!rope.contains(key)) continue;
+    const auto given = config.find(key);
+    TS_CHECK(given == config.end() || given->is_null() || *given == rope[key], where, ": field '", key, "' is ",
+             given == config.end() ? "" : json_excerpt(*given), " but rope_parameters' is ", json_excerpt(rope[key]),
+             "; keep one");
+    config[key] = rope[key];
+  }
+  if (type == "default") return;
+  const auto given = config.find("rope_scaling");
+  TS_CHECK(given == config.end() || given->is_null() || *given == scaling, where,
+           ": fields 'rope_scaling' and 'rope_parameters' both scale RoPE, differently; keep one");
+  config["rope_scaling"] = scaling;
+}
+
+}  // namespace
+
 json read_hf_config_json(const std::filesystem::path& path) {
   json config;
   try {
@@ -22,6 +61,7 @@ json read_hf_config_json(const std::filesystem::path& path) {
     TS_FAIL("Hugging Face config ", quoted_text(path.string()), ": not valid JSON (", json_error_text(e), ")");
   }
   TS_CHECK(config.is_object(), "Hugging Face config ", quoted_text(path.string()), ": expected a JSON object");
+  fold_rope_parameters(config, "Hugging Face config " + quoted_text(path.string()));
   return config;
 }
 

@@ -14,7 +14,8 @@
 namespace tessera {
 
 // The JSON object of the config.json at `path`; throws naming the file when it is unreadable, too large,
-// not JSON or not an object.
+// not JSON or not an object. transformers 5's rope_parameters dict comes folded into the older top-level
+// rope_theta (partial_rotary_factor, Phi-3's original_max_position_embeddings) and rope_scaling fields.
 nlohmann::json read_hf_config_json(const std::filesystem::path& path);
 
 class HfConfigReader {

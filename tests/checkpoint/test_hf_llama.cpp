@@ -244,6 +244,45 @@ TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
   EXPECT_EQ(small.head_size(), 128);
 }
 
+// transformers 5 writes RoPE as one rope_parameters dict (theta, type and scaling, Phi-3's partial
+// rotary factor and original length too) with no top-level rope_theta: read as the older form is, so
+// Llama 3.2's scaled RoPE and Phi-4-mini's LongRoPE come back whole, never the default theta. A dict
+// per layer type and a theta given two ways that disagree are refused, naming the field.
+TEST(HfLlama, RopeParametersOfTransformers5ReadAsTheOlderFields) {
+  for (const char* preset : {"llama3.2-1b", "phi3-tiny"}) {
+    SCOPED_TRACE(preset);
+    const auto dir = testing::scratch_dir() / preset;
+    ModelConfig config = model_preset(preset);
+    config.num_layers = 1, config.vocab_size = 256, config.channels = 32, config.num_heads = 4, config.num_kv_heads = 2;
+    config.mlp_hidden = 64;
+    if (config.rope.longrope) config.rotary_dims = 6;
+    save_hf_llama(dir, config, Decoder(config).named_params());
+    nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+    nlohmann::json rope = hf["rope_scaling"];
+    rope["rope_theta"] = hf["rope_theta"];
+    hf.erase("rope_theta");
+    hf.erase("rope_scaling");
+    if (config.phi3) {
+      for (const char* key : {"partial_rotary_factor", "original_max_position_embeddings"}) {
+        rope[key] = hf[key];
+        hf.erase(key);
+      }
+    }
+    hf["rope_parameters"] = rope;
+    testing::write_text(dir / "config.json", hf.dump());
+    EXPECT_TRUE(read_hf_config(dir) == config);
+    hf["rope_theta"] = 12345.0;
+    testing::write_text(dir / "config.json", hf.dump());
+    std::string message = testing::error_of([&] { read_hf_config(dir); });
+    EXPECT_TRUE(testing::contains(message, "field 'rope_theta' is '12345.0' but rope_parameters' is")) << message;
+    hf.erase("rope_theta");
+    hf["rope_parameters"] = {{"full_attention", rope}, {"sliding_attention", {{"rope_theta", 10000.0}}}};
+    testing::write_text(dir / "config.json", hf.dump());
+    message = testing::error_of([&] { read_hf_config(dir); });
+    EXPECT_TRUE(testing::contains(message, "rope_parameters gives layers of type 'full_attention' a RoPE")) << message;
+  }
+}
+
 // OLMo 2: no input_layernorm; post_attention_layernorm after attention and post_feedforward_layernorm
 // after the MLP; q_norm and k_norm over all heads (NH·HS and NKV·HS gains); read back as the same
 // config. A windowed OLMo 2 has no such form; a sliding_window in an olmo2 config.json is ignored, as
