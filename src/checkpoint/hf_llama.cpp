@@ -72,9 +72,9 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
       continue;
     }
-    // Mixtral's block_sparse_moe (experts' w1 gate, w3 up, w2 down), or Qwen3-MoE's and DeepSeek-V3's
-    // mlp (gate_proj, up_proj, down_proj), each a router `gate` over the experts; DeepSeek-V3's router
-    // has its selection bias, its mlp the shared experts.
+    // Mixtral's block_sparse_moe (experts' w1 gate, w3 up, w2 down), or Qwen3-MoE's, OLMoE's and
+    // DeepSeek-V3's mlp (gate_proj, up_proj, down_proj), each a router `gate` over the experts;
+    // DeepSeek-V3's router has its selection bias, its mlp the shared experts.
     const bool mixtral_names = !c.qk_norm && !c.mla.enabled();
     const std::string m = p + (mixtral_names ? "block_sparse_moe." : "mlp.");
     const char* gate = mixtral_names ? "w1.weight" : "gate_proj.weight";
@@ -135,17 +135,18 @@ std::optional<int64_t> layer_of(const std::string& name) {
 
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
-         model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2";
+         model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
+         model_type == "olmoe";
 }
 
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
   const HfConfigReader r(config, path);
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
-           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\" or ",
-           "\"olmo2\"");
+           "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
+           "\"olmo2\" or \"olmoe\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
-  const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2";
+  const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe";
   const bool qwen3 = *type == "qwen3" || qwen3_moe;
   r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
@@ -156,22 +157,23 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
 
   ModelConfig c = llama_family_config(r);
   c.qkv_bias = qwen2;
-  c.qk_norm = qwen3 || olmo2;
-  c.qk_norm_all_heads = olmo2;  // and its norms after attention and the MLP
+  r.expect("clip_qkv", json(), "Tessera does not clip the query, key and value projections");  // OLMoE's
+  c.qk_norm = qwen3 || olmo2 || olmoe;
+  c.qk_norm_all_heads = olmo2 || olmoe;  // OLMo 2's with its norms after attention and the MLP
   if (olmo2) c.norm_placement = NormPlacement::post;
   c.phi3 = phi3;
-  c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : 2048);
+  c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : olmoe ? 4096 : 2048);
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window):
   // a window shorter than the context becomes the model's context() (whole sequences within it attend as
   // the window does).
-  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3 && !olmo2) {
+  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3 && !olmo2 && !olmoe) {
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
   }
   c.num_kv_heads = r.integer("num_key_value_heads", c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
-  c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 ? 1e-5f : 1e-6f);
+  c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 || olmoe ? 1e-5f : 1e-6f);
   c.rope.theta = r.number("rope_theta", mixtral ? 1e6f : 1e4f);
   c.tied_embeddings = r.boolean("tie_word_embeddings", false);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
@@ -192,6 +194,12 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
     c.moe.top_k = r.integer("num_experts_per_tok", 2);
     c.moe.expert_hidden = c.mlp_hidden;
   }
+  if (olmoe) {  // softmax top-k routing in every layer, not renormalised unless norm_topk_prob says so
+    c.moe.renormalize = r.boolean("norm_topk_prob", false);
+    c.moe.num_experts = r.integer("num_experts", 64);
+    c.moe.top_k = r.integer("num_experts_per_tok", 8);
+    c.moe.expert_hidden = c.mlp_hidden;
+  }
   if (qwen3_moe) {  // softmax top-k routing, renormalised (as Mixtral's) or not, in every layer
     c.moe.renormalize = r.boolean("norm_topk_prob", false);
     r.expect("decoder_sparse_step", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
@@ -209,11 +217,12 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
 }
 
 json hf_llama_config_json(const ModelConfig& c) {
-  const bool olmo2 = c.norm_placement == NormPlacement::post;
-  const bool qwen3 = c.qk_norm && !olmo2, qwen3_moe = qwen3 && c.moe.enabled();
-  const bool mixtral = c.moe.enabled() && !qwen3, qwen2 = c.qkv_bias;
-  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && !olmo2 && c.attention_window > 0;  // windowed Llama
+  const bool olmo2 = c.norm_placement == NormPlacement::post, olmoe = c.qk_norm_all_heads && c.moe.enabled();
+  const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads, qwen3_moe = qwen3 && c.moe.enabled();
+  const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe, qwen2 = c.qkv_bias;
+  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && c.attention_window > 0;
   const char* architecture = mixtral     ? "MixtralForCausalLM"
+                             : olmoe     ? "OlmoeForCausalLM"
                              : qwen2     ? "Qwen2ForCausalLM"
                              : qwen3_moe ? "Qwen3MoeForCausalLM"
                              : qwen3     ? "Qwen3ForCausalLM"
@@ -222,6 +231,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : mistral   ? "MistralForCausalLM"
                                          : "LlamaForCausalLM";
   const char* type = mixtral     ? "mixtral"
+                     : olmoe     ? "olmoe"
                      : qwen2     ? "qwen2"
                      : qwen3_moe ? "qwen3_moe"
                      : qwen3     ? "qwen3"
@@ -232,7 +242,7 @@ json hf_llama_config_json(const ModelConfig& c) {
   json j = {{"architectures", json::array({architecture})},
             {"model_type", type},
             {"hidden_size", c.channels},
-            {"intermediate_size", mixtral ? c.moe.expert_hidden : c.hidden()},
+            {"intermediate_size", mixtral || olmoe ? c.moe.expert_hidden : c.hidden()},
             {"num_hidden_layers", c.num_layers},
             {"num_attention_heads", c.num_heads},
             {"num_key_value_heads", c.kv_heads()},
@@ -267,9 +277,16 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["original_max_position_embeddings"] = c.rope.longrope ? c.rope.original_max_positions : c.max_seq_len;
     j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
     j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
-  } else if (olmo2) {
+  } else if (olmo2 || olmoe) {
     j["attention_bias"] = false;
     j["attention_dropout"] = 0.0;
+    if (olmoe) {
+      j["clip_qkv"] = nullptr;
+      j["num_experts"] = c.moe.num_experts;
+      j["num_experts_per_tok"] = c.moe.top_k;
+      j["norm_topk_prob"] = c.moe.renormalize;
+      j["output_router_logits"] = false;
+    }
   } else {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
@@ -324,18 +341,19 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                    int64_t max_shard_bytes, const HfTokenIds& ids, HfWeightType type) {
   config.validate();
   const bool deepseek = hf_deepseek_exportable(config);
-  const bool qwen3_moe_form = config.qk_norm && config.moe.enabled();
+  const bool qwen3_moe_form = config.qk_norm && config.moe.enabled();  // and OLMoE's
+  const bool post = config.norm_placement == NormPlacement::post;
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
                (deepseek || (!config.mla.enabled() && config.moe.num_shared_experts == 0 &&
                              config.moe.first_dense_layers == 0 && config.moe.router == RouterKind::softmax_topk &&
                              config.moe.routed_scale == 1.0f && (config.moe.renormalize || qwen3_moe_form))) &&
                !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias) &&
-               (config.norm_placement == NormPlacement::post) == config.qk_norm_all_heads &&
+               (post ? config.qk_norm_all_heads : !config.qk_norm_all_heads || config.moe.enabled()) &&
                !(config.qk_norm_all_heads && config.attention_window > 0),
            "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
            "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM, ",
-           "DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
+           "OlmoeForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());

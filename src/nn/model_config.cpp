@@ -123,7 +123,7 @@ std::string model_family(const ModelConfig& config) {
   if (config.mla.enabled()) return config.moe.router == RouterKind::sigmoid_bias ? "deepseek-v3" : "deepseek-v2";
   if (config.moe.enabled()) {
     if (config.moe.router == RouterKind::sigmoid_bias) return "deepseek-moe";
-    return config.qk_norm ? "qwen3-moe" : "mixtral";
+    return config.qk_norm_all_heads ? "olmoe" : config.qk_norm ? "qwen3-moe" : "mixtral";
   }
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";

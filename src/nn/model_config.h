@@ -128,7 +128,7 @@ struct ModelConfig {
 
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
 // over all heads), "qwen2" (q/k/v biases), "qwen3" (q/k norms),
-// "mixtral", "qwen3-moe", "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or
+// "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads), "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or
 // "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);
 

@@ -1,4 +1,4 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
 // published config.json files.
 #include "nn/model_presets.h"
 
@@ -58,6 +58,18 @@ ModelConfig olmo2(ModelConfig c) {
   c.qk_norm = true;
   c.qk_norm_all_heads = true;
   c.norm_eps = 1e-6f;
+  return c;
+}
+
+// OLMoE: Llama's pre-norm blocks with OLMo 2's query and key norms over all heads, and a MoE of
+// `experts` SwiGLU experts in every layer, softmax top-k routing whose weights are not renormalised.
+ModelConfig olmoe(ModelConfig c, int64_t experts, int64_t top_k, int64_t expert_hidden) {
+  c.qk_norm = true;
+  c.qk_norm_all_heads = true;
+  c.moe.num_experts = experts;
+  c.moe.top_k = top_k;
+  c.moe.expert_hidden = expert_hidden;
+  c.moe.renormalize = false;
   return c;
 }
 
@@ -144,9 +156,13 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"olmo2-1b", [] { return olmo2(llama(16, 16, 16, 2048, 8192, 100352, 4096, 5e5f, false)); }},
       {"olmo2-7b", [] { return olmo2(llama(32, 32, 32, 4096, 11008, 100352, 4096, 5e5f, false)); }},
       {"olmo2-13b", [] { return olmo2(llama(40, 40, 40, 5120, 13824, 100352, 4096, 5e5f, false)); }},
+      {"olmo2-32b", [] { return olmo2(llama(64, 40, 8, 5120, 27648, 100352, 4096, 5e5f, false)); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},
+      {"olmoe-tiny", [] { return olmoe(llama(2, 4, 2, 32, 24, 256, 64, 10000.0f, false), 8, 2, 24); }},
+      {"olmoe-1b-7b",  // OLMoE-1B-7B: 6.92B parameters, 1.28B active
+       [] { return olmoe(llama(16, 16, 16, 2048, 1024, 50304, 4096, 10000.0f, false), 64, 8, 1024); }},
       {"deepseek-moe-tiny",
        [] { return deepseek_style(with_experts(llama(2, 4, 4, 32, 64, 256, 64, 10000.0f, false), 8, 2, 16), 1, 1); }},
       {"deepseek-v2-tiny",

@@ -103,11 +103,13 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "phi3-tiny", "olmo2-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
+                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "deepseek-v2-tiny",
+                                           "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
                                   : info.param == "olmo2-tiny"     ? "Olmo2"
+                                  : info.param == "olmoe-tiny"     ? "Olmoe"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
@@ -311,6 +313,35 @@ TEST(HfLlama, Olmo2NormsAfterSublayersAndWholeHeadNorms) {
   const std::string message =
       testing::error_of([&] { save_hf_llama(dir / "windowed", windowed, Decoder(windowed).named_params()); });
   EXPECT_TRUE(testing::contains(message, "no LlamaForCausalLM")) << message;
+}
+
+// OLMoE: pre-norm blocks with q_norm and k_norm over all heads, Qwen3-MoE's router and experts under
+// "mlp", the chosen experts' weights not renormalised; read back as the same config. A clip_qkv is
+// refused, naming the field.
+TEST(HfLlama, OlmoeNamesAndConfig) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("olmoe-tiny", dir);
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.self_attn.q_norm.weight").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_norm.weight").shape, (Shape{16}));
+  EXPECT_EQ(file.info("model.layers.1.input_layernorm.weight").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.gate.weight").shape, (Shape{8, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.experts.7.down_proj.weight").shape, (Shape{32, 24}));
+  EXPECT_FALSE(file.contains("model.layers.1.post_feedforward_layernorm.weight"));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "OlmoeForCausalLM");
+  EXPECT_EQ(hf["model_type"], "olmoe");
+  EXPECT_EQ(hf["intermediate_size"], 24);
+  EXPECT_EQ(hf["num_experts"], 8);
+  EXPECT_EQ(hf["num_experts_per_tok"], 2);
+  EXPECT_EQ(hf["norm_topk_prob"], false);
+  EXPECT_TRUE(hf["clip_qkv"].is_null());
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "olmoe");
+  hf["clip_qkv"] = 8.0;
+  testing::write_text(dir / "config.json", hf.dump());
+  const std::string message = testing::error_of([&] { read_hf_config(dir); });
+  EXPECT_TRUE(testing::contains(message, "field 'clip_qkv'")) << message;
 }
 
 // DeepSeek-V3's files may hold multi-token-prediction layers after the model's (model.layers.{L}...,

@@ -1,7 +1,8 @@
-// The block-structured decoder across families (GPT-2, Llama, Qwen, OLMo 2, Mixtral, DeepSeek-style MoE): every
-// gradient against finite differences, bitwise-equal gradients under activation recomputation,
-// KV-cache generation against full re-computation, pipeline stages run chunk by chunk against the
-// whole model, published preset sizes and block ranges, documents kept apart under document masks.
+// The block-structured decoder across families (GPT-2, Llama, Qwen, OLMo 2, Mixtral, OLMoE,
+// DeepSeek-style MoE): every gradient against finite differences, bitwise-equal gradients under
+// activation recomputation, KV-cache generation against full re-computation, pipeline stages run chunk
+// by chunk against the whole model, published preset sizes and block ranges, documents kept apart
+// under document masks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,12 +32,14 @@ ModelConfig family(const std::string& name) {
   const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3" || name == "olmo2";
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny"
+                               : name == "olmoe" ? "olmoe-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" ? 3 : 2;
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
   if (name.starts_with("deepseek-v")) c.moe.top_k = c.moe.num_experts, c.moe.kept_groups = c.moe.groups;
+  if (name == "olmoe") c.moe.num_experts = 4;  // as mixtral's: 8 leave near-tied choices a difference moves
   if (name == "deepseek-v2") {
     c.mla.v_dim = c.head_size();  // values as wide as the q/k heads: no padding
     // YaRN with both of DeepSeek's factors away from 1: the rotated channels' and every score's.
@@ -419,11 +422,11 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
-                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "mixtral",
+                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "mixtral", "olmoe",
                                            "deepseek", "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
-                                                              "mixtral", "deepseek", "deepseek-v3"),
+                                                              "mixtral", "olmoe", "deepseek", "deepseek-v3"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
@@ -437,10 +440,14 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("qwen3-1.7b").num_parameters(), 1720574976);
   EXPECT_EQ(model_preset("qwen3-8b").num_parameters(), 8190735360);
   EXPECT_EQ(model_preset("phi-4").num_parameters(), 14659507200);
-  // OLMo 2's published 1.48B, 7.30B and 13.7B (untied, its vocabulary 100,352 a multiple of 128).
+  // OLMo 2's published 1.48B, 7.30B, 13.7B and 32.2B (untied, its vocabulary 100,352 a multiple of 128).
   EXPECT_EQ(model_preset("olmo2-1b").num_parameters(), 1484916736);
   EXPECT_EQ(model_preset("olmo2-7b").num_parameters(), 7298617344);
   EXPECT_EQ(model_preset("olmo2-13b").num_parameters(), 13716198400);
+  EXPECT_EQ(model_preset("olmo2-32b").num_parameters(), 32234279936);
+  // OLMoE-1B-7B: 6.9B, 1.3B active.
+  EXPECT_EQ(model_preset("olmoe-1b-7b").num_parameters(), 6919161856);
+  EXPECT_EQ(model_preset("olmoe-1b-7b").active_parameters(), 1282017280);
   EXPECT_EQ(model_preset("qwen3-30b-a3b").num_parameters(), 30532122624);
   EXPECT_EQ(model_preset("mixtral-8x7b").num_parameters(), 46702792704);
   EXPECT_EQ(model_preset("mixtral-8x7b").active_parameters(), 12879925248);

@@ -137,6 +137,10 @@ const Layout kLayouts[] = {
     {4, 2, 3, 2, "olmo2-tiny", 1, "1f1b", 1, 0, "--no-sequence-parallel", 2},
     {4, 2, 0, 2, "olmo2-tiny", 2, "zero-bubble"},
     {4, 2, 1, 2, "olmo2-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
+    // OLMoE: those query/key norms in pre-norm blocks over experts (not renormalised): tp2 with ep2, tp4
+    // with its kv heads replicated, ep4 with ZeRO-3
+    {4, 2, 1, 2, "olmoe-tiny", 1, "1f1b", 1, 0, "", 2, 2}, {4, 1, 0, 2, "olmoe-tiny", 1, "1f1b", 1, 0, "", 4},
+    {4, 4, 3, 2, "olmoe-tiny", 1, "1f1b", 1, 0, "", 1, 4},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},

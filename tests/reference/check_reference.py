@@ -12,7 +12,10 @@
 # factor 1 without scaling, step 1 reproduced from hand frequencies, hf/ and hf_final/ round trips. OLMo 2 (--model
 # olmo2): no input_layernorm, q_norm/k_norm gains over the whole projection (NH*HS, NKV*HS) whose one RMS spans
 # every head, logits against an op-by-op forward from the state dict, config.json key by key and the HF names, and
-# deterministic golden runs (untied; NKV 1 tied) whose hf/ reproduces step 1. For DeepSeek-V3
+# deterministic golden runs (untied; NKV 1 tied) whose hf/ reproduces step 1. OLMoE (--model olmoe): pre-norm blocks
+# with OLMo 2's whole-projection q/k norms and the MoE under mlp; logits, router logits and aux against an op-by-op
+# forward with a per-token MoE loop (norm_topk_prob false and true), config.json key by key with OlmoeConfig's
+# defaults and clip_qkv refused, and deterministic golden runs whose hf/ reproduces step 1. For DeepSeek-V3
 # (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -669,15 +672,16 @@ def check_phi3_rope_reference(tmp):
 
 # ---------------------------------------------------------------- OLMo 2 (float64)
 
-def olmo2_logits_by_hand(state, cfg, idx):
-    """Olmo2ForCausalLM's logits from a state dict, op by op: h = x + rms(attn(x)); out = h + rms(mlp(h)); q and k
-    normed over all their heads' channels before the split into heads and RoPE (pairs i, i + HS/2)."""
+def rms_by_hand(v, g, eps):
+    return v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps) * g
+
+
+def whole_qk_attention_by_hand(w, x, cfg):
+    """attn(x) (B, T, C) of OLMo 2 and OLMoE, op by op from one layer's tensors w (names after "model.layers.i."):
+    q and k normed over all their heads' channels before the split into heads and RoPE (pairs i, i + HS/2), causal,
+    query head h on kv head h * NKV // NH, then o_proj."""
     NH, NKV, HS, eps = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.rms_norm_eps
-    B, T = idx.shape
-
-    def rms(v, g):
-        return v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps) * g
-
+    B, T, _ = x.shape
     ang = torch.arange(T, dtype=torch.float64)[:, None] * cfg.rope_theta ** (
         -torch.arange(0, HS, 2, dtype=torch.float64) / HS)                       # (T, HS/2)
 
@@ -687,19 +691,27 @@ def olmo2_logits_by_hand(state, cfg, idx):
         return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
 
     mask = torch.ones(T, T, dtype=torch.bool).tril()
+    q = rope(rms_by_hand(x @ w["self_attn.q_proj.weight"].T, w["self_attn.q_norm.weight"], eps).view(B, T, NH, HS))
+    k = rope(rms_by_hand(x @ w["self_attn.k_proj.weight"].T, w["self_attn.k_norm.weight"], eps).view(B, T, NKV, HS))
+    v = (x @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+    heads = []
+    for h in range(NH):
+        j = h * NKV // NH
+        s = (q[:, :, h] @ k[:, :, j].transpose(1, 2) / math.sqrt(HS)).masked_fill(~mask, float("-inf"))
+        heads.append(s.softmax(-1) @ v[:, :, j])
+    return torch.cat(heads, dim=-1) @ w["self_attn.o_proj.weight"].T
+
+
+def olmo2_logits_by_hand(state, cfg, idx):
+    """Olmo2ForCausalLM's logits from a state dict, op by op: h = x + rms(attn(x)); out = h + rms(mlp(h)); q and k
+    normed over all their heads' channels before the split into heads and RoPE (pairs i, i + HS/2)."""
+    def rms(v, g):
+        return rms_by_hand(v, g, cfg.rms_norm_eps)
+
     x = state["model.embed_tokens.weight"][idx]
     for i in range(cfg.num_layers):
         w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
-        q = rope(rms(x @ w["self_attn.q_proj.weight"].T, w["self_attn.q_norm.weight"]).view(B, T, NH, HS))
-        k = rope(rms(x @ w["self_attn.k_proj.weight"].T, w["self_attn.k_norm.weight"]).view(B, T, NKV, HS))
-        v = (x @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
-        heads = []
-        for h in range(NH):
-            j = h * NKV // NH
-            s = (q[:, :, h] @ k[:, :, j].transpose(1, 2) / math.sqrt(HS)).masked_fill(~mask, float("-inf"))
-            heads.append(s.softmax(-1) @ v[:, :, j])
-        attn = torch.cat(heads, dim=-1) @ w["self_attn.o_proj.weight"].T
-        x = x + rms(attn, w["post_attention_layernorm.weight"])
+        x = x + rms(whole_qk_attention_by_hand(w, x, cfg), w["post_attention_layernorm.weight"])
         gated = F.silu(x @ w["mlp.gate_proj.weight"].T) * (x @ w["mlp.up_proj.weight"].T)
         mlp = gated @ w["mlp.down_proj.weight"].T
         x = x + rms(mlp, w["post_feedforward_layernorm.weight"])
@@ -853,6 +865,242 @@ def check_olmo2_reference(tmp):
     print("make_hf_llama_reference --model olmo2 (untied NKV 2; NKV 1 tied): deterministic; hf/ and hf_final/ "
           "Olmo2ForCausalLM names and config.json; hf/ reproduces step 1 (load_hf exactly, op-by-op forward to 1e-12); "
           "M=1 vs 2; --fp8-block keeps the norms F32; --head-dim, rope scaling refused")
+
+
+# ---------------------------------------------------------------- OLMoE (float64)
+
+def olmoe_logits_by_hand(state, cfg, idx):
+    """OlmoeForCausalLM's logits from a state dict, op by op, and each layer's router logits (B*T, E): x +=
+    attn(rms(x)) (OLMo 2's whole-projection q/k norms); x += moe(rms(x)), the MoE a per-token loop: p =
+    softmax(h @ gate^T), the k largest p (ties to the lower index), weights p or, with norm_topk_prob, p / their sum,
+    each expert down(silu(gate h) * up h)."""
+    E, k = cfg.num_experts, cfg.top_k
+    B, T = idx.shape
+
+    def rms(v, g):
+        return rms_by_hand(v, g, cfg.rms_norm_eps)
+
+    x, routers = state["model.embed_tokens.weight"][idx], []
+    for i in range(cfg.num_layers):
+        w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
+        x = x + whole_qk_attention_by_hand(w, rms(x, w["input_layernorm.weight"]), cfg)
+        h = rms(x, w["post_attention_layernorm.weight"]).reshape(B * T, -1)
+        logits = h @ w["mlp.gate.weight"].T
+        routers.append(logits)
+        rows = []
+        for n in range(B * T):
+            p = [math.exp(v) for v in logits[n].tolist()]
+            p = [v / sum(p) for v in p]
+            top = sorted(range(E), key=lambda e: (-p[e], e))[:k]
+            total = sum(p[e] for e in top) if cfg.norm_topk_prob else 1.0
+            row = torch.zeros_like(h[n])
+            for e in top:
+                pre = f"mlp.experts.{e}."
+                act = F.silu(h[n] @ w[pre + "gate_proj.weight"].T) * (h[n] @ w[pre + "up_proj.weight"].T)
+                row = row + p[e] / total * (act @ w[pre + "down_proj.weight"].T)
+            rows.append(row)
+        x = x + torch.stack(rows).view(B, T, -1)
+    head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
+    return rms(x, state["model.norm.weight"]) @ head.T, routers
+
+
+def olmoe_hf_names(cfg):
+    names = ["model.embed_tokens.weight"]
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        names += [p + "input_layernorm.weight"]
+        names += [p + f"self_attn.{n}.weight" for n in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")]
+        names += [p + "post_attention_layernorm.weight", p + "mlp.gate.weight"]
+        names += [p + f"mlp.experts.{e}.{n}.weight" for e in range(cfg.num_experts)
+                  for n in ("gate_proj", "up_proj", "down_proj")]
+    return names + ["model.norm.weight"] + ([] if cfg.tie_word_embeddings else ["lm_head.weight"])
+
+
+def olmoe_hf_config(cfg, aux_coef=0.0):
+    """config.json as OlmoeForCausalLM's, written out key by key."""
+    return {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
+            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
+            "initializer_range": 0.02, "torch_dtype": "float32", "attention_bias": False, "clip_qkv": None,
+            "num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k, "norm_topk_prob": cfg.norm_topk_prob,
+            "output_router_logits": False, "router_aux_loss_coef": aux_coef}
+
+
+def check_olmoe():
+    """OLMoE (olmoe=True): input_layernorm and post_attention_layernorm (pre-norm, no post_feedforward_layernorm),
+    q_norm/k_norm gains of NH*HS / NKV*HS randomised like the other gains, the MoE under mlp (router mlp.gate N(0, 1),
+    experts Llama's MLP); one RMS over all of a token's query channels (head 0's q_proj rows move head 1's queries,
+    unlike Qwen3-MoE's per-head norm); logits, router logits and aux against an op-by-op forward with a per-token
+    MoE loop (norm_topk_prob false and true, k 1..3, NKV 2, 1, 4, tied); its HF folder: names, config.json key by
+    key, round trip, OlmoeConfig's defaults for absent keys; refused configs."""
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(80))
+    for kv, tie, norm, k, E in ((2, False, False, 2, 4), (1, True, True, 1, 3), (4, False, False, 3, 4),
+                                (2, True, True, 2, 4)):
+        model = llama_model(seed=81, olmoe=True, num_experts=E, top_k=k, norm_topk_prob=norm, num_kv_heads=kv,
+                            tie_word_embeddings=tie)
+        cfg, state = model.cfg, model.state_dict()
+        assert list(state) == olmoe_hf_names(cfg), f"olmoe names {list(state)}"
+        layer = model.model.layers[0]
+        assert hasattr(layer, "input_layernorm") and not hasattr(layer, "post_feedforward_layernorm")
+        assert isinstance(layer.mlp, tl.SparseMoe) and all(isinstance(x, tl.MLP) for x in layer.mlp.experts)
+        assert layer.mlp.normalise == norm and not hasattr(layer, "block_sparse_moe")
+        for i in range(cfg.num_layers):
+            p = f"model.layers.{i}."
+            gq, gk = state[p + "self_attn.q_norm.weight"], state[p + "self_attn.k_norm.weight"]
+            assert gq.shape == (4 * 8,) and gk.shape == (kv * 8,), "q_norm/k_norm are not over the whole projection"
+            for n in ("self_attn.q_norm", "self_attn.k_norm", "input_layernorm", "post_attention_layernorm"):
+                g = state[p + n + ".weight"]
+                assert (g != 1).all() and 0.03 < (g - 1).std() < 0.3, f"olmoe {n}: gains not 1 + N(0, 0.1)"
+            assert state[p + "mlp.gate.weight"].shape == (E, 32) and 0.5 < state[p + "mlp.gate.weight"].std() < 2
+        with torch.no_grad():
+            want, routers = olmoe_logits_by_hand(state, cfg, idx)
+            logits, got = model(idx)
+            assert torch.allclose(logits, want, rtol=1e-12, atol=1e-14), f"olmoe kv {kv} norm {norm} k {k}: logits"
+            assert len(got) == 2 and all(torch.allclose(a, b, rtol=1e-12, atol=1e-14) for a, b in zip(got, routers))
+            aux = tl.objective(model, idx[:, :-1], idx[:, 1:])[2].item()
+            hand = tl.router_losses(olmoe_logits_by_hand(state, cfg, idx[:, :-1])[1], k)[0].item()
+            assert abs(aux - hand) <= 1e-12 * hand, f"olmoe aux {aux} vs {hand}"
+    # The query norm spans every head (head 0's rows scaled by 3 move head 1's normalised queries); Qwen3-MoE's
+    # per-head norm leaves head 1 as it was.
+    x = torch.randn(2, 5, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(82))
+    for olmoe, extra in ((True, {"olmoe": True}), (False, {"qk_norm": True})):
+        attn = llama_model(seed=83, num_experts=4, **extra).model.layers[0].self_attn
+        with torch.no_grad():
+            def queries():
+                q = attn.q_proj(x)
+                return attn.q_norm(q).view(2, 5, 4, 8) if olmoe else attn.q_norm(q.view(2, 5, 4, 8))
+            before = queries()
+            attn.q_proj.weight[:8] *= 3
+            after = queries()
+        assert not torch.allclose(after[:, :, 0], before[:, :, 0]), "head 0 unchanged"
+        moved = not torch.allclose(after[:, :, 1:], before[:, :, 1:], rtol=1e-12, atol=0)
+        assert moved == olmoe, f"olmoe {olmoe}: head 0's rows {'do not ' if olmoe else ''}change head 1's queries"
+        if olmoe:
+            q = attn.q_proj(x)
+            want = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-5) * attn.q_norm.weight
+            assert torch.allclose(after.reshape(2, 5, 32), want, rtol=1e-13, atol=0), "q_norm over NH*HS"
+    # config.json key by key; load_hf reads it back (same cfg and logits); OlmoeConfig's defaults; refusals.
+    with tempfile.TemporaryDirectory() as tmp:
+        for kv, tie, norm in ((2, False, False), (1, True, True)):
+            model = llama_model(seed=84, olmoe=True, num_experts=4, norm_topk_prob=norm, num_kv_heads=kv,
+                                tie_word_embeddings=tie)
+            folder = os.path.join(tmp, f"olmoe_{kv}_{int(tie)}")
+            tl.save_hf(model, folder, 0.01)
+            with open(os.path.join(folder, "config.json")) as f:
+                config = json.load(f)
+            assert config == olmoe_hf_config(model.cfg, 0.01) and "head_dim" not in config, f"olmoe config {config}"
+            assert list(tg.load_safetensors(os.path.join(folder, "model.safetensors"))) == olmoe_hf_names(model.cfg)
+            loaded = tl.load_hf(folder)
+            assert loaded.cfg == model.cfg and loaded.cfg.olmoe, "olmoe config.json does not give back the config"
+            with torch.no_grad():
+                assert torch.equal(model(idx)[0], loaded(idx)[0]), "olmoe: logits differ after HF round trip"
+    base = olmoe_hf_config(tl.LlamaConfig(olmoe=True, num_experts=4, norm_topk_prob=True))
+    assert tl.config_from_hf(dict(base, head_dim=8)).olmoe, "a head_dim equal to C / NH is read"
+    absent = tl.config_from_hf({n: v for n, v in base.items()
+                                if n not in ("norm_topk_prob", "num_experts", "num_experts_per_tok", "clip_qkv")})
+    assert (absent.num_experts, absent.top_k, absent.norm_topk_prob) == (64, 8, False), "OlmoeConfig's defaults"
+    for bad in ({"clip_qkv": 8.0}, {"attention_bias": True}, {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)},
+                {"head_dim": 16}, {"hidden_act": "gelu"}, {"num_experts": 0}):
+        try:
+            tl.config_from_hf(dict(base, **bad))
+        except ValueError:
+            continue
+        raise AssertionError(f"olmoe config.json with {bad} accepted")
+    for extra in ({}, {"num_experts": 4, "qk_norm": True}, {"num_experts": 4, "qkv_bias": True},
+                  {"num_experts": 4, "head_dim": 16}, {"num_experts": 4, "phi3": True},
+                  {"num_experts": 4, "olmo2": True}, {"num_experts": 4, "rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)}):
+        try:
+            tl.LlamaConfig(olmoe=True, **extra)
+        except ValueError:
+            continue
+        raise AssertionError(f"olmoe with {extra} accepted")
+    print("olmoe: pre-norm (input_layernorm, post_attention_layernorm); q_norm (NH*HS) / k_norm (NKV*HS) gains 1 + "
+          "N(0, 0.1), the q norm spans every head (Qwen3-MoE's does not); MoE under mlp; logits, router logits and aux "
+          "equal an op-by-op forward with a per-token MoE loop (norm_topk_prob 0/1, k 1-3, NKV 2, 1, 4; tied); "
+          "config.json key by key, names, HF round trip, OlmoeConfig's defaults; clip_qkv, attention_bias, "
+          "rope_scaling, head_dim refused")
+
+
+def check_olmoe_reference(tmp):
+    """--model olmoe golden runs (default: E 4, k 2, norm_topk 0, untied NKV 2; and E 3, k 2, --norm-topk 1,
+    --kv-heads 1 --tie 1 with aux 0.01 and z 1e-3): deterministic; hf/ and hf_final/ names and config.json;
+    hf/ + train.bin reproduce step 1 (loss and aux) through load_hf exactly and through the op-by-op forward to
+    1e-12; --norm-topk and --z-coef change the run as they should; 1 vs 2 micro-batches agree without aux;
+    --fp8-block leaves norms and routers F32; the refusals."""
+    runs = {"olmoe": ("--model", "olmoe", "--experts", "4", "--top-k", "2"),
+            "olmoe_norm": ("--model", "olmoe", "--experts", "3", "--top-k", "2", "--norm-topk", "1",
+                           "--kv-heads", "1", "--tie", "1", "--aux-coef", "0.01", "--z-coef", "1e-3")}
+    for name, flags in runs.items():
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name} initial loss far from ln(V)"
+        norm = name == "olmoe_norm"
+        c = r1["config"]
+        assert len(r1["aux_losses"]) == len(r1["z_losses"]) == 3 and min(r1["router_margins"]) > 1e-3
+        assert c["norm_topk"] == int(norm) and "block" in c and ("routing" in c) != norm, f"{name}: config"
+        out = os.path.join(tmp, f"{name}_1")
+        net = tl.load_hf(os.path.join(out, "hf"))
+        want = (1, True, 3, True) if norm else (2, False, 4, False)
+        assert net.cfg.olmoe and (net.cfg.num_kv_heads, net.cfg.tie_word_embeddings, net.cfg.num_experts,
+                                  net.cfg.norm_topk_prob) == want and net.cfg.top_k == 2, f"{name}: config"
+        for sub in ("hf", "hf_final"):
+            with open(os.path.join(out, sub, "config.json")) as f:
+                assert json.load(f) == olmoe_hf_config(net.cfg, c["aux_coef"]), f"{name} {sub}: config.json"
+            stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
+            assert list(stored) == olmoe_hf_names(net.cfg), f"{name} {sub}: tensor names {list(stored)}"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            parts = [tl.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+            state = net.state_dict()
+            hand = [olmoe_logits_by_hand(state, net.cfg, x[m:m + 2]) for m in (0, 2)]
+        ce = sum(F.cross_entropy(h[0].reshape(-1, 300), y[m:m + 2].reshape(-1)).item()
+                 for h, m in zip(hand, (0, 2))) / 2
+        aux = sum(tl.router_losses(h[1], 2)[0].item() for h in hand) / 2
+        assert sum(p[1].item() for p in parts) / 2 == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert sum(p[2].item() for p in parts) / 2 == r1["aux_losses"][0], f"{name}: step-1 aux not reproduced"
+        assert sum(p[3].item() for p in parts) / 2 == r1["z_losses"][0], f"{name}: step-1 z not reproduced"
+        assert abs(ce - r1["losses"][0]) <= 1e-12 * ce, f"{name}: op-by-op forward gives {ce} vs {r1['losses'][0]}"
+        assert abs(aux - r1["aux_losses"][0]) <= 1e-12 * aux, f"{name}: op-by-op aux {aux}"
+        flipped = flags + ("--norm-topk", "0" if norm else "1")     # the last --norm-topk wins
+        assert run_llama_reference(tmp, f"{name}_flip", *flipped)["losses"][0] != r1["losses"][0], \
+            f"{name}: --norm-topk changes nothing"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    base = runs["olmoe"]
+    no_aux = (*base, "--aux-coef", "0")
+    assert close(run_llama_reference(tmp, "olmoe_mb", *no_aux, "--micro-batches", "1")["losses"],
+                 run_llama_reference(tmp, "olmoe_mb", *no_aux)["losses"]), "olmoe without aux: M=1 vs 2"
+    plain = run_llama_reference(tmp, "olmoe_z", *base)
+    z = run_llama_reference(tmp, "olmoe_z", *base, "--z-coef", "1e-3")
+    assert z["losses"][0] == plain["losses"][0] and z["z_losses"][0] == plain["z_losses"][0] > 0
+    assert z["losses"][1] != plain["losses"][1] and z["config"]["z_coef"] == 1e-3, "olmoe: --z-coef unused"
+    # --fp8-block: the projections and experts F8_E4M3, norms, router and embeddings F32; step 1 from hf/.
+    fp8 = run_llama_reference(tmp, "olmoe_fp8", *base, "--fp8-block", "8", "12")
+    config, _, dtypes, net = load_fp8_hf(os.path.join(tmp, "olmoe_fp8", "hf"))
+    assert config["model_type"] == "olmoe" and net.cfg.olmoe
+    assert all(dtypes[n] == ("F32" if n.endswith(("norm.weight", "embed_tokens.weight", "lm_head.weight",
+                                                  "mlp.gate.weight")) else "F8_E4M3")
+               for n in olmoe_hf_names(net.cfg)), "olmoe fp8: dtypes"
+    tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, "olmoe_fp8", "train.bin")))
+    x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+    with torch.no_grad():
+        assert sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2 == fp8["losses"][0]
+    for flags in (("--head-dim", "16"), ("--rope-scaling", "llama3"), ("--rope-scaling", "yarn"),
+                  ("--rope-scaling", "longrope"), ("--partial-rotary-factor", "0.5"), ("--kv-heads", "3"),
+                  ("--top-k", "5"), ("--top-k", "0"), ("--n-group", "2")):
+        assert refused("--model", "olmoe", *flags), f"olmoe {flags} accepted"
+    assert not refused("--model", "olmoe", "--experts", "8", "--top-k", "8", "--kv-heads", "1", "--tie", "1",
+                       "--norm-topk", "1", "--aux-coef", "0.01", "--z-coef", "1e-3", "--grad-clip", "0", "--lr", "3e-3")
+    print("make_hf_llama_reference --model olmoe (E 4 k 2 norm_topk 0 untied NKV 2; E 3 k 2 norm_topk 1 NKV 1 tied, "
+          "aux 0.01, z 1e-3): deterministic; hf/ and hf_final/ OlmoeForCausalLM names and config.json; hf/ reproduces "
+          "step 1 (loss, aux and z by load_hf exactly; loss and aux op by op to 1e-12); --norm-topk and --z-coef "
+          "change the run; M=1 vs 2 without aux; --fp8-block keeps norms and routers F32; --head-dim, rope scaling, "
+          "bad --top-k refused")
 
 
 # ---------------------------------------------------------------- DeepSeek-V3 (float64)
@@ -1837,6 +2085,8 @@ def main():
         check_phi3_rope_reference(tmp)
         check_olmo2()
         check_olmo2_reference(tmp)
+        check_olmoe()
+        check_olmoe_reference(tmp)
         check_latent_attention()
         check_deepseek_moe()
         check_deepseek_hf_round_trip(tmp)

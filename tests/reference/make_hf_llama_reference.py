@@ -1,6 +1,6 @@
-# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, DeepSeek-V3 or DeepSeek-V2 training run for
-# Tessera's integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin
-# (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, DeepSeek-V3 or DeepSeek-V2 training
+# run for Tessera's integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32),
+# DIR/train.bin (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM
 # loss, pre-clip grad norm, lr, MoE aux and z losses; DeepSeek-V3's final router biases) and DIR/hf_final/
 # (the weights after the last step, rounded to F32). Each step accumulates gradients over equal micro-batches
 # (contiguous rows of the batch); the MoE aux loss is computed per micro-batch. DeepSeek-V3's selection
@@ -16,8 +16,10 @@
 # level, max_position_embeddings --context; factor lists drawn from --seed by a generator of their own).
 # --model olmo2 is Olmo2ForCausalLM: q_norm/k_norm over the whole q/k projection, RMSNorms on the attention's and the
 # MLP's outputs (post_attention_layernorm, post_feedforward_layernorm), no input_layernorm; no --head-dim or scaling.
+# --model olmoe is OlmoeForCausalLM: olmo2's q/k norms in Llama's pre-norm blocks, a softmax top-k MoE (qwen3_moe's) in
+# every layer; --norm-topk defaults to 0 (OLMoE's norm_topk_prob false); no --head-dim or scaling.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|deepseek_v3|deepseek_v2 --out DIR [...]
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -53,9 +55,10 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2")
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe")
                    + DEEPSEEK_MODELS, required=True,
-                   help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM")
+                   help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
+                        "olmoe: OlmoeForCausalLM")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
@@ -86,8 +89,9 @@ def parse_args(argv=None):
     p.add_argument("--z-coef", "--moe-z-coef", type=float, default=0.0, help="router z-loss weight")
     p.add_argument("--router-std", type=float, default=1.0, help="router init std (large: stable top-k)")
     p.add_argument("--norm-topk", type=int, choices=(0, 1), default=None,
-                   help="norm_topk_prob: 1 divides the chosen weights by their sum (default; deepseek_v2's default "
-                        "is 0); 0 for qwen3_moe, deepseek_v3 and deepseek_v2 only (mixtral always renormalises)")
+                   help="norm_topk_prob: 1 divides the chosen weights by their sum (default; deepseek_v2's and "
+                        "olmoe's default is 0); 0 for qwen3_moe, olmoe, deepseek_v3 and deepseek_v2 only (mixtral "
+                        "always renormalises)")
     g = p.add_argument_group("deepseek_v3 / deepseek_v2 (multi-head latent attention; V3 sigmoid-routed MoE, V2 "
                              "softmax-routed)")
     g.add_argument("--q-lora-rank", type=int, default=0, help="0: q_proj; > 0: q_a_proj -> q_a_layernorm -> q_b_proj")
@@ -154,11 +158,12 @@ def parse_args(argv=None):
     if args.model not in DEEPSEEK_MODELS and (args.n_group, args.topk_group) != (1, 1):
         p.error("--n-group and --topk-group apply to deepseek_v3 and deepseek_v2 only")
     if args.norm_topk is None:
-        args.norm_topk = 0 if v2 else 1
+        args.norm_topk = 0 if v2 or args.model == "olmoe" else 1
     if args.routed_scale is None:
         args.routed_scale = 1.0 if v2 else 2.5
-    if args.norm_topk == 0 and args.model not in ("qwen3_moe",) + DEEPSEEK_MODELS:
-        p.error("--norm-topk 0 applies to qwen3_moe, deepseek_v3 and deepseek_v2 only (mixtral always renormalises)")
+    if args.norm_topk == 0 and args.model not in ("qwen3_moe", "olmoe") + DEEPSEEK_MODELS:
+        p.error("--norm-topk 0 applies to qwen3_moe, olmoe, deepseek_v3 and deepseek_v2 only (mixtral always "
+                "renormalises)")
     if v2 and args.bias_rate != 0:
         p.error("deepseek_v2 has no e_score_correction_bias: --bias-rate must be 0")
     if v2 and args.rope_interleave != 1:
@@ -190,14 +195,15 @@ def parse_args(argv=None):
                                  or args.fp8_block is not None):
         p.error("phi3: --head-dim (its heads are --channels / --heads wide), --rope-scaling llama3 and yarn (Phi-3's "
                 "rope_scaling is null or longrope) and --fp8-block are not modelled")
-    if args.model == "olmo2" and (args.head_dim or args.rope_scaling != "none"):
-        p.error("olmo2: --head-dim (its heads are --channels / --heads wide) and --rope-scaling are not modelled")
+    if args.model in ("olmo2", "olmoe") and (args.head_dim or args.rope_scaling != "none"):
+        p.error(f"{args.model}: --head-dim (its heads are --channels / --heads wide) and --rope-scaling are not "
+                f"modelled")
     if args.model == "phi3":
         rotary = int(args.channels // args.heads * args.partial_rotary_factor)
         if not 0 < args.partial_rotary_factor <= 1 or rotary <= 0 or rotary % 2:
             p.error(f"--partial-rotary-factor must be in (0, 1] and give an even, positive rotary width: "
                     f"int({args.channels // args.heads} * {args.partial_rotary_factor}) = {rotary}")
-    if args.model in ("mixtral", "qwen3_moe") and not 1 <= args.top_k <= args.experts:
+    if args.model in ("mixtral", "qwen3_moe", "olmoe") and not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
     return args
 
@@ -246,10 +252,11 @@ def model_config(args):
         intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
         rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
         rope_scaling=rope_scaling(args),
-        tie_word_embeddings=bool(args.tie), num_experts=args.experts if args.model in ("mixtral", "qwen3_moe") else 0,
+        tie_word_embeddings=bool(args.tie),
+        num_experts=args.experts if args.model in ("mixtral", "qwen3_moe", "olmoe") else 0,
         top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
         head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3",
-        partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2",
+        partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2", olmoe=args.model == "olmoe",
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0)
 
@@ -392,8 +399,8 @@ def run_config(args, cfg, num_tokens):
                + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
                # n_group and topk_group are recorded only when there are groups
                + (("n_group", "topk_group") if deepseek and cfg.n_group == 1 else ())
-               # norm_topk is recorded where it is not 1 or the model's default is not (deepseek_v2)
-               + (("norm_topk",) if args.norm_topk == 1 and not v2 else ())
+               # norm_topk is recorded where it is not 1 or the model's default is not (deepseek_v2, olmoe)
+               + (("norm_topk",) if args.norm_topk == 1 and not v2 and args.model != "olmoe" else ())
                + (("fp8_block",) if args.fp8_block is None else ()))
     config = {k: v for k, v in vars(args).items() if k not in dropped}
     config.update({
@@ -476,6 +483,11 @@ def run_config(args, cfg, num_tokens):
         config["block"] = ("h = x + post_attention_layernorm(attn(x)); out = h + post_feedforward_layernorm(mlp(h)); "
                            "no input_layernorm; attn: q = q_norm(q_proj(x)) over all NH*HS channels, k = "
                            "k_norm(k_proj(x)) over all NKV*HS, then the head split and RoPE; all norms rms_norm_eps")
+    if not deepseek and cfg.olmoe:
+        config["block"] = ("x += attn(input_layernorm(x)); x += moe(post_attention_layernorm(x)); attn: q = "
+                           "q_norm(q_proj(x)) over all NH*HS channels, k = k_norm(k_proj(x)) over all NKV*HS, then the "
+                           "head split and RoPE; all norms rms_norm_eps; moe = mlp (router mlp.gate, experts "
+                           "mlp.experts.e.gate/up/down_proj) in every layer")
     if not deepseek and cfg.rotary_dim != cfg.head_size:
         config["rotary_dim"] = cfg.rotary_dim
         config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "

@@ -8,7 +8,9 @@
 # gate/up into gate_up_proj (phi3_fuse) and load_hf splits them back (phi3_split); Phi-3 alone may rotate only
 # the first int(HS * partial_rotary_factor) channels of each q/k head and scale them by longrope. OLMo 2
 # (Olmo2ForCausalLM) is Llama with its norms moved: q_norm and k_norm are each one RMSNorm over the whole q or k
-# projection (all heads) before RoPE, and each block norms its sublayers' outputs, not their inputs. RoPE uses
+# projection (all heads) before RoPE, and each block norms its sublayers' outputs, not their inputs. OLMoE
+# (OlmoeForCausalLM) keeps Llama's pre-norm blocks with OLMo 2's whole-projection q/k norms and Qwen3-MoE's MoE in
+# every layer (router mlp.gate, experts named as Llama's MLP, norm_topk_prob false by default). RoPE uses
 # HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
 # h reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
@@ -52,10 +54,12 @@ class LlamaConfig:
     partial_rotary_factor: float = 1.0   # phi3: RoPE on the first int(HS * this) channels of each q/k head
     original_max_seq_len: int = 0   # phi3: original_max_position_embeddings (longrope); 0 = max_seq_len
     olmo2: bool = False             # Olmo2ForCausalLM: whole-projection q/k norms, norms after the sublayers
+    olmoe: bool = False             # OlmoeForCausalLM: whole-projection q/k norms, pre-norm, MoE under "mlp"
 
     def __post_init__(self):
-        if not self.norm_topk_prob and not (self.is_moe and self.qk_norm):
-            raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE only (Mixtral always renormalises)")
+        if not self.norm_topk_prob and not (self.is_moe and (self.qk_norm or self.olmoe)):
+            raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE and OLMoE only (Mixtral always "
+                             "renormalises)")
         kind = rope_type(self.rope_scaling)
         if self.phi3 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim
                           or kind not in ("default", "longrope")):
@@ -64,6 +68,10 @@ class LlamaConfig:
         if self.olmo2 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.phi3
                            or kind != "default"):
             raise ValueError("olmo2 is a dense Llama without biases, per-head q/k norms, head_dim or rope_scaling")
+        if self.olmoe and (not self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.phi3
+                           or self.olmo2 or kind != "default"):
+            raise ValueError("olmoe is a MoE Llama (num_experts > 0) without biases, per-head q/k norms, head_dim "
+                             "or rope_scaling")
         if not self.phi3 and (kind == "longrope" or self.partial_rotary_factor != 1.0 or self.original_max_seq_len):
             raise ValueError("longrope, partial_rotary_factor and original_max_position_embeddings are modelled for "
                              "phi3 only")
@@ -89,6 +97,10 @@ class LlamaConfig:
     @property
     def is_moe(self):
         return self.num_experts > 0
+
+    @property
+    def whole_qk_norm(self):        # one q_norm over all NH*HS channels, one k_norm over NKV*HS (OLMo 2, OLMoE)
+        return self.olmo2 or self.olmoe
 
 
 # ---------------------------------------------------------------- ops
@@ -268,8 +280,8 @@ class Attention(nn.Module):
     their first R channels when cos and sin are R < HS wide: Phi-3's partial_rotary_factor),
     query head h attends with kv head h // (NH/NKV), scale 1/sqrt(HS), then o_proj. Biases on q, k and v
     with cfg.qkv_bias (Qwen2), none elsewhere; with cfg.qk_norm (Qwen3) q_norm and k_norm, RMSNorms of HS
-    channels shared by the heads, normalise each query and key head before RoPE; with cfg.olmo2 they are one
-    RMSNorm over all NH*HS query (NKV*HS key) channels of a token, before the split into heads."""
+    channels shared by the heads, normalise each query and key head before RoPE; with cfg.olmo2 or cfg.olmoe they
+    are one RMSNorm over all NH*HS query (NKV*HS key) channels of a token, before the split into heads."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -281,10 +293,10 @@ class Attention(nn.Module):
         if cfg.qk_norm:
             self.q_norm = RMSNorm(HS, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(HS, cfg.rms_norm_eps)
-        elif cfg.olmo2:
+        elif cfg.whole_qk_norm:
             self.q_norm = RMSNorm(cfg.num_heads * HS, cfg.rms_norm_eps)       # (NH*HS)
             self.k_norm = RMSNorm(cfg.num_kv_heads * HS, cfg.rms_norm_eps)    # (NKV*HS)
-        self.whole_qk_norm = cfg.olmo2
+        self.whole_qk_norm = cfg.whole_qk_norm
         mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
         self.register_buffer("mask_bias", mask, persistent=False)
 
@@ -352,7 +364,7 @@ def route(logits, top_k, normalise=True):
 
 
 class SparseMoe(nn.Module):
-    """Mixtral's block_sparse_moe (or, with Qwen3-MoE's expert class MLP, its mlp), dropless:
+    """Mixtral's block_sparse_moe (or, with Qwen3-MoE's and OLMoE's expert class MLP, their mlp), dropless:
     out[n] = sum over the k chosen e of weight[n, e] * expert_e(x[n]), the weights renormalised unless
     cfg.norm_topk_prob is false. gate is the router (E, C). forward also returns the router logits (N, E),
     N = B*T, for the losses."""
@@ -377,7 +389,8 @@ class SparseMoe(nn.Module):
 
 class DecoderLayer(nn.Module):
     """x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) (or the MoE). OLMo 2 has no
-    input_layernorm: x += post_attention_layernorm(attn(x)); x += post_feedforward_layernorm(mlp(x))."""
+    input_layernorm: x += post_attention_layernorm(attn(x)); x += post_feedforward_layernorm(mlp(x)). OLMoE is
+    pre-norm, its mlp the MoE."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -386,7 +399,7 @@ class DecoderLayer(nn.Module):
             self.input_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
-        if cfg.is_moe and cfg.qk_norm:    # Qwen3-MoE: the MoE under "mlp", experts named as Llama's MLP
+        if cfg.is_moe and (cfg.qk_norm or cfg.olmoe):    # Qwen3-MoE, OLMoE: the MoE under "mlp", Llama's MLPs
             self.mlp = SparseMoe(cfg, MLP)
         elif cfg.is_moe:
             self.block_sparse_moe = SparseMoe(cfg)
@@ -420,7 +433,8 @@ class Decoder(nn.Module):
 
 
 class Llama(nn.Module):
-    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2 by cfg's flags)."""
+    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2, OLMoE by cfg's
+    flags)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -516,7 +530,8 @@ def hf_config(cfg):
     Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe), MixtralForCausalLM (mixtral) or
     Phi3ForCausalLM (phi3: no head_dim, the heads are hidden_size / num_attention_heads wide;
     original_max_position_embeddings and partial_rotary_factor at the top level, rope_scaling null or longrope's)
-    or Olmo2ForCausalLM (olmo2: no head_dim either, rope_scaling null)."""
+    or Olmo2ForCausalLM (olmo2: no head_dim either, rope_scaling null) or OlmoeForCausalLM (olmoe: no head_dim,
+    rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false)."""
     common = {
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
@@ -532,6 +547,10 @@ def hf_config(cfg):
                 "embd_pdrop": 0.0, "attention_bias": False}
     if cfg.olmo2:
         return {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", **common, "attention_bias": False}
+    if cfg.olmoe:
+        return {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", **common, "attention_bias": False,
+                "clip_qkv": None, "num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
+                "norm_topk_prob": cfg.norm_topk_prob, "output_router_logits": False, "router_aux_loss_coef": 0.0}
     kind = ("qwen3_moe" if cfg.is_moe and cfg.qk_norm else "mixtral" if cfg.is_moe else "qwen2" if cfg.qkv_bias
             else "qwen3" if cfg.qk_norm else "llama")
     c = {"architectures": [{"mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
@@ -608,11 +627,14 @@ def save_hf(model, folder, router_aux_loss_coef=None):
 
 def config_from_hf(c):
     kind = c.get("model_type")
-    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2")
+    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe")
             or c.get("hidden_act", "silu") != "silu"):
-        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2 config: model_type {kind}")
-    if kind == "olmo2" and (c.get("attention_bias") or c.get("rope_scaling") is not None):
-        raise ValueError("olmo2: only no attention_bias and rope_scaling null are modelled")
+        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE config: model_type "
+                         f"{kind}")
+    if kind in ("olmo2", "olmoe") and (c.get("attention_bias") or c.get("rope_scaling") is not None):
+        raise ValueError(f"{kind}: only no attention_bias and rope_scaling null are modelled")
+    if kind == "olmoe" and c.get("clip_qkv") is not None:
+        raise ValueError(f"olmoe: clip_qkv {c['clip_qkv']} is not modelled (only null)")
     if rope_type(c.get("rope_scaling")) not in (("default", "longrope") if kind == "phi3"
                                                 else ("default", "llama3", "yarn")):
         raise ValueError(f"rope_scaling {c['rope_scaling']} is not modelled (only none, llama3 and yarn; phi3: "
@@ -624,7 +646,10 @@ def config_from_hf(c):
     # Phi3Config's default original_max_position_embeddings is 4096; kept only where it differs from
     # max_position_embeddings (LlamaConfig's 0), so that a config round-trips.
     orig = (c.get("original_max_position_embeddings") or 4096) if kind == "phi3" else 0
-    moe, qwen3 = kind in ("mixtral", "qwen3_moe"), kind in ("qwen3", "qwen3_moe")
+    moe, qwen3 = kind in ("mixtral", "qwen3_moe", "olmoe"), kind in ("qwen3", "qwen3_moe")
+    # OlmoeConfig's defaults: 64 experts, 8 per token, norm_topk_prob false
+    experts = (c.get("num_experts", 64) if kind == "olmoe" else c["num_experts"] if kind == "qwen3_moe"
+               else c["num_local_experts"]) if moe else 0
     head_dim = c.get("head_dim") or 0
     return LlamaConfig(
         num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
@@ -633,17 +658,19 @@ def config_from_hf(c):
         vocab_size=c["vocab_size"], max_seq_len=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
         rope_theta=c.get("rope_theta", 10000.0), rope_scaling=c.get("rope_scaling"),
         tie_word_embeddings=c.get("tie_word_embeddings", False),
-        num_experts=(c["num_experts"] if kind == "qwen3_moe" else c["num_local_experts"]) if moe else 0,
-        top_k=c.get("num_experts_per_tok", 2), qkv_bias=kind == "qwen2", qk_norm=qwen3,
+        num_experts=experts,
+        top_k=c.get("num_experts_per_tok", 8 if kind == "olmoe" else 2), qkv_bias=kind == "qwen2", qk_norm=qwen3,
         head_dim=head_dim if head_dim != c["hidden_size"] // c["num_attention_heads"] else 0,
-        # Qwen3MoeConfig's default is false; Mixtral has no such key and always renormalises.
-        norm_topk_prob=bool(c.get("norm_topk_prob", False)) if kind == "qwen3_moe" else True, phi3=kind == "phi3",
+        # Qwen3MoeConfig's and OlmoeConfig's default is false; Mixtral has no such key and always renormalises.
+        norm_topk_prob=bool(c.get("norm_topk_prob", False)) if kind in ("qwen3_moe", "olmoe") else True,
+        phi3=kind == "phi3",
         partial_rotary_factor=float(c.get("partial_rotary_factor", 1.0)) if kind == "phi3" else 1.0,
-        original_max_seq_len=orig if orig != c["max_position_embeddings"] else 0, olmo2=kind == "olmo2")
+        original_max_seq_len=orig if orig != c["max_position_embeddings"] else 0, olmo2=kind == "olmo2",
+        olmoe=kind == "olmoe")
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2 from an HF folder (one model.safetensors; Phi-3's
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE from an HF folder (one model.safetensors; Phi-3's
     fused tensors split back); a tied model's lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))

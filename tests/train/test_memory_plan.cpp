@@ -113,6 +113,11 @@ TEST(MemoryPlan, Olmo2TinyMatchesTheAllocatorPeak) {
     expect_plan_matches_training({"olmo2-tiny", recompute, 8, 64});
 }
 
+TEST(MemoryPlan, OlmoeTinyMatchesTheAllocatorPeak) {
+  for (const char* recompute : {"none", "selective", "full"})
+    expect_plan_matches_training({"olmoe-tiny", recompute, 8, 64});
+}
+
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
   for (const char* recompute : {"none", "selective", "full"})
     expect_plan_matches_training({"mixtral-tiny", recompute, 8, 64});

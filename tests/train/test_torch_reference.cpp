@@ -2,7 +2,7 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2 and DeepSeek-V2/V3 against float64
+// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE and DeepSeek-V2/V3 against float64
 // (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
@@ -221,6 +221,18 @@ TEST(TorchReference, HuggingFacePhi3TrainsLikeFloat64PyTorch) {
 TEST(TorchReference, HuggingFaceOlmo2TrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py", "--model olmo2 --steps 10 --lr 3e-3 --grad-clip 1.0", 1e-5);
   expect_trains_like_pytorch("make_hf_llama_reference.py", "--model olmo2 --tie 1 --kv-heads 1 --steps 10 --lr 3e-3");
+}
+
+// OLMoE (OlmoeForCausalLM): OLMo 2's query and key norms over all heads in pre-norm blocks, every layer
+// a MoE (softmax top-2 of 4, not renormalised) under Qwen3-MoE's names, the load-balancing loss in the
+// objective; and with one kv head, tied, renormalised, with the z-loss.
+TEST(TorchReference, HuggingFaceOlmoeTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model olmoe --experts 4 --top-k 2 --steps 10 --aux-coef 0.02 --lr 2e-3 --grad-clip 1.0",
+                             1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model olmoe --experts 3 --top-k 2 --norm-topk 1 --kv-heads 1 --tie 1 --aux-coef 0.01 "
+                             "--z-coef 1e-3 --steps 10 --lr 2e-3");
 }
 
 // Phi-4-mini's and Phi-3.5's RoPE: partial rotary (transformers turns a head's first channels, Tessera
