@@ -79,7 +79,7 @@ void add_generate_command(CLI::App& app) {
                   "Tokenizer, as train's --tokenizer (default: the one in the checkpoint's or --init-from's folder)");
   cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document), or the user's message");
   cmd->add_option("--chat-template", o->chat_template,
-                  "llama3, chatml, qwen2.5, qwen3, phi3 or phi4: send --prompt as a user's message and print the assistant's reply, which ends "
+                  "llama3, chatml, qwen2.5, qwen3, phi3, phi4 or olmo2: send --prompt as a user's message and print the assistant's reply, which ends "
                   "at the template's end of turn");
   cmd->add_option("--system", o->system, "With --chat-template: a system message before the user's");
   cmd->add_flag("--no-thinking", o->no_thinking, "With --chat-template qwen3: reply without reasoning (an empty think "

@@ -36,7 +36,7 @@ void add_document_flags(CLI::App& cmd, DocumentOptions& documents, bool fine_tun
                  "masks that train on the completions under --jsonl-key alone)");
   cmd.add_option("--chat-template", documents.chat_template,
                  "JSON lines: --jsonl-key holds a list of messages ({\"role\", \"content\"}), rendered with "
-                 "this template (llama3, chatml, qwen2.5, qwen3, phi3 or phi4); the shards get loss masks that train on the assistant's turns");
+                 "this template (llama3, chatml, qwen2.5, qwen3, phi3, phi4 or olmo2); the shards get loss masks that train on the assistant's turns");
 }
 
 // A tokenizer without a merge (the 256 bytes and <|endoftext|>) is what an empty corpus gives: refused

@@ -72,11 +72,21 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.end_of_turn_ = "<|end|>";
     t.after_turn_ = "\n";
     t.specials_ = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"};
+    t.knows_tool_ = false;
   } else if (name == "phi4") {  // Phi-4: ChatML with <|im_sep|> after the role and nothing between turns
     t.before_role_ = "<|im_start|>";
     t.after_role_ = "<|im_sep|>";
     t.end_of_turn_ = "<|im_end|>";
     t.specials_ = {"<|im_start|>", "<|im_sep|>", "<|im_end|>"};
+  } else if (name == "olmo2") {  // OLMo 2 Instruct (Tulu 3): plain-text role markers, the end of text ending replies
+    t.before_role_ = "<|";
+    t.after_role_ = "|>\n";
+    t.end_of_turn_ = "<|endoftext|>";
+    t.after_turn_ = "\n";
+    t.other_turn_end_ = "\n";
+    t.last_turn_bare_ = true;
+    t.knows_tool_ = false;
+    t.specials_ = {"<|endoftext|>"};
   } else {
     TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use ", kChatTemplateNames);
   }
@@ -91,20 +101,22 @@ std::string ChatTemplate::generation_prompt(bool thinking) const {
 }
 
 std::vector<std::string_view> ChatTemplate::reply_ends() const {
-  std::vector<std::string_view> ends = {end_of_turn_, "<|endoftext|>", "<|end_of_text|>"};
+  std::vector<std::string_view> ends = {end_of_turn_};
+  for (std::string_view end : {"<|endoftext|>", "<|end_of_text|>"})
+    if (end != end_of_turn_) ends.push_back(end);
   if (name_ == "llama3") ends.push_back("<|eom_id|>");
   return ends;
 }
 
 bool ChatTemplate::knows_role(std::string_view role) const {
-  return role == "system" || role == "user" || role == "assistant" || (role == "tool" && name_ != "phi3") ||
+  return role == "system" || role == "user" || role == "assistant" || (role == "tool" && knows_tool_) ||
          (name_ == "llama3" && role == "ipython");
 }
 
 std::string ChatTemplate::known_roles() const {
   return name_ == "llama3" ? "system, user, assistant, tool, ipython"
-         : name_ == "phi3" ? "system, user, assistant"
-                           : "system, user, assistant, tool";
+         : knows_tool_     ? "system, user, assistant, tool"
+                           : "system, user, assistant";
 }
 
 void ChatTemplate::require_tokens_of(const Tokenizer& tokenizer) const {
@@ -130,13 +142,16 @@ ChatTemplate::Reply ChatTemplate::reply_of(const ChatMessage& m) {
 
 std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
   std::vector<DocumentPiece> pieces;
+  size_t turns_left = messages.size();  // the messages still to render, this one included
   auto turn = [&](std::string_view role, std::string text) {
     std::string header(before_role_);
     header.append(role).append(after_role_);
-    text.append(end_of_turn_);
+    const bool own_end = role == "assistant" || other_turn_end_.empty();
+    text.append(own_end ? end_of_turn_ : other_turn_end_);
     pieces.push_back({std::move(header), false});
     pieces.push_back({std::move(text), role == "assistant"});
-    if (!after_turn_.empty()) pieces.push_back({std::string(after_turn_), false});
+    if (own_end && !after_turn_.empty() && !(last_turn_bare_ && turns_left == 1))
+      pieces.push_back({std::string(after_turn_), false});
   };
   if (!default_system_.empty() && (messages.empty() || messages.front().role != "system"))
     turn("system", std::string(default_system_));
@@ -149,7 +164,7 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
       break;
     }
   }
-  for (size_t i = 0; i < messages.size(); ++i) {
+  for (size_t i = 0; i < messages.size(); ++i, --turns_left) {
     const ChatMessage& m = messages[i];
     if (groups_tool_results_ && m.role == "tool") {  // untrained, as any message but an assistant's
       std::string text = i == 0 || messages[i - 1].role != "tool" ? std::string(before_role_) + "user" : "";

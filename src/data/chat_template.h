@@ -15,6 +15,9 @@
 //   phi3:    <|ROLE|>\nCONTENT<|end|>\n       (Phi-3, Phi-3.5; its template's closing end-of-text, an
 //            untrained token after the last turn, is left out)
 //   phi4:    <|im_start|>ROLE<|im_sep|>CONTENT<|im_end|>   (Phi-4)
+//   olmo2:   <|ROLE|>\nCONTENT\n for system and user, <|assistant|>\nCONTENT<|endoftext|>\n (OLMo 2
+//            Instruct's, which is Tulu 3's; the last turn without its newline). The role markers are
+//            plain text to its tokenizer; the BOS it opens with is the document start token.
 #pragma once
 
 #include <string>
@@ -25,7 +28,7 @@ namespace tessera {
 
 class Tokenizer;
 
-inline constexpr const char* kChatTemplateNames = "llama3, chatml, qwen2.5, qwen3, phi3 or phi4";
+inline constexpr const char* kChatTemplateNames = "llama3, chatml, qwen2.5, qwen3, phi3, phi4 or olmo2";
 
 // A piece of a document's text, and whether its tokens are training targets.
 struct DocumentPiece {
@@ -68,6 +71,10 @@ class ChatTemplate {
  private:
   std::string name_;
   std::string_view before_role_, after_role_, end_of_turn_, after_turn_;  // string literals
+  // What ends a turn other than an assistant's, when not end_of_turn_ (then no after_turn_ follows it).
+  std::string_view other_turn_end_;
+  bool last_turn_bare_ = false;  // no after_turn_ after the conversation's last turn (olmo2)
+  bool knows_tool_ = true;       // the template has a tool role
   std::string_view default_system_;  // put first when a conversation has no system message
   bool trims_content_ = false;        // strip whitespace off each message's ends
   bool groups_tool_results_ = false;  // tool messages as <tool_response>s in user turns (Qwen)

@@ -306,7 +306,7 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
   EXPECT_EQ(chatml, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
-                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3 or phi4"));
+                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, phi4 or olmo2"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
@@ -400,6 +400,24 @@ TEST(ChatTemplate, Phi3AndPhi4) {
                                        "<|im_end|><|im_start|>assistant<|im_sep|>[Hello.<|im_end|>]");
   EXPECT_EQ(phi4.generation_prompt(), "<|im_start|>assistant<|im_sep|>");
   EXPECT_EQ(phi4.reply_ends().front(), "<|im_end|>");
+}
+
+// OLMo 2 Instruct's template (Tulu 3's), as its tokenizer_config.json writes it: system and user turns end
+// with a newline, assistant turns with the end of text and a newline but the conversation's last turn,
+// which ends bare; the role markers are text, the end of text its only special token. A tool message
+// is a role it does not know.
+TEST(ChatTemplate, Olmo2) {
+  const ChatTemplate olmo2 = ChatTemplate::named("olmo2");
+  EXPECT_EQ(marked(olmo2.render({{"system", "S"}, {"user", "U"}, {"assistant", "A"}})),
+            "<|system|>\nS\n<|user|>\nU\n<|assistant|>\n[A<|endoftext|>]");
+  EXPECT_EQ(marked(olmo2.render({{"user", "U"}, {"assistant", "A"}, {"user", "V"}, {"assistant", "B"}})),
+            "<|user|>\nU\n<|assistant|>\n[A<|endoftext|>]\n<|user|>\nV\n<|assistant|>\n[B<|endoftext|>]");
+  EXPECT_EQ(marked(olmo2.render({{"user", "U"}, {"assistant", "A"}, {"user", "V"}})),
+            "<|user|>\nU\n<|assistant|>\n[A<|endoftext|>]\n<|user|>\nV\n");
+  EXPECT_EQ(olmo2.generation_prompt(), "<|assistant|>\n");
+  EXPECT_EQ(olmo2.reply_ends(), (std::vector<std::string_view>{"<|endoftext|>", "<|end_of_text|>"}));
+  EXPECT_FALSE(olmo2.knows_role("tool"));
+  EXPECT_EQ(olmo2.known_roles(), "system, user, assistant");
 }
 
 // Llama 3's templates trim each message (Jinja's `| trim`: Python's whitespace, Unicode's included);
