@@ -120,6 +120,26 @@ double partial_rotary_factor(int64_t rotated, int64_t head_size) {
   return factor;
 }
 
+// SmolLM3's blocks without RoPE: those whose entry in no_rope_layers is 0 (1: RoPE), or without the
+// list every no_rope_layer_interval-th (default 4: blocks 3, 7, 11, ...), as transformers builds it.
+std::vector<int64_t> smollm3_nope_layers(const HfConfigReader& r, int64_t layers) {
+  std::vector<int64_t> nope;
+  const json* list = r.find("no_rope_layers");
+  if (!list) {
+    const int64_t interval = r.integer("no_rope_layer_interval", 4);
+    for (int64_t l = 0; l < layers; ++l)
+      if ((l + 1) % interval == 0) nope.push_back(l);
+    return nope;
+  }
+  const auto flag = [](const json& x) { return x == 0 || x == 1; };
+  TS_CHECK(list->is_array() && int64_t(list->size()) >= layers && std::all_of(list->begin(), list->end(), flag),
+           r.where(), ": field 'no_rope_layers' must hold a 0 (no RoPE) or 1 for each of the ", layers,
+           " layers, got ", json_excerpt(*list));
+  for (int64_t l = 0; l < layers; ++l)
+    if ((*list)[size_t(l)] == 0) nope.push_back(l);
+  return nope;
+}
+
 // The block index of a tensor named model.layers.{l}..., or none.
 std::optional<int64_t> layer_of(const std::string& name) {
   const std::string prefix = "model.layers.";
@@ -136,7 +156,7 @@ std::optional<int64_t> layer_of(const std::string& name) {
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
-         model_type == "olmoe";
+         model_type == "olmoe" || model_type == "smollm3";
 }
 
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
@@ -144,15 +164,16 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
-           "\"olmo2\" or \"olmoe\"");
+           "\"olmo2\", \"olmoe\" or \"smollm3\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
-  const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe";
+  const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
   const bool qwen3 = *type == "qwen3" || qwen3_moe;
   r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
   r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
   r.expect("mlp_bias", false, "Tessera's Llama has no MLP biases");
-  r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
+  // SmolLM3's records its pretraining's 2, which its model (Qwen2's) never reads.
+  if (!smollm3) r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
   r.expect("use_sliding_window", false, "sliding-window attention is not implemented");
 
   ModelConfig c = llama_family_config(r);
@@ -166,16 +187,17 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window):
   // a window shorter than the context becomes the model's context() (whole sequences within it attend as
   // the window does).
-  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3 && !olmo2 && !olmoe) {
+  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3 && !olmo2 && !olmoe && !smollm3) {
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
   }
-  c.num_kv_heads = r.integer("num_key_value_heads", c.num_heads);
+  c.num_kv_heads = r.integer("num_key_value_heads", smollm3 ? 4 : c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
   c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 || olmoe ? 1e-5f : 1e-6f);
-  c.rope.theta = r.number("rope_theta", mixtral ? 1e6f : 1e4f);
-  c.tied_embeddings = r.boolean("tie_word_embeddings", false);
+  c.rope.theta = r.number("rope_theta", mixtral ? 1e6f : smollm3 ? 2e6f : 1e4f);
+  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3);
+  if (smollm3) c.nope_layers = smollm3_nope_layers(r, c.num_layers);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
   if (r.find("head_dim")) {
     const int64_t head_dim = r.integer("head_dim");
@@ -218,9 +240,11 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
 
 json hf_llama_config_json(const ModelConfig& c) {
   const bool olmo2 = c.norm_placement == NormPlacement::post, olmoe = c.qk_norm_all_heads && c.moe.enabled();
+  const bool smollm3 = !c.nope_layers.empty();
   const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads, qwen3_moe = qwen3 && c.moe.enabled();
   const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe, qwen2 = c.qkv_bias;
-  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && c.attention_window > 0;
+  const bool mistral =
+      !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && c.attention_window > 0;
   const char* architecture = mixtral     ? "MixtralForCausalLM"
                              : olmoe     ? "OlmoeForCausalLM"
                              : qwen2     ? "Qwen2ForCausalLM"
@@ -228,6 +252,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : qwen3     ? "Qwen3ForCausalLM"
                              : c.phi3    ? "Phi3ForCausalLM"
                              : olmo2     ? "Olmo2ForCausalLM"
+                             : smollm3   ? "SmolLM3ForCausalLM"
                              : mistral   ? "MistralForCausalLM"
                                          : "LlamaForCausalLM";
   const char* type = mixtral     ? "mixtral"
@@ -237,6 +262,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                      : qwen3     ? "qwen3"
                      : c.phi3    ? "phi3"
                      : olmo2     ? "olmo2"
+                     : smollm3   ? "smollm3"
                      : mistral   ? "mistral"
                                  : "llama";
   json j = {{"architectures", json::array({architecture})},
@@ -290,6 +316,12 @@ json hf_llama_config_json(const ModelConfig& c) {
   } else {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
+    if (smollm3) {  // a 1 for each block that takes RoPE, 0 for one that does not
+      json rope_layers = json::array();
+      for (int64_t l = 0; l < c.num_layers; ++l) rope_layers.push_back(c.rotates(l) ? 1 : 0);
+      j["no_rope_layers"] = rope_layers;
+      j["use_sliding_window"] = false;
+    }
   }
   if (c.phi3 || c.attention_window > 0)
     j["sliding_window"] = c.attention_window > 0 ? json(c.attention_window) : json();
@@ -350,10 +382,12 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                              config.moe.routed_scale == 1.0f && (config.moe.renormalize || qwen3_moe_form))) &&
                !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias) &&
                (post ? config.qk_norm_all_heads : !config.qk_norm_all_heads || config.moe.enabled()) &&
+               (config.nope_layers.empty() || (!config.qk_norm && !config.qkv_bias && !config.moe.enabled() &&
+                                                !config.phi3 && config.attention_window == 0)) &&
                !(config.qk_norm_all_heads && config.attention_window > 0),
            "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
            "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM, ",
-           "OlmoeForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
+           "OlmoeForCausalLM, SmolLM3ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());

@@ -61,6 +61,13 @@ class Reader {
              ": '", prefix_, key, "' must be an array of numbers, got ", json_excerpt(*v));
     out = v->get<std::vector<float>>();
   }
+  void integers(const char* key, std::vector<int64_t>& out) {
+    const json* v = find(key);
+    if (!v) return;
+    TS_CHECK(v->is_array() && std::all_of(v->begin(), v->end(), [](const json& x) { return x.is_number_integer(); }),
+             where_, ": '", prefix_, key, "' must be an array of integers, got ", json_excerpt(*v));
+    out = v->get<std::vector<int64_t>>();
+  }
   void boolean(const char* key, bool& out) {
     const json* v = find(key);
     if (!v) return;
@@ -123,6 +130,7 @@ json model_config_to_json(const ModelConfig& c) {
   if (c.qk_norm_all_heads) j["qk_norm_all_heads"] = true;
   if (c.rotary_dims > 0) j["rotary_dims"] = c.rotary_dims;
   if (c.attention_window > 0) j["attention_window"] = c.attention_window;
+  if (!c.nope_layers.empty()) j["nope_layers"] = c.nope_layers;
   if (c.positions == PositionKind::rope)
     j["rope"] = {{"theta", c.rope.theta},
                  {"factor", c.rope.factor},
@@ -190,6 +198,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.integer("head_dim", c.head_dim, 0);  // absent unless heads are not channels / num_heads wide
   r.integer("rotary_dims", c.rotary_dims, 0);  // absent unless a head rotates only some channels
   r.integer("attention_window", c.attention_window, 0);  // absent unless the model has a sliding window
+  r.integers("nope_layers", c.nope_layers);              // absent unless some blocks take no RoPE
   r.boolean("tied_embeddings", c.tied_embeddings);
   Reader rope = r.object("rope");
   rope.number("theta", c.rope.theta);

@@ -90,6 +90,12 @@ const Tensor& projected(const ModelConfig& config, const AttentionActivations& a
 
 }  // namespace
 
+SequencePositions block_positions(const SequencePositions& seq, const ModelConfig& config, int64_t layer) {
+  SequencePositions positions = seq;
+  positions.rotate = config.rotates(layer);
+  return positions;
+}
+
 Tensor rope_positions(int64_t first, int64_t count, Device device) {
   Tensor positions = Tensor::zeros({count}, DType::i32);
   std::iota(positions.data<int32_t>(), positions.data<int32_t>() + count, int32_t(first));
@@ -126,7 +132,7 @@ void attention_layer_forward(const ModelConfig& config, AttentionActivations& a,
     head_norm_forward(config, a.qkv, q_section(config), a.q_in, a.q_rstd, w.q_norm, norm_group(config, tp));
     head_norm_forward(config, a.qkv, k_section(config), a.k_in, a.k_rstd, w.k_norm, norm_group(config, tp));
   }
-  if (config.positions == PositionKind::rope)
+  if (config.positions == PositionKind::rope && seq.rotate)
     rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
   core_forward(config, a, seq, cp);
   Tensor partial = all_rows_like(a.out, tp);
@@ -151,7 +157,7 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
       head_norm_forward(config, a.qkv, section, in, rstd, *weight);
     }
   }
-  if (config.positions == PositionKind::rope)
+  if (config.positions == PositionKind::rope && seq.rotate)
     rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
   attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV);
   if (config.mla.enabled()) latent_values_forward(config, a.latent.values, a.core);
@@ -180,7 +186,7 @@ void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeight
     cp->attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts);
   else
     attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts);
-  if (config.positions == PositionKind::rope)
+  if (config.positions == PositionKind::rope && seq.rotate)
     rope_backward(scratch.dqkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
   if (config.qk_norm) {
     TensorParallel* group = norm_group(config, tp);

@@ -25,7 +25,11 @@ namespace tessera {
 // undefined when unused.
 struct SequencePositions {
   Tensor rope, inv_freq, doc_starts, in_document;
+  bool rotate = true;  // false: the block takes no RoPE (ModelConfig::nope_layers)
 };
+
+// `seq` as block `layer` reads it: not rotating in a block without RoPE.
+SequencePositions block_positions(const SequencePositions& seq, const ModelConfig& config, int64_t layer);
 
 // positions (count) i32 on `device`: first, first + 1, ..., the absolute positions of a run of tokens.
 Tensor rope_positions(int64_t first, int64_t count, Device device);

@@ -238,7 +238,8 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
     // The next part this chunk uses (another chunk's next block may be another rank's).
     gather_part(l, l + 1 < r.end || l + 1 == L ? l + 1 : kNoPart);
     if (pre && (l == r.first || !fuse)) norm_forward(config_, a.blocks[size_t(l)].norm1, x, w_.blocks[size_t(l)].norm1);
-    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], a.seq, norm_after(l), block_context(l));
+    block_forward(local_, moe, a.blocks[size_t(l)], x, w_.blocks[size_t(l)], block_positions(a.seq, config_, l),
+                  norm_after(l), block_context(l));
     if (reshard_after_forward_ || a.dloss == 0.0f) release_part(l);  // else held until its backward
   }
   if (fuse || r.end != L) return;
@@ -361,9 +362,10 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     gather_part(l, l > r.first ? l - 1 : kNoPart);
     bind_part_grads(l);
     const BlockWeights& w = w_.blocks[size_t(l)];
+    const SequencePositions seq = block_positions(a.seq, config_, l);
     if (a.recompute.covers(l))
-      block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, a.seq, block_context(l));
-    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, a.seq, a.scratch, deferred, block_context(l));
+      block_recompute(local_, a.recompute.mode, moe_options_, block, x, w, seq, block_context(l));
+    block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, seq, a.scratch, deferred, block_context(l));
     release_part(l);
     part_grads_final(l);
     grads_final_from(names_.blocks[size_t(l)].norm1.weight);

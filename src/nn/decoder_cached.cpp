@@ -43,7 +43,8 @@ const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
   encoder_forward(a.embedded, device_tokens, w_.embed, positions);
   const Tensor* x = &a.embedded;
   for (size_t l = 0; l < a.blocks.size(); ++l) {
-    block_decode(config_, a.blocks[l], *x, w_.blocks[l], a.seq, cache.keys[l], cache.values[l], past);
+    block_decode(config_, a.blocks[l], *x, w_.blocks[l], block_positions(a.seq, config_, int64_t(l)), cache.keys[l],
+                 cache.values[l], past);
     x = &a.blocks[l].out;
   }
   norm_forward(config_, a.final_norm, *x, w_.final_norm);

@@ -54,6 +54,12 @@ void ModelConfig::validate() const {
              "model: yarn rope_scaling needs factor >= 1, positive beta_fast, beta_slow and ",
              "original_max_position_embeddings, and mscale, mscale_all_dim and attention_factor >= 0 (0 = absent)");
   }
+  TS_CHECK(nope_layers.empty() || (positions == PositionKind::rope && !mla.enabled()),
+           "model: layers without RoPE (nope_layers) need a RoPE model without latent attention");
+  for (size_t i = 0; i < nope_layers.size(); ++i)
+    TS_CHECK(nope_layers[i] >= 0 && nope_layers[i] < num_layers && (i == 0 || nope_layers[i] > nope_layers[i - 1]),
+             "model: nope_layers must name blocks 0..", num_layers - 1, " in ascending order, each once; got ",
+             nope_layers[i], " at index ", i);
   TS_CHECK(!qk_norm || naming == Naming::llama, "model: query/key norms are a Llama-family (Qwen3) feature; ",
            "GPT-2's naming has none");
   TS_CHECK(!phi3 || (naming == Naming::llama && positions == PositionKind::rope && norm == NormKind::rmsnorm &&
@@ -128,6 +134,7 @@ std::string model_family(const ModelConfig& config) {
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";
   if (config.norm_placement == NormPlacement::post) return "olmo2";
+  if (!config.nope_layers.empty() && !config.qk_norm && !config.qkv_bias) return "smollm3";
   return config.qk_norm ? "qwen3" : config.qkv_bias ? "qwen2" : "llama";
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ops/rope.h"
 
@@ -85,6 +86,7 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   PositionKind positions = PositionKind::learned;
   RopeConfig rope = {};
+  std::vector<int64_t> nope_layers = {};  // blocks whose attention takes no RoPE, ascending (SmolLM3's every 4th)
   MlpKind mlp = MlpKind::gelu;
   bool bias = true;             // biases on every linear layer and norm
   bool qkv_bias = false;        // biases on the attention's q, k and v projections alone (Qwen2)
@@ -118,6 +120,10 @@ struct ModelConfig {
   int64_t qkv_width() const { return (num_heads + 2 * kv_heads()) * head_size(); }
   int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * channels; }  // dense F
   bool is_moe_block(int64_t layer) const { return moe.enabled() && layer >= moe.first_dense_layers; }
+  // Whether block `layer`'s attention turns its queries and keys by RoPE.
+  bool rotates(int64_t layer) const {
+    return positions == PositionKind::rope && !std::binary_search(nope_layers.begin(), nope_layers.end(), layer);
+  }
   // Throws tessera::Error naming the field when the config is unusable (e.g. heads not dividing C).
   void validate() const;
   // Number of parameters, padding rows included.
@@ -127,7 +133,7 @@ struct ModelConfig {
 };
 
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
-// over all heads), "qwen2" (q/k/v biases), "qwen3" (q/k norms),
+// over all heads), "smollm3" (blocks without RoPE), "qwen2" (q/k/v biases), "qwen3" (q/k norms),
 // "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads), "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or
 // "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);

@@ -1,4 +1,4 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, SmolLM3, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
 // published config.json files.
 #include "nn/model_presets.h"
 
@@ -70,6 +70,14 @@ ModelConfig olmoe(ModelConfig c, int64_t experts, int64_t top_k, int64_t expert_
   c.moe.top_k = top_k;
   c.moe.expert_hidden = expert_hidden;
   c.moe.renormalize = false;
+  return c;
+}
+
+// SmolLM3: Llama's architecture with every `interval`-th block taking no RoPE (blocks interval - 1,
+// 2·interval - 1, ...), RMSNorm eps 1e-6.
+ModelConfig smollm3(ModelConfig c, int64_t interval) {
+  for (int64_t l = interval - 1; l < c.num_layers; l += interval) c.nope_layers.push_back(l);
+  c.norm_eps = 1e-6f;
   return c;
 }
 
@@ -157,6 +165,8 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"olmo2-7b", [] { return olmo2(llama(32, 32, 32, 4096, 11008, 100352, 4096, 5e5f, false)); }},
       {"olmo2-13b", [] { return olmo2(llama(40, 40, 40, 5120, 13824, 100352, 4096, 5e5f, false)); }},
       {"olmo2-32b", [] { return olmo2(llama(64, 40, 8, 5120, 27648, 100352, 4096, 5e5f, false)); }},
+      {"smollm3-tiny", [] { return smollm3(llama(2, 4, 2, 32, 64, 256, 64, 5e6f, true), 2); }},
+      {"smollm3-3b", [] { return smollm3(llama(36, 16, 4, 2048, 11008, 128256, 65536, 5e6f, true), 4); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

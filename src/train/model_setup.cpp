@@ -111,6 +111,12 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
                      ", " + source.holder + " has " + held;
   };
   compare_text("norm eps", number_text(flags.norm_eps), number_text(stored.norm_eps));
+  auto blocks_text = [](const std::vector<int64_t>& blocks) {
+    std::string text = "[";
+    for (size_t i = 0; i < blocks.size(); ++i) text.append(i > 0 ? "," : "").append(std::to_string(blocks[i]));
+    return text.append("]");
+  };
+  compare_text("blocks without RoPE", blocks_text(flags.nope_layers), blocks_text(stored.nope_layers));
   if (flags.moe.enabled() && stored.moe.enabled())
     compare_text("routed scale", number_text(flags.moe.routed_scale), number_text(stored.moe.routed_scale));
   if (flags.positions == PositionKind::rope && stored.positions == PositionKind::rope)

@@ -103,13 +103,14 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "deepseek-v2-tiny",
+                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny", "deepseek-v2-tiny",
                                            "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
                                   : info.param == "olmo2-tiny"     ? "Olmo2"
                                   : info.param == "olmoe-tiny"     ? "Olmoe"
+                                  : info.param == "smollm3-tiny"   ? "SmolLM3"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
@@ -342,6 +343,37 @@ TEST(HfLlama, OlmoeNamesAndConfig) {
   testing::write_text(dir / "config.json", hf.dump());
   const std::string message = testing::error_of([&] { read_hf_config(dir); });
   EXPECT_TRUE(testing::contains(message, "field 'clip_qkv'")) << message;
+}
+
+// SmolLM3: Llama's tensors; no_rope_layers a 1 for each block that takes RoPE, 0 for one that does not;
+// read back as the same config. Without the list, every no_rope_layer_interval-th block (4 unless
+// given) takes none, as transformers builds it; SmolLM3-3B's pretraining_tp 2 is accepted (its model
+// never reads it); a list too short or not of 0s and 1s is refused, naming the field.
+TEST(HfLlama, Smollm3BlocksWithoutRope) {
+  const auto dir = testing::scratch_dir();
+  ModelConfig config = model_preset("smollm3-tiny");
+  config.num_layers = 5, config.nope_layers = {1, 4};
+  save_hf_llama(dir, config, Decoder(config).named_params());
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "SmolLM3ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "smollm3");
+  EXPECT_EQ(hf["no_rope_layers"], nlohmann::json::parse("[1, 0, 1, 1, 0]"));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "smollm3");
+  hf.erase("no_rope_layers");
+  hf["pretraining_tp"] = 2;
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_EQ(read_hf_config(dir).nope_layers, (std::vector<int64_t>{3}));
+  hf["no_rope_layer_interval"] = 2;
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_EQ(read_hf_config(dir).nope_layers, (std::vector<int64_t>{1, 3}));
+  for (const char* bad : {"[1, 0, 1]", "[1, 0, 2, 1, 1]"}) {
+    hf["no_rope_layers"] = nlohmann::json::parse(bad);
+    testing::write_text(dir / "config.json", hf.dump());
+    const std::string message = testing::error_of([&] { read_hf_config(dir); });
+    EXPECT_TRUE(testing::contains(message, "field 'no_rope_layers' must hold a 0 (no RoPE) or 1 for each of the 5"))
+        << message;
+  }
 }
 
 // DeepSeek-V3's files may hold multi-token-prediction layers after the model's (model.layers.{L}...,

@@ -1,4 +1,4 @@
-// The block-structured decoder across families (GPT-2, Llama, Qwen, OLMo 2, Mixtral, OLMoE,
+// The block-structured decoder across families (GPT-2, Llama, Qwen, OLMo 2, SmolLM3, Mixtral, OLMoE,
 // DeepSeek-style MoE): every gradient against finite differences, bitwise-equal gradients under
 // activation recomputation, KV-cache generation against full re-computation, pipeline stages run chunk
 // by chunk against the whole model, published preset sizes and block ranges, documents kept apart
@@ -29,7 +29,8 @@ namespace {
 // latent attention without a query latent, values as wide as the q/k heads (no padding), YaRN, softmax
 // routing whose weights are not renormalised, the routed output scaled.
 ModelConfig family(const std::string& name) {
-  const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3" || name == "olmo2";
+  const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3" || name == "olmo2" ||
+                     name == "smollm3";
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "olmoe" ? "olmoe-tiny"
@@ -56,6 +57,7 @@ ModelConfig family(const std::string& name) {
   if (name == "llama-tied") c.tied_embeddings = true, c.num_kv_heads = 4;
   if (name == "qwen2") c.qkv_bias = true;
   if (name == "qwen3") c.qk_norm = true, c.head_dim = 12;  // heads wider than C / NH = 8
+  if (name == "smollm3") c.nope_layers = {1};  // the second block without RoPE
   if (name == "olmo2")  // norms after the sublayers, q/k norms over all heads
     c.norm_placement = NormPlacement::post, c.qk_norm = true, c.qk_norm_all_heads = true;
   return c;
@@ -422,11 +424,11 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
-                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "mixtral", "olmoe",
-                                           "deepseek", "deepseek-v2", "deepseek-v3"));
+                         ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "mixtral",
+                                           "olmoe", "deepseek", "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
-                                                              "mixtral", "olmoe", "deepseek", "deepseek-v3"),
+                                                              "smollm3", "mixtral", "olmoe", "deepseek", "deepseek-v3"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
@@ -445,6 +447,9 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("olmo2-7b").num_parameters(), 7298617344);
   EXPECT_EQ(model_preset("olmo2-13b").num_parameters(), 13716198400);
   EXPECT_EQ(model_preset("olmo2-32b").num_parameters(), 32234279936);
+  // SmolLM3-3B: 3.08B (tied; its safetensors hold 3,075,098,624 bf16 values).
+  EXPECT_EQ(model_preset("smollm3-3b").num_parameters(), 3075098624);
+  EXPECT_EQ(model_preset("smollm3-3b").nope_layers, (std::vector<int64_t>{3, 7, 11, 15, 19, 23, 27, 31, 35}));
   // OLMoE-1B-7B: 6.9B, 1.3B active.
   EXPECT_EQ(model_preset("olmoe-1b-7b").num_parameters(), 6919161856);
   EXPECT_EQ(model_preset("olmoe-1b-7b").active_parameters(), 1282017280);

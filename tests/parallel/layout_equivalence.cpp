@@ -141,6 +141,10 @@ const Layout kLayouts[] = {
     // with its kv heads replicated, ep4 with ZeRO-3
     {4, 2, 1, 2, "olmoe-tiny", 1, "1f1b", 1, 0, "", 2, 2}, {4, 1, 0, 2, "olmoe-tiny", 1, "1f1b", 1, 0, "", 4},
     {4, 4, 3, 2, "olmoe-tiny", 1, "1f1b", 1, 0, "", 1, 4},
+    // SmolLM3: its second block without RoPE on the second pipeline stage, over tp2 and under ring cp2
+    // (each chunk's positions unturned there)
+    {4, 2, 0, 2, "smollm3-tiny", 2, "1f1b"}, {4, 2, 1, 2, "smollm3-tiny", 1, "1f1b", 1, 0, "", 2},
+    {4, 2, 1, 2, "smollm3-tiny", 1, "1f1b", 1, 0, "--recompute full", 1, 1, 2},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},

@@ -15,7 +15,10 @@
 # deterministic golden runs (untied; NKV 1 tied) whose hf/ reproduces step 1. OLMoE (--model olmoe): pre-norm blocks
 # with OLMo 2's whole-projection q/k norms and the MoE under mlp; logits, router logits and aux against an op-by-op
 # forward with a per-token MoE loop (norm_topk_prob false and true), config.json key by key with OlmoeConfig's
-# defaults and clip_qkv refused, and deterministic golden runs whose hf/ reproduces step 1. For DeepSeek-V3
+# defaults and clip_qkv refused, and deterministic golden runs whose hf/ reproduces step 1. SmolLM3 (--model smollm3):
+# no_rope_layers from the interval or a list, logits against an op-by-op forward rotating only the RoPE layers (and
+# not llama's when a layer is NoPE), config.json key by key with SmolLM3Config's defaults and sliding layers refused,
+# and deterministic golden runs whose hf/ reproduces step 1 (llama's run when no layer is NoPE). For DeepSeek-V3
 # (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -1103,6 +1106,245 @@ def check_olmoe_reference(tmp):
           "bad --top-k refused")
 
 
+# ---------------------------------------------------------------- SmolLM3 (float64)
+
+def smollm3_logits_by_hand(state, cfg, idx, inv_freq=None, rot_scale=1.0):
+    """SmolLM3ForCausalLM's logits from a state dict, op by op: Llama's pre-norm blocks, where layer i rotates q and
+    k (pairs j, j + HS/2, angle p * inv_freq[j], by default theta^(-2j/HS); cos and sin times rot_scale) only when
+    cfg.no_rope_layers[i] is 1; causal, query head h on kv head h * NKV // NH."""
+    NH, NKV, HS = cfg.num_heads, cfg.num_kv_heads, cfg.head_size
+    B, T = idx.shape
+    if inv_freq is None:
+        inv_freq = cfg.rope_theta ** (-torch.arange(0, HS, 2, dtype=torch.float64) / HS)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq             # (T, HS/2)
+    c, s = (ang.cos() * rot_scale)[None, :, None], (ang.sin() * rot_scale)[None, :, None]
+
+    def rope(v):                                                                 # (B, T, H, HS)
+        a, b = v[..., :HS // 2], v[..., HS // 2:]
+        return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
+
+    def rms(v, g):
+        return rms_by_hand(v, g, cfg.rms_norm_eps)
+
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    x = state["model.embed_tokens.weight"][idx]
+    for i in range(cfg.num_layers):
+        w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
+        h = rms(x, w["input_layernorm.weight"])
+        q = (h @ w["self_attn.q_proj.weight"].T).view(B, T, NH, HS)
+        k = (h @ w["self_attn.k_proj.weight"].T).view(B, T, NKV, HS)
+        v = (h @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+        if cfg.no_rope_layers[i]:
+            q, k = rope(q), rope(k)
+        heads = []
+        for head in range(NH):
+            j = head * NKV // NH
+            sc = (q[:, :, head] @ k[:, :, j].transpose(1, 2) / math.sqrt(HS)).masked_fill(~mask, float("-inf"))
+            heads.append(sc.softmax(-1) @ v[:, :, j])
+        x = x + torch.cat(heads, dim=-1) @ w["self_attn.o_proj.weight"].T
+        h = rms(x, w["post_attention_layernorm.weight"])
+        gated = F.silu(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
+        x = x + gated @ w["mlp.down_proj.weight"].T
+    head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
+    return rms(x, state["model.norm.weight"]) @ head.T
+
+
+def smollm3_hf_config(cfg):
+    """config.json as SmolLM3ForCausalLM's, written out key by key."""
+    return {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
+            "initializer_range": 0.02, "torch_dtype": "float32", "attention_bias": False, "mlp_bias": False,
+            "no_rope_layers": list(cfg.no_rope_layers), "no_rope_layer_interval": cfg.no_rope_layer_interval,
+            "use_sliding_window": False, "sliding_window": None, "layer_types": ["full_attention"] * cfg.num_layers}
+
+
+def check_smollm3():
+    """SmolLM3 (smollm3=True): Llama's names; no_rope_layers from the interval ((i + 1) % N == 0 is NoPE) or given;
+    logits against an op-by-op forward that rotates only the RoPE layers (interval 2 and 1, a list, the default 4,
+    tied, NKV 1, 2, 4, YaRN); a NoPE layer changes the logits of the same weights with RoPE everywhere, and a
+    one-layer NoPE model's last position ignores the order of the tokens before it; its HF folder: config.json key
+    by key, names, round trip, SmolLM3Config's defaults for absent keys, the published 36-layer pattern; refusals."""
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(90))
+    yarn = tl.yarn_rope_scaling(4.0, 4096)
+    cases = ((3, {"no_rope_layer_interval": 2}, False, 2, None, (1, 0, 1)),
+             (4, {"no_rope_layers": (0, 1, 1, 0)}, True, 1, None, (0, 1, 1, 0)),
+             (3, {"no_rope_layer_interval": 1}, False, 4, None, (0, 0, 0)),
+             (2, {}, False, 2, None, (1, 1)),
+             (3, {"no_rope_layer_interval": 2}, False, 2, yarn, (1, 0, 1)))
+    for L, extra, tie, kv, scaling, pattern in cases:
+        model = llama_model(seed=91, smollm3=True, num_layers=L, num_kv_heads=kv, tie_word_embeddings=tie,
+                            rope_scaling=scaling, **extra)
+        cfg, state = model.cfg, model.state_dict()
+        assert cfg.no_rope_layers == pattern, f"smollm3 {extra}: no_rope_layers {cfg.no_rope_layers}"
+        assert [layer.self_attn.use_rope for layer in model.model.layers] == [bool(r) for r in pattern]
+        assert list(state) == expected_hf_names(cfg), f"smollm3 names {list(state)}"
+        inv_freq = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta, scaling, cfg.max_seq_len) if scaling else None
+        with torch.no_grad():
+            want = smollm3_logits_by_hand(state, cfg, idx, inv_freq, tl.rope_attention_factor(scaling))
+            got = model(idx)[0]
+            assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), f"smollm3 {pattern} tie {tie}: logits"
+            # The same weights with RoPE in every layer (Llama): equal exactly without a NoPE layer, else not close.
+            llama = tl.Llama(dataclasses.replace(cfg, smollm3=False, no_rope_layers=())).double()
+            llama.load_state_dict(state)
+            plain = llama(idx)[0]
+            if all(pattern):
+                assert torch.equal(got, plain), "smollm3 without NoPE layers differs from llama"
+            else:
+                assert (got - plain).abs().max() > 1e-4, f"smollm3 {pattern}: NoPE changes nothing"
+    # No positions at all: one NoPE layer's last token attends to the set of tokens before it, so its logits ignore
+    # their order (deeper layers would see causal prefixes, which the order changes); a RoPE layer does not.
+    perm = torch.cat((torch.randperm(11, generator=torch.Generator().manual_seed(92)), torch.tensor([11])))
+    for interval, invariant in ((1, True), (2, False)):
+        model = llama_model(seed=93, smollm3=True, num_layers=1, no_rope_layer_interval=interval)
+        with torch.no_grad():
+            a, b = model(idx)[0][:, -1], model(idx[:, perm])[0][:, -1]
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12) == invariant, f"smollm3 interval {interval}: order"
+    # config.json key by key; load_hf reads it back (same cfg and logits).
+    with tempfile.TemporaryDirectory() as tmp:
+        for L, extra, tie, kv, scaling, _ in cases[:2] + cases[4:]:
+            model = llama_model(seed=94, smollm3=True, num_layers=L, num_kv_heads=kv, tie_word_embeddings=tie,
+                                rope_scaling=scaling, **extra)
+            folder = os.path.join(tmp, f"smollm3_{L}_{int(tie)}_{scaling is not None}")
+            tl.save_hf(model, folder)
+            with open(os.path.join(folder, "config.json")) as f:
+                config = json.load(f)
+            assert config == smollm3_hf_config(model.cfg) and "head_dim" not in config, f"smollm3 config {config}"
+            assert list(tg.load_safetensors(os.path.join(folder, "model.safetensors"))) == expected_hf_names(model.cfg)
+            loaded = tl.load_hf(folder)
+            assert loaded.cfg == model.cfg and loaded.cfg.smollm3, "smollm3 config.json does not give back the config"
+            with torch.no_grad():
+                assert torch.equal(model(idx)[0], loaded(idx)[0]), "smollm3: logits differ after HF round trip"
+    # SmolLM3Config's defaults: the list from the interval (4 when absent), 4 kv heads, theta 2e6, tied; a longer
+    # list is read to num_hidden_layers; a list wins over the interval; a head_dim of C / NH is read.
+    base = smollm3_hf_config(tl.LlamaConfig(smollm3=True, num_layers=3, num_heads=8, no_rope_layer_interval=2))
+
+    def read(drop=(), **changes):
+        return tl.config_from_hf({n: v for n, v in dict(base, **changes).items() if n not in drop})
+    assert read(("no_rope_layers",)).no_rope_layers == (1, 0, 1)
+    assert read(("no_rope_layers", "no_rope_layer_interval")).no_rope_layers == (1, 1, 1)
+    absent = read(("num_key_value_heads", "rope_theta", "tie_word_embeddings"))
+    assert (absent.num_kv_heads, absent.rope_theta, absent.tie_word_embeddings) == (4, 2e6, True), "defaults"
+    assert read(no_rope_layers=[0, 1, 1, 0, 0]).no_rope_layers == (0, 1, 1), "a longer list's first L entries"
+    assert read(no_rope_layers=[0, 0, 1], no_rope_layer_interval=1).no_rope_layers == (0, 0, 1), "list vs interval"
+    assert read(head_dim=4).smollm3 and read(head_dim=4).head_dim == 0, "a head_dim equal to C / NH is read"
+    assert read(use_sliding_window=True, sliding_window=8).smollm3, "sliding window with full layer_types refused"
+    # HuggingFaceTB/SmolLM3-3B's pattern: 36 layers, interval 4, 1,1,1,0 repeated; NoPE at 3, 7, ..., 35.
+    published = dict(base, num_hidden_layers=36, no_rope_layer_interval=4, layer_types=["full_attention"] * 36,
+                     no_rope_layers=[1, 1, 1, 0] * 9)
+    for c in (published, {n: v for n, v in published.items() if n != "no_rope_layers"}):
+        nope = [i for i, r in enumerate(tl.config_from_hf(c).no_rope_layers) if not r]
+        assert nope == list(range(3, 36, 4)), f"SmolLM3-3B's NoPE layers {nope}"
+    for drop, bad in (((), {"attention_bias": True}), ((), {"mlp_bias": True}),
+                      ((), {"layer_types": ["full_attention", "sliding_attention", "full_attention"]}),
+                      (("layer_types",), {"use_sliding_window": True, "sliding_window": 8}),
+                      ((), {"no_rope_layers": [1, 0]}), ((), {"no_rope_layers": [1, 2, 1]}),
+                      (("no_rope_layers",), {"no_rope_layer_interval": 0}), ((), {"head_dim": 8}),
+                      ((), {"rope_scaling": tl.longrope_rope_scaling([1.0] * 2, [1.0] * 2)}),
+                      ((), {"hidden_act": "gelu"})):
+        try:
+            read(drop, **bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"smollm3 config.json with {bad} accepted")
+    for extra in ({"qk_norm": True}, {"qkv_bias": True}, {"num_experts": 4}, {"head_dim": 16}, {"phi3": True},
+                  {"olmo2": True}, {"no_rope_layers": (1, 0)}, {"no_rope_layers": (1, 2, 1)},
+                  {"no_rope_layer_interval": 0}):
+        try:
+            tl.LlamaConfig(smollm3=True, num_layers=3, **extra)
+        except ValueError:
+            continue
+        raise AssertionError(f"smollm3 with {extra} accepted")
+    try:
+        tl.LlamaConfig(no_rope_layers=(1, 0))
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("no_rope_layers accepted off smollm3")
+    print("smollm3: Llama's names; no_rope_layers from the interval or given; logits equal an op-by-op forward "
+          "rotating only the RoPE layers (interval 2, 1, 4, a list; NKV 1, 2, 4; tied; yarn), NoPE moves them off "
+          "llama's and one NoPE layer ignores token order; config.json key by key, names, HF round trip, "
+          "SmolLM3Config's defaults, SmolLM3-3B's NoPE layers 3, 7, ..., 35; sliding window, biases, head_dim refused")
+
+
+def check_smollm3_reference(tmp):
+    """--model smollm3 golden runs (3 layers: interval 2 untied NKV 2; the list 0,1,0 over interval 2, NKV 1 tied;
+    interval 2 with yarn): deterministic; hf/ and hf_final/ names and config.json; hf/ + train.bin reproduce step 1
+    through load_hf exactly and through the op-by-op forward to 1e-12; hf/ and train.bin are --model llama's byte for
+    byte but the losses are not; without a NoPE layer the run is llama's; 1 vs 2 micro-batches agree; refusals."""
+    runs = {"smollm3": ("--layers", "3", "--no-rope-interval", "2"),
+            "smollm3_list_tied": ("--layers", "3", "--no-rope-interval", "2", "--no-rope-layers", "0,1,0",
+                                  "--kv-heads", "1", "--tie", "1"),
+            "smollm3_yarn": ("--layers", "3", "--no-rope-interval", "2", "--rope-scaling", "yarn")}
+    for name, flags in runs.items():
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", "--model", "smollm3", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name} initial loss far from ln(V)"
+        assert r1["aux_losses"] == [] and "router_margins" not in r1 and "block" in r1["config"]
+        c, tied = r1["config"], name == "smollm3_list_tied"
+        pattern = [0, 1, 0] if tied else [1, 0, 1]
+        assert (c["no_rope_layers"], c["no_rope_interval"]) == (pattern, 2), f"{name}: expected.json config {c}"
+        assert c["nope_layers"] == [i for i in range(3) if not pattern[i]], f"{name}: nope_layers"
+        out = os.path.join(tmp, f"{name}_1")
+        net = tl.load_hf(os.path.join(out, "hf"))
+        assert net.cfg.smollm3 and net.cfg.no_rope_layers == tuple(pattern) and net.cfg.no_rope_layer_interval == 2
+        assert (net.cfg.num_kv_heads, net.cfg.tie_word_embeddings) == ((1, True) if tied else (2, False))
+        for sub in ("hf", "hf_final"):
+            with open(os.path.join(out, sub, "config.json")) as f:
+                assert json.load(f) == smollm3_hf_config(net.cfg), f"{name} {sub}: config.json"
+            stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
+            assert list(stored) == expected_hf_names(net.cfg), f"{name} {sub}: tensor names {list(stored)}"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        scaling = net.cfg.rope_scaling
+        inv_freq = tl.rope_inv_freq(8, net.cfg.rope_theta, scaling, net.cfg.max_seq_len) if scaling else None
+        with torch.no_grad():
+            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            state = net.state_dict()
+            by_hand = sum(F.cross_entropy(smollm3_logits_by_hand(state, net.cfg, x[m:m + 2], inv_freq,
+                                                                 tl.rope_attention_factor(scaling)).reshape(-1, 300),
+                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {by_hand} vs {loaded}"
+        # --model llama with the same shape: the same initial weights and tokens, other losses.
+        llama_flags = [f for f in flags if f not in ("--no-rope-interval", "--no-rope-layers", "2", "0,1,0")]
+        llama = run_llama_reference(tmp, f"{name}_llama", "--model", "llama", *llama_flags)
+        for path in ("hf/model.safetensors", "train.bin"):
+            with open(os.path.join(out, path), "rb") as a, open(os.path.join(tmp, f"{name}_llama", path), "rb") as b:
+                assert a.read() == b.read(), f"{name}: {path} differs from llama's"
+        assert r1["losses"][0] != llama["losses"][0], f"{name}: the NoPE layers change nothing"
+    # No NoPE layer (the list all 1, or 2 layers at the default interval 4): llama's run to the bit.
+    llama = run_llama_reference(tmp, "smollm3_as_llama", "--model", "llama")
+    for flags in ((), ("--no-rope-layers", "1,1")):
+        r = run_llama_reference(tmp, "smollm3_all_rope", "--model", "smollm3", *flags)
+        assert (r["losses"], r["grad_norms"]) == (llama["losses"], llama["grad_norms"]), f"smollm3 {flags}"
+        with open(os.path.join(tmp, "smollm3_all_rope", "hf_final", "model.safetensors"), "rb") as a, \
+                open(os.path.join(tmp, "smollm3_as_llama", "hf_final", "model.safetensors"), "rb") as b:
+            assert a.read() == b.read(), f"smollm3 {flags}: hf_final differs from llama's"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    base = ("--model", "smollm3", *runs["smollm3"])
+    assert close(run_llama_reference(tmp, "smollm3_mb", *base, "--micro-batches", "1")["losses"],
+                 run_llama_reference(tmp, "smollm3_mb", *base)["losses"]), "smollm3 M=1 vs 2"
+    for flags in (("--head-dim", "16"), ("--rope-scaling", "longrope"), ("--partial-rotary-factor", "0.5"),
+                  ("--kv-heads", "3"), ("--no-rope-interval", "0"), ("--no-rope-layers", "1,1,1"),
+                  ("--no-rope-layers", "1,2"), ("--no-rope-layers", "a,b"), ("--n-group", "2")):
+        assert refused("--model", "smollm3", *flags), f"smollm3 {flags} accepted"
+    for model in ("llama", "olmo2", "deepseek_v3"):
+        assert refused("--model", model, "--no-rope-interval", "2"), f"{model} --no-rope-interval accepted"
+        assert refused("--model", model, "--no-rope-layers", "1,0"), f"{model} --no-rope-layers accepted"
+    assert not refused("--model", "smollm3", "--layers", "4", "--no-rope-layers", "0,1,1,0", "--kv-heads", "1",
+                       "--tie", "1", "--rope-scaling", "llama3", "--rope-theta", "500000", "--fp8-block", "8", "12")
+    print("make_hf_llama_reference --model smollm3 (3 layers: interval 2 untied NKV 2; list 0,1,0 over interval 2, "
+          "NKV 1 tied; interval 2 with yarn): deterministic; hf/ and hf_final/ Llama names and SmolLM3ForCausalLM "
+          "config.json; hf/ reproduces step 1 (load_hf exactly, op-by-op forward to 1e-12); hf/ and train.bin "
+          "llama's, losses not; no NoPE layer gives llama's run; M=1 vs 2; --head-dim, longrope, bad lists refused")
+
+
 # ---------------------------------------------------------------- DeepSeek-V3 (float64)
 
 def deepseek_model(seed=0, **overrides):
@@ -2087,6 +2329,8 @@ def main():
         check_olmo2_reference(tmp)
         check_olmoe()
         check_olmoe_reference(tmp)
+        check_smollm3()
+        check_smollm3_reference(tmp)
         check_latent_attention()
         check_deepseek_moe()
         check_deepseek_hf_round_trip(tmp)

@@ -1,7 +1,7 @@
-# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, DeepSeek-V3 or DeepSeek-V2 training
-# run for Tessera's integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32),
-# DIR/train.bin (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM
-# loss, pre-clip grad norm, lr, MoE aux and z losses; DeepSeek-V3's final router biases) and DIR/hf_final/
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, DeepSeek-V3 or DeepSeek-V2
+# training run for Tessera's integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder,
+# F32), DIR/train.bin (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json
+# (per-step LM loss, pre-clip grad norm, lr, MoE aux and z losses; DeepSeek-V3's final router biases) and DIR/hf_final/
 # (the weights after the last step, rounded to F32). Each step accumulates gradients over equal micro-batches
 # (contiguous rows of the batch); the MoE aux loss is computed per micro-batch. DeepSeek-V3's selection
 # biases move after each optimizer step by --bias-rate from the step's expert loads (torch_deepseek.py).
@@ -18,8 +18,11 @@
 # MLP's outputs (post_attention_layernorm, post_feedforward_layernorm), no input_layernorm; no --head-dim or scaling.
 # --model olmoe is OlmoeForCausalLM: olmo2's q/k norms in Llama's pre-norm blocks, a softmax top-k MoE (qwen3_moe's) in
 # every layer; --norm-topk defaults to 0 (OLMoE's norm_topk_prob false); no --head-dim or scaling.
+# --model smollm3 is SmolLM3ForCausalLM: llama's run but layer i takes no RoPE when (i + 1) % --no-rope-interval == 0
+# (default 4), or where the --no-rope-layers list (1 RoPE, 0 NoPE, one per layer) holds a 0; no --head-dim.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|deepseek_v3|deepseek_v2 --out DIR [...]
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|deepseek_v3|deepseek_v2
+#            --out DIR [...]
 import argparse
 import json
 import os
@@ -45,6 +48,7 @@ DEEPSEEK_MODELS = ("deepseek_v3", "deepseek_v2")
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
 LONGROPE_ARGS = ("longrope_original_max",)
+SMOLLM3_ARGS = ("no_rope_interval", "no_rope_layers")
 # The nn.Linear weights that --fp8-block quantizes, as DeepSeek-V3's release does: the attention projections and
 # every MLP's (dense, routed experts, Mixtral's w1/w2/w3, shared experts). Embeddings, lm_head, norms, routers
 # (mlp.gate, block_sparse_moe.gate), e_score_correction_bias and biases stay F32.
@@ -55,10 +59,10 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe")
-                   + DEEPSEEK_MODELS, required=True,
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe",
+                                        "smollm3") + DEEPSEEK_MODELS, required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
-                        "olmoe: OlmoeForCausalLM")
+                        "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
@@ -82,6 +86,12 @@ def parse_args(argv=None):
     p.add_argument("--longrope-original-max", type=int, default=16,
                    help="--rope-scaling longrope: original_max_position_embeddings (>= 2); factor = --context / this, "
                         "long factors when --seq-len exceeds it")
+    p.add_argument("--no-rope-interval", type=int, default=None,
+                   help="smollm3 only: no_rope_layer_interval N (default 4); layer i takes no RoPE when (i + 1) % N "
+                        "== 0, unless --no-rope-layers is given")
+    p.add_argument("--no-rope-layers", default=None,
+                   help="smollm3 only: no_rope_layers as comma-separated 1 (RoPE) / 0 (NoPE), one per layer; "
+                        "overrides the interval (which config.json still records)")
     p.add_argument("--tie", type=int, choices=(0, 1), default=0, help="1: lm_head tied to embed_tokens")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
@@ -152,6 +162,8 @@ def parse_args(argv=None):
                     "and --yarn-beta-slow positive")
         if min(args.yarn_mscale, args.yarn_mscale_all_dim, args.yarn_attention_factor) < 0:
             p.error("--yarn-mscale, --yarn-mscale-all-dim and --yarn-attention-factor must be >= 0 (0: absent)")
+    if args.model != "smollm3" and (args.no_rope_interval is not None or args.no_rope_layers is not None):
+        p.error("--no-rope-interval and --no-rope-layers apply to smollm3 only")
     v2 = args.model == "deepseek_v2"
     if args.topk_group is None:
         args.topk_group = args.n_group
@@ -195,6 +207,22 @@ def parse_args(argv=None):
                                  or args.fp8_block is not None):
         p.error("phi3: --head-dim (its heads are --channels / --heads wide), --rope-scaling llama3 and yarn (Phi-3's "
                 "rope_scaling is null or longrope) and --fp8-block are not modelled")
+    if args.model == "smollm3":
+        if args.head_dim:
+            p.error("smollm3: --head-dim is not modelled (its heads are --channels / --heads wide)")
+        if args.no_rope_interval is None:
+            args.no_rope_interval = 4
+        if args.no_rope_interval < 1:
+            p.error("--no-rope-interval must be >= 1")
+        if args.no_rope_layers is None:
+            args.no_rope_layers = [int((i + 1) % args.no_rope_interval != 0) for i in range(args.layers)]
+        else:
+            try:
+                args.no_rope_layers = [int(v) for v in args.no_rope_layers.split(",")]
+            except ValueError:
+                p.error(f"--no-rope-layers {args.no_rope_layers}: comma-separated 0s and 1s")
+            if len(args.no_rope_layers) != args.layers or any(v not in (0, 1) for v in args.no_rope_layers):
+                p.error(f"--no-rope-layers needs one 0 or 1 per layer ({args.layers})")
     if args.model in ("olmo2", "olmoe") and (args.head_dim or args.rope_scaling != "none"):
         p.error(f"{args.model}: --head-dim (its heads are --channels / --heads wide) and --rope-scaling are not "
                 f"modelled")
@@ -257,6 +285,8 @@ def model_config(args):
         top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
         head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3",
         partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2", olmoe=args.model == "olmoe",
+        smollm3=args.model == "smollm3", no_rope_layers=tuple(args.no_rope_layers or ()),
+        no_rope_layer_interval=args.no_rope_interval or 4,
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0)
 
@@ -394,6 +424,7 @@ def run_config(args, cfg, num_tokens):
     dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else DEEPSEEK_ARGS) + (() if cfg.is_moe else MOE_ARGS)
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
+               + (() if args.model == "smollm3" else SMOLLM3_ARGS)
                # partial_rotary_factor is recorded only when it is not 1
                + (("partial_rotary_factor",) if args.partial_rotary_factor == 1.0 else ())
                + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
@@ -488,6 +519,11 @@ def run_config(args, cfg, num_tokens):
                            "q_norm(q_proj(x)) over all NH*HS channels, k = k_norm(k_proj(x)) over all NKV*HS, then the "
                            "head split and RoPE; all norms rms_norm_eps; moe = mlp (router mlp.gate, experts "
                            "mlp.experts.e.gate/up/down_proj) in every layer")
+    if not deepseek and cfg.smollm3:
+        config["block"] = ("llama's (x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x))); layer i's "
+                           "attention rotates q and k only when no_rope_layers[i] is 1 (NoPE layers: no RoPE, no "
+                           "rope scaling factor)")
+        config["nope_layers"] = [i for i, r in enumerate(cfg.no_rope_layers) if not r]
     if not deepseek and cfg.rotary_dim != cfg.head_size:
         config["rotary_dim"] = cfg.rotary_dim
         config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "
@@ -554,6 +590,8 @@ def main(argv=None):
         print(f"warning: a router margin is below {least:g}; fp32 may pick other experts (raise --router-std)")
     if any(m is not None and m < least for m in hist.get("group_margins", [])):
         print(f"warning: a group margin is below {least:g}; fp32 may keep other groups (raise --router-std)")
+    if args.model == "smollm3" and all(cfg.no_rope_layers):
+        print("note: no layer skips RoPE (raise --layers or lower --no-rope-interval): this is llama's run")
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")
 
 

@@ -10,7 +10,9 @@
 # (Olmo2ForCausalLM) is Llama with its norms moved: q_norm and k_norm are each one RMSNorm over the whole q or k
 # projection (all heads) before RoPE, and each block norms its sublayers' outputs, not their inputs. OLMoE
 # (OlmoeForCausalLM) keeps Llama's pre-norm blocks with OLMo 2's whole-projection q/k norms and Qwen3-MoE's MoE in
-# every layer (router mlp.gate, experts named as Llama's MLP, norm_topk_prob false by default). RoPE uses
+# every layer (router mlp.gate, experts named as Llama's MLP, norm_topk_prob false by default). SmolLM3
+# (SmolLM3ForCausalLM) is Llama but for its NoPE layers: no_rope_layers[i] 0 leaves layer i's q and k unrotated
+# (1 rotates them), by default every no_rope_layer_interval-th layer (i + 1 a multiple of it). RoPE uses
 # HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
 # h reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
@@ -55,6 +57,9 @@ class LlamaConfig:
     original_max_seq_len: int = 0   # phi3: original_max_position_embeddings (longrope); 0 = max_seq_len
     olmo2: bool = False             # Olmo2ForCausalLM: whole-projection q/k norms, norms after the sublayers
     olmoe: bool = False             # OlmoeForCausalLM: whole-projection q/k norms, pre-norm, MoE under "mlp"
+    smollm3: bool = False           # SmolLM3ForCausalLM: Llama whose layers with no_rope_layers[i] 0 skip RoPE
+    no_rope_layers: tuple = ()      # smollm3: one 1 (RoPE) or 0 (NoPE) per layer; () = from the interval
+    no_rope_layer_interval: int = 4  # smollm3: () above gives layer i NoPE when (i + 1) % this == 0
 
     def __post_init__(self):
         if not self.norm_topk_prob and not (self.is_moe and (self.qk_norm or self.olmoe)):
@@ -72,6 +77,22 @@ class LlamaConfig:
                            or self.olmo2 or kind != "default"):
             raise ValueError("olmoe is a MoE Llama (num_experts > 0) without biases, per-head q/k norms, head_dim "
                              "or rope_scaling")
+        if self.smollm3:
+            if (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.phi3 or self.olmo2 or self.olmoe
+                    or kind not in ("default", "llama3", "yarn")):
+                raise ValueError("smollm3 is a dense Llama without biases, q/k norms or head_dim, its rope_scaling "
+                                 "null, llama3 or yarn")
+            if not isinstance(self.no_rope_layer_interval, int) or self.no_rope_layer_interval < 1:
+                raise ValueError(f"no_rope_layer_interval {self.no_rope_layer_interval} must be a positive integer")
+            if not self.no_rope_layers:
+                self.no_rope_layers = tuple(int((i + 1) % self.no_rope_layer_interval != 0)
+                                            for i in range(self.num_layers))
+            if len(self.no_rope_layers) != self.num_layers or any(v not in (0, 1) for v in self.no_rope_layers):
+                raise ValueError(f"no_rope_layers {list(self.no_rope_layers)}: one 0 or 1 per layer "
+                                 f"({self.num_layers})")
+            self.no_rope_layers = tuple(int(v) for v in self.no_rope_layers)
+        elif self.no_rope_layers:
+            raise ValueError("no_rope_layers is modelled for smollm3 only")
         if not self.phi3 and (kind == "longrope" or self.partial_rotary_factor != 1.0 or self.original_max_seq_len):
             raise ValueError("longrope, partial_rotary_factor and original_max_position_embeddings are modelled for "
                              "phi3 only")
@@ -97,6 +118,9 @@ class LlamaConfig:
     @property
     def is_moe(self):
         return self.num_experts > 0
+
+    def uses_rope(self, layer):     # False for SmolLM3's NoPE layers
+        return not self.smollm3 or bool(self.no_rope_layers[layer])
 
     @property
     def whole_qk_norm(self):        # one q_norm over all NH*HS channels, one k_norm over NKV*HS (OLMo 2, OLMoE)
@@ -281,10 +305,12 @@ class Attention(nn.Module):
     query head h attends with kv head h // (NH/NKV), scale 1/sqrt(HS), then o_proj. Biases on q, k and v
     with cfg.qkv_bias (Qwen2), none elsewhere; with cfg.qk_norm (Qwen3) q_norm and k_norm, RMSNorms of HS
     channels shared by the heads, normalise each query and key head before RoPE; with cfg.olmo2 or cfg.olmoe they
-    are one RMSNorm over all NH*HS query (NKV*HS key) channels of a token, before the split into heads."""
+    are one RMSNorm over all NH*HS query (NKV*HS key) channels of a token, before the split into heads. A SmolLM3
+    NoPE layer (cfg.uses_rope(layer) false) leaves q and k unrotated."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0):
         super().__init__()
+        self.use_rope = cfg.uses_rope(layer)
         self.num_heads, self.num_kv_heads, HS, C = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.channels
         self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=cfg.qkv_bias)       # (NH*HS, C)
         self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=cfg.qkv_bias)    # (NKV*HS, C)
@@ -312,7 +338,8 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(B, T, NKV, HS).transpose(1, 2)
         if hasattr(self, "q_norm") and not self.whole_qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.use_rope:
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # repeat_interleave puts kv head j at query heads j*group .. j*group+group-1: h // group.
         group = NH // NKV
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
@@ -390,14 +417,14 @@ class SparseMoe(nn.Module):
 class DecoderLayer(nn.Module):
     """x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) (or the MoE). OLMo 2 has no
     input_layernorm: x += post_attention_layernorm(attn(x)); x += post_feedforward_layernorm(mlp(x)). OLMoE is
-    pre-norm, its mlp the MoE."""
+    pre-norm, its mlp the MoE. layer is the block's index (SmolLM3's NoPE layers)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0):
         super().__init__()
         self.olmo2 = cfg.olmo2
         if not cfg.olmo2:
             self.input_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
-        self.self_attn = Attention(cfg)
+        self.self_attn = Attention(cfg, layer)
         self.post_attention_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
         if cfg.is_moe and (cfg.qk_norm or cfg.olmoe):    # Qwen3-MoE, OLMoE: the MoE under "mlp", Llama's MLPs
             self.mlp = SparseMoe(cfg, MLP)
@@ -428,13 +455,13 @@ class Decoder(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.channels)         # (V,C)
-        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.num_layers)])
+        self.layers = nn.ModuleList([DecoderLayer(cfg, i) for i in range(cfg.num_layers)])
         self.norm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
 
 
 class Llama(nn.Module):
-    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2, OLMoE by cfg's
-    flags)."""
+    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2, OLMoE, SmolLM3 by
+    cfg's flags)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -531,7 +558,9 @@ def hf_config(cfg):
     Phi3ForCausalLM (phi3: no head_dim, the heads are hidden_size / num_attention_heads wide;
     original_max_position_embeddings and partial_rotary_factor at the top level, rope_scaling null or longrope's)
     or Olmo2ForCausalLM (olmo2: no head_dim either, rope_scaling null) or OlmoeForCausalLM (olmoe: no head_dim,
-    rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false)."""
+    rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
+    SmolLM3ForCausalLM (smollm3: no head_dim; no_rope_layers, no_rope_layer_interval, no sliding window and
+    layer_types all full_attention, as SmolLM3Config writes them)."""
     common = {
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
@@ -547,6 +576,11 @@ def hf_config(cfg):
                 "embd_pdrop": 0.0, "attention_bias": False}
     if cfg.olmo2:
         return {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", **common, "attention_bias": False}
+    if cfg.smollm3:
+        return {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", **common, "attention_bias": False,
+                "mlp_bias": False, "no_rope_layers": list(cfg.no_rope_layers),
+                "no_rope_layer_interval": cfg.no_rope_layer_interval, "use_sliding_window": False,
+                "sliding_window": None, "layer_types": ["full_attention"] * cfg.num_layers}
     if cfg.olmoe:
         return {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", **common, "attention_bias": False,
                 "clip_qkv": None, "num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
@@ -627,10 +661,32 @@ def save_hf(model, folder, router_aux_loss_coef=None):
 
 def config_from_hf(c):
     kind = c.get("model_type")
-    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe")
+    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3")
             or c.get("hidden_act", "silu") != "silu"):
-        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE config: model_type "
-                         f"{kind}")
+        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3 config: "
+                         f"model_type {kind}")
+    smollm3 = kind == "smollm3"
+    no_rope, interval = (), 4
+    if smollm3:
+        if c.get("attention_bias") or c.get("mlp_bias"):
+            raise ValueError("smollm3: only no attention_bias and no mlp_bias are modelled")
+        interval = c.get("no_rope_layer_interval", 4)
+        no_rope = c.get("no_rope_layers")
+        L = c["num_hidden_layers"]
+        if no_rope is None:     # SmolLM3Config's rule: NoPE where (i + 1) is a multiple of the interval
+            if not isinstance(interval, int) or interval < 1:
+                raise ValueError(f"smollm3: no_rope_layer_interval {interval} must be a positive integer")
+            no_rope = [int((i + 1) % interval != 0) for i in range(L)]
+        if not isinstance(no_rope, list) or len(no_rope) < L:
+            raise ValueError(f"smollm3: no_rope_layers {no_rope} must list at least num_hidden_layers ({L}) entries")
+        no_rope = tuple(no_rope[:L])    # HF reads the first L entries
+        # HF makes a layer sliding when layer_types says so, or (layer_types absent) a NoPE layer under
+        # use_sliding_window with a sliding_window; neither is modelled.
+        types = c.get("layer_types") or ["sliding_attention" if c.get("use_sliding_window") and
+                                         c.get("sliding_window") is not None and not r else "full_attention"
+                                         for r in no_rope]
+        if any(t != "full_attention" for t in types):
+            raise ValueError(f"smollm3: layer_types {types}: only full_attention is modelled (no sliding window)")
     if kind in ("olmo2", "olmoe") and (c.get("attention_bias") or c.get("rope_scaling") is not None):
         raise ValueError(f"{kind}: only no attention_bias and rope_scaling null are modelled")
     if kind == "olmoe" and c.get("clip_qkv") is not None:
@@ -651,13 +707,17 @@ def config_from_hf(c):
     experts = (c.get("num_experts", 64) if kind == "olmoe" else c["num_experts"] if kind == "qwen3_moe"
                else c["num_local_experts"]) if moe else 0
     head_dim = c.get("head_dim") or 0
+    # SmolLM3Config's defaults differ from Llama's: 4 kv heads, theta 2e6, tied embeddings.
+    kv_heads = c.get("num_key_value_heads", 4 if smollm3 else c["num_attention_heads"])
+    if smollm3 and kv_heads is None:
+        kv_heads = c["num_attention_heads"]
     return LlamaConfig(
         num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
-        num_kv_heads=c.get("num_key_value_heads", c["num_attention_heads"]), channels=c["hidden_size"],
+        num_kv_heads=kv_heads, channels=c["hidden_size"],
         intermediate=c["moe_intermediate_size"] if kind == "qwen3_moe" else c["intermediate_size"],
         vocab_size=c["vocab_size"], max_seq_len=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
-        rope_theta=c.get("rope_theta", 10000.0), rope_scaling=c.get("rope_scaling"),
-        tie_word_embeddings=c.get("tie_word_embeddings", False),
+        rope_theta=c.get("rope_theta", 2000000.0 if smollm3 else 10000.0), rope_scaling=c.get("rope_scaling"),
+        tie_word_embeddings=c.get("tie_word_embeddings", smollm3),
         num_experts=experts,
         top_k=c.get("num_experts_per_tok", 8 if kind == "olmoe" else 2), qkv_bias=kind == "qwen2", qk_norm=qwen3,
         head_dim=head_dim if head_dim != c["hidden_size"] // c["num_attention_heads"] else 0,
@@ -666,12 +726,13 @@ def config_from_hf(c):
         phi3=kind == "phi3",
         partial_rotary_factor=float(c.get("partial_rotary_factor", 1.0)) if kind == "phi3" else 1.0,
         original_max_seq_len=orig if orig != c["max_position_embeddings"] else 0, olmo2=kind == "olmo2",
-        olmoe=kind == "olmoe")
+        olmoe=kind == "olmoe", smollm3=smollm3, no_rope_layers=no_rope, no_rope_layer_interval=interval)
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE from an HF folder (one model.safetensors; Phi-3's
-    fused tensors split back); a tied model's lm_head.weight, if the file has one, is ignored."""
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3 from an HF folder (one
+    model.safetensors; Phi-3's fused tensors split back); a tied model's lm_head.weight, if the file has one, is
+    ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = Llama(cfg).to(dtype)

@@ -2,8 +2,8 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE and DeepSeek-V2/V3 against float64
-// (tests/reference/make_hf_llama_reference.py).
+// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3 and DeepSeek-V2/V3
+// against float64 (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
 #include "checkpoint/hf_model.h"
@@ -233,6 +233,16 @@ TEST(TorchReference, HuggingFaceOlmoeTrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py",
                              "--model olmoe --experts 3 --top-k 2 --norm-topk 1 --kv-heads 1 --tie 1 --aux-coef 0.01 "
                              "--z-coef 1e-3 --steps 10 --lr 2e-3");
+}
+
+// SmolLM3 (SmolLM3ForCausalLM): Llama with blocks that take no RoPE, every second of three (the list
+// from the interval), and blocks 0 and 2 tied with one kv head (the list given; its interval, which
+// disagrees, unread). A run that turned every block matches neither.
+TEST(TorchReference, HuggingFaceSmolLM3TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model smollm3 --layers 3 --no-rope-interval 2 --steps 10 --lr 3e-3 --grad-clip 1.0", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model smollm3 --layers 3 --no-rope-layers 0,1,0 --kv-heads 1 --tie 1 --steps 10 --lr 3e-3");
 }
 
 // Phi-4-mini's and Phi-3.5's RoPE: partial rotary (transformers turns a head's first channels, Tessera
