@@ -132,7 +132,7 @@ void add_eval_command(CLI::App& app) {
       examples = read_choice_examples(o->choices, *loaded.tokenizer);
     }
     model.to(choose_device_noting(o->device));
-    const int64_t context = model.config().context();
+    const int64_t context = model.config().max_seq_len;
     // By default the sequences the model was trained on (its val_loss's), else its whole context.
     if (o->seq_len == 0)
       o->seq_len = loaded.trained_seq_len > 0 ? std::min(loaded.trained_seq_len, context) : context;

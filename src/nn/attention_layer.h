@@ -19,8 +19,9 @@
 namespace tessera {
 
 // Where the tokens of a forward sit, on the device. Under RoPE: rope (T) i32, the tokens' positions (a
-// cp rank's true ones), and inv_freq (HS/2) f32. Under document masking: doc_starts (B,T) i32, each
-// token's document start (a true position; ops/attention.h), and with learned positions
+// cp rank's true ones), and inv_freq (HS/2) f32. Under document masking or a sliding window shorter than
+// the sequences: doc_starts (B,T) i32, each token's first visible key (its document's start, or a later
+// one under the window; a true position; ops/attention.h), and with learned positions and documents
 // in_document (B,T) i32, each token's position within its document (the embedding's row). Each
 // undefined when unused.
 struct SequencePositions {

@@ -135,7 +135,7 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss,
   TS_CHECK(stage_.is_whole(), "Decoder::forward runs the whole model; a pipeline stage runs forward_chunk");
   TS_CHECK(tokens.ndim() == 2, "tokens must be (B,T), got ", shape_string(tokens.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1);
-  TS_CHECK(T <= config_.context(), "sequence length ", T, " exceeds the model's context of ", config_.context());
+  TS_CHECK(T <= config_.max_seq_len, "sequence length ", T, " exceeds the model's context of ", config_.max_seq_len);
   TS_CHECK(targets.defined() || !sharded_, "Decoder::forward: inference under ZeRO-3 is not implemented; load the "
                                            "checkpoint into one process (tessera generate)");
   acts_.ensure(local_, B, T, stage_.chunks[0], device_, compute_dtype_, recompute_, seq_shards(), cp_place());
@@ -173,23 +173,31 @@ void keep_copy(Tensor& kept, const Tensor& from, Device device) {
 }  // namespace
 
 void Decoder::keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) const {
-  if (!doc_starts.defined()) {
+  const int64_t window = config_.attention_window, cp_size = cp_ ? cp_->place().size : 1;
+  const bool windowed = window > 0 && a.T * cp_size > window;  // a window shorter than the sequences
+  if (!doc_starts.defined() && !windowed) {
     a.seq.doc_starts = a.seq.in_document = Tensor();
     return;
   }
-  TS_CHECK(doc_starts.dtype() == DType::i32 && (doc_starts.shape() == Shape{a.B, a.T}),
+  TS_CHECK(!doc_starts.defined() || (doc_starts.dtype() == DType::i32 && doc_starts.shape() == Shape{a.B, a.T}),
            "Decoder: doc_starts must be (B,T) = (", a.B, ", ", a.T, ") i32, got ", shape_string(doc_starts.shape()));
-  keep_copy(a.seq.doc_starts, doc_starts, device_);
-  if (config_.positions != PositionKind::learned || a.range.first != 0) return;
-  // Learned positions restart with every document: a token's row is its distance from its start.
-  const std::vector<int32_t> at = cp_ ? cp_positions(a.T * cp_->place().size, cp_->place()) : std::vector<int32_t>{};
-  Tensor in_document = Tensor::zeros({a.B, a.T}, DType::i32);
+  // Each token's first visible key: its document's start, or under the window the later of that and its
+  // position - window + 1 (true positions: a cp rank's share skips the other ranks' chunks).
+  const std::vector<int32_t> at = cp_ ? cp_positions(a.T * cp_size, cp_->place()) : std::vector<int32_t>{};
+  Tensor first_keys = Tensor::zeros({a.B, a.T}, DType::i32), in_document = Tensor::zeros({a.B, a.T}, DType::i32);
   for (int64_t b = 0; b < a.B; ++b)
     for (int64_t t = 0; t < a.T; ++t) {
       const int32_t position = at.empty() ? int32_t(t) : at[size_t(t)];
-      in_document.data<int32_t>()[b * a.T + t] = position - doc_starts.data<int32_t>()[b * a.T + t];
+      const int32_t start = doc_starts.defined() ? doc_starts.data<int32_t>()[b * a.T + t] : 0;
+      first_keys.data<int32_t>()[b * a.T + t] = windowed ? std::max(start, int32_t(position - window + 1)) : start;
+      in_document.data<int32_t>()[b * a.T + t] = position - start;
     }
-  keep_copy(a.seq.in_document, in_document, device_);
+  keep_copy(a.seq.doc_starts, first_keys, device_);
+  // Learned positions restart with every document: a token's row is its distance from its start.
+  if (doc_starts.defined() && config_.positions == PositionKind::learned && a.range.first == 0)
+    keep_copy(a.seq.in_document, in_document, device_);
+  else
+    a.seq.in_document = Tensor();
 }
 
 void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
@@ -399,8 +407,8 @@ const DecoderActivations& Decoder::in_flight(int chunk, int micro) const {
 
 Tensor& Decoder::chunk_input(int chunk, int micro, int64_t batch, int64_t seq_len) {
   TS_CHECK(chunk >= 0 && size_t(chunk) < stage_.chunks.size(), "Decoder: chunk ", chunk, " of ", stage_.chunks.size());
-  TS_CHECK(seq_len <= config_.context(), "sequence length ", seq_len, " exceeds the model's context of ",
-           config_.context());
+  TS_CHECK(seq_len <= config_.max_seq_len, "sequence length ", seq_len, " exceeds the model's context of ",
+           config_.max_seq_len);
   DecoderActivations& a = in_flight_[{chunk, micro}];
   a.ensure(local_, batch, seq_len, stage_.chunks[size_t(chunk)], device_, compute_dtype_, recompute_, seq_shards(),
            cp_place());

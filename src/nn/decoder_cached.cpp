@@ -11,7 +11,7 @@ KvCache Decoder::kv_cache(int64_t batch) const {
   TS_CHECK(batch > 0, "kv_cache: batch must be positive, got ", batch);
   KvCache cache;
   cache.batch = batch;
-  cache.capacity = config_.context();
+  cache.capacity = config_.generation_context();
   const int64_t width = config_.kv_heads() * config_.head_size();
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     cache.keys.push_back(Tensor::zeros({batch, cache.capacity, width}, compute_dtype_, device_));

@@ -134,6 +134,12 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"gpt2-774m", [] { return gpt2(36, 20, 1280, 50257, 1024); }},
       {"gpt2-1558m", [] { return gpt2(48, 25, 1600, 50257, 1024); }},
       {"llama-tiny", [] { return llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, false); }},
+      {"mistral-tiny",  // Mistral 7B v0.1's form: each token attends to its 8 latest positions
+       [] {
+         ModelConfig c = llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, false);
+         c.attention_window = 8;
+         return c;
+       }},
       {"llama-mini", [] { return llama(4, 6, 2, 192, 512, 50257, 256, 10000.0f, true); }},
       {"llama3.2-1b", [] { return llama3_scaled(llama(16, 32, 8, 2048, 8192, 128256, 131072, 5e5f, true), 32); }},
       {"llama3.2-3b", [] { return llama3_scaled(llama(28, 24, 8, 3072, 8192, 128256, 131072, 5e5f, true), 32); }},

@@ -110,17 +110,16 @@ void check_doc_starts(const char* op, const Tensor& doc_starts, int64_t B, int64
   if (!doc_starts.defined()) return;
   check_shape(op, "doc_starts", doc_starts, {B, T});
   if (doc_starts.device() != Device::cpu) return;
-  // A whole window's starts each repeat the one before or begin a document; a context-parallel share
-  // skips other ranks' chunks, where documents may begin unseen.
+  // Each token's first visible key lies between the entry before it and the token itself (documents
+  // begin, windows slide; a context-parallel share skips other ranks' chunks).
   const int32_t* starts = doc_starts.data<int32_t>();
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < T; t++) {
       const int32_t s = starts[b * T + t], at = positions.empty() ? int32_t(t) : positions[size_t(t)];
       const int32_t before = t == 0 ? 0 : starts[b * T + t - 1];
-      const bool follows = positions.empty() ? s == before || s == at : s >= before;
-      TS_CHECK(s >= 0 && s <= at && follows, op, ": doc_starts[", b, ", ", t, "] = ", s,
-               " is not a document start: it must be the entry before it (", before, ") or the token's own position (",
-               at, ")", positions.empty() ? "" : ", or a position between them");
+      TS_CHECK(s >= before && s <= at, op, ": doc_starts[", b, ", ", t, "] = ", s,
+               " is not a first visible key: it must lie between the entry before it (", before,
+               ") and the token's own position (", at, ")");
     }
 }
 

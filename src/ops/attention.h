@@ -10,10 +10,11 @@
 // qkv, out, dout and dqkv share one dtype: f32, or bf16 on the GPU (storage only, fp32 arithmetic);
 // lse is f32 in both. On the CPU bf16 is refused. On the GPU, bf16 and f16 run on Tessera's tensor-core
 // kernels or, when set_attention_kernel(AttentionKernel::cudnn) chose it, on cuDNN's fused attention.
-// Document masking (packed sequences): with doc_starts (B,T) i32 on qkv's device, doc_starts[b,t] is the
-// position of the first token of token t's document, and query t sees keys [doc_starts[b,t], t] only.
-// In each sequence doc_starts[b,0] = 0 and every later entry repeats the one before it or is t (a new
-// document starts there); the CPU checks this, the GPU does not read them back. Undefined: plain causal.
+// Document masking (packed sequences) and sliding windows: with doc_starts (B,T) i32 on qkv's device,
+// doc_starts[b,t] is the first key token t sees (its document's first token, or under a sliding window of
+// W the later t - W + 1), and query t sees keys [doc_starts[b,t], t] only. Along each sequence the entries
+// never decrease and each lies in [0, t]; the CPU checks this, the GPU does not read them back.
+// Undefined: plain causal.
 // cuDNN's kernel does not take them; a masked call runs on Tessera's kernels. Every kernel's backward gives
 // the same bits every run, except cuDNN's when deterministic_kernels() is off (ops/deterministic_kernels.h).
 #pragma once
@@ -73,9 +74,9 @@ struct AttentionDims {
 // num_kv_heads = 0 means num_heads (multi-head attention). Shared with the attention-block op.
 AttentionDims attention_dims(const char* op, const Tensor& qkv, int num_heads, int num_kv_heads);
 
-// doc_starts (B,T) i32 when defined; on the CPU also its contents: each entry repeats the one before it
-// (0 before the first) or is its token's position, t. With `positions` (the attention-block op's true
-// positions of a context-parallel share) an entry may also lie between those two.
+// doc_starts (B,T) i32 when defined; on the CPU also its contents: each entry lies between the one before
+// it (0 before the first) and its token's position (t, or with `positions` the attention-block op's true
+// position of a context-parallel share's token).
 void check_doc_starts(const char* op, const Tensor& doc_starts, int64_t B, int64_t T,
                       std::span<const int32_t> positions = {});
 

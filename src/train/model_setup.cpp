@@ -194,12 +194,8 @@ ModelConfig resolve_model_config(const TrainConfig& config, const Tokenizer* tok
 void check_flags_against_model(const TrainConfig& config, const ModelConfig& model) {
   TS_CHECK(config.recompute_layers <= model.num_layers, "--recompute-layers ", config.recompute_layers,
            " is more than the model's ", model.num_layers, " blocks; give at most that (0 = every block)");
-  TS_CHECK(config.seq_len <= model.context(), "--seq-len ", config.seq_len, " exceeds the model's context of ",
-           model.context(), " tokens",
-           model.context() < model.max_seq_len ? " (its sliding window: Tessera attends over whole sequences, the "
-                                                 "same as the window for sequences that fit it)"
-                                               : "",
-           "; lower --seq-len or use a model with a longer context");
+  TS_CHECK(config.seq_len <= model.max_seq_len, "--seq-len ", config.seq_len, " exceeds the model's context of ",
+           model.max_seq_len, " tokens; lower --seq-len or use a model with a longer context");
   // The MoE flags away from their defaults change nothing where there is nothing to route (or, the
   // bias rate, under a softmax router): refused rather than silently ignored.
   const TrainConfig defaults;

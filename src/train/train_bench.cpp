@@ -93,8 +93,8 @@ void check_train_bench_options(const TrainBenchOptions& o) {
            "bench train: --micro-batch-size, --seq-len, --grad-accum and --steps must be positive");
   TS_CHECK(o.warmup <= std::numeric_limits<int64_t>::max() - o.steps, "bench train: --warmup ", o.warmup,
            " plus --steps ", o.steps, " is past a 64-bit count of steps; time fewer");
-  TS_CHECK(o.seq_len <= o.model.context(), "bench train: --seq-len ", o.seq_len, " exceeds the model's context of ",
-           o.model.context());
+  TS_CHECK(o.seq_len <= o.model.max_seq_len, "bench train: --seq-len ", o.seq_len,
+           " exceeds the model's context of ", o.model.max_seq_len);
   TS_CHECK(o.recompute.layers >= 0 && o.recompute.layers <= o.model.num_layers, "bench train: --recompute-layers ",
            o.recompute.layers, " must be between 0 (every block) and the model's ", o.model.num_layers, " blocks");
   TS_CHECK(o.document_length >= 0, "bench train: --document-length ", o.document_length,

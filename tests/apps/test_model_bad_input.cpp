@@ -113,12 +113,6 @@ std::vector<ModelBadInput> cases() {
          return init_from(d, "llama-hf");
        },
        "quantization_config's quant_method is '\"awq\"'; Tessera reads unquantized weights"},
-      {"SequencePastTheSlidingWindow",  // Mistral 7B v0.1's window, shorter than --seq-len 16
-       [](auto d) {
-         edit_json(d / "llama-hf" / "config.json", [](auto& j) { j["model_type"] = "mistral", j["sliding_window"] = 8; });
-         return init_from(d, "llama-hf");
-       },
-       "--seq-len 16 exceeds the model's context of 8 tokens (its sliding window"},
       {"TopKAboveExperts",
        [](auto d) {
          edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["num_experts_per_tok"] = 5; });

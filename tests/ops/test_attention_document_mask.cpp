@@ -1,10 +1,12 @@
 // Causal attention under document masks (packed sequences): every document of a window gives the out,
 // lse and gradients of attention over that document alone (MHA and GQA, documents within a 64-row tile,
 // across tiles and on a tile's edge, one-token documents); starts that are all 0 are plain causal
-// attention bit for bit; thread counts agree bitwise; bad starts are refused with their position.
+// attention bit for bit; thread counts agree bitwise; bad starts are refused with their position; a
+// sliding window's starts (each row its latest W keys) give each row its own keys' attention.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "ops/attention.h"
@@ -109,6 +111,65 @@ TEST(AttentionDocumentMask, OneThreadAndSeveralAgree) {
   testing::expect_identical(dqkv[0], dqkv[1], "dqkv");
 }
 
+// A sliding window of W keys: starts max(document start, t - W + 1) rise by one a token. Each row's out
+// and lse are attention over its own visible keys alone (a double-precision softmax of them), across
+// 64-row tiles, with and without documents; the gradient of out · dout agrees with finite differences.
+TEST(AttentionDocumentMask, SlidingWindowSeesItsLatestKeys) {
+  const Shape4 s{2, 150, 4, 2, 8};
+  const int64_t W = 37;
+  const Tensor qkv0 = random_tensor({s.B, s.T, s.W()}, 43, -2.0f, 2.0f);
+  Tensor starts = Tensor::zeros({s.B, s.T}, DType::i32);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t t = 0; t < s.T; ++t) {
+      const int32_t document = b == 1 && t >= 90 ? 90 : 0;  // the second sequence holds two documents
+      starts.data<int32_t>()[b * s.T + t] = std::max<int32_t>(document, int32_t(t - W + 1));
+    }
+  Tensor qkv = testing::copy_of(qkv0), out = Tensor::zeros({s.B, s.T, s.C()}), lse = Tensor::zeros({s.B, s.NH, s.T});
+  attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), starts);
+  const int64_t group = s.NH / s.NKV;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t t = 0; t < s.T; ++t)
+      for (int64_t h = 0; h < s.NH; ++h) {
+        const float* row = qkv.f32() + (b * s.T + t) * s.W();
+        const int64_t kv = h / group, first = starts.data<int32_t>()[b * s.T + t];
+        std::vector<double> scores;
+        double top = -1e300;
+        for (int64_t j = first; j <= t; ++j) {
+          const float* key = qkv.f32() + (b * s.T + j) * s.W() + (s.NH + kv) * s.HS;
+          double dot = 0;
+          for (int64_t c = 0; c < s.HS; ++c) dot += double(row[h * s.HS + c]) * key[c];
+          scores.push_back(dot / std::sqrt(double(s.HS)));
+          top = std::max(top, scores.back());
+        }
+        double sum = 0;
+        for (double& x : scores) sum += (x = std::exp(x - top));
+        ASSERT_NEAR(lse.f32()[(b * s.NH + h) * s.T + t], top + std::log(sum), 1e-4) << b << " " << t << " " << h;
+        for (int64_t c = 0; c < s.HS; ++c) {
+          double want = 0;
+          for (int64_t j = first; j <= t; ++j)
+            want += scores[size_t(j - first)] / sum *
+                    qkv.f32()[(b * s.T + j) * s.W() + (s.NH + s.NKV + kv) * s.HS + c];
+          ASSERT_NEAR(out.f32()[(b * s.T + t) * s.C() + h * s.HS + c], want, 1e-5) << b << " " << t << " " << h;
+        }
+      }
+  const Tensor dout = random_tensor({s.B, s.T, s.C()}, 44);
+  Tensor dqkv = Tensor::zeros(qkv.shape());
+  attention_backward(dqkv, dout, qkv, out, lse, int(s.NH), int(s.NKV), starts);
+  auto loss = [&] {
+    attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), starts);
+    return testing::dot(out, dout);
+  };
+  for (const int64_t i : {int64_t(5), (s.T + 20) * s.W() + 3, (2 * s.T - 1) * s.W() - 1, (s.T + 120) * s.W() + 40}) {
+    const float saved = qkv.f32()[i];
+    qkv.f32()[i] = saved + 1e-2f;
+    const double up = loss();
+    qkv.f32()[i] = saved - 1e-2f;
+    const double down = loss();
+    qkv.f32()[i] = saved;
+    EXPECT_NEAR(dqkv.f32()[i], (up - down) / 2e-2, 2e-3 + 2e-2 * std::fabs((up - down) / 2e-2)) << i;
+  }
+}
+
 TEST(AttentionDocumentMask, RefusesBadStarts) {
   const Shape4 s{1, 6, 2, 2, 2};
   const Tensor qkv = random_tensor({s.B, s.T, s.W()}, 41);
@@ -124,7 +185,7 @@ TEST(AttentionDocumentMask, RefusesBadStarts) {
   attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), starts_from({0, 0, 2, 2, 4, 4}));  // the good call
   EXPECT_TRUE(testing::contains(forward_with(starts_from({0, 0, 2, 2, 1, 1})), "doc_starts[0, 4] = 1 is not a"));
   EXPECT_TRUE(testing::contains(forward_with(starts_from({0, 2, 2, 2, 2, 2})), "doc_starts[0, 1] = 2 is not a"));
-  EXPECT_TRUE(testing::contains(forward_with(starts_from({0, 0, 1, 1, 1, 1})), "doc_starts[0, 2] = 1 is not a"));
+  EXPECT_TRUE(testing::contains(forward_with(starts_from({0, 0, 0, 4, 4, 4})), "doc_starts[0, 3] = 4 is not a"));
   EXPECT_TRUE(testing::contains(forward_with(starts_from({-1, 0, 0, 0, 0, 0})), "doc_starts[0, 0] = -1"));
   EXPECT_TRUE(testing::contains(forward_with(starts_from({0, 0, 0})), "doc_starts"));  // (1, 3), not (1, 6)
   EXPECT_TRUE(testing::contains(forward_with(Tensor::zeros({1, 6})), "doc_starts"));   // f32, not i32

@@ -18,7 +18,11 @@
 # defaults and clip_qkv refused, and deterministic golden runs whose hf/ reproduces step 1. SmolLM3 (--model smollm3):
 # no_rope_layers from the interval or a list, logits against an op-by-op forward rotating only the RoPE layers (and
 # not llama's when a layer is NoPE), config.json key by key with SmolLM3Config's defaults and sliding layers refused,
-# and deterministic golden runs whose hf/ reproduces step 1 (llama's run when no layer is NoPE). For DeepSeek-V3
+# and deterministic golden runs whose hf/ reproduces step 1 (llama's run when no layer is NoPE). Sliding window
+# (--model mistral, and phi3, --sliding-window W): the mask admits exactly keys i - W < j <= i, attention and logits
+# against per-query softmaxes over the window, a token reaching exactly the next W queries, W >= T bit for bit causal,
+# MistralForCausalLM's config.json and defaults, and deterministic golden runs whose hf/ reproduces step 1 (llama's
+# run without a window or with W >= --seq-len; phi3 W = mistral W). For DeepSeek-V3
 # (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -1345,6 +1349,299 @@ def check_smollm3_reference(tmp):
           "llama's, losses not; no NoPE layer gives llama's run; M=1 vs 2; --head-dim, longrope, bad lists refused")
 
 
+# ---------------------------------------------------------------- Mistral, sliding window (float64)
+
+def in_window(i, j, window):
+    """transformers' sliding-window causal rule: key j is visible to query i iff i - window < j <= i."""
+    return j <= i and (window is None or j > i - window)
+
+
+def windowed_logits_by_hand(state, cfg, idx, window):
+    """A dense Llama's logits from a state dict (Llama's names; Mistral's, or Phi-3's split back), op by op: RoPE on
+    pairs j, j + HS/2 at angle p * theta^(-2j/HS); query i of head h takes a softmax over only the keys j that
+    in_window(i, j, window) admits, of kv head h * NKV // NH, one query at a time."""
+    NH, NKV, HS = cfg.num_heads, cfg.num_kv_heads, cfg.head_size
+    B, T = idx.shape
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * cfg.rope_theta ** (-torch.arange(0, HS, 2,
+                                                                                          dtype=torch.float64) / HS)
+    c, s = ang.cos()[None, :, None], ang.sin()[None, :, None]
+
+    def rope(v):                                                                 # (B, T, H, HS)
+        a, b = v[..., :HS // 2], v[..., HS // 2:]
+        return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
+
+    def rms(v, g):
+        return rms_by_hand(v, g, cfg.rms_norm_eps)
+
+    x = state["model.embed_tokens.weight"][idx]
+    for layer in range(cfg.num_layers):
+        w = {n[len(f"model.layers.{layer}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{layer}.")}
+        h = rms(x, w["input_layernorm.weight"])
+        q = rope((h @ w["self_attn.q_proj.weight"].T).view(B, T, NH, HS))
+        k = rope((h @ w["self_attn.k_proj.weight"].T).view(B, T, NKV, HS))
+        v = (h @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+        y = torch.zeros(B, T, NH, HS, dtype=torch.float64)
+        for head in range(NH):
+            g = head * NKV // NH
+            for i in range(T):
+                keys = [j for j in range(T) if in_window(i, j, window)]
+                p = (torch.stack([(q[:, i, head] * k[:, j, g]).sum(-1) for j in keys], -1) / math.sqrt(HS)).softmax(-1)
+                y[:, i, head] = sum(p[:, n, None] * v[:, j, g] for n, j in enumerate(keys))
+        x = x + y.reshape(B, T, NH * HS) @ w["self_attn.o_proj.weight"].T
+        h = rms(x, w["post_attention_layernorm.weight"])
+        gated = F.silu(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
+        x = x + gated @ w["mlp.down_proj.weight"].T
+    head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
+    return rms(x, state["model.norm.weight"]) @ head.T
+
+
+def mistral_hf_config(cfg):
+    """config.json as MistralForCausalLM's, written out key by key."""
+    return {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
+            "initializer_range": 0.02, "torch_dtype": "float32", "head_dim": cfg.head_size,
+            "sliding_window": cfg.sliding_window}
+
+
+def check_sliding_window():
+    """sliding_window W (mistral, phi3): the mask buffer is 0 exactly where i - W < j <= i; one attention layer equals
+    a query-by-query softmax over those keys (W 1, 2, 5, 11, 12, 40; NKV 2 and 1; head_dim 16); moving token j's
+    input changes exactly outputs j .. j + W - 1 (a key W or more back gets no weight, bit for bit; the oldest key
+    in the window does); W >= T is plain causal attention bit for bit; a one-layer model's logits at i equal the
+    causal model's on tokens i - W + 1 .. i alone (RoPE is relative); Phi-3 with W computes as Mistral with W; full
+    logits against an op-by-op forward; refusals."""
+    T, gen = 12, torch.Generator().manual_seed(100)
+    x = torch.randn(2, T, 32, generator=gen, dtype=torch.float64)
+    for W in (1, 2, 5, 11, 12, 40):
+        for kv, head_dim in ((2, 0), (1, 16)):
+            model = llama_model(seed=101, mistral=True, sliding_window=W, num_kv_heads=kv, head_dim=head_dim)
+            attn = model.model.layers[0].self_attn
+            n = model.cfg.max_seq_len
+            visible = torch.tensor([[in_window(i, j, W) for j in range(n)] for i in range(n)])
+            assert torch.equal(attn.mask_bias == 0, visible) and (attn.mask_bias[~visible] == float("-inf")).all(), \
+                f"W {W}: the mask admits other keys than i - W < j <= i"
+            cos, sin = model.rope(T)
+            with torch.no_grad():
+                got = attn(x, cos, sin)
+                # by hand: q, k, v of this layer, one softmax per query over its window
+                HS, NH = model.cfg.head_size, 4
+                q = tl.apply_rope(attn.q_proj(x).view(2, T, NH, HS).transpose(1, 2), cos, sin)
+                k = tl.apply_rope(attn.k_proj(x).view(2, T, kv, HS).transpose(1, 2), cos, sin)
+                v = attn.v_proj(x).view(2, T, kv, HS).transpose(1, 2)
+                y = torch.zeros(2, NH, T, HS, dtype=torch.float64)
+                for h in range(NH):
+                    for i in range(T):
+                        lo = max(0, i - W + 1)
+                        p = (q[:, h, i, None, :] * k[:, h * kv // NH, lo:i + 1]).sum(-1) / math.sqrt(HS)
+                        y[:, h, i] = (p.softmax(-1)[..., None] * v[:, h * kv // NH, lo:i + 1]).sum(1)
+                want = attn.o_proj(y.transpose(1, 2).reshape(2, T, NH * HS))
+                assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), f"W {W} kv {kv}: attention by hand"
+                for j in range(T):      # token j's input reaches exactly the queries j .. j + W - 1
+                    x2 = x.clone()
+                    x2[:, j] += 0.5
+                    moved = (attn(x2, cos, sin) != got).any(-1).any(0).tolist()
+                    assert moved == [j <= i < j + W for i in range(T)], f"W {W}: token {j} reaches {moved}"
+                if W >= T:              # plain causal attention, bit for bit
+                    plain = llama_model(seed=101, num_kv_heads=kv, head_dim=head_dim)
+                    assert torch.equal(plain.model.layers[0].self_attn(x, cos, sin), got), f"W {W} >= T"
+                    idx = torch.randint(0, 300, (2, T), generator=gen)
+                    assert torch.equal(plain(idx)[0], model(idx)[0]), f"W {W} >= T: logits"
+    # One layer: the logits at i are the causal model's on the window's tokens alone (positions shifted by
+    # i - W + 1, which RoPE's relative scores ignore up to rounding).
+    idx = torch.randint(0, 300, (2, 16), generator=gen)
+    for W in (1, 3, 6):
+        model = llama_model(seed=102, mistral=True, sliding_window=W, num_layers=1)
+        plain = llama_model(seed=102, num_layers=1)
+        with torch.no_grad():
+            got = model(idx)[0]
+            for i in range(16):
+                alone = plain(idx[:, max(0, i - W + 1):i + 1])[0][:, -1]
+                assert torch.allclose(got[:, i], alone, rtol=1e-12, atol=1e-13), f"W {W}: position {i}"
+            assert (got - plain(idx)[0]).abs().max() > 1e-4, f"W {W}: the window changes nothing"
+    # Full logits op by op (2 layers: the receptive field grows past W); Phi-3 with W is Mistral with W.
+    for W, kv, tie, head_dim in ((3, 2, False, 0), (1, 1, True, 16), (5, 4, False, 0), (None, 2, False, 0)):
+        model = llama_model(seed=103, mistral=True, sliding_window=W, num_kv_heads=kv, tie_word_embeddings=tie,
+                            head_dim=head_dim)
+        with torch.no_grad():
+            got = model(idx)[0]
+            want = windowed_logits_by_hand(model.state_dict(), model.cfg, idx, W)
+            assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), f"mistral W {W}: logits by hand"
+            if not head_dim:
+                phi3 = tl.Llama(dataclasses.replace(model.cfg, mistral=False, phi3=True)).double()
+                phi3.load_state_dict(model.state_dict())
+                assert torch.equal(phi3(idx)[0], got), f"phi3 W {W} differs from mistral W {W}"
+    for extra in ({"sliding_window": 4}, {"sliding_window": 4, "qkv_bias": True},
+                  {"sliding_window": 4, "num_experts": 4}, {"sliding_window": 4, "smollm3": True},
+                  {"sliding_window": 4, "olmo2": True}, {"mistral": True, "sliding_window": 0},
+                  {"mistral": True, "sliding_window": -2}, {"mistral": True, "sliding_window": 2.5},
+                  {"mistral": True, "sliding_window": True}, {"phi3": True, "sliding_window": 0},
+                  {"mistral": True, "qkv_bias": True}, {"mistral": True, "qk_norm": True},
+                  {"mistral": True, "num_experts": 4}, {"mistral": True, "phi3": True},
+                  {"mistral": True, "olmo2": True},
+                  {"mistral": True, "rope_scaling": tl.longrope_rope_scaling([1.0] * 4, [1.0] * 4)}):
+        try:
+            tl.LlamaConfig(**extra)
+        except ValueError:
+            continue
+        raise AssertionError(f"LlamaConfig with {extra} accepted")
+    print("sliding window: mask 0 exactly where i - W < j <= i; attention equals a per-query softmax over the window "
+          "(W 1, 2, 5, 11, 12, 40; NKV 2, 1; head_dim 16); token j reaches exactly queries j .. j + W - 1; W >= T is "
+          "causal bit for bit; one layer at i = causal on the window's tokens alone; 2-layer logits op by op; phi3 W = "
+          "mistral W bit for bit; off mistral/phi3 and W < 1 refused")
+
+
+def check_mistral_hf(tmp):
+    """Mistral's and windowed Phi-3's HF folders: config.json key by key (sliding_window W or null), Llama's tensor
+    names, load_hf/save_hf round trip (cfg, logits); MistralConfig's defaults (window 4096, 8 kv heads) and
+    Phi3Config's (no window) for absent keys; a window shorter than max_position_embeddings read (once refused for
+    phi3); refusals."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(104))
+    for W, kv, tie, head_dim, scaling in ((5, 2, False, 0, None), (None, 1, True, 16, None),
+                                          (64, 2, False, 0, tl.yarn_rope_scaling(4.0, 4096))):
+        model = llama_model(seed=105, mistral=True, sliding_window=W, num_kv_heads=kv, tie_word_embeddings=tie,
+                            head_dim=head_dim, rope_scaling=scaling)
+        folder = os.path.join(tmp, f"mistral_hf_{W}")
+        tl.save_hf(model, folder)
+        with open(os.path.join(folder, "config.json")) as f:
+            config = json.load(f)
+        assert config == mistral_hf_config(model.cfg), f"mistral config.json {config}"
+        assert not any(k in config for k in ("attention_bias", "mlp_bias")), "mistral: a bias key"
+        assert list(tg.load_safetensors(os.path.join(folder, "model.safetensors"))) == expected_hf_names(model.cfg)
+        loaded = tl.load_hf(folder)
+        assert loaded.cfg == model.cfg and loaded.cfg.mistral and loaded.cfg.sliding_window == W, "mistral cfg"
+        with torch.no_grad():
+            assert torch.equal(model(idx)[0], loaded(idx)[0]), "mistral: logits differ after HF round trip"
+    for W in (5, None):
+        model = llama_model(seed=106, phi3=True, sliding_window=W)
+        folder = os.path.join(tmp, f"phi3_window_hf_{W}")
+        tl.save_hf(model, folder)
+        with open(os.path.join(folder, "config.json")) as f:
+            assert json.load(f)["sliding_window"] == W, "phi3 config.json sliding_window"
+        loaded = tl.load_hf(folder)
+        assert loaded.cfg == model.cfg and loaded.cfg.sliding_window == W, "phi3 window cfg"
+        with torch.no_grad():
+            assert torch.equal(model(idx)[0], loaded(idx)[0]), "phi3 window: logits differ after HF round trip"
+    base = mistral_hf_config(tl.LlamaConfig(mistral=True, num_heads=8, sliding_window=6))
+    phi3_base = tl.hf_config(tl.LlamaConfig(phi3=True))
+
+    def read(c, drop=(), **changes):
+        return tl.config_from_hf({n: v for n, v in dict(c, **changes).items() if n not in drop})
+    assert read(base).sliding_window == 6 and read(base, sliding_window=None).sliding_window is None
+    assert read(base, ("sliding_window",)).sliding_window == 4096, "MistralConfig's default window"
+    assert read(base, ("num_key_value_heads",)).num_kv_heads == 8, "MistralConfig's default kv heads"
+    assert read(base, num_key_value_heads=None).num_kv_heads == 8, "null kv heads: one per query head"
+    assert read(base, ("head_dim",)).head_size == 4 and read(base, head_dim=8).head_size == 8
+    assert read(phi3_base, ("sliding_window",)).sliding_window is None, "Phi3Config's default: no window"
+    assert read(phi3_base, sliding_window=7).sliding_window == 7, "phi3 window < max_position_embeddings"
+    assert read(dict(base, model_type="llama"), ("head_dim",)).sliding_window is None, "llama reads no window"
+    for c, bad in ((base, {"sliding_window": 0}), (base, {"sliding_window": -1}), (base, {"sliding_window": 2.5}),
+                   (base, {"sliding_window": "8"}), (base, {"sliding_window": True}),
+                   (phi3_base, {"sliding_window": 0}),
+                   (base, {"rope_scaling": tl.longrope_rope_scaling([1.0] * 2, [1.0] * 2)}),
+                   (base, {"hidden_act": "gelu"})):
+        try:
+            read(c, **bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{c['model_type']} config.json with {bad} accepted")
+    print("mistral hf folder: MistralForCausalLM config.json key by key (sliding_window W or null, head_dim, no bias "
+          "keys), Llama's names, round trip (W 5, none, 64 with yarn; NKV 1 tied head_dim 16); phi3 sliding_window "
+          "W round trip; MistralConfig's defaults (window 4096, 8 kv heads), Phi3Config's (none); bad windows refused")
+
+
+def check_mistral_reference(tmp):
+    """--model mistral and --sliding-window golden runs (mistral W 5; W 1; W 3 with NKV 1, tied, head_dim 16; phi3 W 5;
+    phi3 W 7 with partial rotary and longrope at seq 32): deterministic; config.json; hf/ + train.bin reproduce step
+    1 through load_hf exactly and (full rotary) through the op-by-op windowed forward to 1e-12; hf/ and train.bin
+    are the unwindowed run's byte for byte, the losses not; phi3 W 5 trains as mistral W 5; a window >= --seq-len
+    (16, 100) and no window are llama's run bit for bit; 1 vs 2 micro-batches; refusals."""
+    runs = {"mistral_w5": ("--model", "mistral", "--sliding-window", "5"),
+            "mistral_w1": ("--model", "mistral", "--sliding-window", "1"),
+            "mistral_w3": ("--model", "mistral", "--sliding-window", "3", "--kv-heads", "1", "--tie", "1",
+                           "--head-dim", "16"),
+            "phi3_w5": ("--model", "phi3", "--sliding-window", "5"),
+            "phi3_w7_longrope": ("--model", "phi3", "--sliding-window", "7", "--partial-rotary-factor", "0.5",
+                                 "--rope-scaling", "longrope", "--seq-len", "32", "--longrope-original-max", "16")}
+    exp = {}
+    for name, flags in runs.items():
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+        exp[name] = r1
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name} initial loss far from ln(V)"
+        W, seq = int(flags[flags.index("--sliding-window") + 1]), r1["config"]["seq_len"]
+        c = r1["config"]
+        assert c["sliding_window"] == W and c["window_masks"] is True and "attention" in c, f"{name}: config {c}"
+        out = os.path.join(tmp, f"{name}_1")
+        net = tl.load_hf(os.path.join(out, "hf"))
+        assert net.cfg.sliding_window == W and net.cfg.mistral == (flags[1] == "mistral")
+        for sub in ("hf", "hf_final"):
+            with open(os.path.join(out, sub, "config.json")) as f:
+                config = json.load(f)
+            assert config["sliding_window"] == W, f"{name} {sub}: config.json sliding_window"
+            if net.cfg.mistral:
+                assert config == mistral_hf_config(net.cfg), f"{name} {sub}: config.json {config}"
+                stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
+                assert list(stored) == expected_hf_names(net.cfg), f"{name} {sub}: tensor names"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:4 * seq].view(4, seq), tokens[1:4 * seq + 1].view(4, seq)
+        with torch.no_grad():
+            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+            if net.cfg.rope_scaling is None:
+                state = net.state_dict()
+                by_hand = sum(F.cross_entropy(windowed_logits_by_hand(state, net.cfg, x[m:m + 2], W).reshape(-1, 300),
+                                              y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+                assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op gives {by_hand} vs {loaded}"
+        # Without the window: the same initial weights and tokens, other losses.
+        i = flags.index("--sliding-window")
+        plain = run_llama_reference(tmp, f"{name}_plain", *flags[:i], *flags[i + 2:])
+        for path in ("hf/model.safetensors", "train.bin"):
+            with open(os.path.join(out, path), "rb") as a, open(os.path.join(tmp, f"{name}_plain", path), "rb") as b:
+                assert a.read() == b.read(), f"{name}: {path} differs from the unwindowed run's"
+        assert r1["losses"][0] != plain["losses"][0], f"{name}: the window changes nothing"
+    assert (exp["phi3_w5"]["losses"], exp["phi3_w5"]["grad_norms"]) == \
+        (exp["mistral_w5"]["losses"], exp["mistral_w5"]["grad_norms"]), "phi3 W 5 trains otherwise than mistral W 5"
+    # A window covering --seq-len 16, and none: llama's run to the bit.
+    llama = run_llama_reference(tmp, "window_llama", "--model", "llama")
+    for flags in (("--model", "mistral"), ("--model", "mistral", "--sliding-window", "16"),
+                  ("--model", "mistral", "--sliding-window", "100"), ("--model", "phi3", "--sliding-window", "16")):
+        r = run_llama_reference(tmp, "window_wide", *flags)
+        assert (r["losses"], r["grad_norms"]) == (llama["losses"], llama["grad_norms"]), f"{flags}: not llama's run"
+        assert r["config"].get("window_masks", False) is False and ("sliding_window" in r["config"]) == (len(flags) > 2)
+        with open(os.path.join(tmp, "window_wide", "hf", "config.json")) as f:
+            assert json.load(f)["sliding_window"] == (int(flags[3]) if len(flags) > 2 else None)
+        if flags[1] == "mistral":
+            for path in ("hf/model.safetensors", "hf_final/model.safetensors", "train.bin"):
+                with open(os.path.join(tmp, "window_wide", path), "rb") as a, \
+                        open(os.path.join(tmp, "window_llama", path), "rb") as b:
+                    assert a.read() == b.read(), f"{flags}: {path} differs from llama's"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    base = runs["mistral_w5"]
+    assert close(run_llama_reference(tmp, "mistral_mb", *base, "--micro-batches", "1")["losses"],
+                 run_llama_reference(tmp, "mistral_mb", *base)["losses"]), "mistral W 5: M=1 vs 2"
+    for flags in (("--model", "mistral", "--sliding-window", "0"), ("--model", "mistral", "--sliding-window", "-3"),
+                  ("--model", "phi3", "--sliding-window", "0"), ("--model", "mistral", "--rope-scaling", "longrope"),
+                  ("--model", "mistral", "--partial-rotary-factor", "0.5"),
+                  ("--model", "mistral", "--no-rope-interval", "2"), ("--model", "mistral", "--norm-topk", "0"),
+                  ("--model", "mistral", "--n-group", "2"), ("--model", "mistral", "--kv-heads", "3")):
+        assert refused(*flags), f"{flags} accepted"
+    for model in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "olmo2", "olmoe", "smollm3", "deepseek_v3",
+                  "deepseek_v2"):
+        assert refused("--model", model, "--sliding-window", "4"), f"{model} --sliding-window accepted"
+    assert not refused("--model", "mistral", "--sliding-window", "1", "--head-dim", "16", "--kv-heads", "1", "--tie",
+                       "1", "--rope-scaling", "yarn", "--fp8-block", "8", "12")
+    print("make_hf_llama_reference --model mistral / --sliding-window (mistral W 5, 1, 3 with NKV 1 tied head_dim 16; "
+          "phi3 W 5, W 7 with longrope): deterministic; config.json sliding_window W; hf/ reproduces step 1 (load_hf "
+          "exactly, op-by-op windowed forward to 1e-12); hf/ and train.bin the unwindowed run's, losses not; phi3 W 5 "
+          "= mistral W 5; no window or W >= seq-len (16, 100) = llama's run bit for bit; M=1 vs 2; refusals")
+
+
 # ---------------------------------------------------------------- DeepSeek-V3 (float64)
 
 def deepseek_model(seed=0, **overrides):
@@ -2331,6 +2628,9 @@ def main():
         check_olmoe_reference(tmp)
         check_smollm3()
         check_smollm3_reference(tmp)
+        check_sliding_window()
+        check_mistral_hf(tmp)
+        check_mistral_reference(tmp)
         check_latent_attention()
         check_deepseek_moe()
         check_deepseek_hf_round_trip(tmp)

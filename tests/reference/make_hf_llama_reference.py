@@ -20,8 +20,11 @@
 # every layer; --norm-topk defaults to 0 (OLMoE's norm_topk_prob false); no --head-dim or scaling.
 # --model smollm3 is SmolLM3ForCausalLM: llama's run but layer i takes no RoPE when (i + 1) % --no-rope-interval == 0
 # (default 4), or where the --no-rope-layers list (1 RoPE, 0 NoPE, one per layer) holds a 0; no --head-dim.
+# --model mistral is MistralForCausalLM: llama's run and tensors, Mistral's config.json ("sliding_window" null unless
+# --sliding-window W). --sliding-window W (mistral, phi3) lets query i attend keys i - W < j <= i only, as transformers'
+# sliding-window causal mask; with W >= --seq-len that is plain causal attention, llama's run.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|deepseek_v3|deepseek_v2
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|deepseek_v3|deepseek_v2
 #            --out DIR [...]
 import argparse
 import json
@@ -49,6 +52,7 @@ YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_sl
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
 LONGROPE_ARGS = ("longrope_original_max",)
 SMOLLM3_ARGS = ("no_rope_interval", "no_rope_layers")
+WINDOW_MODELS = ("mistral", "phi3")     # the models --sliding-window applies to
 # The nn.Linear weights that --fp8-block quantizes, as DeepSeek-V3's release does: the attention projections and
 # every MLP's (dense, routed experts, Mixtral's w1/w2/w3, shared experts). Embeddings, lm_head, norms, routers
 # (mlp.gate, block_sparse_moe.gate), e_score_correction_bias and biases stay F32.
@@ -60,9 +64,10 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe",
-                                        "smollm3") + DEEPSEEK_MODELS, required=True,
+                                        "smollm3", "mistral") + DEEPSEEK_MODELS, required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
-                        "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers)")
+                        "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers); mistral: "
+                        "MistralForCausalLM (llama, with --sliding-window)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
@@ -92,6 +97,9 @@ def parse_args(argv=None):
     p.add_argument("--no-rope-layers", default=None,
                    help="smollm3 only: no_rope_layers as comma-separated 1 (RoPE) / 0 (NoPE), one per layer; "
                         "overrides the interval (which config.json still records)")
+    p.add_argument("--sliding-window", type=int, default=None,
+                   help="mistral and phi3 only: sliding_window W >= 1, query i attends keys i - W < j <= i (the W "
+                        "latest positions, itself included); absent: null, plain causal attention")
     p.add_argument("--tie", type=int, choices=(0, 1), default=0, help="1: lm_head tied to embed_tokens")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
@@ -164,6 +172,8 @@ def parse_args(argv=None):
             p.error("--yarn-mscale, --yarn-mscale-all-dim and --yarn-attention-factor must be >= 0 (0: absent)")
     if args.model != "smollm3" and (args.no_rope_interval is not None or args.no_rope_layers is not None):
         p.error("--no-rope-interval and --no-rope-layers apply to smollm3 only")
+    if args.sliding_window is not None and (args.model not in WINDOW_MODELS or args.sliding_window < 1):
+        p.error("--sliding-window applies to mistral and phi3 only, and must be >= 1")
     v2 = args.model == "deepseek_v2"
     if args.topk_group is None:
         args.topk_group = args.n_group
@@ -286,7 +296,8 @@ def model_config(args):
         head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3",
         partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2", olmoe=args.model == "olmoe",
         smollm3=args.model == "smollm3", no_rope_layers=tuple(args.no_rope_layers or ()),
-        no_rope_layer_interval=args.no_rope_interval or 4,
+        no_rope_layer_interval=args.no_rope_interval or 4, mistral=args.model == "mistral",
+        sliding_window=args.sliding_window,
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0)
 
@@ -425,6 +436,8 @@ def run_config(args, cfg, num_tokens):
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
                + (() if args.model == "smollm3" else SMOLLM3_ARGS)
+               # sliding_window is recorded only when given
+               + (("sliding_window",) if args.sliding_window is None else ())
                # partial_rotary_factor is recorded only when it is not 1
                + (("partial_rotary_factor",) if args.partial_rotary_factor == 1.0 else ())
                + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
@@ -524,6 +537,10 @@ def run_config(args, cfg, num_tokens):
                            "attention rotates q and k only when no_rope_layers[i] is 1 (NoPE layers: no RoPE, no "
                            "rope scaling factor)")
         config["nope_layers"] = [i for i, r in enumerate(cfg.no_rope_layers) if not r]
+    if not deepseek and cfg.sliding_window is not None:
+        config["attention"] = ("causal with a sliding window: query i attends keys j with i - sliding_window < j <= i "
+                               "(the sliding_window latest positions, itself included); softmax over those only")
+        config["window_masks"] = args.seq_len > cfg.sliding_window   # false: plain causal attention at this --seq-len
     if not deepseek and cfg.rotary_dim != cfg.head_size:
         config["rotary_dim"] = cfg.rotary_dim
         config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "
@@ -592,6 +609,9 @@ def main(argv=None):
         print(f"warning: a group margin is below {least:g}; fp32 may keep other groups (raise --router-std)")
     if args.model == "smollm3" and all(cfg.no_rope_layers):
         print("note: no layer skips RoPE (raise --layers or lower --no-rope-interval): this is llama's run")
+    if args.sliding_window is not None and args.sliding_window >= args.seq_len:
+        print(f"note: --sliding-window {args.sliding_window} >= --seq-len {args.seq_len} masks nothing: plain causal "
+              f"attention")
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")
 
 

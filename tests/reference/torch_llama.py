@@ -12,7 +12,9 @@
 # (OlmoeForCausalLM) keeps Llama's pre-norm blocks with OLMo 2's whole-projection q/k norms and Qwen3-MoE's MoE in
 # every layer (router mlp.gate, experts named as Llama's MLP, norm_topk_prob false by default). SmolLM3
 # (SmolLM3ForCausalLM) is Llama but for its NoPE layers: no_rope_layers[i] 0 leaves layer i's q and k unrotated
-# (1 rotates them), by default every no_rope_layer_interval-th layer (i + 1 a multiple of it). RoPE uses
+# (1 rotates them), by default every no_rope_layer_interval-th layer (i + 1 a multiple of it). Mistral
+# (MistralForCausalLM) is Llama with Llama's files; with a sliding_window W (Mistral's, or Phi-3's) query i attends only
+# keys j with i - W < j <= i, the W latest positions including itself (HF's sliding-window causal mask). RoPE uses
 # HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
 # h reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
@@ -60,6 +62,8 @@ class LlamaConfig:
     smollm3: bool = False           # SmolLM3ForCausalLM: Llama whose layers with no_rope_layers[i] 0 skip RoPE
     no_rope_layers: tuple = ()      # smollm3: one 1 (RoPE) or 0 (NoPE) per layer; () = from the interval
     no_rope_layer_interval: int = 4  # smollm3: () above gives layer i NoPE when (i + 1) % this == 0
+    mistral: bool = False           # MistralForCausalLM: Llama's computation and names, its own config.json
+    sliding_window: Optional[int] = None  # mistral, phi3: query i attends keys i - W < j <= i; None = causal only
 
     def __post_init__(self):
         if not self.norm_topk_prob and not (self.is_moe and (self.qk_norm or self.olmoe)):
@@ -93,6 +97,16 @@ class LlamaConfig:
             self.no_rope_layers = tuple(int(v) for v in self.no_rope_layers)
         elif self.no_rope_layers:
             raise ValueError("no_rope_layers is modelled for smollm3 only")
+        if self.mistral and (self.is_moe or self.qkv_bias or self.qk_norm or self.phi3 or self.olmo2 or self.olmoe
+                             or self.smollm3 or kind not in ("default", "llama3", "yarn")):
+            raise ValueError("mistral is a dense Llama without biases or q/k norms, its rope_scaling null, llama3 or "
+                             "yarn")
+        if self.sliding_window is not None:
+            if not (self.mistral or self.phi3):
+                raise ValueError("sliding_window is modelled for mistral and phi3 only")
+            if isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int) \
+                    or self.sliding_window < 1:
+                raise ValueError(f"sliding_window {self.sliding_window} must be a positive integer (or None)")
         if not self.phi3 and (kind == "longrope" or self.partial_rotary_factor != 1.0 or self.original_max_seq_len):
             raise ValueError("longrope, partial_rotary_factor and original_max_position_embeddings are modelled for "
                              "phi3 only")
@@ -306,7 +320,8 @@ class Attention(nn.Module):
     with cfg.qkv_bias (Qwen2), none elsewhere; with cfg.qk_norm (Qwen3) q_norm and k_norm, RMSNorms of HS
     channels shared by the heads, normalise each query and key head before RoPE; with cfg.olmo2 or cfg.olmoe they
     are one RMSNorm over all NH*HS query (NKV*HS key) channels of a token, before the split into heads. A SmolLM3
-    NoPE layer (cfg.uses_rope(layer) false) leaves q and k unrotated."""
+    NoPE layer (cfg.uses_rope(layer) false) leaves q and k unrotated. With cfg.sliding_window W (Mistral, Phi-3) the
+    mask also hides every key W or more positions back: query i sees keys i - W < j <= i."""
 
     def __init__(self, cfg, layer=0):
         super().__init__()
@@ -324,6 +339,8 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(cfg.num_kv_heads * HS, cfg.rms_norm_eps)    # (NKV*HS)
         self.whole_qk_norm = cfg.whole_qk_norm
         mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
+        if cfg.sliding_window is not None:    # -inf where j <= i - W too (nothing when W >= max_seq_len)
+            mask += torch.full_like(mask, float("-inf")).tril(-cfg.sliding_window)
         self.register_buffer("mask_bias", mask, persistent=False)
 
     def forward(self, x, cos, sin):
@@ -460,8 +477,8 @@ class Decoder(nn.Module):
 
 
 class Llama(nn.Module):
-    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2, OLMoE, SmolLM3 by
-    cfg's flags)."""
+    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2, OLMoE, SmolLM3,
+    Mistral by cfg's flags)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -556,9 +573,10 @@ def hf_config(cfg):
     """The config.json of HF's LlamaForCausalLM (model_type llama), Qwen2ForCausalLM (qwen2),
     Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3_moe), MixtralForCausalLM (mixtral) or
     Phi3ForCausalLM (phi3: no head_dim, the heads are hidden_size / num_attention_heads wide;
-    original_max_position_embeddings and partial_rotary_factor at the top level, rope_scaling null or longrope's)
-    or Olmo2ForCausalLM (olmo2: no head_dim either, rope_scaling null) or OlmoeForCausalLM (olmoe: no head_dim,
-    rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
+    original_max_position_embeddings and partial_rotary_factor at the top level, rope_scaling null or longrope's,
+    sliding_window W or null) or Olmo2ForCausalLM (olmo2: no head_dim either, rope_scaling null) or MistralForCausalLM
+    (mistral: Llama's keys but the bias ones, with head_dim and sliding_window W or null) or OlmoeForCausalLM (olmoe:
+    no head_dim, rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
     SmolLM3ForCausalLM (smollm3: no head_dim; no_rope_layers, no_rope_layer_interval, no sliding window and
     layer_types all full_attention, as SmolLM3Config writes them)."""
     common = {
@@ -572,10 +590,13 @@ def hf_config(cfg):
     if cfg.phi3:
         return {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", **common,
                 "original_max_position_embeddings": cfg.original_max,
-                "partial_rotary_factor": cfg.partial_rotary_factor, "sliding_window": None, "resid_pdrop": 0.0,
-                "embd_pdrop": 0.0, "attention_bias": False}
+                "partial_rotary_factor": cfg.partial_rotary_factor, "sliding_window": cfg.sliding_window,
+                "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_bias": False}
     if cfg.olmo2:
         return {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", **common, "attention_bias": False}
+    if cfg.mistral:
+        return {"architectures": ["MistralForCausalLM"], "model_type": "mistral", **common, "head_dim": cfg.head_size,
+                "sliding_window": cfg.sliding_window}
     if cfg.smollm3:
         return {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", **common, "attention_bias": False,
                 "mlp_bias": False, "no_rope_layers": list(cfg.no_rope_layers),
@@ -661,9 +682,9 @@ def save_hf(model, folder, router_aux_loss_coef=None):
 
 def config_from_hf(c):
     kind = c.get("model_type")
-    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3")
-            or c.get("hidden_act", "silu") != "silu"):
-        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3 config: "
+    if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3",
+                     "mistral") or c.get("hidden_act", "silu") != "silu"):
+        raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral config: "
                          f"model_type {kind}")
     smollm3 = kind == "smollm3"
     no_rope, interval = (), 4
@@ -695,10 +716,12 @@ def config_from_hf(c):
                                                 else ("default", "llama3", "yarn")):
         raise ValueError(f"rope_scaling {c['rope_scaling']} is not modelled (only none, llama3 and yarn; phi3: "
                          f"none and longrope)")
-    if kind == "phi3" and (c.get("attention_bias")
-                           or (c.get("sliding_window") or c["max_position_embeddings"]) < c["max_position_embeddings"]):
-        raise ValueError("phi3: only no attention_bias and no sliding window shorter than max_position_embeddings "
-                         "are modelled")
+    if kind == "phi3" and c.get("attention_bias"):
+        raise ValueError("phi3: only no attention_bias is modelled")
+    # MistralConfig's default window is 4096, Phi3Config's none; null = plain causal attention.
+    window = c.get("sliding_window", 4096 if kind == "mistral" else None) if kind in ("mistral", "phi3") else None
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"{kind}: sliding_window {window} must be a positive integer or null")
     # Phi3Config's default original_max_position_embeddings is 4096; kept only where it differs from
     # max_position_embeddings (LlamaConfig's 0), so that a config round-trips.
     orig = (c.get("original_max_position_embeddings") or 4096) if kind == "phi3" else 0
@@ -707,9 +730,9 @@ def config_from_hf(c):
     experts = (c.get("num_experts", 64) if kind == "olmoe" else c["num_experts"] if kind == "qwen3_moe"
                else c["num_local_experts"]) if moe else 0
     head_dim = c.get("head_dim") or 0
-    # SmolLM3Config's defaults differ from Llama's: 4 kv heads, theta 2e6, tied embeddings.
-    kv_heads = c.get("num_key_value_heads", 4 if smollm3 else c["num_attention_heads"])
-    if smollm3 and kv_heads is None:
+    # SmolLM3Config's defaults differ from Llama's: 4 kv heads, theta 2e6, tied embeddings; MistralConfig's: 8 kv heads.
+    kv_heads = c.get("num_key_value_heads", 4 if smollm3 else 8 if kind == "mistral" else c["num_attention_heads"])
+    if (smollm3 or kind == "mistral") and kv_heads is None:
         kv_heads = c["num_attention_heads"]
     return LlamaConfig(
         num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
@@ -726,11 +749,12 @@ def config_from_hf(c):
         phi3=kind == "phi3",
         partial_rotary_factor=float(c.get("partial_rotary_factor", 1.0)) if kind == "phi3" else 1.0,
         original_max_seq_len=orig if orig != c["max_position_embeddings"] else 0, olmo2=kind == "olmo2",
-        olmoe=kind == "olmoe", smollm3=smollm3, no_rope_layers=no_rope, no_rope_layer_interval=interval)
+        olmoe=kind == "olmoe", smollm3=smollm3, no_rope_layers=no_rope, no_rope_layer_interval=interval,
+        mistral=kind == "mistral", sliding_window=window)
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3 from an HF folder (one
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral from an HF folder (one
     model.safetensors; Phi-3's fused tensors split back); a tied model's lm_head.weight, if the file has one, is
     ignored."""
     with open(os.path.join(folder, "config.json")) as f:

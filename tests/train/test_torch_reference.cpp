@@ -245,6 +245,19 @@ TEST(TorchReference, HuggingFaceSmolLM3TrainsLikeFloat64PyTorch) {
                              "--model smollm3 --layers 3 --no-rope-layers 0,1,0 --kv-heads 1 --tie 1 --steps 10 --lr 3e-3");
 }
 
+// Sliding windows (Mistral 7B v0.1's, Phi-3's 4K models'), over sequences three times as long: each
+// token attends to its 5 latest positions, itself included, as transformers masks them, for Mistral and
+// for Phi-3 with its partial rotary embeddings. Attending over whole sequences moves the first loss by
+// 1.3e-4.
+TEST(TorchReference, HuggingFaceSlidingWindowTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model mistral --sliding-window 5 --seq-len 16 --steps 10 --lr 3e-3 --grad-clip 1.0",
+                             1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model phi3 --sliding-window 5 --partial-rotary-factor 0.5 --seq-len 16 --steps 10 "
+                             "--lr 3e-3");
+}
+
 // Phi-4-mini's and Phi-3.5's RoPE: partial rotary (transformers turns a head's first channels, Tessera
 // its last, the import moving the rows) and LongRoPE, its short factors within the original 16
 // positions and its long ones past them, with the attention factor. Dropping the attention factor or
