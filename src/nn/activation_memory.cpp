@@ -50,7 +50,7 @@ BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShap
     b.kept += B * Tl * C * s;                              // out
   } else {
     const int64_t F = c.hidden();
-    b.kept += B * T * (c.mlp == MlpKind::swiglu ? 2 * F : F) * s + B * Tl * C * s;  // mlp.h, mlp.out
+    b.kept += B * T * (is_gated(c.mlp) ? 2 * F : F) * s + B * Tl * C * s;  // mlp.h, mlp.out
     b.dropped += B * T * F * s;                                                       // mlp.act
   }
   b.out = B * Tl * C * s;
@@ -108,7 +108,7 @@ ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationS
   if (a.blocks.end == c.num_layers) bytes.saved += norm_bytes(c, B, Tl, s) + B * T * kF32;  // final_norm, losses
   if (c.positions == PositionKind::rope) bytes.saved += T * kI32 + c.rotary_dim() / 2 * kF32;  // rotary
   if (a.blocks.first == 0) bytes.saved += B * T * kI32;  // tokens (Decoder::embed's copy)
-  const bool swiglu = c.mlp == MlpKind::swiglu;
+  const bool swiglu = is_gated(c.mlp);
   bytes.scratch += (B * Tl * C + std::max(B * Tl * C, B * T * c.attention_width())) * s;  // dresidual, dnormed/dcore
   bytes.scratch += B * T * std::max(c.qkv_width(), swiglu ? 2 * F : F) * s;  // dqkv and mlp.dh share it
   if (swiglu) bytes.scratch += B * T * F * s;                                  // mlp.dact

@@ -49,7 +49,7 @@ BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
   }
   n.attn_out = linear_names(p + "self_attn.o_proj", c.bias);
   n.norm2 = linear_names(p + (post ? "post_feedforward_layernorm" : "post_attention_layernorm"), norm_bias);
-  const std::string in = c.mlp == MlpKind::swiglu ? "gate_up_proj" : "up_proj";
+  const std::string in = is_gated(c.mlp) ? "gate_up_proj" : "up_proj";
   if (!c.is_moe_block(l)) {
     n.mlp_in = linear_names(p + "mlp." + in, c.bias);
     n.mlp_out = linear_names(p + "mlp.down_proj", c.bias);
@@ -116,7 +116,7 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
   const int64_t C = c.channels, Vp = c.padded_vocab_size(), F = c.hidden(), HS = c.head_size();
   const int64_t NH = c.num_heads, NKV = c.kv_heads();
   const int64_t E = c.moe.num_experts, Fe = c.moe.expert_hidden, Fs = c.moe.num_shared_experts * Fe;
-  const bool swiglu = c.mlp == MlpKind::swiglu;
+  const bool swiglu = is_gated(c.mlp);
   // This tp rank's shares (the whole when tp.size is 1).
   const int64_t t = tp.rank, p = tp.size;
   const ModelConfig local = tp_local_config(c, tp);

@@ -6,10 +6,15 @@
 #include "ops/swiglu.h"
 
 namespace tessera {
+namespace {
+
+GateActivation gate_of(MlpKind kind) { return kind == MlpKind::geglu ? GateActivation::gelu_tanh : GateActivation::silu; }
+
+}  // namespace
 
 void MlpActivations::allocate(MlpKind kind, int64_t B, int64_t T, int64_t T_out, int64_t C, int64_t F, DType dtype,
                               Device device, bool with_act) {
-  h = Tensor::zeros({B, T, kind == MlpKind::swiglu ? 2 * F : F}, dtype, device);
+  h = Tensor::zeros({B, T, is_gated(kind) ? 2 * F : F}, dtype, device);
   if (with_act) act = Tensor::zeros({B, T, F}, dtype, device);
   out = Tensor::zeros({B, T_out, C}, dtype, device);
 }
@@ -22,7 +27,7 @@ void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const L
     matmul_gelu_forward(a.act, a.h, input, in_weight, in.bias);
   } else {
     matmul_forward(a.h, input, in_weight, in.bias);
-    swiglu_forward(a.act, a.h);
+    swiglu_forward(a.act, a.h, gate_of(kind));
   }
   Tensor partial = all_rows_like(a.out, tp);
   matmul_forward(partial, down.operand(a.act, Fp8Role::input), down.operand(out.weight, Fp8Role::weight),
@@ -32,7 +37,7 @@ void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const L
 
 void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
   if (kind == MlpKind::gelu) return gelu_forward(a.act, a.h);
-  swiglu_forward(a.act, a.h);
+  swiglu_forward(a.act, a.h, gate_of(kind));
 }
 
 void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWeights& g_out, const Tensor& dout,
@@ -48,7 +53,7 @@ void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWei
     if (deferred) deferred->add_linear(g_out, dout_all, act, out_weight);
   } else {
     linear_backward(scratch.dact, g_out, dout_all, act, out_weight, deferred);
-    swiglu_backward(scratch.dh, scratch.dact, a.h);
+    swiglu_backward(scratch.dh, scratch.dact, a.h, gate_of(kind));
   }
   Tensor partial = all_rows_like(dx, tp);
   linear_backward(partial, g_in, up.operand(scratch.dh, Fp8Role::grad), up.operand(region_input(x, tp), Fp8Role::input),

@@ -23,7 +23,10 @@ enum class NormPlacement {
          // out = mid + norm2(mlp(mid)) (OLMo 2); the final norm still follows the last block
 };
 enum class PositionKind { learned, rope };  // a learned (maxT, C) table added to the embedding, or RoPE
-enum class MlpKind { gelu, swiglu };        // the dense MLP's activation (and the experts' when MoE)
+// The dense MLP's activation (and the experts', SwiGLU, when MoE): GELU, or a gated unit whose input
+// packs [gate | up] (SwiGLU: silu gate; GeGLU: GELU's tanh form, Gemma's).
+enum class MlpKind { gelu, swiglu, geglu };
+inline bool is_gated(MlpKind kind) { return kind != MlpKind::gelu; }
 enum class RouterKind {
   softmax_topk,  // Mixtral: softmax over experts, top-k, weights renormalised to sum to 1 (or, DeepSeek-V2's
                  // and some Qwen MoEs', not: MoeConfig::renormalize)

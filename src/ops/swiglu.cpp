@@ -1,5 +1,5 @@
-// SwiGLU: shape and dtype checks, then dispatch by device and, on the GPU, by storage type (f32,
-// bf16, f16).
+// SwiGLU and GeGLU: shape and dtype checks, then dispatch by device and, on the GPU, by storage type
+// (f32, bf16, f16).
 #include "ops/swiglu.h"
 
 #include "ops/cpu/swiglu_cpu.h"
@@ -26,7 +26,7 @@ Shape swiglu_out_shape(const char* op, const Tensor& h) {
 
 }  // namespace
 
-void swiglu_forward(Tensor& out, const Tensor& h) {
+void swiglu_forward(Tensor& out, const Tensor& h, GateActivation gate) {
   const char* op = "swiglu_forward";
   detail::check_float_dtype(op, "h", h);
   const DType dtype = h.dtype();
@@ -36,12 +36,13 @@ void swiglu_forward(Tensor& out, const Tensor& h) {
   const int64_t F = out_shape.back(), N = out.numel() / F;
   switch (device) {
     case Device::cpu:
-      cpu::swiglu_forward(out.f32(), h.f32(), N, F);
+      cpu::swiglu_forward(out.f32(), h.f32(), N, F, gate == GateActivation::gelu_tanh);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
-        cuda::swiglu_forward(cuda::typed_data<T>(out), cuda::typed_data<T>(h), N, F, cuda_compute_stream());
+        cuda::swiglu_forward(cuda::typed_data<T>(out), cuda::typed_data<T>(h), N, F,
+                             gate == GateActivation::gelu_tanh, cuda_compute_stream());
       });
       return;
 #else
@@ -50,7 +51,7 @@ void swiglu_forward(Tensor& out, const Tensor& h) {
   }
 }
 
-void swiglu_backward(Tensor& dh, const Tensor& dout, const Tensor& h) {
+void swiglu_backward(Tensor& dh, const Tensor& dout, const Tensor& h, GateActivation gate) {
   const char* op = "swiglu_backward";
   detail::check_float_dtype(op, "h", h);
   const DType dtype = h.dtype();
@@ -61,13 +62,13 @@ void swiglu_backward(Tensor& dh, const Tensor& dout, const Tensor& h) {
   const int64_t F = out_shape.back(), N = dout.numel() / F;
   switch (device) {
     case Device::cpu:
-      cpu::swiglu_backward(dh.f32(), dout.f32(), h.f32(), N, F);
+      cpu::swiglu_backward(dh.f32(), dout.f32(), h.f32(), N, F, gate == GateActivation::gelu_tanh);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::swiglu_backward(cuda::typed_data<T>(dh), cuda::typed_data<T>(dout), cuda::typed_data<T>(h), N, F,
-                              cuda_compute_stream());
+                              gate == GateActivation::gelu_tanh, cuda_compute_stream());
       });
       return;
 #else

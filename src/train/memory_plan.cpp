@@ -184,7 +184,7 @@ int64_t deferred_weight_grad_bytes(const ModelConfig& local, const BlockRange& c
   const int64_t N = B * T, C = local.channels, s = dtype_size(compute);
   // An MLP's two layers (out: dout (N,C), act (N,F); in: dh (N,F) or SwiGLU's (N,2F), x (N,C)).
   const auto mlp = [&](MlpKind kind, int64_t F) {
-    return (2 * N * C + N * F + N * (kind == MlpKind::swiglu ? 2 : 1) * F) * s;
+    return (2 * N * C + N * F + N * (is_gated(kind) ? 2 : 1) * F) * s;
   };
   int64_t bytes = 0;
   for (int64_t l = chunk.first; l < chunk.end; ++l) {

@@ -1,8 +1,8 @@
 // SwiGLU forward and backward on the GPU against the CPU twin, on fresh random inputs, outputs
 // poisoned before each run: fp32, and bf16 and f16 storage against the fp32 CPU op on the same
 // (rounded) inputs, on aligned and misaligned tensors. F = 101 takes the scalar path, F = 64 the
-// 16-byte one when aligned; gates include the saturated tails (|g| near and past 88). bf16 and f16
-// tensors on the CPU are refused.
+// 16-byte one when aligned; gates include the saturated tails (|g| near and past 88); GeGLU too.
+// bf16 and f16 tensors on the CPU are refused.
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_testing.h"
@@ -73,6 +73,31 @@ TEST_P(SwigluCuda, LowPrecisionMatchesCpuOnRoundedInputs) {
       testing::expect_matches_cpu(out_gpu, out, rel_l2, 2e-6, rtol, "swiglu out");
       testing::expect_matches_cpu(dh_gpu, dh, rel_l2, 2e-6, rtol, "swiglu dh");
     }
+  }
+}
+
+// GeGLU: the GPU's tanhf where the CPU has tanh_approx; fp32, and bf16 within its rounding.
+TEST_P(SwigluCuda, GeGluMatchesCpu) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const int64_t N = 3 * 37, F = GetParam();
+  const GateActivation gelu = GateActivation::gelu_tanh;
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor h = testing::rounded_to(random_tensor({N, 2 * F}, seed, -6.0f, 6.0f), dtype);
+    const Tensor dout = testing::rounded_to(random_tensor({N, F}, seed + 2), dtype);
+    Tensor out = Tensor::zeros({N, F}), dh = Tensor::zeros({N, 2 * F});
+    swiglu_forward(out, h, gelu);
+    swiglu_backward(dh, dout, h, gelu);
+    Tensor out_gpu = testing::poisoned_gpu({N, F}, dtype), dh_gpu = testing::poisoned_gpu({N, 2 * F}, dtype);
+    const Tensor h_gpu = testing::to_gpu_as(h, dtype);
+    swiglu_forward(out_gpu, h_gpu, gelu);
+    swiglu_backward(dh_gpu, testing::to_gpu_as(dout, dtype), h_gpu, gelu);
+    const bool low = dtype != DType::f32;
+    const double rel_l2 = low ? testing::scaled_from_bf16(1e-2, dtype) : 1e-6;
+    const double rtol = (low ? testing::rounding_of(dtype) : 0.0) + 4e-6;
+    testing::expect_matches_cpu(out_gpu, out, rel_l2, 2e-6, rtol, "geglu out");
+    testing::expect_matches_cpu(dh_gpu, dh, rel_l2, 2e-6, rtol, "geglu dh");
   }
 }
 

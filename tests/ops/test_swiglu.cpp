@@ -1,6 +1,6 @@
 // SwiGLU on a packed [gate | up] input: values against the double formula over a wide range, the
 // gate-first layout, the gradient by finite differences, the written dh, saturation for large
-// gates, one thread vs several, bad arguments.
+// gates, one thread vs several, bad arguments; GeGLU's values and gradient.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -89,6 +89,41 @@ TEST(SwiGlu, BackwardMatchesDoubleDerivative) {
     for (int64_t f = 0; f < F; f++) ref.push_back(double(dout_n[f]) * silu_reference(gate[f]));
   }
   testing::expect_close(dh, ref, 1e-6, 4e-6, "dh");
+}
+
+// GeGLU (Gemma's): the gate through GELU's tanh form, in double, forward and its derivative; and the
+// gradient by finite differences.
+TEST(SwiGlu, GeGluMatchesDoubleFormulaAndFiniteDifferences) {
+  const int64_t N = 5, F = 40;
+  Tensor h = random_tensor({N, 2 * F}, 100, -6.0f, 6.0f), dout = random_tensor({N, F}, 101);
+  Tensor out = Tensor::zeros({N, F}), dh = Tensor::zeros(h.shape());
+  swiglu_forward(out, h, GateActivation::gelu_tanh);
+  swiglu_backward(dh, dout, h, GateActivation::gelu_tanh);
+  const double k = std::sqrt(2.0 / M_PI);
+  std::vector<double> want_out, want_dh;
+  for (int64_t n = 0; n < N; n++) {
+    const float* gate = h.f32() + n * 2 * F;
+    const float* up = gate + F;
+    const float* dout_n = dout.f32() + n * F;
+    std::vector<double> dup;
+    for (int64_t f = 0; f < F; f++) {
+      const double g = gate[f], th = std::tanh(k * (g + 0.044715 * g * g * g));
+      const double gelu = 0.5 * g * (1.0 + th);
+      const double dgelu = 0.5 * (1.0 + th) + 0.5 * g * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * g * g);
+      want_out.push_back(gelu * double(up[f]));
+      want_dh.push_back(double(dout_n[f]) * double(up[f]) * dgelu);
+      dup.push_back(double(dout_n[f]) * gelu);
+    }
+    want_dh.insert(want_dh.end(), dup.begin(), dup.end());
+  }
+  // tanh_approx's 1 - 2/(e^2u + 1) cancels near u = -3 and below, where gelu is a few 1e-6 or less.
+  testing::expect_close(out, want_out, 2e-5, 2e-4, "geglu");
+  testing::expect_close(dh, want_dh, 2e-5, 2e-4, "geglu dh");
+  auto loss = [&] {
+    swiglu_forward(out, h, GateActivation::gelu_tanh);
+    return testing::dot(out, dout);
+  };
+  testing::expect_close(dh, testing::numeric_gradient(h, loss, 1e-2f), 5e-4, 2e-3, "geglu dh by differences");
 }
 
 TEST(SwiGlu, BackwardWritesDh) {

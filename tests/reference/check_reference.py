@@ -677,54 +677,173 @@ def check_phi3_rope_reference(tmp):
           "(short at seq 16, long at 32 > 16) and attention factor sqrt(1.25); hf/ and hf_final/ round trip; refusals")
 
 
-# ---------------------------------------------------------------- OLMo 2 (float64)
+# ---------------------------------------------------------------- Llama-like families by hand, shared checks (float64)
 
 def rms_by_hand(v, g, eps):
     return v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps) * g
 
 
-def whole_qk_attention_by_hand(w, x, cfg):
-    """attn(x) (B, T, C) of OLMo 2 and OLMoE, op by op from one layer's tensors w (names after "model.layers.i."):
-    q and k normed over all their heads' channels before the split into heads and RoPE (pairs i, i + HS/2), causal,
-    query head h on kv head h * NKV // NH, then o_proj."""
+def in_window(i, j, window):
+    """transformers' sliding-window causal rule: key j is visible to query i iff i - window < j <= i."""
+    return j <= i and (window is None or j > i - window)
+
+
+def swiglu_by_hand(w, prefix, h):
+    """down(silu(gate h) * up h) from the tensors w[prefix + "gate_proj.weight"] etc., on h (..., C)."""
+    gated = F.silu(h @ w[prefix + "gate_proj.weight"].T) * (h @ w[prefix + "up_proj.weight"].T)
+    return gated @ w[prefix + "down_proj.weight"].T
+
+
+def attention_by_hand(w, x, cfg, rope, visible):
+    """attn(x) (B, T, C), op by op from one layer's tensors w (names after "model.layers.i."): the q and k
+    projections, for OLMo 2 and OLMoE normed over all their heads' channels (NH*HS, NKV*HS) before the split into
+    heads; rope applied to q and k (None: a NoPE layer); query i of head h a softmax over the keys j of kv head
+    h * NKV // NH where visible[i, j]; then o_proj."""
     NH, NKV, HS, eps = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.rms_norm_eps
     B, T, _ = x.shape
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * cfg.rope_theta ** (
-        -torch.arange(0, HS, 2, dtype=torch.float64) / HS)                       # (T, HS/2)
-
-    def rope(v):                                                                 # (B, T, H, HS)
-        a, b = v[..., :HS // 2], v[..., HS // 2:]
-        c, s = ang.cos()[None, :, None], ang.sin()[None, :, None]
-        return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
-
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    q = rope(rms_by_hand(x @ w["self_attn.q_proj.weight"].T, w["self_attn.q_norm.weight"], eps).view(B, T, NH, HS))
-    k = rope(rms_by_hand(x @ w["self_attn.k_proj.weight"].T, w["self_attn.k_norm.weight"], eps).view(B, T, NKV, HS))
+    q, k = x @ w["self_attn.q_proj.weight"].T, x @ w["self_attn.k_proj.weight"].T
+    if cfg.olmo2 or cfg.olmoe:      # one RMS over all of a token's query (key) channels
+        q, k = rms_by_hand(q, w["self_attn.q_norm.weight"], eps), rms_by_hand(k, w["self_attn.k_norm.weight"], eps)
+    q, k = q.view(B, T, NH, HS), k.view(B, T, NKV, HS)
     v = (x @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+    if rope is not None:
+        q, k = rope(q), rope(k)
     heads = []
     for h in range(NH):
         j = h * NKV // NH
-        s = (q[:, :, h] @ k[:, :, j].transpose(1, 2) / math.sqrt(HS)).masked_fill(~mask, float("-inf"))
+        s = (q[:, :, h] @ k[:, :, j].transpose(1, 2) / math.sqrt(HS)).masked_fill(~visible, float("-inf"))
         heads.append(s.softmax(-1) @ v[:, :, j])
     return torch.cat(heads, dim=-1) @ w["self_attn.o_proj.weight"].T
 
 
-def olmo2_logits_by_hand(state, cfg, idx):
-    """Olmo2ForCausalLM's logits from a state dict, op by op: h = x + rms(attn(x)); out = h + rms(mlp(h)); q and k
-    normed over all their heads' channels before the split into heads and RoPE (pairs i, i + HS/2)."""
+def moe_by_hand(w, h, cfg):
+    """OLMoE's MoE on h (N, C), one token at a time, and its router logits (N, E): p = softmax(h @ gate^T), the k
+    largest p (ties to the lower index), weights p or, with norm_topk_prob, p / their sum, each expert a SwiGLU."""
+    logits = h @ w["mlp.gate.weight"].T
+    rows = []
+    for n in range(h.shape[0]):
+        p = [math.exp(v) for v in logits[n].tolist()]
+        p = [v / sum(p) for v in p]
+        top = sorted(range(cfg.num_experts), key=lambda e: (-p[e], e))[:cfg.top_k]
+        total = sum(p[e] for e in top) if cfg.norm_topk_prob else 1.0
+        rows.append(sum(p[e] / total * swiglu_by_hand(w, f"mlp.experts.{e}.", h[n]) for e in top))
+    return torch.stack(rows), logits
+
+
+def llama_logits_by_hand(state, cfg, idx, window=None, inv_freq=None, rot_scale=1.0):
+    """A Llama-like decoder's logits from a state dict (Llama's names; Mistral's, SmolLM3's, Phi-3's split back,
+    OLMo 2's, OLMoE's), op by op, and each MoE layer's router logits (B*T, E) (none when dense). Blocks x +=
+    attn(rms(x)); x += mlp(rms(x)), or OLMo 2's x += rms(attn(x)); x += rms(mlp(x)) (no input_layernorm). Layer i
+    rotates q and k (pairs j, j + HS/2, angle p * inv_freq[j], by default theta^(-2j/HS); cos and sin times
+    rot_scale) unless cfg.no_rope_layers[i] is 0 (SmolLM3's NoPE layers); query i sees keys i - window < j <= i
+    (window None: causal); the MLP is a SwiGLU, or OLMoE's MoE."""
+    HS = cfg.head_size
+    B, T = idx.shape
+    if inv_freq is None:
+        inv_freq = cfg.rope_theta ** (-torch.arange(0, HS, 2, dtype=torch.float64) / HS)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq             # (T, HS/2)
+    c, s = (ang.cos() * rot_scale)[None, :, None], (ang.sin() * rot_scale)[None, :, None]
+
+    def rope(v):                                                                 # (B, T, H, HS)
+        a, b = v[..., :HS // 2], v[..., HS // 2:]
+        return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
+
     def rms(v, g):
         return rms_by_hand(v, g, cfg.rms_norm_eps)
 
-    x = state["model.embed_tokens.weight"][idx]
+    visible = torch.tensor([[in_window(i, j, window) for j in range(T)] for i in range(T)])
+    x, routers = state["model.embed_tokens.weight"][idx], []
     for i in range(cfg.num_layers):
         w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
-        x = x + rms(whole_qk_attention_by_hand(w, x, cfg), w["post_attention_layernorm.weight"])
-        gated = F.silu(x @ w["mlp.gate_proj.weight"].T) * (x @ w["mlp.up_proj.weight"].T)
-        mlp = gated @ w["mlp.down_proj.weight"].T
-        x = x + rms(mlp, w["post_feedforward_layernorm.weight"])
+        layer_rope = rope if not cfg.no_rope_layers or cfg.no_rope_layers[i] else None
+        if cfg.olmo2:
+            x = x + rms(attention_by_hand(w, x, cfg, layer_rope, visible), w["post_attention_layernorm.weight"])
+            x = x + rms(swiglu_by_hand(w, "mlp.", x), w["post_feedforward_layernorm.weight"])
+            continue
+        x = x + attention_by_hand(w, rms(x, w["input_layernorm.weight"]), cfg, layer_rope, visible)
+        h = rms(x, w["post_attention_layernorm.weight"])
+        if cfg.olmoe:
+            mlp, logits = moe_by_hand(w, h.reshape(B * T, -1), cfg)
+            routers.append(logits)
+            x = x + mlp.view(B, T, -1)
+        else:
+            x = x + swiglu_by_hand(w, "mlp.", h)
     head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
-    return rms(x, state["model.norm.weight"]) @ head.T
+    return rms(x, state["model.norm.weight"]) @ head.T, routers
 
+
+def llama_like_hf_config(cfg):
+    """The config.json keys every Llama-like family below writes alike; each *_hf_config adds its own."""
+    return {"hidden_size": cfg.channels, "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
+            "initializer_range": 0.02, "torch_dtype": "float32"}
+
+
+def assert_refused(what, build, cases):
+    """build(case) raises ValueError for every case (what names the family in the error)."""
+    for case in cases:
+        try:
+            build(case)
+        except ValueError:
+            continue
+        raise AssertionError(f"{what} with {case} accepted")
+
+
+def hf_folder_round_trip(model, folder, want_config, want_names, idx, *save_args):
+    """save_hf(model, folder, *save_args): config.json equals want_config key by key and the tensors are want_names
+    in order; load_hf gives back the same cfg and the same logits on idx. Returns config.json and the loaded model."""
+    name = os.path.basename(folder)
+    tl.save_hf(model, folder, *save_args)
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    assert config == want_config, f"{name}: config.json {config}"
+    stored = list(tg.load_safetensors(os.path.join(folder, "model.safetensors")))
+    assert stored == want_names, f"{name}: tensor names {stored}"
+    loaded = tl.load_hf(folder)
+    assert loaded.cfg == model.cfg, f"{name}: config.json does not give back the config"
+    with torch.no_grad():
+        assert torch.equal(model(idx)[0], loaded(idx)[0]), f"{name}: logits differ after HF round trip"
+    return config, loaded
+
+
+def check_run_folders(out, name, want_config, want_names):
+    """A golden run's hf/ and hf_final/: config.json equals want_config key by key, the tensors are want_names in
+    order."""
+    for sub in ("hf", "hf_final"):
+        with open(os.path.join(out, sub, "config.json")) as f:
+            config = json.load(f)
+        assert config == want_config, f"{name} {sub}: config.json {config}"
+        stored = list(tg.load_safetensors(os.path.join(out, sub, "model.safetensors")))
+        assert stored == want_names, f"{name} {sub}: tensor names {stored}"
+
+
+def check_whole_q_norm(what, seed, whole, per_head):
+    """The query norm of llama_model(**whole) spans every head: head 0's q_proj rows scaled by 3 change head 1's
+    normalised queries (their RMS grows), each query channel exactly times its token's rsqrt(mean over all NH*HS
+    channels + eps); llama_model(**per_head)'s per-head norm (Qwen3's) leaves head 1 as it was."""
+    x = torch.randn(2, 5, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    for whole_q, extra in ((True, whole), (False, per_head)):
+        attn = llama_model(seed=seed + 1, **extra).model.layers[0].self_attn
+        with torch.no_grad():
+            def queries():
+                q = attn.q_proj(x)
+                return attn.q_norm(q).view(2, 5, 4, 8) if whole_q else attn.q_norm(q.view(2, 5, 4, 8))
+            before = queries()
+            attn.q_proj.weight[:8] *= 3
+            after = queries()
+        assert not torch.allclose(after[:, :, 0], before[:, :, 0]), "head 0 unchanged"
+        moved = not torch.allclose(after[:, :, 1:], before[:, :, 1:], rtol=1e-12, atol=0)
+        assert moved == whole_q, f"{what} {whole_q}: head 0's rows {'do not ' * whole_q}change head 1's queries"
+        if whole_q:
+            q = attn.q_proj(x)
+            want = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-5) * attn.q_norm.weight
+            assert torch.allclose(after.reshape(2, 5, 32), want, rtol=1e-13, atol=0), "q_norm over NH*HS"
+
+
+# ---------------------------------------------------------------- OLMo 2 (float64)
 
 def olmo2_hf_names(cfg):
     names = ["model.embed_tokens.weight"]
@@ -739,13 +858,8 @@ def olmo2_hf_names(cfg):
 
 def olmo2_hf_config(cfg):
     """config.json as Olmo2ForCausalLM's, written out key by key."""
-    return {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": cfg.channels,
-            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
-            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
-            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
-            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
-            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
-            "initializer_range": 0.02, "torch_dtype": "float32", "attention_bias": False}
+    return {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", **llama_like_hf_config(cfg),
+            "rope_scaling": None, "attention_bias": False}
 
 
 def check_olmo2():
@@ -767,57 +881,24 @@ def check_olmo2():
                 g = state[f"model.layers.{i}.{n}.weight"]
                 assert (g != 1).all() and 0.03 < (g - 1).std() < 0.3, f"olmo2 {n}: gains not 1 + N(0, 0.1)"
         with torch.no_grad():
-            want = olmo2_logits_by_hand(state, cfg, idx)
+            want = llama_logits_by_hand(state, cfg, idx)[0]
             assert torch.allclose(model(idx)[0], want, rtol=1e-12, atol=1e-14), f"olmo2 kv {kv} tie {tie}: logits"
-    # The query norm spans every head: head 0's rows scaled by 3 change head 1's normalised queries (their RMS
-    # grows); Qwen3's per-head norm leaves head 1 as it was.
-    x = torch.randn(2, 5, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(72))
-    for olmo2, extra in ((True, {"olmo2": True}), (False, {"qk_norm": True})):
-        attn = llama_model(seed=73, **extra).model.layers[0].self_attn
-        with torch.no_grad():
-            def queries():
-                q = attn.q_proj(x)
-                q = attn.q_norm(q).view(2, 5, 4, 8) if olmo2 else attn.q_norm(q.view(2, 5, 4, 8))
-                return q
-            before = queries()
-            attn.q_proj.weight[:8] *= 3
-            after = queries()
-        assert not torch.allclose(after[:, :, 0], before[:, :, 0]), "head 0 unchanged"
-        moved = not torch.allclose(after[:, :, 1:], before[:, :, 1:], rtol=1e-12, atol=0)
-        assert moved == olmo2, f"olmo2 {olmo2}: head 0's rows {'do not ' if olmo2 else ''}change head 1's queries"
-        if olmo2:    # exactly: each query channel times its token's rsqrt(mean over all NH*HS channels + eps)
-            q = attn.q_proj(x)
-            want = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-5) * attn.q_norm.weight
-            assert torch.allclose(after.reshape(2, 5, 32), want, rtol=1e-13, atol=0), "q_norm over NH*HS"
+    # The query norm spans every head; Qwen3's per-head norm does not.
+    check_whole_q_norm("olmo2", 72, {"olmo2": True}, {"qk_norm": True})
     # config.json key by key; load_hf reads it back (same cfg and logits); refusals.
     with tempfile.TemporaryDirectory() as tmp:
         for kv, tie in ((2, False), (1, True)):
             model = llama_model(seed=74, olmo2=True, num_kv_heads=kv, tie_word_embeddings=tie)
-            folder = os.path.join(tmp, f"olmo2_{kv}_{int(tie)}")
-            tl.save_hf(model, folder)
-            with open(os.path.join(folder, "config.json")) as f:
-                config = json.load(f)
-            assert config == olmo2_hf_config(model.cfg) and "head_dim" not in config, f"olmo2 config.json {config}"
-            assert list(tg.load_safetensors(os.path.join(folder, "model.safetensors"))) == olmo2_hf_names(model.cfg)
-            loaded = tl.load_hf(folder)
-            assert loaded.cfg == model.cfg and loaded.cfg.olmo2, "olmo2 config.json does not give back the config"
-            with torch.no_grad():
-                assert torch.equal(model(idx)[0], loaded(idx)[0]), "olmo2: logits differ after HF round trip"
+            config, loaded = hf_folder_round_trip(model, os.path.join(tmp, f"olmo2_{kv}_{int(tie)}"),
+                                                  olmo2_hf_config(model.cfg), olmo2_hf_names(model.cfg), idx)
+            assert "head_dim" not in config and loaded.cfg.olmo2, f"olmo2 config.json {config}"
         base = olmo2_hf_config(tl.LlamaConfig(olmo2=True))
         assert tl.config_from_hf(dict(base, head_dim=8)).olmo2, "a head_dim equal to C / NH is read"
-        for bad in ({"attention_bias": True}, {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)}, {"head_dim": 16}):
-            try:
-                tl.config_from_hf(dict(base, **bad))
-            except ValueError:
-                continue
-            raise AssertionError(f"olmo2 config.json with {bad} accepted")
-    for extra in ({"qk_norm": True}, {"qkv_bias": True}, {"num_experts": 4}, {"head_dim": 16}, {"phi3": True},
-                  {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)}):
-        try:
-            tl.LlamaConfig(olmo2=True, **extra)
-        except ValueError:
-            continue
-        raise AssertionError(f"olmo2 with {extra} accepted")
+        assert_refused("olmo2 config.json", lambda bad: tl.config_from_hf(dict(base, **bad)),
+                       ({"attention_bias": True}, {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)}, {"head_dim": 16}))
+    assert_refused("olmo2", lambda extra: tl.LlamaConfig(olmo2=True, **extra),
+                   ({"qk_norm": True}, {"qkv_bias": True}, {"num_experts": 4}, {"head_dim": 16}, {"phi3": True},
+                    {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)}))
     print("olmo2: no input_layernorm; q_norm (NH*HS) / k_norm (NKV*HS) gains 1 + N(0, 0.1); the q norm spans every "
           "head (head 0's rows move head 1's queries; Qwen3's does not); logits equal an op-by-op forward (NKV 2, 1, "
           "4; tied); config.json key by key, names, HF round trip; attention_bias, rope_scaling, head_dim refused")
@@ -836,17 +917,13 @@ def check_olmo2_reference(tmp):
         net = tl.load_hf(os.path.join(out, "hf"))
         want = (1, True) if flags else (2, False)
         assert net.cfg.olmo2 and (net.cfg.num_kv_heads, net.cfg.tie_word_embeddings) == want, f"{name}: config"
-        for sub in ("hf", "hf_final"):
-            with open(os.path.join(out, sub, "config.json")) as f:
-                assert json.load(f) == olmo2_hf_config(net.cfg), f"{name} {sub}: config.json"
-            stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
-            assert list(stored) == olmo2_hf_names(net.cfg), f"{name} {sub}: tensor names {list(stored)}"
+        check_run_folders(out, name, olmo2_hf_config(net.cfg), olmo2_hf_names(net.cfg))
         tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
         x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
         with torch.no_grad():
             loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
             state = net.state_dict()
-            by_hand = sum(F.cross_entropy(olmo2_logits_by_hand(state, net.cfg, x[m:m + 2]).reshape(-1, 300),
+            by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2])[0].reshape(-1, 300),
                                           y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
         assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
         assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {by_hand} vs {loaded}"
@@ -876,41 +953,6 @@ def check_olmo2_reference(tmp):
 
 # ---------------------------------------------------------------- OLMoE (float64)
 
-def olmoe_logits_by_hand(state, cfg, idx):
-    """OlmoeForCausalLM's logits from a state dict, op by op, and each layer's router logits (B*T, E): x +=
-    attn(rms(x)) (OLMo 2's whole-projection q/k norms); x += moe(rms(x)), the MoE a per-token loop: p =
-    softmax(h @ gate^T), the k largest p (ties to the lower index), weights p or, with norm_topk_prob, p / their sum,
-    each expert down(silu(gate h) * up h)."""
-    E, k = cfg.num_experts, cfg.top_k
-    B, T = idx.shape
-
-    def rms(v, g):
-        return rms_by_hand(v, g, cfg.rms_norm_eps)
-
-    x, routers = state["model.embed_tokens.weight"][idx], []
-    for i in range(cfg.num_layers):
-        w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
-        x = x + whole_qk_attention_by_hand(w, rms(x, w["input_layernorm.weight"]), cfg)
-        h = rms(x, w["post_attention_layernorm.weight"]).reshape(B * T, -1)
-        logits = h @ w["mlp.gate.weight"].T
-        routers.append(logits)
-        rows = []
-        for n in range(B * T):
-            p = [math.exp(v) for v in logits[n].tolist()]
-            p = [v / sum(p) for v in p]
-            top = sorted(range(E), key=lambda e: (-p[e], e))[:k]
-            total = sum(p[e] for e in top) if cfg.norm_topk_prob else 1.0
-            row = torch.zeros_like(h[n])
-            for e in top:
-                pre = f"mlp.experts.{e}."
-                act = F.silu(h[n] @ w[pre + "gate_proj.weight"].T) * (h[n] @ w[pre + "up_proj.weight"].T)
-                row = row + p[e] / total * (act @ w[pre + "down_proj.weight"].T)
-            rows.append(row)
-        x = x + torch.stack(rows).view(B, T, -1)
-    head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
-    return rms(x, state["model.norm.weight"]) @ head.T, routers
-
-
 def olmoe_hf_names(cfg):
     names = ["model.embed_tokens.weight"]
     for i in range(cfg.num_layers):
@@ -925,15 +967,10 @@ def olmoe_hf_names(cfg):
 
 def olmoe_hf_config(cfg, aux_coef=0.0):
     """config.json as OlmoeForCausalLM's, written out key by key."""
-    return {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "hidden_size": cfg.channels,
-            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
-            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
-            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
-            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
-            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
-            "initializer_range": 0.02, "torch_dtype": "float32", "attention_bias": False, "clip_qkv": None,
-            "num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k, "norm_topk_prob": cfg.norm_topk_prob,
-            "output_router_logits": False, "router_aux_loss_coef": aux_coef}
+    return {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", **llama_like_hf_config(cfg),
+            "rope_scaling": None, "attention_bias": False, "clip_qkv": None, "num_experts": cfg.num_experts,
+            "num_experts_per_tok": cfg.top_k, "norm_topk_prob": cfg.norm_topk_prob, "output_router_logits": False,
+            "router_aux_loss_coef": aux_coef}
 
 
 def check_olmoe():
@@ -963,67 +1000,37 @@ def check_olmoe():
                 assert (g != 1).all() and 0.03 < (g - 1).std() < 0.3, f"olmoe {n}: gains not 1 + N(0, 0.1)"
             assert state[p + "mlp.gate.weight"].shape == (E, 32) and 0.5 < state[p + "mlp.gate.weight"].std() < 2
         with torch.no_grad():
-            want, routers = olmoe_logits_by_hand(state, cfg, idx)
+            want, routers = llama_logits_by_hand(state, cfg, idx)
             logits, got = model(idx)
             assert torch.allclose(logits, want, rtol=1e-12, atol=1e-14), f"olmoe kv {kv} norm {norm} k {k}: logits"
             assert len(got) == 2 and all(torch.allclose(a, b, rtol=1e-12, atol=1e-14) for a, b in zip(got, routers))
             aux = tl.objective(model, idx[:, :-1], idx[:, 1:])[2].item()
-            hand = tl.router_losses(olmoe_logits_by_hand(state, cfg, idx[:, :-1])[1], k)[0].item()
+            hand = tl.router_losses(llama_logits_by_hand(state, cfg, idx[:, :-1])[1], k)[0].item()
             assert abs(aux - hand) <= 1e-12 * hand, f"olmoe aux {aux} vs {hand}"
-    # The query norm spans every head (head 0's rows scaled by 3 move head 1's normalised queries); Qwen3-MoE's
-    # per-head norm leaves head 1 as it was.
-    x = torch.randn(2, 5, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(82))
-    for olmoe, extra in ((True, {"olmoe": True}), (False, {"qk_norm": True})):
-        attn = llama_model(seed=83, num_experts=4, **extra).model.layers[0].self_attn
-        with torch.no_grad():
-            def queries():
-                q = attn.q_proj(x)
-                return attn.q_norm(q).view(2, 5, 4, 8) if olmoe else attn.q_norm(q.view(2, 5, 4, 8))
-            before = queries()
-            attn.q_proj.weight[:8] *= 3
-            after = queries()
-        assert not torch.allclose(after[:, :, 0], before[:, :, 0]), "head 0 unchanged"
-        moved = not torch.allclose(after[:, :, 1:], before[:, :, 1:], rtol=1e-12, atol=0)
-        assert moved == olmoe, f"olmoe {olmoe}: head 0's rows {'do not ' if olmoe else ''}change head 1's queries"
-        if olmoe:
-            q = attn.q_proj(x)
-            want = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-5) * attn.q_norm.weight
-            assert torch.allclose(after.reshape(2, 5, 32), want, rtol=1e-13, atol=0), "q_norm over NH*HS"
+    # The query norm spans every head; Qwen3-MoE's per-head norm does not.
+    check_whole_q_norm("olmoe", 82, {"olmoe": True, "num_experts": 4}, {"qk_norm": True, "num_experts": 4})
     # config.json key by key; load_hf reads it back (same cfg and logits); OlmoeConfig's defaults; refusals.
     with tempfile.TemporaryDirectory() as tmp:
         for kv, tie, norm in ((2, False, False), (1, True, True)):
             model = llama_model(seed=84, olmoe=True, num_experts=4, norm_topk_prob=norm, num_kv_heads=kv,
                                 tie_word_embeddings=tie)
             folder = os.path.join(tmp, f"olmoe_{kv}_{int(tie)}")
-            tl.save_hf(model, folder, 0.01)
-            with open(os.path.join(folder, "config.json")) as f:
-                config = json.load(f)
-            assert config == olmoe_hf_config(model.cfg, 0.01) and "head_dim" not in config, f"olmoe config {config}"
-            assert list(tg.load_safetensors(os.path.join(folder, "model.safetensors"))) == olmoe_hf_names(model.cfg)
-            loaded = tl.load_hf(folder)
-            assert loaded.cfg == model.cfg and loaded.cfg.olmoe, "olmoe config.json does not give back the config"
-            with torch.no_grad():
-                assert torch.equal(model(idx)[0], loaded(idx)[0]), "olmoe: logits differ after HF round trip"
+            config, loaded = hf_folder_round_trip(model, folder, olmoe_hf_config(model.cfg, 0.01),
+                                                  olmoe_hf_names(model.cfg), idx, 0.01)
+            assert "head_dim" not in config and loaded.cfg.olmoe, f"olmoe config {config}"
     base = olmoe_hf_config(tl.LlamaConfig(olmoe=True, num_experts=4, norm_topk_prob=True))
     assert tl.config_from_hf(dict(base, head_dim=8)).olmoe, "a head_dim equal to C / NH is read"
     absent = tl.config_from_hf({n: v for n, v in base.items()
                                 if n not in ("norm_topk_prob", "num_experts", "num_experts_per_tok", "clip_qkv")})
     assert (absent.num_experts, absent.top_k, absent.norm_topk_prob) == (64, 8, False), "OlmoeConfig's defaults"
-    for bad in ({"clip_qkv": 8.0}, {"attention_bias": True}, {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)},
-                {"head_dim": 16}, {"hidden_act": "gelu"}, {"num_experts": 0}):
-        try:
-            tl.config_from_hf(dict(base, **bad))
-        except ValueError:
-            continue
-        raise AssertionError(f"olmoe config.json with {bad} accepted")
-    for extra in ({}, {"num_experts": 4, "qk_norm": True}, {"num_experts": 4, "qkv_bias": True},
-                  {"num_experts": 4, "head_dim": 16}, {"num_experts": 4, "phi3": True},
-                  {"num_experts": 4, "olmo2": True}, {"num_experts": 4, "rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)}):
-        try:
-            tl.LlamaConfig(olmoe=True, **extra)
-        except ValueError:
-            continue
-        raise AssertionError(f"olmoe with {extra} accepted")
+    assert_refused("olmoe config.json", lambda bad: tl.config_from_hf(dict(base, **bad)),
+                   ({"clip_qkv": 8.0}, {"attention_bias": True}, {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)},
+                    {"head_dim": 16}, {"hidden_act": "gelu"}, {"num_experts": 0}))
+    assert_refused("olmoe", lambda extra: tl.LlamaConfig(olmoe=True, **extra),
+                   ({}, {"num_experts": 4, "qk_norm": True}, {"num_experts": 4, "qkv_bias": True},
+                    {"num_experts": 4, "head_dim": 16}, {"num_experts": 4, "phi3": True},
+                    {"num_experts": 4, "olmo2": True},
+                    {"num_experts": 4, "rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)}))
     print("olmoe: pre-norm (input_layernorm, post_attention_layernorm); q_norm (NH*HS) / k_norm (NKV*HS) gains 1 + "
           "N(0, 0.1), the q norm spans every head (Qwen3-MoE's does not); MoE under mlp; logits, router logits and aux "
           "equal an op-by-op forward with a per-token MoE loop (norm_topk_prob 0/1, k 1-3, NKV 2, 1, 4; tied); "
@@ -1053,17 +1060,13 @@ def check_olmoe_reference(tmp):
         want = (1, True, 3, True) if norm else (2, False, 4, False)
         assert net.cfg.olmoe and (net.cfg.num_kv_heads, net.cfg.tie_word_embeddings, net.cfg.num_experts,
                                   net.cfg.norm_topk_prob) == want and net.cfg.top_k == 2, f"{name}: config"
-        for sub in ("hf", "hf_final"):
-            with open(os.path.join(out, sub, "config.json")) as f:
-                assert json.load(f) == olmoe_hf_config(net.cfg, c["aux_coef"]), f"{name} {sub}: config.json"
-            stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
-            assert list(stored) == olmoe_hf_names(net.cfg), f"{name} {sub}: tensor names {list(stored)}"
+        check_run_folders(out, name, olmoe_hf_config(net.cfg, c["aux_coef"]), olmoe_hf_names(net.cfg))
         tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
         x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
         with torch.no_grad():
             parts = [tl.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
             state = net.state_dict()
-            hand = [olmoe_logits_by_hand(state, net.cfg, x[m:m + 2]) for m in (0, 2)]
+            hand = [llama_logits_by_hand(state, net.cfg, x[m:m + 2]) for m in (0, 2)]
         ce = sum(F.cross_entropy(h[0].reshape(-1, 300), y[m:m + 2].reshape(-1)).item()
                  for h, m in zip(hand, (0, 2))) / 2
         aux = sum(tl.router_losses(h[1], 2)[0].item() for h in hand) / 2
@@ -1112,58 +1115,12 @@ def check_olmoe_reference(tmp):
 
 # ---------------------------------------------------------------- SmolLM3 (float64)
 
-def smollm3_logits_by_hand(state, cfg, idx, inv_freq=None, rot_scale=1.0):
-    """SmolLM3ForCausalLM's logits from a state dict, op by op: Llama's pre-norm blocks, where layer i rotates q and
-    k (pairs j, j + HS/2, angle p * inv_freq[j], by default theta^(-2j/HS); cos and sin times rot_scale) only when
-    cfg.no_rope_layers[i] is 1; causal, query head h on kv head h * NKV // NH."""
-    NH, NKV, HS = cfg.num_heads, cfg.num_kv_heads, cfg.head_size
-    B, T = idx.shape
-    if inv_freq is None:
-        inv_freq = cfg.rope_theta ** (-torch.arange(0, HS, 2, dtype=torch.float64) / HS)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq             # (T, HS/2)
-    c, s = (ang.cos() * rot_scale)[None, :, None], (ang.sin() * rot_scale)[None, :, None]
-
-    def rope(v):                                                                 # (B, T, H, HS)
-        a, b = v[..., :HS // 2], v[..., HS // 2:]
-        return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
-
-    def rms(v, g):
-        return rms_by_hand(v, g, cfg.rms_norm_eps)
-
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    x = state["model.embed_tokens.weight"][idx]
-    for i in range(cfg.num_layers):
-        w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
-        h = rms(x, w["input_layernorm.weight"])
-        q = (h @ w["self_attn.q_proj.weight"].T).view(B, T, NH, HS)
-        k = (h @ w["self_attn.k_proj.weight"].T).view(B, T, NKV, HS)
-        v = (h @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
-        if cfg.no_rope_layers[i]:
-            q, k = rope(q), rope(k)
-        heads = []
-        for head in range(NH):
-            j = head * NKV // NH
-            sc = (q[:, :, head] @ k[:, :, j].transpose(1, 2) / math.sqrt(HS)).masked_fill(~mask, float("-inf"))
-            heads.append(sc.softmax(-1) @ v[:, :, j])
-        x = x + torch.cat(heads, dim=-1) @ w["self_attn.o_proj.weight"].T
-        h = rms(x, w["post_attention_layernorm.weight"])
-        gated = F.silu(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
-        x = x + gated @ w["mlp.down_proj.weight"].T
-    head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
-    return rms(x, state["model.norm.weight"]) @ head.T
-
-
 def smollm3_hf_config(cfg):
     """config.json as SmolLM3ForCausalLM's, written out key by key."""
-    return {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "hidden_size": cfg.channels,
-            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
-            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
-            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
-            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
-            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
-            "initializer_range": 0.02, "torch_dtype": "float32", "attention_bias": False, "mlp_bias": False,
-            "no_rope_layers": list(cfg.no_rope_layers), "no_rope_layer_interval": cfg.no_rope_layer_interval,
-            "use_sliding_window": False, "sliding_window": None, "layer_types": ["full_attention"] * cfg.num_layers}
+    return {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", **llama_like_hf_config(cfg),
+            "attention_bias": False, "mlp_bias": False, "no_rope_layers": list(cfg.no_rope_layers),
+            "no_rope_layer_interval": cfg.no_rope_layer_interval, "use_sliding_window": False, "sliding_window": None,
+            "layer_types": ["full_attention"] * cfg.num_layers}
 
 
 def check_smollm3():
@@ -1187,8 +1144,9 @@ def check_smollm3():
         assert [layer.self_attn.use_rope for layer in model.model.layers] == [bool(r) for r in pattern]
         assert list(state) == expected_hf_names(cfg), f"smollm3 names {list(state)}"
         inv_freq = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta, scaling, cfg.max_seq_len) if scaling else None
+        rot_scale = tl.rope_attention_factor(scaling)
         with torch.no_grad():
-            want = smollm3_logits_by_hand(state, cfg, idx, inv_freq, tl.rope_attention_factor(scaling))
+            want = llama_logits_by_hand(state, cfg, idx, inv_freq=inv_freq, rot_scale=rot_scale)[0]
             got = model(idx)[0]
             assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), f"smollm3 {pattern} tie {tie}: logits"
             # The same weights with RoPE in every layer (Llama): equal exactly without a NoPE layer, else not close.
@@ -1213,15 +1171,9 @@ def check_smollm3():
             model = llama_model(seed=94, smollm3=True, num_layers=L, num_kv_heads=kv, tie_word_embeddings=tie,
                                 rope_scaling=scaling, **extra)
             folder = os.path.join(tmp, f"smollm3_{L}_{int(tie)}_{scaling is not None}")
-            tl.save_hf(model, folder)
-            with open(os.path.join(folder, "config.json")) as f:
-                config = json.load(f)
-            assert config == smollm3_hf_config(model.cfg) and "head_dim" not in config, f"smollm3 config {config}"
-            assert list(tg.load_safetensors(os.path.join(folder, "model.safetensors"))) == expected_hf_names(model.cfg)
-            loaded = tl.load_hf(folder)
-            assert loaded.cfg == model.cfg and loaded.cfg.smollm3, "smollm3 config.json does not give back the config"
-            with torch.no_grad():
-                assert torch.equal(model(idx)[0], loaded(idx)[0]), "smollm3: logits differ after HF round trip"
+            config, loaded = hf_folder_round_trip(model, folder, smollm3_hf_config(model.cfg),
+                                                  expected_hf_names(model.cfg), idx)
+            assert "head_dim" not in config and loaded.cfg.smollm3, f"smollm3 config {config}"
     # SmolLM3Config's defaults: the list from the interval (4 when absent), 4 kv heads, theta 2e6, tied; a longer
     # list is read to num_hidden_layers; a list wins over the interval; a head_dim of C / NH is read.
     base = smollm3_hf_config(tl.LlamaConfig(smollm3=True, num_layers=3, num_heads=8, no_rope_layer_interval=2))
@@ -1242,32 +1194,20 @@ def check_smollm3():
     for c in (published, {n: v for n, v in published.items() if n != "no_rope_layers"}):
         nope = [i for i, r in enumerate(tl.config_from_hf(c).no_rope_layers) if not r]
         assert nope == list(range(3, 36, 4)), f"SmolLM3-3B's NoPE layers {nope}"
-    for drop, bad in (((), {"attention_bias": True}), ((), {"mlp_bias": True}),
-                      ((), {"layer_types": ["full_attention", "sliding_attention", "full_attention"]}),
-                      (("layer_types",), {"use_sliding_window": True, "sliding_window": 8}),
-                      ((), {"no_rope_layers": [1, 0]}), ((), {"no_rope_layers": [1, 2, 1]}),
-                      (("no_rope_layers",), {"no_rope_layer_interval": 0}), ((), {"head_dim": 8}),
-                      ((), {"rope_scaling": tl.longrope_rope_scaling([1.0] * 2, [1.0] * 2)}),
-                      ((), {"hidden_act": "gelu"})):
-        try:
-            read(drop, **bad)
-        except ValueError:
-            continue
-        raise AssertionError(f"smollm3 config.json with {bad} accepted")
-    for extra in ({"qk_norm": True}, {"qkv_bias": True}, {"num_experts": 4}, {"head_dim": 16}, {"phi3": True},
-                  {"olmo2": True}, {"no_rope_layers": (1, 0)}, {"no_rope_layers": (1, 2, 1)},
-                  {"no_rope_layer_interval": 0}):
-        try:
-            tl.LlamaConfig(smollm3=True, num_layers=3, **extra)
-        except ValueError:
-            continue
-        raise AssertionError(f"smollm3 with {extra} accepted")
-    try:
-        tl.LlamaConfig(no_rope_layers=(1, 0))
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("no_rope_layers accepted off smollm3")
+    assert_refused("smollm3 config.json (drop, changes)", lambda case: read(case[0], **case[1]),
+                   (((), {"attention_bias": True}), ((), {"mlp_bias": True}),
+                    ((), {"layer_types": ["full_attention", "sliding_attention", "full_attention"]}),
+                    (("layer_types",), {"use_sliding_window": True, "sliding_window": 8}),
+                    ((), {"no_rope_layers": [1, 0]}), ((), {"no_rope_layers": [1, 2, 1]}),
+                    (("no_rope_layers",), {"no_rope_layer_interval": 0}), ((), {"head_dim": 8}),
+                    ((), {"rope_scaling": tl.longrope_rope_scaling([1.0] * 2, [1.0] * 2)}),
+                    ((), {"hidden_act": "gelu"})))
+    assert_refused("smollm3", lambda extra: tl.LlamaConfig(smollm3=True, num_layers=3, **extra),
+                   ({"qk_norm": True}, {"qkv_bias": True}, {"num_experts": 4}, {"head_dim": 16}, {"phi3": True},
+                    {"olmo2": True}, {"no_rope_layers": (1, 0)}, {"no_rope_layers": (1, 2, 1)},
+                    {"no_rope_layer_interval": 0}))
+    assert_refused("llama (no_rope_layers off smollm3)", lambda extra: tl.LlamaConfig(**extra),
+                   ({"no_rope_layers": (1, 0)},))
     print("smollm3: Llama's names; no_rope_layers from the interval or given; logits equal an op-by-op forward "
           "rotating only the RoPE layers (interval 2, 1, 4, a list; NKV 1, 2, 4; tied; yarn), NoPE moves them off "
           "llama's and one NoPE layer ignores token order; config.json key by key, names, HF round trip, "
@@ -1296,20 +1236,17 @@ def check_smollm3_reference(tmp):
         net = tl.load_hf(os.path.join(out, "hf"))
         assert net.cfg.smollm3 and net.cfg.no_rope_layers == tuple(pattern) and net.cfg.no_rope_layer_interval == 2
         assert (net.cfg.num_kv_heads, net.cfg.tie_word_embeddings) == ((1, True) if tied else (2, False))
-        for sub in ("hf", "hf_final"):
-            with open(os.path.join(out, sub, "config.json")) as f:
-                assert json.load(f) == smollm3_hf_config(net.cfg), f"{name} {sub}: config.json"
-            stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
-            assert list(stored) == expected_hf_names(net.cfg), f"{name} {sub}: tensor names {list(stored)}"
+        check_run_folders(out, name, smollm3_hf_config(net.cfg), expected_hf_names(net.cfg))
         tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
         x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
         scaling = net.cfg.rope_scaling
         inv_freq = tl.rope_inv_freq(8, net.cfg.rope_theta, scaling, net.cfg.max_seq_len) if scaling else None
+        rot_scale = tl.rope_attention_factor(scaling)
         with torch.no_grad():
             loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
             state = net.state_dict()
-            by_hand = sum(F.cross_entropy(smollm3_logits_by_hand(state, net.cfg, x[m:m + 2], inv_freq,
-                                                                 tl.rope_attention_factor(scaling)).reshape(-1, 300),
+            by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2], inv_freq=inv_freq,
+                                                               rot_scale=rot_scale)[0].reshape(-1, 300),
                                           y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
         assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
         assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {by_hand} vs {loaded}"
@@ -1351,60 +1288,10 @@ def check_smollm3_reference(tmp):
 
 # ---------------------------------------------------------------- Mistral, sliding window (float64)
 
-def in_window(i, j, window):
-    """transformers' sliding-window causal rule: key j is visible to query i iff i - window < j <= i."""
-    return j <= i and (window is None or j > i - window)
-
-
-def windowed_logits_by_hand(state, cfg, idx, window):
-    """A dense Llama's logits from a state dict (Llama's names; Mistral's, or Phi-3's split back), op by op: RoPE on
-    pairs j, j + HS/2 at angle p * theta^(-2j/HS); query i of head h takes a softmax over only the keys j that
-    in_window(i, j, window) admits, of kv head h * NKV // NH, one query at a time."""
-    NH, NKV, HS = cfg.num_heads, cfg.num_kv_heads, cfg.head_size
-    B, T = idx.shape
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * cfg.rope_theta ** (-torch.arange(0, HS, 2,
-                                                                                          dtype=torch.float64) / HS)
-    c, s = ang.cos()[None, :, None], ang.sin()[None, :, None]
-
-    def rope(v):                                                                 # (B, T, H, HS)
-        a, b = v[..., :HS // 2], v[..., HS // 2:]
-        return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
-
-    def rms(v, g):
-        return rms_by_hand(v, g, cfg.rms_norm_eps)
-
-    x = state["model.embed_tokens.weight"][idx]
-    for layer in range(cfg.num_layers):
-        w = {n[len(f"model.layers.{layer}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{layer}.")}
-        h = rms(x, w["input_layernorm.weight"])
-        q = rope((h @ w["self_attn.q_proj.weight"].T).view(B, T, NH, HS))
-        k = rope((h @ w["self_attn.k_proj.weight"].T).view(B, T, NKV, HS))
-        v = (h @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
-        y = torch.zeros(B, T, NH, HS, dtype=torch.float64)
-        for head in range(NH):
-            g = head * NKV // NH
-            for i in range(T):
-                keys = [j for j in range(T) if in_window(i, j, window)]
-                p = (torch.stack([(q[:, i, head] * k[:, j, g]).sum(-1) for j in keys], -1) / math.sqrt(HS)).softmax(-1)
-                y[:, i, head] = sum(p[:, n, None] * v[:, j, g] for n, j in enumerate(keys))
-        x = x + y.reshape(B, T, NH * HS) @ w["self_attn.o_proj.weight"].T
-        h = rms(x, w["post_attention_layernorm.weight"])
-        gated = F.silu(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
-        x = x + gated @ w["mlp.down_proj.weight"].T
-    head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
-    return rms(x, state["model.norm.weight"]) @ head.T
-
-
 def mistral_hf_config(cfg):
     """config.json as MistralForCausalLM's, written out key by key."""
-    return {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": cfg.channels,
-            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
-            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
-            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
-            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
-            "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu", "attention_dropout": 0.0,
-            "initializer_range": 0.02, "torch_dtype": "float32", "head_dim": cfg.head_size,
-            "sliding_window": cfg.sliding_window}
+    return {"architectures": ["MistralForCausalLM"], "model_type": "mistral", **llama_like_hf_config(cfg),
+            "head_dim": cfg.head_size, "sliding_window": cfg.sliding_window}
 
 
 def check_sliding_window():
@@ -1468,26 +1355,22 @@ def check_sliding_window():
                             head_dim=head_dim)
         with torch.no_grad():
             got = model(idx)[0]
-            want = windowed_logits_by_hand(model.state_dict(), model.cfg, idx, W)
+            want = llama_logits_by_hand(model.state_dict(), model.cfg, idx, W)[0]
             assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), f"mistral W {W}: logits by hand"
             if not head_dim:
                 phi3 = tl.Llama(dataclasses.replace(model.cfg, mistral=False, phi3=True)).double()
                 phi3.load_state_dict(model.state_dict())
                 assert torch.equal(phi3(idx)[0], got), f"phi3 W {W} differs from mistral W {W}"
-    for extra in ({"sliding_window": 4}, {"sliding_window": 4, "qkv_bias": True},
-                  {"sliding_window": 4, "num_experts": 4}, {"sliding_window": 4, "smollm3": True},
-                  {"sliding_window": 4, "olmo2": True}, {"mistral": True, "sliding_window": 0},
-                  {"mistral": True, "sliding_window": -2}, {"mistral": True, "sliding_window": 2.5},
-                  {"mistral": True, "sliding_window": True}, {"phi3": True, "sliding_window": 0},
-                  {"mistral": True, "qkv_bias": True}, {"mistral": True, "qk_norm": True},
-                  {"mistral": True, "num_experts": 4}, {"mistral": True, "phi3": True},
-                  {"mistral": True, "olmo2": True},
-                  {"mistral": True, "rope_scaling": tl.longrope_rope_scaling([1.0] * 4, [1.0] * 4)}):
-        try:
-            tl.LlamaConfig(**extra)
-        except ValueError:
-            continue
-        raise AssertionError(f"LlamaConfig with {extra} accepted")
+    assert_refused("LlamaConfig", lambda extra: tl.LlamaConfig(**extra),
+                   ({"sliding_window": 4}, {"sliding_window": 4, "qkv_bias": True},
+                    {"sliding_window": 4, "num_experts": 4}, {"sliding_window": 4, "smollm3": True},
+                    {"sliding_window": 4, "olmo2": True}, {"mistral": True, "sliding_window": 0},
+                    {"mistral": True, "sliding_window": -2}, {"mistral": True, "sliding_window": 2.5},
+                    {"mistral": True, "sliding_window": True}, {"phi3": True, "sliding_window": 0},
+                    {"mistral": True, "qkv_bias": True}, {"mistral": True, "qk_norm": True},
+                    {"mistral": True, "num_experts": 4}, {"mistral": True, "phi3": True},
+                    {"mistral": True, "olmo2": True},
+                    {"mistral": True, "rope_scaling": tl.longrope_rope_scaling([1.0] * 4, [1.0] * 4)}))
     print("sliding window: mask 0 exactly where i - W < j <= i; attention equals a per-query softmax over the window "
           "(W 1, 2, 5, 11, 12, 40; NKV 2, 1; head_dim 16); token j reaches exactly queries j .. j + W - 1; W >= T is "
           "causal bit for bit; one layer at i = causal on the window's tokens alone; 2-layer logits op by op; phi3 W = "
@@ -1504,17 +1387,10 @@ def check_mistral_hf(tmp):
                                           (64, 2, False, 0, tl.yarn_rope_scaling(4.0, 4096))):
         model = llama_model(seed=105, mistral=True, sliding_window=W, num_kv_heads=kv, tie_word_embeddings=tie,
                             head_dim=head_dim, rope_scaling=scaling)
-        folder = os.path.join(tmp, f"mistral_hf_{W}")
-        tl.save_hf(model, folder)
-        with open(os.path.join(folder, "config.json")) as f:
-            config = json.load(f)
-        assert config == mistral_hf_config(model.cfg), f"mistral config.json {config}"
+        config, loaded = hf_folder_round_trip(model, os.path.join(tmp, f"mistral_hf_{W}"), mistral_hf_config(model.cfg),
+                                              expected_hf_names(model.cfg), idx)
         assert not any(k in config for k in ("attention_bias", "mlp_bias")), "mistral: a bias key"
-        assert list(tg.load_safetensors(os.path.join(folder, "model.safetensors"))) == expected_hf_names(model.cfg)
-        loaded = tl.load_hf(folder)
-        assert loaded.cfg == model.cfg and loaded.cfg.mistral and loaded.cfg.sliding_window == W, "mistral cfg"
-        with torch.no_grad():
-            assert torch.equal(model(idx)[0], loaded(idx)[0]), "mistral: logits differ after HF round trip"
+        assert loaded.cfg.mistral and loaded.cfg.sliding_window == W, "mistral cfg"
     for W in (5, None):
         model = llama_model(seed=106, phi3=True, sliding_window=W)
         folder = os.path.join(tmp, f"phi3_window_hf_{W}")
@@ -1538,16 +1414,11 @@ def check_mistral_hf(tmp):
     assert read(phi3_base, ("sliding_window",)).sliding_window is None, "Phi3Config's default: no window"
     assert read(phi3_base, sliding_window=7).sliding_window == 7, "phi3 window < max_position_embeddings"
     assert read(dict(base, model_type="llama"), ("head_dim",)).sliding_window is None, "llama reads no window"
-    for c, bad in ((base, {"sliding_window": 0}), (base, {"sliding_window": -1}), (base, {"sliding_window": 2.5}),
-                   (base, {"sliding_window": "8"}), (base, {"sliding_window": True}),
-                   (phi3_base, {"sliding_window": 0}),
-                   (base, {"rope_scaling": tl.longrope_rope_scaling([1.0] * 2, [1.0] * 2)}),
-                   (base, {"hidden_act": "gelu"})):
-        try:
-            read(c, **bad)
-        except ValueError:
-            continue
-        raise AssertionError(f"{c['model_type']} config.json with {bad} accepted")
+    assert_refused("mistral config.json", lambda bad: read(base, **bad),
+                   ({"sliding_window": 0}, {"sliding_window": -1}, {"sliding_window": 2.5}, {"sliding_window": "8"},
+                    {"sliding_window": True}, {"rope_scaling": tl.longrope_rope_scaling([1.0] * 2, [1.0] * 2)},
+                    {"hidden_act": "gelu"}))
+    assert_refused("phi3 config.json", lambda bad: read(phi3_base, **bad), ({"sliding_window": 0},))
     print("mistral hf folder: MistralForCausalLM config.json key by key (sliding_window W or null, head_dim, no bias "
           "keys), Llama's names, round trip (W 5, none, 64 with yarn; NKV 1 tied head_dim 16); phi3 sliding_window "
           "W round trip; MistralConfig's defaults (window 4096, 8 kv heads), Phi3Config's (none); bad windows refused")
@@ -1580,12 +1451,9 @@ def check_mistral_reference(tmp):
         assert net.cfg.sliding_window == W and net.cfg.mistral == (flags[1] == "mistral")
         for sub in ("hf", "hf_final"):
             with open(os.path.join(out, sub, "config.json")) as f:
-                config = json.load(f)
-            assert config["sliding_window"] == W, f"{name} {sub}: config.json sliding_window"
-            if net.cfg.mistral:
-                assert config == mistral_hf_config(net.cfg), f"{name} {sub}: config.json {config}"
-                stored = tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))
-                assert list(stored) == expected_hf_names(net.cfg), f"{name} {sub}: tensor names"
+                assert json.load(f)["sliding_window"] == W, f"{name} {sub}: config.json sliding_window"
+        if net.cfg.mistral:
+            check_run_folders(out, name, mistral_hf_config(net.cfg), expected_hf_names(net.cfg))
         tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
         x, y = tokens[:4 * seq].view(4, seq), tokens[1:4 * seq + 1].view(4, seq)
         with torch.no_grad():
@@ -1593,7 +1461,7 @@ def check_mistral_reference(tmp):
             assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
             if net.cfg.rope_scaling is None:
                 state = net.state_dict()
-                by_hand = sum(F.cross_entropy(windowed_logits_by_hand(state, net.cfg, x[m:m + 2], W).reshape(-1, 300),
+                by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2], W)[0].reshape(-1, 300),
                                               y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
                 assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op gives {by_hand} vs {loaded}"
         # Without the window: the same initial weights and tokens, other losses.
@@ -2604,6 +2472,381 @@ def check_fp8_reference(tmp):
           f"within half an e4m3 step (worst {worst:.2f} of the bound); hf/ dequantized reproduces step 1")
 
 
+# ---------------------------------------------------------------- Gemma 3 (float64)
+
+def gemma3_model(seed=0, **overrides):
+    cfg = tl.LlamaConfig(**{"gemma3": True, "sliding_window": 4, **overrides})
+    model = tl.Gemma3(cfg).double()
+    tl.init_weights(model, torch.Generator().manual_seed(seed))
+    return model
+
+
+def gemma3_logits_by_hand(state, cfg, idx, gain_offset=1.0):
+    """Gemma3ForCausalLM's logits from a state dict, op by op, one head and one query at a time: x = E[idx] *
+    f32(sqrt(C)); rms(v, w) = v / sqrt(mean(v^2) + eps) * (gain_offset + w) (HF's Gemma3RMSNorm: 1 + w); per layer
+    of type t: h = rms(x, input_layernorm); q, k, v per head, q and k through rms(., q_norm / k_norm) per head, then
+    RoPE on pairs (j, j + HS/2) at angle p / base^(2j/HS) / factor (sliding: base rope_local_base_freq, factor 1;
+    full: rope_theta, the linear factor or 1); query i of head h takes a softmax of q_i.k_j / sqrt(
+    query_pre_attn_scalar) over keys j <= i (and i - j < W on sliding layers) of kv head h * NKV // NH; x +=
+    rms(o_proj(y), post_attention_layernorm); x += rms(down(gelu_tanh(gate h') * up h'), post_feedforward_layernorm),
+    h' = rms(x, pre_feedforward_layernorm), gelu_tanh(u) = u/2 (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))); logits =
+    rms(x, norm) @ (E or lm_head)^T."""
+    NH, NKV, HS, C, W = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.channels, cfg.sliding_window
+    B, T = idx.shape
+
+    def rms(v, g):
+        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (gain_offset + g)
+
+    def gelu_tanh(u):
+        return 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u ** 3)))
+
+    def rope(v, base, factor):                                                   # (B, T, H, HS)
+        pair = torch.arange(HS // 2, dtype=torch.float64)
+        ang = torch.arange(T, dtype=torch.float64)[:, None] / base ** (2 * pair / HS) / factor
+        c, s = ang.cos()[None, :, None], ang.sin()[None, :, None]
+        a, b = v[..., :HS // 2], v[..., HS // 2:]
+        return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
+
+    linear = cfg.rope_scaling["factor"] if cfg.rope_scaling else 1.0
+    E = state["model.embed_tokens.weight"]
+    x = E[idx] * float(np.float32(math.sqrt(C)))
+    for layer, kind in enumerate(cfg.layer_types):
+        w = {n[len(f"model.layers.{layer}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{layer}.")}
+        sliding = kind == "sliding_attention"
+        base, factor = (cfg.rope_local_base_freq, 1.0) if sliding else (cfg.rope_theta, linear)
+        h = rms(x, w["input_layernorm.weight"])
+        q = rope(rms((h @ w["self_attn.q_proj.weight"].T).view(B, T, NH, HS), w["self_attn.q_norm.weight"]), base,
+                 factor)
+        k = rope(rms((h @ w["self_attn.k_proj.weight"].T).view(B, T, NKV, HS), w["self_attn.k_norm.weight"]), base,
+                 factor)
+        v = (h @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+        y = torch.zeros(B, T, NH, HS, dtype=torch.float64)
+        for head in range(NH):
+            g = head * NKV // NH
+            for i in range(T):
+                keys = [j for j in range(T) if j <= i and (not sliding or i - j < W)]
+                p = (torch.stack([(q[:, i, head] * k[:, j, g]).sum(-1) for j in keys], -1)
+                     / math.sqrt(cfg.query_pre_attn_scalar)).softmax(-1)
+                y[:, i, head] = sum(p[:, n, None] * v[:, j, g] for n, j in enumerate(keys))
+        x = x + rms(y.reshape(B, T, NH * HS) @ w["self_attn.o_proj.weight"].T, w["post_attention_layernorm.weight"])
+        h = rms(x, w["pre_feedforward_layernorm.weight"])
+        gated = gelu_tanh(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
+        x = x + rms(gated @ w["mlp.down_proj.weight"].T, w["post_feedforward_layernorm.weight"])
+    head = E if cfg.tie_word_embeddings else state["lm_head.weight"]
+    return rms(x, state["model.norm.weight"]) @ head.T
+
+
+def gemma3_hf_shapes(cfg):
+    """Gemma3ForCausalLM's tensor names in order, each with its shape."""
+    C, Fi, V, HS, NH, NKV = (cfg.channels, cfg.intermediate, cfg.vocab_size, cfg.head_size, cfg.num_heads,
+                             cfg.num_kv_heads)
+    shapes = {"model.embed_tokens.weight": (V, C)}
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": (NH * HS, C), p + "self_attn.k_proj.weight": (NKV * HS, C),
+                       p + "self_attn.v_proj.weight": (NKV * HS, C), p + "self_attn.o_proj.weight": (C, NH * HS),
+                       p + "self_attn.q_norm.weight": (HS,), p + "self_attn.k_norm.weight": (HS,),
+                       p + "mlp.gate_proj.weight": (Fi, C), p + "mlp.up_proj.weight": (Fi, C),
+                       p + "mlp.down_proj.weight": (C, Fi)})
+        shapes.update({p + n + ".weight": (C,) for n in ("input_layernorm", "post_attention_layernorm",
+                                                          "pre_feedforward_layernorm", "post_feedforward_layernorm")})
+    shapes["model.norm.weight"] = (C,)
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (V, C)
+    return shapes
+
+
+def gemma3_hf_config_by_hand(cfg):
+    """config.json of Gemma3ForCausalLM as transformers 4.5x's Gemma3TextConfig, written out key by key."""
+    qpas = cfg.query_pre_attn_scalar
+    return {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
+            "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+            "rope_local_base_freq": cfg.rope_local_base_freq,
+            "query_pre_attn_scalar": int(qpas) if float(qpas).is_integer() else qpas,
+            "sliding_window": cfg.sliding_window, "sliding_window_pattern": cfg.sliding_window_pattern,
+            "layer_types": list(cfg.layer_types), "final_logit_softcapping": None, "attn_logit_softcapping": None,
+            "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False, "attention_dropout": 0.0,
+            "use_bidirectional_attention": False, "tie_word_embeddings": cfg.tie_word_embeddings,
+            "initializer_range": 0.02, "torch_dtype": "float32"}
+
+
+def check_gemma3():
+    """Gemma 3 (torch_llama.Gemma3): layer_types from sliding_window_pattern; logits against gemma3_logits_by_hand
+    (tied and untied, NKV 4/2/1, head_dim decoupled, query_pre_attn_scalar, linear scaling, windows 1-5, all-global and
+    all-sliding stacks); the (1 + w) gains (stored w near 0: with w alone the logits change); the embedding scale
+    f32(sqrt(C)); a sliding layer's token j reaches exactly queries j .. j + W - 1, a global layer's every later
+    query; rope_local_base_freq matters exactly when a layer is sliding, rope_theta and the linear factor exactly when
+    one is global, the window only on sliding layers; an all-sliding stack with W >= T and equal bases is the
+    all-global one bit for bit; refusals."""
+    S, G = "sliding_attention", "full_attention"
+    types = {(3, 2): (S, G, S), (3, 3): (S, S, G), (3, 1): (G, G, G), (3, 6): (S, S, S), (4, 2): (S, G, S, G)}
+    for (L, P), want in types.items():
+        assert tl.LlamaConfig(gemma3=True, num_layers=L, sliding_window=4, sliding_window_pattern=P).layer_types \
+            == want, f"layer_types L {L} pattern {P}"
+    assert [i for i, t in enumerate(tl.gemma3_layer_types(26, 6)) if t == G] == [5, 11, 17, 23], "1B: 5 local : 1"
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(200))
+    variants = ({"num_layers": 3, "sliding_window_pattern": 2, "sliding_window": 5, "tie_word_embeddings": True},
+                {"num_layers": 3, "sliding_window_pattern": 3, "sliding_window": 3, "num_kv_heads": 1, "head_dim": 16,
+                 "rope_theta": 1e6, "rope_scaling": tl.linear_rope_scaling(8.0), "query_pre_attn_scalar": 24,
+                 "tie_word_embeddings": False},
+                {"num_layers": 2, "sliding_window_pattern": 1, "sliding_window": 1, "num_kv_heads": 4},
+                {"num_layers": 3, "sliding_window_pattern": 6, "sliding_window": 2, "rms_norm_eps": 1e-6,
+                 "rope_local_base_freq": 100.0})
+    for n, extra in enumerate(variants):
+        model = gemma3_model(seed=201 + n, **extra)
+        state = model.state_dict()
+        gains = torch.cat([t for t in state.values() if t.dim() == 1])
+        assert gains.abs().mean() < 0.15 and gains.std() > 0.05, "stored norm weights are not N(0, 0.1)"
+        with torch.no_grad():
+            got = model(idx)[0]
+            want = gemma3_logits_by_hand(state, model.cfg, idx)
+            assert torch.allclose(got, want, rtol=1e-12, atol=1e-13), f"gemma3 {extra}: logits by hand"
+            assert (gemma3_logits_by_hand(state, model.cfg, idx, gain_offset=0.0) - got).abs().max() > 1e-2, \
+                "the norms' 1 + w offset changes nothing"
+    model = gemma3_model(seed=210)
+    assert model.embed_scale == float(np.float32(math.sqrt(32))) != math.sqrt(32), "embed scale is not f32(sqrt(C))"
+    # Reach: token j's input moves exactly queries j .. j + W - 1 of a sliding layer, j .. T - 1 of a global one.
+    T, W = 12, 3
+    x = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(211), dtype=torch.float64)
+    model = gemma3_model(seed=212, num_layers=2, sliding_window_pattern=2, sliding_window=W, head_dim=16)
+    for layer, kind in zip(model.model.layers, model.cfg.layer_types):
+        attn, (cos, sin) = layer.self_attn, model.rope(T, kind)
+        assert attn.scale == 16 ** -0.5, "default query_pre_attn_scalar is the head size"
+        with torch.no_grad():
+            base = attn(x, cos, sin)
+            for j in range(T):
+                x2 = x.clone()
+                x2[:, j] += 0.5
+                moved = (attn(x2, cos, sin) != base).any(-1).any(0).tolist()
+                assert moved == [j <= i < (j + W if kind == S else T) for i in range(T)], f"{kind}: {j} -> {moved}"
+    # What matters where: same seed, one field changed.
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(213))
+
+    def logits(**kw):
+        with torch.no_grad():
+            return gemma3_model(seed=214, **dict({"num_layers": 3, "rope_theta": 1e6}, **kw))(idx)[0]
+    for P, has_s, has_g in ((2, True, True), (6, True, False), (1, False, True)):
+        ref = logits(sliding_window_pattern=P, sliding_window=4)
+        for change, matters in (({"rope_local_base_freq": 500.0}, has_s), ({"rope_theta": 1e3}, has_g),
+                                ({"rope_scaling": tl.linear_rope_scaling(4.0)}, has_g), ({"sliding_window": 9}, has_s),
+                                ({"query_pre_attn_scalar": 24}, True)):
+            kw = dict({"sliding_window_pattern": P, "sliding_window": 4}, **change)
+            other = logits(**kw)
+            assert torch.equal(other, ref) != matters, f"pattern {P}: {change} matters {not matters}"
+    assert torch.equal(logits(sliding_window_pattern=3, query_pre_attn_scalar=8), logits(sliding_window_pattern=3)), \
+        "query_pre_attn_scalar = head size is the default"
+    with torch.no_grad():
+        wide = [gemma3_model(seed=215, num_layers=3, sliding_window_pattern=P, sliding_window=40,
+                             rope_theta=1e4)(idx)[0] for P in (6, 1)]
+    assert torch.equal(*wide), "W >= T with equal bases: all sliding differs from all global"
+    for extra in ({"qkv_bias": True}, {"num_experts": 4}, {"qk_norm": True}, {"mistral": True}, {"phi3": True},
+                  {"olmo2": True}, {"smollm3": True}, {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)},
+                  {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)}, {"rope_scaling": {"rope_type": "linear"}},
+                  {"rope_scaling": tl.linear_rope_scaling(0.0)},
+                  {"rope_scaling": dict(tl.linear_rope_scaling(2.0), x=1)},
+                  {"sliding_window": None}, {"sliding_window": 0}, {"sliding_window": 2.5}, {"sliding_window": True},
+                  {"sliding_window_pattern": 0}, {"query_pre_attn_scalar": -1}, {"rope_local_base_freq": 0.0},
+                  {"layer_types": ("sliding_attention",)}, {"layer_types": ("sliding_attention", "global")}):
+        try:
+            tl.LlamaConfig(**{"gemma3": True, "num_layers": 2, "sliding_window": 4, **extra})
+        except ValueError:
+            continue
+        raise AssertionError(f"gemma3 LlamaConfig with {extra} accepted")
+    for extra in ({"query_pre_attn_scalar": 8}, {"layer_types": ("full_attention",) * 2},
+                  {"rope_local_base_freq": 5.0}, {"sliding_window_pattern": 2},
+                  {"rope_scaling": tl.linear_rope_scaling(2.0)}):
+        try:
+            tl.Llama(tl.LlamaConfig(**extra))
+        except ValueError:
+            continue
+        raise AssertionError(f"llama with gemma3's {extra} accepted")
+    print("gemma3: layer_types from the pattern (1B: global 5, 11, 17, 23); logits op by op (tied/untied, NKV 4/2/1, "
+          "head_dim 16, query_pre_attn_scalar 24, linear 8, W 1-5, all global, all sliding); (1 + w) gains; embed "
+          "scale f32(sqrt(C)); sliding reach j .. j + W - 1, global j .. T - 1; local base and window matter only with "
+          "a sliding layer, rope_theta and linear only with a global one; W >= T equal bases = all global; refusals")
+
+
+def check_gemma3_hf(tmp):
+    """Gemma3ForCausalLM's folder: config.json key by key, tensor names and shapes in order (lm_head only untied),
+    load_hf round trip (same config, same logits); Gemma3TextConfig's defaults for absent keys; google/gemma-3-1b-pt's
+    published config.json read back (head_dim 256 decoupled, layers 5, 11, 17, 23 global) and its 999,885,952
+    parameters counted from the shapes; layer_types over the pattern; transformers 5's rope_parameters per layer type;
+    refusals (softcapping, bidirectional, biases, other activations, other rope types, bad windows, layer_types and
+    scalars, rope_parameters disagreeing)."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(220))
+    for n, extra in enumerate(({"num_layers": 3, "sliding_window_pattern": 2, "sliding_window": 5,
+                                "tie_word_embeddings": True},
+                               {"num_layers": 3, "sliding_window_pattern": 3, "sliding_window": 3, "num_kv_heads": 1,
+                                "head_dim": 16, "rope_scaling": tl.linear_rope_scaling(8.0),
+                                "query_pre_attn_scalar": 24.5, "tie_word_embeddings": False})):
+        model = gemma3_model(seed=221 + n, **extra)
+        folder = os.path.join(tmp, f"gemma3_hf_{n}")
+        tl.save_hf(model, folder)
+        with open(os.path.join(folder, "config.json")) as f:
+            config = json.load(f)
+        assert config == gemma3_hf_config_by_hand(model.cfg), f"gemma3 config.json {config}"
+        stored = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+        shapes = gemma3_hf_shapes(model.cfg)
+        assert list(stored) == list(shapes), f"gemma3 tensor names {list(stored)}"
+        assert all(tuple(t.shape) == shapes[k] for k, t in stored.items()), "gemma3 tensor shapes"
+        loaded = tl.load_hf(folder)
+        assert isinstance(loaded, tl.Gemma3) and loaded.cfg == model.cfg, "gemma3 config round trip"
+        with torch.no_grad():
+            assert torch.equal(model(idx)[0], loaded(idx)[0]), "gemma3: logits differ after HF round trip"
+    d = tl.config_from_hf({"model_type": "gemma3_text"})
+    assert (d.head_size, d.num_heads, d.num_kv_heads, d.channels, d.intermediate, d.vocab_size, d.max_seq_len,
+            d.query_pre_attn_scalar, d.sliding_window, d.sliding_window_pattern, d.rope_theta, d.rope_local_base_freq,
+            d.rms_norm_eps, d.tie_word_embeddings, d.rope_scaling) == \
+        (256, 8, 4, 2304, 9216, 262208, 131072, 256, 4096, 6, 1e6, 1e4, 1e-6, True, None), "Gemma3TextConfig defaults"
+    # google/gemma-3-1b-pt / -it config.json (transformers 4.5x; public copies agree), and its published size.
+    one_b = {"architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+             "attn_logit_softcapping": None, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+             "final_logit_softcapping": None, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+             "hidden_size": 1152, "initializer_range": 0.02, "intermediate_size": 6912,
+             "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4,
+             "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+             "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": None, "rope_theta": 1000000,
+             "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
+             "transformers_version": "4.50.0.dev0", "use_cache": True, "vocab_size": 262144}
+    c = tl.config_from_hf(one_b)
+    assert c.head_size == 256 and c.channels // c.num_heads == 288 and c.attn_scale == 1 / 16, "1B head_dim"
+    assert [i for i, t in enumerate(c.layer_types) if t == "full_attention"] == [5, 11, 17, 23], "1B layer_types"
+    count = sum(math.prod(s) for s in gemma3_hf_shapes(c).values())
+    assert count == 999885952, f"gemma-3-1b: {count} parameters"
+    explicit = tl.config_from_hf(dict(one_b, num_hidden_layers=4, sliding_window_pattern=2,
+                                      layer_types=["full_attention"] * 4))
+    assert explicit.layer_types == ("full_attention",) * 4, "layer_types must win over sliding_window_pattern"
+    # transformers 5 keeps RoPE per layer type in rope_parameters; the same model as the 4.x keys.
+    old = dict(one_b, rope_scaling={"rope_type": "linear", "factor": 8.0}, rope_local_base_freq=10000.0)
+    new = {k: v for k, v in old.items() if k not in ("rope_theta", "rope_scaling", "rope_local_base_freq")}
+    new["rope_parameters"] = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    assert tl.config_from_hf(new) == tl.config_from_hf(old), "rope_parameters read otherwise than rope_scaling"
+    assert tl.config_from_hf(dict(new, rope_theta=1e6)) == tl.config_from_hf(old), "agreeing rope_theta refused"
+    lin = dict(one_b, rope_scaling={"factor": 8.0, "rope_type": "linear"})
+    assert tl.config_from_hf(lin).rope_scaling["factor"] == 8.0 and tl.config_from_hf(dict(
+        one_b, hidden_activation=None, hidden_act="gelu_pytorch_tanh")).gemma3, "4B-style linear / hidden_act"
+    for bad in ({"final_logit_softcapping": 30.0}, {"attn_logit_softcapping": 50.0},
+                {"use_bidirectional_attention": True}, {"attention_bias": True}, {"hidden_activation": "gelu"},
+                {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)}, {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)},
+                {"rope_scaling": {"rope_type": "linear"}}, {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
+                {"layer_types": ["sliding_attention"] * 25}, {"layer_types": ["local"] * 26}, {"sliding_window": 0},
+                {"sliding_window": None}, {"sliding_window_pattern": 0}, {"query_pre_attn_scalar": 0},
+                {"query_pre_attn_scalar": -4}, {"rope_theta": 1e4, "rope_parameters": new["rope_parameters"]},
+                {"rope_parameters": {"full_attention": {"rope_theta": 1e6},
+                                     "sliding_attention": {"rope_type": "linear", "factor": 2.0}}},
+                {"rope_parameters": {"global": {}}}):
+        try:
+            tl.config_from_hf(dict(one_b, **bad))
+        except ValueError:
+            continue
+        raise AssertionError(f"gemma3 config.json with {bad} accepted")
+    print("gemma3 hf folder: Gemma3ForCausalLM config.json key by key, names and shapes in order (lm_head untied "
+          "only), round trip; Gemma3TextConfig defaults; gemma-3-1b's config.json read back (head_dim 256, global "
+          "5/11/17/23, 999,885,952 parameters); layer_types over the pattern; rope_parameters per layer type; refusals")
+
+
+def check_gemma3_reference(tmp):
+    """--model gemma3 golden runs (3 layers, pattern 2: sliding, global, sliding, W 5; 3 layers, pattern 3, W 3,
+    linear 8, query_pre_attn_scalar 24, head_dim 16, NKV 1; 2 layers untied, NKV 4, W 1): deterministic; expected.json's
+    config and hf/, hf_final/ config.json; hf/ + train.bin reproduce step 1 through load_hf exactly and through
+    gemma3_logits_by_hand to 1e-12; the window, rope_local_base_freq, rope_theta, the linear factor and
+    query_pre_attn_scalar each change the losses but not hf/ or train.bin; with every layer global the window and the
+    local base change nothing; 1 vs 2 micro-batches; llama's expected.json without Gemma's keys; refusals."""
+    g = ("--model", "gemma3")
+    runs = {"gemma3_p2_w5": g + ("--layers", "3", "--sliding-window", "5", "--sliding-window-pattern", "2"),
+            "gemma3_p3_linear": g + ("--layers", "3", "--sliding-window", "3", "--sliding-window-pattern", "3",
+                                     "--rope-scaling", "linear", "--rope-factor", "8", "--query-pre-attn-scalar", "24",
+                                     "--head-dim", "16", "--kv-heads", "1"),
+            "gemma3_untied_w1": g + ("--layers", "2", "--sliding-window", "1", "--sliding-window-pattern", "2",
+                                     "--tie", "0", "--kv-heads", "4")}
+
+    def with_flag(flags, name, value):      # flags with --name set to value (None: dropped), appended if absent
+        out, i = list(flags), (list(flags).index(name) if name in flags else None)
+        if i is not None:
+            del out[i:i + 2]
+        return tuple(out) + ((name, value) if value is not None else ())
+
+    def same_files(a, b):
+        for path in ("hf/model.safetensors", "train.bin"):
+            with open(os.path.join(tmp, a, path), "rb") as f, open(os.path.join(tmp, b, path), "rb") as h:
+                if f.read() != h.read():
+                    return False
+        return True
+    for name, flags in runs.items():
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name} initial loss far from ln(V)"
+        out, c = os.path.join(tmp, f"{name}_1"), r1["config"]
+        net = tl.load_hf(os.path.join(out, "hf"))
+        cfg = net.cfg
+        assert isinstance(net, tl.Gemma3) and c["layer_types"] == list(cfg.layer_types) and c["window_masks"] is True
+        assert (c["sliding_window"], c["sliding_window_pattern"], c["query_pre_attn_scalar"], c["rms_eps"]) == \
+            (cfg.sliding_window, cfg.sliding_window_pattern, cfg.query_pre_attn_scalar, 1e-6), f"{name}: config {c}"
+        assert c["rope_inv_freq_full"] == tl.gemma3_inv_freq(cfg, "full_attention").tolist(), f"{name}: inv_freq"
+        for sub in ("hf", "hf_final"):
+            with open(os.path.join(out, sub, "config.json")) as f:
+                assert json.load(f) == gemma3_hf_config_by_hand(cfg), f"{name} {sub}: config.json"
+            assert list(tg.load_safetensors(os.path.join(out, sub, "model.safetensors"))) == \
+                list(gemma3_hf_shapes(cfg)), f"{name} {sub}: tensor names"
+        seq = c["seq_len"]
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:4 * seq].view(4, seq), tokens[1:4 * seq + 1].view(4, seq)
+        with torch.no_grad():
+            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+            state = net.state_dict()
+            by_hand = sum(F.cross_entropy(gemma3_logits_by_hand(state, cfg, x[m:m + 2]).reshape(-1, 300),
+                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+            assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op gives {by_hand} vs {loaded}"
+        # Each of these changes the run's losses, not its initial weights or tokens.
+        changes = [("--sliding-window", "16"), ("--rope-local-base-freq", "100"), ("--rope-theta", "100")]
+        if "--rope-factor" in flags:
+            changes += [("--rope-factor", "2"), ("--query-pre-attn-scalar", None)]
+        for flag, value in changes:
+            r = run_llama_reference(tmp, "gemma3_changed", *with_flag(flags, flag, value))
+            # W 1: a sliding query's softmax has one key, itself (weight 1 whatever RoPE does): the local base is idle.
+            idle = flag == "--rope-local-base-freq" and cfg.sliding_window == 1
+            assert (r["losses"] == r1["losses"]) == idle, f"{name}: {flag} {value} matters {not idle}"
+            assert same_files(f"{name}_1", "gemma3_changed"), f"{name}: {flag} {value} changed hf/ or train.bin"
+    # Every layer global: the window and the local base are unused, bit for bit.
+    glob = g + ("--layers", "2", "--sliding-window-pattern", "1", "--sliding-window", "3")
+    ref = run_llama_reference(tmp, "gemma3_global", *glob)
+    assert ref["config"]["window_masks"] is False, "all global: window_masks"
+    for flag, value in (("--sliding-window", "16"), ("--rope-local-base-freq", "7")):
+        r = run_llama_reference(tmp, "gemma3_global_changed", *with_flag(glob, flag, value))
+        assert (r["losses"], r["grad_norms"]) == (ref["losses"], ref["grad_norms"]), f"all global: {flag} matters"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    base = runs["gemma3_p2_w5"]
+    assert close(run_llama_reference(tmp, "gemma3_mb", *base, "--micro-batches", "1")["losses"],
+                 run_llama_reference(tmp, "gemma3_mb", *base)["losses"]), "gemma3: M=1 vs 2"
+    llama = run_llama_reference(tmp, "gemma3_llama", "--model", "llama")["config"]
+    assert not set(llama) & set(make_hf_llama_reference.GEMMA3_ARGS + ("layer_types", "embed_scale")), \
+        "llama's expected.json has Gemma 3 keys"
+    assert (llama["rms_eps"], llama["rope_theta"], llama["tie"]) == (1e-5, 10000.0, 0), "llama's defaults moved"
+    for flags in (g + ("--rope-scaling", "yarn"), g + ("--rope-scaling", "llama3"), g + ("--rope-scaling", "longrope"),
+                  g + ("--rope-factor", "2"), g + ("--rope-scaling", "linear", "--rope-factor", "0"),
+                  g + ("--query-pre-attn-scalar", "0"), g + ("--sliding-window-pattern", "0"),
+                  g + ("--sliding-window", "0"), g + ("--rope-local-base-freq", "0"), g + ("--fp8-block", "8", "8"),
+                  g + ("--partial-rotary-factor", "0.5"), g + ("--no-rope-interval", "2"), g + ("--norm-topk", "0"),
+                  g + ("--kv-heads", "3"), ("--model", "llama", "--rope-scaling", "linear"),
+                  ("--model", "llama", "--query-pre-attn-scalar", "8"), ("--model", "mistral",
+                                                                         "--sliding-window-pattern", "2"),
+                  ("--model", "qwen3", "--rope-local-base-freq", "100"), ("--model", "llama", "--rope-factor", "2"),
+                  ("--model", "deepseek_v3", "--rope-scaling", "linear")):
+        assert refused(*flags), f"{flags} accepted"
+    assert not refused(*runs["gemma3_p3_linear"]) and not refused(*g, "--rope-scaling", "linear")
+    print("make_hf_llama_reference --model gemma3 (3 layers S/G/S W 5; S/S/G W 3 linear 8 scalar 24 head_dim 16 NKV 1; "
+          "untied NKV 4 W 1): deterministic; config.json, names; hf/ reproduces step 1 (load_hf exactly, op by op to "
+          "1e-12); window, local base, rope_theta, linear factor, scalar each change the losses only; all global: "
+          "window and local base unused bit for bit; M=1 vs 2; llama unchanged; refusals")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -2647,6 +2890,9 @@ def main():
         check_group_limited_reference(tmp)
         check_e4m3()
         check_fp8_reference(tmp)
+        check_gemma3()
+        check_gemma3_hf(tmp)
+        check_gemma3_reference(tmp)
     print("all reference checks passed")
 
 

@@ -23,8 +23,14 @@
 # --model mistral is MistralForCausalLM: llama's run and tensors, Mistral's config.json ("sliding_window" null unless
 # --sliding-window W). --sliding-window W (mistral, phi3) lets query i attend keys i - W < j <= i only, as transformers'
 # sliding-window causal mask; with W >= --seq-len that is plain causal attention, llama's run.
+# --model gemma3 is Gemma3ForCausalLM (model_type gemma3_text, torch_llama.Gemma3): embeddings times f32(sqrt(C)), four
+# (1 + w) RMSNorms a block (w stored as N(0, 0.1)), GeGLU (gelu tanh), per-head q/k norms, scores times
+# --query-pre-attn-scalar^-0.5 (default head size), tied by default (--tie 0 unties); layer i is global when (i + 1) %
+# --sliding-window-pattern == 0 (default 6), else sliding: --sliding-window W (default 4096, Gemma3TextConfig's) and
+# RoPE base --rope-local-base-freq (default 1e4); global layers use --rope-theta (default 1e6 for gemma3) scaled by
+# --rope-scaling linear --rope-factor F (default 8). Its --rms-eps defaults to 1e-6.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|deepseek_v3|deepseek_v2
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma3|deepseek_v3|deepseek_v2
 #            --out DIR [...]
 import argparse
 import json
@@ -52,7 +58,9 @@ YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_sl
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
 LONGROPE_ARGS = ("longrope_original_max",)
 SMOLLM3_ARGS = ("no_rope_interval", "no_rope_layers")
-WINDOW_MODELS = ("mistral", "phi3")     # the models --sliding-window applies to
+WINDOW_MODELS = ("mistral", "phi3", "gemma3")     # the models --sliding-window applies to
+# Gemma 3's own flags (in expected.json's config only for gemma3; rope_factor only with --rope-scaling linear).
+GEMMA3_ARGS = ("query_pre_attn_scalar", "sliding_window_pattern", "rope_local_base_freq", "rope_factor")
 # The nn.Linear weights that --fp8-block quantizes, as DeepSeek-V3's release does: the attention projections and
 # every MLP's (dense, routed experts, Mixtral's w1/w2/w3, shared experts). Embeddings, lm_head, norms, routers
 # (mlp.gate, block_sparse_moe.gate), e_score_correction_bias and biases stay F32.
@@ -64,27 +72,30 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe",
-                                        "smollm3", "mistral") + DEEPSEEK_MODELS, required=True,
+                                        "smollm3", "mistral", "gemma3") + DEEPSEEK_MODELS, required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
                         "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers); mistral: "
-                        "MistralForCausalLM (llama, with --sliding-window)")
+                        "MistralForCausalLM (llama, with --sliding-window); gemma3: Gemma3ForCausalLM")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
     p.add_argument("--kv-heads", type=int, default=2, help="NKV (ignored for deepseek_v3/v2)")
     p.add_argument("--channels", type=int, default=32)
-    p.add_argument("--head-dim", type=int, default=0, help="HS when not channels / heads (qwen3)")
+    p.add_argument("--head-dim", type=int, default=0, help="HS when not channels / heads (qwen3, mistral, gemma3)")
     p.add_argument("--intermediate", type=int, default=48,
                    help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP)")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
-    p.add_argument("--rms-eps", type=float, default=1e-5,
-                   help="RMSNorm eps (deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
-    p.add_argument("--rope-theta", type=float, default=10000.0)
-    p.add_argument("--rope-scaling", choices=("none", "llama3", "yarn", "longrope"), default="none",
+    p.add_argument("--rms-eps", type=float, default=None,
+                   help="RMSNorm eps, default 1e-5 (gemma3 1e-6; deepseek_v3/v2: not q_a_layernorm and "
+                        "kv_a_layernorm, whose eps is 1e-6)")
+    p.add_argument("--rope-theta", type=float, default=None,
+                   help="RoPE base, default 1e4 (gemma3: its global layers', default 1e6)")
+    p.add_argument("--rope-scaling", choices=("none", "llama3", "yarn", "longrope", "linear"), default="none",
                    help="llama3: Llama 3.1's factor 8 / 1 / 4 / 8192 (use --rope-theta 500000 to reach all bands); "
                         "yarn: YaRN from the --yarn-* flags (deepseek_v3/v2: none or yarn); longrope: phi3 only, "
-                        "Phi-3's short/long factors (drawn from --seed), original max --longrope-original-max")
+                        "Phi-3's short/long factors (drawn from --seed), original max --longrope-original-max; "
+                        "linear: gemma3 only, its global layers' inv_freq / --rope-factor")
     p.add_argument("--partial-rotary-factor", type=float, default=1.0,
                    help="phi3 only: partial_rotary_factor F, RoPE on the first int(HS * F) channels of each q/k head "
                         "(even, > 0)")
@@ -98,9 +109,22 @@ def parse_args(argv=None):
                    help="smollm3 only: no_rope_layers as comma-separated 1 (RoPE) / 0 (NoPE), one per layer; "
                         "overrides the interval (which config.json still records)")
     p.add_argument("--sliding-window", type=int, default=None,
-                   help="mistral and phi3 only: sliding_window W >= 1, query i attends keys i - W < j <= i (the W "
-                        "latest positions, itself included); absent: null, plain causal attention")
-    p.add_argument("--tie", type=int, choices=(0, 1), default=0, help="1: lm_head tied to embed_tokens")
+                   help="mistral, phi3 and gemma3 only: sliding_window W >= 1, query i attends keys i - W < j <= i "
+                        "(the W latest positions, itself included; gemma3: in its sliding layers, default 4096); "
+                        "absent: null, plain causal attention")
+    p.add_argument("--tie", type=int, choices=(0, 1), default=None,
+                   help="1: lm_head tied to embed_tokens (default 0; gemma3 1)")
+    g = p.add_argument_group("gemma3 (Gemma3ForCausalLM)")
+    g.add_argument("--query-pre-attn-scalar", type=float, default=None,
+                   help="query_pre_attn_scalar S > 0: scores q.k * S^-0.5 (default the head size)")
+    g.add_argument("--sliding-window-pattern", type=int, default=None,
+                   help="sliding_window_pattern N >= 1 (default 6): layer i global when (i + 1) %% N == 0, else "
+                        "sliding")
+    g.add_argument("--rope-local-base-freq", type=float, default=None,
+                   help="rope_local_base_freq > 0: the sliding layers' RoPE base, never scaled (default 1e4)")
+    g.add_argument("--rope-factor", type=float, default=None,
+                   help="--rope-scaling linear: factor > 0, the global layers' inv_freq divided by it (default 8, "
+                        "Gemma 3 4B-27B's)")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
     p.add_argument("--aux-coef", "--moe-aux-coef", type=float, default=0.02, help="load-balancing loss weight")
@@ -154,6 +178,36 @@ def parse_args(argv=None):
                         "weight_scale_inv per R x C block) and train from their dequantized values")
     tg.add_optimizer_args(p)
     args = p.parse_args(argv)
+    gemma3 = args.model == "gemma3"
+    # Defaults that differ for gemma3 (Gemma3TextConfig's); every other model keeps the values it always had.
+    for name, usual, gemma in (("rms_eps", 1e-5, 1e-6), ("rope_theta", 10000.0, 1000000.0), ("tie", 0, 1)):
+        if getattr(args, name) is None:
+            setattr(args, name, gemma if gemma3 else usual)
+    if not gemma3 and any(getattr(args, name) is not None for name in GEMMA3_ARGS):
+        p.error("--query-pre-attn-scalar, --sliding-window-pattern, --rope-local-base-freq and --rope-factor apply "
+                "to gemma3 only")
+    if args.rope_scaling == "linear" and not gemma3:
+        p.error("--rope-scaling linear is modelled for gemma3 only")
+    if gemma3:
+        if args.rope_scaling not in ("none", "linear"):
+            p.error("gemma3: --rope-scaling is none or linear (Gemma 3's global layers)")
+        if args.rope_factor is not None and args.rope_scaling != "linear":
+            p.error("--rope-factor needs --rope-scaling linear")
+        if args.rope_scaling == "linear" and args.rope_factor is None:
+            args.rope_factor = 8.0
+        if args.sliding_window is None:
+            args.sliding_window = 4096
+        if args.sliding_window_pattern is None:
+            args.sliding_window_pattern = 6
+        if args.rope_local_base_freq is None:
+            args.rope_local_base_freq = 10000.0
+        if (args.sliding_window_pattern < 1 or args.rope_local_base_freq <= 0 or args.rope_theta <= 0
+                or (args.query_pre_attn_scalar is not None and args.query_pre_attn_scalar <= 0)
+                or (args.rope_factor is not None and args.rope_factor <= 0)):
+            p.error("gemma3: --sliding-window-pattern must be >= 1; --rope-local-base-freq, --rope-theta, "
+                    "--query-pre-attn-scalar and --rope-factor positive")
+        if args.fp8_block is not None:
+            p.error("gemma3: --fp8-block is not modelled")
     if args.seq_len > args.context:
         p.error("--seq-len must not exceed --context")
     if args.batch % args.micro_batches:
@@ -173,7 +227,7 @@ def parse_args(argv=None):
     if args.model != "smollm3" and (args.no_rope_interval is not None or args.no_rope_layers is not None):
         p.error("--no-rope-interval and --no-rope-layers apply to smollm3 only")
     if args.sliding_window is not None and (args.model not in WINDOW_MODELS or args.sliding_window < 1):
-        p.error("--sliding-window applies to mistral and phi3 only, and must be >= 1")
+        p.error("--sliding-window applies to mistral, phi3 and gemma3 only, and must be >= 1")
     v2 = args.model == "deepseek_v2"
     if args.topk_group is None:
         args.topk_group = args.n_group
@@ -259,8 +313,10 @@ def longrope_factors(n, seed):
 
 
 def rope_scaling(args):
-    """config.json's rope_scaling: None, Llama 3.1's dict, YaRN's from the --yarn-* flags or Phi-3's longrope with
-    longrope_factors' R/2 factors each."""
+    """config.json's rope_scaling: None, Llama 3.1's dict, YaRN's from the --yarn-* flags, Phi-3's longrope with
+    longrope_factors' R/2 factors each or (gemma3) linear with --rope-factor."""
+    if args.rope_scaling == "linear":
+        return tl.linear_rope_scaling(args.rope_factor)
     if args.rope_scaling == "longrope":
         rotary = int(args.channels // args.heads * args.partial_rotary_factor)
         return tl.longrope_rope_scaling(*longrope_factors(rotary // 2, args.seed))
@@ -299,7 +355,14 @@ def model_config(args):
         no_rope_layer_interval=args.no_rope_interval or 4, mistral=args.model == "mistral",
         sliding_window=args.sliding_window,
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
-        original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0)
+        original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0,
+        **(gemma3_fields(args) if args.model == "gemma3" else {}))
+
+
+def gemma3_fields(args):
+    """LlamaConfig's Gemma 3 fields from the flags (query_pre_attn_scalar 0 = the head size)."""
+    return {"gemma3": True, "query_pre_attn_scalar": tl.json_number(args.query_pre_attn_scalar or 0),
+            "rope_local_base_freq": args.rope_local_base_freq, "sliding_window_pattern": args.sliding_window_pattern}
 
 
 def fp8_quantize(model, block):
@@ -436,6 +499,8 @@ def run_config(args, cfg, num_tokens):
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
                + (() if args.model == "smollm3" else SMOLLM3_ARGS)
+               + (() if args.model == "gemma3" else GEMMA3_ARGS)
+               + (("rope_factor",) if args.rope_factor is None else ())
                # sliding_window is recorded only when given
                + (("sliding_window",) if args.sliding_window is None else ())
                # partial_rotary_factor is recorded only when it is not 1
@@ -541,6 +606,24 @@ def run_config(args, cfg, num_tokens):
         config["attention"] = ("causal with a sliding window: query i attends keys j with i - sliding_window < j <= i "
                                "(the sliding_window latest positions, itself included); softmax over those only")
         config["window_masks"] = args.seq_len > cfg.sliding_window   # false: plain causal attention at this --seq-len
+    if not deepseek and cfg.gemma3:
+        config["query_pre_attn_scalar"] = cfg.query_pre_attn_scalar
+        config["layer_types"] = list(cfg.layer_types)
+        config["init"] = ("N(0,0.02) weights, o_proj/down_proj N(0,0.02/sqrt(2L)), RMSNorm weights w N(0,0.1) (applied "
+                          "as 1 + w); all rounded to float32 (hf/ holds them exactly)")
+        config["embed_scale"] = tl.gemma3_embed_scale(cfg.channels)
+        config["block"] = ("x = embed_tokens(idx) * embed_scale (f32(sqrt(C))); per layer: h = x + "
+                           "post_attention_layernorm(attn(input_layernorm(x))); x = h + "
+                           "post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))); logits = norm(x) @ "
+                           "head^T; every norm (q_norm, k_norm per head too) x * rsqrt(mean(x^2) + eps) * (1 + w); "
+                           "mlp = down(gelu_tanh(gate x) * up x); attn: per-head q_norm/k_norm, then RoPE, scores "
+                           "q.k * query_pre_attn_scalar^-0.5; no softcapping")
+        config["attention"] = ("layer_types[i] sliding_attention: query i attends keys j with i - sliding_window < "
+                               "j <= i, RoPE base rope_local_base_freq (unscaled); full_attention: causal, RoPE base "
+                               "rope_theta (inv_freq / factor with rope_scaling linear)")
+        config["rope_inv_freq_sliding"] = tl.gemma3_inv_freq(cfg, "sliding_attention").tolist()
+        config["rope_inv_freq_full"] = tl.gemma3_inv_freq(cfg, "full_attention").tolist()
+        config["window_masks"] = args.seq_len > cfg.sliding_window and "sliding_attention" in cfg.layer_types
     if not deepseek and cfg.rotary_dim != cfg.head_size:
         config["rotary_dim"] = cfg.rotary_dim
         config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "
@@ -575,7 +658,7 @@ def main(argv=None):
     cfg = model_config(args)
     deepseek = args.model in DEEPSEEK_MODELS
     lib = td if deepseek else tl
-    model = (td.DeepseekV3 if deepseek else tl.Llama)(cfg).double()
+    model = (td.DeepseekV3 if deepseek else tl.model_class(cfg))(cfg).double()
     lib.init_weights(model, gen, router_std=args.router_std)
     if args.fp8_block is not None:
         fp8_tensors, fp8_dtypes = fp8_quantize(model, args.fp8_block)
@@ -612,6 +695,8 @@ def main(argv=None):
     if args.sliding_window is not None and args.sliding_window >= args.seq_len:
         print(f"note: --sliding-window {args.sliding_window} >= --seq-len {args.seq_len} masks nothing: plain causal "
               f"attention")
+    if args.model == "gemma3" and "sliding_attention" not in cfg.layer_types:
+        print("note: no layer is sliding (lower --sliding-window-pattern or raise --layers)")
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")
 
 

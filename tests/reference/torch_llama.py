@@ -16,7 +16,13 @@
 # (MistralForCausalLM) is Llama with Llama's files; with a sliding_window W (Mistral's, or Phi-3's) query i attends only
 # keys j with i - W < j <= i, the W latest positions including itself (HF's sliding-window causal mask). RoPE uses
 # HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
-# h reads kv head h // (NH/NKV). Logits cover the real vocabulary V only. File formats come from torch_gpt2.
+# h reads kv head h // (NH/NKV). Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text; class Gemma3) has its own
+# blocks: embeddings times f32(sqrt(C)); RMSNorms with gain 1 + w (w stored around 0) before and after both the
+# attention and the GeGLU MLP (gelu tanh); per-head q/k norms before RoPE; scores times query_pre_attn_scalar^-0.5;
+# head_dim decoupled from C / NH; layer_types (default: every sliding_window_pattern-th layer global) picks per
+# layer a sliding window (Mistral's rule) and RoPE base rope_local_base_freq, or full causal attention and
+# rope_theta (linearly scaled when rope_scaling is linear); tied embeddings by default, no softcapping.
+# Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
 import math
 import os
@@ -64,6 +70,12 @@ class LlamaConfig:
     no_rope_layer_interval: int = 4  # smollm3: () above gives layer i NoPE when (i + 1) % this == 0
     mistral: bool = False           # MistralForCausalLM: Llama's computation and names, its own config.json
     sliding_window: Optional[int] = None  # mistral, phi3: query i attends keys i - W < j <= i; None = causal only
+    #                                       (gemma3: its sliding layers only, and required)
+    gemma3: bool = False            # Gemma3ForCausalLM (gemma3_text): the Gemma3 class below, not Llama
+    query_pre_attn_scalar: float = 0  # gemma3: scores times this ** -0.5; 0 = head_size
+    rope_local_base_freq: float = 10000.0  # gemma3: the sliding layers' RoPE base (never scaled)
+    sliding_window_pattern: int = 6  # gemma3: layer i is global when (i + 1) % this == 0 (unless layer_types)
+    layer_types: tuple = ()         # gemma3: "sliding_attention" / "full_attention" per layer; () = from the pattern
 
     def __post_init__(self):
         if not self.norm_topk_prob and not (self.is_moe and (self.qk_norm or self.olmoe)):
@@ -101,9 +113,15 @@ class LlamaConfig:
                              or self.smollm3 or kind not in ("default", "llama3", "yarn")):
             raise ValueError("mistral is a dense Llama without biases or q/k norms, its rope_scaling null, llama3 or "
                              "yarn")
+        if self.gemma3:
+            self._check_gemma3(kind)
+        elif (self.query_pre_attn_scalar or self.layer_types or self.rope_local_base_freq != 10000.0
+              or self.sliding_window_pattern != 6):
+            raise ValueError("query_pre_attn_scalar, layer_types, rope_local_base_freq and sliding_window_pattern are "
+                             "modelled for gemma3 only")
         if self.sliding_window is not None:
-            if not (self.mistral or self.phi3):
-                raise ValueError("sliding_window is modelled for mistral and phi3 only")
+            if not (self.mistral or self.phi3 or self.gemma3):
+                raise ValueError("sliding_window is modelled for mistral, phi3 and gemma3 only")
             if isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int) \
                     or self.sliding_window < 1:
                 raise ValueError(f"sliding_window {self.sliding_window} must be a positive integer (or None)")
@@ -116,6 +134,42 @@ class LlamaConfig:
                              f"= {R} rotary channels, which must be even and positive (factor in (0, 1])")
         if kind == "longrope":
             check_longrope(self.rope_scaling, R)
+
+    def _check_gemma3(self, kind):
+        """Gemma 3's own rules (__post_init__): a dense model without biases or the Llama-family flags (its per-head
+        q/k norms are built in), rope_scaling null or linear (the global layers'), a positive integer window, a
+        positive query_pre_attn_scalar (0 becomes head_size), layer_types from sliding_window_pattern when empty."""
+        if (self.is_moe or self.qkv_bias or self.qk_norm or self.phi3 or self.olmo2 or self.olmoe or self.smollm3
+                or self.mistral or kind not in ("default", "linear")):
+            raise ValueError("gemma3 is dense, without biases or the other families' flags, its rope_scaling null or "
+                             "linear")
+        if kind == "linear":
+            check_linear(self.rope_scaling)
+        W = self.sliding_window
+        if isinstance(W, bool) or not isinstance(W, int) or W < 1:
+            raise ValueError(f"gemma3: sliding_window {W} must be a positive integer")
+        if self.rope_local_base_freq <= 0 or self.rope_theta <= 0:
+            raise ValueError("gemma3: rope_theta and rope_local_base_freq must be positive")
+        if not self.query_pre_attn_scalar:
+            self.query_pre_attn_scalar = self.head_size
+        if self.query_pre_attn_scalar <= 0:
+            raise ValueError(f"gemma3: query_pre_attn_scalar {self.query_pre_attn_scalar} must be positive")
+        P = self.sliding_window_pattern
+        if isinstance(P, bool) or not isinstance(P, int) or P < 1:
+            raise ValueError(f"gemma3: sliding_window_pattern {P} must be a positive integer")
+        if not self.layer_types:
+            self.layer_types = gemma3_layer_types(self.num_layers, P)
+        self.layer_types = tuple(self.layer_types)
+        if len(self.layer_types) != self.num_layers or any(t not in GEMMA3_LAYER_TYPES for t in self.layer_types):
+            raise ValueError(f"gemma3: layer_types {list(self.layer_types)}: one of {GEMMA3_LAYER_TYPES} per layer "
+                             f"({self.num_layers})")
+
+    def is_sliding(self, layer):    # gemma3: a sliding_attention layer (window, local RoPE base)
+        return self.gemma3 and self.layer_types[layer] == "sliding_attention"
+
+    @property
+    def attn_scale(self):           # the factor on q.k: query_pre_attn_scalar^-0.5 (gemma3), else HS^-0.5
+        return (self.query_pre_attn_scalar if self.gemma3 else self.head_size) ** -0.5
 
     @property
     def head_size(self):            # HS
@@ -188,6 +242,29 @@ def check_longrope(scaling, rotary_dim):
         values = scaling.get(key)
         if not isinstance(values, list) or len(values) != rotary_dim // 2 or not all(v > 0 for v in values):
             raise ValueError(f"longrope {key} must be {rotary_dim // 2} positive numbers (rotary dim {rotary_dim} / 2)")
+
+
+GEMMA3_LAYER_TYPES = ("sliding_attention", "full_attention")
+
+
+def gemma3_layer_types(num_layers, pattern):
+    """Gemma3TextConfig's layer_types from sliding_window_pattern P: layer i is full_attention when (i + 1) % P == 0,
+    else sliding_attention (P 6: layers 5, 11, 17, 23 global of 26)."""
+    return tuple("sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers))
+
+
+def linear_rope_scaling(factor):
+    """rope_scaling of rope_type linear as Gemma 3's 4B, 12B and 27B config.json spell it (factor 8 there): HF's
+    _compute_linear_scaling_rope_parameters divides every inv_freq by factor."""
+    return {"rope_type": "linear", "factor": factor}
+
+
+def check_linear(scaling):
+    """Refuses a linear dict without a positive factor or with keys that are not modelled."""
+    extra = set(scaling) - {"type", "rope_type", "factor"}
+    factor = scaling.get("factor")
+    if extra or isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        raise ValueError(f"linear rope_scaling {scaling}: a positive factor only is modelled")
 
 
 def rope_type(scaling):
@@ -520,6 +597,152 @@ class Llama(nn.Module):
         return F.linear(self.model.norm(x), head), router_logits
 
 
+# ---------------------------------------------------------------- Gemma 3 (Gemma3ForCausalLM, gemma3_text)
+
+class GemmaRMSNorm(nn.Module):
+    """HF's Gemma3RMSNorm: out = x * rsqrt(mean(x^2 over C) + eps) * (1 + weight); the stored weight is centred on 0
+    (HF initialises it to zeros)."""
+
+    def __init__(self, channels, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
+
+
+class Gemma3Attention(nn.Module):
+    """Gemma 3's attention: q (NH heads), k and v (NKV heads) of HS = head_dim channels (decoupled from C / NH);
+    q_norm and k_norm, GemmaRMSNorms of HS channels shared by the heads, normalise each query and key head before
+    RoPE; query head h reads kv head h // (NH/NKV); scores q.k * query_pre_attn_scalar^-0.5 (no softcapping); a
+    sliding layer's query i sees keys i - W < j <= i only (W = sliding_window), a global layer's every j <= i."""
+
+    def __init__(self, cfg, layer):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, HS, C = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.channels
+        self.head_size, self.scale, self.sliding = HS, cfg.attn_scale, cfg.is_sliding(layer)
+        self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=False)       # (NH*HS, C)
+        self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
+        self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
+        self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=False)       # (C, NH*HS)
+        self.q_norm = GemmaRMSNorm(HS, cfg.rms_norm_eps)
+        self.k_norm = GemmaRMSNorm(HS, cfg.rms_norm_eps)
+        mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
+        if self.sliding:        # -inf where j <= i - W too
+            mask += torch.full_like(mask, float("-inf")).tril(-cfg.sliding_window)
+        self.register_buffer("mask_bias", mask, persistent=False)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        NH, NKV, HS = self.num_heads, self.num_kv_heads, self.head_size
+        q = self.q_norm(self.q_proj(x).view(B, T, NH, HS)).transpose(1, 2)      # (B,NH,T,HS)
+        k = self.k_norm(self.k_proj(x).view(B, T, NKV, HS)).transpose(1, 2)    # (B,NKV,T,HS)
+        v = self.v_proj(x).view(B, T, NKV, HS).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        group = NH // NKV
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        att = q @ k.transpose(-2, -1) * self.scale + self.mask_bias[:T, :T]    # (B,NH,T,T)
+        y = att.softmax(dim=-1) @ v
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, NH * HS))
+
+
+class Gemma3MLP(nn.Module):
+    """GeGLU: down(gelu_tanh(gate x) * up x) (hidden_activation gelu_pytorch_tanh); gate, up (F, C), down (C, F)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
+        self.up_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate, cfg.channels, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+
+class Gemma3DecoderLayer(nn.Module):
+    """h = x + post_attention_layernorm(attn(input_layernorm(x))); out = h + post_feedforward_layernorm(
+    mlp(pre_feedforward_layernorm(h))), every norm a GemmaRMSNorm (1 + w). Modules in HF's order."""
+
+    def __init__(self, cfg, layer):
+        super().__init__()
+        self.self_attn = Gemma3Attention(cfg, layer)
+        self.mlp = Gemma3MLP(cfg)
+        C, eps = cfg.channels, cfg.rms_norm_eps
+        self.input_layernorm = GemmaRMSNorm(C, eps)
+        self.post_attention_layernorm = GemmaRMSNorm(C, eps)
+        self.pre_feedforward_layernorm = GemmaRMSNorm(C, eps)
+        self.post_feedforward_layernorm = GemmaRMSNorm(C, eps)
+
+    def forward(self, x, cos, sin):
+        x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), cos, sin))
+        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+
+
+class Gemma3Decoder(nn.Module):
+    """HF's Gemma3TextModel: the tensors under "model." (embed_tokens, layers, norm)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.channels)         # (V,C)
+        self.layers = nn.ModuleList([Gemma3DecoderLayer(cfg, i) for i in range(cfg.num_layers)])
+        self.norm = GemmaRMSNorm(cfg.channels, cfg.rms_norm_eps)
+
+
+def gemma3_embed_scale(channels):
+    """sqrt(C) as HF's Gemma3TextScaledWordEmbedding holds it: a float32 buffer (torch.tensor(C**0.5)), cast to the
+    weights' dtype when used, so float32-rounded in float32 and float64 alike (bfloat16 rounds it further)."""
+    return float(torch.tensor(channels ** 0.5, dtype=torch.float32))
+
+
+def gemma3_inv_freq(cfg, layer_type):
+    """inv_freq (HS/2) float64 of a layer type: full_attention theta = rope_theta, divided by the linear factor
+    when rope_scaling is linear; sliding_attention theta = rope_local_base_freq, never scaled (transformers 4.5x:
+    rotary_emb_local with rope_scaling {"rope_type": "default"}; 5.x: rope_parameters["sliding_attention"])."""
+    if layer_type == "sliding_attention":
+        return rope_inv_freq(cfg.head_size, cfg.rope_local_base_freq)
+    inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta)
+    return inv_freq / cfg.rope_scaling["factor"] if rope_type(cfg.rope_scaling) == "linear" else inv_freq
+
+
+class Gemma3(nn.Module):
+    """Gemma3ForCausalLM (model_type gemma3_text), text only: x = embed_tokens(idx) * f32(sqrt(C)); the blocks,
+    each sliding or global by cfg.layer_types (RoPE base and window by type); logits = norm(x) @ E^T when tied
+    (the default), else lm_head. No logit softcapping (Gemma 3's final_logit_softcapping and
+    attn_logit_softcapping are null). forward returns (logits, []) as Llama's does for a dense model."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        assert cfg.gemma3, "Gemma3 needs LlamaConfig(gemma3=True)"
+        self.cfg = cfg
+        self.model = Gemma3Decoder(cfg)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
+        self.embed_scale = gemma3_embed_scale(cfg.channels)
+        # float64 whatever the model's dtype (plain attributes, not buffers)
+        self.inv_freq = {t: gemma3_inv_freq(cfg, t) for t in GEMMA3_LAYER_TYPES}
+
+    def rope(self, T, layer_type):
+        """cos, sin (T, HS) float64 of a layer type for positions 0..T-1."""
+        return rope_cos_sin(self.inv_freq[layer_type], T)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
+        dtype = self.model.norm.weight.dtype
+        rope = {t: tuple(u.to(dtype) for u in self.rope(T, t)) for t in GEMMA3_LAYER_TYPES}
+        x = self.model.embed_tokens(idx) * self.embed_scale
+        for layer, kind in zip(self.model.layers, self.cfg.layer_types):
+            x = layer(x, *rope[kind])
+        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+        return F.linear(self.model.norm(x), head), []
+
+
+def model_class(cfg):
+    """Gemma3 for cfg.gemma3, else Llama (every other family here)."""
+    return Gemma3 if cfg.gemma3 else Llama
+
+
 def router_losses(router_logits, top_k):
     """Per MoE layer l over its N tokens: aux_l = E * sum_e (count_e / N) * P_e, count_e = number of
     (token, slot) picks of expert e among the top-k (sum_e count_e = N*k, so a balanced router gives k),
@@ -550,14 +773,16 @@ def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
 def init_weights(model, generator, router_std=1.0):
     """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2)
     N(0, 0.02/sqrt(2L)); RMSNorm gains 1 + N(0, 0.1); q/k/v biases N(0, 0.1); the router N(0, router_std), large so that fp32
-    and fp64 pick the same experts. Then rounds every parameter to float32 (kept in the model's dtype)."""
+    and fp64 pick the same experts. Gemma 3's norms store w = N(0, 0.1) and apply 1 + w (so a loader that forgets the
+    offset is caught). Then rounds every parameter to float32 (kept in the model's dtype)."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
+    gain_offset = 0.0 if model.cfg.gemma3 else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
             elif p.dim() == 1:
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
+                p.copy_(gain_offset + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
             elif name.endswith(("block_sparse_moe.gate.weight", "mlp.gate.weight")):
                 p.normal_(0.0, router_std, generator=generator)
             elif name.endswith(("o_proj.weight", "down_proj.weight", "w2.weight")):
@@ -578,7 +803,9 @@ def hf_config(cfg):
     (mistral: Llama's keys but the bias ones, with head_dim and sliding_window W or null) or OlmoeForCausalLM (olmoe:
     no head_dim, rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
     SmolLM3ForCausalLM (smollm3: no head_dim; no_rope_layers, no_rope_layer_interval, no sliding window and
-    layer_types all full_attention, as SmolLM3Config writes them)."""
+    layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config)."""
+    if cfg.gemma3:
+        return gemma3_hf_config(cfg)
     common = {
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
@@ -628,6 +855,86 @@ def hf_config(cfg):
     else:
         c.update({"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1})
     return c
+
+
+def json_number(v):
+    """An integral float as an int (256.0 -> 256, as Gemma's config.json spells query_pre_attn_scalar), else v."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def gemma3_hf_config(cfg):
+    """config.json of Gemma3ForCausalLM as transformers 4.5x writes Gemma3TextConfig (model_type gemma3_text):
+    head_dim, query_pre_attn_scalar, sliding_window, layer_types, sliding_window_pattern (the key the Hub's configs
+    carry and 4.5x/5.x read), rope_theta with rope_scaling (null or linear: the global layers'),
+    rope_local_base_freq (the sliding layers'), both softcappings null, hidden_activation gelu_pytorch_tanh, no
+    bias, use_bidirectional_attention false (EmbeddingGemma's true is not modelled)."""
+    return {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
+            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
+            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size, "vocab_size": cfg.vocab_size,
+            "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
+            "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+            "rope_local_base_freq": cfg.rope_local_base_freq,
+            "query_pre_attn_scalar": json_number(cfg.query_pre_attn_scalar),
+            "sliding_window": cfg.sliding_window, "sliding_window_pattern": cfg.sliding_window_pattern,
+            "layer_types": list(cfg.layer_types), "final_logit_softcapping": None, "attn_logit_softcapping": None,
+            "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False, "attention_dropout": 0.0,
+            "use_bidirectional_attention": False, "tie_word_embeddings": cfg.tie_word_embeddings,
+            "initializer_range": 0.02, "torch_dtype": "float32"}
+
+
+def gemma3_config_from_hf(c):
+    """A gemma3_text config.json -> LlamaConfig(gemma3=True), with Gemma3TextConfig's defaults for absent keys
+    (head_dim 256, 8 heads, 4 kv heads, query_pre_attn_scalar 256, sliding_window 4096, sliding_window_pattern 6,
+    rope_theta 1e6, rope_local_base_freq 1e4, rms_norm_eps 1e-6, tied). layer_types wins over the pattern, as in
+    transformers. transformers 5's rope_parameters ({"full_attention": {...}, "sliding_attention": {...}}) is read
+    too; a value given both ways must agree. Refused: softcapping, bidirectional attention, biases, an activation
+    other than gelu_pytorch_tanh, rope types other than default/linear (or any scaling on the sliding layers)."""
+    act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
+    if act != "gelu_pytorch_tanh":
+        raise ValueError(f"gemma3: hidden_activation {act} is not modelled (only gelu_pytorch_tanh)")
+    for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+        if c.get(key) is not None:
+            raise ValueError(f"gemma3: {key} {c[key]} is not modelled (only null)")
+    if c.get("use_bidirectional_attention") or c.get("attention_bias"):
+        raise ValueError("gemma3: use_bidirectional_attention and attention_bias are not modelled")
+    theta, scaling, local = c.get("rope_theta"), c.get("rope_scaling"), c.get("rope_local_base_freq")
+    params = c.get("rope_parameters")
+    if params is not None:
+        if not isinstance(params, dict) or set(params) - set(GEMMA3_LAYER_TYPES):
+            raise ValueError(f"gemma3: rope_parameters {params} must be a dict per layer type")
+        full, slide = params.get("full_attention") or {}, params.get("sliding_attention") or {}
+        if rope_type(slide) not in ("default", None) or set(slide) - {"rope_type", "type", "rope_theta"}:
+            raise ValueError(f"gemma3: sliding_attention rope_parameters {slide}: only the default type is modelled")
+        kind = rope_type(full) or "default"
+        from_params = {"rope_theta": full.get("rope_theta"), "rope_local_base_freq": slide.get("rope_theta"),
+                       "rope_scaling": None if kind == "default" else
+                       {k: v for k, v in full.items() if k != "rope_theta"}}
+        for key, value in from_params.items():
+            given = c.get(key)
+            if value is not None and given is not None and given != value:
+                raise ValueError(f"gemma3: {key} {given} disagrees with rope_parameters ({value})")
+        theta = from_params["rope_theta"] if from_params["rope_theta"] is not None else theta
+        local = from_params["rope_local_base_freq"] if from_params["rope_local_base_freq"] is not None else local
+        scaling = from_params["rope_scaling"] if from_params["rope_scaling"] is not None else scaling
+    if rope_type(scaling) not in ("default", "linear"):
+        raise ValueError(f"gemma3: rope_scaling {scaling} is not modelled (only null and linear)")
+    qpas = c.get("query_pre_attn_scalar", 256)
+    if isinstance(qpas, bool) or not isinstance(qpas, (int, float)) or qpas <= 0:
+        raise ValueError(f"gemma3: query_pre_attn_scalar {qpas} must be a positive number")
+    L, NH = c.get("num_hidden_layers", 26), c.get("num_attention_heads", 8)
+    head_dim = c.get("head_dim", 256)
+    return LlamaConfig(
+        gemma3=True, num_layers=L, num_heads=NH, num_kv_heads=c.get("num_key_value_heads", 4) or NH,
+        channels=c.get("hidden_size", 2304), intermediate=c.get("intermediate_size", 9216),
+        vocab_size=c.get("vocab_size", 262208), max_seq_len=c.get("max_position_embeddings", 131072),
+        rms_norm_eps=c.get("rms_norm_eps", 1e-6), rope_theta=1000000.0 if theta is None else theta,
+        rope_scaling=scaling, tie_word_embeddings=c.get("tie_word_embeddings", True),
+        head_dim=head_dim if head_dim != c.get("hidden_size", 2304) // NH else 0,
+        query_pre_attn_scalar=qpas,
+        rope_local_base_freq=10000.0 if local is None else local,
+        sliding_window=c.get("sliding_window", 4096), sliding_window_pattern=c.get("sliding_window_pattern", 6),
+        layer_types=tuple(c.get("layer_types") or ()))
 
 
 def phi3_fuse(state):
@@ -682,6 +989,8 @@ def save_hf(model, folder, router_aux_loss_coef=None):
 
 def config_from_hf(c):
     kind = c.get("model_type")
+    if kind == "gemma3_text":
+        return gemma3_config_from_hf(c)
     if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3",
                      "mistral") or c.get("hidden_act", "silu") != "silu"):
         raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral config: "
@@ -754,12 +1063,12 @@ def config_from_hf(c):
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral from an HF folder (one
-    model.safetensors; Phi-3's fused tensors split back); a tied model's lm_head.weight, if the file has one, is
-    ignored."""
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral, or a Gemma3 (gemma3_text), from
+    an HF folder (one model.safetensors; Phi-3's fused tensors split back); a tied model's lm_head.weight, if the
+    file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
-    model = Llama(cfg).to(dtype)
+    model = model_class(cfg)(cfg).to(dtype)
     state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
     if cfg.phi3:
         state = phi3_split(state, cfg)

@@ -6,26 +6,17 @@
 // the result of an element does not depend on W.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/gelu_cuda.h"
+#include "ops/cuda/gelu_tanh.cuh"
 #include "ops/cuda/vector_io.cuh"
 
 namespace tessera::cuda {
 namespace {
 
-constexpr float kSqrt2OverPi = 0.7978845608f;
-constexpr float kCubic = 0.044715f;
 constexpr int kBlock = 256;
 
-__device__ __forceinline__ float gelu(float x) {
-  const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(u));
-}
+__device__ __forceinline__ float gelu(float x) { return gelu_tanh(x); }
 
-__device__ __forceinline__ float gelu_backward_of(float dout, float x) {
-  const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-  const float th = tanhf(u);
-  const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-  return dout * (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du_dx);
-}
+__device__ __forceinline__ float gelu_backward_of(float dout, float x) { return dout * gelu_tanh_derivative(x); }
 
 // --- kernels ---
 
