@@ -37,7 +37,7 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    if (!post) pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});
+    if (!post) pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});  // OLMo 2 has none
     if (c.mla.enabled()) {  // DeepSeek's latent attention: our names and shapes are its own
       for (const std::string* n : {&b.q_proj.weight, &b.q_a.weight, &b.q_a_norm, &b.q_b.weight, &b.kv_a.weight,
                                    &b.kv_a_norm, &b.kv_b.weight})
@@ -59,8 +59,8 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "self_attn.k_norm.weight", {c.qk_norm_all_heads ? kv : HS}, b.k_norm, 0});
     }
     pieces.push_back({p + "self_attn.o_proj.weight", {C, c.value_width()}, b.attn_out.weight, 0});
-    pieces.push_back({p + "post_attention_layernorm.weight", {C}, post ? b.norm1.weight : b.norm2.weight, 0});
-    if (post) pieces.push_back({p + "post_feedforward_layernorm.weight", {C}, b.norm2.weight, 0});
+    pieces.push_back({p + "post_attention_layernorm.weight", {C}, post ? b.norm1_post.weight : b.norm2.weight, 0});
+    if (post) pieces.push_back({p + "post_feedforward_layernorm.weight", {C}, b.norm2_post.weight, 0});
     if (c.phi3) {  // gate and up rows, as ours
       pieces.push_back({p + "mlp.gate_up_proj.weight", {2 * F, C}, b.mlp_in.weight, 0});
       pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});

@@ -18,7 +18,8 @@ template <typename Enum>
 using Names = std::vector<std::pair<Enum, const char*>>;
 
 const Names<NormKind> kNorms = {{NormKind::layernorm, "layernorm"}, {NormKind::rmsnorm, "rmsnorm"}};
-const Names<NormPlacement> kNormPlacements = {{NormPlacement::pre, "pre"}, {NormPlacement::post, "post"}};
+const Names<NormPlacement> kNormPlacements = {
+    {NormPlacement::pre, "pre"}, {NormPlacement::post, "post"}, {NormPlacement::sandwich, "sandwich"}};
 const Names<PositionKind> kPositions = {{PositionKind::learned, "learned"}, {PositionKind::rope, "rope"}};
 const Names<MlpKind> kMlps = {{MlpKind::gelu, "gelu"}, {MlpKind::swiglu, "swiglu"}, {MlpKind::geglu, "geglu"}};
 const Names<Naming> kNamings = {{Naming::gpt2, "gpt2"}, {Naming::llama, "llama"}};

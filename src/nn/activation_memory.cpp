@@ -25,7 +25,8 @@ int64_t norm_bytes(const ModelConfig& c, int64_t B, int64_t T, int64_t s) {
 BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShape& a) {
   const int64_t B = a.B, T = a.T, Tl = a.T_local, C = c.channels, s = dtype_size(a.dtype);
   BlockBytes b;
-  b.kept += 2 * norm_bytes(c, B, Tl, s) + 2 * B * Tl * C * s;  // norm1, norm2; mid, attn.out
+  const int64_t norms = (has_pre_norms(c.norm_placement) ? 2 : 0) + (has_post_norms(c.norm_placement) ? 2 : 0);
+  b.kept += norms * norm_bytes(c, B, Tl, s) + 2 * B * Tl * C * s;  // norm1, norm2 and their post twins; mid, attn.out
   b.kept += B * T * c.qkv_width() * s;                              // attn.qkv
   if (c.qk_norm)  // attn.q_in, k_in and their rstd (a row each head, or each token under qk_norm_all_heads)
     b.kept += B * T * ((c.num_heads + c.kv_heads()) * c.head_size() * s +
@@ -112,7 +113,7 @@ ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationS
   bytes.scratch += (B * Tl * C + std::max(B * Tl * C, B * T * c.attention_width())) * s;  // dresidual, dnormed/dcore
   bytes.scratch += B * T * std::max(c.qkv_width(), swiglu ? 2 * F : F) * s;  // dqkv and mlp.dh share it
   if (swiglu) bytes.scratch += B * T * F * s;                                  // mlp.dact
-  if (c.norm_placement == NormPlacement::post) bytes.scratch += B * Tl * C * s;  // dbranch
+  if (has_post_norms(c.norm_placement)) bytes.scratch += B * Tl * C * s;  // dbranch
   if (c.qk_norm) bytes.scratch += B * T * c.num_heads * c.head_size() * s;     // the query norm's input gradient
   if (c.mla.enabled()) bytes.scratch += latent_scratch_bytes(c, B * T, s);
   if (c.moe.enabled()) bytes.scratch += moe_scratch_bytes(c, a);

@@ -234,7 +234,7 @@ void Decoder::forward_blocks(DecoderActivations& a, const MoeOptions& moe) {
   // Under post-norm a block's norms are its own: only the final norm is fused.
   const BlockRange r = a.range;
   const int64_t L = config_.num_layers;
-  const bool fuse = !sharded_, pre = config_.norm_placement == NormPlacement::pre;
+  const bool fuse = !sharded_, pre = has_pre_norms(config_.norm_placement);
   auto norm_after = [&](int64_t l) {
     if (!fuse) return NextNorm{};
     if (l + 1 == L) return NextNorm{&a.final_norm, &w_.final_norm};
@@ -376,7 +376,7 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
     block_backward(local_, moe, dres, g_.blocks[size_t(l)], block, x, w, seq, a.scratch, deferred, block_context(l));
     release_part(l);
     part_grads_final(l);
-    grads_final_from(names_.blocks[size_t(l)].norm1.weight);
+    if (announce && grad_ready_hook_) grad_ready_hook_(layout_.block_range(l, l).begin);  // the block's first
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
   bind_part_grads(kEmbeddingBlock);
@@ -536,7 +536,7 @@ void Decoder::sum_tp_partial_grads(std::optional<int64_t> part) {
   };
   // Sequence parallelism: the norms' gains and biases, each rank's from its positions.
   auto norm = [&](const LinearNames& n) { whole(n.weight, seq_shards() > 1), whole(n.bias, seq_shards() > 1); };
-  for (const BlockNames& b : names_.blocks) norm(b.norm1), norm(b.norm2);
+  for (const BlockNames& b : names_.blocks) norm(b.norm1), norm(b.norm2), norm(b.norm1_post), norm(b.norm2_post);
   norm(names_.final_norm);
   // Qwen3's query and key gains: each rank's from its own heads (OLMo 2's are its heads' own).
   const bool shared_gains = tp_place_.size > 1 && !config_.qk_norm_all_heads;

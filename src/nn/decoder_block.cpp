@@ -1,5 +1,5 @@
 // Transformer block forward and backward: norms, attention, MLP and the two residual adds, the norms
-// before the sublayers (pre) or after them (post, OLMo 2).
+// before the sublayers (pre), after them (post, OLMo 2) or both (sandwich, Gemma).
 #include "nn/decoder_block.h"
 
 #include "ops/residual.h"
@@ -9,14 +9,17 @@ namespace tessera {
 void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_t B, int64_t T, int64_t T_local,
                                 DType dtype, Device device, const BlockActivations* selective) {
   const bool own = selective == nullptr;
-  norm1.allocate(config, B, T_local, dtype, device);
+  const bool pre = has_pre_norms(config.norm_placement), post = has_post_norms(config.norm_placement);
+  if (pre) norm1.allocate(config, B, T_local, dtype, device);
   attn.allocate(config, B, T, T_local, dtype, device, own);
+  if (post) norm1_post.allocate(config, B, T_local, dtype, device);
   mid = Tensor::zeros({B, T_local, config.channels}, dtype, device);
-  norm2.allocate(config, B, T_local, dtype, device);
+  if (pre) norm2.allocate(config, B, T_local, dtype, device);
   if (config.is_moe_block(layer))
     moe.allocate(config, B, T, T_local, dtype, device, own);
   else
     mlp.allocate(config.mlp, B, T, T_local, config.channels, config.hidden(), dtype, device, own);
+  if (post) norm2_post.allocate(config, B, T_local, dtype, device);
   out = Tensor::zeros({B, T_local, config.channels}, dtype, device);
   if (own) return;
   attn.core = selective->attn.core;
@@ -27,8 +30,6 @@ void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_
 }
 
 namespace {
-
-bool post_norms(const ModelConfig& config) { return config.norm_placement == NormPlacement::post; }
 
 // The block's MLP, dense or MoE as its weights say, on `input`.
 void mlp_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& input,
@@ -51,69 +52,68 @@ void mlp_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dinput, 
                        deferred, ctx.tp, ctx.fp8);
 }
 
-// OLMo 2's order: mid = x + norm1(attention(x)), out = mid + norm2(mlp(mid)); `next` as block_forward's.
-void post_norm_block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
-                             const BlockWeights& w, const SequencePositions& seq, NextNorm next, BlockContext ctx) {
-  attention_layer_forward(config, a.attn, x, w, seq, ctx.tp, ctx.cp, ctx.fp8);
-  norm_forward(config, a.norm1, a.attn.out, w.norm1);
-  residual_forward(a.mid, x, a.norm1.out);
-  mlp_forward(config, moe, a, a.mid, w, ctx);
-  norm_forward(config, a.norm2, a.mlp_out(), w.norm2);
-  if (next.acts)
-    residual_norm_forward(config, a.out, *next.acts, a.mid, a.norm2.out, *next.weights);
-  else
-    residual_forward(a.out, a.mid, a.norm2.out);
+// What a sublayer's branch adds to the residual stream: its output, or that output's norm (post-norm).
+const Tensor& branch_out(const ModelConfig& config, const Tensor& out, NormActivations& post,
+                         const LinearWeights& w) {
+  if (!has_post_norms(config.norm_placement)) return out;
+  norm_forward(config, post, out, w);
+  return post.out;
 }
 
-// Its backward: each sublayer's branch gradient (through its norm) in scratch.dbranch, the sublayer's
-// input gradient in scratch.dnormed, added to the residual stream's.
-void post_norm_block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
-                              const BlockActivations& a, const Tensor& x, const BlockWeights& w,
-                              const SequencePositions& seq, BlockScratch& scratch, DeferredWeightGrads* deferred,
-                              BlockContext ctx) {
-  norm_backward(config, scratch.dbranch, g.norm2, dres, a.mlp_out(), w.norm2, a.norm2);
-  mlp_backward(config, moe, scratch.dnormed, g, scratch.dbranch, a, a.mid, w, scratch, deferred, ctx);
-  add_inplace(dres, scratch.dnormed);
-  norm_backward(config, scratch.dbranch, g.norm1, dres, a.attn.out, w.norm1, a.norm1);
-  attention_layer_backward(config, scratch.dnormed, g, scratch.dbranch, a.attn, x, w, seq, scratch.attn, deferred,
-                           ctx.tp, ctx.cp, ctx.fp8);
-  add_inplace(dres, scratch.dnormed);
+// The gradient of a sublayer's output from that of its branch (dbranch): through its post norm into
+// `scratch`, or dbranch itself.
+const Tensor& sublayer_out_grad(const ModelConfig& config, const Tensor& dbranch, Tensor& scratch, LinearWeights& g,
+                                const Tensor& out, const LinearWeights& w, const NormActivations& post) {
+  if (!has_post_norms(config.norm_placement)) return dbranch;
+  norm_backward(config, scratch, g, dbranch, out, w, post);
+  return scratch;
+}
+
+// The residual stream's gradient gains the sublayer input's (dinput): through the pre norm that made the
+// input from `x`, or as it is.
+void add_input_grad(const ModelConfig& config, Tensor& dres, LinearWeights& g, const Tensor& dinput, const Tensor& x,
+                    const LinearWeights& w, const NormActivations& pre) {
+  if (has_pre_norms(config.norm_placement)) return norm_backward(config, dres, g, dinput, x, w, pre, GradInto::add);
+  add_inplace(dres, dinput);
 }
 
 }  // namespace
 
 void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
                    const BlockWeights& w, const SequencePositions& seq, NextNorm next, BlockContext ctx) {
-  if (post_norms(config)) return post_norm_block_forward(config, moe, a, x, w, seq, next, ctx);
-  attention_layer_forward(config, a.attn, a.norm1.out, w, seq, ctx.tp, ctx.cp, ctx.fp8);
-  residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
-  mlp_forward(config, moe, a, a.norm2.out, w, ctx);
-  if (next.acts)
-    residual_norm_forward(config, a.out, *next.acts, a.mid, a.mlp_out(), *next.weights);
+  const bool pre = has_pre_norms(config.norm_placement);
+  attention_layer_forward(config, a.attn, pre ? a.norm1.out : x, w, seq, ctx.tp, ctx.cp, ctx.fp8);
+  const Tensor& attn_branch = branch_out(config, a.attn.out, a.norm1_post, w.norm1_post);
+  if (pre)
+    residual_norm_forward(config, a.mid, a.norm2, x, attn_branch, w.norm2);
   else
-    residual_forward(a.out, a.mid, a.mlp_out());
+    residual_forward(a.mid, x, attn_branch);
+  mlp_forward(config, moe, a, pre ? a.norm2.out : a.mid, w, ctx);
+  const Tensor& mlp_branch = branch_out(config, a.mlp_out(), a.norm2_post, w.norm2_post);
+  if (next.acts)
+    residual_norm_forward(config, a.out, *next.acts, a.mid, mlp_branch, *next.weights);
+  else
+    residual_forward(a.out, a.mid, mlp_branch);
 }
 
 void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w,
                   const SequencePositions& seq, Tensor& k_cache, Tensor& v_cache, int64_t past) {
-  const bool post = post_norms(config);
-  if (!post) norm_forward(config, a.norm1, x, w.norm1);
-  attention_layer_decode(config, a.attn, post ? x : a.norm1.out, w, seq, k_cache, v_cache, past);
-  if (post) {
-    norm_forward(config, a.norm1, a.attn.out, w.norm1);
-    residual_forward(a.mid, x, a.norm1.out);
-  } else {
-    residual_norm_forward(config, a.mid, a.norm2, x, a.attn.out, w.norm2);
-  }
-  mlp_forward(config, MoeOptions{}, a, post ? a.mid : a.norm2.out, w, {});  // inference is dropless
-  if (post) norm_forward(config, a.norm2, a.mlp_out(), w.norm2);
-  residual_forward(a.out, a.mid, post ? a.norm2.out : a.mlp_out());
+  const bool pre = has_pre_norms(config.norm_placement);
+  if (pre) norm_forward(config, a.norm1, x, w.norm1);
+  attention_layer_decode(config, a.attn, pre ? a.norm1.out : x, w, seq, k_cache, v_cache, past);
+  const Tensor& attn_branch = branch_out(config, a.attn.out, a.norm1_post, w.norm1_post);
+  if (pre)
+    residual_norm_forward(config, a.mid, a.norm2, x, attn_branch, w.norm2);
+  else
+    residual_forward(a.mid, x, attn_branch);
+  mlp_forward(config, MoeOptions{}, a, pre ? a.norm2.out : a.mid, w, {});  // inference is dropless
+  residual_forward(a.out, a.mid, branch_out(config, a.mlp_out(), a.norm2_post, w.norm2_post));
 }
 
 void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions& moe, BlockActivations& a,
                      const Tensor& x, const BlockWeights& w, const SequencePositions& seq, BlockContext ctx) {
   if (mode == Recompute::full) {
-    if (!post_norms(config)) norm_forward(config, a.norm1, x, w.norm1);
+    if (has_pre_norms(config.norm_placement)) norm_forward(config, a.norm1, x, w.norm1);
     return block_forward(config, moe, a, x, w, seq, NextNorm{}, ctx);
   }
   attention_core_recompute(config, a.attn, seq, ctx.cp);
@@ -126,13 +126,16 @@ void block_recompute(const ModelConfig& config, Recompute mode, const MoeOptions
 void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, BlockWeights& g,
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const SequencePositions& seq,
                     BlockScratch& scratch, DeferredWeightGrads* deferred, BlockContext ctx) {
-  if (post_norms(config))
-    return post_norm_block_backward(config, moe, dres, g, a, x, w, seq, scratch, deferred, ctx);
-  mlp_backward(config, moe, scratch.dnormed, g, dres, a, a.norm2.out, w, scratch, deferred, ctx);
-  norm_backward(config, dres, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2, GradInto::add);
-  attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, seq, scratch.attn, deferred,
-                           ctx.tp, ctx.cp, ctx.fp8);
-  norm_backward(config, dres, g.norm1, scratch.dnormed, x, w.norm1, a.norm1, GradInto::add);
+  const bool pre = has_pre_norms(config.norm_placement);
+  const Tensor& dmlp_out =
+      sublayer_out_grad(config, dres, scratch.dbranch, g.norm2_post, a.mlp_out(), w.norm2_post, a.norm2_post);
+  mlp_backward(config, moe, scratch.dnormed, g, dmlp_out, a, pre ? a.norm2.out : a.mid, w, scratch, deferred, ctx);
+  add_input_grad(config, dres, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2);
+  const Tensor& dattn_out =
+      sublayer_out_grad(config, dres, scratch.dbranch, g.norm1_post, a.attn.out, w.norm1_post, a.norm1_post);
+  attention_layer_backward(config, scratch.dnormed, g, dattn_out, a.attn, pre ? a.norm1.out : x, w, seq, scratch.attn,
+                           deferred, ctx.tp, ctx.cp, ctx.fp8);
+  add_input_grad(config, dres, g.norm1, scratch.dnormed, x, w.norm1, a.norm1);
 }
 
 }  // namespace tessera

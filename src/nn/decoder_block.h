@@ -2,9 +2,11 @@
 //   mid = x + attention(norm1(x));   out = mid + mlp(norm2(mid))
 // norm1(x) is computed before forward() (by the previous block's fused add, or by the decoder for
 // block 0), and forward() fuses its last add with the norm that reads `out` when it is given one
-// (the next block's norm1, or the final norm). Or, under NormPlacement::post (OLMo 2), post-norm
-// within the residual branches, computed whole by forward() (the final norm still fused):
-//   mid = x + norm1(attention(x));   out = mid + norm2(mlp(mid))
+// (the next block's norm1, or the final norm). Under NormPlacement::post (OLMo 2) the norms sit on the
+// sublayers' outputs instead, computed by forward() (the final norm still fused), and under sandwich
+// (Gemma) on both:
+//   mid = x + norm1_post(attention(x));   out = mid + norm2_post(mlp(mid))                 (post)
+//   mid = x + norm1_post(attention(norm1(x)));   out = mid + norm2_post(mlp(norm2(mid)))   (sandwich)
 // backward() takes the gradient of `out` in dres and
 // leaves the gradient of x there; parameter gradients accumulate. The MLP is dense or MoE, as the
 // block's weights say (a MoE block has a router).
@@ -21,12 +23,14 @@
 namespace tessera {
 
 struct BlockActivations {
-  NormActivations norm1;  // of x, or under post-norm of attn.out
+  NormActivations norm1;       // of x (pre-norm, sandwich)
   AttentionActivations attn;
-  Tensor mid;  // (B,T,C): x + attention (x + norm1 under post-norm)
-  NormActivations norm2;  // of mid, or under post-norm of the MLP's output
+  NormActivations norm1_post;  // of attn.out (post-norm, sandwich)
+  Tensor mid;                  // (B,T,C): x + attention's branch
+  NormActivations norm2;       // of mid (pre-norm, sandwich)
   MlpActivations mlp;  // a dense block's
   MoeActivations moe;  // a MoE block's
+  NormActivations norm2_post;  // of the MLP's output (post-norm, sandwich)
   Tensor out;          // (B,T,C): the block's output, the next block's input
   // With `selective`, the tensors selective recomputation drops (attention core and log-sum-exp,
   // the MLP activation's output) are not allocated but shared with that set.

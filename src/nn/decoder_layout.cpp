@@ -25,9 +25,12 @@ BlockNames gpt2_block_names(const ModelConfig& c, int64_t l) {
 
 BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
   const std::string p = "layers." + std::to_string(l) + ".";
-  const bool norm_bias = c.bias && c.norm == NormKind::layernorm, post = c.norm_placement == NormPlacement::post;
+  const bool norm_bias = c.bias && c.norm == NormKind::layernorm;
+  const bool pre = has_pre_norms(c.norm_placement), post = has_post_norms(c.norm_placement);
+  const bool sandwich = pre && post;  // Gemma's names: pre_feedforward_layernorm before the MLP
   BlockNames n;
-  n.norm1 = linear_names(p + (post ? "post_attention_layernorm" : "input_layernorm"), norm_bias);
+  if (pre) n.norm1 = linear_names(p + "input_layernorm", norm_bias);
+  if (post) n.norm1_post = linear_names(p + "post_attention_layernorm", norm_bias);
   if (c.mla.enabled()) {  // Hugging Face's DeepSeek names
     const std::string a = p + "self_attn.";
     if (c.mla.q_rank > 0) {
@@ -48,7 +51,8 @@ BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
     n.k_norm = p + "self_attn.k_norm.weight";
   }
   n.attn_out = linear_names(p + "self_attn.o_proj", c.bias);
-  n.norm2 = linear_names(p + (post ? "post_feedforward_layernorm" : "post_attention_layernorm"), norm_bias);
+  if (pre) n.norm2 = linear_names(p + (sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"), norm_bias);
+  if (post) n.norm2_post = linear_names(p + "post_feedforward_layernorm", norm_bias);
   const std::string in = is_gated(c.mlp) ? "gate_up_proj" : "up_proj";
   if (!c.is_moe_block(l)) {
     n.mlp_in = linear_names(p + "mlp." + in, c.bias);
@@ -192,10 +196,12 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
           rows_of({NH * kv_head, m.kv_rank}, {{t * NHl * kv_head, NHl * kv_head}}));
     }
     row_parallel(b.attn_out, c.value_width(), local.value_width(), ParamInit::residual);
+    norm(b.norm1_post);
     norm(b.norm2);
     column_parallel(b.mlp_in, swiglu ? 2 * F : F, swiglu ? gate_up(0, F, Fl) : std::vector<Rows>{{t * Fl, Fl}},
                     ParamInit::normal);
     row_parallel(b.mlp_out, F, Fl, ParamInit::residual);
+    norm(b.norm2_post);
     add(b.router, {E, C}, ParamInit::normal);
     add(b.router_bias, {E}, ParamInit::zeros);
     // This ep rank's experts [first_expert, + El), each cut like a SwiGLU MLP under tp.
@@ -246,6 +252,7 @@ DecoderWeights weights_of(const DecoderNames& names, const NamedTensors& named, 
       bw.kv_a = linear(b.kv_a), bw.kv_b = linear(b.kv_b);
       bw.q_a_norm = get(b.q_a_norm), bw.kv_a_norm = get(b.kv_a_norm);
       bw.norm2 = linear(b.norm2), bw.mlp_in = linear(b.mlp_in), bw.mlp_out = linear(b.mlp_out);
+      bw.norm1_post = linear(b.norm1_post), bw.norm2_post = linear(b.norm2_post);
       bw.router = get(b.router), bw.router_bias = get(b.router_bias);
       bw.experts_in = get(b.experts_in), bw.experts_out = get(b.experts_out);
       bw.shared_in = linear(b.shared_in), bw.shared_out = linear(b.shared_out);

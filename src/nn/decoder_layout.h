@@ -23,7 +23,8 @@ struct LinearNames {
 };
 
 struct BlockNames {
-  LinearNames norm1, qkv, attn_out, norm2;  // a norm's "weight" is its gain
+  LinearNames norm1, qkv, attn_out, norm2;  // a norm's "weight" is its gain; norm1, norm2 empty under post-norm
+  LinearNames norm1_post, norm2_post;       // the sublayers' output norms (post-norm, sandwich), or empty
   std::string q_norm, k_norm;               // Qwen3's per-head query and key gains (HS), or empty
   // Latent attention (config.mla) in place of qkv: q_proj (NH*HS, C), or q_a (q_rank, C), its norm's
   // gain q_a_norm (q_rank) and q_b (NH*HS, q_rank); kv_a (kv_rank + rope_dim, C), kv_a_norm (kv_rank) and
@@ -63,6 +64,7 @@ struct LinearWeights {
 
 struct BlockWeights {
   LinearWeights norm1, qkv, attn_out, norm2, mlp_in, mlp_out;
+  LinearWeights norm1_post, norm2_post;
   Tensor q_norm, k_norm;
   LinearWeights q_proj, q_a, q_b, kv_a, kv_b;  // latent attention
   Tensor q_a_norm, kv_a_norm;

@@ -70,7 +70,8 @@ void ModelConfig::validate() const {
            "it needs qk_norm");
   TS_CHECK(norm_placement == NormPlacement::pre ||
                (naming == Naming::llama && norm == NormKind::rmsnorm && !phi3 && !moe.enabled() && !mla.enabled()),
-           "model: norms after the sublayers are OLMo 2's: Llama naming, RMSNorm, dense MLPs, no latent attention");
+           "model: norms after the sublayers are OLMo 2's and Gemma's: Llama naming, RMSNorm, dense MLPs, no latent "
+           "attention");
   if (mla.enabled()) {
     TS_CHECK(naming == Naming::llama && positions == PositionKind::rope && norm == NormKind::rmsnorm && !bias &&
                  !qkv_bias && !qk_norm,

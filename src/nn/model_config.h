@@ -16,12 +16,15 @@
 namespace tessera {
 
 enum class NormKind { layernorm, rmsnorm };
-// Where a block's two norms sit.
+// Where a block's norms sit: on each sublayer's input (norm1, norm2), on its output inside the residual
+// branch (norm1_post, norm2_post), or both. The final norm follows the last block in every placement.
 enum class NormPlacement {
-  pre,   // on each sublayer's input: mid = x + attention(norm1(x)), out = mid + mlp(norm2(mid)) (GPT-2, Llama)
-  post,  // on each sublayer's output, inside the residual branch: mid = x + norm1(attention(x)),
-         // out = mid + norm2(mlp(mid)) (OLMo 2); the final norm still follows the last block
+  pre,       // mid = x + attention(norm1(x)), out = mid + mlp(norm2(mid)) (GPT-2, Llama)
+  post,      // mid = x + norm1_post(attention(x)), out = mid + norm2_post(mlp(mid)) (OLMo 2)
+  sandwich,  // mid = x + norm1_post(attention(norm1(x))), out = mid + norm2_post(mlp(norm2(mid))) (Gemma 2, 3)
 };
+inline bool has_pre_norms(NormPlacement p) { return p != NormPlacement::post; }
+inline bool has_post_norms(NormPlacement p) { return p != NormPlacement::pre; }
 enum class PositionKind { learned, rope };  // a learned (maxT, C) table added to the embedding, or RoPE
 // The dense MLP's activation (and the experts', SwiGLU, when MoE): GELU, or a gated unit whose input
 // packs [gate | up] (SwiGLU: silu gate; GeGLU: GELU's tanh form, Gemma's).

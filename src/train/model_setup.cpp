@@ -98,8 +98,8 @@ void check_shape_flags(const TrainConfig& config, const ModelConfig& stored, con
   compare("q, k, v biases (1 = on)", "", 0, flags.qkv_bias, stored.qkv_bias);
   compare("q, k norms (1 = on)", "", 0, flags.qk_norm, stored.qk_norm);
   compare("the Phi-3 form (1 = on)", "", 0, flags.phi3, stored.phi3);
-  compare("norms after the sublayers (1 = on)", "", 0, flags.norm_placement == NormPlacement::post,
-          stored.norm_placement == NormPlacement::post);
+  compare("norm placement (0 pre, 1 post, 2 sandwich)", "", 0, int64_t(flags.norm_placement),
+          int64_t(stored.norm_placement));
   compare("q, k norms over all heads (1 = on)", "", 0, flags.qk_norm_all_heads, stored.qk_norm_all_heads);
   compare("head size", "", 0, flags.head_size(), stored.head_size());
   compare("rotary channels", "", 0, flags.rotary_dim(), stored.rotary_dim());

@@ -30,7 +30,7 @@ namespace {
 // routing whose weights are not renormalised, the routed output scaled.
 ModelConfig family(const std::string& name) {
   const bool llama = name == "llama" || name == "llama-tied" || name == "qwen2" || name == "qwen3" || name == "olmo2" ||
-                     name == "smollm3" || name == "geglu";
+                     name == "smollm3" || name == "geglu" || name == "sandwich";
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "olmoe" ? "olmoe-tiny"
@@ -59,6 +59,7 @@ ModelConfig family(const std::string& name) {
   if (name == "qwen3") c.qk_norm = true, c.head_dim = 12;  // heads wider than C / NH = 8
   if (name == "smollm3") c.nope_layers = {1};  // the second block without RoPE
   if (name == "geglu") c.mlp = MlpKind::geglu;  // Gemma's MLP
+  if (name == "sandwich") c.norm_placement = NormPlacement::sandwich;  // Gemma's norms before and after
   if (name == "olmo2")  // norms after the sublayers, q/k norms over all heads
     c.norm_placement = NormPlacement::post, c.qk_norm = true, c.qk_norm_all_heads = true;
   return c;
@@ -426,10 +427,11 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
-                                           "mixtral", "olmoe", "deepseek", "deepseek-v2", "deepseek-v3"));
+                                           "sandwich", "mixtral", "olmoe", "deepseek", "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
-                                                              "smollm3", "mixtral", "olmoe", "deepseek", "deepseek-v3"),
+                                                              "smollm3", "sandwich", "mixtral", "olmoe", "deepseek",
+                                                              "deepseek-v3"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
