@@ -1,4 +1,4 @@
-// tessera convert: checkpoint -> Hugging Face folder (GPT-2, Llama, Qwen2/3, Qwen3-MoE, Mixtral, Phi-3/4, OLMo 2, OLMoE, SmolLM3 or DeepSeek-V2/V3; --to-hf), or Hugging Face folder ->
+// tessera convert: checkpoint -> Hugging Face folder (the families of TESSERA_HF_FAMILIES; --to-hf), or Hugging Face folder ->
 // checkpoint (--from-hf). Neither overwrites anything: --to-hf writes only into a new or empty
 // folder, --from-hf only into a run folder that holds no checkpoint.
 #include <cstdio>
@@ -81,9 +81,11 @@ void add_convert_command(CLI::App& app) {
   CLI::App* cmd = add_command(app, "convert", "Convert between Tessera checkpoints and Hugging Face folders");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run folder to export (with --to-hf)");
   cmd->add_option("--to-hf", o->to_hf, "Write a Hugging Face folder here, in the model family's form (GPT2LMHeadModel, "
-                  "LlamaForCausalLM, Qwen2/Qwen3/Qwen3Moe, Mixtral, Phi3, Olmo2, Olmoe, SmolLM3 or DeepseekV2/V3ForCausalLM)");
-  cmd->add_option("--from-hf", o->from_hf, "Hugging Face GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral, Phi-3/4, OLMo 2, OLMoE, SmolLM3 or "
-                  "DeepSeek-V2/V3 folder to import (with --out); F32, BF16, F16 or fine-grained FP8 weights");
+                  "LlamaForCausalLM, Qwen2/Qwen3/Qwen3Moe, Mixtral, Phi3, Olmo2, Olmoe, SmolLM3, Gemma3 or "
+                  "DeepseekV2/V3ForCausalLM)");
+  cmd->add_option("--from-hf", o->from_hf,
+                  "Hugging Face " TESSERA_HF_FAMILIES " folder to import (with --out); F32, BF16, F16 or fine-grained "
+                  "FP8 weights");
   cmd->add_option("--out", o->out, "Run folder to write the imported checkpoint into");
   cmd->add_option("--dtype", o->dtype,
                   "Element type of an export's weights: fp32 (exact), bf16 or fp16 (half the bytes, as models are "

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "checkpoint/hf_model.h"
 #include "commands.h"
 #include "core/user_text.h"
 #include "data/choice_examples.h"
@@ -85,8 +86,9 @@ void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = add_command(app, "eval", "Evaluate a model: its loss on token shards, its accuracy on multiple-choice examples");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
-  cmd->add_option("--init-from", o->init_from, "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral, Phi-3/4, OLMo 2, OLMoE, SmolLM3 or DeepSeek-V2/V3) instead of --checkpoint (a "
-                  "Tessera checkpoint or run folder reads too, as train's --init-from)");
+  cmd->add_option("--init-from", o->init_from,
+                  "Hugging Face folder (" TESSERA_HF_FAMILIES ") instead of --checkpoint (a Tessera checkpoint or run "
+                  "folder reads too, as train's --init-from)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "Tokenizer for --choices and --attention-mask document, as train's --tokenizer (default: the one "
                   "beside the model's weights)");

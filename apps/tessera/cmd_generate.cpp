@@ -74,7 +74,7 @@ void add_generate_command(CLI::App& app) {
   CLI::App* cmd = add_command(app, "generate", "Sample text from a trained model");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint folder or run folder (its ckpt-latest)");
   cmd->add_option("--init-from", o->init_from,
-                  "Hugging Face folder (GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral, Phi-3/4, OLMo 2, OLMoE, SmolLM3 or DeepSeek-V2/V3) instead of a checkpoint");
+                  "Hugging Face folder (" TESSERA_HF_FAMILIES ") instead of a checkpoint");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "Tokenizer, as train's --tokenizer (default: the one in the checkpoint's or --init-from's folder)");
   cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document), or the user's message");

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "checkpoint/hf_model.h"
 #include "commands.h"
 #include "core/cuda/device.h"
 #include "core/user_text.h"
@@ -44,7 +45,7 @@ void bind_layout_flags(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--vocab-size", c.vocab_size, "Override the vocabulary size (default: the preset's or the tokenizer's)");
   cmd.add_option("--context", c.context, "Override the preset's context length");
   cmd.add_option("--init-from", c.init_from,
-                 "Start from the weights of a Hugging Face GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral, Phi-3/4, OLMo 2, OLMoE, SmolLM3 or DeepSeek-V2/V3 folder (config.json "
+                 "Start from the weights of a Hugging Face " TESSERA_HF_FAMILIES " folder (config.json "
                  "+ safetensors), or of a Tessera checkpoint or run folder (its newest): fine-tuning, with a fresh "
                  "optimizer from step 0");
   cmd.add_option("--recompute", c.recompute,

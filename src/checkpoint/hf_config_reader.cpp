@@ -28,6 +28,15 @@ void fold_rope_parameters(json& config, const std::string& where) {
   if (it == config.end() || it->is_null()) return;
   const json rope = *it;
   TS_CHECK(rope.is_object(), where, ": field 'rope_parameters' must be an object or null, got ", json_excerpt(rope));
+  // Gemma 3's two kinds of layer: the full-attention layers' RoPE is the model's, the sliding layers'
+  // base its older rope_local_base_freq (their RoPE is unscaled).
+  if (rope.contains("full_attention") && rope.contains("sliding_attention") && rope.size() == 2 &&
+      rope["full_attention"].is_object() && rope["sliding_attention"].is_object()) {
+    if (rope["sliding_attention"].contains("rope_theta") && !config.contains("rope_local_base_freq"))
+      config["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"];
+    config["rope_parameters"] = rope["full_attention"];
+    return fold_rope_parameters(config, where);
+  }
   for (const auto& [key, value] : rope.items())
     TS_CHECK(!value.is_object(), where, ": rope_parameters gives layers of type '", key,
              "' a RoPE of their own; Tessera turns every layer alike, so such a model is not supported");
@@ -130,9 +139,9 @@ void read_rope_scaling(const HfConfigReader& r, const json& scaling, int64_t max
            json_excerpt(scaling));
   const json* type = scaling.contains("rope_type") ? &scaling["rope_type"] : scaling.contains("type") ? &scaling["type"]
                                                                                                     : nullptr;
-  TS_CHECK(type && (*type == "llama3" || *type == "yarn" || *type == "longrope"), r.where(), ": rope_scaling type ",
-           type ? json_excerpt(*type) : "(none)", " is not supported; expected \"llama3\" (Llama 3.1 frequency ",
-           "scaling), \"yarn\", \"longrope\" (Phi-3's) or no rope_scaling");
+  TS_CHECK(type && (*type == "llama3" || *type == "yarn" || *type == "longrope" || *type == "linear"), r.where(),
+           ": rope_scaling type ", type ? json_excerpt(*type) : "(none)", " is not supported; expected \"llama3\" ",
+           "(Llama 3.1 frequency scaling), \"yarn\", \"longrope\" (Phi-3's), \"linear\" or no rope_scaling");
   // A number of the dict: positive, or absent (`fallback`, < 0: required) or, with `zero_ok`, 0.
   auto get = [&](const char* key, double fallback = -1.0, bool zero_ok = false) {
     if ((!scaling.contains(key) || scaling[key].is_null()) && fallback >= 0) return fallback;
@@ -160,6 +169,11 @@ void read_rope_scaling(const HfConfigReader& r, const json& scaling, int64_t max
     return;
   }
   rope.factor = float(get("factor"));
+  if (*type == "linear") {  // every frequency divided by the factor
+    TS_CHECK(rope.factor >= 1.0f, r.where(), ": rope_scaling's linear factor must be at least 1, got ", rope.factor);
+    rope.linear = true;
+    return;
+  }
   if (*type == "llama3") {
     rope.low_freq_factor = float(get("low_freq_factor"));
     rope.high_freq_factor = float(get("high_freq_factor"));
@@ -190,6 +204,7 @@ json rope_scaling_json(const RopeConfig& rope) {
     return j;
   }
   if (rope.factor == 0) return nullptr;
+  if (rope.linear) return {{"rope_type", "linear"}, {"factor", json_float(rope.factor)}};
   if (!rope.yarn)
     return {{"rope_type", "llama3"},
             {"factor", json_float(rope.factor)},

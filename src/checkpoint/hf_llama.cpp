@@ -30,14 +30,15 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   const ParameterLayout whole = decoder_layout(c);
   const int64_t C = c.channels, V = c.vocab_size, HS = c.head_size();
   const int64_t q = c.num_heads * HS, kv = c.kv_heads() * HS, F = c.hidden(), Fe = c.moe.expert_hidden;
-  const bool post = c.norm_placement == NormPlacement::post;  // OLMo 2: the norms after attention and the MLP
+  const bool pre = has_pre_norms(c.norm_placement), post = has_post_norms(c.norm_placement);
+  const bool sandwich = pre && post;  // Gemma: pre_feedforward_layernorm before the MLP
   // q_proj and k_proj are (NH·HS, C) and (NKV·HS, C), o_proj (C, NH·HS), whatever C is (Qwen3's heads
   // are wider than hidden_size / num_attention_heads).
   std::vector<HfPiece> pieces = {{"model.embed_tokens.weight", {V, C}, names.embed, 0}};
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    if (!post) pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});  // OLMo 2 has none
+    if (pre) pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});  // OLMo 2 has none
     if (c.mla.enabled()) {  // DeepSeek's latent attention: our names and shapes are its own
       for (const std::string* n : {&b.q_proj.weight, &b.q_a.weight, &b.q_a_norm, &b.q_b.weight, &b.kv_a.weight,
                                    &b.kv_a_norm, &b.kv_b.weight})
@@ -59,7 +60,10 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "self_attn.k_norm.weight", {c.qk_norm_all_heads ? kv : HS}, b.k_norm, 0});
     }
     pieces.push_back({p + "self_attn.o_proj.weight", {C, c.value_width()}, b.attn_out.weight, 0});
-    pieces.push_back({p + "post_attention_layernorm.weight", {C}, post ? b.norm1_post.weight : b.norm2.weight, 0});
+    if (post) pieces.push_back({p + "post_attention_layernorm.weight", {C}, b.norm1_post.weight, 0});
+    if (pre)
+      pieces.push_back({p + (sandwich ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"), {C},
+                        b.norm2.weight, 0});
     if (post) pieces.push_back({p + "post_feedforward_layernorm.weight", {C}, b.norm2_post.weight, 0});
     if (c.phi3) {  // gate and up rows, as ours
       pieces.push_back({p + "mlp.gate_up_proj.weight", {2 * F, C}, b.mlp_in.weight, 0});
@@ -98,6 +102,14 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   pieces.push_back({"model.norm.weight", {C}, names.final_norm.weight, 0});
   if (!c.tied_embeddings) pieces.push_back({"lm_head.weight", {V, C}, names.head, 0});
   return pieces;
+}
+
+// Gemma's form: norms on both sides of each sublayer and scaled embeddings; its RMSNorms multiply by
+// (1 + weight), so each gain is stored less 1 (`to_hf`) and read back plus 1.
+bool gemma_form(const ModelConfig& c) { return c.norm_placement == NormPlacement::sandwich && c.scaled_embeddings; }
+void offset_gemma_gains(const ModelConfig& c, const std::string& name, float* values, int64_t n, bool to_hf) {
+  if (!gemma_form(c) || !(name.ends_with("norm.weight") || name.ends_with("layernorm.weight"))) return;
+  for (int64_t i = 0; i < n; ++i) values[i] += to_hf ? -1.0f : 1.0f;
 }
 
 // Phi-3's partial rotary turns a head's first R channels, Tessera's RoPE its last R: importing a
@@ -140,6 +152,35 @@ std::vector<int64_t> smollm3_nope_layers(const HfConfigReader& r, int64_t layers
   return nope;
 }
 
+// Gemma 3 (Gemma3ForCausalLM): norms on both sides of each sublayer, embeddings times sqrt(C), GeGLU,
+// per-head q/k norms, sliding layers (layer_types, or every sliding_window_pattern-th global) with their
+// own unscaled RoPE base, scores by query_pre_attn_scalar; the (1 + w) gains are offset_gemma_gains'.
+void read_gemma3(const HfConfigReader& r, ModelConfig& c) {
+  r.expect("hidden_activation", "gelu_pytorch_tanh", "Gemma's GeGLU takes GELU's tanh form");
+  r.expect("final_logit_softcapping", json(), "Tessera does not cap the logits (Gemma 2's); Gemma 3 has none");
+  r.expect("use_bidirectional_attention", false, "Tessera's attention is causal");
+  c.norm_placement = NormPlacement::sandwich;
+  c.mlp = MlpKind::geglu;
+  c.qk_norm = true;
+  c.scaled_embeddings = true;
+  c.attention_window = r.integer("sliding_window", 4096);
+  c.local_rope_theta = r.number("rope_local_base_freq", 1e4f);
+  if (const double scalar = r.number("query_pre_attn_scalar", 256.0f); scalar != double(c.head_size()))
+    c.attention_scalar = float(scalar);
+  if (const json* types = r.find("layer_types")) {
+    const auto known = [](const json& t) { return t == "sliding_attention" || t == "full_attention"; };
+    TS_CHECK(types->is_array() && int64_t(types->size()) == c.num_layers &&
+                 std::all_of(types->begin(), types->end(), known),
+             r.where(), ": field 'layer_types' must name each of the ", c.num_layers,
+             " layers \"sliding_attention\" or \"full_attention\", got ", json_excerpt(*types));
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if ((*types)[size_t(l)] == "full_attention") c.global_layers.push_back(l);
+    return;
+  }
+  const int64_t pattern = r.integer("sliding_window_pattern", 6);  // every pattern-th layer global
+  for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
+}
+
 // The block index of a tensor named model.layers.{l}..., or none.
 std::optional<int64_t> layer_of(const std::string& name) {
   const std::string prefix = "model.layers.";
@@ -156,7 +197,7 @@ std::optional<int64_t> layer_of(const std::string& name) {
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
-         model_type == "olmoe" || model_type == "smollm3";
+         model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma3_text";
 }
 
 ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
@@ -164,11 +205,12 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
-           "\"olmo2\", \"olmoe\" or \"smollm3\"");
+           "\"olmo2\", \"olmoe\", \"smollm3\" or \"gemma3_text\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
   const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
+  const bool gemma3 = *type == "gemma3_text";
   const bool qwen3 = *type == "qwen3" || qwen3_moe;
-  r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
+  if (!gemma3) r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
   r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
   r.expect("mlp_bias", false, "Tessera's Llama has no MLP biases");
@@ -183,11 +225,11 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   c.qk_norm_all_heads = olmo2 || olmoe;  // OLMo 2's with its norms after attention and the MLP
   if (olmo2) c.norm_placement = NormPlacement::post;
   c.phi3 = phi3;
-  c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : olmoe ? 4096 : 2048);
-  // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window):
-  // a window shorter than the context becomes the model's context() (whole sequences within it attend as
-  // the window does).
-  if (const json* window = r.find("sliding_window"); window && !qwen2 && !qwen3 && !olmo2 && !olmoe && !smollm3) {
+  c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : olmoe ? 4096 : gemma3 ? 131072 : 2048);
+  // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window;
+  // Gemma's slides some layers only).
+  if (const json* window = r.find("sliding_window");
+      window && !qwen2 && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma3) {
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
@@ -195,14 +237,15 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   c.num_kv_heads = r.integer("num_key_value_heads", smollm3 ? 4 : c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
   c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 || olmoe ? 1e-5f : 1e-6f);
-  c.rope.theta = r.number("rope_theta", mixtral ? 1e6f : smollm3 ? 2e6f : 1e4f);
-  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3);
+  c.rope.theta = r.number("rope_theta", mixtral || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f);
+  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma3);
   if (smollm3) c.nope_layers = smollm3_nope_layers(r, c.num_layers);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
-  if (r.find("head_dim")) {
-    const int64_t head_dim = r.integer("head_dim");
+  if (r.find("head_dim") || gemma3) {
+    const int64_t head_dim = r.integer("head_dim", 256);  // Gemma 3's default
     if (c.channels % c.num_heads != 0 || head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
   }
+  if (gemma3) read_gemma3(r, c);
   if (phi3) {  // partial rotary (Phi-4-mini's): a head's first int(HS * factor) channels rotate
     const double partial = r.number("partial_rotary_factor", 1.0f);
     const int64_t rotated = int64_t(double(c.head_size()) * partial);
@@ -240,11 +283,11 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
 
 json hf_llama_config_json(const ModelConfig& c) {
   const bool olmo2 = c.norm_placement == NormPlacement::post, olmoe = c.qk_norm_all_heads && c.moe.enabled();
-  const bool smollm3 = !c.nope_layers.empty();
-  const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads, qwen3_moe = qwen3 && c.moe.enabled();
+  const bool smollm3 = !c.nope_layers.empty(), gemma3 = gemma_form(c);
+  const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads && !gemma_form(c), qwen3_moe = qwen3 && c.moe.enabled();
   const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe, qwen2 = c.qkv_bias;
   const bool mistral =
-      !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && c.attention_window > 0;
+      !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && !gemma3 && c.attention_window > 0;
   const char* architecture = mixtral     ? "MixtralForCausalLM"
                              : olmoe     ? "OlmoeForCausalLM"
                              : qwen2     ? "Qwen2ForCausalLM"
@@ -253,6 +296,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : c.phi3    ? "Phi3ForCausalLM"
                              : olmo2     ? "Olmo2ForCausalLM"
                              : smollm3   ? "SmolLM3ForCausalLM"
+                             : gemma3    ? "Gemma3ForCausalLM"
                              : mistral   ? "MistralForCausalLM"
                                          : "LlamaForCausalLM";
   const char* type = mixtral     ? "mixtral"
@@ -263,6 +307,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                      : c.phi3    ? "phi3"
                      : olmo2     ? "olmo2"
                      : smollm3   ? "smollm3"
+                     : gemma3    ? "gemma3_text"
                      : mistral   ? "mistral"
                                  : "llama";
   json j = {{"architectures", json::array({architecture})},
@@ -278,7 +323,7 @@ json hf_llama_config_json(const ModelConfig& c) {
             {"rms_norm_eps", json_float(c.norm_eps)},
             {"rope_theta", json_float(c.rope.theta)},
             {"rope_scaling", rope_scaling_json(c.rope)},
-            {"hidden_act", "silu"},
+            {"hidden_act", gemma3 ? "gelu_pytorch_tanh" : "silu"},
             {"tie_word_embeddings", c.tied_embeddings},
             {"initializer_range", 0.02}};
   if (mixtral) {
@@ -303,6 +348,18 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["original_max_position_embeddings"] = c.rope.longrope ? c.rope.original_max_positions : c.max_seq_len;
     j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
     j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
+  } else if (gemma3) {  // its layers' kinds, their window and RoPE bases, the scores' scalar
+    json types = json::array();
+    for (int64_t l = 0; l < c.num_layers; ++l) types.push_back(c.slides(l) ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+    j["sliding_window"] = c.attention_window;
+    j["rope_local_base_freq"] = json_float(c.local_rope_theta > 0 ? c.local_rope_theta : c.rope.theta);
+    j["query_pre_attn_scalar"] = c.attention_scalar > 0 ? json(json_float(c.attention_scalar)) : json(c.head_size());
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    j["final_logit_softcapping"] = j["attn_logit_softcapping"] = nullptr;
+    j["attention_bias"] = false;
+    j["attention_dropout"] = 0.0;
+    j["use_bidirectional_attention"] = false;
   } else if (olmo2 || olmoe) {
     j["attention_bias"] = false;
     j["attention_dropout"] = 0.0;
@@ -323,7 +380,7 @@ json hf_llama_config_json(const ModelConfig& c) {
       j["use_sliding_window"] = false;
     }
   }
-  if (c.phi3 || c.attention_window > 0)
+  if ((c.phi3 || c.attention_window > 0) && !gemma3)
     j["sliding_window"] = c.attention_window > 0 ? json(c.attention_window) : json();
   return j;
 }
@@ -355,6 +412,7 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
     std::vector<float> values = files->read_f32(name);
     if (interleaved) deinterleave_rope_rows(config, name, values.data(), int64_t(values.size()));
     move_rotary_rows(config, name, values.data(), false);
+    offset_gemma_gains(config, name, values.data(), int64_t(values.size()), false);
     return values;
   };
   return source;
@@ -376,18 +434,24 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   const bool qwen3_moe_form = config.qk_norm && config.moe.enabled();  // and OLMoE's
   const bool post = config.norm_placement == NormPlacement::post;
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
-               config.positions == PositionKind::rope && config.mlp == MlpKind::swiglu && !config.bias &&
+               config.positions == PositionKind::rope &&
+               (config.mlp == MlpKind::swiglu || (gemma_form(config) && config.mlp == MlpKind::geglu)) &&
+               !config.bias &&
                (deepseek || (!config.mla.enabled() && config.moe.num_shared_experts == 0 &&
                              config.moe.first_dense_layers == 0 && config.moe.router == RouterKind::softmax_topk &&
                              config.moe.routed_scale == 1.0f && (config.moe.renormalize || qwen3_moe_form))) &&
                !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias) &&
                (post ? config.qk_norm_all_heads : !config.qk_norm_all_heads || config.moe.enabled()) &&
+               (gemma_form(config) ||
+                (config.global_layers.empty() && config.local_rope_theta == 0 && config.attention_scalar == 0 &&
+                 !config.scaled_embeddings && config.norm_placement != NormPlacement::sandwich)) &&
                (config.nope_layers.empty() || (!config.qk_norm && !config.qkv_bias && !config.moe.enabled() &&
                                                 !config.phi3 && config.attention_window == 0)) &&
                !(config.qk_norm_all_heads && config.attention_window > 0),
            "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
            "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM, ",
-           "OlmoeForCausalLM, SmolLM3ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
+           "OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma3ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM ",
+           "form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
@@ -400,6 +464,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                          values({begin, end}, out);
                          if (config.mla.enabled()) interleave_rope_rows(config, name, out, end - begin);
                          move_rotary_rows(config, name, out, true);
+                         offset_gemma_gains(config, name, out, end - begin, true);
                        }});
   }
   write_hf_weights(dir, tensors, max_shard_bytes, type);

@@ -8,7 +8,9 @@
 // (Olmo2ForCausalLM) is Llama's with its block norms after attention (post_attention_layernorm) and the
 // MLP (post_feedforward_layernorm), none before, and q_norm, k_norm over all heads' channels; OLMoE
 // (OlmoeForCausalLM) has those q/k norms in pre-norm blocks with Qwen3-MoE's router and experts; SmolLM3
-// (SmolLM3ForCausalLM) is Llama's with the blocks its no_rope_layers marks 0 taking no RoPE. HF keeps
+// (SmolLM3ForCausalLM) is Llama's with the blocks its no_rope_layers marks 0 taking no RoPE; Gemma 3
+// (Gemma3ForCausalLM) adds post-sublayer norms (pre_feedforward_layernorm before the MLP), whose (1 + w)
+// gains, and its q/k norms' and final norm's, are stored less 1. HF keeps
 // q/k/v, gate/up and each expert as separate (out, in) tensors; ours pack them (decoder_layout.h):
 // every HF tensor is one contiguous range of one of our parameters, so loading and saving copy
 // without transposes. Mixtral's experts: w1 = gate, w3 = up, w2 = down. The embedding and an untied

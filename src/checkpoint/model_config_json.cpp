@@ -132,6 +132,10 @@ json model_config_to_json(const ModelConfig& c) {
   if (c.rotary_dims > 0) j["rotary_dims"] = c.rotary_dims;
   if (c.attention_window > 0) j["attention_window"] = c.attention_window;
   if (!c.nope_layers.empty()) j["nope_layers"] = c.nope_layers;
+  if (!c.global_layers.empty()) j["global_layers"] = c.global_layers;
+  if (c.local_rope_theta > 0) j["local_rope_theta"] = c.local_rope_theta;
+  if (c.attention_scalar > 0) j["attention_scalar"] = c.attention_scalar;
+  if (c.scaled_embeddings) j["scaled_embeddings"] = true;
   if (c.positions == PositionKind::rope)
     j["rope"] = {{"theta", c.rope.theta},
                  {"factor", c.rope.factor},
@@ -146,6 +150,7 @@ json model_config_to_json(const ModelConfig& c) {
                       {"mscale_all_dim", c.rope.mscale_all_dim},
                       {"attention_factor", c.rope.attention_factor},
                       {"truncate", c.rope.truncate}});
+  if (c.positions == PositionKind::rope && c.rope.linear) j["rope"]["linear"] = true;
   if (c.positions == PositionKind::rope && c.rope.longrope)
     j["rope"].update({{"longrope", true},
                       {"short_factor", c.rope.short_factor},
@@ -200,6 +205,10 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.integer("rotary_dims", c.rotary_dims, 0);  // absent unless a head rotates only some channels
   r.integer("attention_window", c.attention_window, 0);  // absent unless the model has a sliding window
   r.integers("nope_layers", c.nope_layers);              // absent unless some blocks take no RoPE
+  r.integers("global_layers", c.global_layers);          // absent unless some blocks of a windowed model don't slide
+  r.number("local_rope_theta", c.local_rope_theta);      // absent unless the sliding blocks have their own base
+  r.number("attention_scalar", c.attention_scalar);      // absent unless not the head size
+  r.boolean("scaled_embeddings", c.scaled_embeddings);   // absent unless Gemma's
   r.boolean("tied_embeddings", c.tied_embeddings);
   Reader rope = r.object("rope");
   rope.number("theta", c.rope.theta);
@@ -215,6 +224,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   rope.number("attention_factor", c.rope.attention_factor);
   rope.boolean("truncate", c.rope.truncate);
   rope.boolean("longrope", c.rope.longrope);  // absent before LongRoPE support: false
+  rope.boolean("linear", c.rope.linear);      // absent unless linear scaling
   rope.numbers("short_factor", c.rope.short_factor);
   rope.numbers("long_factor", c.rope.long_factor);
   Reader moe = r.object("moe");

@@ -19,17 +19,21 @@
 namespace tessera {
 
 // Where the tokens of a forward sit, on the device. Under RoPE: rope (T) i32, the tokens' positions (a
-// cp rank's true ones), and inv_freq (HS/2) f32. Under document masking or a sliding window shorter than
-// the sequences: doc_starts (B,T) i32, each token's first visible key (its document's start, or a later
-// one under the window; a true position; ops/attention.h), and with learned positions and documents
+// cp rank's true ones), and inv_freq (HS/2) f32. Under document masking: doc_starts (B,T) i32, each
+// token's first visible key (its document's start, a true position; ops/attention.h), and with learned
+// positions and documents
 // in_document (B,T) i32, each token's position within its document (the embedding's row). Each
 // undefined when unused.
 struct SequencePositions {
   Tensor rope, inv_freq, doc_starts, in_document;
   bool rotate = true;  // false: the block takes no RoPE (ModelConfig::nope_layers)
+  // A windowed model's: window_starts (B,T) i32, each token's first visible key under the window (and its
+  // document); local_inv_freq the sliding blocks' own RoPE frequencies (Gemma's local base), or undefined.
+  Tensor window_starts, local_inv_freq;
 };
 
-// `seq` as block `layer` reads it: not rotating in a block without RoPE.
+// `seq` as block `layer` reads it: not rotating in a block without RoPE; a sliding block's first
+// visible keys and local frequencies in place of doc_starts and inv_freq.
 SequencePositions block_positions(const SequencePositions& seq, const ModelConfig& config, int64_t layer);
 
 // positions (count) i32 on `device`: first, first + 1, ..., the absolute positions of a run of tokens.

@@ -8,6 +8,7 @@
 #include "core/cuda/device.h"
 #include "nn/activation_memory.h"
 #include "nn/parameter_values.h"
+#include "ops/norm.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_shard.h"
@@ -175,29 +176,26 @@ void keep_copy(Tensor& kept, const Tensor& from, Device device) {
 void Decoder::keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) const {
   const int64_t window = config_.attention_window, cp_size = cp_ ? cp_->place().size : 1;
   const bool windowed = window > 0 && a.T * cp_size > window;  // a window shorter than the sequences
-  if (!doc_starts.defined() && !windowed) {
-    a.seq.doc_starts = a.seq.in_document = Tensor();
-    return;
-  }
+  a.seq.doc_starts = a.seq.in_document = a.seq.window_starts = Tensor();
+  if (!doc_starts.defined() && !windowed) return;
   TS_CHECK(!doc_starts.defined() || (doc_starts.dtype() == DType::i32 && doc_starts.shape() == Shape{a.B, a.T}),
            "Decoder: doc_starts must be (B,T) = (", a.B, ", ", a.T, ") i32, got ", shape_string(doc_starts.shape()));
-  // Each token's first visible key: its document's start, or under the window the later of that and its
+  // Each token's first visible key under the window: the later of its document's start and its
   // position - window + 1 (true positions: a cp rank's share skips the other ranks' chunks).
   const std::vector<int32_t> at = cp_ ? cp_positions(a.T * cp_size, cp_->place()) : std::vector<int32_t>{};
-  Tensor first_keys = Tensor::zeros({a.B, a.T}, DType::i32), in_document = Tensor::zeros({a.B, a.T}, DType::i32);
+  Tensor window_starts = Tensor::zeros({a.B, a.T}, DType::i32), in_document = Tensor::zeros({a.B, a.T}, DType::i32);
   for (int64_t b = 0; b < a.B; ++b)
     for (int64_t t = 0; t < a.T; ++t) {
       const int32_t position = at.empty() ? int32_t(t) : at[size_t(t)];
       const int32_t start = doc_starts.defined() ? doc_starts.data<int32_t>()[b * a.T + t] : 0;
-      first_keys.data<int32_t>()[b * a.T + t] = windowed ? std::max(start, int32_t(position - window + 1)) : start;
+      window_starts.data<int32_t>()[b * a.T + t] = std::max(start, int32_t(position - window + 1));
       in_document.data<int32_t>()[b * a.T + t] = position - start;
     }
-  keep_copy(a.seq.doc_starts, first_keys, device_);
+  if (windowed) keep_copy(a.seq.window_starts, window_starts, device_);
+  if (!doc_starts.defined()) return;
+  keep_copy(a.seq.doc_starts, doc_starts, device_);
   // Learned positions restart with every document: a token's row is its distance from its start.
-  if (doc_starts.defined() && config_.positions == PositionKind::learned && a.range.first == 0)
-    keep_copy(a.seq.in_document, in_document, device_);
-  else
-    a.seq.in_document = Tensor();
+  if (config_.positions == PositionKind::learned && a.range.first == 0) keep_copy(a.seq.in_document, in_document, device_);
 }
 
 void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
@@ -223,6 +221,7 @@ void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {
     encoder_forward(partial, a.tokens, w_.embed, positions, first_vocab_row(), config_.padded_vocab_size());
   }
   region_output(partial, a.embedded, tp_);
+  if (config_.scaled_embeddings) scale_inplace(a.embedded, config_.embedding_scale());
   release_part(kEmbeddingBlock);
 }
 
@@ -380,7 +379,8 @@ void Decoder::backward_blocks(DecoderActivations& a, bool announce, bool defer) 
   }
   if (r.first != 0) return;  // dres holds the gradient of the chunk's input
   bind_part_grads(kEmbeddingBlock);
-  const Tensor dembedded = region_output_grad(dres, tp_);
+  Tensor dembedded = region_output_grad(dres, tp_);
+  if (config_.scaled_embeddings) scale_inplace(dembedded, config_.embedding_scale());
   if (g_.positions.defined() && a.seq.in_document.defined()) {  // rows by the positions in documents
     Tensor none;
     encoder_backward(g_.embed, none, dembedded, a.tokens, first_vocab_row(), config_.padded_vocab_size());

@@ -217,8 +217,8 @@ class Decoder {
   // `defer`, the linear layers' weight gradients go to a.deferred instead.
   void backward_blocks(DecoderActivations& a, bool announce, bool defer = false);
   void embed(DecoderActivations& a, const Tensor& tokens);
-  // a.seq.doc_starts: each token's first visible key on the device, from doc_starts (B, a.T) and the
-  // sliding window, or undefined when neither limits it; a.seq.in_document likewise.
+  // a.seq's doc_starts (a device copy of doc_starts (B, a.T)), in_document and, under a window shorter
+  // than the sequences, window_starts; each undefined where it does not apply.
   void keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) const;
   // Softmax cross-entropy of a chunk of rows, vocabulary-parallel under tensor parallelism.
   void cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, float dloss);

@@ -2,6 +2,7 @@
 // attends over the cached keys and values of every earlier position.
 #include "core/cuda/device.h"
 #include "nn/decoder.h"
+#include "ops/norm.h"
 #include "ops/encoder.h"
 #include "ops/matmul.h"
 
@@ -41,6 +42,7 @@ const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
                                ? w_.positions.view(past * C, {config_.max_seq_len - past, C})
                                : Tensor();
   encoder_forward(a.embedded, device_tokens, w_.embed, positions);
+  if (config_.scaled_embeddings) scale_inplace(a.embedded, config_.embedding_scale());
   const Tensor* x = &a.embedded;
   for (size_t l = 0; l < a.blocks.size(); ++l) {
     block_decode(config_, a.blocks[l], *x, w_.blocks[l], block_positions(a.seq, config_, int64_t(l)), cache.keys[l],

@@ -44,7 +44,9 @@ void ModelConfig::validate() const {
              "model: longrope rope_scaling needs a positive factor and original_max_position_embeddings, and ",
              rotary_dim() / 2, " positive short and long factors (half the ", rotary_dim(), " rotated channels), got ",
              rope.short_factor.size(), " and ", rope.long_factor.size());
-    TS_CHECK(rope.factor == 0.0f || rope.yarn || rope.longrope ||
+    TS_CHECK(!rope.linear || (rope.factor >= 1.0f && !rope.yarn && !rope.longrope),
+             "model: linear rope_scaling needs factor >= 1, got ", rope.factor);
+    TS_CHECK(rope.factor == 0.0f || rope.yarn || rope.longrope || rope.linear ||
                  (rope.factor >= 1.0f && rope.high_freq_factor > rope.low_freq_factor && rope.original_max_positions > 0),
              "model: llama3 rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor and a positive ",
              "original_max_position_embeddings");
@@ -54,6 +56,18 @@ void ModelConfig::validate() const {
              "model: yarn rope_scaling needs factor >= 1, positive beta_fast, beta_slow and ",
              "original_max_position_embeddings, and mscale, mscale_all_dim and attention_factor >= 0 (0 = absent)");
   }
+  for (size_t i = 0; i < global_layers.size(); ++i)
+    TS_CHECK(attention_window > 0 && global_layers[i] >= 0 && global_layers[i] < num_layers &&
+                 (i == 0 || global_layers[i] > global_layers[i - 1]),
+             "model: global_layers must name blocks 0..", num_layers - 1, " of a windowed model in ascending order, ",
+             "each once; got ", global_layers[i], " at index ", i);
+  TS_CHECK(local_rope_theta == 0.0f || (attention_window > 0 && positions == PositionKind::rope && local_rope_theta > 1.0f),
+           "model: local_rope_theta (", local_rope_theta, ") is the sliding blocks' RoPE base: it needs a windowed RoPE ",
+           "model and must be above 1");
+  TS_CHECK(attention_scalar >= 0.0f && std::isfinite(attention_scalar), "model: attention_scalar must be positive ",
+           "(0: the head size), got ", attention_scalar);
+  TS_CHECK(!scaled_embeddings || positions == PositionKind::rope,
+           "model: scaled embeddings are Gemma's, a RoPE model's; learned positions would be scaled with them");
   TS_CHECK(nope_layers.empty() || (positions == PositionKind::rope && !mla.enabled()),
            "model: layers without RoPE (nope_layers) need a RoPE model without latent attention");
   for (size_t i = 0; i < nope_layers.size(); ++i)
@@ -114,6 +128,8 @@ RopeScales ModelConfig::rope_scales() const {
     const double m = yarn_mscale(rope.factor, rope.mscale_all_dim);
     scales.query = float(m * m);
   }
+  // Gemma's scores times query_pre_attn_scalar^-1/2: the queries times sqrt(HS / scalar).
+  if (attention_scalar > 0) scales.query = float(scales.query * std::sqrt(double(head_size()) / attention_scalar));
   return scales;
 }
 
@@ -135,6 +151,7 @@ std::string model_family(const ModelConfig& config) {
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";
   if (config.norm_placement == NormPlacement::post) return "olmo2";
+  if (config.norm_placement == NormPlacement::sandwich) return "gemma3";
   if (!config.nope_layers.empty() && !config.qk_norm && !config.qkv_bias) return "smollm3";
   return config.qk_norm ? "qwen3" : config.qkv_bias ? "qwen2" : "llama";
 }

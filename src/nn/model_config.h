@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,6 +82,12 @@ struct ModelConfig {
   // positions, itself included; 0 = none. Training and evaluation mask longer sequences so; generation's
   // key/value cache takes no window and stops at it (generation_context()).
   int64_t attention_window = 0;
+  // With a window, the blocks that attend over whole sequences (Gemma 3's full_attention layers),
+  // ascending; empty: every block slides.
+  std::vector<int64_t> global_layers = {};
+  float local_rope_theta = 0;  // the sliding blocks' RoPE base, unscaled (Gemma's rope_local_base_freq); 0: rope's
+  float attention_scalar = 0;  // scores scaled by attention_scalar^-1/2 (Gemma's query_pre_attn_scalar); 0: HS
+  bool scaled_embeddings = false;  // the token embeddings times sqrt(C), float32-rounded (Gemma)
 
   Naming naming = Naming::gpt2;
   int64_t num_kv_heads = 0;  // NKV dividing NH (grouped-query attention); 0 = NH
@@ -128,6 +135,12 @@ struct ModelConfig {
   int64_t qkv_width() const { return (num_heads + 2 * kv_heads()) * head_size(); }
   int64_t hidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * channels; }  // dense F
   bool is_moe_block(int64_t layer) const { return moe.enabled() && layer >= moe.first_dense_layers; }
+  // Whether block `layer` attends within the window only, and turns by the local RoPE base.
+  bool slides(int64_t layer) const {
+    return attention_window > 0 && !std::binary_search(global_layers.begin(), global_layers.end(), layer);
+  }
+  bool local_rope(int64_t layer) const { return local_rope_theta > 0 && slides(layer); }
+  float embedding_scale() const { return scaled_embeddings ? float(std::sqrt(double(channels))) : 1.0f; }
   // Whether block `layer`'s attention turns its queries and keys by RoPE.
   bool rotates(int64_t layer) const {
     return positions == PositionKind::rope && !std::binary_search(nope_layers.begin(), nope_layers.end(), layer);
@@ -141,7 +154,7 @@ struct ModelConfig {
 };
 
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
-// over all heads), "smollm3" (blocks without RoPE), "qwen2" (q/k/v biases), "qwen3" (q/k norms),
+// over all heads), "smollm3" (blocks without RoPE), "gemma3" (norms on both sides of each sublayer), "qwen2" (q/k/v biases), "qwen3" (q/k norms),
 // "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads), "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or
 // "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);

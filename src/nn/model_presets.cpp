@@ -1,4 +1,4 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, SmolLM3, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, SmolLM3, Gemma 3, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
 // published config.json files.
 #include "nn/model_presets.h"
 
@@ -77,6 +77,22 @@ ModelConfig olmoe(ModelConfig c, int64_t experts, int64_t top_k, int64_t expert_
 // 2·interval - 1, ...), RMSNorm eps 1e-6.
 ModelConfig smollm3(ModelConfig c, int64_t interval) {
   for (int64_t l = interval - 1; l < c.num_layers; l += interval) c.nope_layers.push_back(l);
+  c.norm_eps = 1e-6f;
+  return c;
+}
+
+// Gemma 3: norms on both sides of each sublayer (their (1 + w) gains as Tessera's gains), embeddings
+// times sqrt(C), GeGLU, per-head q/k norms, heads `head_dim` wide; blocks slide over `window` positions
+// with RoPE base 10,000 but every `pattern`-th, global, on the model's theta; RMSNorm eps 1e-6, tied.
+ModelConfig gemma3(ModelConfig c, int64_t head_dim, int64_t window, int64_t pattern) {
+  c.norm_placement = NormPlacement::sandwich;
+  c.mlp = MlpKind::geglu;
+  c.qk_norm = true;
+  c.scaled_embeddings = true;
+  if (head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
+  c.attention_window = window;
+  for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
+  c.local_rope_theta = 10000.0f;
   c.norm_eps = 1e-6f;
   return c;
 }
@@ -173,6 +189,8 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"olmo2-32b", [] { return olmo2(llama(64, 40, 8, 5120, 27648, 100352, 4096, 5e5f, false)); }},
       {"smollm3-tiny", [] { return smollm3(llama(2, 4, 2, 32, 64, 256, 64, 5e6f, true), 2); }},
       {"smollm3-3b", [] { return smollm3(llama(36, 16, 4, 2048, 11008, 128256, 65536, 5e6f, true), 4); }},
+      {"gemma3-tiny", [] { return gemma3(llama(3, 4, 1, 32, 48, 256, 64, 1e6f, true), 16, 8, 3); }},
+      {"gemma3-1b", [] { return gemma3(llama(26, 4, 1, 1152, 6912, 262144, 32768, 1e6f, true), 256, 512, 6); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

@@ -1,4 +1,4 @@
-// Gradient-clipping reductions: dtype checks, then dispatch by device.
+// Gradient-clipping reductions and the in-place scale: dtype checks, then dispatch by device.
 #include "ops/norm.h"
 
 #include "ops/cpu/norm_cpu.h"
@@ -7,6 +7,7 @@
 #ifdef TESSERA_WITH_CUDA
 #include "core/cuda/device.h"
 #include "ops/cuda/norm_cuda.h"
+#include "ops/cuda/storage_types.h"
 #endif
 
 namespace tessera {
@@ -28,13 +29,16 @@ double squared_norm(const Tensor& x) {
 
 void scale_inplace(Tensor& x, float factor) {
   const char* op = "scale_inplace";
-  switch (detail::check_args(op, {{"x", x}})) {
+  detail::check_float_dtype(op, "x", x);
+  switch (detail::check_args(op, {{"x", x, x.dtype()}})) {
     case Device::cpu:
       cpu::scale_inplace(x.f32(), x.numel(), factor);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
-      cuda::scale_inplace(x.f32(), x.numel(), factor, cuda_compute_stream());
+      cuda::with_storage_type(x.dtype(), [&]<typename T>(T) {
+        cuda::scale_inplace(cuda::typed_data<T>(x), x.numel(), factor, cuda_compute_stream());
+      });
       return;
 #else
       detail::fail_no_cuda_kernel(op);

@@ -111,13 +111,22 @@ Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config, int64_t positi
     TS_CHECK(config.factor >= 1, op, ": factor = ", config.factor, " must be >= 1 (or 0 for no scaling)");
     TS_CHECK(config.original_max_positions > 0, op, ": original_max_positions = ", config.original_max_positions,
              " must be positive");
-    TS_CHECK(config.yarn || (config.low_freq_factor > 0 && config.high_freq_factor > config.low_freq_factor), op,
+    TS_CHECK(config.yarn || config.linear ||
+                 (config.low_freq_factor > 0 && config.high_freq_factor > config.low_freq_factor),
+             op,
              ": need 0 < low_freq_factor < high_freq_factor, got low_freq_factor = ", config.low_freq_factor,
              " and high_freq_factor = ", config.high_freq_factor);
     TS_CHECK(!config.yarn || (config.beta_fast > 0 && config.beta_slow > 0), op,
              ": YaRN's beta_fast and beta_slow must be positive, got ", config.beta_fast, " and ", config.beta_slow);
   }
   if (scaled && config.yarn) return yarn_inv_freq(head_size, config);
+  if (scaled && config.linear) {
+    Tensor inv_freq = Tensor::zeros({head_size / 2});
+    for (int64_t i = 0; i < head_size / 2; i++)
+      inv_freq.f32()[i] = float(1.0 / std::pow(double(config.theta), double(2 * i) / double(head_size)) /
+                                double(config.factor));
+    return inv_freq;
+  }
   const double factor = config.factor, low = config.low_freq_factor, high = config.high_freq_factor;
   const double original = double(config.original_max_positions);
   const double low_freq_wavelen = original / low, high_freq_wavelen = original / high;

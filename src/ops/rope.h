@@ -33,11 +33,13 @@ struct RopeConfig {
   // is max_position_embeddings / original_max_positions, attention_factor as given (0 when absent).
   bool longrope = false;
   std::vector<float> short_factor = {}, long_factor = {};
+  // Or with `linear` every frequency divided by factor (HF rope_type "linear", Gemma 3's global layers).
+  bool linear = false;
   bool operator==(const RopeConfig&) const = default;
 };
 
 // inv_freq (R/2) f32 on the CPU for R rotated channels: inv_freq[i] = theta^(-2i/R), then the llama3,
-// YaRN or LongRoPE scaling. `positions`: the sequence's length (its largest position + 1), which
+// YaRN, LongRoPE or linear scaling. `positions`: the sequence's length (its largest position + 1), which
 // chooses LongRoPE's factors as transformers does. Computed in double and rounded once to f32.
 Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config, int64_t positions = 0);
 

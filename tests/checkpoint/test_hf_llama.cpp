@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "checkpoint/hf_llama.h"
 #include "checkpoint/hf_source.h"
@@ -20,8 +21,15 @@ namespace {
 
 void randomise(Decoder& model, uint64_t seed) {
   const ModelConfig& c = model.config();
+  // Gemma's files hold each gain less 1: gains within [0.5, 2] make that subtraction, and the import's
+  // addition, exact (Sterbenz), as trained gains near 1 are.
+  const bool offset_gains = c.norm_placement == NormPlacement::sandwich && c.scaled_embeddings;
   for (NamedTensor& p : model.named_params()) {
-    for (int64_t i = 0; i < p.tensor.numel(); ++i) p.tensor.f32()[i] = normal_at(seed, stream_id(p.name), uint64_t(i));
+    const bool gain = offset_gains && p.name.ends_with("norm.weight");
+    for (int64_t i = 0; i < p.tensor.numel(); ++i) {
+      const float v = normal_at(seed, stream_id(p.name), uint64_t(i));
+      p.tensor.f32()[i] = gain ? 1.0f + 0.4f * std::tanh(v) : v;
+    }
     if (p.name == "embed_tokens.weight" || p.name == "lm_head.weight")
       for (int64_t i = c.vocab_size * c.channels; i < p.tensor.numel(); ++i) p.tensor.f32()[i] = 0.0f;
   }
@@ -103,7 +111,7 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny", "deepseek-v2-tiny",
+                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny", "gemma3-tiny", "deepseek-v2-tiny",
                                            "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
@@ -111,6 +119,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                                   : info.param == "olmo2-tiny"     ? "Olmo2"
                                   : info.param == "olmoe-tiny"     ? "Olmoe"
                                   : info.param == "smollm3-tiny"   ? "SmolLM3"
+                                  : info.param == "gemma3-tiny"    ? "Gemma3"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
@@ -250,7 +259,7 @@ TEST(HfLlama, Qwen3HeadNormsAndWideHeads) {
 // transformers 5 writes RoPE as one rope_parameters dict (theta, type and scaling, Phi-3's partial
 // rotary factor and original length too) with no top-level rope_theta: read as the older form is, so
 // Llama 3.2's scaled RoPE and Phi-4-mini's LongRoPE come back whole, never the default theta. A dict
-// per layer type and a theta given two ways that disagree are refused, naming the field.
+// per layer type (but Gemma 3's two) and a theta given two ways that disagree are refused, naming the field.
 TEST(HfLlama, RopeParametersOfTransformers5ReadAsTheOlderFields) {
   for (const char* preset : {"llama3.2-1b", "phi3-tiny"}) {
     SCOPED_TRACE(preset);
@@ -279,7 +288,7 @@ TEST(HfLlama, RopeParametersOfTransformers5ReadAsTheOlderFields) {
     std::string message = testing::error_of([&] { read_hf_config(dir); });
     EXPECT_TRUE(testing::contains(message, "field 'rope_theta' is '12345.0' but rope_parameters' is")) << message;
     hf.erase("rope_theta");
-    hf["rope_parameters"] = {{"full_attention", rope}, {"sliding_attention", {{"rope_theta", 10000.0}}}};
+    hf["rope_parameters"] = {{"full_attention", rope}, {"linear_attention", {{"rope_theta", 10000.0}}}};
     testing::write_text(dir / "config.json", hf.dump());
     message = testing::error_of([&] { read_hf_config(dir); });
     EXPECT_TRUE(testing::contains(message, "rope_parameters gives layers of type 'full_attention' a RoPE")) << message;
@@ -373,6 +382,60 @@ TEST(HfLlama, Smollm3BlocksWithoutRope) {
     const std::string message = testing::error_of([&] { read_hf_config(dir); });
     EXPECT_TRUE(testing::contains(message, "field 'no_rope_layers' must hold a 0 (no RoPE) or 1 for each of the 5"))
         << message;
+  }
+}
+
+// Gemma 3 (Gemma3ForCausalLM): its four norms a block (pre_feedforward_layernorm before the MLP), each
+// gain stored less 1; layer_types naming its global blocks (or, without them, every
+// sliding_window_pattern-th), rope_local_base_freq, query_pre_attn_scalar; transformers 5's RoPE per layer
+// type folds into those; a capped-logit Gemma 2-style config or another activation is refused.
+TEST(HfLlama, Gemma3NamesConfigAndGains) {
+  const auto dir = testing::scratch_dir();
+  ModelConfig config = model_preset("gemma3-tiny");
+  config.attention_scalar = 24;
+  Decoder model(config);
+  model.init_weights(1);                            // gains of 1
+  model.named_params()[1].tensor.f32()[0] = 1.25f;  // layers.0.input_layernorm.weight's first gain
+  ASSERT_EQ(model.named_params()[1].name, "layers.0.input_layernorm.weight");
+  save_hf_llama(dir, config, model.named_params());
+  SafetensorsFile file(dir / "model.safetensors");
+  for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                           "post_feedforward_layernorm"})
+    EXPECT_EQ(file.info("model.layers.2." + std::string(norm) + ".weight").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.layers.2.self_attn.q_norm.weight").shape, (Shape{16}));
+  EXPECT_EQ(file.read_f32("model.layers.0.input_layernorm.weight")[0], 0.25f);
+  EXPECT_EQ(file.read_f32("model.layers.0.input_layernorm.weight")[1], 0.0f);  // a gain of 1
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Gemma3ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "gemma3_text");
+  EXPECT_EQ(hf["layer_types"], nlohmann::json::parse(R"(["sliding_attention", "sliding_attention", "full_attention"])"));
+  EXPECT_EQ(hf["sliding_window"], 8);
+  EXPECT_EQ(hf["query_pre_attn_scalar"], 24.0);
+  EXPECT_EQ(hf["hidden_activation"], "gelu_pytorch_tanh");
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "gemma3");
+  hf.erase("layer_types");
+  hf["sliding_window_pattern"] = 2;
+  hf["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"rope_theta", 1e6}, {"factor", 8.0}}},
+                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1234.0}}}};
+  hf.erase("rope_theta");
+  hf.erase("rope_local_base_freq");
+  hf.erase("rope_scaling");
+  testing::write_text(dir / "config.json", hf.dump());
+  const ModelConfig folded = read_hf_config(dir);
+  EXPECT_EQ(folded.global_layers, (std::vector<int64_t>{1}));
+  EXPECT_EQ(folded.local_rope_theta, 1234.0f);
+  EXPECT_TRUE(folded.rope.linear);
+  EXPECT_EQ(folded.rope.factor, 8.0f);
+  for (const auto& [key, value, field] :
+       {std::tuple{"final_logit_softcapping", nlohmann::json(30.0), "final_logit_softcapping"},
+        {"hidden_activation", nlohmann::json("gelu"), "hidden_activation"},
+        {"layer_types", nlohmann::json::parse(R"(["sliding_attention"])"), "layer_types"}}) {
+    nlohmann::json bad = hf;
+    bad[key] = value;
+    testing::write_text(dir / "config.json", bad.dump());
+    const std::string message = testing::error_of([&] { read_hf_config(dir); });
+    EXPECT_TRUE(testing::contains(message, std::string("field '") + field + "'")) << message;
   }
 }
 

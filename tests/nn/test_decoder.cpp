@@ -34,9 +34,11 @@ ModelConfig family(const std::string& name) {
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "olmoe" ? "olmoe-tiny"
+                               : name == "gemma3" ? "gemma3-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
-  c.num_layers = name == "deepseek" || name == "deepseek-v3" ? 3 : 2;
+  c.num_layers = name == "deepseek" || name == "deepseek-v3" || name == "gemma3" ? 3 : 2;
+  if (name == "gemma3") c.attention_window = 3, c.global_layers = {2};  // T up to 8: the window bites
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
   if (name.starts_with("deepseek-v")) c.moe.top_k = c.moe.num_experts, c.moe.kept_groups = c.moe.groups;
@@ -326,7 +328,10 @@ TEST(TensorParallelShapes, SharesAndRefusals) {
 
 // Logits of a cached decode, token by token after a prompt, against full forwards of each prefix.
 TEST_P(Families, KvCacheMatchesFullRecomputation) {
-  Decoder model(family(GetParam()));
+  ModelConfig config = family(GetParam());
+  // Generation stops at a sliding window (its cache takes none): a window as long as the context here.
+  if (config.attention_window > 0) config.attention_window = config.max_seq_len;
+  Decoder model(config);
   randomise(model, 8);
   Batch b = make_batch(1, 8, 50, 2);
   KvCache cache = model.kv_cache(1);
@@ -427,11 +432,12 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
-                                           "sandwich", "mixtral", "olmoe", "deepseek", "deepseek-v2", "deepseek-v3"));
+                                           "sandwich", "gemma3", "mixtral", "olmoe", "deepseek", "deepseek-v2",
+                                           "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
-                                                              "smollm3", "sandwich", "mixtral", "olmoe", "deepseek",
-                                                              "deepseek-v3"),
+                                                              "smollm3", "sandwich", "gemma3", "mixtral", "olmoe",
+                                                              "deepseek", "deepseek-v3"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
@@ -452,6 +458,9 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("olmo2-32b").num_parameters(), 32234279936);
   // SmolLM3-3B: 3.08B (tied; its safetensors hold 3,075,098,624 bf16 values).
   EXPECT_EQ(model_preset("smollm3-3b").num_parameters(), 3075098624);
+  // Gemma 3 1B: 999,885,952 (tied; its four norms a block, q/k norms of 256).
+  EXPECT_EQ(model_preset("gemma3-1b").num_parameters(), 999885952);
+  EXPECT_EQ(model_preset("gemma3-1b").global_layers, (std::vector<int64_t>{5, 11, 17, 23}));
   EXPECT_EQ(model_preset("smollm3-3b").nope_layers, (std::vector<int64_t>{3, 7, 11, 15, 19, 23, 27, 31, 35}));
   // OLMoE-1B-7B: 6.9B, 1.3B active.
   EXPECT_EQ(model_preset("olmoe-1b-7b").num_parameters(), 6919161856);

@@ -150,6 +150,11 @@ const Layout kLayouts[] = {
     {4, 2, 1, 2, "mistral-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "mistral-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     {4, 2, 0, 2, "mistral-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
     {4, 2, 0, 2, "mistral-tiny", 2, "1f1b"},
+    // Gemma 3: sliding blocks (8 of 16 positions, their own RoPE base) and a global one, norms on both
+    // sides of each sublayer, scaled embeddings: tp2, ring cp2 with recomputation, pp2, ZeRO-3
+    {4, 2, 1, 2, "gemma3-tiny", 1, "1f1b", 1, 0, "", 2},
+    {4, 2, 1, 2, "gemma3-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
+    {4, 2, 0, 2, "gemma3-tiny", 2, "1f1b"}, {4, 4, 3, 2, "gemma3-tiny"},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},

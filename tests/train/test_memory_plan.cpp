@@ -118,6 +118,12 @@ TEST(MemoryPlan, OlmoeTinyMatchesTheAllocatorPeak) {
     expect_plan_matches_training({"olmoe-tiny", recompute, 8, 64});
 }
 
+// Gemma 3: four norms a block and the sublayers' output gradients; the sliding layers' first keys.
+TEST(MemoryPlan, Gemma3TinyMatchesTheAllocatorPeak) {
+  for (const char* recompute : {"none", "selective", "full"})
+    expect_plan_matches_training({"gemma3-tiny", recompute, 8, 64});
+}
+
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
   for (const char* recompute : {"none", "selective", "full"})
     expect_plan_matches_training({"mixtral-tiny", recompute, 8, 64});

@@ -2,8 +2,8 @@
 // tests/reference/ (Debian's python3-torch) is loaded with --init-from and trained with AdamW, the
 // lr schedule, clipping and gradient accumulation; losses, grad norms and the final weights must
 // match PyTorch's to 1e-4 relative (and the MoE auxiliary losses too). GPT-2 is checked against fp32
-// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3 and DeepSeek-V2/V3
-// against float64 (tests/reference/make_hf_llama_reference.py).
+// PyTorch, Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Gemma 3 and
+// DeepSeek-V2/V3 against float64 (tests/reference/make_hf_llama_reference.py).
 #include <gtest/gtest.h>
 
 #include "checkpoint/hf_model.h"
@@ -255,6 +255,20 @@ TEST(TorchReference, HuggingFaceSlidingWindowTrainsLikeFloat64PyTorch) {
                              1e-5);
   expect_trains_like_pytorch("make_hf_llama_reference.py",
                              "--model phi3 --sliding-window 5 --partial-rotary-factor 0.5 --seq-len 16 --steps 10 "
+                             "--lr 3e-3");
+}
+
+// Gemma 3 (Gemma3ForCausalLM): (1 + w) norms before and after each sublayer, embeddings times sqrt(C),
+// GeGLU, per-head q/k norms; sliding layers (a window of 5 over 16 tokens, RoPE base 10,000) and global
+// ones (theta 1e6); then with linear RoPE scaling on the global layers, query_pre_attn_scalar 24 on
+// heads of 16 and one kv head. At 1e-4: by step 7 fp32 drifts 1.1e-5 from float64 (GELU's tanh is approximated).
+TEST(TorchReference, HuggingFaceGemma3TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model gemma3 --layers 3 --sliding-window-pattern 2 --sliding-window 5 --steps 10 "
+                             "--lr 3e-3 --grad-clip 1.0");
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model gemma3 --layers 3 --sliding-window-pattern 3 --sliding-window 3 --rope-scaling "
+                             "linear --rope-factor 8 --query-pre-attn-scalar 24 --head-dim 16 --kv-heads 1 --steps 10 "
                              "--lr 3e-3");
 }
 

@@ -3,7 +3,7 @@
 // loads in flight a thread); block partials go to scratch, one block adds them in index order. The
 // grid never depends on the device, so the result (which depends on n and on whether x is aligned)
 // is the same bit for bit on every run.
-// scale_inplace: one thread per element.
+// scale_inplace: one thread per element, storage T = float, bf16 or fp16 (fp32 arithmetic, rounded once).
 #include "core/cuda/device.h"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/norm_cuda.h"
@@ -42,9 +42,14 @@ __global__ void squared_norm_final_kernel(double* out, const double* partial) {
   if (threadIdx.x == 0) *out = sum;
 }
 
-__global__ void scale_inplace_kernel(float* x, int64_t n, float factor) {
+template <typename T>
+__global__ void scale_inplace_kernel(T* x, int64_t n, float factor) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) x[i] *= factor;
+  if (i >= n) return;
+  float v[1];
+  load_f32_vec(v, x + i);
+  v[0] *= factor;
+  store_f32_vec(x + i, v);
 }
 
 }  // namespace
@@ -68,10 +73,14 @@ double squared_norm(const float* x, int64_t n, cudaStream_t stream) {
   return total;
 }
 
-void scale_inplace(float* x, int64_t n, float factor, cudaStream_t stream) {
+template <typename T>
+void scale_inplace(T* x, int64_t n, float factor, cudaStream_t stream) {
   if (n == 0) return;
-  scale_inplace_kernel<<<ceil_div(n, kBlock), kBlock, 0, stream>>>(x, n, factor);
+  scale_inplace_kernel<T><<<ceil_div(n, kBlock), kBlock, 0, stream>>>(x, n, factor);
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(T) template void scale_inplace<T>(T*, int64_t, float, cudaStream_t);
+TS_FOR_EACH_STORAGE_TYPE(INSTANTIATE)
 
 }  // namespace tessera::cuda

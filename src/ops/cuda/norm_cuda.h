@@ -12,6 +12,7 @@ namespace tessera::cuda {
 // grid and a fixed summation order: the result depends on x only, bit for bit.
 double squared_norm(const float* x, int64_t n, cudaStream_t stream);
 // x (n) *= factor.
-void scale_inplace(float* x, int64_t n, float factor, cudaStream_t stream);
+template <typename T>
+void scale_inplace(T* x, int64_t n, float factor, cudaStream_t stream);
 
 }  // namespace tessera::cuda
