@@ -388,6 +388,34 @@ def apply_rope(x, cos, sin):
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
+def causal_mask_bias(n, window=None):
+    """(n, n) additive mask: 0 where query i sees key j, -inf elsewhere: j > i, and with a window W j <= i - W too
+    (query i sees keys i - W < j <= i; nothing more hidden when W >= n)."""
+    mask = torch.full((n, n), float("-inf")).triu(1)
+    if window is not None:
+        mask += torch.full_like(mask, float("-inf")).tril(-window)
+    return mask
+
+
+def gelu_tanh(x):
+    """GELU's tanh form (HF's gelu_pytorch_tanh), Gemma's gate activation."""
+    return F.gelu(x, approximate="tanh")
+
+
+def attend(q, k, v, mask_bias, o_proj, scale=None):
+    """Grouped-query attention after the projections: q (B,NH,T,HS), k and v (B,NKV,T,HS), query head h reading kv
+    head h // (NH/NKV); softmax(q.k * scale + mask_bias[:T, :T]) v, heads concatenated, through o_proj. scale None
+    divides by sqrt(HS) instead (Llama's form; it rounds otherwise than * HS^-0.5)."""
+    B, NH, T, HS = q.shape
+    # repeat_interleave puts kv head j at query heads j*group .. j*group+group-1: h // group.
+    group = NH // k.size(1)
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    att = q @ k.transpose(-2, -1)                                       # (B,NH,T,T)
+    att = (att / math.sqrt(HS) if scale is None else att * scale) + mask_bias[:T, :T]
+    y = att.softmax(dim=-1) @ v                                         # (B,NH,T,HS)
+    return o_proj(y.transpose(1, 2).reshape(B, T, NH * HS))
+
+
 # ---------------------------------------------------------------- blocks
 
 class Attention(nn.Module):
@@ -415,10 +443,7 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(cfg.num_heads * HS, cfg.rms_norm_eps)       # (NH*HS)
             self.k_norm = RMSNorm(cfg.num_kv_heads * HS, cfg.rms_norm_eps)    # (NKV*HS)
         self.whole_qk_norm = cfg.whole_qk_norm
-        mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
-        if cfg.sliding_window is not None:    # -inf where j <= i - W too (nothing when W >= max_seq_len)
-            mask += torch.full_like(mask, float("-inf")).tril(-cfg.sliding_window)
-        self.register_buffer("mask_bias", mask, persistent=False)
+        self.register_buffer("mask_bias", causal_mask_bias(cfg.max_seq_len, cfg.sliding_window), persistent=False)
 
     def forward(self, x, cos, sin):
         B, T, _ = x.shape
@@ -434,25 +459,22 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.use_rope:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        # repeat_interleave puts kv head j at query heads j*group .. j*group+group-1: h // group.
-        group = NH // NKV
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        att = q @ k.transpose(-2, -1) / math.sqrt(HS) + self.mask_bias[:T, :T]   # (B,NH,T,T)
-        y = att.softmax(dim=-1) @ v                                               # (B,NH,T,HS)
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, NH * HS))
+        return attend(q, k, v, self.mask_bias, self.o_proj)     # q.k / sqrt(HS)
 
 
 class MLP(nn.Module):
-    """Llama's SwiGLU: down(silu(gate x) * up x); gate, up (F, C), down (C, F)."""
+    """Llama's SwiGLU: down(act(gate x) * up x), act silu; gate, up (F, C), down (C, F). act gelu_tanh: Gemma's
+    GeGLU (hidden_activation gelu_pytorch_tanh)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, act=F.silu):
         super().__init__()
+        self.act = act
         self.gate_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
         self.up_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate, cfg.channels, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 
 class Expert(nn.Module):
@@ -544,13 +566,14 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """HF's LlamaModel / MixtralModel: the tensors under the "model." prefix."""
+    """HF's LlamaModel / MixtralModel (Gemma3TextModel with layer Gemma3DecoderLayer, norm GemmaRMSNorm): the
+    tensors under the "model." prefix (embed_tokens, layers, norm)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=DecoderLayer, norm=RMSNorm):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.channels)         # (V,C)
-        self.layers = nn.ModuleList([DecoderLayer(cfg, i) for i in range(cfg.num_layers)])
-        self.norm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+        self.layers = nn.ModuleList([layer(cfg, i) for i in range(cfg.num_layers)])
+        self.norm = norm(cfg.channels, cfg.rms_norm_eps)
 
 
 class Llama(nn.Module):
@@ -628,10 +651,8 @@ class Gemma3Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=False)       # (C, NH*HS)
         self.q_norm = GemmaRMSNorm(HS, cfg.rms_norm_eps)
         self.k_norm = GemmaRMSNorm(HS, cfg.rms_norm_eps)
-        mask = torch.full((cfg.max_seq_len, cfg.max_seq_len), float("-inf")).triu(1)
-        if self.sliding:        # -inf where j <= i - W too
-            mask += torch.full_like(mask, float("-inf")).tril(-cfg.sliding_window)
-        self.register_buffer("mask_bias", mask, persistent=False)
+        window = cfg.sliding_window if self.sliding else None
+        self.register_buffer("mask_bias", causal_mask_bias(cfg.max_seq_len, window), persistent=False)
 
     def forward(self, x, cos, sin):
         B, T, _ = x.shape
@@ -640,24 +661,7 @@ class Gemma3Attention(nn.Module):
         k = self.k_norm(self.k_proj(x).view(B, T, NKV, HS)).transpose(1, 2)    # (B,NKV,T,HS)
         v = self.v_proj(x).view(B, T, NKV, HS).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        group = NH // NKV
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        att = q @ k.transpose(-2, -1) * self.scale + self.mask_bias[:T, :T]    # (B,NH,T,T)
-        y = att.softmax(dim=-1) @ v
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, NH * HS))
-
-
-class Gemma3MLP(nn.Module):
-    """GeGLU: down(gelu_tanh(gate x) * up x) (hidden_activation gelu_pytorch_tanh); gate, up (F, C), down (C, F)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.gate_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
-        self.up_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate, cfg.channels, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+        return attend(q, k, v, self.mask_bias, self.o_proj, self.scale)
 
 
 class Gemma3DecoderLayer(nn.Module):
@@ -667,7 +671,7 @@ class Gemma3DecoderLayer(nn.Module):
     def __init__(self, cfg, layer):
         super().__init__()
         self.self_attn = Gemma3Attention(cfg, layer)
-        self.mlp = Gemma3MLP(cfg)
+        self.mlp = MLP(cfg, gelu_tanh)       # GeGLU
         C, eps = cfg.channels, cfg.rms_norm_eps
         self.input_layernorm = GemmaRMSNorm(C, eps)
         self.post_attention_layernorm = GemmaRMSNorm(C, eps)
@@ -677,16 +681,6 @@ class Gemma3DecoderLayer(nn.Module):
     def forward(self, x, cos, sin):
         x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), cos, sin))
         return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
-
-
-class Gemma3Decoder(nn.Module):
-    """HF's Gemma3TextModel: the tensors under "model." (embed_tokens, layers, norm)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.channels)         # (V,C)
-        self.layers = nn.ModuleList([Gemma3DecoderLayer(cfg, i) for i in range(cfg.num_layers)])
-        self.norm = GemmaRMSNorm(cfg.channels, cfg.rms_norm_eps)
 
 
 def gemma3_embed_scale(channels):
@@ -715,7 +709,7 @@ class Gemma3(nn.Module):
         super().__init__()
         assert cfg.gemma3, "Gemma3 needs LlamaConfig(gemma3=True)"
         self.cfg = cfg
-        self.model = Gemma3Decoder(cfg)
+        self.model = Decoder(cfg, Gemma3DecoderLayer, GemmaRMSNorm)     # HF's Gemma3TextModel
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
         self.embed_scale = gemma3_embed_scale(cfg.channels)
