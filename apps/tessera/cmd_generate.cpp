@@ -124,7 +124,7 @@ void add_generate_command(CLI::App& app) {
       o->sampling.stop_token = tokenizer.eot_token();
       std::printf("%s", o->prompt.c_str());
     }
-    note_long_prompt(prompt.size(), loaded.model->config().generation_context());
+    note_long_prompt(prompt.size(), loaded.model->config().max_seq_len);
     TokenPrinter printer(tokenizer);
     generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {
       if (!o->sampling.stops_at(token)) printer.print(token);

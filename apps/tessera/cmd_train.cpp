@@ -216,7 +216,7 @@ void print_final_sample(Trainer& trainer, uint64_t seed) {
   const Tokenizer& tokenizer = *trainer.tokenizer();
   Rng rng(seed, stream_id("final-sample"));
   // Runs on past document ends (several short documents rather than one that may stop at once).
-  SamplingOptions options{.max_new_tokens = std::min<int64_t>(160, trainer.model().config().generation_context()),
+  SamplingOptions options{.max_new_tokens = std::min<int64_t>(160, trainer.model().config().max_seq_len),
                           .temperature = 0.8f, .top_k = 40, .stop_token = -1, .vocab_limit = tokenizer.vocab_size()};
   std::printf("\n--- sample ---\n");
   std::fflush(stdout);

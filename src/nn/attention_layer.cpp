@@ -94,6 +94,7 @@ SequencePositions block_positions(const SequencePositions& seq, const ModelConfi
   SequencePositions positions = seq;
   positions.rotate = config.rotates(layer);
   if (config.slides(layer) && seq.window_starts.defined()) positions.doc_starts = seq.window_starts;
+  if (config.slides(layer)) positions.window = config.attention_window;
   if (config.local_rope(layer) && seq.local_inv_freq.defined()) positions.inv_freq = seq.local_inv_freq;
   return positions;
 }
@@ -161,7 +162,7 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
   }
   if (config.positions == PositionKind::rope && seq.rotate)
     rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
-  attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV);
+  attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV, seq.window);
   if (config.mla.enabled()) latent_values_forward(config, a.latent.values, a.core);
   matmul_forward(a.out, projected(config, a), w.attn_out.weight, w.attn_out.bias);
 }

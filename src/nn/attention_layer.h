@@ -30,6 +30,7 @@ struct SequencePositions {
   // A windowed model's: window_starts (B,T) i32, each token's first visible key under the window (and its
   // document); local_inv_freq the sliding blocks' own RoPE frequencies (Gemma's local base), or undefined.
   Tensor window_starts, local_inv_freq;
+  int64_t window = 0;  // generation's: the block's sliding window over the key/value cache, 0 = none
 };
 
 // `seq` as block `layer` reads it: not rotating in a block without RoPE; a sliding block's first

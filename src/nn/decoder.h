@@ -105,10 +105,10 @@ class Decoder {
   // position under context parallelism): attention then stays within documents (ops/attention.h).
   float forward(const Tensor& tokens, const Tensor& targets, float dloss = 0.0f, const Tensor& doc_starts = {});
   // Generation with a key/value cache: kv_cache() makes an empty cache for `batch` sequences of up
-  // to max_seq_len positions; forward_cached() runs tokens (B,Tq) (host, i32) at positions
-  // cache.length.. through the model, appends their keys and values and returns their logits
-  // (B*Tq, Vp) on device().
-  KvCache kv_cache(int64_t batch) const;
+  // to `capacity` positions (at most max_seq_len, all of it with 0); forward_cached() runs tokens
+  // (B,Tq) (host, i32) at positions cache.length.. through the model, appends their keys and values
+  // and returns their logits (B*Tq, Vp) on device(). Sliding blocks attend over their window of it.
+  KvCache kv_cache(int64_t batch, int64_t capacity = 0) const;
   const Tensor& forward_cached(const Tensor& tokens, KvCache& cache);
   // Whether forward_cached can run: this is the whole model running whole sequences, not a pipeline
   // stage, a tensor- or expert-parallel slice, a context-parallel share or a ZeRO-3 shard.

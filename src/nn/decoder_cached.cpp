@@ -8,11 +8,12 @@
 
 namespace tessera {
 
-KvCache Decoder::kv_cache(int64_t batch) const {
+KvCache Decoder::kv_cache(int64_t batch, int64_t capacity) const {
   TS_CHECK(batch > 0, "kv_cache: batch must be positive, got ", batch);
+  TS_CHECK(capacity >= 0, "kv_cache: capacity must be positive (0: the context), got ", capacity);
   KvCache cache;
   cache.batch = batch;
-  cache.capacity = config_.generation_context();
+  cache.capacity = capacity > 0 ? std::min(capacity, config_.max_seq_len) : config_.max_seq_len;
   const int64_t width = config_.kv_heads() * config_.head_size();
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     cache.keys.push_back(Tensor::zeros({batch, cache.capacity, width}, compute_dtype_, device_));

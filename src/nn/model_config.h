@@ -79,8 +79,8 @@ struct ModelConfig {
   int64_t vocab_size = 50257;  // V
   int64_t max_seq_len = 1024;  // maxT (context)
   // Hugging Face's sliding_window (Mistral 7B v0.1, Phi-3's 4K models): a token attends to the W latest
-  // positions, itself included; 0 = none. Training and evaluation mask longer sequences so; generation's
-  // key/value cache takes no window and stops at it (generation_context()).
+  // positions, itself included; 0 = none. Attention masks longer sequences so, in training, evaluation
+  // and generation's key/value cache alike.
   int64_t attention_window = 0;
   // With a window, the blocks that attend over whole sequences (Gemma 3's full_attention layers),
   // ascending; empty: every block slides.
@@ -115,10 +115,6 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 
   int64_t padded_vocab_size() const { return (vocab_size + 127) / 128 * 128; }  // Vp
-  // The longest sequence generation runs: max_seq_len, or the attention window when shorter.
-  int64_t generation_context() const {
-    return attention_window > 0 ? std::min(max_seq_len, attention_window) : max_seq_len;
-  }
   // HS: a q/k head's channels (latent attention: nope_dim + rope_dim, its values padded to as many).
   int64_t head_size() const {
     return mla.enabled() ? mla.nope_dim + mla.rope_dim : head_dim > 0 ? head_dim : channels / num_heads;

@@ -57,15 +57,15 @@ std::vector<int32_t> generate(Decoder& model, const std::vector<int32_t>& prompt
   std::vector<int32_t> context = prompt;
   if (context.empty()) context.push_back(int32_t(config.vocab_size - 1));
   std::vector<int32_t> produced;
-  // The keys and values of the positions seen stay cached, so each new token runs alone; when the
-  // new tokens no longer fit the context, the cache restarts from the last generation_context()
-  // tokens, the window a full re-run reads.
-  KvCache cache = model.kv_cache(1);
+  // The keys and values of the positions seen stay cached, so each new token runs alone; the cache
+  // holds the prompt and the new tokens, or the context when they exceed it, and then restarts from
+  // the last tokens it holds, the window a full re-run reads.
+  KvCache cache = model.kv_cache(1, int64_t(context.size()) + options.max_new_tokens);
   size_t fed = 0;  // context tokens already in the cache
   for (int64_t n = 0; n < options.max_new_tokens; ++n) {
     if (cache.length + int64_t(context.size() - fed) > cache.capacity) {
       cache.reset();
-      fed = context.size() - size_t(std::min<int64_t>(int64_t(context.size()), config.generation_context()));
+      fed = context.size() - size_t(std::min<int64_t>(int64_t(context.size()), cache.capacity));
     }
     const int64_t T = int64_t(context.size() - fed);
     Tensor tokens = Tensor::zeros({1, T}, DType::i32);

@@ -604,11 +604,11 @@ TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
   auto error_for = [](const nlohmann::json& config) {
     return testing::error_of([&] { hf_llama_config(config, "config.json"); });
   };
-  EXPECT_EQ(read.generation_context(), 64);
+  EXPECT_EQ(read.attention_window, 0);
   mistral["sliding_window"] = 16;  // shorter than max_position_embeddings (64)
   const ModelConfig windowed_mistral = hf_llama_config(mistral, "config.json");
   EXPECT_EQ(windowed_mistral.max_seq_len, 64);
-  EXPECT_EQ(windowed_mistral.generation_context(), 16);  // training masks; generation stops there
+  EXPECT_EQ(windowed_mistral.attention_window, 16);
   const nlohmann::json written = hf_llama_config_json(windowed_mistral);
   EXPECT_EQ(written["architectures"][0], "MistralForCausalLM");
   EXPECT_EQ(written["sliding_window"], 16);

@@ -1,8 +1,8 @@
 // Attention over a key/value cache on the GPU against the CPU twin, in fp32 and in bf16 and f16 storage
 // (on the same rounded inputs): the new rows written into both caches at [past, past + Tq), rows
 // before and after them untouched, and out, for a prompt into an empty cache, single tokens after
-// hundreds of cached positions, grouped-query heads, head sizes 16 (part of a warp), 64 and 128, and a
-// cache filled to its last row. A head size the kernel does not cover is refused before any write.
+// hundreds of cached positions, grouped-query heads, head sizes 16 (part of a warp), 64 and 128, a
+// cache filled to its last row and a sliding window. A head size the kernel does not cover is refused before any write.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -20,12 +20,14 @@ using testing::to_gpu_as;
 
 struct KvCase {
   int64_t B, Tq, past, capacity, NH, NKV, HS;
+  int64_t window = 0;  // a sliding window over the cache, or none
 };
 
 std::string kv_case_name(const ::testing::TestParamInfo<KvCase>& info) {
   const KvCase& c = info.param;
   std::ostringstream name;
-  name << "B" << c.B << "_Tq" << c.Tq << "_past" << c.past << "_NH" << c.NH << "_KV" << c.NKV << "_HS" << c.HS;
+  name << "B" << c.B << "_Tq" << c.Tq << "_past" << c.past << "_NH" << c.NH << "_KV" << c.NKV << "_HS" << c.HS
+       << (c.window > 0 ? "_W" + std::to_string(c.window) : "");
   return name.str();
 }
 
@@ -34,7 +36,7 @@ class AttentionKvCuda : public testing::CudaTest, public ::testing::WithParamInt
 TEST_P(AttentionKvCuda, CachesAndOutputMatchCpu) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const auto [B, Tq, past, capacity, NH, NKV, HS] = GetParam();
+  const auto [B, Tq, past, capacity, NH, NKV, HS, window] = GetParam();
   const Shape qkv_shape{B, Tq, (NH + 2 * NKV) * HS}, cache_shape{B, capacity, NKV * HS};
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dtype));
@@ -43,8 +45,8 @@ TEST_P(AttentionKvCuda, CachesAndOutputMatchCpu) {
     Tensor v_cache = rounded_to(random_tensor(cache_shape, seed + 2), dtype);
     Tensor k_gpu = to_gpu_as(k_cache, dtype), v_gpu = to_gpu_as(v_cache, dtype);
     Tensor out = Tensor::zeros({B, Tq, NH * HS}), out_gpu = testing::poisoned_gpu({B, Tq, NH * HS}, dtype);
-    attention_kv_forward(out, k_cache, v_cache, qkv, past, int(NH), int(NKV));
-    attention_kv_forward(out_gpu, k_gpu, v_gpu, to_gpu_as(qkv, dtype), past, int(NH), int(NKV));
+    attention_kv_forward(out, k_cache, v_cache, qkv, past, int(NH), int(NKV), window);
+    attention_kv_forward(out_gpu, k_gpu, v_gpu, to_gpu_as(qkv, dtype), past, int(NH), int(NKV), window);
     // The caches are copies of stored values: exact.
     testing::expect_matches_cpu(k_gpu, k_cache, 0.0, 0.0, 0.0, "k_cache");
     testing::expect_matches_cpu(v_gpu, v_cache, 0.0, 0.0, 0.0, "v_cache");
@@ -59,7 +61,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKvCuda,
                          ::testing::Values(KvCase{2, 9, 0, 32, 4, 4, 16},      // a prompt into an empty cache
                                            KvCase{1, 1, 700, 1024, 12, 12, 64},  // GPT-2's next token
                                            KvCase{3, 1, 41, 64, 8, 2, 128},     // GQA 4:1, Llama's head size
-                                           KvCase{2, 3, 61, 64, 6, 3, 64}),     // fills the cache to its end
+                                           KvCase{2, 3, 61, 64, 6, 3, 64},      // fills the cache to its end
+                                           KvCase{2, 5, 40, 64, 4, 1, 64, 16}),  // a sliding window of 16
                          kv_case_name);
 
 class AttentionKvCudaRefusal : public testing::CudaTest {};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/attention_kv.h"
 #include "ops/op_testing.h"
 
 namespace tessera {
@@ -167,6 +168,28 @@ TEST(AttentionDocumentMask, SlidingWindowSeesItsLatestKeys) {
     const double down = loss();
     qkv.f32()[i] = saved;
     EXPECT_NEAR(dqkv.f32()[i], (up - down) / 2e-2, 2e-3 + 2e-2 * std::fabs((up - down) / 2e-2)) << i;
+  }
+}
+
+// Generation under the window: a key/value cache filled by a prompt of 5, then one token at a time,
+// each attending over its window of the cache, gives the rows of attention over the whole sequence
+// with the window's first keys.
+TEST(AttentionDocumentMask, SlidingWindowOverTheKeyValueCacheMatches) {
+  const Shape4 s{1, 20, 4, 2, 8};
+  const int64_t W = 6;
+  const Tensor qkv = random_tensor({s.B, s.T, s.W()}, 47, -2.0f, 2.0f);
+  Tensor starts = Tensor::zeros({s.B, s.T}, DType::i32);
+  for (int64_t t = 0; t < s.T; ++t) starts.data<int32_t>()[t] = int32_t(std::max<int64_t>(0, t - W + 1));
+  Tensor whole = Tensor::zeros({s.B, s.T, s.C()}), lse = Tensor::zeros({s.B, s.NH, s.T});
+  attention_forward(whole, lse, qkv, int(s.NH), int(s.NKV), starts);
+  Tensor k_cache = Tensor::zeros({s.B, s.T, s.NKV * s.HS}), v_cache = Tensor::zeros({s.B, s.T, s.NKV * s.HS});
+  for (int64_t past = 0; past < s.T;) {
+    const int64_t Tq = past == 0 ? 5 : 1;
+    Tensor out = Tensor::zeros({s.B, Tq, s.C()});
+    attention_kv_forward(out, k_cache, v_cache, rows_of(qkv, 0, past, Tq), past, int(s.NH), int(s.NKV), W);
+    for (int64_t i = 0; i < Tq * s.C(); ++i)
+      ASSERT_NEAR(out.f32()[i], whole.f32()[past * s.C() + i], 1e-5) << "position " << past + i / s.C();
+    past += Tq;
   }
 }
 

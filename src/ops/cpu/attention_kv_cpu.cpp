@@ -11,7 +11,7 @@
 namespace tessera::cpu {
 
 void attention_kv_forward(float* out, float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t Tq,
-                          int64_t past, int64_t capacity, int64_t NH, int64_t NKV, int64_t HS) {
+                          int64_t past, int64_t capacity, int64_t NH, int64_t NKV, int64_t HS, int64_t window) {
   const int64_t W = (NH + 2 * NKV) * HS, KV = NKV * HS;
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < Tq; t++) {
@@ -29,9 +29,9 @@ void attention_kv_forward(float* out, float* k_cache, float* v_cache, const floa
         const int64_t g = h / (NH / NKV);
         for (int64_t t = 0; t < Tq; t++) {
           const float* q = qkv + (b * Tq + t) * W + h * HS;
-          const int64_t visible = past + t + 1;
+          const int64_t visible = past + t + 1, first = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
           float max = -INFINITY;
-          for (int64_t j = 0; j < visible; j++) {
+          for (int64_t j = first; j < visible; j++) {
             const float* k = k_cache + (b * capacity + j) * KV + g * HS;
             float dot = 0.0f;
             for (int64_t i = 0; i < HS; i++) dot += q[i] * k[i];
@@ -39,10 +39,10 @@ void attention_kv_forward(float* out, float* k_cache, float* v_cache, const floa
             max = std::max(max, scores[size_t(j)]);
           }
           float sum = 0.0f;
-          for (int64_t j = 0; j < visible; j++) sum += scores[size_t(j)] = std::exp(scores[size_t(j)] - max);
+          for (int64_t j = first; j < visible; j++) sum += scores[size_t(j)] = std::exp(scores[size_t(j)] - max);
           float* o = out + (b * Tq + t) * NH * HS + h * HS;
           std::fill(o, o + HS, 0.0f);
-          for (int64_t j = 0; j < visible; j++) {
+          for (int64_t j = first; j < visible; j++) {
             const float p = scores[size_t(j)] / sum;
             const float* v = v_cache + (b * capacity + j) * KV + g * HS;
             for (int64_t i = 0; i < HS; i++) o[i] += p * v[i];

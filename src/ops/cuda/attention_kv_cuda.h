@@ -15,6 +15,6 @@ constexpr int64_t kMaxKvHeadSize = 256;
 
 template <typename T>
 void attention_kv_forward(T* out, T* k_cache, T* v_cache, const T* qkv, int64_t B, int64_t Tq, int64_t past,
-                          int64_t capacity, int64_t NH, int64_t NKV, int64_t HS, cudaStream_t stream);
+                          int64_t capacity, int64_t NH, int64_t NKV, int64_t HS, int64_t window, cudaStream_t stream);
 
 }  // namespace tessera::cuda
