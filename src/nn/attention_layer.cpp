@@ -93,8 +93,10 @@ const Tensor& projected(const ModelConfig& config, const AttentionActivations& a
 SequencePositions block_positions(const SequencePositions& seq, const ModelConfig& config, int64_t layer) {
   SequencePositions positions = seq;
   positions.rotate = config.rotates(layer);
-  if (config.slides(layer) && seq.window_starts.defined()) positions.doc_starts = seq.window_starts;
-  if (config.slides(layer)) positions.window = config.attention_window;
+  if (config.slides(layer)) {
+    if (seq.window_starts.defined()) positions.doc_starts = seq.window_starts;
+    positions.window = config.attention_window;
+  }
   if (config.local_rope(layer) && seq.local_inv_freq.defined()) positions.inv_freq = seq.local_inv_freq;
   return positions;
 }

@@ -195,7 +195,8 @@ void Decoder::keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) c
   if (!doc_starts.defined()) return;
   keep_copy(a.seq.doc_starts, doc_starts, device_);
   // Learned positions restart with every document: a token's row is its distance from its start.
-  if (config_.positions == PositionKind::learned && a.range.first == 0) keep_copy(a.seq.in_document, in_document, device_);
+  if (config_.positions == PositionKind::learned && a.range.first == 0)
+    keep_copy(a.seq.in_document, in_document, device_);
 }
 
 void Decoder::embed(DecoderActivations& a, const Tensor& tokens) {

@@ -99,8 +99,10 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
     }
     seq.rope = positions;
     seq.inv_freq = tensor_to(rope_inv_freq(config.rotary_dim(), config.rope, T * cp.size), device);
-    if (config.local_rope_theta > 0)  // the sliding blocks' own base, unscaled
-      seq.local_inv_freq = tensor_to(rope_inv_freq(config.rotary_dim(), RopeConfig{.theta = config.local_rope_theta}), device);
+    if (config.local_rope_theta > 0) {  // the sliding blocks' own base, unscaled
+      const RopeConfig local{.theta = config.local_rope_theta};
+      seq.local_inv_freq = tensor_to(rope_inv_freq(config.rotary_dim(), local), device);
+    }
   }
 
   dresidual = local();

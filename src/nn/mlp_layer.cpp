@@ -8,7 +8,9 @@
 namespace tessera {
 namespace {
 
-GateActivation gate_of(MlpKind kind) { return kind == MlpKind::geglu ? GateActivation::gelu_tanh : GateActivation::silu; }
+GateActivation gate_of(MlpKind kind) {
+  return kind == MlpKind::geglu ? GateActivation::gelu_tanh : GateActivation::silu;
+}
 
 }  // namespace
 

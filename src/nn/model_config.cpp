@@ -56,24 +56,27 @@ void ModelConfig::validate() const {
              "model: yarn rope_scaling needs factor >= 1, positive beta_fast, beta_slow and ",
              "original_max_position_embeddings, and mscale, mscale_all_dim and attention_factor >= 0 (0 = absent)");
   }
-  for (size_t i = 0; i < global_layers.size(); ++i)
-    TS_CHECK(attention_window > 0 && global_layers[i] >= 0 && global_layers[i] < num_layers &&
-                 (i == 0 || global_layers[i] > global_layers[i - 1]),
-             "model: global_layers must name blocks 0..", num_layers - 1, " of a windowed model in ascending order, ",
-             "each once; got ", global_layers[i], " at index ", i);
-  TS_CHECK(local_rope_theta == 0.0f || (attention_window > 0 && positions == PositionKind::rope && local_rope_theta > 1.0f),
-           "model: local_rope_theta (", local_rope_theta, ") is the sliding blocks' RoPE base: it needs a windowed RoPE ",
-           "model and must be above 1");
+  // A list of blocks (global_layers, nope_layers): blocks of the model, ascending, each once.
+  const auto check_blocks = [&](const char* name, const std::vector<int64_t>& blocks) {
+    for (size_t i = 0; i < blocks.size(); ++i)
+      TS_CHECK(blocks[i] >= 0 && blocks[i] < num_layers && (i == 0 || blocks[i] > blocks[i - 1]), "model: ", name,
+               " must name blocks 0..", num_layers - 1, " in ascending order, each once; got ", blocks[i],
+               " at index ", i);
+  };
+  TS_CHECK(global_layers.empty() || attention_window > 0, "model: global_layers name the blocks of a windowed ",
+           "model that do not slide; it has no attention_window");
+  check_blocks("global_layers", global_layers);
+  TS_CHECK(local_rope_theta == 0.0f ||
+               (attention_window > 0 && positions == PositionKind::rope && local_rope_theta > 1.0f),
+           "model: local_rope_theta (", local_rope_theta, ") is the sliding blocks' RoPE base: it needs a ",
+           "windowed RoPE model and must be above 1");
   TS_CHECK(attention_scalar >= 0.0f && std::isfinite(attention_scalar), "model: attention_scalar must be positive ",
            "(0: the head size), got ", attention_scalar);
   TS_CHECK(!scaled_embeddings || positions == PositionKind::rope,
            "model: scaled embeddings are Gemma's, a RoPE model's; learned positions would be scaled with them");
   TS_CHECK(nope_layers.empty() || (positions == PositionKind::rope && !mla.enabled()),
            "model: layers without RoPE (nope_layers) need a RoPE model without latent attention");
-  for (size_t i = 0; i < nope_layers.size(); ++i)
-    TS_CHECK(nope_layers[i] >= 0 && nope_layers[i] < num_layers && (i == 0 || nope_layers[i] > nope_layers[i - 1]),
-             "model: nope_layers must name blocks 0..", num_layers - 1, " in ascending order, each once; got ",
-             nope_layers[i], " at index ", i);
+  check_blocks("nope_layers", nope_layers);
   TS_CHECK(!qk_norm || naming == Naming::llama, "model: query/key norms are a Llama-family (Qwen3) feature; ",
            "GPT-2's naming has none");
   TS_CHECK(!phi3 || (naming == Naming::llama && positions == PositionKind::rope && norm == NormKind::rmsnorm &&

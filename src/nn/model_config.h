@@ -150,9 +150,9 @@ struct ModelConfig {
 };
 
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
-// over all heads), "smollm3" (blocks without RoPE), "gemma3" (norms on both sides of each sublayer), "qwen2" (q/k/v biases), "qwen3" (q/k norms),
-// "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads), "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or
-// "deepseek-v3" (both).
+// over all heads), "smollm3" (blocks without RoPE), "gemma3" (norms on both sides of each sublayer),
+// "qwen2" (q/k/v biases), "qwen3" (q/k norms), "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads),
+// "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);
 
 // One line for a run's start: "gpt2, 4 layers, 192 wide, 4 heads, vocabulary 4096: 2.66M parameters"

@@ -1,5 +1,5 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, SmolLM3, Gemma 3, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their
-// published config.json files.
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, SmolLM3, Gemma 3, Mixtral, DeepSeek-V2-Lite
+// and DeepSeek-V3 follow their published config.json files.
 #include "nn/model_presets.h"
 
 #include <functional>

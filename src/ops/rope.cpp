@@ -120,13 +120,6 @@ Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config, int64_t positi
              ": YaRN's beta_fast and beta_slow must be positive, got ", config.beta_fast, " and ", config.beta_slow);
   }
   if (scaled && config.yarn) return yarn_inv_freq(head_size, config);
-  if (scaled && config.linear) {
-    Tensor inv_freq = Tensor::zeros({head_size / 2});
-    for (int64_t i = 0; i < head_size / 2; i++)
-      inv_freq.f32()[i] = float(1.0 / std::pow(double(config.theta), double(2 * i) / double(head_size)) /
-                                double(config.factor));
-    return inv_freq;
-  }
   const double factor = config.factor, low = config.low_freq_factor, high = config.high_freq_factor;
   const double original = double(config.original_max_positions);
   const double low_freq_wavelen = original / low, high_freq_wavelen = original / high;
@@ -134,7 +127,7 @@ Tensor rope_inv_freq(int64_t head_size, const RopeConfig& config, int64_t positi
   for (int64_t i = 0; i < head_size / 2; i++) {
     double f = 1.0 / std::pow(double(config.theta), double(2 * i) / double(head_size));
     const double wavelen = 2.0 * std::numbers::pi / f;
-    if (scaled && wavelen > low_freq_wavelen) {
+    if (scaled && (config.linear || wavelen > low_freq_wavelen)) {  // linear: every frequency
       f = f / factor;
     } else if (scaled && !(wavelen < high_freq_wavelen)) {
       const double smooth = (original / wavelen - low) / (high - low);
