@@ -152,6 +152,28 @@ std::vector<int64_t> smollm3_nope_layers(const HfConfigReader& r, int64_t layers
   return nope;
 }
 
+// The blocks a config's layer_types (transformers' per-layer attention kinds) names "full_attention",
+// or none without the field.
+std::optional<std::vector<int64_t>> full_attention_layers(const HfConfigReader& r, int64_t layers) {
+  const json* types = r.find("layer_types");
+  if (!types) return std::nullopt;
+  const auto known = [](const json& t) { return t == "sliding_attention" || t == "full_attention"; };
+  TS_CHECK(types->is_array() && int64_t(types->size()) == layers && std::all_of(types->begin(), types->end(), known),
+           r.where(), ": field 'layer_types' must name each of the ", layers,
+           " layers \"sliding_attention\" or \"full_attention\", got ", json_excerpt(*types));
+  std::vector<int64_t> full;
+  for (int64_t l = 0; l < layers; ++l)
+    if ((*types)[size_t(l)] == "full_attention") full.push_back(l);
+  return full;
+}
+
+// transformers' layer_types: each block's "sliding_attention" or "full_attention".
+json layer_types_json(const ModelConfig& c) {
+  json types = json::array();
+  for (int64_t l = 0; l < c.num_layers; ++l) types.push_back(c.slides(l) ? "sliding_attention" : "full_attention");
+  return types;
+}
+
 // Gemma 3 (Gemma3ForCausalLM): norms on both sides of each sublayer, embeddings times sqrt(C), GeGLU,
 // per-head q/k norms, sliding layers (layer_types, or every sliding_window_pattern-th global) with their
 // own unscaled RoPE base, scores by query_pre_attn_scalar; the (1 + w) gains are offset_gemma_gains'.
@@ -167,18 +189,46 @@ void read_gemma3(const HfConfigReader& r, ModelConfig& c) {
   c.local_rope_theta = r.number("rope_local_base_freq", 1e4f);
   if (const double scalar = r.number("query_pre_attn_scalar", 256.0f); scalar != double(c.head_size()))
     c.attention_scalar = float(scalar);
-  if (const json* types = r.find("layer_types")) {
-    const auto known = [](const json& t) { return t == "sliding_attention" || t == "full_attention"; };
-    TS_CHECK(types->is_array() && int64_t(types->size()) == c.num_layers &&
-                 std::all_of(types->begin(), types->end(), known),
-             r.where(), ": field 'layer_types' must name each of the ", c.num_layers,
-             " layers \"sliding_attention\" or \"full_attention\", got ", json_excerpt(*types));
-    for (int64_t l = 0; l < c.num_layers; ++l)
-      if ((*types)[size_t(l)] == "full_attention") c.global_layers.push_back(l);
+  if (const std::optional<std::vector<int64_t>> full = full_attention_layers(r, c.num_layers)) {
+    c.global_layers = *full;
     return;
   }
   const int64_t pattern = r.integer("sliding_window_pattern", 6);  // every pattern-th layer global
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
+}
+
+// Qwen2, Qwen3 and Qwen3-MoE: with use_sliding_window, the blocks from max_window_layers on slide over
+// sliding_window positions and the first ones attend to the whole context (layer_types, where given,
+// names each block's kind instead), as transformers builds its layer_types. A window as long as the
+// context slides nothing.
+void read_qwen_window(const HfConfigReader& r, ModelConfig& c) {
+  const std::optional<std::vector<int64_t>> full = full_attention_layers(r, c.num_layers);
+  const json* window = r.find("sliding_window");
+  if (!r.boolean("use_sliding_window", false) || !window || window->is_null()) {
+    TS_CHECK(!full || int64_t(full->size()) == c.num_layers, r.where(), ": field 'layer_types' names sliding ",
+             "layers, but the model has no window (use_sliding_window false or sliding_window null)");
+    return;
+  }
+  TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
+           json_excerpt(*window), ", expected a positive number of positions");
+  std::vector<int64_t> global = full.value_or(std::vector<int64_t>{});
+  if (!full)
+    for (int64_t l = 0; l < std::min(r.count("max_window_layers", 28), c.num_layers); ++l) global.push_back(l);
+  if (window->get<int64_t>() >= c.max_seq_len || int64_t(global.size()) == c.num_layers) return;
+  c.attention_window = window->get<int64_t>();
+  c.global_layers = global;
+}
+
+// Qwen's window: use_sliding_window, its sliding_window, and the leading full-attention blocks as
+// max_window_layers, with layer_types naming every block's kind (which transformers reads first, so a
+// model whose full blocks do not lead keeps them).
+void write_qwen_window(const ModelConfig& c, json& j) {
+  j["use_sliding_window"] = c.attention_window > 0;
+  if (c.attention_window == 0) return;
+  int64_t leading = 0;
+  while (leading < c.num_layers && !c.slides(leading)) ++leading;
+  j["max_window_layers"] = leading;
+  j["layer_types"] = layer_types_json(c);
 }
 
 // The block index of a tensor named model.layers.{l}..., or none.
@@ -216,7 +266,7 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   r.expect("mlp_bias", false, "Tessera's Llama has no MLP biases");
   // SmolLM3's records its pretraining's 2, which its model (Qwen2's) never reads.
   if (!smollm3) r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
-  r.expect("use_sliding_window", false, "sliding-window attention is not implemented");
+  if (!qwen2 && !qwen3) r.expect("use_sliding_window", false, "sliding windows are read for Qwen's models only");
 
   ModelConfig c = llama_family_config(r);
   c.qkv_bias = qwen2;
@@ -240,6 +290,7 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   c.rope.theta = r.number("rope_theta", mixtral || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f);
   c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma3);
   if (smollm3) c.nope_layers = smollm3_nope_layers(r, c.num_layers);
+  if (qwen2 || qwen3) read_qwen_window(r, c);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
   if (r.find("head_dim") || gemma3) {
     const int64_t head_dim = r.integer("head_dim", 256);  // Gemma 3's default
@@ -330,11 +381,9 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["num_local_experts"] = c.moe.num_experts;
     j["num_experts_per_tok"] = c.moe.top_k;
     j["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
-  } else if (qwen2) {
-    j["use_sliding_window"] = false;
-  } else if (qwen3) {
-    j["use_sliding_window"] = false;
-    j["attention_bias"] = false;
+  } else if (qwen2 || qwen3) {
+    write_qwen_window(c, j);
+    if (qwen3) j["attention_bias"] = false;
     if (qwen3_moe) {
       j["num_experts"] = c.moe.num_experts;
       j["num_experts_per_tok"] = c.moe.top_k;
@@ -349,9 +398,7 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
     j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
   } else if (gemma3) {  // its layers' kinds, their window and RoPE bases, the scores' scalar
-    json types = json::array();
-    for (int64_t l = 0; l < c.num_layers; ++l) types.push_back(c.slides(l) ? "sliding_attention" : "full_attention");
-    j["layer_types"] = types;
+    j["layer_types"] = layer_types_json(c);
     j["sliding_window"] = c.attention_window;
     j["rope_local_base_freq"] = json_float(c.local_rope_theta > 0 ? c.local_rope_theta : c.rope.theta);
     j["query_pre_attn_scalar"] = c.attention_scalar > 0 ? json(json_float(c.attention_scalar)) : json(c.head_size());

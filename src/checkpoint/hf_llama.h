@@ -32,12 +32,12 @@
 namespace tessera {
 
 // Whether a config.json's model_type is one hf_llama_config reads: "llama", "mistral", "qwen2",
-// "qwen3", "qwen3_moe" or "mixtral".
+// "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3" or "gemma3_text".
 bool is_hf_llama_type(const nlohmann::json& model_type);
 
-// A config.json object of model_type "llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral" or
-// "phi3" as our config; `path` names the file in errors. Unsupported features (another hidden_act or rope_scaling type,
-// attention biases beyond Qwen2's or MLP biases, Qwen's sliding window) are refused naming the key.
+// A config.json object of one of is_hf_llama_type's model types as our config; `path` names the file
+// in errors. Unsupported features (another hidden_act or rope_scaling type, attention biases beyond
+// Qwen2's or MLP biases, logit soft-capping) are refused naming the key.
 ModelConfig hf_llama_config(const nlohmann::json& config, const std::filesystem::path& path);
 // The config.json of a Llama-family model other than DeepSeek's, without torch_dtype and token ids.
 nlohmann::json hf_llama_config_json(const ModelConfig& config);

@@ -577,8 +577,8 @@ TEST(HfLlama, ConfigNumbersAreWrittenAsTheirShortestDecimal) {
 
 // Qwen2 is Llama with q/k/v biases: transformers' names for them, its model type and no
 // sliding window; Mistral's config reads as Llama's, a window shorter than its context becoming the
-// model's context() (whole sequences within it attend as the window would) and written back as
-// MistralForCausalLM's sliding_window.
+// model's attention_window and written back as MistralForCausalLM's sliding_window (and its
+// use_sliding_window, a Qwen field, refused).
 TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
   const auto dir = testing::scratch_dir();
   save_preset("qwen2-tiny", dir);
@@ -616,15 +616,75 @@ TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
   mistral["sliding_window"] = 0;
   std::string message = error_for(mistral);
   EXPECT_TRUE(testing::contains(message, "field 'sliding_window' is '0', expected a positive number")) << message;
-  nlohmann::json windowed = hf;
-  windowed["use_sliding_window"] = true;
-  message = error_for(windowed);
+  mistral["sliding_window"] = nullptr;
+  mistral["use_sliding_window"] = true;
+  message = error_for(mistral);
   EXPECT_TRUE(testing::contains(message, "field 'use_sliding_window' is 'true', expected false")) << message;
   nlohmann::json llama_bias = hf;
   llama_bias["model_type"] = "llama";
   llama_bias["attention_bias"] = true;
   message = error_for(llama_bias);
   EXPECT_TRUE(testing::contains(message, "field 'attention_bias' is 'true', expected false")) << message;
+}
+
+// Qwen's windows as transformers builds its layer_types: with use_sliding_window the blocks from
+// max_window_layers (28 by default) on slide, the first ones do not; layer_types, where given, names
+// the kinds instead. No window without use_sliding_window, or one as long as the context; the export
+// writes the same fields back.
+TEST(HfLlama, QwenSlidingWindowsFromMaxWindowLayersOrLayerTypes) {
+  for (const char* preset : {"qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny"}) {
+    SCOPED_TRACE(preset);
+    ModelConfig base = model_preset(preset);
+    base.num_layers = 4;
+    nlohmann::json hf = hf_llama_config_json(base);
+    EXPECT_EQ(hf["use_sliding_window"], false);
+    EXPECT_FALSE(hf.contains("layer_types"));
+    hf["use_sliding_window"] = true;
+    hf["sliding_window"] = 16;
+    hf["max_window_layers"] = 1;
+    const ModelConfig read = hf_llama_config(hf, "config.json");
+    EXPECT_EQ(read.attention_window, 16);
+    EXPECT_EQ(read.global_layers, (std::vector<int64_t>{0}));
+    EXPECT_FALSE(read.slides(0));
+    EXPECT_TRUE(read.slides(3));
+    const nlohmann::json written = hf_llama_config_json(read);
+    EXPECT_EQ(written["use_sliding_window"], true);
+    EXPECT_EQ(written["sliding_window"], 16);
+    EXPECT_EQ(written["max_window_layers"], 1);
+    EXPECT_EQ(written["layer_types"], nlohmann::json::parse(R"(["full_attention", "sliding_attention",
+                                                                 "sliding_attention", "sliding_attention"])"));
+    EXPECT_TRUE(hf_llama_config(written, "config.json") == read);
+
+    nlohmann::json typed = hf;  // layer_types decides over max_window_layers
+    typed["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+    const ModelConfig alternating = hf_llama_config(typed, "config.json");
+    EXPECT_EQ(alternating.global_layers, (std::vector<int64_t>{1, 3}));
+    const nlohmann::json alternating_written = hf_llama_config_json(alternating);
+    EXPECT_EQ(alternating_written["max_window_layers"], 0);
+    EXPECT_TRUE(hf_llama_config(alternating_written, "config.json") == alternating);
+
+    nlohmann::json defaulted = hf;  // transformers' default of 28 full blocks covers all 4
+    defaulted.erase("max_window_layers");
+    EXPECT_EQ(hf_llama_config(defaulted, "config.json").attention_window, 0);
+    nlohmann::json whole_context = hf;
+    whole_context["sliding_window"] = 64;  // max_position_embeddings
+    EXPECT_EQ(hf_llama_config(whole_context, "config.json").attention_window, 0);
+    nlohmann::json off = hf;  // Qwen2.5's: a window recorded, but not used
+    off["use_sliding_window"] = false;
+    EXPECT_EQ(hf_llama_config(off, "config.json").attention_window, 0);
+    off["layer_types"] = typed["layer_types"];
+    std::string message = testing::error_of([&] { hf_llama_config(off, "config.json"); });
+    EXPECT_TRUE(testing::contains(message, "field 'layer_types' names sliding layers, but the model has no window"))
+        << message;
+    nlohmann::json zero = hf;
+    zero["sliding_window"] = 0;
+    message = testing::error_of([&] { hf_llama_config(zero, "config.json"); });
+    EXPECT_TRUE(testing::contains(message, "field 'sliding_window' is '0', expected a positive number")) << message;
+    nlohmann::json short_types = hf;
+    short_types["layer_types"] = {"full_attention"};
+    message = testing::error_of([&] { hf_llama_config(short_types, "config.json"); });
+    EXPECT_TRUE(testing::contains(message, "field 'layer_types' must name each of the 4 layers")) << message;
+  }
 }
 
 // A config.json without model_type reads as GPT-2 only when it has GPT-2's fields (old GPT-2 uploads);
