@@ -1,6 +1,7 @@
 // Tokenizer construction (vocabulary checks), encoding and decoding. Merged pieces are cached:
 // natural text repeats its words, so most pieces skip BPE after the first few kilobytes.
 // With ignore_merges a piece that is a whole token is looked up before the cache and BPE.
+// A SentencePiece vocabulary's text becomes pieces at its spaces and starts BPE from characters.
 #include "data/tokenizer.h"
 
 #include <mutex>
@@ -9,12 +10,21 @@
 
 #include "core/error.h"
 #include "data/unicode_nfc.h"
+#include "data/utf8_char.h"
 
 namespace tessera {
 namespace {
 
-// The cache is emptied when it grows past this many pieces, bounding its memory on huge corpora.
+// The cache is emptied when it grows past this many pieces, bounding its memory on huge corpora;
+// longer pieces (a SentencePiece text that cannot be cut at its spaces) are not kept.
 constexpr size_t kMaxCachedPieces = size_t(1) << 20;
+constexpr size_t kMaxCachedPieceBytes = 256;
+
+// The end-of-text tokens a vocabulary may have, the first one present taking the role.
+constexpr std::string_view kEndOfTextNames[] = {kEndOfText, kLlamaEndOfText, "</s>", "<eos>"};
+
+// "▁" (U+2581), SentencePiece's space.
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 
 }  // namespace
 
@@ -33,11 +43,15 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merg
       cache_(std::make_shared<PieceCache>()) {
   const auto n = int64_t(tokens_.size());
   TS_CHECK(n > 0 && n < int64_t(INT32_MAX), source_, ": vocabulary size ", n, " is out of range");
+  size_t eot_rank = std::size(kEndOfTextNames);
+  std::vector<bool> special(size_t(n), false);
   for (const SpecialToken& s : specials_) {
     TS_CHECK(!s.text.empty(), source_, ": special token ", s.id, " has empty text");
     TS_CHECK(s.id >= 0 && s.id < n && tokens_[size_t(s.id)] == s.text, source_, ": special token '", s.text,
              "' must have an id in [0, ", n, ") whose token is its text; got id ", s.id);
-    if (s.text == kEndOfText || (s.text == kLlamaEndOfText && eot_ < 0)) eot_ = s.id;
+    special[size_t(s.id)] = true;
+    for (size_t rank = 0; rank < eot_rank; ++rank)
+      if (s.text == kEndOfTextNames[rank]) eot_rank = rank, eot_ = s.id;
   }
   for (const auto* ids : {&rules_.prefix, &rules_.suffix})
     for (int32_t id : *ids)
@@ -45,7 +59,19 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merg
   TS_CHECK(rules_.merge_ranks.empty() || rules_.merge_ranks.size() == merges_.size(), source_, ": ",
            rules_.merge_ranks.size(), " merge ranks for ", merges_.size(), " merges");
   std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
-  for (int32_t id = int32_t(n) - 1; id >= 0; --id)  // the lowest id wins when a byte repeats
+  std::vector<bool> fallback(size_t(n), false);
+  if (rules_.sentencepiece()) {
+    TS_CHECK(rules_.fallback_bytes.size() == 256, source_, ": ", rules_.fallback_bytes.size(),
+             " byte tokens; byte fallback needs one for each of the 256 bytes");
+    for (int b = 0; b < 256; ++b) {
+      const int32_t id = rules_.fallback_bytes[size_t(b)];
+      TS_CHECK(id >= 0 && id < n && tokens_[size_t(id)] == std::string(1, char(b)), source_, ": token ", id,
+               " is not the byte token of 0x", std::hex, b);
+      byte_token_[b] = id;
+      fallback[size_t(id)] = true;
+    }
+  }
+  for (int32_t id = int32_t(n) - 1; id >= 0 && !rules_.sentencepiece(); --id)  // the lowest id wins on repeats
     if (tokens_[size_t(id)].size() == 1) byte_token_[static_cast<unsigned char>(tokens_[size_t(id)][0])] = id;
   for (int b = 0; b < 256; ++b)
     TS_CHECK(byte_token_[b] >= 0, source_, ": no token for byte 0x", std::hex, b,
@@ -59,16 +85,23 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merg
   }
   merger_ = BpeMerger(merges_, rules_.merge_ranks);
   if (rules_.ignore_merges) {
-    std::vector<bool> special(size_t(n), false);
-    for (const SpecialToken& s : specials_) special[size_t(s.id)] = true;
     whole_tokens_.reserve(size_t(n));
     for (int32_t id = 0; id < int32_t(n); ++id)  // the lowest id wins when bytes repeat
-      if (!special[size_t(id)]) whole_tokens_.try_emplace(tokens_[size_t(id)], id);
+      if (!special[size_t(id)] && !fallback[size_t(id)]) whole_tokens_.try_emplace(tokens_[size_t(id)], id);
+  }
+  if (!rules_.sentencepiece()) return;
+  split_at_spaces_ = true;
+  for (int32_t id = 0; id < int32_t(n); ++id) {
+    if (special[size_t(id)] || fallback[size_t(id)]) continue;
+    const std::string& token = tokens_[size_t(id)];
+    for (size_t i = 1; i < token.size() && split_at_spaces_; ++i) split_at_spaces_ = !(token[i] == ' ' && token[i - 1] != ' ');
+    if (utf8_char_at(token, 0).length == int(token.size())) char_tokens_.try_emplace(token, id);
   }
 }
 
 int32_t Tokenizer::eot_token() const {
-  TS_CHECK(eot_ >= 0, source_, ": this vocabulary has no ", kEndOfText, " (or ", kLlamaEndOfText, ") token");
+  TS_CHECK(eot_ >= 0, source_, ": this vocabulary has no end-of-text token (", kEndOfText, ", ", kLlamaEndOfText,
+           ", </s> or <eos>)");
   return eot_;
 }
 
@@ -99,6 +132,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
     check_id(id);
     out += tokens_[size_t(id)];
   }
+  if (rules_.prepend_space && out.starts_with(' ')) out.erase(0, 1);
   return out;
 }
 
@@ -145,12 +179,47 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
     text = normalised;
   }
   std::vector<std::string_view> pieces;
-  rules_.pretokenizer.split(text, pieces);
-  for (std::string_view piece : pieces) encode_piece(piece, out);
+  if (!rules_.sentencepiece()) {
+    rules_.pretokenizer.split(text, pieces);
+    for (std::string_view piece : pieces) encode_piece(piece, out);
+    return;
+  }
+  std::string spaced = rules_.prepend_space ? " " : "";  // the text with its "▁" as spaces
+  for (size_t at = 0; at < text.size();) {
+    const size_t metaspace = text.find(kMetaspace, at);
+    spaced.append(text.substr(at, metaspace - at));
+    if (metaspace == std::string_view::npos) break;
+    spaced += ' ';
+    at = metaspace + kMetaspace.size();
+  }
+  const std::string_view whole = spaced;
+  size_t start = 0;
+  for (size_t i = 1; i < whole.size() && split_at_spaces_; ++i)
+    if (whole[i] == ' ' && whole[i - 1] != ' ') {
+      encode_piece(whole.substr(start, i - start), out);
+      start = i;
+    }
+  encode_piece(whole.substr(start), out);
+}
+
+std::vector<int32_t> Tokenizer::sentencepiece_symbols(std::string_view piece) const {
+  std::vector<int32_t> ids;
+  ids.reserve(piece.size());
+  for (size_t at = 0; at < piece.size();) {
+    const int length = std::max(utf8_char_at(piece, at).length, 1);
+    const auto token = char_tokens_.find(piece.substr(at, size_t(length)));
+    if (token != char_tokens_.end()) {
+      ids.push_back(token->second);
+    } else {
+      for (int k = 0; k < length; ++k) ids.push_back(byte_token_[static_cast<unsigned char>(piece[at + size_t(k)])]);
+    }
+    at += size_t(length);
+  }
+  return ids;
 }
 
 void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
-  if (piece.size() == 1) {
+  if (piece.size() == 1 && !rules_.sentencepiece()) {
     out.push_back(byte_token_[static_cast<unsigned char>(piece[0])]);
     return;
   }
@@ -161,7 +230,8 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
       return;
     }
   }
-  {
+  const bool cached = piece.size() <= kMaxCachedPieceBytes;
+  if (cached) {
     std::shared_lock lock(cache_->mutex);
     auto it = cache_->pieces.find(piece);
     if (it != cache_->pieces.end()) {
@@ -169,10 +239,16 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) 
       return;
     }
   }
-  std::vector<int32_t> ids(piece.size());
-  for (size_t i = 0; i < piece.size(); ++i) ids[i] = byte_token_[static_cast<unsigned char>(piece[i])];
+  std::vector<int32_t> ids;
+  if (rules_.sentencepiece()) {
+    ids = sentencepiece_symbols(piece);
+  } else {
+    ids.resize(piece.size());
+    for (size_t i = 0; i < piece.size(); ++i) ids[i] = byte_token_[static_cast<unsigned char>(piece[i])];
+  }
   merger_.merge(ids);
   out.insert(out.end(), ids.begin(), ids.end());
+  if (!cached) return;
   std::unique_lock lock(cache_->mutex);
   if (cache_->pieces.size() >= kMaxCachedPieces) cache_->pieces.clear();
   cache_->pieces.emplace(std::string(piece), std::move(ids));

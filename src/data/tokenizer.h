@@ -1,9 +1,10 @@
-// Byte-level BPE tokenizer (GPT-2, Llama 3, tiktoken's cl100k/o200k): reads OpenAI's encoder.json +
-// vocab.bpe, a Hugging Face tokenizer.json or a tiktoken rank file, writes tokenizer.json. Special
-// tokens are matched whole in the text; the rest is pre-tokenised with the vocabulary's pattern and
-// each piece merged by rank (after NFC normalisation when the vocabulary asks for it, as Qwen2's
-// does). decode(encode(s)) == s for any bytes (in NFC, for those). Immutable after construction, so
-// encode/decode are safe to call from many threads.
+// BPE tokenizer: byte-level (GPT-2, Llama 3, tiktoken's cl100k/o200k) or SentencePiece's with byte
+// fallback (Llama 2, Mistral 7B, Gemma). Reads OpenAI's encoder.json + vocab.bpe, a Hugging Face
+// tokenizer.json or a tiktoken rank file, writes tokenizer.json. Special tokens are matched whole in
+// the text; the rest is pre-tokenised with the vocabulary's pattern (or at spaces, SentencePiece's)
+// and each piece merged by rank (after NFC normalisation when the vocabulary asks for it, as Qwen2's
+// does). decode(encode(s)) == s for any bytes (in NFC, for those; with "▁" as a space, for
+// SentencePiece's). Immutable after construction, so encode/decode are safe to call from many threads.
 #pragma once
 
 #include <cstdint>
@@ -54,11 +55,22 @@ struct EncodingRules {
   // merge_ranks[r] is the rank of merges[r] (lower merges first); empty: the rank is r. tiktoken
   // ranks a merge by the token it makes, so merges making one token share a rank.
   std::vector<int32_t> merge_ranks;
+  // SentencePiece's BPE as tokenizer.json holds it (Llama 2, Mistral 7B, Gemma): the ids of the
+  // <0x00>..<0xFF> tokens by byte (byte_fallback), empty for a byte-level vocabulary. Its tokens'
+  // "▁" are spaces here; a piece starts as the vocabulary's characters, one it lacks as its UTF-8
+  // bytes' tokens, and "▁" in the text is a space. Pieces end before each space that follows another
+  // character when no token spans such a place, else the text between special tokens is one piece.
+  std::vector<int32_t> fallback_bytes;
+  // Llama 2's Prepend normalizer: a space before each text between special tokens; decode drops the
+  // first space of what it returns (its Strip decoder).
+  bool prepend_space = false;
+  bool sentencepiece() const { return !fallback_bytes.empty(); }
 };
 
 class Tokenizer {
  public:
-  // tokens[id] holds the raw bytes of token id: every single byte must be some token's text.
+  // tokens[id] holds the raw bytes of token id: every single byte must be some token's text
+  // (rules.fallback_bytes', for SentencePiece's).
   // merges are in rank order unless rules.merge_ranks ranks them; every special's id must hold its
   // text. `source` (a file name) prefixes the errors about this vocabulary.
   Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merges, std::vector<SpecialToken> specials,
@@ -81,7 +93,8 @@ class Tokenizer {
   std::string token_text(int32_t id) const;
 
   int64_t vocab_size() const { return int64_t(tokens_.size()); }
-  // Id of <|endoftext|>, or of Llama 3's <|end_of_text|>; throws when this vocabulary has neither.
+  // Id of <|endoftext|>, or else of Llama 3's <|end_of_text|>, SentencePiece's </s> or Gemma's <eos>;
+  // throws when this vocabulary has none.
   int32_t eot_token() const;
   // The token the post-processor puts first (Llama 3: <|begin_of_text|>); nullopt when it adds none
   // (GPT-2). A data pipeline starts each document with it when there is one.
@@ -100,6 +113,8 @@ class Tokenizer {
   struct PieceCache;
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
+  // A SentencePiece piece's first tokens: its characters', or their bytes'.
+  std::vector<int32_t> sentencepiece_symbols(std::string_view piece) const;
   void check_id(int32_t id) const;
 
   std::vector<std::string> tokens_;
@@ -112,6 +127,10 @@ class Tokenizer {
   BpeMerger merger_;
   // ignore_merges: the non-special tokens by their bytes.
   std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> whole_tokens_;
+  // SentencePiece's: the tokens of one character (other than the byte tokens), and whether pieces
+  // may end before a space that follows another character (no token holds such a pair).
+  std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> char_tokens_;
+  bool split_at_spaces_ = false;
   std::shared_ptr<PieceCache> cache_;  // merged pieces; shared by copies, which have the same rules
 };
 

@@ -22,8 +22,37 @@ nlohmann::json parse_json_file(const std::filesystem::path& file) {
   }
 }
 
-TextVocab::TextVocab(const nlohmann::json& vocab, const std::map<int32_t, std::string>& added, std::string file)
+std::string byte_token_text(int byte) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return std::string("<0x") + kHex[byte >> 4] + kHex[byte & 15] + ">";
+}
+
+namespace {
+
+// The bytes a SentencePiece token stands for: its "▁" as spaces, a byte token's byte; none for text
+// holding a plain space (which its normaliser never leaves).
+std::optional<std::string> sentencepiece_bytes(std::string_view text) {
+  const auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  if (text.size() == 6 && text.starts_with("<0x") && text[5] == '>' && hex(text[3]) >= 0 && hex(text[4]) >= 0)
+    return std::string(1, char(hex(text[3]) * 16 + hex(text[4])));
+  if (text.find(' ') != std::string_view::npos) return std::nullopt;
+  std::string bytes;
+  for (size_t at = 0; at < text.size();) {
+    const size_t metaspace = text.find("\xE2\x96\x81", at);
+    bytes.append(text.substr(at, metaspace - at));
+    if (metaspace == std::string_view::npos) break;
+    bytes += ' ';
+    at = metaspace + 3;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TextVocab::TextVocab(const nlohmann::json& vocab, const std::map<int32_t, std::string>& added, std::string file,
+                     TokenSpelling spelling)
     : file_(std::move(file)) {
+  const bool sentencepiece = spelling == TokenSpelling::sentencepiece;
   TS_CHECK(vocab.is_object(), file_, ": the vocabulary must be a JSON object {token: id}");
   // Dense ids: none can reach the number of distinct tokens.
   const size_t limit = vocab.size() + added.size();
@@ -43,20 +72,32 @@ TextVocab::TextVocab(const nlohmann::json& vocab, const std::map<int32_t, std::s
     ids_.emplace(text, int32_t(id));
     if (added.count(int32_t(id)) > 0) continue;  // placed below, from its plain text
     TS_CHECK(!known[size_t(id)], file_, ": id ", id, " is given to two tokens, one is '", text, "'");
-    std::optional<std::string> bytes = byte_level_decode(text);
-    TS_CHECK(bytes.has_value(), file_, ": token '", text, "' (id ", id,
-             ") is not byte-level BPE text; only byte-level vocabularies (GPT-2 style) are supported");
+    std::optional<std::string> bytes = sentencepiece ? sentencepiece_bytes(text) : byte_level_decode(text);
+    TS_CHECK(bytes.has_value(), file_, ": token ", quoted_text(text, 40), " (id ", id, ") ",
+             sentencepiece ? "holds a plain space, which SentencePiece's normaliser turns into \"\xE2\x96\x81\""
+                           : "is not byte-level BPE text (a SentencePiece vocabulary has \"byte_fallback\": true)");
     place(id, std::move(*bytes));
   }
   for (const auto& [id, text] : added) {
     TS_CHECK(size_t(id) < limit, file_, ": added token '", text, "' has id ", id,
              "; ids must run from 0 to the vocabulary size - 1");
     place(id, text);
-    ids_.emplace(byte_level_encode(text), id);
+    ids_.emplace(sentencepiece ? text : byte_level_encode(text), id);
   }
   tokens_.resize(size);
   for (size_t id = 0; id < size; ++id)
     TS_CHECK(known[id], file_, ": no token has id ", id, "; ids must run from 0 to ", size - 1, " without gaps");
+}
+
+std::vector<int32_t> TextVocab::byte_token_ids() const {
+  std::vector<int32_t> ids(256);
+  for (int b = 0; b < 256; ++b) {
+    const auto it = ids_.find(byte_token_text(b));
+    TS_CHECK(it != ids_.end(), file_, ": byte fallback needs the byte tokens <0x00> to <0xFF>; ", byte_token_text(b),
+             " is missing");
+    ids[size_t(b)] = it->second;
+  }
+  return ids;
 }
 
 BpeMerge TextVocab::merge(std::string_view left, std::string_view right, const std::string& where) const {

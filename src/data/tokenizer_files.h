@@ -19,13 +19,20 @@ namespace tessera::vocab_files {
 // Parses `file` as JSON; a read or syntax error names the file.
 nlohmann::json parse_json_file(const std::filesystem::path& file);
 
-// A vocabulary as its file spells it: a JSON object {token text: id}, the text in the byte-level
-// alphabet. Ids must run from 0 without gaps.
+// How a vocabulary file spells its tokens' bytes: in GPT-2's byte-level alphabet, or as SentencePiece
+// does (a space is "▁", and with byte fallback <0x41> is the byte 0x41).
+enum class TokenSpelling { byte_level, sentencepiece };
+
+// SentencePiece's spelling of a byte token: <0x41>.
+std::string byte_token_text(int byte);
+
+// A vocabulary as its file spells it: a JSON object {token text: id}. Ids must run from 0 without gaps.
 class TextVocab {
  public:
-  // `added` (id -> plain text) gives tokens written as plain text, not byte-level text (Hugging
-  // Face's added_tokens); they may extend the vocabulary or restate one of its ids.
-  TextVocab(const nlohmann::json& vocab, const std::map<int32_t, std::string>& added, std::string file);
+  // `added` (id -> plain text) gives tokens written as plain text, not in the vocabulary's spelling
+  // (Hugging Face's added_tokens); they may extend the vocabulary or restate one of its ids.
+  TextVocab(const nlohmann::json& vocab, const std::map<int32_t, std::string>& added, std::string file,
+            TokenSpelling spelling = TokenSpelling::byte_level);
 
   // The merge of two tokens spelled as in a merges list; `where` locates the entry ("vocab.bpe
   // line 7") for the error when a token is unknown.
@@ -35,6 +42,8 @@ class TextVocab {
 
   bool contains(std::string_view text) const { return ids_.find(std::string(text)) != ids_.end(); }
   int32_t id(std::string_view text) const { return ids_.at(std::string(text)); }
+  // SentencePiece's byte tokens <0x00>..<0xFF>: their ids by byte.
+  std::vector<int32_t> byte_token_ids() const;
 
   // The raw bytes of every token, by id; leaves this object empty.
   std::vector<std::string> take_tokens() { return std::move(tokens_); }

@@ -1,8 +1,10 @@
 // Hugging Face tokenizer.json, read and written. Read: a BPE model with a byte-level pre-tokenizer
 // (GPT-2's regex, or a Split regex before it as in Llama 3), ignore_merges, a TemplateProcessing
-// post-processor and no normalizer or NFC (Qwen2); options that would change the encoding (prefix
-// space, dropout, byte fallback, subword affixes, stripping around added tokens) are refused by name
-// rather than ignored. Written: GPT-2's own layout, or Llama 3's when the pattern or post-processor differ.
+// post-processor and no normalizer or NFC (Qwen2); or SentencePiece's BPE with byte fallback, its
+// spaces made "▁" by the normalizer (Gemma's), after a "▁" prepended (Llama 2's), and no
+// pre-tokenizer. Options that would change the encoding (prefix space, dropout, subword affixes,
+// stripping around added tokens) are refused by name rather than ignored. Written: GPT-2's own
+// layout, Llama 3's when the pattern or post-processor differ, or Llama 2's or Gemma's.
 #include <algorithm>
 #include <string>
 
@@ -40,13 +42,38 @@ std::string type_of(const Json& object) {
 void check_supported(const Json& root, const std::string& name) {
   const Json& model = root["model"];
   std::string type = model.contains("type") ? type_of(model) : "BPE";
-  TS_CHECK(type == "BPE", name, ": model type ", type, " is not supported; Tessera reads byte-level BPE tokenizers");
+  TS_CHECK(type == "BPE", name, ": model type ", type,
+           " is not supported; Tessera reads BPE tokenizers (byte-level, or SentencePiece's with byte fallback)");
   for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"})
     TS_CHECK(option_empty(model, key), name, ": model option \"", key, "\" is not supported");
-  TS_CHECK(!option_flag(model, "byte_fallback", false, name + " model"), name,
-           ": model option \"byte_fallback\": true is not supported");
+  if (option_flag(model, "byte_fallback", false, name + " model")) return;  // read_metaspace_normalizer's checks
   TS_CHECK(!root.contains("normalizer") || root["normalizer"].is_null() || type_of(root["normalizer"]) == "NFC", name,
-           ": normalizer ", type_of(root["normalizer"]), " is not supported; Tessera applies NFC or no normalisation");
+           ": normalizer ", type_of(root["normalizer"]),
+           " is not supported; Tessera applies NFC or no normalisation (or, with byte fallback, SentencePiece's)");
+}
+
+// A byte-fallback (SentencePiece) tokenizer's normalizer: Replace(" ", "▁"), alone (Gemma's) or after
+// Prepend("▁") in a Sequence (Llama 2's); returns whether it prepends. It may have no pre_tokenizer.
+bool read_metaspace_normalizer(const Json& root, const std::string& name) {
+  const std::string metaspace = "\xE2\x96\x81";
+  const auto is_replace = [&](const Json& step) {
+    return type_of(step) == "Replace" && step.value("pattern", Json()) == Json{{"String", " "}} &&
+           step.value("content", Json()) == metaspace;
+  };
+  const auto is_prepend = [&](const Json& step) {
+    return type_of(step) == "Prepend" && step.value("prepend", Json()) == metaspace;
+  };
+  const Json normalizer = root.value("normalizer", Json());
+  const Json steps = type_of(normalizer) == "Sequence" ? normalizer.value("normalizers", Json()) : Json();
+  const bool prepends = steps.is_array() && steps.size() == 2 && is_prepend(steps[0]) && is_replace(steps[1]);
+  TS_CHECK(prepends || is_replace(normalizer), name, ": normalizer ", json_excerpt(normalizer),
+           " is not supported with byte fallback; Tessera reads SentencePiece's Replace(\" \", \"", metaspace,
+           "\"), alone or after Prepend(\"", metaspace, "\")");
+  const Json pre = root.value("pre_tokenizer", Json());
+  TS_CHECK(pre.is_null(), name, ": pre_tokenizer ", type_of(pre),
+           " is not supported with byte fallback; Tessera reads SentencePiece tokenizers whose normalizer makes "
+           "the spaces (as transformers writes them today: load and save the tokenizer with a recent transformers)");
+  return prepends;
 }
 
 // A ByteLevel pre-tokenizer at `key`: add_prefix_space must be off; returns use_regex.
@@ -194,15 +221,21 @@ Tokenizer load_hf_json(const std::filesystem::path& file) {
   const Json& model = root["model"];
   TS_CHECK(model.contains("vocab") && model.contains("merges") && model["merges"].is_array(), name,
            ": the BPE model needs \"vocab\" and a \"merges\" array");
-  TextVocab vocab(model["vocab"], added, name);
+  const bool sentencepiece = option_flag(model, "byte_fallback", false, name + " model");
+  EncodingRules rules;
+  if (sentencepiece) rules.prepend_space = read_metaspace_normalizer(root, name);
+  TextVocab vocab(model["vocab"], added, name, sentencepiece ? TokenSpelling::sentencepiece : TokenSpelling::byte_level);
   std::vector<BpeMerge> merges;
   merges.reserve(model["merges"].size());
   for (size_t i = 0; i < model["merges"].size(); ++i)
     merges.push_back(read_merge(vocab, model["merges"][i], name + " model.merges[" + std::to_string(i) + "]"));
-  EncodingRules rules;
-  rules.pretokenizer = read_pre_tokenizer(root, name);
+  if (sentencepiece) {
+    rules.fallback_bytes = vocab.byte_token_ids();
+  } else {
+    rules.pretokenizer = read_pre_tokenizer(root, name);
+    rules.nfc = root.contains("normalizer") && !root["normalizer"].is_null();  // NFC, the one check_supported lets by
+  }
   rules.ignore_merges = option_flag(model, "ignore_merges", false, name + " model");
-  rules.nfc = root.contains("normalizer") && !root["normalizer"].is_null();  // NFC, the one check_supported lets by
   read_post_processor(root.value("post_processor", Json()), name + ": post_processor", rules);
   return Tokenizer(vocab.take_tokens(), std::move(merges), std::move(specials), name, std::move(rules));
 }
@@ -211,15 +244,59 @@ Tokenizer load_hf_json(const std::filesystem::path& file) {
 
 namespace {
 
-// The pre_tokenizer and post_processor that reproduce `rules` (GPT-2's ByteLevel layout when they are
-// GPT-2's).
-void write_rules(const EncodingRules& rules, const std::vector<std::string>& tokens, nlohmann::json& root) {
-  using Json = nlohmann::json;
-  auto byte_level = [](const Json& extra) {
-    Json j = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-    j.update(extra);
-    return j;
+using Json = nlohmann::json;
+
+Json byte_level(const Json& extra) {
+  Json j = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  j.update(extra);
+  return j;
+}
+
+// The TemplateProcessing that puts rules.prefix and rules.suffix around a text (null when both are
+// empty).
+Json template_processing(const EncodingRules& rules, const std::vector<std::string>& tokens) {
+  if (rules.prefix.empty() && rules.suffix.empty()) return Json();
+  Json single = Json::array(), specials = Json::object();
+  auto add_special = [&](int32_t id) {
+    const std::string& text = tokens[size_t(id)];
+    single.push_back({{"SpecialToken", {{"id", text}, {"type_id", 0}}}});
+    specials[text] = {{"id", text}, {"ids", {id}}, {"tokens", {text}}};
   };
+  for (int32_t id : rules.prefix) add_special(id);
+  single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+  for (int32_t id : rules.suffix) add_special(id);
+  Json pair = single;  // the second text after the first, with the same tokens around it
+  for (const Json& piece : single) {
+    Json second = piece;
+    if (second.contains("Sequence")) second["Sequence"]["id"] = "B";
+    second.begin()->at("type_id") = 1;
+    pair.push_back(second);
+  }
+  return {{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}};
+}
+
+// The normalizer, pre_tokenizer, post_processor and decoder that reproduce `rules`: GPT-2's ByteLevel
+// layout when they are GPT-2's, Llama 3's Split + ByteLevel for another pattern, SentencePiece's
+// Replace (after a Prepend, with a Strip decoder, Llama 2's) for byte fallback.
+void write_rules(const EncodingRules& rules, const std::vector<std::string>& tokens, Json& root) {
+  const Json processing = template_processing(rules, tokens);
+  if (rules.sentencepiece()) {
+    const std::string metaspace = "\xE2\x96\x81";
+    const Json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", metaspace}};
+    root["normalizer"] = rules.prepend_space ? Json{{"type", "Sequence"},
+                                                    {"normalizers", {{{"type", "Prepend"}, {"prepend", metaspace}},
+                                                                     replace}}}
+                                             : replace;
+    root["pre_tokenizer"] = nullptr;
+    root["post_processor"] = processing;
+    Json decoders = {{{"type", "Replace"}, {"pattern", {{"String", metaspace}}}, {"content", " "}},
+                     {{"type", "ByteFallback"}},
+                     {{"type", "Fuse"}}};
+    if (rules.prepend_space) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    root["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
+    return;
+  }
+  root["normalizer"] = rules.nfc ? Json{{"type", "NFC"}} : Json();
   if (rules.pretokenizer.pattern() == kGpt2Pattern) {
     root["pre_tokenizer"] = byte_level(Json::object());
   } else {
@@ -231,44 +308,39 @@ void write_rules(const EncodingRules& rules, const std::vector<std::string>& tok
                              {"pretokenizers", Json::array({split, byte_level({{"use_regex", false}})})}};
   }
   Json post = byte_level({{"add_prefix_space", true}, {"trim_offsets", false}});
-  if (!rules.prefix.empty() || !rules.suffix.empty()) {
-    Json single = Json::array(), specials = Json::object();
-    auto add_special = [&](int32_t id) {
-      const std::string& text = tokens[size_t(id)];
-      single.push_back({{"SpecialToken", {{"id", text}, {"type_id", 0}}}});
-      specials[text] = {{"id", text}, {"ids", {id}}, {"tokens", {text}}};
-    };
-    for (int32_t id : rules.prefix) add_special(id);
-    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
-    for (int32_t id : rules.suffix) add_special(id);
-    Json pair = single;  // the second text after the first, with the same tokens around it
-    for (const Json& piece : single) {
-      Json second = piece;
-      if (second.contains("Sequence")) second["Sequence"]["id"] = "B";
-      second.begin()->at("type_id") = 1;
-      pair.push_back(second);
-    }
-    Json template_processing = {
-        {"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}};
-    post = {{"type", "Sequence"}, {"processors", Json::array({post, template_processing})}};
-  }
+  if (!processing.is_null()) post = {{"type", "Sequence"}, {"processors", Json::array({post, processing})}};
   root["post_processor"] = post;
   root["decoder"] = byte_level({{"add_prefix_space", true}});
+}
+
+// How the file spells each token: byte-level text, or SentencePiece's (spaces as "▁", byte tokens <0xXX>).
+std::vector<std::string> spelled_tokens(const std::vector<std::string>& tokens, const EncodingRules& rules) {
+  std::vector<std::string> spelled(tokens.size());
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (!rules.sentencepiece()) {
+      spelled[id] = byte_level_encode(tokens[id]);
+      continue;
+    }
+    for (char c : tokens[id]) spelled[id] += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
+  }
+  for (int b = 0; b < 256 && rules.sentencepiece(); ++b)
+    spelled[size_t(rules.fallback_bytes[size_t(b)])] = vocab_files::byte_token_text(b);
+  return spelled;
 }
 
 }  // namespace
 
 void Tokenizer::save_json(const std::filesystem::path& file) const {
-  using Json = nlohmann::json;  // keys come out sorted; readers do not depend on their order
+  // keys come out sorted; readers do not depend on their order
+  const std::vector<std::string> spelled = spelled_tokens(tokens_, rules_);
   Json vocab = Json::object();
-  for (size_t id = 0; id < tokens_.size(); ++id) vocab[byte_level_encode(tokens_[id])] = id;
+  for (size_t id = 0; id < tokens_.size(); ++id) vocab[spelled[id]] = id;
   TS_CHECK(vocab.size() == tokens_.size(), "cannot save ", file.string(), ": two tokens of ", source_,
            " have the same bytes");
   TS_CHECK(rules_.merge_ranks.empty() || std::is_sorted(rules_.merge_ranks.begin(), rules_.merge_ranks.end()),
            "cannot save ", file.string(), ": the merges of ", source_, " are not in rank order");
   Json merges = Json::array();
-  for (const BpeMerge& m : merges_)
-    merges.push_back(byte_level_encode(tokens_[size_t(m.left)]) + " " + byte_level_encode(tokens_[size_t(m.right)]));
+  for (const BpeMerge& m : merges_) merges.push_back(spelled[size_t(m.left)] + " " + spelled[size_t(m.right)]);
   Json added = Json::array();
   for (const SpecialToken& s : specials_)
     added.push_back({{"id", s.id},
@@ -278,19 +350,22 @@ void Tokenizer::save_json(const std::filesystem::path& file) const {
                      {"rstrip", false},
                      {"normalized", false},
                      {"special", true}});
+  const bool has_unk = rules_.sentencepiece() && special_token_id("<unk>").has_value();
   Json model = {{"type", "BPE"},
                 {"dropout", nullptr},
-                {"unk_token", nullptr},
+                {"unk_token", has_unk ? Json("<unk>") : Json()},
                 {"continuing_subword_prefix", ""},
                 {"end_of_word_suffix", ""},
-                {"fuse_unk", false},
-                {"byte_fallback", false},
+                {"fuse_unk", rules_.sentencepiece()},
+                {"byte_fallback", rules_.sentencepiece()},
                 {"ignore_merges", rules_.ignore_merges},
                 {"vocab", std::move(vocab)},
                 {"merges", std::move(merges)}};
-  Json root = {{"version", "1.0"},      {"truncation", nullptr},
-               {"padding", nullptr},    {"added_tokens", std::move(added)},
-               {"normalizer", rules_.nfc ? Json{{"type", "NFC"}} : Json()}, {"model", std::move(model)}};
+  Json root = {{"version", "1.0"},
+               {"truncation", nullptr},
+               {"padding", nullptr},
+               {"added_tokens", std::move(added)},
+               {"model", std::move(model)}};
   write_rules(rules_, tokens_, root);
   std::string text;
   try {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/unicode_nfc_data.h"
+#include "data/utf8_char.h"
 
 namespace tessera {
 namespace {
@@ -78,24 +79,9 @@ std::vector<uint32_t> decode_utf8(std::string_view text) {
   std::vector<uint32_t> out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
-    const unsigned char b = static_cast<unsigned char>(text[i]);
-    const int length = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-    uint32_t cp = length == 1 ? b : length == 2 ? b & 0x1F : length == 3 ? b & 0x0F : b & 0x07;
-    bool valid = length > 0 && i + size_t(length) <= text.size();
-    for (int k = 1; valid && k < length; ++k) {
-      const unsigned char c = static_cast<unsigned char>(text[i + size_t(k)]);
-      valid = (c & 0xC0) == 0x80;
-      cp = (cp << 6) | (c & 0x3F);
-    }
-    static constexpr uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
-    valid = valid && cp >= kLeast[length] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (!valid) {
-      out.push_back(kRawByte | b);
-      ++i;
-      continue;
-    }
-    out.push_back(cp);
-    i += size_t(length);
+    const Utf8Char c = utf8_char_at(text, i);
+    out.push_back(c.length > 0 ? c.code_point : kRawByte | static_cast<unsigned char>(text[i]));
+    i += size_t(c.length > 0 ? c.length : 1);
   }
   return out;
 }

@@ -226,7 +226,8 @@ TEST(TokenizerErrors, UnknownPreTokenizerOrBadRegex) {
                                  {"special_tokens", json::object()}};
       },
       {"post_processor.single[0]", "'<s>'"});
-  expect_error([](json& doc) { doc["model"]["byte_fallback"] = true; }, {"byte_fallback"});
+  expect_error([](json& doc) { doc["model"]["byte_fallback"] = true; },
+               {"normalizer 'null' is not supported with byte fallback", "Replace"});
 }
 
 TEST(TokenizerErrors, BadTiktokenFiles) {
