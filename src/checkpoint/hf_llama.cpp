@@ -197,12 +197,13 @@ void read_gemma3(const HfConfigReader& r, ModelConfig& c) {
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
 }
 
-// Qwen2, Qwen3 and Qwen3-MoE: with use_sliding_window, the blocks from max_window_layers on slide over
+// Qwen2 and Qwen3: with use_sliding_window, the blocks from max_window_layers on slide over
 // sliding_window positions and the first ones attend to the whole context (layer_types, where given,
-// names each block's kind instead), as transformers builds its layer_types. A window as long as the
-// context slides nothing.
-void read_qwen_window(const HfConfigReader& r, ModelConfig& c) {
-  const std::optional<std::vector<int64_t>> full = full_attention_layers(r, c.num_layers);
+// names each block's kind instead), as transformers builds its layer_types. Qwen3-MoE's attention
+// slides in every block. A window as long as the context slides nothing.
+void read_qwen_window(const HfConfigReader& r, ModelConfig& c, bool every_block) {
+  const std::optional<std::vector<int64_t>> full =
+      every_block ? std::nullopt : full_attention_layers(r, c.num_layers);
   const json* window = r.find("sliding_window");
   if (!r.boolean("use_sliding_window", false) || !window || window->is_null()) {
     TS_CHECK(!full || int64_t(full->size()) == c.num_layers, r.where(), ": field 'layer_types' names sliding ",
@@ -212,7 +213,7 @@ void read_qwen_window(const HfConfigReader& r, ModelConfig& c) {
   TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
            json_excerpt(*window), ", expected a positive number of positions");
   std::vector<int64_t> global = full.value_or(std::vector<int64_t>{});
-  if (!full)
+  if (!full && !every_block)
     for (int64_t l = 0; l < std::min(r.count("max_window_layers", 28), c.num_layers); ++l) global.push_back(l);
   if (window->get<int64_t>() >= c.max_seq_len || int64_t(global.size()) == c.num_layers) return;
   c.attention_window = window->get<int64_t>();
@@ -221,14 +222,16 @@ void read_qwen_window(const HfConfigReader& r, ModelConfig& c) {
 
 // Qwen's window: use_sliding_window, its sliding_window, and the leading full-attention blocks as
 // max_window_layers, with layer_types naming every block's kind (which transformers reads first, so a
-// model whose full blocks do not lead keeps them).
-void write_qwen_window(const ModelConfig& c, json& j) {
+// model whose full blocks do not lead keeps them). Qwen3-MoE slides in every block or none.
+void write_qwen_window(const ModelConfig& c, bool every_block, json& j) {
   j["use_sliding_window"] = c.attention_window > 0;
   if (c.attention_window == 0) return;
+  TS_CHECK(!every_block || c.global_layers.empty(), "cannot export a Qwen3-MoE model with blocks that do not slide ",
+           "(global_layers): transformers' Qwen3-MoE attention slides in every block or none");
   int64_t leading = 0;
   while (leading < c.num_layers && !c.slides(leading)) ++leading;
   j["max_window_layers"] = leading;
-  j["layer_types"] = layer_types_json(c);
+  if (!every_block) j["layer_types"] = layer_types_json(c);
 }
 
 // The block index of a tensor named model.layers.{l}..., or none.
@@ -290,7 +293,7 @@ ModelConfig hf_llama_config(const json& config, const std::filesystem::path& pat
   c.rope.theta = r.number("rope_theta", mixtral || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f);
   c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma3);
   if (smollm3) c.nope_layers = smollm3_nope_layers(r, c.num_layers);
-  if (qwen2 || qwen3) read_qwen_window(r, c);
+  if (qwen2 || qwen3) read_qwen_window(r, c, qwen3_moe);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
   if (r.find("head_dim") || gemma3) {
     const int64_t head_dim = r.integer("head_dim", 256);  // Gemma 3's default
@@ -382,7 +385,7 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["num_experts_per_tok"] = c.moe.top_k;
     j["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
   } else if (qwen2 || qwen3) {
-    write_qwen_window(c, j);
+    write_qwen_window(c, qwen3_moe, j);
     if (qwen3) j["attention_bias"] = false;
     if (qwen3_moe) {
       j["num_experts"] = c.moe.num_experts;

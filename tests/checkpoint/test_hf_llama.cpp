@@ -630,9 +630,24 @@ TEST(HfLlama, Qwen2BiasesAndMistralConfigs) {
 // Qwen's windows as transformers builds its layer_types: with use_sliding_window the blocks from
 // max_window_layers (28 by default) on slide, the first ones do not; layer_types, where given, names
 // the kinds instead. No window without use_sliding_window, or one as long as the context; the export
-// writes the same fields back.
+// writes the same fields back. Qwen3-MoE's attention slides in every block.
 TEST(HfLlama, QwenSlidingWindowsFromMaxWindowLayersOrLayerTypes) {
-  for (const char* preset : {"qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny"}) {
+  ModelConfig moe = model_preset("qwen3-moe-tiny");
+  nlohmann::json moe_hf = hf_llama_config_json(moe);
+  moe_hf["use_sliding_window"] = true;
+  moe_hf["sliding_window"] = 16;
+  moe_hf["max_window_layers"] = 1;  // not read: transformers' Qwen3-MoE has no such layers
+  const ModelConfig moe_read = hf_llama_config(moe_hf, "config.json");
+  EXPECT_EQ(moe_read.attention_window, 16);
+  EXPECT_TRUE(moe_read.global_layers.empty());
+  EXPECT_EQ(hf_llama_config_json(moe_read)["max_window_layers"], 0);
+  EXPECT_TRUE(hf_llama_config(hf_llama_config_json(moe_read), "config.json") == moe_read);
+  moe.attention_window = 16;
+  moe.global_layers = {0};
+  const std::string moe_message = testing::error_of([&] { hf_llama_config_json(moe); });
+  EXPECT_TRUE(testing::contains(moe_message, "cannot export a Qwen3-MoE model with blocks that do not slide"))
+      << moe_message;
+  for (const char* preset : {"qwen2-tiny", "qwen3-tiny"}) {
     SCOPED_TRACE(preset);
     ModelConfig base = model_preset(preset);
     base.num_layers = 4;

@@ -22,8 +22,13 @@
 # (--model mistral, and phi3, --sliding-window W): the mask admits exactly keys i - W < j <= i, attention and logits
 # against per-query softmaxes over the window, a token reaching exactly the next W queries, W >= T bit for bit causal,
 # MistralForCausalLM's config.json and defaults, and deterministic golden runs whose hf/ reproduces step 1 (llama's
-# run without a window or with W >= --seq-len; phi3 W = mistral W). For DeepSeek-V3
-# (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
+# run without a window or with W >= --seq-len; phi3 W = mistral W). Qwen sliding window (--model qwen2|qwen3|qwen3_moe
+# --sliding-window W, --max-window-layers M): transformers' rule written out (layers l >= M slide, the first M causal;
+# Qwen3-MoE every layer) against the logits op by op, each layer's reach and mask, and caught when torch_llama's rule
+# is mutated (every layer sliding, l > M, the first M sliding); config.json the unwindowed one's plus
+# use_sliding_window, sliding_window and max_window_layers, Qwen's defaults and layer_types read back; deterministic
+# golden runs whose hf/ reproduces step 1, W >= --seq-len or M >= --layers the unwindowed run bit for bit. For
+# DeepSeek-V3 (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
 # and its aux/z losses against per-token loops, the bias balancing rule, HF names and round trip,
@@ -695,17 +700,23 @@ def swiglu_by_hand(w, prefix, h):
 
 
 def attention_by_hand(w, x, cfg, rope, visible):
-    """attn(x) (B, T, C), op by op from one layer's tensors w (names after "model.layers.i."): the q and k
-    projections, for OLMo 2 and OLMoE normed over all their heads' channels (NH*HS, NKV*HS) before the split into
-    heads; rope applied to q and k (None: a NoPE layer); query i of head h a softmax over the keys j of kv head
-    h * NKV // NH where visible[i, j]; then o_proj."""
+    """attn(x) (B, T, C), op by op from one layer's tensors w (names after "model.layers.i."): the q, k and v
+    projections (plus Qwen2's biases where w has them), q and k for OLMo 2 and OLMoE normed over all their heads'
+    channels (NH*HS, NKV*HS) before the split into heads, for Qwen3 per head (HS channels) after it; rope applied to q
+    and k (None: a NoPE layer); query i of head h a softmax over the keys j of kv head h * NKV // NH where visible[i,
+    j]; then o_proj."""
     NH, NKV, HS, eps = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.rms_norm_eps
     B, T, _ = x.shape
-    q, k = x @ w["self_attn.q_proj.weight"].T, x @ w["self_attn.k_proj.weight"].T
+
+    def proj(name):
+        out = x @ w[f"self_attn.{name}.weight"].T
+        return out + w[f"self_attn.{name}.bias"] if f"self_attn.{name}.bias" in w else out
+    q, k, v = proj("q_proj"), proj("k_proj"), proj("v_proj")
     if cfg.olmo2 or cfg.olmoe:      # one RMS over all of a token's query (key) channels
         q, k = rms_by_hand(q, w["self_attn.q_norm.weight"], eps), rms_by_hand(k, w["self_attn.k_norm.weight"], eps)
-    q, k = q.view(B, T, NH, HS), k.view(B, T, NKV, HS)
-    v = (x @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+    q, k, v = q.view(B, T, NH, HS), k.view(B, T, NKV, HS), v.view(B, T, NKV, HS)
+    if cfg.qk_norm:                 # one RMS per query (key) head
+        q, k = rms_by_hand(q, w["self_attn.q_norm.weight"], eps), rms_by_hand(k, w["self_attn.k_norm.weight"], eps)
     if rope is not None:
         q, k = rope(q), rope(k)
     heads = []
@@ -717,8 +728,9 @@ def attention_by_hand(w, x, cfg, rope, visible):
 
 
 def moe_by_hand(w, h, cfg):
-    """OLMoE's MoE on h (N, C), one token at a time, and its router logits (N, E): p = softmax(h @ gate^T), the k
-    largest p (ties to the lower index), weights p or, with norm_topk_prob, p / their sum, each expert a SwiGLU."""
+    """OLMoE's (or Qwen3-MoE's) MoE on h (N, C), one token at a time, and its router logits (N, E): p = softmax(h @
+    gate^T), the k largest p (ties to the lower index), weights p or, with norm_topk_prob, p / their sum, each expert
+    a SwiGLU."""
     logits = h @ w["mlp.gate.weight"].T
     rows = []
     for n in range(h.shape[0]):
@@ -730,13 +742,15 @@ def moe_by_hand(w, h, cfg):
     return torch.stack(rows), logits
 
 
-def llama_logits_by_hand(state, cfg, idx, window=None, inv_freq=None, rot_scale=1.0):
+def llama_logits_by_hand(state, cfg, idx, window=None, inv_freq=None, rot_scale=1.0, max_window_layers=0):
     """A Llama-like decoder's logits from a state dict (Llama's names; Mistral's, SmolLM3's, Phi-3's split back,
-    OLMo 2's, OLMoE's), op by op, and each MoE layer's router logits (B*T, E) (none when dense). Blocks x +=
-    attn(rms(x)); x += mlp(rms(x)), or OLMo 2's x += rms(attn(x)); x += rms(mlp(x)) (no input_layernorm). Layer i
-    rotates q and k (pairs j, j + HS/2, angle p * inv_freq[j], by default theta^(-2j/HS); cos and sin times
-    rot_scale) unless cfg.no_rope_layers[i] is 0 (SmolLM3's NoPE layers); query i sees keys i - window < j <= i
-    (window None: causal); the MLP is a SwiGLU, or OLMoE's MoE."""
+    OLMo 2's, OLMoE's, Qwen2's, Qwen3's, Qwen3-MoE's), op by op, and each MoE layer's router logits (B*T, E) (none
+    when dense; Mixtral's block_sparse_moe is not modelled here). Blocks x += attn(rms(x)); x += mlp(rms(x)), or OLMo
+    2's x += rms(attn(x)); x += rms(mlp(x)) (no input_layernorm). Layer i rotates q and k (pairs j, j + HS/2, angle p *
+    inv_freq[j], by default theta^(-2j/HS); cos and sin times rot_scale) unless cfg.no_rope_layers[i] is 0 (SmolLM3's
+    NoPE layers); in layers i >= max_window_layers query p sees keys p - window < j <= p, in the first
+    max_window_layers (Qwen2's and Qwen3's full-attention layers) and with window None every j <= p; the MLP is a
+    SwiGLU, or OLMoE's / Qwen3-MoE's MoE (mlp.gate)."""
     HS = cfg.head_size
     B, T = idx.shape
     if inv_freq is None:
@@ -751,18 +765,20 @@ def llama_logits_by_hand(state, cfg, idx, window=None, inv_freq=None, rot_scale=
     def rms(v, g):
         return rms_by_hand(v, g, cfg.rms_norm_eps)
 
-    visible = torch.tensor([[in_window(i, j, window) for j in range(T)] for i in range(T)])
+    visible_in = {size: torch.tensor([[in_window(i, j, size) for j in range(T)] for i in range(T)])
+                  for size in (None, window)}
     x, routers = state["model.embed_tokens.weight"][idx], []
     for i in range(cfg.num_layers):
         w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
         layer_rope = rope if not cfg.no_rope_layers or cfg.no_rope_layers[i] else None
+        visible = visible_in[window if i >= max_window_layers else None]
         if cfg.olmo2:
             x = x + rms(attention_by_hand(w, x, cfg, layer_rope, visible), w["post_attention_layernorm.weight"])
             x = x + rms(swiglu_by_hand(w, "mlp.", x), w["post_feedforward_layernorm.weight"])
             continue
         x = x + attention_by_hand(w, rms(x, w["input_layernorm.weight"]), cfg, layer_rope, visible)
         h = rms(x, w["post_attention_layernorm.weight"])
-        if cfg.olmoe:
+        if "mlp.gate.weight" in w:
             mlp, logits = moe_by_hand(w, h.reshape(B * T, -1), cfg)
             routers.append(logits)
             x = x + mlp.view(B, T, -1)
@@ -782,14 +798,20 @@ def llama_like_hf_config(cfg):
             "initializer_range": 0.02, "torch_dtype": "float32"}
 
 
-def assert_refused(what, build, cases):
-    """build(case) raises ValueError for every case (what names the family in the error)."""
+def assert_refused(what, build, cases, error=ValueError):
+    """build(case) raises error for every case (what names the family in the error); error AssertionError: each case
+    is a mutation that a check must catch."""
     for case in cases:
         try:
             build(case)
-        except ValueError:
+        except error:
             continue
         raise AssertionError(f"{what} with {case} accepted")
+
+
+def read_hf_config(c, drop=(), **changes):
+    """config_from_hf of config.json c without the keys drop, with changes."""
+    return tl.config_from_hf({n: v for n, v in dict(c, **changes).items() if n not in drop})
 
 
 def hf_folder_round_trip(model, folder, want_config, want_names, idx, *save_args):
@@ -1362,9 +1384,9 @@ def check_sliding_window():
                 phi3.load_state_dict(model.state_dict())
                 assert torch.equal(phi3(idx)[0], got), f"phi3 W {W} differs from mistral W {W}"
     assert_refused("LlamaConfig", lambda extra: tl.LlamaConfig(**extra),
-                   ({"sliding_window": 4}, {"sliding_window": 4, "qkv_bias": True},
-                    {"sliding_window": 4, "num_experts": 4}, {"sliding_window": 4, "smollm3": True},
-                    {"sliding_window": 4, "olmo2": True}, {"mistral": True, "sliding_window": 0},
+                   ({"sliding_window": 4}, {"sliding_window": 4, "num_experts": 4},
+                    {"sliding_window": 4, "smollm3": True}, {"sliding_window": 4, "olmo2": True},
+                    {"mistral": True, "sliding_window": 0},
                     {"mistral": True, "sliding_window": -2}, {"mistral": True, "sliding_window": 2.5},
                     {"mistral": True, "sliding_window": True}, {"phi3": True, "sliding_window": 0},
                     {"mistral": True, "qkv_bias": True}, {"mistral": True, "qk_norm": True},
@@ -1374,7 +1396,7 @@ def check_sliding_window():
     print("sliding window: mask 0 exactly where i - W < j <= i; attention equals a per-query softmax over the window "
           "(W 1, 2, 5, 11, 12, 40; NKV 2, 1; head_dim 16); token j reaches exactly queries j .. j + W - 1; W >= T is "
           "causal bit for bit; one layer at i = causal on the window's tokens alone; 2-layer logits op by op; phi3 W = "
-          "mistral W bit for bit; off mistral/phi3 and W < 1 refused")
+          "mistral W bit for bit; llama, mixtral, smollm3, olmo2 with a window and W < 1 refused")
 
 
 def check_mistral_hf(tmp):
@@ -1403,9 +1425,7 @@ def check_mistral_hf(tmp):
             assert torch.equal(model(idx)[0], loaded(idx)[0]), "phi3 window: logits differ after HF round trip"
     base = mistral_hf_config(tl.LlamaConfig(mistral=True, num_heads=8, sliding_window=6))
     phi3_base = tl.hf_config(tl.LlamaConfig(phi3=True))
-
-    def read(c, drop=(), **changes):
-        return tl.config_from_hf({n: v for n, v in dict(c, **changes).items() if n not in drop})
+    read = read_hf_config
     assert read(base).sliding_window == 6 and read(base, sliding_window=None).sliding_window is None
     assert read(base, ("sliding_window",)).sliding_window == 4096, "MistralConfig's default window"
     assert read(base, ("num_key_value_heads",)).num_kv_heads == 8, "MistralConfig's default kv heads"
@@ -1424,6 +1444,53 @@ def check_mistral_hf(tmp):
           "W round trip; MistralConfig's defaults (window 4096, 8 kv heads), Phi3Config's (none); bad windows refused")
 
 
+WINDOW_FLAGS = ("--sliding-window", "--max-window-layers")
+
+
+def window_flags(flags):
+    """(W, M): a run's --sliding-window W and --max-window-layers M (0 when absent: every layer slides)."""
+    given = {f: int(flags[i + 1]) for i, f in enumerate(flags) if f in WINDOW_FLAGS}
+    return given["--sliding-window"], given.get("--max-window-layers", 0)
+
+
+def check_window_run(tmp, name, flags):
+    """A golden run with --sliding-window W < --seq-len (and --max-window-layers M): deterministic; expected.json's
+    sliding_window and window_masks, config.json's sliding_window W (hf/, hf_final/); hf/ + train.bin reproduce step 1
+    through load_hf exactly and (no rope scaling) through the op-by-op forward, windowed in layers >= M, to 1e-12; hf/
+    and train.bin are those of the run without the window flags (tmp/<name>_plain) byte for byte, the losses not.
+    Returns expected.json and hf/'s model."""
+    r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+    assert r1 == r2, f"{name} golden run is not deterministic"
+    assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name} initial loss far from ln(V)"
+    (W, M), seq = window_flags(flags), r1["config"]["seq_len"]
+    c = r1["config"]
+    assert c["sliding_window"] == W and c["window_masks"] is True and "attention" in c, f"{name}: config {c}"
+    out = os.path.join(tmp, f"{name}_1")
+    net = tl.load_hf(os.path.join(out, "hf"))
+    assert net.cfg.sliding_window == W and net.cfg.mistral == (flags[1] == "mistral")
+    for sub in ("hf", "hf_final"):
+        with open(os.path.join(out, sub, "config.json")) as f:
+            assert json.load(f)["sliding_window"] == W, f"{name} {sub}: config.json sliding_window"
+    tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+    x, y = tokens[:4 * seq].view(4, seq), tokens[1:4 * seq + 1].view(4, seq)
+    with torch.no_grad():
+        loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        if net.cfg.rope_scaling is None:
+            state = net.state_dict()
+            by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2], W, max_window_layers=M)[0]
+                                          .reshape(-1, 300), y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+            assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op gives {by_hand} vs {loaded}"
+    # Without the window: the same initial weights and tokens, other losses.
+    plain = run_llama_reference(tmp, f"{name}_plain", *(f for i, f in enumerate(flags)
+                                                        if f not in WINDOW_FLAGS and flags[i - 1] not in WINDOW_FLAGS))
+    for path in ("hf/model.safetensors", "train.bin"):
+        with open(os.path.join(out, path), "rb") as a, open(os.path.join(tmp, f"{name}_plain", path), "rb") as b:
+            assert a.read() == b.read(), f"{name}: {path} differs from the unwindowed run's"
+    assert r1["losses"][0] != plain["losses"][0], f"{name}: the window changes nothing"
+    return r1, net
+
+
 def check_mistral_reference(tmp):
     """--model mistral and --sliding-window golden runs (mistral W 5; W 1; W 3 with NKV 1, tied, head_dim 16; phi3 W 5;
     phi3 W 7 with partial rotary and longrope at seq 32): deterministic; config.json; hf/ + train.bin reproduce step
@@ -1439,38 +1506,10 @@ def check_mistral_reference(tmp):
                                  "--rope-scaling", "longrope", "--seq-len", "32", "--longrope-original-max", "16")}
     exp = {}
     for name, flags in runs.items():
-        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
-        exp[name] = r1
-        assert r1 == r2, f"{name} golden run is not deterministic"
-        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name} initial loss far from ln(V)"
-        W, seq = int(flags[flags.index("--sliding-window") + 1]), r1["config"]["seq_len"]
-        c = r1["config"]
-        assert c["sliding_window"] == W and c["window_masks"] is True and "attention" in c, f"{name}: config {c}"
-        out = os.path.join(tmp, f"{name}_1")
-        net = tl.load_hf(os.path.join(out, "hf"))
-        assert net.cfg.sliding_window == W and net.cfg.mistral == (flags[1] == "mistral")
-        for sub in ("hf", "hf_final"):
-            with open(os.path.join(out, sub, "config.json")) as f:
-                assert json.load(f)["sliding_window"] == W, f"{name} {sub}: config.json sliding_window"
+        exp[name], net = check_window_run(tmp, name, flags)
         if net.cfg.mistral:
-            check_run_folders(out, name, mistral_hf_config(net.cfg), expected_hf_names(net.cfg))
-        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
-        x, y = tokens[:4 * seq].view(4, seq), tokens[1:4 * seq + 1].view(4, seq)
-        with torch.no_grad():
-            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
-            assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
-            if net.cfg.rope_scaling is None:
-                state = net.state_dict()
-                by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2], W)[0].reshape(-1, 300),
-                                              y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
-                assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op gives {by_hand} vs {loaded}"
-        # Without the window: the same initial weights and tokens, other losses.
-        i = flags.index("--sliding-window")
-        plain = run_llama_reference(tmp, f"{name}_plain", *flags[:i], *flags[i + 2:])
-        for path in ("hf/model.safetensors", "train.bin"):
-            with open(os.path.join(out, path), "rb") as a, open(os.path.join(tmp, f"{name}_plain", path), "rb") as b:
-                assert a.read() == b.read(), f"{name}: {path} differs from the unwindowed run's"
-        assert r1["losses"][0] != plain["losses"][0], f"{name}: the window changes nothing"
+            check_run_folders(os.path.join(tmp, f"{name}_1"), name, mistral_hf_config(net.cfg),
+                              expected_hf_names(net.cfg))
     assert (exp["phi3_w5"]["losses"], exp["phi3_w5"]["grad_norms"]) == \
         (exp["mistral_w5"]["losses"], exp["mistral_w5"]["grad_norms"]), "phi3 W 5 trains otherwise than mistral W 5"
     # A window covering --seq-len 16, and none: llama's run to the bit.
@@ -1499,8 +1538,7 @@ def check_mistral_reference(tmp):
                   ("--model", "mistral", "--no-rope-interval", "2"), ("--model", "mistral", "--norm-topk", "0"),
                   ("--model", "mistral", "--n-group", "2"), ("--model", "mistral", "--kv-heads", "3")):
         assert refused(*flags), f"{flags} accepted"
-    for model in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "olmo2", "olmoe", "smollm3", "deepseek_v3",
-                  "deepseek_v2"):
+    for model in ("llama", "mixtral", "olmo2", "olmoe", "smollm3", "deepseek_v3", "deepseek_v2"):
         assert refused("--model", model, "--sliding-window", "4"), f"{model} --sliding-window accepted"
     assert not refused("--model", "mistral", "--sliding-window", "1", "--head-dim", "16", "--kv-heads", "1", "--tie",
                        "1", "--rope-scaling", "yarn", "--fp8-block", "8", "12")
@@ -1508,6 +1546,179 @@ def check_mistral_reference(tmp):
           "phi3 W 5, W 7 with longrope): deterministic; config.json sliding_window W; hf/ reproduces step 1 (load_hf "
           "exactly, op-by-op windowed forward to 1e-12); hf/ and train.bin the unwindowed run's, losses not; phi3 W 5 "
           "= mistral W 5; no window or W >= seq-len (16, 100) = llama's run bit for bit; M=1 vs 2; refusals")
+
+
+# ---------------------------------------------------------------- Qwen2 / Qwen3 / Qwen3-MoE, sliding window (float64)
+
+# LlamaConfig's fields of each --model
+QWEN_FIELDS = {"qwen2": {"qkv_bias": True}, "qwen3": {"qk_norm": True},
+               "qwen3_moe": {"qk_norm": True, "num_experts": 4}}
+
+
+def check_qwen_layer_windows(model, W, M, idx):
+    """A windowed Qwen2/Qwen3/Qwen3-MoE model against transformers' rule written out: layer l slides (query i sees keys
+    i - W < j <= i) iff l >= M, the first M attend causally (Qwen2Config's and Qwen3Config's layer_types; M 0 for
+    Qwen3-MoE, all of whose layers slide). The logits equal the op-by-op forward with that rule to 1e-12; in layer l
+    token j's input moves exactly the queries j .. j + W - 1 when l slides, j .. T - 1 when it does not; layer l's mask
+    is 0 exactly on its visible keys."""
+    cfg, T = model.cfg, idx.shape[1]
+    x = torch.randn(2, T, cfg.channels, generator=torch.Generator().manual_seed(120), dtype=torch.float64)
+    cos, sin = model.rope(T)
+    with torch.no_grad():
+        want = llama_logits_by_hand(model.state_dict(), cfg, idx, W, max_window_layers=M)[0]
+        assert torch.allclose(model(idx)[0], want, rtol=1e-12, atol=1e-14), f"W {W} M {M}: logits by hand"
+        for l, layer in enumerate(model.model.layers):
+            window, attn = W if l >= M else None, layer.self_attn
+            got = attn(x, cos, sin)
+            for j in range(T):
+                x2 = x.clone()
+                x2[:, j] += 0.5
+                moved = (attn(x2, cos, sin) != got).any(-1).any(0).tolist()
+                assert moved == [in_window(i, j, window) for i in range(T)], \
+                    f"W {W} M {M}: layer {l}'s token {j} reaches {moved}"
+            n = cfg.max_seq_len
+            visible = torch.tensor([[in_window(i, j, window) for j in range(n)] for i in range(n)])
+            assert torch.equal(attn.mask_bias == 0, visible), f"W {W} M {M}: layer {l}'s mask"
+
+
+def check_qwen_sliding_window():
+    """Qwen2/Qwen3/Qwen3-MoE with use_sliding_window: check_qwen_layer_windows for qwen2 (3 layers W 3 M 1; W 5 M 2 NKV
+    1 tied), qwen3 (W 2 M 1 head_dim 16; W 1 M 0), qwen3_moe (W 3, every layer), no sliding layer (M 3 of 3) and W >= T
+    (12 of 12), the last two the unwindowed model's logits bit for bit; three mutations of torch_llama's rule (every
+    layer sliding, layers i > M sliding, the first M sliding) fail the check; refusals."""
+    gen = torch.Generator().manual_seed(121)
+    idx = torch.randint(0, 300, (2, 12), generator=gen)
+    for kind, W, M, extra in (("qwen2", 3, 1, {"num_layers": 3}),
+                              ("qwen2", 5, 2, {"num_layers": 3, "num_kv_heads": 1, "tie_word_embeddings": True}),
+                              ("qwen3", 2, 1, {"num_layers": 3, "head_dim": 16}), ("qwen3", 1, 0, {}),
+                              ("qwen3_moe", 3, 0, {}), ("qwen2", 4, 3, {"num_layers": 3}),
+                              ("qwen3", 12, 1, {"num_layers": 3})):
+        model = llama_model(seed=122, sliding_window=W, max_window_layers=M, **QWEN_FIELDS[kind], **extra)
+        check_qwen_layer_windows(model, W, M, idx)
+        plain = llama_model(seed=122, **QWEN_FIELDS[kind], **extra)
+        with torch.no_grad():
+            same = torch.equal(model(idx)[0], plain(idx)[0])
+        assert same == (M >= model.cfg.num_layers or W >= idx.shape[1]), f"{kind} W {W} M {M}: unwindowed logits"
+    mutants = {"every layer slides": lambda cfg, i: cfg.sliding_window is not None,
+               "layers i > M slide": lambda cfg, i: cfg.sliding_window is not None and i > cfg.max_window_layers,
+               "the first M slide": lambda cfg, i: cfg.sliding_window is not None and i < cfg.max_window_layers}
+
+    def mutated(name):
+        kept = tl.LlamaConfig.is_sliding
+        tl.LlamaConfig.is_sliding = mutants[name]
+        try:
+            model = llama_model(seed=122, num_layers=3, sliding_window=3, max_window_layers=1, qkv_bias=True)
+        finally:
+            tl.LlamaConfig.is_sliding = kept
+        check_qwen_layer_windows(model, 3, 1, idx)
+    assert_refused("qwen2 W 3 M 1 under a mutated is_sliding", mutated, mutants, AssertionError)
+    assert_refused("LlamaConfig", lambda extra: tl.LlamaConfig(**extra),
+                   ({"qkv_bias": True, "max_window_layers": 1},
+                    {"qkv_bias": True, "num_experts": 4, "sliding_window": 4}, {"qkv_bias": True, "sliding_window": 0},
+                    {"qkv_bias": True, "sliding_window": 4, "max_window_layers": -1},
+                    {"qk_norm": True, "sliding_window": 4, "max_window_layers": 1.5},
+                    {"qk_norm": True, "sliding_window": 4, "max_window_layers": True},
+                    {"qk_norm": True, "num_experts": 4, "sliding_window": 4, "max_window_layers": 1},
+                    {"mistral": True, "sliding_window": 4, "max_window_layers": 1}))
+    print("qwen sliding window: layers >= max_window_layers slide, the first ones causal (qwen2 W 3 M 1, W 5 M 2 NKV 1 "
+          "tied; qwen3 W 2 M 1 head_dim 16, W 1 M 0; qwen3_moe W 3 every layer): logits op by op, each layer's reach "
+          "and mask; M >= L or W >= T = unwindowed bit for bit; mutations (all sliding, i > M, first M) caught; "
+          "refusals")
+
+
+def check_qwen_window_hf(tmp):
+    """Windowed Qwen2/Qwen3/Qwen3-MoE HF folders: config.json is the unwindowed one's but for "use_sliding_window":
+    true, "sliding_window": W and "max_window_layers": M (0 for qwen3_moe), the tensors alike; load_hf/save_hf round
+    trip (cfg, logits). Reading as transformers: no window without use_sliding_window (whatever sliding_window says),
+    W 4096 when absent, max_window_layers 28 when absent, layer_types (read first) accepted when they are the rule's
+    and refused otherwise; Qwen3-MoE slides every layer whatever max_window_layers says; bad values refused."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(123))
+    for kind, W, M, extra in (("qwen2", 5, 1, {"num_layers": 3}),
+                              ("qwen3", 3, 2, {"num_layers": 3, "head_dim": 16, "tie_word_embeddings": True}),
+                              ("qwen3_moe", 4, 0, {})):
+        model = llama_model(seed=124, sliding_window=W, max_window_layers=M, **QWEN_FIELDS[kind], **extra)
+        plain = tl.hf_config(dataclasses.replace(model.cfg, sliding_window=None, max_window_layers=0))
+        window_keys = (plain["use_sliding_window"], plain["sliding_window"], plain.get("max_window_layers"))
+        assert window_keys == (False, None, None), f"{kind}: unwindowed config.json {plain}"
+        want = dict(plain, use_sliding_window=True, sliding_window=W, max_window_layers=M)
+        hf_folder_round_trip(model, os.path.join(tmp, f"{kind}_window_hf"), want, list(model.state_dict()), idx)
+    S, G = "sliding_attention", "full_attention"
+    read = read_hf_config
+    base = tl.hf_config(tl.LlamaConfig(num_layers=3, qkv_bias=True, sliding_window=6, max_window_layers=1))
+    assert read(base).attention_types == (G, S, S) and read(base).sliding_window == 6
+    assert read(base, use_sliding_window=False).sliding_window is None, "use_sliding_window false keeps a window"
+    assert read(base, ("use_sliding_window",)).sliding_window is None, "Qwen2Config's default: no window"
+    assert read(base, ("sliding_window",)).sliding_window == 4096, "Qwen2Config's default window"
+    assert read(base, ("max_window_layers",)).attention_types == (G, G, G), "Qwen2Config's max_window_layers 28"
+    assert read(base, max_window_layers=0).attention_types == (S, S, S)
+    assert read(base, layer_types=[G, S, S]).max_window_layers == 1
+    assert read(base, use_sliding_window=False, layer_types=[G, G, G]).sliding_window is None
+    qwen3 = dict(base, model_type="qwen3", max_window_layers=2)
+    assert read(qwen3).attention_types == (G, G, S) and read(qwen3).qk_norm
+    moe = tl.hf_config(tl.LlamaConfig(num_layers=3, qk_norm=True, num_experts=4, sliding_window=6))
+    assert moe["max_window_layers"] == 0 and read(moe).attention_types == (S, S, S)
+    for M in (2, 28):
+        assert read(moe, max_window_layers=M).attention_types == (S, S, S), "qwen3_moe reads max_window_layers"
+    assert read(moe, use_sliding_window=False).sliding_window is None
+    assert_refused("qwen2 config.json", lambda bad: read(base, **bad),
+                   ({"sliding_window": 0}, {"sliding_window": 2.5}, {"sliding_window": True}, {"sliding_window": "8"},
+                    {"max_window_layers": -1}, {"max_window_layers": 1.5}, {"max_window_layers": True},
+                    {"layer_types": [G, G, S]}, {"layer_types": [S, G, S]}, {"layer_types": [G, S]},
+                    {"use_sliding_window": False, "layer_types": [G, S, S]}))
+    assert_refused("qwen3 config.json", lambda bad: read(qwen3, **bad), ({"layer_types": [G, S, S]},))
+    print("qwen hf folder: windowed config.json = unwindowed + use_sliding_window true, sliding_window W, "
+          "max_window_layers M (qwen3_moe 0), round trip (qwen2 W 5 M 1, qwen3 W 3 M 2 tied head_dim 16, qwen3_moe "
+          "W 4); Qwen's defaults (no window without use_sliding_window, W 4096, M 28), layer_types read, qwen3_moe "
+          "slides every layer whatever max_window_layers; bad values and other layer_types refused")
+
+
+def check_qwen_window_reference(tmp):
+    """--model qwen2|qwen3|qwen3_moe --sliding-window golden runs (qwen2 3 layers W 5 M 1; qwen3 3 layers W 3 M 2 NKV 1
+    tied head_dim 16; qwen3 W 4, default M 0; qwen3_moe W 5): check_window_run's checks (step 1 op by op windowed in
+    layers >= M only); expected.json's layer_types and max_window_layers; hf/'s and hf_final/'s config.json the
+    unwindowed run's plus the window keys. W >= --seq-len (16, 100) and M >= --layers are the unwindowed run bit for
+    bit (losses, grad norms, hf_final); refusals."""
+    runs = {"qwen2_w5_m1": ("--model", "qwen2", "--layers", "3", "--sliding-window", "5", "--max-window-layers", "1"),
+            "qwen3_w3_m2": ("--model", "qwen3", "--layers", "3", "--sliding-window", "3", "--max-window-layers", "2",
+                            "--kv-heads", "1", "--tie", "1", "--head-dim", "16"),
+            "qwen3_w4": ("--model", "qwen3", "--sliding-window", "4"),
+            "qwen3_moe_w5": ("--model", "qwen3_moe", "--sliding-window", "5")}
+    for name, flags in runs.items():
+        r, net = check_window_run(tmp, name, flags)
+        (W, M), L = window_flags(flags), net.cfg.num_layers
+        c = r["config"]
+        assert c["layer_types"] == ["full_attention"] * M + ["sliding_attention"] * (L - M), f"{name}: {c}"
+        assert c.get("max_window_layers") == (None if flags[1] == "qwen3_moe" else M), f"{name}: {c}"
+        for sub in ("hf", "hf_final"):
+            with open(os.path.join(tmp, f"{name}_1", sub, "config.json")) as f, \
+                    open(os.path.join(tmp, f"{name}_plain", sub, "config.json")) as g:
+                got, plain = json.load(f), json.load(g)
+            assert got == dict(plain, use_sliding_window=True, sliding_window=W, max_window_layers=M), f"{name} {sub}"
+    # A window covering --seq-len 16, or no sliding layer: the unwindowed run to the bit.
+    for model, layers, window in (("qwen2", "3", ("--sliding-window", "16", "--max-window-layers", "1")),
+                                  ("qwen2", "3", ("--sliding-window", "5", "--max-window-layers", "3")),
+                                  ("qwen3", "2", ("--sliding-window", "100")),
+                                  ("qwen3_moe", "2", ("--sliding-window", "16"))):
+        plain = run_llama_reference(tmp, "qwen_unwindowed", "--model", model, "--layers", layers)
+        r = run_llama_reference(tmp, "qwen_wide", "--model", model, "--layers", layers, *window)
+        assert (r["losses"], r["grad_norms"]) == (plain["losses"], plain["grad_norms"]), f"{model} {window}"
+        assert r["config"]["window_masks"] is False, f"{model} {window}: window_masks"
+        with open(os.path.join(tmp, "qwen_wide", "hf_final", "model.safetensors"), "rb") as a, \
+                open(os.path.join(tmp, "qwen_unwindowed", "hf_final", "model.safetensors"), "rb") as b:
+            assert a.read() == b.read(), f"{model} {window}: hf_final differs from the unwindowed run's"
+    for flags in (("--model", "qwen2", "--max-window-layers", "1"), ("--model", "qwen2", "--sliding-window", "0"),
+                  ("--model", "qwen2", "--sliding-window", "4", "--max-window-layers", "-1"),
+                  ("--model", "qwen3_moe", "--sliding-window", "4", "--max-window-layers", "0"),
+                  ("--model", "mistral", "--sliding-window", "4", "--max-window-layers", "1"),
+                  ("--model", "gemma3", "--max-window-layers", "1"), ("--model", "llama", "--max-window-layers", "0")):
+        assert refused(*flags), f"{flags} accepted"
+    assert not refused("--model", "qwen3", "--sliding-window", "1", "--max-window-layers", "5", "--head-dim", "16",
+                       "--rope-scaling", "yarn", "--fp8-block", "8", "8")
+    print("make_hf_llama_reference --model qwen2/qwen3/qwen3_moe --sliding-window (qwen2 W 5 M 1; qwen3 W 3 M 2 NKV 1 "
+          "tied head_dim 16; qwen3 W 4 M 0; qwen3_moe W 5): deterministic; hf/ reproduces step 1 (load_hf exactly, "
+          "op by op windowed from layer M on to 1e-12); hf/ and train.bin the unwindowed run's, losses not; "
+          "config.json the unwindowed one's + use_sliding_window, sliding_window, max_window_layers; layer_types; "
+          "W >= seq-len (16, 100) or M >= layers = unwindowed bit for bit; refusals")
 
 
 # ---------------------------------------------------------------- DeepSeek-V3 (float64)
@@ -2874,6 +3085,9 @@ def main():
         check_sliding_window()
         check_mistral_hf(tmp)
         check_mistral_reference(tmp)
+        check_qwen_sliding_window()
+        check_qwen_window_hf(tmp)
+        check_qwen_window_reference(tmp)
         check_latent_attention()
         check_deepseek_moe()
         check_deepseek_hf_round_trip(tmp)

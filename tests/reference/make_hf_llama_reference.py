@@ -22,7 +22,10 @@
 # (default 4), or where the --no-rope-layers list (1 RoPE, 0 NoPE, one per layer) holds a 0; no --head-dim.
 # --model mistral is MistralForCausalLM: llama's run and tensors, Mistral's config.json ("sliding_window" null unless
 # --sliding-window W). --sliding-window W (mistral, phi3) lets query i attend keys i - W < j <= i only, as transformers'
-# sliding-window causal mask; with W >= --seq-len that is plain causal attention, llama's run.
+# sliding-window causal mask; with W >= --seq-len that is plain causal attention, llama's run. --model qwen2|qwen3 with
+# --sliding-window W writes "use_sliding_window": true, W and "max_window_layers": --max-window-layers M (default 0):
+# layers i >= M slide, the first M attend causally (Qwen2Config's and Qwen3Config's layer_types); qwen3_moe slides
+# every layer (Qwen3-MoE's attention reads no max_window_layers; config.json says 0) and takes no --max-window-layers.
 # --model gemma3 is Gemma3ForCausalLM (model_type gemma3_text, torch_llama.Gemma3): embeddings times f32(sqrt(C)), four
 # (1 + w) RMSNorms a block (w stored as N(0, 0.1)), GeGLU (gelu tanh), per-head q/k norms, scores times
 # --query-pre-attn-scalar^-0.5 (default head size), tied by default (--tie 0 unties); layer i is global when (i + 1) %
@@ -58,7 +61,8 @@ YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_sl
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
 LONGROPE_ARGS = ("longrope_original_max",)
 SMOLLM3_ARGS = ("no_rope_interval", "no_rope_layers")
-WINDOW_MODELS = ("mistral", "phi3", "gemma3")     # the models --sliding-window applies to
+QWEN_MODELS = ("qwen2", "qwen3", "qwen3_moe")    # use_sliding_window's models (qwen2, qwen3: max_window_layers)
+WINDOW_MODELS = ("mistral", "phi3", "gemma3") + QWEN_MODELS     # the models --sliding-window applies to
 # Gemma 3's own flags (in expected.json's config only for gemma3; rope_factor only with --rope-scaling linear).
 GEMMA3_ARGS = ("query_pre_attn_scalar", "sliding_window_pattern", "rope_local_base_freq", "rope_factor")
 # The nn.Linear weights that --fp8-block quantizes, as DeepSeek-V3's release does: the attention projections and
@@ -109,9 +113,13 @@ def parse_args(argv=None):
                    help="smollm3 only: no_rope_layers as comma-separated 1 (RoPE) / 0 (NoPE), one per layer; "
                         "overrides the interval (which config.json still records)")
     p.add_argument("--sliding-window", type=int, default=None,
-                   help="mistral, phi3 and gemma3 only: sliding_window W >= 1, query i attends keys i - W < j <= i "
-                        "(the W latest positions, itself included; gemma3: in its sliding layers, default 4096); "
-                        "absent: null, plain causal attention")
+                   help="mistral, phi3, gemma3, qwen2, qwen3 and qwen3_moe only: sliding_window W >= 1, query i "
+                        "attends keys i - W < j <= i (the W latest positions, itself included; gemma3: in its sliding "
+                        "layers, default 4096; qwen2/qwen3: in layers >= --max-window-layers); absent: null (qwen: "
+                        "use_sliding_window false), plain causal attention")
+    p.add_argument("--max-window-layers", type=int, default=None,
+                   help="qwen2 and qwen3 with --sliding-window only: max_window_layers M >= 0 (default 0, every layer "
+                        "slides), layers i < M attend causally; qwen3_moe slides every layer")
     p.add_argument("--tie", type=int, choices=(0, 1), default=None,
                    help="1: lm_head tied to embed_tokens (default 0; gemma3 1)")
     g = p.add_argument_group("gemma3 (Gemma3ForCausalLM)")
@@ -227,7 +235,14 @@ def parse_args(argv=None):
     if args.model != "smollm3" and (args.no_rope_interval is not None or args.no_rope_layers is not None):
         p.error("--no-rope-interval and --no-rope-layers apply to smollm3 only")
     if args.sliding_window is not None and (args.model not in WINDOW_MODELS or args.sliding_window < 1):
-        p.error("--sliding-window applies to mistral, phi3 and gemma3 only, and must be >= 1")
+        p.error("--sliding-window applies to mistral, phi3, gemma3, qwen2, qwen3 and qwen3_moe only, and must be "
+                ">= 1")
+    if args.max_window_layers is not None and (args.model not in ("qwen2", "qwen3") or args.sliding_window is None
+                                               or args.max_window_layers < 0):
+        p.error("--max-window-layers applies to qwen2 and qwen3 with --sliding-window only (qwen3_moe slides every "
+                "layer), and must be >= 0")
+    if args.model in ("qwen2", "qwen3") and args.sliding_window is not None and args.max_window_layers is None:
+        args.max_window_layers = 0
     v2 = args.model == "deepseek_v2"
     if args.topk_group is None:
         args.topk_group = args.n_group
@@ -353,7 +368,7 @@ def model_config(args):
         partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2", olmoe=args.model == "olmoe",
         smollm3=args.model == "smollm3", no_rope_layers=tuple(args.no_rope_layers or ()),
         no_rope_layer_interval=args.no_rope_interval or 4, mistral=args.model == "mistral",
-        sliding_window=args.sliding_window,
+        sliding_window=args.sliding_window, max_window_layers=args.max_window_layers or 0,
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0,
         **(gemma3_fields(args) if args.model == "gemma3" else {}))
@@ -501,8 +516,9 @@ def run_config(args, cfg, num_tokens):
                + (() if args.model == "smollm3" else SMOLLM3_ARGS)
                + (() if args.model == "gemma3" else GEMMA3_ARGS)
                + (("rope_factor",) if args.rope_factor is None else ())
-               # sliding_window is recorded only when given
+               # sliding_window is recorded only when given, max_window_layers with it (qwen2, qwen3)
                + (("sliding_window",) if args.sliding_window is None else ())
+               + (("max_window_layers",) if args.max_window_layers is None else ())
                # partial_rotary_factor is recorded only when it is not 1
                + (("partial_rotary_factor",) if args.partial_rotary_factor == 1.0 else ())
                + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
@@ -605,7 +621,14 @@ def run_config(args, cfg, num_tokens):
     if not deepseek and cfg.sliding_window is not None:
         config["attention"] = ("causal with a sliding window: query i attends keys j with i - sliding_window < j <= i "
                                "(the sliding_window latest positions, itself included); softmax over those only")
-        config["window_masks"] = args.seq_len > cfg.sliding_window   # false: plain causal attention at this --seq-len
+        # false: plain causal attention at this --seq-len (or no sliding layer)
+        config["window_masks"] = args.seq_len > cfg.sliding_window and "sliding_attention" in cfg.attention_types
+    if args.model in QWEN_MODELS and cfg.sliding_window is not None:
+        config["layer_types"] = list(cfg.attention_types)
+        config["attention"] = ("layer_types[i] sliding_attention (i >= max_window_layers; qwen3_moe: every layer, "
+                               "max_window_layers 0): query i attends keys j with i - sliding_window < j <= i (the "
+                               "sliding_window latest positions, itself included), softmax over those only; "
+                               "full_attention: causal; RoPE the same in every layer")
     if not deepseek and cfg.gemma3:
         config["query_pre_attn_scalar"] = cfg.query_pre_attn_scalar
         config["layer_types"] = list(cfg.layer_types)
@@ -697,6 +720,8 @@ def main(argv=None):
               f"attention")
     if args.model == "gemma3" and "sliding_attention" not in cfg.layer_types:
         print("note: no layer is sliding (lower --sliding-window-pattern or raise --layers)")
+    if args.model in QWEN_MODELS and cfg.sliding_window is not None and "sliding_attention" not in cfg.attention_types:
+        print("note: no layer is sliding (lower --max-window-layers or raise --layers): plain causal attention")
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")
 
 

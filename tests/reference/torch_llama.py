@@ -14,7 +14,9 @@
 # (SmolLM3ForCausalLM) is Llama but for its NoPE layers: no_rope_layers[i] 0 leaves layer i's q and k unrotated
 # (1 rotates them), by default every no_rope_layer_interval-th layer (i + 1 a multiple of it). Mistral
 # (MistralForCausalLM) is Llama with Llama's files; with a sliding_window W (Mistral's, or Phi-3's) query i attends only
-# keys j with i - W < j <= i, the W latest positions including itself (HF's sliding-window causal mask). RoPE uses
+# keys j with i - W < j <= i, the W latest positions including itself (HF's sliding-window causal mask). Qwen2 and Qwen3
+# with use_sliding_window apply that window in layers i >= max_window_layers only, the first ones attending causally
+# (their configs' layer_types); Qwen3-MoE's attention reads no max_window_layers and slides in every layer. RoPE uses
 # HF's non-interleaved rotate_half convention, optionally with llama3 or YaRN frequency scaling; query head
 # h reads kv head h // (NH/NKV). Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text; class Gemma3) has its own
 # blocks: embeddings times f32(sqrt(C)); RMSNorms with gain 1 + w (w stored around 0) before and after both the
@@ -69,8 +71,10 @@ class LlamaConfig:
     no_rope_layers: tuple = ()      # smollm3: one 1 (RoPE) or 0 (NoPE) per layer; () = from the interval
     no_rope_layer_interval: int = 4  # smollm3: () above gives layer i NoPE when (i + 1) % this == 0
     mistral: bool = False           # MistralForCausalLM: Llama's computation and names, its own config.json
-    sliding_window: Optional[int] = None  # mistral, phi3: query i attends keys i - W < j <= i; None = causal only
-    #                                       (gemma3: its sliding layers only, and required)
+    sliding_window: Optional[int] = None  # mistral, phi3, qwen2/3, qwen3_moe: query i attends keys i - W < j <= i;
+    #                                       None = causal only (gemma3: its sliding layers only, and required;
+    #                                       qwen2, qwen3: layers >= max_window_layers only)
+    max_window_layers: int = 0      # qwen2, qwen3 with a sliding_window: layers i < this attend causally
     gemma3: bool = False            # Gemma3ForCausalLM (gemma3_text): the Gemma3 class below, not Llama
     query_pre_attn_scalar: float = 0  # gemma3: scores times this ** -0.5; 0 = head_size
     rope_local_base_freq: float = 10000.0  # gemma3: the sliding layers' RoPE base (never scaled)
@@ -120,11 +124,18 @@ class LlamaConfig:
             raise ValueError("query_pre_attn_scalar, layer_types, rope_local_base_freq and sliding_window_pattern are "
                              "modelled for gemma3 only")
         if self.sliding_window is not None:
-            if not (self.mistral or self.phi3 or self.gemma3):
-                raise ValueError("sliding_window is modelled for mistral, phi3 and gemma3 only")
+            if not (self.mistral or self.phi3 or self.gemma3 or self.qwen):
+                raise ValueError("sliding_window is modelled for mistral, phi3, gemma3, qwen2, qwen3 and qwen3_moe "
+                                 "only")
             if isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int) \
                     or self.sliding_window < 1:
                 raise ValueError(f"sliding_window {self.sliding_window} must be a positive integer (or None)")
+        M = self.max_window_layers
+        if isinstance(M, bool) or not isinstance(M, int) or M < 0:
+            raise ValueError(f"max_window_layers {M} must be a non-negative integer")
+        if M and (self.sliding_window is None or not self.qwen or self.is_moe):
+            raise ValueError("max_window_layers is modelled for qwen2 and qwen3 with a sliding_window only (Qwen3-MoE "
+                             "slides every layer)")
         if not self.phi3 and (kind == "longrope" or self.partial_rotary_factor != 1.0 or self.original_max_seq_len):
             raise ValueError("longrope, partial_rotary_factor and original_max_position_embeddings are modelled for "
                              "phi3 only")
@@ -164,8 +175,20 @@ class LlamaConfig:
             raise ValueError(f"gemma3: layer_types {list(self.layer_types)}: one of {GEMMA3_LAYER_TYPES} per layer "
                              f"({self.num_layers})")
 
-    def is_sliding(self, layer):    # gemma3: a sliding_attention layer (window, local RoPE base)
-        return self.gemma3 and self.layer_types[layer] == "sliding_attention"
+    def is_sliding(self, layer):
+        """Whether layer's attention slides (query i sees keys i - W < j <= i): gemma3's sliding_attention layers (local
+        RoPE base too); else, with a sliding_window, the layers from max_window_layers on (Qwen2's and Qwen3's first
+        max_window_layers attend causally; it is 0 for Mistral, Phi-3 and Qwen3-MoE, which slide in every layer)."""
+        if self.gemma3:
+            return self.layer_types[layer] == "sliding_attention"
+        return self.sliding_window is not None and layer >= self.max_window_layers
+
+    def layer_window(self, layer):  # layer's window W, or None: causal attention
+        return self.sliding_window if self.is_sliding(layer) else None
+
+    @property
+    def attention_types(self):      # "sliding_attention" / "full_attention" per layer, as HF's layer_types
+        return tuple("sliding_attention" if self.is_sliding(i) else "full_attention" for i in range(self.num_layers))
 
     @property
     def attn_scale(self):           # the factor on q.k: query_pre_attn_scalar^-0.5 (gemma3), else HS^-0.5
@@ -189,6 +212,10 @@ class LlamaConfig:
 
     def uses_rope(self, layer):     # False for SmolLM3's NoPE layers
         return not self.smollm3 or bool(self.no_rope_layers[layer])
+
+    @property
+    def qwen(self):                 # Qwen2 (dense, q/k/v biases), Qwen3 or Qwen3-MoE (per-head q/k norms)
+        return self.qk_norm or (self.qkv_bias and not self.is_moe)
 
     @property
     def whole_qk_norm(self):        # one q_norm over all NH*HS channels, one k_norm over NKV*HS (OLMo 2, OLMoE)
@@ -425,7 +452,8 @@ class Attention(nn.Module):
     with cfg.qkv_bias (Qwen2), none elsewhere; with cfg.qk_norm (Qwen3) q_norm and k_norm, RMSNorms of HS
     channels shared by the heads, normalise each query and key head before RoPE; with cfg.olmo2 or cfg.olmoe they
     are one RMSNorm over all NH*HS query (NKV*HS key) channels of a token, before the split into heads. A SmolLM3
-    NoPE layer (cfg.uses_rope(layer) false) leaves q and k unrotated. With cfg.sliding_window W (Mistral, Phi-3) the
+    NoPE layer (cfg.uses_rope(layer) false) leaves q and k unrotated. In a sliding layer (cfg.layer_window(layer) W:
+    Mistral's and Phi-3's every layer, Qwen2's and Qwen3's from max_window_layers on, Qwen3-MoE's every layer) the
     mask also hides every key W or more positions back: query i sees keys i - W < j <= i."""
 
     def __init__(self, cfg, layer=0):
@@ -443,7 +471,7 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(cfg.num_heads * HS, cfg.rms_norm_eps)       # (NH*HS)
             self.k_norm = RMSNorm(cfg.num_kv_heads * HS, cfg.rms_norm_eps)    # (NKV*HS)
         self.whole_qk_norm = cfg.whole_qk_norm
-        self.register_buffer("mask_bias", causal_mask_bias(cfg.max_seq_len, cfg.sliding_window), persistent=False)
+        self.register_buffer("mask_bias", causal_mask_bias(cfg.max_seq_len, cfg.layer_window(layer)), persistent=False)
 
     def forward(self, x, cos, sin):
         B, T, _ = x.shape
@@ -644,15 +672,14 @@ class Gemma3Attention(nn.Module):
     def __init__(self, cfg, layer):
         super().__init__()
         self.num_heads, self.num_kv_heads, HS, C = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.channels
-        self.head_size, self.scale, self.sliding = HS, cfg.attn_scale, cfg.is_sliding(layer)
+        self.head_size, self.scale = HS, cfg.attn_scale
         self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=False)       # (NH*HS, C)
         self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
         self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
         self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=False)       # (C, NH*HS)
         self.q_norm = GemmaRMSNorm(HS, cfg.rms_norm_eps)
         self.k_norm = GemmaRMSNorm(HS, cfg.rms_norm_eps)
-        window = cfg.sliding_window if self.sliding else None
-        self.register_buffer("mask_bias", causal_mask_bias(cfg.max_seq_len, window), persistent=False)
+        self.register_buffer("mask_bias", causal_mask_bias(cfg.max_seq_len, cfg.layer_window(layer)), persistent=False)
 
     def forward(self, x, cos, sin):
         B, T, _ = x.shape
@@ -797,7 +824,8 @@ def hf_config(cfg):
     (mistral: Llama's keys but the bias ones, with head_dim and sliding_window W or null) or OlmoeForCausalLM (olmoe:
     no head_dim, rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
     SmolLM3ForCausalLM (smollm3: no head_dim; no_rope_layers, no_rope_layer_interval, no sliding window and
-    layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config)."""
+    layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config).
+    Qwen's three write qwen_window_config's keys."""
     if cfg.gemma3:
         return gemma3_hf_config(cfg)
     common = {
@@ -837,18 +865,28 @@ def hf_config(cfg):
                   "moe_intermediate_size": cfg.intermediate, "norm_topk_prob": cfg.norm_topk_prob,
                   "decoder_sparse_step": 1,
                   "mlp_only_layers": [], "router_aux_loss_coef": 0.0, "output_router_logits": True,
-                  "use_sliding_window": False, "sliding_window": None, "attention_bias": False})
+                  **qwen_window_config(cfg), "attention_bias": False})
     elif cfg.is_moe:
         c.update({"num_local_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k,
                   "router_aux_loss_coef": 0.0, "output_router_logits": True, "router_jitter_noise": 0.0,
                   "sliding_window": None})
     elif kind == "qwen2":
-        c.update({"use_sliding_window": False, "sliding_window": None})
+        c.update(qwen_window_config(cfg))
     elif kind == "qwen3":
-        c.update({"use_sliding_window": False, "sliding_window": None, "attention_bias": False})
+        c.update({**qwen_window_config(cfg), "attention_bias": False})
     else:
         c.update({"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1})
     return c
+
+
+def qwen_window_config(cfg):
+    """Qwen2's, Qwen3's and Qwen3-MoE's window keys: use_sliding_window false and sliding_window null without a
+    window, else use_sliding_window true, sliding_window W and max_window_layers (layer i slides iff i >= it; 0 for
+    qwen3_moe, whose attention reads none and slides in every layer, so that both readings agree)."""
+    if cfg.sliding_window is None:
+        return {"use_sliding_window": False, "sliding_window": None}
+    return {"use_sliding_window": True, "sliding_window": cfg.sliding_window,
+            "max_window_layers": cfg.max_window_layers}
 
 
 def json_number(v):
@@ -1021,10 +1059,15 @@ def config_from_hf(c):
                          f"none and longrope)")
     if kind == "phi3" and c.get("attention_bias"):
         raise ValueError("phi3: only no attention_bias is modelled")
-    # MistralConfig's default window is 4096, Phi3Config's none; null = plain causal attention.
-    window = c.get("sliding_window", 4096 if kind == "mistral" else None) if kind in ("mistral", "phi3") else None
+    # MistralConfig's default window is 4096, Phi3Config's none; null = plain causal attention. Qwen2Config,
+    # Qwen3Config and Qwen3MoeConfig keep theirs (default 4096) only under use_sliding_window; Qwen2's and Qwen3's
+    # layers i < max_window_layers (default 28) attend causally, Qwen3-MoE's attention reads no max_window_layers.
+    qwen_window = kind in ("qwen2", "qwen3", "qwen3_moe") and c.get("use_sliding_window")
+    window = (c.get("sliding_window", 4096 if kind == "mistral" else None) if kind in ("mistral", "phi3")
+              else c.get("sliding_window", 4096) if qwen_window else None)
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         raise ValueError(f"{kind}: sliding_window {window} must be a positive integer or null")
+    max_window = c.get("max_window_layers", 28) if kind in ("qwen2", "qwen3") and window is not None else 0
     # Phi3Config's default original_max_position_embeddings is 4096; kept only where it differs from
     # max_position_embeddings (LlamaConfig's 0), so that a config round-trips.
     orig = (c.get("original_max_position_embeddings") or 4096) if kind == "phi3" else 0
@@ -1037,7 +1080,7 @@ def config_from_hf(c):
     kv_heads = c.get("num_key_value_heads", 4 if smollm3 else 8 if kind == "mistral" else c["num_attention_heads"])
     if (smollm3 or kind == "mistral") and kv_heads is None:
         kv_heads = c["num_attention_heads"]
-    return LlamaConfig(
+    cfg = LlamaConfig(
         num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
         num_kv_heads=kv_heads, channels=c["hidden_size"],
         intermediate=c["moe_intermediate_size"] if kind == "qwen3_moe" else c["intermediate_size"],
@@ -1053,7 +1096,13 @@ def config_from_hf(c):
         partial_rotary_factor=float(c.get("partial_rotary_factor", 1.0)) if kind == "phi3" else 1.0,
         original_max_seq_len=orig if orig != c["max_position_embeddings"] else 0, olmo2=kind == "olmo2",
         olmoe=kind == "olmoe", smollm3=smollm3, no_rope_layers=no_rope, no_rope_layer_interval=interval,
-        mistral=kind == "mistral", sliding_window=window)
+        mistral=kind == "mistral", sliding_window=window, max_window_layers=max_window)
+    # transformers reads Qwen2's and Qwen3's layer_types before max_window_layers; other layer kinds are not modelled.
+    types = c.get("layer_types") if kind in ("qwen2", "qwen3") else None
+    if types is not None and list(types) != list(cfg.attention_types):
+        raise ValueError(f"{kind}: layer_types {types} are not modelled (only {list(cfg.attention_types)}, from "
+                         f"use_sliding_window, sliding_window and max_window_layers)")
+    return cfg
 
 
 def load_hf(folder, dtype=torch.float64):

@@ -258,6 +258,21 @@ TEST(TorchReference, HuggingFaceSlidingWindowTrainsLikeFloat64PyTorch) {
                              "--lr 3e-3");
 }
 
+// Qwen's sliding windows (use_sliding_window): Qwen2's and Qwen3's first max_window_layers blocks
+// attend to the whole sequence and the later ones to their 5 latest positions; Qwen3-MoE's slide in
+// every block.
+TEST(TorchReference, HuggingFaceQwenSlidingWindowsTrainLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model qwen2 --layers 3 --sliding-window 5 --max-window-layers 1 --seq-len 16 "
+                             "--steps 10 --lr 3e-3 --grad-clip 1.0",
+                             1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model qwen3 --layers 3 --sliding-window 4 --max-window-layers 2 --seq-len 16 "
+                             "--steps 8 --lr 3e-3");
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model qwen3_moe --sliding-window 5 --seq-len 16 --steps 8 --lr 3e-3");
+}
+
 // Gemma 3 (Gemma3ForCausalLM): (1 + w) norms before and after each sublayer, embeddings times sqrt(C),
 // GeGLU, per-head q/k norms; sliding layers (a window of 5 over 16 tokens, RoPE base 10,000) and global
 // ones (theta 1e6); then with linear RoPE scaling on the global layers, query_pre_attn_scalar 24 on
