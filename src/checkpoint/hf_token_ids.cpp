@@ -10,7 +10,7 @@ namespace tessera {
 
 HfTokenIds hf_token_ids(const Tokenizer& tokenizer) {
   HfTokenIds ids;
-  if (!tokenizer.special_token_id(kEndOfText) && !tokenizer.special_token_id(kLlamaEndOfText)) return ids;
+  if (!tokenizer.has_eot_token()) return ids;
   ids.bos = tokenizer.document_start_token();
   ids.eos.push_back(tokenizer.eot_token());
   for (const char* name : {"llama3", "chatml", "phi3"})

@@ -96,6 +96,7 @@ class Tokenizer {
   // Id of <|endoftext|>, or else of Llama 3's <|end_of_text|>, SentencePiece's </s> or Gemma's <eos>;
   // throws when this vocabulary has none.
   int32_t eot_token() const;
+  bool has_eot_token() const { return eot_ >= 0; }
   // The token the post-processor puts first (Llama 3: <|begin_of_text|>); nullopt when it adds none
   // (GPT-2). A data pipeline starts each document with it when there is one.
   std::optional<int32_t> bos_token() const;

@@ -2,7 +2,7 @@
 // (GPT-2's regex, or a Split regex before it as in Llama 3), ignore_merges, a TemplateProcessing
 // post-processor and no normalizer or NFC (Qwen2); or SentencePiece's BPE with byte fallback, its
 // spaces made "▁" by the normalizer (Gemma's), after a "▁" prepended (Llama 2's), and no
-// pre-tokenizer. Options that would change the encoding (prefix space, dropout, subword affixes,
+// pre-tokenizer (or Gemma's Split at the spaces that are gone). Options that would change the encoding (prefix space, dropout, subword affixes,
 // stripping around added tokens) are refused by name rather than ignored. Written: GPT-2's own
 // layout, Llama 3's when the pattern or post-processor differ, or Llama 2's or Gemma's.
 #include <algorithm>
@@ -53,7 +53,8 @@ void check_supported(const Json& root, const std::string& name) {
 }
 
 // A byte-fallback (SentencePiece) tokenizer's normalizer: Replace(" ", "▁"), alone (Gemma's) or after
-// Prepend("▁") in a Sequence (Llama 2's); returns whether it prepends. It may have no pre_tokenizer.
+// Prepend("▁") in a Sequence (Llama 2's); returns whether it prepends. It may have no pre_tokenizer
+// but Gemma's Split at spaces.
 bool read_metaspace_normalizer(const Json& root, const std::string& name) {
   const std::string metaspace = "\xE2\x96\x81";
   const auto is_replace = [&](const Json& step) {
@@ -69,8 +70,11 @@ bool read_metaspace_normalizer(const Json& root, const std::string& name) {
   TS_CHECK(prepends || is_replace(normalizer), name, ": normalizer ", json_excerpt(normalizer),
            " is not supported with byte fallback; Tessera reads SentencePiece's Replace(\" \", \"", metaspace,
            "\"), alone or after Prepend(\"", metaspace, "\")");
+  // Gemma's splits at spaces, none of which the normalizer leaves: a Split that never matches.
   const Json pre = root.value("pre_tokenizer", Json());
-  TS_CHECK(pre.is_null(), name, ": pre_tokenizer ", type_of(pre),
+  const bool idle_split = type_of(pre) == "Split" && pre.value("pattern", Json()) == Json{{"String", " "}} &&
+                          pre.value("behavior", Json()) == "MergedWithPrevious" && !option_flag(pre, "invert", false, name);
+  TS_CHECK(pre.is_null() || idle_split, name, ": pre_tokenizer ", type_of(pre),
            " is not supported with byte fallback; Tessera reads SentencePiece tokenizers whose normalizer makes "
            "the spaces (as transformers writes them today: load and save the tokenizer with a recent transformers)");
   return prepends;

@@ -46,6 +46,13 @@ TEST(HfTokenIds, FromEachFamilysTokenizer) {
   // Phi-3's vocabulary ends a turn with <|end|> (its generation config lists it beside <|endoftext|>).
   const HfTokenIds phi3 = hf_token_ids(byte_tokenizer({"<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>"}));
   EXPECT_EQ(phi3.eos, (std::vector<int64_t>{256, 258}));
+  // SentencePiece's vocabularies end a text with </s> (Llama 2, Mistral 7B) or <eos> (Gemma).
+  const HfTokenIds llama2 = hf_token_ids(byte_tokenizer({"<unk>", "<s>", "</s>"}, 1));
+  EXPECT_EQ(llama2.bos, 257);
+  EXPECT_EQ(llama2.eos, (std::vector<int64_t>{258}));
+  const HfTokenIds gemma = hf_token_ids(byte_tokenizer({"<pad>", "<eos>", "<bos>"}, 2));
+  EXPECT_EQ(gemma.bos, 258);
+  EXPECT_EQ(gemma.eos, (std::vector<int64_t>{257}));
   const HfTokenIds none = hf_token_ids(byte_tokenizer({"<pad>"}));
   EXPECT_FALSE(none.bos);
   EXPECT_TRUE(none.eos.empty());

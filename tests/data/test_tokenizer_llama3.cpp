@@ -18,7 +18,7 @@ namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
-using namespace testing;  // Texts, IdLists, npm_package, run_node and the texts of tokenizer_references.h
+using namespace testing;  // Texts, IdLists, npm_package, run_node, expect_same and the texts of tokenizer_references.h
 
 constexpr int32_t kBeginOfText = 128000, kEndOfTextId = 128001, kEotId = 128009;
 
@@ -82,26 +82,6 @@ class Llama3Test : public ::testing::Test {
   }
 
   const Tokenizer& llama3() const { return *tokenizer_; }
-
-  // Hugging Face's tokenizers, fetched like the GPT-2 tests fetch it; empty when unavailable.
-  fs::path hf_tokenizers() const {
-    std::string why;
-    fs::path hf = npm_package("tokenizers@0.23.2", "tokenizers",
-                              "package/package.json package/index.js 'package/tokenizers.linux-*.node'", why);
-    if (hf.empty()) ADD_FAILURE() << why;  // the Llama 3 package came through, so this one should too
-    return hf;
-  }
-
-  static void expect_same(const Texts& texts, const IdLists& ours, const IdLists& theirs, const char* reference) {
-    ASSERT_EQ(texts.size(), ours.size());
-    ASSERT_EQ(texts.size(), theirs.size());
-    size_t tokens = 0;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      EXPECT_EQ(ours[i], theirs[i]) << reference << ", text " << i << ": '" << texts[i] << "'";
-      tokens += theirs[i].size();
-    }
-    std::printf("%s: %zu texts, %zu tokens compared\n", reference, texts.size(), tokens);
-  }
 
   IdLists encode_all(const Texts& texts, bool with_special_tokens) const {
     IdLists ids;

@@ -1,12 +1,13 @@
 // What the tokenizer tests share for comparing with reference encoders: npm packages fetched once
-// into the build tree (<build>/test-cache/npm), our node scripts beside this file, and the texts
-// encoded (hand-picked, random, a fortunes file, our own source code). Without node, npm or the
-// registry the tests that need them skip.
+// into the build tree (<build>/test-cache/npm), our node scripts beside this file, the texts
+// encoded (hand-picked, random, a fortunes file, our own source code) and the comparison of the
+// ids. Without node, npm or the registry the tests that need them skip.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -70,6 +71,30 @@ inline IdLists run_node(const std::string& script, const std::vector<std::string
   EXPECT_EQ(result.exit_code, 0) << result.output;
   if (result.exit_code != 0) return IdLists(texts.size());
   return nlohmann::json::parse(read_text(out)).get<IdLists>();
+}
+
+// Hugging Face's tokenizers (the Rust library inside its npm package), fetched like the other
+// reference packages; empty when unavailable, which fails the test: callers ask once another
+// package came through, so this one should too.
+inline std::filesystem::path hf_tokenizers() {
+  std::string why;
+  std::filesystem::path hf =
+      npm_package("tokenizers@0.23.2", "tokenizers",
+                  "package/package.json package/index.js 'package/tokenizers.linux-*.node'", why);
+  if (hf.empty()) ADD_FAILURE() << why;
+  return hf;
+}
+
+// Each text's ids from us and from `reference` are the same; prints how much was compared.
+inline void expect_same(const Texts& texts, const IdLists& ours, const IdLists& theirs, const char* reference) {
+  ASSERT_EQ(texts.size(), ours.size());
+  ASSERT_EQ(texts.size(), theirs.size());
+  size_t tokens = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(ours[i], theirs[i]) << reference << ", text " << i << ": '" << texts[i] << "'";
+    tokens += theirs[i].size();
+  }
+  std::printf("%s: %zu texts, %zu tokens compared\n", reference, texts.size(), tokens);
 }
 
 inline void append_utf8(uint32_t c, std::string& out) {
