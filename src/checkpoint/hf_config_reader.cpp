@@ -60,6 +60,23 @@ void fold_rope_parameters(json& config, const std::string& where) {
   config["rope_scaling"] = scaling;
 }
 
+// Gemma 3 4B-27B (Gemma3ForConditionalGeneration, model_type "gemma3") keep their text model's config in
+// text_config (a gemma3_text config, tied unless the outer config says otherwise); that model is what
+// Tessera trains.
+json gemma3_text_config(const json& config, const std::string& where) {
+  const auto text = config.find("text_config");
+  TS_CHECK(text != config.end() && text->is_object(), where,
+           ": a \"gemma3\" config needs the \"text_config\" object of its text model");
+  json c = *text;
+  const json type = c.value("model_type", json("gemma3_text"));
+  TS_CHECK(type == "gemma3_text", where, ": text_config's field 'model_type' is ", json_excerpt(type),
+           ", expected \"gemma3_text\"");
+  c["model_type"] = "gemma3_text";
+  if (!c.contains("tie_word_embeddings") && config.contains("tie_word_embeddings"))
+    c["tie_word_embeddings"] = config["tie_word_embeddings"];
+  return c;
+}
+
 }  // namespace
 
 json read_hf_config_json(const std::filesystem::path& path) {
@@ -70,6 +87,8 @@ json read_hf_config_json(const std::filesystem::path& path) {
     TS_FAIL("Hugging Face config ", quoted_text(path.string()), ": not valid JSON (", json_error_text(e), ")");
   }
   TS_CHECK(config.is_object(), "Hugging Face config ", quoted_text(path.string()), ": expected a JSON object");
+  if (config.value("model_type", json()) == "gemma3")
+    config = gemma3_text_config(config, "Hugging Face config " + quoted_text(path.string()));
   fold_rope_parameters(config, "Hugging Face config " + quoted_text(path.string()));
   return config;
 }

@@ -15,7 +15,8 @@ namespace tessera {
 
 // The JSON object of the config.json at `path`; throws naming the file when it is unreadable, too large,
 // not JSON or not an object. transformers 5's rope_parameters dict comes folded into the older top-level
-// rope_theta (partial_rotary_factor, Phi-3's original_max_position_embeddings) and rope_scaling fields.
+// rope_theta (partial_rotary_factor, Phi-3's original_max_position_embeddings) and rope_scaling fields. A
+// multimodal Gemma 3's config ("gemma3") comes as its text model's ("gemma3_text", its text_config).
 nlohmann::json read_hf_config_json(const std::filesystem::path& path);
 
 class HfConfigReader {

@@ -174,6 +174,18 @@ json layer_types_json(const ModelConfig& c) {
   return types;
 }
 
+// transformers writes only what differs from a config class's defaults (Gemma 3 4B-27B's text_config
+// names five fields): Gemma3TextConfig's for the sizes.
+json with_gemma3_defaults(json config) {
+  const std::pair<const char*, int64_t> defaults[] = {{"vocab_size", 262208},        {"hidden_size", 2304},
+                                                      {"intermediate_size", 9216},   {"num_hidden_layers", 26},
+                                                      {"num_attention_heads", 8},    {"num_key_value_heads", 4},
+                                                      {"head_dim", 256}};
+  for (const auto& [key, value] : defaults)
+    if (!config.contains(key) || config[key].is_null()) config[key] = value;
+  return config;
+}
+
 // Gemma 3 (Gemma3ForCausalLM): norms on both sides of each sublayer, embeddings times sqrt(C), GeGLU,
 // per-head q/k norms, sliding layers (layer_types, or every sliding_window_pattern-th global) with their
 // own unscaled RoPE base, scores by query_pre_attn_scalar; the (1 + w) gains are offset_gemma_gains'.
@@ -234,6 +246,42 @@ void write_qwen_window(const ModelConfig& c, bool every_block, json& j) {
   if (!every_block) j["layer_types"] = layer_types_json(c);
 }
 
+// Where a folder keeps the text model's tensors: as Gemma3ForCausalLM and every other family does
+// (model.*, lm_head.weight), or beside a vision tower, as Gemma 3 4B-27B's Gemma3ForConditionalGeneration
+// (transformers 4.50's language_model.model.* and language_model.lm_head.weight, or 4.52's
+// model.language_model.* and lm_head.weight).
+struct TextModelNames {
+  std::string model = "model.", head = "lm_head.weight";
+
+  explicit TextModelNames(const HfWeightFiles& files) {
+    if (files.contains("language_model.model.embed_tokens.weight")) {
+      model = "language_model.model.";
+      head = "language_model.lm_head.weight";
+    } else if (files.contains("model.language_model.embed_tokens.weight")) {
+      model = "model.language_model.";
+    }
+  }
+  // The stored name of transformers' text-model name (model.*, lm_head.weight), and back (none for a
+  // tensor of the vision tower or its projector, which Tessera does not read).
+  std::string stored(const std::string& name) const {
+    return name.starts_with("model.") ? model + name.substr(6) : name == "lm_head.weight" ? head : name;
+  }
+  std::optional<std::string> text_name(const std::string& stored) const {
+    if (stored.starts_with(model)) return "model." + stored.substr(model.size());
+    if (stored == head) return "lm_head.weight";
+    if (model != "model." && is_vision(stored)) return std::nullopt;
+    return stored;
+  }
+
+ private:
+  static bool is_vision(const std::string& name) {
+    for (const char* prefix :
+         {"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."})
+      if (name.starts_with(prefix)) return true;
+    return false;
+  }
+};
+
 // The block index of a tensor named model.layers.{l}..., or none.
 std::optional<int64_t> layer_of(const std::string& name) {
   const std::string prefix = "model.layers.";
@@ -253,7 +301,8 @@ bool is_hf_llama_type(const json& model_type) {
          model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma3_text";
 }
 
-ModelConfig hf_llama_config(const json& config, const std::filesystem::path& path) {
+ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path) {
+  const json config = given.value("model_type", json()) == "gemma3_text" ? with_gemma3_defaults(given) : given;
   const HfConfigReader r(config, path);
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
@@ -444,22 +493,26 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
   std::set<std::string> expected;
   for (const HfPiece& p : source.pieces) expected.insert(p.hf);
   const HfDeepseekFiles deepseek = config.mla.enabled() ? hf_deepseek_files(dir) : HfDeepseekFiles{};
-  for (const std::string& name : files->names()) {
+  const TextModelNames names(*files);
+  for (const std::string& stored : files->names()) {
+    const std::optional<std::string> text_name = names.text_name(stored);
+    if (!text_name) continue;  // Gemma 3's vision tower and projector
+    const std::string& name = *text_name;
     if (expected.count(name) || name.ends_with(".rotary_emb.inv_freq")) continue;  // a buffer older exports keep
     if (const std::optional<int64_t> layer = layer_of(name);
         layer && *layer >= config.num_layers && *layer < config.num_layers + deepseek.prediction_layers)
       continue;  // DeepSeek-V3's multi-token-prediction layers: not part of the model Tessera trains
     const bool tied_head = name == "lm_head.weight" && config.tied_embeddings;
-    TS_CHECK(tied_head, "Hugging Face weights ", files->description(), ": unexpected tensor ", quoted_text(name, 80),
+    TS_CHECK(tied_head, "Hugging Face weights ", files->description(), ": unexpected tensor ", quoted_text(stored, 80),
              " for a ", family, " with ", config.num_layers, " layers",
              config.moe.enabled() ? "" : " and dense MLPs", " (weights of another model?)");
   }
-  for (const HfPiece& p : source.pieces) files->check(p.hf, p.hf_shape);
+  for (const HfPiece& p : source.pieces) files->check(names.stored(p.hf), p.hf_shape);
   // Rows in Tessera's channel order, as the export writes them back: DeepSeek's interleaved RoPE tails
   // and Phi-3's leading rotary rows moved to where Tessera's RoPE turns them (other tensors as they are).
   const bool interleaved = config.mla.enabled() && deepseek.rope_interleaved;
-  source.read = [files, config, interleaved](const std::string& name) {
-    std::vector<float> values = files->read_f32(name);
+  source.read = [files, config, interleaved, names](const std::string& name) {
+    std::vector<float> values = files->read_f32(names.stored(name));
     if (interleaved) deinterleave_rope_rows(config, name, values.data(), int64_t(values.size()));
     move_rotary_rows(config, name, values.data(), false);
     offset_gemma_gains(config, name, values.data(), int64_t(values.size()), false);

@@ -14,6 +14,10 @@
 namespace tessera {
 namespace {
 
+constexpr const char* kModelTypes =
+    "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", \"olmo2\", "
+    "\"olmoe\", \"smollm3\", \"gemma3_text\", \"gemma3\", \"deepseek_v2\" or \"deepseek_v3\"";
+
 // " (architecture 'X')" when the config names one, else nothing.
 std::string architectures_text(const nlohmann::json& config) {
   auto it = config.find("architectures");
@@ -36,14 +40,13 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
   auto type = config.find("model_type");
   // Old GPT-2 configs carry no model_type; any other config without one names the field to add.
   TS_CHECK(type != config.end() || config.contains("n_layer"), "Hugging Face config ", quoted_text(path.string()),
-           ": missing field 'model_type'", architectures_text(config), "; add the one transformers writes (\"gpt2\", ",
-           "\"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\" or \"deepseek_v3\")");
+           ": missing field 'model_type'", architectures_text(config), "; add the one transformers writes (",
+           kModelTypes, ")");
   if (type == config.end() || *type == "gpt2") return read_hf_gpt2_config(path);
   if (is_hf_deepseek_type(*type)) return hf_deepseek_config(config, path);
   TS_CHECK(is_hf_llama_type(*type), "Hugging Face config ",
-           quoted_text(path.string()), ": field 'model_type' is ", json_excerpt(*type), ", not a model Tessera loads ",
-           "(\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
-           "\"deepseek_v2\" or \"deepseek_v3\")");
+           quoted_text(path.string()), ": field 'model_type' is ", json_excerpt(*type), ", not a model Tessera loads (",
+           kModelTypes, ")");
   return hf_llama_config(config, path);
 }
 

@@ -89,10 +89,10 @@ std::vector<ModelBadInput> cases() {
        "num_kv_heads (2) must divide num_heads (1)"},
       {"UnknownModelType",
        [](auto d) {
-         edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["model_type"] = "gemma3"; });
+         edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["model_type"] = "gemma2"; });
          return init_from(d, "mixtral-hf");
        },
-       "field 'model_type' is '\"gemma3\"'"},
+       "field 'model_type' is '\"gemma2\"'"},
       {"UnknownHiddenAct",
        [](auto d) {
          edit_json(d / "llama-hf" / "config.json", [](auto& j) { j["hidden_act"] = "gelu"; });

@@ -439,6 +439,100 @@ TEST(HfLlama, Gemma3NamesConfigAndGains) {
   }
 }
 
+// Gemma 3 4B-27B's folders (Gemma3ForConditionalGeneration, model_type "gemma3"): the text model's
+// config is text_config, written with only what differs from Gemma3TextConfig's defaults; its tensors sit
+// under language_model.model. (transformers 4.50) or model.language_model. (4.52), beside the vision
+// tower and projector, which are skipped. Both load as the text model's own folder does.
+TEST(HfLlama, Gemma3MultimodalFoldersLoadTheirTextModel) {
+  const auto dir = testing::scratch_dir();
+  ModelConfig config = model_preset("gemma3-tiny");
+  config.tied_embeddings = false;  // so both forms' lm_head names are read
+  Decoder original(config);
+  randomise(original, 5);
+  save_hf_llama(dir / "text", config, original.named_params());
+  const nlohmann::json text = nlohmann::json::parse(testing::read_text(dir / "text" / "config.json"));
+  nlohmann::json text_config = text;
+  for (const char* key : {"architectures", "rms_norm_eps", "rope_theta", "rope_local_base_freq", "hidden_activation",
+                          "final_logit_softcapping", "attn_logit_softcapping", "use_bidirectional_attention"})
+    text_config.erase(key);  // Gemma3TextConfig's defaults, which transformers leaves out
+  text_config["tie_word_embeddings"] = false;
+  const nlohmann::json multimodal = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                                     {"model_type", "gemma3"},
+                                     {"text_config", text_config},
+                                     {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 16}}},
+                                     {"mm_tokens_per_image", 256}};
+  std::vector<std::vector<float>> values;
+  std::vector<SafetensorsInfo> infos;
+  {
+    const SafetensorsFile file(dir / "text" / "model.safetensors");
+    infos = file.tensors();
+    for (const SafetensorsInfo& info : infos) values.push_back(file.read_f32(info.name));
+  }
+  const std::vector<float> vision(16 * 32, 0.25f);
+  for (const auto& [form, model_prefix, head, vision_prefix] :
+       {std::tuple{"4.50", "language_model.model.", "language_model.lm_head.weight", ""},
+        {"4.52", "model.language_model.", "lm_head.weight", "model."}}) {
+    SCOPED_TRACE(form);
+    const auto folder = dir / form;
+    std::filesystem::create_directories(folder);
+    std::vector<SafetensorsEntry> entries;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      const std::string& name = infos[i].name;
+      const std::string stored = name == "lm_head.weight" ? head : model_prefix + name.substr(6);
+      entries.push_back({stored, DType::f32, infos[i].shape, values[i].data()});
+    }
+    const std::string tower = std::string(vision_prefix) + "vision_tower.vision_model.post_layernorm.weight";
+    const std::string projector = std::string(vision_prefix) + "multi_modal_projector.mm_input_projection_weight";
+    entries.push_back({tower, DType::f32, {16}, vision.data()});
+    entries.push_back({projector, DType::f32, {16, 32}, vision.data()});
+    write_safetensors(folder / "model.safetensors", entries);
+    testing::write_text(folder / "config.json", multimodal.dump());
+    EXPECT_TRUE(read_hf_config(folder) == config);
+    Decoder imported(read_hf_config(folder));
+    load_hf_model(folder, imported.config(), imported.named_params());
+    expect_same_bits(original, imported);
+
+    entries.push_back({model_prefix + std::string("layers.9.mlp.up_proj.weight"), DType::f32, {16}, vision.data()});
+    write_safetensors(folder / "model.safetensors", entries);
+    const std::string message = testing::error_of([&] { load_hf_model(folder, config, imported.named_params()); });
+    EXPECT_TRUE(testing::contains(message, "unexpected tensor '" + std::string(model_prefix) + "layers.9.")) << message;
+  }
+  nlohmann::json no_text = multimodal;
+  no_text.erase("text_config");
+  testing::write_text(dir / "4.50" / "config.json", no_text.dump());
+  std::string message = testing::error_of([&] { read_hf_config(dir / "4.50"); });
+  EXPECT_TRUE(testing::contains(message, "a \"gemma3\" config needs the \"text_config\" object")) << message;
+  nlohmann::json vision_text = multimodal;
+  vision_text["text_config"]["model_type"] = "siglip_text_model";
+  testing::write_text(dir / "4.50" / "config.json", vision_text.dump());
+  message = testing::error_of([&] { read_hf_config(dir / "4.50"); });
+  EXPECT_TRUE(testing::contains(message, "text_config's field 'model_type' is '\"siglip_text_model\"'")) << message;
+}
+
+// Gemma3TextConfig's defaults stand for the sizes a config leaves out: Gemma 3 4B's text_config names
+// only its width, MLP, depth, window and RoPE scaling.
+TEST(HfLlama, Gemma3TextConfigDefaults) {
+  const nlohmann::json text = {{"model_type", "gemma3_text"},
+                               {"hidden_size", 2560},
+                               {"intermediate_size", 10240},
+                               {"num_hidden_layers", 34},
+                               {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}},
+                               {"sliding_window", 1024}};
+  const ModelConfig c = hf_llama_config(text, "config.json");
+  EXPECT_EQ(c.vocab_size, 262208);
+  EXPECT_EQ(c.num_heads, 8);
+  EXPECT_EQ(c.kv_heads(), 4);
+  EXPECT_EQ(c.head_size(), 256);
+  EXPECT_EQ(c.attention_scalar, 0.0f);  // query_pre_attn_scalar 256: the head size
+  EXPECT_EQ(c.max_seq_len, 131072);
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_EQ(c.global_layers, (std::vector<int64_t>{5, 11, 17, 23, 29}));
+  EXPECT_EQ(c.attention_window, 1024);
+  EXPECT_TRUE(c.rope.linear);
+  EXPECT_EQ(c.rope.factor, 8.0f);
+  EXPECT_EQ(c.num_parameters(), 3880263168 + 64 * 2560);  // 3.88B (and the vocabulary's padding to 262,272 rows)
+}
+
 // DeepSeek-V3's files may hold multi-token-prediction layers after the model's (model.layers.{L}...,
 // num_nextn_predict_layers of them): skipped, the model loading as without them; without the key they
 // are another model's tensors and refused.
