@@ -97,6 +97,17 @@ ModelConfig gemma3(ModelConfig c, int64_t head_dim, int64_t window, int64_t patt
   return c;
 }
 
+// Gemma 3 4B-27B's text models: Gemma 3 with 1,024-position windows, positions scaled 8-fold
+// (linear) on the global blocks, 131,072 of them, and 262,208 embedding rows (the tokenizer's 262,144
+// and the image token's, padded as Google's release pads them); `scalar` scales the scores.
+ModelConfig gemma3_large(ModelConfig c, int64_t head_dim, float scalar) {
+  c = gemma3(c, head_dim, 1024, 6);
+  c.rope.linear = true;
+  c.rope.factor = 8.0f;
+  if (scalar != float(head_dim)) c.attention_scalar = scalar;
+  return c;
+}
+
 // Llama 3.1's long-context frequency scaling (rope_scaling rope_type "llama3").
 ModelConfig llama3_scaled(ModelConfig c, float factor) {
   c.rope.factor = factor;
@@ -191,6 +202,12 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"smollm3-3b", [] { return smollm3(llama(36, 16, 4, 2048, 11008, 128256, 65536, 5e6f, true), 4); }},
       {"gemma3-tiny", [] { return gemma3(llama(3, 4, 1, 32, 48, 256, 64, 1e6f, true), 16, 8, 3); }},
       {"gemma3-1b", [] { return gemma3(llama(26, 4, 1, 1152, 6912, 262144, 32768, 1e6f, true), 256, 512, 6); }},
+      {"gemma3-4b",
+       [] { return gemma3_large(llama(34, 8, 4, 2560, 10240, 262208, 131072, 1e6f, true), 256, 256.0f); }},
+      {"gemma3-12b",
+       [] { return gemma3_large(llama(48, 16, 8, 3840, 15360, 262208, 131072, 1e6f, true), 256, 256.0f); }},
+      {"gemma3-27b",
+       [] { return gemma3_large(llama(62, 32, 16, 5376, 21504, 262208, 131072, 1e6f, true), 128, 168.0f); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

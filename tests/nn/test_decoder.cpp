@@ -458,6 +458,11 @@ TEST(Presets, PublishedParameterCounts) {
   // Gemma 3 1B: 999,885,952 (tied; its four norms a block, q/k norms of 256).
   EXPECT_EQ(model_preset("gemma3-1b").num_parameters(), 999885952);
   EXPECT_EQ(model_preset("gemma3-1b").global_layers, (std::vector<int64_t>{5, 11, 17, 23}));
+  // Gemma 3 4B, 12B and 27B's text models: 3.88B, 11.77B and 27.01B (their 262,208 rows padded to 262,272).
+  EXPECT_EQ(model_preset("gemma3-4b").num_parameters(), 3880263168 + 64 * 2560);
+  EXPECT_EQ(model_preset("gemma3-12b").num_parameters(), 11766034176 + 64 * 3840);
+  EXPECT_EQ(model_preset("gemma3-27b").num_parameters(), 27009346304 + 64 * 5376);
+  EXPECT_EQ(model_preset("gemma3-27b").attention_scalar, 168.0f);
   EXPECT_EQ(model_preset("smollm3-3b").nope_layers, (std::vector<int64_t>{3, 7, 11, 15, 19, 23, 27, 31, 35}));
   // OLMoE-1B-7B: 6.9B, 1.3B active.
   EXPECT_EQ(model_preset("olmoe-1b-7b").num_parameters(), 6919161856);
