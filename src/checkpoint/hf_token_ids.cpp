@@ -13,7 +13,7 @@ HfTokenIds hf_token_ids(const Tokenizer& tokenizer) {
   if (!tokenizer.has_eot_token()) return ids;
   ids.bos = tokenizer.document_start_token();
   ids.eos.push_back(tokenizer.eot_token());
-  for (const char* name : {"llama3", "chatml", "phi3"})
+  for (const char* name : {"llama3", "chatml", "phi3", "gemma"})
     for (std::string_view end : ChatTemplate::named(name).reply_ends())
       if (auto id = tokenizer.special_token_id(end); id && std::find(ids.eos.begin(), ids.eos.end(), *id) == ids.eos.end())
         ids.eos.push_back(*id);

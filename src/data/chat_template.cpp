@@ -3,6 +3,7 @@
 #include "data/chat_template.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "core/user_text.h"
@@ -87,6 +88,16 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.last_turn_bare_ = true;
     t.knows_tool_ = false;
     t.specials_ = {"<|endoftext|>"};
+  } else if (name == "gemma") {  // Gemma 2 and 3: the assistant is the "model", the system part of the first query
+    t.before_role_ = "<start_of_turn>";
+    t.after_role_ = "\n";
+    t.end_of_turn_ = "<end_of_turn>";
+    t.after_turn_ = "\n";
+    t.assistant_role_ = "model";
+    t.trims_content_ = true;
+    t.folds_system_ = true;
+    t.knows_tool_ = false;
+    t.specials_ = {"<start_of_turn>", "<end_of_turn>"};
   } else {
     TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use ", kChatTemplateNames);
   }
@@ -95,14 +106,14 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
 
 std::string ChatTemplate::generation_prompt(bool thinking) const {
   std::string prompt(before_role_);
-  prompt.append("assistant").append(after_role_);
+  prompt.append(assistant_role_).append(after_role_);
   if (thinks_ && !thinking) prompt.append("<think>\n\n</think>\n\n");
   return prompt;
 }
 
 std::vector<std::string_view> ChatTemplate::reply_ends() const {
   std::vector<std::string_view> ends = {end_of_turn_};
-  for (std::string_view end : {"<|endoftext|>", "<|end_of_text|>"})
+  for (std::string_view end : {"<|endoftext|>", "<|end_of_text|>", "<eos>"})
     if (end != end_of_turn_) ends.push_back(end);
   if (name_ == "llama3") ends.push_back("<|eom_id|>");
   return ends;
@@ -145,7 +156,7 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
   size_t turns_left = messages.size();  // the messages still to render, this one included
   auto turn = [&](std::string_view role, std::string text) {
     std::string header(before_role_);
-    header.append(role).append(after_role_);
+    header.append(role == "assistant" ? assistant_role_ : role).append(after_role_);
     const bool own_end = role == "assistant" || other_turn_end_.empty();
     text.append(own_end ? end_of_turn_ : other_turn_end_);
     pieces.push_back({std::move(header), false});
@@ -164,7 +175,17 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
       break;
     }
   }
-  for (size_t i = 0; i < messages.size(); ++i, --turns_left) {
+  // Gemma: a system message opens the first user turn, and the turns alternate from a user's on.
+  const bool folded = folds_system_ && !messages.empty() && messages.front().role == "system";
+  std::string first_prefix = folded ? messages.front().content + "\n\n" : "";
+  turns_left -= folded;
+  for (size_t i = folded; i < messages.size() && folds_system_; ++i) {
+    const bool user_turn = (i - folded) % 2 == 0;
+    TS_CHECK(messages[i].role == (user_turn ? "user" : "assistant"), "--chat-template ", name_, ": message ", i + 1,
+             " is ", quoted_text(messages[i].role, 40), " where the conversation's turns must alternate user, ",
+             "assistant, user, ... (after one system message)");
+  }
+  for (size_t i = folded; i < messages.size(); ++i, --turns_left) {
     const ChatMessage& m = messages[i];
     if (groups_tool_results_ && m.role == "tool") {  // untrained, as any message but an assistant's
       std::string text = i == 0 || messages[i - 1].role != "tool" ? std::string(before_role_) + "user" : "";
@@ -183,7 +204,8 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
         turn(m.role, std::string(reply.content));
       }
     } else {
-      turn(m.role, std::string(trims_content_ ? trimmed(m.content) : std::string_view(m.content)));
+      turn(m.role, std::exchange(first_prefix, "") + std::string(trims_content_ ? trimmed(m.content)
+                                                                                 : std::string_view(m.content)));
     }
   }
   return pieces;

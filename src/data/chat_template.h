@@ -18,6 +18,9 @@
 //   olmo2:   <|ROLE|>\nCONTENT\n for system and user, <|assistant|>\nCONTENT<|endoftext|>\n (OLMo 2
 //            Instruct's, which is Tulu 3's; the last turn without its newline). The role markers are
 //            plain text to its tokenizer; the BOS it opens with is the document start token.
+//   gemma:   <start_of_turn>ROLE\nCONTENT<end_of_turn>\n, the assistant's role "model" (Gemma 2 and 3
+//            instruction-tuned); content trimmed; a system message goes before the first user message's
+//            content with a blank line after it; the turns must alternate user, assistant, user, ...
 #pragma once
 
 #include <string>
@@ -28,7 +31,7 @@ namespace tessera {
 
 class Tokenizer;
 
-inline constexpr const char* kChatTemplateNames = "llama3, chatml, qwen2.5, qwen3, phi3, phi4 or olmo2";
+inline constexpr const char* kChatTemplateNames = "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2 or gemma";
 
 // A piece of a document's text, and whether its tokens are training targets.
 struct DocumentPiece {
@@ -48,7 +51,8 @@ class ChatTemplate {
   static ChatTemplate named(std::string_view name);
 
   const std::string& name() const { return name_; }
-  // The conversation's pieces, in order.
+  // The conversation's pieces, in order. Throws for a conversation the template cannot render (gemma's
+  // turns out of order).
   std::vector<DocumentPiece> render(const std::vector<ChatMessage>& messages) const;
   // What opens the assistant's turn, after which a model writes its reply (Hugging Face's
   // add_generation_prompt); without `thinking`, qwen3's empty think block after it (Qwen3's
@@ -77,6 +81,8 @@ class ChatTemplate {
   bool knows_tool_ = true;       // the template has a tool role
   std::string_view default_system_;  // put first when a conversation has no system message
   bool trims_content_ = false;        // strip whitespace off each message's ends
+  std::string_view assistant_role_ = "assistant";  // what the assistant's header names it ("model": gemma)
+  bool folds_system_ = false;  // the system message opens the first user turn's content, turns alternate (gemma)
   bool groups_tool_results_ = false;  // tool messages as <tool_response>s in user turns (Qwen)
   bool thinks_ = false;               // think blocks on the assistant turns after the last query (Qwen3)
   // An assistant message as Qwen3's template reads it: its reasoning_content, or what its content

@@ -145,7 +145,11 @@ void DocumentReader::document_of(DocumentRecord& record, Document& document) con
   };
   if (chat_template_) {
     const std::vector<ChatMessage> messages = messages_under(j, where());
-    document.pieces = chat_template_->render(messages);
+    try {
+      document.pieces = chat_template_->render(messages);
+    } catch (const Error& e) {
+      TS_FAIL(where(), ": ", e.what());
+    }
     for (const ChatMessage& m : messages) document.roles.push_back(m.role);
     return;
   }

@@ -50,9 +50,10 @@ TEST(HfTokenIds, FromEachFamilysTokenizer) {
   const HfTokenIds llama2 = hf_token_ids(byte_tokenizer({"<unk>", "<s>", "</s>"}, 1));
   EXPECT_EQ(llama2.bos, 257);
   EXPECT_EQ(llama2.eos, (std::vector<int64_t>{258}));
-  const HfTokenIds gemma = hf_token_ids(byte_tokenizer({"<pad>", "<eos>", "<bos>"}, 2));
+  // Gemma's instruction-tuned models also stop at <end_of_turn> (their generation configs list [1, 106]).
+  const HfTokenIds gemma = hf_token_ids(byte_tokenizer({"<pad>", "<eos>", "<bos>", "<end_of_turn>"}, 2));
   EXPECT_EQ(gemma.bos, 258);
-  EXPECT_EQ(gemma.eos, (std::vector<int64_t>{257}));
+  EXPECT_EQ(gemma.eos, (std::vector<int64_t>{257, 259}));
   const HfTokenIds none = hf_token_ids(byte_tokenizer({"<pad>"}));
   EXPECT_FALSE(none.bos);
   EXPECT_TRUE(none.eos.empty());

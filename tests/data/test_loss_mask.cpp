@@ -306,7 +306,8 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
   EXPECT_EQ(chatml, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
-                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, phi4 or olmo2"));
+                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2 or "
+                       "gemma"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
@@ -415,9 +416,30 @@ TEST(ChatTemplate, Olmo2) {
   EXPECT_EQ(marked(olmo2.render({{"user", "U"}, {"assistant", "A"}, {"user", "V"}})),
             "<|user|>\nU\n<|assistant|>\n[A<|endoftext|>]\n<|user|>\nV\n");
   EXPECT_EQ(olmo2.generation_prompt(), "<|assistant|>\n");
-  EXPECT_EQ(olmo2.reply_ends(), (std::vector<std::string_view>{"<|endoftext|>", "<|end_of_text|>"}));
+  EXPECT_EQ(olmo2.reply_ends(), (std::vector<std::string_view>{"<|endoftext|>", "<|end_of_text|>", "<eos>"}));
   EXPECT_FALSE(olmo2.knows_role("tool"));
   EXPECT_EQ(olmo2.known_roles(), "system, user, assistant");
+}
+
+// Gemma's template (Gemma 2's and 3's instruction-tuned models): the assistant's turns are the
+// "model"'s; a system message opens the first user turn's content, untrimmed and a blank line before the
+// (trimmed) query; the turns must alternate user, model, user, ...
+TEST(ChatTemplate, Gemma) {
+  const ChatTemplate gemma = ChatTemplate::named("gemma");
+  EXPECT_EQ(marked(gemma.render({{"system", "Be brief. "}, {"user", " Hi\n"}, {"assistant", "Hello. "}})),
+            "<start_of_turn>user\nBe brief. \n\nHi<end_of_turn>\n<start_of_turn>model\n[Hello.<end_of_turn>]\n");
+  EXPECT_EQ(marked(gemma.render({{"user", "U"}, {"assistant", "A"}, {"user", "V"}})),
+            "<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n[A<end_of_turn>]\n"
+            "<start_of_turn>user\nV<end_of_turn>\n");
+  EXPECT_EQ(gemma.generation_prompt(), "<start_of_turn>model\n");
+  EXPECT_EQ(gemma.reply_ends(),
+            (std::vector<std::string_view>{"<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<eos>"}));
+  EXPECT_EQ(gemma.known_roles(), "system, user, assistant");
+  std::string message = error_of([&] { gemma.render({{"user", "U"}, {"user", "V"}}); });
+  EXPECT_TRUE(contains(message, "--chat-template gemma: message 2 is 'user' where the conversation's turns must "
+                                "alternate user, assistant, user, ... (after one system message)")) << message;
+  message = error_of([&] { gemma.render({{"system", "S"}, {"assistant", "A"}}); });
+  EXPECT_TRUE(contains(message, "message 2 is 'assistant'")) << message;
 }
 
 // Llama 3's templates trim each message (Jinja's `| trim`: Python's whitespace, Unicode's included);
@@ -440,8 +462,9 @@ TEST(ChatTemplate, Llama3TrimsContentAsItsTemplateDoes) {
 TEST(ChatTemplate, ReplyEndsAreTheGenerationConfigsStops) {
   using Ends = std::vector<std::string_view>;
   EXPECT_EQ(ChatTemplate::named("llama3").reply_ends(),
-            (Ends{"<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>"}));
-  EXPECT_EQ(ChatTemplate::named("chatml").reply_ends(), (Ends{"<|im_end|>", "<|endoftext|>", "<|end_of_text|>"}));
+            (Ends{"<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "<eos>", "<|eom_id|>"}));
+  EXPECT_EQ(ChatTemplate::named("chatml").reply_ends(),
+            (Ends{"<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<eos>"}));
   EXPECT_EQ(ChatTemplate::named("qwen2.5").reply_ends().front(), "<|im_end|>");
 }
 
@@ -540,6 +563,12 @@ TEST(ChatTemplate, BadConversationsAndTokenizersNameTheFix) {
   message = error_for(R"({"messages": []})", byte_tokenizer({"<|endoftext|>"}, false));
   EXPECT_TRUE(contains(message, "--chat-template chatml: the tokenizer (byte tokenizer) has no special token "
                                 "<|im_start|>; give the tokenizer of the model the template is for")) << message;
+  options.documents.chat_template = "gemma";
+  message = error_for(R"({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]})",
+                      byte_tokenizer({"<|endoftext|>", "<start_of_turn>", "<end_of_turn>"}, false));
+  EXPECT_TRUE(contains(message, "chat.jsonl' line 1: --chat-template gemma: message 2 is 'user' where the "
+                                "conversation's turns must alternate")) << message;
+  options.documents.chat_template = "chatml";
   options.documents.jsonl_prompt_key = "prompt";
   message = error_for(R"({"messages": []})", chatml);
   EXPECT_TRUE(contains(message, "--jsonl-prompt-key and --chat-template exclude each other")) << message;
