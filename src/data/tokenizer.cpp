@@ -132,7 +132,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
     check_id(id);
     out += tokens_[size_t(id)];
   }
-  if (rules_.prepend_space && out.starts_with(' ')) out.erase(0, 1);
+  if (rules_.space_prefix != EncodingRules::SpacePrefix::none && out.starts_with(' ')) out.erase(0, 1);
   return out;
 }
 
@@ -156,7 +156,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
         found = &specials_[k];
       }
     }
-    encode_ordinary(text.substr(done, at == npos ? npos : at - done), out);
+    encode_ordinary(text.substr(done, at == npos ? npos : at - done), done == 0, out);
     if (found == nullptr) return out;
     out.push_back(found->id);
     done = at + found->text.size();
@@ -171,7 +171,7 @@ std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text
   return out;
 }
 
-void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
+void Tokenizer::encode_ordinary(std::string_view text, bool at_start, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::string normalised;
   if (rules_.nfc) {
@@ -184,7 +184,12 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
     for (std::string_view piece : pieces) encode_piece(piece, out);
     return;
   }
-  std::string spaced = rules_.prepend_space ? " " : "";  // the text with its "▁" as spaces
+  using SpacePrefix = EncodingRules::SpacePrefix;
+  const bool spaced_already = text.starts_with(' ') || text.starts_with(kMetaspace);
+  const bool prefixed = rules_.space_prefix == SpacePrefix::prepend ||
+                        (rules_.space_prefix == SpacePrefix::metaspace_always && !spaced_already) ||
+                        (rules_.space_prefix == SpacePrefix::metaspace_first && at_start && !spaced_already);
+  std::string spaced = prefixed ? " " : "";  // the text with its "▁" as spaces
   for (size_t at = 0; at < text.size();) {
     const size_t metaspace = text.find(kMetaspace, at);
     spaced.append(text.substr(at, metaspace - at));
@@ -194,8 +199,9 @@ void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out
   }
   const std::string_view whole = spaced;
   size_t start = 0;
-  for (size_t i = 1; i < whole.size() && split_at_spaces_; ++i)
-    if (whole[i] == ' ' && whole[i - 1] != ' ') {
+  const bool every_space = rules_.split_at_every_space;
+  for (size_t i = 1; i < whole.size() && (split_at_spaces_ || every_space); ++i)
+    if (whole[i] == ' ' && (whole[i - 1] != ' ' || every_space)) {
       encode_piece(whole.substr(start, i - start), out);
       start = i;
     }

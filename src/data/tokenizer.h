@@ -61,9 +61,13 @@ struct EncodingRules {
   // bytes' tokens, and "▁" in the text is a space. Pieces end before each space that follows another
   // character when no token spans such a place, else the text between special tokens is one piece.
   std::vector<int32_t> fallback_bytes;
-  // Llama 2's Prepend normalizer: a space before each text between special tokens; decode drops the
-  // first space of what it returns (its Strip decoder).
-  bool prepend_space = false;
+  // The space SentencePiece puts before a text (none: Gemma's): before each text between special
+  // tokens (Llama 2's Prepend normalizer), or as a Metaspace pre-tokenizer does, before each text
+  // that does not start with one ("always") or before the input's first text only, unless it starts
+  // with one ("first"). decode drops the first space of what it returns (their Strip decoder).
+  enum class SpacePrefix { none, prepend, metaspace_always, metaspace_first };
+  SpacePrefix space_prefix = SpacePrefix::none;
+  bool split_at_every_space = false;  // a Metaspace pre-tokenizer's split: each space starts a piece
   bool sentencepiece() const { return !fallback_bytes.empty(); }
 };
 
@@ -112,7 +116,8 @@ class Tokenizer {
 
  private:
   struct PieceCache;
-  void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
+  // `at_start`: the text begins the input (no special token before it).
+  void encode_ordinary(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
   // A SentencePiece piece's first tokens: its characters', or their bytes'.
   std::vector<int32_t> sentencepiece_symbols(std::string_view piece) const;

@@ -1,10 +1,10 @@
 // Hugging Face tokenizer.json, read and written. Read: a BPE model with a byte-level pre-tokenizer
 // (GPT-2's regex, or a Split regex before it as in Llama 3), ignore_merges, a TemplateProcessing
 // post-processor and no normalizer or NFC (Qwen2); or SentencePiece's BPE with byte fallback, its
-// spaces made "▁" by the normalizer (Gemma's), after a "▁" prepended (Llama 2's), and no
-// pre-tokenizer (or Gemma's Split at the spaces that are gone). Options that would change the encoding (prefix space, dropout, subword affixes,
+// spaces made "▁" by the normalizer (Gemma's), after a "▁" prepended (Llama 2's), or by a Metaspace
+// pre-tokenizer (transformers' non-legacy Llama tokenizers). Options that would change the encoding (prefix space, dropout, subword affixes,
 // stripping around added tokens) are refused by name rather than ignored. Written: GPT-2's own
-// layout, Llama 3's when the pattern or post-processor differ, or Llama 2's or Gemma's.
+// layout, Llama 3's when the pattern or post-processor differ, or the SentencePiece layout read.
 #include <algorithm>
 #include <string>
 
@@ -52,11 +52,31 @@ void check_supported(const Json& root, const std::string& name) {
            " is not supported; Tessera applies NFC or no normalisation (or, with byte fallback, SentencePiece's)");
 }
 
-// A byte-fallback (SentencePiece) tokenizer's normalizer: Replace(" ", "▁"), alone (Gemma's) or after
-// Prepend("▁") in a Sequence (Llama 2's); returns whether it prepends. It may have no pre_tokenizer
-// but Gemma's Split at spaces.
-bool read_metaspace_normalizer(const Json& root, const std::string& name) {
+// Where a byte-fallback (SentencePiece) tokenizer makes its spaces "▁": the normalizer Replace(" ", "▁"),
+// alone (Gemma's, with its Split at the spaces that are then gone) or after Prepend("▁") in a Sequence
+// (Llama 2's); or, without a normalizer, a Metaspace pre-tokenizer (transformers' non-legacy Llama and
+// Mistral tokenizers), its prepend_scheme and split.
+void read_sentencepiece_spaces(const Json& root, const std::string& name, EncodingRules& rules) {
+  using SpacePrefix = EncodingRules::SpacePrefix;
   const std::string metaspace = "\xE2\x96\x81";
+  const Json normalizer = root.value("normalizer", Json());
+  const Json pre = root.value("pre_tokenizer", Json());
+  if (type_of(pre) == "Metaspace") {
+    const std::string key = name + ": pre_tokenizer Metaspace";
+    TS_CHECK(normalizer.is_null(), name, ": normalizer ", type_of(normalizer),
+             " before a Metaspace pre-tokenizer is not supported; Tessera reads Metaspace without a normalizer");
+    TS_CHECK(pre.value("replacement", Json(metaspace)) == metaspace, key, ": replacement ",
+             json_excerpt(pre.value("replacement", Json())), " is not supported; Tessera reads \"", metaspace, "\"");
+    const bool add_prefix_space = option_flag(pre, "add_prefix_space", true, key);  // before prepend_scheme
+    const Json scheme = pre.value("prepend_scheme", Json(add_prefix_space ? "always" : "never"));
+    TS_CHECK(scheme == "always" || scheme == "first" || scheme == "never", key, ": prepend_scheme ",
+             json_excerpt(scheme), " is not one of \"always\", \"first\" or \"never\"");
+    rules.space_prefix = scheme == "always"  ? SpacePrefix::metaspace_always
+                         : scheme == "first" ? SpacePrefix::metaspace_first
+                                             : SpacePrefix::none;
+    rules.split_at_every_space = option_flag(pre, "split", true, key);
+    return;
+  }
   const auto is_replace = [&](const Json& step) {
     return type_of(step) == "Replace" && step.value("pattern", Json()) == Json{{"String", " "}} &&
            step.value("content", Json()) == metaspace;
@@ -64,20 +84,18 @@ bool read_metaspace_normalizer(const Json& root, const std::string& name) {
   const auto is_prepend = [&](const Json& step) {
     return type_of(step) == "Prepend" && step.value("prepend", Json()) == metaspace;
   };
-  const Json normalizer = root.value("normalizer", Json());
   const Json steps = type_of(normalizer) == "Sequence" ? normalizer.value("normalizers", Json()) : Json();
   const bool prepends = steps.is_array() && steps.size() == 2 && is_prepend(steps[0]) && is_replace(steps[1]);
   TS_CHECK(prepends || is_replace(normalizer), name, ": normalizer ", json_excerpt(normalizer),
            " is not supported with byte fallback; Tessera reads SentencePiece's Replace(\" \", \"", metaspace,
-           "\"), alone or after Prepend(\"", metaspace, "\")");
+           "\"), alone or after Prepend(\"", metaspace, "\"), or a Metaspace pre-tokenizer");
   // Gemma's splits at spaces, none of which the normalizer leaves: a Split that never matches.
-  const Json pre = root.value("pre_tokenizer", Json());
   const bool idle_split = type_of(pre) == "Split" && pre.value("pattern", Json()) == Json{{"String", " "}} &&
                           pre.value("behavior", Json()) == "MergedWithPrevious" && !option_flag(pre, "invert", false, name);
-  TS_CHECK(pre.is_null() || idle_split, name, ": pre_tokenizer ", type_of(pre),
-           " is not supported with byte fallback; Tessera reads SentencePiece tokenizers whose normalizer makes "
-           "the spaces (as transformers writes them today: load and save the tokenizer with a recent transformers)");
-  return prepends;
+  TS_CHECK(pre.is_null() || idle_split, name, ": pre_tokenizer ", type_of(pre), " after the normalizer ",
+           type_of(normalizer), " is not supported with byte fallback; Tessera reads none there (or Gemma's Split ",
+           "at spaces)");
+  rules.space_prefix = prepends ? SpacePrefix::prepend : SpacePrefix::none;
 }
 
 // A ByteLevel pre-tokenizer at `key`: add_prefix_space must be off; returns use_regex.
@@ -227,7 +245,7 @@ Tokenizer load_hf_json(const std::filesystem::path& file) {
            ": the BPE model needs \"vocab\" and a \"merges\" array");
   const bool sentencepiece = option_flag(model, "byte_fallback", false, name + " model");
   EncodingRules rules;
-  if (sentencepiece) rules.prepend_space = read_metaspace_normalizer(root, name);
+  if (sentencepiece) read_sentencepiece_spaces(root, name, rules);
   TextVocab vocab(model["vocab"], added, name, sentencepiece ? TokenSpelling::sentencepiece : TokenSpelling::byte_level);
   std::vector<BpeMerge> merges;
   merges.reserve(model["merges"].size());
@@ -281,22 +299,34 @@ Json template_processing(const EncodingRules& rules, const std::vector<std::stri
 
 // The normalizer, pre_tokenizer, post_processor and decoder that reproduce `rules`: GPT-2's ByteLevel
 // layout when they are GPT-2's, Llama 3's Split + ByteLevel for another pattern, SentencePiece's
-// Replace (after a Prepend, with a Strip decoder, Llama 2's) for byte fallback.
+// Replace (after a Prepend: Llama 2's) or Metaspace for byte fallback, with a Strip decoder where a
+// space is put before the text.
 void write_rules(const EncodingRules& rules, const std::vector<std::string>& tokens, Json& root) {
   const Json processing = template_processing(rules, tokens);
   if (rules.sentencepiece()) {
     const std::string metaspace = "\xE2\x96\x81";
+    using SpacePrefix = EncodingRules::SpacePrefix;
     const Json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", metaspace}};
-    root["normalizer"] = rules.prepend_space ? Json{{"type", "Sequence"},
-                                                    {"normalizers", {{{"type", "Prepend"}, {"prepend", metaspace}},
-                                                                     replace}}}
-                                             : replace;
-    root["pre_tokenizer"] = nullptr;
+    const bool metaspace_first = rules.space_prefix == SpacePrefix::metaspace_first;
+    if (metaspace_first || rules.space_prefix == SpacePrefix::metaspace_always) {
+      root["normalizer"] = nullptr;
+      root["pre_tokenizer"] = {{"type", "Metaspace"},
+                               {"replacement", metaspace},
+                               {"prepend_scheme", metaspace_first ? "first" : "always"},
+                               {"split", rules.split_at_every_space}};
+    } else {
+      root["normalizer"] = rules.space_prefix == SpacePrefix::none
+                               ? replace
+                               : Json{{"type", "Sequence"},
+                                      {"normalizers", {{{"type", "Prepend"}, {"prepend", metaspace}}, replace}}};
+      root["pre_tokenizer"] = nullptr;
+    }
     root["post_processor"] = processing;
     Json decoders = {{{"type", "Replace"}, {"pattern", {{"String", metaspace}}}, {"content", " "}},
                      {{"type", "ByteFallback"}},
                      {{"type", "Fuse"}}};
-    if (rules.prepend_space) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    if (rules.space_prefix != SpacePrefix::none)
+      decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
     root["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
     return;
   }

@@ -123,7 +123,7 @@ TEST_F(Llama2Test, KnownIds) {
   EXPECT_EQ(llama2().merges().size(), 61249u);
   EXPECT_EQ(llama2().special_tokens().size(), 3u);
   EXPECT_TRUE(llama2().rules().sentencepiece());
-  EXPECT_TRUE(llama2().rules().prepend_space);
+  EXPECT_EQ(llama2().rules().space_prefix, EncodingRules::SpacePrefix::prepend);
   EXPECT_FALSE(llama2().rules().ignore_merges);
   EXPECT_EQ(llama2().bos_token(), std::optional<int32_t>(kBos));
   EXPECT_EQ(llama2().eot_token(), kEos);
@@ -172,7 +172,7 @@ TEST_F(Llama2Test, SavedJsonLoadsIdentically) {
   EXPECT_EQ(reloaded.vocab_size(), llama2().vocab_size());
   EXPECT_EQ(reloaded.merges(), llama2().merges());
   EXPECT_EQ(reloaded.bos_token(), llama2().bos_token());
-  EXPECT_TRUE(reloaded.rules().prepend_space);
+  EXPECT_EQ(reloaded.rules().space_prefix, EncodingRules::SpacePrefix::prepend);
   Texts texts = llama2_texts();
   for (const std::string& text : texts)
     EXPECT_EQ(reloaded.encode_with_special_tokens(text), llama2().encode_with_special_tokens(text)) << text;
@@ -185,7 +185,7 @@ TEST_F(Llama2Test, SavedJsonLoadsIdentically) {
 TEST_F(Llama2Test, GemmaFormMatchesReferences) {
   const Tokenizer gemma = Tokenizer::load(gemma_json_);
   EXPECT_EQ(gemma.merges(), llama2().merges());
-  EXPECT_FALSE(gemma.rules().prepend_space);
+  EXPECT_EQ(gemma.rules().space_prefix, EncodingRules::SpacePrefix::none);
   EXPECT_EQ(gemma.bos_token(), std::optional<int32_t>(kBos));
   EXPECT_EQ(gemma.encode("Hello world"), (std::vector<int32_t>{10994, 3186}));
   EXPECT_EQ(gemma.encode("a<s>b"), (std::vector<int32_t>{29874, kBos, 29890}));
@@ -198,10 +198,32 @@ TEST_F(Llama2Test, GemmaFormMatchesReferences) {
   for (const std::string& text : without_specials(texts, true)) EXPECT_EQ(gemma.decode(gemma.encode(text)), text);
   gemma.save_json(dir_ / "tokenizer.json");
   Tokenizer reloaded = Tokenizer::load(dir_ / "tokenizer.json");
-  EXPECT_FALSE(reloaded.rules().prepend_space);
+  EXPECT_EQ(reloaded.rules().space_prefix, EncodingRules::SpacePrefix::none);
   for (const std::string& text : texts)
     EXPECT_EQ(reloaded.encode_with_special_tokens(text), gemma.encode_with_special_tokens(text)) << text;
   expect_hf_same(gemma, dir_ / "tokenizer.json", texts, "our saved Gemma layout");
+}
+
+// transformers' non-legacy Llama tokenizers: no normalizer, a Metaspace pre-tokenizer putting the space
+// before the input's first text ("first") or every text ("always"), unless it starts with one, each
+// space starting a piece or not (split). Encoded as Hugging Face encodes each, before and after save_json.
+TEST_F(Llama2Test, MetaspaceFormsMatchHuggingFace) {
+  nlohmann::json doc = nlohmann::json::parse(read_text(json_));
+  doc["normalizer"] = nullptr;
+  const Texts texts = llama2_texts();
+  for (const char* scheme : {"first", "always"}) {
+    for (bool split : {false, true}) {
+      doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme},
+                              {"split", split}};
+      const fs::path file = dir_ / (std::string(scheme) + (split ? "-split.json" : ".json"));
+      write_text(file, doc.dump());
+      const Tokenizer metaspace = Tokenizer::load(file);
+      const std::string what = std::string("Metaspace ") + scheme + (split ? " split" : "");
+      expect_hf_same(metaspace, file, texts, what.c_str());
+      metaspace.save_json(dir_ / "saved.json");
+      expect_hf_same(Tokenizer::load(dir_ / "saved.json"), dir_ / "saved.json", texts, ("our saved " + what).c_str());
+    }
+  }
 }
 
 }  // namespace

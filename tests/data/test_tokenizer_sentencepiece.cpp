@@ -1,8 +1,8 @@
 // SentencePiece's BPE with byte fallback (Llama 2's and Gemma's tokenizer.json layouts) on a vocabulary
 // small enough to work out by hand: spaces as "▁", pieces started from characters, bytes for the
 // characters the vocabulary lacks, a space prepended to each text between special tokens (Llama 2's
-// Prepend) and dropped again by decode, the text cut at its spaces only where no token spans such a
-// place, saving and loading back, and the layouts refused by name. The 32,000-token Llama 2
+// Prepend; a Metaspace pre-tokenizer's schemes) and dropped again by decode, the text cut at its spaces
+// only where no token spans such a place, saving and loading back, and the layouts refused by name. The 32,000-token Llama 2
 // vocabulary is checked against Hugging Face's tokenizers in test_tokenizer_llama2.cpp.
 #include <gtest/gtest.h>
 
@@ -111,16 +111,56 @@ TEST(TokenizerSentencePiece, SavesAndLoadsBack) {
   }
 }
 
+// transformers' non-legacy Llama tokenizers make their spaces with a Metaspace pre-tokenizer instead:
+// "first" puts a space before the input's first text only, "always" before every text between special
+// tokens, neither before a text that starts with one; split makes each space start a piece.
+TEST(TokenizerSentencePiece, MetaspacePreTokenizer) {
+  using Ids = std::vector<int32_t>;
+  const auto metaspace = [](const char* scheme, bool split) {
+    json doc = sentencepiece_json(kPieces, kMerges, true);
+    doc["normalizer"] = nullptr;
+    doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", scheme}, {"split", split}};
+    return load_json(doc);
+  };
+  const Tokenizer first = metaspace("first", false), always = metaspace("always", false);
+  EXPECT_EQ(first.encode("a<s>a"), (Ids{263, 1, 260}));
+  EXPECT_EQ(always.encode("a<s>a"), (Ids{263, 1, 263}));
+  EXPECT_EQ(first.encode(" a"), (Ids{263}));  // it starts with a space: none added
+  EXPECT_EQ(always.encode("<s> a"), (Ids{1, 263}));
+  EXPECT_EQ(first.encode("   a"), (Ids{264, 263}));  // "▁▁▁a": ▁a, then ▁▁
+  EXPECT_EQ(metaspace("first", true).encode("   a"), (Ids{259, 259, 263}));  // "▁", "▁", "▁a" apart
+  EXPECT_EQ(metaspace("never", false).encode("a"), (Ids{260}));
+  EXPECT_EQ(first.decode(first.encode("ab a")), "ab a");
+  for (const char* scheme : {"first", "always"}) {
+    const Tokenizer tok = metaspace(scheme, true);
+    const fs::path saved = testing::scratch_dir() / (std::string(scheme) + ".json");
+    tok.save_json(saved);
+    const json doc = json::parse(testing::read_text(saved));
+    EXPECT_EQ(doc["pre_tokenizer"]["prepend_scheme"], scheme);
+    EXPECT_EQ(doc["pre_tokenizer"]["split"], true);
+    const Tokenizer back = Tokenizer::load(saved);
+    for (const std::string text : {"a<s>a", "   a b", " ab"}) EXPECT_EQ(back.encode(text), tok.encode(text)) << text;
+  }
+}
+
 TEST(TokenizerSentencePiece, UnsupportedLayoutsAreNamed) {
   json doc = sentencepiece_json(kPieces, kMerges, true);
   doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", "first"}};
-  doc["normalizer"] = nullptr;
   std::string message = testing::error_of([&] { load_json(doc); });
-  EXPECT_TRUE(testing::contains(message, "normalizer 'null' is not supported with byte fallback")) << message;
-  doc = sentencepiece_json(kPieces, kMerges, true);
-  doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpace}};
+  EXPECT_TRUE(testing::contains(message, "normalizer Sequence before a Metaspace pre-tokenizer is not supported"))
+      << message;
+  doc["normalizer"] = nullptr;
+  doc["pre_tokenizer"]["replacement"] = "_";
   message = testing::error_of([&] { load_json(doc); });
-  EXPECT_TRUE(testing::contains(message, "pre_tokenizer Metaspace is not supported with byte fallback")) << message;
+  EXPECT_TRUE(testing::contains(message, "pre_tokenizer Metaspace: replacement '\"_\"' is not supported")) << message;
+  doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", "sometimes"}};
+  message = testing::error_of([&] { load_json(doc); });
+  EXPECT_TRUE(testing::contains(message, "prepend_scheme '\"sometimes\"' is not one of")) << message;
+  doc = sentencepiece_json(kPieces, kMerges, true);
+  doc["pre_tokenizer"] = {{"type", "Whitespace"}};
+  message = testing::error_of([&] { load_json(doc); });
+  EXPECT_TRUE(testing::contains(message, "pre_tokenizer Whitespace after the normalizer Sequence is not supported"))
+      << message;
   doc = sentencepiece_json(kPieces, kMerges, true);
   doc["model"]["vocab"].erase("<0x7F>");
   doc["model"]["vocab"]["x"] = 3 + 0x7F;
