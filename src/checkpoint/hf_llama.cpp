@@ -536,6 +536,8 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   const bool deepseek = hf_deepseek_exportable(config);
   const bool qwen3_moe_form = config.qk_norm && config.moe.enabled();  // and OLMoE's
   const bool post = config.norm_placement == NormPlacement::post;
+  // Qwen2's and Qwen3's first max_window_layers blocks attend to the whole sequence.
+  const bool qwen_windows = (config.qkv_bias || (config.qk_norm && !config.qk_norm_all_heads)) && !config.moe.enabled();
   TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
                config.positions == PositionKind::rope &&
                (config.mlp == MlpKind::swiglu || (gemma_form(config) && config.mlp == MlpKind::geglu)) &&
@@ -546,7 +548,8 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias) &&
                (post ? config.qk_norm_all_heads : !config.qk_norm_all_heads || config.moe.enabled()) &&
                (gemma_form(config) ||
-                (config.global_layers.empty() && config.local_rope_theta == 0 && config.attention_scalar == 0 &&
+                ((config.global_layers.empty() || qwen_windows) && config.local_rope_theta == 0 &&
+                 config.attention_scalar == 0 &&
                  !config.scaled_embeddings && config.norm_placement != NormPlacement::sandwich)) &&
                (config.nope_layers.empty() || (!config.qk_norm && !config.qkv_bias && !config.moe.enabled() &&
                                                 !config.phi3 && config.attention_window == 0)) &&

@@ -763,6 +763,9 @@ TEST(HfLlama, QwenSlidingWindowsFromMaxWindowLayersOrLayerTypes) {
     EXPECT_EQ(written["layer_types"], nlohmann::json::parse(R"(["full_attention", "sliding_attention",
                                                                  "sliding_attention", "sliding_attention"])"));
     EXPECT_TRUE(hf_llama_config(written, "config.json") == read);
+    const auto dir = testing::scratch_dir() / preset;  // and a whole folder, weights too
+    save_hf_llama(dir, read, Decoder(read).named_params());
+    EXPECT_TRUE(read_hf_config(dir) == read);
 
     nlohmann::json typed = hf;  // layer_types decides over max_window_layers
     typed["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
