@@ -35,39 +35,42 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   // q_proj and k_proj are (NH·HS, C) and (NKV·HS, C), o_proj (C, NH·HS), whatever C is (Qwen3's heads
   // are wider than hidden_size / num_attention_heads).
   std::vector<HfPiece> pieces = {{"model.embed_tokens.weight", {V, C}, names.embed, 0}};
+  // A weight and, where ours has one, its bias (StarCoder2's every projection and LayerNorm).
+  const auto add = [&](const std::string& hf, Shape shape, const LinearNames& ours, int64_t row0 = 0) {
+    pieces.push_back({hf + ".weight", shape, ours.weight, row0 * shape.back()});
+    if (!ours.bias.empty()) pieces.push_back({hf + ".bias", {shape.front()}, ours.bias, row0});
+  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    if (pre) pieces.push_back({p + "input_layernorm.weight", {C}, b.norm1.weight, 0});  // OLMo 2 has none
+    if (pre) add(p + "input_layernorm", {C}, b.norm1);  // OLMo 2 has none
     if (c.mla.enabled()) {  // DeepSeek's latent attention: our names and shapes are its own
       for (const std::string* n : {&b.q_proj.weight, &b.q_a.weight, &b.q_a_norm, &b.q_b.weight, &b.kv_a.weight,
                                    &b.kv_a_norm, &b.kv_b.weight})
         if (!n->empty()) pieces.push_back({"model." + *n, whole.find(*n).shape, *n, 0});
     } else if (c.phi3) {  // Phi-3's fused projection: q, k and v rows, as ours
       pieces.push_back({p + "self_attn.qkv_proj.weight", {q + 2 * kv, C}, b.qkv.weight, 0});
-    } else {
-      pieces.push_back({p + "self_attn.q_proj.weight", {q, C}, b.qkv.weight, 0});
-      pieces.push_back({p + "self_attn.k_proj.weight", {kv, C}, b.qkv.weight, q * C});
-      pieces.push_back({p + "self_attn.v_proj.weight", {kv, C}, b.qkv.weight, (q + kv) * C});
-    }
-    if (c.qkv_bias) {
-      pieces.push_back({p + "self_attn.q_proj.bias", {q}, b.qkv.bias, 0});
-      pieces.push_back({p + "self_attn.k_proj.bias", {kv}, b.qkv.bias, q});
-      pieces.push_back({p + "self_attn.v_proj.bias", {kv}, b.qkv.bias, q + kv});
+    } else {  // with Qwen2's biases, and StarCoder2's
+      add(p + "self_attn.q_proj", {q, C}, b.qkv, 0);
+      add(p + "self_attn.k_proj", {kv, C}, b.qkv, q);
+      add(p + "self_attn.v_proj", {kv, C}, b.qkv, q + kv);
     }
     if (c.qk_norm) {
       pieces.push_back({p + "self_attn.q_norm.weight", {c.qk_norm_all_heads ? q : HS}, b.q_norm, 0});
       pieces.push_back({p + "self_attn.k_norm.weight", {c.qk_norm_all_heads ? kv : HS}, b.k_norm, 0});
     }
-    pieces.push_back({p + "self_attn.o_proj.weight", {C, c.value_width()}, b.attn_out.weight, 0});
-    if (post) pieces.push_back({p + "post_attention_layernorm.weight", {C}, b.norm1_post.weight, 0});
-    if (pre)
-      pieces.push_back({p + (sandwich ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"), {C},
-                        b.norm2.weight, 0});
-    if (post) pieces.push_back({p + "post_feedforward_layernorm.weight", {C}, b.norm2_post.weight, 0});
+    add(p + "self_attn.o_proj", {C, c.value_width()}, b.attn_out);
+    if (post) add(p + "post_attention_layernorm", {C}, b.norm1_post);
+    if (pre) add(p + (sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"), {C}, b.norm2);
+    if (post) add(p + "post_feedforward_layernorm", {C}, b.norm2_post);
     if (c.phi3) {  // gate and up rows, as ours
       pieces.push_back({p + "mlp.gate_up_proj.weight", {2 * F, C}, b.mlp_in.weight, 0});
       pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
+      continue;
+    }
+    if (!is_gated(c.mlp)) {  // StarCoder2's GELU MLP
+      add(p + "mlp.c_fc", {F, C}, b.mlp_in);
+      add(p + "mlp.c_proj", {C, F}, b.mlp_out);
       continue;
     }
     if (!c.is_moe_block(l)) {
@@ -99,7 +102,7 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({x + down, {C, Fe}, b.experts_out, e * C * Fe});
     }
   }
-  pieces.push_back({"model.norm.weight", {C}, names.final_norm.weight, 0});
+  add("model.norm", {C}, names.final_norm);
   if (!c.tied_embeddings) pieces.push_back({"lm_head.weight", {V, C}, names.head, 0});
   return pieces;
 }
@@ -209,6 +212,20 @@ void read_gemma3(const HfConfigReader& r, ModelConfig& c) {
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
 }
 
+// StarCoder2 (Starcoder2ForCausalLM): LayerNorms (norm_epsilon), biases on every projection and norm, a
+// GELU (tanh) MLP of c_fc and c_proj. Its dropouts are a training choice Tessera does not make: read,
+// not applied.
+void read_starcoder2(const HfConfigReader& r, ModelConfig& c) {
+  const json* act = r.find("hidden_act");
+  TS_CHECK(!act || *act == "gelu_pytorch_tanh" || *act == "gelu_new", r.where(), ": field 'hidden_act' is ",
+           json_excerpt(*act), ", expected \"gelu_pytorch_tanh\" (Tessera's GELU is its tanh form)");
+  r.expect("use_bias", true, "Tessera's StarCoder2 has biases on every projection, as its LayerNorms do");
+  c.norm = NormKind::layernorm;
+  c.bias = true;
+  c.mlp = MlpKind::gelu;
+  c.norm_eps = r.number("norm_epsilon", 1e-5f);
+}
+
 // Qwen2 and Qwen3: with use_sliding_window, the blocks from max_window_layers on slide over
 // sliding_window positions and the first ones attend to the whole context (layer_types, where given,
 // names each block's kind instead), as transformers builds its layer_types. Qwen3-MoE's attention
@@ -282,6 +299,33 @@ struct TextModelNames {
   }
 };
 
+// Whether save_hf_llama has a Hugging Face form for `c`: StarCoder2's (LayerNorms, biases everywhere, a
+// GELU MLP, nothing else), or one of the RMSNorm families' with the features its form has.
+bool has_hf_llama_form(const ModelConfig& c) {
+  if (c.naming != Naming::llama || c.positions != PositionKind::rope) return false;
+  if (c.norm == NormKind::layernorm)
+    return c.bias && c.mlp == MlpKind::gelu && !c.qkv_bias && !c.qk_norm && !c.moe.enabled() && !c.mla.enabled() &&
+           !c.phi3 && c.norm_placement == NormPlacement::pre && c.nope_layers.empty() && c.global_layers.empty() &&
+           c.local_rope_theta == 0 && c.attention_scalar == 0 && !c.scaled_embeddings && c.rotary_dims == 0;
+  const bool gemma = gemma_form(c), post = c.norm_placement == NormPlacement::post;
+  const bool qwen3_moe_form = c.qk_norm && c.moe.enabled();  // and OLMoE's
+  // Qwen2's and Qwen3's first max_window_layers blocks attend to the whole sequence.
+  const bool qwen_windows = (c.qkv_bias || (c.qk_norm && !c.qk_norm_all_heads)) && !c.moe.enabled();
+  const bool moe_form = hf_deepseek_exportable(c) ||
+                        (!c.mla.enabled() && c.moe.num_shared_experts == 0 && c.moe.first_dense_layers == 0 &&
+                         c.moe.router == RouterKind::softmax_topk && c.moe.routed_scale == 1.0f &&
+                         (c.moe.renormalize || qwen3_moe_form));
+  const bool gemma_features = gemma || ((c.global_layers.empty() || qwen_windows) && c.local_rope_theta == 0 &&
+                                        c.attention_scalar == 0 && !c.scaled_embeddings &&
+                                        c.norm_placement != NormPlacement::sandwich);
+  const bool nope_form = c.nope_layers.empty() || (!c.qk_norm && !c.qkv_bias && !c.moe.enabled() && !c.phi3 &&
+                                                   c.attention_window == 0);
+  return (c.mlp == MlpKind::swiglu || (gemma && c.mlp == MlpKind::geglu)) && !c.bias && moe_form &&
+         !(c.qkv_bias && c.moe.enabled()) && !(c.qk_norm && c.qkv_bias) &&
+         (post ? c.qk_norm_all_heads : !c.qk_norm_all_heads || c.moe.enabled()) && gemma_features && nope_form &&
+         !(c.qk_norm_all_heads && c.attention_window > 0);
+}
+
 // The block index of a tensor named model.layers.{l}..., or none.
 std::optional<int64_t> layer_of(const std::string& name) {
   const std::string prefix = "model.layers.";
@@ -298,7 +342,7 @@ std::optional<int64_t> layer_of(const std::string& name) {
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
-         model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma3_text";
+         model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma3_text" || model_type == "starcoder2";
 }
 
 ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path) {
@@ -307,12 +351,12 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
-           "\"olmo2\", \"olmoe\", \"smollm3\" or \"gemma3_text\"");
+           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma3_text\" or \"starcoder2\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
   const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
-  const bool gemma3 = *type == "gemma3_text";
+  const bool gemma3 = *type == "gemma3_text", starcoder2 = *type == "starcoder2";
   const bool qwen3 = *type == "qwen3" || qwen3_moe;
-  if (!gemma3) r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
+  if (!gemma3 && !starcoder2) r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
   r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
   r.expect("mlp_bias", false, "Tessera's Llama has no MLP biases");
@@ -327,7 +371,8 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   c.qk_norm_all_heads = olmo2 || olmoe;  // OLMo 2's with its norms after attention and the MLP
   if (olmo2) c.norm_placement = NormPlacement::post;
   c.phi3 = phi3;
-  c.max_seq_len = r.integer("max_position_embeddings", mixtral ? 32768 : olmoe ? 4096 : gemma3 ? 131072 : 2048);
+  c.max_seq_len =
+      r.integer("max_position_embeddings", mixtral ? 32768 : olmoe || starcoder2 ? 4096 : gemma3 ? 131072 : 2048);
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window;
   // Gemma's slides some layers only).
   if (const json* window = r.find("sliding_window");
@@ -336,11 +381,11 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
   }
-  c.num_kv_heads = r.integer("num_key_value_heads", smollm3 ? 4 : c.num_heads);
+  c.num_kv_heads = r.integer("num_key_value_heads", smollm3 ? 4 : starcoder2 ? 2 : c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
   c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 || olmoe ? 1e-5f : 1e-6f);
   c.rope.theta = r.number("rope_theta", mixtral || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f);
-  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma3);
+  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma3 || starcoder2);
   if (smollm3) c.nope_layers = smollm3_nope_layers(r, c.num_layers);
   if (qwen2 || qwen3) read_qwen_window(r, c, qwen3_moe);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
@@ -349,6 +394,7 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
     if (c.channels % c.num_heads != 0 || head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
   }
   if (gemma3) read_gemma3(r, c);
+  if (starcoder2) read_starcoder2(r, c);
   if (phi3) {  // partial rotary (Phi-4-mini's): a head's first int(HS * factor) channels rotate
     const double partial = r.number("partial_rotary_factor", 1.0f);
     const int64_t rotated = int64_t(double(c.head_size()) * partial);
@@ -386,12 +432,13 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
 
 json hf_llama_config_json(const ModelConfig& c) {
   const bool olmo2 = c.norm_placement == NormPlacement::post, olmoe = c.qk_norm_all_heads && c.moe.enabled();
-  const bool smollm3 = !c.nope_layers.empty(), gemma3 = gemma_form(c);
+  const bool smollm3 = !c.nope_layers.empty(), gemma3 = gemma_form(c), starcoder2 = c.norm == NormKind::layernorm;
   const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads && !gemma_form(c), qwen3_moe = qwen3 && c.moe.enabled();
   const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe, qwen2 = c.qkv_bias;
-  const bool mistral =
-      !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && !gemma3 && c.attention_window > 0;
-  const char* architecture = mixtral     ? "MixtralForCausalLM"
+  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && !gemma3 &&
+                       !starcoder2 && c.attention_window > 0;
+  const char* architecture = starcoder2  ? "Starcoder2ForCausalLM"
+                             : mixtral   ? "MixtralForCausalLM"
                              : olmoe     ? "OlmoeForCausalLM"
                              : qwen2     ? "Qwen2ForCausalLM"
                              : qwen3_moe ? "Qwen3MoeForCausalLM"
@@ -402,7 +449,8 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : gemma3    ? "Gemma3ForCausalLM"
                              : mistral   ? "MistralForCausalLM"
                                          : "LlamaForCausalLM";
-  const char* type = mixtral     ? "mixtral"
+  const char* type = starcoder2  ? "starcoder2"
+                     : mixtral   ? "mixtral"
                      : olmoe     ? "olmoe"
                      : qwen2     ? "qwen2"
                      : qwen3_moe ? "qwen3_moe"
@@ -426,10 +474,15 @@ json hf_llama_config_json(const ModelConfig& c) {
             {"rms_norm_eps", json_float(c.norm_eps)},
             {"rope_theta", json_float(c.rope.theta)},
             {"rope_scaling", rope_scaling_json(c.rope)},
-            {"hidden_act", gemma3 ? "gelu_pytorch_tanh" : "silu"},
+            {"hidden_act", gemma3 || starcoder2 ? "gelu_pytorch_tanh" : "silu"},
             {"tie_word_embeddings", c.tied_embeddings},
             {"initializer_range", 0.02}};
-  if (mixtral) {
+  if (starcoder2) {  // its eps under its own key, biases everywhere, no dropout
+    j.erase("rms_norm_eps");
+    j["norm_epsilon"] = json_float(c.norm_eps);
+    j["use_bias"] = true;
+    j["embedding_dropout"] = j["residual_dropout"] = j["attention_dropout"] = 0.0;
+  } else if (mixtral) {
     j["num_local_experts"] = c.moe.num_experts;
     j["num_experts_per_tok"] = c.moe.top_k;
     j["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
@@ -534,30 +587,10 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
                    int64_t max_shard_bytes, const HfTokenIds& ids, HfWeightType type) {
   config.validate();
   const bool deepseek = hf_deepseek_exportable(config);
-  const bool qwen3_moe_form = config.qk_norm && config.moe.enabled();  // and OLMoE's
-  const bool post = config.norm_placement == NormPlacement::post;
-  // Qwen2's and Qwen3's first max_window_layers blocks attend to the whole sequence.
-  const bool qwen_windows = (config.qkv_bias || (config.qk_norm && !config.qk_norm_all_heads)) && !config.moe.enabled();
-  TS_CHECK(config.naming == Naming::llama && config.norm == NormKind::rmsnorm &&
-               config.positions == PositionKind::rope &&
-               (config.mlp == MlpKind::swiglu || (gemma_form(config) && config.mlp == MlpKind::geglu)) &&
-               !config.bias &&
-               (deepseek || (!config.mla.enabled() && config.moe.num_shared_experts == 0 &&
-                             config.moe.first_dense_layers == 0 && config.moe.router == RouterKind::softmax_topk &&
-                             config.moe.routed_scale == 1.0f && (config.moe.renormalize || qwen3_moe_form))) &&
-               !(config.qkv_bias && config.moe.enabled()) && !(config.qk_norm && config.qkv_bias) &&
-               (post ? config.qk_norm_all_heads : !config.qk_norm_all_heads || config.moe.enabled()) &&
-               (gemma_form(config) ||
-                ((config.global_layers.empty() || qwen_windows) && config.local_rope_theta == 0 &&
-                 config.attention_scalar == 0 &&
-                 !config.scaled_embeddings && config.norm_placement != NormPlacement::sandwich)) &&
-               (config.nope_layers.empty() || (!config.qk_norm && !config.qkv_bias && !config.moe.enabled() &&
-                                                !config.phi3 && config.attention_window == 0)) &&
-               !(config.qk_norm_all_heads && config.attention_window > 0),
-           "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, Qwen2ForCausalLM, ",
-           "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, Olmo2ForCausalLM, ",
-           "OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma3ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM ",
-           "form");
+  TS_CHECK(has_hf_llama_form(config), "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, ",
+           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, ",
+           "Olmo2ForCausalLM, OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma3ForCausalLM, Starcoder2ForCausalLM, ",
+           "DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());

@@ -153,6 +153,7 @@ std::string model_family(const ModelConfig& config) {
   }
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";
+  if (config.norm == NormKind::layernorm) return "starcoder2";
   if (config.norm_placement == NormPlacement::post) return "olmo2";
   if (config.norm_placement == NormPlacement::sandwich) return "gemma3";
   if (!config.nope_layers.empty() && !config.qk_norm && !config.qkv_bias) return "smollm3";

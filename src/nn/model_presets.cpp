@@ -1,5 +1,5 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, SmolLM3, Gemma 3, Mixtral, DeepSeek-V2-Lite
-// and DeepSeek-V3 follow their published config.json files.
+// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, SmolLM3, Gemma 3, StarCoder2, Mixtral,
+// DeepSeek-V2-Lite and DeepSeek-V3 follow their published config.json files.
 #include "nn/model_presets.h"
 
 #include <functional>
@@ -94,6 +94,16 @@ ModelConfig gemma3(ModelConfig c, int64_t head_dim, int64_t window, int64_t patt
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
   c.local_rope_theta = 10000.0f;
   c.norm_eps = 1e-6f;
+  return c;
+}
+
+// StarCoder2: Llama's attention (RoPE, grouped-query heads) with LayerNorms, biases on every
+// projection and norm, a GELU (tanh) MLP, and a sliding window of `window` positions.
+ModelConfig starcoder2(ModelConfig c, int64_t window) {
+  c.norm = NormKind::layernorm;
+  c.bias = true;
+  c.mlp = MlpKind::gelu;
+  c.attention_window = window;
   return c;
 }
 
@@ -208,6 +218,11 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
        [] { return gemma3_large(llama(48, 16, 8, 3840, 15360, 262208, 131072, 1e6f, true), 256, 256.0f); }},
       {"gemma3-27b",
        [] { return gemma3_large(llama(62, 32, 16, 5376, 21504, 262208, 131072, 1e6f, true), 128, 168.0f); }},
+      {"starcoder2-tiny", [] { return starcoder2(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, true), 8); }},
+      {"starcoder2-3b",
+       [] { return starcoder2(llama(30, 24, 2, 3072, 12288, 49152, 16384, 999999.4420358813f, true), 4096); }},
+      {"starcoder2-7b", [] { return starcoder2(llama(32, 36, 4, 4608, 18432, 49152, 16384, 1e6f, true), 4096); }},
+      {"starcoder2-15b", [] { return starcoder2(llama(40, 48, 4, 6144, 24576, 49152, 16384, 1e5f, false), 4096); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

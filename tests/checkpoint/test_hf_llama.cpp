@@ -111,8 +111,8 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny", "gemma3-tiny", "deepseek-v2-tiny",
-                                           "deepseek-v3-tiny"),
+                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny", "gemma3-tiny",
+                                           "starcoder2-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
@@ -120,6 +120,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                                   : info.param == "olmoe-tiny"     ? "Olmoe"
                                   : info.param == "smollm3-tiny"   ? "SmolLM3"
                                   : info.param == "gemma3-tiny"    ? "Gemma3"
+                                  : info.param == "starcoder2-tiny" ? "Starcoder2"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
@@ -323,6 +324,41 @@ TEST(HfLlama, Olmo2NormsAfterSublayersAndWholeHeadNorms) {
   const std::string message =
       testing::error_of([&] { save_hf_llama(dir / "windowed", windowed, Decoder(windowed).named_params()); });
   EXPECT_TRUE(testing::contains(message, "no LlamaForCausalLM")) << message;
+}
+
+// StarCoder2: transformers' names for its biases (q, k, v and o_proj; each LayerNorm's), its GELU MLP
+// (c_fc, c_proj), its config keys (norm_epsilon, use_bias, no dropout); read back as the same config.
+// use_bias false and another activation are refused naming the key; dropouts are read, not applied.
+TEST(HfLlama, Starcoder2BiasesLayerNormsAndConfig) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("starcoder2-tiny", dir);
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_proj.bias").shape, (Shape{16}));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.o_proj.bias").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.c_fc.weight").shape, (Shape{64, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.c_fc.bias").shape, (Shape{64}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.c_proj.weight").shape, (Shape{32, 64}));
+  EXPECT_EQ(file.info("model.layers.1.post_attention_layernorm.bias").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.norm.bias").shape, (Shape{32}));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Starcoder2ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "starcoder2");
+  EXPECT_EQ(hf["hidden_act"], "gelu_pytorch_tanh");
+  EXPECT_EQ(hf["use_bias"], true);
+  EXPECT_EQ(hf["sliding_window"], 8);
+  EXPECT_FALSE(hf.contains("rms_norm_eps"));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "starcoder2");
+  hf["residual_dropout"] = 0.1;  // StarCoder2-3B's
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  for (const auto& [key, value] : {std::pair{"use_bias", nlohmann::json(false)}, {"hidden_act", nlohmann::json("gelu")}}) {
+    nlohmann::json bad = hf;
+    bad[key] = value;
+    testing::write_text(dir / "config.json", bad.dump());
+    const std::string message = testing::error_of([&] { read_hf_config(dir); });
+    EXPECT_TRUE(testing::contains(message, std::string("field '") + key + "'")) << message;
+  }
 }
 
 // OLMoE: pre-norm blocks with q_norm and k_norm over all heads, Qwen3-MoE's router and experts under

@@ -35,10 +35,12 @@ ModelConfig family(const std::string& name) {
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "olmoe" ? "olmoe-tiny"
                                : name == "gemma3" ? "gemma3-tiny"
+                               : name == "starcoder2" ? "starcoder2-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" || name == "gemma3" ? 3 : 2;
   if (name == "gemma3") c.attention_window = 3, c.global_layers = {2};  // T up to 8: the window bites
+  if (name == "starcoder2") c.attention_window = 3;
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
   if (name.starts_with("deepseek-v")) c.moe.top_k = c.moe.num_experts, c.moe.kept_groups = c.moe.groups;
@@ -429,11 +431,12 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
-                                           "sandwich", "gemma3", "mixtral", "olmoe", "deepseek", "deepseek-v2",
-                                           "deepseek-v3"));
+                                           "sandwich", "gemma3", "starcoder2", "mixtral", "olmoe", "deepseek",
+                                           "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
-                                                              "smollm3", "sandwich", "gemma3", "mixtral", "olmoe",
+                                                              "smollm3", "sandwich", "gemma3", "starcoder2", "mixtral",
+                                                              "olmoe",
                                                               "deepseek", "deepseek-v3"),
                                             ::testing::Bool()));
 
@@ -458,6 +461,10 @@ TEST(Presets, PublishedParameterCounts) {
   // Gemma 3 1B: 999,885,952 (tied; its four norms a block, q/k norms of 256).
   EXPECT_EQ(model_preset("gemma3-1b").num_parameters(), 999885952);
   EXPECT_EQ(model_preset("gemma3-1b").global_layers, (std::vector<int64_t>{5, 11, 17, 23}));
+  // StarCoder2 3B (3.03B, tied), 7B (tied) and 15B (untied).
+  EXPECT_EQ(model_preset("starcoder2-3b").num_parameters(), 3030371328);
+  EXPECT_EQ(model_preset("starcoder2-7b").num_parameters(), 7173923840);
+  EXPECT_EQ(model_preset("starcoder2-15b").num_parameters(), 15957889024);
   // Gemma 3 4B, 12B and 27B's text models: 3.88B, 11.77B and 27.01B (their 262,208 rows padded to 262,272).
   EXPECT_EQ(model_preset("gemma3-4b").num_parameters(), 3880263168 + 64 * 2560);
   EXPECT_EQ(model_preset("gemma3-12b").num_parameters(), 11766034176 + 64 * 3840);

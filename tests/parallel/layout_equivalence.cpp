@@ -155,6 +155,11 @@ const Layout kLayouts[] = {
     {4, 2, 1, 2, "gemma3-tiny", 1, "1f1b", 1, 0, "", 2},
     {4, 2, 1, 2, "gemma3-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
     {4, 2, 0, 2, "gemma3-tiny", 2, "1f1b"}, {4, 4, 3, 2, "gemma3-tiny"},
+    // StarCoder2: LayerNorms and biases on every projection (o_proj's and the MLP's output added once over
+    // tp), a GELU MLP, a window of 8: tp2, ring cp2, pp2, ZeRO-3
+    {4, 2, 1, 2, "starcoder2-tiny", 1, "1f1b", 1, 0, "", 2},
+    {4, 2, 1, 2, "starcoder2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
+    {4, 2, 0, 2, "starcoder2-tiny", 2, "1f1b"}, {4, 4, 3, 2, "starcoder2-tiny"},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},

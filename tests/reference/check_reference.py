@@ -27,7 +27,12 @@
 # Qwen3-MoE every layer) against the logits op by op, each layer's reach and mask, and caught when torch_llama's rule
 # is mutated (every layer sliding, l > M, the first M sliding); config.json the unwindowed one's plus
 # use_sliding_window, sliding_window and max_window_layers, Qwen's defaults and layer_types read back; deterministic
-# golden runs whose hf/ reproduces step 1, W >= --seq-len or M >= --layers the unwindowed run bit for bit. For
+# golden runs whose hf/ reproduces step 1, W >= --seq-len or M >= --layers the unwindowed run bit for bit. Starcoder2
+# (--model starcoder2): HF's names (LayerNorm weight and bias, biased q/k/v/o_proj, c_fc, c_proj), logits against an
+# op-by-op forward (LayerNorms, biases, GELU-tanh MLP, windows) and caught when the model is mutated (an MLP, o_proj or
+# k_proj bias dropped, RMSNorm or an unbiased LayerNorm, exact GELU, scale 1/HS), config.json key by key with
+# Starcoder2Config's defaults, bigcode's 3B/7B/15B configs read back (the 3B's 3.03B parameters), refusals, and
+# deterministic golden runs (tied, untied, windowed) whose hf/ reproduces step 1. For
 # DeepSeek-V3 (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -688,6 +693,17 @@ def rms_by_hand(v, g, eps):
     return v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps) * g
 
 
+def layer_norm_by_hand(v, g, b, eps):
+    """nn.LayerNorm over the last dim: (v - mean) / sqrt(mean((v - mean)^2) + eps) * g + b (biased variance)."""
+    d = v - v.mean(-1, keepdim=True)
+    return d / torch.sqrt((d * d).mean(-1, keepdim=True) + eps) * g + b
+
+
+def gelu_tanh_by_hand(u):
+    """GELU's tanh form (HF's gelu_pytorch_tanh): u/2 (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3)))."""
+    return 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u ** 3)))
+
+
 def in_window(i, j, window):
     """transformers' sliding-window causal rule: key j is visible to query i iff i - window < j <= i."""
     return j <= i and (window is None or j > i - window)
@@ -699,18 +715,25 @@ def swiglu_by_hand(w, prefix, h):
     return gated @ w[prefix + "down_proj.weight"].T
 
 
+def gelu_mlp_by_hand(w, prefix, h):
+    """Starcoder2's MLP on h (..., C): gelu_tanh(h c_fc^T + b_fc) c_proj^T + b_proj, from w[prefix + "c_fc.weight"]
+    etc."""
+    u = gelu_tanh_by_hand(h @ w[prefix + "c_fc.weight"].T + w[prefix + "c_fc.bias"])
+    return u @ w[prefix + "c_proj.weight"].T + w[prefix + "c_proj.bias"]
+
+
 def attention_by_hand(w, x, cfg, rope, visible):
     """attn(x) (B, T, C), op by op from one layer's tensors w (names after "model.layers.i."): the q, k and v
-    projections (plus Qwen2's biases where w has them), q and k for OLMo 2 and OLMoE normed over all their heads'
+    projections (plus their biases for Qwen2 and Starcoder2), q and k for OLMo 2 and OLMoE normed over all their heads'
     channels (NH*HS, NKV*HS) before the split into heads, for Qwen3 per head (HS channels) after it; rope applied to q
     and k (None: a NoPE layer); query i of head h a softmax over the keys j of kv head h * NKV // NH where visible[i,
-    j]; then o_proj."""
+    j]; then o_proj (plus its bias for Starcoder2)."""
     NH, NKV, HS, eps = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.rms_norm_eps
     B, T, _ = x.shape
 
     def proj(name):
         out = x @ w[f"self_attn.{name}.weight"].T
-        return out + w[f"self_attn.{name}.bias"] if f"self_attn.{name}.bias" in w else out
+        return out + w[f"self_attn.{name}.bias"] if cfg.qkv_bias or cfg.starcoder2 else out
     q, k, v = proj("q_proj"), proj("k_proj"), proj("v_proj")
     if cfg.olmo2 or cfg.olmoe:      # one RMS over all of a token's query (key) channels
         q, k = rms_by_hand(q, w["self_attn.q_norm.weight"], eps), rms_by_hand(k, w["self_attn.k_norm.weight"], eps)
@@ -724,7 +747,8 @@ def attention_by_hand(w, x, cfg, rope, visible):
         j = h * NKV // NH
         s = (q[:, :, h] @ k[:, :, j].transpose(1, 2) / math.sqrt(HS)).masked_fill(~visible, float("-inf"))
         heads.append(s.softmax(-1) @ v[:, :, j])
-    return torch.cat(heads, dim=-1) @ w["self_attn.o_proj.weight"].T
+    out = torch.cat(heads, dim=-1) @ w["self_attn.o_proj.weight"].T
+    return out + w["self_attn.o_proj.bias"] if cfg.starcoder2 else out
 
 
 def moe_by_hand(w, h, cfg):
@@ -744,13 +768,14 @@ def moe_by_hand(w, h, cfg):
 
 def llama_logits_by_hand(state, cfg, idx, window=None, inv_freq=None, rot_scale=1.0, max_window_layers=0):
     """A Llama-like decoder's logits from a state dict (Llama's names; Mistral's, SmolLM3's, Phi-3's split back,
-    OLMo 2's, OLMoE's, Qwen2's, Qwen3's, Qwen3-MoE's), op by op, and each MoE layer's router logits (B*T, E) (none
-    when dense; Mixtral's block_sparse_moe is not modelled here). Blocks x += attn(rms(x)); x += mlp(rms(x)), or OLMo
-    2's x += rms(attn(x)); x += rms(mlp(x)) (no input_layernorm). Layer i rotates q and k (pairs j, j + HS/2, angle p *
-    inv_freq[j], by default theta^(-2j/HS); cos and sin times rot_scale) unless cfg.no_rope_layers[i] is 0 (SmolLM3's
-    NoPE layers); in layers i >= max_window_layers query p sees keys p - window < j <= p, in the first
-    max_window_layers (Qwen2's and Qwen3's full-attention layers) and with window None every j <= p; the MLP is a
-    SwiGLU, or OLMoE's / Qwen3-MoE's MoE (mlp.gate)."""
+    OLMo 2's, OLMoE's, Qwen2's, Qwen3's, Qwen3-MoE's, Starcoder2's), op by op, and each MoE layer's router logits (B*T,
+    E) (none when dense; Mixtral's block_sparse_moe is not modelled here). Blocks x += attn(rms(x)); x += mlp(rms(x)),
+    or OLMo 2's x += rms(attn(x)); x += rms(mlp(x)) (no input_layernorm); Starcoder2's norms (the final one too) are
+    layer_norm_by_hand with the .bias tensors, its attention biased and its MLP gelu_mlp_by_hand. Layer i rotates q
+    and k (pairs j, j + HS/2, angle p * inv_freq[j], by default theta^(-2j/HS); cos and sin times rot_scale) unless
+    cfg.no_rope_layers[i] is 0 (SmolLM3's NoPE layers); in layers i >= max_window_layers query p sees keys p - window
+    < j <= p, in the first max_window_layers (Qwen2's and Qwen3's full-attention layers) and with window None every j
+    <= p; the MLP is a SwiGLU, or OLMoE's / Qwen3-MoE's MoE (mlp.gate), or Starcoder2's c_fc/c_proj."""
     HS = cfg.head_size
     B, T = idx.shape
     if inv_freq is None:
@@ -762,8 +787,10 @@ def llama_logits_by_hand(state, cfg, idx, window=None, inv_freq=None, rot_scale=
         a, b = v[..., :HS // 2], v[..., HS // 2:]
         return torch.cat((a * c - b * s, b * c + a * s), dim=-1)
 
-    def rms(v, g):
-        return rms_by_hand(v, g, cfg.rms_norm_eps)
+    def norm(v, w, name):       # w[name + ".weight"] (and Starcoder2's ".bias")
+        if cfg.starcoder2:
+            return layer_norm_by_hand(v, w[name + ".weight"], w[name + ".bias"], cfg.rms_norm_eps)
+        return rms_by_hand(v, w[name + ".weight"], cfg.rms_norm_eps)
 
     visible_in = {size: torch.tensor([[in_window(i, j, size) for j in range(T)] for i in range(T)])
                   for size in (None, window)}
@@ -773,19 +800,21 @@ def llama_logits_by_hand(state, cfg, idx, window=None, inv_freq=None, rot_scale=
         layer_rope = rope if not cfg.no_rope_layers or cfg.no_rope_layers[i] else None
         visible = visible_in[window if i >= max_window_layers else None]
         if cfg.olmo2:
-            x = x + rms(attention_by_hand(w, x, cfg, layer_rope, visible), w["post_attention_layernorm.weight"])
-            x = x + rms(swiglu_by_hand(w, "mlp.", x), w["post_feedforward_layernorm.weight"])
+            x = x + norm(attention_by_hand(w, x, cfg, layer_rope, visible), w, "post_attention_layernorm")
+            x = x + norm(swiglu_by_hand(w, "mlp.", x), w, "post_feedforward_layernorm")
             continue
-        x = x + attention_by_hand(w, rms(x, w["input_layernorm.weight"]), cfg, layer_rope, visible)
-        h = rms(x, w["post_attention_layernorm.weight"])
+        x = x + attention_by_hand(w, norm(x, w, "input_layernorm"), cfg, layer_rope, visible)
+        h = norm(x, w, "post_attention_layernorm")
         if "mlp.gate.weight" in w:
             mlp, logits = moe_by_hand(w, h.reshape(B * T, -1), cfg)
             routers.append(logits)
             x = x + mlp.view(B, T, -1)
+        elif cfg.starcoder2:
+            x = x + gelu_mlp_by_hand(w, "mlp.", h)
         else:
             x = x + swiglu_by_hand(w, "mlp.", h)
     head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
-    return rms(x, state["model.norm.weight"]) @ head.T, routers
+    return norm(x, state, "model.norm") @ head.T, routers
 
 
 def llama_like_hf_config(cfg):
@@ -2708,9 +2737,6 @@ def gemma3_logits_by_hand(state, cfg, idx, gain_offset=1.0):
     def rms(v, g):
         return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (gain_offset + g)
 
-    def gelu_tanh(u):
-        return 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u ** 3)))
-
     def rope(v, base, factor):                                                   # (B, T, H, HS)
         pair = torch.arange(HS // 2, dtype=torch.float64)
         ang = torch.arange(T, dtype=torch.float64)[:, None] / base ** (2 * pair / HS) / factor
@@ -2741,7 +2767,7 @@ def gemma3_logits_by_hand(state, cfg, idx, gain_offset=1.0):
                 y[:, i, head] = sum(p[:, n, None] * v[:, j, g] for n, j in enumerate(keys))
         x = x + rms(y.reshape(B, T, NH * HS) @ w["self_attn.o_proj.weight"].T, w["post_attention_layernorm.weight"])
         h = rms(x, w["pre_feedforward_layernorm.weight"])
-        gated = gelu_tanh(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
+        gated = gelu_tanh_by_hand(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
         x = x + rms(gated @ w["mlp.down_proj.weight"].T, w["post_feedforward_layernorm.weight"])
     head = E if cfg.tie_word_embeddings else state["lm_head.weight"]
     return rms(x, state["model.norm.weight"]) @ head.T
@@ -3058,6 +3084,257 @@ def check_gemma3_reference(tmp):
           "window and local base unused bit for bit; M=1 vs 2; llama unchanged; refusals")
 
 
+# ---------------------------------------------------------------- Starcoder2 (float64)
+
+def starcoder2_hf_names(cfg):
+    """Starcoder2ForCausalLM's tensor names in state_dict() order: LayerNorm weight and bias, every projection
+    biased."""
+    names = ["model.embed_tokens.weight"]
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        names += [p + f"input_layernorm.{t}" for t in ("weight", "bias")]
+        names += [p + f"self_attn.{n}.{t}" for n in ("q_proj", "k_proj", "v_proj", "o_proj")
+                  for t in ("weight", "bias")]
+        names += [p + f"post_attention_layernorm.{t}" for t in ("weight", "bias")]
+        names += [p + f"mlp.{n}.{t}" for n in ("c_fc", "c_proj") for t in ("weight", "bias")]
+    return names + ["model.norm.weight", "model.norm.bias"] + ([] if cfg.tie_word_embeddings else ["lm_head.weight"])
+
+
+def starcoder2_hf_config_by_hand(cfg):
+    """config.json as Starcoder2ForCausalLM's (Starcoder2Config's keys), written out key by key."""
+    return {"architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len, "norm_epsilon": cfg.rms_norm_eps,
+            "rope_theta": cfg.rope_theta, "sliding_window": cfg.sliding_window, "use_bias": True,
+            "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": cfg.tie_word_embeddings,
+            "attention_dropout": 0.0, "residual_dropout": 0.0, "embedding_dropout": 0.0, "initializer_range": 0.02,
+            "torch_dtype": "float32"}
+
+
+def check_starcoder2_logits(model, idx):
+    """model(idx)'s logits equal llama_logits_by_hand's Starcoder2 forward (LayerNorms with bias, biased q/k/v/o,
+    GELU-tanh c_fc/c_proj, the window of model.cfg) from model.state_dict(), to 1e-12."""
+    with torch.no_grad():
+        want = llama_logits_by_hand(model.state_dict(), model.cfg, idx, model.cfg.sliding_window)[0]
+        got = model(idx)[0]
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), \
+        f"starcoder2 {model.cfg.sliding_window}: logits by hand differ by {(got - want).abs().max().item():.3g}"
+
+
+def _forward_without_mlp_bias(mlp):
+    return lambda x: F.linear(F.gelu(F.linear(x, mlp.c_fc.weight), approximate="tanh"), mlp.c_proj.weight)
+
+
+def _forward_exact_gelu(mlp):
+    return lambda x: mlp.c_proj(F.gelu(mlp.c_fc(x)))
+
+
+def _forward_rms(norm):
+    return lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight + norm.bias
+
+
+def _forward_unbiased_norm(norm):
+    return lambda x: F.layer_norm(x, norm.normalized_shape, norm.weight, None, norm.eps)
+
+
+def _forward_unbiased_linear(linear):
+    return lambda x: F.linear(x, linear.weight)
+
+
+def _mutate(model, kind, make):
+    """Replaces forward of every module of type kind in model (an instance attribute: the class is untouched)."""
+    for m in model.modules():
+        if isinstance(m, kind):
+            m.forward = make(m)
+
+
+# Mutations of a built Starcoder2 model (its parameters unchanged) that check_starcoder2_logits must catch.
+STARCODER2_MUTANTS = {
+    "MLP without its biases": lambda m: _mutate(m, tg.MLP, _forward_without_mlp_bias),
+    "exact (erf) GELU": lambda m: _mutate(m, tg.MLP, _forward_exact_gelu),
+    "RMSNorm instead of LayerNorm": lambda m: _mutate(m, torch.nn.LayerNorm, _forward_rms),
+    "LayerNorm without its bias": lambda m: _mutate(m, torch.nn.LayerNorm, _forward_unbiased_norm),
+    "o_proj without its bias": lambda m: [setattr(layer.self_attn.o_proj, "forward", _forward_unbiased_linear(
+        layer.self_attn.o_proj)) for layer in m.model.layers],
+    "k_proj without its bias": lambda m: [setattr(layer.self_attn.k_proj, "forward", _forward_unbiased_linear(
+        layer.self_attn.k_proj)) for layer in m.model.layers],
+    "scores times 1/HS": lambda m: [setattr(layer.self_attn, "scale", 1 / m.cfg.head_size) for layer in m.model.layers],
+}
+
+
+def check_starcoder2():
+    """Starcoder2 (starcoder2=True): its tensors in order (LayerNorm weight and bias, q/k/v/o_proj, c_fc, c_proj with
+    biases, model.norm.bias; lm_head only untied), LayerNorm gains 1 + N(0, 0.1) and every bias N(0, 0.1), scores
+    times HS^-0.5; logits against llama_logits_by_hand's op-by-op Starcoder2 forward (untied NKV 2; tied NKV 1 W 3;
+    NKV 4 W 1 eps 1e-6 theta 1e5; W 5 over 3 layers); W >= T is the unwindowed model bit for bit; each of
+    STARCODER2_MUTANTS (MLP or o/k biases dropped, RMSNorm or an unbiased LayerNorm, exact GELU, scale 1/HS) fails the
+    check; refusals."""
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(300))
+    variants = ({}, {"num_kv_heads": 1, "tie_word_embeddings": True, "sliding_window": 3},
+                {"num_kv_heads": 4, "sliding_window": 1, "rms_norm_eps": 1e-6, "rope_theta": 1e5},
+                {"num_layers": 3, "sliding_window": 5})
+    for n, extra in enumerate(variants):
+        model = llama_model(seed=301 + n, starcoder2=True, **extra)
+        cfg, state = model.cfg, model.state_dict()
+        assert list(state) == starcoder2_hf_names(cfg), f"starcoder2 names {list(state)}"
+        assert isinstance(model.model.norm, torch.nn.LayerNorm) and model.model.norm.eps == cfg.rms_norm_eps
+        for name, t in state.items():
+            if name.endswith(".bias"):
+                assert (t != 0).all() and 0.03 < t.std() < 0.3, f"starcoder2 {name}: bias not N(0, 0.1)"
+            elif t.dim() == 1:
+                assert (t != 1).all() and 0.03 < (t - 1).std() < 0.3, f"starcoder2 {name}: gain not 1 + N(0, 0.1)"
+        assert all(layer.self_attn.scale == cfg.head_size ** -0.5 for layer in model.model.layers), "starcoder2 scale"
+        check_starcoder2_logits(model, idx)
+    wide = llama_model(seed=305, starcoder2=True, sliding_window=12)
+    plain = llama_model(seed=305, starcoder2=True)
+    with torch.no_grad():
+        assert torch.equal(wide(idx)[0], plain(idx)[0]), "starcoder2 W >= T differs from the unwindowed model"
+
+    def mutated(name):      # name None: the unmutated model, which passes
+        model = llama_model(seed=306, starcoder2=True, num_kv_heads=1, sliding_window=4)
+        if name is not None:
+            STARCODER2_MUTANTS[name](model)
+        check_starcoder2_logits(model, idx)
+    mutated(None)
+    assert_refused("starcoder2 under a mutation", mutated, STARCODER2_MUTANTS, AssertionError)
+    assert_refused("starcoder2", lambda extra: tl.LlamaConfig(starcoder2=True, **extra),
+                   ({"qkv_bias": True}, {"qk_norm": True}, {"num_experts": 4}, {"head_dim": 16}, {"mistral": True},
+                    {"phi3": True}, {"olmo2": True}, {"olmoe": True, "num_experts": 4}, {"smollm3": True},
+                    {"gemma3": True, "sliding_window": 4}, {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)},
+                    {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)}, {"sliding_window": 0},
+                    {"sliding_window": True}, {"sliding_window": 2.5}, {"max_window_layers": 1, "sliding_window": 4}))
+    print("starcoder2: LayerNorm (weight, bias) and biased q/k/v/o_proj, c_fc, c_proj in HF's names; gains 1 + N(0, "
+          "0.1), biases N(0, 0.1); logits op by op (untied NKV 2; tied NKV 1 W 3; NKV 4 W 1 eps 1e-6; 3 layers W 5); "
+          "W >= T = unwindowed bit for bit; mutations caught (" + ", ".join(STARCODER2_MUTANTS) + "); refusals")
+
+
+# bigcode's released config.json files, as the sources cited in README.md give them (the 3B and 7B leave
+# tie_word_embeddings out, so Starcoder2Config's default, tied, holds; the 15B unties).
+STARCODER2_RELEASES = {
+    "starcoder2-3b": {"hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30,
+                      "num_attention_heads": 24, "num_key_value_heads": 2, "rope_theta": 999999.4420358813,
+                      "initializer_range": 0.018042},
+    "starcoder2-7b": {"hidden_size": 4608, "intermediate_size": 18432, "num_hidden_layers": 32,
+                      "num_attention_heads": 36, "num_key_value_heads": 4, "rope_theta": 1000000,
+                      "initializer_range": 0.018042},
+    "starcoder2-15b": {"hidden_size": 6144, "intermediate_size": 24576, "num_hidden_layers": 40,
+                       "num_attention_heads": 48, "num_key_value_heads": 4, "rope_theta": 100000,
+                       "initializer_range": 0.01275, "tie_word_embeddings": False},
+}
+STARCODER2_COMMON = {"architectures": ["Starcoder2ForCausalLM"], "attention_dropout": 0.1, "residual_dropout": 0.1,
+                     "embedding_dropout": 0.1, "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu_pytorch_tanh",
+                     "max_position_embeddings": 16384, "mlp_type": "default", "model_type": "starcoder2",
+                     "norm_epsilon": 1e-05, "sliding_window": 4096, "transformers_version": "4.37.0.dev0",
+                     "use_bias": True, "use_cache": True, "vocab_size": 49152}
+
+
+def starcoder2_parameters(cfg):
+    """The parameter count of a Starcoder2 model of cfg, from its tensor shapes (no model built)."""
+    C, Fi, V, HS, NH, NKV = (cfg.channels, cfg.intermediate, cfg.vocab_size, cfg.head_size, cfg.num_heads,
+                             cfg.num_kv_heads)
+    layer = (C * NH * HS + NH * HS) + 2 * (C * NKV * HS + NKV * HS) + (NH * HS * C + C) + (C * Fi + Fi) + (Fi * C + C)
+    return V * C + cfg.num_layers * (layer + 4 * C) + 2 * C + (0 if cfg.tie_word_embeddings else V * C)
+
+
+def check_starcoder2_hf(tmp):
+    """Starcoder2ForCausalLM's folder: config.json key by key, tensor names in order, load_hf round trip (untied NKV 2;
+    tied NKV 1 W 5); Starcoder2Config's defaults for absent keys; bigcode's 3B, 7B and 15B config.json read back (HS
+    128, window 4096, tied but for the 15B, dropouts ignored) and the 3B's 3.03B parameters (untied would be 3.18B);
+    transformers 5's rope_parameters; refusals."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(310))
+    for n, extra in enumerate(({}, {"num_kv_heads": 1, "tie_word_embeddings": True, "sliding_window": 5})):
+        model = llama_model(seed=311 + n, starcoder2=True, **extra)
+        config, loaded = hf_folder_round_trip(model, os.path.join(tmp, f"starcoder2_hf_{n}"),
+                                              starcoder2_hf_config_by_hand(model.cfg), starcoder2_hf_names(model.cfg),
+                                              idx)
+        assert loaded.cfg.starcoder2 and "head_dim" not in config and "rms_norm_eps" not in config, "starcoder2 keys"
+    d = tl.config_from_hf({"model_type": "starcoder2"})
+    assert (d.vocab_size, d.channels, d.intermediate, d.num_layers, d.num_heads, d.num_kv_heads, d.max_seq_len,
+            d.rms_norm_eps, d.rope_theta, d.sliding_window, d.tie_word_embeddings, d.starcoder2) == \
+        (49152, 3072, 12288, 30, 24, 2, 4096, 1e-5, 10000.0, None, True, True), "Starcoder2Config defaults"
+    for name, own in STARCODER2_RELEASES.items():
+        c = tl.config_from_hf(dict(STARCODER2_COMMON, **own))
+        assert c.starcoder2 and c.head_size == 128 and c.sliding_window == 4096 and c.max_seq_len == 16384, name
+        assert (c.num_layers, c.num_heads, c.num_kv_heads, c.rope_theta) == \
+            (own["num_hidden_layers"], own["num_attention_heads"], own["num_key_value_heads"], own["rope_theta"]), name
+        assert c.tie_word_embeddings == (name != "starcoder2-15b"), f"{name}: tie_word_embeddings"
+    three_b = tl.config_from_hf(dict(STARCODER2_COMMON, **STARCODER2_RELEASES["starcoder2-3b"]))
+    assert round(starcoder2_parameters(three_b) / 1e9, 2) == 3.03, "starcoder2-3b: not 3.03B parameters"
+    assert round(starcoder2_parameters(dataclasses.replace(three_b, tie_word_embeddings=False)) / 1e9, 2) == 3.18
+    base = starcoder2_hf_config_by_hand(tl.LlamaConfig(starcoder2=True, sliding_window=6))
+    read = read_hf_config
+    assert read(base).sliding_window == 6 and read(base, ("sliding_window",)).sliding_window is None
+    assert read(base, ("tie_word_embeddings",)).tie_word_embeddings, "Starcoder2Config ties by default"
+    assert read(base, head_dim=8).head_size == 8 and read(base, attention_dropout=0.1) == read(base)
+    new = dict(base, rope_parameters={"rope_type": "default", "rope_theta": 5e5})
+    assert read(new, ("rope_theta",)).rope_theta == 5e5 and read(new, rope_theta=5e5).rope_theta == 5e5
+    assert_refused("starcoder2 config.json", lambda bad: read(base, **bad),
+                   ({"use_bias": False}, {"hidden_act": "gelu"}, {"hidden_act": "silu"}, {"head_dim": 16},
+                    {"partial_rotary_factor": 0.5}, {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+                    {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, {"sliding_window": 0},
+                    {"sliding_window": True}, {"rope_theta": 1e4, "rope_parameters": {"rope_theta": 5e5}}))
+    print("starcoder2 hf folder: Starcoder2ForCausalLM config.json key by key (norm_epsilon, use_bias, "
+          "gelu_pytorch_tanh, dropouts 0.0), names in order, round trip (untied; NKV 1 tied W 5); Starcoder2Config "
+          "defaults (tied, 2 kv heads); 3B/7B/15B configs read back (15B untied; 3B 3.03B parameters); "
+          "rope_parameters; refusals")
+
+
+def check_starcoder2_reference(tmp):
+    """--model starcoder2 golden runs (default: tied NKV 2; --tie 0 --kv-heads 1; --sliding-window 5 via
+    check_window_run): deterministic; hf/ and hf_final/ config.json and names; hf/ + train.bin reproduce step 1
+    through load_hf exactly and through the op-by-op forward to 1e-12; --norm-eps is --rms-eps; W >= --seq-len is the
+    unwindowed run bit for bit; 1 vs 2 micro-batches; the refusals."""
+    s = ("--model", "starcoder2")
+    for name, flags in (("starcoder2", s), ("starcoder2_untied_kv1", s + ("--tie", "0", "--kv-heads", "1"))):
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name} initial loss far from ln(V)"
+        assert r1["aux_losses"] == [] and "block" in r1["config"] and r1["config"]["tie"] == (0 if "--tie" in flags
+                                                                                               else 1)
+        out = os.path.join(tmp, f"{name}_1")
+        net = tl.load_hf(os.path.join(out, "hf"))
+        assert net.cfg.starcoder2 and net.cfg.tie_word_embeddings == ("--tie" not in flags), f"{name}: config"
+        check_run_folders(out, name, starcoder2_hf_config_by_hand(net.cfg), starcoder2_hf_names(net.cfg))
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            state = net.state_dict()
+            by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2])[0].reshape(-1, 300),
+                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {by_hand} vs {loaded}"
+    window, net = check_window_run(tmp, "starcoder2_w5", s + ("--sliding-window", "5"))
+    assert net.cfg.starcoder2 and window["config"]["model"] == "starcoder2"
+    check_run_folders(os.path.join(tmp, "starcoder2_w5_1"), "starcoder2_w5", starcoder2_hf_config_by_hand(net.cfg),
+                      starcoder2_hf_names(net.cfg))
+    base = run_llama_reference(tmp, "starcoder2_base", *s)
+    wide = run_llama_reference(tmp, "starcoder2_wide", *s, "--sliding-window", "16")
+    assert (wide["losses"], wide["grad_norms"]) == (base["losses"], base["grad_norms"]), "W >= seq-len: not unwindowed"
+    eps = run_llama_reference(tmp, "starcoder2_eps", *s, "--norm-eps", "1e-6")
+    assert eps["config"]["rms_eps"] == 1e-6 and eps["losses"] != base["losses"], "--norm-eps"
+    with open(os.path.join(tmp, "starcoder2_eps", "hf", "config.json")) as f:
+        assert json.load(f)["norm_epsilon"] == 1e-6, "--norm-eps: config.json's norm_epsilon"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    assert close(run_llama_reference(tmp, "starcoder2_mb", *s, "--micro-batches", "1")["losses"],
+                 base["losses"]), "starcoder2 M=1 vs 2"
+    for flags in (("--head-dim", "16"), ("--rope-scaling", "llama3"), ("--rope-scaling", "yarn"),
+                  ("--rope-scaling", "longrope"), ("--rope-scaling", "linear"), ("--partial-rotary-factor", "0.5"),
+                  ("--fp8-block", "8", "8"), ("--kv-heads", "3"), ("--sliding-window", "0"),
+                  ("--sliding-window", "4", "--max-window-layers", "1"), ("--norm-topk", "0"),
+                  ("--no-rope-interval", "2"), ("--sliding-window-pattern", "2"), ("--query-pre-attn-scalar", "8"),
+                  ("--n-group", "2")):
+        assert refused(*s, *flags), f"starcoder2 {flags} accepted"
+    assert not refused(*s, "--kv-heads", "1", "--tie", "0", "--sliding-window", "3", "--norm-eps", "1e-6")
+    print("make_hf_llama_reference --model starcoder2 (tied NKV 2; untied NKV 1; W 5): deterministic; hf/ and "
+          "hf_final/ Starcoder2ForCausalLM config.json and names; hf/ reproduces step 1 (load_hf exactly, op by op to "
+          "1e-12); windowed = unwindowed files, other losses; W >= seq-len unwindowed bit for bit; --norm-eps; M=1 vs "
+          "2; refusals")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -3107,6 +3384,9 @@ def main():
         check_gemma3()
         check_gemma3_hf(tmp)
         check_gemma3_reference(tmp)
+        check_starcoder2()
+        check_starcoder2_hf(tmp)
+        check_starcoder2_reference(tmp)
     print("all reference checks passed")
 
 

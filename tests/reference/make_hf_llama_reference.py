@@ -1,10 +1,11 @@
-# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, DeepSeek-V3 or DeepSeek-V2
-# training run for Tessera's integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder,
-# F32), DIR/train.bin (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json
-# (per-step LM loss, pre-clip grad norm, lr, MoE aux and z losses; DeepSeek-V3's final router biases) and DIR/hf_final/
-# (the weights after the last step, rounded to F32). Each step accumulates gradients over equal micro-batches
-# (contiguous rows of the batch); the MoE aux loss is computed per micro-batch. DeepSeek-V3's selection
-# biases move after each optimizer step by --bias-rate from the step's expert loads (torch_deepseek.py).
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma 3, Starcoder2,
+# DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration tests, in float64 from float32-rounded initial
+# weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read sequentially as in
+# make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr, MoE aux and z losses;
+# DeepSeek-V3's final router biases) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
+# accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is computed per
+# micro-batch. DeepSeek-V3's selection biases move after each optimizer step by --bias-rate from the step's expert
+# loads (torch_deepseek.py).
 # --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek too, on its qk_rope channels).
 # --norm-topk 0 leaves the chosen experts' weights unnormalised (Qwen3-MoE, DeepSeek-V3; DeepSeek-V2's default).
 # --n-group G --topk-group K limits DeepSeek's routing to each token's K best groups of E/G experts.
@@ -32,9 +33,14 @@
 # --sliding-window-pattern == 0 (default 6), else sliding: --sliding-window W (default 4096, Gemma3TextConfig's) and
 # RoPE base --rope-local-base-freq (default 1e4); global layers use --rope-theta (default 1e6 for gemma3) scaled by
 # --rope-scaling linear --rope-factor F (default 8). Its --rms-eps defaults to 1e-6.
+# --model starcoder2 is Starcoder2ForCausalLM (torch_llama.Llama with starcoder2): llama's pre-norm blocks with
+# nn.LayerNorms (weight and bias; eps --rms-eps, alias --norm-eps, config.json's norm_epsilon), biases on q/k/v/o_proj,
+# the MLP c_proj(gelu_tanh(c_fc x)) (both biased, F --intermediate), scores times HS^-0.5, GQA, RoPE (no scaling, no
+# --head-dim), tied by default (--tie 0 unties: Starcoder2Config's default and the 3B/7B releases tie, 15B does not),
+# no dropout (config.json writes the three dropouts 0.0); --sliding-window W as mistral's.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma3|deepseek_v3|deepseek_v2
-#            --out DIR [...]
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma3|starcoder2|deepseek_v3|
+#                    deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -62,7 +68,7 @@ YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_sl
 LONGROPE_ARGS = ("longrope_original_max",)
 SMOLLM3_ARGS = ("no_rope_interval", "no_rope_layers")
 QWEN_MODELS = ("qwen2", "qwen3", "qwen3_moe")    # use_sliding_window's models (qwen2, qwen3: max_window_layers)
-WINDOW_MODELS = ("mistral", "phi3", "gemma3") + QWEN_MODELS     # the models --sliding-window applies to
+WINDOW_MODELS = ("mistral", "phi3", "gemma3", "starcoder2") + QWEN_MODELS     # the models --sliding-window applies to
 # Gemma 3's own flags (in expected.json's config only for gemma3; rope_factor only with --rope-scaling linear).
 GEMMA3_ARGS = ("query_pre_attn_scalar", "sliding_window_pattern", "rope_local_base_freq", "rope_factor")
 # The nn.Linear weights that --fp8-block quantizes, as DeepSeek-V3's release does: the attention projections and
@@ -76,10 +82,11 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe",
-                                        "smollm3", "mistral", "gemma3") + DEEPSEEK_MODELS, required=True,
+                                        "smollm3", "mistral", "gemma3", "starcoder2") + DEEPSEEK_MODELS, required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
                         "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers); mistral: "
-                        "MistralForCausalLM (llama, with --sliding-window); gemma3: Gemma3ForCausalLM")
+                        "MistralForCausalLM (llama, with --sliding-window); gemma3: Gemma3ForCausalLM; starcoder2: "
+                        "Starcoder2ForCausalLM (LayerNorms, biases, GELU-tanh c_fc/c_proj MLP)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
@@ -90,9 +97,9 @@ def parse_args(argv=None):
                    help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP)")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
-    p.add_argument("--rms-eps", type=float, default=None,
-                   help="RMSNorm eps, default 1e-5 (gemma3 1e-6; deepseek_v3/v2: not q_a_layernorm and "
-                        "kv_a_layernorm, whose eps is 1e-6)")
+    p.add_argument("--rms-eps", "--norm-eps", type=float, default=None,
+                   help="RMSNorm eps, default 1e-5 (gemma3 1e-6; starcoder2: the LayerNorms' eps, norm_epsilon; "
+                        "deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base, default 1e4 (gemma3: its global layers', default 1e6)")
     p.add_argument("--rope-scaling", choices=("none", "llama3", "yarn", "longrope", "linear"), default="none",
@@ -113,15 +120,15 @@ def parse_args(argv=None):
                    help="smollm3 only: no_rope_layers as comma-separated 1 (RoPE) / 0 (NoPE), one per layer; "
                         "overrides the interval (which config.json still records)")
     p.add_argument("--sliding-window", type=int, default=None,
-                   help="mistral, phi3, gemma3, qwen2, qwen3 and qwen3_moe only: sliding_window W >= 1, query i "
-                        "attends keys i - W < j <= i (the W latest positions, itself included; gemma3: in its sliding "
-                        "layers, default 4096; qwen2/qwen3: in layers >= --max-window-layers); absent: null (qwen: "
-                        "use_sliding_window false), plain causal attention")
+                   help="mistral, phi3, gemma3, qwen2, qwen3, qwen3_moe and starcoder2 only: sliding_window W >= 1, "
+                        "query i attends keys i - W < j <= i (the W latest positions, itself included; gemma3: in its "
+                        "sliding layers, default 4096; qwen2/qwen3: in layers >= --max-window-layers); absent: null "
+                        "(qwen: use_sliding_window false), plain causal attention")
     p.add_argument("--max-window-layers", type=int, default=None,
                    help="qwen2 and qwen3 with --sliding-window only: max_window_layers M >= 0 (default 0, every layer "
                         "slides), layers i < M attend causally; qwen3_moe slides every layer")
     p.add_argument("--tie", type=int, choices=(0, 1), default=None,
-                   help="1: lm_head tied to embed_tokens (default 0; gemma3 1)")
+                   help="1: lm_head tied to embed_tokens (default 0; gemma3 and starcoder2 1)")
     g = p.add_argument_group("gemma3 (Gemma3ForCausalLM)")
     g.add_argument("--query-pre-attn-scalar", type=float, default=None,
                    help="query_pre_attn_scalar S > 0: scores q.k * S^-0.5 (default the head size)")
@@ -187,10 +194,11 @@ def parse_args(argv=None):
     tg.add_optimizer_args(p)
     args = p.parse_args(argv)
     gemma3 = args.model == "gemma3"
-    # Defaults that differ for gemma3 (Gemma3TextConfig's); every other model keeps the values it always had.
+    # Defaults that differ for gemma3 (Gemma3TextConfig's) and starcoder2 (tied, Starcoder2Config's); every other model
+    # keeps the values it always had.
     for name, usual, gemma in (("rms_eps", 1e-5, 1e-6), ("rope_theta", 10000.0, 1000000.0), ("tie", 0, 1)):
         if getattr(args, name) is None:
-            setattr(args, name, gemma if gemma3 else usual)
+            setattr(args, name, gemma if gemma3 or (args.model == "starcoder2" and name == "tie") else usual)
     if not gemma3 and any(getattr(args, name) is not None for name in GEMMA3_ARGS):
         p.error("--query-pre-attn-scalar, --sliding-window-pattern, --rope-local-base-freq and --rope-factor apply "
                 "to gemma3 only")
@@ -235,8 +243,8 @@ def parse_args(argv=None):
     if args.model != "smollm3" and (args.no_rope_interval is not None or args.no_rope_layers is not None):
         p.error("--no-rope-interval and --no-rope-layers apply to smollm3 only")
     if args.sliding_window is not None and (args.model not in WINDOW_MODELS or args.sliding_window < 1):
-        p.error("--sliding-window applies to mistral, phi3, gemma3, qwen2, qwen3 and qwen3_moe only, and must be "
-                ">= 1")
+        p.error("--sliding-window applies to mistral, phi3, gemma3, qwen2, qwen3, qwen3_moe and starcoder2 only, and "
+                "must be >= 1")
     if args.max_window_layers is not None and (args.model not in ("qwen2", "qwen3") or args.sliding_window is None
                                                or args.max_window_layers < 0):
         p.error("--max-window-layers applies to qwen2 and qwen3 with --sliding-window only (qwen3_moe slides every "
@@ -302,6 +310,9 @@ def parse_args(argv=None):
                 p.error(f"--no-rope-layers {args.no_rope_layers}: comma-separated 0s and 1s")
             if len(args.no_rope_layers) != args.layers or any(v not in (0, 1) for v in args.no_rope_layers):
                 p.error(f"--no-rope-layers needs one 0 or 1 per layer ({args.layers})")
+    if args.model == "starcoder2" and (args.head_dim or args.rope_scaling != "none" or args.fp8_block is not None):
+        p.error("starcoder2: --head-dim (its heads are --channels / --heads wide), --rope-scaling and --fp8-block are "
+                "not modelled")
     if args.model in ("olmo2", "olmoe") and (args.head_dim or args.rope_scaling != "none"):
         p.error(f"{args.model}: --head-dim (its heads are --channels / --heads wide) and --rope-scaling are not "
                 f"modelled")
@@ -368,6 +379,7 @@ def model_config(args):
         partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2", olmoe=args.model == "olmoe",
         smollm3=args.model == "smollm3", no_rope_layers=tuple(args.no_rope_layers or ()),
         no_rope_layer_interval=args.no_rope_interval or 4, mistral=args.model == "mistral",
+        starcoder2=args.model == "starcoder2",
         sliding_window=args.sliding_window, max_window_layers=args.max_window_layers or 0,
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0,
@@ -618,6 +630,16 @@ def run_config(args, cfg, num_tokens):
                            "attention rotates q and k only when no_rope_layers[i] is 1 (NoPE layers: no RoPE, no "
                            "rope scaling factor)")
         config["nope_layers"] = [i for i, r in enumerate(cfg.no_rope_layers) if not r]
+    if not deepseek and cfg.starcoder2:
+        config["init"] = ("N(0,0.02) weights, o_proj/c_proj N(0,0.02/sqrt(2L)), LayerNorm weights 1+N(0,0.1), every "
+                          "bias (q/k/v/o_proj, c_fc, c_proj, LayerNorms) N(0,0.1); all rounded to float32 (hf/ holds "
+                          "them exactly)")
+        config["block"] = ("x += attn(ln(x, input_layernorm)); x += mlp(ln(x, post_attention_layernorm)); logits = "
+                           "ln(x, norm) @ head^T; ln(v, n) = (v - mean) / sqrt(mean((v - mean)^2) + rms_eps) * "
+                           "n.weight + n.bias (nn.LayerNorm, config.json's norm_epsilon); attn: q, k, v = x W^T + b, "
+                           "RoPE on q and k, scores q.k * HS^-0.5 (GQA), o_proj(y) with its bias; mlp(x) = "
+                           "c_proj(gelu_tanh(c_fc(x))), both Linear with bias, gelu_tanh(u) = u/2 (1 + tanh(sqrt(2/pi) "
+                           "(u + 0.044715 u^3))); no dropout")
     if not deepseek and cfg.sliding_window is not None:
         config["attention"] = ("causal with a sliding window: query i attends keys j with i - sliding_window < j <= i "
                                "(the sliding_window latest positions, itself included); softmax over those only")

@@ -58,10 +58,14 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg):
+    """c_proj(gelu_tanh(c_fc x)), both with biases; c_fc (F, C), c_proj (C, F), F = hidden (default 4C, GPT-2's).
+    Also Starcoder2's MLP (torch_llama, F = intermediate_size; HF's gelu_pytorch_tanh)."""
+
+    def __init__(self, cfg, hidden=None):
         super().__init__()
-        self.c_fc = nn.Linear(cfg.channels, 4 * cfg.channels)
-        self.c_proj = nn.Linear(4 * cfg.channels, cfg.channels)
+        hidden = hidden or 4 * cfg.channels
+        self.c_fc = nn.Linear(cfg.channels, hidden)
+        self.c_proj = nn.Linear(hidden, cfg.channels)
 
     def forward(self, x):
         return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))

@@ -23,7 +23,11 @@
 # attention and the GeGLU MLP (gelu tanh); per-head q/k norms before RoPE; scores times query_pre_attn_scalar^-0.5;
 # head_dim decoupled from C / NH; layer_types (default: every sliding_window_pattern-th layer global) picks per
 # layer a sliding window (Mistral's rule) and RoPE base rope_local_base_freq, or full causal attention and
-# rope_theta (linearly scaled when rope_scaling is linear); tied embeddings by default, no softcapping.
+# rope_theta (linearly scaled when rope_scaling is linear); tied embeddings by default, no softcapping. Starcoder2
+# (Starcoder2ForCausalLM) is Llama's pre-norm decoder with nn.LayerNorms (weight and bias, eps norm_epsilon) in place of
+# the RMSNorms, biases on q/k/v/o_proj, GPT-2's MLP (torch_gpt2.MLP: c_proj(gelu_tanh(c_fc x)), both biased, F =
+# intermediate_size) in place of SwiGLU, scores times HS^-0.5, and Mistral's sliding window when sliding_window is set;
+# no dropout (its config.json's dropouts are read and ignored, written 0.0).
 # Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
 import math
@@ -80,6 +84,8 @@ class LlamaConfig:
     rope_local_base_freq: float = 10000.0  # gemma3: the sliding layers' RoPE base (never scaled)
     sliding_window_pattern: int = 6  # gemma3: layer i is global when (i + 1) % this == 0 (unless layer_types)
     layer_types: tuple = ()         # gemma3: "sliding_attention" / "full_attention" per layer; () = from the pattern
+    starcoder2: bool = False        # Starcoder2ForCausalLM: LayerNorms, biased q/k/v/o, GELU-tanh MLP (c_fc, c_proj);
+    #                                 rms_norm_eps is then the LayerNorms' eps (config.json's norm_epsilon)
 
     def __post_init__(self):
         if not self.norm_topk_prob and not (self.is_moe and (self.qk_norm or self.olmoe)):
@@ -117,6 +123,10 @@ class LlamaConfig:
                              or self.smollm3 or kind not in ("default", "llama3", "yarn")):
             raise ValueError("mistral is a dense Llama without biases or q/k norms, its rope_scaling null, llama3 or "
                              "yarn")
+        if self.starcoder2 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.phi3 or self.olmo2
+                                or self.olmoe or self.smollm3 or self.mistral or self.gemma3 or kind != "default"):
+            raise ValueError("starcoder2 is dense, with its own biases and norms (not qkv_bias or q/k norms), no "
+                             "head_dim (HS = C / NH), no other family's flags and no rope_scaling")
         if self.gemma3:
             self._check_gemma3(kind)
         elif (self.query_pre_attn_scalar or self.layer_types or self.rope_local_base_freq != 10000.0
@@ -124,9 +134,9 @@ class LlamaConfig:
             raise ValueError("query_pre_attn_scalar, layer_types, rope_local_base_freq and sliding_window_pattern are "
                              "modelled for gemma3 only")
         if self.sliding_window is not None:
-            if not (self.mistral or self.phi3 or self.gemma3 or self.qwen):
-                raise ValueError("sliding_window is modelled for mistral, phi3, gemma3, qwen2, qwen3 and qwen3_moe "
-                                 "only")
+            if not (self.mistral or self.phi3 or self.gemma3 or self.qwen or self.starcoder2):
+                raise ValueError("sliding_window is modelled for mistral, phi3, gemma3, qwen2, qwen3, qwen3_moe and "
+                                 "starcoder2 only")
             if isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int) \
                     or self.sliding_window < 1:
                 raise ValueError(f"sliding_window {self.sliding_window} must be a positive integer (or None)")
@@ -178,7 +188,8 @@ class LlamaConfig:
     def is_sliding(self, layer):
         """Whether layer's attention slides (query i sees keys i - W < j <= i): gemma3's sliding_attention layers (local
         RoPE base too); else, with a sliding_window, the layers from max_window_layers on (Qwen2's and Qwen3's first
-        max_window_layers attend causally; it is 0 for Mistral, Phi-3 and Qwen3-MoE, which slide in every layer)."""
+        max_window_layers attend causally; it is 0 for Mistral, Phi-3, Qwen3-MoE and Starcoder2, which slide in every
+        layer)."""
         if self.gemma3:
             return self.layer_types[layer] == "sliding_attention"
         return self.sliding_window is not None and layer >= self.max_window_layers
@@ -234,6 +245,12 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def norm_class(cfg):
+    """The decoder's norm, built as norm(C, eps): nn.LayerNorm ((x - mean) / sqrt(biased var + eps) * weight + bias)
+    for Starcoder2, else RMSNorm."""
+    return nn.LayerNorm if cfg.starcoder2 else RMSNorm
 
 
 def yarn_rope_scaling(factor, original_max, beta_fast=32.0, beta_slow=1.0, mscale=0.0, mscale_all_dim=0.0,
@@ -453,17 +470,20 @@ class Attention(nn.Module):
     channels shared by the heads, normalise each query and key head before RoPE; with cfg.olmo2 or cfg.olmoe they
     are one RMSNorm over all NH*HS query (NKV*HS key) channels of a token, before the split into heads. A SmolLM3
     NoPE layer (cfg.uses_rope(layer) false) leaves q and k unrotated. In a sliding layer (cfg.layer_window(layer) W:
-    Mistral's and Phi-3's every layer, Qwen2's and Qwen3's from max_window_layers on, Qwen3-MoE's every layer) the
-    mask also hides every key W or more positions back: query i sees keys i - W < j <= i."""
+    Mistral's, Phi-3's and Starcoder2's every layer, Qwen2's and Qwen3's from max_window_layers on, Qwen3-MoE's every
+    layer) the mask also hides every key W or more positions back: query i sees keys i - W < j <= i. Starcoder2
+    (cfg.starcoder2): biases on q, k, v and o_proj, scores times HS^-0.5 (HF's scaling)."""
 
     def __init__(self, cfg, layer=0):
         super().__init__()
         self.use_rope = cfg.uses_rope(layer)
         self.num_heads, self.num_kv_heads, HS, C = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.channels
-        self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=cfg.qkv_bias)       # (NH*HS, C)
-        self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=cfg.qkv_bias)    # (NKV*HS, C)
-        self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=cfg.qkv_bias)    # (NKV*HS, C)
-        self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=False)       # (C, NH*HS)
+        bias = cfg.qkv_bias or cfg.starcoder2
+        self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=bias)       # (NH*HS, C)
+        self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=bias)    # (NKV*HS, C)
+        self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=bias)    # (NKV*HS, C)
+        self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=cfg.starcoder2)      # (C, NH*HS)
+        self.scale = cfg.attn_scale if cfg.starcoder2 else None        # None: q.k / sqrt(HS), Llama's form
         if cfg.qk_norm:
             self.q_norm = RMSNorm(HS, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(HS, cfg.rms_norm_eps)
@@ -487,7 +507,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.use_rope:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        return attend(q, k, v, self.mask_bias, self.o_proj)     # q.k / sqrt(HS)
+        return attend(q, k, v, self.mask_bias, self.o_proj, self.scale)
 
 
 class MLP(nn.Module):
@@ -561,19 +581,23 @@ class SparseMoe(nn.Module):
 class DecoderLayer(nn.Module):
     """x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) (or the MoE). OLMo 2 has no
     input_layernorm: x += post_attention_layernorm(attn(x)); x += post_feedforward_layernorm(mlp(x)). OLMoE is
-    pre-norm, its mlp the MoE. layer is the block's index (SmolLM3's NoPE layers)."""
+    pre-norm, its mlp the MoE. Starcoder2 is pre-norm with nn.LayerNorms and GPT-2's MLP (c_fc, c_proj, gelu tanh,
+    biased). layer is the block's index (SmolLM3's NoPE layers)."""
 
     def __init__(self, cfg, layer=0):
         super().__init__()
         self.olmo2 = cfg.olmo2
+        norm = norm_class(cfg)
         if not cfg.olmo2:
-            self.input_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+            self.input_layernorm = norm(cfg.channels, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg, layer)
-        self.post_attention_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+        self.post_attention_layernorm = norm(cfg.channels, cfg.rms_norm_eps)
         if cfg.is_moe and (cfg.qk_norm or cfg.olmoe):    # Qwen3-MoE, OLMoE: the MoE under "mlp", Llama's MLPs
             self.mlp = SparseMoe(cfg, MLP)
         elif cfg.is_moe:
             self.block_sparse_moe = SparseMoe(cfg)
+        elif cfg.starcoder2:                             # Starcoder2MLP: c_proj(gelu_tanh(c_fc x)), both biased
+            self.mlp = tg.MLP(cfg, cfg.intermediate)
         else:
             self.mlp = MLP(cfg)
         if cfg.olmo2:
@@ -594,8 +618,8 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """HF's LlamaModel / MixtralModel (Gemma3TextModel with layer Gemma3DecoderLayer, norm GemmaRMSNorm): the
-    tensors under the "model." prefix (embed_tokens, layers, norm)."""
+    """HF's LlamaModel / MixtralModel (Gemma3TextModel with layer Gemma3DecoderLayer, norm GemmaRMSNorm; Starcoder2Model
+    with norm nn.LayerNorm): the tensors under the "model." prefix (embed_tokens, layers, norm)."""
 
     def __init__(self, cfg, layer=DecoderLayer, norm=RMSNorm):
         super().__init__()
@@ -606,12 +630,12 @@ class Decoder(nn.Module):
 
 class Llama(nn.Module):
     """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2, OLMoE, SmolLM3,
-    Mistral by cfg's flags)."""
+    Mistral, Starcoder2 by cfg's flags)."""
 
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
-        self.model = Decoder(cfg)
+        self.model = Decoder(cfg, norm=norm_class(cfg))
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
         # float64 whatever the model's dtype (plain attributes, not buffers, so .to() leaves them). R = HS but
@@ -792,8 +816,9 @@ def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
 
 
 def init_weights(model, generator, router_std=1.0):
-    """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2)
-    N(0, 0.02/sqrt(2L)); RMSNorm gains 1 + N(0, 0.1); q/k/v biases N(0, 0.1); the router N(0, router_std), large so that fp32
+    """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2, Starcoder2's c_proj)
+    N(0, 0.02/sqrt(2L)); RMSNorm (LayerNorm) gains 1 + N(0, 0.1); every bias (q/k/v, Starcoder2's o_proj, c_fc, c_proj
+    and LayerNorm biases) N(0, 0.1); the router N(0, router_std), large so that fp32
     and fp64 pick the same experts. Gemma 3's norms store w = N(0, 0.1) and apply 1 + w (so a loader that forgets the
     offset is caught). Then rounds every parameter to float32 (kept in the model's dtype)."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
@@ -806,7 +831,7 @@ def init_weights(model, generator, router_std=1.0):
                 p.copy_(gain_offset + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
             elif name.endswith(("block_sparse_moe.gate.weight", "mlp.gate.weight")):
                 p.normal_(0.0, router_std, generator=generator)
-            elif name.endswith(("o_proj.weight", "down_proj.weight", "w2.weight")):
+            elif name.endswith(("o_proj.weight", "down_proj.weight", "w2.weight", "c_proj.weight")):
                 p.normal_(0.0, std_resid, generator=generator)
             else:
                 p.normal_(0.0, 0.02, generator=generator)
@@ -824,10 +849,12 @@ def hf_config(cfg):
     (mistral: Llama's keys but the bias ones, with head_dim and sliding_window W or null) or OlmoeForCausalLM (olmoe:
     no head_dim, rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
     SmolLM3ForCausalLM (smollm3: no head_dim; no_rope_layers, no_rope_layer_interval, no sliding window and
-    layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config).
-    Qwen's three write qwen_window_config's keys."""
+    layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config) or
+    Starcoder2ForCausalLM (starcoder2: starcoder2_hf_config). Qwen's three write qwen_window_config's keys."""
     if cfg.gemma3:
         return gemma3_hf_config(cfg)
+    if cfg.starcoder2:
+        return starcoder2_hf_config(cfg)
     common = {
         "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
@@ -969,6 +996,60 @@ def gemma3_config_from_hf(c):
         layer_types=tuple(c.get("layer_types") or ()))
 
 
+def starcoder2_hf_config(cfg):
+    """config.json of Starcoder2ForCausalLM as Starcoder2Config's keys spell it (model_type starcoder2): no head_dim
+    (HS = hidden_size / num_attention_heads), norm_epsilon (the LayerNorms' eps), use_bias true, hidden_act
+    gelu_pytorch_tanh, sliding_window W or null, tie_word_embeddings, the three dropouts 0.0 (the releases say 0.1; the
+    reference computes without dropout), no rope_scaling."""
+    return {"architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2",
+            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
+            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
+            "num_key_value_heads": cfg.num_kv_heads, "vocab_size": cfg.vocab_size,
+            "max_position_embeddings": cfg.max_seq_len, "norm_epsilon": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta,
+            "sliding_window": cfg.sliding_window, "use_bias": True, "hidden_act": "gelu_pytorch_tanh",
+            "tie_word_embeddings": cfg.tie_word_embeddings, "attention_dropout": 0.0, "residual_dropout": 0.0,
+            "embedding_dropout": 0.0, "initializer_range": 0.02, "torch_dtype": "float32"}
+
+
+def starcoder2_config_from_hf(c):
+    """A starcoder2 config.json -> LlamaConfig(starcoder2=True), with Starcoder2Config's defaults for absent keys (49152
+    tokens, C 3072, F 12288, 30 layers, 24 heads, 2 kv heads, 4096 positions, norm_epsilon 1e-5, rope_theta 1e4, no
+    sliding window, use_bias true, tied embeddings). The dropouts are read and ignored (bigcode's releases say 0.1; the
+    reference, like HF in eval mode, computes without dropout). transformers 5's rope_parameters (rope_type default)
+    is read too, its rope_theta agreeing with a top-level one. Refused: use_bias false, another hidden_act, a
+    rope_scaling or another rope type, a head_dim other than C / NH, a partial_rotary_factor other than 1, a
+    sliding_window that is not a positive integer or null."""
+    act = c.get("hidden_act", "gelu_pytorch_tanh")
+    if act != "gelu_pytorch_tanh":
+        raise ValueError(f"starcoder2: hidden_act {act} is not modelled (only gelu_pytorch_tanh)")
+    if not c.get("use_bias", True):
+        raise ValueError("starcoder2: use_bias false is not modelled (only biased q/k/v/o_proj, c_fc and c_proj)")
+    theta, params = c.get("rope_theta"), c.get("rope_parameters")
+    if params is not None:
+        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
+                or set(params) - {"rope_type", "type", "rope_theta"}):
+            raise ValueError(f"starcoder2: rope_parameters {params}: only the default type is modelled")
+        if theta is not None and params.get("rope_theta") is not None and theta != params["rope_theta"]:
+            raise ValueError(f"starcoder2: rope_theta {theta} disagrees with rope_parameters ({params['rope_theta']})")
+        theta = params.get("rope_theta", theta)
+    if c.get("rope_scaling") is not None:
+        raise ValueError(f"starcoder2: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    if c.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"starcoder2: partial_rotary_factor {c['partial_rotary_factor']} is not modelled (only 1)")
+    C, NH = c.get("hidden_size", 3072), c.get("num_attention_heads", 24)
+    if c.get("head_dim") not in (None, C // NH):
+        raise ValueError(f"starcoder2: head_dim {c['head_dim']} is not modelled (only hidden_size / heads, {C // NH})")
+    window = c.get("sliding_window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"starcoder2: sliding_window {window} must be a positive integer or null")
+    return LlamaConfig(
+        starcoder2=True, num_layers=c.get("num_hidden_layers", 30), num_heads=NH,
+        num_kv_heads=c.get("num_key_value_heads", 2), channels=C, intermediate=c.get("intermediate_size", 12288),
+        vocab_size=c.get("vocab_size", 49152), max_seq_len=c.get("max_position_embeddings", 4096),
+        rms_norm_eps=c.get("norm_epsilon", 1e-5), rope_theta=10000.0 if theta is None else theta,
+        tie_word_embeddings=c.get("tie_word_embeddings", True), sliding_window=window)
+
+
 def phi3_fuse(state):
     """Llama's state dict -> Phi3ForCausalLM's, in the same order: each layer's self_attn.qkv_proj.weight
     ((NH + 2 NKV) HS, C) = the rows of q_proj, k_proj, v_proj, and mlp.gate_up_proj.weight (2F, C) = the rows
@@ -1023,6 +1104,8 @@ def config_from_hf(c):
     kind = c.get("model_type")
     if kind == "gemma3_text":
         return gemma3_config_from_hf(c)
+    if kind == "starcoder2":
+        return starcoder2_config_from_hf(c)
     if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3",
                      "mistral") or c.get("hidden_act", "silu") != "silu"):
         raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral config: "
@@ -1106,9 +1189,9 @@ def config_from_hf(c):
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral, or a Gemma3 (gemma3_text), from
-    an HF folder (one model.safetensors; Phi-3's fused tensors split back); a tied model's lm_head.weight, if the
-    file has one, is ignored."""
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral/Starcoder2, or a Gemma3
+    (gemma3_text), from an HF folder (one model.safetensors; Phi-3's fused tensors split back); a tied model's
+    lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = model_class(cfg)(cfg).to(dtype)

@@ -124,6 +124,12 @@ TEST(MemoryPlan, Gemma3TinyMatchesTheAllocatorPeak) {
     expect_plan_matches_training({"gemma3-tiny", recompute, 8, 64});
 }
 
+// StarCoder2: LayerNorms and a GELU MLP (GPT-2's activations) with Llama's attention and a window.
+TEST(MemoryPlan, Starcoder2TinyMatchesTheAllocatorPeak) {
+  for (const char* recompute : {"none", "selective", "full"})
+    expect_plan_matches_training({"starcoder2-tiny", recompute, 8, 64});
+}
+
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
   for (const char* recompute : {"none", "selective", "full"})
     expect_plan_matches_training({"mixtral-tiny", recompute, 8, 64});

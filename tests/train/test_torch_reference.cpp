@@ -273,6 +273,16 @@ TEST(TorchReference, HuggingFaceQwenSlidingWindowsTrainLikeFloat64PyTorch) {
                              "--model qwen3_moe --sliding-window 5 --seq-len 16 --steps 8 --lr 3e-3");
 }
 
+// StarCoder2 (Starcoder2ForCausalLM): LayerNorms, biases on every projection, a GELU (tanh) MLP of c_fc
+// and c_proj, RoPE over grouped-query heads; then untied with one kv head and a window of 5 over 16 tokens.
+TEST(TorchReference, HuggingFaceStarcoder2TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model starcoder2 --layers 3 --steps 10 --lr 3e-3 --grad-clip 1.0", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model starcoder2 --tie 0 --kv-heads 1 --sliding-window 5 --seq-len 16 --steps 8 "
+                             "--lr 3e-3");
+}
+
 // Gemma 3 (Gemma3ForCausalLM): (1 + w) norms before and after each sublayer, embeddings times sqrt(C),
 // GeGLU, per-head q/k norms; sliding layers (a window of 5 over 16 tokens, RoPE base 10,000) and global
 // ones (theta 1e6); then with linear RoPE scaling on the global layers, query_pre_attn_scalar 24 on
