@@ -41,7 +41,7 @@ class TokenPrinter {
   Utf8Stream utf8_;
 };
 
-// The conversation as tokenize writes it (the start token, each piece encoded alone), then the
+// The conversation as tokenize writes it (the start token, then its pieces as one text), then the
 // assistant's header.
 std::vector<int32_t> chat_prompt(const ChatTemplate& chat, const Tokenizer& tokenizer, const std::string& system,
                                  const std::string& user, bool thinking) {
@@ -50,7 +50,7 @@ std::vector<int32_t> chat_prompt(const ChatTemplate& chat, const Tokenizer& toke
   messages.push_back({"user", user});
   std::vector<DocumentPiece> pieces = chat.render(messages);
   pieces.push_back({chat.generation_prompt(thinking), false});
-  return encode_document(tokenizer, pieces).tokens;
+  return encode_document(tokenizer, pieces, TextStart::after_special).tokens;
 }
 
 // Generation reads the last context() tokens, as a full forward pass would; a longer prompt loses its start.

@@ -44,6 +44,16 @@ std::string_view trimmed(std::string_view text) {
   return text;
 }
 
+// Gemma's and Llama 2's turns: after the optional system message, user and assistant alternate.
+void check_alternation(const std::string& name, const std::vector<ChatMessage>& messages, size_t first) {
+  for (size_t i = first; i < messages.size(); ++i) {
+    const bool user_turn = (i - first) % 2 == 0;
+    TS_CHECK(messages[i].role == (user_turn ? "user" : "assistant"), "--chat-template ", name, ": message ", i + 1,
+             " is ", quoted_text(messages[i].role, 40), " where the conversation's turns must alternate user, ",
+             "assistant, user, ... (after one system message)");
+  }
+}
+
 }  // namespace
 
 ChatTemplate ChatTemplate::named(std::string_view name) {
@@ -98,6 +108,13 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.folds_system_ = true;
     t.knows_tool_ = false;
     t.specials_ = {"<start_of_turn>", "<end_of_turn>"};
+  } else if (name == "llama2") {  // Llama 2 chat: [INST] turns, the reply ended by the end of text
+    t.end_of_turn_ = "</s>";
+    t.trims_content_ = true;
+    t.folds_system_ = true;
+    t.inst_turns_ = true;
+    t.knows_tool_ = false;
+    t.specials_ = {"<s>", "</s>"};
   } else {
     TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use ", kChatTemplateNames);
   }
@@ -105,6 +122,7 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
 }
 
 std::string ChatTemplate::generation_prompt(bool thinking) const {
+  if (inst_turns_) return "";  // the reply follows the user's [/INST]
   std::string prompt(before_role_);
   prompt.append(assistant_role_).append(after_role_);
   if (thinks_ && !thinking) prompt.append("<think>\n\n</think>\n\n");
@@ -151,7 +169,28 @@ ChatTemplate::Reply ChatTemplate::reply_of(const ChatMessage& m) {
   return reply;
 }
 
+std::vector<DocumentPiece> ChatTemplate::render_inst(const std::vector<ChatMessage>& messages) const {
+  const bool folded = !messages.empty() && messages.front().role == "system";
+  check_alternation(name_, messages, folded);
+  std::vector<DocumentPiece> pieces;
+  for (size_t i = folded; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "assistant") {  // (appended, not "a" + b: GCC 12's -Wrestrict)
+      pieces.push_back({std::string(" ").append(trimmed(m.content)).append(" </s>"), true});
+      continue;
+    }
+    const std::string content = i == size_t(folded) && folded
+                                    ? std::string("<<SYS>>\n").append(messages.front().content)
+                                          .append("\n<</SYS>>\n\n").append(m.content)
+                                    : m.content;
+    std::string turn = i == size_t(folded) ? "[INST] " : "<s>[INST] ";
+    pieces.push_back({turn.append(trimmed(content)).append(" [/INST]"), false});
+  }
+  return pieces;
+}
+
 std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
+  if (inst_turns_) return render_inst(messages);
   std::vector<DocumentPiece> pieces;
   size_t turns_left = messages.size();  // the messages still to render, this one included
   auto turn = [&](std::string_view role, std::string text) {
@@ -179,12 +218,7 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
   const bool folded = folds_system_ && !messages.empty() && messages.front().role == "system";
   std::string first_prefix = folded ? messages.front().content + "\n\n" : "";
   turns_left -= folded;
-  for (size_t i = folded; i < messages.size() && folds_system_; ++i) {
-    const bool user_turn = (i - folded) % 2 == 0;
-    TS_CHECK(messages[i].role == (user_turn ? "user" : "assistant"), "--chat-template ", name_, ": message ", i + 1,
-             " is ", quoted_text(messages[i].role, 40), " where the conversation's turns must alternate user, ",
-             "assistant, user, ... (after one system message)");
-  }
+  if (folds_system_) check_alternation(name_, messages, folded);
   for (size_t i = folded; i < messages.size(); ++i, --turns_left) {
     const ChatMessage& m = messages[i];
     if (groups_tool_results_ && m.role == "tool") {  // untrained, as any message but an assistant's

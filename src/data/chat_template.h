@@ -21,6 +21,9 @@
 //   gemma:   <start_of_turn>ROLE\nCONTENT<end_of_turn>\n, the assistant's role "model" (Gemma 2 and 3
 //            instruction-tuned); content trimmed; a system message goes before the first user message's
 //            content with a blank line after it; the turns must alternate user, assistant, user, ...
+//   llama2:  [INST] USER [/INST] ASSISTANT </s> (Llama 2 chat), each user turn but the first after <s>
+//            (the first after the document's), content trimmed, a system message opening the first
+//            user turn as <<SYS>>\nSYSTEM\n<</SYS>>\n\n; the turns alternate as gemma's do.
 #pragma once
 
 #include <string>
@@ -31,7 +34,7 @@ namespace tessera {
 
 class Tokenizer;
 
-inline constexpr const char* kChatTemplateNames = "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2 or gemma";
+inline constexpr const char* kChatTemplateNames = "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, gemma or llama2";
 
 // A piece of a document's text, and whether its tokens are training targets.
 struct DocumentPiece {
@@ -83,6 +86,8 @@ class ChatTemplate {
   bool trims_content_ = false;        // strip whitespace off each message's ends
   std::string_view assistant_role_ = "assistant";  // what the assistant's header names it ("model": gemma)
   bool folds_system_ = false;  // the system message opens the first user turn's content, turns alternate (gemma)
+  bool inst_turns_ = false;    // Llama 2's [INST] turns, not headers
+  std::vector<DocumentPiece> render_inst(const std::vector<ChatMessage>& messages) const;
   bool groups_tool_results_ = false;  // tool messages as <tool_response>s in user turns (Qwen)
   bool thinks_ = false;               // think blocks on the assistant turns after the last query (Qwen3)
   // An assistant message as Qwen3's template reads it: its reasoning_content, or what its content

@@ -104,10 +104,13 @@ class ShardWriter {
 
 }  // namespace
 
-EncodedDocument encode_document(const Tokenizer& tokenizer, const std::vector<DocumentPiece>& pieces) {
+EncodedDocument encode_document(const Tokenizer& tokenizer, const std::vector<DocumentPiece>& pieces,
+                                TextStart first) {
   EncodedDocument encoded{{tokenizer.document_start_token()}, {0}};
+  TextStart start = first;
   for (const DocumentPiece& piece : pieces) {
-    const std::vector<int32_t> ids = tokenizer.encode(piece.text);
+    const std::vector<int32_t> ids = tokenizer.encode(piece.text, start);
+    if (!ids.empty()) start = tokenizer.is_special(ids.back()) ? TextStart::after_special : TextStart::continuing;
     encoded.tokens.insert(encoded.tokens.end(), ids.begin(), ids.end());
     encoded.trained.insert(encoded.trained.end(), ids.size(), piece.trained ? 1 : 0);
   }
@@ -230,7 +233,8 @@ void write_shards(const Tokenizer& tokenizer, const std::vector<std::filesystem:
         reader.document_of(batch[d], document);
         roles[d] = std::move(document.roles);
         if (!document.has_target()) continue;  // nothing to train on
-        encoded[d] = encode_document(tokenizer, document.pieces);
+        encoded[d] = encode_document(tokenizer, document.pieces,
+                                     document.roles.empty() ? TextStart::input : TextStart::after_special);
       } catch (...) {
         errors[d] = std::current_exception();
       }

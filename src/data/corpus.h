@@ -18,10 +18,9 @@
 #include <vector>
 
 #include "data/document_reader.h"
+#include "data/tokenizer.h"
 
 namespace tessera {
-
-class Tokenizer;
 
 struct ShardOptions {
   DocumentOptions documents;         // how the files hold documents
@@ -44,7 +43,11 @@ struct EncodedDocument {
   std::vector<int32_t> tokens;
   std::vector<uint8_t> trained;
 };
-EncodedDocument encode_document(const Tokenizer& tokenizer, const std::vector<DocumentPiece>& pieces);
+// The document start token, then the pieces encoded as one text (each continuing the one before it
+// unless that one ended with a special token); `first` says where the first piece starts (a chat
+// template's rendering follows its start token's text, as Hugging Face's templates write it).
+EncodedDocument encode_document(const Tokenizer& tokenizer, const std::vector<DocumentPiece>& pieces,
+                                TextStart first = TextStart::input);
 
 struct CorpusStats {
   int64_t documents = 0;

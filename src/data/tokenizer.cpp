@@ -44,12 +44,12 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merg
   const auto n = int64_t(tokens_.size());
   TS_CHECK(n > 0 && n < int64_t(INT32_MAX), source_, ": vocabulary size ", n, " is out of range");
   size_t eot_rank = std::size(kEndOfTextNames);
-  std::vector<bool> special(size_t(n), false);
+  special_.assign(size_t(n), false);
   for (const SpecialToken& s : specials_) {
     TS_CHECK(!s.text.empty(), source_, ": special token ", s.id, " has empty text");
     TS_CHECK(s.id >= 0 && s.id < n && tokens_[size_t(s.id)] == s.text, source_, ": special token '", s.text,
              "' must have an id in [0, ", n, ") whose token is its text; got id ", s.id);
-    special[size_t(s.id)] = true;
+    special_[size_t(s.id)] = true;
     for (size_t rank = 0; rank < eot_rank; ++rank)
       if (s.text == kEndOfTextNames[rank]) eot_rank = rank, eot_ = s.id;
   }
@@ -87,12 +87,12 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merg
   if (rules_.ignore_merges) {
     whole_tokens_.reserve(size_t(n));
     for (int32_t id = 0; id < int32_t(n); ++id)  // the lowest id wins when bytes repeat
-      if (!special[size_t(id)] && !fallback[size_t(id)]) whole_tokens_.try_emplace(tokens_[size_t(id)], id);
+      if (!special_[size_t(id)] && !fallback[size_t(id)]) whole_tokens_.try_emplace(tokens_[size_t(id)], id);
   }
   if (!rules_.sentencepiece()) return;
   split_at_spaces_ = true;
   for (int32_t id = 0; id < int32_t(n); ++id) {
-    if (special[size_t(id)] || fallback[size_t(id)]) continue;
+    if (special_[size_t(id)] || fallback[size_t(id)]) continue;
     const std::string& token = tokens_[size_t(id)];
     for (size_t i = 1; i < token.size() && split_at_spaces_; ++i) split_at_spaces_ = !(token[i] == ' ' && token[i - 1] != ' ');
     if (utf8_char_at(token, 0).length == int(token.size())) char_tokens_.try_emplace(token, id);
@@ -136,7 +136,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, TextStart start) const {
   constexpr size_t npos = std::string_view::npos;
   std::vector<int32_t> out;
   out.reserve(text.size() / 3);
@@ -156,7 +156,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
         found = &specials_[k];
       }
     }
-    encode_ordinary(text.substr(done, at == npos ? npos : at - done), done == 0, out);
+    encode_ordinary(text.substr(done, at == npos ? npos : at - done), done == 0 ? start : TextStart::after_special,
+                    out);
     if (found == nullptr) return out;
     out.push_back(found->id);
     done = at + found->text.size();
@@ -171,7 +172,7 @@ std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text
   return out;
 }
 
-void Tokenizer::encode_ordinary(std::string_view text, bool at_start, std::vector<int32_t>& out) const {
+void Tokenizer::encode_ordinary(std::string_view text, TextStart start, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   std::string normalised;
   if (rules_.nfc) {
@@ -186,9 +187,11 @@ void Tokenizer::encode_ordinary(std::string_view text, bool at_start, std::vecto
   }
   using SpacePrefix = EncodingRules::SpacePrefix;
   const bool spaced_already = text.starts_with(' ') || text.starts_with(kMetaspace);
-  const bool prefixed = rules_.space_prefix == SpacePrefix::prepend ||
-                        (rules_.space_prefix == SpacePrefix::metaspace_always && !spaced_already) ||
-                        (rules_.space_prefix == SpacePrefix::metaspace_first && at_start && !spaced_already);
+  const bool begins = start != TextStart::continuing;
+  const bool prefixed = (rules_.space_prefix == SpacePrefix::prepend && begins) ||
+                        (rules_.space_prefix == SpacePrefix::metaspace_always && begins && !spaced_already) ||
+                        (rules_.space_prefix == SpacePrefix::metaspace_first && start == TextStart::input &&
+                         !spaced_already);
   std::string spaced = prefixed ? " " : "";  // the text with its "▁" as spaces
   for (size_t at = 0; at < text.size();) {
     const size_t metaspace = text.find(kMetaspace, at);
@@ -198,14 +201,14 @@ void Tokenizer::encode_ordinary(std::string_view text, bool at_start, std::vecto
     at = metaspace + kMetaspace.size();
   }
   const std::string_view whole = spaced;
-  size_t start = 0;
+  size_t piece_start = 0;
   const bool every_space = rules_.split_at_every_space;
   for (size_t i = 1; i < whole.size() && (split_at_spaces_ || every_space); ++i)
     if (whole[i] == ' ' && (whole[i - 1] != ' ' || every_space)) {
-      encode_piece(whole.substr(start, i - start), out);
-      start = i;
+      encode_piece(whole.substr(piece_start, i - piece_start), out);
+      piece_start = i;
     }
-  encode_piece(whole.substr(start), out);
+  encode_piece(whole.substr(piece_start), out);
 }
 
 std::vector<int32_t> Tokenizer::sentencepiece_symbols(std::string_view piece) const {

@@ -71,6 +71,11 @@ struct EncodingRules {
   bool sentencepiece() const { return !fallback_bytes.empty(); }
 };
 
+// Where a text starts, for the space a SentencePiece vocabulary may put before it (EncodingRules::space_prefix):
+// at the input's start, right after a special token, or continuing text that came before it (a
+// completion after its prompt, a chat turn's content after its header), which takes none.
+enum class TextStart { input, after_special, continuing };
+
 class Tokenizer {
  public:
   // tokens[id] holds the raw bytes of token id: every single byte must be some token's text
@@ -89,7 +94,8 @@ class Tokenizer {
   void save_json(const std::filesystem::path& file) const;
 
   // The tokens of `text` alone: nothing is added around it (Hugging Face's add_special_tokens=false).
-  std::vector<int32_t> encode(std::string_view text) const;
+  // `start` says where it begins, for SentencePiece's space before it.
+  std::vector<int32_t> encode(std::string_view text, TextStart start = TextStart::input) const;
   // rules().prefix + encode(text) + rules().suffix, as Hugging Face encodes with add_special_tokens.
   std::vector<int32_t> encode_with_special_tokens(std::string_view text) const;
   std::string decode(std::span<const int32_t> ids) const;
@@ -109,6 +115,7 @@ class Tokenizer {
   int32_t document_start_token() const { return bos_token().value_or(eot_token()); }
   const EncodingRules& rules() const { return rules_; }
   const std::vector<SpecialToken>& special_tokens() const { return specials_; }
+  bool is_special(int32_t id) const { return id >= 0 && size_t(id) < special_.size() && special_[size_t(id)]; }
   // The id of the special token whose text is `text`, if there is one.
   std::optional<int32_t> special_token_id(std::string_view text) const;
   const std::vector<BpeMerge>& merges() const { return merges_; }
@@ -116,8 +123,7 @@ class Tokenizer {
 
  private:
   struct PieceCache;
-  // `at_start`: the text begins the input (no special token before it).
-  void encode_ordinary(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
+  void encode_ordinary(std::string_view text, TextStart start, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
   // A SentencePiece piece's first tokens: its characters', or their bytes'.
   std::vector<int32_t> sentencepiece_symbols(std::string_view piece) const;
@@ -138,6 +144,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> char_tokens_;
   bool split_at_spaces_ = false;
   std::shared_ptr<PieceCache> cache_;  // merged pieces; shared by copies, which have the same rules
+  std::vector<bool> special_;          // by id: whether the token is special
 };
 
 }  // namespace tessera

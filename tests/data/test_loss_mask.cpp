@@ -306,8 +306,8 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
   EXPECT_EQ(chatml, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
-                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2 or "
-                       "gemma"));
+                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, "
+                       "gemma or llama2"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
@@ -440,6 +440,24 @@ TEST(ChatTemplate, Gemma) {
                                 "alternate user, assistant, user, ... (after one system message)")) << message;
   message = error_of([&] { gemma.render({{"system", "S"}, {"assistant", "A"}}); });
   EXPECT_TRUE(contains(message, "message 2 is 'assistant'")) << message;
+}
+
+// Llama 2 chat's template: [INST] turns, each user turn but the first (which follows the document's start
+// token) opening with <s>, the reply after a space and before " </s>", content stripped, the system message
+// folded into the first user turn; nothing opens the reply, which follows [/INST].
+TEST(ChatTemplate, Llama2) {
+  const ChatTemplate llama2 = ChatTemplate::named("llama2");
+  EXPECT_EQ(marked(llama2.render({{"system", "S"}, {"user", "U1 "}, {"assistant", " A1"}, {"user", "U2"},
+                                  {"assistant", "A2"}})),
+            "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST][ A1 </s>]<s>[INST] U2 [/INST][ A2 </s>]");
+  EXPECT_EQ(marked(llama2.render({{"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}})),
+            "[INST] U1 [/INST][ A1 </s>]<s>[INST] U2 [/INST]");
+  EXPECT_EQ(llama2.generation_prompt(), "");
+  EXPECT_EQ(llama2.reply_ends().front(), "</s>");
+  EXPECT_FALSE(llama2.knows_role("tool"));
+  const std::string message = error_of([&] { llama2.render({{"assistant", "A"}}); });
+  EXPECT_TRUE(contains(message, "--chat-template llama2: message 1 is 'assistant' where the conversation's turns "
+                                "must alternate")) << message;
 }
 
 // Llama 3's templates trim each message (Jinja's `| trim`: Python's whitespace, Unicode's included);

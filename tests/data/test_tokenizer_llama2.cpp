@@ -11,6 +11,8 @@
 #include <random>
 
 #include "core/error.h"
+#include "data/chat_template.h"
+#include "data/corpus.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_references.h"
 #include "support/test_support.h"
@@ -223,6 +225,41 @@ TEST_F(Llama2Test, MetaspaceFormsMatchHuggingFace) {
       metaspace.save_json(dir_ / "saved.json");
       expect_hf_same(Tokenizer::load(dir_ / "saved.json"), dir_ / "saved.json", texts, ("our saved " + what).c_str());
     }
+  }
+}
+
+// Llama 2 chat's conversations, encoded piece by piece as tokenize writes them (each piece continuing the
+// one before it, the first after the start token), give the ids Hugging Face's tokenizers give the whole
+// rendered text, "<s>" first as the template writes it: with Llama 2's Prepend normalizer and with the
+// non-legacy Metaspace "first" form, which puts no space after the "<s>".
+TEST_F(Llama2Test, ChatTemplateEncodesAsItsRenderedText) {
+  const ChatTemplate chat = ChatTemplate::named("llama2");
+  const std::vector<std::vector<ChatMessage>> conversations = {
+      {{"user", "Hello world"}, {"assistant", "Hi there!"}},
+      {{"system", "Be brief.\n"}, {"user", " What is 2+2? "}, {"assistant", "4"}, {"user", "And 3+3?"},
+       {"assistant", "  6\n"}},
+      {{"user", "x"}, {"assistant", "\u00e9t\u00e9 \U0001F600 code:\n    pass"}}};
+  Texts rendered;
+  std::vector<std::vector<DocumentPiece>> documents;
+  for (const auto& conversation : conversations) {
+    documents.push_back(chat.render(conversation));
+    std::string text = "<s>";
+    for (const DocumentPiece& piece : documents.back()) text += piece.text;
+    rendered.push_back(text);
+  }
+  nlohmann::json metaspace = nlohmann::json::parse(read_text(json_));
+  metaspace["normalizer"] = nullptr;
+  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"},
+                                {"split", false}};
+  write_text(dir_ / "metaspace.json", metaspace.dump());
+  const fs::path hf = hf_tokenizers();
+  if (hf.empty()) return;
+  for (const fs::path& json : {json_, dir_ / "metaspace.json"}) {
+    const Tokenizer tokenizer = Tokenizer::load(json);
+    IdLists ours;
+    for (const auto& pieces : documents) ours.push_back(encode_document(tokenizer, pieces, TextStart::after_special).tokens);
+    expect_same(rendered, ours, run_node("hf_tokenizers_encode.js", {hf, json, "--plain"}, rendered, dir_),
+                ("Llama 2 chat, " + json.filename().string()).c_str());
   }
 }
 

@@ -1,13 +1,15 @@
 // SentencePiece's BPE with byte fallback (Llama 2's and Gemma's tokenizer.json layouts) on a vocabulary
 // small enough to work out by hand: spaces as "▁", pieces started from characters, bytes for the
 // characters the vocabulary lacks, a space prepended to each text between special tokens (Llama 2's
-// Prepend; a Metaspace pre-tokenizer's schemes) and dropped again by decode, the text cut at its spaces
-// only where no token spans such a place, saving and loading back, and the layouts refused by name. The 32,000-token Llama 2
+// Prepend; a Metaspace pre-tokenizer's schemes; none before a text continuing another) and dropped again
+// by decode, the text cut at its spaces only where no token spans such a place, saving and loading back,
+// and the layouts refused by name. The 32,000-token Llama 2
 // vocabulary is checked against Hugging Face's tokenizers in test_tokenizer_llama2.cpp.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "data/corpus.h"
 #include "data/tokenizer.h"
 #include "support/test_support.h"
 
@@ -141,6 +143,31 @@ TEST(TokenizerSentencePiece, MetaspacePreTokenizer) {
     const Tokenizer back = Tokenizer::load(saved);
     for (const std::string text : {"a<s>a", "   a b", " ab"}) EXPECT_EQ(back.encode(text), tok.encode(text)) << text;
   }
+}
+
+// A text continuing the one before it takes no space (a completion after its prompt, a chat turn's
+// content after its header), so a document's pieces encode as their whole text does where a token cannot
+// span them; a text right after a special token takes Llama 2's space and Metaspace "always"'s, not
+// "first"'s.
+TEST(TokenizerSentencePiece, ContinuingTextsTakeNoSpace) {
+  using Ids = std::vector<int32_t>;
+  const Tokenizer llama2 = load_json(sentencepiece_json(kPieces, kMerges, true));
+  EXPECT_EQ(llama2.encode("a", TextStart::continuing), (Ids{260}));
+  EXPECT_EQ(llama2.encode("a", TextStart::after_special), (Ids{263}));
+  EXPECT_EQ(llama2.encode("a<s>a", TextStart::continuing), (Ids{260, 1, 263}));
+  for (const auto& [scheme, after_special] : {std::pair{"first", Ids{260}}, {"always", Ids{263}}}) {
+    json doc = sentencepiece_json(kPieces, kMerges, true);
+    doc["normalizer"] = nullptr;
+    doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", scheme}};
+    const Tokenizer metaspace = load_json(doc);
+    EXPECT_EQ(metaspace.encode("a", TextStart::after_special), after_special) << scheme;
+    EXPECT_EQ(metaspace.encode("a", TextStart::continuing), (Ids{260})) << scheme;
+  }
+  const EncodedDocument prompted = encode_document(llama2, {{"ab", false}, {" a", true}});
+  EXPECT_EQ(prompted.tokens, (Ids{1, 266, 263}));  // <s>, then "ab a" as one text encodes
+  EXPECT_EQ(prompted.trained, (std::vector<uint8_t>{0, 0, 1}));
+  const EncodedDocument after_end = encode_document(llama2, {{"a</s>", false}, {"a", true}});
+  EXPECT_EQ(after_end.tokens, (Ids{1, 263, 2, 263}));  // a new text after </s>: its own space
 }
 
 TEST(TokenizerSentencePiece, UnsupportedLayoutsAreNamed) {
