@@ -68,33 +68,15 @@ class Llama2Test : public ::testing::Test {
     if (package_.empty()) return;
     json_ = package_ / "tokenizer.json";
     gemma_json_ = package_ / "gemma-form-tokenizer.json";
-    if (!write_once(json_, {}) || !write_once(gemma_json_, {"--gemma-form"})) {
+    const char* script = "llama2_tokenizer_json.js";
+    if (!write_once_with_node(json_, script, package_, {}, why_) ||
+        !write_once_with_node(gemma_json_, script, package_, {"--gemma-form"}, why_)) {
       package_.clear();
       return;
     }
     tokenizer_ = Tokenizer::load(json_);
   }
   static void TearDownTestSuite() { tokenizer_.reset(); }
-
-  // Runs llama2_tokenizer_json.js with `options` to write `json`, through a temporary file, unless
-  // an earlier run did.
-  static bool write_once(const fs::path& json, const std::vector<std::string>& options) {
-    if (fs::exists(json)) return true;
-    fs::path partial = json;
-    partial += std::string(".").append(std::to_string(::getpid()));  // not "." + ...: GCC 12's -Wrestrict
-    std::string line = "node";
-    append_word(line, kTokenizerScripts / "llama2_tokenizer_json.js");
-    append_word(line, package_);
-    for (const std::string& option : options) append_word(line, option);
-    append_word(line, partial);
-    CommandResult result = run_command(line);
-    if (result.exit_code != 0) {
-      why_ = "llama2_tokenizer_json.js failed: " + result.output;
-      return false;
-    }
-    fs::rename(partial, json);
-    return true;
-  }
 
   void SetUp() override {
     if (package_.empty()) GTEST_SKIP() << why_;

@@ -58,19 +58,9 @@ class Llama3Test : public ::testing::Test {
                            "package/package.json package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs", why_);
     if (package_.empty()) return;
     json_ = package_ / "tokenizer.json";
-    if (!fs::exists(json_)) {  // written once, through a temporary file, beside the package
-      fs::path partial = package_ / ("tokenizer.json." + std::to_string(::getpid()));
-      std::string line = "node";
-      append_word(line, kTokenizerScripts / "llama3_tokenizer_json.js");
-      append_word(line, package_);
-      append_word(line, partial);
-      CommandResult result = run_command(line);
-      if (result.exit_code != 0) {
-        why_ = "llama3_tokenizer_json.js failed: " + result.output;
-        package_.clear();
-        return;
-      }
-      fs::rename(partial, json_);
+    if (!write_once_with_node(json_, "llama3_tokenizer_json.js", package_, {}, why_)) {
+      package_.clear();
+      return;
     }
     tokenizer_ = Tokenizer::load(json_);
   }

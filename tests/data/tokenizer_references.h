@@ -73,6 +73,28 @@ inline IdLists run_node(const std::string& script, const std::vector<std::string
   return nlohmann::json::parse(read_text(out)).get<IdLists>();
 }
 
+// Runs `node script package [options] FILE` to write `file` (beside the package: once, through a
+// temporary file renamed into place) unless an earlier run did; false, with `why`, when the script fails.
+inline bool write_once_with_node(const std::filesystem::path& file, const std::string& script,
+                                 const std::filesystem::path& package, const std::vector<std::string>& options,
+                                 std::string& why) {
+  if (std::filesystem::exists(file)) return true;
+  std::filesystem::path partial = file;
+  partial += std::string(".").append(std::to_string(::getpid()));  // not "." + ...: GCC 12's -Wrestrict
+  std::string line = "node";
+  append_word(line, kTokenizerScripts / script);
+  append_word(line, package);
+  for (const std::string& option : options) append_word(line, option);
+  append_word(line, partial);
+  CommandResult result = run_command(line);
+  if (result.exit_code != 0) {
+    why = script + " failed: " + result.output;
+    return false;
+  }
+  std::filesystem::rename(partial, file);
+  return true;
+}
+
 // Hugging Face's tokenizers (the Rust library inside its npm package), fetched like the other
 // reference packages; empty when unavailable, which fails the test: callers ask once another
 // package came through, so this one should too.

@@ -860,6 +860,20 @@ def hf_folder_round_trip(model, folder, want_config, want_names, idx, *save_args
     return config, loaded
 
 
+def check_first_loss_by_hand(out, net, r1, name, **by_hand):
+    """A golden run's first loss (sequences of 16 over a vocabulary of 300, two micro-batches of two) from its
+    hf/ folder exactly, and from the op-by-op forward (llama_logits_by_hand, given `by_hand`) to 1e-12."""
+    tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+    x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+    with torch.no_grad():
+        loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+        state = net.state_dict()
+        ce = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2], **by_hand)[0].reshape(-1, 300),
+                                 y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+    assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+    assert abs(ce - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {ce} vs {loaded}"
+
+
 def check_run_folders(out, name, want_config, want_names):
     """A golden run's hf/ and hf_final/: config.json equals want_config key by key, the tensors are want_names in
     order."""
@@ -969,15 +983,7 @@ def check_olmo2_reference(tmp):
         want = (1, True) if flags else (2, False)
         assert net.cfg.olmo2 and (net.cfg.num_kv_heads, net.cfg.tie_word_embeddings) == want, f"{name}: config"
         check_run_folders(out, name, olmo2_hf_config(net.cfg), olmo2_hf_names(net.cfg))
-        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
-        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
-        with torch.no_grad():
-            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
-            state = net.state_dict()
-            by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2])[0].reshape(-1, 300),
-                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
-        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
-        assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {by_hand} vs {loaded}"
+        check_first_loss_by_hand(out, net, r1, name)
 
     def close(a, b):
         return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
@@ -1288,19 +1294,9 @@ def check_smollm3_reference(tmp):
         assert net.cfg.smollm3 and net.cfg.no_rope_layers == tuple(pattern) and net.cfg.no_rope_layer_interval == 2
         assert (net.cfg.num_kv_heads, net.cfg.tie_word_embeddings) == ((1, True) if tied else (2, False))
         check_run_folders(out, name, smollm3_hf_config(net.cfg), expected_hf_names(net.cfg))
-        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
-        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
         scaling = net.cfg.rope_scaling
         inv_freq = tl.rope_inv_freq(8, net.cfg.rope_theta, scaling, net.cfg.max_seq_len) if scaling else None
-        rot_scale = tl.rope_attention_factor(scaling)
-        with torch.no_grad():
-            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
-            state = net.state_dict()
-            by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2], inv_freq=inv_freq,
-                                                               rot_scale=rot_scale)[0].reshape(-1, 300),
-                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
-        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
-        assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {by_hand} vs {loaded}"
+        check_first_loss_by_hand(out, net, r1, name, inv_freq=inv_freq, rot_scale=tl.rope_attention_factor(scaling))
         # --model llama with the same shape: the same initial weights and tokens, other losses.
         llama_flags = [f for f in flags if f not in ("--no-rope-interval", "--no-rope-layers", "2", "0,1,0")]
         llama = run_llama_reference(tmp, f"{name}_llama", "--model", "llama", *llama_flags)
@@ -3296,15 +3292,7 @@ def check_starcoder2_reference(tmp):
         net = tl.load_hf(os.path.join(out, "hf"))
         assert net.cfg.starcoder2 and net.cfg.tie_word_embeddings == ("--tie" not in flags), f"{name}: config"
         check_run_folders(out, name, starcoder2_hf_config_by_hand(net.cfg), starcoder2_hf_names(net.cfg))
-        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
-        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
-        with torch.no_grad():
-            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
-            state = net.state_dict()
-            by_hand = sum(F.cross_entropy(llama_logits_by_hand(state, net.cfg, x[m:m + 2])[0].reshape(-1, 300),
-                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
-        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
-        assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op forward gives {by_hand} vs {loaded}"
+        check_first_loss_by_hand(out, net, r1, name)
     window, net = check_window_run(tmp, "starcoder2_w5", s + ("--sliding-window", "5"))
     assert net.cfg.starcoder2 and window["config"]["model"] == "starcoder2"
     check_run_folders(os.path.join(tmp, "starcoder2_w5_1"), "starcoder2_w5", starcoder2_hf_config_by_hand(net.cfg),
