@@ -60,7 +60,7 @@ ChoiceExample example_of(const nlohmann::json& record, const Tokenizer& tokenize
              " of \"", schema.choices, "\" is ", json_excerpt(choice), ", not a non-empty string");
     std::string text = " ";  // appended, not " " + choice: GCC 12 warns of a false overlap on that
     text += choice.get_ref<const std::string&>();
-    example.choices.push_back(tokenizer.encode(text));
+    example.choices.push_back(tokenizer.encode(text, TextStart::continuing));  // no SentencePiece space added
   }
   example.label = label_of(record, choices->size(), where);
   return example;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/choice_examples.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
 #include "support/test_support.h"
@@ -168,6 +169,17 @@ TEST(TokenizerSentencePiece, ContinuingTextsTakeNoSpace) {
   EXPECT_EQ(prompted.trained, (std::vector<uint8_t>{0, 0, 1}));
   const EncodedDocument after_end = encode_document(llama2, {{"a</s>", false}, {"a", true}});
   EXPECT_EQ(after_end.tokens, (Ids{1, 263, 2, 263}));  // a new text after </s>: its own space
+}
+
+// A multiple-choice example's choices continue its context: " a" is "▁a" alone, no second space prepended.
+TEST(TokenizerSentencePiece, ChoicesContinueTheirContext) {
+  const Tokenizer llama2 = load_json(sentencepiece_json(kPieces, kMerges, true));
+  const fs::path file = testing::scratch_dir() / "choices.jsonl";
+  testing::write_text(file, R"({"context": "ab", "choices": ["a", "ab"], "label": 0})" "\n");
+  const std::vector<ChoiceExample> examples = read_choice_examples(file, llama2);
+  ASSERT_EQ(examples.size(), 1u);
+  EXPECT_EQ(examples[0].context, (std::vector<int32_t>{1, 266}));  // <s>, "▁ab"
+  EXPECT_EQ(examples[0].choices, (std::vector<std::vector<int32_t>>{{263}, {266}}));
 }
 
 TEST(TokenizerSentencePiece, UnsupportedLayoutsAreNamed) {
