@@ -5,9 +5,11 @@
 #include <optional>
 
 #include "checkpoint/hf_model.h"
+#include "checkpoint/hf_token_ids.h"
 #include "checkpoint/run_folder.h"
 #include "checkpoint/train_checkpoint.h"
 #include "commands.h"
+#include "core/atomic_file.h"
 #include "core/file_checks.h"
 #include "core/user_text.h"
 #include "data/tokenizer.h"
@@ -43,7 +45,8 @@ void require_new_or_empty_folder(const fs::path& folder) {
 }
 
 // The checkpoint's weights (read as each file is written: the export never holds the whole model),
-// config.json naming the run tokenizer's special tokens, and that tokenizer, into `folder`.
+// config.json naming the run tokenizer's special tokens, and that tokenizer (tokenizer.json and
+// tokenizer_config.json), into `folder`.
 void write_export(const std::string& checkpoint_arg, const fs::path& folder, HfWeightType type) {
   const fs::path checkpoint = checkpoint_noting(checkpoint_arg);
   const ModelConfig config = read_checkpoint_model_config(checkpoint);
@@ -52,7 +55,9 @@ void write_export(const std::string& checkpoint_arg, const fs::path& folder, HfW
     tokenizer = Tokenizer::load(file);
   save_hf_model(folder, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights,
                 tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{}, type);
-  if (tokenizer) tokenizer->save_json(folder / "tokenizer.json");
+  if (!tokenizer) return;
+  tokenizer->save_json(folder / "tokenizer.json");
+  write_file_atomic(folder / "tokenizer_config.json", hf_tokenizer_config(*tokenizer, config.max_seq_len).dump(2) + "\n");
 }
 
 // A failed export (a damaged checkpoint file found half way) removes what it wrote, so --to-hf is new

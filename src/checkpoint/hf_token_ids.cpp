@@ -20,6 +20,16 @@ HfTokenIds hf_token_ids(const Tokenizer& tokenizer) {
   return ids;
 }
 
+nlohmann::json hf_tokenizer_config(const Tokenizer& tokenizer, int64_t context) {
+  nlohmann::json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                           {"model_max_length", context},
+                           {"clean_up_tokenization_spaces", false}};
+  if (const std::optional<int32_t> bos = tokenizer.bos_token()) config["bos_token"] = tokenizer.token_text(*bos);
+  if (tokenizer.has_eot_token()) config["eos_token"] = tokenizer.token_text(tokenizer.eot_token());
+  if (tokenizer.special_token_id("<unk>")) config["unk_token"] = "<unk>";
+  return config;
+}
+
 void put_hf_token_ids(nlohmann::json& config, const HfTokenIds& ids) {
   if (ids.bos) config["bos_token_id"] = *ids.bos;
   if (ids.eos.size() == 1) config["eos_token_id"] = ids.eos[0];

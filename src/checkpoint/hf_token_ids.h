@@ -24,4 +24,10 @@ HfTokenIds hf_token_ids(const Tokenizer& tokenizer);
 // Sets config["bos_token_id"] and config["eos_token_id"] (a number, or a list when several) when known.
 void put_hf_token_ids(nlohmann::json& config, const HfTokenIds& ids);
 
+// The tokenizer_config.json beside an exported tokenizer.json: transformers' generic fast tokenizer
+// (PreTrainedTokenizerFast, which takes tokenizer.json as it is; without this file AutoTokenizer picks the
+// model type's class, whose defaults, Llama's <s> and </s>, need not be this vocabulary's), the BOS and
+// end-of-text tokens by text, <unk> where the vocabulary has it, and the model's context.
+nlohmann::json hf_tokenizer_config(const Tokenizer& tokenizer, int64_t context);
+
 }  // namespace tessera

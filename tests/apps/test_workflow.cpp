@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "support/test_support.h"
@@ -51,6 +52,11 @@ TEST(Workflow, EverySubcommandOnASmallCorpus) {
   tessera_ok("convert --checkpoint " + d + "/run --to-hf " + d + "/hf");
   EXPECT_TRUE(std::filesystem::exists(dir / "hf" / "model.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(dir / "hf" / "tokenizer.json"));
+  const nlohmann::json tokenizer_config = nlohmann::json::parse(testing::read_text(dir / "hf" / "tokenizer_config.json"));
+  EXPECT_EQ(tokenizer_config["tokenizer_class"], "PreTrainedTokenizerFast");  // not the model type's class
+  EXPECT_EQ(tokenizer_config["eos_token"], "<|endoftext|>");
+  const nlohmann::json model_config = nlohmann::json::parse(testing::read_text(dir / "hf" / "config.json"));
+  EXPECT_EQ(tokenizer_config["model_max_length"], model_config["n_positions"]);
   double exported_loss = val_loss_of(
       tessera_ok("eval --init-from " + d + "/hf --val-data '" + d + "/data/val_*.bin' --batch-size 4 --seq-len 32").output);
   EXPECT_EQ(exported_loss, checkpoint_loss);

@@ -59,6 +59,21 @@ TEST(HfTokenIds, FromEachFamilysTokenizer) {
   EXPECT_TRUE(none.eos.empty());
 }
 
+// tokenizer_config.json names the generic fast tokenizer and the special tokens by text: Llama 2's <s>, </s>
+// and <unk>; GPT-2's end of text and no BOS.
+TEST(HfTokenIds, TokenizerConfigNamesTheSpecialTokens) {
+  const nlohmann::json llama2 = hf_tokenizer_config(byte_tokenizer({"<unk>", "<s>", "</s>"}, 1), 4096);
+  EXPECT_EQ(llama2["tokenizer_class"], "PreTrainedTokenizerFast");
+  EXPECT_EQ(llama2["bos_token"], "<s>");
+  EXPECT_EQ(llama2["eos_token"], "</s>");
+  EXPECT_EQ(llama2["unk_token"], "<unk>");
+  EXPECT_EQ(llama2["model_max_length"], 4096);
+  const nlohmann::json gpt2 = hf_tokenizer_config(byte_tokenizer({"<|endoftext|>"}), 1024);
+  EXPECT_FALSE(gpt2.contains("bos_token"));
+  EXPECT_EQ(gpt2["eos_token"], "<|endoftext|>");
+  EXPECT_FALSE(gpt2.contains("unk_token"));
+}
+
 // One eos is a number, several a list (as Llama 3.1-Instruct's config.json has them); the Llama
 // reader ignores both.
 TEST(HfTokenIds, ExportedConfigNamesThem) {
