@@ -108,13 +108,14 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.folds_system_ = true;
     t.knows_tool_ = false;
     t.specials_ = {"<start_of_turn>", "<end_of_turn>"};
-  } else if (name == "llama2") {  // Llama 2 chat: [INST] turns, the reply ended by the end of text
+  } else if (name == "llama2" || name == "mistral") {  // [INST] turns, the reply ended by the end of text
     t.end_of_turn_ = "</s>";
-    t.trims_content_ = true;
+    t.trims_content_ = name == "llama2";
     t.folds_system_ = true;
-    t.inst_turns_ = true;
     t.knows_tool_ = false;
     t.specials_ = {"<s>", "</s>"};
+    t.inst_ = name == "llama2" ? InstTurns{"[INST] ", "<s>[INST] ", " [/INST]", "<<SYS>>\n", "\n<</SYS>>\n\n", " </s>"}
+                               : InstTurns{" [INST] ", " [INST] ", " [/INST]", "", "\n\n", "</s>"};
   } else {
     TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use ", kChatTemplateNames);
   }
@@ -122,7 +123,7 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
 }
 
 std::string ChatTemplate::generation_prompt(bool thinking) const {
-  if (inst_turns_) return "";  // the reply follows the user's [/INST]
+  if (inst_) return "";  // the reply follows the user's [/INST]
   std::string prompt(before_role_);
   prompt.append(assistant_role_).append(after_role_);
   if (thinks_ && !thinking) prompt.append("<think>\n\n</think>\n\n");
@@ -175,22 +176,24 @@ std::vector<DocumentPiece> ChatTemplate::render_inst(const std::vector<ChatMessa
   std::vector<DocumentPiece> pieces;
   for (size_t i = folded; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
+    const auto content = [&](std::string_view text) { return trims_content_ ? trimmed(text) : text; };
     if (m.role == "assistant") {  // (appended, not "a" + b: GCC 12's -Wrestrict)
-      pieces.push_back({std::string(" ").append(trimmed(m.content)).append(" </s>"), true});
+      pieces.push_back({std::string(" ").append(content(m.content)).append(inst_->reply_end), true});
       continue;
     }
-    const std::string content = i == size_t(folded) && folded
-                                    ? std::string("<<SYS>>\n").append(messages.front().content)
-                                          .append("\n<</SYS>>\n\n").append(m.content)
-                                    : m.content;
-    std::string turn = i == size_t(folded) ? "[INST] " : "<s>[INST] ";
-    pieces.push_back({turn.append(trimmed(content)).append(" [/INST]"), false});
+    const std::string query = i == size_t(folded) && folded ? std::string(inst_->system_before)
+                                                                  .append(messages.front().content)
+                                                                  .append(inst_->system_after)
+                                                                  .append(m.content)
+                                                            : m.content;
+    std::string turn(i == size_t(folded) ? inst_->first_open : inst_->open);
+    pieces.push_back({turn.append(content(query)).append(inst_->close), false});
   }
   return pieces;
 }
 
 std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
-  if (inst_turns_) return render_inst(messages);
+  if (inst_) return render_inst(messages);
   std::vector<DocumentPiece> pieces;
   size_t turns_left = messages.size();  // the messages still to render, this one included
   auto turn = [&](std::string_view role, std::string text) {

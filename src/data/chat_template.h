@@ -24,8 +24,12 @@
 //   llama2:  [INST] USER [/INST] ASSISTANT </s> (Llama 2 chat), each user turn but the first after <s>
 //            (the first after the document's), content trimmed, a system message opening the first
 //            user turn as <<SYS>>\nSYSTEM\n<</SYS>>\n\n; the turns alternate as gemma's do.
+//   mistral: " [INST] USER [/INST] ASSISTANT</s>" (Mistral-7B-Instruct v0.1 and v0.2, their templates since
+//            2024), content as given, a system message opening the first user turn with a blank line
+//            after it; the turns alternate.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,7 +38,8 @@ namespace tessera {
 
 class Tokenizer;
 
-inline constexpr const char* kChatTemplateNames = "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, gemma or llama2";
+inline constexpr const char* kChatTemplateNames =
+    "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, gemma, llama2 or mistral";
 
 // A piece of a document's text, and whether its tokens are training targets.
 struct DocumentPiece {
@@ -86,7 +91,12 @@ class ChatTemplate {
   bool trims_content_ = false;        // strip whitespace off each message's ends
   std::string_view assistant_role_ = "assistant";  // what the assistant's header names it ("model": gemma)
   bool folds_system_ = false;  // the system message opens the first user turn's content, turns alternate (gemma)
-  bool inst_turns_ = false;    // Llama 2's [INST] turns, not headers
+  // Llama 2's and Mistral's [INST] turns, in place of headers: what opens the first user turn and the
+  // others, closes them, goes around a system message folded into the first, and ends a reply.
+  struct InstTurns {
+    std::string_view first_open, open, close, system_before, system_after, reply_end;
+  };
+  std::optional<InstTurns> inst_;
   std::vector<DocumentPiece> render_inst(const std::vector<ChatMessage>& messages) const;
   bool groups_tool_results_ = false;  // tool messages as <tool_response>s in user turns (Qwen)
   bool thinks_ = false;               // think blocks on the assistant turns after the last query (Qwen3)

@@ -307,7 +307,7 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
                        "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, "
-                       "gemma or llama2"));
+                       "gemma, llama2 or mistral"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
@@ -458,6 +458,20 @@ TEST(ChatTemplate, Llama2) {
   const std::string message = error_of([&] { llama2.render({{"assistant", "A"}}); });
   EXPECT_TRUE(contains(message, "--chat-template llama2: message 1 is 'assistant' where the conversation's turns "
                                 "must alternate")) << message;
+}
+
+// Mistral-7B-Instruct's (v0.1 and v0.2, as their templates are since 2024): " [INST] ... [/INST]" turns,
+// the reply after a space and before </s>, content as given, the system message and a blank line opening
+// the first user turn; the document's start token is the only <s>.
+TEST(ChatTemplate, Mistral) {
+  const ChatTemplate mistral = ChatTemplate::named("mistral");
+  EXPECT_EQ(marked(mistral.render({{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2 "},
+                                   {"assistant", "A2"}})),
+            " [INST] S\n\nU1 [/INST][ A1</s>] [INST] U2  [/INST][ A2</s>]");
+  EXPECT_EQ(mistral.generation_prompt(), "");
+  EXPECT_EQ(mistral.reply_ends().front(), "</s>");
+  const std::string message = error_of([&] { mistral.render({{"user", "U"}, {"user", "V"}}); });
+  EXPECT_TRUE(contains(message, "--chat-template mistral: message 2 is 'user'")) << message;
 }
 
 // Llama 3's templates trim each message (Jinja's `| trim`: Python's whitespace, Unicode's included);

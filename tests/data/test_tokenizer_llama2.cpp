@@ -210,12 +210,12 @@ TEST_F(Llama2Test, MetaspaceFormsMatchHuggingFace) {
   }
 }
 
-// Llama 2 chat's conversations, encoded piece by piece as tokenize writes them (each piece continuing the
-// one before it, the first after the start token), give the ids Hugging Face's tokenizers give the whole
-// rendered text, "<s>" first as the template writes it: with Llama 2's Prepend normalizer and with the
-// non-legacy Metaspace "first" form, which puts no space after the "<s>".
-TEST_F(Llama2Test, ChatTemplateEncodesAsItsRenderedText) {
-  const ChatTemplate chat = ChatTemplate::named("llama2");
+// Llama 2 chat's and Mistral-Instruct's conversations, encoded piece by piece as tokenize writes them
+// (each piece continuing the one before it, the first after the start token), give the ids Hugging Face's
+// tokenizers give the whole rendered text, "<s>" first as the templates write it: with Llama 2's Prepend
+// normalizer (Mistral 7B's too) and with the non-legacy Metaspace "first" form, which puts no space after
+// a special token.
+TEST_F(Llama2Test, ChatTemplatesEncodeAsTheirRenderedText) {
   const std::vector<std::vector<ChatMessage>> conversations = {
       {{"user", "Hello world"}, {"assistant", "Hi there!"}},
       {{"system", "Be brief.\n"}, {"user", " What is 2+2? "}, {"assistant", "4"}, {"user", "And 3+3?"},
@@ -223,11 +223,13 @@ TEST_F(Llama2Test, ChatTemplateEncodesAsItsRenderedText) {
       {{"user", "x"}, {"assistant", "\u00e9t\u00e9 \U0001F600 code:\n    pass"}}};
   Texts rendered;
   std::vector<std::vector<DocumentPiece>> documents;
-  for (const auto& conversation : conversations) {
-    documents.push_back(chat.render(conversation));
-    std::string text = "<s>";
-    for (const DocumentPiece& piece : documents.back()) text += piece.text;
-    rendered.push_back(text);
+  for (const char* name : {"llama2", "mistral"}) {
+    for (const auto& conversation : conversations) {
+      documents.push_back(ChatTemplate::named(name).render(conversation));
+      std::string text = "<s>";
+      for (const DocumentPiece& piece : documents.back()) text += piece.text;
+      rendered.push_back(text);
+    }
   }
   nlohmann::json metaspace = nlohmann::json::parse(read_text(json_));
   metaspace["normalizer"] = nullptr;
@@ -241,7 +243,7 @@ TEST_F(Llama2Test, ChatTemplateEncodesAsItsRenderedText) {
     IdLists ours;
     for (const auto& pieces : documents) ours.push_back(encode_document(tokenizer, pieces, TextStart::after_special).tokens);
     expect_same(rendered, ours, run_node("hf_tokenizers_encode.js", {hf, json, "--plain"}, rendered, dir_),
-                ("Llama 2 chat, " + json.filename().string()).c_str());
+                ("Llama 2 and Mistral chats, " + json.filename().string()).c_str());
   }
 }
 
