@@ -57,7 +57,8 @@ void write_export(const std::string& checkpoint_arg, const fs::path& folder, HfW
                 tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{}, type);
   if (!tokenizer) return;
   tokenizer->save_json(folder / "tokenizer.json");
-  write_file_atomic(folder / "tokenizer_config.json", hf_tokenizer_config(*tokenizer, config.max_seq_len).dump(2) + "\n");
+  write_file_atomic(folder / "tokenizer_config.json",
+                    hf_tokenizer_config(*tokenizer, config.max_seq_len).dump(2) + "\n");
 }
 
 // A failed export (a damaged checkpoint file found half way) removes what it wrote, so --to-hf is new

@@ -15,7 +15,8 @@ namespace tessera {
 
 // The families whose Hugging Face folders Tessera reads, for help texts.
 #define TESSERA_HF_FAMILIES \
-  "GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral, Phi-3/4, OLMo 2, OLMoE, SmolLM3, Gemma 3, StarCoder2 or DeepSeek-V2/V3"
+  "GPT-2, Llama, Mistral, Qwen2/3, Qwen3-MoE, Mixtral, Phi-3/4, OLMo 2, OLMoE, SmolLM3, Gemma 3, StarCoder2 or " \
+  "DeepSeek-V2/V3"
 
 // Reads dir/config.json; an unknown model_type is refused naming the ones we load.
 ModelConfig read_hf_config(const std::filesystem::path& dir);

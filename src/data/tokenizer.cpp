@@ -94,7 +94,8 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merg
   for (int32_t id = 0; id < int32_t(n); ++id) {
     if (special_[size_t(id)] || fallback[size_t(id)]) continue;
     const std::string& token = tokens_[size_t(id)];
-    for (size_t i = 1; i < token.size() && split_at_spaces_; ++i) split_at_spaces_ = !(token[i] == ' ' && token[i - 1] != ' ');
+    for (size_t i = 1; i < token.size() && split_at_spaces_; ++i)
+      split_at_spaces_ = !(token[i] == ' ' && token[i - 1] != ' ');
     if (utf8_char_at(token, 0).length == int(token.size())) char_tokens_.try_emplace(token, id);
   }
 }

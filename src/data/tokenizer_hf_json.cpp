@@ -2,9 +2,10 @@
 // (GPT-2's regex, or a Split regex before it as in Llama 3), ignore_merges, a TemplateProcessing
 // post-processor and no normalizer or NFC (Qwen2); or SentencePiece's BPE with byte fallback, its
 // spaces made "▁" by the normalizer (Gemma's), after a "▁" prepended (Llama 2's), or by a Metaspace
-// pre-tokenizer (transformers' non-legacy Llama tokenizers). Options that would change the encoding (prefix space, dropout, subword affixes,
-// stripping around added tokens) are refused by name rather than ignored. Written: GPT-2's own
-// layout, Llama 3's when the pattern or post-processor differ, or the SentencePiece layout read.
+// pre-tokenizer (transformers' non-legacy Llama tokenizers). Options that would change the encoding
+// (prefix space, dropout, subword affixes, stripping around added tokens) are refused by name rather
+// than ignored. Written: GPT-2's own layout, Llama 3's when the pattern or post-processor differ, or the
+// SentencePiece layout read.
 #include <algorithm>
 #include <string>
 
@@ -91,7 +92,8 @@ void read_sentencepiece_spaces(const Json& root, const std::string& name, Encodi
            "\"), alone or after Prepend(\"", metaspace, "\"), or a Metaspace pre-tokenizer");
   // Gemma's splits at spaces, none of which the normalizer leaves: a Split that never matches.
   const bool idle_split = type_of(pre) == "Split" && pre.value("pattern", Json()) == Json{{"String", " "}} &&
-                          pre.value("behavior", Json()) == "MergedWithPrevious" && !option_flag(pre, "invert", false, name);
+                          pre.value("behavior", Json()) == "MergedWithPrevious" &&
+                          !option_flag(pre, "invert", false, name);
   TS_CHECK(pre.is_null() || idle_split, name, ": pre_tokenizer ", type_of(pre), " after the normalizer ",
            type_of(normalizer), " is not supported with byte fallback; Tessera reads none there (or Gemma's Split ",
            "at spaces)");
@@ -246,7 +248,8 @@ Tokenizer load_hf_json(const std::filesystem::path& file) {
   const bool sentencepiece = option_flag(model, "byte_fallback", false, name + " model");
   EncodingRules rules;
   if (sentencepiece) read_sentencepiece_spaces(root, name, rules);
-  TextVocab vocab(model["vocab"], added, name, sentencepiece ? TokenSpelling::sentencepiece : TokenSpelling::byte_level);
+  TextVocab vocab(model["vocab"], added, name,
+                  sentencepiece ? TokenSpelling::sentencepiece : TokenSpelling::byte_level);
   std::vector<BpeMerge> merges;
   merges.reserve(model["merges"].size());
   for (size_t i = 0; i < model["merges"].size(); ++i)

@@ -52,7 +52,8 @@ TEST(Workflow, EverySubcommandOnASmallCorpus) {
   tessera_ok("convert --checkpoint " + d + "/run --to-hf " + d + "/hf");
   EXPECT_TRUE(std::filesystem::exists(dir / "hf" / "model.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(dir / "hf" / "tokenizer.json"));
-  const nlohmann::json tokenizer_config = nlohmann::json::parse(testing::read_text(dir / "hf" / "tokenizer_config.json"));
+  const nlohmann::json tokenizer_config =
+      nlohmann::json::parse(testing::read_text(dir / "hf" / "tokenizer_config.json"));
   EXPECT_EQ(tokenizer_config["tokenizer_class"], "PreTrainedTokenizerFast");  // not the model type's class
   EXPECT_EQ(tokenizer_config["eos_token"], "<|endoftext|>");
   const nlohmann::json model_config = nlohmann::json::parse(testing::read_text(dir / "hf" / "config.json"));

@@ -352,7 +352,8 @@ TEST(HfLlama, Starcoder2BiasesLayerNormsAndConfig) {
   hf["residual_dropout"] = 0.1;  // StarCoder2-3B's
   testing::write_text(dir / "config.json", hf.dump());
   EXPECT_TRUE(read_hf_config(dir) == config);
-  for (const auto& [key, value] : {std::pair{"use_bias", nlohmann::json(false)}, {"hidden_act", nlohmann::json("gelu")}}) {
+  for (const auto& [key, value] :
+       {std::pair{"use_bias", nlohmann::json(false)}, {"hidden_act", nlohmann::json("gelu")}}) {
     nlohmann::json bad = hf;
     bad[key] = value;
     testing::write_text(dir / "config.json", bad.dump());

@@ -306,8 +306,8 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
   EXPECT_EQ(chatml, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
-                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, "
-                       "gemma, llama2 or mistral"));
+                       "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, "
+                       "phi4, olmo2, gemma, llama2 or mistral"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;

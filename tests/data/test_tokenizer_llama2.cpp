@@ -241,7 +241,8 @@ TEST_F(Llama2Test, ChatTemplatesEncodeAsTheirRenderedText) {
   for (const fs::path& json : {json_, dir_ / "metaspace.json"}) {
     const Tokenizer tokenizer = Tokenizer::load(json);
     IdLists ours;
-    for (const auto& pieces : documents) ours.push_back(encode_document(tokenizer, pieces, TextStart::after_special).tokens);
+    for (const auto& pieces : documents)
+      ours.push_back(encode_document(tokenizer, pieces, TextStart::after_special).tokens);
     expect_same(rendered, ours, run_node("hf_tokenizers_encode.js", {hf, json, "--plain"}, rendered, dir_),
                 ("Llama 2 and Mistral chats, " + json.filename().string()).c_str());
   }

@@ -41,7 +41,8 @@ json sentencepiece_json(const std::vector<std::string>& pieces, const std::vecto
           {"pre_tokenizer", nullptr},
           {"post_processor",
            {{"type", "TemplateProcessing"},
-            {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+            {"single",
+             {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
             {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
           {"model",
            {{"type", "BPE"}, {"byte_fallback", true}, {"fuse_unk", true}, {"unk_token", "<unk>"},
@@ -122,7 +123,8 @@ TEST(TokenizerSentencePiece, MetaspacePreTokenizer) {
   const auto metaspace = [](const char* scheme, bool split) {
     json doc = sentencepiece_json(kPieces, kMerges, true);
     doc["normalizer"] = nullptr;
-    doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", scheme}, {"split", split}};
+    doc["pre_tokenizer"] = {
+        {"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", scheme}, {"split", split}};
     return load_json(doc);
   };
   const Tokenizer first = metaspace("first", false), always = metaspace("always", false);
