@@ -22,12 +22,19 @@ namespace tessera::cli {
 namespace {
 
 // Prints tokens' text as they come, as valid UTF-8: a character split across tokens appears once whole.
+// Text that starts the output (no prompt printed before it) loses the space a SentencePiece vocabulary
+// puts before a text, as its decoder strips it.
 class TokenPrinter {
  public:
-  explicit TokenPrinter(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  TokenPrinter(const Tokenizer& tokenizer, bool starts_text)
+      : tokenizer_(tokenizer), strip_space_(starts_text && tokenizer.rules().space_prefix !=
+                                                                 EncodingRules::SpacePrefix::none) {}
   void print(int32_t token) {
     // a document boundary inside a sample shows as a blank line
-    write(utf8_.add(token == tokenizer_.eot_token() ? std::string("\n\n") : tokenizer_.token_text(token)));
+    std::string text = token == tokenizer_.eot_token() ? std::string("\n\n") : tokenizer_.token_text(token);
+    if (strip_space_ && text.starts_with(' ')) text.erase(0, 1);
+    strip_space_ = strip_space_ && text.empty();
+    write(utf8_.add(text));
   }
   // Ends the text: an unfinished character shows as U+FFFD.
   void finish() { write(utf8_.finish()); }
@@ -38,6 +45,7 @@ class TokenPrinter {
     std::fflush(stdout);
   }
   const Tokenizer& tokenizer_;
+  bool strip_space_;  // until the first text is printed
   Utf8Stream utf8_;
 };
 
@@ -125,7 +133,7 @@ void add_generate_command(CLI::App& app) {
       std::printf("%s", o->prompt.c_str());
     }
     note_long_prompt(prompt.size(), loaded.model->config().max_seq_len);
-    TokenPrinter printer(tokenizer);
+    TokenPrinter printer(tokenizer, chat || o->prompt.empty());
     generate(*loaded.model, prompt, o->sampling, rng, [&](int32_t token) {
       if (!o->sampling.stops_at(token)) printer.print(token);
     });
@@ -135,7 +143,7 @@ void add_generate_command(CLI::App& app) {
 }
 
 std::function<void(int32_t)> print_token_text(const Tokenizer& tokenizer) {
-  auto printer = std::make_shared<TokenPrinter>(tokenizer);
+  auto printer = std::make_shared<TokenPrinter>(tokenizer, true);
   return [printer](int32_t token) { printer->print(token); };
 }
 

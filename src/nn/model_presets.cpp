@@ -1,5 +1,6 @@
-// Preset shapes. Llama 3.x, Qwen2.5, Qwen3, Phi-4, OLMo 2, OLMoE, SmolLM3, Gemma 3, StarCoder2, Mixtral,
-// DeepSeek-V2-Lite and DeepSeek-V3 follow their published config.json files.
+// Preset shapes. Llama 2 7B, Llama 3.x, Mistral 7B, Mistral NeMo, Qwen2.5, Qwen3, Phi-3-mini, Phi-4, OLMo 2,
+// OLMoE, SmolLM3, Gemma 3, StarCoder2, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their published
+// config.json files.
 #include "nn/model_presets.h"
 
 #include <functional>
@@ -178,6 +179,19 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
          return c;
        }},
       {"llama-mini", [] { return llama(4, 6, 2, 192, 512, 50257, 256, 10000.0f, true); }},
+      {"llama2-7b", [] { return llama(32, 32, 32, 4096, 11008, 32000, 4096, 10000.0f, false); }},
+      {"mistral-7b",  // v0.1: each token attends to its 4,096 latest positions
+       [] {
+         ModelConfig c = llama(32, 32, 8, 4096, 14336, 32000, 32768, 10000.0f, false);
+         c.attention_window = 4096;
+         return c;
+       }},
+      {"mistral-nemo-12b",  // heads of 128 channels over a width of 5,120; its 128K context
+       [] {
+         ModelConfig c = llama(40, 32, 8, 5120, 14336, 131072, 131072, 1e6f, false);
+         c.head_dim = 128;
+         return c;
+       }},
       {"llama3.2-1b", [] { return llama3_scaled(llama(16, 32, 8, 2048, 8192, 128256, 131072, 5e5f, true), 32); }},
       {"llama3.2-3b", [] { return llama3_scaled(llama(28, 24, 8, 3072, 8192, 128256, 131072, 5e5f, true), 32); }},
       {"llama3.1-8b", [] { return llama3_scaled(llama(32, 32, 8, 4096, 14336, 128256, 131072, 5e5f, false), 8); }},
@@ -200,6 +214,12 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
          c.rope.factor = 8;  // max_position_embeddings 64 / 8
          c.rope.short_factor = {1.0f, 1.25f, 1.5f};
          c.rope.long_factor = {1.0f, 2.5f, 6.0f};
+         return c;
+       }},
+      {"phi3-mini",  // Phi-3-mini-4k: each token attends to its 2,047 latest positions
+       [] {
+         ModelConfig c = phi3(llama(32, 32, 32, 3072, 8192, 32064, 4096, 10000.0f, false));
+         c.attention_window = 2047;
          return c;
        }},
       {"phi-4", [] { return phi3(llama(40, 40, 10, 5120, 17920, 100352, 16384, 250000.0f, false)); }},

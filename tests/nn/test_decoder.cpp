@@ -461,6 +461,12 @@ TEST(Presets, PublishedParameterCounts) {
   // Gemma 3 1B: 999,885,952 (tied; its four norms a block, q/k norms of 256).
   EXPECT_EQ(model_preset("gemma3-1b").num_parameters(), 999885952);
   EXPECT_EQ(model_preset("gemma3-1b").global_layers, (std::vector<int64_t>{5, 11, 17, 23}));
+  // Llama 2 7B (6.74B), Mistral 7B (7.24B), Mistral NeMo (12.2B), Phi-3-mini (3.82B; its 32,064 rows padded
+  // to 32,128).
+  EXPECT_EQ(model_preset("llama2-7b").num_parameters(), 6738415616);
+  EXPECT_EQ(model_preset("mistral-7b").num_parameters(), 7241732096);
+  EXPECT_EQ(model_preset("mistral-nemo-12b").num_parameters(), 12247782400);
+  EXPECT_EQ(model_preset("phi3-mini").num_parameters(), 3821079552 + 2 * 64 * 3072);
   // StarCoder2 3B (3.03B, tied), 7B (tied) and 15B (untied).
   EXPECT_EQ(model_preset("starcoder2-3b").num_parameters(), 3030371328);
   EXPECT_EQ(model_preset("starcoder2-7b").num_parameters(), 7173923840);
