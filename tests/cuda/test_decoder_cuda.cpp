@@ -63,6 +63,17 @@ ModelConfig olmo2_test_config() {
   return config;
 }
 
+// StarCoder2-style: the Llama above with LayerNorms, biases on every projection and norm, a GELU MLP,
+// and a sliding window of 48 positions over the 160.
+ModelConfig starcoder2_test_config() {
+  ModelConfig config = llama_test_config();
+  config.norm = NormKind::layernorm;
+  config.bias = true;
+  config.mlp = MlpKind::gelu;
+  config.attention_window = 48;
+  return config;
+}
+
 // Mixtral-style: the Llama above with 4 experts of 64, top-2.
 ModelConfig mixtral_test_config() {
   ModelConfig config = llama_test_config();
@@ -237,6 +248,7 @@ INSTANTIATE_TEST_SUITE_P(Families, DecoderCuda,
                          ::testing::Values(FamilyCase{"gpt2", gpt2_test_config}, FamilyCase{"llama_gqa", llama_test_config},
                                            FamilyCase{"qwen3", qwen3_test_config},
                                            FamilyCase{"olmo2", olmo2_test_config},
+                                           FamilyCase{"starcoder2", starcoder2_test_config},
                                            FamilyCase{"mixtral", mixtral_test_config},
                                            FamilyCase{"deepseek", deepseek_test_config},
                                            FamilyCase{"deepseek_v3", deepseek_v3_test_config}),
