@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/file_checks.h"
 #include "core/user_text.h"
+#include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "nn/decoder_layout.h"
 #include "train/model_setup.h"
@@ -21,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Options {
-  std::string checkpoint, from_hf, to_hf, out, dtype = "fp32";
+  std::string checkpoint, from_hf, to_hf, out, dtype = "fp32", chat_template;
 };
 
 // --dtype of an export: how its safetensors store the weights. fp8 is DeepSeek-V3's release form:
@@ -47,18 +48,26 @@ void require_new_or_empty_folder(const fs::path& folder) {
 // The checkpoint's weights (read as each file is written: the export never holds the whole model),
 // config.json naming the run tokenizer's special tokens, and that tokenizer (tokenizer.json and
 // tokenizer_config.json), into `folder`.
-void write_export(const std::string& checkpoint_arg, const fs::path& folder, HfWeightType type) {
+void write_export(const std::string& checkpoint_arg, const fs::path& folder, HfWeightType type,
+                  const std::string& chat_template) {
   const fs::path checkpoint = checkpoint_noting(checkpoint_arg);
   const ModelConfig config = read_checkpoint_model_config(checkpoint);
   std::optional<Tokenizer> tokenizer;
   if (const fs::path file = fs::path(checkpoint_arg) / "tokenizer.json"; fs::exists(file))
     tokenizer = Tokenizer::load(file);
+  TS_CHECK(chat_template.empty() || tokenizer, "--chat-template: ", quoted_text(checkpoint_arg),
+           " has no tokenizer.json, so the export has no tokenizer to give the template to");
+  nlohmann::json tokenizer_config = tokenizer ? hf_tokenizer_config(*tokenizer, config.max_seq_len) : nlohmann::json();
+  if (!chat_template.empty()) {  // checked before any file is written
+    const ChatTemplate chat = ChatTemplate::named(chat_template);
+    chat.require_tokens_of(*tokenizer);
+    tokenizer_config["chat_template"] = chat.jinja(tokenizer->token_text(tokenizer->document_start_token()));
+  }
   save_hf_model(folder, config, open_checkpoint_model(checkpoint, config, decoder_layout(config)).weights,
                 tokenizer ? hf_token_ids(*tokenizer) : HfTokenIds{}, type);
   if (!tokenizer) return;
   tokenizer->save_json(folder / "tokenizer.json");
-  write_file_atomic(folder / "tokenizer_config.json",
-                    hf_tokenizer_config(*tokenizer, config.max_seq_len).dump(2) + "\n");
+  write_file_atomic(folder / "tokenizer_config.json", tokenizer_config.dump(2) + "\n");
 }
 
 // A failed export (a damaged checkpoint file found half way) removes what it wrote, so --to-hf is new
@@ -71,7 +80,7 @@ void export_to_hf(const Options& o) {
   std::error_code ec;
   const bool existed = fs::exists(folder, ec);
   try {
-    write_export(o.checkpoint, folder, type);
+    write_export(o.checkpoint, folder, type, o.chat_template);
   } catch (...) {
     if (!existed) fs::remove_all(folder, ec);
     for (const auto& entry : fs::directory_iterator(folder, ec)) fs::remove_all(entry.path(), ec);
@@ -98,6 +107,10 @@ void add_convert_command(CLI::App& app) {
                   "published), or fp8 (the attention and MLP projections in E4M3 blocks of 128 x 128 with fp32 scales, "
                   "the rest bf16: DeepSeek-V3's release form, which vLLM and SGLang serve)")
       ->capture_default_str();
+  cmd->add_option("--chat-template", o->chat_template,
+                  "With --to-hf: write this chat template (" + std::string(kChatTemplateNames) + ", not qwen2.5 or "
+                  "qwen3) into tokenizer_config.json as Jinja, so transformers' apply_chat_template renders "
+                  "conversations as the run was fine-tuned on them");
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {
     apply_toml_config(*cmd);
@@ -106,6 +119,8 @@ void add_convert_command(CLI::App& app) {
     if (!o->to_hf.empty()) return export_to_hf(*o);
     TS_CHECK(cmd->count("--dtype") == 0, "--dtype sets an export's weights (with --to-hf); an import keeps fp32 ",
              "master weights whatever the folder holds: drop --dtype");
+    TS_CHECK(o->chat_template.empty(), "--chat-template sets an export's template (with --to-hf); give it to ",
+             "tokenize and generate when you use the imported run");
     TS_CHECK(!o->from_hf.empty() && !o->out.empty(), "convert: give --checkpoint and --to-hf, or --from-hf and --out");
     TS_CHECK(!holds_checkpoints(o->out) && !std::filesystem::exists(std::filesystem::path(o->out) / "state.json"),
              "--out ", quoted_text(o->out), " already holds a checkpoint; give a new run folder (convert never replaces one)");

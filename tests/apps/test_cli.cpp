@@ -217,6 +217,8 @@ TEST_F(CliBadInput, DeviceAndPrecisionFlags) {
   expect_one_line_error(base + " --device-comm gloo", "--device-comm must be auto, nccl or host");
   expect_one_line_error("convert --checkpoint a --to-hf b --from-hf c --out d",
                         "convert: give either --checkpoint and --to-hf (export) or --from-hf and --out (import), not both");
+  expect_one_line_error("convert --from-hf c --out d --chat-template chatml",
+                        "--chat-template sets an export's template (with --to-hf)");
 }
 
 TEST_F(CliBadInput, CudaWithoutAGpuSaysWhy) {

@@ -58,6 +58,19 @@ TEST(Workflow, EverySubcommandOnASmallCorpus) {
   EXPECT_EQ(tokenizer_config["eos_token"], "<|endoftext|>");
   const nlohmann::json model_config = nlohmann::json::parse(testing::read_text(dir / "hf" / "config.json"));
   EXPECT_EQ(tokenizer_config["model_max_length"], model_config["n_positions"]);
+  EXPECT_FALSE(tokenizer_config.contains("chat_template"));
+  // With --chat-template the template goes in as Jinja, after the run's start token; one whose special
+  // tokens the vocabulary lacks is refused and leaves no folder.
+  tessera_ok("convert --checkpoint " + d + "/run --to-hf " + d + "/hf-chat --chat-template olmo2");
+  const std::string chat = nlohmann::json::parse(testing::read_text(dir / "hf-chat" / "tokenizer_config.json"))
+                               .at("chat_template")
+                               .get<std::string>();
+  EXPECT_TRUE(chat.starts_with("{{- '<|endoftext|>' -}}")) << chat;
+  const testing::CommandResult refused = testing::run_command(std::string(TESSERA_EXE) + " convert --checkpoint " + d +
+                                                              "/run --to-hf " + d + "/hf-chatml --chat-template chatml");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("has no special token <|im_start|>"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "hf-chatml"));
   double exported_loss = val_loss_of(
       tessera_ok("eval --init-from " + d + "/hf --val-data '" + d + "/data/val_*.bin' --batch-size 4 --seq-len 32").output);
   EXPECT_EQ(exported_loss, checkpoint_loss);

@@ -1,0 +1,85 @@
+// The built-in chat templates written as Jinja for a Hugging Face export's tokenizer_config.json,
+// generated from the same fields render() reads, so transformers' apply_chat_template gives the text
+// Tessera trained on: the document's start token, then the conversation's pieces. (Strings are built
+// with append: GCC 12's -Wrestrict misfires on "literal" + std::string.)
+#include <string>
+
+#include "core/error.h"
+#include "data/chat_template.h"
+
+namespace tessera {
+namespace {
+
+// A Jinja string literal of `text`.
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\n') {
+      out.append("\\n");
+      continue;
+    }
+    if (c == '\\' || c == '\'') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+// The system message taken out of `messages` into `system` (has_system), the rest in `turns`, each turn
+// checked to alternate user, assistant, ... as render() checks them.
+std::string folded_system_and_alternation(const std::string& name) {
+  std::string message = "--chat-template ";
+  message.append(name).append(
+      ": the conversation's turns must alternate user, assistant, user, ... (after one system message)");
+  std::string j = "{%- if messages and messages[0]['role'] == 'system' -%}{%- set has_system = true -%}";
+  j.append("{%- set system = messages[0]['content'] -%}{%- set turns = messages[1:] -%}");
+  j.append("{%- else -%}{%- set has_system = false -%}{%- set system = '' -%}{%- set turns = messages -%}");
+  j.append("{%- endif -%}{%- for message in turns -%}");
+  j.append("{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}{{- raise_exception(");
+  j.append(quoted(message)).append(") -}}{%- endif -%}{%- endfor -%}");
+  return j;
+}
+
+}  // namespace
+
+std::string ChatTemplate::jinja(std::string_view start_text) const {
+  TS_CHECK(!thinks_ && !groups_tool_results_ && default_system_.empty(), "--chat-template ", name_,
+           ": no Jinja form is written for this template yet (its think blocks, tool results or default system ",
+           "message); export without --chat-template and set the model's own template");
+  const std::string content = trims_content_ ? "(message['content'] | trim)" : "message['content']";
+  std::string j = "{{- ";
+  j.append(quoted(start_text)).append(" -}}");
+  if (inst_) {
+    std::string query = "((";
+    query.append(quoted(inst_->system_before)).append(" + system + ").append(quoted(inst_->system_after));
+    query.append(" + message['content']) if (loop.first and has_system) else message['content'])");
+    if (trims_content_) query = std::string("(").append(query).append(" | trim)");
+    j.append(folded_system_and_alternation(name_));
+    j.append("{%- for message in turns -%}{%- if message['role'] == 'assistant' -%}{{- ' ' + ").append(content);
+    j.append(" + ").append(quoted(inst_->reply_end)).append(" -}}{%- else -%}{{- (");
+    j.append(quoted(inst_->first_open)).append(" if loop.first else ").append(quoted(inst_->open)).append(") + ");
+    j.append(query).append(" + ").append(quoted(inst_->close)).append(" -}}{%- endif -%}{%- endfor -%}");
+    return j;  // the reply follows the user's [/INST]: no generation prompt
+  }
+  if (folds_system_) {
+    j.append(folded_system_and_alternation(name_));
+  } else {
+    j.append("{%- set has_system = false -%}{%- set system = '' -%}{%- set turns = messages -%}");
+  }
+  const std::string_view other_end = other_turn_end_.empty() ? end_of_turn_ : other_turn_end_;
+  j.append("{%- for message in turns -%}{{- ").append(quoted(before_role_)).append(" + (");
+  j.append(quoted(assistant_role_)).append(" if message['role'] == 'assistant' else message['role']) + ");
+  j.append(quoted(after_role_)).append(" + (system + '\\n\\n' if (loop.first and has_system) else '') + ");
+  j.append(content).append(" -}}{%- if message['role'] == 'assistant' -%}{{- ").append(quoted(end_of_turn_));
+  j.append(" -}}{%- else -%}{{- ").append(quoted(other_end)).append(" -}}{%- endif -%}");
+  if (!after_turn_.empty()) {
+    j.append("{%- if (").append(other_turn_end_.empty() ? "true" : "message['role'] == 'assistant'").append(")");
+    j.append(last_turn_bare_ ? " and not loop.last" : "").append(" -%}{{- ").append(quoted(after_turn_));
+    j.append(" -}}{%- endif -%}");
+  }
+  j.append("{%- endfor -%}{%- if add_generation_prompt -%}{{- ").append(quoted(generation_prompt()));
+  j.append(" -}}{%- endif -%}");
+  return j;
+}
+
+}  // namespace tessera

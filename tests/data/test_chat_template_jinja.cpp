@@ -1,0 +1,77 @@
+// The chat templates' Jinja (ChatTemplate::jinja, written into an export's tokenizer_config.json)
+// rendered by Hugging Face's Jinja engine (npm @huggingface/jinja, fetched into <build>/test-cache/npm;
+// without node or npm these tests skip) gives the text Tessera trains on: the start token's text and
+// the pieces render() gives, with and without a system message, ending on either role, and the
+// generation prompt after it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/chat_template.h"
+#include "data/tokenizer_references.h"
+#include "support/test_support.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Each case's text by the engine: `cases` as render_chat_template.js reads them.
+std::vector<std::string> render_with_jinja(const fs::path& package, const nlohmann::json& cases) {
+  const fs::path dir = testing::scratch_dir();
+  testing::write_text(dir / "cases.json", cases.dump());
+  std::string line = "node";
+  testing::append_word(line, testing::kTokenizerScripts / "render_chat_template.js");
+  testing::append_word(line, package);
+  testing::append_word(line, dir / "cases.json");
+  testing::append_word(line, dir / "out.json");
+  const testing::CommandResult result = testing::run_command(line);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  if (result.exit_code != 0) return std::vector<std::string>(cases.size());
+  return nlohmann::json::parse(testing::read_text(dir / "out.json")).get<std::vector<std::string>>();
+}
+
+TEST(ChatTemplateJinja, RendersAsTessera) {
+  std::string why;
+  const fs::path package = testing::npm_package("@huggingface/jinja@0.5.11", "huggingface-jinja",
+                                                "package/package.json package/dist/index.cjs", why);
+  if (package.empty()) GTEST_SKIP() << why;
+  const std::vector<std::vector<ChatMessage>> conversations = {
+      {{"user", "Hi"}, {"assistant", "Hello."}},
+      {{"system", "Be brief.\n"}, {"user", "  What's 2+2? \n"}, {"assistant", " 4\n"}, {"user", "And 3+3?"},
+       {"assistant", "6"}},
+      {{"user", "One"}, {"assistant", "Two"}, {"user", "Three, 'quoted' and \\ backslashed"}}};
+  nlohmann::json cases = nlohmann::json::array();
+  std::vector<std::string> expected;
+  for (const char* name : {"llama3", "chatml", "phi3", "phi4", "olmo2", "gemma", "llama2", "mistral"}) {
+    const ChatTemplate chat = ChatTemplate::named(name);
+    const std::string start = "<s>";
+    for (const auto& conversation : conversations) {
+      nlohmann::json messages = nlohmann::json::array();
+      for (const ChatMessage& m : conversation) messages.push_back({{"role", m.role}, {"content", m.content}});
+      std::string text = start;
+      for (const DocumentPiece& piece : chat.render(conversation)) text += piece.text;
+      for (bool prompt : {false, true}) {
+        cases.push_back({{"template", chat.jinja(start)}, {"messages", messages}, {"add_generation_prompt", prompt}});
+        expected.push_back(prompt ? text + chat.generation_prompt() : text);
+      }
+    }
+  }
+  const std::vector<std::string> rendered = render_with_jinja(package, cases);
+  ASSERT_EQ(rendered.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(rendered[i], expected[i]) << cases[i]["template"].get<std::string>();
+  std::printf("@huggingface/jinja: %zu renderings compared\n", expected.size());
+}
+
+TEST(ChatTemplateJinja, TemplatesWithoutAJinjaFormAreNamed) {
+  for (const char* name : {"qwen2.5", "qwen3"}) {
+    const std::string message = testing::error_of([&] { ChatTemplate::named(name).jinja("<|endoftext|>"); });
+    EXPECT_TRUE(testing::contains(message, std::string("--chat-template ") + name + ": no Jinja form is written"))
+        << message;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
