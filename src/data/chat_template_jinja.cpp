@@ -43,9 +43,8 @@ std::string folded_system_and_alternation(const std::string& name) {
 }  // namespace
 
 std::string ChatTemplate::jinja(std::string_view start_text) const {
-  TS_CHECK(!thinks_ && !groups_tool_results_ && default_system_.empty(), "--chat-template ", name_,
-           ": no Jinja form is written for this template yet (its think blocks, tool results or default system ",
-           "message); export without --chat-template and set the model's own template");
+  TS_CHECK(!thinks_, "--chat-template ", name_, ": no Jinja form is written for this template yet (its think ",
+           "blocks); export without --chat-template and set the model's own template");
   const std::string content = trims_content_ ? "(message['content'] | trim)" : "message['content']";
   std::string j = "{{- ";
   j.append(quoted(start_text)).append(" -}}");
@@ -66,8 +65,25 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
   } else {
     j.append("{%- set has_system = false -%}{%- set system = '' -%}{%- set turns = messages -%}");
   }
+  if (!default_system_.empty()) {  // Qwen2.5's, unless the conversation opens with its own
+    std::string turn(before_role_);
+    turn.append("system").append(after_role_).append(default_system_).append(end_of_turn_).append(after_turn_);
+    j.append("{%- if not messages or messages[0]['role'] != 'system' -%}{{- ").append(quoted(turn));
+    j.append(" -}}{%- endif -%}");
+  }
   const std::string_view other_end = other_turn_end_.empty() ? end_of_turn_ : other_turn_end_;
-  j.append("{%- for message in turns -%}{{- ").append(quoted(before_role_)).append(" + (");
+  j.append("{%- for message in turns -%}");
+  if (groups_tool_results_) {  // consecutive tool results share a user turn, each in <tool_response>
+    std::string open(before_role_), close(end_of_turn_);
+    open.append("user");
+    close.append(after_turn_);
+    j.append("{%- if message['role'] == 'tool' -%}");
+    j.append("{%- if loop.first or turns[loop.index0 - 1]['role'] != 'tool' -%}{{- ").append(quoted(open));
+    j.append(" -}}{%- endif -%}{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' -}}");
+    j.append("{%- if loop.last or turns[loop.index0 + 1]['role'] != 'tool' -%}{{- ").append(quoted(close));
+    j.append(" -}}{%- endif -%}{%- else -%}");
+  }
+  j.append("{{- ").append(quoted(before_role_)).append(" + (");
   j.append(quoted(assistant_role_)).append(" if message['role'] == 'assistant' else message['role']) + ");
   j.append(quoted(after_role_)).append(" + (system + '\\n\\n' if (loop.first and has_system) else '') + ");
   j.append(content).append(" -}}{%- if message['role'] == 'assistant' -%}{{- ").append(quoted(end_of_turn_));
@@ -77,6 +93,7 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
     j.append(last_turn_bare_ ? " and not loop.last" : "").append(" -%}{{- ").append(quoted(after_turn_));
     j.append(" -}}{%- endif -%}");
   }
+  if (groups_tool_results_) j.append("{%- endif -%}");
   j.append("{%- endfor -%}{%- if add_generation_prompt -%}{{- ").append(quoted(generation_prompt()));
   j.append(" -}}{%- endif -%}");
   return j;
