@@ -108,8 +108,8 @@ void add_convert_command(CLI::App& app) {
                   "the rest bf16: DeepSeek-V3's release form, which vLLM and SGLang serve)")
       ->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template,
-                  "With --to-hf: write this chat template (" + std::string(kChatTemplateNames) + ", not qwen3) "
-                  "into tokenizer_config.json as Jinja, so transformers' apply_chat_template renders "
+                  "With --to-hf: write this chat template (" + std::string(kChatTemplateNames) + ") into "
+                  "tokenizer_config.json as Jinja, so transformers' apply_chat_template renders "
                   "conversations as the run was fine-tuned on them");
   enable_toml_config(*cmd);
   cmd->callback([o, cmd] {

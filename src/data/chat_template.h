@@ -79,8 +79,8 @@ class ChatTemplate {
   std::string known_roles() const;
   // The template as Jinja for a Hugging Face export's tokenizer_config.json: what transformers'
   // apply_chat_template renders from it is `start_text` (the document start token's text) and the pieces
-  // render() gives, and add_generation_prompt adds generation_prompt(). Throws for qwen3 (its think
-  // blocks are not written as Jinja yet).
+  // render() gives, and add_generation_prompt adds generation_prompt() (Qwen3's enable_thinking=false
+  // its empty think block).
   std::string jinja(std::string_view start_text) const;
   // Throws naming the template and the fix unless `tokenizer` holds every special token it uses.
   void require_tokens_of(const Tokenizer& tokenizer) const;

@@ -43,8 +43,6 @@ std::string folded_system_and_alternation(const std::string& name) {
 }  // namespace
 
 std::string ChatTemplate::jinja(std::string_view start_text) const {
-  TS_CHECK(!thinks_, "--chat-template ", name_, ": no Jinja form is written for this template yet (its think ",
-           "blocks); export without --chat-template and set the model's own template");
   const std::string content = trims_content_ ? "(message['content'] | trim)" : "message['content']";
   std::string j = "{{- ";
   j.append(quoted(start_text)).append(" -}}");
@@ -72,6 +70,12 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
     j.append(" -}}{%- endif -%}");
   }
   const std::string_view other_end = other_turn_end_.empty() ? end_of_turn_ : other_turn_end_;
+  if (thinks_) {  // Qwen3: the last user query that is not a tool result
+    j.append("{%- set ns = namespace(last_query=(messages | length) - 1) -%}{%- for message in messages -%}");
+    j.append("{%- if message['role'] == 'user' and not (message['content'].startswith('<tool_response>') and ");
+    j.append("message['content'].endswith('</tool_response>')) -%}{%- set ns.last_query = loop.index0 -%}");
+    j.append("{%- endif -%}{%- endfor -%}");
+  }
   j.append("{%- for message in turns -%}");
   if (groups_tool_results_) {  // consecutive tool results share a user turn, each in <tool_response>
     std::string open(before_role_), close(end_of_turn_);
@@ -83,10 +87,21 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
     j.append("{%- if loop.last or turns[loop.index0 + 1]['role'] != 'tool' -%}{{- ").append(quoted(close));
     j.append(" -}}{%- endif -%}{%- else -%}");
   }
+  j.append("{%- set text = ").append(content).append(" -%}");
+  if (thinks_) {  // reasoning_content, or what the content holds before </think>; a think block after the query
+    j.append("{%- if message['role'] == 'assistant' -%}{%- set reasoning = '' -%}");
+    j.append("{%- if message['reasoning_content'] is string and message['reasoning_content'] -%}");
+    j.append("{%- set reasoning = message['reasoning_content'] -%}{%- elif '</think>' in text -%}");
+    j.append("{%- set reasoning = text.split('</think>')[0].split('<think>')[-1] -%}");
+    j.append("{%- set text = text.split('</think>')[-1].lstrip('\\n') -%}{%- endif -%}");
+    j.append("{%- if loop.index0 > ns.last_query and (loop.last or reasoning) -%}");
+    j.append("{%- set text = '<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + text.lstrip('\\n') -%}");
+    j.append("{%- endif -%}{%- endif -%}");
+  }
   j.append("{{- ").append(quoted(before_role_)).append(" + (");
   j.append(quoted(assistant_role_)).append(" if message['role'] == 'assistant' else message['role']) + ");
-  j.append(quoted(after_role_)).append(" + (system + '\\n\\n' if (loop.first and has_system) else '') + ");
-  j.append(content).append(" -}}{%- if message['role'] == 'assistant' -%}{{- ").append(quoted(end_of_turn_));
+  j.append(quoted(after_role_)).append(" + (system + '\\n\\n' if (loop.first and has_system) else '') + text");
+  j.append(" -}}{%- if message['role'] == 'assistant' -%}{{- ").append(quoted(end_of_turn_));
   j.append(" -}}{%- else -%}{{- ").append(quoted(other_end)).append(" -}}{%- endif -%}");
   if (!after_turn_.empty()) {
     j.append("{%- if (").append(other_turn_end_.empty() ? "true" : "message['role'] == 'assistant'").append(")");
@@ -95,6 +110,12 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
   }
   if (groups_tool_results_) j.append("{%- endif -%}");
   j.append("{%- endfor -%}{%- if add_generation_prompt -%}{{- ").append(quoted(generation_prompt()));
+  if (thinks_) {  // Qwen3's enable_thinking=false: an empty think block opens the reply
+    j.append(" -}}{%- if enable_thinking is defined and enable_thinking is false -%}{{- ");
+    j.append(quoted(generation_prompt(false).substr(generation_prompt().size())));
+    j.append(" -}}{%- endif -%}{%- endif -%}");
+    return j;
+  }
   j.append(" -}}{%- endif -%}");
   return j;
 }
