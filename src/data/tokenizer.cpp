@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "data/metaspace.h"
 #include "data/unicode_nfc.h"
 #include "data/utf8_char.h"
 
@@ -22,9 +23,6 @@ constexpr size_t kMaxCachedPieceBytes = 256;
 
 // The end-of-text tokens a vocabulary may have, the first one present taking the role.
 constexpr std::string_view kEndOfTextNames[] = {kEndOfText, kLlamaEndOfText, "</s>", "<eos>"};
-
-// "▁" (U+2581), SentencePiece's space.
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 
 }  // namespace
 
@@ -194,13 +192,7 @@ void Tokenizer::encode_ordinary(std::string_view text, TextStart start, std::vec
                         (rules_.space_prefix == SpacePrefix::metaspace_first && start == TextStart::input &&
                          !spaced_already);
   std::string spaced = prefixed ? " " : "";  // the text with its "▁" as spaces
-  for (size_t at = 0; at < text.size();) {
-    const size_t metaspace = text.find(kMetaspace, at);
-    spaced.append(text.substr(at, metaspace - at));
-    if (metaspace == std::string_view::npos) break;
-    spaced += ' ';
-    at = metaspace + kMetaspace.size();
-  }
+  append_with_spaces(spaced, text);
   const std::string_view whole = spaced;
   size_t piece_start = 0;
   const bool every_space = rules_.split_at_every_space;

@@ -8,6 +8,7 @@
 #include "core/user_text.h"
 #include "data/byte_level.h"
 #include "data/json_excerpt.h"
+#include "data/metaspace.h"
 #include "data/whole_file.h"
 
 namespace tessera {
@@ -37,13 +38,7 @@ std::optional<std::string> sentencepiece_bytes(std::string_view text) {
     return std::string(1, char(hex(text[3]) * 16 + hex(text[4])));
   if (text.find(' ') != std::string_view::npos) return std::nullopt;
   std::string bytes;
-  for (size_t at = 0; at < text.size();) {
-    const size_t metaspace = text.find("\xE2\x96\x81", at);
-    bytes.append(text.substr(at, metaspace - at));
-    if (metaspace == std::string_view::npos) break;
-    bytes += ' ';
-    at = metaspace + 3;
-  }
+  append_with_spaces(bytes, text);
   return bytes;
 }
 
@@ -74,8 +69,11 @@ TextVocab::TextVocab(const nlohmann::json& vocab, const std::map<int32_t, std::s
     TS_CHECK(!known[size_t(id)], file_, ": id ", id, " is given to two tokens, one is '", text, "'");
     std::optional<std::string> bytes = sentencepiece ? sentencepiece_bytes(text) : byte_level_decode(text);
     TS_CHECK(bytes.has_value(), file_, ": token ", quoted_text(text, 40), " (id ", id, ") ",
-             sentencepiece ? "holds a plain space, which SentencePiece's normaliser turns into \"\xE2\x96\x81\""
-                           : "is not byte-level BPE text (a SentencePiece vocabulary has \"byte_fallback\": true)");
+             sentencepiece ? std::string("holds a plain space, which SentencePiece's normaliser turns into \"")
+                                 .append(kMetaspace)
+                                 .append("\"")
+                           : std::string("is not byte-level BPE text (a SentencePiece vocabulary has \"byte_fallback\": "
+                                         "true)"));
     place(id, std::move(*bytes));
   }
   for (const auto& [id, text] : added) {

@@ -14,6 +14,7 @@
 #include "core/user_text.h"
 #include "data/byte_level.h"
 #include "data/json_excerpt.h"
+#include "data/metaspace.h"
 #include "data/tokenizer_files.h"
 
 namespace tessera {
@@ -59,7 +60,7 @@ void check_supported(const Json& root, const std::string& name) {
 // Mistral tokenizers), its prepend_scheme and split.
 void read_sentencepiece_spaces(const Json& root, const std::string& name, EncodingRules& rules) {
   using SpacePrefix = EncodingRules::SpacePrefix;
-  const std::string metaspace = "\xE2\x96\x81";
+  const std::string metaspace(kMetaspace);
   const Json normalizer = root.value("normalizer", Json());
   const Json pre = root.value("pre_tokenizer", Json());
   if (type_of(pre) == "Metaspace") {
@@ -307,7 +308,7 @@ Json template_processing(const EncodingRules& rules, const std::vector<std::stri
 void write_rules(const EncodingRules& rules, const std::vector<std::string>& tokens, Json& root) {
   const Json processing = template_processing(rules, tokens);
   if (rules.sentencepiece()) {
-    const std::string metaspace = "\xE2\x96\x81";
+    const std::string metaspace(kMetaspace);
     using SpacePrefix = EncodingRules::SpacePrefix;
     const Json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", metaspace}};
     const bool metaspace_first = rules.space_prefix == SpacePrefix::metaspace_first;
@@ -353,13 +354,8 @@ void write_rules(const EncodingRules& rules, const std::vector<std::string>& tok
 // How the file spells each token: byte-level text, or SentencePiece's (spaces as "▁", byte tokens <0xXX>).
 std::vector<std::string> spelled_tokens(const std::vector<std::string>& tokens, const EncodingRules& rules) {
   std::vector<std::string> spelled(tokens.size());
-  for (size_t id = 0; id < tokens.size(); ++id) {
-    if (!rules.sentencepiece()) {
-      spelled[id] = byte_level_encode(tokens[id]);
-      continue;
-    }
-    for (char c : tokens[id]) spelled[id] += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
-  }
+  for (size_t id = 0; id < tokens.size(); ++id)
+    spelled[id] = rules.sentencepiece() ? with_metaspaces(tokens[id]) : byte_level_encode(tokens[id]);
   for (int b = 0; b < 256 && rules.sentencepiece(); ++b)
     spelled[size_t(rules.fallback_bytes[size_t(b)])] = vocab_files::byte_token_text(b);
   return spelled;

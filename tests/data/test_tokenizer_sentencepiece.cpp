@@ -11,6 +11,7 @@
 
 #include "data/choice_examples.h"
 #include "data/corpus.h"
+#include "data/metaspace.h"
 #include "data/tokenizer.h"
 #include "support/test_support.h"
 
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kSpace = "\xE2\x96\x81";  // "▁"
+const std::string kSpace(kMetaspace);  // "▁"
 
 // <unk> 0, <s> 1, </s> 2, the byte tokens <0x00>..<0xFF> at 3..258, then `pieces` from 259 on, merged
 // by `merges` ("left right", in rank order); Llama 2's normalizer (a "▁" prepended) or Gemma's.
