@@ -101,6 +101,15 @@ TEST(HfLlama, ExportReadsEachShardsTensorsAsItWritesIt) {
   expect_same_bits(original, imported);
 }
 
+// dir's config.json rewritten from `hf` with `key` set to `value`: reading it is refused naming the field.
+void expect_field_refused(const std::filesystem::path& dir, nlohmann::json hf, const std::string& key,
+                          const nlohmann::json& value) {
+  hf[key] = value;
+  testing::write_text(dir / "config.json", hf.dump());
+  const std::string message = testing::error_of([&] { read_hf_config(dir); });
+  EXPECT_TRUE(testing::contains(message, std::string("field '").append(key).append("'"))) << message;
+}
+
 // `preset`'s freshly initialised model saved as a Hugging Face folder in `dir`; its config.
 ModelConfig save_preset(const std::string& preset, const std::filesystem::path& dir) {
   const ModelConfig config = model_preset(preset);
@@ -352,14 +361,8 @@ TEST(HfLlama, Starcoder2BiasesLayerNormsAndConfig) {
   hf["residual_dropout"] = 0.1;  // StarCoder2-3B's
   testing::write_text(dir / "config.json", hf.dump());
   EXPECT_TRUE(read_hf_config(dir) == config);
-  for (const auto& [key, value] :
-       {std::pair{"use_bias", nlohmann::json(false)}, {"hidden_act", nlohmann::json("gelu")}}) {
-    nlohmann::json bad = hf;
-    bad[key] = value;
-    testing::write_text(dir / "config.json", bad.dump());
-    const std::string message = testing::error_of([&] { read_hf_config(dir); });
-    EXPECT_TRUE(testing::contains(message, std::string("field '") + key + "'")) << message;
-  }
+  expect_field_refused(dir, hf, "use_bias", false);
+  expect_field_refused(dir, hf, "hidden_act", "gelu");
 }
 
 // OLMoE: pre-norm blocks with q_norm and k_norm over all heads, Qwen3-MoE's router and experts under
@@ -464,16 +467,9 @@ TEST(HfLlama, Gemma3NamesConfigAndGains) {
   EXPECT_EQ(folded.local_rope_theta, 1234.0f);
   EXPECT_TRUE(folded.rope.linear);
   EXPECT_EQ(folded.rope.factor, 8.0f);
-  for (const auto& [key, value, field] :
-       {std::tuple{"final_logit_softcapping", nlohmann::json(30.0), "final_logit_softcapping"},
-        {"hidden_activation", nlohmann::json("gelu"), "hidden_activation"},
-        {"layer_types", nlohmann::json::parse(R"(["sliding_attention"])"), "layer_types"}}) {
-    nlohmann::json bad = hf;
-    bad[key] = value;
-    testing::write_text(dir / "config.json", bad.dump());
-    const std::string message = testing::error_of([&] { read_hf_config(dir); });
-    EXPECT_TRUE(testing::contains(message, std::string("field '") + field + "'")) << message;
-  }
+  expect_field_refused(dir, hf, "final_logit_softcapping", 30.0);
+  expect_field_refused(dir, hf, "hidden_activation", "gelu");
+  expect_field_refused(dir, hf, "layer_types", nlohmann::json::parse(R"(["sliding_attention"])"));
 }
 
 // Gemma 3 4B-27B's folders (Gemma3ForConditionalGeneration, model_type "gemma3"): the text model's

@@ -90,6 +90,12 @@ void expect_plan_matches_training(const Case& k) {
       << ", scratch " << planned.scratch << ", logits " << planned.logits << ")";
 }
 
+// The plan against the allocator's peak for `model`'s 8 sequences of 64 tokens, without recomputation
+// and with each kind of it.
+void expect_plan_matches_training_each_recompute(const char* model) {
+  for (const char* recompute : {"none", "selective", "full"}) expect_plan_matches_training({model, recompute, 8, 64});
+}
+
 TEST(MemoryPlan, Gpt2TinyMatchesTheAllocatorPeak) {
   for (const char* recompute : {"none", "selective", "full"}) {
     expect_plan_matches_training({"gpt2-tiny", recompute, 4, 32});
@@ -98,48 +104,42 @@ TEST(MemoryPlan, Gpt2TinyMatchesTheAllocatorPeak) {
 }
 
 TEST(MemoryPlan, LlamaTinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"}) expect_plan_matches_training({"llama-tiny", recompute, 8, 64});
+  expect_plan_matches_training_each_recompute("llama-tiny");
 }
 
 // Qwen3: the queries and keys kept before their norms, heads wider than the model (dcore outgrows dnormed).
 TEST(MemoryPlan, Qwen3TinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"}) expect_plan_matches_training({"qwen3-tiny", recompute, 8, 64});
+  expect_plan_matches_training_each_recompute("qwen3-tiny");
 }
 
 // OLMo 2: the query and key norms' statistics a token, not a head; the sublayers' output gradients
 // (dbranch) beside the residual's.
 TEST(MemoryPlan, Olmo2TinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"})
-    expect_plan_matches_training({"olmo2-tiny", recompute, 8, 64});
+  expect_plan_matches_training_each_recompute("olmo2-tiny");
 }
 
 TEST(MemoryPlan, OlmoeTinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"})
-    expect_plan_matches_training({"olmoe-tiny", recompute, 8, 64});
+  expect_plan_matches_training_each_recompute("olmoe-tiny");
 }
 
 // Gemma 3: four norms a block and the sublayers' output gradients; the sliding layers' first keys.
 TEST(MemoryPlan, Gemma3TinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"})
-    expect_plan_matches_training({"gemma3-tiny", recompute, 8, 64});
+  expect_plan_matches_training_each_recompute("gemma3-tiny");
 }
 
 // StarCoder2: LayerNorms and a GELU MLP (GPT-2's activations) with Llama's attention and a window.
 TEST(MemoryPlan, Starcoder2TinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"})
-    expect_plan_matches_training({"starcoder2-tiny", recompute, 8, 64});
+  expect_plan_matches_training_each_recompute("starcoder2-tiny");
 }
 
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"})
-    expect_plan_matches_training({"mixtral-tiny", recompute, 8, 64});
+  expect_plan_matches_training_each_recompute("mixtral-tiny");
 }
 
 // DeepSeek-V3: latent attention's latents and values kept, its backward's temporaries, the routed
 // experts' scaled weights.
 TEST(MemoryPlan, DeepSeekV3TinyMatchesTheAllocatorPeak) {
-  for (const char* recompute : {"none", "selective", "full"})
-    expect_plan_matches_training({"deepseek-v3-tiny", recompute, 8, 64});
+  expect_plan_matches_training_each_recompute("deepseek-v3-tiny");
 }
 
 TEST(MemoryPlan, ZeroStagesMatchTheAllocatorPeak) {
