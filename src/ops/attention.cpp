@@ -126,7 +126,7 @@ void check_doc_starts(const char* op, const Tensor& doc_starts, int64_t B, int64
 }  // namespace detail
 
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads,
-                       const Tensor& doc_starts) {
+                       const Tensor& doc_starts, float softcap) {
   const char* op = "attention_forward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
@@ -136,10 +136,11 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   detail::check_shape(op, "lse", lse, {d.B, d.NH, d.T});
   detail::check_doc_starts(op, doc_starts, d.B, d.T);
+  detail::check_softcap(op, softcap, device);
   const int32_t* starts = doc_starts.defined() ? doc_starts.data<int32_t>() : nullptr;
   switch (device) {
     case Device::cpu:
-      cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH, d.NKV, starts);
+      cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), d.B, d.T, d.C, d.NH, d.NKV, starts, softcap);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA
@@ -167,7 +168,7 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_head
 }
 
 void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int num_heads, int num_kv_heads, const Tensor& doc_starts) {
+                        int num_heads, int num_kv_heads, const Tensor& doc_starts, float softcap) {
   const char* op = "attention_backward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
@@ -183,11 +184,12 @@ void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, con
   detail::check_shape(op, "out", out, {d.B, d.T, d.C});
   detail::check_shape(op, "lse", lse, {d.B, d.NH, d.T});
   detail::check_doc_starts(op, doc_starts, d.B, d.T);
+  detail::check_softcap(op, softcap, device);
   const int32_t* starts = doc_starts.defined() ? doc_starts.data<int32_t>() : nullptr;
   switch (device) {
     case Device::cpu:
       cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), d.B, d.T, d.C, d.NH,
-                               d.NKV, starts);
+                               d.NKV, starts, softcap);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA

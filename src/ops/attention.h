@@ -15,6 +15,9 @@
 // W the later t - W + 1), and query t sees keys [doc_starts[b,t], t] only. Along each sequence the entries
 // never decrease and each lies in [0, t]; the CPU checks this, the GPU does not read them back.
 // Undefined: plain causal.
+// Soft-capped scores (Gemma 2's attn_logit_softcapping): with softcap > 0 each scaled score s becomes
+// softcap * tanh(s / softcap) before the mask and the softmax, and the backward carries dS through its
+// derivative 1 - tanh^2 (the lse is the capped scores'). CPU only: the GPU kernels refuse it.
 // cuDNN's kernel does not take them; a masked call runs on Tessera's kernels. Every kernel's backward gives
 // the same bits every run, except cuDNN's when deterministic_kernels() is off (ops/deterministic_kernels.h).
 #pragma once
@@ -57,11 +60,11 @@ bool cudnn_attention_allowed(AttentionKernel kernel, int64_t workspace);
 // reports. tessera in a build without cuDNN or off the GPU.
 AttentionKernel attention_kernel_for(int64_t B, int64_t NH, int64_t T, int64_t HS, bool document_mask);
 
-// num_kv_heads = 0 means num_heads (multi-head attention).
+// num_kv_heads = 0 means num_heads (multi-head attention); softcap 0: scores not capped.
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int num_heads, int num_kv_heads = 0,
-                       const Tensor& doc_starts = {});
+                       const Tensor& doc_starts = {}, float softcap = 0.0f);
 void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int num_heads, int num_kv_heads = 0, const Tensor& doc_starts = {});
+                        int num_heads, int num_kv_heads = 0, const Tensor& doc_starts = {}, float softcap = 0.0f);
 
 namespace detail {
 

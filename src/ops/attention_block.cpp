@@ -51,9 +51,9 @@ void check_positions(const char* op, const char* name, std::span<const int32_t> 
 }
 
 // The dimensions of a (query block, kv block) pair; kv (B, Tk, 2*NKV*HS) against qkv's B, NKV and HS;
-// the document starts (B, Tq) against the query positions.
+// the document starts (B, Tq) against the query positions; the soft cap against the device.
 cpu::AttentionBlock block_dims(const char* op, const Tensor& qkv, const Tensor& kv, BlockPositions positions,
-                               int num_heads, int num_kv_heads, const Tensor& doc_starts) {
+                               int num_heads, int num_kv_heads, const Tensor& doc_starts, float softcap) {
   const detail::AttentionDims d = detail::attention_dims(op, qkv, num_heads, num_kv_heads);
   const int64_t HS = d.head_size();
   TS_CHECK(kv.ndim() == 3 && kv.size(0) == d.B && kv.size(2) == 2 * d.NKV * HS, op, ": kv has shape ",
@@ -62,6 +62,7 @@ cpu::AttentionBlock block_dims(const char* op, const Tensor& qkv, const Tensor& 
   check_positions(op, "positions.q", positions.q, d.T);
   check_positions(op, "positions.kv", positions.kv, kv.size(1));
   detail::check_doc_starts(op, doc_starts, d.B, d.T, positions.q);
+  detail::check_softcap(op, softcap, qkv.device());
   return {d.B,
           d.T,
           kv.size(1),
@@ -70,7 +71,8 @@ cpu::AttentionBlock block_dims(const char* op, const Tensor& qkv, const Tensor& 
           HS,
           positions.q.data(),
           positions.kv.data(),
-          doc_starts.defined() && doc_starts.device() == Device::cpu ? doc_starts.data<int32_t>() : nullptr};
+          doc_starts.defined() && doc_starts.device() == Device::cpu ? doc_starts.data<int32_t>() : nullptr,
+          softcap};
 }
 
 // rows rows of `width` floats, from rows `from_ld` floats apart to rows `to_ld` floats apart.
@@ -82,7 +84,7 @@ void copy_rows(float* to, int64_t to_ld, const float* from, int64_t from_ld, int
 
 void attention_block_forward(Tensor& out, Tensor& lse, const Tensor& qkv, const Tensor& kv,
                              BlockPositions positions, int num_heads, int num_kv_heads, bool first,
-                             const Tensor& doc_starts) {
+                             const Tensor& doc_starts, float softcap) {
   const char* op = "attention_block_forward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
@@ -91,7 +93,7 @@ void attention_block_forward(Tensor& out, Tensor& lse, const Tensor& qkv, const 
                                                 {"qkv", qkv, dtype},
                                                 {"kv", kv},
                                                 {"doc_starts", doc_starts, DType::i32, true}});
-  const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads, doc_starts);
+  const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads, doc_starts, softcap);
   detail::check_shape(op, "out", out, {a.B, a.Tq, a.NH * a.HS});
   detail::check_shape(op, "lse", lse, {a.B, a.NH, a.Tq});
   if (device == Device::cpu) return cpu::attention_block_forward(out.f32(), lse.f32(), qkv.f32(), kv.f32(), a, first);
@@ -129,14 +131,14 @@ void attention_block_delta(Tensor& delta, const Tensor& dout, const Tensor& out,
 
 void attention_block_backward(Tensor& dqkv, Tensor& dkv, const Tensor& dout, const Tensor& qkv, const Tensor& kv,
                               const Tensor& lse, const Tensor& delta, BlockPositions positions, int num_heads,
-                              int num_kv_heads, const Tensor& doc_starts) {
+                              int num_kv_heads, const Tensor& doc_starts, float softcap) {
   const char* op = "attention_block_backward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
   const Device device =
       detail::check_args(op, {{"dqkv", dqkv, dtype}, {"dkv", dkv}, {"dout", dout, dtype}, {"qkv", qkv, dtype},
                               {"kv", kv}, {"lse", lse}, {"delta", delta}, {"doc_starts", doc_starts, DType::i32, true}});
-  const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads, doc_starts);
+  const cpu::AttentionBlock a = block_dims(op, qkv, kv, positions, num_heads, num_kv_heads, doc_starts, softcap);
   detail::check_shape(op, "dqkv", dqkv, qkv.shape());
   detail::check_shape(op, "dkv", dkv, kv.shape());
   detail::check_shape(op, "dout", dout, {a.B, a.Tq, a.NH * a.HS});

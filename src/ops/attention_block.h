@@ -12,6 +12,7 @@
 // doc_starts (B,Tq) i32 on qkv's device, or undefined: the true position of each query's document start
 // (packed sequences, ops/attention.h); query p at row (b, i) then sees key s iff doc_starts[b,i] <= s <= p,
 // so a row may see no key of a block. Non-decreasing along each row's positions, each <= its position.
+// softcap > 0 caps the scores before the mask (Gemma 2's, as in ops/attention.h; CPU only).
 // f32 on the CPU. On the GPU qkv, out, dout and dqkv may also be bf16 or f16 (fp32 arithmetic); kv, dkv,
 // lse and delta are f32 on both devices (kv crosses the ring and dkv sums over it unrounded).
 #pragma once
@@ -30,12 +31,12 @@ struct BlockPositions {
 // num_kv_heads = 0 means num_heads (multi-head attention), as in ops/attention.h.
 void attention_block_forward(Tensor& out, Tensor& lse, const Tensor& qkv, const Tensor& kv,
                              BlockPositions positions, int num_heads, int num_kv_heads, bool first,
-                             const Tensor& doc_starts = {});
+                             const Tensor& doc_starts = {}, float softcap = 0.0f);
 // delta (B,NH,Tq) written: D = sum over each head's HS channels of dout * out (B,Tq,NH*HS).
 void attention_block_delta(Tensor& delta, const Tensor& dout, const Tensor& out, int num_heads);
 void attention_block_backward(Tensor& dqkv, Tensor& dkv, const Tensor& dout, const Tensor& qkv, const Tensor& kv,
                               const Tensor& lse, const Tensor& delta, BlockPositions positions, int num_heads,
-                              int num_kv_heads, const Tensor& doc_starts = {});
+                              int num_kv_heads, const Tensor& doc_starts = {}, float softcap = 0.0f);
 
 // kv (B,T,2*NKV*HS): a copy of the k and v channels of qkv (B,T,(NH+2NKV)*HS).
 Tensor attention_block_kv(const Tensor& qkv, int num_heads, int num_kv_heads);

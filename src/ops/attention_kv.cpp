@@ -14,7 +14,7 @@
 namespace tessera {
 
 void attention_kv_forward(Tensor& out, Tensor& k_cache, Tensor& v_cache, const Tensor& qkv, int64_t past,
-                          int num_heads, int num_kv_heads, int64_t window) {
+                          int num_heads, int num_kv_heads, int64_t window, float softcap) {
   const char* op = "attention_kv_forward";
   detail::check_float_dtype(op, "qkv", qkv);
   const DType dtype = qkv.dtype();
@@ -32,10 +32,11 @@ void attention_kv_forward(Tensor& out, Tensor& k_cache, Tensor& v_cache, const T
   TS_CHECK(past >= 0 && past + Tq <= capacity, op, ": tokens at positions ", past, "..", past + Tq - 1,
            " do not fit a cache of ", capacity, " positions");
   TS_CHECK(window >= 0, op, ": window must be 0 (none) or positive, got ", window);
+  detail::check_softcap(op, softcap, device);
   switch (device) {
     case Device::cpu:
       cpu::attention_kv_forward(out.f32(), k_cache.f32(), v_cache.f32(), qkv.f32(), B, Tq, past, capacity, NH, NKV,
-                                HS, window);
+                                HS, window, softcap);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA

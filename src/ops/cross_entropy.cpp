@@ -13,7 +13,8 @@
 
 namespace tessera {
 
-void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, int64_t vocab_size, float dloss) {
+void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, int64_t vocab_size, float dloss,
+                           float softcap) {
   const char* op = "softmax_cross_entropy";
   detail::check_float_dtype(op, "logits", logits);
   const DType dtype = logits.dtype();
@@ -25,10 +26,12 @@ void softmax_cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets
            "], the padded width of logits");
   detail::check_shape(op, "targets", targets, {N});
   detail::check_shape(op, "losses", losses, {N});
+  detail::check_softcap(op, softcap, device);
   switch (device) {
     case Device::cpu:
       detail::check_targets(op, targets, vocab_size);  // one outside [0, V) would index padding or past the row
-      cpu::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss);
+      cpu::softmax_cross_entropy(losses.f32(), logits.f32(), targets.data<int32_t>(), N, vocab_size, Vp, dloss,
+                                 softcap);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA

@@ -84,7 +84,7 @@ void cross_entropy_shard_rescale(Tensor& sum_exp, const Tensor& local_max, const
 
 void cross_entropy_shard_finish(Tensor& losses, Tensor& logits_shard, const Tensor& targets, const Tensor& max,
                                 const Tensor& sum_exp, const Tensor& target_logit, int64_t first_col,
-                                int64_t vocab_size, float dloss) {
+                                int64_t vocab_size, float dloss, float softcap) {
   const char* op = "cross_entropy_shard_finish";
   detail::check_float_dtype(op, "logits_shard", logits_shard);
   const Device device = detail::check_args(op, {{"losses", losses}, {"logits_shard", logits_shard, logits_shard.dtype()},
@@ -95,10 +95,12 @@ void cross_entropy_shard_finish(Tensor& losses, Tensor& logits_shard, const Tens
   for (auto [name, t] : {Named{"losses", &losses}, Named{"max", &max}, Named{"sum_exp", &sum_exp},
                          Named{"target_logit", &target_logit}})
     detail::check_shape(op, name, *t, {d.N});
+  detail::check_softcap(op, softcap, device);
   switch (device) {
     case Device::cpu:
       cpu::cross_entropy_shard_finish(losses.f32(), logits_shard.f32(), targets.data<int32_t>(), max.f32(),
-                                      sum_exp.f32(), target_logit.f32(), d.N, d.Vs, first_col, d.real, dloss);
+                                      sum_exp.f32(), target_logit.f32(), d.N, d.Vs, first_col, d.real, dloss,
+                                      softcap);
       return;
     case Device::cuda:
 #ifdef TESSERA_WITH_CUDA

@@ -10,6 +10,8 @@
 //   3. cross_entropy_shard_finish: losses (N) = log(sum) + max - target logit on every rank, and when
 //      dloss != 0 the shard overwritten in place with dloss * (softmax - onehot(target)), as
 //      softmax_cross_entropy does for a whole row.
+// softcap > 0: the shard holds logit_softcap's capped logits, and finish writes the raw logits' gradient, as
+// softmax_cross_entropy does (CPU only).
 // Dtypes: logits f32, or bf16/f16 on the GPU (computed in fp32); statistics and losses f32 (N).
 #pragma once
 
@@ -25,6 +27,6 @@ void cross_entropy_shard_stats(Tensor& max, Tensor& sum_exp, Tensor& target_logi
 void cross_entropy_shard_rescale(Tensor& sum_exp, const Tensor& local_max, const Tensor& global_max);
 void cross_entropy_shard_finish(Tensor& losses, Tensor& logits_shard, const Tensor& targets, const Tensor& max,
                                 const Tensor& sum_exp, const Tensor& target_logit, int64_t first_col,
-                                int64_t vocab_size, float dloss);
+                                int64_t vocab_size, float dloss, float softcap = 0.0f);
 
 }  // namespace tessera

@@ -1,6 +1,8 @@
 // Argument checks shared by the op entry points.
 #include "ops/op_checks.h"
 
+#include <cmath>
+
 #include "core/ignored_target.h"
 
 namespace tessera::detail {
@@ -43,6 +45,13 @@ void check_targets(const char* op, const Tensor& targets, int64_t vocab_size) {
   for (int64_t n = 0; n < targets.numel(); n++)
     TS_CHECK((ids[n] >= 0 && ids[n] < vocab_size) || ids[n] == kIgnoredTarget, op, ": target ", ids[n], " of row ",
              n, " is outside the vocabulary [0, ", vocab_size, ") and is not ", kIgnoredTarget, " (an ignored target)");
+}
+
+void check_softcap(const char* op, float softcap, Device device) {
+  TS_CHECK(std::isfinite(softcap) && softcap >= 0.0f, op, ": softcap is ", softcap,
+           ", expected 0 (not capped) or a positive cap");
+  TS_CHECK(softcap == 0.0f || device == Device::cpu, op, ": soft-capping (Gemma 2's attention scores and ",
+           "logits) has no GPU kernel yet; run this model with --device cpu");
 }
 
 void fail_no_cuda_kernel(const char* op) {

@@ -28,6 +28,9 @@ void check_float_dtype(const char* op, const char* name, const Tensor& t);
 // Every class id in targets (i32, on the host) lies in the vocabulary [0, vocab_size) or is
 // kIgnoredTarget.
 void check_targets(const char* op, const Tensor& targets, int64_t vocab_size);
+// A soft cap (Gemma 2's on attention scores and logits, x -> softcap tanh(x / softcap)) is 0 (none) or
+// finite and positive, and 0 on the GPU, where no kernel caps yet.
+void check_softcap(const char* op, float softcap, Device device);
 // Raised by an op's Device::cuda branch until its CUDA kernel lands.
 [[noreturn]] void fail_no_cuda_kernel(const char* op);
 

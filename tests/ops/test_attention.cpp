@@ -1,7 +1,8 @@
 // Causal self-attention, multi-head and grouped-query: out and lse against a double reference over
 // shapes that span several query tiles (T not a multiple of anything, several heads), gradients by
 // finite differences, GQA against MHA on duplicated kv heads, causality, the written dqkv, thread-count
-// independence, bad shapes and head counts.
+// independence, bad shapes and head counts; Gemma 2's soft-capped scores against the reference and finite
+// differences, and bad caps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,9 +31,9 @@ struct AttentionShape {
 }
 
 // out (B,T,C) and lse (B,NH,T) computed in double with plain loops; query head h reads kv head
-// h / (NH / NKV) of qkv (B, T, (NH + 2*NKV) * HS).
+// h / (NH / NKV) of qkv (B, T, (NH + 2*NKV) * HS); softcap > 0 caps each score s at softcap tanh(s / softcap).
 void reference_attention(const Tensor& qkv, const AttentionShape& s, std::vector<double>& out,
-                         std::vector<double>& lse) {
+                         std::vector<double>& lse, double softcap = 0.0) {
   const int64_t HS = s.head_size(), W = s.width(), NKV = s.kv_heads();
   out.assign(size_t(s.B * s.T * s.C), 0.0);
   lse.assign(size_t(s.B * s.NH * s.T), 0.0);
@@ -49,6 +50,7 @@ void reference_attention(const Tensor& qkv, const AttentionShape& s, std::vector
           double dot = 0.0;
           for (int64_t d = 0; d < HS; d++) dot += double(q[d]) * k[d];
           w[size_t(j)] = dot / std::sqrt(double(HS));
+          if (softcap > 0.0) w[size_t(j)] = softcap * std::tanh(w[size_t(j)] / softcap);
           max_s = std::max(max_s, w[size_t(j)]);
         }
         double sum = 0.0;
@@ -62,13 +64,13 @@ void reference_attention(const Tensor& qkv, const AttentionShape& s, std::vector
     }
 }
 
-void check_forward_against_reference(const AttentionShape& s) {
-  SCOPED_TRACE(describe(s));
+void check_forward_against_reference(const AttentionShape& s, float softcap = 0.0f) {
+  SCOPED_TRACE(describe(s) << " softcap=" << softcap);
   Tensor qkv = random_tensor(s.qkv_shape(), 31, -2.0f, 2.0f);
   Tensor out = Tensor::zeros({s.B, s.T, s.C}), lse = Tensor::zeros({s.B, s.NH, s.T});
-  attention_forward(out, lse, qkv, int(s.NH), int(s.NKV));
+  attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), {}, softcap);
   std::vector<double> out_ref, lse_ref;
-  reference_attention(qkv, s, out_ref, lse_ref);
+  reference_attention(qkv, s, out_ref, lse_ref, softcap);
   testing::expect_close(out, out_ref, 2e-5, 1e-4, "out");
   testing::expect_close(lse, lse_ref, 2e-5, 1e-5, "lse");
 }
@@ -86,19 +88,19 @@ TEST(Attention, GroupedQueryForwardMatchesDoubleReference) {
     check_forward_against_reference(s);
 }
 
-void check_backward_by_finite_differences(const AttentionShape& s) {
-  SCOPED_TRACE(describe(s));
+void check_backward_by_finite_differences(const AttentionShape& s, float softcap = 0.0f) {
+  SCOPED_TRACE(describe(s) << " softcap=" << softcap);
   Tensor qkv = random_tensor(s.qkv_shape(), 41, -1.5f, 1.5f);
   Tensor dout = random_tensor({s.B, s.T, s.C}, 42);
   Tensor out = Tensor::zeros({s.B, s.T, s.C}), lse = Tensor::zeros({s.B, s.NH, s.T});
   auto loss = [&] {
-    attention_forward(out, lse, qkv, int(s.NH), int(s.NKV));
+    attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), {}, softcap);
     return testing::dot(out, dout);
   };
   const std::vector<double> dqkv_fd = testing::numeric_gradient(qkv, loss, 1e-2f);
   loss();
   Tensor dqkv = Tensor::zeros(qkv.shape());
-  attention_backward(dqkv, dout, qkv, out, lse, int(s.NH), int(s.NKV));
+  attention_backward(dqkv, dout, qkv, out, lse, int(s.NH), int(s.NKV), {}, softcap);
   testing::expect_close(dqkv, dqkv_fd, 2e-3, 1e-2, "dqkv");
 }
 
@@ -111,6 +113,39 @@ TEST(Attention, GroupedQueryBackwardMatchesFiniteDifferences) {
   check_backward_by_finite_differences({2, 7, 8, 4, 2});   // two query heads per kv head
   check_backward_by_finite_differences({2, 6, 8, 4, 1});   // multi-query: one kv head for all
   check_backward_by_finite_differences({1, 66, 4, 2, 1});  // two query tiles, the second partial
+}
+
+// Gemma 2's soft cap, at caps that bend these draws' scores (up to about 4 in the forward's, 1.5 in the
+// backward's) hard and gently.
+TEST(Attention, SoftCappedForwardMatchesDoubleReference) {
+  for (float softcap : {0.5f, 3.0f})
+    for (AttentionShape s : {AttentionShape{2, 5, 6, 3}, AttentionShape{1, 65, 8, 2}, AttentionShape{2, 70, 16, 4, 2}})
+      check_forward_against_reference(s, softcap);
+}
+
+TEST(Attention, SoftCappedBackwardMatchesFiniteDifferences) {
+  for (float softcap : {0.4f, 2.0f}) {
+    check_backward_by_finite_differences({2, 7, 6, 3}, softcap);
+    check_backward_by_finite_differences({1, 66, 4, 2, 1}, softcap);  // GQA, two query tiles
+  }
+}
+
+// The cap changes the result (a test of the cap's tests), and a negative or non-finite cap is refused.
+TEST(Attention, SoftCapBendsScoresAndRefusesBadCaps) {
+  const AttentionShape s{1, 9, 8, 2};
+  const Tensor qkv = random_tensor(s.qkv_shape(), 31, -2.0f, 2.0f);
+  Tensor plain = Tensor::zeros({s.B, s.T, s.C}), capped = Tensor::zeros({s.B, s.T, s.C});
+  Tensor lse = Tensor::zeros({s.B, s.NH, s.T});
+  attention_forward(plain, lse, qkv, int(s.NH));
+  attention_forward(capped, lse, qkv, int(s.NH), 0, {}, 0.5f);
+  double moved = 0.0;
+  for (int64_t i = 0; i < plain.numel(); i++) moved = std::max(moved, double(std::fabs(plain.f32()[i] - capped.f32()[i])));
+  EXPECT_GT(moved, 0.05);
+  for (float bad : {-1.0f, float(INFINITY), testing::kNaN}) {
+    const std::string message =
+        testing::error_of([&] { attention_forward(capped, lse, qkv, int(s.NH), 0, {}, bad); });
+    EXPECT_NE(message.find("attention_forward: softcap is"), std::string::npos) << message;
+  }
 }
 
 // qkv of multi-head attention (B,T,3C) whose kv head h is the GQA kv head h / (NH / NKV).

@@ -173,23 +173,27 @@ TEST(AttentionDocumentMask, SlidingWindowSeesItsLatestKeys) {
 
 // Generation under the window: a key/value cache filled by a prompt of 5, then one token at a time,
 // each attending over its window of the cache, gives the rows of attention over the whole sequence
-// with the window's first keys.
+// with the window's first keys; with Gemma 2's soft-capped scores too.
 TEST(AttentionDocumentMask, SlidingWindowOverTheKeyValueCacheMatches) {
   const Shape4 s{1, 20, 4, 2, 8};
   const int64_t W = 6;
   const Tensor qkv = random_tensor({s.B, s.T, s.W()}, 47, -2.0f, 2.0f);
   Tensor starts = Tensor::zeros({s.B, s.T}, DType::i32);
   for (int64_t t = 0; t < s.T; ++t) starts.data<int32_t>()[t] = int32_t(std::max<int64_t>(0, t - W + 1));
-  Tensor whole = Tensor::zeros({s.B, s.T, s.C()}), lse = Tensor::zeros({s.B, s.NH, s.T});
-  attention_forward(whole, lse, qkv, int(s.NH), int(s.NKV), starts);
-  Tensor k_cache = Tensor::zeros({s.B, s.T, s.NKV * s.HS}), v_cache = Tensor::zeros({s.B, s.T, s.NKV * s.HS});
-  for (int64_t past = 0; past < s.T;) {
-    const int64_t Tq = past == 0 ? 5 : 1;
-    Tensor out = Tensor::zeros({s.B, Tq, s.C()});
-    attention_kv_forward(out, k_cache, v_cache, rows_of(qkv, 0, past, Tq), past, int(s.NH), int(s.NKV), W);
-    for (int64_t i = 0; i < Tq * s.C(); ++i)
-      ASSERT_NEAR(out.f32()[i], whole.f32()[past * s.C() + i], 1e-5) << "position " << past + i / s.C();
-    past += Tq;
+  for (float softcap : {0.0f, 1.5f}) {
+    SCOPED_TRACE(::testing::Message() << "softcap " << softcap);
+    Tensor whole = Tensor::zeros({s.B, s.T, s.C()}), lse = Tensor::zeros({s.B, s.NH, s.T});
+    attention_forward(whole, lse, qkv, int(s.NH), int(s.NKV), starts, softcap);
+    Tensor k_cache = Tensor::zeros({s.B, s.T, s.NKV * s.HS}), v_cache = Tensor::zeros({s.B, s.T, s.NKV * s.HS});
+    for (int64_t past = 0; past < s.T;) {
+      const int64_t Tq = past == 0 ? 5 : 1;
+      Tensor out = Tensor::zeros({s.B, Tq, s.C()});
+      attention_kv_forward(out, k_cache, v_cache, rows_of(qkv, 0, past, Tq), past, int(s.NH), int(s.NKV), W,
+                           softcap);
+      for (int64_t i = 0; i < Tq * s.C(); ++i)
+        ASSERT_NEAR(out.f32()[i], whole.f32()[past * s.C() + i], 1e-5) << "position " << past + i / s.C();
+      past += Tq;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Fused softmax + cross-entropy: losses against a double reference, the in-place gradient by finite
 // differences, padded vocabulary, huge logits, dloss == 0 leaving logits alone, ignored targets,
-// bad input; the vocabulary-parallel parts against the whole op, with ignored targets too.
+// bad input; the vocabulary-parallel parts against the whole op, with ignored targets too; Gemma 2's
+// soft-capped logits (logit_softcap) and the gradient carried back to the raw logits, whole and sharded.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "core/ignored_target.h"
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_shard.h"
+#include "ops/logit_softcap.h"
 #include "ops/op_testing.h"
 
 namespace tessera {
@@ -74,6 +76,39 @@ TEST(CrossEntropy, GradientMatchesFiniteDifferencesAndPaddingIsZero) {
     }
     EXPECT_NEAR(row_sum, 1.0, 1e-5) << "row " << n;
   }
+}
+
+// logit_softcap caps every entry at cap tanh(x / cap); the cross-entropy of the capped logits, given the
+// cap, writes the gradient of its loss with respect to the raw logits (finite differences through the cap).
+TEST(CrossEntropy, SoftCappedLogitsGiveTheRawLogitsGradient) {
+  CrossEntropyCase e;
+  const float cap = 2.5f, dloss = 0.25f;  // the draws reach 4, well into the bend
+  const Tensor raw = testing::copy_of(e.logits);
+  logit_softcap(e.logits, cap);
+  std::vector<double> want;
+  for (int64_t i = 0; i < raw.numel(); i++) want.push_back(cap * std::tanh(double(raw.f32()[i]) / cap));
+  testing::expect_close(e.logits, want, 1e-6, 1e-6, "capped logits");
+  const std::vector<double> losses = e.reference_losses();  // of the capped logits
+  Tensor x = testing::copy_of(raw);
+  auto loss = [&] {
+    Tensor capped = testing::copy_of(x);
+    logit_softcap(capped, cap);
+    softmax_cross_entropy(e.losses, capped, e.targets, e.V, 0.0f, cap);
+    double total = 0.0;
+    for (int64_t n = 0; n < e.N; n++) total += dloss * double(e.losses.f32()[n]);
+    return total;
+  };
+  const std::vector<double> grad_fd = testing::numeric_gradient(x, loss, 1e-2f);
+  softmax_cross_entropy(e.losses, e.logits, e.targets, e.V, dloss, cap);
+  testing::expect_close(e.losses, losses, 1e-5, 1e-5, "losses");
+  testing::expect_close(e.logits, grad_fd, 2e-4, 2e-3, "dlogits through the cap");
+  for (int64_t n = 0; n < e.N; n++)
+    for (int64_t v = e.V; v < e.Vp; v++) EXPECT_EQ(e.logits.f32()[n * e.Vp + v], 0.0f) << n << " " << v;
+  for (float bad : {-1.0f, testing::kNaN}) {
+    const std::string message = testing::error_of([&] { logit_softcap(x, bad); });
+    EXPECT_NE(message.find("logit_softcap: softcap is"), std::string::npos) << message;
+  }
+  EXPECT_THROW(logit_softcap(x, 0.0f), Error);
 }
 
 TEST(CrossEntropy, HugeLogitsStayFinite) {
@@ -155,20 +190,23 @@ TEST(CrossEntropy, RejectsBadInput) {
 // holding only padding, the target 36 = V - 1 in the last shard with real columns): the shards'
 // statistics reduced as the ranks would reduce them give every row's loss on every shard, and the
 // shards' gradients side by side are the whole op's gradient; with and without ignored targets, whose
-// rows hold a NaN: target logit 0, then loss 0 and gradient 0 whatever their (NaN) statistics.
+// rows hold a NaN: target logit 0, then loss 0 and gradient 0 whatever their (NaN) statistics. Soft-capped
+// logits too, the cap's derivative taken on each shard.
 TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
   for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{0, 24, 48}, {0, 10, 20, 37, 48}, {0, 36, 37, 48},
                                            {0, 16, 32, 40, 48}})
-  for (bool ignore : {false, true}) {
+  for (bool ignore : {false, true})
+  for (float cap : {0.0f, 2.5f}) {
     CrossEntropyCase e;
     const std::vector<int64_t> ignored_rows = ignore ? std::vector<int64_t>{0, 4} : std::vector<int64_t>{};
     for (int64_t n : ignored_rows) {
       e.targets.data<int32_t>()[n] = kIgnoredTarget;
       e.logits.f32()[n * e.Vp + 35] = testing::kNaN;
     }
+    if (cap > 0.0f) logit_softcap(e.logits, cap);
     const float dloss = 0.25f;
     Tensor whole = testing::copy_of(e.logits);
-    softmax_cross_entropy(e.losses, whole, e.targets, e.V, dloss);
+    softmax_cross_entropy(e.losses, whole, e.targets, e.V, dloss, cap);
     const size_t K = cuts.size() - 1;
     std::vector<Tensor> shards, max(K), sum(K), target(K);
     for (size_t k = 0; k < K; k++) {
@@ -198,7 +236,7 @@ TEST(CrossEntropyShard, ShardsReducedGiveTheWholeLossAndGradient) {
       const int64_t first = cuts[k], cols = cuts[k + 1] - first;
       Tensor losses = Tensor::zeros({e.N});
       cross_entropy_shard_finish(losses, shards[k], e.targets, global_max, global_sum, global_target, first, e.V,
-                                 dloss);
+                                 dloss, cap);
       testing::expect_close(losses.f32(), std::vector<double>(e.losses.f32(), e.losses.f32() + e.N), 1e-6, 1e-6,
                             "losses");
       std::vector<double> want;

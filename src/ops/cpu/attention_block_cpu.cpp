@@ -53,7 +53,7 @@ PlacedTile block_tile(const float* q, const float* k, const float* v, const Atte
   }
   return {{.q = q + r0 * (a.NH + 2 * a.NKV) * a.HS, .ldq = (a.NH + 2 * a.NKV) * a.HS, .k = k + k0 * KV,
            .v = v + k0 * KV, .ldkv = KV, .rows = rows, .cols = keys.visible[size_t(r0 + rows - 1)] - k0, .HS = a.HS,
-           .scale = 1.0f / std::sqrt(float(a.HS)), .visible = visible, .first = first},
+           .scale = 1.0f / std::sqrt(float(a.HS)), .softcap = a.softcap, .visible = visible, .first = first},
           k0};
 }
 

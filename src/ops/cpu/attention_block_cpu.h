@@ -7,11 +7,13 @@ namespace tessera::cpu {
 
 // qkv (B,Tq,(NH+2NKV)*HS), kv (B,Tk,2*NKV*HS), out (B,Tq,NH*HS), lse and delta (B,NH,Tq); q_pos (Tq) and
 // kv_pos (Tk) strictly increasing; q_doc_starts null or (B,Tq), each query's document start (a true
-// position, non-decreasing along the row's positions): the query then sees keys from there on only.
+// position, non-decreasing along the row's positions): the query then sees keys from there on only;
+// softcap > 0 caps the scores (ops/attention.h).
 struct AttentionBlock {
   int64_t B, Tq, Tk, NH, NKV, HS;
   const int32_t *q_pos, *kv_pos;
   const int32_t* q_doc_starts = nullptr;
+  float softcap = 0.0f;
 };
 
 void attention_block_forward(float* out, float* lse, const float* qkv, const float* kv, const AttentionBlock& a,

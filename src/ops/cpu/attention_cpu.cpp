@@ -23,23 +23,23 @@ namespace {
 // its own start (starts do not decrease). q, k, v: (T, HS), row stride W; visible, first:
 // (kAttentionTile) filled here.
 PlacedTile causal_tile(const float* q, const float* k, const float* v, int64_t W, int64_t r0, int64_t T, int64_t HS,
-                       float scale, const int32_t* doc_starts, int64_t* visible, int64_t* first) {
+                       float softcap, const int32_t* doc_starts, int64_t* visible, int64_t* first) {
   const int64_t rows = std::min(kAttentionTile, T - r0), k0 = doc_starts ? doc_starts[r0] : 0;
   for (int64_t i = 0; i < rows; i++) {
     visible[i] = r0 + i + 1 - k0;
     first[i] = doc_starts ? doc_starts[r0 + i] - k0 : 0;
   }
   return {{.q = q + r0 * W, .ldq = W, .k = k + k0 * W, .v = v + k0 * W, .ldkv = W, .rows = rows,
-           .cols = r0 + rows - k0, .HS = HS, .scale = scale, .visible = visible, .first = first},
+           .cols = r0 + rows - k0, .HS = HS, .scale = 1.0f / std::sqrt(float(HS)), .softcap = softcap,
+           .visible = visible, .first = first},
           k0};
 }
 
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
-                       int64_t NKV, const int32_t* doc_starts) {
+                       int64_t NKV, const int32_t* doc_starts, float softcap) {
   const int64_t HS = C / NH, W = (NH + 2 * NKV) * HS;
-  const float scale = 1.0f / std::sqrt(float(HS));
 #pragma omp parallel if (B * T * T * C >= kMinParallelElements)  // work ~ B T^2 C
   {
     std::vector<float> p(size_t(std::min(kAttentionTile, T) * T));  // (kAttentionTile, T)
@@ -53,7 +53,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
         float* lse_bh = lse + (b * NH + h) * T;    // (T)
         const int32_t* starts = doc_starts ? doc_starts + b * T : nullptr;
         for (int64_t r0 = 0; r0 < T; r0 += kAttentionTile) {
-          const PlacedTile ct = causal_tile(x + at.q, x + at.k, x + at.v, W, r0, T, HS, scale, starts, visible, first);
+          const PlacedTile ct = causal_tile(x + at.q, x + at.k, x + at.v, W, r0, T, HS, softcap, starts, visible, first);
           attention_tile_forward(ct.tile, out_bh + r0 * C, C, lse_bh + r0, p.data());
         }
       }
@@ -72,12 +72,12 @@ struct HeadBackward {
   const int32_t* doc_starts;
 };
 
-void attention_backward_head(const HeadBackward& a, int64_t T, int64_t HS, int64_t W, int64_t C, float scale,
+void attention_backward_head(const HeadBackward& a, int64_t T, int64_t HS, int64_t W, int64_t C, float softcap,
                              float* p, float* dp) {
   int64_t visible[kAttentionTile], first[kAttentionTile];
   float delta[kAttentionTile];
   for (int64_t r0 = 0; r0 < T; r0 += kAttentionTile) {
-    const PlacedTile ct = causal_tile(a.q, a.k, a.v, W, r0, T, HS, scale, a.doc_starts, visible, first);
+    const PlacedTile ct = causal_tile(a.q, a.k, a.v, W, r0, T, HS, softcap, a.doc_starts, visible, first);
     for (int64_t i = 0; i < ct.tile.rows; i++)
       delta[i] = attention_row_delta(a.dout_bh + (r0 + i) * C, a.out_bh + (r0 + i) * C, HS);
     const AttentionTileGrads grads{.dout = a.dout_bh + r0 * C, .ldo = C, .lse = a.lse_bh + r0, .delta = delta,
@@ -90,9 +90,9 @@ void attention_backward_head(const HeadBackward& a, int64_t T, int64_t HS, int64
 }  // namespace
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, const int32_t* doc_starts) {
+                        int64_t B, int64_t T, int64_t C, int64_t NH, int64_t NKV, const int32_t* doc_starts,
+                        float softcap) {
   const int64_t HS = C / NH, W = (NH + 2 * NKV) * HS, group = NH / NKV;
-  const float scale = 1.0f / std::sqrt(float(HS));
 #pragma omp parallel if (B * T * T * C >= kMinParallelElements)  // work ~ B T^2 C
   {
     std::vector<float> p(size_t(std::min(kAttentionTile, T) * T));   // (kAttentionTile, T): probabilities, then dS
@@ -121,7 +121,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                                   .dk = dx + at.k,
                                   .dv = dx + at.v,
                                   .doc_starts = doc_starts ? doc_starts + b * T : nullptr};
-          attention_backward_head(head, T, HS, W, C, scale, p.data(), dp.data());
+          attention_backward_head(head, T, HS, W, C, softcap, p.data(), dp.data());
         }
       }
     }

@@ -11,7 +11,8 @@
 namespace tessera::cpu {
 
 void attention_kv_forward(float* out, float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t Tq,
-                          int64_t past, int64_t capacity, int64_t NH, int64_t NKV, int64_t HS, int64_t window) {
+                          int64_t past, int64_t capacity, int64_t NH, int64_t NKV, int64_t HS, int64_t window,
+                          float softcap) {
   const int64_t W = (NH + 2 * NKV) * HS, KV = NKV * HS;
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < Tq; t++) {
@@ -35,7 +36,7 @@ void attention_kv_forward(float* out, float* k_cache, float* v_cache, const floa
             const float* k = k_cache + (b * capacity + j) * KV + g * HS;
             float dot = 0.0f;
             for (int64_t i = 0; i < HS; i++) dot += q[i] * k[i];
-            scores[size_t(j)] = dot * scale;
+            scores[size_t(j)] = softcap > 0.0f ? softcap * tanh_approx(dot * scale * (1.0f / softcap)) : dot * scale;
             max = std::max(max, scores[size_t(j)]);
           }
           float sum = 0.0f;

@@ -1,6 +1,7 @@
 // The inner step shared by the CPU attention kernels (attention_cpu, attention_block_cpu): one tile of
 // query rows of one head against the keys [0, cols) of its kv head, row i of the tile seeing keys
-// [first[i], visible[i]) of them (first null: from 0; visible[i] <= cols). Forward: the tile's
+// [first[i], visible[i]) of them (first null: from 0; visible[i] <= cols), its scores soft-capped when
+// softcap > 0 (s -> softcap tanh(s / softcap), before the softmax, as Gemma 2's). Forward: the tile's
 // softmax-weighted values and row log-sum-exp (a row that sees no key: 0 and -inf). Backward: from
 // the final lse and D = rowsum(dout * out), dk and dv accumulate (+=) and dq is written (dq_beta 0)
 // or accumulated (dq_beta 1). Scores stay in a (kTile, cols) scratch; the GEMMs read q, k, v in place
@@ -27,6 +28,7 @@ struct AttentionTile {
   int64_t ldkv;
   int64_t rows, cols, HS;
   float scale;              // 1 / sqrt(HS)
+  float softcap = 0.0f;     // > 0: the scaled scores capped at +-softcap by softcap tanh(s / softcap); 0: not
   const int64_t* visible;   // (rows) end of the keys seen by each row
   const int64_t* first = nullptr;  // (rows) first key seen by each row (document masks), or null: 0
   int64_t first_key(int64_t row) const { return first ? first[row] : 0; }
@@ -39,7 +41,7 @@ struct PlacedTile {
   int64_t k0;
 };
 
-// o (rows, HS), row stride ldo = softmax(scale q k^T over each row's visible keys) v; lse (rows).
+// o (rows, HS), row stride ldo = softmax(cap(scale q k^T) over each row's visible keys) v; lse (rows).
 // p: (kAttentionTile, cols) scratch.
 void attention_tile_forward(const AttentionTile& t, float* o, int64_t ldo, float* lse, float* p);
 

@@ -1,7 +1,8 @@
 // Softmax + cross-entropy on the CPU, parallel over rows. A row is read once for its max and once
 // for exp(x - max), which is stored in place when a gradient is asked for and then scaled into it:
 //   loss = log(sum_v exp(x_v - max)) - (x_target - max);   grad = dloss * (softmax - onehot(target)).
-// An ignored target's row: loss 0, gradient 0.
+// An ignored target's row: loss 0, gradient 0. Capped logits y take the cap's derivative 1 - (y / cap)^2
+// as their exponentials are stored, while y is still at hand.
 #include "ops/cpu/cross_entropy_cpu.h"
 
 #include <algorithm>
@@ -9,11 +10,15 @@
 
 #include "core/ignored_target.h"
 #include "ops/cpu/kernel_util.h"
+#include "ops/cpu/logit_softcap_cpu.h"
 
 namespace tessera::cpu {
+namespace {
 
-void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
-                           float dloss) {
+template <bool kCapped>
+void softmax_cross_entropy_rows(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
+                                float dloss, float softcap) {
+  const float inv_cap = kCapped ? 1.0f / softcap : 0.0f;
 #pragma omp parallel for schedule(static) if (N * V >= kMinParallelElements)
   for (int64_t n = 0; n < N; n++) {
     float* x = logits + n * Vp;  // (Vp)
@@ -34,8 +39,9 @@ void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets,
     } else {
 #pragma omp simd reduction(+ : sum)
       for (int64_t v = 0; v < V; v++) {
-        x[v] = exp_approx(x[v] - max_x);
-        sum += x[v];
+        const float e = exp_approx(x[v] - max_x);
+        sum += e;
+        x[v] = kCapped ? e * softcap_derivative(x[v], inv_cap) : e;
       }
     }
     losses[n] = std::log(sum) - (x_target - max_x);  // subtract first: both can be huge
@@ -43,9 +49,17 @@ void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets,
     const float grad_scale = dloss / sum;
 #pragma omp simd
     for (int64_t v = 0; v < V; v++) x[v] *= grad_scale;
-    x[target] -= dloss;
+    x[target] -= kCapped ? dloss * softcap_derivative(x_target, inv_cap) : dloss;
     std::fill(x + V, x + Vp, 0.0f);
   }
+}
+
+}  // namespace
+
+void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
+                           float dloss, float softcap) {
+  if (softcap > 0.0f) return softmax_cross_entropy_rows<true>(losses, logits, targets, N, V, Vp, dloss, softcap);
+  softmax_cross_entropy_rows<false>(losses, logits, targets, N, V, Vp, dloss, softcap);
 }
 
 }  // namespace tessera::cpu

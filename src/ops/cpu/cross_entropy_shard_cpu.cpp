@@ -7,6 +7,7 @@
 
 #include "core/ignored_target.h"
 #include "ops/cpu/kernel_util.h"
+#include "ops/cpu/logit_softcap_cpu.h"
 
 namespace tessera::cpu {
 
@@ -37,7 +38,9 @@ void cross_entropy_shard_rescale(float* sum_exp, const float* local_max, const f
 
 void cross_entropy_shard_finish(float* losses, float* logits, const int32_t* targets, const float* max,
                                 const float* sum_exp, const float* target_logit, int64_t N, int64_t Vs,
-                                int64_t first_col, int64_t real, float dloss) {
+                                int64_t first_col, int64_t real, float dloss, float softcap) {
+  const bool capped = softcap > 0.0f;  // the gradient then carried back through the cap
+  const float inv_cap = capped ? 1.0f / softcap : 0.0f;
 #pragma omp parallel for schedule(static) if (N * Vs >= kMinParallelElements)
   for (int64_t n = 0; n < N; n++) {
     float* x = logits + n * Vs;
@@ -49,11 +52,13 @@ void cross_entropy_shard_finish(float* losses, float* logits, const int32_t* tar
     losses[n] = std::log(sum_exp[n]) + max[n] - target_logit[n];
     if (dloss == 0.0f) continue;
     const float m = max[n], scale = dloss / sum_exp[n];
-#pragma omp simd
-    for (int64_t v = 0; v < real; v++) x[v] = exp_approx(x[v] - m) * scale;
-    std::fill(x + real, x + Vs, 0.0f);
     const int64_t t = int64_t(targets[n]) - first_col;
-    if (t >= 0 && t < real) x[t] -= dloss;
+    const float target_grad = capped ? dloss * softcap_derivative(target_logit[n], inv_cap) : dloss;
+#pragma omp simd
+    for (int64_t v = 0; v < real; v++)
+      x[v] = exp_approx(x[v] - m) * scale * (capped ? softcap_derivative(x[v], inv_cap) : 1.0f);
+    std::fill(x + real, x + Vs, 0.0f);
+    if (t >= 0 && t < real) x[t] -= target_grad;
   }
 }
 
