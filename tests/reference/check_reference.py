@@ -27,7 +27,12 @@
 # Qwen3-MoE every layer) against the logits op by op, each layer's reach and mask, and caught when torch_llama's rule
 # is mutated (every layer sliding, l > M, the first M sliding); config.json the unwindowed one's plus
 # use_sliding_window, sliding_window and max_window_layers, Qwen's defaults and layer_types read back; deterministic
-# golden runs whose hf/ reproduces step 1, W >= --seq-len or M >= --layers the unwindowed run bit for bit. Starcoder2
+# golden runs whose hf/ reproduces step 1, W >= --seq-len or M >= --layers the unwindowed run bit for bit. Gemma 2
+# (--model gemma2): layer i sliding when i is even; the soft-capped attention against a loop per query and key (score,
+# tanh cap, mask, softmax), logits and the final cap against an op-by-op forward, each layer's reach, and caught when
+# mutated (no cap, the cap after the mask or before the scale, other layer types); config.json key by key with
+# Gemma2Config's defaults, gemma-2-2b's config read back and the 2B/9B/27B sizes; deterministic golden runs whose hf/
+# reproduces step 1 and rewrites byte for byte, each cap moving the default run's grad norms by >= 1e-3. Starcoder2
 # (--model starcoder2): HF's names (LayerNorm weight and bias, biased q/k/v/o_proj, c_fc, c_proj), logits against an
 # op-by-op forward (LayerNorms, biases, GELU-tanh MLP, windows) and caught when the model is mutated (an MLP, o_proj or
 # k_proj bias dropped, RMSNorm or an unbiased LayerNorm, exact GELU, scale 1/HS), config.json key by key with
@@ -50,7 +55,9 @@
 # and F32 weight_scale_inv of the right shapes, only the projections quantized, within half an e4m3 step of the
 # unquantized run's weights, and the dequantized file reproduces step 1 exactly).
 # Usage: /usr/bin/python3 tests/reference/check_reference.py
+import contextlib
 import dataclasses
+import io
 import json
 import math
 import os
@@ -3080,6 +3087,448 @@ def check_gemma3_reference(tmp):
           "window and local base unused bit for bit; M=1 vs 2; llama unchanged; refusals")
 
 
+# ---------------------------------------------------------------- Gemma 2 (float64)
+
+def gemma2_model(seed=0, **overrides):
+    """A Gemma2 of LlamaConfig(gemma2=True, window 4, caps 0.05 and 1.0 (make_hf_llama_reference's defaults), then
+    overrides), initialised as the golden runs are."""
+    cfg = tl.LlamaConfig(**{"gemma2": True, "sliding_window": 4, "attn_logit_softcapping": 0.05,
+                            "final_logit_softcapping": 1.0, **overrides})
+    model = tl.Gemma2(cfg).double()
+    tl.init_weights(model, torch.Generator().manual_seed(seed))
+    return model
+
+
+def gemma2_attention_by_hand(w, h, cfg, sliding):
+    """One Gemma 2 attention on h (B, T, C), op by op from the layer's tensors w (names after "model.layers.i."), one
+    head, one query and one key at a time: q, k, v = h W^T split into heads (no q/k norms); RoPE on q and k, pairs (j,
+    j + HS/2) at angle p / rope_theta^(2j/HS); for query i of head h and every key j of kv head h * NKV // NH: the
+    score s = q_i.k_j / sqrt(query_pre_attn_scalar), then s = c tanh(s / c) (c = attn_logit_softcapping, none when
+    None), then the mask: s = -inf where j > i, and on a sliding layer where i - j >= W; a softmax over the keys; the
+    heads concatenated through o_proj."""
+    NH, NKV, HS, W, c = (cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.sliding_window,
+                         cfg.attn_logit_softcapping)
+    B, T, _ = h.shape
+    pair = torch.arange(HS // 2, dtype=torch.float64)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] / cfg.rope_theta ** (2 * pair / HS)
+    cos, sin = ang.cos()[None, :, None], ang.sin()[None, :, None]
+
+    def rope(v):                                                                 # (B, T, H, HS)
+        a, b = v[..., :HS // 2], v[..., HS // 2:]
+        return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+    q = rope((h @ w["self_attn.q_proj.weight"].T).view(B, T, NH, HS))
+    k = rope((h @ w["self_attn.k_proj.weight"].T).view(B, T, NKV, HS))
+    v = (h @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+    y = torch.zeros(B, T, NH, HS, dtype=torch.float64)
+    for head in range(NH):
+        g = head * NKV // NH
+        for i in range(T):
+            scores = []
+            for j in range(T):
+                s = (q[:, i, head] * k[:, j, g]).sum(-1) / math.sqrt(cfg.query_pre_attn_scalar)
+                if c is not None:
+                    s = c * torch.tanh(s / c)
+                if j > i or (sliding and i - j >= W):
+                    s = torch.full_like(s, float("-inf"))
+                scores.append(s)
+            p = torch.stack(scores, -1).softmax(-1)                              # (B, T)
+            y[:, i, head] = sum(p[:, j, None] * v[:, j, g] for j in range(T))
+    return y.reshape(B, T, NH * HS) @ w["self_attn.o_proj.weight"].T
+
+
+def gemma2_logits_by_hand(state, cfg, idx, gain_offset=1.0):
+    """Gemma2ForCausalLM's logits from a state dict, op by op: x = E[idx] * f32(sqrt(C)); rms(v, w) = v / sqrt(mean(
+    v^2) + eps) * (gain_offset + w) (HF's Gemma2RMSNorm: 1 + w); layer l (sliding when layer_types[l] says so; by
+    default when l is even): x += rms(gemma2_attention_by_hand(rms(x, input_layernorm)), post_attention_layernorm);
+    x += rms(down(gelu_tanh(gate h') * up h'), post_feedforward_layernorm), h' = rms(x, pre_feedforward_layernorm);
+    logits = rms(x, norm) @ (E or lm_head)^T, then logits = c tanh(logits / c) (c = final_logit_softcapping, none when
+    None)."""
+    def rms(v, g):
+        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (gain_offset + g)
+
+    E = state["model.embed_tokens.weight"]
+    x = E[idx] * float(np.float32(math.sqrt(cfg.channels)))
+    for layer, kind in enumerate(cfg.layer_types):
+        w = {n[len(f"model.layers.{layer}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{layer}.")}
+        attn = gemma2_attention_by_hand(w, rms(x, w["input_layernorm.weight"]), cfg, kind == "sliding_attention")
+        x = x + rms(attn, w["post_attention_layernorm.weight"])
+        h = rms(x, w["pre_feedforward_layernorm.weight"])
+        gated = gelu_tanh_by_hand(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
+        x = x + rms(gated @ w["mlp.down_proj.weight"].T, w["post_feedforward_layernorm.weight"])
+    logits = rms(x, state["model.norm.weight"]) @ (E if cfg.tie_word_embeddings else state["lm_head.weight"]).T
+    c = cfg.final_logit_softcapping
+    return logits if c is None else c * torch.tanh(logits / c)
+
+
+def gemma2_hf_shapes(cfg):
+    """Gemma2ForCausalLM's tensor names in order, each with its shape: Gemma 3's without q_norm and k_norm."""
+    return {n: s for n, s in gemma3_hf_shapes(cfg).items() if not n.endswith(("q_norm.weight", "k_norm.weight"))}
+
+
+def gemma2_hf_config_by_hand(cfg):
+    """config.json of Gemma2ForCausalLM (Gemma2Config's keys), written out key by key."""
+    qpas = cfg.query_pre_attn_scalar
+    return {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
+            "rope_theta": cfg.rope_theta, "query_pre_attn_scalar": int(qpas) if float(qpas).is_integer() else qpas,
+            "sliding_window": cfg.sliding_window, "layer_types": list(cfg.layer_types),
+            "final_logit_softcapping": cfg.final_logit_softcapping,
+            "attn_logit_softcapping": cfg.attn_logit_softcapping, "hidden_activation": "gelu_pytorch_tanh",
+            "attention_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": cfg.tie_word_embeddings,
+            "initializer_range": 0.02, "torch_dtype": "float32"}
+
+
+def check_gemma2_logits(model, idx, cfg):
+    """model(idx)'s logits equal gemma2_logits_by_hand's from model.state_dict() and cfg (the model's own, before any
+    mutation), to 1e-12."""
+    with torch.no_grad():
+        want = gemma2_logits_by_hand(model.state_dict(), cfg, idx)
+        got = model(idx)[0]
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), \
+        f"gemma2 {cfg.layer_types}: logits by hand differ by {(got - want).abs().max().item():.3g}"
+
+
+def _gemma2_attention_with(attn, scores):
+    """attn's forward (a Gemma2Attention's tensors and mask) with att = scores(q.k (B, NH, T, T), scale, cap, mask
+    (T, T)) in place of cap(q.k * scale) + mask: a mutation of the score pipeline."""
+    def forward(x, cos, sin):
+        B, T, _ = x.shape
+        NH, NKV, HS = attn.num_heads, attn.num_kv_heads, attn.head_size
+        q = tl.apply_rope(attn.q_proj(x).view(B, T, NH, HS).transpose(1, 2), cos, sin)
+        k = tl.apply_rope(attn.k_proj(x).view(B, T, NKV, HS).transpose(1, 2), cos, sin).repeat_interleave(NH // NKV, 1)
+        v = attn.v_proj(x).view(B, T, NKV, HS).transpose(1, 2).repeat_interleave(NH // NKV, 1)
+        att = scores(q @ k.transpose(-2, -1), attn.scale, attn.softcap, attn.mask_bias[:T, :T])
+        return attn.o_proj((att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, NH * HS))
+    return forward
+
+
+def _gemma2_mutate_scores(model, scores):
+    for layer in model.model.layers:
+        layer.self_attn.forward = _gemma2_attention_with(layer.self_attn, scores)
+
+
+def _gemma2_set_masks(model, sliding):
+    """Gives layer l the sliding mask when sliding(l), else the causal one (a mutation of the layer types)."""
+    for n, layer in enumerate(model.model.layers):
+        layer.self_attn.mask_bias = tl.causal_mask_bias(model.cfg.max_seq_len,
+                                                        model.cfg.sliding_window if sliding(n) else None)
+
+
+# Mutations of a built Gemma 2 model (its parameters unchanged) that check_gemma2_logits must catch.
+GEMMA2_MUTANTS = {
+    "no attention cap": lambda m: _gemma2_mutate_scores(m, lambda qk, scale, cap, mask: qk * scale + mask),
+    "cap after the mask (-inf becomes -cap)": lambda m: _gemma2_mutate_scores(
+        m, lambda qk, scale, cap, mask: tl.logit_softcap(qk * scale + mask, cap)),
+    "cap on the unscaled q.k": lambda m: _gemma2_mutate_scores(
+        m, lambda qk, scale, cap, mask: tl.logit_softcap(qk, cap) * scale + mask),
+    "scores times HS^-0.5": lambda m: _gemma2_mutate_scores(
+        m, lambda qk, scale, cap, mask: tl.logit_softcap(qk * m.cfg.head_size ** -0.5, cap) + mask),
+    "no final cap": lambda m: setattr(m, "cfg", dataclasses.replace(m.cfg, final_logit_softcapping=None)),
+    "final cap 2x": lambda m: setattr(m, "cfg", dataclasses.replace(m.cfg, final_logit_softcapping=2.0)),
+    "every layer sliding": lambda m: _gemma2_set_masks(m, lambda n: True),
+    "odd layers sliding": lambda m: _gemma2_set_masks(m, lambda n: n % 2 == 1),
+    "no layer sliding": lambda m: _gemma2_set_masks(m, lambda n: False),
+}
+
+
+def check_gemma2():
+    """Gemma 2 (torch_llama.Gemma2): layer_types (sliding when i is even) and an explicit list; one attention module
+    against gemma2_attention_by_hand (per query, per key: score, tanh cap, mask, softmax) with scores around the cap
+    and beyond it, caps 0.05, 0.5, 5 and none, sliding and global; logits against gemma2_logits_by_hand (tied and
+    untied, NKV 4/2/1, head_dim 16, query_pre_attn_scalar 24, W 1-5, caps on and off, explicit layer types), the final
+    cap by hand and the CE taken on the capped logits; (1 + w) gains; the embedding scale f32(sqrt(C)); a sliding
+    layer's token j reaches exactly queries j .. j + W - 1, a global layer's j .. T - 1, with the cap on; each of
+    GEMMA2_MUTANTS fails the logits check; a huge cap is no cap; refusals."""
+    S, G = "sliding_attention", "full_attention"
+    for L, want in ((1, (S,)), (2, (S, G)), (3, (S, G, S)), (4, (S, G, S, G)), (5, (S, G, S, G, S))):
+        assert tl.LlamaConfig(gemma2=True, num_layers=L, sliding_window=4).layer_types == want, f"gemma2 L {L}"
+    assert [i for i, t in enumerate(tl.gemma2_layer_types(26)) if t == S] == list(range(0, 26, 2)), "gemma-2-2b"
+    assert tl.LlamaConfig(gemma2=True, num_layers=3, sliding_window=4, layer_types=(G, G, S)).layer_types == (G, G, S)
+    # One attention, scores pushed around the cap (q_proj times 30: |s| up to about 1.5) and well below it.
+    gen = torch.Generator().manual_seed(230)
+    x = torch.randn(2, 10, 32, dtype=torch.float64, generator=gen)
+    for n, (cap, boost, sliding) in enumerate(((0.05, 1, True), (0.5, 30, True), (0.5, 30, False), (5.0, 30, True),
+                                               (None, 30, False))):
+        model = gemma2_model(seed=231 + n, sliding_window=3, attn_logit_softcapping=cap, num_layers=2)
+        layer = model.model.layers[0 if sliding else 1]
+        with torch.no_grad():
+            layer.self_attn.q_proj.weight *= boost
+            w = {k: t for k, t in layer.state_dict().items()}
+            cos, sin = model.rope(10)
+            got = layer.self_attn(x, cos, sin)
+            want = gemma2_attention_by_hand(w, x, model.cfg, sliding)
+            assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), f"gemma2 attention cap {cap} sliding {sliding}"
+            if cap is not None:
+                uncapped = gemma2_attention_by_hand(w, x, dataclasses.replace(model.cfg, attn_logit_softcapping=None),
+                                                    sliding)
+                assert (uncapped - got).abs().max() > 1e-6 * got.abs().max(), f"gemma2: cap {cap} changes nothing"
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(240))
+    variants = ({"num_layers": 3, "sliding_window": 5, "tie_word_embeddings": True},
+                {"num_layers": 3, "sliding_window": 3, "num_kv_heads": 1, "head_dim": 16, "query_pre_attn_scalar": 24,
+                 "tie_word_embeddings": False},
+                {"num_layers": 2, "sliding_window": 1, "num_kv_heads": 4, "attn_logit_softcapping": None,
+                 "final_logit_softcapping": None, "rope_theta": 100.0},
+                {"num_layers": 3, "sliding_window": 2, "attn_logit_softcapping": 0.02, "final_logit_softcapping": 0.3,
+                 "layer_types": (G, S, S)})
+    for n, extra in enumerate(variants):
+        model = gemma2_model(seed=241 + n, **extra)
+        state = model.state_dict()
+        assert list(state) == list(gemma2_hf_shapes(model.cfg)), f"gemma2 names {list(state)}"
+        gains = torch.cat([t for t in state.values() if t.dim() == 1])
+        assert gains.abs().mean() < 0.15 and gains.std() > 0.05, "stored norm weights are not N(0, 0.1)"
+        check_gemma2_logits(model, idx, model.cfg)
+        with torch.no_grad():
+            got = model(idx)[0]
+            assert (gemma2_logits_by_hand(state, model.cfg, idx, gain_offset=0.0) - got).abs().max() > 1e-2, \
+                "the norms' 1 + w offset changes nothing"
+            c = model.cfg.final_logit_softcapping
+            if c is not None:       # the final cap by hand on the uncapped model's logits, and the CE on them
+                raw = tl.Gemma2(dataclasses.replace(model.cfg, final_logit_softcapping=None)).double()
+                raw.load_state_dict(state)
+                capped = torch.tensor([[[c * math.tanh(v / c) for v in row] for row in seq]
+                                       for seq in raw(idx)[0].tolist()], dtype=torch.float64)
+                assert torch.allclose(got, capped, rtol=1e-13, atol=1e-15) and got.abs().max() < c, "final cap"
+                assert (got - raw(idx)[0]).abs().max() > 1e-4, f"final cap {c} changes nothing"
+                targets = idx.roll(-1, 1)
+                ce = tl.objective(model, idx, targets)[1]
+                assert ce == F.cross_entropy(got.reshape(-1, 300), targets.reshape(-1)) != F.cross_entropy(
+                    raw(idx)[0].reshape(-1, 300), targets.reshape(-1)), "the CE is not taken on the capped logits"
+    model = gemma2_model(seed=250)
+    assert model.embed_scale == float(np.float32(math.sqrt(32))) != math.sqrt(32), "embed scale is not f32(sqrt(C))"
+    # Reach, cap on: token j's input moves exactly queries j .. j + W - 1 of a sliding layer, j .. T - 1 of a global
+    # one.
+    T, W = 12, 3
+    x = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(251), dtype=torch.float64)
+    model = gemma2_model(seed=252, num_layers=4, sliding_window=W, head_dim=16)
+    cos, sin = model.rope(T)
+    for n, (layer, kind) in enumerate(zip(model.model.layers, model.cfg.layer_types)):
+        attn = layer.self_attn
+        assert kind == (S if n % 2 == 0 else G) and attn.scale == 16 ** -0.5 and attn.softcap == 0.05
+        with torch.no_grad():
+            base = attn(x, cos, sin)
+            for j in range(T):
+                x2 = x.clone()
+                x2[:, j] += 0.5
+                moved = (attn(x2, cos, sin) != base).any(-1).any(0).tolist()
+                assert moved == [j <= i < (j + W if kind == S else T) for i in range(T)], f"{kind}: {j} -> {moved}"
+    # Mutations of the score pipeline, the final cap and the layer types are caught.
+    cfg = gemma2_model(seed=253, num_layers=3, sliding_window=3, head_dim=16, query_pre_attn_scalar=24,
+                       num_kv_heads=1, tie_word_embeddings=False).cfg
+
+    def mutated(name):      # name None: the unmutated model, which passes
+        model = gemma2_model(seed=253, num_layers=3, sliding_window=3, head_dim=16, query_pre_attn_scalar=24,
+                             num_kv_heads=1, tie_word_embeddings=False)
+        if name is not None:
+            GEMMA2_MUTANTS[name](model)
+        check_gemma2_logits(model, idx, cfg)
+    mutated(None)
+    assert_refused("gemma2 under a mutation", mutated, GEMMA2_MUTANTS, AssertionError)
+    with torch.no_grad():       # a huge cap is no cap
+        huge, none = (gemma2_model(seed=254, attn_logit_softcapping=c, final_logit_softcapping=c)(idx)[0]
+                      for c in (1e9, None))
+    assert torch.allclose(huge, none, rtol=1e-12, atol=1e-14), "cap 1e9 differs from no cap"
+    assert_refused("gemma2", lambda extra: tl.LlamaConfig(**{"gemma2": True, "num_layers": 2, "sliding_window": 4,
+                                                             **extra}),
+                   ({"qkv_bias": True}, {"num_experts": 4}, {"qk_norm": True}, {"mistral": True}, {"phi3": True},
+                    {"olmo2": True}, {"smollm3": True}, {"gemma3": True}, {"starcoder2": True},
+                    {"rope_scaling": tl.linear_rope_scaling(8.0)}, {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)},
+                    {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)}, {"rope_local_base_freq": 100.0},
+                    {"sliding_window_pattern": 2}, {"sliding_window": None}, {"sliding_window": 0},
+                    {"sliding_window": 2.5}, {"sliding_window": True}, {"query_pre_attn_scalar": -1},
+                    {"attn_logit_softcapping": 0}, {"attn_logit_softcapping": -1.0}, {"attn_logit_softcapping": True},
+                    {"final_logit_softcapping": 0.0}, {"final_logit_softcapping": float("inf")},
+                    {"final_logit_softcapping": "30"}, {"layer_types": (S,)}, {"layer_types": (S, "global")},
+                    {"max_window_layers": 1}))
+    assert_refused("llama", lambda extra: tl.LlamaConfig(**extra),
+                   ({"attn_logit_softcapping": 50.0}, {"final_logit_softcapping": 30.0},
+                    {"gemma3": True, "sliding_window": 4, "attn_logit_softcapping": 50.0}))
+    print("gemma2: layer_types sliding when i is even (or given); attention per query and key (score, tanh cap, mask, "
+          "softmax) with caps 0.05/0.5/5/none around and past the scores; logits op by op (tied/untied, NKV 4/2/1, "
+          "head_dim 16, scalar 24, W 1-5, caps on/off, explicit layer types); final cap by hand, CE on the capped "
+          "logits; (1 + w) gains; embed scale f32(sqrt(C)); sliding reach j .. j + W - 1, global j .. T - 1; mutations "
+          "caught (" + ", ".join(GEMMA2_MUTANTS) + "); cap 1e9 = no cap; refusals")
+
+
+# google/gemma-2-2b's config.json as published (transformers 4.42), and the sizes of the 2B, 9B and 27B (their
+# model-defining keys; the rest as the 2B's).
+GEMMA2_2B = {"architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+             "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+             "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+             "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+             "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2",
+             "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+             "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
+             "torch_dtype": "float32", "transformers_version": "4.42.4", "use_cache": True, "vocab_size": 256000}
+GEMMA2_SIZES = {"gemma-2-2b": ({}, 2614341888),
+                "gemma-2-9b": ({"hidden_size": 3584, "intermediate_size": 14336, "num_hidden_layers": 42,
+                                "num_attention_heads": 16, "num_key_value_heads": 8}, 9241705984),
+                "gemma-2-27b": ({"hidden_size": 4608, "intermediate_size": 36864, "num_hidden_layers": 46,
+                                 "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                                 "query_pre_attn_scalar": 144}, 27227128320)}
+
+
+def check_gemma2_hf(tmp):
+    """Gemma2ForCausalLM's folder: config.json key by key, tensor names and shapes in order (no q/k norms; lm_head only
+    untied), load_hf round trip (same config, same logits), also with caps null and explicit layer types; Gemma2Config's
+    defaults for absent keys (caps 50 and 30; a null cap is no cap); google/gemma-2-2b's config.json read back (layer
+    0, 2, ..., 24 sliding) and the 2B's, 9B's and 27B's parameters counted from the shapes; transformers 5's
+    rope_parameters; refusals."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(260))
+    for n, extra in enumerate(({"num_layers": 3, "sliding_window": 5, "tie_word_embeddings": True},
+                               {"num_layers": 3, "sliding_window": 3, "num_kv_heads": 1, "head_dim": 16,
+                                "query_pre_attn_scalar": 24.5, "tie_word_embeddings": False,
+                                "attn_logit_softcapping": None, "final_logit_softcapping": 30.0},
+                               {"num_layers": 2, "sliding_window": 2, "final_logit_softcapping": None,
+                                "layer_types": ("full_attention", "sliding_attention")})):
+        model = gemma2_model(seed=261 + n, **extra)
+        folder = os.path.join(tmp, f"gemma2_hf_{n}")
+        config, loaded = hf_folder_round_trip(model, folder, gemma2_hf_config_by_hand(model.cfg),
+                                              list(gemma2_hf_shapes(model.cfg)), idx)
+        stored = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+        assert all(tuple(t.shape) == gemma2_hf_shapes(model.cfg)[k] for k, t in stored.items()), "gemma2 shapes"
+        assert isinstance(loaded, tl.Gemma2) and "rope_scaling" not in config and "q_norm" not in str(list(stored))
+    d = tl.config_from_hf({"model_type": "gemma2"})
+    assert (d.head_size, d.num_heads, d.num_kv_heads, d.channels, d.intermediate, d.vocab_size, d.max_seq_len,
+            d.num_layers, d.query_pre_attn_scalar, d.sliding_window, d.rope_theta, d.rms_norm_eps,
+            d.tie_word_embeddings, d.attn_logit_softcapping, d.final_logit_softcapping) == \
+        (256, 8, 4, 2304, 9216, 256000, 8192, 26, 256, 4096, 1e4, 1e-6, True, 50.0, 30.0), "Gemma2Config defaults"
+    c = tl.config_from_hf(GEMMA2_2B)
+    assert c.gemma2 and c.head_size == 256 and c.attn_scale == 1 / 16 and c.layer_types == tl.gemma2_layer_types(26)
+    assert (c.attn_logit_softcapping, c.final_logit_softcapping) == (50.0, 30.0), "gemma-2-2b caps"
+    for name, (own, size) in GEMMA2_SIZES.items():
+        count = sum(math.prod(s) for s in gemma2_hf_shapes(tl.config_from_hf(dict(GEMMA2_2B, **own))).values())
+        assert count == size, f"{name}: {count} parameters"
+    read = read_hf_config
+    assert read(GEMMA2_2B, attn_logit_softcapping=None).attn_logit_softcapping is None, "a null cap is no cap"
+    assert read(GEMMA2_2B, ("final_logit_softcapping",)).final_logit_softcapping == 30.0, "absent cap: 30"
+    types = ["full_attention"] * 26
+    assert read(GEMMA2_2B, layer_types=types).layer_types == tuple(types), "layer_types must win over the rule"
+    assert read(GEMMA2_2B, ("hidden_activation",)) == c, "hidden_act alone"
+    new = dict(GEMMA2_2B)
+    del new["rope_theta"]
+    new["rope_parameters"] = {"rope_type": "default", "rope_theta": 5e5}
+    assert read(new).rope_theta == 5e5 and read(new, rope_theta=5e5).rope_theta == 5e5, "rope_parameters"
+    assert_refused("gemma2 config.json", lambda bad: read(GEMMA2_2B, **bad),
+                   ({"hidden_activation": "gelu"}, {"hidden_activation": None, "hidden_act": "silu"},
+                    {"attention_bias": True}, {"use_bidirectional_attention": True},
+                    {"rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+                    {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}},
+                    {"rope_parameters": {"rope_theta": 5e5}}, {"rope_local_base_freq": 10000.0},
+                    {"sliding_window_pattern": 2}, {"layer_types": ["sliding_attention"] * 25},
+                    {"layer_types": ["local"] * 26}, {"sliding_window": 0}, {"sliding_window": None},
+                    {"query_pre_attn_scalar": 0}, {"attn_logit_softcapping": 0}, {"final_logit_softcapping": -30.0}))
+    print("gemma2 hf folder: Gemma2ForCausalLM config.json key by key, names and shapes in order (no q/k norms; "
+          "lm_head untied only), round trip (caps null, explicit layer types too); Gemma2Config defaults (caps 50/30, "
+          "null = none); gemma-2-2b's config.json read back, 2B/9B/27B parameter counts; layer_types over the rule; "
+          "rope_parameters; refusals")
+
+
+def check_gemma2_reference(tmp):
+    """--model gemma2 golden runs (3 layers S/G/S W 5, lr 3e-3, clip 1; 3 layers W 3, scalar 24, head_dim 16, NKV 1,
+    untied): deterministic; expected.json's config (caps, layer types, scalar, eps, tie); hf/ and hf_final/
+    config.json and names; load_hf then save_hf rewrites both folders byte for byte; hf/ + train.bin reproduce step 1
+    through load_hf exactly and through gemma2_logits_by_hand (capped logits) to 1e-12; each cap at 0 (null in
+    config.json) and the window change the run but not hf/'s tensors or train.bin; the default tiny run notices
+    dropping either cap by >= 1e-3 in its grad norms; 1 vs 2 micro-batches; llama's and gemma3's expected.json without
+    Gemma 2's keys; refusals."""
+    g = ("--model", "gemma2")
+    runs = {"gemma2_w5": g + ("--layers", "3", "--sliding-window", "5", "--steps", "10", "--lr", "3e-3",
+                              "--grad-clip", "1.0"),
+            "gemma2_b": g + ("--layers", "3", "--sliding-window", "3", "--query-pre-attn-scalar", "24", "--head-dim",
+                             "16", "--kv-heads", "1", "--tie", "0", "--steps", "10", "--lr", "3e-3")}
+
+    def read(path):
+        with open(os.path.join(tmp, path), "rb") as f:
+            return f.read()
+    results = {}
+    for name, flags in runs.items():
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        results[name] = r1
+        assert len(r1["losses"]) == 10 and abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name}: initial loss"
+        out, c = os.path.join(tmp, f"{name}_1"), r1["config"]
+        net = tl.load_hf(os.path.join(out, "hf"))
+        cfg = net.cfg
+        S, G = "sliding_attention", "full_attention"
+        assert isinstance(net, tl.Gemma2) and cfg.layer_types == (S, G, S) and c["layer_types"] == [S, G, S]
+        assert (c["attn_logit_softcapping"], c["final_logit_softcapping"], c["attn_softcap"], c["final_softcap"]) == \
+            (0.05, 1.0, 0.05, 1.0) == (cfg.attn_logit_softcapping, cfg.final_logit_softcapping, 0.05, 1.0), name
+        assert (c["sliding_window"], c["query_pre_attn_scalar"], c["rms_eps"], c["tie"], c["window_masks"]) == \
+            (cfg.sliding_window, cfg.query_pre_attn_scalar, 1e-6, int(cfg.tie_word_embeddings), True), f"{name}: {c}"
+        assert c["embed_scale"] == net.embed_scale and c["rope_inv_freq"] == net.inv_freq.tolist(), name
+        assert not set(c) & {"sliding_window_pattern", "rope_local_base_freq", "rope_factor"}, f"{name}: gemma3 keys"
+        check_run_folders(out, name, gemma2_hf_config_by_hand(cfg), list(gemma2_hf_shapes(cfg)))
+        for sub in ("hf", "hf_final"):      # load_hf then save_hf: the same bytes
+            again = os.path.join(tmp, f"{name}_{sub}_again")
+            tl.save_hf(tl.load_hf(os.path.join(out, sub)), again)
+            for path in ("config.json", "model.safetensors"):
+                assert read(f"{name}_{sub}_again/{path}") == read(f"{name}_1/{sub}/{path}"), \
+                    f"{name} {sub}: save_hf(load_hf) changes {path}"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            state = net.state_dict()
+            by_hand = sum(F.cross_entropy(gemma2_logits_by_hand(state, cfg, x[m:m + 2]).reshape(-1, 300),
+                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op gives {by_hand} vs {loaded}"
+        # Each of these changes the run, not its initial tensors or tokens; a cap of 0 is null in config.json.
+        for flag, value in (("--attn-softcap", "0"), ("--final-softcap", "0"), ("--sliding-window", "16")):
+            r = run_llama_reference(tmp, "gemma2_changed", *flags, flag, value)
+            assert r["losses"] != r1["losses"] and r["grad_norms"] != r1["grad_norms"], f"{name}: {flag} {value}"
+            for path in ("hf/model.safetensors", "train.bin"):
+                assert read(f"gemma2_changed/{path}") == read(f"{name}_1/{path}"), f"{name}: {flag} changes {path}"
+            with open(os.path.join(tmp, "gemma2_changed", "hf", "config.json")) as f:
+                hf = json.load(f)
+            if flag != "--sliding-window":
+                key = "attn_logit_softcapping" if flag == "--attn-softcap" else "final_logit_softcapping"
+                assert hf[key] is None and r["config"][key] is None, f"{name}: {flag} 0 is not null"
+            else:
+                assert r["config"]["window_masks"] is False, f"{name}: W 16 masks"
+    # The default tiny run (2 layers, no window at T 16, lr 1e-3, 10 steps) notices dropping either cap.
+    base = run_llama_reference(tmp, "gemma2_default", *g, "--steps", "10")
+    for flag in ("--attn-softcap", "--final-softcap"):
+        r = run_llama_reference(tmp, "gemma2_default_nocap", *g, "--steps", "10", flag, "0")
+        moved = max(abs(u / v - 1) for u, v in zip(r["grad_norms"], base["grad_norms"]))
+        assert moved >= 1e-3, f"gemma2: dropping {flag} moves the grad norms by only {moved:.2g}"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    assert close(run_llama_reference(tmp, "gemma2_mb", *runs["gemma2_w5"], "--micro-batches", "1")["losses"],
+                 results["gemma2_w5"]["losses"]), "gemma2: M=1 vs 2"
+    own = set(make_hf_llama_reference.GEMMA2_ARGS + ("attn_logit_softcapping", "final_logit_softcapping"))
+    for other in ("llama", "gemma3"):
+        assert not set(run_llama_reference(tmp, "gemma2_other", "--model", other)["config"]) & own, \
+            f"{other}'s expected.json has Gemma 2 keys"
+    for flags in (g + ("--rope-scaling", "linear"), g + ("--rope-scaling", "yarn"), g + ("--rope-scaling", "llama3"),
+                  g + ("--rope-scaling", "longrope"), g + ("--rope-factor", "2"), g + ("--sliding-window-pattern", "2"),
+                  g + ("--rope-local-base-freq", "100"), g + ("--fp8-block", "8", "8"), g + ("--experts", "8"),
+                  g + ("--top-k", "1"), g + ("--aux-coef", "0.1"), g + ("--z-coef", "1e-3"), g + ("--norm-topk", "0"),
+                  g + ("--router-std", "2"), g + ("--q-lora-rank", "4"), g + ("--n-group", "2"),
+                  g + ("--attn-softcap", "-1"), g + ("--final-softcap", "-0.5"), g + ("--final-softcap", "inf"),
+                  g + ("--sliding-window", "0"), g + ("--query-pre-attn-scalar", "0"), g + ("--kv-heads", "3"),
+                  g + ("--max-window-layers", "1"), g + ("--partial-rotary-factor", "0.5"),
+                  g + ("--no-rope-interval", "2"), g + ("--head-dim", "7"), ("--model", "llama", "--attn-softcap", "1"),
+                  ("--model", "gemma3", "--final-softcap", "1"), ("--model", "mistral", "--attn-softcap", "0")):
+        assert refused(*flags), f"{flags} accepted"
+    assert not refused(*runs["gemma2_b"]) and not refused(*g, "--attn-softcap", "0", "--final-softcap", "0")
+    text = io.StringIO()        # --help formats (argparse expands % in every help string)
+    with contextlib.redirect_stdout(text):
+        try:
+            make_hf_llama_reference.parse_args(["--help"])
+        except SystemExit:
+            pass
+    assert "--attn-softcap" in text.getvalue() and "--no-rope-interval" in text.getvalue(), "--help"
+    print("make_hf_llama_reference --model gemma2 (3 layers S/G/S W 5 lr 3e-3; W 3 scalar 24 head_dim 16 NKV 1 "
+          "untied): deterministic; config (caps 0.05/1.0, layer types); config.json, names; load_hf/save_hf byte for "
+          "byte; hf/ reproduces step 1 (load_hf exactly, op by op to 1e-12); each cap at 0 (null) and the window "
+          "change the run only; the default run notices either cap >= 1e-3; M=1 vs 2; llama and gemma3 without its "
+          "keys; refusals")
+
+
 # ---------------------------------------------------------------- Starcoder2 (float64)
 
 def starcoder2_hf_names(cfg):
@@ -3372,6 +3821,9 @@ def main():
         check_gemma3()
         check_gemma3_hf(tmp)
         check_gemma3_reference(tmp)
+        check_gemma2()
+        check_gemma2_hf(tmp)
+        check_gemma2_reference(tmp)
         check_starcoder2()
         check_starcoder2_hf(tmp)
         check_starcoder2_reference(tmp)

@@ -1,6 +1,6 @@
-# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma 3, Starcoder2,
-# DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration tests, in float64 from float32-rounded initial
-# weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read sequentially as in
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma 2, Gemma 3,
+# Starcoder2, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration tests, in float64 from float32-rounded
+# initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read sequentially as in
 # make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr, MoE aux and z losses;
 # DeepSeek-V3's final router biases) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
 # accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is computed per
@@ -33,14 +33,19 @@
 # --sliding-window-pattern == 0 (default 6), else sliding: --sliding-window W (default 4096, Gemma3TextConfig's) and
 # RoPE base --rope-local-base-freq (default 1e4); global layers use --rope-theta (default 1e6 for gemma3) scaled by
 # --rope-scaling linear --rope-factor F (default 8). Its --rms-eps defaults to 1e-6.
+# --model gemma2 is Gemma2ForCausalLM (model_type gemma2, torch_llama.Gemma2): gemma3's blocks, embedding scale, norms,
+# GeGLU, --query-pre-attn-scalar, --head-dim, --sliding-window (default 4096), tying and eps, without q/k norms; layer i
+# slides when i is even; every layer takes RoPE with --rope-theta (default 1e4; no scaling); the scaled scores are
+# soft-capped, c * tanh(s / c) with c = --attn-softcap, before the mask, and the logits with c = --final-softcap before
+# the loss (0 writes null, no cap; the defaults 0.05 and 1.0 are small so that the tiny runs notice them).
 # --model starcoder2 is Starcoder2ForCausalLM (torch_llama.Llama with starcoder2): llama's pre-norm blocks with
 # nn.LayerNorms (weight and bias; eps --rms-eps, alias --norm-eps, config.json's norm_epsilon), biases on q/k/v/o_proj,
 # the MLP c_proj(gelu_tanh(c_fc x)) (both biased, F --intermediate), scores times HS^-0.5, GQA, RoPE (no scaling, no
 # --head-dim), tied by default (--tie 0 unties: Starcoder2Config's default and the 3B/7B releases tie, 15B does not),
 # no dropout (config.json writes the three dropouts 0.0); --sliding-window W as mistral's.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma3|starcoder2|deepseek_v3|
-#                    deepseek_v2 --out DIR [...]
+#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma2|gemma3|starcoder2|
+#                    deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -68,9 +73,16 @@ YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_sl
 LONGROPE_ARGS = ("longrope_original_max",)
 SMOLLM3_ARGS = ("no_rope_interval", "no_rope_layers")
 QWEN_MODELS = ("qwen2", "qwen3", "qwen3_moe")    # use_sliding_window's models (qwen2, qwen3: max_window_layers)
-WINDOW_MODELS = ("mistral", "phi3", "gemma3", "starcoder2") + QWEN_MODELS     # the models --sliding-window applies to
-# Gemma 3's own flags (in expected.json's config only for gemma3; rope_factor only with --rope-scaling linear).
+WINDOW_MODELS = ("mistral", "phi3", "gemma2", "gemma3", "starcoder2") + QWEN_MODELS  # the models --sliding-window
+#                                                                                   applies to
+# Gemma 3's own flags (in expected.json's config only for gemma3, query_pre_attn_scalar for gemma2 too; rope_factor only
+# with --rope-scaling linear). Gemma 2's (gemma2 only).
 GEMMA3_ARGS = ("query_pre_attn_scalar", "sliding_window_pattern", "rope_local_base_freq", "rope_factor")
+GEMMA2_ARGS = ("attn_softcap", "final_softcap")
+# Gemma 2's default caps: small enough that the tiny runs notice both (the real 50 and 30 change nothing at init
+# scale, where the scaled scores are about 0.01, at most 0.05, and the logits 0.1, at most 0.5): see README.md's
+# "Gemma 2".
+GEMMA2_ATTN_SOFTCAP, GEMMA2_FINAL_SOFTCAP = 0.05, 1.0
 # The nn.Linear weights that --fp8-block quantizes, as DeepSeek-V3's release does: the attention projections and
 # every MLP's (dense, routed experts, Mixtral's w1/w2/w3, shared experts). Embeddings, lm_head, norms, routers
 # (mlp.gate, block_sparse_moe.gate), e_score_correction_bias and biases stay F32.
@@ -82,23 +94,27 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe",
-                                        "smollm3", "mistral", "gemma3", "starcoder2") + DEEPSEEK_MODELS, required=True,
+                                        "smollm3", "mistral", "gemma2", "gemma3", "starcoder2") + DEEPSEEK_MODELS,
+                   required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
                         "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers); mistral: "
-                        "MistralForCausalLM (llama, with --sliding-window); gemma3: Gemma3ForCausalLM; starcoder2: "
-                        "Starcoder2ForCausalLM (LayerNorms, biases, GELU-tanh c_fc/c_proj MLP)")
+                        "MistralForCausalLM (llama, with --sliding-window); gemma2: Gemma2ForCausalLM (soft-capped "
+                        "attention and logits); gemma3: Gemma3ForCausalLM; starcoder2: Starcoder2ForCausalLM "
+                        "(LayerNorms, biases, GELU-tanh c_fc/c_proj MLP)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
     p.add_argument("--kv-heads", type=int, default=2, help="NKV (ignored for deepseek_v3/v2)")
     p.add_argument("--channels", type=int, default=32)
-    p.add_argument("--head-dim", type=int, default=0, help="HS when not channels / heads (qwen3, mistral, gemma3)")
+    p.add_argument("--head-dim", type=int, default=0,
+                   help="HS when not channels / heads (qwen3, mistral, gemma2, gemma3)")
     p.add_argument("--intermediate", type=int, default=48,
                    help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP)")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
     p.add_argument("--rms-eps", "--norm-eps", type=float, default=None,
-                   help="RMSNorm eps, default 1e-5 (gemma3 1e-6; starcoder2: the LayerNorms' eps, norm_epsilon; "
+                   help="RMSNorm eps, default 1e-5 (gemma2, gemma3 1e-6; starcoder2: the LayerNorms' eps, "
+                        "norm_epsilon; "
                         "deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base, default 1e4 (gemma3: its global layers', default 1e6)")
@@ -114,22 +130,22 @@ def parse_args(argv=None):
                    help="--rope-scaling longrope: original_max_position_embeddings (>= 2); factor = --context / this, "
                         "long factors when --seq-len exceeds it")
     p.add_argument("--no-rope-interval", type=int, default=None,
-                   help="smollm3 only: no_rope_layer_interval N (default 4); layer i takes no RoPE when (i + 1) % N "
+                   help="smollm3 only: no_rope_layer_interval N (default 4); layer i takes no RoPE when (i + 1) %% N "
                         "== 0, unless --no-rope-layers is given")
     p.add_argument("--no-rope-layers", default=None,
                    help="smollm3 only: no_rope_layers as comma-separated 1 (RoPE) / 0 (NoPE), one per layer; "
                         "overrides the interval (which config.json still records)")
     p.add_argument("--sliding-window", type=int, default=None,
-                   help="mistral, phi3, gemma3, qwen2, qwen3, qwen3_moe and starcoder2 only: sliding_window W >= 1, "
-                        "query i attends keys i - W < j <= i (the W latest positions, itself included; gemma3: in its "
-                        "sliding layers, default 4096; qwen2/qwen3: in layers >= --max-window-layers); absent: null "
-                        "(qwen: use_sliding_window false), plain causal attention")
+                   help="mistral, phi3, gemma2, gemma3, qwen2, qwen3, qwen3_moe and starcoder2 only: sliding_window W "
+                        ">= 1, query i attends keys i - W < j <= i (the W latest positions, itself included; gemma2, "
+                        "gemma3: in their sliding layers, default 4096; qwen2/qwen3: in layers >= "
+                        "--max-window-layers); absent: null (qwen: use_sliding_window false), plain causal attention")
     p.add_argument("--max-window-layers", type=int, default=None,
                    help="qwen2 and qwen3 with --sliding-window only: max_window_layers M >= 0 (default 0, every layer "
                         "slides), layers i < M attend causally; qwen3_moe slides every layer")
     p.add_argument("--tie", type=int, choices=(0, 1), default=None,
-                   help="1: lm_head tied to embed_tokens (default 0; gemma3 and starcoder2 1)")
-    g = p.add_argument_group("gemma3 (Gemma3ForCausalLM)")
+                   help="1: lm_head tied to embed_tokens (default 0; gemma2, gemma3 and starcoder2 1)")
+    g = p.add_argument_group("gemma3 (Gemma3ForCausalLM); gemma2 takes --query-pre-attn-scalar too")
     g.add_argument("--query-pre-attn-scalar", type=float, default=None,
                    help="query_pre_attn_scalar S > 0: scores q.k * S^-0.5 (default the head size)")
     g.add_argument("--sliding-window-pattern", type=int, default=None,
@@ -140,6 +156,14 @@ def parse_args(argv=None):
     g.add_argument("--rope-factor", type=float, default=None,
                    help="--rope-scaling linear: factor > 0, the global layers' inv_freq divided by it (default 8, "
                         "Gemma 3 4B-27B's)")
+    g = p.add_argument_group("gemma2 (Gemma2ForCausalLM; layer i slides when i is even)")
+    g.add_argument("--attn-softcap", type=float, default=None,
+                   help=f"attn_logit_softcapping c >= 0: scores s = c * tanh(s / c) before the mask; 0 writes null, no "
+                        f"cap (default {GEMMA2_ATTN_SOFTCAP}, small enough for the tiny runs to notice; Gemma 2's is "
+                        f"50)")
+    g.add_argument("--final-softcap", type=float, default=None,
+                   help=f"final_logit_softcapping c >= 0: logits = c * tanh(logits / c) before the loss; 0 writes null "
+                        f"(default {GEMMA2_FINAL_SOFTCAP}; Gemma 2's is 30)")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
     p.add_argument("--aux-coef", "--moe-aux-coef", type=float, default=0.02, help="load-balancing loss weight")
@@ -193,15 +217,20 @@ def parse_args(argv=None):
                         "weight_scale_inv per R x C block) and train from their dequantized values")
     tg.add_optimizer_args(p)
     args = p.parse_args(argv)
-    gemma3 = args.model == "gemma3"
-    # Defaults that differ for gemma3 (Gemma3TextConfig's) and starcoder2 (tied, Starcoder2Config's); every other model
-    # keeps the values it always had.
+    gemma3, gemma2 = args.model == "gemma3", args.model == "gemma2"
+    # Defaults that differ for gemma3 (Gemma3TextConfig's), gemma2 (Gemma2Config's: eps 1e-6, tied; theta stays 1e4)
+    # and starcoder2 (tied, Starcoder2Config's); every other model keeps the values it always had.
     for name, usual, gemma in (("rms_eps", 1e-5, 1e-6), ("rope_theta", 10000.0, 1000000.0), ("tie", 0, 1)):
         if getattr(args, name) is None:
-            setattr(args, name, gemma if gemma3 or (args.model == "starcoder2" and name == "tie") else usual)
-    if not gemma3 and any(getattr(args, name) is not None for name in GEMMA3_ARGS):
-        p.error("--query-pre-attn-scalar, --sliding-window-pattern, --rope-local-base-freq and --rope-factor apply "
-                "to gemma3 only")
+            setattr(args, name, gemma if gemma3 or (gemma2 and name != "rope_theta")
+                    or (args.model == "starcoder2" and name == "tie") else usual)
+    if gemma2:
+        check_gemma2_args(p, args)
+    elif any(getattr(args, name) is not None for name in GEMMA2_ARGS):
+        p.error("--attn-softcap and --final-softcap apply to gemma2 only")
+    if not (gemma3 or gemma2) and any(getattr(args, name) is not None for name in GEMMA3_ARGS):
+        p.error("--query-pre-attn-scalar (gemma2, gemma3), --sliding-window-pattern, --rope-local-base-freq and "
+                "--rope-factor (gemma3) apply to Gemma only")
     if args.rope_scaling == "linear" and not gemma3:
         p.error("--rope-scaling linear is modelled for gemma3 only")
     if gemma3:
@@ -326,6 +355,31 @@ def parse_args(argv=None):
     return args
 
 
+def check_gemma2_args(p, args):
+    """--model gemma2's flags: refuses what Gemma 2 does not have (rope scaling, Gemma 3's window pattern, local base
+    and factor, fp8, the MoE and DeepSeek flags away from their defaults) and fills its defaults: window 4096
+    (Gemma2Config's), caps GEMMA2_ATTN_SOFTCAP and GEMMA2_FINAL_SOFTCAP (0 = null, no cap)."""
+    if args.rope_scaling != "none":
+        p.error("gemma2: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
+    if any(getattr(args, name) is not None for name in GEMMA3_ARGS[1:]):
+        p.error("gemma2: --sliding-window-pattern, --rope-local-base-freq and --rope-factor are Gemma 3's (gemma2's "
+                "layers alternate, sliding when i is even, all with --rope-theta)")
+    if args.fp8_block is not None:
+        p.error("gemma2: --fp8-block is not modelled")
+    moved = [name for name in MOE_ARGS + DEEPSEEK_ARGS if getattr(args, name) != p.get_default(name)]
+    if moved:
+        p.error(f"gemma2 is dense: --{', --'.join(n.replace('_', '-') for n in moved)} do not apply")
+    if args.sliding_window is None:
+        args.sliding_window = 4096
+    for name, default in (("attn_softcap", GEMMA2_ATTN_SOFTCAP), ("final_softcap", GEMMA2_FINAL_SOFTCAP)):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+        if not 0 <= getattr(args, name) < float("inf"):
+            p.error(f"gemma2: --{name.replace('_', '-')} must be >= 0 (0: no cap) and finite")
+    if args.rope_theta <= 0 or (args.query_pre_attn_scalar is not None and args.query_pre_attn_scalar <= 0):
+        p.error("gemma2: --rope-theta and --query-pre-attn-scalar must be positive")
+
+
 def longrope_factors(n, seed):
     """Phi-3's longrope short_factor and long_factor, n each, from a generator of their own seeded with seed (the
     init and train.bin draw from another, so they do not change): short in [1, 1.5], long_i in [1 + 7i/n, 1 +
@@ -383,13 +437,19 @@ def model_config(args):
         sliding_window=args.sliding_window, max_window_layers=args.max_window_layers or 0,
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0,
-        **(gemma3_fields(args) if args.model == "gemma3" else {}))
+        **(gemma3_fields(args) if args.model == "gemma3" else gemma2_fields(args) if args.model == "gemma2" else {}))
 
 
 def gemma3_fields(args):
     """LlamaConfig's Gemma 3 fields from the flags (query_pre_attn_scalar 0 = the head size)."""
     return {"gemma3": True, "query_pre_attn_scalar": tl.json_number(args.query_pre_attn_scalar or 0),
             "rope_local_base_freq": args.rope_local_base_freq, "sliding_window_pattern": args.sliding_window_pattern}
+
+
+def gemma2_fields(args):
+    """LlamaConfig's Gemma 2 fields from the flags (query_pre_attn_scalar 0 = the head size; a cap of 0 = None)."""
+    return {"gemma2": True, "query_pre_attn_scalar": tl.json_number(args.query_pre_attn_scalar or 0),
+            "attn_logit_softcapping": args.attn_softcap or None, "final_logit_softcapping": args.final_softcap or None}
 
 
 def fp8_quantize(model, block):
@@ -526,7 +586,8 @@ def run_config(args, cfg, num_tokens):
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
                + (() if args.model == "smollm3" else SMOLLM3_ARGS)
-               + (() if args.model == "gemma3" else GEMMA3_ARGS)
+               + (() if args.model == "gemma3" else GEMMA3_ARGS[1:] if args.model == "gemma2" else GEMMA3_ARGS)
+               + (() if args.model == "gemma2" else GEMMA2_ARGS)
                + (("rope_factor",) if args.rope_factor is None else ())
                # sliding_window is recorded only when given, max_window_layers with it (qwen2, qwen3)
                + (("sliding_window",) if args.sliding_window is None else ())
@@ -669,6 +730,26 @@ def run_config(args, cfg, num_tokens):
         config["rope_inv_freq_sliding"] = tl.gemma3_inv_freq(cfg, "sliding_attention").tolist()
         config["rope_inv_freq_full"] = tl.gemma3_inv_freq(cfg, "full_attention").tolist()
         config["window_masks"] = args.seq_len > cfg.sliding_window and "sliding_attention" in cfg.layer_types
+    if not deepseek and cfg.gemma2:
+        config["query_pre_attn_scalar"] = cfg.query_pre_attn_scalar
+        config["layer_types"] = list(cfg.layer_types)
+        config["attn_logit_softcapping"] = cfg.attn_logit_softcapping
+        config["final_logit_softcapping"] = cfg.final_logit_softcapping
+        config["init"] = ("N(0,0.02) weights, o_proj/down_proj N(0,0.02/sqrt(2L)), RMSNorm weights w N(0,0.1) (applied "
+                          "as 1 + w); all rounded to float32 (hf/ holds them exactly)")
+        config["embed_scale"] = tl.gemma3_embed_scale(cfg.channels)
+        config["block"] = ("x = embed_tokens(idx) * embed_scale (f32(sqrt(C))); per layer: h = x + "
+                           "post_attention_layernorm(attn(input_layernorm(x))); x = h + "
+                           "post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))); logits = cap(norm(x) @ "
+                           "head^T, final_logit_softcapping), CE on the capped logits; every norm x * rsqrt(mean(x^2) "
+                           "+ eps) * (1 + w); mlp = down(gelu_tanh(gate x) * up x); attn: RoPE on q and k (no q/k "
+                           "norms), s = cap(q.k * query_pre_attn_scalar^-0.5, attn_logit_softcapping), then the mask, "
+                           "softmax; cap(v, c) = c * tanh(v / c), none when c is null")
+        config["attention"] = ("layer_types[i] sliding_attention (i even): query i attends keys j with i - "
+                               "sliding_window < j <= i; full_attention (i odd): causal; RoPE base rope_theta in every "
+                               "layer; the cap comes before the mask")
+        config["rope_inv_freq"] = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta).tolist()
+        config["window_masks"] = args.seq_len > cfg.sliding_window and "sliding_attention" in cfg.layer_types
     if not deepseek and cfg.rotary_dim != cfg.head_size:
         config["rotary_dim"] = cfg.rotary_dim
         config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "
@@ -740,7 +821,7 @@ def main(argv=None):
     if args.sliding_window is not None and args.sliding_window >= args.seq_len:
         print(f"note: --sliding-window {args.sliding_window} >= --seq-len {args.seq_len} masks nothing: plain causal "
               f"attention")
-    if args.model == "gemma3" and "sliding_attention" not in cfg.layer_types:
+    if args.model in ("gemma2", "gemma3") and "sliding_attention" not in cfg.layer_types:
         print("note: no layer is sliding (lower --sliding-window-pattern or raise --layers)")
     if args.model in QWEN_MODELS and cfg.sliding_window is not None and "sliding_attention" not in cfg.attention_types:
         print("note: no layer is sliding (lower --max-window-layers or raise --layers): plain causal attention")

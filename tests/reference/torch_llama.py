@@ -23,7 +23,10 @@
 # attention and the GeGLU MLP (gelu tanh); per-head q/k norms before RoPE; scores times query_pre_attn_scalar^-0.5;
 # head_dim decoupled from C / NH; layer_types (default: every sliding_window_pattern-th layer global) picks per
 # layer a sliding window (Mistral's rule) and RoPE base rope_local_base_freq, or full causal attention and
-# rope_theta (linearly scaled when rope_scaling is linear); tied embeddings by default, no softcapping. Starcoder2
+# rope_theta (linearly scaled when rope_scaling is linear); tied embeddings by default, no softcapping. Gemma 2
+# (Gemma2ForCausalLM, model_type gemma2; class Gemma2) is Gemma 3's blocks without the q/k norms, one RoPE (rope_theta)
+# in every layer, layer i sliding when i is even (layer_types), the scaled scores soft-capped (attn_logit_softcapping c:
+# c * tanh(s / c), before the mask) and the logits too (final_logit_softcapping, before the loss). Starcoder2
 # (Starcoder2ForCausalLM) is Llama's pre-norm decoder with nn.LayerNorms (weight and bias, eps norm_epsilon) in place of
 # the RMSNorms, biases on q/k/v/o_proj, GPT-2's MLP (torch_gpt2.MLP: c_proj(gelu_tanh(c_fc x)), both biased, F =
 # intermediate_size) in place of SwiGLU, scores times HS^-0.5, and Mistral's sliding window when sliding_window is set;
@@ -80,10 +83,14 @@ class LlamaConfig:
     #                                       qwen2, qwen3: layers >= max_window_layers only)
     max_window_layers: int = 0      # qwen2, qwen3 with a sliding_window: layers i < this attend causally
     gemma3: bool = False            # Gemma3ForCausalLM (gemma3_text): the Gemma3 class below, not Llama
-    query_pre_attn_scalar: float = 0  # gemma3: scores times this ** -0.5; 0 = head_size
+    gemma2: bool = False            # Gemma2ForCausalLM (gemma2): the Gemma2 class below, not Llama
+    query_pre_attn_scalar: float = 0  # gemma2, gemma3: scores times this ** -0.5; 0 = head_size
     rope_local_base_freq: float = 10000.0  # gemma3: the sliding layers' RoPE base (never scaled)
     sliding_window_pattern: int = 6  # gemma3: layer i is global when (i + 1) % this == 0 (unless layer_types)
-    layer_types: tuple = ()         # gemma3: "sliding_attention" / "full_attention" per layer; () = from the pattern
+    layer_types: tuple = ()         # gemma2, gemma3: "sliding_attention" / "full_attention" per layer; () = gemma3 from
+    #                                 the pattern, gemma2 sliding when i is even
+    attn_logit_softcapping: Optional[float] = None   # gemma2: scores = cap * tanh(scores / cap) before the mask
+    final_logit_softcapping: Optional[float] = None  # gemma2: logits = cap * tanh(logits / cap); None = no cap
     starcoder2: bool = False        # Starcoder2ForCausalLM: LayerNorms, biased q/k/v/o, GELU-tanh MLP (c_fc, c_proj);
     #                                 rms_norm_eps is then the LayerNorms' eps (config.json's norm_epsilon)
 
@@ -124,19 +131,23 @@ class LlamaConfig:
             raise ValueError("mistral is a dense Llama without biases or q/k norms, its rope_scaling null, llama3 or "
                              "yarn")
         if self.starcoder2 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.phi3 or self.olmo2
-                                or self.olmoe or self.smollm3 or self.mistral or self.gemma3 or kind != "default"):
+                                or self.olmoe or self.smollm3 or self.mistral or self.gemma or kind != "default"):
             raise ValueError("starcoder2 is dense, with its own biases and norms (not qkv_bias or q/k norms), no "
                              "head_dim (HS = C / NH), no other family's flags and no rope_scaling")
         if self.gemma3:
             self._check_gemma3(kind)
+        elif self.gemma2:
+            self._check_gemma2(kind)
         elif (self.query_pre_attn_scalar or self.layer_types or self.rope_local_base_freq != 10000.0
               or self.sliding_window_pattern != 6):
-            raise ValueError("query_pre_attn_scalar, layer_types, rope_local_base_freq and sliding_window_pattern are "
-                             "modelled for gemma3 only")
+            raise ValueError("query_pre_attn_scalar and layer_types are modelled for gemma2 and gemma3 only, "
+                             "rope_local_base_freq and sliding_window_pattern for gemma3 only")
+        if not self.gemma2 and (self.attn_logit_softcapping is not None or self.final_logit_softcapping is not None):
+            raise ValueError("attn_logit_softcapping and final_logit_softcapping are modelled for gemma2 only")
         if self.sliding_window is not None:
-            if not (self.mistral or self.phi3 or self.gemma3 or self.qwen or self.starcoder2):
-                raise ValueError("sliding_window is modelled for mistral, phi3, gemma3, qwen2, qwen3, qwen3_moe and "
-                                 "starcoder2 only")
+            if not (self.mistral or self.phi3 or self.gemma or self.qwen or self.starcoder2):
+                raise ValueError("sliding_window is modelled for mistral, phi3, gemma2, gemma3, qwen2, qwen3, "
+                                 "qwen3_moe and starcoder2 only")
             if isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int) \
                     or self.sliding_window < 1:
                 raise ValueError(f"sliding_window {self.sliding_window} must be a positive integer (or None)")
@@ -161,7 +172,7 @@ class LlamaConfig:
         q/k norms are built in), rope_scaling null or linear (the global layers'), a positive integer window, a
         positive query_pre_attn_scalar (0 becomes head_size), layer_types from sliding_window_pattern when empty."""
         if (self.is_moe or self.qkv_bias or self.qk_norm or self.phi3 or self.olmo2 or self.olmoe or self.smollm3
-                or self.mistral or kind not in ("default", "linear")):
+                or self.mistral or self.gemma2 or kind not in ("default", "linear")):
             raise ValueError("gemma3 is dense, without biases or the other families' flags, its rope_scaling null or "
                              "linear")
         if kind == "linear":
@@ -185,12 +196,45 @@ class LlamaConfig:
             raise ValueError(f"gemma3: layer_types {list(self.layer_types)}: one of {GEMMA3_LAYER_TYPES} per layer "
                              f"({self.num_layers})")
 
+    def _check_gemma2(self, kind):
+        """Gemma 2's rules (__post_init__): dense, without biases, q/k norms or the other families' flags, no
+        rope_scaling (one RoPE, rope_theta, in every layer), no rope_local_base_freq or sliding_window_pattern (Gemma
+        3's), a positive integer window, a positive query_pre_attn_scalar (0 becomes head_size), layer_types sliding
+        when i is even when empty, each softcapping None or a positive number."""
+        if (self.is_moe or self.qkv_bias or self.qk_norm or self.phi3 or self.olmo2 or self.olmoe or self.smollm3
+                or self.mistral or kind != "default"):
+            raise ValueError("gemma2 is dense, without biases, q/k norms or the other families' flags, and without "
+                             "rope_scaling")
+        if self.rope_local_base_freq != 10000.0 or self.sliding_window_pattern != 6:
+            raise ValueError("gemma2: rope_local_base_freq and sliding_window_pattern are Gemma 3's (every gemma2 "
+                             "layer takes rope_theta; layer_types alternate)")
+        W = self.sliding_window
+        if isinstance(W, bool) or not isinstance(W, int) or W < 1:
+            raise ValueError(f"gemma2: sliding_window {W} must be a positive integer")
+        if self.rope_theta <= 0:
+            raise ValueError("gemma2: rope_theta must be positive")
+        if not self.query_pre_attn_scalar:
+            self.query_pre_attn_scalar = self.head_size
+        if self.query_pre_attn_scalar <= 0:
+            raise ValueError(f"gemma2: query_pre_attn_scalar {self.query_pre_attn_scalar} must be positive")
+        for name in ("attn_logit_softcapping", "final_logit_softcapping"):
+            cap = getattr(self, name)
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0
+                                    or math.isinf(cap)):
+                raise ValueError(f"gemma2: {name} {cap} must be a positive number or None (no cap)")
+        if not self.layer_types:
+            self.layer_types = gemma2_layer_types(self.num_layers)
+        self.layer_types = tuple(self.layer_types)
+        if len(self.layer_types) != self.num_layers or any(t not in GEMMA3_LAYER_TYPES for t in self.layer_types):
+            raise ValueError(f"gemma2: layer_types {list(self.layer_types)}: one of {GEMMA3_LAYER_TYPES} per layer "
+                             f"({self.num_layers})")
+
     def is_sliding(self, layer):
-        """Whether layer's attention slides (query i sees keys i - W < j <= i): gemma3's sliding_attention layers (local
-        RoPE base too); else, with a sliding_window, the layers from max_window_layers on (Qwen2's and Qwen3's first
-        max_window_layers attend causally; it is 0 for Mistral, Phi-3, Qwen3-MoE and Starcoder2, which slide in every
-        layer)."""
-        if self.gemma3:
+        """Whether layer's attention slides (query i sees keys i - W < j <= i): gemma2's and gemma3's sliding_attention
+        layers (gemma3: local RoPE base too); else, with a sliding_window, the layers from max_window_layers on (Qwen2's
+        and Qwen3's first max_window_layers attend causally; it is 0 for Mistral, Phi-3, Qwen3-MoE and Starcoder2, which
+        slide in every layer)."""
+        if self.gemma:
             return self.layer_types[layer] == "sliding_attention"
         return self.sliding_window is not None and layer >= self.max_window_layers
 
@@ -202,8 +246,12 @@ class LlamaConfig:
         return tuple("sliding_attention" if self.is_sliding(i) else "full_attention" for i in range(self.num_layers))
 
     @property
-    def attn_scale(self):           # the factor on q.k: query_pre_attn_scalar^-0.5 (gemma3), else HS^-0.5
-        return (self.query_pre_attn_scalar if self.gemma3 else self.head_size) ** -0.5
+    def attn_scale(self):           # the factor on q.k: query_pre_attn_scalar^-0.5 (gemma2, gemma3), else HS^-0.5
+        return (self.query_pre_attn_scalar if self.gemma else self.head_size) ** -0.5
+
+    @property
+    def gemma(self):                # Gemma 2 or Gemma 3: (1 + w) norms around both sublayers, GeGLU, scaled embeddings
+        return self.gemma2 or self.gemma3
 
     @property
     def head_size(self):            # HS
@@ -295,6 +343,12 @@ def gemma3_layer_types(num_layers, pattern):
     """Gemma3TextConfig's layer_types from sliding_window_pattern P: layer i is full_attention when (i + 1) % P == 0,
     else sliding_attention (P 6: layers 5, 11, 17, 23 global of 26)."""
     return tuple("sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers))
+
+
+def gemma2_layer_types(num_layers):
+    """Gemma2Config's default layer_types: layer i is sliding_attention when i is even ((i + 1) % 2), else
+    full_attention (gemma-2-2b: 13 of each, layer 0 sliding). Gemma 3's rule with sliding_window_pattern 2."""
+    return gemma3_layer_types(num_layers, 2)
 
 
 def linear_rope_scaling(factor):
@@ -446,16 +500,24 @@ def gelu_tanh(x):
     return F.gelu(x, approximate="tanh")
 
 
-def attend(q, k, v, mask_bias, o_proj, scale=None):
+def logit_softcap(x, cap):
+    """Gemma 2's tanh soft-capping: cap * tanh(x / cap), in HF's order (divide, tanh, multiply); x itself when cap is
+    None."""
+    return x if cap is None else torch.tanh(x / cap) * cap
+
+
+def attend(q, k, v, mask_bias, o_proj, scale=None, softcap=None):
     """Grouped-query attention after the projections: q (B,NH,T,HS), k and v (B,NKV,T,HS), query head h reading kv
     head h // (NH/NKV); softmax(q.k * scale + mask_bias[:T, :T]) v, heads concatenated, through o_proj. scale None
-    divides by sqrt(HS) instead (Llama's form; it rounds otherwise than * HS^-0.5)."""
+    divides by sqrt(HS) instead (Llama's form; it rounds otherwise than * HS^-0.5). softcap c (Gemma 2's
+    attn_logit_softcapping) turns the scaled scores s into c * tanh(s / c) before the mask is added (capping after it
+    would turn -inf into -c, a visible key)."""
     B, NH, T, HS = q.shape
     # repeat_interleave puts kv head j at query heads j*group .. j*group+group-1: h // group.
     group = NH // k.size(1)
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     att = q @ k.transpose(-2, -1)                                       # (B,NH,T,T)
-    att = (att / math.sqrt(HS) if scale is None else att * scale) + mask_bias[:T, :T]
+    att = logit_softcap(att / math.sqrt(HS) if scale is None else att * scale, softcap) + mask_bias[:T, :T]
     y = att.softmax(dim=-1) @ v                                         # (B,NH,T,HS)
     return o_proj(y.transpose(1, 2).reshape(B, T, NH * HS))
 
@@ -618,8 +680,8 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """HF's LlamaModel / MixtralModel (Gemma3TextModel with layer Gemma3DecoderLayer, norm GemmaRMSNorm; Starcoder2Model
-    with norm nn.LayerNorm): the tensors under the "model." prefix (embed_tokens, layers, norm)."""
+    """HF's LlamaModel / MixtralModel (Gemma3TextModel and Gemma2Model with layer Gemma3DecoderLayer, norm GemmaRMSNorm;
+    Starcoder2Model with norm nn.LayerNorm): the tensors under the "model." prefix (embed_tokens, layers, norm)."""
 
     def __init__(self, cfg, layer=DecoderLayer, norm=RMSNorm):
         super().__init__()
@@ -715,13 +777,40 @@ class Gemma3Attention(nn.Module):
         return attend(q, k, v, self.mask_bias, self.o_proj, self.scale)
 
 
-class Gemma3DecoderLayer(nn.Module):
-    """h = x + post_attention_layernorm(attn(input_layernorm(x))); out = h + post_feedforward_layernorm(
-    mlp(pre_feedforward_layernorm(h))), every norm a GemmaRMSNorm (1 + w). Modules in HF's order."""
+class Gemma2Attention(nn.Module):
+    """Gemma 2's attention: q (NH heads), k and v (NKV heads) of HS = head_dim channels (decoupled from C / NH), no
+    q/k norms, RoPE on q and k; query head h reads kv head h // (NH/NKV); scores s = q.k * query_pre_attn_scalar^-0.5,
+    then s = cap * tanh(s / cap) with cap = attn_logit_softcapping (none when None), then the mask: a sliding layer's
+    query i sees keys i - W < j <= i only (W = sliding_window), a global layer's every j <= i."""
 
     def __init__(self, cfg, layer):
         super().__init__()
-        self.self_attn = Gemma3Attention(cfg, layer)
+        self.num_heads, self.num_kv_heads, HS, C = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.channels
+        self.head_size, self.scale, self.softcap = HS, cfg.attn_scale, cfg.attn_logit_softcapping
+        self.q_proj = nn.Linear(C, cfg.num_heads * HS, bias=False)       # (NH*HS, C)
+        self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
+        self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=False)    # (NKV*HS, C)
+        self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=False)       # (C, NH*HS)
+        self.register_buffer("mask_bias", causal_mask_bias(cfg.max_seq_len, cfg.layer_window(layer)), persistent=False)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        NH, NKV, HS = self.num_heads, self.num_kv_heads, self.head_size
+        q = self.q_proj(x).view(B, T, NH, HS).transpose(1, 2)      # (B,NH,T,HS)
+        k = self.k_proj(x).view(B, T, NKV, HS).transpose(1, 2)     # (B,NKV,T,HS)
+        v = self.v_proj(x).view(B, T, NKV, HS).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return attend(q, k, v, self.mask_bias, self.o_proj, self.scale, self.softcap)
+
+
+class Gemma3DecoderLayer(nn.Module):
+    """h = x + post_attention_layernorm(attn(input_layernorm(x))); out = h + post_feedforward_layernorm(
+    mlp(pre_feedforward_layernorm(h))), every norm a GemmaRMSNorm (1 + w). Modules in HF's order. Also Gemma 2's
+    block (Gemma2DecoderLayer), with Gemma2Attention when cfg.gemma2."""
+
+    def __init__(self, cfg, layer):
+        super().__init__()
+        self.self_attn = (Gemma2Attention if cfg.gemma2 else Gemma3Attention)(cfg, layer)
         self.mlp = MLP(cfg, gelu_tanh)       # GeGLU
         C, eps = cfg.channels, cfg.rms_norm_eps
         self.input_layernorm = GemmaRMSNorm(C, eps)
@@ -783,9 +872,45 @@ class Gemma3(nn.Module):
         return F.linear(self.model.norm(x), head), []
 
 
+# ---------------------------------------------------------------- Gemma 2 (Gemma2ForCausalLM, gemma2)
+
+class Gemma2(nn.Module):
+    """Gemma2ForCausalLM (model_type gemma2): x = embed_tokens(idx) * f32(sqrt(C)) (HF casts sqrt(C) to the hidden
+    states' dtype, so float32 models take f32(sqrt(C)); this takes it in float64 runs too); the blocks (Gemma 3's with
+    Gemma2Attention: no q/k norms, attention logits soft-capped), sliding or global by cfg.layer_types (the window
+    only; RoPE with rope_theta in every layer); logits = norm(x) @ E^T when tied (the default), else lm_head, then
+    soft-capped by final_logit_softcapping; the cross-entropy is taken on the capped logits. forward returns (logits,
+    []) as Llama's does for a dense model."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        assert cfg.gemma2, "Gemma2 needs LlamaConfig(gemma2=True)"
+        self.cfg = cfg
+        self.model = Decoder(cfg, Gemma3DecoderLayer, GemmaRMSNorm)     # HF's Gemma2Model
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
+        self.embed_scale = gemma3_embed_scale(cfg.channels)
+        self.inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta)   # float64, a plain attribute
+
+    def rope(self, T):
+        """cos, sin (T, HS) float64 for positions 0..T-1, the same in every layer."""
+        return rope_cos_sin(self.inv_freq, T)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
+        dtype = self.model.norm.weight.dtype
+        cos, sin = (u.to(dtype) for u in self.rope(T))
+        x = self.model.embed_tokens(idx) * self.embed_scale
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+        return logit_softcap(F.linear(self.model.norm(x), head), self.cfg.final_logit_softcapping), []
+
+
 def model_class(cfg):
-    """Gemma3 for cfg.gemma3, else Llama (every other family here)."""
-    return Gemma3 if cfg.gemma3 else Llama
+    """Gemma3 for cfg.gemma3, Gemma2 for cfg.gemma2, else Llama (every other family here)."""
+    return Gemma3 if cfg.gemma3 else Gemma2 if cfg.gemma2 else Llama
 
 
 def router_losses(router_logits, top_k):
@@ -819,10 +944,10 @@ def init_weights(model, generator, router_std=1.0):
     """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2, Starcoder2's c_proj)
     N(0, 0.02/sqrt(2L)); RMSNorm (LayerNorm) gains 1 + N(0, 0.1); every bias (q/k/v, Starcoder2's o_proj, c_fc, c_proj
     and LayerNorm biases) N(0, 0.1); the router N(0, router_std), large so that fp32
-    and fp64 pick the same experts. Gemma 3's norms store w = N(0, 0.1) and apply 1 + w (so a loader that forgets the
-    offset is caught). Then rounds every parameter to float32 (kept in the model's dtype)."""
+    and fp64 pick the same experts. Gemma 2's and Gemma 3's norms store w = N(0, 0.1) and apply 1 + w (so a loader
+    that forgets the offset is caught). Then rounds every parameter to float32 (kept in the model's dtype)."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
-    gain_offset = 0.0 if model.cfg.gemma3 else 1.0
+    gain_offset = 0.0 if model.cfg.gemma else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
@@ -850,9 +975,12 @@ def hf_config(cfg):
     no head_dim, rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
     SmolLM3ForCausalLM (smollm3: no head_dim; no_rope_layers, no_rope_layer_interval, no sliding window and
     layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config) or
-    Starcoder2ForCausalLM (starcoder2: starcoder2_hf_config). Qwen's three write qwen_window_config's keys."""
+    Gemma2ForCausalLM (gemma2: gemma2_hf_config) or Starcoder2ForCausalLM (starcoder2: starcoder2_hf_config). Qwen's
+    three write qwen_window_config's keys."""
     if cfg.gemma3:
         return gemma3_hf_config(cfg)
+    if cfg.gemma2:
+        return gemma2_hf_config(cfg)
     if cfg.starcoder2:
         return starcoder2_hf_config(cfg)
     common = {
@@ -996,6 +1124,68 @@ def gemma3_config_from_hf(c):
         layer_types=tuple(c.get("layer_types") or ()))
 
 
+def gemma2_hf_config(cfg):
+    """config.json of Gemma2ForCausalLM as Gemma2Config's keys spell it (model_type gemma2): head_dim,
+    query_pre_attn_scalar, sliding_window, layer_types (written, though Gemma2Config derives the same list when it is
+    absent), both softcappings (null = no cap), rope_theta (no rope_scaling key: Gemma2Config has none),
+    hidden_activation gelu_pytorch_tanh, no bias. The keys Gemma 3 shares keep gemma3_hf_config's spelling and order."""
+    return {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
+            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
+            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size, "vocab_size": cfg.vocab_size,
+            "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
+            "rope_theta": cfg.rope_theta, "query_pre_attn_scalar": json_number(cfg.query_pre_attn_scalar),
+            "sliding_window": cfg.sliding_window, "layer_types": list(cfg.layer_types),
+            "final_logit_softcapping": cfg.final_logit_softcapping,
+            "attn_logit_softcapping": cfg.attn_logit_softcapping,
+            "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False, "attention_dropout": 0.0,
+            "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02, "torch_dtype": "float32"}
+
+
+def gemma2_config_from_hf(c):
+    """A gemma2 config.json -> LlamaConfig(gemma2=True), with Gemma2Config's defaults for absent keys (256000 tokens,
+    C 2304, F 9216, 26 layers, 8 heads, 4 kv heads, head_dim 256, 8192 positions, rms_norm_eps 1e-6, rope_theta 1e4,
+    query_pre_attn_scalar 256, sliding_window 4096, attn_logit_softcapping 50, final_logit_softcapping 30, tied).
+    An absent layer_types alternates (layer i sliding when i is even); a given one wins. A softcapping key present as
+    null means no cap (only an absent key takes the default). transformers 5's rope_parameters (rope_type default) is
+    read too, its rope_theta agreeing with a top-level one. Refused: an activation other than gelu_pytorch_tanh,
+    biases, bidirectional attention, a rope_scaling or another rope type, Gemma 3's rope_local_base_freq and
+    sliding_window_pattern, a window that is not a positive integer, a scalar or a cap that is not positive."""
+    act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
+    if act != "gelu_pytorch_tanh":
+        raise ValueError(f"gemma2: hidden_activation {act} is not modelled (only gelu_pytorch_tanh)")
+    if c.get("use_bidirectional_attention") or c.get("attention_bias"):
+        raise ValueError("gemma2: use_bidirectional_attention and attention_bias are not modelled")
+    theta, params = c.get("rope_theta"), c.get("rope_parameters")
+    if params is not None:
+        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
+                or set(params) - {"rope_type", "type", "rope_theta"}):
+            raise ValueError(f"gemma2: rope_parameters {params}: only the default type is modelled")
+        if theta is not None and params.get("rope_theta") is not None and theta != params["rope_theta"]:
+            raise ValueError(f"gemma2: rope_theta {theta} disagrees with rope_parameters ({params['rope_theta']})")
+        theta = params.get("rope_theta", theta)
+    if c.get("rope_scaling") is not None:
+        raise ValueError(f"gemma2: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    for key in ("rope_local_base_freq", "sliding_window_pattern"):
+        if c.get(key) is not None:
+            raise ValueError(f"gemma2: {key} is Gemma 3's, not modelled for gemma2")
+    qpas = c.get("query_pre_attn_scalar", 256)
+    if isinstance(qpas, bool) or not isinstance(qpas, (int, float)) or qpas <= 0:
+        raise ValueError(f"gemma2: query_pre_attn_scalar {qpas} must be a positive number")
+    NH, C = c.get("num_attention_heads", 8), c.get("hidden_size", 2304)
+    head_dim = c.get("head_dim", 256)
+    return LlamaConfig(
+        gemma2=True, num_layers=c.get("num_hidden_layers", 26), num_heads=NH,
+        num_kv_heads=c.get("num_key_value_heads", 4) or NH, channels=C, intermediate=c.get("intermediate_size", 9216),
+        vocab_size=c.get("vocab_size", 256000), max_seq_len=c.get("max_position_embeddings", 8192),
+        rms_norm_eps=c.get("rms_norm_eps", 1e-6), rope_theta=10000.0 if theta is None else theta,
+        tie_word_embeddings=c.get("tie_word_embeddings", True), head_dim=head_dim if head_dim != C // NH else 0,
+        query_pre_attn_scalar=qpas, sliding_window=c.get("sliding_window", 4096),
+        layer_types=tuple(c.get("layer_types") or ()),
+        attn_logit_softcapping=c.get("attn_logit_softcapping", 50.0),
+        final_logit_softcapping=c.get("final_logit_softcapping", 30.0))
+
+
 def starcoder2_hf_config(cfg):
     """config.json of Starcoder2ForCausalLM as Starcoder2Config's keys spell it (model_type starcoder2): no head_dim
     (HS = hidden_size / num_attention_heads), norm_epsilon (the LayerNorms' eps), use_bias true, hidden_act
@@ -1104,6 +1294,8 @@ def config_from_hf(c):
     kind = c.get("model_type")
     if kind == "gemma3_text":
         return gemma3_config_from_hf(c)
+    if kind == "gemma2":
+        return gemma2_config_from_hf(c)
     if kind == "starcoder2":
         return starcoder2_config_from_hf(c)
     if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3",
@@ -1189,9 +1381,9 @@ def config_from_hf(c):
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral/Starcoder2, or a Gemma3
-    (gemma3_text), from an HF folder (one model.safetensors; Phi-3's fused tensors split back); a tied model's
-    lm_head.weight, if the file has one, is ignored."""
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral/Starcoder2, a Gemma3
+    (gemma3_text) or a Gemma2 (gemma2), from an HF folder (one model.safetensors; Phi-3's fused tensors split back); a
+    tied model's lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = model_class(cfg)(cfg).to(dtype)
