@@ -101,6 +101,12 @@ const json* HfConfigReader::find(const char* key) const {
   return it == config_.end() || it->is_null() ? nullptr : &*it;
 }
 
+float HfConfigReader::number_or_null(const char* key, float fallback) const {
+  auto it = config_.find(key);
+  if (it != config_.end() && it->is_null()) return 0.0f;
+  return number(key, fallback);
+}
+
 int64_t HfConfigReader::integer(const char* key, int64_t fallback) const {
   const json* v = find(key);
   TS_CHECK(v || fallback >= 0, where_, ": missing field '", key, "'");

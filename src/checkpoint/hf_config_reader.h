@@ -31,6 +31,8 @@ class HfConfigReader {
   int64_t count(const char* key, int64_t fallback) const;
   // A positive finite number, `fallback` when absent.
   float number(const char* key, float fallback) const;
+  // A positive finite number, 0 when JSON null, `fallback` when absent (Gemma 2's soft caps, on by default).
+  float number_or_null(const char* key, float fallback) const;
   bool boolean(const char* key, bool fallback) const;
   // An optional field that must hold `expected` when present; `why` ends the error.
   void expect(const char* key, const nlohmann::json& expected, const char* why) const;

@@ -108,8 +108,10 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
 }
 
 // Gemma's form: norms on both sides of each sublayer and scaled embeddings; its RMSNorms multiply by
-// (1 + weight), so each gain is stored less 1 (`to_hf`) and read back plus 1.
+// (1 + weight), so each gain is stored less 1 (`to_hf`) and read back plus 1. Gemma 3's has q/k norms,
+// Gemma 2's not.
 bool gemma_form(const ModelConfig& c) { return c.norm_placement == NormPlacement::sandwich && c.scaled_embeddings; }
+bool gemma2_form(const ModelConfig& c) { return gemma_form(c) && !c.qk_norm; }
 void offset_gemma_gains(const ModelConfig& c, const std::string& name, float* values, int64_t n, bool to_hf) {
   if (!gemma_form(c) || !(name.ends_with("norm.weight") || name.ends_with("layernorm.weight"))) return;
   for (int64_t i = 0; i < n; ++i) values[i] += to_hf ? -1.0f : 1.0f;
@@ -189,27 +191,41 @@ json with_gemma3_defaults(json config) {
   return config;
 }
 
-// Gemma 3 (Gemma3ForCausalLM): norms on both sides of each sublayer, embeddings times sqrt(C), GeGLU,
-// per-head q/k norms, sliding layers (layer_types, or every sliding_window_pattern-th global) with their
-// own unscaled RoPE base, scores by query_pre_attn_scalar; the (1 + w) gains are offset_gemma_gains'.
-void read_gemma3(const HfConfigReader& r, ModelConfig& c) {
+// Gemma 2 and 3 (Gemma2ForCausalLM, Gemma3ForCausalLM): norms on both sides of each sublayer, embeddings
+// times sqrt(C), GeGLU, sliding layers (layer_types, or every `pattern`-th global), scores by
+// query_pre_attn_scalar; the (1 + w) gains are offset_gemma_gains'.
+void read_gemma(const HfConfigReader& r, ModelConfig& c, int64_t pattern) {
   r.expect("hidden_activation", "gelu_pytorch_tanh", "Gemma's GeGLU takes GELU's tanh form");
-  r.expect("final_logit_softcapping", json(), "Tessera does not cap the logits (Gemma 2's); Gemma 3 has none");
-  r.expect("use_bidirectional_attention", false, "Tessera's attention is causal");
   c.norm_placement = NormPlacement::sandwich;
   c.mlp = MlpKind::geglu;
-  c.qk_norm = true;
   c.scaled_embeddings = true;
   c.attention_window = r.integer("sliding_window", 4096);
-  c.local_rope_theta = r.number("rope_local_base_freq", 1e4f);
   if (const double scalar = r.number("query_pre_attn_scalar", 256.0f); scalar != double(c.head_size()))
     c.attention_scalar = float(scalar);
   if (const std::optional<std::vector<int64_t>> full = full_attention_layers(r, c.num_layers)) {
     c.global_layers = *full;
     return;
   }
-  const int64_t pattern = r.integer("sliding_window_pattern", 6);  // every pattern-th layer global
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
+}
+
+// Gemma 2: every other block slides (the first does), one RoPE base, attention scores and logits soft-capped
+// (Gemma2Config's 50 and 30 when the fields are absent, none when null).
+void read_gemma2(const HfConfigReader& r, ModelConfig& c) {
+  read_gemma(r, c, 2);
+  c.attention_softcap = r.number_or_null("attn_logit_softcapping", 50.0f);
+  c.logit_softcap = r.number_or_null("final_logit_softcapping", 30.0f);
+}
+
+// Gemma 3: per-head q/k norms, every sliding_window_pattern-th block global, the sliding ones with their own
+// unscaled RoPE base, no soft caps.
+void read_gemma3(const HfConfigReader& r, ModelConfig& c) {
+  r.expect("final_logit_softcapping", json(), "Gemma 3 does not cap its logits (Gemma 2 does)");
+  r.expect("attn_logit_softcapping", json(), "Gemma 3 does not cap its attention scores (Gemma 2 does)");
+  r.expect("use_bidirectional_attention", false, "Tessera's attention is causal");
+  read_gemma(r, c, r.integer("sliding_window_pattern", 6));
+  c.qk_norm = true;
+  c.local_rope_theta = r.number("rope_local_base_freq", 1e4f);
 }
 
 // StarCoder2 (Starcoder2ForCausalLM): LayerNorms (norm_epsilon), biases on every projection and norm, a
@@ -303,6 +319,9 @@ struct TextModelNames {
 // GELU MLP, nothing else), or one of the RMSNorm families' with the features its form has.
 bool has_hf_llama_form(const ModelConfig& c) {
   if (c.naming != Naming::llama || c.positions != PositionKind::rope) return false;
+  // Soft caps are Gemma 2's alone, whose blocks all turn by one RoPE base.
+  const bool capped = c.attention_softcap > 0 || c.logit_softcap > 0;
+  if (gemma2_form(c) ? c.local_rope_theta != 0 : capped) return false;
   if (c.norm == NormKind::layernorm)
     return c.bias && c.mlp == MlpKind::gelu && !c.qkv_bias && !c.qk_norm && !c.moe.enabled() && !c.mla.enabled() &&
            !c.phi3 && c.norm_placement == NormPlacement::pre && c.nope_layers.empty() && c.global_layers.empty() &&
@@ -342,7 +361,8 @@ std::optional<int64_t> layer_of(const std::string& name) {
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
-         model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma3_text" || model_type == "starcoder2";
+         model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma2" || model_type == "gemma3_text" ||
+         model_type == "starcoder2";
 }
 
 ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path) {
@@ -351,12 +371,12 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
-           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma3_text\" or \"starcoder2\"");
+           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma2\", \"gemma3_text\" or \"starcoder2\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
   const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
-  const bool gemma3 = *type == "gemma3_text", starcoder2 = *type == "starcoder2";
-  const bool qwen3 = *type == "qwen3" || qwen3_moe;
-  if (!gemma3 && !starcoder2) r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
+  const bool gemma2 = *type == "gemma2", gemma3 = *type == "gemma3_text", starcoder2 = *type == "starcoder2";
+  const bool gemma = gemma2 || gemma3, qwen3 = *type == "qwen3" || qwen3_moe;
+  if (!gemma && !starcoder2) r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
   r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
   r.expect("mlp_bias", false, "Tessera's Llama has no MLP biases");
@@ -372,11 +392,12 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   if (olmo2) c.norm_placement = NormPlacement::post;
   c.phi3 = phi3;
   c.max_seq_len =
-      r.integer("max_position_embeddings", mixtral ? 32768 : olmoe || starcoder2 ? 4096 : gemma3 ? 131072 : 2048);
+      r.integer("max_position_embeddings",
+                mixtral ? 32768 : olmoe || starcoder2 ? 4096 : gemma3 ? 131072 : gemma2 ? 8192 : 2048);
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window;
   // Gemma's slides some layers only).
   if (const json* window = r.find("sliding_window");
-      window && !qwen2 && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma3) {
+      window && !qwen2 && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma) {
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
@@ -385,14 +406,15 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   c.mlp_hidden = r.integer("intermediate_size");
   c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 || olmoe ? 1e-5f : 1e-6f);
   c.rope.theta = r.number("rope_theta", mixtral || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f);
-  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma3 || starcoder2);
+  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma || starcoder2);
   if (smollm3) c.nope_layers = smollm3_nope_layers(r, c.num_layers);
   if (qwen2 || qwen3) read_qwen_window(r, c, qwen3_moe);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
-  if (r.find("head_dim") || gemma3) {
-    const int64_t head_dim = r.integer("head_dim", 256);  // Gemma 3's default
+  if (r.find("head_dim") || gemma) {
+    const int64_t head_dim = r.integer("head_dim", 256);  // Gemma's default
     if (c.channels % c.num_heads != 0 || head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
   }
+  if (gemma2) read_gemma2(r, c);
   if (gemma3) read_gemma3(r, c);
   if (starcoder2) read_starcoder2(r, c);
   if (phi3) {  // partial rotary (Phi-4-mini's): a head's first int(HS * factor) channels rotate
@@ -432,10 +454,11 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
 
 json hf_llama_config_json(const ModelConfig& c) {
   const bool olmo2 = c.norm_placement == NormPlacement::post, olmoe = c.qk_norm_all_heads && c.moe.enabled();
-  const bool smollm3 = !c.nope_layers.empty(), gemma3 = gemma_form(c), starcoder2 = c.norm == NormKind::layernorm;
+  const bool smollm3 = !c.nope_layers.empty(), starcoder2 = c.norm == NormKind::layernorm;
+  const bool gemma = gemma_form(c), gemma2 = gemma2_form(c), gemma3 = gemma && !gemma2;
   const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads && !gemma_form(c), qwen3_moe = qwen3 && c.moe.enabled();
   const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe, qwen2 = c.qkv_bias;
-  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && !gemma3 &&
+  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && !gemma &&
                        !starcoder2 && c.attention_window > 0;
   const char* architecture = starcoder2  ? "Starcoder2ForCausalLM"
                              : mixtral   ? "MixtralForCausalLM"
@@ -446,6 +469,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : c.phi3    ? "Phi3ForCausalLM"
                              : olmo2     ? "Olmo2ForCausalLM"
                              : smollm3   ? "SmolLM3ForCausalLM"
+                             : gemma2    ? "Gemma2ForCausalLM"
                              : gemma3    ? "Gemma3ForCausalLM"
                              : mistral   ? "MistralForCausalLM"
                                          : "LlamaForCausalLM";
@@ -458,6 +482,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                      : c.phi3    ? "phi3"
                      : olmo2     ? "olmo2"
                      : smollm3   ? "smollm3"
+                     : gemma2    ? "gemma2"
                      : gemma3    ? "gemma3_text"
                      : mistral   ? "mistral"
                                  : "llama";
@@ -474,7 +499,7 @@ json hf_llama_config_json(const ModelConfig& c) {
             {"rms_norm_eps", json_float(c.norm_eps)},
             {"rope_theta", json_float(c.rope.theta)},
             {"rope_scaling", rope_scaling_json(c.rope)},
-            {"hidden_act", gemma3 || starcoder2 ? "gelu_pytorch_tanh" : "silu"},
+            {"hidden_act", gemma || starcoder2 ? "gelu_pytorch_tanh" : "silu"},
             {"tie_word_embeddings", c.tied_embeddings},
             {"initializer_range", 0.02}};
   if (starcoder2) {  // its eps under its own key, biases everywhere, no dropout
@@ -502,16 +527,20 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["original_max_position_embeddings"] = c.rope.longrope ? c.rope.original_max_positions : c.max_seq_len;
     j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
     j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
-  } else if (gemma3) {  // its layers' kinds, their window and RoPE bases, the scores' scalar
+  } else if (gemma) {  // its layers' kinds, their window, the scores' scalar, Gemma 2's caps, Gemma 3's local base
+    const auto cap = [](float v) { return v > 0 ? json(json_float(v)) : json(); };
     j["layer_types"] = layer_types_json(c);
     j["sliding_window"] = c.attention_window;
-    j["rope_local_base_freq"] = json_float(c.local_rope_theta > 0 ? c.local_rope_theta : c.rope.theta);
     j["query_pre_attn_scalar"] = c.attention_scalar > 0 ? json(json_float(c.attention_scalar)) : json(c.head_size());
     j["hidden_activation"] = "gelu_pytorch_tanh";
-    j["final_logit_softcapping"] = j["attn_logit_softcapping"] = nullptr;
+    j["attn_logit_softcapping"] = cap(c.attention_softcap);
+    j["final_logit_softcapping"] = cap(c.logit_softcap);
     j["attention_bias"] = false;
     j["attention_dropout"] = 0.0;
-    j["use_bidirectional_attention"] = false;
+    if (gemma3) {
+      j["rope_local_base_freq"] = json_float(c.local_rope_theta > 0 ? c.local_rope_theta : c.rope.theta);
+      j["use_bidirectional_attention"] = false;
+    }
   } else if (olmo2 || olmoe) {
     j["attention_bias"] = false;
     j["attention_dropout"] = 0.0;
@@ -532,7 +561,7 @@ json hf_llama_config_json(const ModelConfig& c) {
       j["use_sliding_window"] = false;
     }
   }
-  if ((c.phi3 || c.attention_window > 0) && !gemma3)
+  if ((c.phi3 || c.attention_window > 0) && !gemma)
     j["sliding_window"] = c.attention_window > 0 ? json(c.attention_window) : json();
   return j;
 }
@@ -589,8 +618,8 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   const bool deepseek = hf_deepseek_exportable(config);
   TS_CHECK(has_hf_llama_form(config), "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, ",
            "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, ",
-           "Olmo2ForCausalLM, OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma3ForCausalLM, Starcoder2ForCausalLM, ",
-           "DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
+           "Olmo2ForCausalLM, OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, ",
+           "Starcoder2ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());

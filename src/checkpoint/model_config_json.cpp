@@ -136,6 +136,8 @@ json model_config_to_json(const ModelConfig& c) {
   if (c.local_rope_theta > 0) j["local_rope_theta"] = c.local_rope_theta;
   if (c.attention_scalar > 0) j["attention_scalar"] = c.attention_scalar;
   if (c.scaled_embeddings) j["scaled_embeddings"] = true;
+  if (c.attention_softcap > 0) j["attention_softcap"] = c.attention_softcap;
+  if (c.logit_softcap > 0) j["logit_softcap"] = c.logit_softcap;
   if (c.positions == PositionKind::rope)
     j["rope"] = {{"theta", c.rope.theta},
                  {"factor", c.rope.factor},
@@ -209,6 +211,8 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.number("local_rope_theta", c.local_rope_theta);      // absent unless the sliding blocks have their own base
   r.number("attention_scalar", c.attention_scalar);      // absent unless not the head size
   r.boolean("scaled_embeddings", c.scaled_embeddings);   // absent unless Gemma's
+  r.number("attention_softcap", c.attention_softcap);    // absent unless Gemma 2's
+  r.number("logit_softcap", c.logit_softcap);            // absent unless Gemma 2's
   r.boolean("tied_embeddings", c.tied_embeddings);
   Reader rope = r.object("rope");
   rope.number("theta", c.rope.theta);

@@ -76,10 +76,11 @@ void head_norm_backward(const ModelConfig& c, Tensor& dqkv, QkSection s, const T
 void core_forward(const ModelConfig& config, AttentionActivations& a, const SequencePositions& seq,
                   ContextParallel* cp) {
   const int NH = int(config.num_heads), NKV = int(config.kv_heads());
+  const float cap = config.attention_softcap;
   if (cp)
-    cp->attention_forward(a.core, a.lse, a.qkv, NH, NKV, seq.doc_starts);
+    cp->attention_forward(a.core, a.lse, a.qkv, NH, NKV, seq.doc_starts, cap);
   else
-    attention_forward(a.core, a.lse, a.qkv, NH, NKV, seq.doc_starts);
+    attention_forward(a.core, a.lse, a.qkv, NH, NKV, seq.doc_starts, cap);
   if (config.mla.enabled()) latent_values_forward(config, a.latent.values, a.core);
 }
 
@@ -164,7 +165,7 @@ void attention_layer_decode(const ModelConfig& config, AttentionActivations& a, 
   }
   if (config.positions == PositionKind::rope && seq.rotate)
     rope_forward(a.qkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
-  attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV, seq.window);
+  attention_kv_forward(a.core, k_cache, v_cache, a.qkv, past, NH, NKV, seq.window, config.attention_softcap);
   if (config.mla.enabled()) latent_values_forward(config, a.latent.values, a.core);
   matmul_forward(a.out, projected(config, a), w.attn_out.weight, w.attn_out.bias);
 }
@@ -187,10 +188,11 @@ void attention_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeight
                   proj.operand(projected(config, a), Fp8Role::input), proj.operand(w.attn_out.weight, Fp8Role::weight),
                   deferred);
   if (latent) latent_values_backward(config, scratch.dcore, dvalues);
+  const float cap = config.attention_softcap;
   if (cp)
-    cp->attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts);
+    cp->attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts, cap);
   else
-    attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts);
+    attention_backward(scratch.dqkv, scratch.dcore, a.qkv, a.core, a.lse, NH, NKV, seq.doc_starts, cap);
   if (config.positions == PositionKind::rope && seq.rotate)
     rope_backward(scratch.dqkv, seq.rope, NH, NKV, seq.inv_freq, config.rope_scales());
   if (config.qk_norm) {

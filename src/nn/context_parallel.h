@@ -37,15 +37,16 @@ struct CpCommStats {
 // contracts of ops/attention.h on local tensors: qkv (B, T/cp, (NH+2NKV)*HS), out and dout
 // (B, T/cp, NH*HS), lse (B, NH, T/cp); backward writes (=) dqkv, whose dk and dv sum the gradients
 // from every rank's queries. cp = 1 is plain causal attention. doc_starts (B, T/cp) i32, or undefined:
-// each local token's document start, a true position (document masking, ops/attention.h).
+// each local token's document start, a true position (document masking, ops/attention.h). softcap > 0
+// caps the scores (Gemma 2's, ops/attention.h).
 class ContextParallel {
  public:
   virtual ~ContextParallel() = default;
   virtual CpPlace place() const = 0;
   virtual void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
-                                 const Tensor& doc_starts) = 0;
+                                 const Tensor& doc_starts, float softcap) = 0;
   virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                  const Tensor& lse, int NH, int NKV, const Tensor& doc_starts) = 0;
+                                  const Tensor& lse, int NH, int NKV, const Tensor& doc_starts, float softcap) = 0;
   // Each value summed over the group: statistics of the whole sequences from every rank's share
   // (the MoE router's load-balancing counts).
   virtual std::vector<double> sum_over_group(const std::vector<double>& values) = 0;

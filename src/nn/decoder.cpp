@@ -12,6 +12,7 @@
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_shard.h"
+#include "ops/logit_softcap.h"
 #include "ops/encoder.h"
 #include "ops/matmul.h"
 #include "ops/residual.h"
@@ -96,6 +97,9 @@ void Decoder::to(Device device, DType compute) {
   TS_CHECK(compute == DType::f32 || (half && device == Device::cuda), "model: compute dtype ", dtype_name(compute),
            " on the ", device == Device::cpu ? "CPU" : "GPU",
            " is not supported; the CPU computes in f32, the GPU in f32, bf16 or f16");
+  TS_CHECK(device == Device::cpu || (config_.attention_softcap == 0 && config_.logit_softcap == 0), "model: ",
+           model_family(config_), " soft-caps its attention scores and logits, which no GPU kernel does yet; ",
+           "run it with --device cpu");
   if (device == device_ && compute == compute_dtype_) return;
   device_ = device;
   compute_dtype_ = compute;
@@ -151,8 +155,7 @@ float Decoder::forward(const Tensor& tokens, const Tensor& targets, float dloss,
     TS_CHECK(!tp_ && !ep_ && !cp_, "Decoder::forward: inference under tensor, expert or context parallelism is not "
                                    "implemented; load the checkpoint into one process (tessera generate)");
     const int64_t N = B * T;
-    Tensor no_bias;  // the classifier has none
-    matmul_forward(logits_buffer(N), acts_.final_norm.out.reshape({N, config_.channels}), w_.classifier(), no_bias);
+    classify(logits_buffer(N), acts_.final_norm.out.reshape({N, config_.channels}));
     return 0.0f;
   }
   if (dloss != 0.0f) count_moe_statistics(acts_);
@@ -282,7 +285,7 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
     const int64_t rows = std::min(chunk, N - row);
     Tensor logits = logits_buffer(chunk).view(0, {rows, Vp}), chunk_losses = losses.view(row, {rows});
     const Tensor x = normed.view(row * C, {rows, C});
-    matmul_forward(logits, x, classifier, no_bias);
+    classify(logits, x);
     cross_entropy(chunk_losses, logits, device_targets.view(row, {rows}), dloss * target_loss_weight_);
     if (dloss == 0.0f) continue;
     Tensor dx = dnormed.view(row * C, {rows, C});
@@ -303,8 +306,15 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
   return sum;
 }
 
+void Decoder::classify(Tensor& logits, const Tensor& normed) const {
+  Tensor no_bias;  // the classifier has none
+  matmul_forward(logits, normed, w_.classifier(), no_bias);
+  if (config_.logit_softcap > 0.0f) logit_softcap(logits, config_.logit_softcap);
+}
+
 void Decoder::cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, float dloss) {
-  if (!tp_) return softmax_cross_entropy(losses, logits, targets, config_.vocab_size, dloss);
+  const float cap = config_.logit_softcap;
+  if (!tp_) return softmax_cross_entropy(losses, logits, targets, config_.vocab_size, dloss, cap);
   // Vocabulary-parallel (Megatron): each rank holds a slice of every row's logits; the row's max,
   // its sum of exponentials and the target's logit are reduced over the group, never the logits.
   const int64_t N = logits.size(0);
@@ -317,7 +327,7 @@ void Decoder::cross_entropy(Tensor& losses, Tensor& logits, const Tensor& target
   tp_->sum_over_group(sum_exp);
   tp_->sum_over_group(target_logit);
   cross_entropy_shard_finish(losses, logits, targets, global_max, sum_exp, target_logit, first_vocab_row(),
-                             config_.vocab_size, dloss);
+                             config_.vocab_size, dloss, cap);
 }
 
 int64_t Decoder::classifier_chunk(int64_t rows) const {

@@ -53,8 +53,7 @@ const Tensor& Decoder::forward_cached(const Tensor& tokens, KvCache& cache) {
   norm_forward(config_, a.final_norm, *x, w_.final_norm);
   if (!a.logits.defined() || a.logits.size(0) != B * Tq)
     a.logits = Tensor::zeros({B * Tq, config_.padded_vocab_size()}, compute_dtype_, device_);
-  Tensor no_bias;
-  matmul_forward(a.logits, a.final_norm.out.reshape({B * Tq, C}), w_.classifier(), no_bias);
+  classify(a.logits, a.final_norm.out.reshape({B * Tq, C}));
   cache.length += Tq;
   return a.logits;
 }

@@ -72,6 +72,8 @@ void ModelConfig::validate() const {
            "windowed RoPE model and must be above 1");
   TS_CHECK(attention_scalar >= 0.0f && std::isfinite(attention_scalar), "model: attention_scalar must be positive ",
            "(0: the head size), got ", attention_scalar);
+  for (const auto& [name, cap] : {std::pair{"attention_softcap", attention_softcap}, {"logit_softcap", logit_softcap}})
+    TS_CHECK(cap >= 0.0f && std::isfinite(cap), "model: ", name, " must be positive (0: not capped), got ", cap);
   TS_CHECK(!scaled_embeddings || positions == PositionKind::rope,
            "model: scaled embeddings are Gemma's, a RoPE model's; learned positions would be scaled with them");
   TS_CHECK(nope_layers.empty() || (positions == PositionKind::rope && !mla.enabled()),
@@ -155,7 +157,7 @@ std::string model_family(const ModelConfig& config) {
   if (config.phi3) return "phi3";
   if (config.norm == NormKind::layernorm) return "starcoder2";
   if (config.norm_placement == NormPlacement::post) return "olmo2";
-  if (config.norm_placement == NormPlacement::sandwich) return "gemma3";
+  if (config.norm_placement == NormPlacement::sandwich) return config.qk_norm ? "gemma3" : "gemma2";
   if (!config.nope_layers.empty() && !config.qk_norm && !config.qkv_bias) return "smollm3";
   return config.qk_norm ? "qwen3" : config.qkv_bias ? "qwen2" : "llama";
 }

@@ -88,6 +88,11 @@ struct ModelConfig {
   float local_rope_theta = 0;  // the sliding blocks' RoPE base, unscaled (Gemma's rope_local_base_freq); 0: rope's
   float attention_scalar = 0;  // scores scaled by attention_scalar^-1/2 (Gemma's query_pre_attn_scalar); 0: HS
   bool scaled_embeddings = false;  // the token embeddings times sqrt(C), float32-rounded (Gemma)
+  // Gemma 2's soft caps, x -> cap tanh(x / cap): attention_softcap on every scaled attention score before the
+  // mask and softmax (attn_logit_softcapping), logit_softcap on the head's logits before the loss and sampling
+  // (final_logit_softcapping). 0: not capped. CPU only (ops/attention.h, ops/logit_softcap.h).
+  float attention_softcap = 0;
+  float logit_softcap = 0;
 
   Naming naming = Naming::gpt2;
   int64_t num_kv_heads = 0;  // NKV dividing NH (grouped-query attention); 0 = NH
@@ -150,7 +155,8 @@ struct ModelConfig {
 };
 
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
-// over all heads), "smollm3" (blocks without RoPE), "gemma3" (norms on both sides of each sublayer),
+// over all heads), "smollm3" (blocks without RoPE), "gemma2" (norms on both sides of each sublayer, soft
+// caps), "gemma3" (norms on both sides of each sublayer, q/k norms),
 // "qwen2" (q/k/v biases), "qwen3" (q/k norms), "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads),
 // "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);

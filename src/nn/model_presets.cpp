@@ -82,19 +82,36 @@ ModelConfig smollm3(ModelConfig c, int64_t interval) {
   return c;
 }
 
-// Gemma 3: norms on both sides of each sublayer (their (1 + w) gains as Tessera's gains), embeddings
-// times sqrt(C), GeGLU, per-head q/k norms, heads `head_dim` wide; blocks slide over `window` positions
-// with RoPE base 10,000 but every `pattern`-th, global, on the model's theta; RMSNorm eps 1e-6, tied.
-ModelConfig gemma3(ModelConfig c, int64_t head_dim, int64_t window, int64_t pattern) {
+// Gemma 2 and 3: norms on both sides of each sublayer (their (1 + w) gains as Tessera's gains),
+// embeddings times sqrt(C), GeGLU, heads `head_dim` wide; blocks slide over `window` positions but every
+// `pattern`-th, global; RMSNorm eps 1e-6, tied.
+ModelConfig gemma(ModelConfig c, int64_t head_dim, int64_t window, int64_t pattern) {
   c.norm_placement = NormPlacement::sandwich;
   c.mlp = MlpKind::geglu;
-  c.qk_norm = true;
   c.scaled_embeddings = true;
   if (head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
   c.attention_window = window;
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
-  c.local_rope_theta = 10000.0f;
   c.norm_eps = 1e-6f;
+  return c;
+}
+
+// Gemma 2: every other block (the first) slides over `window` positions, one RoPE base, scores scaled by
+// `scalar`^-1/2 and capped at 50, logits capped at 30 (x -> cap tanh(x / cap)).
+ModelConfig gemma2(ModelConfig c, int64_t head_dim, int64_t window, float scalar) {
+  c = gemma(c, head_dim, window, 2);
+  if (scalar != float(head_dim)) c.attention_scalar = scalar;
+  c.attention_softcap = 50.0f;
+  c.logit_softcap = 30.0f;
+  return c;
+}
+
+// Gemma 3: per-head q/k norms; the sliding blocks turn by RoPE base 10,000, every `pattern`-th (global)
+// by the model's theta.
+ModelConfig gemma3(ModelConfig c, int64_t head_dim, int64_t window, int64_t pattern) {
+  c = gemma(c, head_dim, window, pattern);
+  c.qk_norm = true;
+  c.local_rope_theta = 10000.0f;
   return c;
 }
 
@@ -230,6 +247,17 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"olmo2-32b", [] { return olmo2(llama(64, 40, 8, 5120, 27648, 100352, 4096, 5e5f, false)); }},
       {"smollm3-tiny", [] { return smollm3(llama(2, 4, 2, 32, 64, 256, 64, 5e6f, true), 2); }},
       {"smollm3-3b", [] { return smollm3(llama(36, 16, 4, 2048, 11008, 128256, 65536, 5e6f, true), 4); }},
+      {"gemma2-tiny",  // caps of 50 and 30 bend nothing at this size (scores near 0.01, logits 0.1): these do
+       [] {
+         ModelConfig c = gemma2(llama(3, 4, 1, 32, 48, 256, 64, 1e4f, true), 16, 8, 24.0f);
+         c.attention_softcap = 0.05f;
+         c.logit_softcap = 1.0f;
+         return c;
+       }},
+      {"gemma2-2b", [] { return gemma2(llama(26, 8, 4, 2304, 9216, 256000, 8192, 1e4f, true), 256, 4096, 256.0f); }},
+      {"gemma2-9b", [] { return gemma2(llama(42, 16, 8, 3584, 14336, 256000, 8192, 1e4f, true), 256, 4096, 256.0f); }},
+      {"gemma2-27b",
+       [] { return gemma2(llama(46, 32, 16, 4608, 36864, 256000, 8192, 1e4f, true), 128, 4096, 144.0f); }},
       {"gemma3-tiny", [] { return gemma3(llama(3, 4, 1, 32, 48, 256, 64, 1e6f, true), 16, 8, 3); }},
       {"gemma3-1b", [] { return gemma3(llama(26, 4, 1, 1152, 6912, 262144, 32768, 1e6f, true), 256, 512, 6); }},
       {"gemma3-4b",

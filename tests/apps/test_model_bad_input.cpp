@@ -89,10 +89,10 @@ std::vector<ModelBadInput> cases() {
        "num_kv_heads (2) must divide num_heads (1)"},
       {"UnknownModelType",
        [](auto d) {
-         edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["model_type"] = "gemma2"; });
+         edit_json(d / "mixtral-hf" / "config.json", [](auto& j) { j["model_type"] = "falcon"; });
          return init_from(d, "mixtral-hf");
        },
-       "field 'model_type' is '\"gemma2\"'"},
+       "field 'model_type' is '\"falcon\"'"},
       {"UnknownHiddenAct",
        [](auto d) {
          edit_json(d / "llama-hf" / "config.json", [](auto& j) { j["hidden_act"] = "gelu"; });

@@ -120,14 +120,15 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny", "gemma3-tiny",
-                                           "starcoder2-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
+                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny", "gemma2-tiny",
+                                           "gemma3-tiny", "starcoder2-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
                                   : info.param == "olmo2-tiny"     ? "Olmo2"
                                   : info.param == "olmoe-tiny"     ? "Olmoe"
                                   : info.param == "smollm3-tiny"   ? "SmolLM3"
+                                  : info.param == "gemma2-tiny"    ? "Gemma2"
                                   : info.param == "gemma3-tiny"    ? "Gemma3"
                                   : info.param == "starcoder2-tiny" ? "Starcoder2"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
@@ -468,8 +469,52 @@ TEST(HfLlama, Gemma3NamesConfigAndGains) {
   EXPECT_TRUE(folded.rope.linear);
   EXPECT_EQ(folded.rope.factor, 8.0f);
   expect_field_refused(dir, hf, "final_logit_softcapping", 30.0);
+  expect_field_refused(dir, hf, "attn_logit_softcapping", 50.0);
   expect_field_refused(dir, hf, "hidden_activation", "gelu");
   expect_field_refused(dir, hf, "layer_types", nlohmann::json::parse(R"(["sliding_attention"])"));
+}
+
+// Gemma 2 (Gemma2ForCausalLM): Gemma 3's four norms a block and (1 + w) gains without q/k norms; every
+// other block slides, the first does; the scores and logits soft-capped (Gemma2Config's 50 and 30 when
+// the fields are absent, none when null); one RoPE base.
+TEST(HfLlama, Gemma2NamesConfigAndCaps) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("gemma2-tiny", dir);
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.pre_feedforward_layernorm.weight").shape, (Shape{32}));
+  EXPECT_FALSE(file.contains("model.layers.1.self_attn.q_norm.weight"));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Gemma2ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "gemma2");
+  EXPECT_EQ(hf["layer_types"], nlohmann::json::parse(R"(["sliding_attention", "full_attention", "sliding_attention"])"));
+  EXPECT_EQ(hf["attn_logit_softcapping"], 0.05);
+  EXPECT_EQ(hf["final_logit_softcapping"], 1.0);
+  EXPECT_EQ(hf["query_pre_attn_scalar"], 24.0);
+  EXPECT_FALSE(hf.contains("rope_local_base_freq"));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "gemma2");
+  hf.erase("layer_types");
+  hf.erase("attn_logit_softcapping");
+  hf["final_logit_softcapping"] = nullptr;
+  testing::write_text(dir / "config.json", hf.dump());
+  const ModelConfig defaults = read_hf_config(dir);
+  EXPECT_EQ(defaults.global_layers, (std::vector<int64_t>{1}));
+  EXPECT_EQ(defaults.attention_softcap, 50.0f);
+  EXPECT_EQ(defaults.logit_softcap, 0.0f);
+  expect_field_refused(dir, hf, "attn_logit_softcapping", -1.0);
+  expect_field_refused(dir, hf, "hidden_activation", "gelu");
+}
+
+// Soft caps are Gemma 2's: another family with them has no Hugging Face form to export.
+TEST(HfLlama, SoftCapsOutsideGemma2AreNotExported) {
+  for (const char* preset : {"llama-tiny", "gemma3-tiny"}) {
+    ModelConfig config = model_preset(preset);
+    config.logit_softcap = 30.0f;
+    Decoder model(config);
+    const std::string message =
+        testing::error_of([&] { save_hf_llama(testing::scratch_dir(), config, model.named_params()); });
+    EXPECT_TRUE(testing::contains(message, "has no LlamaForCausalLM")) << preset << ": " << message;
+  }
 }
 
 // Gemma 3 4B-27B's folders (Gemma3ForConditionalGeneration, model_type "gemma3"): the text model's

@@ -34,12 +34,13 @@ ModelConfig family(const std::string& name) {
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "olmoe" ? "olmoe-tiny"
+                               : name == "gemma2" ? "gemma2-tiny"
                                : name == "gemma3" ? "gemma3-tiny"
                                : name == "starcoder2" ? "starcoder2-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
-  c.num_layers = name == "deepseek" || name == "deepseek-v3" || name == "gemma3" ? 3 : 2;
-  if (name == "gemma3") c.attention_window = 3, c.global_layers = {2};  // T up to 8: the window bites
+  c.num_layers = name == "deepseek" || name == "deepseek-v3" || name.starts_with("gemma") ? 3 : 2;
+  if (name.starts_with("gemma")) c.attention_window = 3, c.global_layers = {name == "gemma2" ? 1 : 2};  // T <= 8
   if (name == "starcoder2") c.attention_window = 3;
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
@@ -431,13 +432,12 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
-                                           "sandwich", "gemma3", "starcoder2", "mixtral", "olmoe", "deepseek",
-                                           "deepseek-v2", "deepseek-v3"));
+                                           "sandwich", "gemma2", "gemma3", "starcoder2", "mixtral", "olmoe",
+                                           "deepseek", "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
-                                                              "smollm3", "sandwich", "gemma3", "starcoder2", "mixtral",
-                                                              "olmoe",
-                                                              "deepseek", "deepseek-v3"),
+                                                              "smollm3", "sandwich", "gemma2", "gemma3", "starcoder2",
+                                                              "mixtral", "olmoe", "deepseek", "deepseek-v3"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
@@ -461,6 +461,11 @@ TEST(Presets, PublishedParameterCounts) {
   // Gemma 3 1B: 999,885,952 (tied; its four norms a block, q/k norms of 256).
   EXPECT_EQ(model_preset("gemma3-1b").num_parameters(), 999885952);
   EXPECT_EQ(model_preset("gemma3-1b").global_layers, (std::vector<int64_t>{5, 11, 17, 23}));
+  // Gemma 2 2B, 9B and 27B: 2,614,341,888, 9,241,705,984 and 27,227,128,320 (tied, no q/k norms).
+  EXPECT_EQ(model_preset("gemma2-2b").num_parameters(), 2614341888);
+  EXPECT_EQ(model_preset("gemma2-9b").num_parameters(), 9241705984);
+  EXPECT_EQ(model_preset("gemma2-27b").num_parameters(), 27227128320);
+  EXPECT_EQ(model_preset("gemma2-9b").global_layers.front(), 1);
   // Llama 2 7B (6.74B), Mistral 7B (7.24B), Mistral NeMo (12.2B), Phi-3-mini (3.82B; its 32,064 rows padded
   // to 32,128).
   EXPECT_EQ(model_preset("llama2-7b").num_parameters(), 6738415616);

@@ -155,6 +155,10 @@ const Layout kLayouts[] = {
     {4, 2, 1, 2, "gemma3-tiny", 1, "1f1b", 1, 0, "", 2},
     {4, 2, 1, 2, "gemma3-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
     {4, 2, 0, 2, "gemma3-tiny", 2, "1f1b"}, {4, 4, 3, 2, "gemma3-tiny"},
+    // Gemma 2: soft-capped scores and logits (caps of 0.05 and 1 that bend them), every other block sliding:
+    // tp2 (the capped logits' gradient on each vocabulary shard), ring cp2, tp2 over pp2
+    {4, 2, 1, 2, "gemma2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "gemma2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
+    {4, 1, 0, 2, "gemma2-tiny", 2, "1f1b", 1, 0, "", 2},
     // StarCoder2: LayerNorms and biases on every projection (o_proj's and the MLP's output added once over
     // tp), a GELU MLP, a window of 8: tp2, ring cp2, pp2, ZeRO-3
     {4, 2, 1, 2, "starcoder2-tiny", 1, "1f1b", 1, 0, "", 2},

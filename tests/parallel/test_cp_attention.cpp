@@ -1,7 +1,8 @@
 // Context-parallel attention over the world as the cp group, ring and all-to-all alike: every rank
 // draws the same full qkv and dout, takes its load-balanced chunks, and its out, lse and dqkv equal
 // causal attention over the whole sequence sliced to those chunks; MHA and GQA, local sequences over
-// and under a 64-row query tile; within documents under document masks too. The bytes sent are each
+// and under a 64-row query tile; within documents under document masks, and with Gemma 2's soft-capped
+// scores, too. The bytes sent are each
 // kind's exchanges, cp = 1 (a group of one) sends none, a sequence that does not split into 2·cp
 // chunks is refused naming both numbers, and all-to-all refuses heads that cp does not divide.
 #include <gtest/gtest.h>
@@ -45,17 +46,19 @@ std::vector<double> lse_at(const Tensor& lse, const std::vector<int32_t>& positi
 }
 
 // `kind` over this rank's chunks against attention over the whole sequence (within documents when
-// doc_starts (B,T) is given); returns its stats after forward and after backward.
+// doc_starts (B,T) is given, its scores capped at softcap when > 0); returns its stats after forward and
+// after backward.
 std::pair<CpCommStats, CpCommStats> check_matches_full_attention(Kind kind, const CpShape& s,
                                                                  std::shared_ptr<Comm> cp,
-                                                                 const Tensor& doc_starts = {}) {
+                                                                 const Tensor& doc_starts = {},
+                                                                 float softcap = 0.0f) {
   SCOPED_TRACE(::testing::Message() << "cp=" << cp->size() << " B=" << s.B << " T=" << s.T << " NH=" << s.NH
                                     << " NKV=" << s.NKV << " HS=" << s.HS);
   const Tensor qkv = random_tensor({s.B, s.T, s.W()}, 101), dout = random_tensor({s.B, s.T, s.C()}, 102);
   Tensor out = Tensor::zeros({s.B, s.T, s.C()}), lse = Tensor::zeros({s.B, s.NH, s.T});
   Tensor dqkv = Tensor::zeros(qkv.shape());
-  attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), doc_starts);
-  attention_backward(dqkv, dout, qkv, out, lse, int(s.NH), int(s.NKV), doc_starts);
+  attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), doc_starts, softcap);
+  attention_backward(dqkv, dout, qkv, out, lse, int(s.NH), int(s.NKV), doc_starts, softcap);
 
   const std::unique_ptr<ContextParallel> attention = make_attention(kind, cp);
   const CpPlace place = attention->place();
@@ -63,7 +66,7 @@ std::pair<CpCommStats, CpCommStats> check_matches_full_attention(Kind kind, cons
   const int64_t local_T = s.T / place.size;
   const Tensor local_qkv = cp_local_rows(qkv, place), local_dout = cp_local_rows(dout, place);
   Tensor local_out = Tensor::zeros({s.B, local_T, s.C()}), local_lse = Tensor::zeros({s.B, s.NH, local_T});
-  attention->attention_forward(local_out, local_lse, local_qkv, int(s.NH), int(s.NKV), local_starts);
+  attention->attention_forward(local_out, local_lse, local_qkv, int(s.NH), int(s.NKV), local_starts, softcap);
   const CpCommStats forward = attention->stats();
   expect_close(local_out, values(cp_local_rows(out, place)), 1e-5, 1e-5, "out");
   expect_close(local_lse, lse_at(lse, cp_positions(s.T, place)), 1e-5, 1e-5, "lse");
@@ -72,7 +75,7 @@ std::pair<CpCommStats, CpCommStats> check_matches_full_attention(Kind kind, cons
   fill(local_dqkv, kNaN);  // written, not accumulated
   attention->reset_stats();
   attention->attention_backward(local_dqkv, local_dout, local_qkv, local_out, local_lse, int(s.NH), int(s.NKV),
-                                local_starts);
+                                local_starts, softcap);
   expect_close(local_dqkv, values(cp_local_rows(dqkv, place)), 1e-5, 1e-5, "dqkv");
   return {forward, attention->stats()};
 }
@@ -120,6 +123,19 @@ TEST_P(CpAttention, MatchesDocumentMaskedAttention) {
   }
 }
 
+// Gemma 2's soft-capped scores, at a cap that bends them (these draws' scores spread over about +-1), with
+// and without documents.
+TEST_P(CpAttention, MatchesSoftCappedAttention) {
+  auto cp = world_comm("cp");
+  for (const CpShape& s : kShapes) {
+    if (!s.fits(GetParam(), cp->size())) continue;
+    check_matches_full_attention(GetParam(), s, cp, {}, 0.7f);
+    const int32_t T = int32_t(s.T);
+    check_matches_full_attention(GetParam(), s, cp,
+                                 doc_starts_of_lengths(s.T, DocumentLengths(size_t(s.B), {T / 3, T - T / 3})), 0.7f);
+  }
+}
+
 TEST_P(CpAttention, OneRankGroupSendsNothing) {
   auto alone = split_comm("cp1", world_rank());
   ASSERT_EQ(alone->size(), 1);
@@ -138,11 +154,11 @@ TEST_P(CpAttention, RefusesASequenceNotSplittingIntoTwoChunksPerRank) {
   const Tensor qkv = random_tensor({s.B, 5, s.W()}, 111);
   Tensor out = Tensor::zeros({s.B, 5, s.C()}), lse = Tensor::zeros({s.B, s.NH, 5});
   const std::string message =
-      error_of([&] { attention->attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), {}); });
+      error_of([&] { attention->attention_forward(out, lse, qkv, int(s.NH), int(s.NKV), {}, 0.0f); });
   EXPECT_TRUE(contains(message, "seq_len = " + std::to_string(5 * n))) << message;
   EXPECT_TRUE(contains(message, "2·cp = " + std::to_string(2 * n))) << message;
   Tensor dqkv = Tensor::zeros(qkv.shape());
-  EXPECT_THROW(attention->attention_backward(dqkv, out, qkv, out, lse, int(s.NH), int(s.NKV), {}), Error);
+  EXPECT_THROW(attention->attention_backward(dqkv, out, qkv, out, lse, int(s.NH), int(s.NKV), {}, 0.0f), Error);
   EXPECT_EQ(attention->stats().bytes_sent, 0);
 }
 
@@ -153,7 +169,7 @@ TEST(AllToAllAttention, RefusesHeadsTheGroupDoesNotDivide) {
   AllToAllAttention attention(cp);
   const Tensor qkv = random_tensor({s.B, 4, s.W()}, 112);
   Tensor out = Tensor::zeros({s.B, 4, s.C()}), lse = Tensor::zeros({s.B, s.NH, 4});
-  const std::string message = error_of([&] { attention.attention_forward(out, lse, qkv, int(s.NH), 1, {}); });
+  const std::string message = error_of([&] { attention.attention_forward(out, lse, qkv, int(s.NH), 1, {}, 0.0f); });
   EXPECT_TRUE(contains(message, std::to_string(2 * n) + " query and 1 key/value heads")) << message;
   EXPECT_TRUE(contains(message, "--cp-comm ring")) << message;
   EXPECT_EQ(attention.stats().bytes_sent, 0);

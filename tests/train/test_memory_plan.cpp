@@ -122,6 +122,11 @@ TEST(MemoryPlan, OlmoeTinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("olmoe-tiny");
 }
 
+// Gemma 2: Gemma 3's activations without q/k norms; its caps work in place.
+TEST(MemoryPlan, Gemma2TinyMatchesTheAllocatorPeak) {
+  expect_plan_matches_training_each_recompute("gemma2-tiny");
+}
+
 // Gemma 3: four norms a block and the sublayers' output gradients; the sliding layers' first keys.
 TEST(MemoryPlan, Gemma3TinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("gemma3-tiny");

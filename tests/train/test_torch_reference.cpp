@@ -297,6 +297,18 @@ TEST(TorchReference, HuggingFaceGemma3TrainsLikeFloat64PyTorch) {
                              "--lr 3e-3");
 }
 
+// Gemma 2 (Gemma2ForCausalLM): Gemma 3's blocks without q/k norms, every other block sliding (a window of 5
+// over 16 tokens, the first block sliding), one RoPE base; the scaled attention scores soft-capped at 0.05 and
+// the logits at 1 (caps that bend this size's scores and logits: dropping either moves the grad norms by
+// 3e-2 or more); then untied with query_pre_attn_scalar 24 on heads of 16 and one kv head.
+TEST(TorchReference, HuggingFaceGemma2TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model gemma2 --layers 3 --sliding-window 5 --steps 10 --lr 3e-3 --grad-clip 1.0");
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model gemma2 --layers 3 --sliding-window 3 --query-pre-attn-scalar 24 --head-dim 16 "
+                             "--kv-heads 1 --tie 0 --steps 10 --lr 3e-3");
+}
+
 // Phi-4-mini's and Phi-3.5's RoPE: partial rotary (transformers turns a head's first channels, Tessera
 // its last, the import moving the rows) and LongRoPE, its short factors within the original 16
 // positions and its long ones past them, with the attention factor. Dropping the attention factor or

@@ -143,7 +143,7 @@ Tensor AllToAllAttention::whole_doc_starts(const Tensor& doc_starts) {
 }
 
 void AllToAllAttention::attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
-                                          const Tensor& doc_starts) {
+                                          const Tensor& doc_starts, float softcap) {
   const int n = cp_->size();
   check_heads(NH, NKV);
   cp_check_seq_len(qkv.size(1) * n, place());
@@ -152,13 +152,14 @@ void AllToAllAttention::attention_forward(Tensor& out, Tensor& lse, const Tensor
   const Tensor grouped_qkv = to_heads(qkv, {{NH, NKV, NKV}, HS});
   Tensor grouped_out = Tensor::zeros({B, T, NH / n * HS}, out.dtype(), out.device());
   Tensor grouped_lse = Tensor::zeros({B, NH / n, T}, DType::f32, lse.device());
-  tessera::attention_forward(grouped_out, grouped_lse, grouped_qkv, NH / n, NKV / n, whole_starts);
+  tessera::attention_forward(grouped_out, grouped_lse, grouped_qkv, NH / n, NKV / n, whole_starts, softcap);
   to_tokens(out, grouped_out, {{NH}, HS});
   lse_to_tokens(lse, grouped_lse);
 }
 
 void AllToAllAttention::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                           const Tensor& lse, int NH, int NKV, const Tensor& doc_starts) {
+                                           const Tensor& lse, int NH, int NKV, const Tensor& doc_starts,
+                                           float softcap) {
   const int n = cp_->size();
   check_heads(NH, NKV);
   cp_check_seq_len(qkv.size(1) * n, place());
@@ -169,7 +170,7 @@ void AllToAllAttention::attention_backward(Tensor& dqkv, const Tensor& dout, con
   const Tensor grouped_lse = lse_to_heads(lse);
   Tensor grouped_dqkv = Tensor::zeros(grouped_qkv.shape(), dqkv.dtype(), dqkv.device());
   tessera::attention_backward(grouped_dqkv, grouped_dout, grouped_qkv, grouped_out, grouped_lse, NH / n, NKV / n,
-                              whole_starts);
+                              whole_starts, softcap);
   to_tokens(dqkv, grouped_dqkv, {{NH, NKV, NKV}, HS});
 }
 

@@ -23,9 +23,9 @@ class AllToAllAttention final : public CpGroupAttention {
  public:
   explicit AllToAllAttention(std::shared_ptr<Comm> cp) : CpGroupAttention(std::move(cp)) {}
   void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
-                         const Tensor& doc_starts) override;
+                         const Tensor& doc_starts, float softcap) override;
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                          int NH, int NKV, const Tensor& doc_starts) override;
+                          int NH, int NKV, const Tensor& doc_starts, float softcap) override;
 
  private:
   // A token's row as sections of heads ({NH, NKV, NKV} for qkv: q, k, v; {NH} for out), each

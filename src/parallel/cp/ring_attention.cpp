@@ -38,21 +38,22 @@ BlockPositions RingAttention::step_positions(const std::vector<std::vector<int32
 }
 
 void RingAttention::attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
-                                      const Tensor& doc_starts) {
+                                      const Tensor& doc_starts, float softcap) {
   Tensor block = attention_block_kv(qkv, NH, NKV), next = Tensor::zeros(block.shape(), DType::f32, block.device());
   const std::vector<std::vector<int32_t>> positions = positions_by_rank(qkv.size(1));
   const int size = cp_->size();
   for (int step = 0; step < size; step++) {
     // The next block is on its way before this one's compute starts; `block` is only read meanwhile.
     Hop hop = step + 1 < size ? pass_on(block, next) : Hop{};
-    attention_block_forward(out, lse, qkv, block, step_positions(positions, step), NH, NKV, step == 0, doc_starts);
+    attention_block_forward(out, lse, qkv, block, step_positions(positions, step), NH, NKV, step == 0, doc_starts,
+                            softcap);
     wait(hop);
     std::swap(block, next);
   }
 }
 
 void RingAttention::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                       const Tensor& lse, int NH, int NKV, const Tensor& doc_starts) {
+                                       const Tensor& lse, int NH, int NKV, const Tensor& doc_starts, float softcap) {
   const Device device = qkv.device();
   Tensor block = attention_block_kv(qkv, NH, NKV), next = Tensor::zeros(block.shape(), DType::f32, device);
   const std::vector<std::vector<int32_t>> positions = positions_by_rank(qkv.size(1));
@@ -71,7 +72,7 @@ void RingAttention::attention_backward(Tensor& dqkv, const Tensor& dout, const T
     Tensor& acc = partial[step % 2];  // its send, posted two steps ago, was waited last step
     zero_tensor(acc);
     attention_block_backward(dqkv, acc, dout, qkv, block, lse, delta, step_positions(positions, step), NH, NKV,
-                             doc_starts);
+                             doc_starts, softcap);
     if (step > 0) {  // the other ranks' share of this block, sent by rank-1 after its previous step
       wait(accumulated);
       add_inplace(acc, arrived);

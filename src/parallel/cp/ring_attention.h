@@ -22,9 +22,9 @@ class RingAttention final : public CpGroupAttention {
  public:
   explicit RingAttention(std::shared_ptr<Comm> cp) : CpGroupAttention(std::move(cp)) {}
   void attention_forward(Tensor& out, Tensor& lse, const Tensor& qkv, int NH, int NKV,
-                         const Tensor& doc_starts) override;
+                         const Tensor& doc_starts, float softcap) override;
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                          int NH, int NKV, const Tensor& doc_starts) override;
+                          int NH, int NKV, const Tensor& doc_starts, float softcap) override;
 
  private:
   // The two halves of one ring transfer: a block to rank+1, the next from rank-1.
