@@ -37,7 +37,13 @@
 # op-by-op forward (LayerNorms, biases, GELU-tanh MLP, windows) and caught when the model is mutated (an MLP, o_proj or
 # k_proj bias dropped, RMSNorm or an unbiased LayerNorm, exact GELU, scale 1/HS), config.json key by key with
 # Starcoder2Config's defaults, bigcode's 3B/7B/15B configs read back (the 3B's 3.03B parameters), refusals, and
-# deterministic golden runs (tied, untied, windowed) whose hf/ reproduces step 1. For
+# deterministic golden runs (tied, untied, windowed) whose hf/ reproduces step 1. Qwen2-MoE (--model qwen2_moe):
+# names and shapes (q/k/v biases, router, experts, shared_expert, shared_expert_gate), the block (softmax top-k plus
+# sigmoid(gate . x) times the shared expert) against a per-token loop, logits, router logits and aux op by op, and
+# caught when the block is mutated (no gate, no shared expert, no sigmoid, ...); config.json key by key with
+# Qwen2MoeConfig's defaults, Qwen1.5-MoE-A2.7B's config read back and the A2.7B/57B-A14B sizes; the two recommended
+# golden runs: deterministic, comfortable router margins, hf/ rewritten byte for byte and reproducing step 1, and
+# dropping the gate or the shared expert moving the grad norms by >= 1e-3. For
 # DeepSeek-V3 (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -759,17 +765,23 @@ def attention_by_hand(w, x, cfg, rope, visible):
 
 
 def moe_by_hand(w, h, cfg):
-    """OLMoE's (or Qwen3-MoE's) MoE on h (N, C), one token at a time, and its router logits (N, E): p = softmax(h @
-    gate^T), the k largest p (ties to the lower index), weights p or, with norm_topk_prob, p / their sum, each expert
-    a SwiGLU."""
+    """OLMoE's (or Qwen3-MoE's, or Qwen2-MoE's) MoE on h (N, C), one token at a time, and its router logits (N, E): p =
+    softmax(h @ gate^T), the k largest p (ties to the lower index), weights p or, with norm_topk_prob, p / their sum,
+    each expert a SwiGLU; with Qwen2-MoE's mlp.shared_expert_gate (1, C), plus sigmoid(h[n] . gate) times the shared
+    expert (a SwiGLU, mlp.shared_expert.*) of h[n], the sigmoid taken with math.exp on the token's one gate logit."""
     logits = h @ w["mlp.gate.weight"].T
+    shared = w.get("mlp.shared_expert_gate.weight")
     rows = []
     for n in range(h.shape[0]):
         p = [math.exp(v) for v in logits[n].tolist()]
         p = [v / sum(p) for v in p]
         top = sorted(range(cfg.num_experts), key=lambda e: (-p[e], e))[:cfg.top_k]
         total = sum(p[e] for e in top) if cfg.norm_topk_prob else 1.0
-        rows.append(sum(p[e] / total * swiglu_by_hand(w, f"mlp.experts.{e}.", h[n]) for e in top))
+        row = sum(p[e] / total * swiglu_by_hand(w, f"mlp.experts.{e}.", h[n]) for e in top)
+        if shared is not None:
+            gate = 1 / (1 + math.exp(-sum(a * b for a, b in zip(h[n].tolist(), shared[0].tolist()))))
+            row = row + gate * swiglu_by_hand(w, "mlp.shared_expert.", h[n])
+        rows.append(row)
     return torch.stack(rows), logits
 
 
@@ -782,7 +794,8 @@ def llama_logits_by_hand(state, cfg, idx, window=None, inv_freq=None, rot_scale=
     and k (pairs j, j + HS/2, angle p * inv_freq[j], by default theta^(-2j/HS); cos and sin times rot_scale) unless
     cfg.no_rope_layers[i] is 0 (SmolLM3's NoPE layers); in layers i >= max_window_layers query p sees keys p - window
     < j <= p, in the first max_window_layers (Qwen2's and Qwen3's full-attention layers) and with window None every j
-    <= p; the MLP is a SwiGLU, or OLMoE's / Qwen3-MoE's MoE (mlp.gate), or Starcoder2's c_fc/c_proj."""
+    <= p; the MLP is a SwiGLU, or OLMoE's / Qwen3-MoE's / Qwen2-MoE's MoE (mlp.gate; Qwen2-MoE's with its gated shared
+    expert), or Starcoder2's c_fc/c_proj."""
     HS = cfg.head_size
     B, T = idx.shape
     if inv_freq is None:
@@ -3772,6 +3785,366 @@ def check_starcoder2_reference(tmp):
           "2; refusals")
 
 
+# ---------------------------------------------------------------- Qwen2-MoE (float64)
+
+def qwen2_moe_model(seed=0, **overrides):
+    """A Qwen2-MoE (torch_llama.Llama with qwen2_moe): E 4, k 2, norm_topk_prob false, shared expert 96 wide (twice
+    the experts' 48) unless overridden."""
+    return llama_model(seed, **{"qwen2_moe": True, "qkv_bias": True, "num_experts": 4, "norm_topk_prob": False,
+                                "shared_intermediate": 96, **overrides})
+
+
+def qwen2_moe_hf_shapes(cfg):
+    """Qwen2MoeForCausalLM's tensor names in state_dict() order, each with its shape: Qwen2's attention (q/k/v biases),
+    then per layer the router, the experts, the shared expert and its (1, C) gate."""
+    C, F, S, HS = cfg.channels, cfg.intermediate, cfg.shared_intermediate, cfg.head_size
+    q, kv = cfg.num_heads * HS, cfg.num_kv_heads * HS
+    shapes = {"model.embed_tokens.weight": (cfg.vocab_size, C)}
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        shapes[p + "input_layernorm.weight"] = (C,)
+        for n, rows in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+            shapes[p + f"self_attn.{n}.weight"] = (rows, C)
+            shapes[p + f"self_attn.{n}.bias"] = (rows,)
+        shapes[p + "self_attn.o_proj.weight"] = (C, q)
+        shapes[p + "post_attention_layernorm.weight"] = (C,)
+        shapes[p + "mlp.gate.weight"] = (cfg.num_experts, C)
+        for prefix, width in [(f"mlp.experts.{e}.", F) for e in range(cfg.num_experts)] + [("mlp.shared_expert.", S)]:
+            shapes[p + prefix + "gate_proj.weight"] = (width, C)
+            shapes[p + prefix + "up_proj.weight"] = (width, C)
+            shapes[p + prefix + "down_proj.weight"] = (C, width)
+        shapes[p + "mlp.shared_expert_gate.weight"] = (1, C)
+    shapes["model.norm.weight"] = (C,)
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, C)
+    return shapes
+
+
+def qwen2_moe_hf_config_by_hand(cfg, aux_coef=0.0):
+    """config.json of Qwen2MoeForCausalLM (Qwen2MoeConfig's keys), written out key by key: no head_dim or qkv_bias key,
+    intermediate_size the shared expert's width, no sliding window."""
+    return {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+            **dict(llama_like_hf_config(cfg), intermediate_size=cfg.shared_intermediate),
+            "moe_intermediate_size": cfg.intermediate, "shared_expert_intermediate_size": cfg.shared_intermediate,
+            "num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k, "norm_topk_prob": cfg.norm_topk_prob,
+            "decoder_sparse_step": 1, "mlp_only_layers": [], "router_aux_loss_coef": aux_coef,
+            "output_router_logits": False, "use_sliding_window": False, "sliding_window": None,
+            "max_window_layers": cfg.num_layers}
+
+
+def check_qwen2_moe_logits(model, idx):
+    """model(idx)'s logits and router logits equal llama_logits_by_hand's (per-token MoE loop with the gated shared
+    expert) from model.state_dict(), to 1e-12."""
+    with torch.no_grad():
+        want, routers = llama_logits_by_hand(model.state_dict(), model.cfg, idx)
+        logits, got = model(idx)
+    assert torch.allclose(logits, want, rtol=1e-12, atol=1e-14), \
+        f"qwen2_moe: logits by hand differ by {(logits - want).abs().max().item():.3g}"
+    assert len(got) == model.cfg.num_layers and all(torch.allclose(a, b, rtol=1e-12, atol=1e-14)
+                                                    for a, b in zip(got, routers)), "qwen2_moe: router logits"
+
+
+def _renormalised(moe):
+    """A stand-in for moe (its router and experts) whose SparseMoe.forward renormalises the chosen weights."""
+    view = torch.nn.Module()
+    view.gate, view.experts, view.top_k, view.normalise = moe.gate, moe.experts, moe.top_k, True
+    return view
+
+
+def _qwen2_moe_mlp_with(combine):
+    """A SharedExpertMoe.forward whose output is combine(moe, x, routed output, shared expert output, gate logit
+    (..., 1)) in place of routed + sigmoid(gate logit) * shared: a mutation of the block."""
+    def forward(self, x):
+        routed, logits = tl.SparseMoe.forward(self, x)
+        return combine(self, x, routed, self.shared_expert(x), self.shared_expert_gate(x)), logits
+    return forward
+
+
+# Mutations of Qwen2-MoE's block (the parameters unchanged) that check_qwen2_moe_logits must catch; the golden run's
+# grad norms move by >= 1e-3 under the first two (check_qwen2_moe_reference).
+QWEN2_MOE_MUTANTS = {
+    "gate -> 1 (no sigmoid gate)": _qwen2_moe_mlp_with(lambda m, x, r, s, g: r + s),
+    "no shared expert": _qwen2_moe_mlp_with(lambda m, x, r, s, g: r),
+    "gate logit without the sigmoid": _qwen2_moe_mlp_with(lambda m, x, r, s, g: r + g * s),
+    "gate at 0.5 (HF's init, frozen)": _qwen2_moe_mlp_with(lambda m, x, r, s, g: r + 0.5 * s),
+    "gate on the routed output too": _qwen2_moe_mlp_with(lambda m, x, r, s, g: torch.sigmoid(g) * (r + s)),
+    "softmax over the gate's one logit (= 1)": _qwen2_moe_mlp_with(lambda m, x, r, s, g: r + g.softmax(-1) * s),
+    "the routed weights renormalised": _qwen2_moe_mlp_with(
+        lambda m, x, r, s, g: tl.SparseMoe.forward(_renormalised(m), x)[0] + torch.sigmoid(g) * s),
+}
+
+
+def check_qwen2_moe():
+    """Qwen2-MoE (torch_llama.Llama with qwen2_moe): names and shapes in HF's order (q/k/v biases, router, experts,
+    shared expert, shared_expert_gate (1, C)), the init (biases N(0, 0.1), router N(0, 1), shared gate N(0, 0.5) whose
+    sigmoid spreads over the tokens); the block against a per-token loop (softmax top-k, weights p or p / sum, plus
+    sigmoid(gate . x) times the shared SwiGLU) for k 1-3, E 3-4, shared widths 1x, 2x, 3x and 40 (not a multiple: the
+    reference takes any width); logits, router logits and aux against the op-by-op forward (NKV 2, 1, 4, tied);
+    mutations of the block caught; refused configs."""
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(300))
+    x = torch.randn(2, 7, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(301))
+    gates = []
+    for n, (kv, tie, norm, k, E, S) in enumerate(((2, False, False, 2, 4, 96), (1, True, True, 1, 3, 48),
+                                                   (4, False, False, 3, 4, 144), (2, True, True, 2, 4, 40),
+                                                   (1, False, True, 3, 3, 96))):
+        model = qwen2_moe_model(seed=302 + n, num_kv_heads=kv, tie_word_embeddings=tie, norm_topk_prob=norm, top_k=k,
+                                num_experts=E, shared_intermediate=S)
+        cfg, state = model.cfg, model.state_dict()
+        shapes = qwen2_moe_hf_shapes(cfg)
+        assert list(state) == list(shapes) and all(tuple(t.shape) == shapes[k] for k, t in state.items()), \
+            f"qwen2_moe names and shapes {[(k, tuple(t.shape)) for k, t in state.items()]}"
+        layer = model.model.layers[0]
+        assert isinstance(layer.mlp, tl.SharedExpertMoe) and layer.mlp.normalise == norm
+        assert all(isinstance(e, tl.MLP) for e in layer.mlp.experts) and isinstance(layer.mlp.shared_expert, tl.MLP)
+        biases = torch.cat([t for k, t in state.items() if k.endswith("_proj.bias")])
+        assert biases.numel() == cfg.num_layers * (4 + 2 * kv) * 8 and 0.05 < biases.std() < 0.2, "q/k/v biases"
+        for i in range(cfg.num_layers):
+            p = f"model.layers.{i}."
+            assert 0.5 < state[p + "mlp.gate.weight"].std() < 2, "qwen2_moe router not N(0, 1)"
+            gates.append(state[p + "mlp.shared_expert_gate.weight"].flatten())
+        # The block against the per-token loop on x (no norm before it: the MoE alone).
+        w = {k[len("model.layers.1."):]: t for k, t in state.items() if k.startswith("model.layers.1.")}
+        with torch.no_grad():
+            out, logits = model.model.layers[1].mlp(x)
+            want, want_logits = moe_by_hand(w, x.reshape(14, 32), cfg)
+        assert torch.allclose(out.reshape(14, 32), want, rtol=1e-12, atol=1e-14), f"qwen2_moe block {n}"
+        assert torch.allclose(logits, want_logits, rtol=1e-12, atol=1e-14)
+        check_qwen2_moe_logits(model, idx)
+        with torch.no_grad():
+            aux = tl.objective(model, idx[:, :-1], idx[:, 1:])[2].item()
+            hand = tl.router_losses(llama_logits_by_hand(state, cfg, idx[:, :-1])[1], k)[0].item()
+        assert abs(aux - hand) <= 1e-12 * hand, f"qwen2_moe aux {aux} vs {hand}"
+    gates = torch.cat(gates)
+    assert 0.35 < gates.std() < 0.7, f"shared_expert_gate std {gates.std():.3g}, not N(0, 0.5)"
+    # The gate varies from token to token at init: over one batch's normed hidden states its sigmoid spans most of
+    # (0, 1) (N(0, 0.02), HF's init, would keep it within 0.5 +- 0.05).
+    model = qwen2_moe_model(seed=310)
+    with torch.no_grad():
+        h = model.model.layers[0].post_attention_layernorm(model.model.embed_tokens(idx))
+        g = torch.sigmoid(model.model.layers[0].mlp.shared_expert_gate(h)).flatten()
+    assert g.min() < 0.2 and g.max() > 0.8, f"shared gate at init spans only [{g.min():.3f}, {g.max():.3f}]"
+    # Mutations of the block are caught.
+    def mutated(forward):
+        kept = tl.SharedExpertMoe.forward
+        tl.SharedExpertMoe.forward = forward
+        try:
+            check_qwen2_moe_logits(qwen2_moe_model(seed=311, norm_topk_prob=False), idx)
+        finally:
+            tl.SharedExpertMoe.forward = kept
+    assert_refused("qwen2_moe under a mutated block", mutated, QWEN2_MOE_MUTANTS.values(), AssertionError)
+    check_qwen2_moe_logits(qwen2_moe_model(seed=311, norm_topk_prob=False), idx)
+    # Refused configs.
+    base = {"qwen2_moe": True, "qkv_bias": True, "num_experts": 4, "shared_intermediate": 96}
+    assert_refused("qwen2_moe", lambda extra: tl.LlamaConfig(**dict(base, **extra)),
+                   ({"num_experts": 0}, {"qkv_bias": False}, {"qk_norm": True}, {"head_dim": 16},
+                    {"shared_intermediate": 0}, {"shared_intermediate": -96}, {"shared_intermediate": True},
+                    {"shared_intermediate": 96.0}, {"top_k": 5}, {"top_k": 0}, {"sliding_window": 4},
+                    {"sliding_window": 4, "max_window_layers": 1}, {"olmoe": True}, {"phi3": True},
+                    {"mistral": True}, {"starcoder2": True}, {"smollm3": True},
+                    {"rope_scaling": tl.longrope_rope_scaling([1.0] * 4, [1.0] * 4)}))
+    assert_refused("LlamaConfig", lambda extra: tl.LlamaConfig(**extra),
+                   ({"shared_intermediate": 96}, {"num_experts": 4, "shared_intermediate": 96},
+                    {"num_experts": 4, "qkv_bias": True}, {"qkv_bias": True, "num_experts": 4, "qk_norm": True}))
+    print("qwen2_moe: names and shapes in HF's order (q/k/v biases; router, experts, shared_expert, "
+          "shared_expert_gate (1, C)); init (biases N(0, 0.1), router N(0, 1), shared gate N(0, 0.5), its sigmoid "
+          "spanning (0.2, 0.8) over a batch); the block against a per-token loop (k 1-3, E 3-4, shared 1x-3x and 40, "
+          "norm_topk 0/1); logits, router logits, aux op by op (NKV 2/1/4, tied); 7 mutations caught; refusals")
+
+
+# Qwen/Qwen1.5-MoE-A2.7B's config.json (its model-defining keys, written from public copies, which differ on
+# max_position_embeddings, 8192 or 32768: no count depends on it; sliding_window and max_window_layers are unused with
+# use_sliding_window false), and Qwen/Qwen2-57B-A14B's own keys (the rest as the A2.7B's). Total and activated
+# parameters (embeddings and lm_head included) counted from the shapes; Qwen's cards say 14.3B / 2.7B and 57B / 14B.
+QWEN1_5_MOE_A2_7B = {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": 2048,
+                     "intermediate_size": 5632, "num_hidden_layers": 24, "num_attention_heads": 16,
+                     "num_key_value_heads": 16, "vocab_size": 151936, "max_position_embeddings": 8192,
+                     "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+                     "hidden_act": "silu", "use_sliding_window": False, "sliding_window": 32768,
+                     "max_window_layers": 21, "decoder_sparse_step": 1, "moe_intermediate_size": 1408,
+                     "shared_expert_intermediate_size": 5632, "num_experts_per_tok": 4, "num_experts": 60,
+                     "norm_topk_prob": False, "output_router_logits": False, "router_aux_loss_coef": 0.001,
+                     "attention_dropout": 0.0, "initializer_range": 0.02, "torch_dtype": "bfloat16"}
+QWEN2_MOE_SIZES = {"Qwen1.5-MoE-A2.7B": ({}, 14315784192, 2689173504),
+                   "Qwen2-57B-A14B": ({"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                                       "num_attention_heads": 28, "num_key_value_heads": 4, "num_experts": 64,
+                                       "num_experts_per_tok": 8, "moe_intermediate_size": 2560,
+                                       "shared_expert_intermediate_size": 20480}, 57408658944, 14249270784)}
+
+
+def qwen2_moe_parameters(cfg):
+    """(total, activated) parameters from qwen2_moe_hf_shapes: activated counts top_k of the experts a token."""
+    shapes = qwen2_moe_hf_shapes(cfg)
+    total = sum(math.prod(s) for s in shapes.values())
+    experts = sum(math.prod(s) for n, s in shapes.items() if ".mlp.experts." in n)
+    return total, total - experts + experts * cfg.top_k // cfg.num_experts
+
+
+def check_qwen2_moe_hf(tmp):
+    """Qwen2MoeForCausalLM's folder: config.json key by key, names and shapes in order, load_hf round trip (same config,
+    same logits; untied norm_topk 0, tied NKV 1 norm_topk 1 shared 1x with yarn); Qwen2MoeConfig's defaults for absent
+    keys; Qwen1.5-MoE-A2.7B's config.json read back (its unused window keys ignored) and its and Qwen2-57B-A14B's
+    parameters counted from the shapes; transformers 5's rope_parameters; refusals."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(320))
+    for n, extra in enumerate(({}, {"num_kv_heads": 1, "tie_word_embeddings": True, "norm_topk_prob": True,
+                                    "shared_intermediate": 48, "num_experts": 3, "top_k": 1,
+                                    "rope_scaling": tl.yarn_rope_scaling(4.0, 4096, truncate=False)})):
+        model = qwen2_moe_model(seed=321 + n, **extra)
+        folder = os.path.join(tmp, f"qwen2_moe_hf_{n}")
+        config, loaded = hf_folder_round_trip(model, folder, qwen2_moe_hf_config_by_hand(model.cfg, 0.01),
+                                              list(qwen2_moe_hf_shapes(model.cfg)), idx, 0.01)
+        stored = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+        assert all(tuple(t.shape) == qwen2_moe_hf_shapes(model.cfg)[k] for k, t in stored.items()), "shapes"
+        assert loaded.cfg.qwen2_moe and "head_dim" not in config and "qkv_bias" not in config
+    d = tl.config_from_hf({"model_type": "qwen2_moe"})
+    assert (d.vocab_size, d.channels, d.num_layers, d.num_heads, d.num_kv_heads, d.max_seq_len, d.rms_norm_eps,
+            d.rope_theta, d.tie_word_embeddings, d.num_experts, d.top_k, d.intermediate, d.shared_intermediate,
+            d.norm_topk_prob, d.qkv_bias, d.head_size) == \
+        (151936, 2048, 24, 16, 16, 32768, 1e-6, 1e4, False, 60, 4, 1408, 5632, False, True, 128), "Qwen2MoeConfig"
+    read = read_hf_config
+    c = read(QWEN1_5_MOE_A2_7B)
+    assert c.qwen2_moe and c.sliding_window is None and c.rope_theta == 1e6 and c.max_seq_len == 8192
+    assert read(QWEN1_5_MOE_A2_7B, num_key_value_heads=None).num_kv_heads == 16, "null kv heads: NH"
+    assert read(QWEN1_5_MOE_A2_7B, intermediate_size=1, router_aux_loss_coef=0.5) == c, "unread keys"
+    assert read(QWEN1_5_MOE_A2_7B, ("sliding_window", "max_window_layers", "use_sliding_window")) == c
+    assert read(QWEN1_5_MOE_A2_7B, head_dim=128, qkv_bias=True, layer_types=["full_attention"] * 24,
+                mlp_only_layers=[]) == c, "keys equal to the model's"
+    for name, (own, total, active) in QWEN2_MOE_SIZES.items():
+        counted = qwen2_moe_parameters(read(QWEN1_5_MOE_A2_7B, **own))
+        assert counted == (total, active), f"{name}: {counted} parameters"
+    new = dict(QWEN1_5_MOE_A2_7B)
+    del new["rope_theta"]
+    new["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6}
+    assert read(new) == c and read(new, rope_theta=1e6) == c, "rope_parameters"
+    assert_refused("qwen2_moe config.json", lambda bad: read(QWEN1_5_MOE_A2_7B, **bad),
+                   ({"hidden_act": "gelu"}, {"qkv_bias": False}, {"decoder_sparse_step": 2}, {"mlp_only_layers": [0]},
+                    {"use_sliding_window": True}, {"layer_types": ["sliding_attention"] + ["full_attention"] * 23},
+                    {"head_dim": 64}, {"num_experts": 0}, {"num_experts_per_tok": 61},
+                    {"shared_expert_intermediate_size": 0}, {"rope_scaling": tl.longrope_rope_scaling([1.0], [1.0])},
+                    {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, {"rope_parameters": {"rope_theta": 5e5}},
+                    {"model_type": "qwen2_moe_x"}))
+    print("qwen2_moe hf folder: Qwen2MoeForCausalLM config.json key by key (no head_dim, qkv_bias or window; "
+          "intermediate_size the shared width), names and shapes in order, round trip (tied, yarn too); "
+          "Qwen2MoeConfig defaults; Qwen1.5-MoE-A2.7B's config.json read back, A2.7B and 57B-A14B parameters (14.3B / "
+          "2.7B, 57.4B / 14.2B); rope_parameters; refusals")
+
+
+def check_qwen2_moe_reference(tmp):
+    """The two recommended --model qwen2_moe golden runs (QWEN2_MOE_RUNS): deterministic; expected.json's config and
+    margins; hf/ and hf_final/ config.json and names; load_hf then save_hf rewrites both byte for byte; hf/ + train.bin
+    reproduce step 1 (loss, aux and z through load_hf exactly, loss and aux op by op to 1e-12); dropping the gate or
+    the shared expert moves the grad norms by >= 1e-3; --norm-topk changes the run (not hf/'s tensors or train.bin),
+    --shared-intermediate too; 1 vs 2 micro-batches without aux; --fp8-block keeps the router, the shared gate and the
+    biases F32; other models' expected.json without the qwen2_moe keys; refusals."""
+    def read(path):
+        with open(os.path.join(tmp, path), "rb") as f:
+            return f.read()
+    results = {}
+    for name, flags in QWEN2_MOE_RUNS.items():
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        results[name] = r1
+        out, c = os.path.join(tmp, f"{name}_1"), r1["config"]
+        assert len(r1["losses"]) == len(r1["aux_losses"]) == len(r1["z_losses"]) == 10
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name}: initial loss"
+        assert min(r1["router_margins"]) > 5e-3, f"{name}: router margins {r1['router_margins']}"
+        net = tl.load_hf(os.path.join(out, "hf"))
+        cfg = net.cfg
+        norm = "--norm-topk" in flags
+        assert cfg.qwen2_moe and cfg.norm_topk_prob == norm and c["norm_topk"] == int(norm), f"{name}: norm_topk"
+        assert (c["shared_intermediate"], c["shared_experts"]) == (cfg.shared_intermediate,
+                                                                   cfg.shared_intermediate // cfg.intermediate)
+        assert "block" in c and "shared_expert" in c and "shared_expert_gate N(0,0.5)" in c["init"], name
+        assert ("routing" in c) != norm, f"{name}: routing text"
+        check_run_folders(out, name, qwen2_moe_hf_config_by_hand(cfg, c["aux_coef"]), list(qwen2_moe_hf_shapes(cfg)))
+        for sub in ("hf", "hf_final"):      # load_hf then save_hf: the same bytes
+            again = os.path.join(tmp, f"{name}_{sub}_again")
+            tl.save_hf(tl.load_hf(os.path.join(out, sub)), again, c["aux_coef"])
+            for path in ("config.json", "model.safetensors"):
+                assert read(f"{name}_{sub}_again/{path}") == read(f"{name}_1/{sub}/{path}"), \
+                    f"{name} {sub}: save_hf(load_hf) changes {path}"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            parts = [tl.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+            state = net.state_dict()
+            hand = [llama_logits_by_hand(state, cfg, x[m:m + 2]) for m in (0, 2)]
+        ce = sum(F.cross_entropy(h[0].reshape(-1, 300), y[m:m + 2].reshape(-1)).item()
+                 for h, m in zip(hand, (0, 2))) / 2
+        aux = sum(tl.router_losses(h[1], cfg.top_k)[0].item() for h in hand) / 2
+        assert sum(p[1].item() for p in parts) / 2 == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert sum(p[2].item() for p in parts) / 2 == r1["aux_losses"][0], f"{name}: step-1 aux not reproduced"
+        assert sum(p[3].item() for p in parts) / 2 == r1["z_losses"][0], f"{name}: step-1 z not reproduced"
+        assert abs(ce - r1["losses"][0]) <= 1e-12 * ce, f"{name}: op-by-op forward gives {ce} vs {r1['losses'][0]}"
+        assert abs(aux - r1["aux_losses"][0]) <= 1e-12 * aux, f"{name}: op-by-op aux {aux}"
+        # Dropping the gate (sigmoid -> 1) or the shared expert moves the grad norms by >= 1e-3 in 10 steps.
+        for mutant in ("gate -> 1 (no sigmoid gate)", "no shared expert"):
+            kept = tl.SharedExpertMoe.forward
+            tl.SharedExpertMoe.forward = QWEN2_MOE_MUTANTS[mutant]
+            try:
+                r = run_llama_reference(tmp, "qwen2_moe_mutant", *flags)
+            finally:
+                tl.SharedExpertMoe.forward = kept
+            moved = max(abs(u / v - 1) for u, v in zip(r["grad_norms"], r1["grad_norms"]))
+            assert moved >= 1e-3, f"{name}: {mutant} moves the grad norms by only {moved:.2g}"
+        # --norm-topk changes the run, not hf/'s tensors or train.bin; another shared width changes the run.
+        for extra in (("--norm-topk", "0" if norm else "1"), ("--shared-intermediate", "144")):
+            r = run_llama_reference(tmp, "qwen2_moe_changed", *flags, *extra)
+            assert r["losses"][1:] != r1["losses"][1:] and r["grad_norms"] != r1["grad_norms"], f"{name}: {extra}"
+            if extra[0] == "--norm-topk":
+                for path in ("hf/model.safetensors", "train.bin"):
+                    assert read(f"qwen2_moe_changed/{path}") == read(f"{name}_1/{path}"), f"{name}: {extra} {path}"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    q = ("--model", "qwen2_moe", "--steps", "3")
+    assert close(run_llama_reference(tmp, "qwen2_moe_mb", *q, "--aux-coef", "0", "--micro-batches", "1")["losses"],
+                 run_llama_reference(tmp, "qwen2_moe_mb", *q, "--aux-coef", "0")["losses"]), "qwen2_moe: M=1 vs 2"
+    # --fp8-block: the projections, experts and shared expert F8_E4M3; norms, biases, router, shared gate and
+    # embeddings F32; step 1 from the dequantized hf/.
+    fp8 = run_llama_reference(tmp, "qwen2_moe_fp8", *q, "--fp8-block", "8", "12")
+    config, _, dtypes, net = load_fp8_hf(os.path.join(tmp, "qwen2_moe_fp8", "hf"))
+    assert config["model_type"] == "qwen2_moe" and net.cfg.qwen2_moe
+    assert all(dtypes[n] == ("F32" if n.endswith(("norm.weight", "embed_tokens.weight", "lm_head.weight", ".bias",
+                                                  "mlp.gate.weight", "shared_expert_gate.weight")) else "F8_E4M3")
+               for n in qwen2_moe_hf_shapes(net.cfg)), "qwen2_moe fp8: dtypes"
+    tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, "qwen2_moe_fp8", "train.bin")))
+    x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+    with torch.no_grad():
+        assert sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2 == fp8["losses"][0]
+    # shared_experts is DeepSeek's flag (one SwiGLU that many times the experts' width), the same count as qwen2_moe's.
+    own = set(make_hf_llama_reference.QWEN2_MOE_ARGS + ("shared_expert",))
+    for other in ("qwen3_moe", "olmoe", "mixtral", "deepseek_v3"):
+        c = run_llama_reference(tmp, "qwen2_moe_other", "--model", other)["config"]
+        assert not set(c) & own and ("shared_experts" in c) == (other == "deepseek_v3"), \
+            f"{other}'s expected.json has Qwen2-MoE keys"
+    for flags in (("--shared-intermediate", "40"), ("--shared-intermediate", "0"), ("--shared-intermediate", "-48"),
+                  ("--intermediate", "32", "--shared-intermediate", "48"), ("--head-dim", "16"),
+                  ("--sliding-window", "4"), ("--sliding-window", "4", "--max-window-layers", "1"),
+                  ("--rope-scaling", "longrope"), ("--rope-scaling", "linear"), ("--moe-intermediate", "24"),
+                  ("--shared-experts", "2"), ("--top-k", "5"), ("--top-k", "0"), ("--experts", "0"),
+                  ("--n-group", "2"), ("--kv-heads", "3"), ("--partial-rotary-factor", "0.5"),
+                  ("--attn-softcap", "1"), ("--no-rope-interval", "2")):
+        assert refused("--model", "qwen2_moe", *flags), f"qwen2_moe {flags} accepted"
+    for other in ("qwen3_moe", "llama", "mixtral", "deepseek_v3", "gemma2"):
+        assert refused("--model", other, "--shared-intermediate", "96"), f"{other} --shared-intermediate accepted"
+    for flags in (("--rope-scaling", "yarn"), ("--rope-scaling", "llama3"), ("--tie", "1"), ("--norm-topk", "1"),
+                  ("--shared-intermediate", "144"), ("--experts", "1", "--top-k", "1"), ("--fp8-block", "8", "8")):
+        assert not refused("--model", "qwen2_moe", *flags), f"qwen2_moe {flags} refused"
+    print("make_hf_llama_reference --model qwen2_moe (" + "; ".join(" ".join(f[2:]) for f in QWEN2_MOE_RUNS.values())
+          + "): deterministic; margins > 5e-3; config, config.json, names; load_hf/save_hf byte for byte; hf/ "
+          "reproduces step 1 (loss, aux, z by load_hf; loss and aux op by op to 1e-12); dropping the gate or the "
+          "shared expert moves the grad norms >= 1e-3; --norm-topk, --shared-intermediate change the run; M=1 vs 2 "
+          "without aux; --fp8-block; refusals")
+
+
+# The golden runs recommended for Tessera's C++ tests (README.md's "Qwen2-MoE"): seeds chosen for their router margins.
+QWEN2_MOE_RUNS = {
+    "qwen2_moe": ("--model", "qwen2_moe", "--steps", "10", "--lr", "3e-3", "--aux-coef", "0.02", "--seed", "7"),
+    "qwen2_moe_b": ("--model", "qwen2_moe", "--steps", "10", "--lr", "3e-3", "--aux-coef", "0.02", "--norm-topk", "1",
+                    "--kv-heads", "1", "--shared-intermediate", "48", "--seed", "9"),
+}
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -3827,6 +4200,9 @@ def main():
         check_starcoder2()
         check_starcoder2_hf(tmp)
         check_starcoder2_reference(tmp)
+        check_qwen2_moe()
+        check_qwen2_moe_hf(tmp)
+        check_qwen2_moe_reference(tmp)
     print("all reference checks passed")
 
 

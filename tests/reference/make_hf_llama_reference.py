@@ -43,9 +43,14 @@
 # the MLP c_proj(gelu_tanh(c_fc x)) (both biased, F --intermediate), scores times HS^-0.5, GQA, RoPE (no scaling, no
 # --head-dim), tied by default (--tie 0 unties: Starcoder2Config's default and the 3B/7B releases tie, 15B does not),
 # no dropout (config.json writes the three dropouts 0.0); --sliding-window W as mistral's.
+# --model qwen2_moe is Qwen2MoeForCausalLM (torch_llama.Llama with qwen2_moe): qwen2's attention (q/k/v biases, HS =
+# C / NH, no --head-dim, no window) and in every layer a softmax top-k MoE (qwen3_moe's: router mlp.gate, experts
+# --intermediate wide; --norm-topk defaults to 0, Qwen2MoeConfig's norm_topk_prob false) plus one shared SwiGLU expert
+# --shared-intermediate wide (default 2 x --intermediate; a positive multiple of it, so that Tessera holds it as that
+# many shared experts of the experts' width) whose output is times sigmoid(mlp.shared_expert_gate x), one gate a token.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma2|gemma3|starcoder2|
-#                    deepseek_v3|deepseek_v2 --out DIR [...]
+#            --model llama|qwen2|qwen3|qwen3_moe|qwen2_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma2|gemma3|
+#                    starcoder2|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -72,6 +77,7 @@ YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_sl
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
 LONGROPE_ARGS = ("longrope_original_max",)
 SMOLLM3_ARGS = ("no_rope_interval", "no_rope_layers")
+QWEN2_MOE_ARGS = ("shared_intermediate",)
 QWEN_MODELS = ("qwen2", "qwen3", "qwen3_moe")    # use_sliding_window's models (qwen2, qwen3: max_window_layers)
 WINDOW_MODELS = ("mistral", "phi3", "gemma2", "gemma3", "starcoder2") + QWEN_MODELS  # the models --sliding-window
 #                                                                                   applies to
@@ -93,14 +99,16 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
-    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe",
-                                        "smollm3", "mistral", "gemma2", "gemma3", "starcoder2") + DEEPSEEK_MODELS,
+    p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "mixtral", "phi3", "olmo2",
+                                        "olmoe", "smollm3", "mistral", "gemma2", "gemma3", "starcoder2")
+                   + DEEPSEEK_MODELS,
                    required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
                         "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers); mistral: "
                         "MistralForCausalLM (llama, with --sliding-window); gemma2: Gemma2ForCausalLM (soft-capped "
                         "attention and logits); gemma3: Gemma3ForCausalLM; starcoder2: Starcoder2ForCausalLM "
-                        "(LayerNorms, biases, GELU-tanh c_fc/c_proj MLP)")
+                        "(LayerNorms, biases, GELU-tanh c_fc/c_proj MLP); qwen2_moe: Qwen2MoeForCausalLM (qwen2's "
+                        "attention, a MoE plus a sigmoid-gated shared expert in every layer)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
@@ -164,6 +172,11 @@ def parse_args(argv=None):
     g.add_argument("--final-softcap", type=float, default=None,
                    help=f"final_logit_softcapping c >= 0: logits = c * tanh(logits / c) before the loss; 0 writes null "
                         f"(default {GEMMA2_FINAL_SOFTCAP}; Gemma 2's is 30)")
+    g = p.add_argument_group("qwen2_moe (Qwen2MoeForCausalLM; each expert --intermediate wide)")
+    g.add_argument("--shared-intermediate", type=int, default=None,
+                   help="shared_expert_intermediate_size S: the shared expert's width, a positive multiple of "
+                        "--intermediate (Tessera: S / --intermediate shared experts of the experts' width); default "
+                        "2 x --intermediate")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
     p.add_argument("--aux-coef", "--moe-aux-coef", type=float, default=0.02, help="load-balancing loss weight")
@@ -269,6 +282,8 @@ def parse_args(argv=None):
                     "and --yarn-beta-slow positive")
         if min(args.yarn_mscale, args.yarn_mscale_all_dim, args.yarn_attention_factor) < 0:
             p.error("--yarn-mscale, --yarn-mscale-all-dim and --yarn-attention-factor must be >= 0 (0: absent)")
+    if args.model != "qwen2_moe" and args.shared_intermediate is not None:
+        p.error("--shared-intermediate applies to qwen2_moe only (deepseek_v3/v2: --shared-experts)")
     if args.model != "smollm3" and (args.no_rope_interval is not None or args.no_rope_layers is not None):
         p.error("--no-rope-interval and --no-rope-layers apply to smollm3 only")
     if args.sliding_window is not None and (args.model not in WINDOW_MODELS or args.sliding_window < 1):
@@ -286,12 +301,12 @@ def parse_args(argv=None):
     if args.model not in DEEPSEEK_MODELS and (args.n_group, args.topk_group) != (1, 1):
         p.error("--n-group and --topk-group apply to deepseek_v3 and deepseek_v2 only")
     if args.norm_topk is None:
-        args.norm_topk = 0 if v2 or args.model == "olmoe" else 1
+        args.norm_topk = 0 if v2 or args.model in ("olmoe", "qwen2_moe") else 1
     if args.routed_scale is None:
         args.routed_scale = 1.0 if v2 else 2.5
-    if args.norm_topk == 0 and args.model not in ("qwen3_moe", "olmoe") + DEEPSEEK_MODELS:
-        p.error("--norm-topk 0 applies to qwen3_moe, olmoe, deepseek_v3 and deepseek_v2 only (mixtral always "
-                "renormalises)")
+    if args.norm_topk == 0 and args.model not in ("qwen3_moe", "olmoe", "qwen2_moe") + DEEPSEEK_MODELS:
+        p.error("--norm-topk 0 applies to qwen3_moe, qwen2_moe, olmoe, deepseek_v3 and deepseek_v2 only (mixtral "
+                "always renormalises)")
     if v2 and args.bias_rate != 0:
         p.error("deepseek_v2 has no e_score_correction_bias: --bias-rate must be 0")
     if v2 and args.rope_interleave != 1:
@@ -350,9 +365,35 @@ def parse_args(argv=None):
         if not 0 < args.partial_rotary_factor <= 1 or rotary <= 0 or rotary % 2:
             p.error(f"--partial-rotary-factor must be in (0, 1] and give an even, positive rotary width: "
                     f"int({args.channels // args.heads} * {args.partial_rotary_factor}) = {rotary}")
-    if args.model in ("mixtral", "qwen3_moe", "olmoe") and not 1 <= args.top_k <= args.experts:
+    if args.model == "qwen2_moe":
+        check_qwen2_moe_args(p, args)
+    if args.model in ("mixtral", "qwen3_moe", "qwen2_moe", "olmoe") and not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
     return args
+
+
+def check_qwen2_moe_args(p, args):
+    """--model qwen2_moe's flags: refuses what Qwen2-MoE does not have here (--head-dim: HS = C / NH; longrope and
+    linear scaling; DeepSeek's --moe-intermediate and --shared-experts, which would silently not apply: the experts'
+    width is --intermediate, the shared expert's --shared-intermediate) and fills --shared-intermediate (2 x
+    --intermediate), which must be a positive multiple of --intermediate: Tessera holds the shared expert as
+    S / --intermediate shared experts of the experts' width."""
+    if args.head_dim:
+        p.error("qwen2_moe: --head-dim is not modelled (its heads are --channels / --heads wide)")
+    if args.rope_scaling not in ("none", "llama3", "yarn"):
+        p.error("qwen2_moe: --rope-scaling is none, llama3 or yarn")
+    moved = [name for name in ("moe_intermediate", "shared_experts") if getattr(args, name) != p.get_default(name)]
+    if moved:
+        p.error(f"qwen2_moe: --{', --'.join(n.replace('_', '-') for n in moved)} are DeepSeek's; the experts are "
+                f"--intermediate wide and the shared expert --shared-intermediate")
+    if args.experts < 1 or args.intermediate < 1:
+        p.error("qwen2_moe: --experts and --intermediate must be positive")
+    if args.shared_intermediate is None:
+        args.shared_intermediate = 2 * args.intermediate
+    if args.shared_intermediate < 1 or args.shared_intermediate % args.intermediate:
+        p.error(f"qwen2_moe: --shared-intermediate {args.shared_intermediate} must be a positive multiple of "
+                f"--intermediate {args.intermediate} (Tessera holds the shared expert as that many shared experts "
+                f"of the experts' width)")
 
 
 def check_gemma2_args(p, args):
@@ -427,8 +468,9 @@ def model_config(args):
         rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
         rope_scaling=rope_scaling(args),
         tie_word_embeddings=bool(args.tie),
-        num_experts=args.experts if args.model in ("mixtral", "qwen3_moe", "olmoe") else 0,
-        top_k=args.top_k, qkv_bias=args.model == "qwen2", qk_norm=args.model in ("qwen3", "qwen3_moe"),
+        num_experts=args.experts if args.model in ("mixtral", "qwen3_moe", "qwen2_moe", "olmoe") else 0,
+        top_k=args.top_k, qkv_bias=args.model in ("qwen2", "qwen2_moe"), qk_norm=args.model in ("qwen3", "qwen3_moe"),
+        qwen2_moe=args.model == "qwen2_moe", shared_intermediate=args.shared_intermediate or 0,
         head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3",
         partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2", olmoe=args.model == "olmoe",
         smollm3=args.model == "smollm3", no_rope_layers=tuple(args.no_rope_layers or ()),
@@ -586,6 +628,7 @@ def run_config(args, cfg, num_tokens):
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
                + (() if args.model == "smollm3" else SMOLLM3_ARGS)
+               + (() if args.model == "qwen2_moe" else QWEN2_MOE_ARGS)
                + (() if args.model == "gemma3" else GEMMA3_ARGS[1:] if args.model == "gemma2" else GEMMA3_ARGS)
                + (() if args.model == "gemma2" else GEMMA2_ARGS)
                + (("rope_factor",) if args.rope_factor is None else ())
@@ -597,8 +640,10 @@ def run_config(args, cfg, num_tokens):
                + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
                # n_group and topk_group are recorded only when there are groups
                + (("n_group", "topk_group") if deepseek and cfg.n_group == 1 else ())
-               # norm_topk is recorded where it is not 1 or the model's default is not (deepseek_v2, olmoe)
-               + (("norm_topk",) if args.norm_topk == 1 and not v2 and args.model != "olmoe" else ())
+               # norm_topk is recorded where it is not 1 or the model's default is not (deepseek_v2, olmoe,
+               # qwen2_moe)
+               + (("norm_topk",) if args.norm_topk == 1 and not v2 and args.model not in ("olmoe", "qwen2_moe")
+                  else ())
                + (("fp8_block",) if args.fp8_block is None else ()))
     config = {k: v for k, v in vars(args).items() if k not in dropped}
     config.update({
@@ -691,6 +736,21 @@ def run_config(args, cfg, num_tokens):
                            "attention rotates q and k only when no_rope_layers[i] is 1 (NoPE layers: no RoPE, no "
                            "rope scaling factor)")
         config["nope_layers"] = [i for i, r in enumerate(cfg.no_rope_layers) if not r]
+    if not deepseek and cfg.qwen2_moe:
+        config["shared_experts"] = cfg.shared_intermediate // cfg.intermediate
+        config["init"] = ("N(0,0.02) weights, o_proj/down_proj (experts and shared expert) N(0,0.02/sqrt(2L)), RMSNorm "
+                          "gains 1+N(0,0.1), q/k/v biases N(0,0.1), router N(0,router_std), shared_expert_gate "
+                          f"N(0,{tl.QWEN2_MOE_SHARED_GATE_STD:g}); all rounded to float32 (hf/ holds them exactly)")
+        config["block"] = ("x += attn(input_layernorm(x)); x += moe(post_attention_layernorm(x)); attn: q, k, v = x "
+                           "W^T + b (o_proj without bias), RoPE on q and k, GQA, scores q.k / sqrt(HS), HS = C / NH; "
+                           "moe(h) = sum over the top-k e of w_e * expert_e(h) + sigmoid(h . shared_expert_gate) * "
+                           "shared_expert(h), one gate per token; expert_e and shared_expert SwiGLU down(silu(gate h) "
+                           "* up h); p = softmax(h router^T), top-k by p (ties to the lower index), w = the chosen p, "
+                           "divided by their sum only with norm_topk_prob")
+        config["shared_expert"] = ("one SwiGLU shared_intermediate = shared_experts * intermediate wide: Tessera's "
+                                   "shared_experts shared experts of the experts' width, expert j holding rows [j*F, "
+                                   "(j+1)*F) of shared_expert.gate_proj/up_proj and columns [j*F, (j+1)*F) of "
+                                   "down_proj, their outputs summed, then times the one sigmoid gate")
     if not deepseek and cfg.starcoder2:
         config["init"] = ("N(0,0.02) weights, o_proj/c_proj N(0,0.02/sqrt(2L)), LayerNorm weights 1+N(0,0.1), every "
                           "bias (q/k/v/o_proj, c_fc, c_proj, LayerNorms) N(0,0.1); all rounded to float32 (hf/ holds "

@@ -30,7 +30,11 @@
 # (Starcoder2ForCausalLM) is Llama's pre-norm decoder with nn.LayerNorms (weight and bias, eps norm_epsilon) in place of
 # the RMSNorms, biases on q/k/v/o_proj, GPT-2's MLP (torch_gpt2.MLP: c_proj(gelu_tanh(c_fc x)), both biased, F =
 # intermediate_size) in place of SwiGLU, scores times HS^-0.5, and Mistral's sliding window when sliding_window is set;
-# no dropout (its config.json's dropouts are read and ignored, written 0.0).
+# no dropout (its config.json's dropouts are read and ignored, written 0.0). Qwen2-MoE (Qwen2MoeForCausalLM, model_type
+# qwen2_moe: Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B) is Qwen2's attention (q/k/v biases, HS = C / NH) with a MoE in every
+# layer: Qwen3-MoE's softmax top-k router and experts (norm_topk_prob false by default) plus one shared SwiGLU expert
+# (mlp.shared_expert, shared_intermediate wide) whose output is multiplied per token by sigmoid(mlp.shared_expert_gate
+# x), a (1, C) gate; the block adds the routed and the gated shared outputs (SharedExpertMoe).
 # Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
 import math
@@ -93,12 +97,21 @@ class LlamaConfig:
     final_logit_softcapping: Optional[float] = None  # gemma2: logits = cap * tanh(logits / cap); None = no cap
     starcoder2: bool = False        # Starcoder2ForCausalLM: LayerNorms, biased q/k/v/o, GELU-tanh MLP (c_fc, c_proj);
     #                                 rms_norm_eps is then the LayerNorms' eps (config.json's norm_epsilon)
+    qwen2_moe: bool = False         # Qwen2MoeForCausalLM: Qwen2's attention (qkv_bias), the MoE (intermediate = each
+    #                                 expert's width) plus a sigmoid-gated shared expert in every layer
+    shared_intermediate: int = 0    # qwen2_moe: the shared expert's width (shared_expert_intermediate_size), > 0
 
     def __post_init__(self):
-        if not self.norm_topk_prob and not (self.is_moe and (self.qk_norm or self.olmoe)):
-            raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE and OLMoE only (Mixtral always "
+        if not self.norm_topk_prob and not (self.is_moe and (self.qk_norm or self.olmoe or self.qwen2_moe)):
+            raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE, OLMoE and Qwen2-MoE only (Mixtral always "
                              "renormalises)")
         kind = rope_type(self.rope_scaling)
+        if self.qwen2_moe:
+            self._check_qwen2_moe(kind)
+        elif self.shared_intermediate:
+            raise ValueError("shared_intermediate (a gated shared expert) is modelled for qwen2_moe only")
+        elif self.is_moe and self.qkv_bias:
+            raise ValueError("q/k/v biases with experts are Qwen2-MoE's: set qwen2_moe (and shared_intermediate)")
         if self.phi3 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim
                           or kind not in ("default", "longrope")):
             raise ValueError("phi3 is a dense Llama without biases, q/k norms or head_dim, and its rope_scaling is "
@@ -166,6 +179,23 @@ class LlamaConfig:
                              f"= {R} rotary channels, which must be even and positive (factor in (0, 1])")
         if kind == "longrope":
             check_longrope(self.rope_scaling, R)
+
+    def _check_qwen2_moe(self, kind):
+        """Qwen2-MoE's rules (__post_init__): experts (num_experts >= 1, top_k in [1, num_experts]), q/k/v biases, a
+        positive integer shared_intermediate, HS = C / NH (no head_dim: Qwen2MoeConfig has none), rope_scaling null,
+        llama3 or yarn, no sliding window and none of the other families' flags."""
+        if (not self.is_moe or not self.qkv_bias or self.qk_norm or self.head_dim or self.phi3 or self.olmo2
+                or self.olmoe or self.smollm3 or self.mistral or self.gemma or self.starcoder2
+                or kind not in ("default", "llama3", "yarn")):
+            raise ValueError("qwen2_moe has experts and q/k/v biases, no q/k norms, no head_dim (HS = C / NH), none of "
+                             "the other families' flags, and its rope_scaling null, llama3 or yarn")
+        if not 1 <= self.top_k <= self.num_experts:
+            raise ValueError(f"qwen2_moe: top_k {self.top_k} must be in [1, num_experts {self.num_experts}]")
+        S = self.shared_intermediate
+        if isinstance(S, bool) or not isinstance(S, int) or S < 1:
+            raise ValueError(f"qwen2_moe: shared_intermediate {S} must be a positive integer")
+        if self.sliding_window is not None:
+            raise ValueError("qwen2_moe: a sliding window is not modelled (use_sliding_window false)")
 
     def _check_gemma3(self, kind):
         """Gemma 3's own rules (__post_init__): a dense model without biases or the Llama-family flags (its per-head
@@ -573,15 +603,16 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    """Llama's SwiGLU: down(act(gate x) * up x), act silu; gate, up (F, C), down (C, F). act gelu_tanh: Gemma's
-    GeGLU (hidden_activation gelu_pytorch_tanh)."""
+    """Llama's SwiGLU: down(act(gate x) * up x), act silu; gate, up (F, C), down (C, F), F = width or
+    cfg.intermediate. act gelu_tanh: Gemma's GeGLU (hidden_activation gelu_pytorch_tanh)."""
 
-    def __init__(self, cfg, act=F.silu):
+    def __init__(self, cfg, act=F.silu, width=None):
         super().__init__()
         self.act = act
-        self.gate_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
-        self.up_proj = nn.Linear(cfg.channels, cfg.intermediate, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate, cfg.channels, bias=False)
+        width = width or cfg.intermediate
+        self.gate_proj = nn.Linear(cfg.channels, width, bias=False)
+        self.up_proj = nn.Linear(cfg.channels, width, bias=False)
+        self.down_proj = nn.Linear(width, cfg.channels, bias=False)
 
     def forward(self, x):
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
@@ -640,8 +671,26 @@ class SparseMoe(nn.Module):
         return out.view(B, T, C), logits
 
 
+class SharedExpertMoe(SparseMoe):
+    """Qwen2-MoE's mlp (HF's Qwen2MoeSparseMoeBlock), in HF's module order: gate (the router, (E, C)), experts
+    (Llama's MLP, cfg.intermediate wide), shared_expert (one SwiGLU, cfg.shared_intermediate wide) and
+    shared_expert_gate ((1, C), no bias). out[n] = sum over the k chosen e of weight[n, e] * expert_e(x[n])
+    (SparseMoe's routing, renormalised only with norm_topk_prob) + sigmoid(shared_expert_gate . x[n]) *
+    shared_expert(x[n]): one scalar gate per token."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg, MLP)
+        self.shared_expert = MLP(cfg, width=cfg.shared_intermediate)
+        self.shared_expert_gate = nn.Linear(cfg.channels, 1, bias=False)
+
+    def forward(self, x):
+        out, logits = super().forward(x)
+        return out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x), logits
+
+
 class DecoderLayer(nn.Module):
-    """x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) (or the MoE). OLMo 2 has no
+    """x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) (or the MoE; Qwen2-MoE's with its gated
+    shared expert). OLMo 2 has no
     input_layernorm: x += post_attention_layernorm(attn(x)); x += post_feedforward_layernorm(mlp(x)). OLMoE is
     pre-norm, its mlp the MoE. Starcoder2 is pre-norm with nn.LayerNorms and GPT-2's MLP (c_fc, c_proj, gelu tanh,
     biased). layer is the block's index (SmolLM3's NoPE layers)."""
@@ -654,7 +703,9 @@ class DecoderLayer(nn.Module):
             self.input_layernorm = norm(cfg.channels, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg, layer)
         self.post_attention_layernorm = norm(cfg.channels, cfg.rms_norm_eps)
-        if cfg.is_moe and (cfg.qk_norm or cfg.olmoe):    # Qwen3-MoE, OLMoE: the MoE under "mlp", Llama's MLPs
+        if cfg.qwen2_moe:                                # Qwen2-MoE: the MoE plus the gated shared expert
+            self.mlp = SharedExpertMoe(cfg)
+        elif cfg.is_moe and (cfg.qk_norm or cfg.olmoe):  # Qwen3-MoE, OLMoE: the MoE under "mlp", Llama's MLPs
             self.mlp = SparseMoe(cfg, MLP)
         elif cfg.is_moe:
             self.block_sparse_moe = SparseMoe(cfg)
@@ -691,8 +742,8 @@ class Decoder(nn.Module):
 
 
 class Llama(nn.Module):
-    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Phi-3, OLMo 2, OLMoE, SmolLM3,
-    Mistral, Starcoder2 by cfg's flags)."""
+    """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Qwen3-MoE, Qwen2-MoE, Phi-3, OLMo 2,
+    OLMoE, SmolLM3, Mistral, Starcoder2 by cfg's flags)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -940,12 +991,19 @@ def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
     return ce + aux_coef * aux + z_coef * z, ce, aux, z, router_logits
 
 
+# Qwen2-MoE's shared_expert_gate init std: at the tiny runs' C = 32 and unit-RMS inputs its logit has a std of about
+# 0.5 * sqrt(32) = 2.8, so sigmoid(logit) spreads over most of (0, 1) and a run that forgets the gate, or the sigmoid,
+# moves visibly (README.md's "Qwen2-MoE"). HF's own init (N(0, 0.02)) would leave every gate near 0.5.
+QWEN2_MOE_SHARED_GATE_STD = 0.5
+
+
 def init_weights(model, generator, router_std=1.0):
     """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2, Starcoder2's c_proj)
     N(0, 0.02/sqrt(2L)); RMSNorm (LayerNorm) gains 1 + N(0, 0.1); every bias (q/k/v, Starcoder2's o_proj, c_fc, c_proj
     and LayerNorm biases) N(0, 0.1); the router N(0, router_std), large so that fp32
-    and fp64 pick the same experts. Gemma 2's and Gemma 3's norms store w = N(0, 0.1) and apply 1 + w (so a loader
-    that forgets the offset is caught). Then rounds every parameter to float32 (kept in the model's dtype)."""
+    and fp64 pick the same experts; Qwen2-MoE's shared_expert_gate N(0, QWEN2_MOE_SHARED_GATE_STD), large so that
+    its sigmoid varies from token to token. Gemma 2's and Gemma 3's norms store w = N(0, 0.1) and apply 1 + w (so a
+    loader that forgets the offset is caught). Then rounds every parameter to float32 (kept in the model's dtype)."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
     gain_offset = 0.0 if model.cfg.gemma else 1.0
     with torch.no_grad():
@@ -956,6 +1014,8 @@ def init_weights(model, generator, router_std=1.0):
                 p.copy_(gain_offset + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
             elif name.endswith(("block_sparse_moe.gate.weight", "mlp.gate.weight")):
                 p.normal_(0.0, router_std, generator=generator)
+            elif name.endswith("mlp.shared_expert_gate.weight"):
+                p.normal_(0.0, QWEN2_MOE_SHARED_GATE_STD, generator=generator)
             elif name.endswith(("o_proj.weight", "down_proj.weight", "w2.weight", "c_proj.weight")):
                 p.normal_(0.0, std_resid, generator=generator)
             else:
@@ -975,8 +1035,8 @@ def hf_config(cfg):
     no head_dim, rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
     SmolLM3ForCausalLM (smollm3: no head_dim; no_rope_layers, no_rope_layer_interval, no sliding window and
     layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config) or
-    Gemma2ForCausalLM (gemma2: gemma2_hf_config) or Starcoder2ForCausalLM (starcoder2: starcoder2_hf_config). Qwen's
-    three write qwen_window_config's keys."""
+    Gemma2ForCausalLM (gemma2: gemma2_hf_config) or Starcoder2ForCausalLM (starcoder2: starcoder2_hf_config) or
+    Qwen2MoeForCausalLM (qwen2_moe: qwen2_moe_hf_config). Qwen's three write qwen_window_config's keys."""
     if cfg.gemma3:
         return gemma3_hf_config(cfg)
     if cfg.gemma2:
@@ -991,6 +1051,8 @@ def hf_config(cfg):
         "rope_scaling": cfg.rope_scaling, "tie_word_embeddings": cfg.tie_word_embeddings, "hidden_act": "silu",
         "attention_dropout": 0.0, "initializer_range": 0.02, "torch_dtype": "float32",
     }
+    if cfg.qwen2_moe:
+        return qwen2_moe_hf_config(cfg, common)
     if cfg.phi3:
         return {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", **common,
                 "original_max_position_embeddings": cfg.original_max,
@@ -1032,6 +1094,73 @@ def hf_config(cfg):
     else:
         c.update({"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1})
     return c
+
+
+def qwen2_moe_hf_config(cfg, common):
+    """config.json of Qwen2MoeForCausalLM as Qwen2MoeConfig's keys spell it (model_type qwen2_moe), after hf_config's
+    common keys: no head_dim (HS = hidden_size / num_attention_heads) and no qkv_bias key (Qwen2-MoE always has the
+    biases); intermediate_size, the width of dense layers this model does not have (decoder_sparse_step 1,
+    mlp_only_layers []), is written as the shared expert's width, as Qwen1.5-MoE-A2.7B's config.json has it;
+    moe_intermediate_size each expert's width, shared_expert_intermediate_size the shared expert's; router_aux_loss_coef
+    0.0 (save_hf writes the run's), output_router_logits false (as the releases ship it); use_sliding_window false,
+    sliding_window null and max_window_layers num_hidden_layers: no layer slides under any reading."""
+    return {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+            **dict(common, intermediate_size=cfg.shared_intermediate),
+            "moe_intermediate_size": cfg.intermediate, "shared_expert_intermediate_size": cfg.shared_intermediate,
+            "num_experts": cfg.num_experts, "num_experts_per_tok": cfg.top_k, "norm_topk_prob": cfg.norm_topk_prob,
+            "decoder_sparse_step": 1, "mlp_only_layers": [], "router_aux_loss_coef": 0.0,
+            "output_router_logits": False, "use_sliding_window": False, "sliding_window": None,
+            "max_window_layers": cfg.num_layers}
+
+
+def qwen2_moe_config_from_hf(c):
+    """A qwen2_moe config.json -> LlamaConfig(qwen2_moe=True), with Qwen2MoeConfig's defaults for absent keys (151936
+    tokens, C 2048, 24 layers, 16 heads, 16 kv heads, 32768 positions, rms_norm_eps 1e-6, rope_theta 1e4, untied, 60
+    experts, 4 per token, moe_intermediate_size 1408, shared_expert_intermediate_size 5632, norm_topk_prob false).
+    intermediate_size (the dense layers' width) and router_aux_loss_coef are not read; sliding_window and
+    max_window_layers are ignored when use_sliding_window is false. transformers 5's rope_parameters (rope_type default)
+    is read too, its rope_theta agreeing with a top-level one. Refused: a dense layer (decoder_sparse_step other than
+    1, a non-empty mlp_only_layers, num_experts 0), qkv_bias false, use_sliding_window true or a sliding layer_types
+    entry, another hidden_act, a head_dim other than C / NH, a rope_scaling other than null, llama3 or yarn."""
+    act = c.get("hidden_act", "silu")
+    if act != "silu":
+        raise ValueError(f"qwen2_moe: hidden_act {act} is not modelled (only silu)")
+    if c.get("qkv_bias", True) is not True:
+        raise ValueError("qwen2_moe: qkv_bias false is not modelled (Qwen2-MoE's q/k/v projections have biases)")
+    step, only = c.get("decoder_sparse_step", 1), c.get("mlp_only_layers") or []
+    if step != 1 or only:
+        raise ValueError(f"qwen2_moe: decoder_sparse_step {step} and mlp_only_layers {only}: dense layers are not "
+                         f"modelled (only step 1 and [])")
+    if c.get("use_sliding_window"):
+        raise ValueError("qwen2_moe: use_sliding_window true is not modelled")
+    types = c.get("layer_types") or []
+    if any(t != "full_attention" for t in types):
+        raise ValueError(f"qwen2_moe: layer_types {types}: only full_attention is modelled")
+    theta, params, scaling = c.get("rope_theta"), c.get("rope_parameters"), c.get("rope_scaling")
+    if params is not None:
+        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
+                or set(params) - {"rope_type", "type", "rope_theta"}):
+            raise ValueError(f"qwen2_moe: rope_parameters {params}: only the default type is modelled")
+        if theta is not None and params.get("rope_theta") is not None and theta != params["rope_theta"]:
+            raise ValueError(f"qwen2_moe: rope_theta {theta} disagrees with rope_parameters ({params['rope_theta']})")
+        theta = params.get("rope_theta", theta)
+    if rope_type(scaling) not in ("default", "llama3", "yarn"):
+        raise ValueError(f"qwen2_moe: rope_scaling {scaling} is not modelled (only null, llama3 and yarn)")
+    C, NH = c.get("hidden_size", 2048), c.get("num_attention_heads", 16)
+    if c.get("head_dim") not in (None, C // NH):
+        raise ValueError(f"qwen2_moe: head_dim {c['head_dim']} is not modelled (only hidden_size / heads, {C // NH})")
+    experts = c.get("num_experts", 60)
+    if isinstance(experts, bool) or not isinstance(experts, int) or experts < 1:
+        raise ValueError(f"qwen2_moe: num_experts {experts}: dense layers are not modelled (at least 1 expert)")
+    return LlamaConfig(
+        qwen2_moe=True, qkv_bias=True, num_layers=c.get("num_hidden_layers", 24), num_heads=NH,
+        num_kv_heads=c.get("num_key_value_heads", 16) or NH, channels=C,
+        intermediate=c.get("moe_intermediate_size", 1408),
+        shared_intermediate=c.get("shared_expert_intermediate_size", 5632), vocab_size=c.get("vocab_size", 151936),
+        max_seq_len=c.get("max_position_embeddings", 32768), rms_norm_eps=c.get("rms_norm_eps", 1e-6),
+        rope_theta=10000.0 if theta is None else theta, rope_scaling=scaling,
+        tie_word_embeddings=c.get("tie_word_embeddings", False), num_experts=experts,
+        top_k=c.get("num_experts_per_tok", 4), norm_topk_prob=bool(c.get("norm_topk_prob", False)))
 
 
 def qwen_window_config(cfg):
@@ -1298,6 +1427,8 @@ def config_from_hf(c):
         return gemma2_config_from_hf(c)
     if kind == "starcoder2":
         return starcoder2_config_from_hf(c)
+    if kind == "qwen2_moe":
+        return qwen2_moe_config_from_hf(c)
     if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3",
                      "mistral") or c.get("hidden_act", "silu") != "silu"):
         raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral config: "
@@ -1381,7 +1512,7 @@ def config_from_hf(c):
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral/Starcoder2, a Gemma3
+    """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Qwen2-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral/Starcoder2, a Gemma3
     (gemma3_text) or a Gemma2 (gemma2), from an HF folder (one model.safetensors; Phi-3's fused tensors split back); a
     tied model's lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
