@@ -79,10 +79,11 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
       continue;
     }
-    // Mixtral's block_sparse_moe (experts' w1 gate, w3 up, w2 down), or Qwen3-MoE's, OLMoE's and
-    // DeepSeek-V3's mlp (gate_proj, up_proj, down_proj), each a router `gate` over the experts;
-    // DeepSeek-V3's router has its selection bias, its mlp the shared experts.
-    const bool mixtral_names = !c.qk_norm && !c.mla.enabled();
+    // Mixtral's block_sparse_moe (experts' w1 gate, w3 up, w2 down), or Qwen3-MoE's, OLMoE's, Qwen2-MoE's
+    // and DeepSeek-V3's mlp (gate_proj, up_proj, down_proj), each a router `gate` over the experts;
+    // DeepSeek-V3's router has its selection bias, its mlp the shared experts; Qwen2-MoE's mlp one shared
+    // expert and its gate.
+    const bool mixtral_names = !c.qk_norm && !c.mla.enabled() && !c.moe.shared_gate;
     const std::string m = p + (mixtral_names ? "block_sparse_moe." : "mlp.");
     const char* gate = mixtral_names ? "w1.weight" : "gate_proj.weight";
     const char* up = mixtral_names ? "w3.weight" : "up_proj.weight";
@@ -91,9 +92,11 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
     if (!b.router_bias.empty())
       pieces.push_back({m + "gate.e_score_correction_bias", {c.moe.num_experts}, b.router_bias, 0});
     if (const int64_t Fs = c.moe.num_shared_experts * Fe; Fs > 0) {
-      pieces.push_back({m + "shared_experts.gate_proj.weight", {Fs, C}, b.shared_in.weight, 0});
-      pieces.push_back({m + "shared_experts.up_proj.weight", {Fs, C}, b.shared_in.weight, Fs * C});
-      pieces.push_back({m + "shared_experts.down_proj.weight", {C, Fs}, b.shared_out.weight, 0});
+      const std::string s = m + (c.moe.shared_gate ? "shared_expert." : "shared_experts.");
+      pieces.push_back({s + "gate_proj.weight", {Fs, C}, b.shared_in.weight, 0});
+      pieces.push_back({s + "up_proj.weight", {Fs, C}, b.shared_in.weight, Fs * C});
+      pieces.push_back({s + "down_proj.weight", {C, Fs}, b.shared_out.weight, 0});
+      if (c.moe.shared_gate) pieces.push_back({m + "shared_expert_gate.weight", {1, C}, b.shared_gate, 0});
     }
     for (int64_t e = 0; e < c.moe.num_experts; ++e) {
       const std::string x = m + "experts." + std::to_string(e) + ".";
@@ -319,9 +322,11 @@ struct TextModelNames {
 // GELU MLP, nothing else), or one of the RMSNorm families' with the features its form has.
 bool has_hf_llama_form(const ModelConfig& c) {
   if (c.naming != Naming::llama || c.positions != PositionKind::rope) return false;
-  // Soft caps are Gemma 2's alone, whose blocks all turn by one RoPE base.
+  // Soft caps are Gemma 2's alone, whose blocks all turn by one RoPE base; a gated shared expert Qwen2-MoE's.
   const bool capped = c.attention_softcap > 0 || c.logit_softcap > 0;
   if (gemma2_form(c) ? c.local_rope_theta != 0 : capped) return false;
+  const bool qwen2_moe_form = c.qkv_bias && c.moe.shared_gate && !c.qk_norm && !c.mla.enabled();
+  if (c.moe.shared_gate != qwen2_moe_form || (qwen2_moe_form && c.attention_window > 0)) return false;
   if (c.norm == NormKind::layernorm)
     return c.bias && c.mlp == MlpKind::gelu && !c.qkv_bias && !c.qk_norm && !c.moe.enabled() && !c.mla.enabled() &&
            !c.phi3 && c.norm_placement == NormPlacement::pre && c.nope_layers.empty() && c.global_layers.empty() &&
@@ -331,16 +336,16 @@ bool has_hf_llama_form(const ModelConfig& c) {
   // Qwen2's and Qwen3's first max_window_layers blocks attend to the whole sequence.
   const bool qwen_windows = (c.qkv_bias || (c.qk_norm && !c.qk_norm_all_heads)) && !c.moe.enabled();
   const bool moe_form = hf_deepseek_exportable(c) ||
-                        (!c.mla.enabled() && c.moe.num_shared_experts == 0 && c.moe.first_dense_layers == 0 &&
-                         c.moe.router == RouterKind::softmax_topk && c.moe.routed_scale == 1.0f &&
-                         (c.moe.renormalize || qwen3_moe_form));
+                        (!c.mla.enabled() && (c.moe.num_shared_experts == 0 || qwen2_moe_form) &&
+                         c.moe.first_dense_layers == 0 && c.moe.router == RouterKind::softmax_topk &&
+                         c.moe.routed_scale == 1.0f && (c.moe.renormalize || qwen3_moe_form || qwen2_moe_form));
   const bool gemma_features = gemma || ((c.global_layers.empty() || qwen_windows) && c.local_rope_theta == 0 &&
                                         c.attention_scalar == 0 && !c.scaled_embeddings &&
                                         c.norm_placement != NormPlacement::sandwich);
   const bool nope_form = c.nope_layers.empty() || (!c.qk_norm && !c.qkv_bias && !c.moe.enabled() && !c.phi3 &&
                                                    c.attention_window == 0);
   return (c.mlp == MlpKind::swiglu || (gemma && c.mlp == MlpKind::geglu)) && !c.bias && moe_form &&
-         !(c.qkv_bias && c.moe.enabled()) && !(c.qk_norm && c.qkv_bias) &&
+         !(c.qkv_bias && c.moe.enabled() && !qwen2_moe_form) && !(c.qk_norm && c.qkv_bias) &&
          (post ? c.qk_norm_all_heads : !c.qk_norm_all_heads || c.moe.enabled()) && gemma_features && nope_form &&
          !(c.qk_norm_all_heads && c.attention_window > 0);
 }
@@ -362,7 +367,7 @@ bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
          model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma2" || model_type == "gemma3_text" ||
-         model_type == "starcoder2";
+         model_type == "starcoder2" || model_type == "qwen2_moe";
 }
 
 ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path) {
@@ -371,8 +376,9 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
-           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma2\", \"gemma3_text\" or \"starcoder2\"");
+           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma2\", \"gemma3_text\", \"starcoder2\" or \"qwen2_moe\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
+  const bool qwen2_moe = *type == "qwen2_moe";
   const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
   const bool gemma2 = *type == "gemma2", gemma3 = *type == "gemma3_text", starcoder2 = *type == "starcoder2";
   const bool gemma = gemma2 || gemma3, qwen3 = *type == "qwen3" || qwen3_moe;
@@ -385,7 +391,7 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   if (!qwen2 && !qwen3) r.expect("use_sliding_window", false, "sliding windows are read for Qwen's models only");
 
   ModelConfig c = llama_family_config(r);
-  c.qkv_bias = qwen2;
+  c.qkv_bias = qwen2 || qwen2_moe;
   r.expect("clip_qkv", json(), "Tessera does not clip the query, key and value projections");  // OLMoE's
   c.qk_norm = qwen3 || olmo2 || olmoe;
   c.qk_norm_all_heads = olmo2 || olmoe;  // OLMo 2's with its norms after attention and the MLP
@@ -393,11 +399,15 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   c.phi3 = phi3;
   c.max_seq_len =
       r.integer("max_position_embeddings",
-                mixtral ? 32768 : olmoe || starcoder2 ? 4096 : gemma3 ? 131072 : gemma2 ? 8192 : 2048);
+                mixtral || qwen2_moe ? 32768
+                : olmoe || starcoder2 ? 4096
+                : gemma3              ? 131072
+                : gemma2              ? 8192
+                                      : 2048);
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window;
   // Gemma's slides some layers only).
   if (const json* window = r.find("sliding_window");
-      window && !qwen2 && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma) {
+      window && !qwen2 && !qwen2_moe && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma) {
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
@@ -436,13 +446,22 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
     c.moe.top_k = r.integer("num_experts_per_tok", 8);
     c.moe.expert_hidden = c.mlp_hidden;
   }
-  if (qwen3_moe) {  // softmax top-k routing, renormalised (as Mixtral's) or not, in every layer
+  if (qwen3_moe || qwen2_moe) {  // softmax top-k routing, renormalised (as Mixtral's) or not, in every layer
     c.moe.renormalize = r.boolean("norm_topk_prob", false);
     r.expect("decoder_sparse_step", 1, "every layer of Tessera's MoE models past the first dense ones is a MoE layer");
     r.expect("mlp_only_layers", json::array(), "Tessera's MoE models have no dense layers between MoE layers");
     c.moe.num_experts = r.integer("num_experts");
     c.moe.top_k = r.integer("num_experts_per_tok");
     c.moe.expert_hidden = r.integer("moe_intermediate_size");
+  }
+  if (qwen2_moe) {  // one shared expert, gated a token; Tessera's shared experts are whole experts' widths
+    r.expect("qkv_bias", true, "Qwen2-MoE's q, k and v projections have biases");
+    const int64_t shared = r.integer("shared_expert_intermediate_size");
+    TS_CHECK(shared % c.moe.expert_hidden == 0, r.where(), ": field 'shared_expert_intermediate_size' (", shared,
+             ") is not a multiple of moe_intermediate_size (", c.moe.expert_hidden,
+             "): Tessera's shared experts are a whole number of experts wide");
+    c.moe.num_shared_experts = shared / c.moe.expert_hidden;
+    c.moe.shared_gate = true;
   }
   try {
     c.validate();
@@ -457,13 +476,15 @@ json hf_llama_config_json(const ModelConfig& c) {
   const bool smollm3 = !c.nope_layers.empty(), starcoder2 = c.norm == NormKind::layernorm;
   const bool gemma = gemma_form(c), gemma2 = gemma2_form(c), gemma3 = gemma && !gemma2;
   const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads && !gemma_form(c), qwen3_moe = qwen3 && c.moe.enabled();
-  const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe, qwen2 = c.qkv_bias;
-  const bool mistral = !mixtral && !qwen2 && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && !gemma &&
+  const bool qwen2_moe = c.moe.shared_gate, qwen2 = c.qkv_bias && !qwen2_moe;
+  const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe && !qwen2_moe;
+  const bool mistral = !mixtral && !qwen2 && !qwen2_moe && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && !gemma &&
                        !starcoder2 && c.attention_window > 0;
   const char* architecture = starcoder2  ? "Starcoder2ForCausalLM"
                              : mixtral   ? "MixtralForCausalLM"
                              : olmoe     ? "OlmoeForCausalLM"
                              : qwen2     ? "Qwen2ForCausalLM"
+                             : qwen2_moe ? "Qwen2MoeForCausalLM"
                              : qwen3_moe ? "Qwen3MoeForCausalLM"
                              : qwen3     ? "Qwen3ForCausalLM"
                              : c.phi3    ? "Phi3ForCausalLM"
@@ -477,6 +498,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                      : mixtral   ? "mixtral"
                      : olmoe     ? "olmoe"
                      : qwen2     ? "qwen2"
+                     : qwen2_moe ? "qwen2_moe"
                      : qwen3_moe ? "qwen3_moe"
                      : qwen3     ? "qwen3"
                      : c.phi3    ? "phi3"
@@ -511,6 +533,17 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["num_local_experts"] = c.moe.num_experts;
     j["num_experts_per_tok"] = c.moe.top_k;
     j["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
+  } else if (qwen2_moe) {  // its experts, one shared expert of their widths and its gate; no window
+    j["num_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["moe_intermediate_size"] = c.moe.expert_hidden;
+    j["shared_expert_intermediate_size"] = c.moe.num_shared_experts * c.moe.expert_hidden;
+    j["norm_topk_prob"] = c.moe.renormalize;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = json::array();
+    j["output_router_logits"] = false;
+    j["qkv_bias"] = true;
+    j["use_sliding_window"] = false;
   } else if (qwen2 || qwen3) {
     write_qwen_window(c, qwen3_moe, j);
     if (qwen3) j["attention_bias"] = false;
@@ -617,9 +650,9 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   config.validate();
   const bool deepseek = hf_deepseek_exportable(config);
   TS_CHECK(has_hf_llama_form(config), "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, ",
-           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, ",
-           "Olmo2ForCausalLM, OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, ",
-           "Starcoder2ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
+           "Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, ",
+           "Phi3ForCausalLM, Olmo2ForCausalLM, OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, ",
+           "Gemma3ForCausalLM, Starcoder2ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());

@@ -169,6 +169,7 @@ json model_config_to_json(const ModelConfig& c) {
                 {"renormalize", c.moe.renormalize},
                 {"groups", c.moe.groups},
                 {"kept_groups", c.moe.kept_groups}};
+  if (c.moe.shared_gate) j["moe"]["shared_gate"] = true;
   if (c.mla.enabled())
     j["latent_attention"] = {{"q_rank", c.mla.q_rank},
                              {"kv_rank", c.mla.kv_rank},
@@ -236,6 +237,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   moe.integer("top_k", c.moe.top_k, 1);
   moe.integer("expert_hidden", c.moe.expert_hidden, 0);
   moe.integer("num_shared_experts", c.moe.num_shared_experts, 0);
+  moe.boolean("shared_gate", c.moe.shared_gate);  // absent before Qwen2-MoE support: false
   moe.choice("router", kRouters, c.moe.router);
   moe.integer("first_dense_layers", c.moe.first_dense_layers, 0);
   moe.number("routed_scale", c.moe.routed_scale);  // absent before DeepSeek-V3 support: 1

@@ -48,6 +48,7 @@ BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShap
     if (R > 0) b.kept += 2 * R * C * s + (E + 1) * kI32;   // expert parallelism: expert_xs, expert_ys, expert_offsets
     b.dropped += rows * Fe * s;                            // act
     if (Fs > 0) b.kept += B * T * 2 * Fs * s + B * T * Fs * s + B * T * C * s;  // shared: h, act, out
+    if (c.moe.shared_gate) b.kept += N * s;                // their gate's logits
     b.kept += B * Tl * C * s;                              // out
   } else {
     const int64_t F = c.hidden();
@@ -87,6 +88,7 @@ int64_t moe_scratch_bytes(const ModelConfig& c, const ActivationShape& a) {
   return 2 * N * K * C * s + rows * Fe * s + rows * 2 * Fe * s  // dys, dxs, dact, dh
          + N * K * kF32 + N * E * s + B * T * C * s              // dweights, dlogits, dpart
          + (Fs > 0 ? B * T * 3 * Fs * s : 0)                     // shared: dh, dact
+         + (c.moe.shared_gate ? B * T * C * s + N * s : 0)       // gated shared: dshared, dgate
          + 3 * R * C * s;  // expert parallelism: expert_dys, expert_dxs, and a row exchange's buffer in flight
 }
 

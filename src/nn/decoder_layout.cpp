@@ -66,6 +66,7 @@ BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
   if (c.moe.num_shared_experts > 0) {
     n.shared_in = linear_names(p + "mlp.shared_experts.gate_up_proj", c.bias);
     n.shared_out = linear_names(p + "mlp.shared_experts.down_proj", c.bias);
+    if (c.moe.shared_gate) n.shared_gate = p + "mlp.shared_experts.gate.weight";
   }
   return n;
 }
@@ -215,6 +216,7 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
         experts_whole ? ParamSlice{} : ParamSlice{{E, C, Fe}, {{first_expert * C, El * C}}, t * Fel, (t + 1) * Fel});
     column_parallel(b.shared_in, 2 * Fs, gate_up(0, Fs, Fsl), ParamInit::normal);
     row_parallel(b.shared_out, Fs, Fsl, ParamInit::residual);
+    add(b.shared_gate, {1, C}, ParamInit::normal);  // whole on every tp rank, as the router
   }
   norm(n.final_norm);
   add(n.head, {Vl, C}, ParamInit::vocab_rows, rows_of({Vp, C}, vocab_rows));
@@ -256,6 +258,7 @@ DecoderWeights weights_of(const DecoderNames& names, const NamedTensors& named, 
       bw.router = get(b.router), bw.router_bias = get(b.router_bias);
       bw.experts_in = get(b.experts_in), bw.experts_out = get(b.experts_out);
       bw.shared_in = linear(b.shared_in), bw.shared_out = linear(b.shared_out);
+      bw.shared_gate = get(b.shared_gate);
     }
     w.blocks.push_back(std::move(bw));
   }

@@ -35,6 +35,7 @@ struct BlockNames {
   std::string router, router_bias;          // MoE: (E, C) and the balancing bias (E) of a sigmoid router
   std::string experts_in, experts_out;      // MoE: (E, 2Fe, C) and (E, C, Fe)
   LinearNames shared_in, shared_out;        // MoE shared experts: (2Fs, C) and (C, Fs), Fs = shared * Fe
+  std::string shared_gate;                  // their gate (1, C) (Qwen2-MoE), or empty
 };
 
 struct DecoderNames {
@@ -70,6 +71,7 @@ struct BlockWeights {
   Tensor q_a_norm, kv_a_norm;
   Tensor router, router_bias, experts_in, experts_out;
   LinearWeights shared_in, shared_out;
+  Tensor shared_gate;
 };
 
 struct DecoderWeights {

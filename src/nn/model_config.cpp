@@ -110,6 +110,8 @@ void ModelConfig::validate() const {
     TS_CHECK(moe.expert_hidden > 0, "model: moe expert_hidden must be positive, got ", moe.expert_hidden);
     TS_CHECK(moe.num_shared_experts >= 0, "model: moe num_shared_experts must not be negative, got ",
              moe.num_shared_experts);
+    TS_CHECK(!moe.shared_gate || moe.num_shared_experts > 0, "model: moe shared_gate gates the shared experts' ",
+             "output, but the model has none (num_shared_experts 0)");
     TS_CHECK(moe.first_dense_layers >= 0 && moe.first_dense_layers < num_layers, "model: moe first_dense_layers (",
              moe.first_dense_layers, ") must leave at least one of the ", num_layers, " layers a MoE layer (with ",
              "--layers, give more than ", moe.first_dense_layers, ")");
@@ -151,6 +153,7 @@ std::string model_family(const ModelConfig& config) {
   if (config.mla.enabled()) return config.moe.router == RouterKind::sigmoid_bias ? "deepseek-v3" : "deepseek-v2";
   if (config.moe.enabled()) {
     if (config.moe.router == RouterKind::sigmoid_bias) return "deepseek-moe";
+    if (config.moe.shared_gate) return "qwen2-moe";
     return config.qk_norm_all_heads ? "olmoe" : config.qk_norm ? "qwen3-moe" : "mixtral";
   }
   if (config.naming == Naming::gpt2) return "gpt2";

@@ -46,6 +46,8 @@ struct MoeConfig {
   int64_t top_k = 2;               // experts per token
   int64_t expert_hidden = 0;       // each expert's SwiGLU width F_e
   int64_t num_shared_experts = 0;  // always-on experts (DeepSeek), one SwiGLU of num_shared * F_e
+  bool shared_gate = false;        // the shared experts' output times sigmoid(x · w), a scalar a token from a
+                                   // (1, C) gate (Qwen2-MoE's shared_expert_gate)
   RouterKind router = RouterKind::softmax_topk;
   int64_t first_dense_layers = 0;  // leading blocks with a dense MLP (DeepSeek's first_k_dense_replace)
   float routed_scale = 1.0f;       // the routed experts' output factor (DeepSeek-V3's routed_scaling_factor)
@@ -158,7 +160,8 @@ struct ModelConfig {
 // over all heads), "smollm3" (blocks without RoPE), "gemma2" (norms on both sides of each sublayer, soft
 // caps), "gemma3" (norms on both sides of each sublayer, q/k norms),
 // "qwen2" (q/k/v biases), "qwen3" (q/k norms), "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads),
-// "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent attention) or "deepseek-v3" (both).
+// "qwen2-moe" (q/k/v biases, a gated shared expert), "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent
+// attention) or "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);
 
 // One line for a run's start: "gpt2, 4 layers, 192 wide, 4 heads, vocabulary 4096: 2.66M parameters"

@@ -152,6 +152,17 @@ ModelConfig with_experts(ModelConfig c, int64_t experts, int64_t top_k, int64_t 
   return c;
 }
 
+// Qwen2-MoE: Qwen2's attention (q/k/v biases) over experts in every layer, softmax top-k routing whose
+// weights are not renormalised, and `shared` experts' width of always-on SwiGLU times a sigmoid gate a token.
+ModelConfig qwen2_moe(ModelConfig c, int64_t experts, int64_t top_k, int64_t expert_hidden, int64_t shared) {
+  c = with_experts(qwen2(c), experts, top_k, expert_hidden);
+  c.moe.num_shared_experts = shared;
+  c.moe.shared_gate = true;
+  c.moe.renormalize = false;
+  c.norm_eps = 1e-6f;
+  return c;
+}
+
 // DeepSeek-style: many small experts, shared experts, sigmoid router with bias balancing, dense first layer.
 ModelConfig deepseek_style(ModelConfig c, int64_t shared, int64_t first_dense) {
   c.moe.num_shared_experts = shared;
@@ -271,6 +282,11 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
        [] { return starcoder2(llama(30, 24, 2, 3072, 12288, 49152, 16384, 999999.4420358813f, true), 4096); }},
       {"starcoder2-7b", [] { return starcoder2(llama(32, 36, 4, 4608, 18432, 49152, 16384, 1e6f, true), 4096); }},
       {"starcoder2-15b", [] { return starcoder2(llama(40, 48, 4, 6144, 24576, 49152, 16384, 1e5f, false), 4096); }},
+      {"qwen2-moe-tiny", [] { return qwen2_moe(llama(2, 4, 2, 32, 48, 256, 64, 1e6f, false), 8, 2, 16, 2); }},
+      {"qwen1.5-moe-a2.7b",  // a shared width of 5,632: four experts' 1,408
+       [] { return qwen2_moe(llama(24, 16, 16, 2048, 5632, 151936, 8192, 1e6f, false), 60, 4, 1408, 4); }},
+      {"qwen2-57b-a14b",  // a shared width of 20,480: eight experts' 2,560
+       [] { return qwen2_moe(llama(28, 28, 4, 3584, 18944, 151936, 32768, 1e6f, false), 64, 8, 2560, 8); }},
       {"mixtral-tiny", [] { return with_experts(llama(2, 4, 2, 32, 48, 256, 64, 10000.0f, false), 4, 2, 48); }},
       {"mixtral-mini", [] { return with_experts(llama(4, 6, 2, 192, 256, 50257, 256, 10000.0f, true), 8, 2, 256); }},
       {"mixtral-8x7b", [] { return with_experts(llama(32, 32, 8, 4096, 14336, 32000, 32768, 1e6f, false), 8, 2, 14336); }},

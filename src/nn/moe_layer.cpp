@@ -10,6 +10,7 @@
 #include "ops/moe_dispatch.h"
 #include "ops/norm.h"
 #include "ops/residual.h"
+#include "ops/sigmoid_gate.h"
 #include "ops/swiglu.h"
 
 namespace tessera {
@@ -131,6 +132,7 @@ void MoeActivations::allocate(const ModelConfig& config, int64_t B, int64_t T, i
   expert_xs = Tensor::zeros({0, C}, dtype, device);
   expert_ys = Tensor::zeros({0, C}, dtype, device);
   if (shared_hidden(config) > 0) shared.allocate(MlpKind::swiglu, B, T, T, C, shared_hidden(config), dtype, device);
+  if (config.moe.shared_gate) shared_gate = Tensor::zeros({N, 1}, dtype, device);
   out = Tensor::zeros({B, T_out, C}, dtype, device);
 }
 
@@ -147,6 +149,9 @@ void MoeScratch::allocate(const ModelConfig& config, int64_t B, int64_t T, DType
   dlogits = Tensor::zeros({N, E}, dtype, device);
   dpart = Tensor::zeros({B, T, C}, dtype, device);
   if (Fs > 0) shared = MlpScratch{Tensor::zeros({B, T, 2 * Fs}, dtype, device), Tensor::zeros({B, T, Fs}, dtype, device)};
+  if (!config.moe.shared_gate) return;
+  dshared = Tensor::zeros({B, T, C}, dtype, device);
+  dgate = Tensor::zeros({N, 1}, dtype, device);
 }
 
 void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, MoeActivations& a, const Tensor& x,
@@ -177,6 +182,7 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
     // Its bias on tp rank 0 only; its partial output joins the experts' in one reduction.
     const LinearWeights shared_out{w.shared_out.weight, row_parallel_bias(w.shared_out.bias, tp)};
     mlp_layer_forward(MlpKind::swiglu, a.shared, input, w.shared_in, shared_out, nullptr, fp8);
+    if (w.shared_gate.defined()) matmul_forward(a.shared_gate, tokens, w.shared_gate, no_bias);
   };
   if (has_shared && !ep) shared_experts();
   if (ep) {
@@ -199,7 +205,10 @@ void moe_layer_forward(const ModelConfig& config, const MoeOptions& options, Moe
   Tensor partial = all_rows_like(a.out, tp);
   Tensor out = partial.reshape({N, C});
   moe_combine(out, a.ys, combine_weights(config, a), a.order, M, K);
-  if (has_shared) add_inplace(partial, a.shared.out);
+  if (w.shared_gate.defined())  // a partial sum's rows gated alike: the group's sum is the gated whole
+    sigmoid_gate_add(out, a.shared.out.reshape({N, C}), a.shared_gate);
+  else if (has_shared)
+    add_inplace(partial, a.shared.out);
   region_output(partial, a.out, tp);
   RouterBalance mine;
   a.losses = moe_router_losses(a.experts, a.scores, a.lse, score_kind(config), &mine);
@@ -233,10 +242,17 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   const int64_t R = a.expert_rows;
   // The shared experts' input gradient goes to s.dpart, added to dx once the routed rows' is written;
   // under expert parallelism it is computed while the routed rows' gradients travel.
-  const bool has_shared = w.shared_in.weight.defined();
+  // A gate scales their output's gradient; its own reads their (partial) output, so sums over the group.
+  const bool has_shared = w.shared_in.weight.defined(), gated = w.shared_gate.defined();
+  if (gated) {
+    Tensor dshared = s.dshared.reshape({N, C});
+    sigmoid_gate_backward(dshared, s.dgate, dtokens_out, a.shared.out.reshape({N, C}), a.shared_gate);
+    if (tp) tp->sum_over_group(s.dgate);
+  }
+  const Tensor& dshared_out = gated ? s.dshared : dout_all;
   const std::function<void()> shared_experts = [&] {
-    mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dout_all, a.shared, input, w.shared_in,
-                       w.shared_out, s.shared, deferred, nullptr, fp8);
+    mlp_layer_backward(MlpKind::swiglu, s.dpart, g.shared_in, g.shared_out, dshared_out, a.shared, input,
+                       w.shared_in, w.shared_out, s.shared, deferred, nullptr, fp8);
   };
   if (has_shared && !ep) shared_experts();
   if (ep) {
@@ -264,8 +280,14 @@ void moe_layer_backward(const ModelConfig& config, Tensor& dx, BlockWeights& g, 
   moe_router_backward(s.dlogits, s.dweights, a.experts, a.weights, a.scores, a.lse, a.logits, score_kind(config),
                       aux_scale, scales.z, cp ? &a.balance : nullptr, config.moe.renormalize);
   linear_backward(dpart, LinearWeights{g.router, Tensor()}, s.dlogits, tokens, w.router, deferred);
-  // The router's input gradient is whole on every rank: it joins the ranks' partial sums once.
-  if (!tp || tp->place().rank == 0) add_inplace(dtokens, dpart);
+  // The router's input gradient is whole on every rank: it joins the ranks' partial sums once; so does the
+  // shared experts' gate's.
+  const bool first_rank = !tp || tp->place().rank == 0;
+  if (first_rank) add_inplace(dtokens, dpart);
+  if (gated) {
+    linear_backward(dpart, LinearWeights{g.shared_gate, Tensor()}, s.dgate, tokens, w.shared_gate, deferred);
+    if (first_rank) add_inplace(dtokens, dpart);
+  }
   region_input_grad(partial, dx, tp);
 }
 

@@ -6,8 +6,9 @@
 //            GEMM over its rows (ops/grouped_matmul.h), and the outputs are combined back per token
 //            weighted by the router (ops/moe_dispatch.h), the sum times routed_scale (DeepSeek-V3's
 //            routed_scaling_factor; 1 elsewhere); no per-token loops;
-//   shared:  DeepSeek's always-on experts, one dense SwiGLU over every token, added; under expert
-//            parallelism computed (forward and backward) while the routed rows travel.
+//   shared:  DeepSeek's always-on experts, one dense SwiGLU over every token, added (Qwen2-MoE's times a
+//            sigmoid gate a token, ops/sigmoid_gate.h); under expert parallelism computed (forward and
+//            backward) while the routed rows travel.
 // Dropless by default; a capacity factor keeps at most ceil(factor * N * top_k / E) rows per
 // expert and drops the rest (those tokens' other choices still count). The auxiliary losses
 // (load balancing, router z-loss) are reported per forward and enter backward through the scales
@@ -54,6 +55,7 @@ struct MoeActivations {
   int64_t expert_rows = 0;
   std::vector<int64_t> sent, received;  // under ep: rows per (peer, the receiver's local expert)
   MlpActivations shared;       // the shared experts, when the model has them
+  Tensor shared_gate;          // (N,1): their gate's logits, when gated (config.moe.shared_gate)
   Tensor out;                  // (B,T_out,C): T_out = T / tp under sequence parallelism
   RouterLosses losses;         // this forward's aux and z (under cp: this rank's share of the sequences')
   RouterBalance balance;       // under context parallelism: aux's statistics summed over the cp group
@@ -69,6 +71,7 @@ struct MoeScratch {
   Tensor dweights, dlogits;   // (N,K), (N,E)
   Tensor dpart;               // (B,T,C): one contribution to dx at a time
   MlpScratch shared;
+  Tensor dshared, dgate;      // gated shared experts: their output's gradient (B,T,C) and the gate logits' (N,1)
   void allocate(const ModelConfig& config, int64_t B, int64_t T, DType dtype, Device device);
 };
 

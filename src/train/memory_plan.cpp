@@ -206,6 +206,7 @@ int64_t deferred_weight_grad_bytes(const ModelConfig& local, const BlockRange& c
     // The experts' out (dout, act) and in (dh, xs) layers, each with the row offsets (int32).
     bytes += (R * C + R * Fe) * s + (R * 2 * Fe + R * C) * s + 2 * (E + 1) * int64_t(sizeof(int32_t));
     if (local.moe.num_shared_experts > 0) bytes += mlp(MlpKind::swiglu, local.moe.num_shared_experts * Fe);
+    if (local.moe.shared_gate) bytes += (N + N * C) * s;  // its gate: dgate, tokens
     bytes += (N * E + N * C) * s;  // router: dlogits, tokens
   }
   return bytes;

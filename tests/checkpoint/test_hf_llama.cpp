@@ -119,9 +119,10 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
-                         ::testing::Values("llama-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-moe-tiny", "mixtral-tiny",
-                                           "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny", "gemma2-tiny",
-                                           "gemma3-tiny", "starcoder2-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
+                         ::testing::Values("llama-tiny", "qwen2-tiny", "qwen2-moe-tiny", "qwen3-tiny", "qwen3-moe-tiny",
+                                           "mixtral-tiny", "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny",
+                                           "gemma2-tiny", "gemma3-tiny", "starcoder2-tiny", "deepseek-v2-tiny",
+                                           "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
@@ -132,6 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                                   : info.param == "gemma3-tiny"    ? "Gemma3"
                                   : info.param == "starcoder2-tiny" ? "Starcoder2"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
+                                  : info.param == "qwen2-moe-tiny" ? "Qwen2Moe"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
                                   : info.param == "mixtral-tiny"   ? "Mixtral"
@@ -369,6 +371,32 @@ TEST(HfLlama, Starcoder2BiasesLayerNormsAndConfig) {
 // OLMoE: pre-norm blocks with q_norm and k_norm over all heads, Qwen3-MoE's router and experts under
 // "mlp", the chosen experts' weights not renormalised; read back as the same config. A clip_qkv is
 // refused, naming the field.
+// Qwen2-MoE: Qwen2's q/k/v biases, the experts under "mlp", one shared expert two experts wide
+// (shared_expert, singular) and its gate (1, C); weights not renormalised; read back as the same config. A
+// shared width that is not whole experts', and Qwen2-MoE without biases, are refused naming the field.
+TEST(HfLlama, Qwen2MoeNamesAndConfig) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("qwen2-moe-tiny", dir);
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.self_attn.q_proj.bias").shape, (Shape{32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.gate.weight").shape, (Shape{8, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.experts.7.down_proj.weight").shape, (Shape{32, 16}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.shared_expert.gate_proj.weight").shape, (Shape{32, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.shared_expert.down_proj.weight").shape, (Shape{32, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.shared_expert_gate.weight").shape, (Shape{1, 32}));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Qwen2MoeForCausalLM");
+  EXPECT_EQ(hf["model_type"], "qwen2_moe");
+  EXPECT_EQ(hf["moe_intermediate_size"], 16);
+  EXPECT_EQ(hf["shared_expert_intermediate_size"], 32);
+  EXPECT_EQ(hf["norm_topk_prob"], false);
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "qwen2-moe");
+  expect_field_refused(dir, hf, "shared_expert_intermediate_size", 40);
+  expect_field_refused(dir, hf, "qkv_bias", false);
+  expect_field_refused(dir, hf, "mlp_only_layers", nlohmann::json::array({0}));
+}
+
 TEST(HfLlama, OlmoeNamesAndConfig) {
   const auto dir = testing::scratch_dir();
   const ModelConfig config = save_preset("olmoe-tiny", dir);

@@ -34,6 +34,7 @@ ModelConfig family(const std::string& name) {
   ModelConfig c = model_preset(name == "gpt2" ? "gpt2-tiny" : llama ? "llama-tiny"
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "olmoe" ? "olmoe-tiny"
+                               : name == "qwen2-moe" ? "qwen2-moe-tiny"
                                : name == "gemma2" ? "gemma2-tiny"
                                : name == "gemma3" ? "gemma3-tiny"
                                : name == "starcoder2" ? "starcoder2-tiny"
@@ -45,7 +46,8 @@ ModelConfig family(const std::string& name) {
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
   if (name.starts_with("deepseek-v")) c.moe.top_k = c.moe.num_experts, c.moe.kept_groups = c.moe.groups;
-  if (name == "olmoe") c.moe.num_experts = 4;  // as mixtral's: 8 leave near-tied choices a difference moves
+  if (name == "olmoe" || name == "qwen2-moe") c.moe.num_experts = 4;  // as mixtral's: 8 leave near-tied choices
+                                                                      // a difference moves
   if (name == "deepseek-v2") {
     c.mla.v_dim = c.head_size();  // values as wide as the q/k heads: no padding
     // YaRN with both of DeepSeek's factors away from 1: the rotated channels' and every score's.
@@ -433,11 +435,12 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
                                            "sandwich", "gemma2", "gemma3", "starcoder2", "mixtral", "olmoe",
-                                           "deepseek", "deepseek-v2", "deepseek-v3"));
+                                           "qwen2-moe", "deepseek", "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
                                                               "smollm3", "sandwich", "gemma2", "gemma3", "starcoder2",
-                                                              "mixtral", "olmoe", "deepseek", "deepseek-v3"),
+                                                              "mixtral", "olmoe", "qwen2-moe", "deepseek",
+                                                              "deepseek-v3"),
                                             ::testing::Bool()));
 
 TEST(Presets, PublishedParameterCounts) {
@@ -466,6 +469,9 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("gemma2-9b").num_parameters(), 9241705984);
   EXPECT_EQ(model_preset("gemma2-27b").num_parameters(), 27227128320);
   EXPECT_EQ(model_preset("gemma2-9b").global_layers.front(), 1);
+  // Qwen1.5-MoE-A2.7B (14.3B) and Qwen2-57B-A14B (57.4B): untied, the gated shared expert's (1, C) gate each layer.
+  EXPECT_EQ(model_preset("qwen1.5-moe-a2.7b").num_parameters(), 14315784192);
+  EXPECT_EQ(model_preset("qwen2-57b-a14b").num_parameters(), 57408658944);
   // Llama 2 7B (6.74B), Mistral 7B (7.24B), Mistral NeMo (12.2B), Phi-3-mini (3.82B; its 32,064 rows padded
   // to 32,128).
   EXPECT_EQ(model_preset("llama2-7b").num_parameters(), 6738415616);

@@ -159,6 +159,10 @@ const Layout kLayouts[] = {
     // tp2 (the capped logits' gradient on each vocabulary shard), ring cp2, tp2 over pp2
     {4, 2, 1, 2, "gemma2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "gemma2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     {4, 1, 0, 2, "gemma2-tiny", 2, "1f1b", 1, 0, "", 2},
+    // Qwen2-MoE: a shared expert gated a token (the gate's gradient summed over tp from partial outputs):
+    // tp2, ep2 over dp4, zero-bubble pp2 (the gate's weight gradient deferred)
+    {4, 2, 1, 2, "qwen2-moe-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 4, 1, 2, "qwen2-moe-tiny", 1, "1f1b", 1, 0, "", 1, 2},
+    {2, 1, 0, 2, "qwen2-moe-tiny", 2, "zero-bubble"},
     // StarCoder2: LayerNorms and biases on every projection (o_proj's and the MLP's output added once over
     // tp), a GELU MLP, a window of 8: tp2, ring cp2, pp2, ZeRO-3
     {4, 2, 1, 2, "starcoder2-tiny", 1, "1f1b", 1, 0, "", 2},

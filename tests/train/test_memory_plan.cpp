@@ -122,6 +122,11 @@ TEST(MemoryPlan, OlmoeTinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("olmoe-tiny");
 }
 
+// Qwen2-MoE: the shared expert's gate logits a block, and its backward's gradients of the shared output and gate.
+TEST(MemoryPlan, Qwen2MoeTinyMatchesTheAllocatorPeak) {
+  expect_plan_matches_training_each_recompute("qwen2-moe-tiny");
+}
+
 // Gemma 2: Gemma 3's activations without q/k norms; its caps work in place.
 TEST(MemoryPlan, Gemma2TinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("gemma2-tiny");

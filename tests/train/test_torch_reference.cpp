@@ -137,6 +137,20 @@ TEST(TorchReference, HuggingFaceQwen3MoeUnrenormalisedTrainsLikeFloat64PyTorch) 
                              1e-5);
 }
 
+// Qwen2-MoE (Qwen2MoeForCausalLM): Qwen2's q/k/v biases over softmax top-2 of 4 experts, not renormalised,
+// and a shared expert two experts wide times a sigmoid gate a token (mlp.shared_expert, shared_expert_gate);
+// then renormalised with one kv head and a shared expert one expert wide. Seeds 7 and 9 keep every step's
+// router margins above 8e-3; compared to 1e-5 (fp32 drifts 1e-6 at most), where dropping the gate or the
+// shared expert, or renormalising by mistake, shows in step 1's grad norm.
+TEST(TorchReference, HuggingFaceQwen2MoeTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model qwen2_moe --steps 10 --lr 3e-3 --aux-coef 0.02 --seed 7", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model qwen2_moe --steps 10 --lr 3e-3 --aux-coef 0.02 --norm-topk 1 --kv-heads 1 "
+                             "--shared-intermediate 48 --seed 9",
+                             1e-5);
+}
+
 // Mixtral: softmax top-2 routing over 4 experts, load-balancing and z losses in the objective.
 TEST(TorchReference, HuggingFaceMixtralTrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py",
