@@ -32,7 +32,14 @@
 # tanh cap, mask, softmax), logits and the final cap against an op-by-op forward, each layer's reach, and caught when
 # mutated (no cap, the cap after the mask or before the scale, other layer types); config.json key by key with
 # Gemma2Config's defaults, gemma-2-2b's config read back and the 2B/9B/27B sizes; deterministic golden runs whose hf/
-# reproduces step 1 and rewrites byte for byte, each cap moving the default run's grad norms by >= 1e-3. Starcoder2
+# reproduces step 1 and rewrites byte for byte, each cap moving the default run's grad norms by >= 1e-3. Gemma (1)
+# (--model gemma): one block against a per-query, per-key loop (two (1 + w) norms, GeGLU with gelu tanh, causal
+# head_dim^-0.5 attention), logits op by op (scaled embedding, tied/untied, NKV 4/2/1, decoupled head_dim) and caught
+# when mutated (no offset, no or unrounded embedding scale, exact GELU, SwiGLU, (C/NH)^-0.5, Gemma 2's norm place, a
+# window, another theta); config.json key by key with GemmaConfig's defaults, gemma-2b's config ("hidden_act": "gelu"
+# alone) read back, the 2B/7B sizes; the two recommended golden runs: deterministic, hf/ reproducing step 1 and
+# rewritten byte for byte, an fp32 rerun within 1e-5, and a missing (1 + w), a missing embedding scale or the exact GELU
+# moving the grad norms by >= 1e-4. Starcoder2
 # (--model starcoder2): HF's names (LayerNorm weight and bias, biased q/k/v/o_proj, c_fc, c_proj), logits against an
 # op-by-op forward (LayerNorms, biases, GELU-tanh MLP, windows) and caught when the model is mutated (an MLP, o_proj or
 # k_proj bias dropped, RMSNorm or an unbiased LayerNorm, exact GELU, scale 1/HS), config.json key by key with
@@ -3542,6 +3549,424 @@ def check_gemma2_reference(tmp):
           "keys; refusals")
 
 
+# ---------------------------------------------------------------- Gemma (1) (float64)
+
+def gemma_model(seed=0, **overrides):
+    """A Gemma of LlamaConfig(gemma1=True, eps 1e-6, tied (make_hf_llama_reference's defaults), then overrides),
+    initialised as the golden runs are."""
+    cfg = tl.LlamaConfig(**{"gemma1": True, "rms_norm_eps": 1e-6, "tie_word_embeddings": True, **overrides})
+    model = tl.Gemma(cfg).double()
+    tl.init_weights(model, torch.Generator().manual_seed(seed))
+    return model
+
+
+def gemma_attention_by_hand(w, h, cfg):
+    """Gemma (1)'s attention on h (B, T, C), op by op from one layer's tensors w (names after "model.layers.i."), one
+    head, one query and one key at a time: q, k, v = h W^T (no biases) split into heads of HS = head_dim channels (no
+    q/k norms); RoPE on q and k, pairs (j, j + HS/2) at angle p / rope_theta^(2j/HS); query i of head h takes a softmax
+    of q_i.k_j / sqrt(HS) over the keys j <= i of kv head h * NKV // NH (no cap, no window); the heads concatenated
+    through o_proj."""
+    NH, NKV, HS = cfg.num_heads, cfg.num_kv_heads, cfg.head_size
+    B, T, _ = h.shape
+    pair = torch.arange(HS // 2, dtype=torch.float64)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] / cfg.rope_theta ** (2 * pair / HS)
+    cos, sin = ang.cos()[None, :, None], ang.sin()[None, :, None]
+
+    def rope(v):                                                                 # (B, T, H, HS)
+        a, b = v[..., :HS // 2], v[..., HS // 2:]
+        return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+    q = rope((h @ w["self_attn.q_proj.weight"].T).view(B, T, NH, HS))
+    k = rope((h @ w["self_attn.k_proj.weight"].T).view(B, T, NKV, HS))
+    v = (h @ w["self_attn.v_proj.weight"].T).view(B, T, NKV, HS)
+    y = torch.zeros(B, T, NH, HS, dtype=torch.float64)
+    for head in range(NH):
+        g = head * NKV // NH
+        for i in range(T):
+            p = (torch.stack([(q[:, i, head] * k[:, j, g]).sum(-1) for j in range(i + 1)], -1)
+                 / math.sqrt(HS)).softmax(-1)                                   # (B, i + 1)
+            y[:, i, head] = sum(p[:, j, None] * v[:, j, g] for j in range(i + 1))
+    return y.reshape(B, T, NH * HS) @ w["self_attn.o_proj.weight"].T
+
+
+def gemma_block_by_hand(w, x, cfg, gain_offset=1.0):
+    """One Gemma (1) block on x (B, T, C), op by op: rms(v, g) = v / sqrt(mean(v^2) + eps) * (gain_offset + g) (HF's
+    GemmaRMSNorm: 1 + w); h = x + gemma_attention_by_hand(rms(x, input_layernorm)); out = h + down(gelu_tanh(gate h')
+    * up h'), h' = rms(h, post_attention_layernorm), gelu_tanh(u) = u/2 (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3)))."""
+    def rms(v, g):
+        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (gain_offset + g)
+    x = x + gemma_attention_by_hand(w, rms(x, w["input_layernorm.weight"]), cfg)
+    h = rms(x, w["post_attention_layernorm.weight"])
+    gated = gelu_tanh_by_hand(h @ w["mlp.gate_proj.weight"].T) * (h @ w["mlp.up_proj.weight"].T)
+    return x + gated @ w["mlp.down_proj.weight"].T
+
+
+def gemma_logits_by_hand(state, cfg, idx, gain_offset=1.0):
+    """GemmaForCausalLM's logits from a state dict, op by op: x = E[idx] * f32(sqrt(C)); every layer
+    gemma_block_by_hand; logits = rms(x, norm) @ (E or lm_head)^T."""
+    E = state["model.embed_tokens.weight"]
+    x = E[idx] * float(np.float32(math.sqrt(cfg.channels)))
+    for layer in range(cfg.num_layers):
+        w = {n[len(f"model.layers.{layer}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{layer}.")}
+        x = gemma_block_by_hand(w, x, cfg, gain_offset)
+    x = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * (gain_offset + state["model.norm.weight"])
+    return x @ (E if cfg.tie_word_embeddings else state["lm_head.weight"]).T
+
+
+def gemma_hf_shapes(cfg):
+    """GemmaForCausalLM's tensor names in order (HF's module order), each with its shape: two norms a layer, no q/k
+    norms; lm_head only untied."""
+    C, Fi, V, HS, NH, NKV = (cfg.channels, cfg.intermediate, cfg.vocab_size, cfg.head_size, cfg.num_heads,
+                             cfg.num_kv_heads)
+    shapes = {"model.embed_tokens.weight": (V, C)}
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": (NH * HS, C), p + "self_attn.k_proj.weight": (NKV * HS, C),
+                       p + "self_attn.v_proj.weight": (NKV * HS, C), p + "self_attn.o_proj.weight": (C, NH * HS),
+                       p + "mlp.gate_proj.weight": (Fi, C), p + "mlp.up_proj.weight": (Fi, C),
+                       p + "mlp.down_proj.weight": (C, Fi), p + "input_layernorm.weight": (C,),
+                       p + "post_attention_layernorm.weight": (C,)})
+    shapes["model.norm.weight"] = (C,)
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (V, C)
+    return shapes
+
+
+def gemma_hf_config_by_hand(cfg):
+    """config.json of GemmaForCausalLM (GemmaConfig's keys), written out key by key."""
+    return {"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
+            "rope_theta": cfg.rope_theta, "rope_scaling": None, "hidden_act": "gelu_pytorch_tanh",
+            "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False, "attention_dropout": 0.0,
+            "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02, "torch_dtype": "float32"}
+
+
+def check_gemma_logits(model, idx, cfg):
+    """model(idx)'s logits equal gemma_logits_by_hand's from model.state_dict() and cfg (the model's own, before any
+    mutation), to 1e-12."""
+    with torch.no_grad():
+        want = gemma_logits_by_hand(model.state_dict(), cfg, idx)
+        got = model(idx)[0]
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), \
+        f"gemma: logits by hand differ by {(got - want).abs().max().item():.3g}"
+
+
+def _norm_without_offset(norm):
+    """A GemmaRMSNorm's forward with gain w in place of 1 + w (Llama's RMSNorm on Gemma's centred weights)."""
+    return lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight
+
+
+def _gemma2_placed_norm(layer):
+    """A GemmaDecoderLayer's forward with post_attention_layernorm on the attention's output (Gemma 2's place) and the
+    MLP without a pre-norm: x += post(attn(input(x))); x += mlp(x)."""
+    def forward(x, cos, sin):
+        x = x + layer.post_attention_layernorm(layer.self_attn(layer.input_layernorm(x), cos, sin))
+        return x + layer.mlp(x)
+    return forward
+
+
+def _each(model, kind, change):
+    for module in model.modules():
+        if isinstance(module, kind):
+            change(module)
+
+
+# Mutations of a built Gemma (1) model (its parameters unchanged) that check_gemma_logits must catch.
+GEMMA_MUTANTS = {
+    "no (1 + w) offset": lambda m: _each(m, tl.GemmaRMSNorm, lambda n: setattr(n, "forward",
+                                                                         _norm_without_offset(n))),
+    "no embedding scale": lambda m: setattr(m, "embed_scale", 1.0),
+    "sqrt(C) not rounded to f32": lambda m: setattr(m, "embed_scale", math.sqrt(m.cfg.channels)),
+    "exact GELU": lambda m: _each(m, tl.MLP, lambda mlp: setattr(mlp, "act", F.gelu)),
+    "silu gate (SwiGLU)": lambda m: _each(m, tl.MLP, lambda mlp: setattr(mlp, "act", F.silu)),
+    "scores times (C/NH)^-0.5": lambda m: _each(m, tl.Gemma2Attention, lambda a: setattr(
+        a, "scale", (m.cfg.channels // m.cfg.num_heads) ** -0.5)),
+    "post_attention_layernorm in Gemma 2's place": lambda m: _each(
+        m, tl.GemmaDecoderLayer, lambda layer: setattr(layer, "forward", _gemma2_placed_norm(layer))),
+    "a sliding window of 4": lambda m: _each(m, tl.Gemma2Attention, lambda a: setattr(
+        a, "mask_bias", tl.causal_mask_bias(m.cfg.max_seq_len, 4))),
+    "rope_theta 1e6": lambda m: setattr(m, "inv_freq", tl.rope_inv_freq(m.cfg.head_size, 1e6)),
+}
+
+
+def check_gemma():
+    """Gemma (1) (torch_llama.Gemma): one GemmaDecoderLayer against gemma_block_by_hand (two (1 + w) norms, causal
+    attention at head_dim^-0.5 per query and key, GeGLU with gelu tanh), with scores boosted well past uniform; logits
+    against gemma_logits_by_hand (embedding times f32(sqrt(C)); tied and untied, NKV 4/2/1, head_dim 16 and 12,
+    rope_theta 100, eps 1e-5); the stored (1 + w) weights N(0, 0.1) and the MLP's wider init; the embedding scale
+    f32(sqrt(C)); scores times head_dim^-0.5; token j reaches queries j .. T - 1 in every layer (causal, no window);
+    each of GEMMA_MUTANTS fails the logits check; refusals."""
+    gen = torch.Generator().manual_seed(400)
+    x = torch.randn(2, 10, 32, dtype=torch.float64, generator=gen)
+    for n, (extra, boost) in enumerate((({}, 1.0), ({"num_kv_heads": 1, "head_dim": 16}, 30.0),
+                                        ({"num_kv_heads": 4, "rope_theta": 100.0}, 30.0))):
+        model = gemma_model(seed=401 + n, **extra)
+        layer = model.model.layers[0]
+        with torch.no_grad():
+            layer.self_attn.q_proj.weight *= boost          # boost 30: scores of several units, far from uniform
+            w = dict(layer.state_dict())
+            got = layer(x, *model.rope(10))
+            want = gemma_block_by_hand(w, x, model.cfg)
+            assert torch.allclose(got, want, rtol=1e-12, atol=1e-14), f"gemma block {extra} x{boost}"
+            assert (gemma_block_by_hand(w, x, model.cfg, gain_offset=0.0) - got).abs().max() > 1e-3, "1 + w offset"
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(410))
+    variants = ({"num_layers": 3}, {"num_layers": 2, "num_kv_heads": 1, "head_dim": 16, "tie_word_embeddings": False},
+                {"num_layers": 2, "num_kv_heads": 4, "head_dim": 12, "rope_theta": 100.0, "rms_norm_eps": 1e-5})
+    for n, extra in enumerate(variants):
+        model = gemma_model(seed=411 + n, **extra)
+        state = model.state_dict()
+        assert list(state) == list(gemma_hf_shapes(model.cfg)), f"gemma names {list(state)}"
+        assert all(tuple(t.shape) == gemma_hf_shapes(model.cfg)[k] for k, t in state.items()), "gemma shapes"
+        gains = torch.cat([t for t in state.values() if t.dim() == 1])
+        assert gains.abs().mean() < 0.15 and gains.std() > 0.05, "stored norm weights are not N(0, 0.1)"
+        check_gemma_logits(model, idx, model.cfg)
+        with torch.no_grad():
+            assert (gemma_logits_by_hand(state, model.cfg, idx, gain_offset=0.0) - model(idx)[0]).abs().max() > 1e-2, \
+                "the norms' 1 + w offset changes nothing"
+    # The MLP's init (tl.GEMMA_GATE_STD, GEMMA_UP_STD, GEMMA_DOWN_STD) and the attention's scale.
+    model = gemma_model(seed=420, num_layers=2, intermediate=256, head_dim=16)
+    L = model.cfg.num_layers
+    for name, want in (("gate_proj", 0.32), ("up_proj", 0.08), ("down_proj", 0.08 / math.sqrt(2 * L)),
+                       ("q_proj", 0.02), ("o_proj", 0.02 / math.sqrt(2 * L))):
+        got = torch.cat([p.flatten() for n, p in model.named_parameters() if n.endswith(name + ".weight")]).std()
+        assert abs(got / want - 1) < 0.1, f"gemma init: {name} std {got:.4f}, want {want:.4f}"
+    assert model.embed_scale == float(np.float32(math.sqrt(32))) != math.sqrt(32), "embed scale is not f32(sqrt(C))"
+    assert all(layer.self_attn.scale == 16 ** -0.5 and layer.self_attn.softcap is None
+               for layer in model.model.layers), "gemma: scores times head_dim^-0.5, no cap"
+    # Reach: token j's input moves exactly queries j .. T - 1 of every layer (causal, no window).
+    T = 12
+    x = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(421), dtype=torch.float64)
+    model = gemma_model(seed=422, num_layers=2)
+    cos, sin = model.rope(T)
+    for layer in model.model.layers:
+        attn = layer.self_attn
+        with torch.no_grad():
+            base = attn(x, cos, sin)
+            for j in range(T):
+                x2 = x.clone()
+                x2[:, j] += 0.5
+                moved = (attn(x2, cos, sin) != base).any(-1).any(0).tolist()
+                assert moved == [i >= j for i in range(T)], f"gemma: token {j} reaches {moved}"
+    # Mutations of the block, the norms, the embedding scale, the activation, the scale, mask and RoPE are caught.
+    shape = {"num_layers": 2, "num_kv_heads": 1, "head_dim": 16, "tie_word_embeddings": False}
+    cfg = gemma_model(seed=430, **shape).cfg
+
+    def mutated(name):      # name None: the unmutated model, which passes
+        model = gemma_model(seed=430, **shape)
+        if name is not None:
+            GEMMA_MUTANTS[name](model)
+        check_gemma_logits(model, idx, cfg)
+    mutated(None)
+    assert_refused("gemma under a mutation", mutated, GEMMA_MUTANTS, AssertionError)
+    assert_refused("gemma", lambda extra: tl.LlamaConfig(**{"gemma1": True, **extra}),
+                   ({"qkv_bias": True}, {"num_experts": 4}, {"qk_norm": True}, {"mistral": True}, {"phi3": True},
+                    {"olmo2": True}, {"olmoe": True, "num_experts": 4}, {"smollm3": True},
+                    {"gemma2": True, "sliding_window": 4}, {"gemma3": True, "sliding_window": 4},
+                    {"starcoder2": True}, {"qwen2_moe": True, "qkv_bias": True, "num_experts": 4,
+                                           "shared_intermediate": 48},
+                    {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)}, {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)},
+                    {"rope_scaling": tl.linear_rope_scaling(8.0)}, {"sliding_window": 4}, {"query_pre_attn_scalar": 24},
+                    {"layer_types": ("full_attention",) * 2}, {"attn_logit_softcapping": 50.0},
+                    {"final_logit_softcapping": 30.0}, {"rope_local_base_freq": 100.0}, {"sliding_window_pattern": 2},
+                    {"rope_theta": 0.0}, {"max_window_layers": 1}, {"partial_rotary_factor": 0.5},
+                    {"no_rope_layers": (1, 0)}))
+    print("gemma: block per query and key (two (1 + w) norms, causal head_dim^-0.5 attention, GeGLU gelu tanh); "
+          "logits op by op (tied/untied, NKV 4/2/1, head_dim 16 and 12, theta 100, eps 1e-5); (1 + w) gains; MLP init "
+          "0.32/0.08/0.08/sqrt(2L); embed scale f32(sqrt(C)); causal reach j .. T - 1; mutations caught ("
+          + ", ".join(GEMMA_MUTANTS) + "); refusals")
+
+
+# google/gemma-2b's config.json as published (transformers 4.38.0.dev0: "hidden_act": "gelu", no hidden_activation),
+# and the 7B's model-defining keys (CodeGemma 2B and 7B share the 2B's and 7B's shapes).
+GEMMA_2B = {"architectures": ["GemmaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+            "bos_token_id": 2, "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu", "hidden_size": 2048,
+            "initializer_range": 0.02, "intermediate_size": 16384, "max_position_embeddings": 8192,
+            "model_type": "gemma", "num_attention_heads": 8, "num_hidden_layers": 18, "num_key_value_heads": 1,
+            "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
+            "torch_dtype": "bfloat16", "transformers_version": "4.38.0.dev0", "use_cache": True, "vocab_size": 256000}
+GEMMA_SIZES = {"gemma-2b": ({}, 2506172416),
+               "gemma-7b": ({"hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+                             "num_attention_heads": 16, "num_key_value_heads": 16}, 8537680896)}
+
+
+def check_gemma_hf(tmp):
+    """GemmaForCausalLM's folder: config.json key by key, tensor names and shapes in order (two norms a layer; lm_head
+    only untied), load_hf round trip (same config, same logits); GemmaConfig's defaults for absent keys (gemma-7b's:
+    head_dim 256 whatever C / NH); google/gemma-2b's config.json read back ("hidden_act": "gelu" alone runs the tanh
+    GELU), the 7B's head_dim 256 over C / NH 192, and the 2B's and 7B's parameters counted from the shapes; the
+    activation keys' readings; transformers 5's rope_parameters; refusals."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(440))
+    for n, extra in enumerate(({"num_layers": 3}, {"num_layers": 2, "num_kv_heads": 1, "head_dim": 16,
+                                                    "tie_word_embeddings": False, "rope_theta": 5e5},
+                               {"num_layers": 2, "num_kv_heads": 4, "rms_norm_eps": 1e-5, "head_dim": 12})):
+        model = gemma_model(seed=441 + n, **extra)
+        folder = os.path.join(tmp, f"gemma_hf_{n}")
+        config, loaded = hf_folder_round_trip(model, folder, gemma_hf_config_by_hand(model.cfg),
+                                              list(gemma_hf_shapes(model.cfg)), idx)
+        stored = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+        assert all(tuple(t.shape) == gemma_hf_shapes(model.cfg)[k] for k, t in stored.items()), "gemma shapes"
+        assert isinstance(loaded, tl.Gemma) and config["head_dim"] == model.cfg.head_size
+    d = tl.config_from_hf({"model_type": "gemma"})
+    assert (d.gemma1, d.head_size, d.num_heads, d.num_kv_heads, d.channels, d.intermediate, d.vocab_size,
+            d.max_seq_len, d.num_layers, d.rope_theta, d.rms_norm_eps, d.tie_word_embeddings) == \
+        (True, 256, 16, 16, 3072, 24576, 256000, 8192, 28, 1e4, 1e-6, True), "GemmaConfig defaults"
+    c = tl.config_from_hf(GEMMA_2B)
+    assert c.gemma1 and c.head_size == 256 and c.num_kv_heads == 1 and c.attn_scale == 1 / 16, "gemma-2b"
+    seven = tl.config_from_hf(dict(GEMMA_2B, **GEMMA_SIZES["gemma-7b"][0]))
+    assert seven.head_size == 256 != 3072 // 16 and seven.head_dim == 256, "gemma-7b: head_dim 256, not C / NH"
+    for name, (own, size) in GEMMA_SIZES.items():
+        count = sum(math.prod(s) for s in gemma_hf_shapes(tl.config_from_hf(dict(GEMMA_2B, **own))).values())
+        assert count == size, f"{name}: {count} parameters"
+    read = read_hf_config
+    for act in ({"hidden_act": "gelu_pytorch_tanh"}, {"hidden_activation": "gelu_pytorch_tanh"},
+                {"hidden_activation": None}, {"hidden_act": None}):
+        assert read(GEMMA_2B, **act) == c, f"gemma: {act} reads otherwise"
+    assert read(GEMMA_2B, ("hidden_act",)) == c and tl.gemma_activation(GEMMA_2B) == "gelu_pytorch_tanh"
+    assert read(GEMMA_2B, num_key_value_heads=None).num_kv_heads == 8, "null kv heads: the heads"
+    new = dict(GEMMA_2B)
+    del new["rope_theta"]
+    new["rope_parameters"] = {"rope_type": "default", "rope_theta": 5e5}
+    assert read(new).rope_theta == 5e5 and read(new, rope_theta=5e5).rope_theta == 5e5, "rope_parameters"
+    assert read(GEMMA_2B, layer_types=["full_attention"] * 18) == c, "full layer_types"
+    assert_refused("gemma config.json", lambda bad: read(GEMMA_2B, **bad),
+                   ({"hidden_activation": "gelu"}, {"hidden_activation": "silu"}, {"hidden_act": "silu"},
+                    {"hidden_act": "gelu_new"}, {"hidden_act": "silu", "hidden_activation": "gelu_pytorch_tanh"},
+                    {"attention_bias": True}, {"use_bidirectional_attention": True},
+                    {"rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+                    {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}},
+                    {"rope_parameters": {"rope_theta": 5e5}}, {"query_pre_attn_scalar": 256},
+                    {"attn_logit_softcapping": 50.0}, {"final_logit_softcapping": 30.0}, {"sliding_window": 4096},
+                    {"sliding_window_pattern": 6}, {"rope_local_base_freq": 10000.0},
+                    {"layer_types": ["sliding_attention"] * 18}, {"head_dim": None}, {"head_dim": 0},
+                    {"head_dim": 25.6}))
+    print("gemma hf folder: GemmaForCausalLM config.json key by key, names and shapes in order (two norms a layer, "
+          "lm_head untied only), round trip; GemmaConfig defaults (head_dim 256); gemma-2b's config.json read back "
+          "(hidden_act gelu alone: tanh GELU), gemma-7b's head_dim 256 over C / NH, 2B/7B parameter counts; "
+          "activation keys; rope_parameters; refusals")
+
+
+# The golden runs recommended for Tessera's C++ tests (README.md's "Gemma (1)").
+GEMMA_RUNS = {
+    "gemma": ("--model", "gemma", "--layers", "3", "--steps", "10", "--lr", "3e-3", "--grad-clip", "1.0"),
+    "gemma_b": ("--model", "gemma", "--layers", "2", "--head-dim", "16", "--kv-heads", "1", "--tie", "0", "--steps",
+                "10", "--lr", "3e-3"),
+}
+
+
+@contextlib.contextmanager
+def patched(obj, name, value):
+    """obj.name = value inside the block, restored after it."""
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+def _gemma_norm_without_offset(norm, x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight
+
+
+# Mistakes a C++ run could make, as patches of torch_llama while make_hf_llama_reference trains (hf/ and train.bin stay
+# the same): the run's grad norms must move by >= 1e-4 within 10 steps and >= 1e-5 at step 1.
+GEMMA_RUN_MISTAKES = {
+    "no (1 + w) offset": (tl.GemmaRMSNorm, "forward", _gemma_norm_without_offset),
+    "no embedding scale": (tl, "gemma3_embed_scale", lambda channels: 1.0),
+    "exact GELU": (tl, "gelu_tanh", F.gelu),
+}
+
+
+def check_gemma_reference(tmp):
+    """--model gemma golden runs (GEMMA_RUNS: 3 layers tied, lr 3e-3, clip 1; 2 layers, head_dim 16, NKV 1, untied):
+    deterministic; expected.json's config (eps 1e-6, tie, embed scale, inv_freq; no Gemma 2/3 keys); hf/ and hf_final/
+    config.json and names; load_hf then save_hf rewrites both folders byte for byte; hf/ + train.bin reproduce step 1
+    through load_hf exactly and through gemma_logits_by_hand to 1e-12; an fp32 rerun of hf/ stays within 1e-5; each of
+    GEMMA_RUN_MISTAKES moves the grad norms by >= 1e-4 (>= 1e-5 at step 1) while hf/ and train.bin stay the same;
+    --rope-theta changes the run only; 1 vs 2 micro-batches; llama's and gemma2's expected.json without Gemma's keys;
+    refusals."""
+    def read(path):
+        with open(os.path.join(tmp, path), "rb") as f:
+            return f.read()
+
+    def moved(a, b):
+        return [abs(u / v - 1) for u, v in zip(a, b)]
+    for name, flags in GEMMA_RUNS.items():
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        assert len(r1["losses"]) == 10 and abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name}: initial loss"
+        out, c = os.path.join(tmp, f"{name}_1"), r1["config"]
+        net = tl.load_hf(os.path.join(out, "hf"))
+        cfg = net.cfg
+        assert isinstance(net, tl.Gemma) and cfg.gemma1 and (c["rms_eps"], c["tie"], c["rope_theta"]) == \
+            (1e-6, int(cfg.tie_word_embeddings), 1e4) and c["head_size"] == cfg.head_size, f"{name}: {c}"
+        assert c["embed_scale"] == net.embed_scale and c["rope_inv_freq"] == net.inv_freq.tolist(), name
+        assert "gate_proj N(0,0.32), up_proj N(0,0.08), down_proj N(0,0.08/sqrt(2L))" in c["init"], c["init"]
+        assert not set(c) & {"sliding_window", "query_pre_attn_scalar", "layer_types", "attn_softcap",
+                             "final_softcap", "sliding_window_pattern", "rope_local_base_freq", "rope_factor",
+                             "window_masks", "attn_logit_softcapping", "experts", "aux_coef"}, f"{name}: keys {c}"
+        check_run_folders(out, name, gemma_hf_config_by_hand(cfg), list(gemma_hf_shapes(cfg)))
+        for sub in ("hf", "hf_final"):      # load_hf then save_hf: the same bytes
+            again = os.path.join(tmp, f"{name}_{sub}_again")
+            tl.save_hf(tl.load_hf(os.path.join(out, sub)), again)
+            for path in ("config.json", "model.safetensors"):
+                assert read(f"{name}_{sub}_again/{path}") == read(f"{name}_1/{sub}/{path}"), \
+                    f"{name} {sub}: save_hf(load_hf) changes {path}"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            loaded = sum(tl.objective(net, x[m:m + 2], y[m:m + 2])[1].item() for m in (0, 2)) / 2
+            state = net.state_dict()
+            by_hand = sum(F.cross_entropy(gemma_logits_by_hand(state, cfg, x[m:m + 2]).reshape(-1, 300),
+                                          y[m:m + 2].reshape(-1)).item() for m in (0, 2)) / 2
+        assert loaded == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert abs(by_hand - loaded) <= 1e-12 * loaded, f"{name}: op-by-op gives {by_hand} vs {loaded}"
+        # The same files trained in float32 (what Tessera's C++ does) stay within 1e-5 of the float64 run.
+        args = make_hf_llama_reference.parse_args(["--out", out, *flags])
+        with contextlib.redirect_stdout(io.StringIO()):
+            f32 = make_hf_llama_reference.train(tl.load_hf(os.path.join(out, "hf"), dtype=torch.float32),
+                                                tokens.long(), args)
+        drift = max(moved(f32["losses"], r1["losses"]) + moved(f32["grad_norms"], r1["grad_norms"]))
+        assert drift < 1e-5, f"{name}: the fp32 rerun drifts by {drift:.2g}"
+        # Each mistake moves the grad norms well past that drift; hf/ and train.bin do not change.
+        for mistake, (obj, attr, value) in GEMMA_RUN_MISTAKES.items():
+            with patched(obj, attr, value):
+                r = run_llama_reference(tmp, "gemma_mistake", *flags)
+            grads = moved(r["grad_norms"], r1["grad_norms"])
+            assert max(grads) >= 1e-4 and grads[0] >= 1e-5, \
+                f"{name}: {mistake} moves the grad norms by only {max(grads):.2g} (step 1: {grads[0]:.2g})"
+            for path in ("hf/model.safetensors", "train.bin"):
+                assert read(f"gemma_mistake/{path}") == read(f"{name}_1/{path}"), f"{name}: {mistake} changes {path}"
+        r = run_llama_reference(tmp, "gemma_changed", *flags, "--rope-theta", "100")
+        assert r["losses"] != r1["losses"] and read("gemma_changed/hf/model.safetensors") == \
+            read(f"{name}_1/hf/model.safetensors"), f"{name}: --rope-theta"
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    one = run_llama_reference(tmp, "gemma_mb", *GEMMA_RUNS["gemma"], "--micro-batches", "1")
+    assert close(one["losses"], run_llama_reference(tmp, "gemma_1", *GEMMA_RUNS["gemma"])["losses"]), "gemma: M=1 vs 2"
+    llama = run_llama_reference(tmp, "gemma_other", "--model", "llama")["config"]
+    assert not set(llama) & {"embed_scale", "block", "rope_inv_freq"}, "llama's expected.json has Gemma's keys"
+    g = ("--model", "gemma")
+    for flags in (g + ("--sliding-window", "4"), g + ("--max-window-layers", "1"), g + ("--query-pre-attn-scalar", "8"),
+                  g + ("--sliding-window-pattern", "2"), g + ("--rope-local-base-freq", "100"),
+                  g + ("--rope-factor", "2"), g + ("--attn-softcap", "50"), g + ("--final-softcap", "30"),
+                  g + ("--attn-softcap", "0"), g + ("--rope-scaling", "linear"), g + ("--rope-scaling", "yarn"),
+                  g + ("--rope-scaling", "llama3"), g + ("--rope-scaling", "longrope"), g + ("--fp8-block", "8", "8"),
+                  g + ("--experts", "8"), g + ("--top-k", "1"), g + ("--aux-coef", "0.1"), g + ("--z-coef", "1e-3"),
+                  g + ("--norm-topk", "0"), g + ("--router-std", "2"), g + ("--q-lora-rank", "4"),
+                  g + ("--n-group", "2"), g + ("--routed-scale", "2"), g + ("--partial-rotary-factor", "0.5"),
+                  g + ("--no-rope-interval", "2"), g + ("--shared-intermediate", "96"), g + ("--head-dim", "7"),
+                  g + ("--kv-heads", "3"), g + ("--rope-theta", "0"), g + ("--rope-theta", "-1")):
+        assert refused(*flags), f"{flags} accepted"
+    assert not any(refused(*flags) for flags in GEMMA_RUNS.values())
+    print("make_hf_llama_reference --model gemma (3 layers tied lr 3e-3 clip 1; 2 layers head_dim 16 NKV 1 untied): "
+          "deterministic; config; config.json, names; load_hf/save_hf byte for byte; hf/ reproduces step 1 (load_hf "
+          "exactly, op by op to 1e-12); fp32 rerun within 1e-5; " + ", ".join(GEMMA_RUN_MISTAKES)
+          + " move the grad norms >= 1e-4 (step 1 >= 1e-5); --rope-theta changes the run only; M=1 vs 2; refusals")
+
+
 # ---------------------------------------------------------------- Starcoder2 (float64)
 
 def starcoder2_hf_names(cfg):
@@ -4197,6 +4622,9 @@ def main():
         check_gemma2()
         check_gemma2_hf(tmp)
         check_gemma2_reference(tmp)
+        check_gemma()
+        check_gemma_hf(tmp)
+        check_gemma_reference(tmp)
         check_starcoder2()
         check_starcoder2_hf(tmp)
         check_starcoder2_reference(tmp)

@@ -1,7 +1,7 @@
-# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma 2, Gemma 3,
-# Starcoder2, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration tests, in float64 from float32-rounded
-# initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read sequentially as in
-# make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr, MoE aux and z losses;
+# Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma, Gemma 2,
+# Gemma 3, Starcoder2, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration tests, in float64 from
+# float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read sequentially
+# as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr, MoE aux and z losses;
 # DeepSeek-V3's final router biases) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
 # accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is computed per
 # micro-batch. DeepSeek-V3's selection biases move after each optimizer step by --bias-rate from the step's expert
@@ -38,6 +38,12 @@
 # slides when i is even; every layer takes RoPE with --rope-theta (default 1e4; no scaling); the scaled scores are
 # soft-capped, c * tanh(s / c) with c = --attn-softcap, before the mask, and the logits with c = --final-softcap before
 # the loss (0 writes null, no cap; the defaults 0.05 and 1.0 are small so that the tiny runs notice them).
+# --model gemma is GemmaForCausalLM (model_type gemma: Gemma 2B/7B, CodeGemma; torch_llama.Gemma): llama's pre-norm
+# block (two norms a block) with Gemma's pieces: embeddings times f32(sqrt(C)), (1 + w) RMSNorms (w stored as N(0,
+# 0.1)), GeGLU (gelu tanh), --head-dim decoupled from C / NH (default C / NH), scores times head_dim^-0.5, RoPE with
+# --rope-theta (default 1e4) in every layer, causal; tied by default (--tie 0 unties), --rms-eps 1e-6; no window, soft
+# caps, query_pre_attn_scalar, rope scaling or fp8 (refused). Its MLP is initialised wider (gate_proj N(0, 0.32),
+# up_proj N(0, 0.08), down_proj N(0, 0.08/sqrt(2L))) so that a run with the exact GELU in place of the tanh form moves.
 # --model starcoder2 is Starcoder2ForCausalLM (torch_llama.Llama with starcoder2): llama's pre-norm blocks with
 # nn.LayerNorms (weight and bias; eps --rms-eps, alias --norm-eps, config.json's norm_epsilon), biases on q/k/v/o_proj,
 # the MLP c_proj(gelu_tanh(c_fc x)) (both biased, F --intermediate), scores times HS^-0.5, GQA, RoPE (no scaling, no
@@ -49,7 +55,7 @@
 # --shared-intermediate wide (default 2 x --intermediate; a positive multiple of it, so that Tessera holds it as that
 # many shared experts of the experts' width) whose output is times sigmoid(mlp.shared_expert_gate x), one gate a token.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
-#            --model llama|qwen2|qwen3|qwen3_moe|qwen2_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma2|gemma3|
+#            --model llama|qwen2|qwen3|qwen3_moe|qwen2_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma|gemma2|gemma3|
 #                    starcoder2|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
@@ -100,12 +106,13 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "mixtral", "phi3", "olmo2",
-                                        "olmoe", "smollm3", "mistral", "gemma2", "gemma3", "starcoder2")
+                                        "olmoe", "smollm3", "mistral", "gemma", "gemma2", "gemma3", "starcoder2")
                    + DEEPSEEK_MODELS,
                    required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
                         "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers); mistral: "
-                        "MistralForCausalLM (llama, with --sliding-window); gemma2: Gemma2ForCausalLM (soft-capped "
+                        "MistralForCausalLM (llama, with --sliding-window); gemma: GemmaForCausalLM (Gemma 1, "
+                        "CodeGemma); gemma2: Gemma2ForCausalLM (soft-capped "
                         "attention and logits); gemma3: Gemma3ForCausalLM; starcoder2: Starcoder2ForCausalLM "
                         "(LayerNorms, biases, GELU-tanh c_fc/c_proj MLP); qwen2_moe: Qwen2MoeForCausalLM (qwen2's "
                         "attention, a MoE plus a sigmoid-gated shared expert in every layer)")
@@ -115,13 +122,13 @@ def parse_args(argv=None):
     p.add_argument("--kv-heads", type=int, default=2, help="NKV (ignored for deepseek_v3/v2)")
     p.add_argument("--channels", type=int, default=32)
     p.add_argument("--head-dim", type=int, default=0,
-                   help="HS when not channels / heads (qwen3, mistral, gemma2, gemma3)")
+                   help="HS when not channels / heads (qwen3, mistral, gemma, gemma2, gemma3)")
     p.add_argument("--intermediate", type=int, default=48,
                    help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP)")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
     p.add_argument("--rms-eps", "--norm-eps", type=float, default=None,
-                   help="RMSNorm eps, default 1e-5 (gemma2, gemma3 1e-6; starcoder2: the LayerNorms' eps, "
+                   help="RMSNorm eps, default 1e-5 (gemma, gemma2, gemma3 1e-6; starcoder2: the LayerNorms' eps, "
                         "norm_epsilon; "
                         "deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=None,
@@ -152,7 +159,7 @@ def parse_args(argv=None):
                    help="qwen2 and qwen3 with --sliding-window only: max_window_layers M >= 0 (default 0, every layer "
                         "slides), layers i < M attend causally; qwen3_moe slides every layer")
     p.add_argument("--tie", type=int, choices=(0, 1), default=None,
-                   help="1: lm_head tied to embed_tokens (default 0; gemma2, gemma3 and starcoder2 1)")
+                   help="1: lm_head tied to embed_tokens (default 0; gemma, gemma2, gemma3 and starcoder2 1)")
     g = p.add_argument_group("gemma3 (Gemma3ForCausalLM); gemma2 takes --query-pre-attn-scalar too")
     g.add_argument("--query-pre-attn-scalar", type=float, default=None,
                    help="query_pre_attn_scalar S > 0: scores q.k * S^-0.5 (default the head size)")
@@ -230,13 +237,16 @@ def parse_args(argv=None):
                         "weight_scale_inv per R x C block) and train from their dequantized values")
     tg.add_optimizer_args(p)
     args = p.parse_args(argv)
-    gemma3, gemma2 = args.model == "gemma3", args.model == "gemma2"
-    # Defaults that differ for gemma3 (Gemma3TextConfig's), gemma2 (Gemma2Config's: eps 1e-6, tied; theta stays 1e4)
-    # and starcoder2 (tied, Starcoder2Config's); every other model keeps the values it always had.
+    gemma3, gemma2, gemma1 = args.model == "gemma3", args.model == "gemma2", args.model == "gemma"
+    # Defaults that differ for gemma3 (Gemma3TextConfig's), gemma2 (Gemma2Config's: eps 1e-6, tied; theta stays 1e4),
+    # gemma (GemmaConfig's, as gemma2) and starcoder2 (tied, Starcoder2Config's); every other model keeps the values it
+    # always had.
     for name, usual, gemma in (("rms_eps", 1e-5, 1e-6), ("rope_theta", 10000.0, 1000000.0), ("tie", 0, 1)):
         if getattr(args, name) is None:
-            setattr(args, name, gemma if gemma3 or (gemma2 and name != "rope_theta")
+            setattr(args, name, gemma if gemma3 or ((gemma2 or gemma1) and name != "rope_theta")
                     or (args.model == "starcoder2" and name == "tie") else usual)
+    if gemma1:
+        check_gemma_args(p, args)
     if gemma2:
         check_gemma2_args(p, args)
     elif any(getattr(args, name) is not None for name in GEMMA2_ARGS):
@@ -396,6 +406,28 @@ def check_qwen2_moe_args(p, args):
                 f"of the experts' width)")
 
 
+def check_gemma_args(p, args):
+    """--model gemma's flags: refuses what Gemma (1) does not have: a sliding window, Gemma 2's and Gemma 3's flags
+    (--query-pre-attn-scalar, --sliding-window-pattern, --rope-local-base-freq, --rope-factor, the soft caps), rope
+    scaling, fp8 (as gemma2 and gemma3), and the MoE and DeepSeek flags away from their defaults."""
+    if args.sliding_window is not None or args.max_window_layers is not None:
+        p.error("gemma: --sliding-window and --max-window-layers do not apply (Gemma 1 attends causally in every "
+                "layer)")
+    given = [name for name in GEMMA3_ARGS + GEMMA2_ARGS if getattr(args, name) is not None]
+    if given:
+        p.error(f"gemma: --{', --'.join(n.replace('_', '-') for n in given)} are Gemma 2's or Gemma 3's (Gemma 1 "
+                f"scales its scores by head_dim^-0.5, takes --rope-theta in every layer and caps nothing)")
+    if args.rope_scaling != "none":
+        p.error("gemma: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
+    if args.fp8_block is not None:
+        p.error("gemma: --fp8-block is not modelled")
+    moved = [name for name in MOE_ARGS + DEEPSEEK_ARGS if getattr(args, name) != p.get_default(name)]
+    if moved:
+        p.error(f"gemma is dense: --{', --'.join(n.replace('_', '-') for n in moved)} do not apply")
+    if not args.rope_theta > 0:
+        p.error("gemma: --rope-theta must be positive")
+
+
 def check_gemma2_args(p, args):
     """--model gemma2's flags: refuses what Gemma 2 does not have (rope scaling, Gemma 3's window pattern, local base
     and factor, fp8, the MoE and DeepSeek flags away from their defaults) and fills its defaults: window 4096
@@ -479,6 +511,7 @@ def model_config(args):
         sliding_window=args.sliding_window, max_window_layers=args.max_window_layers or 0,
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0,
+        gemma1=args.model == "gemma",
         **(gemma3_fields(args) if args.model == "gemma3" else gemma2_fields(args) if args.model == "gemma2" else {}))
 
 
@@ -810,6 +843,19 @@ def run_config(args, cfg, num_tokens):
                                "layer; the cap comes before the mask")
         config["rope_inv_freq"] = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta).tolist()
         config["window_masks"] = args.seq_len > cfg.sliding_window and "sliding_attention" in cfg.layer_types
+    if not deepseek and cfg.gemma1:
+        config["init"] = (f"N(0,0.02) weights, o_proj N(0,0.02/sqrt(2L)), the MLP wider: gate_proj "
+                          f"N(0,{tl.GEMMA_GATE_STD:g}), up_proj N(0,{tl.GEMMA_UP_STD:g}), down_proj "
+                          f"N(0,{tl.GEMMA_DOWN_STD:g}/sqrt(2L)); RMSNorm weights w N(0,0.1) (applied as 1 + w); all "
+                          f"rounded to float32 (hf/ holds them exactly)")
+        config["embed_scale"] = tl.gemma3_embed_scale(cfg.channels)
+        config["block"] = ("x = embed_tokens(idx) * embed_scale (f32(sqrt(C))); per layer: h = x + "
+                           "attn(input_layernorm(x)); x = h + mlp(post_attention_layernorm(h)); logits = norm(x) @ "
+                           "head^T; every norm x * rsqrt(mean(x^2) + eps) * (1 + w); mlp = down(gelu_tanh(gate x) * up "
+                           "x), gelu_tanh(u) = u/2 (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))); attn: q, k, v without "
+                           "biases, heads head_size wide (head_dim, not C / NH), RoPE on q and k (no q/k norms), "
+                           "scores q.k * head_size^-0.5, causal, GQA; no soft caps, no window")
+        config["rope_inv_freq"] = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta).tolist()
     if not deepseek and cfg.rotary_dim != cfg.head_size:
         config["rotary_dim"] = cfg.rotary_dim
         config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "

@@ -26,15 +26,19 @@
 # rope_theta (linearly scaled when rope_scaling is linear); tied embeddings by default, no softcapping. Gemma 2
 # (Gemma2ForCausalLM, model_type gemma2; class Gemma2) is Gemma 3's blocks without the q/k norms, one RoPE (rope_theta)
 # in every layer, layer i sliding when i is even (layer_types), the scaled scores soft-capped (attn_logit_softcapping c:
-# c * tanh(s / c), before the mask) and the logits too (final_logit_softcapping, before the loss). Starcoder2
-# (Starcoder2ForCausalLM) is Llama's pre-norm decoder with nn.LayerNorms (weight and bias, eps norm_epsilon) in place of
-# the RMSNorms, biases on q/k/v/o_proj, GPT-2's MLP (torch_gpt2.MLP: c_proj(gelu_tanh(c_fc x)), both biased, F =
-# intermediate_size) in place of SwiGLU, scores times HS^-0.5, and Mistral's sliding window when sliding_window is set;
-# no dropout (its config.json's dropouts are read and ignored, written 0.0). Qwen2-MoE (Qwen2MoeForCausalLM, model_type
-# qwen2_moe: Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B) is Qwen2's attention (q/k/v biases, HS = C / NH) with a MoE in every
-# layer: Qwen3-MoE's softmax top-k router and experts (norm_topk_prob false by default) plus one shared SwiGLU expert
-# (mlp.shared_expert, shared_intermediate wide) whose output is multiplied per token by sigmoid(mlp.shared_expert_gate
-# x), a (1, C) gate; the block adds the routed and the gated shared outputs (SharedExpertMoe).
+# c * tanh(s / c), before the mask) and the logits too (final_logit_softcapping, before the loss). Gemma (1)
+# (GemmaForCausalLM, model_type gemma: Gemma 2B/7B, CodeGemma; class Gemma) is Llama's pre-norm block, two norms a
+# block, with Gemma's pieces: embeddings times f32(sqrt(C)), (1 + w) RMSNorms, GeGLU (gelu tanh), head_dim decoupled
+# from C / NH, scores times head_dim^-0.5, RoPE in every layer, causal, tied by default; no caps, windows or q/k norms.
+# Starcoder2 (Starcoder2ForCausalLM) is Llama's pre-norm decoder with nn.LayerNorms (weight and bias, eps norm_epsilon)
+# in place of the RMSNorms, biases on q/k/v/o_proj, GPT-2's MLP (torch_gpt2.MLP: c_proj(gelu_tanh(c_fc x)), both
+# biased, F = intermediate_size) in place of SwiGLU, scores times HS^-0.5, and Mistral's sliding window when
+# sliding_window is set; no dropout (its config.json's dropouts are read and ignored, written 0.0). Qwen2-MoE
+# (Qwen2MoeForCausalLM, model_type qwen2_moe: Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B) is Qwen2's attention (q/k/v biases,
+# HS = C / NH) with a MoE in every layer: Qwen3-MoE's softmax top-k router and experts (norm_topk_prob false by
+# default) plus one shared SwiGLU expert (mlp.shared_expert, shared_intermediate wide) whose output is multiplied per
+# token by sigmoid(mlp.shared_expert_gate x), a (1, C) gate; the block adds the routed and the gated shared outputs
+# (SharedExpertMoe).
 # Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
 import math
@@ -88,6 +92,7 @@ class LlamaConfig:
     max_window_layers: int = 0      # qwen2, qwen3 with a sliding_window: layers i < this attend causally
     gemma3: bool = False            # Gemma3ForCausalLM (gemma3_text): the Gemma3 class below, not Llama
     gemma2: bool = False            # Gemma2ForCausalLM (gemma2): the Gemma2 class below, not Llama
+    gemma1: bool = False            # GemmaForCausalLM (gemma; Gemma 1, CodeGemma): the Gemma class below
     query_pre_attn_scalar: float = 0  # gemma2, gemma3: scores times this ** -0.5; 0 = head_size
     rope_local_base_freq: float = 10000.0  # gemma3: the sliding layers' RoPE base (never scaled)
     sliding_window_pattern: int = 6  # gemma3: layer i is global when (i + 1) % this == 0 (unless layer_types)
@@ -144,9 +149,12 @@ class LlamaConfig:
             raise ValueError("mistral is a dense Llama without biases or q/k norms, its rope_scaling null, llama3 or "
                              "yarn")
         if self.starcoder2 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim or self.phi3 or self.olmo2
-                                or self.olmoe or self.smollm3 or self.mistral or self.gemma or kind != "default"):
+                                or self.olmoe or self.smollm3 or self.mistral or self.gemma or self.gemma1
+                                or kind != "default"):
             raise ValueError("starcoder2 is dense, with its own biases and norms (not qkv_bias or q/k norms), no "
                              "head_dim (HS = C / NH), no other family's flags and no rope_scaling")
+        if self.gemma1:
+            self._check_gemma1(kind)
         if self.gemma3:
             self._check_gemma3(kind)
         elif self.gemma2:
@@ -185,7 +193,7 @@ class LlamaConfig:
         positive integer shared_intermediate, HS = C / NH (no head_dim: Qwen2MoeConfig has none), rope_scaling null,
         llama3 or yarn, no sliding window and none of the other families' flags."""
         if (not self.is_moe or not self.qkv_bias or self.qk_norm or self.head_dim or self.phi3 or self.olmo2
-                or self.olmoe or self.smollm3 or self.mistral or self.gemma or self.starcoder2
+                or self.olmoe or self.smollm3 or self.mistral or self.gemma or self.gemma1 or self.starcoder2
                 or kind not in ("default", "llama3", "yarn")):
             raise ValueError("qwen2_moe has experts and q/k/v biases, no q/k norms, no head_dim (HS = C / NH), none of "
                              "the other families' flags, and its rope_scaling null, llama3 or yarn")
@@ -196,6 +204,18 @@ class LlamaConfig:
             raise ValueError(f"qwen2_moe: shared_intermediate {S} must be a positive integer")
         if self.sliding_window is not None:
             raise ValueError("qwen2_moe: a sliding window is not modelled (use_sliding_window false)")
+
+    def _check_gemma1(self, kind):
+        """Gemma (1)'s rules (__post_init__): dense, without biases, q/k norms or any other family's flags (Gemma 2's
+        and Gemma 3's included), no rope_scaling, a positive rope_theta. No sliding window, query_pre_attn_scalar,
+        layer_types or soft caps: __post_init__ refuses those outside gemma2/gemma3 already."""
+        if (self.is_moe or self.qkv_bias or self.qk_norm or self.phi3 or self.olmo2 or self.olmoe or self.smollm3
+                or self.mistral or self.gemma2 or self.gemma3 or self.starcoder2 or self.qwen2_moe
+                or kind != "default"):
+            raise ValueError("gemma (1) is dense, without biases, q/k norms, the other families' flags (Gemma 2's and "
+                             "3's too) or rope_scaling")
+        if not self.rope_theta > 0:
+            raise ValueError(f"gemma: rope_theta {self.rope_theta} must be positive")
 
     def _check_gemma3(self, kind):
         """Gemma 3's own rules (__post_init__): a dense model without biases or the Llama-family flags (its per-head
@@ -282,6 +302,10 @@ class LlamaConfig:
     @property
     def gemma(self):                # Gemma 2 or Gemma 3: (1 + w) norms around both sublayers, GeGLU, scaled embeddings
         return self.gemma2 or self.gemma3
+
+    @property
+    def gemma_norms(self):          # Gemma 1, 2 or 3: GemmaRMSNorms (1 + w, w stored around 0), embed scale, GeGLU
+        return self.gemma1 or self.gemma2 or self.gemma3
 
     @property
     def head_size(self):            # HS
@@ -731,8 +755,9 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """HF's LlamaModel / MixtralModel (Gemma3TextModel and Gemma2Model with layer Gemma3DecoderLayer, norm GemmaRMSNorm;
-    Starcoder2Model with norm nn.LayerNorm): the tensors under the "model." prefix (embed_tokens, layers, norm)."""
+    """HF's LlamaModel / MixtralModel (Gemma3TextModel and Gemma2Model with layer Gemma3DecoderLayer, GemmaModel with
+    GemmaDecoderLayer, norm GemmaRMSNorm; Starcoder2Model with norm nn.LayerNorm): the tensors under the "model." prefix
+    (embed_tokens, layers, norm)."""
 
     def __init__(self, cfg, layer=DecoderLayer, norm=RMSNorm):
         super().__init__()
@@ -788,8 +813,8 @@ class Llama(nn.Module):
 # ---------------------------------------------------------------- Gemma 3 (Gemma3ForCausalLM, gemma3_text)
 
 class GemmaRMSNorm(nn.Module):
-    """HF's Gemma3RMSNorm: out = x * rsqrt(mean(x^2 over C) + eps) * (1 + weight); the stored weight is centred on 0
-    (HF initialises it to zeros)."""
+    """HF's GemmaRMSNorm (Gemma2RMSNorm, Gemma3RMSNorm alike): out = x * rsqrt(mean(x^2 over C) + eps) * (1 + weight);
+    the stored weight is centred on 0 (HF initialises it to zeros)."""
 
     def __init__(self, channels, eps):
         super().__init__()
@@ -832,7 +857,8 @@ class Gemma2Attention(nn.Module):
     """Gemma 2's attention: q (NH heads), k and v (NKV heads) of HS = head_dim channels (decoupled from C / NH), no
     q/k norms, RoPE on q and k; query head h reads kv head h // (NH/NKV); scores s = q.k * query_pre_attn_scalar^-0.5,
     then s = cap * tanh(s / cap) with cap = attn_logit_softcapping (none when None), then the mask: a sliding layer's
-    query i sees keys i - W < j <= i only (W = sliding_window), a global layer's every j <= i."""
+    query i sees keys i - W < j <= i only (W = sliding_window), a global layer's every j <= i. Also Gemma (1)'s
+    attention (GemmaDecoderLayer): no cap, no window, attn_scale = HS^-0.5 (no query_pre_attn_scalar)."""
 
     def __init__(self, cfg, layer):
         super().__init__()
@@ -959,9 +985,62 @@ class Gemma2(nn.Module):
         return logit_softcap(F.linear(self.model.norm(x), head), self.cfg.final_logit_softcapping), []
 
 
+# ---------------------------------------------------------------- Gemma (1) (GemmaForCausalLM, gemma)
+
+class GemmaDecoderLayer(nn.Module):
+    """Gemma (1)'s block, Llama's pre-norm one: h = x + attn(input_layernorm(x)); out = h + mlp(
+    post_attention_layernorm(h)), both norms GemmaRMSNorms (1 + w); mlp the GeGLU down(gelu_tanh(gate x) * up x);
+    attn Gemma2Attention without a cap or window (HS = head_dim, scores q.k * HS^-0.5, RoPE, causal). Modules in HF's
+    order (self_attn, mlp, input_layernorm, post_attention_layernorm)."""
+
+    def __init__(self, cfg, layer):
+        super().__init__()
+        self.self_attn = Gemma2Attention(cfg, layer)
+        self.mlp = MLP(cfg, gelu_tanh)       # GeGLU
+        self.input_layernorm = GemmaRMSNorm(cfg.channels, cfg.rms_norm_eps)
+        self.post_attention_layernorm = GemmaRMSNorm(cfg.channels, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Gemma(nn.Module):
+    """GemmaForCausalLM (model_type gemma: Gemma 2B and 7B, CodeGemma): x = embed_tokens(idx) * f32(sqrt(C)) (HF's
+    GemmaModel casts sqrt(C) to the hidden states' dtype, so float32 models take f32(sqrt(C)); this takes it in float64
+    runs too, as Gemma2 does); GemmaDecoderLayer blocks, RoPE with rope_theta in every layer, causal attention;
+    logits = norm(x) @ E^T when tied (the default), else lm_head. No soft caps, no window, no q/k norms. forward
+    returns (logits, []) as Llama's does for a dense model."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        assert cfg.gemma1, "Gemma needs LlamaConfig(gemma1=True)"
+        self.cfg = cfg
+        self.model = Decoder(cfg, GemmaDecoderLayer, GemmaRMSNorm)     # HF's GemmaModel
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
+        self.embed_scale = gemma3_embed_scale(cfg.channels)
+        self.inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta)   # float64, a plain attribute
+
+    def rope(self, T):
+        """cos, sin (T, HS) float64 for positions 0..T-1, the same in every layer."""
+        return rope_cos_sin(self.inv_freq, T)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
+        dtype = self.model.norm.weight.dtype
+        cos, sin = (u.to(dtype) for u in self.rope(T))
+        x = self.model.embed_tokens(idx) * self.embed_scale
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+        return F.linear(self.model.norm(x), head), []
+
+
 def model_class(cfg):
-    """Gemma3 for cfg.gemma3, Gemma2 for cfg.gemma2, else Llama (every other family here)."""
-    return Gemma3 if cfg.gemma3 else Gemma2 if cfg.gemma2 else Llama
+    """Gemma3 for cfg.gemma3, Gemma2 for cfg.gemma2, Gemma for cfg.gemma1, else Llama (every other family here)."""
+    return Gemma3 if cfg.gemma3 else Gemma2 if cfg.gemma2 else Gemma if cfg.gemma1 else Llama
 
 
 def router_losses(router_logits, top_k):
@@ -996,16 +1075,27 @@ def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
 # moves visibly (README.md's "Qwen2-MoE"). HF's own init (N(0, 0.02)) would leave every gate near 0.5.
 QWEN2_MOE_SHARED_GATE_STD = 0.5
 
+# Gemma (1)'s MLP init: gate_proj N(0, 0.32), up_proj N(0, 0.08), down_proj N(0, 0.08/sqrt(2L)), in place of 0.02,
+# 0.02 and 0.02/sqrt(2L). At C = 32 and unit-RMS inputs the gate's pre-activations then have a std of about 0.32 *
+# sqrt(32) = 1.8, where gelu's tanh form and the exact erf one differ most (2e-4 of the value, 5e-4 of the slope; at
+# most 4.7e-4 absolute, at -2.7), and the MLP carries a visible share of the grad norm, so a run with the exact GELU
+# moves by 3e-4 or more within 10 steps (README.md's "Gemma (1)"). With the usual init the pre-activations are about
+# 0.11, where the two agree to 1e-5, the embeddings hold 96% of the squared grad norm, and the exact GELU moved the
+# grad norms by only 3e-8, below fp32's drift.
+GEMMA_GATE_STD, GEMMA_UP_STD, GEMMA_DOWN_STD = 0.32, 0.08, 0.08
+
 
 def init_weights(model, generator, router_std=1.0):
     """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2, Starcoder2's c_proj)
     N(0, 0.02/sqrt(2L)); RMSNorm (LayerNorm) gains 1 + N(0, 0.1); every bias (q/k/v, Starcoder2's o_proj, c_fc, c_proj
     and LayerNorm biases) N(0, 0.1); the router N(0, router_std), large so that fp32
     and fp64 pick the same experts; Qwen2-MoE's shared_expert_gate N(0, QWEN2_MOE_SHARED_GATE_STD), large so that
-    its sigmoid varies from token to token. Gemma 2's and Gemma 3's norms store w = N(0, 0.1) and apply 1 + w (so a
-    loader that forgets the offset is caught). Then rounds every parameter to float32 (kept in the model's dtype)."""
+    its sigmoid varies from token to token. Gemma's, Gemma 2's and Gemma 3's norms store w = N(0, 0.1) and apply 1 + w
+    (so a loader that forgets the offset is caught). Gemma (1)'s MLP is drawn wider (GEMMA_GATE_STD, GEMMA_UP_STD,
+    GEMMA_DOWN_STD), so that its GELU's form shows. Then rounds every parameter to float32 (kept in the model's
+    dtype)."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
-    gain_offset = 0.0 if model.cfg.gemma else 1.0
+    gain_offset = 0.0 if model.cfg.gemma_norms else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
@@ -1016,6 +1106,11 @@ def init_weights(model, generator, router_std=1.0):
                 p.normal_(0.0, router_std, generator=generator)
             elif name.endswith("mlp.shared_expert_gate.weight"):
                 p.normal_(0.0, QWEN2_MOE_SHARED_GATE_STD, generator=generator)
+            elif model.cfg.gemma1 and name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+                p.normal_(0.0, GEMMA_GATE_STD if name.endswith("gate_proj.weight") else GEMMA_UP_STD,
+                          generator=generator)
+            elif model.cfg.gemma1 and name.endswith("mlp.down_proj.weight"):
+                p.normal_(0.0, GEMMA_DOWN_STD / math.sqrt(2 * model.cfg.num_layers), generator=generator)
             elif name.endswith(("o_proj.weight", "down_proj.weight", "w2.weight", "c_proj.weight")):
                 p.normal_(0.0, std_resid, generator=generator)
             else:
@@ -1035,12 +1130,15 @@ def hf_config(cfg):
     no head_dim, rope_scaling and clip_qkv null, intermediate_size each expert's width, output_router_logits false) or
     SmolLM3ForCausalLM (smollm3: no head_dim; no_rope_layers, no_rope_layer_interval, no sliding window and
     layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config) or
-    Gemma2ForCausalLM (gemma2: gemma2_hf_config) or Starcoder2ForCausalLM (starcoder2: starcoder2_hf_config) or
-    Qwen2MoeForCausalLM (qwen2_moe: qwen2_moe_hf_config). Qwen's three write qwen_window_config's keys."""
+    Gemma2ForCausalLM (gemma2: gemma2_hf_config) or GemmaForCausalLM (gemma: gemma_hf_config) or Starcoder2ForCausalLM
+    (starcoder2: starcoder2_hf_config) or Qwen2MoeForCausalLM (qwen2_moe: qwen2_moe_hf_config). Qwen's three write
+    qwen_window_config's keys."""
     if cfg.gemma3:
         return gemma3_hf_config(cfg)
     if cfg.gemma2:
         return gemma2_hf_config(cfg)
+    if cfg.gemma1:
+        return gemma_hf_config(cfg)
     if cfg.starcoder2:
         return starcoder2_hf_config(cfg)
     common = {
@@ -1315,6 +1413,84 @@ def gemma2_config_from_hf(c):
         final_logit_softcapping=c.get("final_logit_softcapping", 30.0))
 
 
+# The activation GemmaForCausalLM's MLP is written with; gemma_config_from_hf reads the old configs' hidden_act "gelu"
+# as this too (see gemma_activation).
+GEMMA_ACTIVATION = "gelu_pytorch_tanh"
+
+
+def gemma_hf_config(cfg):
+    """config.json of GemmaForCausalLM as GemmaConfig's keys spell it (model_type gemma): head_dim (written always;
+    absent it would mean 256, not C / NH), rope_theta with rope_scaling null, hidden_act and hidden_activation both
+    gelu_pytorch_tanh (so that every transformers reads the tanh GELU: 4.38.2 to 4.5x take hidden_activation, 5.x
+    hidden_act), no bias. The keys Gemma 2 shares keep gemma2_hf_config's spelling and order."""
+    return {"architectures": ["GemmaForCausalLM"], "model_type": "gemma",
+            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
+            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
+            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size, "vocab_size": cfg.vocab_size,
+            "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
+            "rope_theta": cfg.rope_theta, "rope_scaling": None, "hidden_act": GEMMA_ACTIVATION,
+            "hidden_activation": GEMMA_ACTIVATION, "attention_bias": False, "attention_dropout": 0.0,
+            "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02, "torch_dtype": "float32"}
+
+
+def gemma_activation(c):
+    """The MLP activation of a gemma config.json, which must come out as gelu_pytorch_tanh (the only one modelled).
+    transformers 4.38.2 to 4.5x run hidden_activation when it is given and not null, else gelu_pytorch_tanh whatever
+    hidden_act says (with a warning: Google's original releases say "gelu", but the checkpoints were trained with the
+    tanh form; PR 29402). transformers 5.x has no hidden_activation: its GemmaMLP (LlamaMLP) runs ACT2FN[hidden_act], so
+    it would run the exact erf GELU for "gelu". This follows 4.x and the checkpoints: hidden_activation absent, null or
+    gelu_pytorch_tanh, and hidden_act absent, null, "gelu" or gelu_pytorch_tanh, all read as gelu_pytorch_tanh; any
+    other value of either key (say hidden_activation "gelu", or hidden_act silu) is refused."""
+    given, act = c.get("hidden_activation"), c.get("hidden_act")
+    if given not in (None, GEMMA_ACTIVATION):
+        raise ValueError(f"gemma: hidden_activation {given} is not modelled (only {GEMMA_ACTIVATION})")
+    if act not in (None, "gelu", GEMMA_ACTIVATION):
+        raise ValueError(f"gemma: hidden_act {act} is not modelled (only {GEMMA_ACTIVATION}, or gelu, which "
+                         f"transformers 4.x runs as {GEMMA_ACTIVATION})")
+    return GEMMA_ACTIVATION
+
+
+def gemma_config_from_hf(c):
+    """A gemma config.json -> LlamaConfig(gemma1=True), with GemmaConfig's defaults (gemma-7b's) for absent keys (256000
+    tokens, C 3072, F 24576, 28 layers, 16 heads, 16 kv heads (null: the heads), head_dim 256, 8192 positions,
+    rms_norm_eps 1e-6, rope_theta 1e4, tied). The activation as gemma_activation reads it. transformers 5's
+    rope_parameters (rope_type default) is read too, its rope_theta agreeing with a top-level one. Refused:
+    attention_bias, use_bidirectional_attention, a rope_scaling or another rope type, a head_dim that is not a positive
+    integer, and the Gemma 2/3 keys GemmaForCausalLM does not read (query_pre_attn_scalar, soft caps, sliding_window,
+    sliding_window_pattern, rope_local_base_freq, a sliding layer_types entry) when not null: a file that carries them
+    is a Gemma 2 or 3 under the wrong model_type, which transformers would silently run as Gemma 1."""
+    gemma_activation(c)
+    if c.get("attention_bias") or c.get("use_bidirectional_attention"):
+        raise ValueError("gemma: attention_bias and use_bidirectional_attention are not modelled")
+    for key in ("query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "sliding_window",
+                "sliding_window_pattern", "rope_local_base_freq"):
+        if c.get(key) is not None:
+            raise ValueError(f"gemma: {key} {c[key]} is Gemma 2's or 3's, not read by GemmaForCausalLM (refused)")
+    types = c.get("layer_types") or []
+    if any(t != "full_attention" for t in types):
+        raise ValueError(f"gemma: layer_types {types}: only full_attention is modelled")
+    theta, params = c.get("rope_theta"), c.get("rope_parameters")
+    if params is not None:
+        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
+                or set(params) - {"rope_type", "type", "rope_theta"}):
+            raise ValueError(f"gemma: rope_parameters {params}: only the default type is modelled")
+        if theta is not None and params.get("rope_theta") is not None and theta != params["rope_theta"]:
+            raise ValueError(f"gemma: rope_theta {theta} disagrees with rope_parameters ({params['rope_theta']})")
+        theta = params.get("rope_theta", theta)
+    if c.get("rope_scaling") is not None:
+        raise ValueError(f"gemma: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    NH, C = c.get("num_attention_heads", 16), c.get("hidden_size", 3072)
+    head_dim = c.get("head_dim", 256)
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 1:
+        raise ValueError(f"gemma: head_dim {head_dim} must be a positive integer")
+    return LlamaConfig(
+        gemma1=True, num_layers=c.get("num_hidden_layers", 28), num_heads=NH,
+        num_kv_heads=c.get("num_key_value_heads", 16) or NH, channels=C, intermediate=c.get("intermediate_size", 24576),
+        vocab_size=c.get("vocab_size", 256000), max_seq_len=c.get("max_position_embeddings", 8192),
+        rms_norm_eps=c.get("rms_norm_eps", 1e-6), rope_theta=10000.0 if theta is None else theta,
+        tie_word_embeddings=c.get("tie_word_embeddings", True), head_dim=head_dim if head_dim != C // NH else 0)
+
+
 def starcoder2_hf_config(cfg):
     """config.json of Starcoder2ForCausalLM as Starcoder2Config's keys spell it (model_type starcoder2): no head_dim
     (HS = hidden_size / num_attention_heads), norm_epsilon (the LayerNorms' eps), use_bias true, hidden_act
@@ -1425,6 +1601,8 @@ def config_from_hf(c):
         return gemma3_config_from_hf(c)
     if kind == "gemma2":
         return gemma2_config_from_hf(c)
+    if kind == "gemma":
+        return gemma_config_from_hf(c)
     if kind == "starcoder2":
         return starcoder2_config_from_hf(c)
     if kind == "qwen2_moe":
@@ -1513,8 +1691,8 @@ def config_from_hf(c):
 
 def load_hf(folder, dtype=torch.float64):
     """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Qwen2-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral/Starcoder2, a Gemma3
-    (gemma3_text) or a Gemma2 (gemma2), from an HF folder (one model.safetensors; Phi-3's fused tensors split back); a
-    tied model's lm_head.weight, if the file has one, is ignored."""
+    (gemma3_text), a Gemma2 (gemma2) or a Gemma (gemma), from an HF folder (one model.safetensors; Phi-3's fused
+    tensors split back); a tied model's lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = model_class(cfg)(cfg).to(dtype)
