@@ -110,11 +110,14 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   return pieces;
 }
 
-// Gemma's form: norms on both sides of each sublayer and scaled embeddings; its RMSNorms multiply by
-// (1 + weight), so each gain is stored less 1 (`to_hf`) and read back plus 1. Gemma 3's has q/k norms,
-// Gemma 2's not.
-bool gemma_form(const ModelConfig& c) { return c.norm_placement == NormPlacement::sandwich && c.scaled_embeddings; }
-bool gemma2_form(const ModelConfig& c) { return gemma_form(c) && !c.qk_norm; }
+// Gemma's form: scaled embeddings, and norms before each sublayer (Gemma 1) or on both sides of it (Gemma 2
+// and 3); its RMSNorms multiply by (1 + weight), so each gain is stored less 1 (`to_hf`) and read back plus 1.
+// Gemma 3's has q/k norms, Gemma 2's not.
+bool gemma_form(const ModelConfig& c) { return c.scaled_embeddings && c.norm_placement != NormPlacement::post; }
+bool gemma1_form(const ModelConfig& c) { return gemma_form(c) && c.norm_placement == NormPlacement::pre; }
+bool gemma2_form(const ModelConfig& c) {
+  return gemma_form(c) && c.norm_placement == NormPlacement::sandwich && !c.qk_norm;
+}
 void offset_gemma_gains(const ModelConfig& c, const std::string& name, float* values, int64_t n, bool to_hf) {
   if (!gemma_form(c) || !(name.ends_with("norm.weight") || name.ends_with("layernorm.weight"))) return;
   for (int64_t i = 0; i < n; ++i) values[i] += to_hf ? -1.0f : 1.0f;
@@ -210,6 +213,15 @@ void read_gemma(const HfConfigReader& r, ModelConfig& c, int64_t pattern) {
     return;
   }
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
+}
+
+// Gemma (1): Gemma's (1 + w) RMSNorms before each sublayer, embeddings times sqrt(C), GeGLU, heads of
+// head_dim; no window, caps or q/k norms. hidden_activation absent runs GELU's tanh form, as transformers
+// does (the releases' hidden_act "gelu" is not read).
+void read_gemma1(const HfConfigReader& r, ModelConfig& c) {
+  r.expect("hidden_activation", "gelu_pytorch_tanh", "Gemma's GeGLU takes GELU's tanh form");
+  c.mlp = MlpKind::geglu;
+  c.scaled_embeddings = true;
 }
 
 // Gemma 2: every other block slides (the first does), one RoPE base, attention scores and logits soft-capped
@@ -327,6 +339,9 @@ bool has_hf_llama_form(const ModelConfig& c) {
   if (gemma2_form(c) ? c.local_rope_theta != 0 : capped) return false;
   const bool qwen2_moe_form = c.qkv_bias && c.moe.shared_gate && !c.qk_norm && !c.mla.enabled();
   if (c.moe.shared_gate != qwen2_moe_form || (qwen2_moe_form && c.attention_window > 0)) return false;
+  // Gemma 1 has no window, q/k norms, score scalar or local RoPE base.
+  if (gemma1_form(c) && (c.attention_window > 0 || c.qk_norm || c.attention_scalar != 0 || c.local_rope_theta != 0))
+    return false;
   if (c.norm == NormKind::layernorm)
     return c.bias && c.mlp == MlpKind::gelu && !c.qkv_bias && !c.qk_norm && !c.moe.enabled() && !c.mla.enabled() &&
            !c.phi3 && c.norm_placement == NormPlacement::pre && c.nope_layers.empty() && c.global_layers.empty() &&
@@ -366,8 +381,8 @@ std::optional<int64_t> layer_of(const std::string& name) {
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
-         model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma2" || model_type == "gemma3_text" ||
-         model_type == "starcoder2" || model_type == "qwen2_moe";
+         model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma" || model_type == "gemma2" ||
+         model_type == "gemma3_text" || model_type == "starcoder2" || model_type == "qwen2_moe";
 }
 
 ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path) {
@@ -376,12 +391,13 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
-           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma2\", \"gemma3_text\", \"starcoder2\" or \"qwen2_moe\"");
+           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma\", \"gemma2\", \"gemma3_text\", \"starcoder2\" or \"qwen2_moe\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
   const bool qwen2_moe = *type == "qwen2_moe";
   const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
-  const bool gemma2 = *type == "gemma2", gemma3 = *type == "gemma3_text", starcoder2 = *type == "starcoder2";
-  const bool gemma = gemma2 || gemma3, qwen3 = *type == "qwen3" || qwen3_moe;
+  const bool gemma1 = *type == "gemma", gemma2 = *type == "gemma2", gemma3 = *type == "gemma3_text";
+  const bool starcoder2 = *type == "starcoder2", gemma = gemma1 || gemma2 || gemma3;
+  const bool qwen3 = *type == "qwen3" || qwen3_moe;
   if (!gemma && !starcoder2) r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
   // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
   r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
@@ -402,7 +418,7 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
                 mixtral || qwen2_moe ? 32768
                 : olmoe || starcoder2 ? 4096
                 : gemma3              ? 131072
-                : gemma2              ? 8192
+                : gemma1 || gemma2    ? 8192
                                       : 2048);
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window;
   // Gemma's slides some layers only).
@@ -424,6 +440,7 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
     const int64_t head_dim = r.integer("head_dim", 256);  // Gemma's default
     if (c.channels % c.num_heads != 0 || head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
   }
+  if (gemma1) read_gemma1(r, c);
   if (gemma2) read_gemma2(r, c);
   if (gemma3) read_gemma3(r, c);
   if (starcoder2) read_starcoder2(r, c);
@@ -474,7 +491,8 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
 json hf_llama_config_json(const ModelConfig& c) {
   const bool olmo2 = c.norm_placement == NormPlacement::post, olmoe = c.qk_norm_all_heads && c.moe.enabled();
   const bool smollm3 = !c.nope_layers.empty(), starcoder2 = c.norm == NormKind::layernorm;
-  const bool gemma = gemma_form(c), gemma2 = gemma2_form(c), gemma3 = gemma && !gemma2;
+  const bool gemma = gemma_form(c), gemma1 = gemma1_form(c), gemma2 = gemma2_form(c);
+  const bool gemma3 = gemma && !gemma1 && !gemma2;
   const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads && !gemma_form(c), qwen3_moe = qwen3 && c.moe.enabled();
   const bool qwen2_moe = c.moe.shared_gate, qwen2 = c.qkv_bias && !qwen2_moe;
   const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe && !qwen2_moe;
@@ -490,6 +508,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : c.phi3    ? "Phi3ForCausalLM"
                              : olmo2     ? "Olmo2ForCausalLM"
                              : smollm3   ? "SmolLM3ForCausalLM"
+                             : gemma1    ? "GemmaForCausalLM"
                              : gemma2    ? "Gemma2ForCausalLM"
                              : gemma3    ? "Gemma3ForCausalLM"
                              : mistral   ? "MistralForCausalLM"
@@ -504,6 +523,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                      : c.phi3    ? "phi3"
                      : olmo2     ? "olmo2"
                      : smollm3   ? "smollm3"
+                     : gemma1    ? "gemma"
                      : gemma2    ? "gemma2"
                      : gemma3    ? "gemma3_text"
                      : mistral   ? "mistral"
@@ -560,6 +580,10 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["original_max_position_embeddings"] = c.rope.longrope ? c.rope.original_max_positions : c.max_seq_len;
     j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
     j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
+  } else if (gemma1) {
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    j["attention_bias"] = false;
+    j["attention_dropout"] = 0.0;
   } else if (gemma) {  // its layers' kinds, their window, the scores' scalar, Gemma 2's caps, Gemma 3's local base
     const auto cap = [](float v) { return v > 0 ? json(json_float(v)) : json(); };
     j["layer_types"] = layer_types_json(c);

@@ -161,6 +161,7 @@ std::string model_family(const ModelConfig& config) {
   if (config.norm == NormKind::layernorm) return "starcoder2";
   if (config.norm_placement == NormPlacement::post) return "olmo2";
   if (config.norm_placement == NormPlacement::sandwich) return config.qk_norm ? "gemma3" : "gemma2";
+  if (config.scaled_embeddings) return "gemma";
   if (!config.nope_layers.empty() && !config.qk_norm && !config.qkv_bias) return "smollm3";
   return config.qk_norm ? "qwen3" : config.qkv_bias ? "qwen2" : "llama";
 }

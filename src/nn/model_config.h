@@ -157,7 +157,8 @@ struct ModelConfig {
 };
 
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
-// over all heads), "smollm3" (blocks without RoPE), "gemma2" (norms on both sides of each sublayer, soft
+// over all heads), "smollm3" (blocks without RoPE), "gemma" (scaled embeddings, pre-norm), "gemma2" (norms on
+// both sides of each sublayer, soft
 // caps), "gemma3" (norms on both sides of each sublayer, q/k norms),
 // "qwen2" (q/k/v biases), "qwen3" (q/k norms), "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads),
 // "qwen2-moe" (q/k/v biases, a gated shared expert), "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent

@@ -82,17 +82,23 @@ ModelConfig smollm3(ModelConfig c, int64_t interval) {
   return c;
 }
 
-// Gemma 2 and 3: norms on both sides of each sublayer (their (1 + w) gains as Tessera's gains),
-// embeddings times sqrt(C), GeGLU, heads `head_dim` wide; blocks slide over `window` positions but every
-// `pattern`-th, global; RMSNorm eps 1e-6, tied.
-ModelConfig gemma(ModelConfig c, int64_t head_dim, int64_t window, int64_t pattern) {
-  c.norm_placement = NormPlacement::sandwich;
+// Gemma (1): (1 + w) RMSNorms before each sublayer (their gains as Tessera's gains), embeddings times
+// sqrt(C), GeGLU, heads `head_dim` wide; RMSNorm eps 1e-6, tied.
+ModelConfig gemma1(ModelConfig c, int64_t head_dim) {
   c.mlp = MlpKind::geglu;
   c.scaled_embeddings = true;
   if (head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
+  c.norm_eps = 1e-6f;
+  return c;
+}
+
+// Gemma 2 and 3: Gemma's pieces with norms on both sides of each sublayer; blocks slide over `window`
+// positions but every `pattern`-th, global.
+ModelConfig gemma(ModelConfig c, int64_t head_dim, int64_t window, int64_t pattern) {
+  c = gemma1(c, head_dim);
+  c.norm_placement = NormPlacement::sandwich;
   c.attention_window = window;
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
-  c.norm_eps = 1e-6f;
   return c;
 }
 
@@ -258,6 +264,9 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"olmo2-32b", [] { return olmo2(llama(64, 40, 8, 5120, 27648, 100352, 4096, 5e5f, false)); }},
       {"smollm3-tiny", [] { return smollm3(llama(2, 4, 2, 32, 64, 256, 64, 5e6f, true), 2); }},
       {"smollm3-3b", [] { return smollm3(llama(36, 16, 4, 2048, 11008, 128256, 65536, 5e6f, true), 4); }},
+      {"gemma-tiny", [] { return gemma1(llama(2, 4, 1, 32, 48, 256, 64, 1e4f, true), 16); }},
+      {"gemma-2b", [] { return gemma1(llama(18, 8, 1, 2048, 16384, 256000, 8192, 1e4f, true), 256); }},
+      {"gemma-7b", [] { return gemma1(llama(28, 16, 16, 3072, 24576, 256000, 8192, 1e4f, true), 256); }},
       {"gemma2-tiny",  // caps of 50 and 30 bend nothing at this size (scores near 0.01, logits 0.1): these do
        [] {
          ModelConfig c = gemma2(llama(3, 4, 1, 32, 48, 256, 64, 1e4f, true), 16, 8, 24.0f);

@@ -23,7 +23,7 @@ void randomise(Decoder& model, uint64_t seed) {
   const ModelConfig& c = model.config();
   // Gemma's files hold each gain less 1: gains within [0.5, 2] make that subtraction, and the import's
   // addition, exact (Sterbenz), as trained gains near 1 are.
-  const bool offset_gains = c.norm_placement == NormPlacement::sandwich && c.scaled_embeddings;
+  const bool offset_gains = c.scaled_embeddings;  // Gemma's (1 + w) norms
   for (NamedTensor& p : model.named_params()) {
     const bool gain = offset_gains && p.name.ends_with("norm.weight");
     for (int64_t i = 0; i < p.tensor.numel(); ++i) {
@@ -121,14 +121,15 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen2-moe-tiny", "qwen3-tiny", "qwen3-moe-tiny",
                                            "mixtral-tiny", "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny",
-                                           "gemma2-tiny", "gemma3-tiny", "starcoder2-tiny", "deepseek-v2-tiny",
-                                           "deepseek-v3-tiny"),
+                                           "gemma-tiny", "gemma2-tiny", "gemma3-tiny", "starcoder2-tiny",
+                                           "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
                                   : info.param == "olmo2-tiny"     ? "Olmo2"
                                   : info.param == "olmoe-tiny"     ? "Olmoe"
                                   : info.param == "smollm3-tiny"   ? "SmolLM3"
+                                  : info.param == "gemma-tiny"     ? "Gemma"
                                   : info.param == "gemma2-tiny"    ? "Gemma2"
                                   : info.param == "gemma3-tiny"    ? "Gemma3"
                                   : info.param == "starcoder2-tiny" ? "Starcoder2"
@@ -530,6 +531,28 @@ TEST(HfLlama, Gemma2NamesConfigAndCaps) {
   EXPECT_EQ(defaults.attention_softcap, 50.0f);
   EXPECT_EQ(defaults.logit_softcap, 0.0f);
   expect_field_refused(dir, hf, "attn_logit_softcapping", -1.0);
+  expect_field_refused(dir, hf, "hidden_activation", "gelu");
+}
+
+// Gemma (1) (GemmaForCausalLM): two (1 + w) norms a block under Llama's names, no window or caps; a config
+// without hidden_activation runs GELU's tanh form, as transformers does; another activation is refused.
+TEST(HfLlama, GemmaNamesAndConfig) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("gemma-tiny", dir);
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.post_attention_layernorm.weight").shape, (Shape{32}));
+  EXPECT_FALSE(file.contains("model.layers.1.pre_feedforward_layernorm.weight"));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_proj.weight").shape, (Shape{16, 32}));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "GemmaForCausalLM");
+  EXPECT_EQ(hf["model_type"], "gemma");
+  EXPECT_FALSE(hf.contains("sliding_window"));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "gemma");
+  hf.erase("hidden_activation");
+  hf["hidden_act"] = "gelu";  // the releases' field, which transformers does not read for Gemma
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_TRUE(read_hf_config(dir) == config);
   expect_field_refused(dir, hf, "hidden_activation", "gelu");
 }
 

@@ -35,13 +35,15 @@ ModelConfig family(const std::string& name) {
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "olmoe" ? "olmoe-tiny"
                                : name == "qwen2-moe" ? "qwen2-moe-tiny"
+                               : name == "gemma" ? "gemma-tiny"
                                : name == "gemma2" ? "gemma2-tiny"
                                : name == "gemma3" ? "gemma3-tiny"
                                : name == "starcoder2" ? "starcoder2-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" || name.starts_with("gemma") ? 3 : 2;
-  if (name.starts_with("gemma")) c.attention_window = 3, c.global_layers = {name == "gemma2" ? 1 : 2};  // T <= 8
+  if (name.starts_with("gemma") && name != "gemma")  // T up to 8: the window bites
+    c.attention_window = 3, c.global_layers = {name == "gemma2" ? 1 : 2};
   if (name == "starcoder2") c.attention_window = 3;
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
@@ -434,8 +436,8 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
-                                           "sandwich", "gemma2", "gemma3", "starcoder2", "mixtral", "olmoe",
-                                           "qwen2-moe", "deepseek", "deepseek-v2", "deepseek-v3"));
+                                           "sandwich", "gemma", "gemma2", "gemma3", "starcoder2", "mixtral",
+                                           "olmoe", "qwen2-moe", "deepseek", "deepseek-v2", "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
                                                               "smollm3", "sandwich", "gemma2", "gemma3", "starcoder2",
@@ -464,6 +466,9 @@ TEST(Presets, PublishedParameterCounts) {
   // Gemma 3 1B: 999,885,952 (tied; its four norms a block, q/k norms of 256).
   EXPECT_EQ(model_preset("gemma3-1b").num_parameters(), 999885952);
   EXPECT_EQ(model_preset("gemma3-1b").global_layers, (std::vector<int64_t>{5, 11, 17, 23}));
+  // Gemma 2B and 7B: 2,506,172,416 and 8,537,680,896 (tied; the 2B one kv head).
+  EXPECT_EQ(model_preset("gemma-2b").num_parameters(), 2506172416);
+  EXPECT_EQ(model_preset("gemma-7b").num_parameters(), 8537680896);
   // Gemma 2 2B, 9B and 27B: 2,614,341,888, 9,241,705,984 and 27,227,128,320 (tied, no q/k norms).
   EXPECT_EQ(model_preset("gemma2-2b").num_parameters(), 2614341888);
   EXPECT_EQ(model_preset("gemma2-9b").num_parameters(), 9241705984);

@@ -311,6 +311,16 @@ TEST(TorchReference, HuggingFaceGemma3TrainsLikeFloat64PyTorch) {
                              "--lr 3e-3");
 }
 
+// Gemma (GemmaForCausalLM): Gemma's (1 + w) RMSNorms before each sublayer, embeddings times sqrt(C),
+// GeGLU (its MLP drawn wide, so GELU's tanh form shows against the exact one); tied, then untied with heads
+// of 16 and one kv head. The grad norms of the second drift up to 4.7e-6 in fp32: compared at 1e-4.
+TEST(TorchReference, HuggingFaceGemmaTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model gemma --layers 3 --steps 10 --lr 3e-3 --grad-clip 1.0", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model gemma --layers 2 --head-dim 16 --kv-heads 1 --tie 0 --steps 10 --lr 3e-3");
+}
+
 // Gemma 2 (Gemma2ForCausalLM): Gemma 3's blocks without q/k norms, every other block sliding (a window of 5
 // over 16 tokens, the first block sliding), one RoPE base; the scaled attention scores soft-capped at 0.05 and
 // the logits at 1 (caps that bend this size's scores and logits: dropping either moves the grad norms by
