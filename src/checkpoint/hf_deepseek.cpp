@@ -89,11 +89,7 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
   c.mla.nope_dim = r.count("qk_nope_head_dim", 0);
   c.mla.rope_dim = r.integer("qk_rope_head_dim");
   c.mla.v_dim = r.integer("v_head_dim");
-  c.moe.num_experts = r.integer("n_routed_experts");
-  c.moe.top_k = r.integer("num_experts_per_tok");
-  c.moe.expert_hidden = r.integer("moe_intermediate_size");
-  c.moe.num_shared_experts = r.count("n_shared_experts", 0);
-  c.moe.first_dense_layers = r.count("first_k_dense_replace", 0);
+  read_deepseek_experts(r, c);
   // DeepSeek-V3 scales the routed output always, DeepSeek-V2 only when it does not renormalise.
   c.moe.renormalize = r.boolean("norm_topk_prob", v3);
   c.moe.routed_scale = v3 || !c.moe.renormalize ? r.number("routed_scaling_factor", 1.0f) : 1.0f;
@@ -109,6 +105,14 @@ ModelConfig hf_deepseek_config(const json& config, const std::filesystem::path& 
     TS_FAIL(r.where(), ": ", e.what());
   }
   return c;
+}
+
+void read_deepseek_experts(const HfConfigReader& r, ModelConfig& c) {
+  c.moe.num_experts = r.integer("n_routed_experts");
+  c.moe.top_k = r.integer("num_experts_per_tok");
+  c.moe.expert_hidden = r.integer("moe_intermediate_size");
+  c.moe.num_shared_experts = r.count("n_shared_experts", 0);
+  c.moe.first_dense_layers = r.count("first_k_dense_replace", 0);
 }
 
 HfDeepseekFiles hf_deepseek_files(const std::filesystem::path& dir) {

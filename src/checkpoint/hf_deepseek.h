@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/hf_config_reader.h"
 #include "nn/model_config.h"
 
 namespace tessera {
@@ -30,6 +31,9 @@ bool is_hf_deepseek_type(const nlohmann::json& model_type);
 // A config.json object of model_type "deepseek_v3" or "deepseek_v2" as our config; `path` names the
 // file in errors.
 ModelConfig hf_deepseek_config(const nlohmann::json& config, const std::filesystem::path& path);
+// DeepSeek's expert fields, which GLM-4.5 shares: n_routed_experts, num_experts_per_tok, moe_intermediate_size,
+// n_shared_experts (0 when absent) and first_k_dense_replace (0 when absent).
+void read_deepseek_experts(const HfConfigReader& r, ModelConfig& config);
 // Whether `config` has a DeepseekV3ForCausalLM (sigmoid router) or DeepseekV2ForCausalLM (softmax
 // router, the routed output scaled only when the weights are not renormalised) form.
 bool hf_deepseek_exportable(const ModelConfig& config);

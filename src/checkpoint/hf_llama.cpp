@@ -25,6 +25,12 @@ namespace {
 
 using nlohmann::json;
 
+// GLM-4.5's form: Llama's attention (q/k/v biases or not, per-head q/k norms or not, partial rotary) over
+// DeepSeek-V3's sigmoid-routed experts, without latent attention.
+bool glm4_moe_form(const ModelConfig& c) {
+  return c.moe.enabled() && c.moe.router == RouterKind::sigmoid_bias && !c.mla.enabled();
+}
+
 std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   const DecoderNames names = decoder_names(c);
   const ParameterLayout whole = decoder_layout(c);
@@ -83,7 +89,7 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
     // and DeepSeek-V3's mlp (gate_proj, up_proj, down_proj), each a router `gate` over the experts;
     // DeepSeek-V3's router has its selection bias, its mlp the shared experts; Qwen2-MoE's mlp one shared
     // expert and its gate.
-    const bool mixtral_names = !c.qk_norm && !c.mla.enabled() && !c.moe.shared_gate;
+    const bool mixtral_names = !c.qk_norm && !c.mla.enabled() && !c.moe.shared_gate && !glm4_moe_form(c);
     const std::string m = p + (mixtral_names ? "block_sparse_moe." : "mlp.");
     const char* gate = mixtral_names ? "w1.weight" : "gate_proj.weight";
     const char* up = mixtral_names ? "w3.weight" : "up_proj.weight";
@@ -123,13 +129,25 @@ void offset_gemma_gains(const ModelConfig& c, const std::string& name, float* va
   for (int64_t i = 0; i < n; ++i) values[i] += to_hf ? -1.0f : 1.0f;
 }
 
-// Phi-3's partial rotary turns a head's first R channels, Tessera's RoPE its last R: importing a
-// qkv_proj moves each q and k head's first R rows after its others (`to_hf` moves them back), which
-// changes no dot product of a query and a key.
+// Phi-3's and GLM-4.5's partial rotary turns a head's first R channels, Tessera's RoPE its last R: importing
+// moves each q and k head's first R rows after its others (`to_hf` moves them back), in Phi-3's fused
+// qkv_proj, or in GLM-4.5's q_proj and k_proj, their biases and the heads' q/k norm gains, which changes
+// no dot product of a query and a key.
 void move_rotary_rows(const ModelConfig& c, const std::string& name, float* values, bool to_hf) {
-  if (!c.phi3 || c.rotary_dims == 0 || !name.ends_with(".self_attn.qkv_proj.weight")) return;
-  const int64_t HS = c.head_size(), R = c.rotary_dims, row = c.channels;
-  for (int64_t h = 0; h < c.num_heads + c.kv_heads(); ++h) {
+  if (c.rotary_dims == 0 || c.mla.enabled()) return;
+  const int64_t NH = c.num_heads, NKV = c.kv_heads(), C = c.channels;
+  const auto [heads, row] = [&]() -> std::pair<int64_t, int64_t> {
+    if (name.ends_with(".self_attn.qkv_proj.weight")) return {NH + NKV, C};  // Phi-3's; v rows stay
+    if (name.ends_with(".self_attn.q_proj.weight")) return {NH, C};
+    if (name.ends_with(".self_attn.k_proj.weight")) return {NKV, C};
+    if (name.ends_with(".self_attn.q_proj.bias")) return {NH, 1};
+    if (name.ends_with(".self_attn.k_proj.bias")) return {NKV, 1};
+    const bool head_norm = name.ends_with(".self_attn.q_norm.weight") || name.ends_with(".self_attn.k_norm.weight");
+    if (head_norm && !c.qk_norm_all_heads) return {1, 1};
+    return {0, 0};
+  }();
+  const int64_t HS = c.head_size(), R = c.rotary_dims;
+  for (int64_t h = 0; h < heads; ++h) {
     float* head = values + h * HS * row;
     std::rotate(head, head + (to_hf ? HS - R : R) * row, head + HS * row);
   }
@@ -339,6 +357,13 @@ bool has_hf_llama_form(const ModelConfig& c) {
   if (gemma2_form(c) ? c.local_rope_theta != 0 : capped) return false;
   const bool qwen2_moe_form = c.qkv_bias && c.moe.shared_gate && !c.qk_norm && !c.mla.enabled();
   if (c.moe.shared_gate != qwen2_moe_form || (qwen2_moe_form && c.attention_window > 0)) return false;
+  // Partial rotary is Phi-3's and GLM-4.5's (their first channels rotate, moved on import and export).
+  if (c.rotary_dims > 0 && !c.phi3 && !glm4_moe_form(c)) return false;
+  // GLM-4.5: pre-norm blocks of Llama's attention (q/k/v biases, per-head q/k norms) over DeepSeek-V3's experts.
+  if (glm4_moe_form(c))
+    return c.mlp == MlpKind::swiglu && !c.bias && !c.qk_norm_all_heads && !c.phi3 &&
+           c.norm_placement == NormPlacement::pre && c.attention_window == 0 && c.nope_layers.empty() &&
+           c.attention_scalar == 0 && !c.scaled_embeddings;
   // Gemma 1 has no window, q/k norms, score scalar or local RoPE base.
   if (gemma1_form(c) && (c.attention_window > 0 || c.qk_norm || c.attention_scalar != 0 || c.local_rope_theta != 0))
     return false;
@@ -382,7 +407,8 @@ bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
          model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma" || model_type == "gemma2" ||
-         model_type == "gemma3_text" || model_type == "starcoder2" || model_type == "qwen2_moe";
+         model_type == "gemma3_text" || model_type == "starcoder2" || model_type == "qwen2_moe" ||
+         model_type == "glm4_moe";
 }
 
 ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path) {
@@ -391,31 +417,34 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   const json* type = r.find("model_type");
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
-           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma\", \"gemma2\", \"gemma3_text\", \"starcoder2\" or \"qwen2_moe\"");
+           "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma\", \"gemma2\", \"gemma3_text\", \"starcoder2\", ",
+           "\"qwen2_moe\" or \"glm4_moe\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
-  const bool qwen2_moe = *type == "qwen2_moe";
+  const bool qwen2_moe = *type == "qwen2_moe", glm4_moe = *type == "glm4_moe";
   const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
   const bool gemma1 = *type == "gemma", gemma2 = *type == "gemma2", gemma3 = *type == "gemma3_text";
   const bool starcoder2 = *type == "starcoder2", gemma = gemma1 || gemma2 || gemma3;
   const bool qwen3 = *type == "qwen3" || qwen3_moe;
   if (!gemma && !starcoder2) r.expect("hidden_act", "silu", "Llama-style MLPs are SwiGLU (silu)");
-  // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field.
-  r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
+  // Llama's attention_bias puts biases on o_proj too; Qwen2's q, k and v biases need no field. GLM-4.5's
+  // attention_bias means q, k and v alone.
+  if (!glm4_moe) r.expect("attention_bias", false, "Tessera's Llama has biases on q, k and v alone (Qwen2's)");
   r.expect("mlp_bias", false, "Tessera's Llama has no MLP biases");
   // SmolLM3's records its pretraining's 2, which its model (Qwen2's) never reads.
   if (!smollm3) r.expect("pretraining_tp", 1, "tensor-parallel pretraining slices are not emulated");
   if (!qwen2 && !qwen3) r.expect("use_sliding_window", false, "sliding windows are read for Qwen's models only");
 
   ModelConfig c = llama_family_config(r);
-  c.qkv_bias = qwen2 || qwen2_moe;
+  c.qkv_bias = qwen2 || qwen2_moe || (glm4_moe && r.boolean("attention_bias", false));
   r.expect("clip_qkv", json(), "Tessera does not clip the query, key and value projections");  // OLMoE's
-  c.qk_norm = qwen3 || olmo2 || olmoe;
+  c.qk_norm = qwen3 || olmo2 || olmoe || (glm4_moe && r.boolean("use_qk_norm", false));
   c.qk_norm_all_heads = olmo2 || olmoe;  // OLMo 2's with its norms after attention and the MLP
   if (olmo2) c.norm_placement = NormPlacement::post;
   c.phi3 = phi3;
   c.max_seq_len =
       r.integer("max_position_embeddings",
                 mixtral || qwen2_moe ? 32768
+                : glm4_moe            ? 131072
                 : olmoe || starcoder2 ? 4096
                 : gemma3              ? 131072
                 : gemma1 || gemma2    ? 8192
@@ -423,14 +452,14 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window;
   // Gemma's slides some layers only).
   if (const json* window = r.find("sliding_window");
-      window && !qwen2 && !qwen2_moe && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma) {
+      window && !qwen2 && !qwen2_moe && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma && !glm4_moe) {
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
   }
   c.num_kv_heads = r.integer("num_key_value_heads", smollm3 ? 4 : starcoder2 ? 2 : c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
-  c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 || olmoe ? 1e-5f : 1e-6f);
+  c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 || olmoe || glm4_moe ? 1e-5f : 1e-6f);
   c.rope.theta = r.number("rope_theta", mixtral || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f);
   c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma || starcoder2);
   if (smollm3) c.nope_layers = smollm3_nope_layers(r, c.num_layers);
@@ -444,8 +473,8 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   if (gemma2) read_gemma2(r, c);
   if (gemma3) read_gemma3(r, c);
   if (starcoder2) read_starcoder2(r, c);
-  if (phi3) {  // partial rotary (Phi-4-mini's): a head's first int(HS * factor) channels rotate
-    const double partial = r.number("partial_rotary_factor", 1.0f);
+  if (phi3 || glm4_moe) {  // partial rotary (Phi-4-mini's, GLM-4.5's): a head's first int(HS * factor) rotate
+    const double partial = r.number("partial_rotary_factor", glm4_moe ? 0.5f : 1.0f);
     const int64_t rotated = int64_t(double(c.head_size()) * partial);
     TS_CHECK(partial <= 1.0 && rotated >= 2 && rotated % 2 == 0, r.where(), ": field 'partial_rotary_factor' (",
              partial, ") must rotate an even number of a head's ", c.head_size(), " channels, not ", rotated);
@@ -471,6 +500,15 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
     c.moe.top_k = r.integer("num_experts_per_tok");
     c.moe.expert_hidden = r.integer("moe_intermediate_size");
   }
+  if (glm4_moe) {  // DeepSeek-V3's routing: sigmoid scores and a selection bias, groups, shared experts, dense first
+    r.expect("hidden_act", "silu", "GLM-4.5's MLPs and experts are SwiGLU (silu)");
+    read_deepseek_experts(r, c);
+    c.moe.router = RouterKind::sigmoid_bias;
+    c.moe.renormalize = r.boolean("norm_topk_prob", true);
+    c.moe.routed_scale = r.number("routed_scaling_factor", 1.0f);
+    c.moe.groups = r.integer("n_group", 1);
+    c.moe.kept_groups = r.integer("topk_group", 1);
+  }
   if (qwen2_moe) {  // one shared expert, gated a token; Tessera's shared experts are whole experts' widths
     r.expect("qkv_bias", true, "Qwen2-MoE's q, k and v projections have biases");
     const int64_t shared = r.integer("shared_expert_intermediate_size");
@@ -493,12 +531,14 @@ json hf_llama_config_json(const ModelConfig& c) {
   const bool smollm3 = !c.nope_layers.empty(), starcoder2 = c.norm == NormKind::layernorm;
   const bool gemma = gemma_form(c), gemma1 = gemma1_form(c), gemma2 = gemma2_form(c);
   const bool gemma3 = gemma && !gemma1 && !gemma2;
-  const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads && !gemma_form(c), qwen3_moe = qwen3 && c.moe.enabled();
-  const bool qwen2_moe = c.moe.shared_gate, qwen2 = c.qkv_bias && !qwen2_moe;
-  const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe && !qwen2_moe;
-  const bool mistral = !mixtral && !qwen2 && !qwen2_moe && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 && !gemma &&
-                       !starcoder2 && c.attention_window > 0;
+  const bool glm4_moe = glm4_moe_form(c);
+  const bool qwen3 = c.qk_norm && !c.qk_norm_all_heads && !gemma && !glm4_moe, qwen3_moe = qwen3 && c.moe.enabled();
+  const bool qwen2_moe = c.moe.shared_gate, qwen2 = c.qkv_bias && !qwen2_moe && !glm4_moe;
+  const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe && !qwen2_moe && !glm4_moe;
+  const bool mistral = !mixtral && !qwen2 && !qwen2_moe && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 &&
+                       !gemma && !starcoder2 && !glm4_moe && c.attention_window > 0;
   const char* architecture = starcoder2  ? "Starcoder2ForCausalLM"
+                             : glm4_moe  ? "Glm4MoeForCausalLM"
                              : mixtral   ? "MixtralForCausalLM"
                              : olmoe     ? "OlmoeForCausalLM"
                              : qwen2     ? "Qwen2ForCausalLM"
@@ -514,6 +554,7 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : mistral   ? "MistralForCausalLM"
                                          : "LlamaForCausalLM";
   const char* type = starcoder2  ? "starcoder2"
+                     : glm4_moe  ? "glm4_moe"
                      : mixtral   ? "mixtral"
                      : olmoe     ? "olmoe"
                      : qwen2     ? "qwen2"
@@ -553,6 +594,21 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["num_local_experts"] = c.moe.num_experts;
     j["num_experts_per_tok"] = c.moe.top_k;
     j["output_router_logits"] = false;  // as Mixtral's own config: HF's loss is then the language model's
+  } else if (glm4_moe) {  // DeepSeek-V3's experts and routing; q/k/v biases, q/k norms and partial rotary
+    j["attention_bias"] = c.qkv_bias;
+    j["use_qk_norm"] = c.qk_norm;
+    j["partial_rotary_factor"] = partial_rotary_factor(c.rotary_dim(), c.head_size());
+    j["n_routed_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["moe_intermediate_size"] = c.moe.expert_hidden;
+    j["n_shared_experts"] = c.moe.num_shared_experts;
+    j["first_k_dense_replace"] = c.moe.first_dense_layers;
+    j["routed_scaling_factor"] = json_float(c.moe.routed_scale);
+    j["norm_topk_prob"] = c.moe.renormalize;
+    j["n_group"] = c.moe.groups;
+    j["topk_group"] = c.moe.kept_groups;
+    j["num_nextn_predict_layers"] = 0;
+    j["attention_dropout"] = 0.0;
   } else if (qwen2_moe) {  // its experts, one shared expert of their widths and its gate; no window
     j["num_experts"] = c.moe.num_experts;
     j["num_experts_per_tok"] = c.moe.top_k;
@@ -631,7 +687,8 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
   const std::string family = model_family(config);
   std::set<std::string> expected;
   for (const HfPiece& p : source.pieces) expected.insert(p.hf);
-  const HfDeepseekFiles deepseek = config.mla.enabled() ? hf_deepseek_files(dir) : HfDeepseekFiles{};
+  const HfDeepseekFiles deepseek =
+      config.mla.enabled() || glm4_moe_form(config) ? hf_deepseek_files(dir) : HfDeepseekFiles{};
   const TextModelNames names(*files);
   for (const std::string& stored : files->names()) {
     const std::optional<std::string> text_name = names.text_name(stored);
@@ -640,7 +697,7 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
     if (expected.count(name) || name.ends_with(".rotary_emb.inv_freq")) continue;  // a buffer older exports keep
     if (const std::optional<int64_t> layer = layer_of(name);
         layer && *layer >= config.num_layers && *layer < config.num_layers + deepseek.prediction_layers)
-      continue;  // DeepSeek-V3's multi-token-prediction layers: not part of the model Tessera trains
+      continue;  // DeepSeek-V3's and GLM-4.5's multi-token-prediction layers: not the model Tessera trains
     const bool tied_head = name == "lm_head.weight" && config.tied_embeddings;
     TS_CHECK(tied_head, "Hugging Face weights ", files->description(), ": unexpected tensor ", quoted_text(stored, 80),
              " for a ", family, " with ", config.num_layers, " layers",

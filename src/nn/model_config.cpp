@@ -152,7 +152,8 @@ int64_t ModelConfig::active_parameters() const {
 std::string model_family(const ModelConfig& config) {
   if (config.mla.enabled()) return config.moe.router == RouterKind::sigmoid_bias ? "deepseek-v3" : "deepseek-v2";
   if (config.moe.enabled()) {
-    if (config.moe.router == RouterKind::sigmoid_bias) return "deepseek-moe";
+    if (config.moe.router == RouterKind::sigmoid_bias)
+      return config.qkv_bias || config.rotary_dims > 0 ? "glm4-moe" : "deepseek-moe";
     if (config.moe.shared_gate) return "qwen2-moe";
     return config.qk_norm_all_heads ? "olmoe" : config.qk_norm ? "qwen3-moe" : "mixtral";
   }

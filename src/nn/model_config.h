@@ -161,8 +161,8 @@ struct ModelConfig {
 // both sides of each sublayer, soft
 // caps), "gemma3" (norms on both sides of each sublayer, q/k norms),
 // "qwen2" (q/k/v biases), "qwen3" (q/k norms), "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads),
-// "qwen2-moe" (q/k/v biases, a gated shared expert), "deepseek-moe" (sigmoid routing), "deepseek-v2" (latent
-// attention) or "deepseek-v3" (both).
+// "qwen2-moe" (q/k/v biases, a gated shared expert), "deepseek-moe" (sigmoid routing), "glm4-moe" (sigmoid
+// routing under q/k/v biases or partial rotary), "deepseek-v2" (latent attention) or "deepseek-v3" (both).
 std::string model_family(const ModelConfig& config);
 
 // One line for a run's start: "gpt2, 4 layers, 192 wide, 4 heads, vocabulary 4096: 2.66M parameters"

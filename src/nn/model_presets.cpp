@@ -177,6 +177,21 @@ ModelConfig deepseek_style(ModelConfig c, int64_t shared, int64_t first_dense) {
   return c;
 }
 
+// GLM-4.5: Llama's attention with q/k/v biases, heads `head_dim` wide whose first half rotates (RoPE base
+// 10^6), over DeepSeek-V3's routing (sigmoid scores and a selection bias, weights renormalised and scaled by
+// `routed_scale`) of `experts` experts and one shared expert, `first_dense` dense blocks first; RMSNorm eps
+// 1e-5, untied.
+ModelConfig glm4_moe(ModelConfig c, int64_t head_dim, int64_t experts, int64_t expert_hidden, int64_t first_dense,
+                     float routed_scale) {
+  c = deepseek_style(with_experts(c, experts, 8, expert_hidden), 1, first_dense);
+  c.qkv_bias = true;
+  if (head_dim != c.channels / c.num_heads) c.head_dim = head_dim;
+  c.rotary_dims = head_dim / 2;
+  c.moe.routed_scale = routed_scale;
+  c.norm_eps = 1e-5f;
+  return c;
+}
+
 // YaRN as DeepSeek-V2 and V3 extend their 4,096 positions 40-fold, `mscale` both magnitude terms.
 ModelConfig deepseek_yarn(ModelConfig c, float mscale) {
   c.rope.yarn = true;
@@ -302,6 +317,21 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"olmoe-tiny", [] { return olmoe(llama(2, 4, 2, 32, 24, 256, 64, 10000.0f, false), 8, 2, 24); }},
       {"olmoe-1b-7b",  // OLMoE-1B-7B: 6.92B parameters, 1.28B active
        [] { return olmoe(llama(16, 16, 16, 2048, 1024, 50304, 4096, 10000.0f, false), 64, 8, 1024); }},
+      {"glm4.5-tiny",  // two of 8 experts, GLM-4.5's per-head q/k norms
+       [] {
+         ModelConfig c = glm4_moe(llama(3, 4, 2, 32, 48, 256, 64, 1e6f, false), 16, 8, 16, 1, 2.5f);
+         c.moe.top_k = 2;
+         c.qk_norm = true;
+         return c;
+       }},
+      {"glm4.5-air",
+       [] { return glm4_moe(llama(46, 96, 8, 4096, 10944, 151552, 131072, 1e6f, false), 128, 128, 1408, 1, 1.0f); }},
+      {"glm4.5",
+       [] {
+         ModelConfig c = glm4_moe(llama(92, 96, 8, 5120, 12288, 151552, 131072, 1e6f, false), 128, 160, 1536, 3, 2.5f);
+         c.qk_norm = true;
+         return c;
+       }},
       {"deepseek-moe-tiny",
        [] { return deepseek_style(with_experts(llama(2, 4, 4, 32, 64, 256, 64, 10000.0f, false), 8, 2, 16), 1, 1); }},
       {"deepseek-v2-tiny",

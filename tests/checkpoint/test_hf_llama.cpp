@@ -122,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen2-moe-tiny", "qwen3-tiny", "qwen3-moe-tiny",
                                            "mixtral-tiny", "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny",
                                            "gemma-tiny", "gemma2-tiny", "gemma3-tiny", "starcoder2-tiny",
-                                           "deepseek-v2-tiny", "deepseek-v3-tiny"),
+                                           "glm4.5-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
@@ -138,6 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
                                   : info.param == "qwen3-moe-tiny" ? "Qwen3Moe"
                                   : info.param == "mixtral-tiny"   ? "Mixtral"
+                                  : info.param == "glm4.5-tiny"    ? "Glm4Moe"
                                   : info.param == "deepseek-v2-tiny" ? "DeepSeekV2"
                                                                    : "DeepSeekV3";
                          });
@@ -662,12 +663,12 @@ TEST(HfLlama, Gemma3TextConfigDefaults) {
   EXPECT_EQ(c.num_parameters(), 3880263168 + 64 * 2560);  // 3.88B (and the vocabulary's padding to 262,272 rows)
 }
 
-// DeepSeek-V3's files may hold multi-token-prediction layers after the model's (model.layers.{L}...,
-// num_nextn_predict_layers of them): skipped, the model loading as without them; without the key they
-// are another model's tensors and refused.
-TEST(HfLlama, DeepSeekV3PredictionLayersAreSkipped) {
+// `preset` exported, its file given two prediction-layer tensors: they load past with
+// num_nextn_predict_layers 1, and are refused without the key.
+void expect_prediction_layers_skipped(const std::string& preset) {
+  SCOPED_TRACE(preset);
   const auto dir = testing::scratch_dir();
-  const ModelConfig config = model_preset("deepseek-v3-tiny");
+  const ModelConfig config = model_preset(preset);
   Decoder original(config);
   randomise(original, 12);
   save_hf_llama(dir, config, original.named_params());
@@ -696,6 +697,45 @@ TEST(HfLlama, DeepSeekV3PredictionLayersAreSkipped) {
   testing::write_text(dir / "config.json", hf.dump());
   const std::string message = testing::error_of([&] { load_hf_model(dir, config, imported.named_params()); });
   EXPECT_TRUE(testing::contains(message, "unexpected tensor 'model.layers.3.")) << message;
+}
+
+// DeepSeek-V3's and GLM-4.5's files may hold multi-token-prediction layers after the model's
+// (model.layers.{L}..., num_nextn_predict_layers of them): skipped, the model loading as without them;
+// without the key they are another model's tensors and refused.
+TEST(HfLlama, PredictionLayersAreSkipped) {
+  for (const char* preset : {"deepseek-v3-tiny", "glm4.5-tiny"}) expect_prediction_layers_skipped(preset);
+}
+
+// GLM-4.5 (Glm4MoeForCausalLM): q/k/v biases (attention_bias, o_proj without), per-head q/k norms
+// (use_qk_norm), a head's first half rotating (partial_rotary_factor 0.5: its q/k rows, biases and norm gains
+// moved on import), DeepSeek-V3's router (gate, e_score_correction_bias), one shared expert, a dense first
+// block; read back as the same config, and GLM-4.5-Air's form (no q/k norms) too.
+TEST(HfLlama, Glm4MoeNamesAndConfig) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("glm4.5-tiny", dir);
+  SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_EQ(file.info("model.layers.1.self_attn.q_proj.bias").shape, (Shape{64}));
+  EXPECT_FALSE(file.contains("model.layers.1.self_attn.o_proj.bias"));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_norm.weight").shape, (Shape{16}));
+  EXPECT_EQ(file.info("model.layers.0.mlp.gate_proj.weight").shape, (Shape{48, 32}));
+  EXPECT_EQ(file.info("model.layers.1.mlp.gate.e_score_correction_bias").shape, (Shape{8}));
+  EXPECT_EQ(file.info("model.layers.2.mlp.experts.7.down_proj.weight").shape, (Shape{32, 16}));
+  EXPECT_EQ(file.info("model.layers.2.mlp.shared_experts.up_proj.weight").shape, (Shape{16, 32}));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Glm4MoeForCausalLM");
+  EXPECT_EQ(hf["model_type"], "glm4_moe");
+  EXPECT_EQ(hf["partial_rotary_factor"], 0.5);
+  EXPECT_EQ(hf["routed_scaling_factor"], 2.5);
+  EXPECT_EQ(hf["first_k_dense_replace"], 1);
+  EXPECT_EQ(hf["attention_bias"], true);
+  EXPECT_EQ(hf["use_qk_norm"], true);
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "glm4-moe");
+  hf["use_qk_norm"] = false;
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_FALSE(read_hf_config(dir).qk_norm);
+  expect_field_refused(dir, hf, "hidden_act", "gelu");
+  expect_field_refused(dir, hf, "partial_rotary_factor", 0.2);  // 3 of 16 channels: odd
 }
 
 // DeepSeek-V2: V3's names without the router's selection bias, softmax routing whose weights are scaled
@@ -1048,11 +1088,15 @@ TEST(HfLlama, NonFiniteWeightsAreRefusedNamingTheTensor) {
   }
 }
 
-// A DeepSeek-style model (shared experts, sigmoid router) has no Mixtral form: refused, not mangled.
-TEST(HfLlama, ExportRefusesDeepSeekStyle) {
-  const ModelConfig config = model_preset("deepseek-moe-tiny");
-  Decoder model(config);
-  EXPECT_THROW(save_hf_llama(testing::scratch_dir(), config, model.named_params()), Error);
+// A DeepSeek-style model without latent attention (shared experts, a sigmoid router, a dense first block) is
+// GLM-4.5's computation without its biases and partial rotary: exported in that form, read back the same.
+TEST(HfLlama, DeepSeekStyleExportsAsGlm4Moe) {
+  const auto dir = testing::scratch_dir();
+  const ModelConfig config = save_preset("deepseek-moe-tiny", dir);
+  const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Glm4MoeForCausalLM");
+  EXPECT_EQ(hf["partial_rotary_factor"], 1.0);
+  EXPECT_TRUE(read_hf_config(dir) == config);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ ModelConfig family(const std::string& name) {
                                : name == "mixtral" ? "mixtral-tiny"
                                : name == "olmoe" ? "olmoe-tiny"
                                : name == "qwen2-moe" ? "qwen2-moe-tiny"
+                               : name == "glm4-moe" ? "glm4.5-tiny"
                                : name == "gemma" ? "gemma-tiny"
                                : name == "gemma2" ? "gemma2-tiny"
                                : name == "gemma3" ? "gemma3-tiny"
@@ -47,7 +48,8 @@ ModelConfig family(const std::string& name) {
   if (name == "starcoder2") c.attention_window = 3;
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
-  if (name.starts_with("deepseek-v")) c.moe.top_k = c.moe.num_experts, c.moe.kept_groups = c.moe.groups;
+  if (name.starts_with("deepseek-v") || name == "glm4-moe")
+    c.moe.top_k = c.moe.num_experts, c.moe.kept_groups = c.moe.groups;
   if (name == "olmoe" || name == "qwen2-moe") c.moe.num_experts = 4;  // as mixtral's: 8 leave near-tied choices
                                                                       // a difference moves
   if (name == "deepseek-v2") {
@@ -437,7 +439,8 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
                                            "sandwich", "gemma", "gemma2", "gemma3", "starcoder2", "mixtral",
-                                           "olmoe", "qwen2-moe", "deepseek", "deepseek-v2", "deepseek-v3"));
+                                           "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
+                                           "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
                                                               "smollm3", "sandwich", "gemma2", "gemma3", "starcoder2",
@@ -469,6 +472,10 @@ TEST(Presets, PublishedParameterCounts) {
   // Gemma 2B and 7B: 2,506,172,416 and 8,537,680,896 (tied; the 2B one kv head).
   EXPECT_EQ(model_preset("gemma-2b").num_parameters(), 2506172416);
   EXPECT_EQ(model_preset("gemma-7b").num_parameters(), 8537680896);
+  // GLM-4.5-Air and GLM-4.5 without their multi-token-prediction layer (106.9B and 352.8B; published with it:
+  // 106B and 355B).
+  EXPECT_EQ(model_preset("glm4.5-air").num_parameters(), 106852251264);
+  EXPECT_EQ(model_preset("glm4.5").num_parameters(), 352797829024);
   // Gemma 2 2B, 9B and 27B: 2,614,341,888, 9,241,705,984 and 27,227,128,320 (tied, no q/k norms).
   EXPECT_EQ(model_preset("gemma2-2b").num_parameters(), 2614341888);
   EXPECT_EQ(model_preset("gemma2-9b").num_parameters(), 9241705984);

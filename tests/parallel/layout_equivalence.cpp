@@ -163,6 +163,10 @@ const Layout kLayouts[] = {
     // tp2, ep2 over dp4, zero-bubble pp2 (the gate's weight gradient deferred)
     {4, 2, 1, 2, "qwen2-moe-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 4, 1, 2, "qwen2-moe-tiny", 1, "1f1b", 1, 0, "", 1, 2},
     {2, 1, 0, 2, "qwen2-moe-tiny", 2, "zero-bubble"},
+    // GLM-4.5: q/k/v biases, per-head q/k norms and a head's first half rotating over DeepSeek-V3's routing
+    // (a dense first block, a shared expert, routed outputs scaled): tp2, ep2 over dp4, ring cp2
+    {4, 2, 1, 2, "glm4.5-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 4, 1, 2, "glm4.5-tiny", 1, "1f1b", 1, 0, "", 1, 2},
+    {4, 2, 1, 2, "glm4.5-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     // StarCoder2: LayerNorms and biases on every projection (o_proj's and the MLP's output added once over
     // tp), a GELU MLP, a window of 8: tp2, ring cp2, pp2, ZeRO-3
     {4, 2, 1, 2, "starcoder2-tiny", 1, "1f1b", 1, 0, "", 2},

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nn/model_presets.h"
 #include "support/test_support.h"
 #include "train/train_fixtures.h"
 
@@ -31,10 +32,7 @@ struct Layout {
   int tp = 1;
   int ep = 1;
   int cp = 1;
-  bool moe() const {
-    const std::string name = model;
-    return name.find("moe") != std::string::npos || name.starts_with("mixtral") || name.starts_with("deepseek");
-  }
+  bool moe() const { return model_preset(model).moe.enabled(); }
 };
 
 inline std::string layout_name(const Layout& l) {
