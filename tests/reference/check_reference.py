@@ -50,7 +50,14 @@
 # caught when the block is mutated (no gate, no shared expert, no sigmoid, ...); config.json key by key with
 # Qwen2MoeConfig's defaults, Qwen1.5-MoE-A2.7B's config read back and the A2.7B/57B-A14B sizes; the two recommended
 # golden runs: deterministic, comfortable router margins, hf/ rewritten byte for byte and reproducing step 1, and
-# dropping the gate or the shared expert moving the grad norms by >= 1e-3. For
+# dropping the gate or the shared expert moving the grad norms by >= 1e-3. GLM-4.5 (--model glm4_moe): names and
+# shapes, the attention against a per-token, per-head, per-pair loop (partial rotary on the first channels, per-head q/k
+# norms before RoPE, biases, GQA), the MoE bit for bit DeepSeek-V3's and against a per-token loop, logits op by op and
+# ten mutations caught (RoPE on the last channels or in pairs 2i/2i+1, full rotary, no biases, q/k norms after RoPE or
+# none, ...); config.json key by key, the round trip, an MTP layer skipped, Glm4MoeConfig's defaults, GLM-4.5's and
+# GLM-4.5-Air's configs and sizes; the two recommended golden runs: deterministic, hf/ rewritten byte for byte and
+# reproducing step 1, an fp32 rerun within 1e-5, and RoPE on the last channels, no biases, no q/k norms and no routed
+# scale each moving the grad norms by >= 1e-4. For
 # DeepSeek-V3 (torch_deepseek.py, float64): latent attention against a per-head, per-token loop (latent norms at eps
 # 1e-6, interleaved RoPE as rotations of channel pairs (2i, 2i+1)), rope_interleave 1 against 0 on the
 # importer's permuted weights, the sigmoid router (bias for the choice only, routed scale, shared experts)
@@ -4570,6 +4577,640 @@ QWEN2_MOE_RUNS = {
 }
 
 
+# ---------------------------------------------------------------- GLM-4.5 (float64)
+
+def glm4_moe_model(seed=0, **overrides):
+    """A GLM-4.5 (torch_llama.Glm4Moe) like the tiny golden runs: 3 layers (the first dense), head_dim 16 over C 32, NKV
+    2, partial rotary 0.5 (8 of 16 channels), q/k/v biases, E 4, k 2, experts 16 wide, one shared expert, routed scale
+    2.5, unless overridden."""
+    fields = {"glm4_moe": True, "num_layers": 3, "head_dim": 16, "qkv_bias": True, "num_experts": 4, "top_k": 2,
+              "moe_intermediate": 16, "num_shared_experts": 1, "first_dense": 1, "routed_scale": 2.5,
+              "partial_rotary_factor": 0.5}
+    cfg = tl.LlamaConfig(**{**fields, **overrides})
+    model = tl.Glm4Moe(cfg).double()
+    tl.init_weights(model, torch.Generator().manual_seed(seed))
+    return model
+
+
+def glm4_moe_attention_loop(attn, cfg, x):
+    """One Glm4MoeAttention on x (B, T, C), one token, head and channel pair at a time, from the module's tensors and
+    the formulas: q/k/v = W x (+ b with qkv_bias); with qk_norm each q and k head divided by sqrt(mean of its squares +
+    eps) times the shared gains, before RoPE; RoPE on channels [0, R) of each head only, R = int(HS * factor), pairs (i,
+    i + R/2) rotated by p * theta^(-2i/R), channels [R, HS) untouched; scores q.k * HS^-0.5 over keys s <= t, softmax,
+    values of kv head h * NKV // NH; o_proj without bias."""
+    B, T, C = x.shape
+    NH, NKV, HS, R = cfg.num_heads, cfg.num_kv_heads, cfg.head_size, cfg.rotary_dim
+    eps = cfg.rms_norm_eps
+
+    def project(lin, v):
+        out = lin.weight @ v
+        return out + lin.bias if cfg.qkv_bias else out
+
+    def head_norm(v, gain):
+        return v / math.sqrt(float((v * v).mean()) + eps) * gain
+
+    def rotate(v, p):
+        out = v.clone()
+        for i in range(R // 2):
+            a = p * cfg.rope_theta ** (-2 * i / R)
+            out[i] = v[i] * math.cos(a) - v[i + R // 2] * math.sin(a)
+            out[i + R // 2] = v[i + R // 2] * math.cos(a) + v[i] * math.sin(a)
+        return out
+
+    y = torch.zeros(B, T, NH * HS, dtype=x.dtype)
+    for b in range(B):
+        q, k, v = [], [], []        # per position: NH query heads, NKV key and value heads of HS channels
+        for t in range(T):
+            qt, kt, vt = project(attn.q_proj, x[b, t]), project(attn.k_proj, x[b, t]), project(attn.v_proj, x[b, t])
+            qs, ks = [qt[h * HS:(h + 1) * HS] for h in range(NH)], [kt[j * HS:(j + 1) * HS] for j in range(NKV)]
+            if cfg.qk_norm:
+                qs = [head_norm(u, attn.q_norm.weight) for u in qs]
+                ks = [head_norm(u, attn.k_norm.weight) for u in ks]
+            q.append([rotate(u, t) for u in qs])
+            k.append([rotate(u, t) for u in ks])
+            v.append([vt[j * HS:(j + 1) * HS] for j in range(NKV)])
+        for t in range(T):
+            for h in range(NH):
+                j = h * NKV // NH
+                scores = torch.stack([q[t][h] @ k[s][j] * HS ** -0.5 for s in range(t + 1)]).softmax(0)
+                y[b, t, h * HS:(h + 1) * HS] = sum(scores[s] * v[s][j] for s in range(t + 1))
+    return y @ attn.o_proj.weight.T
+
+
+def glm4_moe_moe_by_hand(w, h, cfg):
+    """GLM-4.5's MoE (DeepSeek-V3's) on h (N, C), one token at a time, from one layer's tensors w: s = sigmoid(h . gate)
+    by math.exp, choice = s + e_score_correction_bias; with n_group > 1 each group's score the sum of its 2 largest
+    choices, the topk_group best groups kept (ties to the lower group) and the other experts' choices 0.0; the top_k
+    experts by choice (ties to the lower index); weights s (no bias) over their sum with norm_topk_prob, times
+    routed_scale; plus the shared experts' SwiGLU, unscaled. Returns the output and the router logits (N, E)."""
+    E, G, K = cfg.num_experts, cfg.n_group, cfg.topk_group
+    logits = h @ w["mlp.gate.weight"].T
+    bias = w["mlp.gate.e_score_correction_bias"].tolist()
+    rows = []
+    for n in range(h.shape[0]):
+        s = [1 / (1 + math.exp(-v)) for v in logits[n].tolist()]
+        choice = [a + b for a, b in zip(s, bias)]
+        if G > 1:
+            size = E // G
+            score = [sum(sorted(choice[g * size:(g + 1) * size])[-2:]) for g in range(G)]
+            kept = sorted(range(G), key=lambda g: (-score[g], g))[:K]
+            choice = [c if e // size in kept else 0.0 for e, c in enumerate(choice)]
+        top = sorted(range(E), key=lambda e: (-choice[e], e))[:cfg.top_k]
+        total = sum(s[e] for e in top) if cfg.norm_topk_prob else 1.0
+        row = sum(s[e] / total * cfg.routed_scale * swiglu_by_hand(w, f"mlp.experts.{e}.", h[n]) for e in top)
+        if cfg.num_shared_experts:
+            row = row + swiglu_by_hand(w, "mlp.shared_experts.", h[n])
+        rows.append(row)
+    return torch.stack(rows), logits
+
+
+def glm4_moe_logits_by_hand(state, cfg, idx):
+    """A GLM-4.5's logits from its state dict, op by op, and each MoE layer's router logits: blocks x += attn(rms(x));
+    x += mlp(rms(x)) with attention_by_hand (q/k/v biases, per-head q/k norms, GQA) given a partial RoPE written out
+    (channels [0, R) rotated in pairs (i, i + R/2) by p * theta^(-2i/R), the rest passed), a SwiGLU in the layers <
+    first_dense and glm4_moe_moe_by_hand after."""
+    R = cfg.rotary_dim
+    B, T = idx.shape
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * cfg.rope_theta ** (
+        -torch.arange(0, R, 2, dtype=torch.float64) / R)                         # (T, R/2)
+    c, s = ang.cos()[None, :, None], ang.sin()[None, :, None]
+
+    def rope(v):                                                                 # (B, T, H, HS)
+        a, b, rest = v[..., :R // 2], v[..., R // 2:R], v[..., R:]
+        return torch.cat((a * c - b * s, b * c + a * s, rest), dim=-1)
+    visible = torch.tensor([[j <= i for j in range(T)] for i in range(T)])
+    x, routers = state["model.embed_tokens.weight"][idx], []
+    for i in range(cfg.num_layers):
+        w = {n[len(f"model.layers.{i}."):]: t for n, t in state.items() if n.startswith(f"model.layers.{i}.")}
+        x = x + attention_by_hand(w, rms_by_hand(x, w["input_layernorm.weight"], cfg.rms_norm_eps), cfg, rope, visible)
+        h = rms_by_hand(x, w["post_attention_layernorm.weight"], cfg.rms_norm_eps)
+        if i < cfg.first_dense:
+            assert "mlp.gate.weight" not in w
+            x = x + swiglu_by_hand(w, "mlp.", h)
+        else:
+            out, logits = glm4_moe_moe_by_hand(w, h.reshape(B * T, -1), cfg)
+            routers.append(logits)
+            x = x + out.view(B, T, -1)
+    head = state["model.embed_tokens.weight"] if cfg.tie_word_embeddings else state["lm_head.weight"]
+    return rms_by_hand(x, state["model.norm.weight"], cfg.rms_norm_eps) @ head.T, routers
+
+
+def glm4_moe_hf_shapes(cfg):
+    """Glm4MoeForCausalLM's tensor names in state_dict() order, each with its shape."""
+    C, HS, E, Fm = cfg.channels, cfg.head_size, cfg.num_experts, cfg.moe_intermediate
+    q, kv = cfg.num_heads * HS, cfg.num_kv_heads * HS
+    shapes = {"model.embed_tokens.weight": (cfg.vocab_size, C)}
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        shapes[p + "input_layernorm.weight"] = (C,)
+        for n, rows in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+            shapes[p + f"self_attn.{n}.weight"] = (rows, C)
+            if cfg.qkv_bias:
+                shapes[p + f"self_attn.{n}.bias"] = (rows,)
+        shapes[p + "self_attn.o_proj.weight"] = (C, q)
+        if cfg.qk_norm:
+            shapes[p + "self_attn.q_norm.weight"] = (HS,)
+            shapes[p + "self_attn.k_norm.weight"] = (HS,)
+        shapes[p + "post_attention_layernorm.weight"] = (C,)
+        mlps = [("mlp.", cfg.intermediate)]
+        if i >= cfg.first_dense:
+            shapes[p + "mlp.gate.weight"] = (E, C)
+            shapes[p + "mlp.gate.e_score_correction_bias"] = (E,)
+            mlps = [(f"mlp.experts.{e}.", Fm) for e in range(E)]
+            if cfg.num_shared_experts:
+                mlps.append(("mlp.shared_experts.", Fm * cfg.num_shared_experts))
+        for prefix, width in mlps:
+            shapes[p + prefix + "gate_proj.weight"] = (width, C)
+            shapes[p + prefix + "up_proj.weight"] = (width, C)
+            shapes[p + prefix + "down_proj.weight"] = (C, width)
+    shapes["model.norm.weight"] = (C,)
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, C)
+    return shapes
+
+
+def glm4_moe_hf_config_by_hand(cfg):
+    """config.json of Glm4MoeForCausalLM (Glm4MoeConfig's keys), written out key by key."""
+    return {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "vocab_size": cfg.vocab_size,
+            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
+            "moe_intermediate_size": cfg.moe_intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
+            "partial_rotary_factor": cfg.partial_rotary_factor, "n_routed_experts": cfg.num_experts,
+            "num_experts_per_tok": cfg.top_k, "n_shared_experts": cfg.num_shared_experts, "n_group": cfg.n_group,
+            "topk_group": cfg.topk_group, "first_k_dense_replace": cfg.first_dense,
+            "routed_scaling_factor": cfg.routed_scale, "norm_topk_prob": cfg.norm_topk_prob,
+            "num_nextn_predict_layers": 0, "max_position_embeddings": cfg.max_seq_len,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
+            "attention_bias": cfg.qkv_bias, "use_qk_norm": cfg.qk_norm, "attention_dropout": 0.0,
+            "hidden_act": "silu", "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02,
+            "torch_dtype": "float32"}
+
+
+def check_glm4_moe_logits(model, idx):
+    """model(idx)'s logits and router logits equal glm4_moe_logits_by_hand's from model.state_dict(), to 1e-12."""
+    with torch.no_grad():
+        want, routers = glm4_moe_logits_by_hand(model.state_dict(), model.cfg, idx)
+        logits, got = model(idx)
+    assert torch.allclose(logits, want, rtol=1e-12, atol=1e-14), \
+        f"glm4_moe: logits by hand differ by {(logits - want).abs().max().item():.3g}"
+    assert len(got) == model.cfg.num_layers - model.cfg.first_dense and all(
+        torch.allclose(a[0], b, rtol=1e-12, atol=1e-14) for a, b in zip(got, routers)), "glm4_moe: router logits"
+
+
+def _rope_last_channels(x, cos, sin):
+    """RoPE on the LAST R channels of each head (R = cos's width) instead of the first: a mistake."""
+    R = cos.size(-1)
+    return torch.cat((x[..., :-R], GLM_APPLY_ROPE(x[..., -R:], cos, sin)), dim=-1)
+
+
+def _rope_interleaved(x, cos, sin):
+    """RoPE on the first R channels in pairs (2i, 2i+1) (GPT-J / Meta layout) instead of (i, i + R/2): a mistake."""
+    R = cos.size(-1)
+    a, b = x[..., 0:R:2], x[..., 1:R:2]
+    c, s = cos[..., :R // 2], sin[..., :R // 2]
+    rot = torch.stack((a * c - b * s, b * c + a * s), dim=-1).flatten(-2)
+    return torch.cat((rot, x[..., R:]), dim=-1)
+
+
+def _glm_attention(bias=True, norm="before", rope=None, scale=None):
+    """An Attention.forward for GLM-4.5 written out (q/k/v projections, per-head q/k norms, RoPE, attend), with one
+    thing changed: bias False leaves the q/k/v biases out (their gradient None, as if absent); norm "after" applies the
+    q/k norms after RoPE, "none" not at all; rope replaces tl.apply_rope; scale replaces the score scale. With the
+    defaults it is Attention.forward's computation, bit for bit (check_glm4_moe_reference asserts it)."""
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        NH, NKV = self.num_heads, self.num_kv_heads
+        HS = self.q_proj.out_features // NH
+
+        def proj(lin, heads):
+            return F.linear(x, lin.weight, lin.bias if bias else None).view(B, T, heads, HS).transpose(1, 2)
+        q, k, v = proj(self.q_proj, NH), proj(self.k_proj, NKV), proj(self.v_proj, NKV)
+        normed = hasattr(self, "q_norm")
+        if normed and norm == "before":
+            q, k = self.q_norm(q), self.k_norm(k)
+        turn = rope or tl.apply_rope
+        q, k = turn(q, cos, sin), turn(k, cos, sin)
+        if normed and norm == "after":
+            q, k = self.q_norm(q), self.k_norm(k)
+        return tl.attend(q, k, v, self.mask_bias, self.o_proj, self.scale if scale is None else scale)
+    return forward
+
+
+def _route_unscaled(logits, bias, top_k, routed_scale, *rest):
+    """td.route without the routed scale (a C++ run that forgot routed_scaling_factor)."""
+    return GLM_ROUTE(logits, bias, top_k, 1.0, *rest)
+
+
+def _route_biased_weights(logits, bias, top_k, routed_scale, normalise=True, *rest):
+    """td.route whose weights read the selection values (scores + bias) instead of the scores: a mistake."""
+    _, chosen, choice = GLM_ROUTE(logits, bias, top_k, routed_scale, normalise, *rest)
+    top = (logits.sigmoid() + bias).gather(1, chosen)
+    return (top / top.sum(dim=-1, keepdim=True) if normalise else top) * routed_scale, chosen, choice
+
+
+GLM_APPLY_ROPE, GLM_ROUTE = tl.apply_rope, td.route
+# Mutations of a GLM-4.5 model (as patches: object, attribute, value) that check_glm4_moe_logits must catch.
+GLM4_MOE_MUTANTS = {
+    "RoPE on the last channels": (tl, "apply_rope", _rope_last_channels),
+    "RoPE pairs (2i, 2i+1)": (tl, "apply_rope", _rope_interleaved),
+    "no q/k/v biases": (tl.Attention, "forward", _glm_attention(bias=False)),
+    "q/k norms after RoPE": (tl.Attention, "forward", _glm_attention(norm="after")),
+    "no q/k norms": (tl.Attention, "forward", _glm_attention(norm="none")),
+    "scores times (C/NH)^-0.5": (tl.Attention, "forward", _glm_attention(scale=8 ** -0.5)),
+    "no routed scale": (td, "route", _route_unscaled),
+    "weights from scores + bias": (td, "route", _route_biased_weights),
+}
+
+
+def check_glm4_moe():
+    """GLM-4.5 (torch_llama.Glm4Moe): names and shapes in order (head_dim 16 over C 32, biases, q/k norms of HS, dense
+    layer 0, DeepSeek-V3's MoE after); the attention against a per-token, per-head, per-pair loop (partial rotary on the
+    first R channels, the rest unrotated bit for bit; q/k norms per head before RoPE; biases; GQA; HS^-0.5) over biases
+    on/off, q/k norms on/off, factors 0.5, 0.25, 1, head_dim 16, 12, 8, NKV 1, 2, 4; the MoE against DeepSeek-V3's
+    (torch_deepseek.DeepseekV3's layer given the same tensors, bit for bit) and a per-token loop (groups, k 1-3,
+    norm_topk 0/1, 0-2 shared experts); logits and router logits op by op; mutations caught; refusals."""
+    x = torch.randn(2, 6, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(400))
+    for n, (bias, norm, factor, hd, kv) in enumerate(((True, False, 0.5, 16, 2), (True, True, 0.5, 16, 2),
+                                                       (False, True, 0.25, 16, 1), (True, True, 1.0, 8, 4),
+                                                       (True, False, 0.5, 12, 2), (False, False, 0.5, 8, 1))):
+        model = glm4_moe_model(seed=401 + n, qkv_bias=bias, qk_norm=norm, partial_rotary_factor=factor,
+                               head_dim=hd, num_kv_heads=kv)
+        cfg = model.cfg
+        attn = model.model.layers[1].self_attn
+        if norm:    # gains far from 1 and q_proj scaled up: the norms and the sharp attention both matter
+            with torch.no_grad():
+                attn.q_norm.weight.mul_(3.0)
+                attn.q_proj.weight.mul_(30.0)
+        cos, sin = tl.rope_cos_sin(model.inv_freq, 6)
+        assert cos.shape == (6, int(hd * factor)) and cfg.rotary_dim == int(hd * factor) and cfg.head_size == hd
+        with torch.no_grad():
+            y = attn(x, cos, sin)
+            want = glm4_moe_attention_loop(attn, cfg, x)
+        assert torch.allclose(y, want, rtol=1e-12, atol=1e-15), f"glm4_moe attention {n}: {(y - want).abs().max()}"
+        assert attn.o_proj.bias is None and (attn.q_proj.bias is not None) == bias and hasattr(attn, "q_norm") == norm
+        # channels [R, HS) pass unrotated, bit for bit; [0, R) are a head of R channels' RoPE
+        v = torch.randn(2, 3, 6, hd, dtype=torch.float64, generator=torch.Generator().manual_seed(410 + n))
+        R = cfg.rotary_dim
+        rot = tl.apply_rope(v, cos, sin)
+        assert torch.equal(rot[..., R:], v[..., R:]) and torch.equal(rot[..., :R], tl.apply_rope(v[..., :R], cos, sin))
+    # The names and shapes, in order, and the init.
+    for n, extra in enumerate(({}, {"qk_norm": True, "tie_word_embeddings": True}, {"qkv_bias": False, "first_dense": 0,
+                                                                                   "num_shared_experts": 2},
+                               {"first_dense": 3, "num_kv_heads": 4, "head_dim": 0})):
+        model = glm4_moe_model(seed=420 + n, **extra)
+        state, shapes = model.state_dict(), glm4_moe_hf_shapes(model.cfg)
+        assert list(state) == list(shapes) and all(tuple(t.shape) == shapes[k] for k, t in state.items()), \
+            f"glm4_moe names and shapes {[(k, tuple(t.shape)) for k, t in state.items()]}"
+        assert model.cfg.is_moe == (model.cfg.first_dense < 3) and len(model.moe_layers()) == 3 - model.cfg.first_dense
+        for k, t in state.items():
+            if k.endswith(".bias") or k.endswith("e_score_correction_bias"):
+                assert 0 < t.abs().min() and t.abs().max() < 0.6, f"{k}: not N(0, 0.1)"
+            if k.endswith("mlp.gate.weight"):
+                assert 0.5 < t.std() < 2, f"{k}: router not N(0, 1)"
+            assert torch.equal(t, t.float().double()), f"{k} not rounded to float32"
+        assert all(isinstance(m, td.Moe) for m in model.moe_layers())
+        assert all(isinstance(layer.mlp, tl.MLP) for layer in model.model.layers[:model.cfg.first_dense])
+    # The MoE is DeepSeek-V3's: a torch_deepseek.DeepseekV3 MoE layer given GLM's tensors gives the same output, bit for
+    # bit, and both equal the per-token loop.
+    h = torch.randn(2, 7, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(430))
+    for n, extra in enumerate(({}, {"top_k": 1, "norm_topk_prob": False, "num_shared_experts": 0},
+                               {"num_experts": 8, "top_k": 3, "n_group": 4, "topk_group": 2, "routed_scale": 1.5},
+                               {"num_experts": 8, "top_k": 2, "n_group": 2, "topk_group": 1, "num_shared_experts": 2},
+                               {"num_experts": 6, "top_k": 3, "norm_topk_prob": False, "routed_scale": 1.0})):
+        model = glm4_moe_model(seed=431 + n, **extra)
+        cfg, moe = model.cfg, model.model.layers[2].mlp
+        deepseek = deepseek_model(seed=0, num_experts=cfg.num_experts, top_k=cfg.top_k,
+                                  num_shared_experts=cfg.num_shared_experts, routed_scale=cfg.routed_scale,
+                                  norm_topk_prob=cfg.norm_topk_prob, n_group=cfg.n_group, topk_group=cfg.topk_group)
+        other = deepseek.model.layers[1].mlp
+        other.load_state_dict(moe.state_dict())
+        w = {k[len("model.layers.2."):]: t for k, t in model.state_dict().items() if k.startswith("model.layers.2.")}
+        with torch.no_grad():
+            out, logits, choice = moe(h)
+            out_ds, logits_ds, choice_ds = other(h)
+            want, want_logits = glm4_moe_moe_by_hand(w, h.reshape(14, 32), cfg)
+        assert torch.equal(out, out_ds) and torch.equal(choice, choice_ds), f"glm4_moe MoE {n} is not DeepSeek-V3's"
+        assert torch.allclose(out.reshape(14, 32), want, rtol=1e-12, atol=1e-14), f"glm4_moe MoE {n} vs the loop"
+        assert torch.allclose(logits, want_logits, rtol=1e-12, atol=1e-14)
+    # Logits and router logits op by op (untied, tied, q/k norms, no biases, groups, NKV 1 and 4, all dense, all MoE).
+    idx = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(440))
+    for n, extra in enumerate(({}, {"qk_norm": True, "tie_word_embeddings": True, "num_kv_heads": 1},
+                               {"qkv_bias": False, "qk_norm": True, "partial_rotary_factor": 0.25, "num_kv_heads": 4},
+                               {"num_experts": 8, "n_group": 4, "topk_group": 2, "first_dense": 0, "rope_theta": 100.0},
+                               {"first_dense": 3, "head_dim": 12, "rms_norm_eps": 1e-3},
+                               {"norm_topk_prob": False, "top_k": 3, "partial_rotary_factor": 1.0})):
+        check_glm4_moe_logits(glm4_moe_model(seed=441 + n, **extra), idx)
+    # Mutations caught: each patch fails the logits check of a model with q/k norms (and one without for the biases).
+    def mutated(mutant):
+        obj, attr, value = mutant
+        with patched(obj, attr, value):
+            check_glm4_moe_logits(glm4_moe_model(seed=450, qk_norm=True, num_kv_heads=1), idx)
+    assert_refused("glm4_moe under a mutation", mutated, GLM4_MOE_MUTANTS.values(), AssertionError)
+    with patched(tl.Attention, "forward", _glm_attention()):    # the written-out forward is the model's
+        check_glm4_moe_logits(glm4_moe_model(seed=450, qk_norm=True, num_kv_heads=1), idx)
+    full = glm4_moe_model(seed=451, qk_norm=True)
+    full.inv_freq = tl.rope_inv_freq(16, 10000.0)                # every channel rotated: not GLM's partial rotary
+    assert_refused("glm4_moe with full rotary", lambda m: check_glm4_moe_logits(m, idx), (full,), AssertionError)
+    wide = glm4_moe_model(seed=451, qk_norm=True)
+    wide.inv_freq = tl.rope_inv_freq(16, 10000.0)[:4]            # the first 8 channels at frequencies over 16
+    assert_refused("glm4_moe with inv_freq over HS", lambda m: check_glm4_moe_logits(m, idx), (wide,), AssertionError)
+    check_glm4_moe_logits(glm4_moe_model(seed=451, qk_norm=True), idx)
+    # Refused configs.
+    base = {"glm4_moe": True, "num_experts": 4, "moe_intermediate": 16, "first_dense": 1, "head_dim": 16,
+            "partial_rotary_factor": 0.5}
+    assert_refused("glm4_moe", lambda extra: tl.LlamaConfig(**dict(base, **extra)),
+                   ({"num_experts": 1, "top_k": 1}, {"num_experts": 6, "n_group": 4}, {"n_group": 3}, {"n_group": 4},
+                    {"n_group": 2, "topk_group": 3}, {"topk_group": 2}, {"top_k": 5}, {"top_k": 0},
+                    {"first_dense": 3}, {"first_dense": -1}, {"moe_intermediate": 0}, {"num_shared_experts": -1},
+                    {"routed_scale": 0.0}, {"partial_rotary_factor": 0.2}, {"partial_rotary_factor": 0.0},
+                    {"partial_rotary_factor": 1.5}, {"head_dim": 10}, {"sliding_window": 4},
+                    {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)}, {"rope_scaling": dict(tl.LLAMA3_ROPE_SCALING)},
+                    {"phi3": True}, {"olmoe": True}, {"qwen2_moe": True, "shared_intermediate": 32},
+                    {"shared_intermediate": 32}, {"starcoder2": True}, {"mistral": True}, {"num_experts": 4.0},
+                    {"first_dense": True}))
+    assert_refused("LlamaConfig", lambda extra: tl.LlamaConfig(**extra),
+                   ({"moe_intermediate": 16}, {"num_shared_experts": 1}, {"first_dense": 1}, {"routed_scale": 2.5},
+                    {"n_group": 2}, {"topk_group": 2}, {"partial_rotary_factor": 0.5},
+                    {"num_experts": 4, "qkv_bias": True}))
+    assert tl.LlamaConfig(**dict(base, head_dim=8)).head_dim == 0, "head_dim C / NH is kept as 0"
+    print("glm4_moe: names and shapes in order (biases, per-head q/k norms, dense layer 0, router and its bias, "
+          "experts, shared experts); the attention against a per-pair loop (partial rotary on the first channels, the "
+          "rest untouched; q/k norms per head before RoPE; biases; GQA; head_dim^-0.5; factors 0.25-1, head_dim 8-16, "
+          "NKV 1-4); the MoE bit for bit DeepSeek-V3's and a per-token loop (groups, k 1-3, norm_topk 0/1, shared "
+          f"0-2); logits op by op; {len(GLM4_MOE_MUTANTS) + 2} mutations caught; refusals")
+
+
+# GLM-4.5's and GLM-4.5-Air's config.json (zai-org; their model-defining keys). Counted from the shapes without their
+# multi-token-prediction layer: 352.8B and 106.9B parameters, 33.6B and 13.4B active a token (32.1B and 12.2B without
+# the embeddings and lm_head; Z.ai's cards: 355B / 32B and 106B / 12B, the totals with the MTP layer).
+GLM_4_5 = {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "attention_bias": True,
+           "attention_dropout": 0.0, "pad_token_id": 151329, "eos_token_id": [151329, 151336, 151338], "head_dim": 128,
+           "hidden_act": "silu", "hidden_size": 5120, "partial_rotary_factor": 0.5, "initializer_range": 0.02,
+           "intermediate_size": 12288, "max_position_embeddings": 131072, "moe_intermediate_size": 1536,
+           "norm_topk_prob": True, "num_attention_heads": 96, "n_group": 1, "topk_group": 1, "n_routed_experts": 160,
+           "n_shared_experts": 1, "routed_scaling_factor": 2.5, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+           "num_hidden_layers": 92, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_scaling": None,
+           "rope_theta": 1000000, "num_nextn_predict_layers": 1, "tie_word_embeddings": False,
+           "torch_dtype": "bfloat16", "use_cache": True, "use_qk_norm": True, "vocab_size": 151552}
+GLM_4_5_AIR = dict(GLM_4_5, hidden_size=4096, intermediate_size=10944, moe_intermediate_size=1408, n_routed_experts=128,
+                   routed_scaling_factor=1.0, first_k_dense_replace=1, num_hidden_layers=46, use_qk_norm=False)
+GLM4_MOE_SIZES = {"GLM-4.5": (GLM_4_5, 352797829024, 33632266144),
+                  "GLM-4.5-Air": (GLM_4_5_AIR, 106852251264, 13424129664)}
+
+
+def glm4_moe_parameters(cfg):
+    """(total, active) stored values from glm4_moe_hf_shapes (the router biases included): active counts top_k of each
+    MoE layer's experts."""
+    shapes = glm4_moe_hf_shapes(cfg)
+    total = sum(math.prod(s) for s in shapes.values())
+    experts = sum(math.prod(s) for n, s in shapes.items() if ".mlp.experts." in n)
+    return total, total - experts + experts * cfg.top_k // cfg.num_experts
+
+
+def check_glm4_moe_hf(tmp):
+    """Glm4MoeForCausalLM's folder: config.json key by key, names and shapes in order, the load_hf round trip (same cfg,
+    same logits; untied with biases, tied with q/k norms and groups, all dense); a multi-token-prediction layer in the
+    file (model.layers.{L}.*) skipped; Glm4MoeConfig's defaults; GLM-4.5's and GLM-4.5-Air's config.json read back and
+    their parameters counted; transformers 5's rope_parameters; refusals."""
+    idx = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(460))
+    for n, extra in enumerate(({}, {"qk_norm": True, "tie_word_embeddings": True, "num_experts": 8, "n_group": 4,
+                                    "topk_group": 2, "norm_topk_prob": False, "num_kv_heads": 1},
+                               {"first_dense": 3, "qkv_bias": False, "head_dim": 0, "partial_rotary_factor": 0.25})):
+        model = glm4_moe_model(seed=461 + n, **extra)
+        folder = os.path.join(tmp, f"glm4_moe_hf_{n}")
+        config, loaded = hf_folder_round_trip(model, folder, glm4_moe_hf_config_by_hand(model.cfg),
+                                              list(glm4_moe_hf_shapes(model.cfg)), idx, 0.02)
+        assert "router_aux_loss_coef" not in config and config["num_nextn_predict_layers"] == 0
+        assert all(torch.equal(a.gate.e_score_correction_bias, b.gate.e_score_correction_bias)
+                   for a, b in zip(model.moe_layers(), loaded.moe_layers())), "router bias not loaded"
+    # A multi-token-prediction layer (GLM-4.5's model.layers.{L}.*: eh_proj, enorm, hnorm, a decoder layer,
+    # shared_head.norm) in the file is skipped; a missing decoder tensor is not.
+    folder = os.path.join(tmp, "glm4_moe_hf_0")
+    state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+    mtp = {"model.layers.3." + k[len("model.layers.2."):]: v for k, v in state.items()
+           if k.startswith("model.layers.2.")}
+    mtp.update({"model.layers.3.eh_proj.weight": torch.zeros(32, 64), "model.layers.3.enorm.weight": torch.ones(32),
+                "model.layers.3.hnorm.weight": torch.ones(32),
+                "model.layers.3.shared_head.norm.weight": torch.ones(32)})
+    tg.save_safetensors(os.path.join(folder, "model.safetensors"), {**state, **mtp}, metadata={"format": "pt"})
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(dict(config, num_nextn_predict_layers=1), f)
+    model = glm4_moe_model(seed=461)
+    with torch.no_grad():
+        assert torch.equal(tl.load_hf(folder)(idx)[0], model(idx)[0]), "glm4_moe: the MTP layer is not skipped"
+    assert tl.mtp_layer_tensor("model.layers.3.eh_proj.weight", 3) and not tl.mtp_layer_tensor(
+        "model.layers.2.mlp.gate.weight", 3) and not tl.mtp_layer_tensor("model.norm.weight", 3)
+    del state["model.layers.2.mlp.gate.e_score_correction_bias"]
+    tg.save_safetensors(os.path.join(folder, "model.safetensors"), state, metadata={"format": "pt"})
+    assert_refused("glm4_moe without a router bias", lambda f: tl.load_hf(f), (folder,), RuntimeError)
+    # Glm4MoeConfig's defaults (GLM-4.5-Air's shapes but rope_theta 1e4, routed scale 1, no biases). It has no head_dim:
+    # absent, the heads are C / NH wide (4096 / 96 = 42, whose rotary width 21 is odd and refused), so give one.
+    assert_refused("glm4_moe defaults without head_dim", tl.config_from_hf, ({"model_type": "glm4_moe"},))
+    assert read_hf_config(GLM_4_5, ("head_dim",)).head_size == 5120 // 96, "absent head_dim: C / NH"
+    d = tl.config_from_hf({"model_type": "glm4_moe", "head_dim": 128})
+    assert (d.vocab_size, d.channels, d.intermediate, d.num_layers, d.num_heads, d.num_kv_heads, d.head_size,
+            d.partial_rotary_factor, d.max_seq_len, d.rms_norm_eps, d.rope_theta, d.tie_word_embeddings, d.qkv_bias,
+            d.qk_norm, d.num_experts, d.top_k, d.moe_intermediate, d.num_shared_experts, d.routed_scale, d.n_group,
+            d.topk_group, d.first_dense, d.norm_topk_prob) == \
+        (151552, 4096, 10944, 46, 96, 8, 128, 0.5, 131072, 1e-5, 1e4, False, False, False, 128, 8, 1408, 1,
+         1.0, 1, 1, 1, True), "Glm4MoeConfig defaults"
+    read = read_hf_config
+    for name, (release, total, active) in GLM4_MOE_SIZES.items():
+        c = read(release)
+        assert c.glm4_moe and c.head_size == 128 and c.rotary_dim == 64 and c.qkv_bias and c.rope_theta == 1e6
+        assert glm4_moe_parameters(c) == (total, active), f"{name}: {glm4_moe_parameters(c)} parameters"
+        assert read(release, num_nextn_predict_layers=0) == c and read(release, ("num_nextn_predict_layers",)) == c
+        assert read(release, num_key_value_heads=None).num_kv_heads == 96, "null kv heads: NH"
+        assert read(release, n_group=None, topk_group=None) == c, "null groups: 1"
+        new = {k: v for k, v in release.items() if k not in ("rope_theta", "partial_rotary_factor")}
+        new["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.5}
+        assert read(new) == c and read(new, rope_theta=1e6) == c, "rope_parameters"
+    assert read(GLM_4_5).qk_norm and read(GLM_4_5).routed_scale == 2.5 and read(GLM_4_5).first_dense == 3
+    assert not read(GLM_4_5_AIR).qk_norm and read(GLM_4_5_AIR).first_dense == 1
+    assert_refused("glm4_moe config.json", lambda bad: read(GLM_4_5, **bad),
+                   ({"hidden_act": "gelu"}, {"rope_scaling": tl.yarn_rope_scaling(4.0, 4096)},
+                    {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}},
+                    {"rope_parameters": {"rope_theta": 5e5}}, {"rope_parameters": {"partial_rotary_factor": 1.0}},
+                    {"num_nextn_predict_layers": -1}, {"num_nextn_predict_layers": 1.5}, {"n_group": 3},
+                    {"n_routed_experts": 1}, {"partial_rotary_factor": 0.2}, {"first_k_dense_replace": 93},
+                    {"model_type": "glm4_moex"}))
+    print("glm4_moe hf folder: Glm4MoeForCausalLM config.json key by key (head_dim, partial_rotary_factor, "
+          "attention_bias, use_qk_norm, DeepSeek-V3's MoE keys, num_nextn_predict_layers 0), names and shapes in "
+          "order, round trip (tied, groups, all dense); an MTP layer in the file skipped; Glm4MoeConfig defaults; "
+          "GLM-4.5 and GLM-4.5-Air config.json read back, 352.8B / 33.6B and 106.9B / 13.4B parameters; "
+          "rope_parameters; refusals")
+
+
+# The golden runs recommended for Tessera's C++ tests (README.md's "GLM-4.5"): one like GLM-4.5-Air (attention biases,
+# no q/k norms), one like GLM-4.5 (q/k norms on, the router biases balanced); seeds chosen for their router margins.
+GLM4_MOE_RUNS = {
+    "glm4_moe_air": ("--model", "glm4_moe", "--layers", "3", "--steps", "10", "--lr", "3e-3", "--aux-coef", "0.02",
+                     "--seed", "9"),
+    "glm4_moe_full": ("--model", "glm4_moe", "--layers", "3", "--steps", "10", "--lr", "3e-3", "--aux-coef", "0.02",
+                      "--qk-norm", "1", "--bias-rate", "1e-3", "--seed", "386"),
+}
+# Mistakes a C++ run could make, as patches while make_hf_llama_reference trains (hf/ and train.bin stay the same): each
+# must move the grad norms by >= 1e-4 within the 10 steps and >= 1e-5 at step 1. "no q/k norms" applies to runs with
+# --qk-norm 1 only.
+GLM4_MOE_RUN_MISTAKES = {
+    "RoPE on the last channels": (tl, "apply_rope", _rope_last_channels),
+    "no q/k/v biases": (tl.Attention, "forward", _glm_attention(bias=False)),
+    "no q/k norms": (tl.Attention, "forward", _glm_attention(norm="none")),
+    "no routed scale": (td, "route", _route_unscaled),
+}
+
+
+def check_glm4_moe_reference(tmp):
+    """The two recommended --model glm4_moe golden runs (GLM4_MOE_RUNS): deterministic; margins; expected.json's config;
+    hf/ and hf_final/ config.json and names; load_hf then save_hf rewrites both byte for byte; hf/ + train.bin reproduce
+    step 1 (loss, aux and z through load_hf exactly, loss and aux op by op to 1e-12); the final router biases (balanced
+    run) in hf_final/; an fp32 rerun of hf/ within 1e-5; _glm_attention() reproduces the run bit for bit and each of
+    GLM4_MOE_RUN_MISTAKES moves the grad norms by >= 1e-4 (>= 1e-5 at step 1) with hf/ and train.bin unchanged;
+    --norm-topk 0 and --routed-scale change the run, not hf/'s tensors; a group-limited run; 1 vs 2 micro-batches
+    without aux; other models' expected.json without GLM's keys; refusals."""
+    def read(path):
+        with open(os.path.join(tmp, path), "rb") as f:
+            return f.read()
+
+    def moved(a, b):
+        return [abs(u / v - 1) for u, v in zip(a, b)]
+    for name, flags in GLM4_MOE_RUNS.items():
+        r1, r2 = (run_llama_reference(tmp, f"{name}_{i}", *flags) for i in (1, 2))
+        assert r1 == r2, f"{name} golden run is not deterministic"
+        out, c = os.path.join(tmp, f"{name}_1"), r1["config"]
+        assert len(r1["losses"]) == len(r1["aux_losses"]) == len(r1["z_losses"]) == 10
+        assert abs(r1["losses"][0] - math.log(300)) < 0.2, f"{name}: initial loss"
+        assert min(r1["router_margins"]) > 1e-3, f"{name}: router margins {r1['router_margins']}"
+        net = tl.load_hf(os.path.join(out, "hf"))
+        cfg = net.cfg
+        qk = "--qk-norm" in flags
+        assert isinstance(net, tl.Glm4Moe) and cfg.qk_norm == qk and cfg.qkv_bias and cfg.head_size == 16
+        assert (cfg.rotary_dim, cfg.num_layers, cfg.first_dense, cfg.routed_scale) == (8, 3, 1, 2.5)
+        assert (c["attention_bias"], c["qk_norm"], c["head_size"], c["rotary_dim"], c["partial_rotary_factor"]) == \
+            (1, int(qk), 16, 8, 0.5) and c["rope_inv_freq"] == net.inv_freq.tolist(), f"{name}: {c}"
+        assert all(k in c for k in ("init", "block", "attention", "routing", "aux", "bias_balance", "mtp"))
+        assert not set(c) & set(make_hf_llama_reference.MLA_ARGS + ("n_group", "norm_topk", "sliding_window"))
+        check_run_folders(out, name, glm4_moe_hf_config_by_hand(cfg), list(glm4_moe_hf_shapes(cfg)))
+        for sub in ("hf", "hf_final"):      # load_hf then save_hf: the same bytes
+            again = os.path.join(tmp, f"{name}_{sub}_again")
+            tl.save_hf(tl.load_hf(os.path.join(out, sub)), again, c["aux_coef"])
+            for path in ("config.json", "model.safetensors"):
+                assert read(f"{name}_{sub}_again/{path}") == read(f"{name}_1/{sub}/{path}"), \
+                    f"{name} {sub}: save_hf(load_hf) changes {path}"
+        tokens = torch.from_numpy(tg.read_token_shard(os.path.join(out, "train.bin")))
+        x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+        with torch.no_grad():
+            parts = [tl.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+            state = net.state_dict()
+            hand = [glm4_moe_logits_by_hand(state, cfg, x[m:m + 2]) for m in (0, 2)]
+        ce = sum(F.cross_entropy(h[0].reshape(-1, 300), y[m:m + 2].reshape(-1)).item()
+                 for h, m in zip(hand, (0, 2))) / 2
+        routings = [[(logits, logits.sigmoid() + moe.gate.e_score_correction_bias)
+                     for logits, moe in zip(h[1], net.moe_layers())] for h in hand]
+        aux = sum(td.router_losses(r, cfg.top_k)[0].item() for r in routings) / 2
+        assert sum(p[1].item() for p in parts) / 2 == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+        assert sum(p[2].item() for p in parts) / 2 == r1["aux_losses"][0], f"{name}: step-1 aux not reproduced"
+        assert sum(p[3].item() for p in parts) / 2 == r1["z_losses"][0], f"{name}: step-1 z not reproduced"
+        assert abs(ce - r1["losses"][0]) <= 1e-12 * ce, f"{name}: op-by-op forward gives {ce} vs {r1['losses'][0]}"
+        assert abs(aux - r1["aux_losses"][0]) <= 1e-12 * aux, f"{name}: op-by-op aux {aux}"
+        if c["bias_rate"] > 0:      # the biases moved in whole steps, as hf_final holds them
+            final = tl.load_hf(os.path.join(out, "hf_final"))
+            for layer, (start, moe) in enumerate(zip(net.moe_layers(), final.moe_layers())):
+                end = moe.gate.e_score_correction_bias
+                steps = (end - start.gate.e_score_correction_bias) / c["bias_rate"]
+                assert torch.allclose(steps, steps.round(), atol=1e-3) and 0 < steps.abs().max() <= 10.001
+                assert end.tolist() == r1["router_biases_final"][layer], f"{name}: router_biases_final"
+        else:
+            assert "router_biases_final" not in r1
+        # The same files trained in float32 (what Tessera's C++ does) stay within 1e-5 of the float64 run.
+        args = make_hf_llama_reference.parse_args(["--out", out, *flags])
+        with contextlib.redirect_stdout(io.StringIO()):
+            f32 = make_hf_llama_reference.train(tl.load_hf(os.path.join(out, "hf"), dtype=torch.float32),
+                                                tokens.long(), args)
+        drift = max(moved(f32["losses"], r1["losses"]) + moved(f32["grad_norms"], r1["grad_norms"])
+                    + moved(f32["aux_losses"], r1["aux_losses"]))
+        assert drift < 1e-5, f"{name}: the fp32 rerun drifts by {drift:.2g}"
+        # The written-out attention is the model's; each mistake moves the grad norms well past the drift.
+        with patched(tl.Attention, "forward", _glm_attention()):
+            assert run_llama_reference(tmp, "glm4_moe_mistake", *flags) == r1, f"{name}: _glm_attention() differs"
+        for mistake, (obj, attr, value) in GLM4_MOE_RUN_MISTAKES.items():
+            if mistake == "no q/k norms" and not qk:
+                continue
+            with patched(obj, attr, value):
+                r = run_llama_reference(tmp, "glm4_moe_mistake", *flags)
+            grads = moved(r["grad_norms"], r1["grad_norms"])
+            assert max(grads) >= 1e-4 and grads[0] >= 1e-5, \
+                f"{name}: {mistake} moves the grad norms by only {max(grads):.2g} (step 1: {grads[0]:.2g})"
+            for path in ("hf/model.safetensors", "train.bin"):
+                assert read(f"glm4_moe_mistake/{path}") == read(f"{name}_1/{path}"), f"{name}: {mistake} changes {path}"
+        for extra in (("--norm-topk", "0"), ("--routed-scale", "1.0")):
+            r = run_llama_reference(tmp, "glm4_moe_changed", *flags, *extra)
+            assert r["grad_norms"] != r1["grad_norms"], f"{name}: {extra} changes nothing"
+            assert read("glm4_moe_changed/hf/model.safetensors") == read(f"{name}_1/hf/model.safetensors")
+
+    def close(a, b):
+        return all(abs(u - v) <= 1e-12 * abs(v) for u, v in zip(a, b))
+    g = ("--model", "glm4_moe", "--steps", "3")
+    # A group-limited run: deterministic, group margins recorded, hf/ reproduces step 1.
+    grouped = g + ("--experts", "8", "--n-group", "4", "--topk-group", "2", "--qk-norm", "1", "--bias-rate", "1e-2")
+    r1, r2 = (run_llama_reference(tmp, f"glm4_moe_groups_{i}", *grouped) for i in (1, 2))
+    assert r1 == r2 and len(r1["group_margins"]) == 3
+    assert (r1["config"]["n_group"], r1["config"]["topk_group"]) == (4, 2)
+    assert "group-limited" in r1["config"]["routing"] and len(r1["router_biases_final"]) == 2
+    net = tl.load_hf(os.path.join(tmp, "glm4_moe_groups_1", "hf"))
+    assert (net.cfg.n_group, net.cfg.topk_group, net.cfg.num_experts) == (4, 2, 8)
+    check_first_loss_by_hand_glm(tmp, "glm4_moe_groups_1", net, r1)
+    # Without aux the loads are the step's: M = 1 and 2 agree, biases included.
+    a = run_llama_reference(tmp, "glm4_moe_mb", *g, "--aux-coef", "0", "--bias-rate", "1e-2", "--micro-batches", "1")
+    b = run_llama_reference(tmp, "glm4_moe_mb", *g, "--aux-coef", "0", "--bias-rate", "1e-2")
+    assert close(a["losses"], b["losses"]) and a["router_biases_final"] == b["router_biases_final"], "M=1 vs 2"
+    # Dense throughout (--first-dense 3): no router, no aux keys.
+    dense = run_llama_reference(tmp, "glm4_moe_dense", *g, "--first-dense", "3")
+    assert "router_margins" not in dense and not set(dense["config"]) & {"experts", "aux_coef", "routing"}
+    own = set(make_hf_llama_reference.GLM4_MOE_ARGS + ("mtp", "attention"))
+    for other in ("qwen3_moe", "deepseek_v3", "llama", "qwen2"):
+        c = run_llama_reference(tmp, "glm4_moe_other", "--model", other)["config"]
+        assert not set(c) & own, f"{other}'s expected.json has GLM-4.5 keys"
+    for flags in (("--q-lora-rank", "8"), ("--kv-lora-rank", "8"), ("--qk-rope-dim", "8"), ("--v-head-dim", "4"),
+                  ("--qk-nope-dim", "4"), ("--rope-interleave", "0"), ("--rope-scaling", "yarn"),
+                  ("--rope-scaling", "llama3"), ("--rope-scaling", "longrope"), ("--fp8-block", "8", "8"),
+                  ("--sliding-window", "4"), ("--shared-intermediate", "32"), ("--partial-rotary-factor", "0.2"),
+                  ("--partial-rotary-factor", "0"), ("--partial-rotary-factor", "1.5"), ("--head-dim", "10"),
+                  ("--experts", "1", "--top-k", "1"), ("--experts", "6", "--n-group", "4"), ("--n-group", "3"),
+                  ("--n-group", "2", "--topk-group", "3"), ("--top-k", "5"), ("--first-dense", "4"),
+                  ("--moe-intermediate", "0"), ("--shared-experts", "-1"), ("--routed-scale", "0"),
+                  ("--kv-heads", "3"), ("--attn-softcap", "1"), ("--no-rope-interval", "2"),
+                  ("--attention-bias", "2")):
+        assert refused("--model", "glm4_moe", *flags), f"glm4_moe {flags} accepted"
+    for other in ("llama", "qwen2", "qwen3", "deepseek_v3", "qwen3_moe"):
+        assert refused("--model", other, "--attention-bias", "1") and refused("--model", other, "--qk-norm", "0")
+    for flags in (("--attention-bias", "0"), ("--qk-norm", "1"), ("--partial-rotary-factor", "1.0"),
+                  ("--partial-rotary-factor", "0.25"), ("--head-dim", "8"), ("--tie", "1"), ("--norm-topk", "0"),
+                  ("--first-dense", "0"), ("--shared-experts", "0"), ("--experts", "8", "--n-group", "4",
+                                                                      "--topk-group", "1")):
+        assert not refused("--model", "glm4_moe", *flags), f"glm4_moe {flags} refused"
+    print("make_hf_llama_reference --model glm4_moe (" + "; ".join(" ".join(f[2:]) for f in GLM4_MOE_RUNS.values())
+          + "): deterministic; margins; config, config.json, names; load_hf/save_hf byte for byte; hf/ reproduces step "
+          "1 (loss, aux, z by load_hf; loss and aux op by op to 1e-12); router biases in hf_final; fp32 rerun within "
+          "1e-5; " + ", ".join(GLM4_MOE_RUN_MISTAKES) + " move the grad norms >= 1e-4 (step 1 >= 1e-5); --norm-topk, "
+          "--routed-scale change the run only; a group-limited run; M=1 vs 2 without aux; all dense; refusals")
+
+
+def check_first_loss_by_hand_glm(tmp, name, net, r1):
+    """A glm4_moe golden run's first loss and aux from its hf/ (net) exactly, and op by op to 1e-12."""
+    tokens = torch.from_numpy(tg.read_token_shard(os.path.join(tmp, name, "train.bin")))
+    x, y = tokens[:64].view(4, 16), tokens[1:65].view(4, 16)
+    with torch.no_grad():
+        parts = [tl.objective(net, x[m:m + 2], y[m:m + 2]) for m in (0, 2)]
+        hand = [glm4_moe_logits_by_hand(net.state_dict(), net.cfg, x[m:m + 2])[0] for m in (0, 2)]
+    ce = sum(F.cross_entropy(h.reshape(-1, 300), y[m:m + 2].reshape(-1)).item() for h, m in zip(hand, (0, 2))) / 2
+    assert sum(p[1].item() for p in parts) / 2 == r1["losses"][0], f"{name}: hf/ does not reproduce step 1"
+    assert sum(p[2].item() for p in parts) / 2 == r1["aux_losses"][0], f"{name}: step-1 aux not reproduced"
+    assert abs(ce - r1["losses"][0]) <= 1e-12 * ce, f"{name}: op-by-op forward gives {ce} vs {r1['losses'][0]}"
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -4631,6 +5272,9 @@ def main():
         check_qwen2_moe()
         check_qwen2_moe_hf(tmp)
         check_qwen2_moe_reference(tmp)
+        check_glm4_moe()
+        check_glm4_moe_hf(tmp)
+        check_glm4_moe_reference(tmp)
     print("all reference checks passed")
 
 

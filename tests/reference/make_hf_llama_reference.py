@@ -1,11 +1,11 @@
 # Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma, Gemma 2,
-# Gemma 3, Starcoder2, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration tests, in float64 from
-# float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read sequentially
-# as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr, MoE aux and z losses;
-# DeepSeek-V3's final router biases) and DIR/hf_final/ (the weights after the last step, rounded to F32). Each step
-# accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is computed per
-# micro-batch. DeepSeek-V3's selection biases move after each optimizer step by --bias-rate from the step's expert
-# loads (torch_deepseek.py).
+# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration tests, in
+# float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read
+# sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr, MoE aux and z
+# losses; DeepSeek-V3's and GLM-4.5's final router biases) and DIR/hf_final/ (the weights after the last step, rounded
+# to F32). Each step accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is
+# computed per micro-batch. DeepSeek-V3's (and GLM-4.5's) selection biases move after each optimizer step by
+# --bias-rate from the step's expert loads (torch_deepseek.py).
 # --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek too, on its qk_rope channels).
 # --norm-topk 0 leaves the chosen experts' weights unnormalised (Qwen3-MoE, DeepSeek-V3; DeepSeek-V2's default).
 # --n-group G --topk-group K limits DeepSeek's routing to each token's K best groups of E/G experts.
@@ -54,9 +54,17 @@
 # --intermediate wide; --norm-topk defaults to 0, Qwen2MoeConfig's norm_topk_prob false) plus one shared SwiGLU expert
 # --shared-intermediate wide (default 2 x --intermediate; a positive multiple of it, so that Tessera holds it as that
 # many shared experts of the experts' width) whose output is times sigmoid(mlp.shared_expert_gate x), one gate a token.
+# --model glm4_moe is Glm4MoeForCausalLM (GLM-4.5, GLM-4.5-Air; torch_llama.Glm4Moe): llama's pre-norm blocks, GQA heads
+# --head-dim wide (default 16, not C / NH), q/k/v biases with --attention-bias 1 (the default; o_proj never), per-head
+# q/k RMSNorms before RoPE with --qk-norm 1 (GLM-4.5's; default 0, GLM-4.5-Air's), RoPE on the first int(head_dim *
+# --partial-rotary-factor) channels of each q/k head (default 0.5), scores times head_dim^-0.5; the first --first-dense
+# layers (default 1 of --layers 3) a dense SwiGLU --intermediate wide, the others DeepSeek-V3's MoE (torch_deepseek.Moe:
+# sigmoid router, e_score_correction_bias for the choice, --n-group/--topk-group, --routed-scale 2.5, --norm-topk,
+# --shared-experts of --moe-intermediate), trained as deepseek_v3 is (its aux and z, --bias-rate balancing).
+# config.json writes num_nextn_predict_layers 0: no multi-token-prediction layer.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|qwen2_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma|gemma2|gemma3|
-#                    starcoder2|deepseek_v3|deepseek_v2 --out DIR [...]
+#                    starcoder2|glm4_moe|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -78,6 +86,14 @@ DEEPSEEK_ARGS = ("q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v
 NOT_DEEPSEEK_ARGS = ("kv_heads", "head_dim")
 NOT_DEEPSEEK_V2_ARGS = ("rope_interleave", "bias_rate")    # always interleaved; no selection bias
 DEEPSEEK_MODELS = ("deepseek_v3", "deepseek_v2")
+# GLM-4.5's own flags (glm4_moe only, in expected.json's config only for it); the DeepSeek flags it refuses (latent
+# attention's) and leaves out of its config: it takes the MoE ones (--moe-intermediate, --shared-experts, --first-dense,
+# --routed-scale, --bias-rate, --n-group, --topk-group).
+GLM4_MOE_ARGS = ("attention_bias", "qk_norm")
+MLA_ARGS = ("q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v_head_dim", "rope_interleave")
+# GLM-4.5's tiny defaults: head_dim 16 (q_proj (64, 32) over C 32, as the releases' 96 heads of 128 over C 4096/5120),
+# partial rotary 0.5 (8 of 16 channels rotated), 3 layers (first_k_dense_replace 1: one dense, two MoE).
+GLM4_MOE_HEAD_DIM, GLM4_MOE_PARTIAL_ROTARY, GLM4_MOE_LAYERS = 16, 0.5, 3
 # YaRN's flags, in expected.json's config only with --rope-scaling yarn; longrope's only with longrope.
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
@@ -103,10 +119,11 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, DeepSeek-V3 or DeepSeek-V2 "
+    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, GLM-4.5, DeepSeek-V3 or DeepSeek-V2 "
                                             "training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "mixtral", "phi3", "olmo2",
-                                        "olmoe", "smollm3", "mistral", "gemma", "gemma2", "gemma3", "starcoder2")
+                                        "olmoe", "smollm3", "mistral", "gemma", "gemma2", "gemma3", "starcoder2",
+                                        "glm4_moe")
                    + DEEPSEEK_MODELS,
                    required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
@@ -115,14 +132,17 @@ def parse_args(argv=None):
                         "CodeGemma); gemma2: Gemma2ForCausalLM (soft-capped "
                         "attention and logits); gemma3: Gemma3ForCausalLM; starcoder2: Starcoder2ForCausalLM "
                         "(LayerNorms, biases, GELU-tanh c_fc/c_proj MLP); qwen2_moe: Qwen2MoeForCausalLM (qwen2's "
-                        "attention, a MoE plus a sigmoid-gated shared expert in every layer)")
+                        "attention, a MoE plus a sigmoid-gated shared expert in every layer); glm4_moe: "
+                        "Glm4MoeForCausalLM (GLM-4.5: partial rotary, q/k/v biases, optional q/k norms, DeepSeek-V3's "
+                        "MoE after --first-dense dense layers)")
     p.add_argument("--out", required=True, help="output folder (created)")
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--layers", type=int, default=None, help=f"L (default 2; glm4_moe {GLM4_MOE_LAYERS})")
     p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
     p.add_argument("--kv-heads", type=int, default=2, help="NKV (ignored for deepseek_v3/v2)")
     p.add_argument("--channels", type=int, default=32)
     p.add_argument("--head-dim", type=int, default=0,
-                   help="HS when not channels / heads (qwen3, mistral, gemma, gemma2, gemma3)")
+                   help="HS when not channels / heads (qwen3, mistral, gemma, gemma2, gemma3, glm4_moe: default "
+                        f"{GLM4_MOE_HEAD_DIM})")
     p.add_argument("--intermediate", type=int, default=48,
                    help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP)")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
@@ -138,9 +158,9 @@ def parse_args(argv=None):
                         "yarn: YaRN from the --yarn-* flags (deepseek_v3/v2: none or yarn); longrope: phi3 only, "
                         "Phi-3's short/long factors (drawn from --seed), original max --longrope-original-max; "
                         "linear: gemma3 only, its global layers' inv_freq / --rope-factor")
-    p.add_argument("--partial-rotary-factor", type=float, default=1.0,
-                   help="phi3 only: partial_rotary_factor F, RoPE on the first int(HS * F) channels of each q/k head "
-                        "(even, > 0)")
+    p.add_argument("--partial-rotary-factor", type=float, default=None,
+                   help="phi3 and glm4_moe only: partial_rotary_factor F, RoPE on the first int(HS * F) channels of "
+                        f"each q/k head (even, > 0); default 1.0, glm4_moe {GLM4_MOE_PARTIAL_ROTARY}")
     p.add_argument("--longrope-original-max", type=int, default=16,
                    help="--rope-scaling longrope: original_max_position_embeddings (>= 2); factor = --context / this, "
                         "long factors when --seq-len exceeds it")
@@ -184,6 +204,13 @@ def parse_args(argv=None):
                    help="shared_expert_intermediate_size S: the shared expert's width, a positive multiple of "
                         "--intermediate (Tessera: S / --intermediate shared experts of the experts' width); default "
                         "2 x --intermediate")
+    g = p.add_argument_group("glm4_moe (Glm4MoeForCausalLM; its MoE takes the deepseek_v3 MoE flags below)")
+    g.add_argument("--attention-bias", type=int, choices=(0, 1), default=None,
+                   help="attention_bias: biases on q_proj, k_proj and v_proj, not o_proj (default 1, as GLM-4.5 and "
+                        "GLM-4.5-Air)")
+    g.add_argument("--qk-norm", type=int, choices=(0, 1), default=None,
+                   help="use_qk_norm: an RMSNorm over each q and k head (head_dim channels, gains shared by the heads) "
+                        "before RoPE (default 0, GLM-4.5-Air's; 1 is GLM-4.5's)")
     p.add_argument("--experts", type=int, default=4, help="E routed experts (MoE models)")
     p.add_argument("--top-k", type=int, default=2, help="experts per token (MoE models)")
     p.add_argument("--aux-coef", "--moe-aux-coef", type=float, default=0.02, help="load-balancing loss weight")
@@ -238,6 +265,15 @@ def parse_args(argv=None):
     tg.add_optimizer_args(p)
     args = p.parse_args(argv)
     gemma3, gemma2, gemma1 = args.model == "gemma3", args.model == "gemma2", args.model == "gemma"
+    glm = args.model == "glm4_moe"
+    # Defaults that differ for glm4_moe (3 layers: one dense, two MoE; partial rotary 0.5); every other model keeps the
+    # values it always had.
+    if args.layers is None:
+        args.layers = GLM4_MOE_LAYERS if glm else 2
+    if args.partial_rotary_factor is None:
+        args.partial_rotary_factor = GLM4_MOE_PARTIAL_ROTARY if glm else 1.0
+    if not glm and (args.attention_bias is not None or args.qk_norm is not None):
+        p.error("--attention-bias and --qk-norm apply to glm4_moe only (qwen2: biases, qwen3: q/k norms)")
     # Defaults that differ for gemma3 (Gemma3TextConfig's), gemma2 (Gemma2Config's: eps 1e-6, tied; theta stays 1e4),
     # gemma (GemmaConfig's, as gemma2) and starcoder2 (tied, Starcoder2Config's); every other model keeps the values it
     # always had.
@@ -282,8 +318,8 @@ def parse_args(argv=None):
         p.error("--micro-batches must divide --batch")
     if args.fp8_block is not None and min(args.fp8_block) < 1:
         p.error("--fp8-block R C must be positive")
-    if args.model != "phi3" and (args.rope_scaling == "longrope" or args.partial_rotary_factor != 1.0):
-        p.error("--rope-scaling longrope and --partial-rotary-factor are modelled for phi3 only")
+    if args.model != "phi3" and (args.rope_scaling == "longrope" or (args.partial_rotary_factor != 1.0 and not glm)):
+        p.error("--rope-scaling longrope is modelled for phi3 only, --partial-rotary-factor for phi3 and glm4_moe")
     if args.rope_scaling == "longrope" and args.longrope_original_max < 2:
         p.error("--longrope-original-max must be >= 2 (the attention factor divides by its log)")
     if args.rope_scaling == "yarn":
@@ -308,19 +344,21 @@ def parse_args(argv=None):
     v2 = args.model == "deepseek_v2"
     if args.topk_group is None:
         args.topk_group = args.n_group
-    if args.model not in DEEPSEEK_MODELS and (args.n_group, args.topk_group) != (1, 1):
-        p.error("--n-group and --topk-group apply to deepseek_v3 and deepseek_v2 only")
+    if args.model not in DEEPSEEK_MODELS + ("glm4_moe",) and (args.n_group, args.topk_group) != (1, 1):
+        p.error("--n-group and --topk-group apply to deepseek_v3, deepseek_v2 and glm4_moe only")
     if args.norm_topk is None:
         args.norm_topk = 0 if v2 or args.model in ("olmoe", "qwen2_moe") else 1
     if args.routed_scale is None:
         args.routed_scale = 1.0 if v2 else 2.5
-    if args.norm_topk == 0 and args.model not in ("qwen3_moe", "olmoe", "qwen2_moe") + DEEPSEEK_MODELS:
-        p.error("--norm-topk 0 applies to qwen3_moe, qwen2_moe, olmoe, deepseek_v3 and deepseek_v2 only (mixtral "
-                "always renormalises)")
+    if args.norm_topk == 0 and args.model not in ("qwen3_moe", "olmoe", "qwen2_moe", "glm4_moe") + DEEPSEEK_MODELS:
+        p.error("--norm-topk 0 applies to qwen3_moe, qwen2_moe, olmoe, glm4_moe, deepseek_v3 and deepseek_v2 only "
+                "(mixtral always renormalises)")
     if v2 and args.bias_rate != 0:
         p.error("deepseek_v2 has no e_score_correction_bias: --bias-rate must be 0")
     if v2 and args.rope_interleave != 1:
         p.error("deepseek_v2's RoPE tails are always interleaved (no rope_interleave key): --rope-interleave must be 1")
+    if glm:
+        check_glm4_moe_args(p, args)
     if args.model in DEEPSEEK_MODELS:
         if args.qk_rope_dim <= 0 or args.qk_rope_dim % 2:
             p.error("--qk-rope-dim must be even and positive (RoPE rotates channel pairs)")
@@ -380,6 +418,42 @@ def parse_args(argv=None):
     if args.model in ("mixtral", "qwen3_moe", "qwen2_moe", "olmoe") and not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
     return args
+
+
+def check_glm4_moe_args(p, args):
+    """--model glm4_moe's flags: refuses what GLM-4.5 does not have here (DeepSeek's latent-attention flags, rope
+    scaling, fp8 blocks) and MoE shapes HF's router cannot take (groups of fewer than 2 experts: its group score is the
+    sum of each group's 2 best, even with one group), and fills its defaults: --head-dim GLM4_MOE_HEAD_DIM (0 = that),
+    --attention-bias 1, --qk-norm 0. The rotary width int(head_dim * --partial-rotary-factor) must be even and
+    positive."""
+    moved = [name for name in MLA_ARGS if getattr(args, name) != p.get_default(name)]
+    if moved:
+        flags = ", --".join(n.replace("_", "-") for n in moved)
+        p.error(f"glm4_moe: --{flags} are DeepSeek's latent attention's (GLM-4.5 has grouped-query attention: --heads, "
+                f"--kv-heads, --head-dim)")
+    if args.rope_scaling != "none":
+        p.error("glm4_moe: --rope-scaling is not modelled (GLM-4.5's rope_scaling is null)")
+    if args.fp8_block is not None:
+        p.error("glm4_moe: --fp8-block is not modelled")
+    if args.head_dim == 0:
+        args.head_dim = GLM4_MOE_HEAD_DIM
+    rotary = int(args.head_dim * args.partial_rotary_factor)
+    if args.head_dim < 0 or not 0 < args.partial_rotary_factor <= 1 or rotary <= 0 or rotary % 2:
+        p.error(f"glm4_moe: --partial-rotary-factor must be in (0, 1] and give an even, positive rotary width: "
+                f"int({args.head_dim} * {args.partial_rotary_factor}) = {rotary}")
+    if args.n_group < 1 or args.experts % args.n_group or args.experts // args.n_group < 2:
+        p.error("glm4_moe: --n-group must divide --experts into groups of at least 2 experts (a group's score is the "
+                "sum of its 2 best, even with one group)")
+    if not 1 <= args.topk_group <= args.n_group or not 1 <= args.top_k <= args.experts:
+        p.error("glm4_moe: --topk-group must be in [1, --n-group] and --top-k in [1, --experts]")
+    if not 0 <= args.first_dense <= args.layers or args.shared_experts < 0 or args.moe_intermediate < 1:
+        p.error("glm4_moe: --first-dense must be in [0, --layers], --shared-experts >= 0, --moe-intermediate >= 1")
+    if not args.routed_scale > 0:
+        p.error("glm4_moe: --routed-scale must be positive")
+    if args.attention_bias is None:
+        args.attention_bias = 1
+    if args.qk_norm is None:
+        args.qk_norm = 0
 
 
 def check_qwen2_moe_args(p, args):
@@ -500,8 +574,9 @@ def model_config(args):
         rms_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
         rope_scaling=rope_scaling(args),
         tie_word_embeddings=bool(args.tie),
-        num_experts=args.experts if args.model in ("mixtral", "qwen3_moe", "qwen2_moe", "olmoe") else 0,
-        top_k=args.top_k, qkv_bias=args.model in ("qwen2", "qwen2_moe"), qk_norm=args.model in ("qwen3", "qwen3_moe"),
+        num_experts=args.experts if args.model in ("mixtral", "qwen3_moe", "qwen2_moe", "olmoe", "glm4_moe") else 0,
+        top_k=args.top_k, qkv_bias=args.model in ("qwen2", "qwen2_moe") or bool(args.attention_bias),
+        qk_norm=args.model in ("qwen3", "qwen3_moe") or bool(args.qk_norm),
         qwen2_moe=args.model == "qwen2_moe", shared_intermediate=args.shared_intermediate or 0,
         head_dim=args.head_dim, norm_topk_prob=bool(args.norm_topk), phi3=args.model == "phi3",
         partial_rotary_factor=args.partial_rotary_factor, olmo2=args.model == "olmo2", olmoe=args.model == "olmoe",
@@ -512,7 +587,15 @@ def model_config(args):
         # a longrope run's original_max_position_embeddings; 0 (= --context) otherwise
         original_max_seq_len=args.longrope_original_max if args.rope_scaling == "longrope" else 0,
         gemma1=args.model == "gemma",
-        **(gemma3_fields(args) if args.model == "gemma3" else gemma2_fields(args) if args.model == "gemma2" else {}))
+        **(gemma3_fields(args) if args.model == "gemma3" else gemma2_fields(args) if args.model == "gemma2"
+           else glm4_moe_fields(args) if args.model == "glm4_moe" else {}))
+
+
+def glm4_moe_fields(args):
+    """LlamaConfig's GLM-4.5 fields from the flags: its MoE is DeepSeek-V3's, with DeepSeek's flags."""
+    return {"glm4_moe": True, "moe_intermediate": args.moe_intermediate, "num_shared_experts": args.shared_experts,
+            "first_dense": args.first_dense, "routed_scale": args.routed_scale, "n_group": args.n_group,
+            "topk_group": args.topk_group}
 
 
 def gemma3_fields(args):
@@ -594,11 +677,13 @@ def group_margin(group_scores, topk_group):
 
 def train(model, tokens, args):
     """args.steps AdamW steps, each over args.micro_batches micro-batches whose objective is scaled by
-    1/micro_batches. Returns per-step histories (means over the micro-batches). DeepSeek-V3: after each
-    optimizer step the router biases move by args.bias_rate from the step's expert loads (V2 has none)."""
+    1/micro_batches. Returns per-step histories (means over the micro-batches). DeepSeek-V3 and GLM-4.5 (its MoE):
+    after each optimizer step the router biases move by args.bias_rate from the step's expert loads (V2 has none)."""
     B, T, M = args.batch, args.seq_len, args.micro_batches
     rows = B // M
     deepseek = isinstance(model, td.DeepseekV3)
+    # DeepSeek's MoE (V3's or V2's, or GLM-4.5's, which is V3's): selection values, loads, biases, group scores
+    deepseek_moe = deepseek or isinstance(model, tl.Glm4Moe)
     v2 = deepseek and model.cfg.is_v2
     lib = td if deepseek else tl
     moe = model.cfg.is_moe
@@ -606,7 +691,7 @@ def train(model, tokens, args):
     opt = tg.make_optimizer(model, args.lr, (args.beta1, args.beta2), args.eps, args.weight_decay)
     params = list(model.parameters())
     hist = {"losses": [], "grad_norms": [], "lrs": [], "aux_losses": [], "z_losses": [], "router_margins": []}
-    grouped = deepseek and moe and model.cfg.n_group > 1
+    grouped = deepseek_moe and moe and model.cfg.n_group > 1
     if grouped:
         hist["group_margins"] = []
     for step in range(1, args.steps + 1):
@@ -629,7 +714,7 @@ def train(model, tokens, args):
             if grouped:
                 scores = [layer.group_scores for layer in model.moe_layers()]
                 group_margins.append(group_margin([s.log() for s in scores] if v2 else scores, model.cfg.topk_group))
-            if deepseek:    # the step's loads: token counts per expert, summed over the micro-batches
+            if deepseek_moe:    # the step's loads: token counts per expert, summed over the micro-batches
                 counts = [td.expert_counts(v, model.cfg.top_k) for v in router_values]
                 loads = counts if loads is None else [a + b for a, b in zip(loads, counts)]
         if args.grad_clip > 0:
@@ -638,7 +723,7 @@ def train(model, tokens, args):
             norm = make_hf_reference.global_grad_norm(params)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if deepseek and args.bias_rate > 0 and loads:
+        if deepseek_moe and args.bias_rate > 0 and loads:
             td.balance_router_biases(model, loads, args.bias_rate)
         hist["losses"].append(ce_sum / M)
         hist["grad_norms"].append(norm.item())
@@ -656,8 +741,10 @@ def train(model, tokens, args):
 
 def run_config(args, cfg, num_tokens):
     deepseek, v2 = args.model in DEEPSEEK_MODELS, args.model == "deepseek_v2"
+    glm = args.model == "glm4_moe"
     yarn, longrope = args.rope_scaling == "yarn", args.rope_scaling == "longrope"
-    dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else DEEPSEEK_ARGS) + (() if cfg.is_moe else MOE_ARGS)
+    dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else MLA_ARGS if glm else DEEPSEEK_ARGS)
+               + (() if cfg.is_moe else MOE_ARGS) + (() if glm else GLM4_MOE_ARGS)
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
                + (() if args.model == "smollm3" else SMOLLM3_ARGS)
@@ -672,7 +759,7 @@ def run_config(args, cfg, num_tokens):
                + (("partial_rotary_factor",) if args.partial_rotary_factor == 1.0 else ())
                + (NOT_DEEPSEEK_V2_ARGS if v2 else ())
                # n_group and topk_group are recorded only when there are groups
-               + (("n_group", "topk_group") if deepseek and cfg.n_group == 1 else ())
+               + (("n_group", "topk_group") if (deepseek or glm) and cfg.n_group == 1 else ())
                # norm_topk is recorded where it is not 1 or the model's default is not (deepseek_v2, olmoe,
                # qwen2_moe)
                + (("norm_topk",) if args.norm_topk == 1 and not v2 and args.model not in ("olmoe", "qwen2_moe")
@@ -733,7 +820,9 @@ def run_config(args, cfg, num_tokens):
                            "weight replaced by f32(e4m3 code) * f32(scale_inv), its block's scale_inv = f32(amax/448), "
                            "code = nearest e4m3 (ties to even, saturating) of f32(w/scale_inv); hf/ holds codes and "
                            "scales, hf_final F32")
-    if deepseek and cfg.n_group > 1:
+    if glm:
+        glm4_moe_run_config(config, cfg)
+    if (deepseek or glm) and cfg.n_group > 1:
         config["routing"] += (
             "; group-limited (n_group, topk_group): group g = experts [g*E/G, (g+1)*E/G), its score the "
             + ("largest p" if v2 else "sum of its 2 largest scores + bias")
@@ -881,6 +970,36 @@ def run_config(args, cfg, num_tokens):
     return config
 
 
+def glm4_moe_run_config(config, cfg):
+    """expected.json's config texts and values for --model glm4_moe: init, block, attention, the MoE's routing, aux
+    and bias balancing (DeepSeek-V3's), rope_inv_freq (float64, rotary_dim / 2 values) and mtp."""
+    config["init"] = ("N(0,0.02) weights, o_proj/down_proj (dense, experts, shared) N(0,0.02/sqrt(2L)), RMSNorm gains "
+                      "(q_norm/k_norm too) 1+N(0,0.1), q/k/v biases N(0,0.1), router mlp.gate N(0,router_std), then "
+                      "e_score_correction_bias N(0,0.1); all rounded to float32 (hf/ holds them exactly)")
+    config["block"] = ("x += attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)); logits = norm(x) @ "
+                       "lm_head^T; mlp = down(silu(gate h) * up h), intermediate wide, in layers < first_dense, else "
+                       "the MoE; RMSNorm x * rsqrt(mean(x^2) + rms_eps) * w")
+    config["attention"] = ("q, k, v = x W^T (+ b with attention_bias; o_proj never biased), head_size = head_dim "
+                           "channels a head (not C / NH), GQA (query head h reads kv head h // (NH/NKV)); with qk_norm "
+                           "an RMSNorm over each q and k head (head_dim channels, one gain vector shared by the heads, "
+                           "eps rms_eps) before RoPE; RoPE on channels [0, rotary_dim) of each q and k head only, "
+                           "rotate_half pairs (i, i + rotary_dim/2), inv_freq theta^(-2i/rotary_dim); channels "
+                           "[rotary_dim, head_dim) unrotated; scores q.k * head_dim^-0.5, causal")
+    config["rope_inv_freq"] = tl.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta).tolist()
+    config["mtp"] = ("num_nextn_predict_layers 0: no multi-token-prediction layer (the releases' 1 is stored as "
+                     "model.layers.{num_hidden_layers}.*; load_hf skips such tensors)")
+    if cfg.is_moe:
+        config["aux"] += "; p = sigmoid scores / their row sum, picks by scores + e_score_correction_bias"
+        config["routing"] = ("DeepSeek-V3's: scores = sigmoid(logits); top-k by scores + bias (ties to the lower "
+                             "index); weights = chosen scores " + ("/ their sum " if cfg.norm_topk_prob else
+                                                                   "(not renormalised: norm_topk_prob false) ")
+                             + "* routed_scale; + shared experts (one SwiGLU moe_intermediate * shared_experts wide, "
+                               "not scaled)")
+        config["bias_balance"] = ("after each optimizer step, when bias_rate > 0: bias_e = f32(bias_e + f32(bias_rate "
+                                  "* sign(mean_e load - load_e))), load = the step's top-k picks summed over its "
+                                  "micro-batches; the bias is no parameter (no AdamW, no decay, not in grad_norm)")
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
@@ -889,6 +1008,7 @@ def main(argv=None):
 
     cfg = model_config(args)
     deepseek = args.model in DEEPSEEK_MODELS
+    deepseek_moe = deepseek or args.model == "glm4_moe"     # the models with router biases (V3 and GLM-4.5)
     lib = td if deepseek else tl
     model = (td.DeepseekV3 if deepseek else tl.model_class(cfg))(cfg).double()
     lib.init_weights(model, gen, router_std=args.router_std)
@@ -911,13 +1031,13 @@ def main(argv=None):
     expected = dict(hist, config=run_config(args, cfg, num_tokens))
     if not cfg.is_moe:
         del expected["router_margins"]
-    if deepseek and args.bias_rate > 0:
+    if deepseek_moe and args.bias_rate > 0:
         expected["router_biases_final"] = [moe.gate.e_score_correction_bias.tolist() for moe in model.moe_layers()]
     with open(os.path.join(args.out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=2)
         f.write("\n")
     # Sigmoid scores + bias lie in (0, 1) + bias, where an fp32 rerun of this script agrees to about 1e-7.
-    least = 1e-5 if args.model == "deepseek_v3" else 1e-3
+    least = 1e-5 if args.model in ("deepseek_v3", "glm4_moe") else 1e-3
     if cfg.is_moe and any(m is not None and m < least for m in hist["router_margins"]):
         print(f"warning: a router margin is below {least:g}; fp32 may pick other experts (raise --router-std)")
     if any(m is not None and m < least for m in hist.get("group_margins", [])):

@@ -426,8 +426,9 @@ def balance_router_biases(model, loads, rate):
     MoE layer's e_score_correction_bias += rate * sign(mean load - load_e), from the step's loads (E
     counts per MoE layer, summed over the micro-batches). The biases live in Tessera's fp32 master
     weights and the step is a float: the sum is rounded to float32 here too, so the bias stays exact
-    in F32. DeepSeek-V2 has no bias to balance."""
-    if model.cfg.is_v2:
+    in F32. DeepSeek-V2 has no bias to balance. model may also be a torch_llama.Glm4Moe (GLM-4.5: this MoE, its cfg a
+    LlamaConfig without is_v2)."""
+    if getattr(model.cfg, "is_v2", False):
         raise ValueError("deepseek_v2 has no e_score_correction_bias: there is no bias balancing")
     with torch.no_grad():
         for moe, load in zip(model.moe_layers(), loads):

@@ -38,7 +38,13 @@
 # HS = C / NH) with a MoE in every layer: Qwen3-MoE's softmax top-k router and experts (norm_topk_prob false by
 # default) plus one shared SwiGLU expert (mlp.shared_expert, shared_intermediate wide) whose output is multiplied per
 # token by sigmoid(mlp.shared_expert_gate x), a (1, C) gate; the block adds the routed and the gated shared outputs
-# (SharedExpertMoe).
+# (SharedExpertMoe). GLM-4.5 and GLM-4.5-Air (Glm4MoeForCausalLM, model_type glm4_moe; class Glm4Moe) are Llama's
+# pre-norm blocks with grouped-query attention whose heads are head_dim wide (decoupled from C / NH), q/k/v biases with
+# attention_bias (o_proj never biased), per-head q/k RMSNorms before RoPE with use_qk_norm (Qwen3's), RoPE on the first
+# int(head_dim * partial_rotary_factor) channels of each q/k head only (Phi-3's partial rotary), scores times
+# head_dim^-0.5; the first first_k_dense_replace layers take a dense SwiGLU, the others DeepSeek-V3's MoE
+# (torch_deepseek.Moe: sigmoid router, e_score_correction_bias for the choice only, group limit, routed scale, shared
+# experts).
 # Logits cover the real vocabulary V only. File formats come from torch_gpt2.
 import json
 import math
@@ -105,17 +111,34 @@ class LlamaConfig:
     qwen2_moe: bool = False         # Qwen2MoeForCausalLM: Qwen2's attention (qkv_bias), the MoE (intermediate = each
     #                                 expert's width) plus a sigmoid-gated shared expert in every layer
     shared_intermediate: int = 0    # qwen2_moe: the shared expert's width (shared_expert_intermediate_size), > 0
+    glm4_moe: bool = False          # Glm4MoeForCausalLM (GLM-4.5, GLM-4.5-Air): the Glm4Moe class below. qkv_bias is
+    #                                 its attention_bias, qk_norm its use_qk_norm, head_dim its head_dim (0: C / NH),
+    #                                 partial_rotary_factor its own, intermediate the dense layers' width, num_experts
+    #                                 n_routed_experts; the fields below are DeepSeek-V3's MoE (glm4_moe only)
+    moe_intermediate: int = 0       # glm4_moe: each routed expert's width (moe_intermediate_size)
+    num_shared_experts: int = 0     # glm4_moe: n_shared_experts, one SwiGLU moe_intermediate * this wide (0: none)
+    first_dense: int = 0            # glm4_moe: first_k_dense_replace, the leading dense layers
+    routed_scale: float = 1.0       # glm4_moe: routed_scaling_factor, on the routed experts' combine weights only
+    n_group: int = 1                # glm4_moe: n_group, groups of num_experts / n_group consecutive experts
+    topk_group: int = 1             # glm4_moe: topk_group, the groups each token keeps
 
     def __post_init__(self):
-        if not self.norm_topk_prob and not (self.is_moe and (self.qk_norm or self.olmoe or self.qwen2_moe)):
-            raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE, OLMoE and Qwen2-MoE only (Mixtral always "
-                             "renormalises)")
+        if not self.norm_topk_prob and not (self.glm4_moe or self.is_moe and (self.qk_norm or self.olmoe
+                                                                               or self.qwen2_moe)):
+            raise ValueError("norm_topk_prob false is modelled for Qwen3-MoE, OLMoE, Qwen2-MoE and GLM-4.5 only "
+                             "(Mixtral always renormalises)")
         kind = rope_type(self.rope_scaling)
+        if self.glm4_moe:
+            self._check_glm4_moe(kind)
+        elif (self.moe_intermediate, self.num_shared_experts, self.first_dense, self.routed_scale, self.n_group,
+              self.topk_group) != (0, 0, 0, 1.0, 1, 1):
+            raise ValueError("moe_intermediate, num_shared_experts, first_dense, routed_scale, n_group and topk_group "
+                             "are modelled for glm4_moe only (DeepSeek: torch_deepseek.DeepseekConfig)")
         if self.qwen2_moe:
             self._check_qwen2_moe(kind)
         elif self.shared_intermediate:
             raise ValueError("shared_intermediate (a gated shared expert) is modelled for qwen2_moe only")
-        elif self.is_moe and self.qkv_bias:
+        elif self.is_moe and self.qkv_bias and not self.glm4_moe:
             raise ValueError("q/k/v biases with experts are Qwen2-MoE's: set qwen2_moe (and shared_intermediate)")
         if self.phi3 and (self.is_moe or self.qkv_bias or self.qk_norm or self.head_dim
                           or kind not in ("default", "longrope")):
@@ -178,15 +201,45 @@ class LlamaConfig:
         if M and (self.sliding_window is None or not self.qwen or self.is_moe):
             raise ValueError("max_window_layers is modelled for qwen2 and qwen3 with a sliding_window only (Qwen3-MoE "
                              "slides every layer)")
-        if not self.phi3 and (kind == "longrope" or self.partial_rotary_factor != 1.0 or self.original_max_seq_len):
-            raise ValueError("longrope, partial_rotary_factor and original_max_position_embeddings are modelled for "
-                             "phi3 only")
+        if not self.phi3 and (kind == "longrope" or self.original_max_seq_len
+                              or (self.partial_rotary_factor != 1.0 and not self.glm4_moe)):
+            raise ValueError("longrope and original_max_position_embeddings are modelled for phi3 only, "
+                             "partial_rotary_factor for phi3 and glm4_moe")
         R = self.rotary_dim
-        if self.phi3 and (not 0 < self.partial_rotary_factor <= 1 or R <= 0 or R % 2):
+        if (self.phi3 or self.glm4_moe) and (not 0 < self.partial_rotary_factor <= 1 or R <= 0 or R % 2):
             raise ValueError(f"partial_rotary_factor {self.partial_rotary_factor}: int(HS {self.head_size} * factor) "
                              f"= {R} rotary channels, which must be even and positive (factor in (0, 1])")
         if kind == "longrope":
             check_longrope(self.rope_scaling, R)
+
+    def _check_glm4_moe(self, kind):
+        """GLM-4.5's rules (__post_init__): none of the other families' flags, no rope_scaling and no sliding window;
+        first_dense in [0, num_layers]; num_experts experts in n_group groups of at least 2 (HF's group score is the sum
+        of each group's 2 best, computed even for one group), top_k in [1, num_experts], topk_group in [1, n_group]
+        (torch_deepseek.DeepseekConfig's checks, through deepseek_moe_config); moe_intermediate > 0, num_shared_experts
+        >= 0, routed_scale > 0. A head_dim equal to C / NH is kept as 0, as config_from_hf reads it."""
+        if (self.phi3 or self.olmo2 or self.olmoe or self.smollm3 or self.mistral or self.gemma or self.gemma1
+                or self.starcoder2 or self.qwen2_moe or self.shared_intermediate or kind != "default"):
+            raise ValueError("glm4_moe takes none of the other families' flags, and its rope_scaling is null")
+        if self.sliding_window is not None or self.max_window_layers:
+            raise ValueError("glm4_moe: a sliding window is not modelled")
+        for name in ("num_experts", "top_k", "moe_intermediate", "num_shared_experts", "first_dense", "n_group",
+                     "topk_group"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"glm4_moe: {name} {v!r} must be an integer")
+        if not 0 <= self.first_dense <= self.num_layers:
+            raise ValueError(f"glm4_moe: first_dense {self.first_dense} must be in [0, num_layers {self.num_layers}]")
+        if self.n_group < 1 or self.num_experts < 2 * self.n_group or not 1 <= self.top_k <= self.num_experts:
+            raise ValueError(f"glm4_moe: {self.num_experts} experts in {self.n_group} groups: each group needs at "
+                             f"least 2 (its score is the sum of its 2 best), and top_k {self.top_k} must be in [1, "
+                             f"num_experts]")
+        if self.moe_intermediate < 1 or self.num_shared_experts < 0 or not self.routed_scale > 0:
+            raise ValueError("glm4_moe: moe_intermediate must be positive, num_shared_experts >= 0 and routed_scale "
+                             "> 0")
+        deepseek_moe_config(self)       # n_group divides num_experts, topk_group in [1, n_group]
+        if self.head_dim == self.channels // self.num_heads:
+            self.head_dim = 0
 
     def _check_qwen2_moe(self, kind):
         """Qwen2-MoE's rules (__post_init__): experts (num_experts >= 1, top_k in [1, num_experts]), q/k/v biases, a
@@ -320,8 +373,13 @@ class LlamaConfig:
         return self.original_max_seq_len or self.max_seq_len
 
     @property
-    def is_moe(self):
+    def is_moe(self):               # any MoE layer (glm4_moe: the layers from first_dense on)
+        if self.glm4_moe:
+            return self.num_experts > 0 and self.first_dense < self.num_layers
         return self.num_experts > 0
+
+    def is_moe_layer(self, layer):  # glm4_moe: layer's mlp is DeepSeek-V3's MoE (else the dense SwiGLU)
+        return self.glm4_moe and layer >= self.first_dense
 
     def uses_rope(self, layer):     # False for SmolLM3's NoPE layers
         return not self.smollm3 or bool(self.no_rope_layers[layer])
@@ -588,7 +646,9 @@ class Attention(nn.Module):
     NoPE layer (cfg.uses_rope(layer) false) leaves q and k unrotated. In a sliding layer (cfg.layer_window(layer) W:
     Mistral's, Phi-3's and Starcoder2's every layer, Qwen2's and Qwen3's from max_window_layers on, Qwen3-MoE's every
     layer) the mask also hides every key W or more positions back: query i sees keys i - W < j <= i. Starcoder2
-    (cfg.starcoder2): biases on q, k, v and o_proj, scores times HS^-0.5 (HF's scaling)."""
+    (cfg.starcoder2): biases on q, k, v and o_proj, scores times HS^-0.5 (HF's scaling). GLM-4.5 (cfg.glm4_moe): q/k/v
+    biases with qkv_bias (o_proj never), per-head q/k norms with qk_norm, RoPE on the first rotary_dim channels (cos
+    and sin that wide), scores times HS^-0.5."""
 
     def __init__(self, cfg, layer=0):
         super().__init__()
@@ -599,7 +659,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=bias)    # (NKV*HS, C)
         self.v_proj = nn.Linear(C, cfg.num_kv_heads * HS, bias=bias)    # (NKV*HS, C)
         self.o_proj = nn.Linear(cfg.num_heads * HS, C, bias=cfg.starcoder2)      # (C, NH*HS)
-        self.scale = cfg.attn_scale if cfg.starcoder2 else None        # None: q.k / sqrt(HS), Llama's form
+        # None: q.k / sqrt(HS), Llama's form; Starcoder2 and GLM-4.5: times HS^-0.5, as HF's code
+        self.scale = cfg.attn_scale if cfg.starcoder2 or cfg.glm4_moe else None
         if cfg.qk_norm:
             self.q_norm = RMSNorm(HS, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(HS, cfg.rms_norm_eps)
@@ -1038,9 +1099,91 @@ class Gemma(nn.Module):
         return F.linear(self.model.norm(x), head), []
 
 
+# ---------------------------------------------------------------- GLM-4.5 (Glm4MoeForCausalLM, glm4_moe)
+
+def _deepseek():
+    """torch_deepseek, imported when first needed (it imports this module)."""
+    import torch_deepseek
+    return torch_deepseek
+
+
+def deepseek_moe_config(cfg):
+    """The torch_deepseek.DeepseekConfig (deepseek_v3) of a glm4_moe cfg's MoE: the fields torch_deepseek.Moe reads
+    (experts, top-k, widths, shared experts, routed scale, norm_topk_prob, groups), GLM-4.5's router being DeepSeek-V3's
+    line for line. Raises DeepseekConfig's errors (n_group must divide num_experts, topk_group be in [1, n_group])."""
+    return _deepseek().DeepseekConfig(
+        num_layers=cfg.num_layers, channels=cfg.channels, num_experts=cfg.num_experts, top_k=cfg.top_k,
+        moe_intermediate=cfg.moe_intermediate, num_shared_experts=cfg.num_shared_experts, first_dense=cfg.first_dense,
+        routed_scale=cfg.routed_scale, norm_topk_prob=cfg.norm_topk_prob, n_group=cfg.n_group,
+        topk_group=cfg.topk_group, model_type="deepseek_v3")
+
+
+class Glm4MoeDecoderLayer(nn.Module):
+    """HF's Glm4MoeDecoderLayer: x += self_attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)). self_attn is
+    Attention with cfg.glm4_moe (q/k/v biases with qkv_bias, o_proj unbiased, per-head q/k norms before RoPE with
+    qk_norm, RoPE on the first rotary_dim channels of each head, scores times HS^-0.5); mlp is a SwiGLU intermediate
+    wide in the layers < first_dense, else torch_deepseek.Moe (DeepSeek-V3's: router mlp.gate with
+    e_score_correction_bias, experts moe_intermediate wide, shared_experts)."""
+
+    def __init__(self, cfg, layer=0):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg, layer)
+        self.post_attention_layernorm = RMSNorm(cfg.channels, cfg.rms_norm_eps)
+        self.mlp = _deepseek().Moe(deepseek_moe_config(cfg)) if cfg.is_moe_layer(layer) else MLP(cfg)
+
+    def forward(self, x, cos, sin):
+        """Returns the new x and (router logits, selection values) for a MoE layer, or None for a dense one."""
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        h = self.post_attention_layernorm(x)
+        if isinstance(self.mlp, MLP):
+            return x + self.mlp(h), None
+        out, logits, choice = self.mlp(h)
+        return x + out, (logits, choice)
+
+
+class Glm4Moe(nn.Module):
+    """Glm4MoeForCausalLM (GLM-4.5, GLM-4.5-Air; HF's modeling_glm4_moe.py): embed_tokens, Glm4MoeDecoderLayers, norm,
+    lm_head (absent when tied). RoPE: inv_freq[i] = theta^(-2i/R) over R = int(HS * partial_rotary_factor) channels,
+    rotate_half pairs (i, i + R/2) on channels [0, R) of each q and k head, channels [R, HS) unrotated. forward returns
+    the logits and, per MoE layer, (router logits (B*T, E), selection values sigmoid + bias (B*T, E)), as
+    torch_deepseek.DeepseekV3 does, so that its losses, loads and bias balancing apply. No multi-token-prediction layers
+    (num_nextn_predict_layers 0)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        if not cfg.glm4_moe:
+            raise ValueError("Glm4Moe needs a glm4_moe config")
+        self.cfg = cfg
+        self.model = Decoder(cfg, layer=Glm4MoeDecoderLayer)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
+        # float64 whatever the model's dtype (a plain attribute, not a buffer, so .to() leaves it)
+        self.inv_freq = rope_inv_freq(cfg.rotary_dim, cfg.rope_theta)          # (R/2)
+
+    def moe_layers(self):
+        return [layer.mlp for layer in self.model.layers if not isinstance(layer.mlp, MLP)]
+
+    def forward(self, idx):
+        B, T = idx.shape
+        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
+        dtype = self.model.norm.weight.dtype
+        cos, sin = (t.to(dtype) for t in rope_cos_sin(self.inv_freq, T))         # (T, R)
+        x = self.model.embed_tokens(idx)
+        routings = []
+        for layer in self.model.layers:
+            x, routing = layer(x, cos, sin)
+            if routing is not None:
+                routings.append(routing)
+        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+        return F.linear(self.model.norm(x), head), routings
+
+
 def model_class(cfg):
-    """Gemma3 for cfg.gemma3, Gemma2 for cfg.gemma2, Gemma for cfg.gemma1, else Llama (every other family here)."""
-    return Gemma3 if cfg.gemma3 else Gemma2 if cfg.gemma2 else Gemma if cfg.gemma1 else Llama
+    """Gemma3 for cfg.gemma3, Gemma2 for cfg.gemma2, Gemma for cfg.gemma1, Glm4Moe for cfg.glm4_moe, else Llama (every
+    other family here)."""
+    return (Gemma3 if cfg.gemma3 else Gemma2 if cfg.gemma2 else Gemma if cfg.gemma1 else Glm4Moe if cfg.glm4_moe
+            else Llama)
 
 
 def router_losses(router_logits, top_k):
@@ -1063,9 +1206,14 @@ def router_losses(router_logits, top_k):
 
 def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
     """One micro-batch: returns (ce + aux_coef*aux + z_coef*z, ce, aux, z, router logits), ce the mean
-    token cross-entropy over V."""
+    token cross-entropy over V. GLM-4.5 (cfg.glm4_moe): DeepSeek-V3's sigmoid-router losses
+    (torch_deepseek.router_losses: p = scores / their row sum, picks by scores + bias), and the selection values
+    (scores + bias) per MoE layer in place of the router logits, as torch_deepseek.objective returns them."""
     logits, router_logits = model(idx)
     ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+    if model.cfg.glm4_moe:
+        aux, z = _deepseek().router_losses(router_logits, model.cfg.top_k)
+        return ce + aux_coef * aux + z_coef * z, ce, aux, z, [choice for _, choice in router_logits]
     aux, z = router_losses(router_logits, model.cfg.top_k)
     return ce + aux_coef * aux + z_coef * z, ce, aux, z, router_logits
 
@@ -1093,7 +1241,9 @@ def init_weights(model, generator, router_std=1.0):
     its sigmoid varies from token to token. Gemma's, Gemma 2's and Gemma 3's norms store w = N(0, 0.1) and apply 1 + w
     (so a loader that forgets the offset is caught). Gemma (1)'s MLP is drawn wider (GEMMA_GATE_STD, GEMMA_UP_STD,
     GEMMA_DOWN_STD), so that its GELU's form shows. Then rounds every parameter to float32 (kept in the model's
-    dtype)."""
+    dtype). GLM-4.5 (glm4_moe): the same rules (routed and shared experts' down_proj residual, router mlp.gate
+    N(0, router_std)), then each MoE layer's e_score_correction_bias (a buffer) N(0, 0.1) rounded to float32, drawn
+    after every parameter as torch_deepseek.init_weights does."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
     gain_offset = 0.0 if model.cfg.gemma_norms else 1.0
     with torch.no_grad():
@@ -1116,6 +1266,10 @@ def init_weights(model, generator, router_std=1.0):
             else:
                 p.normal_(0.0, 0.02, generator=generator)
             p.copy_(p.float())
+        if model.cfg.glm4_moe:      # then DeepSeek-V3's selection biases, as torch_deepseek.init_weights draws them
+            for moe in model.moe_layers():
+                bias = moe.gate.e_score_correction_bias
+                bias.copy_((0.1 * torch.randn(bias.shape, generator=generator, dtype=torch.float64)).float())
 
 
 # ---------------------------------------------------------------- Hugging Face folder
@@ -1132,7 +1286,9 @@ def hf_config(cfg):
     layer_types all full_attention, as SmolLM3Config writes them) or Gemma3ForCausalLM (gemma3: gemma3_hf_config) or
     Gemma2ForCausalLM (gemma2: gemma2_hf_config) or GemmaForCausalLM (gemma: gemma_hf_config) or Starcoder2ForCausalLM
     (starcoder2: starcoder2_hf_config) or Qwen2MoeForCausalLM (qwen2_moe: qwen2_moe_hf_config). Qwen's three write
-    qwen_window_config's keys."""
+    qwen_window_config's keys. Glm4MoeForCausalLM (glm4_moe: glm4_moe_hf_config)."""
+    if cfg.glm4_moe:
+        return glm4_moe_hf_config(cfg)
     if cfg.gemma3:
         return gemma3_hf_config(cfg)
     if cfg.gemma2:
@@ -1259,6 +1415,74 @@ def qwen2_moe_config_from_hf(c):
         rope_theta=10000.0 if theta is None else theta, rope_scaling=scaling,
         tie_word_embeddings=c.get("tie_word_embeddings", False), num_experts=experts,
         top_k=c.get("num_experts_per_tok", 4), norm_topk_prob=bool(c.get("norm_topk_prob", False)))
+
+
+def glm4_moe_hf_config(cfg):
+    """config.json of Glm4MoeForCausalLM (model_type glm4_moe) as Glm4MoeConfig's keys spell it: head_dim always
+    written (the heads are decoupled from hidden_size / num_attention_heads), partial_rotary_factor, attention_bias
+    (q/k/v biases; o_proj has none whatever it says), use_qk_norm, DeepSeek-V3's MoE keys (n_routed_experts,
+    n_shared_experts, moe_intermediate_size, first_k_dense_replace, routed_scaling_factor, n_group, topk_group,
+    norm_topk_prob), rope_scaling null, and num_nextn_predict_layers 0: no multi-token-prediction layer is stored
+    (the releases have 1, as model.layers.{num_hidden_layers}.*). No router_aux_loss_coef (HF's GLM has no aux loss)."""
+    return {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "vocab_size": cfg.vocab_size,
+            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
+            "moe_intermediate_size": cfg.moe_intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
+            "partial_rotary_factor": cfg.partial_rotary_factor, "n_routed_experts": cfg.num_experts,
+            "num_experts_per_tok": cfg.top_k, "n_shared_experts": cfg.num_shared_experts, "n_group": cfg.n_group,
+            "topk_group": cfg.topk_group, "first_k_dense_replace": cfg.first_dense,
+            "routed_scaling_factor": cfg.routed_scale, "norm_topk_prob": cfg.norm_topk_prob,
+            "num_nextn_predict_layers": 0, "max_position_embeddings": cfg.max_seq_len,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": None,
+            "attention_bias": cfg.qkv_bias, "use_qk_norm": cfg.qk_norm, "attention_dropout": 0.0,
+            "hidden_act": "silu", "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02,
+            "torch_dtype": "float32"}
+
+
+def glm4_moe_config_from_hf(c):
+    """A glm4_moe config.json -> LlamaConfig(glm4_moe=True), with Glm4MoeConfig's defaults (transformers 4.55-4.57; its
+    defaults are GLM-4.5-Air's shapes) for absent keys: 151552 tokens, C 4096, dense width 10944, 46 layers, 96 heads, 8
+    kv heads (null: the heads), head_dim C / NH (HF's getattr fallback, as Glm4MoeConfig has no head_dim; the releases
+    write 128; with the default shapes that is 42, whose rotary width 21 is odd and refused), partial_rotary_factor
+    0.5, 131072 positions, rms_norm_eps 1e-5, rope_theta 1e4, untied, attention_bias false, use_qk_norm false, 128
+    experts, 8 per token, moe_intermediate_size 1408, 1 shared expert, routed_scaling_factor 1.0, n_group and topk_group
+    1 (null: 1), first_k_dense_replace 1, norm_topk_prob true. num_nextn_predict_layers (the releases' 1) is read and
+    not modelled: load_hf skips those layers' tensors. transformers 5's rope_parameters of type default (rope_theta,
+    partial_rotary_factor) is read too, agreeing with top-level keys. Refused: another hidden_act, a rope_scaling, a
+    negative or non-integer num_nextn_predict_layers, and what LlamaConfig refuses (an odd rotary width, groups of one
+    expert, ...)."""
+    act = c.get("hidden_act", "silu")
+    if act != "silu":
+        raise ValueError(f"glm4_moe: hidden_act {act} is not modelled (only silu)")
+    if c.get("rope_scaling") is not None:
+        raise ValueError(f"glm4_moe: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    theta, factor, params = c.get("rope_theta"), c.get("partial_rotary_factor"), c.get("rope_parameters")
+    if params is not None:
+        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
+                or set(params) - {"rope_type", "type", "rope_theta", "partial_rotary_factor"}):
+            raise ValueError(f"glm4_moe: rope_parameters {params}: only the default type is modelled")
+        for key, top in (("rope_theta", theta), ("partial_rotary_factor", factor)):
+            if top is not None and params.get(key) is not None and top != params[key]:
+                raise ValueError(f"glm4_moe: {key} {top} disagrees with rope_parameters ({params[key]})")
+        theta = params.get("rope_theta", theta)
+        factor = params.get("partial_rotary_factor", factor)
+    mtp = c.get("num_nextn_predict_layers", 1)
+    if isinstance(mtp, bool) or not isinstance(mtp, int) or mtp < 0:
+        raise ValueError(f"glm4_moe: num_nextn_predict_layers {mtp} must be a non-negative integer")
+    C, NH = c.get("hidden_size", 4096), c.get("num_attention_heads", 96)
+    return LlamaConfig(
+        glm4_moe=True, num_layers=c.get("num_hidden_layers", 46), num_heads=NH,
+        num_kv_heads=c.get("num_key_value_heads", 8) or NH, channels=C, intermediate=c.get("intermediate_size", 10944),
+        vocab_size=c.get("vocab_size", 151552), max_seq_len=c.get("max_position_embeddings", 131072),
+        rms_norm_eps=c.get("rms_norm_eps", 1e-5), rope_theta=10000.0 if theta is None else theta,
+        tie_word_embeddings=c.get("tie_word_embeddings", False), num_experts=c.get("n_routed_experts", 128),
+        top_k=c.get("num_experts_per_tok", 8), qkv_bias=bool(c.get("attention_bias", False)),
+        qk_norm=bool(c.get("use_qk_norm", False)), head_dim=c.get("head_dim") or C // NH,
+        norm_topk_prob=bool(c.get("norm_topk_prob", True)),
+        partial_rotary_factor=0.5 if factor is None else float(factor),
+        moe_intermediate=c.get("moe_intermediate_size", 1408), num_shared_experts=c.get("n_shared_experts", 1) or 0,
+        first_dense=c.get("first_k_dense_replace", 1), routed_scale=c.get("routed_scaling_factor", 1.0),
+        n_group=c.get("n_group") or 1, topk_group=c.get("topk_group") or 1)
 
 
 def qwen_window_config(cfg):
@@ -1586,7 +1810,7 @@ def save_hf(model, folder, router_aux_loss_coef=None):
     tensors when cfg.phi3)."""
     os.makedirs(folder, exist_ok=True)
     config = hf_config(model.cfg)
-    if model.cfg.is_moe and router_aux_loss_coef is not None:
+    if model.cfg.is_moe and router_aux_loss_coef is not None and not model.cfg.glm4_moe:
         config["router_aux_loss_coef"] = router_aux_loss_coef
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
@@ -1607,6 +1831,8 @@ def config_from_hf(c):
         return starcoder2_config_from_hf(c)
     if kind == "qwen2_moe":
         return qwen2_moe_config_from_hf(c)
+    if kind == "glm4_moe":
+        return glm4_moe_config_from_hf(c)
     if (kind not in ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3",
                      "mistral") or c.get("hidden_act", "silu") != "silu"):
         raise ValueError(f"not a silu Llama/Qwen2/Qwen3/Qwen3-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral config: "
@@ -1689,16 +1915,26 @@ def config_from_hf(c):
     return cfg
 
 
+def mtp_layer_tensor(name, num_layers):
+    """Whether name is a tensor of a layer past the decoder's num_layers (model.layers.{i}.*, i >= num_layers):
+    GLM-4.5's (and DeepSeek-V3's) multi-token-prediction layers, stored after the decoder's."""
+    parts = name.split(".")
+    return len(parts) > 3 and parts[:2] == ["model", "layers"] and parts[2].isdigit() and int(parts[2]) >= num_layers
+
+
 def load_hf(folder, dtype=torch.float64):
     """Builds a Llama/Qwen2/Qwen3/Qwen3-MoE/Qwen2-MoE/Mixtral/Phi-3/OLMo 2/OLMoE/SmolLM3/Mistral/Starcoder2, a Gemma3
-    (gemma3_text), a Gemma2 (gemma2) or a Gemma (gemma), from an HF folder (one model.safetensors; Phi-3's fused
-    tensors split back); a tied model's lm_head.weight, if the file has one, is ignored."""
+    (gemma3_text), a Gemma2 (gemma2), a Gemma (gemma) or a Glm4Moe (glm4_moe), from an HF folder (one
+    model.safetensors; Phi-3's fused tensors split back; GLM-4.5's multi-token-prediction layers, model.layers.{i >=
+    num_hidden_layers}.*, skipped); a tied model's lm_head.weight, if the file has one, is ignored."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = model_class(cfg)(cfg).to(dtype)
     state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
     if cfg.phi3:
         state = phi3_split(state, cfg)
+    if cfg.glm4_moe:    # GLM-4.5's multi-token-prediction layers, model.layers.{i >= num_hidden_layers}.*: not modelled
+        state = {k: v for k, v in state.items() if not mtp_layer_tensor(k, cfg.num_layers)}
     if cfg.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
