@@ -151,6 +151,21 @@ TEST(TorchReference, HuggingFaceQwen2MoeTrainsLikeFloat64PyTorch) {
                              1e-5);
 }
 
+// GLM-4.5 (Glm4MoeForCausalLM): q/k/v biases, heads of 16 (C/NH is 8) whose first 8 channels rotate, over
+// DeepSeek-V3's routing (sigmoid scores and a selection bias, renormalised, scaled by 2.5) of 4 experts and one
+// shared expert after a dense first block, like GLM-4.5-Air; then with per-head q/k norms before RoPE and the
+// selection biases balanced at 1e-3 a step, like GLM-4.5. Every step's router margins stay above 1.4e-3
+// (seeds 9 and 386); fp32 drifts 3e-7 at most. At 1e-5, rotating a head's last channels instead, or dropping
+// the biases, the q/k norms or the routed scaling, fails them.
+TEST(TorchReference, HuggingFaceGlm4MoeTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model glm4_moe --layers 3 --steps 10 --lr 3e-3 --aux-coef 0.02 --seed 9", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model glm4_moe --layers 3 --steps 10 --lr 3e-3 --aux-coef 0.02 --qk-norm 1 "
+                             "--bias-rate 1e-3 --seed 386",
+                             1e-5);
+}
+
 // Mixtral: softmax top-2 routing over 4 experts, load-balancing and z losses in the objective.
 TEST(TorchReference, HuggingFaceMixtralTrainsLikeFloat64PyTorch) {
   expect_trains_like_pytorch("make_hf_llama_reference.py",
