@@ -149,6 +149,12 @@ int64_t ModelConfig::active_parameters() const {
   return num_parameters() - moe_layers * (moe.num_experts - moe.top_k) * per_expert;
 }
 
+const char* gpu_unsupported(const ModelConfig& config) {
+  if (config.attention_softcap > 0 || config.logit_softcap > 0) return "soft-caps its attention scores and logits";
+  if (config.moe.shared_gate) return "gates its shared experts by a sigmoid";
+  return nullptr;
+}
+
 std::string model_family(const ModelConfig& config) {
   if (config.mla.enabled()) return config.moe.router == RouterKind::sigmoid_bias ? "deepseek-v3" : "deepseek-v2";
   if (config.moe.enabled()) {

@@ -156,6 +156,10 @@ struct ModelConfig {
   int64_t active_parameters() const;
 };
 
+// What the model computes that no GPU kernel does yet ("soft-caps its attention scores and logits", Gemma 2's;
+// "gates its shared experts by a sigmoid", Qwen2-MoE's), or null: it runs on the GPU.
+const char* gpu_unsupported(const ModelConfig& config);
+
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
 // over all heads), "smollm3" (blocks without RoPE), "gemma" (scaled embeddings, pre-norm), "gemma2" (norms on
 // both sides of each sublayer, soft

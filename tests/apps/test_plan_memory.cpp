@@ -113,6 +113,20 @@ TEST(PlanMemory, TakesTrainsFlagsAndTheTokenizersVocabulary) {
   EXPECT_TRUE(testing::contains(noted.output, "note: --fp8 hybrid is not planned")) << noted.output;
 }
 
+// A GPU plan of a model that runs on the CPU only (Gemma 2's soft caps, Qwen2-MoE's gate) says so; the CPU's
+// plan does not.
+TEST(PlanMemory, NotesAModelTheGpuCannotRun) {
+  for (const char* model : {"gemma2-tiny", "qwen2-moe-tiny"}) {
+    const std::string flags = std::string("--model ") + model + " --seq-len 32 --micro-batch-size 2";
+    const testing::CommandResult gpu = testing::run_command(kPlan + flags);
+    ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+    EXPECT_TRUE(testing::contains(gpu.output, "which no GPU kernel does yet")) << gpu.output;
+    const testing::CommandResult cpu = testing::run_command(kPlan + flags + " --device cpu");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+    EXPECT_FALSE(testing::contains(cpu.output, "no GPU kernel")) << cpu.output;
+  }
+}
+
 // Expert parallelism: a rank's experts compute the rows the ep group routes to them. Dropless, the plan
 // takes an even share (B·T·top_k) and says how much more twice that share holds; with a capacity it
 // plans the bound (every expert's capacity from each ep rank). Without ep a rank computes its own
