@@ -420,17 +420,26 @@ def parse_args(argv=None):
     return args
 
 
+def moved_from_default(p, args, names):
+    """Those of names (dests) whose flags args sets away from parser p's defaults."""
+    return [name for name in names if getattr(args, name) != p.get_default(name)]
+
+
+def flag_list(names):
+    """names (dests) spelled as flags for an error: ("top_k", "z_coef") -> "--top-k, --z-coef"."""
+    return ", ".join("--" + name.replace("_", "-") for name in names)
+
+
 def check_glm4_moe_args(p, args):
     """--model glm4_moe's flags: refuses what GLM-4.5 does not have here (DeepSeek's latent-attention flags, rope
     scaling, fp8 blocks) and MoE shapes HF's router cannot take (groups of fewer than 2 experts: its group score is the
     sum of each group's 2 best, even with one group), and fills its defaults: --head-dim GLM4_MOE_HEAD_DIM (0 = that),
     --attention-bias 1, --qk-norm 0. The rotary width int(head_dim * --partial-rotary-factor) must be even and
     positive."""
-    moved = [name for name in MLA_ARGS if getattr(args, name) != p.get_default(name)]
+    moved = moved_from_default(p, args, MLA_ARGS)
     if moved:
-        flags = ", --".join(n.replace("_", "-") for n in moved)
-        p.error(f"glm4_moe: --{flags} are DeepSeek's latent attention's (GLM-4.5 has grouped-query attention: --heads, "
-                f"--kv-heads, --head-dim)")
+        p.error(f"glm4_moe: {flag_list(moved)} are DeepSeek's latent attention's (GLM-4.5 has grouped-query "
+                f"attention: --heads, --kv-heads, --head-dim)")
     if args.rope_scaling != "none":
         p.error("glm4_moe: --rope-scaling is not modelled (GLM-4.5's rope_scaling is null)")
     if args.fp8_block is not None:
@@ -466,10 +475,10 @@ def check_qwen2_moe_args(p, args):
         p.error("qwen2_moe: --head-dim is not modelled (its heads are --channels / --heads wide)")
     if args.rope_scaling not in ("none", "llama3", "yarn"):
         p.error("qwen2_moe: --rope-scaling is none, llama3 or yarn")
-    moved = [name for name in ("moe_intermediate", "shared_experts") if getattr(args, name) != p.get_default(name)]
+    moved = moved_from_default(p, args, ("moe_intermediate", "shared_experts"))
     if moved:
-        p.error(f"qwen2_moe: --{', --'.join(n.replace('_', '-') for n in moved)} are DeepSeek's; the experts are "
-                f"--intermediate wide and the shared expert --shared-intermediate")
+        p.error(f"qwen2_moe: {flag_list(moved)} are DeepSeek's; the experts are --intermediate wide and the shared "
+                f"expert --shared-intermediate")
     if args.experts < 1 or args.intermediate < 1:
         p.error("qwen2_moe: --experts and --intermediate must be positive")
     if args.shared_intermediate is None:
@@ -478,6 +487,18 @@ def check_qwen2_moe_args(p, args):
         p.error(f"qwen2_moe: --shared-intermediate {args.shared_intermediate} must be a positive multiple of "
                 f"--intermediate {args.intermediate} (Tessera holds the shared expert as that many shared experts "
                 f"of the experts' width)")
+
+
+def check_dense_plain_rope_args(p, args, model):
+    """What --model gemma and gemma2 both refuse: rope scaling (every layer takes plain RoPE with --rope-theta), fp8,
+    and the MoE and DeepSeek flags away from their defaults (both are dense)."""
+    if args.rope_scaling != "none":
+        p.error(f"{model}: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
+    if args.fp8_block is not None:
+        p.error(f"{model}: --fp8-block is not modelled")
+    moved = moved_from_default(p, args, MOE_ARGS + DEEPSEEK_ARGS)
+    if moved:
+        p.error(f"{model} is dense: {flag_list(moved)} do not apply")
 
 
 def check_gemma_args(p, args):
@@ -489,15 +510,9 @@ def check_gemma_args(p, args):
                 "layer)")
     given = [name for name in GEMMA3_ARGS + GEMMA2_ARGS if getattr(args, name) is not None]
     if given:
-        p.error(f"gemma: --{', --'.join(n.replace('_', '-') for n in given)} are Gemma 2's or Gemma 3's (Gemma 1 "
-                f"scales its scores by head_dim^-0.5, takes --rope-theta in every layer and caps nothing)")
-    if args.rope_scaling != "none":
-        p.error("gemma: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
-    if args.fp8_block is not None:
-        p.error("gemma: --fp8-block is not modelled")
-    moved = [name for name in MOE_ARGS + DEEPSEEK_ARGS if getattr(args, name) != p.get_default(name)]
-    if moved:
-        p.error(f"gemma is dense: --{', --'.join(n.replace('_', '-') for n in moved)} do not apply")
+        p.error(f"gemma: {flag_list(given)} are Gemma 2's or Gemma 3's (Gemma 1 scales its scores by head_dim^-0.5, "
+                f"takes --rope-theta in every layer and caps nothing)")
+    check_dense_plain_rope_args(p, args, "gemma")
     if not args.rope_theta > 0:
         p.error("gemma: --rope-theta must be positive")
 
@@ -506,16 +521,10 @@ def check_gemma2_args(p, args):
     """--model gemma2's flags: refuses what Gemma 2 does not have (rope scaling, Gemma 3's window pattern, local base
     and factor, fp8, the MoE and DeepSeek flags away from their defaults) and fills its defaults: window 4096
     (Gemma2Config's), caps GEMMA2_ATTN_SOFTCAP and GEMMA2_FINAL_SOFTCAP (0 = null, no cap)."""
-    if args.rope_scaling != "none":
-        p.error("gemma2: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
     if any(getattr(args, name) is not None for name in GEMMA3_ARGS[1:]):
         p.error("gemma2: --sliding-window-pattern, --rope-local-base-freq and --rope-factor are Gemma 3's (gemma2's "
                 "layers alternate, sliding when i is even, all with --rope-theta)")
-    if args.fp8_block is not None:
-        p.error("gemma2: --fp8-block is not modelled")
-    moved = [name for name in MOE_ARGS + DEEPSEEK_ARGS if getattr(args, name) != p.get_default(name)]
-    if moved:
-        p.error(f"gemma2 is dense: --{', --'.join(n.replace('_', '-') for n in moved)} do not apply")
+    check_dense_plain_rope_args(p, args, "gemma2")
     if args.sliding_window is None:
         args.sliding_window = 4096
     for name, default in (("attn_softcap", GEMMA2_ATTN_SOFTCAP), ("final_softcap", GEMMA2_FINAL_SOFTCAP)):
@@ -894,43 +903,42 @@ def run_config(args, cfg, num_tokens):
                                "max_window_layers 0): query i attends keys j with i - sliding_window < j <= i (the "
                                "sliding_window latest positions, itself included), softmax over those only; "
                                "full_attention: causal; RoPE the same in every layer")
-    if not deepseek and cfg.gemma3:
+    if not deepseek and cfg.gemma:      # Gemma 3 and Gemma 2: the same blocks, norms, init and embedding scale
         config["query_pre_attn_scalar"] = cfg.query_pre_attn_scalar
         config["layer_types"] = list(cfg.layer_types)
+        if cfg.gemma2:
+            config["attn_logit_softcapping"] = cfg.attn_logit_softcapping
+            config["final_logit_softcapping"] = cfg.final_logit_softcapping
         config["init"] = ("N(0,0.02) weights, o_proj/down_proj N(0,0.02/sqrt(2L)), RMSNorm weights w N(0,0.1) (applied "
                           "as 1 + w); all rounded to float32 (hf/ holds them exactly)")
         config["embed_scale"] = tl.gemma3_embed_scale(cfg.channels)
-        config["block"] = ("x = embed_tokens(idx) * embed_scale (f32(sqrt(C))); per layer: h = x + "
-                           "post_attention_layernorm(attn(input_layernorm(x))); x = h + "
-                           "post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))); logits = norm(x) @ "
-                           "head^T; every norm (q_norm, k_norm per head too) x * rsqrt(mean(x^2) + eps) * (1 + w); "
-                           "mlp = down(gelu_tanh(gate x) * up x); attn: per-head q_norm/k_norm, then RoPE, scores "
-                           "q.k * query_pre_attn_scalar^-0.5; no softcapping")
-        config["attention"] = ("layer_types[i] sliding_attention: query i attends keys j with i - sliding_window < "
-                               "j <= i, RoPE base rope_local_base_freq (unscaled); full_attention: causal, RoPE base "
-                               "rope_theta (inv_freq / factor with rope_scaling linear)")
-        config["rope_inv_freq_sliding"] = tl.gemma3_inv_freq(cfg, "sliding_attention").tolist()
-        config["rope_inv_freq_full"] = tl.gemma3_inv_freq(cfg, "full_attention").tolist()
-        config["window_masks"] = args.seq_len > cfg.sliding_window and "sliding_attention" in cfg.layer_types
-    if not deepseek and cfg.gemma2:
-        config["query_pre_attn_scalar"] = cfg.query_pre_attn_scalar
-        config["layer_types"] = list(cfg.layer_types)
-        config["attn_logit_softcapping"] = cfg.attn_logit_softcapping
-        config["final_logit_softcapping"] = cfg.final_logit_softcapping
-        config["init"] = ("N(0,0.02) weights, o_proj/down_proj N(0,0.02/sqrt(2L)), RMSNorm weights w N(0,0.1) (applied "
-                          "as 1 + w); all rounded to float32 (hf/ holds them exactly)")
-        config["embed_scale"] = tl.gemma3_embed_scale(cfg.channels)
-        config["block"] = ("x = embed_tokens(idx) * embed_scale (f32(sqrt(C))); per layer: h = x + "
-                           "post_attention_layernorm(attn(input_layernorm(x))); x = h + "
-                           "post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))); logits = cap(norm(x) @ "
-                           "head^T, final_logit_softcapping), CE on the capped logits; every norm x * rsqrt(mean(x^2) "
-                           "+ eps) * (1 + w); mlp = down(gelu_tanh(gate x) * up x); attn: RoPE on q and k (no q/k "
-                           "norms), s = cap(q.k * query_pre_attn_scalar^-0.5, attn_logit_softcapping), then the mask, "
-                           "softmax; cap(v, c) = c * tanh(v / c), none when c is null")
-        config["attention"] = ("layer_types[i] sliding_attention (i even): query i attends keys j with i - "
-                               "sliding_window < j <= i; full_attention (i odd): causal; RoPE base rope_theta in every "
-                               "layer; the cap comes before the mask")
-        config["rope_inv_freq"] = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta).tolist()
+        # What each computes, spelled out whole for a reader of expected.json: the two differ in the q/k norms, the
+        # caps and the RoPE bases.
+        if cfg.gemma3:
+            config["block"] = ("x = embed_tokens(idx) * embed_scale (f32(sqrt(C))); per layer: h = x + "
+                               "post_attention_layernorm(attn(input_layernorm(x))); x = h + "
+                               "post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))); logits = norm(x) @ "
+                               "head^T; every norm (q_norm, k_norm per head too) x * rsqrt(mean(x^2) + eps) * "
+                               "(1 + w); mlp = down(gelu_tanh(gate x) * up x); attn: per-head q_norm/k_norm, then "
+                               "RoPE, scores q.k * query_pre_attn_scalar^-0.5; no softcapping")
+            config["attention"] = ("layer_types[i] sliding_attention: query i attends keys j with i - sliding_window "
+                                   "< j <= i, RoPE base rope_local_base_freq (unscaled); full_attention: causal, RoPE "
+                                   "base rope_theta (inv_freq / factor with rope_scaling linear)")
+            config["rope_inv_freq_sliding"] = tl.gemma3_inv_freq(cfg, "sliding_attention").tolist()
+            config["rope_inv_freq_full"] = tl.gemma3_inv_freq(cfg, "full_attention").tolist()
+        else:
+            config["block"] = ("x = embed_tokens(idx) * embed_scale (f32(sqrt(C))); per layer: h = x + "
+                               "post_attention_layernorm(attn(input_layernorm(x))); x = h + "
+                               "post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))); logits = cap(norm(x) @ "
+                               "head^T, final_logit_softcapping), CE on the capped logits; every norm x * "
+                               "rsqrt(mean(x^2) + eps) * (1 + w); mlp = down(gelu_tanh(gate x) * up x); attn: RoPE on "
+                               "q and k (no q/k norms), s = cap(q.k * query_pre_attn_scalar^-0.5, "
+                               "attn_logit_softcapping), then the mask, softmax; cap(v, c) = c * tanh(v / c), none "
+                               "when c is null")
+            config["attention"] = ("layer_types[i] sliding_attention (i even): query i attends keys j with i - "
+                                   "sliding_window < j <= i; full_attention (i odd): causal; RoPE base rope_theta in "
+                                   "every layer; the cap comes before the mask")
+            config["rope_inv_freq"] = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta).tolist()
         config["window_masks"] = args.seq_len > cfg.sliding_window and "sliding_attention" in cfg.layer_types
     if not deepseek and cfg.gemma1:
         config["init"] = (f"N(0,0.02) weights, o_proj N(0,0.02/sqrt(2L)), the MLP wider: gate_proj "

@@ -354,21 +354,14 @@ class DeepseekV3(nn.Module):
     def moe_layers(self):
         return [layer.mlp for layer in self.model.layers if isinstance(layer.mlp, Moe)]
 
+    def rope(self, T):
+        """cos, sin (T, rope) float64 for positions 0..T-1 (times rope_scale), the same in every layer."""
+        return tl.rope_cos_sin(self.inv_freq, T, self.rope_scale)
+
     def forward(self, idx):
         """idx (B,T) int64 -> logits (B,T,V) and, per MoE layer, (router logits (B*T, E), selection values
         scores + bias (B*T, E))."""
-        B, T = idx.shape
-        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
-        dtype = self.model.norm.weight.dtype
-        cos, sin = (t.to(dtype) for t in tl.rope_cos_sin(self.inv_freq, T, self.rope_scale))
-        x = self.model.embed_tokens(idx)
-        routings = []
-        for layer in self.model.layers:
-            x, routing = layer(x, cos, sin)
-            if routing is not None:
-                routings.append(routing)
-        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
-        return F.linear(self.model.norm(x), head), routings
+        return tl.decoder_forward(self, idx, self.rope)
 
 
 # ---------------------------------------------------------------- objective and balancing

@@ -827,6 +827,26 @@ class Decoder(nn.Module):
         self.norm = norm(cfg.channels, cfg.rms_norm_eps)
 
 
+def decoder_forward(model, idx, rope):
+    """The forward Llama, Glm4Moe and torch_deepseek.DeepseekV3 share (they differ in their blocks and RoPE only):
+    idx (B,T) int64 -> logits (B,T,V) and, per MoE layer, what its block returns beside x (Llama's router logits
+    (B*T, E); GLM-4.5's and DeepSeek's (router logits, selection values)). model.model is a Decoder whose blocks take
+    (x, cos, sin) and return (x, that or None for a dense layer); rope(T) gives cos, sin float64 for positions
+    0..T-1, cast here to the weights' dtype; the head is embed_tokens' weight when tied, else model.lm_head."""
+    B, T = idx.shape
+    assert T <= model.cfg.max_seq_len, f"sequence length {T} exceeds context {model.cfg.max_seq_len}"
+    dtype = model.model.norm.weight.dtype
+    cos, sin = (t.to(dtype) for t in rope(T))
+    x = model.model.embed_tokens(idx)
+    routings = []
+    for layer in model.model.layers:
+        x, routing = layer(x, cos, sin)
+        if routing is not None:
+            routings.append(routing)
+    head = model.model.embed_tokens.weight if model.cfg.tie_word_embeddings else model.lm_head.weight
+    return F.linear(model.model.norm(x), head), routings
+
+
 class Llama(nn.Module):
     """LlamaForCausalLM, or MixtralForCausalLM when cfg.num_experts > 0 (Qwen2/3, Qwen3-MoE, Qwen2-MoE, Phi-3, OLMo 2,
     OLMoE, SmolLM3, Mistral, Starcoder2 by cfg's flags)."""
@@ -857,18 +877,7 @@ class Llama(nn.Module):
 
     def forward(self, idx):
         """idx (B,T) int64 -> logits (B,T,V) and a list of router logits (B*T, E), one per MoE layer."""
-        B, T = idx.shape
-        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
-        dtype = self.model.norm.weight.dtype
-        cos, sin = (t.to(dtype) for t in self.rope(T))
-        x = self.model.embed_tokens(idx)
-        router_logits = []
-        for layer in self.model.layers:
-            x, logits = layer(x, cos, sin)
-            if logits is not None:
-                router_logits.append(logits)
-        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
-        return F.linear(self.model.norm(x), head), router_logits
+        return decoder_forward(self, idx, self.rope)
 
 
 # ---------------------------------------------------------------- Gemma 3 (Gemma3ForCausalLM, gemma3_text)
@@ -1012,19 +1021,18 @@ class Gemma3(nn.Module):
 
 # ---------------------------------------------------------------- Gemma 2 (Gemma2ForCausalLM, gemma2)
 
-class Gemma2(nn.Module):
-    """Gemma2ForCausalLM (model_type gemma2): x = embed_tokens(idx) * f32(sqrt(C)) (HF casts sqrt(C) to the hidden
-    states' dtype, so float32 models take f32(sqrt(C)); this takes it in float64 runs too); the blocks (Gemma 3's with
-    Gemma2Attention: no q/k norms, attention logits soft-capped), sliding or global by cfg.layer_types (the window
-    only; RoPE with rope_theta in every layer); logits = norm(x) @ E^T when tied (the default), else lm_head, then
-    soft-capped by final_logit_softcapping; the cross-entropy is taken on the capped logits. forward returns (logits,
-    []) as Llama's does for a dense model."""
+class GemmaCausalLM(nn.Module):
+    """What Gemma (1) and Gemma 2 share (Gemma and Gemma2 below differ only in their blocks): x = embed_tokens(idx) *
+    f32(sqrt(C)) (HF casts sqrt(C) to the hidden states' dtype, so float32 models take f32(sqrt(C)); this takes it in
+    float64 runs too); the blocks (layer, HF's GemmaDecoderLayer or Gemma2DecoderLayer), RoPE with rope_theta in every
+    layer; logits = norm(x) @ E^T when tied (the default), else lm_head, then soft-capped by final_logit_softcapping
+    (Gemma 2's; None, Gemma (1)'s always, leaves them as they are); the cross-entropy is taken on the capped logits.
+    forward returns (logits, []) as Llama's does for a dense model."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer):
         super().__init__()
-        assert cfg.gemma2, "Gemma2 needs LlamaConfig(gemma2=True)"
         self.cfg = cfg
-        self.model = Decoder(cfg, Gemma3DecoderLayer, GemmaRMSNorm)     # HF's Gemma2Model
+        self.model = Decoder(cfg, layer, GemmaRMSNorm)     # HF's GemmaModel, Gemma2Model
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
         self.embed_scale = gemma3_embed_scale(cfg.channels)
@@ -1043,7 +1051,18 @@ class Gemma2(nn.Module):
         for layer in self.model.layers:
             x = layer(x, cos, sin)
         head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+        # Read from cfg at each call (not kept at __init__), so that a changed cfg (the checks' "no final cap") applies.
         return logit_softcap(F.linear(self.model.norm(x), head), self.cfg.final_logit_softcapping), []
+
+
+class Gemma2(GemmaCausalLM):
+    """Gemma2ForCausalLM (model_type gemma2): GemmaCausalLM with Gemma 3's blocks with Gemma2Attention (no q/k norms,
+    attention logits soft-capped), sliding or global by cfg.layer_types (the window only; RoPE with rope_theta in every
+    layer); the logits soft-capped by final_logit_softcapping."""
+
+    def __init__(self, cfg):
+        assert cfg.gemma2, "Gemma2 needs LlamaConfig(gemma2=True)"
+        super().__init__(cfg, Gemma3DecoderLayer)     # HF's Gemma2Model
 
 
 # ---------------------------------------------------------------- Gemma (1) (GemmaForCausalLM, gemma)
@@ -1066,37 +1085,14 @@ class GemmaDecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-class Gemma(nn.Module):
-    """GemmaForCausalLM (model_type gemma: Gemma 2B and 7B, CodeGemma): x = embed_tokens(idx) * f32(sqrt(C)) (HF's
-    GemmaModel casts sqrt(C) to the hidden states' dtype, so float32 models take f32(sqrt(C)); this takes it in float64
-    runs too, as Gemma2 does); GemmaDecoderLayer blocks, RoPE with rope_theta in every layer, causal attention;
-    logits = norm(x) @ E^T when tied (the default), else lm_head. No soft caps, no window, no q/k norms. forward
-    returns (logits, []) as Llama's does for a dense model."""
+class Gemma(GemmaCausalLM):
+    """GemmaForCausalLM (model_type gemma: Gemma 2B and 7B, CodeGemma): GemmaCausalLM with GemmaDecoderLayer blocks,
+    causal attention. No soft caps (LlamaConfig refuses final_logit_softcapping outside gemma2), no window, no q/k
+    norms."""
 
     def __init__(self, cfg):
-        super().__init__()
         assert cfg.gemma1, "Gemma needs LlamaConfig(gemma1=True)"
-        self.cfg = cfg
-        self.model = Decoder(cfg, GemmaDecoderLayer, GemmaRMSNorm)     # HF's GemmaModel
-        if not cfg.tie_word_embeddings:
-            self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)   # (V,C)
-        self.embed_scale = gemma3_embed_scale(cfg.channels)
-        self.inv_freq = rope_inv_freq(cfg.head_size, cfg.rope_theta)   # float64, a plain attribute
-
-    def rope(self, T):
-        """cos, sin (T, HS) float64 for positions 0..T-1, the same in every layer."""
-        return rope_cos_sin(self.inv_freq, T)
-
-    def forward(self, idx):
-        B, T = idx.shape
-        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
-        dtype = self.model.norm.weight.dtype
-        cos, sin = (u.to(dtype) for u in self.rope(T))
-        x = self.model.embed_tokens(idx) * self.embed_scale
-        for layer in self.model.layers:
-            x = layer(x, cos, sin)
-        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
-        return F.linear(self.model.norm(x), head), []
+        super().__init__(cfg, GemmaDecoderLayer)     # HF's GemmaModel
 
 
 # ---------------------------------------------------------------- GLM-4.5 (Glm4MoeForCausalLM, glm4_moe)
@@ -1164,19 +1160,12 @@ class Glm4Moe(nn.Module):
     def moe_layers(self):
         return [layer.mlp for layer in self.model.layers if not isinstance(layer.mlp, MLP)]
 
+    def rope(self, T):
+        """cos, sin (T, R) float64 for positions 0..T-1, the same in every layer."""
+        return rope_cos_sin(self.inv_freq, T)
+
     def forward(self, idx):
-        B, T = idx.shape
-        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
-        dtype = self.model.norm.weight.dtype
-        cos, sin = (t.to(dtype) for t in rope_cos_sin(self.inv_freq, T))         # (T, R)
-        x = self.model.embed_tokens(idx)
-        routings = []
-        for layer in self.model.layers:
-            x, routing = layer(x, cos, sin)
-            if routing is not None:
-                routings.append(routing)
-        head = self.model.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
-        return F.linear(self.model.norm(x), head), routings
+        return decoder_forward(self, idx, self.rope)
 
 
 def model_class(cfg):
@@ -1367,6 +1356,23 @@ def qwen2_moe_hf_config(cfg, common):
             "max_window_layers": cfg.num_layers}
 
 
+def default_rope_parameters(c, model, keys=("rope_theta",)):
+    """keys (rope_theta; GLM-4.5's partial_rotary_factor too) of a config.json c whose RoPE is the default type, as
+    {key: value}: each the top-level key, or transformers 5's rope_parameters' (rope_type default, no other keys),
+    which wins; None where neither gives it. Raises ValueError, naming model, for another rope type or key in
+    rope_parameters, or a value given both ways that disagrees."""
+    top, params = {key: c.get(key) for key in keys}, c.get("rope_parameters")
+    if params is None:
+        return top
+    if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
+            or set(params) - {"rope_type", "type", *keys}):
+        raise ValueError(f"{model}: rope_parameters {params}: only the default type is modelled")
+    for key, value in top.items():
+        if value is not None and params.get(key) is not None and value != params[key]:
+            raise ValueError(f"{model}: {key} {value} disagrees with rope_parameters ({params[key]})")
+    return {key: params.get(key, value) for key, value in top.items()}
+
+
 def qwen2_moe_config_from_hf(c):
     """A qwen2_moe config.json -> LlamaConfig(qwen2_moe=True), with Qwen2MoeConfig's defaults for absent keys (151936
     tokens, C 2048, 24 layers, 16 heads, 16 kv heads, 32768 positions, rms_norm_eps 1e-6, rope_theta 1e4, untied, 60
@@ -1390,14 +1396,7 @@ def qwen2_moe_config_from_hf(c):
     types = c.get("layer_types") or []
     if any(t != "full_attention" for t in types):
         raise ValueError(f"qwen2_moe: layer_types {types}: only full_attention is modelled")
-    theta, params, scaling = c.get("rope_theta"), c.get("rope_parameters"), c.get("rope_scaling")
-    if params is not None:
-        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
-                or set(params) - {"rope_type", "type", "rope_theta"}):
-            raise ValueError(f"qwen2_moe: rope_parameters {params}: only the default type is modelled")
-        if theta is not None and params.get("rope_theta") is not None and theta != params["rope_theta"]:
-            raise ValueError(f"qwen2_moe: rope_theta {theta} disagrees with rope_parameters ({params['rope_theta']})")
-        theta = params.get("rope_theta", theta)
+    theta, scaling = default_rope_parameters(c, "qwen2_moe")["rope_theta"], c.get("rope_scaling")
     if rope_type(scaling) not in ("default", "llama3", "yarn"):
         raise ValueError(f"qwen2_moe: rope_scaling {scaling} is not modelled (only null, llama3 and yarn)")
     C, NH = c.get("hidden_size", 2048), c.get("num_attention_heads", 16)
@@ -1456,16 +1455,8 @@ def glm4_moe_config_from_hf(c):
         raise ValueError(f"glm4_moe: hidden_act {act} is not modelled (only silu)")
     if c.get("rope_scaling") is not None:
         raise ValueError(f"glm4_moe: rope_scaling {c['rope_scaling']} is not modelled (only null)")
-    theta, factor, params = c.get("rope_theta"), c.get("partial_rotary_factor"), c.get("rope_parameters")
-    if params is not None:
-        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
-                or set(params) - {"rope_type", "type", "rope_theta", "partial_rotary_factor"}):
-            raise ValueError(f"glm4_moe: rope_parameters {params}: only the default type is modelled")
-        for key, top in (("rope_theta", theta), ("partial_rotary_factor", factor)):
-            if top is not None and params.get(key) is not None and top != params[key]:
-                raise ValueError(f"glm4_moe: {key} {top} disagrees with rope_parameters ({params[key]})")
-        theta = params.get("rope_theta", theta)
-        factor = params.get("partial_rotary_factor", factor)
+    rope = default_rope_parameters(c, "glm4_moe", ("rope_theta", "partial_rotary_factor"))
+    theta, factor = rope["rope_theta"], rope["partial_rotary_factor"]
     mtp = c.get("num_nextn_predict_layers", 1)
     if isinstance(mtp, bool) or not isinstance(mtp, int) or mtp < 0:
         raise ValueError(f"glm4_moe: num_nextn_predict_layers {mtp} must be a non-negative integer")
@@ -1500,6 +1491,24 @@ def json_number(v):
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
+def gemma_shape_config(cfg):
+    """The leading config.json keys Gemma 1, 2 and 3 write alike, in their order: the shapes (head_dim always),
+    positions, rms_norm_eps and rope_theta; each *_hf_config goes on with its own."""
+    return {"hidden_size": cfg.channels, "intermediate_size": cfg.intermediate, "num_hidden_layers": cfg.num_layers,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
+            "rope_theta": cfg.rope_theta}
+
+
+def query_pre_attn_scalar_from_hf(c, model):
+    """Gemma 2's and 3's query_pre_attn_scalar from config.json c (256, both configs' default, when absent); ValueError,
+    naming model, unless it is a positive number."""
+    qpas = c.get("query_pre_attn_scalar", 256)
+    if isinstance(qpas, bool) or not isinstance(qpas, (int, float)) or qpas <= 0:
+        raise ValueError(f"{model}: query_pre_attn_scalar {qpas} must be a positive number")
+    return qpas
+
+
 def gemma3_hf_config(cfg):
     """config.json of Gemma3ForCausalLM as transformers 4.5x writes Gemma3TextConfig (model_type gemma3_text):
     head_dim, query_pre_attn_scalar, sliding_window, layer_types, sliding_window_pattern (the key the Hub's configs
@@ -1507,11 +1516,7 @@ def gemma3_hf_config(cfg):
     rope_local_base_freq (the sliding layers'), both softcappings null, hidden_activation gelu_pytorch_tanh, no
     bias, use_bidirectional_attention false (EmbeddingGemma's true is not modelled)."""
     return {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
-            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
-            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size, "vocab_size": cfg.vocab_size,
-            "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
-            "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+            **gemma_shape_config(cfg), "rope_scaling": cfg.rope_scaling,
             "rope_local_base_freq": cfg.rope_local_base_freq,
             "query_pre_attn_scalar": json_number(cfg.query_pre_attn_scalar),
             "sliding_window": cfg.sliding_window, "sliding_window_pattern": cfg.sliding_window_pattern,
@@ -1557,9 +1562,7 @@ def gemma3_config_from_hf(c):
         scaling = from_params["rope_scaling"] if from_params["rope_scaling"] is not None else scaling
     if rope_type(scaling) not in ("default", "linear"):
         raise ValueError(f"gemma3: rope_scaling {scaling} is not modelled (only null and linear)")
-    qpas = c.get("query_pre_attn_scalar", 256)
-    if isinstance(qpas, bool) or not isinstance(qpas, (int, float)) or qpas <= 0:
-        raise ValueError(f"gemma3: query_pre_attn_scalar {qpas} must be a positive number")
+    qpas = query_pre_attn_scalar_from_hf(c, "gemma3")
     L, NH = c.get("num_hidden_layers", 26), c.get("num_attention_heads", 8)
     head_dim = c.get("head_dim", 256)
     return LlamaConfig(
@@ -1581,11 +1584,7 @@ def gemma2_hf_config(cfg):
     absent), both softcappings (null = no cap), rope_theta (no rope_scaling key: Gemma2Config has none),
     hidden_activation gelu_pytorch_tanh, no bias. The keys Gemma 3 shares keep gemma3_hf_config's spelling and order."""
     return {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
-            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
-            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size, "vocab_size": cfg.vocab_size,
-            "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
-            "rope_theta": cfg.rope_theta, "query_pre_attn_scalar": json_number(cfg.query_pre_attn_scalar),
+            **gemma_shape_config(cfg), "query_pre_attn_scalar": json_number(cfg.query_pre_attn_scalar),
             "sliding_window": cfg.sliding_window, "layer_types": list(cfg.layer_types),
             "final_logit_softcapping": cfg.final_logit_softcapping,
             "attn_logit_softcapping": cfg.attn_logit_softcapping,
@@ -1607,22 +1606,13 @@ def gemma2_config_from_hf(c):
         raise ValueError(f"gemma2: hidden_activation {act} is not modelled (only gelu_pytorch_tanh)")
     if c.get("use_bidirectional_attention") or c.get("attention_bias"):
         raise ValueError("gemma2: use_bidirectional_attention and attention_bias are not modelled")
-    theta, params = c.get("rope_theta"), c.get("rope_parameters")
-    if params is not None:
-        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
-                or set(params) - {"rope_type", "type", "rope_theta"}):
-            raise ValueError(f"gemma2: rope_parameters {params}: only the default type is modelled")
-        if theta is not None and params.get("rope_theta") is not None and theta != params["rope_theta"]:
-            raise ValueError(f"gemma2: rope_theta {theta} disagrees with rope_parameters ({params['rope_theta']})")
-        theta = params.get("rope_theta", theta)
+    theta = default_rope_parameters(c, "gemma2")["rope_theta"]
     if c.get("rope_scaling") is not None:
         raise ValueError(f"gemma2: rope_scaling {c['rope_scaling']} is not modelled (only null)")
     for key in ("rope_local_base_freq", "sliding_window_pattern"):
         if c.get(key) is not None:
             raise ValueError(f"gemma2: {key} is Gemma 3's, not modelled for gemma2")
-    qpas = c.get("query_pre_attn_scalar", 256)
-    if isinstance(qpas, bool) or not isinstance(qpas, (int, float)) or qpas <= 0:
-        raise ValueError(f"gemma2: query_pre_attn_scalar {qpas} must be a positive number")
+    qpas = query_pre_attn_scalar_from_hf(c, "gemma2")
     NH, C = c.get("num_attention_heads", 8), c.get("hidden_size", 2304)
     head_dim = c.get("head_dim", 256)
     return LlamaConfig(
@@ -1648,11 +1638,7 @@ def gemma_hf_config(cfg):
     gelu_pytorch_tanh (so that every transformers reads the tanh GELU: 4.38.2 to 4.5x take hidden_activation, 5.x
     hidden_act), no bias. The keys Gemma 2 shares keep gemma2_hf_config's spelling and order."""
     return {"architectures": ["GemmaForCausalLM"], "model_type": "gemma",
-            "hidden_size": cfg.channels, "intermediate_size": cfg.intermediate,
-            "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_size, "vocab_size": cfg.vocab_size,
-            "max_position_embeddings": cfg.max_seq_len, "rms_norm_eps": cfg.rms_norm_eps,
-            "rope_theta": cfg.rope_theta, "rope_scaling": None, "hidden_act": GEMMA_ACTIVATION,
+            **gemma_shape_config(cfg), "rope_scaling": None, "hidden_act": GEMMA_ACTIVATION,
             "hidden_activation": GEMMA_ACTIVATION, "attention_bias": False, "attention_dropout": 0.0,
             "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02, "torch_dtype": "float32"}
 
@@ -1693,14 +1679,7 @@ def gemma_config_from_hf(c):
     types = c.get("layer_types") or []
     if any(t != "full_attention" for t in types):
         raise ValueError(f"gemma: layer_types {types}: only full_attention is modelled")
-    theta, params = c.get("rope_theta"), c.get("rope_parameters")
-    if params is not None:
-        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
-                or set(params) - {"rope_type", "type", "rope_theta"}):
-            raise ValueError(f"gemma: rope_parameters {params}: only the default type is modelled")
-        if theta is not None and params.get("rope_theta") is not None and theta != params["rope_theta"]:
-            raise ValueError(f"gemma: rope_theta {theta} disagrees with rope_parameters ({params['rope_theta']})")
-        theta = params.get("rope_theta", theta)
+    theta = default_rope_parameters(c, "gemma")["rope_theta"]
     if c.get("rope_scaling") is not None:
         raise ValueError(f"gemma: rope_scaling {c['rope_scaling']} is not modelled (only null)")
     NH, C = c.get("num_attention_heads", 16), c.get("hidden_size", 3072)
@@ -1743,14 +1722,7 @@ def starcoder2_config_from_hf(c):
         raise ValueError(f"starcoder2: hidden_act {act} is not modelled (only gelu_pytorch_tanh)")
     if not c.get("use_bias", True):
         raise ValueError("starcoder2: use_bias false is not modelled (only biased q/k/v/o_proj, c_fc and c_proj)")
-    theta, params = c.get("rope_theta"), c.get("rope_parameters")
-    if params is not None:
-        if (not isinstance(params, dict) or rope_type(params) not in ("default", None)
-                or set(params) - {"rope_type", "type", "rope_theta"}):
-            raise ValueError(f"starcoder2: rope_parameters {params}: only the default type is modelled")
-        if theta is not None and params.get("rope_theta") is not None and theta != params["rope_theta"]:
-            raise ValueError(f"starcoder2: rope_theta {theta} disagrees with rope_parameters ({params['rope_theta']})")
-        theta = params.get("rope_theta", theta)
+    theta = default_rope_parameters(c, "starcoder2")["rope_theta"]
     if c.get("rope_scaling") is not None:
         raise ValueError(f"starcoder2: rope_scaling {c['rope_scaling']} is not modelled (only null)")
     if c.get("partial_rotary_factor", 1.0) != 1.0:
