@@ -444,9 +444,8 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   c.max_seq_len =
       r.integer("max_position_embeddings",
                 mixtral || qwen2_moe ? 32768
-                : glm4_moe            ? 131072
                 : olmoe || starcoder2 ? 4096
-                : gemma3              ? 131072
+                : gemma3 || glm4_moe  ? 131072
                 : gemma1 || gemma2    ? 8192
                                       : 2048);
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window;
@@ -501,7 +500,6 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
     c.moe.expert_hidden = r.integer("moe_intermediate_size");
   }
   if (glm4_moe) {  // DeepSeek-V3's routing: sigmoid scores and a selection bias, groups, shared experts, dense first
-    r.expect("hidden_act", "silu", "GLM-4.5's MLPs and experts are SwiGLU (silu)");
     read_deepseek_experts(r, c);
     c.moe.router = RouterKind::sigmoid_bias;
     c.moe.renormalize = r.boolean("norm_topk_prob", true);

@@ -12,8 +12,8 @@
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/cross_entropy_shard.h"
-#include "ops/logit_softcap.h"
 #include "ops/encoder.h"
+#include "ops/logit_softcap.h"
 #include "ops/matmul.h"
 #include "ops/residual.h"
 

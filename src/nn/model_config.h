@@ -162,8 +162,7 @@ const char* gpu_unsupported(const ModelConfig& config);
 
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
 // over all heads), "smollm3" (blocks without RoPE), "gemma" (scaled embeddings, pre-norm), "gemma2" (norms on
-// both sides of each sublayer, soft
-// caps), "gemma3" (norms on both sides of each sublayer, q/k norms),
+// both sides of each sublayer, soft caps), "gemma3" (norms on both sides of each sublayer, q/k norms),
 // "qwen2" (q/k/v biases), "qwen3" (q/k norms), "mixtral", "qwen3-moe", "olmoe" (q/k norms over all heads),
 // "qwen2-moe" (q/k/v biases, a gated shared expert), "deepseek-moe" (sigmoid routing), "glm4-moe" (sigmoid
 // routing under q/k/v biases or partial rotary), "deepseek-v2" (latent attention) or "deepseek-v3" (both).

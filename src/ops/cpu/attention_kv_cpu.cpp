@@ -36,7 +36,7 @@ void attention_kv_forward(float* out, float* k_cache, float* v_cache, const floa
             const float* k = k_cache + (b * capacity + j) * KV + g * HS;
             float dot = 0.0f;
             for (int64_t i = 0; i < HS; i++) dot += q[i] * k[i];
-            scores[size_t(j)] = softcap > 0.0f ? softcap * tanh_approx(dot * scale * (1.0f / softcap)) : dot * scale;
+            scores[size_t(j)] = softcap > 0.0f ? soft_cap(dot * scale, softcap, 1.0f / softcap) : dot * scale;
             max = std::max(max, scores[size_t(j)]);
           }
           float sum = 0.0f;

@@ -24,7 +24,7 @@ void tile_scores(float* s, const AttentionTile& t) {
 void cap_row(float* s, int64_t first, int64_t visible, float cap) {
   const float inv = 1.0f / cap;
 #pragma omp simd
-  for (int64_t j = first; j < visible; j++) s[j] = cap * tanh_approx(s[j] * inv);
+  for (int64_t j = first; j < visible; j++) s[j] = soft_cap(s[j], cap, inv);
 }
 
 // cap_row, and the capped scores' gradient dp carried back to the raw ones: dp *= 1 - tanh^2.

@@ -10,7 +10,6 @@
 
 #include "core/ignored_target.h"
 #include "ops/cpu/kernel_util.h"
-#include "ops/cpu/logit_softcap_cpu.h"
 
 namespace tessera::cpu {
 namespace {
@@ -41,7 +40,7 @@ void softmax_cross_entropy_rows(float* losses, float* logits, const int32_t* tar
       for (int64_t v = 0; v < V; v++) {
         const float e = exp_approx(x[v] - max_x);
         sum += e;
-        x[v] = kCapped ? e * softcap_derivative(x[v], inv_cap) : e;
+        x[v] = kCapped ? e * soft_cap_derivative(x[v], inv_cap) : e;
       }
     }
     losses[n] = std::log(sum) - (x_target - max_x);  // subtract first: both can be huge
@@ -49,7 +48,7 @@ void softmax_cross_entropy_rows(float* losses, float* logits, const int32_t* tar
     const float grad_scale = dloss / sum;
 #pragma omp simd
     for (int64_t v = 0; v < V; v++) x[v] *= grad_scale;
-    x[target] -= kCapped ? dloss * softcap_derivative(x_target, inv_cap) : dloss;
+    x[target] -= kCapped ? dloss * soft_cap_derivative(x_target, inv_cap) : dloss;
     std::fill(x + V, x + Vp, 0.0f);
   }
 }

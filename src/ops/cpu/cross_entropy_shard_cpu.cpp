@@ -7,7 +7,6 @@
 
 #include "core/ignored_target.h"
 #include "ops/cpu/kernel_util.h"
-#include "ops/cpu/logit_softcap_cpu.h"
 
 namespace tessera::cpu {
 
@@ -53,10 +52,10 @@ void cross_entropy_shard_finish(float* losses, float* logits, const int32_t* tar
     if (dloss == 0.0f) continue;
     const float m = max[n], scale = dloss / sum_exp[n];
     const int64_t t = int64_t(targets[n]) - first_col;
-    const float target_grad = capped ? dloss * softcap_derivative(target_logit[n], inv_cap) : dloss;
+    const float target_grad = capped ? dloss * soft_cap_derivative(target_logit[n], inv_cap) : dloss;
 #pragma omp simd
     for (int64_t v = 0; v < real; v++)
-      x[v] = exp_approx(x[v] - m) * scale * (capped ? softcap_derivative(x[v], inv_cap) : 1.0f);
+      x[v] = exp_approx(x[v] - m) * scale * (capped ? soft_cap_derivative(x[v], inv_cap) : 1.0f);
     std::fill(x + real, x + Vs, 0.0f);
     if (t >= 0 && t < real) x[t] -= target_grad;
   }

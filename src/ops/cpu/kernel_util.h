@@ -1,5 +1,5 @@
 // Pieces shared by the CPU kernels: exp and tanh written so that loops over them vectorise (libm's
-// expf/tanhf are scalar calls without -ffast-math), the split of C columns over an OpenMP team for
+// expf/tanhf are scalar calls without -ffast-math), Gemma 2's soft cap on them, the split of C columns over an OpenMP team for
 // race-free column sums, the size below which an elementwise loop stays on one thread, and a row
 // written or added to.
 #pragma once
@@ -40,6 +40,14 @@ inline float exp_approx(float x) {
 
 // tanh(x) = 1 - 2 / (e^{2x} + 1); saturates to +-1 through exp_approx's clamps.
 inline float tanh_approx(float x) { return 1.0f - 2.0f / (exp_approx(2.0f * x) + 1.0f); }
+
+// Gemma 2's soft cap, cap tanh(x / cap), with inv_cap = 1 / cap: attention scores and logits alike.
+inline float soft_cap(float x, float cap, float inv_cap) { return cap * tanh_approx(x * inv_cap); }
+// Its derivative from the capped value y: 1 - (y / cap)^2 = 1 - tanh^2.
+inline float soft_cap_derivative(float y, float inv_cap) {
+  const float t = y * inv_cap;
+  return 1.0f - t * t;
+}
 
 // The columns [begin, end) of a C-column matrix that this thread owns inside an OpenMP parallel
 // region: whole 64-byte lines per thread, so column sums need no atomics, share no cache line and
