@@ -114,15 +114,17 @@ struct MemoryOptions {
   bool json = false;
 };
 
+// What train does with a model no GPU kernel serves yet.
+constexpr const char* kTrainOnTheCpu = "`tessera train` runs it on the CPU under --device auto and refuses --device cuda";
+
 // Notes on what the plan cannot know or does not model, one line each: a GPU plan of a model that runs on the
 // CPU only, --fp8's copies, and under expert parallelism without a capacity, how much a rank the router
 // favours holds beyond its even share.
 std::vector<std::string> plan_notes(const TrainConfig& c, const ModelConfig& model, DType compute, Device device,
                                     int64_t device_bytes, int64_t reserve, const MemoryPlan& plan) {
   std::vector<std::string> notes;
-  if (const char* cpu_only = gpu_unsupported(model); cpu_only && device == Device::cuda)
-    notes.push_back(model_family(model) + " " + cpu_only + ", which no GPU kernel does yet: `tessera train` "
-                    "refuses it on the GPU (--device cpu plans the CPU run)");
+  if (const std::string cpu_only = gpu_unsupported(model); !cpu_only.empty() && device == Device::cuda)
+    notes.push_back(cpu_only + ": " + kTrainOnTheCpu + " (--device cpu plans the CPU run)");
   if (parse_fp8_recipe(c.fp8) != Fp8Recipe::off)
     notes.push_back("--fp8 " + c.fp8 + " is not planned: its quantized copies of each linear layer's operands are "
                     "not counted");
@@ -197,9 +199,8 @@ void plan_layout_command(LayoutOptions o) {
   TS_CHECK(o.device_memory_gb > 0, "--device-memory-gb must be a positive number of GiB, got ", o.device_memory_gb);
   TS_CHECK(o.top >= 1, "--top must be at least 1, got ", o.top);
   const ModelConfig model = resolve_model_config(o.run, nullptr, std::nullopt);
-  if (const char* cpu_only = gpu_unsupported(model))
-    std::fprintf(stderr, "note: %s %s, which no GPU kernel does yet: `tessera train` refuses it on the GPU\n",
-                 model_family(model).c_str(), cpu_only);
+  if (const std::string cpu_only = gpu_unsupported(model); !cpu_only.empty())
+    std::fprintf(stderr, "note: %s: %s\n", cpu_only.c_str(), kTrainOnTheCpu);
   const DType compute = choose_compute_dtype(o.run.dtype, Device::cuda);
   const auto device_bytes = int64_t(o.device_memory_gb * double(int64_t(1) << 30));
   const std::vector<LayoutCandidate> found =

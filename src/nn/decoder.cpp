@@ -97,9 +97,8 @@ void Decoder::to(Device device, DType compute) {
   TS_CHECK(compute == DType::f32 || (half && device == Device::cuda), "model: compute dtype ", dtype_name(compute),
            " on the ", device == Device::cpu ? "CPU" : "GPU",
            " is not supported; the CPU computes in f32, the GPU in f32, bf16 or f16");
-  const char* cpu_only = gpu_unsupported(config_);
-  TS_CHECK(device == Device::cpu || !cpu_only, "model: ", model_family(config_), " ", cpu_only,
-           ", which no GPU kernel does yet; run it with --device cpu");
+  const std::string cpu_only = gpu_unsupported(config_);
+  TS_CHECK(device == Device::cpu || cpu_only.empty(), "model: ", cpu_only, "; run it with --device cpu");
   if (device == device_ && compute == compute_dtype_) return;
   device_ = device;
   compute_dtype_ = compute;

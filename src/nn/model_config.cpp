@@ -149,10 +149,11 @@ int64_t ModelConfig::active_parameters() const {
   return num_parameters() - moe_layers * (moe.num_experts - moe.top_k) * per_expert;
 }
 
-const char* gpu_unsupported(const ModelConfig& config) {
-  if (config.attention_softcap > 0 || config.logit_softcap > 0) return "soft-caps its attention scores and logits";
-  if (config.moe.shared_gate) return "gates its shared experts by a sigmoid";
-  return nullptr;
+std::string gpu_unsupported(const ModelConfig& config) {
+  const char* what = config.attention_softcap > 0 || config.logit_softcap > 0 ? "soft-caps its attention scores and logits"
+                     : config.moe.shared_gate                                 ? "gates its shared experts by a sigmoid"
+                                                                              : nullptr;
+  return what ? model_family(config) + " " + what + ", which no GPU kernel does yet" : "";
 }
 
 std::string model_family(const ModelConfig& config) {

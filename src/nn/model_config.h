@@ -156,9 +156,9 @@ struct ModelConfig {
   int64_t active_parameters() const;
 };
 
-// What the model computes that no GPU kernel does yet ("soft-caps its attention scores and logits", Gemma 2's;
-// "gates its shared experts by a sigmoid", Qwen2-MoE's), or null: it runs on the GPU.
-const char* gpu_unsupported(const ModelConfig& config);
+// Why the model cannot run on the GPU yet, naming its family and what it computes that no GPU kernel does
+// ("gemma2 soft-caps its attention scores and logits, which no GPU kernel does yet"), or "": it runs there.
+std::string gpu_unsupported(const ModelConfig& config);
 
 // The family's name for messages: "gpt2", "llama", "phi3", "olmo2" (norms after the sublayers, q/k norms
 // over all heads), "smollm3" (blocks without RoPE), "gemma" (scaled embeddings, pre-norm), "gemma2" (norms on

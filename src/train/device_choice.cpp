@@ -9,20 +9,34 @@
 
 namespace tessera {
 
-DeviceChoice choose_device(const std::string& flag) {
+namespace {
+
+void check_device_flag(const std::string& flag) {
   TS_CHECK(flag == "auto" || flag == "cuda" || flag == "cpu", "--device must be auto, cuda or cpu, got '", flag, "'");
-  if (flag == "cpu") return {Device::cpu, ""};
-  const bool usable = cuda_device_count() > 0;
-  if (flag == "cuda") {
-    TS_CHECK(usable, "--device cuda: ", cuda_unavailable_reason(), "; use --device cpu (or auto)");
-    return {Device::cuda, ""};
-  }
-  if (usable) return {Device::cuda, ""};
-  return {Device::cpu, "--device auto: " + cuda_unavailable_reason() + "; running on the CPU"};
 }
 
-Device choose_device_noting(const std::string& flag) {
-  const DeviceChoice choice = choose_device(flag);
+}  // namespace
+
+DeviceChoice choose_device(const std::string& flag, const DeviceFacts& facts) {
+  check_device_flag(flag);
+  if (flag == "cpu") return {Device::cpu, ""};
+  // The machine first: on a machine without a GPU, what the model needs does not matter.
+  for (const std::string& obstacle : {facts.gpu_unusable, facts.model_cpu_only}) {
+    if (obstacle.empty()) continue;
+    TS_CHECK(flag == "auto", "--device cuda: ", obstacle, "; use --device cpu (or auto)");
+    return {Device::cpu, "--device auto: " + obstacle + "; running on the CPU"};
+  }
+  return {Device::cuda, ""};
+}
+
+DeviceChoice choose_device(const std::string& flag, const ModelConfig& model) {
+  check_device_flag(flag);
+  if (flag == "cpu") return {Device::cpu, ""};
+  return choose_device(flag, {cuda_device_count() > 0 ? "" : cuda_unavailable_reason(), gpu_unsupported(model)});
+}
+
+Device choose_device_noting(const std::string& flag, const ModelConfig& model) {
+  const DeviceChoice choice = choose_device(flag, model);
   if (!choice.notice.empty()) std::fprintf(stderr, "%s\n", choice.notice.c_str());
   return choice.device;
 }

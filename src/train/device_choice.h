@@ -1,5 +1,6 @@
 // Which device a run computes on, from --device: cpu, cuda (an error naming why when no GPU is
-// usable) or auto (the GPU when one is usable, else the CPU with a notice saying why); and in which
+// usable or the model needs a computation no GPU kernel does yet) or auto (the GPU when one is usable
+// and the model runs there, else the CPU with a notice saying why); and in which
 // precision, from --dtype: auto (bf16 on the GPU, fp32 on the CPU), fp32, bf16 or fp16 (the GPU's
 // 16-bit types; fp16 trains with dynamic loss scaling); and how GPU tensors travel between ranks,
 // from --device-comm.
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "nn/model_config.h"
 #include "parallel/comm.h"
 
 namespace tessera {
@@ -17,9 +19,17 @@ struct DeviceChoice {
   std::string notice;  // non-empty when auto fell back to the CPU
 };
 
-DeviceChoice choose_device(const std::string& flag);
+// What decides --device besides the flag: why no GPU is usable here ("" when one is) and why the model
+// cannot run on one (gpu_unsupported's line, "" when it can).
+struct DeviceFacts {
+  std::string gpu_unusable;
+  std::string model_cpu_only;
+};
+DeviceChoice choose_device(const std::string& flag, const DeviceFacts& facts);
+// choose_device on this machine for `model` (the GPU is not looked for under --device cpu).
+DeviceChoice choose_device(const std::string& flag, const ModelConfig& model);
 // choose_device for commands without a progress line: the notice, if any, goes to stderr.
-Device choose_device_noting(const std::string& flag);
+Device choose_device_noting(const std::string& flag, const ModelConfig& model);
 // The compute dtype for --dtype on `device`; throws naming the flag when the pair is not supported.
 DType choose_compute_dtype(const std::string& flag, Device device);
 // How GPU tensors travel between ranks, from --device-comm: nccl, host (through host memory over

@@ -98,7 +98,7 @@ ProcessGrid setup_process_grid(Runtime& runtime, const TrainConfig& config, cons
   CommOptions options;
   options.timeout_s = config.comm_timeout;
   const DeviceCommChoice transport = refuse_on_error([&] {
-    return choose_device_comm(config.device_comm, {choose_device(config.device).device, runtime.world_size(),
+    return choose_device_comm(config.device_comm, {choose_device(config.device, model).device, runtime.world_size(),
                                                    nccl_built(), runtime.gpu_per_rank()});
   });
   // Every rank must build the same kind of communicators, or the first NCCL group would wait forever.

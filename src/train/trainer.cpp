@@ -74,12 +74,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   if (!config_.eval_only) lock_run_folder(run_lock_, config_.out_dir, *grid_.world);
   // The grid was checked against the batch (ParallelDims::check_model): dp · micro divides it.
   micro_batch_ = config_.micro_batch(grid_.dims.dp);
-  device_ = choose_device(config_.device);
-  compute_dtype_ = choose_compute_dtype(config_.dtype, device_.device);
   set_attention_kernel(parse_attention_kernel(config_.attention_kernel));
   set_matmul_tuning(int(config_.matmul_tuning));
   set_deterministic_kernels(config_.deterministic);
-  loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
   std::optional<int32_t> document_start;  // --attention-mask document: the token that starts a document
@@ -108,6 +105,9 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   add_start_notice(start.notice);
   // A pipeline rank builds only its stage; plan_pipeline's checks ran at start-up (launch.cpp).
   const ModelConfig model_config = resolve_model_config(config_, tokenizer_.get(), checkpoint);
+  device_ = choose_device(config_.device, model_config);  // auto runs a model no GPU kernel serves on the CPU
+  compute_dtype_ = choose_compute_dtype(config_.dtype, device_.device);
+  loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   std::optional<PipelinePlan> pipeline_plan;
   if (grid_.dims.pp > 1) pipeline_plan = plan_pipeline(config_, model_config, grid_.dims.dp);
   std::vector<DecoderStage> stages;

@@ -1,7 +1,10 @@
-// --device-comm: which way GPU tensors travel between ranks for each flag and machine, and the
-// errors naming the flag when NCCL is asked for and cannot be had.
+// --device: where a run computes for each flag, machine and model, with the notice when auto falls
+// back to the CPU and the error when cuda cannot be had. --device-comm: which way GPU tensors travel
+// between ranks for each flag and machine, and the errors naming the flag when NCCL is asked for and
+// cannot be had.
 #include <gtest/gtest.h>
 
+#include "nn/model_presets.h"
 #include "support/test_support.h"
 #include "train/device_choice.h"
 
@@ -10,6 +13,65 @@ namespace {
 
 using testing::contains;
 using testing::error_of;
+
+const DeviceFacts kGpuMachine{"", ""};
+const DeviceFacts kNoGpu{"no CUDA device is visible", ""};
+
+TEST(Device, AutoTakesAUsableGpuForAModelItRuns) {
+  for (const char* flag : {"auto", "cuda"}) {
+    const DeviceChoice choice = choose_device(flag, kGpuMachine);
+    EXPECT_EQ(choice.device, Device::cuda) << flag;
+    EXPECT_EQ(choice.notice, "") << flag;
+  }
+  EXPECT_EQ(choose_device("cpu", kGpuMachine).device, Device::cpu);
+  EXPECT_EQ(choose_device("cpu", kGpuMachine).notice, "");
+}
+
+TEST(Device, WithoutAGpuAutoRunsOnTheCpuAndCudaIsRefused) {
+  const DeviceChoice choice = choose_device("auto", kNoGpu);
+  EXPECT_EQ(choice.device, Device::cpu);
+  EXPECT_EQ(choice.notice, "--device auto: no CUDA device is visible; running on the CPU");
+  EXPECT_EQ(error_of([] { choose_device("cuda", kNoGpu); }),
+            "--device cuda: no CUDA device is visible; use --device cpu (or auto)");
+}
+
+// Gemma 2's soft caps and Qwen2-MoE's sigmoid gate have CPU kernels only: auto runs such a model on
+// the CPU of a GPU machine, saying why, and cuda refuses it before anything is built.
+TEST(Device, AutoRunsAModelNoGpuKernelServesOnTheCpu) {
+  for (const char* preset : {"gemma2-tiny", "qwen2-moe-tiny"}) {
+    const std::string cpu_only = gpu_unsupported(model_preset(preset));
+    ASSERT_TRUE(contains(cpu_only, "which no GPU kernel does yet")) << preset << ": " << cpu_only;
+    const DeviceFacts facts{"", cpu_only};
+    const DeviceChoice choice = choose_device("auto", facts);
+    EXPECT_EQ(choice.device, Device::cpu) << preset;
+    EXPECT_EQ(choice.notice, "--device auto: " + cpu_only + "; running on the CPU");
+    EXPECT_EQ(error_of([&] { choose_device("cuda", facts); }),
+              "--device cuda: " + cpu_only + "; use --device cpu (or auto)");
+    EXPECT_EQ(choose_device("cpu", facts).notice, "");
+  }
+  EXPECT_EQ(gpu_unsupported(model_preset("gemma2-tiny")),
+            "gemma2 soft-caps its attention scores and logits, which no GPU kernel does yet");
+  EXPECT_EQ(gpu_unsupported(model_preset("gemma3-tiny")), "");  // Gemma 3 has no caps
+  EXPECT_EQ(gpu_unsupported(model_preset("gpt2-tiny")), "");
+}
+
+// No GPU at all says so first: the model's needs do not matter there.
+TEST(Device, AMissingGpuIsNamedBeforeTheModelsNeeds) {
+  const DeviceFacts both{"no CUDA device is visible", "gemma2 soft-caps its attention scores and logits"};
+  EXPECT_EQ(choose_device("auto", both).notice, "--device auto: no CUDA device is visible; running on the CPU");
+}
+
+// This machine's facts: under --device cpu the GPU is not looked for; auto on a CPU-only model never
+// takes the GPU, whatever the machine has.
+TEST(Device, ThisMachinesChoice) {
+  const ModelConfig gemma2 = model_preset("gemma2-tiny");
+  EXPECT_EQ(choose_device("cpu", gemma2).device, Device::cpu);
+  const DeviceChoice choice = choose_device("auto", gemma2);
+  EXPECT_EQ(choice.device, Device::cpu);
+  EXPECT_TRUE(contains(choice.notice, "--device auto: ")) << choice.notice;
+  EXPECT_EQ(error_of([&] { choose_device("gpu", gemma2); }), "--device must be auto, cuda or cpu, got 'gpu'");
+  EXPECT_EQ(error_of([] { choose_device("gpu", kGpuMachine); }), "--device must be auto, cuda or cpu, got 'gpu'");
+}
 
 constexpr DeviceCommFacts kGpus{Device::cuda, 4, true, true};  // four ranks, a GPU each, NCCL built
 
