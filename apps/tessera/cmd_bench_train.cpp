@@ -161,8 +161,9 @@ void run_bench_train(const BenchTrainFlags& f) {
   check_train_bench_options(o);
   if (f.threads > 0) omp_set_num_threads(f.threads);
   for (const std::string& note : f.notes) std::fprintf(stderr, "tessera: note: %s\n", note.c_str());
-  o.device = choose_device_noting(f.device, o.model);
-  o.dtype = choose_compute_dtype(f.dtype, o.device);
+  const DeviceChoice device = choose_device_noting(f.device, o.model);
+  o.device = device.device;
+  o.dtype = choose_compute_dtype(f.dtype, device);
   const TrainBenchResult r = run_train_bench(o);
   if (f.json) {
     std::printf("%s\n", train_bench_json(o, r).dump().c_str());

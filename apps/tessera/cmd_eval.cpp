@@ -133,7 +133,7 @@ void add_eval_command(CLI::App& app) {
                model.config().vocab_size, "; give the tokenizer the model was trained with");
       examples = read_choice_examples(o->choices, *loaded.tokenizer);
     }
-    model.to(choose_device_noting(o->device, model.config()));
+    model.to(choose_device_noting(o->device, model.config()).device);
     const int64_t context = model.config().max_seq_len;
     // By default the sequences the model was trained on (its val_loss's), else its whole context.
     if (o->seq_len == 0)

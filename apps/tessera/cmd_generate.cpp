@@ -114,7 +114,7 @@ void add_generate_command(CLI::App& app) {
     LoadedModel loaded = load_model_for_inference(o->checkpoint, o->init_from, o->tokenizer);
     TS_CHECK(loaded.tokenizer, "generate: no tokenizer; pass --tokenizer (",
              loaded.tokenizer_note.empty() ? "the checkpoint holds no tokenizer.json" : loaded.tokenizer_note, ")");
-    loaded.model->to(choose_device_noting(o->device, loaded.model->config()));
+    loaded.model->to(choose_device_noting(o->device, loaded.model->config()).device);
     Tokenizer& tokenizer = *loaded.tokenizer;
     o->sampling.vocab_limit = tokenizer.vocab_size();
     Rng rng(o->seed, stream_id("generate"));

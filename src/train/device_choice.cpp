@@ -35,10 +35,10 @@ DeviceChoice choose_device(const std::string& flag, const ModelConfig& model) {
   return choose_device(flag, {cuda_device_count() > 0 ? "" : cuda_unavailable_reason(), gpu_unsupported(model)});
 }
 
-Device choose_device_noting(const std::string& flag, const ModelConfig& model) {
+DeviceChoice choose_device_noting(const std::string& flag, const ModelConfig& model) {
   const DeviceChoice choice = choose_device(flag, model);
   if (!choice.notice.empty()) std::fprintf(stderr, "%s\n", choice.notice.c_str());
-  return choice.device;
+  return choice;
 }
 
 DType choose_compute_dtype(const std::string& flag, Device device) {
@@ -49,6 +49,12 @@ DType choose_compute_dtype(const std::string& flag, Device device) {
            " computes on the GPU only (the CPU is the fp32 reference); use --dtype fp32 or --device cuda");
   if (flag == "bf16") return DType::bf16;
   return flag == "fp16" ? DType::f16 : DType::f32;
+}
+
+DType choose_compute_dtype(const std::string& flag, const DeviceChoice& choice) {
+  TS_CHECK(choice.notice.empty() || (flag != "bf16" && flag != "fp16"), "--dtype ", flag,
+           " computes on the GPU only, and this run is on the CPU (", choice.notice, "); use --dtype fp32");
+  return choose_compute_dtype(flag, choice.device);
 }
 
 DeviceCommChoice choose_device_comm(const std::string& flag, const DeviceCommFacts& facts) {

@@ -29,9 +29,11 @@ DeviceChoice choose_device(const std::string& flag, const DeviceFacts& facts);
 // choose_device on this machine for `model` (the GPU is not looked for under --device cpu).
 DeviceChoice choose_device(const std::string& flag, const ModelConfig& model);
 // choose_device for commands without a progress line: the notice, if any, goes to stderr.
-Device choose_device_noting(const std::string& flag, const ModelConfig& model);
+DeviceChoice choose_device_noting(const std::string& flag, const ModelConfig& model);
 // The compute dtype for --dtype on `device`; throws naming the flag when the pair is not supported.
 DType choose_compute_dtype(const std::string& flag, Device device);
+// The same for choose_device's choice: a 16-bit --dtype on a run auto put on the CPU says why it is there.
+DType choose_compute_dtype(const std::string& flag, const DeviceChoice& choice);
 // How GPU tensors travel between ranks, from --device-comm: nccl, host (through host memory over
 // MPI) or auto (NCCL when the build has it and every rank has a GPU of its own, else host with a
 // notice saying why). Runs on the CPU or a world of one need no choice (host, silently). Throws

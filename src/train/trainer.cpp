@@ -106,7 +106,7 @@ Trainer::Trainer(TrainConfig config, ProcessGrid grid)
   // A pipeline rank builds only its stage; plan_pipeline's checks ran at start-up (launch.cpp).
   const ModelConfig model_config = resolve_model_config(config_, tokenizer_.get(), checkpoint);
   device_ = choose_device(config_.device, model_config);  // auto runs a model no GPU kernel serves on the CPU
-  compute_dtype_ = choose_compute_dtype(config_.dtype, device_.device);
+  compute_dtype_ = choose_compute_dtype(config_.dtype, device_);
   loss_scaler_ = LossScaler(loss_scaler_config(config_, compute_dtype_));
   std::optional<PipelinePlan> pipeline_plan;
   if (grid_.dims.pp > 1) pipeline_plan = plan_pipeline(config_, model_config, grid_.dims.dp);

@@ -48,7 +48,15 @@ TEST(Device, AutoRunsAModelNoGpuKernelServesOnTheCpu) {
     EXPECT_EQ(error_of([&] { choose_device("cuda", facts); }),
               "--device cuda: " + cpu_only + "; use --device cpu (or auto)");
     EXPECT_EQ(choose_device("cpu", facts).notice, "");
+    // A 16-bit --dtype there says why the run is on the CPU, rather than suggesting --device cuda.
+    EXPECT_EQ(choose_compute_dtype("auto", choice), DType::f32);
+    EXPECT_EQ(error_of([&] { choose_compute_dtype("bf16", choice); }),
+              "--dtype bf16 computes on the GPU only, and this run is on the CPU (" + choice.notice +
+                  "); use --dtype fp32");
   }
+  EXPECT_EQ(choose_compute_dtype("bf16", choose_device("auto", kGpuMachine)), DType::bf16);
+  EXPECT_TRUE(contains(error_of([] { choose_compute_dtype("bf16", DeviceChoice{Device::cpu, ""}); }),
+                       "use --dtype fp32 or --device cuda"));
   EXPECT_EQ(gpu_unsupported(model_preset("gemma2-tiny")),
             "gemma2 soft-caps its attention scores and logits, which no GPU kernel does yet");
   EXPECT_EQ(gpu_unsupported(model_preset("gemma3-tiny")), "");  // Gemma 3 has no caps
