@@ -115,7 +115,8 @@ struct MemoryOptions {
 };
 
 // What train does with a model no GPU kernel serves yet.
-constexpr const char* kTrainOnTheCpu = "`tessera train` runs it on the CPU under --device auto and refuses --device cuda";
+constexpr const char* kTrainOnTheCpu =
+    "`tessera train` runs it on the CPU under --device auto and refuses --device cuda";
 
 // Notes on what the plan cannot know or does not model, one line each: a GPU plan of a model that runs on the
 // CPU only, --fp8's copies, and under expert parallelism without a capacity, how much a rank the router

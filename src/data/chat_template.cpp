@@ -108,14 +108,19 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.folds_system_ = true;
     t.knows_tool_ = false;
     t.specials_ = {"<start_of_turn>", "<end_of_turn>"};
-  } else if (name == "llama2" || name == "mistral") {  // [INST] turns, the reply ended by the end of text
+  } else if (name == "llama2" || name == "mistral" || name == "mistral-v3") {  // [INST] turns, the reply ended by </s>
     t.end_of_turn_ = "</s>";
     t.trims_content_ = name == "llama2";
     t.folds_system_ = true;
     t.knows_tool_ = false;
     t.specials_ = {"<s>", "</s>"};
-    t.inst_ = name == "llama2" ? InstTurns{"[INST] ", "<s>[INST] ", " [/INST]", "<<SYS>>\n", "\n<</SYS>>\n\n", " </s>"}
-                               : InstTurns{" [INST] ", " [INST] ", " [/INST]", "", "\n\n", "</s>"};
+    if (name == "llama2")
+      t.inst_ = InstTurns{"[INST] ", "<s>[INST] ", " [/INST]", "<<SYS>>\n", "\n<</SYS>>\n\n", " </s>"};
+    else if (name == "mistral")
+      t.inst_ = InstTurns{" [INST] ", " [INST] ", " [/INST]", "", "\n\n", "</s>"};
+    else
+      t.inst_ = InstTurns{"[INST] ", "[INST] ", "[/INST]", "", "\n\n", "</s>", true, true};
+    if (name == "mistral-v3") t.specials_.insert(t.specials_.end(), {"[INST]", "[/INST]"});
   } else {
     TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use ", kChatTemplateNames);
   }
@@ -173,19 +178,23 @@ ChatTemplate::Reply ChatTemplate::reply_of(const ChatMessage& m) {
 std::vector<DocumentPiece> ChatTemplate::render_inst(const std::vector<ChatMessage>& messages) const {
   const bool folded = !messages.empty() && messages.front().role == "system";
   check_alternation(name_, messages, folded);
+  // The user turn the system message opens: the first, or the last (the turns alternate from a user's).
+  const size_t last_query = messages.size() - 1 - (messages.size() - folded + 1) % 2;
+  const size_t system_turn = !folded ? messages.size() : inst_->system_on_last_query ? last_query : 1;
   std::vector<DocumentPiece> pieces;
   for (size_t i = folded; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const auto content = [&](std::string_view text) { return trims_content_ ? trimmed(text) : text; };
     if (m.role == "assistant") {  // (appended, not "a" + b: GCC 12's -Wrestrict)
-      pieces.push_back({std::string(" ").append(content(m.content)).append(inst_->reply_end), true});
+      const std::string_view reply = inst_->trims_reply ? trimmed(m.content) : content(m.content);
+      pieces.push_back({std::string(" ").append(reply).append(inst_->reply_end), true});
       continue;
     }
-    const std::string query = i == size_t(folded) && folded ? std::string(inst_->system_before)
-                                                                  .append(messages.front().content)
-                                                                  .append(inst_->system_after)
-                                                                  .append(m.content)
-                                                            : m.content;
+    const std::string query = i == system_turn ? std::string(inst_->system_before)
+                                                     .append(messages.front().content)
+                                                     .append(inst_->system_after)
+                                                     .append(m.content)
+                                               : m.content;
     std::string turn(i == size_t(folded) ? inst_->first_open : inst_->open);
     pieces.push_back({turn.append(content(query)).append(inst_->close), false});
   }

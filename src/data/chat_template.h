@@ -27,6 +27,11 @@
 //   mistral: " [INST] USER [/INST] ASSISTANT</s>" (Mistral-7B-Instruct v0.1 and v0.2, their templates since
 //            2024), content as given, a system message opening the first user turn with a blank line
 //            after it; the turns alternate.
+//   mistral-v3: "[INST] USER[/INST] ASSISTANT</s>" (Mistral's v3 tokenizer: Mistral-7B-Instruct v0.3,
+//            Mixtral-8x22B-Instruct, Mistral-Large-Instruct-2407, Codestral; [INST] and [/INST] are
+//            its special tokens), the reply trimmed, a system message and a blank line opening the
+//            *last* user turn (mistral-common's placement, and its Hub template's revision comparing
+//            with user_messages[-1]); the turns alternate.
 #pragma once
 
 #include <optional>
@@ -39,7 +44,7 @@ namespace tessera {
 class Tokenizer;
 
 inline constexpr const char* kChatTemplateNames =
-    "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, gemma, llama2 or mistral";
+    "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, gemma, llama2, mistral or mistral-v3";
 
 // A piece of a document's text, and whether its tokens are training targets.
 struct DocumentPiece {
@@ -97,9 +102,11 @@ class ChatTemplate {
   std::string_view assistant_role_ = "assistant";  // what the assistant's header names it ("model": gemma)
   bool folds_system_ = false;  // the system message opens the first user turn's content, turns alternate (gemma)
   // Llama 2's and Mistral's [INST] turns, in place of headers: what opens the first user turn and the
-  // others, closes them, goes around a system message folded into the first, and ends a reply.
+  // others, closes them, goes around a system message folded into a user turn (the first, or with
+  // system_on_last_query the last), and ends a reply (trimmed with trims_reply).
   struct InstTurns {
     std::string_view first_open, open, close, system_before, system_after, reply_end;
+    bool system_on_last_query = false, trims_reply = false;
   };
   std::optional<InstTurns> inst_;
   std::vector<DocumentPiece> render_inst(const std::vector<ChatMessage>& messages) const;

@@ -47,12 +47,20 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
   std::string j = "{{- ";
   j.append(quoted(start_text)).append(" -}}");
   if (inst_) {
+    // The user turn the system message opens: the first, or the last.
+    const char* system_turn = inst_->system_on_last_query ? "loop.index0 == ns.last_query" : "loop.first";
     std::string query = "((";
     query.append(quoted(inst_->system_before)).append(" + system + ").append(quoted(inst_->system_after));
-    query.append(" + message['content']) if (loop.first and has_system) else message['content'])");
+    query.append(" + message['content']) if (").append(system_turn).append(" and has_system) else message['content'])");
     if (trims_content_) query = std::string("(").append(query).append(" | trim)");
     j.append(folded_system_and_alternation(name_));
-    j.append("{%- for message in turns -%}{%- if message['role'] == 'assistant' -%}{{- ' ' + ").append(content);
+    if (inst_->system_on_last_query) {
+      j.append("{%- set ns = namespace(last_query=-1) -%}{%- for message in turns -%}");
+      j.append("{%- if message['role'] == 'user' -%}{%- set ns.last_query = loop.index0 -%}{%- endif -%}");
+      j.append("{%- endfor -%}");
+    }
+    const std::string reply = inst_->trims_reply ? "(message['content'] | trim)" : content;
+    j.append("{%- for message in turns -%}{%- if message['role'] == 'assistant' -%}{{- ' ' + ").append(reply);
     j.append(" + ").append(quoted(inst_->reply_end)).append(" -}}{%- else -%}{{- (");
     j.append(quoted(inst_->first_open)).append(" if loop.first else ").append(quoted(inst_->open)).append(") + ");
     j.append(query).append(" + ").append(quoted(inst_->close)).append(" -}}{%- endif -%}{%- endfor -%}");

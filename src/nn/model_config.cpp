@@ -150,9 +150,10 @@ int64_t ModelConfig::active_parameters() const {
 }
 
 std::string gpu_unsupported(const ModelConfig& config) {
-  const char* what = config.attention_softcap > 0 || config.logit_softcap > 0 ? "soft-caps its attention scores and logits"
-                     : config.moe.shared_gate                                 ? "gates its shared experts by a sigmoid"
-                                                                              : nullptr;
+  const bool capped = config.attention_softcap > 0 || config.logit_softcap > 0;
+  const char* what = capped                   ? "soft-caps its attention scores and logits"
+                     : config.moe.shared_gate ? "gates its shared experts by a sigmoid"
+                                              : nullptr;
   return what ? model_family(config) + " " + what + ", which no GPU kernel does yet" : "";
 }
 

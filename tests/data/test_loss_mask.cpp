@@ -307,7 +307,7 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
                        "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, "
-                       "phi4, olmo2, gemma, llama2 or mistral"));
+                       "phi4, olmo2, gemma, llama2, mistral or mistral-v3"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
@@ -474,6 +474,25 @@ TEST(ChatTemplate, Mistral) {
   EXPECT_TRUE(contains(message, "--chat-template mistral: message 2 is 'user'")) << message;
 }
 
+// Mistral's v3 tokenizer's (Mistral-7B-Instruct v0.3, Mixtral-8x22B-Instruct, ...): "[INST] ...[/INST]" turns
+// ([INST] and [/INST] its special tokens), the reply after a space, trimmed, before </s>; the system message and
+// a blank line open the last user turn (mistral-common's placement), whichever role ends the conversation.
+TEST(ChatTemplate, MistralV3PutsTheSystemMessageInTheLastUserTurn) {
+  const ChatTemplate v3 = ChatTemplate::named("mistral-v3");
+  EXPECT_EQ(marked(v3.render({{"system", "S"}, {"user", "U1"}, {"assistant", " A1\n"}, {"user", "U2 "},
+                              {"assistant", "A2"}})),
+            "[INST] U1[/INST][ A1</s>][INST] S\n\nU2 [/INST][ A2</s>]");
+  EXPECT_EQ(marked(v3.render({{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}})),
+            "[INST] U1[/INST][ A1</s>][INST] S\n\nU2[/INST]");
+  EXPECT_EQ(marked(v3.render({{"system", "S"}, {"user", "U1"}})), "[INST] S\n\nU1[/INST]");
+  EXPECT_EQ(marked(v3.render({{"user", " U1"}, {"assistant", "A1"}})), "[INST]  U1[/INST][ A1</s>]");
+  EXPECT_EQ(v3.generation_prompt(), "");
+  EXPECT_EQ(v3.reply_ends().front(), "</s>");
+  EXPECT_FALSE(v3.knows_role("tool"));
+  const std::string message = error_of([&] { v3.render({{"system", "S"}, {"assistant", "A"}}); });
+  EXPECT_TRUE(contains(message, "--chat-template mistral-v3: message 2 is 'assistant'")) << message;
+}
+
 // Llama 3's templates trim each message (Jinja's `| trim`: Python's whitespace, Unicode's included);
 // ChatML's keep it as given.
 TEST(ChatTemplate, Llama3TrimsContentAsItsTemplateDoes) {
@@ -551,7 +570,9 @@ TEST(ChatTemplate, CorpusOfConversationsTrainsOnTheAssistantsTurns) {
        "<|end_header_id|>\n\n<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nTerse.<|eot_id|>"
        "<|start_header_id|>user<|end_header_id|>\n\nCapital of France?<|eot_id|><|start_header_id|>assistant"
        "<|end_header_id|>\n\n<|start_header_id|>user<|end_header_id|>\n\nAnd Italy?<|eot_id|>"
-       "<|start_header_id|>assistant<|end_header_id|>\n\n"}};
+       "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+      {"mistral-v3", byte_tokenizer({"</s>", "<s>", "[INST]", "[/INST]"}, true), " 4</s> Paris</s> Rome</s>",
+       "<s>[INST] 2+2?[/INST]<s>[INST] Capital of France?[/INST][INST] Terse.\n\nAnd Italy?[/INST]"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     ShardOptions options;
@@ -595,6 +616,10 @@ TEST(ChatTemplate, BadConversationsAndTokenizersNameTheFix) {
   message = error_for(R"({"messages": []})", byte_tokenizer({"<|endoftext|>"}, false));
   EXPECT_TRUE(contains(message, "--chat-template chatml: the tokenizer (byte tokenizer) has no special token "
                                 "<|im_start|>; give the tokenizer of the model the template is for")) << message;
+  options.documents.chat_template = "mistral-v3";  // a v0.1 tokenizer, without v3's control tokens
+  message = error_for(R"({"messages": []})", byte_tokenizer({"</s>", "<s>"}, true));
+  EXPECT_TRUE(contains(message, "--chat-template mistral-v3: the tokenizer (byte tokenizer) has no special token "
+                                "[INST]")) << message;
   options.documents.chat_template = "gemma";
   message = error_for(R"({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]})",
                       byte_tokenizer({"<|endoftext|>", "<start_of_turn>", "<end_of_turn>"}, false));

@@ -214,37 +214,45 @@ TEST_F(Llama2Test, MetaspaceFormsMatchHuggingFace) {
 // (each piece continuing the one before it, the first after the start token), give the ids Hugging Face's
 // tokenizers give the whole rendered text, "<s>" first as the templates write it: with Llama 2's Prepend
 // normalizer (Mistral 7B's too) and with the non-legacy Metaspace "first" form, which puts no space after
-// a special token.
+// a special token. mistral-v3's with [INST] and [/INST] added as special tokens, as v3's tokenizer has them.
 TEST_F(Llama2Test, ChatTemplatesEncodeAsTheirRenderedText) {
   const std::vector<std::vector<ChatMessage>> conversations = {
       {{"user", "Hello world"}, {"assistant", "Hi there!"}},
       {{"system", "Be brief.\n"}, {"user", " What is 2+2? "}, {"assistant", "4"}, {"user", "And 3+3?"},
        {"assistant", "  6\n"}},
       {{"user", "x"}, {"assistant", "\u00e9t\u00e9 \U0001F600 code:\n    pass"}}};
-  Texts rendered;
-  std::vector<std::vector<DocumentPiece>> documents;
-  for (const char* name : {"llama2", "mistral"}) {
+  const nlohmann::json prepend = nlohmann::json::parse(read_text(json_));
+  nlohmann::json metaspace = prepend;
+  metaspace["normalizer"] = nullptr;
+  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"},
+                                {"split", false}};
+  const fs::path hf = hf_tokenizers();
+  if (hf.empty()) return;
+  for (const char* name : {"llama2", "mistral", "mistral-v3"}) {
+    Texts rendered;
+    std::vector<std::vector<DocumentPiece>> documents;
     for (const auto& conversation : conversations) {
       documents.push_back(ChatTemplate::named(name).render(conversation));
       std::string text = "<s>";
       for (const DocumentPiece& piece : documents.back()) text += piece.text;
       rendered.push_back(text);
     }
-  }
-  nlohmann::json metaspace = nlohmann::json::parse(read_text(json_));
-  metaspace["normalizer"] = nullptr;
-  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"},
-                                {"split", false}};
-  write_text(dir_ / "metaspace.json", metaspace.dump());
-  const fs::path hf = hf_tokenizers();
-  if (hf.empty()) return;
-  for (const fs::path& json : {json_, dir_ / "metaspace.json"}) {
-    const Tokenizer tokenizer = Tokenizer::load(json);
-    IdLists ours;
-    for (const auto& pieces : documents)
-      ours.push_back(encode_document(tokenizer, pieces, TextStart::after_special).tokens);
-    expect_same(rendered, ours, run_node("hf_tokenizers_encode.js", {hf, json, "--plain"}, rendered, dir_),
-                ("Llama 2 and Mistral chats, " + json.filename().string()).c_str());
+    for (nlohmann::json doc : {prepend, metaspace}) {
+      const bool v3 = std::string_view(name) == "mistral-v3";
+      for (int i = 0; v3 && i < 2; ++i)
+        doc["added_tokens"].push_back({{"id", 32000 + i}, {"content", i == 0 ? "[INST]" : "[/INST]"},
+                                       {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                                       {"normalized", false}, {"special", true}});
+      const fs::path json = dir_ / (std::string(name) + (doc["normalizer"].is_null() ? "-metaspace.json" : ".json"));
+      write_text(json, doc.dump());
+      const Tokenizer tokenizer = Tokenizer::load(json);
+      ASSERT_EQ(tokenizer.special_token_id("[INST]").has_value(), v3);
+      IdLists ours;
+      for (const auto& pieces : documents)
+        ours.push_back(encode_document(tokenizer, pieces, TextStart::after_special).tokens);
+      expect_same(rendered, ours, run_node("hf_tokenizers_encode.js", {hf, json, "--plain"}, rendered, dir_),
+                  ("the " + std::string(name) + " chats, " + json.filename().string()).c_str());
+    }
   }
 }
 
