@@ -21,7 +21,8 @@ const Names<NormKind> kNorms = {{NormKind::layernorm, "layernorm"}, {NormKind::r
 const Names<NormPlacement> kNormPlacements = {
     {NormPlacement::pre, "pre"}, {NormPlacement::post, "post"}, {NormPlacement::sandwich, "sandwich"}};
 const Names<PositionKind> kPositions = {{PositionKind::learned, "learned"}, {PositionKind::rope, "rope"}};
-const Names<MlpKind> kMlps = {{MlpKind::gelu, "gelu"}, {MlpKind::swiglu, "swiglu"}, {MlpKind::geglu, "geglu"}};
+const Names<MlpKind> kMlps = {
+    {MlpKind::gelu, "gelu"}, {MlpKind::swiglu, "swiglu"}, {MlpKind::geglu, "geglu"}, {MlpKind::gelu_exact, "gelu-exact"}};
 const Names<Naming> kNamings = {{Naming::gpt2, "gpt2"}, {Naming::llama, "llama"}};
 const Names<RouterKind> kRouters = {{RouterKind::softmax_topk, "softmax_topk"},
                                     {RouterKind::sigmoid_bias, "sigmoid_bias"}};
@@ -128,6 +129,7 @@ json model_config_to_json(const ModelConfig& c) {
   if (c.head_dim > 0) j["head_dim"] = c.head_dim;
   if (c.phi3) j["phi3"] = true;
   if (c.norm_placement != NormPlacement::pre) j["norm_placement"] = name_of(kNormPlacements, c.norm_placement);
+  if (c.parallel_residual) j["parallel_residual"] = true;
   if (c.qk_norm_all_heads) j["qk_norm_all_heads"] = true;
   if (c.rotary_dims > 0) j["rotary_dims"] = c.rotary_dims;
   if (c.attention_window > 0) j["attention_window"] = c.attention_window;
@@ -204,6 +206,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.boolean("phi3", c.phi3);          // absent before Phi-3 support: false
   r.choice("norm_placement", kNormPlacements, c.norm_placement);  // absent unless not "pre" (OLMo 2)
   r.boolean("qk_norm_all_heads", c.qk_norm_all_heads);          // absent unless set (OLMo 2)
+  r.boolean("parallel_residual", c.parallel_residual);          // absent unless GPT-NeoX's
   r.integer("head_dim", c.head_dim, 0);  // absent unless heads are not channels / num_heads wide
   r.integer("rotary_dims", c.rotary_dims, 0);  // absent unless a head rotates only some channels
   r.integer("attention_window", c.attention_window, 0);  // absent unless the model has a sliding window

@@ -115,7 +115,7 @@ ActivationBytes decoder_activation_bytes(const ModelConfig& c, const ActivationS
   bytes.scratch += (B * Tl * C + std::max(B * Tl * C, B * T * c.attention_width())) * s;  // dresidual, dnormed/dcore
   bytes.scratch += B * T * std::max(c.qkv_width(), swiglu ? 2 * F : F) * s;  // dqkv and mlp.dh share it
   if (swiglu) bytes.scratch += B * T * F * s;                                  // mlp.dact
-  if (has_post_norms(c.norm_placement)) bytes.scratch += B * Tl * C * s;  // dbranch
+  if (has_post_norms(c.norm_placement) || c.parallel_residual) bytes.scratch += B * Tl * C * s;  // dbranch
   if (c.qk_norm) bytes.scratch += B * T * c.num_heads * c.head_size() * s;     // the query norm's input gradient
   if (c.mla.enabled()) bytes.scratch += latent_scratch_bytes(c, B * T, s);
   if (c.moe.enabled()) bytes.scratch += moe_scratch_bytes(c, a);

@@ -113,7 +113,7 @@ void DecoderActivations::ensure(const ModelConfig& config, int64_t batch, int64_
       Tensor::zeros({std::max(B * T_local * C, B * T * config.attention_width())}, dtype, device);
   scratch.dnormed = dnormed_or_dcore.view(0, {B, T_local, C});
   scratch.attn.dcore = dnormed_or_dcore.view(0, {B, T, config.attention_width()});
-  if (has_post_norms(config.norm_placement)) scratch.dbranch = local();
+  if (has_post_norms(config.norm_placement) || config.parallel_residual) scratch.dbranch = local();
   const bool swiglu = is_gated(config.mlp);
   const int64_t mlp_width = swiglu ? 2 * F : F;
   const Tensor wide = btc(std::max(config.qkv_width(), mlp_width));

@@ -1,5 +1,6 @@
 // Transformer block forward and backward: norms, attention, MLP and the two residual adds, the norms
-// before the sublayers (pre), after them (post, OLMo 2) or both (sandwich, Gemma).
+// before the sublayers (pre), after them (post, OLMo 2) or both (sandwich, Gemma), the sublayers one
+// after the other or side by side (a parallel residual, GPT-NeoX).
 #include "nn/decoder_block.h"
 
 #include "ops/residual.h"
@@ -77,6 +78,12 @@ void add_input_grad(const ModelConfig& config, Tensor& dres, LinearWeights& g, c
   add_inplace(dres, dinput);
 }
 
+// A parallel residual's middle: mid = x + attention's branch, and the MLP's input norm2(x).
+void parallel_mid(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w) {
+  residual_forward(a.mid, x, a.attn.out);
+  norm_forward(config, a.norm2, x, w.norm2);
+}
+
 }  // namespace
 
 void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActivations& a, const Tensor& x,
@@ -84,7 +91,9 @@ void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActiva
   const bool pre = has_pre_norms(config.norm_placement);
   attention_layer_forward(config, a.attn, pre ? a.norm1.out : x, w, seq, ctx.tp, ctx.cp, ctx.fp8);
   const Tensor& attn_branch = branch_out(config, a.attn.out, a.norm1_post, w.norm1_post);
-  if (pre)
+  if (config.parallel_residual)
+    parallel_mid(config, a, x, w);
+  else if (pre)
     residual_norm_forward(config, a.mid, a.norm2, x, attn_branch, w.norm2);
   else
     residual_forward(a.mid, x, attn_branch);
@@ -102,7 +111,9 @@ void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& 
   if (pre) norm_forward(config, a.norm1, x, w.norm1);
   attention_layer_decode(config, a.attn, pre ? a.norm1.out : x, w, seq, k_cache, v_cache, past);
   const Tensor& attn_branch = branch_out(config, a.attn.out, a.norm1_post, w.norm1_post);
-  if (pre)
+  if (config.parallel_residual)
+    parallel_mid(config, a, x, w);
+  else if (pre)
     residual_norm_forward(config, a.mid, a.norm2, x, attn_branch, w.norm2);
   else
     residual_forward(a.mid, x, attn_branch);
@@ -127,6 +138,16 @@ void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, 
                     const BlockActivations& a, const Tensor& x, const BlockWeights& w, const SequencePositions& seq,
                     BlockScratch& scratch, DeferredWeightGrads* deferred, BlockContext ctx) {
   const bool pre = has_pre_norms(config.norm_placement);
+  if (config.parallel_residual) {
+    // out = x + attention(norm1(x)) + mlp(norm2(x)): each sublayer's output takes dres as it is; both input
+    // gradients join dres through their norms once both are taken.
+    mlp_backward(config, moe, scratch.dbranch, g, dres, a, a.norm2.out, w, scratch, deferred, ctx);
+    attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, seq, scratch.attn, deferred,
+                             ctx.tp, ctx.cp, ctx.fp8);
+    add_input_grad(config, dres, g.norm2, scratch.dbranch, x, w.norm2, a.norm2);
+    add_input_grad(config, dres, g.norm1, scratch.dnormed, x, w.norm1, a.norm1);
+    return;
+  }
   const Tensor& dmlp_out =
       sublayer_out_grad(config, dres, scratch.dbranch, g.norm2_post, a.mlp_out(), w.norm2_post, a.norm2_post);
   mlp_backward(config, moe, scratch.dnormed, g, dmlp_out, a, pre ? a.norm2.out : a.mid, w, scratch, deferred, ctx);

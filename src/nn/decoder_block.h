@@ -7,6 +7,8 @@
 // (Gemma) on both:
 //   mid = x + norm1_post(attention(x));   out = mid + norm2_post(mlp(mid))                 (post)
 //   mid = x + norm1_post(attention(norm1(x)));   out = mid + norm2_post(mlp(norm2(mid)))   (sandwich)
+// and with a parallel residual (GPT-NeoX) both sublayers read the block's input:
+//   mid = x + attention(norm1(x));   out = mid + mlp(norm2(x))
 // backward() takes the gradient of `out` in dres and
 // leaves the gradient of x there; parameter gradients accumulate. The MLP is dense or MoE, as the
 // block's weights say (a MoE block has a router).
@@ -42,7 +44,7 @@ struct BlockActivations {
 };
 
 // Backward scratch shared by every block: dnormed (B,T,C) plus the layers' own; under post-norm
-// dbranch (B,T,C), a sublayer output's gradient.
+// dbranch (B,T,C), a sublayer output's gradient, and under a parallel residual the MLP input's.
 struct BlockScratch {
   Tensor dnormed, dbranch;
   AttentionScratch attn;

@@ -27,6 +27,9 @@ void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const L
   const Tensor input = up.operand(region_input(x, tp), Fp8Role::input), in_weight = up.operand(in.weight, Fp8Role::weight);
   if (kind == MlpKind::gelu) {
     matmul_gelu_forward(a.act, a.h, input, in_weight, in.bias);
+  } else if (kind == MlpKind::gelu_exact) {
+    matmul_forward(a.h, input, in_weight, in.bias);
+    gelu_forward(a.act, a.h, GeluForm::exact);
   } else {
     matmul_forward(a.h, input, in_weight, in.bias);
     swiglu_forward(a.act, a.h, gate_of(kind));
@@ -38,7 +41,7 @@ void mlp_layer_forward(MlpKind kind, MlpActivations& a, const Tensor& x, const L
 }
 
 void mlp_activation_recompute(MlpKind kind, MlpActivations& a) {
-  if (kind == MlpKind::gelu) return gelu_forward(a.act, a.h);
+  if (!is_gated(kind)) return gelu_forward(a.act, a.h, kind == MlpKind::gelu ? GeluForm::tanh : GeluForm::exact);
   swiglu_forward(a.act, a.h, gate_of(kind));
 }
 
@@ -53,6 +56,9 @@ void mlp_layer_backward(MlpKind kind, Tensor& dx, LinearWeights& g_in, LinearWei
     LinearWeights& now = deferred ? none : g_out;
     matmul_backward_dgelu(scratch.dh, now.weight, now.bias, dout_all, act, out_weight, a.h);
     if (deferred) deferred->add_linear(g_out, dout_all, act, out_weight);
+  } else if (kind == MlpKind::gelu_exact) {  // through act's gradient in dh, then in place
+    linear_backward(scratch.dh, g_out, dout_all, act, out_weight, deferred);
+    gelu_backward(scratch.dh, scratch.dh, a.h, GeluForm::exact);
   } else {
     linear_backward(scratch.dact, g_out, dout_all, act, out_weight, deferred);
     swiglu_backward(scratch.dh, scratch.dact, a.h, gate_of(kind));

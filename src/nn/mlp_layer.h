@@ -1,5 +1,5 @@
 // The dense MLP half of a block, after its norm, by the config's activation:
-//   gelu:   out = down(gelu(up(x)))                      (GPT-2: c_fc, c_proj)
+//   gelu:   out = down(gelu(up(x)))                      (GPT-2: c_fc, c_proj; gelu_exact: GPT-NeoX's erf form)
 //   swiglu: out = down(silu(gate(x)) * up(x))            (Llama: gate_up_proj packed, down_proj)
 //   geglu:  out = down(gelu(gate(x)) * up(x))            (Gemma: GELU's tanh form, packed as SwiGLU's)
 //   backward: dx written from dout; parameter gradients accumulate.

@@ -85,6 +85,8 @@ void ModelConfig::validate() const {
                      mlp == MlpKind::swiglu && !bias && !qkv_bias && !qk_norm && !moe.enabled() && !mla.enabled()),
            "model: the Phi-3 form is Llama's computation: Llama naming, RoPE, RMSNorm, SwiGLU, no biases, no q/k "
            "norms, no experts, no latent attention");
+  TS_CHECK(!parallel_residual || (norm_placement == NormPlacement::pre && !moe.enabled() && !mla.enabled()),
+           "model: parallel_residual (GPT-NeoX's) runs pre-norm blocks with dense MLPs and no latent attention");
   TS_CHECK(!qk_norm_all_heads || qk_norm, "model: qk_norm_all_heads says how the query/key norms span the heads; ",
            "it needs qk_norm");
   TS_CHECK(norm_placement == NormPlacement::pre ||
@@ -151,9 +153,10 @@ int64_t ModelConfig::active_parameters() const {
 
 std::string gpu_unsupported(const ModelConfig& config) {
   const bool capped = config.attention_softcap > 0 || config.logit_softcap > 0;
-  const char* what = capped                   ? "soft-caps its attention scores and logits"
-                     : config.moe.shared_gate ? "gates its shared experts by a sigmoid"
-                                              : nullptr;
+  const char* what = capped                                ? "soft-caps its attention scores and logits"
+                     : config.moe.shared_gate              ? "gates its shared experts by a sigmoid"
+                     : config.mlp == MlpKind::gelu_exact ? "takes GELU's exact (erf) form in its MLP"
+                                                           : nullptr;
   return what ? model_family(config) + " " + what + ", which no GPU kernel does yet" : "";
 }
 
@@ -165,6 +168,7 @@ std::string model_family(const ModelConfig& config) {
     if (config.moe.shared_gate) return "qwen2-moe";
     return config.qk_norm_all_heads ? "olmoe" : config.qk_norm ? "qwen3-moe" : "mixtral";
   }
+  if (config.parallel_residual) return "gpt-neox";
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";
   if (config.norm == NormKind::layernorm) return "starcoder2";

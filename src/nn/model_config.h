@@ -27,10 +27,11 @@ enum class NormPlacement {
 inline bool has_pre_norms(NormPlacement p) { return p != NormPlacement::post; }
 inline bool has_post_norms(NormPlacement p) { return p != NormPlacement::pre; }
 enum class PositionKind { learned, rope };  // a learned (maxT, C) table added to the embedding, or RoPE
-// The dense MLP's activation (and the experts', SwiGLU, when MoE): GELU, or a gated unit whose input
-// packs [gate | up] (SwiGLU: silu gate; GeGLU: GELU's tanh form, Gemma's).
-enum class MlpKind { gelu, swiglu, geglu };
-inline bool is_gated(MlpKind kind) { return kind != MlpKind::gelu; }
+// The dense MLP's activation (and the experts', SwiGLU, when MoE): GELU (its tanh form, GPT-2's; gelu_exact its
+// erf form, GPT-NeoX's), or a gated unit whose input packs [gate | up] (SwiGLU: silu gate; GeGLU: GELU's tanh
+// form, Gemma's).
+enum class MlpKind { gelu, swiglu, geglu, gelu_exact };
+inline bool is_gated(MlpKind kind) { return kind == MlpKind::swiglu || kind == MlpKind::geglu; }
 enum class RouterKind {
   softmax_topk,  // Mixtral: softmax over experts, top-k, weights renormalised to sum to 1 (or, DeepSeek-V2's
                  // and some Qwen MoEs', not: MoeConfig::renormalize)
@@ -103,6 +104,9 @@ struct ModelConfig {
   int64_t mlp_hidden = 0;    // the dense MLP's width F; 0 = 4C
   NormKind norm = NormKind::layernorm;
   NormPlacement norm_placement = NormPlacement::pre;
+  // GPT-NeoX's parallel residual (use_parallel_residual): out = x + attention(norm1(x)) + mlp(norm2(x)), both
+  // sublayers reading the block's input; pre-norm blocks with dense MLPs only.
+  bool parallel_residual = false;
   float norm_eps = 1e-5f;
   PositionKind positions = PositionKind::learned;
   RopeConfig rope = {};

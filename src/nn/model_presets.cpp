@@ -1,5 +1,5 @@
 // Preset shapes. Llama 2 7B, Llama 3.x, Mistral 7B, Mistral NeMo, Qwen2.5, Qwen3, Phi-3-mini, Phi-4, OLMo 2,
-// OLMoE, SmolLM3, Gemma 3, StarCoder2, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their published
+// OLMoE, SmolLM3, Gemma 3, StarCoder2, Pythia, GPT-NeoX-20B, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their published
 // config.json files.
 #include "nn/model_presets.h"
 
@@ -128,6 +128,19 @@ ModelConfig starcoder2(ModelConfig c, int64_t window) {
   c.bias = true;
   c.mlp = MlpKind::gelu;
   c.attention_window = window;
+  return c;
+}
+
+// GPT-NeoX (Pythia, GPT-NeoX-20B): LayerNorms and biases everywhere, RoPE on the first quarter of each head's
+// channels (Tessera's last; the import moves them), the exact GELU over 4C, attention and MLP side by side
+// (parallel residual), untied; 2,048 positions.
+ModelConfig gpt_neox(int64_t layers, int64_t heads, int64_t channels, int64_t vocab, int64_t context = 2048) {
+  ModelConfig c = llama(layers, heads, heads, channels, 4 * channels, vocab, context, 10000.0f, false);
+  c.norm = NormKind::layernorm;
+  c.bias = true;
+  c.mlp = MlpKind::gelu_exact;
+  c.rotary_dims = channels / heads / 4;
+  c.parallel_residual = true;
   return c;
 }
 
@@ -301,6 +314,16 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
        [] { return gemma3_large(llama(48, 16, 8, 3840, 15360, 262208, 131072, 1e6f, true), 256, 256.0f); }},
       {"gemma3-27b",
        [] { return gemma3_large(llama(62, 32, 16, 5376, 21504, 262208, 131072, 1e6f, true), 128, 168.0f); }},
+      {"pythia-tiny", [] { return gpt_neox(2, 4, 64, 256, 64); }},
+      {"pythia-70m", [] { return gpt_neox(6, 8, 512, 50304); }},
+      {"pythia-160m", [] { return gpt_neox(12, 12, 768, 50304); }},
+      {"pythia-410m", [] { return gpt_neox(24, 16, 1024, 50304); }},
+      {"pythia-1b", [] { return gpt_neox(16, 8, 2048, 50304); }},
+      {"pythia-1.4b", [] { return gpt_neox(24, 16, 2048, 50304); }},
+      {"pythia-2.8b", [] { return gpt_neox(32, 32, 2560, 50304); }},
+      {"pythia-6.9b", [] { return gpt_neox(32, 32, 4096, 50432); }},
+      {"pythia-12b", [] { return gpt_neox(36, 40, 5120, 50688); }},
+      {"gpt-neox-20b", [] { return gpt_neox(44, 64, 6144, 50432); }},
       {"starcoder2-tiny", [] { return starcoder2(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, true), 8); }},
       {"starcoder2-3b",
        [] { return starcoder2(llama(30, 24, 2, 3072, 12288, 49152, 16384, 999999.4420358813f, true), 4096); }},

@@ -12,7 +12,7 @@
 
 namespace tessera {
 
-void gelu_forward(Tensor& out, const Tensor& x) {
+void gelu_forward(Tensor& out, const Tensor& x, GeluForm form) {
   const char* op = "gelu_forward";
   detail::check_float_dtype(op, "x", x);
   const DType dtype = x.dtype();
@@ -20,9 +20,10 @@ void gelu_forward(Tensor& out, const Tensor& x) {
   detail::check_shape(op, "out", out, x.shape());
   switch (device) {
     case Device::cpu:
-      cpu::gelu_forward(out.f32(), x.f32(), x.numel());
+      cpu::gelu_forward(out.f32(), x.f32(), x.numel(), form == GeluForm::exact);
       return;
     case Device::cuda:
+      if (form == GeluForm::exact) detail::fail_no_cuda_kernel("gelu_forward (exact form)");
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::gelu_forward(cuda::typed_data<T>(out), cuda::typed_data<T>(x), x.numel(), cuda_compute_stream());
@@ -34,7 +35,7 @@ void gelu_forward(Tensor& out, const Tensor& x) {
   }
 }
 
-void gelu_backward(Tensor& dx, const Tensor& dout, const Tensor& x) {
+void gelu_backward(Tensor& dx, const Tensor& dout, const Tensor& x, GeluForm form) {
   const char* op = "gelu_backward";
   detail::check_float_dtype(op, "x", x);
   const DType dtype = x.dtype();
@@ -43,9 +44,10 @@ void gelu_backward(Tensor& dx, const Tensor& dout, const Tensor& x) {
   detail::check_shape(op, "dout", dout, x.shape());
   switch (device) {
     case Device::cpu:
-      cpu::gelu_backward(dx.f32(), dout.f32(), x.f32(), x.numel());
+      cpu::gelu_backward(dx.f32(), dout.f32(), x.f32(), x.numel(), form == GeluForm::exact);
       return;
     case Device::cuda:
+      if (form == GeluForm::exact) detail::fail_no_cuda_kernel("gelu_backward (exact form)");
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::gelu_backward(cuda::typed_data<T>(dx), cuda::typed_data<T>(dout), cuda::typed_data<T>(x), x.numel(),

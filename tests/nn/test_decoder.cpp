@@ -40,12 +40,14 @@ ModelConfig family(const std::string& name) {
                                : name == "gemma2" ? "gemma2-tiny"
                                : name == "gemma3" ? "gemma3-tiny"
                                : name == "starcoder2" ? "starcoder2-tiny"
+                               : name.starts_with("gpt-neox") ? "pythia-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" || name.starts_with("gemma") ? 3 : 2;
   if (name.starts_with("gemma") && name != "gemma")  // T up to 8: the window bites
     c.attention_window = 3, c.global_layers = {name == "gemma2" ? 1 : 2};
   if (name == "starcoder2") c.attention_window = 3;
+  if (name == "gpt-neox-sequential") c.parallel_residual = false;  // its use_parallel_residual false
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
   if (name.starts_with("deepseek-v") || name == "glm4-moe")
@@ -438,13 +440,13 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
-                                           "sandwich", "gemma", "gemma2", "gemma3", "starcoder2", "mixtral",
-                                           "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
+                                           "sandwich", "gemma", "gemma2", "gemma3", "starcoder2", "gpt-neox",
+                                           "gpt-neox-sequential", "mixtral", "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
                                            "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
                                                               "smollm3", "sandwich", "gemma2", "gemma3", "starcoder2",
-                                                              "mixtral", "olmoe", "qwen2-moe", "deepseek",
+                                                              "gpt-neox", "mixtral", "olmoe", "qwen2-moe", "deepseek",
                                                               "deepseek-v3"),
                                             ::testing::Bool()));
 
@@ -494,6 +496,16 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("starcoder2-3b").num_parameters(), 3030371328);
   EXPECT_EQ(model_preset("starcoder2-7b").num_parameters(), 7173923840);
   EXPECT_EQ(model_preset("starcoder2-15b").num_parameters(), 15957889024);
+  // Pythia 70M-12B and GPT-NeoX-20B (untied; the Pythia paper's totals).
+  EXPECT_EQ(model_preset("pythia-70m").num_parameters(), 70426624);
+  EXPECT_EQ(model_preset("pythia-160m").num_parameters(), 162322944);
+  EXPECT_EQ(model_preset("pythia-410m").num_parameters(), 405334016);
+  EXPECT_EQ(model_preset("pythia-1b").num_parameters(), 1011781632);
+  EXPECT_EQ(model_preset("pythia-1.4b").num_parameters(), 1414647808);
+  EXPECT_EQ(model_preset("pythia-2.8b").num_parameters(), 2775208960);
+  EXPECT_EQ(model_preset("pythia-6.9b").num_parameters(), 6857302016);
+  EXPECT_EQ(model_preset("pythia-12b").num_parameters(), 11846072320);
+  EXPECT_EQ(model_preset("gpt-neox-20b").num_parameters(), 20554567680);
   // Gemma 3 4B, 12B and 27B's text models: 3.88B, 11.77B and 27.01B (their 262,208 rows padded to 262,272).
   EXPECT_EQ(model_preset("gemma3-4b").num_parameters(), 3880263168 + 64 * 2560);
   EXPECT_EQ(model_preset("gemma3-12b").num_parameters(), 11766034176 + 64 * 3840);
