@@ -145,6 +145,20 @@ void HfConfigReader::expect(const char* key, const json& expected, const char* w
            "; ", why);
 }
 
+int64_t read_rotary_dims(const HfConfigReader& r, const char* key, float fallback, int64_t head_size) {
+  const double partial = r.number(key, fallback);
+  const int64_t rotated = int64_t(double(head_size) * partial);
+  TS_CHECK(partial <= 1.0 && rotated >= 2 && rotated % 2 == 0, r.where(), ": field '", key, "' (", partial,
+           ") must rotate an even number of a head's ", head_size, " channels, not ", rotated);
+  return rotated < head_size ? rotated : 0;
+}
+
+double partial_rotary_factor(int64_t rotated, int64_t head_size) {
+  double factor = double(rotated) / double(head_size);
+  while (int64_t(double(head_size) * factor) < rotated) factor = std::nextafter(factor, 2.0);
+  return factor;
+}
+
 ModelConfig llama_family_config(const HfConfigReader& r) {
   ModelConfig c;
   c.naming = Naming::llama;

@@ -58,6 +58,14 @@ void read_rope_scaling(const HfConfigReader& r, const nlohmann::json& scaling, i
 // terms only when given) or a longrope dict (its original_max_position_embeddings goes at the top level).
 nlohmann::json rope_scaling_json(const RopeConfig& rope);
 
+// Partial rotary: a head's first int(head_size * factor) channels rotate, factor the config's `key` (or
+// `fallback`); the rotated channels, 0 when all of them (Tessera's ModelConfig::rotary_dims). Refuses a
+// factor that rotates an odd number of channels, fewer than 2, or more than the head.
+int64_t read_rotary_dims(const HfConfigReader& r, const char* key, float fallback, int64_t head_size);
+// The factor a config.json writes for `rotated` of a head's `head_size` channels: the ratio, nudged up
+// where transformers' int(head_dim * factor) would otherwise truncate it to one channel fewer.
+double partial_rotary_factor(int64_t rotated, int64_t head_size);
+
 // `v` as the double its shortest decimal spells, so config.json reads 1e-05, not the float's
 // 9.999999747378752e-06 (the same float when read back).
 double json_float(float v);

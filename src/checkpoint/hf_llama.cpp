@@ -153,14 +153,6 @@ void move_rotary_rows(const ModelConfig& c, const std::string& name, float* valu
   }
 }
 
-// partial_rotary_factor for `rotated` of a head's `head_size` channels: the ratio, nudged up where
-// transformers' int(head_dim * factor) would otherwise truncate it to one channel fewer.
-double partial_rotary_factor(int64_t rotated, int64_t head_size) {
-  double factor = double(rotated) / double(head_size);
-  while (int64_t(double(head_size) * factor) < rotated) factor = std::nextafter(factor, 2.0);
-  return factor;
-}
-
 // SmolLM3's blocks without RoPE: those whose entry in no_rope_layers is 0 (1: RoPE), or without the
 // list every no_rope_layer_interval-th (default 4: blocks 3, 7, 11, ...), as transformers builds it.
 std::vector<int64_t> smollm3_nope_layers(const HfConfigReader& r, int64_t layers) {
@@ -472,13 +464,8 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   if (gemma2) read_gemma2(r, c);
   if (gemma3) read_gemma3(r, c);
   if (starcoder2) read_starcoder2(r, c);
-  if (phi3 || glm4_moe) {  // partial rotary (Phi-4-mini's, GLM-4.5's): a head's first int(HS * factor) rotate
-    const double partial = r.number("partial_rotary_factor", glm4_moe ? 0.5f : 1.0f);
-    const int64_t rotated = int64_t(double(c.head_size()) * partial);
-    TS_CHECK(partial <= 1.0 && rotated >= 2 && rotated % 2 == 0, r.where(), ": field 'partial_rotary_factor' (",
-             partial, ") must rotate an even number of a head's ", c.head_size(), " channels, not ", rotated);
-    if (rotated < c.head_size()) c.rotary_dims = rotated;
-  }
+  if (phi3 || glm4_moe)  // partial rotary (Phi-4-mini's, GLM-4.5's)
+    c.rotary_dims = read_rotary_dims(r, "partial_rotary_factor", glm4_moe ? 0.5f : 1.0f, c.head_size());
   if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.max_seq_len, c.rope);
   if (mixtral) {
     c.moe.num_experts = r.integer("num_local_experts", 8);

@@ -6,10 +6,12 @@
 #include "checkpoint/hf_config_reader.h"
 #include "checkpoint/hf_deepseek.h"
 #include "checkpoint/hf_gpt2.h"
+#include "checkpoint/hf_gpt_neox.h"
 #include "checkpoint/hf_llama.h"
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/json_excerpt.h"
+#include "nn/decoder_layout.h"
 
 namespace tessera {
 namespace {
@@ -17,7 +19,7 @@ namespace {
 constexpr const char* kModelTypes =
     "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", \"olmo2\", "
     "\"olmoe\", \"smollm3\", \"gemma\", \"gemma2\", \"gemma3_text\", \"gemma3\", \"starcoder2\", \"qwen2_moe\", "
-    "\"glm4_moe\", \"deepseek_v2\" or \"deepseek_v3\"";
+    "\"glm4_moe\", \"gpt_neox\", \"deepseek_v2\" or \"deepseek_v3\"";
 
 // " (architecture 'X')" when the config names one, else nothing.
 std::string architectures_text(const nlohmann::json& config) {
@@ -45,6 +47,7 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
            kModelTypes, ")");
   if (type == config.end() || *type == "gpt2") return read_hf_gpt2_config(path);
   if (is_hf_deepseek_type(*type)) return hf_deepseek_config(config, path);
+  if (*type == "gpt_neox") return hf_gpt_neox_config(config, path);
   TS_CHECK(is_hf_llama_type(*type), "Hugging Face config ",
            quoted_text(path.string()), ": field 'model_type' is ", json_excerpt(*type), ", not a model Tessera loads (",
            kModelTypes, ")");
@@ -53,6 +56,8 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
 
 void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, NamedTensors& params) {
   if (config.naming == Naming::gpt2) return load_hf_gpt2(dir, config, params);
+  if (has_hf_gpt_neox_form(config))
+    return load_hf_source(open_hf_gpt_neox(dir, config), config, params, "load_hf_gpt_neox");
   load_hf_llama(dir, config, params);
 }
 
@@ -61,17 +66,22 @@ void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
   TS_CHECK(config.naming != Naming::gpt2 || !type.fp8.enabled(), "a GPT-2 has no fine-grained FP8 form (its ",
            "Conv1D weights are not the linear layers transformers quantizes): export it in bf16 or fp16");
   if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values, ids, type.dtype);
+  if (has_hf_gpt_neox_form(config)) return save_hf_gpt_neox(dir, config, values, int64_t(5) << 30, ids, type);
   save_hf_llama(dir, config, values, int64_t(5) << 30, ids, type);
 }
 
 ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelConfig& config,
                                 const ParameterLayout& layout) {
   if (config.naming == Naming::gpt2) return hf_source_values(open_hf_gpt2(dir, config), config, layout, "load_hf_gpt2");
+  if (has_hf_gpt_neox_form(config))
+    return hf_source_values(open_hf_gpt_neox(dir, config), config, layout, "load_hf_gpt_neox");
   return hf_source_values(open_hf_llama(dir, config), config, layout, "load_hf_llama");
 }
 
 void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, const NamedTensors& params) {
   if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, params);
+  if (has_hf_gpt_neox_form(config))
+    return save_hf_gpt_neox(dir, config, values_of_named(decoder_layout(config), params, "save_hf_gpt_neox"));
   save_hf_llama(dir, config, params);
 }
 
