@@ -172,6 +172,12 @@ const Layout kLayouts[] = {
     {4, 2, 1, 2, "starcoder2-tiny", 1, "1f1b", 1, 0, "", 2},
     {4, 2, 1, 2, "starcoder2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     {4, 2, 0, 2, "starcoder2-tiny", 2, "1f1b"}, {4, 4, 3, 2, "starcoder2-tiny"},
+    // Pythia (GPT-NeoX): attention and MLP side by side on the block's input (both outputs summed over tp),
+    // the exact GELU, a quarter of each head rotating: tp2, ring cp2 with recomputation, zero-bubble pp2
+    // (the MLP's weight gradients deferred), ZeRO-3
+    {4, 2, 1, 2, "pythia-tiny", 1, "1f1b", 1, 0, "", 2},
+    {4, 2, 1, 2, "pythia-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
+    {4, 2, 0, 2, "pythia-tiny", 2, "zero-bubble"}, {4, 4, 3, 2, "pythia-tiny"},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},

@@ -142,6 +142,12 @@ TEST(MemoryPlan, Starcoder2TinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("starcoder2-tiny");
 }
 
+// Pythia: the MLP reads its own norm of the block's input, and its input gradient waits in dbranch while the
+// attention's backward runs.
+TEST(MemoryPlan, PythiaTinyMatchesTheAllocatorPeak) {
+  expect_plan_matches_training_each_recompute("pythia-tiny");
+}
+
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("mixtral-tiny");
 }
