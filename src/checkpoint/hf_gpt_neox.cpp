@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "checkpoint/hf_config_reader.h"
-#include "core/atomic_file.h"
+#include "checkpoint/hf_export.h"
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/json_excerpt.h"
@@ -166,23 +166,11 @@ void save_hf_gpt_neox(const std::filesystem::path& dir, const ModelConfig& confi
   TS_CHECK(has_hf_gpt_neox_form(config), "save_hf_gpt_neox: a ", model_family(config), " model has no ",
            "GPTNeoXForCausalLM form");
   TS_CHECK(!type.fp8.enabled(), "GPT-NeoX has no fine-grained FP8 form in transformers: export it in bf16 or fp16");
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  TS_CHECK(!error, "save_hf_gpt_neox: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
-  const ParameterLayout whole = decoder_layout(config);
-  std::vector<HfTensorOut> tensors;
-  for (const HfPiece& p : hf_gpt_neox_pieces(config)) {
-    const int64_t begin = whole.find(p.ours).offset + p.offset, end = begin + shape_numel(p.hf_shape);
-    tensors.push_back({p.hf, p.hf_shape, [&values, &config, begin, end, name = p.hf](float* out) {
-                         values({begin, end}, out);
-                         reorder_qkv_rows(config, name, out, true);
-                       }});
-  }
-  write_hf_weights(dir, tensors, max_shard_bytes, type);
-  json hf = hf_gpt_neox_config_json(config);
-  hf["torch_dtype"] = hf_torch_dtype(type.dtype);
-  put_hf_token_ids(hf, ids);
-  write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
+  const HfTensorEdit to_hf = [&config](const std::string& name, float* out, int64_t) {
+    reorder_qkv_rows(config, name, out, true);
+  };
+  write_hf_folder(dir, config, hf_gpt_neox_pieces(config), values, to_hf, hf_gpt_neox_config_json(config),
+                  max_shard_bytes, ids, type, "save_hf_gpt_neox");
 }
 
 }  // namespace tessera

@@ -12,9 +12,9 @@
 
 #include "checkpoint/hf_config_reader.h"
 #include "checkpoint/hf_deepseek.h"
+#include "checkpoint/hf_export.h"
 #include "checkpoint/hf_source.h"
 #include "checkpoint/hf_weight_files.h"
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/json_excerpt.h"
@@ -719,27 +719,14 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
            "Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, ",
            "Phi3ForCausalLM, Olmo2ForCausalLM, OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, ",
            "Gemma3ForCausalLM, Starcoder2ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  TS_CHECK(!error, "save_hf_llama: cannot create folder ", quoted_text(dir.string()), ": ", error.message());
-  // Each HF tensor is a contiguous range of one of ours: read when its shard is written.
-  const ParameterLayout whole = decoder_layout(config);
-  std::vector<HfTensorOut> tensors;
-  for (const HfPiece& p : hf_llama_pieces(config)) {
-    const int64_t begin = whole.find(p.ours).offset + p.offset, end = begin + shape_numel(p.hf_shape);
-    tensors.push_back({p.hf, p.hf_shape, [&values, &config, begin, end, name = p.hf](float* out) {
-                         values({begin, end}, out);
-                         if (config.mla.enabled()) interleave_rope_rows(config, name, out, end - begin);
-                         move_rotary_rows(config, name, out, true);
-                         offset_gemma_gains(config, name, out, end - begin, true);
-                       }});
-  }
-  write_hf_weights(dir, tensors, max_shard_bytes, type);
-  json hf = deepseek ? hf_deepseek_config_json(config) : hf_llama_config_json(config);
-  hf["torch_dtype"] = hf_torch_dtype(type.dtype);
-  if (type.fp8.enabled()) hf["quantization_config"] = hf_quantization_config(type.fp8);
-  put_hf_token_ids(hf, ids);
-  write_file_atomic(dir / "config.json", hf.dump(2) + "\n");
+  const HfTensorEdit to_hf = [&config](const std::string& name, float* out, int64_t n) {
+    if (config.mla.enabled()) interleave_rope_rows(config, name, out, n);
+    move_rotary_rows(config, name, out, true);
+    offset_gemma_gains(config, name, out, n, true);
+  };
+  write_hf_folder(dir, config, hf_llama_pieces(config), values, to_hf,
+                  deepseek ? hf_deepseek_config_json(config) : hf_llama_config_json(config), max_shard_bytes, ids,
+                  type, "save_hf_llama");
 }
 
 }  // namespace tessera
