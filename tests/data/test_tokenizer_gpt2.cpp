@@ -171,6 +171,33 @@ class HuggingFaceTest : public Gpt2Test {
 
 TEST_F(HuggingFaceTest, ReadsSavedGpt2Json) { expect_hf_encodes_like(gpt2()); }
 
+// GPT-NeoX-20B's tokenizer (Pythia's): GPT-2's byte-level BPE with runs of 2 to 24 spaces added as tokens of
+// their own (not special, "normalized": true; its NFC normalizer leaves spaces alone), which Hugging Face
+// matches in the text before the BPE, longest first; decoded back as the spaces.
+TEST_F(HuggingFaceTest, GptNeoxSpaceRunsAsAddedTokens) {
+  gpt2().save_json(dir_ / "gpt2.json");
+  nlohmann::json doc = nlohmann::json::parse(read_text(dir_ / "gpt2.json"));
+  for (int run = 24; run >= 2; --run)
+    doc["added_tokens"].push_back({{"id", 50257 + 24 - run}, {"content", std::string(size_t(run), ' ')},
+                                   {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                                   {"normalized", true}, {"special", false}});
+  doc["normalizer"] = {{"type", "NFC"}};
+  write_text(dir_ / "neox.json", doc.dump());
+  const Tokenizer neox = Tokenizer::load(dir_ / "neox.json");
+  Texts texts = {"a  b", "   three", "def f():\n    return 1\n", std::string(30, ' ') + "x", "x" + std::string(25, ' '),
+                 " one two  three   four    five", "tab\t  then spaces", "  <|endoftext|>  "};
+  for (const std::string& text : source_samples()) texts.push_back(text);
+  const IdLists hf = run_node("hf_tokenizers_encode.js", {hf_, dir_ / "neox.json", "--plain"}, texts, dir_);
+  ASSERT_EQ(hf.size(), texts.size());
+  size_t runs = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(neox.encode(texts[i]), hf[i]) << "text " << i << ": '" << texts[i] << "'";
+    EXPECT_EQ(neox.decode(hf[i]), texts[i]) << i;
+    for (int32_t id : hf[i]) runs += id > 50256;
+  }
+  EXPECT_GT(runs, 10u);  // the added runs were used
+}
+
 TEST_F(HuggingFaceTest, ReadsSavedTrainedJson) {
   std::string corpus = fortune_sample();
   for (const std::string& text : random_texts(300, 9)) corpus += text;
