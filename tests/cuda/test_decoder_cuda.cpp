@@ -74,6 +74,17 @@ ModelConfig starcoder2_test_config() {
   return config;
 }
 
+// GPT-NeoX-20B-style: StarCoder2's pieces without the window, attention and MLP side by side on each
+// block's input (parallel residual), a quarter of each head rotating.
+ModelConfig gpt_neox_test_config() {
+  ModelConfig config = starcoder2_test_config();
+  config.attention_window = 0;
+  config.num_kv_heads = config.num_heads;
+  config.parallel_residual = true;
+  config.rotary_dims = config.head_size() / 4;
+  return config;
+}
+
 // Mixtral-style: the Llama above with 4 experts of 64, top-2.
 ModelConfig mixtral_test_config() {
   ModelConfig config = llama_test_config();
@@ -249,6 +260,7 @@ INSTANTIATE_TEST_SUITE_P(Families, DecoderCuda,
                                            FamilyCase{"qwen3", qwen3_test_config},
                                            FamilyCase{"olmo2", olmo2_test_config},
                                            FamilyCase{"starcoder2", starcoder2_test_config},
+                                           FamilyCase{"gpt_neox", gpt_neox_test_config},
                                            FamilyCase{"mixtral", mixtral_test_config},
                                            FamilyCase{"deepseek", deepseek_test_config},
                                            FamilyCase{"deepseek_v3", deepseek_v3_test_config}),

@@ -1,11 +1,11 @@
 # Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma, Gemma 2,
-# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration tests, in
-# float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2, batches read
-# sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr, MoE aux and z
-# losses; DeepSeek-V3's and GLM-4.5's final router biases) and DIR/hf_final/ (the weights after the last step, rounded
-# to F32). Each step accumulates gradients over equal micro-batches (contiguous rows of the batch); the MoE aux loss is
-# computed per micro-batch. DeepSeek-V3's (and GLM-4.5's) selection biases move after each optimizer step by
-# --bias-rate from the step's expert loads (torch_deepseek.py).
+# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, GPT-NeoX, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration
+# tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2,
+# batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr,
+# MoE aux and z losses; DeepSeek-V3's and GLM-4.5's final router biases) and DIR/hf_final/ (the weights after the last
+# step, rounded to F32). Each step accumulates gradients over equal micro-batches (contiguous rows of the batch); the
+# MoE aux loss is computed per micro-batch. DeepSeek-V3's (and GLM-4.5's) selection biases move after each optimizer
+# step by --bias-rate from the step's expert loads (torch_deepseek.py).
 # --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek too, on its qk_rope channels).
 # --norm-topk 0 leaves the chosen experts' weights unnormalised (Qwen3-MoE, DeepSeek-V3; DeepSeek-V2's default).
 # --n-group G --topk-group K limits DeepSeek's routing to each token's K best groups of E/G experts.
@@ -62,9 +62,20 @@
 # sigmoid router, e_score_correction_bias for the choice, --n-group/--topk-group, --routed-scale 2.5, --norm-topk,
 # --shared-experts of --moe-intermediate), trained as deepseek_v3 is (its aux and z, --bias-rate balancing).
 # config.json writes num_nextn_predict_layers 0: no multi-token-prediction layer.
+# --model gpt_neox is GPTNeoXForCausalLM (Pythia, GPT-NeoX-20B; torch_gpt_neox.GPTNeoX): gpt_neox.embed_in, per layer
+# nn.LayerNorms (weight and bias, eps --norm-eps, config.json's layer_norm_eps) input_layernorm and
+# post_attention_layernorm, attention.query_key_value (3C, C) with bias, its rows interleaved per head (head h's q, k,
+# v: rows h*3*HS + [0, HS), [HS, 2HS), [2HS, 3HS)), RoPE on the first int(HS * --partial-rotary-factor) channels of
+# each q/k head (rotary_pct, default 0.25; base --rope-theta, written as rotary_emb_base and rope_theta), scores times
+# HS^-0.5, causal, no GQA (--kv-heads is --heads), attention.dense with bias; mlp.dense_4h_to_h(gelu(dense_h_to_4h x)),
+# the exact erf GELU, both biased, F --intermediate (default 4C); --parallel-residual 1 (default) out = x + attn(ln1 x)
+# + mlp(ln2 x), 0 h = x + attn(ln1 x), out = h + mlp(ln2 h); final_layer_norm, then embed_out (untied by default; --tie
+# 1 reads embed_in). --heads defaults to 2 (HS 16: 4 rotated channels). Refused: --head-dim, --sliding-window, rope
+# scaling, fp8, the MoE and DeepSeek flags. Its init draws query_key_value N(0, 0.1) and the MLP wider (dense_h_to_4h
+# N(0, 0.32), dense_4h_to_h N(0, 0.08/sqrt(2L))) so that RoPE's layout and the GELU's form show in the runs.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|qwen2_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma|gemma2|gemma3|
-#                    starcoder2|glm4_moe|deepseek_v3|deepseek_v2 --out DIR [...]
+#                    starcoder2|glm4_moe|gpt_neox|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -76,6 +87,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_hf_reference  # noqa: E402
 import torch_gpt2 as tg  # noqa: E402
 import torch_deepseek as td  # noqa: E402
+import torch_gpt_neox as tn  # noqa: E402
 import torch_llama as tl  # noqa: E402
 
 MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std", "norm_topk")
@@ -94,6 +106,14 @@ MLA_ARGS = ("q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim", "v_head
 # GLM-4.5's tiny defaults: head_dim 16 (q_proj (64, 32) over C 32, as the releases' 96 heads of 128 over C 4096/5120),
 # partial rotary 0.5 (8 of 16 channels rotated), 3 layers (first_k_dense_replace 1: one dense, two MoE).
 GLM4_MOE_HEAD_DIM, GLM4_MOE_PARTIAL_ROTARY, GLM4_MOE_LAYERS = 16, 0.5, 3
+# GPT-NeoX's own flag (gpt_neox only, in expected.json's config only for it); its default rotary_pct (Pythia's and
+# GPT-NeoX-20B's 0.25: 4 of the tiny runs' 16 channels a head).
+GPT_NEOX_ARGS = ("parallel_residual",)
+GPT_NEOX_PARTIAL_ROTARY = 0.25
+# GPT-NeoX's tiny default heads: 2 over C 32, so HS 16 and R = int(16 * 0.25) = 4 rotated channels, 2 frequencies (1
+# and 0.01). With 4 heads (HS 8) R would be 2: one pair, one frequency of 1, where the rotate_half and (2i, 2i+1)
+# layouts and inv_freq over R or over HS all agree, so no run could tell them apart.
+GPT_NEOX_HEADS = 2
 # YaRN's flags, in expected.json's config only with --rope-scaling yarn; longrope's only with longrope.
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
@@ -119,11 +139,11 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, GLM-4.5, DeepSeek-V3 or DeepSeek-V2 "
-                                            "training run for Tessera.")
+    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, GLM-4.5, GPT-NeoX, DeepSeek-V3 or "
+                                            "DeepSeek-V2 training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "mixtral", "phi3", "olmo2",
                                         "olmoe", "smollm3", "mistral", "gemma", "gemma2", "gemma3", "starcoder2",
-                                        "glm4_moe")
+                                        "glm4_moe", "gpt_neox")
                    + DEEPSEEK_MODELS,
                    required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
@@ -134,22 +154,27 @@ def parse_args(argv=None):
                         "(LayerNorms, biases, GELU-tanh c_fc/c_proj MLP); qwen2_moe: Qwen2MoeForCausalLM (qwen2's "
                         "attention, a MoE plus a sigmoid-gated shared expert in every layer); glm4_moe: "
                         "Glm4MoeForCausalLM (GLM-4.5: partial rotary, q/k/v biases, optional q/k norms, DeepSeek-V3's "
-                        "MoE after --first-dense dense layers)")
+                        "MoE after --first-dense dense layers); gpt_neox: GPTNeoXForCausalLM (Pythia, GPT-NeoX-20B: "
+                        "LayerNorms, fused per-head qkv, partial rotary, exact-GELU MLP, parallel residual)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=None, help=f"L (default 2; glm4_moe {GLM4_MOE_LAYERS})")
-    p.add_argument("--heads", type=int, default=4, help="NH (deepseek_v3/v2: num_key_value_heads is the same)")
-    p.add_argument("--kv-heads", type=int, default=2, help="NKV (ignored for deepseek_v3/v2)")
+    p.add_argument("--heads", type=int, default=None,
+                   help=f"NH, default 4 (deepseek_v3/v2: num_key_value_heads is the same; gpt_neox {GPT_NEOX_HEADS}: "
+                        f"heads of 16 channels, 4 of them rotated)")
+    p.add_argument("--kv-heads", type=int, default=None,
+                   help="NKV, default 2 (ignored for deepseek_v3/v2; gpt_neox: --heads, the only value it takes)")
     p.add_argument("--channels", type=int, default=32)
     p.add_argument("--head-dim", type=int, default=0,
                    help="HS when not channels / heads (qwen3, mistral, gemma, gemma2, gemma3, glm4_moe: default "
                         f"{GLM4_MOE_HEAD_DIM})")
-    p.add_argument("--intermediate", type=int, default=48,
-                   help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP)")
+    p.add_argument("--intermediate", type=int, default=None,
+                   help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP); "
+                        "default 48, gpt_neox 4 x --channels")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
     p.add_argument("--rms-eps", "--norm-eps", type=float, default=None,
                    help="RMSNorm eps, default 1e-5 (gemma, gemma2, gemma3 1e-6; starcoder2: the LayerNorms' eps, "
-                        "norm_epsilon; "
+                        "norm_epsilon; gpt_neox: the LayerNorms' eps, layer_norm_eps; "
                         "deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base, default 1e4 (gemma3: its global layers', default 1e6)")
@@ -159,8 +184,9 @@ def parse_args(argv=None):
                         "Phi-3's short/long factors (drawn from --seed), original max --longrope-original-max; "
                         "linear: gemma3 only, its global layers' inv_freq / --rope-factor")
     p.add_argument("--partial-rotary-factor", type=float, default=None,
-                   help="phi3 and glm4_moe only: partial_rotary_factor F, RoPE on the first int(HS * F) channels of "
-                        f"each q/k head (even, > 0); default 1.0, glm4_moe {GLM4_MOE_PARTIAL_ROTARY}")
+                   help="phi3, glm4_moe and gpt_neox only: partial_rotary_factor F (gpt_neox: rotary_pct), RoPE on "
+                        "the first int(HS * F) channels of each q/k head (even, > 0); default 1.0, glm4_moe "
+                        f"{GLM4_MOE_PARTIAL_ROTARY}, gpt_neox {GPT_NEOX_PARTIAL_ROTARY}")
     p.add_argument("--longrope-original-max", type=int, default=16,
                    help="--rope-scaling longrope: original_max_position_embeddings (>= 2); factor = --context / this, "
                         "long factors when --seq-len exceeds it")
@@ -199,6 +225,10 @@ def parse_args(argv=None):
     g.add_argument("--final-softcap", type=float, default=None,
                    help=f"final_logit_softcapping c >= 0: logits = c * tanh(logits / c) before the loss; 0 writes null "
                         f"(default {GEMMA2_FINAL_SOFTCAP}; Gemma 2's is 30)")
+    g = p.add_argument_group("gpt_neox (GPTNeoXForCausalLM)")
+    g.add_argument("--parallel-residual", type=int, choices=(0, 1), default=None,
+                   help="use_parallel_residual: 1 (default, Pythia's and GPT-NeoX-20B's) x + attn(ln1 x) + mlp(ln2 x); "
+                        "0 h = x + attn(ln1 x), h + mlp(ln2 h)")
     g = p.add_argument_group("qwen2_moe (Qwen2MoeForCausalLM; each expert --intermediate wide)")
     g.add_argument("--shared-intermediate", type=int, default=None,
                    help="shared_expert_intermediate_size S: the shared expert's width, a positive multiple of "
@@ -265,13 +295,23 @@ def parse_args(argv=None):
     tg.add_optimizer_args(p)
     args = p.parse_args(argv)
     gemma3, gemma2, gemma1 = args.model == "gemma3", args.model == "gemma2", args.model == "gemma"
-    glm = args.model == "glm4_moe"
-    # Defaults that differ for glm4_moe (3 layers: one dense, two MoE; partial rotary 0.5); every other model keeps the
-    # values it always had.
+    glm, neox = args.model == "glm4_moe", args.model == "gpt_neox"
+    # Defaults that differ for glm4_moe (3 layers: one dense, two MoE; partial rotary 0.5) and gpt_neox (partial rotary
+    # 0.25, 2 heads, kv heads = heads, F = 4C); every other model keeps the values it always had.
     if args.layers is None:
         args.layers = GLM4_MOE_LAYERS if glm else 2
     if args.partial_rotary_factor is None:
-        args.partial_rotary_factor = GLM4_MOE_PARTIAL_ROTARY if glm else 1.0
+        args.partial_rotary_factor = (GLM4_MOE_PARTIAL_ROTARY if glm else GPT_NEOX_PARTIAL_ROTARY if neox
+                                      else 1.0)
+    if args.heads is None:
+        args.heads = GPT_NEOX_HEADS if neox else 4
+    if neox and args.kv_heads not in (None, args.heads):
+        p.error(f"gpt_neox: --kv-heads {args.kv_heads} is not modelled (every head has its own k and v: "
+                f"num_key_value_heads is --heads)")
+    if args.kv_heads is None:
+        args.kv_heads = args.heads if neox else 2
+    if args.intermediate is None:
+        args.intermediate = 4 * args.channels if neox else 48
     if not glm and (args.attention_bias is not None or args.qk_norm is not None):
         p.error("--attention-bias and --qk-norm apply to glm4_moe only (qwen2: biases, qwen3: q/k norms)")
     # Defaults that differ for gemma3 (Gemma3TextConfig's), gemma2 (Gemma2Config's: eps 1e-6, tied; theta stays 1e4),
@@ -287,6 +327,10 @@ def parse_args(argv=None):
         check_gemma2_args(p, args)
     elif any(getattr(args, name) is not None for name in GEMMA2_ARGS):
         p.error("--attn-softcap and --final-softcap apply to gemma2 only")
+    if neox:
+        check_gpt_neox_args(p, args)
+    elif args.parallel_residual is not None:
+        p.error("--parallel-residual applies to gpt_neox only")
     if not (gemma3 or gemma2) and any(getattr(args, name) is not None for name in GEMMA3_ARGS):
         p.error("--query-pre-attn-scalar (gemma2, gemma3), --sliding-window-pattern, --rope-local-base-freq and "
                 "--rope-factor (gemma3) apply to Gemma only")
@@ -318,8 +362,10 @@ def parse_args(argv=None):
         p.error("--micro-batches must divide --batch")
     if args.fp8_block is not None and min(args.fp8_block) < 1:
         p.error("--fp8-block R C must be positive")
-    if args.model != "phi3" and (args.rope_scaling == "longrope" or (args.partial_rotary_factor != 1.0 and not glm)):
-        p.error("--rope-scaling longrope is modelled for phi3 only, --partial-rotary-factor for phi3 and glm4_moe")
+    if args.model != "phi3" and (args.rope_scaling == "longrope"
+                                 or (args.partial_rotary_factor != 1.0 and not (glm or neox))):
+        p.error("--rope-scaling longrope is modelled for phi3 only, --partial-rotary-factor for phi3, glm4_moe and "
+                "gpt_neox")
     if args.rope_scaling == "longrope" and args.longrope_original_max < 2:
         p.error("--longrope-original-max must be >= 2 (the attention factor divides by its log)")
     if args.rope_scaling == "yarn":
@@ -408,7 +454,7 @@ def parse_args(argv=None):
     if args.model in ("olmo2", "olmoe") and (args.head_dim or args.rope_scaling != "none"):
         p.error(f"{args.model}: --head-dim (its heads are --channels / --heads wide) and --rope-scaling are not "
                 f"modelled")
-    if args.model == "phi3":
+    if args.model in ("phi3", "gpt_neox"):
         rotary = int(args.channels // args.heads * args.partial_rotary_factor)
         if not 0 < args.partial_rotary_factor <= 1 or rotary <= 0 or rotary % 2:
             p.error(f"--partial-rotary-factor must be in (0, 1] and give an even, positive rotary width: "
@@ -490,8 +536,8 @@ def check_qwen2_moe_args(p, args):
 
 
 def check_dense_plain_rope_args(p, args, model):
-    """What --model gemma and gemma2 both refuse: rope scaling (every layer takes plain RoPE with --rope-theta), fp8,
-    and the MoE and DeepSeek flags away from their defaults (both are dense)."""
+    """What --model gemma, gemma2 and gpt_neox all refuse: rope scaling (every layer takes plain RoPE with
+    --rope-theta), fp8, and the MoE and DeepSeek flags away from their defaults (all are dense)."""
     if args.rope_scaling != "none":
         p.error(f"{model}: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
     if args.fp8_block is not None:
@@ -499,6 +545,22 @@ def check_dense_plain_rope_args(p, args, model):
     moved = moved_from_default(p, args, MOE_ARGS + DEEPSEEK_ARGS)
     if moved:
         p.error(f"{model} is dense: {flag_list(moved)} do not apply")
+
+
+def check_gpt_neox_args(p, args):
+    """--model gpt_neox's flags: refuses what GPT-NeoX does not have here (--head-dim: HS = C / NH; a sliding window;
+    rope scaling, fp8, the MoE and DeepSeek flags away from their defaults; --kv-heads other than --heads is refused
+    where parse_args fills it) and fills --parallel-residual (1). --partial-rotary-factor (rotary_pct, default 0.25) is
+    checked with phi3's: int(HS * F) even and positive."""
+    if args.head_dim:
+        p.error("gpt_neox: --head-dim is not modelled (its heads are --channels / --heads wide)")
+    if args.sliding_window is not None or args.max_window_layers is not None:
+        p.error("gpt_neox: --sliding-window and --max-window-layers do not apply (GPT-NeoX attends causally)")
+    check_dense_plain_rope_args(p, args, "gpt_neox")
+    if not (args.rope_theta > 0 and args.rms_eps > 0):
+        p.error("gpt_neox: --rope-theta and --norm-eps must be positive")
+    if args.parallel_residual is None:
+        args.parallel_residual = 1
 
 
 def check_gemma_args(p, args):
@@ -566,6 +628,12 @@ def rope_scaling(args):
 
 
 def model_config(args):
+    if args.model == "gpt_neox":
+        return tn.GPTNeoXConfig(
+            num_layers=args.layers, num_heads=args.heads, channels=args.channels, intermediate=args.intermediate,
+            vocab_size=args.vocab, max_seq_len=args.context, layer_norm_eps=args.rms_eps, rope_theta=args.rope_theta,
+            rotary_pct=args.partial_rotary_factor, use_parallel_residual=bool(args.parallel_residual),
+            tie_word_embeddings=bool(args.tie))
     if args.model in DEEPSEEK_MODELS:
         return td.DeepseekConfig(
             num_layers=args.layers, num_heads=args.heads, channels=args.channels, intermediate=args.intermediate,
@@ -694,7 +762,7 @@ def train(model, tokens, args):
     # DeepSeek's MoE (V3's or V2's, or GLM-4.5's, which is V3's): selection values, loads, biases, group scores
     deepseek_moe = deepseek or isinstance(model, tl.Glm4Moe)
     v2 = deepseek and model.cfg.is_v2
-    lib = td if deepseek else tl
+    lib = td if deepseek else tn if isinstance(model, tn.GPTNeoX) else tl
     moe = model.cfg.is_moe
     aux_coef, z_coef = (args.aux_coef, args.z_coef) if moe else (0.0, 0.0)
     opt = tg.make_optimizer(model, args.lr, (args.beta1, args.beta2), args.eps, args.weight_decay)
@@ -718,8 +786,9 @@ def train(model, tokens, args):
             ce_sum, aux_sum, z_sum = ce_sum + ce.item(), aux_sum + aux.item(), z_sum + z.item()
             # DeepSeek-V2 picks by probability: its margin is taken on log p, the gap of the logits (as for
             # Mixtral), not on probabilities that are tiny past the first choice.
-            values = [v.detach().log() for v in router_values] if v2 else router_values
-            margins.append(router_margin(values, model.cfg.top_k))
+            if moe:
+                values = [v.detach().log() for v in router_values] if v2 else router_values
+                margins.append(router_margin(values, model.cfg.top_k))
             if grouped:
                 scores = [layer.group_scores for layer in model.moe_layers()]
                 group_margins.append(group_margin([s.log() for s in scores] if v2 else scores, model.cfg.topk_group))
@@ -750,9 +819,11 @@ def train(model, tokens, args):
 
 def run_config(args, cfg, num_tokens):
     deepseek, v2 = args.model in DEEPSEEK_MODELS, args.model == "deepseek_v2"
-    glm = args.model == "glm4_moe"
+    glm, neox = args.model == "glm4_moe", args.model == "gpt_neox"
     yarn, longrope = args.rope_scaling == "yarn", args.rope_scaling == "longrope"
     dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else MLA_ARGS if glm else DEEPSEEK_ARGS)
+               # gpt_neox: kv heads = heads, HS = C / NH, no rope scaling
+               + (NOT_DEEPSEEK_ARGS + ("rope_scaling",) if neox else GPT_NEOX_ARGS)
                + (() if cfg.is_moe else MOE_ARGS) + (() if glm else GLM4_MOE_ARGS)
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
@@ -789,6 +860,9 @@ def run_config(args, cfg, num_tokens):
         "clip": "torch clip_grad_norm_: scale = grad_clip/(norm+1e-6) when that is < 1",
         "torch_version": torch.__version__,
     })
+    if neox:
+        gpt_neox_run_config(config, cfg)
+        return config
     if cfg.is_moe:
         config["aux"] = ("per MoE layer over the micro-batch's N tokens: E * sum_e (count_e/N) * mean_n p[n,e], "
                          "count_e = top-k picks of e (sum N*k); mean over layers")
@@ -953,11 +1027,8 @@ def run_config(args, cfg, num_tokens):
                            "biases, heads head_size wide (head_dim, not C / NH), RoPE on q and k (no q/k norms), "
                            "scores q.k * head_size^-0.5, causal, GQA; no soft caps, no window")
         config["rope_inv_freq"] = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta).tolist()
-    if not deepseek and cfg.rotary_dim != cfg.head_size:
-        config["rotary_dim"] = cfg.rotary_dim
-        config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "
-                                    "theta^(-2i/rotary_dim) without scaling) on channels [0, rotary_dim) of every q "
-                                    "and k head; channels [rotary_dim, HS) pass unrotated (and unscaled)")
+    if not deepseek:
+        partial_rotary_config(config, cfg)
     if longrope:
         R, orig = cfg.rotary_dim, cfg.original_max
         long = args.seq_len > orig
@@ -976,6 +1047,44 @@ def run_config(args, cfg, num_tokens):
                               "float64 (not rounded to f32); cos and sin (q's and k's rotated channels) times "
                               "rope_attention_factor")
     return config
+
+
+def partial_rotary_config(config, cfg):
+    """expected.json's rotary_dim and partial_rotary text when RoPE turns only the first rotary_dim channels of each q/k
+    head (phi3, glm4_moe, gpt_neox); nothing when it turns them all."""
+    if cfg.rotary_dim != cfg.head_size:
+        config["rotary_dim"] = cfg.rotary_dim
+        config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "
+                                    "theta^(-2i/rotary_dim) without scaling) on channels [0, rotary_dim) of every q "
+                                    "and k head; channels [rotary_dim, HS) pass unrotated (and unscaled)")
+
+
+def gpt_neox_run_config(config, cfg):
+    """expected.json's config texts and values for --model gpt_neox: init, block, attention, qkv_layout, mlp,
+    rotary_dim and partial_rotary, rope_inv_freq (float64, rotary_dim / 2 values)."""
+    config["init"] = (f"N(0,0.02) embed_in and embed_out weights; query_key_value N(0,{tn.GPT_NEOX_QKV_STD:g}); "
+                      f"attention.dense N(0,0.02/sqrt(2L)); mlp.dense_h_to_4h N(0,{tn.GPT_NEOX_H_TO_4H_STD:g}), "
+                      f"mlp.dense_4h_to_h N(0,{tn.GPT_NEOX_4H_TO_H_STD:g}/sqrt(2L)); LayerNorm weights 1+N(0,0.1); "
+                      f"every bias (query_key_value, dense, dense_h_to_4h, dense_4h_to_h, the LayerNorms') N(0,0.1); "
+                      f"all rounded to float32 (hf/ holds them exactly)")
+    config["block"] = (("out = mlp(ln(x, post_attention_layernorm)) + attn(ln(x, input_layernorm)) + x (parallel "
+                        "residual: both read the block's input x)") if cfg.use_parallel_residual else
+                       ("h = attn(ln(x, input_layernorm)) + x; out = mlp(ln(h, post_attention_layernorm)) + h "
+                        "(sequential residual, use_parallel_residual false)"))
+    config["block"] += ("; logits = ln(x, final_layer_norm) @ head^T, head = embed_out (embed_in when tied); ln(v, n) "
+                        "= (v - mean) / sqrt(mean((v - mean)^2) + rms_eps) * n.weight + n.bias (nn.LayerNorm, "
+                        "config.json's layer_norm_eps); no dropout")
+    config["attention"] = ("qkv = x W^T + b, W = query_key_value.weight (3C, C), viewed as (B, T, NH, 3*HS): head h's "
+                           "q, k, v are its channels [0, HS), [HS, 2HS), [2HS, 3HS); RoPE on channels [0, rotary_dim) "
+                           "of each q and k head; scores q.k * HS^-0.5, causal softmax, every head its own k and v; "
+                           "heads concatenated, then dense (biased)")
+    config["qkv_layout"] = ("query_key_value rows (and bias entries) interleaved per head: row h*3*HS + p*HS + d is "
+                            "head h's part p (0 q, 1 k, 2 v), channel d; Tessera's packed [q | k | v] takes, for p = "
+                            "0, 1, 2 in turn, rows h*3*HS + p*HS .. + HS of every head h (torch_gpt_neox.qkv_parts)")
+    config["mlp"] = ("dense_4h_to_h(gelu(dense_h_to_4h(u))), both biased, gelu(u) = u/2 (1 + erf(u/sqrt(2))), the "
+                     "exact form (hidden_act gelu)")
+    partial_rotary_config(config, cfg)
+    config["rope_inv_freq"] = tl.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta).tolist()
 
 
 def glm4_moe_run_config(config, cfg):
@@ -1015,10 +1124,10 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed)
 
     cfg = model_config(args)
-    deepseek = args.model in DEEPSEEK_MODELS
+    deepseek, neox = args.model in DEEPSEEK_MODELS, args.model == "gpt_neox"
     deepseek_moe = deepseek or args.model == "glm4_moe"     # the models with router biases (V3 and GLM-4.5)
-    lib = td if deepseek else tl
-    model = (td.DeepseekV3 if deepseek else tl.model_class(cfg))(cfg).double()
+    lib = td if deepseek else tn if neox else tl
+    model = (td.DeepseekV3 if deepseek else tn.GPTNeoX if neox else tl.model_class(cfg))(cfg).double()
     lib.init_weights(model, gen, router_std=args.router_std)
     if args.fp8_block is not None:
         fp8_tensors, fp8_dtypes = fp8_quantize(model, args.fp8_block)
@@ -1027,7 +1136,7 @@ def main(argv=None):
 
     os.makedirs(args.out, exist_ok=True)
     aux_coef = args.aux_coef if cfg.is_moe else None
-    save = td.save_hf if deepseek else (lambda net, folder: tl.save_hf(net, folder, aux_coef))
+    save = td.save_hf if deepseek else tn.save_hf if neox else (lambda net, folder: tl.save_hf(net, folder, aux_coef))
     save(model, os.path.join(args.out, "hf"))
     if args.fp8_block is not None:
         save_fp8_hf(os.path.join(args.out, "hf"), fp8_tensors, fp8_dtypes, args.fp8_block)

@@ -312,6 +312,20 @@ TEST(TorchReference, HuggingFaceStarcoder2TrainsLikeFloat64PyTorch) {
                              "--lr 3e-3");
 }
 
+// GPT-NeoX (GPTNeoXForCausalLM, Pythia): attention and MLP side by side on each block's input, LayerNorms and
+// biases everywhere, the exact GELU, RoPE on the first quarter of each head (HF's fused q/k/v rows interleaved
+// by head); then sequential blocks (use_parallel_residual false) with a tied head. Seeds 2 and 40: seed 1's
+// parallel run has an embedding row first seen at step 4 whose gradient element (2.4e-9 in float64, -8.7e-9
+// in fp32) sits below AdamW's eps, so the two step it in opposite directions (1.4e-3 of the largest weight).
+TEST(TorchReference, HuggingFaceGptNeoxTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model gpt_neox --layers 3 --steps 10 --lr 3e-3 --grad-clip 1.0 --seed 2", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model gpt_neox --layers 3 --steps 8 --lr 3e-3 --grad-clip 1.0 --parallel-residual 0 "
+                             "--tie 1 --seq-len 16 --seed 40",
+                             1e-5);
+}
+
 // Gemma 3 (Gemma3ForCausalLM): (1 + w) norms before and after each sublayer, embeddings times sqrt(C),
 // GeGLU, per-head q/k norms; sliding layers (a window of 5 over 16 tokens, RoPE base 10,000) and global
 // ones (theta 1e6); then with linear RoPE scaling on the global layers, query_pre_attn_scalar 24 on
