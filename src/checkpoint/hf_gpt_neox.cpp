@@ -86,7 +86,7 @@ json hf_gpt_neox_config_json(const ModelConfig& c) {
           {"rope_scaling", nullptr},
           {"layer_norm_eps", json_float(c.norm_eps)},
           {"use_parallel_residual", c.parallel_residual},
-          {"hidden_act", "gelu"},
+          {"hidden_act", c.mlp == MlpKind::gelu_exact ? "gelu" : "gelu_fast"},
           {"attention_bias", true},
           {"attention_dropout", 0.0},
           {"hidden_dropout", 0.0},
@@ -100,13 +100,17 @@ json hf_gpt_neox_config_json(const ModelConfig& c) {
 ModelConfig hf_gpt_neox_config(const json& config, const std::filesystem::path& path) {
   const HfConfigReader r(config, path);
   r.expect("model_type", "gpt_neox", "this reader is GPT-NeoX's");
-  r.expect("hidden_act", "gelu", "Tessera's GPT-NeoX takes the exact (erf) GELU, as Pythia and GPT-NeoX-20B do");
   r.expect("attention_bias", true, "Tessera's GPT-NeoX has biases on its attention's projections");
   r.expect("rope_scaling", json(), "Tessera's GPT-NeoX does not scale RoPE");
   ModelConfig c = llama_family_config(r);
   c.norm = NormKind::layernorm;
   c.bias = true;
-  c.mlp = MlpKind::gelu_exact;
+  // Pythia's "gelu" is the exact form; GPT-NeoX-20B's "gelu_fast" the tanh one (as gelu_new and gelu_pytorch_tanh).
+  const json* act = r.find("hidden_act");
+  const bool tanh_form = act && (*act == "gelu_fast" || *act == "gelu_new" || *act == "gelu_pytorch_tanh");
+  TS_CHECK(!act || *act == "gelu" || tanh_form, r.where(), ": field 'hidden_act' is ", json_excerpt(*act),
+           ", expected \"gelu\" (the exact GELU) or \"gelu_fast\" (its tanh form): Tessera's GPT-NeoX MLP is a GELU");
+  c.mlp = tanh_form ? MlpKind::gelu : MlpKind::gelu_exact;
   c.num_kv_heads = c.num_heads;  // every head its own keys and values
   c.tied_embeddings = r.boolean("tie_word_embeddings", false);
   c.parallel_residual = r.boolean("use_parallel_residual", true);
@@ -130,7 +134,9 @@ ModelConfig hf_gpt_neox_config(const json& config, const std::filesystem::path& 
 
 bool has_hf_gpt_neox_form(const ModelConfig& c) {
   const RopeConfig plain{.theta = c.rope.theta};
-  return c.naming == Naming::llama && c.norm == NormKind::layernorm && c.bias && c.mlp == MlpKind::gelu_exact &&
+  // The exact GELU is GPT-NeoX's alone; its tanh form with sequential blocks is StarCoder2's computation.
+  const bool gelu = c.mlp == MlpKind::gelu_exact || (c.mlp == MlpKind::gelu && c.parallel_residual);
+  return c.naming == Naming::llama && c.norm == NormKind::layernorm && c.bias && gelu &&
          c.positions == PositionKind::rope && c.rope == plain && c.kv_heads() == c.num_heads && c.head_dim == 0 &&
          c.norm_placement == NormPlacement::pre && !c.qkv_bias && !c.qk_norm && !c.phi3 && !c.moe.enabled() &&
          !c.mla.enabled() && c.attention_window == 0 && c.nope_layers.empty() && c.attention_scalar == 0 &&

@@ -18,9 +18,9 @@
 
 namespace tessera {
 
-// A config.json of model_type "gpt_neox" as our config (the exact GELU, LayerNorms, biases everywhere,
-// partial rotary, the parallel residual or not); `path` names the file in errors. What Tessera does not
-// compute (another activation, no attention biases, RoPE scaling) is refused naming the key.
+// A config.json of model_type "gpt_neox" as our config (the exact GELU, or GPT-NeoX-20B's tanh form, LayerNorms,
+// biases everywhere, partial rotary, the parallel residual or not); `path` names the file in errors. What Tessera
+// does not compute (another activation, no attention biases, RoPE scaling) is refused naming the key.
 ModelConfig hf_gpt_neox_config(const nlohmann::json& config, const std::filesystem::path& path);
 // Whether `config` is GPT-NeoX's computation, which GPTNeoXForCausalLM's files hold.
 bool has_hf_gpt_neox_form(const ModelConfig& config);

@@ -323,7 +323,12 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"pythia-2.8b", [] { return gpt_neox(32, 32, 2560, 50304); }},
       {"pythia-6.9b", [] { return gpt_neox(32, 32, 4096, 50432); }},
       {"pythia-12b", [] { return gpt_neox(36, 40, 5120, 50688); }},
-      {"gpt-neox-20b", [] { return gpt_neox(44, 64, 6144, 50432); }},
+      {"gpt-neox-20b",  // its hidden_act is gelu_fast, GELU's tanh form
+       [] {
+         ModelConfig c = gpt_neox(44, 64, 6144, 50432);
+         c.mlp = MlpKind::gelu;
+         return c;
+       }},
       {"starcoder2-tiny", [] { return starcoder2(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, true), 8); }},
       {"starcoder2-3b",
        [] { return starcoder2(llama(30, 24, 2, 3072, 12288, 49152, 16384, 999999.4420358813f, true), 4096); }},

@@ -173,10 +173,35 @@ TEST(HfGptNeox, RefusedConfigsNameTheField) {
     const std::string message = testing::error_of([&] { read_hf_config(dir); });
     EXPECT_TRUE(testing::contains(message, "field '" + key + "'")) << key << ": " << message;
   };
-  refused("hidden_act", "gelu_new");
+  refused("hidden_act", "relu");
   refused("attention_bias", false);
   refused("rope_scaling", nlohmann::json{{"type", "linear"}, {"factor", 2.0}});
   refused("rotary_pct", 0.1);  // one of a head's 16 channels
+}
+
+// GPT-NeoX-20B's hidden_act gelu_fast is GELU's tanh form, written back as such; with sequential blocks that
+// form is StarCoder2's computation, not exported as GPT-NeoX.
+TEST(HfGptNeox, GptNeox20bTanhGelu) {
+  ModelConfig config = model_preset("pythia-tiny");
+  config.mlp = MlpKind::gelu;
+  const fs::path dir = testing::scratch_dir();
+  const Decoder model = random_model(config, 11);
+  save_hf_model(dir, config, model.named_params());
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["hidden_act"], "gelu_fast");
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  for (const char* act : {"gelu_new", "gelu_pytorch_tanh"}) {
+    hf["hidden_act"] = act;
+    testing::write_text(dir / "config.json", hf.dump());
+    EXPECT_EQ(read_hf_config(dir).mlp, MlpKind::gelu) << act;
+  }
+  Decoder imported(config);
+  load_hf_model(dir, config, imported.named_params());
+  expect_same_bits(model, imported);
+  EXPECT_EQ(model_preset("gpt-neox-20b").mlp, MlpKind::gelu);
+  EXPECT_EQ(gpu_unsupported(model_preset("gpt-neox-20b")), "");
+  config.parallel_residual = false;
+  EXPECT_FALSE(has_hf_gpt_neox_form(config));
 }
 
 // The exported model's family has no other form: the Llama exporter refuses it rather than writing
