@@ -25,7 +25,8 @@ int64_t norm_bytes(const ModelConfig& c, int64_t B, int64_t T, int64_t s) {
 BlockBytes block_bytes(const ModelConfig& c, int64_t layer, const ActivationShape& a) {
   const int64_t B = a.B, T = a.T, Tl = a.T_local, C = c.channels, s = dtype_size(a.dtype);
   BlockBytes b;
-  const int64_t norms = (has_pre_norms(c.norm_placement) ? 2 : 0) + (has_post_norms(c.norm_placement) ? 2 : 0);
+  const int64_t pre_norms = c.shared_norm ? 1 : 2;  // Cohere's blocks: norm1 alone
+  const int64_t norms = (has_pre_norms(c.norm_placement) ? pre_norms : 0) + (has_post_norms(c.norm_placement) ? 2 : 0);
   b.kept += norms * norm_bytes(c, B, Tl, s) + 2 * B * Tl * C * s;  // norm1, norm2 and their post twins; mid, attn.out
   b.kept += B * T * c.qkv_width() * s;                              // attn.qkv
   if (c.qk_norm)  // attn.q_in, k_in and their rstd (a row each head, or each token under qk_norm_all_heads)

@@ -287,6 +287,8 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
     classify(logits, x);
     cross_entropy(chunk_losses, logits, device_targets.view(row, {rows}), dloss * target_loss_weight_);
     if (dloss == 0.0f) continue;
+    // The loss's gradient of the scaled logits, made the raw ones' (Cohere's logit_scale).
+    if (config_.logit_scale > 0.0f) scale_inplace(logits, config_.logit_scale);
     Tensor dx = dnormed.view(row * C, {rows, C});
     matmul_backward(dx, dclassifier, no_bias, logits, x, classifier);
   }
@@ -308,6 +310,7 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
 void Decoder::classify(Tensor& logits, const Tensor& normed) const {
   Tensor no_bias;  // the classifier has none
   matmul_forward(logits, normed, w_.classifier(), no_bias);
+  if (config_.logit_scale > 0.0f) scale_inplace(logits, config_.logit_scale);
   if (config_.logit_softcap > 0.0f) logit_softcap(logits, config_.logit_softcap);
 }
 

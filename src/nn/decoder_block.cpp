@@ -15,7 +15,7 @@ void BlockActivations::allocate(const ModelConfig& config, int64_t layer, int64_
   attn.allocate(config, B, T, T_local, dtype, device, own);
   if (post) norm1_post.allocate(config, B, T_local, dtype, device);
   mid = Tensor::zeros({B, T_local, config.channels}, dtype, device);
-  if (pre) norm2.allocate(config, B, T_local, dtype, device);
+  if (pre && !config.shared_norm) norm2.allocate(config, B, T_local, dtype, device);
   if (config.is_moe_block(layer))
     moe.allocate(config, B, T, T_local, dtype, device, own);
   else
@@ -78,10 +78,17 @@ void add_input_grad(const ModelConfig& config, Tensor& dres, LinearWeights& g, c
   add_inplace(dres, dinput);
 }
 
-// A parallel residual's middle: mid = x + attention's branch, and the MLP's input norm2(x).
+// A parallel residual's middle: mid = x + attention's branch, and the MLP's input norm2(x) (under a shared norm,
+// norm1(x), already there).
 void parallel_mid(const ModelConfig& config, BlockActivations& a, const Tensor& x, const BlockWeights& w) {
   residual_forward(a.mid, x, a.attn.out);
-  norm_forward(config, a.norm2, x, w.norm2);
+  if (!config.shared_norm) norm_forward(config, a.norm2, x, w.norm2);
+}
+
+// What the MLP reads: norm2's output (pre-norm and sandwich; norm1's under a shared norm), or mid (post-norm).
+const Tensor& mlp_input(const ModelConfig& config, const BlockActivations& a) {
+  if (config.shared_norm) return a.norm1.out;
+  return has_pre_norms(config.norm_placement) ? a.norm2.out : a.mid;
 }
 
 }  // namespace
@@ -97,7 +104,7 @@ void block_forward(const ModelConfig& config, const MoeOptions& moe, BlockActiva
     residual_norm_forward(config, a.mid, a.norm2, x, attn_branch, w.norm2);
   else
     residual_forward(a.mid, x, attn_branch);
-  mlp_forward(config, moe, a, pre ? a.norm2.out : a.mid, w, ctx);
+  mlp_forward(config, moe, a, mlp_input(config, a), w, ctx);
   const Tensor& mlp_branch = branch_out(config, a.mlp_out(), a.norm2_post, w.norm2_post);
   if (next.acts)
     residual_norm_forward(config, a.out, *next.acts, a.mid, mlp_branch, *next.weights);
@@ -117,7 +124,7 @@ void block_decode(const ModelConfig& config, BlockActivations& a, const Tensor& 
     residual_norm_forward(config, a.mid, a.norm2, x, attn_branch, w.norm2);
   else
     residual_forward(a.mid, x, attn_branch);
-  mlp_forward(config, MoeOptions{}, a, pre ? a.norm2.out : a.mid, w, {});  // inference is dropless
+  mlp_forward(config, MoeOptions{}, a, mlp_input(config, a), w, {});  // inference is dropless
   residual_forward(a.out, a.mid, branch_out(config, a.mlp_out(), a.norm2_post, w.norm2_post));
 }
 
@@ -140,17 +147,20 @@ void block_backward(const ModelConfig& config, MoeLossScales moe, Tensor& dres, 
   const bool pre = has_pre_norms(config.norm_placement);
   if (config.parallel_residual) {
     // out = x + attention(norm1(x)) + mlp(norm2(x)): each sublayer's output takes dres as it is; both input
-    // gradients join dres through their norms once both are taken.
-    mlp_backward(config, moe, scratch.dbranch, g, dres, a, a.norm2.out, w, scratch, deferred, ctx);
+    // gradients join dres through their norms once both are taken (under a shared norm, summed through norm1).
+    mlp_backward(config, moe, scratch.dbranch, g, dres, a, mlp_input(config, a), w, scratch, deferred, ctx);
     attention_layer_backward(config, scratch.dnormed, g, dres, a.attn, a.norm1.out, w, seq, scratch.attn, deferred,
                              ctx.tp, ctx.cp, ctx.fp8);
-    add_input_grad(config, dres, g.norm2, scratch.dbranch, x, w.norm2, a.norm2);
+    if (config.shared_norm)
+      add_inplace(scratch.dnormed, scratch.dbranch);
+    else
+      add_input_grad(config, dres, g.norm2, scratch.dbranch, x, w.norm2, a.norm2);
     add_input_grad(config, dres, g.norm1, scratch.dnormed, x, w.norm1, a.norm1);
     return;
   }
   const Tensor& dmlp_out =
       sublayer_out_grad(config, dres, scratch.dbranch, g.norm2_post, a.mlp_out(), w.norm2_post, a.norm2_post);
-  mlp_backward(config, moe, scratch.dnormed, g, dmlp_out, a, pre ? a.norm2.out : a.mid, w, scratch, deferred, ctx);
+  mlp_backward(config, moe, scratch.dnormed, g, dmlp_out, a, mlp_input(config, a), w, scratch, deferred, ctx);
   add_input_grad(config, dres, g.norm2, scratch.dnormed, a.mid, w.norm2, a.norm2);
   const Tensor& dattn_out =
       sublayer_out_grad(config, dres, scratch.dbranch, g.norm1_post, a.attn.out, w.norm1_post, a.norm1_post);

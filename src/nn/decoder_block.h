@@ -7,7 +7,8 @@
 // (Gemma) on both:
 //   mid = x + norm1_post(attention(x));   out = mid + norm2_post(mlp(mid))                 (post)
 //   mid = x + norm1_post(attention(norm1(x)));   out = mid + norm2_post(mlp(norm2(mid)))   (sandwich)
-// and with a parallel residual (GPT-NeoX) both sublayers read the block's input:
+// and with a parallel residual (GPT-NeoX) both sublayers read the block's input (under a shared norm, Cohere's,
+// both norm1(x)):
 //   mid = x + attention(norm1(x));   out = mid + mlp(norm2(x))
 // backward() takes the gradient of `out` in dres and
 // leaves the gradient of x there; parameter gradients accumulate. The MLP is dense or MoE, as the

@@ -51,7 +51,8 @@ BlockNames llama_block_names(const ModelConfig& c, int64_t l) {
     n.k_norm = p + "self_attn.k_norm.weight";
   }
   n.attn_out = linear_names(p + "self_attn.o_proj", c.bias);
-  if (pre) n.norm2 = linear_names(p + (sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"), norm_bias);
+  if (pre && !c.shared_norm)
+    n.norm2 = linear_names(p + (sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"), norm_bias);
   if (post) n.norm2_post = linear_names(p + "post_feedforward_layernorm", norm_bias);
   const std::string in = is_gated(c.mlp) ? "gate_up_proj" : "up_proj";
   if (!c.is_moe_block(l)) {

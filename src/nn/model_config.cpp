@@ -24,8 +24,8 @@ void ModelConfig::validate() const {
            "num_heads / num_kv_heads query heads (with --heads, give a multiple of ", kv_heads(), ")");
   TS_CHECK(mlp_hidden >= 0, "model: mlp_hidden must not be negative (0 = 4 x channels), got ", mlp_hidden);
   TS_CHECK(norm_eps > 0.0f, "model: norm_eps must be positive, got ", norm_eps);
-  TS_CHECK(norm == NormKind::rmsnorm || (bias && norm_eps == 1e-5f),
-           "model: LayerNorm is implemented with biases and eps 1e-5 (GPT-2's); use RMSNorm otherwise");
+  TS_CHECK(norm == NormKind::rmsnorm || norm_eps == 1e-5f,
+           "model: LayerNorm is implemented with eps 1e-5 (GPT-2's, Pythia's, Cohere's); use RMSNorm otherwise");
   if (positions == PositionKind::rope) {
     TS_CHECK(head_size() % 2 == 0, "model: rotary embeddings need an even head size, got channels / num_heads = ",
              head_size());
@@ -87,6 +87,10 @@ void ModelConfig::validate() const {
            "norms, no experts, no latent attention");
   TS_CHECK(!parallel_residual || (norm_placement == NormPlacement::pre && !moe.enabled() && !mla.enabled()),
            "model: parallel_residual (GPT-NeoX's) runs pre-norm blocks with dense MLPs and no latent attention");
+  TS_CHECK(!shared_norm || parallel_residual, "model: shared_norm feeds both sublayers of a parallel block from one "
+                                              "norm; it needs parallel_residual");
+  TS_CHECK(logit_scale >= 0.0f && std::isfinite(logit_scale), "model: logit_scale must be positive (0: none), got ",
+           logit_scale);
   TS_CHECK(!qk_norm_all_heads || qk_norm, "model: qk_norm_all_heads says how the query/key norms span the heads; ",
            "it needs qk_norm");
   TS_CHECK(norm_placement == NormPlacement::pre ||
@@ -156,7 +160,8 @@ std::string gpu_unsupported(const ModelConfig& config) {
   const char* what = capped                                ? "soft-caps its attention scores and logits"
                      : config.moe.shared_gate              ? "gates its shared experts by a sigmoid"
                      : config.mlp == MlpKind::gelu_exact ? "takes GELU's exact (erf) form in its MLP"
-                                                           : nullptr;
+                     : config.norm == NormKind::layernorm && !config.bias ? "layer-normalises without biases"
+                                                                          : nullptr;
   return what ? model_family(config) + " " + what + ", which no GPU kernel does yet" : "";
 }
 
@@ -168,6 +173,7 @@ std::string model_family(const ModelConfig& config) {
     if (config.moe.shared_gate) return "qwen2-moe";
     return config.qk_norm_all_heads ? "olmoe" : config.qk_norm ? "qwen3-moe" : "mixtral";
   }
+  if (config.shared_norm) return "cohere";
   if (config.parallel_residual || config.mlp == MlpKind::gelu_exact) return "gpt-neox";
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";

@@ -96,6 +96,7 @@ struct ModelConfig {
   // (final_logit_softcapping). 0: not capped. CPU only (ops/attention.h, ops/logit_softcap.h).
   float attention_softcap = 0;
   float logit_softcap = 0;
+  float logit_scale = 0;  // the head's logits times this before the loss and sampling (Cohere's); 0: none
 
   Naming naming = Naming::gpt2;
   int64_t num_kv_heads = 0;  // NKV dividing NH (grouped-query attention); 0 = NH
@@ -105,8 +106,10 @@ struct ModelConfig {
   NormKind norm = NormKind::layernorm;
   NormPlacement norm_placement = NormPlacement::pre;
   // GPT-NeoX's parallel residual (use_parallel_residual): out = x + attention(norm1(x)) + mlp(norm2(x)), both
-  // sublayers reading the block's input; pre-norm blocks with dense MLPs only.
+  // sublayers reading the block's input; pre-norm blocks with dense MLPs only. With shared_norm one norm feeds
+  // both (Cohere's): out = x + attention(norm1(x)) + mlp(norm1(x)), no norm2.
   bool parallel_residual = false;
+  bool shared_norm = false;
   float norm_eps = 1e-5f;
   PositionKind positions = PositionKind::learned;
   RopeConfig rope = {};

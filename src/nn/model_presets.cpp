@@ -1,6 +1,6 @@
 // Preset shapes. Llama 2 7B, Llama 3.x, Mistral 7B, Mistral NeMo, Qwen2.5, Qwen3, Phi-3-mini, Phi-4, OLMo 2,
-// OLMoE, SmolLM3, Gemma 3, StarCoder2, Pythia, GPT-NeoX-20B, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their published
-// config.json files.
+// OLMoE, SmolLM3, Gemma 3, StarCoder2, Pythia, GPT-NeoX-20B, Command-R, Aya Expanse, Mixtral, DeepSeek-V2-Lite and
+// DeepSeek-V3 follow their published config.json files.
 #include "nn/model_presets.h"
 
 #include <functional>
@@ -141,6 +141,17 @@ ModelConfig gpt_neox(int64_t layers, int64_t heads, int64_t channels, int64_t vo
   c.mlp = MlpKind::gelu_exact;
   c.rotary_dims = channels / heads / 4;
   c.parallel_residual = true;
+  return c;
+}
+
+// Cohere (Command-R, Aya): Llama's attention and SwiGLU side by side on one LayerNorm without biases (parallel
+// residual, shared norm), RoPE over interleaved channel pairs (the import reorders them), the logits times
+// `logit_scale`; tied.
+ModelConfig cohere(ModelConfig c, float logit_scale) {
+  c.norm = NormKind::layernorm;
+  c.parallel_residual = true;
+  c.shared_norm = true;
+  c.logit_scale = logit_scale;
   return c;
 }
 
@@ -329,6 +340,9 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
          c.mlp = MlpKind::gelu;
          return c;
        }},
+      {"cohere-tiny", [] { return cohere(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, true), 0.25f); }},
+      {"command-r-35b", [] { return cohere(llama(40, 64, 64, 8192, 22528, 256000, 8192, 8e6f, true), 0.0625f); }},
+      {"aya-expanse-8b", [] { return cohere(llama(32, 32, 8, 4096, 14336, 256000, 8192, 10000.0f, true), 0.125f); }},
       {"starcoder2-tiny", [] { return starcoder2(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, true), 8); }},
       {"starcoder2-3b",
        [] { return starcoder2(llama(30, 24, 2, 3072, 12288, 49152, 16384, 999999.4420358813f, true), 4096); }},

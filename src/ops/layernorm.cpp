@@ -15,6 +15,10 @@
 namespace tessera {
 namespace {
 
+// A bias's values, or null when the norm has none.
+const float* optional_f32(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
+float* optional_f32(Tensor& t) { return t.defined() ? t.f32() : nullptr; }
+
 // x (named x_name) is (..., C) with C > 0; weight (C); the statistics hold one value per row.
 // Returns C.
 int64_t layernorm_channels(const char* op, const char* x_name, const Tensor& x, const Tensor& weight,
@@ -40,16 +44,17 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& x,
                                                 {"rstd", rstd},
                                                 {"x", x, dtype},
                                                 {"weight", weight, dtype},
-                                                {"bias", bias, dtype}});
+                                                {"bias", bias, dtype, true}});
   const int64_t C = layernorm_channels(op, "x", x, weight, mean, rstd);
   const int64_t N = x.numel() / C;
-  detail::check_shape(op, "bias", bias, {C});
+  if (bias.defined()) detail::check_shape(op, "bias", bias, {C});
   detail::check_shape(op, "out", out, x.shape());
   switch (device) {
     case Device::cpu:
-      cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), weight.f32(), bias.f32(), N, C);
+      cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), weight.f32(), optional_f32(bias), N, C);
       return;
     case Device::cuda:
+      if (!bias.defined()) detail::fail_no_cuda_kernel("layernorm_forward without a bias");
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::layernorm_forward(cuda::typed_data<T>(out), mean.f32(), rstd.f32(), cuda::typed_data<T>(x),
@@ -74,19 +79,21 @@ void residual_layernorm_forward(Tensor& residual_out, Tensor& out, Tensor& mean,
                                                 {"a", a, dtype},
                                                 {"b", b, dtype},
                                                 {"weight", weight, dtype},
-                                                {"bias", bias, dtype}});
+                                                {"bias", bias, dtype, true}});
   const int64_t C = layernorm_channels(op, "a", a, weight, mean, rstd);
   const int64_t N = a.numel() / C;
   detail::check_shape(op, "b", b, a.shape());
-  detail::check_shape(op, "bias", bias, {C});
+  if (bias.defined()) detail::check_shape(op, "bias", bias, {C});
   detail::check_shape(op, "residual_out", residual_out, a.shape());
   detail::check_shape(op, "out", out, a.shape());
   switch (device) {
     case Device::cpu:
       cpu::residual_forward(residual_out.f32(), a.f32(), b.f32(), a.numel());
-      cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), residual_out.f32(), weight.f32(), bias.f32(), N, C);
+      cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), residual_out.f32(), weight.f32(), optional_f32(bias), N,
+                             C);
       return;
     case Device::cuda:
+      if (!bias.defined()) detail::fail_no_cuda_kernel("residual_layernorm_forward without a bias");
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::residual_layernorm_forward(cuda::typed_data<T>(residual_out), cuda::typed_data<T>(out), mean.f32(),
@@ -109,7 +116,7 @@ void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor
   const DType dtype = x.dtype();
   const Device device = detail::check_args(op, {{"dx", dx, dtype},
                                                 {"dweight", dweight},
-                                                {"dbias", dbias},
+                                                {"dbias", dbias, DType::f32, true},
                                                 {"dout", dout, dtype},
                                                 {"x", x, dtype},
                                                 {"weight", weight, dtype},
@@ -120,13 +127,14 @@ void layernorm_backward(Tensor& dx, Tensor& dweight, Tensor& dbias, const Tensor
   detail::check_shape(op, "dx", dx, x.shape());
   detail::check_shape(op, "dout", dout, x.shape());
   detail::check_shape(op, "dweight", dweight, {C});
-  detail::check_shape(op, "dbias", dbias, {C});
+  if (dbias.defined()) detail::check_shape(op, "dbias", dbias, {C});
   switch (device) {
     case Device::cpu:
-      cpu::layernorm_backward(dx.f32(), dweight.f32(), dbias.f32(), dout.f32(), x.f32(), weight.f32(), mean.f32(),
-                              rstd.f32(), N, C, add);
+      cpu::layernorm_backward(dx.f32(), dweight.f32(), optional_f32(dbias), dout.f32(), x.f32(), weight.f32(),
+                              mean.f32(), rstd.f32(), N, C, add);
       return;
     case Device::cuda:
+      if (!dbias.defined()) detail::fail_no_cuda_kernel("layernorm_backward without a bias");
 #ifdef TESSERA_WITH_CUDA
       cuda::with_storage_type(dtype, [&]<typename T>(T) {
         cuda::layernorm_backward(cuda::typed_data<T>(dx), dweight.f32(), dbias.f32(), cuda::typed_data<T>(dout),

@@ -1,4 +1,5 @@
-// LayerNorm over the last dimension C (eps = 1e-5).
+// LayerNorm over the last dimension C (eps = 1e-5), with a bias or (bias and dbias undefined) without one, as
+// Cohere's; without, on the CPU only for now.
 //   forward:  out = (x - mean) * rstd * weight + bias; saves mean and rstd (N) for backward.
 //   backward: dx = ... (written, or added with GradInto::add);  dweight += ..., dbias += ... (accumulate).
 //   residual_layernorm_forward: residual_out = a + b, then layernorm_forward of residual_out, fused

@@ -41,6 +41,7 @@ ModelConfig family(const std::string& name) {
                                : name == "gemma3" ? "gemma3-tiny"
                                : name == "starcoder2" ? "starcoder2-tiny"
                                : name.starts_with("gpt-neox") ? "pythia-tiny"
+                               : name == "cohere" ? "cohere-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" || name.starts_with("gemma") ? 3 : 2;
@@ -441,12 +442,12 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
                                            "sandwich", "gemma", "gemma2", "gemma3", "starcoder2", "gpt-neox",
-                                           "gpt-neox-sequential", "mixtral", "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
+                                           "gpt-neox-sequential", "cohere", "mixtral", "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
                                            "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
                                                               "smollm3", "sandwich", "gemma2", "gemma3", "starcoder2",
-                                                              "gpt-neox", "mixtral", "olmoe", "qwen2-moe", "deepseek",
+                                                              "gpt-neox", "cohere", "mixtral", "olmoe", "qwen2-moe", "deepseek",
                                                               "deepseek-v3"),
                                             ::testing::Bool()));
 
@@ -506,6 +507,9 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("pythia-6.9b").num_parameters(), 6857302016);
   EXPECT_EQ(model_preset("pythia-12b").num_parameters(), 11846072320);
   EXPECT_EQ(model_preset("gpt-neox-20b").num_parameters(), 20554567680);
+  // Command-R (v01, 34.98B) and Aya Expanse 8B (8.03B): tied, norms without biases, one a block.
+  EXPECT_EQ(model_preset("command-r-35b").num_parameters(), 34980831232);
+  EXPECT_EQ(model_preset("aya-expanse-8b").num_parameters(), 8028033024);
   // Gemma 3 4B, 12B and 27B's text models: 3.88B, 11.77B and 27.01B (their 262,208 rows padded to 262,272).
   EXPECT_EQ(model_preset("gemma3-4b").num_parameters(), 3880263168 + 64 * 2560);
   EXPECT_EQ(model_preset("gemma3-12b").num_parameters(), 11766034176 + 64 * 3840);

@@ -1,6 +1,6 @@
 // LayerNorm: values and statistics against a double reference, gradients by finite differences,
 // the write/accumulate contract (and dx added to on request), bad shapes; the fused residual + LayerNorm forward against the two
-// ops in sequence.
+// ops in sequence; without a bias (Cohere's), the same as a zero bias.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -146,6 +146,29 @@ TEST(LayerNorm, ResidualLayerNormForwardIsResidualThenLayerNorm) {
   EXPECT_THROW(residual_layernorm_forward(fused_residual, fused_out, fused_mean, fused_rstd, l.x, short_b, l.weight,
                                           l.bias),
                Error);
+}
+
+// No bias (undefined bias and dbias): forward, fused forward and backward give a zero bias's values bit for bit.
+TEST(LayerNorm, WithoutABiasIsAZeroBias) {
+  LayerNormCase l;
+  const Tensor zero = Tensor::zeros({l.C});
+  Tensor none;
+  layernorm_forward(l.out, l.mean, l.rstd, l.x, l.weight, zero);
+  Tensor out = Tensor::zeros(l.out.shape()), mean = Tensor::zeros(l.mean.shape()), rstd = Tensor::zeros(l.rstd.shape());
+  layernorm_forward(out, mean, rstd, l.x, l.weight, none);
+  testing::expect_identical(out, l.out, "out");
+  Tensor sum = Tensor::zeros(l.x.shape()), fused = Tensor::zeros(l.out.shape());
+  residual_layernorm_forward(sum, fused, mean, rstd, l.x, l.dout, l.weight, none);
+  Tensor sum_zero = Tensor::zeros(l.x.shape()), fused_zero = Tensor::zeros(l.out.shape());
+  residual_layernorm_forward(sum_zero, fused_zero, mean, rstd, l.x, l.dout, l.weight, zero);
+  testing::expect_identical(fused, fused_zero, "fused out");
+  layernorm_forward(out, mean, rstd, l.x, l.weight, none);
+  Tensor dx = Tensor::zeros(l.x.shape()), dweight = Tensor::zeros({l.C}), dbias = Tensor::zeros({l.C});
+  layernorm_backward(dx, dweight, dbias, l.dout, l.x, l.weight, mean, rstd);
+  Tensor dx_none = Tensor::zeros(l.x.shape()), dweight_none = Tensor::zeros({l.C});
+  layernorm_backward(dx_none, dweight_none, none, l.dout, l.x, l.weight, mean, rstd);
+  testing::expect_identical(dx_none, dx, "dx");
+  testing::expect_identical(dweight_none, dweight, "dweight");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// LayerNorm on the CPU, eps = 1e-5. Rows are independent, so forward and dx run parallel over rows;
-// dweight and dbias are column sums, taken in a second pass where each thread owns a column slice.
+// LayerNorm on the CPU, eps = 1e-5, with a bias or without (null: Cohere's). Rows are independent, so forward and
+// dx run parallel over rows; dweight and dbias are column sums, taken in a second pass where each thread owns a
+// column slice.
 #include "ops/cpu/layernorm_cpu.h"
 
 #include <cmath>
@@ -23,8 +24,13 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
 #pragma omp simd reduction(+ : var)
     for (int64_t c = 0; c < C; c++) var += (x_n[c] - m) * (x_n[c] - m);
     const float s = 1.0f / std::sqrt(var / float(C) + eps);
+    if (bias) {
 #pragma omp simd
-    for (int64_t c = 0; c < C; c++) out_n[c] = (x_n[c] - m) * s * weight[c] + bias[c];
+      for (int64_t c = 0; c < C; c++) out_n[c] = (x_n[c] - m) * s * weight[c] + bias[c];
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) out_n[c] = (x_n[c] - m) * s * weight[c];
+    }
     mean[n] = m;
     rstd[n] = s;
   }
@@ -62,10 +68,10 @@ void layernorm_backward(float* dx, float* dweight, float* dbias, const float* do
       const float* x_n = x + n * C;
       const float m = mean[n], s = rstd[n];
 #pragma omp simd
-      for (int64_t c = cols.begin; c < cols.end; c++) {
-        dweight[c] += dout_n[c] * (x_n[c] - m) * s;
-        dbias[c] += dout_n[c];
-      }
+      for (int64_t c = cols.begin; c < cols.end; c++) dweight[c] += dout_n[c] * (x_n[c] - m) * s;
+      if (!dbias) continue;
+#pragma omp simd
+      for (int64_t c = cols.begin; c < cols.end; c++) dbias[c] += dout_n[c];
     }
   }
 }
