@@ -39,19 +39,19 @@ int64_t interleaved_row(int64_t r, int64_t R) { return r < R / 2 ? 2 * r : 2 * (
 void reorder_tails(const ModelConfig& config, const std::string& name, float* values, int64_t numel,
                    bool to_interleaved) {
   const TailRows t = tail_rows(config, name, numel);
-  const int64_t R = config.mla.rope_dim;
-  std::vector<float> tail(size_t(R * t.cols));
-  for (const int64_t first : t.firsts) {
-    float* rows = values + first * t.cols;
-    std::copy(rows, rows + R * t.cols, tail.begin());
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t ours = r * t.cols, theirs = interleaved_row(r, R) * t.cols;
-      std::copy_n(tail.begin() + (to_interleaved ? ours : theirs), t.cols, rows + (to_interleaved ? theirs : ours));
-    }
-  }
+  for (const int64_t first : t.firsts)
+    reorder_rope_pairs(values + first * t.cols, config.mla.rope_dim, t.cols, to_interleaved);
 }
 
 }  // namespace
+
+void reorder_rope_pairs(float* rows, int64_t R, int64_t cols, bool to_interleaved) {
+  const std::vector<float> given(rows, rows + R * cols);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t ours = r * cols, theirs = interleaved_row(r, R) * cols;
+    std::copy_n(given.begin() + (to_interleaved ? ours : theirs), cols, rows + (to_interleaved ? theirs : ours));
+  }
+}
 
 bool is_hf_deepseek_type(const json& model_type) { return model_type == "deepseek_v3" || model_type == "deepseek_v2"; }
 

@@ -31,6 +31,10 @@ bool glm4_moe_form(const ModelConfig& c) {
   return c.moe.enabled() && c.moe.router == RouterKind::sigmoid_bias && !c.mla.enabled();
 }
 
+// Cohere's form: Llama's attention and SwiGLU side by side on one LayerNorm without biases, the logits scaled,
+// RoPE over interleaved pairs (reordered on import and export).
+bool cohere_form(const ModelConfig& c) { return c.shared_norm; }
+
 std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   const DecoderNames names = decoder_names(c);
   const ParameterLayout whole = decoder_layout(c);
@@ -67,7 +71,8 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
     }
     add(p + "self_attn.o_proj", {C, c.value_width()}, b.attn_out);
     if (post) add(p + "post_attention_layernorm", {C}, b.norm1_post);
-    if (pre) add(p + (sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"), {C}, b.norm2);
+    if (pre && !c.shared_norm)  // Cohere's one norm feeds both sublayers
+      add(p + (sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"), {C}, b.norm2);
     if (post) add(p + "post_feedforward_layernorm", {C}, b.norm2_post);
     if (c.phi3) {  // gate and up rows, as ours
       pieces.push_back({p + "mlp.gate_up_proj.weight", {2 * F, C}, b.mlp_in.weight, 0});
@@ -127,6 +132,17 @@ bool gemma2_form(const ModelConfig& c) {
 void offset_gemma_gains(const ModelConfig& c, const std::string& name, float* values, int64_t n, bool to_hf) {
   if (!gemma_form(c) || !(name.ends_with("norm.weight") || name.ends_with("layernorm.weight"))) return;
   for (int64_t i = 0; i < n; ++i) values[i] += to_hf ? -1.0f : 1.0f;
+}
+
+// Cohere's RoPE turns channels 2i and 2i + 1 of each head together, Tessera's i and i + HS/2: importing reorders
+// each q_proj and k_proj head's rows (`to_hf`: back).
+void reorder_cohere_rope_rows(const ModelConfig& c, const std::string& name, float* values, bool to_hf) {
+  if (!cohere_form(c)) return;
+  const int64_t heads = name.ends_with(".self_attn.q_proj.weight")   ? c.num_heads
+                        : name.ends_with(".self_attn.k_proj.weight") ? c.kv_heads()
+                                                                     : 0;
+  const int64_t HS = c.head_size();
+  for (int64_t h = 0; h < heads; ++h) reorder_rope_pairs(values + h * HS * c.channels, HS, c.channels, to_hf);
 }
 
 // Phi-3's and GLM-4.5's partial rotary turns a head's first R channels, Tessera's RoPE its last R: importing
@@ -267,6 +283,17 @@ void read_starcoder2(const HfConfigReader& r, ModelConfig& c) {
   c.norm_eps = r.number("norm_epsilon", 1e-5f);
 }
 
+// Cohere (CohereForCausalLM: Command-R, Aya): attention and MLP side by side on one LayerNorm without biases
+// (layer_norm_eps), the logits times logit_scale; Command R+'s per-head q/k LayerNorms and RoPE scaling refused.
+void read_cohere(const HfConfigReader& r, ModelConfig& c) {
+  r.expect("use_qk_norm", false, "Tessera's Cohere has no per-head q/k LayerNorms (Command R+'s)");
+  r.expect("rope_scaling", json(), "Tessera's Cohere does not scale RoPE");
+  c.norm = NormKind::layernorm;
+  c.parallel_residual = true;
+  c.shared_norm = true;
+  c.logit_scale = r.number("logit_scale", 0.0625f);
+}
+
 // Qwen2 and Qwen3: with use_sliding_window, the blocks from max_window_layers on slide over
 // sliding_window positions and the first ones attend to the whole context (layer_types, where given,
 // names each block's kind instead), as transformers builds its layer_types. Qwen3-MoE's attention
@@ -341,9 +368,15 @@ struct TextModelNames {
 };
 
 // Whether save_hf_llama has a Hugging Face form for `c`: StarCoder2's (LayerNorms, biases everywhere, a
-// GELU MLP, nothing else), or one of the RMSNorm families' with the features its form has.
+// GELU MLP, nothing else), Cohere's, or one of the RMSNorm families' with the features its form has.
 bool has_hf_llama_form(const ModelConfig& c) {
   if (c.naming != Naming::llama || c.positions != PositionKind::rope) return false;
+  if (cohere_form(c))
+    return c.norm == NormKind::layernorm && !c.bias && c.mlp == MlpKind::swiglu && !c.qkv_bias && !c.qk_norm &&
+           !c.moe.enabled() && !c.mla.enabled() && !c.phi3 && c.nope_layers.empty() && c.attention_window == 0 &&
+           c.attention_scalar == 0 && !c.scaled_embeddings && c.rotary_dims == 0 && c.attention_softcap == 0 &&
+           c.logit_softcap == 0 && c.head_dim == 0 && c.rope == RopeConfig{.theta = c.rope.theta};
+  if (c.parallel_residual || c.logit_scale > 0) return false;  // GPT-NeoX's blocks have a form of their own
   // Soft caps are Gemma 2's alone, whose blocks all turn by one RoPE base; a gated shared expert Qwen2-MoE's.
   const bool capped = c.attention_softcap > 0 || c.logit_softcap > 0;
   if (gemma2_form(c) ? c.local_rope_theta != 0 : capped) return false;
@@ -400,7 +433,7 @@ bool is_hf_llama_type(const json& model_type) {
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
          model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma" || model_type == "gemma2" ||
          model_type == "gemma3_text" || model_type == "starcoder2" || model_type == "qwen2_moe" ||
-         model_type == "glm4_moe";
+         model_type == "glm4_moe" || model_type == "cohere";
 }
 
 ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path) {
@@ -410,9 +443,9 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
            "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma\", \"gemma2\", \"gemma3_text\", \"starcoder2\", ",
-           "\"qwen2_moe\" or \"glm4_moe\"");
+           "\"qwen2_moe\", \"glm4_moe\" or \"cohere\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
-  const bool qwen2_moe = *type == "qwen2_moe", glm4_moe = *type == "glm4_moe";
+  const bool qwen2_moe = *type == "qwen2_moe", glm4_moe = *type == "glm4_moe", cohere = *type == "cohere";
   const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
   const bool gemma1 = *type == "gemma", gemma2 = *type == "gemma2", gemma3 = *type == "gemma3_text";
   const bool starcoder2 = *type == "starcoder2", gemma = gemma1 || gemma2 || gemma3;
@@ -438,21 +471,22 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
                 mixtral || qwen2_moe ? 32768
                 : olmoe || starcoder2 ? 4096
                 : gemma3 || glm4_moe  ? 131072
-                : gemma1 || gemma2    ? 8192
+                : gemma1 || gemma2 || cohere ? 8192
                                       : 2048);
   // Mistral, Mixtral and Phi-3 may window their attention (Qwen's window is off without use_sliding_window;
   // Gemma's slides some layers only).
   if (const json* window = r.find("sliding_window");
-      window && !qwen2 && !qwen2_moe && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma && !glm4_moe) {
+      window && !qwen2 && !qwen2_moe && !qwen3 && !olmo2 && !olmoe && !smollm3 && !gemma && !glm4_moe && !cohere) {
     TS_CHECK(window->is_number_integer() && window->get<int64_t>() > 0, r.where(), ": field 'sliding_window' is ",
              json_excerpt(*window), ", expected a positive number of positions or null");
     if (window->get<int64_t>() < c.max_seq_len) c.attention_window = window->get<int64_t>();
   }
   c.num_kv_heads = r.integer("num_key_value_heads", smollm3 ? 4 : starcoder2 ? 2 : c.num_heads);
   c.mlp_hidden = r.integer("intermediate_size");
-  c.norm_eps = r.number("rms_norm_eps", mixtral || olmo2 || olmoe || glm4_moe ? 1e-5f : 1e-6f);
+  c.norm_eps = cohere ? r.number("layer_norm_eps", 1e-5f)
+                      : r.number("rms_norm_eps", mixtral || olmo2 || olmoe || glm4_moe ? 1e-5f : 1e-6f);
   c.rope.theta = r.number("rope_theta", mixtral || gemma3 ? 1e6f : smollm3 ? 2e6f : 1e4f);
-  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma || starcoder2);
+  c.tied_embeddings = r.boolean("tie_word_embeddings", smollm3 || gemma || starcoder2 || cohere);
   if (smollm3) c.nope_layers = smollm3_nope_layers(r, c.num_layers);
   if (qwen2 || qwen3) read_qwen_window(r, c, qwen3_moe);
   // Heads of head_dim channels, which need not be hidden_size / num_attention_heads (Qwen3's are not).
@@ -464,6 +498,7 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   if (gemma2) read_gemma2(r, c);
   if (gemma3) read_gemma3(r, c);
   if (starcoder2) read_starcoder2(r, c);
+  if (cohere) read_cohere(r, c);
   if (phi3 || glm4_moe)  // partial rotary (Phi-4-mini's, GLM-4.5's)
     c.rotary_dims = read_rotary_dims(r, "partial_rotary_factor", glm4_moe ? 0.5f : 1.0f, c.head_size());
   if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.max_seq_len, c.rope);
@@ -513,7 +548,8 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
 
 json hf_llama_config_json(const ModelConfig& c) {
   const bool olmo2 = c.norm_placement == NormPlacement::post, olmoe = c.qk_norm_all_heads && c.moe.enabled();
-  const bool smollm3 = !c.nope_layers.empty(), starcoder2 = c.norm == NormKind::layernorm;
+  const bool cohere = cohere_form(c), smollm3 = !c.nope_layers.empty();
+  const bool starcoder2 = c.norm == NormKind::layernorm && !cohere;
   const bool gemma = gemma_form(c), gemma1 = gemma1_form(c), gemma2 = gemma2_form(c);
   const bool gemma3 = gemma && !gemma1 && !gemma2;
   const bool glm4_moe = glm4_moe_form(c);
@@ -522,38 +558,40 @@ json hf_llama_config_json(const ModelConfig& c) {
   const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe && !qwen2_moe && !glm4_moe;
   const bool mistral = !mixtral && !qwen2 && !qwen2_moe && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 &&
                        !gemma && !starcoder2 && !glm4_moe && c.attention_window > 0;
-  const char* architecture = starcoder2  ? "Starcoder2ForCausalLM"
-                             : glm4_moe  ? "Glm4MoeForCausalLM"
-                             : mixtral   ? "MixtralForCausalLM"
-                             : olmoe     ? "OlmoeForCausalLM"
-                             : qwen2     ? "Qwen2ForCausalLM"
-                             : qwen2_moe ? "Qwen2MoeForCausalLM"
-                             : qwen3_moe ? "Qwen3MoeForCausalLM"
-                             : qwen3     ? "Qwen3ForCausalLM"
-                             : c.phi3    ? "Phi3ForCausalLM"
-                             : olmo2     ? "Olmo2ForCausalLM"
-                             : smollm3   ? "SmolLM3ForCausalLM"
-                             : gemma1    ? "GemmaForCausalLM"
-                             : gemma2    ? "Gemma2ForCausalLM"
-                             : gemma3    ? "Gemma3ForCausalLM"
-                             : mistral   ? "MistralForCausalLM"
-                                         : "LlamaForCausalLM";
-  const char* type = starcoder2  ? "starcoder2"
-                     : glm4_moe  ? "glm4_moe"
-                     : mixtral   ? "mixtral"
-                     : olmoe     ? "olmoe"
-                     : qwen2     ? "qwen2"
-                     : qwen2_moe ? "qwen2_moe"
-                     : qwen3_moe ? "qwen3_moe"
-                     : qwen3     ? "qwen3"
-                     : c.phi3    ? "phi3"
-                     : olmo2     ? "olmo2"
-                     : smollm3   ? "smollm3"
-                     : gemma1    ? "gemma"
-                     : gemma2    ? "gemma2"
-                     : gemma3    ? "gemma3_text"
-                     : mistral   ? "mistral"
-                                 : "llama";
+  const char* architecture = cohere       ? "CohereForCausalLM"
+                             : starcoder2 ? "Starcoder2ForCausalLM"
+                             : glm4_moe   ? "Glm4MoeForCausalLM"
+                             : mixtral    ? "MixtralForCausalLM"
+                             : olmoe      ? "OlmoeForCausalLM"
+                             : qwen2      ? "Qwen2ForCausalLM"
+                             : qwen2_moe  ? "Qwen2MoeForCausalLM"
+                             : qwen3_moe  ? "Qwen3MoeForCausalLM"
+                             : qwen3      ? "Qwen3ForCausalLM"
+                             : c.phi3     ? "Phi3ForCausalLM"
+                             : olmo2      ? "Olmo2ForCausalLM"
+                             : smollm3    ? "SmolLM3ForCausalLM"
+                             : gemma1     ? "GemmaForCausalLM"
+                             : gemma2     ? "Gemma2ForCausalLM"
+                             : gemma3     ? "Gemma3ForCausalLM"
+                             : mistral    ? "MistralForCausalLM"
+                                          : "LlamaForCausalLM";
+  const char* type = cohere       ? "cohere"
+                     : starcoder2 ? "starcoder2"
+                     : glm4_moe   ? "glm4_moe"
+                     : mixtral    ? "mixtral"
+                     : olmoe      ? "olmoe"
+                     : qwen2      ? "qwen2"
+                     : qwen2_moe  ? "qwen2_moe"
+                     : qwen3_moe  ? "qwen3_moe"
+                     : qwen3      ? "qwen3"
+                     : c.phi3     ? "phi3"
+                     : olmo2      ? "olmo2"
+                     : smollm3    ? "smollm3"
+                     : gemma1     ? "gemma"
+                     : gemma2     ? "gemma2"
+                     : gemma3     ? "gemma3_text"
+                     : mistral    ? "mistral"
+                                  : "llama";
   json j = {{"architectures", json::array({architecture})},
             {"model_type", type},
             {"hidden_size", c.channels},
@@ -570,7 +608,15 @@ json hf_llama_config_json(const ModelConfig& c) {
             {"hidden_act", gemma || starcoder2 ? "gelu_pytorch_tanh" : "silu"},
             {"tie_word_embeddings", c.tied_embeddings},
             {"initializer_range", 0.02}};
-  if (starcoder2) {  // its eps under its own key, biases everywhere, no dropout
+  if (cohere) {  // its eps under its own key, the logits' scale, no q/k norms; heads are hidden_size / heads
+    j.erase("rms_norm_eps");
+    j.erase("head_dim");
+    j["layer_norm_eps"] = json_float(c.norm_eps);
+    j["logit_scale"] = json_float(c.logit_scale);
+    j["use_qk_norm"] = false;
+    j["attention_bias"] = false;
+    j["attention_dropout"] = 0.0;
+  } else if (starcoder2) {  // its eps under its own key, biases everywhere, no dropout
     j.erase("rms_norm_eps");
     j["norm_epsilon"] = json_float(c.norm_eps);
     j["use_bias"] = true;
@@ -696,6 +742,7 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
     std::vector<float> values = files->read_f32(names.stored(name));
     if (interleaved) deinterleave_rope_rows(config, name, values.data(), int64_t(values.size()));
     move_rotary_rows(config, name, values.data(), false);
+    reorder_cohere_rope_rows(config, name, values.data(), false);
     offset_gemma_gains(config, name, values.data(), int64_t(values.size()), false);
     return values;
   };
@@ -718,10 +765,12 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   TS_CHECK(has_hf_llama_form(config), "save_hf_llama: a ", model_family(config), " model has no LlamaForCausalLM, ",
            "Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, ",
            "Phi3ForCausalLM, Olmo2ForCausalLM, OlmoeForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, ",
-           "Gemma3ForCausalLM, Starcoder2ForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM form");
+           "Gemma3ForCausalLM, Starcoder2ForCausalLM, CohereForCausalLM, DeepseekV2ForCausalLM or DeepseekV3ForCausalLM ",
+           "form");
   const HfTensorEdit to_hf = [&config](const std::string& name, float* out, int64_t n) {
     if (config.mla.enabled()) interleave_rope_rows(config, name, out, n);
     move_rotary_rows(config, name, out, true);
+    reorder_cohere_rope_rows(config, name, out, true);
     offset_gemma_gains(config, name, out, n, true);
   };
   write_hf_folder(dir, config, hf_llama_pieces(config), values, to_hf,

@@ -121,7 +121,7 @@ ModelConfig save_preset(const std::string& preset, const std::filesystem::path& 
 INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen2-moe-tiny", "qwen3-tiny", "qwen3-moe-tiny",
                                            "mixtral-tiny", "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny",
-                                           "gemma-tiny", "gemma2-tiny", "gemma3-tiny", "starcoder2-tiny",
+                                           "gemma-tiny", "gemma2-tiny", "gemma3-tiny", "starcoder2-tiny", "cohere-tiny",
                                            "glm4.5-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
@@ -133,6 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                                   : info.param == "gemma2-tiny"    ? "Gemma2"
                                   : info.param == "gemma3-tiny"    ? "Gemma3"
                                   : info.param == "starcoder2-tiny" ? "Starcoder2"
+                                  : info.param == "cohere-tiny"    ? "Cohere"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen2-moe-tiny" ? "Qwen2Moe"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
@@ -368,6 +369,55 @@ TEST(HfLlama, Starcoder2BiasesLayerNormsAndConfig) {
   EXPECT_TRUE(read_hf_config(dir) == config);
   expect_field_refused(dir, hf, "use_bias", false);
   expect_field_refused(dir, hf, "hidden_act", "gelu");
+}
+
+// Cohere (Command-R, Aya): Llama's names with one norm a block (no post_attention_layernorm) and no norm biases,
+// its config keys (layer_norm_eps, logit_scale), and q_proj/k_proj rows in its interleaved RoPE order: HF row
+// 2i of a head is our row i, row 2i + 1 our i + HS/2. Command R+'s q/k norms and RoPE scaling are refused by name.
+TEST(HfLlama, CohereNamesConfigAndRopePairs) {
+  const ModelConfig config = model_preset("cohere-tiny");  // 4 heads of 8, 2 kv heads
+  Decoder model(config);
+  randomise(model, 13);
+  const auto dir = testing::scratch_dir();
+  save_hf_model(dir, config, model.named_params());
+  const SafetensorsFile file(dir / "model.safetensors");
+  EXPECT_TRUE(file.contains("model.layers.1.input_layernorm.weight"));
+  EXPECT_FALSE(file.contains("model.layers.1.input_layernorm.bias"));
+  EXPECT_FALSE(file.contains("model.layers.1.post_attention_layernorm.weight"));
+  EXPECT_FALSE(file.contains("model.norm.bias"));
+  EXPECT_FALSE(file.contains("lm_head.weight"));
+  EXPECT_EQ(file.info("model.layers.1.self_attn.k_proj.weight").shape, (Shape{16, 32}));
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "CohereForCausalLM");
+  EXPECT_EQ(hf["model_type"], "cohere");
+  EXPECT_EQ(hf["logit_scale"], 0.25);
+  EXPECT_EQ(hf["layer_norm_eps"], 1e-5);
+  EXPECT_EQ(hf["use_qk_norm"], false);
+  EXPECT_FALSE(hf.contains("rms_norm_eps"));
+  EXPECT_FALSE(hf.contains("head_dim"));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "cohere");
+
+  const std::vector<float> k = file.read_f32("model.layers.1.self_attn.k_proj.weight");
+  const auto named = std::find_if(model.named_params().begin(), model.named_params().end(),
+                                  [](const NamedTensor& p) { return p.name == "layers.1.self_attn.qkv_proj.weight"; });
+  ASSERT_NE(named, model.named_params().end());
+  const int64_t C = 32, HS = 8, q_rows = 4 * HS;
+  for (int64_t head = 0; head < 2; ++head)
+    for (int64_t j = 0; j < HS; ++j) {
+      const int64_t ours = q_rows + head * HS + (j % 2 == 0 ? j / 2 : HS / 2 + j / 2);
+      for (int64_t col = 0; col < C; col += 7)
+        ASSERT_EQ(k[size_t((head * HS + j) * C + col)], named->tensor.f32()[ours * C + col]) << head << " " << j;
+    }
+  Decoder imported(config);
+  load_hf_model(dir, config, imported.named_params());
+  expect_same_bits(model, imported);
+
+  hf.erase("logit_scale");  // CohereConfig's default
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_EQ(read_hf_config(dir).logit_scale, 0.0625f);
+  expect_field_refused(dir, hf, "use_qk_norm", true);
+  expect_field_refused(dir, hf, "rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}});
 }
 
 // OLMoE: pre-norm blocks with q_norm and k_norm over all heads, Qwen3-MoE's router and experts under

@@ -178,6 +178,10 @@ const Layout kLayouts[] = {
     {4, 2, 1, 2, "pythia-tiny", 1, "1f1b", 1, 0, "", 2},
     {4, 2, 1, 2, "pythia-tiny", 1, "1f1b", 1, 0, "--recompute selective", 1, 1, 2},
     {4, 2, 0, 2, "pythia-tiny", 2, "zero-bubble"}, {4, 4, 3, 2, "pythia-tiny"},
+    // Cohere: one bias-less LayerNorm feeding attention and MLP side by side, scaled logits (their gradient on each
+    // vocabulary shard under tp): tp2 with ZeRO-2, ring cp2, pp2, ZeRO-3 over tp2
+    {4, 2, 2, 2, "cohere-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "cohere-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
+    {4, 2, 0, 2, "cohere-tiny", 2, "1f1b"}, {4, 2, 3, 2, "cohere-tiny", 1, "1f1b", 1, 0, "", 2},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},

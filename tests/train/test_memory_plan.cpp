@@ -148,6 +148,11 @@ TEST(MemoryPlan, PythiaTinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("pythia-tiny");
 }
 
+// Cohere: one norm a block feeding both sublayers.
+TEST(MemoryPlan, CohereTinyMatchesTheAllocatorPeak) {
+  expect_plan_matches_training_each_recompute("cohere-tiny");
+}
+
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("mixtral-tiny");
 }
