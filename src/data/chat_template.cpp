@@ -108,6 +108,18 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.folds_system_ = true;
     t.knows_tool_ = false;
     t.specials_ = {"<start_of_turn>", "<end_of_turn>"};
+  } else if (name == "cohere") {  // Command-R and Aya: a token for each role
+    t.before_role_ = "<|START_OF_TURN_TOKEN|>";
+    t.end_of_turn_ = "<|END_OF_TURN_TOKEN|>";
+    t.system_role_ = "<|SYSTEM_TOKEN|>";
+    t.user_role_ = "<|USER_TOKEN|>";
+    t.assistant_role_ = "<|CHATBOT_TOKEN|>";
+    t.trims_content_ = true;  // content.strip()
+    t.system_as_given_ = true;
+    t.alternates_ = true;
+    t.knows_tool_ = false;
+    t.specials_ = {"<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|USER_TOKEN|>",
+                   "<|CHATBOT_TOKEN|>"};
   } else if (name == "llama2" || name == "mistral" || name == "mistral-v3") {  // [INST] turns, the reply ended by </s>
     t.end_of_turn_ = "</s>";
     t.trims_content_ = name == "llama2";
@@ -125,6 +137,10 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     TS_FAIL("--chat-template: unknown template ", quoted_text(name), "; use ", kChatTemplateNames);
   }
   return t;
+}
+
+std::string_view ChatTemplate::role_text(std::string_view role) const {
+  return role == "assistant" ? assistant_role_ : role == "user" ? user_role_ : role == "system" ? system_role_ : role;
 }
 
 std::string ChatTemplate::generation_prompt(bool thinking) const {
@@ -207,7 +223,7 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
   size_t turns_left = messages.size();  // the messages still to render, this one included
   auto turn = [&](std::string_view role, std::string text) {
     std::string header(before_role_);
-    header.append(role == "assistant" ? assistant_role_ : role).append(after_role_);
+    header.append(role_text(role)).append(after_role_);
     const bool own_end = role == "assistant" || other_turn_end_.empty();
     text.append(own_end ? end_of_turn_ : other_turn_end_);
     pieces.push_back({std::move(header), false});
@@ -230,7 +246,8 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
   const bool folded = folds_system_ && !messages.empty() && messages.front().role == "system";
   std::string first_prefix = folded ? messages.front().content + "\n\n" : "";
   turns_left -= folded;
-  if (folds_system_) check_alternation(name_, messages, folded);
+  if (folds_system_ || alternates_)
+    check_alternation(name_, messages, !messages.empty() && messages.front().role == "system");
   for (size_t i = folded; i < messages.size(); ++i, --turns_left) {
     const ChatMessage& m = messages[i];
     if (groups_tool_results_ && m.role == "tool") {  // untrained, as any message but an assistant's
@@ -250,8 +267,9 @@ std::vector<DocumentPiece> ChatTemplate::render(const std::vector<ChatMessage>& 
         turn(m.role, std::string(reply.content));
       }
     } else {
-      turn(m.role, std::exchange(first_prefix, "") + std::string(trims_content_ ? trimmed(m.content)
-                                                                                 : std::string_view(m.content)));
+      const bool trims = trims_content_ && !(system_as_given_ && m.role == "system");
+      const std::string_view content = trims ? trimmed(m.content) : std::string_view(m.content);
+      turn(m.role, std::exchange(first_prefix, "") + std::string(content));
     }
   }
   return pieces;

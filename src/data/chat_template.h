@@ -27,6 +27,9 @@
 //   mistral: " [INST] USER [/INST] ASSISTANT</s>" (Mistral-7B-Instruct v0.1 and v0.2, their templates since
 //            2024), content as given, a system message opening the first user turn with a blank line
 //            after it; the turns alternate.
+//   cohere:  <|START_OF_TURN_TOKEN|>ROLE_TOKENCONTENT<|END_OF_TURN_TOKEN|>, ROLE_TOKEN <|SYSTEM_TOKEN|>, <|USER_TOKEN|>
+//            or <|CHATBOT_TOKEN|> (Command-R's and Aya's); user and assistant content stripped, the system
+//            message as given; after one system message the turns alternate user, assistant, ...
 //   mistral-v3: "[INST] USER[/INST] ASSISTANT</s>" (Mistral's v3 tokenizer: Mistral-7B-Instruct v0.3,
 //            Mixtral-8x22B-Instruct, Mistral-Large-Instruct-2407, Codestral; [INST] and [/INST] are
 //            its special tokens), the reply trimmed, a system message and a blank line opening the
@@ -44,7 +47,7 @@ namespace tessera {
 class Tokenizer;
 
 inline constexpr const char* kChatTemplateNames =
-    "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, gemma, llama2, mistral or mistral-v3";
+    "llama3, chatml, qwen2.5, qwen3, phi3, phi4, olmo2, gemma, cohere, llama2, mistral or mistral-v3";
 
 // A piece of a document's text, and whether its tokens are training targets.
 struct DocumentPiece {
@@ -99,8 +102,12 @@ class ChatTemplate {
   bool knows_tool_ = true;       // the template has a tool role
   std::string_view default_system_;  // put first when a conversation has no system message
   bool trims_content_ = false;        // strip whitespace off each message's ends
-  std::string_view assistant_role_ = "assistant";  // what the assistant's header names it ("model": gemma)
+  // What a header names each role: the assistant "model" (gemma); Cohere's a token each.
+  std::string_view assistant_role_ = "assistant", user_role_ = "user", system_role_ = "system";
+  std::string_view role_text(std::string_view role) const;
   bool folds_system_ = false;  // the system message opens the first user turn's content, turns alternate (gemma)
+  bool alternates_ = false;    // after one system message, a turn of its own, user and assistant alternate (cohere)
+  bool system_as_given_ = false;  // the system message is not trimmed when the rest is (cohere)
   // Llama 2's and Mistral's [INST] turns, in place of headers: what opens the first user turn and the
   // others, closes them, goes around a system message folded into a user turn (the first, or with
   // system_on_last_query the last), and ends a reply (trimmed with trims_reply).

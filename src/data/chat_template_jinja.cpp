@@ -25,19 +25,24 @@ std::string quoted(std::string_view text) {
   return out;
 }
 
-// The system message taken out of `messages` into `system` (has_system), the rest in `turns`, each turn
-// checked to alternate user, assistant, ... as render() checks them.
-std::string folded_system_and_alternation(const std::string& name) {
+// The messages after an optional system message (`list`: a Jinja expression of them) checked to alternate user,
+// assistant, ... as render() checks them.
+std::string alternation(const std::string& name, const char* list) {
   std::string message = "--chat-template ";
   message.append(name).append(
       ": the conversation's turns must alternate user, assistant, user, ... (after one system message)");
+  std::string j = "{%- for message in ";
+  j.append(list).append(" -%}{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}{{- raise_exception(");
+  j.append(quoted(message)).append(") -}}{%- endif -%}{%- endfor -%}");
+  return j;
+}
+
+// The system message taken out of `messages` into `system` (has_system), the rest in `turns`, which alternate.
+std::string folded_system_and_alternation(const std::string& name) {
   std::string j = "{%- if messages and messages[0]['role'] == 'system' -%}{%- set has_system = true -%}";
   j.append("{%- set system = messages[0]['content'] -%}{%- set turns = messages[1:] -%}");
   j.append("{%- else -%}{%- set has_system = false -%}{%- set system = '' -%}{%- set turns = messages -%}");
-  j.append("{%- endif -%}{%- for message in turns -%}");
-  j.append("{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}{{- raise_exception(");
-  j.append(quoted(message)).append(") -}}{%- endif -%}{%- endfor -%}");
-  return j;
+  return j.append("{%- endif -%}").append(alternation(name, "turns"));
 }
 
 }  // namespace
@@ -70,6 +75,8 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
     j.append(folded_system_and_alternation(name_));
   } else {
     j.append("{%- set has_system = false -%}{%- set system = '' -%}{%- set turns = messages -%}");
+    if (alternates_)  // Cohere's: the system message a turn of its own, then the turns alternate
+      j.append(alternation(name_, "(messages[1:] if messages and messages[0]['role'] == 'system' else messages)"));
   }
   if (!default_system_.empty()) {  // Qwen2.5's, unless the conversation opens with its own
     std::string turn(before_role_);
@@ -96,6 +103,8 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
     j.append(" -}}{%- endif -%}{%- else -%}");
   }
   j.append("{%- set text = ").append(content).append(" -%}");
+  if (system_as_given_)
+    j.append("{%- if message['role'] == 'system' -%}{%- set text = message['content'] -%}{%- endif -%}");
   if (thinks_) {  // reasoning_content, or what the content holds before </think>; a think block after the query
     j.append("{%- if message['role'] == 'assistant' -%}{%- set reasoning = '' -%}");
     j.append("{%- if message['reasoning_content'] is string and message['reasoning_content'] -%}");
@@ -107,7 +116,15 @@ std::string ChatTemplate::jinja(std::string_view start_text) const {
     j.append("{%- endif -%}{%- endif -%}");
   }
   j.append("{{- ").append(quoted(before_role_)).append(" + (");
-  j.append(quoted(assistant_role_)).append(" if message['role'] == 'assistant' else message['role']) + ");
+  j.append(quoted(assistant_role_)).append(" if message['role'] == 'assistant' else ");
+  if (user_role_ != "user" || system_role_ != "system") {  // Cohere's role tokens
+    j.append("(").append(quoted(user_role_)).append(" if message['role'] == 'user' else (");
+    j.append(quoted(system_role_));
+    j.append(" if message['role'] == 'system' else message['role']))");
+  } else {
+    j.append("message['role']");
+  }
+  j.append(") + ");
   j.append(quoted(after_role_)).append(" + (system + '\\n\\n' if (loop.first and has_system) else '') + text");
   j.append(" -}}{%- if message['role'] == 'assistant' -%}{{- ").append(quoted(end_of_turn_));
   j.append(" -}}{%- else -%}{{- ").append(quoted(other_end)).append(" -}}{%- endif -%}");

@@ -55,7 +55,8 @@ TEST(ChatTemplateJinja, RendersAsTessera) {
   nlohmann::json cases = nlohmann::json::array();
   std::vector<std::string> expected;
   for (const char* name :
-       {"llama3", "chatml", "qwen2.5", "qwen3", "phi3", "phi4", "olmo2", "gemma", "llama2", "mistral", "mistral-v3"}) {
+       {"llama3", "chatml", "qwen2.5", "qwen3", "phi3", "phi4", "olmo2", "gemma", "cohere", "llama2", "mistral",
+        "mistral-v3"}) {
     const ChatTemplate chat = ChatTemplate::named(name);
     const std::string start = "<s>";
     std::vector<std::vector<ChatMessage>> cases_of = conversations;

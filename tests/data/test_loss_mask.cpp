@@ -307,7 +307,7 @@ TEST(ChatTemplate, RendersTurnsAndTrainsTheAssistants) {
                     "<|im_start|>assistant\n[Hello.<|im_end|>]\n");
   EXPECT_TRUE(contains(error_of([] { ChatTemplate::named("alpaca"); }),
                        "--chat-template: unknown template 'alpaca'; use llama3, chatml, qwen2.5, qwen3, phi3, "
-                       "phi4, olmo2, gemma, llama2, mistral or mistral-v3"));
+                       "phi4, olmo2, gemma, cohere, llama2, mistral or mistral-v3"));
   // Qwen2.5's template: ChatML, with Qwen2.5-Instruct's system message unless the conversation has one.
   std::string qwen;
   for (const DocumentPiece& piece : ChatTemplate::named("qwen2.5").render({{"user", "Hi"}})) qwen += piece.text;
@@ -472,6 +472,20 @@ TEST(ChatTemplate, Mistral) {
   EXPECT_EQ(mistral.reply_ends().front(), "</s>");
   const std::string message = error_of([&] { mistral.render({{"user", "U"}, {"user", "V"}}); });
   EXPECT_TRUE(contains(message, "--chat-template mistral: message 2 is 'user'")) << message;
+}
+
+// Command-R's and Aya's: a token names each role, user and assistant content stripped (Python's strip), the system
+// message a turn of its own as given; after it the turns alternate; the reply opens with <|CHATBOT_TOKEN|>.
+TEST(ChatTemplate, CohereRoleTokens) {
+  const ChatTemplate cohere = ChatTemplate::named("cohere");
+  EXPECT_EQ(marked(cohere.render({{"system", " Be brief. "}, {"user", " Hi\n"}, {"assistant", " Hello. "}})),
+            "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|> Be brief. <|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|>"
+            "<|USER_TOKEN|>Hi<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>[Hello.<|END_OF_TURN_TOKEN|>]");
+  EXPECT_EQ(cohere.generation_prompt(), "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+  EXPECT_EQ(cohere.reply_ends().front(), "<|END_OF_TURN_TOKEN|>");
+  EXPECT_FALSE(cohere.knows_role("tool"));
+  const std::string message = error_of([&] { cohere.render({{"user", "a"}, {"user", "b"}}); });
+  EXPECT_TRUE(contains(message, "--chat-template cohere: message 2 is 'user'")) << message;
 }
 
 // Mistral's v3 tokenizer's (Mistral-7B-Instruct v0.3, Mixtral-8x22B-Instruct, ...): "[INST] ...[/INST]" turns

@@ -1,11 +1,11 @@
 # Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma, Gemma 2,
-# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, GPT-NeoX, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's integration
-# tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c shard v2,
-# batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad norm, lr,
-# MoE aux and z losses; DeepSeek-V3's and GLM-4.5's final router biases) and DIR/hf_final/ (the weights after the last
-# step, rounded to F32). Each step accumulates gradients over equal micro-batches (contiguous rows of the batch); the
-# MoE aux loss is computed per micro-batch. DeepSeek-V3's (and GLM-4.5's) selection biases move after each optimizer
-# step by --bias-rate from the step's expert loads (torch_deepseek.py).
+# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, GPT-NeoX, Cohere, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's
+# integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c
+# shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad
+# norm, lr, MoE aux and z losses; DeepSeek-V3's and GLM-4.5's final router biases) and DIR/hf_final/ (the weights after
+# the last step, rounded to F32). Each step accumulates gradients over equal micro-batches (contiguous rows of the
+# batch); the MoE aux loss is computed per micro-batch. DeepSeek-V3's (and GLM-4.5's) selection biases move after each
+# optimizer step by --bias-rate from the step's expert loads (torch_deepseek.py).
 # --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek too, on its qk_rope channels).
 # --norm-topk 0 leaves the chosen experts' weights unnormalised (Qwen3-MoE, DeepSeek-V3; DeepSeek-V2's default).
 # --n-group G --topk-group K limits DeepSeek's routing to each token's K best groups of E/G experts.
@@ -73,9 +73,15 @@
 # 1 reads embed_in). --heads defaults to 2 (HS 16: 4 rotated channels). Refused: --head-dim, --sliding-window, rope
 # scaling, fp8, the MoE and DeepSeek flags. Its init draws query_key_value N(0, 0.1) and the MLP wider (dense_h_to_4h
 # N(0, 0.32), dense_4h_to_h N(0, 0.08/sqrt(2L))) so that RoPE's layout and the GELU's form show in the runs.
+# --model cohere is CohereForCausalLM (Command-R v01/08-2024, Aya-23, Aya Expanse; torch_cohere.Cohere), no biases: per
+# layer ONE LayerNorm without bias (input_layernorm, eps --norm-eps) feeding both sublayers, out = x + attn(h) + mlp(h);
+# GQA (--heads 4, --kv-heads 2: HS 8) with RoPE over the whole head in interleaved pairs (2i, 2i+1) (base --rope-theta),
+# scores times HS^-0.5; Llama's SwiGLU; a final norm, then logits times --logit-scale (default 0.25; Command-R's 0.0625)
+# before the loss; tied by default (--tie 0 writes lm_head). Refused: --head-dim, --sliding-window, rope scaling, fp8,
+# the MoE and DeepSeek flags. Its init draws q_proj and k_proj N(0, 0.1) so that RoPE's pair layout shows in the runs.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|qwen2_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma|gemma2|gemma3|
-#                    starcoder2|glm4_moe|gpt_neox|deepseek_v3|deepseek_v2 --out DIR [...]
+#                    starcoder2|glm4_moe|gpt_neox|cohere|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -86,6 +92,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_hf_reference  # noqa: E402
 import torch_gpt2 as tg  # noqa: E402
+import torch_cohere as tc  # noqa: E402
 import torch_deepseek as td  # noqa: E402
 import torch_gpt_neox as tn  # noqa: E402
 import torch_llama as tl  # noqa: E402
@@ -114,6 +121,10 @@ GPT_NEOX_PARTIAL_ROTARY = 0.25
 # and 0.01). With 4 heads (HS 8) R would be 2: one pair, one frequency of 1, where the rotate_half and (2i, 2i+1)
 # layouts and inv_freq over R or over HS all agree, so no run could tell them apart.
 GPT_NEOX_HEADS = 2
+# Cohere's own flag (cohere only, in expected.json's config only for it) and its default, 0.25: a run that forgets the
+# scale has 4x the logits (Command-R's and Aya-23's logit_scale is 0.0625, Aya Expanse 8B's 0.125).
+COHERE_ARGS = ("logit_scale",)
+COHERE_LOGIT_SCALE = 0.25
 # YaRN's flags, in expected.json's config only with --rope-scaling yarn; longrope's only with longrope.
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
@@ -139,11 +150,11 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, GLM-4.5, GPT-NeoX, DeepSeek-V3 or "
-                                            "DeepSeek-V2 training run for Tessera.")
+    p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, GLM-4.5, GPT-NeoX, Cohere, "
+                                            "DeepSeek-V3 or DeepSeek-V2 training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "mixtral", "phi3", "olmo2",
                                         "olmoe", "smollm3", "mistral", "gemma", "gemma2", "gemma3", "starcoder2",
-                                        "glm4_moe", "gpt_neox")
+                                        "glm4_moe", "gpt_neox", "cohere")
                    + DEEPSEEK_MODELS,
                    required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
@@ -155,7 +166,9 @@ def parse_args(argv=None):
                         "attention, a MoE plus a sigmoid-gated shared expert in every layer); glm4_moe: "
                         "Glm4MoeForCausalLM (GLM-4.5: partial rotary, q/k/v biases, optional q/k norms, DeepSeek-V3's "
                         "MoE after --first-dense dense layers); gpt_neox: GPTNeoXForCausalLM (Pythia, GPT-NeoX-20B: "
-                        "LayerNorms, fused per-head qkv, partial rotary, exact-GELU MLP, parallel residual)")
+                        "LayerNorms, fused per-head qkv, partial rotary, exact-GELU MLP, parallel residual); cohere: "
+                        "CohereForCausalLM (Command-R, Aya: one bias-free LayerNorm a block, parallel residual, "
+                        "interleaved RoPE, scaled logits)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=None, help=f"L (default 2; glm4_moe {GLM4_MOE_LAYERS})")
     p.add_argument("--heads", type=int, default=None,
@@ -174,7 +187,7 @@ def parse_args(argv=None):
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
     p.add_argument("--rms-eps", "--norm-eps", type=float, default=None,
                    help="RMSNorm eps, default 1e-5 (gemma, gemma2, gemma3 1e-6; starcoder2: the LayerNorms' eps, "
-                        "norm_epsilon; gpt_neox: the LayerNorms' eps, layer_norm_eps; "
+                        "norm_epsilon; gpt_neox, cohere: the LayerNorms' eps, layer_norm_eps; "
                         "deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base, default 1e4 (gemma3: its global layers', default 1e6)")
@@ -205,7 +218,7 @@ def parse_args(argv=None):
                    help="qwen2 and qwen3 with --sliding-window only: max_window_layers M >= 0 (default 0, every layer "
                         "slides), layers i < M attend causally; qwen3_moe slides every layer")
     p.add_argument("--tie", type=int, choices=(0, 1), default=None,
-                   help="1: lm_head tied to embed_tokens (default 0; gemma, gemma2, gemma3 and starcoder2 1)")
+                   help="1: lm_head tied to embed_tokens (default 0; gemma, gemma2, gemma3, starcoder2 and cohere 1)")
     g = p.add_argument_group("gemma3 (Gemma3ForCausalLM); gemma2 takes --query-pre-attn-scalar too")
     g.add_argument("--query-pre-attn-scalar", type=float, default=None,
                    help="query_pre_attn_scalar S > 0: scores q.k * S^-0.5 (default the head size)")
@@ -229,6 +242,10 @@ def parse_args(argv=None):
     g.add_argument("--parallel-residual", type=int, choices=(0, 1), default=None,
                    help="use_parallel_residual: 1 (default, Pythia's and GPT-NeoX-20B's) x + attn(ln1 x) + mlp(ln2 x); "
                         "0 h = x + attn(ln1 x), h + mlp(ln2 h)")
+    g = p.add_argument_group("cohere (CohereForCausalLM)")
+    g.add_argument("--logit-scale", type=float, default=None,
+                   help=f"logit_scale > 0: logits = (norm(x) @ head^T) * this, before the loss (default "
+                        f"{COHERE_LOGIT_SCALE}; Command-R's 0.0625)")
     g = p.add_argument_group("qwen2_moe (Qwen2MoeForCausalLM; each expert --intermediate wide)")
     g.add_argument("--shared-intermediate", type=int, default=None,
                    help="shared_expert_intermediate_size S: the shared expert's width, a positive multiple of "
@@ -320,7 +337,7 @@ def parse_args(argv=None):
     for name, usual, gemma in (("rms_eps", 1e-5, 1e-6), ("rope_theta", 10000.0, 1000000.0), ("tie", 0, 1)):
         if getattr(args, name) is None:
             setattr(args, name, gemma if gemma3 or ((gemma2 or gemma1) and name != "rope_theta")
-                    or (args.model == "starcoder2" and name == "tie") else usual)
+                    or (args.model in ("starcoder2", "cohere") and name == "tie") else usual)
     if gemma1:
         check_gemma_args(p, args)
     if gemma2:
@@ -331,6 +348,10 @@ def parse_args(argv=None):
         check_gpt_neox_args(p, args)
     elif args.parallel_residual is not None:
         p.error("--parallel-residual applies to gpt_neox only")
+    if args.model == "cohere":
+        check_cohere_args(p, args)
+    elif args.logit_scale is not None:
+        p.error("--logit-scale applies to cohere only")
     if not (gemma3 or gemma2) and any(getattr(args, name) is not None for name in GEMMA3_ARGS):
         p.error("--query-pre-attn-scalar (gemma2, gemma3), --sliding-window-pattern, --rope-local-base-freq and "
                 "--rope-factor (gemma3) apply to Gemma only")
@@ -536,7 +557,7 @@ def check_qwen2_moe_args(p, args):
 
 
 def check_dense_plain_rope_args(p, args, model):
-    """What --model gemma, gemma2 and gpt_neox all refuse: rope scaling (every layer takes plain RoPE with
+    """What --model gemma, gemma2, gpt_neox and cohere all refuse: rope scaling (every layer takes plain RoPE with
     --rope-theta), fp8, and the MoE and DeepSeek flags away from their defaults (all are dense)."""
     if args.rope_scaling != "none":
         p.error(f"{model}: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
@@ -561,6 +582,21 @@ def check_gpt_neox_args(p, args):
         p.error("gpt_neox: --rope-theta and --norm-eps must be positive")
     if args.parallel_residual is None:
         args.parallel_residual = 1
+
+
+def check_cohere_args(p, args):
+    """--model cohere's flags: refuses what Cohere does not have here (--head-dim: HS = C / NH; a sliding window; rope
+    scaling, fp8, the MoE and DeepSeek flags away from their defaults; --partial-rotary-factor, GLM's --attention-bias
+    and --qk-norm are refused with the other models') and fills --logit-scale (COHERE_LOGIT_SCALE)."""
+    if args.head_dim:
+        p.error("cohere: --head-dim is not modelled (its heads are --channels / --heads wide)")
+    if args.sliding_window is not None or args.max_window_layers is not None:
+        p.error("cohere: --sliding-window and --max-window-layers do not apply (Cohere attends causally)")
+    check_dense_plain_rope_args(p, args, "cohere")
+    if args.logit_scale is None:
+        args.logit_scale = COHERE_LOGIT_SCALE
+    if not (args.rope_theta > 0 and args.rms_eps > 0 and 0 < args.logit_scale < float("inf")):
+        p.error("cohere: --rope-theta, --norm-eps and --logit-scale must be positive (and finite)")
 
 
 def check_gemma_args(p, args):
@@ -628,6 +664,12 @@ def rope_scaling(args):
 
 
 def model_config(args):
+    if args.model == "cohere":
+        return tc.CohereConfig(
+            num_layers=args.layers, num_heads=args.heads, num_kv_heads=args.kv_heads, channels=args.channels,
+            intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
+            layer_norm_eps=args.rms_eps, rope_theta=args.rope_theta, logit_scale=args.logit_scale,
+            tie_word_embeddings=bool(args.tie))
     if args.model == "gpt_neox":
         return tn.GPTNeoXConfig(
             num_layers=args.layers, num_heads=args.heads, channels=args.channels, intermediate=args.intermediate,
@@ -762,7 +804,7 @@ def train(model, tokens, args):
     # DeepSeek's MoE (V3's or V2's, or GLM-4.5's, which is V3's): selection values, loads, biases, group scores
     deepseek_moe = deepseek or isinstance(model, tl.Glm4Moe)
     v2 = deepseek and model.cfg.is_v2
-    lib = td if deepseek else tn if isinstance(model, tn.GPTNeoX) else tl
+    lib = td if deepseek else tn if isinstance(model, tn.GPTNeoX) else tc if isinstance(model, tc.Cohere) else tl
     moe = model.cfg.is_moe
     aux_coef, z_coef = (args.aux_coef, args.z_coef) if moe else (0.0, 0.0)
     opt = tg.make_optimizer(model, args.lr, (args.beta1, args.beta2), args.eps, args.weight_decay)
@@ -819,11 +861,12 @@ def train(model, tokens, args):
 
 def run_config(args, cfg, num_tokens):
     deepseek, v2 = args.model in DEEPSEEK_MODELS, args.model == "deepseek_v2"
-    glm, neox = args.model == "glm4_moe", args.model == "gpt_neox"
+    glm, neox, cohere = args.model == "glm4_moe", args.model == "gpt_neox", args.model == "cohere"
     yarn, longrope = args.rope_scaling == "yarn", args.rope_scaling == "longrope"
     dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else MLA_ARGS if glm else DEEPSEEK_ARGS)
-               # gpt_neox: kv heads = heads, HS = C / NH, no rope scaling
+               # gpt_neox: kv heads = heads, HS = C / NH, no rope scaling; cohere: HS = C / NH, no rope scaling
                + (NOT_DEEPSEEK_ARGS + ("rope_scaling",) if neox else GPT_NEOX_ARGS)
+               + (("head_dim", "rope_scaling") if cohere else COHERE_ARGS)
                + (() if cfg.is_moe else MOE_ARGS) + (() if glm else GLM4_MOE_ARGS)
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
@@ -862,6 +905,9 @@ def run_config(args, cfg, num_tokens):
     })
     if neox:
         gpt_neox_run_config(config, cfg)
+        return config
+    if cohere:
+        cohere_run_config(config, cfg)
         return config
     if cfg.is_moe:
         config["aux"] = ("per MoE layer over the micro-batch's N tokens: E * sum_e (count_e/N) * mean_n p[n,e], "
@@ -1087,6 +1133,26 @@ def gpt_neox_run_config(config, cfg):
     config["rope_inv_freq"] = tl.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta).tolist()
 
 
+def cohere_run_config(config, cfg):
+    """expected.json's config texts and values for --model cohere: init, block, attention, rope_layout, rope_inv_freq
+    (float64, HS / 2 values)."""
+    config["init"] = (f"N(0,0.02) embed_tokens, v_proj, gate_proj, up_proj and lm_head weights; q_proj and k_proj "
+                      f"N(0,{tc.COHERE_QK_STD:g}); o_proj and down_proj N(0,0.02/sqrt(2L)); LayerNorm weights "
+                      f"1+N(0,0.1); no biases; all rounded to float32 (hf/ holds them exactly)")
+    config["block"] = ("h = ln(x, input_layernorm); out = x + attn(h) + mlp(h) (parallel residual, ONE norm a block, "
+                       "no post_attention_layernorm); logits = (ln(x, norm) @ head^T) * logit_scale, head = lm_head "
+                       "(embed_tokens when tied), CE on the scaled logits; ln(v, n) = (v - mean) * rsqrt(mean((v - "
+                       "mean)^2) + rms_eps) * n.weight (CohereLayerNorm: no bias; config.json's layer_norm_eps); mlp = "
+                       "down(silu(gate h) * up h); no dropout")
+    config["attention"] = ("q, k, v = x W^T (no biases), HS = C / NH, GQA (query head h reads kv head h // (NH/NKV)); "
+                           "RoPE on every channel of each q and k head; scores q.k * HS^-0.5, causal softmax; heads "
+                           "concatenated, then o_proj")
+    config["rope_layout"] = ("interleaved (GPT-J's): pair (2i, 2i+1) of each head turned by angle pos * inv_freq[i], "
+                             "x'[2i] = x[2i] cos - x[2i+1] sin, x'[2i+1] = x[2i+1] cos + x[2i] sin (HF Cohere's "
+                             "repeat_interleave cos/sin and rotate_half); not Llama's pairs (i, i + HS/2)")
+    config["rope_inv_freq"] = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta).tolist()
+
+
 def glm4_moe_run_config(config, cfg):
     """expected.json's config texts and values for --model glm4_moe: init, block, attention, the MoE's routing, aux
     and bias balancing (DeepSeek-V3's), rope_inv_freq (float64, rotary_dim / 2 values) and mtp."""
@@ -1124,10 +1190,11 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed)
 
     cfg = model_config(args)
-    deepseek, neox = args.model in DEEPSEEK_MODELS, args.model == "gpt_neox"
+    deepseek, neox, cohere = args.model in DEEPSEEK_MODELS, args.model == "gpt_neox", args.model == "cohere"
     deepseek_moe = deepseek or args.model == "glm4_moe"     # the models with router biases (V3 and GLM-4.5)
-    lib = td if deepseek else tn if neox else tl
-    model = (td.DeepseekV3 if deepseek else tn.GPTNeoX if neox else tl.model_class(cfg))(cfg).double()
+    lib = td if deepseek else tn if neox else tc if cohere else tl
+    model = (td.DeepseekV3 if deepseek else tn.GPTNeoX if neox else tc.Cohere if cohere
+             else tl.model_class(cfg))(cfg).double()
     lib.init_weights(model, gen, router_std=args.router_std)
     if args.fp8_block is not None:
         fp8_tensors, fp8_dtypes = fp8_quantize(model, args.fp8_block)
@@ -1136,7 +1203,8 @@ def main(argv=None):
 
     os.makedirs(args.out, exist_ok=True)
     aux_coef = args.aux_coef if cfg.is_moe else None
-    save = td.save_hf if deepseek else tn.save_hf if neox else (lambda net, folder: tl.save_hf(net, folder, aux_coef))
+    save = (td.save_hf if deepseek else tn.save_hf if neox else tc.save_hf if cohere
+            else (lambda net, folder: tl.save_hf(net, folder, aux_coef)))
     save(model, os.path.join(args.out, "hf"))
     if args.fp8_block is not None:
         save_fp8_hf(os.path.join(args.out, "hf"), fp8_tensors, fp8_dtypes, args.fp8_block)

@@ -578,11 +578,12 @@ def rope_inv_freq(head_size, theta, scaling=None, max_position=None, seq_len=Non
                        torch.where(wavelen < orig / high, inv_freq, blended))
 
 
-def rope_cos_sin(inv_freq, T, scale=1.0):
-    """cos, sin (T, HS) of angles p * inv_freq[i] for positions p = 0..T-1, each half repeated twice, both
-    times scale (YaRN's attention factor, rope_attention_factor)."""
+def rope_cos_sin(inv_freq, T, scale=1.0, interleave=False):
+    """cos, sin (T, HS) of angles p * inv_freq[i] for positions p = 0..T-1, each half repeated twice (interleave: each
+    angle twice in a row, channels 2i and 2i+1 at frequency i, Cohere's layout), both times scale (YaRN's attention
+    factor, rope_attention_factor)."""
     angles = torch.outer(torch.arange(T, dtype=inv_freq.dtype), inv_freq)   # (T, HS/2)
-    angles = torch.cat((angles, angles), dim=-1)
+    angles = angles.repeat_interleave(2, dim=-1) if interleave else torch.cat((angles, angles), dim=-1)
     if scale != 1.0:
         return angles.cos() * scale, angles.sin() * scale
     return angles.cos(), angles.sin()
