@@ -326,6 +326,16 @@ TEST(TorchReference, HuggingFaceGptNeoxTrainsLikeFloat64PyTorch) {
                              1e-5);
 }
 
+// Cohere (CohereForCausalLM: Command-R, Aya): attention and SwiGLU side by side on one LayerNorm without biases,
+// RoPE over interleaved channel pairs (the import reorders q_proj and k_proj), logits times logit_scale 0.25;
+// tied over grouped-query heads, then untied with one kv head.
+TEST(TorchReference, HuggingFaceCohereTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model cohere --layers 3 --steps 10 --lr 3e-3 --grad-clip 1.0 --seed 1", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model cohere --tie 0 --kv-heads 1 --seq-len 16 --steps 8 --lr 3e-3 --seed 3", 1e-5);
+}
+
 // Gemma 3 (Gemma3ForCausalLM): (1 + w) norms before and after each sublayer, embeddings times sqrt(C),
 // GeGLU, per-head q/k norms; sliding layers (a window of 5 over 16 tokens, RoPE base 10,000) and global
 // ones (theta 1e6); then with linear RoPE scaling on the global layers, query_pre_attn_scalar 24 on

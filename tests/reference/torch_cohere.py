@@ -1,0 +1,265 @@
+# Plain-PyTorch Cohere (Hugging Face's CohereForCausalLM, model_type cohere: Command-R v01 and 08-2024, Aya-23, Aya
+# Expanse) in float64: the reference that Tessera's Cohere import is checked against, as transformers'
+# modeling_cohere.py computes it. Module names are HF's tensor names (model.embed_tokens, model.layers.{l}.self_attn.
+# {q,k,v,o}_proj, .mlp.{gate,up,down}_proj, .input_layernorm, model.norm, lm_head), so state_dict() keys are the keys of
+# model.safetensors (no lm_head when tied, Cohere's default). No biases anywhere. Each layer has ONE norm, a LayerNorm
+# without bias (CohereLayerNorm), whose output feeds both sublayers: out = x + attn(h) + mlp(h), h = norm(x). The
+# attention is Llama's grouped-query attention (scores times HS^-0.5, HS = C / NH) with RoPE over the whole head in
+# INTERLEAVED pairs (2i, 2i+1) at frequency i (GPT-J's layout, not Llama's rotate_half); the MLP is Llama's SwiGLU; the
+# logits are times logit_scale. inv_freq, cos and sin, the causal mask, the attention and the MLP come from
+# torch_llama, the dense objective from torch_gpt_neox, file formats from torch_gpt2.
+import json
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_gpt2 as tg
+import torch_gpt_neox as tn
+import torch_llama as tl
+
+
+@dataclass
+class CohereConfig:
+    num_layers: int = 2             # L
+    num_heads: int = 4              # NH
+    num_kv_heads: int = 2           # NKV, divides NH (query head h reads kv head h // (NH/NKV))
+    channels: int = 32              # C; HS = C / NH (8: four RoPE pairs)
+    intermediate: int = 48          # F
+    vocab_size: int = 300           # V
+    max_seq_len: int = 32           # maxT (max_position_embeddings)
+    layer_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    logit_scale: float = 0.25       # logits = (norm(x) @ head^T) * this (Command-R's 0.0625; the tiny runs' 0.25)
+    tie_word_embeddings: bool = True
+
+    def __post_init__(self):
+        for name in ("num_layers", "num_heads", "num_kv_heads", "channels", "intermediate", "vocab_size",
+                     "max_seq_len"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"cohere: {name} {v!r} must be a positive integer")
+        if self.channels % self.num_heads or self.head_size % 2 or self.num_heads % self.num_kv_heads:
+            raise ValueError(f"cohere: num_heads {self.num_heads} must divide hidden_size {self.channels} into an "
+                             f"even head size, num_key_value_heads {self.num_kv_heads} divide num_heads")
+        for name in ("rope_theta", "layer_norm_eps", "logit_scale"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+                raise ValueError(f"cohere: {name} {v!r} must be a positive number")
+
+    @property
+    def head_size(self):            # HS
+        return self.channels // self.num_heads
+
+    @property
+    def is_moe(self):               # dense (make_hf_llama_reference asks every model)
+        return False
+
+
+# ---------------------------------------------------------------- ops
+
+class LayerNorm(nn.Module):
+    """HF's CohereLayerNorm: a LayerNorm without bias, (x - mean) * rsqrt(mean((x - mean)^2) + eps) * weight (biased
+    variance), in HF's order of operations."""
+
+    def __init__(self, channels, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(channels))
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        variance = (x - mean).pow(2).mean(-1, keepdim=True)
+        return self.weight * ((x - mean) * torch.rsqrt(variance + self.eps))
+
+
+def rotate_pairs(x):
+    """HF Cohere's rotate_half: each pair (x[2i], x[2i+1]) -> (-x[2i+1], x[2i])."""
+    return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+
+
+def apply_rope(x, cos, sin):
+    """x (B, H, T, HS), cos and sin (T, HS) in the interleaved layout (tl.rope_cos_sin(..., interleave=True)): pair
+    (2i, 2i+1) turned by angle p * inv_freq[i], x' = x cos + rotate_pairs(x) sin."""
+    return x * cos + rotate_pairs(x) * sin
+
+
+# ---------------------------------------------------------------- blocks
+
+class Attention(nn.Module):
+    """HF's CohereAttention (attention_bias false, use_qk_norm false): q (NH heads), k and v (NKV heads) of HS channels,
+    RoPE (apply_rope) on q and k, scores q.k * HS^-0.5, causal softmax, query head h reading kv head h // (NH/NKV)
+    (tl.attend), heads concatenated, o_proj."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_size = cfg.num_heads, cfg.num_kv_heads, cfg.head_size
+        C = cfg.channels
+        self.scale = cfg.head_size ** -0.5
+        self.q_proj = nn.Linear(C, cfg.num_heads * cfg.head_size, bias=False)       # (NH*HS, C)
+        self.k_proj = nn.Linear(C, cfg.num_kv_heads * cfg.head_size, bias=False)    # (NKV*HS, C)
+        self.v_proj = nn.Linear(C, cfg.num_kv_heads * cfg.head_size, bias=False)    # (NKV*HS, C)
+        self.o_proj = nn.Linear(cfg.num_heads * cfg.head_size, C, bias=False)       # (C, NH*HS)
+        self.register_buffer("mask_bias", tl.causal_mask_bias(cfg.max_seq_len), persistent=False)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        HS = self.head_size
+        q = self.q_proj(x).view(B, T, self.num_heads, HS).transpose(1, 2)          # (B,NH,T,HS)
+        k = self.k_proj(x).view(B, T, self.num_kv_heads, HS).transpose(1, 2)       # (B,NKV,T,HS)
+        v = self.v_proj(x).view(B, T, self.num_kv_heads, HS).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return tl.attend(q, k, v, self.mask_bias, self.o_proj, self.scale)
+
+
+class DecoderLayer(nn.Module):
+    """HF's CohereDecoderLayer, modules in its order (self_attn, mlp, input_layernorm): h = input_layernorm(x), out = x
+    + attn(h) + mlp(h) (HF's order of the additions); mlp = Llama's SwiGLU down(silu(gate h) * up h). No dropout."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.self_attn = Attention(cfg)
+        self.mlp = tl.MLP(cfg)
+        self.input_layernorm = LayerNorm(cfg.channels, cfg.layer_norm_eps)
+
+    def forward(self, x, cos, sin):
+        h = self.input_layernorm(x)
+        return x + self.self_attn(h, cos, sin) + self.mlp(h)
+
+
+class Model(nn.Module):
+    """HF's CohereModel: the tensors under the "model." prefix (embed_tokens, layers, norm)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.channels)          # (V,C)
+        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.num_layers)])
+        self.norm = LayerNorm(cfg.channels, cfg.layer_norm_eps)
+
+
+class Cohere(nn.Module):
+    """CohereForCausalLM: model (Model), then lm_head (V, C, no bias), absent when tied (the head is then embed_tokens'
+    weight); logits = (norm(x) @ head^T) * logit_scale, the loss's input. RoPE: inv_freq[i] = rope_theta^(-2i/HS)
+    (float64, a plain attribute), cos and sin interleaved, the same in every layer. forward returns (logits, []) as
+    torch_llama's dense models do."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.model = Model(cfg)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)      # (V,C)
+        self.inv_freq = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta)             # (HS/2)
+
+    def rope(self, T):
+        """cos, sin (T, HS) float64 for positions 0..T-1, channels 2i and 2i+1 at frequency i."""
+        return tl.rope_cos_sin(self.inv_freq, T, interleave=True)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
+        body = self.model
+        cos, sin = (t.to(body.norm.weight.dtype) for t in self.rope(T))
+        x = body.embed_tokens(idx)
+        for layer in body.layers:
+            x = layer(x, cos, sin)
+        head = body.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+        return F.linear(body.norm(x), head) * self.cfg.logit_scale, []
+
+
+objective = tn.objective    # the dense objective: (ce, ce, 0, 0, []), ce on the scaled logits
+
+
+# q_proj's and k_proj's init std, wider than the usual 0.02 so that the tiny runs notice RoPE's layout (README.md's
+# "Cohere"): at 0.02 the scores are about 0.01 and attention is nearly uniform, so positions barely matter.
+COHERE_QK_STD = 0.1
+
+
+def init_weights(model, generator, router_std=None):
+    """In named_parameters() order: q_proj and k_proj N(0, COHERE_QK_STD); o_proj and down_proj N(0, 0.02/sqrt(2L));
+    every other matrix (embed_tokens, v_proj, gate_proj, up_proj, lm_head) N(0, 0.02); LayerNorm weights 1 + N(0,
+    0.1). Each then rounded to float32 (kept in the model's dtype). router_std: torch_llama's signature; there is no
+    router."""
+    std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
+            elif name.endswith(("self_attn.q_proj.weight", "self_attn.k_proj.weight")):
+                p.normal_(0.0, COHERE_QK_STD, generator=generator)
+            elif name.endswith(("o_proj.weight", "down_proj.weight")):
+                p.normal_(0.0, std_resid, generator=generator)
+            else:
+                p.normal_(0.0, 0.02, generator=generator)
+            p.copy_(p.float())
+
+
+# ---------------------------------------------------------------- Hugging Face folder
+
+def hf_config(cfg):
+    """config.json of CohereForCausalLM as CohereConfig's keys spell them (model_type cohere): no head_dim (HS =
+    hidden_size / num_attention_heads), layer_norm_eps, logit_scale, rope_theta, rope_scaling null, use_qk_norm and
+    attention_bias false, hidden_act silu, CohereConfig's token ids (bos 5, eos 255001: Command-R's, beyond a tiny
+    vocabulary; nothing reads them here)."""
+    return {"architectures": ["CohereForCausalLM"], "model_type": "cohere", "hidden_size": cfg.channels,
+            "intermediate_size": cfg.intermediate, "num_attention_heads": cfg.num_heads,
+            "num_key_value_heads": cfg.num_kv_heads, "num_hidden_layers": cfg.num_layers,
+            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+            "layer_norm_eps": cfg.layer_norm_eps, "logit_scale": cfg.logit_scale, "rope_theta": cfg.rope_theta,
+            "rope_scaling": None, "use_qk_norm": False, "hidden_act": "silu", "attention_bias": False,
+            "attention_dropout": 0.0, "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02,
+            "bos_token_id": 5, "eos_token_id": 255001, "torch_dtype": "float32"}
+
+
+def config_from_hf(c):
+    """A cohere config.json -> CohereConfig, with transformers 4.x CohereConfig's defaults (Command-R v01's shapes) for
+    absent keys: 256000 tokens, C 8192, F 22528, 40 layers, 64 heads, kv heads = heads (also for null), 8192
+    positions, layer_norm_eps 1e-5, logit_scale 0.0625, rope_theta 1e4 (transformers 5 would fill an absent base with
+    5e5), tied. The RoPE base is rope_theta or transformers 5's rope_parameters' (default type), which must agree.
+    attention_dropout is read and ignored.
+    Refused: model_type other than cohere (cohere2 included), hidden_act other than silu, attention_bias or use_qk_norm
+    true (Command R+'s q/k norms), a rope_scaling or another rope type, a head_dim other than C / NH."""
+    if c.get("model_type") != "cohere":
+        raise ValueError(f"not a cohere config: model_type {c.get('model_type')}")
+    act = c.get("hidden_act", "silu")
+    if act != "silu":
+        raise ValueError(f"cohere: hidden_act {act} is not modelled (only silu)")
+    if c.get("attention_bias", False) or c.get("use_qk_norm", False):
+        raise ValueError("cohere: attention_bias and use_qk_norm true are not modelled (only false)")
+    if c.get("rope_scaling") is not None:
+        raise ValueError(f"cohere: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    theta = tl.default_rope_parameters(c, "cohere")["rope_theta"]
+    C, NH, NKV = c.get("hidden_size", 8192), c.get("num_attention_heads", 64), c.get("num_key_value_heads")
+    if c.get("head_dim") not in (None, C // NH):
+        raise ValueError(f"cohere: head_dim {c['head_dim']} is not modelled (only hidden_size / heads, {C // NH})")
+    return CohereConfig(
+        num_layers=c.get("num_hidden_layers", 40), num_heads=NH, num_kv_heads=NH if NKV is None else NKV,
+        channels=C, intermediate=c.get("intermediate_size", 22528), vocab_size=c.get("vocab_size", 256000),
+        max_seq_len=c.get("max_position_embeddings", 8192), layer_norm_eps=c.get("layer_norm_eps", 1e-5),
+        rope_theta=10000.0 if theta is None else theta, logit_scale=c.get("logit_scale", 0.0625),
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", True)))
+
+
+def save_hf(model, folder):
+    """folder/config.json + folder/model.safetensors (F32, HF names, no lm_head when tied)."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(hf_config(model.cfg), f, indent=2)
+        f.write("\n")
+    tg.save_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict(), metadata={"format": "pt"})
+
+
+def load_hf(folder, dtype=torch.float64):
+    """Builds a Cohere from an HF folder (one model.safetensors); a tied model's lm_head.weight, if the file has one,
+    is skipped. Any other tensor (a norm bias, q/k norms) is refused by the strict load."""
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = config_from_hf(json.load(f))
+    model = Cohere(cfg).to(dtype)
+    state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
+    if cfg.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
+    return model
