@@ -32,8 +32,18 @@ bool glm4_moe_form(const ModelConfig& c) {
 }
 
 // Cohere's form: Llama's attention and SwiGLU side by side on one LayerNorm without biases, the logits scaled,
-// RoPE over interleaved pairs (reordered on import and export).
+// RoPE over interleaved pairs (reordered on import and export); Cohere2's with a window.
 bool cohere_form(const ModelConfig& c) { return c.shared_norm; }
+bool cohere2_form(const ModelConfig& c) { return cohere_form(c) && c.attention_window > 0; }
+
+// Cohere2's sliding_window_pattern P when its global blocks are every P-th (P - 1, 2P - 1, ...), else 0.
+int64_t cohere2_pattern(const ModelConfig& c) {
+  if (c.global_layers.empty()) return 0;
+  const int64_t P = c.global_layers.front() + 1;
+  std::vector<int64_t> every;
+  for (int64_t l = P - 1; l < c.num_layers; l += P) every.push_back(l);
+  return every == c.global_layers ? P : 0;
+}
 
 std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   const DecoderNames names = decoder_names(c);
@@ -294,6 +304,20 @@ void read_cohere(const HfConfigReader& r, ModelConfig& c) {
   c.logit_scale = r.number("logit_scale", 0.0625f);
 }
 
+// Cohere2 (Cohere2ForCausalLM: Command R7B, Command A): Cohere's blocks sliding over sliding_window positions with
+// RoPE, but the full-attention ones (layer_types, or every sliding_window_pattern-th), which take no RoPE.
+void read_cohere2(const HfConfigReader& r, ModelConfig& c) {
+  c.attention_window = r.integer("sliding_window", 4096);
+  const std::optional<std::vector<int64_t>> full = full_attention_layers(r, c.num_layers);
+  const int64_t pattern = r.integer("sliding_window_pattern", 4);
+  c.global_layers.clear();
+  if (full)
+    c.global_layers = *full;
+  else
+    for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
+  c.nope_layers = c.global_layers;
+}
+
 // Qwen2 and Qwen3: with use_sliding_window, the blocks from max_window_layers on slide over
 // sliding_window positions and the first ones attend to the whole context (layer_types, where given,
 // names each block's kind instead), as transformers builds its layer_types. Qwen3-MoE's attention
@@ -371,11 +395,14 @@ struct TextModelNames {
 // GELU MLP, nothing else), Cohere's, or one of the RMSNorm families' with the features its form has.
 bool has_hf_llama_form(const ModelConfig& c) {
   if (c.naming != Naming::llama || c.positions != PositionKind::rope) return false;
-  if (cohere_form(c))
+  if (cohere_form(c)) {  // Cohere2: its global blocks every P-th, those alone without RoPE
+    const bool layers = c.attention_window == 0 ? c.nope_layers.empty() && c.global_layers.empty()
+                                                : cohere2_pattern(c) > 0 && c.nope_layers == c.global_layers;
     return c.norm == NormKind::layernorm && !c.bias && c.mlp == MlpKind::swiglu && !c.qkv_bias && !c.qk_norm &&
-           !c.moe.enabled() && !c.mla.enabled() && !c.phi3 && c.nope_layers.empty() && c.attention_window == 0 &&
+           !c.moe.enabled() && !c.mla.enabled() && !c.phi3 && layers && c.local_rope_theta == 0 &&
            c.attention_scalar == 0 && !c.scaled_embeddings && c.rotary_dims == 0 && c.attention_softcap == 0 &&
            c.logit_softcap == 0 && c.head_dim == 0 && c.rope == RopeConfig{.theta = c.rope.theta};
+  }
   if (c.parallel_residual || c.logit_scale > 0) return false;  // GPT-NeoX's blocks have a form of their own
   // Soft caps are Gemma 2's alone, whose blocks all turn by one RoPE base; a gated shared expert Qwen2-MoE's.
   const bool capped = c.attention_softcap > 0 || c.logit_softcap > 0;
@@ -433,7 +460,7 @@ bool is_hf_llama_type(const json& model_type) {
          model_type == "qwen3_moe" || model_type == "mixtral" || model_type == "phi3" || model_type == "olmo2" ||
          model_type == "olmoe" || model_type == "smollm3" || model_type == "gemma" || model_type == "gemma2" ||
          model_type == "gemma3_text" || model_type == "starcoder2" || model_type == "qwen2_moe" ||
-         model_type == "glm4_moe" || model_type == "cohere";
+         model_type == "glm4_moe" || model_type == "cohere" || model_type == "cohere2";
 }
 
 ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path) {
@@ -443,9 +470,10 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   TS_CHECK(type && is_hf_llama_type(*type), r.where(), ": field 'model_type' is ", type ? json_excerpt(*type) : "missing",
            "; expected \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", ",
            "\"olmo2\", \"olmoe\", \"smollm3\", \"gemma\", \"gemma2\", \"gemma3_text\", \"starcoder2\", ",
-           "\"qwen2_moe\", \"glm4_moe\" or \"cohere\"");
+           "\"qwen2_moe\", \"glm4_moe\", \"cohere\" or \"cohere2\"");
   const bool mixtral = *type == "mixtral", qwen2 = *type == "qwen2", qwen3_moe = *type == "qwen3_moe";
-  const bool qwen2_moe = *type == "qwen2_moe", glm4_moe = *type == "glm4_moe", cohere = *type == "cohere";
+  const bool qwen2_moe = *type == "qwen2_moe", glm4_moe = *type == "glm4_moe";
+  const bool cohere2 = *type == "cohere2", cohere = *type == "cohere" || cohere2;
   const bool phi3 = *type == "phi3", olmo2 = *type == "olmo2", olmoe = *type == "olmoe", smollm3 = *type == "smollm3";
   const bool gemma1 = *type == "gemma", gemma2 = *type == "gemma2", gemma3 = *type == "gemma3_text";
   const bool starcoder2 = *type == "starcoder2", gemma = gemma1 || gemma2 || gemma3;
@@ -499,6 +527,7 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
   if (gemma3) read_gemma3(r, c);
   if (starcoder2) read_starcoder2(r, c);
   if (cohere) read_cohere(r, c);
+  if (cohere2) read_cohere2(r, c);
   if (phi3 || glm4_moe)  // partial rotary (Phi-4-mini's, GLM-4.5's)
     c.rotary_dims = read_rotary_dims(r, "partial_rotary_factor", glm4_moe ? 0.5f : 1.0f, c.head_size());
   if (const json* scaling = r.find("rope_scaling")) read_rope_scaling(r, *scaling, c.max_seq_len, c.rope);
@@ -548,7 +577,7 @@ ModelConfig hf_llama_config(const json& given, const std::filesystem::path& path
 
 json hf_llama_config_json(const ModelConfig& c) {
   const bool olmo2 = c.norm_placement == NormPlacement::post, olmoe = c.qk_norm_all_heads && c.moe.enabled();
-  const bool cohere = cohere_form(c), smollm3 = !c.nope_layers.empty();
+  const bool cohere = cohere_form(c), cohere2 = cohere2_form(c), smollm3 = !c.nope_layers.empty() && !cohere;
   const bool starcoder2 = c.norm == NormKind::layernorm && !cohere;
   const bool gemma = gemma_form(c), gemma1 = gemma1_form(c), gemma2 = gemma2_form(c);
   const bool gemma3 = gemma && !gemma1 && !gemma2;
@@ -558,7 +587,8 @@ json hf_llama_config_json(const ModelConfig& c) {
   const bool mixtral = c.moe.enabled() && !qwen3 && !olmoe && !qwen2_moe && !glm4_moe;
   const bool mistral = !mixtral && !qwen2 && !qwen2_moe && !qwen3 && !c.phi3 && !c.qk_norm_all_heads && !smollm3 &&
                        !gemma && !starcoder2 && !glm4_moe && c.attention_window > 0;
-  const char* architecture = cohere       ? "CohereForCausalLM"
+  const char* architecture = cohere2      ? "Cohere2ForCausalLM"
+                             : cohere     ? "CohereForCausalLM"
                              : starcoder2 ? "Starcoder2ForCausalLM"
                              : glm4_moe   ? "Glm4MoeForCausalLM"
                              : mixtral    ? "MixtralForCausalLM"
@@ -575,7 +605,8 @@ json hf_llama_config_json(const ModelConfig& c) {
                              : gemma3     ? "Gemma3ForCausalLM"
                              : mistral    ? "MistralForCausalLM"
                                           : "LlamaForCausalLM";
-  const char* type = cohere       ? "cohere"
+  const char* type = cohere2      ? "cohere2"
+                     : cohere     ? "cohere"
                      : starcoder2 ? "starcoder2"
                      : glm4_moe   ? "glm4_moe"
                      : mixtral    ? "mixtral"
@@ -616,6 +647,11 @@ json hf_llama_config_json(const ModelConfig& c) {
     j["use_qk_norm"] = false;
     j["attention_bias"] = false;
     j["attention_dropout"] = 0.0;
+    if (cohere2) {  // both spellings of its blocks' kinds: transformers 4.5x reads the pattern
+      j["sliding_window"] = c.attention_window;
+      j["sliding_window_pattern"] = cohere2_pattern(c);
+      j["layer_types"] = layer_types_json(c);
+    }
   } else if (starcoder2) {  // its eps under its own key, biases everywhere, no dropout
     j.erase("rms_norm_eps");
     j["norm_epsilon"] = json_float(c.norm_eps);

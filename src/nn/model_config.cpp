@@ -173,7 +173,7 @@ std::string model_family(const ModelConfig& config) {
     if (config.moe.shared_gate) return "qwen2-moe";
     return config.qk_norm_all_heads ? "olmoe" : config.qk_norm ? "qwen3-moe" : "mixtral";
   }
-  if (config.shared_norm) return "cohere";
+  if (config.shared_norm) return config.attention_window > 0 ? "cohere2" : "cohere";
   if (config.parallel_residual || config.mlp == MlpKind::gelu_exact) return "gpt-neox";
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";

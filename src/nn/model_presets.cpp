@@ -155,6 +155,16 @@ ModelConfig cohere(ModelConfig c, float logit_scale) {
   return c;
 }
 
+// Cohere2 (Command R7B, Command A): Cohere's blocks sliding over `window` positions with RoPE, but every
+// `pattern`-th, which attends to the whole sequence without positions (no RoPE).
+ModelConfig cohere2(ModelConfig c, float logit_scale, int64_t window, int64_t pattern) {
+  c = cohere(c, logit_scale);
+  c.attention_window = window;
+  for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
+  c.nope_layers = c.global_layers;
+  return c;
+}
+
 // Gemma 3 4B-27B's text models: Gemma 3 with 1,024-position windows, positions scaled 8-fold
 // (linear) on the global blocks, 131,072 of them, and 262,208 embedding rows (the tokenizer's 262,144
 // and the image token's, padded as Google's release pads them); `scalar` scales the scores.
@@ -343,6 +353,11 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"cohere-tiny", [] { return cohere(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, true), 0.25f); }},
       {"command-r-35b", [] { return cohere(llama(40, 64, 64, 8192, 22528, 256000, 8192, 8e6f, true), 0.0625f); }},
       {"aya-expanse-8b", [] { return cohere(llama(32, 32, 8, 4096, 14336, 256000, 8192, 10000.0f, true), 0.125f); }},
+      {"cohere2-tiny", [] { return cohere2(llama(3, 4, 2, 32, 64, 256, 64, 10000.0f, true), 0.25f, 8, 2); }},
+      {"command-r7b",
+       [] { return cohere2(llama(32, 32, 8, 4096, 14336, 256000, 131072, 50000.0f, true), 0.25f, 4096, 4); }},
+      {"command-a-111b",
+       [] { return cohere2(llama(64, 96, 8, 12288, 36864, 256000, 131072, 50000.0f, true), 0.25f, 4096, 4); }},
       {"starcoder2-tiny", [] { return starcoder2(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, true), 8); }},
       {"starcoder2-3b",
        [] { return starcoder2(llama(30, 24, 2, 3072, 12288, 49152, 16384, 999999.4420358813f, true), 4096); }},

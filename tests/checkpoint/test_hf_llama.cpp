@@ -122,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                          ::testing::Values("llama-tiny", "qwen2-tiny", "qwen2-moe-tiny", "qwen3-tiny", "qwen3-moe-tiny",
                                            "mixtral-tiny", "phi3-tiny", "olmo2-tiny", "olmoe-tiny", "smollm3-tiny",
                                            "gemma-tiny", "gemma2-tiny", "gemma3-tiny", "starcoder2-tiny", "cohere-tiny",
-                                           "glm4.5-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
+                                           "cohere2-tiny", "glm4.5-tiny", "deepseek-v2-tiny", "deepseek-v3-tiny"),
                          [](const auto& info) {
                            return info.param == "llama-tiny"       ? "Llama"
                                   : info.param == "phi3-tiny"      ? "Phi3"
@@ -134,6 +134,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfLlama,
                                   : info.param == "gemma3-tiny"    ? "Gemma3"
                                   : info.param == "starcoder2-tiny" ? "Starcoder2"
                                   : info.param == "cohere-tiny"    ? "Cohere"
+                                  : info.param == "cohere2-tiny"   ? "Cohere2"
                                   : info.param == "qwen2-tiny"     ? "Qwen2"
                                   : info.param == "qwen2-moe-tiny" ? "Qwen2Moe"
                                   : info.param == "qwen3-tiny"     ? "Qwen3"
@@ -418,6 +419,38 @@ TEST(HfLlama, CohereNamesConfigAndRopePairs) {
   EXPECT_EQ(read_hf_config(dir).logit_scale, 0.0625f);
   expect_field_refused(dir, hf, "use_qk_norm", true);
   expect_field_refused(dir, hf, "rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}});
+}
+
+// Cohere2 (Command R7B, Command A): Cohere's tensors, its blocks' kinds written both as layer_types and as
+// sliding_window_pattern (transformers 4.5x reads the pattern), read back from either; its global blocks take
+// no RoPE. Global blocks that are not every P-th have no Cohere2 form.
+TEST(HfLlama, Cohere2WindowsAndBlocksWithoutRope) {
+  const ModelConfig config = model_preset("cohere2-tiny");  // 3 blocks, window 8, block 1 global
+  const auto dir = testing::scratch_dir();
+  Decoder model(config);
+  randomise(model, 17);
+  save_hf_model(dir, config, model.named_params());
+  nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
+  EXPECT_EQ(hf["architectures"][0], "Cohere2ForCausalLM");
+  EXPECT_EQ(hf["model_type"], "cohere2");
+  EXPECT_EQ(hf["sliding_window"], 8);
+  EXPECT_EQ(hf["sliding_window_pattern"], 2);
+  EXPECT_EQ(hf["layer_types"], nlohmann::json({"sliding_attention", "full_attention", "sliding_attention"}));
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  EXPECT_EQ(model_family(config), "cohere2");
+  Decoder imported(config);
+  load_hf_model(dir, config, imported.named_params());
+  expect_same_bits(model, imported);
+  hf.erase("layer_types");  // the pattern alone, as older exports write it
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_TRUE(read_hf_config(dir) == config);
+  hf.erase("sliding_window_pattern");  // Cohere2Config's 4: no global block among 3
+  testing::write_text(dir / "config.json", hf.dump());
+  EXPECT_TRUE(read_hf_config(dir).global_layers.empty());
+  ModelConfig scattered = model_preset("cohere2-tiny");
+  scattered.num_layers = 4, scattered.global_layers = scattered.nope_layers = {1, 2};
+  EXPECT_TRUE(testing::contains(testing::error_of([&] { save_hf_model(dir, scattered, Decoder(scattered).named_params()); }),
+                                "has no LlamaForCausalLM"));
 }
 
 // OLMoE: pre-norm blocks with q_norm and k_norm over all heads, Qwen3-MoE's router and experts under

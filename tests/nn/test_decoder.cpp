@@ -42,12 +42,13 @@ ModelConfig family(const std::string& name) {
                                : name == "starcoder2" ? "starcoder2-tiny"
                                : name.starts_with("gpt-neox") ? "pythia-tiny"
                                : name == "cohere" ? "cohere-tiny"
+                               : name == "cohere2" ? "cohere2-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" || name.starts_with("gemma") ? 3 : 2;
   if (name.starts_with("gemma") && name != "gemma")  // T up to 8: the window bites
     c.attention_window = 3, c.global_layers = {name == "gemma2" ? 1 : 2};
-  if (name == "starcoder2") c.attention_window = 3;
+  if (name == "starcoder2" || name == "cohere2") c.attention_window = 3;  // cohere2: block 1 global, without RoPE
   if (name == "gpt-neox-sequential") c.parallel_residual = false;  // its use_parallel_residual false
   // Every expert chosen (so every group kept): a finite difference through blocks of latent attention
   // moves the routers' near-tied choices otherwise (the deepseek and mixtral families check the choosing).
@@ -442,12 +443,12 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
                                            "sandwich", "gemma", "gemma2", "gemma3", "starcoder2", "gpt-neox",
-                                           "gpt-neox-sequential", "cohere", "mixtral", "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
+                                           "gpt-neox-sequential", "cohere", "cohere2", "mixtral", "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
                                            "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
                                                               "smollm3", "sandwich", "gemma2", "gemma3", "starcoder2",
-                                                              "gpt-neox", "cohere", "mixtral", "olmoe", "qwen2-moe", "deepseek",
+                                                              "gpt-neox", "cohere", "cohere2", "mixtral", "olmoe", "qwen2-moe", "deepseek",
                                                               "deepseek-v3"),
                                             ::testing::Bool()));
 
@@ -510,6 +511,11 @@ TEST(Presets, PublishedParameterCounts) {
   // Command-R (v01, 34.98B) and Aya Expanse 8B (8.03B): tied, norms without biases, one a block.
   EXPECT_EQ(model_preset("command-r-35b").num_parameters(), 34980831232);
   EXPECT_EQ(model_preset("aya-expanse-8b").num_parameters(), 8028033024);
+  // Command R7B (8.03B, Aya Expanse 8B's shape) and Command A (111.06B): every fourth block global, without RoPE.
+  EXPECT_EQ(model_preset("command-r7b").num_parameters(), 8028033024);
+  EXPECT_EQ(model_preset("command-a-111b").num_parameters(), 111057580032);
+  EXPECT_EQ(model_preset("command-r7b").nope_layers, model_preset("command-r7b").global_layers);
+  EXPECT_EQ(model_preset("command-r7b").global_layers.front(), 3);
   // Gemma 3 4B, 12B and 27B's text models: 3.88B, 11.77B and 27.01B (their 262,208 rows padded to 262,272).
   EXPECT_EQ(model_preset("gemma3-4b").num_parameters(), 3880263168 + 64 * 2560);
   EXPECT_EQ(model_preset("gemma3-12b").num_parameters(), 11766034176 + 64 * 3840);

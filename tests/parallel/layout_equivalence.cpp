@@ -182,6 +182,11 @@ const Layout kLayouts[] = {
     // vocabulary shard under tp): tp2 with ZeRO-2, ring cp2, pp2, ZeRO-3 over tp2
     {4, 2, 2, 2, "cohere-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "cohere-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     {4, 2, 0, 2, "cohere-tiny", 2, "1f1b"}, {4, 2, 3, 2, "cohere-tiny", 1, "1f1b", 1, 0, "", 2},
+    // Cohere2: blocks sliding over 8 of 16 positions with RoPE around a global one without: tp2, ring and
+    // all-to-all cp2 (the window and the unturned block across the ranks' chunks), pp2
+    {4, 2, 1, 2, "cohere2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "cohere2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
+    {4, 2, 0, 2, "cohere2-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
+    {4, 2, 0, 2, "cohere2-tiny", 2, "1f1b"},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},

@@ -151,6 +151,7 @@ TEST(MemoryPlan, PythiaTinyMatchesTheAllocatorPeak) {
 // Cohere: one norm a block feeding both sublayers.
 TEST(MemoryPlan, CohereTinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("cohere-tiny");
+  expect_plan_matches_training_each_recompute("cohere2-tiny");
 }
 
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
