@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kModelTypes =
     "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", \"olmo2\", "
     "\"olmoe\", \"smollm3\", \"gemma\", \"gemma2\", \"gemma3_text\", \"gemma3\", \"starcoder2\", \"qwen2_moe\", "
-    "\"glm4_moe\", \"cohere\", \"gpt_neox\", \"deepseek_v2\" or \"deepseek_v3\"";
+    "\"glm4_moe\", \"cohere\", \"cohere2\", \"gpt_neox\", \"deepseek_v2\" or \"deepseek_v3\"";
 
 // " (architecture 'X')" when the config names one, else nothing.
 std::string architectures_text(const nlohmann::json& config) {
