@@ -1,9 +1,9 @@
 # Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma, Gemma 2,
-# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, GPT-NeoX, Cohere, DeepSeek-V3 or DeepSeek-V2 training run for Tessera's
-# integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin (llm.c
-# shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip grad
-# norm, lr, MoE aux and z losses; DeepSeek-V3's and GLM-4.5's final router biases) and DIR/hf_final/ (the weights after
-# the last step, rounded to F32). Each step accumulates gradients over equal micro-batches (contiguous rows of the
+# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, GPT-NeoX, Cohere, Cohere2, DeepSeek-V3 or DeepSeek-V2 training run for
+# Tessera's integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin
+# (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip
+# grad norm, lr, MoE aux and z losses; DeepSeek-V3's and GLM-4.5's final router biases) and DIR/hf_final/ (the weights
+# after the last step, rounded to F32). Each step accumulates gradients over equal micro-batches (contiguous rows of the
 # batch); the MoE aux loss is computed per micro-batch. DeepSeek-V3's (and GLM-4.5's) selection biases move after each
 # optimizer step by --bias-rate from the step's expert loads (torch_deepseek.py).
 # --rope-scaling llama3 or yarn scales the RoPE frequencies (yarn: DeepSeek too, on its qk_rope channels).
@@ -79,9 +79,13 @@
 # scores times HS^-0.5; Llama's SwiGLU; a final norm, then logits times --logit-scale (default 0.25; Command-R's 0.0625)
 # before the loss; tied by default (--tie 0 writes lm_head). Refused: --head-dim, --sliding-window, rope scaling, fp8,
 # the MoE and DeepSeek flags. Its init draws q_proj and k_proj N(0, 0.1) so that RoPE's pair layout shows in the runs.
+# --model cohere2 is Cohere2ForCausalLM (Command R7B, Command A): cohere's model, tensors, flags and init, and layer i
+# full when (i + 1) % --sliding-window-pattern == 0 (default 2; Cohere2Config's 4), else sliding: sliding layers
+# attend keys i - W < j <= i (--sliding-window W, default 5) with RoPE on q and k, full layers causally WITHOUT RoPE.
+# config.json adds sliding_window, sliding_window_pattern and layer_types.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|qwen2_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma|gemma2|gemma3|
-#                    starcoder2|glm4_moe|gpt_neox|cohere|deepseek_v3|deepseek_v2 --out DIR [...]
+#                    starcoder2|glm4_moe|gpt_neox|cohere|cohere2|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -121,10 +125,13 @@ GPT_NEOX_PARTIAL_ROTARY = 0.25
 # and 0.01). With 4 heads (HS 8) R would be 2: one pair, one frequency of 1, where the rotate_half and (2i, 2i+1)
 # layouts and inv_freq over R or over HS all agree, so no run could tell them apart.
 GPT_NEOX_HEADS = 2
-# Cohere's own flag (cohere only, in expected.json's config only for it) and its default, 0.25: a run that forgets the
-# scale has 4x the logits (Command-R's and Aya-23's logit_scale is 0.0625, Aya Expanse 8B's 0.125).
+# Cohere's own flag (cohere and cohere2 only, in expected.json's config only for them) and its default, 0.25: a run
+# that forgets the scale has 4x the logits (Command-R's and Aya-23's logit_scale is 0.0625, Aya Expanse 8B's 0.125).
 COHERE_ARGS = ("logit_scale",)
 COHERE_LOGIT_SCALE = 0.25
+COHERE_MODELS = ("cohere", "cohere2")   # torch_cohere's
+# Cohere2's tiny defaults: a window of 5 bites within --seq-len 16, and pattern 2 makes layer 1 of 2 (or 3) full.
+COHERE2_SLIDING_WINDOW, COHERE2_SLIDING_WINDOW_PATTERN = 5, 2
 # YaRN's flags, in expected.json's config only with --rope-scaling yarn; longrope's only with longrope.
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
@@ -132,10 +139,10 @@ LONGROPE_ARGS = ("longrope_original_max",)
 SMOLLM3_ARGS = ("no_rope_interval", "no_rope_layers")
 QWEN2_MOE_ARGS = ("shared_intermediate",)
 QWEN_MODELS = ("qwen2", "qwen3", "qwen3_moe")    # use_sliding_window's models (qwen2, qwen3: max_window_layers)
-WINDOW_MODELS = ("mistral", "phi3", "gemma2", "gemma3", "starcoder2") + QWEN_MODELS  # the models --sliding-window
-#                                                                                   applies to
-# Gemma 3's own flags (in expected.json's config only for gemma3, query_pre_attn_scalar for gemma2 too; rope_factor only
-# with --rope-scaling linear). Gemma 2's (gemma2 only).
+# the models --sliding-window applies to
+WINDOW_MODELS = ("mistral", "phi3", "gemma2", "gemma3", "starcoder2", "cohere2") + QWEN_MODELS
+# Gemma 3's own flags (in expected.json's config only for gemma3, query_pre_attn_scalar for gemma2 too,
+# sliding_window_pattern for cohere2 too; rope_factor only with --rope-scaling linear). Gemma 2's (gemma2 only).
 GEMMA3_ARGS = ("query_pre_attn_scalar", "sliding_window_pattern", "rope_local_base_freq", "rope_factor")
 GEMMA2_ARGS = ("attn_softcap", "final_softcap")
 # Gemma 2's default caps: small enough that the tiny runs notice both (the real 50 and 30 change nothing at init
@@ -151,11 +158,10 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, GLM-4.5, GPT-NeoX, Cohere, "
-                                            "DeepSeek-V3 or DeepSeek-V2 training run for Tessera.")
+                                            "Cohere2, DeepSeek-V3 or DeepSeek-V2 training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "mixtral", "phi3", "olmo2",
                                         "olmoe", "smollm3", "mistral", "gemma", "gemma2", "gemma3", "starcoder2",
-                                        "glm4_moe", "gpt_neox", "cohere")
-                   + DEEPSEEK_MODELS,
+                                        "glm4_moe", "gpt_neox") + COHERE_MODELS + DEEPSEEK_MODELS,
                    required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
                         "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers); mistral: "
@@ -168,7 +174,8 @@ def parse_args(argv=None):
                         "MoE after --first-dense dense layers); gpt_neox: GPTNeoXForCausalLM (Pythia, GPT-NeoX-20B: "
                         "LayerNorms, fused per-head qkv, partial rotary, exact-GELU MLP, parallel residual); cohere: "
                         "CohereForCausalLM (Command-R, Aya: one bias-free LayerNorm a block, parallel residual, "
-                        "interleaved RoPE, scaled logits)")
+                        "interleaved RoPE, scaled logits); cohere2: Cohere2ForCausalLM (Command R7B, Command A: "
+                        "cohere's, with sliding RoPE layers and full NoPE layers)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=None, help=f"L (default 2; glm4_moe {GLM4_MOE_LAYERS})")
     p.add_argument("--heads", type=int, default=None,
@@ -187,7 +194,7 @@ def parse_args(argv=None):
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
     p.add_argument("--rms-eps", "--norm-eps", type=float, default=None,
                    help="RMSNorm eps, default 1e-5 (gemma, gemma2, gemma3 1e-6; starcoder2: the LayerNorms' eps, "
-                        "norm_epsilon; gpt_neox, cohere: the LayerNorms' eps, layer_norm_eps; "
+                        "norm_epsilon; gpt_neox, cohere, cohere2: the LayerNorms' eps, layer_norm_eps; "
                         "deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base, default 1e4 (gemma3: its global layers', default 1e6)")
@@ -210,21 +217,25 @@ def parse_args(argv=None):
                    help="smollm3 only: no_rope_layers as comma-separated 1 (RoPE) / 0 (NoPE), one per layer; "
                         "overrides the interval (which config.json still records)")
     p.add_argument("--sliding-window", type=int, default=None,
-                   help="mistral, phi3, gemma2, gemma3, qwen2, qwen3, qwen3_moe and starcoder2 only: sliding_window W "
-                        ">= 1, query i attends keys i - W < j <= i (the W latest positions, itself included; gemma2, "
-                        "gemma3: in their sliding layers, default 4096; qwen2/qwen3: in layers >= "
-                        "--max-window-layers); absent: null (qwen: use_sliding_window false), plain causal attention")
+                   help="mistral, phi3, gemma2, gemma3, qwen2, qwen3, qwen3_moe, starcoder2 and cohere2 only: "
+                        "sliding_window W >= 1, query i attends keys i - W < j <= i (the W latest positions, itself "
+                        "included; gemma2, gemma3: in their sliding layers, default 4096; cohere2: likewise, default "
+                        f"{COHERE2_SLIDING_WINDOW}; qwen2/qwen3: in layers >= --max-window-layers); absent: null "
+                        "(qwen: use_sliding_window false), plain causal attention")
     p.add_argument("--max-window-layers", type=int, default=None,
                    help="qwen2 and qwen3 with --sliding-window only: max_window_layers M >= 0 (default 0, every layer "
                         "slides), layers i < M attend causally; qwen3_moe slides every layer")
     p.add_argument("--tie", type=int, choices=(0, 1), default=None,
-                   help="1: lm_head tied to embed_tokens (default 0; gemma, gemma2, gemma3, starcoder2 and cohere 1)")
-    g = p.add_argument_group("gemma3 (Gemma3ForCausalLM); gemma2 takes --query-pre-attn-scalar too")
+                   help="1: lm_head tied to embed_tokens (default 0; gemma, gemma2, gemma3, starcoder2, cohere and "
+                        "cohere2 1)")
+    g = p.add_argument_group("gemma3 (Gemma3ForCausalLM); gemma2 takes --query-pre-attn-scalar too, cohere2 "
+                             "--sliding-window-pattern")
     g.add_argument("--query-pre-attn-scalar", type=float, default=None,
                    help="query_pre_attn_scalar S > 0: scores q.k * S^-0.5 (default the head size)")
     g.add_argument("--sliding-window-pattern", type=int, default=None,
-                   help="sliding_window_pattern N >= 1 (default 6): layer i global when (i + 1) %% N == 0, else "
-                        "sliding")
+                   help="sliding_window_pattern N >= 1 (default 6; cohere2 "
+                        f"{COHERE2_SLIDING_WINDOW_PATTERN}): layer i global (cohere2: full, without RoPE) when "
+                        "(i + 1) %% N == 0, else sliding")
     g.add_argument("--rope-local-base-freq", type=float, default=None,
                    help="rope_local_base_freq > 0: the sliding layers' RoPE base, never scaled (default 1e4)")
     g.add_argument("--rope-factor", type=float, default=None,
@@ -242,7 +253,7 @@ def parse_args(argv=None):
     g.add_argument("--parallel-residual", type=int, choices=(0, 1), default=None,
                    help="use_parallel_residual: 1 (default, Pythia's and GPT-NeoX-20B's) x + attn(ln1 x) + mlp(ln2 x); "
                         "0 h = x + attn(ln1 x), h + mlp(ln2 h)")
-    g = p.add_argument_group("cohere (CohereForCausalLM)")
+    g = p.add_argument_group("cohere (CohereForCausalLM) and cohere2 (Cohere2ForCausalLM)")
     g.add_argument("--logit-scale", type=float, default=None,
                    help=f"logit_scale > 0: logits = (norm(x) @ head^T) * this, before the loss (default "
                         f"{COHERE_LOGIT_SCALE}; Command-R's 0.0625)")
@@ -337,7 +348,7 @@ def parse_args(argv=None):
     for name, usual, gemma in (("rms_eps", 1e-5, 1e-6), ("rope_theta", 10000.0, 1000000.0), ("tie", 0, 1)):
         if getattr(args, name) is None:
             setattr(args, name, gemma if gemma3 or ((gemma2 or gemma1) and name != "rope_theta")
-                    or (args.model in ("starcoder2", "cohere") and name == "tie") else usual)
+                    or (args.model in ("starcoder2",) + COHERE_MODELS and name == "tie") else usual)
     if gemma1:
         check_gemma_args(p, args)
     if gemma2:
@@ -348,13 +359,13 @@ def parse_args(argv=None):
         check_gpt_neox_args(p, args)
     elif args.parallel_residual is not None:
         p.error("--parallel-residual applies to gpt_neox only")
-    if args.model == "cohere":
+    if args.model in COHERE_MODELS:
         check_cohere_args(p, args)
     elif args.logit_scale is not None:
-        p.error("--logit-scale applies to cohere only")
-    if not (gemma3 or gemma2) and any(getattr(args, name) is not None for name in GEMMA3_ARGS):
-        p.error("--query-pre-attn-scalar (gemma2, gemma3), --sliding-window-pattern, --rope-local-base-freq and "
-                "--rope-factor (gemma3) apply to Gemma only")
+        p.error("--logit-scale applies to cohere and cohere2 only")
+    if not (gemma3 or gemma2 or args.model == "cohere2") and any(getattr(args, n) is not None for n in GEMMA3_ARGS):
+        p.error("--query-pre-attn-scalar (gemma2, gemma3), --sliding-window-pattern (gemma3, cohere2), "
+                "--rope-local-base-freq and --rope-factor (gemma3) apply to Gemma and Cohere2 only")
     if args.rope_scaling == "linear" and not gemma3:
         p.error("--rope-scaling linear is modelled for gemma3 only")
     if gemma3:
@@ -400,8 +411,8 @@ def parse_args(argv=None):
     if args.model != "smollm3" and (args.no_rope_interval is not None or args.no_rope_layers is not None):
         p.error("--no-rope-interval and --no-rope-layers apply to smollm3 only")
     if args.sliding_window is not None and (args.model not in WINDOW_MODELS or args.sliding_window < 1):
-        p.error("--sliding-window applies to mistral, phi3, gemma3, qwen2, qwen3, qwen3_moe and starcoder2 only, and "
-                "must be >= 1")
+        p.error("--sliding-window applies to mistral, phi3, gemma2, gemma3, qwen2, qwen3, qwen3_moe, starcoder2 and "
+                "cohere2 only, and must be >= 1")
     if args.max_window_layers is not None and (args.model not in ("qwen2", "qwen3") or args.sliding_window is None
                                                or args.max_window_layers < 0):
         p.error("--max-window-layers applies to qwen2 and qwen3 with --sliding-window only (qwen3_moe slides every "
@@ -557,8 +568,8 @@ def check_qwen2_moe_args(p, args):
 
 
 def check_dense_plain_rope_args(p, args, model):
-    """What --model gemma, gemma2, gpt_neox and cohere all refuse: rope scaling (every layer takes plain RoPE with
-    --rope-theta), fp8, and the MoE and DeepSeek flags away from their defaults (all are dense)."""
+    """What --model gemma, gemma2, gpt_neox, cohere and cohere2 all refuse: rope scaling (every layer takes plain RoPE
+    with --rope-theta), fp8, and the MoE and DeepSeek flags away from their defaults (all are dense)."""
     if args.rope_scaling != "none":
         p.error(f"{model}: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
     if args.fp8_block is not None:
@@ -585,18 +596,35 @@ def check_gpt_neox_args(p, args):
 
 
 def check_cohere_args(p, args):
-    """--model cohere's flags: refuses what Cohere does not have here (--head-dim: HS = C / NH; a sliding window; rope
+    """--model cohere's and cohere2's flags: refuses what Cohere does not have here (--head-dim: HS = C / NH; cohere: a
+    sliding window, cohere2: --max-window-layers and Gemma 3's flags other than --sliding-window-pattern; rope
     scaling, fp8, the MoE and DeepSeek flags away from their defaults; --partial-rotary-factor, GLM's --attention-bias
-    and --qk-norm are refused with the other models') and fills --logit-scale (COHERE_LOGIT_SCALE)."""
+    and --qk-norm are refused with the other models') and fills --logit-scale (COHERE_LOGIT_SCALE); cohere2's
+    --sliding-window (COHERE2_SLIDING_WINDOW; >= 1 checked with the other window models') and
+    --sliding-window-pattern (COHERE2_SLIDING_WINDOW_PATTERN, >= 1)."""
+    model = args.model
     if args.head_dim:
-        p.error("cohere: --head-dim is not modelled (its heads are --channels / --heads wide)")
-    if args.sliding_window is not None or args.max_window_layers is not None:
-        p.error("cohere: --sliding-window and --max-window-layers do not apply (Cohere attends causally)")
-    check_dense_plain_rope_args(p, args, "cohere")
+        p.error(f"{model}: --head-dim is not modelled (its heads are --channels / --heads wide)")
+    if model == "cohere" and args.sliding_window is not None:
+        p.error("cohere: --sliding-window does not apply (Cohere attends causally; --model cohere2 slides)")
+    if args.max_window_layers is not None:
+        p.error(f"{model}: --max-window-layers does not apply (Qwen's)")
+    if model == "cohere2":
+        given = [name for name in GEMMA3_ARGS if name != "sliding_window_pattern" and getattr(args, name) is not None]
+        if given:
+            p.error(f"cohere2: {flag_list(given)} are Gemma's (Cohere2 scales scores by HS^-0.5 and takes one RoPE "
+                    f"base, --rope-theta)")
+        if args.sliding_window is None:
+            args.sliding_window = COHERE2_SLIDING_WINDOW
+        if args.sliding_window_pattern is None:
+            args.sliding_window_pattern = COHERE2_SLIDING_WINDOW_PATTERN
+        if args.sliding_window_pattern < 1:
+            p.error("cohere2: --sliding-window-pattern must be >= 1")
+    check_dense_plain_rope_args(p, args, model)
     if args.logit_scale is None:
         args.logit_scale = COHERE_LOGIT_SCALE
     if not (args.rope_theta > 0 and args.rms_eps > 0 and 0 < args.logit_scale < float("inf")):
-        p.error("cohere: --rope-theta, --norm-eps and --logit-scale must be positive (and finite)")
+        p.error(f"{model}: --rope-theta, --norm-eps and --logit-scale must be positive (and finite)")
 
 
 def check_gemma_args(p, args):
@@ -664,12 +692,16 @@ def rope_scaling(args):
 
 
 def model_config(args):
-    if args.model == "cohere":
-        return tc.CohereConfig(
+    if args.model in COHERE_MODELS:
+        fields = dict(
             num_layers=args.layers, num_heads=args.heads, num_kv_heads=args.kv_heads, channels=args.channels,
             intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
             layer_norm_eps=args.rms_eps, rope_theta=args.rope_theta, logit_scale=args.logit_scale,
             tie_word_embeddings=bool(args.tie))
+        if args.model == "cohere":
+            return tc.CohereConfig(**fields)
+        return tc.Cohere2Config(**fields, sliding_window=args.sliding_window,
+                                sliding_window_pattern=args.sliding_window_pattern)
     if args.model == "gpt_neox":
         return tn.GPTNeoXConfig(
             num_layers=args.layers, num_heads=args.heads, channels=args.channels, intermediate=args.intermediate,
@@ -861,7 +893,7 @@ def train(model, tokens, args):
 
 def run_config(args, cfg, num_tokens):
     deepseek, v2 = args.model in DEEPSEEK_MODELS, args.model == "deepseek_v2"
-    glm, neox, cohere = args.model == "glm4_moe", args.model == "gpt_neox", args.model == "cohere"
+    glm, neox, cohere = args.model == "glm4_moe", args.model == "gpt_neox", args.model in COHERE_MODELS
     yarn, longrope = args.rope_scaling == "yarn", args.rope_scaling == "longrope"
     dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else MLA_ARGS if glm else DEEPSEEK_ARGS)
                # gpt_neox: kv heads = heads, HS = C / NH, no rope scaling; cohere: HS = C / NH, no rope scaling
@@ -872,7 +904,9 @@ def run_config(args, cfg, num_tokens):
                + (() if longrope else LONGROPE_ARGS)
                + (() if args.model == "smollm3" else SMOLLM3_ARGS)
                + (() if args.model == "qwen2_moe" else QWEN2_MOE_ARGS)
-               + (() if args.model == "gemma3" else GEMMA3_ARGS[1:] if args.model == "gemma2" else GEMMA3_ARGS)
+               + (() if args.model == "gemma3" else GEMMA3_ARGS[1:] if args.model == "gemma2"
+                  else tuple(n for n in GEMMA3_ARGS if n != "sliding_window_pattern") if args.model == "cohere2"
+                  else GEMMA3_ARGS)
                + (() if args.model == "gemma2" else GEMMA2_ARGS)
                + (("rope_factor",) if args.rope_factor is None else ())
                # sliding_window is recorded only when given, max_window_layers with it (qwen2, qwen3)
@@ -1134,8 +1168,8 @@ def gpt_neox_run_config(config, cfg):
 
 
 def cohere_run_config(config, cfg):
-    """expected.json's config texts and values for --model cohere: init, block, attention, rope_layout, rope_inv_freq
-    (float64, HS / 2 values)."""
+    """expected.json's config texts and values for --model cohere and cohere2: init, block, attention, rope_layout,
+    rope_inv_freq (float64, HS / 2 values); cohere2's layer_types and window_masks."""
     config["init"] = (f"N(0,0.02) embed_tokens, v_proj, gate_proj, up_proj and lm_head weights; q_proj and k_proj "
                       f"N(0,{tc.COHERE_QK_STD:g}); o_proj and down_proj N(0,0.02/sqrt(2L)); LayerNorm weights "
                       f"1+N(0,0.1); no biases; all rounded to float32 (hf/ holds them exactly)")
@@ -1151,6 +1185,16 @@ def cohere_run_config(config, cfg):
                              "x'[2i] = x[2i] cos - x[2i+1] sin, x'[2i+1] = x[2i+1] cos + x[2i] sin (HF Cohere's "
                              "repeat_interleave cos/sin and rotate_half); not Llama's pairs (i, i + HS/2)")
     config["rope_inv_freq"] = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta).tolist()
+    if isinstance(cfg, tc.Cohere2Config):
+        config["layer_types"] = list(cfg.layer_types)
+        config["attention"] = ("q, k, v = x W^T (no biases), HS = C / NH, GQA (query head h reads kv head h // "
+                               "(NH/NKV)); layer_types[i] (full_attention when (i + 1) % sliding_window_pattern == 0, "
+                               "else sliding_attention): sliding_attention rotates every channel of each q and k head "
+                               "and query i attends keys j with i - sliding_window < j <= i; full_attention rotates "
+                               "NOTHING (no RoPE: q and k as projected) and attends every j <= i; scores q.k * "
+                               "HS^-0.5, softmax over the visible keys; heads concatenated, then o_proj")
+        # false: no sliding layer, or W >= --seq-len (the sliding layers then attend causally)
+        config["window_masks"] = config["seq_len"] > cfg.sliding_window and "sliding_attention" in cfg.layer_types
 
 
 def glm4_moe_run_config(config, cfg):
@@ -1190,7 +1234,7 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed)
 
     cfg = model_config(args)
-    deepseek, neox, cohere = args.model in DEEPSEEK_MODELS, args.model == "gpt_neox", args.model == "cohere"
+    deepseek, neox, cohere = args.model in DEEPSEEK_MODELS, args.model == "gpt_neox", args.model in COHERE_MODELS
     deepseek_moe = deepseek or args.model == "glm4_moe"     # the models with router biases (V3 and GLM-4.5)
     lib = td if deepseek else tn if neox else tc if cohere else tl
     model = (td.DeepseekV3 if deepseek else tn.GPTNeoX if neox else tc.Cohere if cohere
@@ -1232,8 +1276,10 @@ def main(argv=None):
     if args.sliding_window is not None and args.sliding_window >= args.seq_len:
         print(f"note: --sliding-window {args.sliding_window} >= --seq-len {args.seq_len} masks nothing: plain causal "
               f"attention")
-    if args.model in ("gemma2", "gemma3") and "sliding_attention" not in cfg.layer_types:
+    if args.model in ("gemma2", "gemma3", "cohere2") and "sliding_attention" not in cfg.layer_types:
         print("note: no layer is sliding (lower --sliding-window-pattern or raise --layers)")
+    if args.model == "cohere2" and "full_attention" not in cfg.layer_types:
+        print("note: no layer is full, none without RoPE (lower --sliding-window-pattern or raise --layers)")
     if args.model in QWEN_MODELS and cfg.sliding_window is not None and "sliding_attention" not in cfg.attention_types:
         print("note: no layer is sliding (lower --max-window-layers or raise --layers): plain causal attention")
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")

@@ -8,6 +8,11 @@
 # INTERLEAVED pairs (2i, 2i+1) at frequency i (GPT-J's layout, not Llama's rotate_half); the MLP is Llama's SwiGLU; the
 # logits are times logit_scale. inv_freq, cos and sin, the causal mask, the attention and the MLP come from
 # torch_llama, the dense objective from torch_gpt_neox, file formats from torch_gpt2.
+# Cohere2 (Cohere2ForCausalLM, model_type cohere2: Command R7B, Command A; Cohere2Config below) is the same model, same
+# tensors, with per-layer attention kinds (layer_types, by default torch_llama.gemma3_layer_types' rule from
+# sliding_window_pattern P: layer i full when (i + 1) % P == 0): a sliding layer attends keys i - W < j <= i
+# (W = sliding_window, torch_llama.causal_mask_bias's window) and rotates q and k; a full layer attends causally over
+# everything and takes NO RoPE (q and k unrotated), as modeling_cohere2.py's "if self.sliding_window is not None".
 import json
 import math
 import os
@@ -35,20 +40,22 @@ class CohereConfig:
     rope_theta: float = 10000.0
     logit_scale: float = 0.25       # logits = (norm(x) @ head^T) * this (Command-R's 0.0625; the tiny runs' 0.25)
     tie_word_embeddings: bool = True
+    model_type = "cohere"           # config.json's (a class attribute, not a field)
 
     def __post_init__(self):
+        kind = self.model_type
         for name in ("num_layers", "num_heads", "num_kv_heads", "channels", "intermediate", "vocab_size",
                      "max_seq_len"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"cohere: {name} {v!r} must be a positive integer")
+                raise ValueError(f"{kind}: {name} {v!r} must be a positive integer")
         if self.channels % self.num_heads or self.head_size % 2 or self.num_heads % self.num_kv_heads:
-            raise ValueError(f"cohere: num_heads {self.num_heads} must divide hidden_size {self.channels} into an "
+            raise ValueError(f"{kind}: num_heads {self.num_heads} must divide hidden_size {self.channels} into an "
                              f"even head size, num_key_value_heads {self.num_kv_heads} divide num_heads")
         for name in ("rope_theta", "layer_norm_eps", "logit_scale"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-                raise ValueError(f"cohere: {name} {v!r} must be a positive number")
+                raise ValueError(f"{kind}: {name} {v!r} must be a positive number")
 
     @property
     def head_size(self):            # HS
@@ -57,6 +64,50 @@ class CohereConfig:
     @property
     def is_moe(self):               # dense (make_hf_llama_reference asks every model)
         return False
+
+    def is_sliding(self, layer):    # Cohere: no layer slides (Cohere2Config: by layer_types)
+        return False
+
+    def layer_window(self, layer):  # layer's window W (query i sees keys i - W < j <= i), or None: causal
+        return None
+
+    def uses_rope(self, layer):     # Cohere: every layer rotates q and k
+        return True
+
+
+@dataclass
+class Cohere2Config(CohereConfig):
+    """Cohere2ForCausalLM's (model_type cohere2): CohereConfig's fields, then the window W, sliding_window_pattern P
+    and layer_types ("sliding_attention" / "full_attention" per layer; () = torch_llama.gemma3_layer_types(L, P), layer
+    i full when (i + 1) % P == 0, Cohere2Config's rule; given, they win over P, as in transformers). A sliding layer
+    attends keys i - W < j <= i and takes RoPE; a full layer attends causally and takes none. The defaults are
+    Cohere2Config's (W 4096, P 4: layers 3, 7, 11, ... full)."""
+    sliding_window: int = 4096
+    sliding_window_pattern: int = 4
+    layer_types: tuple = ()
+    model_type = "cohere2"
+
+    def __post_init__(self):
+        super().__post_init__()
+        W, P = self.sliding_window, self.sliding_window_pattern
+        if isinstance(W, bool) or not isinstance(W, int) or W < 1:
+            raise ValueError(f"cohere2: sliding_window {W!r} must be a positive integer (null would leave the "
+                             f"sliding layers without RoPE in transformers: not modelled)")
+        if isinstance(P, bool) or not isinstance(P, int) or P < 1:
+            raise ValueError(f"cohere2: sliding_window_pattern {P!r} must be a positive integer")
+        self.layer_types = tuple(self.layer_types or tl.gemma3_layer_types(self.num_layers, P))
+        if len(self.layer_types) != self.num_layers or any(t not in tl.GEMMA3_LAYER_TYPES for t in self.layer_types):
+            raise ValueError(f"cohere2: layer_types {list(self.layer_types)}: one of {tl.GEMMA3_LAYER_TYPES} per "
+                             f"layer ({self.num_layers})")
+
+    def is_sliding(self, layer):    # layer_types[layer] is sliding_attention
+        return self.layer_types[layer] == "sliding_attention"
+
+    def layer_window(self, layer):  # sliding layers: W; full layers: None (causal over everything)
+        return self.sliding_window if self.is_sliding(layer) else None
+
+    def uses_rope(self, layer):     # RoPE in the sliding layers only (modeling_cohere2: "if self.sliding_window")
+        return self.is_sliding(layer)
 
 
 # ---------------------------------------------------------------- ops
@@ -92,10 +143,12 @@ def apply_rope(x, cos, sin):
 class Attention(nn.Module):
     """HF's CohereAttention (attention_bias false, use_qk_norm false): q (NH heads), k and v (NKV heads) of HS channels,
     RoPE (apply_rope) on q and k, scores q.k * HS^-0.5, causal softmax, query head h reading kv head h // (NH/NKV)
-    (tl.attend), heads concatenated, o_proj."""
+    (tl.attend), heads concatenated, o_proj. Cohere2Attention: layer's kind by cfg.layer_window(layer) (the mask's
+    window, tl.causal_mask_bias) and cfg.uses_rope(layer) (a full layer leaves q and k unrotated)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0):
         super().__init__()
+        self.use_rope = cfg.uses_rope(layer)
         self.num_heads, self.num_kv_heads, self.head_size = cfg.num_heads, cfg.num_kv_heads, cfg.head_size
         C = cfg.channels
         self.scale = cfg.head_size ** -0.5
@@ -103,7 +156,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(C, cfg.num_kv_heads * cfg.head_size, bias=False)    # (NKV*HS, C)
         self.v_proj = nn.Linear(C, cfg.num_kv_heads * cfg.head_size, bias=False)    # (NKV*HS, C)
         self.o_proj = nn.Linear(cfg.num_heads * cfg.head_size, C, bias=False)       # (C, NH*HS)
-        self.register_buffer("mask_bias", tl.causal_mask_bias(cfg.max_seq_len), persistent=False)
+        self.register_buffer("mask_bias", tl.causal_mask_bias(cfg.max_seq_len, cfg.layer_window(layer)),
+                             persistent=False)
 
     def forward(self, x, cos, sin):
         B, T, _ = x.shape
@@ -111,17 +165,19 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(B, T, self.num_heads, HS).transpose(1, 2)          # (B,NH,T,HS)
         k = self.k_proj(x).view(B, T, self.num_kv_heads, HS).transpose(1, 2)       # (B,NKV,T,HS)
         v = self.v_proj(x).view(B, T, self.num_kv_heads, HS).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.use_rope:
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         return tl.attend(q, k, v, self.mask_bias, self.o_proj, self.scale)
 
 
 class DecoderLayer(nn.Module):
     """HF's CohereDecoderLayer, modules in its order (self_attn, mlp, input_layernorm): h = input_layernorm(x), out = x
-    + attn(h) + mlp(h) (HF's order of the additions); mlp = Llama's SwiGLU down(silu(gate h) * up h). No dropout."""
+    + attn(h) + mlp(h) (HF's order of the additions); mlp = Llama's SwiGLU down(silu(gate h) * up h). No dropout. Also
+    Cohere2DecoderLayer (its attention by layer)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0):
         super().__init__()
-        self.self_attn = Attention(cfg)
+        self.self_attn = Attention(cfg, layer)
         self.mlp = tl.MLP(cfg)
         self.input_layernorm = LayerNorm(cfg.channels, cfg.layer_norm_eps)
 
@@ -136,15 +192,15 @@ class Model(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.channels)          # (V,C)
-        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.num_layers)])
+        self.layers = nn.ModuleList([DecoderLayer(cfg, i) for i in range(cfg.num_layers)])
         self.norm = LayerNorm(cfg.channels, cfg.layer_norm_eps)
 
 
 class Cohere(nn.Module):
     """CohereForCausalLM: model (Model), then lm_head (V, C, no bias), absent when tied (the head is then embed_tokens'
     weight); logits = (norm(x) @ head^T) * logit_scale, the loss's input. RoPE: inv_freq[i] = rope_theta^(-2i/HS)
-    (float64, a plain attribute), cos and sin interleaved, the same in every layer. forward returns (logits, []) as
-    torch_llama's dense models do."""
+    (float64, a plain attribute), cos and sin interleaved, the same in every layer (Cohere2: the layers that take RoPE).
+    Also Cohere2ForCausalLM, given a Cohere2Config. forward returns (logits, []) as torch_llama's dense models do."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -203,44 +259,61 @@ def hf_config(cfg):
     """config.json of CohereForCausalLM as CohereConfig's keys spell them (model_type cohere): no head_dim (HS =
     hidden_size / num_attention_heads), layer_norm_eps, logit_scale, rope_theta, rope_scaling null, use_qk_norm and
     attention_bias false, hidden_act silu, CohereConfig's token ids (bos 5, eos 255001: Command-R's, beyond a tiny
-    vocabulary; nothing reads them here)."""
-    return {"architectures": ["CohereForCausalLM"], "model_type": "cohere", "hidden_size": cfg.channels,
-            "intermediate_size": cfg.intermediate, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "num_hidden_layers": cfg.num_layers,
-            "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
-            "layer_norm_eps": cfg.layer_norm_eps, "logit_scale": cfg.logit_scale, "rope_theta": cfg.rope_theta,
-            "rope_scaling": None, "use_qk_norm": False, "hidden_act": "silu", "attention_bias": False,
-            "attention_dropout": 0.0, "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02,
-            "bos_token_id": 5, "eos_token_id": 255001, "torch_dtype": "float32"}
+    vocabulary; nothing reads them here). A Cohere2Config's: Cohere2ForCausalLM, model_type cohere2, the same keys,
+    then sliding_window, sliding_window_pattern (the key the Hub's configs carry, transformers 4.4x reads) and
+    layer_types (what 4.5x and 5.x read first)."""
+    cohere2 = isinstance(cfg, Cohere2Config)
+    config = {"architectures": ["Cohere2ForCausalLM" if cohere2 else "CohereForCausalLM"],
+              "model_type": cfg.model_type, "hidden_size": cfg.channels,
+              "intermediate_size": cfg.intermediate, "num_attention_heads": cfg.num_heads,
+              "num_key_value_heads": cfg.num_kv_heads, "num_hidden_layers": cfg.num_layers,
+              "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+              "layer_norm_eps": cfg.layer_norm_eps, "logit_scale": cfg.logit_scale, "rope_theta": cfg.rope_theta,
+              "rope_scaling": None, "use_qk_norm": False, "hidden_act": "silu", "attention_bias": False,
+              "attention_dropout": 0.0, "tie_word_embeddings": cfg.tie_word_embeddings, "initializer_range": 0.02,
+              "bos_token_id": 5, "eos_token_id": 255001, "torch_dtype": "float32"}
+    if cohere2:
+        config.update(sliding_window=cfg.sliding_window, sliding_window_pattern=cfg.sliding_window_pattern,
+                      layer_types=list(cfg.layer_types))
+    return config
 
 
 def config_from_hf(c):
-    """A cohere config.json -> CohereConfig, with transformers 4.x CohereConfig's defaults (Command-R v01's shapes) for
-    absent keys: 256000 tokens, C 8192, F 22528, 40 layers, 64 heads, kv heads = heads (also for null), 8192
-    positions, layer_norm_eps 1e-5, logit_scale 0.0625, rope_theta 1e4 (transformers 5 would fill an absent base with
-    5e5), tied. The RoPE base is rope_theta or transformers 5's rope_parameters' (default type), which must agree.
-    attention_dropout is read and ignored.
-    Refused: model_type other than cohere (cohere2 included), hidden_act other than silu, attention_bias or use_qk_norm
-    true (Command R+'s q/k norms), a rope_scaling or another rope type, a head_dim other than C / NH."""
-    if c.get("model_type") != "cohere":
-        raise ValueError(f"not a cohere config: model_type {c.get('model_type')}")
+    """A cohere or cohere2 config.json -> CohereConfig or Cohere2Config, with transformers 4.x CohereConfig's defaults
+    (Command-R v01's shapes; Cohere2Config's are the same) for absent keys: 256000 tokens, C 8192, F 22528, 40 layers,
+    64 heads, kv heads = heads (also for null), 8192 positions, layer_norm_eps 1e-5, logit_scale 0.0625, rope_theta 1e4
+    (transformers 5 would fill an absent base with 5e5), tied. The RoPE base is rope_theta or transformers 5's
+    rope_parameters' (default type), which must agree. attention_dropout is read and ignored. cohere2: sliding_window
+    (default 4096), sliding_window_pattern (default 4) and layer_types (absent or null: from the pattern; given, they
+    win, as in transformers) as Cohere2Config takes them.
+    Refused: another model_type, hidden_act other than silu, attention_bias or use_qk_norm true (Command R+'s q/k
+    norms), a rope_scaling or another rope type, a head_dim other than C / NH; cohere2: a sliding_window that is not a
+    positive integer (null included), layer_types not one sliding_attention / full_attention per layer."""
+    kind = c.get("model_type")
+    if kind not in ("cohere", "cohere2"):
+        raise ValueError(f"not a cohere or cohere2 config: model_type {kind}")
     act = c.get("hidden_act", "silu")
     if act != "silu":
-        raise ValueError(f"cohere: hidden_act {act} is not modelled (only silu)")
+        raise ValueError(f"{kind}: hidden_act {act} is not modelled (only silu)")
     if c.get("attention_bias", False) or c.get("use_qk_norm", False):
-        raise ValueError("cohere: attention_bias and use_qk_norm true are not modelled (only false)")
+        raise ValueError(f"{kind}: attention_bias and use_qk_norm true are not modelled (only false)")
     if c.get("rope_scaling") is not None:
-        raise ValueError(f"cohere: rope_scaling {c['rope_scaling']} is not modelled (only null)")
-    theta = tl.default_rope_parameters(c, "cohere")["rope_theta"]
+        raise ValueError(f"{kind}: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    theta = tl.default_rope_parameters(c, kind)["rope_theta"]
     C, NH, NKV = c.get("hidden_size", 8192), c.get("num_attention_heads", 64), c.get("num_key_value_heads")
     if c.get("head_dim") not in (None, C // NH):
-        raise ValueError(f"cohere: head_dim {c['head_dim']} is not modelled (only hidden_size / heads, {C // NH})")
-    return CohereConfig(
+        raise ValueError(f"{kind}: head_dim {c['head_dim']} is not modelled (only hidden_size / heads, {C // NH})")
+    fields = dict(
         num_layers=c.get("num_hidden_layers", 40), num_heads=NH, num_kv_heads=NH if NKV is None else NKV,
         channels=C, intermediate=c.get("intermediate_size", 22528), vocab_size=c.get("vocab_size", 256000),
         max_seq_len=c.get("max_position_embeddings", 8192), layer_norm_eps=c.get("layer_norm_eps", 1e-5),
         rope_theta=10000.0 if theta is None else theta, logit_scale=c.get("logit_scale", 0.0625),
         tie_word_embeddings=bool(c.get("tie_word_embeddings", True)))
+    if kind == "cohere":
+        return CohereConfig(**fields)
+    return Cohere2Config(**fields, sliding_window=c.get("sliding_window", 4096),
+                         sliding_window_pattern=c.get("sliding_window_pattern", 4),
+                         layer_types=tuple(c.get("layer_types") or ()))
 
 
 def save_hf(model, folder):
@@ -253,8 +326,8 @@ def save_hf(model, folder):
 
 
 def load_hf(folder, dtype=torch.float64):
-    """Builds a Cohere from an HF folder (one model.safetensors); a tied model's lm_head.weight, if the file has one,
-    is skipped. Any other tensor (a norm bias, q/k norms) is refused by the strict load."""
+    """Builds a Cohere (cohere or cohere2) from an HF folder (one model.safetensors); a tied model's lm_head.weight, if
+    the file has one, is skipped. Any other tensor (a norm bias, q/k norms) is refused by the strict load."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = config_from_hf(json.load(f))
     model = Cohere(cfg).to(dtype)

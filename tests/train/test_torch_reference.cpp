@@ -336,6 +336,19 @@ TEST(TorchReference, HuggingFaceCohereTrainsLikeFloat64PyTorch) {
                              "--model cohere --tie 0 --kv-heads 1 --seq-len 16 --steps 8 --lr 3e-3 --seed 3", 1e-5);
 }
 
+// Cohere2 (Cohere2ForCausalLM: Command R7B, Command A): Cohere's blocks sliding over 5 (then 4) of 16 positions
+// with RoPE around global blocks without it (every second, then every third); tied, then untied with one kv head.
+TEST(TorchReference, HuggingFaceCohere2TrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model cohere2 --layers 3 --sliding-window 5 --sliding-window-pattern 2 --seq-len 16 "
+                             "--steps 10 --lr 3e-3 --grad-clip 1.0 --seed 7",
+                             1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model cohere2 --layers 3 --tie 0 --kv-heads 1 --sliding-window 4 "
+                             "--sliding-window-pattern 3 --seq-len 16 --steps 8 --lr 3e-3 --seed 6",
+                             1e-5);
+}
+
 // Gemma 3 (Gemma3ForCausalLM): (1 + w) norms before and after each sublayer, embeddings times sqrt(C),
 // GeGLU, per-head q/k norms; sliding layers (a window of 5 over 16 tokens, RoPE base 10,000) and global
 // ones (theta 1e6); then with linear RoPE scaling on the global layers, query_pre_attn_scalar 24 on
