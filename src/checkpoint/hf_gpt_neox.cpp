@@ -140,7 +140,8 @@ bool has_hf_gpt_neox_form(const ModelConfig& c) {
          c.positions == PositionKind::rope && c.rope == plain && c.kv_heads() == c.num_heads && c.head_dim == 0 &&
          c.norm_placement == NormPlacement::pre && !c.qkv_bias && !c.qk_norm && !c.phi3 && !c.moe.enabled() &&
          !c.mla.enabled() && c.attention_window == 0 && c.nope_layers.empty() && c.attention_scalar == 0 &&
-         !c.scaled_embeddings && c.attention_softcap == 0 && c.logit_softcap == 0;
+         !c.scaled_embeddings && c.attention_softcap == 0 && c.logit_softcap == 0 && !c.shared_norm && !c.head_bias &&
+         c.logit_scale == 0;
 }
 
 HfSource open_hf_gpt_neox(const std::filesystem::path& dir, const ModelConfig& config) {

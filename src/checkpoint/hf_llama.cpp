@@ -33,7 +33,7 @@ bool glm4_moe_form(const ModelConfig& c) {
 
 // Cohere's form: Llama's attention and SwiGLU side by side on one LayerNorm without biases, the logits scaled,
 // RoPE over interleaved pairs (reordered on import and export); Cohere2's with a window.
-bool cohere_form(const ModelConfig& c) { return c.shared_norm; }
+bool cohere_form(const ModelConfig& c) { return c.shared_norm && !c.head_bias; }
 bool cohere2_form(const ModelConfig& c) { return cohere_form(c) && c.attention_window > 0; }
 
 // Cohere2's sliding_window_pattern P when its global blocks are every P-th (P - 1, 2P - 1, ...), else 0.
@@ -153,30 +153,6 @@ void reorder_cohere_rope_rows(const ModelConfig& c, const std::string& name, flo
                                                                      : 0;
   const int64_t HS = c.head_size();
   for (int64_t h = 0; h < heads; ++h) reorder_rope_pairs(values + h * HS * c.channels, HS, c.channels, to_hf);
-}
-
-// Phi-3's and GLM-4.5's partial rotary turns a head's first R channels, Tessera's RoPE its last R: importing
-// moves each q and k head's first R rows after its others (`to_hf` moves them back), in Phi-3's fused
-// qkv_proj, or in GLM-4.5's q_proj and k_proj, their biases and the heads' q/k norm gains, which changes
-// no dot product of a query and a key.
-void move_rotary_rows(const ModelConfig& c, const std::string& name, float* values, bool to_hf) {
-  if (c.rotary_dims == 0 || c.mla.enabled()) return;
-  const int64_t NH = c.num_heads, NKV = c.kv_heads(), C = c.channels;
-  const auto [heads, row] = [&]() -> std::pair<int64_t, int64_t> {
-    if (name.ends_with(".self_attn.qkv_proj.weight")) return {NH + NKV, C};  // Phi-3's; v rows stay
-    if (name.ends_with(".self_attn.q_proj.weight")) return {NH, C};
-    if (name.ends_with(".self_attn.k_proj.weight")) return {NKV, C};
-    if (name.ends_with(".self_attn.q_proj.bias")) return {NH, 1};
-    if (name.ends_with(".self_attn.k_proj.bias")) return {NKV, 1};
-    const bool head_norm = name.ends_with(".self_attn.q_norm.weight") || name.ends_with(".self_attn.k_norm.weight");
-    if (head_norm && !c.qk_norm_all_heads) return {1, 1};
-    return {0, 0};
-  }();
-  const int64_t HS = c.head_size(), R = c.rotary_dims;
-  for (int64_t h = 0; h < heads; ++h) {
-    float* head = values + h * HS * row;
-    std::rotate(head, head + (to_hf ? HS - R : R) * row, head + HS * row);
-  }
 }
 
 // SmolLM3's blocks without RoPE: those whose entry in no_rope_layers is 0 (1: RoPE), or without the
@@ -454,6 +430,26 @@ std::optional<int64_t> layer_of(const std::string& name) {
 }
 
 }  // namespace
+
+void move_rotary_rows(const ModelConfig& c, const std::string& name, float* values, bool to_hf) {
+  if (c.rotary_dims == 0 || c.mla.enabled()) return;
+  const int64_t NH = c.num_heads, NKV = c.kv_heads(), C = c.channels;
+  const auto [heads, row] = [&]() -> std::pair<int64_t, int64_t> {
+    if (name.ends_with(".self_attn.qkv_proj.weight")) return {NH + NKV, C};  // Phi-3's; v rows stay
+    if (name.ends_with(".self_attn.q_proj.weight")) return {NH, C};
+    if (name.ends_with(".self_attn.k_proj.weight")) return {NKV, C};
+    if (name.ends_with(".self_attn.q_proj.bias")) return {NH, 1};
+    if (name.ends_with(".self_attn.k_proj.bias")) return {NKV, 1};
+    const bool head_norm = name.ends_with(".self_attn.q_norm.weight") || name.ends_with(".self_attn.k_norm.weight");
+    if (head_norm && !c.qk_norm_all_heads) return {1, 1};
+    return {0, 0};
+  }();
+  const int64_t HS = c.head_size(), R = c.rotary_dims;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* head = values + h * HS * row;
+    std::rotate(head, head + (to_hf ? HS - R : R) * row, head + HS * row);
+  }
+}
 
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||

@@ -8,6 +8,7 @@
 #include "checkpoint/hf_gpt2.h"
 #include "checkpoint/hf_gpt_neox.h"
 #include "checkpoint/hf_llama.h"
+#include "checkpoint/hf_phi.h"
 #include "core/error.h"
 #include "core/user_text.h"
 #include "data/json_excerpt.h"
@@ -19,7 +20,7 @@ namespace {
 constexpr const char* kModelTypes =
     "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"qwen3_moe\", \"mixtral\", \"phi3\", \"olmo2\", "
     "\"olmoe\", \"smollm3\", \"gemma\", \"gemma2\", \"gemma3_text\", \"gemma3\", \"starcoder2\", \"qwen2_moe\", "
-    "\"glm4_moe\", \"cohere\", \"cohere2\", \"gpt_neox\", \"deepseek_v2\" or \"deepseek_v3\"";
+    "\"glm4_moe\", \"cohere\", \"cohere2\", \"gpt_neox\", \"phi\", \"deepseek_v2\" or \"deepseek_v3\"";
 
 // " (architecture 'X')" when the config names one, else nothing.
 std::string architectures_text(const nlohmann::json& config) {
@@ -48,6 +49,7 @@ ModelConfig read_hf_config(const std::filesystem::path& dir) {
   if (type == config.end() || *type == "gpt2") return read_hf_gpt2_config(path);
   if (is_hf_deepseek_type(*type)) return hf_deepseek_config(config, path);
   if (*type == "gpt_neox") return hf_gpt_neox_config(config, path);
+  if (*type == "phi") return hf_phi_config(config, path);
   TS_CHECK(is_hf_llama_type(*type), "Hugging Face config ",
            quoted_text(path.string()), ": field 'model_type' is ", json_excerpt(*type), ", not a model Tessera loads (",
            kModelTypes, ")");
@@ -58,6 +60,7 @@ void load_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
   if (config.naming == Naming::gpt2) return load_hf_gpt2(dir, config, params);
   if (has_hf_gpt_neox_form(config))
     return load_hf_source(open_hf_gpt_neox(dir, config), config, params, "load_hf_gpt_neox");
+  if (has_hf_phi_form(config)) return load_hf_source(open_hf_phi(dir, config), config, params, "load_hf_phi");
   load_hf_llama(dir, config, params);
 }
 
@@ -67,6 +70,7 @@ void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
            "Conv1D weights are not the linear layers transformers quantizes): export it in bf16 or fp16");
   if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, values, ids, type.dtype);
   if (has_hf_gpt_neox_form(config)) return save_hf_gpt_neox(dir, config, values, int64_t(5) << 30, ids, type);
+  if (has_hf_phi_form(config)) return save_hf_phi(dir, config, values, int64_t(5) << 30, ids, type);
   save_hf_llama(dir, config, values, int64_t(5) << 30, ids, type);
 }
 
@@ -75,6 +79,7 @@ ParameterValues hf_model_values(const std::filesystem::path& dir, const ModelCon
   if (config.naming == Naming::gpt2) return hf_source_values(open_hf_gpt2(dir, config), config, layout, "load_hf_gpt2");
   if (has_hf_gpt_neox_form(config))
     return hf_source_values(open_hf_gpt_neox(dir, config), config, layout, "load_hf_gpt_neox");
+  if (has_hf_phi_form(config)) return hf_source_values(open_hf_phi(dir, config), config, layout, "load_hf_phi");
   return hf_source_values(open_hf_llama(dir, config), config, layout, "load_hf_llama");
 }
 
@@ -82,6 +87,8 @@ void save_hf_model(const std::filesystem::path& dir, const ModelConfig& config, 
   if (config.naming == Naming::gpt2) return save_hf_gpt2(dir, config, params);
   if (has_hf_gpt_neox_form(config))
     return save_hf_gpt_neox(dir, config, values_of_named(decoder_layout(config), params, "save_hf_gpt_neox"));
+  if (has_hf_phi_form(config))
+    return save_hf_phi(dir, config, values_of_named(decoder_layout(config), params, "save_hf_phi"));
   save_hf_llama(dir, config, params);
 }
 

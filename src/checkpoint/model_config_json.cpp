@@ -132,6 +132,7 @@ json model_config_to_json(const ModelConfig& c) {
   if (c.parallel_residual) j["parallel_residual"] = true;
   if (c.shared_norm) j["shared_norm"] = true;
   if (c.logit_scale > 0) j["logit_scale"] = c.logit_scale;
+  if (c.head_bias) j["head_bias"] = true;
   if (c.qk_norm_all_heads) j["qk_norm_all_heads"] = true;
   if (c.rotary_dims > 0) j["rotary_dims"] = c.rotary_dims;
   if (c.attention_window > 0) j["attention_window"] = c.attention_window;
@@ -211,6 +212,7 @@ ModelConfig model_config_from_json(const json& model, const std::string& where) 
   r.boolean("parallel_residual", c.parallel_residual);          // absent unless GPT-NeoX's
   r.boolean("shared_norm", c.shared_norm);                      // absent unless Cohere's
   r.number("logit_scale", c.logit_scale);                       // absent unless Cohere's
+  r.boolean("head_bias", c.head_bias);                          // absent unless Phi-2's
   r.integer("head_dim", c.head_dim, 0);  // absent unless heads are not channels / num_heads wide
   r.integer("rotary_dims", c.rotary_dims, 0);  // absent unless a head rotates only some channels
   r.integer("attention_window", c.attention_window, 0);  // absent unless the model has a sliding window

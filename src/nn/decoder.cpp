@@ -274,7 +274,6 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
   // so only a chunk's logits exist.
   const Tensor normed = region_input(a.final_norm.out, tp_).reshape({N, C});
   const Tensor& classifier = w_.classifier();
-  Tensor no_bias;  // the classifier has none
   Tensor dnormed_all = all_rows_like(a.scratch.dnormed, tp_);  // every row's, summed over the group below
   Tensor losses = a.losses.reshape({N}), dnormed = dnormed_all.reshape({N, C});
   Tensor& dclassifier = g_.head.defined() ? g_.head : g_.embed;
@@ -290,7 +289,7 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
     // The loss's gradient of the scaled logits, made the raw ones' (Cohere's logit_scale).
     if (config_.logit_scale > 0.0f) scale_inplace(logits, config_.logit_scale);
     Tensor dx = dnormed.view(row * C, {rows, C});
-    matmul_backward(dx, dclassifier, no_bias, logits, x, classifier);
+    matmul_backward(dx, dclassifier, g_.head_bias, logits, x, classifier);  // (no bias but Phi-2's)
   }
   // The final norm's output entered the (vocabulary-parallel) classifier's region.
   if (dloss != 0.0f) region_input_grad(dnormed_all, a.scratch.dnormed, tp_);
@@ -308,8 +307,7 @@ double Decoder::classifier_forward(DecoderActivations& a, const Tensor& targets,
 }
 
 void Decoder::classify(Tensor& logits, const Tensor& normed) const {
-  Tensor no_bias;  // the classifier has none
-  matmul_forward(logits, normed, w_.classifier(), no_bias);
+  matmul_forward(logits, normed, w_.classifier(), w_.head_bias);
   if (config_.logit_scale > 0.0f) scale_inplace(logits, config_.logit_scale);
   if (config_.logit_softcap > 0.0f) logit_softcap(logits, config_.logit_softcap);
 }

@@ -220,8 +220,8 @@ class Decoder {
   // a.seq's doc_starts (a device copy of doc_starts (B, a.T)), in_document and, under a window shorter
   // than the sequences, window_starts; each undefined where it does not apply.
   void keep_doc_starts(DecoderActivations& a, const Tensor& doc_starts) const;
-  // logits (rows, this rank's vocabulary rows) = normed (rows, C) times the classifier, scaled (Cohere) and
-  // soft-capped (Gemma 2) where the model does.
+  // logits (rows, this rank's vocabulary rows) = normed (rows, C) times the classifier plus its bias (Phi-2),
+  // scaled (Cohere) and soft-capped (Gemma 2) where the model does.
   void classify(Tensor& logits, const Tensor& normed) const;
   // Softmax cross-entropy of a chunk of rows, vocabulary-parallel under tensor parallelism.
   void cross_entropy(Tensor& losses, Tensor& logits, const Tensor& targets, float dloss);

@@ -80,6 +80,7 @@ DecoderNames decoder_names(const ModelConfig& c) {
   n.embed = gpt2 ? "wte" : "embed_tokens.weight";
   if (c.positions == PositionKind::learned) n.positions = gpt2 ? "wpe" : "embed_positions.weight";
   if (!c.tied_embeddings) n.head = "lm_head.weight";
+  if (c.head_bias) n.head_bias = "lm_head.bias";
   for (int64_t l = 0; l < c.num_layers; ++l) n.blocks.push_back(gpt2 ? gpt2_block_names(c, l) : llama_block_names(c, l));
   n.final_norm = linear_names(gpt2 ? "ln_f" : "norm", c.bias && c.norm == NormKind::layernorm);
   return n;
@@ -99,6 +100,7 @@ DecoderNames decoder_names(const ModelConfig& c, const DecoderStage& stage) {
   }
   if (!stage.has_head()) {
     n.head.clear();
+    n.head_bias.clear();
     n.final_norm = LinearNames{};
   }
   return n;
@@ -221,6 +223,7 @@ ParameterLayout decoder_layout(const ModelConfig& c, const DecoderStage& stage, 
   }
   norm(n.final_norm);
   add(n.head, {Vl, C}, ParamInit::vocab_rows, rows_of({Vp, C}, vocab_rows));
+  add(n.head_bias, {Vl}, ParamInit::zeros, rows_of({Vp}, vocab_rows));
   return layout;
 }
 
@@ -244,7 +247,7 @@ DecoderWeights weights_of(const DecoderNames& names, const NamedTensors& named, 
     w.embed = get(names.embed);
     w.positions = get(names.positions);
   }
-  if (in(L)) w.head = get(names.head);
+  if (in(L)) w.head = get(names.head), w.head_bias = get(names.head_bias);
   for (int64_t l = 0; l < L; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
     BlockWeights bw;

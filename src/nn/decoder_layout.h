@@ -40,6 +40,7 @@ struct BlockNames {
 
 struct DecoderNames {
   std::string embed, positions, head;  // (Vp, C), (maxT, C) or empty, (Vp, C) or empty (tied)
+  std::string head_bias;                // (Vp) (Phi-2's), or empty
   std::vector<BlockNames> blocks;
   LinearNames final_norm;
 };
@@ -76,6 +77,7 @@ struct BlockWeights {
 
 struct DecoderWeights {
   Tensor embed, positions, head;  // head undefined when tied: the classifier reads embed
+  Tensor head_bias;               // undefined unless the model has one (ModelConfig::head_bias)
   std::vector<BlockWeights> blocks;
   LinearWeights final_norm;
   const Tensor& classifier() const { return head.defined() ? head : embed; }

@@ -25,6 +25,7 @@ void assign_part(DecoderWeights& to, const DecoderWeights& from, int64_t part) {
     to.positions = from.positions;
   } else if (part == int64_t(to.blocks.size())) {
     to.head = from.head;
+    to.head_bias = from.head_bias;
     to.final_norm = from.final_norm;
   } else {
     to.blocks[size_t(part)] = from.blocks[size_t(part)];

@@ -87,6 +87,8 @@ void ModelConfig::validate() const {
            "norms, no experts, no latent attention");
   TS_CHECK(!parallel_residual || (norm_placement == NormPlacement::pre && !moe.enabled() && !mla.enabled()),
            "model: parallel_residual (GPT-NeoX's) runs pre-norm blocks with dense MLPs and no latent attention");
+  TS_CHECK(!head_bias || !tied_embeddings, "model: head_bias is a bias of an untied head (Phi-2's lm_head.bias); "
+                                           "the embedding has none");
   TS_CHECK(!shared_norm || parallel_residual, "model: shared_norm feeds both sublayers of a parallel block from one "
                                               "norm; it needs parallel_residual");
   TS_CHECK(logit_scale >= 0.0f && std::isfinite(logit_scale), "model: logit_scale must be positive (0: none), got ",
@@ -173,7 +175,7 @@ std::string model_family(const ModelConfig& config) {
     if (config.moe.shared_gate) return "qwen2-moe";
     return config.qk_norm_all_heads ? "olmoe" : config.qk_norm ? "qwen3-moe" : "mixtral";
   }
-  if (config.shared_norm) return config.attention_window > 0 ? "cohere2" : "cohere";
+  if (config.shared_norm) return config.head_bias ? "phi" : config.attention_window > 0 ? "cohere2" : "cohere";
   if (config.parallel_residual || config.mlp == MlpKind::gelu_exact) return "gpt-neox";
   if (config.naming == Naming::gpt2) return "gpt2";
   if (config.phi3) return "phi3";

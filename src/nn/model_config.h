@@ -122,6 +122,7 @@ struct ModelConfig {
   bool qk_norm_all_heads = false;  // with qk_norm: one RMSNorm over all of a token's query heads (NH·HS
                                    // channels, a gain each) and one over its key heads (OLMo 2)
   bool tied_embeddings = true;  // the head reuses the token embedding
+  bool head_bias = false;       // a bias on the head's logits (Phi-1.5's and Phi-2's lm_head.bias); untied heads only
   bool phi3 = false;            // Phi-3 and Phi-4: Llama's computation in Hugging Face's Phi3ForCausalLM form
                                 // (q, k and v in one qkv_proj, gate and up in one gate_up_proj)
   MoeConfig moe = {};

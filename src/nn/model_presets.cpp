@@ -1,6 +1,6 @@
 // Preset shapes. Llama 2 7B, Llama 3.x, Mistral 7B, Mistral NeMo, Qwen2.5, Qwen3, Phi-3-mini, Phi-4, OLMo 2,
-// OLMoE, SmolLM3, Gemma 3, StarCoder2, Pythia, GPT-NeoX-20B, Command-R, Aya Expanse, Mixtral, DeepSeek-V2-Lite and
-// DeepSeek-V3 follow their published config.json files.
+// OLMoE, SmolLM3, Gemma 3, StarCoder2, Pythia, GPT-NeoX-20B, Command-R, Aya Expanse, Command R7B, Command A, Phi-1.5,
+// Phi-2, Mixtral, DeepSeek-V2-Lite and DeepSeek-V3 follow their published config.json files.
 #include "nn/model_presets.h"
 
 #include <functional>
@@ -162,6 +162,19 @@ ModelConfig cohere2(ModelConfig c, float logit_scale, int64_t window, int64_t pa
   c.attention_window = window;
   for (int64_t l = pattern - 1; l < c.num_layers; l += pattern) c.global_layers.push_back(l);
   c.nope_layers = c.global_layers;
+  return c;
+}
+
+// Phi-1.5 and Phi-2: attention and MLP side by side on one LayerNorm, biases everywhere, RoPE on the first
+// `rotated` channels of each head (the import moves them last), GELU's tanh form, an untied head with a bias.
+ModelConfig phi2(ModelConfig c, int64_t rotated) {
+  c.norm = NormKind::layernorm;
+  c.bias = true;
+  c.mlp = MlpKind::gelu;
+  c.parallel_residual = true;
+  c.shared_norm = true;
+  c.rotary_dims = rotated;
+  c.head_bias = true;
   return c;
 }
 
@@ -358,6 +371,9 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
        [] { return cohere2(llama(32, 32, 8, 4096, 14336, 256000, 131072, 50000.0f, true), 0.25f, 4096, 4); }},
       {"command-a-111b",
        [] { return cohere2(llama(64, 96, 8, 12288, 36864, 256000, 131072, 50000.0f, true), 0.25f, 4096, 4); }},
+      {"phi2-tiny", [] { return phi2(llama(2, 2, 2, 32, 128, 256, 64, 10000.0f, false), 8); }},
+      {"phi-1.5", [] { return phi2(llama(24, 32, 32, 2048, 8192, 51200, 2048, 10000.0f, false), 32); }},
+      {"phi-2", [] { return phi2(llama(32, 32, 32, 2560, 10240, 51200, 2048, 10000.0f, false), 32); }},
       {"starcoder2-tiny", [] { return starcoder2(llama(2, 4, 2, 32, 64, 256, 64, 10000.0f, true), 8); }},
       {"starcoder2-3b",
        [] { return starcoder2(llama(30, 24, 2, 3072, 12288, 49152, 16384, 999999.4420358813f, true), 4096); }},

@@ -85,6 +85,15 @@ ModelConfig gpt_neox_test_config() {
   return config;
 }
 
+// Phi-2-style: GPT-NeoX's above with one norm feeding both sublayers and a bias on the head.
+ModelConfig phi2_test_config() {
+  ModelConfig config = gpt_neox_test_config();
+  config.shared_norm = true;
+  config.tied_embeddings = false;
+  config.head_bias = true;
+  return config;
+}
+
 // Mixtral-style: the Llama above with 4 experts of 64, top-2.
 ModelConfig mixtral_test_config() {
   ModelConfig config = llama_test_config();
@@ -261,6 +270,7 @@ INSTANTIATE_TEST_SUITE_P(Families, DecoderCuda,
                                            FamilyCase{"olmo2", olmo2_test_config},
                                            FamilyCase{"starcoder2", starcoder2_test_config},
                                            FamilyCase{"gpt_neox", gpt_neox_test_config},
+                                           FamilyCase{"phi2", phi2_test_config},
                                            FamilyCase{"mixtral", mixtral_test_config},
                                            FamilyCase{"deepseek", deepseek_test_config},
                                            FamilyCase{"deepseek_v3", deepseek_v3_test_config}),

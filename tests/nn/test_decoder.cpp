@@ -43,6 +43,7 @@ ModelConfig family(const std::string& name) {
                                : name.starts_with("gpt-neox") ? "pythia-tiny"
                                : name == "cohere" ? "cohere-tiny"
                                : name == "cohere2" ? "cohere2-tiny"
+                               : name == "phi2" ? "phi2-tiny"
                                : name == "deepseek" ? "deepseek-moe-tiny"
                                : name == "deepseek-v2" ? "deepseek-v2-tiny" : "deepseek-v3-tiny");
   c.num_layers = name == "deepseek" || name == "deepseek-v3" || name.starts_with("gemma") ? 3 : 2;
@@ -443,12 +444,12 @@ TEST_P(Families, DocumentTrainsAsIfAlone) {
 INSTANTIATE_TEST_SUITE_P(Decoder, Families,
                          ::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2", "smollm3", "geglu",
                                            "sandwich", "gemma", "gemma2", "gemma3", "starcoder2", "gpt-neox",
-                                           "gpt-neox-sequential", "cohere", "cohere2", "mixtral", "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
+                                           "gpt-neox-sequential", "cohere", "cohere2", "phi2", "mixtral", "olmoe", "qwen2-moe", "glm4-moe", "deepseek", "deepseek-v2",
                                            "deepseek-v3"));
 INSTANTIATE_TEST_SUITE_P(Decoder, PipelineStages,
                          ::testing::Combine(::testing::Values("gpt2", "llama", "llama-tied", "qwen2", "qwen3", "olmo2",
                                                               "smollm3", "sandwich", "gemma2", "gemma3", "starcoder2",
-                                                              "gpt-neox", "cohere", "cohere2", "mixtral", "olmoe", "qwen2-moe", "deepseek",
+                                                              "gpt-neox", "cohere", "cohere2", "phi2", "mixtral", "olmoe", "qwen2-moe", "deepseek",
                                                               "deepseek-v3"),
                                             ::testing::Bool()));
 
@@ -516,6 +517,9 @@ TEST(Presets, PublishedParameterCounts) {
   EXPECT_EQ(model_preset("command-a-111b").num_parameters(), 111057580032);
   EXPECT_EQ(model_preset("command-r7b").nope_layers, model_preset("command-r7b").global_layers);
   EXPECT_EQ(model_preset("command-r7b").global_layers.front(), 3);
+  // Phi-1.5 (1.42B) and Phi-2 (2.78B): untied, the head's bias (its 51,200 rows a multiple of 128).
+  EXPECT_EQ(model_preset("phi-1.5").num_parameters(), 1418270720);
+  EXPECT_EQ(model_preset("phi-2").num_parameters(), 2779683840);
   // Gemma 3 4B, 12B and 27B's text models: 3.88B, 11.77B and 27.01B (their 262,208 rows padded to 262,272).
   EXPECT_EQ(model_preset("gemma3-4b").num_parameters(), 3880263168 + 64 * 2560);
   EXPECT_EQ(model_preset("gemma3-12b").num_parameters(), 11766034176 + 64 * 3840);

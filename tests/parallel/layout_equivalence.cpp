@@ -187,6 +187,10 @@ const Layout kLayouts[] = {
     {4, 2, 1, 2, "cohere2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "cohere2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
     {4, 2, 0, 2, "cohere2-tiny", 1, "1f1b", 1, 0, "--cp-comm all-to-all", 1, 1, 2},
     {4, 2, 0, 2, "cohere2-tiny", 2, "1f1b"},
+    // Phi-2: Cohere's parallel block with biases everywhere and the head's bias (sliced with its vocabulary rows
+    // over tp, in the head's ZeRO-3 part), a head's first half rotating: tp2, ring cp2, zero-bubble pp2, ZeRO-3
+    {4, 2, 1, 2, "phi2-tiny", 1, "1f1b", 1, 0, "", 2}, {4, 2, 1, 2, "phi2-tiny", 1, "1f1b", 1, 0, "", 1, 1, 2},
+    {4, 2, 0, 2, "phi2-tiny", 2, "zero-bubble"}, {4, 2, 3, 2, "phi2-tiny", 1, "1f1b", 1, 0, "", 2},
     // pipeline: {ranks, dp, zero, micro, model, pp, schedule, virtual stages, layers, extra}
     {2, 1, 0, 2, "gpt2-tiny", 2, "gpipe"}, {2, 1, 0, 2, "gpt2-tiny", 2, "1f1b"},
     {2, 1, 0, 2, "gpt2-tiny", 2, "zero-bubble"}, {2, 1, 0, 1, "gpt2-tiny", 2, "interleaved", 2, 4},

@@ -152,6 +152,7 @@ TEST(MemoryPlan, PythiaTinyMatchesTheAllocatorPeak) {
 TEST(MemoryPlan, CohereTinyMatchesTheAllocatorPeak) {
   expect_plan_matches_training_each_recompute("cohere-tiny");
   expect_plan_matches_training_each_recompute("cohere2-tiny");
+  expect_plan_matches_training_each_recompute("phi2-tiny");
 }
 
 TEST(MemoryPlan, MixtralTinyMatchesTheAllocatorPeak) {
