@@ -1,5 +1,5 @@
 # Writes a golden Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, Phi-3, OLMo 2, OLMoE, SmolLM3, Mistral, Gemma, Gemma 2,
-# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, GPT-NeoX, Cohere, Cohere2, DeepSeek-V3 or DeepSeek-V2 training run for
+# Gemma 3, Starcoder2, Qwen2-MoE, GLM-4.5, GPT-NeoX, Cohere, Cohere2, Phi, DeepSeek-V3 or DeepSeek-V2 training run for
 # Tessera's integration tests, in float64 from float32-rounded initial weights: DIR/hf/ (HF folder, F32), DIR/train.bin
 # (llm.c shard v2, batches read sequentially as in make_hf_reference.py), DIR/expected.json (per-step LM loss, pre-clip
 # grad norm, lr, MoE aux and z losses; DeepSeek-V3's and GLM-4.5's final router biases) and DIR/hf_final/ (the weights
@@ -83,9 +83,17 @@
 # full when (i + 1) % --sliding-window-pattern == 0 (default 2; Cohere2Config's 4), else sliding: sliding layers
 # attend keys i - W < j <= i (--sliding-window W, default 5) with RoPE on q and k, full layers causally WITHOUT RoPE.
 # config.json adds sliding_window, sliding_window_pattern and layer_types.
+# --model phi is PhiForCausalLM (Phi-1, Phi-1.5, Phi-2; torch_phi.Phi), biases on every nn.Linear: per layer ONE
+# nn.LayerNorm (input_layernorm, weight and bias, eps --norm-eps) feeding both sublayers, out = attn(h) + mlp(h) + x;
+# GQA (--heads 2, --kv-heads --heads: HS 16) with q_proj, k_proj, v_proj and dense, RoPE (rotate_half, base
+# --rope-theta) on the first int(HS * --partial-rotary-factor) channels of each q/k head (default 0.5: 8 of 16; Phi-2's
+# 0.4), scores times HS^-0.5; mlp.fc2(gelu_new(fc1 x)), GELU's tanh form, F --intermediate (default 4C); then
+# final_layernorm and lm_head WITH its bias, never tied (--tie 1 refused). Refused: --head-dim, --sliding-window, rope
+# scaling, fp8, the MoE and DeepSeek flags. Its init draws q_proj and k_proj N(0, 0.1) and the MLP wider (fc1 N(0,
+# 0.32), fc2 N(0, 0.08/sqrt(2L))), as gpt_neox's, so that RoPE's layout and the GELU's form show in the runs.
 # Usage: /usr/bin/python3 tests/reference/make_hf_llama_reference.py
 #            --model llama|qwen2|qwen3|qwen3_moe|qwen2_moe|mixtral|phi3|olmo2|olmoe|smollm3|mistral|gemma|gemma2|gemma3|
-#                    starcoder2|glm4_moe|gpt_neox|cohere|cohere2|deepseek_v3|deepseek_v2 --out DIR [...]
+#                    starcoder2|glm4_moe|gpt_neox|cohere|cohere2|phi|deepseek_v3|deepseek_v2 --out DIR [...]
 import argparse
 import json
 import os
@@ -100,6 +108,7 @@ import torch_cohere as tc  # noqa: E402
 import torch_deepseek as td  # noqa: E402
 import torch_gpt_neox as tn  # noqa: E402
 import torch_llama as tl  # noqa: E402
+import torch_phi as tp  # noqa: E402
 
 MOE_ARGS = ("experts", "top_k", "aux_coef", "z_coef", "router_std", "norm_topk")
 # DeepSeek's own flags, and the flags it ignores (MLA has no grouped kv heads and sets its own head size).
@@ -132,6 +141,12 @@ COHERE_LOGIT_SCALE = 0.25
 COHERE_MODELS = ("cohere", "cohere2")   # torch_cohere's
 # Cohere2's tiny defaults: a window of 5 bites within --seq-len 16, and pattern 2 makes layer 1 of 2 (or 3) full.
 COHERE2_SLIDING_WINDOW, COHERE2_SLIDING_WINDOW_PATTERN = 5, 2
+# Phi's tiny defaults: 2 heads over C 32 (HS 16; kv heads = heads, PhiConfig's), so R = int(16 * 0.5) = 8 rotated
+# channels, 4 frequencies (1, 0.1, 0.01, 0.001); PhiConfig's partial_rotary_factor 0.5 (Phi-1.5's; Phi-2's 0.4).
+PHI_HEADS, PHI_PARTIAL_ROTARY = 2, 0.5
+# The models of modules of their own (init_weights, save_hf, load_hf, objective) and their classes.
+OWN_MODULES = {"gpt_neox": (tn, tn.GPTNeoX), "cohere": (tc, tc.Cohere), "cohere2": (tc, tc.Cohere),
+               "phi": (tp, tp.Phi), "deepseek_v3": (td, td.DeepseekV3), "deepseek_v2": (td, td.DeepseekV3)}
 # YaRN's flags, in expected.json's config only with --rope-scaling yarn; longrope's only with longrope.
 YARN_ARGS = ("yarn_factor", "yarn_original_max", "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale",
              "yarn_mscale_all_dim", "yarn_attention_factor", "yarn_truncate")
@@ -158,10 +173,10 @@ FP8_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_pro
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="Write a golden Llama-family, Mixtral, GLM-4.5, GPT-NeoX, Cohere, "
-                                            "Cohere2, DeepSeek-V3 or DeepSeek-V2 training run for Tessera.")
+                                            "Cohere2, Phi, DeepSeek-V3 or DeepSeek-V2 training run for Tessera.")
     p.add_argument("--model", choices=("llama", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe", "mixtral", "phi3", "olmo2",
                                         "olmoe", "smollm3", "mistral", "gemma", "gemma2", "gemma3", "starcoder2",
-                                        "glm4_moe", "gpt_neox") + COHERE_MODELS + DEEPSEEK_MODELS,
+                                        "glm4_moe", "gpt_neox") + COHERE_MODELS + ("phi",) + DEEPSEEK_MODELS,
                    required=True,
                    help="phi3: llama's run, its files in Phi3ForCausalLM's fused form; olmo2: Olmo2ForCausalLM; "
                         "olmoe: OlmoeForCausalLM; smollm3: SmolLM3ForCausalLM (llama with NoPE layers); mistral: "
@@ -175,26 +190,29 @@ def parse_args(argv=None):
                         "LayerNorms, fused per-head qkv, partial rotary, exact-GELU MLP, parallel residual); cohere: "
                         "CohereForCausalLM (Command-R, Aya: one bias-free LayerNorm a block, parallel residual, "
                         "interleaved RoPE, scaled logits); cohere2: Cohere2ForCausalLM (Command R7B, Command A: "
-                        "cohere's, with sliding RoPE layers and full NoPE layers)")
+                        "cohere's, with sliding RoPE layers and full NoPE layers); phi: PhiForCausalLM (Phi-1.5, "
+                        "Phi-2: one LayerNorm a block, parallel residual, biases everywhere, partial rotary, gelu_new "
+                        "MLP, a biased lm_head)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--layers", type=int, default=None, help=f"L (default 2; glm4_moe {GLM4_MOE_LAYERS})")
     p.add_argument("--heads", type=int, default=None,
                    help=f"NH, default 4 (deepseek_v3/v2: num_key_value_heads is the same; gpt_neox {GPT_NEOX_HEADS}: "
-                        f"heads of 16 channels, 4 of them rotated)")
+                        f"heads of 16 channels, 4 of them rotated; phi {PHI_HEADS}: 8 of 16 rotated)")
     p.add_argument("--kv-heads", type=int, default=None,
-                   help="NKV, default 2 (ignored for deepseek_v3/v2; gpt_neox: --heads, the only value it takes)")
+                   help="NKV, default 2 (ignored for deepseek_v3/v2; gpt_neox: --heads, the only value it takes; "
+                        "phi: default --heads)")
     p.add_argument("--channels", type=int, default=32)
     p.add_argument("--head-dim", type=int, default=0,
                    help="HS when not channels / heads (qwen3, mistral, gemma, gemma2, gemma3, glm4_moe: default "
                         f"{GLM4_MOE_HEAD_DIM})")
     p.add_argument("--intermediate", type=int, default=None,
                    help="F: the MLP's, or each expert's (deepseek_v3/v2: the first --first-dense layers' dense MLP); "
-                        "default 48, gpt_neox 4 x --channels")
+                        "default 48, gpt_neox and phi 4 x --channels")
     p.add_argument("--vocab", type=int, default=300, help="V; Tessera pads it to a multiple of 128")
     p.add_argument("--context", type=int, default=32, help="maxT (max_position_embeddings)")
     p.add_argument("--rms-eps", "--norm-eps", type=float, default=None,
                    help="RMSNorm eps, default 1e-5 (gemma, gemma2, gemma3 1e-6; starcoder2: the LayerNorms' eps, "
-                        "norm_epsilon; gpt_neox, cohere, cohere2: the LayerNorms' eps, layer_norm_eps; "
+                        "norm_epsilon; gpt_neox, cohere, cohere2, phi: the LayerNorms' eps, layer_norm_eps; "
                         "deepseek_v3/v2: not q_a_layernorm and kv_a_layernorm, whose eps is 1e-6)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base, default 1e4 (gemma3: its global layers', default 1e6)")
@@ -204,9 +222,9 @@ def parse_args(argv=None):
                         "Phi-3's short/long factors (drawn from --seed), original max --longrope-original-max; "
                         "linear: gemma3 only, its global layers' inv_freq / --rope-factor")
     p.add_argument("--partial-rotary-factor", type=float, default=None,
-                   help="phi3, glm4_moe and gpt_neox only: partial_rotary_factor F (gpt_neox: rotary_pct), RoPE on "
-                        "the first int(HS * F) channels of each q/k head (even, > 0); default 1.0, glm4_moe "
-                        f"{GLM4_MOE_PARTIAL_ROTARY}, gpt_neox {GPT_NEOX_PARTIAL_ROTARY}")
+                   help="phi3, glm4_moe, gpt_neox and phi only: partial_rotary_factor F (gpt_neox: rotary_pct), "
+                        "RoPE on the first int(HS * F) channels of each q/k head (even, > 0); default 1.0, glm4_moe "
+                        f"{GLM4_MOE_PARTIAL_ROTARY}, gpt_neox {GPT_NEOX_PARTIAL_ROTARY}, phi {PHI_PARTIAL_ROTARY}")
     p.add_argument("--longrope-original-max", type=int, default=16,
                    help="--rope-scaling longrope: original_max_position_embeddings (>= 2); factor = --context / this, "
                         "long factors when --seq-len exceeds it")
@@ -227,7 +245,7 @@ def parse_args(argv=None):
                         "slides), layers i < M attend causally; qwen3_moe slides every layer")
     p.add_argument("--tie", type=int, choices=(0, 1), default=None,
                    help="1: lm_head tied to embed_tokens (default 0; gemma, gemma2, gemma3, starcoder2, cohere and "
-                        "cohere2 1)")
+                        "cohere2 1; phi takes 0 only)")
     g = p.add_argument_group("gemma3 (Gemma3ForCausalLM); gemma2 takes --query-pre-attn-scalar too, cohere2 "
                              "--sliding-window-pattern")
     g.add_argument("--query-pre-attn-scalar", type=float, default=None,
@@ -323,23 +341,24 @@ def parse_args(argv=None):
     tg.add_optimizer_args(p)
     args = p.parse_args(argv)
     gemma3, gemma2, gemma1 = args.model == "gemma3", args.model == "gemma2", args.model == "gemma"
-    glm, neox = args.model == "glm4_moe", args.model == "gpt_neox"
-    # Defaults that differ for glm4_moe (3 layers: one dense, two MoE; partial rotary 0.5) and gpt_neox (partial rotary
-    # 0.25, 2 heads, kv heads = heads, F = 4C); every other model keeps the values it always had.
+    glm, neox, phi = args.model == "glm4_moe", args.model == "gpt_neox", args.model == "phi"
+    # Defaults that differ for glm4_moe (3 layers: one dense, two MoE; partial rotary 0.5), gpt_neox (partial rotary
+    # 0.25, 2 heads, kv heads = heads, F = 4C) and phi (partial rotary 0.5, 2 heads, kv heads = heads, F = 4C); every
+    # other model keeps the values it always had.
     if args.layers is None:
         args.layers = GLM4_MOE_LAYERS if glm else 2
     if args.partial_rotary_factor is None:
         args.partial_rotary_factor = (GLM4_MOE_PARTIAL_ROTARY if glm else GPT_NEOX_PARTIAL_ROTARY if neox
-                                      else 1.0)
+                                      else PHI_PARTIAL_ROTARY if phi else 1.0)
     if args.heads is None:
-        args.heads = GPT_NEOX_HEADS if neox else 4
+        args.heads = GPT_NEOX_HEADS if neox else PHI_HEADS if phi else 4
     if neox and args.kv_heads not in (None, args.heads):
         p.error(f"gpt_neox: --kv-heads {args.kv_heads} is not modelled (every head has its own k and v: "
                 f"num_key_value_heads is --heads)")
     if args.kv_heads is None:
-        args.kv_heads = args.heads if neox else 2
+        args.kv_heads = args.heads if neox or phi else 2
     if args.intermediate is None:
-        args.intermediate = 4 * args.channels if neox else 48
+        args.intermediate = 4 * args.channels if neox or phi else 48
     if not glm and (args.attention_bias is not None or args.qk_norm is not None):
         p.error("--attention-bias and --qk-norm apply to glm4_moe only (qwen2: biases, qwen3: q/k norms)")
     # Defaults that differ for gemma3 (Gemma3TextConfig's), gemma2 (Gemma2Config's: eps 1e-6, tied; theta stays 1e4),
@@ -363,6 +382,8 @@ def parse_args(argv=None):
         check_cohere_args(p, args)
     elif args.logit_scale is not None:
         p.error("--logit-scale applies to cohere and cohere2 only")
+    if phi:
+        check_phi_args(p, args)
     if not (gemma3 or gemma2 or args.model == "cohere2") and any(getattr(args, n) is not None for n in GEMMA3_ARGS):
         p.error("--query-pre-attn-scalar (gemma2, gemma3), --sliding-window-pattern (gemma3, cohere2), "
                 "--rope-local-base-freq and --rope-factor (gemma3) apply to Gemma and Cohere2 only")
@@ -395,9 +416,9 @@ def parse_args(argv=None):
     if args.fp8_block is not None and min(args.fp8_block) < 1:
         p.error("--fp8-block R C must be positive")
     if args.model != "phi3" and (args.rope_scaling == "longrope"
-                                 or (args.partial_rotary_factor != 1.0 and not (glm or neox))):
-        p.error("--rope-scaling longrope is modelled for phi3 only, --partial-rotary-factor for phi3, glm4_moe and "
-                "gpt_neox")
+                                 or (args.partial_rotary_factor != 1.0 and not (glm or neox or phi))):
+        p.error("--rope-scaling longrope is modelled for phi3 only, --partial-rotary-factor for phi3, glm4_moe, "
+                "gpt_neox and phi")
     if args.rope_scaling == "longrope" and args.longrope_original_max < 2:
         p.error("--longrope-original-max must be >= 2 (the attention factor divides by its log)")
     if args.rope_scaling == "yarn":
@@ -486,7 +507,7 @@ def parse_args(argv=None):
     if args.model in ("olmo2", "olmoe") and (args.head_dim or args.rope_scaling != "none"):
         p.error(f"{args.model}: --head-dim (its heads are --channels / --heads wide) and --rope-scaling are not "
                 f"modelled")
-    if args.model in ("phi3", "gpt_neox"):
+    if args.model in ("phi3", "gpt_neox", "phi"):
         rotary = int(args.channels // args.heads * args.partial_rotary_factor)
         if not 0 < args.partial_rotary_factor <= 1 or rotary <= 0 or rotary % 2:
             p.error(f"--partial-rotary-factor must be in (0, 1] and give an even, positive rotary width: "
@@ -568,8 +589,8 @@ def check_qwen2_moe_args(p, args):
 
 
 def check_dense_plain_rope_args(p, args, model):
-    """What --model gemma, gemma2, gpt_neox, cohere and cohere2 all refuse: rope scaling (every layer takes plain RoPE
-    with --rope-theta), fp8, and the MoE and DeepSeek flags away from their defaults (all are dense)."""
+    """What --model gemma, gemma2, gpt_neox, cohere, cohere2 and phi all refuse: rope scaling (every layer takes plain
+    RoPE with --rope-theta), fp8, and the MoE and DeepSeek flags away from their defaults (all are dense)."""
     if args.rope_scaling != "none":
         p.error(f"{model}: --rope-scaling is not modelled (every layer takes plain RoPE with --rope-theta)")
     if args.fp8_block is not None:
@@ -579,20 +600,37 @@ def check_dense_plain_rope_args(p, args, model):
         p.error(f"{model} is dense: {flag_list(moved)} do not apply")
 
 
-def check_gpt_neox_args(p, args):
-    """--model gpt_neox's flags: refuses what GPT-NeoX does not have here (--head-dim: HS = C / NH; a sliding window;
-    rope scaling, fp8, the MoE and DeepSeek flags away from their defaults; --kv-heads other than --heads is refused
-    where parse_args fills it) and fills --parallel-residual (1). --partial-rotary-factor (rotary_pct, default 0.25) is
-    checked with phi3's: int(HS * F) even and positive."""
+def check_own_module_args(p, args, model, window=False):
+    """What --model gpt_neox, cohere, cohere2 and phi refuse alike: --head-dim (their heads are --channels / --heads
+    wide), --max-window-layers (Qwen's), a sliding window unless window (cohere2's), check_dense_plain_rope_args'
+    flags; and --rope-theta and --norm-eps must be positive."""
     if args.head_dim:
-        p.error("gpt_neox: --head-dim is not modelled (its heads are --channels / --heads wide)")
-    if args.sliding_window is not None or args.max_window_layers is not None:
-        p.error("gpt_neox: --sliding-window and --max-window-layers do not apply (GPT-NeoX attends causally)")
-    check_dense_plain_rope_args(p, args, "gpt_neox")
+        p.error(f"{model}: --head-dim is not modelled (its heads are --channels / --heads wide)")
+    if args.sliding_window is not None and not window:
+        p.error(f"{model}: --sliding-window does not apply (it attends causally)")
+    if args.max_window_layers is not None:
+        p.error(f"{model}: --max-window-layers does not apply (Qwen's)")
+    check_dense_plain_rope_args(p, args, model)
     if not (args.rope_theta > 0 and args.rms_eps > 0):
-        p.error("gpt_neox: --rope-theta and --norm-eps must be positive")
+        p.error(f"{model}: --rope-theta and --norm-eps must be positive")
+
+
+def check_gpt_neox_args(p, args):
+    """--model gpt_neox's flags: refuses what GPT-NeoX does not have here (check_own_module_args'; --kv-heads other
+    than --heads is refused where parse_args fills it) and fills --parallel-residual (1). --partial-rotary-factor
+    (rotary_pct, default 0.25) is checked with phi3's: int(HS * F) even and positive."""
+    check_own_module_args(p, args, "gpt_neox")
     if args.parallel_residual is None:
         args.parallel_residual = 1
+
+
+def check_phi_args(p, args):
+    """--model phi's flags: refuses what Phi does not have here (check_own_module_args'; --tie 1: PhiForCausalLM's
+    lm_head is its own, with a bias). --partial-rotary-factor (default PHI_PARTIAL_ROTARY) is checked with phi3's:
+    int(HS * F) even and positive; --kv-heads (default --heads) must divide --heads."""
+    check_own_module_args(p, args, "phi")
+    if args.tie:
+        p.error("phi: --tie 1 is not modelled (PhiForCausalLM's lm_head is its own, with a bias)")
 
 
 def check_cohere_args(p, args):
@@ -603,12 +641,6 @@ def check_cohere_args(p, args):
     --sliding-window (COHERE2_SLIDING_WINDOW; >= 1 checked with the other window models') and
     --sliding-window-pattern (COHERE2_SLIDING_WINDOW_PATTERN, >= 1)."""
     model = args.model
-    if args.head_dim:
-        p.error(f"{model}: --head-dim is not modelled (its heads are --channels / --heads wide)")
-    if model == "cohere" and args.sliding_window is not None:
-        p.error("cohere: --sliding-window does not apply (Cohere attends causally; --model cohere2 slides)")
-    if args.max_window_layers is not None:
-        p.error(f"{model}: --max-window-layers does not apply (Qwen's)")
     if model == "cohere2":
         given = [name for name in GEMMA3_ARGS if name != "sliding_window_pattern" and getattr(args, name) is not None]
         if given:
@@ -620,11 +652,11 @@ def check_cohere_args(p, args):
             args.sliding_window_pattern = COHERE2_SLIDING_WINDOW_PATTERN
         if args.sliding_window_pattern < 1:
             p.error("cohere2: --sliding-window-pattern must be >= 1")
-    check_dense_plain_rope_args(p, args, model)
+    check_own_module_args(p, args, model, window=model == "cohere2")
     if args.logit_scale is None:
         args.logit_scale = COHERE_LOGIT_SCALE
-    if not (args.rope_theta > 0 and args.rms_eps > 0 and 0 < args.logit_scale < float("inf")):
-        p.error(f"{model}: --rope-theta, --norm-eps and --logit-scale must be positive (and finite)")
+    if not 0 < args.logit_scale < float("inf"):
+        p.error(f"{model}: --logit-scale must be positive (and finite)")
 
 
 def check_gemma_args(p, args):
@@ -702,6 +734,11 @@ def model_config(args):
             return tc.CohereConfig(**fields)
         return tc.Cohere2Config(**fields, sliding_window=args.sliding_window,
                                 sliding_window_pattern=args.sliding_window_pattern)
+    if args.model == "phi":
+        return tp.PhiConfig(
+            num_layers=args.layers, num_heads=args.heads, num_kv_heads=args.kv_heads, channels=args.channels,
+            intermediate=args.intermediate, vocab_size=args.vocab, max_seq_len=args.context,
+            layer_norm_eps=args.rms_eps, rope_theta=args.rope_theta, partial_rotary_factor=args.partial_rotary_factor)
     if args.model == "gpt_neox":
         return tn.GPTNeoXConfig(
             num_layers=args.layers, num_heads=args.heads, channels=args.channels, intermediate=args.intermediate,
@@ -781,15 +818,11 @@ def fp8_quantize(model, block):
 def save_fp8_hf(folder, tensors, dtypes, block):
     """Turns the F32 folder save_hf wrote into the FP8 one: config.json gains HF's quantization_config and
     model.safetensors is rewritten from fp8_quantize's tensors."""
-    path = os.path.join(folder, "config.json")
-    with open(path) as f:
+    with open(os.path.join(folder, "config.json")) as f:
         config = json.load(f)
     config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                      "weight_block_size": list(block)}
-    with open(path, "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    tg.save_safetensors(os.path.join(folder, "model.safetensors"), tensors, metadata={"format": "pt"}, dtypes=dtypes)
+    tg.save_hf_folder(folder, config, tensors, dtypes=dtypes)
 
 
 def router_margin(router_values, top_k):
@@ -836,7 +869,7 @@ def train(model, tokens, args):
     # DeepSeek's MoE (V3's or V2's, or GLM-4.5's, which is V3's): selection values, loads, biases, group scores
     deepseek_moe = deepseek or isinstance(model, tl.Glm4Moe)
     v2 = deepseek and model.cfg.is_v2
-    lib = td if deepseek else tn if isinstance(model, tn.GPTNeoX) else tc if isinstance(model, tc.Cohere) else tl
+    lib = td if deepseek else tn if isinstance(model, tn.CausalLM) else tl     # the objective's module
     moe = model.cfg.is_moe
     aux_coef, z_coef = (args.aux_coef, args.z_coef) if moe else (0.0, 0.0)
     opt = tg.make_optimizer(model, args.lr, (args.beta1, args.beta2), args.eps, args.weight_decay)
@@ -894,11 +927,13 @@ def train(model, tokens, args):
 def run_config(args, cfg, num_tokens):
     deepseek, v2 = args.model in DEEPSEEK_MODELS, args.model == "deepseek_v2"
     glm, neox, cohere = args.model == "glm4_moe", args.model == "gpt_neox", args.model in COHERE_MODELS
+    phi = args.model == "phi"
     yarn, longrope = args.rope_scaling == "yarn", args.rope_scaling == "longrope"
     dropped = (("out",) + (NOT_DEEPSEEK_ARGS if deepseek else MLA_ARGS if glm else DEEPSEEK_ARGS)
-               # gpt_neox: kv heads = heads, HS = C / NH, no rope scaling; cohere: HS = C / NH, no rope scaling
+               # gpt_neox: kv heads = heads, HS = C / NH, no rope scaling; cohere, phi: HS = C / NH, no rope scaling
                + (NOT_DEEPSEEK_ARGS + ("rope_scaling",) if neox else GPT_NEOX_ARGS)
                + (("head_dim", "rope_scaling") if cohere else COHERE_ARGS)
+               + (("head_dim", "rope_scaling") if phi else ())
                + (() if cfg.is_moe else MOE_ARGS) + (() if glm else GLM4_MOE_ARGS)
                + (() if yarn else YARN_ARGS) + (("rope_scaling",) if deepseek and not yarn else ())
                + (() if longrope else LONGROPE_ARGS)
@@ -942,6 +977,9 @@ def run_config(args, cfg, num_tokens):
         return config
     if cohere:
         cohere_run_config(config, cfg)
+        return config
+    if phi:
+        phi_run_config(config, cfg)
         return config
     if cfg.is_moe:
         config["aux"] = ("per MoE layer over the micro-batch's N tokens: E * sum_e (count_e/N) * mean_n p[n,e], "
@@ -1129,14 +1167,17 @@ def run_config(args, cfg, num_tokens):
     return config
 
 
-def partial_rotary_config(config, cfg):
+def partial_rotary_config(config, cfg, inv_freq=False):
     """expected.json's rotary_dim and partial_rotary text when RoPE turns only the first rotary_dim channels of each q/k
-    head (phi3, glm4_moe, gpt_neox); nothing when it turns them all."""
+    head (phi3, glm4_moe, gpt_neox, phi); nothing when it turns them all. inv_freq: then rope_inv_freq too (float64,
+    over rotary_dim, unscaled: gpt_neox's and phi's)."""
     if cfg.rotary_dim != cfg.head_size:
         config["rotary_dim"] = cfg.rotary_dim
         config["partial_rotary"] = ("RoPE (rotate_half pairs i, i + rotary_dim/2; inv_freq over rotary_dim, "
                                     "theta^(-2i/rotary_dim) without scaling) on channels [0, rotary_dim) of every q "
                                     "and k head; channels [rotary_dim, HS) pass unrotated (and unscaled)")
+    if inv_freq:
+        config["rope_inv_freq"] = tl.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta).tolist()
 
 
 def gpt_neox_run_config(config, cfg):
@@ -1163,8 +1204,7 @@ def gpt_neox_run_config(config, cfg):
                             "0, 1, 2 in turn, rows h*3*HS + p*HS .. + HS of every head h (torch_gpt_neox.qkv_parts)")
     config["mlp"] = ("dense_4h_to_h(gelu(dense_h_to_4h(u))), both biased, gelu(u) = u/2 (1 + erf(u/sqrt(2))), the "
                      "exact form (hidden_act gelu)")
-    partial_rotary_config(config, cfg)
-    config["rope_inv_freq"] = tl.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta).tolist()
+    partial_rotary_config(config, cfg, inv_freq=True)
 
 
 def cohere_run_config(config, cfg):
@@ -1195,6 +1235,25 @@ def cohere_run_config(config, cfg):
                                "HS^-0.5, softmax over the visible keys; heads concatenated, then o_proj")
         # false: no sliding layer, or W >= --seq-len (the sliding layers then attend causally)
         config["window_masks"] = config["seq_len"] > cfg.sliding_window and "sliding_attention" in cfg.layer_types
+
+
+def phi_run_config(config, cfg):
+    """expected.json's config texts and values for --model phi: init, block, attention, mlp, rotary_dim and
+    partial_rotary, rope_inv_freq (float64, rotary_dim / 2 values)."""
+    config["init"] = (f"N(0,0.02) embed_tokens, v_proj and lm_head weights; q_proj and k_proj N(0,{tp.PHI_QK_STD:g}); "
+                      f"dense N(0,0.02/sqrt(2L)); fc1 N(0,{tp.PHI_FC1_STD:g}), fc2 N(0,{tp.PHI_FC2_STD:g}/sqrt(2L)); "
+                      f"LayerNorm weights 1+N(0,0.1); every bias (q/k/v_proj, dense, fc1, fc2, the LayerNorms', "
+                      f"lm_head's) N(0,0.1); all rounded to float32 (hf/ holds them exactly)")
+    config["block"] = ("h = ln(x, input_layernorm); out = attn(h) + mlp(h) + x (parallel residual, ONE norm a block, "
+                       "HF's order of the additions); logits = ln(x, final_layernorm) @ lm_head.weight^T + "
+                       "lm_head.bias (never tied), CE on them; ln(v, n) = (v - mean) / sqrt(mean((v - mean)^2) + "
+                       "rms_eps) * n.weight + n.bias (nn.LayerNorm, config.json's layer_norm_eps); no dropout")
+    config["attention"] = ("q, k, v = x W^T + b (q_proj, k_proj, v_proj), HS = C / NH, GQA (query head h reads kv head "
+                           "h // (NH/NKV)); RoPE on channels [0, rotary_dim) of each q and k head; scores q.k * "
+                           "HS^-0.5, causal softmax; heads concatenated, then dense (biased)")
+    config["mlp"] = ("fc2(gelu_new(fc1(u))), both biased, gelu_new(u) = u/2 (1 + tanh(sqrt(2/pi) (u + 0.044715 "
+                     "u^3))), GELU's tanh form (hidden_act gelu_new), not the exact erf one")
+    partial_rotary_config(config, cfg, inv_freq=True)
 
 
 def glm4_moe_run_config(config, cfg):
@@ -1234,11 +1293,9 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed)
 
     cfg = model_config(args)
-    deepseek, neox, cohere = args.model in DEEPSEEK_MODELS, args.model == "gpt_neox", args.model in COHERE_MODELS
-    deepseek_moe = deepseek or args.model == "glm4_moe"     # the models with router biases (V3 and GLM-4.5)
-    lib = td if deepseek else tn if neox else tc if cohere else tl
-    model = (td.DeepseekV3 if deepseek else tn.GPTNeoX if neox else tc.Cohere if cohere
-             else tl.model_class(cfg))(cfg).double()
+    deepseek_moe = args.model in DEEPSEEK_MODELS + ("glm4_moe",)    # the models with router biases (V3 and GLM-4.5)
+    lib, model_class = OWN_MODULES[args.model] if args.model in OWN_MODULES else (tl, tl.model_class(cfg))
+    model = model_class(cfg).double()
     lib.init_weights(model, gen, router_std=args.router_std)
     if args.fp8_block is not None:
         fp8_tensors, fp8_dtypes = fp8_quantize(model, args.fp8_block)
@@ -1247,8 +1304,7 @@ def main(argv=None):
 
     os.makedirs(args.out, exist_ok=True)
     aux_coef = args.aux_coef if cfg.is_moe else None
-    save = (td.save_hf if deepseek else tn.save_hf if neox else tc.save_hf if cohere
-            else (lambda net, folder: tl.save_hf(net, folder, aux_coef)))
+    save = lib.save_hf if lib is not tl else (lambda net, folder: tl.save_hf(net, folder, aux_coef))
     save(model, os.path.join(args.out, "hf"))
     if args.fp8_block is not None:
         save_fp8_hf(os.path.join(args.out, "hf"), fp8_tensors, fp8_dtypes, args.fp8_block)
@@ -1262,9 +1318,7 @@ def main(argv=None):
         del expected["router_margins"]
     if deepseek_moe and args.bias_rate > 0:
         expected["router_biases_final"] = [moe.gate.e_score_correction_bias.tolist() for moe in model.moe_layers()]
-    with open(os.path.join(args.out, "expected.json"), "w") as f:
-        json.dump(expected, f, indent=2)
-        f.write("\n")
+    tg.write_json(os.path.join(args.out, "expected.json"), expected)
     # Sigmoid scores + bias lie in (0, 1) + bias, where an fp32 rerun of this script agrees to about 1e-7.
     least = 1e-5 if args.model in ("deepseek_v3", "glm4_moe") else 1e-3
     if cfg.is_moe and any(m is not None and m < least for m in hist["router_margins"]):

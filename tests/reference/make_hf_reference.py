@@ -4,7 +4,6 @@
 # Batch k (0-based) is tokens[k*B*T : k*B*T + B*T + 1]: inputs the first B*T, targets shifted by one.
 # Usage: /usr/bin/python3 tests/reference/make_hf_reference.py --out DIR [--layers 2 ... --seed 1]
 import argparse
-import json
 import os
 import sys
 
@@ -96,9 +95,7 @@ def main(argv=None):
         "torch_version": torch.__version__,
     })
     expected = {"losses": losses, "grad_norms": grad_norms, "lrs": lrs, "config": config}
-    with open(os.path.join(args.out, "expected.json"), "w") as f:
-        json.dump(expected, f, indent=2)
-        f.write("\n")
+    tg.write_json(os.path.join(args.out, "expected.json"), expected)
     print(f"wrote {args.out}/hf, train.bin, expected.json, hf_final")
 
 

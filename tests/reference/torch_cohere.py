@@ -7,20 +7,18 @@
 # attention is Llama's grouped-query attention (scores times HS^-0.5, HS = C / NH) with RoPE over the whole head in
 # INTERLEAVED pairs (2i, 2i+1) at frequency i (GPT-J's layout, not Llama's rotate_half); the MLP is Llama's SwiGLU; the
 # logits are times logit_scale. inv_freq, cos and sin, the causal mask, the attention and the MLP come from
-# torch_llama, the dense objective from torch_gpt_neox, file formats from torch_gpt2.
+# torch_llama, the ForCausalLM head (CausalLM) and the dense objective from torch_gpt_neox, file formats from
+# torch_gpt2.
 # Cohere2 (Cohere2ForCausalLM, model_type cohere2: Command R7B, Command A; Cohere2Config below) is the same model, same
 # tensors, with per-layer attention kinds (layer_types, by default torch_llama.gemma3_layer_types' rule from
 # sliding_window_pattern P: layer i full when (i + 1) % P == 0): a sliding layer attends keys i - W < j <= i
 # (W = sliding_window, torch_llama.causal_mask_bias's window) and rotates q and k; a full layer attends causally over
 # everything and takes NO RoPE (q and k unrotated), as modeling_cohere2.py's "if self.sliding_window is not None".
-import json
 import math
-import os
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import torch_gpt2 as tg
 import torch_gpt_neox as tn
@@ -28,7 +26,7 @@ import torch_llama as tl
 
 
 @dataclass
-class CohereConfig:
+class CohereConfig(tn.DenseConfig):
     num_layers: int = 2             # L
     num_heads: int = 4              # NH
     num_kv_heads: int = 2           # NKV, divides NH (query head h reads kv head h // (NH/NKV))
@@ -44,35 +42,14 @@ class CohereConfig:
 
     def __post_init__(self):
         kind = self.model_type
-        for name in ("num_layers", "num_heads", "num_kv_heads", "channels", "intermediate", "vocab_size",
-                     "max_seq_len"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{kind}: {name} {v!r} must be a positive integer")
+        tn.check_fields(self, kind, ("num_layers", "num_heads", "num_kv_heads", "channels", "intermediate",
+                                     "vocab_size", "max_seq_len"), ("rope_theta", "layer_norm_eps", "logit_scale"))
         if self.channels % self.num_heads or self.head_size % 2 or self.num_heads % self.num_kv_heads:
             raise ValueError(f"{kind}: num_heads {self.num_heads} must divide hidden_size {self.channels} into an "
                              f"even head size, num_key_value_heads {self.num_kv_heads} divide num_heads")
-        for name in ("rope_theta", "layer_norm_eps", "logit_scale"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-                raise ValueError(f"{kind}: {name} {v!r} must be a positive number")
-
-    @property
-    def head_size(self):            # HS
-        return self.channels // self.num_heads
-
-    @property
-    def is_moe(self):               # dense (make_hf_llama_reference asks every model)
-        return False
 
     def is_sliding(self, layer):    # Cohere: no layer slides (Cohere2Config: by layer_types)
         return False
-
-    def layer_window(self, layer):  # layer's window W (query i sees keys i - W < j <= i), or None: causal
-        return None
-
-    def uses_rope(self, layer):     # Cohere: every layer rotates q and k
-        return True
 
 
 @dataclass
@@ -142,9 +119,12 @@ def apply_rope(x, cos, sin):
 
 class Attention(nn.Module):
     """HF's CohereAttention (attention_bias false, use_qk_norm false): q (NH heads), k and v (NKV heads) of HS channels,
-    RoPE (apply_rope) on q and k, scores q.k * HS^-0.5, causal softmax, query head h reading kv head h // (NH/NKV)
-    (tl.attend), heads concatenated, o_proj. Cohere2Attention: layer's kind by cfg.layer_window(layer) (the mask's
-    window, tl.causal_mask_bias) and cfg.uses_rope(layer) (a full layer leaves q and k unrotated)."""
+    RoPE (rotate: apply_rope) on q and k, scores q.k * HS^-0.5, causal softmax, query head h reading kv head h //
+    (NH/NKV) (tl.attend), heads concatenated, o_proj. Cohere2Attention: layer's kind by cfg.layer_window(layer) (the
+    mask's window, tl.causal_mask_bias) and cfg.uses_rope(layer) (a full layer leaves q and k unrotated). Also
+    torch_phi's PhiAttention: the output projection named OUT, all four projections biased with BIAS, its own
+    rotate."""
+    OUT, BIAS = "o_proj", False
 
     def __init__(self, cfg, layer=0):
         super().__init__()
@@ -152,12 +132,16 @@ class Attention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_size = cfg.num_heads, cfg.num_kv_heads, cfg.head_size
         C = cfg.channels
         self.scale = cfg.head_size ** -0.5
-        self.q_proj = nn.Linear(C, cfg.num_heads * cfg.head_size, bias=False)       # (NH*HS, C)
-        self.k_proj = nn.Linear(C, cfg.num_kv_heads * cfg.head_size, bias=False)    # (NKV*HS, C)
-        self.v_proj = nn.Linear(C, cfg.num_kv_heads * cfg.head_size, bias=False)    # (NKV*HS, C)
-        self.o_proj = nn.Linear(cfg.num_heads * cfg.head_size, C, bias=False)       # (C, NH*HS)
+        self.q_proj = nn.Linear(C, cfg.num_heads * cfg.head_size, bias=self.BIAS)       # (NH*HS, C)
+        self.k_proj = nn.Linear(C, cfg.num_kv_heads * cfg.head_size, bias=self.BIAS)    # (NKV*HS, C)
+        self.v_proj = nn.Linear(C, cfg.num_kv_heads * cfg.head_size, bias=self.BIAS)    # (NKV*HS, C)
+        self.add_module(self.OUT, nn.Linear(cfg.num_heads * cfg.head_size, C, bias=self.BIAS))    # (C, NH*HS)
         self.register_buffer("mask_bias", tl.causal_mask_bias(cfg.max_seq_len, cfg.layer_window(layer)),
                              persistent=False)
+
+    def rotate(self, x, cos, sin):
+        """RoPE on the heads x (B, H, T, HS): Cohere's interleaved pairs."""
+        return apply_rope(x, cos, sin)
 
     def forward(self, x, cos, sin):
         B, T, _ = x.shape
@@ -166,20 +150,20 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(B, T, self.num_kv_heads, HS).transpose(1, 2)       # (B,NKV,T,HS)
         v = self.v_proj(x).view(B, T, self.num_kv_heads, HS).transpose(1, 2)
         if self.use_rope:
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        return tl.attend(q, k, v, self.mask_bias, self.o_proj, self.scale)
+            q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
+        return tl.attend(q, k, v, self.mask_bias, getattr(self, self.OUT), self.scale)
 
 
 class DecoderLayer(nn.Module):
     """HF's CohereDecoderLayer, modules in its order (self_attn, mlp, input_layernorm): h = input_layernorm(x), out = x
     + attn(h) + mlp(h) (HF's order of the additions); mlp = Llama's SwiGLU down(silu(gate h) * up h). No dropout. Also
-    Cohere2DecoderLayer (its attention by layer)."""
+    Cohere2DecoderLayer (its attention by layer), and with other attention, mlp and norm classes torch_phi's."""
 
-    def __init__(self, cfg, layer=0):
+    def __init__(self, cfg, layer=0, attention=Attention, mlp=tl.MLP, norm=LayerNorm):
         super().__init__()
-        self.self_attn = Attention(cfg, layer)
-        self.mlp = tl.MLP(cfg)
-        self.input_layernorm = LayerNorm(cfg.channels, cfg.layer_norm_eps)
+        self.self_attn = attention(cfg, layer)
+        self.mlp = mlp(cfg)
+        self.input_layernorm = norm(cfg.channels, cfg.layer_norm_eps)
 
     def forward(self, x, cos, sin):
         h = self.input_layernorm(x)
@@ -196,34 +180,22 @@ class Model(nn.Module):
         self.norm = LayerNorm(cfg.channels, cfg.layer_norm_eps)
 
 
-class Cohere(nn.Module):
-    """CohereForCausalLM: model (Model), then lm_head (V, C, no bias), absent when tied (the head is then embed_tokens'
-    weight); logits = (norm(x) @ head^T) * logit_scale, the loss's input. RoPE: inv_freq[i] = rope_theta^(-2i/HS)
-    (float64, a plain attribute), cos and sin interleaved, the same in every layer (Cohere2: the layers that take RoPE).
-    Also Cohere2ForCausalLM, given a Cohere2Config. forward returns (logits, []) as torch_llama's dense models do."""
+class Cohere(tn.CausalLM):
+    """CohereForCausalLM (torch_gpt_neox.CausalLM): model (Model), then lm_head (V, C, no bias), absent when tied (the
+    head is then embed_tokens' weight); logits = (norm(x) @ head^T) * logit_scale, the loss's input. RoPE:
+    inv_freq[i] = rope_theta^(-2i/HS) (float64, a plain attribute), cos and sin interleaved, the same in every layer
+    (Cohere2: the layers that take RoPE). Also Cohere2ForCausalLM, given a Cohere2Config. forward returns (logits, [])
+    as torch_llama's dense models do."""
 
     def __init__(self, cfg):
-        super().__init__()
-        self.cfg = cfg
-        self.model = Model(cfg)
-        if not cfg.tie_word_embeddings:
-            self.lm_head = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)      # (V,C)
-        self.inv_freq = tl.rope_inv_freq(cfg.head_size, cfg.rope_theta)             # (HS/2)
+        super().__init__(cfg, Model(cfg), cfg.head_size)
 
     def rope(self, T):
         """cos, sin (T, HS) float64 for positions 0..T-1, channels 2i and 2i+1 at frequency i."""
         return tl.rope_cos_sin(self.inv_freq, T, interleave=True)
 
     def forward(self, idx):
-        B, T = idx.shape
-        assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
-        body = self.model
-        cos, sin = (t.to(body.norm.weight.dtype) for t in self.rope(T))
-        x = body.embed_tokens(idx)
-        for layer in body.layers:
-            x = layer(x, cos, sin)
-        head = body.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
-        return F.linear(body.norm(x), head) * self.cfg.logit_scale, []
+        return self.logits(idx) * self.cfg.logit_scale, []
 
 
 objective = tn.objective    # the dense objective: (ce, ce, 0, 0, []), ce on the scaled logits
@@ -240,17 +212,8 @@ def init_weights(model, generator, router_std=None):
     0.1). Each then rounded to float32 (kept in the model's dtype). router_std: torch_llama's signature; there is no
     router."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
-            elif name.endswith(("self_attn.q_proj.weight", "self_attn.k_proj.weight")):
-                p.normal_(0.0, COHERE_QK_STD, generator=generator)
-            elif name.endswith(("o_proj.weight", "down_proj.weight")):
-                p.normal_(0.0, std_resid, generator=generator)
-            else:
-                p.normal_(0.0, 0.02, generator=generator)
-            p.copy_(p.float())
+    tl.init_parameters(model, generator, ((("self_attn.q_proj.weight", "self_attn.k_proj.weight"), COHERE_QK_STD),
+                                          (("o_proj.weight", "down_proj.weight"), std_resid)))
 
 
 # ---------------------------------------------------------------- Hugging Face folder
@@ -289,22 +252,11 @@ def config_from_hf(c):
     Refused: another model_type, hidden_act other than silu, attention_bias or use_qk_norm true (Command R+'s q/k
     norms), a rope_scaling or another rope type, a head_dim other than C / NH; cohere2: a sliding_window that is not a
     positive integer (null included), layer_types not one sliding_attention / full_attention per layer."""
-    kind = c.get("model_type")
-    if kind not in ("cohere", "cohere2"):
-        raise ValueError(f"not a cohere or cohere2 config: model_type {kind}")
-    act = c.get("hidden_act", "silu")
-    if act != "silu":
-        raise ValueError(f"{kind}: hidden_act {act} is not modelled (only silu)")
-    if c.get("attention_bias", False) or c.get("use_qk_norm", False):
-        raise ValueError(f"{kind}: attention_bias and use_qk_norm true are not modelled (only false)")
-    if c.get("rope_scaling") is not None:
-        raise ValueError(f"{kind}: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    kind = tn.check_hf_config(c, ("cohere", "cohere2"), "silu", ("attention_bias", "use_qk_norm"))
     theta = tl.default_rope_parameters(c, kind)["rope_theta"]
-    C, NH, NKV = c.get("hidden_size", 8192), c.get("num_attention_heads", 64), c.get("num_key_value_heads")
-    if c.get("head_dim") not in (None, C // NH):
-        raise ValueError(f"{kind}: head_dim {c['head_dim']} is not modelled (only hidden_size / heads, {C // NH})")
+    C, NH, NKV = tn.hf_heads(c, 8192, 64)
     fields = dict(
-        num_layers=c.get("num_hidden_layers", 40), num_heads=NH, num_kv_heads=NH if NKV is None else NKV,
+        num_layers=c.get("num_hidden_layers", 40), num_heads=NH, num_kv_heads=NKV,
         channels=C, intermediate=c.get("intermediate_size", 22528), vocab_size=c.get("vocab_size", 256000),
         max_seq_len=c.get("max_position_embeddings", 8192), layer_norm_eps=c.get("layer_norm_eps", 1e-5),
         rope_theta=10000.0 if theta is None else theta, logit_scale=c.get("logit_scale", 0.0625),
@@ -318,21 +270,10 @@ def config_from_hf(c):
 
 def save_hf(model, folder):
     """folder/config.json + folder/model.safetensors (F32, HF names, no lm_head when tied)."""
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(hf_config(model.cfg), f, indent=2)
-        f.write("\n")
-    tg.save_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict(), metadata={"format": "pt"})
+    tg.save_hf_folder(folder, hf_config(model.cfg), model.state_dict())
 
 
 def load_hf(folder, dtype=torch.float64):
     """Builds a Cohere (cohere or cohere2) from an HF folder (one model.safetensors); a tied model's lm_head.weight, if
     the file has one, is skipped. Any other tensor (a norm bias, q/k norms) is refused by the strict load."""
-    with open(os.path.join(folder, "config.json")) as f:
-        cfg = config_from_hf(json.load(f))
-    model = Cohere(cfg).to(dtype)
-    state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
-    if cfg.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
-    return model
+    return tg.load_hf_folder(folder, config_from_hf, Cohere, dtype)

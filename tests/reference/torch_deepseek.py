@@ -7,9 +7,7 @@
 # trained by gradient; no lm_head when the embeddings are tied). Both routers can be group-limited (n_group >
 # 1: each token keeps its topk_group best groups of consecutive experts). The RMSNorm, RoPE (and its scaling),
 # the top-k rule and the dense SwiGLU come from torch_llama; file formats from torch_gpt2.
-import json
 import math
-import os
 import types
 from dataclasses import dataclass
 from typing import Optional
@@ -436,17 +434,9 @@ def init_weights(model, generator, router_std=1.0):
     router_std); then (DeepSeek-V3) e_score_correction_bias N(0, 0.1). Every tensor is rounded to float32
     (kept in the model's dtype)."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
+    tl.init_parameters(model, generator, (("mlp.gate.weight", router_std),
+                                          (("o_proj.weight", "down_proj.weight"), std_resid)))
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
-            elif name.endswith("mlp.gate.weight"):
-                p.normal_(0.0, router_std, generator=generator)
-            elif name.endswith(("o_proj.weight", "down_proj.weight")):
-                p.normal_(0.0, std_resid, generator=generator)
-            else:
-                p.normal_(0.0, 0.02, generator=generator)
-            p.copy_(p.float())
         for moe in model.moe_layers():
             if hasattr(moe.gate, "e_score_correction_bias"):     # DeepSeek-V3 only
                 bias = moe.gate.e_score_correction_bias
@@ -527,21 +517,10 @@ def config_from_hf(c):
 def save_hf(model, folder):
     """folder/config.json + folder/model.safetensors (F32, HF names, DeepSeek-V3's router biases included,
     no lm_head when tied)."""
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(hf_config(model.cfg), f, indent=2)
-        f.write("\n")
-    tg.save_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict(), metadata={"format": "pt"})
+    tg.save_hf_folder(folder, hf_config(model.cfg), model.state_dict())
 
 
 def load_hf(folder, dtype=torch.float64):
     """Builds a DeepseekV3 (either model_type) from an HF folder (one model.safetensors); a tied model's
     lm_head.weight, if the file has one, is ignored."""
-    with open(os.path.join(folder, "config.json")) as f:
-        cfg = config_from_hf(json.load(f))
-    model = DeepseekV3(cfg).to(dtype)
-    state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
-    if cfg.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
-    return model
+    return tg.load_hf_folder(folder, config_from_hf, DeepseekV3, dtype)

@@ -248,6 +248,40 @@ def load_safetensors(path, with_dtypes=False):
     return (out, dtypes) if with_dtypes else out
 
 
+def write_json(path, obj):
+    """obj as JSON at path, indented by 2, with a final newline: config.json's and expected.json's form."""
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def save_hf_folder(folder, config, tensors, dtype="F32", dtypes=None):
+    """A Hugging Face folder as every save_hf here writes it (created if need be): folder/config.json (config,
+    write_json) and folder/model.safetensors (tensors in their order, save_safetensors' dtype and dtypes, metadata
+    {"format": "pt"})."""
+    os.makedirs(folder, exist_ok=True)
+    write_json(os.path.join(folder, "config.json"), config)
+    save_safetensors(os.path.join(folder, "model.safetensors"), tensors, dtype=dtype, metadata={"format": "pt"},
+                     dtypes=dtypes)
+
+
+def load_hf_folder(folder, config_from_hf, build, dtype=torch.float64, edit=None, tied_head="lm_head.weight"):
+    """A model from a Hugging Face folder (one model.safetensors) as every load_hf but GPT-2's reads it: cfg =
+    config_from_hf(config.json's dict), build(cfg) in dtype, loaded strictly from the file's tensors (each cast to
+    dtype), after edit(state, cfg) when given (a family's own renames and skips); when cfg ties the embeddings, the
+    head's tensor tied_head is skipped if the file has one."""
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = config_from_hf(json.load(f))
+    model = build(cfg).to(dtype)
+    state = load_safetensors(os.path.join(folder, "model.safetensors"))
+    if edit is not None:
+        state = edit(state, cfg)
+    if cfg.tie_word_embeddings:
+        state.pop(tied_head, None)
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
+    return model
+
+
 # ---------------------------------------------------------------- float8 e4m3 and fine-grained FP8
 
 def _e4m3_table():
@@ -324,7 +358,6 @@ def _is_conv1d_weight(name):
 def save_hf(model, folder, dtype="F32"):
     """folder/config.json + folder/model.safetensors with HF GPT2Model names (no 'transformer.'
     prefix, no lm_head: it is tied). Conv1D weights are written as the transpose (in, out)."""
-    os.makedirs(folder, exist_ok=True)
     cfg = model.cfg
     config = {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
@@ -334,13 +367,9 @@ def save_hf(model, folder, dtype="F32"):
         "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
         "initializer_range": 0.02, "tie_word_embeddings": True,
     }
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
     tensors = {name: (t.t().contiguous() if _is_conv1d_weight(name) else t)
                for name, t in model.state_dict().items()}
-    save_safetensors(os.path.join(folder, "model.safetensors"), tensors, dtype=dtype,
-                     metadata={"format": "pt"})
+    save_hf_folder(folder, config, tensors, dtype=dtype)
 
 
 def load_hf(folder):

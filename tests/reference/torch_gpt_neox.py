@@ -7,10 +7,9 @@
 # on the first int(HS * rotary_pct) channels of each q and k head only, biased attention.dense, an MLP
 # dense_4h_to_h(gelu(dense_h_to_4h x)) with the exact (erf) GELU, and a parallel residual (x + attn(ln1 x) + mlp(ln2
 # x)) or, with use_parallel_residual false, the sequential one. The RoPE, causal mask and attention come from
-# torch_llama, file formats from torch_gpt2.
-import json
+# torch_llama, file formats from torch_gpt2. CausalLM (the ForCausalLM head and forward), check_fields, check_rotary
+# and objective serve torch_cohere and torch_phi too.
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -25,8 +24,33 @@ import torch_llama as tl
 OLD_BUFFERS = (".attention.bias", ".attention.masked_bias", ".attention.rotary_emb.inv_freq")
 
 
+class DenseConfig:
+    """What GPTNeoXConfig and torch_cohere's and torch_phi's configs share: HS = C / NH, R = int(HS * the partial
+    rotary share, the field named ROTARY) (HF's int(); every channel without one), dense, and torch_cohere.Attention's
+    questions for a layer: causal, with RoPE (Cohere2Config answers otherwise)."""
+    ROTARY = None                   # rotary_pct, partial_rotary_factor
+
+    @property
+    def head_size(self):            # HS
+        return self.channels // self.num_heads
+
+    @property
+    def rotary_dim(self):           # R: the leading q/k channels of each head that RoPE rotates
+        return int(self.head_size * getattr(self, self.ROTARY)) if self.ROTARY else self.head_size
+
+    @property
+    def is_moe(self):               # dense (make_hf_llama_reference asks every model)
+        return False
+
+    def layer_window(self, layer):  # layer's window W (query i sees keys i - W < j <= i), or None: causal
+        return None
+
+    def uses_rope(self, layer):     # whether layer rotates q and k
+        return True
+
+
 @dataclass
-class GPTNeoXConfig:
+class GPTNeoXConfig(DenseConfig):
     num_layers: int = 2             # L
     num_heads: int = 2              # NH (no grouped kv heads: every head has its own k and v); 2: HS 16, R 4
     channels: int = 32              # C; HS = C / NH
@@ -38,32 +62,68 @@ class GPTNeoXConfig:
     rotary_pct: float = 0.25        # RoPE on the first int(HS * this) channels of each q/k head
     use_parallel_residual: bool = True
     tie_word_embeddings: bool = False
+    ROTARY = "rotary_pct"
 
     def __post_init__(self):
-        for name in ("num_layers", "num_heads", "channels", "intermediate", "vocab_size", "max_seq_len"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"gpt_neox: {name} {v!r} must be a positive integer")
+        check_fields(self, "gpt_neox", ("num_layers", "num_heads", "channels", "intermediate", "vocab_size",
+                                        "max_seq_len"), ("rope_theta", "layer_norm_eps"))
         if self.channels % self.num_heads:
             raise ValueError(f"gpt_neox: num_heads {self.num_heads} must divide hidden_size {self.channels}")
-        R = self.rotary_dim
-        if not 0 < self.rotary_pct <= 1 or R <= 0 or R % 2:
-            raise ValueError(f"gpt_neox: rotary_pct {self.rotary_pct}: int(HS {self.head_size} * rotary_pct) = {R} "
-                             f"rotary channels, which must be even and positive (rotary_pct in (0, 1])")
-        if not self.rope_theta > 0 or not self.layer_norm_eps > 0:
-            raise ValueError("gpt_neox: rope_theta and layer_norm_eps must be positive")
+        check_rotary(self, "gpt_neox")
 
-    @property
-    def head_size(self):            # HS
-        return self.channels // self.num_heads
 
-    @property
-    def rotary_dim(self):           # R: the leading q/k channels of each head that RoPE rotates (HF's int())
-        return int(self.head_size * self.rotary_pct)
+def check_fields(cfg, kind, integers, numbers):
+    """What the configs here (GPTNeoXConfig, torch_cohere's, torch_phi's) ask of their sizes and constants: each of
+    cfg's fields integers a positive integer (not a bool), each of numbers a positive finite number; ValueError naming
+    the model (kind) otherwise."""
+    for name in integers:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{kind}: {name} {v!r} must be a positive integer")
+    for name in numbers:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+            raise ValueError(f"{kind}: {name} {v!r} must be a positive number")
 
-    @property
-    def is_moe(self):               # dense (make_hf_llama_reference asks every model)
-        return False
+
+def check_rotary(cfg, kind):
+    """cfg's partial rotary share (the field cfg.ROTARY: rotary_pct, partial_rotary_factor) in (0, 1] and its rotary
+    width cfg.rotary_dim = int(HS * share) even and positive; ValueError naming the model (kind) otherwise."""
+    key = cfg.ROTARY
+    share, R = getattr(cfg, key), cfg.rotary_dim
+    if not 0 < share <= 1 or R <= 0 or R % 2:
+        raise ValueError(f"{kind}: {key} {share}: int(HS {cfg.head_size} * {key}) = {R} rotary channels, which must "
+                         f"be even and positive ({key} in (0, 1])")
+
+
+def check_hf_config(c, kinds, act, false_keys=(), true_keys=()):
+    """What the config_from_hf here refuse alike in a config.json c: a model_type not in kinds, a hidden_act other
+    than act (absent: act), any of false_keys true, any of true_keys false (absent: true), a rope_scaling other than
+    null. Returns the model_type."""
+    kind = c.get("model_type")
+    if kind not in kinds:
+        raise ValueError(f"not a {' or '.join(kinds)} config: model_type {kind}")
+    if c.get("hidden_act", act) != act:
+        raise ValueError(f"{kind}: hidden_act {c['hidden_act']} is not modelled (only {act})")
+    for key in false_keys:
+        if c.get(key, False):
+            raise ValueError(f"{kind}: {key} true is not modelled (only false)")
+    for key in true_keys:
+        if not c.get(key, True):
+            raise ValueError(f"{kind}: {key} false is not modelled (only true)")
+    if c.get("rope_scaling") is not None:
+        raise ValueError(f"{kind}: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    return kind
+
+
+def hf_heads(c, channels, heads):
+    """A config.json c's hidden_size and num_attention_heads (absent: channels, heads) and num_key_value_heads (absent
+    or null: the heads), refusing a head_dim other than hidden_size / heads (HS = C / NH)."""
+    C, NH, NKV = c.get("hidden_size", channels), c.get("num_attention_heads", heads), c.get("num_key_value_heads")
+    if c.get("head_dim") not in (None, C // NH):
+        raise ValueError(f"{c.get('model_type')}: head_dim {c['head_dim']} is not modelled (only hidden_size / heads, "
+                         f"{C // NH})")
+    return C, NH, NH if NKV is None else NKV
 
 
 # ---------------------------------------------------------------- the fused qkv's layout
@@ -108,16 +168,20 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    """HF's GPTNeoXMLP: dense_4h_to_h(gelu(dense_h_to_4h x)), both biased, gelu the exact erf form (hidden_act
-    "gelu"); dense_h_to_4h (F, C), dense_4h_to_h (C, F)."""
+    """HF's GPTNeoXMLP: dense_4h_to_h(gelu(dense_h_to_4h x)), both biased, gelu (act) the exact erf form (hidden_act
+    "gelu"); dense_h_to_4h (F, C), dense_4h_to_h (C, F). Also torch_phi's PhiMLP: the two named IN and OUT, its act."""
+    IN, OUT = "dense_h_to_4h", "dense_4h_to_h"
 
     def __init__(self, cfg):
         super().__init__()
-        self.dense_h_to_4h = nn.Linear(cfg.channels, cfg.intermediate)
-        self.dense_4h_to_h = nn.Linear(cfg.intermediate, cfg.channels)
+        self.add_module(self.IN, nn.Linear(cfg.channels, cfg.intermediate))
+        self.add_module(self.OUT, nn.Linear(cfg.intermediate, cfg.channels))
+
+    def act(self, u):
+        return F.gelu(u)
 
     def forward(self, x):
-        return self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(x)))
+        return getattr(self, self.OUT)(self.act(getattr(self, self.IN)(x)))
 
 
 class Layer(nn.Module):
@@ -151,33 +215,60 @@ class Model(nn.Module):
         self.final_layer_norm = nn.LayerNorm(cfg.channels, eps=cfg.layer_norm_eps)
 
 
-class GPTNeoX(nn.Module):
-    """GPTNeoXForCausalLM: gpt_neox (Model), then embed_out (V, C, no bias), absent when tied (the head is then
-    embed_in's weight). RoPE: inv_freq[i] = rope_theta^(-2i/R) over the R = rotary_dim rotated channels (float64, a
-    plain attribute), the same in every layer. forward returns (logits, []) as torch_llama's dense models do."""
+class CausalLM(nn.Module):
+    """What GPTNeoXForCausalLM, CohereForCausalLM (torch_cohere) and PhiForCausalLM (torch_phi) share: the body, an HF
+    *Model under the attribute BODY (its embedding EMBED, its layers, each taking (x, cos, sin), its final norm NORM),
+    then the head HEAD (V, C), biased with HEAD_BIAS, absent when tied (the head is then the embedding's weight, no
+    bias). RoPE: inv_freq[i] = rope_theta^(-2i/R) over R = rotary_dim channels (float64, a plain attribute), the same in
+    every layer; rope(T) lays cos and sin out for rotate_half (Cohere overrides it). forward returns (logits(idx), [])
+    as torch_llama's dense models do."""
+    BODY, EMBED, NORM, HEAD = "model", "embed_tokens", "norm", "lm_head"
+    HEAD_BIAS = False
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, body, rotary_dim):
         super().__init__()
         self.cfg = cfg
-        self.gpt_neox = Model(cfg)
+        self.add_module(self.BODY, body)
         if not cfg.tie_word_embeddings:
-            self.embed_out = nn.Linear(cfg.channels, cfg.vocab_size, bias=False)     # (V,C)
-        self.inv_freq = tl.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta)             # (R/2)
+            self.add_module(self.HEAD, nn.Linear(cfg.channels, cfg.vocab_size, bias=self.HEAD_BIAS))    # (V,C)
+        self.inv_freq = tl.rope_inv_freq(rotary_dim, cfg.rope_theta)                                 # (R/2)
 
     def rope(self, T):
         """cos, sin (T, R) float64 for positions 0..T-1."""
         return tl.rope_cos_sin(self.inv_freq, T)
 
-    def forward(self, idx):
+    def hidden(self, idx):
+        """The body's output (HF's last_hidden_state) for idx (B, T): the blocks on embed(idx), with cos and sin cast
+        to the weights' dtype, then the final norm; (B, T, C)."""
         B, T = idx.shape
         assert T <= self.cfg.max_seq_len, f"sequence length {T} exceeds context {self.cfg.max_seq_len}"
-        body = self.gpt_neox
-        cos, sin = (t.to(body.final_layer_norm.weight.dtype) for t in self.rope(T))
-        x = body.embed_in(idx)
+        body = getattr(self, self.BODY)
+        norm = getattr(body, self.NORM)
+        cos, sin = (t.to(norm.weight.dtype) for t in self.rope(T))
+        x = getattr(body, self.EMBED)(idx)
         for layer in body.layers:
             x = layer(x, cos, sin)
-        head = body.embed_in.weight if self.cfg.tie_word_embeddings else self.embed_out.weight
-        return F.linear(body.final_layer_norm(x), head), []
+        return norm(x)
+
+    def logits(self, idx):
+        """head(hidden(idx)), (B, T, V): the head's weight and bias, or the embedding's weight when tied."""
+        h = self.hidden(idx)
+        if self.cfg.tie_word_embeddings:
+            return F.linear(h, getattr(getattr(self, self.BODY), self.EMBED).weight)
+        head = getattr(self, self.HEAD)
+        return F.linear(h, head.weight, head.bias)
+
+    def forward(self, idx):
+        return self.logits(idx), []
+
+
+class GPTNeoX(CausalLM):
+    """GPTNeoXForCausalLM: gpt_neox (Model), then embed_out (V, C, no bias), absent when tied (the head is then
+    embed_in's weight); RoPE over the R = rotary_dim rotated channels (CausalLM's)."""
+    BODY, EMBED, NORM, HEAD = "gpt_neox", "embed_in", "final_layer_norm", "embed_out"
+
+    def __init__(self, cfg):
+        super().__init__(cfg, Model(cfg), cfg.rotary_dim)
 
 
 def objective(model, idx, targets, aux_coef=0.0, z_coef=0.0):
@@ -205,24 +296,11 @@ def init_weights(model, generator, router_std=None):
     LayerNorm weights 1 + N(0, 0.1); every bias (query_key_value, dense, the MLP's, the LayerNorms') N(0, 0.1), so that
     a dropped one shows. Each then rounded to float32 (kept in the model's dtype). router_std: torch_llama's
     signature; there is no router."""
-    L = model.cfg.num_layers
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(".bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
-            elif p.dim() == 1:
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
-            elif name.endswith("mlp.dense_h_to_4h.weight"):
-                p.normal_(0.0, GPT_NEOX_H_TO_4H_STD, generator=generator)
-            elif name.endswith("mlp.dense_4h_to_h.weight"):
-                p.normal_(0.0, GPT_NEOX_4H_TO_H_STD / math.sqrt(2 * L), generator=generator)
-            elif name.endswith("attention.query_key_value.weight"):
-                p.normal_(0.0, GPT_NEOX_QKV_STD, generator=generator)
-            elif name.endswith("attention.dense.weight"):
-                p.normal_(0.0, 0.02 / math.sqrt(2 * L), generator=generator)
-            else:
-                p.normal_(0.0, 0.02, generator=generator)
-            p.copy_(p.float())
+    root = math.sqrt(2 * model.cfg.num_layers)
+    tl.init_parameters(model, generator, (("mlp.dense_h_to_4h.weight", GPT_NEOX_H_TO_4H_STD),
+                                          ("mlp.dense_4h_to_h.weight", GPT_NEOX_4H_TO_H_STD / root),
+                                          ("attention.query_key_value.weight", GPT_NEOX_QKV_STD),
+                                          ("attention.dense.weight", 0.02 / root)))
 
 
 # ---------------------------------------------------------------- Hugging Face folder
@@ -261,15 +339,7 @@ def config_from_hf(c):
     partial_rotary_factor: those given must agree. The dropouts are read and ignored. Refused: model_type other than
     gpt_neox, hidden_act other than gelu (GPT-NeoX-20B's gelu_fast, the tanh form, included), attention_bias false, a
     rope_scaling or another rope type."""
-    if c.get("model_type") != "gpt_neox":
-        raise ValueError(f"not a gpt_neox config: model_type {c.get('model_type')}")
-    act = c.get("hidden_act", "gelu")
-    if act != "gelu":
-        raise ValueError(f"gpt_neox: hidden_act {act} is not modelled (only gelu, the exact erf GELU)")
-    if not c.get("attention_bias", True):
-        raise ValueError("gpt_neox: attention_bias false is not modelled (only biased query_key_value and dense)")
-    if c.get("rope_scaling") is not None:
-        raise ValueError(f"gpt_neox: rope_scaling {c['rope_scaling']} is not modelled (only null)")
+    check_hf_config(c, ("gpt_neox",), "gelu", true_keys=("attention_bias",))
     params = tl.default_rope_parameters(c, "gpt_neox", ("rope_theta", "partial_rotary_factor"))
     theta = agreed(dict(c, rope_theta=params["rope_theta"]), ("rotary_emb_base", "rope_theta"), 10000.0)
     pct = agreed(dict(c, partial_rotary_factor=params["partial_rotary_factor"]),
@@ -286,22 +356,12 @@ def config_from_hf(c):
 def save_hf(model, folder):
     """folder/config.json + folder/model.safetensors (F32, HF names, query_key_value in HF's per-head interleaved
     order, no embed_out when tied)."""
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(hf_config(model.cfg), f, indent=2)
-        f.write("\n")
-    tg.save_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict(), metadata={"format": "pt"})
+    tg.save_hf_folder(folder, hf_config(model.cfg), model.state_dict())
 
 
 def load_hf(folder, dtype=torch.float64):
     """Builds a GPTNeoX from an HF folder (one model.safetensors). The old checkpoints' buffers (OLD_BUFFERS) are
     skipped, and a tied model's embed_out.weight, if the file has one."""
-    with open(os.path.join(folder, "config.json")) as f:
-        cfg = config_from_hf(json.load(f))
-    model = GPTNeoX(cfg).to(dtype)
-    state = {k: v for k, v in tg.load_safetensors(os.path.join(folder, "model.safetensors")).items()
-             if not k.endswith(OLD_BUFFERS)}
-    if cfg.tie_word_embeddings:
-        state.pop("embed_out.weight", None)
-    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
-    return model
+    return tg.load_hf_folder(folder, config_from_hf, GPTNeoX, dtype,
+                             lambda state, cfg: {k: v for k, v in state.items() if not k.endswith(OLD_BUFFERS)},
+                             "embed_out.weight")

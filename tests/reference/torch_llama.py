@@ -46,9 +46,7 @@
 # (torch_deepseek.Moe: sigmoid router, e_score_correction_bias for the choice only, group limit, routed scale, shared
 # experts).
 # Logits cover the real vocabulary V only. File formats come from torch_gpt2.
-import json
 import math
-import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -611,6 +609,12 @@ def causal_mask_bias(n, window=None):
 def gelu_tanh(x):
     """GELU's tanh form (HF's gelu_pytorch_tanh), Gemma's gate activation."""
     return F.gelu(x, approximate="tanh")
+
+
+def gelu_new(x):
+    """HF's gelu_new (NewGELUActivation; Phi-1.5's and Phi-2's hidden_act), GELU's tanh form as HF writes it out:
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
 def logit_softcap(x, cap):
@@ -1223,6 +1227,22 @@ QWEN2_MOE_SHARED_GATE_STD = 0.5
 GEMMA_GATE_STD, GEMMA_UP_STD, GEMMA_DOWN_STD = 0.32, 0.08, 0.08
 
 
+def init_parameters(model, generator, stds=(), gain_offset=1.0):
+    """The draws every family's init_weights makes, in named_parameters() order: each bias N(0, 0.1), each other 1-D
+    parameter (a norm's gain) gain_offset + N(0, 0.1), each matrix N(0, std) with the std of the first (suffixes, std)
+    of stds whose suffixes (a str or a tuple of them) end its name, else N(0, 0.02); every one then rounded to float32
+    (kept in the model's dtype)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
+            elif p.dim() == 1:
+                p.copy_(gain_offset + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
+            else:
+                p.normal_(0.0, next((std for ends, std in stds if name.endswith(ends)), 0.02), generator=generator)
+            p.copy_(p.float())
+
+
 def init_weights(model, generator, router_std=1.0):
     """Linear/embedding weights N(0, 0.02); the residual projections (o_proj, down_proj, w2, Starcoder2's c_proj)
     N(0, 0.02/sqrt(2L)); RMSNorm (LayerNorm) gains 1 + N(0, 0.1); every bias (q/k/v, Starcoder2's o_proj, c_fc, c_proj
@@ -1235,28 +1255,15 @@ def init_weights(model, generator, router_std=1.0):
     N(0, router_std)), then each MoE layer's e_score_correction_bias (a buffer) N(0, 0.1) rounded to float32, drawn
     after every parameter as torch_deepseek.init_weights does."""
     std_resid = 0.02 / math.sqrt(2 * model.cfg.num_layers)
-    gain_offset = 0.0 if model.cfg.gemma_norms else 1.0
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(".bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
-            elif p.dim() == 1:
-                p.copy_(gain_offset + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64))
-            elif name.endswith(("block_sparse_moe.gate.weight", "mlp.gate.weight")):
-                p.normal_(0.0, router_std, generator=generator)
-            elif name.endswith("mlp.shared_expert_gate.weight"):
-                p.normal_(0.0, QWEN2_MOE_SHARED_GATE_STD, generator=generator)
-            elif model.cfg.gemma1 and name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
-                p.normal_(0.0, GEMMA_GATE_STD if name.endswith("gate_proj.weight") else GEMMA_UP_STD,
-                          generator=generator)
-            elif model.cfg.gemma1 and name.endswith("mlp.down_proj.weight"):
-                p.normal_(0.0, GEMMA_DOWN_STD / math.sqrt(2 * model.cfg.num_layers), generator=generator)
-            elif name.endswith(("o_proj.weight", "down_proj.weight", "w2.weight", "c_proj.weight")):
-                p.normal_(0.0, std_resid, generator=generator)
-            else:
-                p.normal_(0.0, 0.02, generator=generator)
-            p.copy_(p.float())
-        if model.cfg.glm4_moe:      # then DeepSeek-V3's selection biases, as torch_deepseek.init_weights draws them
+    stds = [(("block_sparse_moe.gate.weight", "mlp.gate.weight"), router_std),
+            ("mlp.shared_expert_gate.weight", QWEN2_MOE_SHARED_GATE_STD)]
+    if model.cfg.gemma1:
+        stds += [("mlp.gate_proj.weight", GEMMA_GATE_STD), ("mlp.up_proj.weight", GEMMA_UP_STD),
+                 ("mlp.down_proj.weight", GEMMA_DOWN_STD / math.sqrt(2 * model.cfg.num_layers))]
+    stds.append((("o_proj.weight", "down_proj.weight", "w2.weight", "c_proj.weight"), std_resid))
+    init_parameters(model, generator, stds, 0.0 if model.cfg.gemma_norms else 1.0)
+    if model.cfg.glm4_moe:      # then DeepSeek-V3's selection biases, as torch_deepseek.init_weights draws them
+        with torch.no_grad():
             for moe in model.moe_layers():
                 bias = moe.gate.e_score_correction_bias
                 bias.copy_((0.1 * torch.randn(bias.shape, generator=generator, dtype=torch.float64)).float())
@@ -1781,15 +1788,10 @@ def phi3_split(state, cfg):
 def save_hf(model, folder, router_aux_loss_coef=None):
     """folder/config.json + folder/model.safetensors (F32, HF names, no lm_head when tied; Phi-3's fused
     tensors when cfg.phi3)."""
-    os.makedirs(folder, exist_ok=True)
     config = hf_config(model.cfg)
     if model.cfg.is_moe and router_aux_loss_coef is not None and not model.cfg.glm4_moe:
         config["router_aux_loss_coef"] = router_aux_loss_coef
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    state = phi3_fuse(model.state_dict()) if model.cfg.phi3 else model.state_dict()
-    tg.save_safetensors(os.path.join(folder, "model.safetensors"), state, metadata={"format": "pt"})
+    tg.save_hf_folder(folder, config, phi3_fuse(model.state_dict()) if model.cfg.phi3 else model.state_dict())
 
 
 def config_from_hf(c):
@@ -1900,15 +1902,10 @@ def load_hf(folder, dtype=torch.float64):
     (gemma3_text), a Gemma2 (gemma2), a Gemma (gemma) or a Glm4Moe (glm4_moe), from an HF folder (one
     model.safetensors; Phi-3's fused tensors split back; GLM-4.5's multi-token-prediction layers, model.layers.{i >=
     num_hidden_layers}.*, skipped); a tied model's lm_head.weight, if the file has one, is ignored."""
-    with open(os.path.join(folder, "config.json")) as f:
-        cfg = config_from_hf(json.load(f))
-    model = model_class(cfg)(cfg).to(dtype)
-    state = tg.load_safetensors(os.path.join(folder, "model.safetensors"))
-    if cfg.phi3:
-        state = phi3_split(state, cfg)
-    if cfg.glm4_moe:    # GLM-4.5's multi-token-prediction layers, model.layers.{i >= num_hidden_layers}.*: not modelled
-        state = {k: v for k, v in state.items() if not mtp_layer_tensor(k, cfg.num_layers)}
-    if cfg.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
-    return model
+    def edit(state, cfg):
+        if cfg.phi3:
+            state = phi3_split(state, cfg)
+        if cfg.glm4_moe:    # GLM-4.5's multi-token-prediction layers, model.layers.{i >= num_hidden_layers}.*
+            state = {k: v for k, v in state.items() if not mtp_layer_tensor(k, cfg.num_layers)}
+        return state
+    return tg.load_hf_folder(folder, config_from_hf, lambda cfg: model_class(cfg)(cfg), dtype, edit)

@@ -349,6 +349,18 @@ TEST(TorchReference, HuggingFaceCohere2TrainsLikeFloat64PyTorch) {
                              1e-5);
 }
 
+// Phi-1.5 / Phi-2 (PhiForCausalLM): attention and a GELU (tanh) MLP side by side on one LayerNorm, biases everywhere,
+// the first half (then quarter) of each head rotating, an untied head with a bias; then one kv head. Seeds 89 and 98
+// leave the widest margins for every mistake the reference checks (the exact GELU moves seed 1 by only 8.4e-5).
+TEST(TorchReference, HuggingFacePhiTrainsLikeFloat64PyTorch) {
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model phi --layers 3 --steps 10 --lr 3e-3 --grad-clip 1.0 --seed 89", 1e-5);
+  expect_trains_like_pytorch("make_hf_llama_reference.py",
+                             "--model phi --kv-heads 1 --seq-len 16 --steps 8 --lr 3e-3 --partial-rotary-factor 0.25 "
+                             "--seed 98",
+                             1e-5);
+}
+
 // Gemma 3 (Gemma3ForCausalLM): (1 + w) norms before and after each sublayer, embeddings times sqrt(C),
 // GeGLU, per-head q/k norms; sliding layers (a window of 5 over 16 tokens, RoPE base 10,000) and global
 // ones (theta 1e6); then with linear RoPE scaling on the global layers, query_pre_attn_scalar 24 on
