@@ -1,14 +1,12 @@
 // The GPT-NeoX name map, its fused q/k/v row order and config.json translation (see hf_gpt_neox.h).
 #include "checkpoint/hf_gpt_neox.h"
 
-#include <memory>
-#include <set>
+#include <string>
 #include <vector>
 
 #include "checkpoint/hf_config_reader.h"
 #include "checkpoint/hf_export.h"
 #include "core/error.h"
-#include "core/user_text.h"
 #include "data/json_excerpt.h"
 #include "nn/decoder_layout.h"
 
@@ -147,24 +145,14 @@ bool has_hf_gpt_neox_form(const ModelConfig& c) {
 HfSource open_hf_gpt_neox(const std::filesystem::path& dir, const ModelConfig& config) {
   config.validate();
   TS_CHECK(has_hf_gpt_neox_form(config), "open_hf_gpt_neox: a ", model_family(config), " model is not GPT-NeoX's");
-  auto files = std::make_shared<const HfWeightFiles>(dir);
-  HfSource source;
-  source.pieces = hf_gpt_neox_pieces(config);
-  std::set<std::string> expected;
-  for (const HfPiece& p : source.pieces) expected.insert(p.hf);
-  for (const std::string& name : files->names()) {
-    const bool tied_head = name == "embed_out.weight" && config.tied_embeddings;
-    TS_CHECK(expected.count(name) || is_attention_buffer(name) || tied_head, "Hugging Face weights ",
-             files->description(), ": unexpected tensor ", quoted_text(name, 80), " for a gpt-neox with ",
-             config.num_layers, " layers (weights of another model?)");
-  }
-  for (const HfPiece& p : source.pieces) files->check(p.hf, p.hf_shape);
-  source.read = [files, config](const std::string& name) {
-    std::vector<float> values = files->read_f32(name);
-    reorder_qkv_rows(config, name, values.data(), false);
-    return values;
+  const auto skipped = [&config](const std::string& name) {
+    return is_attention_buffer(name) || (name == "embed_out.weight" && config.tied_embeddings);
   };
-  return source;
+  return checked_hf_source(dir, hf_gpt_neox_pieces(config), skipped,
+                           "a gpt-neox with " + std::to_string(config.num_layers) + " layers",
+                           [config](const std::string& name, float* values) {
+                             reorder_qkv_rows(config, name, values, false);
+                           });
 }
 
 void save_hf_gpt_neox(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,

@@ -1,15 +1,13 @@
 // The Phi-1.5 / Phi-2 name map and config.json translation (see hf_phi.h).
 #include "checkpoint/hf_phi.h"
 
-#include <memory>
-#include <set>
+#include <string>
 #include <vector>
 
 #include "checkpoint/hf_config_reader.h"
 #include "checkpoint/hf_export.h"
 #include "checkpoint/hf_llama.h"
 #include "core/error.h"
-#include "core/user_text.h"
 #include "data/json_excerpt.h"
 #include "nn/decoder_layout.h"
 
@@ -118,22 +116,12 @@ bool has_hf_phi_form(const ModelConfig& c) {
 HfSource open_hf_phi(const std::filesystem::path& dir, const ModelConfig& config) {
   config.validate();
   TS_CHECK(has_hf_phi_form(config), "open_hf_phi: a ", model_family(config), " model is not Phi-2's");
-  auto files = std::make_shared<const HfWeightFiles>(dir);
-  HfSource source;
-  source.pieces = hf_phi_pieces(config);
-  std::set<std::string> expected;
-  for (const HfPiece& p : source.pieces) expected.insert(p.hf);
-  for (const std::string& name : files->names())
-    TS_CHECK(expected.count(name) || name.ends_with(".rotary_emb.inv_freq"), "Hugging Face weights ",
-             files->description(), ": unexpected tensor ", quoted_text(name, 80), " for a phi with ",
-             config.num_layers, " layers (weights of another model?)");
-  for (const HfPiece& p : source.pieces) files->check(p.hf, p.hf_shape);
-  source.read = [files, config](const std::string& name) {
-    std::vector<float> values = files->read_f32(name);
-    move_rotary_rows(config, name, values.data(), false);
-    return values;
-  };
-  return source;
+  const auto skipped = [](const std::string& name) { return name.ends_with(".rotary_emb.inv_freq"); };
+  return checked_hf_source(dir, hf_phi_pieces(config), skipped,
+                           "a phi with " + std::to_string(config.num_layers) + " layers",
+                           [config](const std::string& name, float* values) {
+                             move_rotary_rows(config, name, values, false);
+                           });
 }
 
 void save_hf_phi(const std::filesystem::path& dir, const ModelConfig& config, const ParameterValues& values,

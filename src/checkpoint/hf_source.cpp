@@ -4,12 +4,35 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 
+#include "checkpoint/hf_weight_files.h"
 #include "checkpoint/host_param.h"
 #include "core/error.h"
+#include "core/user_text.h"
 #include "nn/decoder_layout.h"
 
 namespace tessera {
+
+HfSource checked_hf_source(const std::filesystem::path& dir, std::vector<HfPiece> pieces,
+                           const std::function<bool(const std::string& hf)>& skipped, const std::string& model,
+                           std::function<void(const std::string& hf, float* values)> to_ours) {
+  auto files = std::make_shared<const HfWeightFiles>(dir);
+  std::set<std::string> expected;
+  for (const HfPiece& p : pieces) expected.insert(p.hf);
+  for (const std::string& name : files->names())
+    TS_CHECK(expected.count(name) || skipped(name), "Hugging Face weights ", files->description(),
+             ": unexpected tensor ", quoted_text(name, 80), " for ", model, " (weights of another model?)");
+  for (const HfPiece& p : pieces) files->check(p.hf, p.hf_shape);
+  HfSource source;
+  source.pieces = std::move(pieces);
+  source.read = [files, to_ours = std::move(to_ours)](const std::string& name) {
+    std::vector<float> values = files->read_f32(name);
+    to_ours(name, values.data());
+    return values;
+  };
+  return source;
+}
 
 void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst) {
   for (int64_t r = 0; r < rows; ++r)

@@ -32,6 +32,14 @@ struct HfSource {
   std::function<std::vector<float>(const std::string& hf)> read;  // an HF tensor as fp32
 };
 
+// dir's weights (one file or sharded) as the source of `pieces`: every stored tensor one of theirs or `skipped`
+// (buffers older exports keep, a tied head's copy), else refused naming it and `model` ("a phi with 2 layers");
+// each piece present, shaped and of a loadable dtype; each read through `to_ours` (the family's row order, in
+// place) on its way in.
+HfSource checked_hf_source(const std::filesystem::path& dir, std::vector<HfPiece> pieces,
+                           const std::function<bool(const std::string& hf)>& skipped, const std::string& model,
+                           std::function<void(const std::string& hf, float* values)> to_ours);
+
 // src (rows, cols) row-major into dst as (cols, rows) row-major.
 void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst);
 

@@ -9,9 +9,8 @@
 
 #include "checkpoint/hf_gpt_neox.h"
 #include "checkpoint/hf_model.h"
+#include "checkpoint/hf_test_models.h"
 #include "checkpoint/safetensors.h"
-#include "core/rng.h"
-#include "nn/decoder.h"
 #include "nn/model_presets.h"
 #include "support/test_support.h"
 
@@ -20,34 +19,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every parameter drawn (the padding rows of the embedding and head kept 0, as an export holds them).
-Decoder random_model(const ModelConfig& config, uint64_t seed) {
-  Decoder model(config);
-  for (NamedTensor& p : model.named_params()) {
-    const int64_t real = p.name.ends_with("embed_tokens.weight") || p.name == "lm_head.weight"
-                             ? config.vocab_size * config.channels
-                             : p.tensor.numel();
-    for (int64_t i = 0; i < p.tensor.numel(); ++i)
-      p.tensor.f32()[i] = i < real ? normal_at(seed, stream_id(p.name), uint64_t(i)) : 0.0f;
-  }
-  return model;
-}
-
-const Tensor& param(const Decoder& model, const std::string& name) {
-  for (const NamedTensor& p : model.named_params())
-    if (p.name == name) return p.tensor;
-  throw std::runtime_error("no parameter " + name);
-}
-
-void expect_same_bits(const Decoder& a, const Decoder& b) {
-  ASSERT_EQ(a.params().numel(), b.params().numel());
-  for (int64_t i = 0; i < a.params().numel(); ++i)
-    ASSERT_EQ(a.params().f32()[i], b.params().f32()[i]) << "element " << i;
-}
+using testing::expect_same_bits;
 
 TEST(HfGptNeox, NamesShapesAndConfigAreTransformers) {
   const ModelConfig config = model_preset("pythia-tiny");  // 4 heads of 16, RoPE on 4 of them
-  const Decoder model = random_model(config, 3);
+  const Decoder model = testing::random_hf_model(config, 3);
   const fs::path dir = testing::scratch_dir();
   save_hf_model(dir, config, model.named_params());
   const SafetensorsFile file(dir / "model.safetensors");
@@ -78,8 +54,8 @@ TEST(HfGptNeox, NamesShapesAndConfigAreTransformers) {
   // (its last 4), the v head's in order. Bias rows alike.
   const std::vector<float> qkv = file.read_f32("gpt_neox.layers.1.attention.query_key_value.weight");
   const std::vector<float> bias = file.read_f32("gpt_neox.layers.1.attention.query_key_value.bias");
-  const Tensor& ours = param(model, "layers.1.self_attn.qkv_proj.weight");
-  const Tensor& ours_bias = param(model, "layers.1.self_attn.qkv_proj.bias");
+  const Tensor& ours = testing::param_named(model, "layers.1.self_attn.qkv_proj.weight");
+  const Tensor& ours_bias = testing::param_named(model, "layers.1.self_attn.qkv_proj.bias");
   const int64_t C = 64, HS = 16, R = 4;
   for (int64_t hf_row = 0; hf_row < 3 * C; ++hf_row) {
     const int64_t head = hf_row / (3 * HS), part = hf_row / HS % 3, d = hf_row % HS;
@@ -101,7 +77,7 @@ TEST(HfGptNeox, SequentialTiedAndFullRotaryRoundTrip) {
   config.parallel_residual = false;
   config.tied_embeddings = true;
   config.rotary_dims = 0;
-  const Decoder model = random_model(config, 5);
+  const Decoder model = testing::random_hf_model(config, 5);
   const fs::path dir = testing::scratch_dir();
   save_hf_model(dir / "a", config, model.named_params());
   const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "a" / "config.json"));
@@ -123,7 +99,7 @@ TEST(HfGptNeox, SequentialTiedAndFullRotaryRoundTrip) {
 // beside the weights; a tensor of another model is refused by name.
 TEST(HfGptNeox, PythiaFilesAsReleased) {
   const ModelConfig config = model_preset("pythia-tiny");
-  const Decoder model = random_model(config, 7);
+  const Decoder model = testing::random_hf_model(config, 7);
   const fs::path dir = testing::scratch_dir();
   save_hf_model(dir, config, model.named_params());
   nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
@@ -164,7 +140,7 @@ TEST(HfGptNeox, PythiaFilesAsReleased) {
 TEST(HfGptNeox, RefusedConfigsNameTheField) {
   const ModelConfig config = model_preset("pythia-tiny");
   const fs::path dir = testing::scratch_dir();
-  save_hf_model(dir, config, random_model(config, 9).named_params());
+  save_hf_model(dir, config, testing::random_hf_model(config, 9).named_params());
   const nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
   const auto refused = [&](const std::string& key, const nlohmann::json& value) {
     nlohmann::json changed = hf;
@@ -185,7 +161,7 @@ TEST(HfGptNeox, GptNeox20bTanhGelu) {
   ModelConfig config = model_preset("pythia-tiny");
   config.mlp = MlpKind::gelu;
   const fs::path dir = testing::scratch_dir();
-  const Decoder model = random_model(config, 11);
+  const Decoder model = testing::random_hf_model(config, 11);
   save_hf_model(dir, config, model.named_params());
   nlohmann::json hf = nlohmann::json::parse(testing::read_text(dir / "config.json"));
   EXPECT_EQ(hf["hidden_act"], "gelu_fast");

@@ -9,9 +9,8 @@
 #include "checkpoint/hf_gpt_neox.h"
 #include "checkpoint/hf_model.h"
 #include "checkpoint/hf_phi.h"
+#include "checkpoint/hf_test_models.h"
 #include "checkpoint/safetensors.h"
-#include "core/rng.h"
-#include "nn/decoder.h"
 #include "nn/model_presets.h"
 #include "support/test_support.h"
 
@@ -20,27 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every parameter drawn, the padding rows of the embedding, head and head bias kept 0 as an export holds them.
-Decoder random_model(const ModelConfig& config, uint64_t seed) {
-  Decoder model(config);
-  for (NamedTensor& p : model.named_params()) {
-    const bool vocab = p.name == "embed_tokens.weight" || p.name.starts_with("lm_head.");
-    const int64_t real = vocab ? p.tensor.numel() / config.padded_vocab_size() * config.vocab_size : p.tensor.numel();
-    for (int64_t i = 0; i < p.tensor.numel(); ++i)
-      p.tensor.f32()[i] = i < real ? normal_at(seed, stream_id(p.name), uint64_t(i)) : 0.0f;
-  }
-  return model;
-}
-
-const Tensor& param(const Decoder& model, const std::string& name) {
-  for (const NamedTensor& p : model.named_params())
-    if (p.name == name) return p.tensor;
-  throw std::runtime_error("no parameter " + name);
-}
 
 TEST(HfPhi, NamesConfigRotaryRowsAndHeadBias) {
   const ModelConfig config = model_preset("phi2-tiny");  // 2 heads of 16, RoPE on 8 of them
-  const Decoder model = random_model(config, 5);
+  const Decoder model = testing::random_hf_model(config, 5);
   const fs::path dir = testing::scratch_dir();
   save_hf_model(dir, config, model.named_params());
   const SafetensorsFile file(dir / "model.safetensors");
@@ -67,18 +49,18 @@ TEST(HfPhi, NamesConfigRotaryRowsAndHeadBias) {
   // A q head's first 8 rows (and bias entries) are the ones Tessera turns, its last 8.
   const std::vector<float> q = file.read_f32("model.layers.1.self_attn.q_proj.weight");
   const std::vector<float> q_bias = file.read_f32("model.layers.1.self_attn.q_proj.bias");
-  const Tensor& ours = param(model, "layers.1.self_attn.qkv_proj.weight");
-  const Tensor& ours_bias = param(model, "layers.1.self_attn.qkv_proj.bias");
+  const Tensor& ours = testing::param_named(model, "layers.1.self_attn.qkv_proj.weight");
+  const Tensor& ours_bias = testing::param_named(model, "layers.1.self_attn.qkv_proj.bias");
   const int64_t C = 32, HS = 16, R = 8;
   for (int64_t row = 0; row < 2 * HS; ++row) {
     const int64_t d = row % HS, ours_row = row / HS * HS + (d < R ? HS - R + d : d - R);
     ASSERT_EQ(q_bias[size_t(row)], ours_bias.f32()[ours_row]) << row;
     for (int64_t col = 0; col < C; col += 5) ASSERT_EQ(q[size_t(row * C + col)], ours.f32()[ours_row * C + col]);
   }
-  EXPECT_EQ(file.read_f32("lm_head.bias")[17], param(model, "lm_head.bias").f32()[17]);
+  EXPECT_EQ(file.read_f32("lm_head.bias")[17], testing::param_named(model, "lm_head.bias").f32()[17]);
   Decoder imported(config);
   load_hf_model(dir, config, imported.named_params());
-  for (int64_t i = 0; i < model.params().numel(); ++i) ASSERT_EQ(model.params().f32()[i], imported.params().f32()[i]);
+  testing::expect_same_bits(model, imported);
 
   // Refused by field: q/k layernorms, RoPE scaling, a tied head, another activation.
   const auto refused = [&](const std::string& key, const nlohmann::json& value) {
