@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "checkpoint/hf_config_reader.h"
+#include "checkpoint/hf_rope_rows.h"
 #include "core/error.h"
 #include "data/json_excerpt.h"
 
@@ -32,9 +33,6 @@ TailRows tail_rows(const ModelConfig& c, const std::string& name, int64_t numel)
   return t;
 }
 
-// Row r of an R-row tail in Tessera's order holds interleaved row source(r): even channels, then odd.
-int64_t interleaved_row(int64_t r, int64_t R) { return r < R / 2 ? 2 * r : 2 * (r - R / 2) + 1; }
-
 // The tails of `name` (numel values) between the two orders: to interleaved (export) or from it.
 void reorder_tails(const ModelConfig& config, const std::string& name, float* values, int64_t numel,
                    bool to_interleaved) {
@@ -44,14 +42,6 @@ void reorder_tails(const ModelConfig& config, const std::string& name, float* va
 }
 
 }  // namespace
-
-void reorder_rope_pairs(float* rows, int64_t R, int64_t cols, bool to_interleaved) {
-  const std::vector<float> given(rows, rows + R * cols);
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t ours = r * cols, theirs = interleaved_row(r, R) * cols;
-    std::copy_n(given.begin() + (to_interleaved ? ours : theirs), cols, rows + (to_interleaved ? theirs : ours));
-  }
-}
 
 bool is_hf_deepseek_type(const json& model_type) { return model_type == "deepseek_v3" || model_type == "deepseek_v2"; }
 

@@ -48,10 +48,6 @@ HfDeepseekFiles hf_deepseek_files(const std::filesystem::path& dir);
 // config.json for `config` (hf_deepseek_exportable), weights interleaved.
 nlohmann::json hf_deepseek_config_json(const ModelConfig& config);
 
-// R rows of `cols` values at `rows` between the interleaved RoPE pair order (channels 2i and 2i + 1 turn
-// together: DeepSeek-V3's tails, Cohere's heads) and Tessera's (i and i + R/2), in place.
-void reorder_rope_pairs(float* rows, int64_t R, int64_t cols, bool to_interleaved);
-
 // HF tensor `name`'s numel values (row-major) from interleaved to Tessera's order, in place; other
 // tensors are left alone. interleave_rope_rows is the inverse (for export).
 void deinterleave_rope_rows(const ModelConfig& config, const std::string& name, float* values, int64_t numel);

@@ -21,21 +21,17 @@ std::vector<HfPiece> hf_gpt_neox_pieces(const ModelConfig& c) {
   const DecoderNames names = decoder_names(c);
   const int64_t C = c.channels, V = c.vocab_size, F = c.hidden();
   std::vector<HfPiece> pieces = {{"gpt_neox.embed_in.weight", {V, C}, names.embed, 0}};
-  const auto add = [&](const std::string& hf, Shape shape, const LinearNames& ours) {
-    pieces.push_back({hf + ".weight", shape, ours.weight, 0});
-    pieces.push_back({hf + ".bias", {shape.front()}, ours.bias, 0});
-  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
     const std::string p = "gpt_neox.layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm", {C}, b.norm1);
-    add(p + "post_attention_layernorm", {C}, b.norm2);
-    add(p + "attention.query_key_value", {3 * C, C}, b.qkv);
-    add(p + "attention.dense", {C, C}, b.attn_out);
-    add(p + "mlp.dense_h_to_4h", {F, C}, b.mlp_in);
-    add(p + "mlp.dense_4h_to_h", {C, F}, b.mlp_out);
+    add_linear_pieces(pieces, p + "input_layernorm", {C}, b.norm1);
+    add_linear_pieces(pieces, p + "post_attention_layernorm", {C}, b.norm2);
+    add_linear_pieces(pieces, p + "attention.query_key_value", {3 * C, C}, b.qkv);
+    add_linear_pieces(pieces, p + "attention.dense", {C, C}, b.attn_out);
+    add_linear_pieces(pieces, p + "mlp.dense_h_to_4h", {F, C}, b.mlp_in);
+    add_linear_pieces(pieces, p + "mlp.dense_4h_to_h", {C, F}, b.mlp_out);
   }
-  add("gpt_neox.final_layer_norm", {C}, names.final_norm);
+  add_linear_pieces(pieces, "gpt_neox.final_layer_norm", {C}, names.final_norm);
   if (!c.tied_embeddings) pieces.push_back({"embed_out.weight", {V, C}, names.head, 0});
   return pieces;
 }

@@ -13,6 +13,7 @@
 #include "checkpoint/hf_config_reader.h"
 #include "checkpoint/hf_deepseek.h"
 #include "checkpoint/hf_export.h"
+#include "checkpoint/hf_rope_rows.h"
 #include "checkpoint/hf_source.h"
 #include "checkpoint/hf_weight_files.h"
 #include "core/error.h"
@@ -56,14 +57,10 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
   // are wider than hidden_size / num_attention_heads).
   std::vector<HfPiece> pieces = {{"model.embed_tokens.weight", {V, C}, names.embed, 0}};
   // A weight and, where ours has one, its bias (StarCoder2's every projection and LayerNorm).
-  const auto add = [&](const std::string& hf, Shape shape, const LinearNames& ours, int64_t row0 = 0) {
-    pieces.push_back({hf + ".weight", shape, ours.weight, row0 * shape.back()});
-    if (!ours.bias.empty()) pieces.push_back({hf + ".bias", {shape.front()}, ours.bias, row0});
-  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    if (pre) add(p + "input_layernorm", {C}, b.norm1);  // OLMo 2 has none
+    if (pre) add_linear_pieces(pieces, p + "input_layernorm", {C}, b.norm1);  // OLMo 2 has none
     if (c.mla.enabled()) {  // DeepSeek's latent attention: our names and shapes are its own
       for (const std::string* n : {&b.q_proj.weight, &b.q_a.weight, &b.q_a_norm, &b.q_b.weight, &b.kv_a.weight,
                                    &b.kv_a_norm, &b.kv_b.weight})
@@ -71,27 +68,28 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
     } else if (c.phi3) {  // Phi-3's fused projection: q, k and v rows, as ours
       pieces.push_back({p + "self_attn.qkv_proj.weight", {q + 2 * kv, C}, b.qkv.weight, 0});
     } else {  // with Qwen2's biases, and StarCoder2's
-      add(p + "self_attn.q_proj", {q, C}, b.qkv, 0);
-      add(p + "self_attn.k_proj", {kv, C}, b.qkv, q);
-      add(p + "self_attn.v_proj", {kv, C}, b.qkv, q + kv);
+      add_linear_pieces(pieces, p + "self_attn.q_proj", {q, C}, b.qkv, 0);
+      add_linear_pieces(pieces, p + "self_attn.k_proj", {kv, C}, b.qkv, q);
+      add_linear_pieces(pieces, p + "self_attn.v_proj", {kv, C}, b.qkv, q + kv);
     }
     if (c.qk_norm) {
       pieces.push_back({p + "self_attn.q_norm.weight", {c.qk_norm_all_heads ? q : HS}, b.q_norm, 0});
       pieces.push_back({p + "self_attn.k_norm.weight", {c.qk_norm_all_heads ? kv : HS}, b.k_norm, 0});
     }
-    add(p + "self_attn.o_proj", {C, c.value_width()}, b.attn_out);
-    if (post) add(p + "post_attention_layernorm", {C}, b.norm1_post);
+    add_linear_pieces(pieces, p + "self_attn.o_proj", {C, c.value_width()}, b.attn_out);
+    if (post) add_linear_pieces(pieces, p + "post_attention_layernorm", {C}, b.norm1_post);
     if (pre && !c.shared_norm)  // Cohere's one norm feeds both sublayers
-      add(p + (sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"), {C}, b.norm2);
-    if (post) add(p + "post_feedforward_layernorm", {C}, b.norm2_post);
+      add_linear_pieces(pieces, p + (sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"), {C},
+                        b.norm2);
+    if (post) add_linear_pieces(pieces, p + "post_feedforward_layernorm", {C}, b.norm2_post);
     if (c.phi3) {  // gate and up rows, as ours
       pieces.push_back({p + "mlp.gate_up_proj.weight", {2 * F, C}, b.mlp_in.weight, 0});
       pieces.push_back({p + "mlp.down_proj.weight", {C, F}, b.mlp_out.weight, 0});
       continue;
     }
     if (!is_gated(c.mlp)) {  // StarCoder2's GELU MLP
-      add(p + "mlp.c_fc", {F, C}, b.mlp_in);
-      add(p + "mlp.c_proj", {C, F}, b.mlp_out);
+      add_linear_pieces(pieces, p + "mlp.c_fc", {F, C}, b.mlp_in);
+      add_linear_pieces(pieces, p + "mlp.c_proj", {C, F}, b.mlp_out);
       continue;
     }
     if (!c.is_moe_block(l)) {
@@ -126,7 +124,7 @@ std::vector<HfPiece> hf_llama_pieces(const ModelConfig& c) {
       pieces.push_back({x + down, {C, Fe}, b.experts_out, e * C * Fe});
     }
   }
-  add("model.norm", {C}, names.final_norm);
+  add_linear_pieces(pieces, "model.norm", {C}, names.final_norm);
   if (!c.tied_embeddings) pieces.push_back({"lm_head.weight", {V, C}, names.head, 0});
   return pieces;
 }
@@ -142,17 +140,6 @@ bool gemma2_form(const ModelConfig& c) {
 void offset_gemma_gains(const ModelConfig& c, const std::string& name, float* values, int64_t n, bool to_hf) {
   if (!gemma_form(c) || !(name.ends_with("norm.weight") || name.ends_with("layernorm.weight"))) return;
   for (int64_t i = 0; i < n; ++i) values[i] += to_hf ? -1.0f : 1.0f;
-}
-
-// Cohere's RoPE turns channels 2i and 2i + 1 of each head together, Tessera's i and i + HS/2: importing reorders
-// each q_proj and k_proj head's rows (`to_hf`: back).
-void reorder_cohere_rope_rows(const ModelConfig& c, const std::string& name, float* values, bool to_hf) {
-  if (!cohere_form(c)) return;
-  const int64_t heads = name.ends_with(".self_attn.q_proj.weight")   ? c.num_heads
-                        : name.ends_with(".self_attn.k_proj.weight") ? c.kv_heads()
-                                                                     : 0;
-  const int64_t HS = c.head_size();
-  for (int64_t h = 0; h < heads; ++h) reorder_rope_pairs(values + h * HS * c.channels, HS, c.channels, to_hf);
 }
 
 // SmolLM3's blocks without RoPE: those whose entry in no_rope_layers is 0 (1: RoPE), or without the
@@ -430,26 +417,6 @@ std::optional<int64_t> layer_of(const std::string& name) {
 }
 
 }  // namespace
-
-void move_rotary_rows(const ModelConfig& c, const std::string& name, float* values, bool to_hf) {
-  if (c.rotary_dims == 0 || c.mla.enabled()) return;
-  const int64_t NH = c.num_heads, NKV = c.kv_heads(), C = c.channels;
-  const auto [heads, row] = [&]() -> std::pair<int64_t, int64_t> {
-    if (name.ends_with(".self_attn.qkv_proj.weight")) return {NH + NKV, C};  // Phi-3's; v rows stay
-    if (name.ends_with(".self_attn.q_proj.weight")) return {NH, C};
-    if (name.ends_with(".self_attn.k_proj.weight")) return {NKV, C};
-    if (name.ends_with(".self_attn.q_proj.bias")) return {NH, 1};
-    if (name.ends_with(".self_attn.k_proj.bias")) return {NKV, 1};
-    const bool head_norm = name.ends_with(".self_attn.q_norm.weight") || name.ends_with(".self_attn.k_norm.weight");
-    if (head_norm && !c.qk_norm_all_heads) return {1, 1};
-    return {0, 0};
-  }();
-  const int64_t HS = c.head_size(), R = c.rotary_dims;
-  for (int64_t h = 0; h < heads; ++h) {
-    float* head = values + h * HS * row;
-    std::rotate(head, head + (to_hf ? HS - R : R) * row, head + HS * row);
-  }
-}
 
 bool is_hf_llama_type(const json& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
@@ -774,7 +741,7 @@ HfSource open_hf_llama(const std::filesystem::path& dir, const ModelConfig& conf
     std::vector<float> values = files->read_f32(names.stored(name));
     if (interleaved) deinterleave_rope_rows(config, name, values.data(), int64_t(values.size()));
     move_rotary_rows(config, name, values.data(), false);
-    reorder_cohere_rope_rows(config, name, values.data(), false);
+    if (cohere_form(config)) reorder_interleaved_heads(config, name, values.data(), false);
     offset_gemma_gains(config, name, values.data(), int64_t(values.size()), false);
     return values;
   };
@@ -802,7 +769,7 @@ void save_hf_llama(const std::filesystem::path& dir, const ModelConfig& config, 
   const HfTensorEdit to_hf = [&config](const std::string& name, float* out, int64_t n) {
     if (config.mla.enabled()) interleave_rope_rows(config, name, out, n);
     move_rotary_rows(config, name, out, true);
-    reorder_cohere_rope_rows(config, name, out, true);
+    if (cohere_form(config)) reorder_interleaved_heads(config, name, out, true);
     offset_gemma_gains(config, name, out, n, true);
   };
   write_hf_folder(dir, config, hf_llama_pieces(config), values, to_hf,

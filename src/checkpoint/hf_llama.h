@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <string>
 
 #include "checkpoint/hf_source.h"
 #include "checkpoint/hf_token_ids.h"
@@ -31,12 +30,6 @@
 #include "nn/named_tensor.h"
 
 namespace tessera {
-
-// Phi-3's, Phi-2's and GLM-4.5's partial rotary turns a head's first R channels, Tessera's RoPE its last R: the
-// import moves each q and k head's first R rows after its others (`to_hf` moves them back), in Phi-3's fused
-// qkv_proj, or in q_proj and k_proj, their biases and the heads' q/k norm gains (HF tensor `name`'s values, in
-// place; other tensors are left alone), which changes no dot product of a query and a key.
-void move_rotary_rows(const ModelConfig& config, const std::string& name, float* values, bool to_hf);
 
 // Whether a config.json's model_type is one hf_llama_config reads: "llama", "mistral", "qwen2",
 // "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "olmoe", "smollm3" or "gemma3_text".

@@ -6,7 +6,7 @@
 
 #include "checkpoint/hf_config_reader.h"
 #include "checkpoint/hf_export.h"
-#include "checkpoint/hf_llama.h"
+#include "checkpoint/hf_rope_rows.h"
 #include "core/error.h"
 #include "data/json_excerpt.h"
 #include "nn/decoder_layout.h"
@@ -23,23 +23,19 @@ std::vector<HfPiece> hf_phi_pieces(const ModelConfig& c) {
   const int64_t C = c.channels, V = c.vocab_size, F = c.hidden();
   const int64_t q = c.num_heads * c.head_size(), kv = c.kv_heads() * c.head_size();
   std::vector<HfPiece> pieces = {{"model.embed_tokens.weight", {V, C}, names.embed, 0}};
-  const auto add = [&](const std::string& hf, Shape shape, const LinearNames& ours, int64_t row0 = 0) {
-    pieces.push_back({hf + ".weight", shape, ours.weight, row0 * shape.back()});
-    pieces.push_back({hf + ".bias", {shape.front()}, ours.bias, row0});
-  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const BlockNames& b = names.blocks[size_t(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm", {C}, b.norm1);
-    add(p + "self_attn.q_proj", {q, C}, b.qkv, 0);
-    add(p + "self_attn.k_proj", {kv, C}, b.qkv, q);
-    add(p + "self_attn.v_proj", {kv, C}, b.qkv, q + kv);
-    add(p + "self_attn.dense", {C, q}, b.attn_out);
-    add(p + "mlp.fc1", {F, C}, b.mlp_in);
-    add(p + "mlp.fc2", {C, F}, b.mlp_out);
+    add_linear_pieces(pieces, p + "input_layernorm", {C}, b.norm1);
+    add_linear_pieces(pieces, p + "self_attn.q_proj", {q, C}, b.qkv, 0);
+    add_linear_pieces(pieces, p + "self_attn.k_proj", {kv, C}, b.qkv, q);
+    add_linear_pieces(pieces, p + "self_attn.v_proj", {kv, C}, b.qkv, q + kv);
+    add_linear_pieces(pieces, p + "self_attn.dense", {C, q}, b.attn_out);
+    add_linear_pieces(pieces, p + "mlp.fc1", {F, C}, b.mlp_in);
+    add_linear_pieces(pieces, p + "mlp.fc2", {C, F}, b.mlp_out);
   }
-  add("model.final_layernorm", {C}, names.final_norm);
-  add("lm_head", {V, C}, LinearNames{names.head, names.head_bias});
+  add_linear_pieces(pieces, "model.final_layernorm", {C}, names.final_norm);
+  add_linear_pieces(pieces, "lm_head", {V, C}, LinearNames{names.head, names.head_bias});
   return pieces;
 }
 

@@ -1,7 +1,7 @@
 // Phi-1.5 and Phi-2 <-> Hugging Face folders (the files PhiForCausalLM reads and writes). Its tensors are our
 // Llama-named parameters under Phi's names (self_attn.dense is o_proj, mlp.fc1 and fc2 the MLP's, one
 // input_layernorm a block, model.final_layernorm), q_proj/k_proj/v_proj packed into our qkv, the first R rotary
-// rows of each q/k head moved where Tessera's RoPE turns them (move_rotary_rows), and lm_head with its bias.
+// rows of each q/k head moved where Tessera's RoPE turns them (hf_rope_rows.h), and lm_head with its bias.
 #pragma once
 
 #include <cstdint>

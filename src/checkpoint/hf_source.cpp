@@ -14,6 +14,12 @@
 
 namespace tessera {
 
+void add_linear_pieces(std::vector<HfPiece>& pieces, const std::string& hf, const Shape& shape, const LinearNames& ours,
+                       int64_t row0) {
+  pieces.push_back({hf + ".weight", shape, ours.weight, row0 * shape.back()});
+  if (!ours.bias.empty()) pieces.push_back({hf + ".bias", {shape.front()}, ours.bias, row0});
+}
+
 HfSource checked_hf_source(const std::filesystem::path& dir, std::vector<HfPiece> pieces,
                            const std::function<bool(const std::string& hf)>& skipped, const std::string& model,
                            std::function<void(const std::string& hf, float* values)> to_ours) {

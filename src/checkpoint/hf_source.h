@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/decoder_layout.h"
 #include "nn/model_config.h"
 #include "nn/named_tensor.h"
 #include "nn/parameter_values.h"
@@ -26,6 +27,11 @@ struct HfPiece {
   int64_t offset = 0;
   bool transpose = false;
 };
+
+// HF tensor `hf`.weight of `shape` and, where ours has a bias, `hf`.bias: pieces of `ours` from its row `row0` (q,
+// k and v into a packed projection).
+void add_linear_pieces(std::vector<HfPiece>& pieces, const std::string& hf, const Shape& shape, const LinearNames& ours,
+                       int64_t row0 = 0);
 
 struct HfSource {
   std::vector<HfPiece> pieces;  // checked against the files: present, shaped, loadable dtypes
